@@ -1,0 +1,23 @@
+"""``nevis config``: show what this process would use."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from services.core.config import get_settings
+
+
+def show_config(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Print the effective settings, with passwords masked."""
+    values = get_settings().masked()
+    if as_json:
+        typer.echo(json.dumps(values, indent=2))
+        return
+    table = Table("variable", "value", title="Effective settings")
+    for name, value in values.items():
+        table.add_row(name, "(unset)" if value is None else value)
+    Console().print(table)

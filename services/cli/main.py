@@ -1,0 +1,42 @@
+"""The ``nevis`` command: one Typer app with a sub-app per area.
+
+Any :class:`~services.core.errors.NevisError` becomes one red line on stderr and exit code 2;
+a traceback means a bug.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from services.cli import config_cmd, data_cmd, db_cmd, streams_cmd
+from services.core.errors import NevisError
+
+app = typer.Typer(
+    name="nevis",
+    help="Evaluate never-ending learners on the NEVIS'22 protocol.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("config", help="Print the effective settings (secrets masked).")(config_cmd.show_config)
+app.add_typer(db_cmd.app, name="db", help="Database schema management.")
+app.add_typer(streams_cmd.app, name="streams", help="List and inspect stream manifests.")
+app.add_typer(data_cmd.app, name="data", help="Turn datasets into checksummed shards.")
+
+_stderr = Console(stderr=True)
+
+
+def main() -> None:
+    """Console entry point."""
+    try:
+        app()
+    except NevisError as exc:
+        _stderr.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

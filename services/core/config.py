@@ -1,0 +1,122 @@
+"""The one settings object, read from ``NEVIS_*`` environment variables.
+
+Build it with :func:`get_settings` (cached, so tests can clear it with
+``get_settings.cache_clear()``), never at import time. Defaults give an embedded laptop
+set-up: SQLite and a local object store in the data folder, and a local Ray.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.core.errors import ConfigError
+
+# Variables a Ray worker needs to reach the same database, store and data; the trainer
+# propagates these into runtime environments.
+WORKER_ENV_VARS = (
+    "NEVIS_DATA_DIR",
+    "NEVIS_DATABASE_URL",
+    "NEVIS_STORE_URL",
+    "NEVIS_S3_ENDPOINT_URL",
+    "NEVIS_OFFLINE_DATA_DIR",
+)
+
+
+def default_data_dir() -> Path:
+    """Per-user data folder: ``$XDG_DATA_HOME/nevis`` or ``~/.local/share/nevis``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "nevis"
+
+
+class Settings(BaseSettings):
+    """Effective configuration of one process."""
+
+    model_config = SettingsConfigDict(env_prefix="NEVIS_", extra="ignore", frozen=True)
+
+    data_dir: Path = Field(default_factory=default_data_dir, description="Local data folder.")
+    database_url: str = Field(default="", description="SQLAlchemy URL; default SQLite in data_dir.")
+    store_url: str = Field(default="", description="file:///path or s3://bucket/prefix.")
+    s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint.")
+    ray_address: str | None = Field(default=None, description="Ray cluster; default local.")
+    offline_data_dir: Path | None = Field(default=None, description="npz + JSON datasets.")
+    image_size: int = Field(default=64, description="Stored image resolution (pixels).")
+
+    @field_validator("image_size")
+    @classmethod
+    def _check_image_size(cls, value: int) -> int:
+        if not 8 <= value <= 512:
+            raise ValueError(f"must be an int in [8, 512]; got {value}")
+        return value
+
+    @field_validator("data_dir", "offline_data_dir")
+    @classmethod
+    def _expand(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
+    @model_validator(mode="after")
+    def _fill_defaults(self) -> "Settings":
+        data_dir = self.data_dir.resolve()
+        object.__setattr__(self, "data_dir", data_dir)
+        if not self.database_url:
+            object.__setattr__(self, "database_url", f"sqlite:///{data_dir / 'nevis.sqlite'}")
+        if not self.store_url:
+            object.__setattr__(self, "store_url", (data_dir / "store").as_uri())
+        scheme = urlsplit(self.store_url).scheme
+        if scheme not in ("file", "s3"):
+            raise ValueError(
+                f"NEVIS_STORE_URL must start with file:// or s3://; got {self.store_url!r}"
+            )
+        if "://" not in self.database_url:
+            raise ValueError(
+                "NEVIS_DATABASE_URL must be an SQLAlchemy URL such as "
+                f"postgresql+psycopg://user@host/db; got {self.database_url!r}"
+            )
+        return self
+
+    def masked(self) -> dict[str, str | None]:
+        """The settings as strings, with passwords in URLs replaced by ``***``."""
+        out: dict[str, str | None] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            text = None if value is None else str(value)
+            if text and "://" in text:
+                text = mask_url(text)
+            out[f"NEVIS_{name.upper()}"] = text
+        return out
+
+
+def mask_url(url: str) -> str:
+    """Hide the password of a URL, keeping everything else readable."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Read and validate the settings once per process.
+
+    Raises:
+        ConfigError: naming each bad variable and why.
+    """
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(_describe(err) for err in exc.errors())
+        raise ConfigError(f"Invalid settings: {problems}") from None
+
+
+def _describe(err: dict) -> str:
+    """One validation problem as ``NEVIS_VAR: reason``."""
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if not err["loc"]:
+        return message
+    return f"NEVIS_{'_'.join(str(p) for p in err['loc']).upper()}: {message}"

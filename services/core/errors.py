@@ -1,0 +1,64 @@
+"""The project's exceptions: one base class, one subclass per kind of failure.
+
+Every message says what went wrong and, where it helps, which setting or command fixes it.
+The CLI turns any :class:`NevisError` into a one-line message and a non-zero exit code; the
+HTTP layer turns it into a problem-details response. Anything else is a bug.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class NevisError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+    def __reduce__(self):  # keeps subclasses picklable across Ray workers
+        return (self.__class__, self.args)
+
+
+class ConfigError(NevisError):
+    """A setting is missing, malformed or unsafe."""
+
+
+class ManifestError(NevisError):
+    """A stream manifest is malformed."""
+
+
+class UnknownNameError(NevisError, KeyError):
+    """A stream, dataset, learner or metric name is not registered."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DatasetNotFoundError(NevisError):
+    """A dataset a stream needs cannot be found; the message says how to provide it."""
+
+
+class InvalidKeyError(NevisError, ValueError):
+    """An object-store key is not a safe relative path."""
+
+
+class ObjectNotFoundError(NevisError, KeyError):
+    """An object-store key has no object."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class IntegrityError(NevisError):
+    """Stored bytes do not match their recorded checksum, or a file cannot be read."""
+
+
+class DatabaseError(NevisError):
+    """The database is unreachable or its schema is not at the expected revision."""
+
+
+def unknown_name_message(kind: str, name: str, known: Iterable[str]) -> str:
+    """Build an "unknown X, did you mean Y" message listing what is available."""
+    known = sorted(known)
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return f"Unknown {kind} {name!r}.{hint} Known: {', '.join(known) or '(none)'}."
