@@ -62,3 +62,19 @@ def unknown_name_message(kind: str, name: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return f"Unknown {kind} {name!r}.{hint} Known: {', '.join(known) or '(none)'}."
+
+
+class CausalityError(NevisError):
+    """A learner asked for something the protocol forbids: a future task or a test split."""
+
+
+class LearnerError(NevisError):
+    """A learner broke its contract (malformed predictions, bad search space, ...)."""
+
+
+class TaskFailedError(NevisError):
+    """Every trial of a task failed; nothing was committed for it."""
+
+
+class BudgetError(NevisError, ValueError):
+    """A run budget (trials, steps, FLOP or wall caps) makes no sense."""

@@ -1,0 +1,217 @@
+"""The learner protocol: what a researcher implements, and what the harness gives back.
+
+A learner is any object with the methods of :class:`Learner`. It is framework-neutral:
+predictors and states are opaque to the harness, which only needs them picklable (state) or
+serialisable to bytes (predictor, via ``save_predictor``).
+
+Guarantees the harness keeps (see :mod:`workers.stream.task_view`):
+- ``train`` receives a :class:`TaskView` with the current task's train and dev splits, the
+  train splits of earlier tasks, and nothing else; asking for a future task or for any test
+  split raises :class:`~services.core.errors.CausalityError`;
+- ``predict`` and ``features`` receive images only, never labels;
+- every forward/backward pass of a module passed through ``ctx.track`` is counted (one
+  multiply-add = 2 FLOPs); learners in other frameworks call ``ctx.report_flops``.
+
+The probe pool calls ``load_predictor`` and ``features`` on saved checkpoints long after
+training, in another process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+# --- search spaces -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogUniform:
+    """A float drawn log-uniformly from [low, high]."""
+
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """A float drawn uniformly from [low, high]."""
+
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of a fixed list of values."""
+
+    values: tuple[Any, ...]
+
+
+SearchDomain = LogUniform | Uniform | Choice
+
+# The paper's search space for the baselines.
+PAPER_SEARCH_SPACE: Mapping[str, SearchDomain] = {
+    "learning_rate": LogUniform(1e-4, 1e-1),
+    "label_smoothing": Uniform(0.0, 0.3),
+}
+
+# --- what the learner sees ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """Metadata of a task that a learner may read (no data, no test information)."""
+
+    order: int
+    key: str
+    dataset: str
+    title: str
+    year: int
+    domain: str | None
+    kind: Literal["single", "multi"]
+    num_classes: int
+    class_names: tuple[str, ...]
+    image_size: int
+    num_train: int
+    num_dev: int
+
+
+@dataclass(frozen=True)
+class LabelledData:
+    """Images (uint8, N×S×S×3) and labels (int64 [N], or uint8 multi-hot [N, K])."""
+
+    images: np.ndarray
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.images.shape[0])
+
+
+@runtime_checkable
+class TaskView(Protocol):
+    """The causal view of the stream a learner gets while training task ``info``."""
+
+    @property
+    def info(self) -> TaskInfo: ...
+
+    def train(self) -> LabelledData:
+        """The current task's training split."""
+        ...
+
+    def dev(self) -> LabelledData:
+        """The current task's dev split, for model selection and early stopping."""
+        ...
+
+    def past_tasks(self) -> tuple[TaskInfo, ...]:
+        """Earlier tasks of the stream, in order."""
+        ...
+
+    def past_train(self, order: int) -> LabelledData:
+        """The training split of an earlier task (its compute counts like any other)."""
+        ...
+
+
+@runtime_checkable
+class TrialContext(Protocol):
+    """What the harness offers learner code during one trial (or one prediction job)."""
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def steps(self) -> int:
+        """The optimisation-step budget of this trial."""
+        ...
+
+    @property
+    def world_size(self) -> int:
+        """Number of workers of this trial (>1 only inside a Ray Train worker group)."""
+        ...
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def device(self) -> str:
+        """"cpu" or "cuda:N": where this worker should put its tensors."""
+        ...
+
+    def track(self, module: Any) -> Any:
+        """Count the FLOPs of every forward and backward pass of a torch module; returns it."""
+        ...
+
+    def report_flops(self, flops: int) -> None:
+        """Add FLOPs measured by the learner itself (frameworks other than PyTorch)."""
+        ...
+
+    def progress(self, step: int, predictor: Any, *, loss: float | None = None) -> None:
+        """Record the training curve at ``step``; checkpoints when the harness asks for one."""
+        ...
+
+
+# --- what the learner returns ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainOutput:
+    """A trained predictor and the learner state to carry to the next task."""
+
+    predictor: Any
+    state: Any
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one trial asks for. ``num_workers > 1`` runs it as a Ray Train worker group."""
+
+    num_workers: int = 1
+    cpus_per_worker: float = 1.0
+    gpus_per_worker: float = 0.0
+
+
+@runtime_checkable
+class Learner(Protocol):
+    """The interface a researcher implements. See the README for a complete example."""
+
+    name: str
+
+    def search_space(self) -> Mapping[str, SearchDomain]:
+        """Hyper-parameters of a trial and where to draw them from."""
+        ...
+
+    def resources(self) -> Resources:
+        """What one trial needs."""
+        ...
+
+    def init_state(self) -> Any:
+        """The state before the first task (picklable)."""
+        ...
+
+    def train(
+        self, view: TaskView, state: Any, config: Mapping[str, Any], ctx: TrialContext
+    ) -> TrainOutput:
+        """Train on the task of ``view`` with hyper-parameters ``config``."""
+        ...
+
+    def predict(self, predictor: Any, images: np.ndarray, ctx: TrialContext) -> np.ndarray:
+        """Class scores, shaped (N, num_classes): logits or probabilities; images only."""
+        ...
+
+    def features(self, predictor: Any, images: np.ndarray, ctx: TrialContext) -> np.ndarray:
+        """The predictor's representation (penultimate features), shaped (N, d)."""
+        ...
+
+    def save_predictor(self, predictor: Any) -> bytes:
+        """Serialise a predictor (for checkpoints and evaluation in another process)."""
+        ...
+
+    def load_predictor(self, data: bytes, info: TaskInfo, ctx: TrialContext) -> Any:
+        """Rebuild a predictor saved by ``save_predictor``."""
+        ...
+
+
+FlopsSource = Literal["measured", "reported"]
+CHECKPOINT_DEFAULT_FRACTIONS: Sequence[float] = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0)
