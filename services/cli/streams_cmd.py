@@ -1,5 +1,133 @@
-"""``nevis streams``: placeholder, filled in by its own module."""
+"""``nevis streams``: list the built-in streams and show one stream's tasks.
+
+``show`` takes a built-in name or the path of a user's manifest file. With ``--json`` only
+JSON goes to stdout (the manifest, its sha256 and a summary), so it can be piped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
 
 import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
-app = typer.Typer(no_args_is_help=True)
+from workers.stream.manifest import SPLITS, SplitRule, StreamManifest, manifest_to_dict
+from workers.stream.registry import list_streams, load_stream, manifest_sha256
+
+app = typer.Typer(no_args_is_help=True, help="List and inspect stream manifests.")
+
+_PHASE_LABEL = {"meta_train": "meta-train", "meta_test": "meta-test"}
+
+
+def summarize(manifest: StreamManifest) -> dict[str, Any]:
+    """Counts a reader checks first: tasks per phase, multi-label tasks, distinct datasets."""
+    return {
+        "tasks": len(manifest.tasks),
+        "per_phase": {
+            "meta_train": len(manifest.meta_train),
+            "meta_test": len(manifest.meta_test),
+        },
+        "datasets": len(manifest.datasets),
+        "multi_label_tasks": [
+            {"order": t.order, "year": t.year, "dataset": t.dataset, "title": t.title}
+            for t in manifest.tasks
+            if t.kind == "multi"
+        ],
+    }
+
+
+@app.command("list")
+def list_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the built-in streams with their task counts per phase."""
+    rows = []
+    for name in list_streams():
+        manifest = load_stream(name)
+        rows.append(
+            {
+                "name": name,
+                "version": manifest.version,
+                "tasks": len(manifest.tasks),
+                "meta_train": len(manifest.meta_train),
+                "meta_test": len(manifest.meta_test),
+                "description": manifest.description,
+            }
+        )
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("name", "version", "tasks", "meta-train", "meta-test", title="Built-in streams")
+    for row in rows:
+        counts = (str(row[k]) for k in ("tasks", "meta_train", "meta_test"))
+        table.add_row(row["name"], row["version"], *counts)
+    console = _console()
+    console.print(table)
+    console.print("Details: nevis streams show NAME (NAME may also be a path to a .json file)")
+
+
+@app.command("show")
+def show_command(
+    name: str = typer.Argument(..., help="A built-in stream name, or a path to a .json manifest."),
+    as_json: bool = typer.Option(False, "--json", help="Print the manifest and a summary as JSON."),
+) -> None:
+    """Show a stream's tasks: order, year, phase, dataset, kind, classes, size and split."""
+    manifest = load_stream(name)
+    summary = summarize(manifest)
+    digest = manifest_sha256(manifest)
+    if as_json:
+        doc = {"manifest": manifest_to_dict(manifest), "sha256": digest, "summary": summary}
+        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        return
+    table = Table(title=f"{manifest.name} {manifest.version}: {len(manifest.tasks)} tasks",
+                  box=box.SIMPLE_HEAD)
+    for header in ("order", "year", "phase", "dataset", "domain", "kind", "classes", "examples"):
+        table.add_column(header, no_wrap=True)
+    table.add_column("split", overflow="fold")
+    for task in manifest.tasks:
+        table.add_row(
+            str(task.order),
+            str(task.year),
+            _PHASE_LABEL[task.phase],
+            task.dataset,
+            task.domain or "-",
+            task.kind,
+            _or_dash(task.num_classes),
+            _or_dash(task.num_examples),
+            split_label(task.split),
+        )
+    console = _console()
+    console.print(manifest.description, highlight=False)
+    console.print(table)
+    per_phase = summary["per_phase"]
+    console.print(
+        f"Totals: {summary['tasks']} tasks, {per_phase['meta_train']} meta-train, "
+        f"{per_phase['meta_test']} meta-test (from {manifest.meta_test_from_year}); "
+        f"{len(summary['multi_label_tasks'])} multi-label; {summary['datasets']} distinct "
+        f"datasets; sha256 {digest[:12]}",
+        highlight=False,
+    )
+
+
+def split_label(rule: SplitRule) -> str:
+    """A short rendering such as ``random 56/12/12/20 s0`` or ``official 70/15/15``."""
+    shares = "/".join(f"{rule.fractions[k] * 100:.3g}" for k in SPLITS if k in rule.fractions)
+    if rule.kind == "random":
+        return f"random {shares} s{rule.seed}"
+    if rule.kind == "official_test":
+        return f"official {shares}"
+    return f"provided s{rule.seed}"
+
+
+def _console() -> Console:
+    # Piped output (a file, a CI log) gets whole rows rather than rich's 80-column guess.
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=160)
+    return console
+
+
+def _or_dash(value: int | None) -> str:
+    return "-" if value is None else str(value)

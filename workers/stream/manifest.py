@@ -1,18 +1,42 @@
 """Stream manifests: the ordered tasks of a stream version, as frozen values.
 
 A manifest is a JSON document shipped in ``workers/stream/manifests/`` (see
-:mod:`workers.stream.registry`). :func:`parse_manifest` is the only way in: it checks every
-field and raises :class:`~services.core.errors.ManifestError` naming the stream, the task
-and the field at fault.
+:mod:`workers.stream.registry`), or a user's own file in the same format::
+
+    {"format": 1, "name": "...", "version": "1.0", "description": "...", "source": "...",
+     "meta_test_from_year": 2019, "image_size": 32,            # image_size is optional
+     "tasks": [{"order": 1, "year": 1998, "dataset": "sklearn:digits", "title": "...",
+                "domain": "ocr", "kind": "single", "num_classes": 10, "num_examples": 1797,
+                "split": {"kind": "random", "seed": 0, "text": "...",
+                          "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2}},
+                "phase": "meta_train", "notes": ""}]}
+
+:func:`parse_manifest` is the only way in: it checks every field (unknown fields are errors)
+and raises :class:`~services.core.errors.ManifestError` naming the file, the task and the
+field at fault. A task's phase always follows from its year; a stated ``phase`` is checked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from services.core.errors import ManifestError
+from workers.stream.manifest_checks import (
+    DATASET_KEY_RE,
+    IMAGE_SIZE_RANGE,
+    STREAM_NAME_RE,
+    VERSION_RE,
+    YEAR_RANGE,
+    Where,
+    check_choice,
+    check_fields,
+    check_fractions,
+    check_int,
+    check_object,
+    check_optional_int,
+    check_str,
+)
 
 # Every dataset is cut into these four splits. Learners see train (and, for model
 # selection, dev); evaluation uses dev_test in the meta-train phase and test in meta-test.
@@ -56,6 +80,7 @@ class TaskSpec:
     split: SplitRule
     phase: Phase
     notes: str = ""
+    num_examples: int | None = None  # size of the dataset where known, for planning
 
     @property
     def key(self) -> str:
@@ -97,12 +122,185 @@ class StreamManifest:
         return tuple(dict.fromkeys(t.dataset for t in self.tasks))
 
 
+# The format, field by field. A field not listed here is an error, so typos never pass.
+_TOP_REQUIRED = (
+    "format", "name", "version", "description", "source", "meta_test_from_year", "tasks",
+)
+_TOP_OPTIONAL = ("image_size",)
+_TASK_REQUIRED = ("order", "year", "dataset", "title", "kind", "split")
+_TASK_OPTIONAL = ("domain", "num_classes", "num_examples", "phase", "notes")
+_SPLIT_REQUIRED = ("kind",)
+_SPLIT_OPTIONAL = ("fractions", "seed", "text")
+# Which splits a rule's fractions cover; "provided" takes its lists from the dataset.
+_DATASET_HINT = "'<source>:<name>' in lower case, e.g. 'offline:mnist'"
+_FRACTION_KEYS: dict[str, tuple[str, ...]] = {
+    "random": SPLITS,
+    "official_test": ("train", "dev", "dev_test"),
+    "provided": (),
+}
+
+
+def phase_of(year: int, meta_test_from_year: int) -> Phase:
+    """The protocol phase of a task: meta-test from ``meta_test_from_year`` on."""
+    return "meta_test" if year >= meta_test_from_year else "meta_train"
+
+
 def parse_manifest(doc: Mapping[str, Any], *, origin: str = "<manifest>") -> StreamManifest:
     """Validate a manifest document and build the frozen value.
 
-    Raises:
-        ManifestError: naming ``origin``, the task order and the field at fault.
-    """
-    from workers.stream._manifest_checks import build_manifest  # noqa: PLC0415
+    Args:
+        doc: the decoded JSON document.
+        origin: where it came from (a file name), used in every error message.
 
-    return build_manifest(doc, origin=origin)
+    Returns:
+        The manifest, with each task's phase derived from its year.
+
+    Raises:
+        ManifestError: naming ``origin``, the task and the field at fault.
+    """
+    where = Where(origin)
+    doc = check_object(doc, where, "<document>")
+    check_fields(doc, where, required=_TOP_REQUIRED, optional=_TOP_OPTIONAL)
+    fmt = doc["format"]
+    if isinstance(fmt, bool) or fmt != MANIFEST_FORMAT:
+        raise where.error("format", f"must be {MANIFEST_FORMAT} (the only format read here)", fmt)
+    name = check_str(
+        doc["name"], where, "name", pattern=STREAM_NAME_RE, hint="a slug such as 'my-stream'"
+    )
+    version = check_str(
+        doc["version"], where, "version", pattern=VERSION_RE, hint="a version such as '1.0'"
+    )
+    description = check_str(doc["description"], where, "description")
+    source = check_str(doc["source"], where, "source")
+    cutoff = check_int(
+        doc["meta_test_from_year"], where, "meta_test_from_year", lo=YEAR_RANGE[0], hi=YEAR_RANGE[1]
+    )
+    lo, hi = IMAGE_SIZE_RANGE
+    image_size = check_optional_int(doc.get("image_size"), where, "image_size", lo=lo, hi=hi)
+    raw_tasks = doc["tasks"]
+    if not isinstance(raw_tasks, list) or not raw_tasks:
+        raise where.error("tasks", "must be a non-empty list of task objects", raw_tasks)
+    tasks: list[TaskSpec] = []
+    for position, raw in enumerate(raw_tasks, start=1):
+        previous_year = tasks[-1].year if tasks else None
+        tasks.append(_parse_task(raw, where.at_task(position), position, previous_year, cutoff))
+    return StreamManifest(
+        name=name,
+        version=version,
+        description=description,
+        source=source,
+        meta_test_from_year=cutoff,
+        tasks=tuple(tasks),
+        image_size=image_size,
+    )
+
+
+def _parse_task(
+    raw: Any, where: Where, position: int, previous_year: int | None, cutoff: int
+) -> TaskSpec:
+    task = check_object(raw, where, "tasks[]")
+    check_fields(task, where, required=_TASK_REQUIRED, optional=_TASK_OPTIONAL)
+    order = check_int(task["order"], where, "order", lo=1)
+    if order != position:
+        raise where.error(
+            "order", f"must be {position}: tasks are numbered 1..n in list order", order
+        )
+    year = check_int(task["year"], where, "year", lo=YEAR_RANGE[0], hi=YEAR_RANGE[1])
+    if previous_year is not None and year < previous_year:
+        raise where.error(
+            "year", f"must not be before the previous task's year ({previous_year})", year
+        )
+    phase = phase_of(year, cutoff)
+    if "phase" in task:
+        stated = check_choice(task["phase"], where, "phase", ("meta_train", "meta_test"))
+        if stated != phase:
+            raise where.error(
+                "phase",
+                f"must be {phase!r} for year {year} (meta-test starts in {cutoff})",
+                stated,
+            )
+    domain = task.get("domain")
+    return TaskSpec(
+        order=order,
+        year=year,
+        dataset=check_str(
+            task["dataset"], where, "dataset", pattern=DATASET_KEY_RE, hint=_DATASET_HINT
+        ),
+        title=check_str(task["title"], where, "title"),
+        domain=None if domain is None else check_str(domain, where, "domain"),
+        kind=cast(TaskKind, check_choice(task["kind"], where, "kind", ("single", "multi"))),
+        num_classes=check_optional_int(task.get("num_classes"), where, "num_classes", lo=1),
+        split=_parse_split(task["split"], where),
+        phase=phase,
+        notes=check_str(task.get("notes", ""), where, "notes", allow_empty=True),
+        num_examples=check_optional_int(task.get("num_examples"), where, "num_examples", lo=1),
+    )
+
+
+def _parse_split(raw: Any, where: Where) -> SplitRule:
+    rule = check_object(raw, where, "split")
+    check_fields(rule, where, required=_SPLIT_REQUIRED, optional=_SPLIT_OPTIONAL, prefix="split.")
+    kind = check_choice(rule["kind"], where, "split.kind", tuple(_FRACTION_KEYS))
+    names = _FRACTION_KEYS[kind]
+    if names:
+        if "fractions" not in rule:
+            raise where.error("split.fractions", f"is required for split kind {kind!r}")
+        fractions = check_fractions(
+            rule["fractions"], where, "split.fractions", names=names, kind=kind
+        )
+    else:
+        if rule.get("fractions"):
+            raise where.error(
+                "split.fractions",
+                f"must be absent for split kind {kind!r} (the dataset provides its lists)",
+                rule["fractions"],
+            )
+        fractions = {}
+    return SplitRule(
+        kind=cast(SplitKind, kind),
+        fractions=fractions,
+        seed=check_int(rule.get("seed", 0), where, "split.seed", lo=0, hi=2**32 - 1),
+        text=check_str(rule.get("text", ""), where, "split.text", allow_empty=True),
+    )
+
+
+def manifest_to_dict(manifest: StreamManifest) -> dict[str, Any]:
+    """The document form of a manifest: ``parse_manifest(manifest_to_dict(m)) == m``.
+
+    Every task field is written (``null`` where unknown) and each task carries its derived
+    phase, so the JSON reads on its own.
+    """
+    doc: dict[str, Any] = {
+        "format": MANIFEST_FORMAT,
+        "name": manifest.name,
+        "version": manifest.version,
+        "description": manifest.description,
+        "source": manifest.source,
+        "meta_test_from_year": manifest.meta_test_from_year,
+    }
+    if manifest.image_size is not None:
+        doc["image_size"] = manifest.image_size
+    doc["tasks"] = [_task_to_dict(t) for t in manifest.tasks]
+    return doc
+
+
+def _task_to_dict(task: TaskSpec) -> dict[str, Any]:
+    split: dict[str, Any] = {"kind": task.split.kind}
+    fractions = task.split.fractions
+    if fractions:
+        split["fractions"] = {k: fractions[k] for k in SPLITS if k in fractions}
+    split["seed"] = task.split.seed
+    split["text"] = task.split.text
+    return {
+        "order": task.order,
+        "year": task.year,
+        "phase": task.phase,
+        "dataset": task.dataset,
+        "title": task.title,
+        "domain": task.domain,
+        "kind": task.kind,
+        "num_classes": task.num_classes,
+        "num_examples": task.num_examples,
+        "split": split,
+        "notes": task.notes,
+    }
