@@ -70,6 +70,11 @@ def validate_prefix(prefix: str) -> str:
             f"Invalid key prefix {prefix!r}: a prefix must be a str; "
             f"got {type(prefix).__name__}."
         )
+    if prefix.startswith("/"):
+        raise InvalidKeyError(
+            f"Invalid key prefix {prefix!r}: a prefix must be a relative path, not start "
+            "with '/'; use '' for every key."
+        )
     body = prefix[:-1] if prefix.endswith("/") else prefix
     try:
         validate_key(body)
