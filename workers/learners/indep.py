@@ -1,0 +1,305 @@
+"""The ``indep`` baseline: a fresh network per task, trained on that task alone.
+
+It carries nothing from task to task (its state is always ``None``), draws its trials from
+the paper's search space (learning rate, label smoothing) and trains with the paper's recipe
+(:mod:`workers.learners.recipe`) and augmentation (:mod:`workers.learners.augment`).
+
+Every forward and backward pass goes through a module handed to ``ctx.track`` just before
+use: the network at the start of training, and again by ``predict`` and ``features`` with
+the context they are given (so a prediction job is charged to its own context; the
+harness's meter moves a module to the newest context that tracks it). The representation
+pass goes through a :class:`~workers.learners.models.FeatureView`, tracked on its own.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from services.core.errors import LearnerError
+from workers.learners import recipe
+from workers.learners.augment import AugmentConfig, eval_transform, train_transform
+from workers.learners.models import Classifier, FeatureView, ModelConfig, build_model
+from workers.learners.protocol import (
+    PAPER_SEARCH_SPACE,
+    Resources,
+    SearchDomain,
+    TaskInfo,
+    TaskView,
+    TrainOutput,
+    TrialContext,
+)
+
+_FORMAT = 1
+DEFAULT_LEARNING_RATE = 0.01
+
+
+@dataclass(frozen=True)
+class IndepPredictor:
+    """A network plus what it takes to run and rebuild it.
+
+    ``model`` gives logits and holds the weights; ``feature_view`` runs its penultimate
+    layer through a module call, so FLOP tracking sees representation passes too.
+    """
+
+    model: Classifier
+    feature_view: FeatureView
+    model_config: ModelConfig
+    augment: AugmentConfig
+    kind: str
+
+
+class IndepLearner:
+    """Random initialisation per task, current task only.
+
+    Args:
+        model: "small_cnn" (default, fast on CPUs) or "resnet34" (the paper's low-res net).
+        max_batch: the cap B of the batch-size rule.
+        warmup_fraction: share of the step budget spent warming the learning rate up.
+        width: first-stage channels of the network; ``None`` for the model's default.
+        eval_batch: images per forward pass in ``predict`` and ``features``.
+    """
+
+    name = "indep"
+
+    def __init__(
+        self,
+        model: str = "small_cnn",
+        *,
+        max_batch: int = 512,
+        warmup_fraction: float = 0.05,
+        width: int | None = None,
+        eval_batch: int = 256,
+    ) -> None:
+        ModelConfig(model, 1, width)  # fails early on an unknown model or bad width
+        if not isinstance(max_batch, int) or max_batch < 1:
+            raise ValueError(
+                "The 'max_batch' parameter of IndepLearner must be an int in [1, inf). "
+                f"Got {max_batch!r} instead."
+            )
+        if not 0.0 <= warmup_fraction <= 1.0:
+            raise ValueError(
+                "The 'warmup_fraction' parameter of IndepLearner must be in [0, 1]. "
+                f"Got {warmup_fraction!r} instead."
+            )
+        if not isinstance(eval_batch, int) or eval_batch < 1:
+            raise ValueError(
+                "The 'eval_batch' parameter of IndepLearner must be an int in [1, inf). "
+                f"Got {eval_batch!r} instead."
+            )
+        self.model_name = model
+        self.max_batch = max_batch
+        self.warmup_fraction = warmup_fraction
+        self.width = width
+        self.eval_batch = eval_batch
+
+    # --- protocol: declarations ----------------------------------------------------------
+
+    def search_space(self) -> Mapping[str, SearchDomain]:
+        return PAPER_SEARCH_SPACE
+
+    def resources(self) -> Resources:
+        return Resources(num_workers=1, cpus_per_worker=1.0, gpus_per_worker=0.0)
+
+    def init_state(self) -> None:
+        return None
+
+    # --- protocol: training --------------------------------------------------------------
+
+    def train(
+        self, view: TaskView, state: Any, config: Mapping[str, Any], ctx: TrialContext
+    ) -> TrainOutput:
+        """Train a fresh network for ``ctx.steps`` steps on the current task's train split.
+
+        ``config`` holds ``learning_rate`` (peak, default 0.01) and ``label_smoothing``
+        (default 0). ``ctx.progress`` is called at step 0 (untrained) and after every step.
+        """
+        info = view.info
+        data = view.train()
+        n = len(data)
+        if n == 0:
+            raise LearnerError(f"Task {info.key!r} has an empty training split; nothing to fit.")
+        lr = float(config.get("learning_rate", DEFAULT_LEARNING_RATE))
+        smoothing = float(config.get("label_smoothing", 0.0))
+        steps = int(ctx.steps)
+
+        torch.manual_seed(ctx.seed)
+        generator = torch.Generator().manual_seed(ctx.seed)
+        predictor = self._new_predictor(info, ctx)
+        model = predictor.model
+        net = ctx.track(model)  # before any pass, so every one is counted
+        optimizer = recipe.make_optimizer(model.parameters(), lr)
+        scheduler = recipe.make_scheduler(
+            optimizer, steps, recipe.warmup_steps(steps, self.warmup_fraction)
+        )
+        loss_fn = recipe.make_loss(info.kind, smoothing)
+        batch = recipe.batch_size(n, max_batch=self.max_batch)
+        labels = _label_tensor(data.labels, info)
+
+        ctx.progress(0, predictor, loss=None)
+        model.train()
+        for step, idx in enumerate(_epoch_batches(n, batch, steps, generator), start=1):
+            index = idx.numpy()
+            x = train_transform(
+                data.images[index], predictor.augment, generator=generator, device=ctx.device
+            )
+            y = labels[idx].to(ctx.device, non_blocking=True)
+            loss = loss_fn(net(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            ctx.progress(step, predictor, loss=float(loss.detach()))
+        model.eval()
+        return TrainOutput(predictor=predictor, state=None)
+
+    # --- protocol: inference -------------------------------------------------------------
+
+    def predict(
+        self, predictor: IndepPredictor, images: np.ndarray, ctx: TrialContext
+    ) -> np.ndarray:
+        """Logits (N, num_classes) on centre-cropped images."""
+        width = predictor.model_config.num_classes
+        return self._run(predictor, predictor.model, images, ctx, width)
+
+    def features(
+        self, predictor: IndepPredictor, images: np.ndarray, ctx: TrialContext
+    ) -> np.ndarray:
+        """Penultimate features (N, d), after global average pooling."""
+        width = predictor.model.feature_dim
+        return self._run(predictor, predictor.feature_view, images, ctx, width)
+
+    # --- protocol: persistence -----------------------------------------------------------
+
+    def save_predictor(self, predictor: IndepPredictor) -> bytes:
+        buffer = io.BytesIO()
+        state_dict = {k: v.detach().cpu() for k, v in predictor.model.state_dict().items()}
+        torch.save(
+            {
+                "format": _FORMAT,
+                "model": asdict(predictor.model_config),
+                "augment": asdict(predictor.augment),
+                "kind": predictor.kind,
+                "state_dict": state_dict,
+            },
+            buffer,
+        )
+        return buffer.getvalue()
+
+    def load_predictor(self, data: bytes, info: TaskInfo, ctx: TrialContext) -> IndepPredictor:
+        try:
+            blob = torch.load(io.BytesIO(data), map_location=ctx.device, weights_only=True)
+        except Exception as exc:  # torch raises several unrelated types for bad bytes
+            raise LearnerError(
+                f"Cannot read an indep predictor for task {info.key!r}: {exc}. "
+                "Was it written by IndepLearner.save_predictor?"
+            ) from exc
+        if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
+            raise LearnerError(
+                f"The predictor bytes for task {info.key!r} are not an indep predictor "
+                f"(format {_FORMAT}); was it written by another learner?"
+            )
+        model_cfg = ModelConfig(**blob["model"])
+        aug_cfg = AugmentConfig(
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in blob["augment"].items()}
+        )
+        model = build_model(model_cfg)
+        model.load_state_dict(blob["state_dict"])
+        model.to(ctx.device).eval()
+        ctx.track(model)
+        return IndepPredictor(
+            model=model,
+            feature_view=FeatureView(model),
+            model_config=model_cfg,
+            augment=aug_cfg,
+            kind=str(blob["kind"]),
+        )
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _new_predictor(self, info: TaskInfo, ctx: TrialContext) -> IndepPredictor:
+        model_cfg = ModelConfig(self.model_name, info.num_classes, self.width)
+        model = build_model(model_cfg).to(ctx.device)
+        return IndepPredictor(
+            model=model,
+            feature_view=FeatureView(model),
+            model_config=model_cfg,
+            augment=AugmentConfig(size=info.image_size),
+            kind=info.kind,
+        )
+
+    def _run(
+        self,
+        predictor: IndepPredictor,
+        module: nn.Module,
+        images: np.ndarray,
+        ctx: TrialContext,
+        width: int,
+    ) -> np.ndarray:
+        """``module`` over ``images`` in batches, in eval mode, without gradients."""
+        if len(images) == 0:
+            return np.zeros((0, width), dtype=np.float32)
+        fn = ctx.track(module)
+        device = next(predictor.model.parameters()).device  # wherever it was built or loaded
+        outputs = []
+        with _eval_mode(predictor.model), torch.no_grad():
+            for start in range(0, len(images), self.eval_batch):
+                chunk = images[start : start + self.eval_batch]
+                x = eval_transform(chunk, predictor.augment, device=device)
+                outputs.append(fn(x).float().cpu())
+        return torch.cat(outputs).numpy()
+
+
+def _label_tensor(labels: np.ndarray, info: TaskInfo) -> torch.Tensor:
+    """Targets as the loss wants them: int64 [N] (single) or float32 multi-hot [N, K]."""
+    if info.kind == "multi":
+        if labels.ndim != 2 or labels.shape[1] != info.num_classes:
+            raise LearnerError(
+                f"Multi-label task {info.key!r} needs multi-hot labels of shape "
+                f"(N, {info.num_classes}); got {labels.shape}."
+            )
+        return torch.from_numpy(np.asarray(labels, dtype=np.float32))
+    if labels.ndim != 1:
+        raise LearnerError(
+            f"Single-label task {info.key!r} needs integer labels of shape (N,); "
+            f"got {labels.shape}."
+        )
+    return torch.from_numpy(np.asarray(labels, dtype=np.int64))
+
+
+def _epoch_batches(
+    n: int, batch: int, steps: int, generator: torch.Generator
+) -> Iterator[torch.Tensor]:
+    """``steps`` index batches, each epoch a fresh shuffle; a short tail joins the next epoch."""
+    order = torch.empty(0, dtype=torch.int64)
+    for _ in range(steps):
+        while len(order) < batch:
+            order = torch.cat([order, torch.randperm(n, generator=generator)])
+        yield order[:batch]
+        order = order[batch:]
+
+
+@contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
+    """Evaluation mode for the duration, then back to whatever mode it was in."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def make_indep(**options: Any) -> IndepLearner:
+    """Factory used by the registry; ``options`` are :class:`IndepLearner`'s."""
+    return IndepLearner(**options)
+
+
+__all__ = ["IndepLearner", "IndepPredictor", "make_indep"]

@@ -1,0 +1,134 @@
+"""The baselines' training recipe, as pure functions (NEVIS'22 paper, METRICS.md §1).
+
+- SGD with Nesterov momentum 0.9 and weight decay 1e-4 (on every parameter);
+- a cosine learning-rate schedule after a linear warm-up, as a pure function of the step;
+- the batch-size rule b = min(B, max(16, 2^floor(log2(p·D))));
+- label-smoothed cross-entropy for single-label tasks, binary cross-entropy on logits for
+  multi-label tasks (targets smoothed towards 1/2 by the same amount).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch.optim.lr_scheduler import LambdaLR
+
+MOMENTUM = 0.9
+WEIGHT_DECAY = 1e-4
+MIN_BATCH = 16
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def batch_size(train_size: int, p: float = 0.0025, max_batch: int = 512) -> int:
+    """The baselines' batch size for a training set of ``train_size`` examples.
+
+    b = min(max_batch, max(16, 2^floor(log2(p · train_size)))).
+
+    Example:
+        >>> batch_size(1000), batch_size(100_000), batch_size(1_000_000)
+        (16, 128, 512)
+    """
+    if not isinstance(train_size, int) or train_size < 1:
+        raise ValueError(
+            "The 'train_size' parameter of batch_size must be an int in [1, inf). "
+            f"Got {train_size!r} instead."
+        )
+    if not p > 0:
+        raise ValueError(f"The 'p' parameter of batch_size must be > 0. Got {p!r} instead.")
+    if not isinstance(max_batch, int) or max_batch < 1:
+        raise ValueError(
+            "The 'max_batch' parameter of batch_size must be an int in [1, inf). "
+            f"Got {max_batch!r} instead."
+        )
+    # frexp gives x = m·2^e with m in [0.5, 1): floor(log2 x) = e − 1, exactly.
+    _, exponent = math.frexp(p * train_size)
+    return min(max_batch, max(MIN_BATCH, 2 ** (exponent - 1)))
+
+
+def warmup_steps(total_steps: int, fraction: float) -> int:
+    """Number of warm-up steps: ``fraction`` of the budget, rounded, at most all of it."""
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(
+            "The 'fraction' parameter of warmup_steps must be a float in [0, 1]. "
+            f"Got {fraction!r} instead."
+        )
+    return min(total_steps, round(fraction * total_steps))
+
+
+def lr_factor(step: int, total_steps: int, warmup: int) -> float:
+    """Multiplier of the peak learning rate for the update made at ``step`` (0-based).
+
+    Warm-up: (step + 1) / warmup for step < warmup, so the first update already moves.
+    Then cosine decay: 0.5 · (1 + cos(π · (step − warmup) / (total_steps − warmup))),
+    which is 1 at the end of warm-up and tends to 0 at ``total_steps``.
+    """
+    if step < 0:
+        raise ValueError(f"The 'step' parameter of lr_factor must be >= 0. Got {step!r}.")
+    if step < warmup:
+        return (step + 1) / warmup
+    decay_steps = max(1, total_steps - warmup)
+    progress = min(1.0, (step - warmup) / decay_steps)
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def make_optimizer(
+    params: Iterable[torch.nn.Parameter],
+    learning_rate: float,
+    *,
+    momentum: float = MOMENTUM,
+    weight_decay: float = WEIGHT_DECAY,
+) -> torch.optim.SGD:
+    """SGD with Nesterov momentum, as in the paper."""
+    if not learning_rate > 0:
+        raise ValueError(
+            "The 'learning_rate' hyper-parameter must be a float in (0, inf). "
+            f"Got {learning_rate!r} instead."
+        )
+    return torch.optim.SGD(
+        params, lr=learning_rate, momentum=momentum, weight_decay=weight_decay, nesterov=True
+    )
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup: int) -> LambdaLR:
+    """A LambdaLR applying :func:`lr_factor`; call ``step()`` after each optimiser step."""
+    return LambdaLR(optimizer, lambda step: lr_factor(step, total_steps, warmup))
+
+
+def make_loss(kind: Literal["single", "multi"], label_smoothing: float = 0.0) -> LossFn:
+    """The task's training loss on logits.
+
+    Args:
+        kind: "single" (integer targets [N]) or "multi" (multi-hot targets [N, K]).
+        label_smoothing: in [0, 1). Single-label: mixes the one-hot target with the
+            uniform distribution. Multi-label: moves each binary target towards 1/2,
+            y · (1 − ε) + ε / 2.
+
+    Returns:
+        loss(logits, targets) → scalar mean loss.
+    """
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(
+            "The 'label_smoothing' hyper-parameter must be a float in [0, 1). "
+            f"Got {label_smoothing!r} instead."
+        )
+    if kind == "single":
+
+        def single(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+            return F.cross_entropy(logits, targets, label_smoothing=label_smoothing)
+
+        return single
+    if kind == "multi":
+
+        def multi(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+            soft = targets.to(logits.dtype) * (1.0 - label_smoothing) + label_smoothing / 2
+            return F.binary_cross_entropy_with_logits(logits, soft)
+
+        return multi
+    raise ValueError(
+        f"The 'kind' parameter of make_loss must be 'single' or 'multi'. Got {kind!r} instead."
+    )
