@@ -1,5 +1,153 @@
-"""``nevis data``: placeholder, filled in by its own module."""
+"""``nevis data``: turn a stream's datasets into checksummed shards, and re-check them.
+
+``prepare`` is idempotent: a second run finds every dataset present, re-verifies its shards
+and says there was nothing to do. The store, the offline data folder and the default image
+size come from the settings (``NEVIS_STORE_URL``, ``NEVIS_OFFLINE_DATA_DIR``,
+``NEVIS_IMAGE_SIZE``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 
 import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from services.core.config import get_settings
+from services.core.errors import IntegrityError
+
+if TYPE_CHECKING:
+    from services.store.objects.base import ObjectStore
+    from workers.stream.manifest import StreamManifest
+    from workers.stream.prepare import PrepareReport, ProgressEvent
 
 app = typer.Typer(no_args_is_help=True)
+
+_STREAM = typer.Option(
+    ..., "--stream", "-s", help="Stream name (see `nevis streams list`) or manifest path."
+)
+_SIZE = typer.Option(
+    None, "--image-size", min=8, max=512,
+    help="Stored resolution S (S x S pixels). Default: NEVIS_IMAGE_SIZE if set, else the "
+    "stream's own, else 64.",
+)
+
+
+def _context(
+    stream: str, image_size: int | None
+) -> tuple[StreamManifest, ObjectStore, int, Path | None]:
+    """The manifest, store, stored size and offline folder for a command."""
+    from services.store.objects import store_from_settings  # noqa: PLC0415
+    from workers.stream.prepare import stored_image_size  # noqa: PLC0415
+    from workers.stream.registry import load_stream  # noqa: PLC0415
+
+    settings = get_settings()
+    manifest = load_stream(stream)
+    size = stored_image_size(
+        manifest,
+        settings_size=settings.image_size,
+        settings_explicit="image_size" in settings.model_fields_set,
+        override=image_size,
+    )
+    return manifest, store_from_settings(settings), size, settings.offline_data_dir
+
+
+@app.command("prepare")
+def prepare(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
+    """Build the shards of every dataset of a stream (skipping those already present)."""
+    from workers.stream.prepare import STAGES, prepare_stream  # noqa: PLC0415
+
+    manifest, store, size, offline_dir = _context(stream, image_size)
+    console = _console()
+    console.print(f"Preparing stream [bold]{manifest.name}[/] at {size}px into {store.url}")
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as bar:
+        overall = bar.add_task("datasets", total=len(manifest.datasets))
+        stage = bar.add_task("checking", total=len(STAGES) - 1)
+
+        def show(event: ProgressEvent) -> None:
+            if event.stage == "done":
+                bar.advance(overall)
+            bar.update(stage, description=f"{event.dataset}: {event.stage}",
+                       completed=STAGES.index(event.stage))
+
+        report = prepare_stream(manifest, store, image_size=size, offline_dir=offline_dir,
+                                progress=show)
+        bar.update(stage, visible=False)
+    console.print(_report_table(report))
+    if report.nothing_to_do:
+        console.print(
+            f"Nothing to do: all {len(report.datasets)} datasets were already prepared, and "
+            f"every one of their {report.shards_verified} shards verified."
+        )
+    else:
+        console.print(
+            f"Prepared {len(report.written)} dataset(s); "
+            f"{len(report.datasets) - len(report.written)} were already present and verified."
+        )
+    for item in report.datasets:
+        for note in item.notes:
+            console.print(f"[yellow]note[/] {item.dataset}: {note}")
+
+
+@app.command("verify")
+def verify(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
+    """Re-read every shard of a stream and check it against its index."""
+    from workers.stream.prepare import verify_stream  # noqa: PLC0415
+
+    manifest, store, size, _ = _context(stream, image_size)
+    results = verify_stream(manifest, store, image_size=size)
+    table = Table("dataset", "result", title=f"Stream {manifest.name} at {size}px")
+    for dataset, result in results.items():
+        colour = "green" if result.startswith("ok") else "red"
+        table.add_row(dataset, f"[{colour}]{result}[/]")
+    console = _console()
+    console.print(table)
+    bad = [d for d, r in results.items() if not r.startswith("ok")]
+    if bad:
+        raise IntegrityError(
+            f"{len(bad)} of {len(results)} datasets of stream {manifest.name!r} are not "
+            f"prepared or do not verify ({', '.join(bad)}); run `nevis data prepare "
+            f"--stream {stream}`."
+        )
+    console.print(f"All {len(results)} datasets verified.")
+
+
+def _console() -> Console:
+    """A console; when output is not a terminal, wide enough that tables are not cut."""
+    console = Console()
+    return console if console.is_terminal else Console(width=120)
+
+
+def _report_table(report: PrepareReport) -> Table:
+    table = Table(title=f"Stream {report.stream} at {report.image_size}px",
+                  caption="sizes: train/dev/dev_test/test; dups: exact duplicates removed")
+    table.add_column("dataset", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("sizes", no_wrap=True)
+    for name in ("shards", "MB", "dups", "s"):
+        table.add_column(name, justify="right", no_wrap=True)
+    colours = {"present": "dim", "prepared": "green", "rebuilt": "yellow"}
+    for item in report.datasets:
+        table.add_row(
+            item.dataset,
+            f"[{colours.get(item.status, 'white')}]{item.status}[/]",
+            "/".join(str(item.counts.get(s, 0)) for s in ("train", "dev", "dev_test", "test")),
+            str(item.num_shards),
+            f"{item.num_bytes / 1e6:.1f}",
+            str(item.duplicates_removed),
+            f"{item.seconds:.1f}",
+        )
+    return table

@@ -37,6 +37,10 @@ class DatasetNotFoundError(NevisError):
     """A dataset a stream needs cannot be found; the message says how to provide it."""
 
 
+class DatasetFormatError(NevisError, ValueError):
+    """A dataset's files exist but do not hold what their format promises."""
+
+
 class InvalidKeyError(NevisError, ValueError):
     """An object-store key is not a safe relative path."""
 

@@ -1,0 +1,160 @@
+"""The shard format: round trip, layout, determinism and corruption detection."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from services.core.errors import IntegrityError
+from services.store.objects import LocalObjectStore
+from workers.stream.manifest import SPLITS
+from workers.stream.shards import (
+    DatasetIndex,
+    encode_shard,
+    index_key,
+    load_index,
+    read_split,
+    verify_dataset,
+    write_dataset,
+)
+
+SIZE = 8
+
+
+def _data(n: int = 50, *, multi: bool = False):
+    rng = np.random.RandomState(0)
+    images = rng.randint(0, 256, size=(n, SIZE, SIZE, 3), dtype=np.uint8)
+    if multi:
+        labels = (rng.rand(n, 3) > 0.5).astype(np.uint8)
+    else:
+        labels = (np.arange(n) % 3).astype(np.int64)
+    rows = {"train": np.arange(0, 30), "dev": np.arange(30, 36), "dev_test": np.arange(36, 40),
+            "test": np.arange(40, n)}
+    return images, labels, rows
+
+
+def _draft(dataset: str = "offline:toy", *, kind: str = "single") -> DatasetIndex:
+    return DatasetIndex(
+        dataset=dataset, kind=kind, class_names=("a", "b", "c"), image_size=SIZE,
+        resize_method="none", split_rule={"kind": "random", "fractions": {}, "seed": 0},
+        split_how="by hand", counts={}, shards={}, dedup={"total_removed": 0},
+        source_checksum="f" * 64, source={"title": "toy"},
+    )
+
+
+def _write(store, *, multi: bool = False, per_shard: int = 7) -> tuple[DatasetIndex, tuple]:
+    images, labels, rows = _data(multi=multi)
+    index = write_dataset(store, images=images, labels=labels, split_rows=rows,
+                          index=_draft(kind="multi" if multi else "single"),
+                          max_examples_per_shard=per_shard)
+    return index, (images, labels, rows)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalObjectStore:
+    return LocalObjectStore(tmp_path / "store")
+
+
+@pytest.mark.parametrize("multi", [False, True], ids=["single", "multi"])
+def test_a_written_dataset_reads_back_exactly(store, multi):
+    written, (images, labels, rows) = _write(store, multi=multi)
+    index = load_index(store, "offline:toy", SIZE)
+    assert index == written
+    for split in SPLITS:
+        x, y = read_split(store, index, split)
+        assert np.array_equal(x, images[rows[split]]) and np.array_equal(y, labels[rows[split]])
+    assert index.counts == {"train": 30, "dev": 6, "dev_test": 4, "test": 10}
+
+
+def test_shards_follow_the_documented_layout_and_size_limit(store):
+    index, _ = _write(store, per_shard=7)
+    keys = list(store.list("datasets/offline/toy/8px"))
+    assert "datasets/offline/toy/8px/index.json" in keys
+    assert [s.key for s in index.shards["train"]] == [
+        f"datasets/offline/toy/8px/train-{i:05d}.npz" for i in range(5)]
+    assert all(s.num_examples <= 7 for s in index.all_shards)
+    assert [s.num_examples for s in index.shards["train"]] == [7, 7, 7, 7, 2]
+    assert index.key == index_key("offline:toy", SIZE)
+
+
+def test_the_index_records_what_a_reader_needs(store):
+    index, _ = _write(store)
+    assert index.num_classes == 3 and index.class_names == ("a", "b", "c")
+    assert index.source_checksum == "f" * 64 and index.dedup == {"total_removed": 0}
+    for shard in index.all_shards:
+        info = store.info(shard.key)
+        assert (info.sha256, info.size) == (shard.sha256, shard.size)
+
+
+def test_shard_bytes_depend_only_on_the_arrays():
+    images, labels, _ = _data()
+    rows = np.arange(10)
+    assert encode_shard(images[:10], labels[:10], rows) == encode_shard(
+        images[:10].copy(), labels[:10].copy(), rows.copy())
+
+
+def test_an_empty_split_reads_as_empty_arrays(store):
+    images, labels, rows = _data()
+    rows["dev_test"] = np.array([], dtype=np.int64)
+    index = write_dataset(store, images=images, labels=labels, split_rows=rows, index=_draft())
+    x, y = read_split(store, index, "dev_test")
+    assert x.shape == (0, SIZE, SIZE, 3) and y.shape == (0,) and index.shards["dev_test"] == ()
+
+
+def test_a_dataset_without_index_is_not_loaded(store):
+    index, _ = _write(store)
+    store.delete(index.key)
+    assert load_index(store, "offline:toy", SIZE) is None
+
+
+def test_an_unreadable_index_is_an_integrity_error(store):
+    store.put_bytes(index_key("offline:toy", SIZE), b'{"format_version": 1}')
+    with pytest.raises(IntegrityError, match="index.json is unreadable"):
+        load_index(store, "offline:toy", SIZE)
+
+
+def _flip_a_byte_on_disk(store: LocalObjectStore, key: str) -> None:
+    sha = store.info(key).sha256
+    blob = store.root / "blobs" / sha[:2] / sha
+    os.chmod(blob, 0o644)
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    blob.write_bytes(bytes(data))
+
+
+def test_a_shard_damaged_on_disk_is_named_by_read_and_verify(store):
+    index, _ = _write(store)
+    damaged = index.shards["test"][1].key
+    _flip_a_byte_on_disk(store, damaged)
+    with pytest.raises(IntegrityError, match=damaged):
+        read_split(store, index, "test")
+    with pytest.raises(IntegrityError, match=damaged):
+        verify_dataset(store, index)
+    read_split(store, index, "train")  # the other splits are still readable
+
+
+def test_a_shard_replaced_behind_the_index_is_detected(store):
+    index, _ = _write(store)
+    replaced = index.shards["dev"][0].key
+    images, labels, _ = _data()
+    store.put_bytes(replaced, encode_shard(images[:6], labels[:6], np.arange(6)))
+    with pytest.raises(IntegrityError, match=replaced):
+        read_split(store, index, "dev")
+    with pytest.raises(IntegrityError, match=replaced):
+        verify_dataset(store, index)
+
+
+def test_a_missing_shard_is_named(store):
+    index, _ = _write(store)
+    gone = index.shards["train"][2].key
+    store.delete(gone)
+    with pytest.raises(IntegrityError, match=gone):
+        verify_dataset(store, index)
+
+
+def test_verify_counts_every_shard(store):
+    index, _ = _write(store, per_shard=7)
+    assert verify_dataset(store, index) == 5 + 1 + 1 + 2

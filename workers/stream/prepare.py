@@ -1,0 +1,374 @@
+"""Prepare a stream's datasets as shards, and read them back for a task.
+
+:func:`prepare_stream` is idempotent. For each distinct dataset of the manifest:
+
+- an index that exists, matches the task's split rule and whose shards all verify means the
+  dataset is *present* and is left alone;
+- shards without an index (an interrupted run) or shards that fail verification are
+  removed and the dataset is built again.
+
+One dataset at one stored size has one split: if the manifest's split rule for it changes,
+the dataset is rebuilt under the new rule.
+
+Before it writes anything it checks that every dataset it has to build can be found; if any
+cannot, one :class:`~services.core.errors.DatasetNotFoundError` lists all of them, so a
+stream is never silently shortened and a failed run leaves the store as it was.
+
+:func:`load_task_data` is the reader the stream runner uses: a task's split arrays, every
+shard checked against the index.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from services.core.errors import (
+    DatasetFormatError,
+    DatasetNotFoundError,
+    IntegrityError,
+    ManifestError,
+)
+from services.store.objects.base import ObjectStore
+from workers.stream.adapters import (
+    AdapterContext,
+    MissingDataset,
+    find_dataset,
+    get_adapter,
+    split_key,
+)
+from workers.stream.dedup import dedup_splits
+from workers.stream.images import check_image_size, to_stored
+from workers.stream.manifest import SPLITS, SplitRule, StreamManifest, TaskSpec
+from workers.stream.shards import (
+    DEFAULT_MAX_EXAMPLES_PER_SHARD,
+    DatasetIndex,
+    dataset_prefix,
+    load_index,
+    read_split,
+    verify_dataset,
+    write_dataset,
+)
+from workers.stream.splits import assign_splits
+
+STAGES = ("check", "load", "resize", "split", "dedup", "write", "done")
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One step of :func:`prepare_stream`, for a progress display."""
+
+    dataset: str
+    position: int  # 1-based among the stream's distinct datasets
+    total: int
+    stage: str  # one of STAGES
+
+
+@dataclass(frozen=True)
+class DatasetReport:
+    """What happened to one dataset."""
+
+    dataset: str
+    status: str  # "prepared", "rebuilt" (was damaged or unfinished) or "present"
+    counts: Mapping[str, int]
+    num_shards: int
+    num_bytes: int
+    duplicates_removed: int
+    index_key: str
+    seconds: float
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PrepareReport:
+    """The outcome of one :func:`prepare_stream` call."""
+
+    stream: str
+    image_size: int
+    datasets: tuple[DatasetReport, ...] = field(default_factory=tuple)
+
+    @property
+    def written(self) -> tuple[DatasetReport, ...]:
+        return tuple(d for d in self.datasets if d.status != "present")
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.written
+
+    @property
+    def shards_verified(self) -> int:
+        """Shards of already-present datasets, each re-checked this run."""
+        return sum(d.num_shards for d in self.datasets if d.status == "present")
+
+
+def stored_image_size(
+    manifest: StreamManifest, *, settings_size: int, settings_explicit: bool,
+    override: int | None = None,
+) -> int:
+    """The stored resolution of a stream's shards.
+
+    The first that is given wins: ``override`` (a command-line option), ``NEVIS_IMAGE_SIZE``
+    when it was set explicitly, the manifest's ``image_size``, the settings' default (64).
+    """
+    if override is not None:
+        return check_image_size(override)
+    if settings_explicit or manifest.image_size is None:
+        return check_image_size(settings_size)
+    return check_image_size(manifest.image_size)
+
+
+def rule_to_dict(rule: SplitRule) -> dict[str, Any]:
+    """The parts of a split rule that decide the split (not its human text)."""
+    fractions = {s: float(rule.fractions[s]) for s in SPLITS if s in rule.fractions}
+    return {"kind": rule.kind, "fractions": fractions, "seed": int(rule.seed)}
+
+
+def dataset_rules(manifest: StreamManifest) -> dict[str, TaskSpec]:
+    """The first task of each distinct dataset, checking repeats use the same split rule."""
+    first: dict[str, TaskSpec] = {}
+    for task in manifest.tasks:
+        seen = first.setdefault(task.dataset, task)
+        if rule_to_dict(seen.split) != rule_to_dict(task.split):
+            raise ManifestError(
+                f"Stream {manifest.name!r}: tasks {seen.order} and {task.order} use dataset "
+                f"{task.dataset!r} with different split rules; one dataset is prepared once, "
+                "so its tasks must share one rule."
+            )
+    return first
+
+
+def prepare_stream(
+    manifest: StreamManifest,
+    store: ObjectStore,
+    *,
+    image_size: int,
+    offline_dir: Path | None,
+    progress: Callable[[ProgressEvent], None] | None = None,
+    on_prepared: Callable[[DatasetIndex], None] | None = None,
+    max_examples_per_shard: int = DEFAULT_MAX_EXAMPLES_PER_SHARD,
+) -> PrepareReport:
+    """Make sure every dataset of ``manifest`` is stored as verified shards.
+
+    Args:
+        manifest: the stream.
+        store: where shards go.
+        image_size: stored side length S.
+        offline_dir: ``NEVIS_OFFLINE_DATA_DIR`` (None when unset).
+        progress: called at each stage of each dataset.
+        on_prepared: called with the index of every dataset that is ready after this run
+            (newly written or already present), so a database can record it idempotently.
+        max_examples_per_shard: shard size limit.
+
+    Raises:
+        DatasetNotFoundError: listing every dataset that must be built but cannot be found;
+            nothing has been written then.
+        UnknownNameError: a dataset key names an unknown source.
+    """
+    size = check_image_size(image_size)
+    ctx = AdapterContext(offline_dir=offline_dir, image_size=size)
+    tasks = dataset_rules(manifest)
+    total = len(tasks)
+    notify = progress or (lambda event: None)
+    for key in tasks:
+        get_adapter(split_key(key)[0])  # unknown sources fail before any work
+    present: dict[str, tuple[DatasetReport, DatasetIndex]] = {}
+    todo: dict[str, str] = {}  # dataset → "prepared" or "rebuilt"
+    for position, (key, task) in enumerate(tasks.items(), 1):
+        notify(ProgressEvent(key, position, total, "check"))
+        status, found = _existing(store, task, size)
+        if found is not None:
+            present[key] = found
+        else:
+            todo[key] = status
+    missing = [m for m in (find_dataset(k, ctx) for k in todo) if m is not None]
+    if missing:
+        raise DatasetNotFoundError(_missing_message(manifest, missing, total))
+    reports = []
+    for position, (key, task) in enumerate(tasks.items(), 1):
+        if key in present:
+            report, index = present[key]
+        else:
+            def stage(name: str, key: str = key, position: int = position) -> None:
+                notify(ProgressEvent(key, position, total, name))
+
+            report, index = _build(store, task, ctx, todo[key], max_examples_per_shard, stage)
+        notify(ProgressEvent(key, position, total, "done"))
+        if on_prepared is not None:
+            on_prepared(index)
+        reports.append(report)
+    return PrepareReport(stream=manifest.name, image_size=size, datasets=tuple(reports))
+
+
+def _existing(
+    store: ObjectStore, task: TaskSpec, size: int
+) -> tuple[str, tuple[DatasetReport, DatasetIndex] | None]:
+    """("present", (report, index)) for a complete, verified dataset; else (status, None)."""
+    start = time.perf_counter()
+    try:
+        index = load_index(store, task.dataset, size)
+    except IntegrityError:
+        index = None  # an unreadable index is rebuilt like a missing one
+    if index is None:
+        unfinished = any(True for _ in store.list(dataset_prefix(task.dataset, size)))
+        return ("rebuilt" if unfinished else "prepared"), None
+    if dict(index.split_rule) != rule_to_dict(task.split):
+        return "rebuilt", None  # the manifest's rule changed since: the split must follow it
+    try:
+        verify_dataset(store, index)
+    except IntegrityError:
+        return "rebuilt", None
+    return "present", (_report(index, "present", time.perf_counter() - start), index)
+
+
+def _build(
+    store: ObjectStore,
+    task: TaskSpec,
+    ctx: AdapterContext,
+    status: str,
+    max_per_shard: int,
+    stage: Callable[[str], None],
+) -> tuple[DatasetReport, DatasetIndex]:
+    """Load, resize, split, dedup and write one dataset; returns (report, index)."""
+    start = time.perf_counter()
+    stage("load")
+    source, name = split_key(task.dataset)
+    raw = get_adapter(source).load(name, ctx)
+    if raw.kind != task.kind:
+        raise DatasetFormatError(
+            f"Dataset {task.dataset!r} is {raw.kind}-label, but task {task.order} says "
+            f"{task.kind}-label; fix the manifest or the dataset."
+        )
+    stage("resize")
+    images, method = to_stored(raw.images, ctx.image_size)
+    stage("split")
+    assignment = assign_splits(raw.labels, rule=task.split, given=raw.given_splits)
+    stage("dedup")
+    assignment, stats = dedup_splits(images, assignment)
+    stage("write")
+    prefix = dataset_prefix(task.dataset, ctx.image_size)
+    for key in sorted(store.list(prefix), key=lambda k: not k.endswith("/index.json")):
+        store.delete(key)  # index first: a half-replaced dataset never looks complete
+    draft = DatasetIndex(
+        dataset=task.dataset,
+        kind=raw.kind,
+        class_names=raw.class_names,
+        image_size=ctx.image_size,
+        resize_method=method,
+        split_rule=rule_to_dict(task.split),
+        split_how=assignment.how,
+        counts={},
+        shards={},
+        dedup=stats.as_dict(),
+        source_checksum=raw.source_checksum,
+        source={**raw.metadata, "num_examples": raw.num_examples,
+                "original_shape": list(raw.images.shape[1:])},
+    )
+    index = write_dataset(
+        store, images=images, labels=raw.labels, split_rows=assignment.rows, index=draft,
+        max_examples_per_shard=max_per_shard,
+    )
+    notes: tuple[str, ...] = ()
+    if task.num_classes is not None and task.num_classes != index.num_classes:
+        notes = (f"manifest says {task.num_classes} classes, the data has {index.num_classes}",)
+    return _report(index, status, time.perf_counter() - start, notes), index
+
+
+def _report(
+    index: DatasetIndex, status: str, seconds: float, notes: tuple[str, ...] = ()
+) -> DatasetReport:
+    return DatasetReport(
+        dataset=index.dataset,
+        status=status,
+        counts=dict(index.counts),
+        num_shards=len(index.all_shards),
+        num_bytes=sum(s.size for s in index.all_shards),
+        duplicates_removed=int(index.dedup.get("total_removed", 0)),
+        index_key=index.key,
+        seconds=seconds,
+        notes=tuple(notes),
+    )
+
+
+def _missing_message(
+    manifest: StreamManifest, missing: Sequence[MissingDataset], total: int
+) -> str:
+    """One message naming every missing dataset, grouped by where and how to provide them."""
+    lines = [
+        f"Stream {manifest.name!r} needs {len(missing)} of its {total} datasets that cannot be "
+        "found. Nothing was written: a stream is never run with datasets left out."
+    ]
+    groups: dict[tuple[str, str], list[str]] = {}
+    for item in missing:
+        groups.setdefault((item.looked_in, item.how_to_provide), []).append(item.dataset)
+    for (looked_in, how), datasets in groups.items():
+        lines.append(f"Missing ({len(datasets)}): {', '.join(datasets)}")
+        lines.append(f"  Looked in: {looked_in}.")
+        lines.append(f"  To provide a dataset <source>:<name>, {how}.")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """A task's prepared splits, as the stream runner reads them."""
+
+    task: TaskSpec
+    index: DatasetIndex
+    splits: Mapping[str, tuple[np.ndarray, np.ndarray]]  # split → (images, labels)
+
+
+def load_task_index(store: ObjectStore, task: TaskSpec, *, image_size: int) -> DatasetIndex:
+    """The index of a task's dataset, checked to follow the task's split rule.
+
+    Raises:
+        DatasetNotFoundError: the dataset has not been prepared at this size.
+        DatasetFormatError: it was prepared under another split rule.
+    """
+    index = load_index(store, task.dataset, image_size)
+    if index is None:
+        raise DatasetNotFoundError(
+            f"Dataset {task.dataset!r} (task {task.order}) is not prepared at {image_size} px "
+            f"in store {store.url}; run `nevis data prepare --stream <stream> "
+            f"--image-size {image_size}` first."
+        )
+    if dict(index.split_rule) != rule_to_dict(task.split):
+        raise DatasetFormatError(
+            f"Dataset {task.dataset!r} was prepared with split rule {dict(index.split_rule)}, "
+            f"but task {task.order} asks for {rule_to_dict(task.split)}; run "
+            "`nevis data prepare` for this stream again."
+        )
+    return index
+
+
+def load_task_data(
+    store: ObjectStore, task: TaskSpec, *, image_size: int, splits: Sequence[str] = SPLITS
+) -> TaskData:
+    """Read the requested splits of a task (each shard verified)."""
+    index = load_task_index(store, task, image_size=image_size)
+    return TaskData(task=task, index=index,
+                    splits={s: read_split(store, index, s) for s in splits})
+
+
+def verify_stream(
+    manifest: StreamManifest, store: ObjectStore, *, image_size: int
+) -> dict[str, str]:
+    """Re-check every prepared shard of a stream.
+
+    Returns:
+        dataset → ``"ok (N shards)"``, ``"not prepared"`` or the integrity problem.
+    """
+    out: dict[str, str] = {}
+    for key in dataset_rules(manifest):
+        try:
+            index = load_index(store, key, image_size)
+            if index is None:
+                out[key] = "not prepared"
+                continue
+            out[key] = f"ok ({verify_dataset(store, index)} shards)"
+        except IntegrityError as exc:
+            out[key] = str(exc)
+    return out

@@ -1,0 +1,116 @@
+"""The causal task view: everything a learner may see while it trains one task.
+
+The view holds the current task's train and dev splits and a loader for the train splits
+of earlier tasks, and nothing else: no test or dev-test data is ever put in it, so it cannot
+leak through attributes or introspection. Asking for a future task or any test
+split raises :class:`~services.core.errors.CausalityError` with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from services.core.errors import CausalityError
+from workers.learners.protocol import LabelledData, TaskInfo
+
+_FORBIDDEN_SPLITS = ("test", "dev_test")
+
+
+class CausalTaskView:
+    """A :class:`~workers.learners.protocol.TaskView` over one task of a stream.
+
+    Args:
+        info: metadata of the current task.
+        train: its training split.
+        dev: its dev split.
+        past: metadata of every earlier task, keyed by order.
+        load_past_train: returns the train split of an earlier task (called lazily; the
+            harness behind it enforces the same rule again).
+        stream_length: number of tasks in the stream, to tell "future" from "unknown".
+    """
+
+    __slots__ = ("_info", "_train", "_dev", "_past", "_load_past_train", "_stream_length")
+
+    def __init__(
+        self,
+        info: TaskInfo,
+        train: LabelledData,
+        dev: LabelledData,
+        past: Mapping[int, TaskInfo],
+        load_past_train: Callable[[int], LabelledData],
+        stream_length: int,
+    ) -> None:
+        if any(order >= info.order for order in past):
+            raise CausalityError(
+                f"The view of task {info.order} was given tasks that are not in its past: "
+                f"{sorted(o for o in past if o >= info.order)}."
+            )
+        self._info = info
+        self._train = train
+        self._dev = dev
+        self._past = dict(sorted(past.items()))
+        self._load_past_train = load_past_train
+        self._stream_length = stream_length
+
+    @property
+    def info(self) -> TaskInfo:
+        return self._info
+
+    def train(self) -> LabelledData:
+        return self._train
+
+    def dev(self) -> LabelledData:
+        return self._dev
+
+    def past_tasks(self) -> tuple[TaskInfo, ...]:
+        return tuple(self._past.values())
+
+    def past_train(self, order: int) -> LabelledData:
+        if not isinstance(order, int) or isinstance(order, bool):
+            raise TypeError(f"past_train takes a task order (int); got {order!r}.")
+        if order == self._info.order:
+            return self._train
+        if order > self._info.order:
+            raise CausalityError(
+                f"Task {order} is in the future of task {self._info.order}: a learner may "
+                "only see tasks that came before the current one."
+            )
+        if order not in self._past:
+            raise CausalityError(
+                f"Task {order} is not a task of this stream (1..{self._stream_length})."
+            )
+        return self._load_past_train(order)
+
+    def split(self, name: str, order: int | None = None) -> LabelledData:
+        """Any split by name; test and dev-test splits are refused, always."""
+        order = self._info.order if order is None else order
+        if name in _FORBIDDEN_SPLITS:
+            raise CausalityError(
+                f"The {name!r} split of task {order} is never shown to a learner: it is "
+                "used only by the harness's evaluation."
+            )
+        if name == "train":
+            return self.past_train(order)
+        if name == "dev" and order == self._info.order:
+            return self._dev
+        if name == "dev" and order < self._info.order:
+            raise CausalityError(
+                f"Only train splits of earlier tasks are available; asked for 'dev' of {order}."
+            )
+        if order > self._info.order:
+            return self.past_train(order)  # raises the future-task error
+        raise CausalityError(f"Unknown split {name!r}; a learner sees 'train' and 'dev'.")
+
+    def test(self) -> LabelledData:
+        """Refused: test labels never reach learner code."""
+        return self.split("test")
+
+    def dev_test(self) -> LabelledData:
+        """Refused: the dev-test split is held out for evaluation."""
+        return self.split("dev_test")
+
+    def __repr__(self) -> str:
+        return (
+            f"CausalTaskView(task={self._info.order} {self._info.key!r}, "
+            f"train={len(self._train)}, dev={len(self._dev)}, past={list(self._past)})"
+        )
