@@ -11,7 +11,7 @@ import sys
 import typer
 from rich.console import Console
 
-from services.cli import config_cmd, data_cmd, db_cmd, streams_cmd
+from services.cli import config_cmd, data_cmd, db_cmd, run_cmd, streams_cmd
 from services.core.errors import NevisError
 
 app = typer.Typer(
@@ -25,6 +25,8 @@ app.command("config", help="Print the effective settings (secrets masked).")(con
 app.add_typer(db_cmd.app, name="db", help="Database schema management.")
 app.add_typer(streams_cmd.app, name="streams", help="List and inspect stream manifests.")
 app.add_typer(data_cmd.app, name="data", help="Turn datasets into checksummed shards.")
+app.command("run", help="Run a learner over a stream on Ray; prints E and cFLOP.")(run_cmd.run)
+app.command("results", help="Print a stored run: per-task errors, E and cFLOP.")(run_cmd.results)
 
 _stderr = Console(stderr=True)
 

@@ -1,0 +1,116 @@
+"""``nevis run`` and ``nevis results``: run a learner over a stream, and read a run back.
+
+``run`` shows progress bars (tasks, and trials of the current task), then the per-task
+table with E and cFLOP read back from the database, so the numbers printed are the stored
+ones. ``--resume ID`` continues an interrupted run from its last committed task.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from services.core.config import get_settings
+
+run_app = typer.Typer()
+console = Console()
+
+
+class _Bars:
+    """Rich progress bars fed by the runner's observer calls."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks_bar: Any = None
+        self.trials_bar: Any = None
+
+    def task_started(self, task, position: int, total: int, trials: int) -> None:
+        if self.tasks_bar is None:
+            self.tasks_bar = self.progress.add_task("tasks", total=total, completed=position - 1)
+        label = f"task {task.order} {task.dataset}"
+        if self.trials_bar is None:
+            self.trials_bar = self.progress.add_task(label, total=trials)
+        self.progress.reset(self.trials_bar, total=trials, description=f"  trials of {label}")
+
+    def trial_finished(self, task, result: dict[str, Any]) -> None:
+        self.progress.advance(self.trials_bar)
+        if result.get("status") != "ok":
+            self.progress.console.print(f"[yellow]trial {result.get('trial_index')} of task {task.order} failed:[/] {result.get('error')}")
+
+    def task_committed(self, task, error: float, flops: float) -> None:
+        self.progress.advance(self.tasks_bar)
+        self.progress.console.print(f"task {task.order:>3} {task.dataset:<28} error {error:.4f}  FLOPs {flops:.3e}")
+
+
+def run(
+    stream: str = typer.Option("mini", "--stream", "-s", help="Stream name or manifest path."),
+    learner: str = typer.Option("indep", "--learner", "-l", help="Built-in name or module:factory."),
+    trials: int = typer.Option(4, "--trials", help="Hyper-parameter trials per task."),
+    steps: int = typer.Option(200, "--steps", help="Optimisation steps per trial."),
+    phase: str = typer.Option("meta_test", "--phase", help="meta_test (whole stream, test split) or meta_train (meta-train tasks, dev-test split)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random search."),
+    max_concurrent: Optional[int] = typer.Option(None, "--max-concurrent", help="Trials at once (default: as the CPUs allow)."),  # noqa: UP007
+    image_size: Optional[int] = typer.Option(None, "--image-size", help="Stored resolution (default: the stream's)."),  # noqa: UP007
+    flop_cap: Optional[float] = typer.Option(None, "--flop-cap", help="Stop before a task once cFLOP reaches this."),  # noqa: UP007
+    resume: Optional[int] = typer.Option(None, "--resume", help="Continue run ID from its last committed task."),  # noqa: UP007
+) -> None:
+    """Run a learner over a stream on Ray and store everything; prints E and cFLOP."""
+    from services.store.db import upgrade  # noqa: PLC0415
+    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
+    from workers.trainer.budget import RunBudget  # noqa: PLC0415
+    from workers.trainer.stream_runner import RunRequest, StreamRunner  # noqa: PLC0415
+
+    settings = get_settings()
+    budget = RunBudget(trials=trials, steps=steps, seed=seed, max_concurrent=max_concurrent, flop_cap=flop_cap)
+    ensure_sqlite_parent(settings.database_url)
+    upgrade(settings.database_url)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
+        runner = StreamRunner(settings, observer=_Bars(progress))
+        if resume is not None:
+            progress.console.print(f"Resuming run {resume}.")
+            runner.run(resume)
+            run_id = resume
+        else:
+            run_id = runner.start(RunRequest(stream=stream, learner=learner, phase=phase, budget=budget, image_size=image_size))
+    show_results(run_id, as_json=False)
+
+
+def results(
+    run_id: int = typer.Argument(..., help="Run (submission) id, as printed by `nevis run`."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Print a stored run: per-task errors and FLOPs, E and cFLOP."""
+    show_results(run_id, as_json=as_json)
+
+
+def show_results(run_id: int, *, as_json: bool) -> None:
+    from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
+    from workers.trainer.results import load_summary  # noqa: PLC0415
+
+    url = get_settings().database_url
+    ensure_current(url)
+    with session_factory(make_engine(url))() as session:
+        summary = load_summary(session, submission_id=run_id)
+    if as_json:
+        typer.echo(json.dumps(summary.to_dict(), indent=2))
+        return
+    table = Table("task", "year", "phase", "dataset", "status", "error", "split", "FLOPs", "retried FLOPs", "trials (failed)",
+                  title=f"Run {summary.submission_id}: {summary.learner} on {summary.stream} {summary.stream_version} ({summary.phase})")
+    for row in summary.tasks:
+        table.add_row(
+            str(row.order), str(row.year), row.phase, row.dataset, row.status,
+            "" if row.error is None else f"{row.error:.4f}", row.split or "",
+            f"{row.flops:.3e}", f"{row.retried_flops:.3e}" if row.retried_flops else "",
+            f"{row.trials} ({row.failed_trials})" if row.trials else "",
+        )
+    console.print(table)
+    scored = sum(r.error is not None for r in summary.tasks if r.phase == summary.phase)
+    e_text = "n/a" if summary.mean_error is None else f"{summary.mean_error:.4f}"
+    console.print(f"E ({summary.phase}, {scored}/{summary.headline_tasks} tasks) = {e_text}")
+    console.print(f"cFLOP = {summary.cflop:.4e}  (FLOPs {', '.join(summary.flops_sources) or 'measured'}; retried work {summary.retried_flops:.3e})")
+    console.print(f"status: {summary.status}" + (f" ({summary.message})" if summary.message else ""))

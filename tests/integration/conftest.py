@@ -1,0 +1,61 @@
+"""Integration fixtures: a real local Ray (2 CPUs) and a tiny stream manifest.
+
+The test learners in ``learner_fixtures/`` are put on ``PYTHONPATH`` before Ray starts, so
+its worker processes can import them as ``nevis_test_learners:factory``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+FIXTURE_LEARNERS = Path(__file__).parent / "learner_fixtures"
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[None]:
+    """One local Ray instance for the session, started the way the runner starts it."""
+    import ray
+
+    from workers.trainer.stream_runner import learner_env
+
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(FIXTURE_LEARNERS), os.environ.get("PYTHONPATH", "")) if p
+    )
+    sys.path.insert(0, str(FIXTURE_LEARNERS))
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": learner_env()})
+    yield
+    ray.shutdown()
+
+
+def tiny_manifest(path: Path, *, tasks: int = 3, image_size: int = 16) -> Path:
+    """A stream of procedurally generated shapes tasks (2 meta-train, 1+ meta-test)."""
+    rule = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2}, "seed": 0}
+    catalogue = [
+        (2004, "shapes:shape", "single", 4),
+        (2012, "shapes:hue", "single", 6),
+        (2020, "shapes:multi", "multi", 4),
+        (2021, "shapes:scale", "single", 4),
+    ]
+    doc = {
+        "format": 1, "name": "tiny", "version": "test-1", "description": "test stream",
+        "source": "tests", "meta_test_from_year": 2019, "image_size": image_size,
+        "tasks": [
+            {"order": i + 1, "year": year, "dataset": key, "title": key, "domain": "shape",
+             "kind": kind, "num_classes": k, "split": rule}
+            for i, (year, key, kind, k) in enumerate(catalogue[:tasks])
+        ],
+    }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture
+def tiny_stream(tmp_path: Path) -> Path:
+    return tiny_manifest(tmp_path / "tiny.json")

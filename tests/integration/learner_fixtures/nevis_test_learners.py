@@ -1,0 +1,166 @@
+"""Learners used by the integration tests, importable by Ray workers as ``module:factory``.
+
+- ``NearestMeanLearner``: a numpy learner (no torch) that reports its own FLOPs, so the
+  "reported" path of the FLOP accounting is exercised and runs take seconds.
+- ``CheatingLearner``: tries every way we could think of to see a future task or a test
+  label, records what happened in its state (which the test reads back), and otherwise
+  behaves like the nearest-mean learner.
+- ``CrashingLearner`` / ``MalformedLearner``: a learner that raises, and one whose
+  predictions have the wrong shape.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import os
+import pickle
+from typing import Any
+
+import numpy as np
+
+from workers.learners.protocol import Choice, Resources, TrainOutput
+
+
+def _flat(images: np.ndarray) -> np.ndarray:
+    return images.reshape(len(images), -1).astype(np.float32) / 255.0
+
+
+class NearestMeanLearner:
+    """Class means of flattened pixels; scores are negative squared distances."""
+
+    name = "nearest-mean"
+
+    def search_space(self):
+        return {"shrink": Choice((0.0, 0.5))}
+
+    def resources(self) -> Resources:
+        return Resources()
+
+    def init_state(self) -> Any:
+        return {"tasks_seen": []}
+
+    def train(self, view, state, config, ctx):
+        data = view.train()
+        x = _flat(data.images)
+        y = data.labels if data.labels.ndim == 2 else np.eye(view.info.num_classes)[data.labels]
+        counts = np.maximum(y.sum(axis=0), 1.0)
+        means = (y.T @ x) / counts[:, None]
+        means = (1 - config["shrink"]) * means + config["shrink"] * x.mean(axis=0)
+        ctx.report_flops(2 * x.shape[0] * x.shape[1] * y.shape[1])
+        for step in range(ctx.steps + 1):
+            ctx.progress(step, means, loss=1.0 / (step + 1))
+        new_state = dict(state)
+        new_state["tasks_seen"] = [*state["tasks_seen"], view.info.order]
+        return TrainOutput(predictor=means, state=new_state)
+
+    def predict(self, predictor, images, ctx):
+        x = _flat(images)
+        ctx.report_flops(3 * x.shape[0] * x.shape[1] * predictor.shape[0])
+        return -((x[:, None, :] - predictor[None, :, :]) ** 2).sum(axis=2)
+
+    def features(self, predictor, images, ctx):
+        return _flat(images)
+
+    def save_predictor(self, predictor) -> bytes:
+        return pickle.dumps(predictor)
+
+    def load_predictor(self, data, info, ctx):
+        return pickle.loads(data)
+
+
+def _attempt(log: dict[str, str], name: str, fn) -> None:
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - recording what happened is the point
+        log[name] = type(exc).__name__
+    else:
+        log[name] = "ALLOWED"
+
+
+def _array_fingerprints() -> set[str]:
+    """Hashes of every numpy array alive in this process (what a snooping learner could find)."""
+    out = set()
+    for obj in gc.get_objects():
+        if type(obj) is np.ndarray and obj.size:
+            try:
+                out.add(hashlib.sha256(np.ascontiguousarray(obj).tobytes()).hexdigest())
+            except Exception:  # noqa: BLE001 - exotic arrays cannot hold a split
+                continue
+    return out
+
+
+class CheatingLearner(NearestMeanLearner):
+    """Tries to reach test data and future tasks; records the outcome of every attempt."""
+
+    name = "cheater"
+
+    def train(self, view, state, config, ctx):
+        log: dict[str, str] = {}
+        order = view.info.order
+        _attempt(log, "view.test()", lambda: view.test())
+        _attempt(log, "view.dev_test()", lambda: view.dev_test())
+        _attempt(log, "view.split('test')", lambda: view.split("test"))
+        _attempt(log, "view.split('dev_test', past)", lambda: view.split("dev_test", max(order - 1, 1)))
+        _attempt(log, "view.split('dev', past)", lambda: view.split("dev", max(order - 1, 1)) if order > 1 else view.split("dev", 0))
+        _attempt(log, "view.past_train(future)", lambda: view.past_train(order + 1))
+        _attempt(log, "view.split('train', future)", lambda: view.split("train", order + 1))
+        _attempt(log, "view.past_train(unknown)", lambda: view.past_train(10_000))
+        _attempt(log, "view.past_train('1')", lambda: view.past_train("1"))
+        # Reach behind the view: its slots hold only train, dev and past metadata.
+        _attempt(log, "view.__dict__", lambda: view.__dict__)
+        harness = next((o for o in gc.get_objects() if type(o).__name__ == "ActorHandle"), None)
+        if harness is not None:
+            import ray  # noqa: PLC0415
+
+            _attempt(log, "harness.past_train(future)", lambda: ray.get(harness.past_train.remote(order + 1)))
+            _attempt(log, "harness.past_train(current)", lambda: ray.get(harness.past_train.remote(order)))
+            _attempt(log, "harness.put(outside)", lambda: ray.get(harness.put.remote("datasets/x/evil.bin", b"x")))
+        # Credentials: none of the storage variables may point anywhere real.
+        creds = {k: os.environ.get(k, "") for k in ("NEVIS_DATABASE_URL", "NEVIS_STORE_URL", "NEVIS_DATA_DIR")}
+        past = [t.order for t in view.past_tasks()]
+        past_ok = all(len(view.past_train(p)) > 0 for p in past)
+        new = super().train(view, state, config, ctx)
+        record = {"order": order, "log": log, "creds": creds, "past": past, "past_ok": past_ok,
+                  "arrays": sorted(_array_fingerprints())}
+        state_out = dict(new.state)
+        state_out["cheats"] = [*state.get("cheats", []), record]
+        return TrainOutput(new.predictor, state_out)
+
+    def predict(self, predictor, images, ctx):
+        # Whatever arrays exist in the prediction process are recorded by the test through
+        # the features call below; predict itself only ever receives images.
+        if not isinstance(images, np.ndarray) or images.ndim != 4:
+            raise TypeError(f"predict got {type(images)} {getattr(images, 'shape', None)}")
+        return super().predict(predictor, images, ctx)
+
+
+class CrashingLearner(NearestMeanLearner):
+    name = "crasher"
+
+    def train(self, view, state, config, ctx):
+        ctx.report_flops(1000)
+        raise RuntimeError(f"boom on task {view.info.order}")
+
+
+class MalformedLearner(NearestMeanLearner):
+    name = "malformed"
+
+    def predict(self, predictor, images, ctx):
+        return np.zeros((len(images), 1))
+
+
+def nearest_mean() -> NearestMeanLearner:
+    return NearestMeanLearner()
+
+
+def cheater() -> CheatingLearner:
+    return CheatingLearner()
+
+
+def crasher() -> CrashingLearner:
+    return CrashingLearner()
+
+
+def malformed() -> MalformedLearner:
+    return MalformedLearner()

@@ -1,0 +1,128 @@
+"""End to end: a learner over a tiny stream on a real local Ray, on SQLite and PostgreSQL.
+
+Checks what a user relies on: every task committed once, in order; the per-task FLOPs are
+the sum of the trials' FLOPs plus the evaluation's; E is the mean over the meta-test tasks;
+what ``nevis results`` reads back is what the runner wrote; checkpoints exist in the store
+with their checksums.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from sqlalchemy import func, select
+
+from services.core.config import get_settings
+from services.core.errors import BudgetError, TaskFailedError, UnknownNameError
+from services.store.db import make_engine, session_factory
+from services.store.db.models import Checkpoint, TaskResult, TaskRun, Trial
+from services.store.objects import open_store
+from workers.trainer.budget import RunBudget
+from workers.trainer.results import load_summary
+from workers.trainer.stream_runner import RunRequest, StreamRunner
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+
+@pytest.fixture
+def runner(settings_env, database_url, monkeypatch) -> StreamRunner:
+    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    return StreamRunner(get_settings())
+
+
+def _summary(runner: StreamRunner, run_id: int):
+    with runner.sessions() as session:
+        return load_summary(session, submission_id=run_id)
+
+
+def test_nearest_mean_runs_the_whole_stream(runner: StreamRunner, tiny_stream) -> None:
+    budget = RunBudget(trials=2, steps=3, checkpoint_fractions=(0.0, 0.5, 1.0))
+    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean", budget=budget))
+    summary = _summary(runner, run_id)
+    assert summary.status == "succeeded"
+    assert [t.status for t in summary.tasks] == ["committed"] * 3
+    assert [t.split for t in summary.tasks] == ["test"] * 3
+    meta_test = [t.error for t in summary.tasks if t.phase == "meta_test"]
+    assert summary.mean_error == pytest.approx(sum(meta_test) / len(meta_test))
+    assert summary.flops_sources == ("reported",)
+    with runner.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(TaskResult)) == 3
+        for run in session.scalars(select(TaskRun)):
+            trial_flops = sum(t.flops for t in run.trials)
+            assert len(run.trials) == 2 and all(t.status == "succeeded" for t in run.trials)
+            assert run.flops > trial_flops > 0  # evaluation FLOPs come on top
+            assert run.learner_state_key
+        checkpoints = session.scalars(select(Checkpoint)).all()
+        assert sorted({c.step for c in checkpoints}) == [0, 2, 3]  # 0, round(1.5), 3
+        assert len(checkpoints) == 3 * 2 * 3
+        store = open_store(runner.settings.store_url)
+        assert store.info(checkpoints[0].object_key).sha256 == checkpoints[0].sha256
+        last_state = session.scalars(select(TaskRun.learner_state_key).order_by(TaskRun.id.desc())).first()
+    assert pickle.loads(store.get_bytes(last_state))["tasks_seen"] == [1, 2, 3]
+    assert sum(t.flops for t in summary.tasks) == pytest.approx(summary.cflop)
+
+
+def test_a_learner_cannot_reach_test_labels_or_future_tasks(runner: StreamRunner, tiny_stream) -> None:
+    budget = RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,))
+    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:cheater", budget=budget))
+    with runner.sessions() as session:
+        key = session.scalars(select(TaskRun.learner_state_key).order_by(TaskRun.id.desc())).first()
+    state = pickle.loads(open_store(runner.settings.store_url).get_bytes(key))
+    cheats = state["cheats"]
+    assert [c["order"] for c in cheats] == [1, 2, 3]
+    for record in cheats:
+        assert record["log"], "the cheating learner recorded no attempts"
+        allowed = {name: outcome for name, outcome in record["log"].items() if outcome == "ALLOWED"}
+        assert not allowed, f"task {record['order']}: these attempts were not refused: {allowed}"
+        assert record["log"]["view.test()"] == "CausalityError"
+        assert record["log"]["view.past_train(future)"] == "CausalityError"
+        assert record["log"]["view.past_train('1')"] == "TypeError"
+        assert record["past"] == list(range(1, record["order"])) and record["past_ok"]
+        assert "/nonexistent/" in record["creds"]["NEVIS_STORE_URL"]
+        assert record["creds"]["NEVIS_DATABASE_URL"] in ("", "sqlite://")
+    # No array in any trial process was a test or dev-test split of any task.
+    from workers.stream.prepare import load_task_data
+    from workers.stream.registry import load_stream
+    import hashlib
+
+    store = open_store(runner.settings.store_url)
+    forbidden = set()
+    for task in load_stream(str(tiny_stream)).tasks:
+        data = load_task_data(store, task, image_size=16, splits=("test", "dev_test"))
+        for images, labels in data.splits.values():
+            forbidden |= {hashlib.sha256(a.tobytes()).hexdigest() for a in (images, labels)}
+    for record in cheats:
+        assert not forbidden & set(record["arrays"]), f"task {record['order']} saw held-out data"
+    assert _summary(runner, run_id).status == "succeeded"
+
+
+def test_every_trial_failing_stops_the_run_with_the_first_error(runner: StreamRunner, tiny_stream) -> None:
+    budget = RunBudget(trials=2, steps=1)
+    with pytest.raises(TaskFailedError, match=r"Task 1 \(shapes:shape\) failed: all 2 trials failed; first error: RuntimeError: boom on task 1"):
+        runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:crasher", budget=budget))
+    with runner.sessions() as session:
+        trials = session.scalars(select(Trial)).all()
+        assert len(trials) == 2 and all(t.status == "failed" for t in trials)
+        assert all("RuntimeError: boom on task 1" in t.traceback and "Traceback" in t.traceback for t in trials)
+        assert all(t.flops == 1000 and t.flops_source == "reported" for t in trials)
+        assert session.scalar(select(func.count()).select_from(TaskResult)) == 0
+        run_ids = session.scalars(select(TaskRun.submission_id)).all()
+    summary = _summary(runner, run_ids[0])
+    assert summary.status == "failed" and "boom on task 1" in summary.message
+    assert summary.cflop == 0 and summary.retried_flops == 2000
+
+
+def test_malformed_predictions_are_a_clear_learner_error(runner: StreamRunner, tiny_stream) -> None:
+    with pytest.raises(TaskFailedError, match=r"LearnerError: predict\(\) must return scores shaped \(num_images, num_classes\)"):
+        runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:malformed", budget=RunBudget(trials=1, steps=1)))
+
+
+def test_unknown_learner_stream_and_bad_budget(runner: StreamRunner, tiny_stream) -> None:
+    with pytest.raises(UnknownNameError, match="indep"):
+        runner.start(RunRequest(stream=str(tiny_stream), learner="indepp"))
+    with pytest.raises(UnknownNameError, match="mini"):
+        runner.start(RunRequest(stream="minii", learner="indep"))
+    with pytest.raises(BudgetError, match="'trials'"):
+        RunBudget(trials=0)

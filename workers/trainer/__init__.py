@@ -1,0 +1,1 @@
+"""Per-task training jobs: trials, FLOP accounting, evaluation."""

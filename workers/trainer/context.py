@@ -1,0 +1,84 @@
+"""The harness side of :class:`~workers.learners.protocol.TrialContext`.
+
+One :class:`LocalTrialContext` lives in the process that runs learner code for one trial
+(or one prediction job). It counts FLOPs through a :class:`~workers.trainer.flops.FlopMeter`,
+records the training curve, and turns ``progress`` calls at the configured steps into
+checkpoints handed to ``on_checkpoint`` (the harness stores them; learner code never
+touches the object store).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.core.errors import LearnerError
+from workers.trainer.flops import FlopMeter
+
+
+def checkpoint_steps(total_steps: int, fractions: Sequence[float]) -> tuple[int, ...]:
+    """Steps at which to checkpoint: each fraction of ``total_steps``, rounded, deduplicated.
+
+    Fraction 0 is the untrained model (the learner's first ``progress`` call, at step 0).
+    """
+    if total_steps < 1:
+        raise ValueError(f"total_steps must be >= 1; got {total_steps}")
+    bad = [f for f in fractions if not 0.0 <= f <= 1.0]
+    if bad:
+        raise ValueError(f"checkpoint fractions must lie in [0, 1]; got {bad}")
+    return tuple(sorted({int(round(f * total_steps)) for f in fractions}))
+
+
+@dataclass
+class CurvePoint:
+    """One point of the learner's own training curve (the probes' pretext curve)."""
+
+    step: int
+    loss: float | None
+
+
+@dataclass
+class LocalTrialContext:
+    """Context for learner code running in this process."""
+
+    seed: int
+    steps: int
+    save_predictor: Callable[[Any], bytes]
+    on_checkpoint: Callable[[int, bytes], None] = lambda step, data: None
+    checkpoint_at: Iterable[int] = ()
+    world_size: int = 1
+    rank: int = 0
+    device: str = "cpu"
+    meter: FlopMeter = field(default_factory=FlopMeter)
+    curve: list[CurvePoint] = field(default_factory=list)
+    checkpointed: list[int] = field(default_factory=list)
+    stored_checkpoints: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._pending = set(self.checkpoint_at)
+
+    def track(self, module: Any) -> Any:
+        return self.meter.track(module)
+
+    def report_flops(self, flops: int) -> None:
+        self.meter.report_flops(flops)
+
+    def progress(self, step: int, predictor: Any, *, loss: float | None = None) -> None:
+        if not isinstance(step, int) or step < 0:
+            raise LearnerError(f"progress() takes a non-negative int step; got {step!r}.")
+        if loss is not None:
+            loss = float(loss)
+            if math.isnan(loss):
+                loss = math.inf  # a diverged run is the worst loss, not a missing one
+        self.curve.append(CurvePoint(step, loss))
+        if step in self._pending and self.rank == 0:
+            self._pending.discard(step)
+            self.on_checkpoint(step, self.save_predictor(predictor))
+            self.checkpointed.append(step)
+
+    @property
+    def missed_checkpoints(self) -> tuple[int, ...]:
+        """Requested checkpoint steps the learner never reached (reported, not fatal)."""
+        return tuple(sorted(self._pending))

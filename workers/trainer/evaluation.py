@@ -1,0 +1,64 @@
+"""Task error, computed by harness code from a learner's scores (METRICS.md §1).
+
+e = 1 − top-1 accuracy (single-label) or 1 − macro mean average precision over the labels
+that have a positive example (multi-label). Scores that are not a finite (N, K) array are a
+:class:`~services.core.errors.LearnerError`: a malformed prediction is the learner's bug,
+reported as such, never silently scored.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from sklearn.metrics import average_precision_score
+
+from services.core.errors import LearnerError
+
+
+def check_scores(scores: object, *, num_examples: int, num_classes: int) -> np.ndarray:
+    """Validate a learner's predictions and return them as float64 (N, K)."""
+    if not isinstance(scores, np.ndarray):
+        try:
+            scores = np.asarray(scores)
+        except Exception as exc:  # noqa: BLE001 - any conversion failure is the learner's
+            raise LearnerError(f"predict() must return an array; got {type(scores).__name__}") from exc
+    if scores.shape != (num_examples, num_classes):
+        raise LearnerError(
+            f"predict() must return scores shaped (num_images, num_classes) = "
+            f"({num_examples}, {num_classes}); got {scores.shape}."
+        )
+    if not np.issubdtype(scores.dtype, np.number) or np.issubdtype(scores.dtype, np.complexfloating):
+        raise LearnerError(f"predict() must return real numbers; got dtype {scores.dtype}.")
+    scores = scores.astype(np.float64, copy=False)
+    if not np.isfinite(scores).all():
+        bad = int((~np.isfinite(scores)).any(axis=1).sum())
+        raise LearnerError(f"predict() returned non-finite scores for {bad} of {num_examples} images.")
+    return scores
+
+
+def task_error(scores: np.ndarray, labels: np.ndarray, kind: Literal["single", "multi"]) -> float:
+    """The NEVIS'22 task error of ``scores`` against ``labels``.
+
+    Examples:
+        >>> task_error(np.array([[2.0, 1.0], [0.0, 3.0]]), np.array([0, 0]), "single")
+        0.5
+    """
+    if kind == "single":
+        labels = np.asarray(labels).reshape(-1)
+        scores = check_scores(scores, num_examples=labels.shape[0], num_classes=scores.shape[1])
+        return float(1.0 - np.mean(scores.argmax(axis=1) == labels))
+    if kind == "multi":
+        labels = np.asarray(labels)
+        scores = check_scores(scores, num_examples=labels.shape[0], num_classes=labels.shape[1])
+        return 1.0 - mean_average_precision(scores, labels)
+    raise ValueError(f"kind must be 'single' or 'multi'; got {kind!r}")
+
+
+def mean_average_precision(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Macro mean of per-label average precision, over labels with a positive example."""
+    present = np.flatnonzero(labels.sum(axis=0) > 0)
+    if present.size == 0:
+        raise ValueError("No label has a positive example: mean average precision is undefined.")
+    per_label = [average_precision_score(labels[:, k], scores[:, k]) for k in present]
+    return float(np.mean(per_label))

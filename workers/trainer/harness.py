@@ -1,0 +1,66 @@
+"""The task harness: a Ray actor of harness code that owns storage for one task attempt.
+
+Learner processes hold no store or database credentials; everything they need from storage
+goes through this actor, which enforces the causal rule again (only train splits of earlier
+tasks), and everything they save (checkpoints, predictors, states) is written by it under
+the attempt's key prefix, atomically and checksummed by the object store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from services.core.errors import CausalityError, NevisError
+from services.store.objects import open_store
+from workers.learners.protocol import LabelledData
+from workers.stream.manifest import TaskSpec
+from workers.stream.prepare import load_task_data
+
+
+class TaskHarness:
+    """Storage gateway of one run (a Ray actor), pointed at one task attempt at a time."""
+
+    def __init__(self, *, store_url: str, s3_endpoint_url: str | None, image_size: int) -> None:
+        self._store = open_store(store_url, s3_endpoint_url=s3_endpoint_url)
+        self._image_size = image_size
+        self._past: dict[int, TaskSpec] = {}
+        self._current = 0
+        self._prefix = "\0"  # matches no key until a task begins
+        self._results: dict[int, dict[str, Any]] = {}
+        self._cache: dict[int, LabelledData] = {}
+
+    def begin_task(self, *, past: Mapping[int, TaskSpec], current_order: int, key_prefix: str) -> None:
+        """Serve task ``current_order``: its past, and writes under ``key_prefix`` only."""
+        if any(order >= current_order for order in past):
+            raise CausalityError(f"Harness of task {current_order} was given non-past tasks.")
+        self._past, self._current = dict(past), current_order
+        self._prefix = key_prefix.rstrip("/") + "/"
+        self._results.clear()
+
+    def past_train(self, order: int) -> LabelledData:
+        """The train split of an earlier task; anything else is a CausalityError."""
+        if not isinstance(order, int) or order >= self._current or order not in self._past:
+            raise CausalityError(
+                f"Task {order!r} is not in the past of task {self._current}: only the train "
+                "splits of earlier tasks are available."
+            )
+        if order not in self._cache:
+            data = load_task_data(self._store, self._past[order], image_size=self._image_size, splits=("train",))
+            images, labels = data.splits["train"]
+            self._cache = {order: LabelledData(images, labels)}  # keep one: bounded memory
+        return self._cache[order]
+
+    def put(self, key: str, data: bytes) -> dict[str, Any]:
+        """Store bytes under this attempt's prefix; returns key, size and sha256."""
+        if not key.startswith(self._prefix):
+            raise NevisError(f"Key {key!r} is outside this task attempt ({self._prefix}).")
+        info = self._store.put_bytes(key, data)
+        return {"key": info.key, "size": info.size, "sha256": info.sha256}
+
+    def post_result(self, trial_index: int, metrics: dict[str, Any]) -> None:
+        """Mailbox for a multi-worker trial's rank-0 metrics."""
+        self._results[int(trial_index)] = metrics
+
+    def take_result(self, trial_index: int) -> dict[str, Any] | None:
+        return self._results.pop(int(trial_index), None)

@@ -1,0 +1,103 @@
+"""Read a run back from the database: per-task rows, E and cFLOP (METRICS.md §1).
+
+Every number here is computed from committed rows only, so what ``nevis results`` prints
+is exactly what the database holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from services.core.errors import UnknownNameError
+from services.store.db.models import Submission, TaskResult, TaskRun, Trial
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task of a run as stored."""
+
+    order: int
+    dataset: str
+    year: int
+    phase: str
+    status: str  # committed, failed, running, pending
+    error: float | None
+    split: str | None
+    flops: float
+    retried_flops: float
+    trials: int
+    failed_trials: int
+    best_config: dict[str, Any] | None
+    wall_time_s: float | None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run (submission) with its headline numbers."""
+
+    submission_id: int
+    learner: str
+    stream: str
+    stream_version: str
+    phase: str
+    status: str
+    message: str | None
+    tasks: tuple[TaskRow, ...]
+    mean_error: float | None  # E over the phase's headline tasks that are committed
+    headline_tasks: int  # how many tasks E should average over when the run is complete
+    cflop: float  # committed FLOPs of every task
+    retried_flops: float  # FLOPs of interrupted or failed attempts, reported apart
+    flops_sources: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_summary(session: Session, *, submission_id: int) -> RunSummary:
+    """The stored state of a run; an unknown id is an UnknownNameError."""
+    submission = session.get(Submission, submission_id)
+    if submission is None:
+        raise UnknownNameError(f"No run with id {submission_id} in this database.")
+    results = {
+        r.stream_task_id: r
+        for r in session.scalars(select(TaskResult).where(TaskResult.submission_id == submission_id))
+    }
+    runs: dict[int, list[TaskRun]] = {}
+    for run in session.scalars(select(TaskRun).where(TaskRun.submission_id == submission_id).order_by(TaskRun.attempt)):
+        runs.setdefault(run.stream_task_id, []).append(run)
+    headline_phase = submission.phase
+    rows, sources = [], set()
+    for task in submission.stream_version.tasks:
+        if submission.phase == "meta_train" and task.phase != "meta_train":
+            continue
+        attempts = runs.get(task.id, [])
+        result = results.get(task.id)
+        trials = [t for run in attempts for t in run.trials]
+        sources.update(t.flops_source for t in trials if t.flops > 0)
+        final = next((r for r in attempts if r.id == result.task_run_id), None) if result else None
+        retried = sum(sum(t.flops for t in run.trials) for run in attempts if final is None or run.id != final.id)
+        best = session.get(Trial, result.best_trial_id) if result else None
+        rows.append(TaskRow(
+            order=task.order, dataset=task.dataset, year=task.year, phase=task.phase,
+            status="committed" if result else (attempts[-1].status if attempts else "pending"),
+            error=result.error if result else None, split=result.split if result else None,
+            flops=result.flops if result else 0.0, retried_flops=float(retried),
+            trials=len(final.trials) if final else 0,
+            failed_trials=sum(t.status == "failed" for t in final.trials) if final else 0,
+            best_config=dict(best.config) if best else None,
+            wall_time_s=final.wall_time_s if final else None,
+        ))
+    headline = [r for r in rows if r.phase == headline_phase]
+    scored = [r.error for r in headline if r.error is not None]
+    return RunSummary(
+        submission_id=submission.id, learner=submission.learner.name,
+        stream=submission.stream_version.name, stream_version=submission.stream_version.version,
+        phase=submission.phase, status=submission.status, message=submission.error,
+        tasks=tuple(rows), mean_error=sum(scored) / len(scored) if scored else None,
+        headline_tasks=len(headline), cflop=float(sum(r.flops for r in rows)),
+        retried_flops=float(sum(r.retried_flops for r in rows)), flops_sources=tuple(sorted(sources)),
+    )

@@ -1,0 +1,152 @@
+"""One Ray job per task: the trials under Ray Tune, then evaluation by harness code.
+
+``run_trials`` runs the learner's random search as a Tune experiment whose trials call
+:func:`workers.trainer.tune_trial.tune_trial`; each finished trial is handed to
+``on_trial`` at once (the runner records it, so an interrupted task still leaves its spent
+FLOPs in the database). ``evaluate`` scores the chosen predictor in a separate Ray task
+that receives images only; labels never leave the driver.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import ray
+from ray import tune
+from ray.tune.search.basic_variant import BasicVariantGenerator
+
+from workers.learners.protocol import Learner, TaskInfo
+from workers.trainer.budget import RunBudget
+from workers.trainer.search import param_space
+from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, failure_metrics
+from workers.trainer.tune_trial import tune_trial
+
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # keep Tune's console tables out of our bars
+
+
+class _TrialSink(tune.Callback):
+    """Hands each trial's final result to the runner as soon as the trial ends."""
+
+    def __init__(self, on_trial: Callable[[dict[str, Any]], None]) -> None:
+        self._on_trial = on_trial
+        self.results: list[dict[str, Any]] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles its callbacks to make an experiment restorable; the runner's hook
+        # (database sessions) stays in this process.
+        return {"results": []}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.results, self._on_trial = state["results"], lambda result: None
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._emit(dict(trial.last_result))
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        # The trial process itself died (out of memory, killed): learner errors never get here.
+        message = RuntimeError(f"trial process failed: {trial.error_file or 'see Ray logs'}")
+        zero = {"flops_measured": 0, "flops_reported": 0, "flops_source": "measured"}
+        self._emit(failure_metrics(trial.config, message, zero))
+
+    def _emit(self, result: dict[str, Any]) -> None:
+        result = {k: v for k, v in result.items() if k in _RESULT_KEYS or k.startswith("flops")}
+        self.results.append(result)
+        self._on_trial(result)
+
+
+_RESULT_KEYS = frozenset({
+    "status", "trial_index", "seed", "config", "dev_error", "wall_time_s", "peak_memory_bytes",
+    "curve", "checkpoints", "missed_checkpoints", "predictor", "state", "error", "traceback",
+    "num_workers",
+})
+
+
+def trial_resources(learner: Learner) -> dict[str, float]:
+    """Tune resources of one trial: the worker itself, or just a driver for a worker group."""
+    res = learner.resources()
+    if res.num_workers > 1:
+        return {"cpu": 0.01}  # the Train worker group reserves the real resources
+    return {"cpu": res.cpus_per_worker, "gpu": res.gpus_per_worker}
+
+
+def default_concurrency(learner: Learner) -> int:
+    """How many trials fit on the cluster at once."""
+    res = learner.resources()
+    cluster = ray.cluster_resources()
+    cpus = cluster.get("CPU", 1.0) / max(res.cpus_per_worker * res.num_workers, 1e-9)
+    fits = int(cpus)
+    if res.gpus_per_worker > 0:
+        fits = min(fits, int(cluster.get("GPU", 0.0) / (res.gpus_per_worker * res.num_workers)))
+    return max(fits, 1)
+
+
+def search_seed(run_seed: int, task_order: int) -> int:
+    """The random-search seed of one task: fixed by the run seed and the task, nothing else."""
+    return zlib.crc32(f"{run_seed}:{task_order}".encode())
+
+
+def run_trials(
+    learner: Learner, spec: TrialSpec, budget: RunBudget, *, storage_path: str,
+    on_trial: Callable[[dict[str, Any]], None],
+) -> list[dict[str, Any]]:
+    """Run the task's trials under Ray Tune; returns every trial's final result."""
+    sink = _TrialSink(on_trial)
+    concurrency = budget.max_concurrent or default_concurrency(learner)
+    tuner = tune.Tuner(
+        tune.with_resources(tune.with_parameters(tune_trial, spec=spec), trial_resources(learner)),
+        param_space=param_space(learner.search_space(), trials=budget.trials),
+        tune_config=tune.TuneConfig(
+            search_alg=BasicVariantGenerator(
+                random_state=search_seed(budget.seed, spec.info.order),
+                max_concurrent=min(concurrency, budget.trials),
+            ),
+            reuse_actors=True,
+        ),
+        run_config=tune.RunConfig(
+            storage_path=storage_path,
+            name=f"{spec.key_prefix.replace('/', '_')}",
+            verbose=0,
+            callbacks=[sink],
+            failure_config=tune.FailureConfig(max_failures=0),
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
+        ),
+    )
+    tuner.fit()
+    return sorted(sink.results, key=lambda r: int(r[TRIAL_INDEX]))
+
+
+def best_trial(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The successful trial with the lowest dev error (ties: lowest trial index)."""
+    ok = [r for r in results if r.get("status") == "ok"]
+    return min(ok, key=lambda r: (r["dev_error"], r[TRIAL_INDEX])) if ok else None
+
+
+@ray.remote
+def _predict(learner_spec: str, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int, threads: int) -> tuple[np.ndarray, dict[str, Any]]:
+    import torch  # noqa: PLC0415
+
+    from workers.learners.registry import load_learner  # noqa: PLC0415
+    from workers.trainer.context import LocalTrialContext  # noqa: PLC0415
+    from workers.trainer.trial import flop_metrics  # noqa: PLC0415
+
+    torch.set_num_threads(threads)
+    learner = load_learner(learner_spec)
+    ctx = LocalTrialContext(seed=seed, steps=1, save_predictor=learner.save_predictor)
+    model = learner.load_predictor(predictor, info, ctx)
+    scores = np.asarray(learner.predict(model, images, ctx))
+    return scores, flop_metrics(ctx)
+
+
+def evaluate(
+    learner_spec: str, info: TaskInfo, predictor: bytes, images: np.ndarray, *, seed: int,
+    threads: int,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Scores of the chosen predictor on evaluation images, and the FLOPs that cost."""
+    return ray.get(_predict.options(num_cpus=threads).remote(learner_spec, info, predictor, images, seed, threads))
+
+
+__all__ = ["TRIAL_SEED", "best_trial", "evaluate", "run_trials", "search_seed"]
