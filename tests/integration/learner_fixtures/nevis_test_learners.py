@@ -164,3 +164,19 @@ def crasher() -> CrashingLearner:
 
 def malformed() -> MalformedLearner:
     return MalformedLearner()
+
+
+class SlowLearner(NearestMeanLearner):
+    """Nearest mean, but each trial takes a while: leaves time to kill a run mid-task."""
+
+    name = "slow"
+
+    def train(self, view, state, config, ctx):
+        import time  # noqa: PLC0415
+
+        time.sleep(2.0)
+        return super().train(view, state, config, ctx)
+
+
+def slow() -> SlowLearner:
+    return SlowLearner()

@@ -1,0 +1,369 @@
+"""The relational schema: every figure the service reports traces back to rows here.
+
+Contract:
+- The schema is created and changed only by the Alembic migrations in
+  ``services/store/migrations``; the test suite checks that they match these models.
+- Statuses and other closed vocabularies are strings guarded by CHECK constraints; the
+  allowed values are the tuples below, which the rest of the code imports.
+- Timestamps are aware UTC datetimes (:class:`~services.store.db.types.UTCDateTime`).
+- ``task_results`` holds at most one row per (submission, stream task), and that row must
+  point at a task run and a trial of the same submission and task, so a result can never
+  be counted twice nor borrowed from elsewhere.
+- ``events`` is append-only; database triggers refuse UPDATE and DELETE.
+- Deleting a stream version or dataset removes its tasks or shards; deleting a submission
+  removes its runs, trials, checkpoints and results, but is refused while it has events
+  (the audit trail wins). Learners and stream versions in use cannot be deleted.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Double,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from services.store.db.base import (
+    KEY_LENGTH,
+    NOW,
+    Base,
+    created_column,
+    named_check,
+    non_negative,
+    one_of,
+    sha256_check,
+)
+from services.store.db.types import JSONDoc, UTCDateTime, utcnow
+
+PHASES: tuple[str, ...] = ("meta_train", "meta_test")
+TASK_KINDS: tuple[str, ...] = ("single", "multi")
+SHARD_SPLITS: tuple[str, ...] = ("train", "dev", "dev_test", "test")
+SUBMISSION_STATUSES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
+TASK_RUN_STATUSES: tuple[str, ...] = (
+    "pending", "running", "succeeded", "failed", "timed_out", "cancelled",
+)
+# At most one task run per submission may be in one of these (causal order).
+ACTIVE_TASK_RUN_STATUSES: tuple[str, ...] = ("pending", "running")
+# "stopped" is a trial ended early by the search scheduler, which is not a failure.
+TRIAL_STATUSES: tuple[str, ...] = (
+    "pending", "running", "succeeded", "failed", "stopped", "cancelled",
+)
+FLOPS_SOURCES: tuple[str, ...] = ("measured", "reported")
+RESULT_SPLITS: tuple[str, ...] = ("test", "dev_test")
+RESULT_METRICS: tuple[str, ...] = ("accuracy", "map")
+
+# A named, versioned stream manifest, stored whole so a run can always be replayed.
+class StreamVersion(Base):
+    __tablename__ = "stream_versions"
+    __table_args__ = (UniqueConstraint("name", "version"), sha256_check("manifest_sha256"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100))
+    version: Mapped[str] = mapped_column(String(50))
+    manifest_sha256: Mapped[str] = mapped_column(String(64))
+    manifest: Mapped[dict[str, Any]] = mapped_column(JSONDoc)
+    created_at: Mapped[datetime] = created_column()
+
+    tasks: Mapped[list[StreamTask]] = relationship(
+        back_populates="stream_version", order_by="StreamTask.order", passive_deletes=True
+    )
+
+
+# One task of a stream version, in causal order (1-based ``order``).
+class StreamTask(Base):
+    __tablename__ = "stream_tasks"
+    __table_args__ = (
+        UniqueConstraint("stream_version_id", "order"),
+        named_check('"order" >= 1', "order_positive"),
+        named_check(one_of("phase", PHASES), "phase"),
+        named_check(one_of("kind", TASK_KINDS), "kind"),
+        named_check("num_classes IS NULL OR num_classes >= 1", "num_classes_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    stream_version_id: Mapped[int] = mapped_column(
+        ForeignKey("stream_versions.id", ondelete="CASCADE")
+    )
+    order: Mapped[int] = mapped_column("order", Integer)
+    year: Mapped[int] = mapped_column(Integer)
+    dataset: Mapped[str] = mapped_column(String(200))
+    phase: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(16))
+    num_classes: Mapped[int | None] = mapped_column(Integer)
+    domain: Mapped[str | None] = mapped_column(String(100))
+    split_rule: Mapped[dict[str, Any]] = mapped_column(JSONDoc)
+
+    stream_version: Mapped[StreamVersion] = relationship(back_populates="tasks")
+
+
+# A dataset turned into shards at one image size; the index object lists every shard.
+class Dataset(Base):
+    __tablename__ = "datasets"
+    __table_args__ = (
+        UniqueConstraint("key", "image_size"),
+        named_check("image_size >= 1", "image_size_positive"),
+        named_check(one_of("kind", TASK_KINDS), "kind"),
+        named_check("num_classes >= 1", "num_classes_positive"),
+        sha256_check("index_sha256"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(200))
+    image_size: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    num_classes: Mapped[int] = mapped_column(Integer)
+    index_key: Mapped[str] = mapped_column(String(KEY_LENGTH))
+    index_sha256: Mapped[str] = mapped_column(String(64))
+    split_counts: Mapped[dict[str, Any]] = mapped_column(JSONDoc)
+    created_at: Mapped[datetime] = created_column()
+
+    shards: Mapped[list[Shard]] = relationship(back_populates="dataset", passive_deletes=True)
+
+
+# One checksummed shard object of one split of a dataset.
+class Shard(Base):
+    __tablename__ = "shards"
+    __table_args__ = (
+        UniqueConstraint("dataset_id", "split", "part"),
+        named_check(one_of("split", SHARD_SPLITS), "split"),
+        *non_negative("part", "num_examples", "size_bytes"),
+        sha256_check("sha256"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"))
+    split: Mapped[str] = mapped_column(String(16))
+    part: Mapped[int] = mapped_column(Integer)
+    object_key: Mapped[str] = mapped_column(String(KEY_LENGTH))
+    num_examples: Mapped[int] = mapped_column(Integer)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+
+    dataset: Mapped[Dataset] = relationship(back_populates="shards")
+
+
+# A learner: an image with an entrypoint, an uploaded bundle, or an installed entry point.
+class Learner(Base):
+    __tablename__ = "learners"
+    __table_args__ = (
+        sha256_check("bundle_sha256"),
+        named_check(
+            "(bundle_key IS NULL AND bundle_sha256 IS NULL)"
+            " OR (bundle_key IS NOT NULL AND bundle_sha256 IS NOT NULL)",
+            "bundle_checksummed",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    image_ref: Mapped[str | None] = mapped_column(String(500))
+    entrypoint: Mapped[str] = mapped_column(String(500))
+    bundle_key: Mapped[str | None] = mapped_column(String(KEY_LENGTH))
+    bundle_sha256: Mapped[str | None] = mapped_column(String(64))
+    resources: Mapped[dict[str, Any]] = mapped_column(JSONDoc, default=dict)
+    created_at: Mapped[datetime] = created_column()
+
+
+# One learner on one stream version and phase; ``cursor`` is the next task order to run.
+class Submission(Base):
+    __tablename__ = "submissions"
+    __table_args__ = (
+        named_check(one_of("phase", PHASES), "phase"),
+        named_check(one_of("status", SUBMISSION_STATUSES), "status"),
+        named_check("cursor >= 1", "cursor_positive"),
+        Index(None, "status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    learner_id: Mapped[int] = mapped_column(
+        ForeignKey("learners.id", ondelete="RESTRICT"), index=True
+    )
+    stream_version_id: Mapped[int] = mapped_column(
+        ForeignKey("stream_versions.id", ondelete="RESTRICT"), index=True
+    )
+    phase: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default="queued", server_default="queued")
+    budget: Mapped[dict[str, Any]] = mapped_column(JSONDoc, default=dict)
+    cursor: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = created_column()
+    updated_at: Mapped[datetime] = mapped_column(
+        UTCDateTime(), default=utcnow, onupdate=utcnow, server_default=NOW
+    )
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    learner: Mapped[Learner] = relationship()
+    stream_version: Mapped[StreamVersion] = relationship()
+    task_runs: Mapped[list[TaskRun]] = relationship(
+        back_populates="submission", passive_deletes=True
+    )
+
+
+# One attempt at one task of a submission; the reaper acts on ``deadline_at``.
+class TaskRun(Base):
+    __tablename__ = "task_runs"
+    __table_args__ = (
+        UniqueConstraint("submission_id", "stream_task_id", "attempt"),
+        # Target of task_results' composite key: a result must use a run of its own task.
+        UniqueConstraint("id", "submission_id", "stream_task_id"),
+        named_check("attempt >= 1", "attempt_positive"),
+        named_check(one_of("status", TASK_RUN_STATUSES), "status"),
+        *non_negative("flops", "retried_flops", "wall_time_s", "peak_memory_bytes"),
+        Index(None, "status", "deadline_at"),
+        Index(
+            "uq_task_runs_one_active",
+            "submission_id",
+            unique=True,
+            sqlite_where=text(one_of("status", ACTIVE_TASK_RUN_STATUSES)),
+            postgresql_where=text(one_of("status", ACTIVE_TASK_RUN_STATUSES)),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
+    stream_task_id: Mapped[int] = mapped_column(ForeignKey("stream_tasks.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    status: Mapped[str] = mapped_column(String(16), default="pending", server_default="pending")
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    deadline_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    flops: Mapped[float] = mapped_column(Double, default=0.0, server_default=text("0"))
+    retried_flops: Mapped[float] = mapped_column(Double, default=0.0, server_default=text("0"))
+    wall_time_s: Mapped[float | None] = mapped_column(Double)
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    learner_state_key: Mapped[str | None] = mapped_column(String(KEY_LENGTH))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = created_column()
+
+    submission: Mapped[Submission] = relationship(back_populates="task_runs")
+    stream_task: Mapped[StreamTask] = relationship()
+    trials: Mapped[list[Trial]] = relationship(
+        back_populates="task_run", order_by="Trial.trial_index", passive_deletes=True
+    )
+
+
+# One hyper-parameter trial of a task run, with the FLOPs it spent and how they were counted.
+class Trial(Base):
+    __tablename__ = "trials"
+    __table_args__ = (
+        UniqueConstraint("task_run_id", "trial_index"),
+        # Target of task_results' composite key: the best trial must belong to the run.
+        UniqueConstraint("id", "task_run_id"),
+        named_check(one_of("status", TRIAL_STATUSES), "status"),
+        named_check(one_of("flops_source", FLOPS_SOURCES), "flops_source"),
+        named_check(
+            "dev_error IS NULL OR (dev_error >= 0 AND dev_error <= 1)", "dev_error_range"
+        ),
+        *non_negative("trial_index", "flops", "wall_time_s", "peak_memory_bytes"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_run_id: Mapped[int] = mapped_column(ForeignKey("task_runs.id", ondelete="CASCADE"))
+    trial_index: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    config: Mapped[dict[str, Any]] = mapped_column(JSONDoc, default=dict)
+    status: Mapped[str] = mapped_column(String(16), default="pending", server_default="pending")
+    flops: Mapped[float] = mapped_column(Double, default=0.0, server_default=text("0"))
+    flops_source: Mapped[str] = mapped_column(
+        String(16), default="measured", server_default="measured"
+    )
+    dev_error: Mapped[float | None] = mapped_column(Double)
+    wall_time_s: Mapped[float | None] = mapped_column(Double)
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    error_text: Mapped[str | None] = mapped_column(Text)
+    traceback: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = created_column()
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    task_run: Mapped[TaskRun] = relationship(back_populates="trials")
+    checkpoints: Mapped[list[Checkpoint]] = relationship(
+        back_populates="trial", order_by="Checkpoint.step", passive_deletes=True
+    )
+
+
+# A saved model state of a trial at one training step, for the probe pool.
+class Checkpoint(Base):
+    __tablename__ = "checkpoints"
+    __table_args__ = (
+        UniqueConstraint("trial_id", "step"),
+        *non_negative("step", "size_bytes"),
+        sha256_check("sha256"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    object_key: Mapped[str] = mapped_column(String(KEY_LENGTH))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = created_column()
+
+    trial: Mapped[Trial] = relationship(back_populates="checkpoints")
+
+
+# The committed outcome of one task of a submission: exactly one row, or none yet.
+class TaskResult(Base):
+    __tablename__ = "task_results"
+    __table_args__ = (
+        UniqueConstraint("submission_id", "stream_task_id"),
+        UniqueConstraint("task_run_id"),
+        ForeignKeyConstraint(
+            ["task_run_id", "submission_id", "stream_task_id"],
+            ["task_runs.id", "task_runs.submission_id", "task_runs.stream_task_id"],
+            name="fk_task_results_task_run",
+        ),
+        ForeignKeyConstraint(
+            ["best_trial_id", "task_run_id"],
+            ["trials.id", "trials.task_run_id"],
+            name="fk_task_results_best_trial",
+        ),
+        named_check("error >= 0 AND error <= 1", "error_range"),
+        named_check(one_of("split", RESULT_SPLITS), "split"),
+        named_check(one_of("metric", RESULT_METRICS), "metric"),
+        *non_negative("flops"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
+    stream_task_id: Mapped[int] = mapped_column(ForeignKey("stream_tasks.id"), index=True)
+    task_run_id: Mapped[int] = mapped_column(Integer)
+    best_trial_id: Mapped[int] = mapped_column(Integer, index=True)
+    error: Mapped[float] = mapped_column(Double)
+    split: Mapped[str] = mapped_column(String(16))
+    metric: Mapped[str] = mapped_column(String(16))
+    flops: Mapped[float] = mapped_column(Double)
+    committed_at: Mapped[datetime] = created_column()
+
+    submission: Mapped[Submission] = relationship()
+    stream_task: Mapped[StreamTask] = relationship()
+    task_run: Mapped[TaskRun] = relationship(
+        primaryjoin="foreign(TaskResult.task_run_id) == TaskRun.id", viewonly=True
+    )
+    best_trial: Mapped[Trial] = relationship(
+        primaryjoin="foreign(TaskResult.best_trial_id) == Trial.id", viewonly=True
+    )
+
+
+# The append-only audit log; triggers created by the migration refuse UPDATE and DELETE.
+class Event(Base):
+    __tablename__ = "events"
+    __table_args__ = (Index(None, "submission_id", "id"), Index(None, "kind"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_id: Mapped[int | None] = mapped_column(ForeignKey("submissions.id"))
+    kind: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONDoc, default=dict)
+    created_at: Mapped[datetime] = created_column()

@@ -1,0 +1,210 @@
+"""The migrations build exactly the models' schema, on SQLite and PostgreSQL, both ways."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import get_args
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    Engine,
+    Integer,
+    MetaData,
+    Table,
+    inspect,
+    select,
+    text,
+)
+from sqlalchemy.exc import StatementError
+
+from services.core.errors import DatabaseError
+from services.store.db import models
+from services.store.db.engine import make_engine, session_factory, transaction
+from services.store.db.migrate import (
+    current_revision,
+    downgrade,
+    ensure_current,
+    head_revision,
+    upgrade,
+)
+from services.store.db.models import Base, Event
+from workers.stream.manifest import SPLITS, Phase, TaskKind
+
+TABLES = {
+    "stream_versions", "stream_tasks", "datasets", "shards", "learners", "submissions",
+    "task_runs", "trials", "checkpoints", "task_results", "events",
+}
+
+
+def _differences(engine: Engine, metadata: MetaData = Base.metadata) -> list:
+    with engine.connect() as connection:
+        context = MigrationContext.configure(
+            connection, opts={"compare_type": True, "compare_server_default": True}
+        )
+        return compare_metadata(context, metadata)
+
+
+def _triggers(engine: Engine) -> set[str]:
+    with engine.connect() as connection:
+        if engine.dialect.name == "sqlite":
+            sql = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+        else:
+            sql = "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"
+        return set(connection.execute(text(sql)).scalars())
+
+
+def test_upgrade_reaches_head_with_every_table(database_url: str, db_engine: Engine) -> None:
+    assert current_revision(database_url) == head_revision() == "0001"
+    ensure_current(database_url)
+    assert TABLES <= set(inspect(db_engine).get_table_names())
+
+
+def test_models_and_migrations_have_no_difference(db_engine: Engine) -> None:
+    assert _differences(db_engine) == []
+
+
+def test_comparison_notices_a_table_the_migrations_lack(db_engine: Engine) -> None:
+    extended = MetaData()
+    for table in Base.metadata.tables.values():
+        table.to_metadata(extended)
+    Table("probe_jobs", extended, Column("id", Integer, primary_key=True))
+    kinds = [diff[0] for diff in _differences(db_engine, extended)]
+    assert kinds == ["add_table"]
+
+
+def test_check_constraints_match_the_models(db_engine: Engine) -> None:
+    inspector = inspect(db_engine)
+    for name, table in Base.metadata.tables.items():
+        expected = {c.name for c in table.constraints if isinstance(c, CheckConstraint)}
+        found = {c["name"] for c in inspector.get_check_constraints(name)}
+        assert found == expected, name
+
+
+def test_events_triggers_are_installed(db_engine: Engine) -> None:
+    if db_engine.dialect.name == "sqlite":
+        assert _triggers(db_engine) == {"events_append_only_update", "events_append_only_delete"}
+    else:
+        assert _triggers(db_engine) == {"events_append_only_rows", "events_append_only_truncate"}
+
+
+def test_downgrade_to_base_then_upgrade_again(empty_database_url: str) -> None:
+    upgrade(empty_database_url)
+    downgrade(empty_database_url, "base")
+    assert current_revision(empty_database_url) is None
+    engine = make_engine(empty_database_url)
+    try:
+        assert set(inspect(engine).get_table_names()) == {"alembic_version"}
+        assert _triggers(engine) == set()
+        upgrade(empty_database_url)
+        assert current_revision(empty_database_url) == head_revision()
+        assert _differences(engine) == []
+        assert len(_triggers(engine)) == 2
+    finally:
+        engine.dispose()
+
+
+def test_timestamps_come_back_as_aware_utc(db_engine: Engine) -> None:
+    sessions = session_factory(db_engine)
+    local = datetime(2024, 3, 1, 12, 30, tzinfo=timezone(timedelta(hours=2)))
+    with transaction(sessions) as session:
+        session.add(Event(kind="note", payload={"x": 1}, created_at=local))
+        session.execute(text("INSERT INTO events (kind, payload) VALUES ('raw', '{}')"))
+    with sessions() as session:
+        stamps = dict(session.execute(select(Event.kind, Event.created_at)).all())
+    assert stamps["note"] == local
+    assert stamps["note"].tzinfo == timezone.utc and stamps["note"].hour == 10
+    # The server default fills rows written without the ORM.
+    assert stamps["raw"].tzinfo == timezone.utc
+    assert abs(datetime.now(timezone.utc) - stamps["raw"]) < timedelta(minutes=5)
+
+
+def test_naive_timestamps_are_refused(db_engine: Engine) -> None:
+    with pytest.raises(StatementError, match="aware datetime"):
+        with transaction(session_factory(db_engine)) as session:
+            session.add(Event(kind="note", payload={}, created_at=datetime(2024, 1, 1)))
+
+
+def test_transaction_rolls_back_when_the_block_raises(db_engine: Engine) -> None:
+    sessions = session_factory(db_engine)
+    with pytest.raises(RuntimeError):
+        with transaction(sessions) as session:
+            session.add(Event(kind="lost", payload={}))
+            session.flush()
+            raise RuntimeError("abort")
+    with sessions() as session:
+        assert session.scalars(select(Event.kind)).all() == []
+
+
+def test_engine_settings(db_engine: Engine) -> None:
+    with db_engine.connect() as connection:
+        if db_engine.dialect.name == "sqlite":
+            pragmas = {
+                name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()
+                for name in ("foreign_keys", "journal_mode", "busy_timeout")
+            }
+            assert pragmas == {"foreign_keys": 1, "journal_mode": "wal", "busy_timeout": 30_000}
+        else:
+            assert db_engine.pool._pre_ping is True
+            assert connection.execute(text("SELECT 1")).scalar() == 1
+
+
+def test_vocabularies_agree_with_the_stream_manifest() -> None:
+    assert models.SHARD_SPLITS == SPLITS
+    assert models.PHASES == get_args(Phase)
+    assert models.TASK_KINDS == get_args(TaskKind)
+    assert set(models.ACTIVE_TASK_RUN_STATUSES) <= set(models.TASK_RUN_STATUSES)
+
+
+def test_ensure_current_refuses_an_empty_database(empty_database_url: str) -> None:
+    with pytest.raises(DatabaseError, match=r"revision none.*code expects 0001.*nevis db upgrade"):
+        ensure_current(empty_database_url)
+
+
+def test_ensure_current_refuses_a_database_newer_than_the_code(empty_database_url: str) -> None:
+    upgrade(empty_database_url)
+    engine = make_engine(empty_database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    finally:
+        engine.dispose()
+    with pytest.raises(DatabaseError, match="revision 9999, which this code does not know"):
+        ensure_current(empty_database_url)
+
+
+def test_missing_sqlite_file_reads_as_no_schema_and_is_not_created(tmp_path: Path) -> None:
+    path = tmp_path / "absent.sqlite"
+    url = f"sqlite:///{path}"
+    assert current_revision(url) is None
+    with pytest.raises(DatabaseError, match="nevis db upgrade"):
+        ensure_current(url)
+    assert not path.exists()
+
+
+def test_unreachable_server_names_the_url_without_its_password() -> None:
+    url = "postgresql+psycopg://nevis:hunter2@127.0.0.1:9/nevis?connect_timeout=2"
+    with pytest.raises(DatabaseError, match="Cannot connect") as caught:
+        current_revision(url)
+    assert "nevis:***@127.0.0.1:9/nevis" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "match"),
+    [("not a url", "Cannot parse the database URL"), ("nosuchdb://x/y", "No driver")],
+)
+def test_bad_urls_are_clear_errors(url: str, match: str) -> None:
+    with pytest.raises(DatabaseError, match=match):
+        upgrade(url)
+
+
+def test_unknown_revision_suggests_known_ones(empty_database_url: str) -> None:
+    upgrade(empty_database_url)
+    with pytest.raises(DatabaseError, match=r"Unknown revision '0010'.*Did you mean '0001'"):
+        downgrade(empty_database_url, "0010")
+    assert current_revision(empty_database_url) == head_revision()
