@@ -84,7 +84,7 @@ def prepare(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
                        completed=STAGES.index(event.stage))
 
         report = prepare_stream(manifest, store, image_size=size, offline_dir=offline_dir,
-                                progress=show)
+                                progress=show, on_prepared=_database_recorder(store))
         bar.update(stage, visible=False)
     console.print(_report_table(report))
     if report.nothing_to_do:
@@ -100,6 +100,18 @@ def prepare(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
     for item in report.datasets:
         for note in item.notes:
             console.print(f"[yellow]note[/] {item.dataset}: {note}")
+
+
+def _database_recorder(store):
+    """Record prepared datasets in NEVIS_DATABASE_URL (schema created or migrated first)."""
+    from services.store.db import make_engine, session_factory, upgrade  # noqa: PLC0415
+    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
+    from workers.stream.catalog import database_recorder  # noqa: PLC0415
+
+    url = get_settings().database_url
+    ensure_sqlite_parent(url)
+    upgrade(url)
+    return database_recorder(session_factory(make_engine(url)), store)
 
 
 @app.command("verify")

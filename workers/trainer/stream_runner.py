@@ -25,6 +25,7 @@ from services.store.db.models import Submission
 from services.store.objects import ObjectStore, open_store
 from workers.learners.protocol import LabelledData, Learner, TaskInfo
 from workers.learners.registry import load_learner
+from workers.stream.catalog import database_recorder
 from workers.stream.manifest import StreamManifest, TaskSpec
 from workers.stream.prepare import load_task_data, prepare_stream, stored_image_size
 from workers.stream.registry import load_stream
@@ -253,7 +254,8 @@ class StreamRunner:
         return self._harness_actor
 
     def _prepare(self, manifest: StreamManifest, size: int) -> None:
-        prepare_stream(manifest, self.store, image_size=size, offline_dir=self.settings.offline_data_dir)
+        prepare_stream(manifest, self.store, image_size=size, offline_dir=self.settings.offline_data_dir,
+                       on_prepared=database_recorder(self.sessions, self.store))
 
     def _interrupt(self, submission_id: int, run_id: int) -> None:
         with transaction(self.sessions) as session:
