@@ -30,6 +30,7 @@ from services.store.db.migrate import (
     downgrade,
     ensure_current,
     head_revision,
+    known_revisions,
     upgrade,
 )
 from services.store.db.models import Base, Event
@@ -59,7 +60,8 @@ def _triggers(engine: Engine) -> set[str]:
 
 
 def test_upgrade_reaches_head_with_every_table(database_url: str, db_engine: Engine) -> None:
-    assert current_revision(database_url) == head_revision() == "0001"
+    assert current_revision(database_url) == head_revision()
+    assert head_revision() == known_revisions()[-1]
     ensure_current(database_url)
     assert TABLES <= set(inspect(db_engine).get_table_names())
 
@@ -161,7 +163,7 @@ def test_vocabularies_agree_with_the_stream_manifest() -> None:
 
 
 def test_ensure_current_refuses_an_empty_database(empty_database_url: str) -> None:
-    with pytest.raises(DatabaseError, match=r"revision none.*code expects 0001.*nevis db upgrade"):
+    with pytest.raises(DatabaseError, match=rf"revision none.*code expects {head_revision()}.*nevis db upgrade"):
         ensure_current(empty_database_url)
 
 
@@ -205,6 +207,6 @@ def test_bad_urls_are_clear_errors(url: str, match: str) -> None:
 
 def test_unknown_revision_suggests_known_ones(empty_database_url: str) -> None:
     upgrade(empty_database_url)
-    with pytest.raises(DatabaseError, match=r"Unknown revision '0010'.*Did you mean '0001'"):
+    with pytest.raises(DatabaseError, match=r"Unknown revision '0010'.*Did you mean .*'0001'"):
         downgrade(empty_database_url, "0010")
     assert current_revision(empty_database_url) == head_revision()

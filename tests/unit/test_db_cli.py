@@ -20,6 +20,8 @@ from services.store.db.engine import make_engine
 from services.store.db.models import Base
 from services.store.db.types import JSONDoc, UTCDateTime
 
+HEAD = migrate.head_revision()
+
 runner = CliRunner()
 
 
@@ -48,23 +50,23 @@ def test_every_db_command_has_help(command: str) -> None:
 
 
 def test_upgrade_creates_the_folder_and_a_second_run_does_nothing(db_path: Path) -> None:
-    assert "upgraded from none (no schema) to 0001" in _nevis("upgrade")
+    assert f"upgraded from none (no schema) to {HEAD}" in _nevis("upgrade")
     assert db_path.is_file()
-    assert "already at revision 0001; nothing to do" in _nevis("upgrade")
+    assert f"already at revision {HEAD}; nothing to do" in _nevis("upgrade")
 
 
 def test_current_reports_the_revision_and_check_refuses_an_old_schema(db_path: Path) -> None:
-    assert "revision none (no schema); code expects 0001" in _nevis("current")
+    assert f"revision none (no schema); code expects {HEAD}" in _nevis("current")
     assert not db_path.exists()
     with pytest.raises(DatabaseError, match="nevis db upgrade"):
         _nevis("current", "--check")
     _nevis("upgrade")
-    assert "revision 0001; code expects 0001 (up to date)" in _nevis("current", "--check")
+    assert f"revision {HEAD}; code expects {HEAD} (up to date)" in _nevis("current", "--check")
 
 
 def test_downgrade_to_base_leaves_no_schema(db_path: Path) -> None:
     _nevis("upgrade")
-    assert "downgraded from 0001 to none" in _nevis("downgrade", "base")
+    assert f"downgraded from {HEAD} to none" in _nevis("downgrade", "base")
     engine = make_engine(f"sqlite:///{db_path}")
     try:
         assert inspect(engine).get_table_names() == ["alembic_version"]
@@ -104,15 +106,16 @@ def test_revision_writes_a_standalone_migration(
         Column("noted_at", UTCDateTime(), nullable=False),
         Column("body", JSONDoc, nullable=False),
     )
+    expected = f"{len(migrate.known_revisions()) + 1:04d}"
     try:
         path = migrate.new_revision("add probe notes")
         source = path.read_text()
         url = f"sqlite:///{tmp_path / 'x.sqlite'}"
         migrate.upgrade(url)
-        assert migrate.current_revision(url) == migrate.head_revision() == "0002"
+        assert migrate.current_revision(url) == migrate.head_revision() == expected
     finally:
         Base.metadata.remove(extra)
-    assert path.name == "0002_add_probe_notes.py"
+    assert path.name == f"{expected}_add_probe_notes.py"
     assert "sa.DateTime(timezone=True)" in source
     assert 'sa.JSON().with_variant(postgresql.JSONB(), "postgresql")' in source
     assert "services.store" not in source

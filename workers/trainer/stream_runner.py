@@ -112,6 +112,21 @@ def connect_ray(settings: Settings) -> None:
     )
 
 
+_RUN_KEYS = ("image_size", "stream_ref")  # kept with the budget, not part of it
+
+
+@dataclass(frozen=True)
+class _Plan:
+    manifest: StreamManifest
+    tasks: tuple[TaskSpec, ...]
+    learner_spec: str
+    phase: str
+    cursor: int
+    status: str
+    budget: RunBudget
+    image_size: int
+
+
 class StreamRunner:
     """Drives submissions of the ``nevis run`` kind against one database and store."""
 
@@ -149,31 +164,52 @@ class StreamRunner:
 
     def run(self, submission_id: int) -> None:
         """Run (or resume) a submission from its cursor to its last task."""
+        while self.run_next_task(submission_id):
+            pass
+
+    def run_next_task(self, submission_id: int) -> bool:
+        """Run the task at the submission's cursor and commit it.
+
+        This is the unit of work a scheduler launches (one Ray job per task). Returns
+        whether tasks remain after it; a finished submission returns False at once.
+        """
+        plan = self._plan(submission_id)
+        if plan.status == "succeeded":
+            return False
+        task = next((t for t in plan.tasks if t.order >= plan.cursor), None)
+        if task is None:
+            return False
+        learner = load_learner(plan.learner_spec)
+        self._prepare(plan.manifest, plan.image_size)
+        connect_ray(self.settings)
+        with transaction(self.sessions) as session:
+            sub = session.get(Submission, submission_id)
+            sub.status, sub.error, sub.finished_at = "running", None, None
+        self._check_caps(submission_id, plan.budget)
+        self._run_task(submission_id, plan.manifest, plan.tasks, task, plan.tasks.index(task) + 1,
+                       learner, plan.learner_spec, plan.budget, plan.image_size, plan.phase)
+        return task is not plan.tasks[-1]
+
+    def _plan(self, submission_id: int) -> "_Plan":
+        """Everything stored about a submission that the runner needs, checked."""
         with self.sessions() as session:
             submission = session.get(Submission, submission_id)
             if submission is None:
                 raise NevisError(f"No run with id {submission_id} in this database.")
             manifest = load_stream(submission.budget["stream_ref"])
-            if manifest.name != submission.stream_version.name or manifest.version != submission.stream_version.version:
-                raise NevisError(f"Run {submission_id} used stream {submission.stream_version.name} {submission.stream_version.version}; the installed manifest is {manifest.version}.")
-            learner_spec = submission.learner.entrypoint
-            phase, cursor, status = submission.phase, submission.cursor, submission.status
-            budget = RunBudget.from_dict({k: v for k, v in submission.budget.items() if k not in ("image_size", "stream_ref")})
-            size = int(submission.budget["image_size"])
-        if status == "succeeded":
-            return
-        learner = load_learner(learner_spec)
-        tasks = tasks_of_phase(manifest, phase)
-        self._prepare(manifest, size)
-        connect_ray(self.settings)
-        with transaction(self.sessions) as session:
-            sub = session.get(Submission, submission_id)
-            sub.status, sub.error, sub.finished_at = "running", None, None
-        remaining = [t for t in tasks if t.order >= cursor]
-        for task in remaining:
-            self._check_caps(submission_id, budget)
-            position = tasks.index(task) + 1
-            self._run_task(submission_id, manifest, tasks, task, position, learner, learner_spec, budget, size, phase)
+            stored = submission.stream_version
+            if (manifest.name, manifest.version) != (stored.name, stored.version):
+                raise NevisError(
+                    f"Run {submission_id} used stream {stored.name} {stored.version}; the "
+                    f"manifest found now is {manifest.name} {manifest.version}."
+                )
+            return _Plan(
+                manifest=manifest, tasks=tasks_of_phase(manifest, submission.phase),
+                learner_spec=submission.learner.entrypoint, phase=submission.phase,
+                cursor=submission.cursor, status=submission.status,
+                budget=RunBudget.from_dict({k: v for k, v in submission.budget.items() if k not in _RUN_KEYS}),
+                image_size=int(submission.budget["image_size"]),
+            )
 
     # --- one task --------------------------------------------------------------------------
 

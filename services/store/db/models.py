@@ -367,3 +367,7 @@ class Event(Base):
     kind: Mapped[str] = mapped_column(String(64))
     payload: Mapped[dict[str, Any]] = mapped_column(JSONDoc, default=dict)
     created_at: Mapped[datetime] = created_column()
+
+
+# Tables of later parts live in their own modules; importing them registers them here.
+from services.store.db import models_coordinator, models_probe  # noqa: E402,F401
