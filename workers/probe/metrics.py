@@ -1,0 +1,133 @@
+"""The probe metrics of METRICS.md §2 and §3: the public face other tools import.
+
+Contract: every metric is a pure function of arrays, computed in float64 with numpy only
+(no scipy, no torch). Curves are non-empty 1-D sequences of finite numbers; results are
+Python floats or float64 arrays. The only infinite result is the +inf of the OFM special
+case. Anything a metric is not defined for (empty or non-finite input, wrong shape,
+mismatched lengths, n < 2 or q < 2 for LiDAR) raises :class:`MetricInputError`, a
+``ValueError``, whose message names the parameter, the function and what it needs.
+
+:data:`METRICS` registers each scalar metric's direction and its aggregation across tasks,
+so a leaderboard reads them instead of guessing; :func:`get_metric_spec` looks one up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+from services.core.errors import UnknownNameError, unknown_name_message
+from workers.probe._checks import MetricInputError
+from workers.probe.correlation import kendall_tau_b, spearman
+from workers.probe.mismatch import (
+    cofm,
+    csm3,
+    m3,
+    mm3,
+    mofm,
+    mofm_max,
+    msm3,
+    msm3max,
+    msm3max_index,
+    ofm_curve,
+    ofm_normalize,
+    sm3,
+)
+from workers.probe.mismatch_cv import (
+    convergence_epoch,
+    interpolate_integer_epochs,
+    mm3_cv,
+    soft_mismatch_cv,
+)
+from workers.probe.ranks import lidar, lidar_eigenvalues, rankme
+
+Aggregation = Literal["mean"]
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How to read one scalar metric: which way is better and how tasks combine.
+
+    Attributes:
+        name: The registered name (also the function's name in this module).
+        higher_is_better: True for scores, False for mismatch values (lower is better).
+        aggregation: How per-task values combine into one figure per learner.
+        description: One line for tables and tooltips.
+    """
+
+    name: str
+    higher_is_better: bool
+    aggregation: Aggregation
+    description: str
+
+    @property
+    def direction(self) -> str:
+        """ "max" or "min", for sorting a leaderboard column."""
+        return "max" if self.higher_is_better else "min"
+
+
+def _specs(*specs: MetricSpec) -> Mapping[str, MetricSpec]:
+    return MappingProxyType({spec.name: spec for spec in specs})
+
+
+# Mismatch values are lower-is-better (METRICS.md §2); ranks and rank correlations are scores.
+METRICS: Mapping[str, MetricSpec] = _specs(
+    MetricSpec("mm3", False, "mean", "MM3: mean target minus pretext error (percent points)"),
+    MetricSpec("msm3", False, "mean", "MSM3: mean soft mismatch of the target error"),
+    MetricSpec("csm3", False, "mean", "cSM3: soft mismatch of the target error at convergence"),
+    MetricSpec("msm3max", False, "mean", "mSM3: largest soft mismatch of the target error"),
+    MetricSpec("mofm", False, "mean", "MOFM: mean objective-function mismatch of the target loss"),
+    MetricSpec("cofm", False, "mean", "cOFM: objective-function mismatch at convergence"),
+    MetricSpec("mofm_max", False, "mean", "mOFM: largest objective-function mismatch"),
+    MetricSpec("lidar", True, "mean", "LiDAR: effective rank of the augmentation-LDA matrix"),
+    MetricSpec("rankme", True, "mean", "RankMe: effective rank of the embedding matrix"),
+    MetricSpec("spearman", True, "mean", "Spearman rho between a proxy and probe accuracy"),
+    MetricSpec("kendall_tau_b", True, "mean", "Kendall tau-b between a proxy and probe accuracy"),
+)
+
+
+def get_metric_spec(name: str) -> MetricSpec:
+    """The registered :class:`MetricSpec` of ``name``.
+
+    Raises:
+        UnknownNameError: ``name`` is not registered; the message suggests close names.
+
+    Examples:
+        >>> get_metric_spec("mofm").higher_is_better
+        False
+    """
+    try:
+        return METRICS[name]
+    except KeyError:
+        raise UnknownNameError(unknown_name_message("metric", name, METRICS)) from None
+
+
+__all__ = [
+    "METRICS",
+    "MetricInputError",
+    "MetricSpec",
+    "cofm",
+    "convergence_epoch",
+    "csm3",
+    "get_metric_spec",
+    "interpolate_integer_epochs",
+    "kendall_tau_b",
+    "lidar",
+    "lidar_eigenvalues",
+    "m3",
+    "mm3",
+    "mm3_cv",
+    "mofm",
+    "mofm_max",
+    "msm3",
+    "msm3max",
+    "msm3max_index",
+    "ofm_curve",
+    "ofm_normalize",
+    "rankme",
+    "sm3",
+    "soft_mismatch_cv",
+    "spearman",
+]
