@@ -33,7 +33,7 @@ from workers.trainer import records
 from workers.trainer.budget import RunBudget
 from workers.trainer.evaluation import task_error
 from workers.trainer.harness import TaskHarness
-from workers.trainer.task_job import best_trial, evaluate, run_trials
+from workers.trainer.task_job import best_trial, evaluate, run_trials, start_evaluator
 from workers.trainer.trial import TrialSpec
 
 
@@ -136,6 +136,7 @@ class StreamRunner:
         self.sessions: sessionmaker[Session] = session_factory(make_engine(settings.database_url))
         self.store: ObjectStore = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
         self._harness_actor: Any = None
+        self._evaluators: dict[tuple[str, int], Any] = {}
         self._harness_size = 0
 
     # --- entry points -------------------------------------------------------------------
@@ -261,8 +262,8 @@ class StreamRunner:
                 records.fail_task(session, submission=submission, run=session.merge(run), message=message, task_flops=spent)
             raise TaskFailedError(message)
         images, labels = data.splits[split]
-        scores, eval_flops = evaluate(learner_spec, info, self.store.get_bytes(best["predictor"]["key"]),
-                                      images, seed=int(best["seed"]), threads=budget.threads_per_trial)
+        scores, eval_flops = evaluate(self._evaluator(learner_spec, budget.threads_per_trial), info,
+                                      self.store.get_bytes(best["predictor"]["key"]), images, seed=int(best["seed"]))
         error = task_error(scores, labels, task.kind)
         task_flops = float(spent + eval_flops["flops_measured"] + eval_flops["flops_reported"])
         next_order = next((t.order for t in tasks if t.order > task.order), None)
@@ -288,6 +289,13 @@ class StreamRunner:
             ).remote(store_url=self.settings.store_url, s3_endpoint_url=self.settings.s3_endpoint_url, image_size=size)
             self._harness_size = size
         return self._harness_actor
+
+    def _evaluator(self, learner_spec: str, threads: int) -> Any:
+        """The run's warm evaluator actor (learner code; no credentials)."""
+        key = (learner_spec, threads)
+        if self._evaluators.get(key) is None:
+            self._evaluators[key] = start_evaluator(learner_spec, threads=threads)
+        return self._evaluators[key]
 
     def _prepare(self, manifest: StreamManifest, size: int) -> None:
         prepare_stream(manifest, self.store, image_size=size, offline_dir=self.settings.offline_data_dir,

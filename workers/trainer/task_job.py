@@ -125,28 +125,41 @@ def best_trial(results: list[dict[str, Any]]) -> dict[str, Any] | None:
     return min(ok, key=lambda r: (r["dev_error"], r[TRIAL_INDEX])) if ok else None
 
 
-@ray.remote
-def _predict(learner_spec: str, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int, threads: int) -> tuple[np.ndarray, dict[str, Any]]:
-    import torch  # noqa: PLC0415
+class Evaluator:
+    """Learner code that scores a chosen predictor on evaluation images (a Ray actor).
 
-    from workers.learners.registry import load_learner  # noqa: PLC0415
-    from workers.trainer.context import LocalTrialContext  # noqa: PLC0415
-    from workers.trainer.trial import flop_metrics  # noqa: PLC0415
+    One per run, kept warm across tasks (its process has the learner and its framework
+    imported already). It receives images only; the labels stay in the driver.
+    """
 
-    torch.set_num_threads(threads)
-    learner = load_learner(learner_spec)
-    ctx = LocalTrialContext(seed=seed, steps=1, save_predictor=learner.save_predictor)
-    model = learner.load_predictor(predictor, info, ctx)
-    scores = np.asarray(learner.predict(model, images, ctx))
-    return scores, flop_metrics(ctx)
+    def __init__(self, learner_spec: str, threads: int) -> None:
+        import torch  # noqa: PLC0415
+
+        from workers.learners.registry import load_learner  # noqa: PLC0415
+
+        torch.set_num_threads(threads)
+        self._learner = load_learner(learner_spec)
+
+    def predict(self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
+        from workers.trainer.context import LocalTrialContext  # noqa: PLC0415
+        from workers.trainer.trial import flop_metrics  # noqa: PLC0415
+
+        ctx = LocalTrialContext(seed=seed, steps=1, save_predictor=self._learner.save_predictor)
+        model = self._learner.load_predictor(predictor, info, ctx)
+        scores = np.asarray(self._learner.predict(model, images, ctx))
+        return scores, flop_metrics(ctx)
+
+
+def start_evaluator(learner_spec: str, *, threads: int) -> Any:
+    """A warm evaluator actor; it holds no CPU while idle (it runs between trial batches)."""
+    return ray.remote(Evaluator).options(num_cpus=0).remote(learner_spec, threads)
 
 
 def evaluate(
-    learner_spec: str, info: TaskInfo, predictor: bytes, images: np.ndarray, *, seed: int,
-    threads: int,
+    evaluator: Any, info: TaskInfo, predictor: bytes, images: np.ndarray, *, seed: int,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Scores of the chosen predictor on evaluation images, and the FLOPs that cost."""
-    return ray.get(_predict.options(num_cpus=threads).remote(learner_spec, info, predictor, images, seed, threads))
+    return ray.get(evaluator.predict.remote(info, predictor, images, seed))
 
 
-__all__ = ["TRIAL_SEED", "best_trial", "evaluate", "run_trials", "search_seed"]
+__all__ = ["TRIAL_SEED", "best_trial", "evaluate", "run_trials", "search_seed", "start_evaluator"]
