@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import ray
 from ray import tune
+from ray.tune.logger import JsonLoggerCallback
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from workers.learners.protocol import Learner, TaskInfo
@@ -26,6 +27,8 @@ from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, failure_me
 from workers.trainer.tune_trial import tune_trial
 
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # keep Tune's console tables out of our bars
+# Only the JSON logger (Tune's result grid reads it); no CSV or TensorBoard files per trial.
+os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 
 
 class _TrialSink(tune.Callback):
@@ -110,7 +113,7 @@ def run_trials(
             storage_path=storage_path,
             name=f"{spec.key_prefix.replace('/', '_')}",
             verbose=0,
-            callbacks=[sink],
+            callbacks=[sink, JsonLoggerCallback()],
             failure_config=tune.FailureConfig(max_failures=0),
             checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
         ),
