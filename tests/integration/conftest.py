@@ -18,16 +18,21 @@ FIXTURE_LEARNERS = Path(__file__).parent / "learner_fixtures"
 
 
 @pytest.fixture(scope="session")
-def ray_local() -> Iterator[None]:
+def learner_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder on the workers' import path where a test may write a learner module."""
+    return tmp_path_factory.mktemp("learners")
+
+
+@pytest.fixture(scope="session")
+def ray_local(learner_dir: Path) -> Iterator[None]:
     """One local Ray instance for the session, started the way the runner starts it."""
     import ray
 
     from workers.trainer.stream_runner import learner_env
 
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(FIXTURE_LEARNERS), os.environ.get("PYTHONPATH", "")) if p
-    )
-    sys.path.insert(0, str(FIXTURE_LEARNERS))
+    paths = (str(FIXTURE_LEARNERS), str(learner_dir), os.environ.get("PYTHONPATH", ""))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    sys.path[:0] = [str(FIXTURE_LEARNERS), str(learner_dir)]
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
              runtime_env={"env_vars": learner_env()})
     yield

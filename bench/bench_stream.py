@@ -1,0 +1,196 @@
+"""Benchmark of the stream runner: overhead, concurrency and FLOP-accounting cost.
+
+Runs the ``mini`` stream through the service (``StreamRunner``, as ``nevis run`` does) and
+the very same trials (configs and seeds read back from the database, same steps) in a bare
+Python loop, and prints:
+
+- service / bare wall-time ratio, one trial at a time (target <= 1.05);
+- throughput with 2 concurrent trials versus 1 on 2 cores (target >= 1.8x);
+- cost of FLOP accounting in the bare loop, meter on versus off (target <= 1 %), and
+  whether the bare loop's FLOP counts equal the service's (they must be identical);
+- optionally (``--offline``) the ``offline`` stream of real datasets with ``indep``:
+  per-task errors, E and cFLOP.
+
+Usage: ``python bench/bench_stream.py [--trials 4] [--steps 200] [--offline]``. Every
+figure is wall time on this machine, so run it on a quiet machine; it takes minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def fresh_settings(tag: str):
+    """Settings on a new data folder (its own SQLite database and store)."""
+    from services.core.config import get_settings
+    from services.store.db import upgrade
+
+    os.environ["NEVIS_DATA_DIR"] = tempfile.mkdtemp(prefix=f"nevis-bench-{tag}-")
+    for var in ("NEVIS_DATABASE_URL", "NEVIS_STORE_URL"):
+        os.environ.pop(var, None)
+    get_settings.cache_clear()
+    settings = get_settings()
+    upgrade(settings.database_url)
+    return settings
+
+
+def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: int, tag: str) -> dict[str, Any]:
+    """One ``nevis run`` equivalent; returns wall time and the stored summary."""
+    from workers.trainer.budget import RunBudget
+    from workers.trainer.results import load_summary
+    from workers.trainer.stream_runner import RunRequest, StreamRunner, connect_ray
+
+    settings = fresh_settings(tag)
+    connect_ray(settings)
+    runner = StreamRunner(settings)
+    runner._prepare(__import__("workers.stream.registry", fromlist=["x"]).load_stream(stream),
+                    _size(stream, settings))  # data preparation is not part of the timing
+    budget = RunBudget(trials=trials, steps=steps, max_concurrent=concurrent)
+    started = time.perf_counter()
+    run_id = runner.start(RunRequest(stream=stream, learner=learner, budget=budget))
+    wall = time.perf_counter() - started
+    with runner.sessions() as session:
+        summary = load_summary(session, submission_id=run_id)
+    return {"wall_s": wall, "summary": summary, "runner": runner, "run_id": run_id}
+
+
+def _size(stream: str, settings) -> int:
+    from workers.stream.prepare import stored_image_size
+    from workers.stream.registry import load_stream
+
+    return stored_image_size(load_stream(stream), settings_size=settings.image_size,
+                             settings_explicit="image_size" in settings.model_fields_set)
+
+
+def stored_trials(runner, run_id: int) -> dict[int, list[dict[str, Any]]]:
+    """task order -> the trials the service ran (index, seed, config, FLOPs, dev error)."""
+    from sqlalchemy import select
+
+    from services.store.db.models import StreamTask, TaskResult, TaskRun, Trial
+
+    out: dict[int, list[dict[str, Any]]] = {}
+    with runner.sessions() as session:
+        rows = session.execute(
+            select(StreamTask.order, Trial, TaskResult.flops)
+            .join(TaskRun, Trial.task_run_id == TaskRun.id)
+            .join(StreamTask, TaskRun.stream_task_id == StreamTask.id)
+            .join(TaskResult, TaskResult.task_run_id == TaskRun.id)
+            .where(TaskRun.submission_id == run_id)
+            .order_by(StreamTask.order, Trial.trial_index)
+        ).all()
+        for order, trial, _ in rows:
+            out.setdefault(order, []).append({
+                "index": trial.trial_index, "seed": trial.seed, "config": dict(trial.config),
+                "flops": trial.flops, "dev_error": trial.dev_error,
+            })
+    return out
+
+
+def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[dict[str, Any]]],
+             store, size: int, *, count_flops: bool) -> dict[str, Any]:
+    """The same trials in a plain loop: train, score on dev, pick the best, score on test."""
+    import torch
+
+    from workers.learners.protocol import LabelledData
+    from workers.learners.registry import load_learner
+    from workers.stream.prepare import load_task_data
+    from workers.stream.registry import load_stream
+    from workers.stream.task_view import CausalTaskView
+    from workers.trainer.context import LocalTrialContext
+    from workers.trainer.evaluation import task_error
+    from workers.trainer.stream_runner import task_info
+
+    torch.set_num_threads(1)
+    learner = load_learner(learner_spec)
+    manifest = load_stream(stream)
+    flops, dev_errors, errors = {}, {}, {}
+    started = time.perf_counter()
+    for task in manifest.tasks:
+        data = load_task_data(store, task, image_size=size, splits=("train", "dev", "test"))
+        info = task_info(task, data.index, size)
+        train, dev = LabelledData(*data.splits["train"]), LabelledData(*data.splits["dev"])
+        view = CausalTaskView(info, train, dev, {}, lambda o: None, len(manifest.tasks))
+        best = None
+        for trial in trials[task.order]:
+            ctx = LocalTrialContext(seed=trial["seed"], steps=steps, save_predictor=learner.save_predictor)
+            if not count_flops:
+                ctx.track = lambda module: module  # type: ignore[method-assign]
+            out = learner.train(view, learner.init_state(), trial["config"], ctx)
+            err = task_error(learner.predict(out.predictor, dev.images, ctx), dev.labels, task.kind)
+            flops[(task.order, trial["index"])] = ctx.meter.total
+            dev_errors[(task.order, trial["index"])] = err
+            if best is None or err < best[0]:
+                best = (err, out.predictor)
+        images, labels = data.splits["test"]
+        ctx = LocalTrialContext(seed=0, steps=1, save_predictor=learner.save_predictor)
+        errors[task.order] = task_error(learner.predict(best[1], images, ctx), labels, task.kind)
+    return {"wall_s": time.perf_counter() - started, "flops": flops, "dev_errors": dev_errors, "errors": errors}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--offline", action="store_true", help="also run the offline stream")
+    parser.add_argument("--offline-trials", type=int, default=2)
+    parser.add_argument("--offline-steps", type=int, default=300)
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    args = parser.parse_args()
+    figures: dict[str, Any] = {"trials": args.trials, "steps": args.steps}
+
+    print(f"mini stream, indep, {args.trials} trials x {args.steps} steps per task", flush=True)
+    one = run_service("mini", "indep", args.trials, args.steps, 1, "c1")
+    print(f"  service, 1 trial at a time : {one['wall_s']:8.1f} s", flush=True)
+    two = run_service("mini", "indep", args.trials, args.steps, 2, "c2")
+    print(f"  service, 2 trials at a time: {two['wall_s']:8.1f} s", flush=True)
+    trials = stored_trials(one["runner"], one["run_id"])
+    size = _size("mini", one["runner"].settings)
+    bare = run_bare("mini", "indep", args.steps, trials, one["runner"].store, size, count_flops=True)
+    print(f"  bare loop, FLOPs counted   : {bare['wall_s']:8.1f} s", flush=True)
+    nometer = run_bare("mini", "indep", args.steps, trials, one["runner"].store, size, count_flops=False)
+    print(f"  bare loop, no FLOP counting: {nometer['wall_s']:8.1f} s", flush=True)
+
+    service_flops = {(o, t["index"]): t["flops"] for o, ts in trials.items() for t in ts}
+    same_flops = all(service_flops[k] == v for k, v in bare["flops"].items())
+    dev_gap = max(abs(t["dev_error"] - bare["dev_errors"][(o, t["index"])]) for o, ts in trials.items() for t in ts)
+    figures.update(
+        service_1_s=one["wall_s"], service_2_s=two["wall_s"], bare_s=bare["wall_s"],
+        bare_no_meter_s=nometer["wall_s"],
+        service_over_bare=one["wall_s"] / bare["wall_s"],
+        concurrency_speedup=one["wall_s"] / two["wall_s"],
+        flop_accounting_overhead=bare["wall_s"] / nometer["wall_s"] - 1.0,
+        flop_counts_identical=same_flops, max_dev_error_gap=dev_gap,
+        E_service=one["summary"].mean_error, cFLOP_service=one["summary"].cflop,
+    )
+    print()
+    print(f"service / bare (1 trial at a time): {figures['service_over_bare']:.3f}   (target <= 1.05)")
+    print(f"throughput, 2 concurrent vs 1     : {figures['concurrency_speedup']:.2f}x  (target >= 1.8x)")
+    print(f"FLOP accounting cost (bare loop)  : {100 * figures['flop_accounting_overhead']:+.2f} %  (target <= 1 %)")
+    print(f"FLOP counts identical to service  : {same_flops}")
+    print(f"largest dev-error gap vs service  : {dev_gap:.2e} (same seeds, same steps)")
+    print(f"mini: E = {figures['E_service']:.4f}, cFLOP = {figures['cFLOP_service']:.4e}")
+
+    if args.offline:
+        print(f"\noffline stream (real data), indep, {args.offline_trials} trials x {args.offline_steps} steps", flush=True)
+        off = run_service("offline", "indep", args.offline_trials, args.offline_steps, None, "offline")
+        summary = off["summary"]
+        for row in summary.tasks:
+            print(f"  {row.order:>2} {row.year} {row.phase:<10} {row.dataset:<24} error {row.error:.4f}  FLOPs {row.flops:.3e}")
+        print(f"  E (meta-test) = {summary.mean_error:.4f}, cFLOP = {summary.cflop:.4e}, wall {off['wall_s']:.0f} s")
+        figures["offline"] = {"E": summary.mean_error, "cFLOP": summary.cflop, "wall_s": off["wall_s"],
+                              "tasks": [{"order": r.order, "dataset": r.dataset, "error": r.error, "flops": r.flops} for r in summary.tasks]}
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
