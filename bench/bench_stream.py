@@ -47,7 +47,8 @@ def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: 
     """One ``nevis run`` equivalent; returns wall time and the stored summary."""
     from workers.trainer.budget import RunBudget
     from workers.trainer.results import load_summary
-    from workers.trainer.stream_runner import RunRequest, StreamRunner, connect_ray
+    from workers.trainer.ray_env import connect_ray
+    from workers.trainer.stream_runner import RunRequest, StreamRunner
 
     settings = fresh_settings(tag)
     connect_ray(settings)

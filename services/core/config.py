@@ -17,17 +17,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.errors import ConfigError
 
-# Variables a Ray worker needs to reach the same database, store and data; the trainer
-# propagates these into runtime environments.
-WORKER_ENV_VARS = (
-    "NEVIS_DATA_DIR",
-    "NEVIS_DATABASE_URL",
-    "NEVIS_STORE_URL",
-    "NEVIS_S3_ENDPOINT_URL",
-    "NEVIS_OFFLINE_DATA_DIR",
-)
-
-
 def default_data_dir() -> Path:
     """Per-user data folder: ``$XDG_DATA_HOME/nevis`` or ``~/.local/share/nevis``."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")

@@ -28,7 +28,7 @@ def ray_local(learner_dir: Path) -> Iterator[None]:
     """One local Ray instance for the session, started the way the runner starts it."""
     import ray
 
-    from workers.trainer.stream_runner import learner_env
+    from workers.trainer.ray_env import learner_env
 
     paths = (str(FIXTURE_LEARNERS), str(learner_dir), os.environ.get("PYTHONPATH", ""))
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)

@@ -33,6 +33,7 @@ from workers.trainer import records
 from workers.trainer.budget import RunBudget
 from workers.trainer.evaluation import task_error
 from workers.trainer.harness import TaskHarness
+from workers.trainer.ray_env import connect_ray, learner_env, storage_env  # noqa: F401 (learner_env re-exported)
 from workers.trainer.task_job import best_trial, evaluate, run_trials, start_evaluator
 from workers.trainer.trial import TrialSpec
 
@@ -73,43 +74,6 @@ def tasks_of_phase(manifest: StreamManifest, phase: str) -> tuple[TaskSpec, ...]
 
 def eval_split(phase: str) -> str:
     return "test" if phase == "meta_test" else "dev_test"
-
-
-# Storage and database credentials: learner processes get these blanked out; only the
-# harness actor gets the real values (see ``storage_env`` and ``learner_env``).
-SECRET_VARS = (
-    "NEVIS_DATABASE_URL", "NEVIS_STORE_URL", "NEVIS_S3_ENDPOINT_URL", "NEVIS_DATA_DIR",
-    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-    "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "PGPASSWORD", "PGPASSFILE",
-)
-LEARNER_SANDBOX = "/nonexistent/nevis-learner-sandbox"
-
-
-def learner_env() -> dict[str, str]:
-    """Environment overrides for every Ray process of a run: no credentials, no store."""
-    env = {name: "" for name in SECRET_VARS if name in os.environ}
-    env.update(NEVIS_DATA_DIR=LEARNER_SANDBOX, NEVIS_STORE_URL=f"file://{LEARNER_SANDBOX}/store",
-               NEVIS_DATABASE_URL="sqlite://")
-    return env
-
-
-def storage_env() -> dict[str, str]:
-    """The real values of the storage variables, for the harness actor alone."""
-    return {name: os.environ[name] for name in SECRET_VARS if name in os.environ}
-
-
-def connect_ray(settings: Settings) -> None:
-    """Join the configured Ray cluster, or start a local one (once per process).
-
-    Learner code runs in these Ray processes, so the job's environment blanks every storage
-    and database credential; the harness actor gets them back through its own runtime env.
-    """
-    if ray.is_initialized():
-        return
-    ray.init(
-        address=settings.ray_address or None, include_dashboard=False, log_to_driver=False,
-        configure_logging=False, runtime_env={"env_vars": learner_env()},
-    )
 
 
 _RUN_KEYS = ("image_size", "stream_ref")  # kept with the budget, not part of it

@@ -1,0 +1,50 @@
+"""How a run's Ray processes are started: learner code gets no credentials.
+
+Learner code runs in Ray worker processes, so the job's environment blanks every storage
+and database credential the driver has; the run's harness actor (harness code, the only
+process that touches the store) gets the real values back through its own runtime env.
+"""
+
+from __future__ import annotations
+
+import os
+
+import ray
+
+from services.core.config import Settings
+
+# Storage and database credentials: learner processes get these blanked out; only the
+# harness actor gets the real values (see ``storage_env`` and ``learner_env``).
+SECRET_VARS = (
+    "NEVIS_DATABASE_URL", "NEVIS_STORE_URL", "NEVIS_S3_ENDPOINT_URL", "NEVIS_DATA_DIR",
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+    "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "PGPASSWORD", "PGPASSFILE",
+)
+LEARNER_SANDBOX = "/nonexistent/nevis-learner-sandbox"
+
+
+def learner_env() -> dict[str, str]:
+    """Environment overrides for every Ray process of a run: no credentials, no store."""
+    env = {name: "" for name in SECRET_VARS if name in os.environ}
+    env.update(NEVIS_DATA_DIR=LEARNER_SANDBOX, NEVIS_STORE_URL=f"file://{LEARNER_SANDBOX}/store",
+               NEVIS_DATABASE_URL="sqlite://")
+    return env
+
+
+def storage_env() -> dict[str, str]:
+    """The real values of the storage variables, for the harness actor alone."""
+    return {name: os.environ[name] for name in SECRET_VARS if name in os.environ}
+
+
+def connect_ray(settings: Settings) -> None:
+    """Join the configured Ray cluster, or start a local one (once per process).
+
+    Learner code runs in these Ray processes, so the job's environment blanks every storage
+    and database credential; the harness actor gets them back through its own runtime env.
+    """
+    if ray.is_initialized():
+        return
+    ray.init(
+        address=settings.ray_address or None, include_dashboard=False, log_to_driver=False,
+        configure_logging=False, runtime_env={"env_vars": learner_env()},
+    )
