@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 
 def fresh_settings(tag: str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.console import Console
+from services.cli.console import make_console
 from rich.table import Table
 
 from services.core.config import get_settings
@@ -20,4 +20,4 @@ def show_config(as_json: bool = typer.Option(False, "--json", help="Print JSON."
     table = Table("variable", "value", title="Effective settings")
     for name, value in values.items():
         table.add_row(name, "(unset)" if value is None else value)
-    Console().print(table)
+    make_console().print(table)

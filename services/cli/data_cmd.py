@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 
 import typer
-from rich.console import Console
+from services.cli.console import make_console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -69,7 +69,7 @@ def prepare(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
     from workers.stream.prepare import STAGES, prepare_stream  # noqa: PLC0415
 
     manifest, store, size, offline_dir = _context(stream, image_size)
-    console = _console()
+    console = make_console()
     console.print(f"Preparing stream [bold]{manifest.name}[/] at {size}px into {store.url}")
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                MofNCompleteColumn(), TimeElapsedColumn())
@@ -125,7 +125,7 @@ def verify(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
     for dataset, result in results.items():
         colour = "green" if result.startswith("ok") else "red"
         table.add_row(dataset, f"[{colour}]{result}[/]")
-    console = _console()
+    console = make_console()
     console.print(table)
     bad = [d for d, r in results.items() if not r.startswith("ok")]
     if bad:
@@ -135,12 +135,6 @@ def verify(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
             f"--stream {stream}`."
         )
     console.print(f"All {len(results)} datasets verified.")
-
-
-def _console() -> Console:
-    """A console; when output is not a terminal, wide enough that tables are not cut."""
-    console = Console()
-    return console if console.is_terminal else Console(width=120)
 
 
 def _report_table(report: PrepareReport) -> Table:

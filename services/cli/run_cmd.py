@@ -11,14 +11,14 @@ import json
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from services.cli.console import make_console
 from services.core.config import get_settings
 
 run_app = typer.Typer()
-console = Console()
+console = make_console()
 
 
 class _Bars:

@@ -7,12 +7,11 @@ JSON goes to stdout (the manifest, its sha256 and a summary), so it can be piped
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import typer
 from rich import box
-from rich.console import Console
+from services.cli.console import make_console
 from rich.table import Table
 
 from workers.stream.manifest import SPLITS, SplitRule, StreamManifest, manifest_to_dict
@@ -63,7 +62,7 @@ def list_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.
     for row in rows:
         counts = (str(row[k]) for k in ("tasks", "meta_train", "meta_test"))
         table.add_row(row["name"], row["version"], *counts)
-    console = _console()
+    console = make_console()
     console.print(table)
     console.print("Details: nevis streams show NAME (NAME may also be a path to a .json file)")
 
@@ -98,7 +97,7 @@ def show_command(
             _or_dash(task.num_examples),
             split_label(task.split),
         )
-    console = _console()
+    console = make_console()
     console.print(manifest.description, highlight=False)
     console.print(table)
     per_phase = summary["per_phase"]
@@ -119,14 +118,6 @@ def split_label(rule: SplitRule) -> str:
     if rule.kind == "official_test":
         return f"official {shares}"
     return f"provided s{rule.seed}"
-
-
-def _console() -> Console:
-    # Piped output (a file, a CI log) gets whole rows rather than rich's 80-column guess.
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=160)
-    return console
 
 
 def _or_dash(value: int | None) -> str:

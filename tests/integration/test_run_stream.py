@@ -15,7 +15,6 @@ from sqlalchemy import func, select
 
 from services.core.config import get_settings
 from services.core.errors import BudgetError, TaskFailedError, UnknownNameError
-from services.store.db import make_engine, session_factory
 from services.store.db.models import Checkpoint, TaskResult, TaskRun, Trial
 from services.store.objects import open_store
 from workers.trainer.budget import RunBudget

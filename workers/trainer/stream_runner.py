@@ -9,7 +9,6 @@ stopped at any point resumes from its cursor; nothing committed is redone.
 
 from __future__ import annotations
 
-import os
 import pickle
 import time
 from dataclasses import dataclass
