@@ -75,6 +75,8 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     except Exception as exc:
         exc.add_note(f"in worker rank {rank} of {world}:\n{traceback.format_exc()}")
         raise
+    finally:
+        ctx.meter.untrack_all()
     flops = flop_metrics(ctx)
     totals = torch.tensor([flops["flops_measured"], flops["flops_reported"]], dtype=torch.int64)
     if dist.is_available() and dist.is_initialized():

@@ -27,6 +27,7 @@ from services.store.db.models import (
     Trial,
 )
 from services.store.db.types import utcnow
+from workers.probe.pretext import store_training_curve
 from workers.stream.manifest import StreamManifest, manifest_to_dict
 from workers.stream.registry import manifest_sha256
 
@@ -150,13 +151,14 @@ def record_trial(session: Session, *, task_run_id: int, result: Mapping[str, Any
     trial = Trial(
         task_run_id=task_run_id, trial_index=int(result["trial_index"]), seed=int(result["seed"]),
         config=_jsonable(result.get("config", {})), status="succeeded" if ok else "failed",
-        flops=float(measured + reported), flops_source="reported" if reported and not measured else "measured",
+        flops=float(measured + reported), flops_source="reported" if reported else "measured",  # any reported part: not all measured
         dev_error=result.get("dev_error") if ok else None, wall_time_s=result.get("wall_time_s"),
         peak_memory_bytes=result.get("peak_memory_bytes"), error_text=result.get("error"),
         traceback=result.get("traceback"), finished_at=utcnow(),
     )
     session.add(trial)
     session.flush()
+    store_training_curve(session, trial_id=trial.id, curve=result.get("curve") or ())  # pretext curve
     for ckpt in result.get("checkpoints", ()):
         session.add(Checkpoint(trial_id=trial.id, step=int(ckpt["step"]), object_key=ckpt["key"],
                                size_bytes=int(ckpt["size"]), sha256=ckpt["sha256"]))

@@ -46,5 +46,8 @@ def run_local_trial(learner: Any, config: dict[str, Any], spec: TrialSpec) -> di
         metrics = failure_metrics(config, exc, flop_metrics(ctx))
         metrics["checkpoints"] = list(ctx.stored_checkpoints) if ctx else []
         return metrics
+    finally:
+        if ctx is not None:
+            ctx.meter.untrack_all()  # modules kept in learner state must not count on later
     metrics.update(flop_metrics(ctx))
     return metrics

@@ -180,3 +180,21 @@ class SlowLearner(NearestMeanLearner):
 
 def slow() -> SlowLearner:
     return SlowLearner()
+
+
+class TwoWorkerLearner(NearestMeanLearner):
+    """Nearest mean on a two-worker Ray Train group: each rank fits its half of the data."""
+
+    name = "two-worker"
+
+    def resources(self) -> Resources:
+        return Resources(num_workers=2, cpus_per_worker=0.5)
+
+    def train(self, view, state, config, ctx):
+        if ctx.world_size != 2 or ctx.rank not in (0, 1):
+            raise RuntimeError(f"expected a 2-worker group, got rank {ctx.rank} of {ctx.world_size}")
+        return super().train(view, state, config, ctx)
+
+
+def two_workers() -> TwoWorkerLearner:
+    return TwoWorkerLearner()

@@ -1,0 +1,42 @@
+"""A learner asking for two workers runs each trial as a Ray Train group inside Tune."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from services.core.config import get_settings
+from services.store.db.models import Trial
+from workers.trainer.budget import RunBudget
+from workers.trainer.results import load_summary
+from workers.trainer.stream_runner import RunRequest, StreamRunner
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+
+def test_two_worker_trials_sum_flops_over_workers(settings_env, database_url, tmp_path, monkeypatch) -> None:
+    import json
+
+    doc = {"format": 1, "name": "one", "version": "t", "description": "d", "source": "tests",
+           "meta_test_from_year": 2019, "image_size": 16,
+           "tasks": [{"order": 1, "year": 2020, "dataset": "shapes:shape", "title": "s", "domain": "shape",
+                      "kind": "single", "num_classes": 4,
+                      "split": {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2}, "seed": 0}}]}
+    stream = tmp_path / "one.json"
+    stream.write_text(json.dumps(doc))
+    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    runner = StreamRunner(get_settings())
+    budget = RunBudget(trials=1, steps=2, checkpoint_fractions=(0.0, 1.0))
+    single = runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:nearest_mean", budget=budget))
+    double = runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:two_workers", budget=budget))
+    with runner.sessions() as session:
+        assert load_summary(session, submission_id=double).status == "succeeded"
+        flops = {t.task_run.submission_id: t for t in session.scalars(select(Trial))}
+        assert flops[double].status == "succeeded", flops[double].traceback
+        # Every rank fits the same data, so the group spends exactly twice one worker's FLOPs
+        # on training; validation runs on rank 0 only.
+        train_flops_single = flops[single].flops
+        assert flops[double].flops == pytest.approx(2 * train_flops_single, rel=0.5)
+        assert flops[double].flops > train_flops_single
+        assert [c.step for c in flops[double].checkpoints] == [0, 2]
