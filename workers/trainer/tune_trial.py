@@ -36,11 +36,19 @@ def tune_trial(config: dict[str, Any], spec: TrialSpec) -> None:
     tune.report(run_local_trial(learner, config, spec))
 
 
+def trial_device(learner: Any) -> str:
+    """Where a one-worker trial computes: the GPU Ray assigned it, if the learner asked for one."""
+    import torch  # noqa: PLC0415
+
+    wants_gpu = learner.resources().gpus_per_worker > 0
+    return "cuda:0" if wants_gpu and torch.cuda.is_available() else "cpu"
+
+
 def run_local_trial(learner: Any, config: dict[str, Any], spec: TrialSpec) -> dict[str, Any]:
     """Train in this process; any learner exception becomes a failed result."""
     ctx = None
     try:
-        ctx = make_context(learner, spec, config)
+        ctx = make_context(learner, spec, config, device=trial_device(learner))
         metrics = execute_trial(learner, spec, config, ctx)
     except Exception as exc:  # noqa: BLE001 - a learner's failure is data, not a crash
         metrics = failure_metrics(config, exc, flop_metrics(ctx))
