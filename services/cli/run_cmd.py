@@ -57,6 +57,8 @@ def run(
     max_concurrent: Optional[int] = typer.Option(None, "--max-concurrent", help="Trials at once (default: as the CPUs allow)."),  # noqa: UP007
     image_size: Optional[int] = typer.Option(None, "--image-size", help="Stored resolution (default: the stream's)."),  # noqa: UP007
     flop_cap: Optional[float] = typer.Option(None, "--flop-cap", help="Stop before a task once cFLOP reaches this."),  # noqa: UP007
+    wall_cap: Optional[float] = typer.Option(None, "--wall-cap", help="Stop before a task once this many seconds of task wall time are spent."),  # noqa: UP007
+    checkpoints: str = typer.Option("0,0.125,0.25,0.5,0.75,1", "--checkpoints", help="Fractions of each trial's steps at which to save checkpoints (0 = untrained)."),
     resume: Optional[int] = typer.Option(None, "--resume", help="Continue run ID from its last committed task."),  # noqa: UP007
 ) -> None:
     """Run a learner over a stream on Ray and store everything; prints E and cFLOP."""
@@ -66,26 +68,50 @@ def run(
     from workers.trainer.stream_runner import RunRequest, StreamRunner  # noqa: PLC0415
 
     settings = get_settings()
-    budget = RunBudget(trials=trials, steps=steps, seed=seed, max_concurrent=max_concurrent, flop_cap=flop_cap)
+    budget = RunBudget(trials=trials, steps=steps, seed=seed, max_concurrent=max_concurrent,
+                       flop_cap=flop_cap, wall_cap_s=wall_cap, checkpoint_fractions=_fractions(checkpoints))
     ensure_sqlite_parent(settings.database_url)
     upgrade(settings.database_url)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
         runner = StreamRunner(settings, observer=_Bars(progress))
         if resume is not None:
-            progress.console.print(f"Resuming run {resume}.")
-            runner.run(resume)
             run_id = resume
+            progress.console.print(f"Resuming run {run_id}.")
         else:
-            run_id = runner.start(RunRequest(stream=stream, learner=learner, phase=phase, budget=budget, image_size=image_size))
+            run_id = runner.create(RunRequest(stream=stream, learner=learner, phase=phase, budget=budget, image_size=image_size))
+            progress.console.print(f"Run {run_id}: {learner} on {stream} (resume with `nevis run --resume {run_id}`).")
+        try:
+            runner.run(run_id)
+        except KeyboardInterrupt:
+            progress.stop()
+            console.print(f"[yellow]Interrupted.[/] Committed tasks are kept; continue with `nevis run --resume {run_id}`.")
+            raise typer.Exit(130) from None
     show_results(run_id, as_json=False)
+
+
+def _fractions(text: str) -> tuple[float, ...]:
+    from services.core.errors import BudgetError  # noqa: PLC0415
+
+    try:
+        return tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise BudgetError(f"--checkpoints must be comma-separated numbers in [0, 1]; got {text!r}.") from None
 
 
 def results(
     run_id: int = typer.Argument(..., help="Run (submission) id, as printed by `nevis run`."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    probes: bool = typer.Option(False, "--probes", help="Also print the probe results (nevis probe run)."),
 ) -> None:
     """Print a stored run: per-task errors and FLOPs, E and cFLOP."""
+    from services.cli import probe_cmd  # noqa: PLC0415
+
+    if probes and as_json:
+        typer.echo(probe_cmd.results_json(run_id))
+        return
     show_results(run_id, as_json=as_json)
+    if probes:
+        probe_cmd.show_probe_report(run_id)
 
 
 def show_results(run_id: int, *, as_json: bool) -> None:

@@ -106,6 +106,12 @@ class StreamRunner:
 
     def start(self, request: RunRequest) -> int:
         """Create a submission for ``request`` and run it to the end; returns its id."""
+        submission_id = self.create(request)
+        self.run(submission_id)
+        return submission_id
+
+    def create(self, request: RunRequest) -> int:
+        """Check ``request``, prepare its data and store it as a new submission; returns its id."""
         manifest = load_stream(request.stream)
         learner = load_learner(request.learner)
         tasks = tasks_of_phase(manifest, request.phase)
@@ -123,7 +129,6 @@ class StreamRunner:
                 session, learner=row, stream_version=version, phase=request.phase,
                 budget=budget, first_order=tasks[0].order,
             )
-        self.run(submission.id)
         return submission.id
 
     def run(self, submission_id: int) -> None:

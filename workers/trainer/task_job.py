@@ -29,6 +29,9 @@ from workers.trainer.tune_trial import tune_trial
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # keep Tune's console tables out of our bars
 # Only the JSON logger (Tune's result grid reads it); no CSV or TensorBoard files per trial.
 os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+# Ctrl-C must reach the runner (which closes the attempt and says how to resume), not be
+# turned by Tune into a "restore this experiment" message.
+os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 
 
 class _TrialSink(tune.Callback):
@@ -119,6 +122,9 @@ def run_trials(
         ),
     )
     tuner.fit()
+    if len(sink.results) < budget.trials:
+        # Tune stopped early without an error of its own: it was interrupted.
+        raise KeyboardInterrupt(f"{budget.trials - len(sink.results)} trials did not finish")
     return sorted(sink.results, key=lambda r: int(r[TRIAL_INDEX]))
 
 
