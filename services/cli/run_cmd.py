@@ -8,6 +8,7 @@ ones. ``--resume ID`` continues an interrupted run from its last committed task.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
@@ -102,10 +103,13 @@ def results(
     run_id: int = typer.Argument(..., help="Run (submission) id, as printed by `nevis run`."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     probes: bool = typer.Option(False, "--probes", help="Also print the probe results (nevis probe run)."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also write an HTML plot (per-task error, cumulative FLOPs) to this file."),  # noqa: UP007
 ) -> None:
     """Print a stored run: per-task errors and FLOPs, E and cFLOP."""
     from services.cli import probe_cmd  # noqa: PLC0415
 
+    if plot is not None:
+        _write_plot(run_id, plot, quiet=as_json)
     if probes and as_json:
         typer.echo(probe_cmd.results_json(run_id))
         return
@@ -114,17 +118,30 @@ def results(
         probe_cmd.show_probe_report(run_id)
 
 
-def show_results(run_id: int, *, as_json: bool) -> None:
+def _load_summary(run_id: int):
+    """The stored run, read from NEVIS_DATABASE_URL (which must be at the current schema)."""
     from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
     from workers.trainer.results import load_summary  # noqa: PLC0415
 
     url = get_settings().database_url
     ensure_current(url)
     with session_factory(make_engine(url))() as session:
-        summary = load_summary(session, submission_id=run_id)
+        return load_summary(session, submission_id=run_id)
+
+
+def _write_plot(run_id: int, path: Path, *, quiet: bool) -> None:
+    from workers.trainer.plots import write_run_plot  # noqa: PLC0415
+
+    written = write_run_plot(_load_summary(run_id), path)
+    if not quiet:
+        console.print(f"Plot written to {written}")
+
+
+def show_results(run_id: int, *, as_json: bool):
+    summary = _load_summary(run_id)
     if as_json:
         typer.echo(json.dumps(summary.to_dict(), indent=2))
-        return
+        return summary
     table = Table("task", "year", "phase", "dataset", "status", "error", "split", "FLOPs", "retried FLOPs", "trials (failed)",
                   title=f"Run {summary.submission_id}: {summary.learner} on {summary.stream} {summary.stream_version} ({summary.phase})")
     for row in summary.tasks:
@@ -140,3 +157,4 @@ def show_results(run_id: int, *, as_json: bool) -> None:
     console.print(f"E ({summary.phase}, {scored}/{summary.headline_tasks} tasks) = {e_text}")
     console.print(f"cFLOP = {summary.cflop:.4e}  (FLOPs {', '.join(summary.flops_sources) or 'measured'}; retried work {summary.retried_flops:.3e})")
     console.print(f"status: {summary.status}" + (f" ({summary.message})" if summary.message else ""))
+    return summary
