@@ -118,6 +118,15 @@ def test_malformed_predictions_are_a_clear_learner_error(runner: StreamRunner, t
         runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:malformed", budget=RunBudget(trials=1, steps=1)))
 
 
+def test_a_failing_evaluation_fails_the_task_without_committing(runner: StreamRunner, tiny_stream) -> None:
+    with pytest.raises(TaskFailedError, match=r"evaluating the best trial \(0\) failed: ValueError: cannot load my own checkpoint"):
+        runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:bad_evaluation", budget=RunBudget(trials=1, steps=1)))
+    with runner.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(TaskResult)) == 0
+        run = session.scalars(select(TaskRun)).one()
+        assert run.status == "failed" and "cannot load my own checkpoint" in run.error
+
+
 def test_unknown_learner_stream_and_bad_budget(runner: StreamRunner, tiny_stream) -> None:
     with pytest.raises(UnknownNameError, match="indep"):
         runner.start(RunRequest(stream=str(tiny_stream), learner="indepp"))

@@ -26,7 +26,7 @@ from workers.learners.protocol import LabelledData, Learner, TaskInfo
 from workers.learners.registry import load_learner
 from workers.stream.catalog import database_recorder
 from workers.stream.manifest import StreamManifest, TaskSpec
-from workers.stream.prepare import load_task_data, prepare_stream, stored_image_size
+from workers.stream.prepare import load_task_data, load_task_index, prepare_stream, stored_image_size
 from workers.stream.registry import load_stream
 from workers.trainer import records
 from workers.trainer.budget import RunBudget
@@ -100,6 +100,7 @@ class StreamRunner:
         self.store: ObjectStore = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
         self._harness_actor: Any = None
         self._evaluators: dict[tuple[str, int], Any] = {}
+        self._indices: dict[tuple[str, int], Any] = {}
         self._harness_size = 0
 
     # --- entry points -------------------------------------------------------------------
@@ -201,7 +202,7 @@ class StreamRunner:
         ray.get(harness.begin_task.remote(past=past, current_order=task.order, key_prefix=prefix))
         spec = TrialSpec(
             learner_spec=learner_spec, info=info,
-            past=tuple(task_info(t, None, size) for t in past.values()),
+            past=tuple(task_info(t, self._index(t, size), size) for t in past.values()),
             stream_length=len(manifest.tasks), steps=budget.steps,
             checkpoint_fractions=budget.checkpoint_fractions, threads=budget.threads_per_trial,
             state=state, train=LabelledData(*data.splits["train"]), dev=LabelledData(*data.splits["dev"]),
@@ -230,9 +231,18 @@ class StreamRunner:
                 records.fail_task(session, submission=submission, run=session.merge(run), message=message, task_flops=spent)
             raise TaskFailedError(message)
         images, labels = data.splits[split]
-        scores, eval_flops = evaluate(self._evaluator(learner_spec, budget.threads_per_trial), info,
-                                      self.store.get_bytes(best["predictor"]["key"]), images, seed=int(best["seed"]))
-        error = task_error(scores, labels, task.kind)
+        try:
+            scores, eval_flops = evaluate(self._evaluator(learner_spec, budget.threads_per_trial), info,
+                                          self.store.get_bytes(best["predictor"]["key"]), images, seed=int(best["seed"]))
+            error = task_error(scores, labels, task.kind)
+        except Exception as exc:  # noqa: BLE001 - the learner's predict failed: the task fails
+            cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
+            message = (f"Task {task.order} ({task.dataset}) failed: evaluating the best trial "
+                       f"({best['trial_index']}) failed: {type(cause).__name__}: {cause}")
+            with transaction(self.sessions) as session:
+                submission = session.get(Submission, submission_id)
+                records.fail_task(session, submission=submission, run=session.merge(run), message=message, task_flops=spent)
+            raise TaskFailedError(message) from exc
         task_flops = float(spent + eval_flops["flops_measured"] + eval_flops["flops_reported"])
         next_order = next((t.order for t in tasks if t.order > task.order), None)
         with transaction(self.sessions) as session:
@@ -257,6 +267,13 @@ class StreamRunner:
             ).remote(store_url=self.settings.store_url, s3_endpoint_url=self.settings.s3_endpoint_url, image_size=size)
             self._harness_size = size
         return self._harness_actor
+
+    def _index(self, task: TaskSpec, size: int) -> Any:
+        """A past task's shard index (class names, counts), read once per run."""
+        key = (task.dataset, size)
+        if key not in self._indices:
+            self._indices[key] = load_task_index(self.store, task, image_size=size)
+        return self._indices[key]
 
     def _evaluator(self, learner_spec: str, threads: int) -> Any:
         """The run's warm evaluator actor (learner code; no credentials)."""

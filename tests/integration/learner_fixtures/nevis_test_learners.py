@@ -198,3 +198,16 @@ class TwoWorkerLearner(NearestMeanLearner):
 
 def two_workers() -> TwoWorkerLearner:
     return TwoWorkerLearner()
+
+
+class BadEvaluationLearner(NearestMeanLearner):
+    """Scores the dev split fine, then fails when the harness evaluates on held-out images."""
+
+    name = "bad-evaluation"
+
+    def load_predictor(self, data, info, ctx):
+        raise ValueError("cannot load my own checkpoint")
+
+
+def bad_evaluation() -> BadEvaluationLearner:
+    return BadEvaluationLearner()
