@@ -11,7 +11,15 @@ import sys
 import typer
 from rich.console import Console
 
-from services.cli import config_cmd, data_cmd, db_cmd, run_cmd, streams_cmd
+from services.cli import (
+    admin_cmd,
+    config_cmd,
+    data_cmd,
+    db_cmd,
+    run_cmd,
+    serve_cmd,
+    streams_cmd,
+)
 from services.core.errors import NevisError
 
 app = typer.Typer(
@@ -27,6 +35,11 @@ app.add_typer(streams_cmd.app, name="streams", help="List and inspect stream man
 app.add_typer(data_cmd.app, name="data", help="Turn datasets into checksummed shards.")
 app.command("run", help="Run a learner over a stream on Ray; prints E and cFLOP.")(run_cmd.run)
 app.command("results", help="Print a stored run: per-task errors, E and cFLOP.")(run_cmd.results)
+app.command("serve", help="Start the coordinator API and scheduler.")(serve_cmd.serve)
+app.command("openapi", help="Write (or --check) api_schema/openapi.json.")(serve_cmd.openapi)
+app.add_typer(admin_cmd.users_app, name="users", help="Create and list API users.")
+app.add_typer(admin_cmd.tokens_app, name="tokens", help="Create, list and revoke API tokens.")
+app.add_typer(serve_cmd.worker_app, name="worker", help="Worker harness commands (run by backends).")
 
 _stderr = Console(stderr=True)
 

@@ -1,0 +1,106 @@
+"""``nevis users`` and ``nevis tokens``: the operator's user and token management.
+
+They work on the database directly (``NEVIS_DATABASE_URL``), so the first admin can be
+made before the API has any user. A token's secret is printed once, alone on stdout, so
+``TOKEN=$(nevis tokens create --user alice)`` works.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from services.coordinator.core.config import get_coordinator_settings
+
+users_app = typer.Typer(no_args_is_help=True, help="Create and list API users.")
+tokens_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API tokens.")
+
+
+def _sessions():
+    from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
+
+    url = get_coordinator_settings().database_url
+    ensure_current(url)
+    return session_factory(make_engine(url))
+
+
+@users_app.command("create")
+def create_user(
+    name: str = typer.Argument(..., help="User name (letters, digits, '.', '_', '-')."),
+    role: str = typer.Option("submitter", "--role", help="admin or submitter."),
+    max_concurrent: Optional[int] = typer.Option(None, "--max-concurrent", help="Quota: queued + running at once."),  # noqa: UP007
+    max_per_day: Optional[int] = typer.Option(None, "--max-per-day", help="Quota: submissions per 24 h."),  # noqa: UP007
+) -> None:
+    """Create a user."""
+    from services.coordinator.crud import users  # noqa: PLC0415
+    from services.store.db import transaction  # noqa: PLC0415
+
+    with transaction(_sessions()) as session:
+        user = users.create_user(session, name=name, role=role, max_concurrent=max_concurrent,
+                                 max_per_day=max_per_day)
+        typer.echo(f"created user {user.name!r} (id {user.id}, role {user.role})")
+
+
+@users_app.command("list")
+def list_users() -> None:
+    """List users."""
+    from services.coordinator.crud import users  # noqa: PLC0415
+
+    with _sessions()() as session:
+        table = Table("id", "name", "role", "max concurrent", "max per day")
+        for user in users.list_users(session):
+            table.add_row(str(user.id), user.name, user.role, str(user.max_concurrent or "default"),
+                          str(user.max_per_day or "default"))
+    Console().print(table)
+
+
+@tokens_app.command("create")
+def create_token(
+    user: str = typer.Option(..., "--user", help="Whose token."),
+    label: str = typer.Option("cli", "--label", help="A note to tell tokens apart."),
+    expires_in_days: Optional[int] = typer.Option(None, "--expires-in-days", min=1, help="Default: never."),  # noqa: UP007
+) -> None:
+    """Create a token and print its secret (shown only this once)."""
+    from services.coordinator.crud import users  # noqa: PLC0415
+    from services.store.db import transaction  # noqa: PLC0415
+    from services.store.db.types import utcnow  # noqa: PLC0415
+
+    expires = utcnow() + timedelta(days=expires_in_days) if expires_in_days else None
+    with transaction(_sessions()) as session:
+        owner = users.get_user(session, name=user)
+        _, secret = users.create_token(session, user=owner, label=label, expires_at=expires)
+    typer.echo(secret)
+
+
+@tokens_app.command("list")
+def list_tokens(user: str = typer.Option(..., "--user", help="Whose tokens.")) -> None:
+    """List a user's tokens (prefixes only)."""
+    from services.coordinator.crud import users  # noqa: PLC0415
+
+    with _sessions()() as session:
+        owner = users.get_user(session, name=user)
+        table = Table("id", "label", "prefix", "created", "expires", "revoked")
+        for token in users.list_tokens(session, user=owner):
+            table.add_row(str(token.id), token.label, token.token_prefix, f"{token.created_at:%Y-%m-%d %H:%M}",
+                          f"{token.expires_at:%Y-%m-%d}" if token.expires_at else "never",
+                          f"{token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "")
+    Console().print(table)
+
+
+@tokens_app.command("revoke")
+def revoke_token(
+    token_id: int = typer.Argument(..., help="Token id (see `nevis tokens list`)."),
+    user: str = typer.Option(..., "--user", help="Whose token."),
+) -> None:
+    """Revoke a token."""
+    from services.coordinator.crud import users  # noqa: PLC0415
+    from services.store.db import transaction  # noqa: PLC0415
+
+    with transaction(_sessions()) as session:
+        owner = users.get_user(session, name=user)
+        users.revoke_token(session, user=owner, token_id=token_id)
+    typer.echo(f"revoked token {token_id}")

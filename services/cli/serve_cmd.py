@@ -1,0 +1,82 @@
+"""``nevis serve`` (the coordinator), ``nevis openapi`` and ``nevis worker run-task``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import typer
+
+from services.coordinator.core.config import get_coordinator_settings
+from services.core.errors import ConfigError
+
+worker_app = typer.Typer(no_args_is_help=True, help="Worker harness commands (run by backends).")
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on."),
+    scheduler: bool = typer.Option(True, "--scheduler/--no-scheduler",
+                                   help="Run the scheduler in this process."),
+    migrate: bool = typer.Option(None, "--migrate/--no-migrate", show_default=False,
+                                 help="Upgrade the schema first (default: in development only)."),
+    log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+) -> None:
+    """Start the coordinator API (and its scheduler) on HOST:PORT."""
+    import uvicorn  # noqa: PLC0415
+
+    from services.coordinator.app import create_app  # noqa: PLC0415
+    from services.store.db import ensure_current, upgrade  # noqa: PLC0415
+    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
+
+    settings = get_coordinator_settings()
+    if not 0 < port < 65536:
+        raise ConfigError(f"The '--port' must be an int in [1, 65535]. Got {port} instead.")
+    if migrate is None:
+        migrate = settings.environment == "development"
+    if migrate:
+        ensure_sqlite_parent(settings.database_url)
+        upgrade(settings.database_url)
+    ensure_current(settings.database_url)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(settings, run_scheduler=scheduler)
+    typer.echo(f"nevis coordinator on http://{host}:{port} (backend {settings.backend}, "
+               f"scheduler {'on' if scheduler else 'off'})", err=True)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def openapi(
+    output: Path = typer.Option(Path("api_schema/openapi.json"), "--output", "-o",
+                                help="Where to write the document ('-' for stdout)."),
+    check: bool = typer.Option(False, "--check", help="Exit 1 if the file differs from the app."),
+) -> None:
+    """Write the coordinator's OpenAPI document (or check the checked-in one)."""
+    from services.coordinator.openapi import openapi_document, render  # noqa: PLC0415
+
+    text = render(openapi_document())
+    if str(output) == "-":
+        typer.echo(text, nl=False)
+        return
+    if check:
+        current = output.read_text(encoding="utf-8") if output.exists() else ""
+        if current != text:
+            typer.echo(f"{output} is out of date: run `nevis openapi`.", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"{output} matches the app.")
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {output}")
+
+
+@worker_app.command("run-task")
+def run_task(
+    submission: int = typer.Option(..., "--submission", help="Submission id."),
+    lease: int = typer.Option(..., "--lease", help="Lease id the scheduler gave this launch."),
+) -> None:
+    """Run the one task a lease names, then end the lease (used by every backend)."""
+    from services.coordinator.worker import run_task as run  # noqa: PLC0415
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sys.exit(run(get_coordinator_settings(), submission_id=submission, lease_id=lease))

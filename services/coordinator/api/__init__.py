@@ -1,0 +1,1 @@
+"""The HTTP edge of the coordinator: routes, dependencies, problem details, schemas."""

@@ -1,0 +1,137 @@
+"""Problem details (RFC 9457) for every error: the one place errors become HTTP responses.
+
+Each response is ``application/problem+json`` with ``type``, ``title``, ``status``,
+``detail`` and, where one input is at fault, ``field`` (a dotted path such as
+``budget.trials`` or a header name such as ``Idempotency-Key``); request validation errors
+also list every problem under ``errors``. Bad input is always a 4xx: only a bug is a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from services.coordinator.core.errors import (
+    AuthenticationError,
+    ConflictError,
+    CoordinatorError,
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    QuotaExceededError,
+)
+from services.core.errors import (
+    BudgetError,
+    ConfigError,
+    DatabaseError,
+    ManifestError,
+    NevisError,
+    UnknownNameError,
+)
+
+log = logging.getLogger("nevis.api")
+MEDIA_TYPE = "application/problem+json"
+TYPE_BASE = "urn:nevis:problem:"
+
+# Most specific first: the first class an error is an instance of decides.
+_STATUS: tuple[tuple[type[BaseException], int, str], ...] = (
+    (InvalidInputError, 422, "invalid-input"),
+    (AuthenticationError, 401, "unauthenticated"),
+    (PermissionDeniedError, 403, "forbidden"),
+    (NotFoundError, 404, "not-found"),
+    (ConflictError, 409, "conflict"),
+    (QuotaExceededError, 429, "quota-exceeded"),
+    (PayloadTooLargeError, 413, "payload-too-large"),
+    (UnknownNameError, 422, "unknown-name"),
+    (BudgetError, 422, "invalid-input"),
+    (ManifestError, 422, "invalid-input"),
+    (DatabaseError, 503, "database-unavailable"),
+    (ConfigError, 503, "misconfigured"),
+    (ValueError, 422, "invalid-input"),
+)
+
+
+def problem(status: int, *, slug: str, detail: str, field: str | None = None,
+            instance: str | None = None, headers: dict[str, str] | None = None,
+            **extra: Any) -> JSONResponse:
+    """A problem-details response."""
+    body: dict[str, Any] = {
+        "type": TYPE_BASE + slug if slug != "about:blank" else slug,
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+    }
+    if field is not None:
+        body["field"] = field
+    if instance is not None:
+        body["instance"] = instance
+    body.update(extra)
+    return JSONResponse(body, status_code=status, headers=headers, media_type=MEDIA_TYPE)
+
+
+async def _nevis_error(request: Request, exc: Exception) -> JSONResponse:
+    status, slug = 400, "bad-request"
+    for cls, code, name in _STATUS:
+        if isinstance(exc, cls):
+            status, slug = code, name
+            break
+    field = exc.field if isinstance(exc, CoordinatorError) else None
+    headers: dict[str, str] = {}
+    if isinstance(exc, AuthenticationError):
+        headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, QuotaExceededError) and exc.retry_after_s:
+        headers["Retry-After"] = str(exc.retry_after_s)
+    if status >= 500:
+        log.error("%s %s: %s", request.method, request.url.path, exc)
+    return problem(status, slug=slug, detail=str(exc), field=field,
+                   instance=request.url.path, headers=headers or None)
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    """``('body', 'budget', 'trials')`` → ``budget.trials``; ``('header', 'x')`` → ``x``."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
+        parts = parts[1:] or parts
+    return ".".join(parts)
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = [{"field": "body" if e.get("type") == "json_invalid" else _field_of(tuple(e.get("loc", ()))),
+               "message": e.get("msg", "invalid")} for e in exc.errors()]
+    first = errors[0] if errors else {"field": "body", "message": "invalid request"}
+    detail = f"The '{first['field']}' is not valid: {first['message']}."
+    if len(errors) > 1:
+        detail += f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} listed in 'errors'.)"
+    return problem(422, slug="invalid-input", detail=detail, field=first["field"],
+                   instance=request.url.path, errors=errors)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
+    if exc.status_code == 404 and detail == "Not Found":
+        detail = f"No route {request.url.path}; see /docs for the API."
+    return problem(exc.status_code, slug="about:blank", detail=detail,
+                   instance=request.url.path, headers=getattr(exc, "headers", None))
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return problem(500, slug="internal-error",
+                   detail="An internal error occurred; it has been logged.",
+                   instance=request.url.path)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+    app.add_exception_handler(NevisError, _nevis_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+

@@ -1,0 +1,99 @@
+"""Learners: register an image + entry point, or upload a Python bundle; list and read."""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, UploadFile, status
+
+from services.coordinator.api.deps import CurrentUser, Limit, Offset, SessionDep, SettingsDep, StoreDep
+from services.coordinator.api.routes import problems
+from services.coordinator.api.schemas import BundleOut, LearnerCreate, LearnerOut, Page
+from services.coordinator.bundles import UNPACK_FACTOR, bundle_kind, check_bundle, safe_filename
+from services.coordinator.core.errors import ConflictError, PayloadTooLargeError
+from services.coordinator.core.validation import check_entrypoint, check_name, check_resources
+from services.coordinator.crud import learners as crud
+from services.coordinator.crud.learners import OwnedLearner
+
+router = APIRouter(prefix="/v1/learners", tags=["learners"], responses=problems(401, 422))
+BUNDLE_PATH = "/v1/learners/bundle"
+_CHUNK = 1024 * 1024
+
+
+def learner_out(owned: OwnedLearner) -> LearnerOut:
+    row = owned.learner
+    bundle = (BundleOut(key=row.bundle_key, sha256=row.bundle_sha256,
+                        size_bytes=owned.bundle_size_bytes) if row.bundle_key else None)
+    return LearnerOut(id=row.id, name=row.name, owner=owned.owner.name if owned.owner else None,
+                      entrypoint=row.entrypoint, image=row.image_ref, bundle=bundle,
+                      resources=dict(row.resources or {}), created_at=row.created_at)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409),
+             summary="Register a learner: container image + entry point + resources")
+def create_learner(body: LearnerCreate, user: CurrentUser, session: SessionDep) -> LearnerOut:
+    resources = check_resources(body.resources.model_dump())
+    owned = crud.create_learner(session, owner=user, name=body.name, entrypoint=body.entrypoint,
+                                image=body.image, resources=resources)
+    session.commit()
+    return learner_out(owned)
+
+
+@router.post("/bundle", status_code=status.HTTP_201_CREATED, responses=problems(409, 411, 413),
+             summary="Upload a learner as a Python bundle (wheel, .zip or .tar.gz)")
+def upload_bundle(
+    user: CurrentUser, session: SessionDep, settings: SettingsDep, store: StoreDep,
+    file: Annotated[UploadFile, File(description="A .whl, .zip, .tar.gz or .tgz.")],
+    name: Annotated[str, Form()], entrypoint: Annotated[str, Form()],
+    cpus: Annotated[float, Form()] = 1.0, gpus: Annotated[int, Form()] = 0,
+    memory_mb: Annotated[int, Form()] = 2048,
+) -> LearnerOut:
+    check_name(name)
+    check_entrypoint(entrypoint)
+    resources = check_resources({"cpus": cpus, "gpus": gpus, "memory_mb": memory_mb})
+    filename = file.filename or ""
+    bundle_kind(filename)
+    if crud.learner_name_taken(session, name=name):
+        raise ConflictError(f"A learner named {name!r} exists already; pick another name.",
+                            field="name")
+    with tempfile.TemporaryDirectory(prefix="nevis-upload-") as scratch:
+        path = Path(scratch) / safe_filename(filename)
+        size, digest = _spool(file, path, limit=settings.bundle_max_bytes)
+        check_bundle(path, filename=filename, max_unpacked_bytes=UNPACK_FACTOR * settings.bundle_max_bytes)
+        info = store.put_file(f"learners/bundles/{digest}/{path.name}", path)
+    owned = crud.create_learner(
+        session, owner=user, name=name, entrypoint=entrypoint, image=None, resources=resources,
+        bundle_key=info.key, bundle_sha256=info.sha256, bundle_size_bytes=size)
+    session.commit()
+    return learner_out(owned)
+
+
+@router.get("", summary="Learners you may use (all, for an admin)")
+def read_learners(user: CurrentUser, session: SessionDep, limit: Limit = 20,
+                  offset: Offset = 0) -> Page[LearnerOut]:
+    rows, total = crud.list_learners(session, user=user, limit=limit, offset=offset)
+    return Page[LearnerOut](items=[learner_out(r) for r in rows], total=total, limit=limit,
+                            offset=offset)
+
+
+@router.get("/{learner_id}", responses=problems(404), summary="One learner")
+def read_learner(learner_id: int, user: CurrentUser, session: SessionDep) -> LearnerOut:
+    return learner_out(crud.get_learner(session, user=user, learner_id=learner_id))
+
+
+def _spool(upload: UploadFile, path: Path, *, limit: int) -> tuple[int, str]:
+    """Copy the upload to ``path`` within ``limit`` bytes; returns its size and sha256."""
+    digest, size = hashlib.sha256(), 0
+    with open(path, "wb") as out:
+        while chunk := upload.file.read(_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLargeError(
+                    f"The 'file' is larger than {limit} bytes (NEVIS_BUNDLE_MAX_BYTES).",
+                    field="file")
+            digest.update(chunk)
+            out.write(chunk)
+    return size, digest.hexdigest()

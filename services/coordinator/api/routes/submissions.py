@@ -1,0 +1,153 @@
+"""Submissions: create (idempotent, within quotas), list, read with results, cancel, events."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response, status
+from sqlalchemy.exc import IntegrityError
+
+from services.coordinator.api.deps import (
+    CurrentUser,
+    Limit,
+    MetricsDep,
+    Offset,
+    SessionDep,
+    SettingsDep,
+)
+from services.coordinator.api.routes import problems
+from services.coordinator.api.schemas import (
+    CurrentTask,
+    EventOut,
+    EventPage,
+    LearnerRef,
+    Page,
+    StreamRef,
+    SubmissionBrief,
+    SubmissionCreate,
+    SubmissionOut,
+    TaskOut,
+)
+from services.coordinator.core.validation import check_idempotency_key
+from services.coordinator.crud import submissions as crud
+from services.coordinator.crud.submissions import SubmissionRequest, SubmissionRow
+from services.store.db.models import SUBMISSION_STATUSES
+from services.store.db.models_coordinator import TaskLease
+from workers.trainer.results import load_summary
+
+router = APIRouter(prefix="/v1/submissions", tags=["submissions"], responses=problems(401, 422))
+StatusFilter = Annotated[str | None, Query(pattern="^(" + "|".join(SUBMISSION_STATUSES) + ")$")]
+
+
+def current_task(lease: TaskLease | None) -> CurrentTask | None:
+    if lease is None:
+        return None
+    return CurrentTask(order=lease.task_order, attempt=lease.attempt, lease_id=lease.id,
+                       lease_status=lease.status, backend=lease.backend, job_id=lease.job_id,
+                       started_at=lease.started_at, heartbeat_at=lease.heartbeat_at,
+                       deadline_at=lease.deadline_at)
+
+
+def brief(row: SubmissionRow) -> SubmissionBrief:
+    sub = row.submission
+    return SubmissionBrief(
+        id=sub.id, owner=row.owner.name, learner=LearnerRef(id=sub.learner.id, name=sub.learner.name),
+        stream=StreamRef(name=sub.stream_version.name, version=sub.stream_version.version),
+        phase=sub.phase, status=sub.status, cursor=sub.cursor, error=sub.error,
+        created_at=sub.created_at, finished_at=sub.finished_at, current_task=current_task(row.lease))
+
+
+def detail(session, row: SubmissionRow) -> SubmissionOut:
+    summary = load_summary(session, submission_id=row.submission.id)
+    headline = [t for t in summary.tasks if t.phase == summary.phase]
+    return SubmissionOut(
+        **brief(row).model_dump(), budget=dict(row.submission.budget),
+        updated_at=row.submission.updated_at, next_launch_at=row.schedule.next_launch_at,
+        tasks=[TaskOut(order=t.order, dataset=t.dataset, year=t.year, phase=t.phase,
+                       status=t.status, error=t.error, split=t.split, flops=t.flops,
+                       retried_flops=t.retried_flops, trials=t.trials,
+                       failed_trials=t.failed_trials, wall_time_s=t.wall_time_s)
+               for t in summary.tasks],
+        e=summary.mean_error, scored_tasks=sum(t.error is not None for t in headline),
+        headline_tasks=summary.headline_tasks, cflop=summary.cflop,
+        retried_flops=summary.retried_flops, flops_sources=list(summary.flops_sources))
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, responses=problems(404, 409, 429),
+             summary="Submit a learner on a stream (Idempotency-Key supported)")
+def create_submission(
+    body: SubmissionCreate, user: CurrentUser, session: SessionDep, settings: SettingsDep,
+    metrics: MetricsDep, response: Response,
+    idempotency_key: Annotated[str | None, Header(
+        alias="Idempotency-Key",
+        description="Retrying with the same key and body returns the first result.")] = None,
+) -> SubmissionOut:
+    if idempotency_key is not None:
+        check_idempotency_key(idempotency_key)
+    request = SubmissionRequest(
+        learner_id=body.learner_id, stream=body.stream, phase=body.phase,
+        budget=body.budget.model_dump(exclude_none=True), stream_version=body.stream_version,
+        image_size=body.image_size)
+    try:
+        submission, replayed = crud.create_submission(
+            session, settings=settings, user=user, request=request, idempotency_key=idempotency_key)
+        session.commit()
+    except IntegrityError:  # a concurrent request with the same key won (SQLite path)
+        session.rollback()
+        if idempotency_key is None:
+            raise
+        submission = crud.find_replay(session, user=user, key=idempotency_key, request=request)
+        if submission is None:
+            raise
+        replayed = True
+    if replayed:
+        response.status_code = status.HTTP_200_OK
+        response.headers["Idempotent-Replayed"] = "true"
+    else:
+        metrics.submissions_created.inc()
+    response.headers["Location"] = f"/v1/submissions/{submission.id}"
+    row = crud.get_submission(session, user=user, submission_id=submission.id)
+    return detail(session, row)
+
+
+@router.get("", summary="Submissions you may see, newest first")
+def read_submissions(
+    user: CurrentUser, session: SessionDep, limit: Limit = 20, offset: Offset = 0,
+    status_: Annotated[StatusFilter, Query(alias="status")] = None,
+    learner_id: Annotated[int | None, Query(ge=1)] = None,
+    owner: Annotated[str | None, Query(max_length=100, description="Admins only.")] = None,
+    phase: Annotated[str | None, Query(pattern="^(meta_train|meta_test)$")] = None,
+) -> Page[SubmissionBrief]:
+    rows, total = crud.list_submissions(session, user=user, limit=limit, offset=offset,
+                                        status=status_, learner_id=learner_id,
+                                        owner=owner, phase=phase)
+    return Page[SubmissionBrief](items=[brief(r) for r in rows], total=total, limit=limit,
+                                 offset=offset)
+
+
+@router.get("/{submission_id}", responses=problems(404),
+            summary="A submission: status, current task, per-task results, E and cFLOP")
+def read_submission(submission_id: int, user: CurrentUser, session: SessionDep) -> SubmissionOut:
+    return detail(session, crud.get_submission(session, user=user, submission_id=submission_id))
+
+
+@router.post("/{submission_id}/cancel", responses=problems(404, 409),
+             summary="Cancel a queued or running submission")
+def cancel_submission(submission_id: int, user: CurrentUser, session: SessionDep) -> SubmissionOut:
+    row = crud.cancel_submission(session, user=user, submission_id=submission_id)
+    session.commit()
+    return detail(session, crud.get_submission(session, user=user, submission_id=row.submission.id))
+
+
+@router.get("/{submission_id}/events", responses=problems(404),
+            summary="The submission's event log, oldest first")
+def read_events(
+    submission_id: int, user: CurrentUser, session: SessionDep,
+    after: Annotated[int, Query(ge=0, description="Only events with a larger id.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> EventPage:
+    crud.get_submission(session, user=user, submission_id=submission_id)
+    events = crud.list_events(session, submission_id=submission_id, after=after, limit=limit)
+    return EventPage(items=[EventOut(id=e.id, kind=e.kind, payload=dict(e.payload),
+                                     created_at=e.created_at) for e in events],
+                     next_after=events[-1].id if events else after)

@@ -1,0 +1,216 @@
+"""Request and response bodies (pydantic, at the HTTP edge only).
+
+Requests forbid unknown fields, so a typo is a 422 naming it instead of a silent default.
+Types are checked here; values (ranges, syntax) by the domain checks, whose messages name
+the field the same way.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details; ``field`` names the offending input."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    field: str | None = None
+    errors: list[dict[str, str]] | None = None
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+
+
+# --- users and tokens -------------------------------------------------------------------
+
+class UserCreate(Request):
+    name: str = Field(examples=["alice"])
+    role: Literal["admin", "submitter"] = "submitter"
+    max_concurrent: int | None = Field(default=None, description="Queued + running at once.")
+    max_per_day: int | None = Field(default=None, description="Submissions per 24 hours.")
+
+
+class UserOut(BaseModel):
+    id: int
+    name: str
+    role: str
+    max_concurrent: int | None
+    max_per_day: int | None
+    created_at: datetime
+
+
+class TokenCreate(Request):
+    label: str = Field(default="api", examples=["laptop"])
+    expires_at: datetime | None = None
+
+
+class TokenOut(BaseModel):
+    id: int
+    label: str
+    prefix: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="The secret; shown only in this response.")
+
+
+# --- learners ---------------------------------------------------------------------------
+
+class Resources(Request):
+    cpus: float = Field(default=1.0, description="CPUs per task, in (0, 512].")
+    gpus: int = Field(default=0, description="GPUs per task, in [0, 64].")
+    memory_mb: int = Field(default=2048, description="Memory per task (MiB), in [64, 4194304].")
+
+
+class LearnerCreate(Request):
+    name: str = Field(examples=["my-learner"])
+    entrypoint: str = Field(examples=["my_package.learner:make"],
+                            description="'package.module:factory' that returns a learner.")
+    image: str | None = Field(default=None, examples=["ghcr.io/me/learner:1.0"],
+                              description="Pinned container image (tag or digest).")
+    resources: Resources = Field(default_factory=Resources)
+
+
+class BundleOut(BaseModel):
+    key: str
+    sha256: str
+    size_bytes: int | None
+
+
+class LearnerOut(BaseModel):
+    id: int
+    name: str
+    owner: str | None
+    entrypoint: str
+    image: str | None
+    bundle: BundleOut | None
+    resources: dict[str, Any]
+    created_at: datetime
+
+
+# --- submissions ------------------------------------------------------------------------
+
+class BudgetIn(Request):
+    trials: int = Field(default=4, description="Hyper-parameter trials per task.")
+    steps: int = Field(default=200, description="Optimisation steps per trial.")
+    seed: int = 0
+    max_concurrent: int | None = Field(default=None, description="Trials at once.")
+    threads_per_trial: int = 1
+    checkpoint_fractions: list[float] | None = None
+    flop_cap: float | None = Field(default=None, description="Stop once cFLOP reaches this.")
+    wall_cap_s: float | None = Field(default=None, description="Stop once this much wall time is spent.")
+
+
+class SubmissionCreate(Request):
+    learner_id: int
+    stream: str = Field(examples=["mini"], description="A stream name (GET /v1/streams).")
+    stream_version: str | None = Field(default=None, description="Must match, if given.")
+    phase: Literal["meta_train", "meta_test"] = "meta_test"
+    budget: BudgetIn = Field(default_factory=BudgetIn)
+    image_size: int | None = None
+
+
+class LearnerRef(BaseModel):
+    id: int
+    name: str
+
+
+class StreamRef(BaseModel):
+    name: str
+    version: str
+
+
+class CurrentTask(BaseModel):
+    """The launch in flight (``lease``): which task, which attempt, and its liveness."""
+
+    order: int
+    attempt: int
+    lease_id: int
+    lease_status: str
+    backend: str
+    job_id: str | None
+    started_at: datetime | None
+    heartbeat_at: datetime
+    deadline_at: datetime
+
+
+class SubmissionBrief(BaseModel):
+    id: int
+    owner: str
+    learner: LearnerRef
+    stream: StreamRef
+    phase: str
+    status: str
+    cursor: int
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    current_task: CurrentTask | None
+
+
+class TaskOut(BaseModel):
+    order: int
+    dataset: str
+    year: int
+    phase: str
+    status: str
+    error: float | None = Field(description="e_i = 1 - accuracy (or 1 - mAP) once committed.")
+    split: str | None
+    flops: float
+    retried_flops: float
+    trials: int
+    failed_trials: int
+    wall_time_s: float | None
+
+
+class SubmissionOut(SubmissionBrief):
+    budget: dict[str, Any]
+    updated_at: datetime
+    next_launch_at: datetime | None
+    tasks: list[TaskOut]
+    e: float | None = Field(description="E: mean error over the phase's committed tasks.")
+    scored_tasks: int
+    headline_tasks: int = Field(description="Tasks E averages over once complete.")
+    cflop: float = Field(description="cFLOP: committed FLOPs of every task.")
+    retried_flops: float
+    flops_sources: list[str]
+
+
+class EventOut(BaseModel):
+    id: int
+    kind: str
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+class EventPage(BaseModel):
+    items: list[EventOut]
+    next_after: int = Field(description="Pass as ?after= to get the events that follow.")
+
+
+class StreamOut(BaseModel):
+    name: str
+    version: str
+    tasks: int
+    meta_train: int
+    meta_test: int

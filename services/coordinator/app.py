@@ -1,0 +1,74 @@
+"""The FastAPI application: :func:`create_app` wires settings, database, store, metrics,
+routes, problem details and (optionally) the scheduler.
+
+Nothing is built at import time: ``create_app`` takes the settings, so tests and
+``nevis serve`` each build their own app. The scheduler runs in the server process when
+asked (``nevis serve`` does by default); any number of replicas may run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from services.coordinator.api import problems
+from services.coordinator.api.middleware import RequestMetrics, UploadLimit
+from services.coordinator.api.routes import health, learners, streams, submissions, users
+from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.metrics import Metrics
+from services.coordinator.scheduler.loop import Scheduler
+from services.store.db import make_engine, session_factory
+from services.store.objects import open_store
+
+API_VERSION = "1.0.0"
+DESCRIPTION = """Submit never-ending learners, watch them run the NEVIS'22 protocol task by
+task, and read their error (E) and compute (cFLOP) back. Every error is a problem-details
+document (RFC 9457) naming the offending field."""
+
+
+def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
+               scheduler: Scheduler | None = None) -> FastAPI:
+    """Build the app.
+
+    Args:
+        settings: the process's coordinator settings.
+        run_scheduler: start a scheduler (with the configured backend) for the app's
+            lifetime.
+        scheduler: a scheduler to start instead of building one.
+    """
+    engine = make_engine(settings.database_url)
+    sessions = session_factory(engine)
+    metrics = Metrics()
+    metrics.watch_database(sessions)
+    if run_scheduler and scheduler is None:
+        from services.coordinator.backends import make_backend  # noqa: PLC0415
+
+        scheduler = Scheduler(settings, backend=make_backend(settings), sessions=sessions,
+                              metrics=metrics)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if scheduler is not None:
+            scheduler.start()
+        try:
+            yield
+        finally:
+            if scheduler is not None:
+                scheduler.stop()
+            engine.dispose()
+
+    app = FastAPI(title="NEVIS coordinator", version=API_VERSION, description=DESCRIPTION,
+                  lifespan=lifespan)
+    app.state.settings = settings
+    app.state.sessions = sessions
+    app.state.metrics = metrics
+    app.state.scheduler = scheduler
+    app.state.store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
+    for module in (health, users, learners, submissions, streams):
+        app.include_router(module.router)
+    problems.install(app)
+    app.add_middleware(UploadLimit, path=learners.BUNDLE_PATH, limit=settings.bundle_max_bytes)
+    app.add_middleware(RequestMetrics, metrics=metrics)
+    return app

@@ -1,0 +1,118 @@
+"""The coordinator's settings: the core settings plus the knobs of the API and scheduler.
+
+One object per process, built by the cached :func:`get_coordinator_settings` (never at
+import time, so tests can swap it). Every knob is an ``NEVIS_*`` environment variable next to
+its default here. Outside development (``NEVIS_ENVIRONMENT=production``) unsafe defaults are
+refused: SQLite (one writer, no row locks for several replicas).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from services.core.config import Settings
+from services.core.errors import ConfigError
+
+# Variables the worker harness needs to reach the database and store; the backends pass
+# them to the worker process (never to learner code: the runner blanks them there).
+WORKER_SECRET_VARS = (
+    "NEVIS_DATABASE_URL", "NEVIS_STORE_URL", "NEVIS_S3_ENDPOINT_URL", "NEVIS_DATA_DIR",
+    "NEVIS_OFFLINE_DATA_DIR", "NEVIS_IMAGE_SIZE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "PGPASSWORD",
+)
+# Coordinator knobs the worker reads (heartbeat, deadlines, retry policy, streams folder).
+WORKER_KNOB_VARS = (
+    "NEVIS_HEARTBEAT_INTERVAL_S", "NEVIS_HEARTBEAT_TIMEOUT_S", "NEVIS_TASK_DEADLINE_S",
+    "NEVIS_MAX_ATTEMPTS", "NEVIS_BACKOFF_BASE_S", "NEVIS_BACKOFF_MAX_S", "NEVIS_STREAMS_DIR",
+    "NEVIS_ENVIRONMENT", "NEVIS_BUNDLE_MAX_BYTES",
+)
+
+Backend = Literal["local", "ray", "kuberay"]
+
+
+class CoordinatorSettings(Settings):
+    """Core settings plus the coordinator's; see docs/coordinator.md for each variable."""
+
+    environment: Literal["development", "production"] = Field(
+        default="development", description="production refuses unsafe defaults.")
+    backend: Backend = Field(default="local", description="Where tasks run.")
+    streams_dir: Path | None = Field(
+        default=None, description="Extra stream manifests (<name>.json) submitters may name.")
+    # Scheduler
+    scheduler_slots: int = Field(default=2, ge=1, le=1000,
+                                 description="Tasks one coordinator replica runs at once.")
+    poll_interval_s: float = Field(default=1.0, gt=0, le=60)
+    heartbeat_interval_s: float = Field(default=10.0, gt=0, le=600)
+    heartbeat_timeout_s: float = Field(default=60.0, gt=0, le=86_400)
+    start_timeout_s: float = Field(default=600.0, gt=0, le=86_400,
+                                   description="A launched task must start within this.")
+    task_deadline_s: float = Field(default=6 * 3600.0, gt=0, le=30 * 86_400)
+    max_attempts: int = Field(default=3, ge=1, le=20, description="Launches per task.")
+    backoff_base_s: float = Field(default=10.0, ge=0, le=3600)
+    backoff_max_s: float = Field(default=600.0, ge=0, le=86_400)
+    # Quotas and limits (per user; a user row may override the quotas)
+    quota_concurrent: int = Field(default=2, ge=0, le=10_000)
+    quota_daily: int = Field(default=20, ge=0, le=1_000_000)
+    bundle_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=2 * 1024**3)
+    max_trials: int = Field(default=64, ge=1, le=10_000)
+    max_steps: int = Field(default=1_000_000, ge=1, le=10_000_000)
+    # Backends
+    worker_command: str = Field(default="nevis", description="The nevis command on workers.")
+    ray_jobs_use_image: bool = Field(
+        default=True, description="ray backend: run a learner's image as the job's image.")
+    kuberay_namespace: str = Field(default="nevis")
+    kuberay_worker_image: str = Field(
+        default="ghcr.io/nevis-service/nevis-worker:0.1.0",
+        description="kuberay: image of learners registered without one.")
+    kuberay_secret_name: str = Field(
+        default="nevis-worker-env", description="kuberay: existing Secret with NEVIS_* vars.")
+    kuberay_outbox: Path | None = Field(
+        default=None, description="kuberay: folder for rendered RayJobs (default data_dir).")
+    kubectl: str | None = Field(default=None, description="kuberay: kubectl to apply RayJobs.")
+
+    @model_validator(mode="after")
+    def _check_coordinator(self) -> "CoordinatorSettings":
+        if self.heartbeat_timeout_s < 2 * self.heartbeat_interval_s:
+            raise ValueError(
+                "NEVIS_HEARTBEAT_TIMEOUT_S must be at least twice NEVIS_HEARTBEAT_INTERVAL_S "
+                f"({self.heartbeat_interval_s}); got {self.heartbeat_timeout_s}"
+            )
+        if self.environment == "production" and self.database_url.startswith("sqlite"):
+            raise ValueError(
+                "NEVIS_ENVIRONMENT=production needs PostgreSQL: set NEVIS_DATABASE_URL to "
+                "postgresql+psycopg://... (SQLite has one writer and no row locks)"
+            )
+        if self.backoff_max_s < self.backoff_base_s:
+            raise ValueError("NEVIS_BACKOFF_MAX_S must be >= NEVIS_BACKOFF_BASE_S")
+        return self
+
+    @property
+    def outbox(self) -> Path:
+        """Where the kuberay backend writes rendered RayJob manifests."""
+        return self.kuberay_outbox or self.data_dir / "kuberay"
+
+
+@lru_cache(maxsize=1)
+def get_coordinator_settings() -> CoordinatorSettings:
+    """Read and validate the coordinator settings once per process.
+
+    Raises:
+        ConfigError: naming each bad variable and why.
+    """
+    try:
+        return CoordinatorSettings()
+    except ValidationError as exc:
+        problems = "; ".join(_describe(err) for err in exc.errors())
+        raise ConfigError(f"Invalid settings: {problems}") from None
+
+
+def _describe(err: dict) -> str:
+    """One validation problem as ``NEVIS_VAR: reason``."""
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if not err["loc"]:
+        return message
+    return f"NEVIS_{'_'.join(str(p) for p in err['loc']).upper()}: {message}"

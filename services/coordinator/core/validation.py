@@ -1,0 +1,138 @@
+"""Strict checks of what clients send: names, image references, entry points, resources.
+
+Pure functions; each raises :class:`InvalidInputError` naming the field and saying what
+would be accepted, in one message shape: "The 'field' ... must be .... Got X instead."
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from services.coordinator.core.errors import InvalidInputError
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+# The Docker distribution reference grammar (distribution/reference), written out.
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+_IMAGE = re.compile(
+    rf"(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?"
+)
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")
+
+
+def check_name(value: str, *, field: str = "name") -> str:
+    """A learner or user name: letters, digits, '.', '_', '-'; 1-100 characters."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise InvalidInputError(
+            f"The '{field}' must be 1-100 characters of letters, digits, '.', '_' or '-', "
+            f"starting with a letter or digit. Got {value!r} instead.", field=field)
+    return value
+
+
+def check_image_ref(value: str, *, field: str = "image") -> str:
+    """A pinned container image reference, e.g. ``ghcr.io/me/learner:1.2`` or ``...@sha256:...``.
+
+    The tag ``latest`` (or no tag and no digest) is refused: a benchmark run must name the
+    exact image it ran, so that it can be reproduced.
+    """
+    shape = ("a container image reference such as 'ghcr.io/team/learner:1.0' or "
+             "'registry:5000/learner@sha256:<64 hex>'")
+    if not isinstance(value, str) or not value or len(value) > 500:
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {value!r} instead.",
+                                field=field)
+    match = _IMAGE.fullmatch(value)
+    if match is None:
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {value!r} instead.",
+                                field=field)
+    domain = match["domain"]
+    if domain and not ("." in domain or ":" in domain or domain == "localhost" or domain.startswith("[")):
+        # Not a registry host (Docker's rule), so it is the first path component: lower case.
+        if not re.fullmatch(_PATH_COMPONENT, domain):
+            raise InvalidInputError(f"The '{field}' must be {shape}. Got {value!r} instead.",
+                                    field=field)
+    name = (domain + "/" if domain else "") + match["path"]
+    if len(name) > 255:
+        raise InvalidInputError(
+            f"The '{field}' repository name must be at most 255 characters. Got {len(name)} "
+            "instead.", field=field)
+    if match["digest"] is None and match["tag"] in (None, "latest"):
+        raise InvalidInputError(
+            f"The '{field}' must be pinned with a tag other than 'latest' or a digest "
+            f"(…@sha256:…), so the run can be reproduced. Got {value!r} instead.", field=field)
+    return value
+
+
+def check_entrypoint(value: str, *, field: str = "entrypoint") -> str:
+    """A ``package.module:factory`` spec made of Python identifiers."""
+    shape = "'package.module:factory' (Python identifiers, one colon)"
+    if not isinstance(value, str) or len(value) > 500 or value.count(":") != 1:
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {value!r} instead.",
+                                field=field)
+    module, attr = value.split(":")
+    parts = module.split(".") + attr.split(".")
+    if not all(p.isidentifier() and p.isascii() and not keyword.iskeyword(p) for p in parts):
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {value!r} instead.",
+                                field=field)
+    return value
+
+
+@dataclass(frozen=True)
+class ResourceRequest:
+    """What one task of a learner asks the cluster for."""
+
+    cpus: float = 1.0
+    gpus: int = 0
+    memory_mb: int = 2048
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_resources(data: Any, *, field: str = "resources") -> ResourceRequest:
+    """Validate a ``{"cpus", "gpus", "memory_mb"}`` mapping (missing keys take defaults)."""
+    if data is None:
+        return ResourceRequest()
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"The '{field}' must be an object. Got {data!r} instead.",
+                                field=field)
+    unknown = sorted(set(data) - {"cpus", "gpus", "memory_mb"})
+    if unknown:
+        raise InvalidInputError(
+            f"The '{field}' may hold only cpus, gpus and memory_mb. Got {', '.join(unknown)} "
+            "instead.", field=f"{field}.{unknown[0]}")
+    out = ResourceRequest()
+    cpus = data.get("cpus", out.cpus)
+    if isinstance(cpus, bool) or not isinstance(cpus, int | float) or not (
+            math.isfinite(cpus) and 0 < cpus <= 512):
+        raise InvalidInputError(
+            f"The '{field}.cpus' must be a number in (0, 512]. Got {cpus!r} instead.",
+            field=f"{field}.cpus")
+    gpus = _int_in(data.get("gpus", out.gpus), 0, 64, f"{field}.gpus")
+    memory = _int_in(data.get("memory_mb", out.memory_mb), 64, 4 * 1024 * 1024,
+                     f"{field}.memory_mb")
+    return ResourceRequest(cpus=float(cpus), gpus=gpus, memory_mb=memory)
+
+
+def check_idempotency_key(value: str) -> str:
+    """1-200 printable ASCII characters, no spaces."""
+    if not IDEMPOTENCY_KEY.fullmatch(value):
+        raise InvalidInputError(
+            "The 'Idempotency-Key' header must be 1-200 printable ASCII characters without "
+            f"spaces. Got {value[:60]!r} instead.", field="Idempotency-Key")
+    return value
+
+
+def _int_in(value: Any, low: int, high: int, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInputError(
+            f"The '{field}' must be an int in [{low}, {high}]. Got {value!r} instead.",
+            field=field)
+    return value

@@ -1,0 +1,267 @@
+"""Submissions as the API sees them: create (idempotent, within quotas), list, cancel."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.core.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    QuotaExceededError,
+)
+from services.coordinator.crud.learners import get_learner
+from services.coordinator.streams import resolve_stream
+from services.core.errors import BudgetError
+from services.store.db.models import PHASES, Event, Submission
+from services.store.db.models_coordinator import (
+    IdempotencyKey,
+    ScheduledSubmission,
+    TaskLease,
+    User,
+)
+from services.store.db.types import utcnow
+from workers.stream.prepare import stored_image_size
+from workers.trainer import records
+from workers.trainer.budget import RunBudget
+
+CREATE_SCOPE = "POST /v1/submissions"
+OPEN_STATUSES = ("queued", "running")
+
+
+@dataclass(frozen=True)
+class SubmissionRequest:
+    """A validated-at-the-edge create request (types are checked; values are checked here)."""
+
+    learner_id: int
+    stream: str
+    phase: str
+    budget: dict[str, Any]
+    stream_version: str | None = None
+    image_size: int | None = None
+
+    def sha256(self) -> str:
+        """Hash of the request's canonical JSON, to recognise a replay."""
+        doc = json.dumps(self.__dict__, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(doc.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SubmissionRow:
+    """A submission with the coordinator's state and its owner."""
+
+    submission: Submission
+    schedule: ScheduledSubmission
+    owner: User
+    lease: TaskLease | None
+
+
+def find_replay(session: Session, *, user: User, key: str, request: SubmissionRequest
+                ) -> Submission | None:
+    """The submission an earlier request with this key made, or None.
+
+    Raises:
+        ConflictError: the key was used with a different request.
+    """
+    found = session.scalar(select(IdempotencyKey).where(
+        IdempotencyKey.user_id == user.id, IdempotencyKey.scope == CREATE_SCOPE,
+        IdempotencyKey.key == key))
+    if found is None:
+        return None
+    if found.request_sha256 != request.sha256():
+        raise ConflictError(
+            "This Idempotency-Key was used before with a different request; send the same "
+            "request to get its result again, or use a new key.", field="Idempotency-Key")
+    return session.get(Submission, found.resource_id)
+
+
+def create_submission(
+    session: Session, *, settings: CoordinatorSettings, user: User, request: SubmissionRequest,
+    idempotency_key: str | None = None,
+) -> tuple[Submission, bool]:
+    """Queue a submission for the scheduler; returns it and whether it is a replay.
+
+    The user's row is locked first (PostgreSQL), so quota checks and idempotency keys of
+    one user are serialised across coordinator replicas.
+    """
+    session.execute(select(User.id).where(User.id == user.id).with_for_update())
+    if idempotency_key is not None:
+        replay = find_replay(session, user=user, key=idempotency_key, request=request)
+        if replay is not None:
+            return replay, True
+    _check_quota(session, settings=settings, user=user)
+    owned = get_learner(session, user=user, learner_id=request.learner_id)
+    stream = resolve_stream(settings, request.stream)
+    if request.stream_version is not None and request.stream_version != stream.manifest.version:
+        raise InvalidInputError(
+            f"The 'stream_version' of stream {request.stream!r} must be "
+            f"{stream.manifest.version!r} (the version this coordinator serves). Got "
+            f"{request.stream_version!r} instead.", field="stream_version")
+    if request.phase not in PHASES:
+        raise InvalidInputError(
+            f"The 'phase' must be one of {', '.join(PHASES)}. Got {request.phase!r} instead.",
+            field="phase")
+    # The runner's rule (stream_runner.tasks_of_phase), without importing the runner here.
+    tasks = stream.manifest.tasks if request.phase == "meta_test" else stream.manifest.meta_train
+    if not tasks:
+        raise InvalidInputError(f"Stream {request.stream!r} has no {request.phase} tasks.",
+                                field="phase")
+    budget = check_budget(request.budget, settings=settings)
+    try:
+        size = stored_image_size(
+            stream.manifest, settings_size=settings.image_size,
+            settings_explicit="image_size" in settings.model_fields_set,
+            override=request.image_size)
+    except Exception as exc:  # the check's own message names the range
+        raise InvalidInputError(f"The 'image_size' is not valid: {exc}", field="image_size") from None
+    version = records.ensure_stream_version(session, manifest=stream.manifest)
+    submission = records.create_submission(
+        session, learner=owned.learner, stream_version=version, phase=request.phase,
+        budget={**budget.to_dict(), "image_size": size, "stream_ref": stream.ref},
+        first_order=tasks[0].order)
+    submission.status = "queued"
+    session.add(ScheduledSubmission(submission_id=submission.id, user_id=user.id))
+    if idempotency_key is not None:
+        session.add(IdempotencyKey(user_id=user.id, scope=CREATE_SCOPE, key=idempotency_key,
+                                   request_sha256=request.sha256(), resource_id=submission.id))
+    records.add_event(session, submission_id=submission.id, kind="submission.queued",
+                      payload={"user": user.name, "backend": settings.backend,
+                               "learner": owned.learner.name, "tasks": len(tasks)})
+    session.flush()
+    return submission, False
+
+
+_BUDGET_FIELD = re.compile(r"The '(\w+)' of a budget")
+BUDGET_KEYS = ("trials", "steps", "seed", "max_concurrent", "threads_per_trial",
+               "checkpoint_fractions", "flop_cap", "wall_cap_s")
+
+
+def check_budget(data: dict[str, Any], *, settings: CoordinatorSettings) -> RunBudget:
+    """A :class:`RunBudget` from the request, within this coordinator's limits.
+
+    Raises:
+        InvalidInputError: naming ``budget.<key>``.
+    """
+    unknown = sorted(set(data) - set(BUDGET_KEYS))
+    if unknown:
+        raise InvalidInputError(
+            f"The 'budget' may hold only {', '.join(BUDGET_KEYS)}. Got {', '.join(unknown)} "
+            "instead.", field=f"budget.{unknown[0]}")
+    try:
+        budget = RunBudget.from_dict(dict(data))
+    except (BudgetError, TypeError) as exc:
+        match = _BUDGET_FIELD.search(str(exc))
+        raise InvalidInputError(str(exc), field=f"budget.{match[1]}" if match else "budget") from None
+    for key, limit in (("trials", settings.max_trials), ("steps", settings.max_steps)):
+        if getattr(budget, key) > limit:
+            raise InvalidInputError(
+                f"The 'budget.{key}' must be at most {limit} on this coordinator "
+                f"(NEVIS_MAX_{key.upper()}). Got {getattr(budget, key)} instead.",
+                field=f"budget.{key}")
+    return budget
+
+
+def _check_quota(session: Session, *, settings: CoordinatorSettings, user: User) -> None:
+    concurrent = user.max_concurrent if user.max_concurrent is not None else settings.quota_concurrent
+    daily = user.max_per_day if user.max_per_day is not None else settings.quota_daily
+    open_count = session.scalar(
+        select(func.count()).select_from(ScheduledSubmission)
+        .join(Submission, Submission.id == ScheduledSubmission.submission_id)
+        .where(ScheduledSubmission.user_id == user.id, Submission.status.in_(OPEN_STATUSES))) or 0
+    if open_count >= concurrent:
+        raise QuotaExceededError(
+            f"User {user.name!r} has {open_count} queued or running submissions, the most "
+            f"allowed at once ({concurrent}); wait for one to finish or cancel one.",
+            field="quota.concurrent", retry_after_s=60)
+    since = utcnow() - timedelta(days=1)
+    recent = list(session.scalars(
+        select(ScheduledSubmission.created_at)
+        .where(ScheduledSubmission.user_id == user.id, ScheduledSubmission.created_at > since)
+        .order_by(ScheduledSubmission.created_at)))
+    if len(recent) >= daily:
+        wait = (recent[0] + timedelta(days=1) - utcnow()).total_seconds() if recent else 86_400
+        raise QuotaExceededError(
+            f"User {user.name!r} made {len(recent)} submissions in the last 24 hours, the daily "
+            f"quota ({daily}); try again later.", field="quota.daily",
+            retry_after_s=max(1, int(wait) + 1))
+
+
+def get_submission(session: Session, *, user: User, submission_id: int,
+                   for_update: bool = False) -> SubmissionRow:
+    """A submission ``user`` may see: its own, or any for an admin (else not found)."""
+    query = (select(Submission, ScheduledSubmission, User)
+             .join(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
+             .join(User, User.id == ScheduledSubmission.user_id)
+             .where(Submission.id == submission_id))
+    if for_update:
+        query = query.with_for_update(of=ScheduledSubmission)
+    row = session.execute(query).first()
+    if row is None or (user.role != "admin" and row[2].id != user.id):
+        raise NotFoundError(f"No submission with id {submission_id} that you may see.",
+                            field="submission_id")
+    lease = session.get(TaskLease, row[1].active_lease_id) if row[1].active_lease_id else None
+    return SubmissionRow(row[0], row[1], row[2], lease)
+
+
+def list_submissions(
+    session: Session, *, user: User, limit: int, offset: int, status: str | None = None,
+    learner_id: int | None = None, owner: str | None = None, phase: str | None = None,
+) -> tuple[list[SubmissionRow], int]:
+    """Submissions ``user`` may see, newest first, filtered, with the total count."""
+    query = (select(Submission, ScheduledSubmission, User)
+             .join(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
+             .join(User, User.id == ScheduledSubmission.user_id))
+    if user.role != "admin":
+        query = query.where(ScheduledSubmission.user_id == user.id)
+    if owner is not None:
+        query = query.where(User.name == owner)
+    if status is not None:
+        query = query.where(Submission.status == status)
+    if learner_id is not None:
+        query = query.where(Submission.learner_id == learner_id)
+    if phase is not None:
+        query = query.where(Submission.phase == phase)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.execute(query.order_by(Submission.id.desc()).limit(limit).offset(offset)).all()
+    leases = {lease.id: lease for lease in session.scalars(select(TaskLease).where(
+        TaskLease.id.in_([r[1].active_lease_id for r in rows if r[1].active_lease_id])))}
+    return [SubmissionRow(r[0], r[1], r[2], leases.get(r[1].active_lease_id)) for r in rows], total
+
+
+def cancel_submission(session: Session, *, user: User, submission_id: int) -> SubmissionRow:
+    """Cancel a queued or running submission; the scheduler stops its job.
+
+    Raises:
+        NotFoundError: not the caller's (and the caller is no admin).
+        ConflictError: (field ``status``) it has finished already.
+    """
+    row = get_submission(session, user=user, submission_id=submission_id, for_update=True)
+    submission = row.submission
+    if submission.status not in OPEN_STATUSES:
+        raise ConflictError(
+            f"Submission {submission_id} is {submission.status}; only queued or running "
+            "submissions can be cancelled.", field="status")
+    now = utcnow()
+    submission.status, submission.finished_at = "cancelled", now
+    submission.error = f"cancelled by {user.name}"
+    row.schedule.cancel_requested_at = now
+    records.add_event(session, submission_id=submission_id, kind="submission.cancelled",
+                      payload={"by": user.name})
+    session.flush()
+    return row
+
+
+def list_events(session: Session, *, submission_id: int, after: int, limit: int) -> list[Event]:
+    """A submission's events with id > ``after``, oldest first."""
+    return list(session.scalars(
+        select(Event).where(Event.submission_id == submission_id, Event.id > after)
+        .order_by(Event.id).limit(limit)))

@@ -1,0 +1,268 @@
+"""Leases: the database side of launching, running and ending one task of a submission.
+
+Every function is keyword-only and leaves the commit to its caller. Concurrency rules:
+
+- :func:`claim_next` locks one ``scheduled_submissions`` row with ``FOR UPDATE SKIP LOCKED``
+  (PostgreSQL), so replicas never wait on, nor claim, the same submission; the lock is held
+  until the lease row exists and ``active_lease_id`` points at it, and the partial unique
+  index on active leases refuses a second one even if the locks were bypassed. SQLite has
+  no row locks: there writes are serialised by the database file, a lost race ends in an
+  IntegrityError that the caller treats as "someone else claimed it" (run one replica).
+- State changes of a lease are compare-and-set updates (``WHERE status IN ...``), so a
+  worker finishing, a reaper expiring and a user cancelling cannot overwrite each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import Session, aliased
+
+from services.coordinator.scheduler.policy import RetryAction, RetryPolicy
+from services.store.db.models import Submission, TaskRun
+from services.store.db.models_coordinator import (
+    ACTIVE_LEASE_STATUSES,
+    ScheduledSubmission,
+    TaskLease,
+)
+from services.store.db.types import utcnow
+from workers.trainer import records
+
+OPEN_STATUSES = ("queued", "running")
+
+
+def claim_next(session: Session, *, owner: str, backend: str, start_timeout_s: float,
+               now: datetime | None = None) -> TaskLease | None:
+    """Claim the task at the cursor of the fairest ready submission; None if none is ready.
+
+    Fairness is round-robin between users: a user with fewer tasks in flight goes first,
+    then the user whose last launch is oldest, then the oldest submission.
+    """
+    now = now or utcnow()
+    ss = ScheduledSubmission
+    mine, active = aliased(ScheduledSubmission), aliased(TaskLease)
+    in_flight = (select(func.count()).select_from(active)
+                 .join(mine, mine.submission_id == active.submission_id)
+                 .where(mine.user_id == ss.user_id, active.status.in_(ACTIVE_LEASE_STATUSES))
+                 .scalar_subquery())
+    last = (select(func.max(mine.last_launch_at)).where(mine.user_id == ss.user_id)
+            .scalar_subquery())
+    picked = session.scalar(
+        select(ss).join(Submission, Submission.id == ss.submission_id)
+        .where(Submission.status.in_(OPEN_STATUSES), ss.active_lease_id.is_(None),
+               ss.cancel_requested_at.is_(None),
+               or_(ss.next_launch_at.is_(None), ss.next_launch_at <= now))
+        .order_by(in_flight, last.asc().nulls_first(), ss.submission_id)
+        .limit(1).with_for_update(of=ss, skip_locked=True))
+    if picked is None:
+        return None
+    submission = session.get(Submission, picked.submission_id)
+    earlier = session.scalar(select(func.count()).select_from(TaskLease).where(
+        TaskLease.submission_id == submission.id, TaskLease.task_order == submission.cursor)) or 0
+    lease = TaskLease(
+        submission_id=submission.id, task_order=submission.cursor, attempt=earlier + 1,
+        status="launching", backend=backend, owner=owner, heartbeat_at=now,
+        deadline_at=now + timedelta(seconds=start_timeout_s))
+    session.add(lease)
+    session.flush()
+    picked.active_lease_id, picked.last_launch_at, picked.next_launch_at = lease.id, now, None
+    if submission.status == "queued":
+        submission.status = "running"
+    records.add_event(session, submission_id=submission.id, kind="lease.claimed",
+                      payload={"lease_id": lease.id, "order": lease.task_order,
+                               "attempt": lease.attempt, "backend": backend, "owner": owner})
+    session.flush()
+    return lease
+
+
+def mark_launched(session: Session, *, lease_id: int, job_id: str) -> bool:
+    """Record the backend's job id; a lease the worker already started keeps its status."""
+    lease = session.get(TaskLease, lease_id)
+    if lease is None or lease.status not in ACTIVE_LEASE_STATUSES:
+        return False
+    lease.job_id = job_id
+    if lease.status == "launching":
+        lease.status = "launched"
+    records.add_event(session, submission_id=lease.submission_id, kind="lease.launched",
+                      payload={"lease_id": lease_id, "job_id": job_id})
+    return True
+
+
+@dataclass(frozen=True)
+class StartOutcome:
+    """What the worker found when it asked to start its lease."""
+
+    run: bool  # run the task now
+    reason: str = ""
+
+
+def start_lease(session: Session, *, lease_id: int, submission_id: int, task_deadline_s: float
+                ) -> StartOutcome:
+    """The worker's first step: move the lease to ``running`` if it is still its to run."""
+    lease = session.scalar(select(TaskLease).where(TaskLease.id == lease_id).with_for_update())
+    if lease is None or lease.submission_id != submission_id:
+        return StartOutcome(False, f"lease {lease_id} of submission {submission_id} does not exist")
+    if lease.status not in ("launching", "launched"):
+        return StartOutcome(False, f"lease {lease_id} is {lease.status}; not starting it again")
+    schedule = session.get(ScheduledSubmission, submission_id)
+    submission = session.get(Submission, submission_id)
+    now = utcnow()
+    if schedule.cancel_requested_at is not None or submission.status not in OPEN_STATUSES:
+        end_lease(session, lease=lease, status="cancelled", error="submission is "
+                  f"{submission.status}", now=now)
+        return StartOutcome(False, f"submission {submission_id} is {submission.status}")
+    if submission.cursor != lease.task_order:
+        end_lease(session, lease=lease, status="succeeded",
+                  error=f"task {lease.task_order} was committed before this launch", now=now)
+        return StartOutcome(False, "the task was committed already")
+    lease.status, lease.started_at, lease.heartbeat_at = "running", now, now
+    lease.deadline_at = now + timedelta(seconds=task_deadline_s)
+    records.add_event(session, submission_id=submission_id, kind="lease.started",
+                      payload={"lease_id": lease_id, "order": lease.task_order})
+    return StartOutcome(True)
+
+
+def heartbeat(session: Session, *, lease_id: int, now: datetime | None = None) -> bool:
+    """Refresh a running lease (and its task run); False once the lease is no longer ours."""
+    now = now or utcnow()
+    result = session.execute(update(TaskLease).where(
+        TaskLease.id == lease_id, TaskLease.status == "running").values(heartbeat_at=now))
+    if result.rowcount != 1:
+        return False
+    submission_id = session.scalar(select(TaskLease.submission_id).where(TaskLease.id == lease_id))
+    session.execute(update(TaskRun).where(
+        TaskRun.submission_id == submission_id, TaskRun.status == "running"
+    ).values(heartbeat_at=now))
+    return True
+
+
+def end_lease(session: Session, *, lease: TaskLease, status: str, error: str | None,
+              now: datetime | None = None) -> None:
+    """Close a lease and free its submission for the next launch."""
+    now = now or utcnow()
+    lease.status, lease.finished_at, lease.error = status, now, error
+    schedule = session.get(ScheduledSubmission, lease.submission_id)
+    if schedule is not None and schedule.active_lease_id == lease.id:
+        schedule.active_lease_id = None
+    records.add_event(session, submission_id=lease.submission_id, kind=f"lease.{status}",
+                      payload={"lease_id": lease.id, "order": lease.task_order,
+                               "attempt": lease.attempt, **({"error": error} if error else {})})
+    session.flush()
+
+
+def take_lease(session: Session, *, lease_id: int, expected: tuple[str, ...]) -> TaskLease | None:
+    """Lock a lease if it is still in one of ``expected`` (compare-and-set), else None."""
+    return session.scalar(select(TaskLease).where(
+        TaskLease.id == lease_id, TaskLease.status.in_(expected)).with_for_update())
+
+
+def finish_success(session: Session, *, lease_id: int) -> None:
+    """The worker committed its task: close the lease; keep a cancellation final."""
+    lease = take_lease(session, lease_id=lease_id, expected=ACTIVE_LEASE_STATUSES)
+    if lease is None:
+        return
+    end_lease(session, lease=lease, status="succeeded", error=None)
+    _keep_cancelled(session, submission_id=lease.submission_id)
+
+
+def settle_failure(
+    session: Session, *, lease: TaskLease, status: str, reason: str, policy: RetryPolicy,
+    retryable: bool = True, run_status: str = "failed", now: datetime | None = None,
+) -> RetryAction | None:
+    """End a failed or expired lease and decide the submission's fate.
+
+    Running task runs of the submission are closed with ``run_status`` (their FLOPs stay
+    counted as retried work). Returns the action taken, or None when the submission had
+    ended anyway (cancelled, or the task was committed after all).
+    """
+    now = now or utcnow()
+    end_lease(session, lease=lease, status=status, error=reason, now=now)
+    for run in session.scalars(select(TaskRun).where(
+            TaskRun.submission_id == lease.submission_id, TaskRun.status.in_(("pending", "running")))):
+        run.status, run.finished_at, run.error = run_status, now, reason
+    submission = session.get(Submission, lease.submission_id)
+    schedule = session.get(ScheduledSubmission, lease.submission_id)
+    if schedule.cancel_requested_at is not None or submission.status in ("cancelled", "succeeded"):
+        _keep_cancelled(session, submission_id=submission.id)
+        return None
+    if submission.cursor != lease.task_order:
+        return None  # committed before it failed: nothing to retry
+    decision = policy.decide(attempt=lease.attempt, retryable=retryable)
+    order = lease.task_order
+    if decision.action is RetryAction.RETRY:
+        submission.status, submission.finished_at = "running", None
+        submission.error = (f"task {order} attempt {lease.attempt} failed ({reason}); "
+                            f"retrying in {decision.delay_s:g} s")
+        schedule.next_launch_at = now + timedelta(seconds=decision.delay_s)
+        records.add_event(session, submission_id=submission.id, kind="submission.retry_scheduled",
+                          payload={"order": order, "attempt": lease.attempt,
+                                   "delay_s": decision.delay_s, "reason": reason})
+    else:
+        attempts = f"{lease.attempt} attempt{'s' if lease.attempt != 1 else ''}"
+        submission.status, submission.finished_at = "failed", now
+        submission.error = f"task {order} failed after {attempts}: {reason}"
+        records.add_event(session, submission_id=submission.id, kind="submission.failed",
+                          payload={"order": order, "attempts": lease.attempt, "reason": reason})
+    session.flush()
+    return decision.action
+
+
+def cancel_lease(session: Session, *, lease_id: int) -> TaskLease | None:
+    """Close the active lease of a cancelled submission (the job is stopped by the caller)."""
+    lease = take_lease(session, lease_id=lease_id, expected=ACTIVE_LEASE_STATUSES)
+    if lease is None:
+        return None
+    end_lease(session, lease=lease, status="cancelled", error="the submission was cancelled")
+    now = utcnow()
+    for run in session.scalars(select(TaskRun).where(
+            TaskRun.submission_id == lease.submission_id, TaskRun.status.in_(("pending", "running")))):
+        run.status, run.finished_at, run.error = "cancelled", now, "the submission was cancelled"
+    _keep_cancelled(session, submission_id=lease.submission_id)
+    return lease
+
+
+def restore_cancelled(session: Session) -> list[int]:
+    """Cancelled submissions that a late worker marked running again, put back to cancelled.
+
+    A worker that had not yet noticed the cancellation may have started its task (the runner
+    marks the submission running); once its lease is gone nothing would ever end it.
+    """
+    drifted = list(session.scalars(
+        select(Submission.id).join(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
+        .where(ScheduledSubmission.cancel_requested_at.is_not(None),
+               ScheduledSubmission.active_lease_id.is_(None), Submission.status.in_(OPEN_STATUSES))))
+    for submission_id in drifted:
+        _keep_cancelled(session, submission_id=submission_id)
+    return drifted
+
+
+def active_leases(session: Session) -> list[TaskLease]:
+    """Every lease in flight, oldest first."""
+    return list(session.scalars(select(TaskLease).where(
+        TaskLease.status.in_(ACTIVE_LEASE_STATUSES)).order_by(TaskLease.id)))
+
+
+def cancelled_in_flight(session: Session) -> list[TaskLease]:
+    """Active leases whose submission was cancelled."""
+    return list(session.scalars(
+        select(TaskLease).join(ScheduledSubmission,
+                               ScheduledSubmission.submission_id == TaskLease.submission_id)
+        .where(TaskLease.status.in_(ACTIVE_LEASE_STATUSES),
+               ScheduledSubmission.cancel_requested_at.is_not(None))))
+
+
+def count_owned(session: Session, *, owner: str) -> int:
+    """Leases in flight that this scheduler instance launched."""
+    return session.scalar(select(func.count()).select_from(TaskLease).where(
+        TaskLease.owner == owner, TaskLease.status.in_(ACTIVE_LEASE_STATUSES))) or 0
+
+
+def _keep_cancelled(session: Session, *, submission_id: int) -> None:
+    """Whatever the runner wrote, a cancelled submission stays cancelled."""
+    schedule = session.get(ScheduledSubmission, submission_id)
+    submission = session.get(Submission, submission_id)
+    if schedule is not None and schedule.cancel_requested_at is not None and submission.status != "cancelled":
+        submission.status = "cancelled"
+        submission.finished_at = submission.finished_at or utcnow()

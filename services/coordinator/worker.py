@@ -1,0 +1,175 @@
+"""The worker harness: runs ONE task of a submission under a lease, then ends the lease.
+
+This is what every backend starts (``nevis worker run-task --submission S --lease L``). It
+is harness code: it holds the database and store settings, and hands learner code only the
+blanked environment of the runner. Steps:
+
+1. start the lease (compare-and-set: a lease that was expired, cancelled or already started
+   is left alone, so a duplicated launch never runs a task twice);
+2. heartbeat the lease from a thread; if the lease is taken away (reaped or cancelled) the
+   process exits at once, and its uncommitted work is discarded by the database;
+3. unpack the learner's bundle, if it has one, onto the run's import path;
+4. :meth:`StreamRunner.run_next_task` runs the task and commits its result, FLOPs, learner
+   state and the cursor in one transaction;
+5. end the lease: success, or failure with the retry policy applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.coordinator.bundles import check_bundle, extract_bundle, import_root
+from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.db import write_transaction
+from services.coordinator.scheduler import leases
+from services.coordinator.scheduler.policy import RetryPolicy
+from services.core.errors import (
+    BudgetError,
+    LearnerError,
+    ManifestError,
+    NevisError,
+    UnknownNameError,
+)
+from services.store.db import ensure_current, make_engine, session_factory
+from services.store.db.models import Submission
+from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES
+from services.store.objects import open_store
+
+log = logging.getLogger("nevis.worker")
+LEASE_LOST_EXIT = 75
+# Failures that would only repeat: a bad learner spec, a broken manifest, a bad budget.
+NOT_RETRYABLE = (UnknownNameError, ManifestError, BudgetError, LearnerError)
+
+
+def retry_policy(settings: CoordinatorSettings) -> RetryPolicy:
+    return RetryPolicy(settings.max_attempts, settings.backoff_base_s, settings.backoff_max_s)
+
+
+class Heartbeat(threading.Thread):
+    """Refreshes a lease every ``interval`` seconds; calls ``on_lost`` if the lease is gone."""
+
+    def __init__(self, sessions: sessionmaker[Session], *, lease_id: int, interval: float,
+                 on_lost) -> None:
+        super().__init__(name=f"heartbeat-{lease_id}", daemon=True)
+        self.sessions, self.lease_id, self.interval, self.on_lost = sessions, lease_id, interval, on_lost
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            try:
+                with write_transaction(self.sessions) as session:
+                    alive = leases.heartbeat(session, lease_id=self.lease_id)
+            except Exception as exc:  # noqa: BLE001 - keep trying; the reaper decides
+                log.warning("heartbeat of lease %s failed: %s", self.lease_id, exc)
+                continue
+            if not alive and not self._stop_event.is_set():
+                self.on_lost()
+                return
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+def _lease_lost(lease_id: int) -> None:
+    log.error("lease %s was taken away (reaped or cancelled); stopping this worker", lease_id)
+    sys.stderr.flush()
+    os._exit(LEASE_LOST_EXIT)  # uncommitted work is rolled back by the database
+
+
+def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int) -> int:
+    """Run the task of ``lease_id``; returns the process exit code (0: lease ended well)."""
+    ensure_current(settings.database_url)
+    sessions = session_factory(make_engine(settings.database_url))
+    with write_transaction(sessions) as session:
+        outcome = leases.start_lease(session, lease_id=lease_id, submission_id=submission_id,
+                                     task_deadline_s=settings.task_deadline_s)
+    if not outcome.run:
+        log.warning("not running lease %s: %s", lease_id, outcome.reason)
+        return 0
+    beat = Heartbeat(sessions, lease_id=lease_id, interval=settings.heartbeat_interval_s,
+                     on_lost=lambda: _lease_lost(lease_id))
+    beat.start()
+    try:
+        from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415 - heavy import
+
+        _prepare_bundle(settings, sessions, submission_id=submission_id)
+        StreamRunner(settings).run_next_task(submission_id)
+    except BaseException as exc:  # noqa: BLE001 - every failure must end the lease
+        beat.stop()
+        _fail(settings, sessions, lease_id=lease_id, submission_id=submission_id, exc=exc)
+        return 1
+    finally:
+        beat.stop()
+        _shutdown_ray()
+    with write_transaction(sessions) as session:
+        leases.finish_success(session, lease_id=lease_id)
+    return 0
+
+
+def _fail(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, lease_id: int,
+          submission_id: int, exc: BaseException) -> None:
+    reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, NevisError) else str(exc)
+    retryable = not isinstance(exc, NOT_RETRYABLE)
+    log.error("task of lease %s failed: %s\n%s", lease_id, reason,
+              "".join(traceback.format_exception(exc)))
+    with write_transaction(sessions) as session:
+        submission = session.get(Submission, submission_id)
+        if submission is not None and (submission.error or "").startswith("stopped:"):
+            reason, retryable = submission.error, False  # a budget cap: final
+        lease = leases.take_lease(session, lease_id=lease_id, expected=ACTIVE_LEASE_STATUSES)
+        if lease is not None:
+            leases.settle_failure(session, lease=lease, status="failed", reason=reason[:4000],
+                                  policy=retry_policy(settings), retryable=retryable)
+
+
+def _prepare_bundle(settings: CoordinatorSettings, sessions: sessionmaker[Session], *,
+                    submission_id: int) -> None:
+    """Unpack the learner's bundle (if any) and make it importable here and in Ray workers."""
+    with sessions() as session:
+        learner = session.get(Submission, submission_id).learner
+        key, sha = learner.bundle_key, learner.bundle_sha256
+    if not key:
+        return
+    import ray  # noqa: PLC0415
+
+    from workers.trainer.stream_runner import learner_env  # noqa: PLC0415
+
+    store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
+    dest = settings.data_dir / "bundles" / sha
+    name = key.rsplit("/", 1)[-1]
+    if not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
+            archive = Path(scratch) / name
+            store.get_file(key, archive)  # verifies the recorded sha256
+            kind = check_bundle(archive, filename=name, max_unpacked_bytes=20 * settings.bundle_max_bytes)
+            root = extract_bundle(archive, dest, kind=kind)
+    else:
+        root = import_root(dest)  # unpacked by an earlier task
+    sys.path.insert(0, str(root))
+    env = learner_env()
+    runtime_env: dict = {"env_vars": env}
+    cluster = settings.ray_address or os.environ.get("RAY_ADDRESS")
+    if cluster:
+        runtime_env["working_dir"] = str(root)  # shipped to every node of the cluster
+    else:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+    if not ray.is_initialized():
+        ray.init(address=settings.ray_address or None, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False, runtime_env=runtime_env)
+
+
+def _shutdown_ray() -> None:
+    if "ray" in sys.modules:
+        import ray  # noqa: PLC0415
+
+        if ray.is_initialized():
+            ray.shutdown()

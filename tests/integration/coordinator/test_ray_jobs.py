@@ -1,0 +1,93 @@
+"""The ``ray`` backend against a real local Ray head: each task is a Ray job submitted through
+the Jobs API; the worker harness inside it reaches the database, learner code does not."""
+
+from __future__ import annotations
+
+import pickle
+import re
+import time
+
+import pytest
+from ray.job_submission import JobSubmissionClient
+from sqlalchemy import select
+
+from services.coordinator.backends.ray_jobs import RayJobsBackend
+from services.coordinator.core.validation import ResourceRequest
+from services.coordinator.crud import learners, submissions, users
+from services.coordinator.scheduler.loop import Scheduler
+from services.core.errors import ConfigError
+from services.store.db import make_engine, session_factory, transaction
+from services.store.db.models import Submission, TaskRun
+from services.store.db.models_coordinator import TaskLease
+from services.store.objects import open_store
+
+pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("database_url", ["postgres"], indirect=True)]
+
+
+def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(
+        coord_settings, ray_head, kit, tmp_path):
+    kit.write_stream(coord_settings.streams_dir, "tiny1", tasks=1)
+    settings = coord_settings.model_copy(update={"backend": "ray", "ray_address": ray_head.dashboard_url})
+    backend = RayJobsBackend(settings)
+    sessions = session_factory(make_engine(settings.database_url))
+    store = open_store(settings.store_url)
+    bundle = kit.learner_bundle(tmp_path)
+    info = store.put_file(f"learners/bundles/test/{bundle.name}", bundle)
+    with transaction(sessions) as session:
+        user = users.create_user(session, name="alice", role="submitter")
+        owned = learners.create_learner(
+            session, owner=user, name="cheater", entrypoint="nevis_test_learners:cheater", image=None,
+            resources=ResourceRequest(), bundle_key=info.key, bundle_sha256=info.sha256,
+            bundle_size_bytes=info.size)
+        request = submissions.SubmissionRequest(learner_id=owned.learner.id, stream="tiny1", phase="meta_test",
+                                                budget={"trials": 1, "steps": 1})
+        sub_id = submissions.create_submission(session, settings=settings, user=user, request=request)[0].id
+
+    scheduler = Scheduler(settings, backend=backend, sessions=sessions)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        scheduler.tick()
+        with sessions() as session:
+            done = session.get(Submission, sub_id).status not in ("queued", "running") and not \
+                session.scalar(select(TaskLease.id).where(TaskLease.status.in_(("launching", "launched", "running"))))
+        if done:
+            break
+        time.sleep(1)
+    with sessions() as session:
+        submission = session.get(Submission, sub_id)
+        lease = session.scalar(select(TaskLease))
+        state_key = session.scalar(select(TaskRun.learner_state_key))
+    client = JobSubmissionClient(ray_head.dashboard_url)
+    kit.wait_for(lambda: client.get_job_status(lease.job_id).is_terminal(), timeout_s=60,
+                 what="the job's driver to exit after ending its lease")
+    job = client.get_job_info(lease.job_id)
+    assert submission.status == "succeeded", (submission.error, client.get_job_logs(lease.job_id)[-3000:])
+    assert (lease.status, lease.backend) == ("succeeded", "ray")
+    assert re.fullmatch(rf"nevis-s{sub_id}-t1-a1-l{lease.id}-[0-9a-f]{{6}}", lease.job_id)
+    assert str(job.status) in ("SUCCEEDED", "JobStatus.SUCCEEDED") and backend.status(lease.job_id).state.value == "succeeded"
+    assert job.metadata["nevis.submission"] == str(sub_id)
+    assert job.runtime_env["env_vars"]["NEVIS_DATABASE_URL"] == settings.database_url  # the harness's
+    cheats = pickle.loads(store.get_bytes(state_key))["cheats"]
+    seen = " ".join(cheats[0]["creds"].values())
+    assert settings.database_url not in seen and str(settings.data_dir) not in seen
+    assert cheats[0]["creds"]["NEVIS_DATABASE_URL"] == "sqlite://"
+
+
+def test_the_ray_backend_needs_a_jobs_api_address(coord_settings):
+    with pytest.raises(ConfigError, match="http://ray-head:8265"):
+        RayJobsBackend(coord_settings.model_copy(update={"ray_address": "127.0.0.1:6379"}))
+
+
+def test_a_failing_job_is_reported_as_failed(coord_settings, ray_head):
+    settings = coord_settings.model_copy(update={"ray_address": ray_head.dashboard_url,
+                                                 "worker_command": "false"})
+    backend = RayJobsBackend(settings)
+    from services.coordinator.backends.base import LaunchSpec
+
+    job_id = backend.launch(LaunchSpec(lease_id=1, submission_id=1, task_order=1, attempt=1,
+                                       learner_name="x", entrypoint="m:f", image=None))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not backend.status(job_id).state.ended:
+        time.sleep(0.5)
+    assert backend.status(job_id).state.value == "failed"
+    backend.cancel(job_id)  # stopping an ended job is not an error

@@ -1,0 +1,141 @@
+"""KubeRay rendering: every RayJob validates against the RayJob CRD schema (no cluster here).
+
+The schema is the ``openAPIV3Schema`` of ``ray.io/v1`` in ../shared/schemas/kuberay. Beyond
+jsonschema (which lets unknown keys through, as structural schemas do), every key we write
+must exist in the schema, the way the API server would prune unknown ones silently.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from services.coordinator.backends.base import JobState, LaunchSpec
+from services.coordinator.backends.kuberay import KubeRayBackend
+from services.coordinator.backends.kuberay_template import render_rayjob, to_yaml
+from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.core.validation import ResourceRequest
+
+ROOT = Path(__file__).resolve().parents[3]
+SCHEMA_FILE = ROOT.parent / "shared" / "schemas" / "kuberay" / "ray.io_rayjobs.yaml"
+EXAMPLE = ROOT / "k8s" / "rayjob-example.yaml"
+DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    crd = yaml.load(SCHEMA_FILE.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+@pytest.fixture(scope="module")
+def validator(schema):
+    """A validator built once (checking the large schema itself is the slow part)."""
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def unknown_keys(instance: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """Keys of ``instance`` that ``schema`` does not declare (what the API server would drop)."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    found: list[str] = []
+    if isinstance(instance, dict):
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        for key, value in instance.items():
+            if props is not None and key in props:
+                found += unknown_keys(value, props[key], f"{path}.{key}")
+            elif isinstance(extra, dict):
+                found += unknown_keys(value, extra, f"{path}.{key}")
+            elif props is not None:
+                found.append(f"{path}.{key}")
+    elif isinstance(instance, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(instance):
+            found += unknown_keys(item, schema["items"], f"{path}[{i}]")
+    return found
+
+
+def _settings(tmp_path: Path, **extra) -> CoordinatorSettings:
+    return CoordinatorSettings(data_dir=tmp_path, database_url="sqlite://", backend="kuberay", **extra)
+
+
+SPECS = [
+    LaunchSpec(lease_id=1, submission_id=1, task_order=1, attempt=1, learner_name="a",
+               entrypoint="m:f", image=None),
+    LaunchSpec(lease_id=98765, submission_id=123456, task_order=106, attempt=3, learner_name="b",
+               entrypoint="pkg.mod:make", image=f"registry.example.com:5000/team/b@sha256:{'0' * 64}",
+               resources=ResourceRequest(cpus=0.5, gpus=8, memory_mb=65536)),
+]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=["defaults", "gpu-digest"])
+def test_rendered_rayjobs_validate_against_the_crd_schema(schema, validator, tmp_path, spec):
+    settings = _settings(tmp_path, task_deadline_s=3600, start_timeout_s=300)
+    manifest = render_rayjob(spec, settings)
+    validator.validate(manifest)
+    assert unknown_keys(manifest, schema) == []
+    job = manifest["spec"]
+    assert (job["activeDeadlineSeconds"], job["preRunningDeadlineSeconds"], job["backoffLimit"]) == (3600, 300, 0)
+    assert job["shutdownAfterJobFinishes"] is True
+    name = manifest["metadata"]["name"]
+    assert DNS_1123.fullmatch(name) and len(name) <= 63
+    assert job["entrypoint"].endswith(f"worker run-task --submission {spec.submission_id} --lease {spec.lease_id}")
+    pods = [job["rayClusterSpec"]["headGroupSpec"]["template"]] + [
+        g["template"] for g in job["rayClusterSpec"]["workerGroupSpecs"]]
+    images = {c["image"] for pod in pods for c in pod["spec"]["containers"]}
+    assert images == {spec.image or settings.kuberay_worker_image}
+    worker = job["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    assert worker["resources"]["limits"].get("nvidia.com/gpu", 0) == spec.resources.gpus
+    # The database settings reach the head pod (the harness) only, by Secret reference.
+    head = job["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert head["envFrom"] == [{"secretRef": {"name": settings.kuberay_secret_name}}]
+    assert "envFrom" not in worker and "env" not in worker
+    assert yaml.safe_load(job["runtimeEnvYAML"])["env_vars"]["RAY_OVERRIDE_JOB_RUNTIME_ENV"] == "1"
+
+
+def test_the_schema_check_would_catch_a_bad_manifest(schema, validator, tmp_path):
+    manifest = render_rayjob(SPECS[0], _settings(tmp_path))
+    broken = copy.deepcopy(manifest)
+    broken["spec"]["backoffLimit"] = "zero"
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(broken)
+    typo = copy.deepcopy(manifest)
+    typo["spec"]["activeDeadlineSecond"] = 5
+    assert unknown_keys(typo, schema) == [".spec.activeDeadlineSecond"]
+
+
+def test_the_checked_in_example_is_what_the_renderer_makes(schema, validator, tmp_path):
+    example = yaml.safe_load(EXAMPLE.read_text())
+    validator.validate(example)
+    assert unknown_keys(example, schema) == []
+    settings = _settings(tmp_path, task_deadline_s=21600, start_timeout_s=900)
+    spec = LaunchSpec(lease_id=42, submission_id=7, task_order=3, attempt=1, learner_name="my-learner",
+                      entrypoint="my_pkg.learner:make", image="ghcr.io/example/my-learner:1.0",
+                      resources=ResourceRequest(cpus=4, gpus=1, memory_mb=16384), nonce="a1b2c3")
+    assert example == yaml.safe_load(to_yaml(render_rayjob(spec, settings)))
+
+
+def test_the_backend_writes_each_rayjob_to_its_outbox(tmp_path, validator):
+    backend = KubeRayBackend(_settings(tmp_path))
+    job_id = backend.launch(SPECS[1])
+    assert job_id == f"kuberay:nevis/{SPECS[1].job_name}"
+    written = yaml.safe_load((tmp_path / "kuberay" / f"{SPECS[1].job_name}.yaml").read_text())
+    validator.validate(written)
+    assert backend.status(job_id).state is JobState.UNKNOWN  # no kubectl: the reaper decides
+    backend.cancel(job_id)
+
+
+def test_a_failing_kubectl_makes_the_launch_fail(tmp_path):
+    backend = KubeRayBackend(_settings(tmp_path, kubectl="false"))
+    with pytest.raises(Exception, match="failed"):
+        backend.launch(SPECS[0])
+    assert backend.status(f"kuberay:nevis/{SPECS[0].job_name}").state is JobState.UNKNOWN

@@ -1,0 +1,94 @@
+"""Strict checks of names, image references, entry points, resources and keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.coordinator.core.errors import InvalidInputError
+from services.coordinator.core.validation import (
+    check_entrypoint,
+    check_idempotency_key,
+    check_image_ref,
+    check_name,
+    check_resources,
+)
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize("ref", [
+    "ghcr.io/team/learner:1.0", "learner:v2", "docker.io/library/python:3.11-slim",
+    "localhost:5000/a/b:rc1", f"registry.example.com/x@{DIGEST}", f"x:1@{DIGEST}",
+    "my-registry.io:443/deep/path/name_with__double:tag.with-dots", "[::1]:5000/img:1",
+])
+def test_valid_image_references(ref):
+    assert check_image_ref(ref) == ref
+
+
+@pytest.mark.parametrize(("ref", "words"), [
+    ("learner", "pinned"), ("learner:latest", "pinned"), ("Team/learner:1", "container image"),
+    ("ghcr.io/team/learner:", "container image"), ("a b:1", "container image"),
+    ("learner:1@sha256:abc", "container image"), ("learner:" + "x" * 129, "container image"),
+    ("-lead/x:1", "container image"), ("", "container image"), ("a" * 300 + ":1", "255"),
+])
+def test_invalid_image_references_name_the_field(ref, words):
+    with pytest.raises(InvalidInputError, match=words) as caught:
+        check_image_ref(ref)
+    assert caught.value.field == "image"
+
+
+@pytest.mark.parametrize("spec", ["pkg:make", "pkg.sub.mod:Factory", "m:outer.inner", "_x:_y"])
+def test_valid_entrypoints(spec):
+    assert check_entrypoint(spec) == spec
+
+
+@pytest.mark.parametrize("spec", ["pkg", "pkg:", ":make", "a:b:c", "my-pkg:x", "1pkg:x",
+                                  "pkg:class", "pkg.:x", "päckage:x", "pkg:x y"])
+def test_invalid_entrypoints(spec):
+    with pytest.raises(InvalidInputError, match="package.module:factory") as caught:
+        check_entrypoint(spec)
+    assert caught.value.field == "entrypoint"
+
+
+@pytest.mark.parametrize("name", ["", ".hidden", "a/b", "x" * 101, "sp ace", None])
+def test_invalid_names(name):
+    with pytest.raises(InvalidInputError, match="'name'"):
+        check_name(name)
+
+
+def test_resources_default_and_range():
+    assert check_resources(None).to_dict() == {"cpus": 1.0, "gpus": 0, "memory_mb": 2048}
+    assert check_resources({"cpus": 0.5, "gpus": 2}).to_dict() == {"cpus": 0.5, "gpus": 2, "memory_mb": 2048}
+
+
+@pytest.mark.parametrize(("data", "field"), [
+    ({"cpus": 0}, "resources.cpus"), ({"cpus": float("nan")}, "resources.cpus"),
+    ({"cpus": True}, "resources.cpus"), ({"gpus": 1.5}, "resources.gpus"),
+    ({"gpus": -1}, "resources.gpus"), ({"memory_mb": 10}, "resources.memory_mb"),
+    ({"tpus": 1}, "resources.tpus"), ([1], "resources"),
+])
+def test_bad_resources_name_the_field(data, field):
+    with pytest.raises(InvalidInputError) as caught:
+        check_resources(data)
+    assert caught.value.field == field
+
+
+@pytest.mark.parametrize(("key", "ok"), [("a", True), ("run-2025-01-01/7", True), ("", False),
+                                         ("has space", False), ("é", False), ("x" * 201, False)])
+def test_idempotency_keys(key, ok):
+    if ok:
+        assert check_idempotency_key(key) == key
+    else:
+        with pytest.raises(InvalidInputError):
+            check_idempotency_key(key)
+
+
+def test_coordinator_errors_survive_pickling():
+    import pickle
+
+    from services.coordinator.core.errors import QuotaExceededError
+
+    error = pickle.loads(pickle.dumps(QuotaExceededError("slow down", field="quota.daily", retry_after_s=9)))
+    assert (str(error), error.field, error.retry_after_s) == ("slow down", "quota.daily", 9)
+    copied = pickle.loads(pickle.dumps(InvalidInputError("bad", field="x")))
+    assert (str(copied), copied.field) == ("bad", "x")
