@@ -74,7 +74,7 @@ def test_comparison_notices_a_table_the_migrations_lack(db_engine: Engine) -> No
     extended = MetaData()
     for table in Base.metadata.tables.values():
         table.to_metadata(extended)
-    Table("probe_jobs", extended, Column("id", Integer, primary_key=True))
+    Table("table_only_in_the_models", extended, Column("id", Integer, primary_key=True))
     kinds = [diff[0] for diff in _differences(db_engine, extended)]
     assert kinds == ["add_table"]
 
