@@ -166,7 +166,7 @@ class _Count(_Hook):
                tuple([p.requires_grad for p in self.params]), self.structure, sig)
         entry = self.cache.get(key)
         if entry is None:
-            entry = self.cache[key] = self._measure(module, args, kwargs, grad)
+            entry = self.cache[key] = self._lookup_or_measure(key, module, args, kwargs, grad)
         self.meter._forward += entry[0]
         charge = entry[2]
         if charge is not None:
@@ -184,12 +184,33 @@ class _Count(_Hook):
     def _refresh(self, module: nn.Module) -> None:
         self.mods = tuple(module.modules())
         self.params = tuple(module.parameters())
-        shape = tuple(
-            (type(m), tuple((n, p.shape, p.dtype) for n, p in m._parameters.items() if p is not None))
-            for m in self.mods
-        )
+        shape = tuple(_module_signature(m) for m in self.mods)
         self.structure = self.structures.setdefault(shape, len(self.structures))
+        self.structure_signature = shape
         self.version = _Structure.version
+
+    def _lookup_or_measure(self, key: tuple, module: nn.Module, args: tuple, kwargs: dict, grad: bool) -> tuple:
+        """Counts for ``key``: from the process-wide table if an identical module was measured
+        (a new model of the same architecture in the next trial), else by a dry run."""
+        shared_key = (*key[:3], self.structure_signature, key[4])
+        known = _PROCESS_COUNTS.get(shared_key)
+        if known is None:
+            entry = self._measure(module, args, kwargs, grad)
+            _PROCESS_COUNTS[shared_key] = entry[:2]
+            return entry
+        forward, backward = known
+        return (forward, backward, self._charger(backward))
+
+    def _charger(self, backward: int) -> Callable | None:
+        """The backward hook that charges this meter ``backward`` FLOPs."""
+        if not backward:
+            return None
+        meter = self.meter
+
+        def charge(_grad: Any, _n: int = backward) -> None:
+            meter._backward += _n
+
+        return charge
 
     def _measure(self, module: nn.Module, args: tuple, kwargs: dict, grad: bool) -> tuple:
         meter = self.meter
@@ -213,14 +234,35 @@ class _Count(_Hook):
         finally:
             self.stack.pop()
         meter._measurements += 1
-        charge = None
-        if backward:
-            def charge(_grad: Any, _n: int = backward) -> None:
-                meter._backward += _n
-        return (forward, backward, charge)
+        return (forward, backward, self._charger(backward))
 
 
 # --- the meter ---------------------------------------------------------------------------
+
+# Counts measured in this process, by structural key: a module's architecture (see
+# ``_module_signature``), modes and argument signature fully decide its FLOPs, so a fresh
+# model of the same architecture (the next trial in a reused worker) costs no dry run.
+_PROCESS_COUNTS: dict[tuple, tuple[int, int]] = {}
+_SCALAR_TYPES = (bool, int, float, str)
+
+
+def forget_process_counts() -> None:
+    """Drop the process-wide counts, so the next call of every key is measured again."""
+    _PROCESS_COUNTS.clear()
+
+
+def _module_signature(module: nn.Module) -> tuple:
+    """What decides one submodule's FLOPs besides its inputs: its type, its parameter and
+    buffer shapes, and its plain scalar settings (stride, padding, groups, eps, ...)."""
+    settings = tuple(sorted(
+        (name, value) for name, value in vars(module).items()
+        if not name.startswith("_") and name != "training" and (
+            isinstance(value, _SCALAR_TYPES)
+            or (isinstance(value, tuple) and all(isinstance(v, _SCALAR_TYPES) for v in value)))
+    ))
+    params = tuple((n, p.shape, p.dtype) for n, p in module._parameters.items() if p is not None)
+    buffers = tuple((n, b.shape, b.dtype) for n, b in module._buffers.items() if b is not None)
+    return (type(module), params, buffers, settings)
 
 # id(module) -> (module, owning meter), weakly: a module is tracked by one meter at a time.
 _OWNERS: dict[int, tuple[weakref.ref, weakref.ref]] = {}

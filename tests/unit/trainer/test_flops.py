@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from services.core.errors import LearnerError
-from workers.trainer.flops import FlopCounts, FlopMeter
+from workers.trainer.flops import forget_process_counts, FlopCounts, FlopMeter
 
 Batch = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
 
@@ -29,6 +29,7 @@ def one_thread() -> Iterator[None]:
 
 @pytest.fixture
 def meter() -> Iterator[FlopMeter]:
+    forget_process_counts()  # each test sees its own dry runs
     m = FlopMeter()
     yield m
     m.untrack_all()
@@ -394,3 +395,27 @@ def test_a_ddp_wrapper_is_measured_through_its_module(meter: FlopMeter, tmp_path
     finally:
         meter.untrack_all()
         dist.destroy_process_group()
+
+
+def test_a_new_model_of_the_same_architecture_costs_no_dry_run(meter: FlopMeter) -> None:
+    x = cnn_batch(4)[0]
+    meter.track(SmallCNN(classes=5))(x)
+    second = FlopMeter()
+    second.track(SmallCNN(classes=5))(x)  # the next trial's fresh model
+    third = FlopMeter()
+    third.track(SmallCNN(classes=7))(x)  # another head size: another architecture
+    assert (meter.measurements, second.measurements, third.measurements) == (1, 0, 1)
+    assert second.measured == meter.measured != third.measured
+    second.untrack_all()
+    third.untrack_all()
+
+
+def test_settings_that_are_not_parameters_are_part_of_the_architecture(meter: FlopMeter) -> None:
+    x = torch.randn(2, 3, 16, 16)
+    stride1 = meter.track(nn.Conv2d(3, 4, 3, stride=1))
+    stride1(x)
+    other = FlopMeter()
+    other.track(nn.Conv2d(3, 4, 3, stride=2))(x)  # same weights' shape, a quarter of the work
+    assert other.measurements == 1
+    assert 3.5 < meter.measured / other.measured < 4.5
+    other.untrack_all()
