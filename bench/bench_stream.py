@@ -34,6 +34,9 @@ def fresh_settings(tag: str):
     from services.store.db import upgrade
 
     os.environ["NEVIS_DATA_DIR"] = tempfile.mkdtemp(prefix=f"nevis-bench-{tag}-")
+    shared = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+    if shared.is_dir():  # the offline datasets beside the repository, as the tests use them
+        os.environ.setdefault("NEVIS_OFFLINE_DATA_DIR", str(shared))
     for var in ("NEVIS_DATABASE_URL", "NEVIS_STORE_URL"):
         os.environ.pop(var, None)
     get_settings.cache_clear()
@@ -141,12 +144,23 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=4)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--offline", action="store_true", help="also run the offline stream")
+    parser.add_argument("--offline-only", action="store_true", help="run only the offline stream")
     parser.add_argument("--offline-trials", type=int, default=2)
     parser.add_argument("--offline-steps", type=int, default=300)
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
     figures: dict[str, Any] = {"trials": args.trials, "steps": args.steps}
 
+    if not args.offline_only:
+        mini_figures(args, figures)
+    if args.offline or args.offline_only:
+        offline_figures(args, figures)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2, default=str))
+
+
+def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
+    """The service against the bare loop on the mini stream, and the concurrency gain."""
     print(f"mini stream, indep, {args.trials} trials x {args.steps} steps per task", flush=True)
     one = run_service("mini", "indep", args.trials, args.steps, 1, "c1")
     print(f"  service, 1 trial at a time : {one['wall_s']:8.1f} s", flush=True)
@@ -179,7 +193,11 @@ def main() -> None:
     print(f"largest dev-error gap vs service  : {dev_gap:.2e} (same seeds, same steps)")
     print(f"mini: E = {figures['E_service']:.4f}, cFLOP = {figures['cFLOP_service']:.4e}")
 
-    if args.offline:
+
+
+def offline_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
+    """indep over the real datasets of the offline stream."""
+    if True:
         print(f"\noffline stream (real data), indep, {args.offline_trials} trials x {args.offline_steps} steps", flush=True)
         off = run_service("offline", "indep", args.offline_trials, args.offline_steps, None, "offline")
         summary = off["summary"]
@@ -188,8 +206,6 @@ def main() -> None:
         print(f"  E (meta-test) = {summary.mean_error:.4f}, cFLOP = {summary.cflop:.4e}, wall {off['wall_s']:.0f} s")
         figures["offline"] = {"E": summary.mean_error, "cFLOP": summary.cflop, "wall_s": off["wall_s"],
                               "tasks": [{"order": r.order, "dataset": r.dataset, "error": r.error, "flops": r.flops} for r in summary.tasks]}
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2, default=str))
 
 
 if __name__ == "__main__":

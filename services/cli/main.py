@@ -16,6 +16,7 @@ from services.cli import (
     config_cmd,
     data_cmd,
     db_cmd,
+    probe_cmd,
     run_cmd,
     serve_cmd,
     streams_cmd,
@@ -35,6 +36,9 @@ app.add_typer(streams_cmd.app, name="streams", help="List and inspect stream man
 app.add_typer(data_cmd.app, name="data", help="Turn datasets into checksummed shards.")
 app.command("run", help="Run a learner over a stream on Ray; prints E and cFLOP.")(run_cmd.run)
 app.command("results", help="Print a stored run: per-task errors, E and cFLOP.")(run_cmd.results)
+app.add_typer(probe_cmd.app, name="probe", help="Probe saved checkpoints (mismatch curves, LiDAR, RankMe).")
+probe_cmd.app.command("run", help="Probe a run's committed tasks and print the report.")(probe_cmd.run)
+app.command("probe-workers", help="Run a pool of probe workers on the queue.")(probe_cmd.workers_command)
 app.command("serve", help="Start the coordinator API and scheduler.")(serve_cmd.serve)
 app.command("openapi", help="Write (or --check) api_schema/openapi.json.")(serve_cmd.openapi)
 app.add_typer(admin_cmd.users_app, name="users", help="Create and list API users.")

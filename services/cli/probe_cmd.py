@@ -1,0 +1,196 @@
+"""``nevis probe run`` and ``nevis probe-workers``: probe saved checkpoints, read the results.
+
+``probe run`` queues the probe jobs of a run's committed tasks (idempotently: jobs already
+done are not redone) and works through them with N workers, then prints the report that
+``nevis results ID --probes`` prints too. ``probe-workers`` is the long-running pool: it
+takes jobs from the queue until stopped and, with ``--watch`` (default), queues the jobs of
+tasks as soon as they are committed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Optional
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from services.core.config import get_settings
+
+app = typer.Typer(no_args_is_help=True, help="Probe saved checkpoints (mismatch curves, LiDAR, RankMe).")
+console = Console()
+
+_PRESET = typer.Option("standard", "--preset", help="standard (METRICS.md defaults) or ci (small, fast).")
+
+
+def build_settings(preset: str, **overrides: Any) -> Any:
+    """Probe settings of ``preset`` with the options the user gave (None = keep)."""
+    from workers.probe.settings import ProbeSettings  # noqa: PLC0415
+
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if "kinds" in given:
+        given["kinds"] = tuple(k.strip() for k in given["kinds"].split(",") if k.strip())
+    return ProbeSettings.preset(preset, **given)
+
+
+def _worker_config(*, submission_id: int | None, lease_s: float, poll_s: float,
+                   stop_when_idle: bool, threads: int, watch: dict | None = None) -> Any:
+    from workers.probe.pool import WorkerConfig  # noqa: PLC0415
+
+    settings = get_settings()
+    return WorkerConfig(database_url=settings.database_url, store_url=settings.store_url,
+                        s3_endpoint_url=settings.s3_endpoint_url, lease_s=lease_s, poll_s=poll_s,
+                        stop_when_idle=stop_when_idle, submission_id=submission_id,
+                        threads=threads, watch=watch)
+
+
+def run(
+    submission: int = typer.Option(..., "--submission", help="Run (submission) id to probe."),
+    task: Optional[int] = typer.Option(None, "--task", help="Only this task (order); default every committed task."),  # noqa: UP007
+    workers: int = typer.Option(1, "--workers", "-n", min=1, help="Worker processes (1: in this process)."),
+    preset: str = _PRESET,
+    folds: Optional[int] = typer.Option(None, "--folds", help="k of the k-fold probes."),  # noqa: UP007
+    kinds: Optional[str] = typer.Option(None, "--kinds", help="Comma list of linear, mlp2, mlp3."),  # noqa: UP007
+    targets: Optional[str] = typer.Option(None, "--targets", help="earlier (current + earlier tasks) or current."),  # noqa: UP007
+    max_earlier: Optional[int] = typer.Option(None, "--max-earlier", help="At most this many earlier target tasks."),  # noqa: UP007
+    max_examples: Optional[int] = typer.Option(None, "--max-examples", help="Train images per target task."),  # noqa: UP007
+    lidar_n: Optional[int] = typer.Option(None, "--lidar-n", help="Clean images for LiDAR."),  # noqa: UP007
+    lidar_q: Optional[int] = typer.Option(None, "--lidar-q", help="Augmentations per clean image."),  # noqa: UP007
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of subsamples, folds and augmentations."),  # noqa: UP007
+    lease_s: float = typer.Option(120.0, "--lease-s", help="Job lease (renewed while a job runs)."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Queue this run's failed jobs again."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Probe the checkpoints of a run's committed tasks and print the report."""
+    from services.store.db import ensure_current, make_engine, session_factory, transaction  # noqa: PLC0415
+    from workers.probe.planner import enqueue_submission  # noqa: PLC0415
+    from workers.probe.pool import ProbeWorker, default_threads, run_pool  # noqa: PLC0415
+
+    probe_settings = build_settings(preset, folds=folds, kinds=kinds, targets=targets,
+                                    max_earlier=max_earlier, max_examples=max_examples,
+                                    lidar_n=lidar_n, lidar_q=lidar_q, seed=seed)
+    url = get_settings().database_url
+    ensure_current(url)
+    with transaction(session_factory(make_engine(url))) as session:
+        added = enqueue_submission(session, submission_id=submission, settings=probe_settings,
+                                   task_order=task, retry_failed=retry_failed)
+    out = Console(stderr=True) if as_json else console
+    out.print(f"Run {submission}: {added} new probe job(s) queued "
+              f"(settings {probe_settings.settings_hash}, preset {preset}).")
+    config = _worker_config(submission_id=submission, lease_s=lease_s, poll_s=0.5,
+                            stop_when_idle=True, threads=default_threads(workers))
+    if workers == 1:
+        def on_event(job: Any, outcome: str, seconds: float, message: str) -> None:
+            tail = f": {message}" if message else ""
+            out.print(f"  {job.kind:<10} task {job.task_order:>3}  {outcome:<6} {seconds:6.1f} s  {job.job_key}{tail}",
+                      highlight=False)
+
+        ProbeWorker(config, on_event=on_event).run()
+    else:
+        run_pool(config, workers)
+    show_probe_report(submission, settings_hash=probe_settings.settings_hash, task_order=task,
+                      as_json=as_json)
+
+
+def workers_command(
+    n: int = typer.Option(1, "-n", "--workers", min=1, help="Worker processes."),
+    watch: bool = typer.Option(True, "--watch/--no-watch", help="Queue jobs of newly committed tasks."),
+    once: bool = typer.Option(False, "--once", help="Exit when the queue is empty instead of polling."),
+    preset: str = _PRESET,
+    lease_s: float = typer.Option(120.0, "--lease-s", help="Job lease (renewed while a job runs)."),
+    poll_s: float = typer.Option(5.0, "--poll-s", help="Seconds between polls of an empty queue."),
+) -> None:
+    """Run a pool of probe workers on the queue (Ctrl-C to stop; leases make it safe)."""
+    from services.store.db import ensure_current  # noqa: PLC0415
+    from workers.probe.pool import default_threads, run_pool  # noqa: PLC0415
+
+    ensure_current(get_settings().database_url)
+    watch_doc = build_settings(preset).to_dict() if watch else None
+    console.print(f"Starting {n} probe worker(s){' (watching for committed tasks)' if watch else ''}.")
+    codes = run_pool(_worker_config(submission_id=None, lease_s=lease_s, poll_s=poll_s,
+                                    stop_when_idle=once, threads=default_threads(n),
+                                    watch=watch_doc), n)
+    console.print(f"Probe workers exited with codes {codes}.")
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.{digits}f}"
+
+
+def load_report(run_id: int, *, settings_hash: str | None = None, task_order: int | None = None) -> Any:
+    from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
+    from workers.probe.summary import load_probe_report  # noqa: PLC0415
+
+    url = get_settings().database_url
+    ensure_current(url)
+    with session_factory(make_engine(url))() as session:
+        return load_probe_report(session, submission_id=run_id, settings_hash=settings_hash,
+                                 task_order=task_order)
+
+
+def results_json(run_id: int) -> str:
+    """``nevis results ID --json --probes``: the run summary and the probe report, one document."""
+    from services.store.db import make_engine, session_factory  # noqa: PLC0415
+    from workers.trainer.results import load_summary  # noqa: PLC0415
+
+    report = load_report(run_id)
+    with session_factory(make_engine(get_settings().database_url))() as session:
+        summary = load_summary(session, submission_id=run_id)
+    return json.dumps({**summary.to_dict(), "probes": report.to_dict()}, indent=2)
+
+
+def show_probe_report(run_id: int, *, settings_hash: str | None = None,
+                      task_order: int | None = None, as_json: bool = False) -> None:
+    """Print the probe tables of a run (best trial of each task) and the correlations."""
+    report = load_report(run_id, settings_hash=settings_hash, task_order=task_order)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    if report.settings_hash is None or not report.jobs:
+        console.print(f"Run {run_id} has no probe results yet: probes need committed tasks with "
+                      f"checkpoints; then run `nevis probe run --submission {run_id}`.")
+        return
+    s = report.settings or {}
+    console.print(f"Probes of run {run_id} (settings {report.settings_hash}: {s.get('folds')} folds, "
+                  f"{', '.join(s.get('kinds', []))}; targets {s.get('targets')}; LiDAR n≤{s.get('lidar_n')}, "
+                  f"q={s.get('lidar_q')})", highlight=False)
+    jobs = ", ".join(f"{k} {v}" for k, v in sorted(report.jobs.items()))
+    console.print(f"jobs: {jobs or 'none'}")
+    ranks = Table("task", "trial", "step", "LiDAR", "RankMe", "pretext err", "linear acc",
+                  title="Checkpoints of each task's committed trial", box=box.SIMPLE_HEAD)
+    for c in report.checkpoints:
+        if c.best_trial:
+            ranks.add_row(str(c.task_order), str(c.trial_index), str(c.step), _num(c.lidar, 2),
+                          _num(c.rankme, 2), _num(c.pretext_error), _num(c.linear_accuracy))
+    console.print(ranks)
+    mism = Table("task", "target", "probe", "c", "MM3", "MSM3", "cSM3", "mSM3", "MOFM", "cOFM",
+                 "mOFM", title="Mismatch (METRICS.md §2) of each task's committed trial",
+                 box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0))
+    for m in report.mismatch:
+        if m.best_trial:
+            sc = m.scores
+            mism.add_row(str(m.task_order), str(m.target_order), m.probe_kind,
+                         f"{m.conv_step}{'' if m.converged else '*'}",
+                         *(_num(sc[k], 1) for k in ("mm3", "msm3", "csm3", "msm3max", "mofm", "cofm", "mofm_max")))
+    console.print(mism)
+    console.print("  c: convergence step (* patience never ran out: the last checkpoint); "
+                  "values in percent, lower is better", style="dim")
+    corr = Table("scope", "task", "proxy", "Spearman ρ", "Kendall τ-b", "points",
+                 title="LiDAR / RankMe vs linear-probe accuracy (checkpoints × trials)",
+                 box=box.SIMPLE_HEAD)
+    for r in report.correlations:
+        corr.add_row(r.scope, str(r.task_order) if r.scope == "task" else "all", r.proxy,
+                     _num(r.spearman), _num(r.kendall_tau_b), str(r.num_points))
+    console.print(corr)
+    for key, error in report.failures:
+        console.print(f"[yellow]failed[/] {key}: {error.splitlines()[0] if error else ''}", highlight=False)

@@ -1,0 +1,69 @@
+"""Everything measured on one checkpoint, with a tiny numpy learner and hand-made tasks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from workers.probe.data import TaskSamples
+from workers.probe.errors import ProbeInputError
+from workers.probe.jobs import target_orders
+from workers.probe.measure import measure_checkpoint
+from workers.probe.settings import ProbeSettings
+
+
+class MeanLearner:
+    """Features: per-channel means of 2x2 blocks; predictions: a fixed class score table."""
+
+    name = "mean"
+
+    def features(self, predictor, images, ctx):
+        x = images.astype(np.float32) / 255.0
+        n, h, w, c = x.shape
+        return x.reshape(n, h // 2, 2, w // 2, 2, c).mean(axis=(2, 4)).reshape(n, -1)
+
+    def predict(self, predictor, images, ctx):
+        scores = np.zeros((len(images), 2))
+        scores[:, predictor["always"]] = 1.0
+        return scores
+
+
+def _task(order: int, n: int = 60, seed: int = 0) -> TaskSamples:
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) % 2
+    images = rng.integers(0, 100, (n, 8, 8, 3)).astype(np.uint8)
+    images[labels == 1, :4] += 120  # class 1 is bright on top: linearly visible
+    dev_labels = np.array([0, 0, 0, 1])
+    return TaskSamples(order=order, kind="single", num_classes=2, probe_images=images,
+                       probe_labels=labels, lidar_images=images[:6], dev_images=images[:4],
+                       dev_labels=dev_labels, info=None)
+
+
+def test_a_checkpoint_gets_every_target_kind_ranks_and_pretext_error() -> None:
+    current, earlier = _task(2), _task(1, seed=1)
+    settings = ProbeSettings(folds=3, mlp_steps=30, mlp_hidden=8, lidar_q=3)
+    m = measure_checkpoint(MeanLearner(), {"always": 0}, current=current,
+                           targets=[current, earlier], settings=settings, ctx=None)
+    assert [(f.target_order, f.kind) for f in m.fits] == [
+        (2, "linear"), (2, "mlp2"), (2, "mlp3"), (1, "linear"), (1, "mlp2"), (1, "mlp3")]
+    assert all(len(f.scores.losses) == 3 and f.num_examples == 60 for f in m.fits)
+    assert m.fits[0].scores.error < 0.05  # the bright top half gives the class away
+    assert m.pretext_error == pytest.approx(0.25)  # "always 0" on dev labels 0, 0, 0, 1
+    assert (m.feature_dim, m.lidar_n, m.lidar_q, m.rankme_n) == (48, 6, 3, 60)
+    assert 1.0 <= m.lidar <= 48 and 1.0 <= m.rankme <= 48
+    assert m.details["augmentation"].startswith("fallback")
+    assert set(m.details["seconds"]) >= {"lidar", "total", "features_1", "probes_2"}
+
+
+def test_a_failing_predict_is_reported_as_the_learners_fault() -> None:
+    current = _task(1)
+    with pytest.raises(ProbeInputError, match=r"predict\(\) of learner 'mean' failed on task 1"):
+        measure_checkpoint(MeanLearner(), {}, current=current, targets=[current],
+                           settings=ProbeSettings(folds=3, kinds=("linear",), lidar_q=2), ctx=None)
+
+
+def test_targets_are_the_current_task_then_the_most_recent_earlier_ones() -> None:
+    assert target_orders([1, 2, 3, 5], 5, ProbeSettings()) == [5, 3, 2, 1]
+    assert target_orders([1, 2, 3, 5], 5, ProbeSettings(max_earlier=2)) == [5, 3, 2]
+    assert target_orders([1, 2, 3, 5], 5, ProbeSettings(targets="current")) == [5]
+    assert target_orders([1, 2, 3], 1, ProbeSettings()) == [1]

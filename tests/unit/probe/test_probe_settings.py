@@ -1,0 +1,59 @@
+"""Probe settings: validation with clear messages, presets, stable identity, round trips."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.core.errors import UnknownNameError
+from workers.probe.settings import ProbeSettings, ProbeSettingsError
+
+
+def test_standard_settings_follow_metrics_md_defaults() -> None:
+    s = ProbeSettings.standard()
+    assert (s.folds, s.lidar_n, s.lidar_q, s.lidar_delta, s.lidar_eps, s.rankme_eps) == (
+        5, 1000, 50, 1e-4, 1e-8, 1e-7)
+    assert (s.patience, s.min_delta, s.kinds, s.targets) == (3, 0.0, ("linear", "mlp2", "mlp3"), "earlier")
+
+
+def test_ci_preset_is_small_and_overridable() -> None:
+    s = ProbeSettings.preset("ci", lidar_q=3)
+    assert s.folds == 3 and s.lidar_n < 100 and s.lidar_q == 3 and s.max_examples <= 500
+
+
+def test_the_hash_names_the_content_not_the_object() -> None:
+    a, b = ProbeSettings(), ProbeSettings(kinds=["linear", "mlp2", "mlp3"])
+    assert a.settings_hash == b.settings_hash and len(a.settings_hash) == 16
+    assert ProbeSettings(folds=4).settings_hash != a.settings_hash
+
+
+def test_settings_round_trip_through_their_dict() -> None:
+    s = ProbeSettings.ci(max_earlier=2, kinds=("linear",))
+    again = ProbeSettings.from_dict(s.to_dict())
+    assert again == s and again.settings_hash == s.settings_hash
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"folds": 1}, r"'folds' parameter of ProbeSettings must be an int in \[2, inf\)\. Got 1"),
+        ({"lidar_q": True}, r"'lidar_q' .* Got True instead"),
+        ({"kinds": ()}, r"'kinds' .* non-empty"),
+        ({"kinds": ("linear", "linear")}, r"'kinds' .* distinct"),
+        ({"linear_l2": -1.0}, r"'linear_l2' .* \[0, inf\)"),
+        ({"lidar_delta": 0.0}, r"'lidar_delta' .* \(0, inf\)"),
+        ({"max_examples": 6, "folds": 5}, r"'max_examples' .* at least 2 \* folds \(10\)"),
+        ({"max_earlier": -1}, r"'max_earlier' .* None or an int"),
+    ],
+)
+def test_bad_settings_are_refused_with_the_parameter_named(changes, message) -> None:
+    with pytest.raises(ProbeSettingsError, match=message):
+        ProbeSettings(**changes)
+
+
+def test_unknown_names_get_a_did_you_mean() -> None:
+    with pytest.raises(UnknownNameError, match=r"Unknown probe kind 'mlp4'. Did you mean 'mlp3', 'mlp2'"):
+        ProbeSettings(kinds=("linear", "mlp4"))
+    with pytest.raises(UnknownNameError, match=r"probe preset 'cj'.*'ci'"):
+        ProbeSettings.preset("cj")
+    with pytest.raises(ProbeSettingsError, match=r"Unknown probe settings \['flods'\]"):
+        ProbeSettings.from_dict({"flods": 3})

@@ -1,0 +1,232 @@
+"""Running one claimed probe job: read what it needs, compute, and hand back a writer.
+
+Each ``run_*`` function reads from the database in a short session, computes without
+holding any transaction, and returns a *writer*: a function that writes the results (as
+upserts) into a session. The worker calls the writer in the same transaction that marks
+the job done (:func:`workers.probe.queue.complete`), so results and completion commit
+together or not at all.
+
+Job kinds:
+- ``checkpoint``: load the checkpoint, extract features once per target task, fit every
+  probe kind with k folds, LiDAR, RankMe and the pretext error.
+- ``trial``: the mismatch scores of each (target, probe kind) over the trial's checkpoints.
+- ``summary``: Spearman ρ and Kendall τ-b between LiDAR / RankMe and linear-probe accuracy.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from sqlalchemy import and_, delete, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.store.db.models import Checkpoint, StreamTask, Submission, TaskRun, Trial
+from services.store.db.models_probe import (
+    ProbeCheckpointResult,
+    ProbeCorrelationRow,
+    ProbeFitRow,
+    ProbeMismatchRow,
+)
+from services.store.objects import ObjectStore
+from workers.learners.registry import load_learner
+from workers.probe import jsonfloats
+from workers.probe.data import TaskCache
+from workers.probe.errors import ProbeInputError
+from workers.probe.features import load_checkpoint_bytes, load_predictor
+from workers.probe.measure import CheckpointMeasures, measure_checkpoint
+from workers.probe.pretext import loss_at_checkpoints, read_training_curve
+from workers.probe.proxies import ProxyPoint, proxy_correlations
+from workers.probe.queue import ClaimedJob, load_settings
+from workers.probe.settings import ProbeSettings
+from workers.probe.sql import upsert
+from workers.probe.trial_scores import trial_mismatch
+
+Writer = Callable[[Session], None]
+
+
+class ProbeRuntime:
+    """What a worker keeps between jobs: database sessions, the store, caches, learners."""
+
+    def __init__(self, sessions: sessionmaker[Session], store: ObjectStore) -> None:
+        self.sessions = sessions
+        self.store = store
+        self.tasks = TaskCache(store)
+        self._learners: dict[str, Any] = {}
+
+    def learner(self, spec: str) -> Any:
+        if spec not in self._learners:
+            try:
+                self._learners[spec] = load_learner(spec)
+            except Exception as exc:  # noqa: BLE001 - reported with the job
+                raise ProbeInputError(f"Cannot load learner {spec!r} to probe it: {exc}") from exc
+        return self._learners[spec]
+
+
+def run_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
+    """Compute ``job`` and return its writer (see the module docstring)."""
+    runners = {"checkpoint": run_checkpoint_job, "trial": run_trial_job,
+               "summary": run_summary_job}
+    return runners[job.kind](runtime, job)
+
+
+def target_orders(manifest_orders: list[int], current: int, settings: ProbeSettings) -> list[int]:
+    """The current task first, then (mode "earlier") the earlier tasks, most recent first.
+
+    Examples:
+        >>> target_orders([1, 2, 3, 4], 3, ProbeSettings())
+        [3, 2, 1]
+        >>> target_orders([1, 2, 3, 4], 3, ProbeSettings(max_earlier=1))
+        [3, 2]
+    """
+    if settings.targets == "current":
+        return [current]
+    earlier = sorted((o for o in manifest_orders if o < current), reverse=True)
+    if settings.max_earlier is not None:
+        earlier = earlier[: settings.max_earlier]
+    return [current, *earlier]
+
+
+# --- checkpoint jobs ----------------------------------------------------------------------
+
+
+def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
+    from workers.trainer.context import LocalTrialContext  # noqa: PLC0415
+
+    with runtime.sessions() as session:
+        settings = load_settings(session, job.settings_hash)
+        ckpt = session.get(Checkpoint, job.checkpoint_id)
+        if ckpt is None:
+            raise ProbeInputError(f"Checkpoint {job.checkpoint_id} no longer exists in the database.")
+        trial = ckpt.trial
+        run = trial.task_run
+        submission = run.submission
+        spec, budget, order = submission.learner.entrypoint, dict(submission.budget), run.stream_task.order
+        row = dict(checkpoint_id=ckpt.id, object_key=ckpt.object_key, sha256=ckpt.sha256,
+                   trial_id=trial.id, step=ckpt.step)
+    stream_ref, size = budget["stream_ref"], int(budget["image_size"])
+    learner = runtime.learner(spec)
+    data = load_checkpoint_bytes(runtime.store, **row)
+    orders = [t.order for t in runtime.tasks.manifest(stream_ref).tasks]
+    sample = dict(image_size=size, max_examples=settings.max_examples,
+                  lidar_n=settings.lidar_n, seed=settings.seed)
+    targets = [runtime.tasks.samples(stream_ref, o, **sample)
+               for o in target_orders(orders, order, settings)]
+    current = targets[0]
+    ctx = LocalTrialContext(seed=settings.seed, steps=1, save_predictor=learner.save_predictor)
+    predictor = load_predictor(learner, data, current.info, ctx, checkpoint_id=row["checkpoint_id"])
+    measures = measure_checkpoint(learner, predictor, current=current, targets=targets,
+                                  settings=settings, ctx=ctx)
+    return lambda session: write_checkpoint_measures(
+        session, checkpoint_id=row["checkpoint_id"], trial_id=row["trial_id"], step=row["step"],
+        settings_hash=job.settings_hash, measures=measures)
+
+
+def write_checkpoint_measures(session: Session, *, checkpoint_id: int, trial_id: int, step: int,
+                              settings_hash: str, measures: CheckpointMeasures) -> None:
+    """Upsert a checkpoint's ranks and probe fits."""
+    upsert(session, ProbeCheckpointResult.__table__, [{
+        "checkpoint_id": checkpoint_id, "trial_id": trial_id, "settings_hash": settings_hash,
+        "step": step, "lidar": measures.lidar, "rankme": measures.rankme,
+        "pretext_error": measures.pretext_error, "feature_dim": measures.feature_dim,
+        "lidar_n": measures.lidar_n, "lidar_q": measures.lidar_q, "rankme_n": measures.rankme_n,
+        "details": jsonfloats.encode_tree(measures.details),
+    }], conflict=["checkpoint_id", "settings_hash"])
+    upsert(session, ProbeFitRow.__table__, [{
+        "checkpoint_id": checkpoint_id, "trial_id": trial_id, "settings_hash": settings_hash,
+        "step": step, "target_order": fit.target_order, "probe_kind": fit.kind,
+        "loss": fit.scores.loss, "error": fit.scores.error,
+        "fold_losses": jsonfloats.encode(fit.scores.losses.tolist()),
+        "fold_errors": jsonfloats.encode(fit.scores.errors.tolist()),
+        "folds": len(fit.scores.losses), "num_examples": fit.num_examples,
+        "num_classes": fit.num_classes,
+    } for fit in measures.fits], conflict=["checkpoint_id", "settings_hash", "target_order", "probe_kind"])
+
+
+# --- trial jobs ---------------------------------------------------------------------------
+
+
+def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
+    with runtime.sessions() as session:
+        settings = load_settings(session, job.settings_hash)
+        pretext = dict(session.execute(
+            select(ProbeCheckpointResult.step, ProbeCheckpointResult.pretext_error)
+            .where(ProbeCheckpointResult.trial_id == job.trial_id,
+                   ProbeCheckpointResult.settings_hash == job.settings_hash)
+        ).all())
+        fits = session.execute(
+            select(ProbeFitRow.target_order, ProbeFitRow.probe_kind, ProbeFitRow.step,
+                   ProbeFitRow.fold_losses, ProbeFitRow.fold_errors)
+            .where(ProbeFitRow.trial_id == job.trial_id,
+                   ProbeFitRow.settings_hash == job.settings_hash)
+            .order_by(ProbeFitRow.step)
+        ).all()
+        curve = read_training_curve(session, trial_id=job.trial_id)
+    grouped: dict[tuple[int, str], list[Any]] = defaultdict(list)
+    for target, kind, step, losses, errors in fits:
+        if step in pretext:
+            grouped[(target, kind)].append((step, jsonfloats.decode(losses), jsonfloats.decode(errors)))
+    rows = []
+    for (target, kind), points in sorted(grouped.items()):
+        if len(points) < 2:
+            continue  # one checkpoint has no curve to mismatch
+        steps = [p[0] for p in points]
+        pretext_loss = None if curve is None else loss_at_checkpoints(steps, *curve)
+        result = trial_mismatch(
+            steps, np.array([p[1] for p in points]), np.array([p[2] for p in points]),
+            [pretext[s] for s in steps], pretext_loss, settings=settings)
+        rows.append({
+            "trial_id": job.trial_id, "settings_hash": job.settings_hash, "target_order": target,
+            "probe_kind": kind, "conv_step": result.conv_step, "converged": result.converged,
+            "num_checkpoints": len(steps), **result.scores,
+            "spreads": jsonfloats.encode_tree(result.spreads),
+            "curves": jsonfloats.encode_tree(result.curves),
+        })
+    conflict = ["trial_id", "settings_hash", "target_order", "probe_kind"]
+    return lambda session: upsert(session, ProbeMismatchRow.__table__, rows, conflict=conflict)
+
+
+# --- summary jobs -------------------------------------------------------------------------
+
+
+def proxy_points(session: Session, *, submission_id: int, settings_hash: str) -> list[ProxyPoint]:
+    """One point per probed checkpoint of a submission: LiDAR, RankMe, own-task linear accuracy."""
+    query = (
+        select(StreamTask.order, ProbeCheckpointResult.trial_id, ProbeCheckpointResult.step,
+               ProbeCheckpointResult.lidar, ProbeCheckpointResult.rankme, ProbeFitRow.error)
+        .select_from(ProbeCheckpointResult)
+        .join(ProbeFitRow, and_(ProbeFitRow.checkpoint_id == ProbeCheckpointResult.checkpoint_id,
+                                ProbeFitRow.settings_hash == ProbeCheckpointResult.settings_hash,
+                                ProbeFitRow.probe_kind == "linear"))
+        .join(Trial, Trial.id == ProbeCheckpointResult.trial_id)
+        .join(TaskRun, TaskRun.id == Trial.task_run_id)
+        .join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
+        .where(TaskRun.submission_id == submission_id,
+               ProbeCheckpointResult.settings_hash == settings_hash,
+               ProbeFitRow.target_order == StreamTask.order,
+               ProbeCheckpointResult.lidar.is_not(None), ProbeCheckpointResult.rankme.is_not(None))
+        .order_by(StreamTask.order, ProbeCheckpointResult.trial_id, ProbeCheckpointResult.step)
+    )
+    return [ProxyPoint(o, t, s, lid, rank, 1.0 - err) for o, t, s, lid, rank, err in session.execute(query)]
+
+
+def run_summary_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
+    with runtime.sessions() as session:
+        if session.get(Submission, job.submission_id) is None:
+            raise ProbeInputError(f"Run {job.submission_id} no longer exists.")
+        points = proxy_points(session, submission_id=job.submission_id,
+                              settings_hash=job.settings_hash)
+    correlations = proxy_correlations(points)
+
+    def write(session: Session) -> None:
+        session.execute(delete(ProbeCorrelationRow).where(
+            ProbeCorrelationRow.submission_id == job.submission_id,
+            ProbeCorrelationRow.settings_hash == job.settings_hash))
+        session.add_all(ProbeCorrelationRow(
+            submission_id=job.submission_id, settings_hash=job.settings_hash, scope=c.scope,
+            task_order=c.task_order, proxy=c.proxy, spearman=c.spearman,
+            kendall_tau_b=c.kendall_tau_b, num_points=c.num_points) for c in correlations)
+
+    return write

@@ -1,0 +1,116 @@
+"""Everything measured on ONE checkpoint, computed from its features (no database here).
+
+Per checkpoint, each target task's features are extracted once and reused by every probe
+kind and fold; the current task's features also give RankMe. LiDAR needs its own pass (q
+augmented views of n clean images). The pretext error is the learner's own prediction
+error on the current task's dev split (METRICS.md §1's task error), the "m^P" of M3.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from workers.probe.data import TaskSamples
+from workers.probe.errors import ProbeInputError
+from workers.probe.features import augmented_features, extract
+from workers.probe.fit_common import FoldScores
+from workers.probe.metrics import lidar, rankme
+from workers.probe.probes import fit_probes
+from workers.probe.settings import ProbeSettings
+from workers.trainer.evaluation import task_error
+
+
+@dataclass(frozen=True)
+class TargetFit:
+    """One probe kind on one target task: held-out scores per fold."""
+
+    target_order: int
+    kind: str
+    scores: FoldScores
+    num_examples: int
+    num_classes: int
+
+
+@dataclass(frozen=True)
+class CheckpointMeasures:
+    """What a checkpoint job stores."""
+
+    lidar: float
+    rankme: float
+    pretext_error: float
+    feature_dim: int
+    lidar_n: int
+    lidar_q: int
+    rankme_n: int
+    fits: tuple[TargetFit, ...]
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def pretext_error(learner: Any, predictor: Any, current: TaskSamples, ctx: Any) -> float:
+    """The learner's own task error on the current task's dev subsample."""
+    try:
+        scores = learner.predict(predictor, current.dev_images, ctx)
+        return float(task_error(scores, current.dev_labels, current.kind))
+    except Exception as exc:  # noqa: BLE001 - a learner bug, reported as such
+        raise ProbeInputError(
+            f"predict() of learner {getattr(learner, 'name', '?')!r} failed on task "
+            f"{current.order} for the pretext error: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
+                       targets: Sequence[TaskSamples], settings: ProbeSettings,
+                       ctx: Any) -> CheckpointMeasures:
+    """Probe fits on every target, LiDAR, RankMe and the pretext error of one checkpoint.
+
+    Args:
+        learner: The learner (protocol object) that wrote the checkpoint.
+        predictor: The loaded checkpoint.
+        current: Samples of the checkpoint's own task.
+        targets: Samples of the target tasks (the current one included, if probed).
+        settings: Probe settings.
+        ctx: A trial context for the learner's calls.
+    """
+    timings: dict[str, float] = {}
+    fits: list[TargetFit] = []
+    current_features = None
+    started = time.perf_counter()
+    for target in targets:
+        t0 = time.perf_counter()
+        feats = extract(learner, predictor, target.probe_images, ctx)
+        timings[f"features_{target.order}"] = time.perf_counter() - t0
+        if target.order == current.order:
+            current_features = feats
+        t0 = time.perf_counter()
+        scores = fit_probes(feats, target.probe_labels, num_classes=target.num_classes,
+                            settings=settings)
+        timings[f"probes_{target.order}"] = time.perf_counter() - t0
+        fits += [TargetFit(target.order, kind, s, len(feats), target.num_classes)
+                 for kind, s in scores.items()]
+    if current_features is None:
+        current_features = extract(learner, predictor, current.probe_images, ctx)
+    t0 = time.perf_counter()
+    n, q = len(current.lidar_images), settings.lidar_q
+    if n < 2:
+        raise ProbeInputError(
+            f"Task {current.order} has {n} training image(s); LiDAR needs at least 2."
+        )
+    views, source = augmented_features(learner, predictor, current.lidar_images, q, ctx,
+                                       seed=settings.seed)
+    lidar_value = lidar(views.astype(np.float64), delta=settings.lidar_delta, eps=settings.lidar_eps)
+    timings["lidar"] = time.perf_counter() - t0
+    rank_value = rankme(current_features.astype(np.float64), eps=settings.rankme_eps)
+    error = pretext_error(learner, predictor, current, ctx)
+    timings["total"] = time.perf_counter() - started
+    return CheckpointMeasures(
+        lidar=lidar_value, rankme=rank_value, pretext_error=error,
+        feature_dim=int(current_features.shape[1]), lidar_n=n, lidar_q=q,
+        rankme_n=int(current_features.shape[0]), fits=tuple(fits),
+        details={"augmentation": source, "seconds": timings,
+                 "pretext_error_split": "dev", "pretext_error_examples": len(current.dev_images)},
+    )

@@ -1,0 +1,88 @@
+"""How well LiDAR and RankMe rank checkpoints by linear-probe accuracy (METRICS.md §3).
+
+One point per probed checkpoint: its LiDAR, its RankMe, and the held-out accuracy of the
+linear probe on its own task. Scopes:
+- ``task``: across the checkpoints and trials of one task;
+- ``pooled``: across every checkpoint of the submission (tasks mixed);
+- ``task_mean``: the mean of the defined per-task values.
+An undefined correlation (fewer than 2 points, or a constant input) is None, never a number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from workers.probe.metrics import kendall_tau_b, spearman
+
+PROXY_NAMES = ("lidar", "rankme")
+
+
+@dataclass(frozen=True)
+class ProxyPoint:
+    """One checkpoint's proxies and its linear-probe accuracy on its own task."""
+
+    task_order: int
+    trial_id: int
+    step: int
+    lidar: float
+    rankme: float
+    accuracy: float
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """Spearman ρ and Kendall τ-b of one proxy against accuracy, over one scope."""
+
+    scope: str
+    task_order: int  # 0 unless scope == "task"
+    proxy: str
+    spearman: float | None
+    kendall_tau_b: float | None
+    num_points: int
+
+
+def _defined(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+def _pair(proxy: Sequence[float], accuracy: Sequence[float]) -> tuple[float | None, float | None]:
+    if len(proxy) < 2:
+        return None, None
+    return _defined(spearman(proxy, accuracy)), _defined(kendall_tau_b(proxy, accuracy))
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def proxy_correlations(points: Sequence[ProxyPoint]) -> list[Correlation]:
+    """Every scope's correlations for both proxies (see the module docstring).
+
+    Examples:
+        >>> pts = [ProxyPoint(1, 1, s, l, 2.0, a) for s, l, a in [(0, 1.0, .1), (1, 2.0, .5), (2, 3.0, .4)]]
+        >>> [(c.scope, c.proxy, c.spearman) for c in proxy_correlations(pts)][:2]
+        [('task', 'lidar', 0.5), ('task', 'rankme', None)]
+    """
+    by_task: dict[int, list[ProxyPoint]] = defaultdict(list)
+    for point in points:
+        by_task[point.task_order].append(point)
+    out: list[Correlation] = []
+    per_task: dict[str, list[tuple[float | None, float | None]]] = defaultdict(list)
+    for order in sorted(by_task):
+        group = by_task[order]
+        accuracy = [p.accuracy for p in group]
+        for proxy in PROXY_NAMES:
+            rho, tau = _pair([getattr(p, proxy) for p in group], accuracy)
+            per_task[proxy].append((rho, tau))
+            out.append(Correlation("task", order, proxy, rho, tau, len(group)))
+    for proxy in PROXY_NAMES:
+        rho, tau = _pair([getattr(p, proxy) for p in points], [p.accuracy for p in points])
+        out.append(Correlation("pooled", 0, proxy, rho, tau, len(points)))
+        pairs = per_task[proxy]
+        out.append(Correlation("task_mean", 0, proxy, _mean(r for r, _ in pairs),
+                               _mean(t for _, t in pairs), len(points)))
+    return out

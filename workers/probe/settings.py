@@ -1,0 +1,171 @@
+"""What a probe run measures and how: one frozen value, stored with every result.
+
+Contract: a :class:`ProbeSettings` is validated when built (bad values raise
+:class:`ProbeSettingsError`, a ``ValueError``, in the project's one message shape); its
+canonical JSON form (:meth:`ProbeSettings.to_dict`) and the short hash of that form
+(:attr:`ProbeSettings.settings_hash`) identify it in the database, so results computed with
+different settings never overwrite each other and the same settings always find their rows.
+
+Two presets: :meth:`ProbeSettings.standard` follows the defaults of METRICS.md (k = 5
+folds, LiDAR with n = 1000 clean images and q = 50 augmentations where the data allows) and
+:meth:`ProbeSettings.ci` is small enough for a test run on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from services.core.errors import NevisError, UnknownNameError, unknown_name_message
+
+PROBE_KINDS: tuple[str, ...] = ("linear", "mlp2", "mlp3")
+TARGET_MODES: tuple[str, ...] = ("earlier", "current")
+PRESETS: tuple[str, ...] = ("standard", "ci")
+
+
+class ProbeSettingsError(NevisError, ValueError):
+    """A probe setting is out of range or unknown."""
+
+
+def _bad(name: str, what: str, got: Any) -> ProbeSettingsError:
+    return ProbeSettingsError(
+        f"The {name!r} parameter of ProbeSettings must be {what}. Got {got!r} instead."
+    )
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """Every knob of a probe run (all recorded with the results).
+
+    Attributes:
+        folds: k of the k-fold cross-validation of every probe (>= 2).
+        kinds: Probe kinds to fit, from :data:`PROBE_KINDS` (linear, 2- and 3-layer MLP).
+        targets: "earlier" probes the current task and the earlier tasks of the stream;
+            "current" probes the current task only.
+        max_earlier: At most this many earlier tasks (the most recent ones); None for all.
+        max_examples: Train images per target task the probes use (a seeded subsample).
+        lidar_n: Clean training images of the current task for LiDAR (capped by the data).
+        lidar_q: Augmentations of each clean image (>= 2).
+        lidar_delta: δ of LiDAR's within-class covariance.
+        lidar_eps: ε of LiDAR's entropy.
+        rankme_eps: ε of RankMe's entropy.
+        patience: Convergence patience (measurements) on the pretext loss.
+        min_delta: Convergence tolerance.
+        linear_l2: L2 penalty of the linear probe (on standardised features).
+        linear_max_iter: L-BFGS iterations of the linear probe.
+        mlp_hidden: Hidden width of the MLP probes.
+        mlp_steps: Full-batch Adam steps of the MLP probes.
+        mlp_lr: Adam learning rate of the MLP probes.
+        mlp_weight_decay: L2 penalty of the MLP probes.
+        seed: Seed of subsampling, folds, augmentations and probe initialisation.
+    """
+
+    folds: int = 5
+    kinds: tuple[str, ...] = PROBE_KINDS
+    targets: str = "earlier"
+    max_earlier: int | None = None
+    max_examples: int = 2000
+    lidar_n: int = 1000
+    lidar_q: int = 50
+    lidar_delta: float = 1e-4
+    lidar_eps: float = 1e-8
+    rankme_eps: float = 1e-7
+    patience: int = 3
+    min_delta: float = 0.0
+    linear_l2: float = 1e-2
+    linear_max_iter: int = 100
+    mlp_hidden: int = 64
+    mlp_steps: int = 150
+    mlp_lr: float = 5e-3
+    mlp_weight_decay: float = 1e-2
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        kinds = tuple(self.kinds)
+        object.__setattr__(self, "kinds", kinds)
+        if not kinds or len(set(kinds)) != len(kinds):
+            raise _bad("kinds", f"a non-empty list of distinct names from {PROBE_KINDS}", kinds)
+        for kind in kinds:
+            if kind not in PROBE_KINDS:
+                raise UnknownNameError(unknown_name_message("probe kind", kind, PROBE_KINDS))
+        if self.targets not in TARGET_MODES:
+            raise UnknownNameError(unknown_name_message("probe target mode", self.targets, TARGET_MODES))
+        ints = {"folds": 2, "max_examples": 4, "lidar_n": 2, "lidar_q": 2, "patience": 1,
+                "linear_max_iter": 1, "mlp_hidden": 1, "mlp_steps": 1, "seed": 0}
+        for name, low in ints.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise _bad(name, f"an int in [{low}, inf)", value)
+        if self.max_earlier is not None and (
+            isinstance(self.max_earlier, bool) or not isinstance(self.max_earlier, int)
+            or self.max_earlier < 0
+        ):
+            raise _bad("max_earlier", "None or an int in [0, inf)", self.max_earlier)
+        if self.max_examples < 2 * self.folds:
+            raise _bad("max_examples", f"at least 2 * folds ({2 * self.folds})", self.max_examples)
+        positive = ("lidar_delta", "mlp_lr")
+        non_negative = ("lidar_eps", "rankme_eps", "min_delta", "linear_l2", "mlp_weight_decay")
+        for name in positive + non_negative:
+            value = getattr(self, name)
+            low_ok = value > 0 if name in positive else value >= 0
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low_ok \
+                    or value != value or value == float("inf"):
+                interval = "(0, inf)" if name in positive else "[0, inf)"
+                raise _bad(name, f"a finite number in {interval}", value)
+            object.__setattr__(self, name, float(value))
+
+    # --- presets ----------------------------------------------------------------------------
+
+    @classmethod
+    def standard(cls, **overrides: Any) -> ProbeSettings:
+        """METRICS.md defaults: k = 5, LiDAR n = 1000 and q = 50 (capped by the data)."""
+        return cls(**overrides)
+
+    @classmethod
+    def ci(cls, **overrides: Any) -> ProbeSettings:
+        """A small configuration for tests and laptops: seconds per checkpoint."""
+        small = dict(folds=3, max_examples=240, lidar_n=24, lidar_q=4, linear_max_iter=50,
+                     mlp_hidden=32, mlp_steps=60)
+        return cls(**{**small, **overrides})
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> ProbeSettings:
+        """The preset called ``name`` ("standard" or "ci"), with ``overrides`` applied."""
+        if name not in PRESETS:
+            raise UnknownNameError(unknown_name_message("probe preset", name, PRESETS))
+        return getattr(cls, name)(**overrides)
+
+    # --- identity ---------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical JSON-able form (lists for tuples)."""
+        out = asdict(self)
+        out["kinds"] = list(self.kinds)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProbeSettings:
+        """Rebuild settings stored by :meth:`to_dict`; unknown keys are an error."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ProbeSettingsError(
+                f"Unknown probe settings {unknown}; known settings: {sorted(known)}."
+            )
+        values = dict(data)
+        if "kinds" in values:
+            values["kinds"] = tuple(values["kinds"])
+        return cls(**values)
+
+    @property
+    def settings_hash(self) -> str:
+        """16 hex digits of the sha256 of the canonical JSON form."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def with_changes(self, **changes: Any) -> ProbeSettings:
+        """A copy with some settings changed (validated again)."""
+        return replace(self, **changes)

@@ -1,0 +1,196 @@
+"""Reading probe results back: one report per submission, for the CLI and the HTTP API.
+
+Every figure comes from stored rows (``probe_*`` tables), so what is printed or served is
+what the database holds. :func:`load_probe_report` picks the settings most recently used
+for the submission unless a settings hash is given; :meth:`ProbeReport.to_dict` is
+JSON-safe (infinite values as "inf").
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sqlalchemy import and_, select
+from sqlalchemy.orm import Session
+
+from services.core.errors import NevisError
+from services.store.db.models import StreamTask, Submission, TaskResult, TaskRun, Trial
+from services.store.db.models_probe import (
+    ProbeCheckpointResult,
+    ProbeCorrelationRow,
+    ProbeFitRow,
+    ProbeJob,
+    ProbeMismatchRow,
+    ProbeSettingsRow,
+)
+from workers.probe import jsonfloats
+from workers.probe.queue import status_counts
+from workers.probe.trial_scores import SCALARS
+
+
+@dataclass(frozen=True)
+class CheckpointReport:
+    """One probed checkpoint: label-free ranks, pretext error, own-task linear accuracy."""
+
+    task_order: int
+    trial_id: int
+    trial_index: int
+    best_trial: bool
+    step: int
+    lidar: float | None
+    rankme: float | None
+    pretext_error: float | None
+    linear_accuracy: float | None
+    lidar_n: int
+    lidar_q: int
+    augmentation: str | None
+
+
+@dataclass(frozen=True)
+class MismatchReport:
+    """The mismatch scores of one trial on one target task with one probe kind."""
+
+    task_order: int
+    trial_id: int
+    trial_index: int
+    best_trial: bool
+    target_order: int
+    probe_kind: str
+    conv_step: int
+    converged: bool
+    num_checkpoints: int
+    scores: dict[str, float]
+    spreads: dict[str, Any]
+    curves: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CorrelationReport:
+    scope: str
+    task_order: int
+    proxy: str
+    spearman: float | None
+    kendall_tau_b: float | None
+    num_points: int
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """Everything stored about the probes of one submission under one settings hash."""
+
+    submission_id: int
+    settings_hash: str | None
+    settings: dict[str, Any] | None
+    jobs: dict[str, int]
+    failures: tuple[tuple[str, str], ...]
+    checkpoints: tuple[CheckpointReport, ...]
+    mismatch: tuple[MismatchReport, ...]
+    correlations: tuple[CorrelationReport, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (non-finite floats as strings)."""
+        return jsonfloats.encode_tree(asdict(self))
+
+
+def latest_settings_hash(session: Session, *, submission_id: int) -> str | None:
+    """The settings hash of the submission's most recently queued probe job, if any."""
+    return session.scalar(
+        select(ProbeJob.settings_hash).where(ProbeJob.submission_id == submission_id)
+        .order_by(ProbeJob.id.desc()).limit(1)
+    )
+
+
+def _trials(session: Session, submission_id: int) -> dict[int, tuple[int, int, bool]]:
+    """trial id → (task order, trial index, is the committed best trial)."""
+    best = set(session.scalars(select(TaskResult.best_trial_id)
+                               .where(TaskResult.submission_id == submission_id)))
+    rows = session.execute(
+        select(Trial.id, StreamTask.order, Trial.trial_index)
+        .join(TaskRun, TaskRun.id == Trial.task_run_id)
+        .join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
+        .where(TaskRun.submission_id == submission_id)
+    )
+    return {tid: (order, index, tid in best) for tid, order, index in rows}
+
+
+def load_probe_report(session: Session, *, submission_id: int, settings_hash: str | None = None,
+                      task_order: int | None = None) -> ProbeReport:
+    """The probe report of a submission (see the module docstring).
+
+    Raises:
+        NevisError: No such submission.
+    """
+    if session.get(Submission, submission_id) is None:
+        raise NevisError(f"No run with id {submission_id} in this database.")
+    settings_hash = settings_hash or latest_settings_hash(session, submission_id=submission_id)
+    if settings_hash is None:
+        return ProbeReport(submission_id, None, None, {}, (), (), (), ())
+    settings_row = session.get(ProbeSettingsRow, settings_hash)
+    trials = _trials(session, submission_id)
+    wanted = [t for t, (order, _, _) in trials.items() if task_order in (None, order)]
+    accuracy = dict(session.execute(
+        select(ProbeFitRow.checkpoint_id, 1.0 - ProbeFitRow.error)
+        .join(Trial, Trial.id == ProbeFitRow.trial_id)
+        .join(TaskRun, TaskRun.id == Trial.task_run_id)
+        .join(StreamTask, and_(StreamTask.id == TaskRun.stream_task_id,
+                               StreamTask.order == ProbeFitRow.target_order))
+        .where(ProbeFitRow.trial_id.in_(wanted), ProbeFitRow.settings_hash == settings_hash,
+               ProbeFitRow.probe_kind == "linear")
+    ).all())
+    checkpoints = []
+    for row in session.scalars(
+        select(ProbeCheckpointResult).where(ProbeCheckpointResult.trial_id.in_(wanted),
+                                            ProbeCheckpointResult.settings_hash == settings_hash)
+    ):
+        order, index, best = trials[row.trial_id]
+        checkpoints.append(CheckpointReport(
+            order, row.trial_id, index, best, row.step, row.lidar, row.rankme, row.pretext_error,
+            accuracy.get(row.checkpoint_id), row.lidar_n, row.lidar_q,
+            (row.details or {}).get("augmentation")))
+    mismatch = []
+    for row in session.scalars(
+        select(ProbeMismatchRow).where(ProbeMismatchRow.trial_id.in_(wanted),
+                                       ProbeMismatchRow.settings_hash == settings_hash)
+    ):
+        order, index, best = trials[row.trial_id]
+        mismatch.append(MismatchReport(
+            order, row.trial_id, index, best, row.target_order, row.probe_kind, row.conv_step,
+            bool(row.converged), row.num_checkpoints, {k: getattr(row, k) for k in SCALARS},
+            _decoded(row.spreads), _decoded(row.curves)))
+    correlations = [
+        CorrelationReport(r.scope, r.task_order, r.proxy, r.spearman, r.kendall_tau_b, r.num_points)
+        for r in session.scalars(
+            select(ProbeCorrelationRow).where(ProbeCorrelationRow.submission_id == submission_id,
+                                              ProbeCorrelationRow.settings_hash == settings_hash)
+            .order_by(ProbeCorrelationRow.scope, ProbeCorrelationRow.task_order,
+                      ProbeCorrelationRow.proxy))
+        if task_order is None or r.scope != "task" or r.task_order == task_order
+    ]
+    failures = tuple(session.execute(
+        select(ProbeJob.job_key, ProbeJob.error).where(
+            ProbeJob.submission_id == submission_id, ProbeJob.settings_hash == settings_hash,
+            ProbeJob.status == "failed").order_by(ProbeJob.id)
+    ).all())
+    return ProbeReport(
+        submission_id=submission_id, settings_hash=settings_hash,
+        settings=settings_row.settings if settings_row else None,
+        jobs=dict(status_counts(session, submission_id=submission_id, settings_hash=settings_hash)),
+        failures=tuple((k, e or "") for k, e in failures),
+        checkpoints=tuple(sorted(checkpoints, key=lambda c: (c.task_order, c.trial_index, c.step))),
+        mismatch=tuple(sorted(mismatch, key=lambda m: (m.task_order, m.trial_index,
+                                                       m.target_order != m.task_order,
+                                                       -m.target_order, m.probe_kind))),
+        correlations=tuple(correlations),
+    )
+
+
+def _decoded(doc: Any) -> Any:
+    """JSON documents back with real floats ("inf" → inf) in every list and value."""
+    if isinstance(doc, dict):
+        return {k: _decoded(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_decoded(v) for v in doc]
+    if isinstance(doc, str) and doc in ("inf", "-inf", "nan"):
+        return jsonfloats.decode_value(doc)
+    return doc
