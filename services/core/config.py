@@ -35,6 +35,17 @@ class Settings(BaseSettings):
     ray_address: str | None = Field(default=None, description="Ray cluster; default local.")
     offline_data_dir: Path | None = Field(default=None, description="npz + JSON datasets.")
     image_size: int = Field(default=64, description="Stored image resolution (pixels).")
+    probe_preset: str = Field(
+        default="standard",
+        description="Probe settings queued when a task commits: standard, ci, or off.",
+    )
+
+    @field_validator("probe_preset")
+    @classmethod
+    def _check_probe_preset(cls, value: str) -> str:
+        if value not in ("standard", "ci", "off"):
+            raise ValueError(f"must be one of standard, ci, off; got {value!r}")
+        return value
 
     @field_validator("image_size")
     @classmethod

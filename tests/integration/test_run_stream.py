@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from services.core.config import get_settings
 from services.core.errors import BudgetError, TaskFailedError, UnknownNameError
 from services.store.db.models import Checkpoint, TaskResult, TaskRun, Trial
+from services.store.db.models_probe import ProbeJob
 from services.store.objects import open_store
 from workers.trainer.budget import RunBudget
 from workers.trainer.results import load_summary
@@ -60,6 +61,12 @@ def test_nearest_mean_runs_the_whole_stream(runner: StreamRunner, tiny_stream) -
         assert store.info(checkpoints[0].object_key).sha256 == checkpoints[0].sha256
         last_state = session.scalars(select(TaskRun.learner_state_key).order_by(TaskRun.id.desc())).first()
     assert pickle.loads(store.get_bytes(last_state))["tasks_seen"] == [1, 2, 3]
+    # Each commit queued the probe jobs of its checkpoints, in the same transaction.
+    with runner.sessions() as session:
+        jobs = session.execute(select(ProbeJob.kind, ProbeJob.task_order)).all()
+    assert sum(kind == "checkpoint" for kind, _ in jobs) == len(checkpoints)
+    assert {order for kind, order in jobs if kind == "trial"} == {1, 2, 3}
+    assert sum(kind == "summary" for kind, _ in jobs) == 1
     assert sum(t.flops for t in summary.tasks) == pytest.approx(summary.cflop)
 
 

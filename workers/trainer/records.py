@@ -27,7 +27,9 @@ from services.store.db.models import (
     Trial,
 )
 from services.store.db.types import utcnow
+from workers.probe.planner import enqueue_submission
 from workers.probe.pretext import store_training_curve
+from workers.probe.settings import ProbeSettings
 from workers.stream.manifest import StreamManifest, manifest_to_dict
 from workers.stream.registry import manifest_sha256
 
@@ -169,9 +171,13 @@ def record_trial(session: Session, *, task_run_id: int, result: Mapping[str, Any
 def commit_task(
     session: Session, *, submission: Submission, run: TaskRun, best_trial: Trial, error: float,
     split: str, metric: str, task_flops: float, wall_time_s: float, peak_memory_bytes: int,
-    state_key: str, next_order: int | None,
+    state_key: str, next_order: int | None, probe_settings: ProbeSettings | None = None,
 ) -> TaskResult:
-    """Commit the task: result, run totals, learner state and cursor, all or nothing."""
+    """Commit the task: result, run totals, learner state and cursor, all or nothing.
+
+    With ``probe_settings``, the probe jobs of the task's checkpoints are queued in the same
+    transaction, so a committed task is never left without them.
+    """
     result = TaskResult(
         submission_id=submission.id, stream_task_id=run.stream_task_id, task_run_id=run.id,
         best_trial_id=best_trial.id, error=error, split=split, metric=metric, flops=task_flops,
@@ -187,6 +193,9 @@ def commit_task(
     session.flush()
     add_event(session, submission_id=submission.id, kind="task.committed",
               payload={"task_run_id": run.id, "error": error, "flops": task_flops})
+    if probe_settings is not None:
+        order = session.get(StreamTask, run.stream_task_id).order
+        enqueue_submission(session, submission_id=submission.id, settings=probe_settings, task_order=order)
     return result
 
 

@@ -27,6 +27,7 @@ from workers.learners.registry import load_learner
 from workers.stream.catalog import database_recorder
 from workers.stream.manifest import StreamManifest, TaskSpec
 from workers.stream.prepare import load_task_data, load_task_index, prepare_stream, stored_image_size
+from workers.probe.settings import ProbeSettings
 from workers.stream.registry import load_stream
 from workers.trainer import records
 from workers.trainer.budget import RunBudget
@@ -101,6 +102,8 @@ class StreamRunner:
         self._harness_actor: Any = None
         self._evaluators: dict[tuple[str, int], Any] = {}
         self._indices: dict[tuple[str, int], Any] = {}
+        preset = settings.probe_preset
+        self._probe_settings = None if preset == "off" else ProbeSettings.preset(preset)
         self._harness_size = 0
 
     # --- entry points -------------------------------------------------------------------
@@ -254,6 +257,7 @@ class StreamRunner:
                 task_flops=task_flops, wall_time_s=time.perf_counter() - started,
                 peak_memory_bytes=max(int(r.get("peak_memory_bytes") or 0) for r in results),
                 state_key=best["state"]["key"], next_order=next_order,
+                probe_settings=self._probe_settings,
             )
         self.observer.task_committed(task, error, task_flops)
 
