@@ -174,3 +174,15 @@ def test_cancel_is_final_and_logged(client, tokens):
     later = client.get(f"/v1/submissions/{sub['id']}/events?after={events['items'][1]['id']}", headers=alice).json()
     assert [e["kind"] for e in later["items"]] == ["submission.cancelled"]
     assert later["next_after"] == events["items"][2]["id"]
+
+
+def test_probe_results_are_readable_by_the_owner_only(client, tokens):
+    alice = tokens.auth("alice")
+    sub = client.post("/v1/submissions", json=_body(_learner(client, alice)), headers=alice).json()
+    report = client.get(f"/v1/submissions/{sub['id']}/probes", headers=alice)
+    assert report.status_code == 200
+    body = report.json()
+    assert body["submission_id"] == sub["id"] and body["settings_hash"] is None  # nothing probed yet
+    assert client.get(f"/v1/submissions/{sub['id']}/probes", headers=tokens.auth("bob")).status_code == 404
+    bad = client.get(f"/v1/submissions/{sub['id']}/probes?task=0", headers=alice)
+    assert bad.status_code == 422 and bad.json()["field"] == "task"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response, status
 from sqlalchemy.exc import IntegrityError
@@ -33,6 +33,7 @@ from services.coordinator.crud import submissions as crud
 from services.coordinator.crud.submissions import SubmissionRequest, SubmissionRow
 from services.store.db.models import SUBMISSION_STATUSES
 from services.store.db.models_coordinator import TaskLease
+from workers.probe.summary import load_probe_report
 from workers.trainer.results import load_summary
 
 router = APIRouter(prefix="/v1/submissions", tags=["submissions"], responses=problems(401, 422))
@@ -151,3 +152,13 @@ def read_events(
     return EventPage(items=[EventOut(id=e.id, kind=e.kind, payload=dict(e.payload),
                                      created_at=e.created_at) for e in events],
                      next_after=events[-1].id if events else after)
+
+
+@router.get("/{submission_id}/probes", responses=problems(404),
+            summary="Probe results: mismatch curves and scalars, LiDAR, RankMe, proxy correlations")
+def read_probes(
+    submission_id: int, user: CurrentUser, session: SessionDep,
+    task: Annotated[int | None, Query(ge=1, description="Only this task (by stream order).")] = None,
+) -> dict[str, Any]:
+    crud.get_submission(session, user=user, submission_id=submission_id)
+    return load_probe_report(session, submission_id=submission_id, task_order=task).to_dict()
