@@ -194,18 +194,18 @@ def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     print(f"mini: E = {figures['E_service']:.4f}, cFLOP = {figures['cFLOP_service']:.4e}")
 
 
-
 def offline_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     """indep over the real datasets of the offline stream."""
-    if True:
-        print(f"\noffline stream (real data), indep, {args.offline_trials} trials x {args.offline_steps} steps", flush=True)
-        off = run_service("offline", "indep", args.offline_trials, args.offline_steps, None, "offline")
-        summary = off["summary"]
-        for row in summary.tasks:
-            print(f"  {row.order:>2} {row.year} {row.phase:<10} {row.dataset:<24} error {row.error:.4f}  FLOPs {row.flops:.3e}")
-        print(f"  E (meta-test) = {summary.mean_error:.4f}, cFLOP = {summary.cflop:.4e}, wall {off['wall_s']:.0f} s")
-        figures["offline"] = {"E": summary.mean_error, "cFLOP": summary.cflop, "wall_s": off["wall_s"],
-                              "tasks": [{"order": r.order, "dataset": r.dataset, "error": r.error, "flops": r.flops} for r in summary.tasks]}
+    print(f"\noffline stream (real data), indep, {args.offline_trials} trials x {args.offline_steps} steps", flush=True)
+    off = run_service("offline", "indep", args.offline_trials, args.offline_steps, None, "offline")
+    summary = off["summary"]
+    for row in summary.tasks:
+        print(f"  {row.order:>2} {row.year} {row.phase:<10} {row.dataset:<24} error {row.error:.4f}  FLOPs {row.flops:.3e}")
+    print(f"  E (meta-test) = {summary.mean_error:.4f}, cFLOP = {summary.cflop:.4e}, wall {off['wall_s']:.0f} s")
+    figures["offline"] = {
+        "E": summary.mean_error, "cFLOP": summary.cflop, "wall_s": off["wall_s"],
+        "tasks": [{"order": r.order, "dataset": r.dataset, "error": r.error, "flops": r.flops} for r in summary.tasks],
+    }
 
 
 if __name__ == "__main__":
