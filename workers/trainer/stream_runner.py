@@ -34,7 +34,8 @@ from workers.trainer.budget import RunBudget
 from workers.trainer.evaluation import task_error
 from workers.trainer.harness import TaskHarness
 from workers.trainer.ray_env import connect_ray, learner_env, storage_env  # noqa: F401 (learner_env re-exported)
-from workers.trainer.task_job import best_trial, evaluate, run_trials, start_evaluator
+from workers.trainer.executor import start_pool
+from workers.trainer.task_job import best_trial, default_concurrency, evaluate, run_trials, start_evaluator
 from workers.trainer.trial import TrialSpec
 
 
@@ -101,6 +102,7 @@ class StreamRunner:
         self.store: ObjectStore = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
         self._harness_actor: Any = None
         self._evaluators: dict[tuple[str, int], Any] = {}
+        self._pools: dict[tuple[str, int, int], Any] = {}
         self._indices: dict[tuple[str, int], Any] = {}
         preset = settings.probe_preset
         self._probe_settings = None if preset == "off" else ProbeSettings.preset(preset)
@@ -220,7 +222,8 @@ class StreamRunner:
 
         self.observer.task_started(task, position, len(tasks), budget.trials)
         try:
-            results = run_trials(learner, spec, budget, storage_path=str(self.settings.data_dir / "ray_results"), on_trial=on_trial)
+            results = run_trials(learner, spec, budget, storage_path=str(self.settings.data_dir / "ray_results"),
+                                 on_trial=on_trial, pool=self._executor_pool(learner, learner_spec, budget))
         except KeyboardInterrupt:
             self._interrupt(submission_id, run.id)
             raise
@@ -278,6 +281,18 @@ class StreamRunner:
         if key not in self._indices:
             self._indices[key] = load_task_index(self.store, task, image_size=size)
         return self._indices[key]
+
+    def _executor_pool(self, learner: Learner, learner_spec: str, budget: RunBudget) -> Any:
+        """The run's warm trial executors (one-worker learners only; learner code, no credentials)."""
+        res = learner.resources()
+        if res.num_workers > 1:
+            return None
+        size = min(budget.max_concurrent or default_concurrency(learner), budget.trials)
+        key = (learner_spec, budget.threads_per_trial, size)
+        if key not in self._pools:
+            self._pools[key] = start_pool(learner_spec, threads=budget.threads_per_trial, size=size,
+                                          gpus_per_executor=res.gpus_per_worker)
+        return self._pools[key]
 
     def _evaluator(self, learner_spec: str, threads: int) -> Any:
         """The run's warm evaluator actor (learner code; no credentials)."""

@@ -24,7 +24,7 @@ from workers.learners.protocol import Learner, TaskInfo
 from workers.trainer.budget import RunBudget
 from workers.trainer.search import param_space
 from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, failure_metrics
-from workers.trainer.tune_trial import tune_trial
+from workers.trainer.tune_trial import TrialJob, tune_trial
 
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # keep Tune's console tables out of our bars
 # Only the JSON logger (Tune's result grid reads it); no CSV or TensorBoard files per trial.
@@ -71,12 +71,13 @@ _RESULT_KEYS = frozenset({
 })
 
 
-def trial_resources(learner: Learner) -> dict[str, float]:
-    """Tune resources of one trial: the worker itself, or just a driver for a worker group."""
+def trial_resources(learner: Learner, *, pooled: bool = True) -> dict[str, float]:
+    """Tune resources of one trial: its CPUs (a pooled executor holds its GPUs for the run),
+    or just a driver for a Ray Train worker group."""
     res = learner.resources()
     if res.num_workers > 1:
         return {"cpu": 0.01}  # the Train worker group reserves the real resources
-    return {"cpu": res.cpus_per_worker, "gpu": res.gpus_per_worker}
+    return {"cpu": res.cpus_per_worker, "gpu": 0.0 if pooled else res.gpus_per_worker}
 
 
 def default_concurrency(learner: Learner) -> int:
@@ -97,13 +98,18 @@ def search_seed(run_seed: int, task_order: int) -> int:
 
 def run_trials(
     learner: Learner, spec: TrialSpec, budget: RunBudget, *, storage_path: str,
-    on_trial: Callable[[dict[str, Any]], None],
+    on_trial: Callable[[dict[str, Any]], None], pool: Any = None,
 ) -> list[dict[str, Any]]:
-    """Run the task's trials under Ray Tune; returns every trial's final result."""
+    """Run the task's trials under Ray Tune; returns every trial's final result.
+
+    With ``pool`` (an :class:`~workers.trainer.executor.ExecutorPool`), one-worker trials
+    run in its warm executors.
+    """
     sink = _TrialSink(on_trial)
     concurrency = budget.max_concurrent or default_concurrency(learner)
+    job = TrialJob(spec=ray.put(spec), pool=pool, num_workers=learner.resources().num_workers)
     tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(tune_trial, spec=spec), trial_resources(learner)),
+        tune.with_resources(tune.with_parameters(tune_trial, job=job), trial_resources(learner, pooled=pool is not None)),
         param_space=param_space(learner.search_space(), trials=budget.trials),
         tune_config=tune.TuneConfig(
             search_alg=BasicVariantGenerator(

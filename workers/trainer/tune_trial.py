@@ -1,39 +1,64 @@
-"""The Ray Tune function of a trial: one worker in-process, several through Ray Train.
+"""The Ray Tune function of a trial: a warm executor for one worker, Ray Train for several.
 
-A one-worker trial runs learner code right here, so it pays for no Train worker group. A
-trial whose learner asks for ``num_workers > 1`` starts a Ray Train ``TorchTrainer`` from
-inside this function (Ray Train V2's way of combining Tune and Train) and reports what rank
-0 measured, with FLOPs summed over all workers.
+A one-worker trial runs in one of the run's warm executors (:mod:`workers.trainer.executor`),
+so it pays neither for a Train worker group nor for importing torch in a fresh process; this
+function only borrows the executor and reports what it returns. A trial whose learner asks
+for ``num_workers > 1`` starts a Ray Train ``TorchTrainer`` from inside this function (Ray
+Train V2's way of combining Tune and Train) and reports what rank 0 measured, with FLOPs
+summed over all workers. This module imports nothing heavy at the top: Tune starts its
+trials in fresh processes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import ray
 from ray import tune
 
-from workers.learners.registry import load_learner
-from workers.trainer.trial import (
-    TrialSpec,
-    execute_trial,
-    failure_metrics,
-    flop_metrics,
-    make_context,
-)
+
+@dataclass(frozen=True)
+class TrialJob:
+    """What every trial of a task gets: the spec (by reference) and where to run."""
+
+    spec: Any  # ObjectRef of a workers.trainer.trial.TrialSpec, resolved only where used
+    pool: Any  # ActorHandle of an ExecutorPool, or None to run in the trial's own process
+    num_workers: int
 
 
-def tune_trial(config: dict[str, Any], spec: TrialSpec) -> None:
+def tune_trial(config: dict[str, Any], job: TrialJob) -> None:
     """Run one trial and report exactly one result (``status`` ok or failed)."""
-    import torch  # noqa: PLC0415 - heavy; only in trial processes
+    if job.num_workers > 1 or job.pool is None:
+        tune.report(_run_here(config, ray.get(job.spec)))
+        return
+    executor = ray.get(job.pool.acquire.remote())
+    try:
+        metrics = ray.get(executor.run.remote(config, job.spec))
+    except ray.exceptions.RayActorError as exc:  # the executor's process died (memory, kill)
+        job.pool.replace.remote(executor)
+        from workers.trainer.trial import failure_metrics  # noqa: PLC0415
+
+        zero = {"flops_measured": 0, "flops_reported": 0, "flops_source": "measured"}
+        tune.report(failure_metrics(config, exc, zero))
+        return
+    job.pool.release.remote(executor)
+    tune.report(metrics)
+
+
+def _run_here(config: dict[str, Any], spec: Any) -> dict[str, Any]:
+    """The trial in this process: a Ray Train group for several workers, else in-line."""
+    import torch  # noqa: PLC0415
+
+    from workers.learners.registry import load_learner  # noqa: PLC0415
 
     torch.set_num_threads(spec.threads)
     learner = load_learner(spec.learner_spec)
     if learner.resources().num_workers > 1:
         from workers.trainer.distributed import run_distributed_trial  # noqa: PLC0415
 
-        tune.report(run_distributed_trial(config, spec, learner.resources()))
-        return
-    tune.report(run_local_trial(learner, config, spec))
+        return run_distributed_trial(config, spec, learner.resources())
+    return run_local_trial(learner, config, spec)
 
 
 def trial_device(learner: Any) -> str:
@@ -44,8 +69,15 @@ def trial_device(learner: Any) -> str:
     return "cuda:0" if wants_gpu and torch.cuda.is_available() else "cpu"
 
 
-def run_local_trial(learner: Any, config: dict[str, Any], spec: TrialSpec) -> dict[str, Any]:
+def run_local_trial(learner: Any, config: dict[str, Any], spec: Any) -> dict[str, Any]:
     """Train in this process; any learner exception becomes a failed result."""
+    from workers.trainer.trial import (  # noqa: PLC0415
+        execute_trial,
+        failure_metrics,
+        flop_metrics,
+        make_context,
+    )
+
     ctx = None
     try:
         ctx = make_context(learner, spec, config, device=trial_device(learner))
