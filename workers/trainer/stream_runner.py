@@ -161,6 +161,9 @@ class StreamRunner:
             sub = session.get(Submission, submission_id)
             sub.status, sub.error, sub.finished_at = "running", None, None
         self._check_caps(submission_id, plan.budget)
+        # Start the run's warm actors now: their imports overlap with loading the task's data.
+        self._executor_pool(learner, plan.learner_spec, plan.budget)
+        self._evaluator(plan.learner_spec, plan.budget.threads_per_trial)
         self._run_task(submission_id, plan.manifest, plan.tasks, task, plan.tasks.index(task) + 1,
                        learner, plan.learner_spec, plan.budget, plan.image_size, plan.phase)
         return task is not plan.tasks[-1]
