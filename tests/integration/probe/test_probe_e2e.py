@@ -45,6 +45,9 @@ def _count(session, model, **where) -> int:
 
 def test_probe_run_fills_curves_metrics_and_results(settings_env, database_url, monkeypatch, tiny_stream) -> None:
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    # Queue nothing at commit: this test queues the jobs itself with `nevis probe run`
+    # (queueing at commit is tested in test_run_stream.py).
+    monkeypatch.setenv("NEVIS_PROBE_PRESET", "off")
     get_settings.cache_clear()
     runner = StreamRunner(get_settings())
     budget = RunBudget(trials=2, steps=6, checkpoint_fractions=(0.0, 0.5, 1.0))
