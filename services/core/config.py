@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from typing import TypeVar
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -107,8 +108,17 @@ def get_settings() -> Settings:
     Raises:
         ConfigError: naming each bad variable and why.
     """
+    return load_settings(Settings)
+
+
+SettingsT = TypeVar("SettingsT", bound=BaseSettings)
+
+
+def load_settings(cls: type[SettingsT]) -> SettingsT:
+    """Build a settings class from the environment, turning validation errors into one
+    :class:`ConfigError` that names each bad variable."""
     try:
-        return Settings()
+        return cls()
     except ValidationError as exc:
         problems = "; ".join(_describe(err) for err in exc.errors())
         raise ConfigError(f"Invalid settings: {problems}") from None

@@ -12,10 +12,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from services.core.config import Settings
-from services.core.errors import ConfigError
+from services.core.config import Settings, load_settings
 
 # Variables the worker harness needs to reach the database and store; the backends pass
 # them to the worker process (never to learner code: the runner blanks them there).
@@ -103,16 +102,4 @@ def get_coordinator_settings() -> CoordinatorSettings:
     Raises:
         ConfigError: naming each bad variable and why.
     """
-    try:
-        return CoordinatorSettings()
-    except ValidationError as exc:
-        problems = "; ".join(_describe(err) for err in exc.errors())
-        raise ConfigError(f"Invalid settings: {problems}") from None
-
-
-def _describe(err: dict) -> str:
-    """One validation problem as ``NEVIS_VAR: reason``."""
-    message = str(err["msg"]).removeprefix("Value error, ")
-    if not err["loc"]:
-        return message
-    return f"NEVIS_{'_'.join(str(p) for p in err['loc']).upper()}: {message}"
+    return load_settings(CoordinatorSettings)
