@@ -138,8 +138,8 @@ def test_offline_stream_follows_nevis_years_with_meta_test_from_2018() -> None:
     assert all(t.num_classes and t.num_examples for t in offline.tasks)
 
 
-@pytest.mark.skipif(not OFFLINE_DIR.is_dir(), reason="needs ../shared/datasets")
 def test_offline_stream_matches_the_dataset_sidecars() -> None:
+    assert OFFLINE_DIR.is_dir(), f"the shared datasets are expected beside the repository, at {OFFLINE_DIR}"
     for task in load_stream("offline").tasks:
         meta = json.loads((OFFLINE_DIR / f"{task.dataset_name}.json").read_text())
         assert (task.year, task.domain, task.num_classes, task.num_examples) == (
@@ -171,8 +171,8 @@ def _converter() -> ModuleType:
     return module
 
 
-@pytest.mark.skipif(not NEVIS_CSV.is_file(), reason="needs ../shared/streams")
 def test_committed_nevis_manifests_match_a_fresh_conversion() -> None:
+    assert NEVIS_CSV.is_file(), f"the shared stream CSV is expected beside the repository, at {NEVIS_CSV}"
     docs = _converter().build_manifests(NEVIS_CSV)
 
     for name, doc in docs.items():

@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from services.cli.main import app
@@ -97,8 +96,7 @@ def test_show_malformed_file_fails_naming_file_and_field(tmp_path: Path) -> None
 
 def test_console_script_reports_unknown_stream_on_stderr_with_exit_code_2() -> None:
     nevis = Path(sys.executable).with_name("nevis")
-    if not nevis.exists():
-        pytest.skip("the nevis console script is not installed in this environment")
+    assert nevis.exists(), f"the nevis console script should be installed beside {sys.executable}"
 
     proc = subprocess.run(
         [str(nevis), "streams", "show", "nevis-full"], capture_output=True, text=True, timeout=120
