@@ -50,13 +50,13 @@ def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: 
     from workers.trainer.budget import RunBudget
     from workers.trainer.results import load_summary
     from workers.trainer.ray_env import connect_ray
+    from workers.stream.registry import load_stream
     from workers.trainer.stream_runner import RunRequest, StreamRunner
 
     settings = fresh_settings(tag)
     connect_ray(settings)
     runner = StreamRunner(settings)
-    runner._prepare(__import__("workers.stream.registry", fromlist=["x"]).load_stream(stream),
-                    _size(stream, settings))  # data preparation is not part of the timing
+    runner._prepare(load_stream(stream), _size(stream, settings))  # preparation is not timed
     budget = RunBudget(trials=trials, steps=steps, max_concurrent=concurrent)
     started = time.perf_counter()
     run_id = runner.start(RunRequest(stream=stream, learner=learner, budget=budget))

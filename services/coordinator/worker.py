@@ -140,7 +140,7 @@ def _prepare_bundle(settings: CoordinatorSettings, sessions: sessionmaker[Sessio
         return
     import ray  # noqa: PLC0415
 
-    from workers.trainer.stream_runner import learner_env  # noqa: PLC0415
+    from workers.trainer.ray_env import learner_env  # noqa: PLC0415
 
     store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
     dest = settings.data_dir / "bundles" / sha

@@ -33,7 +33,7 @@ from workers.trainer import records
 from workers.trainer.budget import RunBudget
 from workers.trainer.evaluation import task_error
 from workers.trainer.harness import TaskHarness
-from workers.trainer.ray_env import connect_ray, learner_env, storage_env  # noqa: F401 (learner_env re-exported)
+from workers.trainer.ray_env import connect_ray, storage_env
 from workers.trainer.executor import start_pool
 from workers.trainer.task_job import best_trial, default_concurrency, evaluate, run_trials, start_evaluator
 from workers.trainer.trial import TrialSpec
@@ -103,6 +103,7 @@ class StreamRunner:
         self._harness_actor: Any = None
         self._evaluators: dict[tuple[str, int], Any] = {}
         self._pools: dict[tuple[str, int, int], Any] = {}
+        self._prepared: set[tuple[str, str, int]] = set()
         self._indices: dict[tuple[str, int], Any] = {}
         preset = settings.probe_preset
         self._probe_settings = None if preset == "off" else ProbeSettings.preset(preset)
@@ -305,8 +306,14 @@ class StreamRunner:
         return self._evaluators[key]
 
     def _prepare(self, manifest: StreamManifest, size: int) -> None:
+        """Make sure the stream's shards exist and verify, once per stream and size in this
+        runner (every later read checks each shard's checksum again anyway)."""
+        key = (manifest.name, manifest.version, size)
+        if key in self._prepared:
+            return
         prepare_stream(manifest, self.store, image_size=size, offline_dir=self.settings.offline_data_dir,
                        on_prepared=database_recorder(self.sessions, self.store))
+        self._prepared.add(key)
 
     def _interrupt(self, submission_id: int, run_id: int) -> None:
         with transaction(self.sessions) as session:
