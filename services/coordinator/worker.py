@@ -28,7 +28,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from services.coordinator.bundles import check_bundle, extract_bundle, import_root
 from services.coordinator.core.config import CoordinatorSettings
-from services.coordinator.db import write_transaction
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.policy import RetryPolicy
 from services.core.errors import (
@@ -38,7 +37,7 @@ from services.core.errors import (
     NevisError,
     UnknownNameError,
 )
-from services.store.db import ensure_current, make_engine, session_factory
+from services.store.db import ensure_current, make_engine, session_factory, transaction
 from services.store.db.models import Submission
 from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES
 from services.store.objects import open_store
@@ -65,7 +64,7 @@ class Heartbeat(threading.Thread):
     def run(self) -> None:
         while not self._stop_event.wait(self.interval):
             try:
-                with write_transaction(self.sessions) as session:
+                with transaction(self.sessions) as session:
                     alive = leases.heartbeat(session, lease_id=self.lease_id)
             except Exception as exc:  # noqa: BLE001 - keep trying; the reaper decides
                 log.warning("heartbeat of lease %s failed: %s", self.lease_id, exc)
@@ -88,7 +87,7 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
     """Run the task of ``lease_id``; returns the process exit code (0: lease ended well)."""
     ensure_current(settings.database_url)
     sessions = session_factory(make_engine(settings.database_url))
-    with write_transaction(sessions) as session:
+    with transaction(sessions) as session:
         outcome = leases.start_lease(session, lease_id=lease_id, submission_id=submission_id,
                                      task_deadline_s=settings.task_deadline_s)
     if not outcome.run:
@@ -109,7 +108,7 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
     finally:
         beat.stop()
         _shutdown_ray()
-    with write_transaction(sessions) as session:
+    with transaction(sessions) as session:
         leases.finish_success(session, lease_id=lease_id)
     return 0
 
@@ -120,7 +119,7 @@ def _fail(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, lea
     retryable = not isinstance(exc, NOT_RETRYABLE)
     log.error("task of lease %s failed: %s\n%s", lease_id, reason,
               "".join(traceback.format_exception(exc)))
-    with write_transaction(sessions) as session:
+    with transaction(sessions) as session:
         submission = session.get(Submission, submission_id)
         if submission is not None and (submission.error or "").startswith("stopped:"):
             reason, retryable = submission.error, False  # a budget cap: final

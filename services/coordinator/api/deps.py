@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.core.errors import PermissionDeniedError
 from services.coordinator.crud import users as crud_users
-from services.coordinator.db import take_write_lock
 from services.coordinator.metrics import Metrics
+from services.store.db import declare_writer
 from services.store.db.models_coordinator import User
 from services.store.objects import ObjectStore
 
@@ -30,7 +30,7 @@ def get_settings(request: Request) -> CoordinatorSettings:
 def get_session(request: Request) -> Iterator[Session]:
     with request.app.state.sessions() as session:
         if request.method not in ("GET", "HEAD", "OPTIONS"):
-            take_write_lock(session)  # SQLite: wait for other writers instead of failing
+            declare_writer(session)  # SQLite: wait for other writers instead of failing
         yield session
 
 

@@ -23,7 +23,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from services.coordinator.backends.base import Backend, LaunchSpec
 from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.core.validation import ResourceRequest
-from services.coordinator.db import write_transaction
 from services.coordinator.metrics import Metrics
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.policy import (
@@ -33,6 +32,7 @@ from services.coordinator.scheduler.policy import (
     Verdict,
 )
 from services.coordinator.worker import retry_policy
+from services.store.db import transaction
 from services.store.db.models import Submission
 from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES, TaskLease
 from services.store.db.types import utcnow
@@ -89,10 +89,10 @@ class Scheduler:
         for lease_id, job_id, backend in doomed:
             if job_id and backend == self.backend.name:
                 self.backend.cancel(job_id)
-            with write_transaction(self.sessions) as session:
+            with transaction(self.sessions) as session:
                 if leases.cancel_lease(session, lease_id=lease_id) is not None:
                     report.cancelled.append(lease_id)
-        with write_transaction(self.sessions) as session:
+        with transaction(self.sessions) as session:
             leases.restore_cancelled(session)
 
     def _reap(self, report: TickReport) -> None:
@@ -112,7 +112,7 @@ class Scheduler:
 
     def _expire(self, lease_id: int, status: str, ended: str | None) -> bool:
         """Expire a lease if, read again under its row lock, it is still dead."""
-        with write_transaction(self.sessions) as session:
+        with transaction(self.sessions) as session:
             lease = leases.take_lease(session, lease_id=lease_id, expected=(status,))
             if lease is None:
                 return False
@@ -134,7 +134,7 @@ class Scheduler:
     def _launch(self, report: TickReport) -> None:
         while not self._stop.is_set():
             try:
-                with write_transaction(self.sessions) as session:
+                with transaction(self.sessions) as session:
                     if leases.count_owned(session, owner=self.owner) >= self.settings.scheduler_slots:
                         return
                     lease = leases.claim_next(session, owner=self.owner, backend=self.backend.name,
@@ -151,7 +151,7 @@ class Scheduler:
                 log.error("the %s backend could not launch lease %s: %s", self.backend.name,
                           spec.lease_id, exc)
                 self.metrics.launch_failures.labels(backend=self.backend.name).inc()
-                with write_transaction(self.sessions) as session:
+                with transaction(self.sessions) as session:
                     lease = leases.take_lease(session, lease_id=spec.lease_id,
                                               expected=ACTIVE_LEASE_STATUSES)
                     if lease is not None:
@@ -159,7 +159,7 @@ class Scheduler:
                             session, lease=lease, status="failed", policy=self.retry_policy,
                             reason=f"the {self.backend.name} backend could not launch the task: {exc}")
                 continue
-            with write_transaction(self.sessions) as session:
+            with transaction(self.sessions) as session:
                 leases.mark_launched(session, lease_id=spec.lease_id, job_id=job_id)
             self.metrics.launches.labels(backend=self.backend.name).inc()
             report.launched.append(spec.lease_id)

@@ -11,6 +11,7 @@ Typical use::
 """
 
 from services.store.db.engine import (
+    declare_writer,
     ensure_sqlite_parent,
     make_engine,
     session_factory,
@@ -28,6 +29,7 @@ from services.store.db.models import Base
 __all__ = [
     "Base",
     "current_revision",
+    "declare_writer",
     "downgrade",
     "ensure_current",
     "ensure_sqlite_parent",

@@ -3,6 +3,10 @@
 SQLite (the embedded default) gets foreign keys enforced, write-ahead logging so readers
 never block the writer, a busy timeout so concurrent writers wait instead of failing, and
 real transactions (SQLAlchemy emits BEGIN itself, so DDL and SAVEPOINTs are transactional).
+A :func:`transaction` on SQLite takes the write lock when it begins (``BEGIN IMMEDIATE``):
+SQLite cannot upgrade a reader whose snapshot another writer has since changed, so a unit of
+work that read first and wrote later would fail at once with "database is locked" instead of
+waiting its turn. Plain sessions (``with sessions() as s``) stay deferred readers.
 PostgreSQL gets pre-ping, so a connection the server dropped is replaced, not reported, and
 a connect timeout, so an unreachable server fails in seconds.
 """
@@ -24,6 +28,7 @@ from services.core.errors import DatabaseError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000  # how long a SQLite writer waits for the lock
 CONNECT_TIMEOUT_S = 10  # PostgreSQL connect timeout unless the URL sets one
+WRITE_INTENT = "nevis_write_intent"  # execution option: begin SQLite transactions IMMEDIATE
 
 
 def parse_url(url: str) -> URL:
@@ -105,8 +110,9 @@ def _configure_sqlite(engine: Engine, *, foreign_keys: bool) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        if connection.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
-            connection.exec_driver_sql("BEGIN")
+        options = connection.get_execution_options()
+        if options.get("isolation_level") != "AUTOCOMMIT":
+            connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE_INTENT) else "BEGIN")
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
@@ -118,9 +124,22 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
 def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
     """One unit of work: commit if the block succeeds, roll back if it raises.
 
+    On SQLite it holds the write lock from its first statement, waiting (busy timeout) for
+    another writer to finish rather than failing half-way; see the module docstring.
+
     Example:
         >>> with transaction(session_factory(engine)) as session:  # doctest: +SKIP
         ...     session.add(Event(kind="note", payload={}))
     """
     with factory() as session, session.begin():
+        declare_writer(session)
         yield session
+
+
+def declare_writer(session: Session) -> None:
+    """Make ``session``'s coming transaction a SQLite writer from its first statement.
+
+    Call it before the session has run anything; a no-op on PostgreSQL, where row locks
+    order writers.
+    """
+    session.connection(execution_options={WRITE_INTENT: True})
