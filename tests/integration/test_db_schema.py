@@ -142,6 +142,31 @@ def test_transaction_rolls_back_when_the_block_raises(db_engine: Engine) -> None
         assert session.scalars(select(Event.kind)).all() == []
 
 
+def test_a_unit_of_work_that_reads_then_writes_survives_a_concurrent_writer(db_engine: Engine) -> None:
+    # On SQLite a deferred reader cannot become a writer once another connection has
+    # committed since its read; it used to fail at once with "database is locked".
+    import threading
+
+    sessions = session_factory(db_engine)
+    other_done = threading.Event()
+
+    def other_writer() -> None:
+        with transaction(sessions) as session:
+            session.add(Event(kind="other", payload={}))
+        other_done.set()
+
+    with transaction(sessions) as session:
+        assert session.scalars(select(Event.kind)).all() == []  # read first
+        thread = threading.Thread(target=other_writer)
+        thread.start()
+        other_done.wait(0.5)  # SQLite: blocked on our write lock; PostgreSQL: committed
+        session.add(Event(kind="mine", payload={}))  # then write
+    thread.join(30)
+    assert other_done.is_set()
+    with sessions() as session:
+        assert sorted(session.scalars(select(Event.kind)).all()) == ["mine", "other"]
+
+
 def test_engine_settings(db_engine: Engine) -> None:
     with db_engine.connect() as connection:
         if db_engine.dialect.name == "sqlite":
