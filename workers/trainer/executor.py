@@ -1,4 +1,4 @@
-"""Warm trial executors: one-worker trials run in processes that live for the whole run.
+"""Warm learner processes: trials and evaluations run in processes that live for the run.
 
 Ray Tune starts every trial in a fresh actor process, and a fresh process spends seconds
 importing torch and its FLOP counter before the first step (about 3.5 s of the 5.5 s that
@@ -6,29 +6,62 @@ orchestration cost per task on a 2-core machine). So a run starts ``size`` execu
 each with the heavy imports done and the learner loaded; Tune's trial becomes a thin process
 that borrows a free executor from the :class:`ExecutorPool`, runs the trial there and hands
 it back. Tune still decides which trials run and how many at once; its trials hold the CPUs
-(executors reserve none, but the GPUs of GPU learners, which they keep for the run).
+(executors reserve none, but the GPUs of GPU learners, which they keep for the run). Between
+trial batches the same executors score the chosen predictor (:meth:`Evaluator.predict`), so
+a run of a one-worker learner starts no process of learner code besides them.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import ray
 
+from workers.learners.protocol import TaskInfo
 
-class TrialExecutor:
-    """Runs one-worker trials of one learner (a Ray actor, warm for the whole run)."""
+
+class Evaluator:
+    """Learner code that scores a chosen predictor on evaluation images (a Ray actor).
+
+    It receives images only; the labels stay in the driver. Runs of multi-worker learners
+    start one of these on its own; otherwise the pool's executors (subclasses) do the job.
+    """
 
     def __init__(self, learner_spec: str, threads: int) -> None:
         import torch  # noqa: PLC0415 - the point: import once, here
-        import torch._dynamo  # noqa: F401, PLC0415 - FlopCounterMode imports it on first use
 
         from workers.learners.registry import load_learner  # noqa: PLC0415
 
         torch.set_num_threads(threads)
         self._learner = load_learner(learner_spec)
         self._spec = learner_spec
+
+    def predict(self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
+        from workers.trainer.context import LocalTrialContext  # noqa: PLC0415
+        from workers.trainer.trial import flop_metrics  # noqa: PLC0415
+
+        ctx = LocalTrialContext(seed=seed, steps=1, save_predictor=self._learner.save_predictor)
+        model = self._learner.load_predictor(predictor, info, ctx)
+        scores = np.asarray(self._learner.predict(model, images, ctx))
+        return scores, flop_metrics(ctx)
+
+
+def start_evaluator(learner_spec: str, *, threads: int) -> Any:
+    """A warm evaluator actor; it holds no CPU while idle (it runs between trial batches)."""
+    return ray.remote(Evaluator).options(num_cpus=0).remote(learner_spec, threads)
+
+
+class TrialExecutor(Evaluator):
+    """Runs one-worker trials of one learner, and evaluations (a Ray actor, warm for the run)."""
+
+    def __init__(self, learner_spec: str, threads: int) -> None:
+        import torch._dynamo  # noqa: F401, PLC0415 - FlopCounterMode imports it on first use
+
+        super().__init__(learner_spec, threads)
 
     def run(self, config: dict[str, Any], spec: Any) -> dict[str, Any]:
         """One trial; learner failures come back as a ``failed`` result, never raised."""
@@ -67,6 +100,21 @@ class ExecutorPool:
         for e in executors:
             self._free.put_nowait(e)
         return len(executors)
+
+
+@contextmanager
+def borrowed(pool: Any) -> Iterator[Any]:
+    """A free executor of ``pool`` for the block; handed back after, or replaced if its
+    process died (the ``RayActorError`` still propagates)."""
+    executor = ray.get(pool.acquire.remote())
+    died = False
+    try:
+        yield executor
+    except ray.exceptions.RayActorError:
+        died = True
+        raise
+    finally:
+        (pool.replace if died else pool.release).remote(executor)
 
 
 def start_pool(learner_spec: str, *, threads: int, size: int, gpus_per_executor: float) -> Any:

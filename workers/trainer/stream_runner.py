@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pickle
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,8 +36,8 @@ from workers.trainer.budget import RunBudget
 from workers.trainer.evaluation import task_error
 from workers.trainer.harness import TaskHarness
 from workers.trainer.ray_env import connect_ray, storage_env
-from workers.trainer.executor import start_pool
-from workers.trainer.task_job import best_trial, default_concurrency, evaluate, run_trials, start_evaluator
+from workers.trainer.executor import borrowed, start_evaluator, start_pool
+from workers.trainer.task_job import best_trial, default_concurrency, evaluate, run_trials
 from workers.trainer.trial import TrialSpec
 
 
@@ -163,8 +165,8 @@ class StreamRunner:
             sub.status, sub.error, sub.finished_at = "running", None, None
         self._check_caps(submission_id, plan.budget)
         # Start the run's warm actors now: their imports overlap with loading the task's data.
-        self._executor_pool(learner, plan.learner_spec, plan.budget)
-        self._evaluator(plan.learner_spec, plan.budget.threads_per_trial)
+        if self._executor_pool(learner, plan.learner_spec, plan.budget) is None:
+            self._standalone_evaluator(plan.learner_spec, plan.budget.threads_per_trial)
         self._run_task(submission_id, plan.manifest, plan.tasks, task, plan.tasks.index(task) + 1,
                        learner, plan.learner_spec, plan.budget, plan.image_size, plan.phase)
         return task is not plan.tasks[-1]
@@ -242,8 +244,9 @@ class StreamRunner:
             raise TaskFailedError(message)
         images, labels = data.splits[split]
         try:
-            scores, eval_flops = evaluate(self._evaluator(learner_spec, budget.threads_per_trial), info,
-                                          self.store.get_bytes(best["predictor"]["key"]), images, seed=int(best["seed"]))
+            with self._evaluator(learner, learner_spec, budget) as evaluator:
+                scores, eval_flops = evaluate(evaluator, info, self.store.get_bytes(best["predictor"]["key"]),
+                                              images, seed=int(best["seed"]))
             error = task_error(scores, labels, task.kind)
         except Exception as exc:  # noqa: BLE001 - the learner's predict failed: the task fails
             cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
@@ -298,8 +301,19 @@ class StreamRunner:
                                           gpus_per_executor=res.gpus_per_worker)
         return self._pools[key]
 
-    def _evaluator(self, learner_spec: str, threads: int) -> Any:
-        """The run's warm evaluator actor (learner code; no credentials)."""
+    @contextmanager
+    def _evaluator(self, learner: Learner, learner_spec: str, budget: RunBudget) -> Iterator[Any]:
+        """A warm process of learner code to score a predictor in: one of the run's
+        executors (idle between trial batches), else the run's own evaluator actor."""
+        pool = self._executor_pool(learner, learner_spec, budget)
+        if pool is None:
+            yield self._standalone_evaluator(learner_spec, budget.threads_per_trial)
+            return
+        with borrowed(pool) as executor:
+            yield executor
+
+    def _standalone_evaluator(self, learner_spec: str, threads: int) -> Any:
+        """The evaluator actor of a run whose learner has no executors (multi-worker)."""
         key = (learner_spec, threads)
         if self._evaluators.get(key) is None:
             self._evaluators[key] = start_evaluator(learner_spec, threads=threads)

@@ -3,8 +3,8 @@
 ``run_trials`` runs the learner's random search as a Tune experiment whose trials call
 :func:`workers.trainer.tune_trial.tune_trial`; each finished trial is handed to
 ``on_trial`` at once (the runner records it, so an interrupted task still leaves its spent
-FLOPs in the database). ``evaluate`` scores the chosen predictor in a separate Ray task
-that receives images only; labels never leave the driver.
+FLOPs in the database). ``evaluate`` scores the chosen predictor in a warm learner process
+(:mod:`workers.trainer.executor`) that receives images only; labels never leave the driver.
 """
 
 from __future__ import annotations
@@ -140,41 +140,14 @@ def best_trial(results: list[dict[str, Any]]) -> dict[str, Any] | None:
     return min(ok, key=lambda r: (r["dev_error"], r[TRIAL_INDEX])) if ok else None
 
 
-class Evaluator:
-    """Learner code that scores a chosen predictor on evaluation images (a Ray actor).
-
-    One per run, kept warm across tasks (its process has the learner and its framework
-    imported already). It receives images only; the labels stay in the driver.
-    """
-
-    def __init__(self, learner_spec: str, threads: int) -> None:
-        import torch  # noqa: PLC0415
-
-        from workers.learners.registry import load_learner  # noqa: PLC0415
-
-        torch.set_num_threads(threads)
-        self._learner = load_learner(learner_spec)
-
-    def predict(self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
-        from workers.trainer.context import LocalTrialContext  # noqa: PLC0415
-        from workers.trainer.trial import flop_metrics  # noqa: PLC0415
-
-        ctx = LocalTrialContext(seed=seed, steps=1, save_predictor=self._learner.save_predictor)
-        model = self._learner.load_predictor(predictor, info, ctx)
-        scores = np.asarray(self._learner.predict(model, images, ctx))
-        return scores, flop_metrics(ctx)
-
-
-def start_evaluator(learner_spec: str, *, threads: int) -> Any:
-    """A warm evaluator actor; it holds no CPU while idle (it runs between trial batches)."""
-    return ray.remote(Evaluator).options(num_cpus=0).remote(learner_spec, threads)
-
-
 def evaluate(
     evaluator: Any, info: TaskInfo, predictor: bytes, images: np.ndarray, *, seed: int,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """Scores of the chosen predictor on evaluation images, and the FLOPs that cost."""
+    """Scores of the chosen predictor on evaluation images, and the FLOPs that cost.
+
+    ``evaluator`` is an :class:`~workers.trainer.executor.Evaluator` actor (or an executor).
+    """
     return ray.get(evaluator.predict.remote(info, predictor, images, seed))
 
 
-__all__ = ["TRIAL_SEED", "best_trial", "evaluate", "run_trials", "search_seed", "start_evaluator"]
+__all__ = ["TRIAL_SEED", "best_trial", "evaluate", "run_trials", "search_seed"]

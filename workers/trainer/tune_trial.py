@@ -32,17 +32,16 @@ def tune_trial(config: dict[str, Any], job: TrialJob) -> None:
     if job.num_workers > 1 or job.pool is None:
         tune.report(_run_here(config, ray.get(job.spec)))
         return
-    executor = ray.get(job.pool.acquire.remote())
+    from workers.trainer.executor import borrowed  # noqa: PLC0415
+
     try:
-        metrics = ray.get(executor.run.remote(config, job.spec))
+        with borrowed(job.pool) as executor:
+            metrics = ray.get(executor.run.remote(config, job.spec))
     except ray.exceptions.RayActorError as exc:  # the executor's process died (memory, kill)
-        job.pool.replace.remote(executor)
         from workers.trainer.trial import failure_metrics  # noqa: PLC0415
 
         zero = {"flops_measured": 0, "flops_reported": 0, "flops_source": "measured"}
-        tune.report(failure_metrics(config, exc, zero))
-        return
-    job.pool.release.remote(executor)
+        metrics = failure_metrics(config, exc, zero)
     tune.report(metrics)
 
 
