@@ -1,8 +1,10 @@
-"""The run's warm executors: borrowed for trials and evaluations, handed back or replaced."""
+"""The run's warm executors: lent by the pool for trials and evaluations, always taken back."""
 
 from __future__ import annotations
 
+import os
 import pickle
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,8 +13,7 @@ import pytest
 import ray
 
 from workers.learners.protocol import TaskInfo
-from workers.trainer.executor import borrowed, start_pool
-from workers.trainer.task_job import evaluate
+from workers.trainer.executor import predict_in_pool, start_pool
 
 LEARNER = "nevis_test_learners:nearest_mean"
 
@@ -25,38 +26,72 @@ def pool(ray_local: None) -> Iterator[Any]:
     ray.kill(pool)
 
 
-def _same(a: Any, b: Any) -> bool:
-    return a._actor_id == b._actor_id
+def _free_executors(pool: Any) -> list[Any]:
+    """The executors waiting in the pool now (their actor ids)."""
+    return [e._actor_id for e in ray.get(pool.__ray_call__.remote(lambda self: list(self._free._queue)), timeout=30)]
 
 
-def test_an_executor_is_handed_back_when_the_block_fails(pool: Any) -> None:
-    with pytest.raises(RuntimeError, match="predict failed"):
-        with borrowed(pool) as executor:
-            raise RuntimeError("the learner's predict failed")
-    again = ray.get(pool.acquire.remote(), timeout=30)  # hangs if the executor was lost
-    assert _same(again, executor)
-    ray.get(pool.release.remote(again))
+def test_an_executor_comes_back_when_the_evaluation_fails(pool: Any) -> None:
+    (before,) = _free_executors(pool)
+    info = _info()
+    with pytest.raises(ray.exceptions.RayTaskError, match="UnpicklingError|pickle"):
+        predict_in_pool(pool, info, b"not a predictor", np.zeros((2, 4, 4, 3), np.uint8), seed=0)
+    assert _free_executors(pool) == [before]
+
+
+def test_an_executor_comes_back_when_the_caller_dies(ray_local: None) -> None:
+    # A Tune trial process can be stopped while its trial runs in an executor; the executor
+    # must not be lost with it (a pool of one would then hang the run for good).
+    pool = start_pool("nevis_test_learners:slow_predict", threads=1, size=1, gpus_per_executor=0.0)
+    assert ray.get(pool.ready.remote(), timeout=120) == 1
+    (before,) = _free_executors(pool)
+
+    @ray.remote(num_cpus=0, max_retries=0)
+    def caller(pool: Any) -> None:  # dies while the pool's executor works for it
+        pool.predict.remote(_info(), [ray.put(pickle.dumps(np.zeros((3, 48), np.float32)))],
+                            [ray.put(np.zeros((2, 4, 4, 3), np.uint8))], 0)
+        while _free_executors(pool):  # wait until the executor is lent out
+            time.sleep(0.05)
+        os._exit(1)
+
+    try:
+        with pytest.raises(ray.exceptions.RayError):
+            ray.get(caller.remote(pool), timeout=60)
+        deadline = time.monotonic() + 30
+        while _free_executors(pool) != [before] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _free_executors(pool) == [before]
+    finally:
+        ray.kill(pool)
 
 
 def test_an_executor_whose_process_died_is_replaced(pool: Any) -> None:
+    (before,) = _free_executors(pool)
+
+    def kill_and_call(self: Any) -> None:  # runs inside the pool: kill its only executor
+        ray.kill(self._free._queue[0])
+
+    ray.get(pool.__ray_call__.remote(kill_and_call), timeout=30)
     with pytest.raises(ray.exceptions.RayActorError):
-        with borrowed(pool) as executor:
-            ray.kill(executor)
-            ray.get(executor.__ray_ready__.remote())
-    fresh = ray.get(pool.acquire.remote(), timeout=30)
-    assert not _same(fresh, executor)
-    assert ray.get(fresh.__ray_ready__.remote(), timeout=120)
-    ray.get(pool.release.remote(fresh))
+        predict_in_pool(pool, _info(), pickle.dumps(np.zeros((3, 48), np.float32)),
+                        np.zeros((2, 4, 4, 3), np.uint8), seed=0)
+    (after,) = _free_executors(pool)
+    assert after != before
+    scores, _ = predict_in_pool(pool, _info(), pickle.dumps(np.zeros((3, 48), np.float32)),
+                                np.zeros((2, 4, 4, 3), np.uint8), seed=0)
+    assert scores.shape == (2, 3)  # the replacement works
+
+
+def _info() -> TaskInfo:
+    return TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
+                    num_classes=3, class_names=("a", "b", "c"), image_size=4, num_train=0, num_dev=0)
 
 
 def test_an_executor_scores_a_predictor_from_images_alone(pool: Any) -> None:
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(7, 4, 4, 3), dtype=np.uint8)
     means = rng.random((3, 4 * 4 * 3)).astype(np.float32)
-    info = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                    num_classes=3, class_names=("a", "b", "c"), image_size=4, num_train=0, num_dev=0)
-    with borrowed(pool) as executor:
-        scores, flops = evaluate(executor, info, pickle.dumps(means), images, seed=0)
+    scores, flops = predict_in_pool(pool, _info(), pickle.dumps(means), images, seed=0)
     flat = images.reshape(7, -1).astype(np.float32) / 255.0
     expected = -((flat[:, None, :] - means[None]) ** 2).sum(axis=2)
     np.testing.assert_allclose(scores, expected, rtol=1e-6)

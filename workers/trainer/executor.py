@@ -14,8 +14,6 @@ a run of a one-worker learner starts no process of learner code besides them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -73,7 +71,13 @@ class TrialExecutor(Evaluator):
 
 
 class ExecutorPool:
-    """Hands out free executors; an executor whose process died is replaced (async actor)."""
+    """Lends its executors for one trial or one evaluation at a time (an async actor).
+
+    The pool itself makes the call and takes the executor back, so an executor returns to
+    the pool even when the process that asked for the work dies or is stopped by Tune half
+    way; one whose own process died is replaced. Large arguments arrive boxed (an ObjectRef
+    in a list) so that they are read where the learner runs, not copied through the pool.
+    """
 
     def __init__(self, learner_spec: str, threads: int, size: int, gpus_per_executor: float) -> None:
         self._make = lambda: ray.remote(TrialExecutor).options(
@@ -83,15 +87,24 @@ class ExecutorPool:
         for _ in range(size):
             self._free.put_nowait(self._make())
 
-    async def acquire(self) -> Any:
-        return await self._free.get()
+    async def run(self, config: dict[str, Any], spec_box: list) -> dict[str, Any]:
+        """One trial (:meth:`TrialExecutor.run`) in a free executor."""
+        return await self._lend("run", config, spec_box[0])
 
-    async def release(self, executor: Any) -> None:
-        self._free.put_nowait(executor)
+    async def predict(self, info: TaskInfo, predictor_box: list, images_box: list, seed: int) -> Any:
+        """One evaluation (:meth:`Evaluator.predict`) in a free executor."""
+        return await self._lend("predict", info, predictor_box[0], images_box[0], seed)
 
-    async def replace(self, dead: Any) -> None:
-        ray.kill(dead)
-        self._free.put_nowait(self._make())
+    async def _lend(self, method: str, *args: Any) -> Any:
+        executor = await self._free.get()
+        try:
+            return await getattr(executor, method).remote(*args)
+        except ray.exceptions.RayActorError:  # its process died (memory, kill): replace it
+            ray.kill(executor)
+            executor = self._make()
+            raise
+        finally:
+            self._free.put_nowait(executor)
 
     async def ready(self) -> int:
         """Wait until every executor has started (imports done); returns how many."""
@@ -102,19 +115,10 @@ class ExecutorPool:
         return len(executors)
 
 
-@contextmanager
-def borrowed(pool: Any) -> Iterator[Any]:
-    """A free executor of ``pool`` for the block; handed back after, or replaced if its
-    process died (the ``RayActorError`` still propagates)."""
-    executor = ray.get(pool.acquire.remote())
-    died = False
-    try:
-        yield executor
-    except ray.exceptions.RayActorError:
-        died = True
-        raise
-    finally:
-        (pool.replace if died else pool.release).remote(executor)
+def predict_in_pool(pool: Any, info: TaskInfo, predictor: bytes, images: np.ndarray, *,
+                    seed: int) -> tuple[np.ndarray, dict[str, Any]]:
+    """Scores of a predictor on ``images`` from one of ``pool``'s executors, and their FLOPs."""
+    return ray.get(pool.predict.remote(info, [ray.put(predictor)], [ray.put(images)], seed))
 
 
 def start_pool(learner_spec: str, *, threads: int, size: int, gpus_per_executor: float) -> Any:

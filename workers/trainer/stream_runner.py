@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import pickle
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,7 +34,7 @@ from workers.trainer.budget import RunBudget
 from workers.trainer.evaluation import task_error
 from workers.trainer.harness import TaskHarness
 from workers.trainer.ray_env import connect_ray, storage_env
-from workers.trainer.executor import borrowed, start_evaluator, start_pool
+from workers.trainer.executor import predict_in_pool, start_evaluator, start_pool
 from workers.trainer.task_job import best_trial, default_concurrency, evaluate, run_trials
 from workers.trainer.trial import TrialSpec
 
@@ -244,9 +242,8 @@ class StreamRunner:
             raise TaskFailedError(message)
         images, labels = data.splits[split]
         try:
-            with self._evaluator(learner, learner_spec, budget) as evaluator:
-                scores, eval_flops = evaluate(evaluator, info, self.store.get_bytes(best["predictor"]["key"]),
-                                              images, seed=int(best["seed"]))
+            scores, eval_flops = self._score(learner, learner_spec, budget, info, images, seed=int(best["seed"]),
+                                             predictor=self.store.get_bytes(best["predictor"]["key"]))
             error = task_error(scores, labels, task.kind)
         except Exception as exc:  # noqa: BLE001 - the learner's predict failed: the task fails
             cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
@@ -301,16 +298,15 @@ class StreamRunner:
                                           gpus_per_executor=res.gpus_per_worker)
         return self._pools[key]
 
-    @contextmanager
-    def _evaluator(self, learner: Learner, learner_spec: str, budget: RunBudget) -> Iterator[Any]:
-        """A warm process of learner code to score a predictor in: one of the run's
-        executors (idle between trial batches), else the run's own evaluator actor."""
+    def _score(self, learner: Learner, learner_spec: str, budget: RunBudget, info: TaskInfo,
+               images: Any, *, seed: int, predictor: bytes) -> tuple[Any, dict[str, Any]]:
+        """Scores of the chosen predictor, computed in a warm process of learner code: one of
+        the run's executors (idle between trial batches), else the run's evaluator actor."""
         pool = self._executor_pool(learner, learner_spec, budget)
-        if pool is None:
-            yield self._standalone_evaluator(learner_spec, budget.threads_per_trial)
-            return
-        with borrowed(pool) as executor:
-            yield executor
+        if pool is not None:
+            return predict_in_pool(pool, info, predictor, images, seed=seed)
+        evaluator = self._standalone_evaluator(learner_spec, budget.threads_per_trial)
+        return evaluate(evaluator, info, predictor, images, seed=seed)
 
     def _standalone_evaluator(self, learner_spec: str, threads: int) -> Any:
         """The evaluator actor of a run whose learner has no executors (multi-worker)."""

@@ -32,11 +32,8 @@ def tune_trial(config: dict[str, Any], job: TrialJob) -> None:
     if job.num_workers > 1 or job.pool is None:
         tune.report(_run_here(config, ray.get(job.spec)))
         return
-    from workers.trainer.executor import borrowed  # noqa: PLC0415
-
     try:
-        with borrowed(job.pool) as executor:
-            metrics = ray.get(executor.run.remote(config, job.spec))
+        metrics = ray.get(job.pool.run.remote(config, [job.spec]))
     except ray.exceptions.RayActorError as exc:  # the executor's process died (memory, kill)
         from workers.trainer.trial import failure_metrics  # noqa: PLC0415
 

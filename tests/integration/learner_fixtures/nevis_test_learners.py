@@ -182,6 +182,22 @@ def slow() -> SlowLearner:
     return SlowLearner()
 
 
+class SlowPredictLearner(NearestMeanLearner):
+    """Nearest mean whose predictions take a while: leaves time to kill whoever asked."""
+
+    name = "slow-predict"
+
+    def predict(self, predictor, images, ctx):
+        import time  # noqa: PLC0415
+
+        time.sleep(2.0)
+        return super().predict(predictor, images, ctx)
+
+
+def slow_predict() -> SlowPredictLearner:
+    return SlowPredictLearner()
+
+
 class TwoWorkerLearner(NearestMeanLearner):
     """Nearest mean on a two-worker Ray Train group: each rank fits its half of the data."""
 
