@@ -32,10 +32,9 @@ from workers.stream.registry import load_stream
 from workers.trainer import records
 from workers.trainer.budget import RunBudget
 from workers.trainer.evaluation import task_error
-from workers.trainer.harness import TaskHarness
-from workers.trainer.ray_env import connect_ray, storage_env
-from workers.trainer.executor import predict_in_pool, start_evaluator, start_pool
-from workers.trainer.task_job import best_trial, default_concurrency, evaluate, run_trials
+from workers.trainer.ray_env import connect_ray
+from workers.trainer.run_actors import RunActors
+from workers.trainer.task_job import best_trial, run_trials
 from workers.trainer.trial import TrialSpec
 
 
@@ -100,14 +99,11 @@ class StreamRunner:
         self.observer = observer or _Silent()
         self.sessions: sessionmaker[Session] = session_factory(make_engine(settings.database_url))
         self.store: ObjectStore = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
-        self._harness_actor: Any = None
-        self._evaluators: dict[tuple[str, int], Any] = {}
-        self._pools: dict[tuple[str, int, int], Any] = {}
+        self.actors = RunActors(settings)
         self._prepared: set[tuple[str, str, int]] = set()
         self._indices: dict[tuple[str, int], Any] = {}
         preset = settings.probe_preset
         self._probe_settings = None if preset == "off" else ProbeSettings.preset(preset)
-        self._harness_size = 0
 
     # --- entry points -------------------------------------------------------------------
 
@@ -163,8 +159,7 @@ class StreamRunner:
             sub.status, sub.error, sub.finished_at = "running", None, None
         self._check_caps(submission_id, plan.budget)
         # Start the run's warm actors now: their imports overlap with loading the task's data.
-        if self._executor_pool(learner, plan.learner_spec, plan.budget) is None:
-            self._standalone_evaluator(plan.learner_spec, plan.budget.threads_per_trial)
+        self.actors.start(learner, plan.learner_spec, plan.budget)
         self._run_task(submission_id, plan.manifest, plan.tasks, task, plan.tasks.index(task) + 1,
                        learner, plan.learner_spec, plan.budget, plan.image_size, plan.phase)
         return task is not plan.tasks[-1]
@@ -207,7 +202,7 @@ class StreamRunner:
             state_key = records.last_state_key(session, submission_id=submission_id)
         prefix = f"runs/{submission_id}/task-{task.order:03d}/attempt-{run.attempt}"
         state = self.store.get_bytes(state_key) if state_key else pickle.dumps(learner.init_state())
-        harness = self._harness(size)
+        harness = self.actors.harness(size)
         ray.get(harness.begin_task.remote(past=past, current_order=task.order, key_prefix=prefix))
         spec = TrialSpec(
             learner_spec=learner_spec, info=info,
@@ -227,7 +222,7 @@ class StreamRunner:
         self.observer.task_started(task, position, len(tasks), budget.trials)
         try:
             results = run_trials(learner, spec, budget, storage_path=str(self.settings.data_dir / "ray_results"),
-                                 on_trial=on_trial, pool=self._executor_pool(learner, learner_spec, budget))
+                                 on_trial=on_trial, pool=self.actors.executor_pool(learner, learner_spec, budget))
         except KeyboardInterrupt:
             self._interrupt(submission_id, run.id)
             raise
@@ -242,8 +237,8 @@ class StreamRunner:
             raise TaskFailedError(message)
         images, labels = data.splits[split]
         try:
-            scores, eval_flops = self._score(learner, learner_spec, budget, info, images, seed=int(best["seed"]),
-                                             predictor=self.store.get_bytes(best["predictor"]["key"]))
+            scores, eval_flops = self.actors.score(learner, learner_spec, budget, info, images, seed=int(best["seed"]),
+                                                   predictor=self.store.get_bytes(best["predictor"]["key"]))
             error = task_error(scores, labels, task.kind)
         except Exception as exc:  # noqa: BLE001 - the learner's predict failed: the task fails
             cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
@@ -270,50 +265,12 @@ class StreamRunner:
 
     # --- helpers -----------------------------------------------------------------------------
 
-    def _harness(self, size: int) -> Any:
-        """The run's harness actor: the one process of a run that holds storage credentials."""
-        if self._harness_actor is None or self._harness_size != size:
-            self._harness_actor = ray.remote(TaskHarness).options(
-                num_cpus=0, runtime_env={"env_vars": storage_env()},
-            ).remote(store_url=self.settings.store_url, s3_endpoint_url=self.settings.s3_endpoint_url, image_size=size)
-            self._harness_size = size
-        return self._harness_actor
-
     def _index(self, task: TaskSpec, size: int) -> Any:
         """A past task's shard index (class names, counts), read once per run."""
         key = (task.dataset, size)
         if key not in self._indices:
             self._indices[key] = load_task_index(self.store, task, image_size=size)
         return self._indices[key]
-
-    def _executor_pool(self, learner: Learner, learner_spec: str, budget: RunBudget) -> Any:
-        """The run's warm trial executors (one-worker learners only; learner code, no credentials)."""
-        res = learner.resources()
-        if res.num_workers > 1:
-            return None
-        size = min(budget.max_concurrent or default_concurrency(learner), budget.trials)
-        key = (learner_spec, budget.threads_per_trial, size)
-        if key not in self._pools:
-            self._pools[key] = start_pool(learner_spec, threads=budget.threads_per_trial, size=size,
-                                          gpus_per_executor=res.gpus_per_worker)
-        return self._pools[key]
-
-    def _score(self, learner: Learner, learner_spec: str, budget: RunBudget, info: TaskInfo,
-               images: Any, *, seed: int, predictor: bytes) -> tuple[Any, dict[str, Any]]:
-        """Scores of the chosen predictor, computed in a warm process of learner code: one of
-        the run's executors (idle between trial batches), else the run's evaluator actor."""
-        pool = self._executor_pool(learner, learner_spec, budget)
-        if pool is not None:
-            return predict_in_pool(pool, info, predictor, images, seed=seed)
-        evaluator = self._standalone_evaluator(learner_spec, budget.threads_per_trial)
-        return evaluate(evaluator, info, predictor, images, seed=seed)
-
-    def _standalone_evaluator(self, learner_spec: str, threads: int) -> Any:
-        """The evaluator actor of a run whose learner has no executors (multi-worker)."""
-        key = (learner_spec, threads)
-        if self._evaluators.get(key) is None:
-            self._evaluators[key] = start_evaluator(learner_spec, threads=threads)
-        return self._evaluators[key]
 
     def _prepare(self, manifest: StreamManifest, size: int) -> None:
         """Make sure the stream's shards exist and verify, once per stream and size in this
