@@ -4,8 +4,8 @@ Ray Tune starts every trial in a fresh actor process, and a fresh process spends
 importing torch and its FLOP counter before the first step (about 3.5 s of the 5.5 s that
 orchestration cost per task on a 2-core machine). So a run starts ``size`` executors once,
 each with the heavy imports done and the learner loaded; Tune's trial becomes a thin process
-that borrows a free executor from the :class:`ExecutorPool`, runs the trial there and hands
-it back. Tune still decides which trials run and how many at once; its trials hold the CPUs
+that asks the :class:`ExecutorPool` to run the trial in a free executor and reports what
+comes back. Tune still decides which trials run and how many at once; its trials hold the CPUs
 (executors reserve none, but the GPUs of GPU learners, which they keep for the run). Between
 trial batches the same executors score the chosen predictor (:meth:`Evaluator.predict`), so
 a run of a one-worker learner starts no process of learner code besides them.
