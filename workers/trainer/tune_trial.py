@@ -2,11 +2,11 @@
 
 A one-worker trial runs in one of the run's warm executors (:mod:`workers.trainer.executor`),
 so it pays neither for a Train worker group nor for importing torch in a fresh process; this
-function only asks the run's executor pool to run it and reports what comes back. A trial whose learner asks
-for ``num_workers > 1`` starts a Ray Train ``TorchTrainer`` from inside this function (Ray
-Train V2's way of combining Tune and Train) and reports what rank 0 measured, with FLOPs
-summed over all workers. This module imports nothing heavy at the top: Tune starts its
-trials in fresh processes.
+function only asks the run's executor pool to run it and reports what comes back. A trial
+whose learner asks for ``num_workers > 1`` starts a Ray Train ``TorchTrainer`` from inside
+this function (Ray Train V2's way of combining Tune and Train) and reports what rank 0
+measured, with FLOPs summed over all workers. This module imports nothing heavy at the top:
+Tune starts its trials in fresh processes.
 """
 
 from __future__ import annotations
