@@ -3,7 +3,7 @@
 ``run_trials`` runs the learner's random search as a Tune experiment whose trials call
 :func:`workers.trainer.tune_trial.tune_trial`; each finished trial is handed to
 ``on_trial`` at once (the runner records it, so an interrupted task still leaves its spent
-FLOPs in the database). ``evaluate`` scores the chosen predictor in a warm learner process
+FLOPs in the database). ``evaluate`` scores the chosen predictor in an evaluator actor
 (:mod:`workers.trainer.executor`) that receives images only; labels never leave the driver.
 """
 
@@ -23,7 +23,7 @@ from ray.tune.search.basic_variant import BasicVariantGenerator
 from workers.learners.protocol import Learner, TaskInfo
 from workers.trainer.budget import RunBudget
 from workers.trainer.search import param_space
-from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, failure_metrics
+from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, failure_metrics, flop_metrics
 from workers.trainer.tune_trial import TrialJob, tune_trial
 
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # keep Tune's console tables out of our bars
@@ -55,8 +55,7 @@ class _TrialSink(tune.Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         # The trial process itself died (out of memory, killed): learner errors never get here.
         message = RuntimeError(f"trial process failed: {trial.error_file or 'see Ray logs'}")
-        zero = {"flops_measured": 0, "flops_reported": 0, "flops_source": "measured"}
-        self._emit(failure_metrics(trial.config, message, zero))
+        self._emit(failure_metrics(trial.config, message, flop_metrics(None)))
 
     def _emit(self, result: dict[str, Any]) -> None:
         result = {k: v for k, v in result.items() if k in _RESULT_KEYS or k.startswith("flops")}
@@ -145,7 +144,8 @@ def evaluate(
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Scores of the chosen predictor on evaluation images, and the FLOPs that cost.
 
-    ``evaluator`` is an :class:`~workers.trainer.executor.Evaluator` actor (or an executor).
+    ``evaluator`` is an :class:`~workers.trainer.executor.Evaluator` actor; runs with an
+    executor pool score through :func:`~workers.trainer.executor.predict_in_pool` instead.
     """
     return ray.get(evaluator.predict.remote(info, predictor, images, seed))
 

@@ -35,10 +35,9 @@ def tune_trial(config: dict[str, Any], job: TrialJob) -> None:
     try:
         metrics = ray.get(job.pool.run.remote(config, [job.spec]))
     except ray.exceptions.RayActorError as exc:  # the executor's process died (memory, kill)
-        from workers.trainer.trial import failure_metrics  # noqa: PLC0415
+        from workers.trainer.trial import failure_metrics, flop_metrics  # noqa: PLC0415
 
-        zero = {"flops_measured": 0, "flops_reported": 0, "flops_source": "measured"}
-        metrics = failure_metrics(config, exc, zero)
+        metrics = failure_metrics(config, exc, flop_metrics(None))
     tune.report(metrics)
 
 
