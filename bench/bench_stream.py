@@ -47,8 +47,8 @@ def fresh_settings(tag: str):
 
 def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: int, tag: str) -> dict[str, Any]:
     """One ``nevis run`` equivalent; returns wall time and the stored summary."""
-    from workers.trainer.budget import RunBudget
-    from workers.trainer.results import load_summary
+    from services.core.budget import RunBudget
+    from services.store.runs.summary import load_summary
     from workers.trainer.ray_env import connect_ray
     from workers.stream.registry import load_stream
     from workers.trainer.stream_runner import RunRequest, StreamRunner
@@ -56,7 +56,7 @@ def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: 
     settings = fresh_settings(tag)
     connect_ray(settings)
     runner = StreamRunner(settings)
-    runner._prepare(load_stream(stream), _size(stream, settings))  # preparation is not timed
+    runner.prepare(load_stream(stream), _size(stream, settings))  # preparation is not timed
     budget = RunBudget(trials=trials, steps=steps, max_concurrent=concurrent)
     started = time.perf_counter()
     run_id = runner.start(RunRequest(stream=stream, learner=learner, budget=budget))
@@ -109,8 +109,8 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
     from workers.stream.registry import load_stream
     from workers.stream.task_view import CausalTaskView
     from workers.trainer.context import LocalTrialContext
-    from workers.trainer.evaluation import task_error
-    from workers.trainer.stream_runner import task_info
+    from services.core.metrics import task_error
+    from workers.stream.task_info import task_info
 
     torch.set_num_threads(1)
     learner = load_learner(learner_spec)

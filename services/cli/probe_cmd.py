@@ -4,7 +4,8 @@
 done are not redone) and works through them with N workers, then prints the report that
 ``nevis results ID --probes`` prints too. ``probe-workers`` is the long-running pool: it
 takes jobs from the queue until stopped and, with ``--watch`` (default), queues the jobs of
-tasks as soon as they are committed.
+tasks as soon as they are committed: the one mechanism that queues probe jobs on its own
+(accounting never calls the probe layer), with the settings of ``NEVIS_PROBE_PRESET``.
 """
 
 from __future__ import annotations
@@ -99,7 +100,8 @@ def workers_command(
     n: int = typer.Option(1, "-n", "--workers", min=1, help="Worker processes."),
     watch: bool = typer.Option(True, "--watch/--no-watch", help="Queue jobs of newly committed tasks."),
     once: bool = typer.Option(False, "--once", help="Exit when the queue is empty instead of polling."),
-    preset: str = _PRESET,
+    preset: Optional[str] = typer.Option(  # noqa: UP007
+        None, "--preset", help="Settings of the watch: standard, ci or off (default: NEVIS_PROBE_PRESET)."),
     lease_s: float = typer.Option(120.0, "--lease-s", help="Job lease (renewed while a job runs)."),
     poll_s: float = typer.Option(5.0, "--poll-s", help="Seconds between polls of an empty queue."),
 ) -> None:
@@ -108,7 +110,8 @@ def workers_command(
     from workers.probe.pool import default_threads, run_pool  # noqa: PLC0415
 
     ensure_current(get_settings().database_url)
-    watch_doc = build_settings(preset).to_dict() if watch else None
+    preset = preset or get_settings().probe_preset
+    watch_doc = build_settings(preset).to_dict() if watch and preset != "off" else None
     console.print(f"Starting {n} probe worker(s){' (watching for committed tasks)' if watch else ''}.")
     codes = run_pool(_worker_config(submission_id=None, lease_s=lease_s, poll_s=poll_s,
                                     stop_when_idle=once, threads=default_threads(n),
@@ -141,7 +144,7 @@ def load_report(run_id: int, *, settings_hash: str | None = None, task_order: in
 def results_json(run_id: int) -> str:
     """``nevis results ID --json --probes``: the run summary and the probe report, one document."""
     from services.store.db import make_engine, session_factory  # noqa: PLC0415
-    from workers.trainer.results import load_summary  # noqa: PLC0415
+    from services.store.runs.summary import load_summary  # noqa: PLC0415
 
     report = load_report(run_id)
     with session_factory(make_engine(get_settings().database_url))() as session:

@@ -38,14 +38,14 @@ class _Bars:
             self.trials_bar = self.progress.add_task(label, total=trials)
         self.progress.reset(self.trials_bar, total=trials, description=f"  trials of {label}")
 
-    def trial_finished(self, task, result: dict[str, Any]) -> None:
+    def trial_finished(self, task, outcome) -> None:
         self.progress.advance(self.trials_bar)
-        if result.get("status") != "ok":
-            self.progress.console.print(f"[yellow]trial {result.get('trial_index')} of task {task.order} failed:[/] {result.get('error')}")
+        if not outcome.ok:
+            self.progress.console.print(f"[yellow]trial {outcome.trial_index} of task {task.order} failed:[/] {outcome.error}")
 
-    def task_committed(self, task, error: float, flops: float) -> None:
+    def task_committed(self, task, outcome) -> None:
         self.progress.advance(self.tasks_bar)
-        self.progress.console.print(f"task {task.order:>3} {task.dataset:<28} error {error:.4f}  FLOPs {flops:.3e}")
+        self.progress.console.print(f"task {task.order:>3} {task.dataset:<28} error {outcome.error:.4f}  FLOPs {outcome.flops:.3e}")
 
 
 def run(
@@ -65,7 +65,7 @@ def run(
     """Run a learner over a stream on Ray and store everything; prints E and cFLOP."""
     from services.store.db import upgrade  # noqa: PLC0415
     from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
-    from workers.trainer.budget import RunBudget  # noqa: PLC0415
+    from services.core.budget import RunBudget  # noqa: PLC0415
     from workers.trainer.stream_runner import RunRequest, StreamRunner  # noqa: PLC0415
 
     settings = get_settings()
@@ -121,7 +121,7 @@ def results(
 def _load_summary(run_id: int):
     """The stored run, read from NEVIS_DATABASE_URL (which must be at the current schema)."""
     from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
-    from workers.trainer.results import load_summary  # noqa: PLC0415
+    from services.store.runs.summary import load_summary  # noqa: PLC0415
 
     url = get_settings().database_url
     ensure_current(url)

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from services.coordinator.bundles import check_bundle, extract_bundle, import_root
 from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.scheduler import leases
-from services.coordinator.scheduler.policy import RetryPolicy
+from services.coordinator.scheduler.policy import retry_policy
 from services.core.errors import (
     BudgetError,
     LearnerError,
@@ -46,10 +46,6 @@ log = logging.getLogger("nevis.worker")
 LEASE_LOST_EXIT = 75
 # Failures that would only repeat: a bad learner spec, a broken manifest, a bad budget.
 NOT_RETRYABLE = (UnknownNameError, ManifestError, BudgetError, LearnerError)
-
-
-def retry_policy(settings: CoordinatorSettings) -> RetryPolicy:
-    return RetryPolicy(settings.max_attempts, settings.backoff_base_s, settings.backoff_max_s)
 
 
 class Heartbeat(threading.Thread):

@@ -38,7 +38,7 @@ class Settings(BaseSettings):
     image_size: int = Field(default=64, description="Stored image resolution (pixels).")
     probe_preset: str = Field(
         default="standard",
-        description="Probe settings queued when a task commits: standard, ci, or off.",
+        description="Probe settings the probe pool queues committed tasks with: standard, ci, or off.",
     )
 
     @field_validator("probe_preset")

@@ -12,10 +12,24 @@ from collections.abc import Iterable
 
 
 class NevisError(Exception):
-    """Base class of every error this project raises on purpose."""
+    """Base class of every error this project raises on purpose.
 
-    def __reduce__(self):  # keeps subclasses picklable across Ray workers
-        return (self.__class__, self.args)
+    ``field`` names the input at fault, when one is (a budget key, a request field), as
+    data: the HTTP layer reports it without parsing the message.
+    """
+
+    def __init__(self, *args: object, field: str | None = None) -> None:
+        super().__init__(*args)
+        self.field = field
+
+    def __reduce__(self):  # keeps subclasses (and their field) picklable across Ray workers
+        return (_rebuild, (self.__class__, self.args, self.field))
+
+
+def _rebuild(cls: type[NevisError], args: tuple[object, ...], field: str | None) -> NevisError:
+    error = cls(*args)
+    error.field = field
+    return error
 
 
 class ConfigError(NevisError):

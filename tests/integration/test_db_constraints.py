@@ -62,7 +62,7 @@ def graph(sessions: sessionmaker[Session]) -> Graph:
             for i in (1, 2)
         ]
         learner = Learner(name="linear", entrypoint="pkg:Learner")
-        submission = Submission(learner=learner, stream_version=version, phase="meta_train")
+        submission = Submission(learner=learner, stream_version=version, phase="meta_train", image_size=64)
         run = TaskRun(submission=submission, stream_task=tasks[0], status="running")
         trials = [Trial(task_run=run, trial_index=i, seed=i, config={"lr": 0.1}) for i in (0, 1)]
         checkpoint = Checkpoint(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import get_args
@@ -232,6 +233,41 @@ def test_bad_urls_are_clear_errors(url: str, match: str) -> None:
 
 def test_unknown_revision_suggests_known_ones(empty_database_url: str) -> None:
     upgrade(empty_database_url)
-    with pytest.raises(DatabaseError, match=r"Unknown revision '0010'.*Did you mean .*'0001'"):
+    with pytest.raises(DatabaseError, match=r"Unknown revision '0010'.*Did you mean '000[0-9]'"):
         downgrade(empty_database_url, "0010")
     assert current_revision(empty_database_url) == head_revision()
+
+
+def test_0004_moves_the_image_size_out_of_the_budget_and_back(empty_database_url: str) -> None:
+    """Rows made before 0004 keep their image size (now a column) and lose the manifest path."""
+    upgrade(empty_database_url, "0003")
+    engine = make_engine(empty_database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO stream_versions (id, name, version, manifest_sha256, manifest) "
+                "VALUES (1, 'mini', '1', :sha, '{}')"), {"sha": "a" * 64})
+            connection.execute(text("INSERT INTO learners (id, name, entrypoint, resources) "
+                                    "VALUES (1, 'indep', 'indep', '{}')"))
+            for row_id, budget in ((1, '{"trials": 2, "image_size": 32, "stream_ref": "/x/mini.json"}'),
+                                   (2, '{"trials": 3}')):
+                connection.execute(text(
+                    "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget) "
+                    "VALUES (:id, 1, 1, 'meta_test', :budget)"), {"id": row_id, "budget": budget})
+        upgrade(empty_database_url)
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT id, image_size, budget FROM submissions ORDER BY id")).all()
+        budgets = [r[2] if isinstance(r[2], dict) else json.loads(r[2]) for r in rows]
+        assert [(r[0], r[1]) for r in rows] == [(1, 32), (2, 64)]  # 64: the old default
+        assert budgets == [{"trials": 2}, {"trials": 3}]
+        assert _differences(engine) == []
+        with pytest.raises(Exception, match="image_size"):
+            with engine.begin() as connection:
+                connection.execute(text("UPDATE submissions SET image_size = 4 WHERE id = 1"))
+        downgrade(empty_database_url, "0003")
+        with engine.connect() as connection:
+            back = connection.execute(text("SELECT budget FROM submissions WHERE id = 1")).scalar_one()
+        back = back if isinstance(back, dict) else json.loads(back)
+        assert back == {"trials": 2, "image_size": 32, "stream_ref": "mini"}
+    finally:
+        engine.dispose()

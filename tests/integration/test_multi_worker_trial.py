@@ -7,8 +7,8 @@ from sqlalchemy import select
 
 from services.core.config import get_settings
 from services.store.db.models import Trial
-from workers.trainer.budget import RunBudget
-from workers.trainer.results import load_summary
+from services.core.budget import RunBudget
+from services.store.runs.summary import load_summary
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 
 pytestmark = pytest.mark.usefixtures("ray_local")

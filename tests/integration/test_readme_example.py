@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from services.core.config import get_settings
-from workers.trainer.budget import RunBudget
-from workers.trainer.results import load_summary
+from services.core.budget import RunBudget
+from services.store.runs.summary import load_summary
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 
 README = Path(__file__).resolve().parents[2] / "README.md"

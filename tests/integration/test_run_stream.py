@@ -16,10 +16,13 @@ from sqlalchemy import func, select
 from services.core.config import get_settings
 from services.core.errors import BudgetError, TaskFailedError, UnknownNameError
 from services.store.db.models import Checkpoint, TaskResult, TaskRun, Trial
+from services.store.db import transaction
 from services.store.db.models_probe import ProbeJob
+from workers.probe.planner import enqueue_committed
+from workers.probe.settings import ProbeSettings
 from services.store.objects import open_store
-from workers.trainer.budget import RunBudget
-from workers.trainer.results import load_summary
+from services.core.budget import RunBudget
+from services.store.runs.summary import load_summary
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -61,7 +64,12 @@ def test_nearest_mean_runs_the_whole_stream(runner: StreamRunner, tiny_stream) -
         assert store.info(checkpoints[0].object_key).sha256 == checkpoints[0].sha256
         last_state = session.scalars(select(TaskRun.learner_state_key).order_by(TaskRun.id.desc())).first()
     assert pickle.loads(store.get_bytes(last_state))["tasks_seen"] == [1, 2, 3]
-    # Each commit queued the probe jobs of its checkpoints, in the same transaction.
+    # Accounting never calls the probe layer: nothing is queued at commit. The probe pool's
+    # watch (its one queueing mechanism) then finds every committed checkpoint.
+    with runner.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(ProbeJob)) == 0
+    with transaction(runner.sessions) as session:
+        enqueue_committed(session, settings=ProbeSettings.preset("ci"))
     with runner.sessions() as session:
         jobs = session.execute(select(ProbeJob.kind, ProbeJob.task_order)).all()
     assert sum(kind == "checkpoint" for kind, _ in jobs) == len(checkpoints)

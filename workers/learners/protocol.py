@@ -18,11 +18,14 @@ training, in another process.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
+
+from services.core.budget import CHECKPOINT_DEFAULT_FRACTIONS
+from workers.stream.task_info import LabelledData, TaskInfo
 
 # --- search spaces -----------------------------------------------------------------------
 
@@ -59,35 +62,6 @@ PAPER_SEARCH_SPACE: Mapping[str, SearchDomain] = {
 }
 
 # --- what the learner sees ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TaskInfo:
-    """Metadata of a task that a learner may read (no data, no test information)."""
-
-    order: int
-    key: str
-    dataset: str
-    title: str
-    year: int
-    domain: str | None
-    kind: Literal["single", "multi"]
-    num_classes: int
-    class_names: tuple[str, ...]
-    image_size: int
-    num_train: int
-    num_dev: int
-
-
-@dataclass(frozen=True)
-class LabelledData:
-    """Images (uint8, N×S×S×3) and labels (int64 [N], or uint8 multi-hot [N, K])."""
-
-    images: np.ndarray
-    labels: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.images.shape[0])
 
 
 @runtime_checkable
@@ -214,4 +188,9 @@ class Learner(Protocol):
 
 
 FlopsSource = Literal["measured", "reported"]
-CHECKPOINT_DEFAULT_FRACTIONS: Sequence[float] = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0)
+
+__all__ = [
+    "CHECKPOINT_DEFAULT_FRACTIONS", "PAPER_SEARCH_SPACE", "Choice", "FlopsSource", "LabelledData",
+    "Learner", "LogUniform", "Resources", "SearchDomain", "TaskInfo", "TaskView", "TrainOutput",
+    "TrialContext", "Uniform",
+]

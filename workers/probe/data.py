@@ -15,11 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from services.store.db.models import StreamVersion
 from services.store.objects import ObjectStore
 from workers.probe.folds import subsample
 from workers.stream.manifest import StreamManifest, TaskSpec
 from workers.stream.prepare import load_task_data
-from workers.stream.registry import load_stream
+from workers.stream.task_info import TaskInfo, task_info
+from workers.stream.versions import stored_manifest
 
 
 @dataclass(frozen=True)
@@ -34,14 +36,12 @@ class TaskSamples:
     lidar_images: np.ndarray
     dev_images: np.ndarray
     dev_labels: np.ndarray
-    info: Any  # workers.learners.protocol.TaskInfo
+    info: TaskInfo
 
 
 def sample_task(task: TaskSpec, data: Any, *, image_size: int, max_examples: int,
                 lidar_n: int, seed: int) -> TaskSamples:
     """Subsample a task's loaded splits (see the module docstring)."""
-    from workers.trainer.stream_runner import task_info  # noqa: PLC0415 - pulls in Ray
-
     images, labels = data.splits["train"]
     dev_images, dev_labels = data.splits["dev"]
     probe = subsample(len(images), max_examples, seed=seed)
@@ -64,22 +64,20 @@ class TaskCache:
         self._manifests: dict[str, StreamManifest] = {}
         self._samples: OrderedDict[tuple[Any, ...], TaskSamples] = OrderedDict()
 
-    def manifest(self, stream_ref: str) -> StreamManifest:
-        if stream_ref not in self._manifests:
-            self._manifests[stream_ref] = load_stream(stream_ref)
-        return self._manifests[stream_ref]
+    def manifest(self, version: StreamVersion) -> StreamManifest:
+        """The manifest a stream version row holds, parsed once per worker."""
+        key = f"{version.name}@{version.version}:{version.manifest_sha256}"
+        if key not in self._manifests:
+            self._manifests[key] = stored_manifest(version)
+        return self._manifests[key]
 
-    def task(self, stream_ref: str, order: int) -> TaskSpec:
-        tasks = {t.order: t for t in self.manifest(stream_ref).tasks}
-        return tasks[order]
-
-    def samples(self, stream_ref: str, order: int, *, image_size: int, max_examples: int,
+    def samples(self, manifest: StreamManifest, order: int, *, image_size: int, max_examples: int,
                 lidar_n: int, seed: int) -> TaskSamples:
-        key = (stream_ref, order, image_size, max_examples, lidar_n, seed)
+        key = (manifest.name, manifest.version, order, image_size, max_examples, lidar_n, seed)
         if key in self._samples:
             self._samples.move_to_end(key)
             return self._samples[key]
-        task = self.task(stream_ref, order)
+        task = next(t for t in manifest.tasks if t.order == order)
         data = load_task_data(self.store, task, image_size=image_size, splits=("train", "dev"))
         samples = sample_task(task, data, image_size=image_size, max_examples=max_examples,
                               lidar_n=lidar_n, seed=seed)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from workers.probe.folds import train_masks
-from workers.trainer.evaluation import task_error
+from services.core.metrics import task_error
 
 
 @dataclass(frozen=True)

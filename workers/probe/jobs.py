@@ -32,7 +32,8 @@ from services.store.db.models_probe import (
 )
 from services.store.objects import ObjectStore
 from workers.learners.registry import load_learner
-from workers.probe import jsonfloats
+from services.store.db import jsonfloats
+from workers.probe.context import ProbeContext
 from workers.probe.data import TaskCache
 from workers.probe.errors import ProbeInputError
 from workers.probe.features import load_checkpoint_bytes, load_predictor
@@ -93,8 +94,6 @@ def target_orders(manifest_orders: list[int], current: int, settings: ProbeSetti
 
 
 def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
-    from workers.trainer.context import LocalTrialContext  # noqa: PLC0415
-
     with runtime.sessions() as session:
         settings = load_settings(session, job.settings_hash)
         ckpt = session.get(Checkpoint, job.checkpoint_id)
@@ -103,19 +102,19 @@ def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         trial = ckpt.trial
         run = trial.task_run
         submission = run.submission
-        spec, budget, order = submission.learner.entrypoint, dict(submission.budget), run.stream_task.order
+        spec, size, order = submission.learner.entrypoint, submission.image_size, run.stream_task.order
+        manifest = runtime.tasks.manifest(submission.stream_version)
         row = dict(checkpoint_id=ckpt.id, object_key=ckpt.object_key, sha256=ckpt.sha256,
                    trial_id=trial.id, step=ckpt.step)
-    stream_ref, size = budget["stream_ref"], int(budget["image_size"])
     learner = runtime.learner(spec)
     data = load_checkpoint_bytes(runtime.store, **row)
-    orders = [t.order for t in runtime.tasks.manifest(stream_ref).tasks]
+    orders = [t.order for t in manifest.tasks]
     sample = dict(image_size=size, max_examples=settings.max_examples,
                   lidar_n=settings.lidar_n, seed=settings.seed)
-    targets = [runtime.tasks.samples(stream_ref, o, **sample)
+    targets = [runtime.tasks.samples(manifest, o, **sample)
                for o in target_orders(orders, order, settings)]
     current = targets[0]
-    ctx = LocalTrialContext(seed=settings.seed, steps=1, save_predictor=learner.save_predictor)
+    ctx = ProbeContext(seed=settings.seed)
     predictor = load_predictor(learner, data, current.info, ctx, checkpoint_id=row["checkpoint_id"])
     measures = measure_checkpoint(learner, predictor, current=current, targets=targets,
                                   settings=settings, ctx=ctx)

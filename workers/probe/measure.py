@@ -22,7 +22,7 @@ from workers.probe.fit_common import FoldScores
 from workers.probe.metrics import lidar, rankme
 from workers.probe.probes import fit_probes
 from workers.probe.settings import ProbeSettings
-from workers.trainer.evaluation import task_error
+from services.core.metrics import task_error
 
 
 @dataclass(frozen=True)

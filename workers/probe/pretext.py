@@ -1,9 +1,8 @@
 """The pretext curve: the learner's own training loss, stored per trial and read per checkpoint.
 
-The runner records every ``ctx.progress(step, loss=...)`` call of a trial as its ``curve``;
-:func:`store_training_curve` keeps it in ``trial_curves`` (called from
-:func:`workers.trainer.records.record_trial`). The convergence index of METRICS.md §2 is
-computed on the pretext loss "at the measured checkpoints": :func:`loss_at_checkpoints`
+The runner records every ``ctx.progress(step, loss=...)`` call of a trial as its ``curve``,
+which :func:`services.store.runs.records.record_trial` keeps in ``trial_curves``. The
+convergence index of METRICS.md §2 is computed on the pretext loss "at the measured checkpoints": :func:`loss_at_checkpoints`
 turns the per-step curve into one value per checkpoint, the mean of the losses recorded
 since the previous checkpoint (so a noisy mini-batch loss is smoothed over the interval it
 stands for). The untrained checkpoint, which has no loss of its own, takes the first loss
@@ -13,26 +12,13 @@ recorded at or after it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 from sqlalchemy.orm import Session
 
 from services.store.db.models_probe import TrialCurve
-from workers.probe import jsonfloats
-
-
-def store_training_curve(session: Session, *, trial_id: int, curve: Iterable[Sequence[Any]]) -> None:
-    """Keep a trial's training curve, ``[(step, loss or None), ...]`` (nothing if empty)."""
-    points = [(int(step), loss) for step, loss in curve]
-    if not points:
-        return
-    session.merge(TrialCurve(
-        trial_id=trial_id,
-        steps=[s for s, _ in points],
-        losses=jsonfloats.encode(None if loss is None else float(loss) for _, loss in points),
-    ))
+from services.store.db import jsonfloats
 
 
 def read_training_curve(session: Session, *, trial_id: int) -> tuple[np.ndarray, np.ndarray] | None:

@@ -71,13 +71,15 @@ def lidar_eigenvalues(embeddings: Any, delta: float = 1e-4) -> np.ndarray:
 
     Args:
         embeddings: Array of shape (n, q, d): n clean samples, q augmentations each.
-        delta: Ridge δ added to the within-class covariance (> 0).
+        delta: Ridge δ added to the within-class covariance (>= 0; 0 needs Σ_w positive
+            definite).
 
     Returns:
         The d eigenvalues, float64, ascending.
 
     Raises:
-        ValueError: Not a finite 3-D array, n < 2, q < 2, or delta <= 0.
+        ValueError: Not a finite 3-D array, n < 2, q < 2, delta < 0, or Σ_w + δ·I not
+            positive definite (with δ = 0: Σ_w numerically singular).
 
     Examples:
         >>> e = np.array([[[0.0], [2.0]], [[4.0], [6.0]]])  # Σ_b = 8, Σ_w = 2 (+δ)
@@ -92,13 +94,21 @@ def _lidar_eigenvalues(embeddings: Any, delta: float, func: str) -> np.ndarray:
     n, q, d = e.shape
     if n < 2 or q < 2:
         raise fail("embeddings", func, _EMBEDDINGS + " with n >= 2 and q >= 2", f"shape {e.shape}")
-    delta = as_number(delta, param="delta", func=func, low=0.0, low_open=True)
+    delta = as_number(delta, param="delta", func=func, low=0.0)
     class_means = e.mean(axis=1)  # μ_i, (n, d)
     between = class_means - class_means.mean(axis=0)
     sigma_b = (between.T @ between) / (n - 1)
     sigma_w = _within_scatter(e, class_means) / (n * (q - 1))
     sigma_w[np.diag_indices(d)] += delta
     w_vals, w_vecs = np.linalg.eigh(sigma_w)
+    if delta == 0.0 and w_vals[0] <= _singular_below(w_vals):
+        raise fail(
+            "delta",
+            func,
+            "> 0 here: the within-class covariance is singular, so with delta = 0 it is not "
+            "positive definite",
+            f"0.0 (smallest eigenvalue {float(w_vals[0])!r}, largest {float(w_vals[-1])!r})",
+        )
     if w_vals[0] <= 0.0:
         raise fail(
             "delta",
@@ -113,19 +123,27 @@ def _lidar_eigenvalues(embeddings: Any, delta: float, func: str) -> np.ndarray:
     return np.clip(np.linalg.eigvalsh(lidar_matrix), 0.0, None)
 
 
+def _singular_below(ascending_eigenvalues: np.ndarray) -> float:
+    """Eigenvalues of a PSD matrix at or below this are round-off: d · machine ε · the largest."""
+    values = ascending_eigenvalues
+    return float(values.size * np.finfo(np.float64).eps * max(float(values[-1]), 0.0))
+
+
 def lidar(embeddings: Any, delta: float = 1e-4, eps: float = 1e-8) -> float:
     """LiDAR (Thilak et al.): the effective rank of the LDA matrix of augmentation classes.
 
     Args:
         embeddings: Array of shape (n, q, d): n clean samples, each under q augmentations.
-        delta: Ridge δ added to the within-class covariance (> 0).
+        delta: Ridge δ added to the within-class covariance (>= 0; 0 needs Σ_w positive
+            definite).
         eps: ε added to each normalised eigenvalue before the entropy (>= 0).
 
     Returns:
         exp(-Σ p_k log p_k) with p_k = λ_k / ||λ||_1 + ε; 1.0 when every λ is 0.
 
     Raises:
-        ValueError: Not a finite 3-D array, n < 2, q < 2, delta <= 0 or eps < 0.
+        ValueError: Not a finite 3-D array, n < 2, q < 2, delta < 0, Σ_w + δ·I not positive
+            definite, or eps < 0.
 
     Examples:
         >>> centres = np.array([[9, 0, 0], [-9, 0, 0], [0, 9, 0], [0, -9, 0]], dtype=float)

@@ -24,7 +24,7 @@ from services.store.db.models_probe import (
     ProbeMismatchRow,
     ProbeSettingsRow,
 )
-from workers.probe import jsonfloats
+from services.store.db import jsonfloats
 from workers.probe.queue import status_counts
 from workers.probe.trial_scores import SCALARS
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from services.core.errors import ManifestError
 from workers.stream.manifest_checks import (
     DATASET_KEY_RE,
     IMAGE_SIZE_RANGE,
@@ -120,6 +121,20 @@ class StreamManifest:
     def datasets(self) -> tuple[str, ...]:
         """Distinct dataset keys, in order of first appearance."""
         return tuple(dict.fromkeys(t.dataset for t in self.tasks))
+
+    def tasks_of_phase(self, phase: str) -> tuple[TaskSpec, ...]:
+        """The tasks a run of ``phase`` goes through: meta-test runs the whole stream,
+        meta-train the meta-train tasks only."""
+        if phase == "meta_test":
+            return self.tasks
+        if phase == "meta_train":
+            return self.meta_train
+        raise ManifestError(f"Unknown phase {phase!r}: use 'meta_train' or 'meta_test'.")
+
+
+def eval_split(phase: str) -> str:
+    """The split a run of ``phase`` is scored on: test (meta-test) or dev-test (meta-train)."""
+    return "test" if phase == "meta_test" else "dev_test"
 
 
 # The format, field by field. A field not listed here is an error, so typos never pass.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from services.core.errors import CausalityError
-from workers.learners.protocol import LabelledData, TaskInfo
+from workers.stream.task_info import LabelledData, TaskInfo
 
 _FORBIDDEN_SPLITS = ("test", "dev_test")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from workers.trainer.results import RunSummary
+from services.store.runs.summary import RunSummary
 
 PHASE_COLOURS = {"meta_train": "#4c78a8", "meta_test": "#f58518"}
 

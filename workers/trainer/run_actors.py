@@ -15,7 +15,7 @@ import ray
 
 from services.core.config import Settings
 from workers.learners.protocol import Learner, TaskInfo
-from workers.trainer.budget import RunBudget
+from services.core.budget import RunBudget
 from workers.trainer.executor import predict_in_pool, start_evaluator, start_pool
 from workers.trainer.harness import TaskHarness
 from workers.trainer.ray_env import storage_env

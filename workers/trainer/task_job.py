@@ -1,7 +1,8 @@
 """One Ray job per task: the trials under Ray Tune, then evaluation by harness code.
 
-``run_trials`` runs the learner's random search as a Tune experiment whose trials call
-:func:`workers.trainer.tune_trial.tune_trial`; each finished trial is handed to
+``run_trials`` runs the learner's search (a strategy of :mod:`workers.trainer.searchers`) as
+a Tune experiment whose trials call :func:`workers.trainer.tune_trial.tune_trial`; each
+finished trial becomes a :class:`~services.store.runs.outcomes.TrialOutcome` and is handed to
 ``on_trial`` at once (the runner records it, so an interrupted task still leaves its spent
 FLOPs in the database). ``evaluate`` scores the chosen predictor in an evaluator actor
 (:mod:`workers.trainer.executor`) that receives images only; labels never leave the driver.
@@ -18,12 +19,13 @@ import numpy as np
 import ray
 from ray import tune
 from ray.tune.logger import JsonLoggerCallback
-from ray.tune.search.basic_variant import BasicVariantGenerator
 
+from services.core.budget import RunBudget
+from services.store.runs.outcomes import TrialOutcome
 from workers.learners.protocol import Learner, TaskInfo
-from workers.trainer.budget import RunBudget
+from workers.trainer import searchers
 from workers.trainer.search import param_space
-from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, failure_metrics, flop_metrics
+from workers.trainer.trial import TRIAL_SEED, TrialSpec, failure_metrics, flop_metrics
 from workers.trainer.tune_trial import TrialJob, tune_trial
 
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # keep Tune's console tables out of our bars
@@ -35,19 +37,19 @@ os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 
 
 class _TrialSink(tune.Callback):
-    """Hands each trial's final result to the runner as soon as the trial ends."""
+    """Hands each trial's outcome to the runner as soon as the trial ends."""
 
-    def __init__(self, on_trial: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, on_trial: Callable[[TrialOutcome], None]) -> None:
         self._on_trial = on_trial
-        self.results: list[dict[str, Any]] = []
+        self.outcomes: list[TrialOutcome] = []
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks to make an experiment restorable; the runner's hook
         # (database sessions) stays in this process.
-        return {"results": []}
+        return {"outcomes": []}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.results, self._on_trial = state["results"], lambda result: None
+        self.outcomes, self._on_trial = state["outcomes"], lambda outcome: None
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._emit(dict(trial.last_result))
@@ -57,17 +59,10 @@ class _TrialSink(tune.Callback):
         message = RuntimeError(f"trial process failed: {trial.error_file or 'see Ray logs'}")
         self._emit(failure_metrics(trial.config, message, flop_metrics(None)))
 
-    def _emit(self, result: dict[str, Any]) -> None:
-        result = {k: v for k, v in result.items() if k in _RESULT_KEYS or k.startswith("flops")}
-        self.results.append(result)
-        self._on_trial(result)
-
-
-_RESULT_KEYS = frozenset({
-    "status", "trial_index", "seed", "config", "dev_error", "wall_time_s", "peak_memory_bytes",
-    "curve", "checkpoints", "missed_checkpoints", "predictor", "state", "error", "traceback",
-    "num_workers",
-})
+    def _emit(self, metrics: dict[str, Any]) -> None:
+        outcome = TrialOutcome.from_metrics(metrics)  # the one place a result dict is read
+        self.outcomes.append(outcome)
+        self._on_trial(outcome)
 
 
 def trial_resources(learner: Learner, *, pooled: bool = True) -> dict[str, float]:
@@ -97,24 +92,26 @@ def search_seed(run_seed: int, task_order: int) -> int:
 
 def run_trials(
     learner: Learner, spec: TrialSpec, budget: RunBudget, *, storage_path: str,
-    on_trial: Callable[[dict[str, Any]], None], pool: Any = None,
-) -> list[dict[str, Any]]:
-    """Run the task's trials under Ray Tune; returns every trial's final result.
+    on_trial: Callable[[TrialOutcome], None], pool: Any = None, search: str = "random",
+) -> list[TrialOutcome]:
+    """Run the task's trials under Ray Tune; returns every trial's outcome, by trial index.
 
     With ``pool`` (an :class:`~workers.trainer.executor.ExecutorPool`), one-worker trials
-    run in its warm executors.
+    run in its warm executors. ``search`` names the strategy in
+    :data:`~workers.trainer.searchers.SEARCHERS`.
     """
     sink = _TrialSink(on_trial)
     concurrency = budget.max_concurrent or default_concurrency(learner)
+    search_plan = searchers.plan(search, searchers.SearchRequest(
+        seed=search_seed(budget.seed, spec.info.order),
+        max_concurrent=min(concurrency, budget.trials), trials=budget.trials))
     job = TrialJob(spec=ray.put(spec), pool=pool, num_workers=learner.resources().num_workers)
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(tune_trial, job=job), trial_resources(learner, pooled=pool is not None)),
         param_space=param_space(learner.search_space(), trials=budget.trials),
         tune_config=tune.TuneConfig(
-            search_alg=BasicVariantGenerator(
-                random_state=search_seed(budget.seed, spec.info.order),
-                max_concurrent=min(concurrency, budget.trials),
-            ),
+            search_alg=search_plan.search_alg,
+            scheduler=search_plan.scheduler,
             reuse_actors=True,
         ),
         run_config=tune.RunConfig(
@@ -127,16 +124,10 @@ def run_trials(
         ),
     )
     tuner.fit()
-    if len(sink.results) < budget.trials:
+    if len(sink.outcomes) < budget.trials:
         # Tune stopped early without an error of its own: it was interrupted.
-        raise KeyboardInterrupt(f"{budget.trials - len(sink.results)} trials did not finish")
-    return sorted(sink.results, key=lambda r: int(r[TRIAL_INDEX]))
-
-
-def best_trial(results: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The successful trial with the lowest dev error (ties: lowest trial index)."""
-    ok = [r for r in results if r.get("status") == "ok"]
-    return min(ok, key=lambda r: (r["dev_error"], r[TRIAL_INDEX])) if ok else None
+        raise KeyboardInterrupt(f"{budget.trials - len(sink.outcomes)} trials did not finish")
+    return sorted(sink.outcomes, key=lambda o: o.trial_index)
 
 
 def evaluate(
@@ -150,4 +141,4 @@ def evaluate(
     return ray.get(evaluator.predict.remote(info, predictor, images, seed))
 
 
-__all__ = ["TRIAL_SEED", "best_trial", "evaluate", "run_trials", "search_seed"]
+__all__ = ["TRIAL_SEED", "evaluate", "run_trials", "search_seed"]

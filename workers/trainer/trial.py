@@ -20,7 +20,7 @@ from typing import Any
 from workers.learners.protocol import LabelledData, Learner, TaskInfo
 from workers.stream.task_view import CausalTaskView
 from workers.trainer.context import LocalTrialContext, checkpoint_steps
-from workers.trainer.evaluation import task_error
+from services.core.metrics import task_error
 
 # Keys of a Tune config that belong to the harness, not to the learner's search space.
 TRIAL_INDEX = "trial_index"

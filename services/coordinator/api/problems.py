@@ -82,7 +82,7 @@ async def _nevis_error(request: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, cls):
             status, slug = code, name
             break
-    field = exc.field if isinstance(exc, CoordinatorError) else None
+    field = exc.field if isinstance(exc, NevisError) else None
     headers: dict[str, str] = {}
     if isinstance(exc, AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
@@ -94,6 +94,20 @@ async def _nevis_error(request: Request, exc: Exception) -> JSONResponse:
                    instance=request.url.path, headers=headers or None)
 
 
+def _describe(error: dict[str, Any]) -> dict[str, str]:
+    """Field and message of one validation error. A domain error raised while validating (a
+    budget's :class:`BudgetError`) brings its own message and the field it carries."""
+    if error.get("type") == "json_invalid":
+        return {"field": "body", "message": error.get("msg", "invalid JSON")}
+    loc = tuple(error.get("loc", ()))
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, NevisError):
+        field = _field_of((*loc, cause.field) if cause.field else loc)
+        return {"field": field, "message": str(cause)}
+    field = _field_of(loc)
+    return {"field": field, "message": f"The '{field}' is not valid: {error.get('msg', 'invalid')}."}
+
+
 def _field_of(loc: tuple[Any, ...]) -> str:
     """``('body', 'budget', 'trials')`` → ``budget.trials``; ``('header', 'x')`` → ``x``."""
     parts = [str(p) for p in loc]
@@ -103,10 +117,9 @@ def _field_of(loc: tuple[Any, ...]) -> str:
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    errors = [{"field": "body" if e.get("type") == "json_invalid" else _field_of(tuple(e.get("loc", ()))),
-               "message": e.get("msg", "invalid")} for e in exc.errors()]
-    first = errors[0] if errors else {"field": "body", "message": "invalid request"}
-    detail = f"The '{first['field']}' is not valid: {first['message']}."
+    errors = [_describe(e) for e in exc.errors()]
+    first = errors[0] if errors else {"field": "body", "message": "The 'body' is not valid."}
+    detail = first["message"]
     if len(errors) > 1:
         detail += f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} listed in 'errors'.)"
     return problem(422, slug="invalid-input", detail=detail, field=first["field"],

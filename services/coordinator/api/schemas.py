@@ -12,6 +12,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.core.budget import RunBudget
+
 T = TypeVar("T")
 
 
@@ -110,24 +112,13 @@ class LearnerOut(BaseModel):
 
 # --- submissions ------------------------------------------------------------------------
 
-class BudgetIn(Request):
-    trials: int = Field(default=4, description="Hyper-parameter trials per task.")
-    steps: int = Field(default=200, description="Optimisation steps per trial.")
-    seed: int = 0
-    max_concurrent: int | None = Field(default=None, description="Trials at once.")
-    threads_per_trial: int = 1
-    checkpoint_fractions: list[float] | None = None
-    flop_cap: float | None = Field(default=None, description="Stop once cFLOP reaches this.")
-    wall_cap_s: float | None = Field(default=None, description="Stop once this much wall time is spent.")
-
-
 class SubmissionCreate(Request):
     learner_id: int
     stream: str = Field(examples=["mini"], description="A stream name (GET /v1/streams).")
     stream_version: str | None = Field(default=None, description="Must match, if given.")
     phase: Literal["meta_train", "meta_test"] = "meta_test"
-    budget: BudgetIn = Field(default_factory=BudgetIn)
-    image_size: int | None = None
+    budget: RunBudget = Field(default_factory=RunBudget, description="Search budget and caps.")
+    image_size: int | None = Field(default=None, description="Stored resolution (default: the stream's).")
 
 
 class LearnerRef(BaseModel):
@@ -184,7 +175,8 @@ class TaskOut(BaseModel):
 
 
 class SubmissionOut(SubmissionBrief):
-    budget: dict[str, Any]
+    budget: RunBudget
+    image_size: int = Field(description="Stored resolution of the shards this submission uses.")
     updated_at: datetime
     next_launch_at: datetime | None
     tasks: list[TaskOut]

@@ -12,9 +12,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from services.coordinator.core.backend_registry import BACKENDS
 from services.core.config import Settings, load_settings
+from services.core.errors import unknown_name_message
 
 # Variables the worker harness needs to reach the database and store; the backends pass
 # them to the worker process (never to learner code: the runner blanks them there).
@@ -30,15 +32,13 @@ WORKER_KNOB_VARS = (
     "NEVIS_ENVIRONMENT", "NEVIS_BUNDLE_MAX_BYTES",
 )
 
-Backend = Literal["local", "ray", "kuberay"]
-
 
 class CoordinatorSettings(Settings):
     """Core settings plus the coordinator's; see docs/coordinator.md for each variable."""
 
     environment: Literal["development", "production"] = Field(
         default="development", description="production refuses unsafe defaults.")
-    backend: Backend = Field(default="local", description="Where tasks run.")
+    backend: str = Field(default="local", description="Where tasks run: a name in BACKENDS.")
     streams_dir: Path | None = Field(
         default=None, description="Extra stream manifests (<name>.json) submitters may name.")
     # Scheduler
@@ -60,7 +60,9 @@ class CoordinatorSettings(Settings):
     max_trials: int = Field(default=64, ge=1, le=10_000)
     max_steps: int = Field(default=1_000_000, ge=1, le=10_000_000)
     # Backends
-    worker_command: str = Field(default="nevis", description="The nevis command on workers.")
+    worker_command: str | None = Field(
+        default=None, description="Override of the worker's nevis command. Unset: local runs "
+        "this installation's own (the server's interpreter); ray and kuberay run `nevis`.")
     ray_jobs_use_image: bool = Field(
         default=True, description="ray backend: run a learner's image as the job's image.")
     kuberay_namespace: str = Field(default="nevis")
@@ -72,6 +74,23 @@ class CoordinatorSettings(Settings):
     kuberay_outbox: Path | None = Field(
         default=None, description="kuberay: folder for rendered RayJobs (default data_dir).")
     kubectl: str | None = Field(default=None, description="kuberay: kubectl to apply RayJobs.")
+
+    @field_validator("backend")
+    @classmethod
+    def _check_backend(cls, value: str) -> str:
+        if value not in BACKENDS:
+            raise ValueError(unknown_name_message("backend", value, BACKENDS.names())
+                             + " Set NEVIS_BACKEND to one of them.")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _remote_worker_command(cls, data: object) -> object:
+        """ray and kuberay run ``nevis`` on their nodes unless NEVIS_WORKER_COMMAND says else."""
+        if (isinstance(data, dict) and data.get("backend", "local") != "local"
+                and not data.get("worker_command")):
+            return {**data, "worker_command": "nevis"}
+        return data
 
     @model_validator(mode="after")
     def _check_coordinator(self) -> "CoordinatorSettings":

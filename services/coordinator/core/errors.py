@@ -13,15 +13,7 @@ class CoordinatorError(NevisError):
     """A request the coordinator refuses; ``field`` names the offending input, if one does."""
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-
-    def __reduce__(self):
-        return (_rebuild, (self.__class__, str(self), self.field))
-
-
-def _rebuild(cls: type[CoordinatorError], message: str, field: str | None) -> CoordinatorError:
-    return cls(message, field=field)
+        super().__init__(message, field=field)
 
 
 class InvalidInputError(CoordinatorError, ValueError):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -21,7 +20,7 @@ from services.coordinator.core.errors import (
 )
 from services.coordinator.crud.learners import get_learner
 from services.coordinator.streams import resolve_stream
-from services.core.errors import BudgetError
+from services.core.budget import RunBudget
 from services.store.db.models import PHASES, Event, Submission
 from services.store.db.models_coordinator import (
     IdempotencyKey,
@@ -30,9 +29,9 @@ from services.store.db.models_coordinator import (
     User,
 )
 from services.store.db.types import utcnow
+from services.store.runs import records
 from workers.stream.prepare import stored_image_size
-from workers.trainer import records
-from workers.trainer.budget import RunBudget
+from workers.stream.versions import ensure_stream_version
 
 CREATE_SCOPE = "POST /v1/submissions"
 OPEN_STATUSES = ("queued", "running")
@@ -45,13 +44,14 @@ class SubmissionRequest:
     learner_id: int
     stream: str
     phase: str
-    budget: dict[str, Any]
+    budget: RunBudget
     stream_version: str | None = None
     image_size: int | None = None
 
     def sha256(self) -> str:
         """Hash of the request's canonical JSON, to recognise a replay."""
-        doc = json.dumps(self.__dict__, sort_keys=True, separators=(",", ":"), default=str)
+        doc = json.dumps({**self.__dict__, "budget": self.budget.to_dict()}, sort_keys=True,
+                         separators=(",", ":"), default=str)
         return hashlib.sha256(doc.encode()).hexdigest()
 
 
@@ -110,8 +110,7 @@ def create_submission(
         raise InvalidInputError(
             f"The 'phase' must be one of {', '.join(PHASES)}. Got {request.phase!r} instead.",
             field="phase")
-    # The runner's rule (stream_runner.tasks_of_phase), without importing the runner here.
-    tasks = stream.manifest.tasks if request.phase == "meta_test" else stream.manifest.meta_train
+    tasks = stream.manifest.tasks_of_phase(request.phase)
     if not tasks:
         raise InvalidInputError(f"Stream {request.stream!r} has no {request.phase} tasks.",
                                 field="phase")
@@ -123,12 +122,10 @@ def create_submission(
             override=request.image_size)
     except Exception as exc:  # the check's own message names the range
         raise InvalidInputError(f"The 'image_size' is not valid: {exc}", field="image_size") from None
-    version = records.ensure_stream_version(session, manifest=stream.manifest)
+    version = ensure_stream_version(session, manifest=stream.manifest)
     submission = records.create_submission(
         session, learner=owned.learner, stream_version=version, phase=request.phase,
-        budget={**budget.to_dict(), "image_size": size, "stream_ref": stream.ref},
-        first_order=tasks[0].order)
-    submission.status = "queued"
+        budget=budget, image_size=size, first_order=tasks[0].order, status="queued")
     session.add(ScheduledSubmission(submission_id=submission.id, user_id=user.id))
     if idempotency_key is not None:
         session.add(IdempotencyKey(user_id=user.id, scope=CREATE_SCOPE, key=idempotency_key,
@@ -140,27 +137,12 @@ def create_submission(
     return submission, False
 
 
-_BUDGET_FIELD = re.compile(r"The '(\w+)' of a budget")
-BUDGET_KEYS = ("trials", "steps", "seed", "max_concurrent", "threads_per_trial",
-               "checkpoint_fractions", "flop_cap", "wall_cap_s")
-
-
-def check_budget(data: dict[str, Any], *, settings: CoordinatorSettings) -> RunBudget:
-    """A :class:`RunBudget` from the request, within this coordinator's limits.
+def check_budget(budget: RunBudget, *, settings: CoordinatorSettings) -> RunBudget:
+    """``budget`` (already valid, see :class:`RunBudget`) within this coordinator's limits.
 
     Raises:
         InvalidInputError: naming ``budget.<key>``.
     """
-    unknown = sorted(set(data) - set(BUDGET_KEYS))
-    if unknown:
-        raise InvalidInputError(
-            f"The 'budget' may hold only {', '.join(BUDGET_KEYS)}. Got {', '.join(unknown)} "
-            "instead.", field=f"budget.{unknown[0]}")
-    try:
-        budget = RunBudget.from_dict(dict(data))
-    except (BudgetError, TypeError) as exc:
-        match = _BUDGET_FIELD.search(str(exc))
-        raise InvalidInputError(str(exc), field=f"budget.{match[1]}" if match else "budget") from None
     for key, limit in (("trials", settings.max_trials), ("steps", settings.max_steps)):
         if getattr(budget, key) > limit:
             raise InvalidInputError(

@@ -28,7 +28,7 @@ from services.store.db.models_coordinator import (
     TaskLease,
 )
 from services.store.db.types import utcnow
-from workers.trainer import records
+from services.store.runs import records
 
 OPEN_STATUSES = ("queued", "running")
 

@@ -30,8 +30,8 @@ from services.coordinator.scheduler.policy import (
     LeasePolicy,
     LeaseView,
     Verdict,
+    retry_policy,
 )
-from services.coordinator.worker import retry_policy
 from services.store.db import transaction
 from services.store.db.models import Submission
 from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES, TaskLease
@@ -77,6 +77,7 @@ class Scheduler:
         report = TickReport()
         self._stop_cancelled(report)
         self._reap(report)
+        getattr(self.backend, "reap", lambda: None)()  # local: wait on ended worker processes
         self._launch(report)
         self.last_tick_at = utcnow()
         self.metrics.ticks.inc()

@@ -2,7 +2,8 @@
 
 - :class:`LeasePolicy` judges one lease at one instant: keep it, or expire it and why.
 - :class:`RetryPolicy` says whether a failed launch is retried (and after what back-off)
-  or ends the submission.
+  or ends the submission; :func:`retry_policy` builds it from the settings, for the
+  scheduler and the worker alike.
 
 Neither touches a database or a cluster, so every branch is a unit test.
 """
@@ -12,6 +13,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.coordinator.core.config import CoordinatorSettings
 
 
 class Verdict(enum.Enum):
@@ -110,3 +115,8 @@ class RetryPolicy:
             return RetryDecision(RetryAction.FAIL)
         delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
         return RetryDecision(RetryAction.RETRY, delay)
+
+
+def retry_policy(settings: CoordinatorSettings) -> RetryPolicy:
+    """The policy of ``NEVIS_MAX_ATTEMPTS``, ``NEVIS_BACKOFF_BASE_S`` and ``NEVIS_BACKOFF_MAX_S``."""
+    return RetryPolicy(settings.max_attempts, settings.backoff_base_s, settings.backoff_max_s)

@@ -182,6 +182,7 @@ class Submission(Base):
         named_check(one_of("phase", PHASES), "phase"),
         named_check(one_of("status", SUBMISSION_STATUSES), "status"),
         named_check("cursor >= 1", "cursor_positive"),
+        named_check("image_size >= 8 AND image_size <= 512", "image_size_range"),
         Index(None, "status"),
     )
 
@@ -195,6 +196,8 @@ class Submission(Base):
     phase: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16), default="queued", server_default="queued")
     budget: Mapped[dict[str, Any]] = mapped_column(JSONDoc, default=dict)
+    # The stored resolution of the stream's shards this submission trains and is scored on.
+    image_size: Mapped[int] = mapped_column(Integer)
     cursor: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = created_column()

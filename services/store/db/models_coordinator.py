@@ -25,7 +25,6 @@ from services.store.db.base import Base, created_column, named_check, one_of, sh
 from services.store.db.types import UTCDateTime
 
 ROLES: tuple[str, ...] = ("admin", "submitter")
-BACKENDS: tuple[str, ...] = ("local", "ray", "kuberay")
 LEASE_STATUSES: tuple[str, ...] = (
     "launching", "launched", "running", "succeeded", "failed", "expired", "cancelled",
 )
@@ -105,7 +104,6 @@ class TaskLease(Base):
         named_check(one_of("status", LEASE_STATUSES), "status"),
         named_check("task_order >= 1", "task_order_positive"),
         named_check("attempt >= 1", "attempt_positive"),
-        named_check(one_of("backend", BACKENDS), "backend"),
         Index(None, "status", "deadline_at"),
         Index(
             "uq_task_leases_one_active",

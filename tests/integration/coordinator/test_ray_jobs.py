@@ -20,6 +20,7 @@ from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import Submission, TaskRun
 from services.store.db.models_coordinator import TaskLease
 from services.store.objects import open_store
+from services.core.budget import RunBudget
 
 pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("database_url", ["postgres"], indirect=True)]
 
@@ -40,7 +41,7 @@ def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(
             resources=ResourceRequest(), bundle_key=info.key, bundle_sha256=info.sha256,
             bundle_size_bytes=info.size)
         request = submissions.SubmissionRequest(learner_id=owned.learner.id, stream="tiny1", phase="meta_test",
-                                                budget={"trials": 1, "steps": 1})
+                                                budget=RunBudget(trials=1, steps=1))
         sub_id = submissions.create_submission(session, settings=settings, user=user, request=request)[0].id
 
     scheduler = Scheduler(settings, backend=backend, sessions=sessions)

@@ -25,7 +25,8 @@ from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import Event, Submission, TaskRun
 from services.store.db.models_coordinator import LearnerOwner, ScheduledSubmission, TaskLease, User
 from services.store.db.types import utcnow
-from workers.trainer import records
+from services.store.runs import records
+from services.core.budget import RunBudget
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def submit(sessions, settings, owner: str, *, stream: str = "tiny2", count: int 
         made = []
         for _ in range(count):
             request = submissions.SubmissionRequest(learner_id=learner_id, stream=stream,
-                                                    phase="meta_test", budget={"trials": 1, "steps": 1})
+                                                    phase="meta_test", budget=RunBudget(trials=1, steps=1))
             made.append(submissions.create_submission(session, settings=settings, user=user,
                                                       request=request)[0].id)
     return made

@@ -66,7 +66,7 @@ def seed_rows(sessions: sessionmaker[Session], *, tasks: int = 1, trials: int = 
         session.flush()
         submission = Submission(learner_id=learner.id, stream_version_id=version.id,
                                 phase="meta_test", status="succeeded",
-                                budget={"stream_ref": "none", "image_size": 8})
+                                budget={}, image_size=8)
         session.add(submission)
         session.flush()
         for order in range(1, tasks + 1):

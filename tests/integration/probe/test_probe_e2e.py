@@ -27,7 +27,7 @@ from services.store.db.models_probe import (
     TrialCurve,
 )
 from services.store.objects import open_store
-from workers.trainer.budget import RunBudget
+from services.core.budget import RunBudget
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -45,9 +45,6 @@ def _count(session, model, **where) -> int:
 
 def test_probe_run_fills_curves_metrics_and_results(settings_env, database_url, monkeypatch, tiny_stream) -> None:
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
-    # Queue nothing at commit: this test queues the jobs itself with `nevis probe run`
-    # (queueing at commit is tested in test_run_stream.py).
-    monkeypatch.setenv("NEVIS_PROBE_PRESET", "off")
     get_settings.cache_clear()
     runner = StreamRunner(get_settings())
     budget = RunBudget(trials=2, steps=6, checkpoint_fractions=(0.0, 0.5, 1.0))

@@ -130,13 +130,64 @@ def test_lidar_rejects_too_few_samples_or_views(shape, got):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"delta": 0.0}, r"'delta' parameter of lidar must be a finite number in \(0, inf\)"),
+        ({"delta": -1e-4}, r"'delta' parameter of lidar must be a finite number in \[0, inf\)"),
         ({"eps": -1e-8}, r"'eps' parameter of lidar must be a finite number in \[0, inf\)"),
     ],
 )
 def test_lidar_rejects_bad_options(views, kwargs, message):
     with pytest.raises(ValueError, match=message):
         lidar(views, **kwargs)
+
+
+def lidar_by_definition(e, eps=1e-8):
+    """METRICS.md §3 with δ = 0, independently: Σ_w^{-1/2} from scipy's matrix square root."""
+    sigma_b, sigma_w = scatter_matrices(e, 0.0)
+    inv_sqrt = np.linalg.inv(scipy.linalg.sqrtm(sigma_w).real)
+    lam = np.clip(np.linalg.eigvalsh(inv_sqrt @ sigma_b @ inv_sqrt.T), 0.0, None)
+    return lam, entropy_rank(lam, eps)
+
+
+def test_lidar_with_delta_zero_is_the_exact_value_by_hand():
+    e = np.array([[[0.0], [2.0]], [[4.0], [6.0]]])  # Σ_b = 8, Σ_w = 2 exactly
+    assert lidar_eigenvalues(e, delta=0.0).tolist() == pytest.approx([4.0], rel=1e-15)
+    assert lidar(e, delta=0) == pytest.approx(math.exp(-(1 + 1e-8) * math.log(1 + 1e-8)), rel=1e-15)
+
+
+def test_lidar_with_delta_zero_and_a_positive_definite_within_covariance(views):
+    assert np.linalg.eigvalsh(scatter_matrices(views, 0.0)[1])[0] > 0.1  # Σ_w is PD
+    expected_lam, expected = lidar_by_definition(views)
+    np.testing.assert_allclose(lidar_eigenvalues(views, delta=0.0), np.sort(expected_lam),
+                               rtol=1e-10, atol=1e-12)
+    assert lidar(views, delta=0.0) == pytest.approx(expected, rel=1e-10)
+    generalised = scipy.linalg.eigh(*scatter_matrices(views, 0.0), eigvals_only=True)
+    np.testing.assert_allclose(lidar_eigenvalues(views, delta=0.0), generalised, rtol=1e-9)
+    # δ = 0 is the value itself, not a ridge: it differs from the default δ = 1e-4.
+    assert lidar(views, delta=0.0) != lidar(views, delta=1e-4)
+    assert lidar(views, delta=1e-12) == pytest.approx(lidar(views, delta=0.0), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        # one feature constant within every class: Σ_w has an exact zero row and column
+        lambda v: np.concatenate([v, np.broadcast_to(v.mean(axis=1, keepdims=True)[..., :1],
+                                                     v.shape[:2] + (1,))], axis=2),
+        # d = 8 > n (q − 1) = 2 · 3: Σ_w has rank at most 6 (round-off leaves tiny eigenvalues)
+        lambda v: v[:2, :4],
+        # a feature that duplicates another: Σ_w singular, smallest eigenvalue round-off
+        lambda v: np.concatenate([v, v[..., :1] * 3.0], axis=2),
+    ],
+    ids=["zero-variance-feature", "more-features-than-within-dof", "collinear-features"],
+)
+def test_lidar_with_delta_zero_refuses_a_singular_within_covariance(views, make):
+    e = make(views)
+    with pytest.raises(
+        ValueError,
+        match=r"The 'delta' parameter of lidar must be > 0 here: the within-class covariance "
+        r"is singular, so with delta = 0 it is not positive definite\. Got 0\.0 \(smallest",
+    ):
+        lidar(e, delta=0.0)
+    assert math.isfinite(lidar(e, delta=1e-4))  # a ridge makes it valid again
 
 
 def test_lidar_rejects_nan():

@@ -7,7 +7,7 @@ from ray import tune
 
 from services.core.errors import BudgetError, LearnerError
 from workers.learners.protocol import PAPER_SEARCH_SPACE, Choice, LogUniform, Uniform
-from workers.trainer.budget import RunBudget
+from services.core.budget import RunBudget
 from workers.trainer.context import checkpoint_steps
 from workers.trainer.search import param_space
 from workers.trainer.task_job import search_seed

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workers.trainer.plots import run_figure, write_run_plot
-from workers.trainer.results import RunSummary, TaskRow
+from services.store.runs.summary import RunSummary, TaskRow
 
 
 def _row(order: int, phase: str, error: float | None, flops: float) -> TaskRow:

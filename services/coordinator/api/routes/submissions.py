@@ -31,10 +31,11 @@ from services.coordinator.api.schemas import (
 from services.coordinator.core.validation import check_idempotency_key
 from services.coordinator.crud import submissions as crud
 from services.coordinator.crud.submissions import SubmissionRequest, SubmissionRow
+from services.core.budget import RunBudget
 from services.store.db.models import SUBMISSION_STATUSES
 from services.store.db.models_coordinator import TaskLease
+from services.store.runs.summary import load_summary
 from workers.probe.summary import load_probe_report
-from workers.trainer.results import load_summary
 
 router = APIRouter(prefix="/v1/submissions", tags=["submissions"], responses=problems(401, 422))
 StatusFilter = Annotated[str | None, Query(pattern="^(" + "|".join(SUBMISSION_STATUSES) + ")$")]
@@ -62,7 +63,8 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:
     summary = load_summary(session, submission_id=row.submission.id)
     headline = [t for t in summary.tasks if t.phase == summary.phase]
     return SubmissionOut(
-        **brief(row).model_dump(), budget=dict(row.submission.budget),
+        **brief(row).model_dump(), budget=RunBudget.from_dict(row.submission.budget),
+        image_size=row.submission.image_size,
         updated_at=row.submission.updated_at, next_launch_at=row.schedule.next_launch_at,
         tasks=[TaskOut(order=t.order, dataset=t.dataset, year=t.year, phase=t.phase,
                        status=t.status, error=t.error, split=t.split, flops=t.flops,
@@ -87,7 +89,7 @@ def create_submission(
         check_idempotency_key(idempotency_key)
     request = SubmissionRequest(
         learner_id=body.learner_id, stream=body.stream, phase=body.phase,
-        budget=body.budget.model_dump(exclude_none=True), stream_version=body.stream_version,
+        budget=body.budget, stream_version=body.stream_version,
         image_size=body.image_size)
     try:
         submission, replayed = crud.create_submission(

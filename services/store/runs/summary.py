@@ -1,6 +1,7 @@
 """Read a run back from the database: per-task rows, E and cFLOP (METRICS.md §1).
 
-Every number here is computed from committed rows only, so what ``nevis results`` prints
+The run's read model, shared by every view of a run (``nevis results``, the API, the
+dashboard); E and cFLOP come from :mod:`services.core.metrics`. Every number here is computed from committed rows only, so what ``nevis results`` prints
 is exactly what the database holds.
 """
 
@@ -13,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from services.core.errors import UnknownNameError
+from services.core.metrics import cflop, mean_error
 from services.store.db.models import Submission, TaskResult, TaskRun, Trial
 
 
@@ -97,7 +99,7 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         submission_id=submission.id, learner=submission.learner.name,
         stream=submission.stream_version.name, stream_version=submission.stream_version.version,
         phase=submission.phase, status=submission.status, message=submission.error,
-        tasks=tuple(rows), mean_error=sum(scored) / len(scored) if scored else None,
-        headline_tasks=len(headline), cflop=float(sum(r.flops for r in rows)),
+        tasks=tuple(rows), mean_error=mean_error(scored),
+        headline_tasks=len(headline), cflop=cflop(r.flops for r in rows),
         retried_flops=float(sum(r.retried_flops for r in rows)), flops_sources=tuple(sorted(sources)),
     )

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from workers.probe import jsonfloats
+from services.store.db import jsonfloats
 
 
 def test_encode_and_decode_are_inverse_on_floats_and_none() -> None:

@@ -1,4 +1,8 @@
-"""Task error, computed by harness code from a learner's scores (METRICS.md §1).
+"""The headline metrics of METRICS.md §1: the task error e_i, E and cFLOP.
+
+They sit in the lowest layer because every layer above reports them: the trainer scores
+trials and tasks, the probe pool scores its target models, and the run summary of the store
+(what ``nevis results``, the API and the dashboard show) averages E and sums cFLOP.
 
 e = 1 − top-1 accuracy (single-label) or 1 − macro mean average precision over the labels
 that have a positive example (multi-label). Scores that are not a finite (N, K) array are a
@@ -8,6 +12,8 @@ reported as such, never silently scored.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -62,3 +68,31 @@ def mean_average_precision(scores: np.ndarray, labels: np.ndarray) -> float:
         raise ValueError("No label has a positive example: mean average precision is undefined.")
     per_label = [average_precision_score(labels[:, k], scores[:, k]) for k in present]
     return float(np.mean(per_label))
+
+
+def mean_error(errors: Iterable[float]) -> float | None:
+    """E: the mean of the task errors given (the phase's committed tasks); None if none."""
+    values = [float(e) for e in errors]
+    return sum(values) / len(values) if values else None
+
+
+def cflop(task_flops: Iterable[float]) -> float:
+    """cFLOP: every FLOP the learner spent on the committed tasks, search included."""
+    return float(sum(float(f) for f in task_flops))
+
+
+@dataclass(frozen=True)
+class HeadlineMetric:
+    """A number a run is ranked by: its name, how to read it, and how to compute it."""
+
+    name: str
+    description: str
+    lower_is_better: bool
+    compute: Callable[[Iterable[float]], float | None]
+
+
+HEADLINE_METRICS: Mapping[str, HeadlineMetric] = {
+    "E": HeadlineMetric("E", "mean error over the phase's tasks (METRICS.md §1)", True, mean_error),
+    "cFLOP": HeadlineMetric("cFLOP", "FLOPs of the whole stream, search included", True, cflop),
+}
+"""The registered headline metrics; every view that ranks runs reads them from here."""

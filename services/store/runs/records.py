@@ -1,4 +1,6 @@
-"""Database writes and reads of the stream runner: keyword-only functions, one job each.
+"""Writes (and the few reads they need) of runs, tasks, trials and events: the one place
+both the stream runner and the coordinator change them. Keyword-only functions, one job
+each; the caller owns the transaction.
 
 The invariant that matters: a task's result, its run's totals, the learner state it
 produced and the submission's cursor change in ONE transaction (:func:`commit_task`), so a
@@ -7,13 +9,14 @@ crash leaves either all of them or none, and a resumed run never counts a task t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from services.core.errors import NevisError
+from services.core.budget import RunBudget
+from services.store.db import jsonfloats
 from services.store.db.models import (
     ACTIVE_TASK_RUN_STATUSES,
     Checkpoint,
@@ -26,47 +29,9 @@ from services.store.db.models import (
     TaskRun,
     Trial,
 )
+from services.store.db.models_probe import TrialCurve
 from services.store.db.types import utcnow
-from workers.probe.planner import enqueue_submission
-from workers.probe.pretext import store_training_curve
-from workers.probe.settings import ProbeSettings
-from workers.stream.manifest import StreamManifest, manifest_to_dict
-from workers.stream.registry import manifest_sha256
-
-
-def ensure_stream_version(session: Session, *, manifest: StreamManifest) -> StreamVersion:
-    """The stored stream version for ``manifest``, created (with its tasks) on first use."""
-    sha = manifest_sha256(manifest)
-    found = session.scalar(
-        select(StreamVersion).where(
-            StreamVersion.name == manifest.name, StreamVersion.version == manifest.version
-        )
-    )
-    if found is not None:
-        if found.manifest_sha256 != sha:
-            raise NevisError(
-                f"Stream {manifest.name!r} version {manifest.version!r} is stored with other "
-                "content: a changed manifest needs a new version string."
-            )
-        return found
-    version = StreamVersion(
-        name=manifest.name, version=manifest.version, manifest_sha256=sha,
-        manifest=manifest_to_dict(manifest),
-    )
-    session.add(version)
-    session.flush()
-    for task in manifest.tasks:
-        session.add(
-            StreamTask(
-                stream_version_id=version.id, order=task.order, year=task.year,
-                dataset=task.dataset, phase=task.phase, kind=task.kind,
-                num_classes=task.num_classes, domain=task.domain,
-                split_rule={"kind": task.split.kind, "fractions": dict(task.split.fractions),
-                            "seed": task.split.seed, "text": task.split.text},
-            )
-        )
-    session.flush()
-    return version
+from services.store.runs.outcomes import TaskOutcome, TrialOutcome
 
 
 def ensure_learner(session: Session, *, spec: str, resources: Mapping[str, Any]) -> Learner:
@@ -82,16 +47,17 @@ def ensure_learner(session: Session, *, spec: str, resources: Mapping[str, Any])
 
 def create_submission(
     session: Session, *, learner: Learner, stream_version: StreamVersion, phase: str,
-    budget: Mapping[str, Any], first_order: int,
+    budget: RunBudget, image_size: int, first_order: int, status: str = "running",
 ) -> Submission:
+    """The one way a submission row is made (``nevis run`` and the API alike)."""
     submission = Submission(
         learner_id=learner.id, stream_version_id=stream_version.id, phase=phase,
-        status="running", budget=dict(budget), cursor=first_order,
+        status=status, budget=budget.to_dict(), image_size=image_size, cursor=first_order,
     )
     session.add(submission)
     session.flush()
     add_event(session, submission_id=submission.id, kind="submission.created",
-              payload={"phase": phase, "budget": dict(budget)})
+              payload={"phase": phase, "budget": budget.to_dict(), "image_size": image_size})
     return submission
 
 
@@ -146,56 +112,54 @@ def trial_flops_of(session: Session, *, task_run_id: int) -> float:
     return float(session.scalar(select(func.coalesce(func.sum(Trial.flops), 0.0)).where(Trial.task_run_id == task_run_id)))
 
 
-def record_trial(session: Session, *, task_run_id: int, result: Mapping[str, Any]) -> Trial:
-    """Store one finished trial (ok or failed) and its checkpoints."""
-    measured, reported = int(result.get("flops_measured", 0)), int(result.get("flops_reported", 0))
-    ok = result.get("status") == "ok"
+def record_trial(session: Session, *, task_run_id: int, outcome: TrialOutcome) -> Trial:
+    """Store one finished trial (ok or failed), its training curve and its checkpoints."""
     trial = Trial(
-        task_run_id=task_run_id, trial_index=int(result["trial_index"]), seed=int(result["seed"]),
-        config=_jsonable(result.get("config", {})), status="succeeded" if ok else "failed",
-        flops=float(measured + reported), flops_source="reported" if reported else "measured",  # any reported part: not all measured
-        dev_error=result.get("dev_error") if ok else None, wall_time_s=result.get("wall_time_s"),
-        peak_memory_bytes=result.get("peak_memory_bytes"), error_text=result.get("error"),
-        traceback=result.get("traceback"), finished_at=utcnow(),
+        task_run_id=task_run_id, trial_index=outcome.trial_index, seed=outcome.seed,
+        config=dict(outcome.config), status="succeeded" if outcome.ok else "failed",
+        flops=float(outcome.flops), flops_source=outcome.flops_source,
+        dev_error=outcome.dev_error, wall_time_s=outcome.wall_time_s,
+        peak_memory_bytes=outcome.peak_memory_bytes, error_text=outcome.error,
+        traceback=outcome.traceback, finished_at=utcnow(),
     )
     session.add(trial)
     session.flush()
-    store_training_curve(session, trial_id=trial.id, curve=result.get("curve") or ())  # pretext curve
-    for ckpt in result.get("checkpoints", ()):
-        session.add(Checkpoint(trial_id=trial.id, step=int(ckpt["step"]), object_key=ckpt["key"],
-                               size_bytes=int(ckpt["size"]), sha256=ckpt["sha256"]))
+    if outcome.curve:  # the pretext curve the probes read
+        session.merge(TrialCurve(
+            trial_id=trial.id, steps=[step for step, _ in outcome.curve],
+            losses=jsonfloats.encode(loss for _, loss in outcome.curve)))
+    for ckpt in outcome.checkpoints:
+        session.add(Checkpoint(trial_id=trial.id, step=ckpt.step, object_key=ckpt.key,
+                               size_bytes=ckpt.size, sha256=ckpt.sha256))
     session.flush()
     return trial
 
 
 def commit_task(
-    session: Session, *, submission: Submission, run: TaskRun, best_trial: Trial, error: float,
-    split: str, metric: str, task_flops: float, wall_time_s: float, peak_memory_bytes: int,
-    state_key: str, next_order: int | None, probe_settings: ProbeSettings | None = None,
+    session: Session, *, submission: Submission, run: TaskRun, best_trial: Trial,
+    outcome: TaskOutcome, next_order: int | None,
 ) -> TaskResult:
     """Commit the task: result, run totals, learner state and cursor, all or nothing.
 
-    With ``probe_settings``, the probe jobs of the task's checkpoints are queued in the same
-    transaction, so a committed task is never left without them.
+    The probe pool notices the committed task by itself (its watch queues the task's probe
+    jobs): accounting never calls the layers above it.
     """
     result = TaskResult(
         submission_id=submission.id, stream_task_id=run.stream_task_id, task_run_id=run.id,
-        best_trial_id=best_trial.id, error=error, split=split, metric=metric, flops=task_flops,
+        best_trial_id=best_trial.id, error=outcome.error, split=outcome.split,
+        metric=outcome.metric, flops=outcome.flops,
     )
     session.add(result)
     run.status, run.finished_at = "succeeded", utcnow()
-    run.flops, run.wall_time_s, run.peak_memory_bytes = task_flops, wall_time_s, peak_memory_bytes
-    run.learner_state_key = state_key
+    run.flops, run.wall_time_s = outcome.flops, outcome.wall_time_s
+    run.peak_memory_bytes, run.learner_state_key = outcome.peak_memory_bytes, outcome.state_key
     if next_order is None:
         submission.status, submission.finished_at = "succeeded", utcnow()
     else:
         submission.cursor = next_order
     session.flush()
     add_event(session, submission_id=submission.id, kind="task.committed",
-              payload={"task_run_id": run.id, "error": error, "flops": task_flops})
-    if probe_settings is not None:
-        order = session.get(StreamTask, run.stream_task_id).order
-        enqueue_submission(session, submission_id=submission.id, settings=probe_settings, task_order=order)
+              payload={"task_run_id": run.id, "error": outcome.error, "flops": outcome.flops})
     return result
 
 
@@ -205,6 +169,20 @@ def fail_task(session: Session, *, submission: Submission, run: TaskRun, message
     submission.status, submission.error, submission.finished_at = "failed", message, utcnow()
     add_event(session, submission_id=submission.id, kind="task.failed",
               payload={"task_run_id": run.id, "message": message, "spent_flops": task_flops})
+
+
+def interrupt_task(session: Session, *, submission: Submission, run: TaskRun) -> None:
+    """The user stopped the run (Ctrl-C): close the attempt and say how to resume."""
+    run.status, run.error = "failed", "interrupted by the user (Ctrl-C)"
+    submission.status = "failed"
+    submission.error = f"interrupted; resume with `nevis run --resume {submission.id}`"
+
+
+def stop_submission(session: Session, *, submission: Submission, reason: str) -> None:
+    """Stop a submission for good (a budget cap was reached); ``reason`` says why."""
+    submission.status, submission.error = "failed", f"stopped: {reason}"
+    add_event(session, submission_id=submission.id, kind="submission.stopped",
+              payload={"reason": reason})
 
 
 def last_state_key(session: Session, *, submission_id: int) -> str | None:
@@ -218,11 +196,12 @@ def last_state_key(session: Session, *, submission_id: int) -> str | None:
     )
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "item"):
-        return value.item()
-    return value
+def committed_totals(session: Session, *, submission_id: int) -> tuple[float, float]:
+    """cFLOP and wall seconds of the submission's committed tasks (what the caps compare)."""
+    flops, wall = session.execute(
+        select(func.coalesce(func.sum(TaskResult.flops), 0.0),
+               func.coalesce(func.sum(TaskRun.wall_time_s), 0.0))
+        .join(TaskRun, TaskRun.id == TaskResult.task_run_id)
+        .where(TaskResult.submission_id == submission_id)
+    ).one()
+    return float(flops), float(wall)

@@ -7,7 +7,7 @@ import pytest
 from sklearn.metrics import average_precision_score
 
 from services.core.errors import LearnerError
-from workers.trainer.evaluation import check_scores, mean_average_precision, task_error
+from services.core.metrics import check_scores, mean_average_precision, task_error
 
 
 def test_single_label_error_is_one_minus_top1_accuracy() -> None:

@@ -1,0 +1,80 @@
+"""The budget of a run, declared once: the API's request schema, the coordinator's checks,
+the stored submission and the runner all use this one model.
+
+Per-task search budget (trials, steps, concurrency, seed, checkpoint fractions) and the
+whole-run caps (FLOPs, wall time). Integers are strict (``true`` is not 1), floats finite,
+lists bounded, unknown keys refused. Built in Python, a bad value raises a
+:class:`~services.core.errors.BudgetError` whose ``field`` names the key; validated by
+FastAPI, the same rules give a 422 naming ``budget.<key>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
+
+from services.core.errors import BudgetError
+
+CHECKPOINT_DEFAULT_FRACTIONS: tuple[float, ...] = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0)
+"""Where a trial checkpoints by default: untrained, 1/8, 1/4, 1/2, 3/4 and final."""
+
+MAX_CHECKPOINTS = 64
+
+StrictInt = Annotated[int, Strict()]
+
+
+class RunBudget(BaseModel):
+    """Per-task search budget and whole-run caps; checked on construction."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    trials: StrictInt = Field(default=4, ge=1, le=10_000, description="Hyper-parameter trials per task.")
+    steps: StrictInt = Field(default=200, ge=1, le=10_000_000, description="Optimisation steps per trial.")
+    max_concurrent: StrictInt | None = Field(
+        default=None, ge=1, le=10_000, description="Trials at once (default: as many as the CPUs / GPUs allow).")
+    threads_per_trial: StrictInt = Field(default=1, ge=1, le=1024, description="torch threads of a trial.")
+    seed: StrictInt = Field(default=0, ge=0, lt=2**31, description="Seed of the search and the trials.")
+    checkpoint_fractions: tuple[Annotated[float, Field(ge=0.0, le=1.0)], ...] = Field(
+        default=CHECKPOINT_DEFAULT_FRACTIONS, min_length=1, max_length=MAX_CHECKPOINTS,
+        description="Fractions of a trial's steps at which it checkpoints, each in [0, 1].")
+    flop_cap: float | None = Field(default=None, gt=0, description="Stop before a task once cFLOP reaches this.")
+    wall_cap_s: float | None = Field(
+        default=None, gt=0, description="Stop before a task once this much wall time is spent.")
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise budget_error(exc) from None
+
+    @field_validator("checkpoint_fractions", mode="before")
+    @classmethod
+    def _list_to_tuple(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document stored with a submission."""
+        out = self.model_dump()
+        out["checkpoint_fractions"] = list(self.checkpoint_fractions)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunBudget:
+        return cls(**dict(data))
+
+
+def budget_error(exc: ValidationError) -> BudgetError:
+    """The first problem of a validation error, as a BudgetError naming its field."""
+    first = exc.errors()[0]
+    loc = first.get("loc", ())
+    field = str(loc[0]) if loc else "budget"
+    message = first.get("msg", "invalid").removeprefix("Value error, ")
+    value = first.get("input")
+    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+    return BudgetError(f"The '{field}' of a budget is not valid: {message}. Got {shown} instead.",
+                       field=field)
+
+
+__all__ = ["CHECKPOINT_DEFAULT_FRACTIONS", "RunBudget", "budget_error"]

@@ -1,0 +1,138 @@
+"""What a trial and a task produce, as typed records: the contract between the runner that
+makes them and the records that store them.
+
+Inside Ray a trial's result travels as the plain dict that ``tune.report`` needs; it becomes
+a :class:`TrialOutcome` once, where the runner receives it
+(:meth:`TrialOutcome.from_metrics`), and nothing downstream reads string keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+TrialStatus = Literal["ok", "failed"]
+FlopsSource = Literal["measured", "reported"]
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """An object the harness wrote to the store: key, size and checksum."""
+
+    key: str
+    size: int
+    sha256: str
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> StoredObject:
+        return cls(key=str(doc["key"]), size=int(doc["size"]), sha256=str(doc["sha256"]))
+
+
+@dataclass(frozen=True)
+class CheckpointRef(StoredObject):
+    """A checkpoint of a trial at ``step``."""
+
+    step: int = 0
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> CheckpointRef:
+        return cls(key=str(doc["key"]), size=int(doc["size"]), sha256=str(doc["sha256"]),
+                   step=int(doc["step"]))
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """One finished trial, ok or failed, with the FLOPs it spent either way."""
+
+    trial_index: int
+    seed: int
+    status: TrialStatus
+    config: Mapping[str, Any] = field(default_factory=dict)
+    flops_measured: int = 0
+    flops_reported: int = 0
+    dev_error: float | None = None
+    wall_time_s: float | None = None
+    peak_memory_bytes: int | None = None
+    curve: tuple[tuple[int, float | None], ...] = ()
+    checkpoints: tuple[CheckpointRef, ...] = ()
+    missed_checkpoints: tuple[int, ...] = ()
+    predictor: StoredObject | None = None
+    state: StoredObject | None = None
+    error: str | None = None
+    traceback: str | None = None
+    num_workers: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def flops(self) -> int:
+        return self.flops_measured + self.flops_reported
+
+    @property
+    def flops_source(self) -> FlopsSource:
+        """``reported`` as soon as any part was reported by the learner, else ``measured``."""
+        return "reported" if self.flops_reported else "measured"
+
+    @classmethod
+    def from_metrics(cls, metrics: Mapping[str, Any]) -> TrialOutcome:
+        """The outcome of a trial from the dict it reported to Ray Tune."""
+        ok = metrics.get("status") == "ok"
+        return cls(
+            trial_index=int(metrics["trial_index"]), seed=int(metrics["seed"]),
+            status="ok" if ok else "failed", config=_plain(metrics.get("config") or {}),
+            flops_measured=int(metrics.get("flops_measured") or 0),
+            flops_reported=int(metrics.get("flops_reported") or 0),
+            dev_error=float(metrics["dev_error"]) if ok and metrics.get("dev_error") is not None else None,
+            wall_time_s=_float_or_none(metrics.get("wall_time_s")),
+            peak_memory_bytes=_int_or_none(metrics.get("peak_memory_bytes")),
+            curve=tuple((int(step), _float_or_none(loss)) for step, loss in metrics.get("curve") or ()),
+            checkpoints=tuple(CheckpointRef.from_dict(c) for c in metrics.get("checkpoints") or ()),
+            missed_checkpoints=tuple(int(s) for s in metrics.get("missed_checkpoints") or ()),
+            predictor=StoredObject.from_dict(metrics["predictor"]) if metrics.get("predictor") else None,
+            state=StoredObject.from_dict(metrics["state"]) if metrics.get("state") else None,
+            error=metrics.get("error"), traceback=metrics.get("traceback"),
+            num_workers=int(metrics.get("num_workers") or 1),
+        )
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """A task's committed result: the chosen trial, its error and what the task cost."""
+
+    order: int
+    best_trial_index: int
+    error: float
+    split: str  # test (meta-test phase) or dev_test (meta-train phase)
+    metric: str  # accuracy (single-label) or map (multi-label)
+    flops: float  # every trial's FLOPs plus the evaluation's
+    wall_time_s: float
+    peak_memory_bytes: int
+    state_key: str  # the learner state carried to the next task
+
+
+def best_trial(outcomes: Sequence[TrialOutcome]) -> TrialOutcome | None:
+    """The successful trial with the lowest dev error (ties: lowest trial index)."""
+    ok = [o for o in outcomes if o.ok and o.dev_error is not None]
+    return min(ok, key=lambda o: (o.dev_error, o.trial_index)) if ok else None
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-storable copy of a config: numpy scalars become Python numbers."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item"):
+        return value.item()
+    return value

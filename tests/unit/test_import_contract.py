@@ -1,0 +1,56 @@
+"""The import contract (pyproject's [tool.importlinter]) holds, and it would catch a breach.
+
+Layers run one way, lowest first: core, store, stream, learners, trainer | probe (independent
+of each other), coordinator, cli; no sibling packages import each other in a cycle.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT = Path(sys.executable).parent / "lint-imports"
+
+
+def _lint(where: Path) -> subprocess.CompletedProcess[str]:
+    if not LINT.exists():
+        pytest.fail(f"lint-imports is not installed beside {sys.executable}: run scripts/setup.sh")
+    return subprocess.run([str(LINT), "--no-cache"], cwd=where, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(where), "PATH": "/usr/bin:/bin"}, timeout=120)
+
+
+def test_the_import_contract_is_kept() -> None:
+    result = _lint(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 kept, 0 broken" in result.stdout
+
+
+def _copy_tree(tmp_path: Path) -> Path:
+    copy = tmp_path / "repo"
+    for package in ("services", "workers"):
+        shutil.copytree(ROOT / package, copy / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.json"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    return copy
+
+
+@pytest.mark.parametrize(("module", "line", "broken"), [
+    # accounting reaching up into the trainer: a wrong-way import
+    ("services/store/runs/records.py", "import workers.trainer.task_job", "One-way layers"),
+    # the trainer and the probe pool are independent of each other
+    ("workers/probe/pool.py", "import workers.trainer.stream_runner", "One-way layers"),
+    # a cycle between two packages of one layer
+    ("services/store/db/types.py", "import services.store.runs.records", "No import cycles"),
+])
+def test_a_wrong_way_import_breaks_the_contract(tmp_path: Path, module: str, line: str, broken: str) -> None:
+    copy = _copy_tree(tmp_path)
+    target = copy / module
+    target.write_text(target.read_text() + f"\n{line}  # injected by the test\n")
+    result = _lint(copy)
+    assert result.returncode != 0, result.stdout
+    assert f"{broken}" in result.stdout.split("Broken contracts", 1)[-1], result.stdout
