@@ -106,8 +106,10 @@ class ProbeSettings:
             raise _bad("max_earlier", "None or an int in [0, inf)", self.max_earlier)
         if self.max_examples < 2 * self.folds:
             raise _bad("max_examples", f"at least 2 * folds ({2 * self.folds})", self.max_examples)
-        positive = ("lidar_delta", "mlp_lr")
-        non_negative = ("lidar_eps", "rankme_eps", "min_delta", "linear_l2", "mlp_weight_decay")
+        positive = ("mlp_lr",)
+        # δ = 0 is valid LiDAR when Σ_w is positive definite; lidar() refuses a singular one.
+        non_negative = ("lidar_delta", "lidar_eps", "rankme_eps", "min_delta", "linear_l2",
+                        "mlp_weight_decay")
         for name in positive + non_negative:
             value = getattr(self, name)
             low_ok = value > 0 if name in positive else value >= 0

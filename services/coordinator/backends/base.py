@@ -86,6 +86,11 @@ class Backend(Protocol):
         """Stop a job; a job that ended already is not an error."""
         ...
 
+    def reap(self) -> None:
+        """Release what ended jobs still hold here (the local backend waits on its ended
+        worker processes); called once per scheduler pass."""
+        ...
+
 
 def worker_env(settings: CoordinatorSettings) -> dict[str, str]:
     """The variables the worker harness needs: where the database and store are.

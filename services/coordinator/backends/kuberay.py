@@ -52,6 +52,9 @@ class KubeRayBackend:
             return JobStatus(JobState.UNKNOWN, str(exc))
         return JobStatus(_STATES.get(out.strip(), JobState.UNKNOWN), out.strip())
 
+    def reap(self) -> None:
+        """Nothing to release here: the cluster cleans up its own jobs."""
+
     def cancel(self, job_id: str) -> None:
         if not self.settings.kubectl:
             return

@@ -73,6 +73,9 @@ class RayJobsBackend:
         state = _STATES.get(str(getattr(info.status, "value", info.status)), JobState.UNKNOWN)
         return JobStatus(state, info.message or "")
 
+    def reap(self) -> None:
+        """Nothing to release here: the cluster cleans up its own jobs."""
+
     def cancel(self, job_id: str) -> None:
         try:
             self.client.stop_job(job_id)

@@ -77,7 +77,7 @@ class Scheduler:
         report = TickReport()
         self._stop_cancelled(report)
         self._reap(report)
-        getattr(self.backend, "reap", lambda: None)()  # local: wait on ended worker processes
+        self.backend.reap()  # local: wait on ended worker processes
         self._launch(report)
         self.last_tick_at = utcnow()
         self.metrics.ticks.inc()

@@ -162,6 +162,9 @@ class RecordingBackend:
     def cancel(self, job_id) -> None:
         pass
 
+    def reap(self) -> None:
+        pass
+
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)

@@ -40,7 +40,7 @@ def test_settings_round_trip_through_their_dict() -> None:
         ({"kinds": ()}, r"'kinds' .* non-empty"),
         ({"kinds": ("linear", "linear")}, r"'kinds' .* distinct"),
         ({"linear_l2": -1.0}, r"'linear_l2' .* \[0, inf\)"),
-        ({"lidar_delta": 0.0}, r"'lidar_delta' .* \(0, inf\)"),
+        ({"lidar_delta": -1e-4}, r"'lidar_delta' .* \[0, inf\)"),
         ({"max_examples": 6, "folds": 5}, r"'max_examples' .* at least 2 \* folds \(10\)"),
         ({"max_earlier": -1}, r"'max_earlier' .* None or an int"),
     ],
