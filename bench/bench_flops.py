@@ -2,7 +2,7 @@
 
 Trains the project's small CNN on random 32x32x3 images (batch 64, one intra-op thread),
 then runs an evaluation pass under ``torch.no_grad`` with a smaller last batch, with and
-without a :class:`~workers.trainer.flops.FlopMeter` tracking the model. Runs alternate
+without a :class:`~workers.sandbox.flops.FlopMeter` tracking the model. Runs alternate
 (plain, metered, plain, ...) so drift on a shared machine hits both alike; the minimum of
 each is compared, in wall time and in this process's CPU time (steadier on a shared machine).
 The meter's cost includes its dry runs (one per distinct key).
@@ -29,7 +29,7 @@ from torch.utils.flop_counter import FlopCounterMode
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workers.learners.models import SmallCNN  # noqa: E402
-from workers.trainer.flops import FlopMeter  # noqa: E402
+from workers.sandbox.flops import FlopMeter  # noqa: E402
 
 CLASSES = 10
 EVAL_BATCHES = (64, 64, 37)

@@ -38,7 +38,7 @@ from workers.learners.protocol import LabelledData, TaskInfo
 from workers.probe.folds import fold_ids
 from workers.probe.probes import fit_probes
 from workers.probe.settings import ProbeSettings
-from workers.trainer.context import LocalTrialContext
+from workers.sandbox.context import LocalTrialContext
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 SPEEDUP_TARGET = 10.0

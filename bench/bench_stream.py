@@ -108,7 +108,7 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
     from workers.stream.prepare import load_task_data
     from workers.stream.registry import load_stream
     from workers.stream.task_view import CausalTaskView
-    from workers.trainer.context import LocalTrialContext
+    from workers.sandbox.context import LocalTrialContext
     from services.core.metrics import task_error
     from workers.stream.task_info import task_info
 

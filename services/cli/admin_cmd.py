@@ -104,3 +104,9 @@ def revoke_token(
         owner = users.get_user(session, name=user)
         users.revoke_token(session, user=owner, token_id=token_id)
     typer.echo(f"revoked token {token_id}")
+
+
+__all__ = [
+    "create_token", "create_user", "list_tokens", "list_users", "revoke_token", "tokens_app",
+    "users_app",
+]

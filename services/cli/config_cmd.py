@@ -21,3 +21,6 @@ def show_config(as_json: bool = typer.Option(False, "--json", help="Print JSON."
     for name, value in values.items():
         table.add_row(name, "(unset)" if value is None else value)
     make_console().print(table)
+
+
+__all__ = ["show_config"]

@@ -15,3 +15,6 @@ def make_console(*, stderr: bool = False) -> Console:
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(stderr=stderr, width=PIPED_WIDTH)
     return console
+
+
+__all__ = ["PIPED_WIDTH", "make_console"]

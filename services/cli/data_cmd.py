@@ -157,3 +157,6 @@ def _report_table(report: PrepareReport) -> Table:
             f"{item.seconds:.1f}",
         )
     return table
+
+
+__all__ = ["app", "prepare", "verify"]

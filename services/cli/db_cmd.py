@@ -77,3 +77,6 @@ def revision_command(
     """For developers: write the next migration file from the difference with the models."""
     path = migrate.new_revision(message, autogenerate=not empty)
     typer.echo(f"Wrote {path}; review it before committing.")
+
+
+__all__ = ["app", "current_command", "downgrade_command", "revision_command", "upgrade_command"]

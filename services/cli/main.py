@@ -57,5 +57,8 @@ def main() -> None:
         sys.exit(2)
 
 
+__all__ = ["app", "main"]
+
+
 if __name__ == "__main__":
     main()

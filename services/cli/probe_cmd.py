@@ -41,11 +41,14 @@ def _worker_config(*, submission_id: int | None, lease_s: float, poll_s: float,
                    stop_when_idle: bool, threads: int, watch: dict | None = None) -> Any:
     from workers.probe.pool import WorkerConfig  # noqa: PLC0415
 
+    import os  # noqa: PLC0415
+
     settings = get_settings()
+    paths = tuple(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
     return WorkerConfig(database_url=settings.database_url, store_url=settings.store_url,
                         s3_endpoint_url=settings.s3_endpoint_url, lease_s=lease_s, poll_s=poll_s,
                         stop_when_idle=stop_when_idle, submission_id=submission_id,
-                        threads=threads, watch=watch)
+                        threads=threads, watch=watch, sandbox=settings.sandbox, import_paths=paths)
 
 
 def run(
@@ -197,3 +200,9 @@ def show_probe_report(run_id: int, *, settings_hash: str | None = None,
     console.print(corr)
     for key, error in report.failures:
         console.print(f"[yellow]failed[/] {key}: {error.splitlines()[0] if error else ''}", highlight=False)
+
+
+__all__ = [
+    "app", "build_settings", "load_report", "results_json", "run", "show_probe_report",
+    "workers_command",
+]

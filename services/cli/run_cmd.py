@@ -158,3 +158,6 @@ def show_results(run_id: int, *, as_json: bool):
     console.print(f"cFLOP = {summary.cflop:.4e}  (FLOPs {', '.join(summary.flops_sources) or 'measured'}; retried work {summary.retried_flops:.3e})")
     console.print(f"status: {summary.status}" + (f" ({summary.message})" if summary.message else ""))
     return summary
+
+
+__all__ = ["results", "run", "run_app", "show_results"]

@@ -80,3 +80,6 @@ def run_task(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sys.exit(run(get_coordinator_settings(), submission_id=submission, lease_id=lease))
+
+
+__all__ = ["openapi", "run_task", "serve", "worker_app"]

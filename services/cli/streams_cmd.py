@@ -122,3 +122,6 @@ def split_label(rule: SplitRule) -> str:
 
 def _or_dash(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+__all__ = ["app", "list_command", "show_command", "split_label", "summarize"]

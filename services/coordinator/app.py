@@ -72,3 +72,6 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
     app.add_middleware(UploadLimit, path=learners.BUNDLE_PATH, limit=settings.bundle_max_bytes)
     app.add_middleware(RequestMetrics, metrics=metrics)
     return app
+
+
+__all__ = ["API_VERSION", "DESCRIPTION", "create_app"]

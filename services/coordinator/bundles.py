@@ -138,3 +138,9 @@ def _check_member_name(name: str) -> None:
         raise InvalidInputError(
             f"The 'file' entry {name!r} would unpack outside its folder; use relative paths.",
             field="file")
+
+
+__all__ = [
+    "MAX_MEMBERS", "SUFFIXES", "UNPACK_FACTOR", "bundle_kind", "check_bundle", "extract_bundle",
+    "import_root", "safe_filename",
+]

@@ -71,3 +71,6 @@ class _QueueCollector(Collector):
         leases.add_metric([], active)
         yield by_status
         yield leases
+
+
+__all__ = ["CONTENT_TYPE", "Metrics"]

@@ -24,3 +24,6 @@ def openapi_document() -> dict[str, Any]:
 def render(document: dict[str, Any]) -> str:
     """Stable text: sorted keys, two-space indent, final newline."""
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+__all__ = ["DEFAULT_PATH", "openapi_document", "render"]

@@ -55,3 +55,6 @@ def resolve_stream(settings: CoordinatorSettings, name: str, *, field: str = "st
             return ResolvedStream(manifest, str(path))
     raise InvalidInputError(unknown_name_message("stream", name, available_streams(settings)),
                             field=field)
+
+
+__all__ = ["ResolvedStream", "available_streams", "resolve_stream"]

@@ -1,14 +1,15 @@
 """The worker harness: runs ONE task of a submission under a lease, then ends the lease.
 
 This is what every backend starts (``nevis worker run-task --submission S --lease L``). It
-is harness code: it holds the database and store settings, and hands learner code only the
-blanked environment of the runner. Steps:
+is harness code: it holds the database and store settings and never imports the learner,
+which runs only in sandboxed learner hosts (:mod:`workers.sandbox`). Steps:
 
 1. start the lease (compare-and-set: a lease that was expired, cancelled or already started
    is left alone, so a duplicated launch never runs a task twice);
 2. heartbeat the lease from a thread; if the lease is taken away (reaped or cancelled) the
    process exits at once, and its uncommitted work is discarded by the database;
-3. unpack the learner's bundle, if it has one, onto the run's import path;
+3. unpack the learner's bundle, if it has one (its folder is the learner hosts' import path),
+   and move the credentials out of the environment before Ray or any host starts;
 4. :meth:`StreamRunner.run_next_task` runs the task and commits its result, FLOPs, learner
    state and the cursor in one transaction;
 5. end the lease: success, or failure with the retry policy applied.
@@ -93,10 +94,13 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
                      on_lost=lambda: _lease_lost(lease_id))
     beat.start()
     try:
-        from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415 - heavy import
+        from workers.trainer.ray_env import hold_secrets  # noqa: PLC0415 - heavy imports
+        from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
 
-        _prepare_bundle(settings, sessions, submission_id=submission_id)
-        StreamRunner(settings).run_next_task(submission_id)
+        bundle_root = _prepare_bundle(settings, sessions, submission_id=submission_id)
+        hold_secrets()  # nothing started from here on (Ray, learner hosts) inherits them
+        import_paths = None if bundle_root is None else [str(bundle_root)]
+        StreamRunner(settings, import_paths=import_paths).run_next_task(submission_id)
     except BaseException as exc:  # noqa: BLE001 - every failure must end the lease
         beat.stop()
         _fail(settings, sessions, lease_id=lease_id, submission_id=submission_id, exc=exc)
@@ -126,40 +130,28 @@ def _fail(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, lea
 
 
 def _prepare_bundle(settings: CoordinatorSettings, sessions: sessionmaker[Session], *,
-                    submission_id: int) -> None:
-    """Unpack the learner's bundle (if any) and make it importable here and in Ray workers."""
+                    submission_id: int) -> Path | None:
+    """Unpack the learner's bundle (if any) and return its import root.
+
+    Harness code only unpacks and checks it; nothing here imports it. The root is the one
+    folder of the learner's own that its sandboxed learner hosts get to see (read-only).
+    """
     with sessions() as session:
         learner = session.get(Submission, submission_id).learner
         key, sha = learner.bundle_key, learner.bundle_sha256
     if not key:
-        return
-    import ray  # noqa: PLC0415
-
-    from workers.trainer.ray_env import learner_env  # noqa: PLC0415
-
+        return None
     store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
     dest = settings.data_dir / "bundles" / sha
     name = key.rsplit("/", 1)[-1]
-    if not dest.exists():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
-            archive = Path(scratch) / name
-            store.get_file(key, archive)  # verifies the recorded sha256
-            kind = check_bundle(archive, filename=name, max_unpacked_bytes=20 * settings.bundle_max_bytes)
-            root = extract_bundle(archive, dest, kind=kind)
-    else:
-        root = import_root(dest)  # unpacked by an earlier task
-    sys.path.insert(0, str(root))
-    env = learner_env()
-    runtime_env: dict = {"env_vars": env}
-    cluster = settings.ray_address or os.environ.get("RAY_ADDRESS")
-    if cluster:
-        runtime_env["working_dir"] = str(root)  # shipped to every node of the cluster
-    else:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
-    if not ray.is_initialized():
-        ray.init(address=settings.ray_address or None, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False, runtime_env=runtime_env)
+    if dest.exists():
+        return import_root(dest)  # unpacked by an earlier task
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
+        archive = Path(scratch) / name
+        store.get_file(key, archive)  # verifies the recorded sha256
+        kind = check_bundle(archive, filename=name, max_unpacked_bytes=20 * settings.bundle_max_bytes)
+        return extract_bundle(archive, dest, kind=kind)
 
 
 def _shutdown_ray() -> None:

@@ -41,6 +41,19 @@ class Settings(BaseSettings):
         description="Probe settings the probe pool queues committed tasks with: standard, ci, or off.",
     )
 
+    sandbox: str = Field(
+        default="auto",
+        description="Where learner code runs: bwrap (bubblewrap sandbox), none (a plain "
+                    "subprocess with a clean environment), or auto (bwrap when installed).",
+    )
+
+    @field_validator("sandbox")
+    @classmethod
+    def _check_sandbox(cls, value: str) -> str:
+        if value not in ("auto", "bwrap", "none"):
+            raise ValueError(f"must be one of auto, bwrap, none; got {value!r}")
+        return value
+
     @field_validator("probe_preset")
     @classmethod
     def _check_probe_preset(cls, value: str) -> str:
@@ -130,3 +143,6 @@ def _describe(err: dict) -> str:
     if not err["loc"]:
         return message
     return f"NEVIS_{'_'.join(str(p) for p in err['loc']).upper()}: {message}"
+
+
+__all__ = ["Settings", "default_data_dir", "get_settings", "load_settings", "mask_url"]

@@ -96,3 +96,11 @@ class TaskFailedError(NevisError):
 
 class BudgetError(NevisError, ValueError):
     """A run budget (trials, steps, FLOP or wall caps) makes no sense."""
+
+
+__all__ = [
+    "BudgetError", "CausalityError", "ConfigError", "DatabaseError", "DatasetFormatError",
+    "DatasetNotFoundError", "IntegrityError", "InvalidKeyError", "LearnerError", "ManifestError",
+    "NevisError", "ObjectNotFoundError", "TaskFailedError", "UnknownNameError",
+    "unknown_name_message",
+]

@@ -96,3 +96,9 @@ HEADLINE_METRICS: Mapping[str, HeadlineMetric] = {
     "cFLOP": HeadlineMetric("cFLOP", "FLOPs of the whole stream, search included", True, cflop),
 }
 """The registered headline metrics; every view that ranks runs reads them from here."""
+
+
+__all__ = [
+    "HEADLINE_METRICS", "HeadlineMetric", "cflop", "check_scores", "mean_average_precision",
+    "mean_error", "task_error",
+]

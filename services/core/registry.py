@@ -83,3 +83,6 @@ def lazy(target: str) -> Callable[..., Any]:
     factory.__qualname__ = factory.__name__ = f"lazy({target})"
     factory.target = target  # type: ignore[attr-defined] - for introspection and tests
     return factory
+
+
+__all__ = ["Registry", "lazy"]

@@ -13,14 +13,21 @@ import pytest
 import ray
 
 from workers.learners.protocol import TaskInfo
+from workers.sandbox.client import HostSpec
 from workers.trainer.executor import predict_in_pool, start_pool
 
 LEARNER = "nevis_test_learners:nearest_mean"
 
 
+def _host(spec: str) -> HostSpec:
+    """The test learners' host: sandboxed, seeing the fixtures folder on PYTHONPATH."""
+    paths = tuple(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+    return HostSpec(spec, import_paths=paths)
+
+
 @pytest.fixture
 def pool(ray_local: None) -> Iterator[Any]:
-    pool = start_pool(LEARNER, threads=1, size=1, gpus_per_executor=0.0)
+    pool = start_pool(_host(LEARNER), size=1, gpus_per_executor=0.0)
     assert ray.get(pool.ready.remote(), timeout=120) == 1
     yield pool
     ray.kill(pool)
@@ -42,7 +49,7 @@ def test_an_executor_comes_back_when_the_evaluation_fails(pool: Any) -> None:
 def test_an_executor_comes_back_when_the_caller_dies(ray_local: None) -> None:
     # A Tune trial process can be stopped while its trial runs in an executor; the executor
     # must not be lost with it (a pool of one would then hang the run for good).
-    pool = start_pool("nevis_test_learners:slow_predict", threads=1, size=1, gpus_per_executor=0.0)
+    pool = start_pool(_host("nevis_test_learners:slow_predict"), size=1, gpus_per_executor=0.0)
     assert ray.get(pool.ready.remote(), timeout=120) == 1
     (before,) = _free_executors(pool)
 

@@ -8,7 +8,9 @@ with their checksums.
 
 from __future__ import annotations
 
+import os
 import pickle
+import shutil
 
 import pytest
 from sqlalchemy import func, select
@@ -33,6 +35,34 @@ def runner(settings_env, database_url, monkeypatch) -> StreamRunner:
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
     get_settings.cache_clear()
     return StreamRunner(get_settings())
+
+
+def write_cheat_targets(folder, settings) -> None:
+    """Tell the cheating learner what to try and reach: the data folder, the database, the
+    store, the offline datasets, this test file; PostgreSQL's port and an outside address."""
+    import json  # noqa: PLC0415
+
+    secret = settings.data_dir / "secret.txt"
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("a file of the data folder")
+    paths = [str(settings.data_dir), str(settings.data_dir / "store"), str(secret), __file__,
+             str(settings.offline_data_dir or ""), "/etc/shadow", os.path.expanduser("~/.bashrc")]
+    if settings.database_url.startswith("sqlite:///"):
+        paths.append(settings.database_url.removeprefix("sqlite:///"))
+    (folder / "nevis_cheat_targets.json").write_text(json.dumps(
+        {"paths": [p for p in paths if p], "ports": [["127.0.0.1", 5432], ["1.1.1.1", 53]]}))
+
+
+def assert_sandboxed(machine: dict) -> None:
+    """What the cheater found outside its task: nothing (the bubblewrap sandbox is required
+    here; a machine without it fails this test with the reason)."""
+    assert shutil.which("bwrap"), "bubblewrap is not installed: apt-get install bubblewrap"
+    assert machine["targets"], "the learner found no targets file"
+    assert machine["env_secrets"] == []
+    assert machine["foreign_environs_with_secrets"] == []
+    assert machine["visible_pids"] <= 3, machine  # the sandbox's init and the host itself
+    assert machine["readable_paths"] == []
+    assert machine["connected"] == []
 
 
 def _summary(runner: StreamRunner, run_id: int):
@@ -78,8 +108,9 @@ def test_nearest_mean_runs_the_whole_stream(runner: StreamRunner, tiny_stream) -
     assert sum(t.flops for t in summary.tasks) == pytest.approx(summary.cflop)
 
 
-def test_a_learner_cannot_reach_test_labels_or_future_tasks(runner: StreamRunner, tiny_stream) -> None:
+def test_a_learner_cannot_reach_test_labels_or_future_tasks(runner: StreamRunner, tiny_stream, learner_dir) -> None:
     budget = RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,))
+    write_cheat_targets(learner_dir, runner.settings)
     run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:cheater", budget=budget))
     with runner.sessions() as session:
         key = session.scalars(select(TaskRun.learner_state_key).order_by(TaskRun.id.desc())).first()
@@ -94,8 +125,8 @@ def test_a_learner_cannot_reach_test_labels_or_future_tasks(runner: StreamRunner
         assert record["log"]["view.past_train(future)"] == "CausalityError"
         assert record["log"]["view.past_train('1')"] == "TypeError"
         assert record["past"] == list(range(1, record["order"])) and record["past_ok"]
-        assert "/nonexistent/" in record["creds"]["NEVIS_STORE_URL"]
-        assert record["creds"]["NEVIS_DATABASE_URL"] in ("", "sqlite://")
+        assert record["creds"] == {"NEVIS_DATABASE_URL": "", "NEVIS_STORE_URL": "", "NEVIS_DATA_DIR": ""}
+        assert_sandboxed(record["machine"])
     # No array in any trial process was a test or dev-test split of any task.
     from workers.stream.prepare import load_task_data
     from workers.stream.registry import load_stream
@@ -134,7 +165,7 @@ def test_malformed_predictions_are_a_clear_learner_error(runner: StreamRunner, t
 
 
 def test_a_failing_evaluation_fails_the_task_without_committing(runner: StreamRunner, tiny_stream) -> None:
-    with pytest.raises(TaskFailedError, match=r"evaluating the best trial \(0\) failed: ValueError: cannot load my own checkpoint"):
+    with pytest.raises(TaskFailedError, match=r"evaluating the best trial \(0\) failed: .*ValueError: cannot load my own checkpoint"):
         runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:bad_evaluation", budget=RunBudget(trials=1, steps=1)))
     with runner.sessions() as session:
         assert session.scalar(select(func.count()).select_from(TaskResult)) == 0

@@ -171,3 +171,9 @@ def eval_transform(
             x, size=(cfg.size, cfg.size), mode="bilinear", align_corners=False, antialias=True
         )
     return _normalise(x, cfg)
+
+
+__all__ = [
+    "IMAGENET_MEAN", "IMAGENET_STD", "AugmentConfig", "crop_params", "eval_transform", "to_float",
+    "train_transform",
+]

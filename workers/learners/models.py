@@ -186,3 +186,9 @@ def build_model(config: ModelConfig) -> Classifier:
 def count_parameters(model: nn.Module) -> int:
     """Number of trainable parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+__all__ = [
+    "MODELS", "BasicBlock", "Classifier", "FeatureView", "LowResResNet34", "ModelConfig",
+    "SmallCNN", "build_model", "count_parameters",
+]

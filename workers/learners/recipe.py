@@ -132,3 +132,9 @@ def make_loss(kind: Literal["single", "multi"], label_smoothing: float = 0.0) ->
     raise ValueError(
         f"The 'kind' parameter of make_loss must be 'single' or 'multi'. Got {kind!r} instead."
     )
+
+
+__all__ = [
+    "MIN_BATCH", "MOMENTUM", "WEIGHT_DECAY", "LossFn", "batch_size", "lr_factor", "make_loss",
+    "make_optimizer", "make_scheduler", "warmup_steps",
+]

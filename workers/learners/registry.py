@@ -112,3 +112,9 @@ def _import_factory(spec: str) -> LearnerFactory:
             f"{spec!r} names a {type(factory).__name__}, not a callable that makes a learner."
         )
     return factory
+
+
+__all__ = [
+    "BUILTINS", "REQUIRED_METHODS", "LearnerFactory", "builtin_names", "check_learner",
+    "load_learner",
+]

@@ -95,3 +95,6 @@ def as_int(value: Any, *, param: str, func: str, low: int) -> int:
     ):
         raise fail(param, func, f"an int in [{low}, inf)", _describe(value))
     return int(value)
+
+
+__all__ = ["CURVE", "MetricInputError", "as_curve", "as_float_array", "as_int", "as_number", "fail"]

@@ -147,3 +147,6 @@ def _joint_keys(a_sorted: np.ndarray, b_sorted: np.ndarray) -> np.ndarray:
         ([False], (a_sorted[1:] == a_sorted[:-1]) & (b_sorted[1:] == b_sorted[:-1]))
     )
     return np.cumsum(~same)
+
+
+__all__ = ["average_ranks", "count_inversions", "kendall_tau_b", "spearman"]

@@ -85,3 +85,6 @@ class TaskCache:
         while len(self._samples) > self.max_tasks:
             self._samples.popitem(last=False)
         return samples
+
+
+__all__ = ["TaskCache", "TaskSamples", "sample_task"]

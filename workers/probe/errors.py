@@ -13,3 +13,6 @@ from services.core.errors import NevisError
 class ProbeInputError(NevisError):
     """A probe job's input is unusable: a missing or corrupted checkpoint, a learner that
     cannot load it, or features that are not a finite (N, d) array."""
+
+
+__all__ = ["ProbeInputError"]

@@ -17,16 +17,13 @@ import hashlib
 from typing import Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from services.core.errors import IntegrityError, ObjectNotFoundError
 from services.store.objects import ObjectStore
-from workers.learners.augment import AugmentConfig, crop_params, to_float
 from workers.probe.errors import ProbeInputError
+from workers.sandbox.views import augment_views
 
 EXTRACT_CHUNK = 512  # images per features() call
-AUGMENT_HOOK = "augment_images"  # optional learner method: (predictor, images, *, seed) -> images
 
 
 def load_checkpoint_bytes(store: ObjectStore, *, checkpoint_id: int, object_key: str,
@@ -86,63 +83,15 @@ def extract(learner: Any, predictor: Any, images: np.ndarray, ctx: Any) -> np.nd
     return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
 
 
-def _pixel_augment(images: np.ndarray, cfg: AugmentConfig, generator: torch.Generator) -> np.ndarray:
-    """Random-resized-crop + flip of uint8 images, kept at their own size and as uint8.
-
-    The same crop and flip as :func:`workers.learners.augment.train_transform` (same
-    parameters, same sampler), minus the final normalisation and resize, so the learner's
-    ``features`` receives images like the ones it is normally given.
-    """
-    x = to_float(images)
-    n, _, h, w = x.shape
-    theta = crop_params(n, cfg, generator)
-    grid = F.affine_grid(theta, [n, 3, h, w], align_corners=False)
-    out = F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
-    return (out.clamp(0.0, 1.0) * 255.0).round().to(torch.uint8).permute(0, 2, 3, 1).numpy()
-
-
-def augment_views(learner: Any, predictor: Any, images: np.ndarray, q: int, *,
-                  seed: int) -> tuple[np.ndarray, str]:
-    """q augmented views of each image, shaped (n, q, H, W, 3), and where the augmentation came from.
-
-    In order of preference:
-    1. the learner's own ``augment_images(predictor, images, *, seed)`` hook, if it has one;
-    2. the predictor's ``augment`` settings, if they are an
-       :class:`~workers.learners.augment.AugmentConfig` (the ``indep`` baselines: their
-       exact training crop and flip);
-    3. otherwise the baselines' default training augmentation (random-resized-crop with
-       scale (0.35, 1) and a horizontal flip), recorded as a fallback.
-    """
-    n = len(images)
-    hook = getattr(learner, AUGMENT_HOOK, None)
-    if callable(hook):
-        views = np.stack([np.asarray(hook(predictor, images, seed=seed * 1000 + j))
-                          for j in range(q)], axis=1)
-        if views.shape != (n, q, *images.shape[1:]) or views.dtype != np.uint8:
-            raise ProbeInputError(
-                f"{AUGMENT_HOOK}() of learner {getattr(learner, 'name', '?')!r} must return "
-                f"uint8 images shaped like its input {images.shape}; got {views.shape[0::2]}."
-            )
-        return views, f"learner.{AUGMENT_HOOK}"
-    cfg = getattr(predictor, "augment", None)
-    if isinstance(cfg, AugmentConfig):
-        source = "predictor.augment (the learner's training crop and flip)"
-    else:
-        cfg = AugmentConfig(size=int(images.shape[1]))
-        source = "fallback: the baselines' training augmentation (random-resized-crop + flip)"
-    generator = torch.Generator().manual_seed(seed)
-    repeated = np.repeat(images, q, axis=0)  # image-major: views of image i are rows i*q ...
-    views = _pixel_augment(repeated, cfg, generator)
-    return views.reshape(n, q, *images.shape[1:]), source
-
-
 def augmented_features(learner: Any, predictor: Any, images: np.ndarray, q: int, ctx: Any, *,
                        seed: int, chunk_images: int = 64) -> tuple[np.ndarray, str]:
     """LiDAR embeddings (n, q, d) of ``images`` under q augmentations each, and their source."""
     blocks, source = [], ""
     for start in range(0, len(images), chunk_images):
         clean = images[start : start + chunk_images]
-        views, source = augment_views(learner, predictor, clean, q, seed=seed + start)
+        own = getattr(learner, "augment_views", None)  # a sandboxed learner augments in its host
+        views, source = (own(predictor, clean, q, seed=seed + start) if callable(own)
+                         else augment_views(learner, predictor, clean, q, seed=seed + start))
         feats = extract(learner, predictor, views.reshape(-1, *images.shape[1:]), ctx)
         blocks.append(feats.reshape(len(clean), q, -1))
     return np.concatenate(blocks), source

@@ -139,3 +139,9 @@ def held_out_scores(data: FoldData, logits: torch.Tensor) -> FoldScores:
             else:
                 errors[f] = task_error(scores, labels[rows].astype(np.int64), "multi")
     return FoldScores(losses=fold_loss, errors=errors)
+
+
+__all__ = [
+    "FoldData", "FoldScores", "example_losses", "first_layer", "held_out_scores", "prepare",
+    "training_loss",
+]

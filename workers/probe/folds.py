@@ -72,3 +72,6 @@ def fold_ids(labels: np.ndarray, folds: int, *, seed: int) -> np.ndarray:
 def train_masks(ids: np.ndarray, folds: int) -> np.ndarray:
     """Boolean (folds, N): row f is True where an example trains fold f's probe."""
     return ids[None, :] != np.arange(folds)[:, None]
+
+
+__all__ = ["FoldError", "fold_ids", "subsample", "train_masks"]

@@ -31,9 +31,9 @@ from services.store.db.models_probe import (
     ProbeMismatchRow,
 )
 from services.store.objects import ObjectStore
-from workers.learners.registry import load_learner
 from services.store.db import jsonfloats
 from workers.probe.context import ProbeContext
+from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner
 from workers.probe.data import TaskCache
 from workers.probe.errors import ProbeInputError
 from workers.probe.features import load_checkpoint_bytes, load_predictor
@@ -49,21 +49,34 @@ Writer = Callable[[Session], None]
 
 
 class ProbeRuntime:
-    """What a worker keeps between jobs: database sessions, the store, caches, learners."""
+    """What a worker keeps between jobs: database sessions, the store, caches, and one warm
+    learner host per learner (the probe pool calls learner code only through a host, in its
+    sandbox; this process holds the database credentials and never imports a learner)."""
 
-    def __init__(self, sessions: sessionmaker[Session], store: ObjectStore) -> None:
+    def __init__(self, sessions: sessionmaker[Session], store: ObjectStore, *, sandbox: str = "auto",
+                 import_paths: tuple[str, ...] = (), threads: int = 1) -> None:
         self.sessions = sessions
         self.store = store
         self.tasks = TaskCache(store)
-        self._learners: dict[str, Any] = {}
+        self.sandbox, self.import_paths, self.threads = sandbox, import_paths, threads
+        self._learners: dict[str, SandboxedLearner] = {}
 
-    def learner(self, spec: str) -> Any:
-        if spec not in self._learners:
-            try:
-                self._learners[spec] = load_learner(spec)
-            except Exception as exc:  # noqa: BLE001 - reported with the job
-                raise ProbeInputError(f"Cannot load learner {spec!r} to probe it: {exc}") from exc
+    def learner(self, spec: str) -> SandboxedLearner:
+        known = self._learners.get(spec)
+        if known is not None and known.host.alive:
+            return known
+        try:
+            host = LearnerHost(HostSpec(spec, self.import_paths, self.sandbox, self.threads))
+        except Exception as exc:  # noqa: BLE001 - reported with the job
+            raise ProbeInputError(f"Cannot load learner {spec!r} to probe it: {exc}") from exc
+        self._learners[spec] = SandboxedLearner(host)
         return self._learners[spec]
+
+    def close(self) -> None:
+        """Stop the learner hosts."""
+        for learner in self._learners.values():
+            learner.host.close()
+        self._learners.clear()
 
 
 def run_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:

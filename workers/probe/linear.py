@@ -83,3 +83,6 @@ def fit_linear(data: FoldData, *, l2: float, max_iter: int, seed: int = 0) -> Fo
     with torch.no_grad():
         logits = first_layer(data, precondition @ u, b)
     return held_out_scores(data, logits)
+
+
+__all__ = ["TOLERANCE_CHANGE", "fit_linear", "fold_covariances", "whitening"]

@@ -114,3 +114,6 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
         details={"augmentation": source, "seconds": timings,
                  "pretext_error_split": "dev", "pretext_error_examples": len(current.dev_images)},
     )
+
+
+__all__ = ["CheckpointMeasures", "TargetFit", "measure_checkpoint", "pretext_error"]

@@ -231,3 +231,9 @@ def mofm_max(curve: ArrayLike) -> float:
         50.0
     """
     return float(np.max(ofm_kernel(as_curve(curve, param="curve", func="mofm_max"))))
+
+
+__all__ = [
+    "cofm", "csm3", "m3", "mm3", "mofm", "mofm_max", "msm3", "msm3max", "msm3max_index",
+    "ofm_curve", "ofm_kernel", "ofm_normalize", "ofm_normalize_kernel", "sm3", "sm3_kernel",
+]

@@ -321,3 +321,6 @@ def mm3_cv(
         "curve": (target - pretext).mean(axis=0),
         "per_fold_mean": per_fold,
     }
+
+
+__all__ = ["convergence_epoch", "interpolate_integer_epochs", "mm3_cv", "soft_mismatch_cv"]

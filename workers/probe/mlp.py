@@ -72,3 +72,6 @@ def fit_mlp(data: FoldData, *, depth: int, hidden: int, steps: int, lr: float,
     with torch.no_grad():
         logits = _forward(data, params)
     return held_out_scores(data, logits)
+
+
+__all__ = ["fit_mlp"]

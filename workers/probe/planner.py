@@ -124,3 +124,9 @@ def enqueue_committed(session: Session, *, settings: ProbeSettings) -> int:
     )}
     return sum(enqueue_submission(session, submission_id=sub, settings=settings, task_order=order)
                for sub, order in sorted(committed - planned))
+
+
+__all__ = [
+    "checkpoint_key", "committed_orders", "enqueue_committed", "enqueue_submission", "plan_jobs",
+    "summary_key", "trial_key",
+]

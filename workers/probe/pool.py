@@ -3,7 +3,8 @@
 A :class:`ProbeWorker` runs in one process: claim a job (queue), run it (jobs) while a
 heartbeat thread renews the lease, then write the results and mark the job done in one
 transaction. A :class:`~workers.probe.errors.ProbeInputError` (missing or corrupted
-checkpoint, a learner that cannot load it) fails the job at once with its message; any
+checkpoint, a learner that cannot load it) or a :class:`LearnerError` (the learner broke
+its contract) fails the job at once with its message; any
 other exception is retried until the job's attempts run out. Neither stops the worker.
 
 :func:`run_pool` starts N such workers as separate processes (``spawn``, so no state is
@@ -32,6 +33,7 @@ from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models_probe import OPEN_PROBE_JOB_STATUSES, ProbeJob
 from services.store.objects import open_store
 from workers.probe import queue
+from services.core.errors import LearnerError
 from workers.probe.errors import ProbeInputError
 from workers.probe.jobs import ProbeRuntime, run_job
 from workers.probe.planner import enqueue_committed
@@ -57,6 +59,8 @@ class WorkerConfig:
         submission_id: Only take this submission's jobs (None: any).
         threads: torch / BLAS threads of the worker.
         watch: Settings (as a dict) to queue newly committed tasks with; None: don't.
+        sandbox: Where learner hosts run (``NEVIS_SANDBOX``: auto, bwrap or none).
+        import_paths: Folders where learner modules are found (default: none).
     """
 
     database_url: str
@@ -68,6 +72,8 @@ class WorkerConfig:
     submission_id: int | None = None
     threads: int = 1
     watch: dict[str, Any] | None = None
+    sandbox: str = "auto"
+    import_paths: tuple[str, ...] = ()
 
 
 def worker_name() -> str:
@@ -115,7 +121,8 @@ class ProbeWorker:
         self.owner = owner or worker_name()
         self.sessions = session_factory(make_engine(config.database_url))
         self.runtime = ProbeRuntime(
-            self.sessions, open_store(config.store_url, s3_endpoint_url=config.s3_endpoint_url))
+            self.sessions, open_store(config.store_url, s3_endpoint_url=config.s3_endpoint_url),
+            sandbox=config.sandbox, import_paths=config.import_paths, threads=config.threads)
         self.on_event = on_event or (lambda job, outcome, seconds, message: None)
         self._watch = ProbeSettings.from_dict(config.watch) if config.watch is not None else None
 
@@ -134,7 +141,7 @@ class ProbeWorker:
             with transaction(self.sessions) as session:
                 writer(session)
                 queue.complete(session, job, wall_time_s=seconds)
-        except ProbeInputError as exc:
+        except (ProbeInputError, LearnerError) as exc:  # would only fail again
             self._fail(job, str(exc), retry=False, started=started)
         except LeaseLostError as exc:
             self.on_event(job, "lost", time.perf_counter() - started, str(exc))
@@ -171,17 +178,20 @@ class ProbeWorker:
         """Work until idle (``stop_when_idle``) or until ``stop`` is set; returns jobs run."""
         stop = stop or threading.Event()
         done, scanned = 0, -float("inf")
-        while not stop.is_set():
-            if self._watch is not None and time.monotonic() - scanned >= self.config.poll_s:
-                with transaction(self.sessions) as session:  # at most once per poll interval
-                    enqueue_committed(session, settings=self._watch)
-                scanned = time.monotonic()
-            if self.run_once():
-                done += 1
-                continue
-            if self.config.stop_when_idle and not self.has_open_jobs():
-                break
-            stop.wait(self.config.poll_s)
+        try:
+            while not stop.is_set():
+                if self._watch is not None and time.monotonic() - scanned >= self.config.poll_s:
+                    with transaction(self.sessions) as session:  # at most once per poll interval
+                        enqueue_committed(session, settings=self._watch)
+                    scanned = time.monotonic()
+                if self.run_once():
+                    done += 1
+                    continue
+                if self.config.stop_when_idle and not self.has_open_jobs():
+                    break
+                stop.wait(self.config.poll_s)
+        finally:
+            self.runtime.close()
         return done
 
 

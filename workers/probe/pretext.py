@@ -57,3 +57,6 @@ def loss_at_checkpoints(checkpoint_steps: Sequence[int], steps: np.ndarray,
             out[i] = float(np.mean(losses[window]))
         previous = step
     return out
+
+
+__all__ = ["loss_at_checkpoints", "read_training_curve"]

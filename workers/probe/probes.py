@@ -93,3 +93,6 @@ def fit_probes(features: np.ndarray, labels: np.ndarray, *, num_classes: int,
     with _threads_at_most(1 if work < SINGLE_THREAD_WORK else torch.get_num_threads()):
         data = prepare(features, labels, ids, settings.folds, num_classes)
         return {kind: get_probe(kind)(data, settings) for kind in settings.kinds}
+
+
+__all__ = ["PROBES", "SINGLE_THREAD_WORK", "ProbeFit", "fit_probes", "get_probe"]

@@ -86,3 +86,6 @@ def proxy_correlations(points: Sequence[ProxyPoint]) -> list[Correlation]:
         out.append(Correlation("task_mean", 0, proxy, _mean(r for r, _ in pairs),
                                _mean(t for _, t in pairs), len(points)))
     return out
+
+
+__all__ = ["PROXY_NAMES", "Correlation", "ProxyPoint", "proxy_correlations"]

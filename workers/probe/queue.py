@@ -271,3 +271,10 @@ def status_counts(session: Session, *, submission_id: int,
     if settings_hash is not None:
         query = query.where(JOBS.c.settings_hash == settings_hash)
     return dict(session.execute(query.group_by(JOBS.c.status)).all())
+
+
+__all__ = [
+    "DEFAULT_LEASE_S", "DEFAULT_MAX_ATTEMPTS", "JOBS", "ClaimedJob", "JobSpec", "LeaseLostError",
+    "claim", "complete", "enqueue", "ensure_settings", "fail", "failed_jobs", "heartbeat",
+    "load_settings", "reap_expired", "reopen", "status_counts",
+]

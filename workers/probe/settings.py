@@ -171,3 +171,6 @@ class ProbeSettings:
     def with_changes(self, **changes: Any) -> ProbeSettings:
         """A copy with some settings changed (validated again)."""
         return replace(self, **changes)
+
+
+__all__ = ["PRESETS", "PROBE_KINDS", "TARGET_MODES", "ProbeSettings", "ProbeSettingsError"]

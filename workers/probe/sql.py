@@ -47,3 +47,6 @@ def upsert(session: Session, table: Table, rows: Sequence[Mapping[str, Any]],
         statement = _insert(session, table).values(**row)
         update = {k: statement.excluded[k] for k in row if k not in conflict}
         session.execute(statement.on_conflict_do_update(index_elements=list(conflict), set_=update))
+
+
+__all__ = ["insert_ignore", "upsert"]

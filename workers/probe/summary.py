@@ -194,3 +194,9 @@ def _decoded(doc: Any) -> Any:
     if isinstance(doc, str) and doc in ("inf", "-inf", "nan"):
         return jsonfloats.decode_value(doc)
     return doc
+
+
+__all__ = [
+    "CheckpointReport", "CorrelationReport", "MismatchReport", "ProbeReport",
+    "latest_settings_hash", "load_probe_report",
+]

@@ -115,3 +115,6 @@ def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: n
     }
     return TrialMismatch(conv_step=int(c), converged=bool(converged), scores=scores,
                          spreads=spreads, curves=curves)
+
+
+__all__ = ["SCALARS", "TrialMismatch", "trial_mismatch"]

@@ -53,3 +53,6 @@ def database_recorder(sessions: sessionmaker[Session], store: ObjectStore) -> Ca
             record_dataset(session, index=index, index_sha256=sha)
 
     return record
+
+
+__all__ = ["database_recorder", "record_dataset"]

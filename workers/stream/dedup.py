@@ -94,3 +94,6 @@ def dedup_splits(
         SplitAssignment(rows={s: kept[s] for s in SPLITS}, how=how),
         DedupStats(removed_within=within, removed_across=across),
     )
+
+
+__all__ = ["KEEP_ORDER", "DedupStats", "dedup_splits", "image_hashes"]

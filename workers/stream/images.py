@@ -70,3 +70,8 @@ def to_stored(images: np.ndarray, size: int) -> tuple[np.ndarray, str]:
     for i in range(n):
         out[i] = resize_image(images[i], size)
     return np.ascontiguousarray(to_rgb(out)), RESIZE_METHOD
+
+
+__all__ = [
+    "IDENTITY_METHOD", "RESIZE_METHOD", "check_image_size", "resize_image", "to_rgb", "to_stored",
+]

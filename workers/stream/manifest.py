@@ -319,3 +319,9 @@ def _task_to_dict(task: TaskSpec) -> dict[str, Any]:
         "split": split,
         "notes": task.notes,
     }
+
+
+__all__ = [
+    "MANIFEST_FORMAT", "SPLITS", "Phase", "SplitKind", "SplitRule", "StreamManifest", "TaskKind",
+    "TaskSpec", "eval_split", "manifest_to_dict", "parse_manifest", "phase_of",
+]

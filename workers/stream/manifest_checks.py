@@ -148,3 +148,10 @@ def check_fractions(
     if abs(total - 1.0) > FRACTION_SUM_TOLERANCE:
         raise where.error(field, f"must sum to 1 for split kind {kind!r}", round(total, 9))
     return out
+
+
+__all__ = [
+    "DATASET_KEY_RE", "FRACTION_SUM_TOLERANCE", "IMAGE_SIZE_RANGE", "STREAM_NAME_RE", "VERSION_RE",
+    "YEAR_RANGE", "Where", "check_choice", "check_fields", "check_fractions", "check_int",
+    "check_object", "check_optional_int", "check_str", "describe",
+]

@@ -372,3 +372,10 @@ def verify_stream(
         except IntegrityError as exc:
             out[key] = str(exc)
     return out
+
+
+__all__ = [
+    "STAGES", "DatasetReport", "PrepareReport", "ProgressEvent", "TaskData", "dataset_rules",
+    "load_task_data", "load_task_index", "prepare_stream", "rule_to_dict", "stored_image_size",
+    "verify_stream",
+]

@@ -131,3 +131,6 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON; use a finite number")
+
+
+__all__ = ["canonical_json", "list_streams", "load_stream", "manifest_sha256"]

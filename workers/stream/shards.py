@@ -259,3 +259,10 @@ def _damaged(index: DatasetIndex, shard: ShardInfo, why: str) -> IntegrityError:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+__all__ = [
+    "DEFAULT_MAX_EXAMPLES_PER_SHARD", "FORMAT_VERSION", "DatasetIndex", "ShardInfo",
+    "dataset_prefix", "encode_shard", "index_key", "load_index", "read_split", "verify_dataset",
+    "write_dataset",
+]

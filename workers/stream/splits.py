@@ -164,3 +164,6 @@ def _fractions(
 
 def _percent(fractions: Mapping[str, float]) -> str:
     return "/".join(f"{round(100 * v):g}" for v in fractions.values()) + " " + "/".join(fractions)
+
+
+__all__ = ["DEFAULT_OFFICIAL", "DEFAULT_RANDOM", "SplitAssignment", "assign_splits", "deal"]

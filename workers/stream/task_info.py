@@ -56,3 +56,6 @@ def task_info(task: TaskSpec, index: Any, size: int) -> TaskInfo:
         domain=task.domain, kind=task.kind, num_classes=num_classes, class_names=class_names,
         image_size=size, num_train=int(counts.get("train", 0)), num_dev=int(counts.get("dev", 0)),
     )
+
+
+__all__ = ["LabelledData", "TaskInfo", "task_info"]

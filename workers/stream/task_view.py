@@ -114,3 +114,6 @@ class CausalTaskView:
             f"CausalTaskView(task={self._info.order} {self._info.key!r}, "
             f"train={len(self._train)}, dev={len(self._dev)}, past={list(self._past)})"
         )
+
+
+__all__ = ["CausalTaskView"]

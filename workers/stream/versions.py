@@ -68,3 +68,6 @@ def stored_manifest(version: StreamVersion) -> StreamManifest:
             "match its recorded hash; the database row was changed."
         )
     return manifest
+
+
+__all__ = ["ensure_stream_version", "stored_manifest"]

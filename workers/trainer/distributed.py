@@ -1,5 +1,11 @@
 """Multi-worker trials: a Ray Train ``TorchTrainer`` started inside the Tune function.
 
+The one place learner code runs outside a learner host: a multi-worker learner uses Ray
+Train and ``torch.distributed`` from inside its ``train``, which a sandbox without network
+cannot offer. Its workers are Ray workers with a blanked environment, not sandboxes, so runs
+that require the sandbox (``NEVIS_SANDBOX=bwrap``, the coordinator's default) refuse such
+learners before any of their code runs (:func:`workers.trainer.stream_runner`).
+
 Every worker runs the learner's ``train`` with its rank and world size (the learner wraps
 its model for data parallelism itself, e.g. with ``ray.train.torch.prepare_model``); FLOPs
 are summed over workers with an all-reduce, and rank 0 posts the trial's metrics to the
@@ -9,20 +15,28 @@ checkpoint). A failure of any worker fails the trial with the group's error.
 
 from __future__ import annotations
 
+import pickle
+import resource
 import tempfile
+import time
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 import ray
 
-from workers.learners.protocol import Resources
+from services.core.metrics import task_error
+from workers.learners.protocol import LabelledData, Learner, Resources
+from workers.sandbox.context import LocalTrialContext, checkpoint_steps
+from workers.stream.task_view import CausalTaskView
 from workers.trainer.trial import (
     TRIAL_INDEX,
+    TRIAL_SEED,
     TrialSpec,
-    execute_trial,
     failure_metrics,
-    flop_metrics,
-    make_context,
+    learner_config,
+    no_flops,
+    trial_prefix,
 )
 
 
@@ -47,10 +61,10 @@ def run_distributed_trial(config: dict[str, Any], spec: TrialSpec, resources: Re
     try:
         trainer.fit()
     except Exception as exc:  # noqa: BLE001 - the worker group's failure is the trial's
-        return failure_metrics(config, exc, flop_metrics(None))
+        return failure_metrics(config, exc, no_flops())
     posted = ray.get(spec.harness.take_result.remote(int(config[TRIAL_INDEX])))
     if posted is None:
-        return failure_metrics(config, RuntimeError("rank 0 posted no result"), flop_metrics(None))
+        return failure_metrics(config, RuntimeError("rank 0 posted no result"), no_flops())
     return posted
 
 
@@ -65,13 +79,13 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     config, spec = loop_config["config"], loop_config["spec"]
     train_ctx = ray.train.get_context()
     rank, world = train_ctx.get_world_rank(), train_ctx.get_world_size()
-    torch.set_num_threads(spec.threads)
-    learner = load_learner(spec.learner_spec)
-    ctx = make_context(
+    torch.set_num_threads(spec.host.threads)
+    learner = load_learner(spec.host.learner_spec)
+    ctx = _make_context(
         learner, spec, config, rank=rank, world_size=world, device=str(ray.train.torch.get_device())
     )
     try:
-        metrics = execute_trial(learner, spec, config, ctx)
+        metrics = _execute_trial(learner, spec, config, ctx)
     except Exception as exc:
         exc.add_note(f"in worker rank {rank} of {world}:\n{traceback.format_exc()}")
         raise
@@ -85,3 +99,92 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
         metrics.update(flops, flops_measured=int(totals[0]), flops_reported=int(totals[1]), num_workers=world)
         ray.get(spec.harness.post_result.remote(int(config["trial_index"]), metrics))
     ray.train.report({"rank": rank})
+
+
+def _build_view(spec: TrialSpec) -> CausalTaskView:
+    """The causal view for this trial; past train splits come lazily from the harness."""
+    def load_past(order: int) -> LabelledData:
+        return ray.get(spec.harness.past_train.remote(order))
+
+    return CausalTaskView(
+        info=spec.info,
+        train=spec.train,
+        dev=spec.dev,
+        past={t.order: t for t in spec.past},
+        load_past_train=load_past,
+        stream_length=spec.stream_length,
+    )
+
+
+def _make_context(
+    learner: Learner, spec: TrialSpec, config: Mapping[str, Any], *, rank: int = 0,
+    world_size: int = 1, device: str = "cpu",
+) -> LocalTrialContext:
+    """The trial's context; checkpoints go to the harness actor under the trial's prefix."""
+    prefix = trial_prefix(spec, int(config[TRIAL_INDEX]))
+    ctx: LocalTrialContext
+
+    def store_checkpoint(step: int, data: bytes) -> None:
+        info = ray.get(spec.harness.put.remote(f"{prefix}/ckpt-{step:07d}.bin", data))
+        ctx.stored_checkpoints.append({"step": step, **info})
+
+    ctx = LocalTrialContext(
+        seed=int(config[TRIAL_SEED]),
+        steps=spec.steps,
+        save_predictor=learner.save_predictor,
+        on_checkpoint=store_checkpoint,
+        checkpoint_at=checkpoint_steps(spec.steps, spec.checkpoint_fractions),
+        world_size=world_size,
+        rank=rank,
+        device=device,
+    )
+    return ctx
+
+
+def _execute_trial(
+    learner: Learner, spec: TrialSpec, config: Mapping[str, Any], ctx: LocalTrialContext
+) -> dict[str, Any]:
+    """Train and validate one trial in this process; returns its result metrics.
+
+    On rank 0 the predictor is scored on the dev split (harness code, FLOPs counted) and the
+    predictor and new state are stored; other ranks only train.
+    """
+    prefix = trial_prefix(spec, int(config[TRIAL_INDEX]))
+    started = time.perf_counter()
+    output = learner.train(_build_view(spec), pickle.loads(spec.state), learner_config(config), ctx)
+    metrics: dict[str, Any] = {}
+    if ctx.rank == 0:
+        scores = learner.predict(output.predictor, spec.dev.images, ctx)
+        metrics["dev_error"] = task_error(scores, spec.dev.labels, spec.info.kind)
+        blobs = {
+            "predictor": (f"{prefix}/predictor.bin", learner.save_predictor(output.predictor)),
+            "state": (f"{prefix}/state.pkl", pickle.dumps(output.state)),
+        }
+        for name, (key, data) in blobs.items():
+            metrics[name] = ray.get(spec.harness.put.remote(key, data))
+    metrics.update(
+        status="ok",
+        trial_index=int(config[TRIAL_INDEX]),
+        seed=ctx.seed,
+        config=learner_config(config),
+        wall_time_s=time.perf_counter() - started,
+        peak_memory_bytes=peak_memory_bytes(ctx.device),
+        curve=[(p.step, p.loss) for p in ctx.curve],
+        checkpoints=list(ctx.stored_checkpoints),
+        missed_checkpoints=list(ctx.missed_checkpoints),
+    )
+    return metrics
+
+
+def flop_metrics(ctx: LocalTrialContext) -> dict[str, int | str]:
+    meter = ctx.meter
+    return {"flops_measured": meter.measured, "flops_reported": meter.reported, "flops_source": meter.source}
+
+
+def peak_memory_bytes(device: str) -> int:
+    """Peak memory of this worker's process: CUDA allocator peak on GPU, else peak RSS."""
+    if device.startswith("cuda"):
+        import torch  # noqa: PLC0415
+
+        return int(torch.cuda.max_memory_allocated(device))
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024

@@ -3,12 +3,13 @@
 Ray Tune starts every trial in a fresh actor process, and a fresh process spends seconds
 importing torch and its FLOP counter before the first step (about 3.5 s of the 5.5 s that
 orchestration cost per task on a 2-core machine). So a run starts ``size`` executors once,
-each with the heavy imports done and the learner loaded; Tune's trial becomes a thin process
-that asks the :class:`ExecutorPool` to run the trial in a free executor and reports what
-comes back. Tune still decides which trials run and how many at once; its trials hold the CPUs
+each keeping a learner host (:mod:`workers.sandbox`: the sandboxed process where the learner
+is loaded, its heavy imports done) for the whole run; executors themselves are harness code.
+Tune's trial becomes a thin process that asks the :class:`ExecutorPool` to run the trial in a
+free executor and reports what comes back. Tune still decides which trials run and how many at once; its trials hold the CPUs
 (executors reserve none, but the GPUs of GPU learners, which they keep for the run). Between
 trial batches the same executors score the chosen predictor (:meth:`Evaluator.predict`), so
-a run of a one-worker learner starts no process of learner code besides them.
+a run of a one-worker learner starts no learner host besides theirs.
 """
 
 from __future__ import annotations
@@ -20,54 +21,47 @@ import numpy as np
 import ray
 
 from workers.learners.protocol import TaskInfo
+from workers.sandbox.client import HostSpec, LearnerHost, predict
 
 
 class Evaluator:
-    """Learner code that scores a chosen predictor on evaluation images (a Ray actor).
+    """Scores a chosen predictor on evaluation images through a warm learner host (a Ray
+    actor of harness code; the learner runs in the host's sandbox).
 
     It receives images only; the labels stay in the driver. Runs of multi-worker learners
     start one of these on its own; otherwise the pool's executors (subclasses) do the job.
     """
 
-    def __init__(self, learner_spec: str, threads: int) -> None:
-        import torch  # noqa: PLC0415 - the point: import once, here
-
-        from workers.learners.registry import load_learner  # noqa: PLC0415
-
-        torch.set_num_threads(threads)
-        self._learner = load_learner(learner_spec)
-        self._spec = learner_spec
+    def __init__(self, host_spec: HostSpec) -> None:
+        self._spec = host_spec
+        self._host = LearnerHost(host_spec)
 
     def predict(self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
-        from workers.trainer.context import LocalTrialContext  # noqa: PLC0415
-        from workers.trainer.trial import flop_metrics  # noqa: PLC0415
+        return predict(self._live_host(), info, predictor, images, seed=seed)
 
-        ctx = LocalTrialContext(seed=seed, steps=1, save_predictor=self._learner.save_predictor)
-        model = self._learner.load_predictor(predictor, info, ctx)
-        scores = np.asarray(self._learner.predict(model, images, ctx))
-        return scores, flop_metrics(ctx)
+    def _live_host(self) -> LearnerHost:
+        """The host, restarted if its process died (a crashed trial, an out-of-memory kill)."""
+        if not self._host.alive:
+            self._host.close()
+            self._host = LearnerHost(self._spec)
+        return self._host
 
 
-def start_evaluator(learner_spec: str, *, threads: int) -> Any:
+def start_evaluator(host_spec: HostSpec) -> Any:
     """A warm evaluator actor; it holds no CPU while idle (it runs between trial batches)."""
-    return ray.remote(Evaluator).options(num_cpus=0).remote(learner_spec, threads)
+    return ray.remote(Evaluator).options(num_cpus=0).remote(host_spec)
 
 
 class TrialExecutor(Evaluator):
     """Runs one-worker trials of one learner, and evaluations (a Ray actor, warm for the run)."""
 
-    def __init__(self, learner_spec: str, threads: int) -> None:
-        import torch._dynamo  # noqa: F401, PLC0415 - FlopCounterMode imports it on first use
-
-        super().__init__(learner_spec, threads)
-
     def run(self, config: dict[str, Any], spec: Any) -> dict[str, Any]:
         """One trial; learner failures come back as a ``failed`` result, never raised."""
-        from workers.trainer.tune_trial import run_local_trial  # noqa: PLC0415
+        from workers.trainer.trial import run_trial_in_host  # noqa: PLC0415
 
-        if spec.learner_spec != self._spec:
-            raise ValueError(f"executor of {self._spec!r} asked to run {spec.learner_spec!r}")
-        return run_local_trial(self._learner, config, spec)
+        if spec.host != self._spec:
+            raise ValueError(f"executor of {self._spec.learner_spec!r} asked to run {spec.host.learner_spec!r}")
+        return run_trial_in_host(self._live_host(), config, spec)
 
 
 class ExecutorPool:
@@ -79,10 +73,10 @@ class ExecutorPool:
     in a list) so that they are read where the learner runs, not copied through the pool.
     """
 
-    def __init__(self, learner_spec: str, threads: int, size: int, gpus_per_executor: float) -> None:
+    def __init__(self, host_spec: HostSpec, size: int, gpus_per_executor: float) -> None:
         self._make = lambda: ray.remote(TrialExecutor).options(
             num_cpus=0, num_gpus=gpus_per_executor, max_concurrency=1,
-        ).remote(learner_spec, threads)
+        ).remote(host_spec)
         self._free: asyncio.Queue = asyncio.Queue()
         for _ in range(size):
             self._free.put_nowait(self._make())
@@ -121,6 +115,6 @@ def predict_in_pool(pool: Any, info: TaskInfo, predictor: bytes, images: np.ndar
     return ray.get(pool.predict.remote(info, [ray.put(predictor)], [ray.put(images)], seed))
 
 
-def start_pool(learner_spec: str, *, threads: int, size: int, gpus_per_executor: float) -> Any:
+def start_pool(host_spec: HostSpec, *, size: int, gpus_per_executor: float) -> Any:
     """A pool of ``size`` warm executors for one run (started now, in the background)."""
-    return ray.remote(ExecutorPool).options(num_cpus=0).remote(learner_spec, threads, size, gpus_per_executor)
+    return ray.remote(ExecutorPool).options(num_cpus=0).remote(host_spec, size, gpus_per_executor)

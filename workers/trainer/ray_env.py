@@ -31,9 +31,21 @@ def learner_env() -> dict[str, str]:
     return env
 
 
+_HELD: dict[str, str] = {}
+
+
+def hold_secrets() -> None:
+    """Move the credentials out of this process's environment, kept in memory for
+    :func:`storage_env`: processes started from now on (Ray's raylet, its workers, learner
+    hosts) do not inherit them, so no ``/proc/<pid>/environ`` of theirs holds one."""
+    for name in SECRET_VARS:
+        if name in os.environ:
+            _HELD[name] = os.environ.pop(name)
+
+
 def storage_env() -> dict[str, str]:
     """The real values of the storage variables, for the harness actor alone."""
-    return {name: os.environ[name] for name in SECRET_VARS if name in os.environ}
+    return {**_HELD, **{name: os.environ[name] for name in SECRET_VARS if name in os.environ}}
 
 
 def connect_ray(settings: Settings) -> None:

@@ -1,8 +1,8 @@
 """The warm Ray actors of one run: the storage harness, the trial executors, an evaluator.
 
 A runner keeps them for as long as it lives, so every task of a run reuses processes whose
-imports are done and whose learner is loaded. Only the harness holds storage credentials;
-the others run learner code. One-worker learners get a pool of executors that runs their
+learner hosts are warm. Only the harness holds storage credentials; the others drive learner
+hosts, the sandboxed processes where learner code runs. One-worker learners get a pool of executors that runs their
 trials and, between trial batches, scores the chosen predictor; multi-worker learners train
 in Ray Train worker groups and get a separate evaluator instead.
 """
@@ -14,7 +14,8 @@ from typing import Any
 import ray
 
 from services.core.config import Settings
-from workers.learners.protocol import Learner, TaskInfo
+from workers.learners.protocol import Resources, TaskInfo
+from workers.sandbox.client import HostSpec
 from services.core.budget import RunBudget
 from workers.trainer.executor import predict_in_pool, start_evaluator, start_pool
 from workers.trainer.harness import TaskHarness
@@ -29,13 +30,13 @@ class RunActors:
         self.settings = settings
         self._harness: Any = None
         self._harness_size = 0
-        self._pools: dict[tuple[str, int, int], Any] = {}
-        self._evaluators: dict[tuple[str, int], Any] = {}
+        self._pools: dict[tuple[HostSpec, int], Any] = {}
+        self._evaluators: dict[HostSpec, Any] = {}
 
-    def start(self, learner: Learner, learner_spec: str, budget: RunBudget) -> None:
+    def start(self, host: HostSpec, resources: Resources, budget: RunBudget) -> None:
         """Start the learner's actors now: their imports overlap with loading a task's data."""
-        if self.executor_pool(learner, learner_spec, budget) is None:
-            self._evaluator(learner_spec, budget.threads_per_trial)
+        if self.executor_pool(host, resources, budget) is None:
+            self._evaluator(host)
 
     def harness(self, size: int) -> Any:
         """The run's harness actor: the one process of a run that holds storage credentials."""
@@ -46,28 +47,25 @@ class RunActors:
             self._harness_size = size
         return self._harness
 
-    def executor_pool(self, learner: Learner, learner_spec: str, budget: RunBudget) -> Any:
+    def executor_pool(self, host: HostSpec, resources: Resources, budget: RunBudget) -> Any:
         """The run's warm trial executors (one-worker learners only, else ``None``)."""
-        res = learner.resources()
-        if res.num_workers > 1:
+        if resources.num_workers > 1:
             return None
-        size = min(budget.max_concurrent or default_concurrency(learner), budget.trials)
-        key = (learner_spec, budget.threads_per_trial, size)
+        size = min(budget.max_concurrent or default_concurrency(resources), budget.trials)
+        key = (host, size)
         if key not in self._pools:
-            self._pools[key] = start_pool(learner_spec, threads=budget.threads_per_trial, size=size,
-                                          gpus_per_executor=res.gpus_per_worker)
+            self._pools[key] = start_pool(host, size=size, gpus_per_executor=resources.gpus_per_worker)
         return self._pools[key]
 
-    def score(self, learner: Learner, learner_spec: str, budget: RunBudget, info: TaskInfo,
+    def score(self, host: HostSpec, resources: Resources, budget: RunBudget, info: TaskInfo,
               images: Any, *, seed: int, predictor: bytes) -> tuple[Any, dict[str, Any]]:
         """Scores of the chosen predictor on ``images`` (no labels), and their FLOPs."""
-        pool = self.executor_pool(learner, learner_spec, budget)
+        pool = self.executor_pool(host, resources, budget)
         if pool is not None:
             return predict_in_pool(pool, info, predictor, images, seed=seed)
-        return evaluate(self._evaluator(learner_spec, budget.threads_per_trial), info, predictor, images, seed=seed)
+        return evaluate(self._evaluator(host), info, predictor, images, seed=seed)
 
-    def _evaluator(self, learner_spec: str, threads: int) -> Any:
-        key = (learner_spec, threads)
-        if key not in self._evaluators:
-            self._evaluators[key] = start_evaluator(learner_spec, threads=threads)
-        return self._evaluators[key]
+    def _evaluator(self, host: HostSpec) -> Any:
+        if host not in self._evaluators:
+            self._evaluators[host] = start_evaluator(host)
+        return self._evaluators[host]

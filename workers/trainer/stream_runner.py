@@ -10,8 +10,9 @@ its tasks from the stream version it was created with (the manifest stored in th
 
 from __future__ import annotations
 
-import pickle
+import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
@@ -21,15 +22,16 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from services.core.budget import RunBudget
 from services.core.config import Settings
-from services.core.errors import NevisError, TaskFailedError
+from services.core.errors import LearnerError, NevisError, TaskFailedError
 from services.core.metrics import task_error
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import Submission, TaskRun, Trial
 from services.store.objects import ObjectStore, open_store
 from services.store.runs import records
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
-from workers.learners.protocol import LabelledData, Learner
-from workers.learners.registry import load_learner
+from workers.learners.protocol import LabelledData
+from workers.sandbox.client import HostSpec, LearnerHost, describe
+from workers.sandbox.declaration import LearnerDeclaration
 from workers.stream.catalog import database_recorder
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
 from workers.stream.prepare import (
@@ -116,9 +118,16 @@ class Attempt:
 class StreamRunner:
     """Drives submissions of the ``nevis run`` kind against one database and store."""
 
-    def __init__(self, settings: Settings, *, observer: RunObserver | None = None) -> None:
+    def __init__(self, settings: Settings, *, observer: RunObserver | None = None,
+                 import_paths: Sequence[str] | None = None) -> None:
+        """``import_paths``: where learner modules are found (an unpacked bundle); default the
+        entries of ``PYTHONPATH``. They are the only folders of yours a learner host sees."""
         self.settings = settings
         self.observer = observer or _Silent()
+        if import_paths is None:
+            import_paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        self.import_paths = tuple(import_paths)
+        self._declarations: dict[HostSpec, LearnerDeclaration] = {}
         self.sessions: sessionmaker[Session] = session_factory(make_engine(settings.database_url))
         self.store: ObjectStore = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
         self.actors = RunActors(settings)
@@ -136,7 +145,7 @@ class StreamRunner:
     def create(self, request: RunRequest) -> int:
         """Check ``request``, prepare its data and store it as a new submission; returns its id."""
         manifest = load_stream(request.stream)
-        learner = load_learner(request.learner)
+        _, learner = self.learner(request.learner, request.budget)
         tasks = manifest.tasks_of_phase(request.phase)
         size = stored_image_size(
             manifest, settings_size=self.settings.image_size,
@@ -145,7 +154,7 @@ class StreamRunner:
         self.prepare(manifest, size)
         with transaction(self.sessions) as session:
             version = ensure_stream_version(session, manifest=manifest)
-            row = records.ensure_learner(session, spec=request.learner, resources=vars(learner.resources()))
+            row = records.ensure_learner(session, spec=request.learner, resources=vars(learner.resources))
             submission = records.create_submission(
                 session, learner=row, stream_version=version, phase=request.phase,
                 budget=request.budget, image_size=size, first_order=tasks[0].order,
@@ -167,7 +176,7 @@ class StreamRunner:
         task = plan.next_task()
         if task is None:
             return False
-        learner = load_learner(plan.learner_spec)
+        host, learner = self.learner(plan.learner_spec, plan.budget)
         self.prepare(plan.manifest, plan.image_size)
         connect_ray(self.settings)
         with transaction(self.sessions) as session:
@@ -175,8 +184,8 @@ class StreamRunner:
             sub.status, sub.error, sub.finished_at = "running", None, None
         self._check_caps(plan)
         # Start the run's warm actors now: their imports overlap with loading the task's data.
-        self.actors.start(learner, plan.learner_spec, plan.budget)
-        self._run_task(plan, task, learner)
+        self.actors.start(host, learner.resources, plan.budget)
+        self._run_task(plan, task, host, learner)
         return plan.next_order(task) is not None
 
     def plan(self, submission_id: int) -> RunPlan:
@@ -194,6 +203,28 @@ class StreamRunner:
                 budget=RunBudget.from_dict(submission.budget), image_size=submission.image_size,
             )
 
+    def learner(self, spec: str, budget: RunBudget) -> tuple[HostSpec, LearnerDeclaration]:
+        """Where the learner runs and what it declares, asked of a learner host (this process
+        never imports learner code); once per runner.
+
+        Raises:
+            UnknownNameError, LearnerError: the learner cannot be loaded or declares nonsense.
+            ConfigError: the sandbox asked for is not installed.
+        """
+        probe = HostSpec(spec, self.import_paths, self.settings.sandbox, budget.threads_per_trial)
+        if probe not in self._declarations:
+            with LearnerHost(probe) as host:
+                self._declarations[probe] = describe(host)
+        declaration = self._declarations[probe]
+        resources = declaration.resources
+        if resources.num_workers > 1 and self.settings.sandbox == "bwrap":
+            raise LearnerError(
+                f"Learner {spec!r} asks for {resources.num_workers} workers per trial: multi-worker "
+                "learners train in Ray Train workers, outside the learner sandbox, which "
+                "NEVIS_SANDBOX=bwrap forbids. Run it with NEVIS_SANDBOX=auto on a machine you trust.")
+        return HostSpec(spec, self.import_paths, self.settings.sandbox, budget.threads_per_trial,
+                        gpu=resources.gpus_per_worker > 0), declaration
+
     def prepare(self, manifest: StreamManifest, size: int) -> None:
         """Make sure the stream's shards exist and verify, once per stream and size in this
         runner (every later read checks each shard's checksum again anyway)."""
@@ -206,13 +237,13 @@ class StreamRunner:
 
     # --- one task --------------------------------------------------------------------------
 
-    def _run_task(self, plan: RunPlan, task: TaskSpec, learner: Learner) -> None:
+    def _run_task(self, plan: RunPlan, task: TaskSpec, host: HostSpec, learner: LearnerDeclaration) -> None:
         """Search, choose, evaluate and commit one task; a failure is recorded, then raised."""
         split = eval_split(plan.phase)
         data = load_task_data(self.store, task, image_size=plan.image_size, splits=("train", "dev", split))
         attempt = self._open_attempt(plan, task)
         trial_ids: dict[int, int] = {}
-        outcomes = self._search(attempt, learner, data, trial_ids)
+        outcomes = self._search(attempt, host, learner, data, trial_ids)
         spent = sum(o.flops for o in outcomes)
         best = best_trial(outcomes)
         if best is None:
@@ -220,11 +251,12 @@ class StreamRunner:
             self._fail(attempt, f"all {len(outcomes)} trials failed; first error: {first}", spent)
         images, labels = data.splits[split]
         try:
-            error, eval_flops = self._evaluate(attempt, learner, data, best, images, labels)
+            error, eval_flops = self._evaluate(attempt, host, learner, data, best, images, labels)
         except Exception as exc:  # noqa: BLE001 - the learner's predict failed: the task fails
             cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
-            self._fail(attempt, f"evaluating the best trial ({best.trial_index}) failed: "
-                       f"{type(cause).__name__}: {cause}", spent, cause=exc)
+            what = str(cause) if isinstance(cause, LearnerError) else f"{type(cause).__name__}: {cause}"
+            self._fail(attempt, f"evaluating the best trial ({best.trial_index}) failed: {what}",
+                       spent, cause=exc)
         outcome = TaskOutcome(
             order=task.order, best_trial_index=best.trial_index, error=error, split=split,
             metric="accuracy" if task.kind == "single" else "map", flops=float(spent + eval_flops),
@@ -250,7 +282,7 @@ class StreamRunner:
             return Attempt(plan=plan, task=task, run_id=run.id, number=run.attempt,
                            started=time.perf_counter())
 
-    def _search(self, attempt: Attempt, learner: Learner, data: TaskData,
+    def _search(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,
                 trial_ids: dict[int, int]) -> list[TrialOutcome]:
         """Run the task's trials; each is recorded as it ends (its FLOPs count even if the
         task is interrupted later), its row id kept in ``trial_ids``."""
@@ -262,45 +294,45 @@ class StreamRunner:
                 trial_ids[outcome.trial_index] = trial.id
             self.observer.trial_finished(task, outcome)
 
-        spec = self._trial_spec(attempt, learner, data)
+        spec = self._trial_spec(attempt, host, learner, data)
         self.observer.task_started(task, plan.tasks.index(task) + 1, len(plan.tasks), plan.budget.trials)
         try:
             return run_trials(learner, spec, plan.budget, storage_path=str(self.settings.data_dir / "ray_results"),
                               on_trial=on_trial,
-                              pool=self.actors.executor_pool(learner, plan.learner_spec, plan.budget))
+                              pool=self.actors.executor_pool(host, learner.resources, plan.budget))
         except KeyboardInterrupt:
             with transaction(self.sessions) as session:
                 records.interrupt_task(session, submission=session.get(Submission, plan.submission_id),
                                        run=session.get(TaskRun, attempt.run_id))
             raise
 
-    def _trial_spec(self, attempt: Attempt, learner: Learner, data: TaskData) -> TrialSpec:
+    def _trial_spec(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration,
+                    data: TaskData) -> TrialSpec:
         """What every trial of the attempt gets: the task's data, the learner's state, the past."""
         plan, task, size = attempt.plan, attempt.task, attempt.plan.image_size
         with self.sessions() as session:
             state_key = records.last_state_key(session, submission_id=plan.submission_id)
-        state = self.store.get_bytes(state_key) if state_key else pickle.dumps(learner.init_state())
+        state = self.store.get_bytes(state_key) if state_key else learner.init_state
         past = {t.order: t for t in plan.tasks if t.order < task.order}
         harness = self.actors.harness(size)
         ray.get(harness.begin_task.remote(past=past, current_order=task.order, key_prefix=attempt.key_prefix))
         return TrialSpec(
-            learner_spec=plan.learner_spec, info=task_info(task, data.index, size),
+            host=host, info=task_info(task, data.index, size),
             past=tuple(task_info(t, self._index(t, size), size) for t in past.values()),
             stream_length=len(plan.manifest.tasks), steps=plan.budget.steps,
-            checkpoint_fractions=plan.budget.checkpoint_fractions, threads=plan.budget.threads_per_trial,
-            state=state, train=LabelledData(*data.splits["train"]), dev=LabelledData(*data.splits["dev"]),
+            checkpoint_fractions=plan.budget.checkpoint_fractions, state=state, train=LabelledData(*data.splits["train"]), dev=LabelledData(*data.splits["dev"]),
             key_prefix=attempt.key_prefix, harness=harness,
         )
 
-    def _evaluate(self, attempt: Attempt, learner: Learner, data: TaskData, best: TrialOutcome,
-                  images: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
+    def _evaluate(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,
+                  best: TrialOutcome, images: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
         """The chosen predictor's error on the evaluation split, and the FLOPs it cost.
 
         The learner's ``predict`` sees the images only; labels stay here, in harness code.
         """
         plan = attempt.plan
         scores, flops = self.actors.score(
-            learner, plan.learner_spec, plan.budget, task_info(attempt.task, data.index, plan.image_size),
+            host, learner.resources, plan.budget, task_info(attempt.task, data.index, plan.image_size),
             images, seed=best.seed, predictor=self.store.get_bytes(best.predictor.key))
         return task_error(scores, labels, attempt.task.kind), int(flops["flops_measured"] + flops["flops_reported"])
 

@@ -22,10 +22,11 @@ from ray.tune.logger import JsonLoggerCallback
 
 from services.core.budget import RunBudget
 from services.store.runs.outcomes import TrialOutcome
-from workers.learners.protocol import Learner, TaskInfo
+from workers.learners.protocol import Resources, TaskInfo
+from workers.sandbox.declaration import LearnerDeclaration
 from workers.trainer import searchers
 from workers.trainer.search import param_space
-from workers.trainer.trial import TRIAL_SEED, TrialSpec, failure_metrics, flop_metrics
+from workers.trainer.trial import TRIAL_SEED, TrialSpec, failure_metrics, no_flops
 from workers.trainer.tune_trial import TrialJob, tune_trial
 
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # keep Tune's console tables out of our bars
@@ -57,7 +58,7 @@ class _TrialSink(tune.Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         # The trial process itself died (out of memory, killed): learner errors never get here.
         message = RuntimeError(f"trial process failed: {trial.error_file or 'see Ray logs'}")
-        self._emit(failure_metrics(trial.config, message, flop_metrics(None)))
+        self._emit(failure_metrics(trial.config, message, no_flops()))
 
     def _emit(self, metrics: dict[str, Any]) -> None:
         outcome = TrialOutcome.from_metrics(metrics)  # the one place a result dict is read
@@ -65,23 +66,21 @@ class _TrialSink(tune.Callback):
         self._on_trial(outcome)
 
 
-def trial_resources(learner: Learner, *, pooled: bool = True) -> dict[str, float]:
+def trial_resources(resources: Resources, *, pooled: bool = True) -> dict[str, float]:
     """Tune resources of one trial: its CPUs (a pooled executor holds its GPUs for the run),
     or just a driver for a Ray Train worker group."""
-    res = learner.resources()
-    if res.num_workers > 1:
+    if resources.num_workers > 1:
         return {"cpu": 0.01}  # the Train worker group reserves the real resources
-    return {"cpu": res.cpus_per_worker, "gpu": 0.0 if pooled else res.gpus_per_worker}
+    return {"cpu": resources.cpus_per_worker, "gpu": 0.0 if pooled else resources.gpus_per_worker}
 
 
-def default_concurrency(learner: Learner) -> int:
+def default_concurrency(resources: Resources) -> int:
     """How many trials fit on the cluster at once."""
-    res = learner.resources()
     cluster = ray.cluster_resources()
-    cpus = cluster.get("CPU", 1.0) / max(res.cpus_per_worker * res.num_workers, 1e-9)
+    cpus = cluster.get("CPU", 1.0) / max(resources.cpus_per_worker * resources.num_workers, 1e-9)
     fits = int(cpus)
-    if res.gpus_per_worker > 0:
-        fits = min(fits, int(cluster.get("GPU", 0.0) / (res.gpus_per_worker * res.num_workers)))
+    if resources.gpus_per_worker > 0:
+        fits = min(fits, int(cluster.get("GPU", 0.0) / (resources.gpus_per_worker * resources.num_workers)))
     return max(fits, 1)
 
 
@@ -91,7 +90,7 @@ def search_seed(run_seed: int, task_order: int) -> int:
 
 
 def run_trials(
-    learner: Learner, spec: TrialSpec, budget: RunBudget, *, storage_path: str,
+    learner: LearnerDeclaration, spec: TrialSpec, budget: RunBudget, *, storage_path: str,
     on_trial: Callable[[TrialOutcome], None], pool: Any = None, search: str = "random",
 ) -> list[TrialOutcome]:
     """Run the task's trials under Ray Tune; returns every trial's outcome, by trial index.
@@ -101,14 +100,14 @@ def run_trials(
     :data:`~workers.trainer.searchers.SEARCHERS`.
     """
     sink = _TrialSink(on_trial)
-    concurrency = budget.max_concurrent or default_concurrency(learner)
+    concurrency = budget.max_concurrent or default_concurrency(learner.resources)
     search_plan = searchers.plan(search, searchers.SearchRequest(
         seed=search_seed(budget.seed, spec.info.order),
         max_concurrent=min(concurrency, budget.trials), trials=budget.trials))
-    job = TrialJob(spec=ray.put(spec), pool=pool, num_workers=learner.resources().num_workers)
+    job = TrialJob(spec=ray.put(spec), pool=pool, resources=learner.resources)
     tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(tune_trial, job=job), trial_resources(learner, pooled=pool is not None)),
-        param_space=param_space(learner.search_space(), trials=budget.trials),
+        tune.with_resources(tune.with_parameters(tune_trial, job=job), trial_resources(learner.resources, pooled=pool is not None)),
+        param_space=param_space(learner.search_space, trials=budget.trials),
         tune_config=tune.TuneConfig(
             search_alg=search_plan.search_alg,
             scheduler=search_plan.scheduler,
@@ -141,4 +140,4 @@ def evaluate(
     return ray.get(evaluator.predict.remote(info, predictor, images, seed))
 
 
-__all__ = ["TRIAL_SEED", "evaluate", "run_trials", "search_seed"]
+__all__ = ["TRIAL_SEED", "default_concurrency", "evaluate", "run_trials", "search_seed", "trial_resources"]

@@ -1,26 +1,25 @@
-"""One hyper-parameter trial, run inside a Ray Tune trial process.
+"""One hyper-parameter trial: harness code driving a learner host (:mod:`workers.sandbox`).
 
-The trial builds the causal view, runs the learner's ``train`` under a FLOP meter, scores the
-predictor on the dev split with harness code, and hands checkpoints, the final predictor and
-the learner's new state to the task's harness actor (which owns the object store). Learner
-exceptions never escape: they become a ``failed`` result with the traceback, so Tune neither
-retries them nor loses the message.
+The learner host builds the causal view and runs the learner's ``train`` under a FLOP meter;
+this side sends it the task's data, stores the checkpoints, predictor and new state it hands
+back through the task's harness actor (which owns the object store), and scores the
+predictor's dev predictions. Learner exceptions never escape: they become a ``failed``
+result with the traceback, so Tune neither retries them nor loses the message.
 """
 
 from __future__ import annotations
 
-import pickle
-import resource
-import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workers.learners.protocol import LabelledData, Learner, TaskInfo
-from workers.stream.task_view import CausalTaskView
-from workers.trainer.context import LocalTrialContext, checkpoint_steps
+from services.core.errors import LearnerError
 from services.core.metrics import task_error
+from workers.learners.protocol import LabelledData, TaskInfo
+from workers.sandbox.client import HostSpec, LearnerHost, flop_counts
+from workers.sandbox.context import checkpoint_steps
+from workers.sandbox.declaration import info_to_json
 
 # Keys of a Tune config that belong to the harness, not to the learner's search space.
 TRIAL_INDEX = "trial_index"
@@ -32,13 +31,12 @@ HARNESS_KEYS = (TRIAL_INDEX, TRIAL_SEED)
 class TrialSpec:
     """Everything a trial of one task needs besides its sampled config (shipped once)."""
 
-    learner_spec: str
+    host: HostSpec  # which learner, how sandboxed
     info: TaskInfo
     past: tuple[TaskInfo, ...]
     stream_length: int
     steps: int
     checkpoint_fractions: tuple[float, ...]
-    threads: int
     state: bytes  # pickled learner state from the previous task
     train: LabelledData
     dev: LabelledData
@@ -55,85 +53,69 @@ def trial_prefix(spec: TrialSpec, index: int) -> str:
     return f"{spec.key_prefix}/trial-{index:03d}"
 
 
-def build_view(spec: TrialSpec) -> CausalTaskView:
-    """The causal view for this trial; past train splits come lazily from the harness."""
-    import ray  # noqa: PLC0415 - only inside Ray processes
+def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) -> dict[str, Any]:
+    """One trial in a learner host; returns the metrics Tune reports (never raises for the
+    learner's failures: they become a ``failed`` result with the FLOPs spent).
 
-    def load_past(order: int) -> LabelledData:
-        return ray.get(spec.harness.past_train.remote(order))
-
-    return CausalTaskView(
-        info=spec.info,
-        train=spec.train,
-        dev=spec.dev,
-        past={t.order: t for t in spec.past},
-        load_past_train=load_past,
-        stream_length=spec.stream_length,
-    )
-
-
-def make_context(
-    learner: Learner, spec: TrialSpec, config: Mapping[str, Any], *, rank: int = 0,
-    world_size: int = 1, device: str = "cpu",
-) -> LocalTrialContext:
-    """The trial's context; checkpoints go to the harness actor under the trial's prefix."""
-    import ray  # noqa: PLC0415 - only inside Ray processes
-
-    prefix = trial_prefix(spec, int(config[TRIAL_INDEX]))
-    ctx: LocalTrialContext
-
-    def store_checkpoint(step: int, data: bytes) -> None:
-        info = ray.get(spec.harness.put.remote(f"{prefix}/ckpt-{step:07d}.bin", data))
-        ctx.stored_checkpoints.append({"step": step, **info})
-
-    ctx = LocalTrialContext(
-        seed=int(config[TRIAL_SEED]),
-        steps=spec.steps,
-        save_predictor=learner.save_predictor,
-        on_checkpoint=store_checkpoint,
-        checkpoint_at=checkpoint_steps(spec.steps, spec.checkpoint_fractions),
-        world_size=world_size,
-        rank=rank,
-        device=device,
-    )
-    return ctx
-
-
-def execute_trial(
-    learner: Learner, spec: TrialSpec, config: Mapping[str, Any], ctx: LocalTrialContext
-) -> dict[str, Any]:
-    """Train and validate one trial in this process; returns its result metrics.
-
-    On rank 0 the predictor is scored on the dev split (harness code, FLOPs counted) and the
-    predictor and new state are stored; other ranks only train.
+    The host gets the task's data (once per host and task attempt), the learner state and the
+    sampled config; it asks back for earlier tasks' train splits and hands over checkpoints,
+    which harness code stores through the task's harness actor. The dev error is computed
+    here, by harness code, from the scores the learner's ``predict`` returned.
     """
-    import ray  # noqa: PLC0415
+    import ray  # noqa: PLC0415 - only inside Ray processes
 
     prefix = trial_prefix(spec, int(config[TRIAL_INDEX]))
-    started = time.perf_counter()
-    output = learner.train(build_view(spec), pickle.loads(spec.state), learner_config(config), ctx)
-    metrics: dict[str, Any] = {}
-    if ctx.rank == 0:
-        scores = learner.predict(output.predictor, spec.dev.images, ctx)
-        metrics["dev_error"] = task_error(scores, spec.dev.labels, spec.info.kind)
-        blobs = {
-            "predictor": (f"{prefix}/predictor.bin", learner.save_predictor(output.predictor)),
-            "state": (f"{prefix}/state.pkl", pickle.dumps(output.state)),
-        }
-        for name, (key, data) in blobs.items():
-            metrics[name] = ray.get(spec.harness.put.remote(key, data))
-    metrics.update(
-        status="ok",
-        trial_index=int(config[TRIAL_INDEX]),
-        seed=ctx.seed,
-        config=learner_config(config),
-        wall_time_s=time.perf_counter() - started,
-        peak_memory_bytes=peak_memory_bytes(ctx.device),
-        curve=[(p.step, p.loss) for p in ctx.curve],
-        checkpoints=list(ctx.stored_checkpoints),
-        missed_checkpoints=list(ctx.missed_checkpoints),
-    )
-    return metrics
+    checkpoints: list[dict[str, Any]] = []
+
+    def on_message(header: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
+        if header.get("op") == "checkpoint" and len(parts) == 1 and isinstance(parts[0], bytes):
+            step = header.get("step")
+            if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= spec.steps:
+                raise LearnerError(f"checkpoint at an impossible step {str(step)[:40]}")
+            info = ray.get(spec.harness.put.remote(f"{prefix}/ckpt-{step:07d}.bin", parts[0]))
+            checkpoints.append({"step": step, **info})
+            return None
+        if header.get("op") == "past_train":
+            try:
+                data = ray.get(spec.harness.past_train.remote(header.get("order")))
+            except Exception as exc:  # noqa: BLE001 - a CausalityError from the harness, as data
+                cause = getattr(exc, "cause", None) or exc
+                return {"op": "past_train", "ok": False, "message": str(cause)[:2000]}, []
+            return {"op": "past_train", "ok": True}, [data.images, data.labels]
+        raise LearnerError(f"the learner host sent an unexpected {str(header.get('op'))[:40]!r} frame")
+
+    data_key = spec.key_prefix  # one task attempt: its data goes to a host once
+    fresh = host.data_key != data_key
+    request = {
+        "op": "trial", "data_key": data_key, "info": info_to_json(spec.info),
+        "past": [info_to_json(p) for p in spec.past], "stream_length": spec.stream_length,
+        "steps": spec.steps, "checkpoint_at": list(checkpoint_steps(spec.steps, spec.checkpoint_fractions)),
+        "seed": int(config[TRIAL_SEED]), "config": learner_config(config),
+    }
+    parts = [spec.train.images, spec.train.labels, spec.dev.images, spec.dev.labels] if fresh else []
+    try:
+        header, out = host.call(request, [*parts, spec.state], on_message=on_message)
+    except LearnerError as exc:  # the host died or broke the protocol: the trial failed
+        return {**failure_metrics(config, exc, no_flops()), "checkpoints": checkpoints}
+    host.data_key = data_key
+    flops = flop_counts(header)
+    base = {"trial_index": int(config[TRIAL_INDEX]), "seed": int(config[TRIAL_SEED]),
+            "config": learner_config(config), "checkpoints": checkpoints, "curve": header.get("curve") or [],
+            **flops, "flops_source": "reported" if flops["flops_reported"] else "measured"}
+    if header.get("status") != "ok" or len(out) != 3:
+        return {**base, "status": "failed", "error": str(header.get("error", "the trial failed"))[:4000],
+                "traceback": str(header.get("traceback", ""))[:20000]}
+    scores, predictor, state = out
+    try:
+        dev_error = task_error(scores, spec.dev.labels, spec.info.kind)
+    except LearnerError as exc:
+        return {**base, "status": "failed", "error": f"LearnerError: {exc}", "traceback": ""}
+    stored = {name: ray.get(spec.harness.put.remote(f"{prefix}/{file}", blob))
+              for name, file, blob in (("predictor", "predictor.bin", predictor), ("state", "state.pkl", state))}
+    return {**base, **stored, "status": "ok", "dev_error": dev_error,
+            "wall_time_s": _number(header.get("wall_time_s")),
+            "peak_memory_bytes": int(_number(header.get("peak_memory_bytes"))),
+            "missed_checkpoints": [int(s) for s in header.get("missed_checkpoints") or []]}
 
 
 def failure_metrics(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, int]) -> dict[str, Any]:
@@ -149,17 +131,10 @@ def failure_metrics(config: Mapping[str, Any], exc: BaseException, flops: Mappin
     }
 
 
-def flop_metrics(ctx: LocalTrialContext | None) -> dict[str, int | str]:
-    if ctx is None:
-        return {"flops_measured": 0, "flops_reported": 0, "flops_source": "measured"}
-    meter = ctx.meter
-    return {"flops_measured": meter.measured, "flops_reported": meter.reported, "flops_source": meter.source}
+def no_flops() -> dict[str, int | str]:
+    """The FLOP fields of a trial that spent none (or whose count died with its process)."""
+    return {"flops_measured": 0, "flops_reported": 0, "flops_source": "measured"}
 
 
-def peak_memory_bytes(device: str) -> int:
-    """Peak memory of this trial's process: CUDA allocator peak on GPU, else peak RSS."""
-    if device.startswith("cuda"):
-        import torch  # noqa: PLC0415
-
-        return int(torch.cuda.max_memory_allocated(device))
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0

@@ -72,3 +72,10 @@ def get_admin(user: CurrentUser) -> User:
 AdminUser = Annotated[User, Depends(get_admin)]
 Limit = Annotated[int, Query(ge=1, le=100, description="Page size.")]
 Offset = Annotated[int, Query(ge=0, description="Items to skip.")]
+
+
+__all__ = [
+    "AdminUser", "CurrentUser", "Limit", "MetricsDep", "Offset", "SessionDep", "SettingsDep",
+    "StoreDep", "get_admin", "get_current_user", "get_metrics", "get_session", "get_settings",
+    "get_store",
+]

@@ -66,3 +66,6 @@ class UploadLimit:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+__all__ = ["RequestMetrics", "UploadLimit"]

@@ -148,3 +148,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
 
+
+__all__ = ["MEDIA_TYPE", "TYPE_BASE", "install", "problem"]

@@ -206,3 +206,11 @@ class StreamOut(BaseModel):
     tasks: int
     meta_train: int
     meta_test: int
+
+
+__all__ = [
+    "BundleOut", "CurrentTask", "EventOut", "EventPage", "LearnerCreate", "LearnerOut",
+    "LearnerRef", "Page", "Problem", "Request", "Resources", "StreamOut", "StreamRef",
+    "SubmissionBrief", "SubmissionCreate", "SubmissionOut", "TaskOut", "TokenCreate",
+    "TokenCreated", "TokenOut", "UserCreate", "UserOut",
+]

@@ -113,3 +113,6 @@ def worker_env(settings: CoordinatorSettings) -> dict[str, str]:
     if "image_size" in settings.model_fields_set:
         env["NEVIS_IMAGE_SIZE"] = str(settings.image_size)
     return env
+
+
+__all__ = ["Backend", "JobState", "JobStatus", "LaunchSpec", "worker_env"]

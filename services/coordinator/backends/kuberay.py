@@ -82,3 +82,6 @@ def _parse(job_id: str) -> tuple[str, str]:
     if kind != "kuberay" or not namespace or not name:
         raise ValueError(f"Not a kuberay job id: {job_id!r} (expected kuberay:<ns>/<name>).")
     return namespace, name
+
+
+__all__ = ["KUBECTL_TIMEOUT_S", "KubeRayBackend"]

@@ -102,3 +102,6 @@ def _pod(image: str, labels: dict[str, str], *, cpus: float, memory_mb: int, gpu
 
 def to_yaml(manifest: dict[str, Any]) -> str:
     return yaml.safe_dump(manifest, sort_keys=False)
+
+
+__all__ = ["API_VERSION", "TTL_AFTER_FINISHED_S", "render_rayjob", "to_yaml"]

@@ -81,3 +81,6 @@ class RayJobsBackend:
             self.client.stop_job(job_id)
         except Exception:  # noqa: BLE001 - ended or unknown jobs need no stopping
             pass
+
+
+__all__ = ["RayJobsBackend"]

@@ -29,7 +29,7 @@ WORKER_SECRET_VARS = (
 WORKER_KNOB_VARS = (
     "NEVIS_HEARTBEAT_INTERVAL_S", "NEVIS_HEARTBEAT_TIMEOUT_S", "NEVIS_TASK_DEADLINE_S",
     "NEVIS_MAX_ATTEMPTS", "NEVIS_BACKOFF_BASE_S", "NEVIS_BACKOFF_MAX_S", "NEVIS_STREAMS_DIR",
-    "NEVIS_ENVIRONMENT", "NEVIS_BUNDLE_MAX_BYTES",
+    "NEVIS_ENVIRONMENT", "NEVIS_BUNDLE_MAX_BYTES", "NEVIS_SANDBOX",
 )
 
 
@@ -104,6 +104,11 @@ class CoordinatorSettings(Settings):
                 "NEVIS_ENVIRONMENT=production needs PostgreSQL: set NEVIS_DATABASE_URL to "
                 "postgresql+psycopg://... (SQLite has one writer and no row locks)"
             )
+        if self.environment == "production" and self.sandbox == "none":
+            raise ValueError(
+                "NEVIS_ENVIRONMENT=production refuses NEVIS_SANDBOX=none: submitted learners "
+                "must run in the bubblewrap sandbox (install 'bubblewrap', set auto or bwrap)"
+            )
         if self.backoff_max_s < self.backoff_base_s:
             raise ValueError("NEVIS_BACKOFF_MAX_S must be >= NEVIS_BACKOFF_BASE_S")
         return self
@@ -122,3 +127,8 @@ def get_coordinator_settings() -> CoordinatorSettings:
         ConfigError: naming each bad variable and why.
     """
     return load_settings(CoordinatorSettings)
+
+
+__all__ = [
+    "WORKER_KNOB_VARS", "WORKER_SECRET_VARS", "CoordinatorSettings", "get_coordinator_settings",
+]

@@ -57,3 +57,9 @@ def _rebuild_quota(message: str, field: str | None, retry: int | None) -> QuotaE
 
 class PayloadTooLargeError(CoordinatorError):
     """An upload is larger than the configured limit."""
+
+
+__all__ = [
+    "AuthenticationError", "ConflictError", "CoordinatorError", "InvalidInputError",
+    "NotFoundError", "PayloadTooLargeError", "PermissionDeniedError", "QuotaExceededError",
+]

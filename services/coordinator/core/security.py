@@ -44,3 +44,8 @@ def display_prefix(secret: str) -> str:
 def looks_like_token(value: str) -> bool:
     """Cheap shape check before touching the database."""
     return value.startswith(TOKEN_PREFIX) and 20 <= len(value) <= 200 and value.isascii()
+
+
+__all__ = [
+    "TOKEN_PREFIX", "NewToken", "display_prefix", "hash_token", "looks_like_token", "new_token",
+]

@@ -136,3 +136,9 @@ def _int_in(value: Any, low: int, high: int, field: str) -> int:
             f"The '{field}' must be an int in [{low}, {high}]. Got {value!r} instead.",
             field=field)
     return value
+
+
+__all__ = [
+    "IDEMPOTENCY_KEY", "ResourceRequest", "check_entrypoint", "check_idempotency_key",
+    "check_image_ref", "check_name", "check_resources",
+]

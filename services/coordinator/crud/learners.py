@@ -80,3 +80,6 @@ def list_learners(session: Session, *, user: User, limit: int, offset: int
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     rows = session.execute(query.order_by(Learner.id.desc()).limit(limit).offset(offset)).all()
     return [OwnedLearner(r[0], r[2], r[1].bundle_size_bytes if r[1] else None) for r in rows], total
+
+
+__all__ = ["OwnedLearner", "create_learner", "get_learner", "learner_name_taken", "list_learners"]

@@ -247,3 +247,10 @@ def list_events(session: Session, *, submission_id: int, after: int, limit: int)
     return list(session.scalars(
         select(Event).where(Event.submission_id == submission_id, Event.id > after)
         .order_by(Event.id).limit(limit)))
+
+
+__all__ = [
+    "CREATE_SCOPE", "OPEN_STATUSES", "SubmissionRequest", "SubmissionRow", "cancel_submission",
+    "check_budget", "create_submission", "find_replay", "get_submission", "list_events",
+    "list_submissions",
+]

@@ -110,3 +110,9 @@ def authenticate(session: Session, *, secret: str | None) -> User:
     if user is None:
         raise invalid
     return user
+
+
+__all__ = [
+    "authenticate", "create_token", "create_user", "get_user", "list_tokens", "list_users",
+    "revoke_token",
+]

@@ -266,3 +266,10 @@ def _keep_cancelled(session: Session, *, submission_id: int) -> None:
     if schedule is not None and schedule.cancel_requested_at is not None and submission.status != "cancelled":
         submission.status = "cancelled"
         submission.finished_at = submission.finished_at or utcnow()
+
+
+__all__ = [
+    "OPEN_STATUSES", "StartOutcome", "active_leases", "cancel_lease", "cancelled_in_flight",
+    "claim_next", "count_owned", "end_lease", "finish_success", "heartbeat", "mark_launched",
+    "restore_cancelled", "settle_failure", "start_lease", "take_lease",
+]

@@ -206,3 +206,6 @@ def _launch_spec(session: Session, lease: TaskLease) -> LaunchSpec:
                       task_order=lease.task_order, attempt=lease.attempt,
                       learner_name=learner.name, entrypoint=learner.entrypoint,
                       image=learner.image_ref, resources=resources)
+
+
+__all__ = ["Scheduler", "TickReport", "instance_id"]

@@ -120,3 +120,9 @@ class RetryPolicy:
 def retry_policy(settings: CoordinatorSettings) -> RetryPolicy:
     """The policy of ``NEVIS_MAX_ATTEMPTS``, ``NEVIS_BACKOFF_BASE_S`` and ``NEVIS_BACKOFF_MAX_S``."""
     return RetryPolicy(settings.max_attempts, settings.backoff_base_s, settings.backoff_max_s)
+
+
+__all__ = [
+    "ExpiryKind", "Judgement", "LeasePolicy", "LeaseView", "RetryAction", "RetryDecision",
+    "RetryPolicy", "Verdict", "retry_policy",
+]

@@ -60,3 +60,9 @@ def non_negative(*columns: str) -> tuple[CheckConstraint, ...]:
 def created_column() -> MappedColumn[datetime]:
     """A required creation time, set by Python and, for raw SQL inserts, by the server."""
     return mapped_column(UTCDateTime(), default=utcnow, server_default=NOW)
+
+
+__all__ = [
+    "KEY_LENGTH", "NAMING_CONVENTION", "NOW", "Base", "created_column", "named_check",
+    "non_negative", "one_of", "sha256_check",
+]

@@ -143,3 +143,10 @@ def declare_writer(session: Session) -> None:
     order writers.
     """
     session.connection(execution_options={WRITE_INTENT: True})
+
+
+__all__ = [
+    "CONNECT_TIMEOUT_S", "SQLITE_BUSY_TIMEOUT_MS", "WRITE_INTENT", "declare_writer",
+    "ensure_sqlite_parent", "make_engine", "parse_url", "session_factory", "sqlite_path",
+    "transaction",
+]

@@ -67,3 +67,6 @@ def encode_tree(doc: Any) -> Any:
     if isinstance(doc, (int, float)) and not isinstance(doc, bool):
         return doc if isinstance(doc, int) else encode_value(doc)
     return doc
+
+
+__all__ = ["decode", "decode_value", "encode", "encode_tree", "encode_value"]

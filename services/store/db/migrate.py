@@ -203,3 +203,9 @@ def _reason(exc: SQLAlchemyError, url: str) -> str:
     if password:
         text = text.replace(str(password), "***")
     return text
+
+
+__all__ = [
+    "MIGRATIONS_DIR", "UPGRADE_HINT", "alembic_config", "current_revision", "downgrade",
+    "ensure_current", "head_revision", "known_revisions", "new_revision", "upgrade",
+]

@@ -374,3 +374,11 @@ class Event(Base):
 
 # Tables of later parts live in their own modules; importing them registers them here.
 from services.store.db import models_coordinator, models_probe  # noqa: E402,F401
+
+
+__all__ = [
+    "ACTIVE_TASK_RUN_STATUSES", "FLOPS_SOURCES", "PHASES", "RESULT_METRICS", "RESULT_SPLITS",
+    "SHARD_SPLITS", "SUBMISSION_STATUSES", "TASK_KINDS", "TASK_RUN_STATUSES", "TRIAL_STATUSES",
+    "Base", "Checkpoint", "Dataset", "Event", "Learner", "Shard", "StreamTask", "StreamVersion",
+    "Submission", "TaskResult", "TaskRun", "Trial",
+]

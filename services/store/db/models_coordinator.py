@@ -142,3 +142,9 @@ class IdempotencyKey(Base):
     request_sha256: Mapped[str] = mapped_column(String(64))
     resource_id: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = created_column()
+
+
+__all__ = [
+    "ACTIVE_LEASE_STATUSES", "LEASE_STATUSES", "ROLES", "ApiToken", "IdempotencyKey",
+    "LearnerOwner", "ScheduledSubmission", "TaskLease", "User",
+]

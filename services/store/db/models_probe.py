@@ -212,3 +212,11 @@ class ProbeCorrelationRow(Base):
     kendall_tau_b: Mapped[float | None] = mapped_column(Double)
     num_points: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = created_column()
+
+
+__all__ = [
+    "CORRELATION_SCOPES", "OPEN_PROBE_JOB_STATUSES", "PROBE_JOB_KINDS", "PROBE_JOB_STATUSES",
+    "PROBE_KIND_NAMES", "PROXIES", "SETTINGS_HASH_LENGTH", "ProbeCheckpointResult",
+    "ProbeCorrelationRow", "ProbeFitRow", "ProbeJob", "ProbeMismatchRow", "ProbeSettingsRow",
+    "TrialCurve",
+]

@@ -55,3 +55,6 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 # JSON documents (manifests, configs, budgets, payloads); JSONB on PostgreSQL.
 JSONDoc = JSON().with_variant(JSONB(), "postgresql")
+
+
+__all__ = ["JSONDoc", "UTCDateTime", "utcnow"]

@@ -93,3 +93,9 @@ def read_chunks(stream: BinaryIO, size: int = CHUNK_BYTES) -> Iterator[bytes]:
     """Yield ``stream``'s bytes in chunks of at most ``size``."""
     while chunk := stream.read(size):
         yield chunk
+
+
+__all__ = [
+    "CHUNK_BYTES", "FILE_MODE", "fsync_dir", "read_chunks", "replace_durably", "staged_file",
+    "write_file_atomically",
+]

@@ -66,3 +66,6 @@ class ObjectStore(Protocol):
     def delete(self, key: str) -> None:
         """Remove the object; a missing key is not an error."""
         ...
+
+
+__all__ = ["ObjectInfo", "ObjectStore"]

@@ -72,3 +72,6 @@ def _open_s3(url: str, bucket: str, path: str, endpoint_url: str | None) -> Obje
     except InvalidKeyError as exc:
         raise ConfigError(f"Invalid S3 prefix in NEVIS_STORE_URL {url!r}: {exc}") from None
     return S3ObjectStore(bucket, prefix, endpoint_url=endpoint_url)
+
+
+__all__ = ["open_store", "store_from_settings"]

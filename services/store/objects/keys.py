@@ -115,3 +115,6 @@ def _check_segment(key: str, segment: str) -> None:
             f"Invalid object key {key[:60]!r}: each segment must be at most "
             f"{MAX_SEGMENT_BYTES} bytes of UTF-8 (a file-name limit); got {size}."
         )
+
+
+__all__ = ["MAX_KEY_BYTES", "MAX_SEGMENT_BYTES", "validate_key", "validate_prefix"]

@@ -323,3 +323,6 @@ def _prune_empty_dirs(folder: Path) -> None:
         if Path(dirpath) != folder:
             with suppress(OSError):
                 os.rmdir(dirpath)
+
+
+__all__ = ["DEFAULT_GC_MIN_AGE_S", "DIR_SUFFIX", "REF_SUFFIX", "GcStats", "LocalObjectStore"]

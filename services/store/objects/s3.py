@@ -307,3 +307,6 @@ def _is_valid_key(key: str) -> bool:
     except NevisError:
         return False
     return True
+
+
+__all__ = ["METADATA_KEY", "S3ObjectStore"]

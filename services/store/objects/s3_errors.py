@@ -83,3 +83,8 @@ def error_code(exc: ClientError) -> str:
 
 def _message(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Message", "")) or "no message"
+
+
+__all__ = [
+    "DENIED_CODES", "NOT_FOUND_CODES", "error_code", "missing_bucket_error", "translate_s3_errors",
+]

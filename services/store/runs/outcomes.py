@@ -136,3 +136,9 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     return value
+
+
+__all__ = [
+    "CheckpointRef", "FlopsSource", "StoredObject", "TaskOutcome", "TrialOutcome", "TrialStatus",
+    "best_trial",
+]

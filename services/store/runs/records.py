@@ -205,3 +205,10 @@ def committed_totals(session: Session, *, submission_id: int) -> tuple[float, fl
         .where(TaskResult.submission_id == submission_id)
     ).one()
     return float(flops), float(wall)
+
+
+__all__ = [
+    "add_event", "commit_task", "committed_totals", "create_submission", "ensure_learner",
+    "fail_task", "interrupt_task", "last_state_key", "record_trial", "start_task_run",
+    "stop_submission", "stream_task", "trial_flops_of",
+]

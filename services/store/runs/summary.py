@@ -103,3 +103,6 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         headline_tasks=len(headline), cflop=cflop(r.flops for r in rows),
         retried_flops=float(sum(r.retried_flops for r in rows)), flops_sources=tuple(sorted(sources)),
     )
+
+
+__all__ = ["RunSummary", "TaskRow", "load_summary"]

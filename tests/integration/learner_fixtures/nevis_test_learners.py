@@ -90,6 +90,66 @@ def _array_fingerprints() -> set[str]:
     return out
 
 
+TARGETS_FILE = "nevis_cheat_targets.json"  # written by a test beside the learners it imports
+SECRET_MARKERS = (b"NEVIS_DATABASE_URL=", b"NEVIS_STORE_URL=", b"AWS_SECRET_ACCESS_KEY=", b"PGPASSWORD=")
+
+
+def _targets() -> dict[str, Any]:
+    """What a test asks the learner to try and reach (files, ports), if it wrote any."""
+    import json  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    for folder in sys.path:
+        candidate = os.path.join(folder or ".", TARGETS_FILE)
+        if os.path.isfile(candidate):
+            with open(candidate) as handle:
+                return json.load(handle)
+    return {}
+
+
+def probe_machine() -> dict[str, Any]:
+    """Everything outside its task a hostile learner tries to obtain, and what it got."""
+    import socket  # noqa: PLC0415
+
+    got: dict[str, Any] = {}
+    got["env_secrets"] = sorted(k for k, v in os.environ.items()
+                                if v and (k.startswith(("NEVIS_", "AWS_", "PG")) or "TOKEN" in k))
+    foreign = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if any(marker in environ for marker in SECRET_MARKERS):
+            foreign.append(int(pid))
+    got["foreign_environs_with_secrets"] = foreign
+    got["visible_pids"] = sum(p.isdigit() for p in os.listdir("/proc"))
+    targets = _targets()
+    readable = []
+    for path in targets.get("paths", []):
+        try:
+            if os.path.isdir(path):
+                os.listdir(path)
+            else:
+                with open(path, "rb") as handle:
+                    handle.read(16)
+            readable.append(path)
+        except OSError:
+            continue
+    got["readable_paths"] = readable
+    connected = []
+    for host, port in [tuple(t) for t in targets.get("ports", [])]:
+        try:
+            socket.create_connection((host, int(port)), timeout=2).close()
+            connected.append(f"{host}:{port}")
+        except OSError:
+            continue
+    got["connected"] = connected
+    got["targets"] = bool(targets)
+    return got
+
+
 class CheatingLearner(NearestMeanLearner):
     """Tries to reach test data and future tasks; records the outcome of every attempt."""
 
@@ -122,7 +182,7 @@ class CheatingLearner(NearestMeanLearner):
         past_ok = all(len(view.past_train(p)) > 0 for p in past)
         new = super().train(view, state, config, ctx)
         record = {"order": order, "log": log, "creds": creds, "past": past, "past_ok": past_ok,
-                  "arrays": sorted(_array_fingerprints())}
+                  "arrays": sorted(_array_fingerprints()), "machine": probe_machine()}
         state_out = dict(new.state)
         state_out["cheats"] = [*state.get("cheats", []), record]
         return TrainOutput(new.predictor, state_out)

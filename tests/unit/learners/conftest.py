@@ -18,7 +18,7 @@ from sklearn.datasets import load_digits
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.stream.task_view import CausalTaskView
 
-from workers.trainer.flops import FlopMeter
+from workers.sandbox.flops import FlopMeter
 
 
 @dataclass

@@ -95,7 +95,7 @@ def test_every_pass_is_counted_by_the_context_that_ran_it(learner, trained, digi
 
 
 def test_checkpoints_through_the_harness_context_load_back(learner, digits):
-    from workers.trainer.context import LocalTrialContext
+    from workers.sandbox.context import LocalTrialContext
 
     saved: dict[int, bytes] = {}
     ctx = LocalTrialContext(

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from services.core.errors import LearnerError
+
 from services.store.objects import LocalObjectStore
 from workers.learners.augment import AugmentConfig
 from workers.probe.errors import ProbeInputError
@@ -121,7 +123,7 @@ def test_a_learner_hook_decides_the_augmentation_when_present() -> None:
         def augment_images(self, predictor, images, *, seed):
             return images[:1]
 
-    with pytest.raises(ProbeInputError, match="augment_images"):
+    with pytest.raises(LearnerError, match="augment_images"):
         augment_views(Bad(), None, _images(), 2, seed=0)
 
 

@@ -245,3 +245,10 @@ def read_class_names(folder: Path, count: int) -> tuple[str, ...]:
             )
         return names
     return tuple(str(i) for i in range(count))
+
+
+__all__ = [
+    "OFFLINE_VAR", "AdapterContext", "DatasetAdapter", "DatasetKind", "GivenSplits",
+    "MissingDataset", "RawDataset", "as_nhwc", "check_given_splits", "check_name",
+    "check_raw_arrays", "content_checksum", "dataset_folder", "file_checksum", "read_class_names",
+]

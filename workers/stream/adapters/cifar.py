@@ -140,3 +140,6 @@ def _arrays(batch: dict[str, Any], label_key: str, path: Path) -> tuple[np.ndarr
         )
     images = data.astype(np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
     return np.ascontiguousarray(images), np.asarray(labels, dtype=np.int64)
+
+
+__all__ = ["HOW_TO_PROVIDE", "CifarAdapter", "read_batch"]

@@ -136,3 +136,6 @@ def _find_part(folder: Path, part: str) -> Path | None:
 
 def _missing_parts(folder: Path) -> list[str]:
     return [f"{_PARTS[p][0]}-{_PARTS[p][1]}-ubyte" for p in _PARTS if _find_part(folder, p) is None]
+
+
+__all__ = ["HOW_TO_PROVIDE", "IdxAdapter", "read_idx"]

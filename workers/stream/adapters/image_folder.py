@@ -119,3 +119,6 @@ def _read_all(files: list[Path], size: int) -> np.ndarray:
     if len({a.shape for a in arrays}) > 1:
         arrays = [resize_image(a, size) for a in arrays]
     return np.stack(arrays).astype(np.uint8)
+
+
+__all__ = ["HOW_TO_PROVIDE", "IMAGE_SUFFIXES", "ImageFolderAdapter"]

@@ -209,3 +209,6 @@ def _given_splits(key: str, block: Any) -> GivenSplits | None:
         val=rows("val") if block.get("val") is not None else None,
         official="official" in rule,
     )
+
+
+__all__ = ["HOW_TO_PROVIDE", "NEVIS_HINT", "NpzFolderAdapter", "normalise_name", "read_npz_pair"]

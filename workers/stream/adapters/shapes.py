@@ -245,3 +245,10 @@ def _render(factors: dict[str, np.ndarray], i: int, size: int, grid) -> np.ndarr
 def _window(centre: float, half: float, size: int) -> slice:
     """Whole pixels within ``half`` of ``centre``, clipped to the image."""
     return slice(max(0, math.floor(centre - half)), min(size, math.ceil(centre + half) + 1))
+
+
+__all__ = [
+    "BACKGROUND_HUES", "HUE_NAMES", "IMAGE_SIZE", "NUM_EXAMPLES", "ORIENTATIONS", "SCALES",
+    "SCALE_NAMES", "SHAPES", "VARIANTS", "ShapesAdapter", "ShapesData", "draw_factors",
+    "generate_shapes", "variant_seed",
+]

@@ -58,3 +58,6 @@ class SklearnAdapter:
 def _check(name: str) -> None:
     if name not in _NAMES:
         raise UnknownNameError(unknown_name_message("sklearn dataset", name, _NAMES))
+
+
+__all__ = ["SklearnAdapter"]

@@ -14,3 +14,5 @@ def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": Problem, "description": "A problem (RFC 9457).",
                    "content": {MEDIA_TYPE: ref}} for code in codes}
 
+
+__all__ = ["problems"]

@@ -41,3 +41,6 @@ def readyz(request: Request, session: SessionDep) -> Response:
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 def metrics(metrics: MetricsDep) -> Response:
     return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+
+__all__ = ["healthz", "metrics", "readyz", "router"]

@@ -97,3 +97,9 @@ def _spool(upload: UploadFile, path: Path, *, limit: int) -> tuple[int, str]:
             digest.update(chunk)
             out.write(chunk)
     return size, digest.hexdigest()
+
+
+__all__ = [
+    "BUNDLE_PATH", "create_learner", "learner_out", "read_learner", "read_learners", "router",
+    "upload_bundle",
+]

@@ -20,3 +20,6 @@ def read_streams(user: CurrentUser, settings: SettingsDep) -> list[StreamOut]:
         out.append(StreamOut(name=name, version=manifest.version, tasks=len(manifest.tasks),
                              meta_train=len(manifest.meta_train), meta_test=len(manifest.meta_test)))
     return out
+
+
+__all__ = ["read_streams", "router"]

@@ -164,3 +164,9 @@ def read_probes(
 ) -> dict[str, Any]:
     crud.get_submission(session, user=user, submission_id=submission_id)
     return load_probe_report(session, submission_id=submission_id, task_order=task).to_dict()
+
+
+__all__ = [
+    "brief", "cancel_submission", "create_submission", "current_task", "detail", "read_events",
+    "read_probes", "read_submission", "read_submissions", "router",
+]

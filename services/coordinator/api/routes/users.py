@@ -72,3 +72,9 @@ def revoke_token(token_id: int, user: CurrentUser, session: SessionDep) -> Token
     token = crud.revoke_token(session, user=user, token_id=token_id)
     session.commit()
     return token_out(token)
+
+
+__all__ = [
+    "create_token", "create_user", "create_user_token", "read_me", "read_tokens", "read_users",
+    "revoke_token", "router", "token_out", "user_out",
+]

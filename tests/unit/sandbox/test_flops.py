@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from services.core.errors import LearnerError
-from workers.trainer.flops import forget_process_counts, FlopCounts, FlopMeter
+from workers.sandbox.flops import forget_process_counts, FlopCounts, FlopMeter
 
 Batch = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
 

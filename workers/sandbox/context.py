@@ -1,7 +1,7 @@
 """The harness side of :class:`~workers.learners.protocol.TrialContext`.
 
 One :class:`LocalTrialContext` lives in the process that runs learner code for one trial
-(or one prediction job). It counts FLOPs through a :class:`~workers.trainer.flops.FlopMeter`,
+(or one prediction job). It counts FLOPs through a :class:`~workers.sandbox.flops.FlopMeter`,
 records the training curve, and turns ``progress`` calls at the configured steps into
 checkpoints handed to ``on_checkpoint`` (the harness stores them; learner code never
 touches the object store).
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.core.errors import LearnerError
-from workers.trainer.flops import FlopMeter
+from workers.sandbox.flops import FlopMeter
 
 
 def checkpoint_steps(total_steps: int, fractions: Sequence[float]) -> tuple[int, ...]:

@@ -51,7 +51,7 @@ from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
 from services.core.errors import LearnerError
-from workers.trainer.flop_keys import _signature, _tensors, _dry_run, _cuda_indices
+from workers.sandbox.flop_keys import _signature, _tensors, _dry_run, _cuda_indices
 
 FlopSource = Literal["measured", "reported", "mixed"]
 ModuleT = TypeVar("ModuleT", bound=nn.Module)

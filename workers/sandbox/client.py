@@ -1,0 +1,216 @@
+"""Harness code's side of a learner host: start it in its sandbox, send requests, read replies.
+
+:class:`LearnerHost` owns one host process and its pipes; :class:`SandboxedLearner` puts the
+learner protocol's calls that harness code needs (``load_predictor``, ``features``,
+``predict``) on top of it, with predictors kept in the host and named by handles. Everything
+that comes back is checked here as untrusted data.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from services.core.errors import CausalityError, LearnerError, UnknownNameError
+from workers.learners.protocol import TaskInfo
+from workers.sandbox import wire
+from workers.sandbox.declaration import LearnerDeclaration, info_to_json
+from workers.sandbox.launch import host_launch
+
+OnMessage = Callable[[dict[str, Any], list[wire.Part]], tuple[dict[str, Any], list[wire.Part]] | None]
+STOP_GRACE_S = 5.0
+
+
+class LearnerHostDied(LearnerError):
+    """The learner host process ended in the middle of a request (crash, out of memory, kill)."""
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """Which learner a host loads and how it is sandboxed (picklable: it crosses Ray)."""
+
+    learner_spec: str
+    import_paths: tuple[str, ...] = ()
+    sandbox: str = "auto"
+    threads: int = 1
+    gpu: bool = False
+
+
+class LearnerHost:
+    """One learner host process: requests go in one at a time, replies come back in order."""
+
+    def __init__(self, spec: HostSpec) -> None:
+        self.spec = spec
+        self.data_key: str | None = None  # the task data the host holds (see trainer.trial)
+        launch = host_launch(sandbox=spec.sandbox, import_paths=spec.import_paths,
+                             threads=spec.threads, gpu=spec.gpu)
+        self.sandbox = launch.sandbox
+        self._proc = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._lock = threading.Lock()
+        wire.send(self._proc.stdin, {"op": "hello", "spec": spec.learner_spec, "threads": spec.threads})
+        header, _ = self._receive()
+        if header.get("op") != "ready":
+            self.close()
+            raise _error_of(header, f"learner {spec.learner_spec!r} could not be loaded")
+        self.device = str(header.get("device", "cpu"))
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def call(self, header: dict[str, Any], parts: Sequence[wire.Part] = (), *,
+             on_message: OnMessage | None = None) -> tuple[dict[str, Any], list[wire.Part]]:
+        """Send a request and return its result; ``on_message`` answers the host's own
+        requests (checkpoints, past train splits) that arrive before it.
+
+        Raises:
+            LearnerError: the learner raised (its type and message are in the text).
+            LearnerHostDied: the host process ended.
+        """
+        with self._lock:
+            try:
+                wire.send(self._proc.stdin, header, parts)
+            except (BrokenPipeError, OSError):
+                raise self._died() from None
+            while True:
+                reply, out = self._receive()
+                op = reply.get("op")
+                if op == "result":
+                    return reply, out
+                if op == "error":
+                    raise _error_of(reply, f"{header.get('op')} failed")
+                if on_message is None:
+                    raise LearnerError(f"the learner host sent an unexpected {op!r} frame")
+                answer = on_message(reply, out)
+                if answer is not None:
+                    wire.send(self._proc.stdin, *answer)
+
+    def close(self) -> None:
+        """Ask the host to exit; kill it if it does not."""
+        if self._proc.poll() is None:
+            try:
+                wire.send(self._proc.stdin, {"op": "bye"})
+                self._proc.wait(timeout=STOP_GRACE_S)
+            except (OSError, wire.WireError, subprocess.TimeoutExpired):
+                self._proc.kill()
+                self._proc.wait()
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None:
+                stream.close()
+
+    def _receive(self) -> tuple[dict[str, Any], list[wire.Part]]:
+        try:
+            return wire.receive(self._proc.stdout)
+        except wire.WireError as exc:
+            if self._proc.poll() is not None or "closed the pipe" in str(exc):
+                raise self._died() from None
+            self._proc.kill()  # a host that breaks the format is not trusted further
+            raise
+
+    def _died(self) -> LearnerHostDied:
+        try:
+            code = self._proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            code = self._proc.wait()
+        return LearnerHostDied(f"the learner host of {self.spec.learner_spec!r} ended (exit code {code})")
+
+    def __enter__(self) -> LearnerHost:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _error_of(reply: dict[str, Any], what: str) -> Exception:
+    kind, message = str(reply.get("error", "Error"))[:100], str(reply.get("message", ""))[:4000]
+    text = f"{what}: {kind}: {message}"
+    if kind == "UnknownNameError":
+        return UnknownNameError(message)
+    if kind == "CausalityError":
+        return CausalityError(text)
+    return LearnerError(text)
+
+
+def describe(host: LearnerHost) -> LearnerDeclaration:
+    """The learner's name, search space, resources and initial state, as checked data."""
+    header, parts = host.call({"op": "describe"})
+    if len(parts) != 1 or not isinstance(parts[0], bytes):
+        raise LearnerError("describe must return the initial state as bytes")
+    return LearnerDeclaration.from_header(header, parts[0])
+
+
+def predict(host: LearnerHost, info: TaskInfo, predictor: bytes, images: np.ndarray, *,
+            seed: int) -> tuple[np.ndarray, dict[str, int]]:
+    """Scores of a saved predictor on images (no labels), and the FLOPs that cost."""
+    header, parts = host.call({"op": "predict", "info": info_to_json(info), "seed": seed},
+                              [predictor, images])
+    return _array(parts), flop_counts(header)
+
+
+@dataclass(frozen=True)
+class PredictorHandle:
+    """A predictor loaded in a learner host, named by its handle there."""
+
+    handle: int
+    host: LearnerHost
+
+
+class SandboxedLearner:
+    """The learner calls the probe pool makes, answered by a learner host."""
+
+    def __init__(self, host: LearnerHost, name: str | None = None) -> None:
+        self.host = host
+        self.name = name or host.spec.learner_spec
+
+    def load_predictor(self, data: bytes, info: TaskInfo, ctx: Any = None) -> PredictorHandle:
+        header, _ = self.host.call({"op": "load_predictor", "info": info_to_json(info),
+                                    "seed": int(getattr(ctx, "seed", 0))}, [data])
+        return PredictorHandle(int(header["handle"]), self.host)
+
+    def features(self, predictor: PredictorHandle, images: np.ndarray, ctx: Any = None) -> np.ndarray:
+        _, parts = self.host.call({"op": "features", "handle": predictor.handle}, [images])
+        return _array(parts)
+
+    def predict(self, predictor: PredictorHandle, images: np.ndarray, ctx: Any = None) -> np.ndarray:
+        _, parts = self.host.call({"op": "predict_loaded", "handle": predictor.handle}, [images])
+        return _array(parts)
+
+    def augment_views(self, predictor: PredictorHandle, images: np.ndarray, q: int, *,
+                      seed: int) -> tuple[np.ndarray, str]:
+        header, parts = self.host.call({"op": "augment_views", "handle": predictor.handle,
+                                        "q": int(q), "seed": int(seed)}, [images])
+        views = _array(parts)
+        if views.shape != (len(images), q, *images.shape[1:]) or views.dtype != np.uint8:
+            raise LearnerError(f"augmented views must be uint8 shaped {(len(images), q, *images.shape[1:])}; "
+                               f"got {views.dtype} {views.shape}.")
+        return views, str(header.get("source", ""))[:200]
+
+    def release(self, predictor: PredictorHandle) -> None:
+        self.host.call({"op": "release", "handle": predictor.handle})
+
+
+def _array(parts: list[wire.Part]) -> np.ndarray:
+    if len(parts) != 1 or not isinstance(parts[0], np.ndarray):
+        raise LearnerError("the learner host must answer with one numeric array")
+    return parts[0]
+
+
+def flop_counts(header: dict[str, Any]) -> dict[str, int]:
+    counts = {}
+    for key in ("flops_measured", "flops_reported"):
+        value = header.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
+            raise LearnerError(f"{key} must be a non-negative int; got {str(value)[:40]}")
+        counts[key] = value
+    return counts
+
+
+__all__ = ["HostSpec", "LearnerHost", "LearnerHostDied", "PredictorHandle", "SandboxedLearner",
+           "describe", "flop_counts", "predict"]

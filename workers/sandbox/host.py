@@ -1,0 +1,228 @@
+"""The learner host: the process that imports and calls learner code, run inside the sandbox.
+
+Started as ``python -m workers.sandbox.host`` by :class:`~workers.sandbox.client.LearnerHost`.
+It reads frames (:mod:`workers.sandbox.wire`) from the pipe it was given, loads the learner
+named in the first one, and answers one request at a time: ``describe``, ``trial``,
+``predict``, ``load_predictor``, ``features``, ``augment_views``, ``release``, ``bye``.
+During a trial it asks harness code for earlier tasks' train splits (``past_train``) and
+hands it checkpoints (``checkpoint``); it never touches storage itself. The protocol's file
+descriptors are private copies: the learner's prints go to stderr and cannot corrupt frames
+(a hostile learner can still write frames of its own, which is why the harness side trusts
+nothing in them but numbers and bytes).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import sys
+import time
+import traceback
+from collections import OrderedDict
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from services.core.errors import CausalityError, LearnerError, UnknownNameError
+from workers.learners.protocol import LabelledData, Learner
+from workers.sandbox import wire
+from workers.sandbox.context import LocalTrialContext
+from workers.sandbox.declaration import LearnerDeclaration, info_from_json
+from workers.sandbox.views import augment_views
+from workers.stream.task_view import CausalTaskView
+
+MAX_PREDICTORS = 2  # loaded predictors kept for features calls (a probe job needs one)
+
+
+class Host:
+    """One learner, served over one pair of pipes."""
+
+    def __init__(self, learner: Learner, proto_in: BinaryIO, proto_out: BinaryIO, *, device: str) -> None:
+        self.learner, self.proto_in, self.proto_out, self.device = learner, proto_in, proto_out, device
+        self._data: tuple[str, LabelledData, LabelledData] | None = None
+        self._predictors: OrderedDict[int, Any] = OrderedDict()
+        self._next_handle = 1
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        while True:
+            header, parts = wire.receive(self.proto_in)
+            op = header.get("op")
+            if op == "bye":
+                return
+            handler = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
+            try:
+                if handler is None:
+                    raise LearnerError(f"unknown request {op!r}")
+                reply, out = handler(header, parts)
+            except Exception as exc:  # noqa: BLE001 - the learner's failure goes back as data
+                wire.send(self.proto_out, {"op": "error", "error": type(exc).__name__,
+                                           "message": str(exc)[:4000],
+                                           "traceback": traceback.format_exc()[-20000:]})
+                continue
+            wire.send(self.proto_out, {"op": "result", **reply}, out)
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def _op_describe(self, header: dict, parts: list) -> tuple[dict, list]:
+        learner = self.learner
+        declaration = LearnerDeclaration(
+            name=str(getattr(learner, "name", type(learner).__name__)),
+            search_space=dict(learner.search_space()), resources=learner.resources(),
+            init_state=pickle.dumps(learner.init_state()))
+        return declaration.to_header(), [declaration.init_state]
+
+    def _op_trial(self, header: dict, parts: list) -> tuple[dict, list]:
+        """Train one trial; its failure is a ``failed`` result with the FLOPs spent so far."""
+        state = parts[-1]
+        train, dev = self._task_data(header["data_key"], parts[:-1])
+        info = info_from_json(header["info"])
+        past = {p["order"]: info_from_json(p) for p in header["past"]}
+        view = CausalTaskView(info=info, train=train, dev=dev, past=past,
+                              load_past_train=self._past_train, stream_length=int(header["stream_length"]))
+        ctx = LocalTrialContext(
+            seed=int(header["seed"]), steps=int(header["steps"]), save_predictor=self.learner.save_predictor,
+            on_checkpoint=self._checkpoint, checkpoint_at=tuple(header["checkpoint_at"]), device=self.device)
+        started = time.perf_counter()
+        try:
+            output = self.learner.train(view, pickle.loads(state), dict(header["config"]), ctx)
+            scores = _numeric(self.learner.predict(output.predictor, dev.images, ctx), "predict()")
+            predictor = _bytes(self.learner.save_predictor(output.predictor), "save_predictor()")
+            new_state = pickle.dumps(output.state)
+        except Exception as exc:  # noqa: BLE001 - a learner's failure is data, not a crash
+            return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:4000],
+                    "traceback": traceback.format_exc()[-20000:], **_flops(ctx),
+                    "curve": _curve(ctx)}, []
+        finally:
+            ctx.meter.untrack_all()  # modules kept in learner state must not count on later
+        return {"status": "ok", "wall_time_s": time.perf_counter() - started,
+                "peak_memory_bytes": _peak_memory(self.device), "curve": _curve(ctx),
+                "missed_checkpoints": list(ctx.missed_checkpoints), **_flops(ctx)}, [scores, predictor, new_state]
+
+    def _op_predict(self, header: dict, parts: list) -> tuple[dict, list]:
+        info = info_from_json(header["info"])
+        ctx = LocalTrialContext(seed=int(header["seed"]), steps=1, save_predictor=self.learner.save_predictor,
+                                device=self.device)
+        model = self.learner.load_predictor(_bytes(parts[0], "predictor"), info, ctx)
+        scores = _numeric(self.learner.predict(model, parts[1], ctx), "predict()")
+        return _flops(ctx), [scores]
+
+    def _op_load_predictor(self, header: dict, parts: list) -> tuple[dict, list]:
+        info = info_from_json(header["info"])
+        ctx = self._quiet_context(header)
+        handle, self._next_handle = self._next_handle, self._next_handle + 1
+        self._predictors[handle] = self.learner.load_predictor(_bytes(parts[0], "predictor"), info, ctx)
+        while len(self._predictors) > MAX_PREDICTORS:
+            self._predictors.popitem(last=False)
+        return {"handle": handle}, []
+
+    def _op_features(self, header: dict, parts: list) -> tuple[dict, list]:
+        predictor = self._predictor(header)
+        return {}, [_numeric(self.learner.features(predictor, parts[0], self._quiet_context(header)), "features()")]
+
+    def _op_predict_loaded(self, header: dict, parts: list) -> tuple[dict, list]:
+        predictor = self._predictor(header)
+        return {}, [_numeric(self.learner.predict(predictor, parts[0], self._quiet_context(header)), "predict()")]
+
+    def _op_augment_views(self, header: dict, parts: list) -> tuple[dict, list]:
+        views, source = augment_views(self.learner, self._predictor(header), parts[0], int(header["q"]),
+                                      seed=int(header["seed"]))
+        return {"source": source}, [np.asarray(views, dtype=np.uint8)]
+
+    def _op_release(self, header: dict, parts: list) -> tuple[dict, list]:
+        self._predictors.pop(int(header["handle"]), None)
+        return {}, []
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _task_data(self, key: str, parts: list) -> tuple[LabelledData, LabelledData]:
+        """This task's splits: sent with the first trial of a task, reused by the next ones."""
+        if parts:
+            self._data = (key, LabelledData(parts[0], parts[1]), LabelledData(parts[2], parts[3]))
+        if self._data is None or self._data[0] != key:
+            raise LearnerError(f"the harness sent no data for {key!r}")
+        return self._data[1], self._data[2]
+
+    def _past_train(self, order: int) -> LabelledData:
+        wire.send(self.proto_out, {"op": "past_train", "order": order})
+        header, parts = wire.receive(self.proto_in)
+        if not header.get("ok"):
+            raise CausalityError(str(header.get("message", "not available")))
+        return LabelledData(parts[0], parts[1])
+
+    def _checkpoint(self, step: int, data: bytes) -> None:
+        wire.send(self.proto_out, {"op": "checkpoint", "step": int(step)}, [_bytes(data, "save_predictor()")])
+
+    def _predictor(self, header: dict) -> Any:
+        handle = int(header["handle"])
+        if handle not in self._predictors:
+            raise LearnerError(f"predictor handle {handle} is not loaded (released or evicted)")
+        self._predictors.move_to_end(handle)
+        return self._predictors[handle]
+
+    def _quiet_context(self, header: dict) -> LocalTrialContext:
+        return LocalTrialContext(seed=int(header.get("seed", 0)), steps=1,
+                                 save_predictor=self.learner.save_predictor, device=self.device)
+
+
+def _numeric(value: Any, what: str) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype.hasobject or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        raise LearnerError(f"{what} must return a numeric array; got dtype {array.dtype}.")
+    return array
+
+
+def _bytes(value: Any, what: str) -> bytes:
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise LearnerError(f"{what} must return bytes; got {type(value).__name__}.")
+    return bytes(value)
+
+
+def _flops(ctx: LocalTrialContext) -> dict[str, Any]:
+    meter = ctx.meter
+    return {"flops_measured": int(meter.measured), "flops_reported": int(meter.reported)}
+
+
+def _curve(ctx: LocalTrialContext) -> list[list[Any]]:
+    return [[p.step, None if p.loss is None else (p.loss if p.loss != float("inf") else "inf")]
+            for p in ctx.curve]
+
+
+def _peak_memory(device: str) -> int:
+    if device.startswith("cuda"):
+        import torch  # noqa: PLC0415
+
+        return int(torch.cuda.max_memory_allocated(device))
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def main() -> None:
+    """Take the protocol's pipes, load the learner named by the first frame, serve."""
+    proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    proto_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(2, 1)  # the learner's prints go to stderr, never into a frame
+    sys.stdout = sys.stderr
+    hello, _ = wire.receive(proto_in)
+    try:
+        import torch  # noqa: PLC0415
+
+        from workers.learners.registry import load_learner  # noqa: PLC0415
+
+        torch.set_num_threads(int(hello.get("threads", 1)))
+        learner = load_learner(str(hello["spec"]))
+        wants_gpu = learner.resources().gpus_per_worker > 0
+        device = "cuda:0" if wants_gpu and torch.cuda.is_available() else "cpu"
+    except Exception as exc:  # noqa: BLE001 - reported to the harness, which raises it
+        kind = "UnknownNameError" if isinstance(exc, UnknownNameError) else type(exc).__name__
+        wire.send(proto_out, {"op": "error", "error": kind, "message": str(exc)[:4000],
+                              "traceback": traceback.format_exc()[-20000:]})
+        return
+    wire.send(proto_out, {"op": "ready", "device": device})
+    Host(learner, proto_in, proto_out, device=device).serve()
+
+
+if __name__ == "__main__":
+    main()

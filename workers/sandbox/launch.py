@@ -1,0 +1,110 @@
+"""How a learner host process is started: inside bubblewrap, or (trusted use only) plainly.
+
+``bwrap`` (Debian's ``bubblewrap``): new user, PID, network, IPC and UTS namespaces; the
+process sees a read-only view of the system libraries, this installation's Python and
+packages, and the learner's own import paths (its unpacked bundle), plus a private ``/tmp``;
+no network but loopback, no other process, no data folder, no database file, no credential
+(the environment is cleared, and bwrap itself is started with an empty environment so its
+own ``/proc/1/environ`` holds nothing either). ``none`` runs the host as a plain subprocess
+with a clean environment: no credential in reach by environment, but the same view of the
+machine as the caller; for a researcher running their own code with ``nevis run``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.core.errors import ConfigError
+
+SANDBOXES = ("auto", "bwrap", "none")
+NOBODY = 65534
+SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/alternatives")
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
+GPU_DEVICES = ("/dev/nvidia*", "/dev/dri")
+
+
+@dataclass(frozen=True)
+class HostLaunch:
+    """The command and environment of one learner host, and where it runs."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    cwd: str
+    sandbox: str  # the sandbox actually used: bwrap or none
+
+
+def resolve_sandbox(requested: str) -> str:
+    """``auto`` → ``bwrap`` when installed, else ``none``; an explicit ``bwrap`` must exist.
+
+    Raises:
+        ConfigError: ``bwrap`` was asked for and is not installed, or the value is unknown.
+    """
+    if requested not in SANDBOXES:
+        raise ConfigError(f"NEVIS_SANDBOX must be one of {', '.join(SANDBOXES)}; got {requested!r}.")
+    found = shutil.which("bwrap")
+    if requested == "bwrap" and found is None:
+        raise ConfigError("NEVIS_SANDBOX=bwrap but bubblewrap is not installed: install the "
+                          "'bubblewrap' package (apt-get install bubblewrap).")
+    if requested == "auto":
+        return "bwrap" if found else "none"
+    return requested
+
+
+def project_dirs() -> tuple[str, ...]:
+    """The folders of this installation's own packages (``services``, ``workers``)."""
+    here = Path(__file__).resolve().parents[1]  # .../workers
+    return (str(here), str(here.parent / "services"))
+
+
+def python_dirs() -> tuple[str, ...]:
+    """The interpreter's prefixes: the virtual environment and the base installation."""
+    dirs = {sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parents[1])}
+    return tuple(sorted(d for d in dirs if d and not d.startswith(("/usr", "/bin", "/lib"))))
+
+
+def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int = 1,
+                gpu: bool = False) -> HostLaunch:
+    """The command that starts ``python -m workers.sandbox.host`` in the requested sandbox."""
+    kind = resolve_sandbox(sandbox)
+    paths = [str(Path(p).resolve()) for p in import_paths if p and Path(p).is_dir()]
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(paths),
+        "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
+        "LANG": "C.UTF-8",
+    }
+    if gpu and "CUDA_VISIBLE_DEVICES" in os.environ:
+        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+    command = [sys.executable, "-m", "workers.sandbox.host"]
+    if kind == "none":
+        cwd = tempfile.mkdtemp(prefix="nevis-learner-")
+        return HostLaunch(tuple(command), {**env, "HOME": cwd, "TMPDIR": cwd}, cwd, "none")
+    argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+            "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"]
+    # The private /tmp first: a folder bound below it afterwards stays visible.
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    for folder in SYSTEM_DIRS:
+        argv += ["--ro-bind-try", folder, folder]
+    for file in SYSTEM_FILES:
+        argv += ["--ro-bind-try", file, file]
+    for folder in (*python_dirs(), *project_dirs(), *paths):
+        argv += ["--ro-bind", folder, folder]
+    if gpu:
+        for pattern in GPU_DEVICES:
+            for device in sorted(glob.glob(pattern)):
+                argv += ["--dev-bind-try", device, device]
+    for name, value in {**env, "HOME": "/tmp", "TMPDIR": "/tmp"}.items():
+        argv += ["--setenv", name, value]
+    argv += ["--chdir", "/tmp", "--", *command]
+    # bwrap itself starts with an empty environment: its /proc/1/environ is visible inside.
+    return HostLaunch(tuple(argv), {"PATH": "/usr/bin:/bin"}, "/", "bwrap")
+
+
+__all__ = ["HostLaunch", "SANDBOXES", "host_launch", "project_dirs", "python_dirs", "resolve_sandbox"]
