@@ -8,4 +8,11 @@ PYTHON="${PYTHON:-python3}"
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[dev]"
 .venv/bin/nevis --help >/dev/null
+if ! command -v bwrap >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get install -y -q bubblewrap >/dev/null 2>&1 || true  # the learner sandbox
+fi
+if ! command -v bwrap >/dev/null; then
+  echo "Note: bubblewrap is not installed, so learner code will run without a sandbox" \
+       "(NEVIS_SANDBOX=auto). Install it with: sudo apt-get install bubblewrap" >&2
+fi
 echo "Installed. Activate with: source .venv/bin/activate"

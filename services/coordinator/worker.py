@@ -160,3 +160,6 @@ def _shutdown_ray() -> None:
 
         if ray.is_initialized():
             ray.shutdown()
+
+
+__all__ = ["LEASE_LOST_EXIT", "NOT_RETRYABLE", "Heartbeat", "run_task"]

@@ -40,3 +40,17 @@ def test_two_worker_trials_sum_flops_over_workers(settings_env, database_url, tm
         assert flops[double].flops == pytest.approx(2 * train_flops_single, rel=0.5)
         assert flops[double].flops > train_flops_single
         assert [c.step for c in flops[double].checkpoints] == [0, 2]
+
+
+def test_a_multi_worker_learner_is_refused_where_the_sandbox_is_required(settings_env, database_url, monkeypatch) -> None:
+    from services.core.errors import LearnerError
+
+    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    monkeypatch.setenv("NEVIS_SANDBOX", "bwrap")
+    get_settings.cache_clear()
+    runner = StreamRunner(get_settings())
+    with pytest.raises(LearnerError, match="outside the learner sandbox"):
+        runner.start(RunRequest(stream="mini", learner="nevis_test_learners:two_workers",
+                                budget=RunBudget(trials=1, steps=1)))
+    with runner.sessions() as session:
+        assert session.scalar(select(Trial.id)) is None  # nothing of it ran

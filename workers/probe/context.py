@@ -30,3 +30,6 @@ class ProbeContext:
 
     def progress(self, step: int, predictor: Any, *, loss: float | None = None) -> None:
         """No training curve while probing."""
+
+
+__all__ = ["ProbeContext"]

@@ -95,3 +95,8 @@ def augmented_features(learner: Any, predictor: Any, images: np.ndarray, q: int,
         feats = extract(learner, predictor, views.reshape(-1, *images.shape[1:]), ctx)
         blocks.append(feats.reshape(len(clean), q, -1))
     return np.concatenate(blocks), source
+
+
+__all__ = [
+    "EXTRACT_CHUNK", "augmented_features", "extract", "load_checkpoint_bytes", "load_predictor"
+]

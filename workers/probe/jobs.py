@@ -116,10 +116,10 @@ def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         run = trial.task_run
         submission = run.submission
         spec, size, order = submission.learner.entrypoint, submission.image_size, run.stream_task.order
+        learner = runtime.learner(spec)
         manifest = runtime.tasks.manifest(submission.stream_version)
         row = dict(checkpoint_id=ckpt.id, object_key=ckpt.object_key, sha256=ckpt.sha256,
                    trial_id=trial.id, step=ckpt.step)
-    learner = runtime.learner(spec)
     data = load_checkpoint_bytes(runtime.store, **row)
     orders = [t.order for t in manifest.tasks]
     sample = dict(image_size=size, max_examples=settings.max_examples,
@@ -242,3 +242,9 @@ def run_summary_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
             kendall_tau_b=c.kendall_tau_b, num_points=c.num_points) for c in correlations)
 
     return write
+
+
+__all__ = [
+    "ProbeRuntime", "Writer", "proxy_points", "run_checkpoint_job", "run_job", "run_summary_job",
+    "run_trial_job", "target_orders", "write_checkpoint_measures"
+]

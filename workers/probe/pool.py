@@ -33,7 +33,7 @@ from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models_probe import OPEN_PROBE_JOB_STATUSES, ProbeJob
 from services.store.objects import open_store
 from workers.probe import queue
-from services.core.errors import LearnerError
+from services.core.errors import LearnerError, ManifestError
 from workers.probe.errors import ProbeInputError
 from workers.probe.jobs import ProbeRuntime, run_job
 from workers.probe.planner import enqueue_committed
@@ -81,7 +81,7 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-class _Heartbeat:
+class LeaseHeartbeat:
     """Renews a job's lease in a background thread until stopped; notes a lost lease."""
 
     def __init__(self, worker: ProbeWorker, job: ClaimedJob) -> None:
@@ -90,7 +90,7 @@ class _Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"heartbeat-{job.id}")
 
-    def __enter__(self) -> _Heartbeat:
+    def __enter__(self) -> LeaseHeartbeat:
         self._thread.start()
         return self
 
@@ -135,13 +135,13 @@ class ProbeWorker:
             return False
         started = time.perf_counter()
         try:
-            with _Heartbeat(self, job):
+            with LeaseHeartbeat(self, job):
                 writer = run_job(self.runtime, job)
             seconds = time.perf_counter() - started
             with transaction(self.sessions) as session:
                 writer(session)
                 queue.complete(session, job, wall_time_s=seconds)
-        except (ProbeInputError, LearnerError) as exc:  # would only fail again
+        except (ProbeInputError, LearnerError, ManifestError) as exc:  # would only fail again
             self._fail(job, str(exc), retry=False, started=started)
         except LeaseLostError as exc:
             self.on_event(job, "lost", time.perf_counter() - started, str(exc))
@@ -231,3 +231,9 @@ def run_pool(config: WorkerConfig, n: int) -> list[int | None]:
 def default_threads(n: int) -> int:
     """Threads per worker so that n workers share the machine's CPUs."""
     return max(1, (os.cpu_count() or 1) // max(1, n))
+
+
+__all__ = [
+    "JobEvent", "LeaseHeartbeat", "ProbeWorker", "WorkerConfig", "default_threads", "run_pool",
+    "start_workers", "worker_name"
+]

@@ -41,7 +41,7 @@ def spectral_rank(values: np.ndarray, eps: float) -> float:
     return float(np.exp(-np.dot(p, np.log(p))))
 
 
-def _within_scatter(
+def within_scatter(
     e: np.ndarray, class_means: np.ndarray, block_bytes: int = _BLOCK_BYTES
 ) -> np.ndarray:
     """Σ_i Σ_j (e_ij − μ_i)(e_ij − μ_i)ᵀ, centred and summed in blocks of samples.
@@ -98,7 +98,7 @@ def _lidar_eigenvalues(embeddings: Any, delta: float, func: str) -> np.ndarray:
     class_means = e.mean(axis=1)  # μ_i, (n, d)
     between = class_means - class_means.mean(axis=0)
     sigma_b = (between.T @ between) / (n - 1)
-    sigma_w = _within_scatter(e, class_means) / (n * (q - 1))
+    sigma_w = within_scatter(e, class_means) / (n * (q - 1))
     sigma_w[np.diag_indices(d)] += delta
     w_vals, w_vecs = np.linalg.eigh(sigma_w)
     if delta == 0.0 and w_vals[0] <= _singular_below(w_vals):
@@ -159,7 +159,7 @@ def lidar(embeddings: Any, delta: float = 1e-4, eps: float = 1e-8) -> float:
 def singular_values(z: np.ndarray) -> np.ndarray:
     """Singular values of a finite float64 matrix (order unspecified); see GRAM_MIN_RATIO."""
     tall = z if z.shape[0] >= z.shape[1] else z.T
-    if _gram_looks_usable(tall):
+    if gram_looks_usable(tall):
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             gram = tall.T @ tall
         if np.isfinite(gram).all():
@@ -170,7 +170,7 @@ def singular_values(z: np.ndarray) -> np.ndarray:
     return np.linalg.svd(z, compute_uv=False)
 
 
-def _gram_looks_usable(tall: np.ndarray) -> bool:
+def gram_looks_usable(tall: np.ndarray) -> bool:
     """A cheap guess from every k-th row, so collapsed inputs skip a wasted Gram product.
 
     Only speed depends on it: the full Gram is checked again before it is used.
@@ -210,3 +210,9 @@ def rankme(z: Any, eps: float = 1e-7) -> float:
     matrix = as_float_array(z, param="z", func="rankme", what=what, ndims=(2,))
     eps = as_number(eps, param="eps", func="rankme", low=0.0)
     return spectral_rank(singular_values(matrix), eps)
+
+
+__all__ = [
+    "GRAM_MIN_RATIO", "gram_looks_usable", "lidar", "lidar_eigenvalues", "rankme",
+    "singular_values", "spectral_rank", "within_scatter"
+]

@@ -82,3 +82,6 @@ class LocalTrialContext:
     def missed_checkpoints(self) -> tuple[int, ...]:
         """Requested checkpoint steps the learner never reached (reported, not fatal)."""
         return tuple(sorted(self._pending))
+
+
+__all__ = ["CurvePoint", "LocalTrialContext", "checkpoint_steps"]

@@ -20,14 +20,14 @@ from torch.utils.flop_counter import FlopCounterMode
 _SCALARS = (bool, int, float, str, bytes, type(None), torch.dtype, torch.device, enum.Enum)
 
 
-def _signature(obj: Any) -> Any:
+def signature(obj: Any) -> Any:
     """The part of a call's key that its arguments contribute."""
     if isinstance(obj, torch.Tensor):
         return (obj.shape, obj.dtype, obj.requires_grad)
     if isinstance(obj, (tuple, list)):
-        return (type(obj), tuple(_signature(o) for o in obj))
+        return (type(obj), tuple(signature(o) for o in obj))
     if isinstance(obj, dict):
-        return (type(obj), tuple((k, _signature(v)) for k, v in obj.items()))
+        return (type(obj), tuple((k, signature(v)) for k, v in obj.items()))
     return obj if isinstance(obj, _SCALARS) else type(obj)
 
 
@@ -44,7 +44,7 @@ def _map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     return obj
 
 
-def _tensors(obj: Any) -> list[torch.Tensor]:
+def tensors_of(obj: Any) -> list[torch.Tensor]:
     """Tensors in an output: nested tuples, lists, dicts and dataclasses."""
     if isinstance(obj, torch.Tensor):
         return [obj]
@@ -53,7 +53,7 @@ def _tensors(obj: Any) -> list[torch.Tensor]:
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         obj = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
     if isinstance(obj, (tuple, list)):
-        return [t for o in obj for t in _tensors(o)]
+        return [t for o in obj for t in tensors_of(o)]
     return []
 
 
@@ -76,7 +76,7 @@ def _meta_copy(module: nn.Module) -> nn.Module:
 _PARALLEL_WRAPPERS = (nn.parallel.DistributedDataParallel, nn.DataParallel)
 
 
-def _dry_run(module: nn.Module, args: tuple, kwargs: dict, grad: bool, on_meta: bool) -> tuple[int, int]:
+def dry_run(module: nn.Module, args: tuple, kwargs: dict, grad: bool, on_meta: bool) -> tuple[int, int]:
     """Forward and backward FLOPs of one call, measured on a copy of ``module``."""
     while isinstance(module, _PARALLEL_WRAPPERS):  # they add communication, not FLOPs
         module = module.module
@@ -87,7 +87,7 @@ def _dry_run(module: nn.Module, args: tuple, kwargs: dict, grad: bool, on_meta: 
         with FlopCounterMode(display=False) as counter:
             out = clone(*c_args, **c_kwargs)
         forward = counter.get_total_flops()
-        roots = [t for t in _tensors(out) if t.requires_grad]
+        roots = [t for t in tensors_of(out) if t.requires_grad]
         if not roots:
             return forward, 0
         seeds = [torch.ones_like(t) for t in roots]
@@ -96,8 +96,9 @@ def _dry_run(module: nn.Module, args: tuple, kwargs: dict, grad: bool, on_meta: 
         return forward, counter.get_total_flops()
 
 
-def _cuda_indices(module: nn.Module, args: Any) -> list[int]:
-    tensors = [*module.parameters(), *module.buffers(), *_tensors(list(args))]
+def cuda_indices(module: nn.Module, args: Any) -> list[int]:
+    tensors = [*module.parameters(), *module.buffers(), *tensors_of(list(args))]
     return sorted({t.device.index or 0 for t in tensors if t.device.type == "cuda"})
 
 
+__all__ = ["cuda_indices", "dry_run", "signature", "tensors_of"]

@@ -51,7 +51,7 @@ from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
 from services.core.errors import LearnerError
-from workers.sandbox.flop_keys import _signature, _tensors, _dry_run, _cuda_indices
+from workers.sandbox.flop_keys import cuda_indices, dry_run, signature, tensors_of
 
 FlopSource = Literal["measured", "reported", "mixed"]
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -155,12 +155,12 @@ class _Count(_Hook):
         if self.version != _Structure.version:
             self._refresh(module)
         if kwargs:
-            sig = _signature((args, kwargs))
+            sig = signature((args, kwargs))
         elif len(args) == 1 and type(args[0]) is torch.Tensor:
             x = args[0]
             sig = (x.shape, x.dtype, x.requires_grad)
         else:
-            sig = _signature(args)
+            sig = signature(args)
         grad = torch.is_grad_enabled()
         key = (grad, tuple([m.training for m in self.mods]),
                tuple([p.requires_grad for p in self.params]), self.structure, sig)
@@ -174,7 +174,7 @@ class _Count(_Hook):
                 if output.requires_grad:
                     output.register_hook(charge)
             else:
-                roots = [t for t in _tensors(output) if t.requires_grad]
+                roots = [t for t in tensors_of(output) if t.requires_grad]
                 if len(roots) == 1:
                     roots[0].register_hook(charge)
                 elif roots:  # once per backward pass, whichever outputs it reaches
@@ -217,12 +217,12 @@ class _Count(_Hook):
         self.stack.append(None)  # tracked modules reached by the dry run count as nested
         try:
             with _disable_current_modes(), torch.inference_mode(False):
-                with torch.random.fork_rng(devices=_cuda_indices(module, args)):
+                with torch.random.fork_rng(devices=cuda_indices(module, args)):
                     try:
-                        forward, backward = _dry_run(module, args, kwargs, grad, on_meta=True)
+                        forward, backward = dry_run(module, args, kwargs, grad, on_meta=True)
                     except Exception as meta_error:  # any op without a meta kernel lands here
                         try:
-                            forward, backward = _dry_run(module, args, kwargs, grad, on_meta=False)
+                            forward, backward = dry_run(module, args, kwargs, grad, on_meta=False)
                         except Exception as exc:
                             raise LearnerError(
                                 f"Cannot measure the FLOPs of tracked module {type(module).__name__}: "
@@ -375,3 +375,6 @@ class FlopMeter:
         A backward that runs after ``reset`` through a call made before it is charged after.
         """
         self._forward = self._backward = self._reported = 0
+
+
+__all__ = ["FlopCounts", "FlopMeter", "FlopSource", "ModuleT", "forget_process_counts"]

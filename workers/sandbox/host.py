@@ -224,5 +224,8 @@ def main() -> None:
     Host(learner, proto_in, proto_out, device=device).serve()
 
 
+__all__ = ["MAX_PREDICTORS", "Host", "main"]
+
+
 if __name__ == "__main__":
     main()

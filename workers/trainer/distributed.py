@@ -188,3 +188,6 @@ def peak_memory_bytes(device: str) -> int:
 
         return int(torch.cuda.max_memory_allocated(device))
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+__all__ = ["flop_metrics", "peak_memory_bytes", "run_distributed_trial"]

@@ -118,3 +118,9 @@ def predict_in_pool(pool: Any, info: TaskInfo, predictor: bytes, images: np.ndar
 def start_pool(host_spec: HostSpec, *, size: int, gpus_per_executor: float) -> Any:
     """A pool of ``size`` warm executors for one run (started now, in the background)."""
     return ray.remote(ExecutorPool).options(num_cpus=0).remote(host_spec, size, gpus_per_executor)
+
+
+__all__ = [
+    "Evaluator", "ExecutorPool", "TrialExecutor", "predict_in_pool", "start_evaluator",
+    "start_pool"
+]

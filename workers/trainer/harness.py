@@ -64,3 +64,6 @@ class TaskHarness:
 
     def take_result(self, trial_index: int) -> dict[str, Any] | None:
         return self._results.pop(int(trial_index), None)
+
+
+__all__ = ["TaskHarness"]

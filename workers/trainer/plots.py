@@ -48,3 +48,6 @@ def write_run_plot(summary: RunSummary, path: Path) -> Path:
     path = Path(path)
     run_figure(summary).write_html(path, include_plotlyjs=True, full_html=True)
     return path
+
+
+__all__ = ["PHASE_COLOURS", "run_figure", "write_run_plot"]

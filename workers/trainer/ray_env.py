@@ -60,3 +60,8 @@ def connect_ray(settings: Settings) -> None:
         address=settings.ray_address or None, include_dashboard=False, log_to_driver=False,
         configure_logging=False, runtime_env={"env_vars": learner_env()},
     )
+
+
+__all__ = [
+    "LEARNER_SANDBOX", "SECRET_VARS", "connect_ray", "hold_secrets", "learner_env", "storage_env"
+]

@@ -69,3 +69,6 @@ class RunActors:
         if host not in self._evaluators:
             self._evaluators[host] = start_evaluator(host)
         return self._evaluators[host]
+
+
+__all__ = ["RunActors"]

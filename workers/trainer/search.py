@@ -42,3 +42,6 @@ def param_space(space: Mapping[str, SearchDomain], *, trials: int) -> dict[str, 
     out[TRIAL_INDEX] = tune.grid_search(list(range(trials)))
     out[TRIAL_SEED] = tune.randint(0, 2**31 - 1)
     return out
+
+
+__all__ = ["param_space", "to_tune_domain"]

@@ -138,3 +138,9 @@ def no_flops() -> dict[str, int | str]:
 
 def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+__all__ = [
+    "HARNESS_KEYS", "TRIAL_INDEX", "TRIAL_SEED", "TrialSpec", "failure_metrics", "learner_config",
+    "no_flops", "run_trial_in_host", "trial_prefix"
+]

@@ -53,3 +53,6 @@ def _run_here(config: dict[str, Any], spec: Any, resources: Any) -> dict[str, An
 
     with LearnerHost(spec.host) as host:
         return run_trial_in_host(host, config, spec)
+
+
+__all__ = ["TrialJob", "tune_trial"]

@@ -65,7 +65,7 @@ class LocalBackend:
                     f"Cannot start the worker command {argv[0]!r} ({exc}); set "
                     "NEVIS_WORKER_COMMAND to the nevis command of this installation, or "
                     "unset it to use the server's own.") from None
-        job_id = f"local:{proc.pid}:{_start_ticks(proc.pid)}"
+        job_id = f"local:{proc.pid}:{start_ticks(proc.pid)}"
         self._children[proc.pid] = proc
         self._job_ids[proc.pid] = job_id
         return job_id
@@ -91,7 +91,7 @@ class LocalBackend:
         return self.log_dir / f"{job_name}.log"
 
     def status(self, job_id: str) -> JobStatus:
-        pid, ticks = _parse(job_id)
+        pid, ticks = parse_job_id(job_id)
         self.reap()
         if self._job_ids.get(pid) == job_id:  # a child of ours that has not ended
             return JobStatus(JobState.RUNNING)
@@ -99,23 +99,23 @@ class LocalBackend:
         if code is not None:
             state = JobState.SUCCEEDED if code == 0 else JobState.FAILED
             return JobStatus(state, f"worker exit code {code}")
-        if ticks and _start_ticks(pid) == ticks:
+        if ticks and start_ticks(pid) == ticks:
             return JobStatus(JobState.RUNNING, "started by an earlier coordinator process")
         return JobStatus(JobState.FAILED, "the worker process is gone (exit code unknown)")
 
     def cancel(self, job_id: str) -> None:
-        pid, ticks = _parse(job_id)
+        pid, ticks = parse_job_id(job_id)
         proc = self._children.get(pid) if self._job_ids.get(pid) == job_id else None
         if job_id in self._exits:
             return  # reaped already
-        if proc is None and (not ticks or _start_ticks(pid) != ticks):
+        if proc is None and (not ticks or start_ticks(pid) != ticks):
             return  # ended already, or the pid now belongs to someone else
         _signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 break
-            if proc is None and _start_ticks(pid) != ticks:
+            if proc is None and start_ticks(pid) != ticks:
                 break
             time.sleep(0.1)
         _signal_group(pid, signal.SIGKILL)
@@ -129,14 +129,14 @@ class LocalBackend:
                 self._job_ids.pop(pid, None)
 
 
-def _parse(job_id: str) -> tuple[int, str]:
+def parse_job_id(job_id: str) -> tuple[int, str]:
     parts = job_id.split(":")
     if len(parts) != 3 or parts[0] != "local" or not parts[1].isdigit():
         raise ValueError(f"Not a local job id: {job_id!r} (expected local:<pid>:<start>).")
     return int(parts[1]), parts[2]
 
 
-def _start_ticks(pid: int) -> str:
+def start_ticks(pid: int) -> str:
     """The process's start time in clock ticks since boot ('' if unknown or gone)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -153,3 +153,6 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+__all__ = ["MAX_UNREAD_EXITS", "STOP_GRACE_S", "LocalBackend", "parse_job_id", "start_ticks"]

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from services.coordinator.backends.local import LocalBackend, _parse, _start_ticks
+from services.coordinator.backends.local import LocalBackend, parse_job_id, start_ticks
 from services.coordinator.core.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
 from services.coordinator.scheduler import leases
@@ -271,13 +271,13 @@ def test_cancelling_stops_the_running_job(sessions, coord_settings):
     assert scheduler.tick().launched
     with sessions() as session:
         job_id = session.scalar(select(TaskLease.job_id))
-    pid, ticks = _parse(job_id)
-    assert _start_ticks(pid) == ticks
+    pid, ticks = parse_job_id(job_id)
+    assert start_ticks(pid) == ticks
     with transaction(sessions) as session:
         alice = session.scalar(select(User).where(User.name == "alice"))
         submissions.cancel_submission(session, user=alice, submission_id=sub)
     assert scheduler.tick().cancelled
-    assert _start_ticks(pid) == ""  # the process group is gone
+    assert start_ticks(pid) == ""  # the process group is gone
     with sessions() as session:
         assert session.scalar(select(TaskLease.status)) == "cancelled"
         assert session.get(Submission, sub).status == "cancelled"
@@ -306,7 +306,7 @@ def test_the_worker_does_not_run_a_lease_that_is_no_longer_its(sessions, coord_s
 def test_a_local_job_launched_by_an_earlier_coordinator_is_still_seen(coord_settings):
     orphan = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
-        job_id = f"local:{orphan.pid}:{_start_ticks(orphan.pid)}"
+        job_id = f"local:{orphan.pid}:{start_ticks(orphan.pid)}"
         fresh = LocalBackend(coord_settings)  # knows nothing of the process
         assert fresh.status(job_id).state.value == "running"
         fresh.cancel(job_id)

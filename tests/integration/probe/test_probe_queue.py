@@ -217,12 +217,12 @@ def test_a_worker_killed_mid_job_loses_nothing(database_url, sessions, seeded) -
 
 
 def test_the_heartbeat_thread_keeps_a_long_job_leased(database_url, sessions, seeded, tmp_path) -> None:
-    from workers.probe.pool import ProbeWorker, WorkerConfig, _Heartbeat  # noqa: PLC0415
+    from workers.probe.pool import ProbeWorker, WorkerConfig, LeaseHeartbeat  # noqa: PLC0415
 
     worker = ProbeWorker(WorkerConfig(database_url=database_url,
                                       store_url=(tmp_path / "store").as_uri(), lease_s=0.3))
     job = _claim(worker.sessions, worker.owner, lease_s=0.3)
-    with _Heartbeat(worker, job) as beat:
+    with LeaseHeartbeat(worker, job) as beat:
         time.sleep(1.0)  # three leases long: only the heartbeats keep it
         other = _claim(sessions, "thief", lease_s=0.3)
         assert other is not None and other.id != job.id

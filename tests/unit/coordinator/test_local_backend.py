@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from services.coordinator.backends.base import JobState, LaunchSpec
-from services.coordinator.backends.local import LocalBackend, _start_ticks
+from services.coordinator.backends.local import LocalBackend, start_ticks
 from services.coordinator.core.config import CoordinatorSettings
 
 SPEC = LaunchSpec(lease_id=5, submission_id=2, task_order=1, attempt=1, learner_name="x",
@@ -65,6 +65,6 @@ def test_cancel_stops_the_whole_process_group(tmp_path):
         time.sleep(0.05)
     assert len(_live_members(pid)) == 3
     backend.cancel(job_id)
-    assert _start_ticks(pid) == "" and backend.status(job_id).state.ended
+    assert start_ticks(pid) == "" and backend.status(job_id).state.ended
     assert _live_members(pid) == []
     backend.cancel(job_id)  # twice is fine

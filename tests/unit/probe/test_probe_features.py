@@ -14,7 +14,8 @@ from services.core.errors import LearnerError
 from services.store.objects import LocalObjectStore
 from workers.learners.augment import AugmentConfig
 from workers.probe.errors import ProbeInputError
-from workers.probe.features import augment_views, augmented_features, extract, load_checkpoint_bytes
+from workers.probe.features import augmented_features, extract, load_checkpoint_bytes
+from workers.sandbox.views import augment_views
 
 
 @dataclass

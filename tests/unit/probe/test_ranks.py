@@ -70,7 +70,7 @@ def test_within_scatter_is_the_same_in_any_block_size(views, block_bytes):
     mu_i = views.mean(axis=1)
     centred = (views - mu_i[:, None, :]).reshape(-1, 8)
     np.testing.assert_allclose(
-        ranks._within_scatter(views, mu_i, block_bytes), centred.T @ centred, rtol=1e-12
+        ranks.within_scatter(views, mu_i, block_bytes), centred.T @ centred, rtol=1e-12
     )
 
 
@@ -261,8 +261,8 @@ def test_singular_values_match_the_svd_on_both_routes(z):
 def test_the_row_sample_sends_collapsed_tall_matrices_straight_to_the_svd():
     rng = np.random.default_rng(2)
     well = rng.normal(size=(400, 16))
-    assert ranks._gram_looks_usable(well)
-    assert not ranks._gram_looks_usable(well[:, :2] @ rng.normal(size=(2, 16)))
+    assert ranks.gram_looks_usable(well)
+    assert not ranks.gram_looks_usable(well[:, :2] @ rng.normal(size=(2, 16)))
 
 
 @pytest.mark.parametrize(
