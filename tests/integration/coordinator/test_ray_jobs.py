@@ -71,7 +71,10 @@ def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(
     cheats = pickle.loads(store.get_bytes(state_key))["cheats"]
     seen = " ".join(cheats[0]["creds"].values())
     assert settings.database_url not in seen and str(settings.data_dir) not in seen
-    assert cheats[0]["creds"]["NEVIS_DATABASE_URL"] == "sqlite://"
+    assert cheats[0]["creds"] == {"NEVIS_DATABASE_URL": "", "NEVIS_STORE_URL": "", "NEVIS_DATA_DIR": ""}
+    machine = cheats[0]["machine"]  # the learner host ran sandboxed on the cluster's node
+    assert machine["env_secrets"] == [] and machine["foreign_environs_with_secrets"] == []
+    assert machine["visible_pids"] <= 3 and machine["connected"] == []
 
 
 def test_the_ray_backend_needs_a_jobs_api_address(coord_settings):
