@@ -13,10 +13,13 @@ from typing import TypeVar
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.errors import ConfigError
+
+_CHOICES = {"sandbox": ("auto", "bwrap", "none"), "probe_preset": ("standard", "ci", "off")}
+
 
 def default_data_dir() -> Path:
     """Per-user data folder: ``$XDG_DATA_HOME/nevis`` or ``~/.local/share/nevis``."""
@@ -47,18 +50,12 @@ class Settings(BaseSettings):
                     "subprocess with a clean environment), or auto (bwrap when installed).",
     )
 
-    @field_validator("sandbox")
+    @field_validator("sandbox", "probe_preset")
     @classmethod
-    def _check_sandbox(cls, value: str) -> str:
-        if value not in ("auto", "bwrap", "none"):
-            raise ValueError(f"must be one of auto, bwrap, none; got {value!r}")
-        return value
-
-    @field_validator("probe_preset")
-    @classmethod
-    def _check_probe_preset(cls, value: str) -> str:
-        if value not in ("standard", "ci", "off"):
-            raise ValueError(f"must be one of standard, ci, off; got {value!r}")
+    def _check_choice(cls, value: str, info: ValidationInfo) -> str:
+        choices = _CHOICES[info.field_name]
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}; got {value!r}")
         return value
 
     @field_validator("image_size")

@@ -15,7 +15,7 @@ from services.core.errors import ConfigError
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    for var in ("DATABASE_URL", "STORE_URL", "S3_ENDPOINT_URL", "RAY_ADDRESS", "OFFLINE_DATA_DIR", "IMAGE_SIZE", "PROBE_PRESET"):
+    for var in ("DATABASE_URL", "STORE_URL", "S3_ENDPOINT_URL", "RAY_ADDRESS", "OFFLINE_DATA_DIR", "IMAGE_SIZE", "PROBE_PRESET", "SANDBOX"):
         monkeypatch.delenv(f"NEVIS_{var}", raising=False)
     monkeypatch.setenv("NEVIS_DATA_DIR", str(tmp_path / "data"))
     get_settings.cache_clear()
@@ -62,6 +62,7 @@ def test_get_settings_is_cached_until_cleared(monkeypatch: pytest.MonkeyPatch) -
         ("NEVIS_IMAGE_SIZE", "4", "NEVIS_IMAGE_SIZE: must be an int in [8, 512]; got 4"),
         ("NEVIS_IMAGE_SIZE", "big", "NEVIS_IMAGE_SIZE"),
         ("NEVIS_PROBE_PRESET", "huge", "NEVIS_PROBE_PRESET: must be one of standard, ci, off"),
+        ("NEVIS_SANDBOX", "docker", "NEVIS_SANDBOX: must be one of auto, bwrap, none"),
     ],
 )
 def test_bad_values_name_the_variable(monkeypatch, var: str, value: str, expected: str) -> None:
