@@ -8,6 +8,7 @@ refused: SQLite (one writer, no row locks for several replicas).
 
 from __future__ import annotations
 
+import shutil
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -104,10 +105,11 @@ class CoordinatorSettings(Settings):
                 "NEVIS_ENVIRONMENT=production needs PostgreSQL: set NEVIS_DATABASE_URL to "
                 "postgresql+psycopg://... (SQLite has one writer and no row locks)"
             )
-        if self.environment == "production" and self.sandbox == "none":
+        if self.environment == "production" and (
+                self.sandbox == "none" or (self.sandbox == "auto" and shutil.which("bwrap") is None)):
             raise ValueError(
-                "NEVIS_ENVIRONMENT=production refuses NEVIS_SANDBOX=none: submitted learners "
-                "must run in the bubblewrap sandbox (install 'bubblewrap', set auto or bwrap)"
+                "NEVIS_ENVIRONMENT=production needs the learner sandbox: submitted learners "
+                "must run in bubblewrap (install 'bubblewrap'; NEVIS_SANDBOX auto or bwrap)"
             )
         if self.backoff_max_s < self.backoff_base_s:
             raise ValueError("NEVIS_BACKOFF_MAX_S must be >= NEVIS_BACKOFF_BASE_S")
