@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from services.coordinator.api import problems
-from services.coordinator.api.middleware import RequestMetrics, UploadLimit
+from services.coordinator.api.middleware import BodyLimit, RequestMetrics, UploadLimit
 from services.coordinator.api.routes import health, learners, streams, submissions, users
 from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.metrics import Metrics
@@ -70,6 +70,7 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
         app.include_router(module.router)
     problems.install(app)
     app.add_middleware(UploadLimit, path=learners.BUNDLE_PATH, limit=settings.bundle_max_bytes)
+    app.add_middleware(BodyLimit, limit=settings.max_json_bytes, exempt=(learners.BUNDLE_PATH,))
     app.add_middleware(RequestMetrics, metrics=metrics)
     return app
 

@@ -14,6 +14,7 @@ from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from services.coordinator.api.fields import DbCount
 from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.core.errors import PermissionDeniedError
 from services.coordinator.crud import users as crud_users
@@ -71,7 +72,7 @@ def get_admin(user: CurrentUser) -> User:
 
 AdminUser = Annotated[User, Depends(get_admin)]
 Limit = Annotated[int, Query(ge=1, le=100, description="Page size.")]
-Offset = Annotated[int, Query(ge=0, description="Items to skip.")]
+Offset = Annotated[DbCount, Query(description="Items to skip.")]
 
 
 __all__ = [

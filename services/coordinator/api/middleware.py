@@ -1,4 +1,5 @@
-"""Two small ASGI middlewares: request metrics, and a Content-Length gate on uploads.
+"""Small ASGI middlewares: request metrics, a Content-Length gate on uploads, and a size
+limit on every other request body.
 
 Pure ASGI (no BaseHTTPMiddleware), so streaming bodies and exceptions pass untouched.
 """
@@ -68,4 +69,61 @@ class UploadLimit:
         await self.app(scope, receive, send)
 
 
-__all__ = ["RequestMetrics", "UploadLimit"]
+class BodyLimit:
+    """Refuses a request body above ``limit`` bytes with 413 before the app sees a byte of it.
+
+    A Content-Length above the limit is refused at once, unread; a body without one (chunked)
+    is read up to the limit and refused as soon as it passes it. A body within the limit is
+    handed to the app whole, so nothing (neither JSON parsing nor authentication) runs on a
+    body that is too large. ``exempt`` paths (uploads) have a limit of their own.
+    """
+
+    METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+    def __init__(self, app: Any, *, limit: int, exempt: tuple[str, ...] = ()) -> None:
+        self.app, self.limit, self.exempt = app, limit, frozenset(exempt)
+
+    async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
+        if (scope["type"] != "http" or scope["method"] not in self.METHODS
+                or scope["path"] in self.exempt):
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            await self._refuse(scope, receive, send, f"is {int(length)} bytes")
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client left: nobody to answer
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await self._refuse(scope, receive, send, f"passed {self.limit} bytes")
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal delivered
+            if delivered:
+                return await receive()  # after the body: wait for the disconnect
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Callable, send: Callable, what: str) -> None:
+        response = problem(
+            413, slug="payload-too-large", field="body", instance=scope["path"],
+            detail=f"The request body {what}; a request body may be at most {self.limit} bytes "
+                   "(NEVIS_MAX_JSON_BYTES).", headers={"Connection": "close"})
+        await response(scope, receive, send)
+
+
+__all__ = ["BodyLimit", "RequestMetrics", "UploadLimit"]

@@ -4,6 +4,9 @@ Each response is ``application/problem+json`` with ``type``, ``title``, ``status
 ``detail`` and, where one input is at fault, ``field`` (a dotted path such as
 ``budget.trials`` or a header name such as ``Idempotency-Key``); request validation errors
 also list every problem under ``errors``. Bad input is always a 4xx: only a bug is a 500.
+A database that is down, locked or read-only is a 503 ``database-unavailable`` with
+``Retry-After``. No message echoes more than a few hundred characters of what a client sent
+(:func:`clip`), and none can fail to encode (a lone surrogate in a JSON key is escaped).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.coordinator.core.errors import (
@@ -27,6 +31,7 @@ from services.coordinator.core.errors import (
     PermissionDeniedError,
     QuotaExceededError,
 )
+from services.coordinator.core.validation import ECHO_MAX
 from services.core.errors import (
     BudgetError,
     ConfigError,
@@ -39,6 +44,14 @@ from services.core.errors import (
 log = logging.getLogger("nevis.api")
 MEDIA_TYPE = "application/problem+json"
 TYPE_BASE = "urn:nevis:problem:"
+RETRY_AFTER_S = 5
+"""What a 503 ``database-unavailable`` tells a client to wait (``Retry-After``), in seconds."""
+DETAIL_MAX = 1000
+"""The longest ``detail`` or message a problem carries; longer ones are cut."""
+# SQLSTATE classes of a server that cannot serve now, not of a bad statement: connection
+# exceptions (08), insufficient resources (53), operator intervention (57P), and a
+# read-only transaction (25006: a standby, or default_transaction_read_only).
+_UNAVAILABLE_SQLSTATES = ("08", "53", "57P", "25006")
 
 # Most specific first: the first class an error is an instance of decides.
 _STATUS: tuple[tuple[type[BaseException], int, str], ...] = (
@@ -58,6 +71,13 @@ _STATUS: tuple[tuple[type[BaseException], int, str], ...] = (
 )
 
 
+def clip(text: str, limit: int = DETAIL_MAX) -> str:
+    """``text`` cut to ``limit`` characters, lone surrogates escaped (JSON must encode it)."""
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text) - limit} more characters)"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def problem(status: int, *, slug: str, detail: str, field: str | None = None,
             instance: str | None = None, headers: dict[str, str] | None = None,
             **extra: Any) -> JSONResponse:
@@ -66,12 +86,12 @@ def problem(status: int, *, slug: str, detail: str, field: str | None = None,
         "type": TYPE_BASE + slug if slug != "about:blank" else slug,
         "title": HTTPStatus(status).phrase,
         "status": status,
-        "detail": detail,
+        "detail": clip(detail),
     }
     if field is not None:
-        body["field"] = field
+        body["field"] = clip(field, ECHO_MAX)
     if instance is not None:
-        body["instance"] = instance
+        body["instance"] = clip(instance, 2 * ECHO_MAX)
     body.update(extra)
     return JSONResponse(body, status_code=status, headers=headers, media_type=MEDIA_TYPE)
 
@@ -88,6 +108,8 @@ async def _nevis_error(request: Request, exc: Exception) -> JSONResponse:
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(exc, QuotaExceededError) and exc.retry_after_s:
         headers["Retry-After"] = str(exc.retry_after_s)
+    if slug == "database-unavailable":
+        headers["Retry-After"] = str(RETRY_AFTER_S)
     if status >= 500:
         log.error("%s %s: %s", request.method, request.url.path, exc)
     return problem(status, slug=slug, detail=str(exc), field=field,
@@ -103,17 +125,22 @@ def _describe(error: dict[str, Any]) -> dict[str, str]:
     cause = (error.get("ctx") or {}).get("error")
     if isinstance(cause, NevisError):
         field = _field_of((*loc, cause.field) if cause.field else loc)
-        return {"field": field, "message": str(cause)}
+        return {"field": field, "message": clip(str(cause), 2 * ECHO_MAX + 200)}
     field = _field_of(loc)
-    return {"field": field, "message": f"The '{field}' is not valid: {error.get('msg', 'invalid')}."}
+    message = clip(str(error.get("msg", "invalid")), 2 * ECHO_MAX)
+    return {"field": field, "message": f"The '{field}' is not valid: {message}."}
 
 
 def _field_of(loc: tuple[Any, ...]) -> str:
-    """``('body', 'budget', 'trials')`` → ``budget.trials``; ``('header', 'x')`` → ``x``."""
-    parts = [str(p) for p in loc]
+    """``('body', 'budget', 'trials')`` → ``budget.trials``; ``('header', 'x')`` → ``x``.
+
+    A part is a client's JSON key when the key is unknown, so each is cut to 100 characters
+    and the whole to :data:`ECHO_MAX`.
+    """
+    parts = [clip(str(p), 100) for p in loc]
     if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
         parts = parts[1:] or parts
-    return ".".join(parts)
+    return clip(".".join(parts), ECHO_MAX)
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -134,6 +161,31 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
                    instance=request.url.path, headers=getattr(exc, "headers", None))
 
 
+def database_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot serve now (down, locked, read-only, out of
+    connections), as opposed to a statement that is wrong (a bug)."""
+    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError
+                  | sa_exc.DisconnectionError):
+        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        sqlstate = getattr(exc.orig, "sqlstate", None) or ""
+        return sqlstate.startswith(_UNAVAILABLE_SQLSTATES)
+    return False
+
+
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    if not database_unavailable(exc):
+        raise exc  # a wrong statement is a bug: the 500 handler logs it
+    reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, reason)
+    return problem(503, slug="database-unavailable",
+                   detail=f"The database cannot serve this request right now (it is unreachable, "
+                          f"locked or read-only); retry in {RETRY_AFTER_S} seconds.",
+                   instance=request.url.path, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return problem(500, slug="internal-error",
@@ -146,7 +198,12 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(NevisError, _nevis_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    for cls in (sa_exc.DBAPIError, sa_exc.TimeoutError, sa_exc.DisconnectionError):
+        app.add_exception_handler(cls, _database_error)
     app.add_exception_handler(Exception, _unexpected)
 
 
-__all__ = ["MEDIA_TYPE", "TYPE_BASE", "install", "problem"]
+__all__ = [
+    "DETAIL_MAX", "MEDIA_TYPE", "RETRY_AFTER_S", "TYPE_BASE", "clip", "database_unavailable",
+    "install", "problem",
+]

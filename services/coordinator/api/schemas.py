@@ -1,24 +1,38 @@
 """Request and response bodies (pydantic, at the HTTP edge only).
 
 Requests forbid unknown fields, so a typo is a 422 naming it instead of a silent default.
-Types are checked here; values (ranges, syntax) by the domain checks, whose messages name
-the field the same way.
+Types are checked here, strictly (``true`` is no integer, ``1e309`` and ``NaN`` no number),
+with every integer within its database column and every string and list bounded (see
+:mod:`services.coordinator.api.fields`); values (syntax, finer ranges) by the domain checks,
+whose messages name the field the same way.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
+from services.coordinator.api.fields import (
+    ENTRYPOINT_MAX,
+    IMAGE_MAX,
+    STREAM_MAX,
+    VERSION_MAX,
+    Label,
+    Name,
+    StrictDbCount,
+    StrictDbId,
+    StrictFloat,
+    StrictInt,
+)
 from services.core.budget import RunBudget
 
 T = TypeVar("T")
 
 
 class Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Problem(BaseModel):
@@ -43,10 +57,10 @@ class Page(BaseModel, Generic[T]):
 # --- users and tokens -------------------------------------------------------------------
 
 class UserCreate(Request):
-    name: str = Field(examples=["alice"])
+    name: Name = Field(examples=["alice"])
     role: Literal["admin", "submitter"] = "submitter"
-    max_concurrent: int | None = Field(default=None, description="Queued + running at once.")
-    max_per_day: int | None = Field(default=None, description="Submissions per 24 hours.")
+    max_concurrent: StrictDbCount | None = Field(default=None, description="Queued + running at once.")
+    max_per_day: StrictDbCount | None = Field(default=None, description="Submissions per 24 hours.")
 
 
 class UserOut(BaseModel):
@@ -59,8 +73,10 @@ class UserOut(BaseModel):
 
 
 class TokenCreate(Request):
-    label: str = Field(default="api", examples=["laptop"])
-    expires_at: datetime | None = None
+    label: Label = Field(default="api", examples=["laptop"])
+    expires_at: AwareDatetime | None = Field(
+        default=None, examples=["2030-01-01T00:00:00Z"],
+        description="When the token stops working: with a time zone, in the next 366 days.")
 
 
 class TokenOut(BaseModel):
@@ -79,17 +95,19 @@ class TokenCreated(TokenOut):
 # --- learners ---------------------------------------------------------------------------
 
 class Resources(Request):
-    cpus: float = Field(default=1.0, description="CPUs per task, in (0, 512].")
-    gpus: int = Field(default=0, description="GPUs per task, in [0, 64].")
-    memory_mb: int = Field(default=2048, description="Memory per task (MiB), in [64, 4194304].")
+    cpus: StrictFloat = Field(default=1.0, description="CPUs per task, in (0, 512].")
+    gpus: StrictInt = Field(default=0, description="GPUs per task, in [0, 64].")
+    memory_mb: StrictInt = Field(default=2048, description="Memory per task (MiB), in [64, 4194304].")
 
 
 class LearnerCreate(Request):
-    name: str = Field(examples=["my-learner"])
-    entrypoint: str = Field(examples=["my_package.learner:make"],
-                            description="'package.module:factory' that returns a learner.")
-    image: str | None = Field(default=None, examples=["ghcr.io/me/learner:1.0"],
-                              description="Pinned container image (tag or digest).")
+    name: Name = Field(examples=["my-learner"])
+    entrypoint: Annotated[str, StringConstraints(max_length=ENTRYPOINT_MAX)] = Field(
+        examples=["my_package.learner:make"],
+        description="'package.module:factory' that returns a learner.")
+    image: Annotated[str, StringConstraints(max_length=IMAGE_MAX)] | None = Field(
+        default=None, examples=["ghcr.io/me/learner:1.0"],
+        description="Pinned container image (tag or digest).")
     resources: Resources = Field(default_factory=Resources)
 
 
@@ -113,12 +131,14 @@ class LearnerOut(BaseModel):
 # --- submissions ------------------------------------------------------------------------
 
 class SubmissionCreate(Request):
-    learner_id: int
-    stream: str = Field(examples=["mini"], description="A stream name (GET /v1/streams).")
-    stream_version: str | None = Field(default=None, description="Must match, if given.")
+    learner_id: StrictDbId
+    stream: Annotated[str, StringConstraints(max_length=STREAM_MAX)] = Field(
+        examples=["mini"], description="A stream name (GET /v1/streams).")
+    stream_version: Annotated[str, StringConstraints(max_length=VERSION_MAX)] | None = Field(
+        default=None, description="Must match, if given.")
     phase: Literal["meta_train", "meta_test"] = "meta_test"
     budget: RunBudget = Field(default_factory=RunBudget, description="Search budget and caps.")
-    image_size: int | None = Field(default=None, description="Stored resolution (default: the stream's).")
+    image_size: StrictDbId | None = Field(default=None, description="Stored resolution (default: the stream's).")
 
 
 class LearnerRef(BaseModel):

@@ -58,6 +58,9 @@ class CoordinatorSettings(Settings):
     quota_concurrent: int = Field(default=2, ge=0, le=10_000)
     quota_daily: int = Field(default=20, ge=0, le=1_000_000)
     bundle_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=2 * 1024**3)
+    max_json_bytes: int = Field(
+        default=1024 * 1024, ge=1024, le=64 * 1024 * 1024,
+        description="Largest request body outside uploads (JSON); larger ones are a 413.")
     max_trials: int = Field(default=64, ge=1, le=10_000)
     max_steps: int = Field(default=1_000_000, ge=1, le=10_000_000)
     # Backends

@@ -2,6 +2,8 @@
 
 Pure functions; each raises :class:`InvalidInputError` naming the field and saying what
 would be accepted, in one message shape: "The 'field' ... must be .... Got X instead."
+The value a message echoes is cut to :data:`ECHO_MAX` characters (:func:`shown`), so a
+hostile megabyte never comes back in an error.
 """
 
 from __future__ import annotations
@@ -27,13 +29,34 @@ _IMAGE = re.compile(
 )
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")
 
+DB_INT_MAX = 2**31 - 1
+"""The largest value of an INTEGER column (32-bit on PostgreSQL): ids, counts, quotas."""
+ECHO_MAX = 200
+"""At most this many characters of a client's value are echoed in an error message."""
+FORBIDDEN_ENTRYPOINT_MODULES = frozenset({
+    "os", "posix", "nt", "sys", "subprocess", "builtins", "shutil", "importlib", "pickle",
+    "marshal", "shelve", "socket", "ctypes", "pty", "runpy", "code", "codeop", "signal",
+    "multiprocessing",
+})
+"""Standard-library packages an entry point may not start with: a learner is the factory
+of a package of its own, never a process, file or import primitive of the interpreter."""
+
+
+def shown(value: Any, limit: int = ECHO_MAX) -> str:
+    """``repr(value)`` cut to ``limit`` characters (saying how long it was), for messages."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters as text"
+    return f"{text[:limit]}... ({size})"
+
 
 def check_name(value: str, *, field: str = "name") -> str:
     """A learner or user name: letters, digits, '.', '_', '-'; 1-100 characters."""
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise InvalidInputError(
             f"The '{field}' must be 1-100 characters of letters, digits, '.', '_' or '-', "
-            f"starting with a letter or digit. Got {value!r} instead.", field=field)
+            f"starting with a letter or digit. Got {shown(value)} instead.", field=field)
     return value
 
 
@@ -46,17 +69,17 @@ def check_image_ref(value: str, *, field: str = "image") -> str:
     shape = ("a container image reference such as 'ghcr.io/team/learner:1.0' or "
              "'registry:5000/learner@sha256:<64 hex>'")
     if not isinstance(value, str) or not value or len(value) > 500:
-        raise InvalidInputError(f"The '{field}' must be {shape}. Got {value!r} instead.",
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.",
                                 field=field)
     match = _IMAGE.fullmatch(value)
     if match is None:
-        raise InvalidInputError(f"The '{field}' must be {shape}. Got {value!r} instead.",
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.",
                                 field=field)
     domain = match["domain"]
     if domain and not ("." in domain or ":" in domain or domain == "localhost" or domain.startswith("[")):
         # Not a registry host (Docker's rule), so it is the first path component: lower case.
         if not re.fullmatch(_PATH_COMPONENT, domain):
-            raise InvalidInputError(f"The '{field}' must be {shape}. Got {value!r} instead.",
+            raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.",
                                     field=field)
     name = (domain + "/" if domain else "") + match["path"]
     if len(name) > 255:
@@ -66,21 +89,34 @@ def check_image_ref(value: str, *, field: str = "image") -> str:
     if match["digest"] is None and match["tag"] in (None, "latest"):
         raise InvalidInputError(
             f"The '{field}' must be pinned with a tag other than 'latest' or a digest "
-            f"(…@sha256:…), so the run can be reproduced. Got {value!r} instead.", field=field)
+            f"(…@sha256:…), so the run can be reproduced. Got {shown(value)} instead.", field=field)
     return value
 
 
 def check_entrypoint(value: str, *, field: str = "entrypoint") -> str:
-    """A ``package.module:factory`` spec made of Python identifiers."""
+    """A ``package.module:factory`` spec made of Python identifiers.
+
+    The package may not be one of :data:`FORBIDDEN_ENTRYPOINT_MODULES` (``os:system`` is no
+    learner), and the factory's attribute path may not name a dunder (``make.__globals__``).
+    """
     shape = "'package.module:factory' (Python identifiers, one colon)"
     if not isinstance(value, str) or len(value) > 500 or value.count(":") != 1:
-        raise InvalidInputError(f"The '{field}' must be {shape}. Got {value!r} instead.",
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.",
                                 field=field)
     module, attr = value.split(":")
     parts = module.split(".") + attr.split(".")
     if not all(p.isidentifier() and p.isascii() and not keyword.iskeyword(p) for p in parts):
-        raise InvalidInputError(f"The '{field}' must be {shape}. Got {value!r} instead.",
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.",
                                 field=field)
+    top = module.split(".")[0]
+    if top in FORBIDDEN_ENTRYPOINT_MODULES:
+        raise InvalidInputError(
+            f"The '{field}' must be {shape} of your own package, not of the standard-library "
+            f"module {top!r}. Got {shown(value)} instead.", field=field)
+    if any(p.startswith("__") and p.endswith("__") for p in attr.split(".")):
+        raise InvalidInputError(
+            f"The '{field}' must be {shape} whose factory is no dunder attribute. Got "
+            f"{shown(value)} instead.", field=field)
     return value
 
 
@@ -101,19 +137,19 @@ def check_resources(data: Any, *, field: str = "resources") -> ResourceRequest:
     if data is None:
         return ResourceRequest()
     if not isinstance(data, dict):
-        raise InvalidInputError(f"The '{field}' must be an object. Got {data!r} instead.",
+        raise InvalidInputError(f"The '{field}' must be an object. Got {shown(data)} instead.",
                                 field=field)
     unknown = sorted(set(data) - {"cpus", "gpus", "memory_mb"})
     if unknown:
         raise InvalidInputError(
-            f"The '{field}' may hold only cpus, gpus and memory_mb. Got {', '.join(unknown)} "
-            "instead.", field=f"{field}.{unknown[0]}")
+            f"The '{field}' may hold only cpus, gpus and memory_mb. Got "
+            f"{shown(', '.join(unknown))} instead.", field=f"{field}.{unknown[0]}")
     out = ResourceRequest()
     cpus = data.get("cpus", out.cpus)
     if isinstance(cpus, bool) or not isinstance(cpus, int | float) or not (
             math.isfinite(cpus) and 0 < cpus <= 512):
         raise InvalidInputError(
-            f"The '{field}.cpus' must be a number in (0, 512]. Got {cpus!r} instead.",
+            f"The '{field}.cpus' must be a number in (0, 512]. Got {shown(cpus)} instead.",
             field=f"{field}.cpus")
     gpus = _int_in(data.get("gpus", out.gpus), 0, 64, f"{field}.gpus")
     memory = _int_in(data.get("memory_mb", out.memory_mb), 64, 4 * 1024 * 1024,
@@ -126,19 +162,20 @@ def check_idempotency_key(value: str) -> str:
     if not IDEMPOTENCY_KEY.fullmatch(value):
         raise InvalidInputError(
             "The 'Idempotency-Key' header must be 1-200 printable ASCII characters without "
-            f"spaces. Got {value[:60]!r} instead.", field="Idempotency-Key")
+            f"spaces. Got {shown(value, 60)} instead.", field="Idempotency-Key")
     return value
 
 
 def _int_in(value: Any, low: int, high: int, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidInputError(
-            f"The '{field}' must be an int in [{low}, {high}]. Got {value!r} instead.",
+            f"The '{field}' must be an int in [{low}, {high}]. Got {shown(value)} instead.",
             field=field)
     return value
 
 
 __all__ = [
-    "IDEMPOTENCY_KEY", "ResourceRequest", "check_entrypoint", "check_idempotency_key",
-    "check_image_ref", "check_name", "check_resources",
+    "DB_INT_MAX", "ECHO_MAX", "FORBIDDEN_ENTRYPOINT_MODULES", "IDEMPOTENCY_KEY",
+    "ResourceRequest", "check_entrypoint", "check_idempotency_key", "check_image_ref",
+    "check_name", "check_resources", "shown",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -14,9 +14,12 @@ from services.coordinator.core.errors import (
     InvalidInputError,
     NotFoundError,
 )
-from services.coordinator.core.validation import check_name
+from services.coordinator.core.validation import DB_INT_MAX, check_name, shown
 from services.store.db.models_coordinator import ROLES, ApiToken, User
 from services.store.db.types import utcnow
+
+TOKEN_MAX_LIFETIME = timedelta(days=366)
+"""The furthest a token's ``expires_at`` may lie ahead."""
 
 
 def create_user(session: Session, *, name: str, role: str, max_concurrent: int | None = None,
@@ -27,9 +30,11 @@ def create_user(session: Session, *, name: str, role: str, max_concurrent: int |
         raise InvalidInputError(
             f"The 'role' must be one of {', '.join(ROLES)}. Got {role!r} instead.", field="role")
     for field, value in (("max_concurrent", max_concurrent), ("max_per_day", max_per_day)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not 0 <= value <= DB_INT_MAX):
             raise InvalidInputError(
-                f"The '{field}' must be an int >= 0 or null. Got {value!r} instead.", field=field)
+                f"The '{field}' must be an int in [0, {DB_INT_MAX}] or null. Got {shown(value)} "
+                "instead.", field=field)
     if session.scalar(select(User.id).where(User.name == name)) is not None:
         raise ConflictError(f"A user named {name!r} exists already; pick another name.",
                             field="name")
@@ -56,18 +61,30 @@ def create_token(session: Session, *, user: User, label: str,
     """A new token for ``user``; returns the row and the secret (shown once)."""
     if not isinstance(label, str) or not 1 <= len(label) <= 100:
         raise InvalidInputError(
-            f"The 'label' must be a string of 1-100 characters. Got {label!r} instead.",
+            f"The 'label' must be a string of 1-100 characters. Got {shown(label)} instead.",
             field="label")
-    if expires_at is not None and expires_at <= utcnow():
-        raise InvalidInputError(
-            f"The 'expires_at' must be in the future. Got {expires_at.isoformat()} instead.",
-            field="expires_at")
+    if expires_at is not None:
+        check_expiry(expires_at)
     made = security.new_token()
     token = ApiToken(user_id=user.id, label=label, token_prefix=made.prefix,
                      token_sha256=made.sha256, expires_at=expires_at)
     session.add(token)
     session.flush()
     return token, made.secret
+
+
+def check_expiry(expires_at: datetime, *, field: str = "expires_at") -> datetime:
+    """A token's expiry: an aware instant after now and at most :data:`TOKEN_MAX_LIFETIME` ahead."""
+    if not isinstance(expires_at, datetime) or expires_at.utcoffset() is None:
+        raise InvalidInputError(
+            f"The '{field}' must be a date and time with a time zone, such as "
+            f"'2030-01-01T00:00:00Z'. Got {shown(expires_at)} instead.", field=field)
+    now = utcnow()
+    if not now < expires_at <= now + TOKEN_MAX_LIFETIME:
+        raise InvalidInputError(
+            f"The '{field}' must be in the future and at most {TOKEN_MAX_LIFETIME.days} days "
+            f"ahead. Got {expires_at.isoformat()} instead.", field=field)
+    return expires_at
 
 
 def list_tokens(session: Session, *, user: User) -> list[ApiToken]:
@@ -113,6 +130,6 @@ def authenticate(session: Session, *, secret: str | None) -> User:
 
 
 __all__ = [
-    "authenticate", "create_token", "create_user", "get_user", "list_tokens", "list_users",
-    "revoke_token",
+    "TOKEN_MAX_LIFETIME", "authenticate", "check_expiry", "create_token", "create_user",
+    "get_user", "list_tokens", "list_users", "revoke_token",
 ]

@@ -48,3 +48,21 @@ def test_the_document_lists_the_routes_of_the_issue(document):
     create = document["paths"]["/v1/submissions"]["post"]
     assert any(p["name"] == "Idempotency-Key" and p["in"] == "header" for p in create["parameters"])
     json.dumps(document)  # serialisable as is
+
+
+def test_the_document_lists_503_413_and_the_idempotent_replay(document):
+    """Issue 13: database unavailability (503), body limits (413) and the 200 of a replay."""
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if path.startswith("/v1"):
+                assert "503" in operation["responses"], (method, path)
+            if method in ("post", "put", "patch", "delete"):  # every body is size-limited
+                assert "413" in operation["responses"], (method, path)
+    assert "503" in document["paths"]["/readyz"]["get"]["responses"]
+    create = document["paths"]["/v1/submissions"]["post"]["responses"]
+    assert {"200", "201"} <= set(create)
+    schema = {code: create[code]["content"]["application/json"]["schema"] for code in ("200", "201")}
+    assert schema["200"] == schema["201"]
+    assert "Idempotent-Replayed" in create["200"]["headers"]
+    learner = document["paths"]["/v1/learners/{learner_id}"]["get"]["parameters"][0]["schema"]
+    assert (learner["minimum"], learner["maximum"]) == (1, 2**31 - 1)

@@ -50,6 +50,30 @@ def test_invalid_entrypoints(spec):
     assert caught.value.field == "entrypoint"
 
 
+@pytest.mark.parametrize("spec", ["os:system", "os.path:join", "sys:exit", "subprocess:run",
+                                  "builtins:eval", "shutil:rmtree", "importlib:import_module",
+                                  "importlib.util:spec_from_file_location", "pickle:loads",
+                                  "socket:socket", "ctypes:CDLL", "pkg:make.__globals__",
+                                  "pkg:__builtins__"])
+def test_entrypoints_of_dangerous_modules_or_dunders_are_refused(spec):
+    with pytest.raises(InvalidInputError, match="package.module:factory") as caught:
+        check_entrypoint(spec)
+    assert caught.value.field == "entrypoint"
+
+
+@pytest.mark.parametrize("spec", ["ospkg:make", "my_os:make", "pkg.os:make", "pkg._private:_make"])
+def test_entrypoints_that_only_resemble_dangerous_ones_are_fine(spec):
+    assert check_entrypoint(spec) == spec
+
+
+def test_messages_echo_at_most_a_few_hundred_characters():
+    for check, value in ((check_name, "x" * 10**6), (check_image_ref, "Bad " * 10**5),
+                         (check_entrypoint, "a" * 10**6)):
+        with pytest.raises(InvalidInputError) as caught:
+            check(value)
+        assert len(str(caught.value)) < 600 and "characters" in str(caught.value)
+
+
 @pytest.mark.parametrize("name", ["", ".hidden", "a/b", "x" * 101, "sp ace", None])
 def test_invalid_names(name):
     with pytest.raises(InvalidInputError, match="'name'"):

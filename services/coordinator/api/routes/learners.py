@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, UploadFile, status
+from fastapi import Path as PathParam
 
 from services.coordinator.api.deps import CurrentUser, Limit, Offset, SessionDep, SettingsDep, StoreDep
+from services.coordinator.api.fields import ENTRYPOINT_MAX, NAME_MAX, DbId
 from services.coordinator.api.routes import problems
 from services.coordinator.api.schemas import BundleOut, LearnerCreate, LearnerOut, Page
 from services.coordinator.bundles import UNPACK_FACTOR, bundle_kind, check_bundle, safe_filename
@@ -18,7 +20,7 @@ from services.coordinator.core.validation import check_entrypoint, check_name, c
 from services.coordinator.crud import learners as crud
 from services.coordinator.crud.learners import OwnedLearner
 
-router = APIRouter(prefix="/v1/learners", tags=["learners"], responses=problems(401, 422))
+router = APIRouter(prefix="/v1/learners", tags=["learners"], responses=problems(401, 422, 503))
 BUNDLE_PATH = "/v1/learners/bundle"
 _CHUNK = 1024 * 1024
 
@@ -32,7 +34,7 @@ def learner_out(owned: OwnedLearner) -> LearnerOut:
                       resources=dict(row.resources or {}), created_at=row.created_at)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409),
+@router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409, 413),
              summary="Register a learner: container image + entry point + resources")
 def create_learner(body: LearnerCreate, user: CurrentUser, session: SessionDep) -> LearnerOut:
     resources = check_resources(body.resources.model_dump())
@@ -47,7 +49,8 @@ def create_learner(body: LearnerCreate, user: CurrentUser, session: SessionDep) 
 def upload_bundle(
     user: CurrentUser, session: SessionDep, settings: SettingsDep, store: StoreDep,
     file: Annotated[UploadFile, File(description="A .whl, .zip, .tar.gz or .tgz.")],
-    name: Annotated[str, Form()], entrypoint: Annotated[str, Form()],
+    name: Annotated[str, Form(max_length=NAME_MAX)],
+    entrypoint: Annotated[str, Form(max_length=ENTRYPOINT_MAX)],
     cpus: Annotated[float, Form()] = 1.0, gpus: Annotated[int, Form()] = 0,
     memory_mb: Annotated[int, Form()] = 2048,
 ) -> LearnerOut:
@@ -80,7 +83,8 @@ def read_learners(user: CurrentUser, session: SessionDep, limit: Limit = 20,
 
 
 @router.get("/{learner_id}", responses=problems(404), summary="One learner")
-def read_learner(learner_id: int, user: CurrentUser, session: SessionDep) -> LearnerOut:
+def read_learner(learner_id: Annotated[DbId, PathParam(description="The learner's id.")],
+                 user: CurrentUser, session: SessionDep) -> LearnerOut:
     return learner_out(crud.get_learner(session, user=user, learner_id=learner_id))
 
 

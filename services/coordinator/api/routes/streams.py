@@ -9,7 +9,7 @@ from services.coordinator.api.routes import problems
 from services.coordinator.api.schemas import StreamOut
 from services.coordinator.streams import available_streams, resolve_stream
 
-router = APIRouter(prefix="/v1/streams", tags=["streams"], responses=problems(401))
+router = APIRouter(prefix="/v1/streams", tags=["streams"], responses=problems(401, 503))
 
 
 @router.get("", summary="Streams you can submit to")

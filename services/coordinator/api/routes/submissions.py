@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, Header, Path, Query, Response, status
 from sqlalchemy.exc import IntegrityError
 
 from services.coordinator.api.deps import (
@@ -15,6 +15,7 @@ from services.coordinator.api.deps import (
     SessionDep,
     SettingsDep,
 )
+from services.coordinator.api.fields import NAME_MAX, NAME_PATTERN, DbCount, DbId
 from services.coordinator.api.routes import problems
 from services.coordinator.api.schemas import (
     CurrentTask,
@@ -37,8 +38,14 @@ from services.store.db.models_coordinator import TaskLease
 from services.store.runs.summary import load_summary
 from workers.probe.summary import load_probe_report
 
-router = APIRouter(prefix="/v1/submissions", tags=["submissions"], responses=problems(401, 422))
+router = APIRouter(prefix="/v1/submissions", tags=["submissions"], responses=problems(401, 422, 503))
 StatusFilter = Annotated[str | None, Query(pattern="^(" + "|".join(SUBMISSION_STATUSES) + ")$")]
+SubmissionId = Annotated[DbId, Path(description="The submission's id.")]
+REPLAYED = {200: {"model": SubmissionOut, "description": (
+    "An idempotent replay: a request with this Idempotency-Key and body was made before; its "
+    "submission is returned again (header `Idempotent-Replayed: true`), nothing new is queued."),
+    "headers": {"Idempotent-Replayed": {"description": "Always 'true' on a replay.",
+                                        "schema": {"type": "string"}}}}}
 
 
 def current_task(lease: TaskLease | None) -> CurrentTask | None:
@@ -76,7 +83,8 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:
         retried_flops=summary.retried_flops, flops_sources=list(summary.flops_sources))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=problems(404, 409, 429),
+@router.post("", status_code=status.HTTP_201_CREATED,
+             responses={**REPLAYED, **problems(404, 409, 413, 429)},
              summary="Submit a learner on a stream (Idempotency-Key supported)")
 def create_submission(
     body: SubmissionCreate, user: CurrentUser, session: SessionDep, settings: SettingsDep,
@@ -117,8 +125,9 @@ def create_submission(
 def read_submissions(
     user: CurrentUser, session: SessionDep, limit: Limit = 20, offset: Offset = 0,
     status_: Annotated[StatusFilter, Query(alias="status")] = None,
-    learner_id: Annotated[int | None, Query(ge=1)] = None,
-    owner: Annotated[str | None, Query(max_length=100, description="Admins only.")] = None,
+    learner_id: Annotated[DbId | None, Query()] = None,
+    owner: Annotated[str | None, Query(max_length=NAME_MAX, pattern=NAME_PATTERN,
+                                       description="Admins only.")] = None,
     phase: Annotated[str | None, Query(pattern="^(meta_train|meta_test)$")] = None,
 ) -> Page[SubmissionBrief]:
     rows, total = crud.list_submissions(session, user=user, limit=limit, offset=offset,
@@ -130,13 +139,13 @@ def read_submissions(
 
 @router.get("/{submission_id}", responses=problems(404),
             summary="A submission: status, current task, per-task results, E and cFLOP")
-def read_submission(submission_id: int, user: CurrentUser, session: SessionDep) -> SubmissionOut:
+def read_submission(submission_id: SubmissionId, user: CurrentUser, session: SessionDep) -> SubmissionOut:
     return detail(session, crud.get_submission(session, user=user, submission_id=submission_id))
 
 
-@router.post("/{submission_id}/cancel", responses=problems(404, 409),
+@router.post("/{submission_id}/cancel", responses=problems(404, 409, 413),
              summary="Cancel a queued or running submission")
-def cancel_submission(submission_id: int, user: CurrentUser, session: SessionDep) -> SubmissionOut:
+def cancel_submission(submission_id: SubmissionId, user: CurrentUser, session: SessionDep) -> SubmissionOut:
     row = crud.cancel_submission(session, user=user, submission_id=submission_id)
     session.commit()
     return detail(session, crud.get_submission(session, user=user, submission_id=row.submission.id))
@@ -145,8 +154,8 @@ def cancel_submission(submission_id: int, user: CurrentUser, session: SessionDep
 @router.get("/{submission_id}/events", responses=problems(404),
             summary="The submission's event log, oldest first")
 def read_events(
-    submission_id: int, user: CurrentUser, session: SessionDep,
-    after: Annotated[int, Query(ge=0, description="Only events with a larger id.")] = 0,
+    submission_id: SubmissionId, user: CurrentUser, session: SessionDep,
+    after: Annotated[DbCount, Query(description="Only events with a larger id.")] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> EventPage:
     crud.get_submission(session, user=user, submission_id=submission_id)
@@ -159,8 +168,8 @@ def read_events(
 @router.get("/{submission_id}/probes", responses=problems(404),
             summary="Probe results: mismatch curves and scalars, LiDAR, RankMe, proxy correlations")
 def read_probes(
-    submission_id: int, user: CurrentUser, session: SessionDep,
-    task: Annotated[int | None, Query(ge=1, description="Only this task (by stream order).")] = None,
+    submission_id: SubmissionId, user: CurrentUser, session: SessionDep,
+    task: Annotated[DbId | None, Query(description="Only this task (by stream order).")] = None,
 ) -> dict[str, Any]:
     crud.get_submission(session, user=user, submission_id=submission_id)
     return load_probe_report(session, submission_id=submission_id, task_order=task).to_dict()

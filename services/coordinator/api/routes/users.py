@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from typing import Annotated
+
+from fastapi import APIRouter, Path, status
 
 from services.coordinator.api.deps import AdminUser, CurrentUser, SessionDep
+from services.coordinator.api.fields import NAME_PATTERN, DbId
 from services.coordinator.api.routes import problems
 from services.coordinator.api.schemas import TokenCreate, TokenCreated, TokenOut, UserCreate, UserOut
 from services.coordinator.crud import users as crud
 from services.store.db.models_coordinator import ApiToken, User
 
-router = APIRouter(prefix="/v1", tags=["users"], responses=problems(401, 422))
+router = APIRouter(prefix="/v1", tags=["users"], responses=problems(401, 422, 503))
 
 
 def user_out(user: User) -> UserOut:
@@ -35,7 +38,7 @@ def read_users(admin: AdminUser, session: SessionDep) -> list[UserOut]:
 
 
 @router.post("/users", status_code=status.HTTP_201_CREATED, summary="Create a user (admin)",
-             responses=problems(403, 409))
+             responses=problems(403, 409, 413))
 def create_user(body: UserCreate, admin: AdminUser, session: SessionDep) -> UserOut:
     user = crud.create_user(session, name=body.name, role=body.role,
                             max_concurrent=body.max_concurrent, max_per_day=body.max_per_day)
@@ -44,9 +47,9 @@ def create_user(body: UserCreate, admin: AdminUser, session: SessionDep) -> User
 
 
 @router.post("/users/{name}/tokens", status_code=status.HTTP_201_CREATED,
-             summary="Create a token for a user (admin)", responses=problems(403, 404))
-def create_user_token(name: str, body: TokenCreate, admin: AdminUser,
-                      session: SessionDep) -> TokenCreated:
+             summary="Create a token for a user (admin)", responses=problems(403, 404, 413))
+def create_user_token(name: Annotated[str, Path(pattern=NAME_PATTERN, description="A user name.")],
+                      body: TokenCreate, admin: AdminUser, session: SessionDep) -> TokenCreated:
     user = crud.get_user(session, name=name)
     token, secret = crud.create_token(session, user=user, label=body.label,
                                       expires_at=body.expires_at)
@@ -59,7 +62,8 @@ def read_tokens(user: CurrentUser, session: SessionDep) -> list[TokenOut]:
     return [token_out(t) for t in crud.list_tokens(session, user=user)]
 
 
-@router.post("/tokens", status_code=status.HTTP_201_CREATED, summary="Create a token for yourself")
+@router.post("/tokens", status_code=status.HTTP_201_CREATED, summary="Create a token for yourself",
+             responses=problems(413))
 def create_token(body: TokenCreate, user: CurrentUser, session: SessionDep) -> TokenCreated:
     token, secret = crud.create_token(session, user=user, label=body.label,
                                       expires_at=body.expires_at)
@@ -67,8 +71,9 @@ def create_token(body: TokenCreate, user: CurrentUser, session: SessionDep) -> T
     return TokenCreated(**token_out(token).model_dump(), token=secret)
 
 
-@router.delete("/tokens/{token_id}", summary="Revoke one of your tokens", responses=problems(404))
-def revoke_token(token_id: int, user: CurrentUser, session: SessionDep) -> TokenOut:
+@router.delete("/tokens/{token_id}", summary="Revoke one of your tokens", responses=problems(404, 413))
+def revoke_token(token_id: Annotated[DbId, Path(description="The token's id.")],
+                 user: CurrentUser, session: SessionDep) -> TokenOut:
     token = crud.revoke_token(session, user=user, token_id=token_id)
     session.commit()
     return token_out(token)
