@@ -394,10 +394,10 @@ def test_a_read_only_database_is_503_and_not_ready(coord_settings, tokens, kit):
     assert ready.headers["Retry-After"]
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # SQLite's database-wide lock
 def test_a_locked_sqlite_database_is_503_and_not_ready(coord_settings, tokens, monkeypatch):
     path = sqlite_path(coord_settings.database_url)
-    if path is None:
-        pytest.skip("SQLite's database-wide write lock")
+    assert path is not None, coord_settings.database_url
     monkeypatch.setattr("services.store.db.engine.SQLITE_BUSY_TIMEOUT_MS", 200)
     holder = sqlite3.connect(path, isolation_level=None)
     try:
