@@ -16,7 +16,7 @@ from rich.table import Table
 
 from services.coordinator.core.config import get_coordinator_settings
 
-users_app = typer.Typer(no_args_is_help=True, help="Create and list API users.")
+users_app = typer.Typer(no_args_is_help=True, help="Create, list, disable and enable API users.")
 tokens_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API tokens.")
 
 
@@ -43,6 +43,28 @@ def create_user(
         user = users.create_user(session, name=name, role=role, max_concurrent=max_concurrent,
                                  max_per_day=max_per_day)
         typer.echo(f"created user {user.name!r} (id {user.id}, role {user.role})")
+
+
+@users_app.command("disable")
+def disable_user(name: str = typer.Argument(..., help="The user to disable.")) -> None:
+    """Revoke every token of a user at once and refuse it new ones until enabled."""
+    from services.coordinator.crud import users  # noqa: PLC0415
+    from services.store.db import transaction  # noqa: PLC0415
+
+    with transaction(_sessions()) as session:
+        tokens = users.disable_user(session, user=users.get_user(session, name=name))
+    typer.echo(f"disabled user {name!r} ({len(tokens)} token(s) revoked)")
+
+
+@users_app.command("enable")
+def enable_user(name: str = typer.Argument(..., help="The user to enable.")) -> None:
+    """Let a disabled user get tokens again (its old tokens stay revoked)."""
+    from services.coordinator.crud import users  # noqa: PLC0415
+    from services.store.db import transaction  # noqa: PLC0415
+
+    with transaction(_sessions()) as session:
+        users.enable_user(session, user=users.get_user(session, name=name))
+    typer.echo(f"enabled user {name!r}; mint it a token with `nevis tokens create --user {name}`")
 
 
 @users_app.command("list")
@@ -107,6 +129,6 @@ def revoke_token(
 
 
 __all__ = [
-    "create_token", "create_user", "list_tokens", "list_users", "revoke_token", "tokens_app",
-    "users_app",
+    "create_token", "create_user", "disable_user", "enable_user", "list_tokens", "list_users",
+    "revoke_token", "tokens_app", "users_app",
 ]

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from services.coordinator.api import problems
+from services.coordinator.api.deps import token_checker
 from services.coordinator.api.middleware import BodyLimit, RequestMetrics, UploadLimit
 from services.coordinator.api.routes import health, learners, streams, submissions, users
 from services.coordinator.core.config import CoordinatorSettings
@@ -69,7 +70,8 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
     for module in (health, users, learners, submissions, streams):
         app.include_router(module.router)
     problems.install(app)
-    app.add_middleware(UploadLimit, path=learners.BUNDLE_PATH, limit=settings.bundle_max_bytes)
+    app.add_middleware(UploadLimit, path=learners.BUNDLE_PATH, limit=settings.bundle_max_bytes,
+                       authenticate=token_checker(sessions))
     app.add_middleware(BodyLimit, limit=settings.max_json_bytes, exempt=(learners.BUNDLE_PATH,))
     app.add_middleware(RequestMetrics, metrics=metrics)
     return app

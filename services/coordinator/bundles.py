@@ -1,7 +1,7 @@
 """Uploaded learner bundles: a wheel, a zip or a gzipped tar of Python sources.
 
 A bundle is checked before it is stored (readable archive, safe member names, no links or
-devices, bounded unpacked size) and unpacked by the worker harness into a folder that goes
+devices, bounded member count and unpacked size) and unpacked by the worker harness into a folder that goes
 on the import path of the run (its Ray runtime environment). The import root is the archive
 root, or its single top-level folder (an sdist's ``name-1.0/``), or that folder's ``src/``.
 """
@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import tarfile
 import zipfile
+import zlib
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from services.coordinator.core.errors import InvalidInputError
@@ -43,30 +46,43 @@ def safe_filename(filename: str) -> str:
 def check_bundle(path: Path, *, filename: str, max_unpacked_bytes: int) -> str:
     """Check an uploaded archive; returns its kind.
 
+    Cheap whatever the archive holds: the checks read member headers only, never inflate a
+    member, and stop at the first member past a cap. A zip's entry count is read from its
+    central directory before :mod:`zipfile` parses it (so 300,000 entries cost no more than
+    10,001), and a tar is read as a stream whose declared sizes are summed as they come (a
+    16 GiB member is refused at its header). Call it before taking any database lock.
+
     Raises:
         InvalidInputError: (field ``file``) unreadable archive, unsafe member, too many
             members, or too large once unpacked.
     """
     kind = bundle_kind(filename)
+    if kind == "zip":
+        _check_count(zip_entry_count(path, stop_after=MAX_MEMBERS + 1))
     members = _zip_members(path) if kind == "zip" else _tar_members(path)
-    if len(members) > MAX_MEMBERS:
-        raise InvalidInputError(
-            f"The 'file' holds {len(members)} entries; at most {MAX_MEMBERS} are allowed.",
-            field="file")
-    total = 0
+    count = total = 0
     has_python = False
     for name, size in members:
+        count += 1
+        _check_count(count)
         _check_member_name(name)
         total += size
+        if total > max_unpacked_bytes:
+            raise InvalidInputError(
+                f"The 'file' unpacks to more than {max_unpacked_bytes} bytes (at least {total}); "
+                f"at most {max_unpacked_bytes} are allowed.", field="file")
         has_python = has_python or name.endswith(".py")
-    if total > max_unpacked_bytes:
-        raise InvalidInputError(
-            f"The 'file' unpacks to {total} bytes; at most {max_unpacked_bytes} are allowed.",
-            field="file")
     if not has_python:
         raise InvalidInputError("The 'file' holds no .py file; a bundle carries Python code.",
                                 field="file")
     return kind
+
+
+def _check_count(count: int) -> None:
+    if count > MAX_MEMBERS:
+        raise InvalidInputError(
+            f"The 'file' holds more than {MAX_MEMBERS} entries (at least {count}); at most "
+            f"{MAX_MEMBERS} are allowed.", field="file")
 
 
 def extract_bundle(path: Path, dest: Path, *, kind: str) -> Path:
@@ -99,35 +115,74 @@ def import_root(folder: Path) -> Path:
     return root
 
 
-def _zip_members(path: Path) -> list[tuple[str, int]]:
+_EOCD = struct.Struct("<4s4H2LH")  # end of central directory record
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
+_CENTRAL = struct.Struct("<4s4B4HL2L5H2L")  # one central directory header
+
+
+def zip_entry_count(path: Path, *, stop_after: int) -> int:
+    """Entries in a zip's central directory, counted by walking their headers (not trusting
+    the record's count field), stopping at ``stop_after``; 0 if the directory is not found
+    (:mod:`zipfile` then says what is wrong).
+    """
+    with open(path, "rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        tail_start = max(0, end - (_EOCD.size + 0xFFFF))
+        handle.seek(tail_start)
+        tail = handle.read()
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or len(tail) - at < _EOCD.size:
+            return 0
+        cd_size = _EOCD.unpack_from(tail, at)[5]
+        cd_end = tail_start + at
+        locator_at = at - _ZIP64_LOCATOR.size
+        if locator_at >= 0 and tail[locator_at:locator_at + 4] == b"PK\x06\x07":
+            cd_end = _ZIP64_LOCATOR.unpack_from(tail, locator_at)[2]  # the zip64 record
+            handle.seek(cd_end)
+            record = handle.read(_ZIP64_EOCD.size)
+            if len(record) < _ZIP64_EOCD.size or record[:4] != b"PK\x06\x06":
+                return 0
+            cd_size = _ZIP64_EOCD.unpack(record)[8]
+        handle.seek(max(0, cd_end - cd_size))
+        directory = handle.read(min(cd_size, cd_end))
+    count, offset = 0, 0
+    while count < stop_after and offset + _CENTRAL.size <= len(directory):
+        header = _CENTRAL.unpack_from(directory, offset)
+        if header[0] != b"PK\x01\x02":
+            break
+        count += 1
+        offset += _CENTRAL.size + header[12] + header[13] + header[14]
+    return count
+
+
+def _zip_members(path: Path) -> Iterator[tuple[str, int]]:
     try:
         with zipfile.ZipFile(path) as archive:
-            out = []
             for info in archive.infolist():
                 mode = (info.external_attr >> 16) & 0o170000
                 if mode and mode not in (0o100000, 0o040000):
                     raise InvalidInputError(
                         f"The 'file' entry {info.filename!r} is a link or device; only files "
                         "and folders are allowed.", field="file")
-                out.append((info.filename, info.file_size))
-            return out
+                yield info.filename, info.file_size
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise InvalidInputError(f"The 'file' is not a readable zip archive ({exc}).",
                                 field="file") from None
 
 
-def _tar_members(path: Path) -> list[tuple[str, int]]:
+def _tar_members(path: Path) -> Iterator[tuple[str, int]]:
+    """Members as a stream (``r|gz``): each header is read as it comes, and the caller can
+    stop before the next member's data is inflated."""
     try:
-        with tarfile.open(path, "r:gz") as archive:
-            out = []
-            for member in archive.getmembers():
+        with tarfile.open(path, "r|gz") as archive:
+            for member in archive:
                 if not (member.isfile() or member.isdir()):
                     raise InvalidInputError(
                         f"The 'file' entry {member.name!r} is a link or device; only files "
                         "and folders are allowed.", field="file")
-                out.append((member.name, member.size))
-            return out
-    except (tarfile.TarError, OSError, EOFError) as exc:
+                yield member.name, member.size
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         raise InvalidInputError(f"The 'file' is not a readable .tar.gz archive ({exc}).",
                                 field="file") from None
 
@@ -142,5 +197,5 @@ def _check_member_name(name: str) -> None:
 
 __all__ = [
     "MAX_MEMBERS", "SUFFIXES", "UNPACK_FACTOR", "bundle_kind", "check_bundle", "extract_bundle",
-    "import_root", "safe_filename",
+    "import_root", "safe_filename", "zip_entry_count",
 ]

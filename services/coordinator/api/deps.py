@@ -7,20 +7,20 @@ session, closed (and rolled back unless committed) when the request ends.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from services.coordinator.api.fields import DbCount
 from services.coordinator.core.config import CoordinatorSettings
-from services.coordinator.core.errors import PermissionDeniedError
+from services.coordinator.core.errors import AuthenticationError, PermissionDeniedError
 from services.coordinator.crud import users as crud_users
 from services.coordinator.metrics import Metrics
 from services.store.db import declare_writer
-from services.store.db.models_coordinator import User
+from services.store.db.models_coordinator import ApiToken, User
 from services.store.objects import ObjectStore
 
 
@@ -35,6 +35,11 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
+def get_sessions(request: Request) -> sessionmaker[Session]:
+    """The session factory, for a route that must choose when its writer session starts."""
+    return request.app.state.sessions
+
+
 def get_store(request: Request) -> ObjectStore:
     return request.app.state.store
 
@@ -45,6 +50,7 @@ def get_metrics(request: Request) -> Metrics:
 
 SettingsDep = Annotated[CoordinatorSettings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
+SessionsDep = Annotated[sessionmaker[Session], Depends(get_sessions)]
 StoreDep = Annotated[ObjectStore, Depends(get_store)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 
@@ -52,14 +58,57 @@ bearer = HTTPBearer(auto_error=False, scheme_name="ApiToken",
                     description="An API token: `nevis tokens create` or POST /v1/tokens.")
 
 
-def get_current_user(
+def get_current_token(
     session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> User:
-    return crud_users.authenticate(session, secret=credentials.credentials if credentials else None)
+) -> ApiToken:
+    """The token the request presents; routes that mint tokens need its expiry."""
+    return crud_users.authenticate_token(
+        session, secret=credentials.credentials if credentials else None)
+
+
+CurrentToken = Annotated[ApiToken, Depends(get_current_token)]
+
+
+def get_current_user(session: SessionDep, token: CurrentToken) -> User:
+    user = session.get(User, token.user_id)
+    if user is None:  # pragma: no cover - the foreign key cascades
+        raise AuthenticationError("The API token is not valid (unknown, revoked or expired).",
+                                  field="Authorization")
+    return user
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]
+
+
+def authenticate_upload(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> User:
+    """Authenticate in a short read-only session that is closed before the route runs.
+
+    The bundle upload checks its archive before it writes anything, so it must not hold the
+    request's writer session (on SQLite a BEGIN IMMEDIATE: the database write lock) while it
+    spools and inspects the upload. The returned user is detached; the route reloads it in
+    the session it writes with. The UploadLimit middleware has already authenticated the same
+    header before the body was read; this check is the one the route relies on.
+    """
+    with request.app.state.sessions() as session:
+        return crud_users.authenticate(
+            session, secret=credentials.credentials if credentials else None)
+
+
+UploadUser = Annotated[User, Depends(authenticate_upload)]
+
+
+def token_checker(sessions: sessionmaker[Session]) -> Callable[[str | None], None]:
+    """A check of a bearer secret in its own short session, for the upload gate middleware."""
+
+    def check(secret: str | None) -> None:
+        with sessions() as session:
+            crud_users.authenticate(session, secret=secret)
+
+    return check
 
 
 def get_admin(user: CurrentUser) -> User:
@@ -76,7 +125,8 @@ Offset = Annotated[DbCount, Query(description="Items to skip.")]
 
 
 __all__ = [
-    "AdminUser", "CurrentUser", "Limit", "MetricsDep", "Offset", "SessionDep", "SettingsDep",
-    "StoreDep", "get_admin", "get_current_user", "get_metrics", "get_session", "get_settings",
-    "get_store",
+    "AdminUser", "CurrentToken", "CurrentUser", "Limit", "MetricsDep", "Offset", "SessionDep",
+    "SessionsDep", "SettingsDep", "StoreDep", "UploadUser", "authenticate_upload", "get_admin",
+    "get_current_token", "get_current_user", "get_metrics", "get_session", "get_sessions", "get_settings",
+    "get_store", "token_checker",
 ]

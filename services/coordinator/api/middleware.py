@@ -1,5 +1,5 @@
-"""Small ASGI middlewares: request metrics, a Content-Length gate on uploads, and a size
-limit on every other request body.
+"""Small ASGI middlewares: request metrics, a Content-Length and token gate on uploads, and
+a size limit on every other request body.
 
 Pure ASGI (no BaseHTTPMiddleware), so streaming bodies and exceptions pass untouched.
 """
@@ -10,7 +10,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from services.coordinator.api.problems import problem
+import anyio
+
+from services.coordinator.api.problems import RETRY_AFTER_S, database_unavailable, problem
+from services.coordinator.core.errors import AuthenticationError
 from services.coordinator.metrics import Metrics
 
 Scope = dict[str, Any]
@@ -44,11 +47,19 @@ class RequestMetrics:
 
 
 class UploadLimit:
-    """Refuses an upload to ``path`` without a Content-Length (411) or above ``limit`` (413)
-    before its body is read; the route re-checks the bytes it actually received."""
+    """Refuses an upload to ``path`` without a Content-Length (411), above ``limit`` (413) or
+    without a valid token (401) before its body is read; the route re-checks the bytes it
+    actually received, and authenticates again.
 
-    def __init__(self, app: Any, *, path: str, limit: int) -> None:
-        self.app, self.path, self.limit = app, path, limit
+    FastAPI reads a multipart body whole before it resolves a route's dependencies, so
+    without this gate anyone could make the server read (and spool to disk) a 50 MB upload
+    before being told they have no token. ``authenticate`` takes the bearer secret (or
+    ``None``) and raises :class:`AuthenticationError`; it runs in a worker thread.
+    """
+
+    def __init__(self, app: Any, *, path: str, limit: int,
+                 authenticate: Callable[[str | None], None] | None = None) -> None:
+        self.app, self.path, self.limit, self.authenticate = app, path, limit, authenticate
 
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
         if scope["type"] == "http" and scope["path"] == self.path and scope["method"] == "POST":
@@ -63,10 +74,30 @@ class UploadLimit:
                 response = problem(413, slug="payload-too-large", field="file", instance=self.path,
                                    detail=f"The upload is {int(length)} bytes; bundles may be at "
                                           f"most {self.limit} bytes (NEVIS_BUNDLE_MAX_BYTES).")
+            if response is None and self.authenticate is not None:
+                response = await self._authenticate(headers.get(b"authorization"))
             if response is not None:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    async def _authenticate(self, header: bytes | None) -> Any:
+        """A 401 (or 503) problem if the Authorization header does not authenticate, else None."""
+        scheme, _, secret = (header or b"").decode("latin-1").partition(" ")
+        try:
+            await anyio.to_thread.run_sync(
+                self.authenticate, secret.strip() if scheme.lower() == "bearer" else None)
+        except AuthenticationError as exc:
+            return problem(401, slug="unauthenticated", detail=str(exc), field=exc.field,
+                           instance=self.path,
+                           headers={"WWW-Authenticate": "Bearer", "Connection": "close"})
+        except Exception as exc:
+            if not database_unavailable(exc):
+                raise
+            return problem(503, slug="database-unavailable", instance=self.path,
+                           detail="The database is unavailable; try again shortly.",
+                           headers={"Retry-After": str(RETRY_AFTER_S), "Connection": "close"})
+        return None
 
 
 class BodyLimit:

@@ -54,6 +54,17 @@ class CoordinatorSettings(Settings):
     max_attempts: int = Field(default=3, ge=1, le=20, description="Launches per task.")
     backoff_base_s: float = Field(default=10.0, ge=0, le=3600)
     backoff_max_s: float = Field(default=600.0, ge=0, le=86_400)
+    max_launch_failures: int = Field(
+        default=20, ge=1, le=1000,
+        description="Consecutive refused launches of one task (backend outage) before its "
+        "submission fails; they back off like retries and spend none of NEVIS_MAX_ATTEMPTS.")
+    replica_name: str | None = Field(
+        default=None, min_length=1, max_length=60, pattern=r"^[^:\s]+$",
+        description="This replica's stable name (default: the host name): its leases, and so "
+        "its NEVIS_SCHEDULER_SLOTS, are counted under it, across restarts.")
+    cluster_slots: int | None = Field(
+        default=None, ge=1, le=100_000,
+        description="Tasks all replicas together run at once (unset: no cluster-wide cap).")
     # Quotas and limits (per user; a user row may override the quotas)
     quota_concurrent: int = Field(default=2, ge=0, le=10_000)
     quota_daily: int = Field(default=20, ge=0, le=1_000_000)
@@ -61,6 +72,9 @@ class CoordinatorSettings(Settings):
     max_json_bytes: int = Field(
         default=1024 * 1024, ge=1024, le=64 * 1024 * 1024,
         description="Largest request body outside uploads (JSON); larger ones are a 413.")
+    token_default_days: int = Field(
+        default=90, ge=1, le=366,
+        description="Lifetime of an API token minted through the API without an expires_at.")
     max_trials: int = Field(default=64, ge=1, le=10_000)
     max_steps: int = Field(default=1_000_000, ge=1, le=10_000_000)
     # Backends

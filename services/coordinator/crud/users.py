@@ -1,8 +1,19 @@
-"""Users and their API tokens."""
+"""Users and their API tokens.
+
+Token hygiene (issue 13): a token minted without an expiry gets a default one; no token
+mints one that outlives it; every failed authentication is logged with the token's display
+prefix (never its secret). The users table has no status column, so a *disabled* user is
+one with a disable marker: an :class:`ApiToken` row whose prefix is :data:`DISABLED_MARK`
+(real prefixes start with ``nvs_``), revoked from birth and with the hash of a discarded
+secret. Disabling revokes every token of the user and leaves the marker, which refuses new
+tokens until an admin enables the user again (deletes the marker).
+"""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
+from typing import NoReturn
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -20,6 +31,10 @@ from services.store.db.types import utcnow
 
 TOKEN_MAX_LIFETIME = timedelta(days=366)
 """The furthest a token's ``expires_at`` may lie ahead."""
+DISABLED_MARK = "disabled"
+"""The ``token_prefix`` of a disabled user's marker row (no real prefix can equal it)."""
+
+log = logging.getLogger("nevis.api.auth")
 
 
 def create_user(session: Session, *, name: str, role: str, max_concurrent: int | None = None,
@@ -57,14 +72,42 @@ def list_users(session: Session) -> list[User]:
 
 
 def create_token(session: Session, *, user: User, label: str,
-                 expires_at: datetime | None = None) -> tuple[ApiToken, str]:
-    """A new token for ``user``; returns the row and the secret (shown once)."""
+                 expires_at: datetime | None = None, default_lifetime: timedelta | None = None,
+                 not_after: datetime | None = None) -> tuple[ApiToken, str]:
+    """A new token for ``user``; returns the row and the secret (shown once).
+
+    Args:
+        expires_at: when the token stops working; ``None`` takes ``default_lifetime`` from
+            now (``None`` too: a token that never expires, for the CLI's admin bootstrap).
+        not_after: the expiry of the token that mints this one, which the new token may not
+            outlive (a default expiry is cut to it; an explicit later one is refused).
+
+    Raises:
+        InvalidInputError: a bad label, or an ``expires_at`` out of range or past ``not_after``.
+        ConflictError: ``user`` is disabled.
+    """
     if not isinstance(label, str) or not 1 <= len(label) <= 100:
         raise InvalidInputError(
             f"The 'label' must be a string of 1-100 characters. Got {shown(label)} instead.",
             field="label")
     if expires_at is not None:
         check_expiry(expires_at)
+        if not_after is not None and expires_at > not_after:
+            raise InvalidInputError(
+                f"The 'expires_at' ({expires_at.isoformat()}) is later than the expiry of the "
+                f"token used to create it ({not_after.isoformat()}); a token cannot outlive "
+                "the token that minted it.", field="expires_at")
+    elif default_lifetime is not None:
+        expires_at = utcnow() + min(default_lifetime, TOKEN_MAX_LIFETIME)
+        if not_after is not None:
+            expires_at = min(expires_at, not_after)
+    elif not_after is not None:
+        expires_at = not_after
+    if is_disabled(session, user=user):
+        raise ConflictError(
+            f"User {user.name!r} is disabled and gets no new tokens; an admin enables it with "
+            f"POST /v1/users/{user.name}/enable or `nevis users enable {user.name}`.",
+            field="user")
     made = security.new_token()
     token = ApiToken(user_id=user.id, label=label, token_prefix=made.prefix,
                      token_sha256=made.sha256, expires_at=expires_at)
@@ -88,48 +131,105 @@ def check_expiry(expires_at: datetime, *, field: str = "expires_at") -> datetime
 
 
 def list_tokens(session: Session, *, user: User) -> list[ApiToken]:
+    """``user``'s tokens, oldest first, without the disable marker."""
     return list(session.scalars(
-        select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id)))
+        select(ApiToken).where(ApiToken.user_id == user.id,
+                               ApiToken.token_prefix != DISABLED_MARK).order_by(ApiToken.id)))
 
 
 def revoke_token(session: Session, *, user: User, token_id: int) -> ApiToken:
     """Revoke one of ``user``'s tokens (another user's token reads as not found)."""
     token = session.get(ApiToken, token_id)
-    if token is None or token.user_id != user.id:
+    if token is None or token.user_id != user.id or token.token_prefix == DISABLED_MARK:
         raise NotFoundError(f"No token {token_id} of user {user.name!r}.", field="token_id")
     if token.revoked_at is None:
         token.revoked_at = utcnow()
     return token
 
 
+def is_disabled(session: Session, *, user: User) -> bool:
+    """Whether ``user`` carries the disable marker."""
+    return session.scalar(select(ApiToken.id).where(
+        ApiToken.user_id == user.id, ApiToken.token_prefix == DISABLED_MARK).limit(1)) is not None
+
+
+def disable_user(session: Session, *, user: User) -> list[ApiToken]:
+    """Revoke every token of ``user`` at once and refuse it new ones; returns its tokens.
+
+    Idempotent: disabling a disabled user revokes whatever was minted since (nothing can be)
+    and keeps the one marker.
+    """
+    now = utcnow()
+    tokens = list_tokens(session, user=user)
+    for token in tokens:
+        if token.revoked_at is None:
+            token.revoked_at = now
+    if not is_disabled(session, user=user):
+        marker = security.new_token()  # its secret is dropped here: nobody can ever present it
+        session.add(ApiToken(user_id=user.id, label="account disabled",
+                             token_prefix=DISABLED_MARK, token_sha256=marker.sha256,
+                             expires_at=None, revoked_at=now))
+    session.flush()
+    log.warning("user %r disabled: %d token(s) revoked", user.name, len(tokens))
+    return tokens
+
+
+def enable_user(session: Session, *, user: User) -> None:
+    """Let a disabled ``user`` get tokens again (its old tokens stay revoked)."""
+    for marker in session.scalars(select(ApiToken).where(
+            ApiToken.user_id == user.id, ApiToken.token_prefix == DISABLED_MARK)):
+        session.delete(marker)
+    session.flush()
+
+
 def authenticate(session: Session, *, secret: str | None) -> User:
-    """The user a bearer token belongs to.
+    """The user a bearer token belongs to (see :func:`authenticate_token`)."""
+    token = authenticate_token(session, secret=secret)
+    user = session.get(User, token.user_id)
+    if user is None:  # pragma: no cover - the foreign key cascades
+        _refuse("no such user", secret)
+    return user
+
+
+def authenticate_token(session: Session, *, secret: str | None) -> ApiToken:
+    """The valid token row a bearer secret stands for.
+
+    Every refusal is logged (logger ``nevis.api.auth``) with its reason and the token's
+    display prefix, never the secret.
 
     Raises:
         AuthenticationError: no token, or one that is unknown, revoked or expired (the
             message does not say which of the last three, to give guessers nothing).
     """
     if not secret:
+        log.warning("authentication failed: no token")
         raise AuthenticationError(
             "This route needs an API token: send 'Authorization: Bearer <token>' (an operator "
             "makes one with `nevis tokens create`).", field="Authorization")
-    invalid = AuthenticationError("The API token is not valid (unknown, revoked or expired).",
-                                  field="Authorization")
     if not security.looks_like_token(secret):
-        raise invalid
+        _refuse("malformed token", secret)
     token = session.scalar(
         select(ApiToken).where(ApiToken.token_sha256 == security.hash_token(secret)))
-    now = utcnow()
-    if token is None or token.revoked_at is not None or (
-            token.expires_at is not None and token.expires_at <= now):
-        raise invalid
-    user = session.get(User, token.user_id)
-    if user is None:
-        raise invalid
-    return user
+    if token is None:
+        _refuse("unknown token", secret)
+    if token.revoked_at is not None:
+        _refuse(f"revoked token (id {token.id})", secret)
+    if token.expires_at is not None and token.expires_at <= utcnow():
+        _refuse(f"expired token (id {token.id})", secret)
+    return token
+
+
+def _refuse(reason: str, secret: str) -> NoReturn:
+    """Log a failed authentication without the secret, then raise the one vague 401."""
+    shape = (repr(security.display_prefix(secret)) if secret.startswith(security.TOKEN_PREFIX)
+             else f"<{len(secret)} characters without the {security.TOKEN_PREFIX!r} prefix>")
+    log.warning("authentication failed: %s; token %s", reason, shape)
+    raise AuthenticationError("The API token is not valid (unknown, revoked or expired).",
+                              field="Authorization")
 
 
 __all__ = [
-    "TOKEN_MAX_LIFETIME", "authenticate", "check_expiry", "create_token", "create_user",
-    "get_user", "list_tokens", "list_users", "revoke_token",
+    "DISABLED_MARK", "TOKEN_MAX_LIFETIME", "authenticate", "authenticate_token", "check_expiry",
+    "create_token", "create_user", "disable_user", "enable_user", "get_user", "is_disabled",
+    "list_tokens", "list_users", "revoke_token",
 ]

@@ -10,6 +10,13 @@ Every function is keyword-only and leaves the commit to its caller. Concurrency 
   IntegrityError that the caller treats as "someone else claimed it" (run one replica).
 - State changes of a lease are compare-and-set updates (``WHERE status IN ...``), so a
   worker finishing, a reaper expiring and a user cancelling cannot overwrite each other.
+- A lease the backend could not launch ends ``launch_failed`` (:func:`settle_launch_failure`):
+  it is no attempt of the task, so the next launch takes its attempt number again; the
+  consecutive ``launch_failed`` leases of a submission are its launch budget
+  (``NEVIS_MAX_LAUNCH_FAILURES``), spent with back-off, apart from ``NEVIS_MAX_ATTEMPTS``.
+- Slots are counted from the database: :func:`count_replica` counts the leases in flight
+  of every instance of one replica (a stable ``NEVIS_REPLICA_NAME``, so a restarted
+  coordinator sees what its previous process launched), :func:`count_active` those of all.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from services.coordinator.scheduler.policy import RetryAction, RetryPolicy
 from services.store.db.models import Submission, TaskRun
 from services.store.db.models_coordinator import (
     ACTIVE_LEASE_STATUSES,
+    NOT_AN_ATTEMPT,
     ScheduledSubmission,
     TaskLease,
 )
@@ -60,7 +68,8 @@ def claim_next(session: Session, *, owner: str, backend: str, start_timeout_s: f
         return None
     submission = session.get(Submission, picked.submission_id)
     earlier = session.scalar(select(func.count()).select_from(TaskLease).where(
-        TaskLease.submission_id == submission.id, TaskLease.task_order == submission.cursor)) or 0
+        TaskLease.submission_id == submission.id, TaskLease.task_order == submission.cursor,
+        TaskLease.status != NOT_AN_ATTEMPT)) or 0
     lease = TaskLease(
         submission_id=submission.id, task_order=submission.cursor, attempt=earlier + 1,
         status="launching", backend=backend, owner=owner, heartbeat_at=now,
@@ -85,6 +94,9 @@ def mark_launched(session: Session, *, lease_id: int, job_id: str) -> bool:
     lease.job_id = job_id
     if lease.status == "launching":
         lease.status = "launched"
+    submission = session.get(Submission, lease.submission_id)
+    if submission.error and submission.error.startswith(launch_error_prefix(lease)):
+        submission.error = None  # the outage is over; the back-off note no longer holds
     records.add_event(session, submission_id=lease.submission_id, kind="lease.launched",
                       payload={"lease_id": lease_id, "job_id": job_id})
     return True
@@ -209,6 +221,62 @@ def settle_failure(
     return decision.action
 
 
+def consecutive_launch_failures(session: Session, *, submission_id: int) -> int:
+    """``launch_failed`` leases of a submission since its last lease that really launched."""
+    last_real = (select(func.coalesce(func.max(TaskLease.id), 0))
+                 .where(TaskLease.submission_id == submission_id, TaskLease.status != NOT_AN_ATTEMPT)
+                 .scalar_subquery())
+    return session.scalar(select(func.count()).select_from(TaskLease).where(
+        TaskLease.submission_id == submission_id, TaskLease.status == NOT_AN_ATTEMPT,
+        TaskLease.id > last_real)) or 0
+
+
+def launch_error_prefix(lease: TaskLease) -> str:
+    """How a submission's error about the refused launches of ``lease``'s task begins."""
+    return f"the {lease.backend} backend could not launch task {lease.task_order} "
+
+
+def settle_launch_failure(
+    session: Session, *, lease: TaskLease, error: str, policy: RetryPolicy,
+    now: datetime | None = None,
+) -> RetryAction | None:
+    """End a lease whose launch the backend refused; back off, or fail the submission.
+
+    The lease ends ``launch_failed`` and spends none of the task's attempts. ``policy`` is
+    the launch budget (its ``max_attempts`` is ``NEVIS_MAX_LAUNCH_FAILURES``), counted over
+    the consecutive launch failures of the submission. Returns the action taken, or None
+    when the submission had ended anyway (cancelled, or the task was committed).
+    """
+    now = now or utcnow()
+    end_lease(session, lease=lease, status=NOT_AN_ATTEMPT, error=error, now=now)
+    submission = session.get(Submission, lease.submission_id)
+    schedule = session.get(ScheduledSubmission, lease.submission_id)
+    if schedule.cancel_requested_at is not None or submission.status in ("cancelled", "succeeded"):
+        _keep_cancelled(session, submission_id=submission.id)
+        return None
+    if submission.cursor != lease.task_order:
+        return None
+    tries = consecutive_launch_failures(session, submission_id=submission.id)
+    decision = policy.decide(attempt=tries)
+    order = lease.task_order
+    if decision.action is RetryAction.RETRY:
+        submission.error = (f"{launch_error_prefix(lease)}"
+                            f"({tries} tr{'ies' if tries != 1 else 'y'} so far: {error}); "
+                            f"trying again in {decision.delay_s:g} s")
+        schedule.next_launch_at = now + timedelta(seconds=decision.delay_s)
+        records.add_event(session, submission_id=submission.id, kind="submission.launch_retry_scheduled",
+                          payload={"order": order, "tries": tries, "delay_s": decision.delay_s,
+                                   "error": error})
+    else:
+        submission.status, submission.finished_at = "failed", now
+        submission.error = (f"{launch_error_prefix(lease)}after "
+                            f"{tries} tr{'ies' if tries != 1 else 'y'}: {error}")
+        records.add_event(session, submission_id=submission.id, kind="submission.failed",
+                          payload={"order": order, "launch_failures": tries, "reason": error})
+    session.flush()
+    return decision.action
+
+
 def cancel_lease(session: Session, *, lease_id: int) -> TaskLease | None:
     """Close the active lease of a cancelled submission (the job is stopped by the caller)."""
     lease = take_lease(session, lease_id=lease_id, expected=ACTIVE_LEASE_STATUSES)
@@ -254,9 +322,37 @@ def cancelled_in_flight(session: Session) -> list[TaskLease]:
 
 
 def count_owned(session: Session, *, owner: str) -> int:
-    """Leases in flight that this scheduler instance launched."""
+    """Leases in flight that this scheduler instance (exactly this owner name) launched."""
     return session.scalar(select(func.count()).select_from(TaskLease).where(
         TaskLease.owner == owner, TaskLease.status.in_(ACTIVE_LEASE_STATUSES))) or 0
+
+
+def replica_owned(replica: str):
+    """The SQL condition "the lease's owner is an instance of ``replica``".
+
+    Owners are ``<replica>`` or ``<replica>:<pid>:<nonce>`` (see
+    :func:`~services.coordinator.scheduler.loop.instance_id`).
+    """
+    return or_(TaskLease.owner == replica, TaskLease.owner.startswith(f"{replica}:", autoescape=True))
+
+
+def count_replica(session: Session, *, replica: str) -> int:
+    """Leases in flight launched by any instance, past or present, of ``replica``."""
+    return session.scalar(select(func.count()).select_from(TaskLease).where(
+        replica_owned(replica), TaskLease.status.in_(ACTIVE_LEASE_STATUSES))) or 0
+
+
+def count_active(session: Session) -> int:
+    """Leases in flight, of every replica."""
+    return session.scalar(select(func.count()).select_from(TaskLease).where(
+        TaskLease.status.in_(ACTIVE_LEASE_STATUSES))) or 0
+
+
+def foreign_leases(session: Session, *, backend: str, replica: str) -> list[TaskLease]:
+    """Leases in flight on ``backend`` that another replica launched."""
+    return list(session.scalars(select(TaskLease).where(
+        TaskLease.backend == backend, TaskLease.status.in_(ACTIVE_LEASE_STATUSES),
+        ~replica_owned(replica)).order_by(TaskLease.id)))
 
 
 def _keep_cancelled(session: Session, *, submission_id: int) -> None:
@@ -270,6 +366,9 @@ def _keep_cancelled(session: Session, *, submission_id: int) -> None:
 
 __all__ = [
     "OPEN_STATUSES", "StartOutcome", "active_leases", "cancel_lease", "cancelled_in_flight",
-    "claim_next", "count_owned", "end_lease", "finish_success", "heartbeat", "mark_launched",
-    "restore_cancelled", "settle_failure", "start_lease", "take_lease",
+    "claim_next", "consecutive_launch_failures", "count_active", "count_owned", "count_replica",
+    "end_lease", "finish_success", "foreign_leases", "heartbeat", "launch_error_prefix",
+    "mark_launched",
+    "replica_owned", "restore_cancelled", "settle_failure", "settle_launch_failure",
+    "start_lease", "take_lease",
 ]

@@ -5,6 +5,21 @@ Any number of schedulers (coordinator replicas) may run against one PostgreSQL d
 claims use ``SKIP LOCKED`` and every lease change is a compare-and-set, so no task is
 launched twice and no lease is ended twice. A restarted scheduler needs no state of its
 own: leases in flight keep their heartbeats (their workers write them) or are reaped.
+
+Faults:
+
+- A launch the backend refuses (``launch()`` raising: an outage, a bad worker command)
+  ends the lease ``launch_failed`` and backs off; it spends none of the task's attempts
+  (``NEVIS_MAX_ATTEMPTS``), only the launch budget (``NEVIS_MAX_LAUNCH_FAILURES``
+  consecutive refusals), after which the submission fails naming the backend and the last
+  error. A pass stops launching at the first refusal (the backend is likely down).
+- Slots are counted in the database under the replica's stable name
+  (``NEVIS_REPLICA_NAME``, default the host name; owners are ``<replica>:<pid>:<nonce>``),
+  so a restarted coordinator counts the leases its previous process left in flight;
+  ``NEVIS_CLUSTER_SLOTS`` optionally caps the leases in flight of all replicas together.
+- The ``local`` backend knows only this host's processes: a replica refuses to start (and
+  to launch) while another replica has local leases in flight, and never judges or stops
+  another replica's local job by its pid.
 """
 
 from __future__ import annotations
@@ -30,8 +45,10 @@ from services.coordinator.scheduler.policy import (
     LeasePolicy,
     LeaseView,
     Verdict,
+    launch_retry_policy,
     retry_policy,
 )
+from services.core.errors import ConfigError
 from services.store.db import transaction
 from services.store.db.models import Submission
 from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES, TaskLease
@@ -49,9 +66,24 @@ class TickReport:
     cancelled: list[int] = field(default_factory=list)
 
 
-def instance_id() -> str:
-    """A name for this scheduler instance, unique across hosts and restarts."""
-    return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+def _host() -> str:
+    return socket.gethostname()[:60].replace(":", "-") or "localhost"
+
+
+def replica_name(settings: CoordinatorSettings) -> str:
+    """This replica's stable name: ``NEVIS_REPLICA_NAME``, else the host name."""
+    return settings.replica_name or _host()
+
+
+def instance_id(replica: str | None = None) -> str:
+    """A name for this scheduler instance, unique across hosts and restarts:
+    ``<replica>:<pid>:<nonce>`` (the replica defaults to the host name)."""
+    return f"{replica or _host()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def owned_by(owner: str, replica: str) -> bool:
+    """Whether a lease's ``owner`` is an instance of ``replica`` (see :func:`instance_id`)."""
+    return owner == replica or owner.startswith(f"{replica}:")
 
 
 class Scheduler:
@@ -59,14 +91,20 @@ class Scheduler:
 
     def __init__(self, settings: CoordinatorSettings, *, backend: Backend,
                  sessions: sessionmaker[Session], metrics: Metrics | None = None,
-                 owner: str | None = None) -> None:
+                 owner: str | None = None, replica: str | None = None) -> None:
         self.settings = settings
         self.backend = backend
         self.sessions = sessions
         self.metrics = metrics or Metrics()
-        self.owner = owner or instance_id()
+        # The slots are the replica's: every instance of it (restarts) shares them.
+        self.replica = replica or (owner.split(":", 1)[0] if owner else replica_name(settings))
+        self.owner = owner or instance_id(self.replica)
+        if not owned_by(self.owner, self.replica):
+            raise ValueError(f"The owner {self.owner!r} is not an instance of the replica "
+                             f"{self.replica!r} (expected '{self.replica}:...').")
         self.lease_policy = LeasePolicy(settings.heartbeat_timeout_s)
         self.retry_policy = retry_policy(settings)
+        self.launch_policy = launch_retry_policy(settings)
         self.last_tick_at: datetime | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -83,12 +121,40 @@ class Scheduler:
         self.metrics.ticks.inc()
         return report
 
+    def _ours_to_ask(self, backend: str, owner: str) -> bool:
+        """Whether this backend may look up (or stop) the job of a lease: one of its kind,
+        and for ``local`` one this replica launched (another host's pid means nothing here)."""
+        if backend != self.backend.name:
+            return False
+        return backend != "local" or owned_by(owner, self.replica)
+
+    def check_local_hosts(self) -> None:
+        """Refuse the ``local`` backend while another replica has local leases in flight.
+
+        Raises:
+            ConfigError: naming the other replicas' leases and what to do.
+        """
+        if self.backend.name != "local":
+            return
+        with self.sessions() as session:
+            foreign = [(lease.id, lease.owner) for lease in
+                       leases.foreign_leases(session, backend="local", replica=self.replica)]
+        if foreign:
+            shown = ", ".join(f"lease {i} of {owner!r}" for i, owner in foreign[:5])
+            more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+            raise ConfigError(
+                f"The local backend runs workers as processes of its own host, but another "
+                f"coordinator replica has local tasks in flight ({shown}{more}); this replica "
+                f"is {self.replica!r}. Run a single coordinator replica with NEVIS_BACKEND=local "
+                "(a restarted one keeps its NEVIS_REPLICA_NAME, default the host name), or use "
+                "the ray or kuberay backend for several replicas.")
+
     def _stop_cancelled(self, report: TickReport) -> None:
         with self.sessions() as session:
-            doomed = [(lease.id, lease.job_id, lease.backend)
+            doomed = [(lease.id, lease.job_id, lease.backend, lease.owner)
                       for lease in leases.cancelled_in_flight(session)]
-        for lease_id, job_id, backend in doomed:
-            if job_id and backend == self.backend.name:
+        for lease_id, job_id, backend, owner in doomed:
+            if job_id and self._ours_to_ask(backend, owner):
                 self.backend.cancel(job_id)
             with transaction(self.sessions) as session:
                 if leases.cancel_lease(session, lease_id=lease_id) is not None:
@@ -98,17 +164,18 @@ class Scheduler:
 
     def _reap(self, report: TickReport) -> None:
         with self.sessions() as session:
-            seen = [(lease.id, lease.status, lease.job_id, lease.backend)
+            seen = [(lease.id, lease.status, lease.job_id, lease.backend, lease.owner)
                     for lease in leases.active_leases(session)]
-        for lease_id, status, job_id, backend in seen:
+        for lease_id, status, job_id, backend, owner in seen:
             ended = None
-            if job_id and backend == self.backend.name:
+            asked = bool(job_id) and self._ours_to_ask(backend, owner)
+            if asked:
                 job = self.backend.status(job_id)
                 if job.state.ended:
                     ended = f"the {backend} job {job_id} ended ({job.state.value}: {job.message}) without the worker reporting"
             if self._expire(lease_id, status, ended):
                 report.expired.append(lease_id)
-                if job_id and backend == self.backend.name:
+                if asked:
                     self.backend.cancel(job_id)  # a job past its deadline may still run
 
     def _expire(self, lease_id: int, status: str, ended: str | None) -> bool:
@@ -132,11 +199,18 @@ class Scheduler:
         self.metrics.expired.labels(kind=kind.value).inc()
         return True
 
+    def _slots_full(self, session: Session) -> bool:
+        if leases.count_replica(session, replica=self.replica) >= self.settings.scheduler_slots:
+            return True
+        cap = self.settings.cluster_slots
+        return cap is not None and leases.count_active(session) >= cap
+
     def _launch(self, report: TickReport) -> None:
+        self.check_local_hosts()
         while not self._stop.is_set():
             try:
                 with transaction(self.sessions) as session:
-                    if leases.count_owned(session, owner=self.owner) >= self.settings.scheduler_slots:
+                    if self._slots_full(session):
                         return
                     lease = leases.claim_next(session, owner=self.owner, backend=self.backend.name,
                                               start_timeout_s=self.settings.start_timeout_s)
@@ -148,7 +222,7 @@ class Scheduler:
                 return
             try:
                 job_id = self.backend.launch(spec)
-            except Exception as exc:  # noqa: BLE001 - a refused launch fails the lease
+            except Exception as exc:  # noqa: BLE001 - a refused launch backs off, no attempt spent
                 log.error("the %s backend could not launch lease %s: %s", self.backend.name,
                           spec.lease_id, exc)
                 self.metrics.launch_failures.labels(backend=self.backend.name).inc()
@@ -156,10 +230,9 @@ class Scheduler:
                     lease = leases.take_lease(session, lease_id=spec.lease_id,
                                               expected=ACTIVE_LEASE_STATUSES)
                     if lease is not None:
-                        leases.settle_failure(
-                            session, lease=lease, status="failed", policy=self.retry_policy,
-                            reason=f"the {self.backend.name} backend could not launch the task: {exc}")
-                continue
+                        leases.settle_launch_failure(session, lease=lease, error=str(exc) or
+                                                     type(exc).__name__, policy=self.launch_policy)
+                return  # the backend is likely down: try again next pass
             with transaction(self.sessions) as session:
                 leases.mark_launched(session, lease_id=spec.lease_id, job_id=job_id)
             self.metrics.launches.labels(backend=self.backend.name).inc()
@@ -168,9 +241,15 @@ class Scheduler:
     # --- the thread -----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Run passes every ``NEVIS_POLL_INTERVAL_S`` on a daemon thread until :meth:`stop`."""
+        """Run passes every ``NEVIS_POLL_INTERVAL_S`` on a daemon thread until :meth:`stop`.
+
+        Raises:
+            ConfigError: the backend is ``local`` and another replica has local tasks in
+                flight (see :meth:`check_local_hosts`).
+        """
         if self._thread is not None:
             return
+        self.check_local_hosts()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name=f"scheduler-{self.owner}",
                                         daemon=True)
@@ -208,4 +287,4 @@ def _launch_spec(session: Session, lease: TaskLease) -> LaunchSpec:
                       image=learner.image_ref, resources=resources)
 
 
-__all__ = ["Scheduler", "TickReport", "instance_id"]
+__all__ = ["Scheduler", "TickReport", "instance_id", "owned_by", "replica_name"]

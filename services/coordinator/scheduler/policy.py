@@ -3,7 +3,8 @@
 - :class:`LeasePolicy` judges one lease at one instant: keep it, or expire it and why.
 - :class:`RetryPolicy` says whether a failed launch is retried (and after what back-off)
   or ends the submission; :func:`retry_policy` builds it from the settings, for the
-  scheduler and the worker alike.
+  scheduler and the worker alike, and :func:`launch_retry_policy` the budget of launches
+  the backend refused (an outage), which spend no attempt of the task.
 
 Neither touches a database or a cluster, so every branch is a unit test.
 """
@@ -122,7 +123,14 @@ def retry_policy(settings: CoordinatorSettings) -> RetryPolicy:
     return RetryPolicy(settings.max_attempts, settings.backoff_base_s, settings.backoff_max_s)
 
 
+def launch_retry_policy(settings: CoordinatorSettings) -> RetryPolicy:
+    """The launch budget: ``NEVIS_MAX_LAUNCH_FAILURES`` consecutive refused launches of a
+    task, backing off like retries (``NEVIS_BACKOFF_BASE_S`` doubling up to
+    ``NEVIS_BACKOFF_MAX_S``); its "attempts" are launch tries, not attempts of the task."""
+    return RetryPolicy(settings.max_launch_failures, settings.backoff_base_s, settings.backoff_max_s)
+
+
 __all__ = [
     "ExpiryKind", "Judgement", "LeasePolicy", "LeaseView", "RetryAction", "RetryDecision",
-    "RetryPolicy", "Verdict", "retry_policy",
+    "RetryPolicy", "Verdict", "launch_retry_policy", "retry_policy",
 ]

@@ -9,8 +9,11 @@ Contract:
   back-off, cancellation) and every launch of a task one ``task_leases`` row.
 - At most one lease per submission is active (``launching``, ``launched``, ``running``):
   a partial unique index makes a second concurrent launch impossible whatever the code
-  does, and ``(submission_id, task_order, attempt)`` is unique, so a launch is never
-  repeated under the same attempt number.
+  does, and ``(submission_id, task_order, attempt)`` is unique among leases that are
+  attempts, so a launch is never repeated under the same attempt number. A lease the
+  backend could not launch ends ``launch_failed``: it keeps the attempt number the launch
+  would have had, and the next launch takes that number again (a failed launch spends
+  the launch budget, ``NEVIS_MAX_LAUNCH_FAILURES``, not the task's attempts).
 - An ``Idempotency-Key`` is unique per (user, scope) and remembers a hash of the request.
 """
 
@@ -27,9 +30,12 @@ from services.store.db.types import UTCDateTime
 ROLES: tuple[str, ...] = ("admin", "submitter")
 LEASE_STATUSES: tuple[str, ...] = (
     "launching", "launched", "running", "succeeded", "failed", "expired", "cancelled",
+    "launch_failed",
 )
 # A submission has at most one lease in one of these (the causal order, enforced by an index).
 ACTIVE_LEASE_STATUSES: tuple[str, ...] = ("launching", "launched", "running")
+# A lease whose backend refused the launch: the task never ran, so it is no attempt.
+NOT_AN_ATTEMPT = "launch_failed"
 
 
 # A person or service that calls the API; quotas of None fall back to the settings.
@@ -100,7 +106,6 @@ class ScheduledSubmission(Base):
 class TaskLease(Base):
     __tablename__ = "task_leases"
     __table_args__ = (
-        UniqueConstraint("submission_id", "task_order", "attempt"),
         named_check(one_of("status", LEASE_STATUSES), "status"),
         named_check("task_order >= 1", "task_order_positive"),
         named_check("attempt >= 1", "attempt_positive"),
@@ -111,6 +116,13 @@ class TaskLease(Base):
             unique=True,
             sqlite_where=text(one_of("status", ACTIVE_LEASE_STATUSES)),
             postgresql_where=text(one_of("status", ACTIVE_LEASE_STATUSES)),
+        ),
+        Index(
+            "uq_task_leases_attempt",
+            "submission_id", "task_order", "attempt",
+            unique=True,
+            sqlite_where=text(f"status <> '{NOT_AN_ATTEMPT}'"),
+            postgresql_where=text(f"status <> '{NOT_AN_ATTEMPT}'"),
         ),
     )
 
@@ -145,6 +157,6 @@ class IdempotencyKey(Base):
 
 
 __all__ = [
-    "ACTIVE_LEASE_STATUSES", "LEASE_STATUSES", "ROLES", "ApiToken", "IdempotencyKey",
+    "ACTIVE_LEASE_STATUSES", "LEASE_STATUSES", "NOT_AN_ATTEMPT", "ROLES", "ApiToken", "IdempotencyKey",
     "LearnerOwner", "ScheduledSubmission", "TaskLease", "User",
 ]

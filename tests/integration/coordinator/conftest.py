@@ -253,5 +253,39 @@ def kit():
 
     return SimpleNamespace(query=query, wait_for=wait_for, add_user=add_user,
                            learner_bundle=learner_bundle, write_stream=write_stream,
-                           make_settings=make_settings, nevis=NEVIS,
+                           make_settings=make_settings, nevis=NEVIS, read_status=read_status,
                            fixture_learners=FIXTURE_LEARNERS)
+
+
+@pytest.fixture(scope="module")
+def live_server(shared_api) -> Iterator[int]:
+    """The shared API served by a real uvicorn on a free port (for raw-socket tests); its port."""
+    import threading
+
+    import uvicorn
+
+    from services.coordinator.app import create_app
+
+    server = uvicorn.Server(uvicorn.Config(create_app(shared_api.settings), host="127.0.0.1",
+                                           port=_free_port(), log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield server.config.port
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def read_status(sock: socket.socket) -> str:
+    """The status line of the HTTP response arriving on ``sock``."""
+    sock.settimeout(5)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\r\n", 1)[0].decode()

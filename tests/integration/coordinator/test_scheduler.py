@@ -124,9 +124,10 @@ def test_skip_locked_lets_a_second_scheduler_pass_a_row_being_claimed(sessions, 
 
 class RecordingBackend:
     """Runs each launch on a thread that does what a worker does to the database: start the
-    lease, advance the cursor as a committed task would, end the lease. Records every launch."""
+    lease, advance the cursor as a committed task would, end the lease. Records every launch.
+    Not named ``local``: replicas on the local backend refuse each other's leases."""
 
-    name = "local"
+    name = "recording"
 
     def __init__(self, sessions, launches: list, lock) -> None:
         self.sessions, self.launches, self.lock = sessions, launches, lock
@@ -229,9 +230,12 @@ def test_a_worker_that_never_reports_is_retried_then_fails_with_the_reason(sessi
 
 def test_a_backend_that_cannot_launch_fails_the_submission(sessions, coord_settings):
     settings = coord_settings.model_copy(update={"worker_command": "/nonexistent/nevis",
-                                                 "max_attempts": 1})
+                                                 "max_attempts": 1, "max_launch_failures": 2,
+                                                 "backoff_base_s": 0.0})
     (sub,) = submit(sessions, settings, "alice")
-    Scheduler(settings, backend=LocalBackend(settings), sessions=sessions).tick()
+    scheduler = Scheduler(settings, backend=LocalBackend(settings), sessions=sessions)
+    scheduler.tick()
+    scheduler.tick()
     with sessions() as session:
         submission = session.get(Submission, sub)
         assert submission.status == "failed"

@@ -60,3 +60,20 @@ def test_a_failure_that_would_repeat_is_not_retried():
 def test_retry_policy_checks_its_arguments(kwargs, words):
     with pytest.raises(ValueError, match=words):
         RetryPolicy(**kwargs)
+
+
+def test_the_launch_budget_is_its_own_policy(tmp_path):
+    from services.coordinator.core.config import CoordinatorSettings
+    from services.coordinator.scheduler.policy import launch_retry_policy, retry_policy
+
+    settings = CoordinatorSettings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path}/x.db",
+                                   max_attempts=2, max_launch_failures=5, backoff_base_s=1.0,
+                                   backoff_max_s=4.0)
+    assert settings.max_launch_failures == 5 and settings.cluster_slots is None
+    launches, tasks = launch_retry_policy(settings), retry_policy(settings)
+    assert [launches.decide(attempt=k).delay_s for k in range(1, 5)] == [1, 2, 4, 4]
+    assert launches.decide(attempt=5).action is RetryAction.FAIL
+    assert tasks.decide(attempt=2).action is RetryAction.FAIL  # the two budgets are apart
+    with pytest.raises(ValueError, match="replica_name"):
+        CoordinatorSettings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path}/x.db",
+                            replica_name="host:1")

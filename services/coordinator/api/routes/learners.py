@@ -9,16 +9,32 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, Form, UploadFile, status
 from fastapi import Path as PathParam
+from sqlalchemy.orm import Session
 
-from services.coordinator.api.deps import CurrentUser, Limit, Offset, SessionDep, SettingsDep, StoreDep
+from services.coordinator.api.deps import (
+    CurrentUser,
+    Limit,
+    Offset,
+    SessionDep,
+    SessionsDep,
+    SettingsDep,
+    StoreDep,
+    UploadUser,
+)
 from services.coordinator.api.fields import ENTRYPOINT_MAX, NAME_MAX, DbId
 from services.coordinator.api.routes import problems
 from services.coordinator.api.schemas import BundleOut, LearnerCreate, LearnerOut, Page
 from services.coordinator.bundles import UNPACK_FACTOR, bundle_kind, check_bundle, safe_filename
-from services.coordinator.core.errors import ConflictError, PayloadTooLargeError
+from services.coordinator.core.errors import (
+    AuthenticationError,
+    ConflictError,
+    PayloadTooLargeError,
+)
 from services.coordinator.core.validation import check_entrypoint, check_name, check_resources
 from services.coordinator.crud import learners as crud
 from services.coordinator.crud.learners import OwnedLearner
+from services.store.db import declare_writer
+from services.store.db.models_coordinator import User
 
 router = APIRouter(prefix="/v1/learners", tags=["learners"], responses=problems(401, 422, 503))
 BUNDLE_PATH = "/v1/learners/bundle"
@@ -47,31 +63,46 @@ def create_learner(body: LearnerCreate, user: CurrentUser, session: SessionDep) 
 @router.post("/bundle", status_code=status.HTTP_201_CREATED, responses=problems(409, 411, 413),
              summary="Upload a learner as a Python bundle (wheel, .zip or .tar.gz)")
 def upload_bundle(
-    user: CurrentUser, session: SessionDep, settings: SettingsDep, store: StoreDep,
+    user: UploadUser, sessions: SessionsDep, settings: SettingsDep, store: StoreDep,
     file: Annotated[UploadFile, File(description="A .whl, .zip, .tar.gz or .tgz.")],
     name: Annotated[str, Form(max_length=NAME_MAX)],
     entrypoint: Annotated[str, Form(max_length=ENTRYPOINT_MAX)],
     cpus: Annotated[float, Form()] = 1.0, gpus: Annotated[int, Form()] = 0,
     memory_mb: Annotated[int, Form()] = 2048,
 ) -> LearnerOut:
+    """Checks everything it can (fields, name, archive) before it opens the session that
+    writes, so a hostile archive never holds the database write lock (SQLite's BEGIN
+    IMMEDIATE is taken by a writer session's first statement)."""
     check_name(name)
     check_entrypoint(entrypoint)
     resources = check_resources({"cpus": cpus, "gpus": gpus, "memory_mb": memory_mb})
     filename = file.filename or ""
     bundle_kind(filename)
-    if crud.learner_name_taken(session, name=name):
-        raise ConflictError(f"A learner named {name!r} exists already; pick another name.",
-                            field="name")
+    with sessions() as session:  # a reader: no lock held while the upload is checked
+        _check_name_free(session, name)
     with tempfile.TemporaryDirectory(prefix="nevis-upload-") as scratch:
         path = Path(scratch) / safe_filename(filename)
         size, digest = _spool(file, path, limit=settings.bundle_max_bytes)
         check_bundle(path, filename=filename, max_unpacked_bytes=UNPACK_FACTOR * settings.bundle_max_bytes)
         info = store.put_file(f"learners/bundles/{digest}/{path.name}", path)
-    owned = crud.create_learner(
-        session, owner=user, name=name, entrypoint=entrypoint, image=None, resources=resources,
-        bundle_key=info.key, bundle_sha256=info.sha256, bundle_size_bytes=size)
-    session.commit()
-    return learner_out(owned)
+    with sessions() as session:
+        declare_writer(session)
+        owner = session.get(User, user.id)
+        if owner is None:  # deleted while uploading
+            raise AuthenticationError("The API token's user no longer exists.",
+                                      field="Authorization")
+        owned = crud.create_learner(
+            session, owner=owner, name=name, entrypoint=entrypoint, image=None,
+            resources=resources, bundle_key=info.key, bundle_sha256=info.sha256,
+            bundle_size_bytes=size)
+        session.commit()
+        return learner_out(owned)
+
+
+def _check_name_free(session: Session, name: str) -> None:
+    if crud.learner_name_taken(session, name=name):
+        raise ConflictError(f"A learner named {name!r} exists already; pick another name.",
+                            field="name")
 
 
 @router.get("", summary="Learners you may use (all, for an admin)")
