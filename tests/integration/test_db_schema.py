@@ -271,3 +271,30 @@ def test_0004_moves_the_image_size_out_of_the_budget_and_back(empty_database_url
         assert back == {"trials": 2, "image_size": 32, "stream_ref": "mini"}
     finally:
         engine.dispose()
+
+
+def test_0006_turns_disable_markers_into_disabled_at_and_back(empty_database_url: str) -> None:
+    """A user disabled by a marker token row before 0006 stays disabled after it, and back."""
+    upgrade(empty_database_url, "0005")
+    engine = make_engine(empty_database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("INSERT INTO users (id, name, role) VALUES (1, 'erin', 'submitter'), "
+                                    "(2, 'finn', 'submitter')"))
+            connection.execute(text(
+                "INSERT INTO api_tokens (user_id, label, token_prefix, token_sha256, revoked_at) VALUES "
+                "(1, 'account disabled', 'disabled', :a, CURRENT_TIMESTAMP), "
+                "(2, 'laptop', 'nvs_abcd', :b, NULL)"), {"a": "a" * 64, "b": "b" * 64})
+        upgrade(empty_database_url)
+        with engine.connect() as connection:
+            users = connection.execute(text("SELECT name, disabled_at IS NOT NULL FROM users ORDER BY id")).all()
+            prefixes = connection.execute(text("SELECT token_prefix FROM api_tokens")).scalars().all()
+        assert [tuple(u) for u in users] == [("erin", True), ("finn", False)]
+        assert prefixes == ["nvs_abcd"]
+        assert _differences(engine) == []
+        downgrade(empty_database_url, "0005")
+        with engine.connect() as connection:
+            back = connection.execute(text("SELECT user_id FROM api_tokens WHERE token_prefix = 'disabled'")).scalars().all()
+        assert back == [1]
+    finally:
+        engine.dispose()

@@ -70,6 +70,7 @@ class UserOut(BaseModel):
     max_concurrent: int | None
     max_per_day: int | None
     created_at: datetime
+    disabled_at: datetime | None = Field(default=None, description="Set while an admin has disabled the user.")
 
 
 class TokenCreate(Request):

@@ -2,11 +2,8 @@
 
 Token hygiene (issue 13): a token minted without an expiry gets a default one; no token
 mints one that outlives it; every failed authentication is logged with the token's display
-prefix (never its secret). The users table has no status column, so a *disabled* user is
-one with a disable marker: an :class:`ApiToken` row whose prefix is :data:`DISABLED_MARK`
-(real prefixes start with ``nvs_``), revoked from birth and with the hash of a discarded
-secret. Disabling revokes every token of the user and leaves the marker, which refuses new
-tokens until an admin enables the user again (deletes the marker).
+prefix (never its secret). Disabling a user (``users.disabled_at``) revokes every token of it
+at once and refuses it new ones, and its requests, until an admin enables it again.
 """
 
 from __future__ import annotations
@@ -31,8 +28,6 @@ from services.store.db.types import utcnow
 
 TOKEN_MAX_LIFETIME = timedelta(days=366)
 """The furthest a token's ``expires_at`` may lie ahead."""
-DISABLED_MARK = "disabled"
-"""The ``token_prefix`` of a disabled user's marker row (no real prefix can equal it)."""
 
 log = logging.getLogger("nevis.api.auth")
 
@@ -131,16 +126,15 @@ def check_expiry(expires_at: datetime, *, field: str = "expires_at") -> datetime
 
 
 def list_tokens(session: Session, *, user: User) -> list[ApiToken]:
-    """``user``'s tokens, oldest first, without the disable marker."""
+    """``user``'s tokens, oldest first."""
     return list(session.scalars(
-        select(ApiToken).where(ApiToken.user_id == user.id,
-                               ApiToken.token_prefix != DISABLED_MARK).order_by(ApiToken.id)))
+        select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id)))
 
 
 def revoke_token(session: Session, *, user: User, token_id: int) -> ApiToken:
     """Revoke one of ``user``'s tokens (another user's token reads as not found)."""
     token = session.get(ApiToken, token_id)
-    if token is None or token.user_id != user.id or token.token_prefix == DISABLED_MARK:
+    if token is None or token.user_id != user.id:
         raise NotFoundError(f"No token {token_id} of user {user.name!r}.", field="token_id")
     if token.revoked_at is None:
         token.revoked_at = utcnow()
@@ -148,27 +142,21 @@ def revoke_token(session: Session, *, user: User, token_id: int) -> ApiToken:
 
 
 def is_disabled(session: Session, *, user: User) -> bool:
-    """Whether ``user`` carries the disable marker."""
-    return session.scalar(select(ApiToken.id).where(
-        ApiToken.user_id == user.id, ApiToken.token_prefix == DISABLED_MARK).limit(1)) is not None
+    """Whether an admin disabled ``user``."""
+    return user.disabled_at is not None
 
 
 def disable_user(session: Session, *, user: User) -> list[ApiToken]:
     """Revoke every token of ``user`` at once and refuse it new ones; returns its tokens.
 
-    Idempotent: disabling a disabled user revokes whatever was minted since (nothing can be)
-    and keeps the one marker.
+    Idempotent: disabling a disabled user keeps its first ``disabled_at``.
     """
     now = utcnow()
     tokens = list_tokens(session, user=user)
     for token in tokens:
         if token.revoked_at is None:
             token.revoked_at = now
-    if not is_disabled(session, user=user):
-        marker = security.new_token()  # its secret is dropped here: nobody can ever present it
-        session.add(ApiToken(user_id=user.id, label="account disabled",
-                             token_prefix=DISABLED_MARK, token_sha256=marker.sha256,
-                             expires_at=None, revoked_at=now))
+    user.disabled_at = user.disabled_at or now
     session.flush()
     log.warning("user %r disabled: %d token(s) revoked", user.name, len(tokens))
     return tokens
@@ -176,9 +164,7 @@ def disable_user(session: Session, *, user: User) -> list[ApiToken]:
 
 def enable_user(session: Session, *, user: User) -> None:
     """Let a disabled ``user`` get tokens again (its old tokens stay revoked)."""
-    for marker in session.scalars(select(ApiToken).where(
-            ApiToken.user_id == user.id, ApiToken.token_prefix == DISABLED_MARK)):
-        session.delete(marker)
+    user.disabled_at = None
     session.flush()
 
 
@@ -188,6 +174,8 @@ def authenticate(session: Session, *, secret: str | None) -> User:
     user = session.get(User, token.user_id)
     if user is None:  # pragma: no cover - the foreign key cascades
         _refuse("no such user", secret)
+    if user.disabled_at is not None:
+        _refuse(f"disabled user (token id {token.id})", secret)
     return user
 
 
@@ -229,7 +217,7 @@ def _refuse(reason: str, secret: str) -> NoReturn:
 
 
 __all__ = [
-    "DISABLED_MARK", "TOKEN_MAX_LIFETIME", "authenticate", "authenticate_token", "check_expiry",
+    "TOKEN_MAX_LIFETIME", "authenticate", "authenticate_token", "check_expiry",
     "create_token", "create_user", "disable_user", "enable_user", "get_user", "is_disabled",
     "list_tokens", "list_users", "revoke_token",
 ]

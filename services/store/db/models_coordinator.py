@@ -53,6 +53,8 @@ class User(Base):
     max_concurrent: Mapped[int | None] = mapped_column(Integer)
     max_per_day: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = created_column()
+    # Set by an admin: the user's tokens are revoked and it gets no new ones until cleared.
+    disabled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 # A bearer token of a user, kept as the sha256 of its secret (high-entropy, so no KDF needed).

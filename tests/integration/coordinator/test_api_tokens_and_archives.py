@@ -156,8 +156,10 @@ def test_a_disabled_user_is_locked_out_until_enabled(shared_api):
         _problem(shared_api.client.get("/v1/users/me", headers=auth), 401, "Authorization")
     _problem(shared_api.client.post("/v1/users/erin/tokens", json={"label": "again"},
                                     headers=admin), 409, "user")
-    # The marker is not a token anyone sees.
     assert len(shared_api.client.get("/v1/users/erin/tokens", headers=admin).json()) == 2
+    shown = shared_api.client.get("/v1/users", headers=admin).json()
+    erin_row = next(u for u in (shown["items"] if isinstance(shown, dict) else shown) if u["name"] == "erin")
+    assert erin_row["disabled_at"] is not None
     assert shared_api.client.post("/v1/users/erin/enable", headers=admin).status_code == 200
     again = shared_api.client.post("/v1/users/erin/tokens", json={"label": "again"}, headers=admin)
     assert again.status_code == 201, again.text

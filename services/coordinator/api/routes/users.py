@@ -36,7 +36,8 @@ router = APIRouter(prefix="/v1", tags=["users"], responses=problems(401, 422, 50
 
 def user_out(user: User) -> UserOut:
     return UserOut(id=user.id, name=user.name, role=user.role, max_concurrent=user.max_concurrent,
-                   max_per_day=user.max_per_day, created_at=user.created_at)
+                   max_per_day=user.max_per_day, created_at=user.created_at,
+                   disabled_at=user.disabled_at)
 
 
 def token_out(token: ApiToken) -> TokenOut:
