@@ -194,13 +194,10 @@ def settle_failure(
     for run in session.scalars(select(TaskRun).where(
             TaskRun.submission_id == lease.submission_id, TaskRun.status.in_(("pending", "running")))):
         run.status, run.finished_at, run.error = run_status, now, reason
-    submission = session.get(Submission, lease.submission_id)
-    schedule = session.get(ScheduledSubmission, lease.submission_id)
-    if schedule.cancel_requested_at is not None or submission.status in ("cancelled", "succeeded"):
-        _keep_cancelled(session, submission_id=submission.id)
+    pending = _awaiting_decision(session, lease=lease)
+    if pending is None:
         return None
-    if submission.cursor != lease.task_order:
-        return None  # committed before it failed: nothing to retry
+    submission, schedule = pending
     decision = policy.decide(attempt=lease.attempt, retryable=retryable)
     order = lease.task_order
     if decision.action is RetryAction.RETRY:
@@ -249,13 +246,10 @@ def settle_launch_failure(
     """
     now = now or utcnow()
     end_lease(session, lease=lease, status=NOT_AN_ATTEMPT, error=error, now=now)
-    submission = session.get(Submission, lease.submission_id)
-    schedule = session.get(ScheduledSubmission, lease.submission_id)
-    if schedule.cancel_requested_at is not None or submission.status in ("cancelled", "succeeded"):
-        _keep_cancelled(session, submission_id=submission.id)
+    pending = _awaiting_decision(session, lease=lease)
+    if pending is None:
         return None
-    if submission.cursor != lease.task_order:
-        return None
+    submission, schedule = pending
     tries = consecutive_launch_failures(session, submission_id=submission.id)
     decision = policy.decide(attempt=tries)
     order = lease.task_order
@@ -353,6 +347,20 @@ def foreign_leases(session: Session, *, backend: str, replica: str) -> list[Task
     return list(session.scalars(select(TaskLease).where(
         TaskLease.backend == backend, TaskLease.status.in_(ACTIVE_LEASE_STATUSES),
         ~replica_owned(replica)).order_by(TaskLease.id)))
+
+
+def _awaiting_decision(session: Session, *, lease: TaskLease
+                       ) -> tuple[Submission, ScheduledSubmission] | None:
+    """The submission and schedule of an ended lease whose task still needs a decision; None
+    when the submission ended anyway (cancelled, succeeded) or the task was committed."""
+    submission = session.get(Submission, lease.submission_id)
+    schedule = session.get(ScheduledSubmission, lease.submission_id)
+    if schedule.cancel_requested_at is not None or submission.status in ("cancelled", "succeeded"):
+        _keep_cancelled(session, submission_id=submission.id)
+        return None
+    if submission.cursor != lease.task_order:
+        return None  # committed before it failed: nothing to retry
+    return submission, schedule
 
 
 def _keep_cancelled(session: Session, *, submission_id: int) -> None:
