@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from services.coordinator.core.config import get_coordinator_settings
+from services.core.credentials import load_secrets_path
 from services.core.errors import ConfigError
 
 worker_app = typer.Typer(no_args_is_help=True, help="Worker harness commands (run by backends).")
@@ -79,6 +80,7 @@ def run_task(
     from services.coordinator.worker import run_task as run  # noqa: PLC0415
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    load_secrets_path()  # remote backends send where the credentials are, not the credentials
     sys.exit(run(get_coordinator_settings(), submission_id=submission, lease_id=lease))
 
 

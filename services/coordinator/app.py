@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from services.coordinator.api import problems
 from services.coordinator.api.deps import token_checker
 from services.coordinator.api.middleware import BodyLimit, RequestMetrics, UploadLimit
+from services.coordinator.api.rate_limit import WriteRateLimit, document_rate_limits
 from services.coordinator.api.routes import health, learners, streams, submissions, users
 from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.metrics import Metrics
@@ -73,7 +74,9 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
     app.add_middleware(UploadLimit, path=learners.BUNDLE_PATH, limit=settings.bundle_max_bytes,
                        authenticate=token_checker(sessions))
     app.add_middleware(BodyLimit, limit=settings.max_json_bytes, exempt=(learners.BUNDLE_PATH,))
+    app.add_middleware(WriteRateLimit, rate=settings.write_rate)  # before any body or token
     app.add_middleware(RequestMetrics, metrics=metrics)
+    document_rate_limits(app)
     return app
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from services.core.credentials import load_secrets_path
 from services.core.errors import CausalityError, NevisError
 from services.store.objects import open_store
 from workers.learners.protocol import LabelledData
@@ -22,6 +23,7 @@ class TaskHarness:
     """Storage gateway of one run (a Ray actor), pointed at one task attempt at a time."""
 
     def __init__(self, *, store_url: str, s3_endpoint_url: str | None, image_size: int) -> None:
+        load_secrets_path()  # the store's keys, when they came as a path (remote backends)
         self._store = open_store(store_url, s3_endpoint_url=s3_endpoint_url)
         self._image_size = image_size
         self._past: dict[int, TaskSpec] = {}

@@ -12,14 +12,11 @@ import os
 import ray
 
 from services.core.config import Settings
+from services.core.credentials import CREDENTIAL_VARS, SECRETS_PATH_VAR
 
-# Storage and database credentials: learner processes get these blanked out; only the
-# harness actor gets the real values (see ``storage_env`` and ``learner_env``).
-SECRET_VARS = (
-    "NEVIS_DATABASE_URL", "NEVIS_STORE_URL", "NEVIS_S3_ENDPOINT_URL", "NEVIS_DATA_DIR",
-    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-    "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "PGPASSWORD", "PGPASSFILE",
-)
+# Storage and database credentials, and the path they were read from: learner processes get
+# these blanked out; only the harness actor gets them back (``storage_env``, ``learner_env``).
+SECRET_VARS = (*CREDENTIAL_VARS, SECRETS_PATH_VAR)
 LEARNER_SANDBOX = "/nonexistent/nevis-learner-sandbox"
 
 
@@ -44,8 +41,15 @@ def hold_secrets() -> None:
 
 
 def storage_env() -> dict[str, str]:
-    """The real values of the storage variables, for the harness actor alone."""
-    return {**_HELD, **{name: os.environ[name] for name in SECRET_VARS if name in os.environ}}
+    """What the harness actor needs to reach the store, for its runtime env alone.
+
+    When the credentials came from a secrets path (remote backends), only the path travels:
+    a runtime env is cluster metadata, and the actor reads the path on its own node (the
+    driver's, where it is pinned)."""
+    held = {**_HELD, **{name: os.environ[name] for name in SECRET_VARS if name in os.environ}}
+    if held.get(SECRETS_PATH_VAR):
+        return {SECRETS_PATH_VAR: held[SECRETS_PATH_VAR]}
+    return held
 
 
 def connect_ray(settings: Settings) -> None:

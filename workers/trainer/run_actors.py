@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from services.core.config import Settings
 from workers.learners.protocol import Resources, TaskInfo
@@ -39,10 +40,14 @@ class RunActors:
             self._evaluator(host)
 
     def harness(self, size: int) -> Any:
-        """The run's harness actor: the one process of a run that holds storage credentials."""
+        """The run's harness actor: the one process of a run that holds storage credentials.
+
+        It runs on the driver's node, which is where the credentials are: on a cluster, the
+        trusted head, never a node that runs learner code."""
         if self._harness is None or self._harness_size != size:
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
             self._harness = ray.remote(TaskHarness).options(
-                num_cpus=0, runtime_env={"env_vars": storage_env()},
+                num_cpus=0, runtime_env={"env_vars": storage_env()}, scheduling_strategy=here,
             ).remote(store_url=self.settings.store_url, s3_endpoint_url=self.settings.s3_endpoint_url, image_size=size)
             self._harness_size = size
         return self._harness

@@ -21,6 +21,7 @@ from services.coordinator.core.config import (
     CoordinatorSettings,
 )
 from services.coordinator.core.validation import ResourceRequest
+from services.core.credentials import CREDENTIAL_VARS
 
 
 class JobState(enum.Enum):
@@ -93,26 +94,32 @@ class Backend(Protocol):
 
 
 def worker_env(settings: CoordinatorSettings) -> dict[str, str]:
-    """The variables the worker harness needs: where the database and store are.
-
-    Taken from the settings (so defaults computed in this process reach the worker too)
-    and from the environment for the rest. The worker's runner blanks them for learner
-    code (:func:`workers.trainer.stream_runner.learner_env`).
-    """
+    """The variables the worker harness needs: where the database and store are, and the
+    knobs of :func:`worker_settings_env`. For workers on this machine (the ``local``
+    backend); the worker moves the credentials out of its environment before it starts
+    anything that runs learner code (:func:`workers.trainer.ray_env.hold_secrets`)."""
     env = {name: os.environ[name] for name in WORKER_SECRET_VARS if name in os.environ}
     env.update(NEVIS_DATABASE_URL=settings.database_url, NEVIS_STORE_URL=settings.store_url,
                NEVIS_DATA_DIR=str(settings.data_dir))
+    if settings.s3_endpoint_url:
+        env["NEVIS_S3_ENDPOINT_URL"] = settings.s3_endpoint_url
+    return {**env, **worker_settings_env(settings)}
+
+
+def worker_settings_env(settings: CoordinatorSettings) -> dict[str, str]:
+    """The coordinator knobs a worker runs with, and nothing secret: what remote backends put
+    in a job's runtime environment (which the cluster shows to anyone who asks), beside
+    ``NEVIS_SECRETS_PATH``, where the harness's node keeps the credentials."""
+    env: dict[str, str] = {}
     for name in WORKER_KNOB_VARS:  # the values this coordinator runs with, not the defaults
         value = getattr(settings, name.removeprefix("NEVIS_").lower())
         if value is not None:
             env[name] = str(value)
     if settings.offline_data_dir is not None:
         env["NEVIS_OFFLINE_DATA_DIR"] = str(settings.offline_data_dir)
-    if settings.s3_endpoint_url:
-        env["NEVIS_S3_ENDPOINT_URL"] = settings.s3_endpoint_url
     if "image_size" in settings.model_fields_set:
         env["NEVIS_IMAGE_SIZE"] = str(settings.image_size)
-    return env
+    return {name: value for name, value in env.items() if name not in CREDENTIAL_VARS}
 
 
-__all__ = ["Backend", "JobState", "JobStatus", "LaunchSpec", "worker_env"]
+__all__ = ["Backend", "JobState", "JobStatus", "LaunchSpec", "worker_env", "worker_settings_env"]

@@ -1,7 +1,8 @@
 """The ``kuberay`` backend: one KubeRay ``RayJob`` per launched task.
 
 Each manifest is written to the outbox folder (``NEVIS_KUBERAY_OUTBOX``) and, when
-``NEVIS_KUBECTL`` names a kubectl, applied with it; status and cancellation also go through
+``NEVIS_KUBECTL`` names a kubectl, applied with it; before the first, the NetworkPolicies that
+fence learner pods are written and applied the same way (a launch without them fails); status and cancellation also go through
 kubectl. Without kubectl the backend cannot see its jobs (``UNKNOWN``): the reaper still acts
 on the worker's heartbeats and deadlines, and a worker whose lease was taken away stops.
 """
@@ -11,7 +12,11 @@ from __future__ import annotations
 import subprocess
 
 from services.coordinator.backends.base import JobState, JobStatus, LaunchSpec
-from services.coordinator.backends.kuberay_template import render_rayjob, to_yaml
+from services.coordinator.backends.kuberay_template import (
+    render_network_policies,
+    render_rayjob,
+    to_yaml,
+)
 from services.coordinator.core.config import CoordinatorSettings
 from services.core.errors import ConfigError
 
@@ -29,17 +34,24 @@ class KubeRayBackend:
     def __init__(self, settings: CoordinatorSettings) -> None:
         self.settings = settings
         self.outbox = settings.outbox
+        self._fenced = False
 
     def launch(self, spec: LaunchSpec) -> str:
-        manifest = render_rayjob(spec, self.settings)
+        if not self._fenced:  # learner pods never start unfenced
+            self._write_and_apply("networkpolicies",
+                                  "---\n".join(map(to_yaml, render_network_policies(self.settings))))
+            self._fenced = True
+        self._write_and_apply(spec.job_name, to_yaml(render_rayjob(spec, self.settings)))
+        return f"kuberay:{self.settings.kuberay_namespace}/{spec.job_name}"
+
+    def _write_and_apply(self, name: str, text: str) -> None:
         self.outbox.mkdir(parents=True, exist_ok=True)
-        path = self.outbox / f"{spec.job_name}.yaml"
+        path = self.outbox / f"{name}.yaml"
         partial = path.with_suffix(".partial")
-        partial.write_text(to_yaml(manifest))
+        partial.write_text(text)
         partial.replace(path)
         if self.settings.kubectl:
             self._kubectl("apply", "-f", str(path))
-        return f"kuberay:{self.settings.kuberay_namespace}/{spec.job_name}"
 
     def status(self, job_id: str) -> JobStatus:
         if not self.settings.kubectl:

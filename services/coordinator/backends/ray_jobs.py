@@ -1,11 +1,14 @@
 """The ``ray`` backend: each task's worker is a Ray job on an existing cluster.
 
 Jobs go through the Ray Jobs API (``JobSubmissionClient``) at ``NEVIS_RAY_ADDRESS`` (the
-dashboard address, e.g. ``http://head:8265``). The job's runtime environment carries the
-worker harness's database and store settings and, when the learner names one, its container
-image (``image_uri``). Inside the job the runner joins the cluster with a runtime environment
-that blanks those settings for learner code; ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` lets that
-narrower environment win over the job's.
+dashboard address, e.g. ``http://head:8265``). A job's runtime environment is cluster
+metadata (the dashboard and ``ray list jobs`` show it), so it carries no credential: only the
+coordinator's knobs, ``NEVIS_SECRETS_PATH`` (where the head node keeps the harness's database
+and store settings, ``NEVIS_RAY_SECRETS_PATH``) and, when the learner names one, its container
+image (``image_uri``). The job's driver, the worker harness, runs on the head node (Ray runs
+job entrypoints there) and reads that path; learner code runs in sandboxes that do not mount
+it, and the run's storage actor is pinned to the driver's node.
+``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` lets the runner's narrower environment win over the job's.
 """
 
 from __future__ import annotations
@@ -13,8 +16,14 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from services.coordinator.backends.base import JobState, JobStatus, LaunchSpec, worker_env
+from services.coordinator.backends.base import (
+    JobState,
+    JobStatus,
+    LaunchSpec,
+    worker_settings_env,
+)
 from services.coordinator.core.config import CoordinatorSettings
+from services.core.credentials import SECRETS_PATH_VAR
 from services.core.errors import ConfigError
 
 _STATES = {
@@ -34,6 +43,11 @@ class RayJobsBackend:
             raise ConfigError(
                 "NEVIS_BACKEND=ray needs NEVIS_RAY_ADDRESS set to the Ray dashboard (Jobs API) "
                 f"address, e.g. http://ray-head:8265. Got {address!r} instead.")
+        if not settings.ray_secrets_path:
+            raise ConfigError(
+                "NEVIS_BACKEND=ray needs NEVIS_RAY_SECRETS_PATH: the path, on the Ray head node, "
+                "of a NAME=value file (or a folder of one file per name) with the worker's "
+                "NEVIS_DATABASE_URL and store settings. Jobs carry the path, never a credential.")
         self.settings = settings
         self.address = address
         self._client: Any = None
@@ -47,8 +61,9 @@ class RayJobsBackend:
         return self._client
 
     def runtime_env(self, spec: LaunchSpec) -> dict[str, Any]:
-        env = {**worker_env(self.settings), "NEVIS_RAY_ADDRESS": "",
-               "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}
+        env = {**worker_settings_env(self.settings), "NEVIS_RAY_ADDRESS": "",
+               "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1",
+               SECRETS_PATH_VAR: str(self.settings.ray_secrets_path)}
         runtime_env: dict[str, Any] = {"env_vars": env}
         if spec.image and self.settings.ray_jobs_use_image:
             runtime_env["image_uri"] = spec.image

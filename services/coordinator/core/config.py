@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from services.coordinator.core.backend_registry import BACKENDS
+from services.coordinator.core.validation import ImagePolicy, parse_rate
 from services.core.config import Settings, load_settings
 from services.core.errors import unknown_name_message
 
@@ -75,23 +76,56 @@ class CoordinatorSettings(Settings):
     token_default_days: int = Field(
         default=90, ge=1, le=366,
         description="Lifetime of an API token minted through the API without an expires_at.")
+    write_rate: str = Field(
+        default="120/minute;2000/hour", max_length=200,
+        description="Writes (POST, PUT, PATCH, DELETE) one token may make, per replica, e.g. "
+        "'120/minute;2000/hour'; more are a 429 with Retry-After.")
+    # Learner images
+    image_registries: str = Field(
+        default="", max_length=4000,
+        description="Comma-separated registries (or registry/path prefixes) learner images may "
+        "come from, e.g. 'ghcr.io/my-org,registry.lab:5000'; empty: any.")
+    require_image_digest: bool | None = Field(
+        default=None, description="Learner images must be pinned by digest (default: in "
+        "production only).")
     max_trials: int = Field(default=64, ge=1, le=10_000)
     max_steps: int = Field(default=1_000_000, ge=1, le=10_000_000)
     # Backends
     worker_command: str | None = Field(
         default=None, description="Override of the worker's nevis command. Unset: local runs "
         "this installation's own (the server's interpreter); ray and kuberay run `nevis`.")
+    ray_secrets_path: str | None = Field(
+        default=None, max_length=4096,
+        description="ray: path on the Ray head node of the worker harness's credentials (a "
+        "NAME=value file, or a folder with one file per name as a mounted Secret). Jobs carry "
+        "this path, never a credential: a job's runtime env is visible to the whole cluster.")
     ray_jobs_use_image: bool = Field(
         default=True, description="ray backend: run a learner's image as the job's image.")
     kuberay_namespace: str = Field(default="nevis")
     kuberay_worker_image: str = Field(
         default="ghcr.io/nevis-service/nevis-worker:0.1.0",
         description="kuberay: image of learners registered without one.")
+    kuberay_harness_image: str = Field(
+        default="ghcr.io/nevis-service/nevis-worker:0.1.0",
+        description="kuberay: the service's own image, run by the head pod (the worker harness, "
+        "which holds the credentials); learner images run in worker pods only.")
     kuberay_secret_name: str = Field(
-        default="nevis-worker-env", description="kuberay: existing Secret with NEVIS_* vars.")
+        default="nevis-worker-env",
+        description="kuberay: existing Secret with the harness's NEVIS_* credentials, mounted "
+        "as files into head pods only.")
+    kuberay_operator_namespace: str = Field(
+        default="kuberay-system", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63,
+        description="kuberay: namespace of the KubeRay operator, the one allowed to reach a "
+        "head's dashboard besides the job's submitter.")
     kuberay_outbox: Path | None = Field(
         default=None, description="kuberay: folder for rendered RayJobs (default data_dir).")
     kubectl: str | None = Field(default=None, description="kuberay: kubectl to apply RayJobs.")
+
+    @field_validator("write_rate")
+    @classmethod
+    def _check_write_rate(cls, value: str) -> str:
+        parse_rate(value)
+        return value
 
     @field_validator("backend")
     @classmethod
@@ -131,6 +165,14 @@ class CoordinatorSettings(Settings):
         if self.backoff_max_s < self.backoff_base_s:
             raise ValueError("NEVIS_BACKOFF_MAX_S must be >= NEVIS_BACKOFF_BASE_S")
         return self
+
+    @property
+    def image_policy(self) -> ImagePolicy:
+        """Which learner images registrations may name."""
+        registries = tuple(r.strip() for r in self.image_registries.split(",") if r.strip())
+        digest = self.require_image_digest
+        return ImagePolicy(registries=registries,
+                           require_digest=self.environment == "production" if digest is None else digest)
 
     @property
     def outbox(self) -> Path:

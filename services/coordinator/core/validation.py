@@ -93,6 +93,41 @@ def check_image_ref(value: str, *, field: str = "image") -> str:
     return value
 
 
+@dataclass(frozen=True)
+class ImagePolicy:
+    """Which learner images this service runs: from ``registries`` only (registry hosts or
+    host/path prefixes; empty: any), and by digest when ``require_digest`` (production: a tag
+    can be moved to other code after review, a digest cannot)."""
+
+    registries: tuple[str, ...] = ()
+    require_digest: bool = False
+
+
+def check_image_policy(value: str, policy: ImagePolicy, *, field: str = "image") -> str:
+    """``value`` (already a valid reference, :func:`check_image_ref`) under ``policy``."""
+    match = _IMAGE.fullmatch(value)
+    if match is None:
+        return check_image_ref(value, field=field)
+    domain = match["domain"]
+    if not domain or not ("." in domain or ":" in domain or domain == "localhost"):
+        domain = "docker.io"  # Docker's default registry, as a runtime would resolve it
+        path = (match["domain"] + "/" if match["domain"] else "") + match["path"]
+    else:
+        path = match["path"]
+    name = f"{domain}/{path}"
+    if policy.registries and not any(name == allowed.rstrip("/") or name.startswith(allowed.rstrip("/") + "/")
+                                     for allowed in policy.registries):
+        raise InvalidInputError(
+            f"The '{field}' must come from an allowed registry ({', '.join(policy.registries)}; "
+            f"NEVIS_IMAGE_REGISTRIES). Got {shown(value)} (registry {domain!r}) instead.", field=field)
+    if policy.require_digest and match["digest"] is None:
+        raise InvalidInputError(
+            f"The '{field}' must be pinned by digest (…@sha256:<64 hex>) on this service "
+            f"(NEVIS_REQUIRE_IMAGE_DIGEST): a tag can be moved. Got {shown(value)} instead.",
+            field=field)
+    return value
+
+
 def check_entrypoint(value: str, *, field: str = "entrypoint") -> str:
     """A ``package.module:factory`` spec made of Python identifiers.
 
@@ -166,6 +201,21 @@ def check_idempotency_key(value: str) -> str:
     return value
 
 
+def parse_rate(text: str) -> list[Any]:
+    """``"120/minute"`` or ``"120/minute;2000/hour"`` as rate limits (``limits`` items); a
+    ValueError says what would be accepted."""
+    from limits import parse_many  # noqa: PLC0415 - only settings and the rate limiter need it
+
+    try:
+        items = parse_many(text) if isinstance(text, str) and len(text) <= 200 else []
+    except ValueError:
+        items = []
+    if not items:
+        raise ValueError("must be a rate such as '120/minute' or '120/minute;2000/hour' "
+                         f"(amount/second|minute|hour|day). Got {shown(text)} instead.")
+    return items
+
+
 def _int_in(value: Any, low: int, high: int, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidInputError(
@@ -175,7 +225,7 @@ def _int_in(value: Any, low: int, high: int, field: str) -> int:
 
 
 __all__ = [
-    "DB_INT_MAX", "ECHO_MAX", "FORBIDDEN_ENTRYPOINT_MODULES", "IDEMPOTENCY_KEY",
-    "ResourceRequest", "check_entrypoint", "check_idempotency_key", "check_image_ref",
-    "check_name", "check_resources", "shown",
+    "DB_INT_MAX", "ECHO_MAX", "FORBIDDEN_ENTRYPOINT_MODULES", "IDEMPOTENCY_KEY", "ImagePolicy",
+    "ResourceRequest", "check_entrypoint", "check_idempotency_key", "check_image_policy",
+    "check_image_ref", "check_name", "check_resources", "parse_rate", "shown",
 ]

@@ -3,6 +3,7 @@ the Jobs API; the worker harness inside it reaches the database, learner code do
 
 from __future__ import annotations
 
+import json
 import pickle
 import re
 import time
@@ -28,7 +29,14 @@ pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("database_url", ["po
 def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(
         coord_settings, ray_head, kit, tmp_path):
     kit.write_stream(coord_settings.streams_dir, "tiny1", tasks=1)
-    settings = coord_settings.model_copy(update={"backend": "ray", "ray_address": ray_head.dashboard_url})
+    secrets = tmp_path / "worker-secrets"  # as a mounted Secret: one file per name
+    secrets.mkdir()
+    for name, value in {"NEVIS_DATABASE_URL": coord_settings.database_url,
+                        "NEVIS_STORE_URL": coord_settings.store_url,
+                        "NEVIS_DATA_DIR": str(coord_settings.data_dir)}.items():
+        (secrets / name).write_text(value + "\n")
+    settings = coord_settings.model_copy(update={"backend": "ray", "ray_address": ray_head.dashboard_url,
+                                                 "ray_secrets_path": str(secrets)})
     backend = RayJobsBackend(settings)
     sessions = session_factory(make_engine(settings.database_url))
     store = open_store(settings.store_url)
@@ -67,7 +75,10 @@ def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(
     assert re.fullmatch(rf"nevis-s{sub_id}-t1-a1-l{lease.id}-[0-9a-f]{{6}}", lease.job_id)
     assert str(job.status) in ("SUCCEEDED", "JobStatus.SUCCEEDED") and backend.status(lease.job_id).state.value == "succeeded"
     assert job.metadata["nevis.submission"] == str(sub_id)
-    assert job.runtime_env["env_vars"]["NEVIS_DATABASE_URL"] == settings.database_url  # the harness's
+    shown = json.dumps(job.runtime_env)  # cluster metadata: no credential, only where they are
+    assert job.runtime_env["env_vars"]["NEVIS_SECRETS_PATH"] == str(secrets)
+    assert settings.database_url not in shown and "NEVIS_DATABASE_URL" not in shown
+    assert str(settings.data_dir) not in shown.replace(str(secrets), "")
     cheats = pickle.loads(store.get_bytes(state_key))["cheats"]
     seen = " ".join(cheats[0]["creds"].values())
     assert settings.database_url not in seen and str(settings.data_dir) not in seen
@@ -79,11 +90,32 @@ def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(
 
 def test_the_ray_backend_needs_a_jobs_api_address(coord_settings):
     with pytest.raises(ConfigError, match="http://ray-head:8265"):
-        RayJobsBackend(coord_settings.model_copy(update={"ray_address": "127.0.0.1:6379"}))
+        RayJobsBackend(coord_settings.model_copy(update={"ray_address": "127.0.0.1:6379",
+                                                         "ray_secrets_path": "/x"}))
+
+
+def test_the_ray_backend_needs_a_secrets_path_and_sends_no_credential(coord_settings, monkeypatch):
+    with pytest.raises(ConfigError, match="NEVIS_RAY_SECRETS_PATH"):
+        RayJobsBackend(coord_settings.model_copy(update={"ray_address": "http://head:8265"}))
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-value")
+    monkeypatch.setenv("PGPASSWORD", "pg-secret-value")
+    backend = RayJobsBackend(coord_settings.model_copy(update={
+        "ray_address": "http://head:8265", "ray_secrets_path": "/etc/nevis/worker.env",
+        "s3_endpoint_url": "http://minio:9000"}))
+    from services.coordinator.backends.base import LaunchSpec
+
+    env = backend.runtime_env(LaunchSpec(lease_id=1, submission_id=1, task_order=1, attempt=1,
+                                         learner_name="x", entrypoint="m:f", image=None))["env_vars"]
+    shown = json.dumps(env)
+    for secret in ("aws-secret-value", "pg-secret-value", coord_settings.database_url, "minio"):
+        assert secret not in shown
+    assert env["NEVIS_SECRETS_PATH"] == "/etc/nevis/worker.env"
+    assert env["NEVIS_HEARTBEAT_INTERVAL_S"] == str(coord_settings.heartbeat_interval_s)
 
 
 def test_a_failing_job_is_reported_as_failed(coord_settings, ray_head):
     settings = coord_settings.model_copy(update={"ray_address": ray_head.dashboard_url,
+                                                 "ray_secrets_path": "/nonexistent",
                                                  "worker_command": "false"})
     backend = RayJobsBackend(settings)
     from services.coordinator.backends.base import LaunchSpec

@@ -18,13 +18,20 @@ import yaml
 
 from services.coordinator.backends.base import JobState, LaunchSpec
 from services.coordinator.backends.kuberay import KubeRayBackend
-from services.coordinator.backends.kuberay_template import render_rayjob, to_yaml
+from services.coordinator.backends.kuberay_template import (
+    DASHBOARD_PORT,
+    HARNESS_SECRETS_DIR,
+    render_network_policies,
+    render_rayjob,
+    to_yaml,
+)
 from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.core.validation import ResourceRequest
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_FILE = ROOT.parent / "shared" / "schemas" / "kuberay" / "ray.io_rayjobs.yaml"
 EXAMPLE = ROOT / "k8s" / "rayjob-example.yaml"
+POLICIES = ROOT / "k8s" / "kuberay-networkpolicies.yaml"
 DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
@@ -91,15 +98,26 @@ def test_rendered_rayjobs_validate_against_the_crd_schema(schema, validator, tmp
     assert job["entrypoint"].endswith(f"worker run-task --submission {spec.submission_id} --lease {spec.lease_id}")
     pods = [job["rayClusterSpec"]["headGroupSpec"]["template"]] + [
         g["template"] for g in job["rayClusterSpec"]["workerGroupSpecs"]]
-    images = {c["image"] for pod in pods for c in pod["spec"]["containers"]}
-    assert images == {spec.image or settings.kuberay_worker_image}
-    worker = job["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    # The head (the harness, with the credentials) runs the service's image; learners' only workers.
+    head_pod, worker_pod = pods
+    head, worker = head_pod["spec"]["containers"][0], worker_pod["spec"]["containers"][0]
+    assert head["image"] == settings.kuberay_harness_image
+    assert worker["image"] == (spec.image or settings.kuberay_worker_image)
     assert worker["resources"]["limits"].get("nvidia.com/gpu", 0) == spec.resources.gpus
-    # The database settings reach the head pod (the harness) only, by Secret reference.
-    head = job["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
-    assert head["envFrom"] == [{"secretRef": {"name": settings.kuberay_secret_name}}]
-    assert "envFrom" not in worker and "env" not in worker
-    assert yaml.safe_load(job["runtimeEnvYAML"])["env_vars"]["RAY_OVERRIDE_JOB_RUNTIME_ENV"] == "1"
+    # The credentials reach the head pod only, as files of a Secret the runtime env points to.
+    assert head_pod["spec"]["volumes"] == [{"name": "nevis-secrets", "secret": {
+        "secretName": settings.kuberay_secret_name, "defaultMode": 0o440}}]
+    assert head["volumeMounts"][0]["mountPath"] == HARNESS_SECRETS_DIR
+    assert "volumes" not in worker_pod["spec"] and "envFrom" not in worker and "volumeMounts" not in worker
+    assert worker["env"] == [{"name": "NEVIS_SANDBOX", "value": "bwrap"}]
+    for pod in pods:
+        assert pod["spec"]["automountServiceAccountToken"] is False
+        assert pod["spec"]["enableServiceLinks"] is False
+    assert (head_pod["metadata"]["labels"]["nevis.io/role"], worker_pod["metadata"]["labels"]["nevis.io/role"]) \
+        == ("harness", "learner")
+    env = yaml.safe_load(job["runtimeEnvYAML"])["env_vars"]
+    assert env == {"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1", "NEVIS_RAY_ADDRESS": "",
+                   "NEVIS_SECRETS_PATH": HARNESS_SECRETS_DIR}
 
 
 def test_the_schema_check_would_catch_a_bad_manifest(schema, validator, tmp_path):
@@ -124,9 +142,34 @@ def test_the_checked_in_example_is_what_the_renderer_makes(schema, validator, tm
     assert example == yaml.safe_load(to_yaml(render_rayjob(spec, settings)))
 
 
+def test_learner_pods_are_fenced_from_the_dashboard_the_database_and_the_internet(tmp_path):
+    settings = _settings(tmp_path, kuberay_namespace="research", kuberay_operator_namespace="ray-ops")
+    learner, head = render_network_policies(settings)
+    assert {p["metadata"]["namespace"] for p in (learner, head)} == {"research"}
+    assert learner["spec"]["podSelector"]["matchLabels"]["nevis.io/role"] == "learner"
+    assert learner["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    destinations = [peer for rule in learner["spec"]["egress"] for peer in rule["to"]]
+    assert all(peer.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/name") == "nevis-worker"
+               or peer["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"} for peer in destinations)
+    assert not any("ipBlock" in peer for peer in destinations)  # nothing outside the cluster
+    rules = head["spec"]["ingress"]
+    from_ray_pods = [r for r in rules if r["from"][0].get("podSelector", {}).get("matchLabels")]
+    ports = [(p["port"], p["endPort"]) for r in from_ray_pods for p in r["ports"]]
+    assert all(not lo <= DASHBOARD_PORT <= hi for lo, hi in ports)  # learners never reach it
+    dashboard_peers = [r["from"][0] for r in rules if r["ports"] == [{"port": DASHBOARD_PORT, "protocol": "TCP"}]]
+    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ray-ops"}}} in dashboard_peers
+
+
+def test_the_checked_in_network_policies_are_what_the_renderer_makes(tmp_path):
+    checked_in = [d for d in yaml.safe_load_all(POLICIES.read_text()) if d]
+    assert checked_in == [yaml.safe_load(to_yaml(p)) for p in render_network_policies(_settings(tmp_path))]
+
+
 def test_the_backend_writes_each_rayjob_to_its_outbox(tmp_path, validator):
     backend = KubeRayBackend(_settings(tmp_path))
     job_id = backend.launch(SPECS[1])
+    fences = list(yaml.safe_load_all((tmp_path / "kuberay" / "networkpolicies.yaml").read_text()))
+    assert [f["kind"] for f in fences] == ["NetworkPolicy", "NetworkPolicy"]
     assert job_id == f"kuberay:nevis/{SPECS[1].job_name}"
     written = yaml.safe_load((tmp_path / "kuberay" / f"{SPECS[1].job_name}.yaml").read_text())
     validator.validate(written)

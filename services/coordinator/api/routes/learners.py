@@ -30,7 +30,13 @@ from services.coordinator.core.errors import (
     ConflictError,
     PayloadTooLargeError,
 )
-from services.coordinator.core.validation import check_entrypoint, check_name, check_resources
+from services.coordinator.core.validation import (
+    check_entrypoint,
+    check_image_policy,
+    check_image_ref,
+    check_name,
+    check_resources,
+)
 from services.coordinator.crud import learners as crud
 from services.coordinator.crud.learners import OwnedLearner
 from services.store.db import declare_writer
@@ -52,8 +58,12 @@ def learner_out(owned: OwnedLearner) -> LearnerOut:
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409, 413),
              summary="Register a learner: container image + entry point + resources")
-def create_learner(body: LearnerCreate, user: CurrentUser, session: SessionDep) -> LearnerOut:
+def create_learner(body: LearnerCreate, user: CurrentUser, session: SessionDep,
+                   settings: SettingsDep) -> LearnerOut:
     resources = check_resources(body.resources.model_dump())
+    if body.image is not None:
+        check_image_ref(body.image)
+        check_image_policy(body.image, settings.image_policy)
     owned = crud.create_learner(session, owner=user, name=body.name, entrypoint=body.entrypoint,
                                 image=body.image, resources=resources)
     session.commit()
