@@ -74,7 +74,7 @@ def _huge_member(path: Path) -> None:
 
 
 def main() -> None:
-    from services.coordinator.bundles import check_bundle
+    from workers.sandbox.bundles import check_bundle
     from services.core.errors import NevisError
 
     with tempfile.TemporaryDirectory() as scratch:

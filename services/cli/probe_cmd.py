@@ -48,7 +48,8 @@ def _worker_config(*, submission_id: int | None, lease_s: float, poll_s: float,
     return WorkerConfig(database_url=settings.database_url, store_url=settings.store_url,
                         s3_endpoint_url=settings.s3_endpoint_url, lease_s=lease_s, poll_s=poll_s,
                         stop_when_idle=stop_when_idle, submission_id=submission_id,
-                        threads=threads, watch=watch, sandbox=settings.sandbox, import_paths=paths)
+                        threads=threads, watch=watch, sandbox=settings.sandbox, import_paths=paths,
+                        bundles_dir=str(settings.data_dir / "bundles"))
 
 
 def run(

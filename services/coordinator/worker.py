@@ -20,19 +20,18 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import tempfile
 import threading
 import traceback
 from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.coordinator.bundles import check_bundle, extract_bundle, import_root
 from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.policy import retry_policy
 from services.core.errors import (
     BudgetError,
+    BundleError,
     LearnerError,
     ManifestError,
     NevisError,
@@ -42,11 +41,12 @@ from services.store.db import ensure_current, make_engine, session_factory, tran
 from services.store.db.models import Submission
 from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES
 from services.store.objects import open_store
+from workers.sandbox.bundles import UNPACK_FACTOR, unpack_stored_bundle
 
 log = logging.getLogger("nevis.worker")
 LEASE_LOST_EXIT = 75
 # Failures that would only repeat: a bad learner spec, a broken manifest, a bad budget.
-NOT_RETRYABLE = (UnknownNameError, ManifestError, BudgetError, LearnerError)
+NOT_RETRYABLE = (UnknownNameError, ManifestError, BudgetError, LearnerError, BundleError)
 
 
 class Heartbeat(threading.Thread):
@@ -142,16 +142,8 @@ def _prepare_bundle(settings: CoordinatorSettings, sessions: sessionmaker[Sessio
     if not key:
         return None
     store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
-    dest = settings.data_dir / "bundles" / sha
-    name = key.rsplit("/", 1)[-1]
-    if dest.exists():
-        return import_root(dest)  # unpacked by an earlier task
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
-        archive = Path(scratch) / name
-        store.get_file(key, archive)  # verifies the recorded sha256
-        kind = check_bundle(archive, filename=name, max_unpacked_bytes=20 * settings.bundle_max_bytes)
-        return extract_bundle(archive, dest, kind=kind)
+    return unpack_stored_bundle(store, key=key, sha256=sha, root=settings.data_dir / "bundles",
+                                max_unpacked_bytes=UNPACK_FACTOR * settings.bundle_max_bytes)
 
 
 def _shutdown_ray() -> None:

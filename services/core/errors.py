@@ -94,12 +94,16 @@ class TaskFailedError(NevisError):
     """Every trial of a task failed; nothing was committed for it."""
 
 
+class BundleError(NevisError, ValueError):
+    """A learner bundle (an uploaded archive) is unreadable, unsafe or too large."""
+
+
 class BudgetError(NevisError, ValueError):
     """A run budget (trials, steps, FLOP or wall caps) makes no sense."""
 
 
 __all__ = [
-    "BudgetError", "CausalityError", "ConfigError", "DatabaseError", "DatasetFormatError",
+    "BudgetError", "BundleError", "CausalityError", "ConfigError", "DatabaseError", "DatasetFormatError",
     "DatasetNotFoundError", "IntegrityError", "InvalidKeyError", "LearnerError", "ManifestError",
     "NevisError", "ObjectNotFoundError", "TaskFailedError", "UnknownNameError",
     "unknown_name_message",

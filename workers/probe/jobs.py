@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from services.store.db.models_probe import (
 from services.store.objects import ObjectStore
 from services.store.db import jsonfloats
 from workers.probe.context import ProbeContext
+from workers.sandbox.bundles import DEFAULT_MAX_UNPACKED_BYTES, unpack_stored_bundle
 from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner
 from workers.probe.data import TaskCache
 from workers.probe.errors import ProbeInputError
@@ -54,23 +56,36 @@ class ProbeRuntime:
     sandbox; this process holds the database credentials and never imports a learner)."""
 
     def __init__(self, sessions: sessionmaker[Session], store: ObjectStore, *, sandbox: str = "auto",
-                 import_paths: tuple[str, ...] = (), threads: int = 1) -> None:
+                 import_paths: tuple[str, ...] = (), threads: int = 1, bundles_dir: Path | None = None,
+                 bundle_max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES) -> None:
         self.sessions = sessions
         self.store = store
         self.tasks = TaskCache(store)
         self.sandbox, self.import_paths, self.threads = sandbox, import_paths, threads
-        self._learners: dict[str, SandboxedLearner] = {}
+        self.bundles_dir, self.bundle_max_unpacked_bytes = bundles_dir, bundle_max_unpacked_bytes
+        self._learners: dict[tuple[str, str | None], SandboxedLearner] = {}
 
-    def learner(self, spec: str) -> SandboxedLearner:
-        known = self._learners.get(spec)
+    def learner(self, spec: str, *, bundle: tuple[str, str] | None = None) -> SandboxedLearner:
+        """A warm host of learner ``spec``; ``bundle`` is its uploaded bundle's (key, sha256),
+        unpacked here once and shown read-only to the host, as the worker harness does."""
+        cache_key = (spec, bundle[1] if bundle else None)
+        known = self._learners.get(cache_key)
         if known is not None and known.host.alive:
             return known
         try:
-            host = LearnerHost(HostSpec(spec, self.import_paths, self.sandbox, self.threads))
+            paths = self.import_paths
+            if bundle is not None:
+                if self.bundles_dir is None:
+                    raise ProbeInputError("this probe worker has no folder to unpack learner bundles "
+                                          "into (give it the service's NEVIS_DATA_DIR)")
+                root = unpack_stored_bundle(self.store, key=bundle[0], sha256=bundle[1], root=self.bundles_dir,
+                                            max_unpacked_bytes=self.bundle_max_unpacked_bytes)
+                paths = (str(root), *paths)
+            host = LearnerHost(HostSpec(spec, paths, self.sandbox, self.threads))
         except Exception as exc:  # noqa: BLE001 - reported with the job
             raise ProbeInputError(f"Cannot load learner {spec!r} to probe it: {exc}") from exc
-        self._learners[spec] = SandboxedLearner(host)
-        return self._learners[spec]
+        self._learners[cache_key] = SandboxedLearner(host)
+        return self._learners[cache_key]
 
     def close(self) -> None:
         """Stop the learner hosts."""
@@ -116,7 +131,8 @@ def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         run = trial.task_run
         submission = run.submission
         spec, size, order = submission.learner.entrypoint, submission.image_size, run.stream_task.order
-        learner = runtime.learner(spec)
+        bundle = submission.learner.bundle_key, submission.learner.bundle_sha256
+        learner = runtime.learner(spec, bundle=bundle if bundle[0] else None)
         manifest = runtime.tasks.manifest(submission.stream_version)
         row = dict(checkpoint_id=ckpt.id, object_key=ckpt.object_key, sha256=ckpt.sha256,
                    trial_id=trial.id, step=ckpt.step)

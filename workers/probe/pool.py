@@ -25,6 +25,7 @@ import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
@@ -61,6 +62,8 @@ class WorkerConfig:
         watch: Settings (as a dict) to queue newly committed tasks with; None: don't.
         sandbox: Where learner hosts run (``NEVIS_SANDBOX``: auto, bwrap or none).
         import_paths: Folders where learner modules are found (default: none).
+        bundles_dir: Where uploaded learner bundles are unpacked (the service's
+            ``NEVIS_DATA_DIR/bundles``); None: probing an uploaded learner fails, saying so.
     """
 
     database_url: str
@@ -74,6 +77,7 @@ class WorkerConfig:
     watch: dict[str, Any] | None = None
     sandbox: str = "auto"
     import_paths: tuple[str, ...] = ()
+    bundles_dir: str | None = None
 
 
 def worker_name() -> str:
@@ -122,7 +126,8 @@ class ProbeWorker:
         self.sessions = session_factory(make_engine(config.database_url))
         self.runtime = ProbeRuntime(
             self.sessions, open_store(config.store_url, s3_endpoint_url=config.s3_endpoint_url),
-            sandbox=config.sandbox, import_paths=config.import_paths, threads=config.threads)
+            sandbox=config.sandbox, import_paths=config.import_paths, threads=config.threads,
+            bundles_dir=Path(config.bundles_dir) if config.bundles_dir else None)
         self.on_event = on_event or (lambda job, outcome, seconds, message: None)
         self._watch = ProbeSettings.from_dict(config.watch) if config.watch is not None else None
 

@@ -27,11 +27,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from services.coordinator import bundles
 from services.coordinator.api.routes import learners as learner_routes
 from services.coordinator.app import create_app
-from services.coordinator.core.errors import InvalidInputError
+from services.core.errors import BundleError
 from services.store.db.engine import sqlite_path
+from workers.sandbox import bundles
 
 DAY = timedelta(days=1)
 
@@ -259,7 +259,7 @@ def test_the_zip_bomb_is_what_it_claims(hostile):
     ("many.zip", "more than 10000 entries"),
 ])
 def test_hostile_archives_are_refused_in_well_under_a_second(hostile, name, words):
-    with pytest.raises(InvalidInputError, match=words) as caught:
+    with pytest.raises(BundleError, match=words) as caught:
         bundles.check_bundle(hostile[name], filename=name, max_unpacked_bytes=1024**3)
     assert caught.value.field == "file"
 

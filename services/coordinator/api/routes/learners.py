@@ -24,7 +24,6 @@ from services.coordinator.api.deps import (
 from services.coordinator.api.fields import ENTRYPOINT_MAX, NAME_MAX, DbId
 from services.coordinator.api.routes import problems
 from services.coordinator.api.schemas import BundleOut, LearnerCreate, LearnerOut, Page
-from services.coordinator.bundles import UNPACK_FACTOR, bundle_kind, check_bundle, safe_filename
 from services.coordinator.core.errors import (
     AuthenticationError,
     ConflictError,
@@ -41,6 +40,7 @@ from services.coordinator.crud import learners as crud
 from services.coordinator.crud.learners import OwnedLearner
 from services.store.db import declare_writer
 from services.store.db.models_coordinator import User
+from workers.sandbox.bundles import UNPACK_FACTOR, bundle_kind, check_bundle, safe_filename
 
 router = APIRouter(prefix="/v1/learners", tags=["learners"], responses=problems(401, 422, 503))
 BUNDLE_PATH = "/v1/learners/bundle"

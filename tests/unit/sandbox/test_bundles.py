@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from services.coordinator.bundles import (
+from workers.sandbox.bundles import (
     bundle_kind,
     check_bundle,
     extract_bundle,
     safe_filename,
 )
-from services.coordinator.core.errors import InvalidInputError
+from services.core.errors import BundleError
 
 CODE = b"def make():\n    return 'made by the bundle'\n"
 
@@ -68,7 +68,7 @@ def test_a_wheel_unpacks_at_its_root(tmp_path):
 ])
 def test_unsafe_or_useless_bundles_are_refused(tmp_path, members, words):
     archive = _targz(tmp_path / "b.tgz", members)
-    with pytest.raises(InvalidInputError, match=words) as caught:
+    with pytest.raises(BundleError, match=words) as caught:
         check_bundle(archive, filename="b.tgz", max_unpacked_bytes=10_000)
     assert caught.value.field == "file"
 
@@ -79,7 +79,7 @@ def test_a_zip_with_a_symlink_is_refused(tmp_path):
         info = zipfile.ZipInfo("pkg/link.py")
         info.external_attr = (0o120777 << 16)
         archive.writestr(info, "/etc/passwd")
-    with pytest.raises(InvalidInputError, match="link"):
+    with pytest.raises(BundleError, match="link"):
         check_bundle(path, filename="l.zip", max_unpacked_bytes=10_000)
 
 
@@ -90,7 +90,7 @@ def test_bundle_kinds(name, kind):
 
 @pytest.mark.parametrize("name", ["a.tar", "a.exe", "a.gz", ""])
 def test_other_file_types_are_refused(name):
-    with pytest.raises(InvalidInputError, match="wheel"):
+    with pytest.raises(BundleError, match="wheel"):
         bundle_kind(name)
 
 

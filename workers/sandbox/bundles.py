@@ -1,13 +1,16 @@
 """Uploaded learner bundles: a wheel, a zip or a gzipped tar of Python sources.
 
 A bundle is checked before it is stored (readable archive, safe member names, no links or
-devices, bounded member count and unpacked size) and unpacked by the worker harness into a folder that goes
-on the import path of the run (its Ray runtime environment). The import root is the archive
-root, or its single top-level folder (an sdist's ``name-1.0/``), or that folder's ``src/``.
+devices, bounded member count and unpacked size) and unpacked, by whatever needs to run the
+learner (the worker harness, the probe pool), into a folder that its learner hosts get to
+see read-only (:func:`unpack_stored_bundle`). The import root is the archive root, or its
+single top-level folder (an sdist's ``name-1.0/``), or that folder's ``src/``. Nothing here
+imports what a bundle holds.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import struct
@@ -17,11 +20,16 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from services.coordinator.core.errors import InvalidInputError
+import tempfile
+
+from services.core.errors import BundleError
+from services.store.objects import ObjectStore
 
 SUFFIXES = (".whl", ".zip", ".tar.gz", ".tgz")
 MAX_MEMBERS = 10_000
 UNPACK_FACTOR = 20  # unpacked size may be at most this many times the upload limit
+DEFAULT_MAX_UNPACKED_BYTES = UNPACK_FACTOR * 50 * 1024 * 1024
+"""For readers without the coordinator's NEVIS_BUNDLE_MAX_BYTES (the probe pool): its default."""
 
 
 def bundle_kind(filename: str) -> str:
@@ -31,7 +39,7 @@ def bundle_kind(filename: str) -> str:
         return "zip"
     if lower.endswith((".tar.gz", ".tgz")):
         return "tar"
-    raise InvalidInputError(
+    raise BundleError(
         f"The 'file' must be a wheel (.whl), a .zip or a .tar.gz / .tgz of Python sources. "
         f"Got {filename!r} instead.", field="file")
 
@@ -53,7 +61,7 @@ def check_bundle(path: Path, *, filename: str, max_unpacked_bytes: int) -> str:
     16 GiB member is refused at its header). Call it before taking any database lock.
 
     Raises:
-        InvalidInputError: (field ``file``) unreadable archive, unsafe member, too many
+        BundleError: (field ``file``) unreadable archive, unsafe member, too many
             members, or too large once unpacked.
     """
     kind = bundle_kind(filename)
@@ -68,19 +76,19 @@ def check_bundle(path: Path, *, filename: str, max_unpacked_bytes: int) -> str:
         _check_member_name(name)
         total += size
         if total > max_unpacked_bytes:
-            raise InvalidInputError(
+            raise BundleError(
                 f"The 'file' unpacks to more than {max_unpacked_bytes} bytes (at least {total}); "
                 f"at most {max_unpacked_bytes} are allowed.", field="file")
         has_python = has_python or name.endswith(".py")
     if not has_python:
-        raise InvalidInputError("The 'file' holds no .py file; a bundle carries Python code.",
+        raise BundleError("The 'file' holds no .py file; a bundle carries Python code.",
                                 field="file")
     return kind
 
 
 def _check_count(count: int) -> None:
     if count > MAX_MEMBERS:
-        raise InvalidInputError(
+        raise BundleError(
             f"The 'file' holds more than {MAX_MEMBERS} entries (at least {count}); at most "
             f"{MAX_MEMBERS} are allowed.", field="file")
 
@@ -102,6 +110,32 @@ def extract_bundle(path: Path, dest: Path, *, kind: str) -> Path:
         except OSError:  # another worker unpacked it first
             shutil.rmtree(partial, ignore_errors=True)
     return import_root(dest)
+
+
+def unpack_stored_bundle(store: ObjectStore, *, key: str, sha256: str, root: Path,
+                         max_unpacked_bytes: int) -> Path:
+    """The import root of the bundle stored at ``key``, unpacked once under ``root/<sha256>``.
+
+    The archive is fetched (its recorded checksum verified) and checked again before it is
+    unpacked: the store is not trusted more than the upload was.
+    """
+    dest = root / sha256
+    if dest.exists():
+        return import_root(dest)  # unpacked by an earlier task or job
+    name = key.rsplit("/", 1)[-1]
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as scratch:
+        archive = Path(scratch) / name
+        store.get_file(key, archive)  # verifies the store's own checksum
+        digest = hashlib.sha256()
+        with archive.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        if digest.hexdigest() != sha256:  # the database's record is what was reviewed
+            raise BundleError(f"The stored bundle {key!r} is not the one registered (sha256 "
+                              f"{digest.hexdigest()[:12]}… instead of {sha256[:12]}…).", field="file")
+        kind = check_bundle(archive, filename=name, max_unpacked_bytes=max_unpacked_bytes)
+        return extract_bundle(archive, dest, kind=kind)
 
 
 def import_root(folder: Path) -> Path:
@@ -162,12 +196,12 @@ def _zip_members(path: Path) -> Iterator[tuple[str, int]]:
             for info in archive.infolist():
                 mode = (info.external_attr >> 16) & 0o170000
                 if mode and mode not in (0o100000, 0o040000):
-                    raise InvalidInputError(
+                    raise BundleError(
                         f"The 'file' entry {info.filename!r} is a link or device; only files "
                         "and folders are allowed.", field="file")
                 yield info.filename, info.file_size
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise InvalidInputError(f"The 'file' is not a readable zip archive ({exc}).",
+        raise BundleError(f"The 'file' is not a readable zip archive ({exc}).",
                                 field="file") from None
 
 
@@ -178,24 +212,24 @@ def _tar_members(path: Path) -> Iterator[tuple[str, int]]:
         with tarfile.open(path, "r|gz") as archive:
             for member in archive:
                 if not (member.isfile() or member.isdir()):
-                    raise InvalidInputError(
+                    raise BundleError(
                         f"The 'file' entry {member.name!r} is a link or device; only files "
                         "and folders are allowed.", field="file")
                 yield member.name, member.size
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        raise InvalidInputError(f"The 'file' is not a readable .tar.gz archive ({exc}).",
+        raise BundleError(f"The 'file' is not a readable .tar.gz archive ({exc}).",
                                 field="file") from None
 
 
 def _check_member_name(name: str) -> None:
     parts = PurePosixPath(name.replace("\\", "/")).parts
     if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-        raise InvalidInputError(
+        raise BundleError(
             f"The 'file' entry {name!r} would unpack outside its folder; use relative paths.",
             field="file")
 
 
 __all__ = [
-    "MAX_MEMBERS", "SUFFIXES", "UNPACK_FACTOR", "bundle_kind", "check_bundle", "extract_bundle",
-    "import_root", "safe_filename", "zip_entry_count",
+    "DEFAULT_MAX_UNPACKED_BYTES", "MAX_MEMBERS", "SUFFIXES", "UNPACK_FACTOR", "bundle_kind", "check_bundle", "extract_bundle",
+    "import_root", "safe_filename", "unpack_stored_bundle", "zip_entry_count",
 ]
