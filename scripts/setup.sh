@@ -11,6 +11,11 @@ PYTHON="${PYTHON:-python3}"
 if ! command -v bwrap >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get install -y -q bubblewrap >/dev/null 2>&1 || true  # the learner sandbox
 fi
+if ! command -v chromedriver >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  # The dashboard's browser tests: Debian's headless Chromium and its driver.
+  apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; } || true
+fi
 if ! command -v bwrap >/dev/null; then
   echo "Note: bubblewrap is not installed, so learner code will run without a sandbox" \
        "(NEVIS_SANDBOX=auto). Install it with: sudo apt-get install bubblewrap" >&2

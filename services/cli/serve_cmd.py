@@ -27,7 +27,7 @@ def serve(
     """Start the coordinator API (and its scheduler) on HOST:PORT."""
     import uvicorn  # noqa: PLC0415
 
-    from services.coordinator.app import create_app  # noqa: PLC0415
+    from services.dashboard.server import create_server_app  # noqa: PLC0415
     from services.store.db import ensure_current, upgrade  # noqa: PLC0415
     from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
 
@@ -41,7 +41,7 @@ def serve(
         upgrade(settings.database_url)
     ensure_current(settings.database_url)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(settings, run_scheduler=scheduler)
+    app = create_server_app(settings, run_scheduler=scheduler)
     typer.echo(f"nevis coordinator on http://{host}:{port} (backend {settings.backend}, "
                f"scheduler {'on' if scheduler else 'off'})", err=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

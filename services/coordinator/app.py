@@ -17,7 +17,14 @@ from services.coordinator.api import problems
 from services.coordinator.api.deps import token_checker
 from services.coordinator.api.middleware import BodyLimit, RequestMetrics, UploadLimit
 from services.coordinator.api.rate_limit import WriteRateLimit, document_rate_limits
-from services.coordinator.api.routes import health, learners, streams, submissions, users
+from services.coordinator.api.routes import (
+    health,
+    leaderboard,
+    learners,
+    streams,
+    submissions,
+    users,
+)
 from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.metrics import Metrics
 from services.coordinator.scheduler.loop import Scheduler
@@ -68,7 +75,7 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
     app.state.metrics = metrics
     app.state.scheduler = scheduler
     app.state.store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
-    for module in (health, users, learners, submissions, streams):
+    for module in (health, users, learners, submissions, streams, leaderboard):
         app.include_router(module.router)
     problems.install(app)
     app.add_middleware(UploadLimit, path=learners.BUNDLE_PATH, limit=settings.bundle_max_bytes,

@@ -12,7 +12,8 @@ reported as such, never silently scored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -81,6 +82,43 @@ def cflop(task_flops: Iterable[float]) -> float:
     return float(sum(float(f) for f in task_flops))
 
 
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[bool]:
+    """Which (cFLOP, E) points are on the Pareto front (METRICS.md §1): no other point has
+    both lower-or-equal cFLOP and lower-or-equal E with at least one strictly lower.
+
+    Examples:
+        >>> pareto_front([(1.0, 0.5), (2.0, 0.4), (3.0, 0.45), (1.0, 0.5)])
+        [True, True, False, True]
+    """
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1]))
+    on_front = [False] * len(points)
+    best_error = math.inf  # lowest E among points of strictly lower cFLOP
+    i = 0
+    while i < len(order):
+        flops = points[order[i]][0]
+        group = [j for j in order[i:] if points[j][0] == flops]
+        lowest = min(points[j][1] for j in group)
+        for j in group:  # equal cFLOP: only the lowest E of the group, and only if it beats cheaper ones
+            on_front[j] = points[j][1] == lowest and lowest < best_error
+        best_error = min(best_error, lowest)
+        i += len(group)
+    return on_front
+
+
+def regret_curve(errors: Sequence[float | None], baseline: Sequence[float | None]) -> list[float | None]:
+    """Regret against a baseline at each task i: sum over j <= i of (e_j - e_j^baseline)
+    (METRICS.md §1); None from the first task where either error is missing."""
+    curve: list[float | None] = []
+    total = 0.0
+    for mine, theirs in zip(errors, baseline, strict=True):
+        if mine is None or theirs is None or (curve and curve[-1] is None):
+            curve.append(None)
+            continue
+        total += float(mine) - float(theirs)
+        curve.append(total)
+    return curve
+
+
 @dataclass(frozen=True)
 class HeadlineMetric:
     """A number a run is ranked by: its name, how to read it, and how to compute it."""
@@ -100,5 +138,5 @@ HEADLINE_METRICS: Mapping[str, HeadlineMetric] = {
 
 __all__ = [
     "HEADLINE_METRICS", "HeadlineMetric", "cflop", "check_scores", "mean_average_precision",
-    "mean_error", "task_error",
+    "mean_error", "pareto_front", "regret_curve", "task_error",
 ]

@@ -126,7 +126,7 @@ Offset = Annotated[DbCount, Query(description="Items to skip.")]
 
 __all__ = [
     "AdminUser", "CurrentToken", "CurrentUser", "Limit", "MetricsDep", "Offset", "SessionDep",
-    "SessionsDep", "SettingsDep", "StoreDep", "UploadUser", "authenticate_upload", "get_admin",
+    "SessionsDep", "SettingsDep", "StoreDep", "UploadUser", "authenticate_upload", "bearer", "get_admin",
     "get_current_token", "get_current_user", "get_metrics", "get_session", "get_sessions", "get_settings",
     "get_store", "token_checker",
 ]

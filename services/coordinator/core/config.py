@@ -80,6 +80,9 @@ class CoordinatorSettings(Settings):
         default="120/minute;2000/hour", max_length=200,
         description="Writes (POST, PUT, PATCH, DELETE) one token may make, per replica, e.g. "
         "'120/minute;2000/hour'; more are a 429 with Retry-After.")
+    dashboard_public: bool = Field(
+        default=True, description="The leaderboard and dashboard are readable without a token "
+        "(false: every page and the leaderboard API need one).")
     # Learner images
     image_registries: str = Field(
         default="", max_length=4000,

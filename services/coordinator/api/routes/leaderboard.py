@@ -1,0 +1,237 @@
+"""The leaderboard API: ranked submissions of a stream version and their Pareto front.
+
+Public by default, as leaderboards are (``NEVIS_DASHBOARD_PUBLIC=false`` puts it behind a
+token). Responses carry an ``ETag`` (a hash of the body) and ``Cache-Control``; a request
+whose ``If-None-Match`` matches gets a 304. A leaderboard changes only when a task commits
+or a submission changes, so answers are cached in memory under a fingerprint of exactly
+that (the newest result id, the newest submission update, the submission count), itself
+re-read at most once a second (:data:`FINGERPRINT_TTL_S`): a read of a cached answer touches
+neither the database nor a worker thread, and an answer is at most a second stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.security import HTTPAuthorizationCredentials
+from pydantic import AwareDatetime, BaseModel
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from services.coordinator.api.deps import Limit, Offset, SettingsDep, bearer
+from services.coordinator.api.fields import NAME_MAX, STREAM_MAX, VERSION_MAX
+from services.coordinator.api.routes import problems
+from services.coordinator.crud import users as crud_users
+from services.store.db.models import Submission, TaskResult
+from services.store.runs.leaderboard import front_points, leaderboard, stream_versions
+
+router = APIRouter(prefix="/v1/leaderboard", tags=["leaderboard"], responses=problems(401, 422, 503))
+CACHE_SIZE = 256
+FINGERPRINT_TTL_S = 1.0
+CACHE_CONTROL_PUBLIC = "public, max-age=5, must-revalidate"
+CACHE_CONTROL_PRIVATE = "private, max-age=5, must-revalidate"
+
+
+class LeaderboardItem(BaseModel):
+    rank: int | None
+    submission_id: int
+    learner: str
+    owner: str | None
+    baseline: bool
+    status: str
+    mean_error: float | None
+    cflop: float
+    tasks_done: int
+    headline_tasks: int
+    headline_done: int
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class FrontItem(BaseModel):
+    submission_id: int
+    learner: str
+    baseline: bool
+    mean_error: float
+    cflop: float
+    on_front: bool
+
+
+class LeaderboardOut(BaseModel):
+    stream: str | None
+    version: str | None
+    phase: str
+    streams: list[dict[str, str]]
+    items: list[LeaderboardItem]
+    total: int
+    limit: int
+    offset: int
+
+
+class FrontOut(BaseModel):
+    stream: str | None
+    version: str | None
+    phase: str
+    points: list[FrontItem]
+
+
+async def require_reader(request: Request, settings: SettingsDep,
+                         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+    """Anyone may read when the leaderboard is public; otherwise a valid token."""
+    if settings.dashboard_public:
+        return
+
+    def check() -> None:
+        with request.app.state.sessions() as session:
+            crud_users.authenticate_token(session, secret=credentials.credentials if credentials else None)
+
+    await run_in_threadpool(check)
+
+
+Reader = Annotated[None, Depends(require_reader)]
+Stream = Annotated[str | None, Query(max_length=STREAM_MAX, description="Stream name (default: the newest with submissions).")]
+Version = Annotated[str | None, Query(max_length=VERSION_MAX, description="Stream version (default: its newest).")]
+Phase = Annotated[Literal["meta_test", "meta_train"], Query(description="Which phase's E ranks.")]
+LearnerFilter = Annotated[str | None, Query(max_length=NAME_MAX, description="Learner name prefix (a family).")]
+Since = Annotated[AwareDatetime | None, Query(description="Only submissions created since then.")]
+
+
+class AnswerCache:
+    """Answers by (query, fingerprint): a changed database changes the fingerprint."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self._items, self._lock = size, OrderedDict[Any, Any](), threading.Lock()
+        self._fingerprint: tuple[float, Any] = (-1e9, None)
+
+    def get(self, key: Any) -> tuple[bytes, str] | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    async def fingerprint(self, sessions: Any) -> Any:
+        """The database's fingerprint, re-read at most every FINGERPRINT_TTL_S seconds."""
+        taken, value = self._fingerprint
+        if time.monotonic() - taken < FINGERPRINT_TTL_S:
+            return value
+
+        def read() -> Any:
+            with sessions() as session:
+                return fingerprint(session)
+
+        value = await run_in_threadpool(read)
+        self._fingerprint = (time.monotonic(), value)
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+def fingerprint(session: Session) -> tuple[Any, ...]:
+    """What changes whenever a leaderboard could: cheap, indexed aggregates."""
+    newest_result = session.scalar(select(func.max(TaskResult.id)))
+    changed, count = session.execute(select(func.max(Submission.updated_at), func.count(Submission.id))).one()
+    return newest_result, str(changed), count
+
+
+def answer_cache(app: Any) -> AnswerCache:
+    """The app's cache of read-model answers (the leaderboard's, the dashboard's pages)."""
+    cache = getattr(app.state, "answer_cache", None)
+    if cache is None:
+        cache = app.state.answer_cache = AnswerCache(CACHE_SIZE)
+    return cache
+
+
+async def _respond(request: Request, response_cls: type[BaseModel], build, key: Any, settings) -> Response:
+    cache = answer_cache(request.app)
+    key = (key, await cache.fingerprint(request.app.state.sessions))
+    found = cache.get(key)
+    if found is None:
+        def render() -> tuple[bytes, str]:
+            with request.app.state.sessions() as session:
+                body = response_cls.model_validate(build(session)).model_dump_json().encode()
+            return body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+        found = await run_in_threadpool(render)
+        cache.put(key, found)
+    body, etag = found
+    headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL_PUBLIC if settings.dashboard_public
+               else CACHE_CONTROL_PRIVATE, "Vary": "Authorization"}
+    if etag in [tag.strip() for tag in request.headers.get("if-none-match", "").split(",")]:
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
+
+
+def resolve_stream(session: Session, stream: str | None, version: str | None) -> tuple[list[tuple[str, str]], str | None, str | None]:
+    """All stream versions with submissions, and the one asked for (default: the newest)."""
+    known = stream_versions(session)
+    if stream is None:
+        stream = known[0][0] if known else None
+    if version is None and stream is not None:
+        version = next((v for s, v in known if s == stream), None)
+    return known, stream, version
+
+
+NOT_MODIFIED = {304: {"description": "Not modified: the If-None-Match ETag is current."}}
+CACHE_HEADERS = {"ETag": {"description": "A hash of the body.", "schema": {"type": "string"}},
+                 "Cache-Control": {"description": "How long the answer may be reused.", "schema": {"type": "string"}}}
+
+
+@router.get("", response_model=LeaderboardOut, summary="Ranked submissions of a stream version",
+            responses={**NOT_MODIFIED, 200: {"headers": CACHE_HEADERS}})
+async def read_leaderboard(
+    request: Request, settings: SettingsDep, _: Reader, stream: Stream = None,
+    version: Version = None, phase: Phase = "meta_test",
+    sort: Annotated[Literal["rank", "E", "cflop", "date", "learner", "tasks"], Query()] = "rank",
+    descending: bool = False, limit: Limit = 50, offset: Offset = 0, learner: LearnerFilter = None,
+    since: Since = None, baselines: Annotated[bool | None, Query(description="Only baselines (true) or none (false).")] = None,
+    if_none_match: Annotated[str | None, Header(max_length=1000)] = None,
+) -> Response:
+    key = ("board", stream, version, phase, sort, descending, limit, offset, learner,
+           since.isoformat() if since else None, baselines)
+
+    def build(session: Session) -> dict[str, Any]:
+        known, name, ver = resolve_stream(session, stream, version)
+        streams = [{"stream": s, "version": v} for s, v in known]
+        if name is None or ver is None:
+            return {"stream": name, "version": ver, "phase": phase, "streams": streams, "items": [],
+                    "total": 0, "limit": limit, "offset": offset}
+        page = leaderboard(session, stream=name, version=ver, phase=phase, sort=sort, descending=descending,
+                           limit=limit, offset=offset, learner_prefix=learner, since=since, baselines=baselines)
+        return {"stream": name, "version": ver, "phase": phase, "streams": streams,
+                "items": [r.to_dict() for r in page.rows], "total": page.total, "limit": limit, "offset": offset}
+
+    return await _respond(request, LeaderboardOut, build, key, settings)
+
+
+@router.get("/front", response_model=FrontOut, summary="Every finished submission as a (cFLOP, E) point, front marked",
+            responses={**NOT_MODIFIED, 200: {"headers": CACHE_HEADERS}})
+async def read_front(
+    request: Request, settings: SettingsDep, _: Reader, stream: Stream = None,
+    version: Version = None, phase: Phase = "meta_test", learner: LearnerFilter = None, since: Since = None,
+    if_none_match: Annotated[str | None, Header(max_length=1000)] = None,
+) -> Response:
+    key = ("front", stream, version, phase, learner, since.isoformat() if since else None)
+
+    def build(session: Session) -> dict[str, Any]:
+        _, name, ver = resolve_stream(session, stream, version)
+        points = [] if name is None or ver is None else front_points(
+            session, stream=name, version=ver, phase=phase, learner_prefix=learner, since=since)
+        return {"stream": name, "version": ver, "phase": phase, "points": [vars(p) for p in points]}
+
+    return await _respond(request, FrontOut, build, key, settings)
+
+
+__all__ = ["CACHE_SIZE", "FINGERPRINT_TTL_S", "AnswerCache", "FrontOut", "LeaderboardOut", "Reader", "answer_cache", "fingerprint", "require_reader", "resolve_stream", "router"]

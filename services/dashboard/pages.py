@@ -1,0 +1,249 @@
+"""The dashboard's pages: leaderboard, submission, probes, compare, and their downloads.
+
+Server-rendered (Jinja2), read-only, public unless ``NEVIS_DASHBOARD_PUBLIC=false``. Every
+table is downloadable as CSV here and as JSON from the ``/v1`` API (the leaderboard,
+``/v1/submissions/{id}``), or here where the API has no twin. Pages read only what they show:
+the leaderboard is one paginated query.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from datetime import date, datetime, time, timezone
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
+
+import plotly
+from fastapi import APIRouter, Query, Request
+from fastapi import Path as PathParam
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.templating import Jinja2Templates
+from sqlalchemy.orm import Session
+
+from services.coordinator.api.deps import SessionDep
+from services.coordinator.api.fields import DbId
+from services.coordinator.api.routes.leaderboard import Reader, answer_cache, resolve_stream
+from services.core.errors import NevisError, UnknownNameError
+from services.dashboard import figures
+from services.dashboard.views import TASK_COLUMNS, compare_view, submission_tasks, submission_view, to_csv
+from services.store.runs.leaderboard import SORT_KEYS, front_points, leaderboard
+from workers.probe.summary import load_probe_report
+
+HERE = Path(__file__).parent
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+PAGE_SIZE = 25
+BOARD_COLUMNS = ("rank", "submission_id", "learner", "owner", "baseline", "status", "mean_error", "cflop",
+                 "tasks_done", "headline_done", "headline_tasks", "created_at", "finished_at")
+templates = Jinja2Templates(directory=HERE / "templates")
+templates.env.filters["sci"] = lambda v: "–" if v is None else f"{v:.3e}"
+templates.env.filters["err"] = lambda v: "–" if v is None else f"{v:.4f}"
+templates.env.filters["when"] = lambda v: "–" if v is None else v.strftime("%Y-%m-%d %H:%M")
+router = APIRouter(include_in_schema=False)
+
+Sort = Annotated[Literal["rank", "E", "cflop", "date", "learner", "tasks"], Query()]
+Text = Annotated[str | None, Query(max_length=100)]
+Since = Annotated[date | None, Query(description="Only submissions created on or after this day (UTC).")]
+
+
+def _midnight(day: date | None) -> datetime | None:
+    return None if day is None else datetime.combine(day, time.min, tzinfo=timezone.utc)
+
+
+def _page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, template, context, status_code=status)
+
+
+def _render(template: str, **context: Any) -> str:
+    return templates.get_template(template).render(**context)
+
+
+async def _cached_page(request: Request, key: Any, render: Callable[[Session], tuple[int, str]]) -> HTMLResponse:
+    """A page rendered once per database fingerprint (see the leaderboard API's cache)."""
+    cache = answer_cache(request.app)
+    key = (key, await cache.fingerprint(request.app.state.sessions))
+    found = cache.get(key)
+    if found is None:
+        def run() -> tuple[int, str]:
+            with request.app.state.sessions() as session:
+                return render(session)
+
+        found = await run_in_threadpool(run)
+        cache.put(key, found)
+    status, html = found
+    return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-cache"})
+
+
+def _board(session, stream, version, phase, sort, descending, page, learner, since):
+    known, name, ver = resolve_stream(session, stream, version)
+    if name is None or ver is None or (name, ver) not in known:
+        return known, name, ver, None, []
+    board = leaderboard(session, stream=name, version=ver, phase=phase, sort=sort, descending=descending,
+                        limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, learner_prefix=learner, since=since)
+    points = front_points(session, stream=name, version=ver, phase=phase, learner_prefix=learner, since=since)
+    return known, name, ver, board, points
+
+
+@router.get("/", response_class=HTMLResponse)
+async def leaderboard_page(
+    request: Request, _: Reader, stream: Text = None, version: Text = None,
+    phase: Literal["meta_test", "meta_train"] = "meta_test", sort: Sort = "rank", descending: bool = False,
+    page: Annotated[int, Query(ge=1, le=100_000)] = 1, learner: Text = None, since: Since = None,
+) -> HTMLResponse:
+    def render(session: Session) -> tuple[int, str]:
+        known, name, ver, board, points = _board(session, stream, version, phase, sort, descending, page,
+                                                 learner, _midnight(since))
+        query = {k: v for k, v in {"stream": name, "version": ver, "phase": phase, "learner": learner,
+                                   "since": since.isoformat() if since else None}.items() if v}
+
+        def link(**change: Any) -> str:
+            merged = {**query, "sort": sort, "descending": str(descending).lower(), "page": page, **change}
+            return "?" + urlencode({k: v for k, v in merged.items() if v not in (None, "")})
+
+        pages = max(1, math.ceil(board.total / PAGE_SIZE)) if board else 1
+        api = link(limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, page=None)
+        return 200, _render(
+            "leaderboard.html", title="Leaderboard", known=known, stream=name, version=ver, phase=phase,
+            board=board, sort=sort, descending=descending, page=page, pages=pages, learner=learner or "",
+            since=since, link=link, sort_keys=SORT_KEYS, csv_link="/leaderboard.csv" + link(),
+            json_link="/v1/leaderboard" + api, on_front=sum(p.on_front for p in points),
+            pareto=figures.pareto(points, title=f"{name}/{ver}: error against compute") if points else None)
+
+    key = ("leaderboard-page", stream, version, phase, sort, descending, page, learner, since)
+    return await _cached_page(request, key, render)
+
+
+@router.get("/leaderboard.csv")
+def leaderboard_csv(
+    session: SessionDep, _: Reader, stream: Text = None, version: Text = None,
+    phase: Literal["meta_test", "meta_train"] = "meta_test", sort: Sort = "rank", descending: bool = False,
+    page: Annotated[int, Query(ge=1, le=100_000)] = 1, learner: Text = None, since: Since = None,
+) -> PlainTextResponse:
+    _, name, ver, board, _ = _board(session, stream, version, phase, sort, descending, page, learner,
+                                    _midnight(since))
+    rows = [r.to_dict() for r in board.rows] if board else []
+    return _download(to_csv(rows, BOARD_COLUMNS), f"leaderboard-{name}-{ver}-{phase}-p{page}.csv")
+
+
+@router.get("/submissions/{submission_id}", response_class=HTMLResponse)
+async def submission_page(request: Request, _: Reader, submission_id: DbId) -> HTMLResponse:
+    def render(session: Session) -> tuple[int, str]:
+        try:
+            view = submission_view(session, submission_id)
+        except UnknownNameError as exc:
+            return 404, _render("error.html", title="Not found", message=str(exc))
+        return 200, _render("submission.html", title=f"Submission #{submission_id}", view=view,
+                            columns=TASK_COLUMNS)
+
+    return await _cached_page(request, ("submission-page", submission_id), render)
+
+
+@router.get("/submissions/{submission_id}/tasks.csv")
+def submission_csv(session: SessionDep, _: Reader, submission_id: DbId) -> Response:
+    rows = _tasks_or_404(session, submission_id)
+    if isinstance(rows, Response):
+        return rows
+    return _download(to_csv(rows, TASK_COLUMNS), f"submission-{submission_id}-tasks.csv")
+
+
+@router.get("/submissions/{submission_id}/tasks.json")
+def submission_json(session: SessionDep, _: Reader, submission_id: DbId) -> Response:
+    rows = _tasks_or_404(session, submission_id)
+    if isinstance(rows, Response):
+        return rows
+    return JSONResponse({"submission_id": submission_id, "tasks": rows},
+                        headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/submissions/{submission_id}/probes", response_class=HTMLResponse)
+def probes_page(request: Request, session: SessionDep, _: Reader, submission_id: DbId) -> HTMLResponse:
+    try:
+        report = load_probe_report(session, submission_id=submission_id)
+    except NevisError as exc:
+        return _page(request, "error.html", 404, title="Not found", message=str(exc))
+    curves: dict[str, list[tuple[str, list[int], list[float | None]]]] = {"ofm": [], "sm3": []}
+    for row in report.mismatch:
+        if row.best_trial and isinstance(row.curves, dict) and row.curves.get("scored_steps"):
+            name = f"task {row.task_order} → {row.target_order} {row.probe_kind}"
+            for key in curves:
+                curves[key].append((name, row.curves["scored_steps"], row.curves.get(key) or []))
+    ranks: list[tuple[str, list[int], list[float | None]]] = []
+    for metric in ("lidar", "rankme", "linear_accuracy"):
+        for order in sorted({c.task_order for c in report.checkpoints}):
+            points = sorted((c.step, getattr(c, metric)) for c in report.checkpoints
+                            if c.task_order == order and c.best_trial)
+            if points:
+                ranks.append((f"{metric} task {order}", [p[0] for p in points], [p[1] for p in points]))
+    charts = {
+        "ofm": figures.probe_curves(curves["ofm"], title="OFM curves (best trial)", y_title="OFM") if curves["ofm"] else None,
+        "sm3": figures.probe_curves(curves["sm3"], title="SM3 curves (best trial)", y_title="SM3") if curves["sm3"] else None,
+        "ranks": figures.probe_curves(ranks, title="LiDAR, RankMe and linear-probe accuracy per checkpoint",
+                                      y_title="value") if ranks else None,
+    }
+    return _page(request, "probes.html", title=f"Probes of submission #{submission_id}",
+                 submission_id=submission_id, report=report, charts=charts)
+
+
+@router.get("/submissions/{submission_id}/probes.json")
+def probes_json(session: SessionDep, _: Reader, submission_id: DbId) -> Response:
+    try:
+        report = load_probe_report(session, submission_id=submission_id)
+    except NevisError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+    return Response(json.dumps(report.to_dict(), allow_nan=False), media_type="application/json")
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(request: Request, session: SessionDep, _: Reader,
+                 ids: Annotated[str, Query(max_length=200, pattern=r"^\d{1,10}(,\d{1,10}){0,7}$")]) -> HTMLResponse:
+    try:
+        view = compare_view(session, [int(i) for i in dict.fromkeys(ids.split(","))])
+    except UnknownNameError as exc:
+        return _page(request, "error.html", 404, title="Not found", message=str(exc))
+    return _page(request, "compare.html", title="Compare submissions", view=view, ids=ids)
+
+
+@router.get("/compare.csv")
+def compare_csv(session: SessionDep, _: Reader,
+                ids: Annotated[str, Query(max_length=200, pattern=r"^\d{1,10}(,\d{1,10}){0,7}$")]) -> Response:
+    try:
+        view = compare_view(session, [int(i) for i in dict.fromkeys(ids.split(","))])
+    except UnknownNameError as exc:
+        return PlainTextResponse(str(exc), status_code=404)
+    columns = list(view.rows[0]) if view.rows else ["order"]
+    return _download(to_csv(view.rows, columns), f"compare-{ids.replace(',', '-')}.csv")
+
+
+@router.get("/static/plotly.min.js")
+def plotly_js() -> FileResponse:
+    """plotly.js from the installed plotly package: no CDN, works offline."""
+    return FileResponse(PLOTLY_JS, media_type="text/javascript",
+                        headers={"Cache-Control": "public, max-age=86400"})
+
+
+@router.get("/static/{name}")
+def static(name: Annotated[str, PathParam(pattern=r"^[a-z]+\.(css|js)$")]) -> Response:
+    path = HERE / "static" / name
+    if path.parent != HERE / "static" or not path.is_file():
+        return PlainTextResponse("Not found", status_code=404)
+    media = "text/css" if name.endswith(".css") else "text/javascript"
+    return FileResponse(path, media_type=media, headers={"Cache-Control": "public, max-age=3600"})
+
+
+def _tasks_or_404(session, submission_id: int) -> list[dict[str, Any]] | Response:
+    try:
+        return submission_tasks(session, submission_id)
+    except UnknownNameError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+
+def _download(text: str, filename: str) -> PlainTextResponse:
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in filename)
+    return PlainTextResponse(text, media_type="text/csv",
+                             headers={"Content-Disposition": f'attachment; filename="{safe}"'})
+
+
+__all__ = ["PAGE_SIZE", "PLOTLY_JS", "router"]

@@ -1,0 +1,21 @@
+"""The whole server: the coordinator's app with the dashboard mounted (``nevis serve``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from services.coordinator.app import create_app
+from services.coordinator.core.config import CoordinatorSettings
+from services.dashboard.pages import router
+
+
+def create_server_app(settings: CoordinatorSettings, **options: Any) -> FastAPI:
+    """:func:`services.coordinator.app.create_app` plus the dashboard's pages at ``/``."""
+    app = create_app(settings, **options)
+    app.include_router(router)
+    return app
+
+
+__all__ = ["create_server_app"]

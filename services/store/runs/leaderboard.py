@@ -1,0 +1,179 @@
+"""The leaderboard's read model: submissions of one stream version ranked by E, in SQL.
+
+One query per page: E (mean error over the phase's committed headline tasks), cFLOP (FLOPs
+of every committed task) and progress are aggregated by the database and paginated there,
+so a page reads only the rows it shows. The Pareto front (METRICS.md §1) needs every
+finished submission's two numbers, read by :func:`front_points` (two floats a row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import Select, and_, case, func, select
+from sqlalchemy.orm import Session
+
+from services.core.metrics import pareto_front
+from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult
+from services.store.db.models_coordinator import ScheduledSubmission, User
+
+SortKey = Literal["rank", "E", "cflop", "date", "learner", "tasks"]
+SORT_KEYS: tuple[str, ...] = ("rank", "E", "cflop", "date", "learner", "tasks")
+def is_baseline(entrypoint: Any) -> Any:
+    """Built-in learners (``indep``, ...; stored by their registry name, no ``module:factory``
+    colon) are the baselines; works on a column (SQL) and on a string."""
+    if isinstance(entrypoint, str):
+        return ":" not in entrypoint
+    return ~entrypoint.contains(":", autoescape=True)
+
+
+@dataclass(frozen=True)
+class LeaderboardRow:
+    """One submission as the leaderboard shows it."""
+
+    rank: int | None  # by E among submissions that have one; ties share a rank
+    submission_id: int
+    learner: str
+    owner: str | None  # None: a local run (`nevis run`), not submitted over the API
+    baseline: bool
+    phase: str
+    status: str
+    mean_error: float | None
+    cflop: float
+    tasks_done: int
+    headline_tasks: int
+    headline_done: int
+    created_at: datetime
+    finished_at: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LeaderboardPage:
+    stream: str
+    version: str
+    phase: str
+    rows: tuple[LeaderboardRow, ...]
+    total: int
+    limit: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class FrontPoint:
+    submission_id: int
+    learner: str
+    baseline: bool
+    mean_error: float
+    cflop: float
+    on_front: bool
+
+
+def stream_versions(session: Session) -> list[tuple[str, str]]:
+    """(name, version) of every stream version that has submissions, newest first."""
+    rows = session.execute(
+        select(StreamVersion.name, StreamVersion.version, func.max(Submission.created_at))
+        .join(Submission, Submission.stream_version_id == StreamVersion.id)
+        .group_by(StreamVersion.name, StreamVersion.version)
+        .order_by(func.max(Submission.created_at).desc())).all()
+    return [(name, version) for name, version, _ in rows]
+
+
+def leaderboard(session: Session, *, stream: str, version: str, phase: str = "meta_test",
+                sort: SortKey = "rank", descending: bool = False, limit: int = 50, offset: int = 0,
+                learner_prefix: str | None = None, since: datetime | None = None,
+                baselines: bool | None = None) -> LeaderboardPage:
+    """One page of the leaderboard of ``stream``/``version`` in ``phase``."""
+    base = _ranked(stream=stream, version=version, phase=phase, learner_prefix=learner_prefix,
+                   since=since, baselines=baselines).subquery()
+    column = {"rank": base.c.rank, "E": base.c.mean_error, "cflop": base.c.cflop,
+              "date": base.c.created_at, "learner": base.c.learner, "tasks": base.c.tasks_done}[sort]
+    keys = [column.is_(None), column.desc() if descending else column]  # unranked rows last
+    if sort == "rank":
+        keys.append(base.c.cflop)  # equal E: the cheaper first
+    rows = session.execute(select(base).order_by(*keys, base.c.submission_id).limit(limit).offset(offset)).all()
+    total = session.scalar(select(func.count()).select_from(base)) or 0
+    return LeaderboardPage(
+        stream=stream, version=version, phase=phase, total=int(total), limit=limit, offset=offset,
+        rows=tuple(LeaderboardRow(
+            rank=r.rank, submission_id=r.submission_id, learner=r.learner, owner=r.owner,
+            baseline=bool(r.baseline), phase=r.phase, status=r.status,
+            mean_error=None if r.mean_error is None else float(r.mean_error),
+            cflop=float(r.cflop or 0.0), tasks_done=int(r.tasks_done or 0),
+            headline_tasks=int(r.headline_tasks or 0), headline_done=int(r.headline_done or 0),
+            created_at=r.created_at, finished_at=r.finished_at) for r in rows))
+
+
+def front_points(session: Session, *, stream: str, version: str, phase: str = "meta_test",
+                 learner_prefix: str | None = None, since: datetime | None = None) -> list[FrontPoint]:
+    """Every finished submission (all headline tasks scored) as a (cFLOP, E) point, with
+    whether it is on the Pareto front."""
+    base = _ranked(stream=stream, version=version, phase=phase, learner_prefix=learner_prefix,
+                   since=since, baselines=None).subquery()
+    rows = session.execute(
+        select(base.c.submission_id, base.c.learner, base.c.baseline, base.c.mean_error, base.c.cflop)
+        .where(base.c.headline_done == base.c.headline_tasks, base.c.headline_tasks > 0)
+        .order_by(base.c.submission_id)).all()
+    flags = pareto_front([(float(r.cflop), float(r.mean_error)) for r in rows])
+    return [FrontPoint(r.submission_id, r.learner, bool(r.baseline), float(r.mean_error), float(r.cflop), flag)
+            for r, flag in zip(rows, flags, strict=True)]
+
+
+def _ranked(*, stream: str, version: str, phase: str, learner_prefix: str | None,
+            since: datetime | None, baselines: bool | None) -> Select:
+    headline = StreamTask.phase == Submission.phase
+    scored = (
+        select(TaskResult.submission_id.label("submission_id"),
+               func.sum(TaskResult.flops).label("cflop"),
+               func.count(TaskResult.id).label("tasks_done"),
+               func.avg(case((headline, TaskResult.error))).label("mean_error"),
+               func.count(case((headline, TaskResult.id))).label("headline_done"))
+        .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+        .join(Submission, Submission.id == TaskResult.submission_id)
+        .group_by(TaskResult.submission_id)
+    ).subquery()
+    planned = (
+        select(StreamTask.stream_version_id.label("version_id"), StreamTask.phase.label("phase"),
+               func.count(StreamTask.id).label("headline_tasks"))
+        .group_by(StreamTask.stream_version_id, StreamTask.phase)
+    ).subquery()
+    baseline = is_baseline(Learner.entrypoint)
+    query = (
+        select(
+            Submission.id.label("submission_id"), Learner.name.label("learner"),
+            User.name.label("owner"), baseline.label("baseline"), Submission.phase.label("phase"),
+            Submission.status.label("status"), scored.c.mean_error, func.coalesce(scored.c.cflop, 0.0).label("cflop"),
+            func.coalesce(scored.c.tasks_done, 0).label("tasks_done"),
+            func.coalesce(scored.c.headline_done, 0).label("headline_done"),
+            func.coalesce(planned.c.headline_tasks, 0).label("headline_tasks"),
+            Submission.created_at.label("created_at"), Submission.finished_at.label("finished_at"),
+            case((scored.c.mean_error.is_not(None),
+                  func.rank().over(order_by=(scored.c.mean_error.is_(None), scored.c.mean_error))),
+                 else_=None).label("rank"),
+        )
+        .join(Learner, Learner.id == Submission.learner_id)
+        .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+        .outerjoin(scored, scored.c.submission_id == Submission.id)
+        .outerjoin(planned, and_(planned.c.version_id == Submission.stream_version_id,
+                                 planned.c.phase == Submission.phase))
+        .outerjoin(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
+        .outerjoin(User, User.id == ScheduledSubmission.user_id)
+        .where(StreamVersion.name == stream, StreamVersion.version == version, Submission.phase == phase)
+    )
+    if learner_prefix:
+        query = query.where(Learner.name.startswith(learner_prefix, autoescape=True))
+    if since is not None:
+        query = query.where(Submission.created_at >= since)
+    if baselines is not None:
+        query = query.where(baseline if baselines else ~baseline)
+    return query
+
+
+__all__ = [
+    "SORT_KEYS", "FrontPoint", "LeaderboardPage", "LeaderboardRow", "SortKey",
+    "front_points", "is_baseline", "leaderboard", "stream_versions",
+]

@@ -1,0 +1,189 @@
+"""The dashboard in a real headless Chromium (Debian's ``chromium`` and ``chromedriver``,
+driven by Selenium) over real runs: two runs of the real runner on ``mini`` (the ``indep``
+baseline and a test learner) in a database, the server on a real socket.
+
+Checked: the pages render, the plots hold the right points, links work, no console error,
+no request leaves the machine. Screenshots go to ``build/screenshots`` (two are in the README).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import uvicorn
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from services.coordinator.core.config import CoordinatorSettings
+from services.core.budget import RunBudget
+from services.core.config import Settings
+from services.dashboard.server import create_server_app
+from services.store.db import make_engine, session_factory, upgrade
+from services.store.runs.leaderboard import front_points
+from services.store.runs.summary import load_summary
+from workers.trainer.stream_runner import RunRequest, StreamRunner
+
+SCREENSHOTS = Path(__file__).resolve().parents[3] / "build" / "screenshots"
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, ray_local) -> tuple[str, Path, list[int]]:
+    """Two real runs over ``mini``: the Indep baseline and a non-baseline learner."""
+    root = tmp_path_factory.mktemp("dashboard")
+    url = f"sqlite:///{root / 'nevis.sqlite'}"
+    upgrade(url)
+    runner = StreamRunner(Settings(data_dir=root / "data", database_url=url))
+    budget = RunBudget(trials=1, steps=10, checkpoint_fractions=(0.0, 1.0))
+    ids = [runner.start(RunRequest(stream="mini", learner=learner, budget=budget))
+           for learner in ("indep", "nevis_test_learners:nearest_mean")]
+    return url, root, ids
+
+
+@pytest.fixture(scope="module")
+def server(runs) -> Iterator[str]:
+    url, root, _ = runs
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings = CoordinatorSettings(data_dir=root / "data", database_url=url)
+    app = create_server_app(settings)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    assert CHROMIUM and CHROMEDRIVER, "install Debian's chromium and chromium-driver (scripts/setup.sh does)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1600",
+                 "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-default-apps",
+                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _open(browser, url: str, *, charts: int = 0) -> None:
+    browser.get(url)
+    if charts:
+        WebDriverWait(browser, 30).until(
+            lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-drawn]")) >= charts)
+
+
+def _problems(browser, base: str) -> tuple[list[str], list[str]]:
+    """Console errors, and requests to anywhere but the server, since the last call."""
+    errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    foreign = []
+    for entry in browser.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            target = message["params"]["request"]["url"]
+            if urlsplit(target).scheme not in ("data", "blob") and not target.startswith(base):
+                foreign.append(target)
+    return errors, foreign
+
+
+def test_the_leaderboard_shows_both_runs_and_their_front(browser, server, runs):
+    url, _, ids = runs
+    _open(browser, server + "/", charts=1)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
+    assert sorted(int(r.get_attribute("data-submission")) for r in rows) == sorted(ids)
+    assert "baseline" in rows[[int(r.get_attribute("data-submission")) for r in rows].index(ids[0])].text
+    plotted = browser.execute_script(
+        "return document.getElementById('pareto').data.map(t => ({name: t.name, x: t.x, y: t.y, ids: t.customdata}))")
+    with session_factory(make_engine(url))() as session:
+        points = {p.submission_id: p for p in front_points(session, stream="mini", version=_version(session, ids[0]))}
+    markers = {i: (x, y) for trace in plotted if trace["ids"] for i, x, y in zip(trace["ids"], trace["x"], trace["y"])}
+    assert markers.keys() == points.keys() == set(ids)
+    for sid, (x, y) in markers.items():
+        assert x == pytest.approx(points[sid].cflop) and y == pytest.approx(points[sid].mean_error)
+    front = next(t for t in plotted if t["name"] == "Pareto front")
+    assert len(front["x"]) == sum(p.on_front for p in points.values()) >= 1
+    browser.save_screenshot(str(SCREENSHOTS / "leaderboard.png"))
+    errors, foreign = _problems(browser, server)
+    assert errors == [] and foreign == []
+
+
+def test_sorting_downloads_and_the_api_agree(browser, server, runs):
+    _, _, ids = runs
+    _open(browser, server + "/?sort=cflop&descending=true")
+    header = browser.find_element(By.XPATH, "//th[a[text()='cFLOP']]")
+    assert header.get_attribute("aria-sort") == "descending"
+    shown = [int(r.get_attribute("data-submission")) for r in browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
+    api = json.loads(browser.execute_script(
+        "return fetch('/v1/leaderboard?sort=cflop&descending=true').then(r => r.text())"))
+    assert shown == [item["submission_id"] for item in api["items"]]
+    csv_text = browser.execute_script("return fetch(document.querySelector(\"a[href^='/leaderboard.csv']\").href).then(r => r.text())")
+    assert csv_text.splitlines()[0].startswith("rank,submission_id,learner") and len(csv_text.splitlines()) == 1 + len(ids)
+    errors, foreign = _problems(browser, server)
+    assert errors == [] and foreign == []
+
+
+def test_a_submission_page_has_its_tasks_plots_and_regret(browser, server, runs):
+    url, _, ids = runs
+    _open(browser, server + "/", charts=1)
+    browser.find_element(By.CSS_SELECTOR, f"tr[data-submission='{ids[1]}'] td a").click()
+    WebDriverWait(browser, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-drawn]")) >= 2)
+    assert browser.current_url == f"{server}/submissions/{ids[1]}"
+    with session_factory(make_engine(url))() as session:
+        summary = load_summary(session, submission_id=ids[1])
+    rows = browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")
+    assert len(rows) == len(summary.tasks) == 5
+    bars = browser.execute_script("return document.getElementById('tasks').data[0].y")
+    assert bars == pytest.approx([t.error for t in summary.tasks])
+    regret = browser.execute_script("return document.getElementById('regret').data[0].y")
+    with session_factory(make_engine(url))() as session:
+        indep = load_summary(session, submission_id=ids[0])
+    assert regret[-1] == pytest.approx(sum(a.error - b.error for a, b in zip(summary.tasks, indep.tasks)))
+    assert browser.find_element(By.ID, "headline-e").text == f"{summary.mean_error:.4f}"
+    browser.save_screenshot(str(SCREENSHOTS / "submission.png"))
+    browser.find_element(By.LINK_TEXT, "Probes").click()
+    assert browser.find_element(By.TAG_NAME, "h1").text == f"Probes of submission #{ids[1]}"
+    errors, foreign = _problems(browser, server)
+    assert errors == [] and foreign == []
+
+
+def test_compare_and_keyboard_navigation(browser, server, runs):
+    _, _, ids = runs
+    _open(browser, f"{server}/compare?ids={ids[0]},{ids[1]}", charts=1)
+    traces = browser.execute_script("return document.getElementById('compare').data.length")
+    assert traces == 2 and len(browser.find_elements(By.CSS_SELECTOR, "#compare tbody tr")) == 5
+    _open(browser, server + "/")
+    browser.find_element(By.TAG_NAME, "body").send_keys("\t")  # the first Tab reaches "Skip to content"
+    assert browser.switch_to.active_element.text == "Skip to content"
+    _open(browser, f"{server}/submissions/999999")
+    assert "No run with id 999999" in browser.find_element(By.TAG_NAME, "main").text
+    errors, foreign = _problems(browser, server)
+    assert [e for e in errors if "999999" not in e] == [] and foreign == []  # the 404 itself is logged
+
+
+def _version(session, submission_id: int) -> str:
+    from services.store.db.models import Submission
+
+    return session.get(Submission, submission_id).stream_version.version

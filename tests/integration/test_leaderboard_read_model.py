@@ -1,0 +1,81 @@
+"""The leaderboard's read model on both databases: ranks, sorting, filters, pagination in SQL,
+and the Pareto front, checked against values computed here from the same rows."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from sqlalchemy import select
+
+from services.core.metrics import pareto_front, regret_curve
+from services.store.db import make_engine, session_factory, transaction
+from services.store.db.models import StreamTask, TaskResult
+from services.store.runs.leaderboard import front_points, leaderboard, stream_versions
+from services.store.runs.synthetic import seed_results
+
+
+@pytest.fixture
+def seeded(database_url):
+    sessions = session_factory(make_engine(database_url))
+    with transaction(sessions) as session:
+        stream = seed_results(session, submissions=12, tasks=10, seed=3)
+    with sessions() as session:
+        rows = session.execute(select(TaskResult.submission_id, TaskResult.error, TaskResult.flops, StreamTask.phase)
+                               .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)).all()
+    expected = defaultdict(lambda: {"errors": [], "flops": 0.0})
+    for sid, error, flops, phase in rows:
+        expected[sid]["flops"] += flops
+        if phase == "meta_test":
+            expected[sid]["errors"].append(error)
+    return sessions, stream, {sid: (sum(v["errors"]) / len(v["errors"]), v["flops"]) for sid, v in expected.items()}
+
+
+def test_rows_carry_e_and_cflop_of_their_committed_tasks_ranked_by_e(seeded):
+    sessions, stream, expected = seeded
+    with sessions() as session:
+        page = leaderboard(session, stream=stream.stream, version=stream.version, limit=100)
+    assert page.total == 12 and len(page.rows) == 12
+    for row in page.rows:
+        e, flops = expected[row.submission_id]
+        assert row.mean_error == pytest.approx(e) and row.cflop == pytest.approx(flops)
+        assert (row.tasks_done, row.headline_tasks, row.headline_done) == (10, 2, 2)
+    assert [r.rank for r in page.rows] == list(range(1, 13))
+    assert [r.mean_error for r in page.rows] == sorted(e for e, _ in expected.values())
+    assert {r.baseline for r in page.rows} == {True, False}  # built-in entry points are baselines
+
+
+def test_pages_sorts_and_filters_happen_in_sql(seeded):
+    sessions, stream, expected = seeded
+    with sessions() as session:
+        first = leaderboard(session, stream=stream.stream, version=stream.version, limit=5)
+        second = leaderboard(session, stream=stream.stream, version=stream.version, limit=5, offset=5)
+        costly = leaderboard(session, stream=stream.stream, version=stream.version, sort="cflop",
+                             descending=True, limit=3)
+        family = leaderboard(session, stream=stream.stream, version=stream.version, learner_prefix="ft_prev")
+        no_baselines = leaderboard(session, stream=stream.stream, version=stream.version, baselines=False)
+        assert stream_versions(session) == [(stream.stream, stream.version)]
+    assert [r.rank for r in first.rows + second.rows] == list(range(1, 11)) and first.total == 12
+    assert [r.cflop for r in costly.rows] == sorted((f for _, f in expected.values()), reverse=True)[:3]
+    assert family.total == 4 and {r.learner.split("-")[0] for r in family.rows} == {"ft_prev"}
+    assert [r.rank for r in family.rows] == [1, 2, 3, 4]  # ranked within the filter
+    assert no_baselines.total == 4 and not any(r.baseline for r in no_baselines.rows)
+
+
+def test_the_front_is_the_pareto_front_of_every_finished_submission(seeded):
+    sessions, stream, expected = seeded
+    with sessions() as session:
+        points = front_points(session, stream=stream.stream, version=stream.version)
+    assert {p.submission_id for p in points} == set(expected)
+    ids = sorted(expected)
+    flags = dict(zip(ids, pareto_front([(expected[i][1], expected[i][0]) for i in ids]), strict=True))
+    assert {p.submission_id: p.on_front for p in points} == flags and any(flags.values())
+    for p in points:  # nobody dominates a front point
+        if p.on_front:
+            assert not any(q.cflop <= p.cflop and q.mean_error <= p.mean_error
+                           and (q.cflop < p.cflop or q.mean_error < p.mean_error) for q in points)
+
+
+def test_pareto_and_regret_follow_metrics_md():
+    assert pareto_front([(1, 0.5), (1, 0.6), (2, 0.5), (3, 0.1)]) == [True, False, False, True]
+    assert regret_curve([0.5, 0.4, None, 0.1], [0.4, 0.5, 0.3, 0.1]) == pytest.approx([0.1, 0.0, None, None])
