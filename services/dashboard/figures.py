@@ -36,8 +36,8 @@ def pareto(points: Sequence[FrontPoint], *, title: str) -> dict[str, Any]:
     front = sorted((p for p in points if p.on_front), key=lambda p: p.cflop)
     if front:
         figure.add_trace(go.Scatter(
-            x=[p.cflop for p in front], y=[p.mean_error for p in front], mode="lines", name="Pareto front",
-            line={"shape": "hv", "dash": "dot"}, hoverinfo="skip"))
+            x=[p.cflop for p in front], y=[p.mean_error for p in front], mode="lines+markers", name="Pareto front",
+            line={"shape": "hv", "dash": "dot"}, marker={"size": 4}, hoverinfo="skip"))
     figure.update_layout(title=title, xaxis={"type": "log", "title": "cFLOP (log scale)"},
                          yaxis={"title": "E (mean error, meta-test)"})
     return _json(figure)

@@ -154,6 +154,14 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    if exc.status_code == 400:
+        # The framework's only 400: a body it cannot parse (JSON that is not UTF-8, a broken
+        # multipart form). Malformed JSON is a 422 naming the body; so is this.
+        cause = exc.__cause__ or exc.__context__
+        reason = clip(" ".join(str(cause or exc.detail).split()), 2 * ECHO_MAX)
+        message = f"The 'body' cannot be parsed: {reason}."
+        return problem(422, slug="invalid-input", detail=message, field="body",
+                       instance=request.url.path, errors=[{"field": "body", "message": message}])
     detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"No route {request.url.path}; see /docs for the API."

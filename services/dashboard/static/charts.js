@@ -10,7 +10,7 @@
       const figure = JSON.parse(source.textContent);
       const layout = Object.assign({}, figure.layout || {});
       if (dark) { layout.font = { color: "#e6e9ee" }; layout.template = undefined; }
-      window.Plotly.newPlot(node, figure.data, layout, { responsive: true, displaylogo: false });
+      window.Plotly.newPlot(node, figure.data, layout, { responsive: true, displaylogo: false, displayModeBar: "hover" });
       node.on("plotly_click", function (event) {
         const point = event.points && event.points[0];
         if (point && point.customdata !== undefined) { window.location.href = "/submissions/" + point.customdata; }

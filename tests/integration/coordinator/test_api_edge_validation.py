@@ -206,6 +206,18 @@ def test_lone_surrogates_are_422(shared_api, raw):
     _is_problem(response, 422)
 
 
+@pytest.mark.parametrize(("route", "content_type", "raw"), [
+    ("/v1/users", "application/json", b'"\xff\xfe"'),  # found by test_api_fuzz: was a 400
+    ("/v1/learners", "application/json", b'{"name": "caf\xe9", "entrypoint": "a:b"}'),  # latin-1
+    ("/v1/learners/bundle", "multipart/form-data", b"--x\r\n"),  # no boundary
+])
+def test_bodies_that_cannot_be_parsed_are_422_naming_the_body(shared_api, route, content_type, raw):
+    response = shared_api.client.post(route, content=raw, headers={
+        **shared_api.tokens.auth("admin"), "content-type": content_type})
+    problem = _is_problem(response, 422, "body")
+    assert "cannot be parsed" in problem["detail"] and problem["errors"][0]["field"] == "body"
+
+
 @pytest.mark.parametrize("label", ["a\x00b", "bell\x07", "\x1b[31mred"])
 def test_labels_refuse_control_characters(shared_api, label):
     response = shared_api.client.post("/v1/tokens", json={"label": label}, headers=shared_api.tokens.auth("bob"))
