@@ -37,7 +37,8 @@ HERE = Path(__file__).parent
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 PAGE_SIZE = 25
 BOARD_COLUMNS = ("rank", "submission_id", "learner", "owner", "baseline", "status", "mean_error", "cflop",
-                 "tasks_done", "headline_done", "headline_tasks", "created_at", "finished_at")
+                 "tasks_done", "headline_done", "headline_tasks", "runs_of_learner", "learner_e_std", "created_at",
+                 "finished_at")
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["sci"] = lambda v: "–" if v is None else f"{v:.3e}"
 templates.env.filters["err"] = lambda v: "–" if v is None else f"{v:.4f}"

@@ -79,3 +79,18 @@ def test_the_front_is_the_pareto_front_of_every_finished_submission(seeded):
 def test_pareto_and_regret_follow_metrics_md():
     assert pareto_front([(1, 0.5), (1, 0.6), (2, 0.5), (3, 0.1)]) == [True, False, False, True]
     assert regret_curve([0.5, 0.4, None, 0.1], [0.4, 0.5, 0.3, 0.1]) == pytest.approx([0.1, 0.0, None, None])
+
+
+def test_the_spread_of_a_learners_seeds_is_shown_beside_its_e(seeded):
+    sessions, stream, expected = seeded
+    with sessions() as session:
+        page = leaderboard(session, stream=stream.stream, version=stream.version, limit=100)
+    by_learner = defaultdict(list)
+    for row in page.rows:
+        by_learner[row.learner].append(expected[row.submission_id][0])
+    import statistics
+
+    for row in page.rows:
+        values = by_learner[row.learner]
+        assert row.runs_of_learner == len(values) == 4
+        assert row.learner_e_std == pytest.approx(statistics.stdev(values))

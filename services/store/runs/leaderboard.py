@@ -8,6 +8,7 @@ finished submission's two numbers, read by :func:`front_points` (two floats a ro
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -47,6 +48,8 @@ class LeaderboardRow:
     headline_done: int
     created_at: datetime
     finished_at: datetime | None
+    runs_of_learner: int = 1  # finished runs of this learner here (seeds), this one included
+    learner_e_std: float | None = None  # sample standard deviation of their E, when 2 or more
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,6 +100,7 @@ def leaderboard(session: Session, *, stream: str, version: str, phase: str = "me
         keys.append(base.c.cflop)  # equal E: the cheaper first
     rows = session.execute(select(base).order_by(*keys, base.c.submission_id).limit(limit).offset(offset)).all()
     total = session.scalar(select(func.count()).select_from(base)) or 0
+    spread = _spread_by_learner(session, base, {r.learner for r in rows})
     return LeaderboardPage(
         stream=stream, version=version, phase=phase, total=int(total), limit=limit, offset=offset,
         rows=tuple(LeaderboardRow(
@@ -105,7 +109,23 @@ def leaderboard(session: Session, *, stream: str, version: str, phase: str = "me
             mean_error=None if r.mean_error is None else float(r.mean_error),
             cflop=float(r.cflop or 0.0), tasks_done=int(r.tasks_done or 0),
             headline_tasks=int(r.headline_tasks or 0), headline_done=int(r.headline_done or 0),
-            created_at=r.created_at, finished_at=r.finished_at) for r in rows))
+            created_at=r.created_at, finished_at=r.finished_at,
+            runs_of_learner=spread.get(r.learner, (1, None))[0],
+            learner_e_std=spread.get(r.learner, (1, None))[1]) for r in rows))
+
+
+def _spread_by_learner(session: Session, base: Any, learners: set[str]) -> dict[str, tuple[int, float | None]]:
+    """Per learner on the page: its finished runs here and the spread of their E (seeds)."""
+    if not learners:
+        return {}
+    found: dict[str, list[float]] = {}
+    for learner, error in session.execute(
+            select(base.c.learner, base.c.mean_error).where(
+                base.c.learner.in_(learners), base.c.headline_done == base.c.headline_tasks,
+                base.c.headline_tasks > 0)):
+        found.setdefault(learner, []).append(float(error))
+    return {learner: (len(values), statistics.stdev(values) if len(values) > 1 else None)
+            for learner, values in found.items()}
 
 
 def front_points(session: Session, *, stream: str, version: str, phase: str = "meta_test",

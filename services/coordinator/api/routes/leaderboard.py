@@ -53,6 +53,8 @@ class LeaderboardItem(BaseModel):
     headline_done: int
     created_at: datetime
     finished_at: datetime | None
+    runs_of_learner: int
+    learner_e_std: float | None
 
 
 class FrontItem(BaseModel):
