@@ -67,6 +67,10 @@ def claim_next(session: Session, *, owner: str, backend: str, start_timeout_s: f
     if picked is None:
         return None
     submission = session.get(Submission, picked.submission_id)
+    if submission.status not in OPEN_STATUSES:
+        # It ended (its last task committed, or it failed) after this statement's snapshot:
+        # the lock re-checks the newest version of the locked row only, not the joined one.
+        return None
     earlier = session.scalar(select(func.count()).select_from(TaskLease).where(
         TaskLease.submission_id == submission.id, TaskLease.task_order == submission.cursor,
         TaskLease.status != NOT_AN_ATTEMPT)) or 0
@@ -87,9 +91,14 @@ def claim_next(session: Session, *, owner: str, backend: str, start_timeout_s: f
 
 
 def mark_launched(session: Session, *, lease_id: int, job_id: str) -> bool:
-    """Record the backend's job id; a lease the worker already started keeps its status."""
-    lease = session.get(TaskLease, lease_id)
-    if lease is None or lease.status not in ACTIVE_LEASE_STATUSES:
+    """Record the backend's job id; a lease the worker already started keeps its status.
+
+    The row is locked (compare-and-set): a worker may start its lease before the launch is
+    recorded, and an unlocked read of ``launching`` would write ``launched`` over its
+    ``running``, so its next heartbeat would find the lease gone and end the task.
+    """
+    lease = take_lease(session, lease_id=lease_id, expected=ACTIVE_LEASE_STATUSES)
+    if lease is None:
         return False
     lease.job_id = job_id
     if lease.status == "launching":
@@ -336,6 +345,23 @@ def count_replica(session: Session, *, replica: str) -> int:
         replica_owned(replica), TaskLease.status.in_(ACTIVE_LEASE_STATUSES))) or 0
 
 
+CLAIM_LOCK_KEY = 0x6E657673
+"""The PostgreSQL advisory lock a claim under ``NEVIS_CLUSTER_SLOTS`` holds (:func:`lock_claims`)."""
+
+
+def lock_claims(session: Session) -> None:
+    """Serialise claims across replicas until this transaction ends.
+
+    Counting the leases in flight and then claiming is no compare-and-set: two replicas
+    counting at once would both see a free cluster slot and both claim it. On PostgreSQL
+    this takes a transaction-scoped advisory lock (released at commit or rollback), so a
+    count taken after it stays true until the claim is committed; SQLite serialises
+    writers anyway.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(CLAIM_LOCK_KEY)))
+
+
 def count_active(session: Session) -> int:
     """Leases in flight, of every replica."""
     return session.scalar(select(func.count()).select_from(TaskLease).where(
@@ -373,10 +399,10 @@ def _keep_cancelled(session: Session, *, submission_id: int) -> None:
 
 
 __all__ = [
-    "OPEN_STATUSES", "StartOutcome", "active_leases", "cancel_lease", "cancelled_in_flight",
-    "claim_next", "consecutive_launch_failures", "count_active", "count_owned", "count_replica",
-    "end_lease", "finish_success", "foreign_leases", "heartbeat", "launch_error_prefix",
-    "mark_launched",
+    "CLAIM_LOCK_KEY", "OPEN_STATUSES", "StartOutcome", "active_leases", "cancel_lease",
+    "cancelled_in_flight", "claim_next", "consecutive_launch_failures", "count_active",
+    "count_owned", "count_replica", "end_lease", "finish_success", "foreign_leases", "heartbeat",
+    "launch_error_prefix", "lock_claims", "mark_launched",
     "replica_owned", "restore_cancelled", "settle_failure", "settle_launch_failure",
     "start_lease", "take_lease",
 ]

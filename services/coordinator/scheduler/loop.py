@@ -55,6 +55,9 @@ from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES, TaskLeas
 from services.store.db.types import utcnow
 
 log = logging.getLogger("nevis.scheduler")
+LAUNCHES_PER_PASS = 32
+"""Launches in one pass at most: cancellations and the reaper run between batches, so a
+backlog of ready tasks never delays expiring a dead lease by more than one batch."""
 
 
 @dataclass
@@ -64,6 +67,7 @@ class TickReport:
     launched: list[int] = field(default_factory=list)
     expired: list[int] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
+    cut_short: bool = False  # hit LAUNCHES_PER_PASS with tasks still ready: pass again at once
 
 
 def _host() -> str:
@@ -203,11 +207,17 @@ class Scheduler:
         if leases.count_replica(session, replica=self.replica) >= self.settings.scheduler_slots:
             return True
         cap = self.settings.cluster_slots
-        return cap is not None and leases.count_active(session) >= cap
+        if cap is None:
+            return False
+        leases.lock_claims(session)  # held until the claim commits: no two replicas fill one slot
+        return leases.count_active(session) >= cap
 
     def _launch(self, report: TickReport) -> None:
         self.check_local_hosts()
         while not self._stop.is_set():
+            if len(report.launched) >= LAUNCHES_PER_PASS:
+                report.cut_short = True  # reap and cancel between batches, even under a backlog
+                return
             try:
                 with transaction(self.sessions) as session:
                     if self._slots_full(session):
@@ -268,11 +278,12 @@ class Scheduler:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.tick()
+                report = self.tick()
             except Exception:  # noqa: BLE001 - one bad pass must not stop scheduling
                 log.exception("scheduler pass failed")
                 self.metrics.tick_errors.inc()
-            self._stop.wait(self.settings.poll_interval_s)
+                report = TickReport()
+            self._stop.wait(0 if report.cut_short else self.settings.poll_interval_s)
 
 
 def _launch_spec(session: Session, lease: TaskLease) -> LaunchSpec:
@@ -287,4 +298,4 @@ def _launch_spec(session: Session, lease: TaskLease) -> LaunchSpec:
                       image=learner.image_ref, resources=resources)
 
 
-__all__ = ["Scheduler", "TickReport", "instance_id", "owned_by", "replica_name"]
+__all__ = ["LAUNCHES_PER_PASS", "Scheduler", "TickReport", "instance_id", "owned_by", "replica_name"]

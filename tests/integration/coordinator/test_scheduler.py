@@ -365,3 +365,35 @@ def test_the_heartbeat_refreshes_a_live_lease_and_reports_a_lost_one(sessions, c
         assert lost.wait(10)
     finally:
         beat.stop()
+
+
+class SilentBackend:
+    """Accepts launches and runs nothing (the leases stay launched)."""
+
+    name = "silent"
+
+    def launch(self, spec) -> str:
+        return f"silent:{spec.lease_id}"
+
+    def status(self, job_id):
+        from services.coordinator.backends.base import JobState, JobStatus
+
+        return JobStatus(JobState.UNKNOWN)
+
+    def cancel(self, job_id) -> None:
+        pass
+
+    def reap(self) -> None:
+        pass
+
+
+def test_a_backlog_is_launched_in_batches_with_the_reaper_between(sessions, coord_settings, monkeypatch):
+    from services.coordinator.scheduler import loop
+
+    monkeypatch.setattr(loop, "LAUNCHES_PER_PASS", 2)
+    submit(sessions, coord_settings, "alice", count=5)
+    scheduler = Scheduler(coord_settings.model_copy(update={"scheduler_slots": 10}), backend=SilentBackend(),
+                          sessions=sessions)
+    reports = [scheduler.tick() for _ in range(3)]
+    assert [len(r.launched) for r in reports] == [2, 2, 1]
+    assert [r.cut_short for r in reports] == [True, True, False]
