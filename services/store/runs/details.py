@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from services.store.db.models import Dataset, Event, Learner, StreamTask, Submission
+from services.store.db.models import Dataset, Event, Learner, StreamTask, Submission, TaskResult
 from services.store.db.models_coordinator import ScheduledSubmission, User
-from services.store.runs.leaderboard import front_points, is_baseline
+from services.store.runs.leaderboard import is_baseline
 
 INDEP_NAME = "indep"
 """The built-in independent baseline's registry name (and its variants' prefix, e.g.
@@ -60,19 +60,19 @@ def recent_events(session: Session, submission_id: int, *, limit: int = 100) -> 
 def indep_reference(session: Session, submission: Submission, cflop: float) -> int | None:
     """The finished Indep submission on the same stream version and phase whose cFLOP is
     closest (on a log scale) to ``cflop``: the regret curve's reference."""
-    version = submission.stream_version
-    points = front_points(session, stream=version.name, version=version.version, phase=submission.phase)
-    candidates = {p.submission_id: p.cflop for p in points if p.submission_id != submission.id}
-    if not candidates:
-        return None
-    indep = set(session.scalars(
-        select(Submission.id).join(Learner, Learner.id == Submission.learner_id)
-        .where(Submission.id.in_(candidates), Learner.entrypoint.startswith(INDEP_NAME),
-               is_baseline(Learner.entrypoint))))
-    if not indep:
+    rows = session.execute(
+        select(TaskResult.submission_id, func.sum(TaskResult.flops))
+        .join(Submission, Submission.id == TaskResult.submission_id)
+        .join(Learner, Learner.id == Submission.learner_id)
+        .where(Submission.stream_version_id == submission.stream_version_id,
+               Submission.phase == submission.phase, Submission.status == "succeeded",
+               Submission.id != submission.id, Learner.entrypoint.startswith(INDEP_NAME),
+               is_baseline(Learner.entrypoint))
+        .group_by(TaskResult.submission_id)).all()
+    if not rows:
         return None
     scale = math.log10(max(cflop, 1.0))
-    return min(sorted(indep), key=lambda i: abs(math.log10(max(candidates[i], 1.0)) - scale))
+    return min(sorted(rows), key=lambda row: abs(math.log10(max(float(row[1]), 1.0)) - scale))[0]
 
 
 def _train(counts: Any) -> int | None:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from services.core.errors import UnknownNameError
 from services.core.metrics import cflop, mean_error
@@ -69,8 +69,11 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         for r in session.scalars(select(TaskResult).where(TaskResult.submission_id == submission_id))
     }
     runs: dict[int, list[TaskRun]] = {}
-    for run in session.scalars(select(TaskRun).where(TaskRun.submission_id == submission_id).order_by(TaskRun.attempt)):
+    for run in session.scalars(select(TaskRun).where(TaskRun.submission_id == submission_id)
+                               .options(selectinload(TaskRun.trials)).order_by(TaskRun.attempt)):
         runs.setdefault(run.stream_task_id, []).append(run)
+    best_ids = [r.best_trial_id for r in results.values()]
+    best_trials = {t.id: t for t in session.scalars(select(Trial).where(Trial.id.in_(best_ids)))} if best_ids else {}
     headline_phase = submission.phase
     rows, sources = [], set()
     for task in submission.stream_version.tasks:
@@ -82,7 +85,7 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         sources.update(t.flops_source for t in trials if t.flops > 0)
         final = next((r for r in attempts if r.id == result.task_run_id), None) if result else None
         retried = sum(sum(t.flops for t in run.trials) for run in attempts if final is None or run.id != final.id)
-        best = session.get(Trial, result.best_trial_id) if result else None
+        best = best_trials.get(result.best_trial_id) if result else None
         rows.append(TaskRow(
             order=task.order, dataset=task.dataset, year=task.year, phase=task.phase,
             status="committed" if result else (attempts[-1].status if attempts else "pending"),
