@@ -143,6 +143,11 @@ def main() -> int:
                 for offset in range(0, 250, 50):
                     httpx.get(f"{base}/v1/leaderboard?sort={sort}&descending={descending}&limit=50&offset={offset}",
                               timeout=60).raise_for_status()
+        with httpx.Client(base_url=base, timeout=30) as client:  # one reader: the cost of a cached read
+            begin = time.perf_counter()
+            for _ in range(300):
+                client.get("/v1/leaderboard?limit=50").raise_for_status()
+            sequential = (time.perf_counter() - begin) / 300
         out, errors = {}, {}
         for kind in ("leaderboard", "front", "submission"):
             out[kind], errors[kind] = asyncio.run(
@@ -161,6 +166,7 @@ def main() -> int:
           f"server process (uvicorn), this machine's {os.cpu_count()} CPUs shared with the clients")
     print(f"first leaderboard reads (uncached SQL aggregate): "
           f"{', '.join(f'{c * 1000:.0f}' for c in cold)} ms; first submission page: {page_cold * 1000:.0f} ms")
+    print(f"one reader, back to back: {sequential * 1000:.2f} ms per cached leaderboard read (round trip)")
     print(f"{'read':<12} {'requests':>9} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} {'errors':>7}")
     for kind, values in out.items():
         if not values:
