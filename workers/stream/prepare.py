@@ -20,8 +20,10 @@ shard checked against the index.
 
 from __future__ import annotations
 
+import fcntl
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,6 +172,33 @@ def prepare_stream(
         UnknownNameError: a dataset key names an unknown source.
     """
     size = check_image_size(image_size)
+    with _preparing(store):
+        return _prepare(manifest, store, size=size, offline_dir=offline_dir, progress=progress,
+                        on_prepared=on_prepared, max_examples_per_shard=max_examples_per_shard)
+
+
+@contextmanager
+def _preparing(store: ObjectStore) -> Iterator[None]:
+    """One preparer at a time per local store: two workers starting the same stream together
+    would otherwise see each other's half-written shards as damaged and rebuild them. (An S3
+    store shared across machines has no such lock; prepare a stream once before a big run.)"""
+    root = getattr(store, "root", None)
+    if not isinstance(root, Path):
+        yield
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".prepare.lock", "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, offline_dir: Path | None,
+             progress: Callable[[ProgressEvent], None] | None,
+             on_prepared: Callable[[DatasetIndex], None] | None,
+             max_examples_per_shard: int) -> PrepareReport:
     ctx = AdapterContext(offline_dir=offline_dir, image_size=size)
     tasks = dataset_rules(manifest)
     total = len(tasks)
