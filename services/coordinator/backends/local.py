@@ -78,6 +78,9 @@ class LocalBackend:
             code = proc.poll()
             if code is None:
                 continue
+            # What the worker left in its group (a killed harness's Ray agents) is orphaned:
+            # stop it now. Safe: a pid still in use as a group id is never handed out again.
+            _signal_group(pid, signal.SIGKILL)
             self._children.pop(pid, None)
             job_id = self._job_ids.pop(pid, None)
             if job_id is not None:

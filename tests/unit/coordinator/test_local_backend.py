@@ -72,3 +72,18 @@ def test_cancel_stops_the_whole_process_group(tmp_path):
         time.sleep(0.05)
     assert _live_members(pid) == []
     backend.cancel(job_id)  # twice is fine
+
+
+def test_what_an_ended_worker_left_in_its_group_is_stopped_when_it_is_reaped(tmp_path):
+    backend = _backend(tmp_path, "sh -c 'sleep 60 & echo started; exit 0' sh")
+    job_id = backend.launch(SPEC)
+    pid = int(job_id.split(":")[1])
+    deadline = time.monotonic() + 10
+    while pid in _live_members(pid) and time.monotonic() < deadline:  # the leader exits (a zombie)
+        time.sleep(0.05)
+    assert pid not in _live_members(pid) and _live_members(pid), "the orphaned sleep runs on"
+    assert backend.reap() == [job_id]
+    deadline = time.monotonic() + 5
+    while _live_members(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _live_members(pid) == []
