@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 from pathlib import Path
@@ -44,6 +45,8 @@ def serve(
     app = create_server_app(settings, run_scheduler=scheduler)
     typer.echo(f"nevis coordinator on http://{host}:{port} (backend {settings.backend}, "
                f"scheduler {'on' if scheduler else 'off'})", err=True)
+    gc.collect()
+    gc.freeze()  # the long-lived startup objects leave the collector's scans: shorter pauses
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 

@@ -111,6 +111,7 @@ class AnswerCache:
     def __init__(self, size: int) -> None:
         self.size, self._items, self._lock = size, OrderedDict[Any, Any](), threading.Lock()
         self._fingerprint: tuple[float, Any] = (-1e9, None)
+        self._refreshing = False
 
     def get(self, key: Any) -> tuple[bytes, str] | None:
         with self._lock:
@@ -120,17 +121,22 @@ class AnswerCache:
             return found
 
     async def fingerprint(self, sessions: Any) -> Any:
-        """The database's fingerprint, re-read at most every FINGERPRINT_TTL_S seconds."""
+        """The database's fingerprint, re-read at most every FINGERPRINT_TTL_S seconds, by one
+        request at a time: the others meanwhile use the last one (at most a second stale)
+        rather than all queueing for a database connection at once."""
         taken, value = self._fingerprint
-        if time.monotonic() - taken < FINGERPRINT_TTL_S:
+        if time.monotonic() - taken < FINGERPRINT_TTL_S or (self._refreshing and taken > 0):
             return value
+        self._refreshing = True
+        try:
+            def read() -> Any:
+                with sessions() as session:
+                    return fingerprint(session)
 
-        def read() -> Any:
-            with sessions() as session:
-                return fingerprint(session)
-
-        value = await run_in_threadpool(read)
-        self._fingerprint = (time.monotonic(), value)
+            value = await run_in_threadpool(read)
+            self._fingerprint = (time.monotonic(), value)
+        finally:
+            self._refreshing = False
         return value
 
     def put(self, key: Any, value: Any) -> None:
