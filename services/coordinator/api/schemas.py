@@ -76,8 +76,9 @@ class UserOut(BaseModel):
 class TokenCreate(Request):
     label: Label = Field(default="api", examples=["laptop"])
     expires_at: AwareDatetime | None = Field(
-        default=None, examples=["2030-01-01T00:00:00Z"],
-        description="When the token stops working: with a time zone, in the next 366 days.")
+        default=None,
+        description="When the token stops working: with a time zone (e.g. "
+        "2026-12-31T00:00:00Z), after now and at most 366 days ahead.")
 
 
 class TokenOut(BaseModel):

@@ -91,7 +91,8 @@ def create_submission(
     metrics: MetricsDep, response: Response,
     idempotency_key: Annotated[str | None, Header(
         alias="Idempotency-Key",
-        description="Retrying with the same key and body returns the first result.")] = None,
+        description="1-200 printable ASCII characters (no spaces); retrying with the same key "
+                    "and body returns the first result.")] = None,
 ) -> SubmissionOut:
     if idempotency_key is not None:
         check_idempotency_key(idempotency_key)
