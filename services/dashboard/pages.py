@@ -19,7 +19,6 @@ from urllib.parse import urlencode
 import plotly
 from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.orm import Session
@@ -54,8 +53,8 @@ def _midnight(day: date | None) -> datetime | None:
     return None if day is None else datetime.combine(day, time.min, tzinfo=timezone.utc)
 
 
-def _page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    return templates.TemplateResponse(request, template, context, status_code=status)
+def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(_render(template, **context), status_code=status)
 
 
 def _render(template: str, **context: Any) -> str:
@@ -64,16 +63,7 @@ def _render(template: str, **context: Any) -> str:
 
 async def _cached_page(request: Request, key: Any, render: Callable[[Session], tuple[int, str]]) -> HTMLResponse:
     """A page rendered once per database fingerprint (see the leaderboard API's cache)."""
-    cache = answer_cache(request.app)
-    key = (key, await cache.fingerprint(request.app.state.sessions))
-    found = cache.get(key)
-    if found is None:
-        def run() -> tuple[int, str]:
-            with request.app.state.sessions() as session:
-                return render(session)
-
-        found = await run_in_threadpool(run)
-        cache.put(key, found)
+    found = await answer_cache(request.app).answer(request.app.state.sessions, key, render)
     status, html = found
     return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-cache"})
 
@@ -160,11 +150,11 @@ def submission_json(session: SessionDep, _: Reader, submission_id: DbId) -> Resp
 
 
 @router.get("/submissions/{submission_id}/probes", response_class=HTMLResponse)
-def probes_page(request: Request, session: SessionDep, _: Reader, submission_id: DbId) -> HTMLResponse:
+def probes_page(session: SessionDep, _: Reader, submission_id: DbId) -> HTMLResponse:
     try:
         report = load_probe_report(session, submission_id=submission_id)
     except NevisError as exc:
-        return _page(request, "error.html", 404, title="Not found", message=str(exc))
+        return _page("error.html", 404, title="Not found", message=str(exc))
     curves: dict[str, list[tuple[str, list[int], list[float | None]]]] = {"ofm": [], "sm3": []}
     for row in report.mismatch:
         if row.best_trial and isinstance(row.curves, dict) and row.curves.get("scored_steps"):
@@ -184,7 +174,7 @@ def probes_page(request: Request, session: SessionDep, _: Reader, submission_id:
         "ranks": figures.probe_curves(ranks, title="LiDAR, RankMe and linear-probe accuracy per checkpoint",
                                       y_title="value") if ranks else None,
     }
-    return _page(request, "probes.html", title=f"Probes of submission #{submission_id}",
+    return _page("probes.html", title=f"Probes of submission #{submission_id}",
                  submission_id=submission_id, report=report, charts=charts)
 
 
@@ -198,13 +188,13 @@ def probes_json(session: SessionDep, _: Reader, submission_id: DbId) -> Response
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(request: Request, session: SessionDep, _: Reader,
+def compare_page(session: SessionDep, _: Reader,
                  ids: Annotated[str, Query(max_length=200, pattern=r"^\d{1,10}(,\d{1,10}){0,7}$")]) -> HTMLResponse:
     try:
         view = compare_view(session, [int(i) for i in dict.fromkeys(ids.split(","))])
     except UnknownNameError as exc:
-        return _page(request, "error.html", 404, title="Not found", message=str(exc))
-    return _page(request, "compare.html", title="Compare submissions", view=view, ids=ids)
+        return _page("error.html", 404, title="Not found", message=str(exc))
+    return _page("compare.html", title="Compare submissions", view=view, ids=ids)
 
 
 @router.get("/compare.csv")

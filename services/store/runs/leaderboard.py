@@ -23,10 +23,8 @@ from services.store.db.models_coordinator import ScheduledSubmission, User
 SortKey = Literal["rank", "E", "cflop", "date", "learner", "tasks"]
 SORT_KEYS: tuple[str, ...] = ("rank", "E", "cflop", "date", "learner", "tasks")
 def is_baseline(entrypoint: Any) -> Any:
-    """Built-in learners (``indep``, ...; stored by their registry name, no ``module:factory``
-    colon) are the baselines; works on a column (SQL) and on a string."""
-    if isinstance(entrypoint, str):
-        return ":" not in entrypoint
+    """SQL: built-in learners (``indep``, ...; stored by their registry name, no
+    ``module:factory`` colon) are the baselines."""
     return ~entrypoint.contains(":", autoescape=True)
 
 

@@ -122,7 +122,27 @@ def test_skip_locked_lets_a_second_scheduler_pass_a_row_being_claimed(sessions, 
         holder.close()
 
 
-class RecordingBackend:
+class SilentBackend:
+    """Accepts launches and runs nothing (the leases stay launched)."""
+
+    name = "silent"
+
+    def launch(self, spec) -> str:
+        return f"silent:{spec.lease_id}"
+
+    def status(self, job_id):
+        from services.coordinator.backends.base import JobState, JobStatus
+
+        return JobStatus(JobState.UNKNOWN)
+
+    def cancel(self, job_id) -> None:
+        pass
+
+    def reap(self) -> None:
+        pass
+
+
+class RecordingBackend(SilentBackend):
     """Runs each launch on a thread that does what a worker does to the database: start the
     lease, advance the cursor as a committed task would, end the lease. Records every launch.
     Not named ``local``: replicas on the local backend refuse each other's leases."""
@@ -154,17 +174,6 @@ class RecordingBackend:
                 sub.cursor += 1
         with transaction(self.sessions) as session:
             leases.finish_success(session, lease_id=spec.lease_id)
-
-    def status(self, job_id):
-        from services.coordinator.backends.base import JobState, JobStatus
-
-        return JobStatus(JobState.UNKNOWN)
-
-    def cancel(self, job_id) -> None:
-        pass
-
-    def reap(self) -> None:
-        pass
 
 
 @pytest.mark.postgres
@@ -365,26 +374,6 @@ def test_the_heartbeat_refreshes_a_live_lease_and_reports_a_lost_one(sessions, c
         assert lost.wait(10)
     finally:
         beat.stop()
-
-
-class SilentBackend:
-    """Accepts launches and runs nothing (the leases stay launched)."""
-
-    name = "silent"
-
-    def launch(self, spec) -> str:
-        return f"silent:{spec.lease_id}"
-
-    def status(self, job_id):
-        from services.coordinator.backends.base import JobState, JobStatus
-
-        return JobStatus(JobState.UNKNOWN)
-
-    def cancel(self, job_id) -> None:
-        pass
-
-    def reap(self) -> None:
-        pass
 
 
 def test_a_backlog_is_launched_in_batches_with_the_reaper_between(sessions, coord_settings, monkeypatch):

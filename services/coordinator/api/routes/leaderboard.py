@@ -15,8 +15,8 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -30,40 +30,20 @@ from services.coordinator.api.fields import NAME_MAX, STREAM_MAX, VERSION_MAX
 from services.coordinator.api.routes import problems
 from services.coordinator.crud import users as crud_users
 from services.store.db.models import Submission, TaskResult
-from services.store.runs.leaderboard import front_points, leaderboard, stream_versions
+from services.store.runs.leaderboard import (
+    FrontPoint,
+    LeaderboardRow,
+    front_points,
+    leaderboard,
+    stream_versions,
+)
 
 router = APIRouter(prefix="/v1/leaderboard", tags=["leaderboard"], responses=problems(401, 422, 503))
 CACHE_SIZE = 256
+T = TypeVar("T")
 FINGERPRINT_TTL_S = 1.0
 CACHE_CONTROL_PUBLIC = "public, max-age=5, must-revalidate"
 CACHE_CONTROL_PRIVATE = "private, max-age=5, must-revalidate"
-
-
-class LeaderboardItem(BaseModel):
-    rank: int | None
-    submission_id: int
-    learner: str
-    owner: str | None
-    baseline: bool
-    status: str
-    mean_error: float | None
-    cflop: float
-    tasks_done: int
-    headline_tasks: int
-    headline_done: int
-    created_at: datetime
-    finished_at: datetime | None
-    runs_of_learner: int
-    learner_e_std: float | None
-
-
-class FrontItem(BaseModel):
-    submission_id: int
-    learner: str
-    baseline: bool
-    mean_error: float
-    cflop: float
-    on_front: bool
 
 
 class LeaderboardOut(BaseModel):
@@ -71,7 +51,7 @@ class LeaderboardOut(BaseModel):
     version: str | None
     phase: str
     streams: list[dict[str, str]]
-    items: list[LeaderboardItem]
+    items: list[LeaderboardRow]
     total: int
     limit: int
     offset: int
@@ -81,7 +61,7 @@ class FrontOut(BaseModel):
     stream: str | None
     version: str | None
     phase: str
-    points: list[FrontItem]
+    points: list[FrontPoint]
 
 
 async def require_reader(request: Request, settings: SettingsDep,
@@ -113,7 +93,7 @@ class AnswerCache:
         self._fingerprint: tuple[float, Any] = (-1e9, None)
         self._refreshing = False
 
-    def get(self, key: Any) -> tuple[bytes, str] | None:
+    def get(self, key: Any) -> Any:
         with self._lock:
             found = self._items.get(key)
             if found is not None:
@@ -139,6 +119,20 @@ class AnswerCache:
             self._refreshing = False
         return value
 
+    async def answer(self, sessions: Any, key: Any, render: Callable[[Session], T]) -> T:
+        """The cached answer to ``key`` at the database's current fingerprint, rendered (in a
+        worker thread, with its own session) only when there is none."""
+        key = (key, await self.fingerprint(sessions))
+        found = self.get(key)
+        if found is None:
+            def run() -> T:
+                with sessions() as session:
+                    return render(session)
+
+            found = await run_in_threadpool(run)
+            self.put(key, found)
+        return found
+
     def put(self, key: Any, value: Any) -> None:
         with self._lock:
             self._items[key] = value
@@ -163,17 +157,11 @@ def answer_cache(app: Any) -> AnswerCache:
 
 
 async def _respond(request: Request, response_cls: type[BaseModel], build, key: Any, settings) -> Response:
-    cache = answer_cache(request.app)
-    key = (key, await cache.fingerprint(request.app.state.sessions))
-    found = cache.get(key)
-    if found is None:
-        def render() -> tuple[bytes, str]:
-            with request.app.state.sessions() as session:
-                body = response_cls.model_validate(build(session)).model_dump_json().encode()
-            return body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    def render(session: Session) -> tuple[bytes, str]:
+        body = response_cls.model_validate(build(session)).model_dump_json().encode()
+        return body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
 
-        found = await run_in_threadpool(render)
-        cache.put(key, found)
+    found = await answer_cache(request.app).answer(request.app.state.sessions, key, render)
     body, etag = found
     headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL_PUBLIC if settings.dashboard_public
                else CACHE_CONTROL_PRIVATE, "Vary": "Authorization"}
@@ -219,7 +207,7 @@ async def read_leaderboard(
         page = leaderboard(session, stream=name, version=ver, phase=phase, sort=sort, descending=descending,
                            limit=limit, offset=offset, learner_prefix=learner, since=since, baselines=baselines)
         return {"stream": name, "version": ver, "phase": phase, "streams": streams,
-                "items": [r.to_dict() for r in page.rows], "total": page.total, "limit": limit, "offset": offset}
+                "items": list(page.rows), "total": page.total, "limit": limit, "offset": offset}
 
     return await _respond(request, LeaderboardOut, build, key, settings)
 
@@ -237,7 +225,7 @@ async def read_front(
         _, name, ver = resolve_stream(session, stream, version)
         points = [] if name is None or ver is None else front_points(
             session, stream=name, version=ver, phase=phase, learner_prefix=learner, since=since)
-        return {"stream": name, "version": ver, "phase": phase, "points": [vars(p) for p in points]}
+        return {"stream": name, "version": ver, "phase": phase, "points": points}
 
     return await _respond(request, FrontOut, build, key, settings)
 
