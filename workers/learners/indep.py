@@ -14,10 +14,10 @@ pass goes through a :class:`~workers.learners.models.FeatureView`, tracked on it
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Protocol
 
 import numpy as np
 import torch
@@ -39,6 +39,18 @@ from workers.learners.protocol import (
 
 _FORMAT = 1
 DEFAULT_LEARNING_RATE = 0.01
+
+
+class AuxiliaryObjective(Protocol):
+    """A loss over other data, optimised jointly with the task's (MT's auxiliary tasks)."""
+
+    def parameters(self) -> Iterable[nn.Parameter]:
+        """Parameters of its own (auxiliary heads) the optimiser must update too."""
+        ...
+
+    def loss(self) -> torch.Tensor:
+        """The weighted loss of one auxiliary mini-batch, on the shared network."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -132,26 +144,30 @@ class IndepLearner:
 
         torch.manual_seed(ctx.seed)
         generator = torch.Generator().manual_seed(ctx.seed)
-        predictor = self._new_predictor(info, ctx)
+        predictor = self._initial_predictor(view, ctx)
         model = predictor.model
         net = ctx.track(model)  # before any pass, so every one is counted
-        optimizer = recipe.make_optimizer(model.parameters(), lr)
+        auxiliary = self._auxiliary_objective(view, predictor, config, ctx, generator)
+        params = [*model.parameters(), *(auxiliary.parameters() if auxiliary else ())]
+        optimizer = recipe.make_optimizer(params, lr)
         scheduler = recipe.make_scheduler(
             optimizer, steps, recipe.warmup_steps(steps, self.warmup_fraction)
         )
         loss_fn = recipe.make_loss(info.kind, smoothing)
         batch = recipe.batch_size(n, max_batch=self.max_batch)
-        labels = _label_tensor(data.labels, info)
+        labels = label_tensor(data.labels, info)
 
         ctx.progress(0, predictor, loss=None)
         model.train()
-        for step, idx in enumerate(_epoch_batches(n, batch, steps, generator), start=1):
+        for step, idx in enumerate(epoch_batches(n, batch, steps, generator), start=1):
             index = idx.numpy()
             x = train_transform(
                 data.images[index], predictor.augment, generator=generator, device=ctx.device
             )
             y = labels[idx].to(ctx.device, non_blocking=True)
             loss = loss_fn(net(x), y)
+            if auxiliary is not None:  # one step over the current and auxiliary batches
+                loss = loss + auxiliary.loss()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -222,6 +238,19 @@ class IndepLearner:
             kind=str(blob["kind"]),
         )
 
+    # --- what fine-tuning learners change ------------------------------------------------
+
+    def _initial_predictor(self, view: TaskView, ctx: TrialContext) -> IndepPredictor:
+        """The network a trial starts from: a fresh one (``indep``); FT learners override it."""
+        return self._new_predictor(view.info, ctx)
+
+    def _auxiliary_objective(
+        self, view: TaskView, predictor: IndepPredictor, config: Mapping[str, Any],
+        ctx: TrialContext, generator: torch.Generator,
+    ) -> AuxiliaryObjective | None:
+        """An extra loss added at every step (MT's auxiliary tasks); none for ``indep``."""
+        return None
+
     # --- helpers -------------------------------------------------------------------------
 
     def _new_predictor(self, info: TaskInfo, ctx: TrialContext) -> IndepPredictor:
@@ -257,7 +286,7 @@ class IndepLearner:
         return torch.cat(outputs).numpy()
 
 
-def _label_tensor(labels: np.ndarray, info: TaskInfo) -> torch.Tensor:
+def label_tensor(labels: np.ndarray, info: TaskInfo) -> torch.Tensor:
     """Targets as the loss wants them: int64 [N] (single) or float32 multi-hot [N, K]."""
     if info.kind == "multi":
         if labels.ndim != 2 or labels.shape[1] != info.num_classes:
@@ -274,7 +303,7 @@ def _label_tensor(labels: np.ndarray, info: TaskInfo) -> torch.Tensor:
     return torch.from_numpy(np.asarray(labels, dtype=np.int64))
 
 
-def _epoch_batches(
+def epoch_batches(
     n: int, batch: int, steps: int, generator: torch.Generator
 ) -> Iterator[torch.Tensor]:
     """``steps`` index batches, each epoch a fresh shuffle; a short tail joins the next epoch."""
@@ -302,4 +331,6 @@ def make_indep(**options: Any) -> IndepLearner:
     return IndepLearner(**options)
 
 
-__all__ = ["IndepLearner", "IndepPredictor", "make_indep"]
+__all__ = [
+    "AuxiliaryObjective", "IndepLearner", "IndepPredictor", "epoch_batches", "label_tensor", "make_indep",
+]

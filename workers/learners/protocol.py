@@ -87,6 +87,14 @@ class TaskView(Protocol):
         """The training split of an earlier task (its compute counts like any other)."""
         ...
 
+    def past_predictor(self, order: int) -> bytes:
+        """The predictor this run kept for an earlier task, as ``save_predictor`` wrote it.
+
+        Earlier predictors stay in the object store and come one at a time, so a learner
+        that reuses them (FT-prev, FT-d) carries nothing heavy in its state.
+        """
+        ...
+
 
 @runtime_checkable
 class TrialContext(Protocol):

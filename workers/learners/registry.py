@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from services.core.errors import LearnerError, UnknownNameError, unknown_name_message
+from workers.learners.finetune import FtDLearner, FtPrevLearner, MtLearner
 from workers.learners.indep import IndepLearner
 from workers.learners.protocol import Learner
 
@@ -20,6 +21,9 @@ LearnerFactory = Callable[..., Any]
 BUILTINS: Mapping[str, LearnerFactory] = {
     "indep": IndepLearner,
     "indep_resnet34": lambda **options: IndepLearner("resnet34", **options),
+    "ft_prev": FtPrevLearner,
+    "ft_d": FtDLearner,
+    "mt": MtLearner,
 }
 """Built-in learner name → factory (keyword options are passed through)."""
 

@@ -4,8 +4,8 @@ Started as ``python -m workers.sandbox.host`` by :class:`~workers.sandbox.client
 It reads frames (:mod:`workers.sandbox.wire`) from the pipe it was given, loads the learner
 named in the first one, and answers one request at a time: ``describe``, ``trial``,
 ``predict``, ``load_predictor``, ``features``, ``augment_views``, ``release``, ``bye``.
-During a trial it asks harness code for earlier tasks' train splits (``past_train``) and
-hands it checkpoints (``checkpoint``); it never touches storage itself. The protocol's file
+During a trial it asks harness code for earlier tasks' train splits (``past_train``) and the
+predictors its run kept for them (``past_predictor``), and hands it checkpoints (``checkpoint``); it never touches storage itself. The protocol's file
 descriptors are private copies: the learner's prints go to stderr and cannot corrupt frames
 (a hostile learner can still write frames of its own, which is why the harness side trusts
 nothing in them but numbers and bytes).
@@ -81,7 +81,8 @@ class Host:
         info = info_from_json(header["info"])
         past = {p["order"]: info_from_json(p) for p in header["past"]}
         view = CausalTaskView(info=info, train=train, dev=dev, past=past,
-                              load_past_train=self._past_train, stream_length=int(header["stream_length"]))
+                              load_past_train=self._past_train, stream_length=int(header["stream_length"]),
+                              load_past_predictor=self._past_predictor)
         ctx = LocalTrialContext(
             seed=int(header["seed"]), steps=int(header["steps"]), save_predictor=self.learner.save_predictor,
             on_checkpoint=self._checkpoint, checkpoint_at=tuple(header["checkpoint_at"]), device=self.device)
@@ -151,6 +152,13 @@ class Host:
         if not header.get("ok"):
             raise CausalityError(str(header.get("message", "not available")))
         return LabelledData(parts[0], parts[1])
+
+    def _past_predictor(self, order: int) -> bytes:
+        wire.send(self.proto_out, {"op": "past_predictor", "order": order})
+        header, parts = wire.receive(self.proto_in)
+        if not header.get("ok"):
+            raise CausalityError(str(header.get("message", "not available")))
+        return _bytes(parts[0], "past predictor")
 
     def _checkpoint(self, step: int, data: bytes) -> None:
         wire.send(self.proto_out, {"op": "checkpoint", "step": int(step)}, [_bytes(data, "save_predictor()")])

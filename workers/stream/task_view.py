@@ -27,9 +27,13 @@ class CausalTaskView:
         load_past_train: returns the train split of an earlier task (called lazily; the
             harness behind it enforces the same rule again).
         stream_length: number of tasks in the stream, to tell "future" from "unknown".
+        load_past_predictor: returns the bytes of the predictor this run committed for an
+            earlier task (``save_predictor``'s output); ``None`` where the caller has none
+            to offer (a view outside a run).
     """
 
-    __slots__ = ("_info", "_train", "_dev", "_past", "_load_past_train", "_stream_length")
+    __slots__ = ("_info", "_train", "_dev", "_past", "_load_past_train", "_stream_length",
+                 "_load_past_predictor")
 
     def __init__(
         self,
@@ -39,6 +43,7 @@ class CausalTaskView:
         past: Mapping[int, TaskInfo],
         load_past_train: Callable[[int], LabelledData],
         stream_length: int,
+        load_past_predictor: Callable[[int], bytes] | None = None,
     ) -> None:
         if any(order >= info.order for order in past):
             raise CausalityError(
@@ -51,6 +56,7 @@ class CausalTaskView:
         self._past = dict(sorted(past.items()))
         self._load_past_train = load_past_train
         self._stream_length = stream_length
+        self._load_past_predictor = load_past_predictor
 
     @property
     def info(self) -> TaskInfo:
@@ -80,6 +86,27 @@ class CausalTaskView:
                 f"Task {order} is not a task of this stream (1..{self._stream_length})."
             )
         return self._load_past_train(order)
+
+    def past_predictor(self, order: int) -> bytes:
+        """The predictor this run kept for an earlier task, as its learner saved it.
+
+        Fetched when asked (one at a time), so a learner that builds on earlier tasks keeps
+        references, not a hundred networks, in its state.
+        """
+        if not isinstance(order, int) or isinstance(order, bool):
+            raise TypeError(f"past_predictor takes a task order (int); got {order!r}.")
+        if order >= self._info.order:
+            raise CausalityError(
+                f"Task {order} is not in the past of task {self._info.order}: predictors exist "
+                "only for tasks that came before the current one."
+            )
+        if order not in self._past:
+            raise CausalityError(
+                f"Task {order} is not an earlier task of this run (1..{self._stream_length})."
+            )
+        if self._load_past_predictor is None:
+            raise CausalityError("This view offers no earlier predictors (it is not part of a run).")
+        return self._load_past_predictor(order)
 
     def split(self, name: str, order: int | None = None) -> LabelledData:
         """Any split by name; test and dev-test splits are refused, always."""

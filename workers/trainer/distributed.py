@@ -26,6 +26,7 @@ from typing import Any
 import ray
 
 from services.core.metrics import task_error
+from services.store.runs import run_keys
 from workers.learners.protocol import LabelledData, Learner, Resources
 from workers.sandbox.context import LocalTrialContext, checkpoint_steps
 from workers.stream.task_view import CausalTaskView
@@ -106,6 +107,9 @@ def _build_view(spec: TrialSpec) -> CausalTaskView:
     def load_past(order: int) -> LabelledData:
         return ray.get(spec.harness.past_train.remote(order))
 
+    def load_past_predictor(order: int) -> bytes:
+        return ray.get(spec.harness.past_predictor.remote(order))
+
     return CausalTaskView(
         info=spec.info,
         train=spec.train,
@@ -113,6 +117,7 @@ def _build_view(spec: TrialSpec) -> CausalTaskView:
         past={t.order: t for t in spec.past},
         load_past_train=load_past,
         stream_length=spec.stream_length,
+        load_past_predictor=load_past_predictor,
     )
 
 
@@ -157,8 +162,8 @@ def _execute_trial(
         scores = learner.predict(output.predictor, spec.dev.images, ctx)
         metrics["dev_error"] = task_error(scores, spec.dev.labels, spec.info.kind)
         blobs = {
-            "predictor": (f"{prefix}/predictor.bin", learner.save_predictor(output.predictor)),
-            "state": (f"{prefix}/state.pkl", pickle.dumps(output.state)),
+            "predictor": (f"{prefix}/{run_keys.PREDICTOR_FILE}", learner.save_predictor(output.predictor)),
+            "state": (f"{prefix}/{run_keys.STATE_FILE}", pickle.dumps(output.state)),
         }
         for name, (key, data) in blobs.items():
             metrics[name] = ray.get(spec.harness.put.remote(key, data))

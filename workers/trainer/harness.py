@@ -31,12 +31,16 @@ class TaskHarness:
         self._prefix = "\0"  # matches no key until a task begins
         self._results: dict[int, dict[str, Any]] = {}
         self._cache: dict[int, LabelledData] = {}
+        self._predictors: dict[int, str] = {}
 
-    def begin_task(self, *, past: Mapping[int, TaskSpec], current_order: int, key_prefix: str) -> None:
-        """Serve task ``current_order``: its past, and writes under ``key_prefix`` only."""
-        if any(order >= current_order for order in past):
+    def begin_task(self, *, past: Mapping[int, TaskSpec], current_order: int, key_prefix: str,
+                   past_predictors: Mapping[int, str] | None = None) -> None:
+        """Serve task ``current_order``: its past (train splits, and the predictors the run
+        committed, by key), and writes under ``key_prefix`` only."""
+        predictors = dict(past_predictors or {})
+        if any(order >= current_order for order in [*past, *predictors]):
             raise CausalityError(f"Harness of task {current_order} was given non-past tasks.")
-        self._past, self._current = dict(past), current_order
+        self._past, self._current, self._predictors = dict(past), current_order, predictors
         self._prefix = key_prefix.rstrip("/") + "/"
         self._results.clear()
 
@@ -52,6 +56,15 @@ class TaskHarness:
             images, labels = data.splits["train"]
             self._cache = {order: LabelledData(images, labels)}  # keep one: bounded memory
         return self._cache[order]
+
+    def past_predictor(self, order: int) -> bytes:
+        """The predictor the run committed for an earlier task; anything else is a CausalityError."""
+        if not isinstance(order, int) or order >= self._current or order not in self._predictors:
+            raise CausalityError(
+                f"No predictor of task {order!r} is available to task {self._current}: only "
+                "earlier tasks that this run committed have one."
+            )
+        return self._store.get_bytes(self._predictors[order])
 
     def put(self, key: str, data: bytes) -> dict[str, Any]:
         """Store bytes under this attempt's prefix; returns key, size and sha256."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from services.core.errors import LearnerError
 from services.core.metrics import task_error
+from services.store.runs import run_keys
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.sandbox.client import HostSpec, LearnerHost, flop_counts
 from workers.sandbox.context import checkpoint_steps
@@ -50,7 +51,7 @@ def learner_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def trial_prefix(spec: TrialSpec, index: int) -> str:
-    return f"{spec.key_prefix}/trial-{index:03d}"
+    return run_keys.trial_prefix(spec.key_prefix, index)
 
 
 def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) -> dict[str, Any]:
@@ -75,13 +76,8 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
             info = ray.get(spec.harness.put.remote(f"{prefix}/ckpt-{step:07d}.bin", parts[0]))
             checkpoints.append({"step": step, **info})
             return None
-        if header.get("op") == "past_train":
-            try:
-                data = ray.get(spec.harness.past_train.remote(header.get("order")))
-            except Exception as exc:  # noqa: BLE001 - a CausalityError from the harness, as data
-                cause = getattr(exc, "cause", None) or exc
-                return {"op": "past_train", "ok": False, "message": str(cause)[:2000]}, []
-            return {"op": "past_train", "ok": True}, [data.images, data.labels]
+        if header.get("op") in ("past_train", "past_predictor"):
+            return _answer_past(spec.harness, str(header["op"]), header.get("order"))
         raise LearnerError(f"the learner host sent an unexpected {str(header.get('op'))[:40]!r} frame")
 
     data_key = spec.key_prefix  # one task attempt: its data goes to a host once
@@ -111,11 +107,26 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
     except LearnerError as exc:
         return {**base, "status": "failed", "error": f"LearnerError: {exc}", "traceback": ""}
     stored = {name: ray.get(spec.harness.put.remote(f"{prefix}/{file}", blob))
-              for name, file, blob in (("predictor", "predictor.bin", predictor), ("state", "state.pkl", state))}
+              for name, file, blob in (("predictor", run_keys.PREDICTOR_FILE, predictor),
+                                       ("state", run_keys.STATE_FILE, state))}
     return {**base, **stored, "status": "ok", "dev_error": dev_error,
             "wall_time_s": _number(header.get("wall_time_s")),
             "peak_memory_bytes": int(_number(header.get("peak_memory_bytes"))),
             "missed_checkpoints": [int(s) for s in header.get("missed_checkpoints") or []]}
+
+
+def _answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], list]:
+    """An earlier task's train split or predictor, fetched by the harness actor (which checks
+    causality again); a refusal goes back to the learner as data, raised there."""
+    import ray  # noqa: PLC0415 - only inside Ray processes
+
+    try:
+        answer = ray.get(getattr(harness, op).remote(order))
+    except Exception as exc:  # noqa: BLE001 - a CausalityError from the harness, as data
+        cause = getattr(exc, "cause", None) or exc
+        return {"op": op, "ok": False, "message": str(cause)[:2000]}, []
+    parts = [answer] if op == "past_predictor" else [answer.images, answer.labels]
+    return {"op": op, "ok": True}, parts
 
 
 def failure_metrics(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, int]) -> dict[str, Any]:

@@ -1,0 +1,168 @@
+"""FT-prev, FT-d and MT on real networks: what they start from, what they choose, what they pay.
+
+The past of the current task (digits, order 2) is built from real predictors: one trained on
+digits (a planted related task, order 0) and one whose backbone is dead (constant features:
+an unrelated task, order 1). Predictors reach the learner only as bytes through the view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from services.core.errors import CausalityError
+from workers.learners.finetune import AUX_WEIGHT, FtDLearner, FtPrevLearner, MtLearner
+from workers.learners.indep import IndepLearner
+from workers.learners.registry import load_learner
+from workers.learners.selection import RANDOM_INIT, NeighbourScores, probe_subset, rank_candidates
+from workers.stream.task_view import CausalTaskView
+
+from .conftest import RecordingContext
+
+CONFIG = {"learning_rate": 0.05, "label_smoothing": 0.0}
+WIDTH = 16
+
+
+@pytest.fixture(scope="module")
+def related_bytes(digits) -> bytes:
+    """A predictor trained on digits: features that separate the current task's classes."""
+    learner = IndepLearner(width=WIDTH)
+    ctx = RecordingContext(seed=0, steps=120)
+    view = CausalTaskView(digits.info, digits.train, digits.test, {}, lambda o: digits.train, 1)
+    return learner.save_predictor(learner.train(view, None, CONFIG, ctx).predictor)
+
+
+@pytest.fixture(scope="module")
+def dead_bytes(digits) -> bytes:
+    """A predictor whose backbone outputs zeros for every image: nothing to transfer."""
+    learner = IndepLearner(width=WIDTH)
+    predictor = learner._new_predictor(digits.info, RecordingContext())
+    with torch.no_grad():
+        for name, param in predictor.model.named_parameters():
+            if not name.startswith("head."):
+                param.zero_()
+    return learner.save_predictor(predictor)
+
+
+def view_with_past(digits, past_bytes: dict[int, bytes]) -> CausalTaskView:
+    """The current task (order 2) with earlier tasks whose predictors are ``past_bytes``."""
+    current = replace(digits.info, order=2, key="t2")
+    past = {order: replace(digits.info, order=order, key=f"t{order}") for order in past_bytes}
+    return CausalTaskView(current, digits.train, digits.test, past, lambda o: digits.train, 3,
+                          load_past_predictor=lambda order: past_bytes[order])
+
+
+def test_the_registry_knows_the_transfer_baselines():
+    assert isinstance(load_learner("ft_prev"), FtPrevLearner)
+    assert isinstance(load_learner("ft_d"), FtDLearner)
+    assert isinstance(load_learner("mt"), MtLearner)
+    assert AUX_WEIGHT in load_learner("mt").search_space()
+
+
+def test_ft_d_picks_the_planted_related_task(digits, related_bytes, dead_bytes):
+    learner = FtDLearner(width=WIDTH)
+    ctx = RecordingContext(seed=1, steps=1)
+    view = view_with_past(digits, {0: related_bytes, 1: dead_bytes})
+    fresh = learner._new_predictor(view.info, ctx)
+    selection = learner.select(view, ctx, fresh)
+    errors = {s.order: s.error for s in selection.ranking}
+    assert selection.chosen == 0, errors
+    assert errors[0] < errors[RANDOM_INIT] < errors[1], errors
+    assert ("track", "NeighbourScores") in ctx.events
+    assert ctx.meter.measured > 0  # features of three candidates and the neighbour search
+
+
+def test_ft_d_keeps_random_init_when_nothing_is_related(digits, dead_bytes):
+    learner = FtDLearner(width=WIDTH)
+    ctx = RecordingContext(seed=1, steps=2)
+    view = view_with_past(digits, {1: dead_bytes})
+    out = learner.train(view, None, CONFIG, ctx)
+    assert out.state[2]["chosen"] == RANDOM_INIT
+    assert set(out.state[2]["knn_error"]) == {RANDOM_INIT, 1}
+
+
+def test_ft_d_selection_is_made_once_per_task_and_charged_once(digits, related_bytes, dead_bytes):
+    learner = FtDLearner(width=WIDTH)
+    view = view_with_past(digits, {0: related_bytes, 1: dead_bytes})
+    first, second = RecordingContext(seed=1, steps=1), RecordingContext(seed=2, steps=1)
+    learner.train(view, None, CONFIG, first)
+    learner.train(view, None, CONFIG, second)
+    assert ("track", "NeighbourScores") in first.events
+    assert ("track", "NeighbourScores") not in second.events
+    assert first.meter.measured > second.meter.measured
+
+
+def test_ft_prev_starts_from_the_previous_backbone_with_a_fresh_head(digits, related_bytes, dead_bytes):
+    learner = FtPrevLearner(width=WIDTH)
+    ctx = RecordingContext(seed=3, steps=1)
+    view = view_with_past(digits, {0: dead_bytes, 1: related_bytes})  # 1 is the previous task
+    start = learner._initial_predictor(view, ctx).model.state_dict()
+    previous = learner.load_predictor(related_bytes, view.past_tasks()[-1], ctx).model.state_dict()
+    for name, weights in previous.items():
+        if name.startswith("head."):
+            assert not torch.equal(weights, start[name]), name
+        else:
+            assert torch.equal(weights, start[name]), name
+
+
+def test_ft_prev_on_the_first_task_is_indep(digits):
+    view = CausalTaskView(digits.info, digits.train, digits.test, {}, lambda o: digits.train, 1)
+    ctx_ft, ctx_indep = RecordingContext(seed=4, steps=3), RecordingContext(seed=4, steps=3)
+    a = FtPrevLearner(width=WIDTH).train(view, None, CONFIG, ctx_ft).predictor.model.state_dict()
+    b = IndepLearner(width=WIDTH).train(view, None, CONFIG, ctx_indep).predictor.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_past_predictors_are_causal(digits, related_bytes):
+    view = view_with_past(digits, {0: related_bytes})
+    with pytest.raises(CausalityError, match="not in the past"):
+        view.past_predictor(2)
+    with pytest.raises(CausalityError, match="not an earlier task"):
+        view.past_predictor(1)
+    with pytest.raises(TypeError):
+        view.past_predictor("0")  # type: ignore[arg-type]
+
+
+def test_mt_adds_weighted_auxiliary_losses_and_drops_their_heads(digits, related_bytes, dead_bytes):
+    view = view_with_past(digits, {0: related_bytes, 1: dead_bytes})
+    losses = {}
+    for weight in (0.2, 0.6):
+        learner = MtLearner(width=WIDTH, aux_tasks=1)
+        ctx = RecordingContext(seed=5, steps=2)
+        predictor = learner._initial_predictor(view, ctx)
+        aux = learner._auxiliary_objective(view, predictor, {AUX_WEIGHT: weight}, ctx,
+                                           torch.Generator().manual_seed(0))
+        torch.manual_seed(0)
+        with torch.no_grad():
+            for head in aux.heads:
+                head.weight.fill_(0.01)
+                head.bias.zero_()
+        losses[weight] = float(aux.loss().detach())
+    assert losses[0.6] == pytest.approx(3 * losses[0.2], rel=1e-5)
+
+    ft_ctx, mt_ctx = RecordingContext(seed=6, steps=3), RecordingContext(seed=6, steps=3)
+    FtDLearner(width=WIDTH).train(view, None, CONFIG, ft_ctx)
+    mt = MtLearner(width=WIDTH, aux_tasks=1)
+    out = mt.train(view, None, {**CONFIG, AUX_WEIGHT: 0.5}, mt_ctx)
+    assert mt_ctx.meter.measured > ft_ctx.meter.measured  # the auxiliary passes are paid for
+    reloaded = mt.load_predictor(mt.save_predictor(out.predictor), view.info, mt_ctx)
+    assert reloaded.model.head.out_features == view.info.num_classes
+    assert not any("aux" in name for name in reloaded.model.state_dict())
+
+
+def test_rank_candidates_orders_by_knn_error_and_prefers_random_on_ties(digits):
+    subset = probe_subset(digits.train, digits.test, seed=0)
+    onehot = np.eye(10, dtype=np.float32)
+    lookup = {img.tobytes(): onehot[label] for data in (digits.train, digits.test)
+              for img, label in zip(data.images, data.labels)}
+    candidates = [
+        (RANDOM_INIT, lambda images: np.zeros((len(images), 4), np.float32)),
+        (0, lambda images: np.zeros((len(images), 4), np.float32)),
+        (1, lambda images: np.stack([lookup[i.tobytes()] for i in images])),
+    ]
+    ranking = rank_candidates(iter(candidates), subset, digits.info, NeighbourScores())
+    assert [s.order for s in ranking] == [1, RANDOM_INIT, 0]
+    assert ranking[0].error == 0.0

@@ -1,0 +1,225 @@
+"""The paper's transfer baselines: FT-prev, FT-d and MT (NEVIS'22, Section 5).
+
+All three train exactly like ``indep`` (same network, recipe, augmentation and search space)
+and differ only in where a trial starts and what else it optimises:
+
+- **FT-prev** starts from the predictor the run kept for the previous task;
+- **FT-d** starts from the earlier predictor whose features serve the new task best under a
+  k-NN probe (:mod:`workers.learners.selection`), a fresh network being one of the
+  candidates;
+- **MT** starts like FT-d and also trains on the k most related earlier tasks, each with a
+  head of its own, their losses weighted by λ (searched); the auxiliary heads are dropped
+  at test time.
+
+Earlier predictors are fetched one at a time through ``view.past_predictor`` (they live in
+the object store), so the learner state stays a small record of which task each one chose.
+Every pass of the selection (features of each candidate, the neighbour search) goes
+through tracked modules, so its FLOPs are charged to the task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from services.core.errors import LearnerError
+from workers.learners import recipe
+from workers.learners.augment import train_transform
+from workers.learners.indep import IndepLearner, IndepPredictor, epoch_batches, label_tensor
+from workers.learners.protocol import (
+    PAPER_SEARCH_SPACE,
+    LogUniform,
+    SearchDomain,
+    TaskInfo,
+    TaskView,
+    TrainOutput,
+    TrialContext,
+)
+from workers.learners.selection import (
+    RANDOM_INIT,
+    CandidateScore,
+    FeatureFn,
+    NeighbourScores,
+    probe_subset,
+    rank_candidates,
+)
+
+AUX_WEIGHT = "aux_weight"
+
+
+def transfer_backbone(source: IndepPredictor, target: IndepPredictor) -> IndepPredictor:
+    """``target`` with every weight of ``source`` but the head (tasks differ in classes)."""
+    if (source.model_config.name, source.model_config.width) != (target.model_config.name,
+                                                                  target.model_config.width):
+        raise LearnerError(
+            f"Cannot fine-tune a {source.model_config.name} (width {source.model_config.width}) "
+            f"into a {target.model_config.name} (width {target.model_config.width}): an earlier "
+            "task of this run was trained with another network.")
+    weights = {k: v for k, v in source.model.state_dict().items() if not k.startswith("head.")}
+    missing, unexpected = target.model.load_state_dict(weights, strict=False)
+    if unexpected or any(not k.startswith("head.") for k in missing):
+        raise LearnerError(f"The earlier predictor does not fit: missing {missing}, unexpected {unexpected}.")
+    return target
+
+
+class FtPrevLearner(IndepLearner):
+    """Fine-tune from the previous task's predictor (random initialisation on the first)."""
+
+    name = "ft_prev"
+
+    def _initial_predictor(self, view: TaskView, ctx: TrialContext) -> IndepPredictor:
+        past = view.past_tasks()
+        fresh = self._new_predictor(view.info, ctx)
+        if not past:
+            return fresh
+        previous = past[-1]
+        source = self.load_predictor(view.past_predictor(previous.order), previous, ctx)
+        return transfer_backbone(source, fresh)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """FT-d's ranking for one task: every candidate's k-NN error, best first."""
+
+    task_key: str  # the task and run it was made for (see _selection_key)
+    ranking: tuple[CandidateScore, ...]
+
+    @property
+    def chosen(self) -> int:
+        return self.ranking[0].order
+
+
+class FtDLearner(IndepLearner):
+    """Fine-tune from the most related earlier predictor, chosen by a k-NN probe.
+
+    The selection runs once per task in a learner process (the first trial pays for it and
+    later trials of the task reuse it) on a subset fixed by the task, so every trial starts
+    from the same choice. The state records each task's choice and its k-NN errors.
+    """
+
+    name = "ft_d"
+
+    def __init__(self, model: str = "small_cnn", **options: Any) -> None:
+        super().__init__(model, **options)
+        self._selection: Selection | None = None
+
+    def train(self, view: TaskView, state: Any, config: Mapping[str, Any], ctx: TrialContext) -> TrainOutput:
+        output = super().train(view, state, config, ctx)
+        history = dict(state or {})
+        selection = self._current_selection(view) if view.past_tasks() else None
+        if selection is not None:
+            history[view.info.order] = {"chosen": selection.chosen,
+                                        "knn_error": {s.order: s.error for s in selection.ranking}}
+        return TrainOutput(predictor=output.predictor, state=history)
+
+    def _initial_predictor(self, view: TaskView, ctx: TrialContext) -> IndepPredictor:
+        fresh = self._new_predictor(view.info, ctx)
+        if not view.past_tasks():
+            return fresh
+        chosen = self.select(view, ctx, fresh).chosen
+        if chosen == RANDOM_INIT:
+            return fresh
+        info = next(t for t in view.past_tasks() if t.order == chosen)
+        return transfer_backbone(self.load_predictor(view.past_predictor(chosen), info, ctx), fresh)
+
+    def select(self, view: TaskView, ctx: TrialContext, fresh: IndepPredictor) -> Selection:
+        """Rank the random network and every earlier predictor on this task (cached per task)."""
+        info = view.info
+        key = _selection_key(view)
+        if self._selection is None or self._selection.task_key != key:
+            subset = probe_subset(view.train(), view.dev(), seed=info.order)
+            scorer = ctx.track(NeighbourScores())
+            ranking = rank_candidates(self._candidates(view, ctx, fresh), subset, info, scorer)
+            self._selection = Selection(task_key=key, ranking=tuple(ranking))
+        return self._selection
+
+    def _current_selection(self, view: TaskView) -> Selection | None:
+        """The selection made for this very task of this very run, if any."""
+        selection = self._selection
+        return selection if selection is not None and selection.task_key == _selection_key(view) else None
+
+    def _candidates(self, view: TaskView, ctx: TrialContext,
+                    fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
+        """The fresh network, then each earlier predictor, loaded only when its turn comes."""
+        yield RANDOM_INIT, lambda images: self.features(fresh, images, ctx)
+        for past in view.past_tasks():
+            predictor = self.load_predictor(view.past_predictor(past.order), past, ctx)
+            yield past.order, lambda images, p=predictor: self.features(p, images, ctx)
+
+
+def _selection_key(view: TaskView) -> str:
+    """What identifies one task of one run: the task, and the digest of the run's latest
+    predictor (two runs at the same task never share a selection)."""
+    latest = view.past_tasks()[-1]
+    digest = hashlib.sha256(view.past_predictor(latest.order)).hexdigest()[:16]
+    return f"{view.info.key}@{digest}"
+
+
+class _AuxiliaryTasks:
+    """MT's auxiliary objective: one mini-batch of each related earlier task per step."""
+
+    def __init__(self, learner: IndepLearner, predictor: IndepPredictor, tasks: list[tuple[TaskInfo, Any]],
+                 weight: float, ctx: TrialContext, generator: torch.Generator) -> None:
+        self.predictor, self.weight, self.ctx, self.generator = predictor, weight, ctx, generator
+        self.features = ctx.track(predictor.feature_view)
+        device = next(predictor.model.parameters()).device
+        self.heads = nn.ModuleList(nn.Linear(predictor.model.feature_dim, info.num_classes) for info, _ in tasks)
+        self.heads.to(device)
+        self.tracked_heads = [ctx.track(head) for head in self.heads]
+        self.tasks = [(info, data, label_tensor(data.labels, info), recipe.make_loss(info.kind),
+                       epoch_batches(len(data), recipe.batch_size(len(data), max_batch=learner.max_batch),
+                                     ctx.steps, generator))
+                      for info, data in tasks]
+
+    def parameters(self) -> Iterable[nn.Parameter]:
+        return self.heads.parameters()
+
+    def loss(self) -> torch.Tensor:
+        total = torch.zeros((), device=self.ctx.device)
+        for head, (_, data, labels, loss_fn, batches) in zip(self.tracked_heads, self.tasks, strict=True):
+            idx = next(batches)
+            x = train_transform(data.images[idx.numpy()], self.predictor.augment, generator=self.generator,
+                                device=self.ctx.device)
+            total = total + loss_fn(head(self.features(x)), labels[idx].to(self.ctx.device))
+        return self.weight * total
+
+
+class MtLearner(FtDLearner):
+    """FT-d's initialisation plus the ``aux_tasks`` most related earlier tasks as auxiliary data.
+
+    Args:
+        aux_tasks: k, how many related earlier tasks train alongside (those ranked best by
+            FT-d's probe; the random network is not a task).
+        **options: :class:`~workers.learners.indep.IndepLearner`'s.
+    """
+
+    name = "mt"
+
+    def __init__(self, model: str = "small_cnn", *, aux_tasks: int = 2, **options: Any) -> None:
+        super().__init__(model, **options)
+        if not isinstance(aux_tasks, int) or aux_tasks < 1:
+            raise ValueError(f"The 'aux_tasks' parameter of MtLearner must be an int in [1, inf). Got {aux_tasks!r}.")
+        self.aux_tasks = aux_tasks
+
+    def search_space(self) -> Mapping[str, SearchDomain]:
+        return {**PAPER_SEARCH_SPACE, AUX_WEIGHT: LogUniform(0.01, 1.0)}
+
+    def _auxiliary_objective(self, view: TaskView, predictor: IndepPredictor, config: Mapping[str, Any],
+                             ctx: TrialContext, generator: torch.Generator) -> _AuxiliaryTasks | None:
+        selection = self._current_selection(view) if view.past_tasks() else None
+        if selection is None:
+            return None  # the first task: nothing earlier to learn from
+        related = [s.order for s in selection.ranking if s.order != RANDOM_INIT][: self.aux_tasks]
+        infos = {t.order: t for t in view.past_tasks()}
+        tasks = [(infos[order], view.past_train(order)) for order in related]
+        if not tasks:
+            return None
+        return _AuxiliaryTasks(self, predictor, tasks, float(config.get(AUX_WEIGHT, 0.1)), ctx, generator)
+
+
+__all__ = ["AUX_WEIGHT", "FtDLearner", "FtPrevLearner", "MtLearner", "Selection", "transfer_backbone"]
