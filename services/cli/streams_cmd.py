@@ -1,12 +1,17 @@
-"""``nevis streams``: list the built-in streams and show one stream's tasks.
+"""``nevis streams``: list the built-in streams, show one stream's tasks, derive a variant.
 
 ``show`` takes a built-in name or the path of a user's manifest file. With ``--json`` only
 JSON goes to stdout (the manifest, its sha256 and a summary), so it can be piped.
+
+``derive`` writes the shuffled streams of the paper's ordering ablation
+(:mod:`workers.stream.derive`) as manifest files, so they run like any user stream.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -14,10 +19,12 @@ from rich import box
 from services.cli.console import make_console
 from rich.table import Table
 
+from services.core.errors import ConfigError
+from workers.stream.derive import check_mode, check_seed, derive_manifest
 from workers.stream.manifest import SPLITS, SplitRule, StreamManifest, manifest_to_dict
 from workers.stream.registry import list_streams, load_stream, manifest_sha256
 
-app = typer.Typer(no_args_is_help=True, help="List and inspect stream manifests.")
+app = typer.Typer(no_args_is_help=True, help="List, inspect and derive stream manifests.")
 
 _PHASE_LABEL = {"meta_train": "meta-train", "meta_test": "meta-test"}
 
@@ -110,6 +117,58 @@ def show_command(
     )
 
 
+@app.command("derive")
+def derive_command(
+    name: str = typer.Argument(..., help="A built-in stream name, or a path to a .json manifest."),
+    shuffle: str = typer.Option(
+        ..., "--shuffle",
+        help="within-years: shuffle tasks among those of the same year. all: shuffle the "
+        "whole meta-train phase and, separately, the whole meta-test phase (the meta-test "
+        "tasks stay the meta-test set; every task keeps its year).",
+    ),
+    seed: int = typer.Option(..., "--seed",
+                             help="Seed of the shuffle (>= 0): same seed, same file."),
+    out: Path = typer.Option(..., "--out", help="The .json manifest file to write."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
+) -> None:
+    """Write a shuffled variant of a stream (the ordering ablation) as a new manifest file.
+
+    The variant is named <stream>-shuffled-<mode>-s<seed>, versioned <version>+<mode>.s<seed>,
+    and records its parent (name, version, sha256), mode and seed under "derived_from".
+    Run it with: nevis run --stream OUT.json
+    """
+    check_mode(shuffle)
+    check_seed(seed)
+    parent = load_stream(name)
+    _check_out(out, force=force)
+    derived = derive_manifest(parent, mode=shuffle, seed=seed)
+    text = json.dumps(manifest_to_dict(derived), indent=2, ensure_ascii=False) + "\n"
+    out.write_text(text, encoding="utf-8")
+    moved = sum(
+        a != replace(b, order=a.order) for a, b in zip(parent.tasks, derived.tasks, strict=True)
+    )
+    typer.echo(
+        f"Wrote {out}: {derived.name} {derived.version}, {len(derived.tasks)} tasks "
+        f"({len(derived.meta_train)} meta-train, {len(derived.meta_test)} meta-test), "
+        f"{moved} at a new position; sha256 {manifest_sha256(derived)[:12]}"
+    )
+
+
+def _check_out(out: Path, *, force: bool) -> None:
+    """Refuse an --out that would not load as a stream, or would overwrite unasked."""
+    if out.suffix != ".json":
+        problem = "must end in .json (a stream is read from a path by that suffix)"
+    elif out.is_dir():
+        problem = "is a folder; give the path of a .json file"
+    elif out.exists() and not force:
+        problem = "already exists; pass --force to overwrite it"
+    elif not out.parent.is_dir():
+        problem = f"is in a folder that does not exist ({out.parent})"
+    else:
+        return
+    raise ConfigError(f"--out {out} {problem}.", field="out")
+
+
 def split_label(rule: SplitRule) -> str:
     """A short rendering such as ``random 56/12/12/20 s0`` or ``official 70/15/15``."""
     shares = "/".join(f"{rule.fractions[k] * 100:.3g}" for k in SPLITS if k in rule.fractions)
@@ -124,4 +183,4 @@ def _or_dash(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-__all__ = ["app", "list_command", "show_command", "split_label", "summarize"]
+__all__ = ["app", "derive_command", "list_command", "show_command", "split_label", "summarize"]

@@ -14,10 +14,18 @@ A manifest is a JSON document shipped in ``workers/stream/manifests/`` (see
 :func:`parse_manifest` is the only way in: it checks every field (unknown fields are errors)
 and raises :class:`~services.core.errors.ManifestError` naming the file, the task and the
 field at fault. A task's phase always follows from its year; a stated ``phase`` is checked.
+
+A manifest written by ``nevis streams derive`` (:mod:`workers.stream.derive`) also carries
+``"derived_from": {"name", "version", "sha256", "mode", "seed"}``: the parent stream, its
+content hash and the shuffle that made it, so an ordering-ablation result can be traced back.
+Years must never go back in a hand-written manifest (a decreasing year is a typo); a derived
+one may reorder years within a phase (the ``all`` shuffle), but in every manifest the
+meta-train tasks come before the meta-test tasks, as the protocol needs.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -47,6 +55,9 @@ Phase = Literal["meta_train", "meta_test"]
 TaskKind = Literal["single", "multi"]
 SplitKind = Literal["random", "official_test", "provided"]
 MANIFEST_FORMAT = 1
+# How a derived manifest reorders its parent's tasks (see workers.stream.derive).
+SHUFFLE_MODES: tuple[str, ...] = ("within-years", "all")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,17 @@ class TaskSpec:
 
 
 @dataclass(frozen=True)
+class Derivation:
+    """Where a derived manifest comes from: its parent stream and the shuffle applied."""
+
+    name: str  # the parent stream's name
+    version: str  # the parent stream's version
+    sha256: str  # the parent's manifest_sha256, so the exact parent content is pinned
+    mode: str  # one of SHUFFLE_MODES
+    seed: int
+
+
+@dataclass(frozen=True)
 class StreamManifest:
     """A named, versioned, ordered list of tasks."""
 
@@ -108,6 +130,7 @@ class StreamManifest:
     meta_test_from_year: int  # tasks of this year and later form the meta-test phase
     tasks: tuple[TaskSpec, ...]
     image_size: int | None = None  # stored resolution override (default: settings)
+    derived_from: Derivation | None = None  # set on manifests written by `streams derive`
 
     @property
     def meta_train(self) -> tuple[TaskSpec, ...]:
@@ -141,7 +164,8 @@ def eval_split(phase: str) -> str:
 _TOP_REQUIRED = (
     "format", "name", "version", "description", "source", "meta_test_from_year", "tasks",
 )
-_TOP_OPTIONAL = ("image_size",)
+_TOP_OPTIONAL = ("image_size", "derived_from")
+_DERIVED_FIELDS = ("name", "version", "sha256", "mode", "seed")
 _TASK_REQUIRED = ("order", "year", "dataset", "title", "kind", "split")
 _TASK_OPTIONAL = ("domain", "num_classes", "num_examples", "phase", "notes")
 _SPLIT_REQUIRED = ("kind",)
@@ -192,13 +216,18 @@ def parse_manifest(doc: Mapping[str, Any], *, origin: str = "<manifest>") -> Str
     )
     lo, hi = IMAGE_SIZE_RANGE
     image_size = check_optional_int(doc.get("image_size"), where, "image_size", lo=lo, hi=hi)
+    derived_from = None
+    if "derived_from" in doc:
+        derived_from = _parse_derivation(doc["derived_from"], where)
     raw_tasks = doc["tasks"]
     if not isinstance(raw_tasks, list) or not raw_tasks:
         raise where.error("tasks", "must be a non-empty list of task objects", raw_tasks)
     tasks: list[TaskSpec] = []
     for position, raw in enumerate(raw_tasks, start=1):
-        previous_year = tasks[-1].year if tasks else None
+        # A derived manifest may reorder years within a phase; the phase order still holds.
+        previous_year = tasks[-1].year if tasks and derived_from is None else None
         tasks.append(_parse_task(raw, where.at_task(position), position, previous_year, cutoff))
+        _check_phase_order(tasks, where.at_task(position), cutoff)
     return StreamManifest(
         name=name,
         version=version,
@@ -207,7 +236,39 @@ def parse_manifest(doc: Mapping[str, Any], *, origin: str = "<manifest>") -> Str
         meta_test_from_year=cutoff,
         tasks=tuple(tasks),
         image_size=image_size,
+        derived_from=derived_from,
     )
+
+
+def _parse_derivation(raw: Any, where: Where) -> Derivation:
+    obj = check_object(raw, where, "derived_from")
+    check_fields(obj, where, required=_DERIVED_FIELDS, prefix="derived_from.")
+    return Derivation(
+        name=check_str(
+            obj["name"], where, "derived_from.name", pattern=STREAM_NAME_RE,
+            hint="the parent stream's name, a slug such as 'nevis22-short'",
+        ),
+        version=check_str(
+            obj["version"], where, "derived_from.version", pattern=VERSION_RE,
+            hint="the parent stream's version, such as '1.0'",
+        ),
+        sha256=check_str(
+            obj["sha256"], where, "derived_from.sha256", pattern=_SHA256_RE,
+            hint="64 lower-case hex digits (the parent's manifest sha256)",
+        ),
+        mode=check_choice(obj["mode"], where, "derived_from.mode", SHUFFLE_MODES),
+        seed=check_int(obj["seed"], where, "derived_from.seed", lo=0, hi=2**32 - 1),
+    )
+
+
+def _check_phase_order(tasks: list[TaskSpec], where: Where, cutoff: int) -> None:
+    """A meta-train task never follows a meta-test task (true of any year-sorted stream)."""
+    if len(tasks) > 1 and tasks[-2].phase == "meta_test" and tasks[-1].phase == "meta_train":
+        raise where.error(
+            "year",
+            f"must be {cutoff} or later: a meta-train task cannot follow a meta-test task",
+            tasks[-1].year,
+        )
 
 
 def _parse_task(
@@ -295,6 +356,12 @@ def manifest_to_dict(manifest: StreamManifest) -> dict[str, Any]:
     }
     if manifest.image_size is not None:
         doc["image_size"] = manifest.image_size
+    if manifest.derived_from is not None:  # absent otherwise, so older hashes are unchanged
+        d = manifest.derived_from
+        doc["derived_from"] = {
+            "name": d.name, "version": d.version, "sha256": d.sha256, "mode": d.mode,
+            "seed": d.seed,
+        }
     doc["tasks"] = [_task_to_dict(t) for t in manifest.tasks]
     return doc
 
@@ -322,6 +389,7 @@ def _task_to_dict(task: TaskSpec) -> dict[str, Any]:
 
 
 __all__ = [
-    "MANIFEST_FORMAT", "SPLITS", "Phase", "SplitKind", "SplitRule", "StreamManifest", "TaskKind",
-    "TaskSpec", "eval_split", "manifest_to_dict", "parse_manifest", "phase_of",
+    "MANIFEST_FORMAT", "SHUFFLE_MODES", "SPLITS", "Derivation", "Phase", "SplitKind", "SplitRule",
+    "StreamManifest", "TaskKind", "TaskSpec", "eval_split", "manifest_to_dict", "parse_manifest",
+    "phase_of",
 ]
