@@ -27,7 +27,7 @@ from services.core.metrics import task_error
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import Submission, TaskRun, Trial
 from services.store.objects import ObjectStore, open_store
-from services.store.runs import records
+from services.store.runs import records, run_keys
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
 from workers.learners.protocol import LabelledData
 from workers.sandbox.client import HostSpec, LearnerHost, describe
@@ -112,7 +112,7 @@ class Attempt:
 
     @property
     def key_prefix(self) -> str:
-        return f"runs/{self.plan.submission_id}/task-{self.task.order:03d}/attempt-{self.number}"
+        return run_keys.attempt_prefix(self.plan.submission_id, self.task.order, self.number)
 
 
 class StreamRunner:
@@ -312,10 +312,12 @@ class StreamRunner:
         plan, task, size = attempt.plan, attempt.task, attempt.plan.image_size
         with self.sessions() as session:
             state_key = records.last_state_key(session, submission_id=plan.submission_id)
+            predictors = run_keys.committed_predictor_keys(session, submission_id=plan.submission_id)
         state = self.store.get_bytes(state_key) if state_key else learner.init_state
         past = {t.order: t for t in plan.tasks if t.order < task.order}
         harness = self.actors.harness(size)
-        ray.get(harness.begin_task.remote(past=past, current_order=task.order, key_prefix=attempt.key_prefix))
+        ray.get(harness.begin_task.remote(past=past, current_order=task.order, key_prefix=attempt.key_prefix,
+                                          past_predictors={o: k for o, k in predictors.items() if o in past}))
         return TrialSpec(
             host=host, info=task_info(task, data.index, size),
             past=tuple(task_info(t, self._index(t, size), size) for t in past.values()),
