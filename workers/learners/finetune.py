@@ -30,7 +30,7 @@ from torch import nn
 from services.core.errors import LearnerError
 from workers.learners import recipe
 from workers.learners.augment import train_transform
-from workers.learners.indep import IndepLearner, IndepPredictor, epoch_batches, label_tensor
+from workers.learners.indep import IndepLearner, IndepPredictor, TrialOptions, epoch_batches, label_tensor
 from workers.learners.protocol import (
     PAPER_SEARCH_SPACE,
     LogUniform,
@@ -72,9 +72,9 @@ class FtPrevLearner(IndepLearner):
 
     name = "ft_prev"
 
-    def _initial_predictor(self, view: TaskView, ctx: TrialContext) -> IndepPredictor:
+    def _initial_predictor(self, view: TaskView, options: TrialOptions, ctx: TrialContext) -> IndepPredictor:
         past = view.past_tasks()
-        fresh = self._new_predictor(view.info, ctx)
+        fresh = self._new_predictor(view.info, ctx, options)
         if not past:
             return fresh
         previous = past[-1]
@@ -117,8 +117,8 @@ class FtDLearner(IndepLearner):
                                         "knn_error": {s.order: s.error for s in selection.ranking}}
         return TrainOutput(predictor=output.predictor, state=history)
 
-    def _initial_predictor(self, view: TaskView, ctx: TrialContext) -> IndepPredictor:
-        fresh = self._new_predictor(view.info, ctx)
+    def _initial_predictor(self, view: TaskView, options: TrialOptions, ctx: TrialContext) -> IndepPredictor:
+        fresh = self._new_predictor(view.info, ctx, options)
         if not view.past_tasks():
             return fresh
         chosen = self.select(view, ctx, fresh).chosen

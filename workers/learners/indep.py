@@ -54,6 +54,40 @@ class AuxiliaryObjective(Protocol):
 
 
 @dataclass(frozen=True)
+class TrialOptions:
+    """The recipe's choices a trial may make, read from its config (BHPO searches them all).
+
+    Config keys, each optional (the default is the paper's fixed recipe): ``architecture``
+    (a model name), ``schedule`` ("cosine" or "piecewise"), ``batch_size`` (None: the
+    batch-size rule), ``random_crop`` and ``flip`` (training augmentation on or off).
+    """
+
+    architecture: str
+    schedule: str = "cosine"
+    batch_size: int | None = None
+    random_crop: bool = True
+    flip: bool = True
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], default_architecture: str) -> TrialOptions:
+        batch = config.get("batch_size")
+        if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
+            raise LearnerError(f"The 'batch_size' hyper-parameter must be a positive int; got {batch!r}.")
+        schedule = str(config.get("schedule", "cosine"))
+        if schedule not in recipe.SCHEDULES:
+            raise LearnerError(f"Unknown 'schedule' {schedule!r}; known: {', '.join(recipe.SCHEDULES)}.")
+        return cls(architecture=str(config.get("architecture", default_architecture)), schedule=schedule,
+                   batch_size=batch, random_crop=bool(config.get("random_crop", True)),
+                   flip=bool(config.get("flip", True)))
+
+    def augment(self, size: int) -> AugmentConfig:
+        """The training augmentation: the paper's crop and flip, or either switched off."""
+        base = AugmentConfig(size=size)
+        crop = {} if self.random_crop else {"scale": (1.0, 1.0), "ratio": (1.0, 1.0)}
+        return AugmentConfig(size=size, flip_p=base.flip_p if self.flip else 0.0, **crop)
+
+
+@dataclass(frozen=True)
 class IndepPredictor:
     """A network plus what it takes to run and rebuild it.
 
@@ -144,17 +178,18 @@ class IndepLearner:
 
         torch.manual_seed(ctx.seed)
         generator = torch.Generator().manual_seed(ctx.seed)
-        predictor = self._initial_predictor(view, ctx)
+        options = TrialOptions.from_config(config, self.model_name)
+        predictor = self._initial_predictor(view, options, ctx)
         model = predictor.model
         net = ctx.track(model)  # before any pass, so every one is counted
         auxiliary = self._auxiliary_objective(view, predictor, config, ctx, generator)
         params = [*model.parameters(), *(auxiliary.parameters() if auxiliary else ())]
         optimizer = recipe.make_optimizer(params, lr)
         scheduler = recipe.make_scheduler(
-            optimizer, steps, recipe.warmup_steps(steps, self.warmup_fraction)
+            optimizer, steps, recipe.warmup_steps(steps, self.warmup_fraction), kind=options.schedule
         )
         loss_fn = recipe.make_loss(info.kind, smoothing)
-        batch = recipe.batch_size(n, max_batch=self.max_batch)
+        batch = options.batch_size or recipe.batch_size(n, max_batch=self.max_batch)
         labels = label_tensor(data.labels, info)
 
         ctx.progress(0, predictor, loss=None)
@@ -240,9 +275,9 @@ class IndepLearner:
 
     # --- what fine-tuning learners change ------------------------------------------------
 
-    def _initial_predictor(self, view: TaskView, ctx: TrialContext) -> IndepPredictor:
+    def _initial_predictor(self, view: TaskView, options: TrialOptions, ctx: TrialContext) -> IndepPredictor:
         """The network a trial starts from: a fresh one (``indep``); FT learners override it."""
-        return self._new_predictor(view.info, ctx)
+        return self._new_predictor(view.info, ctx, options)
 
     def _auxiliary_objective(
         self, view: TaskView, predictor: IndepPredictor, config: Mapping[str, Any],
@@ -253,14 +288,16 @@ class IndepLearner:
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _new_predictor(self, info: TaskInfo, ctx: TrialContext) -> IndepPredictor:
-        model_cfg = ModelConfig(self.model_name, info.num_classes, self.width)
+    def _new_predictor(self, info: TaskInfo, ctx: TrialContext,
+                       options: TrialOptions | None = None) -> IndepPredictor:
+        options = options or TrialOptions(architecture=self.model_name)
+        model_cfg = ModelConfig(options.architecture, info.num_classes, self.width)
         model = build_model(model_cfg).to(ctx.device)
         return IndepPredictor(
             model=model,
             feature_view=FeatureView(model),
             model_config=model_cfg,
-            augment=AugmentConfig(size=info.image_size),
+            augment=options.augment(info.image_size),
             kind=info.kind,
         )
 
@@ -332,5 +369,5 @@ def make_indep(**options: Any) -> IndepLearner:
 
 
 __all__ = [
-    "AuxiliaryObjective", "IndepLearner", "IndepPredictor", "epoch_batches", "label_tensor", "make_indep",
+    "AuxiliaryObjective", "IndepLearner", "IndepPredictor", "TrialOptions", "epoch_batches", "label_tensor", "make_indep",
 ]

@@ -1,4 +1,5 @@
-"""Networks of the built-in learners: a small CNN for CPUs and the paper's low-res ResNet-34.
+"""Networks of the built-in learners: a small CNN for CPUs, the paper's low-res ResNet-34 and
+the VGG that BHPO may pick instead.
 
 Every network here is a :class:`Classifier`: ``features(x)`` gives the penultimate
 representation (after global average pooling, shape (N, d)) and ``forward(x)`` gives logits
@@ -170,9 +171,35 @@ class LowResResNet34(Classifier):
         return self.pool(self.stages(self.stem(x)))
 
 
+class LowResVGG(Classifier):
+    """VGG-11 with batch norm for 32-64 px inputs: eight 3x3 conv-BN-ReLU layers in five
+    stages (width … 8·width channels, 64 … 512 by default, ~9M parameters), max-pooling
+    after the first four, global average pooling and a linear head instead of VGG's three
+    fully connected layers (which assume 224 px inputs)."""
+
+    STAGES = ((1,), (2,), (4, 4), (8, 8), (8, 8))
+
+    def __init__(self, num_classes: int, width: int = 64) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        c_in = 3
+        for i, stage in enumerate(self.STAGES):
+            for multiple in stage:
+                layers.append(_conv_bn_relu(c_in, width * multiple))
+                c_in = width * multiple
+            if i < len(self.STAGES) - 1:
+                layers.append(nn.MaxPool2d(2))
+        self.body = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.head = nn.Linear(c_in, num_classes)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
 MODELS: dict[str, tuple[Callable[..., Classifier], int]] = {
     "small_cnn": (SmallCNN, 32),
     "resnet34": (LowResResNet34, 64),
+    "vgg": (LowResVGG, 64),
 }
 """Model name → (constructor, default width)."""
 
@@ -189,6 +216,6 @@ def count_parameters(model: nn.Module) -> int:
 
 
 __all__ = [
-    "MODELS", "BasicBlock", "Classifier", "FeatureView", "LowResResNet34", "ModelConfig",
+    "MODELS", "BasicBlock", "Classifier", "FeatureView", "LowResResNet34", "LowResVGG", "ModelConfig",
     "SmallCNN", "build_model", "count_parameters",
 ]

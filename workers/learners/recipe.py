@@ -94,9 +94,27 @@ def make_optimizer(
     )
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup: int) -> LambdaLR:
-    """A LambdaLR applying :func:`lr_factor`; call ``step()`` after each optimiser step."""
-    return LambdaLR(optimizer, lambda step: lr_factor(step, total_steps, warmup))
+def piecewise_factor(step: int, total_steps: int, warmup: int) -> float:
+    """The piecewise-constant alternative BHPO may pick: the same warm-up, then the peak
+    rate until half the budget, a tenth of it until three quarters, a hundredth after."""
+    if step < 0:
+        raise ValueError(f"The 'step' parameter of piecewise_factor must be >= 0. Got {step!r}.")
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = step / max(1, total_steps)
+    return 1.0 if progress < 0.5 else 0.1 if progress < 0.75 else 0.01
+
+
+SCHEDULES: dict[str, Callable[[int, int, int], float]] = {"cosine": lr_factor, "piecewise": piecewise_factor}
+"""Learning-rate schedules by name: step, total steps, warm-up steps → multiplier."""
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup: int,
+                   kind: str = "cosine") -> LambdaLR:
+    """A LambdaLR applying the schedule ``kind`` (:data:`SCHEDULES`); call ``step()`` after
+    each optimiser step."""
+    factor = SCHEDULES[kind]
+    return LambdaLR(optimizer, lambda step: factor(step, total_steps, warmup))
 
 
 def make_loss(kind: Literal["single", "multi"], label_smoothing: float = 0.0) -> LossFn:
@@ -135,6 +153,6 @@ def make_loss(kind: Literal["single", "multi"], label_smoothing: float = 0.0) ->
 
 
 __all__ = [
-    "MIN_BATCH", "MOMENTUM", "WEIGHT_DECAY", "LossFn", "batch_size", "lr_factor", "make_loss",
-    "make_optimizer", "make_scheduler", "warmup_steps",
+    "MIN_BATCH", "MOMENTUM", "SCHEDULES", "WEIGHT_DECAY", "LossFn", "batch_size", "lr_factor",
+    "make_loss", "make_optimizer", "make_scheduler", "piecewise_factor", "warmup_steps",
 ]

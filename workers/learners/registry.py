@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from services.core.errors import LearnerError, UnknownNameError, unknown_name_message
+from workers.learners.bhpo import BhpoLearner
 from workers.learners.finetune import FtDLearner, FtPrevLearner, MtLearner
 from workers.learners.indep import IndepLearner
 from workers.learners.protocol import Learner
@@ -24,6 +25,7 @@ BUILTINS: Mapping[str, LearnerFactory] = {
     "ft_prev": FtPrevLearner,
     "ft_d": FtDLearner,
     "mt": MtLearner,
+    "bhpo": BhpoLearner,
 }
 """Built-in learner name → factory (keyword options are passed through)."""
 

@@ -15,7 +15,7 @@ import torch
 
 from services.core.errors import CausalityError
 from workers.learners.finetune import AUX_WEIGHT, FtDLearner, FtPrevLearner, MtLearner
-from workers.learners.indep import IndepLearner
+from workers.learners.indep import IndepLearner, TrialOptions
 from workers.learners.registry import load_learner
 from workers.learners.selection import RANDOM_INIT, NeighbourScores, probe_subset, rank_candidates
 from workers.stream.task_view import CausalTaskView
@@ -99,7 +99,7 @@ def test_ft_prev_starts_from_the_previous_backbone_with_a_fresh_head(digits, rel
     learner = FtPrevLearner(width=WIDTH)
     ctx = RecordingContext(seed=3, steps=1)
     view = view_with_past(digits, {0: dead_bytes, 1: related_bytes})  # 1 is the previous task
-    start = learner._initial_predictor(view, ctx).model.state_dict()
+    start = learner._initial_predictor(view, TrialOptions(learner.model_name), ctx).model.state_dict()
     previous = learner.load_predictor(related_bytes, view.past_tasks()[-1], ctx).model.state_dict()
     for name, weights in previous.items():
         if name.startswith("head."):
@@ -132,7 +132,7 @@ def test_mt_adds_weighted_auxiliary_losses_and_drops_their_heads(digits, related
     for weight in (0.2, 0.6):
         learner = MtLearner(width=WIDTH, aux_tasks=1)
         ctx = RecordingContext(seed=5, steps=2)
-        predictor = learner._initial_predictor(view, ctx)
+        predictor = learner._initial_predictor(view, TrialOptions(learner.model_name), ctx)
         aux = learner._auxiliary_objective(view, predictor, {AUX_WEIGHT: weight}, ctx,
                                            torch.Generator().manual_seed(0))
         torch.manual_seed(0)
