@@ -7,6 +7,8 @@ and differ only in where a trial starts and what else it optimises:
 - **FT-d** starts from the earlier predictor whose features serve the new task best under a
   k-NN probe (:mod:`workers.learners.selection`), a fresh network being one of the
   candidates;
+- **PT** starts every task from a pretrained checkpoint the run was submitted with, and
+  **PT+FT** adds that checkpoint to FT-d's candidates;
 - **MT** starts like FT-d and also trains on the k most related earlier tasks, each with a
   head of its own, their losses weighted by λ (searched); the auxiliary heads are dropped
   at test time.
@@ -41,6 +43,7 @@ from workers.learners.protocol import (
     TrialContext,
 )
 from workers.learners.selection import (
+    PRETRAINED,
     RANDOM_INIT,
     CandidateScore,
     FeatureFn,
@@ -111,7 +114,7 @@ class FtDLearner(IndepLearner):
     def train(self, view: TaskView, state: Any, config: Mapping[str, Any], ctx: TrialContext) -> TrainOutput:
         output = super().train(view, state, config, ctx)
         history = dict(state or {})
-        selection = self._current_selection(view) if view.past_tasks() else None
+        selection = self._current_selection(view)
         if selection is not None:
             history[view.info.order] = {"chosen": selection.chosen,
                                         "knn_error": {s.order: s.error for s in selection.ranking}}
@@ -119,18 +122,31 @@ class FtDLearner(IndepLearner):
 
     def _initial_predictor(self, view: TaskView, options: TrialOptions, ctx: TrialContext) -> IndepPredictor:
         fresh = self._new_predictor(view.info, ctx, options)
-        if not view.past_tasks():
+        if not self._has_candidates(view):
             return fresh
         chosen = self.select(view, ctx, fresh).chosen
         if chosen == RANDOM_INIT:
             return fresh
-        info = next(t for t in view.past_tasks() if t.order == chosen)
-        return transfer_backbone(self.load_predictor(view.past_predictor(chosen), info, ctx), fresh)
+        return transfer_backbone(self._load_candidate(view, chosen, ctx), fresh)
+
+    def _has_candidates(self, view: TaskView) -> bool:
+        """Whether anything but a fresh network could be chosen."""
+        return bool(view.past_tasks())
+
+    def _load_candidate(self, view: TaskView, order: int, ctx: TrialContext) -> IndepPredictor:
+        info = next(t for t in view.past_tasks() if t.order == order)
+        return self.load_predictor(view.past_predictor(order), info, ctx)
+
+    def _selection_key(self, view: TaskView) -> str:
+        """What identifies one task of one run: the task, and the digest of the run's latest
+        predictor (two runs at the same task never share a selection)."""
+        latest = view.past_tasks()[-1]
+        return f"{view.info.key}@{_digest(view.past_predictor(latest.order))}"
 
     def select(self, view: TaskView, ctx: TrialContext, fresh: IndepPredictor) -> Selection:
         """Rank the random network and every earlier predictor on this task (cached per task)."""
         info = view.info
-        key = _selection_key(view)
+        key = self._selection_key(view)
         if self._selection is None or self._selection.task_key != key:
             subset = probe_subset(view.train(), view.dev(), seed=info.order)
             scorer = ctx.track(NeighbourScores())
@@ -141,23 +157,21 @@ class FtDLearner(IndepLearner):
     def _current_selection(self, view: TaskView) -> Selection | None:
         """The selection made for this very task of this very run, if any."""
         selection = self._selection
-        return selection if selection is not None and selection.task_key == _selection_key(view) else None
+        if selection is None or not self._has_candidates(view):
+            return None
+        return selection if selection.task_key == self._selection_key(view) else None
 
     def _candidates(self, view: TaskView, ctx: TrialContext,
                     fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
         """The fresh network, then each earlier predictor, loaded only when its turn comes."""
         yield RANDOM_INIT, lambda images: self.features(fresh, images, ctx)
         for past in view.past_tasks():
-            predictor = self.load_predictor(view.past_predictor(past.order), past, ctx)
+            predictor = self._load_candidate(view, past.order, ctx)
             yield past.order, lambda images, p=predictor: self.features(p, images, ctx)
 
 
-def _selection_key(view: TaskView) -> str:
-    """What identifies one task of one run: the task, and the digest of the run's latest
-    predictor (two runs at the same task never share a selection)."""
-    latest = view.past_tasks()[-1]
-    digest = hashlib.sha256(view.past_predictor(latest.order)).hexdigest()[:16]
-    return f"{view.info.key}@{digest}"
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 class _AuxiliaryTasks:
@@ -211,7 +225,7 @@ class MtLearner(FtDLearner):
 
     def _auxiliary_objective(self, view: TaskView, predictor: IndepPredictor, config: Mapping[str, Any],
                              ctx: TrialContext, generator: torch.Generator) -> _AuxiliaryTasks | None:
-        selection = self._current_selection(view) if view.past_tasks() else None
+        selection = self._current_selection(view)
         if selection is None:
             return None  # the first task: nothing earlier to learn from
         related = [s.order for s in selection.ranking if s.order != RANDOM_INIT][: self.aux_tasks]
@@ -222,4 +236,41 @@ class MtLearner(FtDLearner):
         return _AuxiliaryTasks(self, predictor, tasks, float(config.get(AUX_WEIGHT, 0.1)), ctx, generator)
 
 
-__all__ = ["AUX_WEIGHT", "FtDLearner", "FtPrevLearner", "MtLearner", "Selection", "transfer_backbone"]
+class PtLearner(IndepLearner):
+    """PT: every task fine-tunes the pretrained checkpoint the run was submitted with."""
+
+    name = "pt"
+
+    def _initial_predictor(self, view: TaskView, options: TrialOptions, ctx: TrialContext) -> IndepPredictor:
+        fresh = self._new_predictor(view.info, ctx, options)
+        return transfer_backbone(self.load_predictor(view.pretrained(), view.info, ctx), fresh)
+
+
+class PtFtLearner(FtDLearner):
+    """PT+FT: FT-d whose candidates also include the pretrained checkpoint (order -2)."""
+
+    name = "pt_ft"
+
+    def _has_candidates(self, view: TaskView) -> bool:
+        return True  # the pretrained checkpoint competes even on the first task
+
+    def _load_candidate(self, view: TaskView, order: int, ctx: TrialContext) -> IndepPredictor:
+        if order == PRETRAINED:
+            return self.load_predictor(view.pretrained(), view.info, ctx)
+        return super()._load_candidate(view, order, ctx)
+
+    def _selection_key(self, view: TaskView) -> str:
+        past = super()._selection_key(view) if view.past_tasks() else view.info.key
+        return f"{past}@{_digest(view.pretrained())}"
+
+    def _candidates(self, view: TaskView, ctx: TrialContext,
+                    fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
+        yield from super()._candidates(view, ctx, fresh)
+        pretrained = self._load_candidate(view, PRETRAINED, ctx)
+        yield PRETRAINED, lambda images: self.features(pretrained, images, ctx)
+
+
+__all__ = [
+    "AUX_WEIGHT", "FtDLearner", "FtPrevLearner", "MtLearner", "PtFtLearner", "PtLearner", "Selection",
+    "transfer_backbone",
+]

@@ -95,6 +95,11 @@ class TaskView(Protocol):
         """
         ...
 
+    def pretrained(self) -> bytes:
+        """The pretrained checkpoint the run was submitted with (``nevis run --pretrained``),
+        in the format of the learner's ``save_predictor``; an error if the run has none."""
+        ...
+
 
 @runtime_checkable
 class TrialContext(Protocol):

@@ -13,7 +13,7 @@ from typing import Any
 
 from services.core.errors import LearnerError, UnknownNameError, unknown_name_message
 from workers.learners.bhpo import BhpoLearner
-from workers.learners.finetune import FtDLearner, FtPrevLearner, MtLearner
+from workers.learners.finetune import FtDLearner, FtPrevLearner, MtLearner, PtFtLearner, PtLearner
 from workers.learners.indep import IndepLearner
 from workers.learners.protocol import Learner
 
@@ -26,6 +26,8 @@ BUILTINS: Mapping[str, LearnerFactory] = {
     "ft_d": FtDLearner,
     "mt": MtLearner,
     "bhpo": BhpoLearner,
+    "pt": PtLearner,
+    "pt_ft": PtFtLearner,
 }
 """Built-in learner name → factory (keyword options are passed through)."""
 

@@ -29,6 +29,8 @@ MAX_TRAIN = 10_000
 MAX_DEV = 5_000
 RANDOM_INIT = -1
 """The candidate order that stands for a freshly initialised network."""
+PRETRAINED = -2
+"""The candidate order that stands for the run's pretrained checkpoint (PT+FT)."""
 
 FeatureFn = Callable[[np.ndarray], np.ndarray]
 
@@ -127,6 +129,6 @@ def _target_matrix(labels: np.ndarray, info: TaskInfo) -> torch.Tensor:
 
 
 __all__ = [
-    "K_NEIGHBOURS", "MAX_DEV", "MAX_TRAIN", "RANDOM_INIT", "CandidateScore", "FeatureFn",
+    "K_NEIGHBOURS", "MAX_DEV", "MAX_TRAIN", "PRETRAINED", "RANDOM_INIT", "CandidateScore", "FeatureFn",
     "NeighbourScores", "ProbeSubset", "knn_error", "probe_subset", "rank_candidates",
 ]

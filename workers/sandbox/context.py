@@ -31,6 +31,15 @@ def checkpoint_steps(total_steps: int, fractions: Sequence[float]) -> tuple[int,
     return tuple(sorted({int(round(f * total_steps)) for f in fractions}))
 
 
+class TrialStopped(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt
+    """Raised in learner code by ``ctx.progress`` when the search's early stopping ends the
+    trial at a rung. A BaseException, so a learner's ``except Exception`` does not swallow it."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__(f"stopped early at step {step}")
+        self.step = step
+
+
 @dataclass
 class CurvePoint:
     """One point of the learner's own training curve (the probes' pretext curve)."""
@@ -48,6 +57,8 @@ class LocalTrialContext:
     save_predictor: Callable[[Any], bytes]
     on_checkpoint: Callable[[int, bytes], None] = lambda step, data: None
     checkpoint_at: Iterable[int] = ()
+    rung_at: Iterable[int] = ()  # steps where early stopping may end the trial (ASHA's rungs)
+    on_rung: Callable[[int, Any], bool] = lambda step, predictor: True
     world_size: int = 1
     rank: int = 0
     device: str = "cpu"
@@ -58,6 +69,7 @@ class LocalTrialContext:
 
     def __post_init__(self) -> None:
         self._pending = set(self.checkpoint_at)
+        self._rungs = set(self.rung_at)
 
     def track(self, module: Any) -> Any:
         return self.meter.track(module)
@@ -77,6 +89,10 @@ class LocalTrialContext:
             self._pending.discard(step)
             self.on_checkpoint(step, self.save_predictor(predictor))
             self.checkpointed.append(step)
+        if step in self._rungs:
+            self._rungs.discard(step)
+            if not self.on_rung(step, predictor):
+                raise TrialStopped(step)
 
     @property
     def missed_checkpoints(self) -> tuple[int, ...]:
@@ -84,4 +100,4 @@ class LocalTrialContext:
         return tuple(sorted(self._pending))
 
 
-__all__ = ["CurvePoint", "LocalTrialContext", "checkpoint_steps"]
+__all__ = ["CurvePoint", "LocalTrialContext", "TrialStopped", "checkpoint_steps"]

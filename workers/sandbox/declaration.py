@@ -26,10 +26,11 @@ class LearnerDeclaration:
     search_space: Mapping[str, SearchDomain]
     resources: Resources
     init_state: bytes  # pickled by the learner host; only ever unpickled there
+    preferred_search: str | None = None  # the strategy a run uses unless it names one (BHPO: gp_ucb)
 
     def to_header(self) -> dict[str, Any]:
         return {"name": self.name, "search_space": {k: domain_to_json(v) for k, v in self.search_space.items()},
-                "resources": asdict(self.resources)}
+                "resources": asdict(self.resources), "preferred_search": self.preferred_search}
 
     @classmethod
     def from_header(cls, header: Mapping[str, Any], init_state: bytes) -> LearnerDeclaration:
@@ -39,8 +40,12 @@ class LearnerDeclaration:
         space = header.get("search_space")
         if not isinstance(space, dict):
             raise LearnerError("search_space() must return a mapping of names to domains.")
+        preferred = header.get("preferred_search")
+        if preferred is not None and (not isinstance(preferred, str) or not 0 < len(preferred) <= MAX_NAME):
+            raise LearnerError("A learner's preferred_search must be the name of a search strategy.")
         return cls(name=name, search_space={str(k): domain_from_json(str(k), v) for k, v in space.items()},
-                   resources=resources_from_json(header.get("resources")), init_state=init_state)
+                   resources=resources_from_json(header.get("resources")), init_state=init_state,
+                   preferred_search=preferred)
 
 
 def domain_to_json(domain: SearchDomain) -> dict[str, Any]:

@@ -5,7 +5,7 @@ It reads frames (:mod:`workers.sandbox.wire`) from the pipe it was given, loads 
 named in the first one, and answers one request at a time: ``describe``, ``trial``,
 ``predict``, ``load_predictor``, ``features``, ``augment_views``, ``release``, ``bye``.
 During a trial it asks harness code for earlier tasks' train splits (``past_train``) and the
-predictors its run kept for them (``past_predictor``), and hands it checkpoints (``checkpoint``); it never touches storage itself. The protocol's file
+predictors its run kept for them (``past_predictor``) or the run's ``pretrained`` checkpoint, and hands it checkpoints (``checkpoint``); it never touches storage itself. The protocol's file
 descriptors are private copies: the learner's prints go to stderr and cannot corrupt frames
 (a hostile learner can still write frames of its own, which is why the harness side trusts
 nothing in them but numbers and bytes).
@@ -27,7 +27,7 @@ import numpy as np
 from services.core.errors import CausalityError, LearnerError, UnknownNameError
 from workers.learners.protocol import LabelledData, Learner
 from workers.sandbox import wire
-from workers.sandbox.context import LocalTrialContext
+from workers.sandbox.context import LocalTrialContext, TrialStopped
 from workers.sandbox.declaration import LearnerDeclaration, info_from_json
 from workers.sandbox.views import augment_views
 from workers.stream.task_view import CausalTaskView
@@ -71,7 +71,8 @@ class Host:
         declaration = LearnerDeclaration(
             name=str(getattr(learner, "name", type(learner).__name__)),
             search_space=dict(learner.search_space()), resources=learner.resources(),
-            init_state=pickle.dumps(learner.init_state()))
+            init_state=pickle.dumps(learner.init_state()),
+            preferred_search=getattr(learner, "preferred_search", None))
         return declaration.to_header(), [declaration.init_state]
 
     def _op_trial(self, header: dict, parts: list) -> tuple[dict, list]:
@@ -82,16 +83,21 @@ class Host:
         past = {p["order"]: info_from_json(p) for p in header["past"]}
         view = CausalTaskView(info=info, train=train, dev=dev, past=past,
                               load_past_train=self._past_train, stream_length=int(header["stream_length"]),
-                              load_past_predictor=self._past_predictor)
+                              load_past_predictor=self._past_predictor, load_pretrained=self._pretrained)
         ctx = LocalTrialContext(
             seed=int(header["seed"]), steps=int(header["steps"]), save_predictor=self.learner.save_predictor,
-            on_checkpoint=self._checkpoint, checkpoint_at=tuple(header["checkpoint_at"]), device=self.device)
+            on_checkpoint=self._checkpoint, checkpoint_at=tuple(header["checkpoint_at"]), device=self.device,
+            rung_at=tuple(header.get("rungs") or ()))
+        ctx.on_rung = lambda step, predictor: self._rung(step, predictor, dev, ctx)
         started = time.perf_counter()
         try:
             output = self.learner.train(view, pickle.loads(state), dict(header["config"]), ctx)
             scores = _numeric(self.learner.predict(output.predictor, dev.images, ctx), "predict()")
             predictor = _bytes(self.learner.save_predictor(output.predictor), "save_predictor()")
             new_state = pickle.dumps(output.state)
+        except TrialStopped as stop:  # the search ended it at a rung: it keeps what it spent
+            return {"status": "stopped", "stopped_at": stop.step, **_flops(ctx), "curve": _curve(ctx),
+                    "wall_time_s": time.perf_counter() - started}, []
         except Exception as exc:  # noqa: BLE001 - a learner's failure is data, not a crash
             return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:4000],
                     "traceback": traceback.format_exc()[-20000:], **_flops(ctx),
@@ -153,12 +159,22 @@ class Host:
             raise CausalityError(str(header.get("message", "not available")))
         return LabelledData(parts[0], parts[1])
 
-    def _past_predictor(self, order: int) -> bytes:
-        wire.send(self.proto_out, {"op": "past_predictor", "order": order})
+    def _past_predictor(self, order: int | None, op: str = "past_predictor") -> bytes:
+        wire.send(self.proto_out, {"op": op, "order": order})
         header, parts = wire.receive(self.proto_in)
         if not header.get("ok"):
             raise CausalityError(str(header.get("message", "not available")))
         return _bytes(parts[0], "past predictor")
+
+    def _pretrained(self) -> bytes:
+        return self._past_predictor(None, op="pretrained")
+
+    def _rung(self, step: int, predictor: Any, dev: LabelledData, ctx: LocalTrialContext) -> bool:
+        """Dev scores at a rung go to harness code, which scores them and says whether to go on."""
+        scores = _numeric(self.learner.predict(predictor, dev.images, ctx), "predict()")
+        wire.send(self.proto_out, {"op": "rung", "step": int(step)}, [scores])
+        header, _ = wire.receive(self.proto_in)
+        return bool(header.get("continue", True))
 
     def _checkpoint(self, step: int, data: bytes) -> None:
         wire.send(self.proto_out, {"op": "checkpoint", "step": int(step)}, [_bytes(data, "save_predictor()")])

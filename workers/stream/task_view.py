@@ -30,10 +30,12 @@ class CausalTaskView:
         load_past_predictor: returns the bytes of the predictor this run committed for an
             earlier task (``save_predictor``'s output); ``None`` where the caller has none
             to offer (a view outside a run).
+        load_pretrained: returns the pretrained checkpoint the run was submitted with;
+            ``None`` where there is none.
     """
 
     __slots__ = ("_info", "_train", "_dev", "_past", "_load_past_train", "_stream_length",
-                 "_load_past_predictor")
+                 "_load_past_predictor", "_load_pretrained")
 
     def __init__(
         self,
@@ -44,6 +46,7 @@ class CausalTaskView:
         load_past_train: Callable[[int], LabelledData],
         stream_length: int,
         load_past_predictor: Callable[[int], bytes] | None = None,
+        load_pretrained: Callable[[], bytes] | None = None,
     ) -> None:
         if any(order >= info.order for order in past):
             raise CausalityError(
@@ -57,6 +60,7 @@ class CausalTaskView:
         self._load_past_train = load_past_train
         self._stream_length = stream_length
         self._load_past_predictor = load_past_predictor
+        self._load_pretrained = load_pretrained
 
     @property
     def info(self) -> TaskInfo:
@@ -107,6 +111,12 @@ class CausalTaskView:
         if self._load_past_predictor is None:
             raise CausalityError("This view offers no earlier predictors (it is not part of a run).")
         return self._load_past_predictor(order)
+
+    def pretrained(self) -> bytes:
+        """The pretrained checkpoint the run was submitted with (PT, PT+FT); an error if none."""
+        if self._load_pretrained is None:
+            raise CausalityError("This run was submitted without a pretrained checkpoint.")
+        return self._load_pretrained()
 
     def split(self, name: str, order: int | None = None) -> LabelledData:
         """Any split by name; test and dev-test splits are refused, always."""

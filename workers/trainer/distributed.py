@@ -110,6 +110,9 @@ def _build_view(spec: TrialSpec) -> CausalTaskView:
     def load_past_predictor(order: int) -> bytes:
         return ray.get(spec.harness.past_predictor.remote(order))
 
+    def load_pretrained() -> bytes:
+        return ray.get(spec.harness.pretrained.remote())
+
     return CausalTaskView(
         info=spec.info,
         train=spec.train,
@@ -118,6 +121,7 @@ def _build_view(spec: TrialSpec) -> CausalTaskView:
         load_past_train=load_past,
         stream_length=spec.stream_length,
         load_past_predictor=load_past_predictor,
+        load_pretrained=load_pretrained,
     )
 
 

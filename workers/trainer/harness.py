@@ -17,6 +17,7 @@ from services.store.objects import open_store
 from workers.learners.protocol import LabelledData
 from workers.stream.manifest import TaskSpec
 from workers.stream.prepare import load_task_data
+from workers.trainer.early_stopping import SuccessiveHalving
 
 
 class TaskHarness:
@@ -32,15 +33,20 @@ class TaskHarness:
         self._results: dict[int, dict[str, Any]] = {}
         self._cache: dict[int, LabelledData] = {}
         self._predictors: dict[int, str] = {}
+        self._pretrained: str | None = None
+        self._halving: SuccessiveHalving | None = None
 
     def begin_task(self, *, past: Mapping[int, TaskSpec], current_order: int, key_prefix: str,
-                   past_predictors: Mapping[int, str] | None = None) -> None:
+                   past_predictors: Mapping[int, str] | None = None,
+                   pretrained_key: str | None = None, rungs: tuple[int, ...] = ()) -> None:
         """Serve task ``current_order``: its past (train splits, and the predictors the run
         committed, by key), and writes under ``key_prefix`` only."""
         predictors = dict(past_predictors or {})
         if any(order >= current_order for order in [*past, *predictors]):
             raise CausalityError(f"Harness of task {current_order} was given non-past tasks.")
         self._past, self._current, self._predictors = dict(past), current_order, predictors
+        self._pretrained = pretrained_key
+        self._halving = SuccessiveHalving(tuple(rungs)) if rungs else None
         self._prefix = key_prefix.rstrip("/") + "/"
         self._results.clear()
 
@@ -65,6 +71,16 @@ class TaskHarness:
                 "earlier tasks that this run committed have one."
             )
         return self._store.get_bytes(self._predictors[order])
+
+    def pretrained(self, _: Any = None) -> bytes:
+        """The pretrained checkpoint the run was submitted with."""
+        if self._pretrained is None:
+            raise CausalityError("This run was submitted without a pretrained checkpoint.")
+        return self._store.get_bytes(self._pretrained)
+
+    def rung_report(self, trial_index: int, step: int, dev_error: float) -> bool:
+        """A trial's dev error at a rung; whether it may go on (always, without early stopping)."""
+        return True if self._halving is None else self._halving.report(int(trial_index), int(step), float(dev_error))
 
     def put(self, key: str, data: bytes) -> dict[str, Any]:
         """Store bytes under this attempt's prefix; returns key, size and sha256."""

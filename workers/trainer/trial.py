@@ -43,6 +43,7 @@ class TrialSpec:
     dev: LabelledData
     key_prefix: str  # object-store prefix of this task attempt
     harness: Any  # ActorHandle of workers.trainer.harness.TaskHarness
+    rungs: tuple[int, ...] = ()  # early stopping's rung steps (ASHA); none without it
 
 
 def learner_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,6 +68,7 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
 
     prefix = trial_prefix(spec, int(config[TRIAL_INDEX]))
     checkpoints: list[dict[str, Any]] = []
+    rungs_seen: list[list[float]] = []
 
     def on_message(header: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
         if header.get("op") == "checkpoint" and len(parts) == 1 and isinstance(parts[0], bytes):
@@ -76,7 +78,9 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
             info = ray.get(spec.harness.put.remote(f"{prefix}/ckpt-{step:07d}.bin", parts[0]))
             checkpoints.append({"step": step, **info})
             return None
-        if header.get("op") in ("past_train", "past_predictor"):
+        if header.get("op") == "rung" and len(parts) == 1:
+            return _answer_rung(spec, int(config[TRIAL_INDEX]), header.get("step"), parts[0], rungs_seen)
+        if header.get("op") in ("past_train", "past_predictor", "pretrained"):
             return _answer_past(spec.harness, str(header["op"]), header.get("order"))
         raise LearnerError(f"the learner host sent an unexpected {str(header.get('op'))[:40]!r} frame")
 
@@ -86,7 +90,7 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
         "op": "trial", "data_key": data_key, "info": info_to_json(spec.info),
         "past": [info_to_json(p) for p in spec.past], "stream_length": spec.stream_length,
         "steps": spec.steps, "checkpoint_at": list(checkpoint_steps(spec.steps, spec.checkpoint_fractions)),
-        "seed": int(config[TRIAL_SEED]), "config": learner_config(config),
+        "seed": int(config[TRIAL_SEED]), "config": learner_config(config), "rungs": list(spec.rungs),
     }
     parts = [spec.train.images, spec.train.labels, spec.dev.images, spec.dev.labels] if fresh else []
     try:
@@ -98,6 +102,11 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
     base = {"trial_index": int(config[TRIAL_INDEX]), "seed": int(config[TRIAL_SEED]),
             "config": learner_config(config), "checkpoints": checkpoints, "curve": header.get("curve") or [],
             **flops, "flops_source": "reported" if flops["flops_reported"] else "measured"}
+    if header.get("status") == "stopped" and rungs_seen:
+        step, error = rungs_seen[-1]
+        return {**base, "status": "stopped", "wall_time_s": _number(header.get("wall_time_s")),
+                "error": f"stopped by early stopping at step {int(step)} (dev error {error:.4f})",
+                "rungs": rungs_seen}
     if header.get("status") != "ok" or len(out) != 3:
         return {**base, "status": "failed", "error": str(header.get("error", "the trial failed"))[:4000],
                 "traceback": str(header.get("traceback", ""))[:20000]}
@@ -116,7 +125,7 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
 
 
 def _answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], list]:
-    """An earlier task's train split or predictor, fetched by the harness actor (which checks
+    """An earlier task's train split or predictor, or the run's pretrained checkpoint, fetched by the harness actor (which checks
     causality again); a refusal goes back to the learner as data, raised there."""
     import ray  # noqa: PLC0415 - only inside Ray processes
 
@@ -125,8 +134,25 @@ def _answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], lis
     except Exception as exc:  # noqa: BLE001 - a CausalityError from the harness, as data
         cause = getattr(exc, "cause", None) or exc
         return {"op": op, "ok": False, "message": str(cause)[:2000]}, []
-    parts = [answer] if op == "past_predictor" else [answer.images, answer.labels]
+    parts = [answer.images, answer.labels] if op == "past_train" else [answer]
     return {"op": op, "ok": True}, parts
+
+
+def _answer_rung(spec: TrialSpec, trial_index: int, step: Any, scores: Any,
+                 seen: list[list[float]]) -> tuple[dict[str, Any], list]:
+    """Score a trial's dev predictions at a rung (harness code holds the labels' verdict) and
+    ask the harness actor whether the trial goes on."""
+    import ray  # noqa: PLC0415 - only inside Ray processes
+
+    if not isinstance(step, int) or isinstance(step, bool) or step not in spec.rungs:
+        raise LearnerError(f"a rung report at an impossible step {str(step)[:40]}")
+    try:
+        error = task_error(scores, spec.dev.labels, spec.info.kind)
+    except (LearnerError, ValueError):
+        error = float("inf")  # unusable scores rank last
+    seen.append([step, error])
+    go_on = ray.get(spec.harness.rung_report.remote(trial_index, step, error))
+    return {"op": "rung", "continue": bool(go_on)}, []
 
 
 def failure_metrics(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, int]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-TrialStatus = Literal["ok", "failed"]
+TrialStatus = Literal["ok", "failed", "stopped"]  # stopped: ended early by the search's scheduler
 FlopsSource = Literal["measured", "reported"]
 
 
@@ -80,9 +80,10 @@ class TrialOutcome:
     def from_metrics(cls, metrics: Mapping[str, Any]) -> TrialOutcome:
         """The outcome of a trial from the dict it reported to Ray Tune."""
         ok = metrics.get("status") == "ok"
+        status: TrialStatus = "ok" if ok else "stopped" if metrics.get("status") == "stopped" else "failed"
         return cls(
             trial_index=int(metrics["trial_index"]), seed=int(metrics["seed"]),
-            status="ok" if ok else "failed", config=_plain(metrics.get("config") or {}),
+            status=status, config=_plain(metrics.get("config") or {}),
             flops_measured=int(metrics.get("flops_measured") or 0),
             flops_reported=int(metrics.get("flops_reported") or 0),
             dev_error=float(metrics["dev_error"]) if ok and metrics.get("dev_error") is not None else None,

@@ -1,0 +1,43 @@
+"""ASHA on a real local Ray: trials stopped at a rung keep the FLOPs they spent, are recorded
+as stopped, and are never the chosen trial; the task's FLOPs still add up."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from services.core.budget import RunBudget
+from services.core.config import get_settings
+from services.store.db.models import TaskResult, TaskRun, Trial
+from workers.trainer.stream_runner import RunRequest, StreamRunner
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+STEPS = 9  # rungs at steps 1 and 3 (eta 3)
+
+
+@pytest.fixture
+def runner(settings_env, database_url, monkeypatch) -> StreamRunner:
+    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    return StreamRunner(get_settings())
+
+
+def test_asha_stops_trailing_trials_and_charges_what_they_spent(runner, tiny_stream):
+    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+
+    stream = tiny_manifest(tiny_stream.parent / "one.json", tasks=1)
+    budget = RunBudget(trials=6, steps=STEPS, max_concurrent=1, scheduler="asha", checkpoint_fractions=(1.0,))
+    run_id = runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:graded", budget=budget))
+    with runner.sessions() as session:
+        trials = session.scalars(select(Trial).join(TaskRun).where(TaskRun.submission_id == run_id)).all()
+        result = session.scalars(select(TaskResult).where(TaskResult.submission_id == run_id)).one()
+        statuses = sorted(t.status for t in trials)
+        stopped = [t for t in trials if t.status == "stopped"]
+        finished = [t for t in trials if t.status == "succeeded"]
+        assert len(trials) == 6 and stopped, statuses
+        assert all("stopped by early stopping at step" in t.error_text for t in stopped)
+        # 1,000 FLOPs per step plus the rung predictions: a stopped trial paid for fewer steps
+        assert all(0 < t.flops < min(f.flops for f in finished) for t in stopped)
+        assert result.best_trial_id in {t.id for t in finished}
+        assert result.flops >= sum(t.flops for t in trials)

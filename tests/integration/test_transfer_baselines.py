@@ -1,0 +1,87 @@
+"""The transfer baselines end to end on a real local Ray: earlier predictors and a pretrained
+checkpoint reach sandboxed learners by reference, through harness code.
+
+Runs on both dialects (the ``database_url`` fixture): FT-d's choice on the second task ranks
+the fresh network and the first task's predictor; PT+FT's ranking also holds the pretrained
+checkpoint made by ``nevis pretrain``'s function, stored once under its digest; BHPO runs
+with its preferred search unless the run names one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+
+import pytest
+
+from services.core.budget import RunBudget
+from services.core.config import get_settings
+from services.store.db.models import Submission
+from services.store.runs import records
+from workers.learners.selection import PRETRAINED, RANDOM_INIT
+from workers.stream.registry import load_stream
+from workers.trainer.pretrain import pretrain
+from workers.trainer.stream_runner import RunRequest, StreamRunner
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+BUDGET = RunBudget(trials=1, steps=2, checkpoint_fractions=(1.0,))
+
+
+@pytest.fixture
+def runner(settings_env, database_url, monkeypatch) -> StreamRunner:
+    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    return StreamRunner(get_settings())
+
+
+def final_state(runner: StreamRunner, run_id: int) -> dict:
+    with runner.sessions() as session:
+        key = records.last_state_key(session, submission_id=run_id)
+    return pickle.loads(runner.store.get_bytes(key))
+
+
+def test_ft_d_ranks_the_fresh_network_and_each_earlier_predictor(runner, tiny_stream):
+    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="ft_d", budget=BUDGET))
+    state = final_state(runner, run_id)
+    assert 1 not in state  # nothing to choose from on the first task
+    assert set(state[2]["knn_error"]) == {RANDOM_INIT, 1}
+    assert set(state[3]["knn_error"]) == {RANDOM_INIT, 1, 2}
+    assert state[3]["chosen"] in {RANDOM_INIT, 1, 2}
+
+
+def test_pt_ft_adds_the_pretrained_checkpoint_to_the_candidates(runner, tiny_stream, tmp_path):
+    manifest = load_stream(str(tiny_stream))
+    runner.prepare(manifest, 16)
+    made = pretrain(manifest, runner.store, image_size=16, steps=2)
+    assert made.tasks == tuple(t.key for t in manifest.meta_train) and made.flops > 0
+    checkpoint = tmp_path / "pre.bin"
+    checkpoint.write_bytes(made.checkpoint)
+    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="pt_ft", budget=BUDGET,
+                                     pretrained=str(checkpoint)))
+    state = final_state(runner, run_id)
+    assert set(state[1]["knn_error"]) == {RANDOM_INIT, PRETRAINED}
+    assert set(state[3]["knn_error"]) == {RANDOM_INIT, PRETRAINED, 1, 2}
+    with runner.sessions() as session:
+        key = session.get(Submission, run_id).pretrained_key
+    assert key == f"pretrained/{hashlib.sha256(made.checkpoint).hexdigest()}.bin"
+    assert runner.store.get_bytes(key) == made.checkpoint
+
+
+def test_pt_without_a_checkpoint_fails_with_the_reason(runner, tiny_stream):
+    with pytest.raises(Exception, match="without a pretrained checkpoint"):
+        runner.start(RunRequest(stream=str(tiny_stream), learner="pt", budget=BUDGET))
+
+
+def test_a_missing_pretrained_file_is_refused_before_the_run_exists(runner, tiny_stream):
+    with pytest.raises(Exception, match="neither a file nor a key"):
+        runner.create(RunRequest(stream=str(tiny_stream), learner="pt", budget=BUDGET,
+                                 pretrained="/no/such/checkpoint.bin"))
+
+
+def test_bhpo_takes_its_preferred_search_unless_the_run_names_one(runner, tiny_stream):
+    preferred = runner.create(RunRequest(stream=str(tiny_stream), learner="bhpo", budget=BUDGET))
+    named = runner.create(RunRequest(stream=str(tiny_stream), learner="bhpo",
+                                     budget=RunBudget(trials=1, steps=2, search="random")))
+    assert runner.plan(preferred).budget.search == "gp_ucb"
+    assert runner.plan(named).budget.search == "random"
