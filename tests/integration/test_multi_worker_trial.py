@@ -54,3 +54,24 @@ def test_a_multi_worker_learner_is_refused_where_the_sandbox_is_required(setting
                                 budget=RunBudget(trials=1, steps=1)))
     with runner.sessions() as session:
         assert session.scalar(select(Trial.id)) is None  # nothing of it ran
+
+
+def test_ddp_trials_train_one_network_and_charge_the_work_of_all_ranks(settings_env, database_url, tmp_path,
+                                                                        monkeypatch) -> None:
+    """Two gloo ranks each take half of every batch (DDP averages the gradients; the learner
+    fails the trial if the ranks' weights differ), so their summed FLOPs match one worker
+    doing the whole batches."""
+    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+
+    stream = tiny_manifest(tmp_path / "one.json", tasks=1)
+    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    runner = StreamRunner(get_settings())
+    budget = RunBudget(trials=1, steps=4, checkpoint_fractions=(1.0,))
+    single = runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:one_worker_indep", budget=budget))
+    double = runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:ddp_indep", budget=budget))
+    with runner.sessions() as session:
+        trials = {t.task_run.submission_id: t for t in session.scalars(select(Trial))}
+        assert trials[double].status == "succeeded", trials[double].traceback
+        assert trials[double].flops == pytest.approx(trials[single].flops, rel=0.05)
+        assert trials[double].config == trials[single].config

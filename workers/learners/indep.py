@@ -111,6 +111,9 @@ class IndepLearner:
         warmup_fraction: share of the step budget spent warming the learning rate up.
         width: first-stage channels of the network; ``None`` for the model's default.
         eval_batch: images per forward pass in ``predict`` and ``features``.
+        workers: workers per trial; above 1, each trial is a Ray Train group and the network
+            trains with DistributedDataParallel (gloo on CPUs, NCCL on GPUs), every rank
+            taking its share of each mini-batch.
     """
 
     name = "indep"
@@ -123,6 +126,7 @@ class IndepLearner:
         warmup_fraction: float = 0.05,
         width: int | None = None,
         eval_batch: int = 256,
+        workers: int = 1,
     ) -> None:
         ModelConfig(model, 1, width)  # fails early on an unknown model or bad width
         if not isinstance(max_batch, int) or max_batch < 1:
@@ -145,6 +149,9 @@ class IndepLearner:
         self.warmup_fraction = warmup_fraction
         self.width = width
         self.eval_batch = eval_batch
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"The 'workers' parameter of IndepLearner must be an int in [1, inf). Got {workers!r}.")
+        self.workers = workers
 
     # --- protocol: declarations ----------------------------------------------------------
 
@@ -152,7 +159,7 @@ class IndepLearner:
         return PAPER_SEARCH_SPACE
 
     def resources(self) -> Resources:
-        return Resources(num_workers=1, cpus_per_worker=1.0, gpus_per_worker=0.0)
+        return Resources(num_workers=self.workers, cpus_per_worker=1.0, gpus_per_worker=0.0)
 
     def init_state(self) -> None:
         return None
@@ -181,7 +188,7 @@ class IndepLearner:
         options = TrialOptions.from_config(config, self.model_name)
         predictor = self._initial_predictor(view, options, ctx)
         model = predictor.model
-        net = ctx.track(model)  # before any pass, so every one is counted
+        net = ctx.track(data_parallel(model, ctx))  # before any pass, so every one is counted
         auxiliary = self._auxiliary_objective(view, predictor, config, ctx, generator)
         params = [*model.parameters(), *(auxiliary.parameters() if auxiliary else ())]
         optimizer = recipe.make_optimizer(params, lr)
@@ -192,14 +199,16 @@ class IndepLearner:
         batch = options.batch_size or recipe.batch_size(n, max_batch=self.max_batch)
         labels = label_tensor(data.labels, info)
 
+        # Ranks share the batch order (same generator) and crop their own shares independently.
+        crops = generator if ctx.world_size == 1 else torch.Generator().manual_seed(ctx.seed + 7919 * (ctx.rank + 1))
         ctx.progress(0, predictor, loss=None)
         model.train()
         for step, idx in enumerate(epoch_batches(n, batch, steps, generator), start=1):
-            index = idx.numpy()
+            index = idx.numpy()[ctx.rank :: ctx.world_size]  # this rank's share of the batch
             x = train_transform(
-                data.images[index], predictor.augment, generator=generator, device=ctx.device
+                data.images[index], predictor.augment, generator=crops, device=ctx.device
             )
-            y = labels[idx].to(ctx.device, non_blocking=True)
+            y = labels[torch.from_numpy(index)].to(ctx.device, non_blocking=True)
             loss = loss_fn(net(x), y)
             if auxiliary is not None:  # one step over the current and auxiliary batches
                 loss = loss + auxiliary.loss()
@@ -323,6 +332,17 @@ class IndepLearner:
         return torch.cat(outputs).numpy()
 
 
+def data_parallel(model: nn.Module, ctx: TrialContext) -> nn.Module:
+    """``model`` wrapped in DistributedDataParallel inside a worker group (gradients averaged
+    over ranks at every step), or itself for a one-worker trial."""
+    import torch.distributed as dist  # noqa: PLC0415
+
+    if ctx.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
+        return model
+    device_ids = [torch.device(ctx.device).index] if ctx.device.startswith("cuda") else None
+    return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+
+
 def label_tensor(labels: np.ndarray, info: TaskInfo) -> torch.Tensor:
     """Targets as the loss wants them: int64 [N] (single) or float32 multi-hot [N, K]."""
     if info.kind == "multi":
@@ -369,5 +389,5 @@ def make_indep(**options: Any) -> IndepLearner:
 
 
 __all__ = [
-    "AuxiliaryObjective", "IndepLearner", "IndepPredictor", "TrialOptions", "epoch_batches", "label_tensor", "make_indep",
+    "AuxiliaryObjective", "IndepLearner", "IndepPredictor", "TrialOptions", "data_parallel", "epoch_batches", "label_tensor", "make_indep",
 ]

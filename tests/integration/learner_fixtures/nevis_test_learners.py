@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from workers.learners.protocol import Choice, Resources, TrainOutput, Uniform
+from workers.learners.indep import IndepLearner
 
 
 def _flat(images: np.ndarray) -> np.ndarray:
@@ -317,3 +318,36 @@ class GradedLearner(NearestMeanLearner):
 
 def graded() -> GradedLearner:
     return GradedLearner()
+
+
+class DdpIndep(IndepLearner):
+    """The built-in Indep network on a two-worker group with DistributedDataParallel; after
+    training, every rank checks that all ranks hold the same weights (DDP's promise)."""
+
+    name = "ddp-indep"
+
+    def __init__(self) -> None:
+        super().__init__(width=8, workers=2)
+
+    def resources(self) -> Resources:
+        return Resources(num_workers=2, cpus_per_worker=0.5)
+
+    def train(self, view, state, config, ctx):
+        import torch  # noqa: PLC0415
+        import torch.distributed as dist  # noqa: PLC0415
+
+        out = super().train(view, state, config, ctx)
+        checksum = torch.stack([p.detach().double().sum() for p in out.predictor.model.parameters()]).sum()
+        gathered = [torch.zeros((), dtype=torch.float64) for _ in range(ctx.world_size)]
+        dist.all_gather(gathered, checksum.reshape(()))
+        if len({float(g) for g in gathered}) != 1:
+            raise RuntimeError(f"ranks disagree on the weights: {gathered}")
+        return out
+
+
+def ddp_indep() -> DdpIndep:
+    return DdpIndep()
+
+
+def one_worker_indep() -> IndepLearner:
+    return IndepLearner(width=8)
