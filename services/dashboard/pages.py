@@ -4,6 +4,13 @@ Server-rendered (Jinja2), read-only, public unless ``NEVIS_DASHBOARD_PUBLIC=fals
 table is downloadable as CSV here and as JSON from the ``/v1`` API (the leaderboard,
 ``/v1/submissions/{id}``), or here where the API has no twin. Pages read only what they show:
 the leaderboard is one paginated query.
+
+Private submissions (:mod:`services.store.runs.visibility`): every page and download reads as
+the :data:`~services.coordinator.api.routes.leaderboard.Reader` its request presents. The
+dashboard has no login of its own, so a browser is anonymous and sees public submissions only;
+a client that sends its API token (``Authorization: Bearer``) sees its own private ones too,
+marked "private", and a private submission's pages are a 404 to everyone else, worded as for an
+id that does not exist. Cached pages are keyed by that reader (see the leaderboard API).
 """
 
 from __future__ import annotations
@@ -28,8 +35,16 @@ from services.coordinator.api.fields import DbId
 from services.coordinator.api.routes.leaderboard import Reader, answer_cache, resolve_stream
 from services.core.errors import NevisError, UnknownNameError
 from services.dashboard import figures
-from services.dashboard.views import TASK_COLUMNS, compare_view, submission_tasks, submission_view, to_csv
+from services.dashboard.views import (
+    TASK_COLUMNS,
+    CompareView,
+    compare_view,
+    submission_tasks,
+    submission_view,
+    to_csv,
+)
 from services.store.runs.leaderboard import SORT_KEYS, front_points, leaderboard
+from services.store.runs.visibility import ANONYMOUS, Viewer, check_readable
 from workers.probe.summary import load_probe_report
 
 HERE = Path(__file__).parent
@@ -37,7 +52,7 @@ PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 PAGE_SIZE = 25
 BOARD_COLUMNS = ("rank", "submission_id", "learner", "owner", "baseline", "status", "mean_error", "cflop",
                  "tasks_done", "headline_done", "headline_tasks", "runs_of_learner", "learner_e_std", "created_at",
-                 "finished_at")
+                 "finished_at", "visibility")
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["sci"] = lambda v: "–" if v is None else f"{v:.3e}"
 templates.env.filters["err"] = lambda v: "–" if v is None else f"{v:.4f}"
@@ -61,32 +76,37 @@ def _render(template: str, **context: Any) -> str:
     return templates.get_template(template).render(**context)
 
 
-async def _cached_page(request: Request, key: Any, render: Callable[[Session], tuple[int, str]]) -> HTMLResponse:
-    """A page rendered once per database fingerprint (see the leaderboard API's cache)."""
-    found = await answer_cache(request.app).answer(request.app.state.sessions, key, render)
+async def _cached_page(request: Request, key: Any, viewer: Viewer,
+                       render: Callable[[Session], tuple[int, str]]) -> HTMLResponse:
+    """A page rendered once per database fingerprint and reader (see the leaderboard API's
+    cache); a reader's own view (with private rows) is ``Cache-Control: private``."""
+    found = await answer_cache(request.app).answer(request.app.state.sessions, (key, viewer), render)
     status, html = found
-    return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-cache"})
+    control = "no-cache" if viewer == ANONYMOUS else "private, no-cache"
+    return HTMLResponse(html, status_code=status, headers={"Cache-Control": control, "Vary": "Authorization"})
 
 
-def _board(session, stream, version, phase, sort, descending, page, learner, since):
-    known, name, ver = resolve_stream(session, stream, version)
+def _board(session, stream, version, phase, sort, descending, page, learner, since, viewer: Viewer):
+    known, name, ver = resolve_stream(session, stream, version, viewer)
     if name is None or ver is None or (name, ver) not in known:
         return known, name, ver, None, []
     board = leaderboard(session, stream=name, version=ver, phase=phase, sort=sort, descending=descending,
-                        limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, learner_prefix=learner, since=since)
-    points = front_points(session, stream=name, version=ver, phase=phase, learner_prefix=learner, since=since)
+                        limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, learner_prefix=learner, since=since,
+                        viewer=viewer)
+    points = front_points(session, stream=name, version=ver, phase=phase, learner_prefix=learner, since=since,
+                          viewer=viewer)
     return known, name, ver, board, points
 
 
 @router.get("/", response_class=HTMLResponse)
 async def leaderboard_page(
-    request: Request, _: Reader, stream: Text = None, version: Text = None,
+    request: Request, viewer: Reader, stream: Text = None, version: Text = None,
     phase: Literal["meta_test", "meta_train"] = "meta_test", sort: Sort = "rank", descending: bool = False,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1, learner: Text = None, since: Since = None,
 ) -> HTMLResponse:
     def render(session: Session) -> tuple[int, str]:
         known, name, ver, board, points = _board(session, stream, version, phase, sort, descending, page,
-                                                 learner, _midnight(since))
+                                                 learner, _midnight(since), viewer)
         query = {k: v for k, v in {"stream": name, "version": ver, "phase": phase, "learner": learner,
                                    "since": since.isoformat() if since else None}.items() if v}
 
@@ -104,54 +124,56 @@ async def leaderboard_page(
             pareto=figures.pareto(points, title=f"{name}/{ver}: error against compute") if points else None)
 
     key = ("leaderboard-page", stream, version, phase, sort, descending, page, learner, since)
-    return await _cached_page(request, key, render)
+    return await _cached_page(request, key, viewer, render)
 
 
 @router.get("/leaderboard.csv")
 def leaderboard_csv(
-    session: SessionDep, _: Reader, stream: Text = None, version: Text = None,
+    session: SessionDep, viewer: Reader, stream: Text = None, version: Text = None,
     phase: Literal["meta_test", "meta_train"] = "meta_test", sort: Sort = "rank", descending: bool = False,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1, learner: Text = None, since: Since = None,
 ) -> PlainTextResponse:
     _, name, ver, board, _ = _board(session, stream, version, phase, sort, descending, page, learner,
-                                    _midnight(since))
+                                    _midnight(since), viewer)
     rows = [r.to_dict() for r in board.rows] if board else []
     return _download(to_csv(rows, BOARD_COLUMNS), f"leaderboard-{name}-{ver}-{phase}-p{page}.csv")
 
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
-async def submission_page(request: Request, _: Reader, submission_id: DbId) -> HTMLResponse:
+async def submission_page(request: Request, viewer: Reader, submission_id: DbId) -> HTMLResponse:
     def render(session: Session) -> tuple[int, str]:
         try:
+            check_readable(session, viewer, [submission_id])
             view = submission_view(session, submission_id)
         except UnknownNameError as exc:
             return 404, _render("error.html", title="Not found", message=str(exc))
         return 200, _render("submission.html", title=f"Submission #{submission_id}", view=view,
                             columns=TASK_COLUMNS)
 
-    return await _cached_page(request, ("submission-page", submission_id), render)
+    return await _cached_page(request, ("submission-page", submission_id), viewer, render)
 
 
 @router.get("/submissions/{submission_id}/tasks.csv")
-def submission_csv(session: SessionDep, _: Reader, submission_id: DbId) -> Response:
-    rows = _tasks_or_404(session, submission_id)
+def submission_csv(session: SessionDep, viewer: Reader, submission_id: DbId) -> Response:
+    rows = _tasks_or_404(session, submission_id, viewer)
     if isinstance(rows, Response):
         return rows
     return _download(to_csv(rows, TASK_COLUMNS), f"submission-{submission_id}-tasks.csv")
 
 
 @router.get("/submissions/{submission_id}/tasks.json")
-def submission_json(session: SessionDep, _: Reader, submission_id: DbId) -> Response:
-    rows = _tasks_or_404(session, submission_id)
+def submission_json(session: SessionDep, viewer: Reader, submission_id: DbId) -> Response:
+    rows = _tasks_or_404(session, submission_id, viewer)
     if isinstance(rows, Response):
         return rows
     return JSONResponse({"submission_id": submission_id, "tasks": rows},
-                        headers={"Cache-Control": "no-cache"})
+                        headers={"Cache-Control": "no-cache" if viewer == ANONYMOUS else "private, no-cache"})
 
 
 @router.get("/submissions/{submission_id}/probes", response_class=HTMLResponse)
-def probes_page(session: SessionDep, _: Reader, submission_id: DbId) -> HTMLResponse:
+def probes_page(session: SessionDep, viewer: Reader, submission_id: DbId) -> HTMLResponse:
     try:
+        check_readable(session, viewer, [submission_id])
         report = load_probe_report(session, submission_id=submission_id)
     except NevisError as exc:
         return _page("error.html", 404, title="Not found", message=str(exc))
@@ -179,8 +201,9 @@ def probes_page(session: SessionDep, _: Reader, submission_id: DbId) -> HTMLResp
 
 
 @router.get("/submissions/{submission_id}/probes.json")
-def probes_json(session: SessionDep, _: Reader, submission_id: DbId) -> Response:
+def probes_json(session: SessionDep, viewer: Reader, submission_id: DbId) -> Response:
     try:
+        check_readable(session, viewer, [submission_id])
         report = load_probe_report(session, submission_id=submission_id)
     except NevisError as exc:
         return JSONResponse({"detail": str(exc)}, status_code=404)
@@ -188,20 +211,20 @@ def probes_json(session: SessionDep, _: Reader, submission_id: DbId) -> Response
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(session: SessionDep, _: Reader,
+def compare_page(session: SessionDep, viewer: Reader,
                  ids: Annotated[str, Query(max_length=200, pattern=r"^\d{1,10}(,\d{1,10}){0,7}$")]) -> HTMLResponse:
     try:
-        view = compare_view(session, [int(i) for i in dict.fromkeys(ids.split(","))])
+        view = _compared(session, viewer, ids)
     except UnknownNameError as exc:
         return _page("error.html", 404, title="Not found", message=str(exc))
     return _page("compare.html", title="Compare submissions", view=view, ids=ids)
 
 
 @router.get("/compare.csv")
-def compare_csv(session: SessionDep, _: Reader,
+def compare_csv(session: SessionDep, viewer: Reader,
                 ids: Annotated[str, Query(max_length=200, pattern=r"^\d{1,10}(,\d{1,10}){0,7}$")]) -> Response:
     try:
-        view = compare_view(session, [int(i) for i in dict.fromkeys(ids.split(","))])
+        view = _compared(session, viewer, ids)
     except UnknownNameError as exc:
         return PlainTextResponse(str(exc), status_code=404)
     columns = list(view.rows[0]) if view.rows else ["order"]
@@ -224,8 +247,17 @@ def static(name: Annotated[str, PathParam(pattern=r"^[a-z]+\.(css|js)$")]) -> Re
     return FileResponse(path, media_type=media, headers={"Cache-Control": "public, max-age=3600"})
 
 
-def _tasks_or_404(session, submission_id: int) -> list[dict[str, Any]] | Response:
+def _compared(session: Session, viewer: Viewer, ids: str) -> CompareView:
+    """The compare view of ``ids`` (comma-separated); UnknownNameError if ``viewer`` may not
+    read one of them."""
+    wanted = [int(i) for i in dict.fromkeys(ids.split(","))]
+    check_readable(session, viewer, wanted)
+    return compare_view(session, wanted)
+
+
+def _tasks_or_404(session, submission_id: int, viewer: Viewer) -> list[dict[str, Any]] | Response:
     try:
+        check_readable(session, viewer, [submission_id])
         return submission_tasks(session, submission_id)
     except UnknownNameError as exc:
         return JSONResponse({"detail": str(exc)}, status_code=404)

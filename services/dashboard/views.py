@@ -43,6 +43,7 @@ class SubmissionView:
     reference: int | None
     events: list[EventRow]
     figures: dict[str, dict[str, Any]]
+    visibility: str = "public"  # "private": only its owner and admins are shown this page
 
 
 def submission_view(session: Session, submission_id: int) -> SubmissionView:
@@ -71,7 +72,7 @@ def submission_view(session: Session, submission_id: int) -> SubmissionView:
         summary=summary, owner=owner_of(session, submission_id), live=summary.status in LIVE_STATUSES,
         done=sum(t["status"] == "committed" for t in tasks), tasks=tasks, by_domain=by_domain,
         by_size=by_size, reference=reference, events=recent_events(session, submission_id),
-        figures=charts)
+        figures=charts, visibility=submission.visibility)
 
 
 def task_table(summary: RunSummary, facts: dict[int, TaskFacts]) -> list[dict[str, Any]]:

@@ -298,3 +298,35 @@ def test_0006_turns_disable_markers_into_disabled_at_and_back(empty_database_url
         assert back == [1]
     finally:
         engine.dispose()
+
+
+def test_0007_leaves_existing_submissions_public(empty_database_url: str) -> None:
+    """Rows made before 0007 read as public after it; the CHECK refuses other values."""
+    upgrade(empty_database_url, "0006")
+    engine = make_engine(empty_database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO stream_versions (id, name, version, manifest_sha256, manifest) "
+                "VALUES (1, 'mini', '1', :sha, '{}')"), {"sha": "a" * 64})
+            connection.execute(text("INSERT INTO learners (id, name, entrypoint, resources) "
+                                    "VALUES (1, 'indep', 'indep', '{}')"))
+            connection.execute(text(
+                "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget, image_size) "
+                "VALUES (1, 1, 1, 'meta_test', '{}', 32), (2, 1, 1, 'meta_train', '{}', 32)"))
+        upgrade(empty_database_url)
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT id, visibility FROM submissions ORDER BY id")).all()
+        assert [tuple(r) for r in rows] == [(1, "public"), (2, "public")]
+        assert _differences(engine) == []
+        with engine.begin() as connection:
+            connection.execute(text("UPDATE submissions SET visibility = 'private' WHERE id = 2"))
+        with pytest.raises(Exception, match="visibility"):
+            with engine.begin() as connection:
+                connection.execute(text("UPDATE submissions SET visibility = 'secret' WHERE id = 1"))
+        downgrade(empty_database_url, "0006")
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT count(*) FROM submissions")).scalar_one() == 2
+            assert "visibility" not in {c["name"] for c in inspect(connection).get_columns("submissions")}
+    finally:
+        engine.dispose()

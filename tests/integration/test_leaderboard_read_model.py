@@ -94,3 +94,55 @@ def test_the_spread_of_a_learners_seeds_is_shown_beside_its_e(seeded):
         values = by_learner[row.learner]
         assert row.runs_of_learner == len(values) == 4
         assert row.learner_e_std == pytest.approx(statistics.stdev(values))
+
+
+def test_private_submissions_are_read_by_their_owner_and_admins_only(seeded):
+    """A private row is left out before ranking for everyone but its owner and admins; a
+    stream version with only private submissions is not listed for them either."""
+    from services.core.errors import UnknownNameError
+    from services.store.db.models import Submission
+    from services.store.db.models_coordinator import ScheduledSubmission, User
+    from services.store.runs.visibility import ADMIN, ANONYMOUS, Viewer, check_readable, effective_viewer
+
+    sessions, stream, expected = seeded
+    ids = sorted(expected)
+    with transaction(sessions) as session:
+        people = {name: User(name=name, role="submitter") for name in ("alice", "bob", "carol")}
+        session.add_all(people.values())
+        session.flush()
+        session.add_all([ScheduledSubmission(submission_id=ids[0], user_id=people["alice"].id),
+                         ScheduledSubmission(submission_id=ids[1], user_id=people["bob"].id),
+                         ScheduledSubmission(submission_id=ids[2], user_id=people["carol"].id)])
+        for submission_id in ids[:2]:
+            session.get(Submission, submission_id).visibility = "private"
+        hidden = seed_results(session, submissions=1, tasks=3, stream="hidden", version="v1")
+        session.get(Submission, hidden.submission_ids[0]).visibility = "private"
+        viewers = {"anonymous": ANONYMOUS, "admin": ADMIN,
+                   **{name: Viewer(user_id=user.id) for name, user in people.items()}}
+    with sessions() as session:
+        boards = {who: leaderboard(session, stream=stream.stream, version=stream.version, limit=100, viewer=v)
+                  for who, v in viewers.items()}
+        fronts = {who: {p.submission_id for p in front_points(session, stream=stream.stream,
+                                                              version=stream.version, viewer=v)}
+                  for who, v in viewers.items()}
+        versions = {who: set(stream_versions(session, v)) for who, v in viewers.items()}
+        effective = {who: effective_viewer(session, v) for who, v in viewers.items()}
+        with pytest.raises(UnknownNameError) as private:
+            check_readable(session, viewers["bob"], [ids[5], ids[0]])
+        with pytest.raises(UnknownNameError) as missing:
+            check_readable(session, viewers["bob"], [10**9])
+        check_readable(session, viewers["alice"], [ids[0], ids[5]])  # hers and a public one
+    shown = {who: {r.submission_id for r in board.rows} for who, board in boards.items()}
+    public = set(ids[2:])
+    assert shown == {"anonymous": public, "carol": public, "alice": public | {ids[0]},
+                     "bob": public | {ids[1]}, "admin": set(ids)}
+    assert fronts == shown  # every seeded submission is finished
+    assert boards["anonymous"].total == 10 and [r.rank for r in boards["anonymous"].rows] == list(range(1, 11))
+    assert {r.submission_id: r.visibility for r in boards["alice"].rows if r.visibility != "public"} == {
+        ids[0]: "private"}
+    assert versions["anonymous"] == versions["alice"] == {(stream.stream, stream.version)}
+    assert versions["admin"] == {(stream.stream, stream.version), ("hidden", "v1")}
+    # Readers who may see no private row are the anonymous reader (they share its answers).
+    assert effective == {"anonymous": ANONYMOUS, "carol": ANONYMOUS, "admin": ADMIN,
+                         "alice": viewers["alice"], "bob": viewers["bob"]}
+    assert str(private.value).replace(str(ids[0]), "N") == str(missing.value).replace(str(10**9), "N")

@@ -3,7 +3,7 @@ checkpoint reach sandboxed learners by reference, through harness code.
 
 Runs on both dialects (the ``database_url`` fixture): FT-d's choice on the second task ranks
 the fresh network and the first task's predictor; PT+FT's ranking also holds the pretrained
-checkpoint made by ``nevis pretrain``'s function, stored once under its digest; BHPO runs
+checkpoint made by ``nevis pretrain``'s function (an ordinary meta-train run), stored once under its digest; BHPO runs
 with its preferred search unless the run names one.
 """
 
@@ -52,9 +52,9 @@ def test_ft_d_ranks_the_fresh_network_and_each_earlier_predictor(runner, tiny_st
 
 def test_pt_ft_adds_the_pretrained_checkpoint_to_the_candidates(runner, tiny_stream, tmp_path):
     manifest = load_stream(str(tiny_stream))
-    runner.prepare(manifest, 16)
-    made = pretrain(manifest, runner.store, image_size=16, steps=2)
-    assert made.tasks == tuple(t.key for t in manifest.meta_train) and made.flops > 0
+    made = pretrain(runner, stream=str(tiny_stream), steps=2)
+    assert made.tasks == len(manifest.meta_train) and made.flops > 0
+    assert runner.plan(made.submission_id).phase == "meta_train"  # a recorded run; meta-test unread
     checkpoint = tmp_path / "pre.bin"
     checkpoint.write_bytes(made.checkpoint)
     run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="pt_ft", budget=BUDGET,

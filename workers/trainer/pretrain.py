@@ -2,11 +2,12 @@
 
 NEVIS'22's PT baselines start from a model pretrained elsewhere. Pretrained weights cannot
 be downloaded on every machine, and tests need one too, so ``nevis pretrain`` makes one
-here: the built-in FT-prev learner trained through the stream's meta-train tasks in order,
-each task starting from the previous one's backbone, with fixed hyper-parameters. The
-result is the last task's predictor in the Indep format, which ``nevis run --pretrained``
-accepts for ``pt`` and ``pt_ft`` (their heads are replaced, only the backbone transfers).
-The meta-test tasks are never read.
+here with an ordinary run: FT-prev (or another learner) over the stream's meta-train phase
+only, through the same harness, sandbox and FLOP accounting as any run, recorded in the
+database like one. The checkpoint is the predictor the run kept for its last meta-train
+task, which ``nevis run --pretrained`` accepts for ``pt`` and ``pt_ft`` (their heads are
+replaced; only the backbone transfers). The meta-test tasks are never read. The FLOPs of
+pretraining are the pretraining run's; a PT run is not charged them, as in the paper.
 """
 
 from __future__ import annotations
@@ -14,60 +15,44 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from services.core.budget import RunBudget
 from services.core.errors import NevisError
-from services.store.objects import ObjectStore
-from workers.learners.finetune import FtPrevLearner
-from workers.learners.protocol import LabelledData
-from workers.sandbox.context import LocalTrialContext
-from workers.stream.manifest import StreamManifest, TaskSpec
-from workers.stream.prepare import load_task_data
-from workers.stream.task_info import task_info
-from workers.stream.task_view import CausalTaskView
+from services.store.runs import run_keys
+from services.store.runs.summary import load_summary
+from workers.trainer.stream_runner import RunRequest, StreamRunner
 
-PRETRAIN_CONFIG = {"learning_rate": 0.02, "label_smoothing": 0.1}
+PRETRAIN_LEARNER = "ft_prev"
 
 
 @dataclass(frozen=True)
 class PretrainResult:
-    """The checkpoint, what it was made from, and what it cost."""
+    """The checkpoint and the run that made it."""
 
     checkpoint: bytes
-    tasks: tuple[str, ...]
-    flops: int
+    submission_id: int
+    tasks: int
+    flops: float
 
 
-def pretrain(manifest: StreamManifest, store: ObjectStore, *, image_size: int, steps: int, seed: int = 0,
-             model: str = "small_cnn", on_task: Callable[[TaskSpec, int, int], None] | None = None
-             ) -> PretrainResult:
-    """Train through the meta-train tasks of ``manifest`` (prepared in ``store``), in order.
+def pretrain(runner: StreamRunner, *, stream: str, steps: int, seed: int = 0, learner: str = PRETRAIN_LEARNER,
+             trials: int = 1, on_created: Callable[[int], None] | None = None) -> PretrainResult:
+    """Run ``learner`` over the meta-train phase of ``stream``; its last predictor is the checkpoint.
 
     Raises:
-        NevisError: the stream has no meta-train task to learn from.
+        NevisError: the stream has no meta-train task, or the run did not finish.
     """
-    tasks = manifest.meta_train
-    if not tasks:
-        raise NevisError(f"Stream {manifest.name!r} has no meta-train task to pretrain on.")
-    learner = FtPrevLearner(model)
-    past: dict[int, tuple] = {}
-    predictors: dict[int, bytes] = {}
-    checkpoint, flops = b"", 0
-    for position, task in enumerate(tasks, start=1):
-        if on_task is not None:
-            on_task(task, position, len(tasks))
-        data = load_task_data(store, task, image_size=image_size, splits=("train", "dev"))
-        info = task_info(task, data.index, image_size)
-        view = CausalTaskView(
-            info, LabelledData(*data.splits["train"]), LabelledData(*data.splits["dev"]),
-            {order: entry[0] for order, entry in past.items()}, lambda order: past[order][1],
-            stream_length=len(manifest.tasks), load_past_predictor=predictors.__getitem__)
-        ctx = LocalTrialContext(seed=seed + task.order, steps=steps, save_predictor=learner.save_predictor)
-        output = learner.train(view, None, PRETRAIN_CONFIG, ctx)
-        checkpoint = learner.save_predictor(output.predictor)
-        flops += int(ctx.meter.measured)
-        predictors = {task.order: checkpoint}  # FT-prev reads only the latest
-        past[task.order] = (info, LabelledData(*data.splits["train"]))
-        past = {task.order: past[task.order]}  # keep one task's data: bounded memory
-    return PretrainResult(checkpoint=checkpoint, tasks=tuple(t.key for t in tasks), flops=flops)
+    budget = RunBudget(trials=trials, steps=steps, seed=seed, checkpoint_fractions=(1.0,))
+    submission_id = runner.create(RunRequest(stream=stream, learner=learner, phase="meta_train", budget=budget))
+    if on_created is not None:
+        on_created(submission_id)
+    runner.run(submission_id)
+    with runner.sessions() as session:
+        keys = run_keys.committed_predictor_keys(session, submission_id=submission_id)
+        summary = load_summary(session, submission_id=submission_id)
+    if not keys:
+        raise NevisError(f"Pretraining run {submission_id} committed no task; nothing to save.")
+    return PretrainResult(checkpoint=runner.store.get_bytes(keys[max(keys)]), submission_id=submission_id,
+                          tasks=len(keys), flops=float(summary.cflop))
 
 
-__all__ = ["PRETRAIN_CONFIG", "PretrainResult", "pretrain"]
+__all__ = ["PRETRAIN_LEARNER", "PretrainResult", "pretrain"]

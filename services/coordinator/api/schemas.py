@@ -141,6 +141,9 @@ class SubmissionCreate(Request):
     phase: Literal["meta_train", "meta_test"] = "meta_test"
     budget: RunBudget = Field(default_factory=RunBudget, description="Search budget and caps.")
     image_size: StrictDbId | None = Field(default=None, description="Stored resolution (default: the stream's).")
+    visibility: Literal["public", "private"] = Field(
+        default="public", description="'private': the leaderboard, the front and the dashboard's "
+        "pages show it only to you and admins; to others its pages are a 404.")
 
 
 class LearnerRef(BaseModel):
@@ -174,6 +177,8 @@ class SubmissionBrief(BaseModel):
     stream: StreamRef
     phase: str
     status: str
+    visibility: Literal["public", "private"] = Field(
+        description="'private': shown to its owner and admins only.")
     cursor: int
     error: str | None
     created_at: datetime

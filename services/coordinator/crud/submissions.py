@@ -21,7 +21,7 @@ from services.coordinator.core.errors import (
 from services.coordinator.crud.learners import get_learner
 from services.coordinator.streams import resolve_stream
 from services.core.budget import RunBudget
-from services.store.db.models import PHASES, Event, Submission
+from services.store.db.models import PHASES, VISIBILITIES, Event, Submission
 from services.store.db.models_coordinator import (
     IdempotencyKey,
     ScheduledSubmission,
@@ -47,10 +47,13 @@ class SubmissionRequest:
     budget: RunBudget
     stream_version: str | None = None
     image_size: int | None = None
+    visibility: str = "public"
 
     def sha256(self) -> str:
-        """Hash of the request's canonical JSON, to recognise a replay."""
-        doc = json.dumps({**self.__dict__, "budget": self.budget.to_dict()}, sort_keys=True,
+        """Hash of the request's canonical JSON, to recognise a replay. The default
+        visibility is left out, so keys stored before it existed still match."""
+        fields = {k: v for k, v in self.__dict__.items() if (k, v) != ("visibility", "public")}
+        doc = json.dumps({**fields, "budget": self.budget.to_dict()}, sort_keys=True,
                          separators=(",", ":"), default=str)
         return hashlib.sha256(doc.encode()).hexdigest()
 
@@ -110,6 +113,10 @@ def create_submission(
         raise InvalidInputError(
             f"The 'phase' must be one of {', '.join(PHASES)}. Got {request.phase!r} instead.",
             field="phase")
+    if request.visibility not in VISIBILITIES:
+        raise InvalidInputError(
+            f"The 'visibility' must be one of {', '.join(VISIBILITIES)}. Got "
+            f"{request.visibility!r} instead.", field="visibility")
     tasks = stream.manifest.tasks_of_phase(request.phase)
     if not tasks:
         raise InvalidInputError(f"Stream {request.stream!r} has no {request.phase} tasks.",
@@ -125,14 +132,16 @@ def create_submission(
     version = ensure_stream_version(session, manifest=stream.manifest)
     submission = records.create_submission(
         session, learner=owned.learner, stream_version=version, phase=request.phase,
-        budget=budget, image_size=size, first_order=tasks[0].order, status="queued")
+        budget=budget, image_size=size, first_order=tasks[0].order, status="queued",
+        visibility=request.visibility)
     session.add(ScheduledSubmission(submission_id=submission.id, user_id=user.id))
     if idempotency_key is not None:
         session.add(IdempotencyKey(user_id=user.id, scope=CREATE_SCOPE, key=idempotency_key,
                                    request_sha256=request.sha256(), resource_id=submission.id))
     records.add_event(session, submission_id=submission.id, kind="submission.queued",
                       payload={"user": user.name, "backend": settings.backend,
-                               "learner": owned.learner.name, "tasks": len(tasks)})
+                               "learner": owned.learner.name, "tasks": len(tasks),
+                               "visibility": request.visibility})
     session.flush()
     return submission, False
 

@@ -50,6 +50,8 @@ PHASES: tuple[str, ...] = ("meta_train", "meta_test")
 TASK_KINDS: tuple[str, ...] = ("single", "multi")
 SHARD_SPLITS: tuple[str, ...] = ("train", "dev", "dev_test", "test")
 SUBMISSION_STATUSES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
+# Who may read a submission's row and details: everyone, or its owner and admins only.
+VISIBILITIES: tuple[str, ...] = ("public", "private")
 TASK_RUN_STATUSES: tuple[str, ...] = (
     "pending", "running", "succeeded", "failed", "timed_out", "cancelled",
 )
@@ -183,6 +185,7 @@ class Submission(Base):
         named_check(one_of("status", SUBMISSION_STATUSES), "status"),
         named_check("cursor >= 1", "cursor_positive"),
         named_check("image_size >= 8 AND image_size <= 512", "image_size_range"),
+        named_check(one_of("visibility", VISIBILITIES), "visibility"),
         Index(None, "status"),
     )
 
@@ -205,6 +208,8 @@ class Submission(Base):
         UTCDateTime(), default=utcnow, onupdate=utcnow, server_default=NOW
     )
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    visibility: Mapped[str] = mapped_column(String(16), default="public", server_default="public")
+    pretrained_key: Mapped[str | None] = mapped_column(String(KEY_LENGTH))  # PT / PT+FT's start
 
     learner: Mapped[Learner] = relationship()
     stream_version: Mapped[StreamVersion] = relationship()
@@ -379,6 +384,6 @@ from services.store.db import models_coordinator, models_probe  # noqa: E402,F40
 __all__ = [
     "ACTIVE_TASK_RUN_STATUSES", "FLOPS_SOURCES", "PHASES", "RESULT_METRICS", "RESULT_SPLITS",
     "SHARD_SPLITS", "SUBMISSION_STATUSES", "TASK_KINDS", "TASK_RUN_STATUSES", "TRIAL_STATUSES",
-    "Base", "Checkpoint", "Dataset", "Event", "Learner", "Shard", "StreamTask", "StreamVersion",
-    "Submission", "TaskResult", "TaskRun", "Trial",
+    "VISIBILITIES", "Base", "Checkpoint", "Dataset", "Event", "Learner", "Shard", "StreamTask",
+    "StreamVersion", "Submission", "TaskResult", "TaskRun", "Trial",
 ]

@@ -58,15 +58,17 @@ def recent_events(session: Session, submission_id: int, *, limit: int = 100) -> 
 
 
 def indep_reference(session: Session, submission: Submission, cflop: float) -> int | None:
-    """The finished Indep submission on the same stream version and phase whose cFLOP is
-    closest (on a log scale) to ``cflop``: the regret curve's reference."""
+    """The finished public Indep submission on the same stream version and phase whose cFLOP
+    is closest (on a log scale) to ``cflop``: the regret curve's reference (a private run is
+    nobody's reference: every reader of a page may follow its link)."""
     rows = session.execute(
         select(TaskResult.submission_id, func.sum(TaskResult.flops))
         .join(Submission, Submission.id == TaskResult.submission_id)
         .join(Learner, Learner.id == Submission.learner_id)
         .where(Submission.stream_version_id == submission.stream_version_id,
                Submission.phase == submission.phase, Submission.status == "succeeded",
-               Submission.id != submission.id, Learner.entrypoint.startswith(INDEP_NAME),
+               Submission.id != submission.id, Submission.visibility == "public",
+               Learner.entrypoint.startswith(INDEP_NAME),
                is_baseline(Learner.entrypoint))
         .group_by(TaskResult.submission_id)).all()
     if not rows:

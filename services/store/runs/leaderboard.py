@@ -4,6 +4,10 @@ One query per page: E (mean error over the phase's committed headline tasks), cF
 of every committed task) and progress are aggregated by the database and paginated there,
 so a page reads only the rows it shows. The Pareto front (METRICS.md §1) needs every
 finished submission's two numbers, read by :func:`front_points` (two floats a row).
+
+Every read takes the :class:`~services.store.runs.visibility.Viewer` it answers (default:
+anonymous): private submissions it may not read are left out before ranking, so ranks,
+totals, the seeds' spread and the front are those of the rows that viewer sees.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from sqlalchemy.orm import Session
 from services.core.metrics import pareto_front
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult
 from services.store.db.models_coordinator import ScheduledSubmission, User
+from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
 
 SortKey = Literal["rank", "E", "cflop", "date", "learner", "tasks"]
 SORT_KEYS: tuple[str, ...] = ("rank", "E", "cflop", "date", "learner", "tasks")
@@ -48,6 +53,7 @@ class LeaderboardRow:
     finished_at: datetime | None
     runs_of_learner: int = 1  # finished runs of this learner here (seeds), this one included
     learner_e_std: float | None = None  # sample standard deviation of their E, when 2 or more
+    visibility: str = "public"  # "private": shown only to its owner and admins
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,11 +80,13 @@ class FrontPoint:
     on_front: bool
 
 
-def stream_versions(session: Session) -> list[tuple[str, str]]:
-    """(name, version) of every stream version that has submissions, newest first."""
+def stream_versions(session: Session, viewer: Viewer = ANONYMOUS) -> list[tuple[str, str]]:
+    """(name, version) of every stream version that has submissions ``viewer`` may read,
+    newest first."""
     rows = session.execute(
         select(StreamVersion.name, StreamVersion.version, func.max(Submission.created_at))
         .join(Submission, Submission.stream_version_id == StreamVersion.id)
+        .where(visible_to(viewer))
         .group_by(StreamVersion.name, StreamVersion.version)
         .order_by(func.max(Submission.created_at).desc())).all()
     return [(name, version) for name, version, _ in rows]
@@ -87,10 +95,10 @@ def stream_versions(session: Session) -> list[tuple[str, str]]:
 def leaderboard(session: Session, *, stream: str, version: str, phase: str = "meta_test",
                 sort: SortKey = "rank", descending: bool = False, limit: int = 50, offset: int = 0,
                 learner_prefix: str | None = None, since: datetime | None = None,
-                baselines: bool | None = None) -> LeaderboardPage:
-    """One page of the leaderboard of ``stream``/``version`` in ``phase``."""
+                baselines: bool | None = None, viewer: Viewer = ANONYMOUS) -> LeaderboardPage:
+    """One page of the leaderboard of ``stream``/``version`` in ``phase``, as ``viewer`` sees it."""
     base = _ranked(stream=stream, version=version, phase=phase, learner_prefix=learner_prefix,
-                   since=since, baselines=baselines).subquery()
+                   since=since, baselines=baselines, viewer=viewer).subquery()
     column = {"rank": base.c.rank, "E": base.c.mean_error, "cflop": base.c.cflop,
               "date": base.c.created_at, "learner": base.c.learner, "tasks": base.c.tasks_done}[sort]
     keys = [column.is_(None), column.desc() if descending else column]  # unranked rows last
@@ -109,7 +117,7 @@ def leaderboard(session: Session, *, stream: str, version: str, phase: str = "me
             headline_tasks=int(r.headline_tasks or 0), headline_done=int(r.headline_done or 0),
             created_at=r.created_at, finished_at=r.finished_at,
             runs_of_learner=spread.get(r.learner, (1, None))[0],
-            learner_e_std=spread.get(r.learner, (1, None))[1]) for r in rows))
+            learner_e_std=spread.get(r.learner, (1, None))[1], visibility=r.visibility) for r in rows))
 
 
 def _spread_by_learner(session: Session, base: Any, learners: set[str]) -> dict[str, tuple[int, float | None]]:
@@ -127,11 +135,12 @@ def _spread_by_learner(session: Session, base: Any, learners: set[str]) -> dict[
 
 
 def front_points(session: Session, *, stream: str, version: str, phase: str = "meta_test",
-                 learner_prefix: str | None = None, since: datetime | None = None) -> list[FrontPoint]:
-    """Every finished submission (all headline tasks scored) as a (cFLOP, E) point, with
-    whether it is on the Pareto front."""
+                 learner_prefix: str | None = None, since: datetime | None = None,
+                 viewer: Viewer = ANONYMOUS) -> list[FrontPoint]:
+    """Every finished submission ``viewer`` may read (all headline tasks scored) as a
+    (cFLOP, E) point, with whether it is on the Pareto front of those points."""
     base = _ranked(stream=stream, version=version, phase=phase, learner_prefix=learner_prefix,
-                   since=since, baselines=None).subquery()
+                   since=since, baselines=None, viewer=viewer).subquery()
     rows = session.execute(
         select(base.c.submission_id, base.c.learner, base.c.baseline, base.c.mean_error, base.c.cflop)
         .where(base.c.headline_done == base.c.headline_tasks, base.c.headline_tasks > 0)
@@ -142,7 +151,7 @@ def front_points(session: Session, *, stream: str, version: str, phase: str = "m
 
 
 def _ranked(*, stream: str, version: str, phase: str, learner_prefix: str | None,
-            since: datetime | None, baselines: bool | None) -> Select:
+            since: datetime | None, baselines: bool | None, viewer: Viewer) -> Select:
     headline = StreamTask.phase == Submission.phase
     scored = (
         select(TaskResult.submission_id.label("submission_id"),
@@ -169,6 +178,7 @@ def _ranked(*, stream: str, version: str, phase: str, learner_prefix: str | None
             func.coalesce(scored.c.headline_done, 0).label("headline_done"),
             func.coalesce(planned.c.headline_tasks, 0).label("headline_tasks"),
             Submission.created_at.label("created_at"), Submission.finished_at.label("finished_at"),
+            Submission.visibility.label("visibility"),
             case((scored.c.mean_error.is_not(None),
                   func.rank().over(order_by=(scored.c.mean_error.is_(None), scored.c.mean_error))),
                  else_=None).label("rank"),
@@ -180,7 +190,8 @@ def _ranked(*, stream: str, version: str, phase: str, learner_prefix: str | None
                                  planned.c.phase == Submission.phase))
         .outerjoin(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
         .outerjoin(User, User.id == ScheduledSubmission.user_id)
-        .where(StreamVersion.name == stream, StreamVersion.version == version, Submission.phase == phase)
+        .where(StreamVersion.name == stream, StreamVersion.version == version, Submission.phase == phase,
+               visible_to(viewer))
     )
     if learner_prefix:
         query = query.where(Learner.name.startswith(learner_prefix, autoescape=True))

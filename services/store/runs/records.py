@@ -48,11 +48,14 @@ def ensure_learner(session: Session, *, spec: str, resources: Mapping[str, Any])
 def create_submission(
     session: Session, *, learner: Learner, stream_version: StreamVersion, phase: str,
     budget: RunBudget, image_size: int, first_order: int, status: str = "running",
+    visibility: str = "public",
 ) -> Submission:
-    """The one way a submission row is made (``nevis run`` and the API alike)."""
+    """The one way a submission row is made (``nevis run`` and the API alike); a
+    ``visibility`` of ``private`` shows it to its owner and admins only."""
     submission = Submission(
         learner_id=learner.id, stream_version_id=stream_version.id, phase=phase,
         status=status, budget=budget.to_dict(), image_size=image_size, cursor=first_order,
+        visibility=visibility,
     )
     session.add(submission)
     session.flush()
@@ -116,7 +119,7 @@ def record_trial(session: Session, *, task_run_id: int, outcome: TrialOutcome) -
     """Store one finished trial (ok or failed), its training curve and its checkpoints."""
     trial = Trial(
         task_run_id=task_run_id, trial_index=outcome.trial_index, seed=outcome.seed,
-        config=dict(outcome.config), status="succeeded" if outcome.ok else "failed",
+        config=dict(outcome.config), status={"ok": "succeeded", "stopped": "stopped"}.get(outcome.status, "failed"),
         flops=float(outcome.flops), flops_source=outcome.flops_source,
         dev_error=outcome.dev_error, wall_time_s=outcome.wall_time_s,
         peak_memory_bytes=outcome.peak_memory_bytes, error_text=outcome.error,

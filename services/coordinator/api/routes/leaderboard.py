@@ -7,6 +7,15 @@ or a submission changes, so answers are cached in memory under a fingerprint of 
 that (the newest result id, the newest submission update, the submission count), itself
 re-read at most once a second (:data:`FINGERPRINT_TTL_S`): a read of a cached answer touches
 neither the database nor a worker thread, and an answer is at most a second stale.
+
+Private submissions (:mod:`services.store.runs.visibility`) are shown only to their owner and
+admins, so an answer depends on who asks. Answers are cached per :class:`Viewer`, and every
+reader who may see no private submission (no token, or the token of a user who owns none) is
+the one anonymous viewer: they share one cached answer, the same bytes and ETag, and only
+readers with private rows get (and cache) answers of their own, sent ``Cache-Control:
+private`` so no shared cache keeps them. The key can never hand one viewer's answer to
+another: the viewer is part of it, and what is rendered under a key is rendered for exactly
+that viewer.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from services.store.runs.leaderboard import (
     leaderboard,
     stream_versions,
 )
+from services.store.runs.visibility import ANONYMOUS, Viewer, effective_viewer
 
 router = APIRouter(prefix="/v1/leaderboard", tags=["leaderboard"], responses=problems(401, 422, 503))
 CACHE_SIZE = 256
@@ -65,19 +75,23 @@ class FrontOut(BaseModel):
 
 
 async def require_reader(request: Request, settings: SettingsDep,
-                         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
-    """Anyone may read when the leaderboard is public; otherwise a valid token."""
-    if settings.dashboard_public:
-        return
+                         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Viewer:
+    """Who reads: anyone without a token when the leaderboard is public (:data:`ANONYMOUS`,
+    no database read), otherwise the valid token's user (a 401 for a bad token, public or
+    not: an owner must not take the public view for theirs), as :func:`effective_viewer`
+    reduces it (anonymous, unless it may see a private submission)."""
+    if credentials is None and settings.dashboard_public:
+        return ANONYMOUS
 
-    def check() -> None:
+    def check() -> Viewer:
         with request.app.state.sessions() as session:
-            crud_users.authenticate_token(session, secret=credentials.credentials if credentials else None)
+            user = crud_users.authenticate(session, secret=credentials.credentials if credentials else None)
+            return effective_viewer(session, Viewer(user_id=user.id, admin=user.role == "admin"))
 
-    await run_in_threadpool(check)
+    return await run_in_threadpool(check)
 
 
-Reader = Annotated[None, Depends(require_reader)]
+Reader = Annotated[Viewer, Depends(require_reader)]
 Stream = Annotated[str | None, Query(max_length=STREAM_MAX, description="Stream name (default: the newest with submissions).")]
 Version = Annotated[str | None, Query(max_length=VERSION_MAX, description="Stream version (default: its newest).")]
 Phase = Annotated[Literal["meta_test", "meta_train"], Query(description="Which phase's E ranks.")]
@@ -86,7 +100,8 @@ Since = Annotated[AwareDatetime | None, Query(description="Only submissions crea
 
 
 class AnswerCache:
-    """Answers by (query, fingerprint): a changed database changes the fingerprint."""
+    """Answers by (query, fingerprint): a changed database changes the fingerprint. Callers
+    put the :class:`Viewer` an answer is rendered for in its query key."""
 
     def __init__(self, size: int) -> None:
         self.size, self._items, self._lock = size, OrderedDict[Any, Any](), threading.Lock()
@@ -156,23 +171,31 @@ def answer_cache(app: Any) -> AnswerCache:
     return cache
 
 
-async def _respond(request: Request, response_cls: type[BaseModel], build, key: Any, settings) -> Response:
+def cache_control(settings: Any, viewer: Viewer) -> str:
+    """``public`` for the anonymous answer of a public leaderboard; ``private`` for the rest
+    (a token-only leaderboard, or an answer with a viewer's private rows)."""
+    return CACHE_CONTROL_PUBLIC if settings.dashboard_public and viewer == ANONYMOUS else CACHE_CONTROL_PRIVATE
+
+
+async def _respond(request: Request, response_cls: type[BaseModel], build, key: Any, settings,
+                   viewer: Viewer) -> Response:
     def render(session: Session) -> tuple[bytes, str]:
         body = response_cls.model_validate(build(session)).model_dump_json().encode()
         return body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
 
-    found = await answer_cache(request.app).answer(request.app.state.sessions, key, render)
+    found = await answer_cache(request.app).answer(request.app.state.sessions, (key, viewer), render)
     body, etag = found
-    headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL_PUBLIC if settings.dashboard_public
-               else CACHE_CONTROL_PRIVATE, "Vary": "Authorization"}
+    headers = {"ETag": etag, "Cache-Control": cache_control(settings, viewer), "Vary": "Authorization"}
     if etag in [tag.strip() for tag in request.headers.get("if-none-match", "").split(",")]:
         return Response(status_code=304, headers=headers)
     return Response(body, media_type="application/json", headers=headers)
 
 
-def resolve_stream(session: Session, stream: str | None, version: str | None) -> tuple[list[tuple[str, str]], str | None, str | None]:
-    """All stream versions with submissions, and the one asked for (default: the newest)."""
-    known = stream_versions(session)
+def resolve_stream(session: Session, stream: str | None, version: str | None, viewer: Viewer = ANONYMOUS
+                   ) -> tuple[list[tuple[str, str]], str | None, str | None]:
+    """All stream versions with submissions ``viewer`` may read, and the one asked for
+    (default: the newest)."""
+    known = stream_versions(session, viewer)
     if stream is None:
         stream = known[0][0] if known else None
     if version is None and stream is not None:
@@ -188,7 +211,7 @@ CACHE_HEADERS = {"ETag": {"description": "A hash of the body.", "schema": {"type
 @router.get("", response_model=LeaderboardOut, summary="Ranked submissions of a stream version",
             responses={**NOT_MODIFIED, 200: {"headers": CACHE_HEADERS}})
 async def read_leaderboard(
-    request: Request, settings: SettingsDep, _: Reader, stream: Stream = None,
+    request: Request, settings: SettingsDep, viewer: Reader, stream: Stream = None,
     version: Version = None, phase: Phase = "meta_test",
     sort: Annotated[Literal["rank", "E", "cflop", "date", "learner", "tasks"], Query()] = "rank",
     descending: bool = False, limit: Limit = 50, offset: Offset = 0, learner: LearnerFilter = None,
@@ -199,35 +222,37 @@ async def read_leaderboard(
            since.isoformat() if since else None, baselines)
 
     def build(session: Session) -> dict[str, Any]:
-        known, name, ver = resolve_stream(session, stream, version)
+        known, name, ver = resolve_stream(session, stream, version, viewer)
         streams = [{"stream": s, "version": v} for s, v in known]
         if name is None or ver is None:
             return {"stream": name, "version": ver, "phase": phase, "streams": streams, "items": [],
                     "total": 0, "limit": limit, "offset": offset}
         page = leaderboard(session, stream=name, version=ver, phase=phase, sort=sort, descending=descending,
-                           limit=limit, offset=offset, learner_prefix=learner, since=since, baselines=baselines)
+                           limit=limit, offset=offset, learner_prefix=learner, since=since, baselines=baselines,
+                           viewer=viewer)
         return {"stream": name, "version": ver, "phase": phase, "streams": streams,
                 "items": list(page.rows), "total": page.total, "limit": limit, "offset": offset}
 
-    return await _respond(request, LeaderboardOut, build, key, settings)
+    return await _respond(request, LeaderboardOut, build, key, settings, viewer)
 
 
 @router.get("/front", response_model=FrontOut, summary="Every finished submission as a (cFLOP, E) point, front marked",
             responses={**NOT_MODIFIED, 200: {"headers": CACHE_HEADERS}})
 async def read_front(
-    request: Request, settings: SettingsDep, _: Reader, stream: Stream = None,
+    request: Request, settings: SettingsDep, viewer: Reader, stream: Stream = None,
     version: Version = None, phase: Phase = "meta_test", learner: LearnerFilter = None, since: Since = None,
     if_none_match: Annotated[str | None, Header(max_length=1000)] = None,
 ) -> Response:
     key = ("front", stream, version, phase, learner, since.isoformat() if since else None)
 
     def build(session: Session) -> dict[str, Any]:
-        _, name, ver = resolve_stream(session, stream, version)
+        _, name, ver = resolve_stream(session, stream, version, viewer)
         points = [] if name is None or ver is None else front_points(
-            session, stream=name, version=ver, phase=phase, learner_prefix=learner, since=since)
+            session, stream=name, version=ver, phase=phase, learner_prefix=learner, since=since, viewer=viewer)
         return {"stream": name, "version": ver, "phase": phase, "points": points}
 
-    return await _respond(request, FrontOut, build, key, settings)
+    return await _respond(request, FrontOut, build, key, settings, viewer)
 
 
-__all__ = ["CACHE_SIZE", "FINGERPRINT_TTL_S", "AnswerCache", "FrontOut", "LeaderboardOut", "Reader", "answer_cache", "fingerprint", "require_reader", "resolve_stream", "router"]
+__all__ = ["CACHE_SIZE", "FINGERPRINT_TTL_S", "AnswerCache", "FrontOut", "LeaderboardOut", "Reader", "answer_cache",
+           "cache_control", "fingerprint", "require_reader", "resolve_stream", "router"]

@@ -62,7 +62,7 @@ def brief(row: SubmissionRow) -> SubmissionBrief:
     return SubmissionBrief(
         id=sub.id, owner=row.owner.name, learner=LearnerRef(id=sub.learner.id, name=sub.learner.name),
         stream=StreamRef(name=sub.stream_version.name, version=sub.stream_version.version),
-        phase=sub.phase, status=sub.status, cursor=sub.cursor, error=sub.error,
+        phase=sub.phase, status=sub.status, visibility=sub.visibility, cursor=sub.cursor, error=sub.error,
         created_at=sub.created_at, finished_at=sub.finished_at, current_task=current_task(row.lease))
 
 
@@ -99,7 +99,7 @@ def create_submission(
     request = SubmissionRequest(
         learner_id=body.learner_id, stream=body.stream, phase=body.phase,
         budget=body.budget, stream_version=body.stream_version,
-        image_size=body.image_size)
+        image_size=body.image_size, visibility=body.visibility)
     try:
         submission, replayed = crud.create_submission(
             session, settings=settings, user=user, request=request, idempotency_key=idempotency_key)
