@@ -16,10 +16,12 @@ from services.cli import (
     config_cmd,
     data_cmd,
     db_cmd,
+    pretrain_cmd,
     probe_cmd,
     run_cmd,
     serve_cmd,
     streams_cmd,
+    study_cmd,
 )
 from services.core.errors import NevisError
 
@@ -36,6 +38,9 @@ app.add_typer(streams_cmd.app, name="streams", help="List and inspect stream man
 app.add_typer(data_cmd.app, name="data", help="Turn datasets into checksummed shards.")
 app.command("run", help="Run a learner over a stream on Ray; prints E and cFLOP.")(run_cmd.run)
 app.command("results", help="Print a stored run: per-task errors, E and cFLOP.")(run_cmd.results)
+app.command("pretrain", help="Make a pretrained checkpoint for pt / pt_ft from a stream's meta-train tasks.")(
+    pretrain_cmd.pretrain)
+app.add_typer(study_cmd.app, name="study", help="Studies of many runs: `nevis study pareto` (E against cFLOP over budgets).")
 app.add_typer(probe_cmd.app, name="probe", help="Probe saved checkpoints (mismatch curves, LiDAR, RankMe).")
 probe_cmd.app.command("run", help="Probe a run's committed tasks and print the report.")(probe_cmd.run)
 app.command("probe-workers", help="Run a pool of probe workers on the queue.")(probe_cmd.workers_command)
