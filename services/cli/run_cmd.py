@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from services.cli.console import make_console
+from services.core.budget import SCHEDULERS, SEARCH_STRATEGIES
 from services.core.config import get_settings
 
 run_app = typer.Typer()
@@ -54,13 +55,19 @@ def run(
     trials: int = typer.Option(4, "--trials", help="Hyper-parameter trials per task."),
     steps: int = typer.Option(200, "--steps", help="Optimisation steps per trial."),
     phase: str = typer.Option("meta_test", "--phase", help="meta_test (whole stream, test split) or meta_train (meta-train tasks, dev-test split)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random search."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the search and the trials."),
+    search: Optional[str] = typer.Option(None, "--search", callback=lambda v: v and _known("search strategy", v, SEARCH_STRATEGIES),  # noqa: UP007
+                               help="Search strategy: random, or gp_ucb (sequential Gaussian-process search). Default: the learner's preference (bhpo: gp_ucb), else random."),
+    scheduler: str = typer.Option("fifo", "--scheduler", callback=lambda v: _known("trial scheduler", v, SCHEDULERS),
+                                  help="Trial scheduler: fifo, or asha (stops trailing trials at intermediate reports)."),
     max_concurrent: Optional[int] = typer.Option(None, "--max-concurrent", help="Trials at once (default: as the CPUs allow)."),  # noqa: UP007
     image_size: Optional[int] = typer.Option(None, "--image-size", help="Stored resolution (default: the stream's)."),  # noqa: UP007
     flop_cap: Optional[float] = typer.Option(None, "--flop-cap", help="Stop before a task once cFLOP reaches this."),  # noqa: UP007
     wall_cap: Optional[float] = typer.Option(None, "--wall-cap", help="Stop before a task once this many seconds of task wall time are spent."),  # noqa: UP007
     checkpoints: str = typer.Option("0,0.125,0.25,0.5,0.75,1", "--checkpoints", help="Fractions of each trial's steps at which to save checkpoints (0 = untrained)."),
     resume: Optional[int] = typer.Option(None, "--resume", help="Continue run ID from its last committed task."),  # noqa: UP007
+    pretrained: Optional[str] = typer.Option(None, "--pretrained", help="Checkpoint file (made by `nevis pretrain`) or object-store key that pt / pt_ft start from."),  # noqa: UP007
+    private: bool = typer.Option(False, "--private", help="Leave the run off the public leaderboard and pages (a local run has no owner: admins' tokens see it)."),
 ) -> None:
     """Run a learner over a stream on Ray and store everything; prints E and cFLOP."""
     from services.store.db import upgrade  # noqa: PLC0415
@@ -70,7 +77,8 @@ def run(
 
     settings = get_settings()
     budget = RunBudget(trials=trials, steps=steps, seed=seed, max_concurrent=max_concurrent,
-                       flop_cap=flop_cap, wall_cap_s=wall_cap, checkpoint_fractions=_fractions(checkpoints))
+                       flop_cap=flop_cap, wall_cap_s=wall_cap, checkpoint_fractions=_fractions(checkpoints),
+                       scheduler=scheduler, **({"search": search} if search else {}))
     ensure_sqlite_parent(settings.database_url)
     upgrade(settings.database_url)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
@@ -79,7 +87,9 @@ def run(
             run_id = resume
             progress.console.print(f"Resuming run {run_id}.")
         else:
-            run_id = runner.create(RunRequest(stream=stream, learner=learner, phase=phase, budget=budget, image_size=image_size))
+            run_id = runner.create(RunRequest(stream=stream, learner=learner, phase=phase, budget=budget, image_size=image_size,
+                                              pretrained=pretrained,
+                                              visibility="private" if private else "public"))
             progress.console.print(f"Run {run_id}: {learner} on {stream} (resume with `nevis run --resume {run_id}`).")
         try:
             runner.run(run_id)
@@ -88,6 +98,15 @@ def run(
             console.print(f"[yellow]Interrupted.[/] Committed tasks are kept; continue with `nevis run --resume {run_id}`.")
             raise typer.Exit(130) from None
     show_results(run_id, as_json=False)
+
+
+def _known(kind: str, name: str, known: tuple[str, ...]) -> str:
+    """``name`` if it is one of ``known``; otherwise a usage error listing them."""
+    from services.core.errors import unknown_name_message  # noqa: PLC0415
+
+    if name not in known:
+        raise typer.BadParameter(unknown_name_message(kind, name, known))
+    return name
 
 
 def _fractions(text: str) -> tuple[float, ...]:

@@ -1,21 +1,27 @@
 """The budget of a run, declared once: the API's request schema, the coordinator's checks,
 the stored submission and the runner all use this one model.
 
-Per-task search budget (trials, steps, concurrency, seed, checkpoint fractions) and the
-whole-run caps (FLOPs, wall time). Integers are strict (``true`` is not 1), floats finite,
-lists bounded, unknown keys refused. Built in Python, a bad value raises a
+Per-task search budget (trials, steps, concurrency, seed, checkpoint fractions, search
+strategy and trial scheduler) and the whole-run caps (FLOPs, wall time). Integers are strict (``true`` is not 1), floats finite,
+lists bounded, unknown keys refused, strategy and scheduler names one of a fixed list. Built in Python, a bad value raises a
 :class:`~services.core.errors.BudgetError` whose ``field`` names the key; validated by
 FastAPI, the same rules give a 422 naming ``budget.<key>``.
+
+The strategy and scheduler names are listed here, not read from the trainer's registries:
+this is the bottom layer and imports nothing of ``workers`` (a unit test checks that
+:data:`SEARCH_STRATEGIES` and :data:`SCHEDULERS` name exactly what
+``workers.trainer.searchers`` registers). A budget stored before these two fields existed
+loads with their defaults.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
 
-from services.core.errors import BudgetError
+from services.core.errors import BudgetError, unknown_name_message
 
 CHECKPOINT_DEFAULT_FRACTIONS: tuple[float, ...] = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0)
 """Where a trial checkpoints by default: untrained, 1/8, 1/4, 1/2, 3/4 and final."""
@@ -23,6 +29,15 @@ CHECKPOINT_DEFAULT_FRACTIONS: tuple[float, ...] = (0.0, 0.125, 0.25, 0.5, 0.75, 
 MAX_CHECKPOINTS = 64
 
 StrictInt = Annotated[int, Strict()]
+
+SearchName = Literal["random", "gp_ucb"]
+SchedulerName = Literal["fifo", "asha"]
+
+SEARCH_STRATEGIES: tuple[str, ...] = get_args(SearchName)
+"""Names of the search strategies (``workers.trainer.searchers.SEARCHERS``)."""
+
+SCHEDULERS: tuple[str, ...] = get_args(SchedulerName)
+"""Names of the trial schedulers (``workers.trainer.searchers.SCHEDULERS``)."""
 
 
 class RunBudget(BaseModel):
@@ -42,12 +57,28 @@ class RunBudget(BaseModel):
     flop_cap: float | None = Field(default=None, gt=0, description="Stop before a task once cFLOP reaches this.")
     wall_cap_s: float | None = Field(
         default=None, gt=0, description="Stop before a task once this much wall time is spent.")
+    search: SearchName = Field(
+        default="random", description="Search strategy of each task's trials: random (independent "
+        "seeded samples) or gp_ucb (sequential Gaussian-process search, upper confidence bound).")
+    scheduler: SchedulerName = Field(
+        default="fifo", description="Trial scheduler: fifo (every trial runs to the end) or asha "
+        "(asynchronous successive halving: stops trials that trail at intermediate reports).")
 
     def __init__(self, **data: Any) -> None:
         try:
             super().__init__(**data)
         except ValidationError as exc:
             raise budget_error(exc) from None
+
+    @field_validator("search", mode="before")
+    @classmethod
+    def _known_search(cls, value: Any) -> Any:
+        return _known_name("search strategy", value, SEARCH_STRATEGIES)
+
+    @field_validator("scheduler", mode="before")
+    @classmethod
+    def _known_scheduler(cls, value: Any) -> Any:
+        return _known_name("trial scheduler", value, SCHEDULERS)
 
     @field_validator("checkpoint_fractions", mode="before")
     @classmethod
@@ -65,6 +96,14 @@ class RunBudget(BaseModel):
         return cls(**dict(data))
 
 
+def _known_name(kind: str, value: Any, known: tuple[str, ...]) -> Any:
+    """``value`` if it is one of ``known``; an unknown string is refused with the known names
+    and the closest (a value of another type is left to the field's own type check)."""
+    if isinstance(value, str) and value not in known:
+        raise ValueError(unknown_name_message(kind, value, known).removesuffix("."))
+    return value
+
+
 def budget_error(exc: ValidationError) -> BudgetError:
     """The first problem of a validation error, as a BudgetError naming its field."""
     first = exc.errors()[0]
@@ -77,4 +116,5 @@ def budget_error(exc: ValidationError) -> BudgetError:
                        field=field)
 
 
-__all__ = ["CHECKPOINT_DEFAULT_FRACTIONS", "RunBudget", "budget_error"]
+__all__ = ["CHECKPOINT_DEFAULT_FRACTIONS", "SCHEDULERS", "SEARCH_STRATEGIES", "RunBudget", "SchedulerName", "SearchName",
+           "budget_error"]

@@ -30,6 +30,15 @@ def rung_steps(steps: int, *, eta: int = DEFAULT_ETA, rungs: int = DEFAULT_RUNGS
     return tuple(sorted(s for s in out if s < steps))
 
 
+@dataclass(frozen=True)
+class StoppingRule:
+    """What a trial scheduler asks of the harness: rung steps (none: every trial runs to its
+    end) and how many trials share one promotion (``eta``)."""
+
+    rungs: tuple[int, ...] = ()
+    eta: int = DEFAULT_ETA
+
+
 @dataclass
 class SuccessiveHalving:
     """ASHA's promotion rule over one task's trials (an object of the harness actor)."""
@@ -59,4 +68,4 @@ class SuccessiveHalving:
         return go_on
 
 
-__all__ = ["DEFAULT_ETA", "DEFAULT_RUNGS", "SuccessiveHalving", "rung_steps"]
+__all__ = ["DEFAULT_ETA", "DEFAULT_RUNGS", "StoppingRule", "SuccessiveHalving", "rung_steps"]

@@ -17,7 +17,7 @@ from services.store.objects import open_store
 from workers.learners.protocol import LabelledData
 from workers.stream.manifest import TaskSpec
 from workers.stream.prepare import load_task_data
-from workers.trainer.early_stopping import SuccessiveHalving
+from workers.trainer.early_stopping import StoppingRule, SuccessiveHalving
 
 
 class TaskHarness:
@@ -38,7 +38,7 @@ class TaskHarness:
 
     def begin_task(self, *, past: Mapping[int, TaskSpec], current_order: int, key_prefix: str,
                    past_predictors: Mapping[int, str] | None = None,
-                   pretrained_key: str | None = None, rungs: tuple[int, ...] = ()) -> None:
+                   pretrained_key: str | None = None, stopping: StoppingRule | None = None) -> None:
         """Serve task ``current_order``: its past (train splits, and the predictors the run
         committed, by key), and writes under ``key_prefix`` only."""
         predictors = dict(past_predictors or {})
@@ -46,7 +46,7 @@ class TaskHarness:
             raise CausalityError(f"Harness of task {current_order} was given non-past tasks.")
         self._past, self._current, self._predictors = dict(past), current_order, predictors
         self._pretrained = pretrained_key
-        self._halving = SuccessiveHalving(tuple(rungs)) if rungs else None
+        self._halving = SuccessiveHalving(stopping.rungs, stopping.eta) if stopping and stopping.rungs else None
         self._prefix = key_prefix.rstrip("/") + "/"
         self._results.clear()
 

@@ -10,10 +10,12 @@ its tasks from the stream version it was created with (the manifest stored in th
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 import numpy as np
@@ -44,6 +46,7 @@ from workers.stream.prepare import (
 from workers.stream.registry import load_stream
 from workers.stream.task_info import task_info
 from workers.stream.versions import ensure_stream_version, stored_manifest
+from workers.trainer import searchers
 from workers.trainer.ray_env import connect_ray
 from workers.trainer.run_actors import RunActors
 from workers.trainer.task_job import run_trials
@@ -73,6 +76,8 @@ class RunRequest:
     phase: str = "meta_test"
     budget: RunBudget = RunBudget()
     image_size: int | None = None
+    pretrained: str | None = None  # a checkpoint file, or an object-store key, for PT / PT+FT
+    visibility: str = "public"  # "private": a run without an owner, so shown to admins only
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,7 @@ class RunPlan:
     status: str
     budget: RunBudget
     image_size: int
+    pretrained_key: str | None = None
 
     def next_task(self) -> TaskSpec | None:
         """The task at the cursor, or None once the submission is done."""
@@ -113,6 +119,13 @@ class Attempt:
     @property
     def key_prefix(self) -> str:
         return run_keys.attempt_prefix(self.plan.submission_id, self.task.order, self.number)
+
+
+def preferred_budget(budget: RunBudget, learner: LearnerDeclaration) -> RunBudget:
+    """``budget`` with the learner's preferred search strategy, unless the run named one."""
+    if learner.preferred_search is None or "search" in budget.model_fields_set:
+        return budget
+    return RunBudget(**{**budget.to_dict(), "search": learner.preferred_search})
 
 
 class StreamRunner:
@@ -146,19 +159,23 @@ class StreamRunner:
         """Check ``request``, prepare its data and store it as a new submission; returns its id."""
         manifest = load_stream(request.stream)
         _, learner = self.learner(request.learner, request.budget)
+        budget = preferred_budget(request.budget, learner)
         tasks = manifest.tasks_of_phase(request.phase)
         size = stored_image_size(
             manifest, settings_size=self.settings.image_size,
             settings_explicit="image_size" in self.settings.model_fields_set, override=request.image_size,
         )
         self.prepare(manifest, size)
+        pretrained_key = self._store_pretrained(request.pretrained) if request.pretrained else None
         with transaction(self.sessions) as session:
             version = ensure_stream_version(session, manifest=manifest)
             row = records.ensure_learner(session, spec=request.learner, resources=vars(learner.resources))
             submission = records.create_submission(
                 session, learner=row, stream_version=version, phase=request.phase,
-                budget=request.budget, image_size=size, first_order=tasks[0].order,
+                budget=budget, image_size=size, first_order=tasks[0].order,
+                visibility=request.visibility,
             )
+            submission.pretrained_key = pretrained_key
         return submission.id
 
     def run(self, submission_id: int) -> None:
@@ -201,6 +218,7 @@ class StreamRunner:
                 learner_spec=submission.learner.entrypoint, phase=submission.phase,
                 cursor=submission.cursor, status=submission.status,
                 budget=RunBudget.from_dict(submission.budget), image_size=submission.image_size,
+                pretrained_key=submission.pretrained_key,
             )
 
     def learner(self, spec: str, budget: RunBudget) -> tuple[HostSpec, LearnerDeclaration]:
@@ -299,7 +317,8 @@ class StreamRunner:
         try:
             return run_trials(learner, spec, plan.budget, storage_path=str(self.settings.data_dir / "ray_results"),
                               on_trial=on_trial,
-                              pool=self.actors.executor_pool(host, learner.resources, plan.budget))
+                              pool=self.actors.executor_pool(host, learner.resources, plan.budget),
+                              search=plan.budget.search, scheduler=plan.budget.scheduler)
         except KeyboardInterrupt:
             with transaction(self.sessions) as session:
                 records.interrupt_task(session, submission=session.get(Submission, plan.submission_id),
@@ -316,14 +335,16 @@ class StreamRunner:
         state = self.store.get_bytes(state_key) if state_key else learner.init_state
         past = {t.order: t for t in plan.tasks if t.order < task.order}
         harness = self.actors.harness(size)
+        stopping = searchers.stopping_rule(plan.budget.scheduler, plan.budget.steps)
         ray.get(harness.begin_task.remote(past=past, current_order=task.order, key_prefix=attempt.key_prefix,
-                                          past_predictors={o: k for o, k in predictors.items() if o in past}))
+                                          past_predictors={o: k for o, k in predictors.items() if o in past},
+                                          pretrained_key=plan.pretrained_key, stopping=stopping))
         return TrialSpec(
             host=host, info=task_info(task, data.index, size),
             past=tuple(task_info(t, self._index(t, size), size) for t in past.values()),
             stream_length=len(plan.manifest.tasks), steps=plan.budget.steps,
             checkpoint_fractions=plan.budget.checkpoint_fractions, state=state, train=LabelledData(*data.splits["train"]), dev=LabelledData(*data.splits["dev"]),
-            key_prefix=attempt.key_prefix, harness=harness,
+            key_prefix=attempt.key_prefix, harness=harness, rungs=stopping.rungs,
         )
 
     def _evaluate(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,
@@ -348,6 +369,22 @@ class StreamRunner:
         raise TaskFailedError(message) from cause
 
     # --- helpers -----------------------------------------------------------------------------
+
+    def _store_pretrained(self, source: str) -> str:
+        """The object-store key of a pretrained checkpoint: a file is uploaded under its
+        digest (so the same file is stored once); anything else must be an existing key."""
+        path = Path(source).expanduser()
+        if path.is_file():
+            data = path.read_bytes()
+            return self.store.put_bytes(f"pretrained/{hashlib.sha256(data).hexdigest()}.bin", data).key
+        try:
+            present = self.store.exists(source)
+        except NevisError:  # not even a valid key (an absolute path that is not a file)
+            present = False
+        if present:
+            return source
+        raise NevisError(f"Pretrained checkpoint {source!r} is neither a file nor a key of the object store "
+                         "(make one with `nevis pretrain`).")
 
     def _index(self, task: TaskSpec, size: int) -> Any:
         """A past task's shard index (class names, counts), read once per run."""
@@ -375,4 +412,4 @@ class StreamRunner:
             raise NevisError(f"Run {plan.submission_id} stopped: {reason}.")
 
 
-__all__ = ["RunObserver", "RunPlan", "RunRequest", "StreamRunner"]
+__all__ = ["RunObserver", "RunPlan", "RunRequest", "StreamRunner", "preferred_budget"]

@@ -35,6 +35,9 @@ os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 # Ctrl-C must reach the runner (which closes the attempt and says how to resume), not be
 # turned by Tune into a "restore this experiment" message.
 os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+# A failed trial reports no dev_error, by design; Tune's strict check would otherwise end the
+# experiment at that result whenever the searcher or scheduler names the metric (gp_ucb, asha).
+os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
 
 class _TrialSink(tune.Callback):
@@ -92,18 +95,21 @@ def search_seed(run_seed: int, task_order: int) -> int:
 def run_trials(
     learner: LearnerDeclaration, spec: TrialSpec, budget: RunBudget, *, storage_path: str,
     on_trial: Callable[[TrialOutcome], None], pool: Any = None, search: str = "random",
+    scheduler: str = "fifo",
 ) -> list[TrialOutcome]:
     """Run the task's trials under Ray Tune; returns every trial's outcome, by trial index.
 
     With ``pool`` (an :class:`~workers.trainer.executor.ExecutorPool`), one-worker trials
     run in its warm executors. ``search`` names the strategy in
-    :data:`~workers.trainer.searchers.SEARCHERS`.
+    :data:`~workers.trainer.searchers.SEARCHERS`, ``scheduler`` the trial scheduler in
+    :data:`~workers.trainer.searchers.SCHEDULERS`.
     """
     sink = _TrialSink(on_trial)
     concurrency = budget.max_concurrent or default_concurrency(learner.resources)
     search_plan = searchers.plan(search, searchers.SearchRequest(
         seed=search_seed(budget.seed, spec.info.order),
-        max_concurrent=min(concurrency, budget.trials), trials=budget.trials))
+        max_concurrent=min(concurrency, budget.trials), trials=budget.trials, steps=budget.steps),
+        scheduler=scheduler)
     job = TrialJob(spec=ray.put(spec), pool=pool, resources=learner.resources)
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(tune_trial, job=job), trial_resources(learner.resources, pooled=pool is not None)),
@@ -111,6 +117,7 @@ def run_trials(
         tune_config=tune.TuneConfig(
             search_alg=search_plan.search_alg,
             scheduler=search_plan.scheduler,
+            num_samples=search_plan.num_samples,
             reuse_actors=True,
         ),
         run_config=tune.RunConfig(

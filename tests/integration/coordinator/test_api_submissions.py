@@ -52,6 +52,8 @@ def test_create_then_read_a_submission(client, tokens, kit, coord_settings):
     ({"budget": {"trails": 4}}, "budget.trails", "Extra inputs"),
     ({"budget": {"checkpoint_fractions": [2.0]}}, "budget.checkpoint_fractions", "less than or equal to 1"),
     ({"budget": {"checkpoint_fractions": [0.5] * 65}}, "budget.checkpoint_fractions", "at most 64"),
+    ({"budget": {"search": "gp-ucb"}}, "budget.search", "Did you mean 'gp_ucb'? Known: gp_ucb, random"),
+    ({"budget": {"scheduler": 3}}, "budget.scheduler", "'fifo' or 'asha'"),
     ({"learner_id": "abc"}, "learner_id", "integer"),
     ({"learner_id": 999}, "learner_id", "No learner"),
     ({"image_size": 3}, "image_size", "image_size"),

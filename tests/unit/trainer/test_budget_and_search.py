@@ -20,7 +20,8 @@ from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED
      ({"max_concurrent": 0}, "max_concurrent"), ({"seed": -3}, "seed"),
      ({"checkpoint_fractions": (0.5, 1.5)}, "checkpoint_fractions"),
      ({"checkpoint_fractions": ()}, "checkpoint_fractions"), ({"flop_cap": 0.0}, "flop_cap"),
-     ({"threads_per_trial": True}, "threads_per_trial")],
+     ({"threads_per_trial": True}, "threads_per_trial"), ({"search": "bayes"}, "search"),
+     ({"search": 1}, "search"), ({"scheduler": "hyperband"}, "scheduler"), ({"scheduler": None}, "scheduler")],
 )
 def test_bad_budgets_name_the_field(kwargs, field) -> None:
     with pytest.raises(BudgetError, match=f"'{field}'"):
@@ -28,8 +29,23 @@ def test_bad_budgets_name_the_field(kwargs, field) -> None:
 
 
 def test_budget_round_trips_through_json_dict() -> None:
-    budget = RunBudget(trials=3, steps=7, checkpoint_fractions=(0.0, 1.0), flop_cap=1e12)
+    budget = RunBudget(trials=3, steps=7, checkpoint_fractions=(0.0, 1.0), flop_cap=1e12,
+                       search="gp_ucb", scheduler="asha")
     assert RunBudget.from_dict(budget.to_dict()) == budget
+
+
+def test_an_unknown_strategy_names_the_known_ones_and_the_closest() -> None:
+    with pytest.raises(BudgetError, match=r"Unknown search strategy 'gp-ucb'\. Did you mean 'gp_ucb'\? "
+                                          r"Known: gp_ucb, random\. Got 'gp-ucb' instead\.") as caught:
+        RunBudget(search="gp-ucb")
+    assert caught.value.field == "search"
+
+
+def test_a_budget_stored_before_search_and_scheduler_loads_with_their_defaults() -> None:
+    stored = {"trials": 2, "steps": 5, "max_concurrent": None, "threads_per_trial": 1, "seed": 3,
+              "checkpoint_fractions": [0.0, 1.0], "flop_cap": None, "wall_cap_s": None}
+    budget = RunBudget.from_dict(stored)
+    assert (budget.search, budget.scheduler) == ("random", "fifo") == (RunBudget().search, RunBudget().scheduler)
 
 
 def test_checkpoint_steps_cover_untrained_and_final() -> None:
