@@ -23,8 +23,9 @@ run_app = typer.Typer()
 console = make_console()
 
 
-class _Bars:
-    """Rich progress bars fed by the runner's observer calls."""
+class TaskBars:
+    """Rich progress bars fed by the runner's observer calls: tasks of the run, trials of the
+    current task (``nevis study`` adds a bar of its own above them)."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
@@ -34,6 +35,7 @@ class _Bars:
     def task_started(self, task, position: int, total: int, trials: int) -> None:
         if self.tasks_bar is None:
             self.tasks_bar = self.progress.add_task("tasks", total=total, completed=position - 1)
+        self.progress.update(self.tasks_bar, total=total, completed=position - 1)
         label = f"task {task.order} {task.dataset}"
         if self.trials_bar is None:
             self.trials_bar = self.progress.add_task(label, total=trials)
@@ -82,7 +84,7 @@ def run(
     ensure_sqlite_parent(settings.database_url)
     upgrade(settings.database_url)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
-        runner = StreamRunner(settings, observer=_Bars(progress))
+        runner = StreamRunner(settings, observer=TaskBars(progress))
         if resume is not None:
             run_id = resume
             progress.console.print(f"Resuming run {run_id}.")
@@ -179,4 +181,4 @@ def show_results(run_id: int, *, as_json: bool):
     return summary
 
 
-__all__ = ["results", "run", "run_app", "show_results"]
+__all__ = ["TaskBars", "results", "run", "run_app", "show_results"]

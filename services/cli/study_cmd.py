@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from services.cli.console import make_console
+from services.cli.run_cmd import TaskBars
 from services.core.config import get_settings
 
 app = typer.Typer(no_args_is_help=True)
@@ -31,15 +32,13 @@ def study() -> None:
     """Studies made of many ordinary runs (a callback keeps ``pareto`` a subcommand)."""
 
 
-class StudyBars:
+class StudyBars(TaskBars):
     """Rich progress bars fed by the study's and the runner's observer calls: points done of
     the grid, tasks of the current point, trials of the current task."""
 
     def __init__(self, progress: Progress) -> None:
-        self.progress = progress
+        super().__init__(progress)
         self.points_bar: Any = None
-        self.tasks_bar: Any = None
-        self.trials_bar: Any = None
 
     def _points(self, total: int) -> None:
         if self.points_bar is None:
@@ -63,19 +62,7 @@ class StudyBars:
     def point_finished(self, point, position: int, total: int) -> None:
         self.progress.advance(self.points_bar)
 
-    # RunObserver
-    def task_started(self, task, position: int, total: int, trials: int) -> None:
-        self.progress.update(self.tasks_bar, total=total, completed=position - 1)
-        label = f"task {task.order} {task.dataset}"
-        if self.trials_bar is None:
-            self.trials_bar = self.progress.add_task(label, total=trials)
-        self.progress.reset(self.trials_bar, total=trials, description=f"    trials of {label}")
-
-    def trial_finished(self, task, outcome) -> None:
-        self.progress.advance(self.trials_bar)
-        if not outcome.ok:
-            self.progress.console.print(f"[yellow]trial {outcome.trial_index} of task {task.order} failed:[/] {outcome.error}")
-
+    # RunObserver: TaskBars' bars, without its per-task lines (the study prints per point)
     def task_committed(self, task, outcome) -> None:
         self.progress.advance(self.tasks_bar)
 
