@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from services.core.errors import LearnerError
+from services.core.metrics import task_error
 from workers.learners import recipe
 from workers.learners.augment import AugmentConfig, eval_transform, train_transform
 from workers.learners.models import Classifier, FeatureView, ModelConfig, build_model
@@ -111,6 +112,10 @@ class IndepLearner:
         warmup_fraction: share of the step budget spent warming the learning rate up.
         width: first-stage channels of the network; ``None`` for the model's default.
         eval_batch: images per forward pass in ``predict`` and ``features``.
+        validate_every: steps between dev validations; the weights with the lowest dev error
+            among those validations and the final step are returned (the reference's
+            ``fit_with_early_stopping``, every 1000 steps). Budgets of at most this many steps
+            validate nothing and return the final weights.
         workers: workers per trial; above 1, each trial is a Ray Train group and the network
             trains with DistributedDataParallel (gloo on CPUs, NCCL on GPUs), every rank
             taking its share of each mini-batch.
@@ -127,6 +132,7 @@ class IndepLearner:
         width: int | None = None,
         eval_batch: int = 256,
         workers: int = 1,
+        validate_every: int = 1000,
     ) -> None:
         ModelConfig(model, 1, width)  # fails early on an unknown model or bad width
         if not isinstance(max_batch, int) or max_batch < 1:
@@ -152,6 +158,10 @@ class IndepLearner:
         if not isinstance(workers, int) or workers < 1:
             raise ValueError(f"The 'workers' parameter of IndepLearner must be an int in [1, inf). Got {workers!r}.")
         self.workers = workers
+        if not isinstance(validate_every, int) or validate_every < 1:
+            raise ValueError(
+                f"The 'validate_every' parameter of IndepLearner must be an int in [1, inf). Got {validate_every!r}.")
+        self.validate_every = validate_every
 
     # --- protocol: declarations ----------------------------------------------------------
 
@@ -201,6 +211,7 @@ class IndepLearner:
 
         # Ranks share the batch order (same generator) and crop their own shares independently.
         crops = generator if ctx.world_size == 1 else torch.Generator().manual_seed(ctx.seed + 7919 * (ctx.rank + 1))
+        best = _BestOnDev(self, predictor, view.dev(), info, ctx)
         ctx.progress(0, predictor, loss=None)
         model.train()
         for step, idx in enumerate(epoch_batches(n, batch, steps, generator), start=1):
@@ -217,6 +228,9 @@ class IndepLearner:
             optimizer.step()
             scheduler.step()
             ctx.progress(step, predictor, loss=float(loss.detach()))
+            if step < steps and step % self.validate_every == 0:
+                best.consider(step)
+        best.restore_if_better(steps)
         model.eval()
         return TrainOutput(predictor=predictor, state=None)
 
@@ -330,6 +344,34 @@ class IndepLearner:
                 x = eval_transform(chunk, predictor.augment, device=device)
                 outputs.append(fn(x).float().cpu())
         return torch.cat(outputs).numpy()
+
+
+class _BestOnDev:
+    """The best weights on the dev split seen at validation steps (its passes are charged)."""
+
+    def __init__(self, learner: IndepLearner, predictor: IndepPredictor, dev: Any, info: TaskInfo,
+                 ctx: TrialContext) -> None:
+        self.learner, self.predictor, self.dev, self.info, self.ctx = learner, predictor, dev, info, ctx
+        self.error, self.weights, self.step = float("inf"), None, -1
+
+    def _dev_error(self) -> float:
+        if len(self.dev) == 0:
+            return float("inf")
+        scores = self.learner.predict(self.predictor, self.dev.images, self.ctx)
+        return task_error(scores, self.dev.labels, self.info.kind)
+
+    def consider(self, step: int) -> None:
+        error = self._dev_error()
+        if error < self.error:
+            state = self.predictor.model.state_dict()
+            self.error, self.step = error, step
+            self.weights = {k: v.detach().clone() for k, v in state.items()}
+
+    def restore_if_better(self, final_step: int) -> None:
+        """Keep the final weights unless an earlier validation beat them on dev."""
+        if self.weights is None or self._dev_error() <= self.error:
+            return
+        self.predictor.model.load_state_dict(self.weights)
 
 
 def data_parallel(model: nn.Module, ctx: TrialContext) -> nn.Module:

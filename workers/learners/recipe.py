@@ -1,6 +1,7 @@
 """The baselines' training recipe, as pure functions (NEVIS'22 paper, METRICS.md §1).
 
-- SGD with Nesterov momentum 0.9 and weight decay 1e-4 (on every parameter);
+- SGD with Nesterov momentum 0.9 and weight decay 1e-4 (on conv and linear weights, as the
+  reference's mask: not on batch-norm parameters or biases);
 - a cosine learning-rate schedule after a linear warm-up, as a pure function of the step;
 - the batch-size rule b = min(B, max(16, 2^floor(log2(p·D))));
 - label-smoothed cross-entropy for single-label tasks, binary cross-entropy on logits for
@@ -83,14 +84,21 @@ def make_optimizer(
     momentum: float = MOMENTUM,
     weight_decay: float = WEIGHT_DECAY,
 ) -> torch.optim.SGD:
-    """SGD with Nesterov momentum, as in the paper."""
+    """SGD with Nesterov momentum, as in the paper; weight decay on conv and linear weights only.
+
+    The reference decays only parameters named ``w`` (``default_weight_decay_mask``): batch-norm
+    scales and shifts and every bias (the 1-D parameters) are left undecayed.
+    """
     if not learning_rate > 0:
         raise ValueError(
             "The 'learning_rate' hyper-parameter must be a float in (0, inf). "
             f"Got {learning_rate!r} instead."
         )
+    params = list(params)
+    groups = [{"params": [p for p in params if p.ndim > 1], "weight_decay": weight_decay},
+              {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0}]
     return torch.optim.SGD(
-        params, lr=learning_rate, momentum=momentum, weight_decay=weight_decay, nesterov=True
+        [g for g in groups if g["params"]], lr=learning_rate, momentum=momentum, nesterov=True
     )
 
 

@@ -157,3 +157,23 @@ def test_constructor_rejects_unknown_models_and_bad_options():
         IndepLearner("small_cn")
     with pytest.raises(ValueError, match="warmup_fraction"):
         IndepLearner(warmup_fraction=2.0)
+
+
+def test_the_best_weights_on_dev_are_returned_when_validations_happen(digits):
+    """Validating every 10 of 40 steps at a learning rate that wrecks training late: the
+    returned weights are those of the best validation, and its dev passes were charged."""
+    view = make_view(digits.info, digits.train, digits.test)
+    config = {"learning_rate": 0.05, "label_smoothing": 0.0}
+    plain_ctx, checked_ctx = RecordingContext(seed=0, steps=40), RecordingContext(seed=0, steps=40)
+    plain = IndepLearner(width=16).train(view, None, config, plain_ctx).predictor
+    checked_learner = IndepLearner(width=16, validate_every=10)
+    checked = checked_learner.train(view, None, config, checked_ctx).predictor
+
+    def dev_error(learner, predictor):
+        scores = learner.predict(predictor, digits.test.images, RecordingContext())
+        return float(np.mean(scores.argmax(1) != digits.test.labels))
+
+    assert dev_error(checked_learner, checked) <= dev_error(checked_learner, plain)
+    assert checked_ctx.meter.measured > plain_ctx.meter.measured  # 3 validations + the final one
+    with pytest.raises(ValueError, match="validate_every"):
+        IndepLearner(validate_every=0)

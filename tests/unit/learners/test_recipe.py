@@ -81,7 +81,7 @@ def test_scheduler_applies_lr_factor_step_by_step():
 
 
 def test_optimizer_is_nesterov_sgd_with_the_paper_settings():
-    opt = recipe.make_optimizer([torch.nn.Parameter(torch.zeros(1))], 0.05)
+    opt = recipe.make_optimizer([torch.nn.Parameter(torch.zeros(3, 3))], 0.05)
     group = opt.param_groups[0]
     assert isinstance(opt, torch.optim.SGD)
     assert group["nesterov"] is True
@@ -90,6 +90,17 @@ def test_optimizer_is_nesterov_sgd_with_the_paper_settings():
     assert group["lr"] == 0.05
     with pytest.raises(ValueError, match="learning_rate"):
         recipe.make_optimizer([torch.nn.Parameter(torch.zeros(1))], 0.0)
+
+
+def test_weight_decay_spares_batch_norm_and_biases_as_the_reference_mask_does():
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Linear(4, 2))
+    opt = recipe.make_optimizer(net.parameters(), 0.1)
+    decay = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
+    named = dict(net.named_parameters())
+    assert decay[id(named["0.weight"])] == decay[id(named["2.weight"])] == 1e-4
+    for name in ("0.bias", "1.weight", "1.bias", "2.bias"):
+        assert decay[id(named[name])] == 0.0, name
+    assert len(decay) == len(named)
 
 
 def test_single_label_loss_is_label_smoothed_cross_entropy():
