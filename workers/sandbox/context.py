@@ -10,12 +10,18 @@ touches the object store).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from services.core.errors import LearnerError
 from workers.sandbox.flops import FlopMeter
+
+FLOP_REPORT_INTERVAL_S = 2.0
+"""How often a trial's FLOPs so far are sent to harness code (at the next ``progress`` call):
+a trial whose process is killed is charged what it spent up to its last report, so it loses
+at most this interval (or one step, if a step takes longer)."""
 
 
 def checkpoint_steps(total_steps: int, fractions: Sequence[float]) -> tuple[int, ...]:
@@ -59,6 +65,7 @@ class LocalTrialContext:
     checkpoint_at: Iterable[int] = ()
     rung_at: Iterable[int] = ()  # steps where early stopping may end the trial (ASHA's rungs)
     on_rung: Callable[[int, Any], bool] = lambda step, predictor: True
+    on_flops: Callable[[int, int], None] = lambda measured, reported: None  # FLOPs so far, periodically
     world_size: int = 1
     rank: int = 0
     device: str = "cpu"
@@ -70,6 +77,7 @@ class LocalTrialContext:
     def __post_init__(self) -> None:
         self._pending = set(self.checkpoint_at)
         self._rungs = set(self.rung_at)
+        self._flops_sent = -math.inf
 
     def track(self, module: Any) -> Any:
         return self.meter.track(module)
@@ -85,6 +93,10 @@ class LocalTrialContext:
             if math.isnan(loss):
                 loss = math.inf  # a diverged run is the worst loss, not a missing one
         self.curve.append(CurvePoint(step, loss))
+        now = time.monotonic()
+        if now - self._flops_sent >= FLOP_REPORT_INTERVAL_S:
+            self._flops_sent = now
+            self.on_flops(int(self.meter.measured), int(self.meter.reported))
         if step in self._pending and self.rank == 0:
             self._pending.discard(step)
             self.on_checkpoint(step, self.save_predictor(predictor))
@@ -100,4 +112,4 @@ class LocalTrialContext:
         return tuple(sorted(self._pending))
 
 
-__all__ = ["CurvePoint", "LocalTrialContext", "TrialStopped", "checkpoint_steps"]
+__all__ = ["FLOP_REPORT_INTERVAL_S", "CurvePoint", "LocalTrialContext", "TrialStopped", "checkpoint_steps"]

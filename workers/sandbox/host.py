@@ -89,6 +89,7 @@ class Host:
             on_checkpoint=self._checkpoint, checkpoint_at=tuple(header["checkpoint_at"]), device=self.device,
             rung_at=tuple(header.get("rungs") or ()))
         ctx.on_rung = lambda step, predictor: self._rung(step, predictor, dev, ctx)
+        ctx.on_flops = self._flops_so_far
         started = time.perf_counter()
         try:
             output = self.learner.train(view, pickle.loads(state), dict(header["config"]), ctx)
@@ -175,6 +176,9 @@ class Host:
         wire.send(self.proto_out, {"op": "rung", "step": int(step)}, [scores])
         header, _ = wire.receive(self.proto_in)
         return bool(header.get("continue", True))
+
+    def _flops_so_far(self, measured: int, reported: int) -> None:
+        wire.send(self.proto_out, {"op": "flops", "flops_measured": measured, "flops_reported": reported})
 
     def _checkpoint(self, step: int, data: bytes) -> None:
         wire.send(self.proto_out, {"op": "checkpoint", "step": int(step)}, [_bytes(data, "save_predictor()")])

@@ -62,7 +62,8 @@ def run_distributed_trial(config: dict[str, Any], spec: TrialSpec, resources: Re
     try:
         trainer.fit()
     except Exception as exc:  # noqa: BLE001 - the worker group's failure is the trial's
-        return failure_metrics(config, exc, no_flops())
+        spent = ray.get(spec.harness.take_spent.remote(int(config[TRIAL_INDEX])))
+        return failure_metrics(config, exc, spent or no_flops())
     posted = ray.get(spec.harness.take_result.remote(int(config[TRIAL_INDEX])))
     if posted is None:
         return failure_metrics(config, RuntimeError("rank 0 posted no result"), no_flops())
@@ -89,6 +90,9 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
         metrics = _execute_trial(learner, spec, config, ctx)
     except Exception as exc:
         exc.add_note(f"in worker rank {rank} of {world}:\n{traceback.format_exc()}")
+        # a failed group is charged what each rank spent before failing
+        ray.get(spec.harness.add_spent.remote(int(config[TRIAL_INDEX]), int(ctx.meter.measured),
+                                              int(ctx.meter.reported)))
         raise
     finally:
         ctx.meter.untrack_all()

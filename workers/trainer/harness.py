@@ -35,6 +35,7 @@ class TaskHarness:
         self._predictors: dict[int, str] = {}
         self._pretrained: str | None = None
         self._halving: SuccessiveHalving | None = None
+        self._spent: dict[int, list[int]] = {}
 
     def begin_task(self, *, past: Mapping[int, TaskSpec], current_order: int, key_prefix: str,
                    past_predictors: Mapping[int, str] | None = None,
@@ -95,6 +96,20 @@ class TaskHarness:
 
     def take_result(self, trial_index: int) -> dict[str, Any] | None:
         return self._results.pop(int(trial_index), None)
+
+    def add_spent(self, trial_index: int, measured: int, reported: int) -> None:
+        """What one rank of a failing multi-worker trial spent."""
+        total = self._spent.setdefault(int(trial_index), [0, 0])
+        total[0] += max(0, int(measured))
+        total[1] += max(0, int(reported))
+
+    def take_spent(self, trial_index: int) -> dict[str, Any] | None:
+        """The FLOP fields of a failed multi-worker trial: every reporting rank's sum."""
+        total = self._spent.pop(int(trial_index), None)
+        if total is None:
+            return None
+        return {"flops_measured": total[0], "flops_reported": total[1],
+                "flops_source": "reported" if total[1] else "measured"}
 
 
 __all__ = ["TaskHarness"]

@@ -69,6 +69,7 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
     prefix = trial_prefix(spec, int(config[TRIAL_INDEX]))
     checkpoints: list[dict[str, Any]] = []
     rungs_seen: list[list[float]] = []
+    spent = no_flops()  # the host's last report: what a killed host is charged
 
     def on_message(header: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
         if header.get("op") == "checkpoint" and len(parts) == 1 and isinstance(parts[0], bytes):
@@ -77,6 +78,9 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
                 raise LearnerError(f"checkpoint at an impossible step {str(step)[:40]}")
             info = ray.get(spec.harness.put.remote(f"{prefix}/ckpt-{step:07d}.bin", parts[0]))
             checkpoints.append({"step": step, **info})
+            return None
+        if header.get("op") == "flops":
+            spent.update(_reported_flops(header, spent))
             return None
         if header.get("op") == "rung" and len(parts) == 1:
             return _answer_rung(spec, int(config[TRIAL_INDEX]), header.get("step"), parts[0], rungs_seen)
@@ -95,8 +99,8 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
     parts = [spec.train.images, spec.train.labels, spec.dev.images, spec.dev.labels] if fresh else []
     try:
         header, out = host.call(request, [*parts, spec.state], on_message=on_message)
-    except LearnerError as exc:  # the host died or broke the protocol: the trial failed
-        return {**failure_metrics(config, exc, no_flops()), "checkpoints": checkpoints}
+    except LearnerError as exc:  # the host died or broke the protocol: charged its last report
+        return {**failure_metrics(config, exc, spent), "checkpoints": checkpoints}
     host.data_key = data_key
     flops = flop_counts(header)
     base = {"trial_index": int(config[TRIAL_INDEX]), "seed": int(config[TRIAL_SEED]),
@@ -136,6 +140,14 @@ def _answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], lis
         return {"op": op, "ok": False, "message": str(cause)[:2000]}, []
     parts = [answer.images, answer.labels] if op == "past_train" else [answer]
     return {"op": op, "ok": True}, parts
+
+
+def _reported_flops(header: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """A host's running FLOP totals, kept only if they are counts that never go down."""
+    counts = {k: header.get(k) for k in ("flops_measured", "flops_reported")}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= int(before[k]) for k, v in counts.items()):
+        raise LearnerError("the learner host sent a malformed FLOP report")
+    return {**counts, "flops_source": "reported" if counts["flops_reported"] else "measured"}
 
 
 def _answer_rung(spec: TrialSpec, trial_index: int, step: Any, scores: Any,

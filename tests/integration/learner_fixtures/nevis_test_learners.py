@@ -351,3 +351,47 @@ def ddp_indep() -> DdpIndep:
 
 def one_worker_indep() -> IndepLearner:
     return IndepLearner(width=8)
+
+
+class KilledMidway(NearestMeanLearner):
+    """Trains a tracked torch layer for three steps, waits past one FLOP-report interval,
+    reports progress (which sends its FLOPs so far to harness code), then kills its own
+    process with SIGKILL: nothing of it survives but what the harness already heard."""
+
+    name = "killed-midway"
+
+    def train(self, view, state, config, ctx):
+        import os  # noqa: PLC0415
+        import signal  # noqa: PLC0415
+        import time  # noqa: PLC0415
+
+        import torch  # noqa: PLC0415
+
+        from workers.sandbox.context import FLOP_REPORT_INTERVAL_S  # noqa: PLC0415
+
+        layer = ctx.track(torch.nn.Linear(64, 64))
+        ctx.progress(0, None)
+        for step in range(1, 4):
+            layer(torch.randn(256, 64)).sum().backward()
+            ctx.progress(step, None, loss=1.0)
+        time.sleep(FLOP_REPORT_INTERVAL_S + 0.2)
+        ctx.progress(4, None, loss=1.0)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def killed_midway() -> KilledMidway:
+    return KilledMidway()
+
+
+class FailingTwoWorkers(TwoWorkerLearner):
+    """Each of two ranks reports 1,000 FLOPs of work, then fails."""
+
+    name = "failing-two-workers"
+
+    def train(self, view, state, config, ctx):
+        ctx.report_flops(1000)
+        raise RuntimeError(f"rank {ctx.rank} gives up")
+
+
+def failing_two_workers() -> FailingTwoWorkers:
+    return FailingTwoWorkers()

@@ -1,0 +1,55 @@
+"""FLOPs that cannot be dodged by dying: a trial whose process is killed is charged what its
+last periodic report said, and a failed multi-worker trial what every rank spent."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from services.core.budget import RunBudget
+from services.core.config import get_settings
+from services.core.errors import TaskFailedError
+from services.store.db.models import Trial
+from workers.trainer.stream_runner import RunRequest, StreamRunner
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+BUDGET = RunBudget(trials=1, steps=4, checkpoint_fractions=(1.0,))
+
+
+@pytest.fixture
+def runner(settings_env, database_url, monkeypatch) -> StreamRunner:
+    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    return StreamRunner(get_settings())
+
+
+def only_trial(runner: StreamRunner) -> Trial:
+    with runner.sessions() as session:
+        trial = session.scalars(select(Trial)).one()
+        session.expunge(trial)
+        return trial
+
+
+def test_a_trial_killed_with_sigkill_is_charged_its_last_report(runner, tiny_stream):
+    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+
+    stream = tiny_manifest(tiny_stream.parent / "one.json", tasks=1)
+    with pytest.raises(TaskFailedError):
+        runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:killed_midway", budget=BUDGET))
+    trial = only_trial(runner)
+    # three steps of a 64x64 linear layer on 256 rows: forward 2·256·64·64 and, the input
+    # needing no gradient, a weight gradient of the same size
+    assert trial.status == "failed"
+    assert trial.flops == 3 * 2 * (2 * 256 * 64 * 64)
+
+
+def test_a_failed_multi_worker_trial_is_charged_every_rank(runner, tiny_stream):
+    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+
+    stream = tiny_manifest(tiny_stream.parent / "one.json", tasks=1)
+    with pytest.raises(TaskFailedError):
+        runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:failing_two_workers",
+                                budget=BUDGET))
+    trial = only_trial(runner)
+    assert trial.status == "failed" and trial.flops == 2000
