@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import copy
 import shlex
+from dataclasses import dataclass
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -32,24 +34,52 @@ import yaml
 from services.coordinator.backends.base import LaunchSpec
 from services.coordinator.core.config import CoordinatorSettings
 from services.core.credentials import SECRETS_PATH_VAR
+from services.core.errors import ConfigError
 
 API_VERSION = "ray.io/v1"
-TTL_AFTER_FINISHED_S = 600
+DEFAULT_TEMPLATE = Path(__file__).with_name("rayjob_template")
+"""The chart's RayJob template rendered with default values (deploy/render_k8s.py writes it)."""
 HARNESS_SECRETS_DIR = "/var/run/secrets/nevis"
 DASHBOARD_PORT = 8265
 WORKER_APP = "nevis-worker"
-_SECURITY = {
-    "runAsNonRoot": True, "runAsUser": 1000, "fsGroup": 1000,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
-_CONTAINER_SECURITY = {
-    "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-}
 
 
-def render_rayjob(spec: LaunchSpec, settings: CoordinatorSettings) -> dict[str, Any]:
-    """The RayJob manifest (a plain dict, ready for YAML) for one launch."""
-    image = spec.image or settings.kuberay_worker_image
+@dataclass(frozen=True)
+class RayJobTemplate:
+    """The operator's RayJob (``rayjob.yaml``) and where GPU learners go (``gpu.yaml``): the
+    files of the chart's ConfigMap, mounted at NEVIS_KUBERAY_RAYJOB_TEMPLATE."""
+
+    rayjob: dict[str, Any]
+    gpu: dict[str, Any]
+
+
+def load_template(folder: Path | None = None) -> RayJobTemplate:
+    """The RayJob template in ``folder`` (default: the chart's default rendering, shipped here).
+
+    Raises:
+        ConfigError: a file is missing, not YAML, or not a RayJob with one learner group.
+    """
+    folder = folder or DEFAULT_TEMPLATE
+    try:
+        rayjob = yaml.safe_load((folder / "rayjob.yaml").read_text(encoding="utf-8"))
+        gpu = yaml.safe_load((folder / "gpu.yaml").read_text(encoding="utf-8")) or {}
+        groups = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+        ok = rayjob.get("kind") == "RayJob" and len(groups) == 1 and isinstance(gpu, dict)
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+        raise ConfigError(f"NEVIS_KUBERAY_RAYJOB_TEMPLATE {folder}: not a RayJob template ({exc}).") from exc
+    if not ok:
+        raise ConfigError(f"NEVIS_KUBERAY_RAYJOB_TEMPLATE {folder}: rayjob.yaml must be a RayJob with one "
+                          "worker group and gpu.yaml a mapping (render them from helm/nevis).")
+    return RayJobTemplate(rayjob=rayjob, gpu=gpu)
+
+
+def render_rayjob(spec: LaunchSpec, settings: CoordinatorSettings,
+                  template: RayJobTemplate | None = None) -> dict[str, Any]:
+    """The RayJob manifest (a plain dict, ready for YAML) for one launch: the operator's
+    template with this launch's name, labels, entrypoint, runtime env, deadlines, images,
+    Secret and learner resources filled in."""
+    template = template or load_template(settings.kuberay_rayjob_template)
+    job = copy.deepcopy(template.rayjob)
     labels = {
         "app.kubernetes.io/name": WORKER_APP,
         "app.kubernetes.io/managed-by": "nevis-coordinator",
@@ -59,69 +89,47 @@ def render_rayjob(spec: LaunchSpec, settings: CoordinatorSettings) -> dict[str, 
     }
     runtime_env = {"env_vars": {"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1", "NEVIS_RAY_ADDRESS": "",
                                 SECRETS_PATH_VAR: HARNESS_SECRETS_DIR}}
-    entrypoint = shlex.join([*shlex.split(settings.worker_command), *spec.worker_args()])
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "RayJob",
-        "metadata": {"name": spec.job_name, "namespace": settings.kuberay_namespace,
-                     "labels": labels},
-        "spec": {
-            "entrypoint": entrypoint,
-            "runtimeEnvYAML": yaml.safe_dump(runtime_env, sort_keys=True),
-            "submissionMode": "K8sJobMode",
-            "shutdownAfterJobFinishes": True,
-            "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,
-            "activeDeadlineSeconds": int(settings.task_deadline_s),
-            "preRunningDeadlineSeconds": max(1, int(settings.start_timeout_s)),
-            "backoffLimit": 0,
-            "rayClusterSpec": {
-                "rayVersion": version("ray"),
-                "headGroupSpec": {
-                    # The operator and the submitter reach the dashboard through the head's
-                    # Service; render_network_policies keeps learner pods away from it.
-                    "rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0"},
-                    "template": _pod(settings.kuberay_harness_image, {**labels, "nevis.io/role": "harness"},
-                                     cpus=1.0, memory_mb=2048, gpus=0, name="ray-head",
-                                     secret=settings.kuberay_secret_name),
-                },
-                "workerGroupSpecs": [{
-                    "groupName": "learner",
-                    "replicas": 1, "minReplicas": 1, "maxReplicas": 1,
-                    "rayStartParams": {},
-                    "template": _pod(image, {**labels, "nevis.io/role": "learner"}, cpus=spec.resources.cpus,
-                                     memory_mb=spec.resources.memory_mb,
-                                     gpus=spec.resources.gpus, name="ray-worker", secret=None),
-                }],
-            },
-        },
-    }
+    job["metadata"] = {"name": spec.job_name, "namespace": settings.kuberay_namespace,
+                       "labels": {**job["metadata"].get("labels", {}), **labels}}
+    body = job["spec"]
+    body.update(entrypoint=shlex.join([*shlex.split(settings.worker_command), *spec.worker_args()]),
+                runtimeEnvYAML=yaml.safe_dump(runtime_env, sort_keys=True),
+                activeDeadlineSeconds=int(settings.task_deadline_s),
+                preRunningDeadlineSeconds=max(1, int(settings.start_timeout_s)), backoffLimit=0)
+    cluster = body["rayClusterSpec"]
+    cluster["rayVersion"] = version("ray")
+    head = cluster["headGroupSpec"]["template"]
+    _label(head, labels, "harness")
+    head["spec"]["containers"][0]["image"] = settings.kuberay_harness_image
+    for volume in head["spec"].get("volumes", []):
+        if volume.get("name") == "nevis-secrets":  # the harness's credentials, as files only it reads
+            volume["secret"]["secretName"] = settings.kuberay_secret_name
+    learner = cluster["workerGroupSpecs"][0]["template"]
+    _label(learner, labels, "learner")
+    _learner_container(learner, spec, settings, template.gpu)
+    return job
 
 
-def _pod(image: str, labels: dict[str, str], *, cpus: float, memory_mb: int, gpus: int,
-         name: str, secret: str | None) -> dict[str, Any]:
-    cpu = f"{int(cpus * 1000)}m"
-    resources: dict[str, Any] = {
-        "requests": {"cpu": cpu, "memory": f"{memory_mb}Mi"},
-        "limits": {"cpu": cpu, "memory": f"{memory_mb}Mi"},
-    }
-    if gpus:
-        resources["limits"]["nvidia.com/gpu"] = gpus
-        resources["requests"]["nvidia.com/gpu"] = gpus
-    container: dict[str, Any] = {
-        "name": name, "image": image, "imagePullPolicy": "IfNotPresent",
-        "resources": resources, "securityContext": copy.deepcopy(_CONTAINER_SECURITY),
-    }
-    pod: dict[str, Any] = {"securityContext": copy.deepcopy(_SECURITY),
-                           "automountServiceAccountToken": False, "enableServiceLinks": False,
-                           "containers": [container]}
-    if secret:  # the harness's credentials, as files only it reads
-        container["volumeMounts"] = [{"name": "nevis-secrets", "mountPath": HARNESS_SECRETS_DIR,
-                                      "readOnly": True}]
-        pod["volumes"] = [{"name": "nevis-secrets",
-                           "secret": {"secretName": secret, "defaultMode": 0o440}}]
-    else:  # learner pods: learner code only inside bubblewrap hosts
-        container["env"] = [{"name": "NEVIS_SANDBOX", "value": "bwrap"}]
-    return {"metadata": {"labels": dict(labels)}, "spec": pod}
+def _label(pod: dict[str, Any], labels: dict[str, str], role: str) -> None:
+    pod.setdefault("metadata", {})["labels"] = {**pod["metadata"].get("labels", {}), **labels,
+                                                "nevis.io/role": role}
+
+
+def _learner_container(pod: dict[str, Any], spec: LaunchSpec, settings: CoordinatorSettings,
+                       gpu: dict[str, Any]) -> None:
+    """The learner's image and resources; a GPU learner is scheduled where GPUs are."""
+    res = spec.resources
+    container = pod["spec"]["containers"][0]
+    amounts: dict[str, Any] = {"cpu": f"{int(res.cpus * 1000)}m", "memory": f"{res.memory_mb}Mi"}
+    if res.gpus:
+        amounts["nvidia.com/gpu"] = res.gpus
+    container["resources"] = {"requests": dict(amounts), "limits": dict(amounts)}
+    container["image"] = spec.image or (gpu.get("image") if res.gpus else None) or settings.kuberay_worker_image
+    if res.gpus:
+        for key in ("nodeSelector", "tolerations"):
+            pod["spec"].pop(key, None)
+            if gpu.get(key):
+                pod["spec"][key] = copy.deepcopy(gpu[key])
 
 
 def render_network_policies(settings: CoordinatorSettings) -> list[dict[str, Any]]:
@@ -171,6 +179,6 @@ def to_yaml(manifest: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "API_VERSION", "DASHBOARD_PORT", "HARNESS_SECRETS_DIR", "TTL_AFTER_FINISHED_S", "WORKER_APP",
-    "render_network_policies", "render_rayjob", "to_yaml",
+    "API_VERSION", "DASHBOARD_PORT", "DEFAULT_TEMPLATE", "HARNESS_SECRETS_DIR", "WORKER_APP", "RayJobTemplate",
+    "load_template", "render_network_policies", "render_rayjob", "to_yaml",
 ]

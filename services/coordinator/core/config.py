@@ -120,6 +120,9 @@ class CoordinatorSettings(Settings):
         default="kuberay-system", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63,
         description="kuberay: namespace of the KubeRay operator, the one allowed to reach a "
         "head's dashboard besides the job's submitter.")
+    kuberay_rayjob_template: Path | None = Field(
+        default=None, description="kuberay: folder with the chart's RayJob template (rayjob.yaml, gpu.yaml), "
+        "as the chart mounts it; default the chart's default rendering, shipped with the service.")
     kuberay_outbox: Path | None = Field(
         default=None, description="kuberay: folder for rendered RayJobs (default data_dir).")
     kubectl: str | None = Field(default=None, description="kuberay: kubectl to apply RayJobs.")

@@ -21,11 +21,13 @@ from services.coordinator.backends.kuberay import KubeRayBackend
 from services.coordinator.backends.kuberay_template import (
     DASHBOARD_PORT,
     HARNESS_SECRETS_DIR,
+    load_template,
     render_network_policies,
     render_rayjob,
     to_yaml,
 )
 from services.coordinator.core.config import CoordinatorSettings
+from services.core.errors import ConfigError
 from services.coordinator.core.validation import ResourceRequest
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -140,6 +142,23 @@ def test_the_checked_in_example_is_what_the_renderer_makes(schema, validator, tm
                       entrypoint="my_pkg.learner:make", image="ghcr.io/example/my-learner:1.0",
                       resources=ResourceRequest(cpus=4, gpus=1, memory_mb=16384), nonce="a1b2c3")
     assert example == yaml.safe_load(to_yaml(render_rayjob(spec, settings)))
+
+
+def test_a_broken_rayjob_template_is_a_clear_configuration_error(tmp_path):
+    with pytest.raises(ConfigError, match="not a RayJob template"):
+        load_template(tmp_path)  # no files
+    (tmp_path / "rayjob.yaml").write_text("kind: Deployment\nspec: {rayClusterSpec: {workerGroupSpecs: []}}\n")
+    (tmp_path / "gpu.yaml").write_text("{}\n")
+    with pytest.raises(ConfigError, match="must be a RayJob with one worker group"):
+        load_template(tmp_path)
+    settings = _settings(tmp_path, kuberay_rayjob_template=tmp_path)
+    with pytest.raises(ConfigError):
+        render_rayjob(SPECS[0], settings)
+
+
+def test_a_cpu_learner_is_not_sent_to_gpu_nodes(tmp_path):
+    pod = render_rayjob(SPECS[0], _settings(tmp_path))["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    assert "nodeSelector" not in pod["template"]["spec"] and "tolerations" not in pod["template"]["spec"]
 
 
 def test_learner_pods_are_fenced_from_the_dashboard_the_database_and_the_internet(tmp_path):

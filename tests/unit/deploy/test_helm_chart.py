@@ -134,6 +134,12 @@ def _one(objects, kind, name=None):
     return obj
 
 
+def _settings_map(objects):
+    """The ConfigMap of NEVIS_* settings (the other one holds the RayJob template)."""
+    (obj,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-config")]
+    return obj
+
+
 # --- rendering, linting, schemas ----------------------------------------------------------------
 
 
@@ -228,7 +234,7 @@ def test_the_check_mode_notices_a_stale_file(tmp_path):
 
 def test_no_secret_value_is_written_anywhere(objects):
     assert not [o for o in objects if o["kind"] == "Secret"]
-    config = _one(objects, "ConfigMap")["data"]
+    config = _settings_map(objects)["data"]
     assert not [k for k in config if SECRET_NAMES.search(k) and not k.endswith(REFERENCES)]
     assert not [v for v in config.values() if re.search(r"://[^/@\s]*:[^/@\s]*@", v)]
     for where, _, container in _containers(objects):
@@ -282,7 +288,7 @@ def test_the_service_s_own_processes_run_on_a_read_only_root(objects):
 
 def test_every_image_is_pinned(objects):
     images = [c["image"] for _, _, c in _containers(objects)]
-    config = _one(objects, "ConfigMap")["data"]
+    config = _settings_map(objects)["data"]
     images += [config["NEVIS_KUBERAY_WORKER_IMAGE"], config["NEVIS_KUBERAY_HARNESS_IMAGE"]]
     for image in images:
         if "@sha256:" in image:
@@ -335,7 +341,7 @@ def test_the_config_map_holds_real_settings_only(objects):
     from services.coordinator.core.config import CoordinatorSettings  # noqa: PLC0415
 
     fields = set(CoordinatorSettings.model_fields)
-    config = _one(objects, "ConfigMap")["data"]
+    config = _settings_map(objects)["data"]
     assert [k for k in config if k.removeprefix("NEVIS_").lower() not in fields] == []
     settings = CoordinatorSettings(**{k.removeprefix("NEVIS_").lower(): v for k, v in config.items()
                                       if k != "NEVIS_ENVIRONMENT"},
@@ -361,7 +367,7 @@ def test_the_rbac_allows_rayjobs_and_network_policies_only(objects):
 
 def test_the_learner_fences_are_exactly_the_backend_s(objects):
     expected = [d for d in yaml.safe_load_all(LEARNER_POLICIES.read_text()) if d]
-    namespace = _one(objects, "ConfigMap")["data"]["NEVIS_KUBERAY_NAMESPACE"]
+    namespace = _settings_map(objects)["data"]["NEVIS_KUBERAY_NAMESPACE"]
     for policy in expected:
         policy["metadata"]["namespace"] = namespace
         assert _one(objects, "NetworkPolicy", policy["metadata"]["name"]) == policy
@@ -413,8 +419,8 @@ def test_the_gpu_group_requests_gpus_on_gpu_nodes(default_objects, prod_objects)
 
 
 def test_the_ray_backend_points_at_the_standing_cluster(default_objects, prod_objects):
-    assert "NEVIS_RAY_ADDRESS" not in _one(default_objects, "ConfigMap")["data"]
-    config = _one(prod_objects, "ConfigMap")["data"]
+    assert "NEVIS_RAY_ADDRESS" not in _settings_map(default_objects)["data"]
+    config = _settings_map(prod_objects)["data"]
     cluster = _one(prod_objects, "RayCluster")["metadata"]
     assert config["NEVIS_RAY_ADDRESS"] == f"http://{cluster['name']}-head-svc.{cluster['namespace']}.svc:8265"
     dashboard = _one(prod_objects, "NetworkPolicy", f"{cluster['name']}-dashboard")
@@ -443,3 +449,57 @@ def test_every_value_is_commented():
         if re.match(r"^\s*[A-Za-z][\w.-]*:", line):
             above = lines[i - 1].strip() if i else ""
             assert above.startswith("#"), f"values.yaml:{i + 1}: {line.strip()} has no comment"
+
+
+def _template_map(objects):
+    (obj,) = [o for o in objects if o["kind"] == "ConfigMap"
+              and o["metadata"]["name"].endswith("-rayjob-template")]
+    return obj
+
+
+@pytest.mark.parametrize("gpus", [0, 2])
+def test_the_backend_renders_rayjobs_from_the_chart_s_template(prod_objects, crd_validators, tmp_path, gpus):
+    """The coordinator mounts the chart's RayJob template where its settings point; the
+    kuberay backend's RayJobs built from it validate, and GPU learners are scheduled like
+    the RayCluster's GPU workers (production values)."""
+    from services.coordinator.backends.base import LaunchSpec  # noqa: PLC0415
+    from services.coordinator.backends.kuberay_template import load_template, render_rayjob  # noqa: PLC0415
+    from services.coordinator.core.config import CoordinatorSettings  # noqa: PLC0415
+    from services.coordinator.core.validation import ResourceRequest  # noqa: PLC0415
+
+    config, template = _settings_map(prod_objects)["data"], _template_map(prod_objects)
+    deployment = _one(prod_objects, "Deployment", f"{RELEASE_PREFIX(prod_objects)}-coordinator")
+    pod = deployment["spec"]["template"]["spec"]
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "rayjob-template"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "rayjob-template"]
+    assert mount["mountPath"] == config["NEVIS_KUBERAY_RAYJOB_TEMPLATE"]
+    assert volume["configMap"]["name"] == template["metadata"]["name"]
+    for name, text in template["data"].items():
+        (tmp_path / name).write_text(text)
+    settings = CoordinatorSettings(data_dir=tmp_path, database_url="sqlite://", backend="kuberay",
+                                   kuberay_rayjob_template=tmp_path)
+    spec = LaunchSpec(lease_id=5, submission_id=9, task_order=2, attempt=1, learner_name="l",
+                      entrypoint="m:f", image=None, resources=ResourceRequest(cpus=2, gpus=gpus, memory_mb=4096))
+    job = render_rayjob(spec, settings, load_template(tmp_path))
+    validator, schema = crd_validators["RayJob"]
+    validator.validate(job)
+    assert unknown_keys(job, schema) == []
+    learner = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    (group,) = [g for g in _one(prod_objects, "RayCluster")["spec"]["workerGroupSpecs"]
+                if g["groupName"] == ("gpu" if gpus else "cpu")]
+    assert learner.get("nodeSelector") == group["template"]["spec"].get("nodeSelector")
+    assert learner.get("tolerations") == group["template"]["spec"].get("tolerations")
+    assert learner["containers"][0]["resources"]["limits"].get("nvidia.com/gpu", 0) == gpus
+    assert job["spec"]["ttlSecondsAfterFinished"] == PROD.get("kuberay", {}).get("rayJob", {}).get(
+        "ttlSecondsAfterFinished", 600)
+
+
+def RELEASE_PREFIX(objects) -> str:  # noqa: N802 - reads like the constant it stands for
+    """The release's name prefix, from the settings ConfigMap's name."""
+    return _settings_map(objects)["metadata"]["name"].removesuffix("-config")
+
+
+def test_the_built_in_rayjob_template_is_the_chart_s_default_rendering():
+    expected = render_k8s.template_files(render_k8s.render())
+    assert render_k8s.stale(render_k8s.TEMPLATE_OUTPUT, expected) == []
+
