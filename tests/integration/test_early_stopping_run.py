@@ -11,7 +11,10 @@ from services.core.config import get_settings
 from services.store.db.models import TaskResult, TaskRun, Trial
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 
-pytestmark = pytest.mark.usefixtures("ray_local")
+# What is tested here is learner-side (the sandbox, the harness, FLOPs), not the database
+# dialect: SQLite only (the runner's PostgreSQL path is covered by test_run_stream).
+pytestmark = [pytest.mark.usefixtures("ray_local"),
+              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 STEPS = 9  # rungs at steps 1 and 3 (eta 3)
 

@@ -12,7 +12,10 @@ from services.core.errors import TaskFailedError
 from services.store.db.models import Trial
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 
-pytestmark = pytest.mark.usefixtures("ray_local")
+# What is tested here is learner-side (the sandbox, the harness, FLOPs), not the database
+# dialect: SQLite only (the runner's PostgreSQL path is covered by test_run_stream).
+pytestmark = [pytest.mark.usefixtures("ray_local"),
+              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 BUDGET = RunBudget(trials=1, steps=4, checkpoint_fractions=(1.0,))
 

@@ -23,7 +23,10 @@ from workers.stream.registry import load_stream
 from workers.trainer.pretrain import pretrain
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 
-pytestmark = pytest.mark.usefixtures("ray_local")
+# What is tested here is learner-side (the sandbox, the harness, FLOPs), not the database
+# dialect: SQLite only (the runner's PostgreSQL path is covered by test_run_stream).
+pytestmark = [pytest.mark.usefixtures("ray_local"),
+              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 BUDGET = RunBudget(trials=1, steps=2, checkpoint_fractions=(1.0,))
 
