@@ -1,15 +1,19 @@
 """Benchmark: the wall-time cost of FLOP accounting, and that its count is exact.
 
 Trains the project's small CNN on random 32x32x3 images (batch 64, one intra-op thread),
-then runs an evaluation pass under ``torch.no_grad`` with a smaller last batch, with and
-without a :class:`~workers.sandbox.flops.FlopMeter` tracking the model. Runs alternate
-(plain, metered, plain, ...) so drift on a shared machine hits both alike; the minimum of
-each is compared, in wall time and in this process's CPU time (steadier on a shared machine).
-The meter's cost includes its dry runs (one per distinct key).
+then runs an evaluation pass under ``torch.no_grad`` with a smaller last batch, plain, with a
+:class:`~workers.sandbox.flops.FlopMeter` tracking the model, and with a meter that only
+*watches* (the model never passed to ``track``, as a learner that forgets ``ctx.track``).
+Runs alternate (plain, tracked, untracked, plain, ...) so drift on a shared machine hits all
+alike; the minimum of each is compared, in wall time and in this process's CPU time (steadier
+on a shared machine). The meter's cost includes its dry runs (one per distinct key).
 
-It then counts the same loop with one ``FlopCounterMode`` around all of it and checks the
-meter's total is identical (exit status 1 if not). A timing figure is also derived from a
-micro-benchmark of the hooks alone, which is immune to the machine's noise.
+It then counts the same loop with one ``FlopCounterMode`` around all of it and checks both
+meters' totals are identical to it (exit status 1 if not). A timing figure is also derived
+from a micro-benchmark of the hooks alone, which is immune to the machine's noise, and the
+per-call overhead of each accounting mode is timed on tiny inputs (so the model's compute
+hardly hides it) for the small CNN and the low-res ResNet-34: tracked, untracked (watched),
+and tracked while watching (what a trial in the learner host does).
 
 Usage: .venv/bin/python bench/bench_flops.py [--steps 200] [--batch 64] [--repeats 3]
 """
@@ -28,7 +32,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workers.learners.models import SmallCNN  # noqa: E402
+from workers.learners.models import LowResResNet34, SmallCNN  # noqa: E402
 from workers.sandbox.flops import FlopMeter  # noqa: E402
 
 CLASSES = 10
@@ -61,27 +65,83 @@ def run_loop(model: torch.nn.Module, data: list, steps: int) -> tuple[float, flo
     return time.perf_counter() - start, time.process_time() - cpu_start
 
 
-def hook_cost_us(base: torch.nn.Module, calls: int = 3000, repeats: int = 5) -> float:
-    """Microseconds the meter's two hooks take per tracked call (grad on, output hooked).
+def hook_costs_us(base: torch.nn.Module, calls: int = 3000, repeats: int = 5) -> dict[str, float]:
+    """Microseconds the accounting's hooks take per call (grad on, output hooked), by mode.
 
-    Calls the hooks directly on a fixed output, so the figure is free of the model's compute
-    and of the machine's noise; a tracked call costs this plus torch's hook dispatch.
+    Calls the hooks a call would run (the watch's global pre-hook and the exit hook it hangs
+    on the module; a tracked module's own two), in torch's order, directly on a fixed output,
+    so the figure is free of the model's compute and of the machine's noise; a call costs this
+    plus torch's hook dispatch (a few us, paid by any module with a hook).
     """
-    model = copy.deepcopy(base).eval()  # eval: BatchNorm accepts a batch of one
-    meter = FlopMeter()
-    meter.track(model)
     x = torch.randn(1, 3, 8, 8)
-    out = model(x)  # measures the key once
-    (pre,), (post,) = model._forward_pre_hooks.values(), model._forward_hooks.values()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            pre(model, (x,))
-            post(model, (x,), {}, out)
-        best = min(best, time.perf_counter() - start)
-    meter.untrack_all()
-    return best / calls * 1e6
+    costs = {}
+    for mode in CALL_MODES:
+        model = copy.deepcopy(base).eval()  # eval: BatchNorm accepts a batch of one
+        meter = FlopMeter()
+        if mode.startswith("tracked"):
+            meter.track(model)
+        if mode != "tracked":
+            meter.watch()
+        out = model(x)  # measures the key once
+        own_pre, own_post = list(model._forward_pre_hooks.values()), list(model._forward_hooks.values())
+        enters = list(torch.nn.modules.module._global_forward_pre_hooks.values())
+        exits = []
+        if enters:  # the watch's exit hook: what its pre-hook hangs on the module, last
+            enters[0](model, (x,))
+            exits = [list(model._forward_hooks.values())[-1]]
+            exits[0](model, (x,), {}, out)
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for _ in range(calls):
+                for hook in enters:
+                    hook(model, (x,))
+                for hook in own_pre:
+                    hook(model, (x,))
+                for hook in own_post:
+                    hook(model, (x,), {}, out)
+                for hook in exits:
+                    hook(model, (x,), {}, out)
+            best = min(best, time.perf_counter() - start)
+        meter.untrack_all()
+        costs[mode] = best / calls * 1e6
+    return costs
+
+
+CALL_MODES = ("tracked", "untracked", "tracked+watch")
+
+
+def call_overhead_us(model: torch.nn.Module, x: torch.Tensor, calls: int, blocks: int) -> tuple[float, dict[str, float]]:
+    """A plain call's time and each accounting mode's extra time per call, in microseconds.
+
+    Grad on and train mode (each output gets its backward hook); every key is measured before
+    the timing starts, so this is the steady-state cost: key lookup, add, hook dispatch. One
+    copy of the model per mode; blocks of ``calls`` calls alternate between the modes and the
+    fastest block of each, in this thread's CPU time, counts, so a busy machine's pauses fall
+    out of the figures.
+    """
+    copies = {mode: copy.deepcopy(model).train() for mode in ("plain", *CALL_MODES)}
+    meters = {mode: FlopMeter() for mode in CALL_MODES}
+    for mode in ("tracked", "tracked+watch"):
+        meters[mode].track(copies[mode])
+    watched = {"untracked", "tracked+watch"}
+    best = dict.fromkeys(copies, float("inf"))
+    for block in range(blocks + 1):  # block 0 measures the keys and warms up
+        for mode, net in copies.items():
+            if mode in watched:
+                meters[mode].watch()
+            start = time.thread_time()
+            for _ in range(calls):
+                net(x)
+            elapsed = time.thread_time() - start
+            if mode in watched:
+                meters[mode].unwatch()
+            if block:
+                best[mode] = min(best[mode], elapsed / calls)
+    for meter in meters.values():
+        meter.untrack_all()
+    plain = best.pop("plain")
+    return plain * 1e6, {mode: (t - plain) * 1e6 for mode, t in best.items()}
 
 
 def dry_run_seconds(base: torch.nn.Module, batch: int) -> tuple[float, float]:
@@ -114,13 +174,17 @@ def main() -> int:
     first_dry, later_dry = dry_run_seconds(initial, args.batch)  # also pays one-time imports
     run_loop(copy.deepcopy(initial), data, 3)  # warm-up: allocator, kernels
 
-    plain_times, meter_times, totals = [], [], []
+    plain_times, meter_times, watch_times, totals, watched = [], [], [], [], []
     for _ in range(args.repeats):
         plain_times.append(run_loop(copy.deepcopy(initial), data, args.steps))
         meter = FlopMeter()
         meter_times.append(run_loop(meter.track(copy.deepcopy(initial)), data, args.steps))
         meter.untrack_all()
         totals.append((meter.total, meter.measurements, meter.source))
+        meter = FlopMeter().watch()  # the model is never tracked
+        watch_times.append(run_loop(copy.deepcopy(initial), data, args.steps))
+        meter.untrack_all()
+        watched.append((meter.total, meter.untracked))
 
     with FlopCounterMode(display=False) as counter:
         run_loop(copy.deepcopy(initial), data, args.steps)
@@ -129,24 +193,40 @@ def main() -> int:
     plain, metered = min(t[0] for t in plain_times), min(t[0] for t in meter_times)
     plain_cpu, metered_cpu = min(t[1] for t in plain_times), min(t[1] for t in meter_times)
     step_ms = plain / args.steps * 1e3
-    per_call = hook_cost_us(initial)
+    resnet = LowResResNet34(CLASSES, width=8)  # the same modules as width 64, a fraction of the compute
+    hooks = {"small CNN": hook_costs_us(initial), "ResNet-34": hook_costs_us(resnet, calls=1000)}
+    per_call = hooks["small CNN"]["tracked"]
     print(f"small CNN (width {args.width}), 32x32x3 random data, batch {args.batch}, "
           f"{args.steps} steps + eval {EVAL_BATCHES}, 1 thread, {args.repeats} repeats")
-    for name, times in (("plain", plain_times), ("metered", meter_times)):
-        print(f"{name:8}: wall min {min(t[0] for t in times):7.3f} s, CPU min "
+    for name, times in (("plain", plain_times), ("tracked", meter_times), ("untracked", watch_times)):
+        print(f"{name:9}: wall min {min(t[0] for t in times):7.3f} s, CPU min "
               f"{min(t[1] for t in times):7.3f} s   (wall runs "
               f"{', '.join(f'{t[0]:.3f}' for t in times)})")
     print(f"overhead: {100 * (metered - plain) / plain:+.2f} % of wall time, "
           f"{100 * (metered_cpu - plain_cpu) / plain_cpu:+.2f} % of CPU time (target <= 1 %)")
+    watched_wall, watched_cpu = min(t[0] for t in watch_times), min(t[1] for t in watch_times)
+    print(f"untracked overhead: {100 * (watched_wall - plain) / plain:+.2f} % of wall time, "
+          f"{100 * (watched_cpu - plain_cpu) / plain_cpu:+.2f} % of CPU time")
     print(f"hooks alone: {per_call:.1f} us per tracked call = "
           f"{100 * per_call / (step_ms * 1e3):.3f} % of a {step_ms:.1f} ms step")
     print(f"dry runs: first tracked call in a process {first_dry:.2f} s (one-time torch imports "
           f"included), a later new key {1e3 * later_dry:.0f} ms; {totals[0][1]} keys per run")
+    for name, model in (("small CNN", initial), ("ResNet-34", resnet)):
+        print(f"hooks alone, {name:9} ({len(list(model.modules())):3} modules): "
+              + ", ".join(f"{mode} {us:.1f} us" for mode, us in hooks[name].items()) + " per call")
+    x_tiny = torch.randn(2, 3, 8, 8)
+    for name, model, calls in (("small CNN", initial, 20), ("ResNet-34", resnet, 5)):
+        plain_us, extra = call_overhead_us(model, x_tiny, calls, blocks=40 * args.repeats)
+        print(f"end to end, {name:9} (2x3x8x8, grad on, CPU time; noisy on a busy machine): plain "
+              f"{plain_us:5.0f} us, extra " + ", ".join(f"{mode} {us:+.1f} us" for mode, us in extra.items()))
     total, measurements, source = totals[0]
     same = all(t[0] == reference for t in totals)
     print(f"FLOPs   : meter {total:,} ({source}, {measurements} dry runs), "
           f"FlopCounterMode {reference:,} -> {'identical' if same else 'DIFFERENT'}")
-    return 0 if same else 1
+    same_watched = all(t == (reference, reference) for t in watched)
+    print(f"FLOPs   : untracked model, watching meter {watched[0][0]:,} (all of it untracked: "
+          f"{watched[0][1] == watched[0][0]}) -> {'identical' if same_watched else 'DIFFERENT'}")
+    return 0 if same and same_watched else 1
 
 
 if __name__ == "__main__":

@@ -674,6 +674,7 @@ class Chaos:
             "NEVIS_BACKOFF_BASE_S": "0.5", "NEVIS_BACKOFF_MAX_S": "2",
             "NEVIS_SCHEDULER_SLOTS": str(self.args.slots), "NEVIS_PROBE_PRESET": "off",
             "NEVIS_QUOTA_CONCURRENT": str(self.args.runs), "NEVIS_QUOTA_DAILY": str(self.args.runs),
+            "NEVIS_META_TEST_QUOTA": str(self.args.runs),  # --phase meta_test: N runs of one learner
             "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
             "RAY_TMPDIR": str(self.root / "ray"),  # each worker's own Ray keeps its files here
         })

@@ -591,7 +591,8 @@ def simulate(config: SimConfig) -> tuple[dict[str, Any], RunState]:
         env = _settings_env(config, state.url, workdir)
         settings = CoordinatorSettings(
             database_url=state.url, data_dir=workdir / "data", streams_dir=workdir / "streams",
-            scheduler_slots=config.slots_per_replica, cluster_slots=config.cluster_slots)
+            scheduler_slots=config.slots_per_replica, cluster_slots=config.cluster_slots,
+            meta_test_quota=max(1, config.submissions))  # one learner per user, many meta-test runs
         engine = make_engine(state.url)
         sessions = session_factory(engine)
         names = [f"sim-{chr(ord('a') + i)}" if config.replicas <= 26 else f"sim-{i}"

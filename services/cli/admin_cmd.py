@@ -2,12 +2,14 @@
 
 They work on the database directly (``NEVIS_DATABASE_URL``), so the first admin can be
 made before the API has any user. A token's secret is printed once, alone on stdout, so
-``TOKEN=$(nevis tokens create --user alice)`` works.
+``TOKEN=$(nevis tokens create --user alice)`` works. ``nevis users quota NAME`` shows a user's
+quotas counted as the API counts them (the CLI has no API client; users see theirs at
+``GET /v1/users/me/quota``).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Optional
 
 import typer
@@ -16,7 +18,7 @@ from rich.table import Table
 
 from services.coordinator.core.config import get_coordinator_settings
 
-users_app = typer.Typer(no_args_is_help=True, help="Create, list, disable and enable API users.")
+users_app = typer.Typer(no_args_is_help=True, help="Create, list, disable and enable API users; show their quotas.")
 tokens_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API tokens.")
 
 
@@ -80,6 +82,37 @@ def list_users() -> None:
     Console().print(table)
 
 
+@users_app.command("quota")
+def show_quota(name: str = typer.Argument(..., help="The user whose quotas to show.")) -> None:
+    """Show a user's quotas and use: concurrent, daily, and meta-test per learner and stream version."""
+    from services.coordinator.crud import users  # noqa: PLC0415
+    from services.coordinator.crud.quotas import quota_report  # noqa: PLC0415
+
+    with _sessions()() as session:
+        report = quota_report(session, settings=get_coordinator_settings(),
+                              user=users.get_user(session, name=name))
+    console = Console()
+    console.print(f"{report.user}: {report.open_submissions} of {report.limits.concurrent} queued or running "
+                  f"at once; {report.daily.used} of {report.daily.limit} submissions in the last 24 hours"
+                  f"{_next(report.daily.next_allowed_at)}")
+    console.print(f"meta-test: at most {report.limits.meta_test} per learner and stream version in "
+                  f"{report.limits.meta_test_days:g} days (meta-train is not limited)")
+    table = Table("learner", "stream", "version", "used", "limit", "next allowed")
+    for use in report.meta_test:
+        table.add_row(f"{use.learner} ({use.learner_id})", use.stream, use.version, str(use.use.used),
+                      str(use.use.limit), _when(use.use.next_allowed_at) if use.use.limit else "never (quota 0)")
+    if report.meta_test:
+        console.print(table)
+
+
+def _when(moment: datetime | None) -> str:
+    return "now" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _next(moment: datetime | None) -> str:
+    return "" if moment is None else f" (next at {_when(moment)})"
+
+
 @tokens_app.command("create")
 def create_token(
     user: str = typer.Option(..., "--user", help="Whose token."),
@@ -130,5 +163,5 @@ def revoke_token(
 
 __all__ = [
     "create_token", "create_user", "disable_user", "enable_user", "list_tokens", "list_users",
-    "revoke_token", "tokens_app", "users_app",
+    "revoke_token", "show_quota", "tokens_app", "users_app",
 ]

@@ -18,6 +18,7 @@ from services.cli import (
     db_cmd,
     pretrain_cmd,
     probe_cmd,
+    refresh_cmd,
     run_cmd,
     serve_cmd,
     streams_cmd,
@@ -49,6 +50,8 @@ app.command("openapi", help="Write (or --check) api_schema/openapi.json.")(serve
 app.add_typer(admin_cmd.users_app, name="users", help="Create and list API users.")
 app.add_typer(admin_cmd.tokens_app, name="tokens", help="Create, list and revoke API tokens.")
 app.add_typer(serve_cmd.worker_app, name="worker", help="Worker harness commands (run by backends).")
+app.add_typer(refresh_cmd.app, name="refresh",
+              help="Benchmark refreshes: re-run baselines and pinned submissions on new stream versions.")
 
 _stderr = Console(stderr=True)
 

@@ -21,6 +21,7 @@ from services.coordinator.api.routes import (
     health,
     leaderboard,
     learners,
+    refreshes,
     streams,
     submissions,
     users,
@@ -75,7 +76,7 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
     app.state.metrics = metrics
     app.state.scheduler = scheduler
     app.state.store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
-    for module in (health, users, learners, submissions, streams, leaderboard):
+    for module in (health, users, learners, submissions, streams, leaderboard, refreshes):
         app.include_router(module.router)
     problems.install(app)
     app.add_middleware(UploadLimit, path=learners.BUNDLE_PATH, limit=settings.bundle_max_bytes,

@@ -11,6 +11,9 @@ dashboard has no login of its own, so a browser is anonymous and sees public sub
 a client that sends its API token (``Authorization: Bearer``) sees its own private ones too,
 marked "private", and a private submission's pages are a 404 to everyone else, worded as for an
 id that does not exist. Cached pages are keyed by that reader (see the leaderboard API).
+
+The leaderboard ranks meta-test submissions only (issue 9, meta-test hygiene), as the API's:
+there is no phase to choose; meta-train runs are tuning runs, each on its own page.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from services.dashboard.views import (
     submission_view,
     to_csv,
 )
-from services.store.runs.leaderboard import SORT_KEYS, front_points, leaderboard
+from services.store.runs.leaderboard import RANKED_PHASE, SORT_KEYS, front_points, leaderboard
 from services.store.runs.visibility import ANONYMOUS, Viewer, check_readable
 from workers.probe.summary import load_probe_report
 
@@ -86,14 +89,14 @@ async def _cached_page(request: Request, key: Any, viewer: Viewer,
     return HTMLResponse(html, status_code=status, headers={"Cache-Control": control, "Vary": "Authorization"})
 
 
-def _board(session, stream, version, phase, sort, descending, page, learner, since, viewer: Viewer):
+def _board(session, stream, version, sort, descending, page, learner, since, viewer: Viewer):
     known, name, ver = resolve_stream(session, stream, version, viewer)
     if name is None or ver is None or (name, ver) not in known:
         return known, name, ver, None, []
-    board = leaderboard(session, stream=name, version=ver, phase=phase, sort=sort, descending=descending,
+    board = leaderboard(session, stream=name, version=ver, sort=sort, descending=descending,
                         limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, learner_prefix=learner, since=since,
                         viewer=viewer)
-    points = front_points(session, stream=name, version=ver, phase=phase, learner_prefix=learner, since=since,
+    points = front_points(session, stream=name, version=ver, learner_prefix=learner, since=since,
                           viewer=viewer)
     return known, name, ver, board, points
 
@@ -101,13 +104,13 @@ def _board(session, stream, version, phase, sort, descending, page, learner, sin
 @router.get("/", response_class=HTMLResponse)
 async def leaderboard_page(
     request: Request, viewer: Reader, stream: Text = None, version: Text = None,
-    phase: Literal["meta_test", "meta_train"] = "meta_test", sort: Sort = "rank", descending: bool = False,
+    sort: Sort = "rank", descending: bool = False,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1, learner: Text = None, since: Since = None,
 ) -> HTMLResponse:
     def render(session: Session) -> tuple[int, str]:
-        known, name, ver, board, points = _board(session, stream, version, phase, sort, descending, page,
+        known, name, ver, board, points = _board(session, stream, version, sort, descending, page,
                                                  learner, _midnight(since), viewer)
-        query = {k: v for k, v in {"stream": name, "version": ver, "phase": phase, "learner": learner,
+        query = {k: v for k, v in {"stream": name, "version": ver, "learner": learner,
                                    "since": since.isoformat() if since else None}.items() if v}
 
         def link(**change: Any) -> str:
@@ -117,26 +120,27 @@ async def leaderboard_page(
         pages = max(1, math.ceil(board.total / PAGE_SIZE)) if board else 1
         api = link(limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, page=None)
         return 200, _render(
-            "leaderboard.html", title="Leaderboard", known=known, stream=name, version=ver, phase=phase,
+            "leaderboard.html", title="Leaderboard", known=known, stream=name, version=ver, phase=RANKED_PHASE,
+            versions=[v for s, v in known if s == name],  # 2 or more: the version selector shows
             board=board, sort=sort, descending=descending, page=page, pages=pages, learner=learner or "",
             since=since, link=link, sort_keys=SORT_KEYS, csv_link="/leaderboard.csv" + link(),
             json_link="/v1/leaderboard" + api, on_front=sum(p.on_front for p in points),
             pareto=figures.pareto(points, title=f"{name}/{ver}: error against compute") if points else None)
 
-    key = ("leaderboard-page", stream, version, phase, sort, descending, page, learner, since)
+    key = ("leaderboard-page", stream, version, sort, descending, page, learner, since)
     return await _cached_page(request, key, viewer, render)
 
 
 @router.get("/leaderboard.csv")
 def leaderboard_csv(
     session: SessionDep, viewer: Reader, stream: Text = None, version: Text = None,
-    phase: Literal["meta_test", "meta_train"] = "meta_test", sort: Sort = "rank", descending: bool = False,
+    sort: Sort = "rank", descending: bool = False,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1, learner: Text = None, since: Since = None,
 ) -> PlainTextResponse:
-    _, name, ver, board, _ = _board(session, stream, version, phase, sort, descending, page, learner,
+    _, name, ver, board, _ = _board(session, stream, version, sort, descending, page, learner,
                                     _midnight(since), viewer)
     rows = [r.to_dict() for r in board.rows] if board else []
-    return _download(to_csv(rows, BOARD_COLUMNS), f"leaderboard-{name}-{ver}-{phase}-p{page}.csv")
+    return _download(to_csv(rows, BOARD_COLUMNS), f"leaderboard-{name}-{ver}-{RANKED_PHASE}-p{page}.csv")
 
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)

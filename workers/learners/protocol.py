@@ -9,8 +9,12 @@ Guarantees the harness keeps (see :mod:`workers.stream.task_view`):
   train splits of earlier tasks, and nothing else; asking for a future task or for any test
   split raises :class:`~services.core.errors.CausalityError`;
 - ``predict`` and ``features`` receive images only, never labels;
-- every forward/backward pass of a module passed through ``ctx.track`` is counted (one
-  multiply-add = 2 FLOPs); learners in other frameworks call ``ctx.report_flops``.
+- every forward/backward pass of a torch module is counted (one multiply-add = 2 FLOPs;
+  element-wise ops, norms and the optimiser's update count 0): modules passed through
+  ``ctx.track``, and during a trial or prediction job every other module call too, kept apart
+  as *untracked* FLOPs (only the outermost call counts, never twice); functional code
+  outside any module call and ``module.forward(...)`` are not seen. Learners in other
+  frameworks call ``ctx.report_flops``.
 
 The probe pool calls ``load_predictor`` and ``features`` on saved checkpoints long after
 training, in another process.
@@ -127,7 +131,17 @@ class TrialContext(Protocol):
         ...
 
     def track(self, module: Any) -> Any:
-        """Count the FLOPs of every forward and backward pass of a torch module; returns it."""
+        """Count the FLOPs of every forward and backward pass of a torch module; returns it.
+
+        In the learner host, module calls are counted even without ``track`` (as untracked
+        FLOPs, measured the same way, exact as well). ``track`` still says which context is
+        charged when several exist (a predictor loaded with one context and called with
+        another), counts where no context watches untracked calls (learner code run outside
+        the harness), and keeps the trial's FLOPs out of the untracked share. A plain method
+        of a module (``model.features(x)``) runs no hook of its own: the module calls inside
+        it are counted (as untracked), functional code written in it is not; wrap it in a
+        module (:class:`~workers.learners.models.FeatureView`) so the whole pass is one call.
+        """
         ...
 
     def report_flops(self, flops: int) -> None:

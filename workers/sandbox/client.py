@@ -203,12 +203,16 @@ def _array(parts: list[wire.Part]) -> np.ndarray:
 
 
 def flop_counts(header: dict[str, Any]) -> dict[str, int]:
+    """A host's FLOP fields, checked: measured, reported, and the part of measured that came
+    from modules the learner did not track (``flops_untracked``, at most ``flops_measured``)."""
     counts = {}
-    for key in ("flops_measured", "flops_reported"):
+    for key in ("flops_measured", "flops_reported", "flops_untracked"):
         value = header.get(key, 0)
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
             raise LearnerError(f"{key} must be a non-negative int; got {str(value)[:40]}")
         counts[key] = value
+    if counts["flops_untracked"] > counts["flops_measured"]:
+        raise LearnerError("flops_untracked cannot exceed flops_measured")
     return counts
 
 

@@ -6,6 +6,20 @@ forward FLOPs, and every backward pass that reaches its outputs adds its backwar
 one multiply-add = 2 FLOPs; element-wise ops, norms and the optimiser are not counted). The
 total equals what one ``FlopCounterMode`` around the whole run would count for those calls.
 
+Untracked calls. While a meter *watches* (:meth:`FlopMeter.watch`, which the learner host
+does for the whole of a trial and of a prediction job), every other outermost call of any
+torch module is counted too, with the same keys and dry runs, so a network the learner forgot
+(or declined) to pass to ``ctx.track`` is not free. It is caught by a process-wide forward
+pre-hook (``register_module_forward_pre_hook``) that is installed only *between* outermost
+calls: on a call it removes itself, so the modules called inside run torch's hook-free fast
+path, and hangs a one-off exit hook on the called module that charges the call and puts the
+pre-hook back. The part of :attr:`FlopMeter.measured` that came from untracked calls is kept
+apart in :attr:`FlopMeter.untracked` (provenance; the total is charged either way). A module
+tracked by any meter is counted by its own hooks, never twice. A module whose dry run fails
+on ``meta`` and on a real copy is not an error when untracked: it is listed in
+:attr:`FlopMeter.unmeasured` and looked through from then on (its submodule calls count as
+outermost ones).
+
 Cost. A call's FLOPs depend only on its *key*: the tracked module, the shapes, dtypes and
 ``requires_grad`` of every tensor argument (nested in tuples, lists and dicts; other scalar
 arguments by value, other objects by type), ``torch.is_grad_enabled()``, the ``training``
@@ -17,11 +31,14 @@ no memory, no effect on the real module or the random-number generators): forwar
 backward from all outputs that require grad. Dry runs are hidden from any enclosing dispatch
 mode (an outer ``FlopCounterMode`` does not see them); DDP and DataParallel wrappers are
 measured through their inner module. Later calls cost a dict lookup and an add (about 6 us
-per call for the small CNN, 17 us for ResNet-34; a dry run takes tens of milliseconds).
+per call for the small CNN, 17 us for ResNet-34; an untracked call costs
+about the same, and watching adds a few us per outermost call whatever the module's size;
+``bench/bench_flops.py`` prints the current figures; a dry run takes tens of milliseconds).
 
-Nesting. Only the outermost tracked call is counted: a tracked module that runs inside another
-tracked module's call is already part of the outer dry run, so tracking both a model and its
-head, or a model and a wrapper around it, never counts anything twice.
+Nesting. Only the outermost counted call is counted: a module that runs inside another
+counted module's call (tracked or not) is already part of the outer dry run, so tracking both
+a model and its head, or a model and a wrapper around it, or calling a tracked model inside an
+untracked one, never counts anything twice.
 
 Limits (each documented rather than guessed at):
 - a backward that reaches any output of a call is charged the backward of all its outputs
@@ -33,7 +50,12 @@ Limits (each documented rather than guessed at):
   measured once per key on a real copy on its own device instead (listed in
   :attr:`FlopMeter.fallbacks`); that copy costs one extra real forward and backward, which
   is harness work and not charged to the learner;
-- calls of ``module.forward(...)`` bypass hooks and are not counted: call the module.
+- calls of ``module.forward(...)`` bypass hooks and are not counted: call the module (while
+  watching, the module calls made inside such a ``forward`` or inside a plain method such as
+  ``model.features(x)`` are still counted; functional code outside any module call is not);
+- a ``BaseException`` other than ``Exception`` (KeyboardInterrupt) raised through a watched
+  call stops untracked counting until the next :meth:`FlopMeter.watch`;
+- module calls in a process forked while watching (DataLoader workers) are not counted.
 Copies and pickles of a tracked module are not tracked (their hooks become inert).
 """
 
@@ -41,14 +63,17 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import os
 import sys
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 import torch
 from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils.hooks import RemovableHandle
 
 from services.core.errors import LearnerError
 from workers.sandbox.flop_keys import cuda_indices, dry_run, signature, tensors_of
@@ -59,12 +84,17 @@ ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 @dataclasses.dataclass(frozen=True)
 class FlopCounts:
-    """A snapshot of a meter: measured forward/backward FLOPs and learner-reported FLOPs."""
+    """A snapshot of a meter: measured forward/backward FLOPs and learner-reported FLOPs.
+
+    ``untracked`` is the part of the measured FLOPs that came from modules the learner did
+    not pass to ``ctx.track`` (already included in ``forward`` and ``backward``).
+    """
 
     forward: int
     backward: int
     reported: int
     measurements: int
+    untracked: int = 0
 
     @property
     def measured(self) -> int:
@@ -102,7 +132,12 @@ def _install_structure_hooks() -> None:
         _Structure.installed = True
 
 
-# --- hooks -------------------------------------------------------------------------------
+# Counted calls running now, outermost first, shared by every meter (``None``: a dry run). A
+# call made while this is not empty is part of the outer call and is not counted on its own.
+_CALLS: list[nn.Module | None] = []
+
+
+# --- hooks of tracked modules ------------------------------------------------------------
 
 
 class _Inert:
@@ -131,11 +166,16 @@ class _Enter(_Hook):
 
 
 class _Count(_Hook):
-    """Forward hook (always called): charges the call, measuring its key the first time."""
+    """Charges the calls of one module to one meter, measuring each new key once.
 
-    def __init__(self, meter: FlopMeter) -> None:
+    As a tracked module's forward hook (always called) it charges the call when it is the
+    outermost counted one; :meth:`charge` is what the watch calls for an untracked module.
+    """
+
+    def __init__(self, meter: FlopMeter, *, untracked: bool = False) -> None:
         self.meter = meter
-        self.stack = meter._stack
+        self.untracked = untracked
+        self.stack = _CALLS
         self.cache: dict[Any, tuple[int, int, Callable | None]] = {}
         self.structures: dict[Any, int] = {}
         self.version = -1
@@ -149,9 +189,14 @@ class _Count(_Hook):
             return None  # the call failed before our pre-hook ran
         stack.pop()
         if stack:
-            return None  # inside another tracked call (or a dry run), which counts it
+            return None  # inside another counted call (or a dry run), which counts it
         if output is None and sys.exc_info()[1] is not None:
             return None  # forward raised: nothing to charge
+        self.charge(module, args, kwargs, output)
+        return None
+
+    def charge(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+        """Add the call's forward FLOPs now and hook its backward onto ``output``."""
         if self.version != _Structure.version:
             self._refresh(module)
         if kwargs:
@@ -167,7 +212,10 @@ class _Count(_Hook):
         entry = self.cache.get(key)
         if entry is None:
             entry = self.cache[key] = self._lookup_or_measure(key, module, args, kwargs, grad)
-        self.meter._forward += entry[0]
+        meter = self.meter
+        meter._forward += entry[0]
+        if self.untracked:
+            meter._untracked += entry[0]
         charge = entry[2]
         if charge is not None:
             if type(output) is torch.Tensor:
@@ -179,7 +227,6 @@ class _Count(_Hook):
                     roots[0].register_hook(charge)
                 elif roots:  # once per backward pass, whichever outputs it reaches
                     torch.autograd.graph.register_multi_grad_hook(roots, charge, mode="any")
-        return None
 
     def _refresh(self, module: nn.Module) -> None:
         self.mods = tuple(module.modules())
@@ -206,6 +253,12 @@ class _Count(_Hook):
         if not backward:
             return None
         meter = self.meter
+        if self.untracked:
+            def charge_untracked(_grad: Any, _n: int = backward) -> None:
+                meter._backward += _n
+                meter._untracked += _n
+
+            return charge_untracked
 
         def charge(_grad: Any, _n: int = backward) -> None:
             meter._backward += _n
@@ -235,6 +288,129 @@ class _Count(_Hook):
             self.stack.pop()
         meter._measurements += 1
         return (forward, backward, self._charger(backward))
+
+
+# --- the watch: untracked outermost calls ------------------------------------------------
+#
+# Hook dicts are torch's own (``Module._forward_hooks`` ...): the watch adds and removes its
+# entries directly, under ids reserved from torch's handle counter, because it does so twice
+# per outermost call and a handle object per call would cost more than the rest together.
+
+_GLOBAL_PRE_HOOKS = nn.modules.module._global_forward_pre_hooks
+
+
+def _reserved_hook_id() -> int:
+    """A hook id torch will never hand out again (its handle counter moves past it)."""
+    return RemovableHandle(OrderedDict()).id
+
+
+_OUTER_ID, _DEPTH_ID, _EXIT_ID = _reserved_hook_id(), _reserved_hook_id(), _reserved_hook_id()
+_TRACKED = object()  # the running outermost call is of a tracked module: its own hooks count it
+_NEW = object()  # an untracked module this meter has not seen yet
+_OPAQUE = object()  # an untracked module that cannot be measured: looked through
+
+
+class _Watch:
+    """Process-wide state of the watch (learner code runs in one thread of one process)."""
+
+    meters: list[FlopMeter] = []  # watching meters; the newest one is charged
+    call: list[Any] | None = None  # [module, meter, counter, depth] of the running outermost call
+
+
+def _outer_enter(module: nn.Module, args: tuple) -> None:
+    """Global forward pre-hook, installed only between outermost calls: claims this call."""
+    if _CALLS or _Watch.call is not None or not _Watch.meters:
+        return None  # inside a call that counts (begun before watching) or a dry run
+    meter = _Watch.meters[-1]
+    key = id(module)
+    owner = _OWNERS.get(key)
+    counter: Any
+    if owner is not None and owner[0]() is module:
+        counter = _TRACKED
+    else:
+        entry = meter._untracked_counters.get(key)
+        counter = _NEW if entry is None or entry[0]() is not module else entry[1]
+        if counter is _OPAQUE:
+            return None  # not measurable as a whole: the calls inside it are the outermost ones
+        _CALLS.append(module)  # tracked modules called inside this call are part of it
+    _GLOBAL_PRE_HOOKS.pop(_OUTER_ID, None)  # calls inside this one take torch's hook-free path
+    _Watch.call = [module, meter, counter, 0]
+    try:
+        module._forward_pre_hooks[_DEPTH_ID] = _OUTER_DEPTH
+        module._forward_hooks[_EXIT_ID] = _OUTER_EXIT
+        module._forward_hooks_with_kwargs[_EXIT_ID] = True
+        module._forward_hooks_always_called[_EXIT_ID] = True
+    except Exception:  # noqa: BLE001 - a module without torch's hook dicts: not counted
+        _abandon_call()
+        _resume()
+    return None
+
+
+class _OuterDepth(_Hook):
+    """Pre-hook on the module of the running outermost call: counts calls of it inside it."""
+
+    def __call__(self, module: nn.Module, args: tuple) -> None:
+        call = _Watch.call
+        if call is not None and call[0] is module:
+            call[3] += 1
+
+
+class _OuterExit(_Hook):
+    """Forward hook (always called) on the module of the running outermost call: charges it
+    if untracked, then reinstalls the global pre-hook for the next outermost call."""
+
+    def __call__(self, module: nn.Module, args: tuple, kwargs: dict, output: Any = None) -> None:
+        call = _Watch.call
+        if call is None or call[0] is not module:
+            return None  # a copy of the module made during the call, or a stale hook
+        if call[3]:
+            call[3] -= 1  # the end of a call of this module inside its own outermost call
+            return None
+        _Watch.call = None
+        _detach(module)
+        meter, counter = call[1], call[2]
+        try:
+            _CALLS.clear()  # this was the outermost call: whatever is left is an interrupted one's
+            if counter is not _TRACKED and not (output is None and sys.exc_info()[1] is not None):
+                meter._count_untracked(module, counter, args, kwargs, output)
+        finally:
+            _resume()
+        return None
+
+
+_OUTER_DEPTH, _OUTER_EXIT = _OuterDepth(), _OuterExit()
+
+
+def _detach(module: nn.Module) -> None:
+    module._forward_pre_hooks.pop(_DEPTH_ID, None)
+    module._forward_hooks.pop(_EXIT_ID, None)
+    module._forward_hooks_with_kwargs.pop(_EXIT_ID, None)
+    module._forward_hooks_always_called.pop(_EXIT_ID, None)
+
+
+def _resume() -> None:
+    """Put the global pre-hook back if a meter watches and no outermost call is running."""
+    if _Watch.meters and _Watch.call is None:
+        _GLOBAL_PRE_HOOKS[_OUTER_ID] = _outer_enter
+
+
+def _abandon_call() -> None:
+    """Forget a running outermost call (one a BaseException cut short, or the watch's end)."""
+    call, _Watch.call = _Watch.call, None
+    if call is not None:
+        _detach(call[0])
+    _CALLS.clear()
+
+
+def _stop_in_forked_child() -> None:
+    """A forked child (a DataLoader worker) cannot charge the parent's meter: it stops."""
+    _Watch.meters.clear()
+    _Watch.call = None
+    _GLOBAL_PRE_HOOKS.pop(_OUTER_ID, None)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_stop_in_forked_child)
 
 
 # --- the meter ---------------------------------------------------------------------------
@@ -271,19 +447,24 @@ _OWNERS: dict[int, tuple[weakref.ref, weakref.ref]] = {}
 class FlopMeter:
     """Counts the FLOPs of tracked torch modules and adds FLOPs the learner reports.
 
-    One meter per trial (or prediction job). Not thread-safe. Call :meth:`untrack_all` when
-    the trial ends; a module still tracked by an earlier meter moves to the meter that tracks
-    it next, so a model kept in learner state is counted by the current trial only.
+    One meter per trial (or prediction job). Not thread-safe. While it watches
+    (:meth:`watch`) it also counts the outermost calls of every other torch module in this
+    process. Call :meth:`untrack_all` when the trial ends (it also ends the watch); a module
+    still tracked by an earlier meter moves to the meter that tracks it next, so a model kept
+    in learner state is counted by the current trial only.
     """
 
     def __init__(self) -> None:
         self._forward = 0
         self._backward = 0
         self._reported = 0
+        self._untracked = 0
         self._measurements = 0
         self._fallbacks: list[str] = []
-        self._stack: list[nn.Module | None] = []
+        self._unmeasured: list[str] = []
+        self._stack = _CALLS
         self._tracked: dict[int, tuple[weakref.ref, tuple[Any, ...]]] = {}
+        self._untracked_counters: dict[int, tuple[weakref.ref, Any]] = {}
 
     def track(self, module: ModuleT) -> ModuleT:
         """Count every forward and backward pass of ``module`` from now on; returns it.
@@ -312,8 +493,40 @@ class FlopMeter:
         _OWNERS[key] = (weakref.ref(module), weakref.ref(self))
         return module
 
+    def watch(self) -> FlopMeter:
+        """Also count every outermost call of a module that no meter tracks, until
+        :meth:`unwatch` or :meth:`untrack_all`; returns the meter.
+
+        Call it between module calls (the learner host does, around a trial or a prediction
+        job). The newest watching meter is charged; when it stops, the previous one resumes.
+        """
+        _install_structure_hooks()
+        if self in _Watch.meters:
+            _Watch.meters.remove(self)
+        else:
+            _abandon_call()  # a call a BaseException cut short before: start clean
+        _Watch.meters.append(self)
+        _resume()
+        return self
+
+    def unwatch(self) -> None:
+        """Stop counting untracked calls (tracked modules still count); the figures stay."""
+        if self not in _Watch.meters:
+            return
+        _Watch.meters.remove(self)
+        if not _Watch.meters:
+            _abandon_call()
+            _GLOBAL_PRE_HOOKS.pop(_OUTER_ID, None)
+
+    @property
+    def watching(self) -> bool:
+        """Whether untracked calls are charged to this meter now."""
+        return bool(_Watch.meters) and _Watch.meters[-1] is self
+
     def untrack_all(self) -> None:
-        """Remove this meter's hooks from every module it tracks (the counts stay)."""
+        """Remove this meter's hooks from every module it tracks and end its watch (the
+        counts stay)."""
+        self.unwatch()
         for key in list(self._tracked):
             self._release(key)
 
@@ -324,6 +537,20 @@ class FlopMeter:
         owner = _OWNERS.get(key)
         if owner is not None and owner[1]() is self:
             del _OWNERS[key]
+
+    def _count_untracked(self, module: nn.Module, counter: Any, args: tuple, kwargs: dict, output: Any) -> None:
+        """Charge one untracked outermost call (the watch's exit hook calls this)."""
+        key = id(module)
+        counters = self._untracked_counters
+        if counter is _NEW:
+            counter = _Count(self, untracked=True)
+            ref = weakref.ref(module, lambda _ref, _key=key: counters.pop(_key, None))
+            counters[key] = (ref, counter)
+        try:
+            counter.charge(module, args, kwargs, output)
+        except Exception as exc:  # noqa: BLE001 - no copy of it runs: look through it from now on
+            counters[key] = (counters[key][0], _OPAQUE)
+            self._unmeasured.append(f"{type(module).__name__}: {exc}"[:300])
 
     def report_flops(self, flops: int) -> None:
         """Add FLOPs the learner measured itself (frameworks other than PyTorch).
@@ -340,8 +567,13 @@ class FlopMeter:
 
     @property
     def measured(self) -> int:
-        """FLOPs of tracked forward and backward passes."""
+        """FLOPs of counted forward and backward passes, tracked and untracked."""
         return self._forward + self._backward
+
+    @property
+    def untracked(self) -> int:
+        """The part of :attr:`measured` that came from modules no meter tracked."""
+        return self._untracked
 
     @property
     def reported(self) -> int:
@@ -366,15 +598,21 @@ class FlopMeter:
         """Modules measured on a real copy because the meta dry run failed, with the reason."""
         return tuple(self._fallbacks)
 
+    @property
+    def unmeasured(self) -> tuple[str, ...]:
+        """Untracked modules no copy of which could run, with the reason: their own calls
+        are looked through (the module calls inside them are counted instead)."""
+        return tuple(self._unmeasured)
+
     def snapshot(self) -> FlopCounts:
-        return FlopCounts(self._forward, self._backward, self._reported, self._measurements)
+        return FlopCounts(self._forward, self._backward, self._reported, self._measurements, self._untracked)
 
     def reset(self) -> None:
         """Zero the FLOP figures; measured keys stay cached (their counts remain valid).
 
         A backward that runs after ``reset`` through a call made before it is charged after.
         """
-        self._forward = self._backward = self._reported = 0
+        self._forward = self._backward = self._reported = self._untracked = 0
 
 
 __all__ = ["FlopCounts", "FlopMeter", "FlopSource", "ModuleT", "forget_process_counts"]

@@ -8,7 +8,9 @@ During a trial it asks harness code for earlier tasks' train splits (``past_trai
 predictors its run kept for them (``past_predictor``) or the run's ``pretrained`` checkpoint, and hands it checkpoints (``checkpoint``); it never touches storage itself. The protocol's file
 descriptors are private copies: the learner's prints go to stderr and cannot corrupt frames
 (a hostile learner can still write frames of its own, which is why the harness side trusts
-nothing in them but numbers and bytes).
+nothing in them but numbers and bytes). During a trial and a ``predict`` job the context's FLOP
+meter watches (:meth:`~workers.sandbox.flops.FlopMeter.watch`): torch modules the learner did
+not pass to ``ctx.track`` are counted too, and their share is sent back as ``flops_untracked``.
 """
 
 from __future__ import annotations
@@ -89,8 +91,9 @@ class Host:
             on_checkpoint=self._checkpoint, checkpoint_at=tuple(header["checkpoint_at"]), device=self.device,
             rung_at=tuple(header.get("rungs") or ()))
         ctx.on_rung = lambda step, predictor: self._rung(step, predictor, dev, ctx)
-        ctx.on_flops = self._flops_so_far
+        ctx.on_flops = lambda measured, reported: self._flops_so_far(measured, reported, ctx.meter.untracked)
         started = time.perf_counter()
+        ctx.meter.watch()  # modules the learner does not pass to ctx.track are counted too
         try:
             output = self.learner.train(view, pickle.loads(state), dict(header["config"]), ctx)
             scores = _numeric(self.learner.predict(output.predictor, dev.images, ctx), "predict()")
@@ -104,7 +107,7 @@ class Host:
                     "traceback": traceback.format_exc()[-20000:], **_flops(ctx),
                     "curve": _curve(ctx)}, []
         finally:
-            ctx.meter.untrack_all()  # modules kept in learner state must not count on later
+            ctx.meter.untrack_all()  # ends the watch; modules kept in learner state must not count on later
         return {"status": "ok", "wall_time_s": time.perf_counter() - started,
                 "peak_memory_bytes": _peak_memory(self.device), "curve": _curve(ctx),
                 "missed_checkpoints": list(ctx.missed_checkpoints), **_flops(ctx)}, [scores, predictor, new_state]
@@ -113,8 +116,12 @@ class Host:
         info = info_from_json(header["info"])
         ctx = LocalTrialContext(seed=int(header["seed"]), steps=1, save_predictor=self.learner.save_predictor,
                                 device=self.device)
-        model = self.learner.load_predictor(_bytes(parts[0], "predictor"), info, ctx)
-        scores = _numeric(self.learner.predict(model, parts[1], ctx), "predict()")
+        ctx.meter.watch()
+        try:
+            model = self.learner.load_predictor(_bytes(parts[0], "predictor"), info, ctx)
+            scores = _numeric(self.learner.predict(model, parts[1], ctx), "predict()")
+        finally:
+            ctx.meter.untrack_all()
         return _flops(ctx), [scores]
 
     def _op_load_predictor(self, header: dict, parts: list) -> tuple[dict, list]:
@@ -177,8 +184,9 @@ class Host:
         header, _ = wire.receive(self.proto_in)
         return bool(header.get("continue", True))
 
-    def _flops_so_far(self, measured: int, reported: int) -> None:
-        wire.send(self.proto_out, {"op": "flops", "flops_measured": measured, "flops_reported": reported})
+    def _flops_so_far(self, measured: int, reported: int, untracked: int) -> None:
+        wire.send(self.proto_out, {"op": "flops", "flops_measured": measured, "flops_reported": reported,
+                                   "flops_untracked": int(untracked)})
 
     def _checkpoint(self, step: int, data: bytes) -> None:
         wire.send(self.proto_out, {"op": "checkpoint", "step": int(step)}, [_bytes(data, "save_predictor()")])
@@ -191,6 +199,8 @@ class Host:
         return self._predictors[handle]
 
     def _quiet_context(self, header: dict) -> LocalTrialContext:
+        """A context for the probe pool's calls, whose FLOPs nobody is charged: its meter
+        does not watch (counting untracked calls there would be dry runs for nothing)."""
         return LocalTrialContext(seed=int(header.get("seed", 0)), steps=1,
                                  save_predictor=self.learner.save_predictor, device=self.device)
 
@@ -210,7 +220,8 @@ def _bytes(value: Any, what: str) -> bytes:
 
 def _flops(ctx: LocalTrialContext) -> dict[str, Any]:
     meter = ctx.meter
-    return {"flops_measured": int(meter.measured), "flops_reported": int(meter.reported)}
+    return {"flops_measured": int(meter.measured), "flops_reported": int(meter.reported),
+            "flops_untracked": int(meter.untracked)}
 
 
 def _curve(ctx: LocalTrialContext) -> list[list[Any]]:

@@ -86,6 +86,7 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     ctx = _make_context(
         learner, spec, config, rank=rank, world_size=world, device=str(ray.train.torch.get_device())
     )
+    ctx.meter.watch()  # modules the learner does not pass to ctx.track are counted too
     try:
         metrics = _execute_trial(learner, spec, config, ctx)
     except Exception as exc:
@@ -95,13 +96,15 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
                                               int(ctx.meter.reported)))
         raise
     finally:
-        ctx.meter.untrack_all()
+        ctx.meter.untrack_all()  # also ends the watch
     flops = flop_metrics(ctx)
-    totals = torch.tensor([flops["flops_measured"], flops["flops_reported"]], dtype=torch.int64)
+    totals = torch.tensor([flops["flops_measured"], flops["flops_reported"], flops["flops_untracked"]],
+                          dtype=torch.int64)
     if dist.is_available() and dist.is_initialized():
         dist.all_reduce(totals)
     if rank == 0:
-        metrics.update(flops, flops_measured=int(totals[0]), flops_reported=int(totals[1]), num_workers=world)
+        metrics.update(flops, flops_measured=int(totals[0]), flops_reported=int(totals[1]),
+                       flops_untracked=int(totals[2]), num_workers=world)
         ray.get(spec.harness.post_result.remote(int(config["trial_index"]), metrics))
     ray.train.report({"rank": rank})
 
@@ -191,7 +194,8 @@ def _execute_trial(
 
 def flop_metrics(ctx: LocalTrialContext) -> dict[str, int | str]:
     meter = ctx.meter
-    return {"flops_measured": meter.measured, "flops_reported": meter.reported, "flops_source": meter.source}
+    return {"flops_measured": meter.measured, "flops_reported": meter.reported,
+            "flops_untracked": meter.untracked, "flops_source": meter.source}
 
 
 def peak_memory_bytes(device: str) -> int:

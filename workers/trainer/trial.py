@@ -62,7 +62,10 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
     The host gets the task's data (once per host and task attempt), the learner state and the
     sampled config; it asks back for earlier tasks' train splits and hands over checkpoints,
     which harness code stores through the task's harness actor. The dev error is computed
-    here, by harness code, from the scores the learner's ``predict`` returned.
+    here, by harness code, from the scores the learner's ``predict`` returned. The FLOP
+    fields are ``flops_measured`` (tracked and untracked module calls), ``flops_reported``
+    and ``flops_untracked``, the part of ``flops_measured`` from modules the learner did not
+    pass to ``ctx.track``.
     """
     import ray  # noqa: PLC0415 - only inside Ray processes
 
@@ -144,8 +147,10 @@ def _answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], lis
 
 def _reported_flops(header: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     """A host's running FLOP totals, kept only if they are counts that never go down."""
-    counts = {k: header.get(k) for k in ("flops_measured", "flops_reported")}
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= int(before[k]) for k, v in counts.items()):
+    counts = {"flops_measured": header.get("flops_measured"), "flops_reported": header.get("flops_reported"),
+              "flops_untracked": header.get("flops_untracked", 0)}  # absent from an older host
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= int(before.get(k, 0))
+               for k, v in counts.items()) or counts["flops_untracked"] > counts["flops_measured"]:
         raise LearnerError("the learner host sent a malformed FLOP report")
     return {**counts, "flops_source": "reported" if counts["flops_reported"] else "measured"}
 
@@ -182,7 +187,7 @@ def failure_metrics(config: Mapping[str, Any], exc: BaseException, flops: Mappin
 
 def no_flops() -> dict[str, int | str]:
     """The FLOP fields of a trial that spent none (or whose count died with its process)."""
-    return {"flops_measured": 0, "flops_reported": 0, "flops_source": "measured"}
+    return {"flops_measured": 0, "flops_reported": 0, "flops_untracked": 0, "flops_source": "measured"}
 
 
 def _number(value: Any) -> float:

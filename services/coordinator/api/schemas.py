@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
 from services.coordinator.api.fields import (
     ENTRYPOINT_MAX,
@@ -144,6 +144,9 @@ class SubmissionCreate(Request):
     visibility: Literal["public", "private"] = Field(
         default="public", description="'private': the leaderboard, the front and the dashboard's "
         "pages show it only to you and admins; to others its pages are a 404.")
+    pinned: StrictBool = Field(
+        default=False, description="Re-run it on each new version of its stream (a benchmark "
+        "refresh copies its learner, phase and budget); see POST /v1/submissions/{id}/pin.")
 
 
 class LearnerRef(BaseModel):
@@ -184,6 +187,7 @@ class SubmissionBrief(BaseModel):
     created_at: datetime
     finished_at: datetime | None
     current_task: CurrentTask | None
+    pinned: bool = Field(default=False, description="Re-run on each new version of its stream.")
 
 
 class TaskOut(BaseModel):
@@ -227,6 +231,11 @@ class EventPage(BaseModel):
     next_after: int = Field(description="Pass as ?after= to get the events that follow.")
 
 
+class PinUpdate(Request):
+    pinned: StrictBool = Field(description="true: re-run this submission on each new version of its "
+                         "stream (benchmark refreshes); false: stop.")
+
+
 class StreamOut(BaseModel):
     name: str
     version: str
@@ -235,9 +244,50 @@ class StreamOut(BaseModel):
     meta_test: int
 
 
+class QuotaUseOut(BaseModel):
+    """A windowed quota: submissions counted in the window, the limit, and when the next
+    is allowed."""
+
+    used: int
+    limit: int
+    window_days: float
+    next_allowed_at: datetime | None = Field(
+        description="When the next is allowed while the quota is used up (then a create is a "
+        "429 with Retry-After); null: one is allowed now, or none at all when the limit is 0.")
+
+
+class ConcurrentOut(BaseModel):
+    used: int = Field(description="Queued or running submissions now.")
+    limit: int
+
+
+class MetaTestQuotaOut(BaseModel):
+    """Counted meta-test submissions of one learner on one stream version."""
+
+    learner: LearnerRef
+    stream: StreamRef
+    use: QuotaUseOut
+
+
+class QuotaOut(BaseModel):
+    """The caller's quotas, counted as POST /v1/submissions counts them."""
+
+    user: str
+    concurrent: ConcurrentOut
+    daily: QuotaUseOut
+    meta_test_limit: int = Field(description="Meta-test submissions allowed per learner and stream "
+                                 "version in the window (NEVIS_META_TEST_QUOTA; 0: none).")
+    meta_test_window_days: float = Field(description="NEVIS_META_TEST_QUOTA_DAYS.")
+    meta_test: list[MetaTestQuotaOut] = Field(description=(
+        "Per learner and stream version with a counted meta-test submission in the window. One "
+        "counts while it is queued or running, and once any of its tasks ran; one that failed or "
+        "was cancelled before any task ran does not. Meta-train submissions are not limited."))
+
+
 __all__ = [
     "BundleOut", "CurrentTask", "EventOut", "EventPage", "LearnerCreate", "LearnerOut",
-    "LearnerRef", "Page", "Problem", "Request", "Resources", "StreamOut", "StreamRef",
+    "LearnerRef", "Page", "PinUpdate", "Problem", "Request", "Resources", "StreamOut", "StreamRef",
     "SubmissionBrief", "SubmissionCreate", "SubmissionOut", "TaskOut", "TokenCreate",
     "TokenCreated", "TokenOut", "UserCreate", "UserOut",
+    "ConcurrentOut", "MetaTestQuotaOut", "QuotaOut", "QuotaUseOut",
 ]

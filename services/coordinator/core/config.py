@@ -8,6 +8,8 @@ refused: SQLite (one writer, no row locks for several replicas).
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from functools import lru_cache
 from pathlib import Path
@@ -16,9 +18,11 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from services.coordinator.core.backend_registry import BACKENDS
+from services.coordinator.core.cron import CronSchedule, check_cron
 from services.coordinator.core.validation import ImagePolicy, parse_rate
+from services.core.budget import RunBudget
 from services.core.config import Settings, load_settings
-from services.core.errors import unknown_name_message
+from services.core.errors import BudgetError, unknown_name_message
 
 # Variables the worker harness needs to reach the database and store; the backends pass
 # them to the worker process (never to learner code: the runner blanks them there).
@@ -33,6 +37,34 @@ WORKER_KNOB_VARS = (
     "NEVIS_MAX_ATTEMPTS", "NEVIS_BACKOFF_BASE_S", "NEVIS_BACKOFF_MAX_S", "NEVIS_STREAMS_DIR",
     "NEVIS_ENVIRONMENT", "NEVIS_BUNDLE_MAX_BYTES", "NEVIS_SANDBOX",
 )
+
+BUILTIN_LEARNER = re.compile(r"[a-z][a-z0-9_]{0,99}")
+"""A built-in learner's registry name (a refresh baseline; no ``module:factory``)."""
+
+
+def split_list(value: str) -> list[str]:
+    """The items of a comma-separated setting, stripped, empty ones dropped."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def refresh_budget_of(value: str) -> RunBudget:
+    """The baselines' refresh budget from NEVIS_REFRESH_BUDGET (empty: the default).
+
+    Raises:
+        ValueError: not a JSON object, or not a valid budget (naming the key).
+    """
+    if not value.strip():
+        return RunBudget()
+    try:
+        doc = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"must be a JSON object of budget keys, e.g. '{{\"trials\": 2}}' ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ValueError("must be a JSON object of budget keys, e.g. '{\"trials\": 2}'")
+    try:
+        return RunBudget(**doc)
+    except BudgetError as exc:
+        raise ValueError(f"is not a valid budget: {exc}") from None
 
 
 class CoordinatorSettings(Settings):
@@ -69,6 +101,16 @@ class CoordinatorSettings(Settings):
     # Quotas and limits (per user; a user row may override the quotas)
     quota_concurrent: int = Field(default=2, ge=0, le=10_000)
     quota_daily: int = Field(default=20, ge=0, le=1_000_000)
+    meta_test_quota: int = Field(
+        default=3, ge=0, le=1_000_000,
+        description="Meta-test submissions one user may make of one learner on one stream "
+        "version within NEVIS_META_TEST_QUOTA_DAYS (0: none); one that never started a task "
+        "(refused, or cancelled or failed before any ran) does not count. Meta-train is "
+        "unlimited here; local `nevis run` is never limited.")
+    meta_test_quota_days: float = Field(
+        default=30.0, gt=0, le=3660,
+        description="The window of NEVIS_META_TEST_QUOTA, in days: a counted meta-test "
+        "submission stops counting this long after it was created.")
     bundle_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=2 * 1024**3)
     max_json_bytes: int = Field(
         default=1024 * 1024, ge=1024, le=64 * 1024 * 1024,
@@ -83,6 +125,28 @@ class CoordinatorSettings(Settings):
     dashboard_public: bool = Field(
         default=True, description="The leaderboard and dashboard are readable without a token "
         "(false: every page and the leaderboard API need one).")
+    # Benchmark refreshes (services/coordinator/refresh; README, "Benchmark refreshes")
+    refresh_cron: str = Field(
+        default="", max_length=200,
+        description="When the scheduler starts due refreshes: a 5-field cron expression in UTC "
+        "(e.g. '0 3 * * *') or a nickname such as '@daily'; empty: never (refresh with "
+        "POST /v1/admin/refreshes, `nevis refresh run` or the chart's CronJob).")
+    refresh_baselines: str = Field(
+        default="indep", max_length=2000,
+        description="Comma-separated built-in learners a refresh re-runs on a new stream "
+        "version, e.g. 'indep,ft_prev'; empty: none.")
+    refresh_budget: str = Field(
+        default="", max_length=4000,
+        description="The baselines' budget in refresh runs, as JSON (e.g. '{\"trials\": 2}'); "
+        "empty: the default budget. Pinned submissions keep their own.")
+    refresh_streams: str = Field(
+        default="", max_length=4000,
+        description="Comma-separated streams that scheduled refreshes (and `nevis refresh run` "
+        "without --stream) look at; empty: every stream that has a stored version here.")
+    refresh_owner: str = Field(
+        default="refresh", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+        description="The user that owns the baselines' refresh runs (made, role submitter, "
+        "on first use).")
     # Learner images
     image_registries: str = Field(
         default="", max_length=4000,
@@ -133,6 +197,26 @@ class CoordinatorSettings(Settings):
         parse_rate(value)
         return value
 
+    @field_validator("refresh_cron")
+    @classmethod
+    def _check_refresh_cron(cls, value: str) -> str:
+        return check_cron(value) if value.strip() else ""
+
+    @field_validator("refresh_baselines")
+    @classmethod
+    def _check_refresh_baselines(cls, value: str) -> str:
+        for name in split_list(value):
+            if not BUILTIN_LEARNER.fullmatch(name):
+                raise ValueError(f"must list built-in learner names (lower case, digits, '_'), "
+                                 f"comma-separated, e.g. 'indep,ft_prev'. Got {name!r} instead.")
+        return value
+
+    @field_validator("refresh_budget")
+    @classmethod
+    def _check_refresh_budget(cls, value: str) -> str:
+        refresh_budget_of(value)
+        return value
+
     @field_validator("backend")
     @classmethod
     def _check_backend(cls, value: str) -> str:
@@ -170,6 +254,10 @@ class CoordinatorSettings(Settings):
             )
         if self.backoff_max_s < self.backoff_base_s:
             raise ValueError("NEVIS_BACKOFF_MAX_S must be >= NEVIS_BACKOFF_BASE_S")
+        budget = refresh_budget_of(self.refresh_budget)
+        if budget.trials > self.max_trials or budget.steps > self.max_steps:
+            raise ValueError("NEVIS_REFRESH_BUDGET must stay within NEVIS_MAX_TRIALS "
+                             f"({self.max_trials}) and NEVIS_MAX_STEPS ({self.max_steps})")
         return self
 
     @property
@@ -179,6 +267,11 @@ class CoordinatorSettings(Settings):
         digest = self.require_image_digest
         return ImagePolicy(registries=registries,
                            require_digest=self.environment == "production" if digest is None else digest)
+
+    @property
+    def refresh_schedule(self) -> CronSchedule | None:
+        """The schedule of refreshes (NEVIS_REFRESH_CRON), or None when it is off."""
+        return CronSchedule.parse(self.refresh_cron) if self.refresh_cron else None
 
     @property
     def outbox(self) -> Path:
@@ -197,5 +290,6 @@ def get_coordinator_settings() -> CoordinatorSettings:
 
 
 __all__ = [
-    "WORKER_KNOB_VARS", "WORKER_SECRET_VARS", "CoordinatorSettings", "get_coordinator_settings",
+    "BUILTIN_LEARNER", "WORKER_KNOB_VARS", "WORKER_SECRET_VARS", "CoordinatorSettings",
+    "get_coordinator_settings", "refresh_budget_of", "split_list",
 ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -18,10 +17,12 @@ from services.coordinator.core.errors import (
     NotFoundError,
     QuotaExceededError,
 )
+from services.coordinator.crud import quotas
 from services.coordinator.crud.learners import get_learner
+from services.coordinator.crud.quotas import OPEN_STATUSES
 from services.coordinator.streams import resolve_stream
 from services.core.budget import RunBudget
-from services.store.db.models import PHASES, VISIBILITIES, Event, Submission
+from services.store.db.models import PHASES, VISIBILITIES, Event, Learner, StreamVersion, Submission
 from services.store.db.models_coordinator import (
     IdempotencyKey,
     ScheduledSubmission,
@@ -34,7 +35,6 @@ from workers.stream.prepare import stored_image_size
 from workers.stream.versions import ensure_stream_version
 
 CREATE_SCOPE = "POST /v1/submissions"
-OPEN_STATUSES = ("queued", "running")
 
 
 @dataclass(frozen=True)
@@ -48,11 +48,13 @@ class SubmissionRequest:
     stream_version: str | None = None
     image_size: int | None = None
     visibility: str = "public"
+    pinned: bool = False
 
     def sha256(self) -> str:
         """Hash of the request's canonical JSON, to recognise a replay. The default
-        visibility is left out, so keys stored before it existed still match."""
-        fields = {k: v for k, v in self.__dict__.items() if (k, v) != ("visibility", "public")}
+        visibility and pin are left out, so keys stored before they existed still match."""
+        defaults = {("visibility", "public"), ("pinned", False)}
+        fields = {k: v for k, v in self.__dict__.items() if (k, v) not in defaults}
         doc = json.dumps({**fields, "budget": self.budget.to_dict()}, sort_keys=True,
                          separators=(",", ":"), default=str)
         return hashlib.sha256(doc.encode()).hexdigest()
@@ -130,10 +132,14 @@ def create_submission(
     except Exception as exc:  # the check's own message names the range
         raise InvalidInputError(f"The 'image_size' is not valid: {exc}", field="image_size") from None
     version = ensure_stream_version(session, manifest=stream.manifest)
+    if request.phase == quotas.META_TEST:
+        _check_meta_test_quota(session, settings=settings, user=user, learner=owned.learner,
+                               version=version)
     submission = records.create_submission(
         session, learner=owned.learner, stream_version=version, phase=request.phase,
         budget=budget, image_size=size, first_order=tasks[0].order, status="queued",
         visibility=request.visibility)
+    submission.pinned = request.pinned
     session.add(ScheduledSubmission(submission_id=submission.id, user_id=user.id))
     if idempotency_key is not None:
         session.add(IdempotencyKey(user_id=user.id, scope=CREATE_SCOPE, key=idempotency_key,
@@ -162,28 +168,49 @@ def check_budget(budget: RunBudget, *, settings: CoordinatorSettings) -> RunBudg
 
 
 def _check_quota(session: Session, *, settings: CoordinatorSettings, user: User) -> None:
-    concurrent = user.max_concurrent if user.max_concurrent is not None else settings.quota_concurrent
-    daily = user.max_per_day if user.max_per_day is not None else settings.quota_daily
-    open_count = session.scalar(
-        select(func.count()).select_from(ScheduledSubmission)
-        .join(Submission, Submission.id == ScheduledSubmission.submission_id)
-        .where(ScheduledSubmission.user_id == user.id, Submission.status.in_(OPEN_STATUSES))) or 0
-    if open_count >= concurrent:
+    limits = quotas.limits_of(settings, user)
+    open_count = quotas.open_count(session, user=user)
+    if open_count >= limits.concurrent:
         raise QuotaExceededError(
             f"User {user.name!r} has {open_count} queued or running submissions, the most "
-            f"allowed at once ({concurrent}); wait for one to finish or cancel one.",
+            f"allowed at once ({limits.concurrent}); wait for one to finish or cancel one.",
             field="quota.concurrent", retry_after_s=60)
-    since = utcnow() - timedelta(days=1)
-    recent = list(session.scalars(
-        select(ScheduledSubmission.created_at)
-        .where(ScheduledSubmission.user_id == user.id, ScheduledSubmission.created_at > since)
-        .order_by(ScheduledSubmission.created_at)))
-    if len(recent) >= daily:
-        wait = (recent[0] + timedelta(days=1) - utcnow()).total_seconds() if recent else 86_400
+    now = utcnow()
+    recent = quotas.daily_times(session, user=user, now=now)
+    if len(recent) >= limits.daily:
+        wait = (recent[0] + quotas.DAY - now).total_seconds() if recent else 86_400
         raise QuotaExceededError(
             f"User {user.name!r} made {len(recent)} submissions in the last 24 hours, the daily "
-            f"quota ({daily}); try again later.", field="quota.daily",
+            f"quota ({limits.daily}); try again later.", field="quota.daily",
             retry_after_s=max(1, int(wait) + 1))
+
+
+def _check_meta_test_quota(session: Session, *, settings: CoordinatorSettings, user: User,
+                           learner: Learner, version: StreamVersion) -> None:
+    """Meta-test hygiene (issue 9): at most NEVIS_META_TEST_QUOTA counted meta-test
+    submissions of one user, learner and stream version per NEVIS_META_TEST_QUOTA_DAYS (what
+    counts: :mod:`services.coordinator.crud.quotas`). Runs with the user's row locked."""
+    limits, now = quotas.limits_of(settings, user), utcnow()
+    where = (f"of learner {learner.name!r} (id {learner.id}) on stream {version.name!r} "
+             f"version {version.version!r}")
+    if limits.meta_test == 0:
+        raise QuotaExceededError(
+            "Meta-test submissions are turned off on this coordinator (NEVIS_META_TEST_QUOTA=0); "
+            f"submit {where} with phase 'meta_train' to develop it.", field="quota.meta_test")
+    times = quotas.meta_test_times(session, user=user, learner_id=learner.id,
+                                   stream_version_id=version.id, window=limits.meta_test_window,
+                                   now=now)
+    use = quotas.window_use(times, limit=limits.meta_test, window=limits.meta_test_window)
+    if use.next_allowed_at is None:
+        return
+    wait = quotas.retry_after_s(use.next_allowed_at, now=now)
+    raise QuotaExceededError(
+        f"User {user.name!r} has used {use.used} of {use.limit} meta-test submissions {where} "
+        f"allowed per {limits.meta_test_days:g} days (NEVIS_META_TEST_QUOTA, "
+        f"NEVIS_META_TEST_QUOTA_DAYS); the next is allowed at "
+        f"{use.next_allowed_at.isoformat(timespec='seconds')} (in {wait} s). Tune on "
+        "'meta_train', which is not limited; a submission cancelled before any task ran does "
+        "not count.", field="quota.meta_test", retry_after_s=wait)
 
 
 def get_submission(session: Session, *, user: User, submission_id: int,
@@ -251,6 +278,23 @@ def cancel_submission(session: Session, *, user: User, submission_id: int) -> Su
     return row
 
 
+def pin_submission(session: Session, *, user: User, submission_id: int, pinned: bool
+                   ) -> SubmissionRow:
+    """Pin (or unpin) a submission for benchmark refreshes: its owner's or an admin's call.
+
+    Raises:
+        NotFoundError: not the caller's (and the caller is no admin).
+    """
+    row = get_submission(session, user=user, submission_id=submission_id, for_update=True)
+    if row.submission.pinned != pinned:
+        row.submission.pinned = pinned
+        records.add_event(session, submission_id=submission_id,
+                          kind="submission.pinned" if pinned else "submission.unpinned",
+                          payload={"by": user.name})
+    session.flush()
+    return row
+
+
 def list_events(session: Session, *, submission_id: int, after: int, limit: int) -> list[Event]:
     """A submission's events with id > ``after``, oldest first."""
     return list(session.scalars(
@@ -261,5 +305,5 @@ def list_events(session: Session, *, submission_id: int, after: int, limit: int)
 __all__ = [
     "CREATE_SCOPE", "OPEN_STATUSES", "SubmissionRequest", "SubmissionRow", "cancel_submission",
     "check_budget", "create_submission", "find_replay", "get_submission", "list_events",
-    "list_submissions",
+    "list_submissions", "pin_submission",
 ]

@@ -1,5 +1,6 @@
-"""The scheduler: one pass (:meth:`Scheduler.tick`) stops cancelled jobs, reaps dead leases
-and launches ready tasks; :meth:`Scheduler.start` repeats it on a thread.
+"""The scheduler: one pass (:meth:`Scheduler.tick`) stops cancelled jobs, reaps dead leases,
+settles and starts benchmark refreshes (:mod:`services.coordinator.refresh.timer`) and
+launches ready tasks; :meth:`Scheduler.start` repeats it on a thread.
 
 Any number of schedulers (coordinator replicas) may run against one PostgreSQL database:
 claims use ``SKIP LOCKED`` and every lease change is a compare-and-set, so no task is
@@ -39,6 +40,7 @@ from services.coordinator.backends.base import Backend, LaunchSpec
 from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.core.validation import ResourceRequest
 from services.coordinator.metrics import Metrics
+from services.coordinator.refresh.timer import RefreshTimer
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.policy import (
     ExpiryKind,
@@ -67,6 +69,7 @@ class TickReport:
     launched: list[int] = field(default_factory=list)
     expired: list[int] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
+    refreshes: list[int] = field(default_factory=list)  # refreshes this pass started
     cut_short: bool = False  # hit LAUNCHES_PER_PASS with tasks still ready: pass again at once
 
 
@@ -109,6 +112,7 @@ class Scheduler:
         self.lease_policy = LeasePolicy(settings.heartbeat_timeout_s)
         self.retry_policy = retry_policy(settings)
         self.launch_policy = launch_retry_policy(settings)
+        self.refresh_timer = RefreshTimer(settings, sessions)
         self.last_tick_at: datetime | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -120,10 +124,22 @@ class Scheduler:
         self._stop_cancelled(report)
         self._reap(report)
         self.backend.reap()  # local: wait on ended worker processes
+        self._refresh(report)
         self._launch(report)
         self.last_tick_at = utcnow()
         self.metrics.ticks.inc()
         return report
+
+    def _refresh(self, report: TickReport) -> None:
+        """Settle refreshes and start due ones (NEVIS_REFRESH_CRON); a failure is logged,
+        never a failed pass: launching must not wait on a broken stream manifest."""
+        try:
+            done = self.refresh_timer.tick()
+        except Exception:  # noqa: BLE001 - see the docstring
+            log.exception("refresh check failed")
+            return
+        if done is not None:
+            report.refreshes.extend(o.refresh.id for o in done.started)
 
     def _ours_to_ask(self, backend: str, owner: str) -> bool:
         """Whether this backend may look up (or stop) the job of a lease: one of its kind,

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Double,
     ForeignKey,
     ForeignKeyConstraint,
@@ -210,6 +211,8 @@ class Submission(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     visibility: Mapped[str] = mapped_column(String(16), default="public", server_default="public")
     pretrained_key: Mapped[str | None] = mapped_column(String(KEY_LENGTH))  # PT / PT+FT's start
+    # The owner asks for this run to be repeated on every new version of its stream (a refresh).
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 
     learner: Mapped[Learner] = relationship()
     stream_version: Mapped[StreamVersion] = relationship()
@@ -378,7 +381,7 @@ class Event(Base):
 
 
 # Tables of later parts live in their own modules; importing them registers them here.
-from services.store.db import models_coordinator, models_probe  # noqa: E402,F401
+from services.store.db import models_coordinator, models_probe, models_refresh  # noqa: E402,F401
 
 
 __all__ = [

@@ -8,6 +8,10 @@ finished submission's two numbers, read by :func:`front_points` (two floats a ro
 Every read takes the :class:`~services.store.runs.visibility.Viewer` it answers (default:
 anonymous): private submissions it may not read are left out before ranking, so ranks,
 totals, the seeds' spread and the front are those of the rows that viewer sees.
+
+Only meta-test submissions are ranked (:data:`RANKED_PHASE`, issue 9 "meta-test hygiene"):
+meta-train runs are development runs, tuned freely, and ranking them would make a
+leaderboard of tuning; there is no parameter to rank another phase.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
 
 SortKey = Literal["rank", "E", "cflop", "date", "learner", "tasks"]
 SORT_KEYS: tuple[str, ...] = ("rank", "E", "cflop", "date", "learner", "tasks")
+RANKED_PHASE = "meta_test"
+"""The one phase leaderboards and fronts rank."""
+
+
 def is_baseline(entrypoint: Any) -> Any:
     """SQL: built-in learners (``indep``, ...; stored by their registry name, no
     ``module:factory`` colon) are the baselines."""
@@ -92,12 +100,12 @@ def stream_versions(session: Session, viewer: Viewer = ANONYMOUS) -> list[tuple[
     return [(name, version) for name, version, _ in rows]
 
 
-def leaderboard(session: Session, *, stream: str, version: str, phase: str = "meta_test",
-                sort: SortKey = "rank", descending: bool = False, limit: int = 50, offset: int = 0,
+def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = "rank",
+                descending: bool = False, limit: int = 50, offset: int = 0,
                 learner_prefix: str | None = None, since: datetime | None = None,
                 baselines: bool | None = None, viewer: Viewer = ANONYMOUS) -> LeaderboardPage:
-    """One page of the leaderboard of ``stream``/``version`` in ``phase``, as ``viewer`` sees it."""
-    base = _ranked(stream=stream, version=version, phase=phase, learner_prefix=learner_prefix,
+    """One page of the meta-test leaderboard of ``stream``/``version``, as ``viewer`` sees it."""
+    base = _ranked(stream=stream, version=version, learner_prefix=learner_prefix,
                    since=since, baselines=baselines, viewer=viewer).subquery()
     column = {"rank": base.c.rank, "E": base.c.mean_error, "cflop": base.c.cflop,
               "date": base.c.created_at, "learner": base.c.learner, "tasks": base.c.tasks_done}[sort]
@@ -108,7 +116,7 @@ def leaderboard(session: Session, *, stream: str, version: str, phase: str = "me
     total = session.scalar(select(func.count()).select_from(base)) or 0
     spread = _spread_by_learner(session, base, {r.learner for r in rows})
     return LeaderboardPage(
-        stream=stream, version=version, phase=phase, total=int(total), limit=limit, offset=offset,
+        stream=stream, version=version, phase=RANKED_PHASE, total=int(total), limit=limit, offset=offset,
         rows=tuple(LeaderboardRow(
             rank=r.rank, submission_id=r.submission_id, learner=r.learner, owner=r.owner,
             baseline=bool(r.baseline), phase=r.phase, status=r.status,
@@ -134,12 +142,11 @@ def _spread_by_learner(session: Session, base: Any, learners: set[str]) -> dict[
             for learner, values in found.items()}
 
 
-def front_points(session: Session, *, stream: str, version: str, phase: str = "meta_test",
-                 learner_prefix: str | None = None, since: datetime | None = None,
+def front_points(session: Session, *, stream: str, version: str, learner_prefix: str | None = None, since: datetime | None = None,
                  viewer: Viewer = ANONYMOUS) -> list[FrontPoint]:
-    """Every finished submission ``viewer`` may read (all headline tasks scored) as a
-    (cFLOP, E) point, with whether it is on the Pareto front of those points."""
-    base = _ranked(stream=stream, version=version, phase=phase, learner_prefix=learner_prefix,
+    """Every finished meta-test submission ``viewer`` may read (all headline tasks scored) as
+    a (cFLOP, E) point, with whether it is on the Pareto front of those points."""
+    base = _ranked(stream=stream, version=version, learner_prefix=learner_prefix,
                    since=since, baselines=None, viewer=viewer).subquery()
     rows = session.execute(
         select(base.c.submission_id, base.c.learner, base.c.baseline, base.c.mean_error, base.c.cflop)
@@ -150,7 +157,7 @@ def front_points(session: Session, *, stream: str, version: str, phase: str = "m
             for r, flag in zip(rows, flags, strict=True)]
 
 
-def _ranked(*, stream: str, version: str, phase: str, learner_prefix: str | None,
+def _ranked(*, stream: str, version: str, learner_prefix: str | None,
             since: datetime | None, baselines: bool | None, viewer: Viewer) -> Select:
     headline = StreamTask.phase == Submission.phase
     scored = (
@@ -190,7 +197,8 @@ def _ranked(*, stream: str, version: str, phase: str, learner_prefix: str | None
                                  planned.c.phase == Submission.phase))
         .outerjoin(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
         .outerjoin(User, User.id == ScheduledSubmission.user_id)
-        .where(StreamVersion.name == stream, StreamVersion.version == version, Submission.phase == phase,
+        .where(StreamVersion.name == stream, StreamVersion.version == version,
+               Submission.phase == RANKED_PHASE,
                visible_to(viewer))
     )
     if learner_prefix:
@@ -203,6 +211,6 @@ def _ranked(*, stream: str, version: str, phase: str, learner_prefix: str | None
 
 
 __all__ = [
-    "SORT_KEYS", "FrontPoint", "LeaderboardPage", "LeaderboardRow", "SortKey",
+    "RANKED_PHASE", "SORT_KEYS", "FrontPoint", "LeaderboardPage", "LeaderboardRow", "SortKey",
     "front_points", "is_baseline", "leaderboard", "stream_versions",
 ]

@@ -51,6 +51,7 @@ class TrialOutcome:
     config: Mapping[str, Any] = field(default_factory=dict)
     flops_measured: int = 0
     flops_reported: int = 0
+    flops_untracked: int = 0  # the part of flops_measured from modules the learner did not track
     dev_error: float | None = None
     wall_time_s: float | None = None
     peak_memory_bytes: int | None = None
@@ -86,6 +87,7 @@ class TrialOutcome:
             status=status, config=_plain(metrics.get("config") or {}),
             flops_measured=int(metrics.get("flops_measured") or 0),
             flops_reported=int(metrics.get("flops_reported") or 0),
+            flops_untracked=int(metrics.get("flops_untracked") or 0),
             dev_error=float(metrics["dev_error"]) if ok and metrics.get("dev_error") is not None else None,
             wall_time_s=_float_or_none(metrics.get("wall_time_s")),
             peak_memory_bytes=_int_or_none(metrics.get("peak_memory_bytes")),

@@ -116,7 +116,9 @@ def trial_flops_of(session: Session, *, task_run_id: int) -> float:
 
 
 def record_trial(session: Session, *, task_run_id: int, outcome: TrialOutcome) -> Trial:
-    """Store one finished trial (ok or failed), its training curve and its checkpoints."""
+    """Store one finished trial (ok or failed), its training curve and its checkpoints; a
+    trial with FLOPs from modules the learner did not track also gets a
+    ``trial.untracked_flops`` event with that part (the total is in ``flops`` either way)."""
     trial = Trial(
         task_run_id=task_run_id, trial_index=outcome.trial_index, seed=outcome.seed,
         config=dict(outcome.config), status={"ok": "succeeded", "stopped": "stopped"}.get(outcome.status, "failed"),
@@ -134,6 +136,11 @@ def record_trial(session: Session, *, task_run_id: int, outcome: TrialOutcome) -
     for ckpt in outcome.checkpoints:
         session.add(Checkpoint(trial_id=trial.id, step=ckpt.step, object_key=ckpt.key,
                                size_bytes=ckpt.size, sha256=ckpt.sha256))
+    if outcome.flops_untracked:  # provenance; the trials table has no column for the split
+        run = session.get(TaskRun, task_run_id)
+        add_event(session, submission_id=run.submission_id if run else None, kind="trial.untracked_flops",
+                  payload={"task_run_id": task_run_id, "trial_id": trial.id, "trial_index": outcome.trial_index,
+                           "flops": outcome.flops, "flops_untracked": outcome.flops_untracked})
     session.flush()
     return trial
 

@@ -74,7 +74,8 @@ def make_settings(database_url: str, data_dir: Path, streams_dir: Path, **overri
                   worker_command=str(NEVIS), poll_interval_s=0.2, heartbeat_interval_s=1.0,
                   heartbeat_timeout_s=8.0, start_timeout_s=120.0, backoff_base_s=0.5,
                   backoff_max_s=2.0, max_attempts=3,
-                  write_rate="100000/minute")  # tests of rate limits set their own
+                  write_rate="100000/minute",  # tests of rate limits set their own
+                  meta_test_quota=100_000)  # tests of the meta-test quota set their own
     values.update(overrides)
     return CoordinatorSettings(**values)
 

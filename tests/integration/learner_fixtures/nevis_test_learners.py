@@ -395,3 +395,42 @@ class FailingTwoWorkers(TwoWorkerLearner):
 
 def failing_two_workers() -> FailingTwoWorkers:
     return FailingTwoWorkers()
+
+
+class _NoTrack:
+    """A trial context whose ``track`` does nothing; everything else is the real context's."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+
+    def track(self, module: Any) -> Any:
+        return module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+
+class UntrackedIndep(IndepLearner):
+    """``one_worker_indep`` with every ``ctx.track`` call dropped: the harness must count
+    its network anyway (tests/integration/test_untracked_flops.py)."""
+
+    name = "untracked-indep"
+
+    def __init__(self) -> None:
+        super().__init__(width=8)
+
+    def train(self, view, state, config, ctx):
+        return super().train(view, state, config, _NoTrack(ctx))
+
+    def predict(self, predictor, images, ctx):
+        return super().predict(predictor, images, _NoTrack(ctx))
+
+    def features(self, predictor, images, ctx):
+        return super().features(predictor, images, _NoTrack(ctx))
+
+    def load_predictor(self, data, info, ctx):
+        return super().load_predictor(data, info, _NoTrack(ctx))
+
+
+def untracked_indep() -> UntrackedIndep:
+    return UntrackedIndep()

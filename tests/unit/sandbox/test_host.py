@@ -80,7 +80,7 @@ def test_the_host_sees_a_clean_environment_and_in_bwrap_no_other_process(spy_dir
 def test_predictions_flops_and_prints(spy_dir) -> None:
     with LearnerHost(HostSpec("nevis_spy:make", import_paths=(str(spy_dir),))) as host:
         scores, flops = predict(host, INFO, b"p", np.zeros((3, 4, 4, 3), np.uint8), seed=0)
-        assert scores.shape == (3, 2) and flops == {"flops_measured": 0, "flops_reported": 7}
+        assert scores.shape == (3, 2) and flops == {"flops_measured": 0, "flops_reported": 7, "flops_untracked": 0}
         learner = SandboxedLearner(host)
         handle = learner.load_predictor(b"p", INFO)
         feats = learner.features(handle, np.ones((2, 4, 4, 3), np.uint8))

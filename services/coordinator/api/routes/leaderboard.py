@@ -16,6 +16,10 @@ readers with private rows get (and cache) answers of their own, sent ``Cache-Con
 private`` so no shared cache keeps them. The key can never hand one viewer's answer to
 another: the viewer is part of it, and what is rendered under a key is rendered for exactly
 that viewer.
+
+Leaderboards rank meta-test submissions only (issue 9, meta-test hygiene): meta-train runs
+are tuning runs, and ranking them would reward tuning. ``phase`` stays accepted for old
+clients, but only as ``meta_test``; any other value is a 422 naming ``phase``.
 """
 
 from __future__ import annotations
@@ -30,16 +34,18 @@ from typing import Annotated, Any, Literal, TypeVar
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials
-from pydantic import AwareDatetime, BaseModel
+from pydantic import AwareDatetime, BaseModel, BeforeValidator
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from services.coordinator.api.deps import Limit, Offset, SettingsDep, bearer
 from services.coordinator.api.fields import NAME_MAX, STREAM_MAX, VERSION_MAX
 from services.coordinator.api.routes import problems
+from services.coordinator.core.errors import InvalidInputError
 from services.coordinator.crud import users as crud_users
 from services.store.db.models import Submission, TaskResult
 from services.store.runs.leaderboard import (
+    RANKED_PHASE,
     FrontPoint,
     LeaderboardRow,
     front_points,
@@ -94,7 +100,20 @@ async def require_reader(request: Request, settings: SettingsDep,
 Reader = Annotated[Viewer, Depends(require_reader)]
 Stream = Annotated[str | None, Query(max_length=STREAM_MAX, description="Stream name (default: the newest with submissions).")]
 Version = Annotated[str | None, Query(max_length=VERSION_MAX, description="Stream version (default: its newest).")]
-Phase = Annotated[Literal["meta_test", "meta_train"], Query(description="Which phase's E ranks.")]
+
+
+def meta_test_only(value: object) -> object:
+    """The ``phase`` query: ``meta_test``, the only phase a leaderboard ranks."""
+    if value != RANKED_PHASE:
+        raise InvalidInputError(
+            f"The 'phase' of a leaderboard must be {RANKED_PHASE!r}: leaderboards rank meta-test "
+            "runs only (meta-train runs are tuning runs; list them with GET "
+            "/v1/submissions?phase=meta_train).")  # the query's own name is the field
+    return value
+
+
+Phase = Annotated[Literal["meta_test"], BeforeValidator(meta_test_only), Query(
+    description="Always meta_test (the default): leaderboards rank meta-test runs only.")]
 LearnerFilter = Annotated[str | None, Query(max_length=NAME_MAX, description="Learner name prefix (a family).")]
 Since = Annotated[AwareDatetime | None, Query(description="Only submissions created since then.")]
 
@@ -227,7 +246,7 @@ async def read_leaderboard(
         if name is None or ver is None:
             return {"stream": name, "version": ver, "phase": phase, "streams": streams, "items": [],
                     "total": 0, "limit": limit, "offset": offset}
-        page = leaderboard(session, stream=name, version=ver, phase=phase, sort=sort, descending=descending,
+        page = leaderboard(session, stream=name, version=ver, sort=sort, descending=descending,
                            limit=limit, offset=offset, learner_prefix=learner, since=since, baselines=baselines,
                            viewer=viewer)
         return {"stream": name, "version": ver, "phase": phase, "streams": streams,
@@ -248,11 +267,11 @@ async def read_front(
     def build(session: Session) -> dict[str, Any]:
         _, name, ver = resolve_stream(session, stream, version, viewer)
         points = [] if name is None or ver is None else front_points(
-            session, stream=name, version=ver, phase=phase, learner_prefix=learner, since=since, viewer=viewer)
+            session, stream=name, version=ver, learner_prefix=learner, since=since, viewer=viewer)
         return {"stream": name, "version": ver, "phase": phase, "points": points}
 
     return await _respond(request, FrontOut, build, key, settings, viewer)
 
 
 __all__ = ["CACHE_SIZE", "FINGERPRINT_TTL_S", "AnswerCache", "FrontOut", "LeaderboardOut", "Reader", "answer_cache",
-           "cache_control", "fingerprint", "require_reader", "resolve_stream", "router"]
+           "cache_control", "fingerprint", "meta_test_only", "require_reader", "resolve_stream", "router"]

@@ -23,6 +23,7 @@ from services.coordinator.api.schemas import (
     EventPage,
     LearnerRef,
     Page,
+    PinUpdate,
     StreamRef,
     SubmissionBrief,
     SubmissionCreate,
@@ -46,6 +47,15 @@ REPLAYED = {200: {"model": SubmissionOut, "description": (
     "submission is returned again (header `Idempotent-Replayed: true`), nothing new is queued."),
     "headers": {"Idempotent-Replayed": {"description": "Always 'true' on a replay.",
                                         "schema": {"type": "string"}}}}}
+QUOTA_EXCEEDED = {429: {**problems(429)[429], "description": (
+    "A quota is used up (problem `quota-exceeded`); `field` names it: `quota.concurrent` "
+    "(queued + running at once), `quota.daily` (per 24 hours), or `quota.meta_test` (meta-test "
+    "submissions of one learner on one stream version per NEVIS_META_TEST_QUOTA_DAYS; "
+    "meta-train is not limited). GET /v1/users/me/quota shows each. The per-token write rate "
+    "limit is a 429 too."),
+    "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": (
+        "Seconds until the quota allows one more (meta-test: until the oldest counted "
+        "submission leaves the window); absent when none ever will (NEVIS_META_TEST_QUOTA=0).")}}}}
 
 
 def current_task(lease: TaskLease | None) -> CurrentTask | None:
@@ -63,7 +73,8 @@ def brief(row: SubmissionRow) -> SubmissionBrief:
         id=sub.id, owner=row.owner.name, learner=LearnerRef(id=sub.learner.id, name=sub.learner.name),
         stream=StreamRef(name=sub.stream_version.name, version=sub.stream_version.version),
         phase=sub.phase, status=sub.status, visibility=sub.visibility, cursor=sub.cursor, error=sub.error,
-        created_at=sub.created_at, finished_at=sub.finished_at, current_task=current_task(row.lease))
+        created_at=sub.created_at, finished_at=sub.finished_at, current_task=current_task(row.lease),
+        pinned=sub.pinned)
 
 
 def detail(session, row: SubmissionRow) -> SubmissionOut:
@@ -84,7 +95,7 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:
 
 
 @router.post("", status_code=status.HTTP_201_CREATED,
-             responses={**REPLAYED, **problems(404, 409, 413, 429)},
+             responses={**REPLAYED, **problems(404, 409, 413), **QUOTA_EXCEEDED},
              summary="Submit a learner on a stream (Idempotency-Key supported)")
 def create_submission(
     body: SubmissionCreate, user: CurrentUser, session: SessionDep, settings: SettingsDep,
@@ -99,7 +110,7 @@ def create_submission(
     request = SubmissionRequest(
         learner_id=body.learner_id, stream=body.stream, phase=body.phase,
         budget=body.budget, stream_version=body.stream_version,
-        image_size=body.image_size, visibility=body.visibility)
+        image_size=body.image_size, visibility=body.visibility, pinned=body.pinned)
     try:
         submission, replayed = crud.create_submission(
             session, settings=settings, user=user, request=request, idempotency_key=idempotency_key)
@@ -152,6 +163,15 @@ def cancel_submission(submission_id: SubmissionId, user: CurrentUser, session: S
     return detail(session, crud.get_submission(session, user=user, submission_id=row.submission.id))
 
 
+@router.post("/{submission_id}/pin", responses=problems(404, 413),
+             summary="Pin or unpin a submission: a pinned one is re-run on each new stream version")
+def pin_submission(submission_id: SubmissionId, body: PinUpdate, user: CurrentUser,
+                   session: SessionDep) -> SubmissionOut:
+    row = crud.pin_submission(session, user=user, submission_id=submission_id, pinned=body.pinned)
+    session.commit()
+    return detail(session, crud.get_submission(session, user=user, submission_id=row.submission.id))
+
+
 @router.get("/{submission_id}/events", responses=problems(404),
             summary="The submission's event log, oldest first")
 def read_events(
@@ -177,6 +197,6 @@ def read_probes(
 
 
 __all__ = [
-    "brief", "cancel_submission", "create_submission", "current_task", "detail", "read_events",
+    "brief", "cancel_submission", "create_submission", "current_task", "detail", "pin_submission", "read_events",
     "read_probes", "read_submission", "read_submissions", "router",
 ]

@@ -2,7 +2,9 @@
 
 A token minted here without ``expires_at`` lives NEVIS_TOKEN_DEFAULT_DAYS, and never longer
 than the token that mints it. Admins can revoke anyone's token and disable a user (every
-token revoked at once, no new ones until enabled).
+token revoked at once, no new ones until enabled). ``GET /v1/users/me/quota`` shows the caller
+its quotas as submissions count them, the meta-test limit per learner and stream version
+included, so a 429 is never a surprise.
 """
 
 from __future__ import annotations
@@ -22,10 +24,23 @@ from services.coordinator.api.deps import (
 )
 from services.coordinator.api.fields import NAME_PATTERN, DbId
 from services.coordinator.api.routes import problems
-from services.coordinator.api.schemas import TokenCreate, TokenCreated, TokenOut, UserCreate, UserOut
+from services.coordinator.api.schemas import (
+    ConcurrentOut,
+    LearnerRef,
+    MetaTestQuotaOut,
+    QuotaOut,
+    QuotaUseOut,
+    StreamRef,
+    TokenCreate,
+    TokenCreated,
+    TokenOut,
+    UserCreate,
+    UserOut,
+)
 from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.core.errors import ConflictError
 from services.coordinator.crud import users as crud
+from services.coordinator.crud.quotas import QuotaReport, WindowUse, quota_report
 from services.store.db.models_coordinator import ApiToken, User
 
 UserName = Annotated[str, Path(pattern=NAME_PATTERN, description="A user name.")]
@@ -49,6 +64,30 @@ def token_out(token: ApiToken) -> TokenOut:
 @router.get("/users/me", summary="Who the token belongs to")
 def read_me(user: CurrentUser) -> UserOut:
     return user_out(user)
+
+
+def use_out(use: WindowUse) -> QuotaUseOut:
+    return QuotaUseOut(used=use.used, limit=use.limit, window_days=use.window.total_seconds() / 86_400,
+                       next_allowed_at=use.next_allowed_at)
+
+
+def quota_out(report: QuotaReport) -> QuotaOut:
+    return QuotaOut(
+        user=report.user, concurrent=ConcurrentOut(used=report.open_submissions,
+                                                   limit=report.limits.concurrent),
+        daily=use_out(report.daily), meta_test_limit=report.limits.meta_test,
+        meta_test_window_days=report.limits.meta_test_days,
+        meta_test=[MetaTestQuotaOut(learner=LearnerRef(id=m.learner_id, name=m.learner),
+                                    stream=StreamRef(name=m.stream, version=m.version),
+                                    use=use_out(m.use)) for m in report.meta_test])
+
+
+@router.get("/users/me/quota", summary="Your quotas and what you have used of them")
+def read_my_quota(user: CurrentUser, session: SessionDep, settings: SettingsDep) -> QuotaOut:
+    """Queued or running submissions (concurrent), submissions of the last 24 hours (daily),
+    and meta-test submissions per learner and stream version in NEVIS_META_TEST_QUOTA_DAYS,
+    each with its limit and, when used up, when the next is allowed."""
+    return quota_out(quota_report(session, settings=settings, user=user))
 
 
 @router.get("/users", summary="Every user (admin)", responses=problems(403))
@@ -142,7 +181,7 @@ def revoke_token(token_id: TokenId, user: CurrentUser, session: SessionDep) -> T
 
 
 __all__ = [
-    "create_token", "create_user", "create_user_token", "disable_user", "enable_user", "read_me",
-    "read_tokens", "read_user_tokens", "read_users", "revoke_token", "revoke_user_token",
-    "router", "token_out", "user_out",
+    "create_token", "create_user", "create_user_token", "disable_user", "enable_user", "quota_out",
+    "read_me", "read_my_quota", "read_tokens", "read_user_tokens", "read_users", "revoke_token",
+    "revoke_user_token", "router", "token_out", "use_out", "user_out",
 ]

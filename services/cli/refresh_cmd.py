@@ -1,0 +1,80 @@
+"""``nevis refresh``: benchmark refreshes from the command line (and the chart's CronJob).
+
+``nevis refresh run`` first settles running refreshes whose runs have ended (their
+leaderboard snapshots), then refreshes each pending stream: the ones given with ``--stream``,
+else those ``NEVIS_REFRESH_STREAMS`` names, else every stream that has run here. It works on
+the database directly (``NEVIS_DATABASE_URL``) and is idempotent, so a CronJob may run it as
+often as it likes next to coordinators that refresh on their own schedule; the scheduler
+launches the runs it queues. It exits 1 when a stream could not be refreshed.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from services.coordinator.core.config import get_coordinator_settings
+
+app = typer.Typer(no_args_is_help=True, help="Re-run baselines and pinned submissions on new stream versions.")
+
+
+def _sessions():
+    from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
+
+    url = get_coordinator_settings().database_url
+    ensure_current(url)
+    return session_factory(make_engine(url))
+
+
+@app.command("run")
+def run(
+    stream: Optional[list[str]] = typer.Option(  # noqa: UP007
+        None, "--stream", "-s", help="Refresh this stream (repeatable); default: every refreshable one."),
+) -> None:
+    """Settle finished refreshes, then refresh every stream whose current version has none."""
+    from services.coordinator.refresh.snapshot import settle_refreshes  # noqa: PLC0415
+    from services.coordinator.refresh.start import run_refreshes  # noqa: PLC0415
+    from services.store.db import transaction  # noqa: PLC0415
+
+    sessions = _sessions()
+    with transaction(sessions) as session:
+        for refresh_id in settle_refreshes(session):
+            typer.echo(f"refresh {refresh_id} finished: its leaderboard snapshot is kept")
+    report = run_refreshes(sessions, settings=get_coordinator_settings(), trigger="cli",
+                           streams=list(stream) if stream else None)
+    for outcome in report.outcomes:
+        typer.echo(f"refresh {outcome.refresh.id} of {outcome.stream} {outcome.version}: queued "
+                   f"{len(outcome.queued)} submission(s) {list(outcome.queued)}")
+    for name, error in report.errors.items():
+        typer.echo(f"stream {name!r} was not refreshed: {error}", err=True)
+    if not report.outcomes and not report.errors:
+        typer.echo("nothing to refresh: every stream's current version has its refresh")
+    if report.errors:
+        raise typer.Exit(1)
+
+
+@app.command("list")
+def list_command(
+    stream: Optional[str] = typer.Option(None, "--stream", "-s", help="Only this stream's."),  # noqa: UP007
+    limit: int = typer.Option(20, "--limit", min=1, max=1000, help="Newest first, this many."),
+) -> None:
+    """List refreshes, newest first."""
+    from services.coordinator.refresh.start import list_refreshes, run_statuses  # noqa: PLC0415
+
+    with _sessions()() as session:
+        rows, total = list_refreshes(session, limit=limit, offset=0, stream=stream)
+        table = Table("id", "stream", "version", "trigger", "status", "runs", "started", "finished",
+                      title=f"{total} refresh(es)")
+        for r in rows:
+            statuses = run_statuses(session, refresh=r)
+            done = sum(s not in ("queued", "running") for s in statuses.values())
+            table.add_row(str(r.id), r.stream_version.name, r.stream_version.version, r.trigger,
+                          r.status, f"{done}/{len(statuses)} ended", r.started_at.isoformat(timespec="seconds"),
+                          r.finished_at.isoformat(timespec="seconds") if r.finished_at else "–")
+    Console().print(table)
+
+
+__all__ = ["app", "list_command", "run"]
