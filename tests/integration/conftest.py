@@ -39,6 +39,26 @@ def ray_local(learner_dir: Path) -> Iterator[None]:
     ray.shutdown()
 
 
+@pytest.fixture(autouse=True)
+def close_runners(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Stop the warm actors of every runner a test made when it ends: the session's one Ray
+    instance would otherwise keep each run's executors and learner hosts (about 0.6 GB each)
+    alive until their handles are collected, and a suite of runs runs out of memory."""
+    from workers.trainer.stream_runner import StreamRunner
+
+    made: list[StreamRunner] = []
+    original = StreamRunner.__init__
+
+    def init(self: StreamRunner, *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(StreamRunner, "__init__", init)
+    yield
+    for runner in made:
+        runner.close()
+
+
 def tiny_manifest(path: Path, *, tasks: int = 3, image_size: int = 16) -> Path:
     """A stream of procedurally generated shapes tasks (2 meta-train, 1+ meta-test)."""
     rule = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2}, "seed": 0}

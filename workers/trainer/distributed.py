@@ -87,13 +87,16 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
         learner, spec, config, rank=rank, world_size=world, device=str(ray.train.torch.get_device())
     )
     ctx.meter.watch()  # modules the learner does not pass to ctx.track are counted too
+    index = int(config[TRIAL_INDEX])
+    # every rank reports what it has spent periodically, so a group torn down by another
+    # rank's failure is still charged for it
+    ctx.on_flops = lambda measured, reported: ray.get(spec.harness.add_spent.remote(index, rank, measured, reported))
     try:
         metrics = _execute_trial(learner, spec, config, ctx)
     except Exception as exc:
         exc.add_note(f"in worker rank {rank} of {world}:\n{traceback.format_exc()}")
         # a failed group is charged what each rank spent before failing
-        ray.get(spec.harness.add_spent.remote(int(config[TRIAL_INDEX]), int(ctx.meter.measured),
-                                              int(ctx.meter.reported)))
+        ray.get(spec.harness.add_spent.remote(index, rank, int(ctx.meter.measured), int(ctx.meter.reported)))
         raise
     finally:
         ctx.meter.untrack_all()  # also ends the watch

@@ -35,7 +35,7 @@ class TaskHarness:
         self._predictors: dict[int, str] = {}
         self._pretrained: str | None = None
         self._halving: SuccessiveHalving | None = None
-        self._spent: dict[int, list[int]] = {}
+        self._spent: dict[int, dict[int, tuple[int, int]]] = {}
 
     def begin_task(self, *, past: Mapping[int, TaskSpec], current_order: int, key_prefix: str,
                    past_predictors: Mapping[int, str] | None = None,
@@ -97,19 +97,20 @@ class TaskHarness:
     def take_result(self, trial_index: int) -> dict[str, Any] | None:
         return self._results.pop(int(trial_index), None)
 
-    def add_spent(self, trial_index: int, measured: int, reported: int) -> None:
-        """What one rank of a failing multi-worker trial spent."""
-        total = self._spent.setdefault(int(trial_index), [0, 0])
-        total[0] += max(0, int(measured))
-        total[1] += max(0, int(reported))
+    def add_spent(self, trial_index: int, rank: int, measured: int, reported: int) -> None:
+        """What one rank of a multi-worker trial has spent so far (its latest report wins)."""
+        ranks = self._spent.setdefault(int(trial_index), {})
+        before = ranks.get(int(rank), (0, 0))
+        ranks[int(rank)] = (max(before[0], int(measured)), max(before[1], int(reported)))
 
     def take_spent(self, trial_index: int) -> dict[str, Any] | None:
         """The FLOP fields of a failed multi-worker trial: every reporting rank's sum."""
-        total = self._spent.pop(int(trial_index), None)
-        if total is None:
+        ranks = self._spent.pop(int(trial_index), None)
+        if not ranks:
             return None
-        return {"flops_measured": total[0], "flops_reported": total[1],
-                "flops_source": "reported" if total[1] else "measured"}
+        measured, reported = (sum(v[i] for v in ranks.values()) for i in (0, 1))
+        return {"flops_measured": measured, "flops_reported": reported,
+                "flops_source": "reported" if reported else "measured"}
 
 
 __all__ = ["TaskHarness"]

@@ -70,6 +70,19 @@ class RunActors:
             return predict_in_pool(pool, info, predictor, images, seed=seed)
         return evaluate(self._evaluator(host), info, predictor, images, seed=seed)
 
+    def close(self) -> None:
+        """Stop every actor of the run now (their learner hosts end with them) instead of
+        whenever the last handle is collected: a process running many runs (the tests, a
+        study) must not keep each run's warm executors alive."""
+        actors = [self._harness, *self._pools.values(), *self._evaluators.values()]
+        self._harness, self._pools, self._evaluators = None, {}, {}
+        for actor in actors:
+            if actor is not None:
+                try:
+                    ray.kill(actor, no_restart=True)
+                except Exception:  # noqa: BLE001 - already gone, or Ray already shut down
+                    pass
+
     def _evaluator(self, host: HostSpec) -> Any:
         if host not in self._evaluators:
             self._evaluators[host] = start_evaluator(host)

@@ -147,6 +147,16 @@ class StreamRunner:
         self._prepared: set[tuple[str, str, int]] = set()
         self._indices: dict[tuple[str, int], Any] = {}
 
+    def close(self) -> None:
+        """Stop the run's warm actors (a new task starts them again if needed)."""
+        self.actors.close()
+
+    def __enter__(self) -> StreamRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # --- entry points -------------------------------------------------------------------
 
     def start(self, request: RunRequest) -> int:

@@ -384,12 +384,17 @@ def killed_midway() -> KilledMidway:
 
 
 class FailingTwoWorkers(TwoWorkerLearner):
-    """Each of two ranks reports 1,000 FLOPs of work, then fails."""
+    """Each of two ranks reports 1,000 FLOPs of work (its first ``progress`` call sends them to
+    harness code), waits for the other, then fails."""
 
     name = "failing-two-workers"
 
     def train(self, view, state, config, ctx):
+        import torch.distributed as dist  # noqa: PLC0415
+
         ctx.report_flops(1000)
+        ctx.progress(0, None)
+        dist.barrier()
         raise RuntimeError(f"rank {ctx.rank} gives up")
 
 
