@@ -59,6 +59,17 @@ def close_runners(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         runner.close()
 
 
+@pytest.fixture
+def runner(settings_env: Path, database_url: str, monkeypatch: pytest.MonkeyPatch):
+    """A StreamRunner on the test's own data folder and database (closed by close_runners)."""
+    from services.core.config import get_settings
+    from workers.trainer.stream_runner import StreamRunner
+
+    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    return StreamRunner(get_settings())
+
+
 def tiny_manifest(path: Path, *, tasks: int = 3, image_size: int = 16) -> Path:
     """A stream of procedurally generated shapes tasks (2 meta-train, 1+ meta-test)."""
     rule = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2}, "seed": 0}

@@ -7,9 +7,8 @@ import pytest
 from sqlalchemy import select
 
 from services.core.budget import RunBudget
-from services.core.config import get_settings
 from services.store.db.models import TaskResult, TaskRun, Trial
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.stream_runner import RunRequest
 
 # What is tested here is learner-side (the sandbox, the harness, FLOPs), not the database
 # dialect: SQLite only (the runner's PostgreSQL path is covered by test_run_stream).
@@ -17,13 +16,6 @@ pytestmark = [pytest.mark.usefixtures("ray_local"),
               pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 STEPS = 9  # rungs at steps 1 and 3 (eta 3)
-
-
-@pytest.fixture
-def runner(settings_env, database_url, monkeypatch) -> StreamRunner:
-    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
-    get_settings.cache_clear()
-    return StreamRunner(get_settings())
 
 
 def test_asha_stops_trailing_trials_and_charges_what_they_spent(runner, tiny_stream):

@@ -7,7 +7,6 @@ import pytest
 from sqlalchemy import select
 
 from services.core.budget import RunBudget
-from services.core.config import get_settings
 from services.core.errors import TaskFailedError
 from services.store.db.models import Trial
 from workers.trainer.stream_runner import RunRequest, StreamRunner
@@ -18,13 +17,6 @@ pytestmark = [pytest.mark.usefixtures("ray_local"),
               pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 BUDGET = RunBudget(trials=1, steps=4, checkpoint_fractions=(1.0,))
-
-
-@pytest.fixture
-def runner(settings_env, database_url, monkeypatch) -> StreamRunner:
-    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
-    get_settings.cache_clear()
-    return StreamRunner(get_settings())
 
 
 def only_trial(runner: StreamRunner) -> Trial:

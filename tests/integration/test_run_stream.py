@@ -15,7 +15,6 @@ import shutil
 import pytest
 from sqlalchemy import func, select
 
-from services.core.config import get_settings
 from services.core.errors import BudgetError, TaskFailedError, UnknownNameError
 from services.store.db.models import Checkpoint, TaskResult, TaskRun, Trial
 from services.store.db import transaction
@@ -28,13 +27,6 @@ from services.store.runs.summary import load_summary
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 
 pytestmark = pytest.mark.usefixtures("ray_local")
-
-
-@pytest.fixture
-def runner(settings_env, database_url, monkeypatch) -> StreamRunner:
-    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
-    get_settings.cache_clear()
-    return StreamRunner(get_settings())
 
 
 def write_cheat_targets(folder, settings) -> None:

@@ -15,7 +15,6 @@ import pytest
 from sqlalchemy import select
 
 from services.core.budget import RunBudget
-from services.core.config import get_settings
 from services.core.errors import TaskFailedError
 from services.store.db.models import Trial
 from services.store.runs.summary import load_summary
@@ -24,13 +23,6 @@ from workers.trainer.stream_runner import RunRequest, StreamRunner
 # The strategy does not touch the database: SQLite only (test_run_stream covers both dialects).
 pytestmark = [pytest.mark.usefixtures("ray_local"),
               pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
-
-
-@pytest.fixture
-def runner(settings_env, database_url, monkeypatch) -> StreamRunner:
-    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
-    get_settings.cache_clear()
-    return StreamRunner(get_settings())
 
 
 @pytest.fixture

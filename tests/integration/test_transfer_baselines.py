@@ -15,7 +15,6 @@ import pickle
 import pytest
 
 from services.core.budget import RunBudget
-from services.core.config import get_settings
 from services.store.db.models import Submission
 from services.store.runs import records
 from workers.learners.selection import PRETRAINED, RANDOM_INIT
@@ -29,13 +28,6 @@ pytestmark = [pytest.mark.usefixtures("ray_local"),
               pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 BUDGET = RunBudget(trials=1, steps=2, checkpoint_fractions=(1.0,))
-
-
-@pytest.fixture
-def runner(settings_env, database_url, monkeypatch) -> StreamRunner:
-    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
-    get_settings.cache_clear()
-    return StreamRunner(get_settings())
 
 
 def final_state(runner: StreamRunner, run_id: int) -> dict:
