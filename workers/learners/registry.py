@@ -21,6 +21,7 @@ LearnerFactory = Callable[..., Any]
 
 BUILTINS: Mapping[str, LearnerFactory] = {
     "indep": IndepLearner,
+    "indep_small": lambda **options: IndepLearner("small_cnn", **options),
     "indep_resnet34": lambda **options: IndepLearner("resnet34", **options),
     "ft_prev": FtPrevLearner,
     "ft_d": FtDLearner,
