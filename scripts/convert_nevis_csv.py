@@ -6,11 +6,14 @@ from the public reference implementation) and writes ``nevis22-full.json`` and
 :func:`workers.stream.manifest.parse_manifest` before it is written, and the FULL stream
 must come out as 106 tasks, 79 meta-train and 27 meta-test, or nothing is written.
 
-Split rules: the two regular forms of the table map exactly (``random a/b/c/d ... (seed s)``
-to ``random``; ``orig|TFDS train->a/b/c ...; test=orig|TFDS test`` to ``official_test``).
-Every other rule keeps its text in ``split.text`` and is mapped to the closest rule by the
-explicit table in :func:`split_rule`; the task's ``notes`` then say how ("split mapping:").
-A rule the table does not know stops the script, so nothing is guessed silently.
+Split rules: every rule of the table is mapped by the explicit tables in :func:`split_rule`
+to a rule kind of :mod:`workers.stream.split_rule`: the regular ``random a/b/c/d`` and
+``train->a/b/c; test=...`` forms, the official-validation rule, and the reference's custom
+splits (view angle, subject, pose, object instance, held-out domain, per-class counts), with
+the reference's own lists, each read from github.com/google-deepmind/dm_nevis. The text stays
+in ``split.text``. A rule that is not exactly the reference's would carry
+``split.approximate`` saying why (none does now). A rule the tables do not know stops the
+script, so nothing is guessed silently.
 
 Usage::
 
@@ -37,7 +40,7 @@ DEFAULT_CSV = REPO.parent / "shared" / "streams" / "nevis22_dm_nevis.csv"
 DEFAULT_OUT = REPO / "workers" / "stream" / "manifests"
 CSV_COLUMNS = ["stream", "order", "year", "dataset", "domain", "num_classes", "multilabel", "notes"]
 META_TEST_FROM_YEAR = 2019
-VERSION = "1.0"
+VERSION = "1.1"  # 1.1: the reference's custom split rules (was 1.0: approximations)
 REFERENCE = (
     "the public NEVIS'22 reference implementation, https://github.com/google-deepmind/dm_nevis "
     "(dm_nevis/streams/nevis_stream.py); paper: Bornschein et al., 'NEVIS'22: A Stream of 100 "
@@ -95,7 +98,85 @@ def _ints(match: re.Match[str], *groups: str) -> tuple[int, ...]:
     return tuple(int(match[g]) for g in groups)
 
 
-# Each entry: pattern, builder(match) -> (rule, how). ``how`` is "" for an exact mapping.
+def _random_rule(m: re.Match[str]) -> dict[str, Any]:
+    """``random a/b/c/d ... (seed s)``, optionally ``over orig training part`` (IAPRTC-12,
+    handlers/iaprtc12.py: the draw covers training + validation; testing is left out)."""
+    rule = _random(_ints(m, "a", "b", "c", "d"), int(m["s"]))
+    if m["rest"] == " over orig training part":
+        return {**rule, "pool": "source_train"}
+    if m["rest"]:
+        raise ConversionError(f"no mapping for the random rule's tail {m['rest']!r}")
+    return rule
+
+
+def _official_val(train_dev: tuple[int, ...], val: tuple[int, ...] = ()) -> dict[str, Any]:
+    rule: dict[str, Any] = {
+        "kind": "official_val", "fractions": dict(zip(("train", "dev"), _shares(train_dev))),
+    }
+    if val:
+        rule["test_fractions"] = dict(zip(("dev_test", "test"), _shares(val)))
+    return {**rule, "seed": 0}
+
+
+def _by_attribute(attribute: str, values: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "by_attribute", "attribute": attribute, "values": values, "seed": 0}
+
+
+# The reference's own lists (github.com/google-deepmind/dm_nevis, read for this converter).
+# COIL-100, benchmarker/datasets/builders/coil100.py: 72 angle bins of 5 degrees.
+COIL100_ANGLE_BINS: dict[str, Any] = {
+    "train": [70, 71, 0, 1, 2], "dev": [16, 17, 18, 19, 20], "dev_test": [50, 51, 52, 53, 54],
+    "test": "rest",
+}
+# BIWI, datasets_storage/handlers/biwi.py: subject ids (folder faces_0/<id>).
+BIWI_SUBJECTS: dict[str, Any] = {
+    "train": [5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24], "dev": [2, 7],
+    "dev_test": [3, 9], "test": [1, 4, 8, 10],
+}
+# Extended YaleB, datasets_storage/handlers/extended_yaleb.py: split by pose id, not subject.
+YALEB_POSES: dict[str, Any] = {
+    "train": ["P00", "P02", "P03", "P04", "P07"], "dev": ["P05"], "dev_test": ["P01"],
+    "test": ["P06", "P08"],
+}
+# smallNORB, benchmarker/datasets/builders/smallnorb.py: instances of the official train part.
+NORB_INSTANCES: dict[str, Any] = {"train": [7, 8, 9], "dev": [4], "dev_test": [6],
+                                  "test": "source_test"}
+
+
+def _coil100(m: re.Match[str]) -> tuple[dict[str, Any], str]:
+    sizes = _ints(m, "bins", "a", "b", "c", "d")
+    bins = COIL100_ANGLE_BINS
+    expected = (len(bins["train"]), 100 * len(bins["train"]), 100 * len(bins["dev"]),
+                100 * len(bins["dev_test"]), 100 * (72 - 15))
+    if sizes != expected:
+        raise ConversionError(f"COIL-100 sizes {sizes} do not match the reference bins")
+    return _by_attribute("angle_bin", bins), ""
+
+
+def _norb(m: re.Match[str]) -> tuple[dict[str, Any], str]:
+    if _ints(m, "a", "b", "c") != tuple(len(NORB_INSTANCES[s]) for s in SPLITS_3):
+        raise ConversionError(f"NORB instance counts {m.group(0)!r} differ from the reference")
+    return _by_attribute("instance", NORB_INSTANCES), ""
+
+
+def _counts(dev: int, dev_test: int, test: int, pick: str) -> dict[str, Any]:
+    counts = {"dev": dev, "dev_test": dev_test, "test": test}
+    return {"kind": "per_class_counts", "counts": counts, "pick": pick, "seed": 0}
+
+
+def _brodatz(m: re.Match[str]) -> tuple[dict[str, Any], str]:
+    n, a, b, c, d = _ints(m, "n", "a", "b", "c", "d")
+    if a + b + c + d != n:
+        raise ConversionError(f"crop counts {m.group(0)!r} do not add up")
+    return _counts(b, c, d, "random"), ""
+
+
+SPLITS_3 = ("train", "dev", "dev_test")
+LFW_RULE = _counts(1, 1, 2, "last")  # handlers/lfw.py and lfwa.py: last 2 test, 1, 1, rest
+
+
+# Each entry: pattern, builder(match) -> (rule, approximate). ``approximate`` is "" for a
+# rule that is the reference's; otherwise why it is not, and the manifest says so.
 _Rule = tuple[re.Pattern[str], Callable[[re.Match[str]], tuple[dict[str, Any], str]]]
 _RULES: list[_Rule] = [
     (
@@ -103,10 +184,7 @@ _RULES: list[_Rule] = [
             r"^random (?P<a>\d+)/(?P<b>\d+)/(?P<c>\d+)/(?P<d>\d+) train/dev/dev-test/test "
             r"\(seed (?P<s>\d+)\)(?P<rest>.*)$"
         ),
-        lambda m: (
-            _random(_ints(m, "a", "b", "c", "d"), int(m["s"])),
-            f"the source draws{m['rest']}; kept as a random rule" if m["rest"] else "",
-        ),
+        lambda m: (_random_rule(m), ""),
     ),
     (
         re.compile(
@@ -120,35 +198,54 @@ _RULES: list[_Rule] = [
             r"^(?!.*\d+/\d+/\d+/)(?=.*(test=|rest test))"
             r".*?(?P<a>\d+)/(?P<b>\d+)/(?P<c>\d+)(?!/).*$"
         ),
+        lambda m: (_official(_ints(m, "a", "b", "c")), ""),
+    ),
+    (  # NORB: the official train part split by object instance
+        re.compile(
+            r"split by instance: (?P<a>\d+) train/(?P<b>\d+) dev/(?P<c>\d+) dev_test; "
+            r"test=orig test$"
+        ),
+        _norb,
+    ),
+    (  # Pascal VOC 2012: TFDS test has no labels, so validation gives dev_test and test
+        re.compile(
+            r"^TFDS train->(?P<a>\d+)/(?P<b>\d+) train/dev; "
+            r"TFDS validation->(?P<c>\d+)/(?P<d>\d+) dev_test/test$"
+        ),
+        lambda m: (_official_val(_ints(m, "a", "b"), _ints(m, "c", "d")), ""),
+    ),
+    (  # the official-validation rule: train -> train/dev, val -> dev_test, test -> test
+        re.compile(
+            r"^(orig |TFDS )?train( annots)?->(?P<a>\d+)/(?P<b>\d+) train/dev; "
+            r"(dev[-_]test=(TFDS validation|ISIC val|trans_val); test=(TFDS test|ISIC test"
+            r"|trans_test)|dev-test,test=other orig splits)$"
+        ),
+        lambda m: (_official_val(_ints(m, "a", "b")), ""),
+    ),
+    (  # PACS, Office-Caltech: one domain held out for dev_test / test
+        re.compile(
+            r"^train/dev (?P<a>\d+)/(?P<b>\d+) from [\w+ ]+?; "
+            r"dev-test/test (?P<c>\d+)/(?P<d>\d+) from (?P<held>\w+)( domain)?$"
+        ),
         lambda m: (
-            _official(_ints(m, "a", "b", "c")),
-            "the source defines its own test part; official_test with the stated "
-            f"{m['a']}/{m['b']}/{m['c']} for train/dev/dev_test",
+            {"kind": "held_out", "attribute": "domain", "held_out": [m["held"].lower()],
+             "fractions": dict(zip(("train", "dev"), _shares(_ints(m, "a", "b")))),
+             "test_fractions": dict(zip(("dev_test", "test"), _shares(_ints(m, "c", "d")))),
+             "seed": 0},
+            "",
         ),
     ),
-    (  # NORB: instances, not fractions
-        re.compile(r"(?P<a>\d+) train/(?P<b>\d+) dev/(?P<c>\d+) dev_test; test=orig test$"),
+    (  # DomainNet: the source's own train / test parts of each domain
+        re.compile(r"^train/dev=train/test of [\w,]+; dev_test/test=(?P<held>\w+) train/test$"),
         lambda m: (
-            _official(_ints(m, "a", "b", "c")),
-            "the source splits its train part by object instance; here a random draw with "
-            f"the same {m['a']}:{m['b']}:{m['c']} shares",
-        ),
-    ),
-    (  # train/dev drawn from one part, dev_test (and test) taken from other source parts
-        re.compile(r"^(?=.*train/dev)(?=.*dev[-_]test).*$"),
-        lambda m: (
-            _official(DEFAULT_OFFICIAL),
-            "the source takes dev_test from a separate part of the data; official_test "
-            "draws dev_test from the train part, with the table's usual 70/15/15",
+            {"kind": "held_out_parts", "attribute": "domain", "held_out": [m["held"]],
+             "seed": 0},
+            "",
         ),
     ),
     (
         re.compile(r"^(?P<n>\d+) crops/class (?P<a>\d+)/(?P<b>\d+)/(?P<c>\d+)/(?P<d>\d+)$"),
-        lambda m: (
-            _random(_ints(m, "a", "b", "c", "d")),
-            f"per-class counts {m['a']}/{m['b']}/{m['c']}/{m['d']} of {m['n']}; a stratified "
-            "random draw with the same shares",
-        ),
+        _brodatz,
     ),
     (
         re.compile(r"^per-class split test (?P<t>\d+)%, dev/dev-test (?P<d>\d+)% of rest$"),
@@ -166,34 +263,59 @@ _RULES: list[_Rule] = [
     ),
     (
         re.compile(
-            r"^split by view angle: train \d+ bins \((?P<a>\d+) imgs\) dev (?P<b>\d+) "
+            r"^split by view angle: train (?P<bins>\d+) bins \((?P<a>\d+) imgs\) dev (?P<b>\d+) "
             r"dev_test (?P<c>\d+) test (?P<d>\d+)$"
         ),
-        lambda m: (
-            _random(_ints(m, "a", "b", "c", "d")),
-            "the source splits by view angle; here a random draw with the same sizes",
-        ),
+        _coil100,
     ),
-    (  # protocols without fixed fractions
+    (
         re.compile(
-            r"^(per subject .*|custom (per-subject )?split|subject-disjoint splits"
-            r"|same protocol as LFW.*)$"
+            r"^(per subject last 2 test, 1 dev-test, 1 dev, rest train"
+            r"|same protocol as LFW \(aligned images\))$"
         ),
-        lambda m: (
-            _random(DEFAULT_RANDOM),
-            "no fixed fractions in the source; the table's default random 56/12/12/20 (seed 0)",
-        ),
+        lambda m: (LFW_RULE, ""),
+    ),
+    (re.compile(r"^subject-disjoint splits$"), lambda m: (_by_attribute("subject", BIWI_SUBJECTS), "")),
+    (  # the CSV says per-subject; handlers/extended_yaleb.py splits by pose
+        re.compile(r"^custom per-subject split$"),
+        lambda m: (_by_attribute("pose", YALEB_POSES), ""),
+    ),
+    (  # ShanghaiTech, handlers/shanghai_tech.py: parts A+B train -> 70/15/15, A+B test -> test
+        re.compile(r"^custom split$"),
+        lambda m: (_official(DEFAULT_OFFICIAL), ""),
     ),
 ]
 
 
-def split_rule(text: str) -> tuple[dict[str, Any], str]:
-    """Map a split rule as written in the table to (rule document, how it was mapped)."""
+# Datasets whose reference rule says more than the table's text (the same text as another
+# dataset's): dataset key -> (the table's text, rule). The text is checked, so a changed
+# table stops the script.
+_DATASET_RULES: dict[str, tuple[str, dict[str, Any]]] = {
+    # handlers/interact.py: real images drawn per class as CMU AMP's rule; every category
+    # illustration goes to train.
+    "nevis:interact": (
+        "per-class split test 20%, dev/dev-test 15% of rest",
+        {**_random((56, 12, 12, 20)), "attribute": "image_set", "train_only": ["illustration"]},
+    ),
+}
+
+
+def split_rule(text: str, dataset: str = "") -> tuple[dict[str, Any], str]:
+    """Map a split rule as written in the table to (rule document, why it is approximate).
+
+    The second item is "" when the rule is the reference's own. ``dataset`` selects the few
+    rules of :data:`_DATASET_RULES` that the text alone does not determine.
+    """
+    if dataset in _DATASET_RULES:
+        expected, rule = _DATASET_RULES[dataset]
+        if text != expected:
+            raise ConversionError(f"{dataset}: the table now says {text!r}, not {expected!r}")
+        return {**rule, "text": text}, ""
     for pattern, build in _RULES:
         match = pattern.search(text)
         if match:
-            rule, how = build(match)
-            return {**rule, "text": text}, how
+            rule, approximate = build(match)
+            return {**rule, "text": text}, approximate
     raise ConversionError(f"no mapping for split rule {text!r}; add one to _RULES")
 
 
@@ -238,14 +360,14 @@ def task_doc(row: dict[str, str], seen: set[str]) -> dict[str, Any]:
     if multilabel not in ("yes", "no"):
         raise ConversionError(f"{where}: multilabel must be yes or no, got {multilabel!r}")
 
-    split, how = split_rule("; ".join(split_parts))
+    split, approximate = split_rule("; ".join(split_parts), key)
+    if approximate:
+        split["approximate"] = approximate
     domain = row["domain"].strip() or None
     notes = [f"loader={src.removeprefix('src=')}", *facts]
     if domain in DOMAIN_ALIASES:
         notes.append(f"domain {domain!r} in the source")
         domain = DOMAIN_ALIASES[domain]
-    if how:
-        notes.append(f"split mapping: {how}")
     return {
         "order": int(row["order"]),
         "year": year,

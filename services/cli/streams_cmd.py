@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,11 @@ def summarize(manifest: StreamManifest) -> dict[str, Any]:
             {"order": t.order, "year": t.year, "dataset": t.dataset, "title": t.title}
             for t in manifest.tasks
             if t.kind == "multi"
+        ],
+        "approximate_splits": [
+            {"order": t.order, "dataset": t.dataset, "why": t.split.approximate}
+            for t in manifest.tasks
+            if t.split.approximate
         ],
     }
 
@@ -115,6 +121,12 @@ def show_command(
         f"datasets; sha256 {digest[:12]}",
         highlight=False,
     )
+    for item in summary["approximate_splits"]:
+        console.print(
+            f"{APPROXIMATE_MARK}task {item['order']} ({item['dataset']}): split approximates the "
+            f"source's rule: {item['why']}",
+            highlight=False,
+        )
 
 
 @app.command("derive")
@@ -169,18 +181,47 @@ def _check_out(out: Path, *, force: bool) -> None:
     raise ConfigError(f"--out {out} {problem}.", field="out")
 
 
+APPROXIMATE_MARK = "~ "  # before the split of a task whose rule only approximates the source's
+
+
 def split_label(rule: SplitRule) -> str:
-    """A short rendering such as ``random 56/12/12/20 s0`` or ``official 70/15/15``."""
-    shares = "/".join(f"{rule.fractions[k] * 100:.3g}" for k in SPLITS if k in rule.fractions)
+    """A short rendering such as ``random 56/12/12/20 s0`` or ``official 70/15/15``.
+
+    A rule that is not exactly the source's starts with :data:`APPROXIMATE_MARK`.
+    """
+    mark = APPROXIMATE_MARK if rule.approximate else ""
+    return mark + _rule_label(rule)
+
+
+def _rule_label(rule: SplitRule) -> str:
+    shares = _shares(rule.fractions)
     if rule.kind == "random":
-        return f"random {shares} s{rule.seed}"
+        pool = " (source train)" if rule.pool else ""
+        fixed = f" ({rule.attribute} {','.join(map(str, rule.train_only))} in train)"
+        return f"random {shares} s{rule.seed}{pool}{fixed if rule.train_only else ''}"
     if rule.kind == "official_test":
         return f"official {shares}"
+    if rule.kind == "official_val":
+        val = f"val {_shares(rule.test_fractions)}" if rule.test_fractions else "val=dev_test"
+        return f"official-val {shares} {val}"
+    if rule.kind == "by_attribute":
+        return f"by {rule.attribute}"
+    if rule.kind in ("held_out", "held_out_parts"):
+        held = ",".join(str(v) for v in rule.held_out)
+        parts = " parts" if rule.kind == "held_out_parts" else ""
+        return f"held-out {rule.attribute}={held}{parts}"
+    if rule.kind == "per_class_counts":
+        counts = "/".join(str(rule.counts[k]) for k in SPLITS if k in rule.counts)
+        return f"per-class {counts} ({rule.pick})"
     return f"provided s{rule.seed}"
+
+
+def _shares(fractions: Mapping[str, float]) -> str:
+    return "/".join(f"{fractions[k] * 100:.3g}" for k in SPLITS if k in fractions)
 
 
 def _or_dash(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-__all__ = ["app", "derive_command", "list_command", "show_command", "split_label", "summarize"]
+__all__ = ["APPROXIMATE_MARK", "app", "derive_command", "list_command", "show_command", "split_label", "summarize"]

@@ -69,7 +69,7 @@ class StudyBars(TaskBars):
 
 def pareto(
     stream: str = typer.Option(..., "--stream", "-s", help="Stream name or manifest path."),
-    learners: str = typer.Option(..., "--learners", help="Comma-separated learners, e.g. indep,ft_prev,ft_d (indep is the regret reference)."),
+    learners: str = typer.Option(..., "--learners", help="Comma-separated learners, e.g. indep,ft_prev,ft_d (indep, or else its first variant such as indep_small, is the regret reference)."),
     budgets: str = typer.Option(..., "--budgets", help="Comma-separated per-task budgets TRIALSxSTEPS, e.g. 2x30,4x60,8x120."),
     seeds: str = typer.Option("0", "--seeds", help="Comma-separated run seeds, e.g. 0,1 (E's spread over them is reported)."),
     phase: str = typer.Option("meta_test", "--phase", help="meta_test (whole stream, test split) or meta_train (meta-train tasks, dev-test split)."),
@@ -118,7 +118,7 @@ def write_report(out: Path, plan) -> None:
     written += write_figures(out, study_figures(points, rows, stream=plan.grid.stream, phase=plan.grid.phase))
     _print_points(points)
     _print_aggregate(rows)
-    if INDEP not in plan.grid.learners:
+    if not any(name.startswith(INDEP) for name in plan.grid.learners):
         console.print(f"[yellow]note:[/] no {INDEP} in --learners, so regret.html has no curves.")
     console.print("Written: " + ", ".join(str(p) for p in written))
 

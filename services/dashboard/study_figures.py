@@ -225,13 +225,21 @@ FIGURE_NAMES = ("pareto", "regret", "slices")
 """File stems of the study's figures: each is written as NAME.html and NAME.png."""
 
 
+def indep_in(points: Sequence[PointResult]) -> str:
+    """The study's Indep: ``indep`` when it ran, else its first variant (``indep_small``, ...)."""
+    names = sorted({p.learner for p in points})
+    return INDEP if INDEP in names else next((n for n in names if n.startswith(INDEP)), INDEP)
+
+
 def study_figures(points: Sequence[PointResult], rows: Sequence[AggregateRow], *, stream: str,
                   phase: str) -> dict[str, go.Figure]:
     """The three figures of a study, by file stem."""
     where = f"{stream} ({phase.replace('_', '-')})"
+    reference = indep_in(points)
     return {
         "pareto": pareto_figure(rows, title=f"E against cFLOP: {where}", phase=phase),
-        "regret": regret_figure(points, title=f"Regret against {INDEP} (same budget and seed): {where}"),
+        "regret": regret_figure(points, reference=reference,
+                                title=f"Regret against {reference} (same budget and seed): {where}"),
         "slices": slices_figure(points, title=f"E by domain and training-set size: {where}"),
     }
 
@@ -248,7 +256,7 @@ def write_figures(folder: Path, figures: dict[str, go.Figure]) -> list[Path]:
 
 
 __all__ = [
-    "BUDGET_DASHES", "FIGURE_NAMES", "INDEP", "LEARNER_COLOURS", "SIZE_BINS", "colours", "pareto_figure",
+    "BUDGET_DASHES", "FIGURE_NAMES", "INDEP", "indep_in", "LEARNER_COLOURS", "SIZE_BINS", "colours", "pareto_figure",
     "regret_curves", "regret_figure", "size_bin", "slice_table", "slices_figure", "study_figures",
     "write_figures",
 ]

@@ -75,6 +75,9 @@ class FtPrevLearner(IndepLearner):
 
     name = "ft_prev"
 
+    def __init__(self, model: str = "small_cnn", **options: Any) -> None:
+        super().__init__(model, **options)
+
     def _initial_predictor(self, view: TaskView, options: TrialOptions, ctx: TrialContext) -> IndepPredictor:
         past = view.past_tasks()
         fresh = self._new_predictor(view.info, ctx, options)
@@ -197,8 +200,9 @@ class _AuxiliaryTasks:
         total = torch.zeros((), device=self.ctx.device)
         for head, (_, data, labels, loss_fn, batches) in zip(self.tracked_heads, self.tasks, strict=True):
             idx = next(batches)
-            x = train_transform(data.images[idx.numpy()], self.predictor.augment, generator=self.generator,
-                                device=self.ctx.device)
+            source, extents = data.crop_source(idx.numpy())  # past originals, as on their own task
+            x = train_transform(source, self.predictor.augment, generator=self.generator,
+                                device=self.ctx.device, extents=extents)
             total = total + loss_fn(head(self.features(x)), labels[idx].to(self.ctx.device))
         return self.weight * total
 
@@ -240,6 +244,9 @@ class PtLearner(IndepLearner):
     """PT: every task fine-tunes the pretrained checkpoint the run was submitted with."""
 
     name = "pt"
+
+    def __init__(self, model: str = "small_cnn", **options: Any) -> None:
+        super().__init__(model, **options)
 
     def _initial_predictor(self, view: TaskView, options: TrialOptions, ctx: TrialContext) -> IndepPredictor:
         fresh = self._new_predictor(view.info, ctx, options)

@@ -166,11 +166,17 @@ class TrainOutput:
 
 @dataclass(frozen=True)
 class Resources:
-    """What one trial asks for. ``num_workers > 1`` runs it as a Ray Train worker group."""
+    """What one trial asks for. ``num_workers > 1`` runs it as a Ray Train worker group.
+
+    ``gpu_optional`` makes ``gpus_per_worker`` a preference: the runner asks for the GPUs when
+    the cluster has any and runs the trial on CPUs otherwise (so one learner serves a laptop
+    and a GPU cluster); without it, a GPU ask on a cluster with none waits for one.
+    """
 
     num_workers: int = 1
     cpus_per_worker: float = 1.0
     gpus_per_worker: float = 0.0
+    gpu_optional: bool = False
 
 
 @runtime_checkable

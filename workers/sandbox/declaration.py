@@ -81,7 +81,11 @@ def resources_from_json(doc: Any) -> Resources:
     for label, value in (("cpus_per_worker", cpus), ("gpus_per_worker", gpus)):
         if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1024):
             raise LearnerError(f"Resources.{label} must be a number in [0, 1024]; got {value!r}.")
-    return Resources(num_workers=workers, cpus_per_worker=float(cpus), gpus_per_worker=float(gpus))
+    optional = doc.get("gpu_optional", False)
+    if not isinstance(optional, bool):
+        raise LearnerError(f"Resources.gpu_optional must be a bool; got {optional!r}.")
+    return Resources(num_workers=workers, cpus_per_worker=float(cpus), gpus_per_worker=float(gpus),
+                     gpu_optional=optional)
 
 
 def info_to_json(info: TaskInfo) -> dict[str, Any]:

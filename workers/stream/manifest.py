@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from services.core.errors import ManifestError
@@ -40,42 +40,25 @@ from workers.stream.manifest_checks import (
     Where,
     check_choice,
     check_fields,
-    check_fractions,
     check_int,
     check_object,
     check_optional_int,
     check_str,
 )
-
-# Every dataset is cut into these four splits. Learners see train (and, for model
-# selection, dev); evaluation uses dev_test in the meta-train phase and test in meta-test.
-SPLITS: tuple[str, ...] = ("train", "dev", "dev_test", "test")
+from workers.stream.split_rule import (
+    SPLITS,
+    SplitKind,
+    SplitRule,
+    parse_split_rule,
+    split_rule_to_dict,
+)
 
 Phase = Literal["meta_train", "meta_test"]
 TaskKind = Literal["single", "multi"]
-SplitKind = Literal["random", "official_test", "provided"]
 MANIFEST_FORMAT = 1
 # How a derived manifest reorders its parent's tasks (see workers.stream.derive).
 SHUFFLE_MODES: tuple[str, ...] = ("within-years", "all")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
-@dataclass(frozen=True)
-class SplitRule:
-    """How a dataset's examples are dealt into :data:`SPLITS`.
-
-    - ``random``: a seeded, stratified draw over all examples with ``fractions`` over the
-      four splits (summing to 1).
-    - ``official_test``: the source's own test set is ``test``; its train set is drawn into
-      train / dev / dev_test with ``fractions`` over those three (summing to 1).
-    - ``provided``: the dataset ships explicit train / val / test index lists (the npz + JSON
-      format); val is halved into dev and dev_test with ``seed``.
-    """
-
-    kind: SplitKind
-    fractions: Mapping[str, float] = field(default_factory=dict)
-    seed: int = 0
-    text: str = ""  # the rule as written in the source, for people
 
 
 @dataclass(frozen=True)
@@ -168,15 +151,7 @@ _TOP_OPTIONAL = ("image_size", "derived_from")
 _DERIVED_FIELDS = ("name", "version", "sha256", "mode", "seed")
 _TASK_REQUIRED = ("order", "year", "dataset", "title", "kind", "split")
 _TASK_OPTIONAL = ("domain", "num_classes", "num_examples", "phase", "notes")
-_SPLIT_REQUIRED = ("kind",)
-_SPLIT_OPTIONAL = ("fractions", "seed", "text")
-# Which splits a rule's fractions cover; "provided" takes its lists from the dataset.
 _DATASET_HINT = "'<source>:<name>' in lower case, e.g. 'offline:mnist'"
-_FRACTION_KEYS: dict[str, tuple[str, ...]] = {
-    "random": SPLITS,
-    "official_test": ("train", "dev", "dev_test"),
-    "provided": (),
-}
 
 
 def phase_of(year: int, meta_test_from_year: int) -> Phase:
@@ -306,37 +281,10 @@ def _parse_task(
         domain=None if domain is None else check_str(domain, where, "domain"),
         kind=cast(TaskKind, check_choice(task["kind"], where, "kind", ("single", "multi"))),
         num_classes=check_optional_int(task.get("num_classes"), where, "num_classes", lo=1),
-        split=_parse_split(task["split"], where),
+        split=parse_split_rule(task["split"], where),
         phase=phase,
         notes=check_str(task.get("notes", ""), where, "notes", allow_empty=True),
         num_examples=check_optional_int(task.get("num_examples"), where, "num_examples", lo=1),
-    )
-
-
-def _parse_split(raw: Any, where: Where) -> SplitRule:
-    rule = check_object(raw, where, "split")
-    check_fields(rule, where, required=_SPLIT_REQUIRED, optional=_SPLIT_OPTIONAL, prefix="split.")
-    kind = check_choice(rule["kind"], where, "split.kind", tuple(_FRACTION_KEYS))
-    names = _FRACTION_KEYS[kind]
-    if names:
-        if "fractions" not in rule:
-            raise where.error("split.fractions", f"is required for split kind {kind!r}")
-        fractions = check_fractions(
-            rule["fractions"], where, "split.fractions", names=names, kind=kind
-        )
-    else:
-        if rule.get("fractions"):
-            raise where.error(
-                "split.fractions",
-                f"must be absent for split kind {kind!r} (the dataset provides its lists)",
-                rule["fractions"],
-            )
-        fractions = {}
-    return SplitRule(
-        kind=cast(SplitKind, kind),
-        fractions=fractions,
-        seed=check_int(rule.get("seed", 0), where, "split.seed", lo=0, hi=2**32 - 1),
-        text=check_str(rule.get("text", ""), where, "split.text", allow_empty=True),
     )
 
 
@@ -367,12 +315,7 @@ def manifest_to_dict(manifest: StreamManifest) -> dict[str, Any]:
 
 
 def _task_to_dict(task: TaskSpec) -> dict[str, Any]:
-    split: dict[str, Any] = {"kind": task.split.kind}
-    fractions = task.split.fractions
-    if fractions:
-        split["fractions"] = {k: fractions[k] for k in SPLITS if k in fractions}
-    split["seed"] = task.split.seed
-    split["text"] = task.split.text
+    split = split_rule_to_dict(task.split)
     return {
         "order": task.order,
         "year": task.year,

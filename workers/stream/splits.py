@@ -4,27 +4,33 @@ Guarantees:
 
 - the same labels, rule and given lists always give the same split (numpy's legacy
   ``RandomState``, whose stream numpy keeps fixed, seeded with the rule's seed);
-- the splits are disjoint and cover every row;
+- the splits are disjoint and cover every row (except the source's test rows under a
+  ``random`` rule with ``pool: source_train``, which the reference leaves out too);
 - single-label draws are stratified: classes are visited in ascending order and each class's
   rows are shuffled and cut by the fractions; the rounding remainder is carried from class to
   class, so each class is within one example of its share and the whole split is too;
 - ``official_test`` never moves a row of the source's test set out of ``test``, and
-  ``provided`` keeps the source's train and test lists as they are.
+  ``provided`` keeps the source's train and test lists as they are;
+- a rule that needs per-row metadata or the source's own lists and does not get them stops
+  with an error naming what is missing; it never falls back to a random draw.
 
-The rule kinds are described on :class:`~workers.stream.manifest.SplitRule`.
+The rule kinds are described in :mod:`workers.stream.split_rule`; this module applies the
+general ones and :mod:`workers.stream.split_reference` the ones that reproduce NEVIS'22's
+custom splits.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from services.core.errors import DatasetFormatError, ManifestError
 from workers.stream.adapters.base import GivenSplits
-from workers.stream.manifest import SPLITS, SplitRule
+from workers.stream import split_reference
+from workers.stream.dealing import checked_fractions, deal, percent
+from workers.stream.split_rule import SOURCE_TRAIN, SPLIT_KINDS, SPLITS, SplitRule
 
 # Used when a rule gives no fractions: NEVIS'22's random 56/12/12/20, and 70/15/15 of the
 # official train set when the source has its own test set.
@@ -45,35 +51,62 @@ class SplitAssignment:
 
 
 def assign_splits(
-    labels: np.ndarray, *, rule: SplitRule, given: GivenSplits | None = None
+    labels: np.ndarray,
+    *,
+    rule: SplitRule,
+    given: GivenSplits | None = None,
+    attributes: Mapping[str, np.ndarray] | None = None,
+    dataset: str = "This dataset",
 ) -> SplitAssignment:
     """Split rows following ``rule``.
 
     Args:
         labels: int64 ``[N]`` (single-label, stratified) or multi-hot ``[N, K]`` (plain draw).
         rule: the manifest's split rule.
-        given: the index lists the source ships, needed by ``official_test`` and ``provided``.
+        given: the index lists the source ships, needed by ``official_test``, ``provided``,
+            ``official_val``, ``held_out_parts`` and a ``by_attribute`` rule with
+            ``source_test``.
+        attributes: per-row metadata (name -> array [N]) for the kinds that split on it.
+        dataset: how errors name the dataset, e.g. ``"Dataset 'nevis:coil100'"``.
 
     Raises:
         ManifestError: the rule's fractions are malformed.
-        DatasetFormatError: the rule needs split lists the source does not have.
+        DatasetFormatError: the rule needs split lists or an attribute the source does not
+            have (never answered with a random draw instead).
     """
     n = int(labels.shape[0])
     rng = np.random.RandomState(rule.seed)
-    if rule.kind == "random":
-        fractions = _fractions(rule, SPLITS, DEFAULT_RANDOM)
+    attributes = attributes or {}
+    if rule.kind == "official_val":
+        rows, how = split_reference.official_val(rule, labels, given, rng, dataset)
+    elif rule.kind == "by_attribute":
+        rows, how = split_reference.by_attribute(rule, attributes, given, n, dataset)
+    elif rule.kind == "held_out":
+        rows, how = split_reference.held_out(rule, labels, attributes, n, rng, dataset)
+    elif rule.kind == "held_out_parts":
+        rows, how = split_reference.held_out_parts(rule, attributes, given, n, dataset)
+    elif rule.kind == "per_class_counts":
+        rows, how = split_reference.per_class_counts(rule, labels, rng, dataset)
+    elif rule.kind == "random" and rule.train_only:
+        rows, how = split_reference.random_with_train_only(
+            rule, labels, attributes, n, rng, dataset
+        )
+    elif rule.kind == "random" and rule.pool:
+        rows, how = _random_over_source_train(rule, labels, given, rng, dataset)
+    elif rule.kind == "random":
+        fractions = checked_fractions(rule.kind, rule.fractions, SPLITS, DEFAULT_RANDOM)
         rows = deal(np.arange(n, dtype=np.int64), labels, fractions, rng)
-        how = f"random {_percent(fractions)} over all {n} rows, seed {rule.seed}"
+        how = f"random {percent(fractions)} over all {n} rows, seed {rule.seed}"
     elif rule.kind == "official_test":
         if given is None:
             raise DatasetFormatError(
                 "The split rule 'official_test' needs the source's own test set, but this "
                 "dataset has none; use a 'random' split rule for it in the manifest."
             )
-        fractions = _fractions(rule, SPLITS[:3], DEFAULT_OFFICIAL)
+        fractions = checked_fractions(rule.kind, rule.fractions, SPLITS[:3], DEFAULT_OFFICIAL)
         pool = given.pool
         rows = {**deal(pool, labels[pool], fractions, rng), "test": np.sort(given.test)}
-        how = f"source test kept; source train ({len(pool)} rows) drawn {_percent(fractions)}"
+        how = f"source test kept; source train ({len(pool)} rows) drawn {percent(fractions)}"
     elif rule.kind == "provided":
         if given is None:
             raise DatasetFormatError(
@@ -89,81 +122,31 @@ def assign_splits(
         how = f"provided train/test; provided val halved into dev/dev_test, seed {rule.seed}"
     else:
         raise ManifestError(
-            f"Unknown split rule kind {rule.kind!r}; use random, official_test or provided."
+            f"Unknown split rule kind {rule.kind!r}; use one of {', '.join(SPLIT_KINDS)}."
         )
     return SplitAssignment(rows={s: rows[s] for s in SPLITS}, how=how)
 
 
-def deal(
-    rows: np.ndarray,
-    labels: np.ndarray,
-    fractions: Mapping[str, float],
-    rng: np.random.RandomState,
-) -> dict[str, np.ndarray]:
-    """Shuffle ``rows`` and cut them by ``fractions``, stratified when labels are 1-D.
-
-    Returns sorted row ids per key of ``fractions``.
-    """
-    names = list(fractions)
-    share = np.array([fractions[s] for s in names], dtype=np.float64)
-    out: dict[str, list[np.ndarray]] = {s: [] for s in names}
-    if labels.ndim == 1:
-        groups = [rows[labels == c] for c in np.unique(labels)]
-    else:
-        groups = [rows]
-    carry = np.zeros(len(names))
-    for group in groups:
-        shuffled = group[rng.permutation(len(group))]
-        quota = len(group) * share + carry
-        counts = _round_to_total(quota, len(group))
-        carry = quota - counts
-        for name, part in zip(names, np.split(shuffled, np.cumsum(counts)[:-1])):
-            out[name].append(part)
-    return {s: np.sort(np.concatenate(out[s])).astype(np.int64) for s in names}
-
-
-def _round_to_total(quota: np.ndarray, total: int) -> np.ndarray:
-    """Non-negative integers summing to ``total``, each within one of its quota.
-
-    Ties go to the earlier split, so the result never depends on float noise order.
-    """
-    counts = np.floor(np.maximum(quota, 0.0)).astype(np.int64)
-    rest = quota - counts
-    order = sorted(range(len(quota)), key=lambda i: (-rest[i], i))
-    while counts.sum() < total:
-        for i in order:
-            if counts.sum() == total:
-                break
-            counts[i] += 1
-    for i in reversed(order):  # only when negative quotas were clipped
-        while counts.sum() > total and counts[i] > 0:
-            counts[i] -= 1
-    return counts
-
-
-def _fractions(
-    rule: SplitRule, names: Sequence[str], default: Mapping[str, float]
-) -> dict[str, float]:
-    """The rule's fractions over ``names`` (missing names get 0), checked to sum to 1."""
-    given = dict(rule.fractions) or dict(default)
-    unknown = sorted(set(given) - set(names))
-    if unknown:
-        raise ManifestError(
-            f"Split rule {rule.kind!r} takes fractions for {', '.join(names)}; "
-            f"got {', '.join(unknown)} too."
+def _random_over_source_train(
+    rule: SplitRule, labels: np.ndarray, given: GivenSplits | None,
+    rng: np.random.RandomState, dataset: str,
+) -> tuple[dict[str, np.ndarray], str]:
+    """A random draw over the source's train + val lists; its test rows go to no split."""
+    if rule.pool != SOURCE_TRAIN:
+        raise ManifestError(f"Unknown pool {rule.pool!r} of a random split rule; use "
+                            f"{SOURCE_TRAIN!r} or leave it out.")
+    if given is None:
+        raise DatasetFormatError(
+            f"{dataset}: the split rule 'random' with pool {SOURCE_TRAIN!r} draws over the "
+            "source's train (and val) lists, but this dataset has no 'split' block."
         )
-    values = {s: float(given.get(s, 0.0)) for s in names}
-    if any(v < 0 or not math.isfinite(v) for v in values.values()) or not math.isclose(
-        sum(values.values()), 1.0, abs_tol=1e-6
-    ):
-        raise ManifestError(
-            f"Split rule {rule.kind!r} needs non-negative fractions summing to 1; got {values}."
-        )
-    return values
-
-
-def _percent(fractions: Mapping[str, float]) -> str:
-    return "/".join(f"{round(100 * v):g}" for v in fractions.values()) + " " + "/".join(fractions)
+    fractions = checked_fractions(rule.kind, rule.fractions, SPLITS, DEFAULT_RANDOM)
+    pool = given.pool
+    rows = deal(pool, labels[pool], fractions, rng)
+    return rows, (
+        f"random {percent(fractions)} over the source's train part ({len(pool)} rows), seed "
+        f"{rule.seed}; its {len(given.test)} test rows left out"
+    )
 
 
 __all__ = ["DEFAULT_OFFICIAL", "DEFAULT_RANDOM", "SplitAssignment", "assign_splits", "deal"]

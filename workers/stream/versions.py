@@ -14,6 +14,7 @@ from services.core.errors import ManifestError
 from services.store.db.models import StreamTask, StreamVersion
 from workers.stream.manifest import StreamManifest, manifest_to_dict, parse_manifest
 from workers.stream.registry import manifest_sha256
+from workers.stream.split_rule import split_rule_to_dict
 
 
 def ensure_stream_version(session: Session, *, manifest: StreamManifest) -> StreamVersion:
@@ -47,8 +48,8 @@ def ensure_stream_version(session: Session, *, manifest: StreamManifest) -> Stre
                 stream_version_id=version.id, order=task.order, year=task.year,
                 dataset=task.dataset, phase=task.phase, kind=task.kind,
                 num_classes=task.num_classes, domain=task.domain,
-                split_rule={"kind": task.split.kind, "fractions": dict(task.split.fractions),
-                            "seed": task.split.seed, "text": task.split.text},
+                split_rule={"fractions": dict(task.split.fractions),
+                            **split_rule_to_dict(task.split)},
             )
         )
     session.flush()

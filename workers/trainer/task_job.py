@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,14 @@ def trial_resources(resources: Resources, *, pooled: bool = True) -> dict[str, f
     if resources.num_workers > 1:
         return {"cpu": 0.01}  # the Train worker group reserves the real resources
     return {"cpu": resources.cpus_per_worker, "gpu": 0.0 if pooled else resources.gpus_per_worker}
+
+
+def fit_to_cluster(resources: Resources, cluster: Mapping[str, float]) -> Resources:
+    """What a trial asks for on this cluster: an optional GPU ask (``gpu_optional``) is dropped
+    where the cluster has no GPU, so the trial runs on CPUs instead of waiting forever."""
+    if resources.gpu_optional and resources.gpus_per_worker > 0 and cluster.get("GPU", 0.0) <= 0:
+        return replace(resources, gpus_per_worker=0.0)
+    return resources
 
 
 def default_concurrency(resources: Resources) -> int:

@@ -46,7 +46,7 @@ def runs(tmp_path_factory, ray_local) -> tuple[str, Path, list[int]]:
     runner = StreamRunner(Settings(data_dir=root / "data", database_url=url))
     budget = RunBudget(trials=1, steps=10, checkpoint_fractions=(0.0, 1.0))
     ids = [runner.start(RunRequest(stream="mini", learner=learner, budget=budget))
-           for learner in ("indep", "nevis_test_learners:nearest_mean")]
+           for learner in ("indep_small", "nevis_test_learners:nearest_mean")]
     return url, root, ids
 
 

@@ -31,7 +31,7 @@ def test_a_trial_honours_architecture_schedule_batch_crop_and_flip(digits):
     ctx = RecordingContext(seed=0, steps=2)
     config = {"learning_rate": 0.01, "architecture": "vgg", "schedule": "piecewise", "batch_size": 16,
               "random_crop": False, "flip": False}
-    out = IndepLearner(width=8).train(make_view(digits.info, digits.train, digits.test), None, config, ctx)
+    out = IndepLearner("small_cnn", width=8).train(make_view(digits.info, digits.train, digits.test), None, config, ctx)
     predictor = out.predictor
     assert isinstance(predictor.model, LowResVGG) and predictor.model_config.name == "vgg"
     assert predictor.augment.flip_p == 0.0 and predictor.augment.scale == (1.0, 1.0)

@@ -17,7 +17,7 @@ CONFIG = {"learning_rate": 0.05, "label_smoothing": 0.1}
 
 @pytest.fixture(scope="module")
 def learner() -> IndepLearner:
-    return IndepLearner(width=16)
+    return IndepLearner("small_cnn", width=16)
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +32,19 @@ def test_indep_declares_the_paper_search_space_and_one_cpu(learner):
     assert isinstance(learner, Learner)
     assert learner.name == "indep"
     assert learner.search_space() == PAPER_SEARCH_SPACE
-    assert learner.resources() == Resources(num_workers=1, cpus_per_worker=1.0, gpus_per_worker=0.0)
+    assert learner.resources() == Resources(num_workers=1, cpus_per_worker=1.0, gpus_per_worker=0.0,
+                                            gpu_optional=True)
     assert learner.init_state() is None
+
+
+def test_the_registry_indep_is_the_paper_resnet34_asking_for_an_optional_gpu():
+    from workers.learners.registry import load_learner
+
+    paper, small = load_learner("indep"), load_learner("indep_small")
+    assert (paper.model_name, small.model_name) == ("resnet34", "small_cnn")
+    assert paper.resources() == Resources(num_workers=1, cpus_per_worker=1.0, gpus_per_worker=1.0,
+                                          gpu_optional=True)
+    assert small.resources().gpus_per_worker == 0.0
 
 
 def test_training_on_digits_beats_chance_clearly(learner, trained, digits):
@@ -165,8 +176,8 @@ def test_the_best_weights_on_dev_are_returned_when_validations_happen(digits):
     view = make_view(digits.info, digits.train, digits.test)
     config = {"learning_rate": 0.05, "label_smoothing": 0.0}
     plain_ctx, checked_ctx = RecordingContext(seed=0, steps=40), RecordingContext(seed=0, steps=40)
-    plain = IndepLearner(width=16).train(view, None, config, plain_ctx).predictor
-    checked_learner = IndepLearner(width=16, validate_every=10)
+    plain = IndepLearner("small_cnn", width=16).train(view, None, config, plain_ctx).predictor
+    checked_learner = IndepLearner("small_cnn", width=16, validate_every=10)
     checked = checked_learner.train(view, None, config, checked_ctx).predictor
 
     def dev_error(learner, predictor):

@@ -19,7 +19,7 @@ PLUGIN = textwrap.dedent(
         def search_space(self): return {}
         def train(self, view, state, config, ctx): return None
 
-    def good(): return IndepLearner(width=8)
+    def good(): return IndepLearner("small_cnn", width=8)
     def half(): return Half()
     def broken(): raise RuntimeError("no GPU here")
     not_callable = 3

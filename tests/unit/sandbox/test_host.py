@@ -63,7 +63,7 @@ def test_a_builtin_learner_is_described_without_importing_it_here(sandbox: str) 
         declared = describe(host)
     assert declared.name == "indep"
     assert declared.search_space == {"learning_rate": LogUniform(1e-4, 1e-1), "label_smoothing": Uniform(0.0, 0.3)}
-    assert declared.resources == Resources()
+    assert declared.resources == Resources(gpus_per_worker=1.0, gpu_optional=True)  # the ResNet-34 prefers a GPU
     assert pickle.loads(declared.init_state) is None
     assert ("workers.learners.indep" in sys.modules) == before
 

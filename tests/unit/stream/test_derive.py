@@ -98,11 +98,11 @@ def test_name_version_and_provenance_say_where_it_came_from(short: StreamManifes
     derived = derive_manifest(short, mode="all", seed=7)
 
     assert derived.name == "nevis22-short-shuffled-all-s7"
-    assert derived.version == "1.0+all.s7"
+    assert derived.version == "1.1+all.s7"
     provenance = derived.derived_from
     assert provenance is not None
     assert (provenance.name, provenance.version, provenance.mode, provenance.seed) == (
-        "nevis22-short", "1.0", "all", 7,
+        "nevis22-short", "1.1", "all", 7,
     )
     assert provenance.sha256 == manifest_sha256(short)
     assert manifest_sha256(derived) != manifest_sha256(short)

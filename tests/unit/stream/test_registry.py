@@ -106,11 +106,51 @@ def test_full_stream_splits_keep_the_source_text_and_say_how_they_were_mapped(fu
     assert landsat.split.kind == "official_test"
     assert dict(landsat.split.fractions) == {"train": 0.7, "dev": 0.15, "dev_test": 0.15}
     coil100 = full.tasks[6]
-    assert coil100.split.kind == "random" and "view angle" in coil100.split.text
-    assert "split mapping:" in coil100.notes
+    assert coil100.split.kind == "by_attribute" and "view angle" in coil100.split.text
+    assert coil100.split.attribute == "angle_bin" and not coil100.split.approximate
     assert full.tasks[0].split.fractions == {"train": 0.56, "dev": 0.12, "dev_test": 0.12,
                                              "test": 0.2}
-    assert "split mapping:" not in full.tasks[0].notes
+    assert not any("split mapping:" in t.notes for t in full.tasks)
+
+
+def test_no_split_of_full_or_short_is_approximate(full, short) -> None:
+    assert [t.order for t in (*full.tasks, *short.tasks) if t.split.approximate] == []
+    iaprtc12 = full.tasks[40].split  # the reference draws over its training part only
+    assert (iaprtc12.kind, iaprtc12.pool) == ("random", "source_train")
+
+
+# order in FULL -> (kind, attribute) of the rules that reproduce the reference's custom splits
+REFERENCE_RULES = {
+    4: ("per_class_counts", ""), 7: ("by_attribute", "angle_bin"),
+    21: ("by_attribute", "pose"), 22: ("official_val", ""), 28: ("per_class_counts", ""),
+    44: ("official_val", ""), 45: ("by_attribute", "instance"), 61: ("random", "image_set"),
+    66: ("per_class_counts", ""),
+    74: ("held_out", "domain"), 75: ("held_out", "domain"), 92: ("by_attribute", "angle_bin"),
+    93: ("official_test", ""), 95: ("by_attribute", "subject"), 98: ("held_out_parts", "domain"),
+    99: ("official_val", ""),
+}
+
+
+@pytest.mark.parametrize("order", sorted(REFERENCE_RULES))
+def test_custom_reference_splits_map_to_their_own_rule_kinds(full, order) -> None:
+    rule = full.tasks[order - 1].split
+    assert (rule.kind, rule.attribute) == REFERENCE_RULES[order]
+
+
+def test_the_reference_lists_are_in_the_manifest(full) -> None:
+    coil, biwi, norb = full.tasks[6].split, full.tasks[94].split, full.tasks[44].split
+    assert dict(coil.values) == {"train": (70, 71, 0, 1, 2), "dev": (16, 17, 18, 19, 20),
+                                 "dev_test": (50, 51, 52, 53, 54), "test": "rest"}
+    assert biwi.values["dev"] == (2, 7) and biwi.values["dev_test"] == (3, 9)
+    assert biwi.values["test"] == (1, 4, 8, 10) and len(biwi.values["train"]) == 16
+    assert norb.values == {"train": (7, 8, 9), "dev": (4,), "dev_test": (6,),
+                           "test": "source_test"}
+    voc2012 = full.tasks[43].split
+    assert dict(voc2012.test_fractions) == {"dev_test": 0.5, "test": 0.5}
+    assert full.tasks[74].split.held_out == ("sketch",)
+    assert full.tasks[73].split.held_out == ("caltech",)
+    assert dict(full.tasks[27].split.counts) == {"dev": 1, "dev_test": 1, "test": 2}
+    assert full.tasks[27].split.pick == "last" and full.tasks[3].split.pick == "random"
 
 
 def test_full_stream_cites_the_csv_and_the_reference_implementation(full) -> None:
@@ -188,6 +228,29 @@ def test_converter_maps_regular_rules_exactly_and_refuses_unknown_ones() -> None
     assert (rule["kind"], rule["fractions"]["train"], how) == ("official_test", 0.8, "")
     with pytest.raises(converter.ConversionError, match="no mapping"):
         converter.split_rule("by the phase of the moon")
+
+
+def test_converter_checks_the_table_against_the_reference_lists() -> None:
+    converter = _converter()
+
+    rule, approximate = converter.split_rule(
+        "split by view angle: train 5 bins (500 imgs) dev 500 dev_test 500 test 5700"
+    )
+    assert (rule["kind"], rule["attribute"], approximate) == ("by_attribute", "angle_bin", "")
+    with pytest.raises(converter.ConversionError, match="COIL-100"):
+        converter.split_rule(
+            "split by view angle: train 6 bins (600 imgs) dev 500 dev_test 500 test 5600"
+        )
+    with pytest.raises(converter.ConversionError, match="add up"):
+        converter.split_rule("9 crops/class 5/1/1/3")
+    rule, _ = converter.split_rule("per-class split test 20%, dev/dev-test 15% of rest",
+                                   "nevis:interact")
+    assert (rule["attribute"], rule["train_only"]) == ("image_set", ["illustration"])
+    with pytest.raises(converter.ConversionError, match="nevis:interact"):
+        converter.split_rule("random 56/12/12/20 train/dev/dev-test/test (seed 0)",
+                             "nevis:interact")
+    with pytest.raises(converter.ConversionError, match="tail"):
+        converter.split_rule("random 56/12/12/20 train/dev/dev-test/test (seed 0) per video")
 
 
 def test_unknown_name_suggests_the_closest_stream() -> None:

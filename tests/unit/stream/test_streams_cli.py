@@ -27,7 +27,7 @@ def test_streams_list_shows_each_stream_with_phase_counts() -> None:
     assert result.exit_code == 0, result.output
     line = next(ln for ln in result.stdout.splitlines() if "nevis22-full" in ln)
     cells = [cell.strip() for cell in line.split("│")]
-    assert cells[1:6] == ["nevis22-full", "1.0", "106", "79", "27"]
+    assert cells[1:6] == ["nevis22-full", "1.1", "106", "79", "27"]
     for name in ("mini", "nevis22-short", "offline"):
         assert name in result.stdout
 

@@ -82,11 +82,15 @@ class RawDataset:
     source_checksum: str  # sha256 of the source file(s) or of the generated content
     given_splits: GivenSplits | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)  # JSON-able, for the index
+    # Per-row facts a split rule may need (a view-angle bin, a subject, a domain): name ->
+    # array [N] of ints or strings. Empty when the source gives none.
+    attributes: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_raw_arrays(self.key, self.images, self.labels, self.kind, len(self.class_names))
         if self.given_splits is not None:
             check_given_splits(self.key, self.given_splits, len(self.images))
+        check_attributes(self.key, self.attributes, len(self.images))
 
     @property
     def num_examples(self) -> int:
@@ -225,6 +229,18 @@ def check_given_splits(key: str, given: GivenSplits, n: int) -> None:
         seen[rows] = True
 
 
+def check_attributes(key: str, attributes: Mapping[str, np.ndarray], n: int) -> None:
+    """Raise DatasetFormatError unless each attribute is one int or string per row."""
+    for name, values in attributes.items():
+        kind = getattr(values, "dtype", np.dtype(object)).kind
+        if values.ndim != 1 or len(values) != n or kind not in "iuU":
+            raise DatasetFormatError(
+                f"Dataset {key!r}: attribute {name!r} must hold one int or string per row "
+                f"({n} rows); got {getattr(values, 'dtype', type(values))} "
+                f"{getattr(values, 'shape', '')}."
+            )
+
+
 def dataset_folder(source: str, name: str, ctx: AdapterContext) -> Path | None:
     """``NEVIS_OFFLINE_DATA_DIR/<name>/`` if it exists (for sources read from a folder)."""
     check_name(source, name)
@@ -249,6 +265,6 @@ def read_class_names(folder: Path, count: int) -> tuple[str, ...]:
 
 __all__ = [
     "OFFLINE_VAR", "AdapterContext", "DatasetAdapter", "DatasetKind", "GivenSplits",
-    "MissingDataset", "RawDataset", "as_nhwc", "check_given_splits", "check_name",
-    "check_raw_arrays", "content_checksum", "dataset_folder", "file_checksum", "read_class_names",
+    "MissingDataset", "RawDataset", "as_nhwc", "check_attributes", "check_given_splits",
+    "check_name", "check_raw_arrays", "content_checksum", "dataset_folder", "file_checksum", "read_class_names",
 ]

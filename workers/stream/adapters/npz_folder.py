@@ -7,7 +7,8 @@ which users bring their own data:
   ``labels`` (int64 ``[N]`` with values ``0 .. num_classes-1``, or uint8 multi-hot
   ``[N, K]``);
 - ``<name>.json`` holds at least ``class_names``; optionally ``split`` with ``train`` / ``val``
-  / ``test`` row-index lists, and ``npz_sha256`` (checked when present).
+  / ``test`` row-index lists, ``npz_sha256`` (checked when present) and ``attributes``
+  (per-row values some split rules need; see :mod:`workers.stream.adapters.attributes`).
 
 Two sources share this reader. ``offline:<name>`` means exactly those two files. ``nevis:<name>``
 names a dataset the way the NEVIS'22 stream does, so it is also found through a sidecar whose
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from services.core.errors import DatasetFormatError, DatasetNotFoundError, IntegrityError
+from workers.stream.adapters.attributes import read_attributes
 from workers.stream.adapters.base import (
     AdapterContext,
     GivenSplits,
@@ -168,6 +170,7 @@ def read_npz_pair(npz_path: Path, *, key: str) -> RawDataset:
         source_checksum=checksum,
         given_splits=_given_splits(key, meta.get("split")),
         metadata={"file": npz_path.name, **{k: meta[k] for k in _META_FIELDS if k in meta}},
+        attributes=read_attributes(key, meta, int(labels.shape[0])),
     )
 
 
