@@ -39,7 +39,7 @@ _STREAM = typer.Option(
 )
 _SIZE = typer.Option(
     None, "--image-size", min=8, max=512,
-    help="Stored resolution S (S x S pixels). Default: NEVIS_IMAGE_SIZE if set, else the "
+    help="Task resolution S (S x S pixels; originals are stored at NEVIS_STORED_SCALE x S). Default: NEVIS_IMAGE_SIZE if set, else the "
     "stream's own, else 64.",
 )
 
@@ -84,7 +84,8 @@ def prepare(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
                        completed=STAGES.index(event.stage))
 
         report = prepare_stream(manifest, store, image_size=size, offline_dir=offline_dir,
-                                progress=show, on_prepared=_database_recorder(store))
+                                progress=show, on_prepared=_database_recorder(store),
+                                stored_scale=get_settings().stored_scale)
         bar.update(stage, visible=False)
     console.print(_report_table(report))
     if report.nothing_to_do:
@@ -138,7 +139,8 @@ def verify(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
 
 
 def _report_table(report: PrepareReport) -> Table:
-    table = Table(title=f"Stream {report.stream} at {report.image_size}px",
+    table = Table(title=f"Stream {report.stream} at {report.image_size}px "
+                        f"(originals: long side {report.stored_side}px)",
                   caption="sizes: train/dev/dev_test/test; dups: exact duplicates removed")
     table.add_column("dataset", no_wrap=True)
     table.add_column("status", no_wrap=True)

@@ -38,7 +38,13 @@ class Settings(BaseSettings):
     s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint.")
     ray_address: str | None = Field(default=None, description="Ray cluster; default local.")
     offline_data_dir: Path | None = Field(default=None, description="npz + JSON datasets.")
-    image_size: int = Field(default=64, description="Stored image resolution (pixels).")
+    image_size: int = Field(default=64, description="Task image resolution S (pixels).")
+    stored_scale: float = Field(
+        default=1.5,
+        description="Long side of the stored originals (aspect ratio kept, training crops "
+                    "come from them) as a multiple of the task resolution: 1.5 stores 96 px "
+                    "at 64.",
+    )
     probe_preset: str = Field(
         default="standard",
         description="Probe settings the probe pool queues committed tasks with: standard, ci, or off.",
@@ -63,6 +69,13 @@ class Settings(BaseSettings):
     def _check_image_size(cls, value: int) -> int:
         if not 8 <= value <= 512:
             raise ValueError(f"must be an int in [8, 512]; got {value}")
+        return value
+
+    @field_validator("stored_scale")
+    @classmethod
+    def _check_stored_scale(cls, value: float) -> float:
+        if not 1.0 <= value <= 4.0:
+            raise ValueError(f"must be a number in [1, 4] (stored long side / image size); got {value}")
         return value
 
     @field_validator("data_dir", "offline_data_dir")

@@ -15,7 +15,8 @@ from services.core.errors import ConfigError
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    for var in ("DATABASE_URL", "STORE_URL", "S3_ENDPOINT_URL", "RAY_ADDRESS", "OFFLINE_DATA_DIR", "IMAGE_SIZE", "PROBE_PRESET", "SANDBOX"):
+    for var in ("DATABASE_URL", "STORE_URL", "S3_ENDPOINT_URL", "RAY_ADDRESS", "OFFLINE_DATA_DIR", "IMAGE_SIZE", "STORED_SCALE",
+                "PROBE_PRESET", "SANDBOX"):
         monkeypatch.delenv(f"NEVIS_{var}", raising=False)
     monkeypatch.setenv("NEVIS_DATA_DIR", str(tmp_path / "data"))
     get_settings.cache_clear()
@@ -31,6 +32,7 @@ def test_defaults_live_in_the_data_folder(tmp_path: Path) -> None:
     assert settings.store_url == (data / "store").as_uri()
     assert settings.ray_address is None
     assert settings.image_size == 64
+    assert settings.stored_scale == 1.5
 
 
 def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,6 +63,8 @@ def test_get_settings_is_cached_until_cleared(monkeypatch: pytest.MonkeyPatch) -
         ("NEVIS_DATABASE_URL", "nevis.sqlite", "NEVIS_DATABASE_URL must be an SQLAlchemy URL"),
         ("NEVIS_IMAGE_SIZE", "4", "NEVIS_IMAGE_SIZE: must be an int in [8, 512]; got 4"),
         ("NEVIS_IMAGE_SIZE", "big", "NEVIS_IMAGE_SIZE"),
+        ("NEVIS_STORED_SCALE", "0.5", "NEVIS_STORED_SCALE: must be a number in [1, 4]"),
+        ("NEVIS_STORED_SCALE", "5", "NEVIS_STORED_SCALE: must be a number in [1, 4]"),
         ("NEVIS_PROBE_PRESET", "huge", "NEVIS_PROBE_PRESET: must be one of standard, ci, off"),
         ("NEVIS_SANDBOX", "docker", "NEVIS_SANDBOX: must be one of auto, bwrap, none"),
     ],

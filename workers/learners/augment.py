@@ -3,15 +3,21 @@
 Input is always a numpy uint8 array of shape (N, H, W, 3) (the shard format); output is a
 float32 tensor (N, 3, size, size), normalised with the ImageNet channel statistics.
 
-- Training: random-resized-crop then horizontal flip, done for the whole batch at once with
-  one ``affine_grid`` + ``grid_sample`` (bilinear). A crop covers a fraction of the image
-  area drawn uniformly from ``scale`` (default (0.35, 1): at 32-64 px the usual 0.08 lower
-  bound leaves a handful of pixels) with aspect ratio log-uniform in ``ratio``; a side that
-  would exceed the image is clipped to it (instead of torchvision's retry loop), so the
-  crop always lies inside the image and needs no padding.
-- Evaluation: a centre crop keeping ``eval_crop`` of each side (7/8 by default, the usual
-  compensation for training crops that make objects look larger), resized back to
-  ``size``. ``eval_crop=1`` with inputs already at ``size`` is exactly the identity.
+- Training, as the reference's ``random_crop_via_cropped_window_and_resize`` then
+  ``random_flip`` (dm_nevis ``experiments_jax/training/augmentations.py``): a crop of each
+  image's valid extent (the stored originals, ``extents`` from
+  :class:`~workers.stream.task_info.Originals`; the whole image without them) covering a
+  fraction of its area drawn uniformly from ``scale`` (0.08, 1) with aspect ratio
+  log-uniform in ``ratio`` (3/4, 4/3); up to ``ATTEMPTS`` (10) draws per image, the first
+  that fits is used, and if none fits the central square is (the reference's fallback). The
+  crop is resized to ``size`` and flipped, for the whole batch at once with one
+  ``affine_grid`` + ``grid_sample`` (bilinear, not antialiased, like ``tf.image.resize``);
+  samples are clamped to the valid extent, so padding is never read.
+- Evaluation: the inputs are already the reference's evaluation images (the central square
+  at the task resolution, see :mod:`workers.stream.images`), so with the default
+  ``eval_crop=1`` at ``size`` this is normalisation only. ``eval_crop < 1`` keeps a centre
+  crop of that share of each side, resized back to ``size`` (predictors saved before format
+  2 of the shards carry 0.875).
 
 All randomness comes from the ``torch.Generator`` passed in, so a seed fixes the batch.
 """
@@ -27,6 +33,7 @@ import torch.nn.functional as F
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+ATTEMPTS = 10  # the reference's MAX_ATTEMPTS for sample_distorted_bounding_box
 
 
 @dataclass(frozen=True)
@@ -44,10 +51,10 @@ class AugmentConfig:
     """
 
     size: int
-    scale: tuple[float, float] = (0.35, 1.0)
+    scale: tuple[float, float] = (0.08, 1.0)
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
     flip_p: float = 0.5
-    eval_crop: float = 0.875
+    eval_crop: float = 1.0
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
 
@@ -105,29 +112,62 @@ def _normalise(x: torch.Tensor, cfg: AugmentConfig) -> torch.Tensor:
 
 
 def crop_params(
-    n: int, cfg: AugmentConfig, generator: torch.Generator
+    n: int,
+    cfg: AugmentConfig,
+    generator: torch.Generator,
+    *,
+    extents: np.ndarray | None = None,
+    canvas: tuple[int, int] = (1, 1),
 ) -> torch.Tensor:
     """Affine matrices (n, 2, 3) of random-resized-crops with flips, in grid coordinates.
 
     Output coordinate u in [-1, 1] reads input coordinate ±w·u + c: w the crop's side as a
-    fraction of the image, c its centre, the sign a flip.
+    fraction of the canvas, c its centre, the sign a flip. Crops lie inside each image's
+    valid ``extents`` (rows of (height, width) in pixels of a ``canvas`` of (H, W) pixels);
+    without extents the whole canvas is the image.
     """
-    u = torch.rand((n, 5), generator=generator, dtype=torch.float64)
+    if extents is None:
+        hw = torch.tensor(canvas, dtype=torch.float64).expand(n, 2)
+    else:
+        hw = torch.as_tensor(np.asarray(extents), dtype=torch.float64).reshape(n, 2)
+    height, width = hw[:, 0:1], hw[:, 1:2]
+    u = torch.rand((n, ATTEMPTS, 2), generator=generator, dtype=torch.float64)
     lo, hi = cfg.scale
-    area = lo + (hi - lo) * u[:, 0]
+    area = (lo + (hi - lo) * u[..., 0]) * height * width
     log_lo, log_hi = math.log(cfg.ratio[0]), math.log(cfg.ratio[1])
-    aspect = torch.exp(log_lo + (log_hi - log_lo) * u[:, 1])
-    w = torch.sqrt(area * aspect).clamp(max=1.0)
-    h = torch.sqrt(area / aspect).clamp(max=1.0)
-    cx = (1.0 - w) * (2.0 * u[:, 2] - 1.0)
-    cy = (1.0 - h) * (2.0 * u[:, 3] - 1.0)
-    sign = torch.where(u[:, 4] < cfg.flip_p, -1.0, 1.0).to(torch.float64)
+    aspect = torch.exp(log_lo + (log_hi - log_lo) * u[..., 1])
+    w, h = torch.sqrt(area * aspect), torch.sqrt(area / aspect)
+    fits = (w <= width) & (h <= height)
+    first = fits.to(torch.int8).argmax(dim=1, keepdim=True)  # first attempt that fits
+    found = fits.any(dim=1)
+    side = torch.minimum(height, width)[:, 0]  # fallback: the central square
+    w = torch.where(found, w.gather(1, first)[:, 0], side)
+    h = torch.where(found, h.gather(1, first)[:, 0], side)
+    v = torch.rand((n, 3), generator=generator, dtype=torch.float64)
+    spread = torch.where(found[:, None], v[:, :2], torch.full_like(v[:, :2], 0.5))
+    left = spread[:, 0] * (width[:, 0] - w)
+    top = spread[:, 1] * (height[:, 0] - h)
+    sign = torch.where(v[:, 2] < cfg.flip_p, -1.0, 1.0).to(torch.float64)
+    canvas_h, canvas_w = canvas
     theta = torch.zeros((n, 2, 3), dtype=torch.float64)
-    theta[:, 0, 0] = sign * w
-    theta[:, 0, 2] = cx
-    theta[:, 1, 1] = h
-    theta[:, 1, 2] = cy
+    theta[:, 0, 0] = sign * w / canvas_w
+    theta[:, 0, 2] = 2.0 * (left + w / 2) / canvas_w - 1.0
+    theta[:, 1, 1] = h / canvas_h
+    theta[:, 1, 2] = 2.0 * (top + h / 2) / canvas_h - 1.0
     return theta.float()
+
+
+def _clamp_to_extents(grid: torch.Tensor, extents: np.ndarray, canvas: tuple[int, int]) -> torch.Tensor:
+    """Keep every sample within the centres of each image's valid pixels, so bilinear
+    sampling at a crop's edge repeats the edge pixel (as ``tf.image.resize`` does) and never
+    blends in the padding beyond it."""
+    hw = torch.as_tensor(np.asarray(extents), dtype=grid.dtype, device=grid.device)
+    canvas_h, canvas_w = canvas
+    max_x = (2.0 * (hw[:, 1] - 0.5) / canvas_w - 1.0).view(-1, 1, 1)
+    max_y = (2.0 * (hw[:, 0] - 0.5) / canvas_h - 1.0).view(-1, 1, 1)
+    x = torch.minimum(grid[..., 0], max_x)
+    y = torch.minimum(grid[..., 1], max_y)
+    return torch.stack((x, y), dim=-1)
 
 
 def train_transform(
@@ -136,22 +176,33 @@ def train_transform(
     *,
     generator: torch.Generator,
     device: str | torch.device = "cpu",
+    extents: np.ndarray | None = None,
 ) -> torch.Tensor:
     """Random-resized-crop + flip + normalisation of a batch (see the module docstring).
 
     Args:
-        images: uint8 (N, H, W, 3).
+        images: uint8 (N, H, W, 3): the stored originals (with ``extents``), or any images
+            cropped whole (``LabelledData.crop_source`` gives the right pair).
         cfg: the augmentation settings.
         generator: a CPU ``torch.Generator``; it alone decides the crops and flips.
         device: where the output lives (the work is done there).
+        extents: int (N, 2), each image's valid (height, width) from the top left; ``None``:
+            the whole image.
 
     Returns:
         float32 (N, 3, cfg.size, cfg.size).
     """
     x = to_float(images, device)
-    n = x.shape[0]
-    theta = crop_params(n, cfg, generator).to(x.device)
+    n, canvas = x.shape[0], (int(x.shape[2]), int(x.shape[3]))
+    if extents is not None and np.shape(extents) != (n, 2):
+        raise ValueError(
+            f"The 'extents' parameter of train_transform must have shape {(n, 2)}. "
+            f"Got {np.shape(extents)} instead."
+        )
+    theta = crop_params(n, cfg, generator, extents=extents, canvas=canvas).to(x.device)
     grid = F.affine_grid(theta, [n, 3, cfg.size, cfg.size], align_corners=False)
+    if extents is not None:
+        grid = _clamp_to_extents(grid, extents, canvas)
     out = F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
     return _normalise(out, cfg)
 
@@ -159,7 +210,9 @@ def train_transform(
 def eval_transform(
     images: np.ndarray, cfg: AugmentConfig, *, device: str | torch.device = "cpu"
 ) -> torch.Tensor:
-    """Centre crop of ``cfg.eval_crop`` of each side, resized to ``cfg.size``, normalised."""
+    """Normalisation of the evaluation images (already the reference's central square at
+    the task resolution); a centre crop of ``cfg.eval_crop`` of each side first when below 1,
+    and a resize when they are not at ``cfg.size``."""
     x = to_float(images, device)
     h, w = x.shape[-2:]
     if cfg.eval_crop < 1.0:
@@ -174,6 +227,6 @@ def eval_transform(
 
 
 __all__ = [
-    "IMAGENET_MEAN", "IMAGENET_STD", "AugmentConfig", "crop_params", "eval_transform", "to_float",
+    "ATTEMPTS", "IMAGENET_MEAN", "IMAGENET_STD", "AugmentConfig", "crop_params", "eval_transform", "to_float",
     "train_transform",
 ]

@@ -107,7 +107,9 @@ class IndepLearner:
     """Random initialisation per task, current task only.
 
     Args:
-        model: "small_cnn" (default, fast on CPUs) or "resnet34" (the paper's low-res net).
+        model: "resnet34" (default: the paper's low-resolution ResNet-34, on a GPU when the
+            cluster has one) or "small_cnn" (a ~240k-parameter CNN, fast on CPUs: the
+            ``indep_small`` learner, for smoke runs and tests).
         max_batch: the cap B of the batch-size rule.
         warmup_fraction: share of the step budget spent warming the learning rate up.
         width: first-stage channels of the network; ``None`` for the model's default.
@@ -125,7 +127,7 @@ class IndepLearner:
 
     def __init__(
         self,
-        model: str = "small_cnn",
+        model: str = "resnet34",
         *,
         max_batch: int = 512,
         warmup_fraction: float = 0.05,
@@ -169,7 +171,10 @@ class IndepLearner:
         return PAPER_SEARCH_SPACE
 
     def resources(self) -> Resources:
-        return Resources(num_workers=self.workers, cpus_per_worker=1.0, gpus_per_worker=0.0)
+        # The small CNN is a CPU learner; the paper's networks take a GPU wherever there is one.
+        gpus = 0.0 if self.model_name == "small_cnn" else 1.0
+        return Resources(num_workers=self.workers, cpus_per_worker=1.0, gpus_per_worker=gpus,
+                         gpu_optional=True)
 
     def init_state(self) -> None:
         return None
@@ -216,8 +221,9 @@ class IndepLearner:
         model.train()
         for step, idx in enumerate(epoch_batches(n, batch, steps, generator), start=1):
             index = idx.numpy()[ctx.rank :: ctx.world_size]  # this rank's share of the batch
+            source, extents = data.crop_source(index)  # the stored originals where sent
             x = train_transform(
-                data.images[index], predictor.augment, generator=crops, device=ctx.device
+                source, predictor.augment, generator=crops, device=ctx.device, extents=extents
             )
             y = labels[torch.from_numpy(index)].to(ctx.device, non_blocking=True)
             loss = loss_fn(net(x), y)

@@ -155,7 +155,8 @@ class Host:
     def _task_data(self, key: str, parts: list) -> tuple[LabelledData, LabelledData]:
         """This task's splits: sent with the first trial of a task, reused by the next ones."""
         if parts:
-            self._data = (key, LabelledData(parts[0], parts[1]), LabelledData(parts[2], parts[3]))
+            dev = LabelledData(parts[0], parts[1])  # trial.py: dev, then train with its originals
+            self._data = (key, LabelledData.from_arrays(parts[2:]), dev)
         if self._data is None or self._data[0] != key:
             raise LearnerError(f"the harness sent no data for {key!r}")
         return self._data[1], self._data[2]
@@ -165,7 +166,7 @@ class Host:
         header, parts = wire.receive(self.proto_in)
         if not header.get("ok"):
             raise CausalityError(str(header.get("message", "not available")))
-        return LabelledData(parts[0], parts[1])
+        return LabelledData.from_arrays(parts)
 
     def _past_predictor(self, order: int | None, op: str = "past_predictor") -> bytes:
         wire.send(self.proto_out, {"op": op, "order": order})

@@ -44,7 +44,7 @@ def augment_views(learner: Any, predictor: Any, images: np.ndarray, q: int, *,
        :class:`~workers.learners.augment.AugmentConfig` (the ``indep`` baselines: their
        exact training crop and flip);
     3. otherwise the baselines' default training augmentation (random-resized-crop with
-       scale (0.35, 1) and a horizontal flip), recorded as a fallback.
+       scale (0.08, 1) and a horizontal flip), recorded as a fallback.
     """
     n = len(images)
     hook = getattr(learner, AUGMENT_HOOK, None)

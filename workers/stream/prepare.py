@@ -7,15 +7,17 @@
 - shards without an index (an interrupted run) or shards that fail verification are
   removed and the dataset is built again.
 
-One dataset at one stored size has one split: if the manifest's split rule for it changes,
-the dataset is rebuilt under the new rule.
+One dataset at one task resolution has one split and one stored side: if the manifest's
+split rule or the stored side (``stored_scale`` × S) changes, the dataset is rebuilt. An
+index of an older shard format is unreadable to this version and is rebuilt too.
 
 Before it writes anything it checks that every dataset it has to build can be found; if any
 cannot, one :class:`~services.core.errors.DatasetNotFoundError` lists all of them, so a
 stream is never silently shortened and a failed run leaves the store as it was.
 
-:func:`load_task_data` is the reader the stream runner uses: a task's split arrays, every
-shard checked against the index.
+:func:`load_task_data` is the reader the stream runner uses: a task's split arrays (the
+task-resolution central squares; the stored originals of the splits asked for), every shard
+checked against the index.
 """
 
 from __future__ import annotations
@@ -45,18 +47,29 @@ from workers.stream.adapters import (
     split_key,
 )
 from workers.stream.dedup import dedup_splits
-from workers.stream.images import check_image_size, to_stored
+from workers.stream.images import (
+    ORIGINALS_METHOD,
+    RESIZE_METHOD,
+    check_image_size,
+    stored_side,
+    to_originals,
+    to_task_resolution,
+)
 from workers.stream.manifest import SPLITS, SplitRule, StreamManifest, TaskSpec
 from workers.stream.shards import (
     DEFAULT_MAX_EXAMPLES_PER_SHARD,
     DatasetIndex,
     dataset_prefix,
     load_index,
-    read_split,
+    read_labelled,
     verify_dataset,
     write_dataset,
 )
+from workers.stream.split_rule import split_rule_key
 from workers.stream.splits import assign_splits
+from workers.stream.task_info import LabelledData, Originals
+
+DEFAULT_STORED_SCALE = 1.5  # the settings' default: originals' long side = 1.5 S (96 px at 64)
 
 STAGES = ("check", "load", "resize", "split", "dedup", "write", "done")
 
@@ -93,6 +106,7 @@ class PrepareReport:
     stream: str
     image_size: int
     datasets: tuple[DatasetReport, ...] = field(default_factory=tuple)
+    stored_side: int = 0  # long side of the stored originals
 
     @property
     def written(self) -> tuple[DatasetReport, ...]:
@@ -126,8 +140,7 @@ def stored_image_size(
 
 def rule_to_dict(rule: SplitRule) -> dict[str, Any]:
     """The parts of a split rule that decide the split (not its human text)."""
-    fractions = {s: float(rule.fractions[s]) for s in SPLITS if s in rule.fractions}
-    return {"kind": rule.kind, "fractions": fractions, "seed": int(rule.seed)}
+    return split_rule_key(rule)
 
 
 def dataset_rules(manifest: StreamManifest) -> dict[str, TaskSpec]:
@@ -153,18 +166,21 @@ def prepare_stream(
     progress: Callable[[ProgressEvent], None] | None = None,
     on_prepared: Callable[[DatasetIndex], None] | None = None,
     max_examples_per_shard: int = DEFAULT_MAX_EXAMPLES_PER_SHARD,
+    stored_scale: float = DEFAULT_STORED_SCALE,
 ) -> PrepareReport:
     """Make sure every dataset of ``manifest`` is stored as verified shards.
 
     Args:
         manifest: the stream.
         store: where shards go.
-        image_size: stored side length S.
+        image_size: the task resolution S.
         offline_dir: ``NEVIS_OFFLINE_DATA_DIR`` (None when unset).
         progress: called at each stage of each dataset.
         on_prepared: called with the index of every dataset that is ready after this run
             (newly written or already present), so a database can record it idempotently.
         max_examples_per_shard: shard size limit.
+        stored_scale: long side of the stored originals as a multiple of S
+            (``NEVIS_STORED_SCALE``).
 
     Raises:
         DatasetNotFoundError: listing every dataset that must be built but cannot be found;
@@ -172,9 +188,11 @@ def prepare_stream(
         UnknownNameError: a dataset key names an unknown source.
     """
     size = check_image_size(image_size)
+    side = stored_side(size, stored_scale)
     with _preparing(store):
-        return _prepare(manifest, store, size=size, offline_dir=offline_dir, progress=progress,
-                        on_prepared=on_prepared, max_examples_per_shard=max_examples_per_shard)
+        return _prepare(manifest, store, size=size, side=side, offline_dir=offline_dir,
+                        progress=progress, on_prepared=on_prepared,
+                        max_examples_per_shard=max_examples_per_shard)
 
 
 @contextmanager
@@ -195,7 +213,8 @@ def _preparing(store: ObjectStore) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, offline_dir: Path | None,
+def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: int,
+             offline_dir: Path | None,
              progress: Callable[[ProgressEvent], None] | None,
              on_prepared: Callable[[DatasetIndex], None] | None,
              max_examples_per_shard: int) -> PrepareReport:
@@ -209,7 +228,7 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, offline
     todo: dict[str, str] = {}  # dataset → "prepared" or "rebuilt"
     for position, (key, task) in enumerate(tasks.items(), 1):
         notify(ProgressEvent(key, position, total, "check"))
-        status, found = _existing(store, task, size)
+        status, found = _existing(store, task, size, side)
         if found is not None:
             present[key] = found
         else:
@@ -225,16 +244,18 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, offline
             def stage(name: str, key: str = key, position: int = position) -> None:
                 notify(ProgressEvent(key, position, total, name))
 
-            report, index = _build(store, task, ctx, todo[key], max_examples_per_shard, stage)
+            report, index = _build(store, task, ctx, side, todo[key], max_examples_per_shard,
+                                   stage)
         notify(ProgressEvent(key, position, total, "done"))
         if on_prepared is not None:
             on_prepared(index)
         reports.append(report)
-    return PrepareReport(stream=manifest.name, image_size=size, datasets=tuple(reports))
+    return PrepareReport(stream=manifest.name, image_size=size, datasets=tuple(reports),
+                         stored_side=side)
 
 
 def _existing(
-    store: ObjectStore, task: TaskSpec, size: int
+    store: ObjectStore, task: TaskSpec, size: int, side: int
 ) -> tuple[str, tuple[DatasetReport, DatasetIndex] | None]:
     """("present", (report, index)) for a complete, verified dataset; else (status, None)."""
     start = time.perf_counter()
@@ -247,6 +268,8 @@ def _existing(
         return ("rebuilt" if unfinished else "prepared"), None
     if dict(index.split_rule) != rule_to_dict(task.split):
         return "rebuilt", None  # the manifest's rule changed since: the split must follow it
+    if index.stored_side != side:
+        return "rebuilt", None  # NEVIS_STORED_SCALE changed since: originals must follow it
     try:
         verify_dataset(store, index)
     except IntegrityError:
@@ -258,6 +281,7 @@ def _build(
     store: ObjectStore,
     task: TaskSpec,
     ctx: AdapterContext,
+    side: int,
     status: str,
     max_per_shard: int,
     stage: Callable[[str], None],
@@ -273,9 +297,13 @@ def _build(
             f"{task.kind}-label; fix the manifest or the dataset."
         )
     stage("resize")
-    images, method = to_stored(raw.images, ctx.image_size)
+    images = to_task_resolution(raw.images, ctx.image_size)
+    originals = to_originals(raw.images, side)
     stage("split")
-    assignment = assign_splits(raw.labels, rule=task.split, given=raw.given_splits)
+    assignment = assign_splits(
+        raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes,
+        dataset=f"Dataset {task.dataset!r}",
+    )
     stage("dedup")
     assignment, stats = dedup_splits(images, assignment)
     stage("write")
@@ -287,7 +315,10 @@ def _build(
         kind=raw.kind,
         class_names=raw.class_names,
         image_size=ctx.image_size,
-        resize_method=method,
+        resize_method=RESIZE_METHOD,
+        stored_side=side,
+        stored_shape=(int(originals.images.shape[1]), int(originals.images.shape[2])),
+        originals_method=ORIGINALS_METHOD,
         split_rule=rule_to_dict(task.split),
         split_how=assignment.how,
         counts={},
@@ -298,7 +329,8 @@ def _build(
                 "original_shape": list(raw.images.shape[1:])},
     )
     index = write_dataset(
-        store, images=images, labels=raw.labels, split_rows=assignment.rows, index=draft,
+        store, images=images, labels=raw.labels, originals=originals,
+        split_rows=assignment.rows, index=draft,
         max_examples_per_shard=max_per_shard,
     )
     notes: tuple[str, ...] = ()
@@ -347,7 +379,13 @@ class TaskData:
 
     task: TaskSpec
     index: DatasetIndex
-    splits: Mapping[str, tuple[np.ndarray, np.ndarray]]  # split → (images, labels)
+    splits: Mapping[str, tuple[np.ndarray, np.ndarray]]  # split → (images at S, labels)
+    originals: Mapping[str, Originals] = field(default_factory=dict)  # splits asked for
+
+    def labelled(self, split: str) -> LabelledData:
+        """One split as a learner gets it: images at S, labels, and originals if loaded."""
+        images, labels = self.splits[split]
+        return LabelledData(images, labels, self.originals.get(split))
 
 
 def load_task_index(store: ObjectStore, task: TaskSpec, *, image_size: int) -> DatasetIndex:
@@ -374,12 +412,19 @@ def load_task_index(store: ObjectStore, task: TaskSpec, *, image_size: int) -> D
 
 
 def load_task_data(
-    store: ObjectStore, task: TaskSpec, *, image_size: int, splits: Sequence[str] = SPLITS
+    store: ObjectStore, task: TaskSpec, *, image_size: int, splits: Sequence[str] = SPLITS,
+    originals: Sequence[str] = (),
 ) -> TaskData:
-    """Read the requested splits of a task (each shard verified)."""
+    """Read the requested splits of a task (each shard verified).
+
+    ``originals`` names the splits (among ``splits``) whose stored originals are read too:
+    the training splits handed to learners that augment; nothing else needs them.
+    """
     index = load_task_index(store, task, image_size=image_size)
+    data = {s: read_labelled(store, index, s, originals=s in originals) for s in splits}
     return TaskData(task=task, index=index,
-                    splits={s: read_split(store, index, s) for s in splits})
+                    splits={s: (d.images, d.labels) for s, d in data.items()},
+                    originals={s: d.originals for s, d in data.items() if d.originals is not None})
 
 
 def verify_stream(
@@ -404,7 +449,7 @@ def verify_stream(
 
 
 __all__ = [
-    "STAGES", "DatasetReport", "PrepareReport", "ProgressEvent", "TaskData", "dataset_rules",
+    "DEFAULT_STORED_SCALE", "STAGES", "DatasetReport", "PrepareReport", "ProgressEvent", "TaskData", "dataset_rules",
     "load_task_data", "load_task_index", "prepare_stream", "rule_to_dict", "stored_image_size",
     "verify_stream",
 ]

@@ -1,9 +1,16 @@
 """The shard format: a prepared dataset as checksummed ``.npz`` parts plus an index.
 
-Layout in the object store, for dataset ``<source>:<name>`` at stored size ``S``::
+Layout in the object store, for dataset ``<source>:<name>`` at task resolution ``S``::
 
-    datasets/<source>/<name>/<S>px/<split>-00000.npz   images uint8 [n,S,S,3], labels, rows
+    datasets/<source>/<name>/<S>px/<split>-00000.npz   images, labels, rows, originals, extents
     datasets/<source>/<name>/<S>px/index.json          written last
+
+A shard (format 2) holds ``images`` uint8 ``[n, S, S, 3]`` (the central square of each source
+image at S: the reference's evaluation input), ``labels``, ``rows``, ``originals`` uint8
+``[n, H, W, 3]`` (aspect ratio kept, long side fitted to the stored side, see
+:mod:`workers.stream.images`) and ``extents`` int32 ``[n, 2]`` (each original's valid height
+and width). Readers decompress only the members they ask for: the default reads decompress
+no more than format 1's (they still fetch and checksum the whole shard).
 
 Guarantees:
 
@@ -13,7 +20,9 @@ Guarantees:
   bytes against it (the store checks its own record too) and the arrays against the counts,
   and a mismatch is an :class:`~services.core.errors.IntegrityError` naming the shard;
 - shard bytes are deterministic (fixed zip timestamps), so preparing the same data twice
-  gives the same checksums.
+  gives the same checksums;
+- an index of another format version is refused with a message to re-prepare (``nevis data
+  prepare`` rebuilds it), so shards of two formats are never mixed.
 """
 
 from __future__ import annotations
@@ -32,8 +41,10 @@ from services.core.errors import IntegrityError, ObjectNotFoundError
 from services.store.objects.base import ObjectStore
 from workers.stream.adapters import split_key
 from workers.stream.manifest import SPLITS
+from workers.stream.task_info import LabelledData, Originals
 
-FORMAT_VERSION = 1
+# 2: aspect-preserving originals beside the central-square images (1: squashed S x S only).
+FORMAT_VERSION = 2
 DEFAULT_MAX_EXAMPLES_PER_SHARD = 4096
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
@@ -57,6 +68,9 @@ class DatasetIndex:
     class_names: tuple[str, ...]
     image_size: int
     resize_method: str
+    stored_side: int  # long side C the originals were fitted to
+    stored_shape: tuple[int, int]  # (H, W) of the originals' canvas
+    originals_method: str
     split_rule: Mapping[str, Any]
     split_how: str
     counts: Mapping[str, int]
@@ -92,7 +106,10 @@ class DatasetIndex:
         try:
             doc = json.loads(data)
             if doc["format_version"] != FORMAT_VERSION:
-                raise ValueError(f"format_version {doc['format_version']} != {FORMAT_VERSION}")
+                raise ValueError(
+                    f"it was written in shard format {doc['format_version']}, this version "
+                    f"reads format {FORMAT_VERSION} only"
+                )
             shards = {s: tuple(ShardInfo(**i) for i in doc["shards"][s]) for s in SPLITS}
             return cls(
                 dataset=str(doc["dataset"]),
@@ -100,6 +117,9 @@ class DatasetIndex:
                 class_names=tuple(str(n) for n in doc["class_names"]),
                 image_size=int(doc["image_size"]),
                 resize_method=str(doc["resize_method"]),
+                stored_side=int(doc["stored_side"]),
+                stored_shape=(int(doc["stored_shape"][0]), int(doc["stored_shape"][1])),
+                originals_method=str(doc["originals_method"]),
                 split_rule=dict(doc["split_rule"]),
                 split_how=str(doc["split_how"]),
                 counts={s: int(doc["counts"][s]) for s in SPLITS},
@@ -125,11 +145,15 @@ def index_key(dataset: str, image_size: int) -> str:
     return f"{dataset_prefix(dataset, image_size)}/index.json"
 
 
-def encode_shard(images: np.ndarray, labels: np.ndarray, rows: np.ndarray) -> bytes:
+def encode_shard(
+    images: np.ndarray, labels: np.ndarray, rows: np.ndarray, originals: Originals
+) -> bytes:
     """An ``.npz`` (deflated) whose bytes depend only on the arrays."""
     buffer = io.BytesIO()
+    members = (("images", images), ("labels", labels), ("rows", rows),
+               ("originals", originals.images), ("extents", originals.extents))
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name, array in (("images", images), ("labels", labels), ("rows", rows)):
+        for name, array in members:
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
             with archive.open(info, "w", force_zip64=True) as handle:
@@ -142,13 +166,15 @@ def write_dataset(
     *,
     images: np.ndarray,
     labels: np.ndarray,
+    originals: Originals,
     split_rows: Mapping[str, np.ndarray],
     index: DatasetIndex,
     max_examples_per_shard: int = DEFAULT_MAX_EXAMPLES_PER_SHARD,
 ) -> DatasetIndex:
     """Store each split's rows as shards, then the index (last).
 
-    ``index`` supplies everything but counts and shards, which are filled in here.
+    ``index`` supplies everything but counts and shards, which are filled in here; its
+    ``stored_shape`` must be the canvas of ``originals``.
 
     Returns:
         The index as written.
@@ -158,6 +184,12 @@ def write_dataset(
             "The 'max_examples_per_shard' parameter of write_dataset must be an int in "
             f"[1, inf). Got {max_examples_per_shard} instead."
         )
+    if tuple(originals.images.shape[1:3]) != tuple(index.stored_shape) or len(originals) != len(images):
+        raise ValueError(
+            f"The 'originals' parameter of write_dataset must hold {len(images)} images on a "
+            f"{tuple(index.stored_shape)} canvas (the index's stored_shape). Got "
+            f"{originals.images.shape} instead."
+        )
     prefix = dataset_prefix(index.dataset, index.image_size)
     shards: dict[str, tuple[ShardInfo, ...]] = {}
     for split in SPLITS:
@@ -165,7 +197,7 @@ def write_dataset(
         parts = []
         for number, start in enumerate(range(0, len(rows), max_examples_per_shard)):
             chunk = rows[start : start + max_examples_per_shard]
-            data = encode_shard(images[chunk], labels[chunk], chunk)
+            data = encode_shard(images[chunk], labels[chunk], chunk, originals.take(chunk))
             info = store.put_bytes(f"{prefix}/{split}-{number:05d}.npz", data)
             parts.append(ShardInfo(info.key, info.size, _sha256(data), len(chunk)))
         shards[split] = tuple(parts)
@@ -188,27 +220,43 @@ def load_index(store: ObjectStore, dataset: str, image_size: int) -> DatasetInde
 def read_split(
     store: ObjectStore, index: DatasetIndex, split: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """All images and labels of one split, every shard checked.
+    """All task-resolution images and labels of one split, every shard checked.
 
     Returns:
-        images uint8 ``[n, S, S, 3]`` and labels (int64 ``[n]`` or uint8 ``[n, K]``).
+        images uint8 ``[n, S, S, 3]`` (central squares at S) and labels (int64 ``[n]`` or
+        uint8 ``[n, K]``).
+
+    Raises:
+        IntegrityError: a shard is missing, damaged, or does not hold what the index says.
+    """
+    data = read_labelled(store, index, split, originals=False)
+    return data.images, data.labels
+
+
+def read_labelled(
+    store: ObjectStore, index: DatasetIndex, split: str, *, originals: bool
+) -> LabelledData:
+    """One split as :class:`LabelledData`; with ``originals``, the stored originals too.
 
     Raises:
         IntegrityError: a shard is missing, damaged, or does not hold what the index says.
     """
     if split not in SPLITS:
         raise ValueError(f"The 'split' parameter must be one of {SPLITS}. Got {split!r} instead.")
-    images, labels = [], []
-    for shard in index.shards[split]:
-        x, y = _read_shard(store, index, shard)
-        images.append(x)
-        labels.append(y)
-    size = index.image_size
-    if not images:
+    parts = [_read_shard(store, index, shard, originals) for shard in index.shards[split]]
+    if not parts:
+        size, (height, width) = index.image_size, index.stored_shape
         label_shape = (0,) if index.kind == "single" else (0, index.num_classes)
         label_dtype = np.int64 if index.kind == "single" else np.uint8
-        return np.zeros((0, size, size, 3), np.uint8), np.zeros(label_shape, label_dtype)
-    return np.concatenate(images), np.concatenate(labels)
+        empty = Originals(np.zeros((0, height, width, 3), np.uint8), np.zeros((0, 2), np.int32))
+        return LabelledData(np.zeros((0, size, size, 3), np.uint8),
+                            np.zeros(label_shape, label_dtype), empty if originals else None)
+    stored = None
+    if originals:
+        stored = Originals(np.concatenate([p[2].images for p in parts]),
+                           np.concatenate([p[2].extents for p in parts]))
+    return LabelledData(np.concatenate([p[0] for p in parts]),
+                        np.concatenate([p[1] for p in parts]), stored)
 
 
 def verify_dataset(store: ObjectStore, index: DatasetIndex) -> int:
@@ -227,7 +275,9 @@ def verify_dataset(store: ObjectStore, index: DatasetIndex) -> int:
     return len(index.all_shards)
 
 
-def _read_shard(store: ObjectStore, index: DatasetIndex, shard: ShardInfo):
+def _read_shard(
+    store: ObjectStore, index: DatasetIndex, shard: ShardInfo, originals: bool = False
+) -> tuple[np.ndarray, np.ndarray, Originals | None]:
     try:
         data = store.get_bytes(shard.key)
     except (IntegrityError, ObjectNotFoundError) as exc:
@@ -237,6 +287,7 @@ def _read_shard(store: ObjectStore, index: DatasetIndex, shard: ShardInfo):
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
             images, labels = arrays["images"], arrays["labels"]
+            pair = (arrays["originals"], arrays["extents"]) if originals else None
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise _damaged(index, shard, f"unreadable npz: {exc}") from None
     n, s = shard.num_examples, index.image_size
@@ -246,7 +297,16 @@ def _read_shard(store: ObjectStore, index: DatasetIndex, shard: ShardInfo):
             index, shard, f"holds images {images.shape} and labels {labels.shape}, "
             f"expected {(n, s, s, 3)} and {label_shape}"
         )
-    return images, labels
+    if pair is None:
+        return images, labels, None
+    expected = (n, *index.stored_shape, 3)
+    if pair[0].shape != expected or pair[1].shape != (n, 2):
+        raise _damaged(index, shard, f"holds originals {pair[0].shape} and extents "
+                       f"{pair[1].shape}, expected {expected} and {(n, 2)}")
+    try:
+        return images, labels, Originals(pair[0], pair[1].astype(np.int32, copy=False))
+    except ValueError as exc:
+        raise _damaged(index, shard, str(exc)) from None
 
 
 def _damaged(index: DatasetIndex, shard: ShardInfo, why: str) -> IntegrityError:
@@ -263,6 +323,7 @@ def _sha256(data: bytes) -> str:
 
 __all__ = [
     "DEFAULT_MAX_EXAMPLES_PER_SHARD", "FORMAT_VERSION", "DatasetIndex", "ShardInfo",
-    "dataset_prefix", "encode_shard", "index_key", "load_index", "read_split", "verify_dataset",
+    "dataset_prefix", "encode_shard", "index_key", "load_index", "read_labelled", "read_split",
+    "verify_dataset",
     "write_dataset",
 ]

@@ -4,6 +4,11 @@ The view holds the current task's train and dev splits and a loader for the trai
 of earlier tasks, and nothing else: no test or dev-test data is ever put in it, so it cannot
 leak through attributes or introspection. Asking for a future task or any test
 split raises :class:`~services.core.errors.CausalityError` with the reason.
+
+Images come as the reference evaluates them: ``train().images`` and ``dev().images`` are the
+central square of each source image at the task resolution. Train splits (current and past)
+also carry ``originals``, the larger aspect-preserving stored images that augmenting
+learners crop from (:class:`~workers.stream.task_info.Originals`).
 """
 
 from __future__ import annotations

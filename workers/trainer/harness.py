@@ -59,9 +59,9 @@ class TaskHarness:
                 "splits of earlier tasks are available."
             )
         if order not in self._cache:
-            data = load_task_data(self._store, self._past[order], image_size=self._image_size, splits=("train",))
-            images, labels = data.splits["train"]
-            self._cache = {order: LabelledData(images, labels)}  # keep one: bounded memory
+            data = load_task_data(self._store, self._past[order], image_size=self._image_size, splits=("train",),
+                                  originals=("train",))  # replay may augment, as on the task itself
+            self._cache = {order: data.labelled("train")}  # keep one: bounded memory
         return self._cache[order]
 
     def past_predictor(self, order: int) -> bytes:

@@ -14,7 +14,7 @@ import hashlib
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
@@ -31,7 +31,6 @@ from services.store.db.models import Submission, TaskRun, Trial
 from services.store.objects import ObjectStore, open_store
 from services.store.runs import records, run_keys
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
-from workers.learners.protocol import LabelledData
 from workers.sandbox.client import HostSpec, LearnerHost, describe
 from workers.sandbox.declaration import LearnerDeclaration
 from workers.stream.catalog import database_recorder
@@ -49,7 +48,7 @@ from workers.stream.versions import ensure_stream_version, stored_manifest
 from workers.trainer import searchers
 from workers.trainer.ray_env import connect_ray
 from workers.trainer.run_actors import RunActors
-from workers.trainer.task_job import run_trials
+from workers.trainer.task_job import fit_to_cluster, run_trials
 from workers.trainer.trial import TrialSpec
 
 
@@ -206,6 +205,7 @@ class StreamRunner:
         host, learner = self.learner(plan.learner_spec, plan.budget)
         self.prepare(plan.manifest, plan.image_size)
         connect_ray(self.settings)
+        host, learner = self._fit_to_cluster(host, learner)
         with transaction(self.sessions) as session:
             sub = session.get(Submission, submission_id)
             sub.status, sub.error, sub.finished_at = "running", None, None
@@ -253,6 +253,14 @@ class StreamRunner:
         return HostSpec(spec, self.import_paths, self.settings.sandbox, budget.threads_per_trial,
                         gpu=resources.gpus_per_worker > 0), declaration
 
+    @staticmethod
+    def _fit_to_cluster(host: HostSpec, learner: LearnerDeclaration) -> tuple[HostSpec, LearnerDeclaration]:
+        """The learner's ask on the connected cluster (an optional GPU only where there is one)."""
+        resources = fit_to_cluster(learner.resources, ray.cluster_resources())
+        if resources == learner.resources:
+            return host, learner
+        return replace(host, gpu=resources.gpus_per_worker > 0), replace(learner, resources=resources)
+
     def prepare(self, manifest: StreamManifest, size: int) -> None:
         """Make sure the stream's shards exist and verify, once per stream and size in this
         runner (every later read checks each shard's checksum again anyway)."""
@@ -260,6 +268,7 @@ class StreamRunner:
         if key in self._prepared:
             return
         prepare_stream(manifest, self.store, image_size=size, offline_dir=self.settings.offline_data_dir,
+                       stored_scale=self.settings.stored_scale,
                        on_prepared=database_recorder(self.sessions, self.store))
         self._prepared.add(key)
 
@@ -268,7 +277,8 @@ class StreamRunner:
     def _run_task(self, plan: RunPlan, task: TaskSpec, host: HostSpec, learner: LearnerDeclaration) -> None:
         """Search, choose, evaluate and commit one task; a failure is recorded, then raised."""
         split = eval_split(plan.phase)
-        data = load_task_data(self.store, task, image_size=plan.image_size, splits=("train", "dev", split))
+        data = load_task_data(self.store, task, image_size=plan.image_size, splits=("train", "dev", split),
+                              originals=("train",))  # training crops come from the originals
         attempt = self._open_attempt(plan, task)
         trial_ids: dict[int, int] = {}
         outcomes = self._search(attempt, host, learner, data, trial_ids)
@@ -353,7 +363,7 @@ class StreamRunner:
             host=host, info=task_info(task, data.index, size),
             past=tuple(task_info(t, self._index(t, size), size) for t in past.values()),
             stream_length=len(plan.manifest.tasks), steps=plan.budget.steps,
-            checkpoint_fractions=plan.budget.checkpoint_fractions, state=state, train=LabelledData(*data.splits["train"]), dev=LabelledData(*data.splits["dev"]),
+            checkpoint_fractions=plan.budget.checkpoint_fractions, state=state, train=data.labelled("train"), dev=data.labelled("dev"),
             key_prefix=attempt.key_prefix, harness=harness, rungs=stopping.rungs,
         )
 

@@ -156,4 +156,4 @@ def evaluate(
     return ray.get(evaluator.predict.remote(info, predictor, images, seed))
 
 
-__all__ = ["TRIAL_SEED", "default_concurrency", "evaluate", "run_trials", "search_seed", "trial_resources"]
+__all__ = ["TRIAL_SEED", "default_concurrency", "evaluate", "fit_to_cluster", "run_trials", "search_seed", "trial_resources"]

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from services.core.errors import LearnerError
 from services.core.metrics import task_error
 from services.store.runs import run_keys
@@ -99,7 +101,7 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
         "steps": spec.steps, "checkpoint_at": list(checkpoint_steps(spec.steps, spec.checkpoint_fractions)),
         "seed": int(config[TRIAL_SEED]), "config": learner_config(config), "rungs": list(spec.rungs),
     }
-    parts = [spec.train.images, spec.train.labels, spec.dev.images, spec.dev.labels] if fresh else []
+    parts = task_parts(spec.train, spec.dev) if fresh else []
     try:
         header, out = host.call(request, [*parts, spec.state], on_message=on_message)
     except LearnerError as exc:  # the host died or broke the protocol: charged its last report
@@ -131,6 +133,12 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
             "missed_checkpoints": [int(s) for s in header.get("missed_checkpoints") or []]}
 
 
+def task_parts(train: LabelledData, dev: LabelledData) -> list[np.ndarray]:
+    """A task's splits as the host's ``trial`` request carries them: dev first (2 arrays),
+    then train (2, or 4 with the originals its training crops come from)."""
+    return [*dev.to_arrays()[:2], *train.to_arrays()]
+
+
 def _answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], list]:
     """An earlier task's train split or predictor, or the run's pretrained checkpoint, fetched by the harness actor (which checks
     causality again); a refusal goes back to the learner as data, raised there."""
@@ -141,7 +149,7 @@ def _answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], lis
     except Exception as exc:  # noqa: BLE001 - a CausalityError from the harness, as data
         cause = getattr(exc, "cause", None) or exc
         return {"op": op, "ok": False, "message": str(cause)[:2000]}, []
-    parts = [answer.images, answer.labels] if op == "past_train" else [answer]
+    parts = answer.to_arrays() if op == "past_train" else [answer]
     return {"op": op, "ok": True}, parts
 
 
@@ -196,5 +204,5 @@ def _number(value: Any) -> float:
 
 __all__ = [
     "HARNESS_KEYS", "TRIAL_INDEX", "TRIAL_SEED", "TrialSpec", "failure_metrics", "learner_config",
-    "no_flops", "run_trial_in_host", "trial_prefix"
+    "no_flops", "run_trial_in_host", "task_parts", "trial_prefix"
 ]

@@ -119,6 +119,8 @@ def worker_settings_env(settings: CoordinatorSettings) -> dict[str, str]:
         env["NEVIS_OFFLINE_DATA_DIR"] = str(settings.offline_data_dir)
     if "image_size" in settings.model_fields_set:
         env["NEVIS_IMAGE_SIZE"] = str(settings.image_size)
+    if "stored_scale" in settings.model_fields_set:  # workers prepare shards: same originals
+        env["NEVIS_STORED_SCALE"] = str(settings.stored_scale)
     return {name: value for name, value in env.items() if name not in CREDENTIAL_VARS}
 
 

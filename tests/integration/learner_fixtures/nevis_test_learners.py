@@ -350,7 +350,12 @@ def ddp_indep() -> DdpIndep:
 
 
 def one_worker_indep() -> IndepLearner:
-    return IndepLearner(width=8)
+    return IndepLearner("small_cnn", width=8)
+
+
+def gpu_preferring_indep() -> IndepLearner:
+    """The paper's ResNet-34 (narrow): asks for a GPU per trial, optionally."""
+    return IndepLearner("resnet34", width=4)
 
 
 class KilledMidway(NearestMeanLearner):

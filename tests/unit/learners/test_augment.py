@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from workers.learners.augment import AugmentConfig, eval_transform, train_transform
+from workers.learners.augment import AugmentConfig, crop_params, eval_transform, train_transform
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +100,84 @@ def test_transforms_reject_non_uint8_or_non_rgb_input(images):
 def test_augment_config_rejects_nonsense(kwargs):
     with pytest.raises(ValueError):
         AugmentConfig(**{"size": 32, **kwargs})
+
+
+# -- crops of the stored originals (valid extents), as the reference takes them ------------
+
+CANVAS = 48
+
+
+def raw(size: int = 16, **kwargs) -> AugmentConfig:
+    """No normalisation, so outputs are pixel values in [0, 1]."""
+    return AugmentConfig(size=size, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0), **kwargs)
+
+
+def filled(extents: np.ndarray, canvas: int = CANVAS) -> np.ndarray:
+    """Canvases whose valid region is white and whose padding is black."""
+    images = np.zeros((len(extents), canvas, canvas, 3), dtype=np.uint8)
+    for image, (h, w) in zip(images, extents, strict=True):
+        image[:h, :w] = 255
+    return images
+
+
+def test_the_defaults_are_the_reference_ranges_and_an_identity_evaluation(images):
+    cfg = AugmentConfig(size=32)
+    assert cfg.scale == (0.08, 1.0) and cfg.ratio == (3 / 4, 4 / 3) and cfg.flip_p == 0.5
+    assert torch.allclose(eval_transform(images, cfg), normalised(images, cfg), atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_crops_of_originals_never_read_outside_the_valid_extent(seed):
+    extents = np.array([[20, 12], [48, 8], [5, 30], [48, 48], [1, 1], [17, 23]] * 4)
+    out = train_transform(filled(extents), raw(), generator=gen(seed), extents=extents)
+    assert out.shape == (24, 3, 16, 16)
+    assert torch.allclose(out, torch.ones_like(out))  # not one padding pixel blended in
+
+
+def test_crop_boxes_lie_inside_the_extent_with_area_and_aspect_in_range():
+    rng = np.random.default_rng(0)
+    heights = rng.integers(8, CANVAS + 1, 3000)
+    extents = np.stack([heights, np.clip(heights * rng.uniform(0.4, 2.5, 3000), 8, CANVAS)], 1)
+    extents = extents.astype(np.int32)
+    theta = crop_params(len(extents), raw(), gen(4), extents=extents, canvas=(CANVAS, CANVAS))
+    w, h = theta[:, 0, 0].abs().double() * CANVAS, theta[:, 1, 1].double() * CANVAS
+    left = (theta[:, 0, 2].double() + 1) / 2 * CANVAS - w / 2
+    top = (theta[:, 1, 2].double() + 1) / 2 * CANVAS - h / 2
+    eh, ew = torch.from_numpy(extents[:, 0]).double(), torch.from_numpy(extents[:, 1]).double()
+    eps = 1e-3
+    assert (left >= -eps).all() and (left + w <= ew + eps).all()
+    assert (top >= -eps).all() and (top + h <= eh + eps).all()
+    area = w * h / (eh * ew)
+    assert (area >= 0.08 - eps).all() and (area <= 1 + eps).all()
+    assert area.min() < 0.1 and area.max() > 0.9  # the whole reference range is used
+    aspect = w / h
+    assert (aspect >= 3 / 4 - eps).all() and (aspect <= 4 / 3 + eps).all()
+    flipped = (theta[:, 0, 0] < 0).double().mean()
+    assert 0.45 < flipped < 0.55
+
+
+@pytest.mark.parametrize("flip_p", [0.0, 1.0])
+def test_a_whole_crop_of_an_original_is_its_valid_region_flipped_or_not(flip_p):
+    rng = np.random.default_rng(2)
+    canvas = rng.integers(0, 256, (3, 24, 24, 3), dtype=np.uint8)
+    extents = np.full((3, 2), 16)
+    out = train_transform(canvas, raw(16, scale=(1.0, 1.0), ratio=(1.0, 1.0), flip_p=flip_p),
+                          generator=gen(0), extents=extents)
+    expected = torch.from_numpy(canvas[:, :16, :16]).permute(0, 3, 1, 2).float() / 255
+    assert torch.allclose(out, expected.flip(-1) if flip_p else expected, atol=1e-5)
+
+
+def test_a_crop_that_cannot_fit_falls_back_to_the_central_square():
+    """No crop of the whole area with aspect 1 fits a 20 x 40 image: the reference then
+    takes the central square (its evaluation view)."""
+    extents = np.array([[20, 40]] * 4)
+    images = np.zeros((4, CANVAS, CANVAS, 3), dtype=np.uint8)
+    images[:, :20, 10:30] = 255  # the central square of the valid region
+    out = train_transform(images, raw(scale=(1.0, 1.0), ratio=(1.0, 1.0), flip_p=0.0),
+                          generator=gen(0), extents=extents)
+    assert torch.allclose(out, torch.ones_like(out))
+
+
+def test_extents_must_have_one_row_per_image(images):
+    with pytest.raises(ValueError, match="extents"):
+        train_transform(images, AugmentConfig(size=16), generator=gen(0), extents=np.ones((2, 2)))

@@ -190,10 +190,13 @@ def test_the_cli_prepares_then_has_nothing_to_do_then_verifies(mini, settings_en
     assert "not prepared" in unprepared.output
 
 
-def test_digits_are_upscaled_to_the_stored_size_as_rgb(mini, store_copy):
+def test_digits_are_upscaled_to_the_task_size_as_rgb_and_their_originals_kept(mini, store_copy):
     task = next(t for t in mini.tasks if t.dataset == "sklearn:digits")
-    data = load_task_data(store_copy, task, image_size=SIZE, splits=("train",))
+    data = load_task_data(store_copy, task, image_size=SIZE, splits=("train",), originals=("train",))
     images, labels = data.splits["train"]
     assert images.shape == (data.index.counts["train"], SIZE, SIZE, 3)
     assert np.array_equal(images[..., 0], images[..., 2])  # grey copied into each channel
-    assert data.index.resize_method.startswith("PIL") and set(labels.tolist()) == set(range(10))
+    assert "PIL" in data.index.resize_method and set(labels.tolist()) == set(range(10))
+    originals = data.originals["train"]  # 8x8 sources are never enlarged in storage
+    assert originals.images.shape == (len(images), 8, 8, 3) and (originals.extents == 8).all()
+    assert data.labelled("train").originals is originals

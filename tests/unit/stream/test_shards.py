@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -16,12 +17,22 @@ from workers.stream.shards import (
     encode_shard,
     index_key,
     load_index,
+    read_labelled,
     read_split,
     verify_dataset,
     write_dataset,
 )
+from workers.stream.task_info import Originals
 
 SIZE = 8
+CANVAS = (12, 6)  # originals: a portrait canvas, each row with its own valid extent
+
+
+def _originals(n: int) -> Originals:
+    rng = np.random.RandomState(1)
+    extents = np.stack([rng.randint(1, CANVAS[0] + 1, n), rng.randint(1, CANVAS[1] + 1, n)], 1)
+    return Originals(rng.randint(0, 256, size=(n, *CANVAS, 3), dtype=np.uint8),
+                     extents.astype(np.int32))
 
 
 def _data(n: int = 50, *, multi: bool = False):
@@ -39,7 +50,8 @@ def _data(n: int = 50, *, multi: bool = False):
 def _draft(dataset: str = "offline:toy", *, kind: str = "single") -> DatasetIndex:
     return DatasetIndex(
         dataset=dataset, kind=kind, class_names=("a", "b", "c"), image_size=SIZE,
-        resize_method="none", split_rule={"kind": "random", "fractions": {}, "seed": 0},
+        resize_method="none", stored_side=12, stored_shape=CANVAS, originals_method="none",
+        split_rule={"kind": "random", "fractions": {}, "seed": 0},
         split_how="by hand", counts={}, shards={}, dedup={"total_removed": 0},
         source_checksum="f" * 64, source={"title": "toy"},
     )
@@ -47,7 +59,8 @@ def _draft(dataset: str = "offline:toy", *, kind: str = "single") -> DatasetInde
 
 def _write(store, *, multi: bool = False, per_shard: int = 7) -> tuple[DatasetIndex, tuple]:
     images, labels, rows = _data(multi=multi)
-    index = write_dataset(store, images=images, labels=labels, split_rows=rows,
+    index = write_dataset(store, images=images, labels=labels, originals=_originals(len(images)),
+                          split_rows=rows,
                           index=_draft(kind="multi" if multi else "single"),
                           max_examples_per_shard=per_shard)
     return index, (images, labels, rows)
@@ -67,6 +80,36 @@ def test_a_written_dataset_reads_back_exactly(store, multi):
         x, y = read_split(store, index, split)
         assert np.array_equal(x, images[rows[split]]) and np.array_equal(y, labels[rows[split]])
     assert index.counts == {"train": 30, "dev": 6, "dev_test": 4, "test": 10}
+
+
+def test_originals_and_their_extents_read_back_only_when_asked(store):
+    index, (images, labels, rows) = _write(store)
+    originals = _originals(len(images))
+    for split in SPLITS:
+        data = read_labelled(store, index, split, originals=True)
+        assert np.array_equal(data.images, images[rows[split]])
+        assert np.array_equal(data.originals.images, originals.images[rows[split]])
+        assert np.array_equal(data.originals.extents, originals.extents[rows[split]])
+        assert read_labelled(store, index, split, originals=False).originals is None
+    assert index.stored_shape == CANVAS and index.stored_side == 12
+
+
+def test_an_index_of_the_old_shard_format_is_refused_with_how_to_rebuild(store):
+    index, _ = _write(store)
+    doc = json.loads(index.to_json())
+    doc["format_version"] = 1
+    store.put_bytes(index.key, json.dumps(doc).encode())
+    with pytest.raises(IntegrityError, match=r"shard format 1.*nevis data prepare"):
+        load_index(store, "offline:toy", SIZE)
+
+
+def test_write_refuses_originals_that_do_not_match_the_index_canvas(store):
+    images, labels, rows = _data()
+    wrong = Originals(np.zeros((len(images), 6, 12, 3), np.uint8),
+                      np.full((len(images), 2), 6, np.int32))
+    with pytest.raises(ValueError, match="stored_shape"):
+        write_dataset(store, images=images, labels=labels, originals=wrong, split_rows=rows,
+                      index=_draft())
 
 
 def test_shards_follow_the_documented_layout_and_size_limit(store):
@@ -91,17 +134,20 @@ def test_the_index_records_what_a_reader_needs(store):
 
 def test_shard_bytes_depend_only_on_the_arrays():
     images, labels, _ = _data()
-    rows = np.arange(10)
-    assert encode_shard(images[:10], labels[:10], rows) == encode_shard(
-        images[:10].copy(), labels[:10].copy(), rows.copy())
+    rows, originals = np.arange(10), _originals(10)
+    assert encode_shard(images[:10], labels[:10], rows, originals) == encode_shard(
+        images[:10].copy(), labels[:10].copy(), rows.copy(), originals.take(slice(None)))
 
 
 def test_an_empty_split_reads_as_empty_arrays(store):
     images, labels, rows = _data()
     rows["dev_test"] = np.array([], dtype=np.int64)
-    index = write_dataset(store, images=images, labels=labels, split_rows=rows, index=_draft())
+    index = write_dataset(store, images=images, labels=labels, originals=_originals(len(images)),
+                          split_rows=rows, index=_draft())
     x, y = read_split(store, index, "dev_test")
     assert x.shape == (0, SIZE, SIZE, 3) and y.shape == (0,) and index.shards["dev_test"] == ()
+    empty = read_labelled(store, index, "dev_test", originals=True).originals
+    assert empty.images.shape == (0, *CANVAS, 3) and empty.extents.shape == (0, 2)
 
 
 def test_a_dataset_without_index_is_not_loaded(store):
@@ -140,7 +186,7 @@ def test_a_shard_replaced_behind_the_index_is_detected(store):
     index, _ = _write(store)
     replaced = index.shards["dev"][0].key
     images, labels, _ = _data()
-    store.put_bytes(replaced, encode_shard(images[:6], labels[:6], np.arange(6)))
+    store.put_bytes(replaced, encode_shard(images[:6], labels[:6], np.arange(6), _originals(6)))
     with pytest.raises(IntegrityError, match=replaced):
         read_split(store, index, "dev")
     with pytest.raises(IntegrityError, match=replaced):
