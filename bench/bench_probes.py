@@ -1,5 +1,12 @@
-"""Benchmark: the batched, preconditioned linear probe against per-fold SGD from scratch.
+"""Benchmarks of the probes: what probing a run costs against training it, and the linear fit.
 
+Default (``--streams mini,offline``): for each stream, in a fresh data folder, time
+``nevis run --stream S --learner indep_small`` (training, wall time) and then ``nevis probe run
+--submission ID`` with the ``standard`` preset (wall time), and print probe / training. The
+target is a ratio ≤ 1 on the same machine. ``offline`` needs ``NEVIS_OFFLINE_DATA_DIR`` (it is
+skipped, saying so, without it). ``--preset full`` times METRICS.md's defaults instead.
+
+``--linear-fit``: the batched, preconditioned linear probe against per-fold SGD from scratch.
 What is compared, on the SAME features of the SAME checkpoints:
 - **fast** (``workers.probe``): the k folds fitted together as one batched problem by
   full-batch L-BFGS in coordinates whitened by each fold's closed-form feature covariance
@@ -8,7 +15,7 @@ What is compared, on the SAME features of the SAME checkpoints:
   mini-batch SGD (momentum 0.9, cosine learning rate, zero start) on the same objective
   (cross-entropy + l2/2·||W||² on per-fold standardised features).
 
-The checkpoints are real: a small CNN (the ``indep`` baseline's ``small_cnn``) is trained
+The checkpoints are real: a small CNN (the ``indep_small`` baseline's ``small_cnn``) is trained
 on a subset of CIFAR-10 from ``../shared/datasets`` and saved at several steps; each
 checkpoint's penultimate features of held-apart training images are extracted once and
 given to both methods. Timings are the minimum over ``--repeats`` runs (the machine may be
@@ -17,7 +24,8 @@ shared); both methods use the same number of threads.
 Targets: fast ≥ 10× faster overall, held-out accuracy within ±0.5 points at every
 checkpoint. The script prints the figures and exits 1 if a target is missed.
 
-Run: .venv/bin/python bench/bench_probes.py [--steps 300 --checkpoints 0,30,100,300]
+Run: .venv/bin/python bench/bench_probes.py [--streams mini] [--preset standard]
+     .venv/bin/python bench/bench_probes.py --linear-fit [--steps 300 --checkpoints 0,30,100,300]
 """
 
 from __future__ import annotations
@@ -25,7 +33,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -144,7 +156,57 @@ def timed(fn, repeats: int) -> tuple[float, object]:
     return best, out
 
 
+def _timed_command(args: list[str], env: dict[str, str]) -> tuple[float, str]:
+    """Wall time and output of ``python -m services.cli ARGS``; a failure stops the benchmark."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "services.cli", *args], env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"`nevis {' '.join(args)}` failed ({done.returncode}):\n{done.stdout[-3000:]}")
+    return seconds, done.stdout
+
+
+def probe_cost(streams: list[str], *, preset: str, learner: str) -> int:
+    """Train each stream, probe the run, print probe / training wall time (target ≤ 1)."""
+    rows = []
+    for stream in streams:
+        if stream == "offline" and not os.environ.get("NEVIS_OFFLINE_DATA_DIR"):
+            print("offline: skipped (set NEVIS_OFFLINE_DATA_DIR to the offline datasets)")
+            continue
+        with tempfile.TemporaryDirectory(prefix=f"bench-probes-{stream}-") as folder:
+            env = {**os.environ, "NEVIS_DATA_DIR": folder}
+            env.pop("NEVIS_DATABASE_URL", None)
+            env.pop("NEVIS_STORE_URL", None)
+            _timed_command(["data", "prepare", "--stream", stream], env)  # not part of training
+            train_s, out = _timed_command(["run", "--stream", stream, "--learner", learner], env)
+            run_id = re.search(r"Run (\d+):", out)
+            if run_id is None:
+                raise SystemExit(f"no run id in the output of `nevis run`:\n{out[-2000:]}")
+            probe_s, out = _timed_command(["probe", "run", "--submission", run_id.group(1),
+                                           "--preset", preset], env)
+            jobs = len(re.findall(r"^\s+(checkpoint|trial|summary)\s", out, flags=re.M))
+            rows.append((stream, train_s, probe_s, jobs))
+            print(f"{stream}: training {train_s:.1f} s, probing ({preset}) {probe_s:.1f} s "
+                  f"({jobs} jobs), ratio {probe_s / train_s:.2f}", flush=True)
+    print(f"\n{'stream':<10} {'train s':>9} {'probe s':>9} {'jobs':>5} {'probe/train':>12}")
+    for stream, train_s, probe_s, jobs in rows:
+        print(f"{stream:<10} {train_s:>9.1f} {probe_s:>9.1f} {jobs:>5} {probe_s / train_s:>12.2f}")
+    ok = all(p <= t for _, t, p, _ in rows)
+    print(f"target probe/train <= 1: {'OK' if ok else 'MISSED'}")
+    return 0 if ok else 1
+
+
 def main() -> int:
+    if "--linear-fit" not in sys.argv[1:]:
+        parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+        parser.add_argument("--streams", default="mini,offline", help="comma list of streams")
+        parser.add_argument("--preset", default="standard", help="probe preset")
+        parser.add_argument("--learner", default="indep_small")
+        args = parser.parse_args()
+        return probe_cost([s for s in args.streams.split(",") if s], preset=args.preset,
+                          learner=args.learner)
+    sys.argv.remove("--linear-fit")
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", default=str(DATASETS / "cifar10"), help="npz + json, without suffix")
     parser.add_argument("--train", type=int, default=3000, help="images the CNN trains on")

@@ -8,7 +8,7 @@ Python loop, and prints:
 - throughput with 2 concurrent trials versus 1 on 2 cores (target >= 1.8x);
 - cost of FLOP accounting in the bare loop, meter on versus off (target <= 1 %), and
   whether the bare loop's FLOP counts equal the service's (they must be identical);
-- optionally (``--offline``) the ``offline`` stream of real datasets with ``indep``:
+- optionally (``--offline``) the ``offline`` stream of real datasets with ``indep_small``:
   per-task errors, E and cFLOP.
 
 Usage: ``python bench/bench_stream.py [--trials 4] [--steps 200] [--offline]``. Every
@@ -103,7 +103,6 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
     """The same trials in a plain loop: train, score on dev, pick the best, score on test."""
     import torch
 
-    from workers.learners.protocol import LabelledData
     from workers.learners.registry import load_learner
     from workers.stream.prepare import load_task_data
     from workers.stream.registry import load_stream
@@ -118,9 +117,10 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
     flops, dev_errors, errors = {}, {}, {}
     started = time.perf_counter()
     for task in manifest.tasks:
-        data = load_task_data(store, task, image_size=size, splits=("train", "dev", "test"))
+        data = load_task_data(store, task, image_size=size, splits=("train", "dev", "test"),
+                              originals=("train",))  # as the runner: crops from the originals
         info = task_info(task, data.index, size)
-        train, dev = LabelledData(*data.splits["train"]), LabelledData(*data.splits["dev"])
+        train, dev = data.labelled("train"), data.labelled("dev")
         view = CausalTaskView(info, train, dev, {}, lambda o: None, len(manifest.tasks))
         best = None
         for trial in trials[task.order]:
@@ -180,10 +180,10 @@ def main() -> None:
 
 def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     """The service against the bare loop on the mini stream, and the concurrency gain."""
-    print(f"mini stream, indep, {args.trials} trials x {args.steps} steps per task", flush=True)
-    one = run_service("mini", "indep", args.trials, args.steps, 1, "c1")
+    print(f"mini stream, indep_small, {args.trials} trials x {args.steps} steps per task", flush=True)
+    one = run_service("mini", "indep_small", args.trials, args.steps, 1, "c1")
     print(f"  service, 1 trial at a time : {one['wall_s']:8.1f} s", flush=True)
-    two = run_service("mini", "indep", args.trials, args.steps, 2, "c2")
+    two = run_service("mini", "indep_small", args.trials, args.steps, 2, "c2")
     print(f"  service, 2 trials at a time: {two['wall_s']:8.1f} s", flush=True)
     trials = stored_trials(one["runner"], one["run_id"])
     size = _size("mini", one["runner"].settings)
@@ -191,7 +191,7 @@ def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     # do not land on one side.
     runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
     for count in (False, True, False, True):
-        runs[count].append(run_bare("mini", "indep", args.steps, trials, one["runner"].store, size, count_flops=count))
+        runs[count].append(run_bare("mini", "indep_small", args.steps, trials, one["runner"].store, size, count_flops=count))
         label = "FLOPs counted   " if count else "no FLOP counting"
         print(f"  bare loop, {label}: {runs[count][-1]['wall_s']:8.1f} s", flush=True)
     bare = min(runs[True], key=lambda r: r["wall_s"])
@@ -225,8 +225,8 @@ def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
 
 def offline_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     """indep over the real datasets of the offline stream."""
-    print(f"\noffline stream (real data), indep, {args.offline_trials} trials x {args.offline_steps} steps", flush=True)
-    off = run_service("offline", "indep", args.offline_trials, args.offline_steps, None, "offline")
+    print(f"\noffline stream (real data), indep_small, {args.offline_trials} trials x {args.offline_steps} steps", flush=True)
+    off = run_service("offline", "indep_small", args.offline_trials, args.offline_steps, None, "offline")
     summary = off["summary"]
     for row in summary.tasks:
         print(f"  {row.order:>2} {row.year} {row.phase:<10} {row.dataset:<24} error {row.error:.4f}  FLOPs {row.flops:.3e}")

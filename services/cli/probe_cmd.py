@@ -24,7 +24,9 @@ from services.core.config import get_settings
 app = typer.Typer(no_args_is_help=True, help="Probe saved checkpoints (mismatch curves, LiDAR, RankMe).")
 console = Console()
 
-_PRESET = typer.Option("standard", "--preset", help="standard (METRICS.md defaults) or ci (small, fast).")
+_PRESET = typer.Option("standard", "--preset",
+                       help="standard (chosen trial + 1 other, LiDAR 150 × 4, MLP 32 × 100 steps), full (METRICS.md defaults, "
+                            "every trial) or ci (small, fast).")
 
 
 def build_settings(preset: str, **overrides: Any) -> Any:
@@ -61,7 +63,10 @@ def run(
     kinds: Optional[str] = typer.Option(None, "--kinds", help="Comma list of linear, mlp2, mlp3."),  # noqa: UP007
     targets: Optional[str] = typer.Option(None, "--targets", help="earlier (current + earlier tasks) or current."),  # noqa: UP007
     max_earlier: Optional[int] = typer.Option(None, "--max-earlier", help="At most this many earlier target tasks."),  # noqa: UP007
-    max_examples: Optional[int] = typer.Option(None, "--max-examples", help="Train images per target task."),  # noqa: UP007
+    other_trials: Optional[int] = typer.Option(  # noqa: UP007
+        None, "--other-trials", min=0, help="Other trials probed per task besides the chosen one (preset: 1)."),
+    all_trials: bool = typer.Option(False, "--all-trials", help="Probe every trial of each task."),
+    max_examples: Optional[int] = typer.Option(None, "--max-examples", help="Held-out (dev + dev_test) images per target task."),  # noqa: UP007
     lidar_n: Optional[int] = typer.Option(None, "--lidar-n", help="Clean images for LiDAR."),  # noqa: UP007
     lidar_q: Optional[int] = typer.Option(None, "--lidar-q", help="Augmentations per clean image."),  # noqa: UP007
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of subsamples, folds and augmentations."),  # noqa: UP007
@@ -76,7 +81,10 @@ def run(
 
     probe_settings = build_settings(preset, folds=folds, kinds=kinds, targets=targets,
                                     max_earlier=max_earlier, max_examples=max_examples,
-                                    lidar_n=lidar_n, lidar_q=lidar_q, seed=seed)
+                                    lidar_n=lidar_n, lidar_q=lidar_q, seed=seed,
+                                    other_trials=other_trials)
+    if all_trials:
+        probe_settings = probe_settings.with_changes(other_trials=None)
     url = get_settings().database_url
     ensure_current(url)
     with transaction(session_factory(make_engine(url))) as session:
@@ -195,10 +203,14 @@ def show_probe_report(run_id: int, *, settings_hash: str | None = None,
     corr = Table("scope", "task", "proxy", "Spearman ρ", "Kendall τ-b", "points",
                  title="LiDAR / RankMe vs linear-probe accuracy (checkpoints × trials)",
                  box=box.SIMPLE_HEAD)
-    for r in report.correlations:
-        corr.add_row(r.scope, str(r.task_order) if r.scope == "task" else "all", r.proxy,
+    # The pooled scope mixes tasks, so between-task differences can dominate it: labelled.
+    for r in report.correlations:  # per task first, pooled last (load_probe_report's order)
+        scope = "pooled (tasks mixed)" if r.scope == "pooled" else r.scope
+        corr.add_row(scope, str(r.task_order) if r.scope == "task" else "all", r.proxy,
                      _num(r.spearman), _num(r.kendall_tau_b), str(r.num_points))
     console.print(corr)
+    console.print("  per task: across checkpoints × trials of that task; task_mean: their mean; "
+                  "pooled: all tasks mixed, not comparable across tasks", style="dim")
     for key, error in report.failures:
         console.print(f"[yellow]failed[/] {key}: {error.splitlines()[0] if error else ''}", highlight=False)
 

@@ -1,16 +1,20 @@
 """The images a probe job needs from a task, read once per worker and kept small.
 
-A probe job on a checkpoint of task i reads: the current task's train split (the probes'
-examples and LiDAR's clean images) and dev split (the pretext error), and the train split
-of every target task. Only seeded subsamples are kept (``max_examples`` probe examples,
-``lidar_n`` clean images, ``max_examples`` dev examples), in a small per-worker LRU cache,
-since consecutive jobs of a worker usually share tasks. Test splits are never read.
+Probes look only at data the backbone never trained on (METRICS.md §2 compares a model on
+held-out data): each target task's ``dev`` and ``dev_test`` splits (:data:`PROBE_SPLITS`),
+never ``train`` (the backbone's gradient steps) and never ``test`` (the headline). One seeded
+subsample of them (``max_examples``) is the probe examples: the target probes' k folds, the
+features RankMe reads, the pretext error and loss of the current task (so m^P and m^T are
+measured on the same examples), and, its first ``lidar_n`` rows of another seeded draw,
+LiDAR's clean images. Where each example came from is kept (``probe_splits``,
+``probe_rows``) so that this can be checked. Samples live in a small per-worker LRU cache,
+since consecutive jobs of a worker usually share tasks.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,9 +28,16 @@ from workers.stream.task_info import TaskInfo, task_info
 from workers.stream.versions import stored_manifest
 
 
+PROBE_SPLITS: tuple[str, ...] = ("dev", "dev_test")  # held out from the backbone's training
+
+
 @dataclass(frozen=True)
 class TaskSamples:
-    """Seeded subsamples of one task's train and dev splits, and what the learner may know."""
+    """One seeded subsample of a task's held-out splits, and what the learner may know.
+
+    ``probe_splits[i]`` and ``probe_rows[i]`` name the split and row that probe example i
+    was read from; ``lidar_images`` are some of the probe images.
+    """
 
     order: int
     kind: str
@@ -34,24 +45,26 @@ class TaskSamples:
     probe_images: np.ndarray
     probe_labels: np.ndarray
     lidar_images: np.ndarray
-    dev_images: np.ndarray
-    dev_labels: np.ndarray
     info: TaskInfo
+    probe_splits: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype="<U8"))
+    probe_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def sample_task(task: TaskSpec, data: Any, *, image_size: int, max_examples: int,
                 lidar_n: int, seed: int) -> TaskSamples:
-    """Subsample a task's loaded splits (see the module docstring)."""
-    images, labels = data.splits["train"]
-    dev_images, dev_labels = data.splits["dev"]
+    """Subsample a task's loaded held-out splits (see the module docstring)."""
+    parts = [data.splits[s] for s in PROBE_SPLITS]
+    images = np.concatenate([p[0] for p in parts])
+    labels = np.concatenate([p[1] for p in parts])
+    splits = np.concatenate([np.full(len(p[0]), s, dtype="<U8") for s, p in zip(PROBE_SPLITS, parts)])
+    rows = np.concatenate([np.arange(len(p[0]), dtype=np.int64) for p in parts])
     probe = subsample(len(images), max_examples, seed=seed)
-    clean = subsample(len(images), lidar_n, seed=seed + 1)
-    dev = subsample(len(dev_images), max_examples, seed=seed + 2)
+    clean = subsample(len(probe), lidar_n, seed=seed + 1)
     return TaskSamples(
         order=task.order, kind=task.kind, num_classes=data.index.num_classes,
-        probe_images=images[probe], probe_labels=labels[probe], lidar_images=images[clean],
-        dev_images=dev_images[dev], dev_labels=dev_labels[dev],
-        info=task_info(task, data.index, image_size),
+        probe_images=images[probe], probe_labels=labels[probe],
+        lidar_images=images[probe][clean], info=task_info(task, data.index, image_size),
+        probe_splits=splits[probe], probe_rows=rows[probe],
     )
 
 
@@ -78,7 +91,7 @@ class TaskCache:
             self._samples.move_to_end(key)
             return self._samples[key]
         task = next(t for t in manifest.tasks if t.order == order)
-        data = load_task_data(self.store, task, image_size=image_size, splits=("train", "dev"))
+        data = load_task_data(self.store, task, image_size=image_size, splits=PROBE_SPLITS)
         samples = sample_task(task, data, image_size=image_size, max_examples=max_examples,
                               lidar_n=lidar_n, seed=seed)
         self._samples[key] = samples
@@ -87,4 +100,4 @@ class TaskCache:
         return samples
 
 
-__all__ = ["TaskCache", "TaskSamples", "sample_task"]
+__all__ = ["PROBE_SPLITS", "TaskCache", "TaskSamples", "sample_task"]

@@ -6,6 +6,12 @@ the features, the standardisation is folded into the first layer's weights
 (``((x - mu) / sd) @ V  ==  x @ (V / sd) - (mu / sd) @ V``), so the first layer of every
 fold is one matrix product with the shared features.
 
+Several checkpoints of one trial (the same examples, different features) are fitted in the
+same batch too: ``x`` holds G feature sets (G, N, d) and the batch has G·k members, member
+m being fold m % k of feature set m // k; each member is an independent problem, so one
+batched fit gives every checkpoint's k folds at the cost of a few large operations instead
+of G·k small ones.
+
 Scores are held-out: fold f's probe is scored on the rows of fold f only. The loss is the
 probe's training objective without the penalty (cross-entropy for single-label tasks, mean
 binary cross-entropy over labels for multi-label ones); the error is METRICS.md §1's task
@@ -50,12 +56,12 @@ class FoldData:
     """Features, labels and fold layout as tensors, ready for a batched fit.
 
     Attributes:
-        x: Features (N, d), float32.
+        x: Feature sets (G, N, d), float32 (G = 1 for one checkpoint).
         y: int64 labels (N,) or float32 multi-hot (N, C).
-        train: float32 (k, N): 1 where an example trains fold f.
-        counts: Training rows per fold (k,).
-        mu: Per-fold feature mean of the training rows (k, d).
-        inv_sd: Per-fold 1 / standard deviation (k, d); 1 for constant features.
+        train: float32 (G·k, N): 1 where an example trains batch member m.
+        counts: Training rows per member (G·k,).
+        mu: Per-member feature mean of the training rows (G·k, d).
+        inv_sd: Per-member 1 / standard deviation (G·k, d); 1 for constant features.
         num_classes: C.
         multi_label: Whether ``y`` is multi-hot.
     """
@@ -71,24 +77,40 @@ class FoldData:
 
     @property
     def folds(self) -> int:
+        """Batch members (G·k): every fold of every feature set."""
         return int(self.train.shape[0])
 
     @property
+    def groups(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
     def dim(self) -> int:
-        return int(self.x.shape[1])
+        return int(self.x.shape[-1])
+
+
+def fit_device() -> torch.device:
+    """Where probes are fitted: the GPU when there is one (the fits are batched tensor code
+    that runs unchanged on either), else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def prepare(features: np.ndarray, labels: np.ndarray, ids: np.ndarray, folds: int,
-            num_classes: int) -> FoldData:
-    """Tensors and per-fold statistics for ``features`` split by fold ids ``ids``."""
-    x = torch.as_tensor(np.ascontiguousarray(features, dtype=np.float32))
+            num_classes: int, device: torch.device | None = None) -> FoldData:
+    """Tensors and per-member statistics for ``features`` ((N, d), or G sets (G, N, d) of
+    the same examples) split by fold ids ``ids``, on ``device`` (default: the CPU)."""
+    device = device or torch.device("cpu")
+    x = torch.as_tensor(np.ascontiguousarray(features, dtype=np.float32)).to(device)
+    if x.ndim == 2:
+        x = x[None]
     multi = labels.ndim == 2
-    y = torch.as_tensor(labels.astype(np.float32 if multi else np.int64))
-    train = torch.as_tensor(train_masks(ids, folds).astype(np.float32))
+    y = torch.as_tensor(labels.astype(np.float32 if multi else np.int64)).to(device)
+    masks = torch.as_tensor(train_masks(ids, folds).astype(np.float32)).to(device)
+    train = masks.repeat(x.shape[0], 1)
     counts = train.sum(dim=1)
-    x64 = x.double()
-    mean = (train.double() @ x64) / counts.double()[:, None]
-    sq = (train.double() @ (x64 * x64)) / counts.double()[:, None]
+    x64, m64 = x.double(), masks.double()
+    mean = torch.einsum("kn,gnd->gkd", m64, x64).reshape(-1, x.shape[2]) / counts.double()[:, None]
+    sq = torch.einsum("kn,gnd->gkd", m64, x64 * x64).reshape(-1, x.shape[2]) / counts.double()[:, None]
     var = (sq - mean * mean).clamp_min(0.0)
     scale = var.sqrt()
     tiny = scale <= 1e-6 * (1.0 + mean.abs())
@@ -98,12 +120,16 @@ def prepare(features: np.ndarray, labels: np.ndarray, ids: np.ndarray, folds: in
 
 
 def first_layer(data: FoldData, v: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Per-fold affine map of the standardised features: (k, N, out) from V (k, d, out)."""
-    k, d, out = v.shape
+    """Per-member affine map of the standardised features: (G·k, N, out) from V (G·k, d, out)."""
+    members, d, out = v.shape
+    g = data.groups
+    k = members // g
     w = v * data.inv_sd[:, :, None]
     shift = b - torch.einsum("kd,kdo->ko", data.mu, w)
-    flat = data.x @ w.permute(1, 0, 2).reshape(d, k * out)  # one GEMM for every fold
-    return flat.reshape(-1, k, out).permute(1, 0, 2) + shift[:, None, :]
+    # one GEMM per feature set for all its folds: (G, N, d) @ (G, d, k·out)
+    flat = torch.bmm(data.x, w.reshape(g, k, d, out).permute(0, 2, 1, 3).reshape(g, d, k * out))
+    n = data.x.shape[1]
+    return flat.reshape(g, n, k, out).permute(0, 2, 1, 3).reshape(members, n, out) + shift[:, None, :]
 
 
 def example_losses(data: FoldData, logits: torch.Tensor) -> torch.Tensor:
@@ -123,13 +149,15 @@ def training_loss(data: FoldData, logits: torch.Tensor) -> torch.Tensor:
 
 
 def held_out_scores(data: FoldData, logits: torch.Tensor) -> FoldScores:
-    """Loss and task error of each fold's probe on that fold's held-out rows."""
+    """Loss and task error of each member's probe on its fold's held-out rows (G·k values;
+    :func:`split_groups` cuts them per feature set)."""
     with torch.no_grad():
         losses = example_losses(data, logits)
         held = 1.0 - data.train
-        fold_loss = ((losses * held).sum(dim=1) / held.sum(dim=1)).double().numpy()
+        fold_loss = ((losses * held).sum(dim=1) / held.sum(dim=1)).double().cpu().numpy()
         errors = np.empty(data.folds)
-        labels = data.y.numpy()
+        labels = data.y.cpu().numpy()
+        held, logits = held.cpu(), logits.cpu()
         for f in range(data.folds):
             rows = held[f].bool().numpy()
             scores = logits[f][held[f].bool()].double().numpy()
@@ -141,7 +169,14 @@ def held_out_scores(data: FoldData, logits: torch.Tensor) -> FoldScores:
     return FoldScores(losses=fold_loss, errors=errors)
 
 
+def split_groups(scores: FoldScores, groups: int) -> list[FoldScores]:
+    """One :class:`FoldScores` per feature set from a batched fit's G·k values."""
+    k = len(scores.losses) // groups
+    return [FoldScores(losses=scores.losses[g * k:(g + 1) * k], errors=scores.errors[g * k:(g + 1) * k])
+            for g in range(groups)]
+
+
 __all__ = [
-    "FoldData", "FoldScores", "example_losses", "first_layer", "held_out_scores", "prepare",
-    "training_loss",
+    "FoldData", "FoldScores", "example_losses", "first_layer", "fit_device", "held_out_scores",
+    "prepare", "split_groups", "training_loss",
 ]

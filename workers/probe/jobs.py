@@ -7,9 +7,11 @@ the job done (:func:`workers.probe.queue.complete`), so results and completion c
 together or not at all.
 
 Job kinds:
-- ``checkpoint``: load the checkpoint, extract features once per target task, fit every
-  probe kind with k folds, LiDAR, RankMe and the pretext error.
-- ``trial``: the mismatch scores of each (target, probe kind) over the trial's checkpoints.
+- ``checkpoint``: load the checkpoint, extract features once per target task (stored for
+  the trial job), LiDAR, RankMe and the held-out pretext error and loss.
+- ``trial``: every probe kind with k folds on every target, batched over the trial's
+  checkpoints (:mod:`workers.probe.trial_fits`), then the mismatch scores of each (target,
+  probe kind) over the checkpoints (convergence index on the held-out pretext loss).
 - ``summary``: Spearman ρ and Kendall τ-b between LiDAR / RankMe and linear-probe accuracy.
 """
 
@@ -45,6 +47,7 @@ from workers.probe.proxies import ProxyPoint, proxy_correlations
 from workers.probe.queue import ClaimedJob, load_settings
 from workers.probe.settings import ProbeSettings
 from workers.probe.sql import upsert
+from workers.probe.trial_fits import features_key, fit_trial, load_features, save_features
 from workers.probe.trial_scores import trial_mismatch
 
 Writer = Callable[[Session], None]
@@ -146,7 +149,8 @@ def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
     ctx = ProbeContext(seed=settings.seed)
     predictor = load_predictor(learner, data, current.info, ctx, checkpoint_id=row["checkpoint_id"])
     measures = measure_checkpoint(learner, predictor, current=current, targets=targets,
-                                  settings=settings, ctx=ctx)
+                                  settings=settings, ctx=ctx, fit=False)
+    save_features(runtime.store, features_key(job.settings_hash, row["checkpoint_id"]), measures.features)
     return lambda session: write_checkpoint_measures(
         session, checkpoint_id=row["checkpoint_id"], trial_id=row["trial_id"], step=row["step"],
         settings_hash=job.settings_hash, measures=measures)
@@ -179,32 +183,37 @@ def write_checkpoint_measures(session: Session, *, checkpoint_id: int, trial_id:
 def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
     with runtime.sessions() as session:
         settings = load_settings(session, job.settings_hash)
-        pretext = dict(session.execute(
-            select(ProbeCheckpointResult.step, ProbeCheckpointResult.pretext_error)
+        measured = session.execute(
+            select(ProbeCheckpointResult.checkpoint_id, ProbeCheckpointResult.step,
+                   ProbeCheckpointResult.pretext_error, ProbeCheckpointResult.details)
             .where(ProbeCheckpointResult.trial_id == job.trial_id,
                    ProbeCheckpointResult.settings_hash == job.settings_hash)
-        ).all())
-        fits = session.execute(
-            select(ProbeFitRow.target_order, ProbeFitRow.probe_kind, ProbeFitRow.step,
-                   ProbeFitRow.fold_losses, ProbeFitRow.fold_errors)
-            .where(ProbeFitRow.trial_id == job.trial_id,
-                   ProbeFitRow.settings_hash == job.settings_hash)
-            .order_by(ProbeFitRow.step)
         ).all()
         curve = read_training_curve(session, trial_id=job.trial_id)
+    features = {}
+    for checkpoint_id, step, _, _ in measured:
+        stored = load_features(runtime.store, features_key(job.settings_hash, checkpoint_id))
+        if stored is not None:  # a checkpoint measured before features were handed over
+            features[step] = stored
+    fits = fit_trial(features, settings)
+    ids = {step: checkpoint_id for checkpoint_id, step, _, _ in measured}
+    fit_rows = [fit_row(f, checkpoint_id=ids[f.step], trial_id=job.trial_id,
+                        settings_hash=job.settings_hash) for f in fits]
+    pretext = {step: error for _, step, error, _ in measured if step in features}
+    held_out = {step: jsonfloats.decode_value((details or {}).get("pretext_loss"))
+                for _, step, _, details in measured}
     grouped: dict[tuple[int, str], list[Any]] = defaultdict(list)
-    for target, kind, step, losses, errors in fits:
-        if step in pretext:
-            grouped[(target, kind)].append((step, jsonfloats.decode(losses), jsonfloats.decode(errors)))
+    for f in sorted(fits, key=lambda f: f.step):
+        grouped[(f.target_order, f.kind)].append((f.step, f.scores.losses, f.scores.errors))
     rows = []
     for (target, kind), points in sorted(grouped.items()):
         if len(points) < 2:
             continue  # one checkpoint has no curve to mismatch
         steps = [p[0] for p in points]
-        pretext_loss = None if curve is None else loss_at_checkpoints(steps, *curve)
+        pretext_loss, source = pretext_loss_at(steps, held_out, curve)
         result = trial_mismatch(
             steps, np.array([p[1] for p in points]), np.array([p[2] for p in points]),
-            [pretext[s] for s in steps], pretext_loss, settings=settings)
+            [pretext[s] for s in steps], pretext_loss, settings=settings, loss_source=source)
         rows.append({
             "trial_id": job.trial_id, "settings_hash": job.settings_hash, "target_order": target,
             "probe_kind": kind, "conv_step": result.conv_step, "converged": result.converged,
@@ -213,7 +222,37 @@ def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
             "curves": jsonfloats.encode_tree(result.curves),
         })
     conflict = ["trial_id", "settings_hash", "target_order", "probe_kind"]
-    return lambda session: upsert(session, ProbeMismatchRow.__table__, rows, conflict=conflict)
+
+    def write(session: Session) -> None:
+        upsert(session, ProbeFitRow.__table__, fit_rows,
+               conflict=["checkpoint_id", "settings_hash", "target_order", "probe_kind"])
+        upsert(session, ProbeMismatchRow.__table__, rows, conflict=conflict)
+
+    return write
+
+
+def fit_row(fit: Any, *, checkpoint_id: int, trial_id: int, settings_hash: str) -> dict[str, Any]:
+    """The ``probe_fits`` row of one (checkpoint, target, kind) fit."""
+    return {
+        "checkpoint_id": checkpoint_id, "trial_id": trial_id, "settings_hash": settings_hash,
+        "step": fit.step, "target_order": fit.target_order, "probe_kind": fit.kind,
+        "loss": fit.scores.loss, "error": fit.scores.error,
+        "fold_losses": jsonfloats.encode(fit.scores.losses.tolist()),
+        "fold_errors": jsonfloats.encode(fit.scores.errors.tolist()),
+        "folds": len(fit.scores.losses), "num_examples": fit.num_examples,
+        "num_classes": fit.num_classes,
+    }
+
+
+def pretext_loss_at(steps: list[int], held_out: dict[int, Any],
+                    curve: tuple[np.ndarray, np.ndarray] | None) -> tuple[Any, str]:
+    """The convergence curve and its source: the held-out pretext loss measured at each
+    checkpoint; for results stored before it was measured, the training curve (see
+    :mod:`workers.probe.pretext`)."""
+    values = [held_out.get(s) for s in steps]
+    if all(v is not None for v in values):
+        return [float(v) for v in values], "held_out_loss"
+    return (None if curve is None else loss_at_checkpoints(steps, *curve)), "training_curve"
 
 
 # --- summary jobs -------------------------------------------------------------------------
@@ -261,6 +300,6 @@ def run_summary_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
 
 
 __all__ = [
-    "ProbeRuntime", "Writer", "proxy_points", "run_checkpoint_job", "run_job", "run_summary_job",
-    "run_trial_job", "target_orders", "write_checkpoint_measures"
+    "ProbeRuntime", "Writer", "fit_row", "pretext_loss_at", "proxy_points", "run_checkpoint_job",
+    "run_job", "run_summary_job", "run_trial_job", "target_orders", "write_checkpoint_measures"
 ]

@@ -27,14 +27,17 @@ TOLERANCE_CHANGE = 1e-5  # stop when the summed loss (or a step) changes less th
 
 
 def fold_covariances(data: FoldData) -> torch.Tensor:
-    """Covariance of the standardised features over each fold's training rows: (k, d, d).
+    """Covariance of the standardised features over each member's training rows: (G·k, d, d).
 
-    One Gram matrix of all rows, minus each fold's held-out rows: about one pass over the data.
+    One Gram matrix of all rows per feature set, minus each fold's held-out rows: about one
+    pass over the data.
     """
-    x = data.x.double()
-    gram_all = x.T @ x
+    xs = data.x.double()
+    grams = xs.transpose(1, 2) @ xs
+    k = data.folds // data.groups
     out = []
     for f in range(data.folds):
+        x, gram_all = xs[f // k], grams[f // k]
         held = x[~data.train[f].bool()]
         mu = data.mu[f].double()
         cov = (gram_all - held.T @ held) / float(data.counts[f]) - torch.outer(mu, mu)
@@ -65,8 +68,8 @@ def fit_linear(data: FoldData, *, l2: float, max_iter: int, seed: int = 0) -> Fo
     del seed
     k, d, c = data.folds, data.dim, data.num_classes
     precondition = whitening(fold_covariances(data), max(l2, 1e-6))
-    u = torch.zeros((k, d, c), requires_grad=True)  # V = precondition @ u
-    b = torch.zeros((k, c), requires_grad=True)
+    u = torch.zeros((k, d, c), device=data.x.device, requires_grad=True)  # V = precondition @ u
+    b = torch.zeros((k, c), device=data.x.device, requires_grad=True)
     optimizer = torch.optim.LBFGS(
         [u, b], lr=1.0, max_iter=max_iter, history_size=20, tolerance_grad=1e-7,
         tolerance_change=TOLERANCE_CHANGE, line_search_fn="strong_wolfe",

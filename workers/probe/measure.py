@@ -2,8 +2,11 @@
 
 Per checkpoint, each target task's features are extracted once and reused by every probe
 kind and fold; the current task's features also give RankMe. LiDAR needs its own pass (q
-augmented views of n clean images). The pretext error is the learner's own prediction
-error on the current task's dev split (METRICS.md §1's task error), the "m^P" of M3.
+augmented views of n clean images, themselves some of the probe examples). Every example is
+held out from the backbone's training (dev and dev_test, :mod:`workers.probe.data`). The
+pretext error ("m^P" of M3, METRICS.md §1's task error) and the held-out pretext loss (the
+convergence index's curve) come from ONE ``predict`` pass of the learner over the current
+task's probe examples: the very examples the current task's target error is measured on.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from workers.probe.data import TaskSamples
+from workers.probe.data import PROBE_SPLITS, TaskSamples
 from workers.probe.errors import ProbeInputError
 from workers.probe.features import augmented_features, extract
 from workers.probe.fit_common import FoldScores
 from workers.probe.metrics import lidar, rankme
+from workers.probe.pretext import held_out_loss
 from workers.probe.probes import fit_probes
 from workers.probe.settings import ProbeSettings
 from services.core.metrics import task_error
@@ -37,6 +41,15 @@ class TargetFit:
 
 
 @dataclass(frozen=True)
+class TargetFeatures:
+    """One target task's probe examples seen through one checkpoint: what its probes fit on."""
+
+    features: np.ndarray
+    labels: np.ndarray
+    num_classes: int
+
+
+@dataclass(frozen=True)
 class CheckpointMeasures:
     """What a checkpoint job stores."""
 
@@ -49,13 +62,16 @@ class CheckpointMeasures:
     rankme_n: int
     fits: tuple[TargetFit, ...]
     details: dict[str, Any] = field(default_factory=dict)
+    pretext_loss: float | None = None
+    features: dict[int, TargetFeatures] = field(default_factory=dict)
 
 
-def pretext_error(learner: Any, predictor: Any, current: TaskSamples, ctx: Any) -> float:
-    """The learner's own task error on the current task's dev subsample."""
+def pretext_measures(learner: Any, predictor: Any, current: TaskSamples, ctx: Any) -> tuple[float, float]:
+    """The learner's own task error and held-out loss on the current task's probe examples."""
     try:
-        scores = learner.predict(predictor, current.dev_images, ctx)
-        return float(task_error(scores, current.dev_labels, current.kind))
+        scores = np.asarray(learner.predict(predictor, current.probe_images, ctx))
+        return (float(task_error(scores, current.probe_labels, current.kind)),
+                held_out_loss(scores, current.probe_labels, current.kind))
     except Exception as exc:  # noqa: BLE001 - a learner bug, reported as such
         raise ProbeInputError(
             f"predict() of learner {getattr(learner, 'name', '?')!r} failed on task "
@@ -65,8 +81,12 @@ def pretext_error(learner: Any, predictor: Any, current: TaskSamples, ctx: Any) 
 
 def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
                        targets: Sequence[TaskSamples], settings: ProbeSettings,
-                       ctx: Any) -> CheckpointMeasures:
+                       ctx: Any, fit: bool = True) -> CheckpointMeasures:
     """Probe fits on every target, LiDAR, RankMe and the pretext error of one checkpoint.
+
+    With ``fit=False`` the probes are not fitted here: each target's features are returned
+    (``features``) for a fit batched over the trial's checkpoints
+    (:mod:`workers.probe.trial_fits`), as the probe pool does.
 
     Args:
         learner: The learner (protocol object) that wrote the checkpoint.
@@ -78,6 +98,7 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
     """
     timings: dict[str, float] = {}
     fits: list[TargetFit] = []
+    kept: dict[int, TargetFeatures] = {}
     current_features = None
     started = time.perf_counter()
     for target in targets:
@@ -86,6 +107,9 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
         timings[f"features_{target.order}"] = time.perf_counter() - t0
         if target.order == current.order:
             current_features = feats
+        kept[target.order] = TargetFeatures(feats, target.probe_labels, target.num_classes)
+        if not fit:
+            continue
         t0 = time.perf_counter()
         scores = fit_probes(feats, target.probe_labels, num_classes=target.num_classes,
                             settings=settings)
@@ -98,22 +122,25 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
     n, q = len(current.lidar_images), settings.lidar_q
     if n < 2:
         raise ProbeInputError(
-            f"Task {current.order} has {n} training image(s); LiDAR needs at least 2."
+            f"Task {current.order} has {n} held-out image(s); LiDAR needs at least 2."
         )
     views, source = augmented_features(learner, predictor, current.lidar_images, q, ctx,
                                        seed=settings.seed)
     lidar_value = lidar(views.astype(np.float64), delta=settings.lidar_delta, eps=settings.lidar_eps)
     timings["lidar"] = time.perf_counter() - t0
     rank_value = rankme(current_features.astype(np.float64), eps=settings.rankme_eps)
-    error = pretext_error(learner, predictor, current, ctx)
+    t0 = time.perf_counter()
+    error, loss = pretext_measures(learner, predictor, current, ctx)
+    timings["pretext"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - started
     return CheckpointMeasures(
-        lidar=lidar_value, rankme=rank_value, pretext_error=error,
+        lidar=lidar_value, rankme=rank_value, pretext_error=error, pretext_loss=loss,
         feature_dim=int(current_features.shape[1]), lidar_n=n, lidar_q=q,
-        rankme_n=int(current_features.shape[0]), fits=tuple(fits),
+        rankme_n=int(current_features.shape[0]), fits=tuple(fits), features={} if fit else kept,
         details={"augmentation": source, "seconds": timings,
-                 "pretext_error_split": "dev", "pretext_error_examples": len(current.dev_images)},
+                 "pretext_error_split": "+".join(PROBE_SPLITS), "pretext_loss": loss,
+                 "pretext_error_examples": len(current.probe_images)},
     )
 
 
-__all__ = ["CheckpointMeasures", "TargetFit", "measure_checkpoint", "pretext_error"]
+__all__ = ["CheckpointMeasures", "TargetFeatures", "TargetFit", "measure_checkpoint", "pretext_measures"]

@@ -23,13 +23,16 @@ def _uniform(shape: tuple[int, ...], fan_in: int, generator: torch.Generator) ->
 
 
 def _params(data: FoldData, depth: int, hidden: int, generator: torch.Generator) -> list[torch.Tensor]:
-    """[V1, b1, (W2, b2,) Wout, bout] with a leading fold axis."""
-    k, d, c = data.folds, data.dim, data.num_classes
+    """[V1, b1, (W2, b2,) Wout, bout] with a leading member axis; every feature set's k folds
+    start from the same seeded weights, so a batched fit equals fitting each set alone."""
+    g, d, c = data.groups, data.dim, data.num_classes
+    k = data.folds // g
     widths = [d] + [hidden] * (depth - 1) + [c]
     params = []
     for fan_in, fan_out in zip(widths[:-1], widths[1:]):
-        params.append(_uniform((k, fan_in, fan_out), fan_in, generator))
-        params.append(_uniform((k, fan_out), fan_in, generator))
+        for shape in ((k, fan_in, fan_out), (k, fan_out)):
+            start = _uniform(shape, fan_in, generator).detach().to(data.x.device)
+            params.append(start.repeat(g, *([1] * (len(shape) - 1))).requires_grad_(True))
     return params
 
 

@@ -1,7 +1,9 @@
 """Which probe jobs a submission needs, and queueing them (idempotently).
 
-Only committed work is probed: for each task with a committed result, the trials of the
-task run that produced it and every checkpoint they saved. Each checkpoint gets a
+Only committed work is probed: for each task with a committed result, every checkpoint of
+its chosen trial (the one whose predictor was committed) and of a sample of the task run's
+other trials: the ``other_trials`` with the lowest trial index (the search draws trials in
+that order, so they are the first ones it tried; ``None`` takes every trial). Each checkpoint gets a
 ``checkpoint`` job, each trial with checkpoints a ``trial`` job (its mismatch curves), and
 the submission one ``summary`` job (the proxy correlations). Job keys name the object and
 the settings hash, so planning again queues only what is new; when something new is
@@ -41,9 +43,28 @@ def committed_orders(session: Session, *, submission_id: int) -> list[int]:
     ))
 
 
+def probed_trials(trials: list[tuple[int, int]], chosen: int, other_trials: int | None) -> set[int]:
+    """Ids of the trials to probe: ``chosen`` and the first ``other_trials`` others by index.
+
+    Args:
+        trials: (trial id, trial index) of one task run.
+        chosen: Id of the trial whose predictor was committed.
+        other_trials: How many other trials; None for all.
+
+    Examples:
+        >>> sorted(probed_trials([(10, 0), (11, 1), (12, 2), (13, 3)], 12, 1))
+        [10, 12]
+        >>> sorted(probed_trials([(10, 0), (11, 1)], 10, None))
+        [10, 11]
+    """
+    others = [t for t, _ in sorted(trials, key=lambda row: row[1]) if t != chosen]
+    return {chosen, *(others if other_trials is None else others[:other_trials])}
+
+
 def plan_jobs(session: Session, *, submission_id: int, settings_hash: str,
-              task_order: int | None = None) -> list[JobSpec]:
-    """The jobs of a submission's committed tasks (or of task ``task_order`` only).
+              task_order: int | None = None, other_trials: int | None = None) -> list[JobSpec]:
+    """The jobs of a submission's committed tasks (or of task ``task_order`` only), for the
+    chosen trial and ``other_trials`` others of each task (None: every trial).
 
     Raises:
         NevisError: No such submission, or ``task_order`` is not a committed task of it.
@@ -51,7 +72,7 @@ def plan_jobs(session: Session, *, submission_id: int, settings_hash: str,
     if session.get(Submission, submission_id) is None:
         raise NevisError(f"No run with id {submission_id} in this database.")
     query = (
-        select(StreamTask.order, Trial.id, Checkpoint.id)
+        select(StreamTask.order, Trial.id, Checkpoint.id, Trial.trial_index, TaskResult.best_trial_id)
         .select_from(TaskResult)
         .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
         .join(Trial, Trial.task_run_id == TaskResult.task_run_id)
@@ -67,9 +88,18 @@ def plan_jobs(session: Session, *, submission_id: int, settings_hash: str,
                 f"committed tasks: {orders or 'none yet'}."
             )
         query = query.where(StreamTask.order == task_order)
+    rows = session.execute(query).all()
+    per_task: dict[int, dict[int, int]] = {}
+    for order, trial_id, _, index, _ in rows:
+        per_task.setdefault(order, {})[trial_id] = index
+    chosen = {order: best for order, _, _, _, best in rows}
+    keep = set().union(*(probed_trials(list(t.items()), chosen[o], other_trials)
+                         for o, t in per_task.items()))
     jobs: list[JobSpec] = []
     trials: dict[int, int] = {}
-    for order, trial_id, checkpoint_id in session.execute(query):
+    for order, trial_id, checkpoint_id, _, _ in rows:
+        if trial_id not in keep:
+            continue
         jobs.append(JobSpec(checkpoint_key(checkpoint_id, settings_hash), "checkpoint",
                             submission_id, order, settings_hash, trial_id, checkpoint_id))
         trials.setdefault(trial_id, order)
@@ -91,7 +121,7 @@ def enqueue_submission(session: Session, *, submission_id: int, settings: ProbeS
     """
     settings_hash = queue.ensure_settings(session, settings)
     jobs = plan_jobs(session, submission_id=submission_id, settings_hash=settings_hash,
-                     task_order=task_order)
+                     task_order=task_order, other_trials=settings.other_trials)
     added = queue.enqueue(session, jobs, max_attempts=max_attempts)
     reopened = 0
     if retry_failed:
@@ -128,5 +158,6 @@ def enqueue_committed(session: Session, *, settings: ProbeSettings) -> int:
 
 __all__ = [
     "checkpoint_key", "committed_orders", "enqueue_committed", "enqueue_submission", "plan_jobs",
+    "probed_trials",
     "summary_key", "trial_key",
 ]

@@ -3,8 +3,10 @@
 One point per probed checkpoint: its LiDAR, its RankMe, and the held-out accuracy of the
 linear probe on its own task. Scopes:
 - ``task``: across the checkpoints and trials of one task;
-- ``pooled``: across every checkpoint of the submission (tasks mixed);
-- ``task_mean``: the mean of the defined per-task values.
+- ``task_mean``: the mean of the defined per-task values;
+- ``pooled``: across every checkpoint of the submission, tasks mixed. Kept as a labelled
+  secondary figure only: between-task differences in accuracy and in the proxies can
+  dominate it, so the per-task values (and their mean) are the ones to read.
 An undefined correlation (fewer than 2 points, or a constant input) is None, never a number.
 """
 

@@ -6,9 +6,12 @@ canonical JSON form (:meth:`ProbeSettings.to_dict`) and the short hash of that f
 (:attr:`ProbeSettings.settings_hash`) identify it in the database, so results computed with
 different settings never overwrite each other and the same settings always find their rows.
 
-Two presets: :meth:`ProbeSettings.standard` follows the defaults of METRICS.md (k = 5
-folds, LiDAR with n = 1000 clean images and q = 50 augmentations where the data allows) and
-:meth:`ProbeSettings.ci` is small enough for a test run on two CPU cores.
+The dataclass's defaults are METRICS.md's (k = 5 folds, LiDAR with n = 1000 clean images and
+q = 50 augmentations where the data allows, every trial): the :meth:`ProbeSettings.full`
+preset. :meth:`ProbeSettings.standard`, what the service runs by default, probes each task's
+chosen trial and one other, with LiDAR n = 150, q = 4 and smaller MLP probes, to bring
+probing a run's cost down to about that of training it; :meth:`ProbeSettings.ci` is small
+enough for a test run on two CPU cores.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from services.core.errors import NevisError, UnknownNameError, unknown_name_mess
 
 PROBE_KINDS: tuple[str, ...] = ("linear", "mlp2", "mlp3")
 TARGET_MODES: tuple[str, ...] = ("earlier", "current")
-PRESETS: tuple[str, ...] = ("standard", "ci")
+PRESETS: tuple[str, ...] = ("standard", "ci", "full")
 
 
 class ProbeSettingsError(NevisError, ValueError):
@@ -46,8 +49,12 @@ class ProbeSettings:
         targets: "earlier" probes the current task and the earlier tasks of the stream;
             "current" probes the current task only.
         max_earlier: At most this many earlier tasks (the most recent ones); None for all.
-        max_examples: Train images per target task the probes use (a seeded subsample).
-        lidar_n: Clean training images of the current task for LiDAR (capped by the data).
+        other_trials: Besides each task's chosen trial (always probed, every checkpoint),
+            probe this many of its other trials (the lowest trial indices); None for all.
+        max_examples: Held-out images (dev and dev_test) per target task the probes use (a
+            seeded subsample); the pretext error and loss use the current task's.
+        lidar_n: Clean held-out images of the current task for LiDAR (some of the probe
+            examples; capped by the data).
         lidar_q: Augmentations of each clean image (>= 2).
         lidar_delta: δ of LiDAR's within-class covariance.
         lidar_eps: ε of LiDAR's entropy.
@@ -67,6 +74,7 @@ class ProbeSettings:
     kinds: tuple[str, ...] = PROBE_KINDS
     targets: str = "earlier"
     max_earlier: int | None = None
+    other_trials: int | None = None
     max_examples: int = 2000
     lidar_n: int = 1000
     lidar_q: int = 50
@@ -104,6 +112,11 @@ class ProbeSettings:
             or self.max_earlier < 0
         ):
             raise _bad("max_earlier", "None or an int in [0, inf)", self.max_earlier)
+        if self.other_trials is not None and (
+            isinstance(self.other_trials, bool) or not isinstance(self.other_trials, int)
+            or self.other_trials < 0
+        ):
+            raise _bad("other_trials", "None or an int in [0, inf)", self.other_trials)
         if self.max_examples < 2 * self.folds:
             raise _bad("max_examples", f"at least 2 * folds ({2 * self.folds})", self.max_examples)
         positive = ("mlp_lr",)
@@ -123,7 +136,18 @@ class ProbeSettings:
 
     @classmethod
     def standard(cls, **overrides: Any) -> ProbeSettings:
-        """METRICS.md defaults: k = 5, LiDAR n = 1000 and q = 50 (capped by the data)."""
+        """What the service runs: every checkpoint of each task's chosen trial and of one
+        other trial, LiDAR with n = 150 held-out images (capped by the data) × q = 4 views
+        (METRICS.md: "fewer is fine"; the values used are stored), MLP probes 32 wide
+        trained 100 steps, k = 5: sized for probing to cost about what training did
+        (``bench/bench_probes.py`` measures the ratio)."""
+        cheap = dict(other_trials=1, lidar_n=150, lidar_q=4, mlp_hidden=32, mlp_steps=100)
+        return cls(**{**cheap, **overrides})
+
+    @classmethod
+    def full(cls, **overrides: Any) -> ProbeSettings:
+        """METRICS.md defaults on every trial: k = 5, LiDAR n = 1000 and q = 50 (capped by
+        the data); several times the cost of training on small tasks."""
         return cls(**overrides)
 
     @classmethod
@@ -135,7 +159,7 @@ class ProbeSettings:
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> ProbeSettings:
-        """The preset called ``name`` ("standard" or "ci"), with ``overrides`` applied."""
+        """The preset called ``name`` ("standard", "ci" or "full"), with ``overrides`` applied."""
         if name not in PRESETS:
             raise UnknownNameError(unknown_name_message("probe preset", name, PRESETS))
         return getattr(cls, name)(**overrides)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import and_, case, select
 from sqlalchemy.orm import Session
 
 from services.core.errors import NevisError
@@ -27,6 +27,8 @@ from services.store.db.models_probe import (
 from services.store.db import jsonfloats
 from workers.probe.queue import status_counts
 from workers.probe.trial_scores import SCALARS
+
+SCOPE_ORDER = {"task": 0, "task_mean": 1, "pooled": 2}  # pooled mixes tasks: shown last, never a headline
 
 
 @dataclass(frozen=True)
@@ -163,8 +165,9 @@ def load_probe_report(session: Session, *, submission_id: int, settings_hash: st
         for r in session.scalars(
             select(ProbeCorrelationRow).where(ProbeCorrelationRow.submission_id == submission_id,
                                               ProbeCorrelationRow.settings_hash == settings_hash)
-            .order_by(ProbeCorrelationRow.scope, ProbeCorrelationRow.task_order,
-                      ProbeCorrelationRow.proxy))
+            # per task first (the figures to read), pooled (tasks mixed) last
+            .order_by(case(SCOPE_ORDER, value=ProbeCorrelationRow.scope, else_=len(SCOPE_ORDER)),
+                      ProbeCorrelationRow.task_order, ProbeCorrelationRow.proxy))
         if task_order is None or r.scope != "task" or r.task_order == task_order
     ]
     failures = tuple(session.execute(

@@ -2,7 +2,7 @@
 
 Inputs are the measurements of the trial's checkpoints, in step order: each probe fold's
 held-out target loss and error, the pretext error, and the pretext loss (the learner's own
-training loss at the checkpoints, see :mod:`workers.probe.pretext`). The step is the
+loss on the same held-out examples at each checkpoint, see :mod:`workers.probe.pretext`). The step is the
 integer unit of the grid. The convergence index c is found on the pretext loss; every
 curve is cut at c; OFM scores the target loss, SM3 the target error (percent), and M3 the
 target error against the pretext error (both percent), exactly as the metric library
@@ -40,8 +40,8 @@ def _at_steps(grid: np.ndarray, curve: np.ndarray, steps: Sequence[int]) -> list
     return [float(curve[s - start]) for s in steps]
 
 
-def _convergence_curve(pretext_loss: Sequence[float] | None,
-                       p_error: np.ndarray) -> tuple[np.ndarray, str]:
+def _convergence_curve(pretext_loss: Sequence[float] | None, p_error: np.ndarray,
+                       loss_source: str) -> tuple[np.ndarray, str]:
     """The curve c is found on, and its source.
 
     A diverged loss (+inf) is the worst loss, not a missing one: it becomes twice the
@@ -57,12 +57,12 @@ def _convergence_curve(pretext_loss: Sequence[float] | None,
     if not finite.all():
         worst = float(np.max(np.abs(loss[finite])))
         loss = np.where(finite, loss, 2.0 * worst + 1.0)
-    return loss, "training_curve"
+    return loss, loss_source
 
 
 def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: np.ndarray,
                    pretext_error: Sequence[float], pretext_loss: Sequence[float] | None, *,
-                   settings: ProbeSettings) -> TrialMismatch:
+                   settings: ProbeSettings, loss_source: str = "held_out_loss") -> TrialMismatch:
     """Mismatch scores from per-checkpoint measurements.
 
     Args:
@@ -70,8 +70,10 @@ def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: n
         fold_losses: Held-out target loss, checkpoints × folds.
         fold_errors: Held-out target error in [0, 1], checkpoints × folds.
         pretext_error: The learner's own error in [0, 1] per checkpoint.
-        pretext_loss: The learner's training loss per checkpoint; None falls back to the
+        pretext_loss: The learner's held-out loss per checkpoint; None falls back to the
             pretext error for the convergence index (recorded in the curves).
+        loss_source: What ``pretext_loss`` is ("held_out_loss", or "training_curve" for
+            results stored before the held-out loss was measured).
         settings: Patience and min_delta of the convergence index.
 
     Raises:
@@ -81,7 +83,7 @@ def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: n
     losses = np.asarray(fold_losses, dtype=np.float64).T  # folds × checkpoints
     errors = 100.0 * np.asarray(fold_errors, dtype=np.float64).T
     p_error = 100.0 * np.asarray(pretext_error, dtype=np.float64)
-    convergence_curve, source = _convergence_curve(pretext_loss, p_error)
+    convergence_curve, source = _convergence_curve(pretext_loss, p_error, loss_source)
     c, _, converged = convergence_epoch(steps, convergence_curve, patience=settings.patience,
                                         min_delta=settings.min_delta)
     ofm = soft_mismatch_cv(steps, losses, c, use_ofm=True)
@@ -104,7 +106,7 @@ def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: n
         "target_loss": losses.mean(axis=0).tolist(),
         "target_error": (errors.mean(axis=0) / 100.0).tolist(),
         "pretext_error": (p_error / 100.0).tolist(),
-        "pretext_loss": convergence_curve.tolist() if source == "training_curve" else None,
+        "pretext_loss": convergence_curve.tolist() if source != "pretext_error" else None,
         "pretext_loss_source": source,
         "scored_steps": kept,
         "ofm": _at_steps(ofm["grid"], ofm["curve"], kept),

@@ -91,7 +91,8 @@ def test_probe_run_fills_curves_metrics_and_results(settings_env, database_url, 
             assert row.conv_step in (0, 3, 6)
             assert row.msm3 >= 0 and row.csm3 >= 0 and row.mofm >= 0
             assert all(not math.isnan(getattr(row, k)) for k in ("mm3", "msm3", "mofm", "cofm"))
-            assert row.curves["pretext_loss_source"] == "training_curve"
+            assert row.curves["pretext_loss_source"] == "held_out_loss"
+            assert len(row.curves["pretext_loss"]) == row.num_checkpoints
             assert len(row.curves["ofm"]) == len(row.curves["scored_steps"])
         trial_of_missing = session.get(Trial, missing.trial_id)
         partial = [m for m in mismatch if m.trial_id == trial_of_missing.id]

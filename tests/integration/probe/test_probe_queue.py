@@ -242,3 +242,21 @@ def test_watch_mode_queues_each_committed_task_once(sessions, seed) -> None:
     with transaction(sessions) as session:
         assert enqueue_committed(session, settings=settings) == 0
         assert enqueue_committed(session, settings=settings.with_changes(folds=4)) == 7
+
+
+def test_the_standard_preset_probes_the_chosen_trial_and_one_other_and_all_on_request(sessions, seed) -> None:
+    from services.store.db.models import TaskResult  # noqa: PLC0415
+    from workers.probe.settings import ProbeSettings  # noqa: PLC0415
+
+    submission_id, trial_ids, _ = seed(tasks=1, trials=4, checkpoints=2)
+    with transaction(sessions) as session:  # the search chose the third trial
+        session.scalars(select(TaskResult)).one().best_trial_id = trial_ids[2]
+    standard = ProbeSettings.standard()
+    with transaction(sessions) as session:
+        assert enqueue_submission(session, submission_id=submission_id, settings=standard) == 2 * (2 + 1) + 1
+    with sessions() as session:
+        probed = set(session.scalars(select(ProbeJob.trial_id).where(ProbeJob.kind == "checkpoint")))
+    assert probed == {trial_ids[2], trial_ids[0]}  # chosen + the lowest-index other
+    everything = standard.with_changes(other_trials=None)
+    with transaction(sessions) as session:
+        assert enqueue_submission(session, submission_id=submission_id, settings=everything) == 4 * (2 + 1) + 1

@@ -33,10 +33,8 @@ def _task(order: int, n: int = 60, seed: int = 0) -> TaskSamples:
     labels = np.arange(n) % 2
     images = rng.integers(0, 100, (n, 8, 8, 3)).astype(np.uint8)
     images[labels == 1, :4] += 120  # class 1 is bright on top: linearly visible
-    dev_labels = np.array([0, 0, 0, 1])
     return TaskSamples(order=order, kind="single", num_classes=2, probe_images=images,
-                       probe_labels=labels, lidar_images=images[:6], dev_images=images[:4],
-                       dev_labels=dev_labels, info=None)
+                       probe_labels=labels, lidar_images=images[:6], info=None)
 
 
 def test_a_checkpoint_gets_every_target_kind_ranks_and_pretext_error() -> None:
@@ -48,11 +46,24 @@ def test_a_checkpoint_gets_every_target_kind_ranks_and_pretext_error() -> None:
         (2, "linear"), (2, "mlp2"), (2, "mlp3"), (1, "linear"), (1, "mlp2"), (1, "mlp3")]
     assert all(len(f.scores.losses) == 3 and f.num_examples == 60 for f in m.fits)
     assert m.fits[0].scores.error < 0.05  # the bright top half gives the class away
-    assert m.pretext_error == pytest.approx(0.25)  # "always 0" on dev labels 0, 0, 0, 1
+    # m^P on the probe examples themselves (half are class 0): "always 0" errs on half
+    assert m.pretext_error == pytest.approx(0.5)
+    # scores [1, 0] are read as probabilities: class-1 rows cost -log(1e-12) (the clip)
+    assert m.pretext_loss == pytest.approx(-0.5 * np.log(1e-12))
+    assert m.details["pretext_error_split"] == "dev+dev_test" and m.features == {}
     assert (m.feature_dim, m.lidar_n, m.lidar_q, m.rankme_n) == (48, 6, 3, 60)
     assert 1.0 <= m.lidar <= 48 and 1.0 <= m.rankme <= 48
     assert m.details["augmentation"].startswith("fallback")
     assert set(m.details["seconds"]) >= {"lidar", "total", "features_1", "probes_2"}
+
+
+def test_without_fitting_each_targets_features_are_handed_over() -> None:
+    current, earlier = _task(2), _task(1, seed=1)
+    m = measure_checkpoint(MeanLearner(), {"always": 0}, current=current, targets=[current, earlier],
+                           settings=ProbeSettings(folds=3, lidar_q=3), ctx=None, fit=False)
+    assert m.fits == () and sorted(m.features) == [1, 2]
+    assert m.features[2].features.shape == (60, 48) and m.features[2].num_classes == 2
+    np.testing.assert_array_equal(m.features[1].labels, earlier.probe_labels)
 
 
 def test_a_failing_predict_is_reported_as_the_learners_fault() -> None:

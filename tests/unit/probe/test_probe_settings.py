@@ -8,11 +8,21 @@ from services.core.errors import UnknownNameError
 from workers.probe.settings import ProbeSettings, ProbeSettingsError
 
 
-def test_standard_settings_follow_metrics_md_defaults() -> None:
-    s = ProbeSettings.standard()
+def test_full_settings_follow_metrics_md_defaults() -> None:
+    s = ProbeSettings.preset("full")
+    assert s == ProbeSettings()
     assert (s.folds, s.lidar_n, s.lidar_q, s.lidar_delta, s.lidar_eps, s.rankme_eps) == (
         5, 1000, 50, 1e-4, 1e-8, 1e-7)
     assert (s.patience, s.min_delta, s.kinds, s.targets) == (3, 0.0, ("linear", "mlp2", "mlp3"), "earlier")
+    assert s.other_trials is None  # every trial
+
+
+def test_standard_settings_probe_the_chosen_trial_and_one_other_with_a_smaller_lidar() -> None:
+    s = ProbeSettings.standard()
+    assert (s.other_trials, s.lidar_n, s.lidar_q, s.mlp_hidden, s.mlp_steps) == (1, 150, 4, 32, 100)
+    assert s.with_changes(lidar_n=1000, lidar_q=50, other_trials=None, mlp_hidden=64,
+                          mlp_steps=150) == ProbeSettings.full()
+    assert ProbeSettings.standard(other_trials=None).other_trials is None  # all on request
 
 
 def test_ci_preset_is_small_and_overridable() -> None:
