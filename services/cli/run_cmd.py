@@ -63,7 +63,7 @@ def run(
     scheduler: str = typer.Option("fifo", "--scheduler", callback=lambda v: _known("trial scheduler", v, SCHEDULERS),
                                   help="Trial scheduler: fifo, or asha (stops trailing trials at intermediate reports)."),
     max_concurrent: Optional[int] = typer.Option(None, "--max-concurrent", help="Trials at once (default: as the CPUs allow)."),  # noqa: UP007
-    image_size: Optional[int] = typer.Option(None, "--image-size", help="Stored resolution (default: the stream's)."),  # noqa: UP007
+    image_size: Optional[int] = typer.Option(None, "--image-size", help="Task resolution: side in pixels of the images learners see and are scored on (default: the stream's)."),  # noqa: UP007
     flop_cap: Optional[float] = typer.Option(None, "--flop-cap", help="Stop before a task once cFLOP reaches this."),  # noqa: UP007
     wall_cap: Optional[float] = typer.Option(None, "--wall-cap", help="Stop before a task once this many seconds of task wall time are spent."),  # noqa: UP007
     checkpoints: str = typer.Option("0,0.125,0.25,0.5,0.75,1", "--checkpoints", help="Fractions of each trial's steps at which to save checkpoints (0 = untrained)."),

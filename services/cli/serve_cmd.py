@@ -6,6 +6,7 @@ import gc
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -24,8 +25,18 @@ def serve(
     migrate: bool = typer.Option(None, "--migrate/--no-migrate", show_default=False,
                                  help="Upgrade the schema first (default: in development only)."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+    workers: int = typer.Option(1, "--workers", min=1, max=64,
+                                help="Server processes sharing the port (reads scale with them); more "
+                                     "than 1 needs --no-scheduler: run the scheduler in a process of its own."),
 ) -> None:
-    """Start the coordinator API (and its scheduler) on HOST:PORT."""
+    """Start the coordinator API (and its scheduler) on HOST:PORT.
+
+    ``--workers N`` starts N uvicorn worker processes on the one port, for read-heavy
+    deployments (the leaderboard and the dashboard): each has its own answer cache, request
+    metrics and write-rate counts, as replicas behind a balancer would. None of them runs the
+    scheduler; a deployment runs it in one more ``nevis serve`` (``--workers 1``, its own port)
+    or replica.
+    """
     import uvicorn  # noqa: PLC0415
 
     from services.dashboard.server import create_server_app  # noqa: PLC0415
@@ -35,6 +46,9 @@ def serve(
     settings = get_coordinator_settings()
     if not 0 < port < 65536:
         raise ConfigError(f"The '--port' must be an int in [1, 65535]. Got {port} instead.")
+    if workers > 1 and scheduler:
+        raise ConfigError(f"'--workers {workers}' needs '--no-scheduler': the worker processes serve the API "
+                          "only; run the scheduler in a `nevis serve --workers 1` process (or replica) of its own.")
     if migrate is None:
         migrate = settings.environment == "development"
     if migrate:
@@ -42,12 +56,28 @@ def serve(
         upgrade(settings.database_url)
     ensure_current(settings.database_url)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_server_app(settings, run_scheduler=scheduler)
     typer.echo(f"nevis coordinator on http://{host}:{port} (backend {settings.backend}, "
-               f"scheduler {'on' if scheduler else 'off'})", err=True)
+               f"scheduler {'on' if scheduler else 'off'}, {workers} worker process{'es' if workers > 1 else ''})",
+               err=True)
+    if workers > 1:  # each worker process builds its app from the same environment
+        uvicorn.run(f"{__name__}:worker_server_app", factory=True, workers=workers, host=host, port=port,
+                    log_level=log_level)
+        return
+    app = create_server_app(settings, run_scheduler=scheduler)
     gc.collect()
     gc.freeze()  # the long-lived startup objects leave the collector's scans: shorter pauses
     uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def worker_server_app() -> Any:
+    """The app of one ``nevis serve --workers N`` process: the server without a scheduler."""
+    from services.dashboard.server import create_server_app  # noqa: PLC0415
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_server_app(get_coordinator_settings(), run_scheduler=False)
+    gc.collect()
+    gc.freeze()
+    return app
 
 
 def openapi(
@@ -87,4 +117,4 @@ def run_task(
     sys.exit(run(get_coordinator_settings(), submission_id=submission, lease_id=lease))
 
 
-__all__ = ["openapi", "run_task", "serve", "worker_app"]
+__all__ = ["openapi", "run_task", "serve", "worker_app", "worker_server_app"]

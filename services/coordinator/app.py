@@ -83,6 +83,7 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
                        authenticate=token_checker(sessions))
     app.add_middleware(BodyLimit, limit=settings.max_json_bytes, exempt=(learners.BUNDLE_PATH,))
     app.add_middleware(WriteRateLimit, rate=settings.write_rate)  # before any body or token
+    app.add_middleware(leaderboard.SharedAnswers, server=app)  # anonymous reads kept as sent, counted
     app.add_middleware(RequestMetrics, metrics=metrics)
     document_rate_limits(app)
     return app

@@ -10,7 +10,9 @@ the :data:`~services.coordinator.api.routes.leaderboard.Reader` its request pres
 dashboard has no login of its own, so a browser is anonymous and sees public submissions only;
 a client that sends its API token (``Authorization: Bearer``) sees its own private ones too,
 marked "private", and a private submission's pages are a 404 to everyone else, worded as for an
-id that does not exist. Cached pages are keyed by that reader (see the leaderboard API).
+id that does not exist. Cached pages are keyed by that reader (see the leaderboard API), and an
+anonymous reader's page is kept as sent for the same request again, as the API's answers are
+(:class:`~services.coordinator.api.routes.leaderboard.SharedAnswers`).
 
 The leaderboard ranks meta-test submissions only (issue 9, meta-test hygiene), as the API's:
 there is no phase to choose; meta-train runs are tuning runs, each on its own page.
@@ -35,7 +37,7 @@ from sqlalchemy.orm import Session
 
 from services.coordinator.api.deps import SessionDep
 from services.coordinator.api.fields import DbId
-from services.coordinator.api.routes.leaderboard import Reader, answer_cache, resolve_stream
+from services.coordinator.api.routes.leaderboard import Reader, answer_cache, resolve_stream, shared_slot
 from services.core.errors import NevisError, UnknownNameError
 from services.dashboard import figures
 from services.dashboard.views import (
@@ -83,7 +85,8 @@ async def _cached_page(request: Request, key: Any, viewer: Viewer,
                        render: Callable[[Session], tuple[int, str]]) -> HTMLResponse:
     """A page rendered once per database fingerprint and reader (see the leaderboard API's
     cache); a reader's own view (with private rows) is ``Cache-Control: private``."""
-    found = await answer_cache(request.app).answer(request.app.state.sessions, (key, viewer), render)
+    found = await answer_cache(request.app).answer(request.app.state.sessions, (key, viewer), render,
+                                                   shared_slot(request, viewer))
     status, html = found
     control = "no-cache" if viewer == ANONYMOUS else "private, no-cache"
     return HTMLResponse(html, status_code=status, headers={"Cache-Control": control, "Vary": "Authorization"})

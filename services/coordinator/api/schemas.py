@@ -140,7 +140,7 @@ class SubmissionCreate(Request):
         default=None, description="Must match, if given.")
     phase: Literal["meta_train", "meta_test"] = "meta_test"
     budget: RunBudget = Field(default_factory=RunBudget, description="Search budget and caps.")
-    image_size: StrictDbId | None = Field(default=None, description="Stored resolution (default: the stream's).")
+    image_size: StrictDbId | None = Field(default=None, description="Task resolution: the side in pixels of the images learners see and are scored on (default: the stream's).")
     visibility: Literal["public", "private"] = Field(
         default="public", description="'private': the leaderboard, the front and the dashboard's "
         "pages show it only to you and admins; to others its pages are a 404.")
@@ -207,7 +207,7 @@ class TaskOut(BaseModel):
 
 class SubmissionOut(SubmissionBrief):
     budget: RunBudget
-    image_size: int = Field(description="Stored resolution of the shards this submission uses.")
+    image_size: int = Field(description="Task resolution (pixels per side) of the images this submission trains and is scored on.")
     updated_at: datetime
     next_launch_at: datetime | None
     tasks: list[TaskOut]

@@ -68,6 +68,11 @@ def test_serve_refuses_a_bad_port(database):
     assert "'--port'" in str(result.exception)
 
 
+def test_serve_workers_need_the_scheduler_elsewhere(database):
+    result = runner.invoke(app, ["serve", "--workers", "2"])
+    assert result.exit_code != 0 and "'--workers 2' needs '--no-scheduler'" in str(result.exception)
+
+
 @pytest.mark.parametrize("command", [["serve"], ["openapi"], ["users"], ["tokens"], ["worker", "run-task"]])
 def test_every_command_has_help(command):
     result = runner.invoke(app, [*command, "--help"])
