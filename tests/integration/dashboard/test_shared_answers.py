@@ -12,24 +12,17 @@ from fastapi.testclient import TestClient
 
 from services.coordinator.api.routes import leaderboard as leaderboard_routes
 from services.coordinator.api.routes.leaderboard import AnswerCache, answer_cache
-from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.crud import users
 from services.dashboard.server import create_server_app
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import transaction
 from services.store.db.models import Submission
-from services.store.runs.synthetic import seed_results
 
 VARYING = {"date", "server"}  # set by uvicorn per response, not by the app
 
 
 @pytest.fixture
-def seeded(database_url, tmp_path, monkeypatch):
-    monkeypatch.setattr(leaderboard_routes, "FINGERPRINT_TTL_S", 0.0)  # see every change at once
-    sessions = session_factory(make_engine(database_url))
-    with transaction(sessions) as session:
-        stream = seed_results(session, submissions=30, tasks=4, seed=2)
-    settings = CoordinatorSettings(data_dir=tmp_path, database_url=database_url)
-    return settings, sessions, stream
+def seeded(seed_board):
+    return seed_board(submissions=30, tasks=4, seed=2)
 
 
 def _headers(response) -> list[tuple[str, str]]:
