@@ -25,17 +25,21 @@ app = typer.Typer(no_args_is_help=True, help="Probe saved checkpoints (mismatch 
 console = Console()
 
 _PRESET = typer.Option("standard", "--preset",
-                       help="standard (chosen trial + 1 other, LiDAR 150 × 4, MLP 32 × 100 steps), full (METRICS.md defaults, "
-                            "every trial) or ci (small, fast).")
+                       help="standard (every checkpoint of the chosen trial + first and last of 1 other, "
+                            "LiDAR 150 × 4, MLP 32 × 100 steps), full (METRICS.md defaults, "
+                            "every checkpoint of every trial) or ci (small, fast).")
 
 
-def build_settings(preset: str, **overrides: Any) -> Any:
-    """Probe settings of ``preset`` with the options the user gave (None = keep)."""
+def build_settings(preset: str, *, all_trials: bool = False, **overrides: Any) -> Any:
+    """Probe settings of ``preset`` with the options the user gave (None = keep);
+    ``all_trials`` probes every checkpoint of every trial."""
     from workers.probe.settings import ProbeSettings  # noqa: PLC0415
 
     given = {k: v for k, v in overrides.items() if v is not None}
     if "kinds" in given:
         given["kinds"] = tuple(k.strip() for k in given["kinds"].split(",") if k.strip())
+    if all_trials:
+        given.update(other_trials=None, other_checkpoints=None)
     return ProbeSettings.preset(preset, **given)
 
 
@@ -65,7 +69,10 @@ def run(
     max_earlier: Optional[int] = typer.Option(None, "--max-earlier", help="At most this many earlier target tasks."),  # noqa: UP007
     other_trials: Optional[int] = typer.Option(  # noqa: UP007
         None, "--other-trials", min=0, help="Other trials probed per task besides the chosen one (preset: 1)."),
-    all_trials: bool = typer.Option(False, "--all-trials", help="Probe every trial of each task."),
+    other_checkpoints: Optional[int] = typer.Option(  # noqa: UP007
+        None, "--other-checkpoints", min=1,
+        help="Checkpoints probed per other trial: first and last, evenly spaced between (preset: 2)."),
+    all_trials: bool = typer.Option(False, "--all-trials", help="Probe every checkpoint of every trial of each task."),
     max_examples: Optional[int] = typer.Option(None, "--max-examples", help="Held-out (dev + dev_test) images per target task."),  # noqa: UP007
     lidar_n: Optional[int] = typer.Option(None, "--lidar-n", help="Clean images for LiDAR."),  # noqa: UP007
     lidar_q: Optional[int] = typer.Option(None, "--lidar-q", help="Augmentations per clean image."),  # noqa: UP007
@@ -82,9 +89,8 @@ def run(
     probe_settings = build_settings(preset, folds=folds, kinds=kinds, targets=targets,
                                     max_earlier=max_earlier, max_examples=max_examples,
                                     lidar_n=lidar_n, lidar_q=lidar_q, seed=seed,
-                                    other_trials=other_trials)
-    if all_trials:
-        probe_settings = probe_settings.with_changes(other_trials=None)
+                                    other_trials=other_trials, other_checkpoints=other_checkpoints,
+                                    all_trials=all_trials)
     url = get_settings().database_url
     ensure_current(url)
     with transaction(session_factory(make_engine(url))) as session:
@@ -113,7 +119,7 @@ def workers_command(
     watch: bool = typer.Option(True, "--watch/--no-watch", help="Queue jobs of newly committed tasks."),
     once: bool = typer.Option(False, "--once", help="Exit when the queue is empty instead of polling."),
     preset: Optional[str] = typer.Option(  # noqa: UP007
-        None, "--preset", help="Settings of the watch: standard, ci or off (default: NEVIS_PROBE_PRESET)."),
+        None, "--preset", help="Settings of the watch: standard, ci, full or off (default: NEVIS_PROBE_PRESET)."),
     lease_s: float = typer.Option(120.0, "--lease-s", help="Job lease (renewed while a job runs)."),
     poll_s: float = typer.Option(5.0, "--poll-s", help="Seconds between polls of an empty queue."),
 ) -> None:

@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.errors import ConfigError
 
-_CHOICES = {"sandbox": ("auto", "bwrap", "none"), "probe_preset": ("standard", "ci", "off")}
+_CHOICES = {"sandbox": ("auto", "bwrap", "none"), "probe_preset": ("standard", "ci", "full", "off")}
 
 
 def default_data_dir() -> Path:
@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     )
     probe_preset: str = Field(
         default="standard",
-        description="Probe settings the probe pool queues committed tasks with: standard, ci, or off.",
+        description="Probe settings the probe pool queues committed tasks with: standard, ci, full, or off.",
     )
 
     sandbox: str = Field(

@@ -65,7 +65,7 @@ def test_get_settings_is_cached_until_cleared(monkeypatch: pytest.MonkeyPatch) -
         ("NEVIS_IMAGE_SIZE", "big", "NEVIS_IMAGE_SIZE"),
         ("NEVIS_STORED_SCALE", "0.5", "NEVIS_STORED_SCALE: must be a number in [1, 4]"),
         ("NEVIS_STORED_SCALE", "5", "NEVIS_STORED_SCALE: must be a number in [1, 4]"),
-        ("NEVIS_PROBE_PRESET", "huge", "NEVIS_PROBE_PRESET: must be one of standard, ci, off"),
+        ("NEVIS_PROBE_PRESET", "huge", "NEVIS_PROBE_PRESET: must be one of standard, ci, full, off"),
         ("NEVIS_SANDBOX", "docker", "NEVIS_SANDBOX: must be one of auto, bwrap, none"),
     ],
 )
@@ -74,6 +74,13 @@ def test_bad_values_name_the_variable(monkeypatch, var: str, value: str, expecte
     with pytest.raises(ConfigError, match="Invalid settings") as info:
         get_settings()
     assert expected in str(info.value)
+
+
+@pytest.mark.parametrize("preset", ["standard", "ci", "full", "off"])
+def test_every_probe_preset_is_accepted(monkeypatch, preset: str) -> None:
+    monkeypatch.setenv("NEVIS_PROBE_PRESET", preset)
+    get_settings.cache_clear()
+    assert get_settings().probe_preset == preset
 
 
 def test_mask_url_leaves_urls_without_password_alone() -> None:

@@ -1,9 +1,11 @@
 """Which probe jobs a submission needs, and queueing them (idempotently).
 
 Only committed work is probed: for each task with a committed result, every checkpoint of
-its chosen trial (the one whose predictor was committed) and of a sample of the task run's
+its chosen trial (the one whose predictor was committed) and a sample of the task run's
 other trials: the ``other_trials`` with the lowest trial index (the search draws trials in
-that order, so they are the first ones it tried; ``None`` takes every trial). Each checkpoint gets a
+that order, so they are the first ones it tried; ``None`` takes every trial), each at
+``other_checkpoints`` of its checkpoints (the first and the last for 2, evenly spaced
+between for more; ``None`` takes them all). Each probed checkpoint gets a
 ``checkpoint`` job, each trial with checkpoints a ``trial`` job (its mismatch curves), and
 the submission one ``summary`` job (the proxy correlations). Job keys name the object and
 the settings hash, so planning again queues only what is new; when something new is
@@ -61,10 +63,35 @@ def probed_trials(trials: list[tuple[int, int]], chosen: int, other_trials: int 
     return {chosen, *(others if other_trials is None else others[:other_trials])}
 
 
+def sampled_checkpoints(steps: list[int], count: int | None) -> set[int]:
+    """The ``count`` of ``steps`` to probe on a trial that was not chosen: the first and the
+    last, then evenly spaced between them (None or enough: every one).
+
+    Examples:
+        >>> sorted(sampled_checkpoints([0, 40, 80, 120, 160, 200], 2))
+        [0, 200]
+        >>> sorted(sampled_checkpoints([0, 40, 80, 120, 160, 200], 3))
+        [0, 80, 200]
+        >>> sorted(sampled_checkpoints([0, 40, 80], 1))
+        [80]
+        >>> sorted(sampled_checkpoints([0, 40, 80], None))
+        [0, 40, 80]
+    """
+    ordered = sorted(set(steps))
+    if count is None or count >= len(ordered):
+        return set(ordered)
+    if count == 1:
+        return {ordered[-1]}
+    last = len(ordered) - 1
+    return {ordered[round(i * last / (count - 1))] for i in range(count)}
+
+
 def plan_jobs(session: Session, *, submission_id: int, settings_hash: str,
-              task_order: int | None = None, other_trials: int | None = None) -> list[JobSpec]:
-    """The jobs of a submission's committed tasks (or of task ``task_order`` only), for the
-    chosen trial and ``other_trials`` others of each task (None: every trial).
+              task_order: int | None = None, other_trials: int | None = None,
+              other_checkpoints: int | None = None) -> list[JobSpec]:
+    """The jobs of a submission's committed tasks (or of task ``task_order`` only), for
+    every checkpoint of the chosen trial and ``other_checkpoints`` checkpoints (first and
+    last, ...; None: all) of ``other_trials`` others of each task (None: every trial).
 
     Raises:
         NevisError: No such submission, or ``task_order`` is not a committed task of it.
@@ -72,7 +99,8 @@ def plan_jobs(session: Session, *, submission_id: int, settings_hash: str,
     if session.get(Submission, submission_id) is None:
         raise NevisError(f"No run with id {submission_id} in this database.")
     query = (
-        select(StreamTask.order, Trial.id, Checkpoint.id, Trial.trial_index, TaskResult.best_trial_id)
+        select(StreamTask.order, Trial.id, Checkpoint.id, Trial.trial_index, TaskResult.best_trial_id,
+               Checkpoint.step)
         .select_from(TaskResult)
         .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
         .join(Trial, Trial.task_run_id == TaskResult.task_run_id)
@@ -90,15 +118,20 @@ def plan_jobs(session: Session, *, submission_id: int, settings_hash: str,
         query = query.where(StreamTask.order == task_order)
     rows = session.execute(query).all()
     per_task: dict[int, dict[int, int]] = {}
-    for order, trial_id, _, index, _ in rows:
+    steps: dict[int, list[int]] = {}
+    for order, trial_id, _, index, _, step in rows:
         per_task.setdefault(order, {})[trial_id] = index
-    chosen = {order: best for order, _, _, _, best in rows}
+        steps.setdefault(trial_id, []).append(step)
+    chosen = {order: best for order, _, _, _, best, _ in rows}
     keep = set().union(*(probed_trials(list(t.items()), chosen[o], other_trials)
                          for o, t in per_task.items()))
+    best = set(chosen.values())
+    sampled = {t: sampled_checkpoints(s, None if t in best else other_checkpoints)
+               for t, s in steps.items() if t in keep}
     jobs: list[JobSpec] = []
     trials: dict[int, int] = {}
-    for order, trial_id, checkpoint_id, _, _ in rows:
-        if trial_id not in keep:
+    for order, trial_id, checkpoint_id, _, _, step in rows:
+        if trial_id not in keep or step not in sampled[trial_id]:
             continue
         jobs.append(JobSpec(checkpoint_key(checkpoint_id, settings_hash), "checkpoint",
                             submission_id, order, settings_hash, trial_id, checkpoint_id))
@@ -121,7 +154,8 @@ def enqueue_submission(session: Session, *, submission_id: int, settings: ProbeS
     """
     settings_hash = queue.ensure_settings(session, settings)
     jobs = plan_jobs(session, submission_id=submission_id, settings_hash=settings_hash,
-                     task_order=task_order, other_trials=settings.other_trials)
+                     task_order=task_order, other_trials=settings.other_trials,
+                     other_checkpoints=settings.other_checkpoints)
     added = queue.enqueue(session, jobs, max_attempts=max_attempts)
     reopened = 0
     if retry_failed:
@@ -158,6 +192,6 @@ def enqueue_committed(session: Session, *, settings: ProbeSettings) -> int:
 
 __all__ = [
     "checkpoint_key", "committed_orders", "enqueue_committed", "enqueue_submission", "plan_jobs",
-    "probed_trials",
+    "probed_trials", "sampled_checkpoints",
     "summary_key", "trial_key",
 ]

@@ -260,3 +260,37 @@ def test_the_standard_preset_probes_the_chosen_trial_and_one_other_and_all_on_re
     everything = standard.with_changes(other_trials=None)
     with transaction(sessions) as session:
         assert enqueue_submission(session, submission_id=submission_id, settings=everything) == 4 * (2 + 1) + 1
+
+
+def test_the_standard_preset_probes_the_other_trial_at_its_first_and_last_checkpoints(sessions, seed) -> None:
+    from services.store.db.models import Checkpoint, TaskResult  # noqa: PLC0415
+    from workers.probe.settings import ProbeSettings  # noqa: PLC0415
+
+    submission_id, trial_ids, _ = seed(tasks=1, trials=3, checkpoints=6)
+    with transaction(sessions) as session:  # the search chose the second trial
+        session.scalars(select(TaskResult)).one().best_trial_id = trial_ids[1]
+    standard = ProbeSettings.standard()
+    with transaction(sessions) as session:  # 6 + 2 checkpoint jobs, 2 trial jobs, 1 summary
+        assert enqueue_submission(session, submission_id=submission_id, settings=standard) == 6 + 2 + 2 + 1
+
+    def probed(settings_hash: str) -> dict[int, list[int]]:
+        with sessions() as session:
+            rows = session.execute(
+                select(ProbeJob.trial_id, Checkpoint.step)
+                .join(Checkpoint, Checkpoint.id == ProbeJob.checkpoint_id)
+                .where(ProbeJob.kind == "checkpoint", ProbeJob.settings_hash == settings_hash)).all()
+        out: dict[int, list[int]] = {}
+        for trial_id, step in rows:
+            out.setdefault(trial_id, []).append(step)
+        return {t: sorted(s) for t, s in out.items()}
+
+    # The chosen trial at every checkpoint, the lowest-index other one at its first and last.
+    assert probed(standard.settings_hash) == {trial_ids[1]: [0, 1, 2, 3, 4, 5], trial_ids[0]: [0, 5]}
+    three = standard.with_changes(other_checkpoints=3)
+    with transaction(sessions) as session:
+        enqueue_submission(session, submission_id=submission_id, settings=three)
+    assert probed(three.settings_hash)[trial_ids[0]] == [0, 2, 5]
+    everything = standard.with_changes(other_trials=None, other_checkpoints=None)  # --all-trials
+    with transaction(sessions) as session:
+        assert enqueue_submission(session, submission_id=submission_id, settings=everything) == 3 * (6 + 1) + 1
+    assert probed(everything.settings_hash) == {t: [0, 1, 2, 3, 4, 5] for t in trial_ids}
