@@ -327,7 +327,7 @@ class DdpIndep(IndepLearner):
     name = "ddp-indep"
 
     def __init__(self) -> None:
-        super().__init__(width=8, workers=2)
+        super().__init__("small_cnn", width=8, workers=2)
 
     def resources(self) -> Resources:
         return Resources(num_workers=2, cpus_per_worker=0.5)
@@ -427,7 +427,7 @@ class UntrackedIndep(IndepLearner):
     name = "untracked-indep"
 
     def __init__(self) -> None:
-        super().__init__(width=8)
+        super().__init__("small_cnn", width=8)
 
     def train(self, view, state, config, ctx):
         return super().train(view, state, config, _NoTrack(ctx))
