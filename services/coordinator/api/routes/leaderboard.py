@@ -43,7 +43,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -76,6 +76,7 @@ SHARED_SLOT = "nevis.shared_answer"
 """The ``scope`` key of the slot in which a route says its answer is the anonymous one."""
 IF_NONE_MATCH_MAX = 1000
 T = TypeVar("T")
+V = TypeVar("V")
 FINGERPRINT_TTL_S = 1.0
 CACHE_CONTROL_PUBLIC = "public, max-age=5, must-revalidate"
 CACHE_CONTROL_PRIVATE = "private, max-age=5, must-revalidate"
@@ -153,39 +154,48 @@ class SharedAnswer:
     """The route that rendered it (for the request metrics' label)."""
 
 
+class BoundedTable(Generic[V]):
+    """A thread-safe table that keeps the ``size`` most recently used entries: reads come
+    from many request threads, so a lookup and its reordering happen under one lock."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self._entries, self._lock = size, OrderedDict[Any, V](), threading.Lock()
+
+    def get(self, key: Any) -> V | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: Any, value: V) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+
 class AnswerCache:
     """Answers by (query, fingerprint): a changed database changes the fingerprint. Callers
     put the :class:`Viewer` an answer is rendered for in its query key. Beside them, the
     anonymous answers as sent, by raw request (:class:`SharedAnswers`)."""
 
     def __init__(self, size: int, shared_size: int = SHARED_SIZE) -> None:
-        self.size, self._items, self._lock = size, OrderedDict[Any, Any](), threading.Lock()
-        self.shared_size, self._shared = shared_size, OrderedDict[Any, SharedAnswer]()
+        self._items, self._shared = BoundedTable[Any](size), BoundedTable[SharedAnswer](shared_size)
         self._fingerprint: tuple[float, Any] = (-1e9, None)
         self._refreshing = False
         self._pending: dict[Any, asyncio.Future[Any]] = {}
 
     def shared(self, key: Any) -> SharedAnswer | None:
         """The anonymous answer kept for the raw request ``key``, at whatever fingerprint."""
-        with self._lock:
-            found = self._shared.get(key)
-            if found is not None:
-                self._shared.move_to_end(key)
-            return found
+        return self._shared.get(key)
 
     def share(self, key: Any, answer: SharedAnswer) -> None:
-        with self._lock:
-            self._shared[key] = answer
-            self._shared.move_to_end(key)
-            while len(self._shared) > self.shared_size:
-                self._shared.popitem(last=False)
+        self._shared.put(key, answer)
 
     def get(self, key: Any) -> Any:
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-            return found
+        return self._items.get(key)
 
     async def fingerprint(self, sessions: Any) -> Any:
         """The database's fingerprint, re-read at most every FINGERPRINT_TTL_S seconds, by one
@@ -253,11 +263,7 @@ class AnswerCache:
         return found
 
     def put(self, key: Any, value: Any) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+        self._items.put(key, value)
 
 
 def fingerprint(session: Session) -> tuple[Any, ...]:
