@@ -20,6 +20,7 @@ from services.cli import (
     probe_cmd,
     refresh_cmd,
     run_cmd,
+    sandbox_cmd,
     serve_cmd,
     streams_cmd,
     study_cmd,
@@ -49,6 +50,7 @@ app.command("serve", help="Start the coordinator API and scheduler.")(serve_cmd.
 app.command("openapi", help="Write (or --check) api_schema/openapi.json.")(serve_cmd.openapi)
 app.add_typer(admin_cmd.users_app, name="users", help="Create and list API users.")
 app.add_typer(admin_cmd.tokens_app, name="tokens", help="Create, list and revoke API tokens.")
+app.add_typer(sandbox_cmd.app, name="sandbox", help="What learner pods need on the nodes (the seccomp profile).")
 app.add_typer(serve_cmd.worker_app, name="worker", help="Worker harness commands (run by backends).")
 app.add_typer(refresh_cmd.app, name="refresh",
               help="Benchmark refreshes: re-run baselines and pinned submissions on new stream versions.")

@@ -12,9 +12,11 @@ machine as the caller; for a researcher running their own code with ``nevis run`
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -57,6 +59,16 @@ def resolve_sandbox(requested: str) -> str:
     return requested
 
 
+@functools.cache
+def can_disable_userns(bwrap: str) -> bool:
+    """Whether this bubblewrap has ``--disable-userns`` (0.8.0 and later)."""
+    try:
+        found = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--disable-userns" in found.stdout + found.stderr
+
+
 def project_dirs() -> tuple[str, ...]:
     """The folders of this installation's own packages (``services``, ``workers``)."""
     here = Path(__file__).resolve().parents[1]  # .../workers
@@ -86,8 +98,13 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
     if kind == "none":
         cwd = tempfile.mkdtemp(prefix="nevis-learner-")
         return HostLaunch(tuple(command), {**env, "HOME": cwd, "TMPDIR": cwd}, cwd, "none")
-    argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+    bwrap = shutil.which("bwrap") or "bwrap"
+    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
             "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"]
+    if can_disable_userns(bwrap):
+        # No user namespace inside the sandbox: learner code cannot reach the kernel's
+        # namespace code paths (the pods' seccomp profile has to allow them for bwrap itself).
+        argv += ["--unshare-user", "--disable-userns"]
     # The private /tmp first: a folder bound below it afterwards stays visible.
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
     for folder in SYSTEM_DIRS:
@@ -107,4 +124,4 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
     return HostLaunch(tuple(argv), {"PATH": "/usr/bin:/bin"}, "/", "bwrap")
 
 
-__all__ = ["HostLaunch", "SANDBOXES", "host_launch", "project_dirs", "python_dirs", "resolve_sandbox"]
+__all__ = ["HostLaunch", "SANDBOXES", "can_disable_userns", "host_launch", "project_dirs", "python_dirs", "resolve_sandbox"]

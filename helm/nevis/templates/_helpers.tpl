@@ -67,6 +67,31 @@ capabilities:
   drop: ["ALL"]
 {{- end }}
 
+{{/* What a pod that starts learner hosts (bubblewrap) needs at pod level: its own user
+namespace (values: learnerSandbox). Rendered into the pod spec. */}}
+{{- define "nevis.learnerPod" -}}
+hostUsers: {{ .Values.learnerSandbox.hostUsers }}
+{{- end }}
+
+{{/* The container security context of a container that starts learner hosts: the shared one
+plus an unmasked /proc and the seccomp (and AppArmor) profile that let bubblewrap make its
+namespaces. Takes (dict "ctx" $ "ro" readOnlyRootFilesystem). */}}
+{{- define "nevis.learnerContainerSecurity" -}}
+{{ include "nevis.containerSecurity" .ro }}
+{{- with .ctx.Values.learnerSandbox }}
+procMount: {{ .procMount }}
+seccompProfile:
+  type: {{ .seccompProfile.type }}
+  {{- if eq .seccompProfile.type "Localhost" }}
+  localhostProfile: {{ .seccompProfile.localhostProfile }}
+  {{- end }}
+{{- with .appArmorProfile }}
+appArmorProfile:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* Environment sources of the service's processes: the ConfigMap, then the Secret. */}}
 {{- define "nevis.envFrom" -}}
 - configMapRef:

@@ -201,6 +201,10 @@ def test_the_validators_would_catch_bad_manifests(default_objects, crd_validator
     ({"config": {"backend": "slurm"}}, "backend"),
     ({"coordinator": {"replica": 3}}, "replica"),
     ({"podSecurityContext": {"runAsNonRoot": False}}, "runAsNonRoot"),
+    ({"learnerSandbox": {"procMount": "Masked"}}, "procMount"),
+    ({"learnerSandbox": {"seccompProfile": {"type": "Localhost", "localhostProfile": "../../etc/x.json"}}},
+     "localhostProfile"),
+    ({"learnerSandbox": {"seccompProfile": {"type": "Localhost", "localhostProfile": ""}}}, "localhostProfile"),
 ])
 def test_the_values_schema_refuses_unsafe_or_misspelt_values(values, needle):
     with pytest.raises(helm.HelmError) as caught:
@@ -269,6 +273,8 @@ def test_every_container_is_non_root_without_privilege_escalation(objects):
         security = container["securityContext"]
         assert security["allowPrivilegeEscalation"] is False, where
         assert security["capabilities"]["drop"] == ["ALL"], where
+        if where.endswith("-seccomp-installer/DaemonSet/install"):
+            continue  # root to write the kubelet's seccomp folder: see the installer's own test
         assert security.get("runAsNonRoot", pod["securityContext"]["runAsNonRoot"]) is True, where
         assert pod["securityContext"]["runAsUser"] != 0, where
         assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", where
@@ -506,3 +512,83 @@ def test_the_built_in_rayjob_template_is_the_chart_s_default_rendering():
     expected = render_k8s.template_files(render_k8s.render())
     assert render_k8s.stale(render_k8s.TEMPLATE_OUTPUT, expected) == []
 
+
+
+# --- the learner sandbox on the nodes -------------------------------------------------------------
+
+PROFILE = CHART / "files" / "seccomp" / "learner-v1.json"
+
+
+def _learner_pods(objects):
+    """Every pod that starts learner hosts: Ray learner pods (standing cluster and RayJob
+    template) and the probe workers (they load checkpoints with learner code)."""
+    for obj in objects:
+        for where, pod in _pod_specs(obj):
+            name = obj["metadata"]["name"]
+            if where in ("cpu", "gpu") or name.endswith(("-probe-workers", "-probe-catchup")):
+                yield f"{name}/{where}", pod
+    job = yaml.safe_load(_template_map(objects)["data"]["rayjob.yaml"])
+    for group in job["spec"]["rayClusterSpec"]["workerGroupSpecs"]:
+        yield "rayjob-template/" + group["groupName"], group["template"]["spec"]
+
+
+def test_pods_that_start_learner_hosts_can_start_bubblewrap(objects):
+    seen = set()
+    for where, pod in _learner_pods(objects):
+        assert pod["hostUsers"] is False, where  # needed by an unmasked /proc
+        security = pod["containers"][0]["securityContext"]
+        assert security["procMount"] == "Unmasked", where  # bwrap mounts a fresh /proc
+        assert security["seccompProfile"] == {"type": "Localhost", "localhostProfile": "nevis/learner-v1.json"}, where
+        assert security["allowPrivilegeEscalation"] is False and security["capabilities"]["drop"] == ["ALL"], where
+        seen.add(where.split("/")[0].removeprefix(RELEASE_PREFIX(objects) + "-"))
+    assert {"ray", "probe-workers", "probe-catchup", "rayjob-template"} <= seen, seen
+
+
+def test_pods_that_hold_credentials_keep_the_runtime_s_default_profile(objects):
+    learner = {where for where, _ in _learner_pods(objects)}
+    for where, pod, container in _containers(objects):
+        if "/".join(where.split("/")[:2]) in learner or where.endswith("-seccomp-installer/DaemonSet/install"):
+            continue
+        assert "seccompProfile" not in container["securityContext"], where
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, where
+        assert container["securityContext"].get("procMount", "Default") == "Default", where
+
+
+def test_the_installer_writes_the_profile_learner_pods_name_and_nothing_else(objects):
+    (installer,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    pod = installer["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"] and "add" not in security["capabilities"]
+    assert pod["automountServiceAccountToken"] is False and "hostNetwork" not in pod and "hostPID" not in pod
+    host = [v for v in pod["volumes"] if "hostPath" in v]
+    assert [v["hostPath"]["path"] for v in host] == ["/var/lib/kubelet/seccomp"]
+    argv = container["command"]
+    assert argv[argv.index("--to") + 1] == "/host/seccomp/nevis/learner-v1.json"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts[host[0]["name"]] == "/host/seccomp"
+    (config,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-seccomp")]
+    assert config["data"]["learner.json"].strip() == PROFILE.read_text().strip()
+    assert installer["spec"]["template"]["spec"]["tolerations"] == [{"operator": "Exists"}]
+
+
+def test_the_learner_profile_lets_bubblewrap_in_and_keeps_kernel_surface_out():
+    from services.cli.sandbox_cmd import check_seccomp_profile  # noqa: PLC0415
+
+    profile = check_seccomp_profile(PROFILE.read_text(), source=str(PROFILE))
+    denied = {n for rule in profile["syscalls"] if rule["action"] == "SCMP_ACT_ERRNO" for n in rule["names"]}
+    assert profile["defaultAction"] == "SCMP_ACT_ALLOW"
+    assert not denied & {"unshare", "clone", "clone3", "mount", "umount2", "pivot_root", "chroot"}  # bwrap's
+    assert {"ptrace", "bpf", "perf_event_open", "kexec_load", "init_module", "keyctl", "setns",
+            "open_by_handle_at", "userfaultfd", "io_uring_setup", "process_vm_readv"} <= denied
+
+
+def test_the_seccomp_installer_can_be_left_to_the_operator():
+    objects = _render_raw({"seccompInstaller": {"enabled": False},
+                           "learnerSandbox": {"hostUsers": False, "procMount": "Unmasked",
+                                              "seccompProfile": {"type": "Localhost",
+                                                                 "localhostProfile": "operator/bwrap.json"}}})
+    assert not [o for o in objects if o["kind"] == "DaemonSet"]
+    for where, pod in _learner_pods(objects):
+        assert pod["containers"][0]["securityContext"]["seccompProfile"]["localhostProfile"] == "operator/bwrap.json"

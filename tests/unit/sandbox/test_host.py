@@ -123,3 +123,26 @@ def test_bwrap_gets_no_environment_and_binds_only_what_it_needs(tmp_path) -> Non
     binds = {argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"}
     assert str(tmp_path) in binds and "/nonexistent" not in binds
     assert not any(b == "/" or b == os.path.expanduser("~") for b in binds)
+
+
+def test_learner_code_cannot_make_a_user_namespace_of_its_own(tmp_path) -> None:
+    """bwrap needs user namespaces (so the pods' seccomp profile allows them); code inside it
+    must not get any: the kernel's namespace code stays out of a learner's reach."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from workers.sandbox.launch import can_disable_userns  # noqa: PLC0415
+
+    assert shutil.which("bwrap"), "bubblewrap is not installed: apt-get install bubblewrap"
+    assert can_disable_userns(shutil.which("bwrap")), "bubblewrap >= 0.8.0 is needed (--disable-userns)"
+    launch = host_launch(sandbox="bwrap", import_paths=[str(tmp_path)])
+    argv = list(launch.argv)
+    assert "--disable-userns" in argv
+    probe = ("import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+             "print(libc.unshare(0x10000000), ctypes.get_errno())")  # CLONE_NEWUSER
+    inside = subprocess.run([*argv[:argv.index("--") + 1], sys.executable, "-c", probe], env=launch.env,
+                            cwd=launch.cwd, capture_output=True, text=True, timeout=60, check=True)
+    result, errno = map(int, inside.stdout.split())
+    assert result == -1 and errno != 0, inside.stdout
+    outside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert outside.stdout.split()[0] == "0"  # the same call is allowed here: the flag is what refuses it
