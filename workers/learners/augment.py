@@ -1,7 +1,7 @@
 """Batched image augmentation for the baselines, on whatever device the batch lives.
 
 Input is always a numpy uint8 array of shape (N, H, W, 3) (the shard format); output is a
-float32 tensor (N, 3, size, size), normalised with the ImageNet channel statistics.
+float32 tensor (N, 3, size, size) scaled to [-1, 1] as the reference does (x / 127.5 - 1).
 
 - Training, as the reference's ``random_crop_via_cropped_window_and_resize`` then
   ``random_flip`` (dm_nevis ``experiments_jax/training/augmentations.py``): a crop of each
@@ -31,8 +31,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+# The reference scales pixels to [-1, 1] (x / 127.5 - 1), not by ImageNet statistics.
+REFERENCE_MEAN = (0.5, 0.5, 0.5)
+REFERENCE_STD = (0.5, 0.5, 0.5)
 ATTEMPTS = 10  # the reference's MAX_ATTEMPTS for sample_distorted_bounding_box
 
 
@@ -46,7 +47,8 @@ class AugmentConfig:
         ratio: range of the crop's aspect ratio, width / height (training).
         flip_p: probability of a horizontal flip (training).
         eval_crop: fraction of each side kept by the evaluation centre crop.
-        mean: per-channel mean subtracted after scaling to [0, 1].
+        mean: per-channel mean subtracted after scaling to [0, 1] (default: the reference's
+            [-1, 1] scaling).
         std: per-channel standard deviation divided by.
     """
 
@@ -55,8 +57,8 @@ class AugmentConfig:
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
     flip_p: float = 0.5
     eval_crop: float = 1.0
-    mean: tuple[float, float, float] = IMAGENET_MEAN
-    std: tuple[float, float, float] = IMAGENET_STD
+    mean: tuple[float, float, float] = REFERENCE_MEAN
+    std: tuple[float, float, float] = REFERENCE_STD
 
     def __post_init__(self) -> None:
         if not isinstance(self.size, int) or self.size < 1:
@@ -227,6 +229,6 @@ def eval_transform(
 
 
 __all__ = [
-    "ATTEMPTS", "IMAGENET_MEAN", "IMAGENET_STD", "AugmentConfig", "crop_params", "eval_transform", "to_float",
+    "ATTEMPTS", "REFERENCE_MEAN", "REFERENCE_STD", "AugmentConfig", "crop_params", "eval_transform", "to_float",
     "train_transform",
 ]
