@@ -148,6 +148,10 @@ def _num(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
+def _flops(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3e}"
+
+
 def load_report(run_id: int, *, settings_hash: str | None = None, task_order: int | None = None) -> Any:
     from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
     from workers.probe.summary import load_probe_report  # noqa: PLC0415
@@ -188,11 +192,12 @@ def show_probe_report(run_id: int, *, settings_hash: str | None = None,
     jobs = ", ".join(f"{k} {v}" for k, v in sorted(report.jobs.items()))
     console.print(f"jobs: {jobs or 'none'}")
     ranks = Table("task", "trial", "step", "LiDAR", "RankMe", "pretext err", "linear acc",
-                  title="Checkpoints of each task's committed trial", box=box.SIMPLE_HEAD)
+                  "analysis FLOPs", title="Checkpoints of each task's committed trial", box=box.SIMPLE_HEAD)
     for c in report.checkpoints:
         if c.best_trial:
             ranks.add_row(str(c.task_order), str(c.trial_index), str(c.step), _num(c.lidar, 2),
-                          _num(c.rankme, 2), _num(c.pretext_error), _num(c.linear_accuracy))
+                          _num(c.rankme, 2), _num(c.pretext_error), _num(c.linear_accuracy),
+                          _flops(c.analysis_flops))
     console.print(ranks)
     mism = Table("task", "target", "probe", "c", "MM3", "MSM3", "cSM3", "mSM3", "MOFM", "cOFM",
                  "mOFM", title="Mismatch (METRICS.md §2) of each task's committed trial",
@@ -217,8 +222,25 @@ def show_probe_report(run_id: int, *, settings_hash: str | None = None,
     console.print(corr)
     console.print("  per task: across checkpoints × trials of that task; task_mean: their mean; "
                   "pooled: all tasks mixed, not comparable across tasks", style="dim")
+    _show_analysis_flops(report.analysis_flops)
     for key, error in report.failures:
         console.print(f"[yellow]failed[/] {key}: {error.splitlines()[0] if error else ''}", highlight=False)
+
+
+def _show_analysis_flops(flops: Any) -> None:
+    """What probing cost, per task and in total: the harness's analysis, never in cFLOP."""
+    table = Table("task", "learner passes", "probe fits", "analysis FLOPs",
+                  title="Analysis FLOPs (not in cFLOP)", box=box.SIMPLE_HEAD)
+    for t in flops.by_task:
+        table.add_row(str(t.task_order), _flops(t.learner_passes), _flops(t.probe_fits), _flops(t.total))
+    table.add_row("total", _flops(flops.learner_passes), _flops(flops.probe_fits), _flops(flops.total),
+                  style="bold")
+    console.print(table)
+    note = ("  what probing cost, over every probed trial: the checkpoint jobs' learner passes and "
+            "the trial jobs' probe fits; never part of the run's cFLOP")
+    if flops.unmetered_jobs:
+        note += f"; {flops.unmetered_jobs} job(s) done before analysis FLOPs were counted have none"
+    console.print(note, style="dim")
 
 
 __all__ = [

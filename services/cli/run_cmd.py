@@ -64,8 +64,8 @@ def run(
                                   help="Trial scheduler: fifo, or asha (stops trailing trials at intermediate reports)."),
     max_concurrent: Optional[int] = typer.Option(None, "--max-concurrent", help="Trials at once (default: as the CPUs allow)."),  # noqa: UP007
     image_size: Optional[int] = typer.Option(None, "--image-size", help="Task resolution: side in pixels of the images learners see and are scored on (default: the stream's)."),  # noqa: UP007
-    flop_cap: Optional[float] = typer.Option(None, "--flop-cap", help="Stop before a task once cFLOP reaches this."),  # noqa: UP007
-    wall_cap: Optional[float] = typer.Option(None, "--wall-cap", help="Stop before a task once this many seconds of task wall time are spent."),  # noqa: UP007
+    flop_cap: Optional[float] = typer.Option(None, "--flop-cap", help="Stop the run (status stopped) once its committed tasks' cFLOP reaches this; that task is kept."),  # noqa: UP007
+    wall_cap: Optional[float] = typer.Option(None, "--wall-cap", help="Stop the run (status stopped) once its committed tasks' wall time reaches this many seconds."),  # noqa: UP007
     checkpoints: str = typer.Option("0,0.125,0.25,0.5,0.75,1", "--checkpoints", help="Fractions of each trial's steps at which to save checkpoints (0 = untrained)."),
     resume: Optional[int] = typer.Option(None, "--resume", help="Continue run ID from its last committed task."),  # noqa: UP007
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="Checkpoint file (made by `nevis pretrain`) or object-store key that pt / pt_ft start from."),  # noqa: UP007

@@ -103,7 +103,7 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
         StreamRunner(settings, import_paths=import_paths).run_next_task(submission_id)
     except BaseException as exc:  # noqa: BLE001 - every failure must end the lease
         beat.stop()
-        _fail(settings, sessions, lease_id=lease_id, submission_id=submission_id, exc=exc)
+        _fail(settings, sessions, lease_id=lease_id, exc=exc)
         return 1
     finally:
         beat.stop()
@@ -114,15 +114,12 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
 
 
 def _fail(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, lease_id: int,
-          submission_id: int, exc: BaseException) -> None:
+          exc: BaseException) -> None:
     reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, NevisError) else str(exc)
     retryable = not isinstance(exc, NOT_RETRYABLE)
     log.error("task of lease %s failed: %s\n%s", lease_id, reason,
               "".join(traceback.format_exception(exc)))
-    with transaction(sessions) as session:
-        submission = session.get(Submission, submission_id)
-        if submission is not None and (submission.error or "").startswith("stopped:"):
-            reason, retryable = submission.error, False  # a budget cap: final
+    with transaction(sessions) as session:  # a submission that ended meanwhile (a cap) stays so
         lease = leases.take_lease(session, lease_id=lease_id, expected=ACTIVE_LEASE_STATUSES)
         if lease is not None:
             leases.settle_failure(session, lease=lease, status="failed", reason=reason[:4000],

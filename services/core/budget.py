@@ -54,9 +54,12 @@ class RunBudget(BaseModel):
     checkpoint_fractions: tuple[Annotated[float, Field(ge=0.0, le=1.0)], ...] = Field(
         default=CHECKPOINT_DEFAULT_FRACTIONS, min_length=1, max_length=MAX_CHECKPOINTS,
         description="Fractions of a trial's steps at which it checkpoints, each in [0, 1].")
-    flop_cap: float | None = Field(default=None, gt=0, description="Stop before a task once cFLOP reaches this.")
+    flop_cap: float | None = Field(
+        default=None, gt=0, description="Stop the run (status 'stopped') once its committed tasks' cFLOP "
+        "reaches this; the task that reaches it is kept.")
     wall_cap_s: float | None = Field(
-        default=None, gt=0, description="Stop before a task once this much wall time is spent.")
+        default=None, gt=0, description="Stop the run (status 'stopped') once its committed tasks' wall "
+        "time reaches this many seconds; the task that reaches it is kept.")
     search: SearchName = Field(
         default="random", description="Search strategy of each task's trials: random (independent "
         "seeded samples) or gp_ucb (sequential Gaussian-process search, upper confidence bound).")
@@ -94,6 +97,21 @@ class RunBudget(BaseModel):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunBudget:
         return cls(**dict(data))
+
+    @property
+    def capped(self) -> bool:
+        """Whether the run has a FLOP or wall-time cap at all."""
+        return self.flop_cap is not None or self.wall_cap_s is not None
+
+    def cap_reached(self, *, flops: float, wall_s: float) -> str | None:
+        """Why a run whose committed tasks spent ``flops`` cFLOP and ``wall_s`` seconds must
+        stop (the caps reached, as the run's ``error`` shows it), or None while it may go on."""
+        reasons = []
+        if self.flop_cap is not None and flops >= self.flop_cap:
+            reasons.append(f"FLOP cap {self.flop_cap:.3g} reached ({flops:.3g} spent)")
+        if self.wall_cap_s is not None and wall_s >= self.wall_cap_s:
+            reasons.append(f"wall-time cap {self.wall_cap_s:g} s reached ({wall_s:.1f} s spent)")
+        return "; ".join(reasons) or None
 
 
 def _known_name(kind: str, value: Any, known: tuple[str, ...]) -> Any:

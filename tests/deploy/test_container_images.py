@@ -53,8 +53,11 @@ IMAGES = {name: f"localhost/nevis-{name}:{VERSION}"
           for name in ("coordinator", "worker", "probe-worker", "learner-base", "learner-example")}
 NEVIS_UID = "1000"
 # bubblewrap mounts a fresh /proc for each learner host; the kernel allows that only where the
-# container's /proc has no masked paths over it.
-SANDBOX_OPTS = ("--security-opt", "unmask=/proc/*")
+# container's /proc has no masked paths over it (the chart's procMount: Unmasked). Learner
+# containers run under the chart's own learner seccomp profile, so this test shows that the
+# profile the chart installs on the nodes lets Ray, PyTorch and bubblewrap work.
+LEARNER_SECCOMP = ROOT / "helm" / "nevis" / "files" / "seccomp" / "learner-v1.json"
+SANDBOX_OPTS = ("--security-opt", "unmask=/proc/*", "--security-opt", f"seccomp={LEARNER_SECCOMP}")
 
 
 def podman(*args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
@@ -217,8 +220,8 @@ def test_images_run_a_mini_task_end_to_end(images, deployment):
     token = podman("exec", d.coordinator, "nevis", "tokens", "create", "--user", "alice").stdout.strip().split()[-1]
 
     # The learner in the example image, by entry point; the mini stream, stopped by a FLOP cap
-    # after its first task (the cap is checked before each task); two checkpoints (untrained,
-    # trained) for the probes below.
+    # with its first task (the commit that reaches the cap stops the run, in the same
+    # transaction); two checkpoints (untrained, trained) for the probes below.
     status, learner = http("POST", f"{d.api}/v1/learners", token=token, body={
         "name": "linear", "entrypoint": "nevis_example_learner:make", "image": images["learner-example"]})
     assert status == 201, learner
@@ -239,13 +242,24 @@ def test_images_run_a_mini_task_end_to_end(images, deployment):
         ("sklearn:digits", "committed", 1, 0), done
     assert 0.0 <= first["error"] <= 1.0 and first["flops"] > 0, done
     assert [order for order, task in tasks.items() if task["status"] == "committed"] == [1], done
-    assert done["status"] == "failed" and "stopped: FLOP cap 1 reached" in done["error"], done
+    # A run that did what its owner asked (stop at the cap) is "stopped", not failed; its error
+    # names the cap. No later task has a task run: nothing but task 1 was attempted.
+    assert done["status"] == "stopped" and done["error"].startswith("FLOP cap 1 reached ("), done
+    assert done["finished_at"] is not None, done
+    assert all((task["status"], task["trials"]) == ("pending", 0) for order, task in tasks.items()
+               if order > 1), done
     assert done["cflop"] == pytest.approx(first["flops"])
 
     # The Ray job's harness sandboxed the learner: the run's events say where it ran.
     job = done["current_task"] or {}
-    status, events = http("GET", f"{d.api}/v1/submissions/{sub['id']}/events", token=token)
+    status, events = http("GET", f"{d.api}/v1/submissions/{sub['id']}/events?limit=500", token=token)
     assert status == 200, events
+    # One launch only: the coordinator never launched a job for task 2 (the cap stopped the run
+    # when task 1 committed, before any later claim could see it open).
+    kinds = [e["kind"] for e in events["items"]]
+    claimed = [e["payload"]["order"] for e in events["items"] if e["kind"] == "lease.claimed"]
+    assert claimed == [1], kinds
+    assert kinds.count("task.started") == 1 and kinds.count("submission.stopped") == 1, kinds
     print(f"\nsubmission {sub['id']}: task 1 error {first['error']:.4f}, FLOPs {first['flops']:.3e}, "
           f"wall {first['wall_time_s']} s; events: {[e['kind'] for e in events['items']]} {job}")
 

@@ -233,8 +233,8 @@ def test_bad_urls_are_clear_errors(url: str, match: str) -> None:
 
 def test_unknown_revision_suggests_known_ones(empty_database_url: str) -> None:
     upgrade(empty_database_url)
-    with pytest.raises(DatabaseError, match=r"Unknown revision '0010'.*Did you mean '000[0-9]'"):
-        downgrade(empty_database_url, "0010")
+    with pytest.raises(DatabaseError, match=r"Unknown revision '0099'.*Did you mean '000[0-9]'"):
+        downgrade(empty_database_url, "0099")
     assert current_revision(empty_database_url) == head_revision()
 
 
@@ -328,5 +328,63 @@ def test_0007_leaves_existing_submissions_public(empty_database_url: str) -> Non
         with engine.connect() as connection:
             assert connection.execute(text("SELECT count(*) FROM submissions")).scalar_one() == 2
             assert "visibility" not in {c["name"] for c in inspect(connection).get_columns("submissions")}
+    finally:
+        engine.dispose()
+
+
+def test_0010_turns_runs_stopped_by_a_cap_into_stopped_and_back(empty_database_url: str) -> None:
+    """Before 0010 a cap stop was a failure whose error began ``stopped: `` (``nevis run``) or
+    carried it after the coordinator's wrapper; after it such rows are ``stopped`` with the bare
+    reason, other failures stay failed, and the downgrade puts the old form back."""
+    upgrade(empty_database_url, "0009")
+    engine = make_engine(empty_database_url)
+    errors = {
+        1: "stopped: FLOP cap 1 reached (2.5 spent)",  # nevis run
+        2: "task 2 failed after 1 attempt: stopped: wall-time cap 60 s reached (61 s spent)",  # coordinator
+        3: "task 1 failed after 3 attempts: LearnerError: stopped: by the learner",  # a real failure
+        4: "Task 1 (shapes:shape) failed: all 2 trials failed",
+    }
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO stream_versions (id, name, version, manifest_sha256, manifest) "
+                "VALUES (1, 'mini', '1', :sha, '{}')"), {"sha": "a" * 64})
+            connection.execute(text("INSERT INTO learners (id, name, entrypoint, resources) "
+                                    "VALUES (1, 'indep', 'indep', '{}')"))
+            for row_id, error in errors.items():
+                connection.execute(text(
+                    "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget, image_size, "
+                    "status, error) VALUES (:id, 1, 1, 'meta_test', '{}', 32, 'failed', :error)"),
+                    {"id": row_id, "error": error})
+            connection.execute(text(
+                "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget, image_size, status) "
+                "VALUES (5, 1, 1, 'meta_test', '{}', 32, 'succeeded')"))
+            with pytest.raises(Exception, match="status"):
+                with connection.begin_nested():
+                    connection.execute(text("UPDATE submissions SET status = 'stopped' WHERE id = 5"))
+        upgrade(empty_database_url)
+        with engine.connect() as connection:
+            rows = connection.execute(text(
+                "SELECT id, status, error, finished_at IS NOT NULL FROM submissions ORDER BY id")).all()
+        assert [tuple(r) for r in rows] == [
+            (1, "stopped", "FLOP cap 1 reached (2.5 spent)", True),
+            (2, "stopped", "wall-time cap 60 s reached (61 s spent)", True),
+            (3, "failed", errors[3], False),
+            (4, "failed", errors[4], False),
+            (5, "succeeded", None, False),
+        ]
+        assert _differences(engine) == []
+        with pytest.raises(Exception, match="status"):
+            with engine.begin() as connection:
+                connection.execute(text("UPDATE submissions SET status = 'paused' WHERE id = 5"))
+        downgrade(empty_database_url, "0009")
+        with engine.connect() as connection:
+            back = connection.execute(text("SELECT id, status, error FROM submissions ORDER BY id")).all()
+        assert [tuple(r) for r in back][:2] == [(1, "failed", "stopped: FLOP cap 1 reached (2.5 spent)"),
+                                                (2, "failed", "stopped: wall-time cap 60 s reached (61 s spent)")]
+        assert [r[1] for r in back] == ["failed", "failed", "failed", "failed", "succeeded"]
+        with pytest.raises(Exception, match="status"):
+            with engine.begin() as connection:
+                connection.execute(text("UPDATE submissions SET status = 'stopped' WHERE id = 5"))
     finally:
         engine.dispose()

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import func, select
 
 from services.core.errors import BudgetError, TaskFailedError, UnknownNameError
-from services.store.db.models import Checkpoint, TaskResult, TaskRun, Trial
+from services.store.db.models import Checkpoint, Event, Submission, TaskResult, TaskRun, Trial
 from services.store.db import transaction
 from services.store.db.models_probe import ProbeJob
 from workers.probe.planner import enqueue_committed
@@ -163,6 +163,55 @@ def test_a_failing_evaluation_fails_the_task_without_committing(runner: StreamRu
         assert session.scalar(select(func.count()).select_from(TaskResult)) == 0
         run = session.scalars(select(TaskRun)).one()
         assert run.status == "failed" and "cannot load my own checkpoint" in run.error
+
+
+def _kinds(runner: StreamRunner, run_id: int) -> list[str]:
+    with runner.sessions() as session:
+        return list(session.scalars(select(Event.kind).where(Event.submission_id == run_id).order_by(Event.id)))
+
+
+def test_a_flop_cap_stops_the_run_as_the_task_reaching_it_commits(runner: StreamRunner, tiny_stream) -> None:
+    """The commit of task 1 reaches the cap: the run is ``stopped`` in that transaction, with
+    exactly one task run (no attempt at task 2, no failure); resuming it runs nothing."""
+    budget = RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,), flop_cap=1.0)
+    run_id = runner.create(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean",
+                                      budget=budget))
+    assert runner.run_next_task(run_id) is False  # no task remains: the unit of work says so at once
+    summary = _summary(runner, run_id)
+    assert summary.status == "stopped"
+    assert summary.message.startswith("FLOP cap 1 reached (") and "spent)" in summary.message
+    assert [t.status for t in summary.tasks] == ["committed", "pending", "pending"]
+    with runner.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(TaskRun)) == 1
+        assert session.scalar(select(func.count()).select_from(TaskResult)) == 1
+        submission = session.get(Submission, run_id)
+        assert submission.finished_at is not None and submission.cursor == 2
+    kinds = _kinds(runner, run_id)
+    assert kinds.count("task.started") == 1 and kinds[-2:] == ["task.committed", "submission.stopped"]
+    runner.run(run_id)  # `nevis run --resume`: a stopped run is final
+    assert _summary(runner, run_id).status == "stopped" and _kinds(runner, run_id) == kinds
+
+    # Defence in depth: a run left open with its cap reached (committed by older code) is
+    # stopped before its next task, without starting anything.
+    with transaction(runner.sessions) as session:
+        submission = session.get(Submission, run_id)
+        submission.status, submission.error, submission.finished_at = "running", None, None
+    assert runner.run_next_task(run_id) is False
+    with runner.sessions() as session:
+        submission = session.get(Submission, run_id)
+        assert submission.status == "stopped" and submission.error.startswith("FLOP cap 1 reached")
+        assert session.scalar(select(func.count()).select_from(TaskRun)) == 1
+
+
+def test_a_cap_reached_by_the_last_task_leaves_the_run_succeeded(runner: StreamRunner, tmp_path) -> None:
+    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+
+    stream = tiny_manifest(tmp_path / "one.json", tasks=1)
+    budget = RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,), flop_cap=1.0, wall_cap_s=1e-3)
+    run_id = runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:nearest_mean", budget=budget))
+    summary = _summary(runner, run_id)
+    assert (summary.status, summary.message) == ("succeeded", None)
+    assert "submission.stopped" not in _kinds(runner, run_id)
 
 
 def test_unknown_learner_stream_and_bad_budget(runner: StreamRunner, tiny_stream) -> None:

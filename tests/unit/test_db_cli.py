@@ -83,11 +83,11 @@ def test_an_unknown_revision_is_one_line_and_exit_code_2(db_path: Path) -> None:
     _nevis("upgrade")
     env = {**os.environ, "NEVIS_DATABASE_URL": f"sqlite:///{db_path}"}
     done = subprocess.run(
-        [sys.executable, "-m", "services.cli.main", "db", "downgrade", "0010"],
+        [sys.executable, "-m", "services.cli.main", "db", "downgrade", "0099"],
         capture_output=True, text=True, env=env, timeout=120,
     )
     assert done.returncode == 2
-    assert "Unknown revision '0010'" in done.stderr
+    assert "Unknown revision '0099'" in done.stderr
     assert "Traceback" not in done.stderr
 
 

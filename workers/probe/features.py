@@ -90,7 +90,7 @@ def augmented_features(learner: Any, predictor: Any, images: np.ndarray, q: int,
     for start in range(0, len(images), chunk_images):
         clean = images[start : start + chunk_images]
         own = getattr(learner, "augment_views", None)  # a sandboxed learner augments in its host
-        views, source = (own(predictor, clean, q, seed=seed + start) if callable(own)
+        views, source = (own(predictor, clean, q, seed=seed + start, ctx=ctx) if callable(own)
                          else augment_views(learner, predictor, clean, q, seed=seed + start))
         feats = extract(learner, predictor, views.reshape(-1, *images.shape[1:]), ctx)
         blocks.append(feats.reshape(len(clean), q, -1))

@@ -13,6 +13,12 @@ Job kinds:
   checkpoints (:mod:`workers.probe.trial_fits`), then the mismatch scores of each (target,
   probe kind) over the checkpoints (convergence index on the held-out pretext loss).
 - ``summary``: Spearman ρ and Kendall τ-b between LiDAR / RankMe and linear-probe accuracy.
+
+Every writer also records the job's *analysis FLOPs* on its ``probe_jobs`` row: for a
+checkpoint job the learner's passes (loading, ``features``, ``predict``, augmentation),
+metered in its learner host (:mod:`workers.probe.context`); for a trial job the probe fits
+(:mod:`workers.probe.fit_flops`); a summary job counts none (numpy only). They are the
+harness's analysis, kept apart: nothing here touches a submission's FLOPs or cFLOP.
 """
 
 from __future__ import annotations
@@ -35,16 +41,17 @@ from services.store.db.models_probe import (
 )
 from services.store.objects import ObjectStore
 from services.store.db import jsonfloats
-from workers.probe.context import ProbeContext
+from workers.probe.context import AnalysisFlops, ProbeContext
 from workers.sandbox.bundles import DEFAULT_MAX_UNPACKED_BYTES, unpack_stored_bundle
 from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner
 from workers.probe.data import TaskCache
 from workers.probe.errors import ProbeInputError
 from workers.probe.features import load_checkpoint_bytes, load_predictor
+from workers.probe.fit_flops import counting
 from workers.probe.measure import CheckpointMeasures, measure_checkpoint
 from workers.probe.pretext import loss_at_checkpoints, read_training_curve
 from workers.probe.proxies import ProxyPoint, proxy_correlations
-from workers.probe.queue import ClaimedJob, load_settings
+from workers.probe.queue import ClaimedJob, load_settings, record_analysis_flops
 from workers.probe.settings import ProbeSettings
 from workers.probe.sql import upsert
 from workers.probe.trial_fits import features_key, fit_trial, load_features, save_features
@@ -146,25 +153,39 @@ def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
     targets = [runtime.tasks.samples(manifest, o, **sample)
                for o in target_orders(orders, order, settings)]
     current = targets[0]
-    ctx = ProbeContext(seed=settings.seed)
-    predictor = load_predictor(learner, data, current.info, ctx, checkpoint_id=row["checkpoint_id"])
-    measures = measure_checkpoint(learner, predictor, current=current, targets=targets,
-                                  settings=settings, ctx=ctx, fit=False)
+    ctx = ProbeContext(seed=settings.seed)  # counts the learner's passes: the analysis FLOPs
+    try:
+        predictor = load_predictor(learner, data, current.info, ctx, checkpoint_id=row["checkpoint_id"])
+        measures = measure_checkpoint(learner, predictor, current=current, targets=targets,
+                                      settings=settings, ctx=ctx, fit=False)
+    finally:
+        ctx.close()
+    spent = ctx.flops
     save_features(runtime.store, features_key(job.settings_hash, row["checkpoint_id"]), measures.features)
-    return lambda session: write_checkpoint_measures(
-        session, checkpoint_id=row["checkpoint_id"], trial_id=row["trial_id"], step=row["step"],
-        settings_hash=job.settings_hash, measures=measures)
+
+    def write(session: Session) -> None:
+        write_checkpoint_measures(
+            session, checkpoint_id=row["checkpoint_id"], trial_id=row["trial_id"], step=row["step"],
+            settings_hash=job.settings_hash, measures=measures, analysis_flops=spent)
+        record_analysis_flops(session, job, spent.total)
+
+    return write
 
 
 def write_checkpoint_measures(session: Session, *, checkpoint_id: int, trial_id: int, step: int,
-                              settings_hash: str, measures: CheckpointMeasures) -> None:
-    """Upsert a checkpoint's ranks and probe fits."""
+                              settings_hash: str, measures: CheckpointMeasures,
+                              analysis_flops: AnalysisFlops | None = None) -> None:
+    """Upsert a checkpoint's ranks and probe fits; ``analysis_flops`` (what the learner's
+    passes cost, split by provenance) goes into ``details``."""
+    details = dict(measures.details)
+    if analysis_flops is not None:
+        details["analysis_flops"] = analysis_flops.to_dict()
     upsert(session, ProbeCheckpointResult.__table__, [{
         "checkpoint_id": checkpoint_id, "trial_id": trial_id, "settings_hash": settings_hash,
         "step": step, "lidar": measures.lidar, "rankme": measures.rankme,
         "pretext_error": measures.pretext_error, "feature_dim": measures.feature_dim,
         "lidar_n": measures.lidar_n, "lidar_q": measures.lidar_q, "rankme_n": measures.rankme_n,
-        "details": jsonfloats.encode_tree(measures.details),
+        "details": jsonfloats.encode_tree(details),
     }], conflict=["checkpoint_id", "settings_hash"])
     upsert(session, ProbeFitRow.__table__, [{
         "checkpoint_id": checkpoint_id, "trial_id": trial_id, "settings_hash": settings_hash,
@@ -195,7 +216,8 @@ def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         stored = load_features(runtime.store, features_key(job.settings_hash, checkpoint_id))
         if stored is not None:  # a checkpoint measured before features were handed over
             features[step] = stored
-    fits = fit_trial(features, settings)
+    with counting() as fit_flops:
+        fits = fit_trial(features, settings)
     ids = {step: checkpoint_id for checkpoint_id, step, _, _ in measured}
     fit_rows = [fit_row(f, checkpoint_id=ids[f.step], trial_id=job.trial_id,
                         settings_hash=job.settings_hash) for f in fits]
@@ -227,6 +249,7 @@ def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         upsert(session, ProbeFitRow.__table__, fit_rows,
                conflict=["checkpoint_id", "settings_hash", "target_order", "probe_kind"])
         upsert(session, ProbeMismatchRow.__table__, rows, conflict=conflict)
+        record_analysis_flops(session, job, fit_flops.flops)
 
     return write
 
@@ -295,6 +318,7 @@ def run_summary_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
             submission_id=job.submission_id, settings_hash=job.settings_hash, scope=c.scope,
             task_order=c.task_order, proxy=c.proxy, spearman=c.spearman,
             kendall_tau_b=c.kendall_tau_b, num_points=c.num_points) for c in correlations)
+        record_analysis_flops(session, job, 0)  # rank correlations in numpy: nothing counted
 
     return write
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from workers.probe.fit_common import FoldData, FoldScores, first_layer, held_out_scores, training_loss
+from workers.probe.fit_flops import counted, repeated
 
 TOLERANCE_CHANGE = 1e-5  # stop when the summed loss (or a step) changes less than this
 
@@ -67,7 +68,8 @@ def fit_linear(data: FoldData, *, l2: float, max_iter: int, seed: int = 0) -> Fo
     """
     del seed
     k, d, c = data.folds, data.dim, data.num_classes
-    precondition = whitening(fold_covariances(data), max(l2, 1e-6))
+    with counted():
+        precondition = whitening(fold_covariances(data), max(l2, 1e-6))
     u = torch.zeros((k, d, c), device=data.x.device, requires_grad=True)  # V = precondition @ u
     b = torch.zeros((k, c), device=data.x.device, requires_grad=True)
     optimizer = torch.optim.LBFGS(
@@ -82,8 +84,8 @@ def fit_linear(data: FoldData, *, l2: float, max_iter: int, seed: int = 0) -> Fo
         loss.backward()
         return loss
 
-    optimizer.step(closure)
-    with torch.no_grad():
+    optimizer.step(repeated(closure))  # every evaluation has the same shapes (fit_flops)
+    with torch.no_grad(), counted():
         logits = first_layer(data, precondition @ u, b)
     return held_out_scores(data, logits)
 

@@ -15,6 +15,7 @@ import math
 import torch
 
 from workers.probe.fit_common import FoldData, FoldScores, first_layer, held_out_scores, training_loss
+from workers.probe.fit_flops import counted, repeated
 
 
 def _uniform(shape: tuple[int, ...], fan_in: int, generator: torch.Generator) -> torch.Tensor:
@@ -65,14 +66,19 @@ def fit_mlp(data: FoldData, *, depth: int, hidden: int, steps: int, lr: float,
     params = _params(data, depth, hidden, generator)
     optimizer = torch.optim.Adam(params, lr=lr)
     weights = params[0::2]
-    for _ in range(steps):
+
+    def one_step() -> None:
         optimizer.zero_grad(set_to_none=True)
         loss = training_loss(data, _forward(data, params))
         if weight_decay:
             loss = loss + 0.5 * weight_decay * sum((w * w).sum() for w in weights)
         loss.backward()
         optimizer.step()
-    with torch.no_grad():
+
+    step = repeated(one_step)  # every step has the same shapes (fit_flops)
+    for _ in range(steps):
+        step()
+    with torch.no_grad(), counted():
         logits = _forward(data, params)
     return held_out_scores(data, logits)
 

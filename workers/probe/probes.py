@@ -18,6 +18,7 @@ import torch
 
 from services.core.errors import UnknownNameError, unknown_name_message
 from workers.probe.fit_common import FoldData, FoldScores, fit_device, prepare, split_groups
+from workers.probe.fit_flops import counted
 from workers.probe.folds import fold_ids
 from workers.probe.linear import fit_linear
 from workers.probe.mlp import fit_mlp
@@ -102,7 +103,8 @@ def fit_probes_batched(features: np.ndarray, labels: np.ndarray, *, num_classes:
     # machine was measured 3x slower than on one (6 checkpoints, 400 × 128, 10 classes).
     work = features.shape[1] * features.shape[2] * settings.folds * width
     with _threads_at_most(1 if work < SINGLE_THREAD_WORK else torch.get_num_threads()):
-        data = prepare(features, labels, ids, settings.folds, num_classes, device=fit_device())
+        with counted():
+            data = prepare(features, labels, ids, settings.folds, num_classes, device=fit_device())
         fits = {kind: split_groups(get_probe(kind)(data, settings), data.groups)
                 for kind in settings.kinds}
     return [{kind: fits[kind][g] for kind in settings.kinds} for g in range(data.groups)]

@@ -120,7 +120,7 @@ def reopen(session: Session, *, job_keys: Sequence[str]) -> int:
         update(JOBS)
         .where(JOBS.c.job_key.in_(list(job_keys)), JOBS.c.status.in_(("done", "failed")))
         .values(status="queued", attempts=0, lease_owner=None, lease_expires_at=None,
-                error=None, finished_at=None)
+                error=None, finished_at=None, analysis_flops=None)
     )
     return result.rowcount or 0
 
@@ -249,6 +249,16 @@ def complete(session: Session, job: ClaimedJob, *, wall_time_s: float | None = N
         )
 
 
+def record_analysis_flops(session: Session, job: ClaimedJob, flops: float) -> None:
+    """Store what the job cost in FLOPs (the analysis's own, never a submission's cFLOP).
+
+    Call it in the transaction that writes the results and completes the job
+    (:func:`complete`): it is fenced the same way, so a worker that lost its lease records
+    nothing.
+    """
+    session.execute(update(JOBS).where(_held(job)).values(analysis_flops=float(flops)))
+
+
 def fail(session: Session, job: ClaimedJob, *, reason: str, retry: bool) -> str | None:
     """Record a failure: queued again while attempts remain and ``retry``, else failed.
 
@@ -276,5 +286,5 @@ def status_counts(session: Session, *, submission_id: int,
 __all__ = [
     "DEFAULT_LEASE_S", "DEFAULT_MAX_ATTEMPTS", "JOBS", "ClaimedJob", "JobSpec", "LeaseLostError",
     "claim", "complete", "enqueue", "ensure_settings", "fail", "failed_jobs", "heartbeat",
-    "load_settings", "reap_expired", "reopen", "status_counts",
+    "load_settings", "reap_expired", "record_analysis_flops", "reopen", "status_counts",
 ]

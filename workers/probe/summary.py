@@ -4,14 +4,18 @@ Every figure comes from stored rows (``probe_*`` tables), so what is printed or 
 what the database holds. :func:`load_probe_report` picks the settings most recently used
 for the submission unless a settings hash is given; :meth:`ProbeReport.to_dict` is
 JSON-safe (infinite values as "inf").
+
+The analysis FLOPs (what probing cost: ``probe_jobs.analysis_flops``) are reported apart,
+per checkpoint, per task and in total (:class:`AnalysisFlopsReport`); they are never part of
+the submission's cFLOP, which only :mod:`services.store.runs` computes, from task results.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, case, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from services.core.errors import NevisError
@@ -47,6 +51,7 @@ class CheckpointReport:
     lidar_n: int
     lidar_q: int
     augmentation: str | None
+    analysis_flops: float | None = None  # its checkpoint job's learner passes (not in cFLOP)
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,33 @@ class CorrelationReport:
 
 
 @dataclass(frozen=True)
+class TaskAnalysisFlops:
+    """What probing one task cost: its checkpoint jobs' learner passes and its trial jobs'
+    probe fits, summed over its done jobs that have a figure (None where none has one)."""
+
+    task_order: int
+    total: float | None
+    learner_passes: float | None
+    probe_fits: float | None
+    metered_jobs: int
+    unmetered_jobs: int  # done before analysis FLOPs were counted: no figure, none guessed
+
+
+@dataclass(frozen=True)
+class AnalysisFlopsReport:
+    """The analysis FLOPs of a submission's probes (the same sums over every task, plus the
+    run's summary job): the harness's own compute, reported apart; ``in_cflop`` is always
+    False, as they are never added to cFLOP or any leaderboard figure."""
+
+    total: float | None = None
+    learner_passes: float | None = None
+    probe_fits: float | None = None
+    by_task: tuple[TaskAnalysisFlops, ...] = ()
+    unmetered_jobs: int = 0
+    in_cflop: bool = False
+
+
+@dataclass(frozen=True)
 class ProbeReport:
     """Everything stored about the probes of one submission under one settings hash."""
 
@@ -89,6 +121,7 @@ class ProbeReport:
     checkpoints: tuple[CheckpointReport, ...]
     mismatch: tuple[MismatchReport, ...]
     correlations: tuple[CorrelationReport, ...]
+    analysis_flops: AnalysisFlopsReport = field(default_factory=AnalysisFlopsReport)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (non-finite floats as strings)."""
@@ -116,6 +149,41 @@ def _trials(session: Session, submission_id: int) -> dict[int, tuple[int, int, b
     return {tid: (order, index, tid in best) for tid, order, index in rows}
 
 
+def analysis_flops_report(session: Session, *, submission_id: int, settings_hash: str,
+                          task_order: int | None = None) -> AnalysisFlopsReport:
+    """Sum the done jobs' analysis FLOPs per task (one task's only, if ``task_order``); the
+    run's summary job (task 0) counts in the total only."""
+    query = (
+        select(ProbeJob.task_order, ProbeJob.kind, func.count(), func.count(ProbeJob.analysis_flops),
+               func.coalesce(func.sum(ProbeJob.analysis_flops), 0.0))
+        .where(ProbeJob.submission_id == submission_id, ProbeJob.settings_hash == settings_hash,
+               ProbeJob.status == "done")
+        .group_by(ProbeJob.task_order, ProbeJob.kind)
+    )
+    if task_order is not None:
+        query = query.where(ProbeJob.task_order == task_order)
+    sums: dict[tuple[int, str], float] = {}
+    metered: dict[int, int] = {}
+    unmetered: dict[int, int] = {}
+    for order, kind, done, known, flops in session.execute(query):
+        sums[(order, kind)] = float(flops)
+        metered[order] = metered.get(order, 0) + int(known)
+        unmetered[order] = unmetered.get(order, 0) + int(done) - int(known)
+
+    def total(orders: list[int], kinds: tuple[str, ...]) -> float | None:
+        if not any(metered[o] for o in orders):
+            return None
+        return sum(sums.get((o, kind), 0.0) for o in orders for kind in kinds)
+
+    tasks = sorted(o for o in metered if o >= 1)
+    return AnalysisFlopsReport(
+        total=total(list(metered), ("checkpoint", "trial", "summary")),
+        learner_passes=total(tasks, ("checkpoint",)), probe_fits=total(tasks, ("trial",)),
+        by_task=tuple(TaskAnalysisFlops(o, total([o], ("checkpoint", "trial")), total([o], ("checkpoint",)),
+                                        total([o], ("trial",)), metered[o], unmetered[o]) for o in tasks),
+        unmetered_jobs=sum(unmetered.values()))
+
+
 def load_probe_report(session: Session, *, submission_id: int, settings_hash: str | None = None,
                       task_order: int | None = None) -> ProbeReport:
     """The probe report of a submission (see the module docstring).
@@ -140,6 +208,11 @@ def load_probe_report(session: Session, *, submission_id: int, settings_hash: st
         .where(ProbeFitRow.trial_id.in_(wanted), ProbeFitRow.settings_hash == settings_hash,
                ProbeFitRow.probe_kind == "linear")
     ).all())
+    spent = dict(session.execute(
+        select(ProbeJob.checkpoint_id, ProbeJob.analysis_flops)
+        .where(ProbeJob.trial_id.in_(wanted), ProbeJob.settings_hash == settings_hash,
+               ProbeJob.kind == "checkpoint", ProbeJob.status == "done")
+    ).all())
     checkpoints = []
     for row in session.scalars(
         select(ProbeCheckpointResult).where(ProbeCheckpointResult.trial_id.in_(wanted),
@@ -149,7 +222,7 @@ def load_probe_report(session: Session, *, submission_id: int, settings_hash: st
         checkpoints.append(CheckpointReport(
             order, row.trial_id, index, best, row.step, row.lidar, row.rankme, row.pretext_error,
             accuracy.get(row.checkpoint_id), row.lidar_n, row.lidar_q,
-            (row.details or {}).get("augmentation")))
+            (row.details or {}).get("augmentation"), spent.get(row.checkpoint_id)))
     mismatch = []
     for row in session.scalars(
         select(ProbeMismatchRow).where(ProbeMismatchRow.trial_id.in_(wanted),
@@ -185,6 +258,8 @@ def load_probe_report(session: Session, *, submission_id: int, settings_hash: st
                                                        m.target_order != m.task_order,
                                                        -m.target_order, m.probe_kind))),
         correlations=tuple(correlations),
+        analysis_flops=analysis_flops_report(session, submission_id=submission_id,
+                                             settings_hash=settings_hash, task_order=task_order),
     )
 
 
@@ -200,6 +275,6 @@ def _decoded(doc: Any) -> Any:
 
 
 __all__ = [
-    "CheckpointReport", "CorrelationReport", "MismatchReport", "ProbeReport",
-    "latest_settings_hash", "load_probe_report",
+    "AnalysisFlopsReport", "CheckpointReport", "CorrelationReport", "MismatchReport", "ProbeReport",
+    "TaskAnalysisFlops", "analysis_flops_report", "latest_settings_hash", "load_probe_report",
 ]

@@ -163,7 +163,13 @@ class PredictorHandle:
 
 
 class SandboxedLearner:
-    """The learner calls the probe pool makes, answered by a learner host."""
+    """The learner calls the probe pool makes, answered by a learner host.
+
+    The host meters each call as it meters a prediction job (its FLOP meter watches); the
+    FLOPs a call cost go to ``ctx.charge_host_flops(counts)`` when the context given has that
+    method (the probe pool's :class:`~workers.probe.context.ProbeContext`, which keeps them
+    apart from the learner's cFLOP), and are dropped otherwise.
+    """
 
     def __init__(self, host: LearnerHost, name: str | None = None) -> None:
         self.host = host
@@ -172,20 +178,24 @@ class SandboxedLearner:
     def load_predictor(self, data: bytes, info: TaskInfo, ctx: Any = None) -> PredictorHandle:
         header, _ = self.host.call({"op": "load_predictor", "info": info_to_json(info),
                                     "seed": int(getattr(ctx, "seed", 0))}, [data])
+        _charge(ctx, header)
         return PredictorHandle(int(header["handle"]), self.host)
 
     def features(self, predictor: PredictorHandle, images: np.ndarray, ctx: Any = None) -> np.ndarray:
-        _, parts = self.host.call({"op": "features", "handle": predictor.handle}, [images])
+        header, parts = self.host.call({"op": "features", "handle": predictor.handle}, [images])
+        _charge(ctx, header)
         return _array(parts)
 
     def predict(self, predictor: PredictorHandle, images: np.ndarray, ctx: Any = None) -> np.ndarray:
-        _, parts = self.host.call({"op": "predict_loaded", "handle": predictor.handle}, [images])
+        header, parts = self.host.call({"op": "predict_loaded", "handle": predictor.handle}, [images])
+        _charge(ctx, header)
         return _array(parts)
 
     def augment_views(self, predictor: PredictorHandle, images: np.ndarray, q: int, *,
-                      seed: int) -> tuple[np.ndarray, str]:
+                      seed: int, ctx: Any = None) -> tuple[np.ndarray, str]:
         header, parts = self.host.call({"op": "augment_views", "handle": predictor.handle,
                                         "q": int(q), "seed": int(seed)}, [images])
+        _charge(ctx, header)
         views = _array(parts)
         if views.shape != (len(images), q, *images.shape[1:]) or views.dtype != np.uint8:
             raise LearnerError(f"augmented views must be uint8 shaped {(len(images), q, *images.shape[1:])}; "
@@ -194,6 +204,14 @@ class SandboxedLearner:
 
     def release(self, predictor: PredictorHandle) -> None:
         self.host.call({"op": "release", "handle": predictor.handle})
+
+
+def _charge(ctx: Any, header: dict[str, Any]) -> None:
+    """Hand a call's FLOPs, as the host counted them, to ``ctx`` if it keeps a tally."""
+    counts = flop_counts(header)
+    charge = getattr(ctx, "charge_host_flops", None)
+    if callable(charge):
+        charge(counts)
 
 
 def _array(parts: list[wire.Part]) -> np.ndarray:

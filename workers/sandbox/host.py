@@ -8,9 +8,13 @@ During a trial it asks harness code for earlier tasks' train splits (``past_trai
 predictors its run kept for them (``past_predictor``) or the run's ``pretrained`` checkpoint, and hands it checkpoints (``checkpoint``); it never touches storage itself. The protocol's file
 descriptors are private copies: the learner's prints go to stderr and cannot corrupt frames
 (a hostile learner can still write frames of its own, which is why the harness side trusts
-nothing in them but numbers and bytes). During a trial and a ``predict`` job the context's FLOP
-meter watches (:meth:`~workers.sandbox.flops.FlopMeter.watch`): torch modules the learner did
-not pass to ``ctx.track`` are counted too, and their share is sent back as ``flops_untracked``.
+nothing in them but numbers and bytes). During a trial, a ``predict`` job and each of the probe
+pool's calls (``load_predictor``, ``features``, ``predict_loaded``, ``augment_views``) the
+context's FLOP meter watches (:meth:`~workers.sandbox.flops.FlopMeter.watch`): torch modules the
+learner did not pass to ``ctx.track`` are counted too, and their share is sent back as
+``flops_untracked``. Every reply to those requests carries the FLOPs the call cost
+(``flops_measured``, ``flops_reported``, ``flops_untracked``); for the probe pool's calls they
+are the analysis's compute, which the probe pool records apart from the learner's cFLOP.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import sys
 import time
 import traceback
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -114,37 +120,41 @@ class Host:
 
     def _op_predict(self, header: dict, parts: list) -> tuple[dict, list]:
         info = info_from_json(header["info"])
-        ctx = LocalTrialContext(seed=int(header["seed"]), steps=1, save_predictor=self.learner.save_predictor,
-                                device=self.device)
-        ctx.meter.watch()
-        try:
+        with self._metered(header) as ctx:
             model = self.learner.load_predictor(_bytes(parts[0], "predictor"), info, ctx)
             scores = _numeric(self.learner.predict(model, parts[1], ctx), "predict()")
-        finally:
-            ctx.meter.untrack_all()
         return _flops(ctx), [scores]
+
+    # The probe pool's calls: a predictor loaded once, then features / predictions / views of
+    # it. Each is metered like a prediction job; the probe pool keeps the figures apart.
 
     def _op_load_predictor(self, header: dict, parts: list) -> tuple[dict, list]:
         info = info_from_json(header["info"])
-        ctx = self._quiet_context(header)
         handle, self._next_handle = self._next_handle, self._next_handle + 1
-        self._predictors[handle] = self.learner.load_predictor(_bytes(parts[0], "predictor"), info, ctx)
+        with self._metered(header) as ctx:
+            self._predictors[handle] = self.learner.load_predictor(_bytes(parts[0], "predictor"), info, ctx)
         while len(self._predictors) > MAX_PREDICTORS:
             self._predictors.popitem(last=False)
-        return {"handle": handle}, []
+        return {"handle": handle, **_flops(ctx)}, []
 
     def _op_features(self, header: dict, parts: list) -> tuple[dict, list]:
         predictor = self._predictor(header)
-        return {}, [_numeric(self.learner.features(predictor, parts[0], self._quiet_context(header)), "features()")]
+        with self._metered(header) as ctx:
+            out = _numeric(self.learner.features(predictor, parts[0], ctx), "features()")
+        return _flops(ctx), [out]
 
     def _op_predict_loaded(self, header: dict, parts: list) -> tuple[dict, list]:
         predictor = self._predictor(header)
-        return {}, [_numeric(self.learner.predict(predictor, parts[0], self._quiet_context(header)), "predict()")]
+        with self._metered(header) as ctx:
+            out = _numeric(self.learner.predict(predictor, parts[0], ctx), "predict()")
+        return _flops(ctx), [out]
 
     def _op_augment_views(self, header: dict, parts: list) -> tuple[dict, list]:
-        views, source = augment_views(self.learner, self._predictor(header), parts[0], int(header["q"]),
-                                      seed=int(header["seed"]))
-        return {"source": source}, [np.asarray(views, dtype=np.uint8)]
+        predictor = self._predictor(header)
+        with self._metered(header) as ctx:  # a learner's own augment_images may run torch modules
+            views, source = augment_views(self.learner, predictor, parts[0], int(header["q"]),
+                                          seed=int(header["seed"]))
+        return {"source": source, **_flops(ctx)}, [np.asarray(views, dtype=np.uint8)]
 
     def _op_release(self, header: dict, parts: list) -> tuple[dict, list]:
         self._predictors.pop(int(header["handle"]), None)
@@ -199,11 +209,18 @@ class Host:
         self._predictors.move_to_end(handle)
         return self._predictors[handle]
 
-    def _quiet_context(self, header: dict) -> LocalTrialContext:
-        """A context for the probe pool's calls, whose FLOPs nobody is charged: its meter
-        does not watch (counting untracked calls there would be dry runs for nothing)."""
-        return LocalTrialContext(seed=int(header.get("seed", 0)), steps=1,
-                                 save_predictor=self.learner.save_predictor, device=self.device)
+    @contextmanager
+    def _metered(self, header: dict) -> Iterator[LocalTrialContext]:
+        """A one-call context whose meter watches while learner code runs, then lets go of
+        every module (a predictor kept here must not be charged to a later call's meter
+        unless that call tracks or runs it)."""
+        ctx = LocalTrialContext(seed=int(header.get("seed", 0)), steps=1,
+                                save_predictor=self.learner.save_predictor, device=self.device)
+        ctx.meter.watch()
+        try:
+            yield ctx
+        finally:
+            ctx.meter.untrack_all()
 
 
 def _numeric(value: Any, what: str) -> np.ndarray:

@@ -4,8 +4,10 @@ For each task from the submission's cursor: load its train/dev splits, run the t
 (:mod:`workers.trainer.task_job`), pick the best on dev error, evaluate it with harness code
 on the test split (meta-test phase) or the dev-test split (meta-train phase), and commit the
 result, FLOPs and new learner state in one transaction before the next task starts. A run
-stopped at any point resumes from its cursor; nothing committed is redone. Every run reads
-its tasks from the stream version it was created with (the manifest stored in the database).
+interrupted at any point resumes from its cursor; nothing committed is redone. A run with a
+FLOP or wall-time cap ends ``stopped`` in the transaction that commits the task reaching it
+(no further task is started). Every run reads its tasks from the stream version it was
+created with (the manifest stored in the database).
 """
 
 from __future__ import annotations
@@ -95,8 +97,9 @@ class RunPlan:
     pretrained_key: str | None = None
 
     def next_task(self) -> TaskSpec | None:
-        """The task at the cursor, or None once the submission is done."""
-        if self.status == "succeeded":
+        """The task at the cursor, or None once the submission is done (succeeded, or
+        stopped by a cap: resuming a stopped run runs nothing)."""
+        if self.status in ("succeeded", "stopped"):
             return None
         return next((t for t in self.tasks if t.order >= self.cursor), None)
 
@@ -196,11 +199,13 @@ class StreamRunner:
         """Run the task at the submission's cursor and commit it.
 
         This is the unit of work a scheduler launches (one Ray job per task). Returns
-        whether tasks remain after it; a finished submission returns False at once.
+        whether tasks remain after it: False after the last task, and after a task whose
+        commit reached a FLOP or wall-time cap (the commit stopped the run). A finished or
+        stopped submission returns False at once.
         """
         plan = self.plan(submission_id)
         task = plan.next_task()
-        if task is None:
+        if task is None or self._stop_if_capped(plan):
             return False
         host, learner = self.learner(plan.learner_spec, plan.budget)
         self.prepare(plan.manifest, plan.image_size)
@@ -209,11 +214,9 @@ class StreamRunner:
         with transaction(self.sessions) as session:
             sub = session.get(Submission, submission_id)
             sub.status, sub.error, sub.finished_at = "running", None, None
-        self._check_caps(plan)
         # Start the run's warm actors now: their imports overlap with loading the task's data.
         self.actors.start(host, learner.resources, plan.budget)
-        self._run_task(plan, task, host, learner)
-        return plan.next_order(task) is not None
+        return self._run_task(plan, task, host, learner)
 
     def plan(self, submission_id: int) -> RunPlan:
         """What the database holds about a submission, with the manifest it was created with."""
@@ -274,8 +277,9 @@ class StreamRunner:
 
     # --- one task --------------------------------------------------------------------------
 
-    def _run_task(self, plan: RunPlan, task: TaskSpec, host: HostSpec, learner: LearnerDeclaration) -> None:
-        """Search, choose, evaluate and commit one task; a failure is recorded, then raised."""
+    def _run_task(self, plan: RunPlan, task: TaskSpec, host: HostSpec, learner: LearnerDeclaration) -> bool:
+        """Search, choose, evaluate and commit one task; a failure is recorded, then raised.
+        Returns whether the run goes on (neither its last task nor stopped by a cap)."""
         split = eval_split(plan.phase)
         data = load_task_data(self.store, task, image_size=plan.image_size, splits=("train", "dev", split),
                               originals=("train",))  # training crops come from the originals
@@ -303,13 +307,15 @@ class StreamRunner:
             state_key=best.state.key,
         )
         with transaction(self.sessions) as session:
-            records.commit_task(
-                session, submission=session.get(Submission, plan.submission_id),
-                run=session.get(TaskRun, attempt.run_id),
+            submission = session.get(Submission, plan.submission_id)
+            records.commit_task(  # stops the run in this transaction if it reached a cap
+                session, submission=submission, run=session.get(TaskRun, attempt.run_id),
                 best_trial=session.get(Trial, trial_ids[best.trial_index]),
                 outcome=outcome, next_order=plan.next_order(task),
             )
+            goes_on = submission.status == "running"
         self.observer.task_committed(task, outcome)
+        return goes_on
 
     def _open_attempt(self, plan: RunPlan, task: TaskSpec) -> Attempt:
         with transaction(self.sessions) as session:
@@ -413,23 +419,17 @@ class StreamRunner:
             self._indices[key] = load_task_index(self.store, task, image_size=size)
         return self._indices[key]
 
-    def _check_caps(self, plan: RunPlan) -> None:
-        """Stop the submission before its next task once a FLOP or wall-time cap is reached."""
-        budget = plan.budget
-        if budget.flop_cap is None and budget.wall_cap_s is None:
-            return
-        with self.sessions() as session:
-            spent, wall = records.committed_totals(session, submission_id=plan.submission_id)
-        reason = None
-        if budget.flop_cap is not None and spent >= budget.flop_cap:
-            reason = f"FLOP cap {budget.flop_cap:.3g} reached ({spent:.3g} spent)"
-        if budget.wall_cap_s is not None and wall >= budget.wall_cap_s:
-            reason = f"wall-time cap {budget.wall_cap_s:.0f} s reached ({wall:.0f} s spent)"
-        if reason:
-            with transaction(self.sessions) as session:
-                records.stop_submission(session, submission=session.get(Submission, plan.submission_id),
-                                        reason=reason)
-            raise NevisError(f"Run {plan.submission_id} stopped: {reason}.")
+    def _stop_if_capped(self, plan: RunPlan) -> bool:
+        """Stop the submission before its next task if a cap is reached already; whether it was.
+
+        The commit that reaches a cap stops the run (:func:`records.commit_task`), so this is
+        defence in depth: a cap lowered after that commit, or a run committed by older code.
+        """
+        if not plan.budget.capped:
+            return False
+        with transaction(self.sessions) as session:
+            return records.stop_if_capped(
+                session, submission=session.get(Submission, plan.submission_id)) is not None
 
 
 __all__ = ["RunObserver", "RunPlan", "RunRequest", "StreamRunner", "preferred_budget"]

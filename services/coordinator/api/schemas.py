@@ -179,7 +179,10 @@ class SubmissionBrief(BaseModel):
     learner: LearnerRef
     stream: StreamRef
     phase: str
-    status: str
+    status: str = Field(description=(
+        "queued, running, succeeded, failed, stopped or cancelled. 'stopped': ended by its own "
+        "budget.flop_cap or budget.wall_cap_s after the task that reached it (no failure; "
+        "'error' names the cap)."))
     visibility: Literal["public", "private"] = Field(
         description="'private': shown to its owner and admins only.")
     cursor: int

@@ -15,7 +15,9 @@ The quotas:
   created in the last ``NEVIS_META_TEST_QUOTA_DAYS`` (``NEVIS_META_TEST_QUOTA``). A
   submission counts once it may evaluate: while it is queued or running, and for good once a
   task of it ran (a task run exists), whatever its end. One that ended failed or cancelled
-  before any task ran never evaluated on the test split and does not count. Meta-train
+  before any task ran never evaluated on the test split and does not count. A ``stopped``
+  one (its own FLOP or wall-time cap ended it) always counts, like a succeeded one: it is
+  stopped only by a committed task, so it has evaluated on the test split. Meta-train
   submissions, and local ``nevis run`` runs (no owner), are not limited.
 """
 
@@ -38,7 +40,8 @@ OPEN_STATUSES = ("queued", "running")
 META_TEST = "meta_test"
 DAY = timedelta(days=1)
 ENDED_UNSTARTED = ("failed", "cancelled")
-"""Statuses of a submission that may have ended before evaluating (then it does not count)."""
+"""Statuses of a submission that may have ended before evaluating (then it does not count).
+Not ``stopped``: a cap stops a run only once a committed task reached it, so it evaluated."""
 
 
 @dataclass(frozen=True)

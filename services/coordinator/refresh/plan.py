@@ -8,8 +8,8 @@
   new version's default when it was the old version's default. Owners an admin disabled are
   left out.
 
-A planned run the version already has (a queued, running or succeeded submission of the
-same learner and phase; for a pinned run, of the same owner too) is skipped, so a refresh
+A planned run the version already has (a queued, running, succeeded or stopped submission of
+the same learner and phase; for a pinned run, of the same owner too) is skipped, so a refresh
 never duplicates work that exists. Runs that cannot be queued (a learner name taken by a
 user's learner, a budget over today's limits) are skipped with a note, not an error.
 Quotas are not checked (the service starts these runs, not their owners), but the runs count
@@ -37,8 +37,12 @@ from workers.stream.versions import stored_manifest
 
 BASELINE_PHASE = "meta_test"
 """The phase baselines re-run in: the whole stream, scored on meta-test (the ranked phase)."""
-KEPT_STATUSES: tuple[str, ...] = ("queued", "running", "succeeded")
-"""A submission in one of these on the target version already does a planned run's work."""
+KEPT_STATUSES: tuple[str, ...] = ("queued", "running", "succeeded", "stopped")
+"""A submission in one of these on the target version already does a planned run's work.
+
+``stopped`` is kept: such a run ended at its own FLOP or wall-time cap, as its budget asked,
+and queueing it again with that budget would only stop at the same cap (a ``failed`` or
+``cancelled`` one is queued again)."""
 
 
 @dataclass(frozen=True)

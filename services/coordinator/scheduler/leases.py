@@ -39,6 +39,9 @@ from services.store.db.types import utcnow
 from services.store.runs import records
 
 OPEN_STATUSES = ("queued", "running")
+SETTLED_STATUSES = ("succeeded", "stopped", "cancelled")
+"""Ended submissions whose status no lease outcome changes: a late failure or expiry must not
+turn them failed (``stopped``: its own cap ended it with the commit of the task reaching it)."""
 
 
 def claim_next(session: Session, *, owner: str, backend: str, start_timeout_s: float,
@@ -378,10 +381,10 @@ def foreign_leases(session: Session, *, backend: str, replica: str) -> list[Task
 def _awaiting_decision(session: Session, *, lease: TaskLease
                        ) -> tuple[Submission, ScheduledSubmission] | None:
     """The submission and schedule of an ended lease whose task still needs a decision; None
-    when the submission ended anyway (cancelled, succeeded) or the task was committed."""
+    when the submission ended anyway (cancelled, succeeded, stopped) or the task was committed."""
     submission = session.get(Submission, lease.submission_id)
     schedule = session.get(ScheduledSubmission, lease.submission_id)
-    if schedule.cancel_requested_at is not None or submission.status in ("cancelled", "succeeded"):
+    if schedule.cancel_requested_at is not None or submission.status in SETTLED_STATUSES:
         _keep_cancelled(session, submission_id=submission.id)
         return None
     if submission.cursor != lease.task_order:
@@ -399,7 +402,7 @@ def _keep_cancelled(session: Session, *, submission_id: int) -> None:
 
 
 __all__ = [
-    "CLAIM_LOCK_KEY", "OPEN_STATUSES", "StartOutcome", "active_leases", "cancel_lease",
+    "CLAIM_LOCK_KEY", "OPEN_STATUSES", "SETTLED_STATUSES", "StartOutcome", "active_leases", "cancel_lease",
     "cancelled_in_flight", "claim_next", "consecutive_launch_failures", "count_active",
     "count_owned", "count_replica", "end_lease", "finish_success", "foreign_leases", "heartbeat",
     "launch_error_prefix", "lock_claims", "mark_launched",

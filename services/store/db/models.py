@@ -50,7 +50,9 @@ from services.store.db.types import JSONDoc, UTCDateTime, utcnow
 PHASES: tuple[str, ...] = ("meta_train", "meta_test")
 TASK_KINDS: tuple[str, ...] = ("single", "multi")
 SHARD_SPLITS: tuple[str, ...] = ("train", "dev", "dev_test", "test")
-SUBMISSION_STATUSES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
+# "stopped": ended by its own FLOP or wall-time cap (budget.flop_cap, budget.wall_cap_s) after
+# the task that reached it, as asked; terminal like succeeded, and no failure.
+SUBMISSION_STATUSES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "stopped", "cancelled")
 # Who may read a submission's row and details: everyone, or its owner and admins only.
 VISIBILITIES: tuple[str, ...] = ("public", "private")
 TASK_RUN_STATUSES: tuple[str, ...] = (

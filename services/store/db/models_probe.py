@@ -11,7 +11,10 @@ Contract:
   never overwrite each other and every figure says how it was measured.
 - ``probe_jobs`` is the queue. ``job_key`` is unique, so queueing twice is a no-op. A
   claimed job carries a lease (``lease_owner``, ``lease_expires_at``) that its worker
-  renews; an expired lease can be claimed again, until ``max_attempts``.
+  renews; an expired lease can be claimed again, until ``max_attempts``. A done job keeps
+  the FLOPs it cost in ``analysis_flops`` (revision ``0011``): the harness's analysis,
+  reported apart and never part of a submission's cFLOP; NULL for jobs done before it was
+  counted, and for failed ones.
 - Results are unique per (checkpoint or trial or submission, settings, target, probe
   kind), so a job that runs twice writes each row once (upserts).
 - Infinite values (the +inf of the OFM special case) are stored as such in the float
@@ -76,7 +79,7 @@ class ProbeJob(Base):
         named_check("kind <> 'checkpoint' OR checkpoint_id IS NOT NULL", "checkpoint_job_target"),
         named_check("kind = 'summary' OR trial_id IS NOT NULL", "trial_set"),
         named_check("max_attempts >= 1", "max_attempts_positive"),
-        *non_negative("attempts", "task_order"),
+        *non_negative("attempts", "task_order", "analysis_flops"),
         Index(None, "status", "lease_expires_at"),
         Index(None, "submission_id", "status"),
         Index(None, "trial_id", "status"),
@@ -100,6 +103,8 @@ class ProbeJob(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     error: Mapped[str | None] = mapped_column(Text)
     wall_time_s: Mapped[float | None] = mapped_column(Double)
+    # FLOPs of the learner's passes (checkpoint jobs) or the probe fits (trial jobs); never cFLOP.
+    analysis_flops: Mapped[float | None] = mapped_column(Double)
     created_at: Mapped[datetime] = created_column()
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

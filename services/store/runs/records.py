@@ -151,6 +151,9 @@ def commit_task(
 ) -> TaskResult:
     """Commit the task: result, run totals, learner state and cursor, all or nothing.
 
+    A run whose committed totals now reach its FLOP or wall-time cap is stopped in the same
+    transaction (:func:`stop_if_capped`), so nothing (no scheduler, no ``nevis run`` loop)
+    ever starts another task of it; after its last task a run succeeds, cap or not.
     The probe pool notices the committed task by itself (its watch queues the task's probe
     jobs): accounting never calls the layers above it.
     """
@@ -170,6 +173,8 @@ def commit_task(
     session.flush()
     add_event(session, submission_id=submission.id, kind="task.committed",
               payload={"task_run_id": run.id, "error": outcome.error, "flops": outcome.flops})
+    if next_order is not None:
+        stop_if_capped(session, submission=submission)
     return result
 
 
@@ -189,10 +194,28 @@ def interrupt_task(session: Session, *, submission: Submission, run: TaskRun) ->
 
 
 def stop_submission(session: Session, *, submission: Submission, reason: str) -> None:
-    """Stop a submission for good (a budget cap was reached); ``reason`` says why."""
-    submission.status, submission.error = "failed", f"stopped: {reason}"
+    """End a submission for good as ``stopped`` (a budget cap was reached: what its owner
+    asked for, not a failure); ``reason`` names the cap and is kept as its ``error``."""
+    submission.status, submission.error, submission.finished_at = "stopped", reason, utcnow()
     add_event(session, submission_id=submission.id, kind="submission.stopped",
               payload={"reason": reason})
+
+
+def cap_reached(session: Session, *, submission: Submission) -> str | None:
+    """Which of the submission's caps its committed tasks have reached, or None."""
+    budget = RunBudget.from_dict(submission.budget)
+    if not budget.capped:
+        return None
+    flops, wall = committed_totals(session, submission_id=submission.id)
+    return budget.cap_reached(flops=flops, wall_s=wall)
+
+
+def stop_if_capped(session: Session, *, submission: Submission) -> str | None:
+    """Stop the submission if its committed tasks reached a cap; returns the reason, if so."""
+    reason = cap_reached(session, submission=submission)
+    if reason is not None:
+        stop_submission(session, submission=submission, reason=reason)
+    return reason
 
 
 def last_state_key(session: Session, *, submission_id: int) -> str | None:
@@ -218,7 +241,7 @@ def committed_totals(session: Session, *, submission_id: int) -> tuple[float, fl
 
 
 __all__ = [
-    "add_event", "commit_task", "committed_totals", "create_submission", "ensure_learner",
+    "add_event", "cap_reached", "commit_task", "committed_totals", "create_submission", "ensure_learner",
     "fail_task", "interrupt_task", "last_state_key", "record_trial", "start_task_run",
-    "stop_submission", "stream_task", "trial_flops_of",
+    "stop_if_capped", "stop_submission", "stream_task", "trial_flops_of",
 ]

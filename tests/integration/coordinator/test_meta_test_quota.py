@@ -136,6 +136,19 @@ def test_what_counts_started_runs_do_unstarted_ends_and_old_ones_do_not(api, tok
     assert _submit(api, alice, learner).status_code == 429
 
 
+def test_a_run_stopped_by_its_cap_counts_like_a_finished_one(api, tokens, capped):
+    """``stopped`` (its FLOP or wall-time cap ended it after a committed task) spent the
+    evaluation: it counts in the meta-test quota for good, and no longer as open."""
+    alice, url = tokens.auth("alice"), capped.database_url
+    learner = _learner(api, alice, "nm-alice")
+    first, second = _fill(api, alice, learner)
+    _change(url, first, status="stopped", task_ran=True)
+    _change(url, second, status="stopped", task_ran=True)
+    assert _submit(api, alice, learner).status_code == 429
+    body = api.get("/v1/users/me/quota", headers=alice).json()
+    assert body["concurrent"]["used"] == 0 and body["meta_test"][0]["use"]["used"] == LIMIT
+
+
 def test_retry_after_is_until_the_oldest_counted_one_leaves_the_window(api, tokens, capped):
     alice = tokens.auth("alice")
     learner = _learner(api, alice, "nm-alice")

@@ -38,6 +38,29 @@ class Spy:
 def make(): return Spy()
 '''
 
+TORCH_LEARNER_SOURCE = '''
+import numpy as np, torch
+from workers.learners.protocol import Resources
+
+class Net:
+    name = "net"
+    def search_space(self): return {}
+    def resources(self): return Resources()
+    def init_state(self): return None
+    def train(self, view, state, config, ctx): raise NotImplementedError
+    def save_predictor(self, predictor): return b"p"
+    def load_predictor(self, data, info, ctx): return torch.nn.Linear(48, 5)
+    def features(self, predictor, images, ctx):  # never tracked: the watch counts it
+        with torch.no_grad():
+            return predictor(torch.as_tensor(images.reshape(len(images), -1), dtype=torch.float32)).numpy()
+    def predict(self, predictor, images, ctx):
+        ctx.report_flops(7)
+        x = torch.as_tensor(images.reshape(len(images), -1), dtype=torch.float32)
+        return ctx.track(predictor)(x).detach().numpy()
+
+def make(): return Net()
+'''
+
 INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
                 num_classes=2, class_names=("a", "b"), image_size=4, num_train=0, num_dev=0)
 
@@ -87,6 +110,31 @@ def test_predictions_flops_and_prints(spy_dir) -> None:
         assert feats.shape == (2, 48)
         views, source = learner.augment_views(handle, np.ones((2, 4, 4, 3), np.uint8), 3, seed=1)
         assert views.shape == (2, 3, 4, 4, 3) and "fallback" in source
+
+
+def test_the_probe_pools_calls_are_metered_like_a_prediction_job(tmp_path) -> None:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from workers.probe.context import AnalysisFlops, ProbeContext
+
+    (tmp_path / "nevis_net.py").write_text(TORCH_LEARNER_SOURCE)
+    with FlopCounterMode(display=False) as mode:
+        torch.nn.Linear(48, 5)(torch.zeros(3, 48))
+    one_pass = mode.get_total_flops()
+    images = np.ones((3, 4, 4, 3), np.uint8)
+    with LearnerHost(HostSpec("nevis_net:make", import_paths=(str(tmp_path),))) as host:
+        learner, ctx = SandboxedLearner(host), ProbeContext(seed=0)
+        handle = learner.load_predictor(b"p", INFO, ctx)
+        assert ctx.flops == AnalysisFlops()  # loading ran no pass
+        learner.features(handle, images, ctx)
+        assert ctx.flops == AnalysisFlops(measured=one_pass, untracked=one_pass)
+        learner.predict(handle, images, ctx)
+        learner.augment_views(handle, images, 2, seed=0, ctx=ctx)  # harness crops: no module
+        assert ctx.flops == AnalysisFlops(measured=2 * one_pass, reported=7, untracked=one_pass)
+        assert ctx.flops.total == 2 * one_pass + 7
+        learner.features(handle, images)  # without a tally the figure is dropped, not an error
+    assert ctx.flops.total == 2 * one_pass + 7
 
 
 def test_a_host_that_dies_is_reported_as_such(spy_dir) -> None:

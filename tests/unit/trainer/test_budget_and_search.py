@@ -34,6 +34,16 @@ def test_budget_round_trips_through_json_dict() -> None:
     assert RunBudget.from_dict(budget.to_dict()) == budget
 
 
+def test_cap_reached_names_every_cap_the_committed_totals_reach() -> None:
+    assert RunBudget().cap_reached(flops=1e30, wall_s=1e9) is None  # no cap, never stopped
+    budget = RunBudget(flop_cap=1e9, wall_cap_s=3600)
+    assert budget.capped and not RunBudget().capped
+    assert budget.cap_reached(flops=9.9e8, wall_s=3599.9) is None
+    assert budget.cap_reached(flops=1e9, wall_s=10) == "FLOP cap 1e+09 reached (1e+09 spent)"
+    assert budget.cap_reached(flops=2e9, wall_s=3612.4) == (
+        "FLOP cap 1e+09 reached (2e+09 spent); wall-time cap 3600 s reached (3612.4 s spent)")
+
+
 def test_an_unknown_strategy_names_the_known_ones_and_the_closest() -> None:
     with pytest.raises(BudgetError, match=r"Unknown search strategy 'gp-ucb'\. Did you mean 'gp_ucb'\? "
                                           r"Known: gp_ucb, random\. Got 'gp-ucb' instead\.") as caught:

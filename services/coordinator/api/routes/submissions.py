@@ -40,7 +40,8 @@ from services.store.runs.summary import load_summary
 from workers.probe.summary import load_probe_report
 
 router = APIRouter(prefix="/v1/submissions", tags=["submissions"], responses=problems(401, 422, 503))
-StatusFilter = Annotated[str | None, Query(pattern="^(" + "|".join(SUBMISSION_STATUSES) + ")$")]
+StatusFilter = Annotated[str | None, Query(pattern="^(" + "|".join(SUBMISSION_STATUSES) + ")$",
+                                           description="Only submissions with this status.")]
 SubmissionId = Annotated[DbId, Path(description="The submission's id.")]
 REPLAYED = {200: {"model": SubmissionOut, "description": (
     "An idempotent replay: a request with this Idempotency-Key and body was made before; its "
