@@ -3,7 +3,9 @@
 Pretrained weights cannot be downloaded on every machine; this runs a learner over a
 stream's meta-train tasks (an ordinary, recorded run: :mod:`workers.trainer.pretrain`) and
 writes the predictor of its last task to a file that ``nevis run --learner pt --pretrained
-FILE`` uploads to the object store.
+FILE`` uploads to the object store. The checkpoint has the pretraining learner's network:
+``ft_prev`` (the default) makes a ResNet-34 one for ``pt`` and ``pt_ft``, ``--learner
+ft_prev_small`` a small-CNN one for ``pt_small`` and ``pt_ft_small``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ def pretrain(
     trials: int = typer.Option(1, "--trials", min=1, max=10_000, help="Hyper-parameter trials per task."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the search and the trials."),
     learner: str = typer.Option("ft_prev", "--learner", "-l",
-                                help="Learner that pretrains (its last predictor is the checkpoint)."),
+                                help="Learner that pretrains (its last predictor is the checkpoint); its network "
+                                     "must be the PT learner's: ft_prev (ResNet-34) for pt / pt_ft, "
+                                     "ft_prev_small (small CNN) for pt_small / pt_ft_small."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --out file."),
 ) -> None:
     """Run a learner over a stream's meta-train tasks and save its last predictor."""
@@ -50,7 +54,14 @@ def pretrain(
     digest = hashlib.sha256(result.checkpoint).hexdigest()
     console.print(f"Wrote {out}: {len(result.checkpoint):,} bytes, sha256 {digest[:12]}, after {result.tasks} "
                   f"meta-train tasks ({result.flops:.3e} FLOPs, run {result.submission_id}). "
-                  f"Use it with `nevis run --learner pt --pretrained {out}`.")
+                  f"Use it with `nevis run --learner {pt_learner_for(learner)} --pretrained {out}` "
+                  "(a PT learner of the same network).")
 
 
-__all__ = ["pretrain"]
+def pt_learner_for(learner: str) -> str:
+    """The built-in PT learner whose network a checkpoint made by ``learner`` has (a guess from
+    the name: the ``_small`` built-ins train the small CNN, the others the ResNet-34)."""
+    return "pt_small" if learner.strip().endswith("_small") else "pt"
+
+
+__all__ = ["pretrain", "pt_learner_for"]

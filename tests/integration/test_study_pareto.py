@@ -18,7 +18,8 @@ from services.store.db.models import Submission, TaskRun
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
-COMMAND = ["study", "pareto", "--stream", "mini", "--learners", "indep_small,ft_prev", "--budgets", "1x3,2x3",
+# The fast learners (the small CNN): `indep` and `ft_prev` are the paper's ResNet-34 baselines.
+COMMAND = ["study", "pareto", "--stream", "mini", "--learners", "indep_small,ft_prev_small", "--budgets", "1x3,2x3",
            "--seeds", "0", "--phase", "meta_test"]
 
 
@@ -43,7 +44,7 @@ def test_the_study_runs_every_point_once_and_writes_its_report(settings_env, tmp
     ids = [p["submission_id"] for p in plan["points"]]
     assert len(ids) == 4 and len(set(ids)) == 4 and None not in ids
     assert [(p["learner"], p["budget"]) for p in plan["points"]] == [
-        ("indep_small", "1x3"), ("ft_prev", "1x3"), ("indep_small", "2x3"), ("ft_prev", "2x3")]
+        ("indep_small", "1x3"), ("ft_prev_small", "1x3"), ("indep_small", "2x3"), ("ft_prev_small", "2x3")]
     counts = _counts()
     assert counts == (4, 4 * 5)  # mini: 5 tasks per run, each committed at the first attempt
 

@@ -5,6 +5,10 @@ Runs on both dialects (the ``database_url`` fixture): FT-d's choice on the secon
 the fresh network and the first task's predictor; PT+FT's ranking also holds the pretrained
 checkpoint made by ``nevis pretrain``'s function (an ordinary meta-train run), stored once under its digest; BHPO runs
 with its preferred search unless the run names one.
+
+The runs train the ``_small`` learners (the small CNN, fast on CPUs); the built-in names are
+the paper's ResNet-34 baselines (tests/unit/learners/test_registry.py), which train here only
+in the failure case below, and not even one step.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ def final_state(runner: StreamRunner, run_id: int) -> dict:
 
 
 def test_ft_d_ranks_the_fresh_network_and_each_earlier_predictor(runner, tiny_stream):
-    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="ft_d", budget=BUDGET))
+    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="ft_d_small", budget=BUDGET))
     state = final_state(runner, run_id)
     assert 1 not in state  # nothing to choose from on the first task
     assert set(state[2]["knn_error"]) == {RANDOM_INIT, 1}
@@ -47,12 +51,12 @@ def test_ft_d_ranks_the_fresh_network_and_each_earlier_predictor(runner, tiny_st
 
 def test_pt_ft_adds_the_pretrained_checkpoint_to_the_candidates(runner, tiny_stream, tmp_path):
     manifest = load_stream(str(tiny_stream))
-    made = pretrain(runner, stream=str(tiny_stream), steps=2)
+    made = pretrain(runner, stream=str(tiny_stream), steps=2, learner="ft_prev_small")
     assert made.tasks == len(manifest.meta_train) and made.flops > 0
     assert runner.plan(made.submission_id).phase == "meta_train"  # a recorded run; meta-test unread
     checkpoint = tmp_path / "pre.bin"
     checkpoint.write_bytes(made.checkpoint)
-    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="pt_ft", budget=BUDGET,
+    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="pt_ft_small", budget=BUDGET,
                                      pretrained=str(checkpoint)))
     state = final_state(runner, run_id)
     assert set(state[1]["knn_error"]) == {RANDOM_INIT, PRETRAINED}
@@ -61,16 +65,20 @@ def test_pt_ft_adds_the_pretrained_checkpoint_to_the_candidates(runner, tiny_str
         key = session.get(Submission, run_id).pretrained_key
     assert key == f"pretrained/{hashlib.sha256(made.checkpoint).hexdigest()}.bin"
     assert runner.store.get_bytes(key) == made.checkpoint
+    # The paper's `pt` is the ResNet-34: this small-CNN checkpoint is refused, naming both networks.
+    with pytest.raises(Exception, match=r"small_cnn \(width 32\) into a resnet34 \(width 64\)") as info:
+        runner.start(RunRequest(stream=str(tiny_stream), learner="pt", budget=BUDGET, pretrained=str(checkpoint)))
+    assert "pretrained checkpoint was made with another network" in str(info.value)
 
 
 def test_pt_without_a_checkpoint_fails_with_the_reason(runner, tiny_stream):
     with pytest.raises(Exception, match="without a pretrained checkpoint"):
-        runner.start(RunRequest(stream=str(tiny_stream), learner="pt", budget=BUDGET))
+        runner.start(RunRequest(stream=str(tiny_stream), learner="pt_small", budget=BUDGET))
 
 
 def test_a_missing_pretrained_file_is_refused_before_the_run_exists(runner, tiny_stream):
     with pytest.raises(Exception, match="neither a file nor a key"):
-        runner.create(RunRequest(stream=str(tiny_stream), learner="pt", budget=BUDGET,
+        runner.create(RunRequest(stream=str(tiny_stream), learner="pt_small", budget=BUDGET,
                                  pretrained="/no/such/checkpoint.bin"))
 
 

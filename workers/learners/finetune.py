@@ -1,7 +1,10 @@
 """The paper's transfer baselines: FT-prev, FT-d and MT (NEVIS'22, Section 5).
 
-All three train exactly like ``indep`` (same network, recipe, augmentation and search space)
-and differ only in where a trial starts and what else it optimises:
+All of them train exactly like ``indep`` (same network, recipe, augmentation and search space:
+by default the paper's ResNet-34, on a GPU where the cluster has one; the registry's ``_small``
+names, e.g. ``ft_prev_small``, are the same learners on the small CNN, fast learners for smoke
+runs and tests, not paper baselines) and differ only in where a trial starts and what else it
+optimises:
 
 - **FT-prev** starts from the predictor the run kept for the previous task;
 - **FT-d** starts from the earlier predictor whose features serve the new task best under a
@@ -33,6 +36,7 @@ from services.core.errors import LearnerError
 from workers.learners import recipe
 from workers.learners.augment import train_transform
 from workers.learners.indep import IndepLearner, IndepPredictor, TrialOptions, epoch_batches, label_tensor
+from workers.learners.models import MODELS
 from workers.learners.protocol import (
     PAPER_SEARCH_SPACE,
     LogUniform,
@@ -55,14 +59,39 @@ from workers.learners.selection import (
 AUX_WEIGHT = "aux_weight"
 
 
-def transfer_backbone(source: IndepPredictor, target: IndepPredictor) -> IndepPredictor:
-    """``target`` with every weight of ``source`` but the head (tasks differ in classes)."""
-    if (source.model_config.name, source.model_config.width) != (target.model_config.name,
-                                                                  target.model_config.width):
-        raise LearnerError(
-            f"Cannot fine-tune a {source.model_config.name} (width {source.model_config.width}) "
-            f"into a {target.model_config.name} (width {target.model_config.width}): an earlier "
-            "task of this run was trained with another network.")
+PRETRAINED_MISMATCH = (
+    "the run's pretrained checkpoint was made with another network. Make a checkpoint with "
+    "the same network as this learner: `nevis pretrain` (FT-prev, the ResNet-34) for pt and "
+    "pt_ft, `nevis pretrain --learner ft_prev_small` for pt_small and pt_ft_small, with the "
+    "same width option if one was given.")
+"""Why a PT learner cannot use its checkpoint (after the two networks are named)."""
+
+
+def _network(predictor: IndepPredictor) -> tuple[str, int]:
+    """The model's name and first-stage width (its default when none was given)."""
+    config = predictor.model_config
+    return config.name, config.width or MODELS[config.name][1]
+
+
+def check_same_network(source: IndepPredictor, target: IndepPredictor, *,
+                       reason: str = "an earlier task of this run was trained with another network.") -> None:
+    """Raise :class:`LearnerError` naming both networks unless ``source`` can start ``target``."""
+    (source_name, source_width), (target_name, target_width) = _network(source), _network(target)
+    if (source_name, source_width) != (target_name, target_width):
+        raise LearnerError(f"Cannot fine-tune a {source_name} (width {source_width}) into a {target_name} "
+                           f"(width {target_width}): {reason}")
+
+
+def transfer_backbone(source: IndepPredictor, target: IndepPredictor, *,
+                      reason: str = "an earlier task of this run was trained with another network.",
+                      ) -> IndepPredictor:
+    """``target`` with every weight of ``source`` but the head (tasks differ in classes).
+
+    Raises:
+        LearnerError: the two are different networks (``reason`` says where ``source`` came
+            from), or ``source``'s weights do not fit.
+    """
+    check_same_network(source, target, reason=reason)
     weights = {k: v for k, v in source.model.state_dict().items() if not k.startswith("head.")}
     missing, unexpected = target.model.load_state_dict(weights, strict=False)
     if unexpected or any(not k.startswith("head.") for k in missing):
@@ -75,7 +104,7 @@ class FtPrevLearner(IndepLearner):
 
     name = "ft_prev"
 
-    def __init__(self, model: str = "small_cnn", **options: Any) -> None:
+    def __init__(self, model: str = "resnet34", **options: Any) -> None:
         super().__init__(model, **options)
 
     def _initial_predictor(self, view: TaskView, options: TrialOptions, ctx: TrialContext) -> IndepPredictor:
@@ -110,7 +139,7 @@ class FtDLearner(IndepLearner):
 
     name = "ft_d"
 
-    def __init__(self, model: str = "small_cnn", **options: Any) -> None:
+    def __init__(self, model: str = "resnet34", **options: Any) -> None:
         super().__init__(model, **options)
         self._selection: Selection | None = None
 
@@ -218,7 +247,7 @@ class MtLearner(FtDLearner):
 
     name = "mt"
 
-    def __init__(self, model: str = "small_cnn", *, aux_tasks: int = 2, **options: Any) -> None:
+    def __init__(self, model: str = "resnet34", *, aux_tasks: int = 2, **options: Any) -> None:
         super().__init__(model, **options)
         if not isinstance(aux_tasks, int) or aux_tasks < 1:
             raise ValueError(f"The 'aux_tasks' parameter of MtLearner must be an int in [1, inf). Got {aux_tasks!r}.")
@@ -245,12 +274,13 @@ class PtLearner(IndepLearner):
 
     name = "pt"
 
-    def __init__(self, model: str = "small_cnn", **options: Any) -> None:
+    def __init__(self, model: str = "resnet34", **options: Any) -> None:
         super().__init__(model, **options)
 
     def _initial_predictor(self, view: TaskView, options: TrialOptions, ctx: TrialContext) -> IndepPredictor:
         fresh = self._new_predictor(view.info, ctx, options)
-        return transfer_backbone(self.load_predictor(view.pretrained(), view.info, ctx), fresh)
+        return transfer_backbone(self.load_predictor(view.pretrained(), view.info, ctx), fresh,
+                                 reason=PRETRAINED_MISMATCH)
 
 
 class PtFtLearner(FtDLearner):
@@ -272,12 +302,15 @@ class PtFtLearner(FtDLearner):
 
     def _candidates(self, view: TaskView, ctx: TrialContext,
                     fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
-        yield from super()._candidates(view, ctx, fresh)
+        # The checkpoint's network is checked before anything is ranked: one of another network
+        # would rank like any candidate and fail only on the tasks where it won.
         pretrained = self._load_candidate(view, PRETRAINED, ctx)
+        check_same_network(pretrained, fresh, reason=PRETRAINED_MISMATCH)
+        yield from super()._candidates(view, ctx, fresh)
         yield PRETRAINED, lambda images: self.features(pretrained, images, ctx)
 
 
 __all__ = [
-    "AUX_WEIGHT", "FtDLearner", "FtPrevLearner", "MtLearner", "PtFtLearner", "PtLearner", "Selection",
-    "transfer_backbone",
+    "AUX_WEIGHT", "PRETRAINED_MISMATCH", "FtDLearner", "FtPrevLearner", "MtLearner", "PtFtLearner", "PtLearner",
+    "Selection", "check_same_network", "transfer_backbone",
 ]

@@ -19,18 +19,34 @@ from workers.learners.protocol import Learner
 
 LearnerFactory = Callable[..., Any]
 
+def _small(learner: type[IndepLearner]) -> LearnerFactory:
+    """``learner`` on the small CNN: a fast learner for smoke runs and tests, not a paper baseline."""
+    return lambda **options: learner("small_cnn", **options)
+
+
 BUILTINS: Mapping[str, LearnerFactory] = {
     "indep": IndepLearner,
-    "indep_small": lambda **options: IndepLearner("small_cnn", **options),
+    "indep_small": _small(IndepLearner),
     "indep_resnet34": lambda **options: IndepLearner("resnet34", **options),
     "ft_prev": FtPrevLearner,
+    "ft_prev_small": _small(FtPrevLearner),
     "ft_d": FtDLearner,
+    "ft_d_small": _small(FtDLearner),
     "mt": MtLearner,
+    "mt_small": _small(MtLearner),
     "bhpo": BhpoLearner,
     "pt": PtLearner,
+    "pt_small": _small(PtLearner),
     "pt_ft": PtFtLearner,
+    "pt_ft_small": _small(PtFtLearner),
 }
-"""Built-in learner name → factory (keyword options are passed through)."""
+"""Built-in learner name → factory (keyword options are passed through).
+
+The paper's baselines (``indep``, ``ft_prev``, ``ft_d``, ``mt``, ``pt``, ``pt_ft``, ``bhpo``)
+train the low-resolution ResNet-34, on a GPU wherever the cluster has one. Each ``NAME_small``
+is the same learner on the ~240k-parameter CNN: fast on CPUs, for smoke runs and tests, not a
+paper baseline. ``indep_resnet34`` is an old alias of ``indep``.
+"""
 
 REQUIRED_METHODS = (
     "search_space",

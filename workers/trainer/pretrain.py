@@ -6,7 +6,10 @@ here with an ordinary run: FT-prev (or another learner) over the stream's meta-t
 only, through the same harness, sandbox and FLOP accounting as any run, recorded in the
 database like one. The checkpoint is the predictor the run kept for its last meta-train
 task, which ``nevis run --pretrained`` accepts for ``pt`` and ``pt_ft`` (their heads are
-replaced; only the backbone transfers). The meta-test tasks are never read. The FLOPs of
+replaced; only the backbone transfers). Its network is the pretraining learner's:
+``ft_prev`` (the default) trains the ResNet-34 that ``pt`` and ``pt_ft`` use, ``ft_prev_small``
+the small CNN of ``pt_small`` and ``pt_ft_small``; a PT learner given a checkpoint of another
+network stops with an error naming both. The meta-test tasks are never read. The FLOPs of
 pretraining are the pretraining run's; a PT run is not charged them, as in the paper.
 """
 
@@ -22,6 +25,7 @@ from services.store.runs.summary import load_summary
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 
 PRETRAIN_LEARNER = "ft_prev"
+"""FT-prev on the ResNet-34, the network of ``pt`` and ``pt_ft`` (``ft_prev_small`` for the ``_small`` ones)."""
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,10 @@ class CoordinatorSettings(Settings):
     refresh_baselines: str = Field(
         default="indep", max_length=2000,
         description="Comma-separated built-in learners a refresh re-runs on a new stream "
-        "version, e.g. 'indep,ft_prev'; empty: none.")
+        "version, e.g. 'indep,ft_prev'; empty: none. The default is the paper's Indep (the "
+        "ResNet-34, a GPU per trial where the cluster has one): a refresh exists for the paper's "
+        "numbers. The '_small' names (e.g. 'indep_small') are fast learners for smoke runs and "
+        "tests, not paper baselines; pt and pt_ft need a checkpoint and cannot be refreshed.")
     refresh_budget: str = Field(
         default="", max_length=4000,
         description="The baselines' budget in refresh runs, as JSON (e.g. '{\"trials\": 2}'); "

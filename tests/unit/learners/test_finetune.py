@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from services.core.errors import CausalityError
-from workers.learners.finetune import AUX_WEIGHT, FtDLearner, FtPrevLearner, MtLearner
+from services.core.errors import CausalityError, LearnerError
+from workers.learners.finetune import AUX_WEIGHT, FtDLearner, FtPrevLearner, MtLearner, PtFtLearner, PtLearner
 from workers.learners.indep import IndepLearner, TrialOptions
 from workers.learners.registry import load_learner
 from workers.learners.selection import RANDOM_INIT, NeighbourScores, probe_subset, rank_candidates
@@ -63,10 +63,42 @@ def test_the_registry_knows_the_transfer_baselines():
     assert isinstance(load_learner("ft_d"), FtDLearner)
     assert isinstance(load_learner("mt"), MtLearner)
     assert AUX_WEIGHT in load_learner("mt").search_space()
+    assert AUX_WEIGHT in load_learner("mt_small").search_space()
+    assert load_learner("mt_small", {"aux_tasks": 1}).aux_tasks == 1  # options pass through
+
+
+def pretrained_view(digits, pretrained: bytes) -> CausalTaskView:
+    """The first task of a run submitted with the checkpoint ``pretrained``."""
+    return CausalTaskView(digits.info, digits.train, digits.test, {}, lambda o: digits.train, 1,
+                          load_pretrained=lambda: pretrained)
+
+
+@pytest.mark.parametrize("learner", [PtLearner, PtFtLearner])
+def test_a_pt_learner_refuses_a_checkpoint_of_another_network_naming_both(digits, related_bytes, learner):
+    """A ResNet-34 PT learner (the paper's ``pt`` / ``pt_ft``) given a small-CNN checkpoint (what
+    ``nevis pretrain --learner ft_prev_small`` makes) stops before training, naming both networks
+    and how to make a matching checkpoint. Kept cheap: a narrow ResNet-34, no step taken."""
+    ctx = RecordingContext(seed=7, steps=1)
+    with pytest.raises(LearnerError) as info:
+        learner("resnet34", width=4).train(pretrained_view(digits, related_bytes), None, CONFIG, ctx)
+    message = str(info.value)
+    assert f"small_cnn (width {WIDTH})" in message and "resnet34 (width 4)" in message, message
+    assert "pretrained checkpoint was made with another network" in message
+    assert "ft_prev_small" in message
+    assert ("progress", 1) not in ctx.events  # nothing trained
+
+
+def test_a_pt_learner_fine_tunes_a_checkpoint_of_its_own_network(digits, related_bytes):
+    ctx = RecordingContext(seed=7, steps=1)
+    view = pretrained_view(digits, related_bytes)
+    learner = PtLearner("small_cnn", width=WIDTH)
+    start = learner._initial_predictor(view, TrialOptions(learner.model_name), ctx).model.state_dict()
+    pretrained = learner.load_predictor(related_bytes, view.info, ctx).model.state_dict()
+    assert all(torch.equal(w, start[k]) for k, w in pretrained.items() if not k.startswith("head."))
 
 
 def test_ft_d_picks_the_planted_related_task(digits, related_bytes, dead_bytes):
-    learner = FtDLearner(width=WIDTH)
+    learner = FtDLearner("small_cnn", width=WIDTH)
     ctx = RecordingContext(seed=1, steps=1)
     view = view_with_past(digits, {0: related_bytes, 1: dead_bytes})
     fresh = learner._new_predictor(view.info, ctx)
@@ -79,7 +111,7 @@ def test_ft_d_picks_the_planted_related_task(digits, related_bytes, dead_bytes):
 
 
 def test_ft_d_keeps_random_init_when_nothing_is_related(digits, dead_bytes):
-    learner = FtDLearner(width=WIDTH)
+    learner = FtDLearner("small_cnn", width=WIDTH)
     ctx = RecordingContext(seed=1, steps=2)
     view = view_with_past(digits, {1: dead_bytes})
     out = learner.train(view, None, CONFIG, ctx)
@@ -88,7 +120,7 @@ def test_ft_d_keeps_random_init_when_nothing_is_related(digits, dead_bytes):
 
 
 def test_ft_d_selection_is_made_once_per_task_and_charged_once(digits, related_bytes, dead_bytes):
-    learner = FtDLearner(width=WIDTH)
+    learner = FtDLearner("small_cnn", width=WIDTH)
     view = view_with_past(digits, {0: related_bytes, 1: dead_bytes})
     first, second = RecordingContext(seed=1, steps=1), RecordingContext(seed=2, steps=1)
     learner.train(view, None, CONFIG, first)
@@ -99,7 +131,7 @@ def test_ft_d_selection_is_made_once_per_task_and_charged_once(digits, related_b
 
 
 def test_ft_prev_starts_from_the_previous_backbone_with_a_fresh_head(digits, related_bytes, dead_bytes):
-    learner = FtPrevLearner(width=WIDTH)
+    learner = FtPrevLearner("small_cnn", width=WIDTH)
     ctx = RecordingContext(seed=3, steps=1)
     view = view_with_past(digits, {0: dead_bytes, 1: related_bytes})  # 1 is the previous task
     start = learner._initial_predictor(view, TrialOptions(learner.model_name), ctx).model.state_dict()
@@ -114,7 +146,7 @@ def test_ft_prev_starts_from_the_previous_backbone_with_a_fresh_head(digits, rel
 def test_ft_prev_on_the_first_task_is_indep(digits):
     view = CausalTaskView(digits.info, digits.train, digits.test, {}, lambda o: digits.train, 1)
     ctx_ft, ctx_indep = RecordingContext(seed=4, steps=3), RecordingContext(seed=4, steps=3)
-    a = FtPrevLearner(width=WIDTH).train(view, None, CONFIG, ctx_ft).predictor.model.state_dict()
+    a = FtPrevLearner("small_cnn", width=WIDTH).train(view, None, CONFIG, ctx_ft).predictor.model.state_dict()
     b = IndepLearner("small_cnn", width=WIDTH).train(view, None, CONFIG, ctx_indep).predictor.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
 
@@ -133,7 +165,7 @@ def test_mt_adds_weighted_auxiliary_losses_and_drops_their_heads(digits, related
     view = view_with_past(digits, {0: related_bytes, 1: dead_bytes})
     losses = {}
     for weight in (0.2, 0.6):
-        learner = MtLearner(width=WIDTH, aux_tasks=1)
+        learner = MtLearner("small_cnn", width=WIDTH, aux_tasks=1)
         ctx = RecordingContext(seed=5, steps=2)
         predictor = learner._initial_predictor(view, TrialOptions(learner.model_name), ctx)
         aux = learner._auxiliary_objective(view, predictor, {AUX_WEIGHT: weight}, ctx,
@@ -147,8 +179,8 @@ def test_mt_adds_weighted_auxiliary_losses_and_drops_their_heads(digits, related
     assert losses[0.6] == pytest.approx(3 * losses[0.2], rel=1e-5)
 
     ft_ctx, mt_ctx = RecordingContext(seed=6, steps=3), RecordingContext(seed=6, steps=3)
-    FtDLearner(width=WIDTH).train(view, None, CONFIG, ft_ctx)
-    mt = MtLearner(width=WIDTH, aux_tasks=1)
+    FtDLearner("small_cnn", width=WIDTH).train(view, None, CONFIG, ft_ctx)
+    mt = MtLearner("small_cnn", width=WIDTH, aux_tasks=1)
     out = mt.train(view, None, {**CONFIG, AUX_WEIGHT: 0.5}, mt_ctx)
     assert mt_ctx.meter.measured > ft_ctx.meter.measured  # the auxiliary passes are paid for
     reloaded = mt.load_predictor(mt.save_predictor(out.predictor), view.info, mt_ctx)

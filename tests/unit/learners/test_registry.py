@@ -6,9 +6,17 @@ import textwrap
 
 import pytest
 
+from services.cli.pretrain_cmd import pt_learner_for
 from services.core.errors import LearnerError, UnknownNameError
+from workers.learners.finetune import FtDLearner, FtPrevLearner, MtLearner, PtFtLearner, PtLearner
 from workers.learners.indep import IndepLearner
+from workers.learners.models import LowResResNet34, SmallCNN
 from workers.learners.registry import builtin_names, load_learner
+
+from .conftest import RecordingContext, task_info
+
+TRANSFER_BASELINES = {"ft_prev": FtPrevLearner, "ft_d": FtDLearner, "mt": MtLearner, "pt": PtLearner,
+                      "pt_ft": PtFtLearner}
 
 PLUGIN = textwrap.dedent(
     """
@@ -38,7 +46,27 @@ def test_builtin_names_resolve_to_configured_indep_learners():
     assert {"indep", "indep_resnet34"} <= set(builtin_names())
     assert isinstance(load_learner("indep"), IndepLearner)
     assert load_learner("indep_resnet34").model_name == "resnet34"
+    assert load_learner("indep").model_name == "resnet34" and load_learner("indep_small").model_name == "small_cnn"
+    assert {f"{name}_small" for name in ("indep", *TRANSFER_BASELINES)} <= set(builtin_names())
     assert load_learner("indep", {"width": 8}).width == 8
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFER_BASELINES))
+def test_the_transfer_baselines_are_the_paper_s_resnet34_and_their_small_names_the_small_cnn(name):
+    """``ft_prev`` ... ``pt_ft`` are the paper's baselines (the ResNet-34, on a GPU where there is
+    one); ``NAME_small`` is the same learner on the small CNN, for smoke runs and tests. Built
+    and inspected only: no step is trained."""
+    info = task_info(num_classes=3)
+    for spec, model, network, gpus in ((name, "resnet34", LowResResNet34, 1.0),
+                                       (f"{name}_small", "small_cnn", SmallCNN, 0.0)):
+        learner = load_learner(spec)
+        assert type(learner) is TRANSFER_BASELINES[name], spec
+        assert learner.model_name == model, spec
+        assert isinstance(learner._new_predictor(info, RecordingContext()).model, network), spec
+        resources = learner.resources()
+        assert (resources.gpus_per_worker, resources.gpu_optional) == (gpus, True), spec
+        assert learner.resources() == IndepLearner(model).resources()  # asked for as indep's are
+    assert pt_learner_for(f"{name}_small") == "pt_small" and pt_learner_for(name) == "pt"
 
 
 def test_unknown_learner_name_suggests_the_closest_builtin():
