@@ -238,17 +238,22 @@ def test_unknown_revision_suggests_known_ones(empty_database_url: str) -> None:
     assert current_revision(empty_database_url) == head_revision()
 
 
+def _insert_stream_and_learner(connection) -> None:
+    """Stream version 1 and learner 1, by raw SQL (the ORM models are the newest schema's)."""
+    connection.execute(text(
+        "INSERT INTO stream_versions (id, name, version, manifest_sha256, manifest) "
+        "VALUES (1, 'mini', '1', :sha, '{}')"), {"sha": "a" * 64})
+    connection.execute(text("INSERT INTO learners (id, name, entrypoint, resources) "
+                            "VALUES (1, 'indep', 'indep', '{}')"))
+
+
 def test_0004_moves_the_image_size_out_of_the_budget_and_back(empty_database_url: str) -> None:
     """Rows made before 0004 keep their image size (now a column) and lose the manifest path."""
     upgrade(empty_database_url, "0003")
     engine = make_engine(empty_database_url)
     try:
         with engine.begin() as connection:
-            connection.execute(text(
-                "INSERT INTO stream_versions (id, name, version, manifest_sha256, manifest) "
-                "VALUES (1, 'mini', '1', :sha, '{}')"), {"sha": "a" * 64})
-            connection.execute(text("INSERT INTO learners (id, name, entrypoint, resources) "
-                                    "VALUES (1, 'indep', 'indep', '{}')"))
+            _insert_stream_and_learner(connection)
             for row_id, budget in ((1, '{"trials": 2, "image_size": 32, "stream_ref": "/x/mini.json"}'),
                                    (2, '{"trials": 3}')):
                 connection.execute(text(
@@ -306,11 +311,7 @@ def test_0007_leaves_existing_submissions_public(empty_database_url: str) -> Non
     engine = make_engine(empty_database_url)
     try:
         with engine.begin() as connection:
-            connection.execute(text(
-                "INSERT INTO stream_versions (id, name, version, manifest_sha256, manifest) "
-                "VALUES (1, 'mini', '1', :sha, '{}')"), {"sha": "a" * 64})
-            connection.execute(text("INSERT INTO learners (id, name, entrypoint, resources) "
-                                    "VALUES (1, 'indep', 'indep', '{}')"))
+            _insert_stream_and_learner(connection)
             connection.execute(text(
                 "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget, image_size) "
                 "VALUES (1, 1, 1, 'meta_test', '{}', 32), (2, 1, 1, 'meta_train', '{}', 32)"))
@@ -346,11 +347,7 @@ def test_0010_turns_runs_stopped_by_a_cap_into_stopped_and_back(empty_database_u
     }
     try:
         with engine.begin() as connection:
-            connection.execute(text(
-                "INSERT INTO stream_versions (id, name, version, manifest_sha256, manifest) "
-                "VALUES (1, 'mini', '1', :sha, '{}')"), {"sha": "a" * 64})
-            connection.execute(text("INSERT INTO learners (id, name, entrypoint, resources) "
-                                    "VALUES (1, 'indep', 'indep', '{}')"))
+            _insert_stream_and_learner(connection)
             for row_id, error in errors.items():
                 connection.execute(text(
                     "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget, image_size, "
