@@ -59,6 +59,9 @@ from workers.learners.selection import (
 AUX_WEIGHT = "aux_weight"
 
 
+EARLIER_MISMATCH = "an earlier task of this run was trained with another network."
+"""Why FT-prev / FT-d cannot start from an earlier predictor (after the two networks are named)."""
+
 PRETRAINED_MISMATCH = (
     "the run's pretrained checkpoint was made with another network. Make a checkpoint with "
     "the same network as this learner: `nevis pretrain` (FT-prev, the ResNet-34) for pt and "
@@ -73,8 +76,7 @@ def _network(predictor: IndepPredictor) -> tuple[str, int]:
     return config.name, config.width or MODELS[config.name][1]
 
 
-def check_same_network(source: IndepPredictor, target: IndepPredictor, *,
-                       reason: str = "an earlier task of this run was trained with another network.") -> None:
+def check_same_network(source: IndepPredictor, target: IndepPredictor, *, reason: str = EARLIER_MISMATCH) -> None:
     """Raise :class:`LearnerError` naming both networks unless ``source`` can start ``target``."""
     (source_name, source_width), (target_name, target_width) = _network(source), _network(target)
     if (source_name, source_width) != (target_name, target_width):
@@ -83,8 +85,7 @@ def check_same_network(source: IndepPredictor, target: IndepPredictor, *,
 
 
 def transfer_backbone(source: IndepPredictor, target: IndepPredictor, *,
-                      reason: str = "an earlier task of this run was trained with another network.",
-                      ) -> IndepPredictor:
+                      reason: str = EARLIER_MISMATCH) -> IndepPredictor:
     """``target`` with every weight of ``source`` but the head (tasks differ in classes).
 
     Raises:
@@ -311,6 +312,6 @@ class PtFtLearner(FtDLearner):
 
 
 __all__ = [
-    "AUX_WEIGHT", "PRETRAINED_MISMATCH", "FtDLearner", "FtPrevLearner", "MtLearner", "PtFtLearner", "PtLearner",
-    "Selection", "check_same_network", "transfer_backbone",
+    "AUX_WEIGHT", "EARLIER_MISMATCH", "PRETRAINED_MISMATCH", "FtDLearner", "FtPrevLearner", "MtLearner",
+    "PtFtLearner", "PtLearner", "Selection", "check_same_network", "transfer_backbone",
 ]

@@ -19,6 +19,7 @@ from workers.learners.protocol import Learner
 
 LearnerFactory = Callable[..., Any]
 
+
 def _small(learner: type[IndepLearner]) -> LearnerFactory:
     """``learner`` on the small CNN: a fast learner for smoke runs and tests, not a paper baseline."""
     return lambda **options: learner("small_cnn", **options)
