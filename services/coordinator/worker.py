@@ -100,7 +100,8 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
         bundle_root = _prepare_bundle(settings, sessions, submission_id=submission_id)
         hold_secrets()  # nothing started from here on (Ray, learner hosts) inherits them
         import_paths = None if bundle_root is None else [str(bundle_root)]
-        StreamRunner(settings, import_paths=import_paths).run_next_task(submission_id)
+        StreamRunner(settings, import_paths=import_paths,
+                     submitted=_is_uploaded(sessions, submission_id)).run_next_task(submission_id)
     except BaseException as exc:  # noqa: BLE001 - every failure must end the lease
         beat.stop()
         _fail(settings, sessions, lease_id=lease_id, exc=exc)
@@ -141,6 +142,13 @@ def _prepare_bundle(settings: CoordinatorSettings, sessions: sessionmaker[Sessio
     store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
     return unpack_stored_bundle(store, key=key, sha256=sha, root=settings.data_dir / "bundles",
                                 max_unpacked_bytes=UNPACK_FACTOR * settings.bundle_max_bytes)
+
+
+def _is_uploaded(sessions: sessionmaker[Session], submission_id: int) -> bool:
+    """Whether the learner came from a submitter (a bundle or an image), not the installation."""
+    with sessions() as session:
+        learner = session.get(Submission, submission_id).learner
+        return bool(learner.bundle_key or learner.image_ref)
 
 
 def _shutdown_ray() -> None:

@@ -56,6 +56,17 @@ class Settings(BaseSettings):
                     "subprocess with a clean environment), or auto (bwrap when installed).",
     )
 
+    host_tmpfs_mb: int = Field(default=2048, ge=16, le=1 << 20,
+                               description="Size of each learner host's RAM-backed /tmp and /dev/shm (MiB).")
+    host_memory_mb: int = Field(default=0, ge=0, le=1 << 24,
+                                description="Memory cap of each learner host's control group (MiB); 0: none of its own.")
+    host_pids: int = Field(default=512, ge=0, le=1 << 22,
+                           description="Processes and threads a learner host may have (its control group); 0: no cap.")
+    host_declare_deadline_s: float = Field(default=120.0, gt=0, le=86400,
+                                           description="Seconds a learner host may take to start and declare itself.")
+    host_silence_deadline_s: float = Field(default=1800.0, gt=0, le=7 * 86400,
+                                           description="Longest wait for any frame of a trial or prediction (s).")
+
     @field_validator("sandbox", "probe_preset")
     @classmethod
     def _check_choice(cls, value: str, info: ValidationInfo) -> str:

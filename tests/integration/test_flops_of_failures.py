@@ -39,9 +39,10 @@ def test_a_trial_killed_with_sigkill_is_charged_its_last_report(runner, tiny_str
     assert trial.flops == 3 * 2 * (2 * 256 * 64 * 64)
 
 
-def test_a_failed_multi_worker_trial_is_charged_every_rank(runner, tiny_stream):
+def test_a_failed_multi_worker_trial_is_charged_every_rank(runner, tiny_stream, monkeypatch):
     from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
 
+    monkeypatch.setattr(runner, "settings", runner.settings.model_copy(update={"sandbox": "none"}))  # trusted code only
     stream = tiny_manifest(tiny_stream.parent / "one.json", tasks=1)
     with pytest.raises(TaskFailedError):
         runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:failing_two_workers",

@@ -17,6 +17,8 @@ pytestmark = pytest.mark.usefixtures("ray_local")
 def test_two_worker_trials_sum_flops_over_workers(settings_env, database_url, tmp_path, monkeypatch) -> None:
     import json
 
+    monkeypatch.setenv("NEVIS_SANDBOX", "none")  # the researcher's own code, trusted: no sandbox
+
     doc = {"format": 1, "name": "one", "version": "t", "description": "d", "source": "tests",
            "meta_test_from_year": 2019, "image_size": 16,
            "tasks": [{"order": 1, "year": 2020, "dataset": "shapes:shape", "title": "s", "domain": "shape",
@@ -42,14 +44,20 @@ def test_two_worker_trials_sum_flops_over_workers(settings_env, database_url, tm
         assert [c.step for c in flops[double].checkpoints] == [0, 2]
 
 
-def test_a_multi_worker_learner_is_refused_where_the_sandbox_is_required(settings_env, database_url, monkeypatch) -> None:
+@pytest.mark.parametrize(("sandbox", "submitted", "words"), [
+    ("bwrap", False, "resolves to bwrap"),
+    ("auto", False, "NEVIS_SANDBOX=auto resolves to bwrap"),  # the default, where bubblewrap is installed
+    ("none", True, "no uploaded bundle or image"),  # an upload never leaves a host, whatever the setting
+])
+def test_a_multi_worker_learner_is_refused_wherever_its_ranks_would_leave_the_sandbox(
+        settings_env, database_url, monkeypatch, sandbox, submitted, words) -> None:
     from services.core.errors import LearnerError
 
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
-    monkeypatch.setenv("NEVIS_SANDBOX", "bwrap")
+    monkeypatch.setenv("NEVIS_SANDBOX", sandbox)
     get_settings.cache_clear()
-    runner = StreamRunner(get_settings())
-    with pytest.raises(LearnerError, match="outside the learner sandbox"):
+    runner = StreamRunner(get_settings(), submitted=submitted)
+    with pytest.raises(LearnerError, match=words):
         runner.start(RunRequest(stream="mini", learner="nevis_test_learners:two_workers",
                                 budget=RunBudget(trials=1, steps=1)))
     with runner.sessions() as session:
@@ -64,6 +72,7 @@ def test_ddp_trials_train_one_network_and_charge_the_work_of_all_ranks(settings_
     from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
 
     stream = tiny_manifest(tmp_path / "one.json", tasks=1)
+    monkeypatch.setenv("NEVIS_SANDBOX", "none")  # the researcher's own code, trusted: no sandbox
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
     get_settings.cache_clear()
     runner = StreamRunner(get_settings())

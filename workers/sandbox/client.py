@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,14 +21,22 @@ from services.core.errors import CausalityError, LearnerError, UnknownNameError
 from workers.learners.protocol import TaskInfo
 from workers.sandbox import wire
 from workers.sandbox.declaration import LearnerDeclaration, info_to_json
+from workers.sandbox.cgroup import CgroupLimits, create_host_cgroup
 from workers.sandbox.launch import host_launch
+from workers.sandbox.limits import HostLimits
+from workers.sandbox.usage import tree_cpu_seconds
 
 OnMessage = Callable[[dict[str, Any], list[wire.Part]], tuple[dict[str, Any], list[wire.Part]] | None]
 STOP_GRACE_S = 5.0
+DECLARATION_OPS = ("hello", "describe")
 
 
 class LearnerHostDied(LearnerError):
     """The learner host process ended in the middle of a request (crash, out of memory, kill)."""
+
+
+class HostDeadlineError(LearnerHostDied):
+    """The learner host kept harness code waiting past a deadline, and was killed for it."""
 
 
 @dataclass(frozen=True)
@@ -39,26 +48,61 @@ class HostSpec:
     sandbox: str = "auto"
     threads: int = 1
     gpu: bool = False
+    limits: HostLimits = field(default_factory=HostLimits)
 
 
 class LearnerHost:
-    """One learner host process: requests go in one at a time, replies come back in order."""
+    """One learner host process: requests go in one at a time, replies come back in order.
+
+    The host runs in a control group of its own where the machine allows one (memory and
+    process caps, CPU time counted by the kernel), under rlimits and sized tmpfs folders
+    (:class:`~workers.sandbox.limits.HostLimits`); every request has a deadline, past which
+    the host is killed and the call raises :class:`HostDeadlineError`.
+    """
 
     def __init__(self, spec: HostSpec) -> None:
         self.spec = spec
         self.data_key: str | None = None  # the task data the host holds (see trainer.trial)
-        launch = host_launch(sandbox=spec.sandbox, import_paths=spec.import_paths,
-                             threads=spec.threads, gpu=spec.gpu)
+        self._cgroup = create_host_cgroup(CgroupLimits(memory_bytes=spec.limits.memory_bytes or None,
+                                                       pids=spec.limits.pids or None))
+        launch = host_launch(sandbox=spec.sandbox, import_paths=spec.import_paths, threads=spec.threads,
+                             gpu=spec.gpu, limits=spec.limits, cgroup=self._cgroup)
         self.sandbox = launch.sandbox
+        self._expired: str | None = None
         self._proc = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._lock = threading.Lock()
-        wire.send(self._proc.stdin, {"op": "hello", "spec": spec.learner_spec, "threads": spec.threads})
-        header, _ = self._receive()
+        try:
+            with self._watchdog("hello"):
+                try:
+                    wire.send(self._proc.stdin, {"op": "hello", "spec": spec.learner_spec, "threads": spec.threads})
+                except (BrokenPipeError, OSError):
+                    raise self._died() from None
+                header, _ = self._receive()
+        except BaseException:
+            self.close()
+            raise
         if header.get("op") != "ready":
             self.close()
             raise _error_of(header, f"learner {spec.learner_spec!r} could not be loaded")
         self.device = str(header.get("device", "cpu"))
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the host's processes have used so far, as the kernel counts it (the
+        control group's, or the live process tree's from ``/proc``); ``None`` if unknown."""
+        if self._cgroup is not None:
+            used = self._cgroup.cpu_seconds()
+            if used is not None:
+                return used
+        return tree_cpu_seconds(self._proc.pid) if self._proc.poll() is None else None
+
+    def peak_memory_bytes(self) -> int | None:
+        """The host's memory high-water mark, where its control group keeps one."""
+        return None if self._cgroup is None else self._cgroup.peak_memory_bytes()
 
     @property
     def alive(self) -> bool:
@@ -73,13 +117,14 @@ class LearnerHost:
             LearnerError: the learner raised (its type and message are in the text).
             LearnerHostDied: the host process ended.
         """
-        with self._lock:
+        with self._lock, self._watchdog(str(header.get("op"))) as kick:
             try:
                 wire.send(self._proc.stdin, header, parts)
             except (BrokenPipeError, OSError):
                 raise self._died() from None
             while True:
                 reply, out = self._receive()
+                kick()  # any frame is a sign of life: the silence deadline starts again
                 op = reply.get("op")
                 if op == "result":
                     return reply, out
@@ -92,7 +137,7 @@ class LearnerHost:
                     wire.send(self._proc.stdin, *answer)
 
     def close(self) -> None:
-        """Ask the host to exit; kill it if it does not."""
+        """Ask the host to exit; kill it if it does not; remove its control group."""
         if self._proc.poll() is None:
             try:
                 wire.send(self._proc.stdin, {"op": "bye"})
@@ -103,6 +148,37 @@ class LearnerHost:
         for stream in (self._proc.stdin, self._proc.stdout):
             if stream is not None:
                 stream.close()
+        if self._cgroup is not None:
+            self._cgroup.remove()
+
+    @contextmanager
+    def _watchdog(self, op: str) -> Iterator[Callable[[], None]]:
+        """Kill the host if it sends nothing for the operation's deadline (start-up and the
+        declaration: ``declare_deadline_s``; everything else: ``silence_deadline_s`` between
+        frames); yields a function that restarts the clock."""
+        limits = self.spec.limits
+        seconds = limits.declare_deadline_s if op in DECLARATION_OPS else limits.silence_deadline_s
+        which = "declaration" if op in DECLARATION_OPS else "silence"
+        timer: list[threading.Timer] = []
+
+        def expire() -> None:
+            self._expired = f"{op!r} sent nothing for {seconds:g} s (the {which} deadline)"
+            self._proc.kill()
+
+        def kick() -> None:
+            if timer:
+                timer.pop().cancel()
+            armed = threading.Timer(seconds, expire)
+            armed.daemon = True
+            armed.start()
+            timer.append(armed)
+
+        kick()
+        try:
+            yield kick
+        finally:
+            if timer:
+                timer.pop().cancel()
 
     def _receive(self) -> tuple[dict[str, Any], list[wire.Part]]:
         try:
@@ -119,6 +195,9 @@ class LearnerHost:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             code = self._proc.wait()
+        if self._expired is not None:
+            return HostDeadlineError(f"the learner host of {self.spec.learner_spec!r} was killed: "
+                                     f"{self._expired}")
         return LearnerHostDied(f"the learner host of {self.spec.learner_spec!r} ended (exit code {code})")
 
     def __enter__(self) -> LearnerHost:
@@ -234,5 +313,5 @@ def flop_counts(header: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-__all__ = ["HostSpec", "LearnerHost", "LearnerHostDied", "PredictorHandle", "SandboxedLearner",
+__all__ = ["HostDeadlineError", "HostSpec", "LearnerHost", "LearnerHostDied", "PredictorHandle", "SandboxedLearner",
            "describe", "flop_counts", "predict"]

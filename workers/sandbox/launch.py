@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.core.errors import ConfigError
+from workers.sandbox.cgroup import HostCgroup, join_argv
+from workers.sandbox.limits import HostLimits
 
 SANDBOXES = ("auto", "bwrap", "none")
 NOBODY = 65534
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/alternatives")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
-GPU_DEVICES = ("/dev/nvidia*", "/dev/dri")
+GPU_CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
 
 
 @dataclass(frozen=True)
@@ -60,13 +62,30 @@ def resolve_sandbox(requested: str) -> str:
 
 
 @functools.cache
-def can_disable_userns(bwrap: str) -> bool:
-    """Whether this bubblewrap has ``--disable-userns`` (0.8.0 and later)."""
+def bwrap_options(bwrap: str) -> str:
+    """This bubblewrap's ``--help`` text: which options it has (``--disable-userns`` came in
+    0.8.0, ``--size`` in 0.6.0)."""
     try:
         found = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "--disable-userns" in found.stdout + found.stderr
+        return ""
+    return found.stdout + found.stderr
+
+
+def can_disable_userns(bwrap: str) -> bool:
+    """Whether this bubblewrap has ``--disable-userns`` (0.8.0 and later)."""
+    return "--disable-userns" in bwrap_options(bwrap)
+
+
+def gpu_devices(visible: str | None) -> list[str]:
+    """The device nodes of the GPUs this host was given (``CUDA_VISIBLE_DEVICES``, as indices)
+    and the driver's control nodes; every GPU when the allocation names none by index."""
+    indices = [v.strip() for v in (visible or "").split(",") if v.strip()]
+    if indices and all(v.isdigit() for v in indices):
+        cards = [f"/dev/nvidia{v}" for v in indices]
+    else:
+        cards = sorted(p for p in glob.glob("/dev/nvidia[0-9]*"))
+    return [d for d in (*cards, *GPU_CONTROL_DEVICES) if os.path.exists(d)]
 
 
 def project_dirs() -> tuple[str, ...]:
@@ -82,9 +101,12 @@ def python_dirs() -> tuple[str, ...]:
 
 
 def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int = 1,
-                gpu: bool = False) -> HostLaunch:
-    """The command that starts ``python -m workers.sandbox.host`` in the requested sandbox."""
+                gpu: bool = False, limits: HostLimits = HostLimits(),
+                cgroup: HostCgroup | None = None) -> HostLaunch:
+    """The command that starts ``python -m workers.sandbox.host`` in the requested sandbox,
+    inside its control group (when given) and under ``limits``' rlimits."""
     kind = resolve_sandbox(sandbox)
+    prefix = (*join_argv(cgroup), *limits.prlimit_argv(gpu=gpu))
     paths = [str(Path(p).resolve()) for p in import_paths if p and Path(p).is_dir()]
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(paths),
@@ -97,7 +119,7 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
     command = [sys.executable, "-m", "workers.sandbox.host"]
     if kind == "none":
         cwd = tempfile.mkdtemp(prefix="nevis-learner-")
-        return HostLaunch(tuple(command), {**env, "HOME": cwd, "TMPDIR": cwd}, cwd, "none")
+        return HostLaunch((*prefix, *command), {**env, "HOME": cwd, "TMPDIR": cwd}, cwd, "none")
     bwrap = shutil.which("bwrap") or "bwrap"
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
             "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"]
@@ -105,23 +127,25 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
         # No user namespace inside the sandbox: learner code cannot reach the kernel's
         # namespace code paths (the pods' seccomp profile has to allow them for bwrap itself).
         argv += ["--unshare-user", "--disable-userns"]
-    # The private /tmp first: a folder bound below it afterwards stays visible.
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    # The private /tmp first: a folder bound below it afterwards stays visible. Both are
+    # RAM: sized, so that filling them stops at the cap instead of at the node's memory.
+    sized = ["--size", str(limits.tmpfs_bytes)] if limits.tmpfs_bytes and "--size" in bwrap_options(bwrap) else []
+    argv += ["--proc", "/proc", "--dev", "/dev", *sized, "--tmpfs", "/tmp", *sized, "--tmpfs", "/dev/shm"]
     for folder in SYSTEM_DIRS:
         argv += ["--ro-bind-try", folder, folder]
     for file in SYSTEM_FILES:
         argv += ["--ro-bind-try", file, file]
     for folder in (*python_dirs(), *project_dirs(), *paths):
         argv += ["--ro-bind", folder, folder]
-    if gpu:
-        for pattern in GPU_DEVICES:
-            for device in sorted(glob.glob(pattern)):
-                argv += ["--dev-bind-try", device, device]
+    if gpu:  # only the allocated GPUs' nodes, not every card of the machine
+        for device in gpu_devices(env.get("CUDA_VISIBLE_DEVICES")):
+            argv += ["--dev-bind-try", device, device]
     for name, value in {**env, "HOME": "/tmp", "TMPDIR": "/tmp"}.items():
         argv += ["--setenv", name, value]
     argv += ["--chdir", "/tmp", "--", *command]
     # bwrap itself starts with an empty environment: its /proc/1/environ is visible inside.
-    return HostLaunch(tuple(argv), {"PATH": "/usr/bin:/bin"}, "/", "bwrap")
+    return HostLaunch((*prefix, *argv), {"PATH": "/usr/bin:/bin"}, "/", "bwrap")
 
 
-__all__ = ["HostLaunch", "SANDBOXES", "can_disable_userns", "host_launch", "project_dirs", "python_dirs", "resolve_sandbox"]
+__all__ = ["HostLaunch", "SANDBOXES", "bwrap_options", "can_disable_userns", "gpu_devices", "host_launch",
+           "project_dirs", "python_dirs", "resolve_sandbox"]

@@ -35,6 +35,8 @@ from services.store.runs import records, run_keys
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
 from workers.sandbox.client import HostSpec, LearnerHost, describe
 from workers.sandbox.declaration import LearnerDeclaration
+from workers.sandbox.limits import HostLimits
+from workers.sandbox.trust import multi_worker_refusal
 from workers.stream.catalog import database_recorder
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
 from workers.stream.prepare import (
@@ -134,10 +136,13 @@ class StreamRunner:
     """Drives submissions of the ``nevis run`` kind against one database and store."""
 
     def __init__(self, settings: Settings, *, observer: RunObserver | None = None,
-                 import_paths: Sequence[str] | None = None) -> None:
+                 import_paths: Sequence[str] | None = None, submitted: bool = False) -> None:
         """``import_paths``: where learner modules are found (an unpacked bundle); default the
-        entries of ``PYTHONPATH``. They are the only folders of yours a learner host sees."""
+        entries of ``PYTHONPATH``. They are the only folders of yours a learner host sees.
+        ``submitted``: the learner came from an upload (bundle or image), so it never runs
+        outside a learner host (:mod:`workers.sandbox.trust`), whatever the sandbox setting."""
         self.settings = settings
+        self.submitted = submitted
         self.observer = observer or _Silent()
         if import_paths is None:
             import_paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -242,19 +247,19 @@ class StreamRunner:
             UnknownNameError, LearnerError: the learner cannot be loaded or declares nonsense.
             ConfigError: the sandbox asked for is not installed.
         """
-        probe = HostSpec(spec, self.import_paths, self.settings.sandbox, budget.threads_per_trial)
+        limits = HostLimits.from_settings(self.settings)
+        probe = HostSpec(spec, self.import_paths, self.settings.sandbox, budget.threads_per_trial, limits=limits)
         if probe not in self._declarations:
             with LearnerHost(probe) as host:
                 self._declarations[probe] = describe(host)
         declaration = self._declarations[probe]
         resources = declaration.resources
-        if resources.num_workers > 1 and self.settings.sandbox == "bwrap":
-            raise LearnerError(
-                f"Learner {spec!r} asks for {resources.num_workers} workers per trial: multi-worker "
-                "learners train in Ray Train workers, outside the learner sandbox, which "
-                "NEVIS_SANDBOX=bwrap forbids. Run it with NEVIS_SANDBOX=auto on a machine you trust.")
+        refusal = multi_worker_refusal(resources.num_workers, sandbox=self.settings.sandbox,
+                                       submitted=self.submitted)
+        if refusal is not None:
+            raise LearnerError(f"Learner {spec!r} {refusal}.")
         return HostSpec(spec, self.import_paths, self.settings.sandbox, budget.threads_per_trial,
-                        gpu=resources.gpus_per_worker > 0), declaration
+                        gpu=resources.gpus_per_worker > 0, limits=limits), declaration
 
     @staticmethod
     def _fit_to_cluster(host: HostSpec, learner: LearnerDeclaration) -> tuple[HostSpec, LearnerDeclaration]:

@@ -115,6 +115,8 @@ def worker_settings_env(settings: CoordinatorSettings) -> dict[str, str]:
         value = getattr(settings, name.removeprefix("NEVIS_").lower())
         if value is not None:
             env[name] = str(value)
+    if env.get("NEVIS_SANDBOX") == "auto":  # resolved where the hosts start: never weakens a pod's bwrap
+        del env["NEVIS_SANDBOX"]
     if settings.offline_data_dir is not None:
         env["NEVIS_OFFLINE_DATA_DIR"] = str(settings.offline_data_dir)
     if "image_size" in settings.model_fields_set:

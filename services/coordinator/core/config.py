@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -117,11 +116,17 @@ class CoordinatorSettings(Settings):
         description="Largest request body outside uploads (JSON); larger ones are a 413.")
     token_default_days: int = Field(
         default=90, ge=1, le=366,
-        description="Lifetime of an API token minted through the API without an expires_at.")
+        description="Lifetime of an API token minted without an expiry (API expires_at, CLI "
+        "--expires-in-days).")
+    max_tokens_per_user: int = Field(
+        default=100, ge=1, le=100_000,
+        description="Live (unrevoked, unexpired) API tokens one user may hold; minting another "
+        "is a 409 naming this cap.")
     write_rate: str = Field(
         default="120/minute;2000/hour", max_length=200,
-        description="Writes (POST, PUT, PATCH, DELETE) one token may make, per replica, e.g. "
-        "'120/minute;2000/hour'; more are a 429 with Retry-After.")
+        description="Writes (POST, PUT, PATCH, DELETE) one user may make, per replica, e.g. "
+        "'120/minute;2000/hour' (without a valid token: one client address); more are a 429 "
+        "with Retry-After.")
     dashboard_public: bool = Field(
         default=True, description="The leaderboard and dashboard are readable without a token "
         "(false: every page and the leaderboard API need one).")
@@ -249,11 +254,10 @@ class CoordinatorSettings(Settings):
                 "NEVIS_ENVIRONMENT=production needs PostgreSQL: set NEVIS_DATABASE_URL to "
                 "postgresql+psycopg://... (SQLite has one writer and no row locks)"
             )
-        if self.environment == "production" and (
-                self.sandbox == "none" or (self.sandbox == "auto" and shutil.which("bwrap") is None)):
+        if self.environment == "production" and self.sandbox != "bwrap":
             raise ValueError(
-                "NEVIS_ENVIRONMENT=production needs the learner sandbox: submitted learners "
-                "must run in bubblewrap (install 'bubblewrap'; NEVIS_SANDBOX auto or bwrap)"
+                "NEVIS_ENVIRONMENT=production needs NEVIS_SANDBOX=bwrap, spelled out: submitted "
+                f"learners must run in bubblewrap, never by a default that can fall back (got {self.sandbox!r})"
             )
         if self.backoff_max_s < self.backoff_base_s:
             raise ValueError("NEVIS_BACKOFF_MAX_S must be >= NEVIS_BACKOFF_BASE_S")

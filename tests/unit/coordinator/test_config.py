@@ -34,7 +34,9 @@ def test_defaults_are_a_local_development_setup(env, settings_env):
     ({"NEVIS_ENVIRONMENT": "production"}, "PostgreSQL"),
     ({"NEVIS_BACKEND": "slurm"}, "NEVIS_BACKEND"),
     ({"NEVIS_ENVIRONMENT": "production", "NEVIS_DATABASE_URL": "postgresql+psycopg://u@h/db",
-      "NEVIS_SANDBOX": "none"}, "learner sandbox"),
+      "NEVIS_SANDBOX": "none"}, "NEVIS_SANDBOX=bwrap"),
+    ({"NEVIS_ENVIRONMENT": "production", "NEVIS_DATABASE_URL": "postgresql+psycopg://u@h/db"},
+     "NEVIS_SANDBOX=bwrap, spelled out"),  # the default auto is refused even where bwrap exists
     ({"NEVIS_SCHEDULER_SLOTS": "0"}, "NEVIS_SCHEDULER_SLOTS"),
     ({"NEVIS_BACKOFF_BASE_S": "100", "NEVIS_BACKOFF_MAX_S": "10"}, "NEVIS_BACKOFF_MAX_S"),
 ])
@@ -49,6 +51,7 @@ def test_production_accepts_postgresql(env):
     env.setenv("NEVIS_ENVIRONMENT", "production")
     env.setenv("NEVIS_DATABASE_URL", "postgresql+psycopg://nevis:pw@db/nevis")
     env.setenv("NEVIS_BACKEND", "kuberay")
+    env.setenv("NEVIS_SANDBOX", "bwrap")
     settings = get_coordinator_settings()
     assert isinstance(make_backend(settings), KubeRayBackend)
 
@@ -60,7 +63,7 @@ def test_workers_get_the_values_this_coordinator_runs_with(tmp_path, monkeypatch
     assert env["NEVIS_DATABASE_URL"] == settings.database_url
     assert (env["NEVIS_HEARTBEAT_INTERVAL_S"], env["NEVIS_HEARTBEAT_TIMEOUT_S"], env["NEVIS_MAX_ATTEMPTS"]) == ("3.0", "9.0", "5")
     assert env["NEVIS_DATA_DIR"] == str(tmp_path) and "NEVIS_IMAGE_SIZE" not in env
-    assert env["NEVIS_SANDBOX"] == "auto"  # the worker's learner hosts use this coordinator's sandbox
+    assert "NEVIS_SANDBOX" not in env  # auto is resolved where the hosts start: a pod's bwrap stands
     for name, value in env.items():  # what the worker process reads back
         monkeypatch.setenv(name, value)
     in_worker = CoordinatorSettings()
