@@ -6,21 +6,28 @@ learner (the worker harness, the probe pool), into a folder that its learner hos
 see read-only (:func:`unpack_stored_bundle`). The import root is the archive root, or its
 single top-level folder (an sdist's ``name-1.0/``), or that folder's ``src/``. Nothing here
 imports what a bundle holds.
+
+Checking and unpacking are one pass (:func:`_unpack`), the check only dropping the bytes the
+unpack writes: whatever two readers could disagree on (a second gzip member, bytes after an
+archive's end, sizes a header understates) is refused or counted the same way by both.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import lzma
 import os
 import shutil
 import struct
 import tarfile
+import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-
-import tempfile
+from typing import BinaryIO
 
 from services.core.errors import BundleError
 from services.store.objects import ObjectStore
@@ -52,72 +59,59 @@ def safe_filename(filename: str) -> str:
 
 
 def check_bundle(path: Path, *, filename: str, max_unpacked_bytes: int) -> str:
-    """Check an uploaded archive; returns its kind.
+    """Check an uploaded archive by unpacking it without writing anything; returns its kind.
 
-    Cheap whatever the archive holds: the checks read member headers only, never inflate a
-    member, and stop at the first member past a cap. A zip's entry count is read from its
-    central directory before :mod:`zipfile` parses it (so 300,000 entries cost no more than
-    10,001), and a tar is read as a stream whose declared sizes are summed as they come (a
-    16 GiB member is refused at its header). Call it before taking any database lock.
+    The check is the very pass :func:`extract_bundle` makes (:func:`_unpack`), with the
+    bytes discarded instead of written, so what is checked is what a worker unpacks later:
+    every gzip member and every byte after the archive's end is read, and members and
+    unpacked bytes are counted as they are produced, stopping at the first cap breached.
+    Declared sizes refuse most bombs before anything is inflated (a zip's entries are counted
+    from its central directory before :mod:`zipfile` parses it, a tar's sizes as its headers
+    come). Call it before taking any database lock.
 
     Raises:
         BundleError: (field ``file``) unreadable archive, unsafe member, too many
-            members, or too large once unpacked.
+            members, too large once unpacked, or data after its end.
     """
     kind = bundle_kind(filename)
-    if kind == "zip":
-        _check_count(zip_entry_count(path, stop_after=MAX_MEMBERS + 1))
-    members = _zip_members(path) if kind == "zip" else _tar_members(path)
-    count = total = 0
-    has_python = False
-    for name, size in members:
-        count += 1
-        _check_count(count)
-        _check_member_name(name)
-        total += size
-        if total > max_unpacked_bytes:
-            raise BundleError(
-                f"The 'file' unpacks to more than {max_unpacked_bytes} bytes (at least {total}); "
-                f"at most {max_unpacked_bytes} are allowed.", field="file")
-        has_python = has_python or name.endswith(".py")
-    if not has_python:
-        raise BundleError("The 'file' holds no .py file; a bundle carries Python code.",
-                                field="file")
+    _unpack(path, kind=kind, max_unpacked_bytes=max_unpacked_bytes, into=None)
     return kind
 
 
-def _check_count(count: int) -> None:
-    if count > MAX_MEMBERS:
-        raise BundleError(
-            f"The 'file' holds more than {MAX_MEMBERS} entries (at least {count}); at most "
-            f"{MAX_MEMBERS} are allowed.", field="file")
+def extract_bundle(path: Path, dest: Path, *, kind: str,
+                   max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES) -> Path:
+    """Unpack a bundle into ``dest`` (atomically) and return its import root.
 
-
-def extract_bundle(path: Path, dest: Path, *, kind: str) -> Path:
-    """Unpack a checked bundle into ``dest`` (atomically) and return its import root."""
+    Checked while unpacking (the pass :func:`check_bundle` makes); a failure of any kind
+    leaves no partial folder behind, and ``dest`` appears only once fully unpacked.
+    """
     if not dest.exists():
-        partial = dest.with_name(dest.name + f".partial-{os.getpid()}")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        if kind == "zip":
-            with zipfile.ZipFile(path) as archive:
-                archive.extractall(partial)
-        else:
-            with tarfile.open(path, "r:gz") as archive:
-                archive.extractall(partial, filter="data")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-{os.getpid()}-",
+                                        dir=dest.parent))
         try:
-            partial.rename(dest)
-        except OSError:  # another worker unpacked it first
-            shutil.rmtree(partial, ignore_errors=True)
+            partial.chmod(0o755)  # learner hosts (maybe another uid) read it once renamed
+            _unpack(path, kind=kind, max_unpacked_bytes=max_unpacked_bytes, into=partial)
+            _rename_unless_done(partial, dest)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)  # already gone after a rename
     return import_root(dest)
+
+
+def _rename_unless_done(partial: Path, dest: Path) -> None:
+    try:
+        partial.rename(dest)
+    except OSError:
+        if not dest.is_dir():  # not a worker that unpacked it first: a real failure
+            raise
 
 
 def unpack_stored_bundle(store: ObjectStore, *, key: str, sha256: str, root: Path,
                          max_unpacked_bytes: int) -> Path:
     """The import root of the bundle stored at ``key``, unpacked once under ``root/<sha256>``.
 
-    The archive is fetched (its recorded checksum verified) and checked again before it is
-    unpacked: the store is not trusted more than the upload was.
+    The archive is fetched (its recorded checksum verified) and checked again as it is
+    unpacked (the upload's check, same pass): the store is not trusted more than the upload was.
     """
     dest = root / sha256
     if dest.exists():
@@ -134,8 +128,8 @@ def unpack_stored_bundle(store: ObjectStore, *, key: str, sha256: str, root: Pat
         if digest.hexdigest() != sha256:  # the database's record is what was reviewed
             raise BundleError(f"The stored bundle {key!r} is not the one registered (sha256 "
                               f"{digest.hexdigest()[:12]}… instead of {sha256[:12]}…).", field="file")
-        kind = check_bundle(archive, filename=name, max_unpacked_bytes=max_unpacked_bytes)
-        return extract_bundle(archive, dest, kind=kind)
+        return extract_bundle(archive, dest, kind=bundle_kind(name),
+                              max_unpacked_bytes=max_unpacked_bytes)
 
 
 def import_root(folder: Path) -> Path:
@@ -190,46 +184,345 @@ def zip_entry_count(path: Path, *, stop_after: int) -> int:
     return count
 
 
-def _zip_members(path: Path) -> Iterator[tuple[str, int]]:
-    try:
-        with zipfile.ZipFile(path) as archive:
-            for info in archive.infolist():
-                mode = (info.external_attr >> 16) & 0o170000
-                if mode and mode not in (0o100000, 0o040000):
-                    raise BundleError(
-                        f"The 'file' entry {info.filename!r} is a link or device; only files "
-                        "and folders are allowed.", field="file")
-                yield info.filename, info.file_size
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise BundleError(f"The 'file' is not a readable zip archive ({exc}).",
-                                field="file") from None
+# --- the one pass: read, check, count, and (when unpacking) write --------------------------
+
+_CHUNK = 1024 * 1024
+_GZIP_READ = 64 * 1024  # compressed bytes fed to zlib at a time
+_INFLATE_STEP = 256 * 1024  # inflated bytes made ahead of what tarfile asked for, at most
+_LOOKBACK = 4 * tarfile.BLOCKSIZE  # inflated bytes kept to re-check what tarfile read last
+_HEADER_ALLOWANCE = 4096  # per entry, beyond its data: its headers (pax, long names), padding
+_END_ALLOWANCE = 1024 * 1024  # zeros after a tar's end marker (a large blocking factor)
+MAX_NAME_CHARS = 1024
+MAX_DEPTH = 32
+_FILE = "file"  # a file's mark in :class:`_Layout`'s tree (folders are dicts)
+
+_Entry = tuple[str, bool, Iterator[bytes]]
+"""An archive entry as the pass sees it: its name, whether it is a folder, its bytes."""
 
 
-def _tar_members(path: Path) -> Iterator[tuple[str, int]]:
-    """Members as a stream (``r|gz``): each header is read as it comes, and the caller can
-    stop before the next member's data is inflated."""
-    try:
-        with tarfile.open(path, "r|gz") as archive:
-            for member in archive:
-                if not (member.isfile() or member.isdir()):
-                    raise BundleError(
-                        f"The 'file' entry {member.name!r} is a link or device; only files "
-                        "and folders are allowed.", field="file")
-                yield member.name, member.size
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        raise BundleError(f"The 'file' is not a readable .tar.gz archive ({exc}).",
-                                field="file") from None
+def _unpack(path: Path, *, kind: str, max_unpacked_bytes: int, into: Path | None) -> None:
+    """The pass behind both :func:`check_bundle` (``into`` is None: bytes are read, counted
+    and dropped) and :func:`extract_bundle` (bytes are written under ``into``).
+
+    One code path, so the check cannot see less than the unpack writes: entries are counted
+    and their bytes measured as the archive yields them, and the first cap breached stops it.
+    """
+    budget, layout = _Budget(max_unpacked_bytes), _Layout()
+    entries = _zip_entries(path, budget) if kind == "zip" else _tar_entries(path, budget)
+    for name, is_dir, data in entries:
+        budget.count_member()
+        parts = layout.add(name, is_dir=is_dir)
+        target = into.joinpath(*parts) if into is not None else None
+        if is_dir:
+            if target is not None:
+                target.mkdir(parents=True, exist_ok=True)
+        else:
+            _copy(data, target, budget)
+    if not layout.has_python:
+        raise BundleError("The 'file' holds no .py file; a bundle carries Python code.",
+                          field="file")
 
 
-def _check_member_name(name: str) -> None:
+def _copy(data: Iterator[bytes], target: Path | None, budget: _Budget) -> None:
+    """Count a member's bytes as they are inflated (not as declared), before keeping them."""
+    with _sink(target) as write:
+        for block in data:
+            budget.spend(len(block))
+            write(block)
+
+
+@contextmanager
+def _sink(target: Path | None) -> Iterator[Callable[[bytes], object]]:
+    """Where a member's bytes go: a new file when unpacking, nowhere when only checking."""
+    if target is None:
+        yield lambda block: None
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "xb") as out:  # the layout was checked: nothing can be there already
+        yield out.write
+
+
+class _Budget:
+    """Entries and unpacked bytes so far; raises at the first cap breached."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.members = 0
+        self.bytes = 0
+
+    def count_member(self) -> None:
+        self.members += 1
+        _check_count(self.members)
+
+    def expect(self, declared: int) -> None:
+        """Refuse what headers declare before inflating it (a bomb costs nothing to refuse);
+        the bytes are still counted as they come, since a header may lie."""
+        if self.bytes + declared > self.max_bytes:
+            raise self._too_large(self.bytes + declared)
+
+    def spend(self, produced: int) -> None:
+        self.bytes += produced
+        if self.bytes > self.max_bytes:
+            raise self._too_large(self.bytes)
+
+    def _too_large(self, at_least: int) -> BundleError:
+        return BundleError(
+            f"The 'file' unpacks to more than {self.max_bytes} bytes (at least {at_least}); "
+            f"at most {self.max_bytes} are allowed.", field="file")
+
+
+def _check_count(count: int) -> None:
+    if count > MAX_MEMBERS:
+        raise BundleError(
+            f"The 'file' holds more than {MAX_MEMBERS} entries (at least {count}); at most "
+            f"{MAX_MEMBERS} are allowed.", field="file")
+
+
+class _Layout:
+    """The tree the entries make, so that a check refuses whatever the unpack could not
+    write: a path both file and folder, a file twice, an unsafe or overlong name."""
+
+    def __init__(self) -> None:
+        self._root: dict[str, object] = {}
+        self.has_python = False
+
+    def add(self, name: str, *, is_dir: bool) -> tuple[str, ...]:
+        parts = _member_parts(name)
+        if not parts:
+            if is_dir:
+                return parts  # "./": the archive root
+            raise BundleError(f"The 'file' entry {name!r} is a file without a name.", field="file")
+        folder = self._root
+        for part in parts[:-1]:
+            child = folder.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise _clash(name)
+            folder = child
+        present = folder.get(parts[-1])
+        if is_dir:
+            if present is _FILE:
+                raise _clash(name)
+            folder.setdefault(parts[-1], {})
+        else:
+            if present is not None:
+                raise _clash(name)
+            folder[parts[-1]] = _FILE
+            self.has_python = self.has_python or parts[-1].endswith(".py")
+        return parts
+
+
+def _clash(name: str) -> BundleError:
+    return BundleError(f"The 'file' entry {name!r} clashes with an earlier entry (the same "
+                       "file twice, or a file where a folder is); each path may appear once.",
+                       field="file")
+
+
+def _member_parts(name: str) -> tuple[str, ...]:
+    """The path parts an entry unpacks to; refuses what would land outside the folder or
+    that a file system would refuse (so that checking and unpacking agree)."""
     parts = PurePosixPath(name.replace("\\", "/")).parts
     if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
         raise BundleError(
             f"The 'file' entry {name!r} would unpack outside its folder; use relative paths.",
             field="file")
+    too_long = any(len(part.encode("utf-8", "surrogateescape")) > 255 for part in parts)
+    if too_long or len(name) > MAX_NAME_CHARS or len(parts) > MAX_DEPTH:
+        raise BundleError(
+            f"The 'file' entry {name[:80]!r}… has too long a path; at most {MAX_NAME_CHARS} "
+            f"characters, {MAX_DEPTH} levels and 255 bytes a level are allowed.", field="file")
+    return parts
 
+
+@contextmanager
+def _readable(what: str) -> Iterator[None]:
+    """Turn what the archive libraries raise on bad input into a :class:`BundleError`."""
+    try:
+        yield
+    except BundleError:
+        raise
+    except (tarfile.TarError, zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError,
+            OSError, NotImplementedError) as exc:
+        raise BundleError(f"The 'file' is not a readable {what} archive ({exc}).",
+                          field="file") from None
+
+
+# --- zip --------------------------------------------------------------------------------------
+
+def _zip_entries(path: Path, budget: _Budget) -> Iterator[_Entry]:
+    """A zip's entries, counted from the central directory first (300,000 entries cost no
+    more than 10,001) and their declared sizes summed before anything is inflated."""
+    _check_count(zip_entry_count(path, stop_after=MAX_MEMBERS + 1))
+    with _readable("zip"), zipfile.ZipFile(path) as archive:
+        infos = archive.infolist()
+        budget.expect(sum(info.file_size for info in infos))
+        for info in infos:
+            _check_zip_entry(info)
+            yield info.filename, info.is_dir(), _zip_data(archive, info)
+
+
+def _check_zip_entry(info: zipfile.ZipInfo) -> None:
+    mode = (info.external_attr >> 16) & 0o170000
+    if mode and mode not in (0o100000, 0o040000):
+        raise BundleError(f"The 'file' entry {info.filename!r} is a link or device; only files "
+                          "and folders are allowed.", field="file")
+    if info.flag_bits & 0x1:
+        raise BundleError(f"The 'file' entry {info.filename!r} is encrypted; bundles are not.",
+                          field="file")
+
+
+def _zip_data(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
+    with _readable("zip"), archive.open(info) as data:
+        while block := data.read(_CHUNK):
+            yield block
+
+
+# --- tar.gz -----------------------------------------------------------------------------------
+
+def _tar_entries(path: Path, budget: _Budget) -> Iterator[_Entry]:
+    """A .tar.gz's entries, read as one stream: each header as it comes (a 16 GiB member is
+    refused at its header), then, after the last, the rest of the stream, which may hold
+    only the end marker's zeros and must end where the file's one gzip member ends."""
+    with _readable(".tar.gz"), open(path, "rb") as handle:
+        stream = _GzipStream(handle, limit=_tar_stream_limit(budget.max_bytes))
+        with tarfile.TarFile(fileobj=stream, mode="r") as archive:
+            for member in archive:
+                _check_tar_entry(member)
+                if member.isfile():
+                    budget.expect(member.size)
+                yield member.name, member.isdir(), _tar_data(archive, member)
+            _check_tar_end(stream, archive.offset)
+
+
+def _tar_stream_limit(max_bytes: int) -> int:
+    return max_bytes + (MAX_MEMBERS + 1) * _HEADER_ALLOWANCE + _END_ALLOWANCE
+
+
+def _check_tar_entry(member: tarfile.TarInfo) -> None:
+    if not (member.isfile() or member.isdir()):
+        raise BundleError(f"The 'file' entry {member.name!r} is a link or device; only files "
+                          "and folders are allowed.", field="file")
+    if member.issparse():
+        raise BundleError(f"The 'file' entry {member.name!r} is a sparse file; only plain "
+                          "files and folders are allowed.", field="file")
+
+
+def _tar_data(archive: tarfile.TarFile, member: tarfile.TarInfo) -> Iterator[bytes]:
+    if member.isdir():
+        return
+    with _readable(".tar.gz"), archive.extractfile(member) as data:
+        while block := data.read(_CHUNK):
+            yield block
+
+
+def _check_tar_end(stream: _GzipStream, end: int) -> None:
+    """Only zeros may follow the last entry. :mod:`tarfile` stops at the first block that is
+    no header (zeros, or garbage it does not report), so that block and all after it are
+    read here: nothing in the upload goes unread."""
+    looked_at = stream.recent(stream.tell() - end)
+    for block in itertools.chain([looked_at], stream.rest()):
+        if block.strip(b"\0"):
+            raise BundleError("The 'file' holds data after the end of its tar archive; "
+                              "only the end marker's zero padding may follow the last entry.",
+                              field="file")
+
+
+class _GzipStream:
+    """The inflated bytes of a .tar.gz, read forward once (what :class:`tarfile.TarFile`
+    needs of a file).
+
+    Stricter than :mod:`gzip`, which reads on into further gzip members: anything after the
+    first member's end is refused, so a second member cannot hide from any reader. At most
+    ``limit`` bytes are ever inflated, whatever a header asks for.
+    """
+
+    def __init__(self, handle: BinaryIO, *, limit: int) -> None:
+        self._handle = handle
+        self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip framing, CRC checked
+        self._limit = limit
+        self._inflated = bytearray()  # inflated ahead, not read yet
+        self._position = 0
+        self._recent = b""
+        self._ended = False
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """Forward only: tarfile skips a member's padding, it never goes back."""
+        if whence != os.SEEK_SET or offset < self._position:
+            raise OSError(f"the gzip stream cannot go back (to {offset} from {self._position})")
+        while self._position < offset and self.read(min(_CHUNK, offset - self._position)):
+            pass
+        return self._position
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` inflated bytes, fewer only at the stream's end. Asking for more
+        than the limit leaves is refused at once: tarfile asks for what the archive says it
+        holds, so a 16 GiB pax header costs nothing."""
+        if size < 0 or size > self._limit - self._position:
+            raise self._too_long()
+        return self._inflate(size)
+
+    def recent(self, count: int) -> bytes:
+        """The last ``count`` bytes read (at most ``_LOOKBACK``)."""
+        if not 0 <= count <= len(self._recent):
+            raise BundleError("The 'file' could not be read to its end (its last tar block "
+                              "is out of reach); please report this bundle.", field="file")
+        return self._recent[len(self._recent) - count:]
+
+    def rest(self) -> Iterator[bytes]:
+        """The remaining inflated bytes, up to the limit, then the check that the file ends
+        with the gzip member."""
+        while block := self._inflate(min(_CHUNK, self._limit - self._position + 1)):
+            if self._position > self._limit:
+                raise self._too_long()
+            yield block
+
+    def _inflate(self, size: int) -> bytes:
+        while len(self._inflated) < size and not self._inflater.eof:
+            self._inflate_step()
+        data = bytes(self._inflated[:size])
+        del self._inflated[:size]
+        self._position += len(data)
+        self._recent = (self._recent + data)[-_LOOKBACK:]
+        return data
+
+    def _inflate_step(self) -> None:
+        """Inflate ahead by a bounded step: small reads (a tar header) then cost a copy, not
+        a pass over all the compressed input zlib holds back."""
+        compressed = self._inflater.unconsumed_tail or self._handle.read(_GZIP_READ)
+        piece = self._inflater.decompress(compressed, _INFLATE_STEP)
+        if not compressed and not piece and not self._inflater.eof:
+            raise BundleError("The 'file' is cut short: its gzip stream ends before its end "
+                              "marker.", field="file")
+        self._inflated += piece
+        if self._inflater.eof:
+            self._check_gzip_end()
+
+    def _check_gzip_end(self) -> None:
+        """A second gzip member (or any byte) after the first is refused, not read past:
+        :mod:`gzip` would inflate it, :mod:`tarfile`'s stream mode would not."""
+        if not self._ended:
+            self._ended = True
+            if self._inflater.unused_data or self._handle.read(1):
+                raise BundleError(
+                    "The 'file' holds data after the end of its gzip stream (a second gzip "
+                    "member, or trailing bytes); a .tar.gz must be a single gzip member, as "
+                    "`tar -czf` writes it.", field="file")
+
+    def _too_long(self) -> BundleError:
+        return BundleError(
+            f"The 'file' inflates to more than {self._limit} bytes of tar data (entries, "
+            f"headers and padding); at most {self._limit} are allowed.", field="file")
 
 __all__ = [
     "DEFAULT_MAX_UNPACKED_BYTES", "MAX_MEMBERS", "SUFFIXES", "UNPACK_FACTOR", "bundle_kind", "check_bundle", "extract_bundle",
-    "import_root", "safe_filename", "unpack_stored_bundle", "zip_entry_count",
+    "MAX_DEPTH", "MAX_NAME_CHARS", "import_root", "safe_filename", "unpack_stored_bundle",
+    "zip_entry_count",
 ]
