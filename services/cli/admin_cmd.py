@@ -2,9 +2,11 @@
 
 They work on the database directly (``NEVIS_DATABASE_URL``), so the first admin can be
 made before the API has any user. A token's secret is printed once, alone on stdout, so
-``TOKEN=$(nevis tokens create --user alice)`` works. ``nevis users quota NAME`` shows a user's
-quotas counted as the API counts them (the CLI has no API client; users see theirs at
-``GET /v1/users/me/quota``).
+``TOKEN=$(nevis tokens create --user alice)`` works. A token made here expires after
+NEVIS_TOKEN_DEFAULT_DAYS unless ``--expires-in-days`` asks for another lifetime (at most a
+year; none never expires) and counts against NEVIS_MAX_TOKENS_PER_USER like any other.
+``nevis users quota NAME`` shows a user's quotas counted as the API counts them (the CLI has
+no API client; users see theirs at ``GET /v1/users/me/quota``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from services.coordinator.core.config import get_coordinator_settings
+from services.coordinator.core.security import TOKEN_MAX_DAYS
 
 users_app = typer.Typer(no_args_is_help=True, help="Create, list, disable and enable API users; show their quotas.")
 tokens_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API tokens.")
@@ -117,17 +120,20 @@ def _next(moment: datetime | None) -> str:
 def create_token(
     user: str = typer.Option(..., "--user", help="Whose token."),
     label: str = typer.Option("cli", "--label", help="A note to tell tokens apart."),
-    expires_in_days: Optional[int] = typer.Option(None, "--expires-in-days", min=1, help="Default: never."),  # noqa: UP007
+    expires_in_days: Optional[int] = typer.Option(  # noqa: UP007
+        None, "--expires-in-days", min=1, max=TOKEN_MAX_DAYS,
+        help=f"Lifetime in days, 1-{TOKEN_MAX_DAYS}. Default: NEVIS_TOKEN_DEFAULT_DAYS (90)."),
 ) -> None:
     """Create a token and print its secret (shown only this once)."""
     from services.coordinator.crud import users  # noqa: PLC0415
     from services.store.db import transaction  # noqa: PLC0415
-    from services.store.db.types import utcnow  # noqa: PLC0415
 
-    expires = utcnow() + timedelta(days=expires_in_days) if expires_in_days else None
+    settings = get_coordinator_settings()
+    lifetime = timedelta(days=expires_in_days or settings.token_default_days)
     with transaction(_sessions()) as session:
         owner = users.get_user(session, name=user)
-        _, secret = users.create_token(session, user=owner, label=label, expires_at=expires)
+        _, secret = users.create_token(session, user=owner, label=label, default_lifetime=lifetime,
+                                       max_tokens=settings.max_tokens_per_user)
     typer.echo(secret)
 
 
@@ -151,14 +157,14 @@ def revoke_token(
     token_id: int = typer.Argument(..., help="Token id (see `nevis tokens list`)."),
     user: str = typer.Option(..., "--user", help="Whose token."),
 ) -> None:
-    """Revoke a token."""
+    """Revoke a token and every token minted from it (through the API), down the chain."""
     from services.coordinator.crud import users  # noqa: PLC0415
     from services.store.db import transaction  # noqa: PLC0415
 
     with transaction(_sessions()) as session:
         owner = users.get_user(session, name=user)
-        users.revoke_token(session, user=owner, token_id=token_id)
-    typer.echo(f"revoked token {token_id}")
+        _, minted = users.revoke_token_tree(session, user=owner, token_id=token_id)
+    typer.echo(f"revoked token {token_id} and {len(minted)} token(s) minted from it")
 
 
 __all__ = [

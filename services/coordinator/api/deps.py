@@ -17,8 +17,10 @@ from typing import Annotated
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.requests import HTTPConnection
 
 from services.coordinator.api.fields import DbCount
+from services.coordinator.core import security
 from services.coordinator.core.config import CoordinatorSettings
 from services.coordinator.core.errors import AuthenticationError, PermissionDeniedError
 from services.coordinator.crud import users as crud_users
@@ -58,17 +60,31 @@ SessionsDep = Annotated[sessionmaker[Session], Depends(get_sessions)]
 StoreDep = Annotated[ObjectStore, Depends(get_store)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 
-bearer = HTTPBearer(auto_error=False, scheme_name="ApiToken",
-                    description="An API token: `nevis tokens create` or POST /v1/tokens.")
+
+class CanonicalBearer(HTTPBearer):
+    """HTTPBearer that reads the header as :func:`security.bearer_secret` does (any case of
+    the scheme, any whitespace), the reading the write rate limit keys on too."""
+
+    async def __call__(self, request: HTTPConnection) -> HTTPAuthorizationCredentials | None:
+        secret = security.bearer_secret(request.headers.get("Authorization"))
+        return HTTPAuthorizationCredentials(scheme="Bearer", credentials=secret) if secret else None
+
+
+bearer = CanonicalBearer(auto_error=False, scheme_name="ApiToken",
+                         description="An API token: `nevis tokens create` or POST /v1/tokens.")
 
 
 def get_current_token(
     session: SessionDep,
+    settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> ApiToken:
-    """The token the request presents; routes that mint tokens need its expiry."""
-    return crud_users.authenticate_token(
+    """The token the request presents; routes that mint tokens need its expiry. Whatever the
+    request's session mints descends from it and counts against NEVIS_MAX_TOKENS_PER_USER."""
+    token = crud_users.authenticate_token(
         session, secret=credentials.credentials if credentials else None)
+    crud_users.mint_for(session, token=token, max_tokens=settings.max_tokens_per_user)
+    return token
 
 
 CurrentToken = Annotated[ApiToken, Depends(get_current_token)]
@@ -115,6 +131,18 @@ def token_checker(sessions: sessionmaker[Session]) -> Callable[[str | None], Non
     return check
 
 
+def token_identity(sessions: sessionmaker[Session]) -> Callable[[str], str | None]:
+    """Who a bearer secret stands for, as a rate-limit key (``user:<id>``), or ``None`` when it
+    does not work; a quiet lookup in its own short session, for the write rate limit."""
+
+    def identify(secret: str) -> str | None:
+        with sessions() as session:
+            token = crud_users.live_token(session, secret=secret)
+            return None if token is None else f"user:{token.user_id}"
+
+    return identify
+
+
 def get_admin(user: CurrentUser) -> User:
     if user.role != "admin":
         raise PermissionDeniedError(
@@ -129,8 +157,8 @@ Offset = Annotated[DbCount, Query(description="Items to skip.")]
 
 
 __all__ = [
-    "AdminUser", "CurrentToken", "CurrentUser", "Limit", "MetricsDep", "Offset", "SessionDep",
-    "SessionsDep", "SettingsDep", "StoreDep", "UploadUser", "authenticate_upload", "bearer", "get_admin",
-    "get_current_token", "get_current_user", "get_metrics", "get_session", "get_sessions", "get_settings",
-    "get_store", "token_checker",
+    "AdminUser", "CanonicalBearer", "CurrentToken", "CurrentUser", "Limit", "MetricsDep", "Offset",
+    "SessionDep", "SessionsDep", "SettingsDep", "StoreDep", "UploadUser", "authenticate_upload", "bearer",
+    "get_admin", "get_current_token", "get_current_user", "get_metrics", "get_session", "get_sessions",
+    "get_settings", "get_store", "token_checker", "token_identity",
 ]

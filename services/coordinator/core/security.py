@@ -4,6 +4,10 @@ A token is ``nvs_`` plus 32 random bytes (URL-safe base64). Only its sha256 is s
 first characters after the prefix are kept as a display prefix so an operator can tell
 tokens apart. A random 256-bit secret cannot be guessed, so a fast hash is enough (no KDF),
 and lookups by hash go through a unique index.
+
+An ``Authorization`` header has one canonical reading (:func:`bearer_secret`), shared by
+authentication and the write rate limit, so that spellings of one token cannot pass for
+different callers.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import secrets
 from dataclasses import dataclass
 
 TOKEN_PREFIX = "nvs_"
+TOKEN_MAX_DAYS = 366
+"""The longest lifetime a token may be given, in days (API, CLI and settings alike)."""
 _DISPLAY_CHARS = 8
 
 
@@ -46,6 +52,21 @@ def looks_like_token(value: str) -> bool:
     return value.startswith(TOKEN_PREFIX) and 20 <= len(value) <= 200 and value.isascii()
 
 
+def bearer_secret(header: str | None) -> str | None:
+    """The secret of an ``Authorization: Bearer <secret>`` header, or ``None``.
+
+    The scheme is case-insensitive and any run of whitespace (spaces, tabs) around or between
+    the two parts is tolerated, so ``bearer x`` and ``BEARER  x`` both read as ``x``; anything
+    but exactly a scheme and one credential (another scheme, a secret with a space in it)
+    reads as no token.
+    """
+    parts = (header or "").split()
+    if len(parts) != 2 or parts[0].lower() != "bearer":
+        return None
+    return parts[1]
+
+
 __all__ = [
-    "TOKEN_PREFIX", "NewToken", "display_prefix", "hash_token", "looks_like_token", "new_token",
+    "TOKEN_MAX_DAYS", "TOKEN_PREFIX", "NewToken", "bearer_secret", "display_prefix", "hash_token",
+    "looks_like_token", "new_token",
 ]

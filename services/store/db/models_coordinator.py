@@ -4,7 +4,8 @@ Imported at the end of :mod:`services.store.db.models`, so every table shares on
 metadata and one Alembic history (revision ``0002``).
 
 Contract:
-- An API token is stored only as the sha256 of its secret; the secret is shown once.
+- An API token is stored only as the sha256 of its secret; the secret is shown once. A token
+  minted through the API points at the token that minted it (``parent_token_id``).
 - Every submission the coordinator accepts has one ``scheduled_submissions`` row (owner,
   back-off, cancellation) and every launch of a task one ``task_leases`` row.
 - At most one lease per submission is active (``launching``, ``launched``, ``running``):
@@ -70,6 +71,10 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = created_column()
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The token whose request minted this one (revision 0012): revoking a token revokes every
+    # token minted from it, down the chain. None: minted by the CLI, or before 0012.
+    parent_token_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_tokens.id", ondelete="SET NULL"), index=True)
 
 
 # Who registered a learner (and the size of its uploaded bundle, if any).
