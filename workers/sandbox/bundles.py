@@ -207,7 +207,7 @@ def _unpack(path: Path, *, kind: str, max_unpacked_bytes: int, into: Path | None
     One code path, so the check cannot see less than the unpack writes: entries are counted
     and their bytes measured as the archive yields them, and the first cap breached stops it.
     """
-    budget, layout = _Budget(max_unpacked_bytes), _Layout()
+    budget, layout = UnpackBudget(max_unpacked_bytes), _Layout()
     entries = _zip_entries(path, budget) if kind == "zip" else _tar_entries(path, budget)
     for name, is_dir, data in entries:
         budget.count_member()
@@ -217,13 +217,13 @@ def _unpack(path: Path, *, kind: str, max_unpacked_bytes: int, into: Path | None
             if target is not None:
                 target.mkdir(parents=True, exist_ok=True)
         else:
-            _copy(data, target, budget)
+            copy_member(data, target, budget)
     if not layout.has_python:
         raise BundleError("The 'file' holds no .py file; a bundle carries Python code.",
                           field="file")
 
 
-def _copy(data: Iterator[bytes], target: Path | None, budget: _Budget) -> None:
+def copy_member(data: Iterator[bytes], target: Path | None, budget: UnpackBudget) -> None:
     """Count a member's bytes as they are inflated (not as declared), before keeping them."""
     with _sink(target) as write:
         for block in data:
@@ -242,7 +242,7 @@ def _sink(target: Path | None) -> Iterator[Callable[[bytes], object]]:
         yield out.write
 
 
-class _Budget:
+class UnpackBudget:
     """Entries and unpacked bytes so far; raises at the first cap breached."""
 
     def __init__(self, max_bytes: int) -> None:
@@ -348,7 +348,7 @@ def _readable(what: str) -> Iterator[None]:
 
 # --- zip --------------------------------------------------------------------------------------
 
-def _zip_entries(path: Path, budget: _Budget) -> Iterator[_Entry]:
+def _zip_entries(path: Path, budget: UnpackBudget) -> Iterator[_Entry]:
     """A zip's entries, counted from the central directory first (300,000 entries cost no
     more than 10,001) and their declared sizes summed before anything is inflated."""
     _check_count(zip_entry_count(path, stop_after=MAX_MEMBERS + 1))
@@ -378,7 +378,7 @@ def _zip_data(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes
 
 # --- tar.gz -----------------------------------------------------------------------------------
 
-def _tar_entries(path: Path, budget: _Budget) -> Iterator[_Entry]:
+def _tar_entries(path: Path, budget: UnpackBudget) -> Iterator[_Entry]:
     """A .tar.gz's entries, read as one stream: each header as it comes (a 16 GiB member is
     refused at its header), then, after the last, the rest of the stream, which may hold
     only the end marker's zeros and must end where the file's one gzip member ends."""
@@ -524,5 +524,5 @@ class _GzipStream:
 __all__ = [
     "DEFAULT_MAX_UNPACKED_BYTES", "MAX_MEMBERS", "SUFFIXES", "UNPACK_FACTOR", "bundle_kind", "check_bundle", "extract_bundle",
     "MAX_DEPTH", "MAX_NAME_CHARS", "import_root", "safe_filename", "unpack_stored_bundle",
-    "zip_entry_count",
+    "zip_entry_count", "UnpackBudget", "copy_member",
 ]

@@ -15,6 +15,7 @@ a run of a one-worker learner starts no learner host besides theirs.
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,9 @@ import ray
 
 from workers.learners.protocol import TaskInfo
 from workers.sandbox.client import HostSpec, LearnerHost, predict
+from workers.trainer.host_usage import measured_call
+
+_STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nevis-host-start")
 
 
 class Evaluator:
@@ -34,13 +38,31 @@ class Evaluator:
 
     def __init__(self, host_spec: HostSpec) -> None:
         self._spec = host_spec
+        self._starting: Future[LearnerHost] | None = None
         self._host = LearnerHost(host_spec)
 
     def predict(self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
-        return predict(self._live_host(), info, predictor, images, seed=seed)
+        """Scores of ``predictor`` on evaluation images; the host that saw them is discarded
+        afterwards (a fresh one starts in the background), so no learner keeps test images
+        in its memory or ``/tmp`` when it next trains."""
+        host = self._live_host()
+        try:
+            (scores, flops), usage = measured_call(host, lambda: predict(host, info, predictor, images, seed=seed))
+        finally:
+            self._replace_host()
+        return scores, {**flops, **usage}
+
+    def _replace_host(self) -> None:
+        old, self._host = self._host, None
+        old.close()
+        self._starting = _STARTER.submit(LearnerHost, self._spec)
 
     def _live_host(self) -> LearnerHost:
-        """The host, restarted if its process died (a crashed trial, an out-of-memory kill)."""
+        """The host (waiting for a replacement being started), restarted if its process died
+        (a crashed trial, an out-of-memory kill)."""
+        if self._starting is not None:
+            starting, self._starting = self._starting, None
+            self._host = starting.result()
         if not self._host.alive:
             self._host.close()
             self._host = LearnerHost(self._spec)
@@ -61,7 +83,9 @@ class TrialExecutor(Evaluator):
 
         if spec.host != self._spec:
             raise ValueError(f"executor of {self._spec.learner_spec!r} asked to run {spec.host.learner_spec!r}")
-        return run_trial_in_host(self._live_host(), config, spec)
+        host = self._live_host()
+        metrics, usage = measured_call(host, lambda: run_trial_in_host(host, config, spec))
+        return {**metrics, **usage}
 
 
 class ExecutorPool:

@@ -50,6 +50,7 @@ from workers.stream.registry import load_stream
 from workers.stream.task_info import task_info
 from workers.stream.versions import ensure_stream_version, stored_manifest
 from workers.trainer import searchers
+from workers.trainer.host_usage import EvaluationCost, sum_known
 from workers.trainer.ray_env import connect_ray
 from workers.trainer.run_actors import RunActors
 from workers.trainer.task_job import fit_to_cluster, run_trials
@@ -298,7 +299,7 @@ class StreamRunner:
             self._fail(attempt, f"all {len(outcomes)} trials failed; first error: {first}", spent)
         images, labels = data.splits[split]
         try:
-            error, eval_flops = self._evaluate(attempt, host, learner, data, best, images, labels)
+            error, evaluation = self._evaluate(attempt, host, learner, data, best, images, labels)
         except Exception as exc:  # noqa: BLE001 - the learner's predict failed: the task fails
             cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
             what = str(cause) if isinstance(cause, LearnerError) else f"{type(cause).__name__}: {cause}"
@@ -306,10 +307,12 @@ class StreamRunner:
                        spent, cause=exc)
         outcome = TaskOutcome(
             order=task.order, best_trial_index=best.trial_index, error=error, split=split,
-            metric="accuracy" if task.kind == "single" else "map", flops=float(spent + eval_flops),
+            metric="accuracy" if task.kind == "single" else "map", flops=float(spent + evaluation.flops),
             wall_time_s=time.perf_counter() - attempt.started,
             peak_memory_bytes=max(o.peak_memory_bytes or 0 for o in outcomes),
             state_key=best.state.key,
+            cpu_seconds=sum_known([*(o.cpu_seconds for o in outcomes), evaluation.cpu_seconds]),
+            flops_floored=any(o.floored for o in outcomes) or evaluation.floored,
         )
         with transaction(self.sessions) as session:
             submission = session.get(Submission, plan.submission_id)
@@ -379,8 +382,8 @@ class StreamRunner:
         )
 
     def _evaluate(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,
-                  best: TrialOutcome, images: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
-        """The chosen predictor's error on the evaluation split, and the FLOPs it cost.
+                  best: TrialOutcome, images: np.ndarray, labels: np.ndarray) -> tuple[float, EvaluationCost]:
+        """The chosen predictor's error on the evaluation split, and what that cost.
 
         The learner's ``predict`` sees the images only; labels stay here, in harness code.
         """
@@ -388,7 +391,7 @@ class StreamRunner:
         scores, flops = self.actors.score(
             host, learner.resources, plan.budget, task_info(attempt.task, data.index, plan.image_size),
             images, seed=best.seed, predictor=self.store.get_bytes(best.predictor.key))
-        return task_error(scores, labels, attempt.task.kind), int(flops["flops_measured"] + flops["flops_reported"])
+        return task_error(scores, labels, attempt.task.kind), EvaluationCost.of(flops)
 
     def _fail(self, attempt: Attempt, reason: str, spent: float, *, cause: BaseException | None = None) -> NoReturn:
         """Close the attempt, stop the submission with the reason, and raise it."""

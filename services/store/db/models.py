@@ -64,7 +64,7 @@ ACTIVE_TASK_RUN_STATUSES: tuple[str, ...] = ("pending", "running")
 TRIAL_STATUSES: tuple[str, ...] = (
     "pending", "running", "succeeded", "failed", "stopped", "cancelled",
 )
-FLOPS_SOURCES: tuple[str, ...] = ("measured", "reported")
+FLOPS_SOURCES: tuple[str, ...] = ("measured", "reported", "floor")
 RESULT_SPLITS: tuple[str, ...] = ("test", "dev_test")
 RESULT_METRICS: tuple[str, ...] = ("accuracy", "map")
 
@@ -279,7 +279,7 @@ class Trial(Base):
         named_check(
             "dev_error IS NULL OR (dev_error >= 0 AND dev_error <= 1)", "dev_error_range"
         ),
-        *non_negative("trial_index", "flops", "wall_time_s", "peak_memory_bytes"),
+        *non_negative("trial_index", "flops", "wall_time_s", "peak_memory_bytes", "cpu_seconds", "flops_floor"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -295,6 +295,10 @@ class Trial(Base):
     dev_error: Mapped[float | None] = mapped_column(Double)
     wall_time_s: Mapped[float | None] = mapped_column(Double)
     peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # The learner host's CPU time as the harness measured it, and the FLOP floor it implies
+    # (NULL: not measured, e.g. trials stored before revision 0013).
+    cpu_seconds: Mapped[float | None] = mapped_column(Double)
+    flops_floor: Mapped[float | None] = mapped_column(Double)
     error_text: Mapped[str | None] = mapped_column(Text)
     traceback: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = created_column()
@@ -346,7 +350,7 @@ class TaskResult(Base):
         named_check("error >= 0 AND error <= 1", "error_range"),
         named_check(one_of("split", RESULT_SPLITS), "split"),
         named_check(one_of("metric", RESULT_METRICS), "metric"),
-        *non_negative("flops"),
+        *non_negative("flops", "cpu_seconds"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -358,6 +362,8 @@ class TaskResult(Base):
     split: Mapped[str] = mapped_column(String(16))
     metric: Mapped[str] = mapped_column(String(16))
     flops: Mapped[float] = mapped_column(Double)
+    cpu_seconds: Mapped[float | None] = mapped_column(Double)  # learner hosts' CPU time, harness-measured
+    flops_floored: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     committed_at: Mapped[datetime] = created_column()
 
     submission: Mapped[Submission] = relationship()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 TrialStatus = Literal["ok", "failed", "stopped"]  # stopped: ended early by the search's scheduler
-FlopsSource = Literal["measured", "reported"]
+FlopsSource = Literal["measured", "reported", "floor"]  # floor: the harness's CPU-time floor was charged
 
 
 @dataclass(frozen=True)
@@ -63,18 +63,33 @@ class TrialOutcome:
     error: str | None = None
     traceback: str | None = None
     num_workers: int = 1
+    cpu_seconds: float | None = None  # the learner host's CPU time, measured by the harness
+    flops_floor: int = 0  # the least that CPU time is charged (workers.sandbox.calibration)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
     @property
-    def flops(self) -> int:
+    def counted_flops(self) -> int:
+        """What the learner's process counted and reported: its own word."""
         return self.flops_measured + self.flops_reported
 
     @property
+    def floored(self) -> bool:
+        """The count was implausibly low for the CPU time the host used: the floor is charged."""
+        return self.flops_floor > self.counted_flops
+
+    @property
+    def flops(self) -> int:
+        return max(self.counted_flops, self.flops_floor)
+
+    @property
     def flops_source(self) -> FlopsSource:
-        """``reported`` as soon as any part was reported by the learner, else ``measured``."""
+        """``floor`` when the harness's floor was charged; else ``reported`` as soon as any
+        part was reported by the learner, else ``measured``."""
+        if self.floored:
+            return "floor"
         return "reported" if self.flops_reported else "measured"
 
     @classmethod
@@ -98,6 +113,8 @@ class TrialOutcome:
             state=StoredObject.from_dict(metrics["state"]) if metrics.get("state") else None,
             error=metrics.get("error"), traceback=metrics.get("traceback"),
             num_workers=int(metrics.get("num_workers") or 1),
+            cpu_seconds=_float_or_none(metrics.get("cpu_seconds")),
+            flops_floor=int(metrics.get("flops_floor") or 0),
         )
 
 
@@ -114,6 +131,8 @@ class TaskOutcome:
     wall_time_s: float
     peak_memory_bytes: int
     state_key: str  # the learner state carried to the next task
+    cpu_seconds: float | None = None  # learner hosts' CPU time (trials and evaluation), harness-measured
+    flops_floored: bool = False  # a trial or the evaluation was charged the CPU-time floor
 
 
 def best_trial(outcomes: Sequence[TrialOutcome]) -> TrialOutcome | None:

@@ -126,6 +126,7 @@ def record_trial(session: Session, *, task_run_id: int, outcome: TrialOutcome) -
         dev_error=outcome.dev_error, wall_time_s=outcome.wall_time_s,
         peak_memory_bytes=outcome.peak_memory_bytes, error_text=outcome.error,
         traceback=outcome.traceback, finished_at=utcnow(),
+        cpu_seconds=outcome.cpu_seconds, flops_floor=float(outcome.flops_floor) if outcome.cpu_seconds is not None else None,
     )
     session.add(trial)
     session.flush()
@@ -160,7 +161,8 @@ def commit_task(
     result = TaskResult(
         submission_id=submission.id, stream_task_id=run.stream_task_id, task_run_id=run.id,
         best_trial_id=best_trial.id, error=outcome.error, split=outcome.split,
-        metric=outcome.metric, flops=outcome.flops,
+        metric=outcome.metric, flops=outcome.flops, cpu_seconds=outcome.cpu_seconds,
+        flops_floored=outcome.flops_floored,
     )
     session.add(result)
     run.status, run.finished_at = "succeeded", utcnow()

@@ -197,7 +197,7 @@ def _honest_zip_bomb(path: Path, *, members: int = 50, size: int = 1_000_000) ->
 def test_unpacked_bytes_are_counted_as_inflated_not_as_declared(tmp_path, monkeypatch):
     """With the declared-size shortcut switched off, the actual bytes still stop the pass at
     the cap, one chunk past it at most."""
-    monkeypatch.setattr(bundles._Budget, "expect", lambda self, declared: None)
+    monkeypatch.setattr(bundles.UnpackBudget, "expect", lambda self, declared: None)
     cap = 2_500_000
     zipped = _honest_zip_bomb(tmp_path / "bomb.zip")
     tarred = _write(tmp_path / "bomb.tar.gz", gzip.compress(_tar_bytes(
@@ -278,7 +278,7 @@ def test_a_failed_unpack_leaves_no_partial_folder(tmp_path):
 
 def test_an_unexpected_error_leaves_no_partial_folder_either(tmp_path, monkeypatch):
     archive = _targz(tmp_path / "b.tar.gz", {"a.py": CODE, "b.py": CODE})
-    real_copy = bundles._copy
+    real_copy = bundles.copy_member
     calls = []
 
     def failing_copy(data, target, budget):
@@ -287,7 +287,7 @@ def test_an_unexpected_error_leaves_no_partial_folder_either(tmp_path, monkeypat
             raise RuntimeError("disk on fire")
         real_copy(data, target, budget)
 
-    monkeypatch.setattr(bundles, "_copy", failing_copy)
+    monkeypatch.setattr(bundles, "copy_member", failing_copy)
     root = tmp_path / "bundles"
     root.mkdir()
     with pytest.raises(RuntimeError, match="disk on fire"):

@@ -1,0 +1,83 @@
+"""The machine's achieved FLOP rate per CPU-second, measured once per boot of a node.
+
+The FLOP meter runs in the learner's process, so its count is the learner's own word; the
+CPU time of the host's processes is not (:mod:`workers.sandbox.usage`). A reference workload
+(single-threaded float32 matrix products, the densest arithmetic a learner can do on a CPU)
+turns CPU-seconds into the most FLOPs they could have bought here, and
+:func:`compute_floor` into the least a learner is charged for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REFERENCE_SIZE = 256
+MEASURE_S = 0.3
+FLOOR_FRACTION = 1 / 64
+"""Share of the reference rate a learner is assumed to reach at the least: real training
+(small kernels, data handling, Python) reaches a few percent to a few tens of percent of the
+reference, so only a count far below what the time bought is floored."""
+ALLOWANCE_S = 2.0
+"""CPU-seconds of each call never floored: start-up, decoding the task, scoring the dev split."""
+
+
+def measure_flop_rate() -> float:
+    """FLOPs per CPU-second of float32 matrix products on this machine (one thread)."""
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415 - scikit-learn's dependency
+
+    with threadpool_limits(limits=1):  # idle BLAS threads spin: they would bill CPU for nothing
+        return _products_per_cpu_second()
+
+
+def _products_per_cpu_second() -> float:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((REFERENCE_SIZE, REFERENCE_SIZE), dtype=np.float32)
+    b = rng.standard_normal((REFERENCE_SIZE, REFERENCE_SIZE), dtype=np.float32)
+    a @ b  # noqa: B018 - warm the library up
+    started, products = time.process_time(), 0
+    while time.process_time() - started < MEASURE_S:
+        a @ b  # noqa: B018
+        products += 1
+    used = max(time.process_time() - started, 1e-6)
+    return 2.0 * REFERENCE_SIZE**3 * products / used
+
+
+def machine_flop_rate(*, cache_dir: Path | None = None) -> float:
+    """The node's rate, measured on first use after each boot and recorded in a file of the
+    node's temporary folder (so the executors of every run on it share one measurement)."""
+    folder = cache_dir or Path(tempfile.gettempdir())
+    path = folder / f"nevis-flop-rate-{_boot_id()}.json"
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        rate = float(json.loads(path.read_text())["flops_per_cpu_second"])
+        if rate > 0:
+            return rate
+    rate = measure_flop_rate()
+    with contextlib.suppress(OSError):
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps({"flops_per_cpu_second": rate, "measured_at": time.time()}))
+        partial.replace(path)
+    return rate
+
+
+def compute_floor(cpu_seconds: float | None, flop_rate: float) -> int:
+    """The least a call that used ``cpu_seconds`` of the host's CPU is charged."""
+    if cpu_seconds is None or cpu_seconds <= ALLOWANCE_S:
+        return 0
+    return int((cpu_seconds - ALLOWANCE_S) * flop_rate * FLOOR_FRACTION)
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")[:16]
+    except OSError:
+        return "unknown"
+
+
+__all__ = ["ALLOWANCE_S", "FLOOR_FRACTION", "compute_floor", "machine_flop_rate", "measure_flop_rate"]

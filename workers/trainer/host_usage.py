@@ -1,0 +1,66 @@
+"""What a call into a learner host cost, as harness code measures it: the CPU time of the
+host's processes (kernel-kept, outside the learner's reach), the wall time, and the FLOP
+floor that CPU time implies on this node (:mod:`workers.sandbox.calibration`). The floor is
+charged when the learner's own count falls below it, and the trial is marked for it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from workers.sandbox.calibration import compute_floor, machine_flop_rate
+from workers.sandbox.client import LearnerHost
+
+T = TypeVar("T")
+
+
+def measured_call(host: LearnerHost, call: Callable[[], T]) -> tuple[T, dict[str, Any]]:
+    """Run ``call`` (which talks to ``host``) and return its result with the usage fields:
+    ``cpu_seconds`` (``None`` where the machine cannot say), ``host_wall_s``, ``flop_rate``
+    (FLOPs per CPU-second of this node) and ``flops_floor``."""
+    before, started = host.cpu_seconds(), time.perf_counter()
+    try:
+        result = call()
+    finally:
+        after = host.cpu_seconds()
+    used = None if before is None or after is None else max(after - before, 0.0)
+    rate = machine_flop_rate()
+    return result, {"cpu_seconds": used, "host_wall_s": time.perf_counter() - started,
+                    "flop_rate": rate, "flops_floor": compute_floor(used, rate)}
+
+
+@dataclass(frozen=True)
+class EvaluationCost:
+    """What scoring the chosen predictor cost: FLOPs charged (the floor when the learner's own
+    count is below it), the host's CPU time, and whether the floor was charged."""
+
+    counted_flops: int
+    flops_floor: int
+    cpu_seconds: float | None
+
+    @property
+    def floored(self) -> bool:
+        return self.flops_floor > self.counted_flops
+
+    @property
+    def flops(self) -> int:
+        return max(self.counted_flops, self.flops_floor)
+
+    @classmethod
+    def of(cls, fields: Mapping[str, Any]) -> EvaluationCost:
+        """From a prediction job's FLOP and usage fields (:func:`measured_call`)."""
+        used = fields.get("cpu_seconds")
+        return cls(counted_flops=int(fields["flops_measured"] + fields["flops_reported"]),
+                   flops_floor=int(fields.get("flops_floor") or 0),
+                   cpu_seconds=float(used) if isinstance(used, (int, float)) else None)
+
+
+def sum_known(values: Iterable[float | None]) -> float | None:
+    """The sum of the values that were measured; ``None`` when none was."""
+    known = [v for v in values if v is not None]
+    return float(sum(known)) if known else None
+
+
+__all__ = ["EvaluationCost", "measured_call", "sum_known"]
