@@ -14,6 +14,7 @@ import anyio
 
 from services.coordinator.api.problems import RETRY_AFTER_S, database_unavailable, problem
 from services.coordinator.core.errors import AuthenticationError
+from services.coordinator.core.security import bearer_secret
 from services.coordinator.metrics import Metrics
 
 Scope = dict[str, Any]
@@ -65,7 +66,9 @@ class UploadLimit:
     FastAPI reads a multipart body whole before it resolves a route's dependencies, so
     without this gate anyone could make the server read (and spool to disk) a 50 MB upload
     before being told they have no token. ``authenticate`` takes the bearer secret (or
-    ``None``) and raises :class:`AuthenticationError`; it runs in a worker thread.
+    ``None``) and raises :class:`AuthenticationError`; it runs in a worker thread. The header
+    is read by :func:`~services.coordinator.core.security.bearer_secret`, as the route reads
+    it, so the gate never refuses a header the route would accept.
     """
 
     def __init__(self, app: Any, *, path: str, limit: int,
@@ -94,10 +97,9 @@ class UploadLimit:
 
     async def _authenticate(self, header: bytes | None) -> Any:
         """A 401 (or 503) problem if the Authorization header does not authenticate, else None."""
-        scheme, _, secret = (header or b"").decode("latin-1").partition(" ")
+        secret = bearer_secret(header.decode("latin-1") if header is not None else None)
         try:
-            await anyio.to_thread.run_sync(
-                self.authenticate, secret.strip() if scheme.lower() == "bearer" else None)
+            await anyio.to_thread.run_sync(self.authenticate, secret)
         except AuthenticationError as exc:
             return problem(401, slug="unauthenticated", detail=str(exc), field=exc.field,
                            instance=self.path,

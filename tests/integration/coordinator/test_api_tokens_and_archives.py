@@ -8,12 +8,15 @@
 - Every failed authentication is logged with the token's display prefix, never its secret.
 - A zip bomb (16 MB that inflates to 16 GiB) and a 300,000-member archive are refused in well
   under a second, without the database write lock held while they are inspected.
-- An upload without a valid token is a 401 before its body is read (a real uvicorn server).
+- An upload without a valid token is a 401 before its body is read (a real uvicorn server);
+  the gate reads the header as the routes do, so any spelling they accept (a tab, any case)
+  uploads.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import logging
 import socket
 import sqlite3
@@ -24,6 +27,7 @@ import zlib
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import anyio
 import pytest
 from sqlalchemy.engine import make_url
 
@@ -313,10 +317,47 @@ def test_a_good_bundle_is_still_accepted(shared_api, tmp_path):
 
 # --- authentication before the upload is read (a real server) ----------------------------------
 
+# The upload gate reads the Authorization header as the routes do (security.bearer_secret):
+# any case of the scheme and any whitespace, tabs included. A spelling the route accepts must
+# never be a 401 at the gate.
+SPELLINGS = ["Bearer {}", "bearer {}", "BEARER  {}", "Bearer\t{}", "\tbearer \t{}\t"]
 
 
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_the_upload_gate_reads_the_header_as_the_routes_do(spelling):
+    from services.coordinator.api.middleware import UploadLimit
+    from services.coordinator.core.security import bearer_secret
+
+    secret = "nvs_" + "C" * 43
+    header = spelling.format(secret)
+    seen: list[str | None] = []
+    reached: list[bool] = []
+
+    async def app(scope, receive, send):
+        reached.append(True)
+
+    gate = UploadLimit(app, path="/upload", limit=1024, authenticate=seen.append)
+    scope = {"type": "http", "path": "/upload", "method": "POST",
+             "headers": [(b"content-length", b"10"), (b"authorization", header.encode())]}
+    anyio.run(gate, scope, None, None)
+    assert seen == [bearer_secret(header)] == [secret]
+    assert reached == [True]
 
 
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_an_upload_with_any_accepted_spelling_of_its_token_is_201(shared_api, spelling):
+    payload = io.BytesIO()
+    with zipfile.ZipFile(payload, "w") as archive:
+        archive.writestr("pkg/__init__.py", "")
+        archive.writestr("pkg/learner.py", "def make():\n    return None\n")
+    header = spelling.format(shared_api.tokens.alice)
+    me = shared_api.client.get("/v1/users/me", headers={"Authorization": header})
+    assert me.status_code == 200, me.text
+    response = shared_api.client.post(
+        "/v1/learners/bundle", headers={"Authorization": header},
+        data={"name": f"spelled-{SPELLINGS.index(spelling)}", "entrypoint": "pkg.learner:make"},
+        files={"file": ("spelled.zip", payload.getvalue(), "application/zip")})
+    assert response.status_code == 201, response.text
 
 
 @pytest.mark.parametrize("authorization", [None, "Bearer nvs_" + "B" * 43, "Basic abc"])
