@@ -56,7 +56,7 @@ class Host:
 
     def serve(self) -> None:
         while True:
-            header, parts = wire.receive(self.proto_in)
+            header, parts = _receive(self.proto_in)
             op = header.get("op")
             if op == "bye":
                 return
@@ -173,14 +173,14 @@ class Host:
 
     def _past_train(self, order: int) -> LabelledData:
         wire.send(self.proto_out, {"op": "past_train", "order": order})
-        header, parts = wire.receive(self.proto_in)
+        header, parts = _receive(self.proto_in)
         if not header.get("ok"):
             raise CausalityError(str(header.get("message", "not available")))
         return LabelledData.from_arrays(parts)
 
     def _past_predictor(self, order: int | None, op: str = "past_predictor") -> bytes:
         wire.send(self.proto_out, {"op": op, "order": order})
-        header, parts = wire.receive(self.proto_in)
+        header, parts = _receive(self.proto_in)
         if not header.get("ok"):
             raise CausalityError(str(header.get("message", "not available")))
         return _bytes(parts[0], "past predictor")
@@ -192,7 +192,7 @@ class Host:
         """Dev scores at a rung go to harness code, which scores them and says whether to go on."""
         scores = _numeric(self.learner.predict(predictor, dev.images, ctx), "predict()")
         wire.send(self.proto_out, {"op": "rung", "step": int(step)}, [scores])
-        header, _ = wire.receive(self.proto_in)
+        header, _ = _receive(self.proto_in)
         return bool(header.get("continue", True))
 
     def _flops_so_far(self, measured: int, reported: int, untracked: int) -> None:
@@ -221,6 +221,11 @@ class Host:
             yield ctx
         finally:
             ctx.meter.untrack_all()
+
+
+def _receive(stream: BinaryIO) -> tuple[dict, list]:
+    """A frame from harness code, which is trusted to send a task's splits, however large."""
+    return wire.receive(stream, max_part_bytes=wire.HARNESS_PART_BYTES, max_frame_bytes=None)
 
 
 def _numeric(value: Any, what: str) -> np.ndarray:
@@ -262,7 +267,7 @@ def main() -> None:
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(2, 1)  # the learner's prints go to stderr, never into a frame
     sys.stdout = sys.stderr
-    hello, _ = wire.receive(proto_in)
+    hello, _ = _receive(proto_in)
     try:
         import torch  # noqa: PLC0415
 

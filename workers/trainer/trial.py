@@ -4,14 +4,16 @@ The learner host builds the causal view and runs the learner's ``train`` under a
 this side sends it the task's data, stores the checkpoints, predictor and new state it hands
 back through the task's harness actor (which owns the object store), and scores the
 predictor's dev predictions. Learner exceptions never escape: they become a ``failed``
-result with the traceback, so Tune neither retries them nor loses the message.
+result with the traceback, so Tune neither retries them nor loses the message. Nor does a
+host's broken message or a failure to record what it sent: the trial fails, charged the
+FLOPs its host last reported, and a host left in the middle of a request is closed.
 """
 
 from __future__ import annotations
 
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,14 +22,20 @@ from services.core.errors import LearnerError
 from services.core.metrics import task_error
 from services.store.runs import run_keys
 from workers.learners.protocol import LabelledData, TaskInfo
-from workers.sandbox.client import HostSpec, LearnerHost, flop_counts
+from workers.sandbox import messages
+from workers.sandbox.client import HostSpec, LearnerHost
 from workers.sandbox.context import checkpoint_steps
 from workers.sandbox.declaration import info_to_json
+from workers.sandbox.messages import Limits
+from workers.sandbox.wire import WireError
 
 # Keys of a Tune config that belong to the harness, not to the learner's search space.
 TRIAL_INDEX = "trial_index"
 TRIAL_SEED = "trial_seed"
 HARNESS_KEYS = (TRIAL_INDEX, TRIAL_SEED)
+FLOP_KEYS = ("flops_measured", "flops_reported", "flops_untracked")
+CHECKPOINT_MAX_BYTES = 1024**3
+"""The most one checkpoint (a saved predictor) may hold; a larger one fails its trial."""
 
 
 @dataclass(frozen=True)
@@ -63,74 +71,115 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
 
     The host gets the task's data (once per host and task attempt), the learner state and the
     sampled config; it asks back for earlier tasks' train splits and hands over checkpoints,
-    which harness code stores through the task's harness actor. The dev error is computed
-    here, by harness code, from the scores the learner's ``predict`` returned. The FLOP
-    fields are ``flops_measured`` (tracked and untracked module calls), ``flops_reported``
-    and ``flops_untracked``, the part of ``flops_measured`` from modules the learner did not
-    pass to ``ctx.track``.
+    which harness code stores through the task's harness actor. Every message it sends is
+    read through its declaration (:mod:`workers.sandbox.messages`) with this trial's limits:
+    checkpoints only at the declared steps, once each, each at most
+    :data:`CHECKPOINT_MAX_BYTES`. The dev error is computed here, by harness code, from the
+    scores the learner's ``predict`` returned. The FLOP fields are ``flops_measured`` (tracked
+    and untracked module calls), ``flops_reported`` and ``flops_untracked``, the part of
+    ``flops_measured`` from modules the learner did not pass to ``ctx.track``; a trial is
+    charged the most its host reported, in the final frame or before, whatever else went wrong.
     """
-    import ray  # noqa: PLC0415 - only inside Ray processes
-
-    prefix = trial_prefix(spec, int(config[TRIAL_INDEX]))
-    checkpoints: list[dict[str, Any]] = []
-    rungs_seen: list[list[float]] = []
-    spent = no_flops()  # the host's last report: what a killed host is charged
+    index = int(config[TRIAL_INDEX])
+    limits = Limits(steps=spec.steps, checkpoint_at=checkpoint_steps(spec.steps, spec.checkpoint_fractions),
+                    rungs=tuple(spec.rungs))
+    heard = _Heard(prefix=trial_prefix(spec, index))
 
     def on_message(header: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
-        if header.get("op") == "checkpoint" and len(parts) == 1 and isinstance(parts[0], bytes):
-            step = header.get("step")
-            if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= spec.steps:
-                raise LearnerError(f"checkpoint at an impossible step {str(step)[:40]}")
-            info = ray.get(spec.harness.put.remote(f"{prefix}/ckpt-{step:07d}.bin", parts[0]))
-            checkpoints.append({"step": step, **info})
-            return None
-        if header.get("op") == "flops":
-            spent.update(_reported_flops(header, spent))
-            return None
-        if header.get("op") == "rung" and len(parts) == 1:
-            return _answer_rung(spec, int(config[TRIAL_INDEX]), header.get("step"), parts[0], rungs_seen)
-        if header.get("op") in ("past_train", "past_predictor", "pretrained"):
-            return _answer_past(spec.harness, str(header["op"]), header.get("order"))
-        raise LearnerError(f"the learner host sent an unexpected {str(header.get('op'))[:40]!r} frame")
+        try:
+            return _answer(spec, index, heard, messages.read_request(header, parts, limits), parts)
+        except Exception:
+            heard.broken = True  # the host is left mid-request: see _drop_if_out_of_step
+            raise
 
     data_key = spec.key_prefix  # one task attempt: its data goes to a host once
-    fresh = host.data_key != data_key
     request = {
         "op": "trial", "data_key": data_key, "info": info_to_json(spec.info),
         "past": [info_to_json(p) for p in spec.past], "stream_length": spec.stream_length,
-        "steps": spec.steps, "checkpoint_at": list(checkpoint_steps(spec.steps, spec.checkpoint_fractions)),
+        "steps": spec.steps, "checkpoint_at": list(limits.checkpoint_at),
         "seed": int(config[TRIAL_SEED]), "config": learner_config(config), "rungs": list(spec.rungs),
     }
-    parts = task_parts(spec.train, spec.dev) if fresh else []
+    parts = task_parts(spec.train, spec.dev) if host.data_key != data_key else []
     try:
         header, out = host.call(request, [*parts, spec.state], on_message=on_message)
-    except LearnerError as exc:  # the host died or broke the protocol: charged its last report
-        return {**failure_metrics(config, exc, spent), "checkpoints": checkpoints}
+    except Exception as exc:  # noqa: BLE001 - died, broke the contract, or could not be recorded
+        _drop_if_out_of_step(host, heard, exc)
+        return _failed(config, exc, heard.spent, heard)
     host.data_key = data_key
-    flops = flop_counts(header)
+    try:
+        result = messages.read_reply("trial", header, out, limits)
+    except WireError as exc:  # no honest host sends it, and its real result may follow
+        host.close()
+        return _failed(config, exc, _most(heard.spent, _final_flops(header)), heard)
+    return _finish(config, spec, result, out, heard)
+
+
+def _answer(spec: TrialSpec, index: int, heard: _Heard, message: dict[str, Any],
+            parts: list) -> tuple[dict[str, Any], list] | None:
+    """Act on one checked message of the host's during a trial; what goes back, if anything."""
+    op = message["op"]
+    if op == "checkpoint":
+        _store_checkpoint(spec.harness, heard, message["step"], parts[0])
+        return None
+    if op == "flops":
+        heard.spent = _reported_flops(message, heard.spent)
+        return None
+    if op == "rung":
+        return _answer_rung(spec, index, message["step"], parts[0], heard.rungs)
+    return _answer_past(spec.harness, op, message.get("order"))
+
+
+def _store_checkpoint(harness: Any, heard: _Heard, step: int, data: bytes) -> None:
+    """Store a checkpoint at a declared step (its message was checked): the first one there,
+    and not over the size limit; anything else is a flood that fails the trial."""
+    if any(c["step"] == step for c in heard.checkpoints):
+        raise LearnerError(f"a second checkpoint at step {step}: each declared step is checkpointed once")
+    if len(data) > CHECKPOINT_MAX_BYTES:
+        raise LearnerError(f"the checkpoint at step {step} has {len(data)} bytes, over the "
+                           f"{CHECKPOINT_MAX_BYTES}-byte limit")
+    info = _ask(harness.put, f"{heard.prefix}/ckpt-{step:07d}.bin", data)
+    heard.checkpoints.append({"step": step, **info})
+
+
+def _drop_if_out_of_step(host: LearnerHost, heard: _Heard, exc: Exception) -> None:
+    """Close a host left in the middle of a request: it still runs the trial and has frames
+    on their way, which the next request would read as its own. A learner error the host
+    itself answered (an ``error`` frame) leaves it in step, and a dead host has nothing left."""
+    if host.alive and (heard.broken or not isinstance(exc, LearnerError)):
+        host.close()
+
+
+def _finish(config: Mapping[str, Any], spec: TrialSpec, result: dict[str, Any], out: list,
+            heard: _Heard) -> dict[str, Any]:
+    """The metrics of a trial from its checked final frame: the dev error scored, the predictor
+    and state stored. Whatever fails there fails the trial, charged the most the host reported."""
+    charged = _most(heard.spent, result)
     base = {"trial_index": int(config[TRIAL_INDEX]), "seed": int(config[TRIAL_SEED]),
-            "config": learner_config(config), "checkpoints": checkpoints, "curve": header.get("curve") or [],
-            **flops, "flops_source": "reported" if flops["flops_reported"] else "measured"}
-    if header.get("status") == "stopped" and rungs_seen:
-        step, error = rungs_seen[-1]
-        return {**base, "status": "stopped", "wall_time_s": _number(header.get("wall_time_s")),
+            "config": learner_config(config), "checkpoints": heard.checkpoints, "curve": result["curve"],
+            **charged}
+    if result["status"] == "stopped" and heard.rungs:
+        step, error = heard.rungs[-1]
+        return {**base, "status": "stopped", "wall_time_s": result["wall_time_s"],
                 "error": f"stopped by early stopping at step {int(step)} (dev error {error:.4f})",
-                "rungs": rungs_seen}
-    if header.get("status") != "ok" or len(out) != 3:
-        return {**base, "status": "failed", "error": str(header.get("error", "the trial failed"))[:4000],
-                "traceback": str(header.get("traceback", ""))[:20000]}
+                "rungs": heard.rungs}
+    if result["status"] == "stopped":
+        return {**base, "status": "failed", "error": "the trial stopped without a rung report", "traceback": ""}
+    if result["status"] == "failed":
+        return {**base, "status": "failed", "error": result["error"] or "the trial failed",
+                "traceback": result["traceback"]}
     scores, predictor, state = out
     try:
         dev_error = task_error(scores, spec.dev.labels, spec.info.kind)
-    except LearnerError as exc:
-        return {**base, "status": "failed", "error": f"LearnerError: {exc}", "traceback": ""}
-    stored = {name: ray.get(spec.harness.put.remote(f"{prefix}/{file}", blob))
-              for name, file, blob in (("predictor", run_keys.PREDICTOR_FILE, predictor),
-                                       ("state", run_keys.STATE_FILE, state))}
-    return {**base, **stored, "status": "ok", "dev_error": dev_error,
-            "wall_time_s": _number(header.get("wall_time_s")),
-            "peak_memory_bytes": int(_number(header.get("peak_memory_bytes"))),
-            "missed_checkpoints": [int(s) for s in header.get("missed_checkpoints") or []]}
+    except Exception as exc:  # noqa: BLE001 - hostile scores fail the trial, whatever they raise
+        return {**base, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:4000], "traceback": ""}
+    try:
+        stored = {name: _ask(spec.harness.put, f"{heard.prefix}/{file}", blob)
+                  for name, file, blob in (("predictor", run_keys.PREDICTOR_FILE, predictor),
+                                           ("state", run_keys.STATE_FILE, state))}
+    except Exception as exc:  # noqa: BLE001 - a trial that cannot be recorded failed, charged
+        return _failed(config, exc, charged, heard)
+    return {**base, **stored, "status": "ok", "dev_error": dev_error, "wall_time_s": result["wall_time_s"],
+            "peak_memory_bytes": result["peak_memory_bytes"], "missed_checkpoints": result["missed_checkpoints"]}
 
 
 def task_parts(train: LabelledData, dev: LabelledData) -> list[np.ndarray]:
@@ -142,10 +191,8 @@ def task_parts(train: LabelledData, dev: LabelledData) -> list[np.ndarray]:
 def _answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], list]:
     """An earlier task's train split or predictor, or the run's pretrained checkpoint, fetched by the harness actor (which checks
     causality again); a refusal goes back to the learner as data, raised there."""
-    import ray  # noqa: PLC0415 - only inside Ray processes
-
     try:
-        answer = ray.get(getattr(harness, op).remote(order))
+        answer = _ask(getattr(harness, op), order)
     except Exception as exc:  # noqa: BLE001 - a CausalityError from the harness, as data
         cause = getattr(exc, "cause", None) or exc
         return {"op": op, "ok": False, "message": str(cause)[:2000]}, []
@@ -153,31 +200,49 @@ def _answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], lis
     return {"op": op, "ok": True}, parts
 
 
-def _reported_flops(header: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
-    """A host's running FLOP totals, kept only if they are counts that never go down."""
-    counts = {"flops_measured": header.get("flops_measured"), "flops_reported": header.get("flops_reported"),
-              "flops_untracked": header.get("flops_untracked", 0)}  # absent from an older host
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= int(before.get(k, 0))
-               for k, v in counts.items()) or counts["flops_untracked"] > counts["flops_measured"]:
-        raise LearnerError("the learner host sent a malformed FLOP report")
+def _reported_flops(counts: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
+    """A host's running FLOP totals (its ``flops`` message, checked), kept only if they never go down."""
+    if any(counts[k] < int(before.get(k, 0)) for k in FLOP_KEYS):
+        raise LearnerError("the learner host's running FLOP totals went down")
+    return _most(counts)
+
+
+def _final_flops(header: Mapping[str, Any]) -> dict[str, Any]:
+    """The final frame's FLOP fields if they are valid counts, else none (the interim
+    reports are charged then)."""
+    try:
+        return messages.flop_fields(header)
+    except WireError:
+        return no_flops()
+
+
+def _most(*reports: Mapping[str, Any]) -> dict[str, Any]:
+    """Per FLOP field, the most any report said: a final frame cannot take back what the host
+    reported before (the fields only grow, and untracked stays within measured)."""
+    counts = {k: max(int(r.get(k, 0)) for r in reports) for k in FLOP_KEYS}
     return {**counts, "flops_source": "reported" if counts["flops_reported"] else "measured"}
 
 
-def _answer_rung(spec: TrialSpec, trial_index: int, step: Any, scores: Any,
+def _answer_rung(spec: TrialSpec, trial_index: int, step: int, scores: Any,
                  seen: list[list[float]]) -> tuple[dict[str, Any], list]:
-    """Score a trial's dev predictions at a rung (harness code holds the labels' verdict) and
-    ask the harness actor whether the trial goes on."""
-    import ray  # noqa: PLC0415 - only inside Ray processes
-
-    if not isinstance(step, int) or isinstance(step, bool) or step not in spec.rungs:
-        raise LearnerError(f"a rung report at an impossible step {str(step)[:40]}")
+    """Score a trial's dev predictions at a rung (its step checked against the declared rungs;
+    harness code holds the labels' verdict) and ask the harness actor whether the trial goes on."""
+    if any(s == step for s, _ in seen):
+        raise LearnerError(f"a second rung report at step {step}")
     try:
         error = task_error(scores, spec.dev.labels, spec.info.kind)
-    except (LearnerError, ValueError):
-        error = float("inf")  # unusable scores rank last
+    except Exception:  # noqa: BLE001 - unusable scores rank last
+        error = float("inf")
     seen.append([step, error])
-    go_on = ray.get(spec.harness.rung_report.remote(trial_index, step, error))
+    go_on = _ask(spec.harness.rung_report, trial_index, step, error)
     return {"op": "rung", "continue": bool(go_on)}, []
+
+
+def _ask(method: Any, *args: Any) -> Any:
+    """Call a harness actor's method and wait for its answer (Ray only inside Ray processes)."""
+    import ray  # noqa: PLC0415
+
+    return ray.get(method.remote(*args))
 
 
 def failure_metrics(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, int]) -> dict[str, Any]:
@@ -198,11 +263,22 @@ def no_flops() -> dict[str, int | str]:
     return {"flops_measured": 0, "flops_reported": 0, "flops_untracked": 0, "flops_source": "measured"}
 
 
-def _number(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+@dataclass
+class _Heard:
+    """What harness code heard from a host during one trial, and whether it refused a message."""
+
+    prefix: str  # the trial's object-store prefix
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    rungs: list[list[float]] = field(default_factory=list)
+    spent: dict[str, Any] = field(default_factory=no_flops)  # the last FLOP report: a failure's charge
+    broken: bool = False  # a message failed harness side, leaving the host mid-request
+
+
+def _failed(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, Any], heard: _Heard) -> dict[str, Any]:
+    return {**failure_metrics(config, exc, flops), "checkpoints": heard.checkpoints}
 
 
 __all__ = [
-    "HARNESS_KEYS", "TRIAL_INDEX", "TRIAL_SEED", "TrialSpec", "failure_metrics", "learner_config",
+    "CHECKPOINT_MAX_BYTES", "HARNESS_KEYS", "TRIAL_INDEX", "TRIAL_SEED", "TrialSpec", "failure_metrics", "learner_config",
     "no_flops", "run_trial_in_host", "task_parts", "trial_prefix"
 ]
