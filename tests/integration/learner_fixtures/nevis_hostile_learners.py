@@ -1,0 +1,269 @@
+"""Hostile learners: each tries one way to obtain what it must not, or to spend without being
+charged. Used by the integration tests and by ``bench/adversaries.py``, which reads what each
+obtained from its saved state (``state["obtained"]``: empty when it obtained nothing).
+
+- ``mlp_tracked`` / ``mlp_raw``: the same MLP, trained once through ``ctx.track``-ed modules and
+  once as raw tensor arithmetic (``x @ W``), which no module hook sees;
+- ``meter_patcher``: switches the FLOP meter off at import, then trains the MLP;
+- ``hoarder``: keeps the images ``predict`` is given (memory and ``/tmp``) and looks for them
+  when it next trains;
+- ``tmpfs_filler`` / ``fork_bomber``: try to take the node's memory or process table;
+- ``silent``: never finishes declaring itself;
+- ``frame_forger``: writes a frame of its own to the harness's pipe claiming a 2^40-element array;
+- ``two_workers_spy``: declares two workers and, if it ever runs outside a sandbox, records
+  what it can see there.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import time
+import numpy as np
+
+from nevis_test_learners import NearestMeanLearner, probe_machine
+from workers.learners.protocol import Resources, TrainOutput
+
+HIDDEN = 1024
+BATCH = 256
+HOARD_DIR = "/tmp/nevis-hoard"
+_HOARD: list[np.ndarray] = []  # images kept in memory from an earlier predict
+
+
+class _Mlp(NearestMeanLearner):
+    """A two-layer MLP on flattened pixels; ``raw`` trains it without any torch module."""
+
+    name = "mlp"
+    raw = False
+
+    def search_space(self):
+        return {}
+
+    def train(self, view, state, config, ctx):
+        import torch  # noqa: PLC0415
+
+        torch.manual_seed(ctx.seed)
+        data = view.train()
+        x_all = torch.as_tensor(data.images.reshape(len(data.images), -1), dtype=torch.float32) / 255.0
+        y_all = torch.as_tensor(np.asarray(data.labels).reshape(len(data.labels), -1)[:, 0], dtype=torch.long)
+        classes, width = view.info.num_classes, x_all.shape[1]
+        if self.raw:
+            w1 = (torch.randn(width, HIDDEN) * width ** -0.5).requires_grad_()
+            w2 = (torch.randn(HIDDEN, classes) * HIDDEN ** -0.5).requires_grad_()
+            params = [w1, w2]
+
+            def forward(x):
+                return torch.relu(x @ w1) @ w2
+        else:
+            model = ctx.track(torch.nn.Sequential(torch.nn.Linear(width, HIDDEN, bias=False), torch.nn.ReLU(),
+                                                  torch.nn.Linear(HIDDEN, classes, bias=False)))
+            params = list(model.parameters())
+            forward = model
+        optimiser = torch.optim.SGD(params, lr=0.01)
+        for step in range(ctx.steps):
+            index = torch.randint(0, len(x_all), (BATCH,))
+            loss = torch.nn.functional.cross_entropy(forward(x_all[index]), y_all[index])
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            ctx.progress(step + 1, None, loss=float(loss))
+        means = np.zeros((classes, width), np.float32)  # predictions stay the cheap nearest-mean
+        return TrainOutput(predictor=means, state={**state, "obtained": {}})
+
+
+class MlpTracked(_Mlp):
+    name = "mlp-tracked"
+
+
+class MlpRaw(_Mlp):
+    name = "mlp-raw"
+    raw = True
+
+
+class MeterPatcher(MlpTracked):
+    """Switches its meter off: every module call and report counts nothing."""
+
+    name = "meter-patcher"
+
+    def __init__(self) -> None:
+        from workers.sandbox import flops  # noqa: PLC0415
+
+        flops.FlopMeter.track = lambda self, module: module
+        flops.FlopMeter.watch = lambda self: self
+        flops.FlopMeter.report_flops = lambda self, n: None
+
+
+class Hoarder(NearestMeanLearner):
+    """Keeps the images it is asked to predict, and reports any it still finds at training."""
+
+    name = "hoarder"
+
+    def train(self, view, state, config, ctx):
+        seen = set(state.get("dev_fingerprints", []))  # dev images are the learner's to keep
+        seen.add(_fingerprint(view.dev().images))
+        kept = [a for a in _HOARD if _fingerprint(a) not in seen]
+        kept += [f for f in glob.glob(os.path.join(HOARD_DIR, "*.npy")) if _fingerprint(np.load(f)) not in seen]
+        out = super().train(view, state, config, ctx)
+        obtained = {"evaluation_images_kept": len(kept)} if kept else {}
+        return TrainOutput(predictor=out.predictor, state={**out.state, "obtained": obtained,
+                                                           "dev_fingerprints": sorted(seen)})
+
+    def predict(self, predictor, images, ctx):
+        _HOARD.append(np.array(images))
+        os.makedirs(HOARD_DIR, exist_ok=True)
+        np.save(os.path.join(HOARD_DIR, f"{time.time_ns()}.npy"), images)
+        return super().predict(predictor, images, ctx)
+
+
+class TmpfsFiller(NearestMeanLearner):
+    """Writes 3 GiB to each RAM folder; records how much got through."""
+
+    name = "tmpfs-filler"
+
+    def train(self, view, state, config, ctx):
+        written = {folder: _fill(folder, 3 << 30) for folder in ("/tmp", "/dev/shm")}
+        out = super().train(view, state, config, ctx)
+        over = {k: v for k, v in written.items() if v > 2 << 30}
+        return TrainOutput(predictor=out.predictor, state={**out.state, "obtained": over, "written": written})
+
+
+class ForkBomber(NearestMeanLearner):
+    """Forks 4,000 sleeping children; records how many it got."""
+
+    name = "fork-bomber"
+
+    def train(self, view, state, config, ctx):
+        made = _fork_many(4000)
+        out = super().train(view, state, config, ctx)
+        obtained = {"processes": made} if made >= 1000 else {}
+        return TrainOutput(predictor=out.predictor, state={**out.state, "obtained": obtained, "forked": made})
+
+
+class Silent(NearestMeanLearner):
+    name = "silent"
+
+    def search_space(self):
+        time.sleep(3600)
+        return {}
+
+
+class FrameForger(NearestMeanLearner):
+    """Writes a forged ``result`` frame to every pipe it can find, claiming a huge array."""
+
+    name = "frame-forger"
+
+    def train(self, view, state, config, ctx):
+        import io  # noqa: PLC0415
+        import json  # noqa: PLC0415
+        import struct  # noqa: PLC0415
+
+        header = io.BytesIO()  # an .npy header claiming 2^40 float64s, and no data after it
+        np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (1 << 40,)})
+        npy = header.getvalue()
+        head = json.dumps({"op": "result", "status": "ok", "flops_measured": 0, "flops_reported": 0,
+                           "parts": [["a", len(npy)], ["b", 1], ["b", 1]]}).encode()
+        frame = struct.pack(">Q", len(head)) + head + npy + b"x" + b"y"
+        for fd in range(3, 64):
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                    os.write(fd, frame)
+            except OSError:
+                continue
+        return super().train(view, state, config, ctx)
+
+
+class TwoWorkersSpy(NearestMeanLearner):
+    """Declares two workers; if any of its code runs, it records what it could see."""
+
+    name = "two-workers-spy"
+
+    def resources(self) -> Resources:
+        return Resources(num_workers=2, cpus_per_worker=0.5)
+
+    def train(self, view, state, config, ctx):
+        seen = probe_machine()
+        obtained = {k: v for k, v in seen.items()
+                    if k in ("env_secrets", "foreign_environs_with_secrets", "readable_paths", "connected") and v}
+        if seen["visible_pids"] > 10:
+            obtained["visible_pids"] = seen["visible_pids"]
+        out = super().train(view, state, config, ctx)
+        return TrainOutput(predictor=out.predictor, state={**out.state, "obtained": obtained})
+
+
+def _fingerprint(images: np.ndarray) -> str:
+    import hashlib  # noqa: PLC0415
+
+    return hashlib.sha256(np.ascontiguousarray(images).tobytes()).hexdigest()[:16]
+
+
+def _fill(folder: str, cap: int) -> int:
+    written = 0
+    try:
+        with open(os.path.join(folder, "fill"), "wb") as out:
+            while written < cap:
+                out.write(b"x" * (1 << 22))
+                written += 1 << 22
+    except OSError:
+        pass
+    finally:
+        try:
+            os.unlink(os.path.join(folder, "fill"))
+        except OSError:
+            pass
+    return written
+
+
+def _fork_many(count: int) -> int:
+    children = []
+    for _ in range(count):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        children.append(pid)
+    for pid in children:
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+    return len(children)
+
+
+def mlp_tracked() -> MlpTracked:
+    return MlpTracked()
+
+
+def mlp_raw() -> MlpRaw:
+    return MlpRaw()
+
+
+def meter_patcher() -> MeterPatcher:
+    return MeterPatcher()
+
+
+def hoarder() -> Hoarder:
+    return Hoarder()
+
+
+def tmpfs_filler() -> TmpfsFiller:
+    return TmpfsFiller()
+
+
+def fork_bomber() -> ForkBomber:
+    return ForkBomber()
+
+
+def silent() -> Silent:
+    return Silent()
+
+
+def frame_forger() -> FrameForger:
+    return FrameForger()
+
+
+def two_workers_spy() -> TwoWorkersSpy:
+    return TwoWorkersSpy()

@@ -1,0 +1,105 @@
+"""Hostile learners through ``nevis run``'s runner (the CI-sized part of bench/adversaries.py):
+what each obtained must be nothing, and what it spent is charged even when its own count lies.
+
+SQLite only: what is tested is the sandbox and the harness, not the database dialect.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from sqlalchemy import select
+
+from services.core.budget import RunBudget
+from services.core.errors import LearnerError, TaskFailedError
+from services.store.db.models import TaskRun, Trial
+from services.store.objects import open_store
+from workers.trainer.stream_runner import RunRequest, StreamRunner
+
+pytestmark = [pytest.mark.usefixtures("ray_local"),
+              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+
+
+def obtained_of(state) -> dict:
+    """What a hostile learner's saved state says it obtained (empty: nothing)."""
+    return dict(state.get("obtained") or {}) if isinstance(state, dict) else {}
+
+
+def _trials(runner: StreamRunner, submission_id: int) -> list[Trial]:
+    with runner.sessions() as session:
+        rows = session.scalars(select(Trial).join(TaskRun).where(TaskRun.submission_id == submission_id)).all()
+        for row in rows:
+            session.expunge(row)
+        return list(rows)
+
+
+def _final_state(runner: StreamRunner, submission_id: int):
+    with runner.sessions() as session:
+        key = session.scalars(select(TaskRun.learner_state_key).where(TaskRun.submission_id == submission_id)
+                              .order_by(TaskRun.id.desc())).first()
+    return pickle.loads(open_store(runner.settings.store_url).get_bytes(key))
+
+
+def test_a_network_counted_by_nobody_is_charged_the_floor_and_marked(runner, tiny_stream):
+    """The same MLP through ctx.track and as raw ``x @ W``; and a learner that switches its
+    meter off. The raw and the patched runs count (almost) nothing themselves: the harness
+    charges the floor their CPU time implies and marks them; the honest run keeps its count."""
+    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+
+    stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
+    budget = RunBudget(trials=1, steps=60, checkpoint_fractions=(1.0,))
+    runs = {name: runner.start(RunRequest(stream=stream, learner=f"nevis_hostile_learners:{name}", budget=budget))
+            for name in ("mlp_tracked", "mlp_raw", "meter_patcher")}
+    trial = {name: _trials(runner, run)[0] for name, run in runs.items()}
+    honest = trial["mlp_tracked"]
+    print({n: (t.flops, t.flops_floor, t.cpu_seconds, t.flops_source) for n, t in trial.items()})
+    assert honest.flops_source != "floor" and honest.cpu_seconds > 0 and honest.flops > honest.flops_floor
+    for name in ("mlp_raw", "meter_patcher"):
+        assert trial[name].status == "succeeded", trial[name].traceback
+        assert trial[name].flops_source == "floor", (name, trial[name].flops, trial[name].flops_floor)
+        assert trial[name].flops == trial[name].flops_floor > 0
+    with runner.sessions() as session:
+        from services.store.db.models import TaskResult  # noqa: PLC0415
+
+        floored = dict(session.execute(select(TaskResult.submission_id, TaskResult.flops_floored)).all())
+    assert floored == {runs["mlp_tracked"]: False, runs["mlp_raw"]: True, runs["meter_patcher"]: True}
+
+
+def test_evaluation_images_are_gone_when_the_learner_next_trains(runner, tiny_stream):
+    budget = RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,))
+    run = runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_hostile_learners:hoarder", budget=budget))
+    state = _final_state(runner, run)
+    assert state["tasks_seen"] == [1, 2, 3] and obtained_of(state) == {}
+
+
+def test_ram_folders_and_the_process_table_stop_at_their_caps(runner, tiny_stream):
+    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+
+    stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
+    budget = RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,))
+    for name in ("tmpfs_filler", "fork_bomber"):
+        run = runner.start(RunRequest(stream=stream, learner=f"nevis_hostile_learners:{name}", budget=budget))
+        assert obtained_of(_final_state(runner, run)) == {}, name
+
+
+def test_a_forged_frame_kills_its_host_and_charges_what_was_spent(runner, tiny_stream):
+    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+
+    stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
+    with pytest.raises(TaskFailedError, match="all 1 trials failed"):
+        runner.start(RunRequest(stream=stream, learner="nevis_hostile_learners:frame_forger",
+                                budget=RunBudget(trials=1, steps=1)))
+    (trial,) = _trials(runner, 1)
+    assert trial.status == "failed" and "array" in trial.error_text.lower()
+
+
+def test_a_silent_learner_ends_at_the_declaration_deadline(settings_env, database_url, monkeypatch):
+    from services.core.config import get_settings  # noqa: PLC0415
+
+    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    monkeypatch.setenv("NEVIS_HOST_DECLARE_DEADLINE_S", "15")
+    get_settings.cache_clear()
+    runner = StreamRunner(get_settings())
+    with pytest.raises(LearnerError, match="declaration deadline"):
+        runner.start(RunRequest(stream="mini", learner="nevis_hostile_learners:silent", budget=RunBudget(trials=1, steps=1)))
