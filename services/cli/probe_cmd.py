@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from collections.abc import Mapping
 from typing import Any, Optional
 
 import typer
@@ -20,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from services.core.config import get_settings
+from services.core.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True, help="Probe saved checkpoints (mismatch curves, LiDAR, RankMe).")
 console = Console()
@@ -43,14 +46,29 @@ def build_settings(preset: str, *, all_trials: bool = False, **overrides: Any) -
     return ProbeSettings.preset(preset, **given)
 
 
+def learner_paths(configured: str, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The folders of learner code the pool's learner hosts see: ``NEVIS_LEARNER_PATHS``, or
+    for local use the entries of ``PYTHONPATH``.
+
+    A probe worker holds the database credentials, so learner code must never be on its own
+    import path (a ``sitecustomize.py`` there runs in every Python process): in production a
+    set ``PYTHONPATH`` is refused, naming the setting to use instead.
+    """
+    pythonpath = environ.get("PYTHONPATH", "")
+    if pythonpath and environ.get("NEVIS_ENVIRONMENT") == "production":
+        raise ConfigError("PYTHONPATH is set on a production probe worker: learner code must never be on "
+                          "the import path of a process that holds credentials. Unset it and name the "
+                          "folders in NEVIS_LEARNER_PATHS (learner hosts see them read-only).")
+    chosen = configured or pythonpath
+    return tuple(p for p in chosen.split(os.pathsep) if p)
+
+
 def _worker_config(*, submission_id: int | None, lease_s: float, poll_s: float,
                    stop_when_idle: bool, threads: int, watch: dict | None = None) -> Any:
     from workers.probe.pool import WorkerConfig  # noqa: PLC0415
 
-    import os  # noqa: PLC0415
-
     settings = get_settings()
-    paths = tuple(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+    paths = learner_paths(settings.learner_paths, os.environ)
     return WorkerConfig(database_url=settings.database_url, store_url=settings.store_url,
                         s3_endpoint_url=settings.s3_endpoint_url, lease_s=lease_s, poll_s=poll_s,
                         stop_when_idle=stop_when_idle, submission_id=submission_id,

@@ -56,6 +56,12 @@ class Settings(BaseSettings):
                     "subprocess with a clean environment), or auto (bwrap when installed).",
     )
 
+    learner_paths: str = Field(
+        default="",
+        description="Folders (os.pathsep-separated) of operator-installed learner code that learner "
+                    "hosts see read-only; never on a harness's own import path. Default for local "
+                    "use outside production: the entries of PYTHONPATH.",
+    )
     host_tmpfs_mb: int = Field(default=2048, ge=16, le=1 << 20,
                                description="Size of each learner host's RAM-backed /tmp and /dev/shm (MiB).")
     host_memory_mb: int = Field(default=0, ge=0, le=1 << 24,

@@ -267,14 +267,15 @@ def test_images_run_a_mini_task_end_to_end(images, deployment):
     # and store (the harness's settings, as the probe workers' Secret would hold them): the
     # `ci` settings with linear probes, by its own workers (the pool `nevis probe-workers`
     # runs), each checkpoint's features from a sandboxed learner host. It loads checkpoints
-    # with the learner's own code, so an image learner's code is put on its PYTHONPATH (an
-    # uploaded bundle would come from the store by itself).
+    # with the learner's own code, so an image learner's folder is named in NEVIS_LEARNER_PATHS
+    # (learner hosts see it read-only; never on the probe worker's own import path; an uploaded
+    # bundle would come from the store by itself).
     probe_name = f"nevis-test-probes-{uuid.uuid4().hex[:10]}"
     try:
         probe = podman(
             "run", "--rm", "--name", probe_name, "--network", "host", *SANDBOX_OPTS,
             "-v", f"{d.store}:/var/lib/nevis/store",
-            "-v", f"{ROOT / 'docker' / 'learner-example'}:/opt/learner:ro", "-e", "PYTHONPATH=/opt/learner",
+            "-v", f"{ROOT / 'docker' / 'learner-example'}:/opt/learner:ro", "-e", "NEVIS_LEARNER_PATHS=/opt/learner",
             "-e", f"NEVIS_DATABASE_URL={d.database_url}", "-e", "NEVIS_STORE_URL=file:///var/lib/nevis/store",
             images["probe-worker"],
             "nevis", "probe", "run", "--submission", str(sub["id"]), "--preset", "ci", "--kinds", "linear",
