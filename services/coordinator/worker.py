@@ -23,6 +23,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -100,8 +101,9 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
         bundle_root = _prepare_bundle(settings, sessions, submission_id=submission_id)
         hold_secrets()  # nothing started from here on (Ray, learner hosts) inherits them
         import_paths = None if bundle_root is None else [str(bundle_root)]
-        StreamRunner(settings, import_paths=import_paths,
-                     submitted=_is_uploaded(sessions, submission_id)).run_next_task(submission_id)
+        registered = _uploaded_registration(sessions, submission_id)
+        StreamRunner(settings, import_paths=import_paths, submitted=registered is not None,
+                     registered=registered).run_next_task(submission_id)
     except BaseException as exc:  # noqa: BLE001 - every failure must end the lease
         beat.stop()
         _fail(settings, sessions, lease_id=lease_id, exc=exc)
@@ -144,11 +146,14 @@ def _prepare_bundle(settings: CoordinatorSettings, sessions: sessionmaker[Sessio
                                 max_unpacked_bytes=UNPACK_FACTOR * settings.bundle_max_bytes)
 
 
-def _is_uploaded(sessions: sessionmaker[Session], submission_id: int) -> bool:
-    """Whether the learner came from a submitter (a bundle or an image), not the installation."""
+def _uploaded_registration(sessions: sessionmaker[Session], submission_id: int) -> dict[str, Any] | None:
+    """The registered resources of a learner that came from a submitter (a bundle or an
+    image), or ``None`` for one of the installation's own."""
     with sessions() as session:
         learner = session.get(Submission, submission_id).learner
-        return bool(learner.bundle_key or learner.image_ref)
+        if not (learner.bundle_key or learner.image_ref):
+            return None
+        return {"cpus": 1.0, "gpus": 0, **dict(learner.resources or {})}
 
 
 def _shutdown_ray() -> None:

@@ -13,6 +13,12 @@ on a machine without bubblewrap) may train with several workers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from services.core.errors import LearnerError
+from workers.learners.protocol import Resources
 from workers.sandbox.launch import resolve_sandbox
 
 
@@ -37,4 +43,30 @@ def multi_worker_refusal(num_workers: int, *, sandbox: str, submitted: bool) -> 
     return None
 
 
-__all__ = ["multi_worker_refusal"]
+def bounded_by_registration(resources: Resources, registered: Mapping[str, Any] | None, *,
+                            spec: str) -> Resources:
+    """The learner's declared ask, held to what its registration allows (``cpus``, ``gpus``
+    per task): a submitter declares resources at registration, and the code's own
+    ``resources()`` cannot quietly ask for more. An optional GPU over the registration is
+    dropped; anything else over it is refused.
+
+    Raises:
+        LearnerError: naming the declared and the registered figure.
+    """
+    if registered is None:
+        return resources
+    cpus, gpus = float(registered.get("cpus", 1.0)), float(registered.get("gpus", 0))
+    asked_gpus = resources.num_workers * resources.gpus_per_worker
+    if asked_gpus > gpus and resources.gpu_optional:
+        resources = replace(resources, gpus_per_worker=0.0)
+        asked_gpus = 0.0
+    asked_cpus = resources.num_workers * resources.cpus_per_worker
+    if asked_cpus > cpus or asked_gpus > gpus:
+        raise LearnerError(
+            f"Learner {spec!r} declares {asked_cpus:g} CPUs and {asked_gpus:g} GPUs per trial, more than "
+            f"its registration allows ({cpus:g} CPUs, {gpus:g} GPUs): register it with the resources it "
+            "needs, or declare fewer in resources()")
+    return resources
+
+
+__all__ = ["bounded_by_registration", "multi_worker_refusal"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
@@ -36,7 +36,7 @@ from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
 from workers.sandbox.client import HostSpec, LearnerHost, describe
 from workers.sandbox.declaration import LearnerDeclaration
 from workers.sandbox.limits import HostLimits
-from workers.sandbox.trust import multi_worker_refusal
+from workers.sandbox.trust import bounded_by_registration, multi_worker_refusal
 from workers.stream.catalog import database_recorder
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
 from workers.stream.prepare import (
@@ -137,13 +137,16 @@ class StreamRunner:
     """Drives submissions of the ``nevis run`` kind against one database and store."""
 
     def __init__(self, settings: Settings, *, observer: RunObserver | None = None,
-                 import_paths: Sequence[str] | None = None, submitted: bool = False) -> None:
+                 import_paths: Sequence[str] | None = None, submitted: bool = False,
+                 registered: Mapping[str, Any] | None = None) -> None:
         """``import_paths``: where learner modules are found (an unpacked bundle); default the
         entries of ``PYTHONPATH``. They are the only folders of yours a learner host sees.
         ``submitted``: the learner came from an upload (bundle or image), so it never runs
-        outside a learner host (:mod:`workers.sandbox.trust`), whatever the sandbox setting."""
+        outside a learner host (:mod:`workers.sandbox.trust`), whatever the sandbox setting;
+        ``registered``: the resources its registration allows (``cpus``, ``gpus`` per task),
+        which its declaration may not exceed."""
         self.settings = settings
-        self.submitted = submitted
+        self.submitted, self.registered = submitted, registered
         self.observer = observer or _Silent()
         if import_paths is None:
             import_paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -259,6 +262,9 @@ class StreamRunner:
                                        submitted=self.submitted)
         if refusal is not None:
             raise LearnerError(f"Learner {spec!r} {refusal}.")
+        bounded = bounded_by_registration(resources, self.registered, spec=spec)
+        if bounded != resources:
+            resources, declaration = bounded, replace(declaration, resources=bounded)
         return HostSpec(spec, self.import_paths, self.settings.sandbox, budget.threads_per_trial,
                         gpu=resources.gpus_per_worker > 0, limits=limits), declaration
 
