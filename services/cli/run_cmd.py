@@ -48,7 +48,9 @@ class TaskBars:
 
     def task_committed(self, task, outcome) -> None:
         self.progress.advance(self.tasks_bar)
-        self.progress.console.print(f"task {task.order:>3} {task.dataset:<28} error {outcome.error:.4f}  FLOPs {outcome.flops:.3e}")
+        self.progress.console.print(
+            f"task {task.order:>3} {task.dataset:<28} error {outcome.error:.4f}  FLOPs {outcome.flops:.3e}"
+            f"{' (floor)' if outcome.flops_floored else ''}  CPU s {cpu_text(outcome.cpu_seconds)}")
 
 
 def run(
@@ -163,22 +165,37 @@ def show_results(run_id: int, *, as_json: bool):
     if as_json:
         typer.echo(json.dumps(summary.to_dict(), indent=2))
         return summary
-    table = Table("task", "year", "phase", "dataset", "status", "error", "split", "FLOPs", "retried FLOPs", "trials (failed)",
+    table = Table("task", "year", "phase", "dataset", "status", "error", "split", "FLOPs", "CPU s", "retried FLOPs", "trials (failed)",
                   title=f"Run {summary.submission_id}: {summary.learner} on {summary.stream} {summary.stream_version} ({summary.phase})")
     for row in summary.tasks:
         table.add_row(
             str(row.order), str(row.year), row.phase, row.dataset, row.status,
             "" if row.error is None else f"{row.error:.4f}", row.split or "",
-            f"{row.flops:.3e}", f"{row.retried_flops:.3e}" if row.retried_flops else "",
+            f"{row.flops:.3e}" + (" floor" if row.flops_floored else ""),
+            cpu_text(row.cpu_seconds) if row.status == "committed" else "",
+            f"{row.retried_flops:.3e}" if row.retried_flops else "",
             f"{row.trials} ({row.failed_trials})" if row.trials else "",
         )
     console.print(table)
     scored = sum(r.error is not None for r in summary.tasks if r.phase == summary.phase)
     e_text = "n/a" if summary.mean_error is None else f"{summary.mean_error:.4f}"
     console.print(f"E ({summary.phase}, {scored}/{summary.headline_tasks} tasks) = {e_text}")
-    console.print(f"cFLOP = {summary.cflop:.4e}  (FLOPs {', '.join(summary.flops_sources) or 'measured'}; retried work {summary.retried_flops:.3e})")
+    console.print(f"cFLOP = {summary.cflop:.4e}  (FLOPs {', '.join(summary.flops_sources) or 'measured'}; retried work {summary.retried_flops:.3e})"
+                  f"  CPU s = {cpu_text(summary.cpu_seconds)}"
+                  f" ({'not measured' if summary.cpu_seconds is None else 'harness-measured'})")
+    if summary.flops_floored:
+        console.print(f"[yellow]floor:[/] {summary.floored_tasks} task(s) charged a FLOP floor: some trial's FLOP count "
+                      "was below what its measured CPU time implies.")
     console.print(f"status: {summary.status}" + (f" ({summary.message})" if summary.message else ""))
     return summary
 
 
-__all__ = ["TaskBars", "results", "run", "run_app", "show_results"]
+def cpu_text(seconds: float | None) -> str:
+    """Harness-measured CPU seconds as printed: not measured is "unknown", never 0, and a
+    short measured time keeps two significant digits."""
+    if seconds is None:
+        return "unknown"
+    return f"{seconds:,.1f}" if seconds >= 1 else f"{seconds:.2g}"
+
+
+__all__ = ["TaskBars", "cpu_text", "results", "run", "run_app", "show_results"]

@@ -56,11 +56,22 @@ HERE = Path(__file__).parent
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 PAGE_SIZE = 25
 BOARD_COLUMNS = ("rank", "submission_id", "learner", "owner", "baseline", "status", "mean_error", "cflop",
-                 "tasks_done", "headline_done", "headline_tasks", "runs_of_learner", "learner_e_std", "created_at",
-                 "finished_at", "visibility")
+                 "flops_floored", "cpu_seconds", "tasks_done", "headline_done", "headline_tasks", "runs_of_learner",
+                 "learner_e_std", "created_at", "finished_at", "visibility")
+
+
+def cpu_seconds_text(seconds: float | None) -> str:
+    """CPU seconds as the pages show them: two significant digits below a second, so a short
+    but measured time never reads as 0."""
+    if seconds is None:
+        return "–"
+    return f"{seconds:,.1f}" if seconds >= 1 else f"{seconds:.2g}"
+
+
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["sci"] = lambda v: "–" if v is None else f"{v:.3e}"
 templates.env.filters["err"] = lambda v: "–" if v is None else f"{v:.4f}"
+templates.env.filters["secs"] = cpu_seconds_text
 templates.env.filters["when"] = lambda v: "–" if v is None else v.strftime("%Y-%m-%d %H:%M")
 router = APIRouter(include_in_schema=False)
 
@@ -276,4 +287,4 @@ def _download(text: str, filename: str) -> PlainTextResponse:
                              headers={"Content-Disposition": f'attachment; filename="{safe}"'})
 
 
-__all__ = ["PAGE_SIZE", "PLOTLY_JS", "router"]
+__all__ = ["PAGE_SIZE", "PLOTLY_JS", "cpu_seconds_text", "router"]

@@ -1,5 +1,7 @@
 """The leaderboard's read model on both databases: ranks, sorting, filters, pagination in SQL,
-and the Pareto front, checked against values computed here from the same rows."""
+and the Pareto front, checked against values computed here from the same rows; beside cFLOP,
+the harness-measured CPU time and the floor mark, as rows, run summaries and ``nevis results``
+show them."""
 
 from __future__ import annotations
 
@@ -146,3 +148,69 @@ def test_private_submissions_are_read_by_their_owner_and_admins_only(seeded):
     assert effective == {"anonymous": ANONYMOUS, "carol": ANONYMOUS, "admin": ADMIN,
                          "alice": viewers["alice"], "bob": viewers["bob"]}
     assert str(private.value).replace(str(ids[0]), "N") == str(missing.value).replace(str(10**9), "N")
+
+
+def test_rows_and_summaries_carry_harness_measured_cpu_and_the_floor(seeded, measured_run, database_url):
+    """CPU seconds are summed over committed tasks in the page's one aggregate (NULL, not 0, when
+    none was measured) and a row is marked when any committed task was charged the floor."""
+    from sqlalchemy import event
+
+    from services.store.runs.summary import load_summary
+
+    sessions, stream, _ = seeded
+    with transaction(sessions) as session:
+        floored = measured_run(session, stream=stream.stream, version=stream.version, learner="floored",
+                               cpu={1: (2.5, False), 9: (12.0, True)}, error=0.01)
+        honest = measured_run(session, stream=stream.stream, version=stream.version, learner="honest",
+                              cpu={order: (1.0, False) for order in range(1, 11)}, error=0.02)
+    engine = make_engine(database_url)
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    with session_factory(engine)() as session:
+        page = leaderboard(session, stream=stream.stream, version=stream.version, limit=100)
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(selects) == 3  # the page's aggregate, its total, the seeds' spread: as before
+    rows = {r.submission_id: r for r in page.rows}
+    assert (rows[floored].cpu_seconds, rows[floored].flops_floored) == (pytest.approx(14.5), True)
+    assert (rows[honest].cpu_seconds, rows[honest].flops_floored) == (pytest.approx(10.0), False)
+    assert all(r.cpu_seconds is None and r.flops_floored is False
+               for r in page.rows if r.submission_id not in (floored, honest))
+    assert rows[floored].to_dict()["cpu_seconds"] == pytest.approx(14.5)
+    with sessions() as session:
+        summary = load_summary(session, submission_id=floored)
+        unmeasured = load_summary(session, submission_id=stream.submission_ids[0])
+    assert (summary.cpu_seconds, summary.floored_tasks, summary.flops_floored) == (pytest.approx(14.5), 1, True)
+    assert summary.flops_sources == ("floor", "measured")
+    by_order = {t.order: t for t in summary.tasks}
+    assert (by_order[9].cpu_seconds, by_order[9].flops_floored, by_order[9].flops) == (12.0, True, 90_000_000)
+    assert (by_order[2].cpu_seconds, by_order[2].flops_floored) == (None, False)  # not measured: unknown
+    assert summary.to_dict()["flops_floored"] is True and summary.to_dict()["floored_tasks"] == 1
+    assert (unmeasured.cpu_seconds, unmeasured.floored_tasks, unmeasured.flops_floored) == (None, 0, False)
+
+
+def test_nevis_results_prints_cpu_seconds_beside_cflop_and_explains_a_floor(
+        seeded, measured_run, database_url, settings_env, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from services.cli.main import app
+    from services.core.config import get_settings
+
+    sessions, stream, _ = seeded
+    with transaction(sessions) as session:
+        floored = measured_run(session, stream=stream.stream, version=stream.version,
+                               cpu={1: (2.5, False), 9: (12.0, True)})
+    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    cli = CliRunner()
+    shown = cli.invoke(app, ["results", str(floored)])
+    assert shown.exit_code == 0, shown.output
+    assert "CPU s = 14.5 (harness-measured)" in shown.output
+    assert "floor: 1 task(s) charged a FLOP floor: some trial's FLOP count was below what its measured CPU" in shown.output
+    assert "9.000e+07 floor" in shown.output and "unknown" in shown.output  # task 9, and the unmeasured tasks
+    doc = json.loads(cli.invoke(app, ["results", str(floored), "--json"]).output)
+    assert (doc["cpu_seconds"], doc["floored_tasks"], doc["flops_floored"]) == (14.5, 1, True)
+    assert [(t["cpu_seconds"], t["flops_floored"]) for t in doc["tasks"]][7:] == [(None, False), (12.0, True), (None, False)]
+    unmeasured = cli.invoke(app, ["results", str(stream.submission_ids[0])]).output
+    assert "CPU s = unknown (not measured)" in unmeasured and "floor:" not in unmeasured

@@ -206,6 +206,13 @@ class TaskOut(BaseModel):
     trials: int
     failed_trials: int
     wall_time_s: float | None
+    cpu_seconds: float | None = Field(description=(
+        "CPU seconds of the learner hosts (its trials and the evaluation), measured by the harness "
+        "outside the learner's reach; null: not measured (not committed, stored before this was "
+        "recorded, or a machine where it cannot be read), never 0."))
+    flops_floored: bool = Field(description=(
+        "Some trial's (or the evaluation's) FLOP count was below what its measured CPU time "
+        "implies; the harness charged a floor, so 'flops' is partly the floor."))
 
 
 class SubmissionOut(SubmissionBrief):
@@ -219,7 +226,14 @@ class SubmissionOut(SubmissionBrief):
     headline_tasks: int = Field(description="Tasks E averages over once complete.")
     cflop: float = Field(description="cFLOP: committed FLOPs of every task.")
     retried_flops: float
-    flops_sources: list[str]
+    flops_sources: list[str] = Field(description=(
+        "Where the FLOPs came from: 'measured' (the harness's meter), 'reported' (the learner "
+        "said), 'floor' (the harness charged the floor its measured CPU time implies)."))
+    cpu_seconds: float | None = Field(description=(
+        "CPU seconds of the committed tasks' learner hosts, measured by the harness; null: none "
+        "was measured."))
+    floored_tasks: int = Field(description="Committed tasks charged the harness's CPU-time FLOP floor.")
+    flops_floored: bool = Field(description="floored_tasks > 0: part of cFLOP is the harness's floor.")
 
 
 class EventOut(BaseModel):

@@ -1,7 +1,8 @@
 """The leaderboard's read model: submissions of one stream version ranked by E, in SQL.
 
 One query per page: E (mean error over the phase's committed headline tasks), cFLOP (FLOPs
-of every committed task) and progress are aggregated by the database and paginated there,
+of every committed task), the harness-measured CPU seconds beside it, whether any of cFLOP is
+the harness's CPU-time floor, and progress are aggregated by the database and paginated there,
 so a page reads only the rows it shows. The Pareto front (METRICS.md §1) needs every
 finished submission's two numbers, read by :func:`front_points` (two floats a row).
 
@@ -62,6 +63,8 @@ class LeaderboardRow:
     runs_of_learner: int = 1  # finished runs of this learner here (seeds), this one included
     learner_e_std: float | None = None  # sample standard deviation of their E, when 2 or more
     visibility: str = "public"  # "private": shown only to its owner and admins
+    cpu_seconds: float | None = None  # committed tasks' harness-measured CPU time; None: none measured
+    flops_floored: bool = False  # a committed task was charged the harness's CPU-time floor
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,7 +128,9 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
             headline_tasks=int(r.headline_tasks or 0), headline_done=int(r.headline_done or 0),
             created_at=r.created_at, finished_at=r.finished_at,
             runs_of_learner=spread.get(r.learner, (1, None))[0],
-            learner_e_std=spread.get(r.learner, (1, None))[1], visibility=r.visibility) for r in rows))
+            learner_e_std=spread.get(r.learner, (1, None))[1], visibility=r.visibility,
+            cpu_seconds=None if r.cpu_seconds is None else float(r.cpu_seconds),
+            flops_floored=bool(r.flops_floored)) for r in rows))
 
 
 def _spread_by_learner(session: Session, base: Any, learners: set[str]) -> dict[str, tuple[int, float | None]]:
@@ -163,6 +168,8 @@ def _ranked(*, stream: str, version: str, learner_prefix: str | None,
     scored = (
         select(TaskResult.submission_id.label("submission_id"),
                func.sum(TaskResult.flops).label("cflop"),
+               func.sum(TaskResult.cpu_seconds).label("cpu_seconds"),  # SUM skips NULLs; all NULL: NULL
+               func.max(case((TaskResult.flops_floored, 1), else_=0)).label("floored"),  # no bool max on PostgreSQL
                func.count(TaskResult.id).label("tasks_done"),
                func.avg(case((headline, TaskResult.error))).label("mean_error"),
                func.count(case((headline, TaskResult.id))).label("headline_done"))
@@ -181,6 +188,7 @@ def _ranked(*, stream: str, version: str, learner_prefix: str | None,
             Submission.id.label("submission_id"), Learner.name.label("learner"),
             User.name.label("owner"), baseline.label("baseline"), Submission.phase.label("phase"),
             Submission.status.label("status"), scored.c.mean_error, func.coalesce(scored.c.cflop, 0.0).label("cflop"),
+            scored.c.cpu_seconds, func.coalesce(scored.c.floored, 0).label("flops_floored"),
             func.coalesce(scored.c.tasks_done, 0).label("tasks_done"),
             func.coalesce(scored.c.headline_done, 0).label("headline_done"),
             func.coalesce(planned.c.headline_tasks, 0).label("headline_tasks"),

@@ -7,6 +7,7 @@ is exactly what the database holds.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,6 +36,8 @@ class TaskRow:
     failed_trials: int
     best_config: dict[str, Any] | None
     wall_time_s: float | None
+    cpu_seconds: float | None = None  # learner hosts' CPU time, harness-measured; None: not measured
+    flops_floored: bool = False  # the harness charged its CPU-time floor: the learner's count was too low
 
 
 @dataclass(frozen=True)
@@ -54,9 +57,16 @@ class RunSummary:
     cflop: float  # committed FLOPs of every task
     retried_flops: float  # FLOPs of interrupted or failed attempts, reported apart
     flops_sources: tuple[str, ...]
+    cpu_seconds: float | None = None  # committed tasks' harness-measured CPU time; None: none measured
+    floored_tasks: int = 0  # committed tasks charged the harness's CPU-time floor
+
+    @property
+    def flops_floored(self) -> bool:
+        """Some of cFLOP is the harness's floor, not the learner's own count."""
+        return self.floored_tasks > 0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "flops_floored": self.flops_floored}
 
 
 def load_summary(session: Session, *, submission_id: int) -> RunSummary:
@@ -95,6 +105,8 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
             failed_trials=sum(t.status == "failed" for t in final.trials) if final else 0,
             best_config=dict(best.config) if best else None,
             wall_time_s=final.wall_time_s if final else None,
+            cpu_seconds=result.cpu_seconds if result else None,
+            flops_floored=bool(result.flops_floored) if result else False,
         ))
     headline = [r for r in rows if r.phase == headline_phase]
     scored = [r.error for r in headline if r.error is not None]
@@ -105,7 +117,14 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         tasks=tuple(rows), mean_error=mean_error(scored),
         headline_tasks=len(headline), cflop=cflop(r.flops for r in rows),
         retried_flops=float(sum(r.retried_flops for r in rows)), flops_sources=tuple(sorted(sources)),
+        cpu_seconds=known_sum(r.cpu_seconds for r in rows), floored_tasks=sum(r.flops_floored for r in rows),
     )
 
 
-__all__ = ["RunSummary", "TaskRow", "load_summary"]
+def known_sum(values: Iterable[float | None]) -> float | None:
+    """The sum of the measured values; None when none was measured (unknown is not 0)."""
+    known = [v for v in values if v is not None]
+    return float(sum(known)) if known else None
+
+
+__all__ = ["RunSummary", "TaskRow", "known_sum", "load_summary"]

@@ -31,11 +31,33 @@ def test_create_then_read_a_submission(client, tokens, kit, coord_settings):
     assert body["budget"]["trials"] == 1 and "stream_ref" not in body["budget"] and body["image_size"] == 16
     assert [t["status"] for t in body["tasks"]] == ["pending"]  # meta_train: the first task only
     assert (body["e"], body["cflop"], body["headline_tasks"], body["current_task"]) == (None, 0.0, 1, None)
+    assert (body["cpu_seconds"], body["floored_tasks"], body["flops_floored"]) == (None, 0, False)  # unknown, not 0
+    assert (body["tasks"][0]["cpu_seconds"], body["tasks"][0]["flops_floored"]) == (None, False)
     read = client.get(f"/v1/submissions/{body['id']}", headers=tokens.auth("alice")).json()
     assert read["id"] == body["id"] and read["tasks"] == body["tasks"]
     rows = kit.query(coord_settings.database_url, "SELECT s.status, o.user_id FROM submissions s "
                      "JOIN scheduled_submissions o ON o.submission_id = s.id")
     assert rows == [("queued", 2)]
+
+
+def test_a_read_submission_shows_harness_measured_cpu_and_the_floor(client, tokens, coord_settings, measured_run):
+    """Committed tasks carry the CPU seconds the harness measured (null where it could not) and
+    whether the floor was charged; the run totals them (null only when no task was measured)."""
+    from services.store.db import make_engine, session_factory, transaction
+
+    learner = _learner(client, tokens.auth("alice"))
+    created = client.post("/v1/submissions", json=_body(learner), headers=tokens.auth("alice")).json()
+    engine = make_engine(coord_settings.database_url)
+    try:
+        with transaction(session_factory(engine)) as session:
+            measured_run(session, submission_id=created["id"], cpu={2: (7.25, True)})
+    finally:
+        engine.dispose()
+    body = client.get(f"/v1/submissions/{created['id']}", headers=tokens.auth("alice")).json()
+    assert [(t["order"], t["cpu_seconds"], t["flops_floored"]) for t in body["tasks"]] == [
+        (1, None, False), (2, 7.25, True)]
+    assert (body["cpu_seconds"], body["floored_tasks"], body["flops_floored"]) == (7.25, 1, True)
+    assert body["flops_sources"] == ["floor", "measured"] and body["cflop"] == 1e6 + 2e7  # the floor: 10x
 
 
 @pytest.mark.parametrize(("change", "field", "words"), [

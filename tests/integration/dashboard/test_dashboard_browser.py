@@ -27,6 +27,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from services.coordinator.core.config import CoordinatorSettings
 from services.core.budget import RunBudget
 from services.core.config import Settings
+from services.dashboard.pages import cpu_seconds_text
 from services.dashboard.server import create_server_app
 from services.store.db import make_engine, session_factory, upgrade
 from services.store.runs.leaderboard import front_points
@@ -47,7 +48,23 @@ def runs(tmp_path_factory, ray_local) -> tuple[str, Path, list[int]]:
     budget = RunBudget(trials=1, steps=10, checkpoint_fractions=(0.0, 1.0))
     ids = [runner.start(RunRequest(stream="mini", learner=learner, budget=budget))
            for learner in ("indep_small", "nevis_test_learners:nearest_mean")]
+    _charge_a_floor(url, ids[1])
     return url, root, ids
+
+
+def _charge_a_floor(url: str, submission_id: int) -> None:
+    """Mark the run's first committed task as charged the harness's CPU-time floor, as the
+    runner does when a learner's FLOP count is too low for its CPU time (before the server
+    starts: results are never changed after they commit, so no cache is told of this)."""
+    from sqlalchemy import select
+
+    from services.store.db import transaction
+    from services.store.db.models import TaskResult
+
+    with transaction(session_factory(make_engine(url))) as session:
+        first = session.scalars(select(TaskResult).where(TaskResult.submission_id == submission_id)
+                                .order_by(TaskResult.id).limit(1)).one()
+        first.flops_floored = True
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +132,12 @@ def test_the_leaderboard_shows_both_runs_and_their_front(browser, server, runs):
     rows = browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
     assert sorted(int(r.get_attribute("data-submission")) for r in rows) == sorted(ids)
     assert "baseline" in rows[[int(r.get_attribute("data-submission")) for r in rows].index(ids[0])].text
+    by_id = {int(r.get_attribute("data-submission")): r for r in rows}
+    header = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#leaderboard thead th")]
+    assert header[header.index("cFLOP") + 1] == "CPU s"
+    marks = {i: r.find_elements(By.CSS_SELECTOR, ".badge-floor") for i, r in by_id.items()}
+    assert marks[ids[0]] == [] and [m.text for m in marks[ids[1]]] == ["floor"]
+    assert "harness charged a floor" in marks[ids[1]][0].get_attribute("title")
     plotted = browser.execute_script(
         "return document.getElementById('pareto').data.map(t => ({name: t.name, x: t.x, y: t.y, ids: t.customdata}))")
     with session_factory(make_engine(url))() as session:
@@ -162,6 +185,10 @@ def test_a_submission_page_has_its_tasks_plots_and_regret(browser, server, runs)
         indep = load_summary(session, submission_id=ids[0])
     assert regret[-1] == pytest.approx(sum(a.error - b.error for a, b in zip(summary.tasks, indep.tasks)))
     assert browser.find_element(By.ID, "headline-e").text == f"{summary.mean_error:.4f}"
+    cpu = "unknown" if summary.cpu_seconds is None else cpu_seconds_text(summary.cpu_seconds)
+    assert browser.find_element(By.ID, "cpu-seconds").text == cpu  # never 0 for not measured
+    assert "floor" in browser.find_element(By.ID, "cflop").text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#tasks tbody .badge-floor")) == summary.floored_tasks == 1
     browser.save_screenshot(str(SCREENSHOTS / "submission.png"))
     browser.find_element(By.LINK_TEXT, "Probes").click()
     assert browser.find_element(By.TAG_NAME, "h1").text == f"Probes of submission #{ids[1]}"

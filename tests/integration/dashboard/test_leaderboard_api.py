@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 from fastapi.testclient import TestClient
@@ -81,3 +82,42 @@ def test_pages_render_with_their_data(seeded):
         assert page.count('<tr class="phase-') == 6 and 'id="regret"' in page  # Indep runs exist
         assert client.get("/static/plotly.min.js").headers["content-type"].startswith("text/javascript")
         assert client.get(f"/compare?ids={stream.submission_ids[0]},{stream.submission_ids[1]}").status_code == 200
+
+
+FLOOR_TITLE = ("some trial's FLOP count was below what its measured CPU time implies; the harness "
+               "charged a floor")
+
+
+def _row(html: str, submission_id: int) -> str:
+    """The leaderboard table's row of ``submission_id``, as rendered."""
+    return re.search(rf'<tr data-submission="{submission_id}">(.*?)</tr>', html, re.S).group(1)
+
+
+def test_cpu_seconds_and_the_floor_mark_follow_the_database(seeded, measured_run):
+    """Unmeasured rows show CPU time as unknown; a run charged the floor is marked on cFLOP in the
+    API, the pages and the downloads, as soon as it commits (the cached answers follow)."""
+    settings, sessions, stream = seeded
+    with TestClient(create_server_app(settings)) as client:
+        before = client.get("/v1/leaderboard", params={"limit": 5}).json()["items"]
+        assert all(i["cpu_seconds"] is None and i["flops_floored"] is False for i in before)
+        board = client.get("/").text
+        assert ">CPU s</th>" in board and "badge-floor" not in board
+        assert "unknown" in _row(board, before[0]["submission_id"]) and ">0.0<" not in board
+        with transaction(sessions) as session:
+            floored = measured_run(session, stream=stream.stream, version=stream.version, error=0.0,
+                                   cpu={1: (2.0, False), 6: (1234.5, True)})
+        after = client.get("/v1/leaderboard", params={"limit": 5}).json()["items"]
+        assert (after[0]["submission_id"], after[0]["cpu_seconds"], after[0]["flops_floored"]) == (floored, 1236.5, True)
+        row = _row(client.get("/").text, floored)
+        assert f'title="{FLOOR_TITLE}">floor</span>' in row and "1,236.5" in row
+        page = client.get(f"/submissions/{floored}").text
+        assert page.count(f'title="{FLOOR_TITLE}"') == 2  # the run's cFLOP and its task 6
+        assert re.search(r'id="cpu-seconds">1,236.5<', page) and page.count("cpu-unknown") == 4  # tasks 2-5
+        tasks = client.get(f"/submissions/{floored}/tasks.json").json()["tasks"]
+        assert [(t["cpu_seconds"], t["flops_floored"]) for t in tasks] == [
+            (2.0, False), *[(None, False)] * 4, (1234.5, True)]
+        rows = {int(r["submission_id"]): r for r in csv.DictReader(io.StringIO(client.get("/leaderboard.csv").text))}
+        assert (rows[floored]["cpu_seconds"], rows[floored]["flops_floored"]) == ("1236.5", "True")
+        assert rows[before[0]["submission_id"]]["cpu_seconds"] == ""  # unknown, not 0
+        compare = client.get(f"/compare?ids={floored},{before[0]['submission_id']}").text
+        assert compare.count(f'title="{FLOOR_TITLE}"') == 1 and "CPU s 1,236.5" in compare

@@ -88,11 +88,14 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:
         tasks=[TaskOut(order=t.order, dataset=t.dataset, year=t.year, phase=t.phase,
                        status=t.status, error=t.error, split=t.split, flops=t.flops,
                        retried_flops=t.retried_flops, trials=t.trials,
-                       failed_trials=t.failed_trials, wall_time_s=t.wall_time_s)
+                       failed_trials=t.failed_trials, wall_time_s=t.wall_time_s,
+                       cpu_seconds=t.cpu_seconds, flops_floored=t.flops_floored)
                for t in summary.tasks],
         e=summary.mean_error, scored_tasks=sum(t.error is not None for t in headline),
         headline_tasks=summary.headline_tasks, cflop=summary.cflop,
-        retried_flops=summary.retried_flops, flops_sources=list(summary.flops_sources))
+        retried_flops=summary.retried_flops, flops_sources=list(summary.flops_sources),
+        cpu_seconds=summary.cpu_seconds, floored_tasks=summary.floored_tasks,
+        flops_floored=summary.flops_floored)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED,
