@@ -263,5 +263,5 @@ def _show_analysis_flops(flops: Any) -> None:
 
 __all__ = [
     "app", "build_settings", "load_report", "results_json", "run", "show_probe_report",
-    "workers_command",
+    "learner_paths", "workers_command",
 ]

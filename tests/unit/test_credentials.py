@@ -51,7 +51,9 @@ def test_remote_workers_get_knobs_and_no_credential(tmp_path, monkeypatch):
     remote = worker_settings_env(settings)
     assert not set(remote) & set(CREDENTIAL_VARS)
     assert "secret" not in "".join(remote.values()) and remote["NEVIS_MAX_ATTEMPTS"] == "5"
-    assert set(WORKER_KNOB_VARS) - {"NEVIS_STREAMS_DIR"} <= set(remote)
+    # NEVIS_SANDBOX=auto is resolved where the hosts start (a pod's bwrap is never overridden)
+    assert set(WORKER_KNOB_VARS) - {"NEVIS_STREAMS_DIR", "NEVIS_SANDBOX"} <= set(remote)
+    assert worker_settings_env(settings.model_copy(update={"sandbox": "bwrap"}))["NEVIS_SANDBOX"] == "bwrap"
     local = worker_env(settings)  # workers on this machine get both
     assert local["NEVIS_DATABASE_URL"] == settings.database_url
     assert local["AWS_SECRET_ACCESS_KEY"] == "secret-key" and local["NEVIS_S3_ENDPOINT_URL"] == "http://minio:9000"
