@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from services.store.runs.outcomes import FloorCharged
 from workers.sandbox.calibration import compute_floor, machine_flop_rate
 from workers.sandbox.client import LearnerHost
 
@@ -32,27 +33,23 @@ def measured_call(host: LearnerHost, call: Callable[[], T]) -> tuple[T, dict[str
 
 
 @dataclass(frozen=True)
-class EvaluationCost:
+class EvaluationCost(FloorCharged):
     """What scoring the chosen predictor cost: FLOPs charged (the floor when the learner's own
     count is below it), the host's CPU time, and whether the floor was charged."""
 
-    counted_flops: int
+    counted: int
     flops_floor: int
     cpu_seconds: float | None
 
     @property
-    def floored(self) -> bool:
-        return self.flops_floor > self.counted_flops
-
-    @property
-    def flops(self) -> int:
-        return max(self.counted_flops, self.flops_floor)
+    def counted_flops(self) -> int:
+        return self.counted
 
     @classmethod
     def of(cls, fields: Mapping[str, Any]) -> EvaluationCost:
         """From a prediction job's FLOP and usage fields (:func:`measured_call`)."""
         used = fields.get("cpu_seconds")
-        return cls(counted_flops=int(fields["flops_measured"] + fields["flops_reported"]),
+        return cls(counted=int(fields["flops_measured"] + fields["flops_reported"]),
                    flops_floor=int(fields.get("flops_floor") or 0),
                    cpu_seconds=float(used) if isinstance(used, (int, float)) else None)
 

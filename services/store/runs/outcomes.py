@@ -41,8 +41,28 @@ class CheckpointRef(StoredObject):
                    step=int(doc["step"]))
 
 
+class FloorCharged:
+    """FLOPs charged against the harness's floor: the learner's own count, or the floor its
+    host's measured CPU time implies when the count is below it (docs/isolation.md)."""
+
+    flops_floor: int
+
+    @property
+    def counted_flops(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def floored(self) -> bool:
+        """The count was implausibly low for the CPU time the host used: the floor is charged."""
+        return self.flops_floor > self.counted_flops
+
+    @property
+    def flops(self) -> int:
+        return max(self.counted_flops, self.flops_floor)
+
+
 @dataclass(frozen=True)
-class TrialOutcome:
+class TrialOutcome(FloorCharged):
     """One finished trial, ok or failed, with the FLOPs it spent either way."""
 
     trial_index: int
@@ -74,15 +94,6 @@ class TrialOutcome:
     def counted_flops(self) -> int:
         """What the learner's process counted and reported: its own word."""
         return self.flops_measured + self.flops_reported
-
-    @property
-    def floored(self) -> bool:
-        """The count was implausibly low for the CPU time the host used: the floor is charged."""
-        return self.flops_floor > self.counted_flops
-
-    @property
-    def flops(self) -> int:
-        return max(self.counted_flops, self.flops_floor)
 
     @property
     def flops_source(self) -> FlopsSource:
@@ -161,6 +172,7 @@ def _plain(value: Any) -> Any:
 
 
 __all__ = [
+    "FloorCharged",
     "CheckpointRef", "FlopsSource", "StoredObject", "TaskOutcome", "TrialOutcome", "TrialStatus",
     "best_trial",
 ]
