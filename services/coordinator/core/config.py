@@ -166,6 +166,10 @@ class CoordinatorSettings(Settings):
     require_image_digest: bool | None = Field(
         default=None, description="Learner images must be pinned by digest (default: in "
         "production only).")
+    trust_image_learners: bool | None = Field(
+        default=None, description="Accept learner images (default: outside production only). An "
+        "image learner's code runs as a Ray cluster member, outside the learner sandbox "
+        "(docs/isolation.md): turn on only for submitters you trust.")
     max_trials: int = Field(default=64, ge=1, le=10_000)
     max_steps: int = Field(default=1_000_000, ge=1, le=10_000_000)
     # Backends
@@ -274,9 +278,10 @@ class CoordinatorSettings(Settings):
     def image_policy(self) -> ImagePolicy:
         """Which learner images registrations may name."""
         registries = tuple(r.strip() for r in self.image_registries.split(",") if r.strip())
-        digest = self.require_image_digest
-        return ImagePolicy(registries=registries,
-                           require_digest=self.environment == "production" if digest is None else digest)
+        digest, trusted = self.require_image_digest, self.trust_image_learners
+        production = self.environment == "production"
+        return ImagePolicy(registries=registries, require_digest=production if digest is None else digest,
+                           accept=not production if trusted is None else trusted)
 
     @property
     def refresh_schedule(self) -> CronSchedule | None:

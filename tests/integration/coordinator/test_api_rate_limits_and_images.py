@@ -97,3 +97,14 @@ def test_production_requires_digests_by_default(tmp_path):
     pinned = CoordinatorSettings(data_dir=tmp_path, database_url="sqlite://", require_image_digest=True,
                                  image_registries="ghcr.io/a, ,quay.io")
     assert pinned.image_policy == ImagePolicy(registries=("ghcr.io/a", "quay.io"), require_digest=True)
+
+
+def test_production_refuses_image_learners_unless_trusted(tmp_path):
+    url = "postgresql+psycopg://u@h/db"
+    production = CoordinatorSettings(data_dir=tmp_path, database_url=url, environment="production", sandbox="bwrap")
+    assert production.image_policy == ImagePolicy(require_digest=True, accept=False)
+    with pytest.raises(InvalidInputError, match="NEVIS_TRUST_IMAGE_LEARNERS.*bundle"):
+        check_image_policy("ghcr.io/a/b@sha256:" + "0" * 64, production.image_policy)
+    trusted = production.model_copy(update={"trust_image_learners": True})
+    assert trusted.image_policy.accept
+    assert check_image_policy("ghcr.io/a/b@sha256:" + "0" * 64, trusted.image_policy)
