@@ -171,7 +171,7 @@ def test_probing_a_run_meters_every_checkpoint_and_leaves_its_cflop_alone(
         assert [t["total"] for t in api.json()["analysis_flops"]["by_task"]] == pytest.approx(
             [t.total for t in flops.by_task])
         detail = client.get(f"/submissions/{run_id}")  # the submission's cFLOP, as before probing
-        assert detail.status_code == 200 and f"<dd class=\"num\">{before['cflop']:.3e}</dd>" in detail.text
+        assert detail.status_code == 200 and f"<dd class=\"num\" id=\"cflop\">{before['cflop']:.3e}</dd>" in detail.text
     assert _charged(runner.sessions, run_id) == before
 
 
