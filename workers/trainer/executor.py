@@ -28,6 +28,12 @@ from workers.trainer.host_usage import measured_call
 _STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nevis-host-start")
 
 
+def _succeed(old: LearnerHost, spec: HostSpec) -> LearnerHost:
+    """Close a retired host, then start a fresh one of the same spec."""
+    old.close()
+    return LearnerHost(spec)
+
+
 class Evaluator:
     """Scores a chosen predictor on evaluation images through a warm learner host (a Ray
     actor of harness code; the learner runs in the host's sandbox).
@@ -53,9 +59,10 @@ class Evaluator:
         return scores, {**flops, **usage}
 
     def _replace_host(self) -> None:
+        """Retire the host and start its successor, both off the caller's path (the scores
+        go back at once; the next call waits for the successor only if it is not ready)."""
         old, self._host = self._host, None
-        old.close()
-        self._starting = _STARTER.submit(LearnerHost, self._spec)
+        self._starting = _STARTER.submit(_succeed, old, self._spec)
 
     def _live_host(self) -> LearnerHost:
         """The host (waiting for a replacement being started), restarted if its process died
