@@ -14,10 +14,14 @@ from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models_coordinator import ApiToken
 
 
+# PostgreSQL only (not a skip): SQLite has one writer at a time, so a mint and a revocation
+# cannot overlap there.
+pytestmark = pytest.mark.parametrize("database_url", [pytest.param("postgres", marks=pytest.mark.postgres)],
+                                     indirect=True)
+
+
 @pytest.fixture
 def sessions(database_url: str):
-    if database_url.startswith("sqlite"):
-        pytest.skip("SQLite has one writer at a time: a mint and a revocation cannot overlap")
     engine = make_engine(database_url)
     yield session_factory(engine)
     engine.dispose()
