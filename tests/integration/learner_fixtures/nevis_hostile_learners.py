@@ -7,7 +7,8 @@ obtained from its saved state (``state["obtained"]``: empty when it obtained not
 - ``meter_patcher``: switches the FLOP meter off at import, then trains the MLP;
 - ``hoarder``: keeps the images ``predict`` is given (memory and ``/tmp``) and looks for them
   when it next trains;
-- ``tmpfs_filler`` / ``fork_bomber``: try to take the node's memory or process table;
+- ``tmpfs_filler`` / ``fork_bomber`` (``resource_hog``: both): try to take the node's memory or
+  process table;
 - ``silent``: never finishes declaring itself;
 - ``frame_forger``: writes a frame of its own to the harness's pipe claiming a 2^40-element array;
 - ``two_workers_spy``: declares two workers and, if it ever runs outside a sandbox, records
@@ -139,6 +140,22 @@ class ForkBomber(NearestMeanLearner):
         return TrainOutput(predictor=out.predictor, state={**out.state, "obtained": obtained, "forked": made})
 
 
+class ResourceHog(NearestMeanLearner):
+    """Both at once (one run for the tests): fills the RAM folders, then forks."""
+
+    name = "resource-hog"
+
+    def train(self, view, state, config, ctx):
+        written = {folder: _fill(folder, 3 << 30) for folder in ("/tmp", "/dev/shm")}
+        made = _fork_many(4000)
+        out = super().train(view, state, config, ctx)
+        obtained = {k: v for k, v in written.items() if v > 2 << 30}
+        if made >= 1000:
+            obtained["processes"] = made
+        return TrainOutput(predictor=out.predictor, state={**out.state, "obtained": obtained,
+                                                           "written": written, "forked": made})
+
+
 class Silent(NearestMeanLearner):
     name = "silent"
 
@@ -255,6 +272,10 @@ def tmpfs_filler() -> TmpfsFiller:
 
 def fork_bomber() -> ForkBomber:
     return ForkBomber()
+
+
+def resource_hog() -> ResourceHog:
+    return ResourceHog()
 
 
 def silent() -> Silent:
