@@ -10,6 +10,7 @@ turns CPU-seconds into the most FLOPs they could have bought here, and
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import tempfile
@@ -49,9 +50,11 @@ def _products_per_cpu_second() -> float:
     return 2.0 * REFERENCE_SIZE**3 * products / used
 
 
+@functools.cache
 def machine_flop_rate(*, cache_dir: Path | None = None) -> float:
     """The node's rate, measured on first use after each boot and recorded in a file of the
-    node's temporary folder (so the executors of every run on it share one measurement)."""
+    node's temporary folder (so the executors of every run on it share one measurement); read
+    once per process, not on every trial."""
     folder = cache_dir or Path(tempfile.gettempdir())
     path = folder / f"nevis-flop-rate-{_boot_id()}.json"
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
