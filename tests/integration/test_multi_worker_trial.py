@@ -11,7 +11,9 @@ from services.core.budget import RunBudget
 from services.store.runs.summary import load_summary
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 
-pytestmark = pytest.mark.usefixtures("ray_local")
+# Learner-side: the dialect is not what these tests test (the runner's records are dialect-tested elsewhere).
+pytestmark = [pytest.mark.usefixtures("ray_local"),
+              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 
 def test_two_worker_trials_sum_flops_over_workers(settings_env, database_url, tmp_path, monkeypatch) -> None:

@@ -31,6 +31,7 @@ def test_readme_learner_is_short_and_complete() -> None:
 
 
 @pytest.mark.usefixtures("ray_local")
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the README's own set-up: SQLite
 def test_readme_learner_runs_over_a_stream(learner_dir: Path, settings_env, database_url, monkeypatch, tiny_stream) -> None:
     (learner_dir / "readme_learner.py").write_text(readme_learner_source())
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)

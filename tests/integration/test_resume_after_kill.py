@@ -48,6 +48,8 @@ def _wait_for(url: str, sql: str, *, timeout_s: float, proc: subprocess.Popen) -
     pytest.fail(f"timed out waiting for: {sql}")
 
 
+# SQLite, the laptop's database: resume on PostgreSQL through the coordinator is test_local_e2e.py.
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_kill_minus_nine_then_resume(settings_env, database_url, tiny_stream) -> None:
     env = {
         **os.environ,

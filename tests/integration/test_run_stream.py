@@ -27,6 +27,8 @@ from services.store.runs.summary import load_summary
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 
 pytestmark = pytest.mark.usefixtures("ray_local")
+# Learner-side tests run on SQLite; the two whose subject is what a task commits (or does not)
+# run on both dialects.
 
 
 def write_cheat_targets(folder, settings) -> None:
@@ -62,6 +64,7 @@ def _summary(runner: StreamRunner, run_id: int):
         return load_summary(session, submission_id=run_id)
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_nearest_mean_runs_the_whole_stream(runner: StreamRunner, tiny_stream) -> None:
     budget = RunBudget(trials=2, steps=3, checkpoint_fractions=(0.0, 0.5, 1.0))
     run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean", budget=budget))
@@ -100,6 +103,7 @@ def test_nearest_mean_runs_the_whole_stream(runner: StreamRunner, tiny_stream) -
     assert sum(t.flops for t in summary.tasks) == pytest.approx(summary.cflop)
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_learner_cannot_reach_test_labels_or_future_tasks(runner: StreamRunner, tiny_stream, learner_dir) -> None:
     budget = RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,))
     write_cheat_targets(learner_dir, runner.settings)
@@ -135,6 +139,7 @@ def test_a_learner_cannot_reach_test_labels_or_future_tasks(runner: StreamRunner
     assert _summary(runner, run_id).status == "succeeded"
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_every_trial_failing_stops_the_run_with_the_first_error(runner: StreamRunner, tiny_stream) -> None:
     budget = RunBudget(trials=2, steps=1)
     with pytest.raises(TaskFailedError, match=r"Task 1 \(shapes:shape\) failed: all 2 trials failed; first error: RuntimeError: boom on task 1"):
@@ -151,6 +156,7 @@ def test_every_trial_failing_stops_the_run_with_the_first_error(runner: StreamRu
     assert summary.cflop == 0 and summary.retried_flops == 2000
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_malformed_predictions_are_a_clear_learner_error(runner: StreamRunner, tiny_stream) -> None:
     with pytest.raises(TaskFailedError, match=r"LearnerError: predict\(\) must return scores shaped \(num_images, num_classes\)"):
         runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:malformed", budget=RunBudget(trials=1, steps=1)))
@@ -203,6 +209,7 @@ def test_a_flop_cap_stops_the_run_as_the_task_reaching_it_commits(runner: Stream
         assert session.scalar(select(func.count()).select_from(TaskRun)) == 1
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_cap_reached_by_the_last_task_leaves_the_run_succeeded(runner: StreamRunner, tmp_path) -> None:
     from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
 
@@ -214,6 +221,7 @@ def test_a_cap_reached_by_the_last_task_leaves_the_run_succeeded(runner: StreamR
     assert "submission.stopped" not in _kinds(runner, run_id)
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_unknown_learner_stream_and_bad_budget(runner: StreamRunner, tiny_stream) -> None:
     with pytest.raises(UnknownNameError, match="indep"):
         runner.start(RunRequest(stream=str(tiny_stream), learner="indepp"))

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import hypothesis
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, Verbosity
 from hypothesis import strategies as st
@@ -175,6 +176,10 @@ def _existing_rows(client, tokens) -> dict[str, int | str]:
             "name": "bob", "token_id": bob_tokens.json()[0]["id"]}
 
 
+# PostgreSQL, the production database (its integer and text limits are the stricter); SQLite's
+# edges are test_api_edge_validation.py's, on both dialects.
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 def test_every_operation_conforms_to_the_openapi_document(client, tokens):
     started = time.monotonic()
     rows = _existing_rows(client, tokens)

@@ -30,7 +30,9 @@ from services.store.objects import open_store
 from services.core.budget import RunBudget
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 
-pytestmark = pytest.mark.usefixtures("ray_local")
+# On PostgreSQL, the production database: the queue itself is tested on both dialects (test_probe_queue.py).
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.postgres,
+              pytest.mark.parametrize("database_url", ["postgres"], indirect=True)]
 
 CI_OPTIONS = ["--preset", "ci", "--kinds", "linear,mlp2,mlp3", "--folds", "3",
               "--max-examples", "120", "--lidar-n", "16", "--lidar-q", "3"]

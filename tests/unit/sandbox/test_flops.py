@@ -383,10 +383,16 @@ def test_report_flops_adds_and_sets_the_source(meter: FlopMeter) -> None:
     assert (meter.measured, meter.total, meter.source) == (12, 52, "mixed")
 
 
-def test_a_ddp_wrapper_is_measured_through_its_module(meter: FlopMeter, tmp_path) -> None:
+def test_a_ddp_wrapper_is_measured_through_its_module(meter: FlopMeter, tmp_path, monkeypatch) -> None:
+    from datetime import timedelta
+
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    # Gloo on the loopback device, with a deadline: a machine whose host name resolves to an
+    # unreachable address must fail this test, never hang the suite.
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1,
+                            timeout=timedelta(seconds=60))
     try:
         ddp = meter.track(nn.parallel.DistributedDataParallel(nn.Linear(6, 4)))
         ddp(torch.randn(5, 6)).sum().backward()
