@@ -49,7 +49,7 @@ from workers.learners.indep import IndepLearner
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.probe.folds import fold_ids
 from workers.probe.probes import fit_probes
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 from workers.sandbox.context import LocalTrialContext
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"

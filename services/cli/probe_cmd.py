@@ -36,7 +36,7 @@ _PRESET = typer.Option("standard", "--preset",
 def build_settings(preset: str, *, all_trials: bool = False, **overrides: Any) -> Any:
     """Probe settings of ``preset`` with the options the user gave (None = keep);
     ``all_trials`` probes every checkpoint of every trial."""
-    from workers.probe.settings import ProbeSettings  # noqa: PLC0415
+    from services.store.probes.settings import ProbeSettings  # noqa: PLC0415
 
     given = {k: v for k, v in overrides.items() if v is not None}
     if "kinds" in given:
@@ -172,7 +172,7 @@ def _flops(value: float | None) -> str:
 
 def load_report(run_id: int, *, settings_hash: str | None = None, task_order: int | None = None) -> Any:
     from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
-    from workers.probe.summary import load_probe_report  # noqa: PLC0415
+    from services.store.probes.report import load_probe_report  # noqa: PLC0415
 
     url = get_settings().database_url
     ensure_current(url)

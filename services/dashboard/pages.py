@@ -50,7 +50,7 @@ from services.dashboard.views import (
 )
 from services.store.runs.leaderboard import RANKED_PHASE, SORT_KEYS, front_points, leaderboard
 from services.store.runs.visibility import ANONYMOUS, Viewer, check_readable
-from workers.probe.summary import load_probe_report
+from services.store.probes.report import load_probe_report
 
 HERE = Path(__file__).parent
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"

@@ -20,7 +20,7 @@ from services.store.db.models import Checkpoint, Event, Submission, TaskResult, 
 from services.store.db import transaction
 from services.store.db.models_probe import ProbeJob
 from workers.probe.planner import enqueue_committed
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 from services.store.objects import open_store
 from services.core.budget import RunBudget
 from services.store.runs.summary import load_summary

@@ -3,7 +3,7 @@
 Each ``run_*`` function reads from the database in a short session, computes without
 holding any transaction, and returns a *writer*: a function that writes the results (as
 upserts) into a session. The worker calls the writer in the same transaction that marks
-the job done (:func:`workers.probe.queue.complete`), so results and completion commit
+the job done (:func:`services.store.probes.queue.complete`), so results and completion commit
 together or not at all.
 
 Job kinds:
@@ -51,9 +51,9 @@ from workers.probe.fit_flops import counting
 from workers.probe.measure import CheckpointMeasures, measure_checkpoint
 from workers.probe.pretext import loss_at_checkpoints, read_training_curve
 from workers.probe.proxies import ProxyPoint, proxy_correlations
-from workers.probe.queue import ClaimedJob, load_settings, record_analysis_flops
-from workers.probe.settings import ProbeSettings
-from workers.probe.sql import upsert
+from services.store.probes.queue import ClaimedJob, load_settings, record_analysis_flops
+from services.store.probes.settings import ProbeSettings
+from services.store.probes.sql import upsert
 from workers.probe.trial_fits import features_key, fit_trial, load_features, save_features
 from workers.probe.trial_scores import trial_mismatch
 

@@ -25,7 +25,7 @@ from workers.probe.fit_common import FoldScores
 from workers.probe.metrics import lidar, rankme
 from workers.probe.pretext import held_out_loss
 from workers.probe.probes import fit_probes
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 from services.core.metrics import task_error
 
 

@@ -20,9 +20,9 @@ from sqlalchemy.orm import Session
 from services.core.errors import NevisError
 from services.store.db.models import Checkpoint, StreamTask, Submission, TaskResult, Trial
 from services.store.db.models_probe import ProbeJob
-from workers.probe import queue
-from workers.probe.queue import JobSpec
-from workers.probe.settings import ProbeSettings
+from services.store.probes import queue
+from services.store.probes.queue import JobSpec
+from services.store.probes.settings import ProbeSettings
 
 
 def checkpoint_key(checkpoint_id: int, settings_hash: str) -> str:

@@ -33,13 +33,13 @@ from sqlalchemy import func, select
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models_probe import OPEN_PROBE_JOB_STATUSES, ProbeJob
 from services.store.objects import open_store
-from workers.probe import queue
+from services.store.probes import queue
 from services.core.errors import LearnerError, ManifestError
 from workers.probe.errors import ProbeInputError
 from workers.probe.jobs import ProbeRuntime, run_job
 from workers.probe.planner import enqueue_committed
-from workers.probe.queue import ClaimedJob, LeaseLostError
-from workers.probe.settings import ProbeSettings
+from services.store.probes.queue import ClaimedJob, LeaseLostError
+from services.store.probes.settings import ProbeSettings
 
 log = logging.getLogger("nevis.probe")
 

@@ -22,7 +22,7 @@ from workers.probe.fit_flops import counted
 from workers.probe.folds import fold_ids
 from workers.probe.linear import fit_linear
 from workers.probe.mlp import fit_mlp
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 
 
 class ProbeFit(Protocol):

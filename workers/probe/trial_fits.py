@@ -25,7 +25,7 @@ from services.store.objects import ObjectStore
 from workers.probe.fit_common import FoldScores
 from workers.probe.measure import TargetFeatures
 from workers.probe.probes import fit_probes_batched
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 
 
 def features_key(settings_hash: str, checkpoint_id: int) -> str:

@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 
 from workers.probe.metrics import convergence_epoch, mm3_cv, soft_mismatch_cv
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 
-SCALARS = ("mm3", "msm3", "csm3", "msm3max", "mofm", "cofm", "mofm_max")
 
 
 @dataclass(frozen=True)
@@ -119,4 +118,4 @@ def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: n
                          spreads=spreads, curves=curves)
 
 
-__all__ = ["SCALARS", "TrialMismatch", "trial_mismatch"]
+__all__ = ["TrialMismatch", "trial_mismatch"]

@@ -196,6 +196,10 @@ class ProbeMismatchRow(Base):
     created_at: Mapped[datetime] = created_column()
 
 
+# The scalar scores of a ProbeMismatchRow, in the order reports show them.
+MISMATCH_SCALARS = ("mm3", "msm3", "csm3", "msm3max", "mofm", "cofm", "mofm_max")
+
+
 # How well a label-free proxy ranks checkpoints and trials by linear-probe accuracy.
 class ProbeCorrelationRow(Base):
     __tablename__ = "probe_correlations"
@@ -220,7 +224,7 @@ class ProbeCorrelationRow(Base):
 
 
 __all__ = [
-    "CORRELATION_SCOPES", "OPEN_PROBE_JOB_STATUSES", "PROBE_JOB_KINDS", "PROBE_JOB_STATUSES",
+    "CORRELATION_SCOPES", "MISMATCH_SCALARS", "OPEN_PROBE_JOB_STATUSES", "PROBE_JOB_KINDS", "PROBE_JOB_STATUSES",
     "PROBE_KIND_NAMES", "PROXIES", "SETTINGS_HASH_LENGTH", "ProbeCheckpointResult",
     "ProbeCorrelationRow", "ProbeFitRow", "ProbeJob", "ProbeMismatchRow", "ProbeSettingsRow",
     "TrialCurve",

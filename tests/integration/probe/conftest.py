@@ -28,7 +28,7 @@ from services.store.db.models import (
     Trial,
 )
 from workers.probe.planner import enqueue_submission
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 
 LEARNERS = Path(__file__).parent / "learners"
 os.environ["PYTHONPATH"] = os.pathsep.join(

@@ -7,7 +7,7 @@ from sqlalchemy import select
 
 from services.store.db.models_probe import ProbeJob
 from workers.probe.pool import WorkerConfig, run_pool
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 
 
 def test_two_worker_processes_queue_and_drain_a_submission(database_url, sessions, seed, tmp_path) -> None:

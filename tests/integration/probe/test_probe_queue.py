@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models_probe import ProbeCheckpointResult, ProbeFitRow, ProbeJob
 from services.store.db.types import utcnow
-from workers.probe import queue
+from services.store.probes import queue
 from workers.probe.fit_common import FoldScores
 from workers.probe.jobs import write_checkpoint_measures
 from workers.probe.measure import CheckpointMeasures, TargetFit
@@ -188,7 +188,7 @@ def test_results_are_written_once_however_often_a_job_runs(sessions, seeded) -> 
 _KILLED_WORKER = """
 import sys, time
 from services.store.db import make_engine, session_factory, transaction
-from workers.probe import queue
+from services.store.probes import queue
 sessions = session_factory(make_engine(sys.argv[1]))
 with transaction(sessions) as session:
     job = queue.claim(session, owner="doomed", lease_s=1.0)
@@ -233,7 +233,7 @@ def test_the_heartbeat_thread_keeps_a_long_job_leased(database_url, sessions, se
 
 def test_watch_mode_queues_each_committed_task_once(sessions, seed) -> None:
     from workers.probe.planner import enqueue_committed  # noqa: PLC0415
-    from workers.probe.settings import ProbeSettings  # noqa: PLC0415
+    from services.store.probes.settings import ProbeSettings  # noqa: PLC0415
 
     seed(tasks=2, trials=1, checkpoints=2)
     settings = ProbeSettings.ci()
@@ -246,7 +246,7 @@ def test_watch_mode_queues_each_committed_task_once(sessions, seed) -> None:
 
 def test_the_standard_preset_probes_the_chosen_trial_and_one_other_and_all_on_request(sessions, seed) -> None:
     from services.store.db.models import TaskResult  # noqa: PLC0415
-    from workers.probe.settings import ProbeSettings  # noqa: PLC0415
+    from services.store.probes.settings import ProbeSettings  # noqa: PLC0415
 
     submission_id, trial_ids, _ = seed(tasks=1, trials=4, checkpoints=2)
     with transaction(sessions) as session:  # the search chose the third trial
@@ -264,7 +264,7 @@ def test_the_standard_preset_probes_the_chosen_trial_and_one_other_and_all_on_re
 
 def test_the_standard_preset_probes_the_other_trial_at_its_first_and_last_checkpoints(sessions, seed) -> None:
     from services.store.db.models import Checkpoint, TaskResult  # noqa: PLC0415
-    from workers.probe.settings import ProbeSettings  # noqa: PLC0415
+    from services.store.probes.settings import ProbeSettings  # noqa: PLC0415
 
     submission_id, trial_ids, _ = seed(tasks=1, trials=3, checkpoints=6)
     with transaction(sessions) as session:  # the search chose the second trial

@@ -9,7 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from workers.probe.fit_flops import counted, counting, repeated
 from workers.probe.probes import fit_probes_batched
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 
 
 def _features(groups: int = 2, n: int = 90, d: int = 12, classes: int = 3, multi: bool = False):

@@ -9,7 +9,7 @@ from workers.probe.data import TaskSamples
 from workers.probe.errors import ProbeInputError
 from workers.probe.jobs import target_orders
 from workers.probe.measure import measure_checkpoint
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 
 
 class MeanLearner:

@@ -15,7 +15,7 @@ from workers.probe.folds import FoldError, fold_ids, subsample, train_masks
 from workers.probe.linear import fit_linear
 from workers.probe.mlp import fit_mlp
 from workers.probe.probes import fit_probes, get_probe
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 
 
 def _blobs(n: int = 240, d: int = 6, classes: int = 3, spread: float = 1.5, seed: int = 0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.core.errors import UnknownNameError
-from workers.probe.settings import ProbeSettings, ProbeSettingsError
+from services.store.probes.settings import ProbeSettings, ProbeSettingsError
 
 
 def test_full_settings_follow_metrics_md_defaults() -> None:

@@ -10,7 +10,7 @@ import pytest
 from services.store.objects import open_store
 from workers.probe.measure import TargetFeatures
 from workers.probe.probes import fit_probes, fit_probes_batched
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 from workers.probe.trial_fits import features_key, fit_trial, load_features, save_features
 
 SETTINGS = ProbeSettings(folds=3, mlp_hidden=16, mlp_steps=40, linear_max_iter=60)

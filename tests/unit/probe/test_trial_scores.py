@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from workers.probe.settings import ProbeSettings
+from services.store.probes.settings import ProbeSettings
 from workers.probe.trial_scores import trial_mismatch
 
 

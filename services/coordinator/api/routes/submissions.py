@@ -37,7 +37,7 @@ from services.core.budget import RunBudget
 from services.store.db.models import SUBMISSION_STATUSES
 from services.store.db.models_coordinator import TaskLease
 from services.store.runs.summary import load_summary
-from workers.probe.summary import load_probe_report
+from services.store.probes.report import load_probe_report
 
 router = APIRouter(prefix="/v1/submissions", tags=["submissions"], responses=problems(401, 422, 503))
 StatusFilter = Annotated[str | None, Query(pattern="^(" + "|".join(SUBMISSION_STATUSES) + ")$",

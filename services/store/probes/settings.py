@@ -24,8 +24,10 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from services.core.errors import NevisError, UnknownNameError, unknown_name_message
+from services.store.db.models_probe import PROBE_KIND_NAMES
 
-PROBE_KINDS: tuple[str, ...] = ("linear", "mlp2", "mlp3")
+# Declared once, with the probe tables' check constraint (a new kind needs a migration).
+PROBE_KINDS: tuple[str, ...] = PROBE_KIND_NAMES
 TARGET_MODES: tuple[str, ...] = ("earlier", "current")
 PRESETS: tuple[str, ...] = ("standard", "ci", "full")
 

@@ -38,8 +38,8 @@ from sqlalchemy.orm import Session, aliased
 from services.core.errors import NevisError
 from services.store.db.models_probe import OPEN_PROBE_JOB_STATUSES, ProbeJob, ProbeSettingsRow
 from services.store.db.types import utcnow
-from workers.probe.settings import ProbeSettings
-from workers.probe.sql import insert_ignore
+from services.store.probes.settings import ProbeSettings
+from services.store.probes.sql import insert_ignore
 
 JOBS = ProbeJob.__table__
 DEFAULT_LEASE_S = 120.0

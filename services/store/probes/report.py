@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from services.core.errors import NevisError
 from services.store.db.models import StreamTask, Submission, TaskResult, TaskRun, Trial
 from services.store.db.models_probe import (
+    MISMATCH_SCALARS,
     ProbeCheckpointResult,
     ProbeCorrelationRow,
     ProbeFitRow,
@@ -29,8 +30,7 @@ from services.store.db.models_probe import (
     ProbeSettingsRow,
 )
 from services.store.db import jsonfloats
-from workers.probe.queue import status_counts
-from workers.probe.trial_scores import SCALARS
+from services.store.probes.queue import status_counts
 
 SCOPE_ORDER = {"task": 0, "task_mean": 1, "pooled": 2}  # pooled mixes tasks: shown last, never a headline
 
@@ -231,7 +231,7 @@ def load_probe_report(session: Session, *, submission_id: int, settings_hash: st
         order, index, best = trials[row.trial_id]
         mismatch.append(MismatchReport(
             order, row.trial_id, index, best, row.target_order, row.probe_kind, row.conv_step,
-            bool(row.converged), row.num_checkpoints, {k: getattr(row, k) for k in SCALARS},
+            bool(row.converged), row.num_checkpoints, {k: getattr(row, k) for k in MISMATCH_SCALARS},
             _decoded(row.spreads), _decoded(row.curves)))
     correlations = [
         CorrelationReport(r.scope, r.task_order, r.proxy, r.spearman, r.kendall_tau_b, r.num_points)
