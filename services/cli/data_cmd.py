@@ -25,7 +25,7 @@ from rich.progress import (
 from rich.table import Table
 
 from services.core.config import get_settings
-from services.core.errors import IntegrityError
+from services.core.errors import DataIntegrityError
 
 if TYPE_CHECKING:
     from services.store.objects.base import ObjectStore
@@ -130,7 +130,7 @@ def verify(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
     console.print(table)
     bad = [d for d, r in results.items() if not r.startswith("ok")]
     if bad:
-        raise IntegrityError(
+        raise DataIntegrityError(
             f"{len(bad)} of {len(results)} datasets of stream {manifest.name!r} are not "
             f"prepared or do not verify ({', '.join(bad)}); run `nevis data prepare "
             f"--stream {stream}`."

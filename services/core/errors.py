@@ -66,8 +66,9 @@ class ObjectNotFoundError(NevisError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class IntegrityError(NevisError):
-    """Stored bytes do not match their recorded checksum, or a file cannot be read."""
+class DataIntegrityError(NevisError):
+    """Stored bytes do not match their recorded checksum, or a file cannot be read (named apart
+    from SQLAlchemy's ``IntegrityError``, a database constraint, which callers catch too)."""
 
 
 class DatabaseError(NevisError):
@@ -103,8 +104,8 @@ class BudgetError(NevisError, ValueError):
 
 
 __all__ = [
-    "BudgetError", "BundleError", "CausalityError", "ConfigError", "DatabaseError", "DatasetFormatError",
-    "DatasetNotFoundError", "IntegrityError", "InvalidKeyError", "LearnerError", "ManifestError",
+    "BudgetError", "BundleError", "CausalityError", "ConfigError", "DataIntegrityError", "DatabaseError",
+    "DatasetFormatError", "DatasetNotFoundError", "InvalidKeyError", "LearnerError", "ManifestError",
     "NevisError", "ObjectNotFoundError", "TaskFailedError", "UnknownNameError",
     "unknown_name_message",
 ]

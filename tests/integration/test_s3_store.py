@@ -19,7 +19,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
-from services.core.errors import ConfigError, IntegrityError, InvalidKeyError, ObjectNotFoundError
+from services.core.errors import ConfigError, DataIntegrityError, InvalidKeyError, ObjectNotFoundError
 from services.store.objects import LocalObjectStore, ObjectStore, open_store
 from services.store.objects.s3 import S3ObjectStore
 
@@ -146,7 +146,7 @@ def test_tampered_bytes_are_detected(store, tmp_path, request, method):
     info = store.put_bytes("k", b"original")
     tamper(store, "k", b"replaced behind its back", request)
     target = tmp_path / "out.bin"
-    with pytest.raises(IntegrityError) as excinfo:
+    with pytest.raises(DataIntegrityError) as excinfo:
         getattr(store, method)("k", *((target,) if method == "get_file" else ()))
     message = str(excinfo.value)
     assert "'k'" in message and info.sha256 in message
@@ -238,7 +238,7 @@ def test_list_ignores_objects_outside_the_prefix_and_folder_markers(s3_store, s3
 def test_foreign_object_without_recorded_sha256_is_refused(s3_store, s3_client, bucket):
     s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}/foreign", Body=b"from elsewhere")
     assert s3_store.exists("foreign")
-    with pytest.raises(IntegrityError, match="no recorded sha256"):
+    with pytest.raises(DataIntegrityError, match="no recorded sha256"):
         s3_store.get_bytes("foreign")
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from services.core.errors import IntegrityError, ObjectNotFoundError
+from services.core.errors import DataIntegrityError, ObjectNotFoundError
 from services.store.objects import ObjectStore
 from workers.probe.errors import ProbeInputError
 from workers.sandbox.views import augment_views
@@ -41,7 +41,7 @@ def load_checkpoint_bytes(store: ObjectStore, *, checkpoint_id: int, object_key:
             f"{where} is missing: no object {object_key!r} in the store {store.url}. It was "
             "deleted or never written; this checkpoint cannot be probed (the others are)."
         ) from None
-    except IntegrityError as exc:
+    except DataIntegrityError as exc:
         raise ProbeInputError(f"{where} is corrupted in the object store: {exc}") from None
     actual = hashlib.sha256(data).hexdigest()
     if actual != sha256:

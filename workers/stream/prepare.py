@@ -35,7 +35,7 @@ import numpy as np
 from services.core.errors import (
     DatasetFormatError,
     DatasetNotFoundError,
-    IntegrityError,
+    DataIntegrityError,
     ManifestError,
 )
 from services.store.objects.base import ObjectStore
@@ -261,7 +261,7 @@ def _existing(
     start = time.perf_counter()
     try:
         index = load_index(store, task.dataset, size)
-    except IntegrityError:
+    except DataIntegrityError:
         index = None  # an unreadable index is rebuilt like a missing one
     if index is None:
         unfinished = any(True for _ in store.list(dataset_prefix(task.dataset, size)))
@@ -272,7 +272,7 @@ def _existing(
         return "rebuilt", None  # NEVIS_STORED_SCALE changed since: originals must follow it
     try:
         verify_dataset(store, index)
-    except IntegrityError:
+    except DataIntegrityError:
         return "rebuilt", None
     return "present", (_report(index, "present", time.perf_counter() - start), index)
 
@@ -443,7 +443,7 @@ def verify_stream(
                 out[key] = "not prepared"
                 continue
             out[key] = f"ok ({verify_dataset(store, index)} shards)"
-        except IntegrityError as exc:
+        except DataIntegrityError as exc:
             out[key] = str(exc)
     return out
 

@@ -18,7 +18,7 @@ Guarantees:
   complete dataset; a folder of shards without an index is an interrupted run;
 - the index records each shard's key, size, sha256 and example count; every read checks the
   bytes against it (the store checks its own record too) and the arrays against the counts,
-  and a mismatch is an :class:`~services.core.errors.IntegrityError` naming the shard;
+  and a mismatch is an :class:`~services.core.errors.DataIntegrityError` naming the shard;
 - shard bytes are deterministic (fixed zip timestamps), so preparing the same data twice
   gives the same checksums;
 - an index of another format version is refused with a message to re-prepare (``nevis data
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from services.core.errors import IntegrityError, ObjectNotFoundError
+from services.core.errors import DataIntegrityError, ObjectNotFoundError
 from services.store.objects.base import ObjectStore
 from workers.stream.adapters import split_key
 from workers.stream.manifest import SPLITS
@@ -102,7 +102,7 @@ class DatasetIndex:
 
     @classmethod
     def from_json(cls, data: bytes, *, key: str) -> DatasetIndex:
-        """Parse an index; IntegrityError naming ``key`` if it is not a valid index."""
+        """Parse an index; DataIntegrityError naming ``key`` if it is not a valid index."""
         try:
             doc = json.loads(data)
             if doc["format_version"] != FORMAT_VERSION:
@@ -129,7 +129,7 @@ class DatasetIndex:
                 source=dict(doc.get("source", {})),
             )
         except (ValueError, KeyError, TypeError) as exc:
-            raise IntegrityError(
+            raise DataIntegrityError(
                 f"Shard index {key} is unreadable ({exc}); re-run `nevis data prepare` "
                 "to rebuild the dataset."
             ) from None
@@ -227,7 +227,7 @@ def read_split(
         uint8 ``[n, K]``).
 
     Raises:
-        IntegrityError: a shard is missing, damaged, or does not hold what the index says.
+        DataIntegrityError: a shard is missing, damaged, or does not hold what the index says.
     """
     data = read_labelled(store, index, split, originals=False)
     return data.images, data.labels
@@ -239,7 +239,7 @@ def read_labelled(
     """One split as :class:`LabelledData`; with ``originals``, the stored originals too.
 
     Raises:
-        IntegrityError: a shard is missing, damaged, or does not hold what the index says.
+        DataIntegrityError: a shard is missing, damaged, or does not hold what the index says.
     """
     if split not in SPLITS:
         raise ValueError(f"The 'split' parameter must be one of {SPLITS}. Got {split!r} instead.")
@@ -263,12 +263,12 @@ def verify_dataset(store: ObjectStore, index: DatasetIndex) -> int:
     """Re-check every shard's bytes against the index; returns the number of shards.
 
     Raises:
-        IntegrityError: naming the first shard that is missing or damaged.
+        DataIntegrityError: naming the first shard that is missing or damaged.
     """
     for shard in index.all_shards:
         try:
             info = store.verify(shard.key)
-        except (IntegrityError, ObjectNotFoundError) as exc:
+        except (DataIntegrityError, ObjectNotFoundError) as exc:
             raise _damaged(index, shard, str(exc)) from None
         if info.sha256 != shard.sha256 or info.size != shard.size:
             raise _damaged(index, shard, f"store has sha256 {info.sha256}, size {info.size}")
@@ -280,7 +280,7 @@ def _read_shard(
 ) -> tuple[np.ndarray, np.ndarray, Originals | None]:
     try:
         data = store.get_bytes(shard.key)
-    except (IntegrityError, ObjectNotFoundError) as exc:
+    except (DataIntegrityError, ObjectNotFoundError) as exc:
         raise _damaged(index, shard, str(exc)) from None
     if _sha256(data) != shard.sha256:
         raise _damaged(index, shard, f"its sha256 is {_sha256(data)}")
@@ -309,8 +309,8 @@ def _read_shard(
         raise _damaged(index, shard, str(exc)) from None
 
 
-def _damaged(index: DatasetIndex, shard: ShardInfo, why: str) -> IntegrityError:
-    return IntegrityError(
+def _damaged(index: DatasetIndex, shard: ShardInfo, why: str) -> DataIntegrityError:
+    return DataIntegrityError(
         f"Shard {shard.key} of dataset {index.dataset!r} does not match its index "
         f"(expected sha256 {shard.sha256}, {shard.num_examples} examples): {why}. "
         "Re-run `nevis data prepare` to rebuild the dataset."

@@ -3,7 +3,7 @@
 Guarantees every backend keeps:
 - a write is atomic: readers see the old object or the whole new one, never a part;
 - every object's sha256 is recorded at write time and verified on every read
-  (:class:`~services.core.errors.IntegrityError` on mismatch);
+  (:class:`~services.core.errors.DataIntegrityError` on mismatch);
 - keys are relative, ``/``-separated paths checked by :func:`validate_key`
   (:class:`~services.core.errors.InvalidKeyError` otherwise).
 """
@@ -56,7 +56,7 @@ class ObjectStore(Protocol):
         ...
 
     def verify(self, key: str) -> ObjectInfo:
-        """Re-read the object and check its sha256; raise IntegrityError on mismatch."""
+        """Re-read the object and check its sha256; raise DataIntegrityError on mismatch."""
         ...
 
     def list(self, prefix: str = "") -> Iterator[str]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from services.core.errors import IntegrityError, ObjectNotFoundError
+from services.core.errors import DataIntegrityError, ObjectNotFoundError
 from services.store.objects.atomic import (
     FILE_MODE,
     read_chunks,
@@ -88,7 +88,7 @@ class LocalObjectStore:
         try:
             source = open(path, "rb")  # noqa: SIM115 (closed below)
         except OSError as exc:
-            raise IntegrityError(
+            raise DataIntegrityError(
                 f"Cannot store {key!r} from {str(path)!r}: the file cannot be read ({exc})."
             ) from None
         with source:
@@ -149,7 +149,7 @@ class LocalObjectStore:
         return self._ref_path(validate_key(key)).is_file()
 
     def verify(self, key: str) -> ObjectInfo:
-        """Re-hash the object's bytes; raise IntegrityError if they changed."""
+        """Re-hash the object's bytes; raise DataIntegrityError if they changed."""
         info, blob = self._open_blob(key)
         with blob:
             hasher, size = hashlib.sha256(), 0
@@ -185,7 +185,7 @@ class LocalObjectStore:
                 running at the same time (blob stored, ref not yet) keeps its bytes.
 
         Raises:
-            IntegrityError: if a ref cannot be read (nothing is removed then).
+            DataIntegrityError: if a ref cannot be read (nothing is removed then).
         """
         cutoff = time.time() - min_age_s
         candidates = [p for p in _files(self._blobs) if _mtime(p) <= cutoff]
@@ -272,7 +272,7 @@ class LocalObjectStore:
             if not _SHA256_HEX.fullmatch(info.sha256) or (key is not None and info.key != key):
                 raise ValueError("the recorded key or sha256 does not fit")
         except (ValueError, KeyError, TypeError) as exc:
-            raise IntegrityError(
+            raise DataIntegrityError(
                 f"The record of object {key or path.name!r} in store {self.url} is "
                 f"unreadable ({path}: {exc}). Delete the key and store the object again."
             ) from None
@@ -289,16 +289,16 @@ class LocalObjectStore:
                 if again == info:
                     break
                 info = again  # overwritten while we looked; read the new object
-        raise IntegrityError(
+        raise DataIntegrityError(
             f"Object {key!r} in store {self.url} is corrupted: its bytes (sha256 "
             f"{info.sha256}) are missing from {self._blobs}. Store the object again."
         )
 
 
 def _check(store: LocalObjectStore, info: ObjectInfo, actual: str, size: int) -> None:
-    """Raise IntegrityError if what was read is not what was recorded."""
+    """Raise DataIntegrityError if what was read is not what was recorded."""
     if actual != info.sha256 or size != info.size:
-        raise IntegrityError(
+        raise DataIntegrityError(
             f"Object {info.key!r} in store {store.url} is corrupted: expected sha256 "
             f"{info.sha256} ({info.size} bytes), got {actual} ({size} bytes). "
             "Store the object again or restore it from a copy."

@@ -5,7 +5,7 @@ included, has completed, so writes are atomic):
 
 - every object carries its full-content sha256 in user metadata (``x-amz-meta-sha256``),
   computed before the upload starts; every read re-hashes the bytes and compares, so a
-  tampered or foreign object raises :class:`~services.core.errors.IntegrityError`;
+  tampered or foreign object raises :class:`~services.core.errors.DataIntegrityError`;
 - uploads also send S3's own SHA-256 checksum (``ChecksumSHA256``, per part for multipart
   uploads) so the server refuses bytes damaged in transit; pass ``server_checksums=False``
   for servers that reject checksum headers;
@@ -32,7 +32,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from services.core.errors import ConfigError, IntegrityError, NevisError, ObjectNotFoundError
+from services.core.errors import ConfigError, DataIntegrityError, NevisError, ObjectNotFoundError
 from services.store.objects.atomic import read_chunks, staged_file
 from services.store.objects.base import ObjectInfo
 from services.store.objects.keys import validate_key, validate_prefix
@@ -131,7 +131,7 @@ class S3ObjectStore:
                     hasher.update(chunk)
                     size += len(chunk)
         except OSError as exc:
-            raise IntegrityError(
+            raise DataIntegrityError(
                 f"Cannot store {key!r} from {str(path)!r}: the file cannot be read ({exc})."
             ) from None
         extra: dict[str, Any] = {"Metadata": {METADATA_KEY: hasher.hexdigest()}}
@@ -191,7 +191,7 @@ class S3ObjectStore:
                 return info
             except _ChangedDuringDownload:
                 continue
-        raise IntegrityError(
+        raise DataIntegrityError(
             f"Object {key!r} in store {self.url} kept changing while it was downloaded "
             f"({_DOWNLOAD_ATTEMPTS} attempts); try again when its writer has finished."
         )
@@ -251,7 +251,7 @@ class S3ObjectStore:
         """Read size and recorded sha256 from a HEAD or GET response."""
         recorded = response.get("Metadata", {}).get(METADATA_KEY, "")
         if not _SHA256_HEX.fullmatch(recorded):
-            raise IntegrityError(
+            raise DataIntegrityError(
                 f"Object {key!r} in store {self.url} has no recorded sha256 (metadata "
                 f"{METADATA_KEY!r} is {recorded!r}); it was not written by this store. "
                 "Store it again through the store."
@@ -260,7 +260,7 @@ class S3ObjectStore:
 
     def _check(self, info: ObjectInfo, actual: str, size: int) -> None:
         if actual != info.sha256 or size != info.size:
-            raise IntegrityError(
+            raise DataIntegrityError(
                 f"Object {info.key!r} in store {self.url} is corrupted: expected sha256 "
                 f"{info.sha256} ({info.size} bytes), got {actual} ({size} bytes). "
                 "Store the object again or restore it from a copy."

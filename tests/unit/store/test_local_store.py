@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.core.errors import IntegrityError, InvalidKeyError, ObjectNotFoundError
+from services.core.errors import DataIntegrityError, InvalidKeyError, ObjectNotFoundError
 from services.store.objects import LocalObjectStore, ObjectInfo, ObjectStore
 
 
@@ -107,7 +107,7 @@ def test_a_write_that_fails_midway_leaves_the_old_object(store, existing):
 
 def test_put_file_of_an_unreadable_path_keeps_the_old_object(store, tmp_path):
     store.put_bytes("k", b"old")
-    with pytest.raises(IntegrityError, match="cannot be read"):
+    with pytest.raises(DataIntegrityError, match="cannot be read"):
         store.put_file("k", tmp_path / "missing.bin")
     assert store.get_bytes("k") == b"old"
 
@@ -123,7 +123,7 @@ def test_tampered_bytes_are_detected_on_read(store, tmp_path, method):
     blob_path(store, b"original").write_bytes(b"tampered")
     target = tmp_path / "out.bin"
     args = (target,) if method == "get_file" else ()
-    with pytest.raises(IntegrityError) as excinfo:
+    with pytest.raises(DataIntegrityError) as excinfo:
         getattr(store, method)("k", *args)
     message = str(excinfo.value)
     assert "'k'" in message and info.sha256 in message and sha(b"tampered") in message
@@ -136,7 +136,7 @@ def test_get_file_that_fails_verification_keeps_an_existing_target(store, tmp_pa
     blob_path(store, b"original").write_bytes(b"truncat")
     target = tmp_path / "out.bin"
     target.write_bytes(b"previous download")
-    with pytest.raises(IntegrityError, match="corrupted"):
+    with pytest.raises(DataIntegrityError, match="corrupted"):
         store.get_file("k", target)
     assert target.read_bytes() == b"previous download"
 
@@ -144,14 +144,14 @@ def test_get_file_that_fails_verification_keeps_an_existing_target(store, tmp_pa
 def test_a_missing_blob_is_an_integrity_error(store):
     store.put_bytes("k", b"bytes")
     blob_path(store, b"bytes").unlink()
-    with pytest.raises(IntegrityError, match="missing"):
+    with pytest.raises(DataIntegrityError, match="missing"):
         store.get_bytes("k")
 
 
 def test_an_unreadable_ref_is_an_integrity_error(store):
     store.put_bytes("dir/k", b"bytes")
     (store.root / "refs" / "dir.d" / "k.ref").write_text("{not json")
-    with pytest.raises(IntegrityError, match="record of object 'dir/k'"):
+    with pytest.raises(DataIntegrityError, match="record of object 'dir/k'"):
         store.info("dir/k")
 
 
@@ -159,7 +159,7 @@ def test_a_ref_cannot_point_outside_the_blob_folder(store):
     store.put_bytes("k", b"bytes")
     record = {"key": "k", "size": 5, "sha256": "../../../../etc/passwd".ljust(64, "x")}
     (store.root / "refs" / "k.ref").write_text(json.dumps(record))
-    with pytest.raises(IntegrityError, match="unreadable"):
+    with pytest.raises(DataIntegrityError, match="unreadable"):
         store.get_bytes("k")
 
 

@@ -18,7 +18,7 @@ from PIL import Image
 from services.core.errors import (
     DatasetFormatError,
     DatasetNotFoundError,
-    IntegrityError,
+    DataIntegrityError,
     InvalidKeyError,
     UnknownNameError,
 )
@@ -132,7 +132,7 @@ def test_an_unset_offline_folder_is_named_as_unset():
 
 def test_an_npz_that_does_not_match_its_recorded_checksum_is_refused(tmp_path):
     _write_pair(tmp_path, "faces", meta={"npz_sha256": "0" * 64})
-    with pytest.raises(IntegrityError, match="faces.npz"):
+    with pytest.raises(DataIntegrityError, match="faces.npz"):
         load_dataset("offline:faces", AdapterContext(offline_dir=tmp_path))
 
 

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli.main import app
-from services.core.errors import DatasetNotFoundError, IntegrityError, ManifestError
+from services.core.errors import DatasetNotFoundError, DataIntegrityError, ManifestError
 from services.store.objects import LocalObjectStore
 from workers.stream.dedup import image_hashes
 from workers.stream.manifest import SPLITS, SplitRule, manifest_to_dict
@@ -186,7 +186,7 @@ def test_the_cli_prepares_then_has_nothing_to_do_then_verifies(mini, settings_en
     checked = runner.invoke(app, ["data", "verify", "--stream", stream, "--image-size", "16"])
     assert checked.exit_code == 0 and "All 1 datasets verified" in checked.output
     unprepared = runner.invoke(app, ["data", "verify", "--stream", stream])
-    assert isinstance(unprepared.exception, IntegrityError)
+    assert isinstance(unprepared.exception, DataIntegrityError)
     assert "not prepared" in unprepared.output
 
 

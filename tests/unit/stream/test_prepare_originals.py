@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.core.errors import IntegrityError
+from services.core.errors import DataIntegrityError
 from services.store.objects import LocalObjectStore
 from workers.stream.manifest import SPLITS, StreamManifest
 from workers.stream.prepare import load_task_data, prepare_stream
@@ -94,7 +94,7 @@ def test_an_old_format_dataset_is_refused_by_readers_then_rebuilt(manifest, offl
     doc = json.loads(index.to_json())
     doc["format_version"] = 1
     store.put_bytes(index.key, json.dumps(doc).encode())
-    with pytest.raises(IntegrityError, match=r"shard format 1.*nevis data prepare"):
+    with pytest.raises(DataIntegrityError, match=r"shard format 1.*nevis data prepare"):
         load_task_data(store, manifest.tasks[0], image_size=SIZE)
     report = _prepare(manifest, store, offline)
     assert [d.status for d in report.datasets] == ["rebuilt"]

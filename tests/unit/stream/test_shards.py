@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.core.errors import IntegrityError
+from services.core.errors import DataIntegrityError
 from services.store.objects import LocalObjectStore
 from workers.stream.manifest import SPLITS
 from workers.stream.shards import (
@@ -99,7 +99,7 @@ def test_an_index_of_the_old_shard_format_is_refused_with_how_to_rebuild(store):
     doc = json.loads(index.to_json())
     doc["format_version"] = 1
     store.put_bytes(index.key, json.dumps(doc).encode())
-    with pytest.raises(IntegrityError, match=r"shard format 1.*nevis data prepare"):
+    with pytest.raises(DataIntegrityError, match=r"shard format 1.*nevis data prepare"):
         load_index(store, "offline:toy", SIZE)
 
 
@@ -158,7 +158,7 @@ def test_a_dataset_without_index_is_not_loaded(store):
 
 def test_an_unreadable_index_is_an_integrity_error(store):
     store.put_bytes(index_key("offline:toy", SIZE), b'{"format_version": 1}')
-    with pytest.raises(IntegrityError, match="index.json is unreadable"):
+    with pytest.raises(DataIntegrityError, match="index.json is unreadable"):
         load_index(store, "offline:toy", SIZE)
 
 
@@ -175,9 +175,9 @@ def test_a_shard_damaged_on_disk_is_named_by_read_and_verify(store):
     index, _ = _write(store)
     damaged = index.shards["test"][1].key
     _flip_a_byte_on_disk(store, damaged)
-    with pytest.raises(IntegrityError, match=damaged):
+    with pytest.raises(DataIntegrityError, match=damaged):
         read_split(store, index, "test")
-    with pytest.raises(IntegrityError, match=damaged):
+    with pytest.raises(DataIntegrityError, match=damaged):
         verify_dataset(store, index)
     read_split(store, index, "train")  # the other splits are still readable
 
@@ -187,9 +187,9 @@ def test_a_shard_replaced_behind_the_index_is_detected(store):
     replaced = index.shards["dev"][0].key
     images, labels, _ = _data()
     store.put_bytes(replaced, encode_shard(images[:6], labels[:6], np.arange(6), _originals(6)))
-    with pytest.raises(IntegrityError, match=replaced):
+    with pytest.raises(DataIntegrityError, match=replaced):
         read_split(store, index, "dev")
-    with pytest.raises(IntegrityError, match=replaced):
+    with pytest.raises(DataIntegrityError, match=replaced):
         verify_dataset(store, index)
 
 
@@ -197,7 +197,7 @@ def test_a_missing_shard_is_named(store):
     index, _ = _write(store)
     gone = index.shards["train"][2].key
     store.delete(gone)
-    with pytest.raises(IntegrityError, match=gone):
+    with pytest.raises(DataIntegrityError, match=gone):
         verify_dataset(store, index)
 
 

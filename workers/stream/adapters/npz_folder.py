@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from services.core.errors import DatasetFormatError, DatasetNotFoundError, IntegrityError
+from services.core.errors import DatasetFormatError, DatasetNotFoundError, DataIntegrityError
 from workers.stream.adapters.attributes import read_attributes
 from workers.stream.adapters.base import (
     AdapterContext,
@@ -129,7 +129,7 @@ def read_npz_pair(npz_path: Path, *, key: str) -> RawDataset:
     """Read one ``.npz`` + ``.json`` pair into a :class:`RawDataset`.
 
     Raises:
-        IntegrityError: the npz does not match the sidecar's ``npz_sha256``, or is unreadable.
+        DataIntegrityError: the npz does not match the sidecar's ``npz_sha256``, or is unreadable.
         DatasetFormatError: arrays or sidecar fields do not follow the format.
     """
     json_path = npz_path.with_suffix(".json")
@@ -142,7 +142,7 @@ def read_npz_pair(npz_path: Path, *, key: str) -> RawDataset:
     checksum = file_checksum(npz_path)
     expected = meta.get("npz_sha256")
     if expected and expected != checksum:
-        raise IntegrityError(
+        raise DataIntegrityError(
             f"Dataset {key!r}: {npz_path} has sha256 {checksum}, but {json_path.name} records "
             f"{expected}; the file is damaged or was replaced. Restore the original file."
         )
@@ -150,7 +150,7 @@ def read_npz_pair(npz_path: Path, *, key: str) -> RawDataset:
         with np.load(npz_path, allow_pickle=False) as arrays:
             images, labels = arrays["images"], arrays["labels"]
     except (OSError, ValueError, KeyError) as exc:
-        raise IntegrityError(
+        raise DataIntegrityError(
             f"Dataset {key!r}: cannot read arrays 'images' and 'labels' from {npz_path}: {exc}"
         ) from None
     class_names = _class_names(key, meta, labels)
