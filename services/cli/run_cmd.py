@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from services.cli.console import make_console
-from services.core.budget import SCHEDULERS, SEARCH_STRATEGIES
+from services.core.budget import SCHEDULER_NAMES, SEARCH_NAMES
 from services.core.config import get_settings
 
 run_app = typer.Typer()
@@ -60,9 +60,9 @@ def run(
     steps: int = typer.Option(200, "--steps", help="Optimisation steps per trial."),
     phase: str = typer.Option("meta_test", "--phase", help="meta_test (whole stream, test split) or meta_train (meta-train tasks, dev-test split)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the search and the trials."),
-    search: Optional[str] = typer.Option(None, "--search", callback=lambda v: v and _known("search strategy", v, SEARCH_STRATEGIES),  # noqa: UP007
+    search: Optional[str] = typer.Option(None, "--search", callback=lambda v: v and _known("search strategy", v, SEARCH_NAMES),  # noqa: UP007
                                help="Search strategy: random, or gp_ucb (sequential Gaussian-process search). Default: the learner's preference (bhpo: gp_ucb), else random."),
-    scheduler: str = typer.Option("fifo", "--scheduler", callback=lambda v: _known("trial scheduler", v, SCHEDULERS),
+    scheduler: str = typer.Option("fifo", "--scheduler", callback=lambda v: _known("trial scheduler", v, SCHEDULER_NAMES),
                                   help="Trial scheduler: fifo, or asha (stops trailing trials at intermediate reports)."),
     max_concurrent: Optional[int] = typer.Option(None, "--max-concurrent", help="Trials at once (default: as the CPUs allow)."),  # noqa: UP007
     image_size: Optional[int] = typer.Option(None, "--image-size", help="Task resolution: side in pixels of the images learners see and are scored on (default: the stream's)."),  # noqa: UP007

@@ -9,7 +9,7 @@ FastAPI, the same rules give a 422 naming ``budget.<key>``.
 
 The strategy and scheduler names are listed here, not read from the trainer's registries:
 this is the bottom layer and imports nothing of ``workers`` (a unit test checks that
-:data:`SEARCH_STRATEGIES` and :data:`SCHEDULERS` name exactly what
+:data:`SEARCH_NAMES` and :data:`SCHEDULER_NAMES` name exactly what
 ``workers.trainer.searchers`` registers). A budget stored before these two fields existed
 loads with their defaults.
 """
@@ -33,10 +33,10 @@ StrictInt = Annotated[int, Strict()]
 SearchName = Literal["random", "gp_ucb"]
 SchedulerName = Literal["fifo", "asha"]
 
-SEARCH_STRATEGIES: tuple[str, ...] = get_args(SearchName)
+SEARCH_NAMES: tuple[str, ...] = get_args(SearchName)
 """Names of the search strategies (``workers.trainer.searchers.SEARCHERS``)."""
 
-SCHEDULERS: tuple[str, ...] = get_args(SchedulerName)
+SCHEDULER_NAMES: tuple[str, ...] = get_args(SchedulerName)
 """Names of the trial schedulers (``workers.trainer.searchers.SCHEDULERS``)."""
 
 
@@ -76,12 +76,12 @@ class RunBudget(BaseModel):
     @field_validator("search", mode="before")
     @classmethod
     def _known_search(cls, value: Any) -> Any:
-        return _known_name("search strategy", value, SEARCH_STRATEGIES)
+        return _known_name("search strategy", value, SEARCH_NAMES)
 
     @field_validator("scheduler", mode="before")
     @classmethod
     def _known_scheduler(cls, value: Any) -> Any:
-        return _known_name("trial scheduler", value, SCHEDULERS)
+        return _known_name("trial scheduler", value, SCHEDULER_NAMES)
 
     @field_validator("checkpoint_fractions", mode="before")
     @classmethod
@@ -134,5 +134,5 @@ def budget_error(exc: ValidationError) -> BudgetError:
                        field=field)
 
 
-__all__ = ["CHECKPOINT_DEFAULT_FRACTIONS", "SCHEDULERS", "SEARCH_STRATEGIES", "RunBudget", "SchedulerName", "SearchName",
+__all__ = ["CHECKPOINT_DEFAULT_FRACTIONS", "SCHEDULER_NAMES", "SEARCH_NAMES", "RunBudget", "SchedulerName", "SearchName",
            "budget_error"]

@@ -79,11 +79,11 @@ def test_requests_are_frozen() -> None:
 
 
 def test_registered_strategies_are_the_ones_a_budget_accepts() -> None:
-    assert SEARCHERS.names() == tuple(sorted(budget.SEARCH_STRATEGIES))
+    assert SEARCHERS.names() == tuple(sorted(budget.SEARCH_NAMES))
 
 
 def test_registered_schedulers_are_the_ones_a_budget_accepts() -> None:
-    assert SCHEDULERS.names() == tuple(sorted(budget.SCHEDULERS))
+    assert SCHEDULERS.names() == tuple(sorted(budget.SCHEDULER_NAMES))
 
 
 # --- gp_ucb through Tune's SearchGenerator -------------------------------------------------
