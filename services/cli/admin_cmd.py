@@ -18,19 +18,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from services.cli.coordinator_db import coordinator_sessions
 from services.coordinator.core.config import get_coordinator_settings
 from services.coordinator.core.security import TOKEN_MAX_DAYS
 
 users_app = typer.Typer(no_args_is_help=True, help="Create, list, disable and enable API users; show their quotas.")
 tokens_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API tokens.")
-
-
-def _sessions():
-    from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
-
-    url = get_coordinator_settings().database_url
-    ensure_current(url)
-    return session_factory(make_engine(url))
 
 
 @users_app.command("create")
@@ -44,7 +37,7 @@ def create_user(
     from services.coordinator.crud import users  # noqa: PLC0415
     from services.store.db import transaction  # noqa: PLC0415
 
-    with transaction(_sessions()) as session:
+    with transaction(coordinator_sessions()) as session:
         user = users.create_user(session, name=name, role=role, max_concurrent=max_concurrent,
                                  max_per_day=max_per_day)
         typer.echo(f"created user {user.name!r} (id {user.id}, role {user.role})")
@@ -56,7 +49,7 @@ def disable_user(name: str = typer.Argument(..., help="The user to disable.")) -
     from services.coordinator.crud import users  # noqa: PLC0415
     from services.store.db import transaction  # noqa: PLC0415
 
-    with transaction(_sessions()) as session:
+    with transaction(coordinator_sessions()) as session:
         tokens = users.disable_user(session, user=users.get_user(session, name=name))
     typer.echo(f"disabled user {name!r} ({len(tokens)} token(s) revoked)")
 
@@ -67,7 +60,7 @@ def enable_user(name: str = typer.Argument(..., help="The user to enable.")) -> 
     from services.coordinator.crud import users  # noqa: PLC0415
     from services.store.db import transaction  # noqa: PLC0415
 
-    with transaction(_sessions()) as session:
+    with transaction(coordinator_sessions()) as session:
         users.enable_user(session, user=users.get_user(session, name=name))
     typer.echo(f"enabled user {name!r}; mint it a token with `nevis tokens create --user {name}`")
 
@@ -77,7 +70,7 @@ def list_users() -> None:
     """List users."""
     from services.coordinator.crud import users  # noqa: PLC0415
 
-    with _sessions()() as session:
+    with coordinator_sessions()() as session:
         table = Table("id", "name", "role", "max concurrent", "max per day")
         for user in users.list_users(session):
             table.add_row(str(user.id), user.name, user.role, str(user.max_concurrent or "default"),
@@ -91,7 +84,7 @@ def show_quota(name: str = typer.Argument(..., help="The user whose quotas to sh
     from services.coordinator.crud import users  # noqa: PLC0415
     from services.coordinator.crud.quotas import quota_report  # noqa: PLC0415
 
-    with _sessions()() as session:
+    with coordinator_sessions()() as session:
         report = quota_report(session, settings=get_coordinator_settings(),
                               user=users.get_user(session, name=name))
     console = Console()
@@ -130,7 +123,7 @@ def create_token(
 
     settings = get_coordinator_settings()
     lifetime = timedelta(days=expires_in_days or settings.token_default_days)
-    with transaction(_sessions()) as session:
+    with transaction(coordinator_sessions()) as session:
         owner = users.get_user(session, name=user)
         _, secret = users.create_token(session, user=owner, label=label, default_lifetime=lifetime,
                                        max_tokens=settings.max_tokens_per_user)
@@ -142,7 +135,7 @@ def list_tokens(user: str = typer.Option(..., "--user", help="Whose tokens.")) -
     """List a user's tokens (prefixes only)."""
     from services.coordinator.crud import users  # noqa: PLC0415
 
-    with _sessions()() as session:
+    with coordinator_sessions()() as session:
         owner = users.get_user(session, name=user)
         table = Table("id", "label", "prefix", "created", "expires", "revoked")
         for token in users.list_tokens(session, user=owner):
@@ -161,7 +154,7 @@ def revoke_token(
     from services.coordinator.crud import users  # noqa: PLC0415
     from services.store.db import transaction  # noqa: PLC0415
 
-    with transaction(_sessions()) as session:
+    with transaction(coordinator_sessions()) as session:
         owner = users.get_user(session, name=user)
         _, minted = users.revoke_token_tree(session, user=owner, token_id=token_id)
     typer.echo(f"revoked token {token_id} and {len(minted)} token(s) minted from it")

@@ -16,17 +16,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from services.cli.coordinator_db import coordinator_sessions
 from services.coordinator.core.config import get_coordinator_settings
 
 app = typer.Typer(no_args_is_help=True, help="Re-run baselines and pinned submissions on new stream versions.")
-
-
-def _sessions():
-    from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
-
-    url = get_coordinator_settings().database_url
-    ensure_current(url)
-    return session_factory(make_engine(url))
 
 
 @app.command("run")
@@ -39,7 +32,7 @@ def run(
     from services.coordinator.refresh.start import run_refreshes  # noqa: PLC0415
     from services.store.db import transaction  # noqa: PLC0415
 
-    sessions = _sessions()
+    sessions = coordinator_sessions()
     with transaction(sessions) as session:
         for refresh_id in settle_refreshes(session):
             typer.echo(f"refresh {refresh_id} finished: its leaderboard snapshot is kept")
@@ -64,7 +57,7 @@ def list_command(
     """List refreshes, newest first."""
     from services.coordinator.refresh.start import list_refreshes, run_statuses  # noqa: PLC0415
 
-    with _sessions()() as session:
+    with coordinator_sessions()() as session:
         rows, total = list_refreshes(session, limit=limit, offset=0, stream=stream)
         table = Table("id", "stream", "version", "trigger", "status", "runs", "started", "finished",
                       title=f"{total} refresh(es)")

@@ -19,7 +19,6 @@ from services.cli.console import make_console
 from services.core.budget import SCHEDULER_NAMES, SEARCH_NAMES
 from services.core.config import get_settings
 
-run_app = typer.Typer()
 console = make_console()
 
 
@@ -198,4 +197,4 @@ def cpu_text(seconds: float | None) -> str:
     return f"{seconds:,.1f}" if seconds >= 1 else f"{seconds:.2g}"
 
 
-__all__ = ["TaskBars", "cpu_text", "results", "run", "run_app", "show_results"]
+__all__ = ["TaskBars", "cpu_text", "results", "run", "show_results"]

@@ -431,11 +431,6 @@ def _eval_mode(model: nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
-def make_indep(**options: Any) -> IndepLearner:
-    """Factory used by the registry; ``options`` are :class:`IndepLearner`'s."""
-    return IndepLearner(**options)
-
-
 __all__ = [
-    "AuxiliaryObjective", "IndepLearner", "IndepPredictor", "TrialOptions", "data_parallel", "epoch_batches", "label_tensor", "make_indep",
+    "AuxiliaryObjective", "IndepLearner", "IndepPredictor", "TrialOptions", "data_parallel", "epoch_batches", "label_tensor",
 ]
