@@ -143,6 +143,12 @@ def rule_to_dict(rule: SplitRule) -> dict[str, Any]:
     return split_rule_key(rule)
 
 
+def _follows_rule(index: DatasetIndex, task: TaskSpec) -> bool:
+    """Whether a prepared dataset was split by the rule the task asks for (the one check that
+    both a rebuild and a run make before trusting a stored split)."""
+    return dict(index.split_rule) == rule_to_dict(task.split)
+
+
 def dataset_rules(manifest: StreamManifest) -> dict[str, TaskSpec]:
     """The first task of each distinct dataset, checking repeats use the same split rule."""
     first: dict[str, TaskSpec] = {}
@@ -266,7 +272,7 @@ def _existing(
     if index is None:
         unfinished = any(True for _ in store.list(dataset_prefix(task.dataset, size)))
         return ("rebuilt" if unfinished else "prepared"), None
-    if dict(index.split_rule) != rule_to_dict(task.split):
+    if not _follows_rule(index, task):
         return "rebuilt", None  # the manifest's rule changed since: the split must follow it
     if index.stored_side != side:
         return "rebuilt", None  # NEVIS_STORED_SCALE changed since: originals must follow it
@@ -402,7 +408,7 @@ def load_task_index(store: ObjectStore, task: TaskSpec, *, image_size: int) -> D
             f"in store {store.url}; run `nevis data prepare --stream <stream> "
             f"--image-size {image_size}` first."
         )
-    if dict(index.split_rule) != rule_to_dict(task.split):
+    if not _follows_rule(index, task):
         raise DatasetFormatError(
             f"Dataset {task.dataset!r} was prepared with split rule {dict(index.split_rule)}, "
             f"but task {task.order} asks for {rule_to_dict(task.split)}; run "
