@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from services.coordinator.api import problems
+from services.coordinator.api.answers import SharedAnswers
 from services.coordinator.api.deps import token_checker
 from services.coordinator.api.middleware import BodyLimit, RequestMetrics, UploadLimit
 from services.coordinator.api.rate_limit import WriteRateLimit, document_rate_limits
@@ -83,7 +84,7 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
                        authenticate=token_checker(sessions))
     app.add_middleware(BodyLimit, limit=settings.max_json_bytes, exempt=(learners.BUNDLE_PATH,))
     app.add_middleware(WriteRateLimit, rate=settings.write_rate)  # before any body or token
-    app.add_middleware(leaderboard.SharedAnswers, server=app)  # anonymous reads kept as sent, counted
+    app.add_middleware(SharedAnswers, server=app)  # anonymous reads kept as sent, counted
     app.add_middleware(RequestMetrics, metrics=metrics)
     document_rate_limits(app)
     return app

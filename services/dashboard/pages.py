@@ -12,7 +12,7 @@ a client that sends its API token (``Authorization: Bearer``) sees its own priva
 marked "private", and a private submission's pages are a 404 to everyone else, worded as for an
 id that does not exist. Cached pages are keyed by that reader (see the leaderboard API), and an
 anonymous reader's page is kept as sent for the same request again, as the API's answers are
-(:class:`~services.coordinator.api.routes.leaderboard.SharedAnswers`).
+(:class:`~services.coordinator.api.answers.SharedAnswers`).
 
 The leaderboard ranks meta-test submissions only (issue 9, meta-test hygiene), as the API's:
 there is no phase to choose; meta-train runs are tuning runs, each on its own page.
@@ -37,7 +37,8 @@ from sqlalchemy.orm import Session
 
 from services.coordinator.api.deps import SessionDep
 from services.coordinator.api.fields import DbId
-from services.coordinator.api.routes.leaderboard import Reader, answer_cache, resolve_stream, shared_slot
+from services.coordinator.api.answers import answer_cache, shared_slot
+from services.coordinator.api.routes.leaderboard import Reader, resolve_stream
 from services.core.errors import NevisError, UnknownNameError
 from services.dashboard import figures
 from services.dashboard.views import (

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 from fastapi.testclient import TestClient
 
-from services.coordinator.api.routes import leaderboard as leaderboard_routes
+from services.coordinator.api import answers
 from services.coordinator.crud.submissions import SubmissionRequest
 from services.core.budget import RunBudget
 from services.dashboard.server import create_server_app
@@ -47,7 +47,7 @@ def _submit(client: TestClient, headers: dict[str, str], name: str, **extra) -> 
 
 @pytest.fixture
 def board(coord_settings, tokens, monkeypatch) -> Iterator[Board]:
-    monkeypatch.setattr(leaderboard_routes, "FINGERPRINT_TTL_S", 0.0)  # see every change at once
+    monkeypatch.setattr(answers, "FINGERPRINT_TTL_S", 0.0)  # see every change at once
     auth = {"anonymous": {}, **{who: tokens.auth(who) for who in ("alice", "bob", "admin")}}
     with TestClient(create_server_app(coord_settings), raise_server_exceptions=False) as client:
         private = _submit(client, auth["alice"], "nm-alice", visibility="private")

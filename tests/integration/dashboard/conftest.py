@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from services.coordinator.api.routes import leaderboard as leaderboard_routes
+from services.coordinator.api import answers
 from services.coordinator.core.config import CoordinatorSettings
 from services.store.db import make_engine, session_factory, transaction
 from services.store.runs.synthetic import seed_results
@@ -17,7 +17,7 @@ from services.store.runs.synthetic import seed_results
 def seed_board(database_url, tmp_path, monkeypatch) -> Callable[..., tuple[CoordinatorSettings, Any, Any]]:
     """``seed_board(submissions=, tasks=, seed=)`` → (settings, sessions, seeded stream); the
     answer cache sees every database change at once."""
-    monkeypatch.setattr(leaderboard_routes, "FINGERPRINT_TTL_S", 0.0)
+    monkeypatch.setattr(answers, "FINGERPRINT_TTL_S", 0.0)
 
     def seed(*, submissions: int, tasks: int, seed: int) -> tuple[CoordinatorSettings, Any, Any]:
         sessions = session_factory(make_engine(database_url))

@@ -10,8 +10,8 @@ import threading
 import pytest
 from fastapi.testclient import TestClient
 
-from services.coordinator.api.routes import leaderboard as leaderboard_routes
-from services.coordinator.api.routes.leaderboard import AnswerCache, answer_cache
+from services.coordinator.api import answers
+from services.coordinator.api.answers import AnswerCache, answer_cache
 from services.coordinator.crud import users
 from services.dashboard.server import create_server_app
 from services.store.db import transaction
@@ -109,7 +109,7 @@ def test_requests_the_routes_refuse_or_answer_for_someone_are_never_kept(seeded)
 
 def test_readers_who_ask_at_once_wait_for_one_render(seeded, monkeypatch):
     _, sessions, _ = seeded
-    monkeypatch.setattr(leaderboard_routes, "FINGERPRINT_TTL_S", 600.0)  # read once: no await before the render
+    monkeypatch.setattr(answers, "FINGERPRINT_TTL_S", 600.0)  # read once: no await before the render
     cache = AnswerCache(8)
     calls: list[int] = []
     release = threading.Event()

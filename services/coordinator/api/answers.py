@@ -1,0 +1,325 @@
+"""Cached read-model answers, for the leaderboard API and the dashboard's pages.
+
+A leaderboard changes only when a task commits or a submission changes, so answers are
+cached in memory under a fingerprint of exactly that (the newest result id, the newest
+submission update, the submission count), itself re-read at most once a second
+(:data:`FINGERPRINT_TTL_S`): a read of a cached answer touches neither the database nor a
+worker thread, and an answer is at most a second stale. Answers carry an ``ETag`` (a hash of
+the body) and ``Cache-Control``; a request whose ``If-None-Match`` matches gets a 304.
+
+Private submissions (:mod:`services.store.runs.visibility`) are shown only to their owner and
+admins, so an answer depends on who asks. Answers are cached per :class:`Viewer`, and every
+reader who may see no private submission (no token, or the token of a user who owns none) is
+the one anonymous viewer: they share one cached answer, the same bytes and ETag, and only
+readers with private rows get (and cache) answers of their own, sent ``Cache-Control:
+private`` so no shared cache keeps them. The key can never hand one viewer's answer to
+another: the viewer is part of it, and what is rendered under a key is rendered for exactly
+that viewer.
+
+A read of the anonymous answer is answered before FastAPI routes it (:class:`SharedAnswers`):
+once a ``GET`` without an ``Authorization`` header has been answered in full for the
+anonymous viewer (its query validated, its answer rendered or found in the cache), the bytes
+the app sent, status, headers and body, are kept under the request's path and raw query
+string with the fingerprint they were rendered at. The same request again, at the same
+fingerprint, gets those bytes (or a 304 when its ``If-None-Match`` names the ETag) without
+validation, dependencies or routing: the same query string validates the same way, and the
+anonymous answer is everyone's. Requests with a token, a private leaderboard
+(``NEVIS_DASHBOARD_PUBLIC=false``) and answers rendered for another viewer never take that
+path; it keeps its own bounded table (:data:`SHARED_SIZE`), so odd query strings can evict
+only each other, never the answers above.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from fastapi import Request, Response
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from services.store.db.models import Submission, TaskResult
+from services.store.runs.visibility import ANONYMOUS, Viewer
+
+CACHE_SIZE = 256
+SHARED_SIZE = 1024
+"""Anonymous answers kept as sent, by path and raw query string (see :class:`SharedAnswers`)."""
+SHARED_SLOT = "nevis.shared_answer"
+"""The ``scope`` key of the slot in which a route says its answer is the anonymous one."""
+IF_NONE_MATCH_MAX = 1000
+T = TypeVar("T")
+V = TypeVar("V")
+FINGERPRINT_TTL_S = 1.0
+CACHE_CONTROL_PUBLIC = "public, max-age=5, must-revalidate"
+CACHE_CONTROL_PRIVATE = "private, max-age=5, must-revalidate"
+
+
+@dataclass(frozen=True)
+class SharedAnswer:
+    """An anonymous answer as the app sent it, at the database fingerprint it was rendered at."""
+
+    fingerprint: Any
+    status: int
+    headers: tuple[tuple[bytes, bytes], ...]
+    body: bytes
+    etag: str | None
+    not_modified: tuple[tuple[bytes, bytes], ...]
+    """The headers of its 304: those of the answer less Content-Length and Content-Type, as the
+    route's own 304 has them."""
+    route: Any
+    """The route that rendered it (for the request metrics' label)."""
+
+
+class BoundedTable(Generic[V]):
+    """A thread-safe table that keeps the ``size`` most recently used entries: reads come
+    from many request threads, so a lookup and its reordering happen under one lock."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self._entries, self._lock = size, OrderedDict[Any, V](), threading.Lock()
+
+    def get(self, key: Any) -> V | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: Any, value: V) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+
+class AnswerCache:
+    """Answers by (query, fingerprint): a changed database changes the fingerprint. Callers
+    put the :class:`Viewer` an answer is rendered for in its query key. Beside them, the
+    anonymous answers as sent, by raw request (:class:`SharedAnswers`)."""
+
+    def __init__(self, size: int, shared_size: int = SHARED_SIZE) -> None:
+        self._items, self._shared = BoundedTable[Any](size), BoundedTable[SharedAnswer](shared_size)
+        self._fingerprint: tuple[float, Any] = (-1e9, None)
+        self._refreshing = False
+        self._pending: dict[Any, asyncio.Future[Any]] = {}
+
+    def shared(self, key: Any) -> SharedAnswer | None:
+        """The anonymous answer kept for the raw request ``key``, at whatever fingerprint."""
+        return self._shared.get(key)
+
+    def share(self, key: Any, answer: SharedAnswer) -> None:
+        self._shared.put(key, answer)
+
+    def get(self, key: Any) -> Any:
+        return self._items.get(key)
+
+    async def fingerprint(self, sessions: Any) -> Any:
+        """The database's fingerprint, re-read at most every FINGERPRINT_TTL_S seconds, by one
+        request at a time: the others meanwhile use the last one (at most a second stale)
+        rather than all queueing for a database connection at once."""
+        taken, value = self._fingerprint
+        if time.monotonic() - taken < FINGERPRINT_TTL_S or (self._refreshing and taken > 0):
+            return value
+        self._refreshing = True
+        try:
+            def read() -> Any:
+                with sessions() as session:
+                    return fingerprint(session)
+
+            value = await run_in_threadpool(read)
+            self._fingerprint = (time.monotonic(), value)
+        finally:
+            self._refreshing = False
+        return value
+
+    async def answer(self, sessions: Any, key: Any, render: Callable[[Session], T],
+                     shared: dict[str, Any] | None = None) -> T:
+        """The cached answer to ``key`` at the database's current fingerprint, rendered (in a
+        worker thread, with its own session) only when there is none, and once: readers who
+        ask while it renders wait for that render (after a commit, 50 readers of a page run
+        its query once, not 50 times). ``shared`` (the slot of :func:`shared_slot`, for an
+        anonymous answer) is told that fingerprint."""
+        now = await self.fingerprint(sessions)
+        if shared is not None:
+            shared["fingerprint"] = now
+        key = (key, now)
+        found = self.get(key)
+        while found is None:
+            pending = self._pending.get(key)
+            if pending is None:
+                return await self._render(sessions, key, render)
+            try:
+                return await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this reader was cancelled, not the render it waited for
+            found = self.get(key)  # the render's own reader was cancelled: render again
+        return found
+
+    async def _render(self, sessions: Any, key: Any, render: Callable[[Session], T]) -> T:
+        def run() -> T:
+            with sessions() as session:
+                return render(session)
+
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._pending[key] = done
+        try:
+            found = await run_in_threadpool(run)
+        except asyncio.CancelledError:
+            done.cancel()
+            raise
+        except BaseException as exc:
+            done.set_exception(exc)
+            done.exception()  # retrieved: no "never retrieved" warning when nobody waited
+            raise
+        finally:
+            del self._pending[key]
+        self.put(key, found)
+        done.set_result(found)
+        return found
+
+    def put(self, key: Any, value: Any) -> None:
+        self._items.put(key, value)
+
+
+def fingerprint(session: Session) -> tuple[Any, ...]:
+    """What changes whenever a leaderboard could: cheap, indexed aggregates."""
+    newest_result = session.scalar(select(func.max(TaskResult.id)))
+    changed, count = session.execute(select(func.max(Submission.updated_at), func.count(Submission.id))).one()
+    return newest_result, str(changed), count
+
+
+def answer_cache(app: Any) -> AnswerCache:
+    """The app's cache of read-model answers (the leaderboard's, the dashboard's pages)."""
+    cache = getattr(app.state, "answer_cache", None)
+    if cache is None:
+        cache = app.state.answer_cache = AnswerCache(CACHE_SIZE)
+    return cache
+
+
+def cache_control(settings: Any, viewer: Viewer) -> str:
+    """``public`` for the anonymous answer of a public leaderboard; ``private`` for the rest
+    (a token-only leaderboard, or an answer with a viewer's private rows)."""
+    return CACHE_CONTROL_PUBLIC if settings.dashboard_public and viewer == ANONYMOUS else CACHE_CONTROL_PRIVATE
+
+
+def etag_matches(etag: str, if_none_match: str | None) -> bool:
+    """Whether an ``If-None-Match`` header names ``etag``."""
+    return etag in [tag.strip() for tag in (if_none_match or "").split(",")]
+
+
+def shared_slot(request: Request, viewer: Viewer) -> dict[str, Any] | None:
+    """Where a route rendering for ``viewer`` says that its answer is the anonymous one, so
+    :class:`SharedAnswers` may keep it as sent; ``None`` for any other viewer (or without the
+    middleware)."""
+    return request.scope.get(SHARED_SLOT) if viewer == ANONYMOUS else None
+
+
+async def respond_cached(request: Request, response_cls: type[BaseModel], build, key: Any, settings,
+                   viewer: Viewer) -> Response:
+    def render(session: Session) -> tuple[bytes, str]:
+        body = response_cls.model_validate(build(session)).model_dump_json().encode()
+        return body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+    shared = shared_slot(request, viewer)
+    found = await answer_cache(request.app).answer(request.app.state.sessions, (key, viewer), render, shared)
+    body, etag = found
+    headers = {"ETag": etag, "Cache-Control": cache_control(settings, viewer), "Vary": "Authorization"}
+    if etag_matches(etag, request.headers.get("if-none-match")):  # a 304: not kept (no body)
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
+
+
+class SharedAnswers:
+    """ASGI middleware: answers a ``GET`` without a token, on a public leaderboard, from the
+    bytes kept for the same path and raw query string at the current fingerprint (see the
+    module's docstring); any other request, and a first or outdated one, goes to the app,
+    and what the app sends is kept when the route marked it as the anonymous answer.
+
+    Args:
+        app: the ASGI app inside.
+        server: the FastAPI app (its settings, sessions and :func:`answer_cache`).
+    """
+
+    KEPT = frozenset({200, 404})
+    """The statuses of whole answers a route may mark (a 304 has no body to keep)."""
+
+    def __init__(self, app: Any, *, server: Any) -> None:
+        self.app, self.server = app, server
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope["method"] != "GET" or not self.server.state.settings.dashboard_public:
+            await self.app(scope, receive, send)
+            return
+        if_none_match = None
+        for name, value in scope.get("headers") or ():
+            if name == b"authorization":
+                await self.app(scope, receive, send)  # the route checks the token (401 if bad)
+                return
+            if name == b"if-none-match" and if_none_match is None:
+                if_none_match = value
+        cache = answer_cache(self.server)
+        key = (scope["path"], scope.get("query_string", b""))
+        found = cache.shared(key)
+        if found is not None and (if_none_match is None or len(if_none_match) <= IF_NONE_MATCH_MAX):
+            try:
+                now = await cache.fingerprint(self.server.state.sessions)
+            except Exception:  # the app answers the same error properly (a 503 problem)
+                now = None
+            if found.fingerprint == now and now is not None:
+                if found.route is not None:
+                    scope["route"] = found.route
+                await self._replay(found, if_none_match, send)
+                return
+        await self._keep(scope, receive, send, cache, key)
+
+    @staticmethod
+    async def _replay(found: SharedAnswer, if_none_match: bytes | None, send: Callable) -> None:
+        if found.etag is not None and if_none_match is not None and etag_matches(
+                found.etag, if_none_match.decode("latin-1")):
+            await send({"type": "http.response.start", "status": 304, "headers": list(found.not_modified)})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await send({"type": "http.response.start", "status": found.status, "headers": list(found.headers)})
+        await send({"type": "http.response.body", "body": found.body})
+
+    async def _keep(self, scope: dict[str, Any], receive: Callable, send: Callable, cache: AnswerCache,
+                    key: Any) -> None:
+        """Run the app; keep what it sends if its route marked it as the anonymous answer."""
+        slot: dict[str, Any] = {}
+        scope[SHARED_SLOT] = slot
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+        whole = True
+
+        async def keeping(message: dict[str, Any]) -> None:
+            nonlocal whole
+            if message["type"] == "http.response.start":
+                start.update(message)
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if message.get("more_body", False):
+                    whole = False  # a streamed answer is not kept
+            await send(message)
+
+        await self.app(scope, receive, keeping)
+        if "fingerprint" not in slot or not whole or start.get("status") not in self.KEPT:
+            return
+        headers = tuple((bytes(name), bytes(value)) for name, value in start.get("headers") or ())
+        etag = next((value.decode("latin-1") for name, value in headers if name.lower() == b"etag"), None)
+        cache.share(key, SharedAnswer(
+            fingerprint=slot["fingerprint"], status=start["status"], headers=headers, body=b"".join(chunks),
+            etag=etag, route=scope.get("route"),
+            not_modified=tuple(h for h in headers if h[0].lower() not in (b"content-length", b"content-type"))))
+
+
+__all__ = ["CACHE_SIZE", "FINGERPRINT_TTL_S", "IF_NONE_MATCH_MAX", "SHARED_SIZE", "AnswerCache", "SharedAnswer", "SharedAnswers",
+           "answer_cache", "cache_control", "etag_matches", "fingerprint", "respond_cached", "shared_slot"]
