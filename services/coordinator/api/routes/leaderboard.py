@@ -1,9 +1,8 @@
 """The leaderboard API: ranked submissions of a stream version and their Pareto front.
 
 Public by default, as leaderboards are (``NEVIS_DASHBOARD_PUBLIC=false`` puts it behind a
-token). Answers are cached
-per viewer under a fingerprint of the database, and the anonymous one is kept as sent
-(:mod:`services.coordinator.api.answers`).
+token). Answers are cached per viewer under a fingerprint of the database, and the
+anonymous one is kept as sent (:mod:`services.coordinator.api.answers`).
 
 Leaderboards rank meta-test submissions only (issue 9, meta-test hygiene): meta-train runs
 are tuning runs, and ranking them would reward tuning. ``phase`` stays accepted for old
