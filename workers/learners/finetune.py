@@ -35,7 +35,8 @@ from torch import nn
 from services.core.errors import LearnerError
 from workers.learners import recipe
 from workers.learners.augment import train_transform
-from workers.learners.indep import IndepLearner, IndepPredictor, TrialOptions, epoch_batches, label_tensor
+from workers.learners.indep import IndepLearner, IndepPredictor, TrialOptions
+from workers.learners.training import epoch_batches, label_tensor
 from workers.learners.models import MODELS
 from workers.learners.protocol import (
     PAPER_SEARCH_SPACE,
