@@ -104,7 +104,7 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
     import torch
 
     from workers.learners.registry import load_learner
-    from workers.stream.prepare import load_task_data
+    from workers.stream.task_data import load_task_data
     from workers.stream.registry import load_stream
     from workers.stream.task_view import CausalTaskView
     from workers.sandbox.context import LocalTrialContext

@@ -22,7 +22,8 @@ from services.store.objects import LocalObjectStore
 from workers.stream.adapters import AdapterContext, find_dataset
 from workers.stream.dedup import image_hashes
 from workers.stream.manifest import SPLITS
-from workers.stream.prepare import load_task_data, prepare_stream, verify_stream
+from workers.stream.prepare import prepare_stream, verify_stream
+from workers.stream.task_data import load_task_data
 from workers.stream.registry import load_stream
 from workers.stream.shards import load_index
 

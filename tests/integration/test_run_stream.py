@@ -124,7 +124,7 @@ def test_a_learner_cannot_reach_test_labels_or_future_tasks(runner: StreamRunner
         assert record["creds"] == {"NEVIS_DATABASE_URL": "", "NEVIS_STORE_URL": "", "NEVIS_DATA_DIR": ""}
         assert_sandboxed(record["machine"])
     # No array in any trial process was a test or dev-test split of any task.
-    from workers.stream.prepare import load_task_data
+    from workers.stream.task_data import load_task_data
     from workers.stream.registry import load_stream
     import hashlib
 

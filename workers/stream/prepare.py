@@ -1,4 +1,4 @@
-"""Prepare a stream's datasets as shards, and read them back for a task.
+"""Prepare a stream's datasets as shards (read back for a task by :mod:`.task_data`).
 
 :func:`prepare_stream` is idempotent. For each distinct dataset of the manifest:
 
@@ -15,9 +15,6 @@ Before it writes anything it checks that every dataset it has to build can be fo
 cannot, one :class:`~services.core.errors.DatasetNotFoundError` lists all of them, so a
 stream is never silently shortened and a failed run leaves the store as it was.
 
-:func:`load_task_data` is the reader the stream runner uses: a task's split arrays (the
-task-resolution central squares; the stored originals of the splits asked for), every shard
-checked against the index.
 """
 
 from __future__ import annotations
@@ -29,8 +26,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from services.core.errors import (
     DatasetFormatError,
@@ -55,19 +50,18 @@ from workers.stream.images import (
     to_originals,
     to_task_resolution,
 )
-from workers.stream.manifest import SPLITS, SplitRule, StreamManifest, TaskSpec
+from workers.stream.manifest import SplitRule, StreamManifest, TaskSpec
 from workers.stream.shards import (
     DEFAULT_MAX_EXAMPLES_PER_SHARD,
     DatasetIndex,
     dataset_prefix,
     load_index,
-    read_labelled,
     verify_dataset,
     write_dataset,
 )
 from workers.stream.split_rule import split_rule_key
+from workers.stream.task_data import follows_rule
 from workers.stream.splits import assign_splits
-from workers.stream.task_info import LabelledData, Originals
 
 DEFAULT_STORED_SCALE = 1.5  # the settings' default: originals' long side = 1.5 S (96 px at 64)
 
@@ -141,12 +135,6 @@ def stored_image_size(
 def rule_to_dict(rule: SplitRule) -> dict[str, Any]:
     """The parts of a split rule that decide the split (not its human text)."""
     return split_rule_key(rule)
-
-
-def _follows_rule(index: DatasetIndex, task: TaskSpec) -> bool:
-    """Whether a prepared dataset was split by the rule the task asks for (the one check that
-    both a rebuild and a run make before trusting a stored split)."""
-    return dict(index.split_rule) == rule_to_dict(task.split)
 
 
 def dataset_rules(manifest: StreamManifest) -> dict[str, TaskSpec]:
@@ -272,7 +260,7 @@ def _existing(
     if index is None:
         unfinished = any(True for _ in store.list(dataset_prefix(task.dataset, size)))
         return ("rebuilt" if unfinished else "prepared"), None
-    if not _follows_rule(index, task):
+    if not follows_rule(index, task):
         return "rebuilt", None  # the manifest's rule changed since: the split must follow it
     if index.stored_side != side:
         return "rebuilt", None  # NEVIS_STORED_SCALE changed since: originals must follow it
@@ -379,60 +367,6 @@ def _missing_message(
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class TaskData:
-    """A task's prepared splits, as the stream runner reads them."""
-
-    task: TaskSpec
-    index: DatasetIndex
-    splits: Mapping[str, tuple[np.ndarray, np.ndarray]]  # split → (images at S, labels)
-    originals: Mapping[str, Originals] = field(default_factory=dict)  # splits asked for
-
-    def labelled(self, split: str) -> LabelledData:
-        """One split as a learner gets it: images at S, labels, and originals if loaded."""
-        images, labels = self.splits[split]
-        return LabelledData(images, labels, self.originals.get(split))
-
-
-def load_task_index(store: ObjectStore, task: TaskSpec, *, image_size: int) -> DatasetIndex:
-    """The index of a task's dataset, checked to follow the task's split rule.
-
-    Raises:
-        DatasetNotFoundError: the dataset has not been prepared at this size.
-        DatasetFormatError: it was prepared under another split rule.
-    """
-    index = load_index(store, task.dataset, image_size)
-    if index is None:
-        raise DatasetNotFoundError(
-            f"Dataset {task.dataset!r} (task {task.order}) is not prepared at {image_size} px "
-            f"in store {store.url}; run `nevis data prepare --stream <stream> "
-            f"--image-size {image_size}` first."
-        )
-    if not _follows_rule(index, task):
-        raise DatasetFormatError(
-            f"Dataset {task.dataset!r} was prepared with split rule {dict(index.split_rule)}, "
-            f"but task {task.order} asks for {rule_to_dict(task.split)}; run "
-            "`nevis data prepare` for this stream again."
-        )
-    return index
-
-
-def load_task_data(
-    store: ObjectStore, task: TaskSpec, *, image_size: int, splits: Sequence[str] = SPLITS,
-    originals: Sequence[str] = (),
-) -> TaskData:
-    """Read the requested splits of a task (each shard verified).
-
-    ``originals`` names the splits (among ``splits``) whose stored originals are read too:
-    the training splits handed to learners that augment; nothing else needs them.
-    """
-    index = load_task_index(store, task, image_size=image_size)
-    data = {s: read_labelled(store, index, s, originals=s in originals) for s in splits}
-    return TaskData(task=task, index=index,
-                    splits={s: (d.images, d.labels) for s, d in data.items()},
-                    originals={s: d.originals for s, d in data.items() if d.originals is not None})
-
-
 def verify_stream(
     manifest: StreamManifest, store: ObjectStore, *, image_size: int
 ) -> dict[str, str]:
@@ -455,7 +389,6 @@ def verify_stream(
 
 
 __all__ = [
-    "DEFAULT_STORED_SCALE", "STAGES", "DatasetReport", "PrepareReport", "ProgressEvent", "TaskData", "dataset_rules",
-    "load_task_data", "load_task_index", "prepare_stream", "rule_to_dict", "stored_image_size",
-    "verify_stream",
+    "DEFAULT_STORED_SCALE", "STAGES", "DatasetReport", "PrepareReport", "ProgressEvent", "dataset_rules",
+    "prepare_stream", "rule_to_dict", "stored_image_size", "verify_stream",
 ]

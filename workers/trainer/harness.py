@@ -16,7 +16,7 @@ from services.core.errors import CausalityError, NevisError
 from services.store.objects import open_store
 from workers.learners.protocol import LabelledData
 from workers.stream.manifest import TaskSpec
-from workers.stream.prepare import load_task_data
+from workers.stream.task_data import load_task_data
 from workers.trainer.early_stopping import StoppingRule, SuccessiveHalving
 
 

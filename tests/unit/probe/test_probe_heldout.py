@@ -17,7 +17,8 @@ import numpy as np
 from services.store.objects import open_store
 from workers.probe.data import PROBE_SPLITS, TaskCache
 from workers.stream.manifest import parse_manifest
-from workers.stream.prepare import load_task_data, prepare_stream
+from workers.stream.prepare import prepare_stream
+from workers.stream.task_data import load_task_data
 
 
 def _digests(images: np.ndarray) -> set[str]:

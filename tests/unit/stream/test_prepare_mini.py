@@ -17,13 +17,8 @@ from services.core.errors import DatasetNotFoundError, DataIntegrityError, Manif
 from services.store.objects import LocalObjectStore
 from workers.stream.dedup import image_hashes
 from workers.stream.manifest import SPLITS, SplitRule, manifest_to_dict
-from workers.stream.prepare import (
-    STAGES,
-    load_task_data,
-    prepare_stream,
-    stored_image_size,
-    verify_stream,
-)
+from workers.stream.prepare import STAGES, prepare_stream, stored_image_size, verify_stream
+from workers.stream.task_data import load_task_data
 from workers.stream.registry import load_stream
 from workers.stream.shards import load_index
 

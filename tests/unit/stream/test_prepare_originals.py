@@ -13,7 +13,8 @@ import pytest
 from services.core.errors import DataIntegrityError
 from services.store.objects import LocalObjectStore
 from workers.stream.manifest import SPLITS, StreamManifest
-from workers.stream.prepare import load_task_data, prepare_stream
+from workers.stream.prepare import prepare_stream
+from workers.stream.task_data import load_task_data
 from workers.stream.registry import load_stream
 from workers.stream.shards import load_index
 

@@ -16,7 +16,8 @@ from services.core.errors import DatasetFormatError
 from services.store.objects import LocalObjectStore
 from workers.stream.adapters import AdapterContext, load_dataset
 from workers.stream.manifest import SplitRule, parse_manifest
-from workers.stream.prepare import load_task_data, prepare_stream
+from workers.stream.prepare import prepare_stream
+from workers.stream.task_data import load_task_data
 from workers.stream.splits import assign_splits
 
 COIL = SplitRule(kind="by_attribute", attribute="angle_bin", values={
