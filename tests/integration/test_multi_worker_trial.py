@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 from sqlalchemy import select
 
@@ -32,6 +35,7 @@ def test_two_worker_trials_sum_flops_over_workers(settings_env, database_url, tm
     get_settings.cache_clear()
     runner = StreamRunner(get_settings())
     budget = RunBudget(trials=1, steps=2, checkpoint_fractions=(0.0, 1.0))
+    before = {p for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith("nevis-train-")}
     single = runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:nearest_mean", budget=budget))
     double = runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:two_workers", budget=budget))
     with runner.sessions() as session:
@@ -44,6 +48,9 @@ def test_two_worker_trials_sum_flops_over_workers(settings_env, database_url, tm
         assert flops[double].flops == pytest.approx(2 * train_flops_single, rel=0.5)
         assert flops[double].flops > train_flops_single
         assert [c.step for c in flops[double].checkpoints] == [0, 2]
+    # Ray Train's run folder does not outlive its trial.
+    left = {p for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith("nevis-train-")}
+    assert not left - before, sorted(left - before)
 
 
 @pytest.mark.parametrize(("sandbox", "submitted", "words"), [

@@ -8,6 +8,7 @@ that comes back is checked here as untrusted data.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -68,6 +69,9 @@ class LearnerHost:
         launch = host_launch(sandbox=spec.sandbox, import_paths=spec.import_paths, threads=spec.threads,
                              gpu=spec.gpu, limits=spec.limits, cgroup=self._cgroup)
         self.sandbox = launch.sandbox
+        # Unsandboxed, the host's home and TMPDIR is a folder of its own on the machine's disk:
+        # removed when the host closes, so nothing it wrote (evaluation images included) outlives it.
+        self._scratch = launch.cwd if launch.sandbox == "none" else None
         self._expired: str | None = None
         self._proc = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -137,7 +141,8 @@ class LearnerHost:
                     wire.send(self._proc.stdin, *answer)
 
     def close(self) -> None:
-        """Ask the host to exit; kill it if it does not; remove its control group."""
+        """Ask the host to exit; kill it if it does not; remove its control group and, when
+        unsandboxed, its scratch folder."""
         if self._proc.poll() is None:
             try:
                 wire.send(self._proc.stdin, {"op": "bye"})
@@ -150,6 +155,8 @@ class LearnerHost:
                 stream.close()
         if self._cgroup is not None:
             self._cgroup.remove()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     @contextmanager
     def _watchdog(self, op: str) -> Iterator[Callable[[], None]]:

@@ -46,24 +46,23 @@ def run_distributed_trial(config: dict[str, Any], spec: TrialSpec, resources: Re
     from ray.train import RunConfig, ScalingConfig  # noqa: PLC0415
     from ray.train.torch import TorchTrainer  # noqa: PLC0415
 
-    trainer = TorchTrainer(
-        _worker_loop,
-        train_loop_config={"config": config, "spec": spec},
-        scaling_config=ScalingConfig(
-            num_workers=resources.num_workers,
-            use_gpu=resources.gpus_per_worker > 0,
-            resources_per_worker={"CPU": resources.cpus_per_worker, "GPU": resources.gpus_per_worker},
-        ),
-        run_config=RunConfig(
-            storage_path=tempfile.mkdtemp(prefix="nevis-train-"),
-            name=f"trial-{int(config[TRIAL_INDEX]):03d}",
-        ),
-    )
-    try:
-        trainer.fit()
-    except Exception as exc:  # noqa: BLE001 - the worker group's failure is the trial's
-        spent = ray.get(spec.harness.take_spent.remote(int(config[TRIAL_INDEX])))
-        return failure_metrics(config, exc, spent or no_flops())
+    # Ray Train's own run folder, removed with the trial: the results travel through the harness.
+    with tempfile.TemporaryDirectory(prefix="nevis-train-", ignore_cleanup_errors=True) as storage:
+        trainer = TorchTrainer(
+            _worker_loop,
+            train_loop_config={"config": config, "spec": spec},
+            scaling_config=ScalingConfig(
+                num_workers=resources.num_workers,
+                use_gpu=resources.gpus_per_worker > 0,
+                resources_per_worker={"CPU": resources.cpus_per_worker, "GPU": resources.gpus_per_worker},
+            ),
+            run_config=RunConfig(storage_path=storage, name=f"trial-{int(config[TRIAL_INDEX]):03d}"),
+        )
+        try:
+            trainer.fit()
+        except Exception as exc:  # noqa: BLE001 - the worker group's failure is the trial's
+            spent = ray.get(spec.harness.take_spent.remote(int(config[TRIAL_INDEX])))
+            return failure_metrics(config, exc, spent or no_flops())
     posted = ray.get(spec.harness.take_result.remote(int(config[TRIAL_INDEX])))
     if posted is None:
         return failure_metrics(config, RuntimeError("rank 0 posted no result"), no_flops())

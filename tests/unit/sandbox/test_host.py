@@ -91,6 +91,15 @@ def test_a_builtin_learner_is_described_without_importing_it_here(sandbox: str) 
     assert ("workers.learners.indep" in sys.modules) == before
 
 
+def test_an_unsandboxed_host_leaves_no_scratch_folder_behind(spy_dir) -> None:
+    host = LearnerHost(HostSpec("nevis_spy:make", import_paths=(str(spy_dir),), sandbox="none"))
+    scratch = Path(os.readlink(f"/proc/{host.pid}/cwd"))  # unsandboxed, the host's cwd, home and TMPDIR
+    (scratch / "kept-by-the-learner.npy").write_bytes(b"test images")
+    assert scratch.is_dir() and scratch.name.startswith("nevis-learner-")
+    host.close()
+    assert not scratch.exists()
+
+
 def test_the_host_sees_a_clean_environment_and_in_bwrap_no_other_process(spy_dir, sandbox, monkeypatch) -> None:
     monkeypatch.setenv("NEVIS_DATABASE_URL", "postgresql://user:secret@db/nevis")
     with LearnerHost(HostSpec("nevis_spy:make", import_paths=(str(spy_dir),), sandbox=sandbox)) as host:
