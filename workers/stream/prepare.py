@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from services.core.errors import (
     DatasetFormatError,
@@ -50,7 +49,7 @@ from workers.stream.images import (
     to_originals,
     to_task_resolution,
 )
-from workers.stream.manifest import SplitRule, StreamManifest, TaskSpec
+from workers.stream.manifest import StreamManifest, TaskSpec
 from workers.stream.shards import (
     DEFAULT_MAX_EXAMPLES_PER_SHARD,
     DatasetIndex,
@@ -132,17 +131,12 @@ def stored_image_size(
     return check_image_size(manifest.image_size)
 
 
-def rule_to_dict(rule: SplitRule) -> dict[str, Any]:
-    """The parts of a split rule that decide the split (not its human text)."""
-    return split_rule_key(rule)
-
-
 def dataset_rules(manifest: StreamManifest) -> dict[str, TaskSpec]:
     """The first task of each distinct dataset, checking repeats use the same split rule."""
     first: dict[str, TaskSpec] = {}
     for task in manifest.tasks:
         seen = first.setdefault(task.dataset, task)
-        if rule_to_dict(seen.split) != rule_to_dict(task.split):
+        if split_rule_key(seen.split) != split_rule_key(task.split):
             raise ManifestError(
                 f"Stream {manifest.name!r}: tasks {seen.order} and {task.order} use dataset "
                 f"{task.dataset!r} with different split rules; one dataset is prepared once, "
@@ -313,7 +307,7 @@ def _build(
         stored_side=side,
         stored_shape=(int(originals.images.shape[1]), int(originals.images.shape[2])),
         originals_method=ORIGINALS_METHOD,
-        split_rule=rule_to_dict(task.split),
+        split_rule=split_rule_key(task.split),
         split_how=assignment.how,
         counts={},
         shards={},
@@ -390,5 +384,5 @@ def verify_stream(
 
 __all__ = [
     "DEFAULT_STORED_SCALE", "STAGES", "DatasetReport", "PrepareReport", "ProgressEvent", "dataset_rules",
-    "prepare_stream", "rule_to_dict", "stored_image_size", "verify_stream",
+    "prepare_stream", "stored_image_size", "verify_stream",
 ]
