@@ -161,6 +161,7 @@ def main() -> int:
         os.environ.pop(var, None)
     sys.path[:0] = [str(FIXTURES)]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(FIXTURES), os.environ.get("PYTHONPATH")) if p)
+    from nevis_hostile_learners import FLOOR_STEPS
     from services.core.config import get_settings
     from services.store.db import upgrade
     from workers.trainer.ray_env import connect_ray
@@ -174,9 +175,9 @@ def main() -> int:
         run_one(runner, "two_workers_spy", one, expect_refusal=True),
         run_one(make_runner(submitted=True, NEVIS_SANDBOX="none"), "two_workers_spy", one,
                 route="upload (sandbox none)", expect_refusal=True),
-        run_one(runner, "mlp_tracked", one, steps=60),
-        run_one(runner, "mlp_raw", one, steps=60),
-        run_one(runner, "meter_patcher", one, steps=60),
+        run_one(runner, "mlp_tracked", one, steps=FLOOR_STEPS),
+        run_one(runner, "mlp_raw", one, steps=FLOOR_STEPS),
+        run_one(runner, "meter_patcher", one, steps=FLOOR_STEPS),
         run_one(runner, "hoarder", three),
         run_one(runner, "tmpfs_filler", one),
         run_one(runner, "fork_bomber", one),

@@ -46,8 +46,11 @@ def test_a_network_counted_by_nobody_is_charged_the_floor_and_marked(runner, tin
     charges the floor their CPU time implies and marks them; the honest run keeps its count."""
     from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
 
+    from nevis_hostile_learners import FLOOR_STEPS  # noqa: PLC0415
+    from workers.sandbox.calibration import ALLOWANCE_S  # noqa: PLC0415
+
     stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
-    budget = RunBudget(trials=1, steps=60, checkpoint_fractions=(1.0,))
+    budget = RunBudget(trials=1, steps=FLOOR_STEPS, checkpoint_fractions=(1.0,))
     runs = {name: runner.start(RunRequest(stream=stream, learner=f"nevis_hostile_learners:{name}", budget=budget))
             for name in ("mlp_tracked", "mlp_raw", "meter_patcher")}
     trial = {name: _trials(runner, run)[0] for name, run in runs.items()}
@@ -56,6 +59,7 @@ def test_a_network_counted_by_nobody_is_charged_the_floor_and_marked(runner, tin
     assert honest.flops_source != "floor" and honest.cpu_seconds > 0 and honest.flops > honest.flops_floor
     for name in ("mlp_raw", "meter_patcher"):
         assert trial[name].status == "succeeded", trial[name].traceback
+        assert trial[name].cpu_seconds > ALLOWANCE_S, f"{name}: too little work to floor; raise FLOOR_STEPS"
         assert trial[name].flops_source == "floor", (name, trial[name].flops, trial[name].flops_floor)
         assert trial[name].flops == trial[name].flops_floor > 0
     with runner.sessions() as session:
