@@ -129,7 +129,7 @@ def api_adversaries(folder: Path) -> list[Outcome]:
     from fastapi.testclient import TestClient
 
     from services.coordinator.app import create_app
-    from services.coordinator.core.config import CoordinatorSettings
+    from services.coordinator.common.config import CoordinatorSettings
     from services.coordinator.crud import users
     from services.store.db import make_engine, session_factory, transaction, upgrade
 

@@ -44,7 +44,7 @@ def _serve(folder: Path) -> tuple[object, int]:
     import uvicorn
 
     from services.coordinator.app import create_app
-    from services.coordinator.core.config import CoordinatorSettings
+    from services.coordinator.common.config import CoordinatorSettings
     from services.store.db import upgrade
 
     settings = CoordinatorSettings(data_dir=folder, database_url=f"sqlite:///{folder}/nevis.sqlite")

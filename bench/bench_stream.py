@@ -50,7 +50,7 @@ def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: 
     from services.core.budget import RunBudget
     from services.store.runs.summary import load_summary
     from workers.trainer.ray_env import connect_ray
-    from workers.stream.registry import load_stream
+    from workers.stream.manifest_files import load_stream
     from workers.trainer.stream_runner import RunRequest, StreamRunner
 
     settings = fresh_settings(tag)
@@ -68,7 +68,7 @@ def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: 
 
 def _size(stream: str, settings) -> int:
     from workers.stream.prepare import stored_image_size
-    from workers.stream.registry import load_stream
+    from workers.stream.manifest_files import load_stream
 
     return stored_image_size(load_stream(stream), settings_size=settings.image_size,
                              settings_explicit="image_size" in settings.model_fields_set)
@@ -103,9 +103,9 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
     """The same trials in a plain loop: train, score on dev, pick the best, score on test."""
     import torch
 
-    from workers.learners.registry import load_learner
+    from workers.learners.loading import load_learner
     from workers.stream.task_data import load_task_data
-    from workers.stream.registry import load_stream
+    from workers.stream.manifest_files import load_stream
     from workers.stream.task_view import CausalTaskView
     from workers.sandbox.context import LocalTrialContext
     from services.core.metrics import task_error

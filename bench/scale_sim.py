@@ -73,8 +73,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 from services.coordinator.backends.base import JobState, JobStatus, LaunchSpec
-from services.coordinator.core.config import CoordinatorSettings, get_coordinator_settings
-from services.coordinator.core.validation import ResourceRequest
+from services.coordinator.common.config import CoordinatorSettings, get_coordinator_settings
+from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.loop import Scheduler
@@ -94,7 +94,7 @@ from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES, TaskLeas
 from services.store.runs import records
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome
 from workers.stream.manifest import eval_split, manifest_to_dict
-from workers.stream.registry import load_stream
+from workers.stream.manifest_files import load_stream
 from workers.stream.versions import stored_manifest
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

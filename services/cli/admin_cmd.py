@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from services.cli.coordinator_db import coordinator_sessions
-from services.coordinator.core.config import get_coordinator_settings
-from services.coordinator.core.security import TOKEN_MAX_DAYS
+from services.coordinator.common.config import get_coordinator_settings
+from services.coordinator.common.security import TOKEN_MAX_DAYS
 
 users_app = typer.Typer(no_args_is_help=True, help="Create, list, disable and enable API users; show their quotas.")
 tokens_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API tokens.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.coordinator.core.config import get_coordinator_settings
+from services.coordinator.common.config import get_coordinator_settings
 
 
 def coordinator_sessions() -> sessionmaker[Session]:

@@ -50,7 +50,7 @@ def _context(
     """The manifest, store, stored size and offline folder for a command."""
     from services.store.objects import store_from_settings  # noqa: PLC0415
     from workers.stream.prepare import stored_image_size  # noqa: PLC0415
-    from workers.stream.registry import load_stream  # noqa: PLC0415
+    from workers.stream.manifest_files import load_stream  # noqa: PLC0415
 
     settings = get_settings()
     manifest = load_stream(stream)

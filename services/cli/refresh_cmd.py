@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from services.cli.coordinator_db import coordinator_sessions
-from services.coordinator.core.config import get_coordinator_settings
+from services.coordinator.common.config import get_coordinator_settings
 
 app = typer.Typer(no_args_is_help=True, help="Re-run baselines and pinned submissions on new stream versions.")
 

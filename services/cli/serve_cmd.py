@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from services.coordinator.core.config import get_coordinator_settings
+from services.coordinator.common.config import get_coordinator_settings
 from services.core.credentials import load_secrets_path
 from services.core.errors import ConfigError
 

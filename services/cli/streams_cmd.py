@@ -23,7 +23,7 @@ from rich.table import Table
 from services.core.errors import ConfigError
 from workers.stream.derive import check_mode, check_seed, derive_manifest
 from workers.stream.manifest import SPLITS, SplitRule, StreamManifest, manifest_to_dict
-from workers.stream.registry import list_streams, load_stream, manifest_sha256
+from workers.stream.manifest_files import list_streams, load_stream, manifest_sha256
 
 app = typer.Typer(no_args_is_help=True, help="List, inspect and derive stream manifests.")
 

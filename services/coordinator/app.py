@@ -27,8 +27,8 @@ from services.coordinator.api.routes import (
     submissions,
     users,
 )
-from services.coordinator.core.config import CoordinatorSettings
-from services.coordinator.metrics import Metrics
+from services.coordinator.common.config import CoordinatorSettings
+from services.coordinator.telemetry import Metrics
 from services.coordinator.scheduler.loop import Scheduler
 from services.store.db import make_engine, session_factory
 from services.store.objects import open_store

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.coordinator.core.config import CoordinatorSettings
-from services.coordinator.core.errors import InvalidInputError
-from services.coordinator.core.validation import check_name
+from services.coordinator.common.config import CoordinatorSettings
+from services.coordinator.common.client_errors import InvalidInputError
+from services.coordinator.common.validation import check_name
 from services.core.errors import ManifestError, unknown_name_message
 from workers.stream.manifest import StreamManifest
-from workers.stream.registry import list_streams, load_stream
+from workers.stream.manifest_files import list_streams, load_stream
 
 
 @dataclass(frozen=True)

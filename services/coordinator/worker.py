@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.policy import retry_policy
 from services.core.errors import (

@@ -103,9 +103,15 @@ class BudgetError(NevisError, ValueError):
     """A run budget (trials, steps, FLOP or wall caps) makes no sense."""
 
 
+class ProbeInputError(NevisError):
+    """A probe job's input is unusable: a missing or corrupted checkpoint, a learner that
+    cannot load it, or features that are not a finite (N, d) array. Permanent: the probe pool
+    fails the job at once with this message instead of retrying it."""
+
+
 __all__ = [
     "BudgetError", "BundleError", "CausalityError", "ConfigError", "DataIntegrityError", "DatabaseError",
     "DatasetFormatError", "DatasetNotFoundError", "InvalidKeyError", "LearnerError", "ManifestError",
-    "NevisError", "ObjectNotFoundError", "TaskFailedError", "UnknownNameError",
+    "NevisError", "ObjectNotFoundError", "ProbeInputError", "TaskFailedError", "UnknownNameError",
     "unknown_name_message",
 ]

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from services.coordinator.app import create_app
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.dashboard.pages import router
 
 

@@ -9,7 +9,7 @@ from services.store.db.models import Dataset, Shard
 from services.store.objects import LocalObjectStore
 from workers.stream.catalog import database_recorder
 from workers.stream.prepare import prepare_stream
-from workers.stream.registry import load_stream
+from workers.stream.manifest_files import load_stream
 
 
 def test_prepare_records_datasets_and_shards_idempotently(database_url, tmp_path, tiny_stream) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from services.core.errors import DatasetFormatError
 from workers.stream.adapters import AdapterContext, load_dataset
-from workers.stream.registry import load_stream
+from workers.stream.manifest_files import load_stream
 from workers.stream.splits import assign_splits
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from services.store.objects import LocalObjectStore
-from workers.stream.registry import load_stream
+from workers.stream.manifest_files import load_stream
 from workers.stream.prepare import prepare_stream
 
 

@@ -24,7 +24,7 @@ from workers.stream.dedup import image_hashes
 from workers.stream.manifest import SPLITS
 from workers.stream.prepare import prepare_stream, verify_stream
 from workers.stream.task_data import load_task_data
-from workers.stream.registry import load_stream
+from workers.stream.manifest_files import load_stream
 from workers.stream.shards import load_index
 
 REPO = Path(__file__).resolve().parents[2]

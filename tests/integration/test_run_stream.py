@@ -125,7 +125,7 @@ def test_a_learner_cannot_reach_test_labels_or_future_tasks(runner: StreamRunner
         assert_sandboxed(record["machine"])
     # No array in any trial process was a test or dev-test split of any task.
     from workers.stream.task_data import load_task_data
-    from workers.stream.registry import load_stream
+    from workers.stream.manifest_files import load_stream
     import hashlib
 
     store = open_store(runner.settings.store_url)

@@ -22,7 +22,7 @@ from services.core.budget import RunBudget
 from services.store.db.models import Submission
 from services.store.runs import records
 from workers.learners.selection import PRETRAINED, RANDOM_INIT
-from workers.stream.registry import load_stream
+from workers.stream.manifest_files import load_stream
 from workers.trainer.pretrain import pretrain
 from workers.trainer.stream_runner import RunRequest, StreamRunner
 

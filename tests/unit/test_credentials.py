@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.coordinator.backends.base import worker_env, worker_settings_env
-from services.coordinator.core.config import WORKER_KNOB_VARS, CoordinatorSettings
+from services.coordinator.common.config import WORKER_KNOB_VARS, CoordinatorSettings
 from services.core.credentials import CREDENTIAL_VARS, load_secrets_path, read_secrets_path
 from services.core.errors import ConfigError
 

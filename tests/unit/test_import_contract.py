@@ -49,7 +49,7 @@ def _copy_tree(tmp_path: Path) -> Path:
     # a cycle between two packages of one layer
     ("services/store/db/types.py", "import services.store.runs.records", "No import cycles"),
     # harness code importing a learner: only the sandboxed learner host may
-    ("workers/probe/jobs.py", "import workers.learners.registry", "Harness code never imports"),
+    ("workers/probe/jobs.py", "import workers.learners.loading", "Harness code never imports"),
     # a view reading probe results from the pool instead of the store
     ("services/dashboard/pages.py", "import workers.probe.jobs", "read probe results through the store"),
 ])

@@ -3,7 +3,7 @@
 Contract:
 - :func:`load_checkpoint_bytes` returns the checkpoint's bytes only if the object exists and
   its sha256 matches BOTH the store's record and the database row; otherwise it raises
-  :class:`~workers.probe.errors.ProbeInputError` naming the checkpoint (missing vs corrupted).
+  :class:`~services.core.errors.ProbeInputError` naming the checkpoint (missing vs corrupted).
 - :func:`extract` calls the learner's ``features`` in chunks and checks the result is a
   finite (N, d) array.
 - :func:`augmented_features` gives LiDAR's (n, q, d) embeddings: q augmentations of each of
@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from services.core.errors import DataIntegrityError, ObjectNotFoundError
+from services.core.errors import DataIntegrityError, ObjectNotFoundError, ProbeInputError
 from services.store.objects import ObjectStore
-from workers.probe.errors import ProbeInputError
 from workers.sandbox.views import augment_views
 
 EXTRACT_CHUNK = 512  # images per features() call

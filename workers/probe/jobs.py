@@ -45,7 +45,7 @@ from workers.probe.context import AnalysisFlops, ProbeContext
 from workers.sandbox.bundles import DEFAULT_MAX_UNPACKED_BYTES, unpack_stored_bundle
 from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner
 from workers.probe.data import TaskCache
-from workers.probe.errors import ProbeInputError
+from services.core.errors import ProbeInputError
 from workers.probe.features import load_checkpoint_bytes, load_predictor
 from workers.probe.fit_flops import counting
 from workers.probe.measure import CheckpointMeasures, measure_checkpoint

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from workers.probe.data import PROBE_SPLITS, TaskSamples
-from workers.probe.errors import ProbeInputError
+from services.core.errors import ProbeInputError
 from workers.probe.features import augmented_features, extract
 from workers.probe.fit_common import FoldScores
-from workers.probe.metrics import lidar, rankme
+from workers.probe.probe_metrics import lidar, rankme
 from workers.probe.pretext import held_out_loss
 from workers.probe.probes import fit_probes
 from services.store.probes.settings import ProbeSettings

@@ -2,7 +2,7 @@
 
 A :class:`ProbeWorker` runs in one process: claim a job (queue), run it (jobs) while a
 heartbeat thread renews the lease, then write the results and mark the job done in one
-transaction. A :class:`~workers.probe.errors.ProbeInputError` (missing or corrupted
+transaction. A :class:`~services.core.errors.ProbeInputError` (missing or corrupted
 checkpoint, a learner that cannot load it) or a :class:`LearnerError` (the learner broke
 its contract) fails the job at once with its message; any
 other exception is retried until the job's attempts run out. Neither stops the worker.
@@ -34,8 +34,7 @@ from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models_probe import OPEN_PROBE_JOB_STATUSES, ProbeJob
 from services.store.objects import open_store
 from services.store.probes import queue
-from services.core.errors import LearnerError, ManifestError
-from workers.probe.errors import ProbeInputError
+from services.core.errors import LearnerError, ManifestError, ProbeInputError
 from workers.probe.jobs import ProbeRuntime, run_job
 from workers.probe.planner import enqueue_committed
 from services.store.probes.queue import ClaimedJob, LeaseLostError

@@ -22,15 +22,11 @@ import numpy as np
 
 from services.core.errors import ObjectNotFoundError
 from services.store.objects import ObjectStore
+from services.store.probes.object_keys import features_key
 from workers.probe.fit_common import FoldScores
 from workers.probe.measure import TargetFeatures
 from workers.probe.probes import fit_probes_batched
 from services.store.probes.settings import ProbeSettings
-
-
-def features_key(settings_hash: str, checkpoint_id: int) -> str:
-    """Where a checkpoint's probe features live in the object store."""
-    return f"probe-features/{settings_hash}/{checkpoint_id}.npz"
 
 
 def save_features(store: ObjectStore, key: str, features: Mapping[int, TargetFeatures]) -> None:

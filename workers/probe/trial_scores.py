@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from workers.probe.metrics import convergence_epoch, mm3_cv, soft_mismatch_cv
+from workers.probe.probe_metrics import convergence_epoch, mm3_cv, soft_mismatch_cv
 from services.store.probes.settings import ProbeSettings
 
 

@@ -271,7 +271,7 @@ def main() -> None:
     try:
         import torch  # noqa: PLC0415
 
-        from workers.learners.registry import load_learner  # noqa: PLC0415
+        from workers.learners.loading import load_learner  # noqa: PLC0415
 
         torch.set_num_threads(int(hello.get("threads", 1)))
         learner = load_learner(str(hello["spec"]))

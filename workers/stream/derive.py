@@ -35,7 +35,7 @@ from dataclasses import replace
 
 from services.core.errors import ConfigError, UnknownNameError, unknown_name_message
 from workers.stream.manifest import SHUFFLE_MODES, Derivation, StreamManifest, TaskSpec
-from workers.stream.registry import manifest_sha256
+from workers.stream.manifest_files import manifest_sha256
 
 SEED_RANGE = (0, 2**32 - 1)  # the same bounds as a split rule's seed
 

@@ -1,7 +1,7 @@
 """Stream manifests: the ordered tasks of a stream version, as frozen values.
 
 A manifest is a JSON document shipped in ``workers/stream/manifests/`` (see
-:mod:`workers.stream.registry`), or a user's own file in the same format::
+:mod:`workers.stream.manifest_files`), or a user's own file in the same format::
 
     {"format": 1, "name": "...", "version": "1.0", "description": "...", "source": "...",
      "meta_test_from_year": 2019, "image_size": 32,            # image_size is optional

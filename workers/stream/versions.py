@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from services.core.errors import ManifestError
 from services.store.db.models import StreamTask, StreamVersion
 from workers.stream.manifest import StreamManifest, manifest_to_dict, parse_manifest
-from workers.stream.registry import manifest_sha256
+from workers.stream.manifest_files import manifest_sha256
 from workers.stream.split_rule import split_rule_to_dict
 
 

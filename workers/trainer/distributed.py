@@ -75,7 +75,7 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     import ray.train  # noqa: PLC0415
     import ray.train.torch  # noqa: PLC0415
 
-    from workers.learners.registry import load_learner  # noqa: PLC0415
+    from workers.learners.loading import load_learner  # noqa: PLC0415
 
     config, spec = loop_config["config"], loop_config["spec"]
     train_ctx = ray.train.get_context()

@@ -41,7 +41,7 @@ from workers.stream.catalog import database_recorder
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
 from workers.stream.prepare import prepare_stream, stored_image_size
 from workers.stream.task_data import TaskData, load_task_data, load_task_index
-from workers.stream.registry import load_stream
+from workers.stream.manifest_files import load_stream
 from workers.stream.task_info import task_info
 from workers.stream.versions import ensure_stream_version, stored_manifest
 from workers.trainer import searchers

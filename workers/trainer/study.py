@@ -21,7 +21,7 @@ from typing import Protocol
 
 from services.core.config import mask_url
 from services.core.errors import NevisError, TaskFailedError
-from workers.stream.registry import load_stream
+from workers.stream.manifest_files import load_stream
 from workers.trainer.stream_runner import RunPlan, RunRequest, StreamRunner
 from workers.trainer.study_plan import (
     StudyGrid,

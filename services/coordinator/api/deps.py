@@ -20,11 +20,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.requests import HTTPConnection
 
 from services.coordinator.api.fields import DbCount
-from services.coordinator.core import security
-from services.coordinator.core.config import CoordinatorSettings
-from services.coordinator.core.errors import AuthenticationError, PermissionDeniedError
+from services.coordinator.common import security
+from services.coordinator.common.config import CoordinatorSettings
+from services.coordinator.common.client_errors import AuthenticationError, PermissionDeniedError
 from services.coordinator.crud import users as crud_users
-from services.coordinator.metrics import Metrics
+from services.coordinator.telemetry import Metrics
 from services.store.db import declare_writer
 from services.store.db.models_coordinator import ApiToken, User
 from services.store.objects import ObjectStore

@@ -9,7 +9,7 @@
   characters, which PostgreSQL cannot store (NUL) or which only serve to mislead.
 
 Values (name syntax, image references, entry points, resource ranges) are checked by the
-domain checks of :mod:`services.coordinator.core.validation`, which name the field the same way.
+domain checks of :mod:`services.coordinator.common.validation`, which name the field the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Annotated
 from annotated_types import Ge, Le
 from pydantic import AfterValidator, Strict, StringConstraints
 
-from services.coordinator.core.validation import DB_INT_MAX
+from services.coordinator.common.validation import DB_INT_MAX
 
 NAME_MAX = 100  # users.name, learners.name (String(100))
 LABEL_MAX = 100  # api_tokens.label

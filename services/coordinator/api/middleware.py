@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 
 from services.coordinator.api.problems import RETRY_AFTER_S, database_unavailable, problem
-from services.coordinator.core.errors import AuthenticationError
-from services.coordinator.core.security import bearer_secret
-from services.coordinator.metrics import Metrics
+from services.coordinator.common.client_errors import AuthenticationError
+from services.coordinator.common.security import bearer_secret
+from services.coordinator.telemetry import Metrics
 
 Scope = dict[str, Any]
 
@@ -67,7 +67,7 @@ class UploadLimit:
     without this gate anyone could make the server read (and spool to disk) a 50 MB upload
     before being told they have no token. ``authenticate`` takes the bearer secret (or
     ``None``) and raises :class:`AuthenticationError`; it runs in a worker thread. The header
-    is read by :func:`~services.coordinator.core.security.bearer_secret`, as the route reads
+    is read by :func:`~services.coordinator.common.security.bearer_secret`, as the route reads
     it, so the gate never refuses a header the route would accept.
     """
 

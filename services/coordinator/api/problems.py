@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.coordinator.core.errors import (
+from services.coordinator.common.client_errors import (
     AuthenticationError,
     ConflictError,
     CoordinatorError,
@@ -31,7 +31,7 @@ from services.coordinator.core.errors import (
     PermissionDeniedError,
     QuotaExceededError,
 )
-from services.coordinator.core.validation import ECHO_MAX
+from services.coordinator.common.validation import ECHO_MAX
 from services.core.errors import (
     BudgetError,
     ConfigError,

@@ -27,8 +27,8 @@ from starlette.types import Scope
 from services.coordinator.api.deps import token_identity
 from services.coordinator.api.problems import database_unavailable, problem
 from services.coordinator.api.routes import problems
-from services.coordinator.core import security
-from services.coordinator.core.validation import parse_rate
+from services.coordinator.common import security
+from services.coordinator.common.validation import parse_rate
 
 Identify = Callable[[str], str | None]
 """A bearer secret to its caller's key, or ``None`` when the token does not work."""

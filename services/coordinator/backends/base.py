@@ -15,12 +15,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from services.coordinator.core.config import (
+from services.coordinator.common.config import (
     WORKER_KNOB_VARS,
     WORKER_SECRET_VARS,
     CoordinatorSettings,
 )
-from services.coordinator.core.validation import ResourceRequest
+from services.coordinator.common.validation import ResourceRequest
 from services.core.credentials import CREDENTIAL_VARS
 
 

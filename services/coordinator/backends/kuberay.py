@@ -17,7 +17,7 @@ from services.coordinator.backends.kuberay_template import (
     render_rayjob,
     to_yaml,
 )
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.core.errors import ConfigError
 
 _STATES = {"SUCCEEDED": JobState.SUCCEEDED, "FAILED": JobState.FAILED,

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from services.coordinator.backends.base import LaunchSpec
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.core.credentials import SECRETS_PATH_VAR
 from services.core.errors import ConfigError
 

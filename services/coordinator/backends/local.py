@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from services.coordinator.backends.base import JobState, JobStatus, LaunchSpec, worker_env
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.core.errors import ConfigError
 
 STOP_GRACE_S = 5.0

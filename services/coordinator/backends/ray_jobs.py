@@ -22,7 +22,7 @@ from services.coordinator.backends.base import (
     LaunchSpec,
     worker_settings_env,
 )
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.core.credentials import SECRETS_PATH_VAR
 from services.core.errors import ConfigError
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from services.coordinator.core.errors import ConflictError, NotFoundError
-from services.coordinator.core.validation import (
+from services.coordinator.common.client_errors import ConflictError, NotFoundError
+from services.coordinator.common.validation import (
     ResourceRequest,
     check_entrypoint,
     check_image_ref,

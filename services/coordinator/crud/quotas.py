@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, and_, exists, func, or_, select
 from sqlalchemy.orm import Session
 
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.store.db.models import Learner, StreamVersion, Submission, TaskRun
 from services.store.db.models_coordinator import ScheduledSubmission, User
 from services.store.db.types import utcnow

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from services.coordinator.core.config import CoordinatorSettings
-from services.coordinator.core.errors import (
+from services.coordinator.common.config import CoordinatorSettings
+from services.coordinator.common.client_errors import (
     ConflictError,
     InvalidInputError,
     NotFoundError,

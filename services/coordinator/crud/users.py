@@ -21,14 +21,14 @@ from typing import NoReturn
 from sqlalchemy import ColumnElement, Select, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from services.coordinator.core import security
-from services.coordinator.core.errors import (
+from services.coordinator.common import security
+from services.coordinator.common.client_errors import (
     AuthenticationError,
     ConflictError,
     InvalidInputError,
     NotFoundError,
 )
-from services.coordinator.core.validation import DB_INT_MAX, check_name, shown
+from services.coordinator.common.validation import DB_INT_MAX, check_name, shown
 from services.store.db.models_coordinator import ROLES, ApiToken, User
 from services.store.db.types import utcnow
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from services.coordinator.core.config import CoordinatorSettings, refresh_budget_of, split_list
-from services.coordinator.core.errors import InvalidInputError
+from services.coordinator.common.config import CoordinatorSettings, refresh_budget_of, split_list
+from services.coordinator.common.client_errors import InvalidInputError
 from services.coordinator.crud.submissions import check_budget
 from services.core.budget import RunBudget
 from services.core.errors import BudgetError, ManifestError

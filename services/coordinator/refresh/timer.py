@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.refresh.snapshot import settle_refreshes
 from services.coordinator.refresh.start import RefreshReport, run_refreshes
 from services.store.db import transaction

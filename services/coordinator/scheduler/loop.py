@@ -37,9 +37,9 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.coordinator.backends.base import Backend, LaunchSpec
-from services.coordinator.core.config import CoordinatorSettings
-from services.coordinator.core.validation import ResourceRequest
-from services.coordinator.metrics import Metrics
+from services.coordinator.common.config import CoordinatorSettings
+from services.coordinator.common.validation import ResourceRequest
+from services.coordinator.telemetry import Metrics
 from services.coordinator.refresh.timer import RefreshTimer
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.policy import (

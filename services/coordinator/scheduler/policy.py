@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from services.coordinator.core.config import CoordinatorSettings
+    from services.coordinator.common.config import CoordinatorSettings
 
 
 class Verdict(enum.Enum):

@@ -5,13 +5,14 @@ Every backend writes atomically, records each object's sha256 and verifies it on
 accepts only keys that :func:`validate_key` allows. See ``base.py`` for the contract.
 """
 
-from services.store.objects.base import ObjectInfo, ObjectStore
+from services.store.objects.base import ListedObject, ObjectInfo, ObjectStore
 from services.store.objects.factory import open_store, store_from_settings
 from services.store.objects.keys import validate_key, validate_prefix
 from services.store.objects.local import GcStats, LocalObjectStore
 
 __all__ = [
     "GcStats",
+    "ListedObject",
     "LocalObjectStore",
     "ObjectInfo",
     "ObjectStore",

@@ -25,6 +25,15 @@ class ObjectInfo:
     sha256: str
 
 
+@dataclass(frozen=True)
+class ListedObject:
+    """One object as a listing sees it: enough to size and age it without reading it."""
+
+    key: str
+    size: int
+    modified: float  # when the key was last written, in POSIX seconds (time.time())
+
+
 @runtime_checkable
 class ObjectStore(Protocol):
     """A flat key → bytes store with recorded checksums."""
@@ -63,9 +72,17 @@ class ObjectStore(Protocol):
         """Keys under ``prefix`` (a key prefix ending at a segment), sorted."""
         ...
 
+    def list_objects(self, prefix: str = "") -> Iterator[ListedObject]:
+        """The objects under ``prefix`` with their size and last write time, sorted by key.
+
+        One listing, no object read: what garbage collection needs to tell an old object
+        from one whose write is still in flight.
+        """
+        ...
+
     def delete(self, key: str) -> None:
         """Remove the object; a missing key is not an error."""
         ...
 
 
-__all__ = ["ObjectInfo", "ObjectStore"]
+__all__ = ["ListedObject", "ObjectInfo", "ObjectStore"]

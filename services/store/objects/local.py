@@ -36,7 +36,7 @@ from services.store.objects.atomic import (
     replace_durably,
     write_file_atomically,
 )
-from services.store.objects.base import ObjectInfo
+from services.store.objects.base import ListedObject, ObjectInfo
 from services.store.objects.keys import validate_key, validate_prefix
 
 DIR_SUFFIX = ".d"
@@ -161,19 +161,26 @@ class LocalObjectStore:
 
     def list(self, prefix: str = "") -> Iterator[str]:
         """Keys under the folder ``prefix`` (``"a/b"`` matches ``"a/b/..."``), sorted."""
-        prefix = validate_prefix(prefix)
-        base = self._refs.joinpath(*(s + DIR_SUFFIX for s in prefix.split("/") if s))
-        keys: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = [d for d in dirnames if d.endswith(DIR_SUFFIX)]
-            rel = Path(dirpath).relative_to(self._refs).parts
-            folder = "".join(part[: -len(DIR_SUFFIX)] + "/" for part in rel)
-            keys.extend(
-                folder + name[: -len(REF_SUFFIX)]
-                for name in filenames
-                if name.endswith(REF_SUFFIX) and len(name) > len(REF_SUFFIX)
-            )
-        return iter(sorted(keys))
+        return iter([key for key, _ in self._refs_under(prefix)])
+
+    def list_objects(self, prefix: str = "") -> Iterator[ListedObject]:
+        """The objects under ``prefix``, sorted by key: size from each ref, and the ref's
+        mtime as the last write (every put replaces the ref). Keys deleted meanwhile are
+        left out.
+
+        Raises:
+            DataIntegrityError: if a ref cannot be read.
+        """
+        return self._listed(self._refs_under(prefix))
+
+    def _listed(self, refs: list[tuple[str, Path]]) -> Iterator[ListedObject]:
+        for key, path in refs:
+            try:
+                modified = path.stat().st_mtime
+                info = self._read_ref_file(path, key=key)
+            except FileNotFoundError:  # deleted meanwhile
+                continue
+            yield ListedObject(key=key, size=info.size, modified=modified)
 
     # -- maintenance -------------------------------------------------------------------
 
@@ -215,6 +222,22 @@ class LocalObjectStore:
         return GcStats(blobs_removed=removed, bytes_freed=freed, temp_files_removed=temps)
 
     # -- internals ---------------------------------------------------------------------
+
+    def _refs_under(self, prefix: str) -> list[tuple[str, Path]]:
+        """(key, ref file) of every key under the folder ``prefix``, sorted by key."""
+        prefix = validate_prefix(prefix)
+        base = self._refs.joinpath(*(s + DIR_SUFFIX for s in prefix.split("/") if s))
+        refs: list[tuple[str, Path]] = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = [d for d in dirnames if d.endswith(DIR_SUFFIX)]
+            rel = Path(dirpath).relative_to(self._refs).parts
+            folder = "".join(part[: -len(DIR_SUFFIX)] + "/" for part in rel)
+            refs.extend(
+                (folder + name[: -len(REF_SUFFIX)], Path(dirpath) / name)
+                for name in filenames
+                if name.endswith(REF_SUFFIX) and len(name) > len(REF_SUFFIX)
+            )
+        return sorted(refs)
 
     def _ref_path(self, key: str) -> Path:
         *folders, name = key.split("/")

@@ -34,7 +34,7 @@ from botocore.exceptions import ClientError
 
 from services.core.errors import ConfigError, DataIntegrityError, NevisError, ObjectNotFoundError
 from services.store.objects.atomic import read_chunks, staged_file
-from services.store.objects.base import ObjectInfo
+from services.store.objects.base import ListedObject, ObjectInfo
 from services.store.objects.keys import validate_key, validate_prefix
 from services.store.objects.s3_errors import NOT_FOUND_CODES, error_code, translate_s3_errors
 
@@ -227,16 +227,26 @@ class S3ObjectStore:
         written by other tools) are skipped.
         """
         full_prefix = self.prefix + validate_prefix(prefix)  # checked now, not on next()
-        return self._iter_keys(full_prefix)
+        return (listed.key for listed in self._iter_listed(full_prefix))
 
-    def _iter_keys(self, full_prefix: str) -> Iterator[str]:
+    def list_objects(self, prefix: str = "") -> Iterator[ListedObject]:
+        """The objects under ``prefix`` with S3's size and ``LastModified``, in key order.
+
+        From the ``list_objects_v2`` pages alone (no HEAD per object); objects whose names
+        are not valid keys are skipped, as in :meth:`list`.
+        """
+        full_prefix = self.prefix + validate_prefix(prefix)  # checked now, not on next()
+        return self._iter_listed(full_prefix)
+
+    def _iter_listed(self, full_prefix: str) -> Iterator[ListedObject]:
         paginator = self._client.get_paginator("list_objects_v2")
         with self._errors(None):
             for page in paginator.paginate(Bucket=self.bucket, Prefix=full_prefix):
                 for item in page.get("Contents", []):
                     key = item["Key"][len(self.prefix) :]
                     if _is_valid_key(key):
-                        yield key
+                        yield ListedObject(key=key, size=int(item["Size"]),
+                                           modified=item["LastModified"].timestamp())
 
     # -- internals ---------------------------------------------------------------------
 

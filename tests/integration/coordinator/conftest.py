@@ -32,7 +32,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.crud import users
 from services.store.db import make_engine, session_factory, transaction
 

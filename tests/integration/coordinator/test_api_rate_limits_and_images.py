@@ -6,9 +6,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from services.coordinator.app import create_app
-from services.coordinator.core.config import CoordinatorSettings
-from services.coordinator.core.errors import InvalidInputError
-from services.coordinator.core.validation import ImagePolicy, check_image_policy
+from services.coordinator.common.config import CoordinatorSettings
+from services.coordinator.common.client_errors import InvalidInputError
+from services.coordinator.common.validation import ImagePolicy, check_image_policy
 
 LEARNER = {"name": "cnn", "entrypoint": "my_pkg.learner:make", "image": "ghcr.io/team/cnn:1.0",
            "resources": {"cpus": 1, "gpus": 0, "memory_mb": 1024}}

@@ -326,7 +326,7 @@ SPELLINGS = ["Bearer {}", "bearer {}", "BEARER  {}", "Bearer\t{}", "\tbearer \t{
 @pytest.mark.parametrize("spelling", SPELLINGS)
 def test_the_upload_gate_reads_the_header_as_the_routes_do(spelling):
     from services.coordinator.api.middleware import UploadLimit
-    from services.coordinator.core.security import bearer_secret
+    from services.coordinator.common.security import bearer_secret
 
     secret = "nvs_" + "C" * 43
     header = spelling.format(secret)
@@ -382,8 +382,8 @@ def test_the_cli_disables_and_enables_a_user(settings_env):
     from typer.testing import CliRunner
 
     from services.cli.main import app
-    from services.coordinator.core.config import get_coordinator_settings
-    from services.coordinator.core.errors import ConflictError
+    from services.coordinator.common.config import get_coordinator_settings
+    from services.coordinator.common.client_errors import ConflictError
     from services.store.db import upgrade
 
     runner = CliRunner()

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from services.coordinator.app import create_app
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import StreamTask, Submission, TaskRun
 from services.store.db.types import utcnow
@@ -195,7 +195,7 @@ def test_the_cli_shows_a_user_s_quota(api, tokens, capped, monkeypatch):
     from typer.testing import CliRunner
 
     from services.cli.main import app
-    from services.coordinator.core.config import get_coordinator_settings
+    from services.coordinator.common.config import get_coordinator_settings
 
     alice = tokens.auth("alice")
     _fill(api, alice, _learner(api, alice, "nm-alice"))

@@ -13,7 +13,7 @@ from ray.job_submission import JobSubmissionClient
 from sqlalchemy import select
 
 from services.coordinator.backends.ray_jobs import RayJobsBackend
-from services.coordinator.core.validation import ResourceRequest
+from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
 from services.coordinator.scheduler.loop import Scheduler
 from services.core.errors import ConfigError

@@ -26,7 +26,7 @@ from services.store.db.models_refresh import Refresh
 from services.store.db.types import utcnow
 from services.store.runs import records
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome
-from workers.stream.registry import load_stream
+from workers.stream.manifest_files import load_stream
 from workers.stream.versions import ensure_stream_version
 
 ENTRYPOINT = "nevis_test_learners:nearest_mean"

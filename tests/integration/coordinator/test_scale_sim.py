@@ -27,7 +27,7 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from services.coordinator.core.validation import ResourceRequest
+from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
 from services.coordinator.scheduler import leases
 from services.core.budget import RunBudget

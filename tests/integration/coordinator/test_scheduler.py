@@ -16,7 +16,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from services.coordinator.backends.local import LocalBackend, parse_job_id, start_ticks
-from services.coordinator.core.validation import ResourceRequest
+from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.loop import Scheduler

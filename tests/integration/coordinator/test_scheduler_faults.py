@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from services.coordinator.backends.base import JobState, JobStatus
 from services.coordinator.backends.local import LocalBackend, start_ticks
-from services.coordinator.core.validation import ResourceRequest
+from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.loop import Scheduler, instance_id, owned_by

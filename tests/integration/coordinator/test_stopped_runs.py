@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
 from services.coordinator.backends.local import LocalBackend
-from services.coordinator.core.validation import ResourceRequest
+from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
 from services.coordinator.refresh.start import start_refresh
 from services.coordinator.scheduler import leases
@@ -35,7 +35,7 @@ from services.store.db.types import utcnow
 from services.store.objects import open_store
 from services.store.runs import records
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome
-from workers.stream.registry import load_stream
+from workers.stream.manifest_files import load_stream
 from workers.stream.versions import ensure_stream_version
 
 ENTRYPOINT = "nevis_test_learners:nearest_mean"

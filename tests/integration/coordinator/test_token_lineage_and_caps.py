@@ -20,7 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from services.coordinator.app import create_app
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.store.db.types import utcnow
 
 LEARNER = {"name": "cnn", "entrypoint": "my_pkg.learner:make"}
@@ -122,7 +122,7 @@ def test_the_cli_revokes_a_token_with_its_descendants(settings_env):
     from typer.testing import CliRunner
 
     from services.cli.main import app
-    from services.coordinator.core.config import get_coordinator_settings
+    from services.coordinator.common.config import get_coordinator_settings
     from services.store.db import upgrade
 
     runner = CliRunner()
@@ -149,7 +149,7 @@ def test_cli_tokens_expire_by_default_and_within_a_year(settings_env):
     from typer.testing import CliRunner
 
     from services.cli.main import app
-    from services.coordinator.core.config import get_coordinator_settings
+    from services.coordinator.common.config import get_coordinator_settings
     from services.store.db import upgrade
 
     runner = CliRunner()
@@ -214,8 +214,8 @@ def test_the_cli_is_held_to_the_cap(settings_env, monkeypatch):
     from typer.testing import CliRunner
 
     from services.cli.main import app
-    from services.coordinator.core.config import get_coordinator_settings
-    from services.coordinator.core.errors import ConflictError
+    from services.coordinator.common.config import get_coordinator_settings
+    from services.coordinator.common.client_errors import ConflictError
     from services.store.db import upgrade
 
     runner = CliRunner()

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from services.coordinator.core.errors import AuthenticationError
+from services.coordinator.common.client_errors import AuthenticationError
 from services.coordinator.crud import users
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models_coordinator import ApiToken

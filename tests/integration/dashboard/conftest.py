@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from services.coordinator.api import answers
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.store.db import make_engine, session_factory, transaction
 from services.store.runs.synthetic import seed_results
 

@@ -24,7 +24,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.core.budget import RunBudget
 from services.core.config import Settings
 from services.dashboard.pages import cpu_seconds_text

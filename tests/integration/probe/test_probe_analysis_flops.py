@@ -13,7 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from typer.testing import CliRunner
 
 from services.cli.main import app
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.crud import users
 from services.core.budget import RunBudget
 from services.core.config import get_settings

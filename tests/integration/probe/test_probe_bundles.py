@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.store.objects import LocalObjectStore
-from workers.probe.errors import ProbeInputError
+from services.core.errors import ProbeInputError
 from workers.probe.jobs import ProbeRuntime
 from workers.sandbox.client import describe
 

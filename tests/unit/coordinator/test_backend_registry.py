@@ -12,7 +12,7 @@ from services.coordinator.backends import BACKENDS, Backend, make_backend
 from services.coordinator.backends.kuberay import KubeRayBackend
 from services.coordinator.backends.local import LocalBackend
 from services.coordinator.backends.ray_jobs import RayJobsBackend
-from services.coordinator.core.config import CoordinatorSettings, get_coordinator_settings
+from services.coordinator.common.config import CoordinatorSettings, get_coordinator_settings
 from services.core.errors import ConfigError, UnknownNameError
 
 CLASSES = {"local": LocalBackend, "ray": RayJobsBackend, "kuberay": KubeRayBackend}
@@ -68,7 +68,7 @@ def test_validating_the_name_imports_no_backend_module() -> None:
     """The registry is lazy: choosing ``ray`` or ``kuberay`` loads their code only when built."""
     script = textwrap.dedent("""
         import sys
-        from services.coordinator.core.config import CoordinatorSettings
+        from services.coordinator.common.config import CoordinatorSettings
         from services.coordinator.backends import BACKENDS
         for name in BACKENDS.names():
             CoordinatorSettings(database_url="sqlite://", backend=name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.coordinator.core.security import bearer_secret
+from services.coordinator.common.security import bearer_secret
 
 SECRET = "nvs_" + "x" * 43
 

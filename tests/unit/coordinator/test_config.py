@@ -8,7 +8,7 @@ from services.coordinator.backends import make_backend
 from services.coordinator.backends.base import worker_env
 from services.coordinator.backends.kuberay import KubeRayBackend
 from services.coordinator.backends.local import LocalBackend
-from services.coordinator.core.config import CoordinatorSettings, get_coordinator_settings
+from services.coordinator.common.config import CoordinatorSettings, get_coordinator_settings
 from services.core.errors import ConfigError
 
 

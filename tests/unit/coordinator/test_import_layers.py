@@ -26,7 +26,7 @@ def test_no_scheduler_module_imports_the_worker() -> None:
 
 
 def test_the_retry_policy_comes_from_the_scheduler_policy(tmp_path) -> None:
-    from services.coordinator.core.config import CoordinatorSettings  # noqa: PLC0415
+    from services.coordinator.common.config import CoordinatorSettings  # noqa: PLC0415
     from services.coordinator.scheduler.policy import RetryPolicy, retry_policy  # noqa: PLC0415
 
     settings = CoordinatorSettings(data_dir=tmp_path, database_url="sqlite://", max_attempts=4,

@@ -26,9 +26,9 @@ from services.coordinator.backends.kuberay_template import (
     render_rayjob,
     to_yaml,
 )
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 from services.core.errors import ConfigError
-from services.coordinator.core.validation import ResourceRequest
+from services.coordinator.common.validation import ResourceRequest
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_FILE = ROOT.parent / "shared" / "schemas" / "kuberay" / "ray.io_rayjobs.yaml"

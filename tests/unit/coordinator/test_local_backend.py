@@ -7,7 +7,7 @@ from pathlib import Path
 
 from services.coordinator.backends.base import JobState, LaunchSpec
 from services.coordinator.backends.local import LocalBackend, start_ticks
-from services.coordinator.core.config import CoordinatorSettings
+from services.coordinator.common.config import CoordinatorSettings
 
 SPEC = LaunchSpec(lease_id=5, submission_id=2, task_order=1, attempt=1, learner_name="x",
                   entrypoint="m:f", image=None)

@@ -63,7 +63,7 @@ def test_retry_policy_checks_its_arguments(kwargs, words):
 
 
 def test_the_launch_budget_is_its_own_policy(tmp_path):
-    from services.coordinator.core.config import CoordinatorSettings
+    from services.coordinator.common.config import CoordinatorSettings
     from services.coordinator.scheduler.policy import launch_retry_policy, retry_policy
 
     settings = CoordinatorSettings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path}/x.db",

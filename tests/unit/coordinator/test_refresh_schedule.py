@@ -8,13 +8,13 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from services.coordinator.core.config import (
+from services.coordinator.common.config import (
     CoordinatorSettings,
     get_coordinator_settings,
     refresh_budget_of,
     split_list,
 )
-from services.coordinator.core.cron import CronSchedule, check_cron
+from services.coordinator.common.cron import CronSchedule, check_cron
 from services.core.budget import RunBudget
 from services.core.errors import ConfigError
 

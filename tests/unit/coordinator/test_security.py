@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.coordinator.core import security
+from services.coordinator.common import security
 
 
 def test_tokens_are_random_and_stored_as_their_sha256():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.coordinator.core.errors import InvalidInputError
-from services.coordinator.core.validation import (
+from services.coordinator.common.client_errors import InvalidInputError
+from services.coordinator.common.validation import (
     check_entrypoint,
     check_idempotency_key,
     check_image_ref,
@@ -110,7 +110,7 @@ def test_idempotency_keys(key, ok):
 def test_coordinator_errors_survive_pickling():
     import pickle
 
-    from services.coordinator.core.errors import QuotaExceededError
+    from services.coordinator.common.client_errors import QuotaExceededError
 
     error = pickle.loads(pickle.dumps(QuotaExceededError("slow down", field="quota.daily", retry_after_s=9)))
     assert (str(error), error.field, error.retry_after_s) == ("slow down", "quota.daily", 9)

@@ -347,7 +347,7 @@ def test_every_command_is_a_real_nevis_command(objects):
 
 
 def test_the_config_map_holds_real_settings_only(objects):
-    from services.coordinator.core.config import CoordinatorSettings  # noqa: PLC0415
+    from services.coordinator.common.config import CoordinatorSettings  # noqa: PLC0415
 
     fields = set(CoordinatorSettings.model_fields)
     config = _settings_map(objects)["data"]
@@ -473,8 +473,8 @@ def test_the_backend_renders_rayjobs_from_the_chart_s_template(prod_objects, crd
     the RayCluster's GPU workers (production values)."""
     from services.coordinator.backends.base import LaunchSpec  # noqa: PLC0415
     from services.coordinator.backends.kuberay_template import load_template, render_rayjob  # noqa: PLC0415
-    from services.coordinator.core.config import CoordinatorSettings  # noqa: PLC0415
-    from services.coordinator.core.validation import ResourceRequest  # noqa: PLC0415
+    from services.coordinator.common.config import CoordinatorSettings  # noqa: PLC0415
+    from services.coordinator.common.validation import ResourceRequest  # noqa: PLC0415
 
     config, template = _settings_map(prod_objects)["data"], _template_map(prod_objects)
     deployment = _one(prod_objects, "Deployment", f"{RELEASE_PREFIX(prod_objects)}-coordinator")

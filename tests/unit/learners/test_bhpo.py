@@ -11,7 +11,7 @@ from workers.learners.bhpo import BHPO_SEARCH_SPACE, BhpoLearner
 from workers.learners.indep import IndepLearner, TrialOptions
 from workers.learners.models import LowResVGG, ModelConfig, build_model
 from workers.learners.protocol import Choice, LogUniform, Uniform
-from workers.learners.registry import load_learner
+from workers.learners.loading import load_learner
 
 from .conftest import RecordingContext, make_view
 

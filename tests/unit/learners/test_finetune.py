@@ -16,7 +16,7 @@ import torch
 from services.core.errors import CausalityError, LearnerError
 from workers.learners.finetune import AUX_WEIGHT, FtDLearner, FtPrevLearner, MtLearner, PtFtLearner, PtLearner
 from workers.learners.indep import IndepLearner, TrialOptions
-from workers.learners.registry import load_learner
+from workers.learners.loading import load_learner
 from workers.learners.selection import RANDOM_INIT, NeighbourScores, probe_subset, rank_candidates
 from workers.stream.task_view import CausalTaskView
 

@@ -38,7 +38,7 @@ def test_indep_declares_the_paper_search_space_and_one_cpu(learner):
 
 
 def test_the_registry_indep_is_the_paper_resnet34_asking_for_an_optional_gpu():
-    from workers.learners.registry import load_learner
+    from workers.learners.loading import load_learner
 
     paper, small = load_learner("indep"), load_learner("indep_small")
     assert (paper.model_name, small.model_name) == ("resnet34", "small_cnn")

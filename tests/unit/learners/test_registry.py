@@ -11,7 +11,7 @@ from services.core.errors import LearnerError, UnknownNameError
 from workers.learners.finetune import FtDLearner, FtPrevLearner, MtLearner, PtFtLearner, PtLearner
 from workers.learners.indep import IndepLearner
 from workers.learners.models import LowResResNet34, SmallCNN
-from workers.learners.registry import builtin_names, load_learner
+from workers.learners.loading import builtin_names, load_learner
 
 from .conftest import RecordingContext, task_info
 

@@ -10,7 +10,7 @@ import pytest
 import scipy.stats
 
 from workers.probe import correlation
-from workers.probe.metrics import kendall_tau_b, spearman
+from workers.probe.probe_metrics import kendall_tau_b, spearman
 
 
 def test_spearman_and_kendall_without_ties_by_hand():

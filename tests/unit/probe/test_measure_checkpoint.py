@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from workers.probe.data import TaskSamples
-from workers.probe.errors import ProbeInputError
+from services.core.errors import ProbeInputError
 from workers.probe.jobs import target_orders
 from workers.probe.measure import measure_checkpoint
 from services.store.probes.settings import ProbeSettings

@@ -9,11 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.core.errors import LearnerError
-
+from services.core.errors import LearnerError, ProbeInputError
 from services.store.objects import LocalObjectStore
 from workers.learners.augment import AugmentConfig
-from workers.probe.errors import ProbeInputError
 from workers.probe.features import augmented_features, extract, load_checkpoint_bytes
 from workers.sandbox.views import augment_views
 

@@ -9,7 +9,7 @@ import pytest
 import scipy.linalg
 
 from workers.probe import ranks
-from workers.probe.metrics import lidar, lidar_eigenvalues, rankme
+from workers.probe.probe_metrics import lidar, lidar_eigenvalues, rankme
 
 
 def entropy_rank(values, eps):

@@ -19,7 +19,7 @@ from services.cli.main import app
 from services.core.errors import ConfigError, ManifestError, UnknownNameError
 from workers.stream.derive import SHUFFLE_MODES, derive_manifest
 from workers.stream.manifest import StreamManifest, TaskSpec, manifest_to_dict, parse_manifest
-from workers.stream.registry import load_stream, manifest_sha256
+from workers.stream.manifest_files import load_stream, manifest_sha256
 
 runner = CliRunner()
 

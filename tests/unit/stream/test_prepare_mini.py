@@ -19,7 +19,7 @@ from workers.stream.dedup import image_hashes
 from workers.stream.manifest import SPLITS, SplitRule, manifest_to_dict
 from workers.stream.prepare import STAGES, prepare_stream, stored_image_size, verify_stream
 from workers.stream.task_data import load_task_data
-from workers.stream.registry import load_stream
+from workers.stream.manifest_files import load_stream
 from workers.stream.shards import load_index
 
 SIZE = 32

@@ -15,7 +15,7 @@ from services.store.objects import LocalObjectStore
 from workers.stream.manifest import SPLITS, StreamManifest
 from workers.stream.prepare import prepare_stream
 from workers.stream.task_data import load_task_data
-from workers.stream.registry import load_stream
+from workers.stream.manifest_files import load_stream
 from workers.stream.shards import load_index
 
 SIZE = 16

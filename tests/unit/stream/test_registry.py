@@ -12,7 +12,7 @@ import pytest
 
 from services.core.errors import ManifestError, UnknownNameError
 from workers.stream.manifest import manifest_to_dict, parse_manifest
-from workers.stream.registry import list_streams, load_stream, manifest_sha256
+from workers.stream.manifest_files import list_streams, load_stream, manifest_sha256
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED = REPO.parent / "shared"

@@ -9,7 +9,7 @@ from sqlalchemy import Engine, text
 from services.coordinator.api.deps import MetricsDep, SessionDep
 from services.coordinator.api.problems import RETRY_AFTER_S, problem
 from services.coordinator.api.routes import problems
-from services.coordinator.metrics import CONTENT_TYPE
+from services.coordinator.telemetry import CONTENT_TYPE
 from services.store.db.engine import SQLITE_BUSY_TIMEOUT_MS, WRITE_INTENT
 from services.store.db.migrate import head_revision
 

@@ -23,7 +23,7 @@ from services.coordinator.api.answers import IF_NONE_MATCH_MAX, respond_cached
 from services.coordinator.api.deps import Limit, Offset, SettingsDep, bearer
 from services.coordinator.api.fields import NAME_MAX, STREAM_MAX, VERSION_MAX
 from services.coordinator.api.routes import problems
-from services.coordinator.core.errors import InvalidInputError
+from services.coordinator.common.client_errors import InvalidInputError
 from services.coordinator.crud import users as crud_users
 from services.store.runs.leaderboard import (
     RANKED_PHASE,

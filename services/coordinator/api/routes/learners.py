@@ -24,12 +24,12 @@ from services.coordinator.api.deps import (
 from services.coordinator.api.fields import ENTRYPOINT_MAX, NAME_MAX, DbId
 from services.coordinator.api.routes import problems
 from services.coordinator.api.schemas import BundleOut, LearnerCreate, LearnerOut, Page
-from services.coordinator.core.errors import (
+from services.coordinator.common.client_errors import (
     AuthenticationError,
     ConflictError,
     PayloadTooLargeError,
 )
-from services.coordinator.core.validation import (
+from services.coordinator.common.validation import (
     check_entrypoint,
     check_image_policy,
     check_image_ref,

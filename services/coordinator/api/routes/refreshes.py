@@ -20,7 +20,7 @@ from services.coordinator.api.deps import AdminUser, Limit, Offset, SessionDep, 
 from services.coordinator.api.fields import NAME_PATTERN, STREAM_MAX, DbId
 from services.coordinator.api.routes import problems
 from services.coordinator.api.schemas import Page, Request
-from services.coordinator.core.errors import NotFoundError
+from services.coordinator.common.client_errors import NotFoundError
 from services.coordinator.refresh.start import list_refreshes, run_statuses, start_refresh
 from services.store.db.models_refresh import Refresh
 

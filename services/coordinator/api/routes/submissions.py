@@ -30,7 +30,7 @@ from services.coordinator.api.schemas import (
     SubmissionOut,
     TaskOut,
 )
-from services.coordinator.core.validation import check_idempotency_key
+from services.coordinator.common.validation import check_idempotency_key
 from services.coordinator.crud import submissions as crud
 from services.coordinator.crud.submissions import SubmissionRequest, SubmissionRow
 from services.core.budget import RunBudget

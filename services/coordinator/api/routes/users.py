@@ -37,8 +37,8 @@ from services.coordinator.api.schemas import (
     UserCreate,
     UserOut,
 )
-from services.coordinator.core.config import CoordinatorSettings
-from services.coordinator.core.errors import ConflictError
+from services.coordinator.common.config import CoordinatorSettings
+from services.coordinator.common.client_errors import ConflictError
 from services.coordinator.crud import users as crud
 from services.coordinator.crud.quotas import QuotaReport, WindowUse, quota_report
 from services.store.db.models_coordinator import ApiToken, User

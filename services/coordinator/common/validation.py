@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from services.coordinator.core.errors import InvalidInputError
+from services.coordinator.common.client_errors import InvalidInputError
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 # The Docker distribution reference grammar (distribution/reference), written out.

@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from services.coordinator.core.backend_registry import BACKENDS
-from services.coordinator.core.cron import CronSchedule, check_cron
-from services.coordinator.core.validation import ImagePolicy, parse_rate
+from services.coordinator.common.backend_registry import BACKENDS
+from services.coordinator.common.cron import CronSchedule, check_cron
+from services.coordinator.common.validation import ImagePolicy, parse_rate
 from services.core.budget import RunBudget
 from services.core.config import Settings, load_settings
 from services.core.errors import BudgetError, unknown_name_message
