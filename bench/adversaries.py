@@ -81,7 +81,7 @@ def run_one(runner, name: str, stream: str, *, steps: int = 1, route: str = "nev
     from services.core.budget import RunBudget
     from services.store.db.models import TaskRun, Trial
     from services.store.objects import open_store
-    from workers.trainer.stream_runner import RunRequest
+    from workers.trainer.run_plan import RunRequest
 
     budget = RunBudget(trials=1, steps=steps, checkpoint_fractions=(1.0,))
     started = time.perf_counter()

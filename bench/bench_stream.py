@@ -51,7 +51,8 @@ def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: 
     from services.store.runs.summary import load_summary
     from workers.trainer.ray_env import connect_ray
     from workers.stream.manifest_files import load_stream
-    from workers.trainer.stream_runner import RunRequest, StreamRunner
+    from workers.trainer.run_plan import RunRequest
+    from workers.trainer.stream_runner import StreamRunner
 
     settings = fresh_settings(tag)
     connect_ray(settings)

@@ -76,7 +76,7 @@ from services.coordinator.backends.base import JobState, JobStatus, LaunchSpec
 from services.coordinator.common.config import CoordinatorSettings, get_coordinator_settings
 from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
-from services.coordinator.scheduler import leases
+from services.coordinator.scheduler import leases, slots
 from services.coordinator.scheduler.loop import Scheduler
 from services.coordinator.scheduler.policy import retry_policy
 from services.core.budget import RunBudget
@@ -555,7 +555,7 @@ def _progress(sessions: sessionmaker[Session]) -> tuple[int, int, int]:
         committed = session.scalar(select(func.count()).select_from(TaskResult)) or 0
         ended = session.scalar(select(func.count()).select_from(Submission)
                                .where(Submission.status.in_(TERMINAL))) or 0
-        active = leases.count_active(session)
+        active = slots.count_active(session)
     return committed, ended, active
 
 

@@ -76,7 +76,8 @@ def run(
     from services.store.db import upgrade  # noqa: PLC0415
     from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
     from services.core.budget import RunBudget  # noqa: PLC0415
-    from workers.trainer.stream_runner import RunRequest, StreamRunner  # noqa: PLC0415
+    from workers.trainer.run_plan import RunRequest  # noqa: PLC0415
+    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
 
     settings = get_settings()
     budget = RunBudget(trials=trials, steps=steps, seed=seed, max_concurrent=max_concurrent,

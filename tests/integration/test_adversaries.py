@@ -14,7 +14,8 @@ from sqlalchemy import select
 from services.core.budget import RunBudget
 from services.store.db.models import TaskRun, Trial
 from services.store.objects import open_store
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
 
 pytestmark = [pytest.mark.usefixtures("ray_local"),
               pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]

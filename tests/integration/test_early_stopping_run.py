@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from services.core.budget import RunBudget
 from services.store.db.models import TaskResult, TaskRun, Trial
-from workers.trainer.stream_runner import RunRequest
+from workers.trainer.run_plan import RunRequest
 
 # What is tested here is learner-side (the sandbox, the harness, FLOPs), not the database
 # dialect: SQLite only (the runner's PostgreSQL path is covered by test_run_stream).

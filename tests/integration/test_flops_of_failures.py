@@ -9,7 +9,8 @@ from sqlalchemy import select
 from services.core.budget import RunBudget
 from services.core.errors import TaskFailedError
 from services.store.db.models import Trial
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
 
 # What is tested here is learner-side (the sandbox, the harness, FLOPs), not the database
 # dialect: SQLite only (the runner's PostgreSQL path is covered by test_run_stream).

@@ -12,7 +12,8 @@ from services.core.config import get_settings
 from services.store.db.models import Trial
 from services.core.budget import RunBudget
 from services.store.runs.summary import load_summary
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
 
 # Learner-side: the dialect is not what these tests test (the runner's records are dialect-tested elsewhere).
 pytestmark = [pytest.mark.usefixtures("ray_local"),

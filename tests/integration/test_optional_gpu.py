@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from services.core.budget import RunBudget
 from services.store.db.models import Submission, Trial, TaskRun
-from workers.trainer.stream_runner import RunRequest
+from workers.trainer.run_plan import RunRequest
 
 pytestmark = [pytest.mark.usefixtures("ray_local"),
               pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]

@@ -10,7 +10,8 @@ import pytest
 from services.core.config import get_settings
 from services.core.budget import RunBudget
 from services.store.runs.summary import load_summary
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

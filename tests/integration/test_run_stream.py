@@ -24,7 +24,8 @@ from services.store.probes.settings import ProbeSettings
 from services.store.objects import open_store
 from services.core.budget import RunBudget
 from services.store.runs.summary import load_summary
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 # Learner-side tests run on SQLite; the two whose subject is what a task commits (or does not)

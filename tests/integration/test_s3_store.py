@@ -11,6 +11,7 @@ import base64
 import hashlib
 import os
 import pickle
+import time
 import uuid
 
 import boto3
@@ -188,6 +189,18 @@ def test_list_is_sorted_and_bounded_by_segments(store):
     assert list(store.list("a")) == ["a/b/c", "a/z"]
     assert list(store.list("a/b/")) == ["a/b/c"]
     assert list(store.list("none")) == []
+
+
+def test_list_objects_gives_each_key_its_size_and_last_write(store):
+    before = time.time()
+    for key, data in (("a/b", b"12345"), ("a/c", b""), ("z", b"xy")):
+        store.put_bytes(key, data)
+    listed = list(store.list_objects("a"))
+    assert [(o.key, o.size) for o in listed] == [("a/b", 5), ("a/c", 0)]
+    assert all(before - 1 <= o.modified <= time.time() for o in listed)  # S3: whole seconds
+    assert [o.key for o in store.list_objects()] == list(store.list())
+    with pytest.raises(InvalidKeyError):
+        store.list_objects("../")  # checked at the call, not at the first item
 
 
 def test_delete_removes_the_key(store):

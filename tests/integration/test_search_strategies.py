@@ -18,7 +18,8 @@ from services.core.budget import RunBudget
 from services.core.errors import TaskFailedError
 from services.store.db.models import Trial
 from services.store.runs.summary import load_summary
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
 
 # The strategy does not touch the database: SQLite only (test_run_stream covers both dialects).
 pytestmark = [pytest.mark.usefixtures("ray_local"),

@@ -24,7 +24,8 @@ from services.store.runs import records
 from workers.learners.selection import PRETRAINED, RANDOM_INIT
 from workers.stream.manifest_files import load_stream
 from workers.trainer.pretrain import pretrain
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
 
 # What is tested here is learner-side (the sandbox, the harness, FLOPs), not the database
 # dialect: SQLite only (the runner's PostgreSQL path is covered by test_run_stream).

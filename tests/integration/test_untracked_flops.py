@@ -10,7 +10,8 @@ from sqlalchemy import select
 
 from services.core.budget import RunBudget
 from services.store.db.models import Event, TaskResult, TaskRun, Trial
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
 
 # Learner-side accounting, not the database dialect: SQLite only, as test_flops_of_failures.
 pytestmark = [pytest.mark.usefixtures("ray_local"),

@@ -22,7 +22,8 @@ from services.core.budget import RunBudget
 from services.core.errors import NevisError
 from services.store.runs import run_keys
 from services.store.runs.summary import load_summary
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
 
 PRETRAIN_LEARNER = "ft_prev"
 """FT-prev on the ResNet-34, the network of ``pt`` and ``pt_ft`` (``ft_prev_small`` for the ``_small`` ones)."""

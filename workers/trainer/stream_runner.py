@@ -16,9 +16,9 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn
 
 import numpy as np
 import ray
@@ -48,84 +48,9 @@ from workers.trainer import searchers
 from workers.trainer.host_usage import EvaluationCost, sum_known
 from workers.trainer.ray_env import connect_ray
 from workers.trainer.run_actors import RunActors
+from workers.trainer.run_plan import Attempt, RunObserver, RunPlan, RunRequest, Silent, preferred_budget
 from workers.trainer.task_job import fit_to_cluster, run_trials
 from workers.trainer.trial import TrialSpec
-
-
-class RunObserver(Protocol):
-    """What the runner tells a user interface (progress bars, logs)."""
-
-    def task_started(self, task: TaskSpec, position: int, total: int, trials: int) -> None: ...
-    def trial_finished(self, task: TaskSpec, outcome: TrialOutcome) -> None: ...
-    def task_committed(self, task: TaskSpec, outcome: TaskOutcome) -> None: ...
-
-
-class _Silent:
-    def task_started(self, task: TaskSpec, position: int, total: int, trials: int) -> None: ...
-    def trial_finished(self, task: TaskSpec, outcome: TrialOutcome) -> None: ...
-    def task_committed(self, task: TaskSpec, outcome: TaskOutcome) -> None: ...
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """What ``nevis run`` asks for."""
-
-    stream: str
-    learner: str
-    phase: str = "meta_test"
-    budget: RunBudget = RunBudget()
-    image_size: int | None = None
-    pretrained: str | None = None  # a checkpoint file, or an object-store key, for PT / PT+FT
-    visibility: str = "public"  # "private": a run without an owner, so shown to admins only
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """Everything stored about a submission that the runner needs, read once per task."""
-
-    submission_id: int
-    manifest: StreamManifest
-    tasks: tuple[TaskSpec, ...]  # the phase's tasks, in order
-    learner_spec: str
-    phase: str
-    cursor: int
-    status: str
-    budget: RunBudget
-    image_size: int
-    pretrained_key: str | None = None
-
-    def next_task(self) -> TaskSpec | None:
-        """The task at the cursor, or None once the submission is done (succeeded, or
-        stopped by a cap: resuming a stopped run runs nothing)."""
-        if self.status in ("succeeded", "stopped"):
-            return None
-        return next((t for t in self.tasks if t.order >= self.cursor), None)
-
-    def next_order(self, task: TaskSpec) -> int | None:
-        """The order of the task after ``task`` in this run, or None if it is the last."""
-        return next((t.order for t in self.tasks if t.order > task.order), None)
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One attempt at one task: its task run row and where its objects go."""
-
-    plan: RunPlan
-    task: TaskSpec
-    run_id: int
-    number: int
-    started: float  # perf_counter at the start
-
-    @property
-    def key_prefix(self) -> str:
-        return run_keys.attempt_prefix(self.plan.submission_id, self.task.order, self.number)
-
-
-def preferred_budget(budget: RunBudget, learner: LearnerDeclaration) -> RunBudget:
-    """``budget`` with the learner's preferred search strategy, unless the run named one."""
-    if learner.preferred_search is None or "search" in budget.model_fields_set:
-        return budget
-    return RunBudget(**{**budget.to_dict(), "search": learner.preferred_search})
 
 
 class StreamRunner:
@@ -142,7 +67,7 @@ class StreamRunner:
         which its declaration may not exceed."""
         self.settings = settings
         self.submitted, self.registered = submitted, registered
-        self.observer = observer or _Silent()
+        self.observer = observer or Silent()
         if import_paths is None:
             import_paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         self.import_paths = tuple(import_paths)
@@ -441,4 +366,4 @@ class StreamRunner:
                 session, submission=session.get(Submission, plan.submission_id)) is not None
 
 
-__all__ = ["RunObserver", "RunPlan", "RunRequest", "StreamRunner", "preferred_budget"]
+__all__ = ["StreamRunner"]

@@ -22,7 +22,8 @@ from typing import Protocol
 from services.core.config import mask_url
 from services.core.errors import NevisError, TaskFailedError
 from workers.stream.manifest_files import load_stream
-from workers.trainer.stream_runner import RunPlan, RunRequest, StreamRunner
+from workers.trainer.run_plan import RunPlan, RunRequest
+from workers.trainer.stream_runner import StreamRunner
 from workers.trainer.study_plan import (
     StudyGrid,
     StudyPlan,
@@ -36,7 +37,7 @@ from workers.trainer.study_plan import (
 
 class StudyObserver(Protocol):
     """What the study tells a user interface, point by point (tasks go to the runner's own
-    :class:`~workers.trainer.stream_runner.RunObserver`)."""
+    :class:`~workers.trainer.run_plan.RunObserver`)."""
 
     def point_started(self, point: StudyPoint, position: int, total: int, *, resumed: bool) -> None: ...
     def point_skipped(self, point: StudyPoint, position: int, total: int) -> None: ...

@@ -2,7 +2,7 @@
 starting the same refresh.
 
 PostgreSQL: a transaction-scoped advisory lock, the same style as the scheduler's claim lock
-(:func:`services.coordinator.scheduler.leases.lock_claims`), released at commit or rollback.
+(:func:`services.coordinator.scheduler.slots.lock_claims`), released at commit or rollback.
 Whoever takes it second waits, then finds the first one's committed ``refreshes`` row and
 starts nothing. SQLite: a no-op, because the writer transaction (``BEGIN IMMEDIATE``, see
 :func:`services.store.db.transaction`) already serialises writers. The unique row per stream

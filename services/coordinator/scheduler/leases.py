@@ -14,9 +14,7 @@ Every function is keyword-only and leaves the commit to its caller. Concurrency 
   it is no attempt of the task, so the next launch takes its attempt number again; the
   consecutive ``launch_failed`` leases of a submission are its launch budget
   (``NEVIS_MAX_LAUNCH_FAILURES``), spent with back-off, apart from ``NEVIS_MAX_ATTEMPTS``.
-- Slots are counted from the database: :func:`count_replica` counts the leases in flight
-  of every instance of one replica (a stable ``NEVIS_REPLICA_NAME``, so a restarted
-  coordinator sees what its previous process launched), :func:`count_active` those of all.
+- Slots are counted from the database (:mod:`services.coordinator.scheduler.slots`).
 """
 
 from __future__ import annotations
@@ -312,72 +310,6 @@ def restore_cancelled(session: Session) -> list[int]:
     return drifted
 
 
-def active_leases(session: Session) -> list[TaskLease]:
-    """Every lease in flight, oldest first."""
-    return list(session.scalars(select(TaskLease).where(
-        TaskLease.status.in_(ACTIVE_LEASE_STATUSES)).order_by(TaskLease.id)))
-
-
-def cancelled_in_flight(session: Session) -> list[TaskLease]:
-    """Active leases whose submission was cancelled."""
-    return list(session.scalars(
-        select(TaskLease).join(ScheduledSubmission,
-                               ScheduledSubmission.submission_id == TaskLease.submission_id)
-        .where(TaskLease.status.in_(ACTIVE_LEASE_STATUSES),
-               ScheduledSubmission.cancel_requested_at.is_not(None))))
-
-
-def count_owned(session: Session, *, owner: str) -> int:
-    """Leases in flight that this scheduler instance (exactly this owner name) launched."""
-    return session.scalar(select(func.count()).select_from(TaskLease).where(
-        TaskLease.owner == owner, TaskLease.status.in_(ACTIVE_LEASE_STATUSES))) or 0
-
-
-def replica_owned(replica: str):
-    """The SQL condition "the lease's owner is an instance of ``replica``".
-
-    Owners are ``<replica>`` or ``<replica>:<pid>:<nonce>`` (see
-    :func:`~services.coordinator.scheduler.loop.instance_id`).
-    """
-    return or_(TaskLease.owner == replica, TaskLease.owner.startswith(f"{replica}:", autoescape=True))
-
-
-def count_replica(session: Session, *, replica: str) -> int:
-    """Leases in flight launched by any instance, past or present, of ``replica``."""
-    return session.scalar(select(func.count()).select_from(TaskLease).where(
-        replica_owned(replica), TaskLease.status.in_(ACTIVE_LEASE_STATUSES))) or 0
-
-
-CLAIM_LOCK_KEY = 0x6E657673
-"""The PostgreSQL advisory lock a claim under ``NEVIS_CLUSTER_SLOTS`` holds (:func:`lock_claims`)."""
-
-
-def lock_claims(session: Session) -> None:
-    """Serialise claims across replicas until this transaction ends.
-
-    Counting the leases in flight and then claiming is no compare-and-set: two replicas
-    counting at once would both see a free cluster slot and both claim it. On PostgreSQL
-    this takes a transaction-scoped advisory lock (released at commit or rollback), so a
-    count taken after it stays true until the claim is committed; SQLite serialises
-    writers anyway.
-    """
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(select(func.pg_advisory_xact_lock(CLAIM_LOCK_KEY)))
-
-
-def count_active(session: Session) -> int:
-    """Leases in flight, of every replica."""
-    return session.scalar(select(func.count()).select_from(TaskLease).where(
-        TaskLease.status.in_(ACTIVE_LEASE_STATUSES))) or 0
-
-
-def foreign_leases(session: Session, *, backend: str, replica: str) -> list[TaskLease]:
-    """Leases in flight on ``backend`` that another replica launched."""
-    return list(session.scalars(select(TaskLease).where(
-        TaskLease.backend == backend, TaskLease.status.in_(ACTIVE_LEASE_STATUSES),
-        ~replica_owned(replica)).order_by(TaskLease.id)))
-
-
 def _awaiting_decision(session: Session, *, lease: TaskLease
                        ) -> tuple[Submission, ScheduledSubmission] | None:
     """The submission and schedule of an ended lease whose task still needs a decision; None
@@ -402,10 +334,8 @@ def _keep_cancelled(session: Session, *, submission_id: int) -> None:
 
 
 __all__ = [
-    "CLAIM_LOCK_KEY", "OPEN_STATUSES", "SETTLED_STATUSES", "StartOutcome", "active_leases", "cancel_lease",
-    "cancelled_in_flight", "claim_next", "consecutive_launch_failures", "count_active",
-    "count_owned", "count_replica", "end_lease", "finish_success", "foreign_leases", "heartbeat",
-    "launch_error_prefix", "lock_claims", "mark_launched",
-    "replica_owned", "restore_cancelled", "settle_failure", "settle_launch_failure",
-    "start_lease", "take_lease",
+    "OPEN_STATUSES", "SETTLED_STATUSES", "StartOutcome", "cancel_lease", "claim_next",
+    "consecutive_launch_failures", "end_lease", "finish_success", "heartbeat", "launch_error_prefix",
+    "mark_launched", "restore_cancelled", "settle_failure", "settle_launch_failure", "start_lease",
+    "take_lease",
 ]

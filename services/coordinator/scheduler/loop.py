@@ -41,7 +41,7 @@ from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.telemetry import Metrics
 from services.coordinator.refresh.timer import RefreshTimer
-from services.coordinator.scheduler import leases
+from services.coordinator.scheduler import leases, slots
 from services.coordinator.scheduler.policy import (
     ExpiryKind,
     LeasePolicy,
@@ -158,7 +158,7 @@ class Scheduler:
             return
         with self.sessions() as session:
             foreign = [(lease.id, lease.owner) for lease in
-                       leases.foreign_leases(session, backend="local", replica=self.replica)]
+                       slots.foreign_leases(session, backend="local", replica=self.replica)]
         if foreign:
             shown = ", ".join(f"lease {i} of {owner!r}" for i, owner in foreign[:5])
             more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
@@ -172,7 +172,7 @@ class Scheduler:
     def _stop_cancelled(self, report: TickReport) -> None:
         with self.sessions() as session:
             doomed = [(lease.id, lease.job_id, lease.backend, lease.owner)
-                      for lease in leases.cancelled_in_flight(session)]
+                      for lease in slots.cancelled_in_flight(session)]
         for lease_id, job_id, backend, owner in doomed:
             if job_id and self._ours_to_ask(backend, owner):
                 self.backend.cancel(job_id)
@@ -185,7 +185,7 @@ class Scheduler:
     def _reap(self, report: TickReport) -> None:
         with self.sessions() as session:
             seen = [(lease.id, lease.status, lease.job_id, lease.backend, lease.owner)
-                    for lease in leases.active_leases(session)]
+                    for lease in slots.active_leases(session)]
         for lease_id, status, job_id, backend, owner in seen:
             ended = None
             asked = bool(job_id) and self._ours_to_ask(backend, owner)
@@ -220,13 +220,13 @@ class Scheduler:
         return True
 
     def _slots_full(self, session: Session) -> bool:
-        if leases.count_replica(session, replica=self.replica) >= self.settings.scheduler_slots:
+        if slots.count_replica(session, replica=self.replica) >= self.settings.scheduler_slots:
             return True
         cap = self.settings.cluster_slots
         if cap is None:
             return False
-        leases.lock_claims(session)  # held until the claim commits: no two replicas fill one slot
-        return leases.count_active(session) >= cap
+        slots.lock_claims(session)  # held until the claim commits: no two replicas fill one slot
+        return slots.count_active(session) >= cap
 
     def _launch(self, report: TickReport) -> None:
         self.check_local_hosts()

@@ -29,7 +29,7 @@ from sqlalchemy.pool import NullPool
 
 from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
-from services.coordinator.scheduler import leases
+from services.coordinator.scheduler import leases, slots
 from services.core.budget import RunBudget
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models_coordinator import TaskLease
@@ -176,15 +176,15 @@ def test_two_replicas_cannot_both_take_the_last_cluster_slot(sessions, coord_set
     cap = 1
     first = sessions()
     first.begin()  # replica a: counts a free slot and claims it, not yet committed
-    leases.lock_claims(first)
-    assert leases.count_active(first) < cap
+    slots.lock_claims(first)
+    assert slots.count_active(first) < cap
     assert leases.claim_next(first, owner="sim-a:1:x", backend="sim", start_timeout_s=60)
     seen: list[int] = []
 
     def replica_b() -> None:
         with transaction(sessions) as session:
-            leases.lock_claims(session)
-            seen.append(leases.count_active(session))
+            slots.lock_claims(session)
+            seen.append(slots.count_active(session))
 
     other = _in_thread(replica_b)
     assert seen == []  # waiting for replica a's claim to commit

@@ -16,7 +16,7 @@ from services.coordinator.backends.base import JobState, JobStatus
 from services.coordinator.backends.local import LocalBackend, start_ticks
 from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
-from services.coordinator.scheduler import leases
+from services.coordinator.scheduler import leases, slots
 from services.coordinator.scheduler.loop import Scheduler, instance_id, owned_by
 from services.core.budget import RunBudget
 from services.core.errors import ConfigError
@@ -203,14 +203,14 @@ def test_slots_survive_a_coordinator_restart(sessions, coord_settings):
     assert restarted.owner != first.owner and owned_by(restarted.owner, "node-a")
     assert restarted.tick().launched == []
     with sessions() as session:
-        assert leases.count_replica(session, replica="node-a") == 2
-        assert leases.count_owned(session, owner=restarted.owner) == 0  # what it used to count
+        assert slots.count_replica(session, replica="node-a") == 2
+        assert slots.count_owned(session, owner=restarted.owner) == 0  # what it used to count
     # another replica has its own slots
     other = Scheduler(settings.model_copy(update={"replica_name": "node-b"}), backend=FakeBackend(),
                       sessions=sessions)
     assert len(other.tick().launched) == 2
     with sessions() as session:
-        assert leases.count_active(session) == 4
+        assert slots.count_active(session) == 4
         assert {s for s in session.scalars(select(TaskLease.submission_id))} <= set(subs)
 
 

@@ -32,7 +32,8 @@ from services.dashboard.server import create_server_app
 from services.store.db import make_engine, session_factory, upgrade
 from services.store.runs.leaderboard import front_points
 from services.store.runs.summary import load_summary
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
 
 SCREENSHOTS = Path(__file__).resolve().parents[3] / "build" / "screenshots"
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")

@@ -35,7 +35,8 @@ from workers.probe.planner import enqueue_submission
 from services.store.probes.settings import ProbeSettings
 from services.store.probes.report import load_probe_report
 from workers.probe.trial_fits import features_key, fit_trial, load_features
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
 
 CI_OPTIONS = ["--preset", "ci", "--kinds", "linear,mlp2", "--folds", "3", "--max-examples", "60",
               "--lidar-n", "8", "--lidar-q", "2"]

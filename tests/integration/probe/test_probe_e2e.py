@@ -28,7 +28,8 @@ from services.store.db.models_probe import (
 )
 from services.store.objects import open_store
 from services.core.budget import RunBudget
-from workers.trainer.stream_runner import RunRequest, StreamRunner
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
 
 # On PostgreSQL, the production database: the queue itself is tested on both dialects (test_probe_queue.py).
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.postgres,
