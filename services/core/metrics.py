@@ -13,7 +13,7 @@ reported as such, never silently scored.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -119,24 +119,42 @@ def regret_curve(errors: Sequence[float | None], baseline: Sequence[float | None
     return curve
 
 
+Aggregation = Literal["mean", "sum"]
+
+
 @dataclass(frozen=True)
-class HeadlineMetric:
-    """A number a run is ranked by: its name, how to read it, and how to compute it."""
+class MetricSpec:
+    """How to read one scalar metric, headline or probe: which way is better and how the
+    values of a phase's tasks combine into one figure per run. The one spec type every
+    ranking view reads (the probe metrics register theirs in
+    :data:`workers.probe.probe_metrics.METRICS`).
+
+    Attributes:
+        name: The registered name.
+        higher_is_better: True for scores, False for errors, costs and mismatch values.
+        aggregation: How per-task values combine: ``mean`` (E, probe metrics) or ``sum`` (cFLOP).
+        description: One line for tables and tooltips.
+    """
 
     name: str
+    higher_is_better: bool
+    aggregation: Aggregation
     description: str
-    lower_is_better: bool
-    compute: Callable[[Iterable[float]], float | None]
+
+    @property
+    def direction(self) -> str:
+        """ "max" or "min", for sorting a leaderboard column."""
+        return "max" if self.higher_is_better else "min"
 
 
-HEADLINE_METRICS: Mapping[str, HeadlineMetric] = {
-    "E": HeadlineMetric("E", "mean error over the phase's tasks (METRICS.md §1)", True, mean_error),
-    "cFLOP": HeadlineMetric("cFLOP", "FLOPs of the whole stream, search included", True, cflop),
+HEADLINE_METRICS: Mapping[str, MetricSpec] = {
+    "E": MetricSpec("E", False, "mean", "mean error over the phase's tasks (METRICS.md §1)"),
+    "cFLOP": MetricSpec("cFLOP", False, "sum", "FLOPs of the whole stream, search included"),
 }
-"""The registered headline metrics; every view that ranks runs reads them from here."""
+"""The headline metrics a run is ranked by (:func:`mean_error`, :func:`cflop`)."""
 
 
 __all__ = [
-    "HEADLINE_METRICS", "HeadlineMetric", "cflop", "check_scores", "mean_average_precision",
+    "HEADLINE_METRICS", "Aggregation", "MetricSpec", "cflop", "check_scores", "mean_average_precision",
     "mean_error", "pareto_front", "regret_curve", "task_error",
 ]

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from services.core.errors import LearnerError, UnknownNameError, unknown_name_message
+from services.core.registry import Registry
 from workers.learners.bhpo import BhpoLearner
 from workers.learners.finetune import FtDLearner, FtPrevLearner, MtLearner, PtFtLearner, PtLearner
 from workers.learners.indep import IndepLearner
@@ -25,7 +26,8 @@ def _small(learner: type[IndepLearner]) -> LearnerFactory:
     return lambda **options: learner("small_cnn", **options)
 
 
-BUILTINS: Mapping[str, LearnerFactory] = {
+LEARNERS: Registry[LearnerFactory] = Registry("learner")
+for _name, _factory in {
     "indep": IndepLearner,
     "indep_small": _small(IndepLearner),
     "indep_resnet34": lambda **options: IndepLearner("resnet34", **options),
@@ -40,13 +42,15 @@ BUILTINS: Mapping[str, LearnerFactory] = {
     "pt_small": _small(PtLearner),
     "pt_ft": PtFtLearner,
     "pt_ft_small": _small(PtFtLearner),
-}
+}.items():
+    LEARNERS.register(_name, _factory)
 """Built-in learner name → factory (keyword options are passed through).
 
 The paper's baselines (``indep``, ``ft_prev``, ``ft_d``, ``mt``, ``pt``, ``pt_ft``, ``bhpo``)
 train the low-resolution ResNet-34, on a GPU wherever the cluster has one. Each ``NAME_small``
 is the same learner on the ~240k-parameter CNN: fast on CPUs, for smoke runs and tests, not a
-paper baseline. ``indep_resnet34`` is an old alias of ``indep``.
+paper baseline. ``indep_resnet34`` is an old alias of ``indep``, kept because stored
+submissions name it.
 """
 
 REQUIRED_METHODS = (
@@ -63,14 +67,14 @@ REQUIRED_METHODS = (
 
 def builtin_names() -> list[str]:
     """Names of the built-in learners, sorted."""
-    return sorted(BUILTINS)
+    return list(LEARNERS.names())
 
 
 def load_learner(spec: str, options: Mapping[str, Any] | None = None) -> Learner:
     """The learner named by ``spec``.
 
     Args:
-        spec: a built-in name (see :data:`BUILTINS`) or "package.module:factory".
+        spec: a built-in name (see :data:`LEARNERS`) or "package.module:factory".
         options: keyword arguments for the factory; none by default.
 
     Raises:
@@ -79,16 +83,16 @@ def load_learner(spec: str, options: Mapping[str, Any] | None = None) -> Learner
             what it returns lacks members of the Learner protocol (all are named).
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise UnknownNameError(unknown_name_message("learner", str(spec), BUILTINS))
+        raise UnknownNameError(unknown_name_message("learner", str(spec), LEARNERS.names()))
     spec = spec.strip()
     kwargs = dict(options or {})
     if ":" in spec:
         factory = _import_factory(spec)
-    elif spec in BUILTINS:
-        factory = BUILTINS[spec]
+    elif spec in LEARNERS:
+        factory = LEARNERS.get(spec)
     else:
         raise UnknownNameError(
-            unknown_name_message("learner", spec, BUILTINS)
+            unknown_name_message("learner", spec, LEARNERS.names())
             + " A learner of your own is given as 'package.module:factory'."
         )
     try:
@@ -141,6 +145,6 @@ def _import_factory(spec: str) -> LearnerFactory:
 
 
 __all__ = [
-    "BUILTINS", "REQUIRED_METHODS", "LearnerFactory", "builtin_names", "check_learner",
+    "LEARNERS", "REQUIRED_METHODS", "LearnerFactory", "builtin_names", "check_learner",
     "load_learner",
 ]

@@ -14,11 +14,10 @@ so a leaderboard reads them instead of guessing; :func:`get_metric_spec` looks o
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
 
 from services.core.errors import UnknownNameError, unknown_name_message
+from services.core.metrics import MetricSpec
 from workers.probe._checks import MetricInputError
 from workers.probe.correlation import kendall_tau_b, spearman
 from workers.probe.mismatch import (
@@ -42,31 +41,6 @@ from workers.probe.mismatch_cv import (
     soft_mismatch_cv,
 )
 from workers.probe.ranks import lidar, lidar_eigenvalues, rankme
-
-Aggregation = Literal["mean"]
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """How to read one scalar metric: which way is better and how tasks combine.
-
-    Attributes:
-        name: The registered name (also the function's name in this module).
-        higher_is_better: True for scores, False for mismatch values (lower is better).
-        aggregation: How per-task values combine into one figure per learner.
-        description: One line for tables and tooltips.
-    """
-
-    name: str
-    higher_is_better: bool
-    aggregation: Aggregation
-    description: str
-
-    @property
-    def direction(self) -> str:
-        """ "max" or "min", for sorting a leaderboard column."""
-        return "max" if self.higher_is_better else "min"
-
 
 def _specs(*specs: MetricSpec) -> Mapping[str, MetricSpec]:
     return MappingProxyType({spec.name: spec for spec in specs})

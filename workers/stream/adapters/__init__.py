@@ -14,9 +14,8 @@ An unknown source is an :class:`~services.core.errors.UnknownNameError` with a "
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from services.core.errors import InvalidKeyError, UnknownNameError, unknown_name_message
+from services.core.errors import InvalidKeyError
+from services.core.registry import Registry
 from workers.stream.adapters.base import (
     AdapterContext,
     DatasetAdapter,
@@ -44,18 +43,17 @@ __all__ = [
     "split_key",
 ]
 
-ADAPTERS: Mapping[str, DatasetAdapter] = {
-    adapter.source: adapter
-    for adapter in (
-        SklearnAdapter(),
-        ShapesAdapter(),
-        NpzFolderAdapter("offline", match_nevis_names=False),
-        NpzFolderAdapter("nevis", match_nevis_names=True),
-        IdxAdapter(),
-        CifarAdapter(),
-        ImageFolderAdapter(),
-    )
-}
+ADAPTERS: Registry[DatasetAdapter] = Registry("dataset source")
+for _adapter in (
+    SklearnAdapter(),
+    ShapesAdapter(),
+    NpzFolderAdapter("offline", match_nevis_names=False),
+    NpzFolderAdapter("nevis", match_nevis_names=True),
+    IdxAdapter(),
+    CifarAdapter(),
+    ImageFolderAdapter(),
+):
+    ADAPTERS.register(_adapter.source, _adapter)
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -74,10 +72,7 @@ def split_key(key: str) -> tuple[str, str]:
 
 def get_adapter(source: str) -> DatasetAdapter:
     """The adapter of a source, or UnknownNameError with close matches."""
-    try:
-        return ADAPTERS[source]
-    except KeyError:
-        raise UnknownNameError(unknown_name_message("dataset source", source, ADAPTERS)) from None
+    return ADAPTERS.get(source)
 
 
 def find_dataset(key: str, ctx: AdapterContext) -> MissingDataset | None:
