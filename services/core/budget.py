@@ -7,21 +7,20 @@ lists bounded, unknown keys refused, strategy and scheduler names one of a fixed
 :class:`~services.core.errors.BudgetError` whose ``field`` names the key; validated by
 FastAPI, the same rules give a 422 naming ``budget.<key>``.
 
-The strategy and scheduler names are listed here, not read from the trainer's registries:
-this is the bottom layer and imports nothing of ``workers`` (a unit test checks that
-:data:`SEARCH_NAMES` and :data:`SCHEDULER_NAMES` name exactly what
-``workers.trainer.searchers`` registers). A budget stored before these two fields existed
-loads with their defaults.
+The strategy and scheduler names are read from their registries
+(:mod:`services.core.strategies`), where each is declared once. A budget stored before these
+two fields existed loads with their defaults.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
 
 from services.core.errors import BudgetError, unknown_name_message
+from services.core.strategies import SCHEDULERS, SEARCHERS
 
 CHECKPOINT_DEFAULT_FRACTIONS: tuple[float, ...] = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0)
 """Where a trial checkpoints by default: untrained, 1/8, 1/4, 1/2, 3/4 and final."""
@@ -30,14 +29,14 @@ MAX_CHECKPOINTS = 64
 
 StrictInt = Annotated[int, Strict()]
 
-SearchName = Literal["random", "gp_ucb"]
-SchedulerName = Literal["fifo", "asha"]
+SEARCH_NAMES: tuple[str, ...] = SEARCHERS.names()
+"""Names of the search strategies (:data:`services.core.strategies.SEARCHERS`)."""
 
-SEARCH_NAMES: tuple[str, ...] = get_args(SearchName)
-"""Names of the search strategies (``workers.trainer.searchers.SEARCHERS``)."""
+SCHEDULER_NAMES: tuple[str, ...] = SCHEDULERS.names()
+"""Names of the trial schedulers (:data:`services.core.strategies.SCHEDULERS`)."""
 
-SCHEDULER_NAMES: tuple[str, ...] = get_args(SchedulerName)
-"""Names of the trial schedulers (``workers.trainer.searchers.SCHEDULERS``)."""
+SearchName = Literal[SEARCH_NAMES]  # type: ignore[valid-type] - the registry's names, for the API schema
+SchedulerName = Literal[SCHEDULER_NAMES]  # type: ignore[valid-type]
 
 
 class RunBudget(BaseModel):

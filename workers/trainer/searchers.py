@@ -4,8 +4,8 @@ hyperparameters, and whether trials that trail are stopped early.
 A strategy is one factory in :data:`SEARCHERS`, a scheduler one in :data:`SCHEDULERS`: each
 takes a :class:`SearchRequest` (what any of them may need); :func:`plan` returns both as a
 :class:`SearchPlan` for ``tune.TuneConfig``. Adding one is a function here, or in a module
-of its own, plus one ``register`` line, plus its name in ``services.core.budget`` (the
-budget refuses unknown names before anything runs; a unit test keeps the lists equal).
+of its own, plus one ``register`` line in :mod:`services.core.strategies`, where every name
+is declared once (the budget refuses unknown names from there before anything runs).
 
 Strategies:
 
@@ -27,7 +27,7 @@ import numpy as np
 from ray.tune.search import ConcurrencyLimiter, Searcher
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
-from services.core.registry import Registry
+from services.core.strategies import SCHEDULERS, SEARCHERS
 from workers.trainer.early_stopping import DEFAULT_ETA, DEFAULT_RUNGS, StoppingRule, rung_steps
 from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, learner_config
 
@@ -75,11 +75,6 @@ class SearchPlan:
 SearchFactory = Callable[[SearchRequest], SearchPlan]
 SchedulerFactory = Callable[[SearchRequest], StoppingRule]
 
-SEARCHERS: Registry[SearchFactory] = Registry("search strategy")
-"""Strategy name → factory; ``random`` is the default."""
-
-SCHEDULERS: Registry[SchedulerFactory] = Registry("trial scheduler")
-"""Scheduler name → factory of the harness's stopping rule; ``fifo`` (none) is the default."""
 
 
 def trial_seed(seed: int, index: int) -> int:
@@ -148,10 +143,6 @@ def gp_ucb_search(request: SearchRequest) -> SearchPlan:
     return SearchPlan(searcher, num_samples=request.trials)
 
 
-SEARCHERS.register("random", random_search)
-SEARCHERS.register("gp_ucb", gp_ucb_search)
-
-
 def fifo(request: SearchRequest) -> StoppingRule:
     """Every trial runs to its end."""
     return StoppingRule()
@@ -165,10 +156,6 @@ def asha(request: SearchRequest) -> StoppingRule:
     (Ray Tune's own ASHA cannot act there: a trial reports to Tune once, at its end.)"""
     return StoppingRule(rung_steps(request.steps, eta=ASHA_REDUCTION_FACTOR, rungs=ASHA_RUNGS),
                         eta=ASHA_REDUCTION_FACTOR)
-
-
-SCHEDULERS.register("fifo", fifo)
-SCHEDULERS.register("asha", asha)
 
 
 def plan(name: str, request: SearchRequest, *, scheduler: str = "fifo") -> SearchPlan:
