@@ -35,7 +35,7 @@ from services.coordinator.api.routes import learners as learner_routes
 from services.coordinator.app import create_app
 from services.core.errors import BundleError
 from services.store.db.engine import sqlite_path
-from workers.sandbox import bundles
+from workers.sandbox import bundle_archives, bundles
 
 DAY = timedelta(days=1)
 
@@ -413,5 +413,5 @@ def test_a_zip64_directory_is_counted(tmp_path):
         archive.writestr("a.py", "x = 1\n")
         with archive.open("big.bin", "w", force_zip64=True) as member:
             member.write(b"0" * 10)
-    assert bundles.zip_entry_count(path, stop_after=100) == 2
+    assert bundle_archives.zip_entry_count(path, stop_after=100) == 2
     assert bundles.check_bundle(path, filename="z64.zip", max_unpacked_bytes=1024) == "zip"

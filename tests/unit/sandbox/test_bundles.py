@@ -18,7 +18,7 @@ import pytest
 
 from services.core.errors import BundleError
 from services.store.objects import LocalObjectStore
-from workers.sandbox import bundles
+from workers.sandbox import bundle_limits, bundle_unpack
 from workers.sandbox.bundles import (
     bundle_kind,
     check_bundle,
@@ -197,7 +197,7 @@ def _honest_zip_bomb(path: Path, *, members: int = 50, size: int = 1_000_000) ->
 def test_unpacked_bytes_are_counted_as_inflated_not_as_declared(tmp_path, monkeypatch):
     """With the declared-size shortcut switched off, the actual bytes still stop the pass at
     the cap, one chunk past it at most."""
-    monkeypatch.setattr(bundles.UnpackBudget, "expect", lambda self, declared: None)
+    monkeypatch.setattr(bundle_limits.UnpackBudget, "expect", lambda self, declared: None)
     cap = 2_500_000
     zipped = _honest_zip_bomb(tmp_path / "bomb.zip")
     tarred = _write(tmp_path / "bomb.tar.gz", gzip.compress(_tar_bytes(
@@ -245,7 +245,7 @@ def test_a_zip_that_understates_a_size_is_refused(tmp_path):
 
 @pytest.mark.parametrize("kind", ["zip", "tar"])
 def test_the_member_count_cap_holds_at_check_and_unpack(tmp_path, monkeypatch, kind):
-    monkeypatch.setattr(bundles, "MAX_MEMBERS", 5)
+    monkeypatch.setattr(bundle_limits, "MAX_MEMBERS", 5)
     members = {f"m{i}.py": CODE for i in range(6)}
     archive = (_zip(tmp_path / "many.zip", members) if kind == "zip"
                else _targz(tmp_path / "many.tar.gz", members))
@@ -278,7 +278,7 @@ def test_a_failed_unpack_leaves_no_partial_folder(tmp_path):
 
 def test_an_unexpected_error_leaves_no_partial_folder_either(tmp_path, monkeypatch):
     archive = _targz(tmp_path / "b.tar.gz", {"a.py": CODE, "b.py": CODE})
-    real_copy = bundles.copy_member
+    real_copy = bundle_unpack.copy_member
     calls = []
 
     def failing_copy(data, target, budget):
@@ -287,7 +287,7 @@ def test_an_unexpected_error_leaves_no_partial_folder_either(tmp_path, monkeypat
             raise RuntimeError("disk on fire")
         real_copy(data, target, budget)
 
-    monkeypatch.setattr(bundles, "copy_member", failing_copy)
+    monkeypatch.setattr(bundle_unpack, "copy_member", failing_copy)
     root = tmp_path / "bundles"
     root.mkdir()
     with pytest.raises(RuntimeError, match="disk on fire"):

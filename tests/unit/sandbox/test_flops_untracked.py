@@ -22,7 +22,8 @@ from workers.learners.models import SmallCNN
 from workers.learners.protocol import TaskInfo
 from workers.sandbox.client import HostSpec, LearnerHost, flop_counts, predict
 from workers.sandbox.context import LocalTrialContext
-from workers.sandbox.flops import FlopCounts, FlopMeter, forget_process_counts
+from workers.sandbox.flop_counter import forget_process_counts
+from workers.sandbox.flops import FlopCounts, FlopMeter
 
 
 @pytest.fixture(autouse=True)
