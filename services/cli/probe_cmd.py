@@ -1,11 +1,12 @@
 """``nevis probe run`` and ``nevis probe-workers``: probe saved checkpoints, read the results.
 
 ``probe run`` queues the probe jobs of a run's committed tasks (idempotently: jobs already
-done are not redone) and works through them with N workers, then prints the report that
-``nevis results ID --probes`` prints too. ``probe-workers`` is the long-running pool: it
-takes jobs from the queue until stopped and, with ``--watch`` (default), queues the jobs of
-tasks as soon as they are committed: the one mechanism that queues probe jobs on its own
-(accounting never calls the probe layer), with the settings of ``NEVIS_PROBE_PRESET``.
+done are not redone) and works through those jobs, and no other job of the shared queue, with
+N workers, then prints the report that ``nevis results ID --probes`` prints too.
+``probe-workers`` is the long-running pool: it takes jobs from the queue until stopped and,
+with ``--watch`` (default), queues the jobs of tasks as soon as they are committed: the one
+mechanism that queues probe jobs on its own (accounting never calls the probe layer), with the
+settings of ``NEVIS_PROBE_PRESET``.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def learner_paths(configured: str, environ: Mapping[str, str]) -> tuple[str, ...
 
 
 def _worker_config(*, submission_id: int | None, lease_s: float, poll_s: float,
-                   stop_when_idle: bool, threads: int, watch: dict | None = None) -> Any:
+                   stop_when_idle: bool, threads: int, watch: dict | None = None,
+                   job_ids: tuple[int, ...] | None = None) -> Any:
     from workers.probe.pool import WorkerConfig  # noqa: PLC0415
 
     settings = get_settings()
@@ -72,8 +74,8 @@ def _worker_config(*, submission_id: int | None, lease_s: float, poll_s: float,
     return WorkerConfig(database_url=settings.database_url, store_url=settings.store_url,
                         s3_endpoint_url=settings.s3_endpoint_url, lease_s=lease_s, poll_s=poll_s,
                         stop_when_idle=stop_when_idle, submission_id=submission_id,
-                        threads=threads, watch=watch, sandbox=settings.sandbox, import_paths=paths,
-                        bundles_dir=str(settings.data_dir / "bundles"))
+                        job_ids=job_ids, threads=threads, watch=watch, sandbox=settings.sandbox,
+                        import_paths=paths, bundles_dir=str(settings.data_dir / "bundles"))
 
 
 def run(
@@ -101,7 +103,7 @@ def run(
 ) -> None:
     """Probe the checkpoints of a run's committed tasks and print the report."""
     from services.store.db import ensure_current, make_engine, session_factory, transaction  # noqa: PLC0415
-    from workers.probe.planner import enqueue_submission  # noqa: PLC0415
+    from workers.probe.planner import queue_submission  # noqa: PLC0415
     from workers.probe.pool import ProbeWorker, default_threads, run_pool  # noqa: PLC0415
 
     probe_settings = build_settings(preset, folds=folds, kinds=kinds, targets=targets,
@@ -111,14 +113,16 @@ def run(
                                     all_trials=all_trials)
     url = get_settings().database_url
     ensure_current(url)
-    with transaction(session_factory(make_engine(url))) as session:
-        added = enqueue_submission(session, submission_id=submission, settings=probe_settings,
-                                   task_order=task, retry_failed=retry_failed)
+    sessions = session_factory(make_engine(url))
+    with transaction(sessions) as session:
+        queued = queue_submission(session, submission_id=submission, settings=probe_settings,
+                                  task_order=task, retry_failed=retry_failed)
     out = Console(stderr=True) if as_json else console
-    out.print(f"Run {submission}: {added} new probe job(s) queued "
+    out.print(f"Run {submission}: {queued.added} new probe job(s) queued "
               f"(settings {probe_settings.settings_hash}, preset {preset}).")
-    config = _worker_config(submission_id=submission, lease_s=lease_s, poll_s=0.5,
-                            stop_when_idle=True, threads=default_threads(workers))
+    # Only this plan's jobs: others in the shared queue (other runs', other settings') stay.
+    config = _worker_config(submission_id=submission, job_ids=queued.job_ids, lease_s=lease_s,
+                            poll_s=0.5, stop_when_idle=True, threads=default_threads(workers))
     if workers == 1:
         def on_event(job: Any, outcome: str, seconds: float, message: str) -> None:
             tail = f": {message}" if message else ""
@@ -128,8 +132,22 @@ def run(
         ProbeWorker(config, on_event=on_event).run()
     else:
         run_pool(config, workers)
+    _note_waiting(out, sessions, submission=submission, job_ids=queued.job_ids)
     show_probe_report(submission, settings_hash=probe_settings.settings_hash, task_order=task,
                       as_json=as_json)
+
+
+def _note_waiting(out: Console, sessions: Any, *, submission: int, job_ids: tuple[int, ...]) -> None:
+    """Say so when some of this plan's jobs are left queued: they wait for jobs it did not
+    queue (a summary waiting for other tasks' jobs), which are someone else's to run."""
+    from services.store.probes import queue  # noqa: PLC0415
+
+    with sessions() as session:
+        waiting = queue.status_counts(session, submission_id=submission, job_ids=job_ids).get("queued", 0)
+    if waiting:
+        out.print(f"{waiting} of its job(s) still wait for jobs this command did not queue (another "
+                  "task's, queued by the probe pool's watch or another `nevis probe run`); "
+                  "`nevis probe-workers` runs them.")
 
 
 def workers_command(

@@ -14,6 +14,8 @@ queued, the finished summary is reopened so it covers the new tasks too.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -144,6 +146,15 @@ def plan_jobs(session: Session, *, submission_id: int, settings_hash: str,
     return jobs
 
 
+@dataclass(frozen=True)
+class QueuedJobs:
+    """What :func:`queue_submission` did: how many jobs were new, and the ids of every job of
+    its plan (new, queued before, done, reopened): the jobs its caller may drain."""
+
+    added: int
+    job_ids: tuple[int, ...]
+
+
 def enqueue_submission(session: Session, *, submission_id: int, settings: ProbeSettings,
                        task_order: int | None = None, retry_failed: bool = False,
                        max_attempts: int = queue.DEFAULT_MAX_ATTEMPTS) -> int:
@@ -152,21 +163,43 @@ def enqueue_submission(session: Session, *, submission_id: int, settings: ProbeS
     With ``retry_failed``, failed jobs of the submission (same settings) are queued again.
     Storing the settings is the first statement, a write (see :func:`enqueue_committed`).
     """
+    added, _ = _enqueue(session, submission_id=submission_id, settings=settings, task_order=task_order,
+                        retry_failed=retry_failed, max_attempts=max_attempts)
+    return added
+
+
+def queue_submission(session: Session, *, submission_id: int, settings: ProbeSettings,
+                     task_order: int | None = None, retry_failed: bool = False,
+                     max_attempts: int = queue.DEFAULT_MAX_ATTEMPTS) -> QueuedJobs:
+    """:func:`enqueue_submission`, also naming the jobs of this plan, so that ``nevis probe
+    run`` drains those and no other job waiting in the shared queue."""
+    added, keys = _enqueue(session, submission_id=submission_id, settings=settings, task_order=task_order,
+                           retry_failed=retry_failed, max_attempts=max_attempts)
+    return QueuedJobs(added=added, job_ids=queue.job_ids(session, keys))
+
+
+def _enqueue(session: Session, *, submission_id: int, settings: ProbeSettings, task_order: int | None,
+             retry_failed: bool, max_attempts: int) -> tuple[int, list[str]]:
+    """Queue the plan; returns how many jobs were new and the keys of the plan's jobs."""
     settings_hash = queue.ensure_settings(session, settings)
     jobs = plan_jobs(session, submission_id=submission_id, settings_hash=settings_hash,
                      task_order=task_order, other_trials=settings.other_trials,
                      other_checkpoints=settings.other_checkpoints)
     added = queue.enqueue(session, jobs, max_attempts=max_attempts)
+    keys = {job.job_key for job in jobs}
     reopened = 0
     if retry_failed:
         failed = queue.failed_jobs(session, submission_id=submission_id, settings_hash=settings_hash)
-        keys = {key for key, _, _ in failed}
+        again = {key for key, _, _ in failed}
         # A trial's mismatch curves must be recomputed once its missing checkpoints are back.
-        keys |= {trial_key(t, settings_hash) for _, kind, t in failed if kind == "checkpoint"}
-        reopened = queue.reopen(session, job_keys=sorted(keys))
+        again |= {trial_key(t, settings_hash) for _, kind, t in failed if kind == "checkpoint"}
+        reopened = queue.reopen(session, job_keys=sorted(again))
+        keys |= again
     if added or reopened:
-        queue.reopen(session, job_keys=[summary_key(submission_id, settings_hash)])
-    return added
+        summary = summary_key(submission_id, settings_hash)
+        queue.reopen(session, job_keys=[summary])
+        keys.add(summary)
+    return added, sorted(keys)
 
 
 def enqueue_committed(session: Session, *, settings: ProbeSettings) -> int:
@@ -191,7 +224,6 @@ def enqueue_committed(session: Session, *, settings: ProbeSettings) -> int:
 
 
 __all__ = [
-    "checkpoint_key", "committed_orders", "enqueue_committed", "enqueue_submission", "plan_jobs",
-    "probed_trials", "sampled_checkpoints",
-    "summary_key", "trial_key",
+    "QueuedJobs", "checkpoint_key", "committed_orders", "enqueue_committed", "enqueue_submission",
+    "plan_jobs", "probed_trials", "queue_submission", "sampled_checkpoints", "summary_key", "trial_key",
 ]

@@ -28,10 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
-
 from services.store.db import make_engine, session_factory, transaction
-from services.store.db.models_probe import OPEN_PROBE_JOB_STATUSES, ProbeJob
 from services.store.objects import open_store
 from services.store.probes import queue
 from services.core.errors import LearnerError, ManifestError, ProbeInputError
@@ -57,6 +54,8 @@ class WorkerConfig:
         poll_s: Sleep between claims when nothing is ready.
         stop_when_idle: Exit once no job it may take is queued or running.
         submission_id: Only take this submission's jobs (None: any).
+        job_ids: Only take these jobs (None: any): ``nevis probe run`` drains the jobs it
+            queued, never other jobs waiting in the shared queue.
         threads: torch / BLAS threads of the worker.
         watch: Settings (as a dict) to queue newly committed tasks with; None: don't.
         sandbox: Where learner hosts run (``NEVIS_SANDBOX``: auto, bwrap or none).
@@ -72,6 +71,7 @@ class WorkerConfig:
     poll_s: float = 2.0
     stop_when_idle: bool = True
     submission_id: int | None = None
+    job_ids: tuple[int, ...] | None = None
     threads: int = 1
     watch: dict[str, Any] | None = None
     sandbox: str = "auto"
@@ -134,7 +134,7 @@ class ProbeWorker:
         """Claim and run one job; False when nothing was ready."""
         with transaction(self.sessions) as session:
             job = queue.claim(session, owner=self.owner, lease_s=self.config.lease_s,
-                              submission_id=self.config.submission_id)
+                              submission_id=self.config.submission_id, job_ids=self.config.job_ids)
         if job is None:
             return False
         started = time.perf_counter()
@@ -170,13 +170,11 @@ class ProbeWorker:
         log.warning("probe job %s (%s) %s: %s", job.id, job.job_key, outcome, reason)
 
     def has_open_jobs(self) -> bool:
-        """Whether any job this worker may take is still queued or running."""
-        query = select(func.count()).select_from(ProbeJob).where(
-            ProbeJob.status.in_(OPEN_PROBE_JOB_STATUSES))
-        if self.config.submission_id is not None:
-            query = query.where(ProbeJob.submission_id == self.config.submission_id)
+        """Whether a job this worker may take is still claimable or running (one waiting only
+        for jobs outside its selection is not: see :func:`queue.has_work`)."""
         with self.sessions() as session:
-            return bool(session.scalar(query))
+            return queue.has_work(session, submission_id=self.config.submission_id,
+                                  job_ids=self.config.job_ids)
 
     def run(self, *, stop: threading.Event | None = None) -> int:
         """Work until idle (``stop_when_idle``) or until ``stop`` is set; returns jobs run."""

@@ -17,6 +17,9 @@ Guarantees:
   caller still holds the lease (same owner, same attempt). Results are written in the same
   transaction as :func:`complete`, so a worker that lost its lease writes nothing; result
   tables also have unique keys, so a job that runs twice writes each result once.
+- **Selection.** A worker may take only one submission's jobs, or only the jobs of given
+  ids (what one ``nevis probe run`` queued): other jobs in the shared queue are left to
+  their own takers (:func:`claim`, :func:`has_work`).
 - **Order.** A trial job waits until no checkpoint job of its trial is open, and a summary
   job until no other job of its submission is open. Among ready jobs, trial jobs go first
   (they are cheap and turn finished checkpoints into curves), then checkpoints, oldest first.
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, exists, func, not_, or_, select, update
+from sqlalchemy import and_, bindparam, case, exists, func, not_, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from services.core.errors import NevisError
@@ -44,6 +47,7 @@ from services.store.probes.sql import insert_ignore
 JOBS = ProbeJob.__table__
 DEFAULT_LEASE_S = 120.0
 DEFAULT_MAX_ATTEMPTS = 3
+_KEYS_PER_QUERY = 500
 
 
 class LeaseLostError(NevisError):
@@ -125,6 +129,16 @@ def reopen(session: Session, *, job_keys: Sequence[str]) -> int:
     return result.rowcount or 0
 
 
+def job_ids(session: Session, job_keys: Sequence[str]) -> tuple[int, ...]:
+    """The ids of the jobs queued under ``job_keys`` (keys with no job are left out), sorted."""
+    keys = sorted(set(job_keys))
+    found: list[int] = []
+    for start in range(0, len(keys), _KEYS_PER_QUERY):
+        chunk = keys[start : start + _KEYS_PER_QUERY]
+        found.extend(session.scalars(select(JOBS.c.id).where(JOBS.c.job_key.in_(chunk))))
+    return tuple(sorted(found))
+
+
 def failed_jobs(session: Session, *, submission_id: int,
                 settings_hash: str) -> list[tuple[str, str, int | None]]:
     """``(job_key, kind, trial_id)`` of a submission's failed jobs under one settings hash."""
@@ -159,6 +173,19 @@ def _claimable(now: datetime) -> Any:
     return and_(takeable, JOBS.c.attempts < JOBS.c.max_attempts, ready)
 
 
+def _selected(submission_id: int | None, job_ids: Sequence[int] | None) -> list[Any]:
+    """SQL: the jobs a caller restricts itself to (one submission's, or these ids)."""
+    conditions: list[Any] = []
+    if submission_id is not None:
+        conditions.append(JOBS.c.submission_id == submission_id)
+    if job_ids is not None:
+        # Ids are ints, written into the SQL: a long plan is no bound parameter per job
+        # (PostgreSQL takes at most 65,535 of them).
+        conditions.append(JOBS.c.id.in_(bindparam("selected_ids", [int(i) for i in job_ids],
+                                                  expanding=True, literal_execute=True)))
+    return conditions
+
+
 # Ready trial jobs first (cheap, and they turn finished checkpoints into curves), then
 # checkpoints, then summaries; oldest first within a kind.
 _PRIORITY = case({"trial": 0, "checkpoint": 1}, value=JOBS.c.kind, else_=2)
@@ -180,17 +207,17 @@ def reap_expired(session: Session, *, now: datetime | None = None) -> int:
 
 
 def claim(session: Session, *, owner: str, lease_s: float = DEFAULT_LEASE_S,
-          submission_id: int | None = None, now: datetime | None = None) -> ClaimedJob | None:
+          submission_id: int | None = None, job_ids: Sequence[int] | None = None,
+          now: datetime | None = None) -> ClaimedJob | None:
     """Take the next ready job (oldest first) with a lease of ``lease_s`` seconds.
 
     Run it in its own short transaction and commit at once. Returns None when nothing is
-    ready. ``submission_id`` restricts the claim to one submission's jobs.
+    ready. ``submission_id`` restricts the claim to one submission's jobs, ``job_ids`` to
+    these jobs (those one ``nevis probe run`` queued).
     """
     now = now or utcnow()
     reap_expired(session, now=now)
-    condition = _claimable(now)
-    if submission_id is not None:
-        condition = and_(condition, JOBS.c.submission_id == submission_id)
+    condition = and_(_claimable(now), *_selected(submission_id, job_ids))
     target = (
         select(JOBS.c.id).where(condition).order_by(_PRIORITY, JOBS.c.id).limit(1)
         .with_for_update(skip_locked=True).scalar_subquery()
@@ -213,6 +240,21 @@ def claim(session: Session, *, owner: str, lease_s: float = DEFAULT_LEASE_S,
                       trial_id=row.trial_id, checkpoint_id=row.checkpoint_id,
                       settings_hash=row.settings_hash, attempt=row.attempts,
                       max_attempts=row.max_attempts, owner=owner)
+
+
+def has_work(session: Session, *, submission_id: int | None = None,
+             job_ids: Sequence[int] | None = None, now: datetime | None = None) -> bool:
+    """Whether a selected job is claimable now or running: what a worker that stops when idle
+    still waits for.
+
+    A queued job that waits only for jobs outside the selection (a summary waiting for
+    another task's jobs, queued by the pool's watch) is not: those are someone else's to run,
+    and waiting for them could be waiting forever.
+    """
+    now = now or utcnow()
+    workable = or_(_claimable(now), JOBS.c.status == "running")
+    query = select(JOBS.c.id).where(workable, *_selected(submission_id, job_ids)).limit(1)
+    return session.execute(query).first() is not None
 
 
 def _held(job: ClaimedJob) -> Any:
@@ -274,10 +316,11 @@ def fail(session: Session, job: ClaimedJob, *, reason: str, retry: bool) -> str 
     return status if (result.rowcount or 0) == 1 else None
 
 
-def status_counts(session: Session, *, submission_id: int,
-                  settings_hash: str | None = None) -> Mapping[str, int]:
-    """How many jobs of a submission are in each status."""
-    query = select(JOBS.c.status, func.count()).where(JOBS.c.submission_id == submission_id)
+def status_counts(session: Session, *, submission_id: int, settings_hash: str | None = None,
+                  job_ids: Sequence[int] | None = None) -> Mapping[str, int]:
+    """How many jobs of a submission (under one settings hash, or among ``job_ids``) are in
+    each status."""
+    query = select(JOBS.c.status, func.count()).where(*_selected(submission_id, job_ids))
     if settings_hash is not None:
         query = query.where(JOBS.c.settings_hash == settings_hash)
     return dict(session.execute(query.group_by(JOBS.c.status)).all())
@@ -285,6 +328,6 @@ def status_counts(session: Session, *, submission_id: int,
 
 __all__ = [
     "DEFAULT_LEASE_S", "DEFAULT_MAX_ATTEMPTS", "JOBS", "ClaimedJob", "JobSpec", "LeaseLostError",
-    "claim", "complete", "enqueue", "ensure_settings", "fail", "failed_jobs", "heartbeat",
-    "load_settings", "reap_expired", "record_analysis_flops", "reopen", "status_counts",
+    "claim", "complete", "enqueue", "ensure_settings", "fail", "failed_jobs", "has_work", "heartbeat",
+    "job_ids", "load_settings", "reap_expired", "record_analysis_flops", "reopen", "status_counts",
 ]
