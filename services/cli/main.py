@@ -22,6 +22,7 @@ from services.cli import (
     run_cmd,
     sandbox_cmd,
     serve_cmd,
+    store_cmd,
     streams_cmd,
     study_cmd,
 )
@@ -38,6 +39,7 @@ app.command("config", help="Print the effective settings (secrets masked).")(con
 app.add_typer(db_cmd.app, name="db", help="Database schema management.")
 app.add_typer(streams_cmd.app, name="streams", help="List and inspect stream manifests.")
 app.add_typer(data_cmd.app, name="data", help="Turn datasets into checksummed shards.")
+app.add_typer(store_cmd.app, name="store", help="Object-store maintenance: `nevis store gc` removes unreferenced objects.")
 app.command("run", help="Run a learner over a stream on Ray; prints E and cFLOP.")(run_cmd.run)
 app.command("results", help="Print a stored run: per-task errors, E and cFLOP.")(run_cmd.results)
 app.command("pretrain", help="Make a pretrained checkpoint for pt / pt_ft from a stream's meta-train tasks.")(
