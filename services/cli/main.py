@@ -42,8 +42,9 @@ app.add_typer(data_cmd.app, name="data", help="Turn datasets into checksummed sh
 app.add_typer(store_cmd.app, name="store", help="Object-store maintenance: `nevis store gc` removes unreferenced objects.")
 app.command("run", help="Run a learner over a stream on Ray; prints E and cFLOP.")(run_cmd.run)
 app.command("results", help="Print a stored run: per-task errors, E and cFLOP.")(run_cmd.results)
-app.command("pretrain", help="Make a pretrained checkpoint for pt / pt_ft from a stream's meta-train tasks.")(
-    pretrain_cmd.pretrain)
+app.add_typer(pretrain_cmd.app, name="pretrain",
+              help="Pretrained checkpoints: self-pretrained on a stream's meta-train tasks (pt_self, pt_ft_self), "
+                   "or `nevis pretrain import` of weights pretrained elsewhere (pt, pt_ft).")
 app.add_typer(study_cmd.app, name="study", help="Studies of many runs: `nevis study pareto` (E against cFLOP over budgets).")
 app.add_typer(probe_cmd.app, name="probe", help="Probe saved checkpoints (mismatch curves, LiDAR, RankMe).")
 probe_cmd.app.command("run", help="Probe a run's committed tasks and print the report.")(probe_cmd.run)

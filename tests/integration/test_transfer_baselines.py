@@ -2,8 +2,10 @@
 checkpoint reach sandboxed learners by reference, through harness code.
 
 Runs on both dialects (the ``database_url`` fixture): FT-d's choice on the second task ranks
-the fresh network and the first task's predictor; PT+FT's ranking also holds the pretrained
-checkpoint made by ``nevis pretrain``'s function (an ordinary meta-train run), stored once under its digest; BHPO runs
+the first task's predictor (the fresh network is scored apart, never chosen); PT+FT's ranking
+also holds the pretrained checkpoint made by ``nevis pretrain``'s function (an ordinary
+meta-train run, whose id and cFLOP the checkpoint records), stored once under its digest; that
+self-pretrained checkpoint runs under ``pt_self`` and is refused by the paper's ``pt``; BHPO runs
 with its preferred search unless the run names one.
 
 The runs train the ``_small`` learners (the small CNN, fast on CPUs); the built-in names are
@@ -21,7 +23,9 @@ import pytest
 from services.core.budget import RunBudget
 from services.store.db.models import Submission
 from services.store.runs import records
-from workers.learners.selection import PRETRAINED, RANDOM_INIT
+from services.store.runs.summary import load_summary
+from workers.learners.provenance import SELF, read_provenance
+from workers.learners.selection import PRETRAINED
 from workers.stream.manifest_files import load_stream
 from workers.trainer.pretrain import pretrain
 from workers.trainer.run_plan import RunRequest
@@ -41,34 +45,48 @@ def final_state(runner: StreamRunner, run_id: int) -> dict:
     return pickle.loads(runner.store.get_bytes(key))
 
 
-def test_ft_d_ranks_the_fresh_network_and_each_earlier_predictor(runner, tiny_stream):
+def test_ft_d_ranks_each_earlier_predictor_and_records_the_fresh_network(runner, tiny_stream):
     run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="ft_d_small", budget=BUDGET))
     state = final_state(runner, run_id)
     assert 1 not in state  # nothing to choose from on the first task
-    assert set(state[2]["knn_error"]) == {RANDOM_INIT, 1}
-    assert set(state[3]["knn_error"]) == {RANDOM_INIT, 1, 2}
-    assert state[3]["chosen"] in {RANDOM_INIT, 1, 2}
+    assert set(state[2]["knn_error"]) == {1} and state[2]["chosen"] == 1
+    assert set(state[3]["knn_error"]) == {1, 2} and state[3]["chosen"] in {1, 2}
+    assert all(isinstance(state[t]["fresh_would_win"], bool) and state[t]["fresh_error"] >= 0 for t in (2, 3))
 
 
-def test_pt_ft_adds_the_pretrained_checkpoint_to_the_candidates(runner, tiny_stream, tmp_path):
+def test_self_pretraining_runs_as_pt_self_and_pt_ft_self_and_pt_refuses_it(runner, tiny_stream, tmp_path):
     manifest = load_stream(str(tiny_stream))
     made = pretrain(runner, stream=str(tiny_stream), steps=2, learner="ft_prev_small")
     assert made.tasks == len(manifest.meta_train) and made.flops > 0
     assert runner.plan(made.submission_id).phase == "meta_train"  # a recorded run; meta-test unread
+    record = read_provenance(made.checkpoint)
+    assert record is not None and record.origin == SELF
+    assert (record.submission_id, record.cflop) == (made.submission_id, made.flops)  # shown beside PT's own
     checkpoint = tmp_path / "pre.bin"
     checkpoint.write_bytes(made.checkpoint)
-    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="pt_ft_small", budget=BUDGET,
+    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="pt_ft_self_small", budget=BUDGET,
                                      pretrained=str(checkpoint)))
     state = final_state(runner, run_id)
-    assert set(state[1]["knn_error"]) == {RANDOM_INIT, PRETRAINED}
-    assert set(state[3]["knn_error"]) == {RANDOM_INIT, PRETRAINED, 1, 2}
+    assert set(state[1]["knn_error"]) == {PRETRAINED}
+    assert set(state[3]["knn_error"]) == {PRETRAINED, 1, 2}
     with runner.sessions() as session:
         key = session.get(Submission, run_id).pretrained_key
     assert key == f"pretrained/{hashlib.sha256(made.checkpoint).hexdigest()}.bin"
     assert runner.store.get_bytes(key) == made.checkpoint
-    # The paper's `pt` is the ResNet-34: this small-CNN checkpoint is refused, naming both networks.
+    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="pt_self_small",
+                                     budget=RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,)),
+                                     pretrained=str(checkpoint)))
+    with runner.sessions() as session:
+        summary = load_summary(session, submission_id=run_id)
+    assert (summary.status, summary.learner, len(summary.tasks)) == ("succeeded", "pt_self_small", len(manifest.tasks))
+    # The paper's PT starts from outside data: a self-pretrained checkpoint is refused, naming the way out.
+    with pytest.raises(Exception, match="declares no such provenance") as info:
+        runner.start(RunRequest(stream=str(tiny_stream), learner="pt_small", budget=BUDGET, pretrained=str(checkpoint)))
+    assert "pt_self" in str(info.value) and "nevis pretrain import" in str(info.value)
+    # `pt_self` is the ResNet-34: this small-CNN checkpoint is refused, naming both networks.
     with pytest.raises(Exception, match=r"small_cnn \(width 32\) into a resnet34 \(width 64\)") as info:
-        runner.start(RunRequest(stream=str(tiny_stream), learner="pt", budget=BUDGET, pretrained=str(checkpoint)))
+        runner.start(RunRequest(stream=str(tiny_stream), learner="pt_self", budget=BUDGET,
+                                pretrained=str(checkpoint)))
     assert "pretrained checkpoint was made with another network" in str(info.value)
 
 

@@ -8,13 +8,14 @@ optimises:
 
 - **FT-prev** starts from the predictor the run kept for the previous task;
 - **FT-d** starts from the earlier predictor whose features serve the new task best under a
-  k-NN probe (:mod:`workers.learners.selection`), a fresh network being one of the
-  candidates;
-- **PT** starts every task from a pretrained checkpoint the run was submitted with, and
-  **PT+FT** adds that checkpoint to FT-d's candidates;
+  k-NN probe (:mod:`workers.learners.selection`); as in the reference, a fresh network starts
+  only the first task (``include_fresh=True`` makes it a candidate on every task), and is
+  scored beside the candidates so the state records how often it would have won;
 - **MT** starts like FT-d and also trains on the k most related earlier tasks, each with a
   head of its own, their losses weighted by λ (searched); the auxiliary heads are dropped
   at test time.
+
+PT and PT+FT (:mod:`workers.learners.pretrained`) start from a pretrained checkpoint.
 
 Earlier predictors are fetched one at a time through ``view.past_predictor`` (they live in
 the object store), so the learner state stays a small record of which task each one chose.
@@ -34,9 +35,8 @@ from torch import nn
 
 from services.core.errors import LearnerError
 from workers.learners import recipe
-from workers.learners.augment import train_transform
+from workers.learners.augment import eval_transform, train_transform
 from workers.learners.indep import IndepLearner, IndepPredictor, TrialOptions
-from workers.learners.training import epoch_batches, label_tensor
 from workers.learners.models import MODELS
 from workers.learners.protocol import (
     PAPER_SEARCH_SPACE,
@@ -48,27 +48,22 @@ from workers.learners.protocol import (
     TrialContext,
 )
 from workers.learners.selection import (
-    PRETRAINED,
     RANDOM_INIT,
     CandidateScore,
     FeatureFn,
     NeighbourScores,
+    candidate_error,
+    probe_features,
     probe_subset,
     rank_candidates,
 )
+from workers.learners.training import epoch_batches, label_tensor
 
 AUX_WEIGHT = "aux_weight"
 
 
 EARLIER_MISMATCH = "an earlier task of this run was trained with another network."
 """Why FT-prev / FT-d cannot start from an earlier predictor (after the two networks are named)."""
-
-PRETRAINED_MISMATCH = (
-    "the run's pretrained checkpoint was made with another network. Make a checkpoint with "
-    "the same network as this learner: `nevis pretrain` (FT-prev, the ResNet-34) for pt and "
-    "pt_ft, `nevis pretrain --learner ft_prev_small` for pt_small and pt_ft_small, with the "
-    "same width option if one was given.")
-"""Why a PT learner cannot use its checkpoint (after the two networks are named)."""
 
 
 def _network(predictor: IndepPredictor) -> tuple[str, int]:
@@ -121,14 +116,32 @@ class FtPrevLearner(IndepLearner):
 
 @dataclass(frozen=True)
 class Selection:
-    """FT-d's ranking for one task: every candidate's k-NN error, best first."""
+    """FT-d's ranking for one task: every candidate's k-NN error, best first, and the fresh
+    network's (scored whether or not it is a candidate, as the reference scores it)."""
 
     task_key: str  # the task and run it was made for (see _selection_key)
     ranking: tuple[CandidateScore, ...]
+    fresh_error: float
 
     @property
     def chosen(self) -> int:
         return self.ranking[0].order
+
+    @property
+    def fresh_would_win(self) -> bool:
+        """Whether the fresh network beats every other candidate (it loses ties, as in the reference)."""
+        others = [s.error for s in self.ranking if s.order != RANDOM_INIT]
+        return bool(others) and self.fresh_error < min(others)
+
+    def record(self) -> dict[str, Any]:
+        """What the learner state keeps of it."""
+        return {"chosen": self.chosen, "knn_error": {s.order: s.error for s in self.ranking},
+                "fresh_error": self.fresh_error, "fresh_would_win": self.fresh_would_win}
+
+
+def fresh_wins(state: Mapping[int, Mapping[str, Any]] | None) -> int:
+    """How many tasks of an FT-d / MT / PT+FT state the fresh network would have won."""
+    return sum(bool(record.get("fresh_would_win")) for record in (state or {}).values())
 
 
 class FtDLearner(IndepLearner):
@@ -136,13 +149,23 @@ class FtDLearner(IndepLearner):
 
     The selection runs once per task in a learner process (the first trial pays for it and
     later trials of the task reuse it) on a subset fixed by the task, so every trial starts
-    from the same choice. The state records each task's choice and its k-NN errors.
+    from the same choice. The state records each task's choice, its k-NN errors, the fresh
+    network's and whether that would have won (:func:`fresh_wins` counts them).
+
+    Args:
+        include_fresh: make a fresh network a candidate on every task (it loses ties). Off by
+            default: the reference never starts a task after the first from a fresh network.
+        **options: :class:`~workers.learners.indep.IndepLearner`'s.
     """
 
     name = "ft_d"
 
-    def __init__(self, model: str = "resnet34", **options: Any) -> None:
+    def __init__(self, model: str = "resnet34", *, include_fresh: bool = False, **options: Any) -> None:
         super().__init__(model, **options)
+        if not isinstance(include_fresh, bool):
+            raise TypeError(f"The 'include_fresh' parameter of {type(self).__name__} must be a bool. "
+                             f"Got {include_fresh!r}.")
+        self.include_fresh = include_fresh
         self._selection: Selection | None = None
 
     def train(self, view: TaskView, state: Any, config: Mapping[str, Any], ctx: TrialContext) -> TrainOutput:
@@ -150,8 +173,7 @@ class FtDLearner(IndepLearner):
         history = dict(state or {})
         selection = self._current_selection(view)
         if selection is not None:
-            history[view.info.order] = {"chosen": selection.chosen,
-                                        "knn_error": {s.order: s.error for s in selection.ranking}}
+            history[view.info.order] = selection.record()
         return TrainOutput(predictor=output.predictor, state=history)
 
     def _initial_predictor(self, view: TaskView, options: TrialOptions, ctx: TrialContext) -> IndepPredictor:
@@ -164,7 +186,7 @@ class FtDLearner(IndepLearner):
         return transfer_backbone(self._load_candidate(view, chosen, ctx), fresh)
 
     def _has_candidates(self, view: TaskView) -> bool:
-        """Whether anything but a fresh network could be chosen."""
+        """Whether anything but a fresh network could be chosen (the first task has nothing)."""
         return bool(view.past_tasks())
 
     def _load_candidate(self, view: TaskView, order: int, ctx: TrialContext) -> IndepPredictor:
@@ -175,17 +197,20 @@ class FtDLearner(IndepLearner):
         """What identifies one task of one run: the task, and the digest of the run's latest
         predictor (two runs at the same task never share a selection)."""
         latest = view.past_tasks()[-1]
-        return f"{view.info.key}@{_digest(view.past_predictor(latest.order))}"
+        return f"{view.info.key}@{digest(view.past_predictor(latest.order))}"
 
     def select(self, view: TaskView, ctx: TrialContext, fresh: IndepPredictor) -> Selection:
-        """Rank the random network and every earlier predictor on this task (cached per task)."""
+        """Rank the candidates on this task, and score the fresh network (cached per task)."""
         info = view.info
         key = self._selection_key(view)
         if self._selection is None or self._selection.task_key != key:
             subset = probe_subset(view.train(), view.dev(), seed=info.order)
             scorer = ctx.track(NeighbourScores())
-            ranking = rank_candidates(self._candidates(view, ctx, fresh), subset, info, scorer)
-            self._selection = Selection(task_key=key, ranking=tuple(ranking))
+            ranking = tuple(rank_candidates(self._candidates(view, ctx, fresh), subset, info, scorer))
+            fresh_error = next((s.error for s in ranking if s.order == RANDOM_INIT), None)
+            if fresh_error is None:  # not a candidate: scored for the record (one more network's passes)
+                fresh_error = candidate_error(self._probe_features(fresh, ctx), subset, info, scorer)
+            self._selection = Selection(task_key=key, ranking=ranking, fresh_error=fresh_error)
         return self._selection
 
     def _current_selection(self, view: TaskView) -> Selection | None:
@@ -197,14 +222,29 @@ class FtDLearner(IndepLearner):
 
     def _candidates(self, view: TaskView, ctx: TrialContext,
                     fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
-        """The fresh network, then each earlier predictor, loaded only when its turn comes."""
-        yield RANDOM_INIT, lambda images: self.features(fresh, images, ctx)
+        """The sources, then the fresh network where ``include_fresh`` (the reference's order:
+        on equal errors the first listed wins)."""
+        yield from self._sources(view, ctx, fresh)
+        if self.include_fresh:
+            yield RANDOM_INIT, self._probe_features(fresh, ctx)
+
+    def _sources(self, view: TaskView, ctx: TrialContext,
+                 fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
+        """Each earlier predictor, oldest first, loaded only when its turn comes."""
         for past in view.past_tasks():
-            predictor = self._load_candidate(view, past.order, ctx)
-            yield past.order, lambda images, p=predictor: self.features(p, images, ctx)
+            yield past.order, self._probe_features(self._load_candidate(view, past.order, ctx), ctx)
+
+    def _probe_features(self, predictor: IndepPredictor, ctx: TrialContext) -> FeatureFn:
+        """The predictor's features as the reference's probe takes them (batch statistics)."""
+        view = ctx.track(predictor.feature_view)
+        device = next(predictor.model.parameters()).device
+        return lambda images: probe_features(
+            view, predictor.model, lambda chunk: eval_transform(chunk, predictor.augment, device=device), images,
+            width=predictor.model.feature_dim)
 
 
-def _digest(data: bytes) -> str:
+def digest(data: bytes) -> str:
+    """A short digest of a checkpoint's bytes: what tells one run's selection from another's."""
     return hashlib.sha256(data).hexdigest()[:16]
 
 
@@ -244,7 +284,8 @@ class MtLearner(FtDLearner):
     Args:
         aux_tasks: k, how many related earlier tasks train alongside (those ranked best by
             FT-d's probe; the random network is not a task).
-        **options: :class:`~workers.learners.indep.IndepLearner`'s.
+        **options: :class:`FtDLearner`'s (``include_fresh``: the start, as FT-d's) and
+            :class:`~workers.learners.indep.IndepLearner`'s.
     """
 
     name = "mt"
@@ -263,7 +304,7 @@ class MtLearner(FtDLearner):
         selection = self._current_selection(view)
         if selection is None:
             return None  # the first task: nothing earlier to learn from
-        related = [s.order for s in selection.ranking if s.order != RANDOM_INIT][: self.aux_tasks]
+        related = [s.order for s in selection.ranking if s.order >= 0][: self.aux_tasks]  # tasks only
         infos = {t.order: t for t in view.past_tasks()}
         tasks = [(infos[order], view.past_train(order)) for order in related]
         if not tasks:
@@ -271,48 +312,7 @@ class MtLearner(FtDLearner):
         return _AuxiliaryTasks(self, predictor, tasks, float(config.get(AUX_WEIGHT, 0.1)), ctx, generator)
 
 
-class PtLearner(IndepLearner):
-    """PT: every task fine-tunes the pretrained checkpoint the run was submitted with."""
-
-    name = "pt"
-
-    def __init__(self, model: str = "resnet34", **options: Any) -> None:
-        super().__init__(model, **options)
-
-    def _initial_predictor(self, view: TaskView, options: TrialOptions, ctx: TrialContext) -> IndepPredictor:
-        fresh = self._new_predictor(view.info, ctx, options)
-        return transfer_backbone(self.load_predictor(view.pretrained(), view.info, ctx), fresh,
-                                 reason=PRETRAINED_MISMATCH)
-
-
-class PtFtLearner(FtDLearner):
-    """PT+FT: FT-d whose candidates also include the pretrained checkpoint (order -2)."""
-
-    name = "pt_ft"
-
-    def _has_candidates(self, view: TaskView) -> bool:
-        return True  # the pretrained checkpoint competes even on the first task
-
-    def _load_candidate(self, view: TaskView, order: int, ctx: TrialContext) -> IndepPredictor:
-        if order == PRETRAINED:
-            return self.load_predictor(view.pretrained(), view.info, ctx)
-        return super()._load_candidate(view, order, ctx)
-
-    def _selection_key(self, view: TaskView) -> str:
-        past = super()._selection_key(view) if view.past_tasks() else view.info.key
-        return f"{past}@{_digest(view.pretrained())}"
-
-    def _candidates(self, view: TaskView, ctx: TrialContext,
-                    fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
-        # The checkpoint's network is checked before anything is ranked: one of another network
-        # would rank like any candidate and fail only on the tasks where it won.
-        pretrained = self._load_candidate(view, PRETRAINED, ctx)
-        check_same_network(pretrained, fresh, reason=PRETRAINED_MISMATCH)
-        yield from super()._candidates(view, ctx, fresh)
-        yield PRETRAINED, lambda images: self.features(pretrained, images, ctx)
-
-
 __all__ = [
-    "AUX_WEIGHT", "EARLIER_MISMATCH", "PRETRAINED_MISMATCH", "FtDLearner", "FtPrevLearner", "MtLearner",
-    "PtFtLearner", "PtLearner", "Selection", "check_same_network", "transfer_backbone",
+    "AUX_WEIGHT", "EARLIER_MISMATCH", "FtDLearner", "FtPrevLearner", "MtLearner", "Selection", "check_same_network",
+    "digest", "fresh_wins", "transfer_backbone",
 ]

@@ -14,8 +14,14 @@ from typing import Any
 from services.core.errors import LearnerError, UnknownNameError, unknown_name_message
 from services.core.registry import Registry
 from workers.learners.bhpo import BhpoLearner
-from workers.learners.finetune import FtDLearner, FtPrevLearner, MtLearner, PtFtLearner, PtLearner
+from workers.learners.finetune import FtDLearner, FtPrevLearner, MtLearner
 from workers.learners.indep import IndepLearner
+from workers.learners.pretrained import (
+    PtFtLearner,
+    PtFtSelfLearner,
+    PtLearner,
+    PtSelfLearner,
+)
 from workers.learners.protocol import Learner
 
 LearnerFactory = Callable[..., Any]
@@ -42,12 +48,19 @@ for _name, _factory in {
     "pt_small": _small(PtLearner),
     "pt_ft": PtFtLearner,
     "pt_ft_small": _small(PtFtLearner),
+    "pt_self": PtSelfLearner,
+    "pt_self_small": _small(PtSelfLearner),
+    "pt_ft_self": PtFtSelfLearner,
+    "pt_ft_self_small": _small(PtFtSelfLearner),
 }.items():
     LEARNERS.register(_name, _factory)
 """Built-in learner name → factory (keyword options are passed through).
 
 The paper's baselines (``indep``, ``ft_prev``, ``ft_d``, ``mt``, ``pt``, ``pt_ft``, ``bhpo``)
-train the low-resolution ResNet-34, on a GPU wherever the cluster has one. Each ``NAME_small``
+train the low-resolution ResNet-34, on a GPU wherever the cluster has one; ``pt`` and ``pt_ft``
+take only a checkpoint of declared outside provenance (``nevis pretrain import``).
+``pt_self`` and ``pt_ft_self`` are the same PT learners on a checkpoint self-pretrained by
+``nevis pretrain`` on the stream's own meta-train tasks: not the paper's PT. Each ``NAME_small``
 is the same learner on the ~240k-parameter CNN: fast on CPUs, for smoke runs and tests, not a
 paper baseline. ``indep_resnet34`` is an old alias of ``indep``, kept because stored
 submissions name it.

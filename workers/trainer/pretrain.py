@@ -1,16 +1,19 @@
-"""Make a pretrained checkpoint from a stream's meta-train data, for PT and PT+FT.
+"""Make a self-pretrained checkpoint from a stream's meta-train data, for ``pt_self`` and ``pt_ft_self``.
 
-NEVIS'22's PT baselines start from a model pretrained elsewhere. Pretrained weights cannot
-be downloaded on every machine, and tests need one too, so ``nevis pretrain`` makes one
-here with an ordinary run: FT-prev (or another learner) over the stream's meta-train phase
-only, through the same harness, sandbox and FLOP accounting as any run, recorded in the
-database like one. The checkpoint is the predictor the run kept for its last meta-train
-task, which ``nevis run --pretrained`` accepts for ``pt`` and ``pt_ft`` (their heads are
-replaced; only the backbone transfers). Its network is the pretraining learner's:
-``ft_prev`` (the default) trains the ResNet-34 that ``pt`` and ``pt_ft`` use, ``ft_prev_small``
-the small CNN of ``pt_small`` and ``pt_ft_small``; a PT learner given a checkpoint of another
-network stops with an error naming both. The meta-test tasks are never read. The FLOPs of
-pretraining are the pretraining run's; a PT run is not charged them, as in the paper.
+NEVIS'22's PT baselines start from a model pretrained on outside data (``pt`` / ``pt_ft`` take
+such a checkpoint through ``nevis pretrain import``). Pretrained weights cannot be downloaded
+on every machine, and tests need one too, so ``nevis pretrain`` makes one here with an
+ordinary run: FT-prev (or another learner) over the stream's meta-train phase only, through
+the same harness, sandbox and FLOP accounting as any run, recorded in the database like one.
+That is self-pretraining, not the paper's PT, and the checkpoint says so: it is the predictor
+the run kept for its last meta-train task, stamped with a ``self`` provenance naming the run
+and its cFLOP (:mod:`workers.learners.provenance`), which ``pt_self`` and ``pt_ft_self``
+accept and ``pt`` / ``pt_ft`` refuse (the heads are replaced; only the backbone transfers).
+Its network is the pretraining learner's: ``ft_prev`` (the default) trains the ResNet-34 of
+``pt_self`` and ``pt_ft_self``, ``ft_prev_small`` the small CNN of their ``_small`` names; a PT
+learner given a checkpoint of another network stops with an error naming both. The meta-test
+tasks are never read. The FLOPs of pretraining are the pretraining run's; a PT run is not
+charged them, as in the paper.
 """
 
 from __future__ import annotations
@@ -22,16 +25,17 @@ from services.core.budget import RunBudget
 from services.core.errors import NevisError
 from services.store.runs import run_keys
 from services.store.runs.summary import load_summary
+from workers.learners.provenance import SELF, Provenance, stamp
 from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
 PRETRAIN_LEARNER = "ft_prev"
-"""FT-prev on the ResNet-34, the network of ``pt`` and ``pt_ft`` (``ft_prev_small`` for the ``_small`` ones)."""
+"""FT-prev on the ResNet-34, the network of ``pt_self`` and ``pt_ft_self`` (``ft_prev_small`` for the ``_small`` ones)."""
 
 
 @dataclass(frozen=True)
 class PretrainResult:
-    """The checkpoint and the run that made it."""
+    """The checkpoint (stamped with its ``self`` provenance) and the run that made it."""
 
     checkpoint: bytes
     submission_id: int
@@ -56,8 +60,12 @@ def pretrain(runner: StreamRunner, *, stream: str, steps: int, seed: int = 0, le
         summary = load_summary(session, submission_id=submission_id)
     if not keys:
         raise NevisError(f"Pretraining run {submission_id} committed no task; nothing to save.")
-    return PretrainResult(checkpoint=runner.store.get_bytes(keys[max(keys)]), submission_id=submission_id,
-                          tasks=len(keys), flops=float(summary.cflop))
+    flops = float(summary.cflop)
+    provenance = Provenance(SELF, f"nevis pretrain: {learner} over the {len(keys)} meta-train tasks of stream "
+                                  f"{stream!r} (run {submission_id})", "nevis pretrain",
+                            submission_id=submission_id, cflop=flops)
+    return PretrainResult(checkpoint=stamp(runner.store.get_bytes(keys[max(keys)]), provenance),
+                          submission_id=submission_id, tasks=len(keys), flops=flops)
 
 
 __all__ = ["PRETRAIN_LEARNER", "PretrainResult", "pretrain"]

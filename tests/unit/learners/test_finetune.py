@@ -7,6 +7,7 @@ an unrelated task, order 1). Predictors reach the learner only as bytes through 
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import numpy as np
@@ -14,10 +15,17 @@ import pytest
 import torch
 
 from services.core.errors import CausalityError, LearnerError
-from workers.learners.finetune import AUX_WEIGHT, FtDLearner, FtPrevLearner, MtLearner, PtFtLearner, PtLearner
+from workers.learners.finetune import AUX_WEIGHT, FtDLearner, FtPrevLearner, MtLearner, fresh_wins
 from workers.learners.indep import IndepLearner, TrialOptions
 from workers.learners.loading import load_learner
-from workers.learners.selection import RANDOM_INIT, NeighbourScores, probe_subset, rank_candidates
+from workers.learners.pretrained import PtFtSelfLearner, PtSelfLearner
+from workers.learners.selection import (
+    RANDOM_INIT,
+    NeighbourScores,
+    probe_features,
+    probe_subset,
+    rank_candidates,
+)
 from workers.stream.task_view import CausalTaskView
 
 from .conftest import RecordingContext
@@ -73,9 +81,9 @@ def pretrained_view(digits, pretrained: bytes) -> CausalTaskView:
                           load_pretrained=lambda: pretrained)
 
 
-@pytest.mark.parametrize("learner", [PtLearner, PtFtLearner])
+@pytest.mark.parametrize("learner", [PtSelfLearner, PtFtSelfLearner])
 def test_a_pt_learner_refuses_a_checkpoint_of_another_network_naming_both(digits, related_bytes, learner):
-    """A ResNet-34 PT learner (the paper's ``pt`` / ``pt_ft``) given a small-CNN checkpoint (what
+    """A ResNet-34 PT learner (``pt_self`` / ``pt_ft_self``) given a small-CNN checkpoint (what
     ``nevis pretrain --learner ft_prev_small`` makes) stops before training, naming both networks
     and how to make a matching checkpoint. Kept cheap: a narrow ResNet-34, no step taken."""
     ctx = RecordingContext(seed=7, steps=1)
@@ -91,7 +99,7 @@ def test_a_pt_learner_refuses_a_checkpoint_of_another_network_naming_both(digits
 def test_a_pt_learner_fine_tunes_a_checkpoint_of_its_own_network(digits, related_bytes):
     ctx = RecordingContext(seed=7, steps=1)
     view = pretrained_view(digits, related_bytes)
-    learner = PtLearner("small_cnn", width=WIDTH)
+    learner = PtSelfLearner("small_cnn", width=WIDTH)
     start = learner._initial_predictor(view, TrialOptions(learner.model_name), ctx).model.state_dict()
     pretrained = learner.load_predictor(related_bytes, view.info, ctx).model.state_dict()
     assert all(torch.equal(w, start[k]) for k, w in pretrained.items() if not k.startswith("head."))
@@ -105,18 +113,39 @@ def test_ft_d_picks_the_planted_related_task(digits, related_bytes, dead_bytes):
     selection = learner.select(view, ctx, fresh)
     errors = {s.order: s.error for s in selection.ranking}
     assert selection.chosen == 0, errors
-    assert errors[0] < errors[RANDOM_INIT] < errors[1], errors
+    assert set(errors) == {0, 1}  # the earlier tasks only: the fresh network is scored apart
+    assert errors[0] < selection.fresh_error < errors[1], (errors, selection.fresh_error)
+    assert not selection.fresh_would_win
     assert ("track", "NeighbourScores") in ctx.events
-    assert ctx.meter.measured > 0  # features of three candidates and the neighbour search
+    assert ctx.meter.measured > 0  # features of two candidates, the fresh network and the neighbour search
 
 
-def test_ft_d_keeps_random_init_when_nothing_is_related(digits, dead_bytes):
+def test_ft_d_never_starts_from_a_fresh_network_after_the_first_task(digits, dead_bytes):
+    """As the reference: a fresh network that would score best is recorded, not chosen."""
     learner = FtDLearner("small_cnn", width=WIDTH)
+    ctx = RecordingContext(seed=1, steps=2)
+    view = view_with_past(digits, {1: dead_bytes})
+    out = learner.train(view, None, CONFIG, ctx)
+    record = out.state[2]
+    assert record["chosen"] == 1
+    assert set(record["knn_error"]) == {1}
+    assert record["fresh_error"] < record["knn_error"][1]
+    assert record["fresh_would_win"] is True and fresh_wins(out.state) == 1
+    start = learner._initial_predictor(view, TrialOptions(learner.model_name), ctx).model.state_dict()
+    dead = learner.load_predictor(dead_bytes, view.past_tasks()[0], ctx).model.state_dict()
+    assert all(torch.equal(w, start[k]) for k, w in dead.items() if not k.startswith("head."))
+
+
+def test_include_fresh_makes_the_fresh_network_a_candidate_again(digits, dead_bytes):
+    learner = load_learner("ft_d_small", {"include_fresh": True, "width": WIDTH})
     ctx = RecordingContext(seed=1, steps=2)
     view = view_with_past(digits, {1: dead_bytes})
     out = learner.train(view, None, CONFIG, ctx)
     assert out.state[2]["chosen"] == RANDOM_INIT
     assert set(out.state[2]["knn_error"]) == {RANDOM_INIT, 1}
+    assert out.state[2]["fresh_would_win"] is True
+    with pytest.raises(TypeError, match="include_fresh"):
+        FtDLearner("small_cnn", include_fresh="yes")  # type: ignore[arg-type]
 
 
 def test_ft_d_selection_is_made_once_per_task_and_charged_once(digits, related_bytes, dead_bytes):
@@ -188,16 +217,45 @@ def test_mt_adds_weighted_auxiliary_losses_and_drops_their_heads(digits, related
     assert not any("aux" in name for name in reloaded.model.state_dict())
 
 
-def test_rank_candidates_orders_by_knn_error_and_prefers_random_on_ties(digits):
+def test_rank_candidates_orders_by_knn_error_and_keeps_candidate_order_on_ties(digits):
+    """The reference's order: equal errors go to the candidate listed first (the earliest task;
+    the fresh network, listed last, loses every tie)."""
     subset = probe_subset(digits.train, digits.test, seed=0)
     onehot = np.eye(10, dtype=np.float32)
     lookup = {img.tobytes(): onehot[label] for data in (digits.train, digits.test)
               for img, label in zip(data.images, data.labels)}
-    candidates = [
-        (RANDOM_INIT, lambda images: np.zeros((len(images), 4), np.float32)),
-        (0, lambda images: np.zeros((len(images), 4), np.float32)),
-        (1, lambda images: np.stack([lookup[i.tobytes()] for i in images])),
-    ]
+
+    def zeros(images):
+        return np.zeros((len(images), 4), np.float32)
+
+    candidates = [(0, zeros), (3, lambda images: np.stack([lookup[i.tobytes()] for i in images])),
+                  (5, zeros), (RANDOM_INIT, zeros)]
     ranking = rank_candidates(iter(candidates), subset, digits.info, NeighbourScores())
-    assert [s.order for s in ranking] == [1, RANDOM_INIT, 0]
-    assert ranking[0].error == 0.0
+    assert [s.order for s in ranking] == [3, 0, 5, RANDOM_INIT]
+    assert ranking[0].error == 0.0 and ranking[1].error == ranking[2].error == ranking[3].error
+
+
+def test_probe_features_normalise_with_batch_statistics_and_leave_the_network_as_it_was(digits):
+    """The reference embeds with ``is_training=True``: batch norm on each batch's statistics, so
+    an image's features depend on its batch; the running statistics and modes are untouched."""
+    learner = IndepLearner("small_cnn", width=WIDTH)
+    predictor = learner._new_predictor(digits.info, RecordingContext())
+    model = predictor.model.eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    images = digits.train.images[:300]
+
+    def prepare(chunk):
+        return torch.as_tensor(chunk).permute(0, 3, 1, 2).float().div(127.5).sub(1)
+
+    feats = probe_features(predictor.feature_view, model, prepare, images, width=model.feature_dim)
+    assert feats.shape == (300, model.feature_dim)
+    assert not model.training and all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    reference = copy.deepcopy(model).train()  # the reference's forward: batch norm in training mode
+    with torch.no_grad():
+        first = reference.features(prepare(images[:128])).numpy()
+    np.testing.assert_allclose(feats[:128], first, rtol=1e-4, atol=1e-5)
+    alone = probe_features(predictor.feature_view, model, prepare, images[:10], width=model.feature_dim)
+    assert not np.allclose(alone, feats[:10], atol=1e-4)  # other batch mates, other statistics
+    last = probe_features(predictor.feature_view, model, prepare, images[:257], width=model.feature_dim)
+    assert last.shape == (257, model.feature_dim)  # a lone last image joins the batch before
+    assert probe_features(predictor.feature_view, model, prepare, images[:0], width=7).shape == (0, 7)

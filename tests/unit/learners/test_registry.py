@@ -8,15 +8,16 @@ import pytest
 
 from services.cli.pretrain_cmd import pt_learner_for
 from services.core.errors import LearnerError, UnknownNameError
-from workers.learners.finetune import FtDLearner, FtPrevLearner, MtLearner, PtFtLearner, PtLearner
+from workers.learners.finetune import FtDLearner, FtPrevLearner, MtLearner
 from workers.learners.indep import IndepLearner
-from workers.learners.models import LowResResNet34, SmallCNN
 from workers.learners.loading import builtin_names, load_learner
+from workers.learners.models import LowResResNet34, SmallCNN
+from workers.learners.pretrained import PtFtLearner, PtFtSelfLearner, PtLearner, PtSelfLearner
 
 from .conftest import RecordingContext, task_info
 
 TRANSFER_BASELINES = {"ft_prev": FtPrevLearner, "ft_d": FtDLearner, "mt": MtLearner, "pt": PtLearner,
-                      "pt_ft": PtFtLearner}
+                      "pt_ft": PtFtLearner, "pt_self": PtSelfLearner, "pt_ft_self": PtFtSelfLearner}
 
 PLUGIN = textwrap.dedent(
     """
@@ -54,8 +55,9 @@ def test_builtin_names_resolve_to_configured_indep_learners():
 @pytest.mark.parametrize("name", sorted(TRANSFER_BASELINES))
 def test_the_transfer_baselines_are_the_paper_s_resnet34_and_their_small_names_the_small_cnn(name):
     """``ft_prev`` ... ``pt_ft`` are the paper's baselines (the ResNet-34, on a GPU where there is
-    one); ``NAME_small`` is the same learner on the small CNN, for smoke runs and tests. Built
-    and inspected only: no step is trained."""
+    one), ``pt_self`` / ``pt_ft_self`` the self-pretrained PT on it; ``NAME_small`` is the same
+    learner on the small CNN, for smoke runs and tests. Built and inspected only: no step is
+    trained."""
     info = task_info(num_classes=3)
     for spec, model, network, gpus in ((name, "resnet34", LowResResNet34, 1.0),
                                        (f"{name}_small", "small_cnn", SmallCNN, 0.0)):
@@ -66,7 +68,8 @@ def test_the_transfer_baselines_are_the_paper_s_resnet34_and_their_small_names_t
         resources = learner.resources()
         assert (resources.gpus_per_worker, resources.gpu_optional) == (gpus, True), spec
         assert learner.resources() == IndepLearner(model).resources()  # asked for as indep's are
-    assert pt_learner_for(f"{name}_small") == "pt_small" and pt_learner_for(name) == "pt"
+    # `nevis pretrain` self-pretrains: its checkpoints are for the self-pretrained PT of the same network.
+    assert pt_learner_for(f"{name}_small") == "pt_self_small" and pt_learner_for(name) == "pt_self"
 
 
 def test_unknown_learner_name_suggests_the_closest_builtin():
