@@ -10,7 +10,7 @@ skipped, saying so, without it). ``--preset full`` times METRICS.md's defaults i
 What is compared, on the SAME features of the SAME checkpoints:
 - **fast** (``workers.probe``): the k folds fitted together as one batched problem by
   full-batch L-BFGS in coordinates whitened by each fold's closed-form feature covariance
-  (:mod:`workers.probe.linear`);
+  (:mod:`workers.probe.fits.linear`);
 - **reference**: the usual approach, one probe per fold retrained from scratch by
   mini-batch SGD (momentum 0.9, cosine learning rate, zero start) on the same objective
   (cross-entropy + l2/2·||W||² on per-fold standardised features).
@@ -47,8 +47,8 @@ import torch.nn.functional as F
 
 from workers.learners.indep import IndepLearner
 from workers.learners.protocol import LabelledData, TaskInfo
-from workers.probe.folds import fold_ids
-from workers.probe.probes import fit_probes
+from workers.probe.fits.folds import fold_ids
+from workers.probe.fits.probes import fit_probes
 from services.store.probes.settings import ProbeSettings
 from workers.sandbox.context import LocalTrialContext
 

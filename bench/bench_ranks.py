@@ -1,4 +1,4 @@
-"""Benchmark: workers.probe.probe_metrics.lidar / rankme against a plain numpy transcription.
+"""Benchmark: workers.probe.scores.probe_metrics.lidar / rankme against a plain numpy transcription.
 
 The plain versions below follow METRICS.md §3 line by line, with no shortcuts. For each
 case the script times both (interleaved, several repeats, the minimum counts: the machine
@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from workers.probe.probe_metrics import lidar, rankme
+from workers.probe.scores.probe_metrics import lidar, rankme
 
 TOLERANCE = 1e-9
 

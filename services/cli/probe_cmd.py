@@ -67,7 +67,7 @@ def learner_paths(configured: str, environ: Mapping[str, str]) -> tuple[str, ...
 def _worker_config(*, submission_id: int | None, lease_s: float, poll_s: float,
                    stop_when_idle: bool, threads: int, watch: dict | None = None,
                    job_ids: tuple[int, ...] | None = None) -> Any:
-    from workers.probe.pool import WorkerConfig  # noqa: PLC0415
+    from workers.probe.runtime.pool import WorkerConfig  # noqa: PLC0415
 
     settings = get_settings()
     paths = learner_paths(settings.learner_paths, os.environ)
@@ -103,8 +103,8 @@ def run(
 ) -> None:
     """Probe the checkpoints of a run's committed tasks and print the report."""
     from services.store.db import ensure_current, make_engine, session_factory, transaction  # noqa: PLC0415
-    from workers.probe.planner import queue_submission  # noqa: PLC0415
-    from workers.probe.pool import ProbeWorker, default_threads, run_pool  # noqa: PLC0415
+    from workers.probe.runtime.planner import queue_submission  # noqa: PLC0415
+    from workers.probe.runtime.pool import ProbeWorker, default_threads, run_pool  # noqa: PLC0415
 
     probe_settings = build_settings(preset, folds=folds, kinds=kinds, targets=targets,
                                     max_earlier=max_earlier, max_examples=max_examples,
@@ -161,7 +161,7 @@ def workers_command(
 ) -> None:
     """Run a pool of probe workers on the queue (Ctrl-C to stop; leases make it safe)."""
     from services.store.db import ensure_current  # noqa: PLC0415
-    from workers.probe.pool import default_threads, run_pool  # noqa: PLC0415
+    from workers.probe.runtime.pool import default_threads, run_pool  # noqa: PLC0415
 
     ensure_current(get_settings().database_url)
     preset = preset or get_settings().probe_preset

@@ -165,13 +165,15 @@ def show_results(run_id: int, *, as_json: bool):
     if as_json:
         typer.echo(json.dumps(summary.to_dict(), indent=2))
         return summary
-    table = Table("task", "year", "phase", "dataset", "status", "error", "split", "FLOPs", "CPU s", "retried FLOPs", "trials (failed)",
+    table = Table("task", "year", "phase", "dataset", "status", "error", "split", "FLOPs", "updates", "validation",
+                  "prediction", "CPU s", "retried FLOPs", "trials (failed)",
                   title=f"Run {summary.submission_id}: {summary.learner} on {summary.stream} {summary.stream_version} ({summary.phase})")
     for row in summary.tasks:
         table.add_row(
             str(row.order), str(row.year), row.phase, row.dataset, row.status,
             "" if row.error is None else f"{row.error:.4f}", row.split or "",
             f"{row.flops:.3e}" + (" floor" if row.flops_floored else ""),
+            *(_flops_text(v) for v in (row.flops_paper, row.flops_validation, row.flops_prediction)),
             cpu_text(row.cpu_seconds) if row.status == "committed" else "",
             f"{row.retried_flops:.3e}" if row.retried_flops else "",
             f"{row.trials} ({row.failed_trials})" if row.trials else "",
@@ -181,6 +183,7 @@ def show_results(run_id: int, *, as_json: bool):
     e_text = "n/a" if summary.mean_error is None else f"{summary.mean_error:.4f}"
     console.print(f"E ({summary.phase}, {scored}/{summary.headline_tasks} tasks) = {e_text}")
     console.print(f"cFLOP = {summary.cflop:.4e}  (FLOPs {', '.join(summary.flops_sources) or 'measured'}; retried work {summary.retried_flops:.3e})"
+                  f"  cFLOP (paper) = {_flops_text(summary.cflop_paper, digits=4) or 'not split'}"
                   f"  CPU s = {cpu_text(summary.cpu_seconds)}"
                   f" ({'not measured' if summary.cpu_seconds is None else 'harness-measured'})")
     if summary.flops_floored:
@@ -188,6 +191,11 @@ def show_results(run_id: int, *, as_json: bool):
                       "was below what its measured CPU time implies.")
     console.print(f"status: {summary.status}" + (f" ({summary.message})" if summary.message else ""))
     return summary
+
+
+def _flops_text(value: float | None, *, digits: int = 3) -> str:
+    """A FLOP figure as printed; a figure stored before FLOPs were split by purpose is blank."""
+    return "" if value is None else f"{value:.{digits}e}"
 
 
 def cpu_text(seconds: float | None) -> str:

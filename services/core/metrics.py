@@ -127,7 +127,7 @@ class MetricSpec:
     """How to read one scalar metric, headline or probe: which way is better and how the
     values of a phase's tasks combine into one figure per run. The one spec type every
     ranking view reads (the probe metrics register theirs in
-    :data:`workers.probe.probe_metrics.METRICS`).
+    :data:`workers.probe.scores.probe_metrics.METRICS`).
 
     Attributes:
         name: The registered name.

@@ -57,7 +57,7 @@ COLLECTED_PREFIXES: tuple[str, ...] = (
     "runs",  # checkpoints, predictors, states of each attempt (services/store/runs/run_keys.py)
     "pretrained",  # uploaded pretrained checkpoints (workers/trainer/stream_runner.py)
     "learners/bundles",  # uploaded learner bundles (services/coordinator/api/routes/learners.py)
-    FEATURES_PREFIX,  # a checkpoint job's features for its trial job (workers/probe/trial_fits.py)
+    FEATURES_PREFIX,  # a checkpoint job's features for its trial job (workers/probe/runtime/trial_fits.py)
 )
 # Longer than any write waits for its row, the attempts of running tasks aside (they are kept
 # by their status): the largest dataset's prepare, an upload, a run's start.

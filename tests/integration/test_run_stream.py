@@ -19,7 +19,7 @@ from services.core.errors import BudgetError, TaskFailedError, UnknownNameError
 from services.store.db.models import Checkpoint, Event, Submission, TaskResult, TaskRun, Trial
 from services.store.db import transaction
 from services.store.db.models_probe import ProbeJob
-from workers.probe.planner import enqueue_committed
+from workers.probe.runtime.planner import enqueue_committed
 from services.store.probes.settings import ProbeSettings
 from services.store.objects import open_store
 from services.core.budget import RunBudget

@@ -6,7 +6,7 @@
 - Nothing in ``services/``, ``workers/``, ``tests/`` or ``bench/`` reaches a private name of a
   project module: no ``from M import _name``, no ``module._name``, no ``"M._name"`` or
   ``"M:_name"`` string (dunders such as ``__version__`` are fine), and no private module
-  (``workers.probe._checks``) imported from outside its own package.
+  (``workers.probe.scores._checks``) imported from outside its own package.
 - A name taken from a module that defines ``__all__`` (``from M import name``, ``module.name``,
   ``"M.name"``, ``"M:name"``) is in that ``__all__``, or is a submodule of ``M``.
 """
@@ -204,7 +204,7 @@ USES = [use for path in _scanned_files() for use in _uses(path)]
 
 
 def _private_module_part(module: str) -> str | None:
-    """The private package or module in a dotted module name (``workers.probe._checks``)."""
+    """The private package or module in a dotted module name (``workers.probe.scores._checks``)."""
     parts = module.split(".")
     for i, part in enumerate(parts):
         if _is_private(part):

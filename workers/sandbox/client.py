@@ -253,7 +253,7 @@ class SandboxedLearner:
 
     The host meters each call as it meters a prediction job (its FLOP meter watches); the
     FLOPs a call cost go to ``ctx.charge_host_flops(counts)`` when the context given has that
-    method (the probe pool's :class:`~workers.probe.context.ProbeContext`, which keeps them
+    method (the probe pool's :class:`~workers.probe.runtime.context.ProbeContext`, which keeps them
     apart from the learner's cFLOP), and are dropped otherwise.
     """
 

@@ -38,6 +38,7 @@ class MeterFigures:
         self._forward = 0
         self._backward = 0
         self._untracked = 0
+        self._no_grad = 0  # forward FLOPs of calls made with gradients off: no training update
         self._measurements = 0
         self._fallbacks: list[str] = []
 
@@ -169,6 +170,8 @@ class CallCounter(Hook):
             entry = self.cache[key] = self._lookup_or_measure(key, module, args, kwargs, grad)
         meter = self.meter
         meter._forward += entry[0]
+        if not grad:
+            meter._no_grad += entry[0]
         if self.untracked:
             meter._untracked += entry[0]
         charge = entry[2]

@@ -57,6 +57,13 @@ Limits (each documented rather than guessed at):
   call stops untracked counting until the next :meth:`FlopMeter.watch`;
 - module calls in a process forked while watching (DataLoader workers) are not counted.
 Copies and pickles of a tracked module are not tracked (their hooks become inert).
+
+Purpose. NEVIS'22 counts the FLOPs of training updates only; the headline cFLOP (METRICS.md)
+counts every pass. :attr:`FlopMeter.updates` is the first: every backward, the forward calls
+made with gradients on, and what the learner reports (whose purpose the meter cannot see, so
+it is counted as training). Forward calls with gradients off (``torch.no_grad``,
+``inference_mode``: validation, transfer selection, prediction) are kept apart in
+:attr:`FlopMeter.no_grad`. The rule reads the autograd mode, which is machine-independent.
 """
 
 from __future__ import annotations
@@ -96,6 +103,12 @@ class FlopCounts:
     reported: int
     measurements: int
     untracked: int = 0
+    no_grad: int = 0  # the part of ``forward`` made with gradients off
+
+    @property
+    def updates(self) -> int:
+        """FLOPs of training updates, as NEVIS'22 counts them (see :class:`FlopMeter`)."""
+        return self.measured - self.no_grad + self.reported
 
     @property
     def measured(self) -> int:
@@ -220,6 +233,16 @@ class FlopMeter(MeterFigures):
         return self._reported
 
     @property
+    def no_grad(self) -> int:
+        """The part of :attr:`measured` from forward calls made with gradients off."""
+        return self._no_grad
+
+    @property
+    def updates(self) -> int:
+        """FLOPs of training updates (NEVIS'22's count): :attr:`total` less :attr:`no_grad`."""
+        return self.total - self._no_grad
+
+    @property
     def total(self) -> int:
         return self.measured + self._reported
 
@@ -245,14 +268,15 @@ class FlopMeter(MeterFigures):
         return tuple(self._untracked_calls.unmeasured)
 
     def snapshot(self) -> FlopCounts:
-        return FlopCounts(self._forward, self._backward, self._reported, self._measurements, self._untracked)
+        return FlopCounts(self._forward, self._backward, self._reported, self._measurements, self._untracked,
+                          self._no_grad)
 
     def reset(self) -> None:
         """Zero the FLOP figures; measured keys stay cached (their counts remain valid).
 
         A backward that runs after ``reset`` through a call made before it is charged after.
         """
-        self._forward = self._backward = self._reported = self._untracked = 0
+        self._forward = self._backward = self._reported = self._untracked = self._no_grad = 0
 
 
 __all__ = ["FlopCounts", "FlopMeter", "FlopSource", "ModuleT"]

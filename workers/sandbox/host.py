@@ -102,21 +102,24 @@ class Host:
         ctx.meter.watch()  # modules the learner does not pass to ctx.track are counted too
         try:
             output = self.learner.train(view, pickle.loads(state), dict(header["config"]), ctx)
+            updates = ctx.meter.updates  # training's updates, before the harness's dev pass
             scores = _numeric(self.learner.predict(output.predictor, dev.images, ctx), "predict()")
             predictor = _bytes(self.learner.save_predictor(output.predictor), "save_predictor()")
             new_state = pickle.dumps(output.state)
         except TrialStopped as stop:  # the search ended it at a rung: it keeps what it spent
-            return {"status": "stopped", "stopped_at": stop.step, **_flops(ctx), "curve": _curve(ctx),
+            return {"status": "stopped", "stopped_at": stop.step, **_flops(ctx, updates=ctx.meter.updates),
+                    "curve": _curve(ctx),
                     "wall_time_s": time.perf_counter() - started}, []
         except Exception as exc:  # noqa: BLE001 - a learner's failure is data, not a crash
             return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:4000],
-                    "traceback": traceback.format_exc()[-20000:], **_flops(ctx),
+                    "traceback": traceback.format_exc()[-20000:], **_flops(ctx, updates=ctx.meter.updates),
                     "curve": _curve(ctx)}, []
         finally:
             ctx.meter.untrack_all()  # ends the watch; modules kept in learner state must not count on later
-        return {"status": "ok", "wall_time_s": time.perf_counter() - started,
-                "peak_memory_bytes": _peak_memory(self.device), "curve": _curve(ctx),
-                "missed_checkpoints": list(ctx.missed_checkpoints), **_flops(ctx)}, [scores, predictor, new_state]
+        result = {"status": "ok", "wall_time_s": time.perf_counter() - started,
+                  "peak_memory_bytes": _peak_memory(self.device), "curve": _curve(ctx),
+                  "missed_checkpoints": list(ctx.missed_checkpoints), **_flops(ctx, updates=updates)}
+        return result, [scores, predictor, new_state]
 
     def _op_predict(self, header: dict, parts: list) -> tuple[dict, list]:
         info = info_from_json(header["info"])
@@ -241,10 +244,15 @@ def _bytes(value: Any, what: str) -> bytes:
     return bytes(value)
 
 
-def _flops(ctx: LocalTrialContext) -> dict[str, Any]:
+def _flops(ctx: LocalTrialContext, *, updates: int | None = None) -> dict[str, Any]:
+    """The meter's figures; a trial's also carry ``flops_updates``, what its training spent on
+    updates (NEVIS'22's count: :attr:`~workers.sandbox.flops.FlopMeter.updates`)."""
     meter = ctx.meter
-    return {"flops_measured": int(meter.measured), "flops_reported": int(meter.reported),
-            "flops_untracked": int(meter.untracked)}
+    fields = {"flops_measured": int(meter.measured), "flops_reported": int(meter.reported),
+              "flops_untracked": int(meter.untracked)}
+    if updates is not None:
+        fields["flops_updates"] = int(updates)
+    return fields
 
 
 def _curve(ctx: LocalTrialContext) -> list[list[Any]]:

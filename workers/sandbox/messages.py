@@ -211,9 +211,23 @@ def _untracked_within_measured(fields: dict[str, Any]) -> str | None:
     return None
 
 
+def _updates_within_total(fields: dict[str, Any]) -> str | None:
+    updates = fields.get("flops_updates")
+    if updates is not None and updates > fields["flops_measured"] + fields["flops_reported"]:
+        return "flops_updates cannot exceed flops_measured + flops_reported"
+    return None
+
+
 def _metered(name: str, fields: Mapping[str, Field] | None = None, parts: tuple[str, ...] = ()) -> Message:
     """A message that carries the FLOPs its call cost."""
     return Message(name, {**(fields or {}), **FLOP_FIELDS}, parts, (_untracked_within_measured,))
+
+
+def _trial_result(name: str, fields: Mapping[str, Field], parts: tuple[str, ...] = ()) -> Message:
+    """A trial's result: its FLOPs, and the part of them its training spent on updates
+    (``flops_updates``; absent from an older host, where all of them are counted as updates)."""
+    return Message(name, {**fields, **FLOP_FIELDS, "flops_updates": Field(COUNT, required=False, default=None)},
+                   parts, (_untracked_within_measured, _updates_within_total))
 
 
 CHECKPOINT_STEP = member(lambda lim: lim.checkpoint_at, "checkpoint steps")
@@ -232,15 +246,15 @@ REQUESTS: dict[str, Message] = {
 """What a host may ask or tell harness code while a trial runs, by ``op``."""
 
 TRIAL_RESULTS: dict[str, Message] = {
-    "ok": _metered("result of trial (ok)", {
+    "ok": _trial_result("result of trial (ok)", {
         "status": Field(one_of("ok")), "wall_time_s": Field(seconds),
         "peak_memory_bytes": Field(integer(0, MAX_MEMORY_BYTES)), "curve": Field(CURVE),
         "missed_checkpoints": Field(list_of(CHECKPOINT_STEP, lambda lim: len(lim.checkpoint_at))),
     }, ("a", "b", "b")),  # dev scores, predictor, new state
-    "stopped": _metered("result of trial (stopped)", {
+    "stopped": _trial_result("result of trial (stopped)", {
         "status": Field(one_of("stopped")), "stopped_at": Field(RUNG_STEP),
         "wall_time_s": Field(seconds), "curve": Field(CURVE)}),
-    "failed": _metered("result of trial (failed)", {
+    "failed": _trial_result("result of trial (failed)", {
         "status": Field(one_of("failed")), "error": Field(text(MESSAGE_CHARS)),
         "traceback": Field(text(TRACEBACK_CHARS), required=False, default=""),
         "curve": Field(CURVE, required=False, default=[])}),

@@ -100,13 +100,13 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     finally:
         ctx.meter.untrack_all()  # also ends the watch
     flops = flop_metrics(ctx)
-    totals = torch.tensor([flops["flops_measured"], flops["flops_reported"], flops["flops_untracked"]],
-                          dtype=torch.int64)
+    totals = torch.tensor([flops["flops_measured"], flops["flops_reported"], flops["flops_untracked"],
+                           flops["flops_updates"]], dtype=torch.int64)
     if dist.is_available() and dist.is_initialized():
         dist.all_reduce(totals)
     if rank == 0:
         metrics.update(flops, flops_measured=int(totals[0]), flops_reported=int(totals[1]),
-                       flops_untracked=int(totals[2]), num_workers=world)
+                       flops_untracked=int(totals[2]), flops_updates=int(totals[3]), num_workers=world)
         ray.get(spec.harness.post_result.remote(int(config["trial_index"]), metrics))
     ray.train.report({"rank": rank})
 
@@ -197,7 +197,7 @@ def _execute_trial(
 def flop_metrics(ctx: LocalTrialContext) -> dict[str, int | str]:
     meter = ctx.meter
     return {"flops_measured": meter.measured, "flops_reported": meter.reported,
-            "flops_untracked": meter.untracked, "flops_source": meter.source}
+            "flops_untracked": meter.untracked, "flops_updates": meter.updates, "flops_source": meter.source}
 
 
 def peak_memory_bytes(device: str) -> int:

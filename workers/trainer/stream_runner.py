@@ -239,6 +239,7 @@ class StreamRunner:
             state_key=best.state.key,
             cpu_seconds=sum_known([*(o.cpu_seconds for o in outcomes), evaluation.cpu_seconds]),
             flops_floored=any(o.floored for o in outcomes) or evaluation.floored,
+            flops_paper=float(sum(o.flops_paper for o in outcomes)), flops_prediction=float(evaluation.flops),
         )
         with transaction(self.sessions) as session:
             submission = session.get(Submission, plan.submission_id)

@@ -154,6 +154,7 @@ def _finish(config: Mapping[str, Any], spec: TrialSpec, result: dict[str, Any], 
     """The metrics of a trial from its checked final frame: the dev error scored, the predictor
     and state stored. Whatever fails there fails the trial, charged the most the host reported."""
     charged = _most(heard.spent, result)
+    charged["flops_updates"] = _updates(result, charged)
     base = {"trial_index": int(config[TRIAL_INDEX]), "seed": int(config[TRIAL_SEED]),
             "config": learner_config(config), "checkpoints": heard.checkpoints, "curve": result["curve"],
             **charged}
@@ -214,6 +215,18 @@ def _final_flops(header: Mapping[str, Any]) -> dict[str, Any]:
         return messages.flop_fields(header)
     except WireError:
         return no_flops()
+
+
+def _updates(result: Mapping[str, Any], charged: Mapping[str, Any]) -> int:
+    """The training-update part of what is charged: the final frame's ``flops_updates`` plus
+    whatever is charged beyond the final frame's own totals (interim reports it took back);
+    all of it when the host did not split its count."""
+    total = int(charged["flops_measured"]) + int(charged["flops_reported"])
+    updates = result.get("flops_updates")
+    if updates is None:
+        return total
+    final = int(result.get("flops_measured", 0)) + int(result.get("flops_reported", 0))
+    return min(total, int(updates) + max(total - final, 0))
 
 
 def _most(*reports: Mapping[str, Any]) -> dict[str, Any]:

@@ -213,6 +213,14 @@ class TaskOut(BaseModel):
     flops_floored: bool = Field(description=(
         "Some trial's (or the evaluation's) FLOP count was below what its measured CPU time "
         "implies; the harness charged a floor, so 'flops' is partly the floor."))
+    flops_paper: float | None = Field(default=None, description=(
+        "FLOPs of the trials' training updates, as the NEVIS'22 paper counts them (every backward "
+        "and the forward passes with gradients on); null: stored before FLOPs were split by purpose."))
+    flops_validation: float | None = Field(default=None, description=(
+        "FLOPs of validation, dev scoring and transfer selection (no gradients): in 'flops', not "
+        "in 'flops_paper'."))
+    flops_prediction: float | None = Field(default=None, description=(
+        "FLOPs of the evaluation's prediction: in 'flops', not in 'flops_paper'."))
 
 
 class SubmissionOut(SubmissionBrief):
@@ -234,6 +242,10 @@ class SubmissionOut(SubmissionBrief):
         "was measured."))
     floored_tasks: int = Field(description="Committed tasks charged the harness's CPU-time FLOP floor.")
     flops_floored: bool = Field(description="floored_tasks > 0: part of cFLOP is the harness's floor.")
+    cflop_paper: float | None = Field(default=None, description=(
+        "cFLOP as the NEVIS'22 paper counts it: the training updates of every trial of every "
+        "committed task (cFLOP also counts validation, selection and prediction); null: a "
+        "committed task was stored before FLOPs were split by purpose."))
 
 
 class EventOut(BaseModel):

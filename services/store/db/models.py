@@ -45,11 +45,17 @@ from services.store.db.base import (
     one_of,
     sha256_check,
 )
+from services.store.db.models_streams import (
+    PHASES,
+    SHARD_SPLITS,
+    TASK_KINDS,
+    Dataset,
+    Shard,
+    StreamTask,
+    StreamVersion,
+)
 from services.store.db.types import JSONDoc, UTCDateTime, utcnow
 
-PHASES: tuple[str, ...] = ("meta_train", "meta_test")
-TASK_KINDS: tuple[str, ...] = ("single", "multi")
-SHARD_SPLITS: tuple[str, ...] = ("train", "dev", "dev_test", "test")
 # "stopped": ended by its own FLOP or wall-time cap (budget.flop_cap, budget.wall_cap_s) after
 # the task that reached it, as asked; terminal like succeeded, and no failure.
 SUBMISSION_STATUSES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "stopped", "cancelled")
@@ -67,96 +73,6 @@ TRIAL_STATUSES: tuple[str, ...] = (
 FLOPS_SOURCES: tuple[str, ...] = ("measured", "reported", "floor")
 RESULT_SPLITS: tuple[str, ...] = ("test", "dev_test")
 RESULT_METRICS: tuple[str, ...] = ("accuracy", "map")
-
-# A named, versioned stream manifest, stored whole so a run can always be replayed.
-class StreamVersion(Base):
-    __tablename__ = "stream_versions"
-    __table_args__ = (UniqueConstraint("name", "version"), sha256_check("manifest_sha256"))
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(100))
-    version: Mapped[str] = mapped_column(String(50))
-    manifest_sha256: Mapped[str] = mapped_column(String(64))
-    manifest: Mapped[dict[str, Any]] = mapped_column(JSONDoc)
-    created_at: Mapped[datetime] = created_column()
-
-    tasks: Mapped[list[StreamTask]] = relationship(
-        back_populates="stream_version", order_by="StreamTask.order", passive_deletes=True
-    )
-
-
-# One task of a stream version, in causal order (1-based ``order``).
-class StreamTask(Base):
-    __tablename__ = "stream_tasks"
-    __table_args__ = (
-        UniqueConstraint("stream_version_id", "order"),
-        named_check('"order" >= 1', "order_positive"),
-        named_check(one_of("phase", PHASES), "phase"),
-        named_check(one_of("kind", TASK_KINDS), "kind"),
-        named_check("num_classes IS NULL OR num_classes >= 1", "num_classes_positive"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    stream_version_id: Mapped[int] = mapped_column(
-        ForeignKey("stream_versions.id", ondelete="CASCADE")
-    )
-    order: Mapped[int] = mapped_column("order", Integer)
-    year: Mapped[int] = mapped_column(Integer)
-    dataset: Mapped[str] = mapped_column(String(200))
-    phase: Mapped[str] = mapped_column(String(16))
-    kind: Mapped[str] = mapped_column(String(16))
-    num_classes: Mapped[int | None] = mapped_column(Integer)
-    domain: Mapped[str | None] = mapped_column(String(100))
-    split_rule: Mapped[dict[str, Any]] = mapped_column(JSONDoc)
-
-    stream_version: Mapped[StreamVersion] = relationship(back_populates="tasks")
-
-
-# A dataset turned into shards at one image size; the index object lists every shard.
-class Dataset(Base):
-    __tablename__ = "datasets"
-    __table_args__ = (
-        UniqueConstraint("key", "image_size"),
-        named_check("image_size >= 1", "image_size_positive"),
-        named_check(one_of("kind", TASK_KINDS), "kind"),
-        named_check("num_classes >= 1", "num_classes_positive"),
-        sha256_check("index_sha256"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    key: Mapped[str] = mapped_column(String(200))
-    image_size: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(16))
-    num_classes: Mapped[int] = mapped_column(Integer)
-    index_key: Mapped[str] = mapped_column(String(KEY_LENGTH))
-    index_sha256: Mapped[str] = mapped_column(String(64))
-    split_counts: Mapped[dict[str, Any]] = mapped_column(JSONDoc)
-    created_at: Mapped[datetime] = created_column()
-
-    shards: Mapped[list[Shard]] = relationship(back_populates="dataset", passive_deletes=True)
-
-
-# One checksummed shard object of one split of a dataset.
-class Shard(Base):
-    __tablename__ = "shards"
-    __table_args__ = (
-        UniqueConstraint("dataset_id", "split", "part"),
-        named_check(one_of("split", SHARD_SPLITS), "split"),
-        *non_negative("part", "num_examples", "size_bytes"),
-        sha256_check("sha256"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"))
-    split: Mapped[str] = mapped_column(String(16))
-    part: Mapped[int] = mapped_column(Integer)
-    object_key: Mapped[str] = mapped_column(String(KEY_LENGTH))
-    num_examples: Mapped[int] = mapped_column(Integer)
-    size_bytes: Mapped[int] = mapped_column(BigInteger)
-    sha256: Mapped[str] = mapped_column(String(64))
-
-    dataset: Mapped[Dataset] = relationship(back_populates="shards")
-
 
 # A learner: an image with an entrypoint, an uploaded bundle, or an installed entry point.
 class Learner(Base):
@@ -279,7 +195,8 @@ class Trial(Base):
         named_check(
             "dev_error IS NULL OR (dev_error >= 0 AND dev_error <= 1)", "dev_error_range"
         ),
-        *non_negative("trial_index", "flops", "wall_time_s", "peak_memory_bytes", "cpu_seconds", "flops_floor"),
+        *non_negative("trial_index", "flops", "wall_time_s", "peak_memory_bytes", "cpu_seconds", "flops_floor",
+                      "flops_paper"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -299,6 +216,7 @@ class Trial(Base):
     # (NULL: not measured, e.g. trials stored before revision 0013).
     cpu_seconds: Mapped[float | None] = mapped_column(Double)
     flops_floor: Mapped[float | None] = mapped_column(Double)
+    flops_paper: Mapped[float | None] = mapped_column(Double)  # its training updates (NEVIS'22's count)
     error_text: Mapped[str | None] = mapped_column(Text)
     traceback: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = created_column()
@@ -350,7 +268,7 @@ class TaskResult(Base):
         named_check("error >= 0 AND error <= 1", "error_range"),
         named_check(one_of("split", RESULT_SPLITS), "split"),
         named_check(one_of("metric", RESULT_METRICS), "metric"),
-        *non_negative("flops", "cpu_seconds"),
+        *non_negative("flops", "cpu_seconds", "flops_paper", "flops_prediction"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -364,6 +282,8 @@ class TaskResult(Base):
     flops: Mapped[float] = mapped_column(Double)
     cpu_seconds: Mapped[float | None] = mapped_column(Double)  # learner hosts' CPU time, harness-measured
     flops_floored: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    flops_paper: Mapped[float | None] = mapped_column(Double)  # the trials' training updates (NEVIS'22's count)
+    flops_prediction: Mapped[float | None] = mapped_column(Double)  # the evaluation's share of flops
     committed_at: Mapped[datetime] = created_column()
 
     submission: Mapped[Submission] = relationship()

@@ -56,7 +56,7 @@ class LeaseLostError(NevisError):
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A job to queue (see :mod:`workers.probe.planner`)."""
+    """A job to queue (see :mod:`workers.probe.runtime.planner`)."""
 
     job_key: str
     kind: str

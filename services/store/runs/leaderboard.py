@@ -1,7 +1,8 @@
 """The leaderboard's read model: submissions of one stream version ranked by E, in SQL.
 
 One query per page: E (mean error over the phase's committed headline tasks), cFLOP (FLOPs
-of every committed task), the harness-measured CPU seconds beside it, whether any of cFLOP is
+of every committed task) and cFLOP (paper) (their trials' training updates, as NEVIS'22 counts;
+NULL when a task was stored before FLOPs were split by purpose), the harness-measured CPU seconds beside it, whether any of cFLOP is
 the harness's CPU-time floor, and progress are aggregated by the database and paginated there,
 so a page reads only the rows it shows. The Pareto front (METRICS.md §1) needs every
 finished submission's two numbers, read by :func:`front_points` (two floats a row).
@@ -30,8 +31,8 @@ from services.store.db.models import Learner, StreamTask, StreamVersion, Submiss
 from services.store.db.models_coordinator import ScheduledSubmission, User
 from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
 
-SortKey = Literal["rank", "E", "cflop", "date", "learner", "tasks"]
-SORT_KEYS: tuple[str, ...] = ("rank", "E", "cflop", "date", "learner", "tasks")
+SortKey = Literal["rank", "E", "cflop", "cflop_paper", "date", "learner", "tasks"]
+SORT_KEYS: tuple[str, ...] = ("rank", "E", "cflop", "cflop_paper", "date", "learner", "tasks")
 RANKED_PHASE = "meta_test"
 """The one phase leaderboards and fronts rank."""
 
@@ -65,6 +66,7 @@ class LeaderboardRow:
     visibility: str = "public"  # "private": shown only to its owner and admins
     cpu_seconds: float | None = None  # committed tasks' harness-measured CPU time; None: none measured
     flops_floored: bool = False  # a committed task was charged the harness's CPU-time floor
+    cflop_paper: float | None = None  # NEVIS'22's count; None: a committed task was not split
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,7 +112,7 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
     """One page of the meta-test leaderboard of ``stream``/``version``, as ``viewer`` sees it."""
     base = _ranked(stream=stream, version=version, learner_prefix=learner_prefix,
                    since=since, baselines=baselines, viewer=viewer).subquery()
-    column = {"rank": base.c.rank, "E": base.c.mean_error, "cflop": base.c.cflop,
+    column = {"rank": base.c.rank, "E": base.c.mean_error, "cflop": base.c.cflop, "cflop_paper": base.c.cflop_paper,
               "date": base.c.created_at, "learner": base.c.learner, "tasks": base.c.tasks_done}[sort]
     keys = [column.is_(None), column.desc() if descending else column]  # unranked rows last
     if sort == "rank":
@@ -130,7 +132,8 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
             runs_of_learner=spread.get(r.learner, (1, None))[0],
             learner_e_std=spread.get(r.learner, (1, None))[1], visibility=r.visibility,
             cpu_seconds=None if r.cpu_seconds is None else float(r.cpu_seconds),
-            flops_floored=bool(r.flops_floored)) for r in rows))
+            flops_floored=bool(r.flops_floored),
+            cflop_paper=None if r.cflop_paper is None else float(r.cflop_paper)) for r in rows))
 
 
 def _spread_by_learner(session: Session, base: Any, learners: set[str]) -> dict[str, tuple[int, float | None]]:
@@ -168,6 +171,8 @@ def _ranked(*, stream: str, version: str, learner_prefix: str | None,
     scored = (
         select(TaskResult.submission_id.label("submission_id"),
                func.sum(TaskResult.flops).label("cflop"),
+               case((func.count(TaskResult.flops_paper) == func.count(TaskResult.id), func.sum(TaskResult.flops_paper)),
+                    else_=None).label("cflop_paper"),  # COUNT(column) skips NULLs: every task split, or NULL
                func.sum(TaskResult.cpu_seconds).label("cpu_seconds"),  # SUM skips NULLs; all NULL: NULL
                func.max(case((TaskResult.flops_floored, 1), else_=0)).label("floored"),  # no bool max on PostgreSQL
                func.count(TaskResult.id).label("tasks_done"),
@@ -188,7 +193,7 @@ def _ranked(*, stream: str, version: str, learner_prefix: str | None,
             Submission.id.label("submission_id"), Learner.name.label("learner"),
             User.name.label("owner"), baseline.label("baseline"), Submission.phase.label("phase"),
             Submission.status.label("status"), scored.c.mean_error, func.coalesce(scored.c.cflop, 0.0).label("cflop"),
-            scored.c.cpu_seconds, func.coalesce(scored.c.floored, 0).label("flops_floored"),
+            scored.c.cpu_seconds, func.coalesce(scored.c.floored, 0).label("flops_floored"), scored.c.cflop_paper,
             func.coalesce(scored.c.tasks_done, 0).label("tasks_done"),
             func.coalesce(scored.c.headline_done, 0).label("headline_done"),
             func.coalesce(planned.c.headline_tasks, 0).label("headline_tasks"),

@@ -85,6 +85,7 @@ class TrialOutcome(FloorCharged):
     num_workers: int = 1
     cpu_seconds: float | None = None  # the learner host's CPU time, measured by the harness
     flops_floor: int = 0  # the least that CPU time is charged (workers.sandbox.calibration)
+    flops_updates: int | None = None  # the part of the count spent on training updates; None: all of it
 
     @property
     def ok(self) -> bool:
@@ -94,6 +95,15 @@ class TrialOutcome(FloorCharged):
     def counted_flops(self) -> int:
         """What the learner's process counted and reported: its own word."""
         return self.flops_measured + self.flops_reported
+
+    @property
+    def flops_paper(self) -> int:
+        """FLOPs as NEVIS'22 counts them: the training updates of the trial (no validation,
+        dev scoring or selection passes). A floored trial's own split is not believed: the
+        floor is its paper count too. A host that did not split its count: all of it."""
+        if self.floored or self.flops_updates is None:
+            return self.flops
+        return min(self.flops_updates, self.counted_flops)
 
     @property
     def flops_source(self) -> FlopsSource:
@@ -126,6 +136,7 @@ class TrialOutcome(FloorCharged):
             num_workers=int(metrics.get("num_workers") or 1),
             cpu_seconds=_float_or_none(metrics.get("cpu_seconds")),
             flops_floor=int(metrics.get("flops_floor") or 0),
+            flops_updates=_int_or_none(metrics.get("flops_updates")),
         )
 
 
@@ -144,6 +155,8 @@ class TaskOutcome:
     state_key: str  # the learner state carried to the next task
     cpu_seconds: float | None = None  # learner hosts' CPU time (trials and evaluation), harness-measured
     flops_floored: bool = False  # a trial or the evaluation was charged the CPU-time floor
+    flops_paper: float | None = None  # NEVIS'22's count: the training updates of every trial
+    flops_prediction: float | None = None  # the evaluation's prediction (in ``flops``, not in the paper's)
 
 
 def best_trial(outcomes: Sequence[TrialOutcome]) -> TrialOutcome | None:

@@ -127,6 +127,7 @@ def record_trial(session: Session, *, task_run_id: int, outcome: TrialOutcome) -
         peak_memory_bytes=outcome.peak_memory_bytes, error_text=outcome.error,
         traceback=outcome.traceback, finished_at=utcnow(),
         cpu_seconds=outcome.cpu_seconds, flops_floor=float(outcome.flops_floor) if outcome.cpu_seconds is not None else None,
+        flops_paper=float(outcome.flops_paper),
     )
     session.add(trial)
     session.flush()
@@ -162,7 +163,8 @@ def commit_task(
         submission_id=submission.id, stream_task_id=run.stream_task_id, task_run_id=run.id,
         best_trial_id=best_trial.id, error=outcome.error, split=outcome.split,
         metric=outcome.metric, flops=outcome.flops, cpu_seconds=outcome.cpu_seconds,
-        flops_floored=outcome.flops_floored,
+        flops_floored=outcome.flops_floored, flops_paper=outcome.flops_paper,
+        flops_prediction=outcome.flops_prediction,
     )
     session.add(result)
     run.status, run.finished_at = "succeeded", utcnow()

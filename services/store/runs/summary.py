@@ -38,6 +38,15 @@ class TaskRow:
     wall_time_s: float | None
     cpu_seconds: float | None = None  # learner hosts' CPU time, harness-measured; None: not measured
     flops_floored: bool = False  # the harness charged its CPU-time floor: the learner's count was too low
+    flops_paper: float | None = None  # training updates of its trials, as NEVIS'22 counts; None: not split
+    flops_prediction: float | None = None  # the evaluation's prediction; None: not split
+
+    @property
+    def flops_validation(self) -> float | None:
+        """The rest of ``flops``: validation, dev scoring and transfer selection."""
+        if self.flops_paper is None or self.flops_prediction is None:
+            return None
+        return max(self.flops - self.flops_paper - self.flops_prediction, 0.0)
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class RunSummary:
     flops_sources: tuple[str, ...]
     cpu_seconds: float | None = None  # committed tasks' harness-measured CPU time; None: none measured
     floored_tasks: int = 0  # committed tasks charged the harness's CPU-time floor
+    cflop_paper: float | None = None  # NEVIS'22's count (training updates); None: a task was not split
 
     @property
     def flops_floored(self) -> bool:
@@ -66,7 +76,8 @@ class RunSummary:
         return self.floored_tasks > 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "flops_floored": self.flops_floored}
+        tasks = [{**asdict(row), "flops_validation": row.flops_validation} for row in self.tasks]
+        return {**asdict(self), "tasks": tasks, "flops_floored": self.flops_floored}
 
 
 def load_summary(session: Session, *, submission_id: int) -> RunSummary:
@@ -107,6 +118,8 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
             wall_time_s=final.wall_time_s if final else None,
             cpu_seconds=result.cpu_seconds if result else None,
             flops_floored=bool(result.flops_floored) if result else False,
+            flops_paper=result.flops_paper if result else None,
+            flops_prediction=result.flops_prediction if result else None,
         ))
     headline = [r for r in rows if r.phase == headline_phase]
     scored = [r.error for r in headline if r.error is not None]
@@ -118,7 +131,18 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         headline_tasks=len(headline), cflop=cflop(r.flops for r in rows),
         retried_flops=float(sum(r.retried_flops for r in rows)), flops_sources=tuple(sorted(sources)),
         cpu_seconds=known_sum(r.cpu_seconds for r in rows), floored_tasks=sum(r.flops_floored for r in rows),
+        cflop_paper=paper_cflop(rows),
     )
+
+
+def paper_cflop(rows: Iterable[TaskRow]) -> float | None:
+    """cFLOP as NEVIS'22 counts it (training updates of every trial of every committed task);
+    None when a committed task was stored before FLOPs were split by purpose (a partial sum
+    would read as a smaller count)."""
+    committed = [r for r in rows if r.status == "committed"]
+    if any(r.flops_paper is None for r in committed):
+        return None
+    return cflop(r.flops_paper or 0.0 for r in committed)
 
 
 def known_sum(values: Iterable[float | None]) -> float | None:
@@ -127,4 +151,4 @@ def known_sum(values: Iterable[float | None]) -> float | None:
     return float(sum(known)) if known else None
 
 
-__all__ = ["RunSummary", "TaskRow", "known_sum", "load_summary"]
+__all__ = ["RunSummary", "TaskRow", "known_sum", "load_summary", "paper_cflop"]

@@ -444,3 +444,48 @@ class UntrackedIndep(IndepLearner):
 
 def untracked_indep() -> UntrackedIndep:
     return UntrackedIndep()
+
+
+class HandCountedLinear(NearestMeanLearner):
+    """A bias-free linear layer whose every FLOP can be counted by hand
+    (tests/integration/test_flops_by_purpose.py): each step a forward with gradients on and a
+    backward to the weight only (2·B·D·K each), one validation pass over dev with gradients
+    off inside ``train`` (2·N_dev·D·K), and ``predict`` with gradients off (2·N·D·K)."""
+
+    name = "hand-counted-linear"
+    batch = 8
+
+    def search_space(self):
+        return {}
+
+    def train(self, view, state, config, ctx):
+        import torch  # noqa: PLC0415
+
+        data = view.train()
+        x = torch.as_tensor(_flat(data.images))
+        y = torch.as_tensor(np.asarray(data.labels).reshape(len(data.labels), -1)[:, 0], dtype=torch.long)
+        layer = ctx.track(torch.nn.Linear(x.shape[1], view.info.num_classes, bias=False))
+        optimiser = torch.optim.SGD(layer.parameters(), lr=0.1)
+        generator = torch.Generator().manual_seed(ctx.seed)
+        for step in range(ctx.steps):
+            index = torch.randint(0, len(x), (self.batch,), generator=generator)
+            loss = torch.nn.functional.cross_entropy(layer(x[index]), y[index])
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            ctx.progress(step + 1, None, loss=float(loss))
+        with torch.no_grad():  # the learner's own validation: not a training update
+            layer(torch.as_tensor(_flat(view.dev().images)))
+        return TrainOutput(predictor=layer.weight.detach().numpy().copy(), state=state)
+
+    def predict(self, predictor, images, ctx):
+        import torch  # noqa: PLC0415
+
+        layer = ctx.track(torch.nn.Linear(predictor.shape[1], predictor.shape[0], bias=False))
+        with torch.no_grad():
+            layer.weight.copy_(torch.as_tensor(predictor))
+            return layer(torch.as_tensor(_flat(images))).numpy()
+
+
+def hand_counted_linear() -> HandCountedLinear:
+    return HandCountedLinear()

@@ -27,7 +27,7 @@ from services.store.db.models import (
     TaskRun,
     Trial,
 )
-from workers.probe.planner import enqueue_submission
+from workers.probe.runtime.planner import enqueue_submission
 from services.store.probes.settings import ProbeSettings
 
 LEARNERS = Path(__file__).parent / "learners"

@@ -27,14 +27,14 @@ from services.store.runs.leaderboard import leaderboard
 from services.store.runs.summary import load_summary
 from tests.integration.conftest import tiny_manifest
 from services.store.probes import queue
-from workers.probe.context import ProbeContext
-from workers.probe.data import TaskCache
-from workers.probe.jobs import target_orders, write_checkpoint_measures
-from workers.probe.measure import CheckpointMeasures, measure_checkpoint
-from workers.probe.planner import enqueue_submission
+from workers.probe.runtime.context import ProbeContext
+from workers.probe.runtime.data import TaskCache
+from workers.probe.runtime.jobs import target_orders, write_checkpoint_measures
+from workers.probe.runtime.measure import CheckpointMeasures, measure_checkpoint
+from workers.probe.runtime.planner import enqueue_submission
 from services.store.probes.settings import ProbeSettings
 from services.store.probes.report import load_probe_report
-from workers.probe.trial_fits import features_key, fit_trial, load_features
+from workers.probe.runtime.trial_fits import features_key, fit_trial, load_features
 from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from services.store.db.models_probe import ProbeJob
-from workers.probe.pool import WorkerConfig, run_pool
+from workers.probe.runtime.pool import WorkerConfig, run_pool
 from services.store.probes.settings import ProbeSettings
 
 

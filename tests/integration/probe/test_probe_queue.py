@@ -19,10 +19,10 @@ from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models_probe import ProbeCheckpointResult, ProbeFitRow, ProbeJob
 from services.store.db.types import utcnow
 from services.store.probes import queue
-from workers.probe.fit_common import FoldScores
-from workers.probe.jobs import write_checkpoint_measures
-from workers.probe.measure import CheckpointMeasures, TargetFit
-from workers.probe.planner import enqueue_submission
+from workers.probe.fits.fit_common import FoldScores
+from workers.probe.runtime.jobs import write_checkpoint_measures
+from workers.probe.runtime.measure import CheckpointMeasures, TargetFit
+from workers.probe.runtime.planner import enqueue_submission
 
 
 def _claim(sessions, owner, **kwargs):
@@ -217,7 +217,7 @@ def test_a_worker_killed_mid_job_loses_nothing(database_url, sessions, seeded) -
 
 
 def test_the_heartbeat_thread_keeps_a_long_job_leased(database_url, sessions, seeded, tmp_path) -> None:
-    from workers.probe.pool import ProbeWorker, WorkerConfig, LeaseHeartbeat  # noqa: PLC0415
+    from workers.probe.runtime.pool import ProbeWorker, WorkerConfig, LeaseHeartbeat  # noqa: PLC0415
 
     worker = ProbeWorker(WorkerConfig(database_url=database_url,
                                       store_url=(tmp_path / "store").as_uri(), lease_s=0.3))
@@ -232,7 +232,7 @@ def test_the_heartbeat_thread_keeps_a_long_job_leased(database_url, sessions, se
 
 
 def test_watch_mode_queues_each_committed_task_once(sessions, seed) -> None:
-    from workers.probe.planner import enqueue_committed  # noqa: PLC0415
+    from workers.probe.runtime.planner import enqueue_committed  # noqa: PLC0415
     from services.store.probes.settings import ProbeSettings  # noqa: PLC0415
 
     seed(tasks=2, trials=1, checkpoints=2)

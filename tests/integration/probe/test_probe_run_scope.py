@@ -18,7 +18,7 @@ from services.store.db.models_probe import ProbeJob
 from services.store.probes import queue
 from services.store.probes.queue import JobSpec
 from services.store.probes.settings import ProbeSettings
-from workers.probe.planner import enqueue_submission, queue_submission, summary_key
+from workers.probe.runtime.planner import enqueue_submission, queue_submission, summary_key
 
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from workers.probe import correlation
-from workers.probe.probe_metrics import kendall_tau_b, spearman
+from workers.probe.scores import correlation
+from workers.probe.scores.probe_metrics import kendall_tau_b, spearman
 
 
 def test_spearman_and_kendall_without_ties_by_hand():

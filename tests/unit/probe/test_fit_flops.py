@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from torch.utils.flop_counter import FlopCounterMode
 
-from workers.probe.fit_flops import counted, counting, repeated
-from workers.probe.probes import fit_probes_batched
+from workers.probe.fits.fit_flops import counted, counting, repeated
+from workers.probe.fits.probes import fit_probes_batched
 from services.store.probes.settings import ProbeSettings
 
 

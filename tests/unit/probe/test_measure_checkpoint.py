@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workers.probe.data import TaskSamples
+from workers.probe.runtime.data import TaskSamples
 from services.core.errors import ProbeInputError
-from workers.probe.jobs import target_orders
-from workers.probe.measure import measure_checkpoint
+from workers.probe.runtime.jobs import target_orders
+from workers.probe.runtime.measure import measure_checkpoint
 from services.store.probes.settings import ProbeSettings
 
 

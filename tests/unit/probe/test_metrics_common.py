@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from services.core.errors import NevisError, UnknownNameError
-from workers.probe import probe_metrics as metrics
+from workers.probe.scores import probe_metrics as metrics
 
 CURVE_METRICS = ["msm3", "csm3", "msm3max", "mofm", "cofm", "mofm_max"]
 # A representative valid input per registered metric, so properties can be checked over all.
@@ -83,7 +83,7 @@ def test_registry_entries_are_frozen():
 
 @pytest.mark.parametrize("module", ["mismatch", "mismatch_cv", "ranks", "correlation", "probe_metrics"])
 def test_docstring_examples_run(module):
-    mod = importlib.import_module(f"workers.probe.{module}")
+    mod = importlib.import_module(f"workers.probe.scores.{module}")
     result = doctest.testmod(mod, extraglobs={"np": np}, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert result.attempted > 0

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from workers.probe.probe_metrics import (
+from workers.probe.scores.probe_metrics import (
     MetricInputError,
     cofm,
     convergence_epoch,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from workers.probe.pretext import loss_at_checkpoints
+from workers.probe.runtime.pretext import loss_at_checkpoints
 
 
 def test_each_checkpoint_averages_the_losses_since_the_previous_one() -> None:

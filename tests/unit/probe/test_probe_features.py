@@ -12,7 +12,7 @@ import pytest
 from services.core.errors import LearnerError, ProbeInputError
 from services.store.objects import LocalObjectStore
 from workers.learners.augment import AugmentConfig
-from workers.probe.features import augmented_features, extract, load_checkpoint_bytes
+from workers.probe.runtime.features import augmented_features, extract, load_checkpoint_bytes
 from workers.sandbox.views import augment_views
 
 
@@ -86,7 +86,7 @@ def test_malformed_features_are_refused(broken, message) -> None:
 
 
 def test_features_are_extracted_in_chunks_as_float32(monkeypatch) -> None:
-    monkeypatch.setattr("workers.probe.features.EXTRACT_CHUNK", 3)
+    monkeypatch.setattr("workers.probe.runtime.features.EXTRACT_CHUNK", 3)
     out = extract(FlatLearner(), None, _images(7), None)
     assert out.shape == (7, 192) and out.dtype == np.float32
     np.testing.assert_array_equal(out, _images(7).reshape(7, -1))

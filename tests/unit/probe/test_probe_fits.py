@@ -10,11 +10,11 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
-from workers.probe.fit_common import first_layer, prepare
-from workers.probe.folds import FoldError, fold_ids, subsample, train_masks
-from workers.probe.linear import fit_linear
-from workers.probe.mlp import fit_mlp
-from workers.probe.probes import fit_probes, get_probe
+from workers.probe.fits.fit_common import first_layer, prepare
+from workers.probe.fits.folds import FoldError, fold_ids, subsample, train_masks
+from workers.probe.fits.linear import fit_linear
+from workers.probe.fits.mlp import fit_mlp
+from workers.probe.fits.probes import fit_probes, get_probe
 from services.store.probes.settings import ProbeSettings
 
 

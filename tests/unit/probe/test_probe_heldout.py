@@ -1,7 +1,7 @@
 """Probes look only at held-out data: no probe example is in the backbone's training split.
 
 A real stream (procedurally generated shapes tasks) is prepared into a file store and read
-back the way a probe worker reads it (:class:`~workers.probe.data.TaskCache`). Every probe
+back the way a probe worker reads it (:class:`~workers.probe.runtime.data.TaskCache`). Every probe
 example must be a dev or dev_test row, equal to the row it names, and equal to no image of
 the train split (which the backbone trained on) nor of the test split.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from services.store.objects import open_store
-from workers.probe.data import PROBE_SPLITS, TaskCache
+from workers.probe.runtime.data import PROBE_SPLITS, TaskCache
 from workers.stream.manifest import parse_manifest
 from workers.stream.prepare import prepare_stream
 from workers.stream.task_data import load_task_data

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.probe.proxies import ProxyPoint, proxy_correlations
+from workers.probe.scores.proxies import ProxyPoint, proxy_correlations
 
 
 def _by_key(points):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from workers.probe import ranks
-from workers.probe.probe_metrics import lidar, lidar_eigenvalues, rankme
+from workers.probe.scores import ranks
+from workers.probe.scores.probe_metrics import lidar, lidar_eigenvalues, rankme
 
 
 def entropy_rank(values, eps):

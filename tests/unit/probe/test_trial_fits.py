@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from services.store.objects import open_store
-from workers.probe.measure import TargetFeatures
-from workers.probe.probes import fit_probes, fit_probes_batched
+from workers.probe.runtime.measure import TargetFeatures
+from workers.probe.fits.probes import fit_probes, fit_probes_batched
 from services.store.probes.settings import ProbeSettings
-from workers.probe.trial_fits import features_key, fit_trial, load_features, save_features
+from workers.probe.runtime.trial_fits import features_key, fit_trial, load_features, save_features
 
 SETTINGS = ProbeSettings(folds=3, mlp_hidden=16, mlp_steps=40, linear_max_iter=60)
 

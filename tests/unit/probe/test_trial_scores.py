@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from services.store.probes.settings import ProbeSettings
-from workers.probe.trial_scores import trial_mismatch
+from workers.probe.scores.trial_scores import trial_mismatch
 
 
 def test_scores_of_a_small_trial_by_hand() -> None:

@@ -216,7 +216,19 @@ def test_grad_free_modes_count_forward_only(meter: FlopMeter) -> None:
         layer(torch.randn(2, 5))
     with torch.no_grad():
         layer(torch.randn(2, 5))
-    assert meter.snapshot() == FlopCounts(2 * (2 * 2 * 5 * 3), 0, 0, 1)
+    assert meter.snapshot() == FlopCounts(2 * (2 * 2 * 5 * 3), 0, 0, 1, no_grad=2 * (2 * 2 * 5 * 3))
+    assert meter.updates == meter.snapshot().updates == 0  # no training update: not in NEVIS'22's count
+
+
+def test_updates_are_the_passes_with_gradients_and_what_the_learner_reports(meter: FlopMeter) -> None:
+    """NEVIS'22 counts training updates: every backward and the forwards made with gradients
+    on; a validation forward under no_grad is in the total but not in the updates."""
+    layer = meter.track(nn.Linear(5, 3, bias=False))
+    layer(torch.randn(4, 5)).sum().backward()  # forward 2*4*5*3, weight gradient the same
+    with torch.no_grad():
+        layer(torch.randn(10, 5))  # validation: 2*10*5*3
+    meter.report_flops(7)
+    assert (meter.measured, meter.no_grad, meter.updates) == (2 * 120 + 300, 300, 2 * 120 + 7)
 
 
 def test_nested_tracked_modules_are_counted_once(meter: FlopMeter) -> None:

@@ -125,7 +125,7 @@ def test_the_probe_pools_calls_are_metered_like_a_prediction_job(tmp_path) -> No
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from workers.probe.context import AnalysisFlops, ProbeContext
+    from workers.probe.runtime.context import AnalysisFlops, ProbeContext
 
     (tmp_path / "nevis_net.py").write_text(TORCH_LEARNER_SOURCE)
     with FlopCounterMode(display=False) as mode:

@@ -116,7 +116,7 @@ CACHE_HEADERS = {"ETag": {"description": "A hash of the body.", "schema": {"type
 async def read_leaderboard(
     request: Request, settings: SettingsDep, viewer: Reader, stream: Stream = None,
     version: Version = None, phase: Phase = "meta_test",
-    sort: Annotated[Literal["rank", "E", "cflop", "date", "learner", "tasks"], Query()] = "rank",
+    sort: Annotated[Literal["rank", "E", "cflop", "cflop_paper", "date", "learner", "tasks"], Query()] = "rank",
     descending: bool = False, limit: Limit = 50, offset: Offset = 0, learner: LearnerFilter = None,
     since: Since = None, baselines: Annotated[bool | None, Query(description="Only baselines (true) or none (false).")] = None,
     if_none_match: Annotated[str | None, Header(max_length=IF_NONE_MATCH_MAX)] = None,

@@ -18,9 +18,9 @@ from types import MappingProxyType
 
 from services.core.errors import UnknownNameError, unknown_name_message
 from services.core.metrics import MetricSpec
-from workers.probe._checks import MetricInputError
-from workers.probe.correlation import kendall_tau_b, spearman
-from workers.probe.mismatch import (
+from workers.probe.scores._checks import MetricInputError
+from workers.probe.scores.correlation import kendall_tau_b, spearman
+from workers.probe.scores.mismatch import (
     cofm,
     csm3,
     m3,
@@ -34,13 +34,13 @@ from workers.probe.mismatch import (
     ofm_normalize,
     sm3,
 )
-from workers.probe.mismatch_cv import (
+from workers.probe.scores.mismatch_cv import (
     convergence_epoch,
     interpolate_integer_epochs,
     mm3_cv,
     soft_mismatch_cv,
 )
-from workers.probe.ranks import lidar, lidar_eigenvalues, rankme
+from workers.probe.scores.ranks import lidar, lidar_eigenvalues, rankme
 
 def _specs(*specs: MetricSpec) -> Mapping[str, MetricSpec]:
     return MappingProxyType({spec.name: spec for spec in specs})

@@ -21,7 +21,7 @@ import numpy as np
 
 from services.store.db.models import StreamVersion
 from services.store.objects import ObjectStore
-from workers.probe.folds import subsample
+from workers.probe.fits.folds import subsample
 from workers.stream.manifest import StreamManifest, TaskSpec
 from workers.stream.task_data import load_task_data
 from workers.stream.task_info import TaskInfo, task_info

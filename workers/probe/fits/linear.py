@@ -3,7 +3,7 @@
 Why it is fast:
 - the features are computed once and shared by every fold, and the k folds are one batched
   problem (one GEMM per evaluation for all folds, see
-  :func:`~workers.probe.fit_common.first_layer`);
+  :func:`~workers.probe.fits.fit_common.first_layer`);
 - the convex objective is solved by full-batch L-BFGS with a strong-Wolfe line search, in
   coordinates whitened by each fold's closed-form feature covariance. For softmax
   regression the Hessian is about (feature covariance) ⊗ (class covariance), so whitening the
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import torch
 
-from workers.probe.fit_common import FoldData, FoldScores, first_layer, held_out_scores, training_loss
-from workers.probe.fit_flops import counted, repeated
+from workers.probe.fits.fit_common import FoldData, FoldScores, first_layer, held_out_scores, training_loss
+from workers.probe.fits.fit_flops import counted, repeated
 
 TOLERANCE_CHANGE = 1e-5  # stop when the summed loss (or a step) changes less than this
 
@@ -58,13 +58,13 @@ def fit_linear(data: FoldData, *, l2: float, max_iter: int, seed: int = 0) -> Fo
     """Fit the linear probe of every fold and score it on the held-out rows.
 
     Args:
-        data: Features, labels and folds (see :func:`~workers.probe.fit_common.prepare`).
+        data: Features, labels and folds (see :func:`~workers.probe.fits.fit_common.prepare`).
         l2: L2 penalty on the standardised weights.
         max_iter: L-BFGS iterations at most (it also stops when the loss stops changing).
         seed: Unused (the fit is deterministic); kept for a uniform probe signature.
 
     Returns:
-        Held-out :class:`~workers.probe.fit_common.FoldScores`.
+        Held-out :class:`~workers.probe.fits.fit_common.FoldScores`.
     """
     del seed
     k, d, c = data.folds, data.dim, data.num_classes

@@ -3,9 +3,9 @@
 The convergence index of METRICS.md §2 is found on a held-out pretext loss: at each
 checkpoint the probe worker scores the learner's own predictions on the current task's probe
 examples (dev and dev_test, never trained on; the same examples as the target probes, see
-:mod:`workers.probe.data`) and :func:`held_out_loss` turns them into a cross-entropy. These
+:mod:`workers.probe.runtime.data`) and :func:`held_out_loss` turns them into a cross-entropy. These
 passes are the analysis's compute, made for the probe worker: metered like any of its learner
-calls and recorded as the job's analysis FLOPs (:mod:`workers.probe.context`), never in the
+calls and recorded as the job's analysis FLOPs (:mod:`workers.probe.runtime.context`), never in the
 learner's cFLOP. The learner protocol lets ``predict`` return logits or probabilities, so the scores
 are read as probabilities when they already are (single-label: every row non-negative and
 summing to 1; multi-label: every value in [0, 1]) and as logits otherwise.

@@ -14,8 +14,8 @@ import math
 
 import torch
 
-from workers.probe.fit_common import FoldData, FoldScores, first_layer, held_out_scores, training_loss
-from workers.probe.fit_flops import counted, repeated
+from workers.probe.fits.fit_common import FoldData, FoldScores, first_layer, held_out_scores, training_loss
+from workers.probe.fits.fit_flops import counted, repeated
 
 
 def _uniform(shape: tuple[int, ...], fan_in: int, generator: torch.Generator) -> torch.Tensor:
@@ -49,7 +49,7 @@ def fit_mlp(data: FoldData, *, depth: int, hidden: int, steps: int, lr: float,
     """Train the ``depth``-layer MLP probe of every fold; score it on the held-out rows.
 
     Args:
-        data: Features, labels and folds (see :func:`~workers.probe.fit_common.prepare`).
+        data: Features, labels and folds (see :func:`~workers.probe.fits.fit_common.prepare`).
         depth: 2 or 3 (linear layers, the output layer included).
         hidden: Hidden width.
         steps: Full-batch Adam steps.
@@ -58,7 +58,7 @@ def fit_mlp(data: FoldData, *, depth: int, hidden: int, steps: int, lr: float,
         seed: Seed of the initial weights.
 
     Returns:
-        Held-out :class:`~workers.probe.fit_common.FoldScores`.
+        Held-out :class:`~workers.probe.fits.fit_common.FoldScores`.
     """
     if depth not in (2, 3):
         raise ValueError(f"The 'depth' parameter of fit_mlp must be 2 or 3. Got {depth!r} instead.")

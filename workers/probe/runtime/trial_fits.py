@@ -5,7 +5,7 @@ for the current task, the pretext error's examples) and stores them in the objec
 (:func:`save_features`, one ``.npz`` per checkpoint and settings, with the labels). The
 trial job reads back every checkpoint's features (:func:`load_features`) and fits each
 (target, probe kind) for ALL its checkpoints as one batched problem
-(:func:`~workers.probe.probes.fit_probes_batched`): the examples are the same at every
+(:func:`~workers.probe.fits.probes.fit_probes_batched`): the examples are the same at every
 checkpoint, only the features differ, so G checkpoints × k folds are one batch (one batch per
 feature shape, should a learner's representation change size). The stored
 features stay in the store (a re-fit with other probe settings needs no backbone pass).
@@ -23,9 +23,9 @@ import numpy as np
 from services.core.errors import ObjectNotFoundError
 from services.store.objects import ObjectStore
 from services.store.probes.object_keys import features_key
-from workers.probe.fit_common import FoldScores
-from workers.probe.measure import TargetFeatures
-from workers.probe.probes import fit_probes_batched
+from workers.probe.fits.fit_common import FoldScores
+from workers.probe.runtime.measure import TargetFeatures
+from workers.probe.fits.probes import fit_probes_batched
 from services.store.probes.settings import ProbeSettings
 
 

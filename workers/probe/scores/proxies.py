@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from workers.probe.probe_metrics import kendall_tau_b, spearman
+from workers.probe.scores.probe_metrics import kendall_tau_b, spearman
 
 PROXY_NAMES = ("lidar", "rankme")
 

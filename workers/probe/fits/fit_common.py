@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from workers.probe.folds import train_masks
+from workers.probe.fits.folds import train_masks
 from services.core.metrics import task_error
 
 

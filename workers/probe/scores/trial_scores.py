@@ -2,7 +2,7 @@
 
 Inputs are the measurements of the trial's checkpoints, in step order: each probe fold's
 held-out target loss and error, the pretext error, and the pretext loss (the learner's own
-loss on the same held-out examples at each checkpoint, see :mod:`workers.probe.pretext`). The step is the
+loss on the same held-out examples at each checkpoint, see :mod:`workers.probe.runtime.pretext`). The step is the
 integer unit of the grid. The convergence index c is found on the pretext loss; every
 curve is cut at c; OFM scores the target loss, SM3 the target error (percent), and M3 the
 target error against the pretext error (both percent), exactly as the metric library
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from workers.probe.probe_metrics import convergence_epoch, mm3_cv, soft_mismatch_cv
+from workers.probe.scores.probe_metrics import convergence_epoch, mm3_cv, soft_mismatch_cv
 from services.store.probes.settings import ProbeSettings
 
 

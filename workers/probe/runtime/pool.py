@@ -32,8 +32,8 @@ from services.store.db import make_engine, session_factory, transaction
 from services.store.objects import open_store
 from services.store.probes import queue
 from services.core.errors import LearnerError, ManifestError, ProbeInputError
-from workers.probe.jobs import ProbeRuntime, run_job
-from workers.probe.planner import enqueue_committed
+from workers.probe.runtime.jobs import ProbeRuntime, run_job
+from workers.probe.runtime.planner import enqueue_committed
 from services.store.probes.queue import ClaimedJob, LeaseLostError
 from services.store.probes.settings import ProbeSettings
 

@@ -3,7 +3,7 @@
 Per checkpoint, each target task's features are extracted once and reused by every probe
 kind and fold; the current task's features also give RankMe. LiDAR needs its own pass (q
 augmented views of n clean images, themselves some of the probe examples). Every example is
-held out from the backbone's training (dev and dev_test, :mod:`workers.probe.data`). The
+held out from the backbone's training (dev and dev_test, :mod:`workers.probe.runtime.data`). The
 pretext error ("m^P" of M3, METRICS.md §1's task error) and the held-out pretext loss (the
 convergence index's curve) come from ONE ``predict`` pass of the learner over the current
 task's probe examples: the very examples the current task's target error is measured on.
@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from workers.probe.data import PROBE_SPLITS, TaskSamples
+from workers.probe.runtime.data import PROBE_SPLITS, TaskSamples
 from services.core.errors import ProbeInputError
-from workers.probe.features import augmented_features, extract
-from workers.probe.fit_common import FoldScores
-from workers.probe.probe_metrics import lidar, rankme
-from workers.probe.pretext import held_out_loss
-from workers.probe.probes import fit_probes
+from workers.probe.runtime.features import augmented_features, extract
+from workers.probe.fits.fit_common import FoldScores
+from workers.probe.scores.probe_metrics import lidar, rankme
+from workers.probe.runtime.pretext import held_out_loss
+from workers.probe.fits.probes import fit_probes
 from services.store.probes.settings import ProbeSettings
 from services.core.metrics import task_error
 
@@ -86,7 +86,7 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
 
     With ``fit=False`` the probes are not fitted here: each target's features are returned
     (``features``) for a fit batched over the trial's checkpoints
-    (:mod:`workers.probe.trial_fits`), as the probe pool does.
+    (:mod:`workers.probe.runtime.trial_fits`), as the probe pool does.
 
     Args:
         learner: The learner (protocol object) that wrote the checkpoint.

@@ -17,11 +17,11 @@ import numpy as np
 import torch
 
 from services.core.errors import UnknownNameError, unknown_name_message
-from workers.probe.fit_common import FoldData, FoldScores, fit_device, prepare, split_groups
-from workers.probe.fit_flops import counted
-from workers.probe.folds import fold_ids
-from workers.probe.linear import fit_linear
-from workers.probe.mlp import fit_mlp
+from workers.probe.fits.fit_common import FoldData, FoldScores, fit_device, prepare, split_groups
+from workers.probe.fits.fit_flops import counted
+from workers.probe.fits.folds import fold_ids
+from workers.probe.fits.linear import fit_linear
+from workers.probe.fits.mlp import fit_mlp
 from services.store.probes.settings import ProbeSettings
 
 

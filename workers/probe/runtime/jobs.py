@@ -10,14 +10,14 @@ Job kinds:
 - ``checkpoint``: load the checkpoint, extract features once per target task (stored for
   the trial job), LiDAR, RankMe and the held-out pretext error and loss.
 - ``trial``: every probe kind with k folds on every target, batched over the trial's
-  checkpoints (:mod:`workers.probe.trial_fits`), then the mismatch scores of each (target,
+  checkpoints (:mod:`workers.probe.runtime.trial_fits`), then the mismatch scores of each (target,
   probe kind) over the checkpoints (convergence index on the held-out pretext loss).
 - ``summary``: Spearman ρ and Kendall τ-b between LiDAR / RankMe and linear-probe accuracy.
 
 Every writer also records the job's *analysis FLOPs* on its ``probe_jobs`` row: for a
 checkpoint job the learner's passes (loading, ``features``, ``predict``, augmentation),
-metered in its learner host (:mod:`workers.probe.context`); for a trial job the probe fits
-(:mod:`workers.probe.fit_flops`); a summary job counts none (numpy only). They are the
+metered in its learner host (:mod:`workers.probe.runtime.context`); for a trial job the probe fits
+(:mod:`workers.probe.fits.fit_flops`); a summary job counts none (numpy only). They are the
 harness's analysis, kept apart: nothing here touches a submission's FLOPs or cFLOP.
 """
 
@@ -41,21 +41,21 @@ from services.store.db.models_probe import (
 )
 from services.store.objects import ObjectStore
 from services.store.db import jsonfloats
-from workers.probe.context import AnalysisFlops, ProbeContext
+from workers.probe.runtime.context import AnalysisFlops, ProbeContext
 from workers.sandbox.bundles import DEFAULT_MAX_UNPACKED_BYTES, unpack_stored_bundle
 from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner
-from workers.probe.data import TaskCache
+from workers.probe.runtime.data import TaskCache
 from services.core.errors import ProbeInputError
-from workers.probe.features import load_checkpoint_bytes, load_predictor
-from workers.probe.fit_flops import counting
-from workers.probe.measure import CheckpointMeasures, measure_checkpoint
-from workers.probe.pretext import loss_at_checkpoints, read_training_curve
-from workers.probe.proxies import ProxyPoint, proxy_correlations
+from workers.probe.runtime.features import load_checkpoint_bytes, load_predictor
+from workers.probe.fits.fit_flops import counting
+from workers.probe.runtime.measure import CheckpointMeasures, measure_checkpoint
+from workers.probe.runtime.pretext import loss_at_checkpoints, read_training_curve
+from workers.probe.scores.proxies import ProxyPoint, proxy_correlations
 from services.store.probes.queue import ClaimedJob, load_settings, record_analysis_flops
 from services.store.probes.settings import ProbeSettings
 from services.store.probes.sql import upsert
-from workers.probe.trial_fits import features_key, fit_trial, load_features, save_features
-from workers.probe.trial_scores import trial_mismatch
+from workers.probe.runtime.trial_fits import features_key, fit_trial, load_features, save_features
+from workers.probe.scores.trial_scores import trial_mismatch
 
 Writer = Callable[[Session], None]
 
@@ -271,7 +271,7 @@ def pretext_loss_at(steps: list[int], held_out: dict[int, Any],
                     curve: tuple[np.ndarray, np.ndarray] | None) -> tuple[Any, str]:
     """The convergence curve and its source: the held-out pretext loss measured at each
     checkpoint; for results stored before it was measured, the training curve (see
-    :mod:`workers.probe.pretext`)."""
+    :mod:`workers.probe.runtime.pretext`)."""
     values = [held_out.get(s) for s in steps]
     if all(v is not None for v in values):
         return [float(v) for v in values], "held_out_loss"
