@@ -112,7 +112,10 @@ class IndepLearner:
             cluster has one) or "small_cnn" (a ~240k-parameter CNN, fast on CPUs: the
             ``indep_small`` learner, for smoke runs and tests).
         max_batch: the cap B of the batch-size rule.
-        warmup_fraction: share of the step budget spent warming the learning rate up.
+        warmup_epochs: epochs of linear learning-rate warm-up (the reference's 7), strictly
+            fewer steps than the budget (:func:`~workers.learners.recipe.warmup_steps`).
+        warmup_fraction: the most of the step budget the warm-up may take (1: the reference's
+            rule alone; 0.5 binds only at small budgets, docs/fidelity.md B6).
         width: first-stage channels of the network; ``None`` for the model's default.
         eval_batch: images per forward pass in ``predict`` and ``features``.
         validate_every: steps between dev validations; the weights with the lowest dev error
@@ -131,7 +134,8 @@ class IndepLearner:
         model: str = "resnet34",
         *,
         max_batch: int = 512,
-        warmup_fraction: float = 0.05,
+        warmup_epochs: float = recipe.WARMUP_EPOCHS,
+        warmup_fraction: float = 0.5,
         width: int | None = None,
         eval_batch: int = 256,
         workers: int = 1,
@@ -143,11 +147,9 @@ class IndepLearner:
                 "The 'max_batch' parameter of IndepLearner must be an int in [1, inf). "
                 f"Got {max_batch!r} instead."
             )
-        if not 0.0 <= warmup_fraction <= 1.0:
-            raise ValueError(
-                "The 'warmup_fraction' parameter of IndepLearner must be in [0, 1]. "
-                f"Got {warmup_fraction!r} instead."
-            )
+        if not 0.0 <= warmup_fraction <= 1.0 or not warmup_epochs >= 0:
+            raise ValueError("The 'warmup_fraction' and 'warmup_epochs' parameters of IndepLearner must be "
+                             f"in [0, 1] and [0, inf). Got {warmup_fraction!r} and {warmup_epochs!r}.")
         if not isinstance(eval_batch, int) or eval_batch < 1:
             raise ValueError(
                 "The 'eval_batch' parameter of IndepLearner must be an int in [1, inf). "
@@ -155,7 +157,7 @@ class IndepLearner:
             )
         self.model_name = model
         self.max_batch = max_batch
-        self.warmup_fraction = warmup_fraction
+        self.warmup_epochs, self.warmup_fraction = warmup_epochs, warmup_fraction
         self.width = width
         self.eval_batch = eval_batch
         if not isinstance(workers, int) or workers < 1:
@@ -208,11 +210,11 @@ class IndepLearner:
         auxiliary = self._auxiliary_objective(view, predictor, config, ctx, generator)
         params = [*model.parameters(), *(auxiliary.parameters() if auxiliary else ())]
         optimizer = recipe.make_optimizer(params, lr)
-        scheduler = recipe.make_scheduler(
-            optimizer, steps, recipe.warmup_steps(steps, self.warmup_fraction), kind=options.schedule
-        )
-        loss_fn = recipe.make_loss(info.kind, smoothing)
         batch = options.batch_size or recipe.batch_size(n, max_batch=self.max_batch)
+        warmup = recipe.warmup_steps(steps, recipe.steps_per_epoch(n, batch), epochs=self.warmup_epochs,
+                                     max_fraction=self.warmup_fraction)
+        scheduler = recipe.make_scheduler(optimizer, steps, warmup, kind=options.schedule)
+        loss_fn = recipe.make_loss(info.kind, smoothing)
         labels = label_tensor(data.labels, info)
 
         # Ranks share the batch order (same generator) and crop their own shares independently.

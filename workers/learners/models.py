@@ -5,6 +5,11 @@ Every network here is a :class:`Classifier`: ``features(x)`` gives the penultima
 representation (after global average pooling, shape (N, d)) and ``forward(x)`` gives logits
 ``head(features(x))``. A network is fully described by a :class:`ModelConfig`, which is what
 a saved predictor stores beside its weights, so it can be rebuilt in another process.
+
+The paper's networks (ResNet-34, VGG) start as the reference's do (:func:`init_as_haiku`):
+dm_nevis builds them from Haiku modules left at their default initialisers
+(``experiments_jax/training/resnet.py``, ``modules.py``; dm-haiku 0.0.8 as pinned in
+``experiments_jax/requirements.txt``). The small CNN, this project's own, keeps PyTorch's.
 """
 
 from __future__ import annotations
@@ -79,6 +84,27 @@ class FeatureView(nn.Module):
         return self.model.features(x)
 
 
+def init_as_haiku(model: nn.Module) -> None:
+    """Re-initialise ``model`` in place as Haiku's defaults would, which the reference relies on.
+
+    Conv and linear weights: a normal of standard deviation 1/sqrt(fan_in) truncated at two
+    standard deviations and not rescaled afterwards (so the actual spread is ~0.88/sqrt(fan_in);
+    ``hk.initializers.TruncatedNormal`` as ``hk.Conv2D`` and ``hk.Linear`` pick it when no
+    ``w_init`` is given). Biases 0; batch-norm scale 1 and offset 0. No residual branch starts
+    at zero: ``hk.nets.ResNet.BlockV1`` zero-initialises only a bottleneck block's last
+    batch-norm scale, and ResNet-34's basic blocks have none.
+    """
+    for m in model.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            std = 1.0 / m.weight[0].numel() ** 0.5  # fan_in: input channels x kernel area
+            nn.init.trunc_normal_(m.weight, std=std, a=-2.0 * std, b=2.0 * std)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.BatchNorm2d):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
 def _conv_bn_relu(c_in: int, c_out: int, stride: int = 1) -> nn.Sequential:
     return nn.Sequential(
         nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False),
@@ -140,7 +166,9 @@ class LowResResNet34(Classifier):
     """ResNet-34 for 32-64 px inputs: a 3x3 stride-1 stem and no max-pool.
 
     Stages of (3, 4, 6, 3) basic blocks with width, 2·width, 4·width and 8·width channels
-    (64 … 512 by default, ~21M parameters), global average pooling, linear head.
+    (64 … 512 by default, ~21M parameters), global average pooling, linear head: the
+    reference's ``CifarResNet34`` (``experiments_jax/training/resnet.py``), initialised as
+    it is (:func:`init_as_haiku`).
     """
 
     STAGES = (3, 4, 6, 3)
@@ -158,14 +186,7 @@ class LowResResNet34(Classifier):
         self.stages = nn.Sequential(*layers)
         self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
         self.head = nn.Linear(c_in, num_classes)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-        # Start each residual branch near identity: stabler at the high learning rates
-        # random search will draw.
-        for m in self.modules():
-            if isinstance(m, BasicBlock):
-                nn.init.zeros_(m.bn2.weight)
+        init_as_haiku(self)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.pool(self.stages(self.stem(x)))
@@ -191,6 +212,7 @@ class LowResVGG(Classifier):
                 layers.append(nn.MaxPool2d(2))
         self.body = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
         self.head = nn.Linear(c_in, num_classes)
+        init_as_haiku(self)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.body(x)
@@ -217,5 +239,5 @@ def count_parameters(model: nn.Module) -> int:
 
 __all__ = [
     "MODELS", "BasicBlock", "Classifier", "FeatureView", "LowResResNet34", "LowResVGG", "ModelConfig",
-    "SmallCNN", "build_model", "count_parameters",
+    "SmallCNN", "build_model", "count_parameters", "init_as_haiku",
 ]

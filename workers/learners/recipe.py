@@ -2,7 +2,10 @@
 
 - SGD with Nesterov momentum 0.9 and weight decay 1e-4 (on conv and linear weights, as the
   reference's mask: not on batch-norm parameters or biases);
-- a cosine learning-rate schedule after a linear warm-up, as a pure function of the step;
+- a cosine learning-rate schedule after a linear warm-up, as a pure function of the step, the
+  reference's ``warmup_cosine_decay`` (``experiments_jax/training/learning_rate_schedules.py``,
+  optax 0.1.3's ``warmup_cosine_decay_schedule``): 7 epochs of warm-up from 0, then cosine
+  decay to 1e-8 at the last step;
 - the batch-size rule b = min(B, max(16, 2^floor(log2(p·D))));
 - label-smoothed cross-entropy for single-label tasks, binary cross-entropy on logits for
   multi-label tasks (targets smoothed towards 1/2 by the same amount).
@@ -21,6 +24,10 @@ from torch.optim.lr_scheduler import LambdaLR
 MOMENTUM = 0.9
 WEIGHT_DECAY = 1e-4
 MIN_BATCH = 16
+WARMUP_EPOCHS = 7
+"""The reference configs' ``DEFAULT_WARMUP_EPOCHS`` (``experiments_jax/configs/finetuning_*.py``)."""
+FINAL_LEARNING_RATE = 1e-8
+"""The reference configs' ``final_learning_rate``: where the cosine ends."""
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -51,30 +58,47 @@ def batch_size(train_size: int, p: float = 0.0025, max_batch: int = 512) -> int:
     return min(max_batch, max(MIN_BATCH, 2 ** (exponent - 1)))
 
 
-def warmup_steps(total_steps: int, fraction: float) -> int:
-    """Number of warm-up steps: ``fraction`` of the budget, rounded, at most all of it."""
-    if not 0.0 <= fraction <= 1.0:
+def steps_per_epoch(train_size: int, batch: int) -> int:
+    """Updates per epoch as the reference counts them: ``train_size // batch + 1``
+    (``experiments_jax/learners/finetuning/finetuning_learner.py``)."""
+    return train_size // batch + 1
+
+
+def warmup_steps(total_steps: int, epoch_steps: int, *, epochs: float = WARMUP_EPOCHS,
+                 max_fraction: float = 1.0) -> int:
+    """Warm-up length: ``epochs`` epochs of ``epoch_steps`` updates, strictly fewer than the
+    budget, as the reference (``min(max_steps - 1, warmup_epochs * steps_per_epoch)``), and
+    at most ``max_fraction`` of the budget (1: no further cap, the reference's rule).
+
+    Example:
+        >>> warmup_steps(50_000, 63), warmup_steps(200, 63), warmup_steps(200, 63, max_fraction=0.05)
+        (441, 199, 10)
+    """
+    if not 0.0 <= max_fraction <= 1.0:
         raise ValueError(
-            "The 'fraction' parameter of warmup_steps must be a float in [0, 1]. "
-            f"Got {fraction!r} instead."
+            "The 'max_fraction' parameter of warmup_steps must be a float in [0, 1]. "
+            f"Got {max_fraction!r} instead."
         )
-    return min(total_steps, round(fraction * total_steps))
+    if not epochs >= 0:
+        raise ValueError(f"The 'epochs' parameter of warmup_steps must be >= 0. Got {epochs!r} instead.")
+    return max(0, min(total_steps - 1, round(epochs * epoch_steps), round(max_fraction * total_steps)))
 
 
-def lr_factor(step: int, total_steps: int, warmup: int) -> float:
+def lr_factor(step: int, total_steps: int, warmup: int, floor: float = 0.0) -> float:
     """Multiplier of the peak learning rate for the update made at ``step`` (0-based).
 
-    Warm-up: (step + 1) / warmup for step < warmup, so the first update already moves.
-    Then cosine decay: 0.5 · (1 + cos(π · (step − warmup) / (total_steps − warmup))),
-    which is 1 at the end of warm-up and tends to 0 at ``total_steps``.
+    As the reference's optax schedule: warm-up step / warmup for step < warmup (the first
+    update only fills the momentum buffer), then cosine decay from 1 to ``floor`` (the final
+    rate over the peak) at ``total_steps``, floor + (1 − floor) · 0.5 · (1 + cos(π · (step −
+    warmup) / (total_steps − warmup))), and ``floor`` after.
     """
     if step < 0:
         raise ValueError(f"The 'step' parameter of lr_factor must be >= 0. Got {step!r}.")
     if step < warmup:
-        return (step + 1) / warmup
+        return step / warmup
     decay_steps = max(1, total_steps - warmup)
     progress = min(1.0, (step - warmup) / decay_steps)
-    return 0.5 * (1.0 + math.cos(math.pi * progress))
+    return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def make_optimizer(
@@ -102,27 +126,29 @@ def make_optimizer(
     )
 
 
-def piecewise_factor(step: int, total_steps: int, warmup: int) -> float:
-    """The piecewise-constant alternative BHPO may pick: the same warm-up, then the peak
-    rate until half the budget, a tenth of it until three quarters, a hundredth after."""
+def piecewise_factor(step: int, total_steps: int, warmup: int, floor: float = 0.0) -> float:
+    """The piecewise-constant alternative BHPO may pick: the peak rate until half the budget,
+    a tenth of it until three quarters, a hundredth after. No warm-up (``warmup`` and
+    ``floor`` are ignored), as the reference's ``piecewise_constant_progress_aligned``
+    schedule, whose boundaries are ``int(progress · max_steps)``."""
     if step < 0:
         raise ValueError(f"The 'step' parameter of piecewise_factor must be >= 0. Got {step!r}.")
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = step / max(1, total_steps)
-    return 1.0 if progress < 0.5 else 0.1 if progress < 0.75 else 0.01
+    return 1.0 if step < int(0.5 * total_steps) else 0.1 if step < int(0.75 * total_steps) else 0.01
 
 
-SCHEDULES: dict[str, Callable[[int, int, int], float]] = {"cosine": lr_factor, "piecewise": piecewise_factor}
-"""Learning-rate schedules by name: step, total steps, warm-up steps → multiplier."""
+SCHEDULES: dict[str, Callable[[int, int, int, float], float]] = {
+    "cosine": lr_factor, "piecewise": piecewise_factor,
+}
+"""Learning-rate schedules by name: step, total steps, warm-up steps, final/peak → multiplier."""
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup: int,
                    kind: str = "cosine") -> LambdaLR:
-    """A LambdaLR applying the schedule ``kind`` (:data:`SCHEDULES`); call ``step()`` after
-    each optimiser step."""
+    """A LambdaLR applying the schedule ``kind`` (:data:`SCHEDULES`), ending at
+    :data:`FINAL_LEARNING_RATE`; call ``step()`` after each optimiser step."""
     factor = SCHEDULES[kind]
-    return LambdaLR(optimizer, lambda step: factor(step, total_steps, warmup))
+    floor = min(1.0, FINAL_LEARNING_RATE / optimizer.param_groups[0]["lr"])
+    return LambdaLR(optimizer, lambda step: factor(step, total_steps, warmup, floor))
 
 
 def make_loss(kind: Literal["single", "multi"], label_smoothing: float = 0.0) -> LossFn:
@@ -161,6 +187,7 @@ def make_loss(kind: Literal["single", "multi"], label_smoothing: float = 0.0) ->
 
 
 __all__ = [
-    "MIN_BATCH", "MOMENTUM", "SCHEDULES", "WEIGHT_DECAY", "LossFn", "batch_size", "lr_factor",
-    "make_loss", "make_optimizer", "make_scheduler", "piecewise_factor", "warmup_steps",
+    "FINAL_LEARNING_RATE", "MIN_BATCH", "MOMENTUM", "SCHEDULES", "WARMUP_EPOCHS", "WEIGHT_DECAY",
+    "LossFn", "batch_size", "lr_factor", "make_loss", "make_optimizer", "make_scheduler",
+    "piecewise_factor", "steps_per_epoch", "warmup_steps",
 ]

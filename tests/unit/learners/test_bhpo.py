@@ -47,9 +47,11 @@ def test_trial_options_refuse_nonsense_with_the_key_named():
     assert default == TrialOptions("small_cnn") and default.augment(32).flip_p == 0.5
 
 
-def test_piecewise_schedule_steps_down_at_half_and_three_quarters():
+def test_piecewise_schedule_steps_down_at_half_and_three_quarters_without_warmup():
+    """The reference's piecewise_constant_progress_aligned: no warm-up, boundaries int(p · T)."""
     factors = [recipe.piecewise_factor(step, 100, 5) for step in (0, 4, 49, 50, 74, 75, 99)]
-    assert factors == [0.2, 1.0, 1.0, 0.1, 0.1, 0.01, 0.01]
+    assert factors == [1.0, 1.0, 1.0, 0.1, 0.1, 0.01, 0.01]
+    assert [recipe.piecewise_factor(step, 101, 5) for step in (49, 50, 74, 75)] == [1.0, 0.1, 0.1, 0.01]
 
 
 def test_vgg_gives_logits_and_penultimate_features():

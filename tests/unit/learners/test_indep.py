@@ -168,6 +168,8 @@ def test_constructor_rejects_unknown_models_and_bad_options():
         IndepLearner("small_cn")
     with pytest.raises(ValueError, match="warmup_fraction"):
         IndepLearner(warmup_fraction=2.0)
+    with pytest.raises(ValueError, match="warmup_epochs"):
+        IndepLearner(warmup_epochs=-1)
 
 
 def test_the_best_weights_on_dev_are_returned_when_validations_happen(digits):

@@ -39,28 +39,56 @@ def test_batch_size_rejects_a_bad_train_size(bad):
         recipe.batch_size(bad)
 
 
-def test_warmup_steps_is_a_rounded_fraction_of_the_budget():
-    assert recipe.warmup_steps(100, 0.1) == 10
-    assert recipe.warmup_steps(150, 0.05) == 8
-    assert recipe.warmup_steps(3, 1.0) == 3
-    with pytest.raises(ValueError, match="fraction"):
-        recipe.warmup_steps(100, 1.5)
+def test_an_epoch_is_counted_as_the_reference_counts_it():
+    assert recipe.steps_per_epoch(1000, 16) == 63  # 1000 // 16 + 1
+    assert recipe.steps_per_epoch(1024, 16) == 65
+
+
+def test_warmup_is_seven_epochs_strictly_inside_the_budget_as_the_reference():
+    assert recipe.warmup_steps(50_000, 63) == 441  # 7 epochs of 63 updates
+    assert recipe.warmup_steps(200, 63) == 199  # the reference's min(max_steps - 1, ...)
+    assert recipe.warmup_steps(1, 63) == 0
+    assert recipe.warmup_steps(1000, 63, epochs=2) == 126
+
+
+def test_warmup_may_be_capped_at_a_share_of_the_budget():
+    assert recipe.warmup_steps(200, 63, max_fraction=0.05) == 10
+    assert recipe.warmup_steps(50_000, 63, max_fraction=0.05) == 441  # the epochs are fewer
+    assert recipe.warmup_steps(150, 63, max_fraction=0.05) == 8
+    with pytest.raises(ValueError, match="max_fraction"):
+        recipe.warmup_steps(100, 10, max_fraction=1.5)
+    with pytest.raises(ValueError, match="epochs"):
+        recipe.warmup_steps(100, 10, epochs=-1)
 
 
 @pytest.mark.parametrize(
     ("step", "expected"),
     [
-        (0, 0.1),  # first warm-up update already moves
-        (4, 0.5),
-        (9, 1.0),  # last warm-up step reaches the peak
+        (0, 0.0),  # the reference's first update only fills the momentum buffer
+        (5, 0.5),
+        (9, 0.9),
         (10, 1.0),  # cosine starts at the peak
         (55, 0.5),  # half-way through the decay
         (100, 0.0),
-        (150, 0.0),  # past the budget: stays at zero
+        (150, 0.0),  # past the budget: stays at the end
     ],
 )
 def test_lr_factor_warms_up_linearly_then_decays_by_cosine(step, expected):
     assert recipe.lr_factor(step, total_steps=100, warmup=10) == pytest.approx(expected, abs=1e-12)
+
+
+def test_lr_factor_matches_optax_warmup_cosine_decay_with_the_reference_floor():
+    """optax 0.1.3: linear 0 → peak over ``warmup`` counts, then
+    peak · ((1 − α) · 0.5 · (1 + cos(π · t / (T − warmup))) + α), α = end / peak."""
+    peak, end, total, warmup = 0.1, 1e-8, 50, 7
+    alpha = end / peak
+    for step in range(total + 3):
+        if step < warmup:
+            expected = peak * step / warmup
+        else:
+            t = min(step - warmup, total - warmup)
+            expected = peak * ((1 - alpha) * 0.5 * (1 + math.cos(math.pi * t / (total - warmup))) + alpha)
+        assert peak * recipe.lr_factor(step, total, warmup, alpha) == pytest.approx(expected, rel=1e-12, abs=1e-15)
 
 
 def test_lr_factor_without_warmup_starts_at_the_peak():
@@ -68,16 +96,18 @@ def test_lr_factor_without_warmup_starts_at_the_peak():
     assert recipe.lr_factor(5, 10, 0) == pytest.approx(0.5 * (1 + math.cos(math.pi / 2)))
 
 
-def test_scheduler_applies_lr_factor_step_by_step():
+def test_scheduler_applies_lr_factor_step_by_step_down_to_the_reference_final_rate():
     param = torch.nn.Parameter(torch.zeros(1))
     opt = recipe.make_optimizer([param], 0.2)
     sched = recipe.make_scheduler(opt, total_steps=20, warmup=4)
     seen = []
-    for _ in range(20):
+    for _ in range(21):
         seen.append(opt.param_groups[0]["lr"])
         opt.step()
         sched.step()
-    assert seen == pytest.approx([0.2 * recipe.lr_factor(s, 20, 4) for s in range(20)])
+    floor = recipe.FINAL_LEARNING_RATE / 0.2
+    assert seen == pytest.approx([0.2 * recipe.lr_factor(s, 20, 4, floor) for s in range(21)])
+    assert seen[-1] == pytest.approx(recipe.FINAL_LEARNING_RATE)
 
 
 def test_optimizer_is_nesterov_sgd_with_the_paper_settings():
