@@ -1,7 +1,7 @@
 """Leaderboard and submission-page reads under load, on a database the size of a busy service.
 
 Seeds a fresh PostgreSQL database with synthetic finished submissions (default 1,000 × 106
-tasks: 106,000 task results, through :mod:`services.store.runs.synthetic`), starts the real
+tasks: 106,000 task results, through :mod:`tests.support.synthetic_results`), starts the real
 server (``nevis serve --no-scheduler [--workers N]``) on it, and lets 50 concurrent clients
 read, one kind of read at a time: the leaderboard API (pages and sorts mixed, as a busy
 leaderboard serves them: from its cache), the Pareto front, and the pages of 20 submissions
@@ -44,7 +44,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from services.store.db import make_engine, session_factory, transaction, upgrade
-from services.store.runs.synthetic import seed_results
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: its tests' seeding
+from tests.support.synthetic_results import seed_results  # noqa: E402
 
 NEVIS = Path(sys.executable).parent / "nevis"
 LUA = Path(__file__).with_suffix(".lua")

@@ -165,15 +165,17 @@ def show_results(run_id: int, *, as_json: bool):
     if as_json:
         typer.echo(json.dumps(summary.to_dict(), indent=2))
         return summary
-    table = Table("task", "year", "phase", "dataset", "status", "error", "split", "FLOPs", "updates", "validation",
-                  "prediction", "CPU s", "retried FLOPs", "trials (failed)",
+    split = any(row.flops_paper is not None for row in summary.tasks)  # FLOPs by purpose were stored
+    purposes = ("updates", "validation", "prediction") if split else ()
+    table = Table("task", "year", "phase", "dataset", "status", "error", "split", "FLOPs", *purposes,
+                  "CPU s", "retried FLOPs", "trials (failed)",
                   title=f"Run {summary.submission_id}: {summary.learner} on {summary.stream} {summary.stream_version} ({summary.phase})")
     for row in summary.tasks:
         table.add_row(
             str(row.order), str(row.year), row.phase, row.dataset, row.status,
             "" if row.error is None else f"{row.error:.4f}", row.split or "",
             f"{row.flops:.3e}" + (" floor" if row.flops_floored else ""),
-            *(_flops_text(v) for v in (row.flops_paper, row.flops_validation, row.flops_prediction)),
+            *((_flops_text(v) for v in (row.flops_paper, row.flops_validation, row.flops_prediction)) if split else ()),
             cpu_text(row.cpu_seconds) if row.status == "committed" else "",
             f"{row.retried_flops:.3e}" if row.retried_flops else "",
             f"{row.trials} ({row.failed_trials})" if row.trials else "",

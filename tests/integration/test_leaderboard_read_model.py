@@ -14,7 +14,7 @@ from services.core.metrics import pareto_front, regret_curve
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import StreamTask, TaskResult
 from services.store.runs.leaderboard import front_points, leaderboard, stream_versions
-from services.store.runs.synthetic import seed_results
+from tests.support.synthetic_results import seed_results
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from services.coordinator.api import answers
 from services.coordinator.common.config import CoordinatorSettings
 from services.store.db import make_engine, session_factory, transaction
-from services.store.runs.synthetic import seed_results
+from tests.support.synthetic_results import seed_results
 
 
 @pytest.fixture

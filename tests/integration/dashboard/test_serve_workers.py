@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from services.store.db import make_engine, session_factory, transaction, upgrade
-from services.store.runs.synthetic import seed_results
+from tests.support.synthetic_results import seed_results
 
 NEVIS = Path(sys.executable).parent / "nevis"
 

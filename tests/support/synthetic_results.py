@@ -1,6 +1,6 @@
 """Synthetic committed results, for load tests, benchmarks and read-model tests only.
 
-The service never calls this. It writes, with bulk inserts and every constraint honoured, a
+Test support, outside the product's packages: the service never calls this. It writes, with bulk inserts and every constraint honoured, a
 stream version of ``tasks`` tasks and ``submissions`` finished submissions of a few learner
 families, each task with one attempt, one trial and one result, so the read models (the
 leaderboard, a submission's page) can be measured on a database the size of a busy
