@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Mapping
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -37,7 +36,7 @@ from workers.learners.protocol import (
     TrainOutput,
     TrialContext,
 )
-from workers.learners.training import data_parallel, epoch_batches, label_tensor
+from workers.learners.training import data_parallel, epoch_batches, eval_mode, label_tensor
 
 _FORMAT = 1
 DEFAULT_LEARNING_RATE = 0.01
@@ -347,7 +346,7 @@ class IndepLearner:
         fn = ctx.track(module)
         device = next(predictor.model.parameters()).device  # wherever it was built or loaded
         outputs = []
-        with _eval_mode(predictor.model), torch.no_grad():
+        with eval_mode(predictor.model), torch.no_grad():
             for start in range(0, len(images), self.eval_batch):
                 chunk = images[start : start + self.eval_batch]
                 x = eval_transform(chunk, predictor.augment, device=device)
@@ -381,17 +380,6 @@ class _BestOnDev:
         if self.weights is None or self._dev_error() <= self.error:
             return
         self.predictor.model.load_state_dict(self.weights)
-
-
-@contextmanager
-def _eval_mode(model: nn.Module) -> Iterator[None]:
-    """Evaluation mode for the duration, then back to whatever mode it was in."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
 
 
 __all__ = [

@@ -42,6 +42,7 @@ import torch
 from torch import nn
 
 from services.core.metrics import task_error
+from workers.learners.training import eval_mode
 from workers.stream.task_info import LabelledData, TaskInfo
 
 K_NEIGHBOURS = 5
@@ -146,7 +147,7 @@ def probe_features(features: Callable[[torch.Tensor], torch.Tensor], model: nn.M
     if len(bounds) > 2 and bounds[-1] - bounds[-2] == 1:
         del bounds[-2]
     outputs = []
-    with torch.no_grad(), (batch_statistics(model) if len(images) > 1 else _eval_mode(model)):
+    with torch.no_grad(), (batch_statistics(model) if len(images) > 1 else eval_mode(model)):
         for start, stop in itertools.pairwise(bounds):
             outputs.append(features(prepare(images[start:stop])).float().cpu())
     return torch.cat(outputs).numpy()
@@ -180,15 +181,6 @@ def rank_candidates(candidates: Iterable[tuple[int, FeatureFn]], subset: ProbeSu
               for order, features in candidates]
     return sorted(scores, key=lambda s: s.error)  # stable: ties stay in candidate order
 
-
-@contextmanager
-def _eval_mode(model: nn.Module) -> Iterator[None]:
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
 
 
 def _as_tensor(features: np.ndarray) -> torch.Tensor:

@@ -1,10 +1,11 @@
 """Training helpers every built-in learner shares (Indep, the transfer learners, BHPO): the
-loss's targets, shuffled index batches by epoch, and the data-parallel wrapper of a
-multi-worker trial. Kept apart from any one learner so that none imports another for them."""
+loss's targets, shuffled index batches by epoch, the data-parallel wrapper of a multi-worker
+trial, and evaluation mode for a pass that must not change a model's mode. Kept apart from any one learner so that none imports another for them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -54,4 +55,15 @@ def epoch_batches(
         order = order[batch:]
 
 
-__all__ = ["data_parallel", "epoch_batches", "label_tensor"]
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """Evaluation mode for the duration, then back to whatever mode it was in."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+__all__ = ["data_parallel", "epoch_batches", "eval_mode", "label_tensor"]
