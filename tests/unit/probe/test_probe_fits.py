@@ -135,3 +135,11 @@ def test_multi_label_probes_score_one_minus_map() -> None:
 def test_an_unknown_probe_kind_gets_a_did_you_mean() -> None:
     with pytest.raises(KeyError, match="Did you mean 'linear'"):
         get_probe("lineer")
+
+
+def test_every_probe_kind_the_store_accepts_has_a_fit_and_no_other():
+    """The store's CHECK (PROBE_KIND_NAMES) and the fits' registry name the same kinds."""
+    from services.store.db.models_probe import PROBE_KIND_NAMES  # noqa: PLC0415
+    from workers.probe.fits.probes import PROBES  # noqa: PLC0415
+
+    assert PROBES.names() == tuple(sorted(PROBE_KIND_NAMES))
