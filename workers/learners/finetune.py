@@ -20,7 +20,8 @@ PT and PT+FT (:mod:`workers.learners.pretrained`) start from a pretrained checkp
 Earlier predictors are fetched one at a time through ``view.past_predictor`` (they live in
 the object store), so the learner state stays a small record of which task each one chose.
 Every pass of the selection (features of each candidate, the neighbour search) goes
-through tracked modules, so its FLOPs are charged to the task.
+through tracked modules, so its FLOPs are charged to the task; it runs in ``prepare_task``,
+once per task whatever the number of trials running at once.
 """
 
 from __future__ import annotations
@@ -147,9 +148,11 @@ def fresh_wins(state: Mapping[int, Mapping[str, Any]] | None) -> int:
 class FtDLearner(IndepLearner):
     """Fine-tune from the most related earlier predictor, chosen by a k-NN probe.
 
-    The selection runs once per task in a learner process (the first trial pays for it and
-    later trials of the task reuse it) on a subset fixed by the task, so every trial starts
-    from the same choice. The state records each task's choice, its k-NN errors, the fresh
+    The selection runs once per task, in :meth:`prepare_task`, which the harness calls before
+    the trials and charges once; every trial reads it from ``view.prepared``. Where nothing
+    prepared it (multi-worker trials, a view outside a run) ``train`` selects itself, cached
+    per learner process. Either way it is made on a subset fixed by the task, so every trial
+    starts from the same choice. The state records each task's choice, its k-NN errors, the fresh
     network's and whether that would have won (:func:`fresh_wins` counts them).
 
     Args:
@@ -176,6 +179,14 @@ class FtDLearner(IndepLearner):
             history[view.info.order] = selection.record()
         return TrainOutput(predictor=output.predictor, state=history)
 
+    def prepare_task(self, view: TaskView, state: Any, ctx: TrialContext) -> Selection | None:
+        """The task's selection, made once for all its trials (``None`` on a first task, where
+        only a fresh network can start); the fresh network it scores is seeded by ``ctx.seed``."""
+        if not self._has_candidates(view):
+            return None
+        torch.manual_seed(ctx.seed)
+        return self._make_selection(view, ctx, self._new_predictor(view.info, ctx), self._selection_key(view))
+
     def _initial_predictor(self, view: TaskView, options: TrialOptions, ctx: TrialContext) -> IndepPredictor:
         fresh = self._new_predictor(view.info, ctx, options)
         if not self._has_candidates(view):
@@ -200,23 +211,36 @@ class FtDLearner(IndepLearner):
         return f"{view.info.key}@{digest(view.past_predictor(latest.order))}"
 
     def select(self, view: TaskView, ctx: TrialContext, fresh: IndepPredictor) -> Selection:
-        """Rank the candidates on this task, and score the fresh network (cached per task)."""
-        info = view.info
+        """The task's selection: the one ``prepare_task`` made (``view.prepared``), else rank
+        the candidates and score the fresh network here (cached per task)."""
+        prepared = _prepared(view)
+        if prepared is not None:
+            return prepared
         key = self._selection_key(view)
         if self._selection is None or self._selection.task_key != key:
-            subset = probe_subset(view.train(), view.dev(), seed=info.order)
-            scorer = ctx.track(NeighbourScores())
-            ranking = tuple(rank_candidates(self._candidates(view, ctx, fresh), subset, info, scorer))
-            fresh_error = next((s.error for s in ranking if s.order == RANDOM_INIT), None)
-            if fresh_error is None:  # not a candidate: scored for the record (one more network's passes)
-                fresh_error = candidate_error(self._probe_features(fresh, ctx), subset, info, scorer)
-            self._selection = Selection(task_key=key, ranking=ranking, fresh_error=fresh_error)
+            self._selection = self._make_selection(view, ctx, fresh, key)
         return self._selection
+
+    def _make_selection(self, view: TaskView, ctx: TrialContext, fresh: IndepPredictor, key: str) -> Selection:
+        """Rank the candidates on this task and score the fresh network (every pass tracked)."""
+        info = view.info
+        subset = probe_subset(view.train(), view.dev(), seed=info.order)
+        scorer = ctx.track(NeighbourScores())
+        ranking = tuple(rank_candidates(self._candidates(view, ctx, fresh), subset, info, scorer))
+        fresh_error = next((s.error for s in ranking if s.order == RANDOM_INIT), None)
+        if fresh_error is None:  # not a candidate: scored for the record (one more network's passes)
+            fresh_error = candidate_error(self._probe_features(fresh, ctx), subset, info, scorer)
+        return Selection(task_key=key, ranking=ranking, fresh_error=fresh_error)
 
     def _current_selection(self, view: TaskView) -> Selection | None:
         """The selection made for this very task of this very run, if any."""
+        if not self._has_candidates(view):
+            return None
+        prepared = _prepared(view)
+        if prepared is not None:
+            return prepared
         selection = self._selection
-        if selection is None or not self._has_candidates(view):
+        if selection is None:
             return None
         return selection if selection.task_key == self._selection_key(view) else None
 
@@ -241,6 +265,12 @@ class FtDLearner(IndepLearner):
         return lambda images: probe_features(
             view, predictor.model, lambda chunk: eval_transform(chunk, predictor.augment, device=device), images,
             width=predictor.model.feature_dim)
+
+
+def _prepared(view: TaskView) -> Selection | None:
+    """The selection ``prepare_task`` made for this task, if the harness ran it."""
+    prepared = getattr(view, "prepared", None)  # views of older callers have none
+    return prepared if isinstance(prepared, Selection) else None
 
 
 def digest(data: bytes) -> str:

@@ -16,6 +16,15 @@ Guarantees the harness keeps (see :mod:`workers.stream.task_view`):
   outside any module call and ``module.forward(...)`` are not seen. Learners in other
   frameworks call ``ctx.report_flops``.
 
+A learner may also define ``prepare_task(view, state, ctx) -> Any`` (:class:`PreparesTask`):
+work every trial of a task shares (FT-d's choice of the network to start from). The harness
+calls it once per task, before the trials, in a learner host under the FLOP meter, charges
+its FLOPs to the task once (so cFLOP does not depend on how many trials run at once), and
+hands its result (pickled, at most ``MAX_PREPARED_BYTES``) to every trial as
+``view.prepared``; without the hook, or where the harness does not call it (multi-worker
+trials), ``view.prepared`` is ``None`` and ``train`` does the work itself. The hook sees the
+same causal view a trial sees, with ``ctx.steps`` 1 and no checkpoints.
+
 The probe pool calls ``load_predictor`` and ``features`` on saved checkpoints long after
 training, in another process.
 """
@@ -102,6 +111,12 @@ class TaskView(Protocol):
     def pretrained(self) -> bytes:
         """The pretrained checkpoint the run was submitted with (``nevis run --pretrained``),
         in the format of the learner's ``save_predictor``; an error if the run has none."""
+        ...
+
+    @property
+    def prepared(self) -> Any:
+        """What the learner's ``prepare_task`` returned for this task (shared by its trials);
+        ``None`` when it has none or the harness did not call it."""
         ...
 
 
@@ -220,10 +235,23 @@ class Learner(Protocol):
         ...
 
 
+@runtime_checkable
+class PreparesTask(Protocol):
+    """The optional hook of a learner whose trials share work on a task (FT-d's selection)."""
+
+    def prepare_task(self, view: TaskView, state: Any, ctx: TrialContext) -> Any:
+        """Work for every trial of the task, done once before them and charged once; the
+        result (picklable, at most :data:`MAX_PREPARED_BYTES` pickled) is ``view.prepared``."""
+        ...
+
+
+MAX_PREPARED_BYTES = 64 * 1024**2
+"""The most a pickled ``prepare_task`` result may hold: it travels to every trial."""
+
 FlopsSource = Literal["measured", "reported"]
 
 __all__ = [
-    "CHECKPOINT_DEFAULT_FRACTIONS", "PAPER_SEARCH_SPACE", "Choice", "FlopsSource", "LabelledData",
-    "Learner", "LogUniform", "Resources", "SearchDomain", "TaskInfo", "TaskView", "TrainOutput",
+    "CHECKPOINT_DEFAULT_FRACTIONS", "MAX_PREPARED_BYTES", "PAPER_SEARCH_SPACE", "Choice", "FlopsSource",
+    "LabelledData", "Learner", "LogUniform", "PreparesTask", "Resources", "SearchDomain", "TaskInfo", "TaskView", "TrainOutput",
     "TrialContext", "Uniform",
 ]

@@ -1,7 +1,7 @@
 """What harness code learns about a learner without importing it: its declaration.
 
-The learner host answers ``describe`` with the learner's name, search space, resources and
-initial state; this module turns them into JSON and back, checking every field, so the
+The learner host answers ``describe`` with the learner's name, search space, resources,
+initial state and whether it has a ``prepare_task`` hook; this module turns them into JSON and back, checking every field, so the
 driver can build the Tune search and size its executors from data alone.
 """
 
@@ -27,10 +27,12 @@ class LearnerDeclaration:
     resources: Resources
     init_state: bytes  # pickled by the learner host; only ever unpickled there
     preferred_search: str | None = None  # the strategy a run uses unless it names one (BHPO: gp_ucb)
+    prepares_task: bool = False  # has ``prepare_task``: the harness runs it once per task, else skips it
 
     def to_header(self) -> dict[str, Any]:
         return {"name": self.name, "search_space": {k: domain_to_json(v) for k, v in self.search_space.items()},
-                "resources": asdict(self.resources), "preferred_search": self.preferred_search}
+                "resources": asdict(self.resources), "preferred_search": self.preferred_search,
+                "prepares_task": self.prepares_task}
 
     @classmethod
     def from_header(cls, header: Mapping[str, Any], init_state: bytes) -> LearnerDeclaration:
@@ -43,9 +45,12 @@ class LearnerDeclaration:
         preferred = header.get("preferred_search")
         if preferred is not None and (not isinstance(preferred, str) or not 0 < len(preferred) <= MAX_NAME):
             raise LearnerError("A learner's preferred_search must be the name of a search strategy.")
+        prepares = header.get("prepares_task", False)
+        if not isinstance(prepares, bool):
+            raise LearnerError(f"A learner's prepares_task must be a bool; got {str(prepares)[:40]}.")
         return cls(name=name, search_space={str(k): domain_from_json(str(k), v) for k, v in space.items()},
                    resources=resources_from_json(header.get("resources")), init_state=init_state,
-                   preferred_search=preferred)
+                   preferred_search=preferred, prepares_task=prepares)
 
 
 def domain_to_json(domain: SearchDomain) -> dict[str, Any]:

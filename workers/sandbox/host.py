@@ -2,14 +2,15 @@
 
 Started as ``python -m workers.sandbox.host`` by :class:`~workers.sandbox.client.LearnerHost`.
 It reads frames (:mod:`workers.sandbox.wire`) from the pipe it was given, loads the learner
-named in the first one, and answers one request at a time: ``describe``, ``trial``,
-``predict``, ``load_predictor``, ``features``, ``augment_views``, ``release``, ``bye``.
+named in the first one, and answers one request at a time: ``describe``, ``prepare_task``
+(a learner's work shared by a task's trials, once per task), ``trial``, ``predict``,
+``load_predictor``, ``features``, ``augment_views``, ``release``, ``bye``.
 During a trial it asks harness code for earlier tasks' train splits (``past_train``) and the
 predictors its run kept for them (``past_predictor``) or the run's ``pretrained`` checkpoint, and hands it checkpoints (``checkpoint``); it never touches storage itself. The protocol's file
 descriptors are private copies: the learner's prints go to stderr and cannot corrupt frames
 (a hostile learner can still write frames of its own, which is why the harness side trusts
-nothing in them but numbers and bytes). During a trial, a ``predict`` job and each of the probe
-pool's calls (``load_predictor``, ``features``, ``predict_loaded``, ``augment_views``) the
+nothing in them but numbers and bytes). During a trial, ``prepare_task``, a ``predict`` job and
+each of the probe pool's calls (``load_predictor``, ``features``, ``predict_loaded``, ``augment_views``) the
 context's FLOP meter watches (:meth:`~workers.sandbox.flops.FlopMeter.watch`): torch modules the
 learner did not pass to ``ctx.track`` are counted too, and their share is sent back as
 ``flops_untracked``. Every reply to those requests carries the FLOPs the call cost
@@ -33,7 +34,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from services.core.errors import CausalityError, LearnerError, UnknownNameError
-from workers.learners.protocol import LabelledData, Learner
+from workers.learners.protocol import MAX_PREPARED_BYTES, LabelledData, Learner
 from workers.sandbox import wire
 from workers.sandbox.context import LocalTrialContext, TrialStopped
 from workers.sandbox.declaration import LearnerDeclaration, info_from_json
@@ -80,18 +81,15 @@ class Host:
             name=str(getattr(learner, "name", type(learner).__name__)),
             search_space=dict(learner.search_space()), resources=learner.resources(),
             init_state=pickle.dumps(learner.init_state()),
-            preferred_search=getattr(learner, "preferred_search", None))
+            preferred_search=getattr(learner, "preferred_search", None),
+            prepares_task=callable(getattr(learner, "prepare_task", None)))
         return declaration.to_header(), [declaration.init_state]
 
     def _op_trial(self, header: dict, parts: list) -> tuple[dict, list]:
         """Train one trial; its failure is a ``failed`` result with the FLOPs spent so far."""
+        prepared = pickle.loads(parts[-2]) if header.get("prepared") else None  # prepare_task's result
         state = parts[-1]
-        train, dev = self._task_data(header["data_key"], parts[:-1])
-        info = info_from_json(header["info"])
-        past = {p["order"]: info_from_json(p) for p in header["past"]}
-        view = CausalTaskView(info=info, train=train, dev=dev, past=past,
-                              load_past_train=self._past_train, stream_length=int(header["stream_length"]),
-                              load_past_predictor=self._past_predictor, load_pretrained=self._pretrained)
+        view, dev = self._view(header, parts[:-2] if header.get("prepared") else parts[:-1], prepared)
         ctx = LocalTrialContext(
             seed=int(header["seed"]), steps=int(header["steps"]), save_predictor=self.learner.save_predictor,
             on_checkpoint=self._checkpoint, checkpoint_at=tuple(header["checkpoint_at"]), device=self.device,
@@ -120,6 +118,18 @@ class Host:
                   "peak_memory_bytes": _peak_memory(self.device), "curve": _curve(ctx),
                   "missed_checkpoints": list(ctx.missed_checkpoints), **_flops(ctx, updates=updates)}
         return result, [scores, predictor, new_state]
+
+    def _op_prepare_task(self, header: dict, parts: list) -> tuple[dict, list]:
+        """The learner's ``prepare_task`` on the view a trial of this task gets, metered as a
+        whole: its FLOPs are the task's, charged once; its result goes to every trial."""
+        view, _ = self._view(header, parts[:-1], None)
+        started = time.perf_counter()
+        with self._metered(header) as ctx:
+            prepared = pickle.dumps(self.learner.prepare_task(view, pickle.loads(parts[-1]), ctx))
+        if len(prepared) > MAX_PREPARED_BYTES:
+            raise LearnerError(f"prepare_task() returned {len(prepared)} bytes pickled, over the "
+                               f"{MAX_PREPARED_BYTES}-byte limit.")
+        return {"wall_time_s": time.perf_counter() - started, **_flops(ctx)}, [prepared]
 
     def _op_predict(self, header: dict, parts: list) -> tuple[dict, list]:
         info = info_from_json(header["info"])
@@ -164,6 +174,16 @@ class Host:
         return {}, []
 
     # --- helpers ----------------------------------------------------------------------------
+
+    def _view(self, header: dict, parts: list, prepared: Any) -> tuple[CausalTaskView, LabelledData]:
+        """The causal view of a ``trial`` or ``prepare_task`` request, and the task's dev split."""
+        train, dev = self._task_data(header["data_key"], parts)
+        past = {p["order"]: info_from_json(p) for p in header["past"]}
+        view = CausalTaskView(info=info_from_json(header["info"]), train=train, dev=dev, past=past,
+                              load_past_train=self._past_train, stream_length=int(header["stream_length"]),
+                              load_past_predictor=self._past_predictor, load_pretrained=self._pretrained,
+                              prepared=prepared)
+        return view, dev
 
     def _task_data(self, key: str, parts: list) -> tuple[LabelledData, LabelledData]:
         """This task's splits: sent with the first trial of a task, reused by the next ones."""

@@ -164,6 +164,13 @@ def optional(inner: Check) -> Check:
     return lambda value, limits: None if value is None else inner(value, limits)
 
 
+def flag(value: Any, limits: Limits) -> bool:
+    """A JSON boolean (not a number standing for one)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false; got {_show(value)}")
+    return value
+
+
 def mapping(value: Any, limits: Limits) -> dict[str, Any]:
     """A JSON object, read in depth by its owner (a declaration's search space, resources)."""
     if not isinstance(value, dict):
@@ -264,7 +271,9 @@ TRIAL_RESULTS: dict[str, Message] = {
 REPLIES: dict[str, Message] = {
     "describe": Message("result of describe", {
         "name": Field(text(NAME_CHARS)), "search_space": Field(mapping), "resources": Field(mapping),
-        "preferred_search": Field(optional(text(NAME_CHARS)), required=False)}, ("b",)),
+        "preferred_search": Field(optional(text(NAME_CHARS)), required=False),
+        "prepares_task": Field(flag, required=False, default=False)}, ("b",)),
+    "prepare_task": _metered("result of prepare_task", {"wall_time_s": Field(seconds)}, ("b",)),  # pickled result
     "predict": _metered("result of predict", parts=("a",)),
     "load_predictor": _metered("result of load_predictor", {"handle": Field(integer(1, MAX_COUNT - 1))}),
     "features": _metered("result of features", parts=("a",)),
@@ -315,6 +324,6 @@ __all__ = [
     "ERROR", "ERROR_CHARS", "FLOP_FIELDS", "MAX_COUNT", "MAX_MEMORY_BYTES", "MAX_ORDER", "MAX_SECONDS",
     "MESSAGE_CHARS", "NAME_CHARS", "READY", "REPLIES", "REQUESTS", "TRACEBACK_CHARS", "TRIAL_RESULTS",
     "TRIAL_STATUSES", "Check", "Field", "Limits", "Message", "curve_point", "flop_fields", "integer",
-    "list_of", "mapping", "member", "one_of", "optional", "read_fields", "read_reply", "read_request",
+    "flag", "list_of", "mapping", "member", "one_of", "optional", "read_fields", "read_reply", "read_request",
     "seconds", "text",
 ]

@@ -14,6 +14,7 @@ learners crop from (:class:`~workers.stream.task_info.Originals`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from services.core.errors import CausalityError
 from workers.stream.task_info import LabelledData, TaskInfo
@@ -37,10 +38,12 @@ class CausalTaskView:
             to offer (a view outside a run).
         load_pretrained: returns the pretrained checkpoint the run was submitted with;
             ``None`` where there is none.
+        prepared: what the learner's ``prepare_task`` returned for this task (computed once,
+            before the trials, from this same view); ``None`` where it has no such hook.
     """
 
     __slots__ = ("_info", "_train", "_dev", "_past", "_load_past_train", "_stream_length",
-                 "_load_past_predictor", "_load_pretrained")
+                 "_load_past_predictor", "_load_pretrained", "_prepared")
 
     def __init__(
         self,
@@ -52,6 +55,7 @@ class CausalTaskView:
         stream_length: int,
         load_past_predictor: Callable[[int], bytes] | None = None,
         load_pretrained: Callable[[], bytes] | None = None,
+        prepared: Any = None,
     ) -> None:
         if any(order >= info.order for order in past):
             raise CausalityError(
@@ -66,10 +70,17 @@ class CausalTaskView:
         self._stream_length = stream_length
         self._load_past_predictor = load_past_predictor
         self._load_pretrained = load_pretrained
+        self._prepared = prepared
 
     @property
     def info(self) -> TaskInfo:
         return self._info
+
+    @property
+    def prepared(self) -> Any:
+        """What ``prepare_task`` returned for this task, shared by every trial; ``None`` when
+        the learner has no hook or the harness did not run it (multi-worker trials)."""
+        return self._prepared
 
     def train(self) -> LabelledData:
         return self._train

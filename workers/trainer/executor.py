@@ -94,6 +94,15 @@ class TrialExecutor(Evaluator):
         metrics, usage = measured_call(host, lambda: run_trial_in_host(host, config, spec))
         return {**metrics, **usage}
 
+    def prepare(self, spec: Any) -> tuple[bytes, dict[str, Any]]:
+        """The learner's ``prepare_task`` for the task of ``spec`` (once per task), and its FLOP
+        and usage fields; a learner's failure is raised (the task fails)."""
+        from workers.trainer.task_prepare import prepare_in_host  # noqa: PLC0415
+
+        host = self._live_host()
+        (prepared, flops), usage = measured_call(host, lambda: prepare_in_host(host, spec))
+        return prepared, {**flops, **usage}
+
 
 class ExecutorPool:
     """Lends its executors for one trial or one evaluation at a time (an async actor).
@@ -115,6 +124,10 @@ class ExecutorPool:
     async def run(self, config: dict[str, Any], spec_box: list) -> dict[str, Any]:
         """One trial (:meth:`TrialExecutor.run`) in a free executor."""
         return await self._lend("run", config, spec_box[0])
+
+    async def prepare(self, spec_box: list) -> Any:
+        """A task's preparation (:meth:`TrialExecutor.prepare`) in a free executor."""
+        return await self._lend("prepare", spec_box[0])
 
     async def predict(self, info: TaskInfo, predictor_box: list, images_box: list, seed: int) -> Any:
         """One evaluation (:meth:`Evaluator.predict`) in a free executor."""

@@ -70,6 +70,15 @@ class RunActors:
             return predict_in_pool(pool, info, predictor, images, seed=seed)
         return evaluate(self._evaluator(host), info, predictor, images, seed=seed)
 
+    def prepare(self, host: HostSpec, resources: Resources, budget: RunBudget, spec: Any) -> tuple[bytes, dict[str, Any]] | None:
+        """The learner's ``prepare_task`` result for ``spec``'s task (pickled) and its FLOP and
+        usage fields, from one of the pool's executors; ``None`` for a multi-worker learner,
+        whose trials (Ray Train, :mod:`workers.trainer.distributed`) do the work themselves."""
+        pool = self.executor_pool(host, resources, budget)
+        if pool is None:
+            return None
+        return ray.get(pool.prepare.remote([ray.put(spec)]))
+
     def close(self) -> None:
         """Stop every actor of the run now (their learner hosts end with them) instead of
         whenever the last handle is collected: a process running many runs (the tests, a

@@ -50,7 +50,7 @@ from workers.trainer.ray_env import connect_ray
 from workers.trainer.run_actors import RunActors
 from workers.trainer.run_plan import Attempt, RunObserver, RunPlan, RunRequest, Silent, preferred_budget
 from workers.trainer.task_job import fit_to_cluster, run_trials
-from workers.trainer.trial import TrialSpec
+from workers.trainer.trial import TrialSpec, no_flops
 
 
 class StreamRunner:
@@ -217,8 +217,10 @@ class StreamRunner:
                               originals=("train",))  # training crops come from the originals
         attempt = self._open_attempt(plan, task)
         trial_ids: dict[int, int] = {}
-        outcomes = self._search(attempt, host, learner, data, trial_ids)
-        spent = sum(o.flops for o in outcomes)
+        spec = self._trial_spec(attempt, host, learner, data)
+        spec, preparation = self._prepare(attempt, host, learner, spec)
+        outcomes = self._search(attempt, learner, spec, trial_ids)
+        spent = preparation.flops + sum(o.flops for o in outcomes)  # the preparation, charged once
         best = best_trial(outcomes)
         if best is None:
             first = next((o.error for o in outcomes if o.error), "no trial reported")
@@ -237,8 +239,9 @@ class StreamRunner:
             wall_time_s=time.perf_counter() - attempt.started,
             peak_memory_bytes=max(o.peak_memory_bytes or 0 for o in outcomes),
             state_key=best.state.key,
-            cpu_seconds=sum_known([*(o.cpu_seconds for o in outcomes), evaluation.cpu_seconds]),
-            flops_floored=any(o.floored for o in outcomes) or evaluation.floored,
+            cpu_seconds=sum_known([preparation.cpu_seconds, *(o.cpu_seconds for o in outcomes),
+                                   evaluation.cpu_seconds]),
+            flops_floored=any(o.floored for o in outcomes) or evaluation.floored or preparation.floored,
             flops_paper=float(sum(o.flops_paper for o in outcomes)), flops_prediction=float(evaluation.flops),
         )
         with transaction(self.sessions) as session:
@@ -261,7 +264,24 @@ class StreamRunner:
             return Attempt(plan=plan, task=task, run_id=run.id, number=run.attempt,
                            started=time.perf_counter())
 
-    def _search(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,
+    def _prepare(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration,
+                 spec: TrialSpec) -> tuple[TrialSpec, EvaluationCost]:
+        """The learner's ``prepare_task``, once for the task before its trials (skipped when it
+        declares none): its result goes into every trial's spec, its FLOPs to the task once.
+        Multi-worker trials do that work themselves. A learner's failure here fails the task."""
+        if not learner.prepares_task:
+            return spec, EvaluationCost.of(no_flops())
+        try:
+            done = self.actors.prepare(host, learner.resources, attempt.plan.budget, spec)
+        except Exception as exc:  # noqa: BLE001 - the learner's prepare_task failed: the task fails
+            cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
+            self._fail(attempt, f"prepare_task failed: {cause}", 0.0, cause=exc)
+        if done is None:
+            return spec, EvaluationCost.of(no_flops())
+        prepared, fields = done
+        return replace(spec, prepared=prepared), EvaluationCost.of(fields)
+
+    def _search(self, attempt: Attempt, learner: LearnerDeclaration, spec: TrialSpec,
                 trial_ids: dict[int, int]) -> list[TrialOutcome]:
         """Run the task's trials; each is recorded as it ends (its FLOPs count even if the
         task is interrupted later), its row id kept in ``trial_ids``."""
@@ -273,12 +293,11 @@ class StreamRunner:
                 trial_ids[outcome.trial_index] = trial.id
             self.observer.trial_finished(task, outcome)
 
-        spec = self._trial_spec(attempt, host, learner, data)
         self.observer.task_started(task, plan.tasks.index(task) + 1, len(plan.tasks), plan.budget.trials)
         try:
             return run_trials(learner, spec, plan.budget, storage_path=str(self.settings.data_dir / "ray_results"),
                               on_trial=on_trial,
-                              pool=self.actors.executor_pool(host, learner.resources, plan.budget),
+                              pool=self.actors.executor_pool(spec.host, learner.resources, plan.budget),
                               search=plan.budget.search, scheduler=plan.budget.scheduler)
         except KeyboardInterrupt:
             with transaction(self.sessions) as session:

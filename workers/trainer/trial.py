@@ -54,6 +54,7 @@ class TrialSpec:
     key_prefix: str  # object-store prefix of this task attempt
     harness: Any  # ActorHandle of workers.trainer.harness.TaskHarness
     rungs: tuple[int, ...] = ()  # early stopping's rung steps (ASHA); none without it
+    prepared: bytes | None = None  # the learner's prepare_task result, pickled in its host; None without
 
 
 def learner_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -98,10 +99,12 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
         "past": [info_to_json(p) for p in spec.past], "stream_length": spec.stream_length,
         "steps": spec.steps, "checkpoint_at": list(limits.checkpoint_at),
         "seed": int(config[TRIAL_SEED]), "config": learner_config(config), "rungs": list(spec.rungs),
+        "prepared": spec.prepared is not None,
     }
     parts = task_parts(spec.train, spec.dev) if host.data_key != data_key else []
+    prepared = [] if spec.prepared is None else [spec.prepared]  # before the state, which comes last
     try:
-        header, out = host.call(request, [*parts, spec.state], on_message=on_message)
+        header, out = host.call(request, [*parts, *prepared, spec.state], on_message=on_message)
     except Exception as exc:  # noqa: BLE001 - died, broke the contract, or could not be recorded
         _drop_if_out_of_step(host, heard, exc)
         return _failed(config, exc, heard.spent, heard)
@@ -126,7 +129,7 @@ def _answer(spec: TrialSpec, index: int, heard: _Heard, message: dict[str, Any],
         return None
     if op == "rung":
         return _answer_rung(spec, index, message["step"], parts[0], heard.rungs)
-    return _answer_past(spec.harness, op, message.get("order"))
+    return answer_past(spec.harness, op, message.get("order"))
 
 
 def _store_checkpoint(harness: Any, heard: _Heard, step: int, data: bytes) -> None:
@@ -189,7 +192,7 @@ def task_parts(train: LabelledData, dev: LabelledData) -> list[np.ndarray]:
     return [*dev.to_arrays()[:2], *train.to_arrays()]
 
 
-def _answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], list]:
+def answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], list]:
     """An earlier task's train split or predictor, or the run's pretrained checkpoint, fetched by the harness actor (which checks
     causality again); a refusal goes back to the learner as data, raised there."""
     try:
@@ -292,6 +295,6 @@ def _failed(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, A
 
 
 __all__ = [
-    "CHECKPOINT_MAX_BYTES", "HARNESS_KEYS", "TRIAL_INDEX", "TRIAL_SEED", "TrialSpec", "failure_metrics", "learner_config",
-    "no_flops", "run_trial_in_host", "task_parts", "trial_prefix"
+    "CHECKPOINT_MAX_BYTES", "HARNESS_KEYS", "TRIAL_INDEX", "TRIAL_SEED", "TrialSpec", "answer_past", "failure_metrics",
+    "learner_config", "no_flops", "run_trial_in_host", "task_parts", "trial_prefix"
 ]

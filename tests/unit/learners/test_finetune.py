@@ -8,6 +8,7 @@ an unrelated task, order 1). Predictors reach the learner only as bytes through 
 from __future__ import annotations
 
 import copy
+import pickle
 from dataclasses import replace
 
 import numpy as np
@@ -157,6 +158,27 @@ def test_ft_d_selection_is_made_once_per_task_and_charged_once(digits, related_b
     assert ("track", "NeighbourScores") in first.events
     assert ("track", "NeighbourScores") not in second.events
     assert first.meter.measured > second.meter.measured
+
+
+def test_ft_d_prepares_its_selection_once_and_its_trials_read_it_from_the_view(digits, related_bytes,
+                                                                               dead_bytes):
+    """The harness calls prepare_task once per task; a trial given its result selects nothing."""
+    learner = FtDLearner("small_cnn", width=WIDTH)
+    past = {0: related_bytes, 1: dead_bytes}
+    prep = RecordingContext(seed=2, steps=1)
+    selection = pickle.loads(pickle.dumps(learner.prepare_task(view_with_past(digits, past), None, prep)))
+    assert selection.chosen == 0 and ("track", "NeighbourScores") in prep.events and prep.meter.measured > 0
+    view = view_with_past(digits, past)
+    prepared = CausalTaskView(view.info, digits.train, digits.test, {o: t for o, t in enumerate(view.past_tasks())},
+                              lambda o: digits.train, 3, load_past_predictor=lambda order: past[order],
+                              prepared=selection)
+    for seed in (1, 2):  # two trials in fresh processes (fresh learners): neither pays for the probe
+        trial = RecordingContext(seed=seed, steps=1)
+        out = FtDLearner("small_cnn", width=WIDTH).train(prepared, None, CONFIG, trial)
+        assert ("track", "NeighbourScores") not in trial.events
+        assert out.state[2] == selection.record()
+    assert learner.prepare_task(CausalTaskView(digits.info, digits.train, digits.test, {}, lambda o: digits.train, 1),
+                                None, RecordingContext()) is None  # the first task: nothing to choose from
 
 
 def test_ft_prev_starts_from_the_previous_backbone_with_a_fresh_head(digits, related_bytes, dead_bytes):
