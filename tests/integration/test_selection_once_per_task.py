@@ -40,7 +40,8 @@ def test_ft_d_costs_the_same_cflop_with_one_or_two_trials_at_once(runner, tmp_pa
     assert len(one) == len(two) == 2
     assert state_one[2]["chosen"] == state_two[2]["chosen"] == 1  # the same selection, made once
     assert state_one[2]["knn_error"] == state_two[2]["knn_error"]
-    if floored_one or floored_two:
-        pytest.skip("a CPU-time floor was charged on this loaded machine: counts are not comparable")
+    # Two 2-step trials on 16-px images stay far below the floor's CPU allowance: a floor here
+    # would mean the learner's own count was not believed, and the comparison would prove nothing.
+    assert not (floored_one or floored_two), "a CPU-time floor was charged: the counts are not the learner's"
     assert one == two, (one, two)
     assert sum(one) == sum(two)
