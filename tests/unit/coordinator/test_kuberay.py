@@ -29,6 +29,7 @@ from services.coordinator.backends.kuberay_template import (
 from services.coordinator.common.config import CoordinatorSettings
 from services.core.errors import ConfigError
 from services.coordinator.common.validation import ResourceRequest
+from tests.support.k8s_schema import unknown_keys
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_FILE = ROOT.parent / "shared" / "schemas" / "kuberay" / "ray.io_rayjobs.yaml"
@@ -50,27 +51,6 @@ def validator(schema):
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
-
-
-def unknown_keys(instance: Any, schema: dict[str, Any], path: str = "") -> list[str]:
-    """Keys of ``instance`` that ``schema`` does not declare (what the API server would drop)."""
-    if schema.get("x-kubernetes-preserve-unknown-fields"):
-        return []
-    found: list[str] = []
-    if isinstance(instance, dict):
-        props = schema.get("properties")
-        extra = schema.get("additionalProperties")
-        for key, value in instance.items():
-            if props is not None and key in props:
-                found += unknown_keys(value, props[key], f"{path}.{key}")
-            elif isinstance(extra, dict):
-                found += unknown_keys(value, extra, f"{path}.{key}")
-            elif props is not None:
-                found.append(f"{path}.{key}")
-    elif isinstance(instance, list) and isinstance(schema.get("items"), dict):
-        for i, item in enumerate(instance):
-            found += unknown_keys(item, schema["items"], f"{path}[{i}]")
-    return found
 
 
 def _settings(tmp_path: Path, **extra) -> CoordinatorSettings:
