@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.errors import ConfigError
 
-_CHOICES = {"sandbox": ("auto", "bwrap", "none"), "probe_preset": ("standard", "ci", "full", "off")}
+_CHOICES = {"sandbox": ("auto", "bwrap", "none"), "probe_preset": ("standard", "ci", "full", "publish", "off")}
 
 
 def default_data_dir() -> Path:

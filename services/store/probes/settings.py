@@ -11,8 +11,11 @@ q = 50 augmentations where the data allows, every trial): the :meth:`ProbeSettin
 preset. :meth:`ProbeSettings.standard`, what the service runs by default, probes every
 checkpoint of each task's chosen trial and the first and last checkpoints of one other, with
 LiDAR n = 150, q = 4 and smaller MLP probes, to bring probing a run's cost down to at most
-that of training it; :meth:`ProbeSettings.ci` is small
-enough for a test run on two CPU cores.
+that of training it; :meth:`ProbeSettings.publish` (the same values as ``full``) is the
+papers' scale, the preset any published figure uses; :meth:`ProbeSettings.ci` is small
+enough for a test run on two CPU cores. LiDAR's δ is relative to the features' scale by
+default (``lidar_delta_mode``); settings stored before that field existed read back as
+absolute, as they were computed.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ from services.store.db.models_probe import PROBE_KIND_NAMES
 # Declared once, with the probe tables' check constraint (a new kind needs a migration).
 PROBE_KINDS: tuple[str, ...] = PROBE_KIND_NAMES
 TARGET_MODES: tuple[str, ...] = ("earlier", "current")
-PRESETS: tuple[str, ...] = ("standard", "ci", "full")
+PRESETS: tuple[str, ...] = ("standard", "ci", "full", "publish")
+LIDAR_DELTA_MODES: tuple[str, ...] = ("relative", "absolute")
+# What settings stored before a field existed meant by it (from_dict fills these in).
+_LEGACY: dict[str, Any] = {"lidar_delta_mode": "absolute", "lidar_delta_sweep": ()}
 
 
 class ProbeSettingsError(NevisError, ValueError):
@@ -62,7 +68,12 @@ class ProbeSettings:
         lidar_n: Clean held-out images of the current task for LiDAR (some of the probe
             examples; capped by the data).
         lidar_q: Augmentations of each clean image (>= 2).
-        lidar_delta: δ of LiDAR's within-class covariance.
+        lidar_delta: δ of LiDAR's within-class covariance (METRICS.md §3: 1e-4).
+        lidar_delta_mode: "relative" (the ridge is δ times the mean eigenvalue of the
+            within-class covariance, tr(Σ_w)/d, so LiDAR does not move with the features'
+            scale) or "absolute" (δ itself; how results stored before the mode were made).
+        lidar_delta_sweep: δ values (same mode) LiDAR is also computed at and stored with
+            each checkpoint: its δ-sensitivity, which the report prints.
         lidar_eps: ε of LiDAR's entropy.
         rankme_eps: ε of RankMe's entropy.
         patience: Convergence patience (measurements) on the pretext loss.
@@ -86,6 +97,8 @@ class ProbeSettings:
     lidar_n: int = 1000
     lidar_q: int = 50
     lidar_delta: float = 1e-4
+    lidar_delta_mode: str = "relative"
+    lidar_delta_sweep: tuple[float, ...] = (1e-6, 1e-4, 1e-2)
     lidar_eps: float = 1e-8
     rankme_eps: float = 1e-7
     patience: int = 3
@@ -106,6 +119,14 @@ class ProbeSettings:
         for kind in kinds:
             if kind not in PROBE_KINDS:
                 raise UnknownNameError(unknown_name_message("probe kind", kind, PROBE_KINDS))
+        if self.lidar_delta_mode not in LIDAR_DELTA_MODES:
+            raise UnknownNameError(unknown_name_message("LiDAR delta mode", self.lidar_delta_mode,
+                                                        LIDAR_DELTA_MODES))
+        sweep = tuple(self.lidar_delta_sweep)
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf")
+               for v in sweep):
+            raise _bad("lidar_delta_sweep", "a list of finite numbers in [0, inf)", sweep)
+        object.__setattr__(self, "lidar_delta_sweep", tuple(float(v) for v in sweep))
         if self.targets not in TARGET_MODES:
             raise UnknownNameError(unknown_name_message("probe target mode", self.targets, TARGET_MODES))
         ints = {"folds": 2, "max_examples": 4, "lidar_n": 2, "lidar_q": 2, "patience": 1,
@@ -165,6 +186,15 @@ class ProbeSettings:
         return cls(**overrides)
 
     @classmethod
+    def publish(cls, **overrides: Any) -> ProbeSettings:
+        """The papers' scale, for any figure that is published: every checkpoint of every
+        trial (so the headline correlation ranks every trial's final checkpoint), LiDAR with
+        n = 1000 clean images × q = 50 views (METRICS.md §3, capped by the data) and δ
+        relative to the features' scale, MLP probes 64 wide × 150 steps. The same values as
+        :meth:`full`, named for what they are for."""
+        return cls(**overrides)
+
+    @classmethod
     def ci(cls, **overrides: Any) -> ProbeSettings:
         """A small configuration for tests and laptops: seconds per checkpoint."""
         small = dict(folds=3, max_examples=240, lidar_n=24, lidar_q=4, linear_max_iter=50,
@@ -173,7 +203,7 @@ class ProbeSettings:
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> ProbeSettings:
-        """The preset called ``name`` ("standard", "ci" or "full"), with ``overrides`` applied."""
+        """The preset called ``name`` (:data:`PRESETS`), with ``overrides`` applied."""
         if name not in PRESETS:
             raise UnknownNameError(unknown_name_message("probe preset", name, PRESETS))
         return getattr(cls, name)(**overrides)
@@ -184,6 +214,7 @@ class ProbeSettings:
         """The canonical JSON-able form (lists for tuples)."""
         out = asdict(self)
         out["kinds"] = list(self.kinds)
+        out["lidar_delta_sweep"] = list(self.lidar_delta_sweep)
         return out
 
     @classmethod
@@ -195,9 +226,10 @@ class ProbeSettings:
             raise ProbeSettingsError(
                 f"Unknown probe settings {unknown}; known settings: {sorted(known)}."
             )
-        values = dict(data)
+        values = {**_LEGACY, **data}
         if "kinds" in values:
             values["kinds"] = tuple(values["kinds"])
+        values["lidar_delta_sweep"] = tuple(values["lidar_delta_sweep"])
         return cls(**values)
 
     @property
@@ -211,4 +243,4 @@ class ProbeSettings:
         return replace(self, **changes)
 
 
-__all__ = ["PRESETS", "PROBE_KINDS", "TARGET_MODES", "ProbeSettings", "ProbeSettingsError"]
+__all__ = ["LIDAR_DELTA_MODES", "PRESETS", "PROBE_KINDS", "TARGET_MODES", "ProbeSettings", "ProbeSettingsError"]

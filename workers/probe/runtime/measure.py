@@ -22,7 +22,7 @@ from workers.probe.runtime.data import PROBE_SPLITS, TaskSamples
 from services.core.errors import ProbeInputError
 from workers.probe.runtime.features import augmented_features, extract
 from workers.probe.fits.fit_common import FoldScores
-from workers.probe.scores.probe_metrics import lidar, rankme
+from workers.probe.scores.probe_metrics import lidar_at_deltas, rankme
 from workers.probe.runtime.pretext import held_out_loss
 from workers.probe.fits.probes import fit_probes
 from services.store.probes.settings import ProbeSettings
@@ -79,6 +79,21 @@ def pretext_measures(learner: Any, predictor: Any, current: TaskSamples, ctx: An
         ) from exc
 
 
+def lidar_measures(views: np.ndarray, settings: ProbeSettings) -> tuple[float, dict[str, Any]]:
+    """LiDAR at the settings' δ (relative or absolute, METRICS.md §3's formula either way),
+    and what a reader needs beside it: the δ-sensitivity (LiDAR at each δ of the sweep, same
+    mode), the scale a relative δ multiplied, and LiDAR at the absolute δ for comparison."""
+    relative = settings.lidar_delta_mode == "relative"
+    deltas = sorted({settings.lidar_delta, *settings.lidar_delta_sweep})
+    values, scale = lidar_at_deltas(views, deltas, relative=relative, eps=settings.lidar_eps)
+    absolute = (lidar_at_deltas(views, [settings.lidar_delta], relative=False, eps=settings.lidar_eps)[0]
+                if relative else values)[settings.lidar_delta]
+    return values[settings.lidar_delta], {
+        "lidar_delta_mode": settings.lidar_delta_mode, "lidar_delta": settings.lidar_delta,
+        "lidar_delta_scale": scale, "lidar_delta_used": settings.lidar_delta * (scale if relative and scale > 0 else 1.0),
+        "lidar_sweep": {f"{d:g}": values[d] for d in deltas}, "lidar_absolute_delta": absolute}
+
+
 def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
                        targets: Sequence[TaskSamples], settings: ProbeSettings,
                        ctx: Any, fit: bool = True) -> CheckpointMeasures:
@@ -126,7 +141,7 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
         )
     views, source = augmented_features(learner, predictor, current.lidar_images, q, ctx,
                                        seed=settings.seed)
-    lidar_value = lidar(views.astype(np.float64), delta=settings.lidar_delta, eps=settings.lidar_eps)
+    lidar_value, lidar_details = lidar_measures(views.astype(np.float64), settings)
     timings["lidar"] = time.perf_counter() - t0
     rank_value = rankme(current_features.astype(np.float64), eps=settings.rankme_eps)
     t0 = time.perf_counter()
@@ -137,10 +152,11 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
         lidar=lidar_value, rankme=rank_value, pretext_error=error, pretext_loss=loss,
         feature_dim=int(current_features.shape[1]), lidar_n=n, lidar_q=q,
         rankme_n=int(current_features.shape[0]), fits=tuple(fits), features={} if fit else kept,
-        details={"augmentation": source, "seconds": timings,
+        details={"augmentation": source, "seconds": timings, **lidar_details,
                  "pretext_error_split": "+".join(PROBE_SPLITS), "pretext_loss": loss,
                  "pretext_error_examples": len(current.probe_images)},
     )
 
 
-__all__ = ["CheckpointMeasures", "TargetFeatures", "TargetFit", "measure_checkpoint", "pretext_measures"]
+__all__ = ["CheckpointMeasures", "TargetFeatures", "TargetFit", "lidar_measures", "measure_checkpoint",
+           "pretext_measures"]

@@ -40,7 +40,7 @@ from workers.probe.scores.mismatch_cv import (
     mm3_cv,
     soft_mismatch_cv,
 )
-from workers.probe.scores.ranks import lidar, lidar_eigenvalues, rankme
+from workers.probe.scores.ranks import lidar, lidar_at_deltas, lidar_eigenvalues, rankme
 
 def _specs(*specs: MetricSpec) -> Mapping[str, MetricSpec]:
     return MappingProxyType({spec.name: spec for spec in specs})
@@ -89,6 +89,7 @@ __all__ = [
     "interpolate_integer_epochs",
     "kendall_tau_b",
     "lidar",
+    "lidar_at_deltas",
     "lidar_eigenvalues",
     "m3",
     "mm3",

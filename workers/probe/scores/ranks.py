@@ -89,16 +89,33 @@ def lidar_eigenvalues(embeddings: Any, delta: float = 1e-4) -> np.ndarray:
     return _lidar_eigenvalues(embeddings, delta, "lidar_eigenvalues")
 
 
-def _lidar_eigenvalues(embeddings: Any, delta: float, func: str) -> np.ndarray:
+def lidar_covariances(embeddings: Any, func: str = "lidar_covariances") -> tuple[np.ndarray, np.ndarray]:
+    """(Σ_b, Σ_w) of METRICS.md §3, Σ_w without its δ·I: computed once for several δ."""
     e = as_float_array(embeddings, param="embeddings", func=func, what=_EMBEDDINGS, ndims=(3,))
-    n, q, d = e.shape
+    n, q, _ = e.shape
     if n < 2 or q < 2:
         raise fail("embeddings", func, _EMBEDDINGS + " with n >= 2 and q >= 2", f"shape {e.shape}")
-    delta = as_number(delta, param="delta", func=func, low=0.0)
     class_means = e.mean(axis=1)  # μ_i, (n, d)
     between = class_means - class_means.mean(axis=0)
-    sigma_b = (between.T @ between) / (n - 1)
-    sigma_w = within_scatter(e, class_means) / (n * (q - 1))
+    return (between.T @ between) / (n - 1), within_scatter(e, class_means) / (n * (q - 1))
+
+
+def within_scale(sigma_w: np.ndarray) -> float:
+    """The features' scale a relative δ multiplies: tr(Σ_w) / d, the mean eigenvalue of the
+    within-class covariance (so δ·scale·I shrinks with the features, and LiDAR does not move
+    when every feature is multiplied by one constant)."""
+    return float(np.trace(sigma_w)) / sigma_w.shape[0]
+
+
+def _lidar_eigenvalues(embeddings: Any, delta: float, func: str) -> np.ndarray:
+    sigma_b, sigma_w = lidar_covariances(embeddings, func)
+    delta = as_number(delta, param="delta", func=func, low=0.0)
+    return _ridged_eigenvalues(sigma_b, sigma_w, delta, func)
+
+
+def _ridged_eigenvalues(sigma_b: np.ndarray, sigma_w: np.ndarray, delta: float, func: str) -> np.ndarray:
+    d = sigma_w.shape[0]
+    sigma_w = sigma_w.copy()
     sigma_w[np.diag_indices(d)] += delta
     w_vals, w_vecs = np.linalg.eigh(sigma_w)
     if delta == 0.0 and w_vals[0] <= _singular_below(w_vals):
@@ -154,6 +171,37 @@ def lidar(embeddings: Any, delta: float = 1e-4, eps: float = 1e-8) -> float:
     """
     eps = as_number(eps, param="eps", func="lidar", low=0.0)
     return spectral_rank(_lidar_eigenvalues(embeddings, delta, "lidar"), eps)
+
+
+def lidar_at_deltas(embeddings: Any, deltas: Any, *, relative: bool,
+                    eps: float = 1e-8) -> tuple[dict[float, float], float]:
+    """LiDAR at each δ of ``deltas`` from one pair of covariances, and the scale used.
+
+    With ``relative``, the ridge added to Σ_w is δ · :func:`within_scale` (δ is a fraction
+    of the features' within-class variance); otherwise δ itself (METRICS.md's formula, which
+    both cases follow: Σ_w + δ_abs·I). A zero scale (every view identical) falls back to
+    the absolute δ, and the scale is reported as 0.
+
+    Returns:
+        ({δ: LiDAR}, scale), where scale is 1.0 for absolute δ.
+
+    Examples:
+        >>> e = np.array([[[0.0], [2.0]], [[4.0], [6.0]]])  # Σ_b = 8, Σ_w = 2
+        >>> values, scale = lidar_at_deltas(e, [1e-4], relative=True, eps=0.0)
+        >>> scale, values[1e-4]
+        (2.0, 1.0)
+    """
+    func = "lidar_at_deltas"
+    eps = as_number(eps, param="eps", func=func, low=0.0)
+    sigma_b, sigma_w = lidar_covariances(embeddings, func)
+    scale = within_scale(sigma_w) if relative else 1.0
+    factor = scale if scale > 0.0 else 1.0
+    out = {}
+    for delta in deltas:
+        delta = as_number(delta, param="deltas", func=func, low=0.0)
+        values = _ridged_eigenvalues(sigma_b, sigma_w, delta * factor, func)
+        out[float(delta)] = spectral_rank(values, eps)
+    return out, scale
 
 
 def singular_values(z: np.ndarray) -> np.ndarray:
@@ -213,6 +261,7 @@ def rankme(z: Any, eps: float = 1e-7) -> float:
 
 
 __all__ = [
-    "GRAM_MIN_RATIO", "gram_looks_usable", "lidar", "lidar_eigenvalues", "rankme",
+    "GRAM_MIN_RATIO", "gram_looks_usable", "lidar", "lidar_at_deltas", "lidar_covariances", "lidar_eigenvalues",
+    "rankme", "within_scale",
     "singular_values", "spectral_rank", "within_scatter"
 ]
