@@ -1,0 +1,176 @@
+"""One-time converter: ``../shared/streams/nevis22_sources.json`` -> the fetch catalogue.
+
+Writes ``workers/stream/sources/catalogue.json``, shipped as package data, so that the
+service (and its tests) never read ``../shared`` for it. Each entry keeps what fetching
+needs: the project's dataset key (the manifest's ``nevis:<key>``), the tasks it serves,
+one record per file (name, URL, other URLs of the same bytes, checksum, size where known),
+what it needs (none / kaggle / manual), the Kaggle ref, the archive type, the torchvision
+class and the notes that matter when downloading. Everything else in the reference table
+(labels, split sources) stays there, for the readers.
+
+File names: the URL's last path segment, except where the URL does not carry one (Google
+Drive, SharePoint, Kaggle); those names come from :data:`NAMED` (facts stated in the
+table's ``archive`` text or in torchvision's / TFDS's own file lists), and Kaggle files are
+``<slug>.zip`` as the Kaggle client saves them.
+
+Usage::
+
+    .venv/bin/python scripts/build_source_catalogue.py            # write the catalogue
+    .venv/bin/python scripts/build_source_catalogue.py --check    # exit 1 if it is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_IN = REPO.parent / "shared" / "streams" / "nevis22_sources.json"
+DEFAULT_OUT = REPO / "workers" / "stream" / "sources" / "catalogue.json"
+FORMAT = 1
+
+# Google Drive / SharePoint ids -> the file name the data is known by.
+NAMED = {
+    "137RyRjvTBkBiIfeYBNZBtViDHQ6_Ewsp": "101_ObjectCategories.tar.gz",
+    "1r6o0pSROcV1_VwT4oSjA2FBUSCWGuxLK": "256_ObjectCategories.tar",
+    "1hbzc_P1FuxMkcabkgn9ZKinBwW683j45": "CUB_200_2011.tgz",
+    "1EamOKGLoTuZdtcVYbHMWNpkn3iAVj8TP": "segmentations.tgz",
+    "0B7EVK8r0v71pZjFTYXZWM3FlRnM": "img_align_celeba.zip",
+    "0B7EVK8r0v71pY0NSMzRuSXJEVkk": "list_eval_partition.txt",
+    "0B7EVK8r0v71pblRyaVFSWGxPY0U": "list_attr_celeba.txt",
+    "0B7EVK8r0v71pd0FJY3Blby1HUTQ": "list_landmarks_align_celeba.txt",
+    "1p1wjaqpTh_5RHfJu4vUh8JJCdKwYMHCp": "lfwa.zip",
+    "0B_tExHiYS-0veklUZHFYT19KYjg": "mnist_m.tar.gz",
+    "0B4IapRTv9pJ1WGZVd1VDMmhwdlE": "domain_adaptation_images.tar.gz",
+    "1s9NyXpi9bO-UZUvk65WVvEUExNkZ1v9V": "Food-101N_release.zip",
+    "13PbHxUofhdJLZzql3TyqL22bQJ3HwDK4": "animal_dataset_v1_c.rar",
+    "Eank6osXQgxEqa-1bb0nVsoBc3xO4XDwENc_g0nc6t58BA": "TRANCOS_v3.tar.gz",
+}
+# Exact sizes in bytes stated by the table (TFDS checksum files); everything else: unknown.
+EXACT_SIZE = re.compile(r"\(([\d,]{5,}) bytes")
+APPROX_SIZE = re.compile(r"~\s?[\d.]+\s?[KMGT]B")
+FETCH_NOTE = re.compile(r"url|download|drive|mirror|checksum|kaggle|manual|unused|not checked|sharepoint",
+                        re.IGNORECASE)
+
+
+def file_name(url: str) -> str:
+    """The name a downloaded URL is stored under (and looked up by in a mirror)."""
+    if url.startswith("kaggle:"):
+        return url.rsplit("/", 1)[-1] + ".zip"
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    ident = (query.get("id") or [""])[0] or parts.path.rstrip("/").rsplit("/", 1)[-1]
+    if ident in NAMED:
+        return NAMED[ident]
+    if "drive.google.com" in parts.netloc:
+        return f"gdrive-{ident}"  # the name is unknown: Drive gives it at download time
+    name = parts.path.rstrip("/").rsplit("/", 1)[-1]
+    if not name or "." not in name:
+        raise SystemExit(f"no file name for {url!r}: add it to NAMED")
+    return name
+
+
+def files_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """One record per URL of ``urls``, with the other URLs whose checksum is the same."""
+    checksums: dict[str, str] = record["checksums"]
+    exact = EXACT_SIZE.search(record["archive"])
+    out = []
+    for url in record["urls"]:
+        checksum = checksums.get(url)
+        mirrors = [u for u, c in checksums.items()
+                   if checksum is not None and c == checksum and u != url and u not in record["urls"]]
+        size = int(exact.group(1).replace(",", "")) if exact and len(record["urls"]) == 1 else None
+        out.append({"name": file_name(url), "url": url, "mirrors": mirrors,
+                    "checksum": checksum, "size": size})
+    names = [f["name"] for f in out]
+    if len(set(names)) != len(names):
+        raise SystemExit(f"{record['key']}: two files share a name: {names}")
+    return out
+
+
+def fetch_notes(record: dict[str, Any], files: list[dict[str, Any]]) -> list[str]:
+    """The table's notes that matter for downloading, plus facts from its other fields."""
+    notes = [n for n in record.get("notes", []) if FETCH_NOTE.search(n)]
+    if any("drive.google.com" in f["url"] for f in files):
+        notes.append("Google Drive: large files answer with a confirmation page first; "
+                     "a mirror (NEVIS_DATA_MIRROR) avoids it.")
+    covered = {f["url"] for f in files} | {m for f in files for m in f["mirrors"]}
+    other = [u for u in record.get("urls_tfds_4_9_10", []) if u not in covered]
+    if other:
+        notes.append("tensorflow-datasets 4.9.10 downloads other files instead: " + ", ".join(other))
+    for url in record.get("fallback_urls_in_comments", []):
+        notes.append(f"fallback URL named in the reference code's comments: {url}")
+    if record.get("torchvision_note"):
+        notes.append(f"torchvision: {record['torchvision_note']}")
+    return notes
+
+
+def entry(record: dict[str, Any]) -> dict[str, Any]:
+    """The catalogue entry of one source record."""
+    files = files_of(record)
+    approx = APPROX_SIZE.search(record["archive"])
+    kaggle = record.get("kaggle")
+    return {
+        "key": record["key"].replace("/", "_"),
+        "reference_key": record["key"],
+        "titles": record["dataset_names"],
+        "tasks": {"FULL": record["tasks"]["FULL"], "SHORT": record["tasks"]["SHORT"]},
+        "needs": record["needs"],
+        "kaggle": kaggle["slug"] if kaggle else None,
+        "source_kind": record["source_kind"],
+        "archive": record["archive"],
+        "torchvision": record["torchvision"],
+        "requires_tools": record.get("requires_tools", []),
+        "approx_size": approx.group(0).replace(" ", "") if approx else None,
+        "files": files,
+        "notes": fetch_notes(record, files),
+    }
+
+
+def build(records: list[dict[str, Any]], origin: str) -> dict[str, Any]:
+    """The whole catalogue document; stops if a task is not covered exactly once."""
+    entries = [entry(r) for r in records]
+    for stream, count in (("FULL", 106), ("SHORT", 29)):
+        orders = sorted(o for e in entries for o in e["tasks"][stream])
+        if orders != list(range(1, count + 1)):
+            raise SystemExit(f"{stream}: tasks covered are not exactly 1..{count}")
+    return {
+        "format": FORMAT,
+        "description": "Where each NEVIS'22 source's files come from, one entry per source of the "
+                       "FULL and SHORT streams. Generated by scripts/build_source_catalogue.py; do not edit.",
+        "source": origin,
+        "sources": entries,
+    }
+
+
+def render(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--input", type=Path, default=DEFAULT_IN)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--check", action="store_true", help="exit 1 if the catalogue is stale")
+    args = parser.parse_args(argv)
+    records = json.loads(args.input.read_text())
+    origin = ("../shared/streams/nevis22_sources.json (facts from google-deepmind/dm_nevis commit "
+              "37ccf1e2dd894a13a8a4f6ceb150d2e7599301d0, tensorflow-datasets 4.6.0 / 4.9.10 and "
+              "torchvision 0.29.1; see that folder's README)")
+    text = render(build(records, origin))
+    if args.check:
+        stale = not args.out.exists() or args.out.read_text() != text
+        print("stale" if stale else "up to date")
+        return 1 if stale else 0
+    args.out.write_text(text)
+    print(f"wrote {args.out} ({len(records)} sources)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
