@@ -8,6 +8,10 @@
   its aspect ratio kept, its long side fitted to the stored side C (never enlarged), for the
   training crops the reference takes from the source image.
 
+Sources come as one ``[N, H, W, C]`` array (one shape) or as :class:`ImageRows` (images of
+different sizes, each decoded once, when it is stored); both take the same per-image steps, so
+an image's stored forms do not depend on how its source packs it.
+
 Grey images become RGB (three equal channels). Every resize is PIL's bilinear filter, which
 is antialiased when it shrinks (it averages rather than skips pixels). The methods are
 recorded in every shard index.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
+from workers.stream.image_rows import ImageRows
 from workers.stream.task_info import Originals
 
 RESIZE_METHOD = (
@@ -91,56 +96,105 @@ def fitted_shape(height: int, width: int, side: int) -> tuple[int, int]:
     return max(1, round(height * scale)), max(1, round(width * scale))
 
 
-def _check_source(images: np.ndarray, caller: str) -> None:
+SourceImages = np.ndarray | ImageRows
+"""One ``[N, H, W, C]`` array (a source of one size) or :class:`ImageRows` (sizes differ)."""
+
+
+def _check_source(images: SourceImages, caller: str) -> None:
+    if isinstance(images, ImageRows):
+        return  # each row is checked as it is read
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] not in (1, 3):
         raise ValueError(
-            f"The 'images' parameter of {caller} must be uint8 [N, H, W, 1|3]. "
+            f"The 'images' parameter of {caller} must be uint8 [N, H, W, 1|3] or ImageRows. "
             f"Got {images.dtype} {images.shape} instead."
         )
 
 
-def to_task_resolution(images: np.ndarray, size: int) -> np.ndarray:
+def source_extents(images: SourceImages) -> np.ndarray:
+    """int ``[N, 2]``: each source image's ``(height, width)``, without decoding any."""
+    if isinstance(images, ImageRows):
+        return images.shapes
+    return np.tile(np.asarray(images.shape[1:3], dtype=np.int64), (len(images), 1))
+
+
+def source_shape_summary(images: SourceImages) -> list[int] | dict[str, list[int]]:
+    """What a shard index records of the source's geometry: ``[H, W, C]`` for one shape,
+    else the smallest and largest extents."""
+    if not isinstance(images, ImageRows):
+        return list(images.shape[1:])
+    extents = images.shapes
+    if not len(extents):
+        return {"min": [], "max": []}
+    return {"min": extents.min(axis=0).tolist(), "max": extents.max(axis=0).tolist()}
+
+
+def task_square(image: np.ndarray, size: int) -> np.ndarray:
+    """One source image ``[h, w, C]`` → its central square resized to ``[S, S, 3]``."""
+    top, left, side = central_square(image.shape[0], image.shape[1])
+    out = resize_image(image[top : top + side, left : left + side], size)  # in the source's
+    return out if out.shape[-1] == 3 else np.repeat(out, 3, axis=-1)  # channels: less work
+
+
+def fitted_original(image: np.ndarray, side: int) -> np.ndarray:
+    """One source image ``[h, w, C]`` → ``[h', w', 3]``, long side fitted to ``side``."""
+    out = resize_image(image, fitted_shape(image.shape[0], image.shape[1], side))
+    return out if out.shape[-1] == 3 else np.repeat(out, 3, axis=-1)
+
+
+def to_task_resolution(images: SourceImages, size: int) -> np.ndarray:
     """The reference's evaluation input: central square of each image, resized to S×S.
 
     Args:
-        images: uint8 ``[N, H, W, C]`` source images, C = 1 or 3.
+        images: uint8 ``[N, H, W, C]`` source images (C = 1 or 3), or :class:`ImageRows`.
         size: the task resolution S.
 
     Returns:
         uint8 ``[N, S, S, 3]``, C-contiguous.
     """
-    check_image_size(size)
-    _check_source(images, "to_task_resolution")
-    n, height, width, channels = images.shape
-    top, left, side = central_square(height, width)
-    squares = images[:, top : top + side, left : left + side]
-    out = np.empty((n, size, size, channels), dtype=np.uint8)
-    for i in range(n):  # in the source's channel count: a third of the work for grey
-        out[i] = resize_image(squares[i], size)
-    return np.ascontiguousarray(to_rgb(out))
+    return stored_forms(images, size, None)[0]
 
 
-def to_originals(images: np.ndarray, side: int) -> Originals:
+def to_originals(images: SourceImages, side: int) -> Originals:
     """The stored originals: aspect ratio kept, long side fitted to ``side``, valid extents.
 
-    A source array has one shape, so every row's extent is the whole canvas; the extents are
-    stored per row anyway, so readers and crops never assume it.
+    Rows of different extents share one canvas (the largest fitted height and width), padded
+    with zeros beyond each row's extent; a source array of one shape fills its canvas.
     """
-    if not isinstance(side, int) or side < 1:
+    return stored_forms(images, None, side)[1]
+
+
+def stored_forms(
+    images: SourceImages, size: int | None, side: int | None
+) -> tuple[np.ndarray | None, Originals | None]:
+    """Both stored forms in one pass over the source (each row decoded once); a form whose
+    size (S for the task images, C for the originals) is None is not made."""
+    if size is not None:
+        check_image_size(size)
+    if side is not None and (not isinstance(side, int) or isinstance(side, bool) or side < 1):
         raise ValueError(f"The 'side' parameter of to_originals must be an int in [1, inf). "
                          f"Got {side!r} instead.")
-    _check_source(images, "to_originals")
-    n, height, width, channels = images.shape
-    fitted = fitted_shape(height, width, side)
-    out = np.empty((n, *fitted, channels), dtype=np.uint8)
+    _check_source(images, "to_task_resolution" if side is None else "to_originals")
+    n = len(images)
+    squares = None if size is None else np.empty((n, size, size, 3), dtype=np.uint8)
+    originals = None
+    if side is not None:
+        extents = [fitted_shape(int(h), int(w), side) for h, w in source_extents(images)]
+        canvas = np.asarray(extents, dtype=np.int32).reshape(n, 2).max(axis=0, initial=1)
+        originals = Originals(np.zeros((n, *canvas, 3), dtype=np.uint8),
+                              np.asarray(extents, dtype=np.int32).reshape(n, 2))
     for i in range(n):
-        out[i] = resize_image(images[i], fitted)
-    extents = np.tile(np.asarray(fitted, dtype=np.int32), (n, 1))
-    return Originals(np.ascontiguousarray(to_rgb(out)), extents)
+        image = images[i]
+        if squares is not None:
+            squares[i] = task_square(image, size)
+        if originals is not None:
+            height, width = originals.extents[i]
+            originals.images[i, :height, :width] = fitted_original(image, side)
+    return squares, originals
 
 
 __all__ = [
     "MAX_STORED_SCALE", "MIN_STORED_SCALE", "ORIGINALS_METHOD", "RESIZE_METHOD",
-    "central_square", "check_image_size", "check_stored_scale", "fitted_shape", "resize_image",
-    "stored_side", "to_originals", "to_rgb", "to_task_resolution",
+    "SourceImages", "central_square", "check_image_size", "check_stored_scale", "fitted_original",
+    "fitted_shape", "resize_image", "source_extents", "source_shape_summary", "stored_forms",
+    "stored_side", "task_square", "to_originals", "to_rgb", "to_task_resolution",
 ]

@@ -45,9 +45,9 @@ from workers.stream.images import (
     ORIGINALS_METHOD,
     RESIZE_METHOD,
     check_image_size,
+    source_shape_summary,
+    stored_forms,
     stored_side,
-    to_originals,
-    to_task_resolution,
 )
 from workers.stream.manifest import StreamManifest, TaskSpec
 from workers.stream.shards import (
@@ -285,8 +285,7 @@ def _build(
             f"{task.kind}-label; fix the manifest or the dataset."
         )
     stage("resize")
-    images = to_task_resolution(raw.images, ctx.image_size)
-    originals = to_originals(raw.images, side)
+    images, originals = stored_forms(raw.images, ctx.image_size, side)  # each row decoded once
     stage("split")
     assignment = assign_splits(
         raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes,
@@ -314,7 +313,7 @@ def _build(
         dedup=stats.as_dict(),
         source_checksum=raw.source_checksum,
         source={**raw.metadata, "num_examples": raw.num_examples,
-                "original_shape": list(raw.images.shape[1:])},
+                "original_shape": source_shape_summary(raw.images)},
     )
     index = write_dataset(
         store, images=images, labels=raw.labels, originals=originals,

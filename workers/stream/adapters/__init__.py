@@ -7,7 +7,9 @@ Sources:
 - ``offline``: ``<name>.npz`` + ``<name>.json`` in ``NEVIS_OFFLINE_DATA_DIR``;
 - ``nevis``: the same files, also found by their NEVIS'22 name (the sidecar's ``nevis_name``);
 - ``idx``, ``cifar``, ``images``: public download formats a user unpacks into
-  ``NEVIS_OFFLINE_DATA_DIR/<name>/`` (never downloaded here).
+  ``NEVIS_OFFLINE_DATA_DIR/<name>/`` (never downloaded here);
+- ``parquet``: ``<name>.parquet`` in ``NEVIS_OFFLINE_DATA_DIR``, the format for images of
+  different sizes (docs/data-format.md); ``nevis:<name>`` finds such a file too.
 
 An unknown source is an :class:`~services.core.errors.UnknownNameError` with a "did you mean".
 """
@@ -27,6 +29,7 @@ from workers.stream.adapters.cifar import CifarAdapter
 from workers.stream.adapters.idx import IdxAdapter
 from workers.stream.adapters.image_folder import ImageFolderAdapter
 from workers.stream.adapters.npz_folder import NpzFolderAdapter
+from workers.stream.adapters.parquet_file import ParquetAdapter
 from workers.stream.adapters.shapes import ShapesAdapter
 from workers.stream.adapters.sklearn_digits import SklearnAdapter
 
@@ -52,6 +55,7 @@ for _adapter in (
     IdxAdapter(),
     CifarAdapter(),
     ImageFolderAdapter(),
+    ParquetAdapter(),
 ):
     ADAPTERS.register(_adapter.source, _adapter)
 

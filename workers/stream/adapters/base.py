@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from services.core.errors import DatasetFormatError, InvalidKeyError
+from workers.stream.image_rows import ImageRows
 
 DatasetKind = Literal["single", "multi"]
 
@@ -31,8 +32,9 @@ OFFLINE_VAR = "NEVIS_OFFLINE_DATA_DIR"
 class AdapterContext:
     """Where adapters may look for local files, and the stored resolution.
 
-    ``image_size`` lets a source whose images differ in size (an image folder) bring them to
-    one size as it reads them; sources with one size leave resizing to the shared code.
+    ``image_size`` is the task resolution the dataset is being prepared for; no adapter
+    resizes to it (sources whose images differ in size give :class:`ImageRows` instead), but
+    a generated source may draw at it.
     """
 
     offline_dir: Path | None = None
@@ -70,12 +72,14 @@ class GivenSplits:
 class RawDataset:
     """A dataset as its source gives it, before resizing and splitting.
 
-    ``images`` is uint8 ``[N, H, W, C]`` (C = 1 or 3, any H and W). ``labels`` is int64
-    ``[N]`` for single-label data or uint8 multi-hot ``[N, K]`` for multi-label data.
+    ``images`` is uint8 ``[N, H, W, C]`` (C = 1 or 3, any H and W) when every image has one
+    shape, else :class:`~workers.stream.image_rows.ImageRows` (each row its own extent, never
+    squashed). ``labels`` is int64 ``[N]`` for single-label data or uint8 multi-hot ``[N, K]``
+    for multi-label data.
     """
 
     key: str
-    images: np.ndarray
+    images: np.ndarray | ImageRows
     labels: np.ndarray
     class_names: tuple[str, ...]
     kind: DatasetKind
@@ -94,7 +98,7 @@ class RawDataset:
 
     @property
     def num_examples(self) -> int:
-        return int(self.images.shape[0])
+        return len(self.images)
 
     @property
     def num_classes(self) -> int:
@@ -177,16 +181,18 @@ def as_nhwc(key: str, images: np.ndarray) -> np.ndarray:
 
 
 def check_raw_arrays(
-    key: str, images: np.ndarray, labels: np.ndarray, kind: str, num_classes: int
+    key: str, images: np.ndarray | ImageRows, labels: np.ndarray, kind: str, num_classes: int
 ) -> None:
-    """Raise DatasetFormatError unless the arrays match the RawDataset contract."""
+    """Raise DatasetFormatError unless the arrays match the RawDataset contract (the pixels of
+    ImageRows are checked row by row as they are read)."""
     problem = None
-    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] not in (1, 3):
+    if not isinstance(images, ImageRows) and (
+            images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] not in (1, 3)):
         problem = f"images must be uint8 [N, H, W, 1|3]; got {images.dtype} {images.shape}"
-    elif images.shape[0] == 0:
+    elif len(images) == 0:
         problem = "it has no examples"
-    elif labels.shape[0] != images.shape[0]:
-        problem = f"{labels.shape[0]} labels for {images.shape[0]} images"
+    elif labels.shape[0] != len(images):
+        problem = f"{labels.shape[0]} labels for {len(images)} images"
     elif kind == "single":
         if labels.dtype != np.int64 or labels.ndim != 1:
             problem = f"single-label labels must be int64 [N]; got {labels.dtype} {labels.shape}"
@@ -196,7 +202,7 @@ def check_raw_arrays(
                 f"got {labels.min()}..{labels.max()}"
             )
     elif kind == "multi":
-        if labels.dtype != np.uint8 or labels.shape != (images.shape[0], num_classes):
+        if labels.dtype != np.uint8 or labels.shape != (len(images), num_classes):
             problem = (
                 f"multi-label labels must be uint8 [N, {num_classes}]; "
                 f"got {labels.dtype} {labels.shape}"

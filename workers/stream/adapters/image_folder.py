@@ -3,13 +3,17 @@
 ``NEVIS_OFFLINE_DATA_DIR/<name>/`` holds either class folders directly
 (``cat/001.jpg``, ``dog/002.png`` …; split by the stream's rule) or ``train/`` and ``test/``
 folders that each hold the same class folders (an official split). Classes are the folder
-names in sorted order. Images of different sizes are brought to the stored size as they are
-read (so one array can hold them); grey images stay grey until the shared RGB step.
+names in sorted order. Each image keeps its own extent (:class:`ImageRows`, read from the
+file headers; pixels are decoded when the dataset is stored), so the evaluation square and the
+stored original come from the image as it is, never from a squashed copy. Grey images stay
+grey until the shared RGB step.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -23,7 +27,9 @@ from workers.stream.adapters.base import (
     dataset_folder,
     file_checksum,
 )
-from workers.stream.images import resize_image
+from workers.stream.image_rows import ImageRows, pil_pixels
+
+T = TypeVar("T")
 
 IMAGE_SUFFIXES = frozenset(
     {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".pgm", ".ppm", ".pbm", ".tif", ".tiff", ".webp"}
@@ -68,7 +74,7 @@ class ImageFolderAdapter:
             part_sizes.append(len(files) - before)
         if not files:
             raise DatasetFormatError(f"Dataset 'images:{name}': no image files under {folder}.")
-        images = _read_all(files, ctx.image_size)
+        images = _image_rows(files, f"images:{name}")
         given = None
         if official:
             n_train = part_sizes[0]
@@ -103,22 +109,20 @@ def _image_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
-def _read_all(files: list[Path], size: int) -> np.ndarray:
-    """Decode every file; if sizes differ, resize each to ``size`` x ``size`` on the way."""
-    decoded = []
-    for path in files:
-        try:
-            with Image.open(path) as pil:
-                mode = "L" if pil.mode in ("1", "L", "I;16", "I", "F") else "RGB"
-                decoded.append(np.asarray(pil.convert(mode)))
-        except (OSError, UnidentifiedImageError) as exc:
-            raise DatasetFormatError(f"Cannot read image {path}: {exc}") from None
-    grey = all(a.ndim == 2 for a in decoded)
-    arrays = [a[..., None] if grey else (np.repeat(a[..., None], 3, -1) if a.ndim == 2 else a)
-              for a in decoded]
-    if len({a.shape for a in arrays}) > 1:
-        arrays = [resize_image(a, size) for a in arrays]
-    return np.stack(arrays).astype(np.uint8)
+def _image_rows(files: list[Path], key: str) -> ImageRows:
+    """Every file as one row of its own extent (headers read now, pixels when stored)."""
+    shapes = np.empty((len(files), 2), dtype=np.int64)
+    for i, path in enumerate(files):
+        shapes[i] = _open(path, lambda pil: (pil.height, pil.width))
+    return ImageRows(shapes, lambda i: _open(files[i], pil_pixels), key)
+
+
+def _open(path: Path, use: Callable[[Image.Image], T]) -> T:
+    try:
+        with Image.open(path) as pil:
+            return use(pil)
+    except (OSError, UnidentifiedImageError, ValueError) as exc:
+        raise DatasetFormatError(f"Cannot read image {path}: {exc}") from None
 
 
 __all__ = ["HOW_TO_PROVIDE", "IMAGE_SUFFIXES", "ImageFolderAdapter"]

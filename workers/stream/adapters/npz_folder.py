@@ -11,7 +11,9 @@ which users bring their own data:
   (per-row values some split rules need; see :mod:`workers.stream.adapters.attributes`).
 
 Two sources share this reader. ``offline:<name>`` means exactly those two files. ``nevis:<name>``
-names a dataset the way the NEVIS'22 stream does, so it is also found through a sidecar whose
+names a dataset the way the NEVIS'22 stream does: ``<name>.parquet`` (the format of sources
+whose images differ in size, read by :mod:`.parquet_file`) wins where it exists; the pair is
+also found through a sidecar whose
 ``nevis_name`` (or ``name`` / ``title``) matches after normalising case and punctuation
 (``nevis:olivetti_face`` finds ``orl_faces.json``, whose ``nevis_name`` is "Olivetti Face
 Dataset").
@@ -38,13 +40,16 @@ from workers.stream.adapters.base import (
     check_name,
     file_checksum,
 )
+from workers.stream.adapters.parquet_file import parquet_path, read_parquet_dataset
+from workers.stream.formats.parquet_layout import SUFFIX as PARQUET_SUFFIX
 
 HOW_TO_PROVIDE = (
     "put <name>.npz (arrays 'images' uint8 [N,H,W,C] and 'labels' int64 [N]) and <name>.json "
     "(at least 'class_names'; optionally 'split' with train/val/test row lists) in "
     "NEVIS_OFFLINE_DATA_DIR, in the format its README describes"
 )
-NEVIS_HINT = "; a pair whose JSON 'nevis_name' is the NEVIS'22 name also counts"
+NEVIS_HINT = ("; a pair whose JSON 'nevis_name' is the NEVIS'22 name also counts, and so does "
+              "<name>.parquet (images of any size, docs/data-format.md), read first")
 # Sidecar fields copied into the shard index, so a result can be traced to its source.
 _META_FIELDS = (
     "name", "title", "nevis_name", "year_introduced", "domain", "source", "license",
@@ -73,14 +78,18 @@ class NpzFolderAdapter:
         if found is None:
             missing = self.find(name, ctx)
             raise DatasetNotFoundError(missing.message(name))
+        if found.suffix == PARQUET_SUFFIX:
+            return read_parquet_dataset(found, key=f"{self.source}:{name}")
         return read_npz_pair(found, key=f"{self.source}:{name}")
 
     def _locate(self, name: str, ctx: AdapterContext) -> Path | None:
-        """The ``.npz`` path of the dataset, or None."""
+        """The ``.npz`` path of the dataset (for ``nevis``, a ``<name>.parquet`` first), or None."""
         check_name(self.source, name)
         folder = ctx.offline_dir
         if folder is None or not folder.is_dir():
             return None
+        if self.match_nevis_names and (parquet := parquet_path(self.source, name, ctx)):
+            return parquet
         direct = folder / f"{name}.npz"
         if direct.is_file() and direct.with_suffix(".json").is_file():
             return direct
