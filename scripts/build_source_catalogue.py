@@ -3,7 +3,8 @@
 Writes ``workers/stream/sources/catalogue.json``, shipped as package data, so that the
 service (and its tests) never read ``../shared`` for it. Each entry keeps what fetching
 needs: the project's dataset key (the manifest's ``nevis:<key>``), the tasks it serves,
-one record per file (name, URL, other URLs of the same bytes, checksum, size where known),
+one record per file (name, URL, other URLs of the same bytes, checksum, and its size where
+``tfds_file_sizes.tsv`` beside this script knows it),
 what it needs (none / kaggle / manual), the Kaggle ref, the archive type, the torchvision
 class and the notes that matter when downloading. Everything else in the reference table
 (labels, split sources) stays there, for the readers.
@@ -32,6 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_IN = REPO.parent / "shared" / "streams" / "nevis22_sources.json"
 DEFAULT_OUT = REPO / "workers" / "stream" / "sources" / "catalogue.json"
+SIZES = Path(__file__).with_name("tfds_file_sizes.tsv")  # sha256 -> bytes, from TFDS checksum files
 FORMAT = 1
 
 # Google Drive / SharePoint ids -> the file name the data is known by.
@@ -75,7 +77,13 @@ def file_name(url: str) -> str:
     return name
 
 
-def files_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+def known_sizes(path: Path = SIZES) -> dict[str, int]:
+    """``sha256:<hex>`` -> size in bytes, from the checksum files TFDS publishes."""
+    rows = (line.split("\t") for line in path.read_text().splitlines() if line and not line.startswith("#"))
+    return {f"sha256:{sha}": int(size) for sha, size, *_ in rows}
+
+
+def files_of(record: dict[str, Any], sizes: dict[str, int]) -> list[dict[str, Any]]:
     """One record per URL of ``urls``, with the other URLs whose checksum is the same."""
     checksums: dict[str, str] = record["checksums"]
     exact = EXACT_SIZE.search(record["archive"])
@@ -84,7 +92,9 @@ def files_of(record: dict[str, Any]) -> list[dict[str, Any]]:
         checksum = checksums.get(url)
         mirrors = [u for u, c in checksums.items()
                    if checksum is not None and c == checksum and u != url and u not in record["urls"]]
-        size = int(exact.group(1).replace(",", "")) if exact and len(record["urls"]) == 1 else None
+        size = sizes.get(checksum or "")
+        if size is None and exact and len(record["urls"]) == 1:
+            size = int(exact.group(1).replace(",", ""))
         out.append({"name": file_name(url), "url": url, "mirrors": mirrors,
                     "checksum": checksum, "size": size})
     names = [f["name"] for f in out]
@@ -110,9 +120,9 @@ def fetch_notes(record: dict[str, Any], files: list[dict[str, Any]]) -> list[str
     return notes
 
 
-def entry(record: dict[str, Any]) -> dict[str, Any]:
+def entry(record: dict[str, Any], sizes: dict[str, int]) -> dict[str, Any]:
     """The catalogue entry of one source record."""
-    files = files_of(record)
+    files = files_of(record, sizes)
     approx = APPROX_SIZE.search(record["archive"])
     kaggle = record.get("kaggle")
     return {
@@ -126,7 +136,7 @@ def entry(record: dict[str, Any]) -> dict[str, Any]:
         "archive": record["archive"],
         "torchvision": record["torchvision"],
         "requires_tools": record.get("requires_tools", []),
-        "approx_size": approx.group(0).replace(" ", "") if approx else None,
+        "approx_size": approx.group(0).replace(" ", "").lstrip("~") if approx else None,
         "files": files,
         "notes": fetch_notes(record, files),
     }
@@ -134,7 +144,8 @@ def entry(record: dict[str, Any]) -> dict[str, Any]:
 
 def build(records: list[dict[str, Any]], origin: str) -> dict[str, Any]:
     """The whole catalogue document; stops if a task is not covered exactly once."""
-    entries = [entry(r) for r in records]
+    sizes = known_sizes()
+    entries = [entry(r, sizes) for r in records]
     for stream, count in (("FULL", 106), ("SHORT", 29)):
         orders = sorted(o for e in entries for o in e["tasks"][stream])
         if orders != list(range(1, count + 1)):

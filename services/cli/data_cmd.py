@@ -162,3 +162,10 @@ def _report_table(report: PrepareReport) -> Table:
 
 
 __all__ = ["app", "prepare", "verify"]
+
+
+# `nevis data fetch` / `nevis data mirror` live in their own module (downloading is not preparing).
+from services.cli.data_fetch_cmd import fetch as _fetch, mirror as _mirror  # noqa: E402
+
+app.command("fetch")(_fetch)
+app.command("mirror")(_mirror)

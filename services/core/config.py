@@ -38,6 +38,11 @@ class Settings(BaseSettings):
     s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint.")
     ray_address: str | None = Field(default=None, description="Ray cluster; default local.")
     offline_data_dir: Path | None = Field(default=None, description="npz + JSON datasets.")
+    data_mirror: str | None = Field(
+        default=None,
+        description="http(s):// or s3:// prefix `nevis data fetch` tries before each source's own "
+                    "URLs (layout <mirror>/<source key>/<file name>).",
+    )
     image_size: int = Field(default=64, description="Task image resolution S (pixels).")
     stored_scale: float = Field(
         default=1.5,
