@@ -7,10 +7,13 @@ import numpy as np
 import pytest
 
 from services.core.config import Settings
+from workers.stream.image_rows import ImageRows
 from workers.stream.images import (
     central_square,
     check_stored_scale,
     fitted_shape,
+    source_shape_summary,
+    stored_forms,
     stored_side,
     to_originals,
     to_task_resolution,
@@ -85,3 +88,28 @@ def test_the_stored_side_is_the_scale_times_the_task_size():
 
 def test_the_preparer_default_is_the_settings_default():
     assert Settings.model_fields["stored_scale"].default == DEFAULT_STORED_SCALE
+
+
+def test_rows_of_different_sizes_share_a_canvas_with_their_own_extents():
+    wide, tall = _framed(10, 30, inside=200, outside=10, n=1)[0], _framed(30, 10, inside=90, outside=5, n=1)[0]
+    rgb = np.arange(20 * 20 * 3, dtype=np.uint8).reshape(20, 20, 3)
+    rows = ImageRows.from_arrays([wide, tall, rgb])
+    originals = to_originals(rows, 15)
+    assert originals.images.shape == (3, 15, 15, 3)  # the largest fitted height and width
+    assert originals.extents.tolist() == [[5, 15], [15, 5], [15, 15]]
+    assert (originals.images[0, 5:] == 0).all() and (originals.images[1, :, 5:] == 0).all()
+    squares = to_task_resolution(rows, 8)
+    assert (squares[0] == 200).all() and (squares[1] == 90).all()  # each its own central square
+    for i, image in enumerate((wide, tall, rgb)):  # the same steps as a one-shape source
+        assert np.array_equal(squares[i], to_task_resolution(image[None], 8)[0])
+        height, width = originals.extents[i]
+        assert np.array_equal(originals.images[i, :height, :width], to_originals(image[None], 15).images[0])
+    assert source_shape_summary(rows) == {"min": [10, 10], "max": [30, 30]}
+
+
+def test_both_forms_in_one_pass_read_each_row_once():
+    reads = []
+    image = np.full((6, 4, 3), 7, np.uint8)
+    rows = ImageRows(np.array([[6, 4]] * 3), lambda i: reads.append(i) or image)
+    squares, originals = stored_forms(rows, 8, 12)
+    assert reads == [0, 1, 2] and squares.shape == (3, 8, 8, 3) and originals.extents.tolist() == [[6, 4]] * 3

@@ -12,7 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from services.core.errors import DatasetFormatError, DatasetNotFoundError, DataIntegrityError
+from services.core.errors import (
+    DataIntegrityError,
+    DatasetFormatError,
+    DatasetNotFoundError,
+)
 from workers.stream.adapters import AdapterContext, find_dataset, load_dataset
 from workers.stream.formats.parquet_writer import ImageRow, write_parquet_dataset
 

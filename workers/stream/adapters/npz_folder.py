@@ -29,7 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from services.core.errors import DatasetFormatError, DatasetNotFoundError, DataIntegrityError
+from services.core.errors import (
+    DataIntegrityError,
+    DatasetFormatError,
+    DatasetNotFoundError,
+)
 from workers.stream.adapters.attributes import read_attributes
 from workers.stream.adapters.base import (
     AdapterContext,

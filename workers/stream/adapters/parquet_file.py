@@ -16,7 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from services.core.errors import DatasetFormatError, DatasetNotFoundError, DataIntegrityError
+from services.core.errors import (
+    DataIntegrityError,
+    DatasetFormatError,
+    DatasetNotFoundError,
+)
 from workers.stream.adapters.base import (
     AdapterContext,
     GivenSplits,
@@ -26,9 +30,20 @@ from workers.stream.adapters.base import (
     file_checksum,
 )
 from workers.stream.formats.parquet_layout import (
-    CHANNELS, ENCODING, HEIGHT, IMAGE, LABEL, RAW, REQUIRED, SPLIT, SPLIT_NAMES, SUFFIX,
+    CHANNELS,
+    ENCODING,
+    HEIGHT,
+    IMAGE,
+    LABEL,
+    RAW,
+    REQUIRED,
+    SPLIT,
+    SPLIT_NAMES,
+    SUFFIX,
     WIDTH,
-    DatasetHeader, attribute_column, attribute_names,
+    DatasetHeader,
+    attribute_column,
+    attribute_names,
 )
 from workers.stream.image_rows import ImageRows, decode_image
 

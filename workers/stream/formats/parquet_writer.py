@@ -23,8 +23,18 @@ from PIL import Image
 
 from services.core.errors import DatasetFormatError
 from workers.stream.formats.parquet_layout import (
-    CHANNELS, ENCODING, HEIGHT, IMAGE, LABEL, LABELS, RAW, SPLIT, SPLIT_NAMES, WIDTH,
-    DatasetHeader, attribute_column,
+    CHANNELS,
+    ENCODING,
+    HEIGHT,
+    IMAGE,
+    LABEL,
+    LABELS,
+    RAW,
+    SPLIT,
+    SPLIT_NAMES,
+    WIDTH,
+    DatasetHeader,
+    attribute_column,
 )
 from workers.stream.image_rows import sniff_image
 
