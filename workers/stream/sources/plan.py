@@ -71,6 +71,10 @@ def plan_sources(
     ]
 
 
+def _need(count: int) -> str:
+    return f"{count} needs" if count == 1 else f"{count} need"
+
+
 def plan_summary(sources: Sequence[Source], rows: Sequence[PlanRow]) -> str:
     """One paragraph: tasks and sources covered, needs, and the known part of the size."""
     needs = {n: sum(r.needs == n for r in rows) for n in ("none", "kaggle", "manual")}
@@ -78,8 +82,8 @@ def plan_summary(sources: Sequence[Source], rows: Sequence[PlanRow]) -> str:
     num_tasks = sum(len(r.tasks) for r in rows)
     return (
         f"{num_tasks} tasks from {len(rows)} sources ({sum(r.files for r in rows)} files): "
-        f"{needs['none']} direct downloads, {needs['kaggle']} need Kaggle credentials, "
-        f"{needs['manual']} need a manual download. Size known for {len(known)} source(s) "
+        f"{needs['none']} direct downloads, {_need(needs['kaggle'])} Kaggle credentials, "
+        f"{_need(needs['manual'])} a manual download. Size known for {len(known)} source(s) "
         f"({human_size(sum(known))}); unknown for {len(rows) - len(known)}."
     )
 

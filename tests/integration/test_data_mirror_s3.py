@@ -1,0 +1,87 @@
+"""``nevis data mirror --to s3://...`` fills a mirror that ``fetch`` then reads, against moto's
+S3 server (the stand-in tests/integration/test_s3_store.py uses), over real HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+import pytest
+from moto.server import ThreadedMotoServer
+
+from tests.support.range_server import RangeServer
+from workers.stream.sources.catalogue import Source, SourceFile
+from workers.stream.sources.fetch import fetch_sources
+from workers.stream.sources.locations import s3_client
+from workers.stream.sources.mirror import MISSING, THERE, UPLOADED, upload_to_mirror
+
+DATA = bytes(range(251)) * 80
+CHECKSUM = "sha256:" + hashlib.sha256(DATA).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def fake_aws(monkeypatch, tmp_path):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def bucket(endpoint) -> str:
+    name = f"mirror-{uuid.uuid4().hex[:12]}"
+    s3_client(endpoint).create_bucket(Bucket=name)
+    return name
+
+
+def demo(origin: str) -> Source:
+    return Source(key="demo", files=(
+        SourceFile(name="data.bin", url=f"{origin}/data.bin", checksum=CHECKSUM),
+        SourceFile(name="never.bin", url=f"{origin}/never.bin", checksum=CHECKSUM),
+    ))
+
+
+def test_a_mirror_filled_on_one_machine_feeds_a_fetch_on_another(tmp_path, endpoint, bucket):
+    online, offline = tmp_path / "online", tmp_path / "offline"
+    with RangeServer({"/o/data.bin": DATA}).running() as server:
+        source = demo(server.url("/o"))
+        [result] = fetch_sources([source], online)
+    assert [f.status for f in result.files] == ["fetched", "failed"]  # never.bin: 404 at the origin
+
+    client = s3_client(endpoint)
+    target = f"s3://{bucket}/nevis/sources"
+    rows = upload_to_mirror([source], online, target, client)
+    assert [(r.name, r.status) for r in rows] == [("data.bin", UPLOADED), ("never.bin", MISSING)]
+    head = client.head_object(Bucket=bucket, Key="nevis/sources/demo/data.bin")
+    assert head["Metadata"]["sha256"] == CHECKSUM.removeprefix("sha256:")
+    again = upload_to_mirror([source], online, target, client)
+    assert again[0].status == THERE
+
+    dead_origin = demo("http://127.0.0.1:9/o")  # the offline cluster cannot reach the origin
+    only_data = Source(key="demo", files=dead_origin.files[:1])
+    [fetched] = fetch_sources([only_data], offline, mirror=target, s3_endpoint_url=endpoint, attempts=1)
+    assert fetched.outcome == "fetched", fetched.detail
+    assert (offline / "demo" / "data.bin").read_bytes() == DATA
+
+
+def test_an_s3_mirror_download_resumes_from_a_part_file(tmp_path, endpoint, bucket):
+    client = s3_client(endpoint)
+    client.put_object(Bucket=bucket, Key="m/demo/data.bin", Body=DATA)
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "data.bin.part").write_bytes(DATA[:5000])
+    source = Source(key="demo", files=demo("http://127.0.0.1:9/o").files[:1])
+    [result] = fetch_sources([source], tmp_path, mirror=f"s3://{bucket}/m", s3_endpoint_url=endpoint, attempts=1)
+    assert result.outcome == "fetched", result.detail
+    assert (tmp_path / "demo" / "data.bin").read_bytes() == DATA
