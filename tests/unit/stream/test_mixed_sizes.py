@@ -6,18 +6,23 @@ image, resized), computed here independently with Pillow."""
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
+from typer.testing import CliRunner
 
+from services.cli.main import app
+from services.core.config import get_settings
 from services.store.objects import LocalObjectStore
 from workers.stream.formats.parquet_writer import ImageRow, write_parquet_dataset
-from workers.stream.manifest import SPLITS
+from workers.stream.manifest import SPLITS, manifest_to_dict
 from workers.stream.manifest_files import load_stream
 from workers.stream.prepare import prepare_stream
+from workers.stream.shards import load_index
 from workers.stream.task_data import load_task_data
 from workers.stream.task_info import LabelledData, task_info
 from workers.stream.task_view import CausalTaskView
@@ -74,10 +79,15 @@ def dataset(request, tmp_path: Path) -> tuple[str, Path]:
     return request.param(folder, _sources()), folder
 
 
-def _prepared(dataset_key: str, folder: Path, store_root: Path, scale: float):
+def _manifest(dataset_key: str):
     mini = load_stream("mini")
     task = replace(mini.tasks[0], order=1, dataset=dataset_key, num_classes=2)
-    manifest = replace(mini, name="mixed", tasks=(task,))
+    return replace(mini, name="mixed", tasks=(task,))
+
+
+def _prepared(dataset_key: str, folder: Path, store_root: Path, scale: float):
+    manifest = _manifest(dataset_key)
+    task = manifest.tasks[0]
     store = LocalObjectStore(store_root)
     prepare_stream(manifest, store, image_size=SIZE, offline_dir=folder, stored_scale=scale)
     return task, store
@@ -131,3 +141,18 @@ def test_a_squashed_copy_would_not_pass():
     source = _sources()[0]
     squashed = np.asarray(Image.fromarray(source).resize((SIZE, SIZE), Image.Resampling.BILINEAR))
     assert not np.array_equal(squashed, reference_square(source, SIZE))
+
+
+def test_nevis_data_prepare_reads_a_parquet_dataset_by_its_nevis_name(settings_env, tmp_path, monkeypatch):
+    folder = tmp_path / "offline"
+    folder.mkdir()
+    _as_parquet(folder, _sources())
+    stream = tmp_path / "mixed.json"
+    stream.write_text(json.dumps(manifest_to_dict(_manifest("nevis:mixed"))))
+    monkeypatch.setenv("NEVIS_OFFLINE_DATA_DIR", str(folder))
+    get_settings.cache_clear()
+    result = CliRunner().invoke(app, ["data", "prepare", "--stream", str(stream), "--image-size", str(SIZE)])
+    assert result.exit_code == 0, result.output
+    index = load_index(LocalObjectStore(settings_env / "store"), "nevis:mixed", SIZE)
+    assert index.source["file"] == "mixed.parquet" and sum(index.counts.values()) == N
+    assert index.source["original_shape"] == {"min": [40, 40], "max": [120, 120]}
