@@ -82,7 +82,14 @@ def decode_image(data: bytes, where: str) -> np.ndarray:
 
 
 def pil_pixels(pil: Image.Image) -> np.ndarray:
-    """An opened Pillow image as uint8 ``[h, w, 1|3]`` (grey modes stay grey)."""
+    """An opened Pillow image as uint8 ``[h, w, 1|3]`` (grey modes stay grey).
+
+    16-bit grey keeps its high byte (Pillow's own conversion would clip every value above 255
+    to white, as in medical and depth sources); the reference's decoder is not read on this.
+    """
+    if pil.mode.startswith("I;16"):
+        wide = np.asarray(pil).astype(np.uint16)
+        return (wide >> 8).astype(np.uint8)[..., None]
     mode = "L" if pil.mode in _GREY_MODES else "RGB"
     pixels = np.asarray(pil.convert(mode))
     return pixels[..., None] if pixels.ndim == 2 else pixels

@@ -153,3 +153,11 @@ def test_an_encoded_image_that_does_not_match_its_extent_is_refused_when_read(tm
     raw = load_dataset("parquet:lie", AdapterContext(offline_dir=tmp_path))
     with pytest.raises(DatasetFormatError, match="decodes to 2x3 pixels.*2x4"):
         raw.images[0]
+
+
+def test_sixteen_bit_grey_keeps_its_high_byte_instead_of_clipping(tmp_path):
+    wide = np.array([[0, 255, 256, 32768, 65535]], dtype=np.uint16)
+    write_parquet_dataset([ImageRow(_encoded(wide, "PNG"), 0)], tmp_path / "deep.parquet",
+                          class_names=("a",))
+    raw = load_dataset("parquet:deep", AdapterContext(offline_dir=tmp_path))
+    assert raw.images[0][..., 0].tolist() == [[0, 0, 1, 128, 255]]
