@@ -32,7 +32,7 @@ _DATASETS = typer.Option(None, "--datasets", "-d",
 _COLOURS = {"fetched": "green", "present": "dim", "kaggle": "yellow", "manual": "yellow", "failed": "red"}
 
 
-class _Bars:
+class ByteBars:
     """Byte-level progress bars for the fetcher's threads (rich's Progress is thread-safe)."""
 
     def __init__(self, progress: Progress) -> None:
@@ -124,7 +124,7 @@ def fetch(
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        results = fetch_sources(sources, dest, mirror=settings.data_mirror, jobs=jobs, progress=_Bars(progress),
+        results = fetch_sources(sources, dest, mirror=settings.data_mirror, jobs=jobs, progress=ByteBars(progress),
                                 s3_endpoint_url=settings.s3_endpoint_url)
     console.print(_result_table(manifest, results, tasks))
     counts = {o: sum(r.outcome == o for r in results) for o in dict.fromkeys(r.outcome for r in results)}
@@ -164,4 +164,4 @@ def mirror(
                   f"{len(rows) - len(done)} not fetched here were skipped.")
 
 
-__all__ = ["fetch", "mirror", "stream_sources"]
+__all__ = ["ByteBars", "fetch", "mirror", "stream_sources"]

@@ -180,3 +180,56 @@ def test_an_unreachable_origin_fails_with_the_reason(tmp_path):
     dead = Source(key="dead", files=(SourceFile(name="x.bin", url="http://127.0.0.1:9/x.bin", checksum=md5(BETA)),))
     [result] = fetch_sources([dead], tmp_path, attempts=1, timeout=5)
     assert result.outcome == "failed" and "cannot reach http://127.0.0.1:9/x.bin" in result.detail
+
+
+def test_the_cli_progress_bars_follow_each_file(tmp_path):
+    from io import StringIO  # noqa: PLC0415
+
+    from rich.console import Console  # noqa: PLC0415
+    from rich.progress import DownloadColumn, Progress, TextColumn  # noqa: PLC0415
+
+    from services.cli.data_fetch_cmd import ByteBars  # noqa: PLC0415
+
+    seen: list[tuple[str, float | None, float]] = []
+
+    class Recording(ByteBars):
+        def end(self, handle):
+            task = self.progress.tasks[[t.id for t in self.progress.tasks].index(handle)]
+            seen.append((task.description, task.total, task.completed))
+            super().end(handle)
+
+    files = {"alpha.bin": (ALPHA, md5(ALPHA))}
+    out = StringIO()
+    progress = Progress(TextColumn("{task.description}"), DownloadColumn(),
+                        console=Console(file=out, force_terminal=True, width=120))
+    with RangeServer(served("bars", files)).running() as server, progress:
+        [result] = fetch_sources([source(server, "bars", files)], tmp_path, progress=Recording(progress))
+    assert result.outcome == "fetched"
+    assert seen == [("bars/alpha.bin", len(ALPHA), len(ALPHA))]
+    assert "bars/alpha.bin" in out.getvalue()
+
+
+def test_the_cli_reads_nevis_data_mirror(settings_env, monkeypatch):
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from services.cli.main import app  # noqa: PLC0415
+    from services.core.config import get_settings  # noqa: PLC0415
+    from services.core.errors import DataIntegrityError  # noqa: PLC0415
+
+    wrong = {"/m/imagenet2012/ILSVRC2012_img_val.tar": b"not imagenet"}
+    with RangeServer(wrong).running() as server:
+        monkeypatch.setenv("NEVIS_DATA_MIRROR", server.url("/m"))
+        get_settings.cache_clear()
+        try:
+            result = CliRunner().invoke(app, ["data", "fetch", "-s", "nevis22-short", "-d", "imagenet2012"],
+                                        env={"COLUMNS": "250"})
+        finally:
+            get_settings.cache_clear()
+        asked = sorted(p for p, _ in server.requests)
+    assert asked == ["/m/imagenet2012/ILSVRC2012_img_train.tar", "/m/imagenet2012/ILSVRC2012_img_val.tar"]
+    assert isinstance(result.exception, DataIntegrityError)
+    text = " ".join(result.stdout.split())
+    assert "mirror first: " + server.url("/m") in text
+    assert "needs a manual download" in text and "HTTP 404 Not Found from" in text
+    assert "mismatch: expected sha256:c7e06a6c0baccf06" in text  # the mirror's wrong copy, refused
+    assert not (settings_env / "sources" / "imagenet2012" / "ILSVRC2012_img_val.tar").exists()
