@@ -67,6 +67,13 @@ class ImageRows:
     def __iter__(self) -> Iterator[np.ndarray]:
         return (self[i] for i in range(len(self)))
 
+    def take(self, rows: np.ndarray) -> ImageRows:
+        """The rows ``rows`` (source row ids), still read on demand: a split's or a shard's
+        images without decoding the others (read them in ascending order: readers such as
+        the Parquet one keep one row group at a time)."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        return ImageRows(self.shapes[rows], lambda i: self._read(int(rows[i])), self.name)
+
 
 def decode_image(data: bytes, where: str) -> np.ndarray:
     """Encoded bytes (any format Pillow reads) → uint8 ``[h, w, 1]`` (grey) or ``[h, w, 3]``.

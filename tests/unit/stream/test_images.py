@@ -113,3 +113,12 @@ def test_both_forms_in_one_pass_read_each_row_once():
     rows = ImageRows(np.array([[6, 4]] * 3), lambda i: reads.append(i) or image)
     squares, originals = stored_forms(rows, 8, 12)
     assert reads == [0, 1, 2] and squares.shape == (3, 8, 8, 3) and originals.extents.tolist() == [[6, 4]] * 3
+
+
+def test_a_subset_of_rows_reads_only_its_own_rows():
+    reads = []
+    arrays = [np.full((2 + i, 3, 1), i, np.uint8) for i in range(5)]
+    rows = ImageRows(np.array([a.shape[:2] for a in arrays]), lambda i: reads.append(i) or arrays[i])
+    subset = rows.take(np.array([1, 4]))
+    assert subset.shapes.tolist() == [[3, 3], [6, 3]] and len(subset) == 2
+    assert [int(image[0, 0, 0]) for image in subset] == [1, 4] and reads == [1, 4]
