@@ -109,10 +109,12 @@ def fetch(
     """Download a stream's source files (resumable, checksum-verified) into the data folder."""
     from workers.stream.manifest_files import load_stream  # noqa: PLC0415
     from workers.stream.sources.fetch import fetch_sources  # noqa: PLC0415
-    from workers.stream.sources.locations import sources_dir  # noqa: PLC0415
+    from workers.stream.sources.locations import check_mirror, sources_dir  # noqa: PLC0415
 
     manifest = load_stream(stream)
     sources, tasks = stream_sources(manifest, datasets)
+    if get_settings().data_mirror:
+        check_mirror(get_settings().data_mirror)
     if dry_run:
         _dry_run(manifest, sources, tasks)
         return

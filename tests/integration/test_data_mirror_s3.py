@@ -85,3 +85,28 @@ def test_an_s3_mirror_download_resumes_from_a_part_file(tmp_path, endpoint, buck
     [result] = fetch_sources([source], tmp_path, mirror=f"s3://{bucket}/m", s3_endpoint_url=endpoint, attempts=1)
     assert result.outcome == "fetched", result.detail
     assert (tmp_path / "demo" / "data.bin").read_bytes() == DATA
+
+
+def test_the_mirror_command_uploads_what_this_machine_verified(settings_env, monkeypatch, endpoint, bucket):
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from services.cli.main import app  # noqa: PLC0415
+    from services.core.config import get_settings  # noqa: PLC0415
+    from workers.stream.sources.verify import FetchState  # noqa: PLC0415
+
+    dest = settings_env / "sources"
+    (dest / "mnist").mkdir(parents=True)
+    path = dest / "mnist" / "t10k-labels-idx1-ubyte.gz"
+    path.write_bytes(DATA)
+    FetchState(dest).record("mnist/t10k-labels-idx1-ubyte.gz", path, CHECKSUM.removeprefix("sha256:"))
+    monkeypatch.setenv("NEVIS_S3_ENDPOINT_URL", endpoint)
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(app, ["data", "mirror", "--to", f"s3://{bucket}/srv", "--datasets", "mnist"])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    assert "mnist/t10k-labels-idx1-ubyte.gz: uploaded" in result.stdout
+    assert "1 file(s) in the mirror" in result.stdout and "3 not fetched here were skipped" in result.stdout
+    body = s3_client(endpoint).get_object(Bucket=bucket, Key="srv/mnist/t10k-labels-idx1-ubyte.gz")["Body"].read()
+    assert body == DATA

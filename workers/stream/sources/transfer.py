@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 CHUNK = 1 << 20
 USER_AGENT = "nevis-data-fetch/1"
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-\d+/(\d+|\*)")
+_SHARE_HOSTS = re.compile(r"google\.com$|sharepoint\.com$")  # file shares that answer with HTML pages
 
 
 class TransferError(Exception):
@@ -121,9 +122,9 @@ def download(
     for _ in range(attempts):
         have = part.stat().st_size if part.exists() else 0
         response = open_range(url, have, timeout=timeout, s3_client=s3_client)
-        if response.content_type.startswith("text/html") and "drive.google" in url:
+        if response.content_type.startswith("text/html") and _SHARE_HOSTS.search(urlsplit(url).netloc):
             response.body.close()
-            raise TransferError(f"{url} answered with an HTML page (Google Drive's confirmation), not the file")
+            raise TransferError(f"{url} answered with an HTML page (a confirmation or sign-in page), not the file")
         if response.start != have:  # the server sent the whole file again
             part.write_bytes(b"")
             have = 0
