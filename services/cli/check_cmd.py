@@ -1,0 +1,64 @@
+"""``nevis check FOLDER --entrypoint mod:make``: a learner's protocol calls, judged before submitting.
+
+The folder is packed exactly as ``nevis submit`` packs it (:mod:`services.cli.client.bundle`)
+and unpacked into a scratch folder, so the check runs the very files a submission uploads, in
+the same sandbox a run uses (:mod:`services.cli.check.calls`). It prints one row per call and
+exits 1 at the first broken one, naming the fix.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from services.cli.console import make_console
+
+console = make_console()
+STYLE = {"ok": "green", "warn": "yellow", "FAIL": "bold red"}
+
+
+def check(
+    folder: Path = typer.Argument(..., help="The learner's folder (what `nevis submit` would upload)."),
+    entrypoint: str = typer.Option(..., "--entrypoint", "-e", help="module:factory that makes the learner."),
+    steps: int = typer.Option(8, "--steps", help="Optimisation steps per task (checkpoints at 0, half and all)."),
+) -> None:
+    """Run each protocol call of a learner once on a tiny built-in stream; exit 1 on the first broken one."""
+    if not check_folder(folder, entrypoint, console=console, steps=steps):
+        raise typer.Exit(1)
+
+
+def check_folder(folder: Path, entrypoint: str, *, console: Console, steps: int = 8) -> bool:
+    """Check the learner in ``folder``; prints the table; True when no call is broken."""
+    from services.cli.check.calls import CheckRun  # noqa: PLC0415 - heavy (numpy, sklearn)
+    from services.cli.client.bundle import pack_learner  # noqa: PLC0415
+    from services.core.config import get_settings  # noqa: PLC0415
+    from workers.sandbox.bundles import extract_bundle  # noqa: PLC0415
+    from workers.sandbox.limits import HostLimits  # noqa: PLC0415
+
+    settings = get_settings()
+    with tempfile.TemporaryDirectory(prefix="nevis-check-") as scratch:
+        packed = pack_learner(folder, entrypoint=entrypoint, dest=Path(scratch))
+        root = extract_bundle(packed.path, Path(scratch) / "unpacked", kind="tar")
+        console.print(f"Checking {entrypoint} from {folder} ({len(packed.files)} files) on a two-task stream …")
+        outcomes = CheckRun(root, entrypoint, sandbox=settings.sandbox, steps=steps,
+                            limits=HostLimits.from_settings(settings)).run()
+    table = Table("call", "task", "outcome", "detail", "s", title=f"nevis check {entrypoint}")
+    for row in outcomes:
+        table.add_row(row.call, "" if row.task is None else str(row.task),
+                      f"[{STYLE[row.status]}]{row.status}[/]", row.detail, f"{row.seconds:.1f}")
+    console.print(table)
+    for row in outcomes:
+        if row.fix:
+            label = "fix" if row.status == "FAIL" else "hint"
+            console.print(f"[{STYLE[row.status]}]{label} ({row.call}):[/] {row.fix}")
+    broken = any(row.status == "FAIL" for row in outcomes)
+    console.print("[bold red]The learner is broken[/] (above: the call and the fix)." if broken
+                  else "[green]Every protocol call works.[/] Submit it with `nevis submit`.")
+    return not broken
+
+
+__all__ = ["check", "check_folder"]
