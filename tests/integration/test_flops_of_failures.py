@@ -1,5 +1,6 @@
 """FLOPs that cannot be dodged by dying: a trial whose process is killed is charged what its
-last periodic report said, and a failed multi-worker trial what every rank spent."""
+last periodic report said, a failed multi-worker trial what every rank spent, and a task's
+failed ``prepare_task`` (raised, or its process killed) what its host last reported."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from sqlalchemy import select
 
 from services.core.budget import RunBudget
 from services.core.errors import TaskFailedError
-from services.store.db.models import Trial
+from services.store.db.models import Event, Trial
+from workers.stream.task_data import load_task_data
 from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
@@ -50,3 +52,21 @@ def test_a_failed_multi_worker_trial_is_charged_every_rank(runner, tiny_stream, 
                                 budget=BUDGET))
     trial = only_trial(runner)
     assert trial.status == "failed" and trial.flops == 2000
+
+
+@pytest.mark.parametrize("learner", ["prepare_raiser", "prepare_killer"])
+def test_a_failed_preparation_is_charged_its_last_report(runner, tiny_stream, learner):
+    from nevis_hostile_learners import FailingPreparer  # noqa: PLC0415
+    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+
+    stream = tiny_manifest(tiny_stream.parent / "one.json", tasks=1)
+    with pytest.raises(TaskFailedError, match="prepare_task failed"):
+        runner.start(RunRequest(stream=str(stream), learner=f"nevis_hostile_learners:{learner}", budget=BUDGET))
+    with runner.sessions() as session:
+        submission_id = session.scalars(select(Event.submission_id)).first()
+        plan = runner.plan(submission_id)
+        failed = session.scalars(select(Event).where(Event.kind == "task.failed")).one()
+        assert not session.scalars(select(Trial)).all()  # no trial ran: the preparation comes first
+    train = load_task_data(runner.store, plan.tasks[0], image_size=plan.image_size, splits=("train",)).splits["train"][0]
+    pixels = train.reshape(len(train), -1).shape[1]
+    assert failed.payload["spent_flops"] == 2 * len(train) * pixels * FailingPreparer.width

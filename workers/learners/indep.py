@@ -355,7 +355,11 @@ class IndepLearner:
 
 
 class _BestOnDev:
-    """The best weights on the dev split seen at validation steps (its passes are charged)."""
+    """The best weights on the dev split seen at validation steps (its passes are charged).
+
+    Each validation is the harness's dev scoring (``ctx.dev_error``) where the context offers
+    it, so the final weights' check is also the harness's dev pass of the returned predictor,
+    not a second one; elsewhere (learner code run outside the harness) a pass of its own."""
 
     def __init__(self, learner: IndepLearner, predictor: IndepPredictor, dev: Any, info: TaskInfo,
                  ctx: TrialContext) -> None:
@@ -365,6 +369,10 @@ class _BestOnDev:
     def _dev_error(self) -> float:
         if len(self.dev) == 0:
             return float("inf")
+        offered = getattr(self.ctx, "dev_error", None)
+        error = offered(self.predictor) if callable(offered) else None
+        if error is not None:
+            return float(error)
         scores = self.learner.predict(self.predictor, self.dev.images, self.ctx)
         return task_error(scores, self.dev.labels, self.info.kind)
 

@@ -167,6 +167,13 @@ class TrialContext(Protocol):
         """Record the training curve at ``step``; checkpoints when the harness asks for one."""
         ...
 
+    def dev_error(self, predictor: Any) -> float | None:
+        """The current task's dev error of ``predictor``, scored by the harness (its ``predict``
+        pass is charged as validation); ``None`` where the context offers no dev scoring.
+        A trial that returns a predictor saved to the same bytes is not scored on dev again:
+        validate the final weights with this, not with a pass of your own."""
+        ...
+
 
 # --- what the learner returns ------------------------------------------------------------
 

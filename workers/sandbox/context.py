@@ -4,7 +4,8 @@ One :class:`LocalTrialContext` lives in the process that runs learner code for o
 (or one prediction job). It counts FLOPs through a :class:`~workers.sandbox.flops.FlopMeter`,
 records the training curve, and turns ``progress`` calls at the configured steps into
 checkpoints handed to ``on_checkpoint`` (the harness stores them; learner code never
-touches the object store).
+touches the object store). In a trial it also offers the harness's dev scoring
+(:mod:`workers.sandbox.dev_scoring`), so the learner's last validation is the harness's.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.core.errors import LearnerError
+from workers.sandbox.dev_scoring import DevScoring
 from workers.sandbox.flops import FlopMeter
 
 FLOP_REPORT_INTERVAL_S = 2.0
@@ -73,6 +75,7 @@ class LocalTrialContext:
     curve: list[CurvePoint] = field(default_factory=list)
     checkpointed: list[int] = field(default_factory=list)
     stored_checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    dev_scoring: DevScoring | None = None  # the harness's dev scoring, offered by ``dev_error``
 
     def __post_init__(self) -> None:
         self._pending = set(self.checkpoint_at)
@@ -84,6 +87,11 @@ class LocalTrialContext:
 
     def report_flops(self, flops: int) -> None:
         self.meter.report_flops(flops)
+
+    def dev_error(self, predictor: Any) -> float | None:
+        """The harness's dev error of ``predictor`` (``None`` where no dev split was given):
+        a returned predictor with the same saved bytes is not scored again."""
+        return None if self.dev_scoring is None else self.dev_scoring.error(predictor)
 
     def progress(self, step: int, predictor: Any, *, loss: float | None = None) -> None:
         if not isinstance(step, int) or step < 0:

@@ -38,6 +38,7 @@ from workers.learners.protocol import MAX_PREPARED_BYTES, LabelledData, Learner
 from workers.sandbox import wire
 from workers.sandbox.context import LocalTrialContext, TrialStopped
 from workers.sandbox.declaration import LearnerDeclaration, info_from_json
+from workers.sandbox.dev_scoring import DevScoring
 from workers.sandbox.views import augment_views
 from workers.stream.task_view import CausalTaskView
 
@@ -86,7 +87,9 @@ class Host:
         return declaration.to_header(), [declaration.init_state]
 
     def _op_trial(self, header: dict, parts: list) -> tuple[dict, list]:
-        """Train one trial; its failure is a ``failed`` result with the FLOPs spent so far."""
+        """Train one trial; its failure is a ``failed`` result with the FLOPs spent so far. Its dev
+        scores are those the learner's ``ctx.dev_error`` got for the same predictor bytes, if any
+        (:mod:`workers.sandbox.dev_scoring`): one dev pass per set of weights, not two."""
         prepared = pickle.loads(parts[-2]) if header.get("prepared") else None  # prepare_task's result
         state = parts[-1]
         view, dev = self._view(header, parts[:-2] if header.get("prepared") else parts[:-1], prepared)
@@ -94,6 +97,9 @@ class Host:
             seed=int(header["seed"]), steps=int(header["steps"]), save_predictor=self.learner.save_predictor,
             on_checkpoint=self._checkpoint, checkpoint_at=tuple(header["checkpoint_at"]), device=self.device,
             rung_at=tuple(header.get("rungs") or ()))
+        ctx.dev_scoring = scoring = DevScoring(  # the harness's dev pass, offered to the learner
+            dev, view.info.kind, lambda p: _numeric(self.learner.predict(p, dev.images, ctx), "predict()"),
+            lambda p: _bytes(self.learner.save_predictor(p), "save_predictor()"))
         ctx.on_rung = lambda step, predictor: self._rung(step, predictor, dev, ctx)
         ctx.on_flops = lambda measured, reported: self._flops_so_far(measured, reported, ctx.meter.untracked)
         started = time.perf_counter()
@@ -101,8 +107,8 @@ class Host:
         try:
             output = self.learner.train(view, pickle.loads(state), dict(header["config"]), ctx)
             updates = ctx.meter.updates  # training's updates, before the harness's dev pass
-            scores = _numeric(self.learner.predict(output.predictor, dev.images, ctx), "predict()")
             predictor = _bytes(self.learner.save_predictor(output.predictor), "save_predictor()")
+            scores = scoring.scores_for(output.predictor, predictor)  # scored already for these bytes, or now
             new_state = pickle.dumps(output.state)
         except TrialStopped as stop:  # the search ended it at a rung: it keeps what it spent
             return {"status": "stopped", "stopped_at": stop.step, **_flops(ctx, updates=ctx.meter.updates),
@@ -121,11 +127,18 @@ class Host:
 
     def _op_prepare_task(self, header: dict, parts: list) -> tuple[dict, list]:
         """The learner's ``prepare_task`` on the view a trial of this task gets, metered as a
-        whole: its FLOPs are the task's, charged once; its result goes to every trial."""
+        whole: its FLOPs are the task's, charged once; its result goes to every trial. Its FLOPs
+        so far are reported as a trial's are (at ``ctx.progress``, and once more if it raises),
+        so a preparation that fails or is killed is charged what it spent."""
         view, _ = self._view(header, parts[:-1], None)
         started = time.perf_counter()
         with self._metered(header) as ctx:
-            prepared = pickle.dumps(self.learner.prepare_task(view, pickle.loads(parts[-1]), ctx))
+            ctx.on_flops = lambda measured, reported: self._flops_so_far(measured, reported, ctx.meter.untracked)
+            try:
+                prepared = pickle.dumps(self.learner.prepare_task(view, pickle.loads(parts[-1]), ctx))
+            except Exception:
+                self._flops_so_far(int(ctx.meter.measured), int(ctx.meter.reported), ctx.meter.untracked)
+                raise
         if len(prepared) > MAX_PREPARED_BYTES:
             raise LearnerError(f"prepare_task() returned {len(prepared)} bytes pickled, over the "
                                f"{MAX_PREPARED_BYTES}-byte limit.")

@@ -29,6 +29,7 @@ from services.core.metrics import task_error
 from services.store.runs import run_keys
 from workers.learners.protocol import LabelledData, Learner, Resources
 from workers.sandbox.context import LocalTrialContext, checkpoint_steps
+from workers.sandbox.dev_scoring import DevScoring
 from workers.stream.task_view import CausalTaskView
 from workers.trainer.trial import (
     TRIAL_INDEX,
@@ -156,6 +157,8 @@ def _make_context(
         rank=rank,
         device=device,
     )
+    ctx.dev_scoring = DevScoring(spec.dev, spec.info.kind, lambda p: learner.predict(p, spec.dev.images, ctx),
+                                 learner.save_predictor)  # the harness's dev pass, offered to the learner
     return ctx
 
 
@@ -164,18 +167,22 @@ def _execute_trial(
 ) -> dict[str, Any]:
     """Train and validate one trial in this process; returns its result metrics.
 
-    On rank 0 the predictor is scored on the dev split (harness code, FLOPs counted) and the
-    predictor and new state are stored; other ranks only train.
+    On rank 0 the predictor is scored on the dev split (harness code, FLOPs counted; not again
+    if the learner's ``ctx.dev_error`` scored the same predictor bytes) and the predictor and
+    new state are stored; other ranks only train.
     """
     prefix = trial_prefix(spec, int(config[TRIAL_INDEX]))
     started = time.perf_counter()
     output = learner.train(_build_view(spec), pickle.loads(spec.state), learner_config(config), ctx)
     metrics: dict[str, Any] = {}
     if ctx.rank == 0:
-        scores = learner.predict(output.predictor, spec.dev.images, ctx)
+        predictor = learner.save_predictor(output.predictor)
+        scoring = ctx.dev_scoring  # scored by the learner's ctx.dev_error already, or now
+        scores = (scoring.scores_for(output.predictor, predictor) if scoring is not None
+                  else learner.predict(output.predictor, spec.dev.images, ctx))
         metrics["dev_error"] = task_error(scores, spec.dev.labels, spec.info.kind)
         blobs = {
-            "predictor": (f"{prefix}/{run_keys.PREDICTOR_FILE}", learner.save_predictor(output.predictor)),
+            "predictor": (f"{prefix}/{run_keys.PREDICTOR_FILE}", predictor),
             "state": (f"{prefix}/{run_keys.STATE_FILE}", pickle.dumps(output.state)),
         }
         for name, (key, data) in blobs.items():

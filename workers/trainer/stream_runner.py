@@ -268,14 +268,16 @@ class StreamRunner:
                  spec: TrialSpec) -> tuple[TrialSpec, EvaluationCost]:
         """The learner's ``prepare_task``, once for the task before its trials (skipped when it
         declares none): its result goes into every trial's spec, its FLOPs to the task once.
-        Multi-worker trials do that work themselves. A learner's failure here fails the task."""
+        Multi-worker trials do that work themselves. A learner's failure here fails the task,
+        charged what the preparation's host last reported (the ``task.failed`` event's FLOPs)."""
         if not learner.prepares_task:
             return spec, EvaluationCost.of(no_flops())
         try:
             done = self.actors.prepare(host, learner.resources, attempt.plan.budget, spec)
         except Exception as exc:  # noqa: BLE001 - the learner's prepare_task failed: the task fails
             cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
-            self._fail(attempt, f"prepare_task failed: {cause}", 0.0, cause=exc)
+            spent = float(getattr(cause, "flops", 0))  # PrepareFailed: what its host last reported
+            self._fail(attempt, f"prepare_task failed: {cause}", spent, cause=exc)
         if done is None:
             return spec, EvaluationCost.of(no_flops())
         prepared, fields = done

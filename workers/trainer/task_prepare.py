@@ -5,7 +5,10 @@ done once, before the trials, so the task is charged for it once: were it done i
 trial's ``train``, a run with N trials at once on N hosts would pay it N times and its cFLOP
 would depend on the machine's parallelism. The host runs the hook on the causal view a trial
 gets (same data, same past, no test split), metered like a prediction job; the result comes
-back pickled (never unpickled here, only handed on to each trial's host) and bounded.
+back pickled (never unpickled here, only handed on to each trial's host) and bounded. A
+preparation that fails is charged what its host last reported, as a failed trial is
+(docs/fidelity.md F3): the host reports at the learner's ``ctx.progress`` calls and once more
+when the learner raises.
 """
 
 from __future__ import annotations
@@ -17,10 +20,22 @@ from workers.learners.protocol import MAX_PREPARED_BYTES
 from workers.sandbox import messages
 from workers.sandbox.client import LearnerHost
 from workers.sandbox.declaration import info_to_json
-from workers.trainer.trial import TrialSpec, answer_past, task_parts
+from workers.trainer.trial import TrialSpec, answer_past, no_flops, reported_flops, task_parts
 
 PAST_OPS = ("past_train", "past_predictor", "pretrained")
-"""What a host may ask for while it prepares a task (no checkpoints, rungs or FLOP reports)."""
+"""What a host may ask for while it prepares a task (besides FLOP reports; no checkpoints or rungs)."""
+
+
+class PrepareFailed(LearnerError):
+    """The learner's ``prepare_task`` failed; ``flops`` is what its host last reported it had
+    spent (measured plus reported), which the task is charged."""
+
+    def __init__(self, message: str, flops: int = 0) -> None:
+        super().__init__(message)
+        self.flops = int(flops)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses Ray as the cause of a task error
+        return type(self), (str(self), self.flops)
 
 
 def prepare_in_host(host: LearnerHost, spec: TrialSpec) -> tuple[bytes, dict[str, Any]]:
@@ -29,13 +44,19 @@ def prepare_in_host(host: LearnerHost, spec: TrialSpec) -> tuple[bytes, dict[str
     checked like any metered reply.
 
     Raises:
-        LearnerError: the learner raised, or its host broke the protocol (then it is closed).
+        PrepareFailed: the learner raised, or its host died or broke the protocol (then it is
+            closed), with the FLOPs the host last reported.
     """
     broken = []  # a message refused here leaves the host mid-request
+    spent: dict[str, Any] = no_flops()  # the host's last FLOP report: a failure's charge
 
-    def on_message(header: dict[str, Any], parts: list) -> tuple[dict[str, Any], list]:
+    def on_message(header: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
+        nonlocal spent
         try:
             message = messages.read_request(header, parts)
+            if message["op"] == "flops":
+                spent = reported_flops(message, spent)
+                return None
             if message["op"] not in PAST_OPS:
                 raise LearnerError(f"the learner host sent a {message['op']!r} frame while preparing the task")
             return answer_past(spec.harness, message["op"], message.get("order"))
@@ -55,15 +76,15 @@ def prepare_in_host(host: LearnerHost, spec: TrialSpec) -> tuple[bytes, dict[str
     except Exception as exc:  # the learner raised (its host answered), or the host broke the protocol
         if host.alive and (broken or not isinstance(exc, LearnerError)):
             host.close()  # mid-request or untrusted: its next frames must not answer another request
-        if isinstance(exc, LearnerError):
-            raise
-        raise LearnerError(f"prepare_task: {type(exc).__name__}: {exc}") from exc
+        charged = int(spent["flops_measured"]) + int(spent["flops_reported"])  # untracked is within measured
+        what = str(exc) if isinstance(exc, LearnerError) else f"prepare_task: {type(exc).__name__}: {exc}"
+        raise PrepareFailed(what, charged) from exc
     prepared = out[0]
-    if len(prepared) > MAX_PREPARED_BYTES:
-        raise LearnerError(f"prepare_task's result has {len(prepared)} bytes, over the "
-                           f"{MAX_PREPARED_BYTES}-byte limit")
     flops = {k: reply[k] for k in ("flops_measured", "flops_reported", "flops_untracked")}
+    if len(prepared) > MAX_PREPARED_BYTES:
+        raise PrepareFailed(f"prepare_task's result has {len(prepared)} bytes, over the "
+                            f"{MAX_PREPARED_BYTES}-byte limit", flops["flops_measured"] + flops["flops_reported"])
     return prepared, {**flops, "wall_time_s": reply["wall_time_s"]}
 
 
-__all__ = ["PAST_OPS", "prepare_in_host"]
+__all__ = ["PAST_OPS", "PrepareFailed", "prepare_in_host"]

@@ -125,7 +125,7 @@ def _answer(spec: TrialSpec, index: int, heard: _Heard, message: dict[str, Any],
         _store_checkpoint(spec.harness, heard, message["step"], parts[0])
         return None
     if op == "flops":
-        heard.spent = _reported_flops(message, heard.spent)
+        heard.spent = reported_flops(message, heard.spent)
         return None
     if op == "rung":
         return _answer_rung(spec, index, message["step"], parts[0], heard.rungs)
@@ -204,7 +204,7 @@ def answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], list
     return {"op": op, "ok": True}, parts
 
 
-def _reported_flops(counts: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
+def reported_flops(counts: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
     """A host's running FLOP totals (its ``flops`` message, checked), kept only if they never go down."""
     if any(counts[k] < int(before.get(k, 0)) for k in FLOP_KEYS):
         raise LearnerError("the learner host's running FLOP totals went down")
@@ -296,5 +296,5 @@ def _failed(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, A
 
 __all__ = [
     "CHECKPOINT_MAX_BYTES", "HARNESS_KEYS", "TRIAL_INDEX", "TRIAL_SEED", "TrialSpec", "answer_past", "failure_metrics",
-    "learner_config", "no_flops", "run_trial_in_host", "task_parts", "trial_prefix"
+    "learner_config", "no_flops", "reported_flops", "run_trial_in_host", "task_parts", "trial_prefix"
 ]

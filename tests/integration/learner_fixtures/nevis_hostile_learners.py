@@ -12,7 +12,11 @@ obtained from its saved state (``state["obtained"]``: empty when it obtained not
 - ``silent``: never finishes declaring itself;
 - ``frame_forger``: writes a frame of its own to the harness's pipe claiming a 2^40-element array;
 - ``two_workers_spy``: declares two workers and, if it ever runs outside a sandbox, records
-  what it can see there.
+  what it can see there;
+- ``dev_score_swapper``: has its trained weights scored on dev by the harness (``ctx.dev_error``),
+  then returns other weights in the same array, hoping the harness keeps the first score;
+- ``prepare_raiser`` / ``prepare_killer``: spend a known pass in ``prepare_task``, then raise, or
+  kill their own process after a FLOP report, hoping the failed preparation is free.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import os
 import time
 import numpy as np
 
-from nevis_test_learners import NearestMeanLearner, probe_machine
+from nevis_test_learners import HandCountedLinear, NearestMeanLearner, _flat, probe_machine
 from workers.learners.protocol import Resources, TrainOutput
 
 HIDDEN = 1024
@@ -193,6 +197,40 @@ class FrameForger(NearestMeanLearner):
         return super().train(view, state, config, ctx)
 
 
+class DevScoreSwapper(HandCountedLinear):
+    """Its trained weights scored on dev by the harness, it negates them in place (the worst
+    class wins every row) and returns the same array: the harness must score what it gets."""
+
+    name = "dev-score-swapper"
+
+    def train(self, view, state, config, ctx):
+        out = super().train(view, state, config, ctx)  # ctx.dev_error(trained weights)
+        np.negative(out.predictor, out=out.predictor)  # the same array, other weights
+        return out
+
+
+class FailingPreparer(NearestMeanLearner):
+    """One pass of a bias-free 48-wide linear layer over the train split in ``prepare_task``
+    (2·N·D·48 FLOPs), a ``ctx.progress`` call (which reports it), then a raise or ``os._exit``."""
+
+    name = "failing-preparer"
+    width = 48
+
+    def __init__(self, die: bool) -> None:
+        self.die = die
+
+    def prepare_task(self, view, state, ctx):
+        import torch  # noqa: PLC0415
+
+        x = torch.as_tensor(_flat(view.train().images))
+        with torch.no_grad():
+            ctx.track(torch.nn.Linear(x.shape[1], self.width, bias=False))(x)
+        ctx.progress(0, None)  # a FLOP report goes to the harness
+        if self.die:
+            os._exit(9)
+        raise RuntimeError("prepare_task gives up after spending")
+
+
 class TwoWorkersSpy(NearestMeanLearner):
     """Declares two workers; if any of its code runs, it records what it could see."""
 
@@ -292,3 +330,15 @@ def frame_forger() -> FrameForger:
 
 def two_workers_spy() -> TwoWorkersSpy:
     return TwoWorkersSpy()
+
+
+def dev_score_swapper() -> DevScoreSwapper:
+    return DevScoreSwapper()
+
+
+def prepare_raiser() -> FailingPreparer:
+    return FailingPreparer(die=False)
+
+
+def prepare_killer() -> FailingPreparer:
+    return FailingPreparer(die=True)

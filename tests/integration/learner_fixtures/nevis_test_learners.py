@@ -449,8 +449,9 @@ def untracked_indep() -> UntrackedIndep:
 class HandCountedLinear(NearestMeanLearner):
     """A bias-free linear layer whose every FLOP can be counted by hand
     (tests/integration/test_flops_by_purpose.py): each step a forward with gradients on and a
-    backward to the weight only (2·B·D·K each), one validation pass over dev with gradients
-    off inside ``train`` (2·N_dev·D·K), and ``predict`` with gradients off (2·N·D·K)."""
+    backward to the weight only (2·B·D·K each), the final weights validated on dev through the
+    harness's ``ctx.dev_error`` (one ``predict`` pass, 2·N_dev·D·K, which is also the harness's
+    dev scoring of the returned predictor), and ``predict`` with gradients off (2·N·D·K)."""
 
     name = "hand-counted-linear"
     batch = 8
@@ -474,9 +475,9 @@ class HandCountedLinear(NearestMeanLearner):
             loss.backward()
             optimiser.step()
             ctx.progress(step + 1, None, loss=float(loss))
-        with torch.no_grad():  # the learner's own validation: not a training update
-            layer(torch.as_tensor(_flat(view.dev().images)))
-        return TrainOutput(predictor=layer.weight.detach().numpy().copy(), state=state)
+        predictor = layer.weight.detach().numpy().copy()
+        seen = ctx.dev_error(predictor)  # the learner's validation is the harness's dev pass
+        return TrainOutput(predictor=predictor, state={**state, "dev_error_seen": seen})
 
     def predict(self, predictor, images, ctx):
         import torch  # noqa: PLC0415
