@@ -13,12 +13,15 @@ from rich.console import Console
 
 from services.cli import (
     admin_cmd,
+    check_cmd,
     config_cmd,
     data_cmd,
     db_cmd,
+    init_cmd,
     pretrain_cmd,
     probe_cmd,
     refresh_cmd,
+    remote_cmd,
     run_cmd,
     sandbox_cmd,
     serve_cmd,
@@ -57,6 +60,14 @@ app.add_typer(sandbox_cmd.app, name="sandbox", help="What learner pods need on t
 app.add_typer(serve_cmd.worker_app, name="worker", help="Worker harness commands (run by backends).")
 app.add_typer(refresh_cmd.app, name="refresh",
               help="Benchmark refreshes: re-run baselines and pinned submissions on new stream versions.")
+# A remote service (issue 25): `nevis login` once, then these talk to it; `run` / `results` stay local.
+app.command("login", help="Keep a remote service's URL and API token (token from a prompt or stdin).")(remote_cmd.login)
+app.command("submit", help="Check, pack and upload a learner folder, submit it to the service, follow the run.")(remote_cmd.submit)
+app.command("status", help="A remote submission's status and results (or your recent submissions).")(remote_cmd.status)
+app.command("cancel", help="Cancel a queued or running remote submission.")(remote_cmd.cancel)
+app.command("leaderboard", help="The service's leaderboard of a stream (E, cFLOP).")(remote_cmd.leaderboard)
+app.command("check", help="Run a learner's protocol calls on a tiny built-in stream; exit 1 on the first broken one.")(check_cmd.check)
+app.add_typer(init_cmd.app, name="init", help="Start something new: `nevis init learner NAME` writes a learner folder.")
 
 _stderr = Console(stderr=True)
 

@@ -1,0 +1,120 @@
+"""The template ``nevis init learner NAME`` writes: the README's linear learner, its README and a
+test that runs ``nevis check`` on it.
+
+``LEARNER`` is the README's example learner word for word (a test keeps them equal); the module
+name is put in where the README says ``my_learner``.
+"""
+
+from __future__ import annotations
+
+LEARNER = '''"""my_learner.py: a linear classifier on pixels, as a NEVIS'22 learner."""
+import io
+
+import numpy as np
+import torch
+from torch import nn
+
+from workers.learners.protocol import LogUniform, Resources, TrainOutput
+
+
+class LinearLearner:
+    name = "linear"
+
+    def search_space(self):
+        return {"learning_rate": LogUniform(1e-3, 1e-1)}  # Ray Tune samples from this
+
+    def resources(self):
+        return Resources(num_workers=1, cpus_per_worker=1)
+
+    def init_state(self):
+        return None  # nothing carried from task to task
+
+    def _model(self, info):
+        return nn.Sequential(nn.Flatten(), nn.Linear(3 * info.image_size**2, info.num_classes))
+
+    def train(self, view, state, config, ctx):
+        info, data = view.info, view.train()
+        torch.manual_seed(ctx.seed)
+        model = ctx.track(self._model(info))  # every forward/backward pass is counted
+        opt = torch.optim.SGD(model.parameters(), lr=config["learning_rate"])
+        x = torch.as_tensor(data.images).float().div(255)
+        y = torch.as_tensor(data.labels)
+        loss_fn = nn.CrossEntropyLoss() if info.kind == "single" else nn.BCEWithLogitsLoss()
+        ctx.progress(0, (info, model))  # the untrained checkpoint
+        for step in range(1, ctx.steps + 1):
+            idx = torch.randint(len(x), (64,))
+            target = y[idx] if info.kind == "single" else y[idx].float()
+            loss = loss_fn(model(x[idx]), target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            ctx.progress(step, (info, model), loss=loss.item())  # curve + checkpoints
+        return TrainOutput(predictor=(info, model), state=state)
+
+    def predict(self, predictor, images, ctx):
+        _, model = predictor
+        with torch.no_grad():
+            return model(torch.as_tensor(images).float().div(255)).numpy()
+
+    def features(self, predictor, images, ctx):
+        return images.reshape(len(images), -1).astype(np.float32) / 255
+
+    def save_predictor(self, predictor):
+        buffer = io.BytesIO()
+        torch.save(predictor[1].state_dict(), buffer)
+        return buffer.getvalue()
+
+    def load_predictor(self, data, info, ctx):
+        model = ctx.track(self._model(info))
+        model.load_state_dict(torch.load(io.BytesIO(data)))
+        return info, model
+
+
+def make():
+    return LinearLearner()
+'''
+
+README = """# {name}
+
+A learner for the NEVIS'22 evaluation service, made by `nevis init learner {name}`: a linear
+classifier on pixels. Edit `{module}.py` (the protocol: `workers.learners.protocol.Learner`),
+then:
+
+```bash
+nevis check . --entrypoint {module}:make      # each protocol call, on a tiny built-in stream
+PYTHONPATH=. nevis run --stream mini --learner {module}:make --trials 1 --steps 20 --phase meta_train
+nevis login https://your-service                # once; the token is read from a prompt
+nevis submit . --entrypoint {module}:make --stream mini --trials 1 --steps 20
+```
+
+`nevis submit` checks the learner, packs this folder (caches, virtual environments and VCS
+folders left out), uploads it and follows the run. `pytest` runs `test_{module}.py`, which runs
+`nevis check` on it.
+"""
+
+TEST = """\"\"\"The learner passes `nevis check`: every protocol call works on a tiny built-in stream.\"\"\"
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_nevis_check_passes():
+    nevis = shutil.which("nevis") or str(Path(sys.executable).parent / "nevis")
+    done = subprocess.run([nevis, "check", str(HERE), "--entrypoint", "{module}:make"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+"""
+
+
+def render(module: str, name: str) -> dict[str, str]:
+    """The files of a new learner folder, by file name."""
+    return {f"{module}.py": LEARNER.replace("my_learner", module),
+            "README.md": README.format(name=name, module=module),
+            f"test_{module}.py": TEST.format(module=module)}
+
+
+__all__ = ["LEARNER", "README", "TEST", "render"]

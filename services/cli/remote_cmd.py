@@ -1,0 +1,159 @@
+"""The ``nevis`` commands that talk to a remote service: login, submit, status, cancel, leaderboard.
+
+They sit beside the local ones (``nevis run`` / ``nevis results`` read a local database;
+these read the service ``nevis login`` named) and go through :mod:`services.cli.client`.
+A refusal from the service is its problem's title and detail on one line, exit code 2
+(:func:`services.cli.main.main`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from services.cli.client import NevisClient
+from services.cli.client.credentials import Credentials, normalise_url, save_credentials
+from services.cli.console import make_console
+
+console = make_console()
+
+
+def login(
+    url: str = typer.Argument(..., help="The service's base URL, e.g. https://nevis.example.org."),
+    token: Optional[str] = typer.Option(None, "--token", help="The API token (default: prompted for, or read from stdin)."),  # noqa: UP007
+) -> None:
+    """Check a token against the service and keep both for the other commands (mode 0600)."""
+    url = normalise_url(url)
+    if token is None:
+        token = (typer.prompt("API token", hide_input=True) if sys.stdin.isatty()
+                 else sys.stdin.readline()).strip()
+    if not token:
+        raise typer.BadParameter("an empty token", param_hint="token")
+    with NevisClient(url, token) as client:
+        me = client.me()
+    path = save_credentials(Credentials(url=url, token=token))
+    console.print(f"Logged in to {url} as {me['name']} ({me['role']}); credentials kept in {path} (mode 0600).")
+
+
+def submit(
+    folder: Path = typer.Argument(..., help="The learner's folder (packed as a bundle; caches and VCS folders left out)."),
+    entrypoint: str = typer.Option(..., "--entrypoint", "-e", help="module:factory that makes the learner."),
+    stream: str = typer.Option(..., "--stream", "-s", help="Stream name on the service (GET /v1/streams)."),
+    trials: Optional[int] = typer.Option(None, "--trials", help="Hyper-parameter trials per task (default: the service's)."),  # noqa: UP007
+    steps: Optional[int] = typer.Option(None, "--steps", help="Optimisation steps per trial (default: the service's)."),  # noqa: UP007
+    phase: str = typer.Option("meta_test", "--phase", help="meta_test (ranked) or meta_train (development)."),
+    private: bool = typer.Option(False, "--private", help="Keep it off the public leaderboard (you and admins see it)."),
+    pin: bool = typer.Option(False, "--pin", help="Re-run it on each new version of the stream."),
+    name: Optional[str] = typer.Option(None, "--name", help="Learner name when registering (default: folder name + content hash)."),  # noqa: UP007
+    cpus: float = typer.Option(1.0, "--cpus", help="CPUs per task the learner is registered with."),
+    gpus: int = typer.Option(0, "--gpus", help="GPUs per task the learner is registered with."),
+    no_check: bool = typer.Option(False, "--no-check", help="Skip `nevis check` before uploading."),
+    detach: bool = typer.Option(False, "--detach", help="Do not follow the run; print its id and return."),
+) -> None:
+    """Check, pack and register a learner (re-using an identical one), submit it, and follow the run."""
+    from services.cli.check_cmd import check_folder  # noqa: PLC0415
+    from services.cli.client.bundle import pack_learner  # noqa: PLC0415
+    from services.cli.remote_follow import follow  # noqa: PLC0415
+
+    if not no_check and not check_folder(folder, entrypoint, console=console):
+        console.print("Nothing was submitted (`--no-check` skips the check).")
+        raise typer.Exit(1)
+    with NevisClient.from_login() as client, tempfile.TemporaryDirectory(prefix="nevis-submit-") as scratch:
+        packed = pack_learner(folder, entrypoint=entrypoint, dest=Path(scratch))
+        learner = client.find_learner(sha256=packed.sha256, entrypoint=entrypoint)
+        if learner is not None:
+            console.print(f"Re-using learner {learner.id} ({learner.name}): same bundle (sha256 {packed.sha256[:12]}…) "
+                          "and entry point.")
+        else:
+            learner_name = name or default_name(folder, packed.sha256)
+            learner = client.upload_bundle(packed.path, name=learner_name, entrypoint=entrypoint, cpus=cpus, gpus=gpus)
+            console.print(f"Registered learner {learner.id} ({learner.name}): {len(packed.files)} files, "
+                          f"{packed.size_bytes} bytes, sha256 {packed.sha256[:12]}…")
+        budget = {k: v for k, v in (("trials", trials), ("steps", steps)) if v is not None}
+        doc = client.submit(learner_id=learner.id, stream=stream, phase=phase, budget=budget,
+                            private=private, pinned=pin)
+        console.print(f"Submission {doc['id']}: {learner.name} on {doc['stream']['name']} {doc['stream']['version']} "
+                      f"({doc['phase']}), {doc['status']}.")
+        if detach:
+            return
+        doc = follow(client, doc["id"], console=console)
+        if doc["status"] in ("succeeded", "failed", "stopped", "cancelled"):
+            show_submission(doc)
+
+
+def default_name(folder: Path, sha256: str) -> str:
+    """``<folder>-<hash>``: unique per content, within the API's name rules."""
+    base = "".join(c if c.isalnum() or c in "._-" else "-" for c in folder.resolve().name).strip("-._") or "learner"
+    return f"{base[:80]}-{sha256[:10]}"
+
+
+def status(
+    submission_id: Optional[int] = typer.Argument(None, help="A submission id; without one, your recent submissions."),  # noqa: UP007
+    as_json: bool = typer.Option(False, "--json", help="Print the API's JSON."),
+    limit: int = typer.Option(20, "--limit", help="How many submissions to list."),
+) -> None:
+    """A remote submission: status, current task, per-task errors, E and cFLOP (or a list of yours)."""
+    with NevisClient.from_login() as client:
+        doc = client.submission(submission_id) if submission_id is not None else client.submissions(limit=limit)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+    elif submission_id is not None:
+        show_submission(doc)
+    else:
+        table = Table("id", "learner", "stream", "phase", "status", "task", "created", title=f"Submissions ({doc['total']})")
+        for item in doc["items"]:
+            table.add_row(str(item["id"]), item["learner"]["name"], f"{item['stream']['name']} {item['stream']['version']}",
+                          item["phase"], item["status"], str(item["cursor"]), item["created_at"][:19])
+        console.print(table)
+
+
+def show_submission(doc: dict[str, Any]) -> None:
+    table = Table("task", "year", "phase", "dataset", "status", "error", "FLOPs", "trials (failed)",
+                  title=f"Submission {doc['id']}: {doc['learner']['name']} on {doc['stream']['name']} "
+                        f"{doc['stream']['version']} ({doc['phase']})")
+    for task in doc["tasks"]:
+        table.add_row(str(task["order"]), str(task["year"]), task["phase"], task["dataset"], task["status"],
+                      "" if task["error"] is None else f"{task['error']:.4f}", f"{task['flops']:.3e}",
+                      f"{task['trials']} ({task['failed_trials']})" if task["trials"] else "")
+    console.print(table)
+    e_text = "n/a" if doc["e"] is None else f"{doc['e']:.4f}"
+    console.print(f"E ({doc['phase']}, {doc['scored_tasks']}/{doc['headline_tasks']} tasks) = {e_text}  "
+                  f"cFLOP = {doc['cflop']:.4e}")
+    console.print(f"status: {doc['status']}" + (f" ({doc['error']})" if doc.get("error") else ""))
+
+
+def cancel(submission_id: int = typer.Argument(..., help="The submission to cancel.")) -> None:
+    """Cancel a queued or running remote submission."""
+    with NevisClient.from_login() as client:
+        doc = client.cancel(submission_id)
+    console.print(f"Submission {doc['id']}: {doc['status']}.")
+
+
+def leaderboard(
+    stream: str = typer.Option(..., "--stream", "-s", help="Stream name."),
+    version: Optional[str] = typer.Option(None, "--version", help="Stream version (default: the newest)."),  # noqa: UP007
+    limit: int = typer.Option(20, "--limit", help="Rows to show."),
+    as_json: bool = typer.Option(False, "--json", help="Print the API's JSON."),
+) -> None:
+    """The service's leaderboard of a stream: meta-test submissions ranked by E, with cFLOP."""
+    with NevisClient.from_login() as client:
+        doc = client.leaderboard(stream, version=version, limit=limit)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    table = Table("rank", "submission", "learner", "owner", "E", "cFLOP", "tasks", "status",
+                  title=f"Leaderboard: {doc['stream'] or stream} {doc['version'] or ''} ({doc['phase']}), {doc['total']} rows")
+    for row in doc["items"]:
+        table.add_row("" if row["rank"] is None else str(row["rank"]), str(row["submission_id"]), row["learner"],
+                      row["owner"] or "(local)", "" if row["mean_error"] is None else f"{row['mean_error']:.4f}",
+                      f"{row['cflop']:.3e}", f"{row['headline_done']}/{row['headline_tasks']}", row["status"])
+    console.print(table)
+
+
+__all__ = ["cancel", "default_name", "leaderboard", "login", "show_submission", "status", "submit"]
