@@ -15,7 +15,6 @@ import importlib.util
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -140,12 +139,9 @@ def _readme_nevis_commands() -> list[list[str]]:
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S):
         for line in block.replace("\\\n", " ").splitlines():
-            for part in re.split(r"[;&|]|\$\(", line.split("#", 1)[0]):
-                words = shlex.split(part.replace(")", " "))
-                while words and "=" in words[0]:
-                    words.pop(0)  # VAR=value before the command
-                if words and words[0] == "nevis":
-                    commands.append([w for w in words[1:3] if re.fullmatch(r"[a-z][a-z-]*", w)])
+            code = line.split("  #", 1)[0]  # a comment after the command
+            for match in re.finditer(r"(?<![\w/.-])nevis((?:\s+[a-z][a-z-]*){1,2})", code):
+                commands.append(match.group(1).split())
     return commands
 
 
