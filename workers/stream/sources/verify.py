@@ -94,4 +94,4 @@ def expected_checksum(catalogue_checksum: str | None, state: FetchState, rel: st
     return f"sha256:{recorded}" if recorded else None
 
 
-__all__ = ["FetchState", "Verdict", "check_file", "expected_checksum", "file_digests"]
+__all__ = ["STATE_NAME", "FetchState", "Verdict", "check_file", "expected_checksum", "file_digests"]
