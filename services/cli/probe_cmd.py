@@ -30,8 +30,12 @@ console = Console()
 
 _PRESET = typer.Option("standard", "--preset",
                        help="standard (every checkpoint of the chosen trial + first and last of 1 other, "
-                            "LiDAR 150 × 4, MLP 32 × 100 steps), full (METRICS.md defaults, "
-                            "every checkpoint of every trial) or ci (small, fast).")
+                            "LiDAR 150 × 4, MLP 32 × 100 steps), publish (the papers' scale, for any "
+                            "published figure: LiDAR 1000 × 50, every checkpoint of every trial; full "
+                            "is the same) or ci (small, fast).")
+SCOPE_LABELS = {"trials": "across trials (final checkpoints)", "trials_mean": "across trials, task mean",
+                "task": "within trajectories (checkpoints)", "task_mean": "within trajectories, task mean",
+                "pooled": "pooled (tasks mixed)"}
 
 
 def build_settings(preset: str, *, all_trials: bool = False, **overrides: Any) -> Any:
@@ -96,6 +100,8 @@ def run(
     max_examples: Optional[int] = typer.Option(None, "--max-examples", help="Held-out (dev + dev_test) images per target task."),  # noqa: UP007
     lidar_n: Optional[int] = typer.Option(None, "--lidar-n", help="Clean images for LiDAR."),  # noqa: UP007
     lidar_q: Optional[int] = typer.Option(None, "--lidar-q", help="Augmentations per clean image."),  # noqa: UP007
+    lidar_delta_mode: Optional[str] = typer.Option(  # noqa: UP007
+        None, "--lidar-delta-mode", help="relative (default: δ × mean within-class eigenvalue) or absolute."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of subsamples, folds and augmentations."),  # noqa: UP007
     lease_s: float = typer.Option(120.0, "--lease-s", help="Job lease (renewed while a job runs)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Queue this run's failed jobs again."),
@@ -109,6 +115,7 @@ def run(
     probe_settings = build_settings(preset, folds=folds, kinds=kinds, targets=targets,
                                     max_earlier=max_earlier, max_examples=max_examples,
                                     lidar_n=lidar_n, lidar_q=lidar_q, seed=seed,
+                                    lidar_delta_mode=lidar_delta_mode,
                                     other_trials=other_trials, other_checkpoints=other_checkpoints,
                                     all_trials=all_trials)
     url = get_settings().database_url
@@ -224,7 +231,7 @@ def show_probe_report(run_id: int, *, settings_hash: str | None = None,
     s = report.settings or {}
     console.print(f"Probes of run {run_id} (settings {report.settings_hash}: {s.get('folds')} folds, "
                   f"{', '.join(s.get('kinds', []))}; targets {s.get('targets')}; LiDAR n≤{s.get('lidar_n')}, "
-                  f"q={s.get('lidar_q')})", highlight=False)
+                  f"q={s.get('lidar_q')}, δ={s.get('lidar_delta')} {s.get('lidar_delta_mode', 'absolute')})", highlight=False)
     jobs = ", ".join(f"{k} {v}" for k, v in sorted(report.jobs.items()))
     console.print(f"jobs: {jobs or 'none'}")
     ranks = Table("task", "trial", "step", "LiDAR", "RankMe", "pretext err", "linear acc",
@@ -246,21 +253,40 @@ def show_probe_report(run_id: int, *, settings_hash: str | None = None,
                          *(_num(sc[k], 1) for k in ("mm3", "msm3", "csm3", "msm3max", "mofm", "cofm", "mofm_max")))
     console.print(mism)
     console.print("  c: convergence step (* patience never ran out: the last checkpoint); "
-                  "values in percent, lower is better", style="dim")
+                  "values in percent, lower is better; MM3 on the task's own target only", style="dim")
+    _show_lidar_sweep(report)
     corr = Table("scope", "task", "proxy", "Spearman ρ", "Kendall τ-b", "points",
-                 title="LiDAR / RankMe vs linear-probe accuracy (checkpoints × trials)",
-                 box=box.SIMPLE_HEAD)
-    # The pooled scope mixes tasks, so between-task differences can dominate it: labelled.
-    for r in report.correlations:  # per task first, pooled last (load_probe_report's order)
-        scope = "pooled (tasks mixed)" if r.scope == "pooled" else r.scope
-        corr.add_row(scope, str(r.task_order) if r.scope == "task" else "all", r.proxy,
-                     _num(r.spearman), _num(r.kendall_tau_b), str(r.num_points))
+                 title="LiDAR / RankMe vs linear-probe accuracy", box=box.SIMPLE_HEAD)
+    # Across trials first (the headline), within trajectories next, pooled (tasks mixed) last.
+    for r in report.correlations:
+        corr.add_row(SCOPE_LABELS.get(r.scope, r.scope), str(r.task_order) if r.task_order else "all",
+                     r.proxy, _num(r.spearman), _num(r.kendall_tau_b), str(r.num_points))
     console.print(corr)
-    console.print("  per task: across checkpoints × trials of that task; task_mean: their mean; "
-                  "pooled: all tasks mixed, not comparable across tasks", style="dim")
+    console.print("  across trials: the final checkpoint of every probed trial of a task (the LiDAR "
+                  "paper's ranking; needs --all-trials or --preset publish); within trajectories: "
+                  "checkpoints along training; pooled: all tasks mixed, not comparable across tasks",
+                  style="dim")
     _show_analysis_flops(report.analysis_flops)
     for key, error in report.failures:
         console.print(f"[yellow]failed[/] {key}: {error.splitlines()[0] if error else ''}", highlight=False)
+
+
+def _show_lidar_sweep(report: Any) -> None:
+    """LiDAR at each δ of the sweep for each task's last checkpoint of its committed trial:
+    how much the figure owes to δ."""
+    last: dict[int, Any] = {}
+    for c in report.checkpoints:
+        if c.best_trial and c.lidar_sweep and (c.task_order not in last or c.step > last[c.task_order].step):
+            last[c.task_order] = c
+    if not last:
+        return
+    deltas = sorted({d for c in last.values() for d in c.lidar_sweep}, key=float)
+    mode = next(iter(last.values())).lidar_delta_mode or "absolute"
+    table = Table("task", "step", *(f"δ={d}" for d in deltas), box=box.SIMPLE_HEAD,
+                  title=f"LiDAR δ-sensitivity ({mode} δ; last checkpoint of the committed trial)")
+    for order, c in sorted(last.items()):
+        table.add_row(str(order), str(c.step), *(_num(c.lidar_sweep.get(d), 2) for d in deltas))
+    console.print(table)
 
 
 def _show_analysis_flops(flops: Any) -> None:

@@ -38,7 +38,7 @@ PROBE_JOB_STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed")
 OPEN_PROBE_JOB_STATUSES: tuple[str, ...] = ("queued", "running")
 PROBE_KIND_NAMES: tuple[str, ...] = ("linear", "mlp2", "mlp3")
 PROXIES: tuple[str, ...] = ("lidar", "rankme")
-CORRELATION_SCOPES: tuple[str, ...] = ("task", "pooled", "task_mean")
+CORRELATION_SCOPES: tuple[str, ...] = ("task", "pooled", "task_mean", "trials", "trials_mean")
 SETTINGS_HASH_LENGTH = 16
 
 
@@ -184,7 +184,7 @@ class ProbeMismatchRow(Base):
     conv_step: Mapped[int] = mapped_column(Integer)
     converged: Mapped[bool] = mapped_column(Boolean)  # whether patience ran out
     num_checkpoints: Mapped[int] = mapped_column(Integer)
-    mm3: Mapped[float] = mapped_column(Double)
+    mm3: Mapped[float | None] = mapped_column(Double)  # NULL: an earlier target (no pretext error of its own)
     msm3: Mapped[float] = mapped_column(Double)
     csm3: Mapped[float] = mapped_column(Double)
     msm3max: Mapped[float] = mapped_column(Double)
@@ -207,7 +207,7 @@ class ProbeCorrelationRow(Base):
         UniqueConstraint("submission_id", "settings_hash", "scope", "task_order", "proxy"),
         named_check(one_of("scope", CORRELATION_SCOPES), "scope"),
         named_check(one_of("proxy", PROXIES), "proxy"),
-        named_check("(scope = 'task') = (task_order >= 1)", "task_order_matches_scope"),
+        named_check("(scope IN ('task', 'trials')) = (task_order >= 1)", "task_order_matches_scope"),
         *non_negative("task_order", "num_points"),
     )
 
@@ -215,7 +215,7 @@ class ProbeCorrelationRow(Base):
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
     settings_hash: Mapped[str] = _settings_fk()
     scope: Mapped[str] = mapped_column(String(16))
-    task_order: Mapped[int] = mapped_column(Integer)  # 0 unless scope is "task"
+    task_order: Mapped[int] = mapped_column(Integer)  # 0 unless scope is "task" or "trials"
     proxy: Mapped[str] = mapped_column(String(16))
     spearman: Mapped[float | None] = mapped_column(Double)  # NULL where undefined
     kendall_tau_b: Mapped[float | None] = mapped_column(Double)

@@ -32,7 +32,10 @@ from services.store.db.models_probe import (
 from services.store.db import jsonfloats
 from services.store.probes.queue import status_counts
 
-SCOPE_ORDER = {"task": 0, "task_mean": 1, "pooled": 2}  # pooled mixes tasks: shown last, never a headline
+# Across trials (final checkpoints) is the headline; within trajectories (checkpoints) next;
+# pooled mixes tasks: shown last, never a headline.
+SCOPE_ORDER = {"trials": 0, "trials_mean": 1, "task": 2, "task_mean": 3, "pooled": 4}
+PER_TASK_SCOPES = ("trials", "task")
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class CheckpointReport:
     lidar_q: int
     augmentation: str | None
     analysis_flops: float | None = None  # its checkpoint job's learner passes (not in cFLOP)
+    lidar_sweep: dict[str, float] | None = None  # δ → LiDAR (same δ mode): its δ-sensitivity
+    lidar_delta_mode: str | None = None  # "relative" or "absolute"; None: stored before it existed
 
 
 @dataclass(frozen=True)
@@ -222,7 +227,8 @@ def load_probe_report(session: Session, *, submission_id: int, settings_hash: st
         checkpoints.append(CheckpointReport(
             order, row.trial_id, index, best, row.step, row.lidar, row.rankme, row.pretext_error,
             accuracy.get(row.checkpoint_id), row.lidar_n, row.lidar_q,
-            (row.details or {}).get("augmentation"), spent.get(row.checkpoint_id)))
+            (row.details or {}).get("augmentation"), spent.get(row.checkpoint_id),
+            (row.details or {}).get("lidar_sweep"), (row.details or {}).get("lidar_delta_mode")))
     mismatch = []
     for row in session.scalars(
         select(ProbeMismatchRow).where(ProbeMismatchRow.trial_id.in_(wanted),
@@ -238,10 +244,10 @@ def load_probe_report(session: Session, *, submission_id: int, settings_hash: st
         for r in session.scalars(
             select(ProbeCorrelationRow).where(ProbeCorrelationRow.submission_id == submission_id,
                                               ProbeCorrelationRow.settings_hash == settings_hash)
-            # per task first (the figures to read), pooled (tasks mixed) last
+            # across trials first (the headline), within trajectories next, pooled (tasks mixed) last
             .order_by(case(SCOPE_ORDER, value=ProbeCorrelationRow.scope, else_=len(SCOPE_ORDER)),
                       ProbeCorrelationRow.task_order, ProbeCorrelationRow.proxy))
-        if task_order is None or r.scope != "task" or r.task_order == task_order
+        if task_order is None or r.scope not in PER_TASK_SCOPES or r.task_order == task_order
     ]
     failures = tuple(session.execute(
         select(ProbeJob.job_key, ProbeJob.error).where(
@@ -276,5 +282,5 @@ def _decoded(doc: Any) -> Any:
 
 __all__ = [
     "AnalysisFlopsReport", "CheckpointReport", "CorrelationReport", "MismatchReport", "ProbeReport",
-    "TaskAnalysisFlops", "analysis_flops_report", "latest_settings_hash", "load_probe_report",
+    "PER_TASK_SCOPES", "SCOPE_ORDER", "TaskAnalysisFlops", "analysis_flops_report", "latest_settings_hash", "load_probe_report",
 ]

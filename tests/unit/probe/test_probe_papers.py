@@ -1,4 +1,5 @@
-"""Probes as their papers (issue 22, item 6): relative δ, the publish preset, its δ-sensitivity."""
+"""Probes as their papers (issue 22, item 6): relative δ and its sensitivity, the publish preset,
+the correlation across trials, MM3 of the current task only."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import pytest
 
 from services.core.errors import UnknownNameError
 from services.store.probes.settings import ProbeSettings
+from workers.probe.runtime.jobs import current_only_mm3
 from workers.probe.runtime.measure import lidar_measures
 from workers.probe.scores.probe_metrics import lidar, lidar_at_deltas
+from workers.probe.scores.proxies import ProxyPoint, final_points, proxy_correlations
+from workers.probe.scores.trial_scores import trial_mismatch
 
 
 @pytest.fixture
@@ -66,3 +70,30 @@ def test_settings_stored_before_the_delta_mode_read_back_as_absolute() -> None:
     assert again.lidar_delta_mode == "absolute" and again.lidar_delta_sweep == ()
     with pytest.raises(UnknownNameError, match="LiDAR delta mode"):
         ProbeSettings(lidar_delta_mode="scaled")
+
+
+def test_the_headline_correlation_ranks_each_trials_final_checkpoint() -> None:
+    # Task 1: three trials; along each trajectory LiDAR falls as accuracy rises (within: negative),
+    # but the trials' final checkpoints rank the same way by LiDAR and by accuracy (across: +1).
+    points = [ProxyPoint(1, trial, step, lidar=base - step, rankme=1.0, accuracy=acc + 0.01 * step)
+              for trial, base, acc in [(10, 5.0, 0.1), (11, 7.0, 0.3), (12, 9.0, 0.5)]
+              for step in (0, 1, 2)]
+    got = {(c.scope, c.task_order, c.proxy): c for c in proxy_correlations(points)}
+    across = got[("trials", 1, "lidar")]
+    assert (across.spearman, across.kendall_tau_b, across.num_points) == (pytest.approx(1.0), pytest.approx(1.0), 3)
+    assert [p.step for p in final_points(points)] == [2, 2, 2]
+    assert got[("trials_mean", 0, "lidar")].spearman == pytest.approx(1.0)
+    assert got[("trials", 1, "rankme")].spearman is None  # constant: undefined
+    assert got[("task", 1, "lidar")].num_points == 9  # within trajectories: kept, every checkpoint
+
+
+def test_mm3_is_stored_for_the_current_target_only() -> None:
+    steps, losses = [0, 10, 20], np.array([[1.0, 0.9], [0.8, 0.7], [0.6, 0.5]])
+    errors = np.array([[0.5, 0.4], [0.4, 0.3], [0.3, 0.2]])
+    result = trial_mismatch(steps, losses, errors, [0.6, 0.5, 0.4], [2.0, 1.5, 1.0],
+                            settings=ProbeSettings.ci())
+    scores, spreads, curves = current_only_mm3(result, current=True)
+    assert scores["mm3"] == pytest.approx(result.scores["mm3"]) and curves["m3"]
+    scores, spreads, curves = current_only_mm3(result, current=False)
+    assert scores["mm3"] is None and "mm3" not in spreads and curves["m3"] is None
+    assert scores["mofm"] == result.scores["mofm"]  # the other scores are the target's own

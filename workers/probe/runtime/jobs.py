@@ -236,12 +236,13 @@ def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         result = trial_mismatch(
             steps, np.array([p[1] for p in points]), np.array([p[2] for p in points]),
             [pretext[s] for s in steps], pretext_loss, settings=settings, loss_source=source)
+        scores, spreads, curves = current_only_mm3(result, current=target == job.task_order)
         rows.append({
             "trial_id": job.trial_id, "settings_hash": job.settings_hash, "target_order": target,
             "probe_kind": kind, "conv_step": result.conv_step, "converged": result.converged,
-            "num_checkpoints": len(steps), **result.scores,
-            "spreads": jsonfloats.encode_tree(result.spreads),
-            "curves": jsonfloats.encode_tree(result.curves),
+            "num_checkpoints": len(steps), **scores,
+            "spreads": jsonfloats.encode_tree(spreads),
+            "curves": jsonfloats.encode_tree(curves),
         })
     conflict = ["trial_id", "settings_hash", "target_order", "probe_kind"]
 
@@ -252,6 +253,16 @@ def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         record_analysis_flops(session, job, fit_flops.flops)
 
     return write
+
+
+def current_only_mm3(result: Any, *, current: bool) -> tuple[dict, dict, dict]:
+    """The scores, spreads and curves to store: MM3 (and M3's curve) only where the target is
+    the trial's own task. M3 subtracts the pretext error, the learner's error on its own
+    task; on an earlier target it would compare two tasks' errors, which is no mismatch."""
+    if current:
+        return result.scores, result.spreads, result.curves
+    return ({**result.scores, "mm3": None}, {k: v for k, v in result.spreads.items() if k != "mm3"},
+            {**result.curves, "m3": None})
 
 
 def fit_row(fit: Any, *, checkpoint_id: int, trial_id: int, settings_hash: str) -> dict[str, Any]:
@@ -324,6 +335,6 @@ def run_summary_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
 
 
 __all__ = [
-    "ProbeRuntime", "Writer", "fit_row", "pretext_loss_at", "proxy_points", "run_checkpoint_job",
+    "ProbeRuntime", "Writer", "current_only_mm3", "fit_row", "pretext_loss_at", "proxy_points", "run_checkpoint_job",
     "run_job", "run_summary_job", "run_trial_job", "target_orders", "write_checkpoint_measures"
 ]

@@ -2,7 +2,12 @@
 
 One point per probed checkpoint: its LiDAR, its RankMe, and the held-out accuracy of the
 linear probe on its own task. Scopes:
-- ``task``: across the checkpoints and trials of one task;
+- ``trials`` (the headline): across the trials of one task, one point per trial, its final
+  (last probed) checkpoint: models trained with different hyper-parameters, as the LiDAR
+  paper ranks them. It needs every trial probed (``--all-trials``; the ``publish`` preset);
+- ``trials_mean``: the mean of the defined per-task ``trials`` values;
+- ``task``: across the checkpoints of one task's probed trials, mostly along one training
+  trajectory (the chosen trial's): the within-trajectory correlation, kept and labelled so;
 - ``task_mean``: the mean of the defined per-task values;
 - ``pooled``: across every checkpoint of the submission, tasks mixed. Kept as a labelled
   secondary figure only: between-task differences in accuracy and in the proxies can
@@ -61,6 +66,33 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
+def final_points(points: Sequence[ProxyPoint]) -> list[ProxyPoint]:
+    """Each trial's last probed checkpoint (highest step), in trial order."""
+    last: dict[int, ProxyPoint] = {}
+    for point in points:
+        if point.trial_id not in last or point.step > last[point.trial_id].step:
+            last[point.trial_id] = point
+    return [last[t] for t in sorted(last)]
+
+
+def _across_trials(by_task: dict[int, list[ProxyPoint]]) -> list[Correlation]:
+    """The ``trials`` scope of every task and its ``trials_mean``."""
+    out: list[Correlation] = []
+    pairs: dict[str, list[tuple[float | None, float | None]]] = defaultdict(list)
+    total = 0
+    for order in sorted(by_task):
+        finals = final_points(by_task[order])
+        total += len(finals)
+        for proxy in PROXY_NAMES:
+            rho, tau = _pair([getattr(p, proxy) for p in finals], [p.accuracy for p in finals])
+            pairs[proxy].append((rho, tau))
+            out.append(Correlation("trials", order, proxy, rho, tau, len(finals)))
+    for proxy in PROXY_NAMES:
+        out.append(Correlation("trials_mean", 0, proxy, _mean(r for r, _ in pairs[proxy]),
+                               _mean(t for _, t in pairs[proxy]), total))
+    return out
+
+
 def proxy_correlations(points: Sequence[ProxyPoint]) -> list[Correlation]:
     """Every scope's correlations for both proxies (see the module docstring).
 
@@ -81,6 +113,7 @@ def proxy_correlations(points: Sequence[ProxyPoint]) -> list[Correlation]:
             rho, tau = _pair([getattr(p, proxy) for p in group], accuracy)
             per_task[proxy].append((rho, tau))
             out.append(Correlation("task", order, proxy, rho, tau, len(group)))
+    out += _across_trials(by_task)
     for proxy in PROXY_NAMES:
         rho, tau = _pair([getattr(p, proxy) for p in points], [p.accuracy for p in points])
         out.append(Correlation("pooled", 0, proxy, rho, tau, len(points)))
@@ -90,4 +123,4 @@ def proxy_correlations(points: Sequence[ProxyPoint]) -> list[Correlation]:
     return out
 
 
-__all__ = ["PROXY_NAMES", "Correlation", "ProxyPoint", "proxy_correlations"]
+__all__ = ["PROXY_NAMES", "Correlation", "ProxyPoint", "final_points", "proxy_correlations"]
