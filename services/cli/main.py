@@ -41,7 +41,7 @@ app = typer.Typer(
 app.command("config", help="Print the effective settings (secrets masked).")(config_cmd.show_config)
 app.add_typer(db_cmd.app, name="db", help="Database schema management.")
 app.add_typer(streams_cmd.app, name="streams", help="List and inspect stream manifests.")
-app.add_typer(data_cmd.app, name="data", help="Turn datasets into checksummed shards.")
+app.add_typer(data_cmd.app, name="data", help="Fetch the sources of a stream (`nevis data fetch`) and turn datasets into checksummed shards.")
 app.add_typer(store_cmd.app, name="store", help="Object-store maintenance: `nevis store gc` removes unreferenced objects.")
 app.command("run", help="Run a learner over a stream on Ray; prints E and cFLOP.")(run_cmd.run)
 app.command("results", help="Print a stored run: per-task errors, E and cFLOP.")(run_cmd.results)
