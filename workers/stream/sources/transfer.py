@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import re
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -24,7 +25,14 @@ _SHARE_HOSTS = re.compile(r"google\.com$|sharepoint\.com$")  # file shares that 
 
 
 class TransferError(Exception):
-    """A URL could not be copied; the message says why (shown in the closing table)."""
+    """A URL could not be copied; the message says why (shown in the closing table).
+
+    ``transient``: worth another attempt (no connection, a 5xx, a timeout), unlike a 404.
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 @dataclass
@@ -46,9 +54,9 @@ def _open_http(url: str, start: int, timeout: float) -> Response:
     except urllib.error.HTTPError as exc:
         if exc.code == 416 and start:  # nothing left past ``start``: the part is complete
             return Response(body=_Empty(), start=start, total=start)
-        raise TransferError(f"HTTP {exc.code} {exc.reason} from {url}") from None
+        raise TransferError(f"HTTP {exc.code} {exc.reason} from {url}", transient=exc.code >= 500) from None
     except (urllib.error.URLError, OSError) as exc:
-        raise TransferError(f"cannot reach {url}: {getattr(exc, 'reason', exc)}") from None
+        raise TransferError(f"cannot reach {url}: {getattr(exc, 'reason', exc)}", transient=True) from None
     kind = reply.headers.get("Content-Type", "")
     length = reply.headers.get("Content-Length")
     if reply.status == 206:
@@ -119,9 +127,17 @@ def download(
     """
     part.parent.mkdir(parents=True, exist_ok=True)
     reason = "no attempt made"
-    for _ in range(attempts):
+    for attempt in range(attempts):
+        if attempt and reason.startswith(("cannot reach", "HTTP")):
+            time.sleep(min(2.0 ** attempt, 30.0))  # a server that refused us gets a moment
         have = part.stat().st_size if part.exists() else 0
-        response = open_range(url, have, timeout=timeout, s3_client=s3_client)
+        try:
+            response = open_range(url, have, timeout=timeout, s3_client=s3_client)
+        except TransferError as exc:
+            if not exc.transient:
+                raise
+            reason = str(exc)
+            continue
         if response.content_type.startswith("text/html") and _SHARE_HOSTS.search(urlsplit(url).netloc):
             response.body.close()
             raise TransferError(f"{url} answered with an HTML page (a confirmation or sign-in page), not the file")
@@ -145,7 +161,8 @@ def download(
         if size > response.total:
             raise TransferError(f"{url}: got {size} bytes, more than the {response.total} announced")
         reason = f"connection closed after {size} of {response.total} bytes"
-    raise TransferError(f"{url}: {reason} ({attempts} attempts)")
+    raise TransferError(f"{reason} ({attempts} attempts)" if reason.startswith(("cannot reach", "HTTP"))
+                        else f"{url}: {reason} ({attempts} attempts)")
 
 
 __all__ = ["Response", "TransferError", "download", "open_range"]
