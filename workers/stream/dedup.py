@@ -54,6 +54,41 @@ def image_hashes(images: np.ndarray) -> list[bytes]:
     return [hashlib.sha256(image.tobytes()).digest() for image in images]
 
 
+class FirstCopies:
+    """Decides, one row at a time, whether a row holds the first copy of its image.
+
+    Fed split by split in :data:`KEEP_ORDER`, each split's rows ascending, it keeps exactly
+    the rows :func:`dedup_splits` keeps. Streaming preparation feeds it shard by shard, so
+    it never needs every image at once: it holds one digest per distinct image.
+    """
+
+    def __init__(self) -> None:
+        self.owner: dict[bytes, str] = {}
+        self.within = dict.fromkeys(SPLITS, 0)
+        self.across = dict.fromkeys(SPLITS, 0)
+
+    def keep(self, split: str, digest: bytes) -> bool:
+        """Whether the row of ``split`` whose image has ``digest`` is kept."""
+        seen_in = self.owner.get(digest)
+        if seen_in is None:
+            self.owner[digest] = split
+            return True
+        if seen_in == split:
+            self.within[split] += 1
+        else:
+            self.across[split] += 1
+        return False
+
+    @property
+    def stats(self) -> DedupStats:
+        return DedupStats(removed_within=dict(self.within), removed_across=dict(self.across))
+
+    def how(self, how: str) -> str:
+        """A split's description, with the number of duplicates removed (if any)."""
+        removed = sum(self.within.values()) + sum(self.across.values())
+        return how + (f"; {removed} exact duplicate images removed" if removed else "")
+
+
 def dedup_splits(
     images: np.ndarray, assignment: SplitAssignment
 ) -> tuple[SplitAssignment, DedupStats]:
@@ -67,33 +102,16 @@ def dedup_splits(
         The assignment without duplicates, and per-split removal counts.
     """
     hashes = image_hashes(images)
-    owner: dict[bytes, str] = {}
+    first = FirstCopies()
     kept: dict[str, np.ndarray] = {}
-    within = dict.fromkeys(SPLITS, 0)
-    across = dict.fromkeys(SPLITS, 0)
     for split in KEEP_ORDER:
         rows = np.sort(np.asarray(assignment.rows[split], dtype=np.int64))
-        keep = np.ones(len(rows), dtype=bool)
-        for position, row in enumerate(rows):
-            digest = hashes[row]
-            seen_in = owner.get(digest)
-            if seen_in is None:
-                owner[digest] = split
-                continue
-            keep[position] = False
-            if seen_in == split:
-                within[split] += 1
-            else:
-                across[split] += 1
+        keep = np.fromiter((first.keep(split, hashes[row]) for row in rows), bool, len(rows))
         kept[split] = rows[keep]
-    how = assignment.how
-    removed = sum(within.values()) + sum(across.values())
-    if removed:
-        how += f"; {removed} exact duplicate images removed"
     return (
-        SplitAssignment(rows={s: kept[s] for s in SPLITS}, how=how),
-        DedupStats(removed_within=within, removed_across=across),
+        SplitAssignment(rows={s: kept[s] for s in SPLITS}, how=first.how(assignment.how)),
+        first.stats,
     )
 
 
-__all__ = ["KEEP_ORDER", "DedupStats", "dedup_splits", "image_hashes"]
+__all__ = ["KEEP_ORDER", "DedupStats", "FirstCopies", "dedup_splits", "image_hashes"]

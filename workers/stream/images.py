@@ -163,11 +163,24 @@ def to_originals(images: SourceImages, side: int) -> Originals:
     return stored_forms(images, None, side)[1]
 
 
+def originals_canvas(images: SourceImages, side: int) -> tuple[int, int]:
+    """``(H, W)`` the originals of ``images`` share: their largest fitted height and width,
+    from the extents alone (a dataset stored shard by shard knows it before decoding)."""
+    height = width = 1
+    for h, w in np.unique(source_extents(images), axis=0).tolist():  # one per distinct extent
+        fitted = fitted_shape(h, w, side)
+        height, width = max(height, fitted[0]), max(width, fitted[1])
+    return height, width
+
+
 def stored_forms(
-    images: SourceImages, size: int | None, side: int | None
+    images: SourceImages, size: int | None, side: int | None,
+    canvas: tuple[int, int] | None = None,
 ) -> tuple[np.ndarray | None, Originals | None]:
     """Both stored forms in one pass over the source (each row decoded once); a form whose
-    size (S for the task images, C for the originals) is None is not made."""
+    size (S for the task images, C for the originals) is None is not made. ``canvas`` is
+    the originals' (H, W), when these rows are part of a larger dataset (its
+    :func:`originals_canvas`); by default these rows' own."""
     if size is not None:
         check_image_size(size)
     if side is not None and (not isinstance(side, int) or isinstance(side, bool) or side < 1):
@@ -179,7 +192,8 @@ def stored_forms(
     originals = None
     if side is not None:
         extents = [fitted_shape(int(h), int(w), side) for h, w in source_extents(images)]
-        canvas = np.asarray(extents, dtype=np.int32).reshape(n, 2).max(axis=0, initial=1)
+        if canvas is None:
+            canvas = np.asarray(extents, dtype=np.int32).reshape(n, 2).max(axis=0, initial=1)
         originals = Originals(np.zeros((n, *canvas, 3), dtype=np.uint8),
                               np.asarray(extents, dtype=np.int32).reshape(n, 2))
     for i in range(n):
@@ -195,6 +209,6 @@ def stored_forms(
 __all__ = [
     "MAX_STORED_SCALE", "MIN_STORED_SCALE", "ORIGINALS_METHOD", "RESIZE_METHOD",
     "SourceImages", "central_square", "check_image_size", "check_stored_scale", "fitted_original",
-    "fitted_shape", "resize_image", "source_extents", "source_shape_summary", "stored_forms",
+    "fitted_shape", "originals_canvas", "resize_image", "source_extents", "source_shape_summary", "stored_forms",
     "stored_side", "task_square", "to_originals", "to_rgb", "to_task_resolution",
 ]

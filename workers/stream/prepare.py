@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.core.errors import (
-    DatasetFormatError,
     DatasetNotFoundError,
     DataIntegrityError,
     ManifestError,
@@ -40,15 +39,8 @@ from workers.stream.adapters import (
     get_adapter,
     split_key,
 )
-from workers.stream.dedup import dedup_splits
-from workers.stream.images import (
-    ORIGINALS_METHOD,
-    RESIZE_METHOD,
-    check_image_size,
-    source_shape_summary,
-    stored_forms,
-    stored_side,
-)
+from workers.stream.build import build_dataset
+from workers.stream.images import check_image_size, stored_side
 from workers.stream.manifest import StreamManifest, TaskSpec
 from workers.stream.shards import (
     DEFAULT_MAX_EXAMPLES_PER_SHARD,
@@ -56,15 +48,14 @@ from workers.stream.shards import (
     dataset_prefix,
     load_index,
     verify_dataset,
-    write_dataset,
 )
 from workers.stream.split_rule import split_rule_key
 from workers.stream.task_data import follows_rule
-from workers.stream.splits import assign_splits
 
 DEFAULT_STORED_SCALE = 1.5  # the settings' default: originals' long side = 1.5 S (96 px at 64)
 
-STAGES = ("check", "load", "resize", "split", "dedup", "write", "done")
+# "write": each chunk of rows resized, deduplicated and stored, shard by shard (.build).
+STAGES = ("check", "load", "split", "write", "done")
 
 
 @dataclass(frozen=True)
@@ -274,52 +265,9 @@ def _build(
     max_per_shard: int,
     stage: Callable[[str], None],
 ) -> tuple[DatasetReport, DatasetIndex]:
-    """Load, resize, split, dedup and write one dataset; returns (report, index)."""
+    """Build one dataset in bounded memory (:mod:`.build`); returns (report, index)."""
     start = time.perf_counter()
-    stage("load")
-    source, name = split_key(task.dataset)
-    raw = get_adapter(source).load(name, ctx)
-    if raw.kind != task.kind:
-        raise DatasetFormatError(
-            f"Dataset {task.dataset!r} is {raw.kind}-label, but task {task.order} says "
-            f"{task.kind}-label; fix the manifest or the dataset."
-        )
-    stage("resize")
-    images, originals = stored_forms(raw.images, ctx.image_size, side)  # each row decoded once
-    stage("split")
-    assignment = assign_splits(
-        raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes,
-        dataset=f"Dataset {task.dataset!r}",
-    )
-    stage("dedup")
-    assignment, stats = dedup_splits(images, assignment)
-    stage("write")
-    prefix = dataset_prefix(task.dataset, ctx.image_size)
-    for key in sorted(store.list(prefix), key=lambda k: not k.endswith("/index.json")):
-        store.delete(key)  # index first: a half-replaced dataset never looks complete
-    draft = DatasetIndex(
-        dataset=task.dataset,
-        kind=raw.kind,
-        class_names=raw.class_names,
-        image_size=ctx.image_size,
-        resize_method=RESIZE_METHOD,
-        stored_side=side,
-        stored_shape=(int(originals.images.shape[1]), int(originals.images.shape[2])),
-        originals_method=ORIGINALS_METHOD,
-        split_rule=split_rule_key(task.split),
-        split_how=assignment.how,
-        counts={},
-        shards={},
-        dedup=stats.as_dict(),
-        source_checksum=raw.source_checksum,
-        source={**raw.metadata, "num_examples": raw.num_examples,
-                "original_shape": source_shape_summary(raw.images)},
-    )
-    index = write_dataset(
-        store, images=images, labels=raw.labels, originals=originals,
-        split_rows=assignment.rows, index=draft,
-        max_examples_per_shard=max_per_shard,
-    )
+    index = build_dataset(store, task, ctx, side, max_per_shard, stage)
     notes: tuple[str, ...] = ()
     if task.num_classes is not None and task.num_classes != index.num_classes:
         notes = (f"manifest says {task.num_classes} classes, the data has {index.num_classes}",)

@@ -199,7 +199,7 @@ def write_dataset(
             chunk = rows[start : start + max_examples_per_shard]
             data = encode_shard(images[chunk], labels[chunk], chunk, originals.take(chunk))
             info = store.put_bytes(f"{prefix}/{split}-{number:05d}.npz", data)
-            parts.append(ShardInfo(info.key, info.size, _sha256(data), len(chunk)))
+            parts.append(ShardInfo(info.key, info.size, sha256_hex(data), len(chunk)))
         shards[split] = tuple(parts)
     counts = {s: sum(p.num_examples for p in shards[s]) for s in SPLITS}
     final = replace(index, counts=counts, shards=shards)
@@ -243,7 +243,7 @@ def read_labelled(
     """
     if split not in SPLITS:
         raise ValueError(f"The 'split' parameter must be one of {SPLITS}. Got {split!r} instead.")
-    parts = [_read_shard(store, index, shard, originals) for shard in index.shards[split]]
+    parts = [read_shard(store, index, shard, originals) for shard in index.shards[split]]
     if not parts:
         size, (height, width) = index.image_size, index.stored_shape
         label_shape = (0,) if index.kind == "single" else (0, index.num_classes)
@@ -275,15 +275,17 @@ def verify_dataset(store: ObjectStore, index: DatasetIndex) -> int:
     return len(index.all_shards)
 
 
-def _read_shard(
+def read_shard(
     store: ObjectStore, index: DatasetIndex, shard: ShardInfo, originals: bool = False
 ) -> tuple[np.ndarray, np.ndarray, Originals | None]:
+    """One shard's images, labels and (with ``originals``) originals, checked against the
+    index (DataIntegrityError naming the shard otherwise): the unit a stream reads."""
     try:
         data = store.get_bytes(shard.key)
     except (DataIntegrityError, ObjectNotFoundError) as exc:
         raise _damaged(index, shard, str(exc)) from None
-    if _sha256(data) != shard.sha256:
-        raise _damaged(index, shard, f"its sha256 is {_sha256(data)}")
+    if sha256_hex(data) != shard.sha256:
+        raise _damaged(index, shard, f"its sha256 is {sha256_hex(data)}")
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
             images, labels = arrays["images"], arrays["labels"]
@@ -317,13 +319,14 @@ def _damaged(index: DatasetIndex, shard: ShardInfo, why: str) -> DataIntegrityEr
     )
 
 
-def _sha256(data: bytes) -> str:
+def sha256_hex(data: bytes) -> str:
+    """The checksum an index records of a shard's bytes."""
     return hashlib.sha256(data).hexdigest()
 
 
 __all__ = [
     "DEFAULT_MAX_EXAMPLES_PER_SHARD", "FORMAT_VERSION", "DatasetIndex", "ShardInfo",
-    "dataset_prefix", "encode_shard", "index_key", "load_index", "read_labelled", "read_split",
-    "verify_dataset",
+    "dataset_prefix", "encode_shard", "index_key", "load_index", "read_labelled", "read_shard",
+    "read_split", "sha256_hex", "verify_dataset",
     "write_dataset",
 ]
