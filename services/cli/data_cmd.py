@@ -169,3 +169,8 @@ from services.cli.data_fetch_cmd import fetch as _fetch, mirror as _mirror  # no
 
 app.command("fetch")(_fetch)
 app.command("mirror")(_mirror)
+
+# `nevis data convert` (fetched archives -> Parquet datasets) has its own module too.
+from services.cli.data_convert_cmd import convert as _convert  # noqa: E402
+
+app.command("convert")(_convert)

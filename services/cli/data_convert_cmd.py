@@ -1,0 +1,71 @@
+"""``nevis data convert``: turn a stream's fetched source files into Parquet image datasets.
+
+Reads ``<NEVIS_DATA_DIR>/sources/<key>/`` (what ``nevis data fetch`` left) and writes
+``<NEVIS_OFFLINE_DATA_DIR>/<key>.parquet``, which ``nevis data prepare`` then finds as
+``nevis:<key>``. The closing table gives every source one outcome, and the command exits
+non-zero while any selected source is not converted, so a stream is never shortened silently.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import typer
+from rich.table import Table
+
+from services.cli.console import make_console
+from services.cli.data_fetch_cmd import stream_sources
+from services.core.config import get_settings
+from services.core.errors import ConfigError, DataIntegrityError
+
+if TYPE_CHECKING:
+    from workers.stream.readers.convert import ConvertOutcome
+
+_COLOURS = {"converted": "green", "present": "dim", "missing files": "yellow", "no reader yet": "yellow",
+            "failed": "red"}
+
+
+def _table(title: str, outcomes: list[ConvertOutcome]) -> Table:
+    table = Table(title=title)
+    for name in ("source", "outcome", "rows", "MB", "s", "detail"):
+        table.add_column(name, no_wrap=name != "detail", overflow="fold",
+                         justify="right" if name in ("rows", "MB", "s") else "left")
+    for item in outcomes:
+        colour = _COLOURS.get(item.status, "white")
+        table.add_row(item.key, f"[{colour}]{item.status}[/]", str(item.rows or ""),
+                      f"{item.size / 1e6:.1f}", f"{item.seconds:.1f}", item.detail)
+    return table
+
+
+def convert(
+    stream: str = typer.Option(..., "--stream", "-s", help="Stream name (see `nevis streams list`) or manifest path."),
+    datasets: str | None = typer.Option(None, "--datasets", "-d",
+                                        help="Comma-separated sources of the stream to convert (default: all)."),
+    force: bool = typer.Option(False, "--force", help="Rewrite datasets that were converted before."),
+) -> None:
+    """Convert a stream's fetched source files into Parquet datasets (NEVIS_OFFLINE_DATA_DIR)."""
+    from workers.stream.manifest_files import load_stream  # noqa: PLC0415
+    from workers.stream.readers.convert import convert_sources  # noqa: PLC0415
+
+    settings = get_settings()
+    if settings.offline_data_dir is None:
+        raise ConfigError("`nevis data convert` writes <NEVIS_OFFLINE_DATA_DIR>/<source>.parquet: "
+                          "set NEVIS_OFFLINE_DATA_DIR (where `nevis data prepare` reads them).")
+    manifest = load_stream(stream)
+    sources, _ = stream_sources(manifest, datasets)
+    console = make_console()
+    console.print(f"Converting {len(sources)} source(s) of stream [bold]{manifest.name}[/] "
+                  f"from {settings.data_dir / 'sources'} into {settings.offline_data_dir}")
+    outcomes = convert_sources([s.key for s in sources], settings.data_dir, settings.offline_data_dir,
+                               force=force, on_done=lambda o: console.print(f"{o.key}: {o.status}"))
+    console.print(_table(f"Stream {manifest.name}: conversions", outcomes))
+    bad = [o.key for o in outcomes if not o.ok]
+    if bad:
+        raise DataIntegrityError(
+            f"{len(bad)} of {len(outcomes)} sources of stream {manifest.name!r} are not converted "
+            f"({', '.join(bad)}); the table above says why. The stream is not shortened: fetch or "
+            "fix these and run the command again (converted datasets are kept).")
+    console.print(f"All {len(outcomes)} sources converted or already present.")
+
+
+__all__ = ["convert"]

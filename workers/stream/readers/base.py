@@ -1,0 +1,140 @@
+"""The contract between a source's downloaded files and the Parquet image dataset it becomes.
+
+One reader per archive layout turns ``<NEVIS_DATA_DIR>/sources/<key>/`` (what ``nevis data
+fetch`` left there) into ``<NEVIS_OFFLINE_DATA_DIR>/<key>.parquet`` (docs/data-format.md),
+which ``nevis:<key>`` then finds. Writing a reader:
+
+- one module per source or family, ``workers/stream/readers/<family>.py``; the package's
+  ``__init__`` imports every module, so decorating is all the registration there is::
+
+      @reader("mnist")
+      def read_mnist(files: SourceFolder) -> ConvertedSource:
+          images = files.path("train-images-idx3-ubyte.gz")   # a file of the catalogue entry
+          ...
+          return ConvertedSource(rows=generator, class_names=names, official_split=True)
+
+- ``SourceFolder``: ``source`` (the catalogue entry), ``root`` (the folder), ``path(name)``
+  (raises :class:`MissingSourceFileError` naming the file and ``nevis data fetch``), ``has(name)``.
+- ``ConvertedSource``: ``rows`` (an iterable of ``ImageRow``, consumed once: make it a
+  generator that reads one archive member at a time; never extract a whole archive),
+  ``class_names``, ``kind`` (``single``/``multi``), ``official_split`` (the rows' ``split``
+  is the source's published one), ``source_facts`` (JSON, merged over the catalogue's).
+  Every per-row attribute a stream's split rule names (``attr.<name>``) must be on every row.
+- :func:`convert_source` runs a reader and writes its file through ``write_parquet_dataset``.
+  The helpers for common layouts (tar/zip members, one folder per class, IDX, CIFAR batches)
+  are in :mod:`workers.stream.readers.layouts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.core.errors import DataIntegrityError
+from services.core.registry import Registry
+from workers.stream.formats.parquet_writer import ImageRow, WrittenDataset, write_parquet_dataset
+from workers.stream.sources.catalogue import Source, load_catalogue
+from workers.stream.sources.locations import sources_dir
+
+
+class MissingSourceFileError(DataIntegrityError):
+    """A reader needs a file of its source that is not in the data folder (not fetched yet)."""
+
+
+@dataclass(frozen=True)
+class SourceFolder:
+    """A source's catalogue entry and the folder its fetched files are in."""
+
+    source: Source
+    root: Path  # <NEVIS_DATA_DIR>/sources/<key>
+
+    def has(self, name: str) -> bool:
+        return (self.root / name).is_file()
+
+    def path(self, name: str) -> Path:
+        """The fetched file ``name``.
+
+        Raises:
+            MissingSourceFileError: it is not there; the message says how to fetch it.
+        """
+        where = self.root / name
+        if not where.is_file():
+            raise MissingSourceFileError(
+                f"Source {self.source.key!r} needs {name!r}, which is not at {where}. Run "
+                f"`nevis data fetch --stream <stream> --datasets {self.source.key}` (or place "
+                "the file there by hand) and convert again.")
+        return where
+
+    def missing(self) -> list[str]:
+        """The catalogue's files of this source that are not here."""
+        return [f.name for f in self.source.files if not self.has(f.name)]
+
+
+@dataclass(frozen=True)
+class ConvertedSource:
+    """What a reader makes of a source: rows as a stream, and the dataset's header facts."""
+
+    rows: Iterable[ImageRow]
+    class_names: Sequence[str]
+    kind: str = "single"
+    official_split: bool = False
+    source_facts: Mapping[str, Any] = field(default_factory=dict)
+    encode_pixels: str | None = "PNG"  # pixel arrays are stored as lossless PNG
+
+
+Reader = Callable[[SourceFolder], ConvertedSource]
+READERS: Registry[Reader] = Registry("source reader")
+
+
+def reader(key: str) -> Callable[[Reader], Reader]:
+    """Register the decorated function as the reader of catalogue source ``key``."""
+
+    def register(function: Reader) -> Reader:
+        return READERS.register(key, function)
+
+    return register
+
+
+def source_folder(key: str, data_dir: Path) -> SourceFolder:
+    """The folder of source ``key`` (a catalogue key, reference key or ``nevis:<key>``)."""
+    source = load_catalogue().find(key)
+    return SourceFolder(source=source, root=sources_dir(Path(data_dir)) / source.key)
+
+
+def catalogue_facts(source: Source) -> dict[str, Any]:
+    """What the catalogue knows of a source, kept in the file so a result traces back to it."""
+    facts: dict[str, Any] = {"key": source.key, "urls": [f.url for f in source.files]}
+    if source.titles:
+        facts["title"] = source.titles[0]
+    if source.reference_key and source.reference_key != source.key:
+        facts["reference_key"] = source.reference_key
+    return facts
+
+
+def convert_source(key: str, data_dir: Path, offline_dir: Path) -> WrittenDataset:
+    """Read source ``key``'s fetched files and write ``<offline_dir>/<key>.parquet``.
+
+    Raises:
+        UnknownNameError: no reader is registered for the source.
+        MissingSourceFileError: a file the reader needs was not fetched.
+        DatasetFormatError: the reader produced a row the format refuses (naming the row).
+    """
+    folder = source_folder(key, data_dir)
+    read = READERS.get(folder.source.key)
+    converted = read(folder)
+    offline_dir = Path(offline_dir)
+    offline_dir.mkdir(parents=True, exist_ok=True)
+    return write_parquet_dataset(
+        converted.rows, offline_dir / f"{folder.source.key}.parquet",
+        class_names=converted.class_names, kind=converted.kind,
+        official_split=converted.official_split,
+        source={**catalogue_facts(folder.source), **converted.source_facts},
+        encode_pixels=converted.encode_pixels)
+
+
+__all__ = [
+    "READERS", "ConvertedSource", "MissingSourceFileError", "Reader", "SourceFolder", "catalogue_facts",
+    "convert_source", "reader", "source_folder",
+]
