@@ -36,7 +36,8 @@ from torch import nn
 
 from services.core.errors import LearnerError
 from workers.learners import recipe
-from workers.learners.augment import eval_transform, train_transform
+from workers.learners.augment import eval_transform
+from workers.learners.batch_crop import train_batch
 from workers.learners.indep import IndepLearner, IndepPredictor, TrialOptions
 from workers.learners.models import MODELS
 from workers.learners.protocol import (
@@ -302,8 +303,8 @@ class _AuxiliaryTasks:
         for head, (_, data, labels, loss_fn, batches) in zip(self.tracked_heads, self.tasks, strict=True):
             idx = next(batches)
             source, extents = data.crop_source(idx.numpy())  # past originals, as on their own task
-            x = train_transform(source, self.predictor.augment, generator=self.generator,
-                                device=self.ctx.device, extents=extents)
+            x = train_batch(source, self.predictor.augment, generator=self.generator,
+                            device=self.ctx.device, extents=extents)
             total = total + loss_fn(head(self.features(x)), labels[idx].to(self.ctx.device))
         return self.weight * total
 

@@ -25,7 +25,9 @@ from torch import nn
 from services.core.errors import LearnerError
 from services.core.metrics import task_error
 from workers.learners import recipe
-from workers.learners.augment import AugmentConfig, eval_transform, train_transform
+from workers.learners.acceleration import Acceleration, autocast, prepare, uncompile
+from workers.learners.augment import AugmentConfig, eval_transform
+from workers.learners.input_pipeline import TrainBatches
 from workers.learners.models import Classifier, FeatureView, ModelConfig, build_model
 from workers.learners.protocol import (
     PAPER_SEARCH_SPACE,
@@ -36,7 +38,8 @@ from workers.learners.protocol import (
     TrainOutput,
     TrialContext,
 )
-from workers.learners.training import data_parallel, epoch_batches, eval_mode, label_tensor
+from workers.learners.stream_batches import StreamBatches, streamed, train_source
+from workers.learners.training import data_parallel, eval_mode, label_tensor
 
 _FORMAT = 1
 DEFAULT_LEARNING_RATE = 0.01
@@ -124,6 +127,7 @@ class IndepLearner:
         workers: workers per trial; above 1, each trial is a Ray Train group and the network
             trains with DistributedDataParallel (gloo on CPUs, NCCL on GPUs), every rank
             taking its share of each mini-batch.
+        acceleration: channels-last, bf16 autocast, ``torch.compile`` (default: the first two on CUDA).
     """
 
     name = "indep"
@@ -139,6 +143,7 @@ class IndepLearner:
         eval_batch: int = 256,
         workers: int = 1,
         validate_every: int = 1000,
+        acceleration: Acceleration | None = None,
     ) -> None:
         ModelConfig(model, 1, width)  # fails early on an unknown model or bad width
         if not isinstance(max_batch, int) or max_batch < 1:
@@ -166,6 +171,7 @@ class IndepLearner:
             raise ValueError(
                 f"The 'validate_every' parameter of IndepLearner must be an int in [1, inf). Got {validate_every!r}.")
         self.validate_every = validate_every
+        self.acceleration = acceleration or Acceleration()
 
     # --- protocol: declarations ----------------------------------------------------------
 
@@ -192,7 +198,7 @@ class IndepLearner:
         (default 0). ``ctx.progress`` is called at step 0 (untrained) and after every step.
         """
         info = view.info
-        data = view.train()
+        data = train_source(view, ctx.seed)  # a large task: a stream of its shards (NEVIS_STREAM_TRAIN_BYTES)
         n = len(data)
         if n == 0:
             raise LearnerError(f"Task {info.key!r} has an empty training split; nothing to fit.")
@@ -204,7 +210,7 @@ class IndepLearner:
         generator = torch.Generator().manual_seed(ctx.seed)
         options = TrialOptions.from_config(config, self.model_name)
         predictor = self._initial_predictor(view, options, ctx)
-        model = predictor.model
+        model = prepare(predictor.model, accel := self.acceleration.resolve(ctx.device))
         net = ctx.track(data_parallel(model, ctx))  # before any pass, so every one is counted
         auxiliary = self._auxiliary_objective(view, predictor, config, ctx, generator)
         params = [*model.parameters(), *(auxiliary.parameters() if auxiliary else ())]
@@ -214,23 +220,21 @@ class IndepLearner:
                                      max_fraction=self.warmup_fraction)
         scheduler = recipe.make_scheduler(optimizer, steps, warmup, kind=options.schedule)
         loss_fn = recipe.make_loss(info.kind, smoothing)
-        labels = label_tensor(data.labels, info)
+        labels = None if streamed(data) else label_tensor(data.labels, info)
 
         # Ranks share the batch order (same generator) and crop their own shares independently.
         crops = generator if ctx.world_size == 1 else torch.Generator().manual_seed(ctx.seed + 7919 * (ctx.rank + 1))
         best = _BestOnDev(self, predictor, view.dev(), info, ctx)
         ctx.progress(0, predictor, loss=None)
         model.train()
-        for step, idx in enumerate(epoch_batches(n, batch, steps, generator), start=1):
-            index = idx.numpy()[ctx.rank :: ctx.world_size]  # this rank's share of the batch
-            source, extents = data.crop_source(index)  # the stored originals where sent
-            x = train_transform(
-                source, predictor.augment, generator=crops, device=ctx.device, extents=extents
-            )
-            y = labels[torch.from_numpy(index)].to(ctx.device, non_blocking=True)
-            loss = loss_fn(net(x), y)
-            if auxiliary is not None:  # one step over the current and auxiliary batches
-                loss = loss + auxiliary.loss()
+        batches = (StreamBatches if labels is None else TrainBatches)(data, labels, predictor.augment, steps=steps, batch=batch, generator=generator,
+                               crops=crops, device=ctx.device, rank=ctx.rank, world_size=ctx.world_size,
+                               prefetch=auxiliary is None)  # an auxiliary objective draws between steps
+        for step, (x, y) in enumerate(batches, start=1):  # this rank's share, crops of the originals
+            with autocast(ctx.device, accel):
+                loss = loss_fn(net(x), y)
+                if auxiliary is not None:  # one step over the current and auxiliary batches
+                    loss = loss + auxiliary.loss()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -239,6 +243,7 @@ class IndepLearner:
             if step < steps and step % self.validate_every == 0:
                 best.consider(step)
         best.restore_if_better(steps)
+        uncompile(model)
         model.eval()
         return TrainOutput(predictor=predictor, state=None)
 
