@@ -27,8 +27,8 @@ class ApiProblem(NevisError):
     """A problem the service answered with (or could not be reached: status 0)."""
 
     def __init__(self, status: int, title: str, detail: str, *, field: str | None = None) -> None:
-        where = f" [{field}]" if field else ""
-        super().__init__(f"{title} ({status}){where}: {detail}" if status else f"{title}: {detail}", field=field)
+        where = f" (field: {field})" if field and field not in detail else ""  # no brackets: rich markup
+        super().__init__(f"{title} ({status}): {detail}{where}" if status else f"{title}: {detail}", field=field)
         self.status, self.title, self.detail = status, title, detail
 
 
