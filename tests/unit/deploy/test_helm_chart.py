@@ -89,6 +89,8 @@ def test_the_validators_would_catch_bad_manifests(default_objects, crd_validator
     ({"learnerSandbox": {"seccompProfile": {"type": "Localhost", "localhostProfile": "../../etc/x.json"}}},
      "localhostProfile"),
     ({"learnerSandbox": {"seccompProfile": {"type": "Localhost", "localhostProfile": ""}}}, "localhostProfile"),
+    ({"benchmarkData": {"mirror": "s3://key:secret@bucket/sources"}}, "mirror"),
+    ({"benchmarkData": {"mirror": "ftp://mirror.example/sources"}}, "mirror"),
 ])
 def test_the_values_schema_refuses_unsafe_or_misspelt_values(values, needle):
     with pytest.raises(helm.HelmError) as caught:
@@ -175,3 +177,29 @@ def test_the_backend_renders_rayjobs_from_the_chart_s_template(prod_objects, crd
 def test_the_built_in_rayjob_template_is_the_chart_s_default_rendering():
     expected = render_k8s.template_files(render_k8s.render())
     assert render_k8s.stale(render_k8s.TEMPLATE_OUTPUT, expected) == []
+
+
+def test_the_benchmark_data_job_fetches_converts_then_prepares(default_objects, prod_objects):
+    """Off by default; when on, one Job whose steps run in order on one scratch volume, the
+    mirror tried first and Kaggle's credentials given to the steps that download only."""
+    assert not [o for o in default_objects if o["kind"] == "Job"]
+    pod = one(prod_objects, "Job", f"{release_prefix(prod_objects)}-benchmark-data")["spec"]["template"]["spec"]
+    steps = pod["initContainers"] + pod["containers"]
+    assert [c["command"] for c in steps] == [
+        ["nevis", "data", "fetch", "--stream", "nevis22-full", "--jobs", "4"],
+        ["nevis", "data", "convert", "--stream", "nevis22-full"],
+        ["nevis", "data", "prepare", "--stream", "nevis22-full"]]
+    for container in steps:
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["NEVIS_DATA_MIRROR"] == PROD["benchmarkData"]["mirror"]
+        assert env["NEVIS_OFFLINE_DATA_DIR"].startswith(env["NEVIS_DATA_DIR"] + "/")
+        assert [m["mountPath"] for m in container["volumeMounts"] if m["name"] == "scratch"] == ["/scratch"]
+        kaggle = {"secretRef": {"name": "nevis-kaggle"}} in container["envFrom"]
+        assert kaggle == (container["name"] in ("fetch", "convert")), container["name"]
+    (scratch,) = [v for v in pod["volumes"] if v["name"] == "scratch"]
+    assert scratch["persistentVolumeClaim"] == {"claimName": "nevis-benchmark-sources"}
+    plain = render_raw({"benchmarkData": {"enabled": True}})
+    (job,) = [o for o in plain if o["kind"] == "Job"]
+    spec = job["spec"]["template"]["spec"]
+    assert spec["volumes"][0]["emptyDir"] == {"sizeLimit": "500Gi"}
+    assert "NEVIS_DATA_MIRROR" not in {e["name"] for e in spec["containers"][0]["env"]}
