@@ -278,15 +278,27 @@ class SandboxedLearner:
         return _array(parts)
 
     def augment_views(self, predictor: PredictorHandle, images: np.ndarray, q: int, *,
-                      seed: int, ctx: Any = None) -> tuple[np.ndarray, str]:
+                      seed: int, ctx: Any = None, originals: Any = None) -> tuple[np.ndarray, str]:
+        """q views of each image; with ``originals`` (the same images' stored
+        :class:`~workers.stream.task_info.Originals`) cut from them, as training cuts."""
+        extra = [] if originals is None else [originals.images, np.asarray(originals.extents)]
         header, parts = self.host.call({"op": "augment_views", "handle": predictor.handle,
-                                        "q": int(q), "seed": int(seed)}, [images])
+                                        "q": int(q), "seed": int(seed)}, [images, *extra])
         _charge(ctx, header)
         views = _array(parts)
         if views.shape != (len(images), q, *images.shape[1:]) or views.dtype != np.uint8:
             raise LearnerError(f"augmented views must be uint8 shaped {(len(images), q, *images.shape[1:])}; "
                                f"got {views.dtype} {views.shape}.")
         return views, str(header.get("source", ""))[:200]
+
+    def fresh_predictor(self, predictor: PredictorHandle, *, seed: int,
+                        ctx: Any = None) -> tuple[PredictorHandle | None, str]:
+        """A fresh network of ``predictor``'s architecture (:mod:`workers.sandbox.fresh`), or
+        None where the learner's first checkpoint already is one; and what it is."""
+        header, _ = self.host.call({"op": "fresh_predictor", "handle": predictor.handle, "seed": int(seed)})
+        _charge(ctx, header)
+        handle = int(header["handle"])
+        return (PredictorHandle(handle, self.host) if handle else None), str(header.get("source", ""))[:200]
 
     def release(self, predictor: PredictorHandle) -> None:
         self.host.call({"op": "release", "handle": predictor.handle})

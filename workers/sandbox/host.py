@@ -4,7 +4,7 @@ Started as ``python -m workers.sandbox.host`` by :class:`~workers.sandbox.client
 It reads frames (:mod:`workers.sandbox.wire`) from the pipe it was given, loads the learner
 named in the first one, and answers one request at a time: ``describe``, ``prepare_task``
 (a learner's work shared by a task's trials, once per task), ``trial``, ``predict``,
-``load_predictor``, ``features``, ``augment_views``, ``release``, ``bye``.
+``load_predictor``, ``features``, ``augment_views``, ``fresh_predictor``, ``release``, ``bye``.
 During a trial it asks harness code for earlier tasks' train splits (``past_train``) and the
 predictors its run kept for them (``past_predictor``) or the run's ``pretrained`` checkpoint, and hands it checkpoints (``checkpoint``); it never touches storage itself. The protocol's file
 descriptors are private copies: the learner's prints go to stderr and cannot corrupt frames
@@ -39,6 +39,7 @@ from workers.sandbox import wire
 from workers.sandbox.context import LocalTrialContext, TrialStopped
 from workers.sandbox.declaration import LearnerDeclaration, info_from_json
 from workers.sandbox.dev_scoring import DevScoring
+from workers.sandbox.fresh import fresh_predictor
 from workers.sandbox.views import augment_views
 from workers.stream.task_view import CausalTaskView
 
@@ -177,10 +178,24 @@ class Host:
 
     def _op_augment_views(self, header: dict, parts: list) -> tuple[dict, list]:
         predictor = self._predictor(header)
+        originals = (parts[1], parts[2]) if len(parts) == 3 else (None, None)  # canvas, extents
         with self._metered(header) as ctx:  # a learner's own augment_images may run torch modules
             views, source = augment_views(self.learner, predictor, parts[0], int(header["q"]),
-                                          seed=int(header["seed"]))
+                                          seed=int(header["seed"]), originals=originals[0],
+                                          extents=originals[1])
         return {"source": source, **_flops(ctx)}, [np.asarray(views, dtype=np.uint8)]
+
+    def _op_fresh_predictor(self, header: dict, parts: list) -> tuple[dict, list]:
+        predictor = self._predictor(header)
+        with self._metered(header) as ctx:  # a learner's own hook may run torch modules
+            fresh, source = fresh_predictor(self.learner, predictor, seed=int(header["seed"]))
+        handle = 0
+        if fresh is not None:
+            handle, self._next_handle = self._next_handle, self._next_handle + 1
+            self._predictors[handle] = fresh
+            while len(self._predictors) > MAX_PREDICTORS:
+                self._predictors.popitem(last=False)
+        return {"handle": handle, "source": source, **_flops(ctx)}, []
 
     def _op_release(self, header: dict, parts: list) -> tuple[dict, list]:
         self._predictors.pop(int(header["handle"]), None)

@@ -279,6 +279,8 @@ REPLIES: dict[str, Message] = {
     "features": _metered("result of features", parts=("a",)),
     "predict_loaded": _metered("result of predict_loaded", parts=("a",)),
     "augment_views": _metered("result of augment_views", {"source": Field(text(NAME_CHARS))}, ("a",)),
+    "fresh_predictor": _metered("result of fresh_predictor", {  # handle 0: none (step 0 is untrained)
+        "handle": Field(integer(0, MAX_COUNT - 1)), "source": Field(text(NAME_CHARS))}),
     "release": Message("result of release"),
 }
 """The ``result`` of each request but ``trial`` (see :data:`TRIAL_RESULTS`), by request op."""

@@ -7,36 +7,40 @@ the learner host (for a sandboxed learner) or in-process (for a learner object i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from services.core.errors import LearnerError
-from workers.learners.augment import AugmentConfig, crop_params, to_float
+from workers.learners.augment import AugmentConfig, train_transform
 
 AUGMENT_HOOK = "augment_images"  # optional learner method: (predictor, images, *, seed) -> images
 
 
-def _pixel_augment(images: np.ndarray, cfg: AugmentConfig, generator: torch.Generator) -> np.ndarray:
-    """Random-resized-crop + flip of uint8 images, kept at their own size and as uint8.
+def _pixel_augment(images: np.ndarray, cfg: AugmentConfig, generator: torch.Generator,
+                   extents: np.ndarray | None) -> np.ndarray:
+    """The training crop and flip of uint8 images, as uint8 at ``cfg.size``.
 
-    The same crop and flip as :func:`workers.learners.augment.train_transform` (same
-    parameters, same sampler), minus the final normalisation and resize, so the learner's
-    ``features`` receives images like the ones it is normally given.
+    Exactly :func:`workers.learners.augment.train_transform` (same sampler, same crops of the
+    stored originals within their ``extents``, same resize) without the normalisation, so
+    the learner's ``features`` receives images like the evaluation squares it is given.
     """
-    x = to_float(images)
-    n, _, h, w = x.shape
-    theta = crop_params(n, cfg, generator)
-    grid = F.affine_grid(theta, [n, 3, h, w], align_corners=False)
-    out = F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
+    plain = replace(cfg, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0))
+    out = train_transform(images, plain, generator=generator, extents=extents)
     return (out.clamp(0.0, 1.0) * 255.0).round().to(torch.uint8).permute(0, 2, 3, 1).numpy()
 
 
-def augment_views(learner: Any, predictor: Any, images: np.ndarray, q: int, *,
-                  seed: int) -> tuple[np.ndarray, str]:
+def augment_views(learner: Any, predictor: Any, images: np.ndarray, q: int, *, seed: int,
+                  originals: np.ndarray | None = None,
+                  extents: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     """q augmented views of each image, shaped (n, q, H, W, 3), and where the augmentation came from.
+
+    ``images`` are the evaluation squares (n, H, W, 3); ``originals`` (a canvas) and their
+    valid ``extents``, where given, are the same images as stored for training: the crops
+    are then cut from them, as training cuts its crops (the learner's own hook gets the
+    squares).
 
     In order of preference:
     1. the learner's own ``augment_images(predictor, images, *, seed)`` hook, if it has one;
@@ -63,10 +67,15 @@ def augment_views(learner: Any, predictor: Any, images: np.ndarray, q: int, *,
     else:
         cfg = AugmentConfig(size=int(images.shape[1]))
         source = "fallback: the baselines' training augmentation (random-resized-crop + flip)"
+    cfg = replace(cfg, size=int(images.shape[1]))
     generator = torch.Generator().manual_seed(seed)
-    repeated = np.repeat(images, q, axis=0)  # image-major: views of image i are rows i*q ...
-    views = _pixel_augment(repeated, cfg, generator)
-    return views.reshape(n, q, *images.shape[1:]), source
+    source_images = images if originals is None else originals
+    # image-major: views of image i are rows i*q ...
+    repeated = np.repeat(source_images, q, axis=0)
+    cut = None if originals is None or extents is None else np.repeat(np.asarray(extents), q, axis=0)
+    views = _pixel_augment(repeated, cfg, generator, cut)
+    origin = "stored originals" if cut is not None else "evaluation squares"
+    return views.reshape(n, q, *images.shape[1:]), f"{source}, cut from the {origin}"
 
 
 __all__ = ["AUGMENT_HOOK", "augment_views"]

@@ -51,6 +51,9 @@ def test_an_honest_hosts_replies_pass_their_declarations(tmp_path: Path) -> None
             ({"op": "features", "handle": 1}, [images]),
             ({"op": "predict_loaded", "handle": 1}, [images]),
             ({"op": "augment_views", "handle": 1, "q": 2, "seed": 0}, [images]),
+            ({"op": "augment_views", "handle": 1, "q": 2, "seed": 0},  # cut from the stored originals
+             [images, np.zeros((2, 6, 5, 3), np.uint8), np.full((2, 2), 5, np.int32)]),
+            ({"op": "fresh_predictor", "handle": 1, "seed": 0}, []),  # handle 0: none for this learner
             ({"op": "release", "handle": 1}, []),
         ]
         for request, parts in calls:

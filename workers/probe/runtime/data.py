@@ -6,7 +6,8 @@ never ``train`` (the backbone's gradient steps) and never ``test`` (the headline
 subsample of them (``max_examples``) is the probe examples: the target probes' k folds, the
 features RankMe reads, the pretext error and loss of the current task (so m^P and m^T are
 measured on the same examples), and, its first ``lidar_n`` rows of another seeded draw,
-LiDAR's clean images. Where each example came from is kept (``probe_splits``,
+LiDAR's clean images, with their stored originals (:class:`~workers.stream.task_info.Originals`)
+where the shards have them: LiDAR's views are cut from those, as training cuts its crops. Where each example came from is kept (``probe_splits``,
 ``probe_rows``) so that this can be checked. Samples live in a small per-worker LRU cache,
 since consecutive jobs of a worker usually share tasks.
 """
@@ -24,7 +25,7 @@ from services.store.objects import ObjectStore
 from workers.probe.fits.folds import subsample
 from workers.stream.manifest import StreamManifest, TaskSpec
 from workers.stream.task_data import load_task_data
-from workers.stream.task_info import TaskInfo, task_info
+from workers.stream.task_info import Originals, TaskInfo, task_info
 from workers.stream.versions import stored_manifest
 
 
@@ -48,6 +49,22 @@ class TaskSamples:
     info: TaskInfo
     probe_splits: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype="<U8"))
     probe_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    lidar_originals: Originals | None = None  # the stored originals of ``lidar_images``
+
+
+def _originals_at(stored: list[Originals], rows: np.ndarray) -> Originals:
+    """The stored originals of ``rows`` of the splits laid end to end, on one canvas."""
+    height = max(o.images.shape[1] for o in stored)
+    width = max(o.images.shape[2] for o in stored)
+    offsets = np.cumsum([0, *(len(o) for o in stored)])
+    images = np.zeros((len(rows), height, width, 3), dtype=np.uint8)
+    extents = np.zeros((len(rows), 2), dtype=np.int32)
+    for i, row in enumerate(rows):
+        part = int(np.searchsorted(offsets, row, side="right")) - 1
+        source, local = stored[part], int(row - offsets[part])
+        images[i, : source.images.shape[1], : source.images.shape[2]] = source.images[local]
+        extents[i] = source.extents[local]
+    return Originals(images, extents)
 
 
 def sample_task(task: TaskSpec, data: Any, *, image_size: int, max_examples: int,
@@ -60,11 +77,13 @@ def sample_task(task: TaskSpec, data: Any, *, image_size: int, max_examples: int
     rows = np.concatenate([np.arange(len(p[0]), dtype=np.int64) for p in parts])
     probe = subsample(len(images), max_examples, seed=seed)
     clean = subsample(len(probe), lidar_n, seed=seed + 1)
+    stored = [getattr(data, "originals", {}).get(s) for s in PROBE_SPLITS]
+    originals = _originals_at(stored, probe[clean]) if all(o is not None for o in stored) else None
     return TaskSamples(
         order=task.order, kind=task.kind, num_classes=data.index.num_classes,
         probe_images=images[probe], probe_labels=labels[probe],
         lidar_images=images[probe][clean], info=task_info(task, data.index, image_size),
-        probe_splits=splits[probe], probe_rows=rows[probe],
+        probe_splits=splits[probe], probe_rows=rows[probe], lidar_originals=originals,
     )
 
 
@@ -91,7 +110,8 @@ class TaskCache:
             self._samples.move_to_end(key)
             return self._samples[key]
         task = next(t for t in manifest.tasks if t.order == order)
-        data = load_task_data(self.store, task, image_size=image_size, splits=PROBE_SPLITS)
+        data = load_task_data(self.store, task, image_size=image_size, splits=PROBE_SPLITS,
+                              originals=PROBE_SPLITS)
         samples = sample_task(task, data, image_size=image_size, max_examples=max_examples,
                               lidar_n=lidar_n, seed=seed)
         self._samples[key] = samples

@@ -21,6 +21,7 @@ import numpy as np
 from services.core.errors import DataIntegrityError, ObjectNotFoundError, ProbeInputError
 from services.store.objects import ObjectStore
 from workers.sandbox.views import augment_views
+from workers.stream.task_info import Originals
 
 EXTRACT_CHUNK = 512  # images per features() call
 
@@ -83,14 +84,20 @@ def extract(learner: Any, predictor: Any, images: np.ndarray, ctx: Any) -> np.nd
 
 
 def augmented_features(learner: Any, predictor: Any, images: np.ndarray, q: int, ctx: Any, *,
-                       seed: int, chunk_images: int = 64) -> tuple[np.ndarray, str]:
-    """LiDAR embeddings (n, q, d) of ``images`` under q augmentations each, and their source."""
+                       seed: int, chunk_images: int = 64,
+                       originals: Originals | None = None) -> tuple[np.ndarray, str]:
+    """LiDAR embeddings (n, q, d) of ``images`` under q augmentations each, and their source;
+    with ``originals`` (the same images as stored for training) the views are cut from them."""
     blocks, source = [], ""
     for start in range(0, len(images), chunk_images):
         clean = images[start : start + chunk_images]
+        stored = None if originals is None else originals.take(slice(start, start + chunk_images))
         own = getattr(learner, "augment_views", None)  # a sandboxed learner augments in its host
-        views, source = (own(predictor, clean, q, seed=seed + start, ctx=ctx) if callable(own)
-                         else augment_views(learner, predictor, clean, q, seed=seed + start))
+        views, source = (
+            own(predictor, clean, q, seed=seed + start, ctx=ctx, originals=stored) if callable(own)
+            else augment_views(learner, predictor, clean, q, seed=seed + start,
+                               originals=None if stored is None else stored.images,
+                               extents=None if stored is None else stored.extents))
         feats = extract(learner, predictor, views.reshape(-1, *images.shape[1:]), ctx)
         blocks.append(feats.reshape(len(clean), q, -1))
     return np.concatenate(blocks), source

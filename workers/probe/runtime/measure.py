@@ -140,7 +140,7 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
             f"Task {current.order} has {n} held-out image(s); LiDAR needs at least 2."
         )
     views, source = augmented_features(learner, predictor, current.lidar_images, q, ctx,
-                                       seed=settings.seed)
+                                       seed=settings.seed, originals=current.lidar_originals)
     lidar_value, lidar_details = lidar_measures(views.astype(np.float64), settings)
     timings["lidar"] = time.perf_counter() - t0
     rank_value = rankme(current_features.astype(np.float64), eps=settings.rankme_eps)
