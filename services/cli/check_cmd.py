@@ -33,7 +33,7 @@ def check(
 
 def check_folder(folder: Path, entrypoint: str, *, console: Console, steps: int = 8) -> bool:
     """Check the learner in ``folder``; prints the table; True when no call is broken."""
-    from services.cli.check.calls import CheckRun  # noqa: PLC0415 - heavy (numpy, sklearn)
+    from services.cli.check.calls import CallOutcome, CheckRun  # noqa: PLC0415 - heavy (numpy, sklearn)
     from services.cli.client.bundle import pack_learner  # noqa: PLC0415
     from services.core.config import get_settings  # noqa: PLC0415
     from workers.sandbox.bundles import extract_bundle  # noqa: PLC0415
@@ -44,8 +44,12 @@ def check_folder(folder: Path, entrypoint: str, *, console: Console, steps: int 
         packed = pack_learner(folder, entrypoint=entrypoint, dest=Path(scratch))
         root = extract_bundle(packed.path, Path(scratch) / "unpacked", kind="tar")
         console.print(f"Checking {entrypoint} from {folder} ({len(packed.files)} files) on a two-task stream …")
-        outcomes = CheckRun(root, entrypoint, sandbox=settings.sandbox, steps=steps,
-                            limits=HostLimits.from_settings(settings)).run()
+        with console.status("starting the learner's sandboxed host …") as spinner:
+            def shown(row: CallOutcome) -> None:
+                spinner.update(f"{row.call} {'' if row.task is None else f'(task {row.task}) '}{row.status}; next …")
+
+            outcomes = CheckRun(root, entrypoint, sandbox=settings.sandbox, steps=steps,
+                                limits=HostLimits.from_settings(settings), on_outcome=shown).run()
     table = Table("call", "task", "outcome", "detail", "s", title=f"nevis check {entrypoint}")
     for row in outcomes:
         table.add_row(row.call, "" if row.task is None else str(row.task),

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 from rich.table import Table
 
-from services.cli.client import NevisClient
+from services.cli.client import FINISHED, ApiProblem, Learner, NevisClient, PackedLearner
 from services.cli.client.credentials import Credentials, normalise_url, save_credentials
 from services.cli.console import make_console
 
@@ -71,8 +72,8 @@ def submit(
             console.print(f"Re-using learner {learner.id} ({learner.name}): same bundle (sha256 {packed.sha256[:12]}…) "
                           "and entry point.")
         else:
-            learner_name = name or default_name(folder, packed.sha256)
-            learner = client.upload_bundle(packed.path, name=learner_name, entrypoint=entrypoint, cpus=cpus, gpus=gpus)
+            learner = register(client, packed, name=name or default_name(folder, packed.sha256),
+                               entrypoint=entrypoint, cpus=cpus, gpus=gpus, retry_name=name is None)
             console.print(f"Registered learner {learner.id} ({learner.name}): {len(packed.files)} files, "
                           f"{packed.size_bytes} bytes, sha256 {packed.sha256[:12]}…")
         budget = {k: v for k, v in (("trials", trials), ("steps", steps)) if v is not None}
@@ -83,8 +84,23 @@ def submit(
         if detach:
             return
         doc = follow(client, doc["id"], console=console)
-        if doc["status"] in ("succeeded", "failed", "stopped", "cancelled"):
+        if doc["status"] in FINISHED:
             show_submission(doc)
+        if doc["status"] == "failed":
+            raise typer.Exit(1)
+
+
+def register(client: NevisClient, packed: PackedLearner, *, name: str, entrypoint: str, cpus: float, gpus: int,
+             retry_name: bool) -> Learner:
+    """Upload the bundle as a new learner; a default name another user holds already (names are
+    global) gets a random suffix once."""
+    try:
+        return client.upload_bundle(packed.path, name=name, entrypoint=entrypoint, cpus=cpus, gpus=gpus)
+    except ApiProblem as exc:
+        if exc.status != 409 or exc.field != "name" or not retry_name:
+            raise
+        return client.upload_bundle(packed.path, name=f"{name[:80]}-{uuid.uuid4().hex[:6]}",
+                                    entrypoint=entrypoint, cpus=cpus, gpus=gpus)
 
 
 def default_name(folder: Path, sha256: str) -> str:
@@ -156,4 +172,4 @@ def leaderboard(
     console.print(table)
 
 
-__all__ = ["cancel", "default_name", "leaderboard", "login", "show_submission", "status", "submit"]
+__all__ = ["cancel", "default_name", "leaderboard", "login", "register", "show_submission", "status", "submit"]
