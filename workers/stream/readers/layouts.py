@@ -56,21 +56,23 @@ def _is_zip(path: Path) -> bool:
 
 
 def member_names(path: Path, keep: Keep | None = None) -> list[str]:
-    """The file names inside a zip or tar (headers only; a compressed tar is read once)."""
+    """The file names inside a zip (sorted) or tar (archive order); headers only, though a
+    compressed tar is decompressed once to find them."""
     if _is_zip(path):
         with zipfile.ZipFile(path) as archive:
-            names = [i.filename for i in archive.infolist() if not i.is_dir()]
+            names = sorted(i.filename for i in archive.infolist() if not i.is_dir())
     else:
-        with tarfile.open(path, "r|*") as archive:
+        with tarfile.open(path, "r:*") as archive:  # a plain tar is skimmed, not read
             names = [m.name for m in archive if m.isfile()]
     return [n for n in names if keep is None or keep(n)]
 
 
 def iter_members(path: Path, keep: Keep | None = None) -> Iterator[Member]:
-    """The files of a zip or tar in archive order, read one at a time; ``keep`` filters names."""
+    """The files of a zip (sorted by name, as the reference reads zips) or a tar (in archive
+    order), read one at a time; ``keep`` filters names."""
     if _is_zip(path):
         with zipfile.ZipFile(path) as archive:
-            for info in archive.infolist():
+            for info in sorted(archive.infolist(), key=lambda i: i.filename):
                 if not info.is_dir() and (keep is None or keep(info.filename)):
                     yield Member(info.filename, archive.read(info))
         return
@@ -89,7 +91,7 @@ def iter_tar(fileobj: IO[bytes], keep: Keep | None = None) -> Iterator[Member]:
 
 
 def iter_images(path: Path) -> Iterator[Member]:
-    """The image members of a zip or tar, in archive order."""
+    """The image members of a zip or tar, in :func:`iter_members`'s order."""
     return iter_members(path, is_image)
 
 

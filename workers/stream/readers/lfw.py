@@ -1,0 +1,44 @@
+"""LFW as identification: ``lfw.tgz`` holds ``lfw/<person>/<person>_NNNN.jpg``.
+
+As in the reference, only people with at least 5 images are kept (423 people, 5985 images in
+the real archive), each a class, named and numbered in the order they first appear in the
+archive. Rows stay in archive order, so the stream's ``per_class_counts`` rule (``pick:
+last``) gives each person's last two images to test, the one before to dev_test and the
+one before that to dev, as the reference does. The tar is read twice (names, then images).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from workers.stream.formats.parquet_writer import ImageRow
+from workers.stream.readers.base import ConvertedSource, SourceFolder, reader
+from workers.stream.readers.layouts import is_image, iter_members, member_names, parent_name
+
+MIN_IMAGES = 5
+
+
+def people(names: list[str]) -> list[str]:
+    """People with at least :data:`MIN_IMAGES` images, in order of first appearance."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[parent_name(name)] = counts.get(parent_name(name), 0) + 1
+    return [person for person, count in counts.items() if count >= MIN_IMAGES]
+
+
+def _rows(archive: Path, index: dict[str, int]) -> Iterator[ImageRow]:
+    for member in iter_members(archive, lambda n: is_image(n) and parent_name(n) in index):
+        yield ImageRow(image=member.data, label=index[parent_name(member.name)])
+
+
+@reader("lfw")
+def read_lfw(files: SourceFolder) -> ConvertedSource:
+    archive = files.path("lfw.tgz")
+    kept = people(member_names(archive, is_image))
+    index = {person: label for label, person in enumerate(kept)}
+    return ConvertedSource(rows=_rows(archive, index), class_names=kept,
+                           source_facts={"min_images_per_person": MIN_IMAGES})
+
+
+__all__ = ["MIN_IMAGES", "people", "read_lfw"]
