@@ -35,7 +35,7 @@ TARGET_MODES: tuple[str, ...] = ("earlier", "current")
 PRESETS: tuple[str, ...] = ("standard", "ci", "full", "publish")
 LIDAR_DELTA_MODES: tuple[str, ...] = ("relative", "absolute")
 # What settings stored before a field existed meant by it (from_dict fills these in).
-_LEGACY: dict[str, Any] = {"lidar_delta_mode": "absolute", "lidar_delta_sweep": ()}
+_LEGACY: dict[str, Any] = {"lidar_delta_mode": "absolute", "lidar_delta_sweep": (), "ofm_fresh_start": False}
 
 
 class ProbeSettingsError(NevisError, ValueError):
@@ -76,6 +76,9 @@ class ProbeSettings:
             each checkpoint: its δ-sensitivity, which the report prints.
         lidar_eps: ε of LiDAR's entropy.
         rankme_eps: ε of RankMe's entropy.
+        ofm_fresh_start: Measure OFM from a fresh network of the learner's architecture where
+            a trial's first checkpoint is not untrained (a transfer learner's transferred
+            network): Stuhr & Brauer's s_0. False: from the first checkpoint.
         patience: Convergence patience (measurements) on the pretext loss.
         min_delta: Convergence tolerance.
         linear_l2: L2 penalty of the linear probe (on standardised features).
@@ -101,6 +104,7 @@ class ProbeSettings:
     lidar_delta_sweep: tuple[float, ...] = (1e-6, 1e-4, 1e-2)
     lidar_eps: float = 1e-8
     rankme_eps: float = 1e-7
+    ofm_fresh_start: bool = True
     patience: int = 3
     min_delta: float = 0.0
     linear_l2: float = 1e-2
@@ -127,6 +131,8 @@ class ProbeSettings:
                for v in sweep):
             raise _bad("lidar_delta_sweep", "a list of finite numbers in [0, inf)", sweep)
         object.__setattr__(self, "lidar_delta_sweep", tuple(float(v) for v in sweep))
+        if not isinstance(self.ofm_fresh_start, bool):
+            raise _bad("ofm_fresh_start", "a bool", self.ofm_fresh_start)
         if self.targets not in TARGET_MODES:
             raise UnknownNameError(unknown_name_message("probe target mode", self.targets, TARGET_MODES))
         ints = {"folds": 2, "max_examples": 4, "lidar_n": 2, "lidar_q": 2, "patience": 1,

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 import torch
 
 from workers.learners.augment import AugmentConfig
 from workers.learners.finetune import FtPrevLearner
 from workers.learners.indep import IndepLearner
+from services.store.probes.settings import ProbeSettings
 from workers.probe.runtime.data import PROBE_SPLITS, sample_task
+from workers.probe.runtime.fresh_start import FRESH_STEP, start_losses
+from workers.probe.runtime.measure import TargetFeatures
+from workers.probe.runtime.trial_fits import fit_trial
+from workers.probe.scores.mismatch_cv import soft_mismatch_cv
+from workers.probe.scores.trial_scores import trial_mismatch
 from workers.probe.runtime.context import ProbeContext
 from workers.sandbox.fresh import fresh_predictor
 from workers.sandbox.views import augment_views
@@ -100,3 +108,34 @@ def test_a_learner_whose_trials_start_untrained_needs_no_fresh_network() -> None
     assert fresh_predictor(hooked, object(), seed=2) == (("fresh", 2), "learner.fresh_predictor")
 
     assert fresh_predictor(object(), None, seed=0)[0] is None  # another kind: its first checkpoint stays
+
+
+def test_ofm_from_the_untrained_start_by_hand() -> None:
+    transferred = [[2.0, 1.5, 1.8]]  # one fold; the first checkpoint is already trained
+    plain = soft_mismatch_cv([0, 1, 2], transferred, 2, use_ofm=True)
+    assert plain["curve"].tolist() == pytest.approx([0.0, 0.0, 60.0])  # 100 * 0.3 / (2 - 1.5)
+    fresh = soft_mismatch_cv([0, 1, 2], transferred, 2, use_ofm=True, start=[4.0])
+    assert fresh["curve"].tolist() == pytest.approx([0.0, 0.0, 12.0])  # 100 * 0.3 / (4 - 1.5)
+    assert fresh["mean"] == pytest.approx(4.0) and fresh["m"] == pytest.approx(12.0)
+    never_better = [[1.0, 1.2, 1.1]]  # fine-tuning never beats the transferred network
+    assert soft_mismatch_cv([0, 1, 2], never_better, 2)["mean"] == math.inf  # the special case
+    fixed = soft_mismatch_cv([0, 1, 2], never_better, 2, start=3.0)
+    assert fixed["curve"].tolist() == pytest.approx([0.0, 10.0, 5.0])
+
+
+def test_the_trial_job_scores_ofm_from_the_fresh_networks_fits() -> None:
+    rng = np.random.default_rng(0)
+    labels = np.arange(40) % 2
+    signal = labels[:, None] * np.array([[2.0, 0.0, 0.0]])
+    feats = {step: {1: TargetFeatures((signal * k + rng.normal(size=(40, 3))).astype(np.float32), labels, 2)}
+             for step, k in ((FRESH_STEP, 0.0), (0, 1.0), (5, 1.5), (10, 2.0))}
+    settings = ProbeSettings.ci(kinds=("linear",))
+    fits = fit_trial(feats, settings)
+    starts = start_losses(fits)
+    kept = sorted((f for f in fits if f.step != FRESH_STEP), key=lambda f: f.step)
+    assert set(starts) == {(1, "linear")} and len(starts[(1, "linear")]) == settings.folds
+    assert starts[(1, "linear")].mean() > max(f.scores.loss for f in kept)  # noise: the worst loss
+    result = trial_mismatch([f.step for f in kept], np.array([f.scores.losses for f in kept]),
+                            np.array([f.scores.errors for f in kept]), [0.5, 0.4, 0.3], [1.0, 0.8, 0.6],
+                            settings=settings, start_losses=starts[(1, "linear")], start_source="fresh")
+    assert result.curves["ofm_start"]["source"] == "fresh" and math.isfinite(result.scores["mofm"])

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, delete, select
+from sqlalchemy import and_, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.store.db.models import Checkpoint, StreamTask, Submission, TaskRun, Trial
@@ -47,6 +47,7 @@ from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner
 from workers.probe.runtime.data import TaskCache
 from services.core.errors import ProbeInputError
 from workers.probe.runtime.features import load_checkpoint_bytes, load_predictor
+from workers.probe.runtime.fresh_start import FRESH_STEP, fresh_features, start_losses
 from workers.probe.fits.fit_flops import counting
 from workers.probe.runtime.measure import CheckpointMeasures, measure_checkpoint
 from workers.probe.runtime.pretext import loss_at_checkpoints, read_training_curve
@@ -146,6 +147,7 @@ def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         manifest = runtime.tasks.manifest(submission.stream_version)
         row = dict(checkpoint_id=ckpt.id, object_key=ckpt.object_key, sha256=ckpt.sha256,
                    trial_id=trial.id, step=ckpt.step)
+        first_step = session.scalar(select(func.min(Checkpoint.step)).where(Checkpoint.trial_id == trial.id))
     data = load_checkpoint_bytes(runtime.store, **row)
     orders = [t.order for t in manifest.tasks]
     sample = dict(image_size=size, max_examples=settings.max_examples,
@@ -158,10 +160,15 @@ def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         predictor = load_predictor(learner, data, current.info, ctx, checkpoint_id=row["checkpoint_id"])
         measures = measure_checkpoint(learner, predictor, current=current, targets=targets,
                                       settings=settings, ctx=ctx, fit=False)
+        fresh = None
+        if settings.ofm_fresh_start and row["step"] == first_step:  # OFM's untrained start
+            fresh, measures.details["ofm_start"] = fresh_features(learner, predictor, targets, ctx,
+                                                                  seed=settings.seed)
     finally:
         ctx.close()
     spent = ctx.flops
-    save_features(runtime.store, features_key(job.settings_hash, row["checkpoint_id"]), measures.features)
+    save_features(runtime.store, features_key(job.settings_hash, row["checkpoint_id"]), measures.features,
+                  fresh=fresh)
 
     def write(session: Session) -> None:
         write_checkpoint_measures(
@@ -216,8 +223,16 @@ def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         stored = load_features(runtime.store, features_key(job.settings_hash, checkpoint_id))
         if stored is not None:  # a checkpoint measured before features were handed over
             features[step] = stored
+    first = min(measured, key=lambda m: m[1], default=None)
+    fresh = None if first is None or not settings.ofm_fresh_start else load_features(
+        runtime.store, features_key(job.settings_hash, first[0]), fresh=True)
+    start_source = str(((first[3] if first else None) or {}).get("ofm_start", ""))
+    if fresh is not None:
+        features[FRESH_STEP] = fresh
     with counting() as fit_flops:
         fits = fit_trial(features, settings)
+    starts = start_losses(fits)
+    fits = [f for f in fits if f.step != FRESH_STEP]
     ids = {step: checkpoint_id for checkpoint_id, step, _, _ in measured}
     fit_rows = [fit_row(f, checkpoint_id=ids[f.step], trial_id=job.trial_id,
                         settings_hash=job.settings_hash) for f in fits]
@@ -235,7 +250,8 @@ def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         pretext_loss, source = pretext_loss_at(steps, held_out, curve)
         result = trial_mismatch(
             steps, np.array([p[1] for p in points]), np.array([p[2] for p in points]),
-            [pretext[s] for s in steps], pretext_loss, settings=settings, loss_source=source)
+            [pretext[s] for s in steps], pretext_loss, settings=settings, loss_source=source,
+            start_losses=starts.get((target, kind)), start_source=start_source)
         scores, spreads, curves = current_only_mm3(result, current=target == job.task_order)
         rows.append({
             "trial_id": job.trial_id, "settings_hash": job.settings_hash, "target_order": target,

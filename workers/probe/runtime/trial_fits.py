@@ -29,27 +29,37 @@ from workers.probe.fits.probes import fit_probes_batched
 from services.store.probes.settings import ProbeSettings
 
 
-def save_features(store: ObjectStore, key: str, features: Mapping[int, TargetFeatures]) -> None:
-    """Store each target's features, labels and class count in one ``.npz``."""
+def save_features(store: ObjectStore, key: str, features: Mapping[int, TargetFeatures], *,
+                  fresh: Mapping[int, TargetFeatures] | None = None) -> None:
+    """Store each target's features, labels and class count in one ``.npz``; ``fresh``: the
+    same targets seen through a fresh network of the architecture (OFM's start, at a trial's
+    first checkpoint), kept in the same object so it lives and goes with it."""
     arrays: dict[str, np.ndarray] = {}
-    for order, target in features.items():
-        arrays[f"x{order}"] = np.asarray(target.features, dtype=np.float32)
-        arrays[f"y{order}"] = np.asarray(target.labels)
-        arrays[f"c{order}"] = np.asarray(target.num_classes, dtype=np.int64)
+    for prefix, group in (("", features), ("f", fresh or {})):
+        for order, target in group.items():
+            arrays[f"{prefix}x{order}"] = np.asarray(target.features, dtype=np.float32)
+            arrays[f"{prefix}y{order}"] = np.asarray(target.labels)
+            arrays[f"{prefix}c{order}"] = np.asarray(target.num_classes, dtype=np.int64)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     store.put_bytes(key, buffer.getvalue())
 
 
-def load_features(store: ObjectStore, key: str) -> dict[int, TargetFeatures] | None:
-    """The features :func:`save_features` stored under ``key``; None if there are none."""
+def load_features(store: ObjectStore, key: str, *, fresh: bool = False) -> dict[int, TargetFeatures] | None:
+    """The features :func:`save_features` stored under ``key`` (with ``fresh``, the fresh
+    network's); None if there are none."""
     try:
         data = store.get_bytes(key)
     except ObjectNotFoundError:
         return None
+    prefix = "f" if fresh else ""
     with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-        orders = sorted(int(name[1:]) for name in npz.files if name.startswith("x"))
-        return {o: TargetFeatures(npz[f"x{o}"], npz[f"y{o}"], int(npz[f"c{o}"])) for o in orders}
+        orders = sorted(int(name[len(prefix) + 1:]) for name in npz.files
+                        if name.startswith(f"{prefix}x"))
+        if fresh and not orders:
+            return None
+        return {o: TargetFeatures(npz[f"{prefix}x{o}"], npz[f"{prefix}y{o}"], int(npz[f"{prefix}c{o}"]))
+                for o in orders}
 
 
 @dataclass(frozen=True)

@@ -182,8 +182,16 @@ def _scores(curve: np.ndarray) -> tuple[float, float, float]:
     return float(np.mean(curve)), float(curve[-1]), float(np.max(curve))
 
 
+def _from_start(x: np.ndarray, start: float) -> np.ndarray:
+    """OFM of ``x`` measured from ``start``, the untrained network's loss: x_0 of METRICS.md
+    is ``start`` (the normaliser and the running minimum begin there); the start itself,
+    not a checkpoint of the curve, is not scored."""
+    return ofm_kernel(np.concatenate(([start], x)))[1:]
+
+
 def soft_mismatch_cv(
-    target_epochs: ArrayLike, target_per_fold: ArrayLike, conv_epoch: float, use_ofm: bool = True
+    target_epochs: ArrayLike, target_per_fold: ArrayLike, conv_epoch: float, use_ofm: bool = True,
+    start: ArrayLike | None = None,
 ) -> dict[str, Any]:
     """k-fold MOFM / cOFM / mOFM (target loss) or MSM3 / cSM3 / mSM3 (target error).
 
@@ -204,6 +212,9 @@ def soft_mismatch_cv(
             row per fold.
         conv_epoch: The convergence index c (from :func:`convergence_epoch`).
         use_ofm: Score with OFM (True) or SM3 (False).
+        start: OFM only: the untrained network's target loss, one value per fold (or one for
+            all), where the curve's first checkpoint is not untrained (a transfer learner's
+            transferred network): OFM is measured from it (see :func:`_from_start`).
 
     Returns:
         A dict with ``mean`` (MOFM or MSM3), ``c`` (cOFM or cSM3), ``m`` (mOFM or mSM3),
@@ -228,9 +239,15 @@ def soft_mismatch_cv(
     c_epoch = as_number(conv_epoch, param="conv_epoch", func=func, low=-math.inf)
     grid, folds = _cut(e, v, c_epoch, param="target_epochs", func=func)
     kernel = ofm_kernel if use_ofm else sm3_kernel
-    curve = kernel(folds.mean(axis=0))
+    if start is not None and use_ofm:
+        starts = np.broadcast_to(as_float_array(start, param="start", func=func,
+                                                what="a finite loss, or one per fold", ndims=(0, 1)), (folds.shape[0],))
+        curve = _from_start(folds.mean(axis=0), float(starts.mean()))
+        per_fold = np.array([_scores(_from_start(row, float(s))) for row, s in zip(folds, starts)])
+    else:
+        curve = kernel(folds.mean(axis=0))
+        per_fold = np.array([_scores(kernel(row)) for row in folds])
     mean, c, m = _scores(curve)
-    per_fold = np.array([_scores(kernel(row)) for row in folds])
     result: dict[str, Any] = {"mean": mean, "c": c, "m": m}
     for key, column, headline in (("", 0, mean), ("c_", 1, c), ("m_", 2, m)):
         result[f"{key}plus"] = _minus(float(per_fold[:, column].max()), headline)

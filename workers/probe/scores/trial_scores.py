@@ -61,7 +61,8 @@ def _convergence_curve(pretext_loss: Sequence[float] | None, p_error: np.ndarray
 
 def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: np.ndarray,
                    pretext_error: Sequence[float], pretext_loss: Sequence[float] | None, *,
-                   settings: ProbeSettings, loss_source: str = "held_out_loss") -> TrialMismatch:
+                   settings: ProbeSettings, loss_source: str = "held_out_loss",
+                   start_losses: Sequence[float] | None = None, start_source: str = "") -> TrialMismatch:
     """Mismatch scores from per-checkpoint measurements.
 
     Args:
@@ -74,6 +75,10 @@ def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: n
         loss_source: What ``pretext_loss`` is ("held_out_loss", or "training_curve" for
             results stored before the held-out loss was measured).
         settings: Patience and min_delta of the convergence index.
+        start_losses: The held-out target loss of a fresh network of the same architecture,
+            per fold, where the first checkpoint is not untrained (a transfer learner's): OFM
+            is measured from it (Stuhr & Brauer's s_0). None: from the first checkpoint.
+        start_source: What that fresh network was (recorded in the curves).
 
     Raises:
         ValueError: Inputs the metric library refuses (empty, non-finite, mismatched).
@@ -85,7 +90,7 @@ def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: n
     convergence_curve, source = _convergence_curve(pretext_loss, p_error, loss_source)
     c, _, converged = convergence_epoch(steps, convergence_curve, patience=settings.patience,
                                         min_delta=settings.min_delta)
-    ofm = soft_mismatch_cv(steps, losses, c, use_ofm=True)
+    ofm = soft_mismatch_cv(steps, losses, c, use_ofm=True, start=start_losses)
     sm3 = soft_mismatch_cv(steps, errors, c, use_ofm=False)
     m3 = mm3_cv(steps, errors, steps, p_error, c)
     scores = {"mm3": m3["mean"], "msm3": sm3["mean"], "csm3": sm3["c"], "msm3max": sm3["m"],
@@ -113,6 +118,8 @@ def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: n
         "m3": _at_steps(m3["grid"], m3["curve"], kept),
         "grid_points": int(len(ofm["grid"])),
         "folds": int(losses.shape[0]),
+        "ofm_start": None if start_losses is None else {
+            "loss": float(np.mean(start_losses)), "source": start_source},
     }
     return TrialMismatch(conv_step=int(c), converged=bool(converged), scores=scores,
                          spreads=spreads, curves=curves)
