@@ -50,6 +50,12 @@ class Settings(BaseSettings):
                     "come from them) as a multiple of the task resolution: 1.5 stores 96 px "
                     "at 64.",
     )
+    stream_train_bytes: int = Field(
+        default=8 << 30, ge=1,
+        description="A task whose train split (images and originals) takes more bytes than "
+                    "this is offered to learners as a stream of shards (view.train_stream), "
+                    "which the built-in learners train from.",
+    )
     probe_preset: str = Field(
         default="standard",
         description="Probe settings the probe pool queues committed tasks with: standard, ci, full, or off.",

@@ -9,6 +9,10 @@ Images come as the reference evaluates them: ``train().images`` and ``dev().imag
 central square of each source image at the task resolution. Train splits (current and past)
 also carry ``originals``, the larger aspect-preserving stored images that augmenting
 learners crop from (:class:`~workers.stream.task_info.Originals`).
+
+A task too large for memory is offered beside ``train()`` as a stream of shards
+(``train_stream``, :class:`~workers.stream.shard_stream.ShardStream`); such a view may take its
+train split as a loader, so that it is read only by a learner that asks for it whole.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from services.core.errors import CausalityError
+from workers.stream.shard_stream import ShardStream
 from workers.stream.task_info import LabelledData, TaskInfo
 
 _FORBIDDEN_SPLITS = ("test", "dev_test")
@@ -40,15 +45,17 @@ class CausalTaskView:
             ``None`` where there is none.
         prepared: what the learner's ``prepare_task`` returned for this task (computed once,
             before the trials, from this same view); ``None`` where it has no such hook.
+        train_stream: ``seed -> ShardStream`` over the train split, given where the task is
+            large (above ``NEVIS_STREAM_TRAIN_BYTES``); ``None`` otherwise.
     """
 
     __slots__ = ("_info", "_train", "_dev", "_past", "_load_past_train", "_stream_length",
-                 "_load_past_predictor", "_load_pretrained", "_prepared")
+                 "_load_past_predictor", "_load_pretrained", "_prepared", "_train_stream")
 
     def __init__(
         self,
         info: TaskInfo,
-        train: LabelledData,
+        train: LabelledData | Callable[[], LabelledData],
         dev: LabelledData,
         past: Mapping[int, TaskInfo],
         load_past_train: Callable[[int], LabelledData],
@@ -56,6 +63,7 @@ class CausalTaskView:
         load_past_predictor: Callable[[int], bytes] | None = None,
         load_pretrained: Callable[[], bytes] | None = None,
         prepared: Any = None,
+        train_stream: Callable[[int], ShardStream] | None = None,
     ) -> None:
         if any(order >= info.order for order in past):
             raise CausalityError(
@@ -71,6 +79,7 @@ class CausalTaskView:
         self._load_past_predictor = load_past_predictor
         self._load_pretrained = load_pretrained
         self._prepared = prepared
+        self._train_stream = train_stream
 
     @property
     def info(self) -> TaskInfo:
@@ -83,7 +92,14 @@ class CausalTaskView:
         return self._prepared
 
     def train(self) -> LabelledData:
+        if callable(self._train):  # a large task's split, read only when asked for whole
+            self._train = self._train()
         return self._train
+
+    def train_stream(self, seed: int) -> ShardStream | None:
+        """The train split as shuffled batches read a few shards at a time (deterministic per
+        ``seed``), where the task is too large to read whole; ``None`` for other tasks."""
+        return None if self._train_stream is None else self._train_stream(seed)
 
     def dev(self) -> LabelledData:
         return self._dev
@@ -95,7 +111,7 @@ class CausalTaskView:
         if not isinstance(order, int) or isinstance(order, bool):
             raise TypeError(f"past_train takes a task order (int); got {order!r}.")
         if order == self._info.order:
-            return self._train
+            return self.train()
         if order > self._info.order:
             raise CausalityError(
                 f"Task {order} is in the future of task {self._info.order}: a learner may "
@@ -165,7 +181,8 @@ class CausalTaskView:
     def __repr__(self) -> str:
         return (
             f"CausalTaskView(task={self._info.order} {self._info.key!r}, "
-            f"train={len(self._train)}, dev={len(self._dev)}, past={list(self._past)})"
+            f"train={self._info.num_train if callable(self._train) else len(self._train)}, "
+            f"dev={len(self._dev)}, past={list(self._past)})"
         )
 
 
