@@ -25,7 +25,7 @@ def test_coil100_labels_objects_and_bins_view_angles(tmp_path: Path) -> None:
     assert raw.attributes["angle_bin"].tolist() == [angle // 5 for _, angle in views]
     assert raw.class_names[0] == "obj1" and raw.class_names[99] == "obj100"
     assert raw.given_splits is None
-    assert image(raw, 0).shape == (8, 8, 3)
+    assert image(raw, 0).shape == (4, 4, 3)
 
 
 def test_brodatz_cuts_each_texture_into_nine_crops(tmp_path: Path) -> None:
