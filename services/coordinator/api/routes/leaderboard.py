@@ -33,6 +33,7 @@ from services.store.runs.leaderboard import (
     leaderboard,
     stream_versions,
 )
+from services.store.runs.profiles import ProfileSet, performance_profiles
 from services.store.runs.visibility import ANONYMOUS, Viewer, effective_viewer
 
 router = APIRouter(prefix="/v1/leaderboard", tags=["leaderboard"], responses=problems(401, 422, 503))
@@ -157,4 +158,34 @@ async def read_front(
     return await respond_cached(request, FrontOut, build, key, settings, viewer)
 
 
-__all__ = ["FrontOut", "LeaderboardOut", "Reader", "meta_test_only", "require_reader", "resolve_stream", "router"]
+class ProfilesOut(BaseModel):
+    stream: str | None
+    version: str | None
+    phase: str
+    profiles: ProfileSet | None
+
+
+@router.get("/profiles", response_model=ProfilesOut,
+            summary="Performance profiles of the finished submissions: error and cFLOP to reach Indep",
+            responses={**NOT_MODIFIED, 200: {"headers": CACHE_HEADERS}})
+async def read_profiles(
+    request: Request, settings: SettingsDep, viewer: Reader, stream: Stream = None,
+    version: Version = None, phase: Phase = "meta_test",
+    if_none_match: Annotated[str | None, Header(max_length=IF_NONE_MATCH_MAX)] = None,
+) -> Response:
+    """For each finished submission, the fraction of tasks on which its error is within a
+    factor tau of the best submission's (and the FLOPs it spent to reach Indep's error within
+    a factor tau of the least spent), as curves over tau in [1, 4], and their areas as scores
+    in [0, 1] (docs: performance profiles)."""
+    key = ("profiles", stream, version, phase)
+
+    def build(session: Session) -> dict[str, Any]:
+        _, name, ver = resolve_stream(session, stream, version, viewer)
+        found = None if name is None or ver is None else performance_profiles(
+            session, stream=name, version=ver, viewer=viewer)
+        return {"stream": name, "version": ver, "phase": phase, "profiles": found}
+
+    return await respond_cached(request, ProfilesOut, build, key, settings, viewer)
+
+
+__all__ = ["FrontOut", "LeaderboardOut", "ProfilesOut", "Reader", "meta_test_only", "require_reader", "resolve_stream", "router"]

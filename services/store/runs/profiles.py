@@ -1,0 +1,104 @@
+"""Performance profiles of a stream version's finished meta-test submissions, read from
+their task results (services/core/profiles.py defines them; nothing runs learner code).
+
+The submissions are those of the Pareto front's read (:func:`front_points`): finished
+meta-test runs ``viewer`` may read, every headline task scored. The cFLOP profile's reference
+is Indep's error per task, the mean over the finished runs of the built-in ``indep`` learner
+(seeds; :data:`REFERENCE_ENTRYPOINTS`) on the same stream version; without one, that profile
+is absent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from services.core.profiles import TAU_MAX, Profile, cflop_to_reference_profile, error_profile
+from services.store.db.models import Learner, StreamTask, Submission, TaskResult
+from services.store.runs.details import INDEP_NAME
+from services.store.runs.leaderboard import RANKED_PHASE, front_points
+from services.store.runs.visibility import ANONYMOUS, Viewer
+
+REFERENCE_ENTRYPOINTS = (INDEP_NAME, "indep_resnet34")
+"""The built-in Indep (and its old alias): the paper's reference, ResNet-34 trained per task."""
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    """One submission's place in the profiles."""
+
+    submission_id: int
+    learner: str
+    baseline: bool
+    error_score: float
+    cflop_score: float | None  # None: no Indep run to compare with
+    error_curve: list[float]  # ρ(τ) at ``ProfileSet.taus``
+    cflop_curve: list[float] | None
+
+
+@dataclass(frozen=True)
+class ProfileSet:
+    """Both profiles of a stream version, rows sorted by error score (best first)."""
+
+    stream: str
+    version: str
+    taus: list[float]
+    tau_max: float
+    tasks: int
+    reference: str | None  # the cFLOP profile's reference learner, None when absent
+    reference_runs: int
+    rows: list[ProfileRow]
+
+
+def task_matrix(session: Session, submission_ids: list[int]) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(headline task orders, errors, FLOPs) of ``submission_ids``: two (submissions, tasks)
+    matrices in the order given, NaN where a submission has no result on a task."""
+    rows = session.execute(
+        select(TaskResult.submission_id, StreamTask.order, TaskResult.error, TaskResult.flops)
+        .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+        .where(TaskResult.submission_id.in_(submission_ids), StreamTask.phase == RANKED_PHASE)).all()
+    orders = sorted({order for _, order, _, _ in rows})
+    column = {order: j for j, order in enumerate(orders)}
+    row_of = {sid: i for i, sid in enumerate(submission_ids)}
+    errors = np.full((len(submission_ids), len(orders)), np.nan)
+    flops = np.full_like(errors, np.nan)
+    for sid, order, error, flop in rows:
+        errors[row_of[sid], column[order]] = error
+        flops[row_of[sid], column[order]] = flop
+    return orders, errors, flops
+
+
+def performance_profiles(session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS,
+                         tau_max: float = TAU_MAX) -> ProfileSet:
+    """The error and cFLOP profiles of every finished meta-test submission ``viewer`` may read."""
+    points = front_points(session, stream=stream, version=version, viewer=viewer)
+    ids = [p.submission_id for p in points]
+    orders, errors, flops = task_matrix(session, ids)
+    by_error = error_profile(errors, tau_max=tau_max)
+    entrypoints = dict(session.execute(select(Submission.id, Learner.entrypoint)
+                                       .join(Learner, Learner.id == Submission.learner_id)
+                                       .where(Submission.id.in_(ids))).all())
+    reference_rows = [i for i, p in enumerate(points) if entrypoints.get(p.submission_id) in REFERENCE_ENTRYPOINTS]
+    by_cflop: Profile | None = None
+    if reference_rows:
+        with np.errstate(all="ignore"):
+            reference = np.nanmean(errors[reference_rows], axis=0) if orders else np.zeros(0)
+        by_cflop = cflop_to_reference_profile(errors, flops, reference, tau_max=tau_max)
+    rows = [ProfileRow(
+        submission_id=p.submission_id, learner=p.learner, baseline=p.baseline,
+        error_score=float(by_error.scores[i]),
+        cflop_score=None if by_cflop is None else float(by_cflop.scores[i]),
+        error_curve=[round(float(v), 6) for v in by_error.fractions[i]],
+        cflop_curve=None if by_cflop is None else [round(float(v), 6) for v in by_cflop.fractions[i]])
+        for i, p in enumerate(points)]
+    rows.sort(key=lambda r: (-r.error_score, r.submission_id))
+    return ProfileSet(stream=stream, version=version, taus=[round(float(t), 6) for t in by_error.taus],
+                      tau_max=tau_max, tasks=len(orders),
+                      reference=INDEP_NAME if by_cflop is not None else None,
+                      reference_runs=len(reference_rows), rows=rows)
+
+
+__all__ = ["REFERENCE_ENTRYPOINTS", "ProfileRow", "ProfileSet", "performance_profiles", "task_matrix"]

@@ -1,0 +1,66 @@
+"""Performance profiles read from stored task results (services/store/runs/profiles.py) and
+served by GET /v1/leaderboard/profiles, checked against a loop-by-loop computation here from
+the same rows, on both databases."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from services.core.profiles import ERROR_FLOOR, TAU_MAX
+from services.dashboard.server import create_server_app
+from services.store.db.models import Learner, StreamTask, Submission, TaskResult
+
+
+def _score(ratios: list[float]) -> float:
+    """Normalised area under the step curve: each task within tau_max adds (tau_max - r)."""
+    return sum(TAU_MAX - max(r, 1.0) for r in ratios if r <= TAU_MAX) / ((TAU_MAX - 1.0) * len(ratios))
+
+
+def _expected(sessions) -> tuple[dict[int, float], dict[int, float]]:
+    with sessions() as session:
+        rows = session.execute(
+            select(TaskResult.submission_id, StreamTask.order, TaskResult.error, TaskResult.flops, Learner.entrypoint)
+            .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+            .join(Submission, Submission.id == TaskResult.submission_id)
+            .join(Learner, Learner.id == Submission.learner_id)
+            .where(StreamTask.phase == "meta_test")).all()
+    error, flops, indep = defaultdict(dict), defaultdict(dict), defaultdict(list)
+    for sid, order, e, f, entrypoint in rows:
+        error[sid][order], flops[sid][order] = e, f
+        if entrypoint == "indep":
+            indep[order].append(e)
+    tasks = sorted({order for _, order, *_ in rows})
+    best = {t: min(error[s][t] for s in error) for t in tasks}
+    by_error = {s: _score([(error[s][t] + ERROR_FLOOR) / (best[t] + ERROR_FLOOR) for t in tasks]) for s in error}
+    reference = {t: sum(indep[t]) / len(indep[t]) for t in tasks}
+    reached = {t: [flops[s][t] for s in error if error[s][t] <= reference[t]] for t in tasks}
+    by_cflop = {s: _score([flops[s][t] / min(reached[t]) if error[s][t] <= reference[t] else float("inf")
+                           for t in tasks]) for s in error}
+    return by_error, by_cflop
+
+
+def test_profiles_match_a_direct_computation_and_the_api_serves_them(seed_board):
+    settings, sessions, stream = seed_board(submissions=12, tasks=15, seed=5)
+    by_error, by_cflop = _expected(sessions)
+    with TestClient(create_server_app(settings)) as client:
+        body = client.get("/v1/leaderboard/profiles").json()
+        missing = client.get("/v1/leaderboard/profiles", params={"stream": "nothing-here"}).json()
+        bad = client.get("/v1/leaderboard/profiles", params={"phase": "meta_train"})
+    profiles = body["profiles"]
+    assert (body["stream"], body["version"]) == (stream.stream, stream.version)
+    assert profiles["tasks"] == 3 and profiles["reference"] == "indep" and profiles["reference_runs"] == 4
+    assert profiles["taus"][0] == 1.0 and profiles["taus"][-1] == TAU_MAX
+    rows = profiles["rows"]
+    assert {r["submission_id"] for r in rows} == set(stream.submission_ids)
+    for row in rows:
+        assert row["error_score"] == pytest.approx(by_error[row["submission_id"]])
+        assert row["cflop_score"] == pytest.approx(by_cflop[row["submission_id"]])
+        assert len(row["error_curve"]) == len(profiles["taus"]) and row["error_curve"][-1] <= 1.0
+    assert [r["error_score"] for r in rows] == sorted((r["error_score"] for r in rows), reverse=True)
+    assert max(by_error.values()) > min(by_error.values())  # the check could fail
+    assert missing["profiles"] is None or missing["profiles"]["rows"] == []
+    assert bad.status_code == 422
