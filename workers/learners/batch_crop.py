@@ -10,8 +10,9 @@ to each image's valid extent), so the same affine matrices give the same pixels 
 rounding. The matrices come from :func:`~workers.learners.augment.crop_params`, unchanged: the
 same draws from the same generator give the same windows and flips (docs/fidelity.md P2, P6).
 
-The output is (N, 3, S, S) in channels-last memory (a free permute of the NHWC result), the
-layout convolutions on GPUs prefer.
+The result is NHWC; it is returned as (N, 3, S, S) in channels-last memory (a free permute,
+the layout convolutions on GPUs prefer) when asked, contiguous otherwise (the CPU default:
+torch 2.13's CPU convolutions corrupted the heap on channels-last inputs to 8-channel layers).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def _axis(scale: torch.Tensor, centre: torch.Tensor, size: int, canvas: int,
 
 
 def crop_flip(source: torch.Tensor, theta: torch.Tensor, cfg: AugmentConfig,
-              extents: torch.Tensor | None = None) -> torch.Tensor:
+              extents: torch.Tensor | None = None, *, channels_last: bool = False) -> torch.Tensor:
     """Crop, resize and flip uint8 images by axis-aligned affine matrices, then normalise.
 
     Args:
@@ -48,9 +49,10 @@ def crop_flip(source: torch.Tensor, theta: torch.Tensor, cfg: AugmentConfig,
             rotation or shear: their off-diagonal terms are ignored).
         cfg: gives the output side ``size`` and the normalisation.
         extents: int (N, 2) valid (height, width) of each image; ``None``: the whole canvas.
+        channels_last: return channels-last memory (no copy) rather than contiguous.
 
     Returns:
-        float32 (N, 3, size, size), channels-last in memory.
+        float32 (N, 3, size, size).
     """
     n, height, width, channels = source.shape
     size, device = cfg.size, source.device
@@ -72,7 +74,8 @@ def crop_flip(source: torch.Tensor, theta: torch.Tensor, cfg: AugmentConfig,
     mean = torch.tensor(cfg.mean, device=device, dtype=torch.float32)
     inv_std = 1.0 / torch.tensor(cfg.std, device=device, dtype=torch.float32)
     out = out.mul_(inv_std / 255.0).sub_(mean * inv_std)  # (x / 255 − mean) / std
-    return out.permute(0, 3, 1, 2)
+    out = out.permute(0, 3, 1, 2)
+    return out if channels_last else out.contiguous()
 
 
 def train_batch(
@@ -82,6 +85,7 @@ def train_batch(
     generator: torch.Generator,
     device: str | torch.device = "cpu",
     extents: np.ndarray | None = None,
+    channels_last: bool = False,
 ) -> torch.Tensor:
     """:func:`~workers.learners.augment.train_transform`'s crop, flip and normalisation by
     :func:`crop_flip`: same arguments, same draws from ``generator``, same pixels up to float
@@ -96,7 +100,7 @@ def train_batch(
     theta = crop_params(n, cfg, generator, extents=extents, canvas=canvas)
     source = source.to(device, non_blocking=True)
     valid = None if extents is None else torch.as_tensor(np.asarray(extents)).reshape(n, 2)
-    return crop_flip(source, theta, cfg, valid)
+    return crop_flip(source, theta, cfg, valid, channels_last=channels_last)
 
 
 __all__ = ["crop_flip", "train_batch"]

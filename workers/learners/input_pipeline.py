@@ -69,12 +69,15 @@ class TrainBatches:
         rank, world_size: this worker's share of each batch (rows ``rank::world_size``).
         prefetch: prepare the next batch in a background thread on CUDA (ignored on CPUs).
         resident: ``None``: keep the source on CUDA devices when it fits; ``False``: stream.
+        channels_last: batches in channels-last memory; ``None``: on CUDA only (as
+            :class:`~workers.learners.acceleration.Acceleration`'s default for the network).
     """
 
     def __init__(self, data: LabelledData, labels: torch.Tensor, cfg: AugmentConfig, *, steps: int,
                  batch: int, generator: torch.Generator, crops: torch.Generator,
                  device: str | torch.device = "cpu", rank: int = 0, world_size: int = 1,
-                 prefetch: bool = True, resident: bool | None = None) -> None:
+                 prefetch: bool = True, resident: bool | None = None,
+                 channels_last: bool | None = None) -> None:
         self.cfg, self.device = cfg, torch.device(device)
         self.rank, self.world_size = rank, world_size
         self.labels, self.crops = labels, crops
@@ -85,6 +88,7 @@ class TrainBatches:
             self.images, self.extents = data.originals.images, data.originals.extents
         self.canvas = (int(self.images.shape[1]), int(self.images.shape[2]))
         cuda = self.device.type == "cuda"
+        self.channels_last = cuda if channels_last is None else channels_last
         self.source = self._resident() if cuda and resident is not False else None
         self.prefetch = cuda and prefetch and self.source is None
         self.times = InputTimes()
@@ -125,7 +129,8 @@ class TrainBatches:
         else:
             rows = draws.rows.to(dev, non_blocking=True)
         extents = None if draws.extents is None else draws.extents.to(dev, non_blocking=True)
-        x = crop_flip(rows, draws.theta.to(dev, non_blocking=True), self.cfg, extents)
+        theta = draws.theta.to(dev, non_blocking=True)
+        x = crop_flip(rows, theta, self.cfg, extents, channels_last=self.channels_last)
         return x, draws.labels.to(dev, non_blocking=True)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

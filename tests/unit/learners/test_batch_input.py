@@ -52,7 +52,10 @@ def test_batched_crop_gives_the_per_image_paths_pixels_for_the_same_draws(cfg, w
     new = train_batch(src.images, cfg, generator=torch.Generator().manual_seed(5), extents=extents)
     assert new.shape == old.shape == (len(src), 3, cfg.size, cfg.size)
     assert (old - new).abs().max().item() < TOLERANCE
-    assert new.is_contiguous(memory_format=torch.channels_last)
+    assert new.is_contiguous()
+    last = train_batch(src.images, cfg, generator=torch.Generator().manual_seed(5), extents=extents,
+                       channels_last=True)
+    assert last.is_contiguous(memory_format=torch.channels_last) and torch.equal(last, new)
 
 
 def test_a_flip_mirrors_the_same_window_and_padding_is_never_read():

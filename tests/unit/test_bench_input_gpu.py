@@ -1,0 +1,46 @@
+"""The input and GPU benchmarks run on CPUs at tiny sizes (as CI runs them) and print sane figures.
+
+Each runs as a script, the way it is documented, in a subprocess with one intra-op thread."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(script: str, *args: str, tmp_path: Path) -> tuple[str, dict]:
+    out = tmp_path / "figures.json"
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout, json.loads(out.read_text())
+
+
+def test_bench_gpu_runs_two_steps_on_cpu_and_reports_its_figures(tmp_path):
+    text, fig = run("bench_gpu.py", "--steps", "2", "--device", "cpu", "--batch", "2", "--width", "8",
+                    "--threads", "1", tmp_path=tmp_path)
+    assert fig["device"] == "cpu" and fig["steps"] == 2 and fig["batch"] == 2
+    assert fig["batch_rule"] == 64  # the paper's rule for D = 50,000: 2^floor(log2(125))
+    assert fig["images_per_s"] > 0 and fig["tflops_per_s"] > 0
+    # the meter's count of a step of ResNet-34 (width 8, 64 px, batch 2): forward + backward
+    assert 5e8 < fig["flops_per_step"] < 2e9
+    assert fig["mfu"] is None and fig["bf16_peak_tflops"] is None
+    for key in ("loop_s_per_step", "input_s_per_step", "step_s_per_step"):
+        assert 0 < fig[key] < 60
+    assert 0 < fig["input_share_of_loop"] < 1
+    assert -1 < fig["meter_overhead"] < 5
+    assert "images/s" in text and "TFLOP/s" in text and "not computed on CPUs" in text
+    assert "FLOP meter overhead" in text
+
+
+def test_bench_input_prints_each_ways_rate(tmp_path):
+    text, fig = run("bench_input.py", "--images", "64", "--batch", "32", "--repeats", "1",
+                    "--seconds", "0.2", tmp_path=tmp_path)
+    for way in ("per-image", "grid-sample", "batched"):
+        assert fig[f"{way}_per_core"] > 0 and fig[f"{way}_wall"] > 0
+        assert way in text
+    assert fig["size"] == 64 and fig["canvas"] == 96 and fig["batched_over_per_image"] > 0
