@@ -188,6 +188,9 @@ def show_results(run_id: int, *, as_json: bool):
                   f"  cFLOP (paper) = {_flops_text(summary.cflop_paper, digits=4) or 'not split'}"
                   f"  CPU s = {cpu_text(summary.cpu_seconds)}"
                   f" ({'not measured' if summary.cpu_seconds is None else 'harness-measured'})")
+    if summary.cflop_pretraining is not None:
+        console.print(f"cFLOP of pretraining = {summary.cflop_pretraining:.4e}  (the run that made its "
+                      "self-pretrained checkpoint; not in cFLOP)")
     if summary.flops_floored:
         console.print(f"[yellow]floor:[/] {summary.floored_tasks} task(s) charged a FLOP floor: some trial's FLOP count "
                       "was below what its measured CPU time implies.")

@@ -57,7 +57,7 @@ HERE = Path(__file__).parent
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 PAGE_SIZE = 25
 BOARD_COLUMNS = ("rank", "submission_id", "learner", "owner", "baseline", "status", "mean_error", "cflop",
-                 "cflop_paper", "flops_floored", "cpu_seconds", "tasks_done", "headline_done", "headline_tasks", "runs_of_learner",
+                 "cflop_paper", "cflop_pretraining", "flops_floored", "cpu_seconds", "tasks_done", "headline_done", "headline_tasks", "runs_of_learner",
                  "learner_e_std", "created_at", "finished_at", "visibility")
 
 

@@ -19,10 +19,13 @@ import hashlib
 import pickle
 
 import pytest
+from typer.testing import CliRunner
 
 from services.core.budget import RunBudget
 from services.store.db.models import Submission
+from services.cli.main import app
 from services.store.runs import records
+from services.store.runs.leaderboard import leaderboard
 from services.store.runs.summary import load_summary
 from workers.learners.provenance import SELF, read_provenance
 from workers.learners.selection import PRETRAINED
@@ -78,7 +81,14 @@ def test_self_pretraining_runs_as_pt_self_and_pt_ft_self_and_pt_refuses_it(runne
                                      pretrained=str(checkpoint)))
     with runner.sessions() as session:
         summary = load_summary(session, submission_id=run_id)
+        board = leaderboard(session, stream=manifest.name, version=manifest.version)
     assert (summary.status, summary.learner, len(summary.tasks)) == ("succeeded", "pt_self_small", len(manifest.tasks))
+    # The pretraining run's cFLOP beside the PT run's own, not in it: the run summary (what
+    # `nevis results` and the API show) and the leaderboard row.
+    assert summary.cflop_pretraining == made.flops and summary.cflop == sum(t.flops for t in summary.tasks)
+    assert {r.submission_id: r.cflop_pretraining for r in board.rows}[run_id] == made.flops
+    shown = CliRunner().invoke(app, ["results", str(run_id)])
+    assert f"cFLOP of pretraining = {made.flops:.4e}" in shown.output, shown.output
     # The paper's PT starts from outside data: a self-pretrained checkpoint is refused, naming the way out.
     with pytest.raises(Exception, match="declares no such provenance") as info:
         runner.start(RunRequest(stream=str(tiny_stream), learner="pt_small", budget=BUDGET, pretrained=str(checkpoint)))

@@ -88,6 +88,18 @@ def read_provenance(checkpoint: bytes) -> Provenance | None:
         raise LearnerError(f"The checkpoint's provenance record is malformed: {exc}") from exc
 
 
+def pretraining_cflop(checkpoint: bytes) -> float | None:
+    """The cFLOP a self-pretrained checkpoint records for the run that made it (shown beside a
+    PT run's own cFLOP); None for any other checkpoint, or bytes that are no predictor file."""
+    try:
+        provenance = read_provenance(checkpoint)
+    except LearnerError:  # a custom learner's checkpoint: not ours to read
+        return None
+    if provenance is None or provenance.origin != SELF or provenance.cflop is None:
+        return None
+    return float(provenance.cflop)
+
+
 def stamp(checkpoint: bytes, provenance: Provenance) -> bytes:
     """``checkpoint`` with ``provenance`` recorded (any earlier record replaced).
 
@@ -114,4 +126,5 @@ def _load(checkpoint: bytes) -> dict[str, Any]:
     return blob
 
 
-__all__ = ["EXTERNAL", "MAX_DECLARED", "PROVENANCE_KEY", "SELF", "Origin", "Provenance", "read_provenance", "stamp"]
+__all__ = ["EXTERNAL", "MAX_DECLARED", "PROVENANCE_KEY", "SELF", "Origin", "Provenance", "pretraining_cflop",
+           "read_provenance", "stamp"]

@@ -33,6 +33,7 @@ from services.store.db.models import Submission, TaskRun, Trial
 from services.store.objects import ObjectStore, open_store
 from services.store.runs import records, run_keys
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
+from workers.learners.provenance import pretraining_cflop
 from workers.sandbox.client import HostSpec, LearnerHost, describe
 from workers.sandbox.declaration import LearnerDeclaration
 from workers.sandbox.limits import HostLimits
@@ -108,6 +109,7 @@ class StreamRunner:
         )
         self.prepare(manifest, size)
         pretrained_key = self._store_pretrained(request.pretrained) if request.pretrained else None
+        pretraining = pretraining_cflop(self.store.get_bytes(pretrained_key)) if pretrained_key else None
         with transaction(self.sessions) as session:
             version = ensure_stream_version(session, manifest=manifest)
             row = records.ensure_learner(session, spec=request.learner, resources=vars(learner.resources))
@@ -116,7 +118,7 @@ class StreamRunner:
                 budget=budget, image_size=size, first_order=tasks[0].order,
                 visibility=request.visibility,
             )
-            submission.pretrained_key = pretrained_key
+            submission.pretrained_key, submission.cflop_pretraining = pretrained_key, pretraining
         return submission.id
 
     def run(self, submission_id: int) -> None:

@@ -246,6 +246,10 @@ class SubmissionOut(SubmissionBrief):
         "cFLOP as the NEVIS'22 paper counts it: the training updates of every trial of every "
         "committed task (cFLOP also counts validation, selection and prediction); null: a "
         "committed task was stored before FLOPs were split by purpose."))
+    cflop_pretraining: float | None = Field(default=None, description=(
+        "cFLOP of the run that made the self-pretrained checkpoint this run starts from "
+        "(pt_self / pt_ft_self, `nevis pretrain`), as the checkpoint records it; not in 'cflop' "
+        "(a PT run is not charged its pretraining, as in the paper); null: no such checkpoint."))
 
 
 class EventOut(BaseModel):

@@ -57,6 +57,7 @@ class PlannedRun:
     image_size: int
     visibility: str = "public"
     pretrained_key: str | None = None
+    cflop_pretraining: float | None = None  # the pretrained checkpoint's own run, shown beside
     source_id: int | None = None  # the pinned submission copied
 
 
@@ -136,7 +137,8 @@ def _copy(source: Submission, owner: User, *, settings: CoordinatorSettings,
     size = default_image_size(manifest, settings) if source.image_size == old_default else source.image_size
     return PlannedRun(kind="pinned", learner=source.learner, owner=owner, phase=source.phase,
                       budget=budget, image_size=size, visibility=source.visibility,
-                      pretrained_key=source.pretrained_key, source_id=source.id)
+                      pretrained_key=source.pretrained_key, cflop_pretraining=source.cflop_pretraining,
+                      source_id=source.id)
 
 
 def already_done(session: Session, *, version: StreamVersion, run: PlannedRun) -> bool:

@@ -105,6 +105,7 @@ class Submission(Base):
         named_check("cursor >= 1", "cursor_positive"),
         named_check("image_size >= 8 AND image_size <= 512", "image_size_range"),
         named_check(one_of("visibility", VISIBILITIES), "visibility"),
+        *non_negative("cflop_pretraining"),
         Index(None, "status"),
     )
 
@@ -129,6 +130,8 @@ class Submission(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     visibility: Mapped[str] = mapped_column(String(16), default="public", server_default="public")
     pretrained_key: Mapped[str | None] = mapped_column(String(KEY_LENGTH))  # PT / PT+FT's start
+    # cFLOP of the run that made a self-pretrained checkpoint (`nevis pretrain`); shown, not charged
+    cflop_pretraining: Mapped[float | None] = mapped_column(Double)
     # The owner asks for this run to be repeated on every new version of its stream (a refresh).
     pinned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 

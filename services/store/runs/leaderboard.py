@@ -2,7 +2,8 @@
 
 One query per page: E (mean error over the phase's committed headline tasks), cFLOP (FLOPs
 of every committed task) and cFLOP (paper) (their trials' training updates, as NEVIS'22 counts;
-NULL when a task was stored before FLOPs were split by purpose), the harness-measured CPU seconds beside it, whether any of cFLOP is
+NULL when a task was stored before FLOPs were split by purpose), the cFLOP of the run that made
+a self-pretrained checkpoint (``pt_self``; shown beside, never added to cFLOP nor the front), the harness-measured CPU seconds beside it, whether any of cFLOP is
 the harness's CPU-time floor, and progress are aggregated by the database and paginated there,
 so a page reads only the rows it shows. The Pareto front (METRICS.md §1) needs every
 finished submission's two numbers, read by :func:`front_points` (two floats a row).
@@ -67,6 +68,7 @@ class LeaderboardRow:
     cpu_seconds: float | None = None  # committed tasks' harness-measured CPU time; None: none measured
     flops_floored: bool = False  # a committed task was charged the harness's CPU-time floor
     cflop_paper: float | None = None  # NEVIS'22's count; None: a committed task was not split
+    cflop_pretraining: float | None = None  # the self-pretrained checkpoint's own run: shown, not in cflop
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,7 +135,8 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
             learner_e_std=spread.get(r.learner, (1, None))[1], visibility=r.visibility,
             cpu_seconds=None if r.cpu_seconds is None else float(r.cpu_seconds),
             flops_floored=bool(r.flops_floored),
-            cflop_paper=None if r.cflop_paper is None else float(r.cflop_paper)) for r in rows))
+            cflop_paper=None if r.cflop_paper is None else float(r.cflop_paper),
+            cflop_pretraining=None if r.cflop_pretraining is None else float(r.cflop_pretraining)) for r in rows))
 
 
 def _spread_by_learner(session: Session, base: Any, learners: set[str]) -> dict[str, tuple[int, float | None]]:
@@ -198,7 +201,7 @@ def _ranked(*, stream: str, version: str, learner_prefix: str | None,
             func.coalesce(scored.c.headline_done, 0).label("headline_done"),
             func.coalesce(planned.c.headline_tasks, 0).label("headline_tasks"),
             Submission.created_at.label("created_at"), Submission.finished_at.label("finished_at"),
-            Submission.visibility.label("visibility"),
+            Submission.visibility.label("visibility"), Submission.cflop_pretraining.label("cflop_pretraining"),
             case((scored.c.mean_error.is_not(None),
                   func.rank().over(order_by=(scored.c.mean_error.is_(None), scored.c.mean_error))),
                  else_=None).label("rank"),

@@ -69,6 +69,7 @@ class RunSummary:
     cpu_seconds: float | None = None  # committed tasks' harness-measured CPU time; None: none measured
     floored_tasks: int = 0  # committed tasks charged the harness's CPU-time floor
     cflop_paper: float | None = None  # NEVIS'22's count (training updates); None: a task was not split
+    cflop_pretraining: float | None = None  # the self-pretrained checkpoint's run (pt_self); not in cflop
 
     @property
     def flops_floored(self) -> bool:
@@ -131,7 +132,7 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         headline_tasks=len(headline), cflop=cflop(r.flops for r in rows),
         retried_flops=float(sum(r.retried_flops for r in rows)), flops_sources=tuple(sorted(sources)),
         cpu_seconds=known_sum(r.cpu_seconds for r in rows), floored_tasks=sum(r.flops_floored for r in rows),
-        cflop_paper=paper_cflop(rows),
+        cflop_paper=paper_cflop(rows), cflop_pretraining=submission.cflop_pretraining,
     )
 
 

@@ -25,7 +25,7 @@ from workers.learners.pretrained_import import (
     import_checkpoint,
     resample_stem,
 )
-from workers.learners.provenance import EXTERNAL, SELF, Provenance, read_provenance, stamp
+from workers.learners.provenance import EXTERNAL, SELF, Provenance, pretraining_cflop, read_provenance, stamp
 from workers.stream.task_view import CausalTaskView
 
 from .conftest import RecordingContext
@@ -210,3 +210,13 @@ def test_nevis_pretrain_import_writes_a_checkpoint_pt_accepts(tv_state, tmp_path
     again = CliRunner().invoke(app, ["pretrain", "import", str(source), "--from", TORCHVISION_RESNET34,
                                      "--out", str(out), "--provenance", "x"])
     assert again.exit_code != 0 and "already exists" in str(again.exception or again.output)
+
+
+def test_the_pretraining_cflop_is_read_from_a_self_pretrained_checkpoint_only(small_bytes):
+    """What `nevis run --pretrained` records beside the PT run's own cFLOP (shown, not charged)."""
+    plain = small_bytes
+    assert pretraining_cflop(self_made(plain)) == 1.5e9
+    imported = stamp(plain, Provenance(EXTERNAL, "ImageNet, 64 px, the reference's recipe", TORCHVISION_RESNET34))
+    assert pretraining_cflop(imported) is None
+    assert pretraining_cflop(plain) is None  # no record
+    assert pretraining_cflop(b"not a torch file") is None  # a custom learner's checkpoint

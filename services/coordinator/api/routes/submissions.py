@@ -96,7 +96,8 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:
         headline_tasks=summary.headline_tasks, cflop=summary.cflop,
         retried_flops=summary.retried_flops, flops_sources=list(summary.flops_sources),
         cpu_seconds=summary.cpu_seconds, floored_tasks=summary.floored_tasks,
-        flops_floored=summary.flops_floored, cflop_paper=summary.cflop_paper)
+        flops_floored=summary.flops_floored, cflop_paper=summary.cflop_paper,
+        cflop_pretraining=summary.cflop_pretraining)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED,
