@@ -57,8 +57,9 @@ def crop_flip(source: torch.Tensor, theta: torch.Tensor, cfg: AugmentConfig,
     n, height, width, channels = source.shape
     size, device = cfg.size, source.device
     theta = theta.to(device=device, dtype=torch.float32)
-    if extents is None:
-        valid = torch.tensor([height, width], device=device).expand(n, 2)
+    if extents is None:  # filled on the device: no host copy that would stall a CUDA stream
+        valid = torch.empty((n, 2), dtype=torch.long, device=device)
+        valid[:, 0], valid[:, 1] = height, width
     else:
         valid = extents.to(device)
     y0, y1, wy = _axis(theta[:, 1, 1], theta[:, 1, 2], size, height, valid[:, 0])
@@ -71,9 +72,11 @@ def crop_flip(source: torch.Tensor, theta: torch.Tensor, cfg: AugmentConfig,
     cols = torch.cat([x0, x1], dim=1).view(n, 1, 2 * size, 1).expand(n, size, 2 * size, channels)
     picked = blended.gather(2, cols)
     out = torch.lerp(picked[:, :, :size], picked[:, :, size:], wx.view(n, 1, size, 1))
-    mean = torch.tensor(cfg.mean, device=device, dtype=torch.float32)
-    inv_std = 1.0 / torch.tensor(cfg.std, device=device, dtype=torch.float32)
-    out = out.mul_(inv_std / 255.0).sub_(mean * inv_std)  # (x / 255 − mean) / std
+    scale = torch.empty(channels, device=device)  # (x / 255 − mean) / std = x · scale − shift
+    shift = torch.empty(channels, device=device)
+    for c in range(channels):  # fills, not copies from the host
+        scale[c], shift[c] = 1.0 / (255.0 * cfg.std[c]), cfg.mean[c] / cfg.std[c]
+    out = out.mul_(scale).sub_(shift)
     out = out.permute(0, 3, 1, 2)
     return out if channels_last else out.contiguous()
 

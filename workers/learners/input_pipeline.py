@@ -48,7 +48,7 @@ class InputTimes:
 class _Draws:
     """One step's host-side work: its rows (this rank's share), crop matrices and rows' data."""
 
-    index: np.ndarray
+    index: torch.Tensor
     theta: torch.Tensor
     extents: torch.Tensor | None
     rows: torch.Tensor | None  # uint8 rows gathered on the host (streamed and CPU modes)
@@ -114,18 +114,19 @@ class TrainBatches:
         extents = None if self.extents is None else self.extents[index]
         theta = crop_params(len(index), self.cfg, self.crops, extents=extents, canvas=self.canvas)
         valid = None if extents is None else torch.from_numpy(np.ascontiguousarray(extents))
-        labels = self.labels[torch.from_numpy(index)]
+        rows_index = torch.from_numpy(index)
+        labels = self.labels[rows_index]
         rows = None if self.source is not None else torch.from_numpy(self.images[index])
         if self.device.type == "cuda":  # pinned, so the copies below overlap the device's work
-            theta, labels = theta.pin_memory(), labels.pin_memory()
+            theta, labels, rows_index = theta.pin_memory(), labels.pin_memory(), rows_index.pin_memory()
             valid = None if valid is None else valid.pin_memory()
             rows = None if rows is None else rows.pin_memory()
-        return _Draws(index, theta, valid, rows, labels)
+        return _Draws(rows_index, theta, valid, rows, labels)
 
     def _make(self, draws: _Draws) -> tuple[torch.Tensor, torch.Tensor]:
         dev = self.device
         if self.source is not None:
-            rows = self.source.index_select(0, torch.from_numpy(draws.index).to(dev, non_blocking=True))
+            rows = self.source.index_select(0, draws.index.to(dev, non_blocking=True))
         else:
             rows = draws.rows.to(dev, non_blocking=True)
         extents = None if draws.extents is None else draws.extents.to(dev, non_blocking=True)
