@@ -62,6 +62,12 @@ def submit(
     from services.cli.client.bundle import pack_learner  # noqa: PLC0415
     from services.cli.remote_follow import follow  # noqa: PLC0415
 
+    from services.coordinator.common.validation import check_entrypoint, check_name, check_resources  # noqa: PLC0415
+
+    check_entrypoint(entrypoint)  # the server's own field checks, before anything runs or uploads
+    check_resources({"cpus": cpus, "gpus": gpus})
+    if name is not None:
+        check_name(name)
     if not no_check and not check_folder(folder, entrypoint, console=console):
         console.print("Nothing was submitted (`--no-check` skips the check).")
         raise typer.Exit(1)

@@ -69,3 +69,17 @@ def test_credentials_are_private_and_the_environment_overrides(tmp_path: Path, m
     monkeypatch.setenv("NEVIS_URL", "https://other.example/")
     monkeypatch.setenv("NEVIS_TOKEN", "t2")
     assert load_credentials() == Credentials(url="https://other.example", token="t2")
+
+
+def test_submit_refuses_bad_fields_before_anything_runs(tmp_path: Path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from services.cli.main import app
+
+    monkeypatch.setenv("NEVIS_URL", "http://127.0.0.1:9")  # nothing listens: nothing may be sent
+    folder = _folder(tmp_path)
+    for extra, field in ((["--entrypoint", "os:system"], "entrypoint"),
+                         (["--entrypoint", "my_learner:make", "--name", "bad name!"], "name"),
+                         (["--entrypoint", "my_learner:make", "--cpus", "-1"], "resources.cpus")):
+        result = CliRunner().invoke(app, ["submit", str(folder), "--stream", "mini", *extra])
+        assert result.exit_code != 0 and getattr(result.exception, "field", None) == field, result.output
