@@ -17,8 +17,11 @@ from tests.support.source_fixtures.cifar_binary import write_cifar10, write_cifa
 from tests.support.source_fixtures.coil100 import write_coil100
 from tests.support.source_fixtures.converted import convert_and_load
 from tests.support.source_fixtures.idx_sources import write_idx_source
+from tests.support.source_fixtures.extended_yaleb import write_extended_yaleb
+from tests.support.source_fixtures.idx_variants import write_emnist_balanced, write_mnist_rotation
 from tests.support.source_fixtures.lfw import write_lfw
 from tests.support.source_fixtures.mnist_m import write_mnist_m
+from tests.support.source_fixtures.tables import write_landsat, write_path_mnist, write_semeion
 from tests.support.source_fixtures.usps import write_usps
 from workers.stream.manifest_files import load_stream
 from workers.stream.splits import assign_splits
@@ -31,6 +34,9 @@ WRITERS: dict[str, Callable[[Path], Any]] = {
     "caltech101": write_caltech101, "sketch": class_folders.write_sketch,
     "scenes15": class_folders.write_scenes15, "caltech256": class_folders.write_caltech256,
     "ig02": class_folders.write_ig02, "uiuc_cars": class_folders.write_uiuc_cars,
+    "emnist_balanced": write_emnist_balanced, "mnist_rotation": write_mnist_rotation,
+    "semeion": write_semeion, "landsat": write_landsat, "path_mnist": write_path_mnist,
+    "extended_yaleb": write_extended_yaleb,
 }
 
 

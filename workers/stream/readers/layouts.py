@@ -124,15 +124,19 @@ _IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f
 def read_idx(path: Path) -> np.ndarray:
     """An IDX file (MNIST's format; gzip or plain) as an array of its declared shape."""
     with open_compressed(path) as handle:
-        data = handle.read()
+        return parse_idx(handle.read(), path.name)
+
+
+def parse_idx(data: bytes, where: str) -> np.ndarray:
+    """IDX bytes (already decompressed) as an array of their declared shape."""
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_TYPES:
-        raise DatasetFormatError(f"{path.name} is not an IDX file (magic {data[:4]!r}).")
+        raise DatasetFormatError(f"{where} is not an IDX file (magic {data[:4]!r}).")
     ndim = data[3]
     shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
     dtype = np.dtype(_IDX_TYPES[data[2]])
     body = np.frombuffer(data, dtype=dtype, offset=4 + 4 * ndim)
     if body.size != int(np.prod(shape)):
-        raise DatasetFormatError(f"{path.name}: header says {shape}, body has {body.size} values.")
+        raise DatasetFormatError(f"{where}: header says {shape}, body has {body.size} values.")
     return body.reshape(shape)
 
 
@@ -150,6 +154,6 @@ def cifar_records(data: bytes, label_bytes: int, where: str) -> Iterator[tuple[b
 
 __all__ = [
     "IMAGE_SUFFIXES", "Keep", "Member", "cifar_records", "folder_classes", "is_image", "is_junk",
-    "iter_images", "iter_members", "iter_tar", "member_names", "open_compressed", "parent_name",
+    "iter_images", "iter_members", "iter_tar", "member_names", "open_compressed", "parent_name", "parse_idx",
     "read_idx",
 ]
