@@ -6,12 +6,12 @@ time instead:
 
 - each epoch visits the shards in a fresh order (seeded), and the rows of ``buffer_shards``
   shards at a time in a fresh order, so batches mix shards and classes;
-- a background thread reads the next ``prefetch`` shards (fetch, checksum, decompress) while
+- background threads read the next ``prefetch`` shards (fetch, checksum, decompress) while
   the learner trains on the current ones;
-- it holds at most ``buffer_shards + prefetch + 1`` shards (the pool, the queue, the one being
-  read) and counts what it held (``peak_shards``, ``peak_bytes``);
-- the same seed gives the same batches: the thread only reads, all shuffling is done by the
-  reader in the learner's thread.
+- it holds at most ``buffer_shards + prefetch`` shards (the pool being filled and those read
+  ahead) and counts what it held (``peak_shards``, ``peak_bytes``);
+- the same seed gives the same batches: the threads only read, all shuffling is done in the
+  learner's thread, and shards are taken in their drawn order.
 
 Reading goes through :func:`~workers.stream.shards.read_shard` (every shard checked against
 its index), so a damaged shard fails as it does for ``view.train()``.
@@ -19,9 +19,11 @@ its index), so a damaged shard fails as it does for ``view.train()``.
 
 from __future__ import annotations
 
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 
 import numpy as np
 
@@ -40,18 +42,20 @@ class ShardStream:
         read: one shard as :class:`LabelledData` (with originals where training crops them).
         seed: decides the shard order and the row order of every epoch.
         buffer_shards: shards whose rows are shuffled together.
-        prefetch: shards read ahead by the background thread.
+        prefetch: shards read ahead (being read or read, not yet shuffled).
+        readers: threads reading them (decompression and checksums release the GIL).
     """
 
     def __init__(self, shards: Sequence[ShardInfo], read: ReadShard, *, seed: int,
-                 buffer_shards: int = 2, prefetch: int = 1) -> None:
+                 buffer_shards: int = 2, prefetch: int = 2, readers: int = 2) -> None:
         if not shards:
             raise ValueError("The 'shards' parameter of ShardStream must name at least one shard.")
-        if buffer_shards < 1 or prefetch < 1:
-            raise ValueError("The 'buffer_shards' and 'prefetch' parameters of ShardStream must "
-                             f"be ints in [1, inf). Got {buffer_shards}, {prefetch} instead.")
+        if min(buffer_shards, prefetch, readers) < 1:
+            raise ValueError("The 'buffer_shards', 'prefetch' and 'readers' parameters of "
+                             "ShardStream must be ints in [1, inf). Got "
+                             f"{buffer_shards}, {prefetch}, {readers} instead.")
         self.shards, self.read, self.seed = tuple(shards), read, seed
-        self.buffer_shards, self.prefetch = buffer_shards, prefetch
+        self.buffer_shards, self.prefetch, self.readers = buffer_shards, prefetch, readers
         self.peak_shards = self.peak_bytes = 0
         self._held: dict[int, int] = {}  # id of a shard's data -> its bytes, while held
         self._lock = threading.Lock()
@@ -61,8 +65,8 @@ class ShardStream:
 
     @property
     def limit_shards(self) -> int:
-        """The most shards it may hold at once."""
-        return self.buffer_shards + self.prefetch + 1
+        """The most shards it may hold at once: the pool being filled and those read ahead."""
+        return self.buffer_shards + self.prefetch
 
     def batches(self, batch: int) -> Iterator[LabelledData]:
         """Batches of ``batch`` rows, epoch after epoch (a short tail joins the next pool)."""
@@ -85,40 +89,29 @@ class ShardStream:
             epoch += 1
 
     def _pools(self, order: np.ndarray) -> Iterator[list[LabelledData]]:
-        """The shards in ``order``, ``buffer_shards`` at a time, read ahead by a thread."""
-        ready: queue.Queue[LabelledData | BaseException | None] = queue.Queue(self.prefetch)
-        stop = threading.Event()
-
-        def work() -> None:
+        """The shards in ``order``, ``buffer_shards`` at a time, read ahead by ``readers``
+        threads (taken in order, so the threads' timing never changes a batch)."""
+        numbers = iter(order.tolist())
+        with ThreadPoolExecutor(self.readers, thread_name_prefix="nevis-shard-stream") as threads:
+            pending = deque(threads.submit(self._read, n) for n in islice(numbers, self.prefetch))
             try:
-                for number in order.tolist():
-                    if stop.is_set():
-                        return
-                    ready.put(self._hold(self.read(self.shards[number])))
-                ready.put(None)
-            except Exception as exc:  # handed to the learner's thread, raised there
-                ready.put(exc)
-
-        thread = threading.Thread(target=work, name="nevis-shard-stream", daemon=True)
-        thread.start()
-        try:
-            pool: list[LabelledData] = []
-            while (item := ready.get()) is not None:
-                if isinstance(item, BaseException):
-                    raise item
-                pool.append(item)
-                if len(pool) == self.buffer_shards:
+                pool: list[LabelledData] = []
+                while pending:
+                    pool.append(pending.popleft().result())
+                    following = next(numbers, None)
+                    if following is not None:
+                        pending.append(threads.submit(self._read, following))
+                    if len(pool) == self.buffer_shards:
+                        yield pool
+                        pool = []
+                if pool:
                     yield pool
-                    pool = []
-            if pool:
-                yield pool
-        finally:
-            stop.set()
-            while thread.is_alive():  # unblock a put, so the thread sees the stop
-                try:
-                    ready.get(timeout=0.05)
-                except queue.Empty:
-                    pass
+            finally:
+                for future in pending:
+                    future.cancel()
+
+    def _read(self, number: int) -> LabelledData:
+        return self._hold(self.read(self.shards[number]))
 
     def _hold(self, data: LabelledData) -> LabelledData:
         size = sum(a.nbytes for a in data.to_arrays())
@@ -155,8 +148,8 @@ def split_bytes(index: DatasetIndex, split: str) -> int:
 
 
 def store_stream(store: ObjectStore, index: DatasetIndex, split: str = "train", *,
-                 originals: bool = True, buffer_shards: int = 2,
-                 prefetch: int = 1) -> Callable[[int], ShardStream]:
+                 originals: bool = True, buffer_shards: int = 2, prefetch: int = 2,
+                 readers: int = 2) -> Callable[[int], ShardStream]:
     """A factory ``seed -> ShardStream`` over a prepared split in ``store`` (harness side)."""
 
     def read(shard: ShardInfo) -> LabelledData:
@@ -164,7 +157,8 @@ def store_stream(store: ObjectStore, index: DatasetIndex, split: str = "train", 
         return LabelledData(images, labels, stored)
 
     return lambda seed: ShardStream(index.shards[split], read, seed=seed,
-                                    buffer_shards=buffer_shards, prefetch=prefetch)
+                                    buffer_shards=buffer_shards, prefetch=prefetch,
+                                    readers=readers)
 
 
 def large_train_stream(store: ObjectStore, index: DatasetIndex,
