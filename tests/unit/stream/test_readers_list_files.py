@@ -1,0 +1,26 @@
+"""Sources whose labels and splits come from list files."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.source_fixtures.list_files import (
+    write_oxford_iiit_pet,
+)
+from tests.support.source_fixtures.read_back import (
+    convert_fixture,
+    expected_facts,
+    row_facts,
+    split_by_stream,
+)
+
+
+@pytest.mark.parametrize("key, writer, classes", [
+    ("oxford_iiit_pet", write_oxford_iiit_pet, 37),
+])
+def test_list_file_sources(tmp_path, key, writer, classes):
+    raw, expected = convert_fixture(key, writer, tmp_path)
+    assert len(raw.class_names) == classes
+    assert row_facts(raw) == expected_facts(expected)
+    counts = split_by_stream(raw, key, "nevis22-full").counts
+    assert counts["test"] == sum(s == "test" for _, s in expected.values())
