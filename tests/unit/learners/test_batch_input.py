@@ -156,3 +156,14 @@ def test_torch_compile_leaves_the_flop_count_unchanged():
     plain = _step_flops(_Tiny(), Acceleration(channels_last=False, autocast=False))
     compiled = _step_flops(_Tiny(), Acceleration(channels_last=True, autocast=True, compile=True))
     assert plain == compiled and plain[0] > 0
+
+
+def test_the_batched_crop_makes_every_tensor_on_the_sources_device():
+    """On ``meta`` (no data), mixing in a host tensor would raise: what runs on a GPU stays there."""
+    src = originals(n=8)
+    theta = crop_params(8, AugmentConfig(size=32), torch.Generator().manual_seed(0), extents=src.extents,
+                        canvas=(96, 80))
+    source = torch.from_numpy(src.images).to("meta")
+    for extents in (torch.from_numpy(src.extents).to("meta"), None):
+        out = crop_flip(source, theta.to("meta"), AugmentConfig(size=32), extents, channels_last=True)
+        assert out.device.type == "meta" and out.shape == (8, 3, 32, 32)
