@@ -105,7 +105,9 @@ class CheckRun:
         except LearnerError as exc:
             self._record(dx.LOAD, None, "FAIL", str(exc), dx.fix_for(dx.LOAD, str(exc)))
             raise  # not reached
-        if not fresh:
+        if fresh:
+            self._clock = time.perf_counter()  # its start-up is no call's time
+        else:
             self._record(dx.LOAD, None, "ok", f"{self.entrypoint} made a learner with every protocol method "
                                               f"(sandbox: {host.sandbox}, device: {host.device})")
         return host
