@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     )
     probe_preset: str = Field(
         default="standard",
-        description="Probe settings the probe pool queues committed tasks with: standard, ci, full, or off.",
+        description="Probe settings the probe pool queues committed tasks with: standard, ci, full, publish (the papers' scale), or off.",
     )
 
     sandbox: str = Field(

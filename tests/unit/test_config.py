@@ -76,7 +76,7 @@ def test_bad_values_name_the_variable(monkeypatch, var: str, value: str, expecte
     assert expected in str(info.value)
 
 
-@pytest.mark.parametrize("preset", ["standard", "ci", "full", "off"])
+@pytest.mark.parametrize("preset", ["standard", "ci", "full", "publish", "off"])
 def test_every_probe_preset_is_accepted(monkeypatch, preset: str) -> None:
     monkeypatch.setenv("NEVIS_PROBE_PRESET", preset)
     get_settings.cache_clear()
