@@ -1,10 +1,12 @@
-"""LFW as identification: ``lfw.tgz`` holds ``lfw/<person>/<person>_NNNN.jpg``.
+"""LFW as identification: ``lfw.tgz`` holds ``lfw/<person>/<person>_NNNN.jpg``; LFW-a
+(``lfwa``, the aligned version) is the same protocol on ``lfwa.zip``'s ``<person>/*.jpg``.
 
 As in the reference, only people with at least 5 images are kept (423 people, 5985 images in
 the real archive), each a class, named and numbered in the order they first appear in the
 archive. Rows stay in archive order, so the stream's ``per_class_counts`` rule (``pick:
 last``) gives each person's last two images to test, the one before to dev_test and the
-one before that to dev, as the reference does. The tar is read twice (names, then images).
+one before that to dev, as the reference does. The archive is read twice (names, then
+images); a zip is read in name order, so LFW-a's people are numbered alphabetically.
 """
 
 from __future__ import annotations
@@ -32,13 +34,21 @@ def _rows(archive: Path, index: dict[str, int]) -> Iterator[ImageRow]:
         yield ImageRow(image=member.data, label=index[parent_name(member.name)])
 
 
-@reader("lfw")
-def read_lfw(files: SourceFolder) -> ConvertedSource:
-    archive = files.path("lfw.tgz")
+def _people_source(archive: Path) -> ConvertedSource:
     kept = people(member_names(archive, is_image))
     index = {person: label for label, person in enumerate(kept)}
     return ConvertedSource(rows=_rows(archive, index), class_names=kept,
                            source_facts={"min_images_per_person": MIN_IMAGES})
 
 
-__all__ = ["MIN_IMAGES", "people", "read_lfw"]
+@reader("lfw")
+def read_lfw(files: SourceFolder) -> ConvertedSource:
+    return _people_source(files.path("lfw.tgz"))
+
+
+@reader("lfwa")
+def read_lfwa(files: SourceFolder) -> ConvertedSource:
+    return _people_source(files.path("lfwa.zip"))
+
+
+__all__ = ["MIN_IMAGES", "people", "read_lfw", "read_lfwa"]
