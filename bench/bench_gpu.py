@@ -54,10 +54,9 @@ from workers.sandbox.flops import FlopMeter  # noqa: E402
 from workers.stream.task_view import CausalTaskView  # noqa: E402
 
 SIZE, CLASSES = 64, 100
-BF16_DENSE_TFLOPS = {  # vendor data sheets, dense (no sparsity); checked in name order below
-    "H200": 989.0, "H100 PCIe": 756.0, "H100": 989.0, "GH200": 989.0, "B200": 2250.0,
-    "A100": 312.0, "A800": 312.0, "L40S": 362.0, "L40": 181.0, "L4": 121.0, "A10": 125.0,
-    "RTX 4090": 165.0, "RTX 6000 Ada": 365.0,
+BF16_DENSE_TFLOPS = {  # vendor data sheets, dense (no sparsity); first name contained wins
+    "H200": 989.0, "H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.0, "B200": 2250.0,
+    "A100": 312.0, "A800": 312.0, "L40S": 362.0, "L40": 181.0, "L4": 121.0,
 }
 
 
