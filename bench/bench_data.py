@@ -8,11 +8,11 @@ For each ``--images`` size N (comma-separated; default 1,000,000):
    96 px stored side and every aspect ratio between 1:6 and 6:1 occurs), 100 classes, not
    timed;
 2. prepares it at 64 px with ``prepare_stream`` (what ``nevis data prepare`` runs) in a child
-   process, and reports the child's peak resident memory (``ru_maxrss``), its CPU seconds
-   (user + system) and wall seconds: images/s per core = N / CPU seconds;
+   process, and reports the child's peak resident memory (``ru_maxrss``) and the CPU and wall
+   seconds of ``prepare_stream`` itself: images/s per core = N / its CPU seconds;
 3. reads the prepared train split back through :class:`~workers.stream.shard_stream.ShardStream`
    (originals included, batches of 512, as a large task is trained, ``--readers`` threads) for
-   ``--read-seconds`` and reports images/s of wall time and per CPU second of the process (the
+   ``--read-images`` after its first batch (epochs repeat on a small split) and reports images/s of wall time and per CPU second of the process (the
    cores a GPU's appetite takes), with the stream's own peak of shards and bytes held.
 
 The GPU's appetite is an estimate, not a measurement: the paper's ResNet-34 at 64 px costs
@@ -108,7 +108,7 @@ def prepare_in_child(data_dir: Path, store_dir: Path, name: str) -> dict:
             "peak_rss_mb": after.ru_maxrss / 1024}  # ru_maxrss: KiB on Linux, the largest child
 
 
-def read_stream(store_dir: Path, name: str, seconds: float, readers: int) -> dict:
+def read_stream(store_dir: Path, name: str, count: int, readers: int) -> dict:
     """Images/s of the streaming train reader (originals included) by wall time and by CPU
     time of all its threads (a core's worth), and what it held."""
     from services.store.objects import LocalObjectStore
@@ -119,8 +119,9 @@ def read_stream(store_dir: Path, name: str, seconds: float, readers: int) -> dic
     index = load_task_index(store, _manifest(name).tasks[0], image_size=SIZE)
     stream = store_stream(store, index, "train", readers=readers, prefetch=max(2, readers))(0)
     batches = stream.batches(BATCH)
+    next(batches)  # the first pool's shards read: start-up, not throughput
     start, cpu, images = time.perf_counter(), time.process_time(), 0
-    while time.perf_counter() - start < seconds:
+    while images < count:
         images += len(next(batches))
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     batches.close()
@@ -139,7 +140,7 @@ def run(n: int, workdir: Path, args: argparse.Namespace) -> dict:
           flush=True)
     prepared = prepare_in_child(data_dir, store_dir, name)
     print(f"[{n}] prepared: {prepared}", flush=True)
-    reading = read_stream(store_dir, name, args.read_seconds, args.readers)
+    reading = read_stream(store_dir, name, args.read_images, args.readers)
     print(f"[{n}] stream: {reading}", flush=True)
     return {"images": n, "parquet_mb": megabytes, "prepare": prepared, "stream": reading,
             "prepare_images_per_s_per_core": n / prepared["prepare_cpu_s"],
@@ -155,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", default="1000000", help="sizes, comma-separated")
     parser.add_argument("--min-side", type=int, default=24)
     parser.add_argument("--max-side", type=int, default=144)
-    parser.add_argument("--read-seconds", type=float, default=10.0)
+    parser.add_argument("--read-images", type=int, default=4 * 4096,
+                        help="images the stream reader is timed over, after its first batch")
     parser.add_argument("--readers", type=int, default=2, help="the stream's reader threads")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
