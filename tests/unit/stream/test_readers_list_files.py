@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.support.source_fixtures.list_files import (
+    write_food101,
+    write_german_tsr,
     write_oxford_iiit_pet,
+    write_tiny_imagenet,
 )
 from tests.support.source_fixtures.read_back import (
     convert_fixture,
@@ -16,6 +19,9 @@ from tests.support.source_fixtures.read_back import (
 
 
 @pytest.mark.parametrize("key, writer, classes", [
+    ("food101", write_food101, 101),
+    ("tiny_imagenet", write_tiny_imagenet, 3),
+    ("german_tsr", write_german_tsr, 43),
     ("oxford_iiit_pet", write_oxford_iiit_pet, 37),
 ])
 def test_list_file_sources(tmp_path, key, writer, classes):

@@ -1,7 +1,8 @@
 """Class names in label order for sources whose files do not carry them (package data).
 
 ``data/class_names.json`` holds, per catalogue key, the list the reference uses: TFDS's
-builders for Oxford Flowers 102 and Oxford-IIIT Pet, dm_nevis's handler for WikiArt styles.
+builders for Oxford Flowers 102 and Oxford-IIIT Pet, dm_nevis's handlers for Food-101 and
+WikiArt styles.
 """
 
 from __future__ import annotations
