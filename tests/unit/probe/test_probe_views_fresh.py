@@ -13,8 +13,8 @@ from workers.learners.augment import AugmentConfig
 from workers.learners.finetune import FtPrevLearner
 from workers.learners.indep import IndepLearner
 from services.store.probes.settings import ProbeSettings
-from workers.probe.runtime.data import PROBE_SPLITS, sample_task
-from workers.probe.runtime.fresh_start import FRESH_STEP, start_losses
+from workers.probe.runtime.data import PROBE_SPLITS, TaskSamples, sample_task
+from workers.probe.runtime.fresh_start import FRESH_STEP, fresh_features, start_losses
 from workers.probe.runtime.measure import TargetFeatures
 from workers.probe.runtime.trial_fits import fit_trial
 from workers.probe.scores.mismatch_cv import soft_mismatch_cv
@@ -139,3 +139,13 @@ def test_the_trial_job_scores_ofm_from_the_fresh_networks_fits() -> None:
                             np.array([f.scores.errors for f in kept]), [0.5, 0.4, 0.3], [1.0, 0.8, 0.6],
                             settings=settings, start_losses=starts[(1, "linear")], start_source="fresh")
     assert result.curves["ofm_start"]["source"] == "fresh" and math.isfinite(result.scores["mofm"])
+
+
+def test_in_process_the_fresh_start_comes_from_the_learners_own_hook_only() -> None:
+    samples = TaskSamples(order=1, kind="single", num_classes=2, probe_images=np.ones((4, 8, 8, 3), np.uint8),
+                          probe_labels=np.arange(4) % 2, lidar_images=np.ones((2, 8, 8, 3), np.uint8), info=None)
+    plain = SimpleNamespace(features=lambda predictor, images, ctx: np.full((len(images), 2), predictor))
+    assert fresh_features(plain, 1.0, [samples], None, seed=0)[0] is None
+    hooked = SimpleNamespace(features=plain.features, fresh_predictor=lambda predictor, *, seed: 7.0)
+    feats, source = fresh_features(hooked, 1.0, [samples], None, seed=0)
+    assert source == "learner.fresh_predictor" and (feats[1].features == 7.0).all()

@@ -4,7 +4,8 @@ Stuhr & Brauer measure the target loss from s_0, the untrained network. A transf
 first checkpoint is the network it transferred, so its curve starts low and OFM's normaliser
 x_0 − min x is small or zero (its infinite special case). At a trial's first checkpoint the
 checkpoint job asks the learner host for a fresh network of the same architecture
-(:mod:`workers.sandbox.fresh`; none where trials start untrained), extracts every target's
+(``workers/sandbox/fresh.py``, which only the host imports: harness code never imports a
+learner; none where trials start untrained), extracts every target's
 features through it, and stores them with the checkpoint's own; the trial job fits the probes
 on them with the rest and scores OFM from their held-out loss.
 """
@@ -19,8 +20,9 @@ import numpy as np
 from workers.probe.runtime.data import TaskSamples
 from workers.probe.runtime.features import extract
 from workers.probe.runtime.measure import TargetFeatures
-from workers.sandbox.fresh import fresh_predictor
+from workers.sandbox.client import SandboxedLearner
 
+FRESH_HOOK = "fresh_predictor"  # the learner hook workers/sandbox/fresh.py calls in the host
 FRESH_STEP = -1  # where the fresh network's fits sit among a trial's steps (never a checkpoint's)
 
 
@@ -29,18 +31,21 @@ def fresh_features(learner: Any, predictor: Any, targets: Sequence[TaskSamples],
     """Every target's features through a fresh network of ``predictor``'s architecture, or
     None where there is none (the learner's first checkpoint already is untrained); and what
     the network was. A sandboxed learner builds it in its host (and lets it go after)."""
-    ask = getattr(learner, "fresh_predictor", None)
-    fresh, source = (ask(predictor, seed=seed, ctx=ctx) if callable(ask)
-                     else fresh_predictor(learner, predictor, seed=seed))
+    hosted = isinstance(learner, SandboxedLearner)
+    if hosted:
+        fresh, source = learner.fresh_predictor(predictor, seed=seed, ctx=ctx)
+    else:  # a learner object in this process (tests, tools): only its own hook
+        hook = getattr(learner, FRESH_HOOK, None)
+        fresh = hook(predictor, seed=seed) if callable(hook) else None
+        source = f"learner.{FRESH_HOOK}" if fresh is not None else "none: no fresh network offered"
     if fresh is None:
         return None, source
     try:
         return {t.order: TargetFeatures(extract(learner, fresh, t.probe_images, ctx), t.probe_labels,
                                         t.num_classes) for t in targets}, source
     finally:
-        release = getattr(learner, "release", None)
-        if callable(ask) and callable(release):
-            release(fresh)
+        if hosted:
+            learner.release(fresh)
 
 
 def start_losses(fits: Sequence[Any]) -> dict[tuple[int, str], np.ndarray]:
@@ -50,4 +55,4 @@ def start_losses(fits: Sequence[Any]) -> dict[tuple[int, str], np.ndarray]:
             for f in fits if f.step == FRESH_STEP}
 
 
-__all__ = ["FRESH_STEP", "fresh_features", "start_losses"]
+__all__ = ["FRESH_HOOK", "FRESH_STEP", "fresh_features", "start_losses"]
