@@ -67,6 +67,24 @@ def write_german_tsr(folder: Path) -> dict[str, tuple[str, str]]:
     return expected
 
 
+def write_wiki_paintings_style(folder: Path) -> dict[str, tuple[str, str]]:
+    """``wikiart.zip`` (``wikiart/<Style>/<file>.jpg``) and ``wikiart_csv.zip`` (the style,
+    genre and artist CSVs, no header line: the first line is dropped as the reference does)."""
+    names = class_names("wiki_paintings_style")
+    train = [("Impressionism/claude-monet_a.jpg", 12), ("Baroque/rembrandt_b.jpg", 4),
+             ("Ukiyo_e/hokusai_c.jpg", 26), ("Baroque/rubens_d.jpg", 4)]
+    val = [("Cubism/picasso_e.jpg", 7), ("Impressionism/degas_f.jpg", 12)]
+    images = {f"wikiart/{n}": image_bytes(36 + i, 24, seed=i, fmt="JPEG")
+              for i, (n, _) in enumerate([*train, *val])}
+    write_zip(folder / "wikiart.zip", images)
+    csv = {f"style_{part}.csv": "".join(f"{n},{c}\n" for n, c in rows).encode()
+           for part, rows in (("train", train), ("val", val))}
+    csv["genre_train.csv"] = b"Baroque/rembrandt_b.jpg,6\n"
+    write_zip(folder / "wikiart_csv.zip", csv)
+    return {**{n: (names[c], "train") for n, c in train[1:]},
+            **{n: (names[c], "test") for n, c in val[1:]}}
+
+
 def write_oxford_iiit_pet(folder: Path) -> dict[str, tuple[str, str]]:
     """``images.tar.gz`` is an uncompressed tar, as the real one; annotations has lists,
     trimaps and xmls."""
@@ -88,4 +106,5 @@ def write_oxford_iiit_pet(folder: Path) -> dict[str, tuple[str, str]]:
             **{n: (names[c - 1], "test") for n, c, _ in test}}
 
 
-__all__ = ["write_food101", "write_german_tsr", "write_oxford_iiit_pet", "write_tiny_imagenet"]
+__all__ = ["write_food101", "write_german_tsr", "write_oxford_iiit_pet", "write_tiny_imagenet",
+           "write_wiki_paintings_style"]

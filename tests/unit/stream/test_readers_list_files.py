@@ -9,6 +9,7 @@ from tests.support.source_fixtures.list_files import (
     write_german_tsr,
     write_oxford_iiit_pet,
     write_tiny_imagenet,
+    write_wiki_paintings_style,
 )
 from tests.support.source_fixtures.read_back import (
     convert_fixture,
@@ -23,6 +24,7 @@ from tests.support.source_fixtures.read_back import (
     ("tiny_imagenet", write_tiny_imagenet, 3),
     ("german_tsr", write_german_tsr, 43),
     ("oxford_iiit_pet", write_oxford_iiit_pet, 37),
+    ("wiki_paintings_style", write_wiki_paintings_style, 27),
 ])
 def test_list_file_sources(tmp_path, key, writer, classes):
     raw, expected = convert_fixture(key, writer, tmp_path)

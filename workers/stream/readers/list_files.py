@@ -9,14 +9,19 @@
   labelled by the last column of ``GT-final_test.csv``.
 - ``oxford_iiit_pet`` (TFDS): ``annotations/{trainval,test}.txt`` lines ``<name> <class>
   <species> <breed id>``; label ``class - 1``, the image ``images/<name>.jpg``.
+- ``wiki_paintings_style`` (dm_nevis): ``style_{train,val}.csv`` against ``wikiart.zip``.
 """
 
 from __future__ import annotations
 
+import io
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import PurePosixPath
+
+import pandas as pd
 
 from services.core.errors import DatasetFormatError
 from workers.stream.formats.parquet_writer import ImageRow
@@ -134,6 +139,34 @@ def read_oxford_iiit_pet(files: SourceFolder) -> ConvertedSource:
                            official_split=True,
                            source_facts={"labels": "annotations/{trainval,test}.txt class - 1"})
 
+
+
+@reader("wiki_paintings_style")
+def read_wiki_paintings_style(files: SourceFolder) -> ConvertedSource:
+    """WikiArt styles (dm_nevis): ``style_{train,val}.csv`` rows ``<Style>/<file>,<class id>``
+    name ``wikiart/<Style>/<file>`` in ``wikiart.zip``; val is the test split. As the
+    reference reads each CSV with pandas' default header, its first line is not an example;
+    an image the zip cannot inflate is skipped, as there. Images keep their size (the
+    reference shrinks them to 256 px at most)."""
+    images, tables = files.path("wikiart.zip"), files.path("wikiart_csv.zip")
+    wanted = ["style_train.csv", "style_val.csv"]
+    train, val = need(collect(tables, lambda n: base_name(n) in wanted), wanted, tables)
+    parts = [(pd.read_csv(io.BytesIO(data)), split) for data, split in ((train, "train"), (val, "test"))]
+
+    def rows() -> Iterator[ImageRow]:
+        with zipfile.ZipFile(images) as archive:
+            for table, split in parts:
+                for name, label in zip(table.iloc[:, 0], table.iloc[:, 1]):
+                    try:
+                        data = archive.read(f"wikiart/{name}")
+                    except (zlib.error, zipfile.BadZipFile):
+                        continue
+                    yield ImageRow(image=data, label=int(label), split=split)
+
+    return ConvertedSource(rows=rows(), class_names=class_names("wiki_paintings_style"),
+                           official_split=True, source_facts={
+                               "labels": "style_{train,val}.csv class ids; each CSV's first line "
+                                         "read as a header, as the reference"})
 
 
 __all__: list[str] = []
