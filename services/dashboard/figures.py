@@ -43,6 +43,19 @@ def pareto(points: Sequence[FrontPoint], *, title: str) -> dict[str, Any]:
     return _json(figure)
 
 
+def profiles(taus: Sequence[float], curves: Sequence[tuple[str, Sequence[float]]], *, title: str,
+             axis: str) -> dict[str, Any]:
+    """Performance profiles: for each labelled submission, the fraction of tasks within a
+    factor tau of the best, as a step curve over tau."""
+    figure = go.Figure()
+    for label, curve in curves:
+        figure.add_trace(go.Scatter(x=list(taus), y=list(curve), mode="lines", name=label,
+                                    line={"shape": "hv"},
+                                    hovertemplate=f"{label}<br>tau %{{x:.2f}}<br>%{{y:.0%}} of tasks<extra></extra>"))
+    figure.update_layout(title=title, xaxis={"title": axis}, yaxis={"title": "fraction of tasks", "range": [0, 1.02]})
+    return _json(figure)
+
+
 def task_errors(orders: Sequence[int], errors: Sequence[float | None], flops: Sequence[float],
                 *, labels: Sequence[str]) -> dict[str, Any]:
     """Per-task error (bars) and cumulative cFLOP (line, right axis)."""

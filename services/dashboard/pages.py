@@ -50,6 +50,7 @@ from services.dashboard.views import (
     to_csv,
 )
 from services.store.runs.leaderboard import RANKED_PHASE, SORT_KEYS, front_points, leaderboard
+from services.store.runs.profiles import performance_profiles
 from services.store.runs.visibility import ANONYMOUS, Viewer, check_readable
 from services.store.probes.report import load_probe_report
 
@@ -76,7 +77,7 @@ templates.env.filters["secs"] = cpu_seconds_text
 templates.env.filters["when"] = lambda v: "–" if v is None else v.strftime("%Y-%m-%d %H:%M")
 router = APIRouter(include_in_schema=False)
 
-Sort = Annotated[Literal["rank", "E", "cflop", "date", "learner", "tasks"], Query()]
+Sort = Annotated[Literal["rank", "E", "cflop", "cflop_paper", "date", "learner", "tasks"], Query()]
 Text = Annotated[str | None, Query(max_length=100)]
 Since = Annotated[date | None, Query(description="Only submissions created on or after this day (UTC).")]
 
@@ -227,6 +228,31 @@ def probes_json(session: SessionDep, viewer: Reader, submission_id: DbId) -> Res
     except NevisError as exc:
         return JSONResponse({"detail": str(exc)}, status_code=404)
     return Response(json.dumps(report.to_dict(), allow_nan=False), media_type="application/json")
+
+
+PROFILE_CURVES = 12  # curves drawn: the best submissions by score (the table lists them all)
+
+
+@router.get("/profiles", response_class=HTMLResponse)
+async def profiles_page(request: Request, viewer: Reader, stream: Text = None, version: Text = None) -> HTMLResponse:
+    def render(session: Session) -> tuple[int, str]:
+        known, name, ver = resolve_stream(session, stream, version, viewer)
+        if name is None or ver is None or (name, ver) not in known:
+            return 200, _render("profiles.html", title="Performance profiles", stream=name, version=ver,
+                                found=None, figures={})
+        found = performance_profiles(session, stream=name, version=ver, viewer=viewer)
+        top = found.rows[:PROFILE_CURVES]
+        drawn = {"error": figures.profiles(found.taus, [(f"#{r.submission_id} {r.learner}", r.error_curve) for r in top],
+                                           title="Error within tau x the best", axis="tau (error / best error)")}
+        if found.reference is not None:
+            by_cflop = sorted(found.rows, key=lambda r: -(r.cflop_score or 0.0))[:PROFILE_CURVES]
+            drawn["cflop"] = figures.profiles(
+                found.taus, [(f"#{r.submission_id} {r.learner}", r.cflop_curve or []) for r in by_cflop],
+                title="cFLOP to reach Indep's error, within tau x the least", axis="tau (cFLOP / least cFLOP)")
+        return 200, _render("profiles.html", title="Performance profiles", stream=name, version=ver,
+                            found=found, figures=drawn)
+
+    return await _cached_page(request, ("profiles-page", stream, version), viewer, render)
 
 
 @router.get("/compare", response_class=HTMLResponse)

@@ -211,6 +211,21 @@ def test_compare_and_keyboard_navigation(browser, server, runs):
     assert [e for e in errors if "999999" not in e] == [] and foreign == []  # the 404 itself is logged
 
 
+def test_the_profiles_page_is_one_click_from_the_leaderboard(browser, server, runs):
+    _, _, ids = runs
+    _open(browser, server + "/")
+    browser.find_element(By.ID, "profiles-link").click()
+    WebDriverWait(browser, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-drawn]")) >= 1)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#profiles tbody tr")
+    assert sorted(int(r.get_attribute("data-submission")) for r in rows) == sorted(ids)
+    names = browser.execute_script("return document.getElementById('profile-error').data.map(t => t.name)")
+    assert len(names) == len(ids) and all(name.startswith("#") for name in names)
+    scores = [float(r.find_elements(By.TAG_NAME, "td")[1].text) for r in rows]
+    assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)
+    errors, foreign = _problems(browser, server)
+    assert errors == [] and foreign == []
+
+
 def _version(session, submission_id: int) -> str:
     from services.store.db.models import Submission
 

@@ -64,3 +64,19 @@ def test_profiles_match_a_direct_computation_and_the_api_serves_them(seed_board)
     assert max(by_error.values()) > min(by_error.values())  # the check could fail
     assert missing["profiles"] is None or missing["profiles"]["rows"] == []
     assert bad.status_code == 422
+
+
+def test_the_profiles_page_lists_every_score_and_draws_both_profiles(seed_board):
+    settings, _, stream = seed_board(submissions=6, tasks=10, seed=2)
+    with TestClient(create_server_app(settings)) as client:
+        board = client.get("/").text
+        page = client.get("/profiles")
+        api = client.get("/v1/leaderboard/profiles").json()["profiles"]
+        sorted_by_paper = client.get("/", params={"sort": "cflop_paper"})
+    assert 'id="profiles-link"' in board and page.status_code == 200
+    html = page.text
+    assert 'id="profile-error"' in html and 'id="profile-cflop"' in html
+    for row in api["rows"]:
+        assert f'data-submission="{row["submission_id"]}"' in html
+        assert f'{row["error_score"]:.3f}' in html
+    assert sorted_by_paper.status_code == 200  # the page's cFLOP (paper) header sorts
