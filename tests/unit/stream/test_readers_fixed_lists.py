@@ -1,0 +1,34 @@
+"""Readers of the Magellan volcanoes, butterflies, PPMI and MIT indoor scenes on tiny fixtures
+in their exact layouts: rows, classes and the source's own splits, read back through
+``nevis:<key>``; every FULL task of the source can split the rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.support.source_fixtures import fixed_lists as fixtures
+from tests.support.source_fixtures.converted import convert_and_load, image, split_of
+from workers.stream.manifest_files import load_stream
+from workers.stream.splits import assign_splits
+
+WRITERS: dict[str, Callable[[Path], list[tuple[str, str | None]]]] = {
+    "magellan_venus_volcanoes": fixtures.write_magellan_venus_volcanoes, "butterflies": fixtures.write_butterflies,
+    "ppmi": fixtures.write_ppmi, "mit_scenes": fixtures.write_mit_scenes,
+}
+
+
+@pytest.mark.parametrize("key", sorted(WRITERS))
+def test_rows_keep_their_class_and_the_sources_split(tmp_path: Path, key: str) -> None:
+    expected = WRITERS[key](tmp_path / "data")
+    raw = convert_and_load(key, tmp_path)
+    assert [(raw.class_names[v], s) for v, s in zip(raw.labels, split_of(raw), strict=True)] == expected
+    for task in load_stream("nevis22-full").tasks:
+        if task.dataset == f"nevis:{key}":
+            assignment = assign_splits(raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes)
+            assert sum(len(r) for r in assignment.rows.values()) == raw.num_examples
+    if key == "magellan_venus_volcanoes":  # the raw 1024 x 1024 square, as the .sdt holds it
+        assert image(raw, 2).shape == (1024, 1024, 1) and (image(raw, 2) == 3).all()
+
