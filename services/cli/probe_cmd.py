@@ -248,12 +248,14 @@ def show_probe_report(run_id: int, *, settings_hash: str | None = None,
     for m in report.mismatch:
         if m.best_trial:
             sc = m.scores
-            mism.add_row(str(m.task_order), str(m.target_order), m.probe_kind,
+            fresh = "†" if (m.curves or {}).get("ofm_start") else ""
+            mism.add_row(str(m.task_order), str(m.target_order), m.probe_kind + fresh,
                          f"{m.conv_step}{'' if m.converged else '*'}",
                          *(_num(sc[k], 1) for k in ("mm3", "msm3", "csm3", "msm3max", "mofm", "cofm", "mofm_max")))
     console.print(mism)
     console.print("  c: convergence step (* patience never ran out: the last checkpoint); "
-                  "values in percent, lower is better; MM3 on the task's own target only", style="dim")
+                  "values in percent, lower is better; MM3 on the task's own target only; † OFM from a "
+                  "fresh network of the architecture (the first checkpoint was transferred)", style="dim")
     _show_lidar_sweep(report)
     corr = Table("scope", "task", "proxy", "Spearman ρ", "Kendall τ-b", "points",
                  title="LiDAR / RankMe vs linear-probe accuracy", box=box.SIMPLE_HEAD)

@@ -97,3 +97,11 @@ def test_mm3_is_stored_for_the_current_target_only() -> None:
     scores, spreads, curves = current_only_mm3(result, current=False)
     assert scores["mm3"] is None and "mm3" not in spreads and curves["m3"] is None
     assert scores["mofm"] == result.scores["mofm"]  # the other scores are the target's own
+
+
+def test_nevis_probe_run_preset_publish_selects_the_papers_scale() -> None:
+    from services.cli.probe_cmd import build_settings  # noqa: PLC0415
+
+    assert build_settings("publish", lidar_n=None, lidar_delta_mode=None) == ProbeSettings.publish()
+    assert build_settings("standard", lidar_delta_mode="absolute").lidar_delta_mode == "absolute"
+    assert build_settings("standard", all_trials=True).other_trials is None
