@@ -18,7 +18,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from services.cli.client import FINISHED, ApiProblem, Learner, NevisClient, PackedLearner
+from services.cli.client import ApiProblem, Learner, NevisClient, PackedLearner
 from services.cli.client.credentials import Credentials, normalise_url, save_credentials
 from services.cli.console import make_console
 
@@ -60,7 +60,7 @@ def submit(
     """Check, pack and register a learner (re-using an identical one), submit it, and follow the run."""
     from services.cli.check_cmd import check_folder  # noqa: PLC0415
     from services.cli.client.bundle import pack_learner  # noqa: PLC0415
-    from services.cli.remote_follow import follow  # noqa: PLC0415
+    from services.cli.remote_follow import detached, follow  # noqa: PLC0415
 
     from services.coordinator.common.validation import check_entrypoint, check_name, check_resources  # noqa: PLC0415
 
@@ -85,14 +85,16 @@ def submit(
         budget = {k: v for k, v in (("trials", trials), ("steps", steps)) if v is not None}
         doc = client.submit(learner_id=learner.id, stream=stream, phase=phase, budget=budget,
                             private=private, pinned=pin)
-        console.print(f"Submission {doc['id']}: {learner.name} on {doc['stream']['name']} {doc['stream']['version']} "
-                      f"({doc['phase']}), {doc['status']}.")
-        if detach:
+        try:  # from here on, Ctrl-C detaches: the submission is queued whatever happens here
+            console.print(f"Submission {doc['id']}: {learner.name} on {doc['stream']['name']} "
+                          f"{doc['stream']['version']} ({doc['phase']}), {doc['status']}.")
+            final = None if detach else follow(client, doc["id"], console=console)
+        except KeyboardInterrupt:
+            final = detached(doc["id"], console)
+        if final is None:
             return
-        doc = follow(client, doc["id"], console=console)
-        if doc["status"] in FINISHED:
-            show_submission(doc)
-        if doc["status"] == "failed":
+        show_submission(final)
+        if final["status"] == "failed":
             raise typer.Exit(1)
 
 

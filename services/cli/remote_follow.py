@@ -57,25 +57,27 @@ class Follower:
         self.trials[seen.order] = (max(done, before_done), max(failed, before_failed))
 
 
-def follow(client: NevisClient, submission_id: int, *, console: Console, poll_s: float = POLL_S) -> dict[str, Any]:
-    """Poll the submission until it is finished (or Ctrl-C); returns its last document."""
+def follow(client: NevisClient, submission_id: int, *, console: Console, poll_s: float = POLL_S) -> dict[str, Any] | None:
+    """Poll the submission until it is finished; returns its last document, or ``None`` after
+    Ctrl-C (which detaches: the run goes on)."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    doc = client.submission(submission_id)
-    with Progress(*columns, console=console) as progress:
-        follower = Follower(TaskBars(progress))
-        try:
+    try:
+        with Progress(*columns, console=console) as progress:
+            follower = Follower(TaskBars(progress))
             while True:
+                doc = client.submission(submission_id)
                 follower.update(doc)
                 if doc["status"] in FINISHED:
-                    break
+                    return doc
                 time.sleep(poll_s)
-                doc = client.submission(submission_id)
-        except KeyboardInterrupt:
-            progress.stop()
-            console.print(f"[yellow]Detached.[/] Submission {submission_id} goes on: "
-                          f"`nevis status {submission_id}` shows it, `nevis cancel {submission_id}` stops it.")
-            return doc
-    return doc
+    except KeyboardInterrupt:
+        detached(submission_id, console)
+        return None
 
 
-__all__ = ["POLL_S", "Follower", "follow"]
+def detached(submission_id: int, console: Console) -> None:
+    console.print(f"[yellow]Detached.[/] Submission {submission_id} goes on: "
+                  f"`nevis status {submission_id}` shows it, `nevis cancel {submission_id}` stops it.")
+
+
+__all__ = ["POLL_S", "Follower", "detached", "follow"]

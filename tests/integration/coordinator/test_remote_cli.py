@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import stat
 import subprocess
 from pathlib import Path
@@ -114,3 +115,28 @@ def test_submit_checks_the_learner_first(live_server: int, shared_api, learner_f
     assert result.exit_code == 1 and "fix (load)" in result.output and "Nothing was submitted" in result.output
     with NevisClient(f"http://127.0.0.1:{live_server}", shared_api.tokens.bob) as client:
         assert client.submissions()["total"] == 0 and not list(client.learners())
+
+
+def test_ctrl_c_detaches_and_the_submission_goes_on(live_server: int, shared_api, kit, learner_folder: Path,
+                                                     tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{live_server}"
+    env = {**os.environ, "NEVIS_URL": url, "NEVIS_TOKEN": shared_api.tokens.admin, "PYTHONUNBUFFERED": "1",
+           "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    proc = subprocess.Popen([str(kit.nevis), "submit", str(learner_folder), "--entrypoint", "my_learner:make",
+                             "--stream", "tiny2", "--phase", "meta_train", "--no-check"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in proc.stdout:  # the server has no scheduler: the run stays queued, followed
+            lines.append(line)
+            if line.startswith("Submission "):
+                break
+        sub_id = int(re.search(r"Submission (\d+):", lines[-1])[1])
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, "".join(lines) + rest
+    assert f"Detached. Submission {sub_id} goes on" in rest and "Traceback" not in rest
+    with NevisClient(url, shared_api.tokens.admin) as client:
+        assert client.submission(sub_id)["status"] == "queued"
