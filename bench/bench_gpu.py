@@ -60,15 +60,17 @@ BF16_DENSE_TFLOPS = {  # vendor data sheets, dense (no sparsity); first name con
 }
 
 
+def peak_for(name: str) -> float | None:
+    """The dense bf16 peak (TFLOP/s) of a device called ``name``; ``None`` when not in the table."""
+    return next((peak for key, peak in BF16_DENSE_TFLOPS.items() if key in name), None)
+
+
 def bf16_peak(device: str) -> tuple[str, float | None]:
     """(device name, dense bf16 peak in TFLOP/s or ``None`` when unknown)."""
     if not device.startswith("cuda"):
         return "cpu", None
     name = torch.cuda.get_device_name(torch.device(device))
-    for key, peak in BF16_DENSE_TFLOPS.items():
-        if key in name:
-            return name, peak
-    return name, None
+    return name, peak_for(name)
 
 
 def synchronise(device: str) -> None:

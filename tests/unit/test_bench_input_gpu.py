@@ -4,6 +4,7 @@ Each runs as a script, the way it is documented, in a subprocess with one intra-
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -44,3 +45,16 @@ def test_bench_input_prints_each_ways_rate(tmp_path):
         assert fig[f"{way}_per_core"] > 0 and fig[f"{way}_wall"] > 0
         assert way in text
     assert fig["size"] == 64 and fig["canvas"] == 96 and fig["batched_over_per_image"] > 0
+
+
+def test_bench_gpu_knows_the_bf16_peaks_of_common_devices_and_says_when_it_does_not():
+    sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "bench_gpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_gpu", bench)  # its dataclasses look their module up
+    spec.loader.exec_module(bench)
+    assert bench.peak_for("NVIDIA H200") == bench.peak_for("NVIDIA H100 80GB HBM3") == 989.0
+    assert bench.peak_for("NVIDIA H100 PCIe") == 756.0
+    assert bench.peak_for("NVIDIA A100-SXM4-80GB") == 312.0
+    assert bench.peak_for("NVIDIA L40S") == 362.0 and bench.peak_for("NVIDIA L4") == 121.0
+    assert bench.peak_for("Tesla T4") is None and bench.peak_for("cpu") is None
