@@ -67,7 +67,8 @@ class TrainBatches:
         crops: draws the crops and flips (``generator`` itself for a one-worker trial).
         device: where batches are made and returned.
         rank, world_size: this worker's share of each batch (rows ``rank::world_size``).
-        prefetch: prepare the next batch in a background thread on CUDA (ignored on CPUs).
+        prefetch: prepare the next batch in a background thread on CUDA (on CPUs only with
+            ``prefetch_on_cpu``, where it competes with the step for the cores).
         resident: ``None``: keep the source on CUDA devices when it fits; ``False``: stream.
         channels_last: batches in channels-last memory; ``None``: on CUDA only (as
             :class:`~workers.learners.acceleration.Acceleration`'s default for the network).
@@ -77,7 +78,7 @@ class TrainBatches:
                  batch: int, generator: torch.Generator, crops: torch.Generator,
                  device: str | torch.device = "cpu", rank: int = 0, world_size: int = 1,
                  prefetch: bool = True, resident: bool | None = None,
-                 channels_last: bool | None = None) -> None:
+                 channels_last: bool | None = None, prefetch_on_cpu: bool = False) -> None:
         self.cfg, self.device = cfg, torch.device(device)
         self.rank, self.world_size = rank, world_size
         self.labels, self.crops = labels, crops
@@ -90,7 +91,7 @@ class TrainBatches:
         cuda = self.device.type == "cuda"
         self.channels_last = cuda if channels_last is None else channels_last
         self.source = self._resident() if cuda and resident is not False else None
-        self.prefetch = cuda and prefetch and self.source is None
+        self.prefetch = prefetch and self.source is None and (cuda or prefetch_on_cpu)
         self.times = InputTimes()
 
     def _resident(self) -> torch.Tensor | None:

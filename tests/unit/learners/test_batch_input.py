@@ -74,8 +74,9 @@ def test_a_flip_mirrors_the_same_window_and_padding_is_never_read():
     assert torch.equal(crop_flip(painted, theta, cfg, valid), plain)
 
 
+@pytest.mark.parametrize("prefetch", [False, True])
 @pytest.mark.parametrize("world_size", [1, 2])
-def test_the_batch_stream_replays_the_training_loops_draws(world_size):
+def test_the_batch_stream_replays_the_training_loops_draws(world_size, prefetch):
     """Batches (order, crops, flips, labels) as the loop the stream replaced made them."""
     src = originals(n=40, seed=3)
     data = LabelledData(np.zeros((40, 32, 32, 3), np.uint8), np.arange(40) % 7, src)
@@ -85,7 +86,8 @@ def test_the_batch_stream_replays_the_training_loops_draws(world_size):
         gen = torch.Generator().manual_seed(11)
         crops = gen if world_size == 1 else torch.Generator().manual_seed(100 + rank)
         stream = TrainBatches(data, labels, cfg, steps=steps, batch=batch, generator=gen, crops=crops,
-                              rank=rank, world_size=world_size)
+                              rank=rank, world_size=world_size, prefetch_on_cpu=prefetch)
+        assert stream.prefetch is prefetch  # the background thread draws one step ahead
         got = list(stream)
         gen = torch.Generator().manual_seed(11)
         crops = gen if world_size == 1 else torch.Generator().manual_seed(100 + rank)
