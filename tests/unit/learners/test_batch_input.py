@@ -15,12 +15,15 @@ from torch import nn
 from workers.learners.acceleration import Acceleration, autocast, prepare, uncompile
 from workers.learners.augment import AugmentConfig, crop_params, train_transform
 from workers.learners.batch_crop import crop_flip, train_batch
+from workers.learners.indep import IndepLearner
 from workers.learners.input_pipeline import TrainBatches
 from workers.learners.models import Classifier, SmallCNN
 from workers.learners.protocol import LabelledData
 from workers.stream.task_info import Originals
 from workers.learners.training import epoch_batches
 from workers.sandbox.flops import FlopMeter
+
+from .conftest import RecordingContext, make_view
 
 TOLERANCE = 1e-4  # float rounding of the same bilinear arithmetic, on a [-1, 1] scale
 
@@ -143,6 +146,17 @@ def test_channels_last_and_bf16_autocast_leave_the_flop_count_unchanged():
     plain = _step_flops(SmallCNN(10), Acceleration(channels_last=False, autocast=False))
     fast = _step_flops(SmallCNN(10), Acceleration(channels_last=True, autocast=True))
     assert plain == fast and plain[0] > 0 and plain[1] > 0 and plain[2] > 0
+
+
+def test_a_trial_is_charged_the_same_flops_with_channels_last_and_autocast(digits):
+    """Through the learner's own loop (batched input, tracked network, dev pass at the end)."""
+    view = make_view(digits.info, digits.train, digits.test)
+    counts = []
+    for accel in (Acceleration(channels_last=False, autocast=False), Acceleration(channels_last=True, autocast=True)):
+        ctx = RecordingContext(seed=0, steps=3)
+        IndepLearner("small_cnn", acceleration=accel).train(view, None, {"learning_rate": 0.05}, ctx)
+        counts.append((ctx.meter.measured, ctx.meter.no_grad))
+    assert counts[0] == counts[1] and counts[0][0] > 0
 
 
 def test_the_defaults_are_on_for_cuda_only():
