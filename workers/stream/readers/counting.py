@@ -1,6 +1,7 @@
 """Crowd and vehicle counting sources, turned into classification as the reference does: each
 image's count is put in one of 10 buckets of contiguous counts holding about equally many
-images (:func:`count_buckets`), and the bucket is the class (named ``<low>-<high>``).
+images (:func:`count_buckets`), and the bucket is the class, named by its counts
+(``<low>-<high>``, the last ``<low>+``; the reference's names are off by one at the edges).
 
 - ``trancos``: ``TRANCOS_v3.tar.gz``; ``TRANCOS_v3/images/<name>.jpg`` with one line per
   vehicle in ``<name>.txt``; ``image_sets/{training,validation,test}.txt`` are the official
@@ -47,15 +48,15 @@ def count_buckets(counts: Iterable[int], cap: int, buckets: int = BUCKETS) -> tu
             raise ValueError(f"counts too concentrated for {buckets} equal-frequency buckets")
         ends.append(int(below[-1]))
     ends.append(cap)
-    label_of, names, label, start = [], [], 0, 0
+    label_of, label = [], 0
     for count in range(cap):
         if count > ends[label]:
-            names.append(f"{start}-{count}")
-            label, start = label + 1, count + 1
+            label += 1
         label_of.append(label)
-    names.append(f"{start}-{cap}")
-    if len(names) != buckets:
-        raise ValueError(f"counts fill {len(names)} buckets, not {buckets}")
+    if label != buckets - 1:
+        raise ValueError(f"counts fill {label + 1} buckets, not {buckets}")
+    lows = [label_of.index(k) for k in range(buckets)]
+    names = [f"{low}-{high - 1}" for low, high in zip(lows, lows[1:], strict=False)] + [f"{lows[-1]}+"]
     return label_of, names
 
 
