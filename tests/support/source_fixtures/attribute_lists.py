@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
-from tests.support.source_fixtures.tiny_archives import image_bytes, write_zip
+import numpy as np
+from scipy.io import savemat
+
+from tests.support.source_fixtures.tiny_archives import image_bytes, write_tar, write_zip
 
 CELEB_ATTRIBUTES = ("5_o_Clock_Shadow", "Arched_Eyebrows", "Attractive", "Young")
 
@@ -71,4 +75,35 @@ def write_nih_chest_xray(folder: Path) -> dict[str, tuple[list[str], str]]:
     return {n: (sorted(f.split("|")), "train" if n in train else "test") for n, f in entries.items()}
 
 
-__all__ = ["CELEB_ATTRIBUTES", "write_awa2", "write_celeb_a", "write_nih_chest_xray"]
+SUN_ATTRIBUTES = ("sailing/ boating", "driving", "biking")
+
+
+def _mat(variables: dict) -> bytes:
+    buffer = io.BytesIO()
+    savemat(buffer, variables)
+    return buffer.getvalue()
+
+
+def _cells(values) -> np.ndarray:
+    cells = np.empty((len(values), 1), dtype=object)
+    cells[:, 0] = list(values)
+    return cells
+
+
+def write_sun_attributes(folder: Path) -> dict[str, tuple[list[str], None]]:
+    images = ["a/abbey/sun_aaa.jpg", "a/abbey/sun_aab.jpg", "b/bakery/shop/sun_aac.jpg"]
+    votes = np.array([[0.0, 0.33, 0.0], [0.66, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    write_tar(folder / "SUNAttributeDB.tar.gz", {
+        "SUNAttributeDB/images.mat": _mat({"images": _cells(images)}),
+        "SUNAttributeDB/attributeLabels_continuous.mat": _mat({"labels_cv": votes}),
+        "SUNAttributeDB/attributes.mat": _mat({"attributes": _cells(SUN_ATTRIBUTES)}),
+        "SUNAttributeDB/README.txt": b"SUN attributes"}, compression="gz")
+    write_tar(folder / "SUNAttributeDB_Images.tar.gz", {
+        **{f"images/{n}": image_bytes(26 + i, 20, seed=i, fmt="JPEG") for i, n in enumerate(images)},
+        "images/z/zoo/sun_zzz.jpg": image_bytes(9, 9, fmt="JPEG")}, compression="gz")
+    return {n: (sorted(a for a, v in zip(SUN_ATTRIBUTES, row) if v), None)
+            for n, row in zip(images, votes)}
+
+
+__all__ = ["CELEB_ATTRIBUTES", "write_awa2", "write_celeb_a", "write_nih_chest_xray",
+           "write_sun_attributes"]

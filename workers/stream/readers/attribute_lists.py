@@ -9,19 +9,24 @@
   keep their size (the reference shrinks them to 256 px at most).
 - ``nih_chest_xray`` (dm_nevis): ``Data_Entry_2017.csv``'s findings (``|``-separated) of the
   PNGs listed in ``train_val_list.txt`` (train) and ``test_list.txt`` (test).
+- ``sun_attributes`` (dm_nevis): votes of ``attributeLabels_continuous.mat`` per image.
 """
 
 from __future__ import annotations
 
+import io
 import re
 import zipfile
 from collections.abc import Iterator
 
+import numpy as np
+
 from services.core.errors import DatasetFormatError
 from workers.stream.formats.parquet_writer import ImageRow
 from workers.stream.readers.base import ConvertedSource, SourceFolder, reader
+from workers.stream.readers.fine_grained import load_mat, mat_strings
 from workers.stream.readers.layouts import is_junk, iter_members
-from workers.stream.readers.member_scan import base_name, clean_name, text_lines
+from workers.stream.readers.member_scan import base_name, clean_name, collect, need, text_lines
 
 _PARTITION = {"0": "train", "1": "val", "2": "test"}
 
@@ -127,6 +132,34 @@ def read_nih_chest_xray(files: SourceFolder) -> ConvertedSource:
     return ConvertedSource(rows=rows(), class_names=NIH_FINDINGS, kind="multi",
                            official_split=True,
                            source_facts={"labels": "Data_Entry_2017.csv Finding Labels"})
+
+
+_SUN = "SUNAttributeDB/"
+
+
+@reader("sun_attributes")
+def read_sun_attributes(files: SourceFolder) -> ConvertedSource:
+    """SUN attributes (dm_nevis): ``images.mat`` names ``images/<path>`` in the images tar;
+    every attribute of ``attributeLabels_continuous.mat`` ``labels_cv`` with a non-zero vote
+    is positive; names from ``attributes.mat``. No official split."""
+    tables = files.path("SUNAttributeDB.tar.gz")
+    wanted = [_SUN + n for n in ("images.mat", "attributeLabels_continuous.mat", "attributes.mat")]
+    found = need(collect(tables, lambda n: n in wanted, want=3), wanted, tables)
+    names_mat, votes_mat, attributes_mat = (load_mat(io.BytesIO(d)) for d in found)  # type: ignore[arg-type]
+    names = mat_strings(names_mat["images"])
+    votes = np.atleast_2d(votes_mat["labels_cv"])
+    if len(names) != len(votes):
+        raise DatasetFormatError(f"{tables.name}: {len(names)} images but {len(votes)} label rows.")
+    labels = {f"images/{n}": np.flatnonzero(v).tolist() for n, v in zip(names, votes)}
+    classes = mat_strings(attributes_mat["attributes"])
+    images = files.path("SUNAttributeDB_Images.tar.gz")
+
+    def rows() -> Iterator[ImageRow]:
+        for member in iter_members(images, lambda n: clean_name(n) in labels):
+            yield ImageRow(image=member.data, label=labels[clean_name(member.name)])
+
+    return ConvertedSource(rows=rows(), class_names=classes, kind="multi",
+                           source_facts={"labels": "labels_cv > 0 (any vote)"})
 
 
 __all__ = ["NIH_FINDINGS"]
