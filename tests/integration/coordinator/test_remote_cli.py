@@ -124,7 +124,9 @@ def test_ctrl_c_detaches_and_the_submission_goes_on(live_server: int, shared_api
            "XDG_CONFIG_HOME": str(tmp_path / "config")}
     proc = subprocess.Popen([str(kit.nevis), "submit", str(learner_folder), "--entrypoint", "my_learner:make",
                              "--stream", "tiny2", "--phase", "meta_train", "--no-check"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            # a test runner started in the background ignores SIGINT, and its children inherit that
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     try:
         for line in proc.stdout:  # the server has no scheduler: the run stays queued, followed
