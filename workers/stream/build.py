@@ -39,7 +39,13 @@ from workers.stream.images import (
     stored_forms,
 )
 from workers.stream.manifest import SPLITS, TaskSpec
-from workers.stream.shards import DatasetIndex, ShardInfo, dataset_prefix, encode_shard, sha256_hex
+from workers.stream.shards import (
+    DatasetIndex,
+    ShardInfo,
+    dataset_prefix,
+    encode_shard,
+    sha256_hex,
+)
 from workers.stream.split_rule import split_rule_key
 from workers.stream.splits import SplitAssignment, assign_splits
 from workers.stream.task_info import Originals

@@ -18,7 +18,12 @@ from workers.stream.adapters import AdapterContext, get_adapter, split_key
 from workers.stream.build import build_dataset
 from workers.stream.dedup import dedup_splits
 from workers.stream.formats.parquet_writer import ImageRow, write_parquet_dataset
-from workers.stream.images import ORIGINALS_METHOD, RESIZE_METHOD, source_shape_summary, stored_forms
+from workers.stream.images import (
+    ORIGINALS_METHOD,
+    RESIZE_METHOD,
+    source_shape_summary,
+    stored_forms,
+)
 from workers.stream.manifest import SplitRule
 from workers.stream.manifest_files import load_stream
 from workers.stream.prepare import dataset_rules
