@@ -44,4 +44,4 @@ def read_fashion_mnist(files: SourceFolder) -> ConvertedSource:
     return _idx_source(files, FASHION)
 
 
-__all__ = ["DIGITS", "FASHION", "idx_rows", "read_fashion_mnist", "read_mnist"]
+__all__ = ["DIGITS", "FASHION", "PARTS", "idx_rows", "read_fashion_mnist", "read_mnist"]
