@@ -110,4 +110,4 @@ def _finite(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-__all__ = ["compare", "pareto", "probe_curves", "regret", "slices", "task_errors"]
+__all__ = ["compare", "pareto", "probe_curves", "profiles", "regret", "slices", "task_errors"]
