@@ -96,13 +96,13 @@ def write_streaming(
     if max_per_shard < 1 or chunk_rows < 1:
         raise ValueError("The 'max_per_shard' and 'chunk_rows' parameters of write_streaming "
                          f"must be ints in [1, inf). Got {max_per_shard}, {chunk_rows} instead.")
-    first = FirstCopies()
+    first, step = FirstCopies(), min(chunk_rows, max_per_shard)
     shards: dict[str, tuple[ShardInfo, ...]] = {}
     for split in KEEP_ORDER:
         writer = _ShardWriter(store, draft, split, raw.labels, max_per_shard)
         rows = np.sort(np.asarray(assignment.rows[split], dtype=np.int64))
-        for start in range(0, len(rows), min(chunk_rows, max_per_shard)):
-            part = rows[start : start + min(chunk_rows, max_per_shard)]
+        for start in range(0, len(rows), step):
+            part = rows[start : start + step]
             squares, originals = stored_forms(_take(raw.images, part), draft.image_size,
                                               draft.stored_side, draft.stored_shape)
             for j, row in enumerate(part.tolist()):
