@@ -15,10 +15,11 @@ def libsvm_line(label: int, values: np.ndarray) -> str:
     return f"{label} " + " ".join(f"{i + 1}:{v:.6f}" for i, v in enumerate(values)) + " \n"
 
 
-def write_usps(data_dir: Path) -> dict[str, list[tuple[int, np.ndarray]]]:
-    """usps.bz2 (3 rows) and usps.t.bz2 (2 rows); returns (label 1..10, values) per part."""
+def write_usps(data_dir: Path, repeat: int = 1) -> dict[str, list[tuple[int, np.ndarray]]]:
+    """usps.bz2 (3 rows) and usps.t.bz2 (2 rows), each ``repeat`` times over; returns
+    (label 1..10, values) per part."""
     rng = np.random.default_rng(0)
-    parts = {"usps.bz2": [1, 10, 5], "usps.t.bz2": [2, 3]}
+    parts = {"usps.bz2": [1, 10, 5] * repeat, "usps.t.bz2": [2, 3] * repeat}
     out = {}
     for name, labels in parts.items():
         rows = [(label, rng.uniform(-1, 1, 256)) for label in labels]
