@@ -12,7 +12,8 @@ so a later member of the same file name wins, and it reads only names ending in 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from services.core.errors import DatasetFormatError
 from workers.stream.formats.parquet_writer import ImageRow
@@ -38,16 +39,23 @@ def mssim_buckets(values: dict[str, float]) -> tuple[dict[str, int], list[str]]:
     return labels, [f"MSSIM {b[0]:.4f}-{b[-1]:.4f}" for b in buckets]
 
 
-def _read_tid(files: SourceFolder, year: int) -> ConvertedSource:
-    import rarfile  # noqa: PLC0415 (only the TID sources are RAR archives)
+def flat_members(path: Path) -> tuple[Any, dict[str, Any]]:
+    """(the opened RAR archive, file name -> member) as ``unrar e`` leaves them: paths dropped,
+    a later member of the same name replacing an earlier one."""
+    import rarfile  # noqa: PLC0415 (only the RAR sources pay for rarfile)
 
-    types, levels, value_file = YEARS[year]
-    path = files.path(f"tid{year}.rar")
     archive = rarfile.RarFile(path)
-    last: dict[str, rarfile.RarInfo] = {}
+    last: dict[str, Any] = {}
     for info in archive.infolist():
         if not info.is_dir():
             last[PurePosixPath(info.filename.replace("\\", "/")).name] = info
+    return archive, last
+
+
+def _read_tid(files: SourceFolder, year: int) -> ConvertedSource:
+    types, levels, value_file = YEARS[year]
+    path = files.path(f"tid{year}.rar")
+    archive, last = flat_members(path)
     if value_file not in last:
         raise DatasetFormatError(f"{path.name} has no {value_file}.")
     lines = iter(archive.read(last[value_file]).decode("ascii", errors="replace").splitlines())
@@ -78,4 +86,4 @@ def read_tid2013(files: SourceFolder) -> ConvertedSource:
     return _read_tid(files, 2013)
 
 
-__all__ = ["BUCKETS", "YEARS", "mssim_buckets"]
+__all__ = ["BUCKETS", "YEARS", "flat_members", "mssim_buckets"]
