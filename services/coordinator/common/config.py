@@ -133,7 +133,7 @@ class CoordinatorSettings(Settings):
     dashboard_public: bool = Field(
         default=True, description="The leaderboard and dashboard are readable without a token "
         "(false: every page and the leaderboard API need one).")
-    # Benchmark refreshes (services/coordinator/refresh; README, "Benchmark refreshes")
+    # Benchmark refreshes (services/coordinator/refresh; docs/operators.md, "Benchmark refreshes")
     refresh_cron: str = Field(
         default="", max_length=200,
         description="When the scheduler starts due refreshes: a 5-field cron expression in UTC "

@@ -3,7 +3,7 @@ driven by Selenium) over real runs: two runs of the real runner on ``mini`` (the
 baseline and a test learner) in a database, the server on a real socket.
 
 Checked: the pages render, the plots hold the right points, links work, no console error,
-no request leaves the machine. Screenshots go to ``build/screenshots`` (two are in the README).
+no request leaves the machine. Screenshots go to ``build/screenshots`` (one is in the README; both in docs/operators.md).
 """
 
 from __future__ import annotations
