@@ -4,7 +4,8 @@ folder, status, leaderboard, cancel, and the server's problems shown as title an
 The server is the module's ``live_server`` (a real uvicorn, no scheduler), so a submission stays
 queued; its run is then committed as the runner commits one (the ``measured_run`` fixture) to
 read a finished submission and a leaderboard row back. A full run through the scheduler and Ray
-is what test_local_e2e.py covers; here the client is the subject.
+is what test_local_e2e.py covers; here the client is the subject. SQLite only: the client is
+the subject, not the database dialect (the API's routes are tested on both).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from services.cli.main import app
 from services.cli.remote_follow import follow
 from services.cli.console import make_console
 from services.store.db import make_engine, session_factory, transaction
+
+pytestmark = pytest.mark.parametrize("module_database_url", ["sqlite"], indirect=True, scope="module")
 
 
 @pytest.fixture
