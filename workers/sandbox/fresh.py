@@ -33,7 +33,10 @@ def fresh_predictor(learner: Any, predictor: Any, *, seed: int) -> tuple[Any | N
     In order: the learner's own ``fresh_predictor(predictor, *, seed)`` hook (None: its step 0
     is untrained); for the built-in baselines' predictors, the same network built anew
     (``build_model``: the learner's own initialisation) with ``torch`` seeded by ``seed``, on
-    the predictor's device, in eval mode, unless the learner starts every trial fresh;
+    the predictor's device, in eval mode, unless the learner starts every trial fresh. Given
+    the trial's own seed this is the network the trial built before transferring into it
+    (``IndepLearner.train`` seeds torch, then builds it first), so where nothing was
+    transferred (FT-prev's first task) it equals the first checkpoint;
     otherwise None (a learner of another kind: its first checkpoint stays the start).
     """
     hook = getattr(learner, FRESH_HOOK, None)

@@ -148,6 +148,7 @@ def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         row = dict(checkpoint_id=ckpt.id, object_key=ckpt.object_key, sha256=ckpt.sha256,
                    trial_id=trial.id, step=ckpt.step)
         first_step = session.scalar(select(func.min(Checkpoint.step)).where(Checkpoint.trial_id == trial.id))
+        trial_seed = int(trial.seed)  # the fresh start is the network this trial would have built
     data = load_checkpoint_bytes(runtime.store, **row)
     orders = [t.order for t in manifest.tasks]
     sample = dict(image_size=size, max_examples=settings.max_examples,
@@ -163,7 +164,7 @@ def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         fresh = None
         if settings.ofm_fresh_start and row["step"] == first_step:  # OFM's untrained start
             fresh, measures.details["ofm_start"] = fresh_features(learner, predictor, targets, ctx,
-                                                                  seed=settings.seed)
+                                                                  seed=trial_seed)
     finally:
         ctx.close()
     spent = ctx.flops
