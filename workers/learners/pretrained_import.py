@@ -31,7 +31,6 @@ from collections.abc import Mapping
 from dataclasses import asdict, replace
 
 import torch
-import torch.nn.functional as F
 
 from services.core.errors import LearnerError
 from workers.learners.augment import AugmentConfig

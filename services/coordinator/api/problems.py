@@ -24,7 +24,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from services.coordinator.common.client_errors import (
     AuthenticationError,
     ConflictError,
-    CoordinatorError,
     InvalidInputError,
     NotFoundError,
     PayloadTooLargeError,

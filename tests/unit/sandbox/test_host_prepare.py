@@ -16,7 +16,7 @@ from workers.sandbox.client import HostSpec, LearnerHost, describe
 from workers.sandbox.declaration import info_to_json
 from workers.sandbox.wire import WireError
 from workers.trainer import task_prepare
-from workers.trainer.trial import TrialSpec, task_parts
+from workers.trainer.trial import TrialSpec
 
 LEARNER_SOURCE = '''
 import numpy as np, torch
