@@ -65,7 +65,7 @@ def test_get_settings_is_cached_until_cleared(monkeypatch: pytest.MonkeyPatch) -
         ("NEVIS_IMAGE_SIZE", "big", "NEVIS_IMAGE_SIZE"),
         ("NEVIS_STORED_SCALE", "0.5", "NEVIS_STORED_SCALE: must be a number in [1, 4]"),
         ("NEVIS_STORED_SCALE", "5", "NEVIS_STORED_SCALE: must be a number in [1, 4]"),
-        ("NEVIS_PROBE_PRESET", "huge", "NEVIS_PROBE_PRESET: must be one of standard, ci, full, off"),
+        ("NEVIS_PROBE_PRESET", "huge", "NEVIS_PROBE_PRESET: must be one of standard, ci, full, publish, off"),
         ("NEVIS_SANDBOX", "docker", "NEVIS_SANDBOX: must be one of auto, bwrap, none"),
     ],
 )
