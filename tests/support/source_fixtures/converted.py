@@ -8,7 +8,9 @@ import numpy as np
 
 from workers.stream.adapters import load_dataset
 from workers.stream.adapters.base import AdapterContext, RawDataset
+from workers.stream.manifest_files import load_stream
 from workers.stream.readers.base import convert_source
+from workers.stream.splits import assign_splits
 
 
 def convert_and_load(key: str, root: Path) -> RawDataset:
@@ -38,3 +40,16 @@ def split_of(raw: RawDataset) -> list[str | None]:
 
 
 __all__ = ["convert_and_load", "image", "split_of"]
+
+
+def check_rows_and_stream_splits(key: str, expected: list[tuple[str, str | None]], root: Path) -> RawDataset:
+    """Convert ``key``'s fixture under ``root``, check each row's (class name, source split)
+    against ``expected`` (what the fixture writer wrote), and that every FULL task of the
+    source splits all its rows by its own rule; the rows, for further checks."""
+    raw = convert_and_load(key, root)
+    assert [(raw.class_names[v], s) for v, s in zip(raw.labels, split_of(raw), strict=True)] == expected
+    for task in load_stream("nevis22-full").tasks:
+        if task.dataset == f"nevis:{key}":
+            assignment = assign_splits(raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes)
+            assert sum(len(r) for r in assignment.rows.values()) == raw.num_examples
+    return raw

@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.source_fixtures import fixed_lists as fixtures
-from tests.support.source_fixtures.converted import convert_and_load, image, split_of
-from workers.stream.manifest_files import load_stream
-from workers.stream.splits import assign_splits
+from tests.support.source_fixtures.converted import check_rows_and_stream_splits, image
 
 WRITERS: dict[str, Callable[[Path], list[tuple[str, str | None]]]] = {
     "magellan_venus_volcanoes": fixtures.write_magellan_venus_volcanoes, "butterflies": fixtures.write_butterflies,
@@ -22,13 +20,7 @@ WRITERS: dict[str, Callable[[Path], list[tuple[str, str | None]]]] = {
 
 @pytest.mark.parametrize("key", sorted(WRITERS))
 def test_rows_keep_their_class_and_the_sources_split(tmp_path: Path, key: str) -> None:
-    expected = WRITERS[key](tmp_path / "data")
-    raw = convert_and_load(key, tmp_path)
-    assert [(raw.class_names[v], s) for v, s in zip(raw.labels, split_of(raw), strict=True)] == expected
-    for task in load_stream("nevis22-full").tasks:
-        if task.dataset == f"nevis:{key}":
-            assignment = assign_splits(raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes)
-            assert sum(len(r) for r in assignment.rows.values()) == raw.num_examples
+    raw = check_rows_and_stream_splits(key, WRITERS[key](tmp_path / "data"), tmp_path)
     if key == "magellan_venus_volcanoes":  # the raw 1024 x 1024 square, as the .sdt holds it
         assert image(raw, 2).shape == (1024, 1024, 1) and (image(raw, 2) == 3).all()
 

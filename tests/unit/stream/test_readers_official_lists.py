@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.source_fixtures import official_lists as fixtures
-from tests.support.source_fixtures.converted import convert_and_load, split_of
-from workers.stream.manifest_files import load_stream
-from workers.stream.splits import assign_splits
+from tests.support.source_fixtures.converted import check_rows_and_stream_splits, convert_and_load
 
 WRITERS: dict[str, Callable[[Path], list[tuple[str, str | None]]]] = {
     "lfwa": fixtures.write_lfwa, "dtd": fixtures.write_dtd, "aloi": fixtures.write_aloi,
@@ -21,13 +19,7 @@ WRITERS: dict[str, Callable[[Path], list[tuple[str, str | None]]]] = {
 
 @pytest.mark.parametrize("key", sorted(WRITERS))
 def test_rows_keep_their_class_and_the_sources_split(tmp_path: Path, key: str) -> None:
-    expected = WRITERS[key](tmp_path / "data")
-    raw = convert_and_load(key, tmp_path)
-    assert [(raw.class_names[v], s) for v, s in zip(raw.labels, split_of(raw), strict=True)] == expected
-    for task in load_stream("nevis22-full").tasks:
-        if task.dataset == f"nevis:{key}":
-            assignment = assign_splits(raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes)
-            assert sum(len(r) for r in assignment.rows.values()) == raw.num_examples
+    check_rows_and_stream_splits(key, WRITERS[key](tmp_path / "data"), tmp_path)
 
 
 def test_dtd_and_aloi_name_their_classes(tmp_path: Path) -> None:

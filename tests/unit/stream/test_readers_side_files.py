@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.source_fixtures import side_files as fixtures
-from tests.support.source_fixtures.converted import convert_and_load, split_of
-from workers.stream.manifest_files import load_stream
-from workers.stream.splits import assign_splits
+from tests.support.source_fixtures.converted import check_rows_and_stream_splits
 
 WRITERS: dict[str, Callable[[Path], list[tuple[str, str | None]]]] = {
     "food101n": fixtures.write_food101n, "cvc_muscima": fixtures.write_cvc_muscima,
@@ -22,10 +20,4 @@ WRITERS: dict[str, Callable[[Path], list[tuple[str, str | None]]]] = {
 
 @pytest.mark.parametrize("key", sorted(WRITERS))
 def test_rows_keep_their_class_and_the_sources_split(tmp_path: Path, key: str) -> None:
-    expected = WRITERS[key](tmp_path / "data")
-    raw = convert_and_load(key, tmp_path)
-    assert [(raw.class_names[v], s) for v, s in zip(raw.labels, split_of(raw), strict=True)] == expected
-    for task in load_stream("nevis22-full").tasks:
-        if task.dataset == f"nevis:{key}":
-            assignment = assign_splits(raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes)
-            assert sum(len(r) for r in assignment.rows.values()) == raw.num_examples
+    check_rows_and_stream_splits(key, WRITERS[key](tmp_path / "data"), tmp_path)
