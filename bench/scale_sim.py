@@ -22,15 +22,7 @@ What runs:
   for 106 tasks, else its first N tasks as a stream of its own), created through the
   coordinator's crud functions by ``--users`` users.
 
-What it prints (from database timestamps, after the run): task transitions (lease claimed,
-launched, started, ended; task run started, committed) in total and per minute, scheduling
-delay p50 / p99 (from the task becoming eligible: the submission created, or the previous
-task committed, to its first lease launched), double launches (two leases of one
-submission active at once, a lease launched twice, two workers committing one task, or a
-task committed twice: must be 0), slot over-subscription (more leases in flight than
-``NEVIS_SCHEDULER_SLOTS`` on a replica, or than ``NEVIS_CLUSTER_SLOTS`` in all: must be 0)
-and errors. The exit code is 1 on any double launch, over-subscription or error, 3 if the
-run did not finish within ``--max-minutes``, else 0.
+What it prints, and its exit code: bench/scale_sim_report.py.
 
 Usage::
 

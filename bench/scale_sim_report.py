@@ -1,5 +1,16 @@
 """The scale simulation's report, from database timestamps after the run: transitions,
-scheduling delay, double launches, over-subscription (see bench/scale_sim.py's docstring)."""
+scheduling delay, double launches, over-subscription (bench/scale_sim.py runs it).
+
+What it prints (from database timestamps, after the run): task transitions (lease claimed,
+launched, started, ended; task run started, committed) in total and per minute, scheduling
+delay p50 / p99 (from the task becoming eligible: the submission created, or the previous
+task committed, to its first lease launched), double launches (two leases of one
+submission active at once, a lease launched twice, two workers committing one task, or a
+task committed twice: must be 0), slot over-subscription (more leases in flight than
+``NEVIS_SCHEDULER_SLOTS`` on a replica, or than ``NEVIS_CLUSTER_SLOTS`` in all: must be 0)
+and errors. The exit code is 1 on any double launch, over-subscription or error, 3 if the
+run did not finish within ``--max-minutes``, else 0.
+"""
 
 from __future__ import annotations
 
