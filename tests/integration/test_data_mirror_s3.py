@@ -7,42 +7,25 @@ import hashlib
 import uuid
 
 import pytest
-from moto.server import ThreadedMotoServer
 
+from tests.support import moto_s3
 from tests.support.range_server import RangeServer
 from workers.stream.sources.catalogue import Source, SourceFile
 from workers.stream.sources.fetch import fetch_sources
 from workers.stream.sources.locations import s3_client
 from workers.stream.sources.mirror import MISSING, THERE, UPLOADED, upload_to_mirror
 
+s3_endpoint = moto_s3.s3_endpoint  # the local S3 stand-in (fixtures)
+fake_aws_credentials = moto_s3.fake_aws_credentials
+
 DATA = bytes(range(251)) * 80
 CHECKSUM = "sha256:" + hashlib.sha256(DATA).hexdigest()
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture(autouse=True)
-def fake_aws(monkeypatch, tmp_path):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
-def bucket(endpoint) -> str:
+def bucket(s3_endpoint) -> str:
     name = f"mirror-{uuid.uuid4().hex[:12]}"
-    s3_client(endpoint).create_bucket(Bucket=name)
+    s3_client(s3_endpoint).create_bucket(Bucket=name)
     return name
 
 
@@ -53,14 +36,14 @@ def demo(origin: str) -> Source:
     ))
 
 
-def test_a_mirror_filled_on_one_machine_feeds_a_fetch_on_another(tmp_path, endpoint, bucket):
+def test_a_mirror_filled_on_one_machine_feeds_a_fetch_on_another(tmp_path, s3_endpoint, bucket):
     online, offline = tmp_path / "online", tmp_path / "offline"
     with RangeServer({"/o/data.bin": DATA}).running() as server:
         source = demo(server.url("/o"))
         [result] = fetch_sources([source], online)
     assert [f.status for f in result.files] == ["fetched", "failed"]  # never.bin: 404 at the origin
 
-    client = s3_client(endpoint)
+    client = s3_client(s3_endpoint)
     target = f"s3://{bucket}/nevis/sources"
     rows = upload_to_mirror([source], online, target, client)
     assert [(r.name, r.status) for r in rows] == [("data.bin", UPLOADED), ("never.bin", MISSING)]
@@ -71,23 +54,23 @@ def test_a_mirror_filled_on_one_machine_feeds_a_fetch_on_another(tmp_path, endpo
 
     dead_origin = demo("http://127.0.0.1:9/o")  # the offline cluster cannot reach the origin
     only_data = Source(key="demo", files=dead_origin.files[:1])
-    [fetched] = fetch_sources([only_data], offline, mirror=target, s3_endpoint_url=endpoint, attempts=1)
+    [fetched] = fetch_sources([only_data], offline, mirror=target, s3_endpoint_url=s3_endpoint, attempts=1)
     assert fetched.outcome == "fetched", fetched.detail
     assert (offline / "demo" / "data.bin").read_bytes() == DATA
 
 
-def test_an_s3_mirror_download_resumes_from_a_part_file(tmp_path, endpoint, bucket):
-    client = s3_client(endpoint)
+def test_an_s3_mirror_download_resumes_from_a_part_file(tmp_path, s3_endpoint, bucket):
+    client = s3_client(s3_endpoint)
     client.put_object(Bucket=bucket, Key="m/demo/data.bin", Body=DATA)
     (tmp_path / "demo").mkdir()
     (tmp_path / "demo" / "data.bin.part").write_bytes(DATA[:5000])
     source = Source(key="demo", files=demo("http://127.0.0.1:9/o").files[:1])
-    [result] = fetch_sources([source], tmp_path, mirror=f"s3://{bucket}/m", s3_endpoint_url=endpoint, attempts=1)
+    [result] = fetch_sources([source], tmp_path, mirror=f"s3://{bucket}/m", s3_endpoint_url=s3_endpoint, attempts=1)
     assert result.outcome == "fetched", result.detail
     assert (tmp_path / "demo" / "data.bin").read_bytes() == DATA
 
 
-def test_the_mirror_command_uploads_what_this_machine_verified(settings_env, monkeypatch, endpoint, bucket):
+def test_the_mirror_command_uploads_what_this_machine_verified(settings_env, monkeypatch, s3_endpoint, bucket):
     from typer.testing import CliRunner  # noqa: PLC0415
 
     from services.cli.main import app  # noqa: PLC0415
@@ -99,7 +82,7 @@ def test_the_mirror_command_uploads_what_this_machine_verified(settings_env, mon
     path = dest / "mnist" / "t10k-labels-idx1-ubyte.gz"
     path.write_bytes(DATA)
     FetchState(dest).record("mnist/t10k-labels-idx1-ubyte.gz", path, CHECKSUM.removeprefix("sha256:"))
-    monkeypatch.setenv("NEVIS_S3_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("NEVIS_S3_ENDPOINT_URL", s3_endpoint)
     get_settings.cache_clear()
     try:
         result = CliRunner().invoke(app, ["data", "mirror", "--to", f"s3://{bucket}/srv", "--datasets", "mnist"])
@@ -108,5 +91,5 @@ def test_the_mirror_command_uploads_what_this_machine_verified(settings_env, mon
     assert result.exit_code == 0, result.output
     assert "mnist/t10k-labels-idx1-ubyte.gz: uploaded" in result.stdout
     assert "1 file(s) in the mirror" in result.stdout and "3 not fetched here were skipped" in result.stdout
-    body = s3_client(endpoint).get_object(Bucket=bucket, Key="srv/mnist/t10k-labels-idx1-ubyte.gz")["Body"].read()
+    body = s3_client(s3_endpoint).get_object(Bucket=bucket, Key="srv/mnist/t10k-labels-idx1-ubyte.gz")["Body"].read()
     assert body == DATA

@@ -18,37 +18,19 @@ import boto3
 import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
-from moto.server import ThreadedMotoServer
 
 from services.core.errors import ConfigError, DataIntegrityError, InvalidKeyError, ObjectNotFoundError
 from services.store.objects import LocalObjectStore, ObjectStore, open_store
 from services.store.objects.s3 import S3ObjectStore
+from tests.support import moto_s3
+
+s3_endpoint = moto_s3.s3_endpoint  # the local S3 stand-in (fixtures)
+fake_aws_credentials = moto_s3.fake_aws_credentials
 
 PREFIX = "nevis/test"
 # S3 parts are at least 5 MiB; a 1 MiB threshold makes a 6 MiB file a 2-part upload.
 SMALL_PARTS = TransferConfig(multipart_threshold=1 << 20, multipart_chunksize=5 << 20)
 MULTIPART_BYTES = 6 << 20
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture(autouse=True)
-def fake_aws_credentials(monkeypatch, tmp_path):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    # Never pick up a developer's real profile, config or endpoint.
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
