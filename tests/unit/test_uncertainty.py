@@ -1,0 +1,172 @@
+"""Bootstrap intervals of E and ΔE (services/core/uncertainty.py) against a slow, obvious
+reference: Python loops over resamples and tasks, the task error recomputed by
+``services.core.metrics.task_error`` (sklearn's average precision) on the resampled examples,
+with the same draws."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from services.core.metrics import mean_average_precision, task_error
+from services.core.predictions import TaskPredictions, decode, encode
+from services.core.uncertainty import (
+    bootstrap_draws,
+    error_interval,
+    over_seeds,
+    paired_delta,
+)
+
+
+def _single(rng: np.random.Generator, n: int, classes: int, skill: float) -> tuple[np.ndarray, np.ndarray]:
+    labels = rng.integers(0, classes, size=n)
+    scores = rng.normal(size=(n, classes))
+    scores[np.arange(n), labels] += skill
+    return scores, labels
+
+
+def _multi(rng: np.random.Generator, n: int, labels_k: int, skill: float) -> tuple[np.ndarray, np.ndarray]:
+    labels = (rng.random((n, labels_k)) < 0.3).astype(np.int64)
+    scores = np.round(rng.normal(size=(n, labels_k)) + skill * labels, 1)  # rounding makes ties
+    return scores, labels
+
+
+def _stored(scores: np.ndarray, labels: np.ndarray, kind: str) -> TaskPredictions:
+    return decode(encode(scores, labels, kind))
+
+
+def _reference_resampled(task: TaskPredictions, rows: np.ndarray) -> float:
+    if task.kind == "single":
+        return float(1.0 - np.mean([task.predicted[j] == task.labels[j] for j in rows]))
+    labels = task.labels[rows]
+    if labels.sum() == 0:
+        return float("nan")
+    return 1.0 - mean_average_precision(task.predicted[rows].astype(np.float64), labels)
+
+
+def _reference_totals(a: list[TaskPredictions], b: list[TaskPredictions] | None, resamples: int,
+                      seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(R,) resampled E (or ΔE with ``b``) and (R, T) resampled per-task errors (or Δ), by loops."""
+    task_draws, example_draws = bootstrap_draws([t.num_examples for t in a], resamples=resamples, seed=seed)
+    example_draws = list(example_draws)
+    per_task = np.empty((resamples, len(a)))
+    for r in range(resamples):
+        for t in range(len(a)):
+            rows = example_draws[t][r]
+            per_task[r, t] = _reference_resampled(a[t], rows)
+            if b is not None:
+                per_task[r, t] -= _reference_resampled(b[t], rows)
+    totals = np.array([np.mean([per_task[r, t] for t in task_draws[r]]) for r in range(resamples)])
+    return totals, per_task
+
+
+@pytest.fixture(scope="module")
+def runs() -> tuple[list[TaskPredictions], list[TaskPredictions]]:
+    rng = np.random.default_rng(7)
+    a, b = [], []
+    for n, kind in [(40, "single"), (25, "multi"), (60, "single"), (30, "multi")]:
+        make = _single if kind == "single" else _multi
+        scores, labels = make(rng, n, 4, 1.5)
+        a.append(_stored(scores, labels, kind))
+        other = scores + rng.normal(scale=1.0, size=scores.shape)
+        b.append(_stored(other, labels, kind))
+    return a, b
+
+
+@pytest.mark.parametrize("kind", ["single", "multi"])
+def test_stored_predictions_reproduce_the_task_error_exactly(kind: str) -> None:
+    rng = np.random.default_rng(1)
+    make = _single if kind == "single" else _multi
+    scores, labels = make(rng, 300, 5, 0.8)
+    stored = _stored(scores, labels, kind)
+    assert stored.error == task_error(scores, labels, kind)
+
+
+def test_multi_label_predictions_are_two_byte_ranks_and_packed_labels() -> None:
+    rng = np.random.default_rng(2)
+    scores, labels = _multi(rng, 1000, 20, 1.0)
+    blob = encode(scores, labels, "multi")
+    assert len(blob) < 1000 * 20 * 2 + 1000 * 20 / 8 + 2000
+    assert np.array_equal(decode(blob).labels, labels)
+
+
+def test_error_interval_matches_the_loop_reference(runs) -> None:
+    a, _ = runs
+    got = error_interval(a, resamples=60, seed=3)
+    totals, per_task = _reference_totals(a, None, 60, 3)
+    assert got.estimate == pytest.approx(np.mean([t.error for t in a]), abs=1e-15)
+    assert got.interval.low == pytest.approx(np.nanquantile(totals, 0.025), abs=1e-12)
+    assert got.interval.high == pytest.approx(np.nanquantile(totals, 0.975), abs=1e-12)
+    assert got.standard_error == pytest.approx(np.std(totals, ddof=1), abs=1e-12)
+    for i, interval in enumerate(got.task_intervals):
+        assert interval.low == pytest.approx(np.nanquantile(per_task[:, i], 0.025), abs=1e-12)
+        assert interval.high == pytest.approx(np.nanquantile(per_task[:, i], 0.975), abs=1e-12)
+
+
+def test_paired_delta_matches_the_loop_reference(runs) -> None:
+    a, b = runs
+    got = paired_delta(a, b, resamples=60, seed=5)
+    totals, per_task = _reference_totals(a, b, 60, 5)
+    assert got.delta == pytest.approx(np.mean([x.error - y.error for x, y in zip(a, b)]), abs=1e-15)
+    assert got.interval.low == pytest.approx(np.nanquantile(totals, 0.025), abs=1e-12)
+    assert got.interval.high == pytest.approx(np.nanquantile(totals, 0.975), abs=1e-12)
+    for i, task in enumerate(got.tasks):
+        assert task.interval.low == pytest.approx(np.nanquantile(per_task[:, i], 0.025), abs=1e-12)
+        assert task.differs == (task.interval.low > 0 or task.interval.high < 0)
+
+
+def test_a_run_paired_with_itself_has_a_zero_interval(runs) -> None:
+    a, _ = runs
+    got = paired_delta(a, a, resamples=50)
+    assert (got.delta, got.interval.low, got.interval.high) == (0.0, 0.0, 0.0)
+    assert not any(t.differs for t in got.tasks)
+
+
+def test_a_much_better_run_differs_beyond_noise_on_every_task() -> None:
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 3, size=500)
+    perfect = TaskPredictions("single", labels.copy(), labels)
+    chance = TaskPredictions("single", (labels + 1) % 3, labels)
+    got = paired_delta([chance, chance], [perfect, perfect], resamples=100)
+    assert got.delta == 1.0 and got.differs and all(t.differs for t in got.tasks)
+
+
+def test_runs_on_different_test_examples_cannot_be_paired(runs) -> None:
+    a, b = runs
+    with pytest.raises(ValueError, match="same test examples"):
+        paired_delta(a, list(reversed(b)), resamples=10)
+
+
+def test_same_seed_same_interval_bit_for_bit(runs) -> None:
+    a, _ = runs
+    assert error_interval(a, resamples=30, seed=9) == error_interval(a, resamples=30, seed=9)
+
+
+@pytest.mark.parametrize("resamples, level", [(1, 0.95), (10, 0.0), (10, 1.0)])
+def test_bad_bootstrap_settings_are_a_value_error(runs, resamples: int, level: float) -> None:
+    with pytest.raises(ValueError, match="parameter"):
+        error_interval(runs[0], resamples=resamples, level=level)
+
+
+def test_no_tasks_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="at least one task"):
+        error_interval([])
+
+
+def test_over_seeds_is_the_student_t_interval_of_the_mean() -> None:
+    got = over_seeds([0.2, 0.3, 0.4])
+    assert got.mean == pytest.approx(0.3) and got.sd == pytest.approx(0.1)
+    assert got.interval.high - got.mean == pytest.approx(4.302652729911275 * 0.1 / np.sqrt(3))
+    single = over_seeds([0.25])
+    assert (single.sd, single.interval) == (None, None)
+
+
+def test_the_full_size_bootstrap_takes_seconds() -> None:
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, size=10_000)
+    tasks = [TaskPredictions("single", rng.integers(0, 10, size=10_000), labels) for _ in range(27)]
+    start = time.perf_counter()
+    error_interval(tasks, resamples=1000)
+    assert time.perf_counter() - start < 30  # about 3 s on one loaded core
