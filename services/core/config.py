@@ -83,6 +83,9 @@ class Settings(BaseSettings):
                                            description="Seconds a learner host may take to start and declare itself.")
     host_silence_deadline_s: float = Field(default=1800.0, gt=0, le=7 * 86400,
                                            description="Longest wait for any frame of a trial or prediction (s).")
+    log_ring_bytes: int = Field(default=1 << 20, ge=1024, le=1 << 30,
+                                description="Bytes of a learner host's output (prints, tracebacks) kept per trial "
+                                            "and per prediction job: the last ones (GET /v1/submissions/{id}/logs).")
 
     @field_validator("sandbox", "probe_preset")
     @classmethod

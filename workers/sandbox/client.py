@@ -8,6 +8,7 @@ that comes back is checked here as untrusted data.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -25,6 +26,7 @@ from workers.sandbox.declaration import LearnerDeclaration, info_to_json
 from workers.sandbox.cgroup import CgroupLimits, create_host_cgroup
 from workers.sandbox.launch import host_launch
 from workers.sandbox.limits import HostLimits
+from workers.sandbox.log_ring import LogRing, drain
 from workers.sandbox.usage import tree_cpu_seconds
 
 OnMessage = Callable[[dict[str, Any], list[wire.Part]], tuple[dict[str, Any], list[wire.Part]] | None]
@@ -59,6 +61,11 @@ class LearnerHost:
     process caps, CPU time counted by the kernel), under rlimits and sized tmpfs folders
     (:class:`~workers.sandbox.limits.HostLimits`); every request has a deadline, past which
     the host is killed and the call raises :class:`HostDeadlineError`.
+
+    The host's output (the learner's prints, on its stderr) is drained into :attr:`log`, a
+    bounded ring (``limits.log_bytes``), as are the tracebacks of the calls that failed, so a
+    trial's log is ``host.log.since(mark)``; nothing the learner prints reaches the harness's
+    own output.
     """
 
     def __init__(self, spec: HostSpec) -> None:
@@ -73,8 +80,10 @@ class LearnerHost:
         # removed when the host closes, so nothing it wrote (evaluation images included) outlives it.
         self._scratch = launch.cwd if launch.sandbox == "none" else None
         self._expired: str | None = None
+        self.log = LogRing(max(spec.limits.log_bytes, 1024))
         self._proc = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd,
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._log_thread = drain(_own_fd(self._proc), self.log)
         self._lock = threading.Lock()
         try:
             with self._watchdog("hello"):
@@ -87,6 +96,7 @@ class LearnerHost:
             self.close()
             raise
         if header.get("op") != "ready":
+            self._log_error(header, "hello")
             self.close()
             raise _error_of(header, f"learner {spec.learner_spec!r} could not be loaded")
         self.device = str(header.get("device", "cpu"))
@@ -133,12 +143,19 @@ class LearnerHost:
                 if op == "result":
                     return reply, out
                 if op == "error":
+                    self._log_error(reply, str(header.get("op")))
                     raise _error_of(reply, f"{header.get('op')} failed")
                 if on_message is None:
                     raise LearnerError(f"the learner host sent an unexpected {op!r} frame")
                 answer = on_message(reply, out)
                 if answer is not None:
                     wire.send(self._proc.stdin, *answer)
+
+    def _log_error(self, reply: dict[str, Any], op: str) -> None:
+        """Put a failed call's error and traceback (the host's error frame) in the log."""
+        kind, message = str(reply.get("error", "Error"))[:100], str(reply.get("message", ""))[:4000]
+        trace = str(reply.get("traceback") or "")[-20000:]
+        self.log.write(f"\n[nevis] {op[:40]} failed: {kind}: {message}\n{trace}".encode("utf-8", "replace"))
 
     def close(self) -> None:
         """Ask the host to exit; kill it if it does not; remove its control group and, when
@@ -153,6 +170,7 @@ class LearnerHost:
         for stream in (self._proc.stdin, self._proc.stdout):
             if stream is not None:
                 stream.close()
+        self._log_thread.join(timeout=1.0)  # the host's last words, unless a stray child holds the pipe
         if self._cgroup is not None:
             self._cgroup.remove()
         if self._scratch is not None:
@@ -212,6 +230,15 @@ class LearnerHost:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _own_fd(proc: subprocess.Popen) -> int:
+    """The host's stderr as a file descriptor of the drain's own (the pipe's file object closed)."""
+    assert proc.stderr is not None
+    fd = os.dup(proc.stderr.fileno())
+    proc.stderr.close()
+    proc.stderr = None
+    return fd
 
 
 def _error_of(reply: dict[str, Any], what: str) -> Exception:

@@ -31,9 +31,11 @@ class HostLimits:
     pids: int = 512  # processes and threads in the host's cgroup
     declare_deadline_s: float = 120.0  # start-up and describe (search space, resources)
     silence_deadline_s: float = 1800.0  # longest wait for any frame of a trial or prediction
+    log_bytes: int = MIB  # the host's output kept (the last bytes: workers.sandbox.log_ring)
 
     def __post_init__(self) -> None:
-        for name in ("tmpfs_bytes", "file_bytes", "open_files", "address_space_bytes", "memory_bytes", "pids"):
+        for name in ("tmpfs_bytes", "file_bytes", "open_files", "address_space_bytes", "memory_bytes", "pids",
+                     "log_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"HostLimits.{name} must be a non-negative int; got {value!r}")
@@ -62,7 +64,7 @@ class HostLimits:
         """The caps the ``NEVIS_HOST_*`` settings ask for."""
         return cls(tmpfs_bytes=settings.host_tmpfs_mb * MIB, memory_bytes=settings.host_memory_mb * MIB,
                    pids=settings.host_pids, declare_deadline_s=settings.host_declare_deadline_s,
-                   silence_deadline_s=settings.host_silence_deadline_s)
+                   silence_deadline_s=settings.host_silence_deadline_s, log_bytes=settings.log_ring_bytes)
 
 
 __all__ = ["MIB", "HostLimits"]

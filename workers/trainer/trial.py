@@ -67,6 +67,22 @@ def trial_prefix(spec: TrialSpec, index: int) -> str:
 
 
 def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) -> dict[str, Any]:
+    """One trial in a learner host (:func:`_run_trial`), and its log stored: what the host
+    wrote during the trial (its ring's slice: hosts are reused across trials) and, for a
+    failed trial, the error and the learner's traceback, under the trial's prefix."""
+    mark = host.log.position
+    metrics = _run_trial(host, config, spec)
+    if metrics.get("status") == "failed":
+        host.log.write(f"\n[nevis] trial {config[TRIAL_INDEX]} failed: {metrics.get('error')}\n".encode("utf-8", "replace"))
+    try:
+        _ask(spec.harness.put, f"{trial_prefix(spec, int(config[TRIAL_INDEX]))}/{run_keys.LOG_FILE}",
+             host.log.since(mark))
+    except Exception:  # noqa: BLE001 - a log that cannot be kept does not fail its trial
+        pass
+    return metrics
+
+
+def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) -> dict[str, Any]:
     """One trial in a learner host; returns the metrics Tune reports (never raises for the
     learner's failures: they become a ``failed`` result with the FLOPs spent).
 
@@ -114,6 +130,8 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
     except WireError as exc:  # no honest host sends it, and its real result may follow
         host.close()
         return _failed(config, exc, _most(heard.spent, _final_flops(header)), heard)
+    if result["status"] == "failed" and result["traceback"]:  # the learner's own traceback
+        host.log.write(f"\n{str(result['traceback'])[-20000:]}".encode("utf-8", "replace"))
     return _finish(config, spec, result, out, heard)
 
 

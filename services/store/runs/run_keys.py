@@ -16,6 +16,10 @@ from services.store.db.models import StreamTask, TaskResult, TaskRun, Trial
 
 PREDICTOR_FILE = "predictor.bin"
 STATE_FILE = "state.pkl"
+LOG_FILE = "log.txt"
+"""A trial's log (its learner host's output and failures, bounded) under the trial's prefix."""
+PREDICT_LOG_FILE = "predict-log.txt"
+"""The log of an attempt's prediction job (scoring the chosen predictor) under the attempt's prefix."""
 
 
 def attempt_prefix(submission_id: int, order: int, attempt: int) -> str:
@@ -47,6 +51,6 @@ def committed_predictor_keys(session: Session, *, submission_id: int) -> dict[in
 
 
 __all__ = [
-    "PREDICTOR_FILE", "STATE_FILE", "attempt_prefix", "committed_predictor_keys", "predictor_key",
+    "LOG_FILE", "PREDICTOR_FILE", "PREDICT_LOG_FILE", "STATE_FILE", "attempt_prefix", "committed_predictor_keys", "predictor_key",
     "trial_prefix",
 ]

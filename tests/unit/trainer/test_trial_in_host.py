@@ -50,6 +50,9 @@ class Hostile:
                       "curve": [[0, None]], "missed_checkpoints": [], "flops_measured": 0,
                       "flops_reported": 2000, "flops_untracked": 0, **config["patch"]}
             wire.send(host.proto_out, header, [np.zeros((2, 2), np.float32), b"p", b"s"])
+        elif mode == "shout":  # prints, then raises: its log keeps both
+            print("shouting in trial", config["word"])
+            raise ValueError("the learner gave up")
         elif mode == "raw":  # a header no honest host writes
             raw = config["raw"].encode()
             host.proto_out.write(struct.pack(">Q", len(raw)) + raw)
@@ -125,6 +128,21 @@ def _ends(host: LearnerHost, within_s: float = 10.0) -> bool:
     while host.alive and time.monotonic() < deadline:
         time.sleep(0.05)
     return not host.alive
+
+
+def test_a_trial_log_keeps_its_own_prints_and_the_learners_traceback(host) -> None:
+    """A reused host's log is sliced per trial: the second trial's log has only its own words."""
+    harness = Harness()
+    logs = []
+    for index, word in enumerate(("alpha", "beta")):
+        result = run_trial_in_host(host, {TRIAL_INDEX: index, TRIAL_SEED: 1, "mode": "shout", "word": word},
+                                   _spec(harness))
+        assert result["status"] == "failed" and "the learner gave up" in result["error"]
+        logs.append(harness.stored[f"runs/r/t1/a1/trial-{index:03d}/log.txt"].decode())
+    assert "shouting in trial alpha" in logs[0] and "alpha" not in logs[1]
+    assert "shouting in trial beta" in logs[1]
+    assert "Traceback" in logs[1] and "ValueError: the learner gave up" in logs[1]
+    assert "[nevis] trial 1 failed" in logs[1]
 
 
 def test_an_honest_trial_is_recorded_and_the_host_stays_warm(host) -> None:
