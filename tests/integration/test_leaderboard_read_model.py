@@ -58,7 +58,8 @@ def test_pages_sorts_and_filters_happen_in_sql(seeded):
         no_baselines = leaderboard(session, stream=stream.stream, version=stream.version, baselines=False)
         assert stream_versions(session) == [(stream.stream, stream.version)]
     assert [r.rank for r in first.rows + second.rows] == list(range(1, 11)) and first.total == 12
-    assert [r.cflop for r in costly.rows] == sorted((f for _, f in expected.values()), reverse=True)[:3]
+    assert [r.cflop for r in costly.rows] == pytest.approx(  # the database adds in its own order
+        sorted((f for _, f in expected.values()), reverse=True)[:3], rel=1e-12)
     assert family.total == 4 and {r.learner.split("-")[0] for r in family.rows} == {"ft_prev"}
     assert [r.rank for r in family.rows] == [1, 2, 3, 4]  # ranked within the filter
     assert no_baselines.total == 4 and not any(r.baseline for r in no_baselines.rows)

@@ -28,6 +28,7 @@ from services.store.db.models import (
     Trial,
 )
 from services.store.db.types import utcnow
+from services.store.runs.scores import rescore
 
 FAMILIES = (("indep", "indep", 0.45), ("ft_prev", "ft_prev", 0.40),
             ("contrib", "contrib.learner:make", 0.42))
@@ -102,6 +103,7 @@ def seed_results(session: Session, *, submissions: int, tasks: int, seed: int = 
              "metric": metric, "flops": run["flops"]}
             for run_id, trial_id, run, (error, metric, _) in zip(run_ids, trial_ids, chunk, scores[i:i + batch],
                                                                   strict=True)])
+    rescore(session, submission_ids=ids)  # the leaderboard's summary rows, as commits keep them
     return SyntheticStream(stream, version, tuple(ids))
 
 

@@ -1,6 +1,8 @@
 """The leaderboard's read model: submissions of one stream version ranked by E, in SQL.
 
-One query per page: E (mean error over the phase's committed headline tasks), cFLOP (FLOPs
+One query per page over one row per submission: each submission's aggregate is kept in
+``submission_scores`` as its results commit (:mod:`services.store.runs.scores`), so a first
+read after a commit scans no results. E (mean error over the phase's committed headline tasks), cFLOP (FLOPs
 of every committed task) and cFLOP (paper) (their trials' training updates, as NEVIS'22 counts;
 NULL when a task was stored before FLOPs were split by purpose), the cFLOP of the run that made
 a self-pretrained checkpoint (``pt_self``; shown beside, never added to cFLOP nor the front), the harness-measured CPU seconds beside it, whether any of cFLOP is
@@ -28,8 +30,9 @@ from sqlalchemy import Select, and_, case, func, select
 from sqlalchemy.orm import Session
 
 from services.core.metrics import pareto_front
-from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult
+from services.store.db.models import Learner, StreamTask, StreamVersion, Submission
 from services.store.db.models_coordinator import ScheduledSubmission, User
+from services.store.db.models_scores import SubmissionScore
 from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
 
 SortKey = Literal["rank", "E", "cflop", "cflop_paper", "date", "learner", "tasks"]
@@ -170,21 +173,7 @@ def front_points(session: Session, *, stream: str, version: str, learner_prefix:
 
 def _ranked(*, stream: str, version: str, learner_prefix: str | None,
             since: datetime | None, baselines: bool | None, viewer: Viewer) -> Select:
-    headline = StreamTask.phase == Submission.phase
-    scored = (
-        select(TaskResult.submission_id.label("submission_id"),
-               func.sum(TaskResult.flops).label("cflop"),
-               case((func.count(TaskResult.flops_paper) == func.count(TaskResult.id), func.sum(TaskResult.flops_paper)),
-                    else_=None).label("cflop_paper"),  # COUNT(column) skips NULLs: every task split, or NULL
-               func.sum(TaskResult.cpu_seconds).label("cpu_seconds"),  # SUM skips NULLs; all NULL: NULL
-               func.max(case((TaskResult.flops_floored, 1), else_=0)).label("floored"),  # no bool max on PostgreSQL
-               func.count(TaskResult.id).label("tasks_done"),
-               func.avg(case((headline, TaskResult.error))).label("mean_error"),
-               func.count(case((headline, TaskResult.id))).label("headline_done"))
-        .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
-        .join(Submission, Submission.id == TaskResult.submission_id)
-        .group_by(TaskResult.submission_id)
-    ).subquery()
+    scored = SubmissionScore  # the aggregate of each submission's results, kept as they commit
     planned = (
         select(StreamTask.stream_version_id.label("version_id"), StreamTask.phase.label("phase"),
                func.count(StreamTask.id).label("headline_tasks"))
@@ -195,20 +184,20 @@ def _ranked(*, stream: str, version: str, learner_prefix: str | None,
         select(
             Submission.id.label("submission_id"), Learner.name.label("learner"),
             User.name.label("owner"), baseline.label("baseline"), Submission.phase.label("phase"),
-            Submission.status.label("status"), scored.c.mean_error, func.coalesce(scored.c.cflop, 0.0).label("cflop"),
-            scored.c.cpu_seconds, func.coalesce(scored.c.floored, 0).label("flops_floored"), scored.c.cflop_paper,
-            func.coalesce(scored.c.tasks_done, 0).label("tasks_done"),
-            func.coalesce(scored.c.headline_done, 0).label("headline_done"),
+            Submission.status.label("status"), scored.mean_error, func.coalesce(scored.cflop, 0.0).label("cflop"),
+            scored.cpu_seconds, (func.coalesce(scored.floored_tasks, 0) > 0).label("flops_floored"),
+            scored.cflop_paper, func.coalesce(scored.tasks_done, 0).label("tasks_done"),
+            func.coalesce(scored.headline_done, 0).label("headline_done"),
             func.coalesce(planned.c.headline_tasks, 0).label("headline_tasks"),
             Submission.created_at.label("created_at"), Submission.finished_at.label("finished_at"),
             Submission.visibility.label("visibility"), Submission.cflop_pretraining.label("cflop_pretraining"),
-            case((scored.c.mean_error.is_not(None),
-                  func.rank().over(order_by=(scored.c.mean_error.is_(None), scored.c.mean_error))),
+            case((scored.mean_error.is_not(None),
+                  func.rank().over(order_by=(scored.mean_error.is_(None), scored.mean_error))),
                  else_=None).label("rank"),
         )
         .join(Learner, Learner.id == Submission.learner_id)
         .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
-        .outerjoin(scored, scored.c.submission_id == Submission.id)
+        .outerjoin(scored, scored.submission_id == Submission.id)
         .outerjoin(planned, and_(planned.c.version_id == Submission.stream_version_id,
                                  planned.c.phase == Submission.phase))
         .outerjoin(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)

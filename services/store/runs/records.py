@@ -3,8 +3,10 @@ both the stream runner and the coordinator change them. Keyword-only functions, 
 each; the caller owns the transaction.
 
 The invariant that matters: a task's result, its run's totals, the learner state it
-produced and the submission's cursor change in ONE transaction (:func:`commit_task`), so a
-crash leaves either all of them or none, and a resumed run never counts a task twice.
+produced, the submission's cursor and its leaderboard scores (:mod:`services.store.runs.scores`)
+change in ONE transaction (:func:`commit_task`), so a crash leaves either all of them or none,
+a resumed run never counts a task twice, and the leaderboard never reads a result its scores
+leave out. :func:`commit_task` is the only writer of ``task_results``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from services.store.db.models import (
 from services.store.db.models_probe import TrialCurve
 from services.store.db.types import utcnow
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome
+from services.store.runs.scores import rescore
 
 
 def ensure_learner(session: Session, *, spec: str, resources: Mapping[str, Any]) -> Learner:
@@ -175,6 +178,7 @@ def commit_task(
     else:
         submission.cursor = next_order
     session.flush()
+    rescore(session, submission_ids=[submission.id])  # the leaderboard's row, from the results now
     add_event(session, submission_id=submission.id, kind="task.committed",
               payload={"task_run_id": run.id, "error": outcome.error, "flops": outcome.flops})
     if next_order is not None:

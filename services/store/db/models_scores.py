@@ -1,0 +1,42 @@
+"""The leaderboard's summary table: one row per submission with results, kept with them.
+
+Aggregating every committed result on each leaderboard read cost 0.3–3 s at 106,000 results,
+and under a stream of commits every read is a first read. ``submission_scores`` holds, per
+submission, the aggregate a leaderboard row shows, so a read scans one row per submission.
+Imported at the end of :mod:`services.store.db.models` (revision ``0017``).
+
+Contract:
+- A row equals the aggregate of the submission's ``task_results`` (see
+  :mod:`services.store.runs.scores`), and is rewritten from them in the transaction that
+  commits a result (:func:`services.store.runs.records.commit_task`); a submission without
+  results has no row. Revision 0017 back-fills it for results stored before.
+- ``mean_error`` and ``headline_done`` count the results of the submission's own phase's tasks
+  (its headline tasks); the rest count every committed task.
+- Deleting a submission deletes its row.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Double, ForeignKey, Integer
+from sqlalchemy.orm import Mapped, mapped_column
+
+from services.store.db.base import Base, non_negative
+
+
+# The aggregate of one submission's committed results, as its leaderboard row shows it.
+class SubmissionScore(Base):
+    __tablename__ = "submission_scores"
+    __table_args__ = non_negative("tasks_done", "headline_done", "floored_tasks", "cflop", "cflop_paper",
+                                  "cpu_seconds")
+
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True)
+    tasks_done: Mapped[int] = mapped_column(Integer)  # committed tasks
+    cflop: Mapped[float] = mapped_column(Double)  # their FLOPs
+    cflop_paper: Mapped[float | None] = mapped_column(Double)  # NEVIS'22's count; NULL: a task was not split
+    cpu_seconds: Mapped[float | None] = mapped_column(Double)  # harness-measured; NULL: none measured
+    floored_tasks: Mapped[int] = mapped_column(Integer)  # tasks charged the harness's CPU-time floor
+    headline_done: Mapped[int] = mapped_column(Integer)  # committed tasks of the submission's phase
+    mean_error: Mapped[float | None] = mapped_column(Double)  # E over those; NULL: none yet
+
+
+__all__ = ["SubmissionScore"]
