@@ -28,6 +28,7 @@ from services.cli import (
     store_cmd,
     streams_cmd,
     study_cmd,
+    uncertainty_cmd,
 )
 from services.core.errors import NevisError
 
@@ -44,7 +45,8 @@ app.add_typer(streams_cmd.app, name="streams", help="List and inspect stream man
 app.add_typer(data_cmd.app, name="data", help="Fetch the sources of a stream (`nevis data fetch`) and turn datasets into checksummed shards.")
 app.add_typer(store_cmd.app, name="store", help="Object-store maintenance: `nevis store gc` removes unreferenced objects.")
 app.command("run", help="Run a learner over a stream on Ray; prints E and cFLOP.")(run_cmd.run)
-app.command("results", help="Print a stored run: per-task errors, E and cFLOP.")(run_cmd.results)
+app.command("results", help="Print a stored run: per-task errors, E with its 95 % interval, and cFLOP.")(run_cmd.results)
+app.command("compare", help="Compare two runs on one stream version: per-task Δ, the paired 95 % interval of ΔE, Δ cFLOP.")(uncertainty_cmd.compare)
 app.add_typer(pretrain_cmd.app, name="pretrain",
               help="Pretrained checkpoints: self-pretrained on a stream's meta-train tasks (pt_self, pt_ft_self), "
                    "or `nevis pretrain import` of weights pretrained elsewhere (pt, pt_ft).")
@@ -65,6 +67,7 @@ app.command("login", help="Keep a remote service's URL and API token (token from
 app.command("submit", help="Check, pack and upload a learner folder, submit it to the service, follow the run.")(remote_cmd.submit)
 app.command("status", help="A remote submission's status and results (or your recent submissions).")(remote_cmd.status)
 app.command("cancel", help="Cancel a queued or running remote submission.")(remote_cmd.cancel)
+app.command("logs", help="A remote submission's logs: learner output and tracebacks, per trial (yours only).")(remote_cmd.logs)
 app.command("leaderboard", help="The service's leaderboard of a stream (E, cFLOP).")(remote_cmd.leaderboard)
 app.command("check", help="Run a learner's protocol calls on a tiny built-in stream; exit 1 on the first broken one.")(check_cmd.check)
 app.add_typer(init_cmd.app, name="init", help="Start something new: `nevis init learner NAME` writes a learner folder.")

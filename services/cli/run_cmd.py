@@ -161,9 +161,12 @@ def _write_plot(run_id: int, path: Path, *, quiet: bool) -> None:
 
 
 def show_results(run_id: int, *, as_json: bool):
+    from services.cli.uncertainty_cmd import interval_text, load_interval  # noqa: PLC0415
+
     summary = _load_summary(run_id)
+    interval = load_interval(summary)
     if as_json:
-        typer.echo(json.dumps(summary.to_dict(), indent=2))
+        typer.echo(json.dumps({**summary.to_dict(), "error_interval": interval.to_dict()}, indent=2))
         return summary
     split = any(row.flops_paper is not None for row in summary.tasks)  # FLOPs by purpose were stored
     purposes = ("updates", "validation", "prediction") if split else ()
@@ -183,7 +186,7 @@ def show_results(run_id: int, *, as_json: bool):
     console.print(table)
     scored = sum(r.error is not None for r in summary.tasks if r.phase == summary.phase)
     e_text = "n/a" if summary.mean_error is None else f"{summary.mean_error:.4f}"
-    console.print(f"E ({summary.phase}, {scored}/{summary.headline_tasks} tasks) = {e_text}")
+    console.print(f"E ({summary.phase}, {scored}/{summary.headline_tasks} tasks) = {e_text}{interval_text(interval)}")
     console.print(f"cFLOP = {summary.cflop:.4e}  (FLOPs {', '.join(summary.flops_sources) or 'measured'}; retried work {summary.retried_flops:.3e})"
                   f"  cFLOP (paper) = {_flops_text(summary.cflop_paper, digits=4) or 'not split'}"
                   f"  CPU s = {cpu_text(summary.cpu_seconds)}"

@@ -19,9 +19,11 @@ from services.coordinator.api.deps import token_checker
 from services.coordinator.api.middleware import BodyLimit, RequestMetrics, UploadLimit
 from services.coordinator.api.rate_limit import WriteRateLimit, document_rate_limits
 from services.coordinator.api.routes import (
+    compare,
     health,
     leaderboard,
     learners,
+    logs,
     refreshes,
     streams,
     submissions,
@@ -77,7 +79,7 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
     app.state.metrics = metrics
     app.state.scheduler = scheduler
     app.state.store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
-    for module in (health, users, learners, submissions, streams, leaderboard, refreshes):
+    for module in (health, users, learners, submissions, logs, streams, leaderboard, compare, refreshes):
         app.include_router(module.router)
     problems.install(app)
     app.add_middleware(UploadLimit, path=learners.BUNDLE_PATH, limit=settings.bundle_max_bytes,

@@ -28,10 +28,12 @@ from services.core.budget import RunBudget
 from services.core.config import Settings
 from services.core.errors import LearnerError, NevisError, TaskFailedError
 from services.core.metrics import task_error
+from services.core.predictions import encode as encode_predictions
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import Submission, TaskRun, Trial
 from services.store.objects import ObjectStore, open_store
 from services.store.runs import records, run_keys
+from services.store.runs.predictions import predictions_key
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
 from workers.learners.provenance import pretraining_cflop
 from workers.sandbox.client import HostSpec, LearnerHost, describe
@@ -229,12 +231,14 @@ class StreamRunner:
             self._fail(attempt, f"all {len(outcomes)} trials failed; first error: {first}", spent)
         images, labels = data.splits[split]
         try:
-            error, evaluation = self._evaluate(attempt, host, learner, data, best, images, labels)
+            error, evaluation, predictions = self._evaluate(attempt, host, learner, data, best, images, labels)
         except Exception as exc:  # noqa: BLE001 - the learner's predict failed: the task fails
             cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
             what = str(cause) if isinstance(cause, LearnerError) else f"{type(cause).__name__}: {cause}"
             self._fail(attempt, f"evaluating the best trial ({best.trial_index}) failed: {what}",
                        spent, cause=exc)
+        # Kept before the commit, under the attempt's prefix: the committed attempt's are the task's.
+        self.store.put_bytes(predictions_key(plan.submission_id, task.order, attempt.number), predictions)
         outcome = TaskOutcome(
             order=task.order, best_trial_index=best.trial_index, error=error, split=split,
             metric="accuracy" if task.kind == "single" else "map", flops=float(spent + evaluation.flops),
@@ -332,8 +336,11 @@ class StreamRunner:
         )
 
     def _evaluate(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,
-                  best: TrialOutcome, images: np.ndarray, labels: np.ndarray) -> tuple[float, EvaluationCost]:
-        """The chosen predictor's error on the evaluation split, and what that cost.
+                  best: TrialOutcome, images: np.ndarray,
+                  labels: np.ndarray) -> tuple[float, EvaluationCost, bytes]:
+        """The chosen predictor's error on the evaluation split, what that cost, and its
+        per-example predictions, compactly (:mod:`services.core.predictions`), so the error can
+        be recomputed and resampled without the learner.
 
         The learner's ``predict`` sees the images only; labels stay here, in harness code.
         """
@@ -341,7 +348,8 @@ class StreamRunner:
         scores, flops = self.actors.score(
             host, learner.resources, plan.budget, task_info(attempt.task, data.index, plan.image_size),
             images, seed=best.seed, predictor=self.store.get_bytes(best.predictor.key))
-        return task_error(scores, labels, attempt.task.kind), EvaluationCost.of(flops)
+        error = task_error(scores, labels, attempt.task.kind)
+        return error, EvaluationCost.of(flops), encode_predictions(scores, labels, attempt.task.kind)
 
     def _fail(self, attempt: Attempt, reason: str, spent: float, *, cause: BaseException | None = None) -> NoReturn:
         """Close the attempt, stop the submission with the reason, and raise it."""

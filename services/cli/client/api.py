@@ -131,6 +131,17 @@ class NevisClient:
     def cancel(self, submission_id: int) -> dict[str, Any]:
         return self._call("POST", f"/v1/submissions/{submission_id}/cancel")
 
+    def logs(self, submission_id: int, *, task: int | None = None, trial: int | None = None,
+             tail_bytes: int | None = None) -> dict[str, Any]:
+        """A submission's logs, per trial and prediction job (``GET /v1/submissions/{id}/logs``:
+        its owner's and admins' only)."""
+        params = {k: v for k, v in (("task", task), ("trial", trial), ("tail_bytes", tail_bytes)) if v is not None}
+        return self._call("GET", f"/v1/submissions/{submission_id}/logs", params=params)
+
+    def compare(self, a: int, b: int) -> dict[str, Any]:
+        """Run ``a`` against run ``b`` (``GET /v1/compare``)."""
+        return self._call("GET", "/v1/compare", params={"a": a, "b": b})
+
     def leaderboard(self, stream: str, *, version: str | None = None, limit: int = 50) -> dict[str, Any]:
         params: dict[str, Any] = {"stream": stream, "limit": limit, **({"version": version} if version else {})}
         return self._call("GET", "/v1/leaderboard", params=params)

@@ -26,6 +26,7 @@ from services.coordinator.api.fields import (
     StrictFloat,
     StrictInt,
 )
+from services.coordinator.api.schemas_uncertainty import ErrorIntervalOut
 from services.core.budget import RunBudget
 
 T = TypeVar("T")
@@ -250,6 +251,9 @@ class SubmissionOut(SubmissionBrief):
         "cFLOP of the run that made the self-pretrained checkpoint this run starts from "
         "(pt_self / pt_ft_self, `nevis pretrain`), as the checkpoint records it; not in 'cflop' "
         "(a PT run is not charged its pretraining, as in the paper); null: no such checkpoint."))
+    error_interval: ErrorIntervalOut | None = Field(default=None, description=(
+        "E's 95 % bootstrap interval (tasks, and test examples within tasks, resampled; "
+        "docs/uncertainty.md) on GET /v1/submissions/{id}; null in the answers of writes."))
 
 
 class EventOut(BaseModel):

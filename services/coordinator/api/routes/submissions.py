@@ -14,6 +14,7 @@ from services.coordinator.api.deps import (
     Offset,
     SessionDep,
     SettingsDep,
+    StoreDep,
 )
 from services.coordinator.api.fields import NAME_MAX, NAME_PATTERN, DbCount, DbId
 from services.coordinator.api.routes import problems
@@ -30,6 +31,7 @@ from services.coordinator.api.schemas import (
     SubmissionOut,
     TaskOut,
 )
+from services.coordinator.api.schemas_uncertainty import ErrorIntervalOut
 from services.coordinator.common.validation import check_idempotency_key
 from services.coordinator.crud import submissions as crud
 from services.coordinator.crud.submissions import SubmissionRequest, SubmissionRow
@@ -37,6 +39,7 @@ from services.core.budget import RunBudget
 from services.store.db.models import SUBMISSION_STATUSES
 from services.store.db.models_coordinator import TaskLease
 from services.store.runs.summary import load_summary
+from services.store.runs.uncertainty import run_interval_of
 from services.store.probes.report import load_probe_report
 
 router = APIRouter(prefix="/v1/submissions", tags=["submissions"], responses=problems(401, 422, 503))
@@ -157,8 +160,11 @@ def read_submissions(
 
 @router.get("/{submission_id}", responses=problems(404),
             summary="A submission: status, current task, per-task results, E and cFLOP")
-def read_submission(submission_id: SubmissionId, user: CurrentUser, session: SessionDep) -> SubmissionOut:
-    return detail(session, crud.get_submission(session, user=user, submission_id=submission_id))
+def read_submission(submission_id: SubmissionId, user: CurrentUser, session: SessionDep,
+                    store: StoreDep) -> SubmissionOut:
+    out = detail(session, crud.get_submission(session, user=user, submission_id=submission_id))
+    interval = run_interval_of(session, store, submission_id=submission_id)
+    return out.model_copy(update={"error_interval": ErrorIntervalOut(**interval.to_dict())})
 
 
 @router.post("/{submission_id}/cancel", responses=problems(404, 409, 413),
