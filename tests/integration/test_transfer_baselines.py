@@ -5,7 +5,7 @@ Runs on both dialects (the ``database_url`` fixture): FT-d's choice on the secon
 the first task's predictor (the fresh network is scored apart, never chosen); PT+FT's ranking
 also holds the pretrained checkpoint made by ``nevis pretrain``'s function (an ordinary
 meta-train run, whose id and cFLOP the checkpoint records), stored once under its digest; that
-self-pretrained checkpoint runs under ``pt_self`` and is refused by the paper's ``pt``; BHPO runs
+self-pretrained checkpoint runs under ``pt_ft_self``, is taken by ``pt_self`` and is refused by the paper's ``pt``; BHPO runs
 with its preferred search unless the run names one.
 
 The runs train the ``_small`` learners (the small CNN, fast on CPUs); the built-in names are
@@ -76,13 +76,18 @@ def test_self_pretraining_runs_as_pt_self_and_pt_ft_self_and_pt_refuses_it(runne
         key = session.get(Submission, run_id).pretrained_key
     assert key == f"pretrained/{hashlib.sha256(made.checkpoint).hexdigest()}.bin"
     assert runner.store.get_bytes(key) == made.checkpoint
-    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="pt_self_small",
-                                     budget=RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,)),
-                                     pretrained=str(checkpoint)))
+    # `pt_self` takes the same checkpoint (its first task loads it and trains from it).
+    pt_self = runner.create(RunRequest(stream=str(tiny_stream), learner="pt_self_small",
+                                       budget=RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,)),
+                                       pretrained=str(checkpoint)))
+    assert runner.run_next_task(pt_self)
+    with runner.sessions() as session:
+        first = load_summary(session, submission_id=pt_self).tasks[0]
+    assert first.status == "committed" and first.error is not None
     with runner.sessions() as session:
         summary = load_summary(session, submission_id=run_id)
         board = leaderboard(session, stream=manifest.name, version=manifest.version)
-    assert (summary.status, summary.learner, len(summary.tasks)) == ("succeeded", "pt_self_small", len(manifest.tasks))
+    assert (summary.status, summary.learner, len(summary.tasks)) == ("succeeded", "pt_ft_self_small", len(manifest.tasks))
     # The pretraining run's cFLOP beside the PT run's own, not in it: the run summary (what
     # `nevis results` and the API show) and the leaderboard row.
     assert summary.cflop_pretraining == made.flops and summary.cflop == sum(t.flops for t in summary.tasks)
