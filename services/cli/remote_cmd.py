@@ -1,4 +1,4 @@
-"""The ``nevis`` commands that talk to a remote service: login, submit, status, cancel, leaderboard.
+"""The ``nevis`` commands that talk to a remote service: login, submit, status, cancel, logs, leaderboard.
 
 They sit beside the local ones (``nevis run`` / ``nevis results`` read a local database;
 these read the service ``nevis login`` named) and go through :mod:`services.cli.client`.
@@ -159,6 +159,28 @@ def cancel(submission_id: int = typer.Argument(..., help="The submission to canc
     console.print(f"Submission {doc['id']}: {doc['status']}.")
 
 
+def logs(
+    submission_id: int = typer.Argument(..., help="The submission (yours, or any for an admin)."),
+    task: Optional[int] = typer.Option(None, "--task", help="Only this task (by stream order)."),  # noqa: UP007
+    trial: Optional[int] = typer.Option(None, "--trial", help="Only this trial index."),  # noqa: UP007
+    tail_bytes: Optional[int] = typer.Option(None, "--tail-bytes", help="The most bytes of each log shown: its last ones (default: the service's, 64 KiB)."),  # noqa: UP007
+    as_json: bool = typer.Option(False, "--json", help="Print the API's JSON."),
+) -> None:
+    """What a submission's learner hosts printed, and the tracebacks of what failed, per trial and prediction job."""
+    with NevisClient.from_login() as client:
+        doc = client.logs(submission_id, task=task, trial=trial, tail_bytes=tail_bytes)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    if not doc["items"]:
+        console.print(f"Submission {submission_id}: no logs" + (" that match" if task is not None or trial is not None else " yet") + ".")
+    for item in doc["items"]:
+        what = "prediction job" if item["trial"] is None else f"trial {item['trial']} ({item['status']})"
+        cut = ", last bytes only" if item["truncated"] else ""
+        console.rule(f"task {item['task']} attempt {item['attempt']}, {what}{cut}", style="dim")
+        typer.echo(item["text"].rstrip("\n") or "(empty)")
+
+
 def leaderboard(
     stream: str = typer.Option(..., "--stream", "-s", help="Stream name."),
     version: Optional[str] = typer.Option(None, "--version", help="Stream version (default: the newest)."),  # noqa: UP007
@@ -180,4 +202,4 @@ def leaderboard(
     console.print(table)
 
 
-__all__ = ["cancel", "default_name", "leaderboard", "login", "register", "show_submission", "status", "submit"]
+__all__ = ["cancel", "default_name", "leaderboard", "login", "logs", "register", "show_submission", "status", "submit"]

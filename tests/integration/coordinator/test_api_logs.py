@@ -1,0 +1,74 @@
+"""``GET /v1/submissions/{id}/logs`` (issue 25, logs): a submission's trial and prediction-job
+logs, read back from the object store for its owner and admins; another user gets the 404 of
+an unknown id (a public submission's logs are private too), and anonymous readers a 401."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from services.store.db import make_engine, session_factory, transaction
+from services.store.db.models import StreamTask, Submission, TaskRun, Trial
+from services.store.objects import open_store
+from services.store.runs import run_keys
+
+LEARNER = {"entrypoint": "nevis_test_learners:nearest_mean", "name": "nm-logs"}
+
+
+def _failed_trial(settings, submission_id: int) -> None:
+    """Task 1 of the submission ran two trials (one failed), each with its log, and a prediction job."""
+    engine = make_engine(settings.database_url)
+    store = open_store(settings.store_url)
+    try:
+        with transaction(session_factory(engine)) as session:
+            submission = session.get(Submission, submission_id)
+            task = session.scalar(select(StreamTask).where(StreamTask.stream_version_id == submission.stream_version_id,
+                                                           StreamTask.order == 1))
+            run = TaskRun(submission_id=submission_id, stream_task_id=task.id, status="failed", attempt=1)
+            session.add(run)
+            session.flush()
+            session.add_all([Trial(task_run_id=run.id, trial_index=0, seed=0, status="succeeded"),
+                             Trial(task_run_id=run.id, trial_index=1, seed=1, status="failed",
+                                   error_text="RuntimeError: boom", traceback="Traceback ...\nRuntimeError: boom")])
+    finally:
+        engine.dispose()
+    prefix = run_keys.attempt_prefix(submission_id, 1, 1)
+    store.put_bytes(f"{run_keys.trial_prefix(prefix, 0)}/{run_keys.LOG_FILE}", b"epoch 1 loss 0.5\n")
+    store.put_bytes(f"{run_keys.trial_prefix(prefix, 1)}/{run_keys.LOG_FILE}",
+                    b"x" * 5000 + b"\n[nevis] trial 1 failed: RuntimeError: boom\nTraceback (most recent call last):\n")
+    store.put_bytes(f"{prefix}/{run_keys.PREDICT_LOG_FILE}", b"predicting\n")
+
+
+def test_logs_are_the_owners_and_admins_only(client: TestClient, tokens, coord_settings) -> None:
+    alice = tokens.auth("alice")
+    learner = client.post("/v1/learners", json=LEARNER, headers=alice).json()
+    created = client.post("/v1/submissions", headers=alice, json={
+        "learner_id": learner["id"], "stream": "tiny2", "budget": {"trials": 2, "steps": 1}})
+    assert created.status_code == 201, created.text
+    sid = created.json()["id"]
+    assert client.get(f"/v1/submissions/{sid}/logs", headers=alice).json()["items"] == []
+    _failed_trial(coord_settings, sid)
+
+    page = client.get(f"/v1/submissions/{sid}/logs", headers=alice)
+    assert page.status_code == 200, page.text
+    items = page.json()["items"]
+    assert [(i["task"], i["trial"], i["kind"], i["status"]) for i in items] == [
+        (1, 0, "trial", "succeeded"), (1, 1, "trial", "failed"), (1, None, "prediction", None)]
+    assert items[0]["text"] == "epoch 1 loss 0.5\n" and items[2]["text"] == "predicting\n"
+    assert "Traceback" in items[1]["text"] and items[1]["error"] == "RuntimeError: boom"
+
+    one = client.get(f"/v1/submissions/{sid}/logs", params={"task": 1, "trial": 1, "tail_bytes": 100},
+                     headers=tokens.auth("admin"))
+    assert one.status_code == 200, one.text
+    [item] = one.json()["items"]
+    assert item["truncated"] and len(item["text"]) == 100 and item["text"].endswith("(most recent call last):\n")
+    assert client.get(f"/v1/submissions/{sid}/logs", params={"task": 2}, headers=alice).json()["items"] == []
+
+    for who, status in (("bob", 404), (None, 401)):
+        refused = client.get(f"/v1/submissions/{sid}/logs", headers=tokens.auth(who) if who else {})
+        assert refused.status_code == status, refused.text
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        assert "boom" not in refused.text
+    missing = client.get("/v1/submissions/999999/logs", headers=tokens.auth("bob"))
+    assert missing.status_code == 404 and missing.json()["title"] == client.get(
+        f"/v1/submissions/{sid}/logs", headers=tokens.auth("bob")).json()["title"]
