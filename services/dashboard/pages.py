@@ -29,7 +29,8 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 import plotly
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.templating import Jinja2Templates
@@ -41,6 +42,7 @@ from services.coordinator.api.answers import answer_cache, shared_slot
 from services.coordinator.api.routes.leaderboard import Reader, resolve_stream
 from services.core.errors import NevisError, UnknownNameError
 from services.dashboard import figures
+from services.dashboard.log_pages import PRIVATE, LogEntry, log_owner
 from services.dashboard.views import (
     TASK_COLUMNS,
     CompareView,
@@ -160,7 +162,10 @@ def leaderboard_csv(
 
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
-async def submission_page(request: Request, viewer: Reader, submission_id: DbId) -> HTMLResponse:
+async def submission_page(request: Request, viewer: Reader, submission_id: DbId,
+                          logs: Annotated[list[LogEntry] | None, Depends(log_owner)]) -> HTMLResponse:
+    """The submission's page; its owner (and admins) also get its logs, on a page of their own
+    that is never cached or shared (:mod:`services.dashboard.log_pages`)."""
     def render(session: Session) -> tuple[int, str]:
         try:
             check_readable(session, viewer, [submission_id])
@@ -168,8 +173,12 @@ async def submission_page(request: Request, viewer: Reader, submission_id: DbId)
         except UnknownNameError as exc:
             return 404, _render("error.html", title="Not found", message=str(exc))
         return 200, _render("submission.html", title=f"Submission #{submission_id}", view=view,
-                            columns=TASK_COLUMNS)
+                            columns=TASK_COLUMNS, logs=logs)
 
+    if logs is not None:
+        with request.app.state.sessions() as session:
+            status, html = await run_in_threadpool(render, session)
+        return HTMLResponse(html, status_code=status, headers=PRIVATE)
     return await _cached_page(request, ("submission-page", submission_id), viewer, render)
 
 

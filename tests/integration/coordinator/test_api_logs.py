@@ -72,3 +72,31 @@ def test_logs_are_the_owners_and_admins_only(client: TestClient, tokens, coord_s
     missing = client.get("/v1/submissions/999999/logs", headers=tokens.auth("bob"))
     assert missing.status_code == 404 and missing.json()["title"] == client.get(
         f"/v1/submissions/{sid}/logs", headers=tokens.auth("bob")).json()["title"]
+
+
+def test_the_dashboard_shows_logs_to_the_owner_only(coord_settings, tokens) -> None:
+    """The submission page lists the owner's logs (a failed trial's traceback one click away);
+    the same page for anyone else has no logs section, and the logs page is their 404."""
+    from services.dashboard.server import create_server_app  # noqa: PLC0415
+
+    alice = tokens.auth("alice")
+    with TestClient(create_server_app(coord_settings), raise_server_exceptions=False) as client:
+        learner = client.post("/v1/learners", json=LEARNER, headers=alice).json()
+        sid = client.post("/v1/submissions", headers=alice, json={
+            "learner_id": learner["id"], "stream": "tiny2", "budget": {"trials": 2, "steps": 1}}).json()["id"]
+        _failed_trial(coord_settings, sid)
+        for who in (None, "bob", "alice"):  # the shared page first: the owner's must not be served from it
+            page = client.get(f"/submissions/{sid}", headers=tokens.auth(who) if who else {})
+            assert page.status_code == 200, page.text
+            assert ('id="log-list"' in page.text) == (who == "alice"), who
+        assert page.headers["cache-control"] == "private, no-store"
+        assert f'href="/submissions/{sid}/logs?task=1&amp;trial=1#log-1-1-1">traceback</a>' in page.text
+        admin = client.get(f"/submissions/{sid}", headers=tokens.auth("admin"))
+        assert 'id="log-list"' in admin.text
+
+        shown = client.get(f"/submissions/{sid}/logs", params={"task": 1, "trial": 1}, headers=alice)
+        assert shown.status_code == 200 and "Traceback (most recent call last)" in shown.text
+        assert "epoch 1 loss" not in shown.text  # trial 0's log is on its own link
+        for who in (None, "bob"):
+            refused = client.get(f"/submissions/{sid}/logs", headers=tokens.auth(who) if who else {})
+            assert refused.status_code == 404 and "boom" not in refused.text
