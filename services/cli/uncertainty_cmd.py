@@ -38,7 +38,7 @@ def interval_text(interval) -> str:
         return f"  (no 95 % interval: {interval.reason})" if interval.estimate is not None else ""
     low, high = interval.result.interval.low, interval.result.interval.high
     half = (high - low) / 2
-    return (f" ± {half:.4f} [{low:.4f}, {high:.4f}] {interval.result.interval.level:.0%} "
+    return (f" ± {half:.4f} [{low:.4f}, {high:.4f}] {_percent(interval.result.interval.level)} "
             f"(bootstrap over tasks and test examples, {interval.result.resamples} resamples)")
 
 
@@ -94,11 +94,15 @@ def show_comparison(doc: dict[str, Any]) -> None:
     else:
         verdict = "beyond noise" if iv["low"] > 0 or iv["high"] < 0 else "within noise (the interval holds 0)"
         console.print(f"ΔE = E({a}) − E({b}) = {de:+.4f} ± {(iv['high'] - iv['low']) / 2:.4f} "
-                      f"[{iv['low']:+.4f}, {iv['high']:+.4f}] {iv['level']:.0%} over {iv['tasks']} tasks: {verdict}")
+                      f"[{iv['low']:+.4f}, {iv['high']:+.4f}] {_percent(iv['level'])} over {iv['tasks']} tasks: {verdict}")
         differing = doc["differing_tasks"]
         console.print(f"tasks that differ beyond noise: {', '.join(map(str, differing)) if differing else 'none'}")
     console.print(f"Δ cFLOP = {doc['delta_cflop']:+.4e}  ({doc['cflop_a']:.4e} − {doc['cflop_b']:.4e}; "
                   "counted, not sampled: no sampling noise)")
+
+
+def _percent(level: float) -> str:
+    return f"{level * 100:g} %"
 
 
 __all__ = ["compare", "interval_text", "load_interval", "show_comparison"]

@@ -10,14 +10,14 @@ import time
 import numpy as np
 import pytest
 
-from services.core.metrics import mean_average_precision, task_error
+from services.core.metrics import task_error
 from services.core.predictions import TaskPredictions, decode, encode
 from services.core.uncertainty import (
-    bootstrap_draws,
     error_interval,
     over_seeds,
     paired_delta,
 )
+from tests.support.bootstrap_reference import reference_totals
 
 
 def _single(rng: np.random.Generator, n: int, classes: int, skill: float) -> tuple[np.ndarray, np.ndarray]:
@@ -35,31 +35,6 @@ def _multi(rng: np.random.Generator, n: int, labels_k: int, skill: float) -> tup
 
 def _stored(scores: np.ndarray, labels: np.ndarray, kind: str) -> TaskPredictions:
     return decode(encode(scores, labels, kind))
-
-
-def _reference_resampled(task: TaskPredictions, rows: np.ndarray) -> float:
-    if task.kind == "single":
-        return float(1.0 - np.mean([task.predicted[j] == task.labels[j] for j in rows]))
-    labels = task.labels[rows]
-    if labels.sum() == 0:
-        return float("nan")
-    return 1.0 - mean_average_precision(task.predicted[rows].astype(np.float64), labels)
-
-
-def _reference_totals(a: list[TaskPredictions], b: list[TaskPredictions] | None, resamples: int,
-                      seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(R,) resampled E (or ΔE with ``b``) and (R, T) resampled per-task errors (or Δ), by loops."""
-    task_draws, example_draws = bootstrap_draws([t.num_examples for t in a], resamples=resamples, seed=seed)
-    example_draws = list(example_draws)
-    per_task = np.empty((resamples, len(a)))
-    for r in range(resamples):
-        for t in range(len(a)):
-            rows = example_draws[t][r]
-            per_task[r, t] = _reference_resampled(a[t], rows)
-            if b is not None:
-                per_task[r, t] -= _reference_resampled(b[t], rows)
-    totals = np.array([np.mean([per_task[r, t] for t in task_draws[r]]) for r in range(resamples)])
-    return totals, per_task
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +70,7 @@ def test_multi_label_predictions_are_two_byte_ranks_and_packed_labels() -> None:
 def test_error_interval_matches_the_loop_reference(runs) -> None:
     a, _ = runs
     got = error_interval(a, resamples=60, seed=3)
-    totals, per_task = _reference_totals(a, None, 60, 3)
+    totals, per_task = reference_totals(a, None, 60, 3)
     assert got.estimate == pytest.approx(np.mean([t.error for t in a]), abs=1e-15)
     assert got.interval.low == pytest.approx(np.nanquantile(totals, 0.025), abs=1e-12)
     assert got.interval.high == pytest.approx(np.nanquantile(totals, 0.975), abs=1e-12)
@@ -108,7 +83,7 @@ def test_error_interval_matches_the_loop_reference(runs) -> None:
 def test_paired_delta_matches_the_loop_reference(runs) -> None:
     a, b = runs
     got = paired_delta(a, b, resamples=60, seed=5)
-    totals, per_task = _reference_totals(a, b, 60, 5)
+    totals, per_task = reference_totals(a, b, 60, 5)
     assert got.delta == pytest.approx(np.mean([x.error - y.error for x, y in zip(a, b)]), abs=1e-15)
     assert got.interval.low == pytest.approx(np.nanquantile(totals, 0.025), abs=1e-12)
     assert got.interval.high == pytest.approx(np.nanquantile(totals, 0.975), abs=1e-12)
