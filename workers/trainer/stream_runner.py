@@ -336,11 +336,9 @@ class StreamRunner:
         )
 
     def _evaluate(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,
-                  best: TrialOutcome, images: np.ndarray,
-                  labels: np.ndarray) -> tuple[float, EvaluationCost, bytes]:
-        """The chosen predictor's error on the evaluation split, what that cost, and its
-        per-example predictions, compactly (:mod:`services.core.predictions`), so the error can
-        be recomputed and resampled without the learner.
+                  best: TrialOutcome, images: np.ndarray, labels: np.ndarray) -> tuple[float, EvaluationCost, bytes]:
+        """The chosen predictor's error on the evaluation split, what that cost, and its per-example
+        predictions (:mod:`services.core.predictions`: the error recomputed without the learner).
 
         The learner's ``predict`` sees the images only; labels stay here, in harness code.
         """
@@ -348,8 +346,8 @@ class StreamRunner:
         scores, flops = self.actors.score(
             host, learner.resources, plan.budget, task_info(attempt.task, data.index, plan.image_size),
             images, seed=best.seed, predictor=self.store.get_bytes(best.predictor.key))
-        error = task_error(scores, labels, attempt.task.kind)
-        return error, EvaluationCost.of(flops), encode_predictions(scores, labels, attempt.task.kind)
+        kind = attempt.task.kind
+        return task_error(scores, labels, kind), EvaluationCost.of(flops), encode_predictions(scores, labels, kind)
 
     def _fail(self, attempt: Attempt, reason: str, spent: float, *, cause: BaseException | None = None) -> NoReturn:
         """Close the attempt, stop the submission with the reason, and raise it."""
