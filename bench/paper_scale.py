@@ -1,0 +1,329 @@
+"""Scale on paper: the wall time and cost of one FULL-stream run at the NEVIS'22 paper's budget on
+N GPUs, from a measured FLOP count per image, the stream's task sizes and the coordinator's
+measured figures. An estimate, printed as a table; nothing here runs on a GPU.
+
+The model of one submission (the ``nevis22-full`` stream, 106 tasks):
+
+- **Per task, per trial**: ``--steps`` updates (the paper: up to 50,000) at the baselines'
+  batch b = min(512, max(16, 2^floor(log2(0.0025 · D)))) for a train split of D images
+  (:func:`workers.learners.recipe.batch_size`), so ``steps · b`` training images; plus a dev
+  pass every 1,000 steps below the budget and the harness's dev pass (``IndepLearner``'s
+  ``validate_every``, docs/fidelity.md B3 / F1), forward only; plus one test prediction of the
+  chosen trial per task.
+- **FLOPs per image**: ResNet-34 at 64 px (``build_model(ModelConfig("resnet34", C))``)
+  counted by the service's FLOP meter (:class:`workers.sandbox.flops.FlopMeter`) over one
+  training step on the CPU, at run time: forward and backward for a training image, forward
+  for an evaluated one. The head's share depends on C, so it is measured at two class counts
+  and interpolated.
+- **GPU throughput**: ``--gpu-images-per-s`` training images per second per GPU, or the
+  ``images_per_s`` of a ``bench/bench_gpu.py --json`` file (``--gpu-json``). Default: the
+  issue's figure, an H200 at 40 % of its 989 TFLOP/s dense bf16 peak over the meter's count
+  per training image (~14,000 images/s), **an assumption**, not a measurement. Evaluation runs
+  at the same FLOP rate.
+- **Spread over N GPUs**: a task's ``--trials`` trials (the paper: 16) run side by side, one
+  GPU each, in ceil(trials / N) waves; tasks run one after another, because the coordinator
+  launches task i only after task i-1 is committed (the causal order). So one submission uses
+  at most ``trials`` GPUs; more GPUs serve other submissions.
+- **Per-task overheads**: the coordinator's launch delay (``--launch-delay-s``: eligible to
+  launched, bench/scale_sim.py's first-submission p50) and the orchestration per task
+  (``--orchestration-s``: Tune experiment, trial processes, evaluation, commits; bench/
+  bench_stream.py's 3-4 s). The coordinator's scheduling rate (``--transitions-per-min``,
+  bench/scale_sim.py, 6 transitions per task) bounds how many GPUs a fleet of submissions can
+  keep busy; it is printed against the GPUs one task keeps busy.
+
+Task sizes: the project's manifests leave ``num_examples`` empty for the FULL stream (the size
+is known once a dataset is prepared), so every size below is **an estimate**: a public figure
+for the whole dataset, rounded, times the train fraction of the manifest's split (0.7 where
+the split names none). ``--sizes FILE`` (JSON ``{"dataset": images}``) replaces any of them,
+e.g. with prepared counts. A size only matters through the batch rule's power of two.
+
+Usage::
+
+    .venv/bin/python bench/paper_scale.py                     # the paper's budget, N = 1, 8, 64
+    .venv/bin/python bench/paper_scale.py --gpu-json gpu.json --price 3.5 --json out.json
+    .venv/bin/python bench/paper_scale.py --steps 100 --tasks 3 --width 8 --image-size 16  # seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from workers.learners.models import ModelConfig, build_model  # noqa: E402
+from workers.learners.recipe import batch_size  # noqa: E402
+from workers.sandbox.flops import FlopMeter  # noqa: E402
+from workers.stream.manifest_files import load_stream  # noqa: E402
+
+STREAM = "nevis22-full"
+PAPER_STEPS, PAPER_TRIALS = 50_000, 16
+VALIDATE_EVERY = 1000  # IndepLearner's validate_every, the reference's
+H200_BF16_PEAK_TFLOPS = 989.0
+ASSUMED_MFU = 0.40
+DEFAULT_TRAIN_FRACTION = 0.7
+DEFAULT_DEV_FRACTION = 0.12
+TRANSITIONS_PER_TASK = 6  # lease claimed, launched, started, ended; task run started, committed
+
+# Measured figures quoted in docs/benchmarks.md (the defaults; pass newer ones).
+SCALE_SIM_TRANSITIONS_PER_MIN = 9_072.0  # bench/scale_sim.py, 1,000 x 10, 3 replicas, 2026-12-01
+SCALE_SIM_LAUNCH_DELAY_S = 1.0  # NEVIS_POLL_INTERVAL_S: a lone submission's next task waits a poll at most
+BENCH_STREAM_ORCHESTRATION_S = 3.5  # bench/bench_stream.py: 3-4 s per task
+
+# Whole-dataset image counts, public figures rounded: ESTIMATES (the manifests carry none).
+APPROX_IMAGES: dict[str, int] = {
+    "magellan_venus_volcanoes": 134, "aberdeen": 690, "landsat": 6_435, "brodatz": 1_000,
+    "olivetti_face": 400, "coil20": 1_440, "coil100": 7_200, "mpeg7": 1_400, "butterflies": 620,
+    "mnist": 70_000, "caltech101": 9_144, "umist": 575, "cmu_amp_expression": 975,
+    "pascal_voc2005": 1_600, "caltech_categories": 2_000, "uiuc_cars": 1_050, "aloi": 72_000,
+    "scenes8": 2_690, "scenes15": 4_485, "pascal_voc2006": 5_300, "extended_yaleb": 16_128,
+    "voc_2007": 9_963, "ig02": 1_100, "ppmi": 4_800, "caltech256": 30_607,
+    "imagenet2012": 1_331_167, "lfw": 6_000, "oxford_flowers_17": 1_360,
+    "flickr_material_database": 1_000, "oxford_flowers102": 8_189, "belgium_tsc": 7_095,
+    "german_tsr": 51_839, "vistex": 1_000, "umd": 1_000, "kth_tips": 810, "uiuc_texture": 1_000,
+    "kth_tips_2b": 4_752, "cvc_muscima": 1_000, "iaprtc12": 20_000, "sketch": 20_000,
+    "kth_tips_2a": 4_608, "voc_2012": 11_540, "smallnorb": 48_600, "wiki_paintings_style": 80_000,
+    "mit_scenes": 15_620, "sun397": 108_754, "cifar10": 60_000, "caltech_birds2011": 11_788,
+    "stanford_cars": 16_185, "fgvc_aircraft_family": 10_000, "dtd": 5_640,
+    "coco_single_label": 100_000, "oxford_iiit_pet": 7_349, "stanford_dogs": 20_580,
+    "animal": 10_000, "silhouettes_28": 8_671, "interact": 5_000, "voc_actions": 4_600,
+    "svhn_cropped": 99_289, "chars74k": 7_705, "celeb_a": 202_599, "lfwa": 6_000,
+    "sun_attributes": 14_340, "cifar100": 60_000, "tid2008": 1_700, "tid2013": 3_000,
+    "usps": 9_298, "semeion": 1_593, "mnist_m": 68_000, "office_caltech_10": 2_533,
+    "pacs": 9_991, "caltech_camera_traps": 60_000, "emnist_balanced": 131_600,
+    "casia_hwdb": 1_000_000, "melanoma": 2_750, "trancos": 1_244, "mall": 2_000,
+    "fashion_mnist": 70_000, "not_mnist": 18_700, "tiny_imagenet": 110_000, "stl10": 13_000,
+    "food101": 101_000, "mnist_rotation": 62_000, "awa2": 37_322, "food101n": 335_000,
+    "shanghai_tech": 1_200, "animal_web": 21_900, "biwi": 15_700, "domainnet": 586_575,
+    "pneumonia_chest_xray": 5_856, "path_mnist": 107_180, "nih_chest_xray": 112_120,
+    "tubercolosis": 800, "covid_19_xray": 21_000, "patch_camelyon": 327_680, "ddsm": 10_000,
+    "synthetic_covid19_xray": 21_000,
+}
+FALLBACK_IMAGES = 10_000  # a dataset in none of the above
+
+
+@dataclass(frozen=True)
+class TaskCost:
+    order: int
+    dataset: str
+    images: int
+    size_source: str  # "estimate" | "given"
+    train: int
+    batch: int
+    train_images_per_trial: int
+    eval_images_per_trial: int
+    eval_images_chosen: int  # the chosen trial's test prediction
+    trial_s: float  # one trial on one GPU
+    task_gpu_s: float  # every trial of the task, plus the chosen trial's prediction
+
+
+@dataclass(frozen=True)
+class Row:
+    gpus: int
+    waves: int
+    wall_h: float
+    gpu_hours_busy: float
+    gpu_hours_held: float
+    cost_held: float
+    cost_busy: float
+    overhead_share: float
+    bound: str
+
+
+def measure_flops(*, width: int | None, image_size: int, classes: int) -> tuple[int, int, float]:
+    """(forward, backward) FLOPs per image of one training step of ResNet-34 with ``classes``
+    outputs, counted by the service's meter on the CPU; and the step's seconds."""
+    torch.manual_seed(0)
+    model = build_model(ModelConfig("resnet34", classes, width=width))
+    meter = FlopMeter()
+    meter.track(model)
+    batch = 2  # BatchNorm in train mode wants more than one image
+    x = torch.randn(batch, 3, image_size, image_size)
+    y = torch.randint(0, classes, (batch,))
+    start = time.perf_counter()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    seconds = time.perf_counter() - start
+    counts = meter.snapshot()
+    meter.untrack_all()
+    return counts.forward // batch, counts.backward // batch, seconds
+
+
+def flops_per_image(*, width: int | None, image_size: int, class_counts: list[int]) -> dict[str, Any]:
+    """The meter's counts at two class counts; a linear fit in the head's size for the rest."""
+    low, high = min(class_counts), max(class_counts)
+    fwd_lo, bwd_lo, s_lo = measure_flops(width=width, image_size=image_size, classes=low)
+    if high == low:
+        fwd_hi, bwd_hi, s_hi = fwd_lo, bwd_lo, 0.0
+    else:
+        fwd_hi, bwd_hi, s_hi = measure_flops(width=width, image_size=image_size, classes=high)
+    return {"classes": [low, high], "forward": [fwd_lo, fwd_hi], "backward": [bwd_lo, bwd_hi],
+            "cpu_step_s": [round(s_lo, 3), round(s_hi, 3)]}
+
+
+def _at(pair: list[int], classes: list[int], c: int) -> float:
+    if classes[1] == classes[0]:
+        return float(pair[0])
+    return pair[0] + (pair[1] - pair[0]) * (c - classes[0]) / (classes[1] - classes[0])
+
+
+def _fractions(task: Any) -> tuple[float, float]:
+    fractions = (task.split.fractions or {}) if task.split is not None else {}
+    return (float(fractions.get("train", DEFAULT_TRAIN_FRACTION)),
+            float(fractions.get("dev", DEFAULT_DEV_FRACTION)))
+
+
+def task_costs(tasks: list[Any], *, flops: dict[str, Any], steps: int, trials: int,
+               flops_per_gpu_s: float, sizes: dict[str, int]) -> list[TaskCost]:
+    """Every task's images and GPU seconds at the budget (see the module's docstring)."""
+    out = []
+    for task in tasks:
+        key = task.dataset.split(":", 1)[-1]
+        given = key in sizes
+        images = sizes.get(key) or APPROX_IMAGES.get(key, FALLBACK_IMAGES)
+        train_frac, dev_frac = _fractions(task)
+        train = max(1, int(images * train_frac))
+        dev = max(1, int(images * dev_frac))
+        test = max(1, int(images * 0.2))
+        b = batch_size(train)
+        classes = task.num_classes or 10
+        fwd = _at(flops["forward"], flops["classes"], classes)
+        bwd = _at(flops["backward"], flops["classes"], classes)
+        validations = max(0, math.ceil(steps / VALIDATE_EVERY) - 1) + 1  # below the budget + the harness's
+        train_images = steps * b
+        eval_images = validations * dev
+        trial_flops = train_images * (fwd + bwd) + eval_images * fwd
+        trial_s = trial_flops / flops_per_gpu_s
+        predict_s = test * fwd / flops_per_gpu_s
+        out.append(TaskCost(order=task.order, dataset=key, images=images,
+                            size_source="given" if given else "estimate", train=train, batch=b,
+                            train_images_per_trial=train_images, eval_images_per_trial=eval_images,
+                            eval_images_chosen=test, trial_s=trial_s,
+                            task_gpu_s=trials * trial_s + predict_s))
+    return out
+
+
+def table(costs: list[TaskCost], *, gpus: list[int], trials: int, per_task_overhead_s: float,
+          price: float) -> list[Row]:
+    """One row per GPU count: one submission's wall time, its GPU-hours and cost."""
+    busy_s = sum(c.task_gpu_s for c in costs)
+    rows = []
+    for n in gpus:
+        waves = math.ceil(trials / n)
+        compute_s = sum(waves * c.trial_s + (c.task_gpu_s - trials * c.trial_s) for c in costs)
+        overhead_s = per_task_overhead_s * len(costs)
+        wall_s = compute_s + overhead_s
+        held_h = n * wall_s / 3600
+        if n >= trials:
+            bound = (f"causal order: one trial per GPU, tasks one after another; "
+                     f"{n - trials} of {n} GPUs idle for this submission" if n > trials else
+                     "causal order: one trial per GPU, tasks one after another")
+        else:
+            bound = f"trials: {trials} per task in {waves} waves of {n}"
+        rows.append(Row(gpus=n, waves=waves, wall_h=wall_s / 3600, gpu_hours_busy=busy_s / 3600,
+                        gpu_hours_held=held_h, cost_held=held_h * price,
+                        cost_busy=busy_s / 3600 * price, overhead_share=overhead_s / wall_s,
+                        bound=bound))
+    return rows
+
+
+def _hours(h: float) -> str:
+    return f"{h * 60:.1f} min" if h < 1 else (f"{h:.1f} h" if h < 48 else f"{h / 24:.1f} d")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", default="1,8,64", help="GPU counts, comma-separated")
+    parser.add_argument("--steps", type=int, default=PAPER_STEPS, help="updates per trial")
+    parser.add_argument("--trials", type=int, default=PAPER_TRIALS, help="trials per task")
+    parser.add_argument("--tasks", type=int, default=None, help="the first N tasks of the stream only")
+    parser.add_argument("--image-size", type=int, default=64)
+    parser.add_argument("--width", type=int, default=None, help="ResNet width (default the model's)")
+    parser.add_argument("--gpu-images-per-s", type=float, default=None,
+                        help="training images/s of one GPU (default: H200 at 40%% of bf16 peak, assumed)")
+    parser.add_argument("--gpu-json", type=Path, help="bench/bench_gpu.py --json output: its images_per_s")
+    parser.add_argument("--price", type=float, default=3.0, help="$ per GPU-hour")
+    parser.add_argument("--transitions-per-min", type=float, default=SCALE_SIM_TRANSITIONS_PER_MIN,
+                        help="the coordinator's measured scheduling rate (bench/scale_sim.py)")
+    parser.add_argument("--launch-delay-s", type=float, default=SCALE_SIM_LAUNCH_DELAY_S,
+                        help="eligible -> launched per task (bench/scale_sim.py)")
+    parser.add_argument("--orchestration-s", type=float, default=BENCH_STREAM_ORCHESTRATION_S,
+                        help="orchestration per task (bench/bench_stream.py)")
+    parser.add_argument("--sizes", type=Path, help='JSON {"dataset": images} replacing the estimates')
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    gpus = [int(g) for g in args.gpus.split(",") if g.strip()]
+    if not gpus or min(gpus) < 1 or args.steps < 1 or args.trials < 1:
+        parser.error("--gpus, --steps and --trials must be >= 1")
+
+    tasks = list(load_stream(STREAM).tasks)[: args.tasks or None]
+    sizes = json.loads(args.sizes.read_text()) if args.sizes else {}
+    flops = flops_per_image(width=args.width, image_size=args.image_size,
+                            class_counts=[t.num_classes or 10 for t in tasks])
+    train_image_flops = _at(flops["forward"], flops["classes"], 100) + _at(flops["backward"], flops["classes"], 100)
+    if args.gpu_json is not None:
+        gpu_ips, gpu_source = float(json.loads(args.gpu_json.read_text())["images_per_s"]), f"measured ({args.gpu_json})"
+    elif args.gpu_images_per_s is not None:
+        gpu_ips, gpu_source = args.gpu_images_per_s, "given (--gpu-images-per-s)"
+    else:
+        gpu_ips = ASSUMED_MFU * H200_BF16_PEAK_TFLOPS * 1e12 / train_image_flops
+        gpu_source = f"ASSUMED: H200 at {ASSUMED_MFU:.0%} of {H200_BF16_PEAK_TFLOPS:g} TFLOP/s bf16"
+    flops_per_gpu_s = gpu_ips * train_image_flops
+    costs = task_costs(tasks, flops=flops, steps=args.steps, trials=args.trials,
+                       flops_per_gpu_s=flops_per_gpu_s, sizes=sizes)
+    overhead = args.launch_delay_s + args.orchestration_s
+    rows = table(costs, gpus=gpus, trials=args.trials, per_task_overhead_s=overhead, price=args.price)
+
+    launches_per_min = args.transitions_per_min / TRANSITIONS_PER_TASK
+    mean_task_gpu_s = sum(c.task_gpu_s for c in costs) / len(costs)
+    mean_trial_s = sum(c.trial_s for c in costs) / len(costs)
+    fed_gpus = launches_per_min / 60 * mean_task_gpu_s  # Little's law: launches/s x GPU-s per task
+    estimated = sum(c.size_source == "estimate" for c in costs)
+    batches: dict[int, int] = {}
+    for c in costs:
+        batches[c.batch] = batches.get(c.batch, 0) + 1
+
+    print(f"One {STREAM} submission ({len(costs)} tasks) at {args.trials} trials x {args.steps:,} steps, "
+          f"ResNet-34 at {args.image_size} px" + (f" (width {args.width})" if args.width else ""))
+    print(f"  FLOPs per image (the service's meter, one CPU step, {flops['classes'][1]} classes): "
+          f"forward {flops['forward'][1]:.3e}, backward {flops['backward'][1]:.3e} (measured)")
+    print(f"  GPU: {gpu_ips:,.0f} training images/s = {flops_per_gpu_s / 1e12:.0f} TFLOP/s per GPU [{gpu_source}]")
+    print(f"  task sizes: {estimated} of {len(costs)} estimated (public figures; manifests carry none), "
+          f"{len(costs) - estimated} given; batches by the rule: "
+          + ", ".join(f"b={b}: {n}" for b, n in sorted(batches.items())))
+    print(f"  per task: launch delay {args.launch_delay_s:g} s + orchestration {args.orchestration_s:g} s "
+          f"(measured on CPUs: scale_sim, bench_stream); mean trial {_hours(mean_trial_s / 3600)} on one GPU")
+    print(f"  trials of a task run side by side (1 GPU each); tasks run one after another (causal order)")
+    print()
+    print(f"| GPUs | waves per task | wall time | GPU-hours busy | GPU-hours held | cost held (${args.price:g}/GPU-h) | overhead share | bound |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(f"| {r.gpus} | {r.waves} | {_hours(r.wall_h)} | {r.gpu_hours_busy:,.0f} | {r.gpu_hours_held:,.0f} | "
+              f"${r.cost_held:,.0f} | {r.overhead_share:.2%} | {r.bound} |")
+    print()
+    print(f"Scheduling: the coordinator's {args.transitions_per_min:,.0f} transitions/min "
+          f"({launches_per_min:,.0f} task launches/min at {TRANSITIONS_PER_TASK} per task) would keep "
+          f"~{fed_gpus:,.0f} GPUs busy at {_hours(mean_task_gpu_s / 3600)} GPU time per task: "
+          f"scheduling is not the bound; the trials and the causal order are.")
+    if args.json is not None:
+        args.json.write_text(json.dumps({
+            "stream": STREAM, "tasks": len(costs), "steps": args.steps, "trials": args.trials,
+            "image_size": args.image_size, "width": args.width, "flops": flops,
+            "train_image_flops": train_image_flops, "gpu_images_per_s": gpu_ips, "gpu_source": gpu_source,
+            "per_task_overhead_s": overhead, "transitions_per_min": args.transitions_per_min,
+            "gpus_fed_by_scheduler": fed_gpus, "price": args.price,
+            "rows": [asdict(r) for r in rows], "task_costs": [asdict(c) for c in costs]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

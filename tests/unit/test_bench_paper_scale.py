@@ -1,0 +1,70 @@
+"""bench/paper_scale.py at a tiny setting (3 tasks, 100 steps, a narrow ResNet-34 at 16 px): it
+prints its table, and its arithmetic holds: trials divide over GPUs, the causal order is a
+floor no GPU count goes below, GPU-hours and cost follow from the wall time."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(tmp_path: Path, *args: str) -> tuple[str, dict]:
+    out = tmp_path / "scale.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "paper_scale.py"), "--tasks", "3", "--steps", "100",
+         "--width", "8", "--image-size", "16", "--gpus", "1,2,8,16,64", "--json", str(out), *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout, json.loads(out.read_text())
+
+
+def test_paper_scale_prints_its_table_and_its_arithmetic_holds(tmp_path):
+    text, fig = _run(tmp_path, "--gpu-images-per-s", "50", "--launch-delay-s", "2",
+                     "--orchestration-s", "3", "--price", "2")
+    assert "| GPUs | waves per task | wall time |" in text and "causal order" in text
+    assert "given (--gpu-images-per-s)" in text and "3 of 3 estimated" in text
+    rows = {r["gpus"]: r for r in fig["rows"]}
+    costs = fig["task_costs"]
+    assert len(costs) == 3 and fig["per_task_overhead_s"] == 5
+    # the meter's count: a training image is forward + backward, the backward about twice the forward
+    fwd, bwd = fig["flops"]["forward"][0], fig["flops"]["backward"][0]
+    assert 0 < fwd < bwd < 3 * fwd
+    for c in costs:  # the paper's batch rule and steps x batch images per trial
+        assert c["batch"] == 16 and c["train_images_per_trial"] == 100 * c["batch"]
+    trial = sum(c["trial_s"] for c in costs)
+    predict = sum(c["task_gpu_s"] - 16 * c["trial_s"] for c in costs)
+    overhead = 5 * 3
+    walls = {n: r["wall_h"] * 3600 for n, r in rows.items()}
+    for n in (1, 2, 8, 16, 64):
+        waves = math.ceil(16 / n)
+        assert rows[n]["waves"] == waves
+        assert walls[n] == pytest.approx(waves * trial + predict + overhead, rel=1e-9)
+        assert rows[n]["gpu_hours_held"] == pytest.approx(n * rows[n]["wall_h"], rel=1e-9)
+        assert rows[n]["cost_held"] == pytest.approx(2 * rows[n]["gpu_hours_held"], rel=1e-9)
+        assert rows[n]["gpu_hours_busy"] == pytest.approx(rows[1]["gpu_hours_busy"], rel=1e-9)
+    # 16 trials divide evenly over 8 GPUs: the GPU time of N = 1 divided by 8
+    assert walls[8] - predict - overhead == pytest.approx((walls[1] - predict - overhead) / 8, rel=1e-9)
+    # the causal floor: one trial per task after another; 64 GPUs are no faster than 16
+    floor = trial + predict + overhead
+    assert walls[16] == pytest.approx(floor) and walls[64] == pytest.approx(floor)
+    assert all(walls[n] >= floor * (1 - 1e-12) for n in walls)
+    assert "48 of 64 GPUs idle" in rows[64]["bound"] and "2 waves of 8" in rows[8]["bound"]
+
+
+def test_paper_scale_takes_the_gpu_rate_of_bench_gpu_and_given_sizes(tmp_path):
+    gpu = tmp_path / "gpu.json"
+    gpu.write_text(json.dumps({"images_per_s": 1234.5}))
+    sizes = tmp_path / "sizes.json"
+    sizes.write_text(json.dumps({"magellan_venus_volcanoes": 1_000_000}))
+    text, fig = _run(tmp_path, "--gpu-json", str(gpu), "--sizes", str(sizes))
+    assert fig["gpu_images_per_s"] == 1234.5 and fig["gpu_source"].startswith("measured")
+    first = fig["task_costs"][0]
+    assert first["size_source"] == "given" and first["batch"] == 512  # 0.56 M train images
+    assert "2 of 3 estimated" in text
