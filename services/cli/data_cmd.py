@@ -174,3 +174,8 @@ app.command("mirror")(_mirror)
 from services.cli.data_convert_cmd import convert as _convert  # noqa: E402
 
 app.command("convert")(_convert)
+
+# `nevis data import-reference` (the reference's prepared TFRecords -> Parquet datasets).
+from services.cli.data_import_cmd import import_reference as _import_reference  # noqa: E402
+
+app.command("import-reference")(_import_reference)
