@@ -5,6 +5,7 @@ and the record; folders that are not datasets of the streams are skipped with a 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import pickle
 from pathlib import Path
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 from services.cli.main import app
 from services.core.config import get_settings
 from services.core.errors import DataIntegrityError
+from services.store.objects import LocalObjectStore
 from tests.support.source_fixtures.reference_tfrecords import (
     encode_example,
     frame,
@@ -25,6 +27,8 @@ from tests.support.source_fixtures.reference_tfrecords import (
     write_tfrecord,
 )
 from workers.stream.formats.parquet_layout import DatasetHeader
+from workers.stream.manifest import parse_manifest
+from workers.stream.prepare import prepare_stream
 from workers.stream.formats.tfrecord import (
     TFRecordError,
     _crc32c_numpy,
@@ -252,3 +256,23 @@ def test_the_command_prints_a_row_per_folder(settings_env: Path, monkeypatch: py
     assert isinstance(result.exception, DataIntegrityError)
     assert "failed" in _row(result.stdout, "sun_attributes")
     assert "sun_attributes" in str(result.exception)
+
+
+def test_imported_datasets_prepare_and_the_reference_split_can_be_kept_exactly(tmp_path: Path) -> None:
+    """Through ``nevis data prepare``: a ``by_attribute`` rule on ``reference_split`` gives each
+    row the reference's own split; the stream's ``random`` rule deals the same rows afresh."""
+    write_reference_folder(tmp_path / "ref")
+    offline = tmp_path / "offline"
+    assert [o.status for o in import_reference(tmp_path / "ref", offline, names=["coil20", "sun_attributes"])] \
+        == [IMPORTED, IMPORTED]
+    exact = {"kind": "by_attribute", "attribute": "reference_split", "seed": 0,
+             "values": {"train": ["train"], "dev": ["dev"], "dev_test": ["dev_test"], "test": ["test"]}}
+    doc = json.loads((Path(__file__).resolve().parents[3] / "workers/stream/manifests/nevis22-full.json").read_text())
+    coil = next(t for t in doc["tasks"] if t["dataset"] == "nevis:coil20")
+    sun = next(t for t in doc["tasks"] if t["dataset"] == "nevis:sun_attributes")
+    tasks = [{**coil, "order": 1, "num_classes": 3, "split": exact}, {**sun, "order": 2, "num_classes": 4}]
+    manifest = parse_manifest({**doc, "name": "imported", "tasks": tasks})
+    report = prepare_stream(manifest, LocalObjectStore(tmp_path / "store"), image_size=8, offline_dir=offline)
+    counts = {item.dataset: item.counts for item in report.datasets}
+    assert counts["nevis:coil20"] == {"train": 5, "dev": 2, "dev_test": 2, "test": 3}
+    assert sum(counts["nevis:sun_attributes"].values()) == 6
