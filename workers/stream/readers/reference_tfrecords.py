@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,8 +197,11 @@ def _label(where: str, features: dict[str, list], kind: str) -> int | list[int]:
 def _kind(dataset: ReferenceDataset) -> str:
     """``single`` or ``multi``, from the first record's features (one record is read)."""
     for folder, _, _ in dataset.split_rows():
-        for where, payload in _records(dataset.shards[folder][:1]):
-            features = _features(where, payload)
+        with closing(_records(dataset.shards[folder][:1])) as records:
+            first = next(records, None)
+        if first is not None:
+            features = _features(*first)
+            where = first[0]
             if MULTI_LABEL_FEATURE in features:
                 return "multi"
             if LABEL_FEATURE in features:
