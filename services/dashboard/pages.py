@@ -36,12 +36,13 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTex
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.orm import Session
 
-from services.coordinator.api.deps import SessionDep
+from services.coordinator.api.deps import SessionDep, StoreDep
 from services.coordinator.api.fields import DbId
 from services.coordinator.api.answers import answer_cache, shared_slot
 from services.coordinator.api.routes.leaderboard import Reader, resolve_stream
 from services.core.errors import NevisError, UnknownNameError
 from services.dashboard import figures
+from services.dashboard.uncertainty_views import interval_of, paired_view
 from services.dashboard.log_pages import PRIVATE, LogEntry, log_owner
 from services.dashboard.views import (
     TASK_COLUMNS,
@@ -173,7 +174,8 @@ async def submission_page(request: Request, viewer: Reader, submission_id: DbId,
         except UnknownNameError as exc:
             return 404, _render("error.html", title="Not found", message=str(exc))
         return 200, _render("submission.html", title=f"Submission #{submission_id}", view=view,
-                            columns=TASK_COLUMNS, logs=logs)
+                            columns=TASK_COLUMNS, logs=logs,
+                            interval=interval_of(session, request.app.state.store, view.summary))
 
     if logs is not None:
         with request.app.state.sessions() as session:
@@ -265,13 +267,14 @@ async def profiles_page(request: Request, viewer: Reader, stream: Text = None, v
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(session: SessionDep, viewer: Reader,
+def compare_page(session: SessionDep, store: StoreDep, viewer: Reader,
                  ids: Annotated[str, Query(max_length=200, pattern=r"^\d{1,10}(,\d{1,10}){0,7}$")]) -> HTMLResponse:
     try:
         view = _compared(session, viewer, ids)
     except UnknownNameError as exc:
         return _page("error.html", 404, title="Not found", message=str(exc))
-    return _page("compare.html", title="Compare submissions", view=view, ids=ids)
+    return _page("compare.html", title="Compare submissions", view=view, ids=ids,
+                 paired=paired_view(session, store, view))
 
 
 @router.get("/compare.csv")

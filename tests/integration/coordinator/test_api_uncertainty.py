@@ -77,3 +77,16 @@ def test_interval_and_paired_comparison_over_the_api(client, tokens, coord_setti
     assert refused.status_code == 422 and "same stream version and phase" in refused.json()["detail"]
     unknown = client.get("/v1/compare", params={"a": ids[0], "b": 99999}, headers=headers)
     assert unknown.status_code == 422 and "No run with id 99999" in unknown.json()["detail"]
+
+    from fastapi.testclient import TestClient
+
+    from services.dashboard.server import create_server_app
+
+    with TestClient(create_server_app(coord_settings)) as pages:
+        page = pages.get(f"/submissions/{ids[0]}").text
+        assert 'id="e-interval"' in page
+        assert f"[{expected.interval.low:.4f}, {expected.interval.high:.4f}]" in page
+        shown = pages.get(f"/compare?ids={ids[0]},{ids[1]}").text
+        assert 'id="delta-e"' in shown and "−0.2500" not in shown  # printed with a plain minus
+        assert f"{-0.25:+.4f} [{paired.interval.low:+.4f}, {paired.interval.high:+.4f}] 95 %" in shown
+        assert "Beyond noise" in shown
