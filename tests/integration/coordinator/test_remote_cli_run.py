@@ -3,12 +3,15 @@ on a real Ray head (as test_local_e2e.py), a learner folder uploaded by the clie
 followed with ``nevis run``'s bars until it succeeds, then read on the leaderboard.
 
 PostgreSQL only, like test_local_e2e.py: the server, the workers and the test write at once.
-The learner is the numpy nearest-mean test learner, 1 trial of 1 step per task of ``tiny2``.
+The learner is the numpy nearest-mean test learner, 1 trial of 1 step per task of ``tiny2``;
+then a learner that raises in ``train`` fails on its first task, and its traceback is read back
+with ``nevis logs`` and on the dashboard's submission page, by its owner only (issue 25, logs).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -37,6 +40,7 @@ def test_submit_follows_a_real_run_to_the_leaderboard(coord_settings, ray_head, 
     for name in ("PYTHONPATH", "RAY_ADDRESS", "NEVIS_STORE_URL", "NEVIS_BACKEND", "NEVIS_URL", "NEVIS_TOKEN"):
         env.pop(name, None)
     token = kit.add_user(url, "alice", "submitter")
+    other = kit.add_user(url, "bob", "submitter")
     folder = tmp_path / "nearest"
     folder.mkdir()
     shutil.copy(kit.fixture_learners / "nevis_test_learners.py", folder)
@@ -67,6 +71,27 @@ def test_submit_follows_a_real_run_to_the_leaderboard(coord_settings, ray_head, 
         assert "status: succeeded" in run.stdout and "E (meta_test, 1/1 tasks) = " in run.stdout
         board = nevis("leaderboard", "--stream", "tiny2")
         assert board.returncode == 0 and "nearest" in board.stdout and "alice" in board.stdout, board.stdout
+
+        crashed = nevis("submit", str(folder), "--entrypoint", "nevis_test_learners:crasher", "--stream", "tiny2",
+                        "--trials", "1", "--steps", "1", "--no-check")
+        assert crashed.returncode == 1 and "status: failed" in crashed.stdout, crashed.stdout[-3000:] + crashed.stderr
+        sid = re.search(r"Submission (\d+):", crashed.stdout)[1]
+        logs = nevis("logs", sid, "--task", "1", "--trial", "0")
+        assert logs.returncode == 0, logs.stdout + logs.stderr
+        assert "Traceback (most recent call last)" in logs.stdout and "RuntimeError: boom on task 1" in logs.stdout
+        assert "trial 0 (failed)" in logs.stdout, logs.stdout
+        base = f"http://127.0.0.1:{port}"
+        page = httpx.get(f"{base}/submissions/{sid}", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        link = re.search(rf'href="(/submissions/{sid}/logs\?task=1&amp;trial=0[^"]*)">traceback</a>', page.text)
+        assert link, page.text[-3000:]
+        shown = httpx.get(base + link[1].replace("&amp;", "&"), headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        assert "RuntimeError: boom on task 1" in shown.text
+        for headers in ({"Authorization": f"Bearer {other}"}, {}):
+            seen = httpx.get(f"{base}/submissions/{sid}", headers=headers, timeout=30).text
+            assert 'id="log-list"' not in seen and "Traceback" not in seen  # its error message is public; logs are not
+            assert httpx.get(f"{base}/submissions/{sid}/logs", headers=headers, timeout=30).status_code == 404
+        assert httpx.get(f"{base}/v1/submissions/{sid}/logs", headers={"Authorization": f"Bearer {other}"},
+                         timeout=30).status_code == 404
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
