@@ -4,7 +4,10 @@ scheduling delay, double launches, over-subscription (bench/scale_sim.py runs it
 What it prints (from database timestamps, after the run): task transitions (lease claimed,
 launched, started, ended; task run started, committed) in total and per minute, scheduling
 delay p50 / p99 (from the task becoming eligible: the submission created, or the previous
-task committed, to its first lease launched), double launches (two leases of one
+task committed, to its first lease launched) and, apart, of the first task of each user's
+first submission (issue 24's target: p99 within 1 s), of the first task of their later
+submissions (which the fairness rule queues behind their own earlier ones) and of the tasks
+after the first, double launches (two leases of one
 submission active at once, a lease launched twice, two workers committing one task, or a
 task committed twice: must be 0), slot over-subscription (more leases in flight than
 ``NEVIS_SCHEDULER_SLOTS`` on a replica, or than ``NEVIS_CLUSTER_SLOTS`` in all: must be 0)
@@ -30,10 +33,17 @@ from services.store.db.models import (
     TaskResult,
     TaskRun,
 )
-from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES, TaskLease
+from services.store.db.models_coordinator import (
+    ACTIVE_LEASE_STATUSES,
+    ScheduledSubmission,
+    TaskLease,
+)
 
 if TYPE_CHECKING:
     from scale_sim import RunState, SimConfig
+
+FIRST_LAUNCH_TARGET_S = 1.0
+"""Issue 24's target: a user's first submission launched within 1 s of becoming eligible (p99)."""
 
 
 # --- analysis (from database timestamps) -------------------------------------------------
@@ -70,6 +80,8 @@ def analyse(sessions: sessionmaker[Session], *, config: SimConfig, state: RunSta
     with sessions() as session:
         subs = {row.id: row for row in session.execute(
             select(Submission.id, Submission.created_at, Submission.status, Submission.error))}
+        owner_of = dict(session.execute(
+            select(ScheduledSubmission.submission_id, ScheduledSubmission.user_id)).all())
         lease_rows = session.execute(select(
             TaskLease.id, TaskLease.submission_id, TaskLease.task_order, TaskLease.attempt,
             TaskLease.status, TaskLease.owner, TaskLease.created_at, TaskLease.started_at,
@@ -139,9 +151,17 @@ def analyse(sessions: sessionmaker[Session], *, config: SimConfig, state: RunSta
     committed = set(result_count)
     missing = len(expected - committed)
 
-    # scheduling delay: eligible (created / previous task committed) -> first lease launched
+    # scheduling delay: eligible (created / previous task committed) -> first lease launched;
+    # apart: task 1 of each user's first submission (nothing of theirs ahead of it), task 1 of
+    # their later ones (waiting behind their own earlier submissions: the fairness rule), and
+    # the tasks after the first (eligible when the previous one is committed)
     committed_at = {(sub, order): at for sub, order, at in results}
+    first_of_user: dict[int, int] = {}
+    for sub in sorted(subs):
+        first_of_user.setdefault(owner_of.get(sub, -sub), sub)
+    firsts = set(first_of_user.values())
     delays, claim_delays = [], []
+    first_sub, later_subs, next_tasks = [], [], []
     for (sub, order), rows in by_task.items():
         first = min(rows, key=lambda r: r.id)
         eligible = subs[sub].created_at if order == 1 else committed_at.get((sub, order - 1))
@@ -149,7 +169,9 @@ def analyse(sessions: sessionmaker[Session], *, config: SimConfig, state: RunSta
             continue
         claim_delays.append((first.created_at - eligible).total_seconds())
         if first.id in launched_at:
-            delays.append((launched_at[first.id] - eligible).total_seconds())
+            delay = (launched_at[first.id] - eligible).total_seconds()
+            delays.append(delay)
+            (next_tasks if order > 1 else first_sub if sub in firsts else later_subs).append(delay)
 
     # slots: leases in flight per replica and in all, from their [claimed, ended) intervals
     per_replica: dict[str, list[tuple[datetime, datetime | None]]] = defaultdict(list)
@@ -221,7 +243,12 @@ def analyse(sessions: sessionmaker[Session], *, config: SimConfig, state: RunSta
                           "p90": _percentile(delays, 90), "p99": _percentile(delays, 99),
                           "max": max(delays, default=None)},
             "to_claim": {"n": len(claim_delays), "p50": _percentile(claim_delays, 50),
-                         "p99": _percentile(claim_delays, 99)}},
+                         "p99": _percentile(claim_delays, 99)},
+            **{name: {"n": len(values), "p50": _percentile(values, 50),
+                      "p99": _percentile(values, 99), "max": max(values, default=None)}
+               for name, values in (("first_submission", first_sub),
+                                    ("later_submissions", later_subs),
+                                    ("next_tasks", next_tasks))}},
         "double_launches": {"total": len(double),
                             **{k: len(v) for k, v in flagged.items()},
                             "examples": sorted(double)[:10]},
@@ -265,6 +292,19 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"scheduling delay (eligible -> launched, {delay['n']} tasks): p50 {_ms(delay['p50'])}, "
           f"p90 {_ms(delay['p90'])}, p99 {_ms(delay['p99'])}, max {_ms(delay['max'])}; "
           f"to claim: p50 {_ms(claim['p50'])}, p99 {_ms(claim['p99'])}")
+    parts = report["scheduling_delay_s"]
+    first = parts["first_submission"]
+    target = ("n/a" if first["p99"] is None else "met" if first["p99"] <= FIRST_LAUNCH_TARGET_S
+              else "MISSED")
+    print(f"  a user's first submission, task 1 ({first['n']} users): p50 {_ms(first['p50'])}, "
+          f"p99 {_ms(first['p99'])}, max {_ms(first['max'])} (target p99 <= "
+          f"{FIRST_LAUNCH_TARGET_S:g} s: {target})")
+    for name, label in (("later_submissions", "later submissions, task 1 (fairness: behind the "
+                         "user's own earlier ones)"), ("next_tasks", "tasks 2.. (eligible at the "
+                         "previous commit)")):
+        part = parts[name]
+        print(f"  {label}, {part['n']}: p50 {_ms(part['p50'])}, p99 {_ms(part['p99'])}, "
+              f"max {_ms(part['max'])}")
     print(f"double launches: {dl['total']} (overlapping leases {dl['overlapping_leases']}, "
           f"lease launched twice {dl['lease_launched_twice']}, two workers committed "
           f"{dl['two_workers_committed']}, task committed twice {dl['task_committed_twice']})"

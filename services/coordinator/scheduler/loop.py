@@ -184,15 +184,20 @@ class Scheduler:
 
     def _reap(self, report: TickReport) -> None:
         with self.sessions() as session:
-            seen = [(lease.id, lease.status, lease.job_id, lease.backend, lease.owner)
+            seen = [(lease.id, lease.status, lease.job_id, lease.backend, lease.owner,
+                     LeaseView(lease.status, lease.heartbeat_at, lease.deadline_at))
                     for lease in slots.active_leases(session)]
-        for lease_id, status, job_id, backend, owner in seen:
+        for lease_id, status, job_id, backend, owner, view in seen:
             ended = None
             asked = bool(job_id) and self._ours_to_ask(backend, owner)
             if asked:
                 job = self.backend.status(job_id)
                 if job.state.ended:
                     ended = f"the {backend} job {job_id} ended ({job.state.value}: {job.message}) without the worker reporting"
+            if ended is None and self.lease_policy.judge(view, utcnow()).verdict is not Verdict.EXPIRE:
+                # Alive as read: heartbeats only move forward and a start sets a fresh
+                # deadline, so it is alive under the lock too. No transaction per live lease.
+                continue
             if self._expire(lease_id, status, ended):
                 report.expired.append(lease_id)
                 if asked:
@@ -230,39 +235,52 @@ class Scheduler:
 
     def _launch(self, report: TickReport) -> None:
         self.check_local_hosts()
-        while not self._stop.is_set():
-            if len(report.launched) >= LAUNCHES_PER_PASS:
-                report.cut_short = True  # reap and cancel between batches, even under a backlog
-                return
-            try:
+        # Launches made and not yet recorded: each is recorded (mark_launched) in the
+        # transaction of the next claim, and whatever is left when the pass ends in one of its
+        # own, so a launch costs one commit instead of two. A worker may start its lease first
+        # either way (mark_launched keeps ``running``), and the start deadline is unchanged.
+        unrecorded: list[tuple[int, str]] = []
+        try:
+            while not self._stop.is_set():
+                if len(report.launched) >= LAUNCHES_PER_PASS:
+                    report.cut_short = True  # reap and cancel between batches, even under a backlog
+                    return
+                spec = None
+                try:
+                    with transaction(self.sessions) as session:
+                        _record_launches(session, unrecorded)
+                        if not self._slots_full(session):
+                            lease = leases.claim_next(
+                                session, owner=self.owner, backend=self.backend.name,
+                                start_timeout_s=self.settings.start_timeout_s)
+                            if lease is not None:
+                                spec = _launch_spec(session, lease)
+                except (IntegrityError, DBAPIError) as exc:  # lost a race (SQLite), or a blip
+                    log.info("claim lost or failed, retrying next pass: %s", exc.orig)
+                    return
+                unrecorded = []
+                if spec is None:
+                    return
+                try:
+                    job_id = self.backend.launch(spec)
+                except Exception as exc:  # noqa: BLE001 - a refused launch backs off, no attempt spent
+                    log.error("the %s backend could not launch lease %s: %s", self.backend.name,
+                              spec.lease_id, exc)
+                    self.metrics.launch_failures.labels(backend=self.backend.name).inc()
+                    with transaction(self.sessions) as session:
+                        lease = leases.take_lease(session, lease_id=spec.lease_id,
+                                                  expected=ACTIVE_LEASE_STATUSES)
+                        if lease is not None:
+                            leases.settle_launch_failure(session, lease=lease, error=str(exc) or
+                                                         type(exc).__name__, policy=self.launch_policy)
+                    return  # the backend is likely down: try again next pass
+                unrecorded.append((spec.lease_id, job_id))
+                self.metrics.launches.labels(backend=self.backend.name).inc()
+                report.launched.append(spec.lease_id)
+        finally:
+            if unrecorded:
                 with transaction(self.sessions) as session:
-                    if self._slots_full(session):
-                        return
-                    lease = leases.claim_next(session, owner=self.owner, backend=self.backend.name,
-                                              start_timeout_s=self.settings.start_timeout_s)
-                    if lease is None:
-                        return
-                    spec = _launch_spec(session, lease)
-            except (IntegrityError, DBAPIError) as exc:  # lost a race (SQLite), or a blip
-                log.info("claim lost or failed, retrying next pass: %s", exc.orig)
-                return
-            try:
-                job_id = self.backend.launch(spec)
-            except Exception as exc:  # noqa: BLE001 - a refused launch backs off, no attempt spent
-                log.error("the %s backend could not launch lease %s: %s", self.backend.name,
-                          spec.lease_id, exc)
-                self.metrics.launch_failures.labels(backend=self.backend.name).inc()
-                with transaction(self.sessions) as session:
-                    lease = leases.take_lease(session, lease_id=spec.lease_id,
-                                              expected=ACTIVE_LEASE_STATUSES)
-                    if lease is not None:
-                        leases.settle_launch_failure(session, lease=lease, error=str(exc) or
-                                                     type(exc).__name__, policy=self.launch_policy)
-                return  # the backend is likely down: try again next pass
-            with transaction(self.sessions) as session:
-                leases.mark_launched(session, lease_id=spec.lease_id, job_id=job_id)
-            self.metrics.launches.labels(backend=self.backend.name).inc()
-            report.launched.append(spec.lease_id)
+                    _record_launches(session, unrecorded)
 
     # --- the thread -----------------------------------------------------------------------
 
@@ -300,6 +318,12 @@ class Scheduler:
                 self.metrics.tick_errors.inc()
                 report = TickReport()
             self._stop.wait(0 if report.cut_short else self.settings.poll_interval_s)
+
+
+def _record_launches(session: Session, launched: list[tuple[int, str]]) -> None:
+    """Record the backend's job id of each (lease id, job id) launched."""
+    for lease_id, job_id in launched:
+        leases.mark_launched(session, lease_id=lease_id, job_id=job_id)
 
 
 def _launch_spec(session: Session, lease: TaskLease) -> LaunchSpec:
