@@ -19,7 +19,6 @@ its values in field 1 (packed or not).
 from __future__ import annotations
 
 import functools
-import math
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,62 +52,70 @@ _TABLE = _crc_table()
 
 
 def _crc32c_python(data: bytes | memoryview) -> int:
-    """CRC-32C one byte at a time (the definition; used for short inputs and the tail)."""
-    return _update(0xFFFFFFFF, bytes(data)) ^ 0xFFFFFFFF
-
-
-def _update(state: int, data: bytes) -> int:
-    """The CRC register after ``data``, from ``state`` (no pre- or post-conditioning)."""
-    table = _TABLE
-    for byte in data:
+    """CRC-32C one byte at a time: the definition, used for short inputs."""
+    state, table = 0xFFFFFFFF, _TABLE
+    for byte in bytes(data):
         state = table[(state ^ byte) & 0xFF] ^ (state >> 8)
-    return state
+    return state ^ 0xFFFFFFFF
 
 
-_BLOCKS = (16, 32, 64, 128, 256, 512)
+_TABLE_NP = np.asarray(_TABLE, dtype=np.uint32)
+_BLOCK_POWER = 4  # blocks of 16 bytes in the vectorised path
 
 
 @functools.lru_cache(maxsize=None)
-def _shift_tables(block: int) -> tuple[list[int], ...]:
-    """Four 256-entry tables of the linear map "run ``block`` zero bytes through the register",
-    one per byte of the register, so the map costs four look-ups."""
-    table = np.asarray(_TABLE, dtype=np.uint32)
-    columns = np.left_shift(np.uint32(1), np.arange(32, dtype=np.uint32))
-    for _ in range(block):
-        columns = table[columns & 0xFF] ^ (columns >> 8)
+def _zeros(power: int) -> np.ndarray:
+    """``[4, 256]`` tables of the linear map "run 2**power zero bytes through the register",
+    one table per byte of the register, so applying the map is four look-ups."""
+    basis = np.left_shift(np.uint32(1), np.arange(32, dtype=np.uint32))
+    if power == 0:
+        columns = _TABLE_NP[basis & 0xFF] ^ (basis >> 8)
+    else:
+        half = _zeros(power - 1)
+        columns = _apply(half, _apply(half, basis))
     values = np.arange(256)
     tables = np.zeros((4, 256), dtype=np.uint32)
     for part in range(4):
         for bit in range(8):
             tables[part, (values >> bit) & 1 == 1] ^= columns[8 * part + bit]
-    return tuple(part.tolist() for part in tables)
+    return tables
+
+
+def _apply(tables: np.ndarray, state: np.ndarray) -> np.ndarray:
+    return (tables[0][state & 0xFF] ^ tables[1][(state >> 8) & 0xFF] ^ tables[2][(state >> 16) & 0xFF]
+            ^ tables[3][state >> 24])
 
 
 def _crc32c_numpy(data: bytes | memoryview) -> int:
-    """CRC-32C computed over many equal blocks at once, then combined.
+    """CRC-32C with numpy: the same values as the byte loop, tens of times faster on images.
 
-    The register is linear over GF(2): after a block it is (the register before, run through
-    as many zero bytes) XOR (the block's CRC from a zero register). The blocks' CRCs are
-    computed side by side with numpy, one byte position per step; combining them is four
-    look-ups each. Tens of times faster than the byte loop on a 50 kB PNG, the same values.
+    The register is linear over GF(2), so the CRC of a message is (the initial register run
+    through as many zero bytes) XOR (the message's CRC from a zero register), and that of two
+    halves is (the first's run through as many zero bytes as the second has) XOR (the
+    second's). Zero bytes in front change nothing from a zero register. So: pad the front to
+    16-byte blocks, compute every block's CRC side by side (16 vector steps), combine
+    neighbours pairwise (log2 of the block count vector steps), then add the initial
+    register's part.
     """
     raw = bytes(data)
     if len(raw) < 512:
         return _crc32c_python(raw)
-    # numpy steps (one per byte of a block) against combining steps (one per block)
-    block = min(_BLOCKS, key=lambda size: abs(size - math.sqrt(len(raw) / 8)))
-    count = len(raw) // block
-    table = np.asarray(_TABLE, dtype=np.uint32)
-    columns = np.frombuffer(raw, dtype=np.uint8, count=count * block).reshape(count, block).T.copy()
-    blocks = np.zeros(count, dtype=np.uint32)
-    for position in columns:
-        blocks = table[(blocks ^ position) & 0xFF] ^ (blocks >> 8)
-    shift0, shift1, shift2, shift3 = _shift_tables(block)
-    state = 0xFFFFFFFF
-    for crc in blocks.tolist():
-        state = (shift0[state & 0xFF] ^ shift1[(state >> 8) & 0xFF] ^ shift2[(state >> 16) & 0xFF]
-                 ^ shift3[state >> 24] ^ crc)
-    return _update(state, raw[count * block:]) ^ 0xFFFFFFFF
+    block = 1 << _BLOCK_POWER
+    padded = np.frombuffer(bytes(-len(raw) % block) + raw, dtype=np.uint8).reshape(-1, block)
+    state = np.zeros(len(padded), dtype=np.uint32)
+    for column in padded.T.copy():
+        state = _TABLE_NP[(state ^ column) & 0xFF] ^ (state >> 8)
+    power = _BLOCK_POWER
+    while len(state) > 1:
+        if len(state) % 2:
+            state = np.concatenate((np.zeros(1, dtype=np.uint32), state))
+        state = _apply(_zeros(power), state[0::2]) ^ state[1::2]
+        power += 1
+    initial = np.full(1, 0xFFFFFFFF, dtype=np.uint32)
+    for bit in range(len(raw).bit_length()):
+        if len(raw) >> bit & 1:
+            initial = _apply(_zeros(bit), initial)
+    return int(state[0] ^ initial[0]) ^ 0xFFFFFFFF
 
 
 try:  # optional C implementation, where installed: the same values, faster still
