@@ -123,7 +123,8 @@ def _reference_modules() -> Iterator[tuple[type, type]]:
 
 def metadata_bytes(num_classes: int, channels: int, extras: dict, multi: bool = False) -> bytes:
     with _reference_modules() as (meta_cls, features_cls):
-        features = features_cls({"multi_label": "Sequence(ClassLabel)", "png_encoded_image": "Image"}) if multi else None
+        spec = {"multi_label": "Sequence(ClassLabel)", "png_encoded_image": "Image"}
+        features = features_cls(spec) if multi else None
         meta = meta_cls(num_classes=num_classes, num_channels=channels, image_shape=(),
                         additional_metadata=extras, features=features)
         return base64.encodebytes(pickle.dumps(meta, protocol=pickle.HIGHEST_PROTOCOL))

@@ -67,7 +67,8 @@ def _protobuf_example_class() -> type:
     check the hand-written parser (and the fixture's encoder) against."""
     proto = descriptor_pb2.FileDescriptorProto(name="nevis_test_example.proto", package="nevistest", syntax="proto3")
     label = descriptor_pb2.FieldDescriptorProto
-    for name, kind in (("BytesList", label.TYPE_BYTES), ("FloatList", label.TYPE_FLOAT), ("Int64List", label.TYPE_INT64)):
+    lists = (("BytesList", label.TYPE_BYTES), ("FloatList", label.TYPE_FLOAT), ("Int64List", label.TYPE_INT64))
+    for name, kind in lists:
         message = proto.message_type.add(name=name)
         message.field.add(name="value", number=1, type=kind, label=label.LABEL_REPEATED)
     feature = proto.message_type.add(name="Feature")
@@ -117,7 +118,8 @@ def test_records_stream_in_order_and_a_bad_crc_or_a_truncation_names_file_and_re
     second = len(frame(b"first"))
     raw[second + 12 + 3] ^= 0xFF  # a byte inside the second record's data
     path.write_bytes(bytes(raw))
-    with pytest.raises(TFRecordError, match=rf"{path}: record 1 \(byte {second}\).*data \(13 bytes\) fails its CRC-32C"):
+    bad_data = rf"{path}: record 1 \(byte {second}\).*data \(13 bytes\) fails its CRC-32C"
+    with pytest.raises(TFRecordError, match=bad_data):
         list(iter_records(path))
 
     raw[second + 12 + 3] ^= 0xFF
@@ -220,7 +222,8 @@ def test_a_shard_that_lost_whole_records_disagrees_with_the_metadata(tmp_path: P
     shard = tmp_path / "stable" / "coil20" / "dev" / "data-00000-of-00001"
     write_tfrecord(shard, [encode_example({"png_encoded_image": png((4, 4, 3), 1), "label": [0]})])
     outcome = import_reference(tmp_path, tmp_path / "offline", names=["coil20"])[0]
-    assert outcome.status == FAILED and "the metadata counts 2 records in this split, its shards hold 1" in outcome.detail
+    assert outcome.status == FAILED
+    assert "the metadata counts 2 records in this split, its shards hold 1" in outcome.detail
 
 
 def test_a_dataset_not_ready_or_not_asked_for_is_skipped(tmp_path: Path) -> None:

@@ -134,12 +134,6 @@ def masked_crc32c(data: bytes | memoryview) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
-def frame_record(payload: bytes) -> bytes:
-    """One record in TFRecord framing (for writers of test fixtures and round trips)."""
-    length = struct.pack("<Q", len(payload))
-    return length + _FOOTER.pack(masked_crc32c(length)) + payload + _FOOTER.pack(masked_crc32c(payload))
-
-
 def iter_records(path: Path) -> Iterator[bytes]:
     """The payloads of the TFRecord file at ``path``, in order, each checked against its CRCs.
 
@@ -267,5 +261,5 @@ def parse_example(payload: bytes) -> dict[str, FeatureValues]:
     return features
 
 
-__all__ = ["FeatureValues", "TFRecordError", "crc32c", "frame_record", "iter_records", "masked_crc32c",
+__all__ = ["FeatureValues", "TFRecordError", "crc32c", "iter_records", "masked_crc32c",
            "parse_example"]
