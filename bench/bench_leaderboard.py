@@ -9,6 +9,14 @@ leaderboard serves them: from its cache), the Pareto front, and the pages of 20 
 read, the cost of a first (uncached) leaderboard read, the load generator that ran and the
 machine's load average. Target (issue 11): p99 ≤ 50 ms for the leaderboard API, 0 errors.
 
+``--churn`` reads the leaderboard while tasks commit (issue 24): a writer process
+(``leaderboard_churn.py`` beside this file) commits meta-test tasks of the same stream version
+through the runner's own commit (``--commit-rate`` a minute, default 120) while the 50 clients
+read; every commit changes the cache's fingerprint, so the readers keep meeting queries whose
+answer must be rendered again. It prints the read latencies and errors, the commits made and
+the rate achieved, and first reads timed just after a commit (the summary rows' cold read).
+Target: p99 ≤ 50 ms, 0 errors, at ≥ 100 commits a minute.
+
 The load comes from ``wrk`` (Debian's ``wrk`` package: C, one thread, 50 connections, reads
 mixed by ``bench_leaderboard.lua`` beside this file) when it is installed: it costs the CPUs the
 server shares with it little. Without it (or with ``--load httpx``) 50 Python httpx clients in
@@ -18,6 +26,7 @@ than ``--timeout``) counts as an error.
 
     .venv/bin/python bench/bench_leaderboard.py [--submissions 1000] [--tasks 106]
         [--clients 50] [--seconds 20] [--workers 1] [--load auto|wrk|httpx]
+        [--churn [--commit-rate 120]]
         [--postgres postgresql+psycopg://postgres@127.0.0.1:5432/postgres]
 """
 
@@ -50,6 +59,7 @@ from tests.support.synthetic_results import seed_results  # noqa: E402
 
 NEVIS = Path(sys.executable).parent / "nevis"
 LUA = Path(__file__).with_suffix(".lua")
+CHURN = Path(__file__).with_name("leaderboard_churn.py")
 SORTS = ("rank", "E", "cflop", "date", "learner", "tasks")
 WARM_UP_S = 1.0
 """Each phase's first second (50 connections opening at once) is read but not timed."""
@@ -137,6 +147,36 @@ def _httpx_load(base: str, kind: str, ids: tuple[int, ...], clients: int, second
             "p95": _percentile(ms, 95), "p99": _percentile(ms, 99), "max": max(ms), "errors": errors}
 
 
+def _reads_after_commits(url: str, stream: object, base: str, times: int = 3) -> list[float]:
+    """The first leaderboard read after each of ``times`` commits, of a query never read before
+    (a ``since`` of its own: no earlier answer to send while it renders), so it is rendered
+    from the database: the cold read."""
+    from leaderboard_churn import Writer  # beside this file
+
+    from services.coordinator.api.answers import FINGERPRINT_TTL_S
+
+    engine = make_engine(url)
+    writer = Writer(session_factory(engine), stream.stream, stream.version)  # type: ignore[attr-defined]
+    found = []
+    for index in range(times):
+        writer.commit_next()
+        time.sleep(FINGERPRINT_TTL_S + 0.2)
+        begin = time.perf_counter()
+        httpx.get(f"{base}/v1/leaderboard?limit=50&since=2000-01-01T00:00:{index:02d}Z", timeout=60).raise_for_status()
+        found.append(time.perf_counter() - begin)
+    engine.dispose()
+    return found
+
+
+def _stop_writer(writer: subprocess.Popen) -> dict[str, float]:
+    """Close the churn writer's input (it stops) and read its figures."""
+    out, err = writer.communicate(timeout=120)
+    line = next((x for x in out.splitlines() if x.startswith("NEVIS_CHURN ")), None)
+    if writer.returncode != 0 or line is None:
+        raise SystemExit(f"the churn writer failed ({writer.returncode}): {out[-2000:]} {err or ''}")
+    return json.loads(line.removeprefix("NEVIS_CHURN "))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--submissions", type=int, default=1000)
@@ -152,6 +192,9 @@ def main() -> int:
     parser.add_argument("--pin", action="store_true",
                         help="Pin the server to CPU 0 and the clients to the others (on 2 CPUs with httpx "
                              "clients this starved both: 1,144 req/s, p99 171 ms, against 1,818 and 90 unpinned).")
+    parser.add_argument("--churn", action="store_true",
+                        help="Read the leaderboard while a writer commits tasks (--commit-rate a minute).")
+    parser.add_argument("--commit-rate", type=float, default=120.0, help="Tasks committed a minute with --churn.")
     parser.add_argument("--postgres", default=os.environ.get(
         "NEVIS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"))
     args = parser.parse_args()
@@ -164,7 +207,7 @@ def main() -> int:
     with admin.connect() as connection:
         connection.execute(text(f"CREATE DATABASE {name}"))
     url = make_url(args.postgres).set(database=name).render_as_string(hide_password=False)
-    server = None
+    server = writer = None
     try:
         upgrade(url)
         start = time.perf_counter()
@@ -226,16 +269,28 @@ def main() -> int:
                 for _ in range(300):
                     client.get("/v1/leaderboard?limit=50").raise_for_status()
                 sequential = (time.perf_counter() - begin) / 300
-        out = {}
+        out, churn, after_commit = {}, None, []
+        if args.churn:
+            after_commit = _reads_after_commits(url, stream, base)
+            writer = subprocess.Popen([sys.executable, str(CHURN), url, stream.stream, stream.version,
+                                       str(args.commit_rate)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      text=True)
+            if writer.stdout is None or writer.stdout.readline().strip() != "NEVIS_CHURN_READY":
+                raise SystemExit("the churn writer did not start")
         load_before = os.getloadavg()
-        for kind in ("leaderboard", "front", "submission"):
+        for kind in ("leaderboard",) if args.churn else ("leaderboard", "front", "submission"):
             if load == "wrk":
                 out[kind] = _wrk_load(base, kind, stream.submission_ids, args.clients, args.seconds, args.seed,
                                       args.timeout, (lambda: os.sched_setaffinity(0, others)) if pinned else None)
             else:
                 out[kind] = _httpx_load(base, kind, stream.submission_ids, args.clients, args.seconds, args.seed)
         load_after = os.getloadavg()
+        if args.churn:
+            churn = _stop_writer(writer)
     finally:
+        if writer is not None and writer.poll() is None:
+            writer.kill()  # a failed run: its figures are not read
+            writer.wait(timeout=30)
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
@@ -257,12 +312,19 @@ def main() -> int:
     print(f"first leaderboard reads (uncached SQL aggregate): "
           f"{', '.join(f'{c * 1000:.0f}' for c in cold)} ms; first submission page: {page_cold * 1000:.0f} ms")
     print(f"one reader, back to back: {sequential * 1000:.2f} ms per cached leaderboard read (round trip, {load})")
+    if churn is not None:
+        print(f"churn: {churn['commits']} tasks committed in {churn['seconds']:.1f} s while the clients read: "
+              f"{churn['per_minute']:.0f} a minute (target ≥ 100); a commit's transaction p50 "
+              f"{1000 * (churn['commit_p50_s'] or 0):.1f} ms, max {1000 * (churn['commit_max_s'] or 0):.1f} ms; "
+              f"commit errors {churn['errors']}")
+        print(f"first leaderboard reads after a commit (summary rows, uncached): "
+              f"{', '.join(f'{c * 1000:.1f}' for c in after_commit)} ms (target ≤ 100 ms)")
     print(f"{'read':<12} {'requests':>9} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} {'errors':>7}")
     for kind, f in out.items():
         print(f"{kind:<12} {int(f['requests']):>9} {f['rate']:>8.0f} {f['p50']:>8.1f} {f['p95']:>8.1f} "
               f"{f['p99']:>8.1f} {f['max']:>8.1f} {int(f['errors']):>7}")
     p99 = out["leaderboard"]["p99"]
-    errors = sum(int(f["errors"]) for f in out.values())
+    errors = sum(int(f["errors"]) for f in out.values()) + (churn["errors"] if churn else 0)
     print(f"leaderboard API p99 {p99:.1f} ms (target ≤ 50 ms): {'met' if p99 <= 50 else 'NOT met'}; "
           f"errors {errors} (target 0)")
     return 0 if errors == 0 else 1

@@ -7,6 +7,15 @@ submission update, the submission count), itself re-read at most once a second
 worker thread, and an answer is at most a second stale. Answers carry an ``ETag`` (a hash of
 the body) and ``Cache-Control``; a request whose ``If-None-Match`` matches gets a 304.
 
+Under a stream of commits (many a second at scale) the fingerprint changes every second, and
+every query's answer with it: were readers to wait for each new render, every read would be a
+first read. So a query whose answer was current at most :data:`STALE_FOR_S` seconds ago gets
+that answer at once while its successor renders in the background, one render at a time (on
+this worker's spare time, not its readers'); only a query never answered, or answered longer
+ago, waits for its render. Staleness stays a second or two while the renders keep up, and
+never passes :data:`STALE_FOR_S` plus a second. A fingerprint read every time
+(``FINGERPRINT_TTL_S = 0``, as tests that read their own writes set) sends no stale answer.
+
 Private submissions (:mod:`services.store.runs.visibility`) are shown only to their owner and
 admins, so an answer depends on who asks. Answers are cached per :class:`Viewer`, and every
 reader who may see no private submission (no token, or the token of a user who owns none) is
@@ -21,8 +30,9 @@ once a ``GET`` without an ``Authorization`` header has been answered in full for
 anonymous viewer (its query validated, its answer rendered or found in the cache), the bytes
 the app sent, status, headers and body, are kept under the request's path and raw query
 string with the fingerprint they were rendered at. The same request again, at the same
-fingerprint, gets those bytes (or a 304 when its ``If-None-Match`` names the ETag) without
-validation, dependencies or routing: the same query string validates the same way, and the
+fingerprint (or while the answer's successor renders in the background, as long as the kept
+one may be sent meanwhile), gets those bytes (or a 304 when its ``If-None-Match`` names the
+ETag) without validation, dependencies or routing: the same query string validates the same way, and the
 anonymous answer is everyone's. Requests with a token, a private leaderboard
 (``NEVIS_DASHBOARD_PUBLIC=false``) and answers rendered for another viewer never take that
 path; it keeps its own bounded table (:data:`SHARED_SIZE`), so odd query strings can evict
@@ -58,6 +68,11 @@ IF_NONE_MATCH_MAX = 1000
 T = TypeVar("T")
 V = TypeVar("V")
 FINGERPRINT_TTL_S = 1.0
+STALE_FOR_S = 10.0
+"""How long after it stopped being current an answer may still be sent while its successor
+renders (see the module's docstring); past that, readers wait for the render."""
+ENDED_KEPT = 256
+"""Superseded fingerprints remembered with the time they were superseded."""
 CACHE_CONTROL_PUBLIC = "public, max-age=5, must-revalidate"
 CACHE_CONTROL_PRIVATE = "private, max-age=5, must-revalidate"
 
@@ -76,6 +91,9 @@ class SharedAnswer:
     route's own 304 has them."""
     route: Any
     """The route that rendered it (for the request metrics' label)."""
+    query: Any = None
+    """The cache's key of its answer: while that answer's successor renders in the background,
+    these bytes are sent as they are (see :meth:`AnswerCache.renders_soon`)."""
 
 
 class BoundedTable(Generic[V]):
@@ -110,6 +128,10 @@ class AnswerCache:
         self._fingerprint: tuple[float, Any] = (-1e9, None)
         self._refreshing = False
         self._pending: dict[Any, asyncio.Future[Any]] = {}
+        self._latest = BoundedTable[tuple[Any, Any]](size)  # query -> (fingerprint, answer): its newest
+        self._ended: OrderedDict[Any, float] = OrderedDict()  # fingerprint -> when it was superseded
+        self._queued: dict[Any, tuple[Any, Callable[[Session], Any]]] = {}  # queries to render, in order
+        self._worker: asyncio.Task[None] | None = None
 
     def shared(self, key: Any) -> SharedAnswer | None:
         """The anonymous answer kept for the raw request ``key``, at whatever fingerprint."""
@@ -135,7 +157,12 @@ class AnswerCache:
                     return fingerprint(session)
 
             value = await run_in_threadpool(read)
+            previous = self._fingerprint[1]
             self._fingerprint = (time.monotonic(), value)
+            if previous is not None and value != previous:
+                self._ended[previous] = time.monotonic()
+                while len(self._ended) > ENDED_KEPT:
+                    self._ended.popitem(last=False)
         finally:
             self._refreshing = False
         return value
@@ -148,10 +175,19 @@ class AnswerCache:
         its query once, not 50 times). ``shared`` (the slot of :func:`shared_slot`, for an
         anonymous answer) is told that fingerprint."""
         now = await self.fingerprint(sessions)
+        query, key = key, (key, now)
+        found = self.get(key)
+        if shared is not None:
+            shared["query"] = query
+        if found is None:
+            latest = self._latest.get(query)
+            if latest is not None and self._recent(latest[0]):
+                self._render_later(sessions, query, render)
+                if shared is not None:  # kept as of its own fingerprint: the fresh one replaces it
+                    shared["fingerprint"] = latest[0]
+                return latest[1]
         if shared is not None:
             shared["fingerprint"] = now
-        key = (key, now)
-        found = self.get(key)
         while found is None:
             pending = self._pending.get(key)
             if pending is None:
@@ -163,6 +199,40 @@ class AnswerCache:
                     raise  # this reader was cancelled, not the render it waited for
             found = self.get(key)  # the render's own reader was cancelled: render again
         return found
+
+    def renders_soon(self, query: Any, fingerprint: Any, now: Any) -> bool:
+        """Whether ``query``'s answer at ``now`` is queued or rendering while its answer at
+        ``fingerprint`` is recent enough to send meanwhile (as the kept bytes are)."""
+        key = (query, now)
+        return (query in self._queued or key in self._pending) and self.get(key) is None and self._recent(fingerprint)
+
+    def _recent(self, fingerprint: Any) -> bool:
+        """Whether an answer rendered at ``fingerprint`` was current at most STALE_FOR_S ago."""
+        ended = self._ended.get(fingerprint)
+        return FINGERPRINT_TTL_S > 0 and ended is not None and time.monotonic() - ended <= STALE_FOR_S
+
+    def _render_later(self, sessions: Any, query: Any, render: Callable[[Session], Any]) -> None:
+        """Queue the render of ``query`` for the background worker, once."""
+        if query in self._queued:
+            return
+        self._queued[query] = (sessions, render)
+        loop = asyncio.get_running_loop()
+        if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
+            self._worker = loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        """Render the queued queries one at a time, each at the fingerprint current when its
+        turn comes (commits that arrived while it waited are in it)."""
+        while self._queued:
+            query, (sessions, render) = next(iter(self._queued.items()))
+            key = (query, self._fingerprint[1])
+            try:
+                if self.get(key) is None and key not in self._pending:
+                    await self._render(sessions, key, render)
+            except Exception:  # noqa: BLE001 - the next reader who waits for this render sees it fail
+                pass
+            finally:
+                self._queued.pop(query, None)
 
     async def _render(self, sessions: Any, key: Any, render: Callable[[Session], T]) -> T:
         def run() -> T:
@@ -183,6 +253,10 @@ class AnswerCache:
         finally:
             del self._pending[key]
         self.put(key, found)
+        query, fingerprint = key
+        newest = self._latest.get(query)
+        if newest is None or fingerprint == self._fingerprint[1] or newest[0] != self._fingerprint[1]:
+            self._latest.put(query, (fingerprint, found))
         done.set_result(found)
         return found
 
@@ -274,7 +348,8 @@ class SharedAnswers:
                 now = await cache.fingerprint(self.server.state.sessions)
             except Exception:  # the app answers the same error properly (a 503 problem)
                 now = None
-            if found.fingerprint == now and now is not None:
+            if now is not None and (found.fingerprint == now or (
+                    found.query is not None and cache.renders_soon(found.query, found.fingerprint, now))):
                 if found.route is not None:
                     scope["route"] = found.route
                 await self._replay(found, if_none_match, send)
@@ -317,9 +392,9 @@ class SharedAnswers:
         etag = next((value.decode("latin-1") for name, value in headers if name.lower() == b"etag"), None)
         cache.share(key, SharedAnswer(
             fingerprint=slot["fingerprint"], status=start["status"], headers=headers, body=b"".join(chunks),
-            etag=etag, route=scope.get("route"),
+            etag=etag, route=scope.get("route"), query=slot.get("query"),
             not_modified=tuple(h for h in headers if h[0].lower() not in (b"content-length", b"content-type"))))
 
 
-__all__ = ["CACHE_SIZE", "FINGERPRINT_TTL_S", "IF_NONE_MATCH_MAX", "SHARED_SIZE", "AnswerCache", "SharedAnswer", "SharedAnswers",
+__all__ = ["CACHE_SIZE", "FINGERPRINT_TTL_S", "IF_NONE_MATCH_MAX", "SHARED_SIZE", "STALE_FOR_S", "AnswerCache", "SharedAnswer", "SharedAnswers",
            "answer_cache", "cache_control", "etag_matches", "fingerprint", "respond_cached", "shared_slot"]

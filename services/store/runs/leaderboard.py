@@ -122,8 +122,9 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
     keys = [column.is_(None), column.desc() if descending else column]  # unranked rows last
     if sort == "rank":
         keys.append(base.c.cflop)  # equal E: the cheaper first
-    rows = session.execute(select(base).order_by(*keys, base.c.submission_id).limit(limit).offset(offset)).all()
-    total = session.scalar(select(func.count()).select_from(base)) or 0
+    rows = session.execute(select(base, func.count().over().label("total_rows"))  # the total in the same scan
+                           .order_by(*keys, base.c.submission_id).limit(limit).offset(offset)).all()
+    total = rows[0].total_rows if rows else session.scalar(select(func.count()).select_from(base)) or 0
     spread = _spread_by_learner(session, base, {r.learner for r in rows})
     return LeaderboardPage(
         stream=stream, version=version, phase=RANKED_PHASE, total=int(total), limit=limit, offset=offset,
