@@ -52,6 +52,7 @@ from services.dashboard.views import (
     submission_view,
     to_csv,
 )
+from services.store.runs.board_uncertainty import board_uncertainty
 from services.store.runs.leaderboard import RANKED_PHASE, SORT_KEYS, front_points, leaderboard
 from services.store.runs.profiles import performance_profiles
 from services.store.runs.visibility import ANONYMOUS, Viewer, check_readable
@@ -137,11 +138,12 @@ async def leaderboard_page(
             return "?" + urlencode({k: v for k, v in merged.items() if v not in (None, "")})
 
         pages = max(1, math.ceil(board.total / PAGE_SIZE)) if board else 1
+        spread = board_uncertainty(session, request.app.state.store, board, viewer) if board else {}
         api = link(limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, page=None)
         return 200, _render(
             "leaderboard.html", title="Leaderboard", known=known, stream=name, version=ver, phase=RANKED_PHASE,
             versions=[v for s, v in known if s == name],  # 2 or more: the version selector shows
-            board=board, sort=sort, descending=descending, page=page, pages=pages, learner=learner or "",
+            board=board, spread=spread, sort=sort, descending=descending, page=page, pages=pages, learner=learner or "",
             since=since, link=link, sort_keys=SORT_KEYS, csv_link="/leaderboard.csv" + link(),
             json_link="/v1/leaderboard" + api, on_front=sum(p.on_front for p in points),
             pareto=figures.pareto(points, title=f"{name}/{ver}: error against compute") if points else None)

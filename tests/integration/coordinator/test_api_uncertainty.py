@@ -90,3 +90,7 @@ def test_interval_and_paired_comparison_over_the_api(client, tokens, coord_setti
         assert 'id="delta-e"' in shown and "−0.2500" not in shown  # printed with a plain minus
         assert f"{-0.25:+.4f} [{paired.interval.low:+.4f}, {paired.interval.high:+.4f}] 95 %" in shown
         assert "Beyond noise" in shown
+        board = pages.get("/").text
+        assert f"[{expected.interval.low:.4f}, {expected.interval.high:.4f}] 95 %" in board
+        spread = np.std([0.25, 0.5], ddof=1)
+        assert f"seeds: 0.3750 ± {spread:.4f}" in board  # alice's two runs of one learner

@@ -1,0 +1,61 @@
+"""E's bootstrap interval kept beside a run's predictions, so it is computed once per set of
+committed attempts and every later reader (a leaderboard of many runs) only reads a few bytes.
+
+The key holds a digest of what the interval depends on: the committed attempt of each task,
+the number of resamples, the seed and the predictions' format. A run that commits another task
+(or retries one) has another digest; the old object is an orphan that ``nevis store gc``
+removes like any other, and a removed one is simply computed again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+from services.core.errors import NevisError
+from services.core.predictions import FORMAT_VERSION
+from services.core.uncertainty import ErrorInterval, Interval
+from services.store.objects import ObjectStore
+
+CACHE_VERSION = 1
+
+
+def interval_key(submission_id: int, attempts: Sequence[tuple[int, int]], *, resamples: int, seed: int) -> str:
+    """The key of the interval of ``submission_id`` over ``attempts`` ((order, attempt) pairs)."""
+    what = json.dumps([CACHE_VERSION, FORMAT_VERSION, resamples, seed, [list(a) for a in attempts]])
+    return f"runs/{submission_id}/uncertainty/e-interval-{hashlib.sha256(what.encode()).hexdigest()[:24]}.json"
+
+
+def load_interval(store: ObjectStore, key: str) -> ErrorInterval | None:
+    """The interval kept at ``key``; None when there is none (or it cannot be read)."""
+    try:
+        return _load(store.get_bytes(key))
+    except (NevisError, ValueError, KeyError, TypeError):
+        return None
+
+
+def keep_interval(store: ObjectStore, key: str, result: ErrorInterval) -> None:
+    store.put_bytes(key, _dump(result))
+
+
+def _dump(result: ErrorInterval) -> bytes:
+    return json.dumps({
+        "estimate": result.estimate, "interval": [result.interval.low, result.interval.high, result.interval.level],
+        "standard_error": result.standard_error, "task_errors": list(result.task_errors),
+        "task_intervals": [[i.low, i.high, i.level] for i in result.task_intervals],
+        "resamples": result.resamples, "seed": result.seed,
+    }).encode()
+
+
+def _load(data: bytes) -> ErrorInterval:
+    doc = json.loads(data)
+    return ErrorInterval(
+        estimate=float(doc["estimate"]), interval=Interval(*map(float, doc["interval"])),
+        standard_error=float(doc["standard_error"]), task_errors=tuple(map(float, doc["task_errors"])),
+        task_intervals=tuple(Interval(*map(float, i)) for i in doc["task_intervals"]),
+        resamples=int(doc["resamples"]), seed=int(doc["seed"]),
+    )
+
+
+__all__ = ["CACHE_VERSION", "interval_key", "keep_interval", "load_interval"]
