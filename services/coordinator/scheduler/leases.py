@@ -52,18 +52,22 @@ def claim_next(session: Session, *, owner: str, backend: str, start_timeout_s: f
     now = now or utcnow()
     ss = ScheduledSubmission
     mine, active = aliased(ScheduledSubmission), aliased(TaskLease)
-    in_flight = (select(func.count()).select_from(active)
+    # Each user's figures, computed once per claim (not once per ready submission: with
+    # 1,000 ready, correlated subqueries made a claim cost ~100 ms on PostgreSQL).
+    in_flight = (select(mine.user_id.label("user_id"), func.count().label("n")).select_from(active)
                  .join(mine, mine.submission_id == active.submission_id)
-                 .where(mine.user_id == ss.user_id, active.status.in_(ACTIVE_LEASE_STATUSES))
-                 .scalar_subquery())
-    last = (select(func.max(mine.last_launch_at)).where(mine.user_id == ss.user_id)
-            .scalar_subquery())
+                 .where(active.status.in_(ACTIVE_LEASE_STATUSES))
+                 .group_by(mine.user_id).subquery("user_in_flight"))
+    last = (select(mine.user_id.label("user_id"), func.max(mine.last_launch_at).label("at"))
+            .group_by(mine.user_id).subquery("user_last_launch"))
     picked = session.scalar(
         select(ss).join(Submission, Submission.id == ss.submission_id)
+        .outerjoin(in_flight, in_flight.c.user_id == ss.user_id)
+        .join(last, last.c.user_id == ss.user_id)
         .where(Submission.status.in_(OPEN_STATUSES), ss.active_lease_id.is_(None),
                ss.cancel_requested_at.is_(None),
                or_(ss.next_launch_at.is_(None), ss.next_launch_at <= now))
-        .order_by(in_flight, last.asc().nulls_first(), ss.submission_id)
+        .order_by(func.coalesce(in_flight.c.n, 0), last.c.at.asc().nulls_first(), ss.submission_id)
         .limit(1).with_for_update(of=ss, skip_locked=True))
     if picked is None:
         return None
