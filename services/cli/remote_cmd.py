@@ -21,6 +21,7 @@ from rich.table import Table
 from services.cli.client import ApiProblem, Learner, NevisClient, PackedLearner
 from services.cli.client.credentials import Credentials, normalise_url, save_credentials
 from services.cli.console import make_console
+from services.cli.uncertainty_cmd import interval_doc_text
 
 console = make_console()
 
@@ -146,7 +147,7 @@ def show_submission(doc: dict[str, Any]) -> None:
                       "" if task["error"] is None else f"{task['error']:.4f}", f"{task['flops']:.3e}",
                       f"{task['trials']} ({task['failed_trials']})" if task["trials"] else "")
     console.print(table)
-    e_text = "n/a" if doc["e"] is None else f"{doc['e']:.4f}"
+    e_text = "n/a" if doc["e"] is None else f"{doc['e']:.4f}{interval_doc_text(doc.get('error_interval'))}"
     console.print(f"E ({doc['phase']}, {doc['scored_tasks']}/{doc['headline_tasks']} tasks) = {e_text}  "
                   f"cFLOP = {doc['cflop']:.4e}")
     console.print(f"status: {doc['status']}" + (f" ({doc['error']})" if doc.get("error") else ""))

@@ -42,6 +42,15 @@ def interval_text(interval) -> str:
             f"(bootstrap over tasks and test examples, {interval.result.resamples} resamples)")
 
 
+def interval_doc_text(doc: dict[str, Any] | None) -> str:
+    """:func:`interval_text` of the API's ``error_interval`` object (``nevis status``)."""
+    if not doc:
+        return ""
+    if doc["low"] is None:
+        return f"  (no 95 % interval: {doc['unavailable']})" if doc.get("unavailable") else ""
+    return f" ± {(doc['high'] - doc['low']) / 2:.4f} [{doc['low']:.4f}, {doc['high']:.4f}] {_percent(doc['level'])}"
+
+
 def compare(
     a: int = typer.Argument(..., help="First run id (ΔE = E(A) − E(B))."),
     b: int = typer.Argument(..., help="Second run id, on the same stream version and phase."),
@@ -105,4 +114,4 @@ def _percent(level: float) -> str:
     return f"{level * 100:g} %"
 
 
-__all__ = ["compare", "interval_text", "load_interval", "show_comparison"]
+__all__ = ["compare", "interval_doc_text", "interval_text", "load_interval", "show_comparison"]
