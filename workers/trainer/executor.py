@@ -26,6 +26,17 @@ from workers.sandbox.client import HostSpec, LearnerHost, predict
 from workers.trainer.host_usage import measured_call
 
 _STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nevis-host-start")
+LogTarget = tuple[Any, str]
+"""Where a prediction job's log goes: the task's harness actor (which owns the store) and a key."""
+
+
+def keep_log(target: LogTarget, data: bytes) -> None:
+    """Store a log through the harness actor; a log that cannot be kept fails nothing."""
+    harness, key = target
+    try:
+        ray.get(harness.put.remote(key, data))
+    except Exception:  # noqa: BLE001 - the scores matter, the log is a courtesy
+        pass
 
 
 def _succeed(old: LearnerHost, spec: HostSpec) -> LearnerHost:
@@ -47,14 +58,19 @@ class Evaluator:
         self._starting: Future[LearnerHost] | None = None
         self._host = LearnerHost(host_spec)
 
-    def predict(self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
+    def predict(self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int,
+                log_to: LogTarget | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         """Scores of ``predictor`` on evaluation images; the host that saw them is discarded
         afterwards (a fresh one starts in the background), so no learner keeps test images
-        in its memory or ``/tmp`` when it next trains."""
+        in its memory or ``/tmp`` when it next trains. With ``log_to`` (the task's harness
+        actor and a key), what the host wrote meanwhile, failures included, is stored there."""
         host = self._live_host()
+        mark = host.log.position
         try:
             (scores, flops), usage = measured_call(host, lambda: predict(host, info, predictor, images, seed=seed))
         finally:
+            if log_to is not None:
+                keep_log(log_to, host.log.since(mark))
             self._replace_host()
         return scores, {**flops, **usage}
 
@@ -129,9 +145,10 @@ class ExecutorPool:
         """A task's preparation (:meth:`TrialExecutor.prepare`) in a free executor."""
         return await self._lend("prepare", spec_box[0])
 
-    async def predict(self, info: TaskInfo, predictor_box: list, images_box: list, seed: int) -> Any:
+    async def predict(self, info: TaskInfo, predictor_box: list, images_box: list, seed: int,
+                      log_to: LogTarget | None = None) -> Any:
         """One evaluation (:meth:`Evaluator.predict`) in a free executor."""
-        return await self._lend("predict", info, predictor_box[0], images_box[0], seed)
+        return await self._lend("predict", info, predictor_box[0], images_box[0], seed, log_to)
 
     async def _lend(self, method: str, *args: Any) -> Any:
         executor = await self._free.get()
@@ -154,9 +171,9 @@ class ExecutorPool:
 
 
 def predict_in_pool(pool: Any, info: TaskInfo, predictor: bytes, images: np.ndarray, *,
-                    seed: int) -> tuple[np.ndarray, dict[str, Any]]:
+                    seed: int, log_to: LogTarget | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """Scores of a predictor on ``images`` from one of ``pool``'s executors, and their FLOPs."""
-    return ray.get(pool.predict.remote(info, [ray.put(predictor)], [ray.put(images)], seed))
+    return ray.get(pool.predict.remote(info, [ray.put(predictor)], [ray.put(images)], seed, log_to))
 
 
 def start_pool(host_spec: HostSpec, *, size: int, gpus_per_executor: float) -> Any:
@@ -165,6 +182,6 @@ def start_pool(host_spec: HostSpec, *, size: int, gpus_per_executor: float) -> A
 
 
 __all__ = [
-    "Evaluator", "ExecutorPool", "TrialExecutor", "predict_in_pool", "start_evaluator",
+    "Evaluator", "ExecutorPool", "LogTarget", "TrialExecutor", "keep_log", "predict_in_pool", "start_evaluator",
     "start_pool"
 ]

@@ -63,12 +63,14 @@ class RunActors:
         return self._pools[key]
 
     def score(self, host: HostSpec, resources: Resources, budget: RunBudget, info: TaskInfo,
-              images: Any, *, seed: int, predictor: bytes) -> tuple[Any, dict[str, Any]]:
-        """Scores of the chosen predictor on ``images`` (no labels), and their FLOPs."""
+              images: Any, *, seed: int, predictor: bytes,
+              log_to: tuple[Any, str] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Scores of the chosen predictor on ``images`` (no labels), and their FLOPs; the
+        prediction job's log goes to ``log_to`` (harness actor, key) when given."""
         pool = self.executor_pool(host, resources, budget)
         if pool is not None:
-            return predict_in_pool(pool, info, predictor, images, seed=seed)
-        return evaluate(self._evaluator(host), info, predictor, images, seed=seed)
+            return predict_in_pool(pool, info, predictor, images, seed=seed, log_to=log_to)
+        return evaluate(self._evaluator(host), info, predictor, images, seed=seed, log_to=log_to)
 
     def prepare(self, host: HostSpec, resources: Resources, budget: RunBudget, spec: Any) -> tuple[bytes, dict[str, Any]] | None:
         """The learner's ``prepare_task`` result for ``spec``'s task (pickled) and its FLOP and

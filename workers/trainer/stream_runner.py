@@ -345,7 +345,8 @@ class StreamRunner:
         plan = attempt.plan
         scores, flops = self.actors.score(
             host, learner.resources, plan.budget, task_info(attempt.task, data.index, plan.image_size),
-            images, seed=best.seed, predictor=self.store.get_bytes(best.predictor.key))
+            images, seed=best.seed, predictor=self.store.get_bytes(best.predictor.key),
+            log_to=(self.actors.harness(plan.image_size), f"{attempt.key_prefix}/{run_keys.PREDICT_LOG_FILE}"))
         kind = attempt.task.kind
         return task_error(scores, labels, kind), EvaluationCost.of(flops), encode_predictions(scores, labels, kind)
 

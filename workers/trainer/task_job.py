@@ -147,13 +147,14 @@ def run_trials(
 
 def evaluate(
     evaluator: Any, info: TaskInfo, predictor: bytes, images: np.ndarray, *, seed: int,
+    log_to: tuple[Any, str] | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Scores of the chosen predictor on evaluation images, and the FLOPs that cost.
 
     ``evaluator`` is an :class:`~workers.trainer.executor.Evaluator` actor; runs with an
     executor pool score through :func:`~workers.trainer.executor.predict_in_pool` instead.
     """
-    return ray.get(evaluator.predict.remote(info, predictor, images, seed))
+    return ray.get(evaluator.predict.remote(info, predictor, images, seed, log_to))
 
 
 __all__ = ["TRIAL_SEED", "default_concurrency", "evaluate", "fit_to_cluster", "run_trials", "search_seed", "trial_resources"]

@@ -69,6 +69,9 @@ def test_submit_follows_a_real_run_to_the_leaderboard(coord_settings, ray_head, 
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert "task   1 shapes:shape" in run.stdout and "task   2 shapes:hue" in run.stdout, run.stdout
         assert "status: succeeded" in run.stdout and "E (meta_test, 1/1 tasks) = " in run.stdout
+        first = nevis("logs", re.search(r"Submission (\d+):", run.stdout)[1], "--task", "1")
+        assert first.returncode == 0 and "trial 0 (succeeded)" in first.stdout, first.stdout + first.stderr
+        assert "prediction job" in first.stdout, first.stdout  # the evaluation's host has a log too
         board = nevis("leaderboard", "--stream", "tiny2")
         assert board.returncode == 0 and "nearest" in board.stdout and "alice" in board.stdout, board.stdout
 
