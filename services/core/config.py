@@ -43,6 +43,12 @@ class Settings(BaseSettings):
         description="http(s):// or s3:// prefix `nevis data fetch` tries before each source's own "
                     "URLs (layout <mirror>/<source key>/<file name>).",
     )
+    source_catalogue: Path | None = Field(
+        default=None,
+        description="A source catalogue (JSON, the format of workers/stream/sources/catalogue.json) read "
+                    "instead of the packaged one, for a mirror whose files differ from the origins' "
+                    "(re-packed archives, or the test fixtures): fetched files are held to its checksums.",
+    )
     image_size: int = Field(default=64, description="Task image resolution S (pixels).")
     stored_scale: float = Field(
         default=1.5,
@@ -109,7 +115,7 @@ class Settings(BaseSettings):
             raise ValueError(f"must be a number in [1, 4] (stored long side / image size); got {value}")
         return value
 
-    @field_validator("data_dir", "offline_data_dir")
+    @field_validator("data_dir", "offline_data_dir", "source_catalogue")
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None

@@ -2,6 +2,8 @@
 
 Data, not code: the entries live in ``catalogue.json`` beside this module, so a new mirror
 URL or checksum is an edit of that file (through its generator), never of the fetcher.
+``NEVIS_SOURCE_CATALOGUE`` names another file of the same format to read instead (a mirror
+of re-packed files, or the test fixtures' mirror).
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from services.core.errors import DatasetNotFoundError, ManifestError, unknown_name_message
+from services.core.config import get_settings
+from services.core.errors import ConfigError, DatasetNotFoundError, ManifestError, unknown_name_message
 
 CATALOGUE_FORMAT = 1
 NEEDS = ("none", "kaggle", "manual")
@@ -154,11 +158,29 @@ def parse_catalogue(doc: Mapping[str, Any]) -> Catalogue:
     return Catalogue(parse_source(entry) for entry in doc["sources"])
 
 
-@lru_cache(maxsize=1)
 def load_catalogue() -> Catalogue:
-    """The catalogue shipped with the package (read once per process)."""
-    text = resources.files(__package__).joinpath("catalogue.json").read_text(encoding="utf-8")
-    return parse_catalogue(json.loads(text))
+    """The catalogue in ``NEVIS_SOURCE_CATALOGUE`` when that is set, else the one shipped with
+    the package (each read once per process).
+
+    Raises:
+        ConfigError: ``NEVIS_SOURCE_CATALOGUE`` names a file that cannot be read as JSON.
+        ManifestError: the catalogue has an unknown format or a bad entry.
+    """
+    path = get_settings().source_catalogue
+    return _read_catalogue(str(path) if path is not None else None)
+
+
+@lru_cache(maxsize=4)
+def _read_catalogue(path: str | None) -> Catalogue:
+    if path is None:
+        return parse_catalogue(json.loads(
+            resources.files(__package__).joinpath("catalogue.json").read_text(encoding="utf-8")))
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"NEVIS_SOURCE_CATALOGUE={path} cannot be read as a source catalogue: {exc}",
+                          field="source_catalogue") from None
+    return parse_catalogue(doc)
 
 
 __all__ = ["Catalogue", "Source", "SourceFile", "load_catalogue", "parse_catalogue", "parse_source"]
