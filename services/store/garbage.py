@@ -8,7 +8,8 @@ Only keys under the prefixes the service itself writes are looked at
   learner states, checkpoints;
 - it follows from rows by its writer's layout: each committed task's predictor
   (:mod:`services.store.runs.run_keys`) and evaluation predictions
-  (:mod:`services.store.runs.predictions`), the features of each checkpoint probe job
+  (:mod:`services.store.runs.predictions`), every trial's and prediction job's log
+  (:mod:`services.store.runs.logs`), the features of each checkpoint probe job
   (:mod:`services.store.probes.object_keys`);
 - it lies under the prefix of a task attempt still pending or running: its trials write
   predictors, states and checkpoints long before the task's commit records them.
@@ -50,6 +51,7 @@ from services.store.db.models import (
 from services.store.db.models_probe import ProbeJob
 from services.store.objects import GcStats, ListedObject, LocalObjectStore, ObjectStore
 from services.store.probes.object_keys import FEATURES_PREFIX, features_key
+from services.store.runs.logs import log_keys
 from services.store.runs.predictions import committed_predictions_keys
 from services.store.runs.run_keys import attempt_prefix, predictor_key
 
@@ -118,6 +120,7 @@ def referenced_keys(session: Session) -> set[str]:
     )
     keys.update(predictor_key(*row) for row in committed)
     keys.update(committed_predictions_keys(session))
+    keys.update(log_keys(session))
     features = session.execute(
         select(ProbeJob.settings_hash, ProbeJob.checkpoint_id)
         .where(ProbeJob.kind == "checkpoint", ProbeJob.checkpoint_id.is_not(None))

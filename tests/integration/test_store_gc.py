@@ -58,11 +58,15 @@ INDEX = "datasets/shapes/shape/16px/index.json"
 SHARD = "datasets/shapes/shape/16px/train-00000.npz"
 BUNDLE = f"learners/bundles/{SHA}/learner.tar.gz"
 PRETRAINED = f"pretrained/{SHA}.bin"
-REFERENCED = (CHECKPOINT, CHOSEN_PREDICTOR, STATE, PREDICTIONS, RUNNING, INDEX, SHARD, BUNDLE, PRETRAINED)
+TRIAL_LOG = f"{attempt_prefix(1, 1, 1)}/trial-001/log.txt"  # a trial not chosen: its log stays while its row does
+PREDICT_LOG = f"{attempt_prefix(1, 1, 1)}/predict-log.txt"
+REFERENCED = (CHECKPOINT, CHOSEN_PREDICTOR, STATE, PREDICTIONS, RUNNING, INDEX, SHARD, BUNDLE, PRETRAINED,
+              TRIAL_LOG, PREDICT_LOG)
 # Old and unreferenced: removed.
 OLD_ORPHANS = (
     predictor_key(1, 1, 1, 1),  # a trial that was not chosen
     f"{attempt_prefix(7, 1, 1)}/trial-000/state.pkl",  # a deleted submission's
+    f"{attempt_prefix(7, 1, 1)}/trial-000/log.txt",  # and its log
     "datasets/shapes/shape/16px/train-00009.npz",  # a shard a re-prepare no longer lists
     f"pretrained/{'1' * 64}.bin",
     features_key(SETTINGS_HASH, 999),  # a deleted checkpoint's features
@@ -142,7 +146,7 @@ def test_referenced_and_young_objects_survive_and_old_orphans_go(sessions, tmp_p
     assert (report.orphans, report.young) == (len(OLD_ORPHANS), len(YOUNG_ORPHANS))
     assert report.orphan_bytes == sum(len(f"bytes of {key}") for key in OLD_ORPHANS)
     by_prefix = {p.prefix: (p.objects, p.orphans, p.young) for p in report.prefixes}
-    assert by_prefix == {"datasets": (3, 1, 0), "runs": (8, 2, 1), "pretrained": (2, 1, 0),
+    assert by_prefix == {"datasets": (3, 1, 0), "runs": (11, 3, 1), "pretrained": (2, 1, 0),
                          "learners/bundles": (2, 0, 1), "probe-features": (1, 1, 0)}
     assert store.get_bytes(CHECKPOINT) == f"bytes of {CHECKPOINT}".encode()  # its blob is still there
     assert report.blobs is not None and report.blobs.blobs_removed == 0  # their blobs are too young yet

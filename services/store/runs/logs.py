@@ -67,6 +67,21 @@ def list_logs(session: Session, store: ObjectStore, *, submission_id: int, task:
     return sorted(entries, key=lambda e: (e.task, e.attempt, e.trial is None, e.trial or 0))
 
 
+def log_keys(session: Session) -> set[str]:
+    """The keys of every log the database's rows name: each trial's, and each attempt's
+    prediction job's; the store's garbage collection keeps them as long as their rows live."""
+    keys: set[str] = set()
+    rows = session.execute(select(TaskRun.submission_id, StreamTask.order, TaskRun.attempt, Trial.trial_index)
+                           .select_from(TaskRun).join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
+                           .outerjoin(Trial, Trial.task_run_id == TaskRun.id))
+    for submission_id, order, attempt, index in rows:
+        prefix = run_keys.attempt_prefix(submission_id, order, attempt)
+        keys.add(f"{prefix}/{run_keys.PREDICT_LOG_FILE}")
+        if index is not None:
+            keys.add(f"{run_keys.trial_prefix(prefix, index)}/{run_keys.LOG_FILE}")
+    return keys
+
+
 def read_log(store: ObjectStore, entry: LogEntry, *, tail_bytes: int) -> tuple[str, bool]:
     """The log's text (its last ``tail_bytes``), and whether it was cut; a trial without a
     stored log reads as its recorded error and traceback."""
@@ -79,4 +94,4 @@ def read_log(store: ObjectStore, entry: LogEntry, *, tail_bytes: int) -> tuple[s
     return data[-tail_bytes:].decode("utf-8", "replace"), cut
 
 
-__all__ = ["LogEntry", "list_logs", "read_log"]
+__all__ = ["LogEntry", "list_logs", "log_keys", "read_log"]
