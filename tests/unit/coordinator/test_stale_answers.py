@@ -39,7 +39,7 @@ def test_a_recent_answer_is_sent_while_its_successor_renders(database: dict[str,
         database["fingerprint"] = 2
         got += [await cache.answer(_sessions, "board", render) for _ in range(3)]  # the old one, at once
         got.append(await cache.answer(_sessions, "front", render))  # never answered: waits
-        await cache._worker  # the background render, once for the three readers
+        await asyncio.gather(*cache._workers)  # the background render, once for the three readers
         got.append(await cache.answer(_sessions, "board", render))
         return got
 
