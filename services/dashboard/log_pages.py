@@ -29,7 +29,7 @@ from services.store.runs.logs import LogEntry, list_logs, read_log
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 PAGE_TAIL_BYTES = 256 * 1024
-PRIVATE = {"Cache-Control": "private, no-store", "Vary": "Authorization"}
+PRIVATE = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}  # as every reader-own page
 
 
 def owners_logs(request: Request, secret: str, submission_id: int, *, task: int | None = None,

@@ -89,7 +89,7 @@ def test_the_dashboard_shows_logs_to_the_owner_only(coord_settings, tokens) -> N
             page = client.get(f"/submissions/{sid}", headers=tokens.auth(who) if who else {})
             assert page.status_code == 200, page.text
             assert ('id="log-list"' in page.text) == (who == "alice"), who
-        assert page.headers["cache-control"] == "private, no-store"
+        assert page.headers["cache-control"] == "private, no-cache"
         assert f'href="/submissions/{sid}/logs?task=1&amp;trial=1#log-1-1-1">traceback</a>' in page.text
         admin = client.get(f"/submissions/{sid}", headers=tokens.auth("admin"))
         assert 'id="log-list"' in admin.text
