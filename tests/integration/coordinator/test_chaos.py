@@ -1,6 +1,6 @@
 """The chaos script (``bench/chaos.py``) in small: every task committed exactly once under kills.
 
-Two submissions of ``mini``'s meta-train phase (3 tasks each) run through a real ``nevis
+Two submissions of ``mini``'s meta-train phase (3 tasks each, 2 trials a task) run through a real ``nevis
 serve`` on the script's own PostgreSQL cluster (not the shared server: it is restarted), and
 the script kills, once each, a trial's learner host, a worker harness, the coordinator, and
 PostgreSQL (``pg_ctl restart``). Its kill points are states it sees in the database and in
@@ -84,7 +84,7 @@ def test_kills_of_every_kind_lose_and_duplicate_no_task(tmp_path):
     report_path = tmp_path / "chaos.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEVIS_") or k == "NEVIS_OFFLINE_DATA_DIR"}
     proc = subprocess.Popen(
-        [sys.executable, str(CHAOS), "--runs", "2", "--kills", "1", "--seed", "7",
+        [sys.executable, str(CHAOS), "--runs", "2", "--kills", "1", "--seed", "7", "--trials", "2",
          "--timeout", "2400", "--json", str(report_path)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
