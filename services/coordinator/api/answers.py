@@ -68,14 +68,9 @@ IF_NONE_MATCH_MAX = 1000
 T = TypeVar("T")
 V = TypeVar("V")
 FINGERPRINT_TTL_S = 1.0
-STALE_FOR_S = 10.0
-"""How long after it stopped being current an answer may still be sent while its successor
-renders (see the module's docstring); past that, readers wait for the render."""
-ENDED_KEPT = 256
-"""Superseded fingerprints remembered with the time they were superseded."""
-BACKGROUND_RENDERS = 4
-"""Background renders at once: a render mostly waits for the database (a 1,000-row board: about
-17 ms of Python in 80 ms), so a few overlap without taking the readers' CPU."""
+STALE_FOR_S = 10.0  # how long a superseded answer may be sent while its successor renders
+ENDED_KEPT = 256  # superseded fingerprints remembered, with when they were superseded
+BACKGROUND_RENDERS = 4  # at once: a render mostly waits for the database (17 ms of Python in 80)
 CACHE_CONTROL_PUBLIC = "public, max-age=5, must-revalidate"
 CACHE_CONTROL_PRIVATE = "private, max-age=5, must-revalidate"
 
@@ -206,8 +201,8 @@ class AnswerCache:
     def renders_soon(self, query: Any, fingerprint: Any, now: Any) -> bool:
         """Whether ``query``'s answer at ``now`` is queued or rendering while its answer at
         ``fingerprint`` is recent enough to send meanwhile (as the kept bytes are)."""
-        key = (query, now)
-        return (query in self._queued or key in self._pending) and self.get(key) is None and self._recent(fingerprint)
+        return ((query in self._queued or (query, now) in self._pending) and self.get((query, now)) is None
+                and self._recent(fingerprint))
 
     def _recent(self, fingerprint: Any) -> bool:
         """Whether an answer rendered at ``fingerprint`` was current at most STALE_FOR_S ago."""
