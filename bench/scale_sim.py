@@ -197,12 +197,12 @@ def create_submissions(config: SimConfig, settings: CoordinatorSettings,
         request = submissions.SubmissionRequest(learner_id=learner.id, stream=stream,
                                                 phase="meta_test",
                                                 budget=RunBudget(trials=1, steps=1))
-        for start in range(0, share, 50):
+        for _ in range(share):  # one transaction each, as POST /v1/submissions commits it:
+            # a submission is eligible from its created_at, so it must be visible from then
             with transaction(sessions) as session:
                 user = session.merge(user)
-                for _ in range(min(50, share - start)):
-                    made.append(submissions.create_submission(
-                        session, settings=settings, user=user, request=request)[0].id)
+                made.append(submissions.create_submission(
+                    session, settings=settings, user=user, request=request)[0].id)
     return made
 
 
