@@ -73,4 +73,29 @@ class CompareOut(BaseModel):
     differing_tasks: list[int] = Field(description="Orders of the tasks whose interval excludes 0.")
 
 
-__all__ = ["CflopIntervalOut", "CompareOut", "CompareTaskOut", "DeltaIntervalOut", "ErrorIntervalOut"]
+# One leaderboard row's uncertainty: its E interval, and its learner's spread over seeds.
+class BoardUncertaintyOut(BaseModel):
+    submission_id: int
+    e_low: float | None = Field(description="95 % bootstrap interval of E; null: see 'e_unavailable'.")
+    e_high: float | None
+    e_unavailable: str | None = Field(description="Why the row has no interval; null when it has one.")
+    seeds_runs: int = Field(description="Complete runs of the learner on this stream version (seeds).")
+    seeds_mean: float | None = Field(description="Mean E over those runs; null for fewer than two.")
+    seeds_sd: float | None = Field(description="Sample SD of their E; null for fewer than two.")
+    seeds_low: float | None = Field(description="Student t 95 % interval of the mean E; null for fewer than two.")
+    seeds_high: float | None
+
+    @classmethod
+    def of(cls, submission_id: int, found) -> BoardUncertaintyOut:
+        """From :class:`services.store.runs.board_uncertainty.RowUncertainty`."""
+        interval, seeds = found.interval.interval, found.seeds
+        return cls(submission_id=submission_id, e_low=interval.low if interval else None,
+                   e_high=interval.high if interval else None,
+                   e_unavailable=None if interval else found.interval.reason,
+                   seeds_runs=seeds.runs if seeds else 1, seeds_mean=seeds.mean if seeds else None,
+                   seeds_sd=seeds.sd if seeds else None,
+                   seeds_low=seeds.interval.low if seeds and seeds.interval else None,
+                   seeds_high=seeds.interval.high if seeds and seeds.interval else None)
+
+
+__all__ = ["BoardUncertaintyOut", "CflopIntervalOut", "CompareOut", "CompareTaskOut", "DeltaIntervalOut", "ErrorIntervalOut"]

@@ -94,3 +94,9 @@ def test_interval_and_paired_comparison_over_the_api(client, tokens, coord_setti
         assert f"[{expected.interval.low:.4f}, {expected.interval.high:.4f}] 95 %" in board
         spread = np.std([0.25, 0.5], ddof=1)
         assert f"seeds: 0.3750 ± {spread:.4f}" in board  # alice's two runs of one learner
+
+    listed = client.get("/v1/leaderboard", headers=headers).json()
+    found = {u["submission_id"]: u for u in listed["uncertainty"]}
+    assert (found[ids[0]]["e_low"], found[ids[0]]["e_high"]) == pytest.approx(
+        (expected.interval.low, expected.interval.high))
+    assert found[ids[0]]["seeds_runs"] == 2 and found[ids[0]]["seeds_sd"] == pytest.approx(spread)

@@ -16,13 +16,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials
-from pydantic import AwareDatetime, BaseModel, BeforeValidator
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field
 from sqlalchemy.orm import Session
 
 from services.coordinator.api.answers import IF_NONE_MATCH_MAX, respond_cached
 from services.coordinator.api.deps import Limit, Offset, SettingsDep, bearer
 from services.coordinator.api.fields import NAME_MAX, STREAM_MAX, VERSION_MAX
 from services.coordinator.api.routes import problems
+from services.coordinator.api.schemas_uncertainty import BoardUncertaintyOut
 from services.coordinator.common.client_errors import InvalidInputError
 from services.coordinator.crud import users as crud_users
 from services.store.runs.leaderboard import (
@@ -33,6 +34,7 @@ from services.store.runs.leaderboard import (
     leaderboard,
     stream_versions,
 )
+from services.store.runs.board_uncertainty import board_uncertainty
 from services.store.runs.profiles import ProfileSet, performance_profiles
 from services.store.runs.visibility import ANONYMOUS, Viewer, effective_viewer
 
@@ -48,6 +50,8 @@ class LeaderboardOut(BaseModel):
     total: int
     limit: int
     offset: int
+    uncertainty: list[BoardUncertaintyOut] = Field(default_factory=list, description=(
+        "Per item: E's 95 % bootstrap interval and the learner's spread over seeds (docs/uncertainty.md)."))
 
 
 class FrontOut(BaseModel):
@@ -134,8 +138,10 @@ async def read_leaderboard(
         page = leaderboard(session, stream=name, version=ver, sort=sort, descending=descending,
                            limit=limit, offset=offset, learner_prefix=learner, since=since, baselines=baselines,
                            viewer=viewer)
+        spread = board_uncertainty(session, request.app.state.store, page, viewer)
         return {"stream": name, "version": ver, "phase": phase, "streams": streams,
-                "items": list(page.rows), "total": page.total, "limit": limit, "offset": offset}
+                "items": list(page.rows), "total": page.total, "limit": limit, "offset": offset,
+                "uncertainty": [BoardUncertaintyOut.of(i, u) for i, u in spread.items()]}
 
     return await respond_cached(request, LeaderboardOut, build, key, settings, viewer)
 
