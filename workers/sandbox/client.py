@@ -83,7 +83,7 @@ class LearnerHost:
         self.log = LogRing(max(spec.limits.log_bytes, 1024))
         self._proc = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self._log_thread = drain(_own_fd(self._proc), self.log)
+        self._drain = drain(_own_fd(self._proc), self.log)
         self._lock = threading.Lock()
         try:
             with self._watchdog("hello"):
@@ -151,8 +151,20 @@ class LearnerHost:
                 if answer is not None:
                     wire.send(self._proc.stdin, *answer)
 
+    def settle_log(self) -> None:
+        """Wait (at most a second) until what the host wrote so far is in :attr:`log`: a reply
+        can overtake the prints that came before it."""
+        self._drain.settle()
+
+    def log_since(self, mark: int) -> bytes:
+        """What the host wrote after position ``mark`` of :attr:`log`, its last prints included."""
+        self.settle_log()
+        return self.log.since(mark)
+
     def _log_error(self, reply: dict[str, Any], op: str) -> None:
-        """Put a failed call's error and traceback (the host's error frame) in the log."""
+        """Put a failed call's error and traceback (the host's error frame) in the log, after
+        the prints that came before it."""
+        self._drain.settle()
         kind, message = str(reply.get("error", "Error"))[:100], str(reply.get("message", ""))[:4000]
         trace = str(reply.get("traceback") or "")[-20000:]
         self.log.write(f"\n[nevis] {op[:40]} failed: {kind}: {message}\n{trace}".encode("utf-8", "replace"))
@@ -170,7 +182,7 @@ class LearnerHost:
         for stream in (self._proc.stdin, self._proc.stdout):
             if stream is not None:
                 stream.close()
-        self._log_thread.join(timeout=1.0)  # the host's last words, unless a stray child holds the pipe
+        self._drain.join(1.0)  # the host's last words, unless a stray child holds the pipe
         if self._cgroup is not None:
             self._cgroup.remove()
         if self._scratch is not None:

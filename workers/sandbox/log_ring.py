@@ -10,8 +10,12 @@ since (:meth:`LogRing.since`), even from a host reused across trials.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import struct
+import termios
 import threading
+import time
 
 CHUNK_BYTES = 64 * 1024
 
@@ -57,21 +61,48 @@ class LogRing:
         return kept
 
 
-def drain(fd: int, ring: LogRing) -> threading.Thread:
-    """Start a daemon thread that copies ``fd`` into ``ring`` until end of file, then closes it."""
+class Drain:
+    """A daemon thread that copies a pipe into a ring until end of file, then closes the pipe."""
 
-    def pump() -> None:
+    def __init__(self, fd: int, ring: LogRing) -> None:
+        self.fd, self.ring = fd, ring
+        self._reading = False  # a chunk read from the pipe and not yet in the ring
+        self._closed = False
+        self.thread = threading.Thread(target=self._pump, name="nevis-host-log", daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
         try:
-            while chunk := os.read(fd, CHUNK_BYTES):
-                ring.write(chunk)
+            while chunk := os.read(self.fd, CHUNK_BYTES):
+                self._reading = True
+                self.ring.write(chunk)
+                self._reading = False
         except OSError:
             pass
         finally:
-            os.close(fd)
+            self._closed = True
+            os.close(self.fd)
 
-    thread = threading.Thread(target=pump, name="nevis-host-log", daemon=True)
-    thread.start()
-    return thread
+    def settle(self, timeout_s: float = 1.0) -> None:
+        """Wait (briefly) until what was written to the pipe so far is in the ring: the
+        learner's last prints before a reply, which the reply can overtake."""
+        deadline = time.monotonic() + timeout_s
+        quiet = 0
+        while quiet < 2 and not self._closed and time.monotonic() < deadline:
+            try:
+                pending = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+            except OSError:
+                return
+            quiet = quiet + 1 if pending == 0 and not self._reading else 0
+            time.sleep(0.002)
+
+    def join(self, timeout_s: float) -> None:
+        self.thread.join(timeout=timeout_s)
 
 
-__all__ = ["CHUNK_BYTES", "LogRing", "drain"]
+def drain(fd: int, ring: LogRing) -> Drain:
+    """Start copying ``fd`` into ``ring`` (see :class:`Drain`)."""
+    return Drain(fd, ring)
+
+
+__all__ = ["CHUNK_BYTES", "Drain", "LogRing", "drain"]

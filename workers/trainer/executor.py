@@ -70,7 +70,7 @@ class Evaluator:
             (scores, flops), usage = measured_call(host, lambda: predict(host, info, predictor, images, seed=seed))
         finally:
             if log_to is not None:
-                keep_log(log_to, host.log.since(mark))
+                keep_log(log_to, host.log_since(mark))
             self._replace_host()
         return scores, {**flops, **usage}
 

@@ -73,10 +73,11 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
     mark = host.log.position
     metrics = _run_trial(host, config, spec)
     if metrics.get("status") == "failed":
+        host.settle_log()
         host.log.write(f"\n[nevis] trial {config[TRIAL_INDEX]} failed: {metrics.get('error')}\n".encode("utf-8", "replace"))
     try:
         _ask(spec.harness.put, f"{trial_prefix(spec, int(config[TRIAL_INDEX]))}/{run_keys.LOG_FILE}",
-             host.log.since(mark))
+             host.log_since(mark))
     except Exception:  # noqa: BLE001 - a log that cannot be kept does not fail its trial
         pass
     return metrics
@@ -130,7 +131,8 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
     except WireError as exc:  # no honest host sends it, and its real result may follow
         host.close()
         return _failed(config, exc, _most(heard.spent, _final_flops(header)), heard)
-    if result["status"] == "failed" and result["traceback"]:  # the learner's own traceback
+    if result["status"] == "failed" and result["traceback"]:  # the learner's own traceback, after its prints
+        host.settle_log()
         host.log.write(f"\n{str(result['traceback'])[-20000:]}".encode("utf-8", "replace"))
     return _finish(config, spec, result, out, heard)
 

@@ -33,7 +33,7 @@ def test_a_ring_of_no_bytes_is_refused() -> None:
 def test_a_flood_through_the_drain_neither_blocks_nor_grows() -> None:
     ring = LogRing(1024)
     read_end, write_end = os.pipe()
-    thread = drain(read_end, ring)
+    pump = drain(read_end, ring)
     total = 20 * 1024 * 1024  # far more than a pipe buffers: a writer would block without the drain
     chunk = b"y" * 65536
 
@@ -47,8 +47,21 @@ def test_a_flood_through_the_drain_neither_blocks_nor_grows() -> None:
     started = time.monotonic()
     writer.start()
     writer.join(timeout=30)
-    thread.join(timeout=30)
-    assert not writer.is_alive() and not thread.is_alive(), "the flood blocked"
+    pump.join(30)
+    assert not writer.is_alive() and not pump.thread.is_alive(), "the flood blocked"
     assert time.monotonic() - started < 30
     assert ring.position == total + len(b"the end")
     assert len(ring.since(ring.position - 1024)) == 1024 and ring.since(0).endswith(b"the end")
+
+
+def test_settle_waits_for_what_the_pipe_holds() -> None:
+    ring = LogRing(1 << 20)
+    read_end, write_end = os.pipe()
+    pump = drain(read_end, ring)
+    os.write(write_end, b"last words\n")
+    pump.settle()
+    assert ring.since(0) == b"last words\n"
+    os.close(write_end)
+    pump.join(5)
+    pump.settle()  # a closed drain settles at once
+    assert not pump.thread.is_alive()

@@ -53,6 +53,10 @@ class Hostile:
         elif mode == "shout":  # prints, then raises: its log keeps both
             print("shouting in trial", config["word"])
             raise ValueError("the learner gave up")
+        elif mode == "chatty":  # 5 MB of prints: the host neither blocks nor keeps them all
+            for i in range(5000):
+                print(f"{i:06d}", "z" * 1000)
+            print("the last line")
         elif mode == "raw":  # a header no honest host writes
             raw = config["raw"].encode()
             host.proto_out.write(struct.pack(">Q", len(raw)) + raw)
@@ -143,6 +147,15 @@ def test_a_trial_log_keeps_its_own_prints_and_the_learners_traceback(host) -> No
     assert "shouting in trial beta" in logs[1]
     assert "Traceback" in logs[1] and "ValueError: the learner gave up" in logs[1]
     assert "[nevis] trial 1 failed" in logs[1]
+
+
+def test_a_flood_of_prints_keeps_only_the_last_mebibyte(host) -> None:
+    harness = Harness()
+    result = _run(host, harness, mode="chatty")
+    assert result["status"] == "ok", result
+    log = harness.stored["runs/r/t1/a1/trial-000/log.txt"]
+    assert log.endswith(b"the last line\n") and b"earlier bytes dropped" in log.splitlines()[0]
+    assert 1 << 20 <= len(log) < (1 << 20) + 200
 
 
 def test_an_honest_trial_is_recorded_and_the_host_stays_warm(host) -> None:
