@@ -19,15 +19,16 @@ The model of one submission (the ``nevis22-full`` stream, 106 tasks):
   ``images_per_s`` of a ``bench/bench_gpu.py --json`` file (``--gpu-json``). Default: the
   issue's figure, an H200 at 40 % of its 989 TFLOP/s dense bf16 peak over the meter's count
   per training image (~14,000 images/s), **an assumption**, not a measurement. Evaluation runs
-  at the same FLOP rate.
+  at the same FLOP rate. Small batches (b = 16 for most tasks) seldom reach a large batch's
+  rate: ``--min-step-ms`` puts a floor under a training step (default 0, the FLOP rate alone).
 - **Spread over N GPUs**: a task's ``--trials`` trials (the paper: 16) run side by side, one
   GPU each, in ceil(trials / N) waves; tasks run one after another, because the coordinator
   launches task i only after task i-1 is committed (the causal order). So one submission uses
   at most ``trials`` GPUs; more GPUs serve other submissions.
 - **Per-task overheads**: the coordinator's launch delay (``--launch-delay-s``: eligible to
-  launched, bench/scale_sim.py's first-submission p50) and the orchestration per task
-  (``--orchestration-s``: Tune experiment, trial processes, evaluation, commits; bench/
-  bench_stream.py's 3-4 s). The coordinator's scheduling rate (``--transitions-per-min``,
+  launched for a task with nothing queued ahead of it, bench/scale_sim.py's first-submission
+  p99) and the orchestration per task (``--orchestration-s``: Tune experiment, trial
+  processes, evaluation, commits; bench/bench_stream.py's 3-4 s). The coordinator's scheduling rate (``--transitions-per-min``,
   bench/scale_sim.py, 6 transitions per task) bounds how many GPUs a fleet of submissions can
   keep busy; it is printed against the GPUs one task keeps busy.
 
@@ -75,8 +76,8 @@ DEFAULT_DEV_FRACTION = 0.12
 TRANSITIONS_PER_TASK = 6  # lease claimed, launched, started, ended; task run started, committed
 
 # Measured figures quoted in docs/benchmarks.md (the defaults; pass newer ones).
-SCALE_SIM_TRANSITIONS_PER_MIN = 9_072.0  # bench/scale_sim.py, 1,000 x 10, 3 replicas, 2026-12-01
-SCALE_SIM_LAUNCH_DELAY_S = 1.0  # NEVIS_POLL_INTERVAL_S: a lone submission's next task waits a poll at most
+SCALE_SIM_TRANSITIONS_PER_MIN = 5_108.0  # bench/scale_sim.py, 1,000 x 5, 3 replicas, 2026-12-03, load 10-21
+SCALE_SIM_LAUNCH_DELAY_S = 1.0  # the same run: a task with nothing queued ahead (a user's first) launched by 1.03 s, p99
 BENCH_STREAM_ORCHESTRATION_S = 3.5  # bench/bench_stream.py: 3-4 s per task
 
 # Whole-dataset image counts, public figures rounded: ESTIMATES (the manifests carry none).
@@ -183,7 +184,7 @@ def _fractions(task: Any) -> tuple[float, float]:
 
 
 def task_costs(tasks: list[Any], *, flops: dict[str, Any], steps: int, trials: int,
-               flops_per_gpu_s: float, sizes: dict[str, int]) -> list[TaskCost]:
+               flops_per_gpu_s: float, sizes: dict[str, int], min_step_s: float = 0.0) -> list[TaskCost]:
     """Every task's images and GPU seconds at the budget (see the module's docstring)."""
     out = []
     for task in tasks:
@@ -201,8 +202,8 @@ def task_costs(tasks: list[Any], *, flops: dict[str, Any], steps: int, trials: i
         validations = max(0, math.ceil(steps / VALIDATE_EVERY) - 1) + 1  # below the budget + the harness's
         train_images = steps * b
         eval_images = validations * dev
-        trial_flops = train_images * (fwd + bwd) + eval_images * fwd
-        trial_s = trial_flops / flops_per_gpu_s
+        train_s = max(train_images * (fwd + bwd) / flops_per_gpu_s, steps * min_step_s)
+        trial_s = train_s + eval_images * fwd / flops_per_gpu_s
         predict_s = test * fwd / flops_per_gpu_s
         out.append(TaskCost(order=task.order, dataset=key, images=images,
                             size_source="given" if given else "estimate", train=train, batch=b,
@@ -258,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="eligible -> launched per task (bench/scale_sim.py)")
     parser.add_argument("--orchestration-s", type=float, default=BENCH_STREAM_ORCHESTRATION_S,
                         help="orchestration per task (bench/bench_stream.py)")
+    parser.add_argument("--min-step-ms", type=float, default=0.0,
+                        help="a training step's floor on the GPU (small batches do not fill it; "
+                        "default 0: the FLOP rate alone)")
     parser.add_argument("--sizes", type=Path, help='JSON {"dataset": images} replacing the estimates')
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
@@ -279,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         gpu_source = f"ASSUMED: H200 at {ASSUMED_MFU:.0%} of {H200_BF16_PEAK_TFLOPS:g} TFLOP/s bf16"
     flops_per_gpu_s = gpu_ips * train_image_flops
     costs = task_costs(tasks, flops=flops, steps=args.steps, trials=args.trials,
-                       flops_per_gpu_s=flops_per_gpu_s, sizes=sizes)
+                       flops_per_gpu_s=flops_per_gpu_s, sizes=sizes, min_step_s=args.min_step_ms / 1000)
     overhead = args.launch_delay_s + args.orchestration_s
     rows = table(costs, gpus=gpus, trials=args.trials, per_task_overhead_s=overhead, price=args.price)
 
@@ -302,6 +306,11 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"b={b}: {n}" for b, n in sorted(batches.items())))
     print(f"  per task: launch delay {args.launch_delay_s:g} s + orchestration {args.orchestration_s:g} s "
           f"(measured on CPUs: scale_sim, bench_stream); mean trial {_hours(mean_trial_s / 3600)} on one GPU")
+    if args.min_step_ms:
+        print(f"  a training step takes at least {args.min_step_ms:g} ms (assumed floor for small batches)")
+    else:
+        print(f"  every step at the FLOP rate above, small batches too (optimistic for b = 16: "
+              f"see --min-step-ms)")
     print(f"  trials of a task run side by side (1 GPU each); tasks run one after another (causal order)")
     print()
     print(f"| GPUs | waves per task | wall time | GPU-hours busy | GPU-hours held | cost held (${args.price:g}/GPU-h) | overhead share | bound |")
@@ -319,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
             "stream": STREAM, "tasks": len(costs), "steps": args.steps, "trials": args.trials,
             "image_size": args.image_size, "width": args.width, "flops": flops,
             "train_image_flops": train_image_flops, "gpu_images_per_s": gpu_ips, "gpu_source": gpu_source,
-            "per_task_overhead_s": overhead, "transitions_per_min": args.transitions_per_min,
+            "per_task_overhead_s": overhead, "min_step_ms": args.min_step_ms,
+            "transitions_per_min": args.transitions_per_min,
             "gpus_fed_by_scheduler": fed_gpus, "price": args.price,
             "rows": [asdict(r) for r in rows], "task_costs": [asdict(c) for c in costs]}, indent=2))
     return 0

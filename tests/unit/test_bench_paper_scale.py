@@ -58,13 +58,15 @@ def test_paper_scale_prints_its_table_and_its_arithmetic_holds(tmp_path):
     assert "48 of 64 GPUs idle" in rows[64]["bound"] and "2 waves of 8" in rows[8]["bound"]
 
 
-def test_paper_scale_takes_the_gpu_rate_of_bench_gpu_and_given_sizes(tmp_path):
+def test_paper_scale_takes_the_gpu_rate_of_bench_gpu_given_sizes_and_a_step_floor(tmp_path):
     gpu = tmp_path / "gpu.json"
     gpu.write_text(json.dumps({"images_per_s": 1234.5}))
     sizes = tmp_path / "sizes.json"
     sizes.write_text(json.dumps({"magellan_venus_volcanoes": 1_000_000}))
-    text, fig = _run(tmp_path, "--gpu-json", str(gpu), "--sizes", str(sizes))
+    text, fig = _run(tmp_path, "--gpu-json", str(gpu), "--sizes", str(sizes), "--min-step-ms", "1000")
     assert fig["gpu_images_per_s"] == 1234.5 and fig["gpu_source"].startswith("measured")
     first = fig["task_costs"][0]
     assert first["size_source"] == "given" and first["batch"] == 512  # 0.56 M train images
     assert "2 of 3 estimated" in text
+    # a step's floor: 100 steps of at least 1 s each, whatever the FLOP rate says
+    assert all(c["trial_s"] >= 100 for c in fig["task_costs"]) and fig["min_step_ms"] == 1000
