@@ -64,7 +64,7 @@ class LearnerHost:
 
     The host's output (the learner's prints, on its stderr) is drained into :attr:`log`, a
     bounded ring (``limits.log_bytes``), as are the tracebacks of the calls that failed, so a
-    trial's log is ``host.log.since(mark)``; nothing the learner prints reaches the harness's
+    trial's log is ``host.log_since(mark)``; nothing the learner prints reaches the harness's
     own output.
     """
 
