@@ -16,7 +16,7 @@ from services.core.predictions import decode
 from services.core.uncertainty import RESAMPLES, SEED
 from services.store.runs.predictions import committed_attempts, predictions_key
 from services.store.runs.summary import load_summary
-from services.store.runs.uncertainty import compare, headline_rows, run_interval
+from services.store.runs.uncertainty import clear_cache, compare, headline_rows, run_interval
 from services.core.budget import RunBudget
 from tests.integration.conftest import tiny_manifest
 from tests.support.bootstrap_reference import reference_interval, reference_totals
@@ -50,6 +50,10 @@ def test_stored_predictions_give_the_intervals_results_and_compare_print(runner,
             assert tasks[row.order].error == row.error  # bit for bit, the stored task error
     orders = sorted(tasks_a)
 
+    assert list(runner.store.list(f"runs/{a}/uncertainty"))  # kept as the run ended
+    clear_cache()  # computed anew below, from the stored predictions
+    for key in list(runner.store.list(f"runs/{a}/uncertainty")):
+        runner.store.delete(key)
     with runner.sessions() as session:
         interval = run_interval(session, runner.store, summary=summary_a)
     totals, _ = reference_totals([tasks_a[o] for o in orders], None, RESAMPLES, SEED)
@@ -90,6 +94,9 @@ def test_stored_predictions_give_the_intervals_results_and_compare_print(runner,
     with runner.sessions() as session:
         attempts = committed_attempts(session, submission_id=b)
     runner.store.delete(predictions_key(b, orders[0], attempts[orders[0]]))
+    for key in list(runner.store.list(f"runs/{b}/uncertainty")):  # the interval kept as the run ended
+        runner.store.delete(key)
+    clear_cache()
     with runner.sessions() as session:
         missing = run_interval(session, runner.store, summary=summary_b)
         unpaired = compare(session, runner.store, a=a, b=b)

@@ -34,6 +34,7 @@ from services.store.db.models import Submission, TaskRun, Trial
 from services.store.objects import ObjectStore, open_store
 from services.store.runs import records, run_keys
 from services.store.runs.predictions import predictions_key
+from services.store.runs.uncertainty import keep_run_interval
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
 from workers.learners.provenance import pretraining_cflop
 from workers.sandbox.client import HostSpec, LearnerHost, describe
@@ -237,7 +238,6 @@ class StreamRunner:
             what = str(cause) if isinstance(cause, LearnerError) else f"{type(cause).__name__}: {cause}"
             self._fail(attempt, f"evaluating the best trial ({best.trial_index}) failed: {what}",
                        spent, cause=exc)
-        # Kept before the commit, under the attempt's prefix: the committed attempt's are the task's.
         self.store.put_bytes(predictions_key(plan.submission_id, task.order, attempt.number), predictions)
         outcome = TaskOutcome(
             order=task.order, best_trial_index=best.trial_index, error=error, split=split,
@@ -259,6 +259,8 @@ class StreamRunner:
             )
             goes_on = submission.status == "running"
         self.observer.task_committed(task, outcome)
+        if not goes_on:  # the run ended: E's interval is computed once, for every later reader
+            keep_run_interval(self.sessions, self.store, submission_id=plan.submission_id)
         return goes_on
 
     def _open_attempt(self, plan: RunPlan, task: TaskSpec) -> Attempt:
@@ -337,11 +339,8 @@ class StreamRunner:
 
     def _evaluate(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,
                   best: TrialOutcome, images: np.ndarray, labels: np.ndarray) -> tuple[float, EvaluationCost, bytes]:
-        """The chosen predictor's error on the evaluation split, what that cost, and its per-example
-        predictions (:mod:`services.core.predictions`: the error recomputed without the learner).
-
-        The learner's ``predict`` sees the images only; labels stay here, in harness code.
-        """
+        """The chosen predictor's error on the evaluation split, its cost and its per-example
+        predictions; the learner's ``predict`` sees the images only (labels stay in harness code)."""
         plan = attempt.plan
         scores, flops = self.actors.score(
             host, learner.resources, plan.budget, task_info(attempt.task, data.index, plan.image_size),

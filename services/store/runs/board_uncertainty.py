@@ -1,23 +1,32 @@
-"""The uncertainty a leaderboard page shows beside each E: the run's bootstrap interval
-(:func:`services.store.runs.uncertainty.run_interval`, kept in the object store once computed)
-and, for a learner with several complete runs here (seeds), the mean, SD and Student t interval
-of their E (:func:`services.core.uncertainty.over_seeds`). Kept apart from the leaderboard's
-query so the ranked page stays one SQL scan; this reads only the rows on the page."""
+"""The uncertainty a leaderboard shows beside each E: the run's bootstrap interval and, for a
+learner with several complete runs here (seeds), the mean, SD and Student t interval of their E
+(:func:`services.core.uncertainty.over_seeds`).
+
+Kept apart from the leaderboard's query, and cheap, because a leaderboard is read often and
+rendered again after every commit: two queries for the page's rows (their committed attempts,
+and the E of every run of their learners), then per row the interval kept in the object store
+(:mod:`services.store.runs.interval_cache`: the runner keeps it as a run ends, a run's page or
+``nevis results`` as they read it). A finished run without a kept interval is computed here once;
+a live one shows why it has none yet instead of resampling on every commit.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from services.core.uncertainty import SeedSummary, over_seeds
-from services.store.db.models import Learner, StreamVersion, Submission
+from services.core.uncertainty import RESAMPLES, SEED, SeedSummary, over_seeds
+from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult, TaskRun
 from services.store.objects import ObjectStore
+from services.store.runs.interval_cache import interval_key, load_interval
 from services.store.runs.leaderboard import LeaderboardPage
-from services.store.runs.summary import load_summary
-from services.store.runs.uncertainty import RunInterval, headline_rows, run_interval
+from services.store.runs.uncertainty import RunInterval, run_interval_of
 from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
+
+LIVE = ("queued", "running")
 
 
 @dataclass(frozen=True)
@@ -29,28 +38,54 @@ class RowUncertainty:
 def board_uncertainty(session: Session, store: ObjectStore, page: LeaderboardPage,
                       viewer: Viewer = ANONYMOUS) -> dict[int, RowUncertainty]:
     """Submission id → its interval and its learner's spread over seeds, for the page's rows."""
+    if not page.rows:
+        return {}
     version_id = session.scalar(select(StreamVersion.id).where(
         StreamVersion.name == page.stream, StreamVersion.version == page.version))
-    summaries = {row.submission_id: load_summary(session, submission_id=row.submission_id) for row in page.rows}
-    seeds = {learner: _seeds(session, version_id, learner, page.phase, viewer)
-             for learner in {row.learner for row in page.rows}}
-    return {row.submission_id: RowUncertainty(run_interval(session, store, summary=summaries[row.submission_id]),
-                                               seeds[row.learner])
-            for row in page.rows}
+    ids = [row.submission_id for row in page.rows]
+    attempts: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for submission_id, order, attempt in session.execute(
+            select(TaskResult.submission_id, StreamTask.order, TaskRun.attempt)
+            .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+            .join(TaskRun, TaskRun.id == TaskResult.task_run_id)
+            .where(TaskResult.submission_id.in_(ids), StreamTask.phase == page.phase)
+            .order_by(StreamTask.order)):
+        attempts[submission_id].append((order, attempt))
+    seeds = _seeds(session, version_id, {row.learner for row in page.rows}, page.phase, viewer)
+    found = {}
+    for row in page.rows:
+        orders = tuple(o for o, _ in attempts[row.submission_id])
+        kept = load_interval(store, interval_key(row.submission_id, attempts[row.submission_id],
+                                                 resamples=RESAMPLES, seed=SEED)) if orders else None
+        if kept is not None:
+            interval = RunInterval(row.submission_id, row.mean_error, kept, orders)
+        elif row.status in LIVE or not orders:
+            interval = RunInterval(row.submission_id, row.mean_error, None, orders,
+                                   "computed as the run ends (or on its page)" if orders else "no committed task")
+        else:
+            interval = run_interval_of(session, store, submission_id=row.submission_id)
+        found[row.submission_id] = RowUncertainty(interval, seeds.get(row.learner))
+    return found
 
 
-def _seeds(session: Session, version_id: int | None, learner: str, phase: str, viewer: Viewer) -> SeedSummary | None:
-    """The spread of E over the learner's complete runs on the stream version ``viewer`` may read."""
-    ids = session.scalars(
-        select(Submission.id).join(Learner, Learner.id == Submission.learner_id)
-        .where(Learner.name == learner, Submission.stream_version_id == version_id, Submission.phase == phase,
-               visible_to(viewer))).all()
-    errors = []
-    for submission_id in ids:
-        summary = load_summary(session, submission_id=submission_id)
-        if summary.mean_error is not None and len(headline_rows(summary)) == summary.headline_tasks:
-            errors.append(summary.mean_error)
-    return over_seeds(errors) if len(errors) > 1 else None
+def _seeds(session: Session, version_id: int | None, learners: set[str], phase: str,
+           viewer: Viewer) -> dict[str, SeedSummary]:
+    """Per learner, the spread of E over its complete runs here that ``viewer`` may read (two or more)."""
+    headline = session.scalar(select(func.count()).select_from(StreamTask).where(
+        StreamTask.stream_version_id == version_id, StreamTask.phase == phase)) or 0
+    rows = session.execute(
+        select(Learner.name, Submission.id, func.avg(TaskResult.error), func.count())
+        .join(Submission, Submission.learner_id == Learner.id)
+        .join(TaskResult, TaskResult.submission_id == Submission.id)
+        .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+        .where(Learner.name.in_(learners), Submission.stream_version_id == version_id,
+               Submission.phase == phase, StreamTask.phase == phase, visible_to(viewer))
+        .group_by(Learner.name, Submission.id)).all()
+    errors: dict[str, list[float]] = defaultdict(list)
+    for learner, _, mean, count in rows:
+        if headline and count == headline:
+            errors[learner].append(float(mean))
+    return {learner: over_seeds(values) for learner, values in errors.items() if len(values) > 1}
 
 
 __all__ = ["RowUncertainty", "board_uncertainty"]

@@ -16,9 +16,10 @@ leaderboard of many runs reads a few bytes per run instead of resampling each.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ class IncomparableRunsError(NevisError, ValueError):
     """Two runs that were not scored on the same test examples (stream version and phase)."""
 
 
+log = logging.getLogger("nevis.uncertainty")
 METHOD = "two-level bootstrap (tasks, and test examples within tasks), percentile interval"
 _TOLERANCE = 1e-9  # a stored error and its predictions' error agree to rounding
 
@@ -172,6 +174,16 @@ def run_interval_of(session: Session, store: ObjectStore, *, submission_id: int)
     return run_interval(session, store, summary=load_summary(session, submission_id=submission_id))
 
 
+def keep_run_interval(sessions: Callable[[], Session], store: ObjectStore, *, submission_id: int) -> None:
+    """Compute E's interval as a run ends and keep it (:mod:`~services.store.runs.interval_cache`),
+    so leaderboards read it instead of resampling; a failure here is logged, never the run's."""
+    try:
+        with sessions() as session:
+            run_interval_of(session, store, submission_id=submission_id)
+    except Exception:  # noqa: BLE001 - a figure for readers: the run's results are committed already
+        log.warning("E's interval of run %d was not kept", submission_id, exc_info=True)
+
+
 def compare(session: Session, store: ObjectStore, *, a: int, b: int) -> Comparison:
     """Run ``a`` against run ``b``.
 
@@ -245,6 +257,12 @@ _CACHE_SIZE = 512
 _LOCK = threading.Lock()
 
 
+def clear_cache() -> None:
+    """Forget this process's cached results (after objects were removed by hand, and in tests)."""
+    with _LOCK:
+        _CACHE.clear()
+
+
 def _cached(key: Hashable, compute):
     with _LOCK:
         if key in _CACHE:
@@ -258,5 +276,5 @@ def _cached(key: Hashable, compute):
     return value
 
 
-__all__ = ["METHOD", "Comparison", "IncomparableRunsError", "RunInterval", "TaskComparison", "compare", "headline_rows", "run_interval",
+__all__ = ["METHOD", "Comparison", "IncomparableRunsError", "clear_cache", "keep_run_interval", "RunInterval", "TaskComparison", "compare", "headline_rows", "run_interval",
            "run_interval_of"]
