@@ -104,3 +104,24 @@ def test_the_catalogue_is_up_to_date_with_its_generator() -> None:
     done = subprocess.run([sys.executable, "scripts/build_source_catalogue.py", "--check"], cwd=REPO,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_nevis_source_catalogue_replaces_the_packaged_one(settings_env, monkeypatch, tmp_path: Path) -> None:
+    from services.core.config import get_settings  # noqa: PLC0415
+
+    packaged = load_catalogue()
+    mine = {"format": 1, "sources": [{"key": "mnist", "needs": "none", "files": [
+        {"name": "train.gz", "url": "https://example.org/train.gz", "checksum": "sha256:" + "0" * 64}]}]}
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(mine))
+    monkeypatch.setenv("NEVIS_SOURCE_CATALOGUE", str(path))
+    get_settings.cache_clear()
+    assert [f.checksum for f in load_catalogue().find("mnist").files] == ["sha256:" + "0" * 64]
+    assert len(load_catalogue().sources) == 1
+    monkeypatch.setenv("NEVIS_SOURCE_CATALOGUE", str(tmp_path / "absent.json"))
+    get_settings.cache_clear()
+    with pytest.raises(ConfigError, match="NEVIS_SOURCE_CATALOGUE=.*absent.json"):
+        load_catalogue()
+    monkeypatch.delenv("NEVIS_SOURCE_CATALOGUE")
+    get_settings.cache_clear()
+    assert load_catalogue() is packaged
