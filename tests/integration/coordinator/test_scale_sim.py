@@ -88,6 +88,12 @@ def test_three_replicas_launch_and_commit_every_task_exactly_once(postgres_admin
         assert report["over_subscription"]["total"] == 0, output
         assert report["errors"]["total"] == 0, output
         assert report["transitions"]["tasks_committed"] == SUBMISSIONS * TASKS
+        # launch delays apart: task 1 of each user's first submission, of their later ones, the rest
+        delays = report["scheduling_delay_s"]
+        assert delays["first_submission"]["n"] == 5 and delays["later_submissions"]["n"] == SUBMISSIONS - 5
+        assert delays["next_tasks"]["n"] == SUBMISSIONS * (TASKS - 1)
+        assert 0 <= delays["first_submission"]["p50"] <= delays["first_submission"]["max"]
+        assert "a user's first submission" in done.stdout
 
         # the database itself: every task committed exactly once
         results = kit.query(url, "SELECT submission_id, stream_task_id, count(*) FROM task_results "
