@@ -7,8 +7,9 @@ Only keys under the prefixes the service itself writes are looked at
 - a column holds it: dataset indexes and shards, learner bundles, pretrained checkpoints,
   learner states, checkpoints;
 - it follows from rows by its writer's layout: each committed task's predictor
-  (:mod:`services.store.runs.run_keys`) and evaluation predictions
-  (:mod:`services.store.runs.predictions`), every trial's and prediction job's log
+  (:mod:`services.store.runs.run_keys`), evaluation predictions
+  (:mod:`services.store.runs.predictions`) and E's kept interval
+  (:mod:`services.store.runs.interval_cache`), every trial's and prediction job's log
   (:mod:`services.store.runs.logs`), the features of each checkpoint probe job
   (:mod:`services.store.probes.object_keys`);
 - it lies under the prefix of a task attempt still pending or running: its trials write
@@ -52,6 +53,7 @@ from services.store.db.models_probe import ProbeJob
 from services.store.objects import GcStats, ListedObject, LocalObjectStore, ObjectStore
 from services.store.probes.object_keys import FEATURES_PREFIX, features_key
 from services.store.runs.logs import log_keys
+from services.store.runs.interval_cache import kept_interval_keys
 from services.store.runs.predictions import committed_predictions_keys
 from services.store.runs.run_keys import attempt_prefix, predictor_key
 
@@ -120,6 +122,7 @@ def referenced_keys(session: Session) -> set[str]:
     )
     keys.update(predictor_key(*row) for row in committed)
     keys.update(committed_predictions_keys(session))
+    keys.update(kept_interval_keys(session))
     keys.update(log_keys(session))
     features = session.execute(
         select(ProbeJob.settings_hash, ProbeJob.checkpoint_id)

@@ -40,6 +40,8 @@ from services.store.garbage import COLLECTED_PREFIXES, collect_garbage
 from services.store.objects import LocalObjectStore, ObjectStore
 from services.store.objects.s3 import S3ObjectStore
 from services.store.probes.object_keys import features_key
+from services.core.uncertainty import RESAMPLES, SEED
+from services.store.runs.interval_cache import interval_key
 from services.store.runs.predictions import predictions_key
 from services.store.runs.run_keys import attempt_prefix, predictor_key
 
@@ -53,6 +55,7 @@ CHECKPOINT = f"{attempt_prefix(1, 1, 1)}/trial-000/ckpt-step-5.bin"
 CHOSEN_PREDICTOR = predictor_key(1, 1, 1, 0)
 STATE = f"{attempt_prefix(1, 1, 1)}/trial-000/state.pkl"
 PREDICTIONS = predictions_key(1, 1, 1)  # the committed attempt's test predictions (uncertainty)
+KEPT_INTERVAL = interval_key(1, [(1, 1)], resamples=RESAMPLES, seed=SEED)  # E's interval over them
 RUNNING = f"{attempt_prefix(1, 2, 1)}/trial-000/predictor.bin"  # no row yet: its task is running
 INDEX = "datasets/shapes/shape/16px/index.json"
 SHARD = "datasets/shapes/shape/16px/train-00000.npz"
@@ -60,7 +63,7 @@ BUNDLE = f"learners/bundles/{SHA}/learner.tar.gz"
 PRETRAINED = f"pretrained/{SHA}.bin"
 TRIAL_LOG = f"{attempt_prefix(1, 1, 1)}/trial-001/log.txt"  # a trial not chosen: its log stays while its row does
 PREDICT_LOG = f"{attempt_prefix(1, 1, 1)}/predict-log.txt"
-REFERENCED = (CHECKPOINT, CHOSEN_PREDICTOR, STATE, PREDICTIONS, RUNNING, INDEX, SHARD, BUNDLE, PRETRAINED,
+REFERENCED = (CHECKPOINT, CHOSEN_PREDICTOR, STATE, PREDICTIONS, KEPT_INTERVAL, RUNNING, INDEX, SHARD, BUNDLE, PRETRAINED,
               TRIAL_LOG, PREDICT_LOG)
 # Old and unreferenced: removed.
 OLD_ORPHANS = (
@@ -146,7 +149,7 @@ def test_referenced_and_young_objects_survive_and_old_orphans_go(sessions, tmp_p
     assert (report.orphans, report.young) == (len(OLD_ORPHANS), len(YOUNG_ORPHANS))
     assert report.orphan_bytes == sum(len(f"bytes of {key}") for key in OLD_ORPHANS)
     by_prefix = {p.prefix: (p.objects, p.orphans, p.young) for p in report.prefixes}
-    assert by_prefix == {"datasets": (3, 1, 0), "runs": (11, 3, 1), "pretrained": (2, 1, 0),
+    assert by_prefix == {"datasets": (3, 1, 0), "runs": (12, 3, 1), "pretrained": (2, 1, 0),
                          "learners/bundles": (2, 0, 1), "probe-features": (1, 1, 0)}
     assert store.get_bytes(CHECKPOINT) == f"bytes of {CHECKPOINT}".encode()  # its blob is still there
     assert report.blobs is not None and report.blobs.blobs_removed == 0  # their blobs are too young yet

@@ -4,18 +4,24 @@ committed attempts and every later reader (a leaderboard of many runs) only read
 The key holds a digest of what the interval depends on: the committed attempt of each task,
 the number of resamples, the seed and the predictions' format. A run that commits another task
 (or retries one) has another digest; the old object is an orphan that ``nevis store gc``
-removes like any other, and a removed one is simply computed again.
+removes like any other (the current one is kept: :func:`kept_interval_keys`), and a removed one
+is simply computed again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from services.core.errors import NevisError
 from services.core.predictions import FORMAT_VERSION
-from services.core.uncertainty import ErrorInterval, Interval
+from services.core.uncertainty import RESAMPLES, SEED, ErrorInterval, Interval
+from services.store.db.models import StreamTask, Submission, TaskResult, TaskRun
 from services.store.objects import ObjectStore
 
 CACHE_VERSION = 1
@@ -39,6 +45,21 @@ def keep_interval(store: ObjectStore, key: str, result: ErrorInterval) -> None:
     store.put_bytes(key, _dump(result))
 
 
+def kept_interval_keys(session: Session) -> Iterable[str]:
+    """The key of each submission's interval over its current committed attempts (what garbage
+    collection keeps; a kept interval of attempts since superseded is an orphan)."""
+    attempts: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for submission_id, order, attempt in session.execute(
+            select(TaskResult.submission_id, StreamTask.order, TaskRun.attempt)
+            .join(Submission, Submission.id == TaskResult.submission_id)
+            .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+            .join(TaskRun, TaskRun.id == TaskResult.task_run_id)
+            .where(StreamTask.phase == Submission.phase)
+            .order_by(TaskResult.submission_id, StreamTask.order)):
+        attempts[submission_id].append((order, attempt))
+    return [interval_key(i, pairs, resamples=RESAMPLES, seed=SEED) for i, pairs in attempts.items()]
+
+
 def _dump(result: ErrorInterval) -> bytes:
     return json.dumps({
         "estimate": result.estimate, "interval": [result.interval.low, result.interval.high, result.interval.level],
@@ -58,4 +79,4 @@ def _load(data: bytes) -> ErrorInterval:
     )
 
 
-__all__ = ["CACHE_VERSION", "interval_key", "keep_interval", "load_interval"]
+__all__ = ["CACHE_VERSION", "interval_key", "keep_interval", "kept_interval_keys", "load_interval"]
