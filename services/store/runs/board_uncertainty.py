@@ -23,6 +23,7 @@ from services.store.db.models import Learner, StreamTask, StreamVersion, Submiss
 from services.store.objects import ObjectStore
 from services.store.runs.interval_cache import interval_key, load_interval
 from services.store.runs.leaderboard import LeaderboardPage
+from services.store.runs.predictions import predictions_key
 from services.store.runs.uncertainty import RunInterval, run_interval_of
 from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
 
@@ -54,18 +55,37 @@ def board_uncertainty(session: Session, store: ObjectStore, page: LeaderboardPag
     seeds = _seeds(session, version_id, {row.learner for row in page.rows}, page.phase, viewer)
     found = {}
     for row in page.rows:
-        orders = tuple(o for o, _ in attempts[row.submission_id])
-        kept = load_interval(store, interval_key(row.submission_id, attempts[row.submission_id],
-                                                 resamples=RESAMPLES, seed=SEED)) if orders else None
-        if kept is not None:
-            interval = RunInterval(row.submission_id, row.mean_error, kept, orders)
-        elif row.status in LIVE or not orders:
-            interval = RunInterval(row.submission_id, row.mean_error, None, orders,
-                                   "computed as the run ends (or on its page)" if orders else "no committed task")
-        else:
-            interval = run_interval_of(session, store, submission_id=row.submission_id)
-        found[row.submission_id] = RowUncertainty(interval, seeds.get(row.learner))
+        found[row.submission_id] = RowUncertainty(_interval(session, store, row, attempts[row.submission_id]),
+                                                  seeds.get(row.learner))
     return found
+
+
+def _interval(session: Session, store: ObjectStore, row, attempts: list[tuple[int, int]]) -> RunInterval:
+    """The row's kept interval; a finished run's is computed once if it has predictions, and a
+    finished run without them (committed before they were kept) is remembered as such."""
+    orders = tuple(o for o, _ in attempts)
+    if not orders:
+        return RunInterval(row.submission_id, row.mean_error, None, orders, "no committed task")
+    key = interval_key(row.submission_id, attempts, resamples=RESAMPLES, seed=SEED)
+    remembered = _FINISHED.get((str(getattr(store, "url", id(store))), key))
+    if remembered is not None:
+        return remembered
+    kept = load_interval(store, key)
+    if kept is not None:
+        return RunInterval(row.submission_id, row.mean_error, kept, orders)
+    if row.status in LIVE:
+        return RunInterval(row.submission_id, row.mean_error, None, orders, "computed as the run ends (or on its page)")
+    if store.exists(predictions_key(row.submission_id, *attempts[0])):
+        return run_interval_of(session, store, submission_id=row.submission_id)
+    result = RunInterval(row.submission_id, row.mean_error, None, orders,
+                         "no stored test predictions (tasks committed before predictions were kept have none)")
+    if len(_FINISHED) < _FINISHED_SIZE:  # a finished run's attempts no longer change: the key says it all
+        _FINISHED[(str(getattr(store, "url", id(store))), key)] = result
+    return result
+
+
+_FINISHED: dict[tuple[str, str], RunInterval] = {}
+_FINISHED_SIZE = 100_000
 
 
 def _seeds(session: Session, version_id: int | None, learners: set[str], phase: str,
