@@ -43,7 +43,8 @@ from services.coordinator.api.routes.leaderboard import Reader, resolve_stream
 from services.core.errors import NevisError, UnknownNameError
 from services.dashboard import figures
 from services.dashboard.uncertainty_views import interval_of, paired_view
-from services.dashboard.log_pages import PRIVATE, LogEntry, log_owner
+from services.dashboard.log_pages import PRIVATE, log_owner
+from services.store.runs.logs import LogEntry
 from services.dashboard.views import (
     TASK_COLUMNS,
     CompareView,

@@ -6,8 +6,11 @@ Kept apart from the leaderboard's query, and cheap, because a leaderboard is rea
 rendered again after every commit: two queries for the page's rows (their committed attempts,
 and the E of every run of their learners), then per row the interval kept in the object store
 (:mod:`services.store.runs.interval_cache`: the runner keeps it as a run ends, a run's page or
-``nevis results`` as they read it). A finished run without a kept interval is computed here once;
-a live one shows why it has none yet instead of resampling on every commit.
+``nevis results`` as they read it). A finished run without a kept interval is computed here
+once (then kept), one without predictions is remembered as such, and a live one says why it
+has none yet, so no render resamples twice. The spread over seeds reads the kept
+per-submission scores (:mod:`services.store.runs.scores`), never the results: under a stream
+of commits every read renders again.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from services.core.uncertainty import RESAMPLES, SEED, SeedSummary, over_seeds
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult, TaskRun
+from services.store.db.models_scores import SubmissionScore
 from services.store.objects import ObjectStore
 from services.store.runs.interval_cache import interval_key, load_interval
 from services.store.runs.leaderboard import LeaderboardPage
@@ -93,18 +97,18 @@ def _seeds(session: Session, version_id: int | None, learners: set[str], phase: 
     """Per learner, the spread of E over its complete runs here that ``viewer`` may read (two or more)."""
     headline = session.scalar(select(func.count()).select_from(StreamTask).where(
         StreamTask.stream_version_id == version_id, StreamTask.phase == phase)) or 0
+    if not headline:
+        return {}
     rows = session.execute(
-        select(Learner.name, Submission.id, func.avg(TaskResult.error), func.count())
+        select(Learner.name, SubmissionScore.mean_error)
         .join(Submission, Submission.learner_id == Learner.id)
-        .join(TaskResult, TaskResult.submission_id == Submission.id)
-        .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+        .join(SubmissionScore, SubmissionScore.submission_id == Submission.id)
         .where(Learner.name.in_(learners), Submission.stream_version_id == version_id,
-               Submission.phase == phase, StreamTask.phase == phase, visible_to(viewer))
-        .group_by(Learner.name, Submission.id)).all()
+               Submission.phase == phase, SubmissionScore.headline_done == headline,
+               SubmissionScore.mean_error.is_not(None), visible_to(viewer))).all()
     errors: dict[str, list[float]] = defaultdict(list)
-    for learner, _, mean, count in rows:
-        if headline and count == headline:
-            errors[learner].append(float(mean))
+    for learner, mean in rows:
+        errors[learner].append(float(mean))
     return {learner: over_seeds(values) for learner, values in errors.items() if len(values) > 1}
 
 

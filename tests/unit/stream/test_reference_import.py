@@ -31,8 +31,8 @@ from workers.stream.manifest import parse_manifest
 from workers.stream.prepare import prepare_stream
 from workers.stream.formats.tfrecord import (
     TFRecordError,
-    _crc32c_numpy,
-    _crc32c_python,
+    crc32c_vectorised,
+    crc32c_bytewise,
     crc32c,
     iter_records,
     masked_crc32c,
@@ -57,7 +57,7 @@ def test_crc32c_matches_the_check_value_and_the_byte_loop() -> None:
     assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value (RFC 3720)
     for size in (0, 1, 511, 512, 4099, 70_001):
         data = os.urandom(size)
-        assert _crc32c_numpy(data) == _crc32c_python(data)
+        assert crc32c_vectorised(data) == crc32c_bytewise(data)
     # TFRecord's masking: rotate right by 15, add 0xa282ead8
     assert masked_crc32c(b"123456789") == ((0xE3069283 >> 15 | 0xE3069283 << 17) + 0xA282EAD8) & 0xFFFFFFFF
 

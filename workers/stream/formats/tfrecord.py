@@ -51,7 +51,7 @@ def _crc_table() -> tuple[int, ...]:
 _TABLE = _crc_table()
 
 
-def _crc32c_python(data: bytes | memoryview) -> int:
+def crc32c_bytewise(data: bytes | memoryview) -> int:
     """CRC-32C one byte at a time: the definition, used for short inputs."""
     state, table = 0xFFFFFFFF, _TABLE
     for byte in bytes(data):
@@ -86,7 +86,7 @@ def _apply(tables: np.ndarray, state: np.ndarray) -> np.ndarray:
             ^ tables[3][state >> 24])
 
 
-def _crc32c_numpy(data: bytes | memoryview) -> int:
+def crc32c_vectorised(data: bytes | memoryview) -> int:
     """CRC-32C with numpy: the same values as the byte loop, tens of times faster on images.
 
     The register is linear over GF(2), so the CRC of a message is (the initial register run
@@ -99,7 +99,7 @@ def _crc32c_numpy(data: bytes | memoryview) -> int:
     """
     raw = bytes(data)
     if len(raw) < 512:
-        return _crc32c_python(raw)
+        return crc32c_bytewise(raw)
     block = 1 << _BLOCK_POWER
     padded = np.frombuffer(bytes(-len(raw) % block) + raw, dtype=np.uint8).reshape(-1, block)
     state = np.zeros(len(padded), dtype=np.uint32)
@@ -125,7 +125,7 @@ try:  # optional C implementation, where installed: the same values, faster stil
         """CRC-32C (Castagnoli) of ``data``."""
         return int(_fast.value(bytes(data)))
 except ImportError:  # pragma: no cover - depends on what is installed
-    crc32c = _crc32c_numpy
+    crc32c = crc32c_vectorised
 
 
 def masked_crc32c(data: bytes | memoryview) -> int:
@@ -261,5 +261,5 @@ def parse_example(payload: bytes) -> dict[str, FeatureValues]:
     return features
 
 
-__all__ = ["FeatureValues", "TFRecordError", "crc32c", "iter_records", "masked_crc32c",
+__all__ = ["FeatureValues", "TFRecordError", "crc32c", "crc32c_bytewise", "crc32c_vectorised", "iter_records", "masked_crc32c",
            "parse_example"]
