@@ -76,8 +76,8 @@ DEFAULT_DEV_FRACTION = 0.12
 TRANSITIONS_PER_TASK = 6  # lease claimed, launched, started, ended; task run started, committed
 
 # Measured figures quoted in docs/benchmarks.md (the defaults; pass newer ones).
-SCALE_SIM_TRANSITIONS_PER_MIN = 5_108.0  # bench/scale_sim.py, 1,000 x 5, 3 replicas, 2026-12-03, load 10-21
-SCALE_SIM_LAUNCH_DELAY_S = 1.0  # the same run: a task with nothing queued ahead (a user's first) launched by 1.03 s, p99
+SCALE_SIM_TRANSITIONS_PER_MIN = 11_441.0  # bench/scale_sim.py, 1,000 x 10, 3 replicas, 2026-12-03, load 4-13
+SCALE_SIM_LAUNCH_DELAY_S = 0.7  # the same run: a task with nothing queued ahead (a user's first) launched by 0.69 s, p99
 BENCH_STREAM_ORCHESTRATION_S = 3.5  # bench/bench_stream.py: 3-4 s per task
 
 # Whole-dataset image counts, public figures rounded: ESTIMATES (the manifests carry none).
