@@ -56,16 +56,19 @@ def runs(tmp_path_factory, ray_local) -> tuple[str, Path, list[int]]:
 def _charge_a_floor(url: str, submission_id: int) -> None:
     """Mark the run's first committed task as charged the harness's CPU-time floor, as the
     runner does when a learner's FLOP count is too low for its CPU time (before the server
-    starts: results are never changed after they commit, so no cache is told of this)."""
+    starts: results are never changed after they commit, so no cache is told of this); its
+    kept scores are rewritten from its results, as the runner's commit does."""
     from sqlalchemy import select
 
     from services.store.db import transaction
     from services.store.db.models import TaskResult
+    from services.store.runs.scores import rescore
 
     with transaction(session_factory(make_engine(url))) as session:
         first = session.scalars(select(TaskResult).where(TaskResult.submission_id == submission_id)
                                 .order_by(TaskResult.id).limit(1)).one()
         first.flops_floored = True
+        rescore(session, submission_ids=[submission_id])
 
 
 @pytest.fixture(scope="module")
