@@ -19,6 +19,7 @@ from services.cli.console import make_console
 
 console = make_console()
 STYLE = {"ok": "green", "warn": "yellow", "FAIL": "bold red"}
+OUTPUT_LINES = 40
 
 
 def check(
@@ -48,8 +49,9 @@ def check_folder(folder: Path, entrypoint: str, *, console: Console, steps: int 
             def shown(row: CallOutcome) -> None:
                 spinner.update(f"{row.call} {'' if row.task is None else f'(task {row.task}) '}{row.status}; next …")
 
-            outcomes = CheckRun(root, entrypoint, sandbox=settings.sandbox, steps=steps,
-                                limits=HostLimits.from_settings(settings), on_outcome=shown).run()
+            checked = CheckRun(root, entrypoint, sandbox=settings.sandbox, steps=steps,
+                               limits=HostLimits.from_settings(settings), on_outcome=shown)
+            outcomes = checked.run()
     table = Table("call", "task", "outcome", "detail", "s", title=f"nevis check {entrypoint}")
     for row in outcomes:
         table.add_row(row.call, "" if row.task is None else str(row.task),
@@ -60,9 +62,20 @@ def check_folder(folder: Path, entrypoint: str, *, console: Console, steps: int 
             label = "fix" if row.status == "FAIL" else "hint"
             console.print(f"[{STYLE[row.status]}]{label} ({row.call}):[/] {row.fix}")
     broken = any(row.status == "FAIL" for row in outcomes)
+    if broken and checked.output.strip():
+        show_output(console, checked.output)
     console.print("[bold red]The learner is broken[/] (above: the call and the fix)." if broken
                   else "[green]Every protocol call works.[/] Submit it with `nevis submit`.")
     return not broken
 
 
-__all__ = ["check", "check_folder"]
+def show_output(console: Console, output: bytes, *, lines: int = OUTPUT_LINES) -> None:
+    """The end of what the learner printed, its traceback included: the check captures the
+    hosts' output (as a run keeps it for `nevis logs`), so a broken call shows it here."""
+    text = output.decode("utf-8", "replace").rstrip().splitlines()
+    console.rule(f"the learner's output (last {min(lines, len(text))} of {len(text)} lines)")
+    console.print("\n".join(text[-lines:]), markup=False, highlight=False)
+    console.rule()
+
+
+__all__ = ["check", "check_folder", "show_output"]

@@ -46,7 +46,8 @@ def broken_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize(("factory", "call", "words"), BROKEN, ids=[b[0] for b in BROKEN])
 def test_check_stops_at_the_broken_call_with_its_fix(broken_folder: Path, factory: str, call: str, words: str) -> None:
-    outcomes = CheckRun(broken_folder, f"nevis_broken_learners:{factory}", steps=4).run()
+    checked = CheckRun(broken_folder, f"nevis_broken_learners:{factory}", steps=4)
+    outcomes = checked.run()
     failed = [o for o in outcomes if o.status == "FAIL"]
     assert len(failed) == 1 and failed[0] is outcomes[-1], outcomes
     assert failed[0].call == call, outcomes[-1]
@@ -54,6 +55,21 @@ def test_check_stops_at_the_broken_call_with_its_fix(broken_folder: Path, factor
     expected_fix = dx.LOSS_FIX if factory == "nan_loss" else dx.fix_for(call, failed[0].detail)
     assert failed[0].fix == expected_fix
     assert all(o.status in ("ok", "warn") for o in outcomes[:-1])
+    if factory == "raising_load":  # what the learner printed, then the failed call's traceback
+        output = checked.output.decode()
+        printed, raised = output.find("looking for the weights"), output.find("RuntimeError: weights file not found")
+        assert 0 <= printed < raised and "Traceback" in output, output
+
+
+def test_a_broken_check_shows_the_end_of_the_learner_s_output() -> None:
+    from rich.console import Console
+
+    from services.cli.check_cmd import show_output  # noqa: PLC0415
+
+    console = Console(record=True, width=100)
+    show_output(console, b"".join(b"line %d\n" % i for i in range(100)) + b"[not markup]", lines=3)
+    shown = console.export_text()
+    assert "last 3 of 101 lines" in shown and "line 99\n[not markup]" in shown and "line 97" not in shown
 
 
 def test_init_writes_the_readme_learner_and_check_passes_it(tmp_path: Path, monkeypatch) -> None:

@@ -63,7 +63,9 @@ class CheckRun:
     limits: HostLimits = field(default_factory=HostLimits)
     on_outcome: Callable[[CallOutcome], None] | None = None
     outcomes: list[CallOutcome] = field(default_factory=list)
+    output: bytes = b""  # what the learner's hosts printed (its prints, failed calls' tracebacks)
     _clock: float = 0.0
+    _hosts: list[LearnerHost] = field(default_factory=list)
 
     def run(self) -> list[CallOutcome]:
         """Every call's outcome, in order, up to the first broken one."""
@@ -82,6 +84,8 @@ class CheckRun:
                     state = self._judge(loaders[0], task, result, out, kept)
             except CheckStopped:
                 pass
+            finally:
+                self.output = b"".join(host.log_since(0) for host in self._hosts)
         return self.outcomes
 
     # --- rows -------------------------------------------------------------------------------------
@@ -105,6 +109,7 @@ class CheckRun:
         except LearnerError as exc:
             self._record(dx.LOAD, None, "FAIL", str(exc), dx.fix_for(dx.LOAD, str(exc)))
             raise  # not reached
+        self._hosts.append(host)
         if fresh:
             self._clock = time.perf_counter()  # its start-up is no call's time
         else:

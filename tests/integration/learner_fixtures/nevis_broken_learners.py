@@ -91,6 +91,7 @@ class Unpicklable(LinearLearner):
 
 class RaisingLoad(LinearLearner):
     def load_predictor(self, data, info, ctx):
+        print("looking for the weights in /home/me/checkpoints")
         raise RuntimeError("weights file not found: /home/me/checkpoints/best.pt")
 
 
