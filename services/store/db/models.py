@@ -61,6 +61,7 @@ from services.store.db.types import JSONDoc, UTCDateTime, utcnow
 SUBMISSION_STATUSES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "stopped", "cancelled")
 # Who may read a submission's row and details: everyone, or its owner and admins only.
 VISIBILITIES: tuple[str, ...] = ("public", "private")
+CODE_URL_MAX = 500  # submissions.code_url: an https URL where the learner's code is public
 TASK_RUN_STATUSES: tuple[str, ...] = (
     "pending", "running", "succeeded", "failed", "timed_out", "cancelled",
 )
@@ -134,6 +135,8 @@ class Submission(Base):
     cflop_pretraining: Mapped[float | None] = mapped_column(Double)
     # The owner asks for this run to be repeated on every new version of its stream (a refresh).
     pinned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    # Where the learner's code is public (an https URL its submitter gave); NULL: not declared public.
+    code_url: Mapped[str | None] = mapped_column(String(CODE_URL_MAX))
 
     learner: Mapped[Learner] = relationship()
     stream_version: Mapped[StreamVersion] = relationship()
@@ -316,7 +319,7 @@ from services.store.db import models_coordinator, models_probe, models_refresh, 
 
 
 __all__ = [
-    "ACTIVE_TASK_RUN_STATUSES", "FLOPS_SOURCES", "PHASES", "RESULT_METRICS", "RESULT_SPLITS",
+    "ACTIVE_TASK_RUN_STATUSES", "CODE_URL_MAX", "FLOPS_SOURCES", "PHASES", "RESULT_METRICS", "RESULT_SPLITS",
     "SHARD_SPLITS", "SUBMISSION_STATUSES", "TASK_KINDS", "TASK_RUN_STATUSES", "TRIAL_STATUSES",
     "VISIBILITIES", "Base", "Checkpoint", "Dataset", "Event", "Learner", "Shard", "StreamTask",
     "StreamVersion", "Submission", "TaskResult", "TaskRun", "Trial",
