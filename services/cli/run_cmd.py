@@ -152,6 +152,19 @@ def _load_summary(run_id: int):
         return load_summary(session, submission_id=run_id)
 
 
+def _load_transfer(run_id: int):
+    """The run's transfer report (repeats, FT-d's choices, resolution slices) from the local
+    database and object store."""
+    from services.store.db import make_engine, session_factory  # noqa: PLC0415
+    from services.store.objects import open_store  # noqa: PLC0415
+    from services.store.runs.transfer import transfer_report  # noqa: PLC0415
+
+    settings = get_settings()
+    store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
+    with session_factory(make_engine(settings.database_url))() as session:
+        return transfer_report(session, store, submission_id=run_id)
+
+
 def _write_plot(run_id: int, path: Path, *, quiet: bool) -> None:
     from workers.trainer.plots import write_run_plot  # noqa: PLC0415
 
@@ -166,7 +179,8 @@ def show_results(run_id: int, *, as_json: bool):
     summary = _load_summary(run_id)
     interval = load_interval(summary)
     if as_json:
-        typer.echo(json.dumps({**summary.to_dict(), "error_interval": interval.to_dict()}, indent=2))
+        typer.echo(json.dumps({**summary.to_dict(), "error_interval": interval.to_dict(),
+                               "transfer": _load_transfer(run_id).to_dict()}, indent=2))
         return summary
     split = any(row.flops_paper is not None for row in summary.tasks)  # FLOPs by purpose were stored
     purposes = ("updates", "validation", "prediction") if split else ()

@@ -43,6 +43,7 @@ from services.coordinator.api.routes.leaderboard import Reader, resolve_stream
 from services.core.errors import NevisError, UnknownNameError
 from services.dashboard import figures
 from services.dashboard.uncertainty_views import interval_of, paired_view
+from services.dashboard.transfer_views import transfer_view
 from services.dashboard.log_pages import PRIVATE, log_owner
 from services.store.runs.logs import LogEntry
 from services.dashboard.views import (
@@ -55,7 +56,7 @@ from services.dashboard.views import (
 )
 from services.store.runs.board_uncertainty import board_uncertainty
 from services.store.runs.leaderboard import RANKED_PHASE, SORT_KEYS, front_points, leaderboard
-from services.store.runs.profiles import performance_profiles
+from services.store.runs.profiles import performance_profiles, profile_scores
 from services.store.runs.visibility import ANONYMOUS, Viewer, check_readable
 from services.store.probes.report import load_probe_report
 
@@ -64,7 +65,8 @@ PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 PAGE_SIZE = 25
 BOARD_COLUMNS = ("rank", "submission_id", "learner", "owner", "baseline", "status", "mean_error", "cflop",
                  "cflop_paper", "cflop_pretraining", "flops_floored", "cpu_seconds", "tasks_done", "headline_done", "headline_tasks", "runs_of_learner",
-                 "learner_e_std", "created_at", "finished_at", "visibility")
+                 "learner_e_std", "profile_score", "cflop_profile_score", "code_public", "code_url", "created_at",
+                 "finished_at", "visibility")
 
 
 def cpu_seconds_text(seconds: float | None) -> str:
@@ -82,7 +84,7 @@ templates.env.filters["secs"] = cpu_seconds_text
 templates.env.filters["when"] = lambda v: "–" if v is None else v.strftime("%Y-%m-%d %H:%M")
 router = APIRouter(include_in_schema=False)
 
-Sort = Annotated[Literal["rank", "E", "cflop", "cflop_paper", "date", "learner", "tasks"], Query()]
+Sort = Annotated[Literal["rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks"], Query()]
 Text = Annotated[str | None, Query(max_length=100)]
 Since = Annotated[date | None, Query(description="Only submissions created on or after this day (UTC).")]
 
@@ -116,7 +118,7 @@ def _board(session, stream, version, sort, descending, page, learner, since, vie
         return known, name, ver, None, []
     board = leaderboard(session, stream=name, version=ver, sort=sort, descending=descending,
                         limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, learner_prefix=learner, since=since,
-                        viewer=viewer)
+                        viewer=viewer, profiles=profile_scores(session, stream=name, version=ver, viewer=viewer))
     points = front_points(session, stream=name, version=ver, learner_prefix=learner, since=since,
                           viewer=viewer)
     return known, name, ver, board, points
@@ -178,7 +180,8 @@ async def submission_page(request: Request, viewer: Reader, submission_id: DbId,
             return 404, _render("error.html", title="Not found", message=str(exc))
         return 200, _render("submission.html", title=f"Submission #{submission_id}", view=view,
                             columns=TASK_COLUMNS, logs=logs,
-                            interval=interval_of(session, request.app.state.store, view.summary))
+                            interval=interval_of(session, request.app.state.store, view.summary),
+                            transfer=transfer_view(session, request.app.state.store, submission_id))
 
     if logs is not None:
         with request.app.state.sessions() as session:

@@ -1,0 +1,185 @@
+"""A run's transfer report (NEVIS'22 §5.2), read from what is stored; the maths is
+:mod:`services.core.transfer`.
+
+Nothing here runs learner code: the errors are committed task results, FT-d's choices are the
+learner state committed with the run's latest task (a pickle the learner wrote, so it is read
+with an unpickler that builds plain data only and refuses any class), and the source's image
+size is the ``original_shape`` the dataset's index recorded when the stream was prepared.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from services.core.errors import NevisError, ObjectNotFoundError
+from services.core.transfer import (
+    Choice,
+    Repeat,
+    Slice,
+    TaskFact,
+    candidate_label,
+    choices_from_state,
+    matrix,
+    repeats,
+    resolution_slices,
+    same_task_budget,
+    source_side,
+)
+from services.store.db.models import (
+    Dataset,
+    Learner,
+    StreamTask,
+    Submission,
+    TaskResult,
+)
+from services.store.objects import ObjectStore
+from services.store.runs.details import INDEP_NAME
+from services.store.runs.leaderboard import is_baseline
+from services.store.runs.records import last_state_key
+from services.store.runs.summary import load_summary
+
+MAX_STATE_BYTES = 16 * 2**20
+"""A larger learner state is not read for choices (FT-d's is a few kB per task)."""
+NO_INDEP = "no Indep run at this budget"
+
+
+@dataclass(frozen=True)
+class TransferReport:
+    """What the submission page and ``nevis results --json`` show of a run's transfer."""
+
+    submission_id: int
+    repeats: list[Repeat]
+    indep_submission_id: int | None  # the Indep run compared with, same stream version and budget
+    indep_reason: str | None  # why there is none
+    choices: dict[int, Choice]  # FT-d's record per task: the learner's own word
+    choices_reason: str | None  # why there are none
+    slices: list[Slice]
+    datasets: dict[int, str] = field(default_factory=dict)  # each task's dataset, for labels
+    source_sides: dict[int, int | None] = field(default_factory=dict)
+
+    def matrix(self) -> tuple[list[int], list[int], list[list[float | None]]]:
+        return matrix(self.choices)
+
+    def to_dict(self) -> dict[str, Any]:
+        targets, sources, cells = self.matrix()
+        return {
+            "repeats": [r.to_dict() for r in self.repeats],
+            "indep_submission_id": self.indep_submission_id, "indep_reason": self.indep_reason,
+            "transfer_matrix": {
+                "recorded_by": "the learner (its own record of its choices, not checked by the harness)",
+                "targets": targets, "sources": sources, "source_labels": [candidate_label(s) for s in sources],
+                "knn_errors": cells, "choices": [self.choices[t].to_dict() for t in targets],
+                "reason": self.choices_reason,
+            },
+            "resolution_slices": [vars(s) for s in self.slices],
+            "source_sides": {str(k): v for k, v in sorted(self.source_sides.items())},
+        }
+
+
+def transfer_report(session: Session, store: ObjectStore, *, submission_id: int) -> TransferReport:
+    """The run's repeats, FT-d choices and resolution slices; an unknown id is an
+    UnknownNameError (from :func:`load_summary`)."""
+    summary = load_summary(session, submission_id=submission_id)
+    submission = session.get(Submission, submission_id)
+    sides = source_sides(session, store, submission)
+    facts = [TaskFact(t.order, t.dataset, t.phase, t.error, sides.get(t.order)) for t in summary.tasks]
+    indep_id = indep_at_budget(session, submission)
+    theirs = task_errors(session, indep_id) if indep_id is not None else None
+    choices, reason = learner_choices(session, store, submission_id)
+    return TransferReport(
+        submission_id=submission_id, repeats=repeats(facts, theirs),
+        indep_submission_id=indep_id, indep_reason=None if indep_id is not None else NO_INDEP,
+        choices=choices, choices_reason=reason,
+        slices=resolution_slices(facts, phase=summary.phase, indep=theirs),
+        datasets={t.order: t.dataset for t in summary.tasks}, source_sides=sides)
+
+
+def indep_at_budget(session: Session, submission: Submission) -> int | None:
+    """The newest finished public Indep run (``indep``, ``indep_small``, ...) on the same stream
+    version, phase and image size whose per-task budget (trials, steps) is the submission's."""
+    rows = session.execute(
+        select(Submission.id, Submission.budget)
+        .join(Learner, Learner.id == Submission.learner_id)
+        .where(Submission.stream_version_id == submission.stream_version_id,
+               Submission.phase == submission.phase, Submission.image_size == submission.image_size,
+               Submission.status == "succeeded", Submission.visibility == "public",
+               Submission.id != submission.id,
+               Learner.entrypoint.startswith(INDEP_NAME), is_baseline(Learner.entrypoint))
+        .order_by(Submission.id.desc())).all()
+    return next((sid for sid, budget in rows if same_task_budget(dict(budget or {}), dict(submission.budget or {}))),
+                None)
+
+
+def task_errors(session: Session, submission_id: int) -> dict[int, float]:
+    """Committed error per task order."""
+    rows = session.execute(select(StreamTask.order, TaskResult.error)
+                           .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+                           .where(TaskResult.submission_id == submission_id)).all()
+    return {order: float(error) for order, error in rows}
+
+
+def source_sides(session: Session, store: ObjectStore, submission: Submission) -> dict[int, int | None]:
+    """Each task's source long side, from its dataset's index (the submission's image size
+    first, any other prepared size else: the source is the same); None where none is stored."""
+    rows = session.execute(
+        select(StreamTask.order, StreamTask.dataset, func.min(Dataset.index_key))
+        .outerjoin(Dataset, Dataset.key == StreamTask.dataset)
+        .where(StreamTask.stream_version_id == submission.stream_version_id)
+        .group_by(StreamTask.order, StreamTask.dataset)).all()
+    preferred = dict(session.execute(
+        select(Dataset.key, Dataset.index_key).where(Dataset.image_size == submission.image_size)).all())
+    read: dict[str, int | None] = {}
+    out = {}
+    for order, dataset, any_key in rows:
+        if dataset not in read:
+            read[dataset] = _index_side(store, preferred.get(dataset) or any_key)
+        out[order] = read[dataset]
+    return out
+
+
+def learner_choices(session: Session, store: ObjectStore, submission_id: int) -> tuple[dict[int, Choice], str | None]:
+    """FT-d's per-task records in the state committed with the run's latest task, or none and why."""
+    key = last_state_key(session, submission_id=submission_id)
+    if key is None:
+        return {}, "no task committed yet"
+    try:
+        data = store.get_bytes(key)
+    except ObjectNotFoundError:
+        return {}, "the learner state is no longer stored"
+    if len(data) > MAX_STATE_BYTES:
+        return {}, f"the learner state is over {MAX_STATE_BYTES // 2**20} MiB: not read for choices"
+    try:
+        state = _PlainUnpickler(io.BytesIO(data)).load()
+    except Exception:  # noqa: BLE001 - any state but plain data: not FT-d's record
+        return {}, "the learner's state is not a plain record of choices (not FT-d, MT or PT+FT)"
+    choices = choices_from_state(state)
+    return choices, None if choices else "the learner recorded no choices (not FT-d, MT or PT+FT)"
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Builds dicts, lists, numbers and strings only: a learner's pickle never names a class."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
+
+
+def _index_side(store: ObjectStore, key: str | None) -> int | None:
+    if key is None:
+        return None
+    try:
+        doc = json.loads(store.get_bytes(key))
+    except (ObjectNotFoundError, NevisError, ValueError):
+        return None
+    source = doc.get("source") if isinstance(doc, dict) else None
+    return source_side(source.get("original_shape")) if isinstance(source, dict) else None
+
+
+__all__ = ["MAX_STATE_BYTES", "NO_INDEP", "TransferReport", "indep_at_budget", "learner_choices", "source_sides",
+           "task_errors", "transfer_report"]
