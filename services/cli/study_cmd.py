@@ -21,6 +21,7 @@ from rich.table import Table
 
 from services.cli.console import make_console
 from services.cli.run_cmd import TaskBars
+from services.cli.study_proxies_cmd import proxies
 from services.core.config import get_settings
 
 app = typer.Typer(no_args_is_help=True)
@@ -145,5 +146,7 @@ def _print_aggregate(rows: Sequence[Any]) -> None:
 
 
 app.command("pareto", help="Learners × TRIALSxSTEPS budgets × seeds as runs (resumable); table and figures.")(pareto)
+app.command("proxies", help="Replay a probed run's trial choices under LiDAR / RankMe (choose, or prune at 1/8 and "
+            "1/4): E, cFLOP, regret and FLOPs saved against dev selection.")(proxies)
 
 __all__ = ["StudyBars", "app", "pareto", "study", "write_report"]
