@@ -52,6 +52,7 @@ def submit(
     phase: str = typer.Option("meta_test", "--phase", help="meta_test (ranked) or meta_train (development)."),
     private: bool = typer.Option(False, "--private", help="Keep it off the public leaderboard (you and admins see it)."),
     pin: bool = typer.Option(False, "--pin", help="Re-run it on each new version of the stream."),
+    code_url: Optional[str] = typer.Option(None, "--code-url", help="Where the learner's code is public (https://...); without it the leaderboard marks the run 'code not public'."),  # noqa: UP007
     name: Optional[str] = typer.Option(None, "--name", help="Learner name when registering (default: folder name + content hash)."),  # noqa: UP007
     cpus: float = typer.Option(1.0, "--cpus", help="CPUs per task the learner is registered with."),
     gpus: int = typer.Option(0, "--gpus", help="GPUs per task the learner is registered with."),
@@ -63,12 +64,19 @@ def submit(
     from services.cli.client.bundle import pack_learner  # noqa: PLC0415
     from services.cli.remote_follow import detached, follow  # noqa: PLC0415
 
-    from services.coordinator.common.validation import check_entrypoint, check_name, check_resources  # noqa: PLC0415
+    from services.coordinator.common.validation import (  # noqa: PLC0415
+        check_code_url,
+        check_entrypoint,
+        check_name,
+        check_resources,
+    )
 
     check_entrypoint(entrypoint)  # the server's own field checks, before anything runs or uploads
     check_resources({"cpus": cpus, "gpus": gpus})
     if name is not None:
         check_name(name)
+    if code_url is not None:
+        check_code_url(code_url, field="--code-url")
     if not no_check and not check_folder(folder, entrypoint, console=console):
         console.print("Nothing was submitted (`--no-check` skips the check).")
         raise typer.Exit(1)
@@ -85,7 +93,7 @@ def submit(
                           f"{packed.size_bytes} bytes, sha256 {packed.sha256[:12]}…")
         budget = {k: v for k, v in (("trials", trials), ("steps", steps)) if v is not None}
         doc = client.submit(learner_id=learner.id, stream=stream, phase=phase, budget=budget,
-                            private=private, pinned=pin)
+                            private=private, pinned=pin, code_url=code_url)
         try:  # from here on, Ctrl-C detaches: the submission is queued whatever happens here
             console.print(f"Submission {doc['id']}: {learner.name} on {doc['stream']['name']} "
                           f"{doc['stream']['version']} ({doc['phase']}), {doc['status']}.")

@@ -106,13 +106,16 @@ class NevisClient:
 
     def submit(self, *, learner_id: int, stream: str, phase: str = "meta_test",
                budget: Mapping[str, Any] | None = None, private: bool = False, pinned: bool = False,
-               image_size: int | None = None, idempotency_key: str | None = None) -> dict[str, Any]:
+               image_size: int | None = None, idempotency_key: str | None = None,
+               code_url: str | None = None) -> dict[str, Any]:
         """Queue a submission; a retry with the same ``idempotency_key`` returns the first one."""
         body: dict[str, Any] = {"learner_id": learner_id, "stream": stream, "phase": phase,
                                 "budget": dict(budget or {}), "pinned": pinned,
                                 "visibility": "private" if private else "public"}
         if image_size is not None:
             body["image_size"] = image_size
+        if code_url is not None:
+            body["code_url"] = code_url
         key = idempotency_key or uuid.uuid4().hex
         return self._call("POST", "/v1/submissions", json=body, headers={"Idempotency-Key": key})
 

@@ -27,6 +27,7 @@ from services.coordinator.api.fields import (
     StrictInt,
 )
 from services.coordinator.api.schemas_uncertainty import ErrorIntervalOut
+from services.coordinator.common.validation import CODE_URL_MAX
 from services.core.budget import RunBudget
 
 T = TypeVar("T")
@@ -148,6 +149,10 @@ class SubmissionCreate(Request):
     pinned: StrictBool = Field(
         default=False, description="Re-run it on each new version of its stream (a benchmark "
         "refresh copies its learner, phase and budget); see POST /v1/submissions/{id}/pin.")
+    code_url: Annotated[str, StringConstraints(max_length=CODE_URL_MAX)] | None = Field(
+        default=None, examples=["https://github.com/me/my-learner"], description=(
+            "Where the learner's code is public: an https:// URL (at most 500 characters, no "
+            "credentials). Without one, the leaderboard marks the run 'code not public'."))
 
 
 class LearnerRef(BaseModel):
@@ -192,6 +197,8 @@ class SubmissionBrief(BaseModel):
     finished_at: datetime | None
     current_task: CurrentTask | None
     pinned: bool = Field(default=False, description="Re-run on each new version of its stream.")
+    code_url: str | None = Field(default=None, description=(
+        "Where the learner's code is public, as its submitter gave it; null: not declared public."))
 
 
 class TaskOut(BaseModel):

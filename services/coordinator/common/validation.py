@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from services.coordinator.common.client_errors import InvalidInputError
 
@@ -28,6 +29,8 @@ _IMAGE = re.compile(
     rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?"
 )
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")
+CODE_URL_MAX = 500  # as the column (services.store.db.models.CODE_URL_MAX)
+_HOST = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+")
 
 DB_INT_MAX = 2**31 - 1
 """The largest value of an INTEGER column (32-bit on PostgreSQL): ids, counts, quotas."""
@@ -208,6 +211,33 @@ def check_idempotency_key(value: str) -> str:
     return value
 
 
+def check_code_url(value: str, *, field: str = "code_url") -> str:
+    """Where a learner's code is public: an ``https://`` URL with a dotted host name, at most
+    500 printable ASCII characters, without credentials; it is shown as a link on the
+    leaderboard, so nothing else (no ``javascript:``, no ``http:``) is accepted."""
+    problem = None
+    if not isinstance(value, str) or not 1 <= len(value) <= CODE_URL_MAX or not value.isascii() \
+            or any(not 0x21 <= ord(c) <= 0x7e for c in value):
+        problem = f"at most {CODE_URL_MAX} printable ASCII characters without spaces"
+    else:
+        try:
+            parts = urlsplit(value)
+            host, port = parts.hostname, parts.port  # a port out of range is a ValueError
+        except ValueError:  # e.g. an unclosed '[' of an IPv6 host
+            parts, host, port = urlsplit("https://"), None, 0
+        if not value.lower().startswith("https://") or parts.scheme != "https":
+            problem = "an https:// URL"
+        elif parts.username is not None or parts.password is not None:
+            problem = "a URL without a user name or password"
+        elif host is None or not _HOST.fullmatch(host) or port == 0:
+            problem = "an https:// URL with a host name such as github.com (and a port in 1-65535, if any)"
+    if problem:
+        raise InvalidInputError(
+            f"The '{field}' (where the learner's code is public) must be {problem}, e.g. "
+            f"https://github.com/me/my-learner. Got {shown(value)} instead.", field=field)
+    return value
+
+
 def parse_rate(text: str) -> list[Any]:
     """``"120/minute"`` or ``"120/minute;2000/hour"`` as rate limits (``limits`` items); a
     ValueError says what would be accepted."""
@@ -232,7 +262,7 @@ def _int_in(value: Any, low: int, high: int, field: str) -> int:
 
 
 __all__ = [
-    "DB_INT_MAX", "ECHO_MAX", "FORBIDDEN_ENTRYPOINT_MODULES", "IDEMPOTENCY_KEY", "ImagePolicy",
-    "ResourceRequest", "check_entrypoint", "check_idempotency_key", "check_image_policy",
+    "CODE_URL_MAX", "DB_INT_MAX", "ECHO_MAX", "FORBIDDEN_ENTRYPOINT_MODULES", "IDEMPOTENCY_KEY", "ImagePolicy",
+    "ResourceRequest", "check_code_url", "check_entrypoint", "check_idempotency_key", "check_image_policy",
     "check_image_ref", "check_name", "check_resources", "parse_rate", "shown",
 ]

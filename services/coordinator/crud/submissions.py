@@ -16,6 +16,7 @@ from services.coordinator.common.client_errors import (
     NotFoundError,
     QuotaExceededError,
 )
+from services.coordinator.common.validation import check_code_url
 from services.coordinator.crud import quotas
 from services.coordinator.crud.learners import get_learner
 from services.coordinator.crud.quotas import OPEN_STATUSES
@@ -48,11 +49,12 @@ class SubmissionRequest:
     image_size: int | None = None
     visibility: str = "public"
     pinned: bool = False
+    code_url: str | None = None
 
     def sha256(self) -> str:
         """Hash of the request's canonical JSON, to recognise a replay. The default
-        visibility and pin are left out, so keys stored before they existed still match."""
-        defaults = {("visibility", "public"), ("pinned", False)}
+        visibility, pin and code URL are left out, so keys stored before they existed still match."""
+        defaults = {("visibility", "public"), ("pinned", False), ("code_url", None)}
         fields = {k: v for k, v in self.__dict__.items() if (k, v) not in defaults}
         doc = json.dumps({**fields, "budget": self.budget.to_dict()}, sort_keys=True,
                          separators=(",", ":"), default=str)
@@ -118,6 +120,8 @@ def create_submission(
         raise InvalidInputError(
             f"The 'visibility' must be one of {', '.join(VISIBILITIES)}. Got "
             f"{request.visibility!r} instead.", field="visibility")
+    if request.code_url is not None:
+        check_code_url(request.code_url)
     tasks = stream.manifest.tasks_of_phase(request.phase)
     if not tasks:
         raise InvalidInputError(f"Stream {request.stream!r} has no {request.phase} tasks.",
@@ -139,6 +143,7 @@ def create_submission(
         budget=budget, image_size=size, first_order=tasks[0].order, status="queued",
         visibility=request.visibility)
     submission.pinned = request.pinned
+    submission.code_url = request.code_url
     session.add(ScheduledSubmission(submission_id=submission.id, user_id=user.id))
     if idempotency_key is not None:
         session.add(IdempotencyKey(user_id=user.id, scope=CREATE_SCOPE, key=idempotency_key,

@@ -59,6 +59,7 @@ class PlannedRun:
     pretrained_key: str | None = None
     cflop_pretraining: float | None = None  # the pretrained checkpoint's own run, shown beside
     source_id: int | None = None  # the pinned submission copied
+    code_url: str | None = None  # where the learner's code is public, copied from the pinned one
 
 
 @dataclass
@@ -138,7 +139,7 @@ def _copy(source: Submission, owner: User, *, settings: CoordinatorSettings,
     return PlannedRun(kind="pinned", learner=source.learner, owner=owner, phase=source.phase,
                       budget=budget, image_size=size, visibility=source.visibility,
                       pretrained_key=source.pretrained_key, cflop_pretraining=source.cflop_pretraining,
-                      source_id=source.id)
+                      source_id=source.id, code_url=source.code_url)
 
 
 def already_done(session: Session, *, version: StreamVersion, run: PlannedRun) -> bool:

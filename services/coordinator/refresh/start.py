@@ -112,6 +112,7 @@ def _queue(session: Session, *, settings: CoordinatorSettings, refresh: Refresh,
         image_size=run.image_size, first_order=tasks[0].order, status="queued",
         visibility=run.visibility)
     submission.pretrained_key, submission.cflop_pretraining = run.pretrained_key, run.cflop_pretraining
+    submission.code_url = run.code_url
     session.add(ScheduledSubmission(submission_id=submission.id, user_id=run.owner.id))
     session.add(RefreshRun(submission_id=submission.id, refresh_id=refresh.id, kind=run.kind,
                            source_submission_id=run.source_id))

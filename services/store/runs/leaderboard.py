@@ -14,6 +14,12 @@ Every read takes the :class:`~services.store.runs.visibility.Viewer` it answers 
 anonymous): private submissions it may not read are left out before ranking, so ranks,
 totals, the seeds' spread and the front are those of the rows that viewer sees.
 
+Beside those, each row carries its performance-profile scores (given by the caller, computed
+over every finished submission by :func:`services.store.runs.profiles.profile_scores`; a page
+sorted by them is ordered in Python over the filtered rows' ids, then read as one page) and
+whether its learner's code is public: a built-in baseline's is (this repository), any other's
+only when its submitter gave ``code_url``.
+
 Only meta-test submissions are ranked (:data:`RANKED_PHASE`, issue 9 "meta-test hygiene"):
 meta-train runs are development runs, tuned freely, and ranking them would make a
 leaderboard of tuning; there is no parameter to rank another phase.
@@ -22,6 +28,7 @@ leaderboard of tuning; there is no parameter to rank another phase.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -35,8 +42,10 @@ from services.store.db.models_coordinator import ScheduledSubmission, User
 from services.store.db.models_scores import SubmissionScore
 from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
 
-SortKey = Literal["rank", "E", "cflop", "cflop_paper", "date", "learner", "tasks"]
-SORT_KEYS: tuple[str, ...] = ("rank", "E", "cflop", "cflop_paper", "date", "learner", "tasks")
+SortKey = Literal["rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks"]
+SORT_KEYS: tuple[str, ...] = ("rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks")
+ProfileScores = Mapping[int, tuple[float, float | None]]
+"""Submission id → (error-profile score, cFLOP-profile score or None), finished submissions only."""
 RANKED_PHASE = "meta_test"
 """The one phase leaderboards and fronts rank."""
 
@@ -72,6 +81,10 @@ class LeaderboardRow:
     flops_floored: bool = False  # a committed task was charged the harness's CPU-time floor
     cflop_paper: float | None = None  # NEVIS'22's count; None: a committed task was not split
     cflop_pretraining: float | None = None  # the self-pretrained checkpoint's own run: shown, not in cflop
+    profile_score: float | None = None  # area under its error profile, 0-1; None: not finished (not profiled)
+    cflop_profile_score: float | None = None  # the same for cFLOP to reach Indep; None: no Indep run, or not profiled
+    code_url: str | None = None  # where its learner's code is public, as its submitter gave it
+    code_public: bool = False  # a baseline, or a code_url given: False is marked "code not public"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,18 +126,26 @@ def stream_versions(session: Session, viewer: Viewer = ANONYMOUS) -> list[tuple[
 def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = "rank",
                 descending: bool = False, limit: int = 50, offset: int = 0,
                 learner_prefix: str | None = None, since: datetime | None = None,
-                baselines: bool | None = None, viewer: Viewer = ANONYMOUS) -> LeaderboardPage:
-    """One page of the meta-test leaderboard of ``stream``/``version``, as ``viewer`` sees it."""
+                baselines: bool | None = None, viewer: Viewer = ANONYMOUS,
+                profiles: ProfileScores | None = None) -> LeaderboardPage:
+    """One page of the meta-test leaderboard of ``stream``/``version``, as ``viewer`` sees it,
+    with ``profiles``' scores on its rows. ``sort="profile"`` orders by the error-profile score,
+    best (highest) first, ``descending`` worst first; rows without one come last either way."""
+    profiles = profiles or {}
     base = _ranked(stream=stream, version=version, learner_prefix=learner_prefix,
                    since=since, baselines=baselines, viewer=viewer).subquery()
-    column = {"rank": base.c.rank, "E": base.c.mean_error, "cflop": base.c.cflop, "cflop_paper": base.c.cflop_paper,
-              "date": base.c.created_at, "learner": base.c.learner, "tasks": base.c.tasks_done}[sort]
-    keys = [column.is_(None), column.desc() if descending else column]  # unranked rows last
-    if sort == "rank":
-        keys.append(base.c.cflop)  # equal E: the cheaper first
-    rows = session.execute(select(base, func.count().over().label("total_rows"))  # the total in the same scan
-                           .order_by(*keys, base.c.submission_id).limit(limit).offset(offset)).all()
-    total = rows[0].total_rows if rows else session.scalar(select(func.count()).select_from(base)) or 0
+    if sort == "profile":
+        rows, total = _by_profile(session, base, profiles, descending=descending, limit=limit, offset=offset)
+    else:
+        column = {"rank": base.c.rank, "E": base.c.mean_error, "cflop": base.c.cflop,
+                  "cflop_paper": base.c.cflop_paper, "date": base.c.created_at, "learner": base.c.learner,
+                  "tasks": base.c.tasks_done}[sort]
+        keys = [column.is_(None), column.desc() if descending else column]  # unranked rows last
+        if sort == "rank":
+            keys.append(base.c.cflop)  # equal E: the cheaper first
+        rows = session.execute(select(base, func.count().over().label("total_rows"))  # the total in the same scan
+                               .order_by(*keys, base.c.submission_id).limit(limit).offset(offset)).all()
+        total = rows[0].total_rows if rows else session.scalar(select(func.count()).select_from(base)) or 0
     spread = _spread_by_learner(session, base, {r.learner for r in rows})
     return LeaderboardPage(
         stream=stream, version=version, phase=RANKED_PHASE, total=int(total), limit=limit, offset=offset,
@@ -140,7 +161,22 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
             cpu_seconds=None if r.cpu_seconds is None else float(r.cpu_seconds),
             flops_floored=bool(r.flops_floored),
             cflop_paper=None if r.cflop_paper is None else float(r.cflop_paper),
-            cflop_pretraining=None if r.cflop_pretraining is None else float(r.cflop_pretraining)) for r in rows))
+            cflop_pretraining=None if r.cflop_pretraining is None else float(r.cflop_pretraining),
+            profile_score=profiles.get(r.submission_id, (None, None))[0],
+            cflop_profile_score=profiles.get(r.submission_id, (None, None))[1],
+            code_url=r.code_url, code_public=bool(r.baseline) or r.code_url is not None) for r in rows))
+
+
+def _by_profile(session: Session, base: Any, profiles: ProfileScores, *, descending: bool, limit: int,
+                offset: int) -> tuple[list[Any], int]:
+    """One page of ``base`` ordered by error-profile score (the scores are not in SQL): every
+    row's id, ordered here, then the page's rows in that order; and the total."""
+    ids = list(session.scalars(select(base.c.submission_id)))
+    sign = 1.0 if descending else -1.0
+    ids.sort(key=lambda i: (i not in profiles, sign * profiles[i][0] if i in profiles else 0.0, i))
+    wanted = ids[offset:offset + limit]
+    found = {r.submission_id: r for r in session.execute(select(base).where(base.c.submission_id.in_(wanted)))}
+    return [found[i] for i in wanted], len(ids)
 
 
 def _spread_by_learner(session: Session, base: Any, learners: set[str]) -> dict[str, tuple[int, float | None]]:
@@ -192,6 +228,7 @@ def _ranked(*, stream: str, version: str, learner_prefix: str | None,
             func.coalesce(planned.c.headline_tasks, 0).label("headline_tasks"),
             Submission.created_at.label("created_at"), Submission.finished_at.label("finished_at"),
             Submission.visibility.label("visibility"), Submission.cflop_pretraining.label("cflop_pretraining"),
+            Submission.code_url.label("code_url"),
             case((scored.mean_error.is_not(None),
                   func.rank().over(order_by=(scored.mean_error.is_(None), scored.mean_error))),
                  else_=None).label("rank"),
@@ -217,6 +254,6 @@ def _ranked(*, stream: str, version: str, learner_prefix: str | None,
 
 
 __all__ = [
-    "RANKED_PHASE", "SORT_KEYS", "FrontPoint", "LeaderboardPage", "LeaderboardRow", "SortKey",
+    "RANKED_PHASE", "SORT_KEYS", "FrontPoint", "LeaderboardPage", "LeaderboardRow", "ProfileScores", "SortKey",
     "front_points", "is_baseline", "leaderboard", "stream_versions",
 ]

@@ -6,10 +6,20 @@ meta-test runs ``viewer`` may read, every headline task scored. The cFLOP profil
 is Indep's error per task, the mean over the finished runs of the built-in ``indep`` learner
 (seeds; :data:`REFERENCE_ENTRYPOINTS`) on the same stream version; without one, that profile
 is absent.
+
+The leaderboard shows each row's scores and sorts by them (:func:`profile_scores`). A score
+depends on every finished submission, so it is computed over all of them, and kept per process
+under a digest of their (id, E, cFLOP) points: profiles change only when a submission finishes
+(or a finished one's results change, which changes its E), not at each commit of a live run,
+so a leaderboard render after a commit reads the points (one query) and finds the scores kept.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +29,7 @@ from sqlalchemy.orm import Session
 from services.core.profiles import TAU_MAX, Profile, cflop_to_reference_profile, error_profile
 from services.store.db.models import Learner, StreamTask, Submission, TaskResult
 from services.store.runs.details import INDEP_NAME
-from services.store.runs.leaderboard import RANKED_PHASE, front_points
+from services.store.runs.leaderboard import RANKED_PHASE, FrontPoint, ProfileScores, front_points
 from services.store.runs.visibility import ANONYMOUS, Viewer
 
 REFERENCE_ENTRYPOINTS = (INDEP_NAME, "indep_resnet34")
@@ -75,6 +85,11 @@ def performance_profiles(session: Session, *, stream: str, version: str, viewer:
                          tau_max: float = TAU_MAX) -> ProfileSet:
     """The error and cFLOP profiles of every finished meta-test submission ``viewer`` may read."""
     points = front_points(session, stream=stream, version=version, viewer=viewer)
+    return _profiles_of(session, points, stream=stream, version=version, tau_max=tau_max)
+
+
+def _profiles_of(session: Session, points: Sequence[FrontPoint], *, stream: str, version: str,
+                 tau_max: float) -> ProfileSet:
     ids = [p.submission_id for p in points]
     orders, errors, flops = task_matrix(session, ids)
     by_error = error_profile(errors, tau_max=tau_max)
@@ -101,4 +116,30 @@ def performance_profiles(session: Session, *, stream: str, version: str, viewer:
                       reference_runs=len(reference_rows), rows=rows)
 
 
-__all__ = ["REFERENCE_ENTRYPOINTS", "ProfileRow", "ProfileSet", "performance_profiles", "task_matrix"]
+SCORES_KEPT = 32  # score sets kept per process (stream versions × readers with private rows)
+_kept: OrderedDict[tuple, ProfileScores] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def profile_scores(session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS) -> ProfileScores:
+    """Submission id → (error score, cFLOP score or None) of every finished meta-test submission
+    ``viewer`` may read, as :func:`performance_profiles` computes them; kept per process under a
+    digest of the finished submissions' points (see the module's docstring)."""
+    points = front_points(session, stream=stream, version=version, viewer=viewer)
+    digest = hashlib.sha256(repr([(p.submission_id, p.mean_error, p.cflop) for p in points]).encode()).hexdigest()
+    key = (str(session.get_bind().url), stream, version, viewer, digest)
+    with _kept_lock:
+        if key in _kept:
+            _kept.move_to_end(key)
+            return _kept[key]
+    found = _profiles_of(session, points, stream=stream, version=version, tau_max=TAU_MAX)
+    scores = {r.submission_id: (r.error_score, r.cflop_score) for r in found.rows}
+    with _kept_lock:
+        _kept[key] = scores
+        while len(_kept) > SCORES_KEPT:
+            _kept.popitem(last=False)
+    return scores
+
+
+__all__ = ["REFERENCE_ENTRYPOINTS", "SCORES_KEPT", "ProfileRow", "ProfileSet", "performance_profiles", "profile_scores",
+           "task_matrix"]

@@ -80,6 +80,13 @@ def test_a_read_submission_shows_harness_measured_cpu_and_the_floor(client, toke
     ({"learner_id": 999}, "learner_id", "No learner"),
     ({"image_size": 3}, "image_size", "image_size"),
     ({"colour": "red"}, "colour", "Extra inputs"),
+    ({"code_url": "http://github.com/me/x"}, "code_url", "https://"),
+    ({"code_url": "javascript:alert(1)"}, "code_url", "https://"),
+    ({"code_url": "https://me:secret@github.com/me/x"}, "code_url", "without a user name"),
+    ({"code_url": "https://github.com/me/my learner"}, "code_url", "without spaces"),
+    ({"code_url": "https://localhost/x"}, "code_url", "host name"),
+    ({"code_url": "https://github.com/" + "x" * 500}, "code_url", "500"),
+    ({"code_url": 7}, "code_url", "string"),
 ])
 def test_invalid_submissions_are_4xx_naming_the_field(shared_api, change, field, words):
     client, tokens = shared_api.client, shared_api.tokens
@@ -91,6 +98,21 @@ def test_invalid_submissions_are_4xx_naming_the_field(shared_api, change, field,
     problem = response.json()
     assert problem["field"] == field and words in problem["detail"], problem
     assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_a_code_url_is_kept_and_marks_which_runs_have_public_code(client, tokens):
+    """A submission may say where its learner's code is public; the leaderboard's rows carry it,
+    and the one without (not a baseline) is marked code-not-public there and on the page."""
+    learner = _learner(client, tokens.auth("alice"))
+    url = "https://github.com/alice/nm-learner/tree/v1"
+    public = client.post("/v1/submissions", json=_body(learner, code_url=url), headers=tokens.auth("alice"))
+    closed = client.post("/v1/submissions", json=_body(learner), headers=tokens.auth("alice"))
+    assert public.status_code == closed.status_code == 201, public.text + closed.text
+    assert (public.json()["code_url"], closed.json()["code_url"]) == (url, None)
+    assert client.get(f"/v1/submissions/{public.json()['id']}", headers=tokens.auth("alice")).json()["code_url"] == url
+    items = {i["submission_id"]: i for i in client.get("/v1/leaderboard").json()["items"]}
+    assert (items[public.json()["id"]]["code_url"], items[public.json()["id"]]["code_public"]) == (url, True)
+    assert (items[closed.json()["id"]]["code_url"], items[closed.json()["id"]]["code_public"]) == (None, False)
 
 
 @pytest.mark.parametrize("payload", [b"{not json", b"[]", b"null", b'{"learner_id": 1, "stream": "tiny2"'])

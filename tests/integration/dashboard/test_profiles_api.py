@@ -1,6 +1,6 @@
 """Performance profiles read from stored task results (services/store/runs/profiles.py) and
 served by GET /v1/leaderboard/profiles, checked against a loop-by-loop computation here from
-the same rows, on both databases."""
+the same rows, on both databases; and the leaderboard's profile-score column and sort."""
 
 from __future__ import annotations
 
@@ -80,3 +80,27 @@ def test_the_profiles_page_lists_every_score_and_draws_both_profiles(seed_board)
         assert f'data-submission="{row["submission_id"]}"' in html
         assert f'{row["error_score"]:.3f}' in html
     assert sorted_by_paper.status_code == 200  # the page's cFLOP (paper) header sorts
+
+
+def test_the_leaderboard_carries_and_sorts_by_the_profile_scores(seed_board):
+    settings, sessions, stream = seed_board(submissions=9, tasks=10, seed=7)
+    by_error, by_cflop = _expected(sessions)
+    with TestClient(create_server_app(settings)) as client:
+        board = client.get("/v1/leaderboard", params={"sort": "profile", "limit": 4}).json()
+        rest = client.get("/v1/leaderboard", params={"sort": "profile", "limit": 50, "offset": 4}).json()
+        worst = client.get("/v1/leaderboard", params={"sort": "profile", "descending": "true"}).json()
+        page = client.get("/", params={"sort": "profile"}).text
+        csv_text = client.get("/leaderboard.csv", params={"sort": "profile"}).text
+    items = board["items"] + rest["items"]
+    assert board["total"] == len(items) == len(stream.submission_ids)
+    for item in items:
+        assert item["profile_score"] == pytest.approx(by_error[item["submission_id"]])
+        assert item["cflop_profile_score"] == pytest.approx(by_cflop[item["submission_id"]])
+    scores = [i["profile_score"] for i in items]
+    assert scores == sorted(scores, reverse=True) and scores[0] > scores[-1]  # best first, and they differ
+    assert [i["profile_score"] for i in worst["items"]] == sorted(scores)
+    assert 'aria-sort="descending"' in page.split('id="profile-header"', 1)[1].split(">", 1)[0]
+    shown = [int(part.split('"', 1)[0]) for part in page.split('<tr data-submission="')[1:]]
+    assert shown == [i["submission_id"] for i in items]
+    assert f'{items[0]["profile_score"]:.3f}' in page and 'id="board-legend"' in page
+    assert "profile_score" in csv_text.splitlines()[0] and "code_public" in csv_text.splitlines()[0]

@@ -6,6 +6,7 @@ import pytest
 
 from services.coordinator.common.client_errors import InvalidInputError
 from services.coordinator.common.validation import (
+    check_code_url,
     check_entrypoint,
     check_idempotency_key,
     check_image_ref,
@@ -116,3 +117,23 @@ def test_coordinator_errors_survive_pickling():
     assert (str(error), error.field, error.retry_after_s) == ("slow down", "quota.daily", 9)
     copied = pickle.loads(pickle.dumps(InvalidInputError("bad", field="x")))
     assert (str(copied), copied.field) == ("bad", "x")
+
+
+@pytest.mark.parametrize("url", ["https://github.com/me/learner", "https://gitlab.example.org:8443/a/b?ref=v1#L3",
+                                 "https://zenodo.org/records/123"])
+def test_valid_code_urls(url):
+    assert check_code_url(url) == url
+
+
+@pytest.mark.parametrize(("url", "words"), [
+    ("http://github.com/me/x", "an https:// URL"), ("javascript:alert(1)//https://", "an https:// URL"),
+    ("github.com/me/x", "an https:// URL"), ("https://u:p@github.com/x", "without a user name"),
+    ("https://github.com/a b", "without spaces"), ("https://github.com/\u00e9", "printable ASCII"),
+    ("https://localhost/x", "host name"), ("https:///x", "host name"), ("https://github.com:99999/x", "host name"),
+    ("https://[github.com/x", "host name"),
+    ("https://" + "a" * 600 + ".com", "at most 500"), ("", "at most 500"),
+])
+def test_invalid_code_urls_name_the_field(url, words):
+    with pytest.raises(InvalidInputError, match=words) as caught:
+        check_code_url(url)
+    assert caught.value.field == "code_url"

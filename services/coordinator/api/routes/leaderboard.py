@@ -35,7 +35,7 @@ from services.store.runs.leaderboard import (
     stream_versions,
 )
 from services.store.runs.board_uncertainty import board_uncertainty
-from services.store.runs.profiles import ProfileSet, performance_profiles
+from services.store.runs.profiles import ProfileSet, performance_profiles, profile_scores
 from services.store.runs.visibility import ANONYMOUS, Viewer, effective_viewer
 
 router = APIRouter(prefix="/v1/leaderboard", tags=["leaderboard"], responses=problems(401, 422, 503))
@@ -121,7 +121,9 @@ CACHE_HEADERS = {"ETag": {"description": "A hash of the body.", "schema": {"type
 async def read_leaderboard(
     request: Request, settings: SettingsDep, viewer: Reader, stream: Stream = None,
     version: Version = None, phase: Phase = "meta_test",
-    sort: Annotated[Literal["rank", "E", "cflop", "cflop_paper", "date", "learner", "tasks"], Query()] = "rank",
+    sort: Annotated[Literal["rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks"], Query(
+        description="'profile': by error-profile score, best (highest) first; descending=true: lowest first. "
+                    "Rows without a score (not finished) come last.")] = "rank",
     descending: bool = False, limit: Limit = 50, offset: Offset = 0, learner: LearnerFilter = None,
     since: Since = None, baselines: Annotated[bool | None, Query(description="Only baselines (true) or none (false).")] = None,
     if_none_match: Annotated[str | None, Header(max_length=IF_NONE_MATCH_MAX)] = None,
@@ -137,7 +139,7 @@ async def read_leaderboard(
                     "total": 0, "limit": limit, "offset": offset}
         page = leaderboard(session, stream=name, version=ver, sort=sort, descending=descending,
                            limit=limit, offset=offset, learner_prefix=learner, since=since, baselines=baselines,
-                           viewer=viewer)
+                           viewer=viewer, profiles=profile_scores(session, stream=name, version=ver, viewer=viewer))
         spread = board_uncertainty(session, request.app.state.store, page, viewer)
         return {"stream": name, "version": ver, "phase": phase, "streams": streams,
                 "items": list(page.rows), "total": page.total, "limit": limit, "offset": offset,
