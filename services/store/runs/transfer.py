@@ -15,7 +15,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from services.core.errors import NevisError, ObjectNotFoundError
@@ -126,22 +126,32 @@ def task_errors(session: Session, submission_id: int) -> dict[int, float]:
 
 
 def source_sides(session: Session, store: ObjectStore, submission: Submission) -> dict[int, int | None]:
-    """Each task's source long side, from its dataset's index (the submission's image size
-    first, any other prepared size else: the source is the same); None where none is stored."""
+    """Each task's source long side, from its dataset's index (any prepared image size: the
+    source is the same); None where none is stored. An index is read once per process and
+    content (its digest is in the row), so a page render after a commit reads no objects."""
     rows = session.execute(
-        select(StreamTask.order, StreamTask.dataset, func.min(Dataset.index_key))
+        select(StreamTask.order, Dataset.index_key, Dataset.index_sha256)
         .outerjoin(Dataset, Dataset.key == StreamTask.dataset)
         .where(StreamTask.stream_version_id == submission.stream_version_id)
-        .group_by(StreamTask.order, StreamTask.dataset)).all()
-    preferred = dict(session.execute(
-        select(Dataset.key, Dataset.index_key).where(Dataset.image_size == submission.image_size)).all())
-    read: dict[str, int | None] = {}
-    out = {}
-    for order, dataset, any_key in rows:
-        if dataset not in read:
-            read[dataset] = _index_side(store, preferred.get(dataset) or any_key)
-        out[order] = read[dataset]
+        .order_by(StreamTask.order, (Dataset.image_size != submission.image_size), Dataset.id)).all()
+    out: dict[int, int | None] = {}
+    for order, key, digest in rows:
+        if order in out and out[order] is not None:
+            continue  # the submission's own image size came first
+        side = _SIDES.get(digest) if digest else None
+        if side is None:
+            side = _index_side(store, key)
+            if side is not None and digest:  # a missing index is looked for again next time
+                if len(_SIDES) >= _SIDES_KEPT:
+                    _SIDES.clear()
+                _SIDES[digest] = side
+        out[order] = side
     return out
+
+
+_SIDES: dict[str, int] = {}
+"""Source long side per dataset index digest (an index's content never changes under it)."""
+_SIDES_KEPT = 4096
 
 
 def learner_choices(session: Session, store: ObjectStore, submission_id: int) -> tuple[dict[int, Choice], str | None]:
