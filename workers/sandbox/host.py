@@ -6,7 +6,9 @@ named in the first one, and answers one request at a time: ``describe``, ``prepa
 (a learner's work shared by a task's trials, once per task), ``trial``, ``predict``,
 ``load_predictor``, ``features``, ``augment_views``, ``fresh_predictor``, ``release``, ``bye``.
 During a trial it asks harness code for earlier tasks' train splits (``past_train``) and the
-predictors its run kept for them (``past_predictor``) or the run's ``pretrained`` checkpoint, and hands it checkpoints (``checkpoint``); it never touches storage itself. The protocol's file
+predictors its run kept for them (``past_predictor``) or the run's ``pretrained`` checkpoint, the
+shards of a train split too large to be sent whole (``train_shard``,
+:mod:`workers.sandbox.host_stream`), and hands it checkpoints (``checkpoint``); it never touches storage itself. The protocol's file
 descriptors are private copies: the learner's prints go to stderr and cannot corrupt frames
 (a hostile learner can still write frames of its own, which is why the harness side trusts
 nothing in them but numbers and bytes). During a trial, ``prepare_task``, a ``predict`` job and
@@ -24,6 +26,7 @@ import os
 import pickle
 import resource
 import sys
+import threading
 import time
 import traceback
 from collections import OrderedDict
@@ -40,6 +43,8 @@ from workers.sandbox.context import LocalTrialContext, TrialStopped
 from workers.sandbox.declaration import LearnerDeclaration, info_from_json
 from workers.sandbox.dev_scoring import DevScoring
 from workers.sandbox.fresh import fresh_predictor
+from workers.sandbox.host_stream import WireShards
+from workers.sandbox.proxy_views import proxy_features
 from workers.sandbox.views import augment_views
 from workers.stream.task_view import CausalTaskView
 
@@ -51,7 +56,8 @@ class Host:
 
     def __init__(self, learner: Learner, proto_in: BinaryIO, proto_out: BinaryIO, *, device: str) -> None:
         self.learner, self.proto_in, self.proto_out, self.device = learner, proto_in, proto_out, device
-        self._data: tuple[str, LabelledData, LabelledData] | None = None
+        self._data: tuple[str, LabelledData | WireShards, LabelledData] | None = None
+        self._wire = threading.RLock()  # a streamed split's reader threads ask for shards too
         self._predictors: OrderedDict[int, Any] = OrderedDict()
         self._next_handle = 1
 
@@ -69,11 +75,10 @@ class Host:
                     raise LearnerError(f"unknown request {op!r}")
                 reply, out = handler(header, parts)
             except Exception as exc:  # noqa: BLE001 - the learner's failure goes back as data
-                wire.send(self.proto_out, {"op": "error", "error": type(exc).__name__,
-                                           "message": str(exc)[:4000],
-                                           "traceback": traceback.format_exc()[-20000:]})
+                self._tell({"op": "error", "error": type(exc).__name__, "message": str(exc)[:4000],
+                            "traceback": traceback.format_exc()[-20000:]})
                 continue
-            wire.send(self.proto_out, {"op": "result", **reply}, out)
+            self._tell({"op": "result", **reply}, out)
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -101,7 +106,8 @@ class Host:
         ctx.dev_scoring = scoring = DevScoring(  # the harness's dev pass, offered to the learner
             dev, view.info.kind, lambda p: _numeric(self.learner.predict(p, dev.images, ctx), "predict()"),
             lambda p: _bytes(self.learner.save_predictor(p), "save_predictor()"))
-        ctx.on_rung = lambda step, predictor: self._rung(step, predictor, dev, ctx)
+        proxy = header.get("rung_proxy")  # the proxy scheduler's rungs: LiDAR views, no labels
+        ctx.on_rung = lambda step, predictor: self._rung(step, predictor, dev, ctx, proxy and (view, proxy))
         ctx.on_flops = lambda measured, reported: self._flops_so_far(measured, reported, ctx.meter.untracked)
         started = time.perf_counter()
         ctx.meter.watch()  # modules the learner does not pass to ctx.track are counted too
@@ -205,33 +211,46 @@ class Host:
 
     def _view(self, header: dict, parts: list, prepared: Any) -> tuple[CausalTaskView, LabelledData]:
         """The causal view of a ``trial`` or ``prepare_task`` request, and the task's dev split."""
-        train, dev = self._task_data(header["data_key"], parts)
+        train, dev = self._task_data(header, parts)
         past = {p["order"]: info_from_json(p) for p in header["past"]}
-        view = CausalTaskView(info=info_from_json(header["info"]), train=train, dev=dev, past=past,
+        streamed = train if isinstance(train, WireShards) else None
+        view = CausalTaskView(info=info_from_json(header["info"]), train=streamed.whole if streamed else train,
+                              dev=dev, past=past, train_stream=streamed.stream if streamed else None,
                               load_past_train=self._past_train, stream_length=int(header["stream_length"]),
                               load_past_predictor=self._past_predictor, load_pretrained=self._pretrained,
                               prepared=prepared)
         return view, dev
 
-    def _task_data(self, key: str, parts: list) -> tuple[LabelledData, LabelledData]:
-        """This task's splits: sent with the first trial of a task, reused by the next ones."""
+    def _task_data(self, header: dict, parts: list) -> tuple[LabelledData | WireShards, LabelledData]:
+        """This task's splits: sent with the first trial of a task, reused by the next ones; a
+        large train split is not sent but named by its shards' rows, and asked for by shard."""
+        key, rows = header["data_key"], header.get("train_shards") or []
         if parts:
             dev = LabelledData(parts[0], parts[1])  # trial.py: dev, then train with its originals
-            self._data = (key, LabelledData.from_arrays(parts[2:]), dev)
+            train = WireShards(rows, self._ask) if rows else LabelledData.from_arrays(parts[2:])
+            self._data = (key, train, dev)
         if self._data is None or self._data[0] != key:
             raise LearnerError(f"the harness sent no data for {key!r}")
         return self._data[1], self._data[2]
 
+    def _ask(self, header: dict, parts: list | None = None) -> tuple[dict, list]:
+        """A request to harness code and its answer, one exchange at a time."""
+        with self._wire:
+            wire.send(self.proto_out, header, parts or [])
+            return _receive(self.proto_in)
+
+    def _tell(self, header: dict, parts: list | None = None) -> None:
+        with self._wire:
+            wire.send(self.proto_out, header, parts or [])
+
     def _past_train(self, order: int) -> LabelledData:
-        wire.send(self.proto_out, {"op": "past_train", "order": order})
-        header, parts = _receive(self.proto_in)
+        header, parts = self._ask({"op": "past_train", "order": order})
         if not header.get("ok"):
             raise CausalityError(str(header.get("message", "not available")))
         return LabelledData.from_arrays(parts)
 
     def _past_predictor(self, order: int | None, op: str = "past_predictor") -> bytes:
-        wire.send(self.proto_out, {"op": op, "order": order})
-        header, parts = _receive(self.proto_in)
+        header, parts = self._ask({"op": op, "order": order})
         if not header.get("ok"):
             raise CausalityError(str(header.get("message", "not available")))
         return _bytes(parts[0], "past predictor")
@@ -239,19 +258,26 @@ class Host:
     def _pretrained(self) -> bytes:
         return self._past_predictor(None, op="pretrained")
 
-    def _rung(self, step: int, predictor: Any, dev: LabelledData, ctx: LocalTrialContext) -> bool:
-        """Dev scores at a rung go to harness code, which scores them and says whether to go on."""
-        scores = _numeric(self.learner.predict(predictor, dev.images, ctx), "predict()")
-        wire.send(self.proto_out, {"op": "rung", "step": int(step)}, [scores])
-        header, _ = _receive(self.proto_in)
+    def _rung(self, step: int, predictor: Any, dev: LabelledData, ctx: LocalTrialContext,
+              proxy: tuple[CausalTaskView, dict] | None = None) -> bool:
+        """Dev scores at a rung go to harness code, which scores them and says whether to go on;
+        under the ``proxy`` scheduler, features of augmented views of unlabelled train images
+        instead (harness code takes their LiDAR). Either pass runs under the trial's meter."""
+        if proxy is None:
+            scores = _numeric(self.learner.predict(predictor, dev.images, ctx), "predict()")
+        else:
+            view, how = proxy
+            scores = _numeric(proxy_features(self.learner, predictor, view.train(), n=int(how["n"]),
+                                             q=int(how["q"]), seed=int(how["seed"]), ctx=ctx), "features()")
+        header, _ = self._ask({"op": "rung", "step": int(step)}, [scores])
         return bool(header.get("continue", True))
 
     def _flops_so_far(self, measured: int, reported: int, untracked: int) -> None:
-        wire.send(self.proto_out, {"op": "flops", "flops_measured": measured, "flops_reported": reported,
-                                   "flops_untracked": int(untracked)})
+        self._tell({"op": "flops", "flops_measured": measured, "flops_reported": reported,
+                    "flops_untracked": int(untracked)})
 
     def _checkpoint(self, step: int, data: bytes) -> None:
-        wire.send(self.proto_out, {"op": "checkpoint", "step": int(step)}, [_bytes(data, "save_predictor()")])
+        self._tell({"op": "checkpoint", "step": int(step)}, [_bytes(data, "save_predictor()")])
 
     def _predictor(self, header: dict) -> Any:
         handle = int(header["handle"])
@@ -316,6 +342,17 @@ def _peak_memory(device: str) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def warm_for_training() -> None:
+    """Import now what a learner's first training step would: an optimiser's first
+    construction imports ``torch._dynamo`` (1.4–1.8 s on a loaded 2-core machine). A trial
+    executor's host starts in the background while the previous task is evaluated and
+    committed, so done here, before ``ready``, it costs no trial any time."""
+    import torch
+    import torch._dynamo
+
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)  # its first-call wrappers too
+
+
 def main() -> None:
     """Take the protocol's pipes, load the learner named by the first frame, serve."""
     proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
@@ -331,6 +368,8 @@ def main() -> None:
 
         torch.set_num_threads(int(hello.get("threads", 1)))
         learner = load_learner(str(hello["spec"]))
+        if hello.get("trains"):
+            warm_for_training()
         wants_gpu = learner.resources().gpus_per_worker > 0
         device = "cuda:0" if wants_gpu and torch.cuda.is_available() else "cpu"
     except Exception as exc:  # noqa: BLE001 - reported to the harness, which raises it
@@ -342,7 +381,7 @@ def main() -> None:
     Host(learner, proto_in, proto_out, device=device).serve()
 
 
-__all__ = ["MAX_PREDICTORS", "Host", "main"]
+__all__ = ["MAX_PREDICTORS", "Host", "main", "warm_for_training"]
 
 
 if __name__ == "__main__":

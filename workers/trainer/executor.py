@@ -39,12 +39,6 @@ def keep_log(target: LogTarget, data: bytes) -> None:
         pass
 
 
-def _succeed(old: LearnerHost, spec: HostSpec) -> LearnerHost:
-    """Close a retired host, then start a fresh one of the same spec."""
-    old.close()
-    return LearnerHost(spec)
-
-
 class Evaluator:
     """Scores a chosen predictor on evaluation images through a warm learner host (a Ray
     actor of harness code; the learner runs in the host's sandbox).
@@ -53,17 +47,20 @@ class Evaluator:
     start one of these on its own; otherwise the pool's executors (subclasses) do the job.
     """
 
+    trains = False  # whether its hosts train too (they import what training needs first)
+
     def __init__(self, host_spec: HostSpec) -> None:
         self._spec = host_spec
-        self._starting: Future[LearnerHost] | None = None
-        self._host = LearnerHost(host_spec)
+        self._starting: Future[LearnerHost] | None = None  # the successor of a retired host
+        self._spare: Future[LearnerHost] | None = None  # the successor after that, started early
+        self._host = self._start()
 
     def predict(self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int,
                 log_to: LogTarget | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         """Scores of ``predictor`` on evaluation images; the host that saw them is discarded
-        afterwards (a fresh one starts in the background), so no learner keeps test images
-        in its memory or ``/tmp`` when it next trains. With ``log_to`` (the task's harness
-        actor and a key), what the host wrote meanwhile, failures included, is stored there."""
+        afterwards and a fresh one takes its place, so no learner keeps test images in its
+        memory or ``/tmp`` when it next trains. With ``log_to`` (the task's harness actor and a
+        key), what the host wrote meanwhile, failures included, is stored there."""
         host = self._live_host()
         mark = host.log.position
         try:
@@ -75,21 +72,45 @@ class Evaluator:
         return scores, {**flops, **usage}
 
     def _replace_host(self) -> None:
-        """Retire the host and start its successor, both off the caller's path (the scores
-        go back at once; the next call waits for the successor only if it is not ready)."""
+        """Retire the host and hand its place to a spare, all off the caller's path.
+
+        The spare was started after the previous replacement (a task ago), so the next trial
+        finds it ready instead of waiting for a start (seconds: torch, the learner, training's
+        imports); it is a fresh process that has been sent nothing but its learner's name.
+        The first replacement has no spare yet and starts one; then the next spare starts,
+        so an executor that evaluates keeps one idle host beside its own."""
         old, self._host = self._host, None
-        self._starting = _STARTER.submit(_succeed, old, self._spec)
+        spare, self._spare = self._spare, None
+        self._starting = spare if spare is not None else _STARTER.submit(self._start)
+        _STARTER.submit(old.close)
+        self._spare = _STARTER.submit(self._start)
+
+    def _start(self) -> LearnerHost:
+        """A fresh learner host, its imports done (training's too where it will train)."""
+        return LearnerHost(self._spec, trains=self.trains)
 
     def _live_host(self) -> LearnerHost:
         """The host (waiting for a replacement being started), restarted if its process died
-        (a crashed trial, an out-of-memory kill)."""
+        (a crashed trial, an out-of-memory kill; a spare that died while it waited)."""
         if self._starting is not None:
             starting, self._starting = self._starting, None
             self._host = starting.result()
         if not self._host.alive:
             self._host.close()
-            self._host = LearnerHost(self._spec)
+            self._host = self._start()
         return self._host
+
+    def close(self) -> None:
+        """Close its hosts, the spare included (an actor killed by Ray takes them with it)."""
+        pending = [f for f in (self._starting, self._spare) if f is not None]
+        self._starting = self._spare = None
+        for future in pending:
+            try:
+                future.result().close()
+            except Exception:  # noqa: BLE001 - a host that failed to start has nothing to close
+                pass
+        if self._host is not None:
+            self._host.close()
 
 
 def start_evaluator(host_spec: HostSpec) -> Any:
@@ -99,6 +120,8 @@ def start_evaluator(host_spec: HostSpec) -> Any:
 
 class TrialExecutor(Evaluator):
     """Runs one-worker trials of one learner, and evaluations (a Ray actor, warm for the run)."""
+
+    trains = True
 
     def run(self, config: dict[str, Any], spec: Any) -> dict[str, Any]:
         """One trial; learner failures come back as a ``failed`` result, never raised."""
