@@ -106,8 +106,8 @@ def rung_steps(steps: int, fractions: Sequence[float] = RUNG_FRACTIONS) -> tuple
 
 def halving(values: Sequence[float], *, eta: int = ETA) -> list[bool]:
     """ASHA's rule at one rung, trials reporting in order, higher is better: whether each goes
-    on. The first ``eta`` always do; later ones only within the best ``1/eta`` so far.
-    A non-finite value counts as the worst."""
+    on. The first ``eta - 1`` always do; from the ``eta``-th on, only within the best
+    ``1/eta`` of the values so far (its own included). A non-finite value counts as the worst."""
     seen: list[float] = []
     out = []
     for value in values:

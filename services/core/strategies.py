@@ -24,5 +24,6 @@ SEARCHERS.register("random", lazy("workers.trainer.searchers:random_search"))
 SEARCHERS.register("gp_ucb", lazy("workers.trainer.searchers:gp_ucb_search"))
 SCHEDULERS.register("fifo", lazy("workers.trainer.searchers:fifo"))
 SCHEDULERS.register("asha", lazy("workers.trainer.searchers:asha"))
+SCHEDULERS.register("proxy", lazy("workers.trainer.proxy_scheduler:proxy"))
 
 __all__ = ["SCHEDULERS", "SEARCHERS"]

@@ -43,9 +43,11 @@ def test_rung_steps_are_the_eighth_and_quarter_checkpoints() -> None:
 
 
 def test_halving_is_ashas_rule_with_higher_better() -> None:
-    # First three always go on; the fourth must be in the best ceil(4/3)=2 of four.
+    # The first two always go on, the third within the best ceil(3/3)=1 of three, the fourth
+    # within the best ceil(4/3)=2 of four.
     assert halving([5.0, 4.0, 6.0, 3.0]) == [True, True, True, False]
     assert halving([5.0, 4.0, 6.0, 7.0]) == [True, True, True, True]
+    assert halving([5.0, 6.0, 4.0]) == [True, True, False]
     assert halving([1.0, 2.0, 3.0, math.nan]) == [True, True, True, False]  # nan is the worst
 
 
@@ -61,8 +63,8 @@ def test_choosing_by_a_proxy_takes_the_highest_last_value_and_pays_its_passes() 
 
 
 def test_pruning_stops_trailing_trials_and_charges_their_steps_so_far() -> None:
-    # Rung 10: [5, 4, 6, 3] → trial 3 stops (saves 80 × 70/80 = 70). Rung 20: [6, 4.5, 7] → all go on
-    # (fewer than four: the first three always do). Dev chooses trial 0 among survivors.
+    # Rung 10: [5, 4, 6, 3] → trial 3 stops (saves 80 × 70/80 = 70). Rung 20: [6, 4.5, 7] → all go
+    # on (7 is the best of three). Dev chooses trial 0 among the survivors.
     choice = replay_task(_task(), Policy("x", prune="lidar"))
     assert choice.stopped == (3,)
     assert choice.saved == pytest.approx(70.0)

@@ -33,10 +33,12 @@ def rung_steps(steps: int, *, eta: int = DEFAULT_ETA, rungs: int = DEFAULT_RUNGS
 @dataclass(frozen=True)
 class StoppingRule:
     """What a trial scheduler asks of the harness: rung steps (none: every trial runs to its
-    end) and how many trials share one promotion (``eta``)."""
+    end), how many trials share one promotion (``eta``), and what is compared there: dev
+    error, or with ``proxy`` the negated LiDAR of augmented train views (lower is better)."""
 
     rungs: tuple[int, ...] = ()
     eta: int = DEFAULT_ETA
+    proxy: dict[str, int] | None = None  # the ``proxy`` scheduler: LiDAR views {n, q, seed}, not dev error
 
 
 @dataclass

@@ -334,7 +334,7 @@ class StreamRunner:
             past=tuple(task_info(t, self._index(t, size), size) for t in past.values()),
             stream_length=len(plan.manifest.tasks), steps=plan.budget.steps,
             checkpoint_fractions=plan.budget.checkpoint_fractions, state=state, train=data.labelled("train"), dev=data.labelled("dev"),
-            key_prefix=attempt.key_prefix, harness=harness, rungs=stopping.rungs,
+            key_prefix=attempt.key_prefix, harness=harness, rungs=stopping.rungs, rung_proxy=stopping.proxy,
         )
 
     def _evaluate(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,

@@ -28,6 +28,7 @@ from workers.sandbox.context import checkpoint_steps
 from workers.sandbox.declaration import info_to_json
 from workers.sandbox.messages import Limits
 from workers.sandbox.wire import WireError
+from workers.trainer.proxy_scheduler import rung_value
 
 # Keys of a Tune config that belong to the harness, not to the learner's search space.
 TRIAL_INDEX = "trial_index"
@@ -54,6 +55,7 @@ class TrialSpec:
     key_prefix: str  # object-store prefix of this task attempt
     harness: Any  # ActorHandle of workers.trainer.harness.TaskHarness
     rungs: tuple[int, ...] = ()  # early stopping's rung steps (ASHA); none without it
+    rung_proxy: dict[str, int] | None = None  # proxy scheduler: LiDAR views {n, q, seed} at the rungs
     prepared: bytes | None = None  # the learner's prepare_task result, pickled in its host; None without
 
 
@@ -116,6 +118,7 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
         "past": [info_to_json(p) for p in spec.past], "stream_length": spec.stream_length,
         "steps": spec.steps, "checkpoint_at": list(limits.checkpoint_at),
         "seed": int(config[TRIAL_SEED]), "config": learner_config(config), "rungs": list(spec.rungs),
+        **({"rung_proxy": dict(spec.rung_proxy)} if spec.rung_proxy else {}),
         "prepared": spec.prepared is not None,
     }
     parts = task_parts(spec.train, spec.dev) if host.data_key != data_key else []
@@ -184,7 +187,8 @@ def _finish(config: Mapping[str, Any], spec: TrialSpec, result: dict[str, Any], 
     if result["status"] == "stopped" and heard.rungs:
         step, error = heard.rungs[-1]
         return {**base, "status": "stopped", "wall_time_s": result["wall_time_s"],
-                "error": f"stopped by early stopping at step {int(step)} (dev error {error:.4f})",
+                "error": f"stopped by early stopping at step {int(step)} "
+                         + (f"(LiDAR {-error:.4f})" if spec.rung_proxy else f"(dev error {error:.4f})"),
                 "rungs": heard.rungs}
     if result["status"] == "stopped":
         return {**base, "status": "failed", "error": "the trial stopped without a rung report", "traceback": ""}
@@ -266,7 +270,8 @@ def _answer_rung(spec: TrialSpec, trial_index: int, step: int, scores: Any,
     if any(s == step for s, _ in seen):
         raise LearnerError(f"a second rung report at step {step}")
     try:
-        error = task_error(scores, spec.dev.labels, spec.info.kind)
+        error = (rung_value(scores, spec.rung_proxy) if spec.rung_proxy
+                 else task_error(scores, spec.dev.labels, spec.info.kind))
     except Exception:  # noqa: BLE001 - unusable scores rank last
         error = float("inf")
     seen.append([step, error])

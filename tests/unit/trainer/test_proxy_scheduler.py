@@ -1,0 +1,73 @@
+"""The ``proxy`` trial scheduler: its rungs, its LiDAR (the probe pool's, written out for the
+trainer), what a rung compares, and the unlabelled views a learner host passes through."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from services.core.proxy_policies import halving
+from services.core.strategies import SCHEDULERS
+from workers.probe.scores.ranks import lidar_at_deltas
+from workers.sandbox.proxy_views import proxy_features
+from workers.stream.task_info import LabelledData
+from workers.trainer.early_stopping import SuccessiveHalving
+from workers.trainer.proxy_scheduler import PROXY_N, PROXY_Q, lidar_of_views, proxy, rung_value
+from workers.trainer.searchers import stopping_rule
+
+
+def test_proxy_is_a_registered_scheduler_with_rungs_at_the_eighth_and_quarter() -> None:
+    assert "proxy" in SCHEDULERS.names()
+    rule = stopping_rule("proxy", 80)
+    assert rule.rungs == (10, 20) and rule.eta == 3
+    assert rule.proxy == {"n": PROXY_N, "q": PROXY_Q, "seed": 0}
+    assert stopping_rule("asha", 80).proxy is None
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-3])
+def test_lidar_matches_the_probe_pools_relative_delta(scale: float) -> None:
+    rng = np.random.default_rng(0)
+    views = (rng.standard_normal((12, 1, 6)) * 3 + rng.standard_normal((12, 4, 6))) * scale  # n 12, q 4, d 6
+    expected = lidar_at_deltas(views, [1e-4], relative=True, eps=1e-8)[0][1e-4]
+    assert lidar_of_views(views.reshape(48, 6), 4) == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_rung_compares_minus_lidar_and_ranks_unusable_features_last() -> None:
+    rng = np.random.default_rng(1)
+    features = rng.standard_normal((16, 5))
+    assert rung_value(features, {"q": 4}) == pytest.approx(-lidar_of_views(features, 4))
+    broken = features.copy()
+    broken[0, 0] = np.nan
+    assert rung_value(broken, {"q": 4}) == math.inf
+    assert rung_value(features[:6], {"q": 4}) == math.inf  # not whole images of q views
+    assert rung_value(features[:, 0], {"q": 4}) == math.inf  # not (rows, d)
+
+
+def test_the_harness_rule_on_minus_lidar_is_the_replays_rule() -> None:
+    lidars = [5.0, 4.0, 6.0, 3.0, 7.0, 4.5]
+    asha = SuccessiveHalving(rungs=(10,), eta=3)
+    live = [asha.report(i, 10, -value) for i, value in enumerate(lidars)]
+    assert live == halving(lidars) == [True, True, True, False, True, False]
+
+
+class _Pixels:
+    """A learner whose features are its input pixels, scaled by the predictor."""
+
+    def features(self, predictor, images, ctx):
+        return images.reshape(len(images), -1).astype(np.float32) * predictor
+
+
+def test_proxy_features_are_q_views_of_n_seeded_train_images_and_read_no_label() -> None:
+    rng = np.random.default_rng(2)
+    images = rng.integers(0, 256, (30, 8, 8, 3), dtype=np.uint8)
+    labels = np.full(30, -1)  # never read: any value would do
+    train = LabelledData(images, labels)
+    out = proxy_features(_Pixels(), 1.0, train, n=10, q=3, seed=0, ctx=None)
+    again = proxy_features(_Pixels(), 2.0, train, n=10, q=3, seed=0, ctx=None)
+    assert out.shape == (30, 8 * 8 * 3)
+    np.testing.assert_allclose(again, 2 * out)  # the same images and views for every trial of a task
+    assert not np.allclose(out[0], out[1])  # q distinct augmentations of one image
+    assert proxy_features(_Pixels(), 1.0, train, n=100, q=2, seed=0, ctx=None).shape[0] == 60  # capped by the data
+    assert proxy(type("R", (), {"steps": 8})()).rungs == (1, 2)

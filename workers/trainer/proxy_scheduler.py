@@ -1,0 +1,84 @@
+"""The ``proxy`` trial scheduler: ASHA's rule on LiDAR instead of dev error, no label read.
+
+Why: LiDAR (METRICS.md §3) ranks representations without labels. At a trial's 1/8 and 1/4
+steps (the default checkpoints; :func:`services.core.proxy_policies.rung_steps`) its learner
+host passes q augmented views of n seeded, unlabelled train images through the live network
+(:mod:`workers.sandbox.proxy_views`, under the trial's FLOP meter, so the passes are charged
+to the trial like ASHA's dev passes); harness code here takes their LiDAR and the task's
+harness actor applies ASHA's promotion rule (:class:`~workers.trainer.early_stopping.SuccessiveHalving`)
+to −LiDAR, so the higher LiDAR goes on. The chosen trial is still the one with the lowest
+final dev error among those that ran to their end. ``nevis study proxies`` replays the same
+rule offline from probe rows.
+
+LiDAR here is METRICS.md's formula with the probe pool's default relative ridge
+(δ = 1e-4 × tr(Σ_w)/d, ε = 1e-8), written out in numpy because the trainer does not import
+the probe pool (one-way layers); a unit test checks it against
+``workers.probe.scores.ranks.lidar_at_deltas``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from services.core.proxy_policies import ETA, rung_steps
+from workers.trainer.early_stopping import StoppingRule
+
+PROXY_N = 64
+"""Clean train images per rung (the same seeded images for every trial of a task)."""
+
+PROXY_Q = 4
+"""Augmented views of each: n·q = 256 feature rows, about what four training steps of 64 images cost forward."""
+
+PROXY_SEED = 0
+LIDAR_DELTA, LIDAR_EPS = 1e-4, 1e-8
+
+
+def proxy(request: Any) -> StoppingRule:
+    """ASHA on LiDAR at the trial's 1/8 and 1/4 steps (a ``SearchRequest``'s ``steps``)."""
+    return StoppingRule(rung_steps(request.steps), eta=ETA,
+                        proxy={"n": PROXY_N, "q": PROXY_Q, "seed": PROXY_SEED})
+
+
+def lidar_of_views(features: np.ndarray, q: int, *, delta: float = LIDAR_DELTA, eps: float = LIDAR_EPS) -> float:
+    """LiDAR of (n·q, d) image-major features (q views of each image), relative ridge δ·tr(Σ_w)/d."""
+    rows, d = features.shape
+    if q < 2 or rows % q or rows // q < 2:
+        raise ValueError(f"LiDAR needs n >= 2 images of q >= 2 views; got {rows} rows for q = {q}.")
+    e = np.asarray(features, dtype=np.float64).reshape(rows // q, q, d)
+    n = e.shape[0]
+    means = e.mean(axis=1)
+    between = means - means.mean(axis=0)
+    sigma_b = between.T @ between / (n - 1)
+    centred = (e - means[:, None, :]).reshape(-1, d)
+    sigma_w = centred.T @ centred / (n * (q - 1))
+    scale = float(np.trace(sigma_w)) / d
+    sigma_w[np.diag_indices(d)] += delta * (scale if scale > 0 else 1.0)
+    w_vals, w_vecs = np.linalg.eigh(sigma_w)
+    inv_sqrt = (w_vecs / np.sqrt(w_vals)) @ w_vecs.T
+    inv_sqrt = (inv_sqrt + inv_sqrt.T) * 0.5
+    matrix = inv_sqrt @ sigma_b @ inv_sqrt
+    values = np.clip(np.linalg.eigvalsh((matrix + matrix.T) * 0.5), 0.0, None)
+    total = float(values.sum())
+    if total == 0.0:
+        return 1.0
+    p = values / total + eps
+    p = p[p > 0]
+    return float(np.exp(-np.dot(p, np.log(p))))
+
+
+def rung_value(features: Any, how: dict[str, int]) -> float:
+    """What the halving rule compares for a trial at a proxy rung: −LiDAR (lower is better);
+    features that are not a finite (n·q, d) array rank last (+inf)."""
+    array = np.asarray(features)
+    q = int(how["q"])
+    if array.ndim != 2 or array.shape[0] % q or array.shape[0] < 2 * q:
+        return math.inf
+    if not np.issubdtype(array.dtype, np.number) or not np.isfinite(array).all():
+        return math.inf
+    return -lidar_of_views(array, q)
+
+
+__all__ = ["LIDAR_DELTA", "LIDAR_EPS", "PROXY_N", "PROXY_Q", "PROXY_SEED", "lidar_of_views", "proxy", "rung_value"]
