@@ -247,6 +247,7 @@ REQUESTS: dict[str, Message] = {
     "flops": _metered("flops report"),
     "rung": Message("rung report", {"step": Field(RUNG_STEP)}, ("a",)),
     "past_train": Message("past_train request", {"order": Field(ORDER)}),
+    "train_shard": Message("train_shard request", {"shard": Field(integer(0, MAX_ORDER))}),  # a streamed task's
     "past_predictor": Message("past_predictor request", {"order": Field(ORDER)}),
     "pretrained": Message("pretrained request", {"order": Field(optional(ORDER), required=False)}),
 }

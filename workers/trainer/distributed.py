@@ -30,11 +30,13 @@ from services.store.runs import run_keys
 from workers.learners.protocol import LabelledData, Learner, Resources
 from workers.sandbox.context import LocalTrialContext, checkpoint_steps
 from workers.sandbox.dev_scoring import DevScoring
+from workers.sandbox.host_stream import WireShards
 from workers.stream.task_view import CausalTaskView
 from workers.trainer.trial import (
     TRIAL_INDEX,
     TRIAL_SEED,
     TrialSpec,
+    answer_past,
     failure_metrics,
     learner_config,
     no_flops,
@@ -123,9 +125,14 @@ def _build_view(spec: TrialSpec) -> CausalTaskView:
     def load_pretrained() -> bytes:
         return ray.get(spec.harness.pretrained.remote())
 
+    def ask(header: dict[str, Any], _: list) -> tuple[dict[str, Any], list]:  # a streamed task's shard
+        return answer_past(spec.harness, "train_shard", header["shard"])
+
+    streamed = WireShards(spec.train_shards, ask) if spec.train is None else None
     return CausalTaskView(
         info=spec.info,
-        train=spec.train,
+        train=streamed.whole if streamed else spec.train,
+        train_stream=streamed.stream if streamed else None,
         dev=spec.dev,
         past={t.order: t for t in spec.past},
         load_past_train=load_past,

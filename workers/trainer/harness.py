@@ -16,6 +16,7 @@ from services.core.errors import CausalityError, NevisError
 from services.store.objects import open_store
 from workers.learners.protocol import LabelledData
 from workers.stream.manifest import TaskSpec
+from workers.stream.shards import DatasetIndex, read_shard
 from workers.stream.task_data import load_task_data
 from workers.trainer.early_stopping import StoppingRule, SuccessiveHalving
 
@@ -36,12 +37,15 @@ class TaskHarness:
         self._pretrained: str | None = None
         self._halving: SuccessiveHalving | None = None
         self._spent: dict[int, dict[int, tuple[int, int]]] = {}
+        self._streamed: DatasetIndex | None = None
 
     def begin_task(self, *, past: Mapping[int, TaskSpec], current_order: int, key_prefix: str,
                    past_predictors: Mapping[int, str] | None = None,
-                   pretrained_key: str | None = None, stopping: StoppingRule | None = None) -> None:
+                   pretrained_key: str | None = None, stopping: StoppingRule | None = None,
+                   streamed: DatasetIndex | None = None) -> None:
         """Serve task ``current_order``: its past (train splits, and the predictors the run
-        committed, by key), and writes under ``key_prefix`` only."""
+        committed, by key), and writes under ``key_prefix`` only; ``streamed`` is the task's own
+        index where its train split is too large to hand over whole (read a shard at a time)."""
         predictors = dict(past_predictors or {})
         if any(order >= current_order for order in [*past, *predictors]):
             raise CausalityError(f"Harness of task {current_order} was given non-past tasks.")
@@ -50,6 +54,7 @@ class TaskHarness:
         self._halving = SuccessiveHalving(stopping.rungs, stopping.eta) if stopping and stopping.rungs else None
         self._prefix = key_prefix.rstrip("/") + "/"
         self._results.clear()
+        self._streamed = streamed
 
     def past_train(self, order: int) -> LabelledData:
         """The train split of an earlier task; anything else is a CausalityError."""
@@ -63,6 +68,16 @@ class TaskHarness:
                                   originals=("train",))  # replay may augment, as on the task itself
             self._cache = {order: data.labelled("train")}  # keep one: bounded memory
         return self._cache[order]
+
+    def train_shard(self, number: int) -> LabelledData:
+        """Shard ``number`` of the current task's train split (with the originals training
+        crops), for a task streamed to its learner; checked against the index like every read."""
+        shards = self._streamed.shards["train"] if self._streamed is not None else ()
+        if not isinstance(number, int) or isinstance(number, bool) or not 0 <= number < len(shards):
+            raise CausalityError(f"Task {self._current} has no train shard {number!r}: "
+                                 f"{len(shards)} shards are streamed.")
+        images, labels, originals = read_shard(self._store, self._streamed, shards[number], True)
+        return LabelledData(images, labels, originals)
 
     def past_predictor(self, order: int) -> bytes:
         """The predictor the run committed for an earlier task; anything else is a CausalityError."""

@@ -12,12 +12,10 @@ created with (the manifest stored in the database).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
@@ -44,12 +42,14 @@ from workers.sandbox.trust import bounded_by_registration, multi_worker_refusal
 from workers.stream.catalog import database_recorder
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
 from workers.stream.prepare import prepare_stream, stored_image_size
+from workers.stream.shard_stream import split_bytes
 from workers.stream.task_data import TaskData, load_task_data, load_task_index
 from workers.stream.manifest_files import load_stream
 from workers.stream.task_info import task_info
 from workers.stream.versions import ensure_stream_version, stored_manifest
 from workers.trainer import searchers
 from workers.trainer.host_usage import EvaluationCost, sum_known
+from workers.trainer.pretrained_key import stored_pretrained
 from workers.trainer.ray_env import connect_ray
 from workers.trainer.run_actors import RunActors
 from workers.trainer.run_plan import Attempt, RunObserver, RunPlan, RunRequest, Silent, preferred_budget
@@ -111,7 +111,7 @@ class StreamRunner:
             settings_explicit="image_size" in self.settings.model_fields_set, override=request.image_size,
         )
         self.prepare(manifest, size)
-        pretrained_key = self._store_pretrained(request.pretrained) if request.pretrained else None
+        pretrained_key = stored_pretrained(self.store, request.pretrained) if request.pretrained else None
         pretraining = pretraining_cflop(self.store.get_bytes(pretrained_key)) if pretrained_key else None
         with transaction(self.sessions) as session:
             version = ensure_stream_version(session, manifest=manifest)
@@ -218,8 +218,9 @@ class StreamRunner:
         """Search, choose, evaluate and commit one task; a failure is recorded, then raised.
         Returns whether the run goes on (neither its last task nor stopped by a cap)."""
         split = eval_split(plan.phase)
-        data = load_task_data(self.store, task, image_size=plan.image_size, splits=("train", "dev", split),
-                              originals=("train",))  # training crops come from the originals
+        whole = split_bytes(self._index(task, plan.image_size), "train") <= self.settings.stream_train_bytes
+        data = load_task_data(self.store, task, image_size=plan.image_size, splits=("train", "dev", split)[not whole:],
+                              originals=("train",))  # training crops come from the originals; else by shard
         attempt = self._open_attempt(plan, task)
         trial_ids: dict[int, int] = {}
         spec = self._trial_spec(attempt, host, learner, data)
@@ -326,15 +327,18 @@ class StreamRunner:
         past = {t.order: t for t in plan.tasks if t.order < task.order}
         harness = self.actors.harness(size)
         stopping = searchers.stopping_rule(plan.budget.scheduler, plan.budget.steps)
+        streamed = "train" not in data.splits  # too large to send whole: the host asks for its shards
         ray.get(harness.begin_task.remote(past=past, current_order=task.order, key_prefix=attempt.key_prefix,
                                           past_predictors={o: k for o, k in predictors.items() if o in past},
-                                          pretrained_key=plan.pretrained_key, stopping=stopping))
+                                          pretrained_key=plan.pretrained_key, stopping=stopping,
+                                          streamed=data.index if streamed else None))
         return TrialSpec(
             host=host, info=task_info(task, data.index, size),
             past=tuple(task_info(t, self._index(t, size), size) for t in past.values()),
             stream_length=len(plan.manifest.tasks), steps=plan.budget.steps,
-            checkpoint_fractions=plan.budget.checkpoint_fractions, state=state, train=data.labelled("train"), dev=data.labelled("dev"),
+            checkpoint_fractions=plan.budget.checkpoint_fractions, state=state, train=None if streamed else data.labelled("train"), dev=data.labelled("dev"),
             key_prefix=attempt.key_prefix, harness=harness, rungs=stopping.rungs, rung_proxy=stopping.proxy,
+            train_shards=tuple(s.num_examples for s in data.index.shards["train"]) if streamed else (),
         )
 
     def _evaluate(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,
@@ -359,22 +363,6 @@ class StreamRunner:
         raise TaskFailedError(message) from cause
 
     # --- helpers -----------------------------------------------------------------------------
-
-    def _store_pretrained(self, source: str) -> str:
-        """The object-store key of a pretrained checkpoint: a file is uploaded under its
-        digest (so the same file is stored once); anything else must be an existing key."""
-        path = Path(source).expanduser()
-        if path.is_file():
-            data = path.read_bytes()
-            return self.store.put_bytes(f"pretrained/{hashlib.sha256(data).hexdigest()}.bin", data).key
-        try:
-            present = self.store.exists(source)
-        except NevisError:  # not even a valid key (an absolute path that is not a file)
-            present = False
-        if present:
-            return source
-        raise NevisError(f"Pretrained checkpoint {source!r} is neither a file nor a key of the object store "
-                         "(make one with `nevis pretrain`).")
 
     def _index(self, task: TaskSpec, size: int) -> Any:
         """A past task's shard index (class names, counts), read once per run."""

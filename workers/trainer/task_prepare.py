@@ -20,9 +20,9 @@ from workers.learners.protocol import MAX_PREPARED_BYTES
 from workers.sandbox import messages
 from workers.sandbox.client import LearnerHost
 from workers.sandbox.declaration import info_to_json
-from workers.trainer.trial import TrialSpec, answer_past, no_flops, reported_flops, task_parts
+from workers.trainer.trial import TrialSpec, answer_past, no_flops, reported_flops, request_argument, task_parts
 
-PAST_OPS = ("past_train", "past_predictor", "pretrained")
+PAST_OPS = ("past_train", "past_predictor", "pretrained", "train_shard")
 """What a host may ask for while it prepares a task (besides FLOP reports; no checkpoints or rungs)."""
 
 
@@ -59,7 +59,7 @@ def prepare_in_host(host: LearnerHost, spec: TrialSpec) -> tuple[bytes, dict[str
                 return None
             if message["op"] not in PAST_OPS:
                 raise LearnerError(f"the learner host sent a {message['op']!r} frame while preparing the task")
-            return answer_past(spec.harness, message["op"], message.get("order"))
+            return answer_past(spec.harness, message["op"], request_argument(message))
         except Exception:
             broken.append(True)
             raise
@@ -67,7 +67,7 @@ def prepare_in_host(host: LearnerHost, spec: TrialSpec) -> tuple[bytes, dict[str
     data_key = spec.key_prefix  # the same task data a trial of this attempt gets, sent once per host
     request = {"op": "prepare_task", "data_key": data_key, "info": info_to_json(spec.info),
                "past": [info_to_json(p) for p in spec.past], "stream_length": spec.stream_length,
-               "seed": spec.info.order}
+               "seed": spec.info.order, "train_shards": list(spec.train_shards)}
     parts = task_parts(spec.train, spec.dev) if host.data_key != data_key else []
     try:
         header, out = host.call(request, [*parts, spec.state], on_message=on_message)

@@ -50,13 +50,14 @@ class TrialSpec:
     steps: int
     checkpoint_fractions: tuple[float, ...]
     state: bytes  # pickled learner state from the previous task
-    train: LabelledData
+    train: LabelledData | None  # None where the task is streamed: see train_shards
     dev: LabelledData
     key_prefix: str  # object-store prefix of this task attempt
     harness: Any  # ActorHandle of workers.trainer.harness.TaskHarness
     rungs: tuple[int, ...] = ()  # early stopping's rung steps (ASHA); none without it
     rung_proxy: dict[str, int] | None = None  # proxy scheduler: LiDAR views {n, q, seed} at the rungs
     prepared: bytes | None = None  # the learner's prepare_task result, pickled in its host; None without
+    train_shards: tuple[int, ...] = ()  # rows of each train shard, where the split is too large to send whole
 
 
 def learner_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,7 +120,7 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
         "steps": spec.steps, "checkpoint_at": list(limits.checkpoint_at),
         "seed": int(config[TRIAL_SEED]), "config": learner_config(config), "rungs": list(spec.rungs),
         **({"rung_proxy": dict(spec.rung_proxy)} if spec.rung_proxy else {}),
-        "prepared": spec.prepared is not None,
+        "prepared": spec.prepared is not None, "train_shards": list(spec.train_shards),
     }
     parts = task_parts(spec.train, spec.dev) if host.data_key != data_key else []
     prepared = [] if spec.prepared is None else [spec.prepared]  # before the state, which comes last
@@ -152,7 +153,7 @@ def _answer(spec: TrialSpec, index: int, heard: _Heard, message: dict[str, Any],
         return None
     if op == "rung":
         return _answer_rung(spec, index, message["step"], parts[0], heard.rungs)
-    return answer_past(spec.harness, op, message.get("order"))
+    return answer_past(spec.harness, op, request_argument(message))
 
 
 def _store_checkpoint(harness: Any, heard: _Heard, step: int, data: bytes) -> None:
@@ -210,10 +211,16 @@ def _finish(config: Mapping[str, Any], spec: TrialSpec, result: dict[str, Any], 
             "peak_memory_bytes": result["peak_memory_bytes"], "missed_checkpoints": result["missed_checkpoints"]}
 
 
-def task_parts(train: LabelledData, dev: LabelledData) -> list[np.ndarray]:
+def task_parts(train: LabelledData | None, dev: LabelledData) -> list[np.ndarray]:
     """A task's splits as the host's ``trial`` request carries them: dev first (2 arrays),
-    then train (2, or 4 with the originals its training crops come from)."""
-    return [*dev.to_arrays()[:2], *train.to_arrays()]
+    then train (2, or 4 with the originals its training crops come from), unless the task is
+    streamed (``train`` is ``None``: the host asks for its shards one at a time)."""
+    return [*dev.to_arrays()[:2], *(train.to_arrays() if train is not None else [])]
+
+
+def request_argument(message: Mapping[str, Any]) -> Any:
+    """What a checked request for data names: a streamed shard's number, or a task's order."""
+    return message["shard"] if message["op"] == "train_shard" else message.get("order")
 
 
 def answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], list]:
@@ -224,7 +231,7 @@ def answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], list
     except Exception as exc:  # noqa: BLE001 - a CausalityError from the harness, as data
         cause = getattr(exc, "cause", None) or exc
         return {"op": op, "ok": False, "message": str(cause)[:2000]}, []
-    parts = answer.to_arrays() if op == "past_train" else [answer]
+    parts = answer.to_arrays() if op in ("past_train", "train_shard") else [answer]
     return {"op": op, "ok": True}, parts
 
 
@@ -321,5 +328,6 @@ def _failed(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, A
 
 __all__ = [
     "CHECKPOINT_MAX_BYTES", "HARNESS_KEYS", "TRIAL_INDEX", "TRIAL_SEED", "TrialSpec", "answer_past", "failure_metrics",
-    "learner_config", "no_flops", "reported_flops", "run_trial_in_host", "task_parts", "trial_prefix"
+    "learner_config", "no_flops", "reported_flops", "request_argument", "run_trial_in_host", "task_parts",
+    "trial_prefix"
 ]
