@@ -62,7 +62,7 @@ def run(
     search: Optional[str] = typer.Option(None, "--search", callback=lambda v: v and _known("search strategy", v, SEARCH_NAMES),  # noqa: UP007
                                help="Search strategy: random, or gp_ucb (sequential Gaussian-process search). Default: the learner's preference (bhpo: gp_ucb), else random."),
     scheduler: str = typer.Option("fifo", "--scheduler", callback=lambda v: _known("trial scheduler", v, SCHEDULER_NAMES),
-                                  help="Trial scheduler: fifo, or asha (stops trailing trials at intermediate reports)."),
+                                  help="Trial scheduler: fifo, asha (stops trailing trials at intermediate reports), or proxy (the same on LiDAR, no labels)."),
     max_concurrent: Optional[int] = typer.Option(None, "--max-concurrent", help="Trials at once (default: as the CPUs allow)."),  # noqa: UP007
     image_size: Optional[int] = typer.Option(None, "--image-size", help="Task resolution: side in pixels of the images learners see and are scored on (default: the stream's)."),  # noqa: UP007
     flop_cap: Optional[float] = typer.Option(None, "--flop-cap", help="Stop the run (status stopped) once its committed tasks' cFLOP reaches this; that task is kept."),  # noqa: UP007

@@ -63,8 +63,9 @@ class RunBudget(BaseModel):
         default="random", description="Search strategy of each task's trials: random (independent "
         "seeded samples) or gp_ucb (sequential Gaussian-process search, upper confidence bound).")
     scheduler: SchedulerName = Field(
-        default="fifo", description="Trial scheduler: fifo (every trial runs to the end) or asha "
-        "(asynchronous successive halving: stops trials that trail at intermediate reports).")
+        default="fifo", description="Trial scheduler: fifo (every trial runs to the end), asha "
+        "(asynchronous successive halving: stops trials that trail at intermediate reports) or proxy "
+        "(the same rule on LiDAR of unlabelled train views at 1/8 and 1/4 of the steps: no dev label read).")
 
     def __init__(self, **data: Any) -> None:
         try:
