@@ -58,6 +58,7 @@ from services.store.runs.board_uncertainty import board_uncertainty
 from services.store.runs.leaderboard import RANKED_PHASE, SORT_KEYS, front_points, leaderboard
 from services.store.runs.profiles import performance_profiles, profile_scores
 from services.store.runs.visibility import ANONYMOUS, Viewer, check_readable
+from services.store.runs.transfer import transfer_report
 from services.store.probes.report import load_probe_report
 
 HERE = Path(__file__).parent
@@ -204,6 +205,18 @@ def submission_json(session: SessionDep, viewer: Reader, submission_id: DbId) ->
     if isinstance(rows, Response):
         return rows
     return JSONResponse({"submission_id": submission_id, "tasks": rows},
+                        headers={"Cache-Control": "no-cache" if viewer == ANONYMOUS else "private, no-cache"})
+
+
+@router.get("/submissions/{submission_id}/transfer.json")
+def transfer_json(session: SessionDep, store: StoreDep, viewer: Reader, submission_id: DbId) -> Response:
+    """The page's Transfer section as JSON: what ``nevis results --json`` prints as ``transfer``."""
+    try:
+        check_readable(session, viewer, [submission_id])
+        report = transfer_report(session, store, submission_id=submission_id)
+    except UnknownNameError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+    return JSONResponse({"submission_id": submission_id, **report.to_dict()},
                         headers={"Cache-Control": "no-cache" if viewer == ANONYMOUS else "private, no-cache"})
 
 

@@ -22,7 +22,7 @@ from services.dashboard.server import create_server_app
 LEARNER = {"entrypoint": "nevis_test_learners:nearest_mean"}
 MISSING = 10**9
 DETAIL_PAGES = ("/submissions/{id}", "/submissions/{id}/tasks.csv", "/submissions/{id}/tasks.json",
-                "/submissions/{id}/probes", "/submissions/{id}/probes.json")
+                "/submissions/{id}/probes", "/submissions/{id}/probes.json", "/submissions/{id}/transfer.json")
 API_DETAILS = ("/v1/submissions/{id}", "/v1/submissions/{id}/events", "/v1/submissions/{id}/probes")
 
 

@@ -184,6 +184,10 @@ def test_the_submission_page_shows_repeats_matrix_and_resolution_slices(browser,
     assert slices == [[pytest.approx(s.mean_error) for s in report.slices],
                       [pytest.approx(s.indep_mean_error) for s in report.slices]]
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+    download = browser.execute_script("return fetch(document.getElementById('transfer-json').href).then(r => r.json())")
+    assert download == {"submission_id": ft_d, **json.loads(json.dumps(report.to_dict()))}
+    missing = browser.execute_script("return fetch('/submissions/999999/transfer.json').then(r => r.status)")
+    assert missing == 404
     browser.get(f"{server}/submissions/{indep}")
     _drawn(browser, "repeats", "resolution")
     assert NO_INDEP in browser.find_element(By.ID, "repeats-indep").text
