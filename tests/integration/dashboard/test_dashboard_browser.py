@@ -138,10 +138,16 @@ def test_the_leaderboard_shows_both_runs_and_their_front(browser, server, runs):
     assert "baseline" in rows[[int(r.get_attribute("data-submission")) for r in rows].index(ids[0])].text
     by_id = {int(r.get_attribute("data-submission")): r for r in rows}
     header = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#leaderboard thead th")]
-    assert header[header.index("cFLOP") + 1: header.index("cFLOP") + 3] == ["cFLOP (paper)", "CPU s"]
+    assert header[header.index("cFLOP") + 1: header.index("cFLOP") + 4] == ["cFLOP (paper)", "Profile score", "CPU s"]
     marks = {i: r.find_elements(By.CSS_SELECTOR, ".badge-floor") for i, r in by_id.items()}
     assert marks[ids[0]] == [] and [m.text for m in marks[ids[1]]] == ["floor"]
     assert "harness charged a floor" in marks[ids[1]][0].get_attribute("title")
+    closed = {i: r.find_elements(By.CSS_SELECTOR, ".badge-closed") for i, r in by_id.items()}  # no code_url given
+    assert closed[ids[0]] == [] and [m.text for m in closed[ids[1]]] == ["code not public"]  # the baseline's is public
+    assert "no public code URL" in closed[ids[1]][0].get_attribute("title")
+    assert "code not public" in browser.find_element(By.ID, "board-legend").text
+    scores = {i: r.find_element(By.CSS_SELECTOR, "td.profile-score").text.split()[0] for i, r in by_id.items()}
+    assert all(0.0 <= float(v) <= 1.0 for v in scores.values())
     plotted = browser.execute_script(
         "return document.getElementById('pareto').data.map(t => ({name: t.name, x: t.x, y: t.y, ids: t.customdata}))")
     with session_factory(make_engine(url))() as session:
@@ -168,6 +174,14 @@ def test_sorting_downloads_and_the_api_agree(browser, server, runs):
     assert shown == [item["submission_id"] for item in api["items"]]
     csv_text = browser.execute_script("return fetch(document.querySelector(\"a[href^='/leaderboard.csv']\").href).then(r => r.text())")
     assert csv_text.splitlines()[0].startswith("rank,submission_id,learner") and len(csv_text.splitlines()) == 1 + len(ids)
+    browser.find_element(By.XPATH, "//th[a[text()='Profile score']]/a").click()  # best profile score first
+    WebDriverWait(browser, 30).until(lambda d: "sort=profile" in d.current_url)
+    assert browser.find_element(By.ID, "profile-header").get_attribute("aria-sort") == "descending"
+    shown = [int(r.get_attribute("data-submission")) for r in browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
+    api = json.loads(browser.execute_script("return fetch('/v1/leaderboard?sort=profile').then(r => r.text())"))
+    assert shown == [item["submission_id"] for item in api["items"]]
+    scores = [item["profile_score"] for item in api["items"]]
+    assert None not in scores and scores == sorted(scores, reverse=True)
     errors, foreign = _problems(browser, server)
     assert errors == [] and foreign == []
 
@@ -205,6 +219,16 @@ def test_compare_and_keyboard_navigation(browser, server, runs):
     _open(browser, f"{server}/compare?ids={ids[0]},{ids[1]}", charts=1)
     traces = browser.execute_script("return document.getElementById('compare').data.length")
     assert traces == 2 and len(browser.find_elements(By.CSS_SELECTOR, "#compare tbody tr")) == 5
+    delta = browser.find_element(By.ID, "delta-e").text  # the paired interval of ΔE and its verdict
+    assert "95 %" in delta and ("beyond noise" in delta or "within noise" in delta)
+    with session_factory(make_engine(runs[0]))() as session:
+        a, b = (load_summary(session, submission_id=i) for i in ids)
+    assert float(delta.split()[0]) == pytest.approx(a.mean_error - b.mean_error, abs=1e-4)
+    assert float(browser.find_element(By.ID, "delta-cflop").text) == pytest.approx(a.cflop - b.cflop, rel=1e-3)
+    assert browser.find_element(By.ID, "differing-tasks").text  # the tasks beyond noise, or "none"
+    per_task = [r.find_elements(By.TAG_NAME, "td") for r in browser.find_elements(By.CSS_SELECTOR, "#compare tbody tr")]
+    paired = [cells for cells in per_task if cells[-2].text != "–"]  # the headline tasks both committed
+    assert paired and all(cells[-1].text in ("yes", "no") and "[" in cells[-2].text for cells in paired)
     _open(browser, server + "/")
     browser.find_element(By.TAG_NAME, "body").send_keys("\t")  # the first Tab reaches "Skip to content"
     assert browser.switch_to.active_element.text == "Skip to content"
