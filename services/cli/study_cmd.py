@@ -72,7 +72,7 @@ def pareto(
     stream: str = typer.Option(..., "--stream", "-s", help="Stream name or manifest path."),
     learners: str = typer.Option(..., "--learners", help="Comma-separated learners, e.g. indep,ft_prev,ft_d (indep, or else its first variant such as indep_small, is the regret reference)."),
     budgets: str = typer.Option(..., "--budgets", help="Comma-separated per-task budgets TRIALSxSTEPS, e.g. 2x30,4x60,8x120."),
-    seeds: str = typer.Option("0", "--seeds", help="Comma-separated run seeds, e.g. 0,1 (E's spread over them is reported)."),
+    seeds: str = typer.Option("0,1,2", "--seeds", help="Comma-separated run seeds (default three: E's mean, SD and 95 % t interval over them are reported and drawn)."),
     phase: str = typer.Option("meta_test", "--phase", help="meta_test (whole stream, test split) or meta_train (meta-train tasks, dev-test split)."),
     out: Path = typer.Option(..., "--out", help="Folder of the study: its plan (study.json), tables and figures. Rerun to resume."),
 ) -> None:
@@ -137,11 +137,11 @@ def _print_points(points: Sequence[Any]) -> None:
 
 
 def _print_aggregate(rows: Sequence[Any]) -> None:
-    table = Table("learner", "budget", "seeds", "E mean", "E std", "cFLOP mean", "on front",
-                  title="Over seeds (mean, sample standard deviation)")
+    table = Table("learner", "budget", "seeds", "E mean", "E std", "E 95 % (t)", "cFLOP mean", "on front",
+                  title="Over seeds (mean, sample standard deviation, Student t 95 % interval of the mean)")
     for r in rows:
         table.add_row(r.learner, r.budget, str(r.seeds), f"{r.mean_error:.4f}", _number(r.std_error, ".4f"),
-                      f"{r.mean_cflop:.3e}", "yes" if r.on_front else "")
+                      "" if r.ci_low is None else f"[{r.ci_low:.4f}, {r.ci_high:.4f}]", f"{r.mean_cflop:.3e}", "yes" if r.on_front else "")
     console.print(table)
 
 

@@ -17,6 +17,7 @@ Anything else in a figure is left out of the PNG (the HTML copy stays complete).
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,9 +72,11 @@ def _numbers(values: Any) -> list[float]:
 
 
 def _title(node: Any) -> str | None:
-    if isinstance(node, dict):
-        return node.get("text")
-    return node if isinstance(node, str) else None
+    """A title's text; plotly's line breaks as new lines, its inline tags (``<sup>``) dropped."""
+    text = node.get("text") if isinstance(node, dict) else node
+    if not isinstance(text, str):
+        return None
+    return re.sub(r"</?(sup|sub|b|i)>", "", text.replace("<br>", "\n"))
 
 
 def _colour(trace: dict[str, Any]) -> str | None:

@@ -7,7 +7,8 @@ the dashboard's conventions: cFLOP on a log axis, the front drawn as a dotted st
 regret as Σ (e − e Indep) with a zero line.
 
 - :func:`pareto_figure`: E against cFLOP, one colour per learner, one marker per budget
-  (mean over seeds, error bar = their standard deviation), each learner's front drawn.
+  (mean over seeds, error bar = the Student t 95 % interval of that mean over the seeds; none
+  with a single seed), each learner's front drawn; the figure says so under its title.
 - :func:`regret_figure`: regret against Indep (METRICS.md §1) over the meta-test tasks and
   over the whole stream. Which runs give it: a ``meta_test`` run covers the whole stream
   (meta-train tasks scored on their test split too; ``StreamManifest.tasks_of_phase``), so
@@ -16,7 +17,7 @@ regret as Σ (e − e Indep) with a zero line.
   holds the meta-train tasks only (dev-test split): its "whole stream" curve is over those,
   and it has no meta-test curve. Curves are averaged over seeds task by task.
 - :func:`slices_figure`: E by domain and by training-set size bin (:data:`SIZE_BINS`), over
-  the phase's headline tasks, mean over seeds with their standard deviation.
+  the phase's headline tasks, mean over seeds with their standard deviation (said in the title).
 """
 
 from __future__ import annotations
@@ -76,18 +77,29 @@ def pareto_figure(rows: Sequence[AggregateRow], *, title: str, phase: str = "met
             x=[r.mean_cflop for r in mine], y=[r.mean_error for r in mine], mode="markers+text", name=learner,
             legendgroup=learner, text=[r.budget for r in mine], textposition="top center",
             marker={"color": colour, "size": 9},
-            error_y={"type": "data", "array": [r.std_error or 0.0 for r in mine],
-                     "visible": any(r.std_error is not None for r in mine)},
-            customdata=[r.seeds for r in mine],
-            hovertemplate=f"{learner} %{{text}}<br>cFLOP %{{x:.3s}}<br>E %{{y:.4f}}<br>seeds %{{customdata}}<extra></extra>"))
+            error_y={"type": "data", "array": [r.ci_half_width or 0.0 for r in mine],
+                     "visible": any(r.ci_half_width is not None for r in mine)},
+            customdata=[[r.seeds, _interval_text(r)] for r in mine],
+            hovertemplate=(f"{learner} %{{text}}<br>cFLOP %{{x:.3s}}<br>E %{{y:.4f}} (mean over %{{customdata[0]}} "
+                           "seed(s))<br>%{customdata[1]}<extra></extra>")))
         front = sorted((r for r in mine if r.on_front), key=lambda r: r.mean_cflop)
         figure.add_trace(go.Scatter(
             x=[r.mean_cflop for r in front], y=[r.mean_error for r in front], mode="lines", name=f"{learner} front",
             legendgroup=learner, showlegend=False, line={"color": colour, "dash": "dot", "shape": "hv"},
             hoverinfo="skip"))
-    figure.update_layout(title=title, template=_TEMPLATE, xaxis={"type": "log", "title": {"text": "cFLOP (log scale)"}},
+    seeds = max((r.seeds for r in rows), default=1)
+    bars = ("error bars: Student t 95 % interval of the mean E over seeds" if seeds > 1
+            else "one seed per point: no interval over seeds (run --seeds 0,1,2)")
+    figure.update_layout(title={"text": f"{title}<br><sup>{bars}</sup>"}, template=_TEMPLATE,
+                         xaxis={"type": "log", "title": {"text": "cFLOP (log scale)"}},
                          yaxis={"title": {"text": f"E (mean error, {phase.replace('_', '-')})"}})
     return figure
+
+
+def _interval_text(row: AggregateRow) -> str:
+    if row.ci_low is None or row.ci_high is None:
+        return "one seed: no interval"
+    return f"95 % t interval over seeds [{row.ci_low:.4f}, {row.ci_high:.4f}], SD {row.std_error:.4f}"
 
 
 # --- (b) regret against Indep ------------------------------------------------------------------
@@ -240,7 +252,8 @@ def study_figures(points: Sequence[PointResult], rows: Sequence[AggregateRow], *
         "pareto": pareto_figure(rows, title=f"E against cFLOP: {where}", phase=phase),
         "regret": regret_figure(points, reference=reference,
                                 title=f"Regret against {reference} (same budget and seed): {where}"),
-        "slices": slices_figure(points, title=f"E by domain and training-set size: {where}"),
+        "slices": slices_figure(points, title=f"E by domain and training-set size: {where}"
+                                "<br><sup>mean over seeds; error bars: their sample standard deviation</sup>"),
     }
 
 

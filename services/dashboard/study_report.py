@@ -5,8 +5,9 @@ back from the database with the same read models as every view of a run (``load_
 for E and cFLOP, ``task_facts`` for domains and training-set sizes); this module only
 arranges them. Per point: learner, budget, seed, E (mean error over the phase's tasks),
 cFLOP (every committed task's FLOPs, search included) and the number of tasks E averages.
-Per (learner, budget): the mean of E over seeds, its sample standard deviation (None with a
-single seed), the mean cFLOP, and whether the pair is on that learner's Pareto front
+Per (learner, budget): the mean of E over seeds, its sample standard deviation and the Student t
+95 % interval of that mean (:func:`services.core.uncertainty.over_seeds`; None with a single
+seed, which is why the study runs three seeds by default), the mean cFLOP, and whether the pair is on that learner's Pareto front
 (METRICS.md §1, :func:`~services.core.metrics.pareto_front`). Only complete points (every
 headline task scored) enter the aggregates and the figures.
 """
@@ -23,6 +24,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from services.core.metrics import pareto_front
+from services.core.uncertainty import over_seeds
 from services.dashboard.views import to_csv
 from services.store.db.models import Submission
 from services.store.runs.details import task_facts
@@ -30,7 +32,8 @@ from services.store.runs.summary import RunSummary, load_summary
 from workers.trainer.study_plan import StudyPlan, StudyPoint
 
 POINT_COLUMNS = ("learner", "budget", "trials", "steps", "seed", "submission_id", "status", "E", "cFLOP", "tasks")
-AGGREGATE_COLUMNS = ("learner", "budget", "trials", "steps", "seeds", "E_mean", "E_std", "cFLOP_mean", "on_front")
+AGGREGATE_COLUMNS = ("learner", "budget", "trials", "steps", "seeds", "E_mean", "E_std", "E_ci_low", "E_ci_high",
+                     "cFLOP_mean", "on_front")
 POINTS_CSV, AGGREGATE_CSV, RESULTS_JSON = "points.csv", "aggregate.csv", "results.json"
 
 
@@ -88,10 +91,18 @@ class AggregateRow:
     std_error: float | None  # sample standard deviation over seeds; None with one seed
     mean_cflop: float
     on_front: bool  # on this learner's Pareto front of (mean cFLOP, mean E)
+    ci_low: float | None = None  # Student t 95 % interval of the mean E over seeds; None with one seed
+    ci_high: float | None = None
+
+    @property
+    def ci_half_width(self) -> float | None:
+        """Half the width of the seeds' 95 % interval (the figure's error bar); None with one seed."""
+        return None if self.ci_high is None else self.ci_high - self.mean_error
 
     def row(self) -> dict[str, Any]:
         return {"learner": self.learner, "budget": self.budget, "trials": self.trials, "steps": self.steps,
                 "seeds": self.seeds, "E_mean": self.mean_error, "E_std": self.std_error,
+                "E_ci_low": self.ci_low, "E_ci_high": self.ci_high,
                 "cFLOP_mean": self.mean_cflop, "on_front": self.on_front}
 
 
@@ -130,8 +141,8 @@ def load_results(session: Session, plan: StudyPlan) -> list[PointResult]:
 # --- aggregating ---------------------------------------------------------------------------------
 
 def aggregate(points: Sequence[PointResult]) -> list[AggregateRow]:
-    """Mean and sample standard deviation of E over seeds per (learner, budget), in the
-    order pairs first appear; with each learner's Pareto front marked."""
+    """Mean, sample standard deviation and Student t 95 % interval of E over seeds per
+    (learner, budget), in the order pairs first appear; with each learner's Pareto front marked."""
     groups: dict[tuple[str, str], list[PointResult]] = {}
     for point in points:
         if point.complete:
@@ -139,10 +150,12 @@ def aggregate(points: Sequence[PointResult]) -> list[AggregateRow]:
     rows = []
     for (learner, budget), members in groups.items():
         errors = [float(p.mean_error) for p in members]  # type: ignore[arg-type]
+        spread = over_seeds(errors).interval
         rows.append(AggregateRow(
             learner=learner, budget=budget, trials=members[0].trials, steps=members[0].steps, seeds=len(members),
             mean_error=statistics.fmean(errors), std_error=statistics.stdev(errors) if len(errors) > 1 else None,
-            mean_cflop=statistics.fmean(p.cflop for p in members), on_front=False))
+            mean_cflop=statistics.fmean(p.cflop for p in members), on_front=False,
+            ci_low=None if spread is None else spread.low, ci_high=None if spread is None else spread.high))
     return _mark_fronts(rows)
 
 

@@ -61,6 +61,8 @@ def test_aggregates_are_the_mean_and_sample_std_of_e_over_seeds() -> None:
     assert first.std_error == pytest.approx(statistics.stdev([0.5, 0.55]))
     assert first.mean_cflop == pytest.approx(11.0)
     assert rows[("indep", "2x3")].std_error == pytest.approx(0.0)
+    half = 12.706204736 * statistics.stdev([0.5, 0.55]) / 2**0.5  # t(0.975, 1 df) * SD / sqrt(2)
+    assert (first.ci_low, first.ci_high) == pytest.approx((0.525 - half, 0.525 + half))
     assert [r.on_front for r in rows.values()] == [True, True, True, False]
 
 
@@ -69,6 +71,8 @@ def test_a_single_seed_has_no_spread_and_unfinished_points_are_left_out() -> Non
                           phase="meta_test", mean_error=0.1, cflop=5.0, tasks=1, headline_tasks=2)
     rows = aggregate([POINTS[0], running])
     assert len(rows) == 1 and rows[0].seeds == 1 and rows[0].std_error is None and rows[0].on_front
+    assert (rows[0].ci_low, rows[0].ci_high) == (None, None)
+    assert "no interval over seeds" in pareto_figure(rows, title="t").layout.title.text
 
 
 def test_the_pareto_plot_holds_each_learners_points_error_bars_and_front() -> None:
@@ -78,7 +82,9 @@ def test_the_pareto_plot_holds_each_learners_points_error_bars_and_front() -> No
     indep, ft_prev = traces["indep"], traces["ft_prev"]
     assert list(indep.x) == [11.0, 20.0] and list(indep.y) == pytest.approx([0.525, 0.4])
     assert list(indep.text) == ["1x3", "2x3"]
-    assert list(indep.error_y.array) == pytest.approx([statistics.stdev([0.5, 0.55]), 0.0])
+    assert list(indep.error_y.array) == pytest.approx([r.ci_high - r.mean_error for r in rows if r.learner == "indep"])
+    assert indep.error_y.array[0] > statistics.stdev([0.5, 0.55]) and indep.error_y.array[1] == 0.0  # t interval, not SD
+    assert "Student t 95 % interval" in figure.layout.title.text
     assert indep.marker.color != ft_prev.marker.color
     # The drawn front is exactly the non-dominated set of the learner's points.
     for learner in ("indep", "ft_prev"):
