@@ -66,10 +66,12 @@ def _context(
 @app.command("prepare")
 def prepare(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
     """Build the shards of every dataset of a stream (skipping those already present)."""
+    from services.cli.data_convert_cmd import convert_fetched  # noqa: PLC0415
     from workers.stream.prepare import STAGES, prepare_stream  # noqa: PLC0415
 
     manifest, store, size, offline_dir = _context(stream, image_size)
     console = make_console()
+    convert_fetched(manifest, console)  # fetched archives not converted yet: fetch, then prepare
     console.print(f"Preparing stream [bold]{manifest.name}[/] at {size}px into {store.url}")
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                MofNCompleteColumn(), TimeElapsedColumn())

@@ -16,7 +16,7 @@ from rich.table import Table
 from services.cli.console import make_console
 from services.cli.data_fetch_cmd import stream_sources
 from services.core.config import get_settings
-from services.core.errors import ConfigError, DataIntegrityError
+from services.core.errors import ConfigError, DataIntegrityError, DatasetNotFoundError
 
 if TYPE_CHECKING:
     from workers.stream.readers.convert import ConvertOutcome
@@ -68,4 +68,30 @@ def convert(
     console.print(f"All {len(outcomes)} sources converted or already present.")
 
 
-__all__ = ["convert"]
+def convert_fetched(manifest, console) -> list[ConvertOutcome]:
+    """What ``nevis data prepare`` does first: convert each source of the stream whose files
+    were fetched (its folder under ``<NEVIS_DATA_DIR>/sources`` exists) and not converted yet,
+    so fetch then prepare is enough. Sources not fetched, or not in the catalogue (generated
+    ones, a user's own datasets), are left to ``prepare``, which names what it cannot find."""
+    from workers.stream.readers.convert import PRESENT, convert_sources  # noqa: PLC0415
+    from workers.stream.sources.catalogue import load_catalogue  # noqa: PLC0415
+    from workers.stream.sources.locations import sources_dir  # noqa: PLC0415
+
+    settings = get_settings()
+    if settings.offline_data_dir is None:
+        return []
+    catalogue, keys = load_catalogue(), []
+    for dataset in manifest.datasets:
+        try:
+            key = catalogue.find(dataset).key
+        except DatasetNotFoundError:
+            continue
+        if (sources_dir(settings.data_dir) / key).is_dir() and key not in keys:
+            keys.append(key)
+    outcomes = [o for o in convert_sources(keys, settings.data_dir, settings.offline_data_dir) if o.status != PRESENT]
+    if outcomes:
+        console.print(_table(f"Stream {manifest.name}: fetched sources converted first", outcomes))
+    return outcomes
+
+
+__all__ = ["convert", "convert_fetched"]

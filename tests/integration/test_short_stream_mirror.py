@@ -53,7 +53,8 @@ def invoke(*args: str) -> str:
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory: pytest.TempPathFactory, sqlite_template_path: Path) -> Iterator[Prepared]:
-    """Fetch (from the loopback mirror), convert and prepare the whole SHORT stream, once."""
+    """Fetch (from the loopback mirror) and prepare the whole SHORT stream, once: one source
+    converted by ``nevis data convert``, the rest by ``prepare``, which converts what was fetched."""
     root = tmp_path_factory.mktemp("short-mirror")
     mirror = write_fixture_mirror(root / "mirror")
     data_dir = root / "data"
@@ -72,7 +73,8 @@ def prepared(tmp_path_factory: pytest.TempPathFactory, sqlite_template_path: Pat
             env.setenv("NEVIS_DATA_MIRROR", url)
             outputs["fetch"] = invoke("data", "fetch", "--stream", STREAM)
         # The server is gone from here on: nothing after the fetch may need the network.
-        outputs["convert"] = invoke("data", "convert", "--stream", STREAM)
+        first = sorted(mirror.keys)[0]  # converted by hand; prepare converts the other 27 itself
+        outputs["convert"] = invoke("data", "convert", "--stream", STREAM, "--datasets", first)
         outputs["prepare"] = invoke("data", "prepare", "--stream", STREAM)
         yield Prepared(data_dir=data_dir, mirror=mirror, outputs=outputs)
     get_settings.cache_clear()
@@ -86,7 +88,9 @@ def test_every_short_source_is_fetched_from_the_mirror_and_every_task_is_prepare
     for path in prepared.mirror.files:  # byte for byte what the mirror served
         fetched = prepared.data_dir / "sources" / path.relative_to(prepared.mirror.folder)
         assert fetched.read_bytes() == path.read_bytes(), fetched
-    assert "All 28 sources converted or already present." in prepared.outputs["convert"]
+    assert "All 1 sources converted or already present." in prepared.outputs["convert"]
+    assert "fetched sources converted first" in prepared.outputs["prepare"]
+    assert " ".join(prepared.outputs["prepare"].split()).count("│ converted │") == 27  # one table row each
     assert "Prepared 28 dataset(s)" in prepared.outputs["prepare"]
     settings = get_settings()
     store = store_from_settings(settings)
