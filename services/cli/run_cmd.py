@@ -211,8 +211,27 @@ def show_results(run_id: int, *, as_json: bool):
     if summary.flops_floored:
         console.print(f"[yellow]floor:[/] {summary.floored_tasks} task(s) charged a FLOP floor: some trial's FLOP count "
                       "was below what its measured CPU time implies.")
+    _print_transfer(_load_transfer(run_id))
     console.print(f"status: {summary.status}" + (f" ({summary.message})" if summary.message else ""))
     return summary
+
+
+def _print_transfer(report) -> None:
+    """The repeated datasets and FT-d's choices, where the run has them (docs/transfer.md)."""
+    from services.core.transfer import candidate_label  # noqa: PLC0415
+
+    if report.repeats:
+        against = f"Indep #{report.indep_submission_id}" if report.indep_submission_id else report.indep_reason
+        table = Table("dataset", "first", "later", "error first", "error later", "later − first", "Indep later",
+                      "later − Indep", title=f"Repeated datasets (against {against})")
+        for r in report.repeats:
+            table.add_row(r.dataset, str(r.first), str(r.later),
+                          *(("" if v is None else f"{v:.4f}") for v in (r.first_error, r.later_error, r.vs_first,
+                                                                           r.indep_error, r.vs_indep)))
+        console.print(table)
+    if report.choices:
+        chosen = ", ".join(f"{t}←{candidate_label(c.chosen)}" for t, c in sorted(report.choices.items()))
+        console.print(f"Starts chosen (the learner's own record): {chosen}")
 
 
 def _flops_text(value: float | None, *, digits: int = 3) -> str:

@@ -113,6 +113,7 @@ def test_nevis_results_json_carries_the_report(runs, monkeypatch):
     get_settings.cache_clear()
     try:
         result = CliRunner().invoke(cli, ["results", str(ft_d), "--json"])
+        text = CliRunner().invoke(cli, ["results", str(ft_d)])
     finally:
         get_settings.cache_clear()
     assert result.exit_code == 0, result.output
@@ -120,6 +121,9 @@ def test_nevis_results_json_carries_the_report(runs, monkeypatch):
     report, _ = _report(settings, ft_d)
     assert shown == json.loads(json.dumps(report.to_dict()))
     assert shown["transfer_matrix"]["recorded_by"].startswith("the learner")
+    assert text.exit_code == 0, text.output
+    assert f"Repeated datasets (against Indep #{report.indep_submission_id})" in text.output
+    assert "the learner's own record" in text.output and "3←task" in text.output
 
 
 @pytest.fixture(scope="module")
