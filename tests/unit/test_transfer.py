@@ -143,3 +143,12 @@ def test_the_state_is_read_as_plain_data_only(capsys):
     assert choices == {} and reason == "no task committed yet"
     numpy_floats = _Stored(pickle.dumps({2: {"chosen": 1, "knn_error": {1: np.float32(0.5)}}}))
     assert learner_choices(numpy_floats, numpy_floats, 1)[0] == {}  # a class, refused rather than built
+
+
+def test_the_module_examples_hold():
+    import doctest
+
+    from services.core import transfer
+
+    result = doctest.testmod(transfer)
+    assert result.attempted >= 9 and result.failed == 0
