@@ -182,7 +182,8 @@ async def submission_page(request: Request, viewer: Reader, submission_id: DbId,
         return 200, _render("submission.html", title=f"Submission #{submission_id}", view=view,
                             columns=TASK_COLUMNS, logs=logs,
                             interval=interval_of(session, request.app.state.store, view.summary),
-                            transfer=transfer_view(session, request.app.state.store, submission_id))
+                            transfer=transfer_view(session, request.app.state.store, submission_id,
+                                                   view.summary))
 
     if logs is not None:
         with request.app.state.sessions() as session:

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from services.core.transfer import candidate_label
 from services.dashboard import transfer_figures
 from services.store.objects import ObjectStore
+from services.store.runs.summary import RunSummary
 from services.store.runs.transfer import TransferReport, transfer_report
 
 
@@ -26,10 +27,11 @@ class TransferView:
         return candidate_label(order)
 
 
-def transfer_view(session: Session, store: ObjectStore, submission_id: int) -> TransferView:
+def transfer_view(session: Session, store: ObjectStore, submission_id: int,
+                  summary: RunSummary | None = None) -> TransferView:
     """The report and its figures: repeats (if the stream has any), the matrix (if the learner
-    recorded choices), the resolution slices (if a task is scored)."""
-    report = transfer_report(session, store, submission_id=submission_id)
+    recorded choices), the resolution slices (if a task is scored); ``summary``: the run's, if read."""
+    report = transfer_report(session, store, submission_id=submission_id, summary=summary)
     targets, sources, cells = report.matrix()
     charts = {}
     if report.repeats:

@@ -43,7 +43,7 @@ from services.store.objects import ObjectStore
 from services.store.runs.details import INDEP_NAME
 from services.store.runs.leaderboard import is_baseline
 from services.store.runs.records import last_state_key
-from services.store.runs.summary import load_summary
+from services.store.runs.summary import RunSummary, load_summary
 
 MAX_STATE_BYTES = 16 * 2**20
 """A larger learner state is not read for choices (FT-d's is a few kB per task)."""
@@ -83,10 +83,12 @@ class TransferReport:
         }
 
 
-def transfer_report(session: Session, store: ObjectStore, *, submission_id: int) -> TransferReport:
-    """The run's repeats, FT-d choices and resolution slices; an unknown id is an
-    UnknownNameError (from :func:`load_summary`)."""
-    summary = load_summary(session, submission_id=submission_id)
+def transfer_report(session: Session, store: ObjectStore, *, submission_id: int,
+                    summary: RunSummary | None = None) -> TransferReport:
+    """The run's repeats, FT-d choices and resolution slices (``summary``: the run's, where the
+    caller has read it already); an unknown id is an UnknownNameError (from :func:`load_summary`)."""
+    if summary is None or summary.submission_id != submission_id:
+        summary = load_summary(session, submission_id=submission_id)
     submission = session.get(Submission, submission_id)
     sides = source_sides(session, store, submission)
     facts = [TaskFact(t.order, t.dataset, t.phase, t.error, sides.get(t.order)) for t in summary.tasks]
