@@ -18,6 +18,7 @@ figure is wall time on this machine, so run it on a quiet machine; it takes minu
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -45,8 +46,45 @@ def fresh_settings(tag: str):
     return settings
 
 
+class Timeline:
+    """A run observer that stamps each task's start, trial ends and commit (driver clock), so
+    the orchestration of a task splits into where it goes, whatever the machine's load."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int, float, float | None]] = []
+
+    def task_started(self, task: Any, position: int, total: int, trials: int) -> None:
+        self.events.append(("start", task.order, time.perf_counter(), None))
+
+    def trial_finished(self, task: Any, outcome: Any) -> None:
+        self.events.append(("trial", task.order, time.perf_counter(), outcome.wall_time_s or 0.0))
+
+    def task_committed(self, task: Any, outcome: Any) -> None:
+        self.events.append(("commit", task.order, time.perf_counter(), None))
+
+    def per_task(self) -> dict[str, float]:
+        """Mean seconds per task after the first (whose executors start cold): from the task's
+        start to its first trial's training (Tune's experiment, the trial process, a host),
+        the first trial's training beyond the task's others' mean (first-call warm-up in the
+        host), between later trials, and from the last trial to the commit (evaluation, commit)."""
+        rows = []
+        for order in sorted({e[1] for e in self.events})[1:]:
+            events = [e for e in self.events if e[1] == order]
+            trials = [e for e in events if e[0] == "trial"]
+            if events[0][0] != "start" or events[-1][0] != "commit" or len(trials) < 2:
+                continue
+            later = [t[3] for t in trials[1:]]
+            rows.append({
+                "first_dispatch_s": trials[0][2] - events[0][2] - trials[0][3],
+                "first_trial_extra_s": trials[0][3] - sum(later) / len(later),
+                "later_dispatch_s": sum(b[2] - a[2] - b[3] for a, b in itertools.pairwise(trials)) / len(later),
+                "evaluate_commit_s": events[-1][2] - trials[-1][2],
+            })
+        return {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]} if rows else {}
+
+
 def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: int, tag: str) -> dict[str, Any]:
-    """One ``nevis run`` equivalent; returns wall time and the stored summary."""
+    """One ``nevis run`` equivalent; returns wall time, the stored summary and its timeline."""
     from services.core.budget import RunBudget
     from services.store.runs.summary import load_summary
     from workers.trainer.ray_env import connect_ray
@@ -56,7 +94,8 @@ def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: 
 
     settings = fresh_settings(tag)
     connect_ray(settings)
-    runner = StreamRunner(settings)
+    timeline = Timeline()
+    runner = StreamRunner(settings, observer=timeline)
     runner.prepare(load_stream(stream), _size(stream, settings))  # preparation is not timed
     budget = RunBudget(trials=trials, steps=steps, max_concurrent=concurrent)
     started = time.perf_counter()
@@ -64,7 +103,7 @@ def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: 
     wall = time.perf_counter() - started
     with runner.sessions() as session:
         summary = load_summary(session, submission_id=run_id)
-    return {"wall_s": wall, "summary": summary, "runner": runner, "run_id": run_id}
+    return {"wall_s": wall, "summary": summary, "runner": runner, "run_id": run_id, "timeline": timeline}
 
 
 def _size(stream: str, settings) -> int:
@@ -217,6 +256,9 @@ def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     print(f"service / bare (1 trial at a time): {figures['service_over_bare']:.3f}   (target <= 1.05)")
     print(f"  = {figures['overhead_per_task_s']:.1f} s of orchestration per task (Tune job, trial process, evaluation, commits)")
     print(f"  of which Ray Tune's own floor     : {figures['tune_floor_s']:.1f} s per task (an experiment of one no-op trial)")
+    figures["per_task"] = one["timeline"].per_task()
+    for name, seconds in figures["per_task"].items():
+        print(f"  per task after the first, {name:<20}: {seconds:5.2f} s")
     print(f"throughput, 2 concurrent vs 1     : {figures['concurrency_speedup']:.2f}x  (target >= 1.8x)")
     print(f"FLOP accounting cost (bare loop)  : {100 * figures['flop_accounting_overhead']:+.2f} %  (target <= 1 %)")
     print(f"FLOP counts identical to service  : {same_flops}")
