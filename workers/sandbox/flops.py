@@ -55,7 +55,15 @@ Limits (each documented rather than guessed at):
   ``model.features(x)`` are still counted; functional code outside any module call is not);
 - a ``BaseException`` other than ``Exception`` (KeyboardInterrupt) raised through a watched
   call stops untracked counting until the next :meth:`FlopMeter.watch`;
-- module calls in a process forked while watching (DataLoader workers) are not counted.
+- module calls in a process forked while watching (DataLoader workers) are not counted;
+- a parameter's shape changed through ``.data`` (no parameter registered), or a plain setting
+  (stride, a flag the forward reads) changed after the first call, is charged as before the
+  change until the next registration: what the meter checks per call is kept to what can
+  change without one (grad mode, ``training`` flags, ``requires_grad``, the arguments);
+- ``scaled_dot_product_attention`` on CPU runs a kernel that ``FlopCounterMode`` leaves
+  uncounted, while the dry run on ``meta`` takes its math path and counts its two matmuls:
+  there the meter charges more than a ``FlopCounterMode`` around the real run (torch's CUDA
+  attention kernels have FLOP formulas; not checked here on a GPU).
 Copies and pickles of a tracked module are not tracked (their hooks become inert).
 
 Purpose. NEVIS'22 counts the FLOPs of training updates only; the headline cFLOP (METRICS.md)
