@@ -196,18 +196,21 @@ def leaderboard(
     limit: int = typer.Option(20, "--limit", help="Rows to show."),
     as_json: bool = typer.Option(False, "--json", help="Print the API's JSON."),
 ) -> None:
-    """The service's leaderboard of a stream: meta-test submissions ranked by E, with cFLOP."""
+    """The service's leaderboard of a stream: meta-test submissions ranked by E, with cFLOP, the
+    profile score and whether the learner's code is public."""
     with NevisClient.from_login() as client:
         doc = client.leaderboard(stream, version=version, limit=limit)
     if as_json:
         typer.echo(json.dumps(doc, indent=2))
         return
-    table = Table("rank", "submission", "learner", "owner", "E", "cFLOP", "tasks", "status",
+    table = Table("rank", "submission", "learner", "owner", "E", "cFLOP", "profile", "code", "tasks", "status",
                   title=f"Leaderboard: {doc['stream'] or stream} {doc['version'] or ''} ({doc['phase']}), {doc['total']} rows")
     for row in doc["items"]:
         table.add_row("" if row["rank"] is None else str(row["rank"]), str(row["submission_id"]), row["learner"],
                       row["owner"] or "(local)", "" if row["mean_error"] is None else f"{row['mean_error']:.4f}",
-                      f"{row['cflop']:.3e}", f"{row['headline_done']}/{row['headline_tasks']}", row["status"])
+                      f"{row['cflop']:.3e}", "" if row.get("profile_score") is None else f"{row['profile_score']:.3f}",
+                      "public" if row.get("code_public") else "not public",
+                      f"{row['headline_done']}/{row['headline_tasks']}", row["status"])
     console.print(table)
 
 

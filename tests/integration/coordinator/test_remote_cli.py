@@ -24,6 +24,7 @@ from services.cli.client import NevisClient
 from services.cli.learner_template import render
 from services.cli.main import app
 from services.cli.remote_follow import follow
+from services.coordinator.common.client_errors import InvalidInputError
 from services.cli.console import make_console
 from services.store.db import make_engine, session_factory, transaction
 
@@ -66,7 +67,9 @@ def test_login_submit_status_leaderboard_cancel(live_server: int, shared_api, ki
 
     args = ["submit", str(learner_folder), "--entrypoint", "my_learner:make", "--stream", "tiny2",
             "--trials", "1", "--steps", "2", "--no-check", "--detach"]
-    first = runner.invoke(app, args)
+    refused_url = runner.invoke(app, [*args, "--code-url", "http://github.com/alice/linear"])
+    assert isinstance(refused_url.exception, InvalidInputError) and "--code-url" in str(refused_url.exception)
+    first = runner.invoke(app, [*args, "--code-url", "https://github.com/alice/linear"])
     assert first.exit_code == 0, first.output
     assert "Registered learner" in first.output
     sub_id = int(re.search(r"Submission (\d+): linear-\w+ on tiny2 test-1 \(meta_test\), queued", first.output)[1])
@@ -77,6 +80,8 @@ def test_login_submit_status_leaderboard_cancel(live_server: int, shared_api, ki
     with NevisClient(url, shared_api.tokens.alice) as client:
         learner = client.submission(sub_id)["learner"]
         assert client.submission(other_id)["learner"] == learner  # one learner, registered once
+        assert (client.submission(sub_id)["code_url"], client.submission(other_id)["code_url"]) == (
+            "https://github.com/alice/linear", None)
         assert sum(lr.name == learner["name"] for lr in client.learners()) == 1
 
     queued = runner.invoke(app, ["status", str(sub_id)])
@@ -100,6 +105,11 @@ def test_login_submit_status_leaderboard_cancel(live_server: int, shared_api, ki
     assert board.exit_code == 0, board.output
     row = next(line for line in board.output.splitlines() if f" {sub_id} " in line)
     assert learner["name"][:20] in row and "0.2500" in row and "alice" in row
+    assert "not public" not in row and " public " in row
+    assert re.search(r"(?<![\d.])1\.000(?![\de])", row)  # its profile score: the one finished run, best on every task
+    cells = next(line.split("│") for line in board.output.splitlines() if line.count("│") > 3
+                 and line.split("│")[2].strip() == str(other_id))  # the submission column
+    assert "not public" in [c.strip() for c in cells]
 
     cancelled = runner.invoke(app, ["cancel", str(other_id)])
     assert cancelled.exit_code == 0 and f"Submission {other_id}: cancelled" in cancelled.output
