@@ -4,7 +4,9 @@ Seeds a fresh SQLite database (or ``--postgres URL``: a fresh database on that s
 dropped at the end) with synthetic finished submissions (default 1,000 × 106 tasks, through
 :mod:`tests.support.synthetic_results`) and times :func:`performance_profiles` (both profiles,
 read from the task results) and, apart, the computation alone on the matrices it read.
-Target (issue 23, item 3): < 5 s for 1,000 submissions × 106 tasks.
+Target (issue 23, item 3): < 5 s for 1,000 submissions × 106 tasks. Also timed: what the
+leaderboard's profile-score column costs a render, :func:`profile_scores` once its scores are
+kept (the finished submissions' points read and digested), and a page of 25 rows sorted by it.
 
     .venv/bin/python bench/bench_profiles.py [--submissions 1000] [--tasks 106] [--repeat 3]
 """
@@ -24,8 +26,8 @@ from sqlalchemy.pool import NullPool
 
 from services.core.profiles import cflop_to_reference_profile, error_profile
 from services.store.db import make_engine, session_factory, transaction, upgrade
-from services.store.runs.leaderboard import front_points
-from services.store.runs.profiles import performance_profiles, task_matrix
+from services.store.runs.leaderboard import front_points, leaderboard
+from services.store.runs.profiles import performance_profiles, profile_scores, task_matrix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: its tests' seeding
 from tests.support.synthetic_results import seed_results  # noqa: E402
@@ -83,6 +85,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"profiles of {len(found.rows)} submissions x {found.tasks} tasks: best {min(whole):.2f} s "
                   f"read and computed (target < 5 s), {min(alone) * 1000:.1f} ms computed alone; "
                   f"best error score {found.rows[0].error_score:.3f}, reference runs {found.reference_runs}")
+            kept, sorted_page = [], []
+            for _ in range(args.repeat):
+                with sessions() as session:
+                    started = time.perf_counter()
+                    scores = profile_scores(session, stream=stream.stream, version=stream.version)
+                    kept.append(time.perf_counter() - started)
+                    started = time.perf_counter()
+                    leaderboard(session, stream=stream.stream, version=stream.version, sort="profile", limit=25,
+                                profiles=scores)
+                    sorted_page.append(time.perf_counter() - started)
+            print(f"leaderboard column: profile_scores {min(kept) * 1000:.0f} ms once kept (first call computed "
+                  f"them), a 25-row page sorted by them {min(sorted_page) * 1000:.0f} ms")
         finally:
             if created is not None:
                 _drop(args.postgres, created)
