@@ -229,6 +229,10 @@ def test_compare_and_keyboard_navigation(browser, server, runs):
     per_task = [r.find_elements(By.TAG_NAME, "td") for r in browser.find_elements(By.CSS_SELECTOR, "#compare tbody tr")]
     paired = [cells for cells in per_task if cells[-2].text != "–"]  # the headline tasks both committed
     assert paired and all(cells[-1].text in ("yes", "no") and "[" in cells[-2].text for cells in paired)
+    flops = {t.order: t.flops for t in a.tasks}, {t.order: t.flops for t in b.tasks}
+    for cells in paired:  # per task Δ FLOPs, counted
+        order = int(cells[0].text)
+        assert float(cells[-3].text) == pytest.approx(flops[0][order] - flops[1][order], rel=1e-3)
     _open(browser, server + "/")
     browser.find_element(By.TAG_NAME, "body").send_keys("\t")  # the first Tab reaches "Skip to content"
     assert browser.switch_to.active_element.text == "Skip to content"
