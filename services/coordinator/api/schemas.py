@@ -280,6 +280,13 @@ class PinUpdate(Request):
                          "stream (benchmark refreshes); false: stop.")
 
 
+class CodeUrlUpdate(Request):
+    code_url: Annotated[str, StringConstraints(max_length=CODE_URL_MAX)] | None = Field(
+        examples=["https://github.com/me/my-learner"], description=(
+            "Where the learner's code is public (an https:// URL); null withdraws it, and the "
+            "leaderboard marks the run 'code not public' again."))
+
+
 class StreamOut(BaseModel):
     name: str
     version: str
@@ -330,7 +337,7 @@ class QuotaOut(BaseModel):
 
 __all__ = [
     "BundleOut", "CurrentTask", "EventOut", "EventPage", "LearnerCreate", "LearnerOut",
-    "LearnerRef", "Page", "PinUpdate", "Problem", "Request", "Resources", "StreamOut", "StreamRef",
+    "LearnerRef", "Page", "PinUpdate", "CodeUrlUpdate", "Problem", "Request", "Resources", "StreamOut", "StreamRef",
     "SubmissionBrief", "SubmissionCreate", "SubmissionOut", "TaskOut", "TokenCreate",
     "TokenCreated", "TokenOut", "UserCreate", "UserOut",
     "ConcurrentOut", "MetaTestQuotaOut", "QuotaOut", "QuotaUseOut",

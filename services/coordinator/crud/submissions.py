@@ -282,6 +282,25 @@ def cancel_submission(session: Session, *, user: User, submission_id: int) -> Su
     return row
 
 
+def set_code_url(session: Session, *, user: User, submission_id: int, code_url: str | None) -> SubmissionRow:
+    """Say (or withdraw) where a submission's learner code is public: its owner's or an admin's
+    call, at any time (code is often published after the run); logged as an event.
+
+    Raises:
+        InvalidInputError: not an https URL (see :func:`check_code_url`).
+        NotFoundError: not the caller's (and the caller is no admin).
+    """
+    if code_url is not None:
+        check_code_url(code_url)
+    row = get_submission(session, user=user, submission_id=submission_id, for_update=True)
+    if row.submission.code_url != code_url:
+        row.submission.code_url = code_url
+        records.add_event(session, submission_id=submission_id, kind="submission.code_url",
+                          payload={"by": user.name, "code_url": code_url})
+    session.flush()
+    return row
+
+
 def pin_submission(session: Session, *, user: User, submission_id: int, pinned: bool
                    ) -> SubmissionRow:
     """Pin (or unpin) a submission for benchmark refreshes: its owner's or an admin's call.

@@ -100,9 +100,12 @@ def test_invalid_submissions_are_4xx_naming_the_field(shared_api, change, field,
     assert response.headers["content-type"] == "application/problem+json"
 
 
-def test_a_code_url_is_kept_and_marks_which_runs_have_public_code(client, tokens):
-    """A submission may say where its learner's code is public; the leaderboard's rows carry it,
-    and the one without (not a baseline) is marked code-not-public there and on the page."""
+def test_a_code_url_is_kept_and_marks_which_runs_have_public_code(client, tokens, monkeypatch):
+    """A submission may say where its learner's code is public, when submitted or later; the
+    leaderboard's rows carry it, and one without (not a baseline) is marked code-not-public."""
+    from services.coordinator.api import answers
+
+    monkeypatch.setattr(answers, "FINGERPRINT_TTL_S", 0.0)  # the leaderboard sees each change at once
     learner = _learner(client, tokens.auth("alice"))
     url = "https://github.com/alice/nm-learner/tree/v1"
     public = client.post("/v1/submissions", json=_body(learner, code_url=url), headers=tokens.auth("alice"))
@@ -113,6 +116,23 @@ def test_a_code_url_is_kept_and_marks_which_runs_have_public_code(client, tokens
     items = {i["submission_id"]: i for i in client.get("/v1/leaderboard").json()["items"]}
     assert (items[public.json()["id"]]["code_url"], items[public.json()["id"]]["code_public"]) == (url, True)
     assert (items[closed.json()["id"]]["code_url"], items[closed.json()["id"]]["code_public"]) == (None, False)
+    later = client.post(f"/v1/submissions/{closed.json()['id']}/code-url", json={"code_url": url},
+                        headers=tokens.auth("alice"))  # published after the run
+    assert later.status_code == 200 and later.json()["code_url"] == url, later.text
+    assert {i["submission_id"]: i["code_public"] for i in client.get("/v1/leaderboard").json()["items"]}[
+        closed.json()["id"]] is True
+    bad = client.post(f"/v1/submissions/{closed.json()['id']}/code-url", json={"code_url": "ftp://x.org/a"},
+                      headers=tokens.auth("alice"))
+    assert bad.status_code == 422 and bad.json()["field"] == "code_url"
+    foreign = client.post(f"/v1/submissions/{closed.json()['id']}/code-url", json={"code_url": None},
+                          headers=tokens.auth("bob"))
+    assert foreign.status_code == 404  # not bob's
+    withdrawn = client.post(f"/v1/submissions/{public.json()['id']}/code-url", json={"code_url": None},
+                            headers=tokens.auth("alice"))
+    assert withdrawn.status_code == 200 and withdrawn.json()["code_url"] is None
+    kinds = [e["kind"] for e in client.get(f"/v1/submissions/{public.json()['id']}/events",
+                                           headers=tokens.auth("alice")).json()["items"]]
+    assert kinds[-1] == "submission.code_url"
 
 
 @pytest.mark.parametrize("payload", [b"{not json", b"[]", b"null", b'{"learner_id": 1, "stream": "tiny2"'])

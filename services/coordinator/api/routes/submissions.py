@@ -19,6 +19,7 @@ from services.coordinator.api.deps import (
 from services.coordinator.api.fields import NAME_MAX, NAME_PATTERN, DbCount, DbId
 from services.coordinator.api.routes import problems
 from services.coordinator.api.schemas import (
+    CodeUrlUpdate,
     CurrentTask,
     EventOut,
     EventPage,
@@ -180,6 +181,15 @@ def cancel_submission(submission_id: SubmissionId, user: CurrentUser, session: S
 def pin_submission(submission_id: SubmissionId, body: PinUpdate, user: CurrentUser,
                    session: SessionDep) -> SubmissionOut:
     row = crud.pin_submission(session, user=user, submission_id=submission_id, pinned=body.pinned)
+    session.commit()
+    return detail(session, crud.get_submission(session, user=user, submission_id=row.submission.id))
+
+
+@router.post("/{submission_id}/code-url", responses=problems(404, 413),
+             summary="Say where a submission's learner code is public (or withdraw it)")
+def set_code_url(submission_id: SubmissionId, body: CodeUrlUpdate, user: CurrentUser,
+                 session: SessionDep) -> SubmissionOut:
+    row = crud.set_code_url(session, user=user, submission_id=submission_id, code_url=body.code_url)
     session.commit()
     return detail(session, crud.get_submission(session, user=user, submission_id=row.submission.id))
 
