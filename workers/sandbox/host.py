@@ -44,7 +44,7 @@ from workers.sandbox.declaration import LearnerDeclaration, info_from_json
 from workers.sandbox.dev_scoring import DevScoring
 from workers.sandbox.fresh import fresh_predictor
 from workers.sandbox.host_stream import WireShards
-from workers.sandbox.proxy_views import proxy_features
+from workers.sandbox.proxy_views import proxy_features, proxy_images
 from workers.sandbox.views import augment_views
 from workers.stream.task_view import CausalTaskView
 
@@ -267,7 +267,8 @@ class Host:
             scores = _numeric(self.learner.predict(predictor, dev.images, ctx), "predict()")
         else:
             view, how = proxy
-            scores = _numeric(proxy_features(self.learner, predictor, view.train(), n=int(how["n"]),
+            images = proxy_images(view, n=int(how["n"]), seed=int(how["seed"]))
+            scores = _numeric(proxy_features(self.learner, predictor, images, n=int(how["n"]),
                                              q=int(how["q"]), seed=int(how["seed"]), ctx=ctx), "features()")
         header, _ = self._ask({"op": "rung", "step": int(step)}, [scores])
         return bool(header.get("continue", True))

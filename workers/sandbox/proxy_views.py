@@ -33,4 +33,18 @@ def proxy_features(learner: Any, predictor: Any, train: LabelledData, *, n: int,
     return out
 
 
-__all__ = ["proxy_features"]
+def proxy_images(view: Any, *, n: int, seed: int) -> LabelledData:
+    """Where the proxy's unlabelled images come from: the train split, or for a task streamed
+    a shard at a time (too large to hold) the first ``n`` rows of a stream seeded by ``seed``
+    (a few shards read, not the whole split)."""
+    stream = view.train_stream(seed)
+    if stream is None:
+        return view.train()
+    batches = stream.batches(min(n, len(stream)))
+    try:
+        return next(batches)
+    finally:
+        batches.close()  # its reader threads end with it
+
+
+__all__ = ["proxy_features", "proxy_images"]

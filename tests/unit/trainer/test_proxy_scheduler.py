@@ -71,3 +71,37 @@ def test_proxy_features_are_q_views_of_n_seeded_train_images_and_read_no_label()
     assert not np.allclose(out[0], out[1])  # q distinct augmentations of one image
     assert proxy_features(_Pixels(), 1.0, train, n=100, q=2, seed=0, ctx=None).shape[0] == 60  # capped by the data
     assert proxy(type("R", (), {"steps": 8})()).rungs == (1, 2)
+
+
+def test_a_streamed_tasks_proxy_images_are_a_seeded_batch_of_a_few_shards() -> None:
+    """A task too large to hold gives the proxy the first n rows of a seeded stream, never the
+    whole split; other tasks give their train split."""
+    from workers.sandbox.proxy_views import proxy_images  # noqa: PLC0415
+    from workers.stream.shard_stream import ShardStream  # noqa: PLC0415
+    from workers.stream.shards import ShardInfo  # noqa: PLC0415
+
+    rows, shards = 10, [ShardInfo(key=str(i), size=0, sha256="", num_examples=10) for i in range(8)]
+    read: list[str] = []
+
+    def load(shard: ShardInfo) -> LabelledData:
+        read.append(shard.key)
+        first = int(shard.key) * rows
+        return LabelledData(np.full((rows, 4, 4, 3), int(shard.key), np.uint8), np.arange(first, first + rows))
+
+    class View:
+        def __init__(self, streamed: bool) -> None:
+            self.streamed = streamed
+
+        def train_stream(self, seed: int):
+            return ShardStream(shards, load, seed=seed) if self.streamed else None
+
+        def train(self) -> LabelledData:
+            assert not self.streamed, "the whole split was asked for"
+            return LabelledData(np.zeros((3, 4, 4, 3), np.uint8), np.arange(3))
+
+    first = proxy_images(View(streamed=True), n=12, seed=5)
+    assert len(first.labels) == 12 and len(set(first.labels.tolist())) == 12
+    assert len(set(read)) <= 4 < len(shards)  # a window of shards, not the split
+    again = proxy_images(View(streamed=True), n=12, seed=5)
+    assert np.array_equal(first.labels, again.labels)  # the same images for every trial of a task
+    assert len(proxy_images(View(streamed=False), n=12, seed=5).labels) == 3
