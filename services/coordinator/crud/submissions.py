@@ -328,5 +328,5 @@ def list_events(session: Session, *, submission_id: int, after: int, limit: int)
 __all__ = [
     "CREATE_SCOPE", "OPEN_STATUSES", "SubmissionRequest", "SubmissionRow", "cancel_submission",
     "check_budget", "create_submission", "find_replay", "get_submission", "list_events",
-    "list_submissions", "pin_submission",
+    "list_submissions", "pin_submission", "set_code_url",
 ]
