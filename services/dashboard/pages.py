@@ -56,7 +56,7 @@ from services.dashboard.views import (
 )
 from services.store.runs.board_uncertainty import board_uncertainty
 from services.store.runs.leaderboard import RANKED_PHASE, SORT_KEYS, front_points, leaderboard
-from services.store.runs.profiles import performance_profiles, profile_scores
+from services.store.runs.profiles import kept_profiles, performance_profiles
 from services.store.runs.visibility import ANONYMOUS, Viewer, check_readable
 from services.store.runs.transfer import transfer_report
 from services.store.probes.report import load_probe_report
@@ -116,13 +116,14 @@ async def _cached_page(request: Request, key: Any, viewer: Viewer,
 def _board(session, stream, version, sort, descending, page, learner, since, viewer: Viewer):
     known, name, ver = resolve_stream(session, stream, version, viewer)
     if name is None or ver is None or (name, ver) not in known:
-        return known, name, ver, None, []
+        return known, name, ver, None, [], None
+    kept = kept_profiles(session, stream=name, version=ver, viewer=viewer)
     board = leaderboard(session, stream=name, version=ver, sort=sort, descending=descending,
                         limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, learner_prefix=learner, since=since,
-                        viewer=viewer, profiles=profile_scores(session, stream=name, version=ver, viewer=viewer))
+                        viewer=viewer, profiles=kept.scores)
     points = front_points(session, stream=name, version=ver, learner_prefix=learner, since=since,
                           viewer=viewer)
-    return known, name, ver, board, points
+    return known, name, ver, board, points, kept
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -132,8 +133,8 @@ async def leaderboard_page(
     page: Annotated[int, Query(ge=1, le=100_000)] = 1, learner: Text = None, since: Since = None,
 ) -> HTMLResponse:
     def render(session: Session) -> tuple[int, str]:
-        known, name, ver, board, points = _board(session, stream, version, sort, descending, page,
-                                                 learner, _midnight(since), viewer)
+        known, name, ver, board, points, kept = _board(session, stream, version, sort, descending, page,
+                                                       learner, _midnight(since), viewer)
         query = {k: v for k, v in {"stream": name, "version": ver, "learner": learner,
                                    "since": since.isoformat() if since else None}.items() if v}
 
@@ -150,7 +151,11 @@ async def leaderboard_page(
             board=board, spread=spread, sort=sort, descending=descending, page=page, pages=pages, learner=learner or "",
             since=since, link=link, sort_keys=SORT_KEYS, csv_link="/leaderboard.csv" + link(),
             json_link="/v1/leaderboard" + api, on_front=sum(p.on_front for p in points),
-            pareto=figures.pareto(points, title=f"{name}/{ver}: error against compute") if points else None)
+            pareto=figures.pareto(points, title=f"{name}/{ver}: error against compute") if points else None,
+            profile_figure=figures.profiles(
+                kept.taus, [(f"#{sid} {who}", curve) for sid, who, curve in kept.best],
+                title=f"Error performance profiles: the {len(kept.best)} best by score",
+                axis="tau (error / best error)") if kept and kept.best else None)
 
     key = ("leaderboard-page", stream, version, sort, descending, page, learner, since)
     return await _cached_page(request, key, viewer, render)
@@ -162,8 +167,8 @@ def leaderboard_csv(
     sort: Sort = "rank", descending: bool = False,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1, learner: Text = None, since: Since = None,
 ) -> PlainTextResponse:
-    _, name, ver, board, _ = _board(session, stream, version, sort, descending, page, learner,
-                                    _midnight(since), viewer)
+    _, name, ver, board, _, _ = _board(session, stream, version, sort, descending, page, learner,
+                                       _midnight(since), viewer)
     rows = [r.to_dict() for r in board.rows] if board else []
     return _download(to_csv(rows, BOARD_COLUMNS), f"leaderboard-{name}-{ver}-{RANKED_PHASE}-p{page}.csv")
 

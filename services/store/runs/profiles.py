@@ -117,7 +117,20 @@ def _profiles_of(session: Session, points: Sequence[FrontPoint], *, stream: str,
 
 
 SCORES_KEPT = 32  # score sets kept per process (stream versions × readers with private rows)
-_kept: OrderedDict[tuple, ProfileScores] = OrderedDict()
+BEST_CURVES = 12  # error curves kept with them, for the leaderboard's figure: the best by score
+
+
+@dataclass(frozen=True)
+class KeptProfiles:
+    """What the leaderboard shows of the profiles: every finished submission's scores, and the
+    error curves of the :data:`BEST_CURVES` best."""
+
+    scores: ProfileScores
+    taus: list[float]
+    best: list[tuple[int, str, list[float]]]  # (submission id, learner, ρ(τ) at taus), best first
+
+
+_kept: OrderedDict[tuple, KeptProfiles] = OrderedDict()
 _kept_lock = threading.Lock()
 
 
@@ -125,6 +138,11 @@ def profile_scores(session: Session, *, stream: str, version: str, viewer: Viewe
     """Submission id → (error score, cFLOP score or None) of every finished meta-test submission
     ``viewer`` may read, as :func:`performance_profiles` computes them; kept per process under a
     digest of the finished submissions' points (see the module's docstring)."""
+    return kept_profiles(session, stream=stream, version=version, viewer=viewer).scores
+
+
+def kept_profiles(session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS) -> KeptProfiles:
+    """The scores of :func:`profile_scores` and the best submissions' error curves, kept alike."""
     points = front_points(session, stream=stream, version=version, viewer=viewer)
     digest = hashlib.sha256(repr([(p.submission_id, p.mean_error, p.cflop) for p in points]).encode()).hexdigest()
     key = (str(session.get_bind().url), stream, version, viewer, digest)
@@ -133,13 +151,15 @@ def profile_scores(session: Session, *, stream: str, version: str, viewer: Viewe
             _kept.move_to_end(key)
             return _kept[key]
     found = _profiles_of(session, points, stream=stream, version=version, tau_max=TAU_MAX)
-    scores = {r.submission_id: (r.error_score, r.cflop_score) for r in found.rows}
+    kept = KeptProfiles(scores={r.submission_id: (r.error_score, r.cflop_score) for r in found.rows},
+                        taus=found.taus,
+                        best=[(r.submission_id, r.learner, r.error_curve) for r in found.rows[:BEST_CURVES]])
     with _kept_lock:
-        _kept[key] = scores
+        _kept[key] = kept
         while len(_kept) > SCORES_KEPT:
             _kept.popitem(last=False)
-    return scores
+    return kept
 
 
-__all__ = ["REFERENCE_ENTRYPOINTS", "SCORES_KEPT", "ProfileRow", "ProfileSet", "performance_profiles", "profile_scores",
-           "task_matrix"]
+__all__ = ["BEST_CURVES", "REFERENCE_ENTRYPOINTS", "SCORES_KEPT", "KeptProfiles", "ProfileRow", "ProfileSet",
+           "kept_profiles", "performance_profiles", "profile_scores", "task_matrix"]

@@ -148,6 +148,10 @@ def test_the_leaderboard_shows_both_runs_and_their_front(browser, server, runs):
     assert "code not public" in browser.find_element(By.ID, "board-legend").text
     scores = {i: r.find_element(By.CSS_SELECTOR, "td.profile-score").text.split()[0] for i, r in by_id.items()}
     assert all(0.0 <= float(v) <= 1.0 for v in scores.values())
+    WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#board-profiles[data-drawn]"))
+    drawn = browser.execute_script("return document.getElementById('board-profiles').data.map(t => [t.name, t.y])")
+    assert sorted(name.split()[0] for name, _ in drawn) == sorted(f"#{i}" for i in ids)  # both finished runs' curves
+    assert all(0.0 <= min(y) and max(y) <= 1.0 for _, y in drawn)
     plotted = browser.execute_script(
         "return document.getElementById('pareto').data.map(t => ({name: t.name, x: t.x, y: t.y, ids: t.customdata}))")
     with session_factory(make_engine(url))() as session:
