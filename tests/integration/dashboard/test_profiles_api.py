@@ -104,3 +104,26 @@ def test_the_leaderboard_carries_and_sorts_by_the_profile_scores(seed_board):
     assert shown == [i["submission_id"] for i in items]
     assert f'{items[0]["profile_score"]:.3f}' in page and 'id="board-legend"' in page
     assert "profile_score" in csv_text.splitlines()[0] and "code_public" in csv_text.splitlines()[0]
+
+
+def test_kept_scores_follow_a_changed_result(seed_board):
+    """The scores are kept under the finished submissions' (id, E, cFLOP): a result that changes
+    (and with it the submission's kept E, as a commit rewrites it) is seen at the next read."""
+    from services.store.db import transaction
+    from services.store.runs.profiles import profile_scores
+    from services.store.runs.scores import rescore
+
+    _, sessions, stream = seed_board(submissions=6, tasks=10, seed=3)
+    with sessions() as session:
+        before = profile_scores(session, stream=stream.stream, version=stream.version)
+        assert profile_scores(session, stream=stream.stream, version=stream.version) is before  # kept
+    worst = min(before, key=lambda sid: before[sid][0])
+    with transaction(sessions) as session:
+        for result in session.scalars(select(TaskResult).join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+                                      .where(TaskResult.submission_id == worst, StreamTask.phase == "meta_test")):
+            result.error = 0.0  # now the best on every task
+        rescore(session, submission_ids=[worst])
+    with sessions() as session:
+        after = profile_scores(session, stream=stream.stream, version=stream.version)
+    assert after[worst][0] == pytest.approx(_expected(sessions)[0][worst]) == pytest.approx(1.0)
+    assert after[worst][0] > before[worst][0]
