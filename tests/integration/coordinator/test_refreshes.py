@@ -122,7 +122,8 @@ def count_on(kit, settings, version: str, name: str = "tiny2") -> int:
 def test_a_refresh_queues_the_baselines_and_the_pinned_submissions_only(client, tokens, kit, coord_settings,
                                                                        sessions):
     alice, bob = learner(client, tokens, "alice"), learner(client, tokens, "bob")
-    pinned = submit(client, tokens, "alice", alice, phase="meta_train", pinned=True, visibility="private")
+    pinned = submit(client, tokens, "alice", alice, phase="meta_train", pinned=True, visibility="private",
+                    code_url="https://github.com/alice/nm")
     submit(client, tokens, "alice", alice)  # not pinned: not re-run
     later = submit(client, tokens, "bob", bob)
     other_stream = submit(client, tokens, "bob", bob, stream="tiny3", pinned=True)
@@ -151,6 +152,9 @@ def test_a_refresh_queues_the_baselines_and_the_pinned_submissions_only(client, 
     events = kit.query(coord_settings.database_url, "SELECT payload FROM events WHERE kind = 'submission.queued' "
                        "AND submission_id = :s", s=outcome.queued[0])
     assert len(events) == 1
+    copied = kit.query(coord_settings.database_url, "SELECT s.code_url FROM refresh_runs r JOIN submissions s "
+                       "ON s.id = r.submission_id WHERE r.source_submission_id = :p", p=pinned)
+    assert copied == [("https://github.com/alice/nm",)]  # where the pinned learner's code is public, copied
 
     again = refresh(sessions, coord_settings, trigger="admin")
     assert (again.created, again.refresh.id, again.queued) == (False, outcome.refresh.id, ())
