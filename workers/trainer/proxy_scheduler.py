@@ -10,10 +10,8 @@ to −LiDAR, so the higher LiDAR goes on. The chosen trial is still the one with
 final dev error among those that ran to their end. ``nevis study proxies`` replays the same
 rule offline from probe rows.
 
-LiDAR here is METRICS.md's formula with the probe pool's default relative ridge
-(δ = 1e-4 × tr(Σ_w)/d, ε = 1e-8), written out in numpy because the trainer does not import
-the probe pool (one-way layers); a unit test checks it against
-``workers.probe.scores.ranks.lidar_at_deltas``.
+LiDAR here is the probe pool's own (:func:`services.core.ranks.lidar_at_deltas`, METRICS.md's
+formula) with its default relative ridge (δ = 1e-4 × tr(Σ_w)/d, ε = 1e-8).
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from services.core.proxy_policies import ETA, rung_steps
+from services.core.ranks import lidar_at_deltas
 from workers.trainer.early_stopping import StoppingRule
 
 PROXY_N = 64
@@ -47,26 +46,8 @@ def lidar_of_views(features: np.ndarray, q: int, *, delta: float = LIDAR_DELTA, 
     rows, d = features.shape
     if q < 2 or rows % q or rows // q < 2:
         raise ValueError(f"LiDAR needs n >= 2 images of q >= 2 views; got {rows} rows for q = {q}.")
-    e = np.asarray(features, dtype=np.float64).reshape(rows // q, q, d)
-    n = e.shape[0]
-    means = e.mean(axis=1)
-    between = means - means.mean(axis=0)
-    sigma_b = between.T @ between / (n - 1)
-    centred = (e - means[:, None, :]).reshape(-1, d)
-    sigma_w = centred.T @ centred / (n * (q - 1))
-    scale = float(np.trace(sigma_w)) / d
-    sigma_w[np.diag_indices(d)] += delta * (scale if scale > 0 else 1.0)
-    w_vals, w_vecs = np.linalg.eigh(sigma_w)
-    inv_sqrt = (w_vecs / np.sqrt(w_vals)) @ w_vecs.T
-    inv_sqrt = (inv_sqrt + inv_sqrt.T) * 0.5
-    matrix = inv_sqrt @ sigma_b @ inv_sqrt
-    values = np.clip(np.linalg.eigvalsh((matrix + matrix.T) * 0.5), 0.0, None)
-    total = float(values.sum())
-    if total == 0.0:
-        return 1.0
-    p = values / total + eps
-    p = p[p > 0]
-    return float(np.exp(-np.dot(p, np.log(p))))
+    values, _ = lidar_at_deltas(np.asarray(features).reshape(rows // q, q, d), [delta], relative=True, eps=eps)
+    return values[delta]
 
 
 def rung_value(features: Any, how: dict[str, int]) -> float:

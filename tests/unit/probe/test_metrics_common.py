@@ -81,9 +81,11 @@ def test_registry_entries_are_frozen():
         metrics.METRICS["new"] = metrics.METRICS["lidar"]  # type: ignore[index]
 
 
-@pytest.mark.parametrize("module", ["mismatch", "mismatch_cv", "ranks", "correlation", "probe_metrics"])
+@pytest.mark.parametrize("module", ["workers.probe.scores.mismatch", "workers.probe.scores.mismatch_cv",
+                                    "services.core.ranks", "workers.probe.scores.correlation",
+                                    "workers.probe.scores.probe_metrics"])
 def test_docstring_examples_run(module):
-    mod = importlib.import_module(f"workers.probe.scores.{module}")
+    mod = importlib.import_module(module)
     result = doctest.testmod(mod, extraglobs={"np": np}, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert result.attempted > 0

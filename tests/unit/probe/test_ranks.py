@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from workers.probe.scores import ranks
+from services.core import ranks
 from workers.probe.scores.probe_metrics import lidar, lidar_eigenvalues, rankme
 
 

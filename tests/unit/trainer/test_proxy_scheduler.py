@@ -1,5 +1,5 @@
-"""The ``proxy`` trial scheduler: its rungs, its LiDAR (the probe pool's, written out for the
-trainer), what a rung compares, and the unlabelled views a learner host passes through."""
+"""The ``proxy`` trial scheduler: its rungs, its LiDAR (the probe pool's function, with its
+relative ridge), what a rung compares, and the unlabelled views a learner host passes through."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from services.core.proxy_policies import halving
 from services.core.strategies import SCHEDULERS
-from workers.probe.scores.ranks import lidar_at_deltas
+from services.core.ranks import lidar_at_deltas
 from workers.sandbox.proxy_views import proxy_features
 from workers.stream.task_info import LabelledData
 from workers.trainer.early_stopping import SuccessiveHalving

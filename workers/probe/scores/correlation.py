@@ -4,7 +4,7 @@ Contract: both inputs are 1-D finite sequences of the same length >= 2; the resu
 Python float in [-1, 1], or NaN when it is undefined (one input is constant), as in
 ``scipy.stats``. Ties are handled exactly: average ranks for Spearman ρ, the τ-b tie
 correction for Kendall. Invalid input raises
-:class:`~workers.probe.scores._checks.MetricInputError` (a ``ValueError``).
+:class:`~services.core.metric_checks.MetricInputError` (a ``ValueError``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from workers.probe.scores._checks import as_curve, fail
+from services.core.metric_checks import as_curve, fail
 
 ArrayLike = Sequence[float] | np.ndarray
 

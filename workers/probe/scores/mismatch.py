@@ -3,7 +3,7 @@
 Contract: every function takes curves already on the integer grid and already cut to
 checkpoints 0..c (see :mod:`workers.probe.scores.mismatch_cv` for the grid, the convergence index and
 the k-fold versions). A curve is a non-empty 1-D sequence of finite numbers; anything else
-raises :class:`~workers.probe.scores._checks.MetricInputError` (a ``ValueError``). Results are
+raises :class:`~services.core.metric_checks.MetricInputError` (a ``ValueError``). Results are
 float64 arrays (per-checkpoint curves) or Python floats (scalars). Lower is better for
 every value here. The only non-finite result is the +inf of the OFM special case
 (x_0 = min_j x_j and some x_e > x_0).
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from workers.probe.scores._checks import as_curve, fail
+from services.core.metric_checks import as_curve, fail
 
 ArrayLike = Sequence[float] | np.ndarray
 

@@ -4,7 +4,7 @@ Contract: checkpoints are given as a strictly increasing 1-D sequence of epochs 
 step unit) and the measured values as a 1-D curve or a folds × checkpoints array. Curves are
 put on the integer grid by linear interpolation, cut to 0..c at the convergence index c,
 averaged over folds, and only then normalised and scored. Invalid input raises
-:class:`~workers.probe.scores._checks.MetricInputError` (a ``ValueError``); nothing is dropped or
+:class:`~services.core.metric_checks.MetricInputError` (a ``ValueError``); nothing is dropped or
 guessed silently.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from workers.probe.scores._checks import as_curve, as_float_array, as_int, as_number, fail
+from services.core.metric_checks import as_curve, as_float_array, as_int, as_number, fail
 from workers.probe.scores.mismatch import ofm_kernel, sm3_kernel
 
 ArrayLike = Sequence[float] | Sequence[Sequence[float]] | np.ndarray

@@ -18,7 +18,7 @@ from types import MappingProxyType
 
 from services.core.errors import UnknownNameError, unknown_name_message
 from services.core.metrics import MetricSpec
-from workers.probe.scores._checks import MetricInputError
+from services.core.metric_checks import MetricInputError
 from workers.probe.scores.correlation import kendall_tau_b, spearman
 from workers.probe.scores.mismatch import (
     cofm,
@@ -40,7 +40,7 @@ from workers.probe.scores.mismatch_cv import (
     mm3_cv,
     soft_mismatch_cv,
 )
-from workers.probe.scores.ranks import lidar, lidar_at_deltas, lidar_eigenvalues, rankme
+from services.core.ranks import lidar, lidar_at_deltas, lidar_eigenvalues, rankme
 
 def _specs(*specs: MetricSpec) -> Mapping[str, MetricSpec]:
     return MappingProxyType({spec.name: spec for spec in specs})

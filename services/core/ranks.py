@@ -3,7 +3,7 @@
 Contract: inputs are finite float arrays (LiDAR: n clean samples × q augmentations × d
 features, n >= 2 and q >= 2; RankMe: N × d); computation is float64 throughout; the result
 is a Python float in [1, min(shape)] up to the ε terms; an all-zero spectrum gives exactly
-1.0. Invalid input raises :class:`~workers.probe.scores._checks.MetricInputError` (a
+1.0. Invalid input raises :class:`~services.core.metric_checks.MetricInputError` (a
 ``ValueError``). Both are "higher is better" scores. Inputs are never modified.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from workers.probe.scores._checks import as_float_array, as_number, fail
+from services.core.metric_checks import as_float_array, as_number, fail
 
 # RankMe takes its singular values from the Gram matrix (about 6x faster than an SVD for
 # tall matrices) only when the smallest Gram eigenvalue is at least this fraction of the
