@@ -75,7 +75,7 @@ def test_a_read_submission_shows_harness_measured_cpu_and_the_floor(client, toke
     ({"budget": {"checkpoint_fractions": [2.0]}}, "budget.checkpoint_fractions", "less than or equal to 1"),
     ({"budget": {"checkpoint_fractions": [0.5] * 65}}, "budget.checkpoint_fractions", "at most 64"),
     ({"budget": {"search": "gp-ucb"}}, "budget.search", "Did you mean 'gp_ucb'? Known: gp_ucb, random"),
-    ({"budget": {"scheduler": 3}}, "budget.scheduler", "'asha' or 'fifo'"),
+    ({"budget": {"scheduler": 3}}, "budget.scheduler", "'asha', 'fifo' or 'proxy'"),
     ({"learner_id": "abc"}, "learner_id", "integer"),
     ({"learner_id": 999}, "learner_id", "No learner"),
     ({"image_size": 3}, "image_size", "image_size"),
