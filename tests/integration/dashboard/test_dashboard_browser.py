@@ -9,18 +9,12 @@ no request leaves the machine. Screenshots go to ``build/screenshots`` (one is i
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import uvicorn
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -33,10 +27,10 @@ from services.store.db import make_engine, session_factory, upgrade
 from services.store.runs.leaderboard import front_points
 from services.store.runs.summary import load_summary
 from workers.trainer.run_plan import RunRequest
+from tests.support.browser import headless_chromium, served
 from workers.trainer.stream_runner import StreamRunner
 
 SCREENSHOTS = Path(__file__).resolve().parents[3] / "build" / "screenshots"
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
 
 @pytest.fixture(scope="module")
@@ -74,40 +68,15 @@ def _charge_a_floor(url: str, submission_id: int) -> None:
 @pytest.fixture(scope="module")
 def server(runs) -> Iterator[str]:
     url, root, _ = runs
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    settings = CoordinatorSettings(data_dir=root / "data", database_url=url)
-    app = create_server_app(settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served(create_server_app(CoordinatorSettings(data_dir=root / "data", database_url=url))) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
-    assert CHROMIUM and CHROMEDRIVER, "install Debian's chromium and chromium-driver (scripts/setup.sh does)"
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1600",
-                 "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-default-apps",
-                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    try:
+    with headless_chromium(logs=("browser", "performance")) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def _open(browser, url: str, *, charts: int = 0) -> None:

@@ -12,17 +12,11 @@ from __future__ import annotations
 
 import json
 import pickle
-import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from typer.testing import CliRunner
@@ -38,10 +32,10 @@ from services.store.objects import open_store
 from services.store.runs import records
 from services.store.runs.summary import load_summary
 from services.store.runs.transfer import NO_INDEP, transfer_report
+from tests.support.browser import headless_chromium, served
 from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 BUDGET = RunBudget(trials=1, steps=2, checkpoint_fractions=(1.0,))
 RULE = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2}, "seed": 0}
 TASKS = [(2004, "shapes:shape", "single", 4), (2012, "shapes:hue", "single", 6), (2020, "shapes:shape", "single", 4)]
@@ -129,37 +123,15 @@ def test_nevis_results_json_carries_the_report(runs, monkeypatch):
 @pytest.fixture(scope="module")
 def server(runs) -> Iterator[str]:
     settings, _, _ = runs
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    app = create_server_app(CoordinatorSettings(data_dir=settings.data_dir, database_url=settings.database_url))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served(create_server_app(CoordinatorSettings(data_dir=settings.data_dir,
+                                                      database_url=settings.database_url))) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
-    assert CHROMIUM and CHROMEDRIVER, "install Debian's chromium and chromium-driver (scripts/setup.sh does)"
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1600",
-                 "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking",
-                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
+    with headless_chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def _drawn(browser, *ids: str) -> None:
