@@ -65,11 +65,14 @@ class SearchPlan:
     and report to Tune once, so early stopping is the harness's (:data:`SCHEDULERS`).
     ``num_samples`` is how many times Tune samples the parameter space: 1 where the space's
     grid over ``trial_index`` makes the trials, ``trials`` for a ``Searcher``.
+    ``variants_seed`` is the seed of a ``BasicVariantGenerator``, so that a loop outside Tune
+    (:mod:`workers.trainer.trial_loop`) draws the same samples.
     """
 
     search_alg: Any
     scheduler: Any = None
     num_samples: int = 1
+    variants_seed: int | None = None
 
 
 SearchFactory = Callable[[SearchRequest], SearchPlan]
@@ -128,8 +131,8 @@ class HarnessKeys(Searcher):
 
 def random_search(request: SearchRequest) -> SearchPlan:
     """Independent random samples of the parameter space, seeded: a rerun picks the same."""
-    return SearchPlan(BasicVariantGenerator(random_state=request.seed,
-                                            max_concurrent=request.max_concurrent))
+    return SearchPlan(BasicVariantGenerator(random_state=request.seed, max_concurrent=request.max_concurrent),
+                      variants_seed=request.seed)
 
 
 def gp_ucb_search(request: SearchRequest) -> SearchPlan:
@@ -167,7 +170,7 @@ def plan(name: str, request: SearchRequest, *, scheduler: str = "fifo") -> Searc
     """
     search_plan = SEARCHERS.get(name)(request)
     SCHEDULERS.get(scheduler)  # an unknown name fails here, before Tune starts
-    return SearchPlan(search_plan.search_alg, None, search_plan.num_samples)
+    return SearchPlan(search_plan.search_alg, None, search_plan.num_samples, search_plan.variants_seed)
 
 
 def stopping_rule(scheduler: str, steps: int) -> StoppingRule:

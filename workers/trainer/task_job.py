@@ -1,7 +1,9 @@
-"""One Ray job per task: the trials under Ray Tune, then evaluation by harness code.
+"""One Ray job per task: the trials under Ray Tune's search, then evaluation by harness code.
 
-``run_trials`` runs the learner's search (a strategy of :mod:`workers.trainer.searchers`) as
-a Tune experiment whose trials call :func:`workers.trainer.tune_trial.tune_trial`; each
+``run_trials`` runs the learner's search (a strategy of :mod:`workers.trainer.searchers`):
+one-worker trials in the run's warm executors from a loop in this process
+(:mod:`workers.trainer.trial_loop`), multi-worker trials as a Tune experiment whose trials
+call :func:`workers.trainer.tune_trial.tune_trial`; each
 finished trial becomes a :class:`~services.store.runs.outcomes.TrialOutcome` and is handed to
 ``on_trial`` at once (the runner records it, so an interrupted task still leaves its spent
 FLOPs in the database). ``evaluate`` scores the chosen predictor in an evaluator actor
@@ -28,6 +30,7 @@ from workers.sandbox.declaration import LearnerDeclaration
 from workers.trainer import searchers
 from workers.trainer.search import param_space
 from workers.trainer.trial import TRIAL_SEED, TrialSpec, failure_metrics, no_flops
+from workers.trainer.trial_loop import Suggestions, TrialLoop
 from workers.trainer.tune_trial import TrialJob, tune_trial
 
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # keep Tune's console tables out of our bars
@@ -106,10 +109,12 @@ def run_trials(
     on_trial: Callable[[TrialOutcome], None], pool: Any = None, search: str = "random",
     scheduler: str = "fifo",
 ) -> list[TrialOutcome]:
-    """Run the task's trials under Ray Tune; returns every trial's outcome, by trial index.
+    """Run the task's trials; returns every trial's outcome, by trial index.
 
     With ``pool`` (an :class:`~workers.trainer.executor.ExecutorPool`), one-worker trials
-    run in its warm executors. ``search`` names the strategy in
+    run in its warm executors, driven by this process through Tune's search algorithm
+    (:mod:`workers.trainer.trial_loop`: no Tune experiment, whose start-up alone cost about
+    1.5 s per task); multi-worker trials run as a Tune experiment whose trials start Ray Train. ``search`` names the strategy in
     :data:`~workers.trainer.searchers.SEARCHERS`, ``scheduler`` the trial scheduler in
     :data:`~workers.trainer.searchers.SCHEDULERS`.
     """
@@ -119,10 +124,16 @@ def run_trials(
         seed=search_seed(budget.seed, spec.info.order),
         max_concurrent=min(concurrency, budget.trials), trials=budget.trials, steps=budget.steps),
         scheduler=scheduler)
+    space = param_space(learner.search_space, trials=budget.trials)
+    if pool is not None and learner.resources.num_workers == 1:
+        loop = TrialLoop(pool=pool, spec_ref=ray.put(spec), cpus=learner.resources.cpus_per_worker,
+                         concurrency=min(concurrency, budget.trials), on_trial=on_trial)
+        outcomes = loop.run(Suggestions(search_plan, space))
+        return sorted(outcomes, key=lambda o: o.trial_index)
     job = TrialJob(spec=ray.put(spec), pool=pool, resources=learner.resources)
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(tune_trial, job=job), trial_resources(learner.resources, pooled=pool is not None)),
-        param_space=param_space(learner.search_space, trials=budget.trials),
+        param_space=space,
         tune_config=tune.TuneConfig(
             search_alg=search_plan.search_alg,
             scheduler=search_plan.scheduler,

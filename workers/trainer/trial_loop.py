@@ -1,0 +1,148 @@
+"""A task's one-worker trials without a Tune experiment: Tune's search, the run's warm executors.
+
+A Tune experiment costs about 1.5 s to start whatever its trials do (a fresh trial actor, the
+experiment's bookkeeping), and every task started one. One-worker trials run in the run's
+warm executors anyway (:mod:`workers.trainer.executor`), so the driver drives the search
+itself: the same search algorithm as the experiment would (Tune's variant generation with
+the same seed for ``random``, a Tune ``Searcher`` through ``suggest`` / ``on_trial_complete``
+for the others), one call to the executor pool per trial, each outcome handed on as it ends.
+A trial holds a one-bundle placement group of the CPUs it declared while it runs, which is
+what its Tune trial actor held, so runs that share a cluster still queue for its CPUs rather
+than oversubscribe them. Multi-worker trials (Ray Train inside Tune) keep the experiment
+(:func:`workers.trainer.task_job.run_trials`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.tune.search import Searcher
+from ray.tune.search.sample import _BackwardsCompatibleNumpyRng
+from ray.tune.search.variant_generator import generate_variants
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+
+from services.store.runs.outcomes import TrialOutcome
+from workers.trainer.searchers import SearchPlan
+from workers.trainer.trial import failure_metrics, no_flops
+
+
+class Suggestions:
+    """The configurations of a task's trials, in the order Tune would start them."""
+
+    def __init__(self, plan: SearchPlan, space: Mapping[str, Any]) -> None:
+        self._searcher: Searcher | None = None
+        self._variants: Iterator[dict[str, Any]] | None = None
+        if isinstance(plan.search_alg, Searcher):
+            self._searcher = plan.search_alg
+            self._searcher.set_search_properties(None, None, dict(space))
+        elif plan.variants_seed is not None:
+            # What Tune's BasicVariantGenerator draws from this seed: the same samples, in order.
+            rng = _BackwardsCompatibleNumpyRng(plan.variants_seed)
+            self._variants = (spec["config"] for _, spec in generate_variants({"config": dict(space)}, random_state=rng))
+        else:
+            raise TypeError(f"cannot drive search algorithm {type(plan.search_alg).__name__} outside Tune")
+
+    def next(self, trial_id: str) -> dict[str, Any] | None | str:
+        """The next trial's config; ``None`` while the search waits for results; FINISHED at the end."""
+        if self._variants is not None:
+            return next(self._variants, Searcher.FINISHED)
+        return self._searcher.suggest(trial_id)
+
+    def complete(self, trial_id: str, result: Mapping[str, Any]) -> None:
+        """Tell the search how a trial ended (a failed trial reports no ``dev_error``)."""
+        if self._searcher is not None:
+            self._searcher.on_trial_complete(trial_id, result=dict(result))
+
+
+@dataclass
+class _Running:
+    trial_id: str
+    config: dict[str, Any]
+    reservation: PlacementGroup | None
+    call: Any = None  # the pool's ObjectRef once the reservation is ready
+
+
+@dataclass
+class TrialLoop:
+    """Runs one task's trials in ``pool`` (an :class:`~workers.trainer.executor.ExecutorPool`).
+
+    ``cpus`` is what one trial declared (reserved while it runs), ``concurrency`` how many
+    run at once; ``on_trial`` gets each outcome as soon as its trial ends.
+    """
+
+    pool: Any
+    spec_ref: Any
+    cpus: float
+    concurrency: int
+    on_trial: Callable[[TrialOutcome], None]
+    _ids: Iterator[int] = field(default_factory=itertools.count)
+
+    def run(self, suggestions: Suggestions) -> list[TrialOutcome]:
+        """Every trial's outcome, in the order they ended."""
+        running: dict[Any, _Running] = {}  # keyed by the ref the loop waits on
+        outcomes: list[TrialOutcome] = []
+        finished = False
+        try:
+            while True:
+                while not finished and len(running) < self.concurrency:
+                    trial_id = f"trial_{next(self._ids):05d}"
+                    config = suggestions.next(trial_id)
+                    if config is None:
+                        break
+                    if config == Searcher.FINISHED:
+                        finished = True
+                        break
+                    self._start(running, _Running(trial_id, dict(config), self._reserve()))
+                if not running:
+                    if finished:
+                        return outcomes
+                    raise RuntimeError("the search waits for results but no trial is running")
+                [ref], _ = ray.wait(list(running), num_returns=1)
+                trial = running.pop(ref)
+                if trial.call is None:  # its CPUs are reserved: run it
+                    trial.call = self.pool.run.remote(trial.config, [self.spec_ref])
+                    running[trial.call] = trial
+                    continue
+                metrics = self._result(trial)
+                outcome = TrialOutcome.from_metrics(metrics)
+                suggestions.complete(trial.trial_id, metrics)
+                outcomes.append(outcome)
+                self.on_trial(outcome)
+        finally:
+            for trial in running.values():  # interrupted: give back what is still reserved
+                _release(trial.reservation)
+
+    def _start(self, running: dict[Any, _Running], trial: _Running) -> None:
+        if trial.reservation is None:
+            trial.call = self.pool.run.remote(trial.config, [self.spec_ref])
+            running[trial.call] = trial
+        else:
+            running[trial.reservation.ready()] = trial
+
+    def _reserve(self) -> PlacementGroup | None:
+        return placement_group([{"CPU": self.cpus}]) if self.cpus > 0 else None
+
+    def _result(self, trial: _Running) -> dict[str, Any]:
+        try:
+            return ray.get(trial.call)
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
+            # The executor's process died (memory, kill), or harness code raised: the trial
+            # failed, as a Tune trial whose process failed does.
+            return failure_metrics(trial.config, exc, no_flops())
+        finally:
+            _release(trial.reservation)
+
+
+def _release(reservation: PlacementGroup | None) -> None:
+    if reservation is not None:
+        try:
+            remove_placement_group(reservation)
+        except Exception:  # noqa: BLE001 - Ray already shut down (interrupted run)
+            pass
+
+
+__all__ = ["Suggestions", "TrialLoop"]
