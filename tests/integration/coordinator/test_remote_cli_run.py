@@ -36,6 +36,9 @@ def test_submit_follows_a_real_run_to_the_leaderboard(coord_settings, ray_head, 
            "NEVIS_STREAMS_DIR": str(coord_settings.streams_dir), "NEVIS_RAY_ADDRESS": ray_head.gcs_address,
            "NEVIS_WORKER_COMMAND": str(kit.nevis), "NEVIS_HEARTBEAT_INTERVAL_S": "1",
            "NEVIS_POLL_INTERVAL_S": "0.3", "RAY_AUTH_MODE": "disabled",
+           # One launch per task: the crasher's task fails at its first attempt instead of
+           # two more launches after 10 s and 20 s of back-off (retries are test_scheduler's).
+           "NEVIS_MAX_ATTEMPTS": "1",
            "XDG_CONFIG_HOME": str(tmp_path / "config"), "COLUMNS": "200"}
     for name in ("PYTHONPATH", "RAY_ADDRESS", "NEVIS_STORE_URL", "NEVIS_BACKEND", "NEVIS_URL", "NEVIS_TOKEN"):
         env.pop(name, None)
