@@ -17,10 +17,13 @@ Contract:
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Double, ForeignKey, Integer
 from sqlalchemy.orm import Mapped, mapped_column
 
 from services.store.db.base import Base, non_negative
+from services.store.db.types import JSONDoc
 
 
 # The aggregate of one submission's committed results, as its leaderboard row shows it.
@@ -39,4 +42,30 @@ class SubmissionScore(Base):
     mean_error: Mapped[float | None] = mapped_column(Double)  # E over those; NULL: none yet
 
 
-__all__ = ["SubmissionScore"]
+# What a leaderboard row shows beside its E, kept per submission so a render computes nothing
+# (revision 0019; services/store/runs/board_summaries.py writes both tables).
+class SubmissionInterval(Base):
+    """The committed headline attempts E's bootstrap interval is over, rewritten in the commit's
+    transaction, and the interval over exactly them once the run's end computed it (else NULL)."""
+
+    __tablename__ = "submission_intervals"
+
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True)
+    attempts: Mapped[list[Any]] = mapped_column(JSONDoc)  # [[order, attempt], ...] by order
+    interval: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)  # interval_cache's document; NULL: not kept
+
+
+class SubmissionProfile(Base):
+    """A finished public meta-test submission's performance-profile scores among every finished
+    public one of its stream version (what an anonymous reader sees), rewritten for the whole
+    version in the transaction that finishes one (or changes a finished one's results)."""
+
+    __tablename__ = "submission_profiles"
+
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True)
+    error_score: Mapped[float] = mapped_column(Double)
+    cflop_score: Mapped[float | None] = mapped_column(Double)  # NULL: no Indep run to compare with
+    error_curve: Mapped[list[float] | None] = mapped_column(JSONDoc)  # kept for the best few (the board's figure)
+
+
+__all__ = ["SubmissionInterval", "SubmissionProfile", "SubmissionScore"]

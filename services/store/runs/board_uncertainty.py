@@ -3,12 +3,14 @@ learner with several complete runs here (seeds), the mean, SD and Student t inte
 (:func:`services.core.uncertainty.over_seeds`).
 
 Kept apart from the leaderboard's query, and cheap, because a leaderboard is read often and
-rendered again after every commit: two queries for the page's rows (their committed attempts,
-and the E of every run of their learners), then per row the interval kept in the object store
-(:mod:`services.store.runs.interval_cache`: the runner keeps it as a run ends, a run's page or
-``nevis results`` as they read it). A finished run without a kept interval is computed here
-once (then kept), one without predictions is remembered as such, and a live one says why it
-has none yet, so no render resamples twice. The spread over seeds reads the kept
+rendered again after every commit: two queries for the page's rows (their kept summary rows,
+``submission_intervals``: the committed attempts, rewritten as each commits, and the interval
+the run's end computed over them; and the E of every run of their learners). A row whose
+interval is not kept there reads the object store's copy
+(:mod:`services.store.runs.interval_cache`: a run's page or ``nevis results`` keep it as they
+read it) once per process; a finished run without any is computed here once (then kept), one
+without predictions is remembered as such, and a live one says why it has none yet, so no
+render resamples twice. The spread over seeds reads the kept
 per-submission scores (:mod:`services.store.runs.scores`), never the results: under a stream
 of commits every read renders again.
 """
@@ -22,10 +24,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from services.core.uncertainty import RESAMPLES, SEED, SeedSummary, over_seeds
-from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult, TaskRun
-from services.store.db.models_scores import SubmissionScore
+from services.store.db.models import Learner, StreamTask, StreamVersion, Submission
+from services.store.db.models_scores import SubmissionInterval, SubmissionScore
 from services.store.objects import ObjectStore
-from services.store.runs.interval_cache import interval_key, load_interval
+from services.store.runs.interval_cache import (
+    from_document,
+    interval_key,
+    load_interval,
+)
 from services.store.runs.leaderboard import LeaderboardPage
 from services.store.runs.predictions import predictions_key
 from services.store.runs.uncertainty import RunInterval, run_interval_of
@@ -48,42 +54,47 @@ def board_uncertainty(session: Session, store: ObjectStore, page: LeaderboardPag
     version_id = session.scalar(select(StreamVersion.id).where(
         StreamVersion.name == page.stream, StreamVersion.version == page.version))
     ids = [row.submission_id for row in page.rows]
-    attempts: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for submission_id, order, attempt in session.execute(
-            select(TaskResult.submission_id, StreamTask.order, TaskRun.attempt)
-            .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
-            .join(TaskRun, TaskRun.id == TaskResult.task_run_id)
-            .where(TaskResult.submission_id.in_(ids), StreamTask.phase == page.phase)
-            .order_by(StreamTask.order)):
-        attempts[submission_id].append((order, attempt))
+    kept = {submission_id: ([(int(o), int(a)) for o, a in attempts], interval)
+            for submission_id, attempts, interval in session.execute(
+                select(SubmissionInterval.submission_id, SubmissionInterval.attempts, SubmissionInterval.interval)
+                .where(SubmissionInterval.submission_id.in_(ids)))}
     seeds = _seeds(session, version_id, {row.learner for row in page.rows}, page.phase, viewer)
     found = {}
     for row in page.rows:
-        found[row.submission_id] = RowUncertainty(_interval(session, store, row, attempts[row.submission_id]),
+        attempts, interval = kept.get(row.submission_id, ([], None))
+        found[row.submission_id] = RowUncertainty(_interval(session, store, row, attempts, interval),
                                                   seeds.get(row.learner))
     return found
 
 
-def _interval(session: Session, store: ObjectStore, row, attempts: list[tuple[int, int]]) -> RunInterval:
+def _interval(session: Session, store: ObjectStore, row, attempts: list[tuple[int, int]],
+              document: dict | None) -> RunInterval:
     """The row's kept interval; a finished run's is computed once if it has predictions, and a
     finished run without them (committed before they were kept) is remembered as such."""
     orders = tuple(o for o, _ in attempts)
     if not orders:
         return RunInterval(row.submission_id, row.mean_error, None, orders, "no committed task")
+    if document is not None:  # kept as the run ended, over exactly these attempts
+        return RunInterval(row.submission_id, row.mean_error, from_document(document), orders)
     key = interval_key(row.submission_id, attempts, resamples=RESAMPLES, seed=SEED)
     remembered = _FINISHED.get((str(getattr(store, "url", id(store))), key))
     if remembered is not None:
         return remembered
     kept = load_interval(store, key)
     if kept is not None:
-        return RunInterval(row.submission_id, row.mean_error, kept, orders)
+        return _remember(store, key, RunInterval(row.submission_id, row.mean_error, kept, orders))
     if row.status in LIVE:
         return RunInterval(row.submission_id, row.mean_error, None, orders, "computed as the run ends (or on its page)")
     if store.exists(predictions_key(row.submission_id, *attempts[0])):
         return run_interval_of(session, store, submission_id=row.submission_id)
-    result = RunInterval(row.submission_id, row.mean_error, None, orders,
-                         "no stored test predictions (tasks committed before predictions were kept have none)")
-    if len(_FINISHED) < _FINISHED_SIZE:  # a finished run's attempts no longer change: the key says it all
+    return _remember(store, key, RunInterval(
+        row.submission_id, row.mean_error, None, orders,
+        "no stored test predictions (tasks committed before predictions were kept have none)"))
+
+
+def _remember(store: ObjectStore, key: str, result: RunInterval) -> RunInterval:
+    """Keep what a key's attempts gave in this process: the key names them, so it never changes."""
+    if len(_FINISHED) < _FINISHED_SIZE:
         _FINISHED[(str(getattr(store, "url", id(store))), key)] = result
     return result
 

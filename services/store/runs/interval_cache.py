@@ -60,17 +60,18 @@ def kept_interval_keys(session: Session) -> Iterable[str]:
     return [interval_key(i, pairs, resamples=RESAMPLES, seed=SEED) for i, pairs in attempts.items()]
 
 
-def _dump(result: ErrorInterval) -> bytes:
-    return json.dumps({
+def as_document(result: ErrorInterval) -> dict:
+    """The interval as a JSON document (what the store keeps, and a leaderboard's summary row)."""
+    return {
         "estimate": result.estimate, "interval": [result.interval.low, result.interval.high, result.interval.level],
         "standard_error": result.standard_error, "task_errors": list(result.task_errors),
         "task_intervals": [[i.low, i.high, i.level] for i in result.task_intervals],
         "resamples": result.resamples, "seed": result.seed,
-    }).encode()
+    }
 
 
-def _load(data: bytes) -> ErrorInterval:
-    doc = json.loads(data)
+def from_document(doc: dict) -> ErrorInterval:
+    """The interval of an :func:`as_document` document."""
     return ErrorInterval(
         estimate=float(doc["estimate"]), interval=Interval(*map(float, doc["interval"])),
         standard_error=float(doc["standard_error"]), task_errors=tuple(map(float, doc["task_errors"])),
@@ -79,4 +80,12 @@ def _load(data: bytes) -> ErrorInterval:
     )
 
 
-__all__ = ["CACHE_VERSION", "interval_key", "keep_interval", "kept_interval_keys", "load_interval"]
+def _dump(result: ErrorInterval) -> bytes:
+    return json.dumps(as_document(result)).encode()
+
+
+def _load(data: bytes) -> ErrorInterval:
+    return from_document(json.loads(data))
+
+
+__all__ = ["CACHE_VERSION", "as_document", "from_document", "interval_key", "keep_interval", "kept_interval_keys", "load_interval"]

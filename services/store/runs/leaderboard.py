@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Select, and_, case, func, select
+from sqlalchemy import Select, case, func, select
 from sqlalchemy.orm import Session
 
 from services.core.metrics import pareto_front
@@ -132,8 +132,10 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
     with ``profiles``' scores on its rows. ``sort="profile"`` orders by the error-profile score,
     best (highest) first, ``descending`` worst first; rows without one come last either way."""
     profiles = profiles or {}
-    base = _ranked(stream=stream, version=version, learner_prefix=learner_prefix,
-                   since=since, baselines=baselines, viewer=viewer).subquery()
+    headline = _headline_tasks(stream, version)
+    filters = _filters(stream=stream, version=version, learner_prefix=learner_prefix, since=since,
+                       baselines=baselines, viewer=viewer)
+    base = _ranked(filters, headline).subquery()
     if sort == "profile":
         rows, total = _by_profile(session, base, profiles, descending=descending, limit=limit, offset=offset)
     else:
@@ -146,7 +148,7 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
         rows = session.execute(select(base, func.count().over().label("total_rows"))  # the total in the same scan
                                .order_by(*keys, base.c.submission_id).limit(limit).offset(offset)).all()
         total = rows[0].total_rows if rows else session.scalar(select(func.count()).select_from(base)) or 0
-    spread = _spread_by_learner(session, base, {r.learner for r in rows})
+    spread = _spread_by_learner(session, filters, headline, {r.learner for r in rows})
     return LeaderboardPage(
         stream=stream, version=version, phase=RANKED_PHASE, total=int(total), limit=limit, offset=offset,
         rows=tuple(LeaderboardRow(
@@ -179,15 +181,19 @@ def _by_profile(session: Session, base: Any, profiles: ProfileScores, *, descend
     return [found[i] for i in wanted], len(ids)
 
 
-def _spread_by_learner(session: Session, base: Any, learners: set[str]) -> dict[str, tuple[int, float | None]]:
-    """Per learner on the page: its finished runs here and the spread of their E (seeds)."""
+def _spread_by_learner(session: Session, filters: list[Any], headline: Any,
+                       learners: set[str]) -> dict[str, tuple[int, float | None]]:
+    """Per learner on the page: its finished runs here (among the board's rows) and the spread
+    of their E (seeds): one query over their kept scores, not the ranked board again."""
     if not learners:
         return {}
     found: dict[str, list[float]] = {}
     for learner, error in session.execute(
-            select(base.c.learner, base.c.mean_error).where(
-                base.c.learner.in_(learners), base.c.headline_done == base.c.headline_tasks,
-                base.c.headline_tasks > 0)):
+            select(Learner.name, SubmissionScore.mean_error).select_from(Submission)
+            .join(Learner, Learner.id == Submission.learner_id)
+            .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+            .join(SubmissionScore, SubmissionScore.submission_id == Submission.id)
+            .where(*filters, Learner.name.in_(learners), SubmissionScore.headline_done == headline, headline > 0)):
         found.setdefault(learner, []).append(float(error))
     return {learner: (len(values), statistics.stdev(values) if len(values) > 1 else None)
             for learner, values in found.items()}
@@ -197,8 +203,8 @@ def front_points(session: Session, *, stream: str, version: str, learner_prefix:
                  viewer: Viewer = ANONYMOUS) -> list[FrontPoint]:
     """Every finished meta-test submission ``viewer`` may read (all headline tasks scored) as
     a (cFLOP, E) point, with whether it is on the Pareto front of those points."""
-    base = _ranked(stream=stream, version=version, learner_prefix=learner_prefix,
-                   since=since, baselines=None, viewer=viewer).subquery()
+    base = _ranked(_filters(stream=stream, version=version, learner_prefix=learner_prefix, since=since,
+                            baselines=None, viewer=viewer), _headline_tasks(stream, version)).subquery()
     rows = session.execute(
         select(base.c.submission_id, base.c.learner, base.c.baseline, base.c.mean_error, base.c.cflop)
         .where(base.c.headline_done == base.c.headline_tasks, base.c.headline_tasks > 0)
@@ -208,16 +214,33 @@ def front_points(session: Session, *, stream: str, version: str, learner_prefix:
             for r, flag in zip(rows, flags, strict=True)]
 
 
-def _ranked(*, stream: str, version: str, learner_prefix: str | None,
-            since: datetime | None, baselines: bool | None, viewer: Viewer) -> Select:
+def _headline_tasks(stream: str, version: str) -> Any:
+    """SQL: the ranked phase's tasks in this stream version (what a finished run has scored),
+    an uncorrelated scalar subquery the database evaluates once, not per row."""
+    return (select(func.count(StreamTask.id))
+            .join(StreamVersion, StreamVersion.id == StreamTask.stream_version_id)
+            .where(StreamVersion.name == stream, StreamVersion.version == version, StreamTask.phase == RANKED_PHASE)
+            .scalar_subquery())
+
+
+def _filters(*, stream: str, version: str, learner_prefix: str | None, since: datetime | None,
+             baselines: bool | None, viewer: Viewer) -> list[Any]:
+    """The board's rows: WHERE clauses on submissions joined with their learner and stream version."""
+    filters = [StreamVersion.name == stream, StreamVersion.version == version, Submission.phase == RANKED_PHASE,
+               visible_to(viewer)]
+    if learner_prefix:
+        filters.append(Learner.name.startswith(learner_prefix, autoescape=True))
+    if since is not None:
+        filters.append(Submission.created_at >= since)
+    if baselines is not None:
+        filters.append(is_baseline(Learner.entrypoint) if baselines else ~is_baseline(Learner.entrypoint))
+    return filters
+
+
+def _ranked(filters: list[Any], headline: Any) -> Select:
     scored = SubmissionScore  # the aggregate of each submission's results, kept as they commit
-    planned = (
-        select(StreamTask.stream_version_id.label("version_id"), StreamTask.phase.label("phase"),
-               func.count(StreamTask.id).label("headline_tasks"))
-        .group_by(StreamTask.stream_version_id, StreamTask.phase)
-    ).subquery()
     baseline = is_baseline(Learner.entrypoint)
-    query = (
+    return (
         select(
             Submission.id.label("submission_id"), Learner.name.label("learner"),
             User.name.label("owner"), baseline.label("baseline"), Submission.phase.label("phase"),
@@ -225,7 +248,7 @@ def _ranked(*, stream: str, version: str, learner_prefix: str | None,
             scored.cpu_seconds, (func.coalesce(scored.floored_tasks, 0) > 0).label("flops_floored"),
             scored.cflop_paper, func.coalesce(scored.tasks_done, 0).label("tasks_done"),
             func.coalesce(scored.headline_done, 0).label("headline_done"),
-            func.coalesce(planned.c.headline_tasks, 0).label("headline_tasks"),
+            headline.label("headline_tasks"),  # one count, not a join of the tasks per row
             Submission.created_at.label("created_at"), Submission.finished_at.label("finished_at"),
             Submission.visibility.label("visibility"), Submission.cflop_pretraining.label("cflop_pretraining"),
             Submission.code_url.label("code_url"),
@@ -236,21 +259,10 @@ def _ranked(*, stream: str, version: str, learner_prefix: str | None,
         .join(Learner, Learner.id == Submission.learner_id)
         .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
         .outerjoin(scored, scored.submission_id == Submission.id)
-        .outerjoin(planned, and_(planned.c.version_id == Submission.stream_version_id,
-                                 planned.c.phase == Submission.phase))
         .outerjoin(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
         .outerjoin(User, User.id == ScheduledSubmission.user_id)
-        .where(StreamVersion.name == stream, StreamVersion.version == version,
-               Submission.phase == RANKED_PHASE,
-               visible_to(viewer))
+        .where(*filters)
     )
-    if learner_prefix:
-        query = query.where(Learner.name.startswith(learner_prefix, autoescape=True))
-    if since is not None:
-        query = query.where(Submission.created_at >= since)
-    if baselines is not None:
-        query = query.where(baseline if baselines else ~baseline)
-    return query
 
 
 __all__ = [

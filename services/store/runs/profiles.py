@@ -8,10 +8,12 @@ is Indep's error per task, the mean over the finished runs of the built-in ``ind
 is absent.
 
 The leaderboard shows each row's scores and sorts by them (:func:`profile_scores`). A score
-depends on every finished submission, so it is computed over all of them, and kept per process
-under a digest of their (id, E, cFLOP) points: profiles change only when a submission finishes
-(or a finished one's results change, which changes its E), not at each commit of a live run,
-so a leaderboard render after a commit reads the points (one query) and finds the scores kept.
+depends on every finished submission, so it is computed over all of them when one finishes:
+for anonymous readers in the transaction that finishes it, kept in ``submission_profiles``
+(:mod:`services.store.runs.board_summaries`), so a render reads one row per submission and
+computes nothing. A reader who may see private submissions gets the scores of what they see,
+computed here and kept per process under a digest of those submissions' (id, E, cFLOP) points
+(profiles change only when a submission finishes, or a finished one's results change its E).
 """
 
 from __future__ import annotations
@@ -26,10 +28,27 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from services.core.profiles import TAU_MAX, Profile, cflop_to_reference_profile, error_profile
-from services.store.db.models import Learner, StreamTask, Submission, TaskResult
+from services.core.profiles import (
+    TAU_MAX,
+    Profile,
+    cflop_to_reference_profile,
+    error_profile,
+)
+from services.store.db.models import (
+    Learner,
+    StreamTask,
+    StreamVersion,
+    Submission,
+    TaskResult,
+)
+from services.store.db.models_scores import SubmissionProfile
 from services.store.runs.details import INDEP_NAME
-from services.store.runs.leaderboard import RANKED_PHASE, FrontPoint, ProfileScores, front_points
+from services.store.runs.leaderboard import (
+    RANKED_PHASE,
+    FrontPoint,
+    ProfileScores,
+    front_points,
+)
 from services.store.runs.visibility import ANONYMOUS, Viewer
 
 REFERENCE_ENTRYPOINTS = (INDEP_NAME, "indep_resnet34")
@@ -85,11 +104,12 @@ def performance_profiles(session: Session, *, stream: str, version: str, viewer:
                          tau_max: float = TAU_MAX) -> ProfileSet:
     """The error and cFLOP profiles of every finished meta-test submission ``viewer`` may read."""
     points = front_points(session, stream=stream, version=version, viewer=viewer)
-    return _profiles_of(session, points, stream=stream, version=version, tau_max=tau_max)
+    return profiles_of(session, points, stream=stream, version=version, tau_max=tau_max)
 
 
-def _profiles_of(session: Session, points: Sequence[FrontPoint], *, stream: str, version: str,
-                 tau_max: float) -> ProfileSet:
+def profiles_of(session: Session, points: Sequence[FrontPoint], *, stream: str, version: str,
+                tau_max: float) -> ProfileSet:
+    """The profiles of these finished submissions (``points``, as :func:`front_points` reads them)."""
     ids = [p.submission_id for p in points]
     orders, errors, flops = task_matrix(session, ids)
     by_error = error_profile(errors, tau_max=tau_max)
@@ -138,11 +158,19 @@ def profile_scores(session: Session, *, stream: str, version: str, viewer: Viewe
     """Submission id → (error score, cFLOP score or None) of every finished meta-test submission
     ``viewer`` may read, as :func:`performance_profiles` computes them; kept per process under a
     digest of the finished submissions' points (see the module's docstring)."""
+    if viewer == ANONYMOUS:  # the kept rows, without the curves
+        return {i: (error, cflop) for i, error, cflop in session.execute(
+            select(SubmissionProfile.submission_id, SubmissionProfile.error_score, SubmissionProfile.cflop_score)
+            .join(Submission, Submission.id == SubmissionProfile.submission_id)
+            .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+            .where(StreamVersion.name == stream, StreamVersion.version == version))}
     return kept_profiles(session, stream=stream, version=version, viewer=viewer).scores
 
 
 def kept_profiles(session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS) -> KeptProfiles:
     """The scores of :func:`profile_scores` and the best submissions' error curves, kept alike."""
+    if viewer == ANONYMOUS:
+        return _kept_public(session, stream=stream, version=version)
     points = front_points(session, stream=stream, version=version, viewer=viewer)
     digest = hashlib.sha256(repr([(p.submission_id, p.mean_error, p.cflop) for p in points]).encode()).hexdigest()
     key = (str(session.get_bind().url), stream, version, viewer, digest)
@@ -150,7 +178,7 @@ def kept_profiles(session: Session, *, stream: str, version: str, viewer: Viewer
         if key in _kept:
             _kept.move_to_end(key)
             return _kept[key]
-    found = _profiles_of(session, points, stream=stream, version=version, tau_max=TAU_MAX)
+    found = profiles_of(session, points, stream=stream, version=version, tau_max=TAU_MAX)
     kept = KeptProfiles(scores={r.submission_id: (r.error_score, r.cflop_score) for r in found.rows},
                         taus=found.taus,
                         best=[(r.submission_id, r.learner, r.error_curve) for r in found.rows[:BEST_CURVES]])
@@ -161,5 +189,24 @@ def kept_profiles(session: Session, *, stream: str, version: str, viewer: Viewer
     return kept
 
 
+def _kept_public(session: Session, *, stream: str, version: str) -> KeptProfiles:
+    """What an anonymous reader sees of the profiles, as the commits kept it."""
+    rows = sorted(session.execute(
+        select(SubmissionProfile.submission_id, SubmissionProfile.error_score, SubmissionProfile.cflop_score,
+               SubmissionProfile.error_curve, Learner.name.label("learner"))
+        .join(Submission, Submission.id == SubmissionProfile.submission_id)
+        .join(Learner, Learner.id == Submission.learner_id)
+        .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+        .where(StreamVersion.name == stream, StreamVersion.version == version)).all(),
+        key=lambda r: (-r.error_score, r.submission_id))
+    return KeptProfiles(scores={r.submission_id: (r.error_score, r.cflop_score) for r in rows}, taus=list(TAUS),
+                        best=[(r.submission_id, r.learner, list(r.error_curve)) for r in rows[:BEST_CURVES]
+                              if r.error_curve is not None])
+
+
+TAUS = [round(float(t), 6) for t in error_profile(np.zeros((0, 0))).taus]
+"""The τ grid every profile is drawn on (it depends on no data)."""
+
+
 __all__ = ["BEST_CURVES", "REFERENCE_ENTRYPOINTS", "SCORES_KEPT", "KeptProfiles", "ProfileRow", "ProfileSet",
-           "kept_profiles", "performance_profiles", "profile_scores", "task_matrix"]
+           "kept_profiles", "performance_profiles", "profile_scores", "profiles_of", "task_matrix"]

@@ -6,7 +6,9 @@ transaction that commits a result also rewrites its submission's row of ``submis
 from that submission's results (:func:`rescore`): at most a stream's length of rows, read by
 index, and the row is exactly the aggregate of what is committed, whatever path (a retry, a
 failed or stopped run, a resume) led there. :func:`aggregate` is that aggregate, the one
-definition the summary, its back-fill (revision 0017) and its tests share.
+definition the summary, its back-fill (revision 0017) and its tests share. The same rescore
+keeps the rest of a leaderboard row (its interval's attempts, the version's profile scores when
+a submission finishes: :mod:`services.store.runs.board_summaries`), so a render computes nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ from sqlalchemy.orm import Session
 
 from services.store.db.models import StreamTask, Submission, TaskResult
 from services.store.db.models_scores import SubmissionScore
+from services.store.runs.board_summaries import (
+    finished_versions,
+    keep_attempts,
+    keep_profiles,
+)
 
 COLUMNS: tuple[str, ...] = ("submission_id", "tasks_done", "cflop", "cflop_paper", "cpu_seconds",
                             "floored_tasks", "headline_done", "mean_error")
@@ -65,6 +72,12 @@ def rescore(session: Session, *, submission_ids: Iterable[int]) -> None:
                         .with_for_update(key_share=True))
         session.execute(delete(SubmissionScore).where(SubmissionScore.submission_id.in_(chunk)))
         session.execute(insert(SubmissionScore).from_select(list(COLUMNS), aggregate(chunk)))
+        keep_attempts(session, submission_ids=chunk)
+    versions: set[int] = set()
+    for start in range(0, len(ids), CHUNK):
+        versions |= finished_versions(session, submission_ids=ids[start:start + CHUNK])
+    for version_id in sorted(versions):  # a finished submission moves every score of its version
+        keep_profiles(session, stream_version_id=version_id)
 
 
 __all__ = ["COLUMNS", "aggregate", "rescore"]

@@ -36,11 +36,22 @@ from services.core.uncertainty import (
     error_interval,
     paired_delta,
 )
+from services.store.db import transaction
 from services.store.db.models import Submission
 from services.store.objects import ObjectStore
-from services.store.runs.interval_cache import interval_key, keep_interval, load_interval
-from services.store.runs.predictions import StoredPredictions, committed_attempts, load_committed
+from services.store.runs.board_summaries import keep_board_interval
+from services.store.runs.interval_cache import (
+    interval_key,
+    keep_interval,
+    load_interval,
+)
+from services.store.runs.predictions import (
+    StoredPredictions,
+    committed_attempts,
+    load_committed,
+)
 from services.store.runs.summary import RunSummary, TaskRow, load_summary
+
 
 class IncomparableRunsError(NevisError, ValueError):
     """Two runs that were not scored on the same test examples (stream version and phase)."""
@@ -175,11 +186,20 @@ def run_interval_of(session: Session, store: ObjectStore, *, submission_id: int)
 
 
 def keep_run_interval(sessions: Callable[[], Session], store: ObjectStore, *, submission_id: int) -> None:
-    """Compute E's interval as a run ends and keep it (:mod:`~services.store.runs.interval_cache`),
-    so leaderboards read it instead of resampling; a failure here is logged, never the run's."""
+    """Compute E's interval as a run ends and keep it (:mod:`~services.store.runs.interval_cache`)
+    and on the run's leaderboard summary row, so leaderboards read it instead of resampling; a
+    failure here is logged, never the run's."""
     try:
         with sessions() as session:
-            run_interval_of(session, store, submission_id=submission_id)
+            found = run_interval_of(session, store, submission_id=submission_id)
+            if found.result is None:
+                return
+            committed = committed_attempts(session, submission_id=submission_id)
+        attempts = [(order, committed[order]) for order in found.orders if order in committed]
+        kept = load_interval(store, interval_key(submission_id, attempts, resamples=RESAMPLES, seed=SEED))
+        if kept is not None:  # the interval over exactly these attempts (one committed since would differ)
+            with transaction(sessions) as session:  # type: ignore[arg-type]
+                keep_board_interval(session, submission_id=submission_id, result=kept, attempts=attempts)
     except Exception:  # noqa: BLE001 - a figure for readers: the run's results are committed already
         log.warning("E's interval of run %d was not kept", submission_id, exc_info=True)
 

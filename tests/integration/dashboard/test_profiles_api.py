@@ -107,16 +107,19 @@ def test_the_leaderboard_carries_and_sorts_by_the_profile_scores(seed_board):
 
 
 def test_kept_scores_follow_a_changed_result(seed_board):
-    """The scores are kept under the finished submissions' (id, E, cFLOP): a result that changes
-    (and with it the submission's kept E, as a commit rewrites it) is seen at the next read."""
+    """The scores are kept per submission (``submission_profiles``) as results commit: a result
+    that changes (and with it the submission's kept E, as a commit rewrites it) is seen at the
+    next read."""
     from services.store.db import transaction
+    from services.store.db.models_scores import SubmissionProfile
     from services.store.runs.profiles import profile_scores
     from services.store.runs.scores import rescore
 
     _, sessions, stream = seed_board(submissions=6, tasks=10, seed=3)
     with sessions() as session:
         before = profile_scores(session, stream=stream.stream, version=stream.version)
-        assert profile_scores(session, stream=stream.stream, version=stream.version) is before  # kept
+        kept = {r.submission_id: (r.error_score, r.cflop_score) for r in session.scalars(select(SubmissionProfile))}
+        assert before == kept and len(kept) == 6  # read from the kept rows
     worst = min(before, key=lambda sid: before[sid][0])
     with transaction(sessions) as session:
         for result in session.scalars(select(TaskResult).join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
