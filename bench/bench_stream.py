@@ -64,7 +64,7 @@ class Timeline:
 
     def per_task(self) -> dict[str, float]:
         """Mean seconds per task after the first (whose executors start cold): from the task's
-        start to its first trial's training (Tune's experiment, the trial process, a host),
+        start to its first trial's training (the search, a placement group, the executor, its host),
         the first trial's training beyond the task's others' mean (first-call warm-up in the
         host), between later trials, and from the last trial to the commit (evaluation, commit)."""
         rows = []
@@ -179,25 +179,6 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
     return {"wall_s": time.perf_counter() - started, "flops": flops, "dev_errors": dev_errors, "errors": errors}
 
 
-def tune_floor_s(repeats: int = 3) -> float:
-    """Median wall time of a Tune experiment of one no-op trial: Ray Tune's own fixed cost
-    per task (experiment set-up, a fresh trial actor, tear-down), which no runner can avoid."""
-    from ray import tune
-    from ray.tune.logger import JsonLoggerCallback
-
-    def noop_trial(config: dict[str, Any]) -> None:  # nested: shipped by value, not by module
-        tune.report({"done": 1})
-
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        tune.Tuner(tune.with_resources(noop_trial, {"cpu": 1}), param_space={},
-                   run_config=tune.RunConfig(storage_path=tempfile.mkdtemp(prefix="nevis-bench-tune-"), verbose=0,
-                                             callbacks=[JsonLoggerCallback()])).fit()  # as the service
-        times.append(time.perf_counter() - started)
-    return sorted(times)[len(times) // 2]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=4)
@@ -252,10 +233,8 @@ def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     print()
     tasks = len(trials)
     figures["overhead_per_task_s"] = (one["wall_s"] - bare["wall_s"]) / tasks
-    figures["tune_floor_s"] = tune_floor_s()
     print(f"service / bare (1 trial at a time): {figures['service_over_bare']:.3f}   (target <= 1.05)")
-    print(f"  = {figures['overhead_per_task_s']:.1f} s of orchestration per task (Tune job, trial process, evaluation, commits)")
-    print(f"  of which Ray Tune's own floor     : {figures['tune_floor_s']:.1f} s per task (an experiment of one no-op trial)")
+    print(f"  = {figures['overhead_per_task_s']:.1f} s of orchestration per task (search, trial dispatch, evaluation, commits)")
     figures["per_task"] = one["timeline"].per_task()
     for name, seconds in figures["per_task"].items():
         print(f"  per task after the first, {name:<20}: {seconds:5.2f} s")

@@ -5,9 +5,9 @@ importing torch and its FLOP counter before the first step (about 3.5 s of the 5
 orchestration cost per task on a 2-core machine). So a run starts ``size`` executors once,
 each keeping a learner host (:mod:`workers.sandbox`: the sandboxed process where the learner
 is loaded, its heavy imports done) for the whole run; executors themselves are harness code.
-Tune's trial becomes a thin process that asks the :class:`ExecutorPool` to run the trial in a
-free executor and reports what comes back. Tune still decides which trials run and how many at once; its trials hold the CPUs
-(executors reserve none, but the GPUs of GPU learners, which they keep for the run). Between
+The task's trial loop (:mod:`workers.trainer.trial_loop`) asks the :class:`ExecutorPool` to
+run each trial Tune's search suggests in a free executor; the loop holds each running trial's
+CPUs (executors reserve none, but the GPUs of GPU learners, which they keep for the run). Between
 trial batches the same executors score the chosen predictor (:meth:`Evaluator.predict`), so
 a run of a one-worker learner starts no learner host besides theirs.
 """
