@@ -1,7 +1,7 @@
-"""The leaderboard's kept per-submission rows (``submission_intervals``, ``submission_profiles``)
-on both databases: after commits (a live run's, the one that finishes it, a changed result of a
+"""The leaderboard's kept rows (``submission_intervals``, ``submission_profiles``,
+``learner_seeds``) on both databases: after commits (a live run's, the one that finishes it, a changed result of a
 finished run) they equal a recomputation from the results; the run's end keeps its interval on
-the row and the board reads it; revision 0019 back-fills the same rows."""
+the row and the board reads it; revisions 0019 and 0020 back-fill the same rows."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from services.core.budget import RunBudget
 from services.core.predictions import encode
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.migrate import downgrade, upgrade
-from services.store.db.models import StreamTask, StreamVersion, Submission, TaskResult
-from services.store.db.models_scores import SubmissionInterval, SubmissionProfile
+from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult
+from services.store.db.models_scores import LearnerSeeds, SubmissionInterval, SubmissionProfile, SubmissionScore
 from services.store.objects import LocalObjectStore
 from services.store.runs import records
 from services.store.runs.board_uncertainty import board_uncertainty
@@ -64,6 +64,16 @@ def assert_kept_rows_are_recomputed(session, stream) -> None:
     attempts = {r.submission_id: [tuple(a) for a in r.attempts] for r in session.scalars(select(SubmissionInterval))}
     ids = set(session.scalars(select(TaskResult.submission_id).join(StreamTask).where(StreamTask.phase == "meta_test")))
     assert attempts.keys() == ids
+    finished = session.execute(  # every finished public run's E, per learner, by id
+        select(Learner.name, SubmissionScore.mean_error).join(Submission, Submission.learner_id == Learner.id)
+        .join(SubmissionScore, SubmissionScore.submission_id == Submission.id)
+        .where(SubmissionScore.headline_done == 1, Submission.visibility == "public").order_by(Submission.id)).all()
+    expected: dict[str, list[float]] = {}
+    for name, error in finished:
+        expected.setdefault(name, []).append(error)
+    seeds = {name: errors for name, errors in session.execute(
+        select(Learner.name, LearnerSeeds.errors).join(Learner, Learner.id == LearnerSeeds.learner_id))}
+    assert seeds == expected and len(seeds) >= 3
     headline = set(session.scalars(select(StreamTask.order).where(StreamTask.phase == "meta_test")))
     for submission_id in ids:  # the headline tasks' committed attempts, by order
         assert attempts[submission_id] == sorted((order, attempt) for order, attempt in committed_attempts(
@@ -122,7 +132,7 @@ def test_the_runs_end_keeps_its_interval_on_the_row(database_url, tmp_path):
     assert shown[run].interval.result.task_errors == expected.result.task_errors
 
 
-def test_revision_0019_back_fills_the_same_rows(database_url):
+def test_revisions_0019_and_0020_back_fill_the_same_rows(database_url):
     engine = make_engine(database_url)
     sessions = session_factory(engine)
     with transaction(sessions) as session:
@@ -140,6 +150,7 @@ def test_revision_0019_back_fills_the_same_rows(database_url):
                 for r in session.scalars(select(SubmissionProfile))} == profiles and len(profiles) == 8
         assert {r.submission_id: r.attempts for r in session.scalars(select(SubmissionInterval))} == attempts
         assert_kept_rows_are_recomputed(session, stream)
+        assert len(session.scalars(select(LearnerSeeds)).all()) == 3
     engine.dispose()
 
 

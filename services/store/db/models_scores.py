@@ -68,4 +68,16 @@ class SubmissionProfile(Base):
     error_curve: Mapped[list[float] | None] = mapped_column(JSONDoc)  # kept for the best few (the board's figure)
 
 
-__all__ = ["SubmissionInterval", "SubmissionProfile", "SubmissionScore"]
+class LearnerSeeds(Base):
+    """A learner's finished public meta-test runs of one stream version (its seeds): their E, by
+    submission id, rewritten in the transaction that finishes one (revision 0020)."""
+
+    __tablename__ = "learner_seeds"
+
+    stream_version_id: Mapped[int] = mapped_column(ForeignKey("stream_versions.id", ondelete="CASCADE"),
+                                                   primary_key=True)
+    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True)
+    errors: Mapped[list[float]] = mapped_column(JSONDoc)
+
+
+__all__ = ["LearnerSeeds", "SubmissionInterval", "SubmissionProfile", "SubmissionScore"]

@@ -14,9 +14,12 @@ read renders again. So the transaction that commits a result (through
   headline tasks scored), the profile scores of every finished public submission of its stream
   version, as :func:`services.store.runs.profiles.performance_profiles` computes them for an
   anonymous reader, rewritten for the whole version (one submission's finish moves every
-  score). Refreshes of a version are serialized on its row, so the last one sees every finish.
+  score). Refreshes of a version are serialized on its row, so the last one sees every finish;
+- ``learner_seeds``: then, the E of every finished public run of that submission's learner on
+  the version (its seeds), which a row's spread over seeds is computed from.
 
-Readers who may see private submissions still compute their own profiles (kept per process).
+Readers who may see private submissions (and a board filtered by date) still compute their own
+profiles and seeds.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from services.store.db.models import (
     TaskRun,
 )
 from services.store.db.models_scores import (
+    LearnerSeeds,
     SubmissionInterval,
     SubmissionProfile,
     SubmissionScore,
@@ -70,16 +74,43 @@ def keep_attempts(session: Session, *, submission_ids: Sequence[int]) -> None:
     session.flush()
 
 
-def finished_versions(session: Session, *, submission_ids: Sequence[int]) -> set[int]:
-    """Stream versions of the public meta-test submissions among these that are finished now."""
+def finished_runs(session: Session, *, submission_ids: Sequence[int]) -> set[tuple[int, int]]:
+    """(stream version, learner) of the public meta-test submissions among these that are finished now."""
     headline = (select(func.count(StreamTask.id)).where(StreamTask.stream_version_id == Submission.stream_version_id,
                                                          StreamTask.phase == Submission.phase)
                 .correlate(Submission).scalar_subquery())
-    return set(session.scalars(
-        select(Submission.stream_version_id).join(SubmissionScore, SubmissionScore.submission_id == Submission.id)
+    return {(version_id, learner_id) for version_id, learner_id in session.execute(
+        select(Submission.stream_version_id, Submission.learner_id)
+        .join(SubmissionScore, SubmissionScore.submission_id == Submission.id)
         .where(Submission.id.in_(list(submission_ids)), Submission.phase == RANKED_PHASE,
                Submission.visibility == "public", SubmissionScore.headline_done == headline,
-               SubmissionScore.headline_done > 0).distinct()))
+               SubmissionScore.headline_done > 0).distinct())}
+
+
+def keep_finished(session: Session, runs: set[tuple[int, int]]) -> None:
+    """After commits that left these (version, learner) runs finished: each version's profile
+    scores, then each learner's seeds (under the version's lock the profiles take)."""
+    for version_id in sorted({v for v, _ in runs}):
+        keep_profiles(session, stream_version_id=version_id)
+        for learner_id in sorted(learner for v, learner in runs if v == version_id):
+            keep_seeds(session, stream_version_id=version_id, learner_id=learner_id)
+
+
+def keep_seeds(session: Session, *, stream_version_id: int, learner_id: int) -> None:
+    """Rewrite the E of every finished public meta-test run of this learner on this version."""
+    headline = session.scalar(select(func.count(StreamTask.id)).where(
+        StreamTask.stream_version_id == stream_version_id, StreamTask.phase == RANKED_PHASE)) or 0
+    errors = [float(e) for e in session.scalars(
+        select(SubmissionScore.mean_error).join(Submission, Submission.id == SubmissionScore.submission_id)
+        .where(Submission.stream_version_id == stream_version_id, Submission.learner_id == learner_id,
+               Submission.phase == RANKED_PHASE, Submission.visibility == "public",
+               SubmissionScore.headline_done == headline, SubmissionScore.mean_error.is_not(None))
+        .order_by(Submission.id))]
+    session.execute(delete(LearnerSeeds).where(LearnerSeeds.stream_version_id == stream_version_id,
+                                               LearnerSeeds.learner_id == learner_id))
+    if errors:
+        session.add(LearnerSeeds(stream_version_id=stream_version_id, learner_id=learner_id, errors=errors))
+        session.flush()
 
 
 def keep_profiles(session: Session, *, stream_version_id: int) -> None:
@@ -106,4 +137,4 @@ def keep_board_interval(session: Session, *, submission_id: int, result: ErrorIn
         row.interval = as_document(result)
 
 
-__all__ = ["finished_versions", "keep_attempts", "keep_board_interval", "keep_profiles"]
+__all__ = ["finished_runs", "keep_attempts", "keep_board_interval", "keep_finished", "keep_profiles", "keep_seeds"]

@@ -32,7 +32,7 @@ from services.store.runs.interval_cache import (
     interval_key,
     load_interval,
 )
-from services.store.runs.leaderboard import LeaderboardPage
+from services.store.runs.leaderboard import LeaderboardPage, kept_seeds
 from services.store.runs.predictions import predictions_key
 from services.store.runs.uncertainty import RunInterval, run_interval_of
 from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
@@ -106,6 +106,9 @@ _FINISHED_SIZE = 100_000
 def _seeds(session: Session, version_id: int | None, learners: set[str], phase: str,
            viewer: Viewer) -> dict[str, SeedSummary]:
     """Per learner, the spread of E over its complete runs here that ``viewer`` may read (two or more)."""
+    if viewer == ANONYMOUS:  # the public runs, as the commits kept them
+        kept = kept_seeds(session, stream_version_id=version_id, learners=learners)
+        return {learner: over_seeds(values) for learner, values in kept.items() if len(values) > 1}
     headline = session.scalar(select(func.count()).select_from(StreamTask).where(
         StreamTask.stream_version_id == version_id, StreamTask.phase == phase)) or 0
     if not headline:

@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 from services.core.metrics import pareto_front
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission
 from services.store.db.models_coordinator import ScheduledSubmission, User
-from services.store.db.models_scores import SubmissionScore
+from services.store.db.models_scores import LearnerSeeds, SubmissionScore
 from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
 
 SortKey = Literal["rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks"]
@@ -148,7 +148,13 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
         rows = session.execute(select(base, func.count().over().label("total_rows"))  # the total in the same scan
                                .order_by(*keys, base.c.submission_id).limit(limit).offset(offset)).all()
         total = rows[0].total_rows if rows else session.scalar(select(func.count()).select_from(base)) or 0
-    spread = _spread_by_learner(session, filters, headline, {r.learner for r in rows})
+    learners = {r.learner for r in rows}
+    if viewer == ANONYMOUS and since is None:  # the learners' runs an anonymous reader sees, as the commits kept them
+        spread = {name: (len(values), statistics.stdev(values) if len(values) > 1 else None)
+                  for name, values in kept_seeds(session, stream_version_id=_version_id(stream, version),
+                                                 learners=learners).items()}
+    else:
+        spread = _spread_by_learner(session, filters, headline, learners)
     return LeaderboardPage(
         stream=stream, version=version, phase=RANKED_PHASE, total=int(total), limit=limit, offset=offset,
         rows=tuple(LeaderboardRow(
@@ -199,6 +205,17 @@ def _spread_by_learner(session: Session, filters: list[Any], headline: Any,
             for learner, values in found.items()}
 
 
+def kept_seeds(session: Session, *, stream_version_id: Any, learners: set[str]) -> dict[str, list[float]]:
+    """Learner name → E of its finished public runs on the version (``stream_version_id``: an id
+    or a scalar subquery), as the commits kept them
+    (:func:`services.store.runs.board_summaries.keep_seeds`)."""
+    if not learners:
+        return {}
+    return {name: list(errors) for name, errors in session.execute(
+        select(Learner.name, LearnerSeeds.errors).join(Learner, Learner.id == LearnerSeeds.learner_id)
+        .where(LearnerSeeds.stream_version_id == stream_version_id, Learner.name.in_(learners)))}
+
+
 def front_points(session: Session, *, stream: str, version: str, learner_prefix: str | None = None, since: datetime | None = None,
                  viewer: Viewer = ANONYMOUS) -> list[FrontPoint]:
     """Every finished meta-test submission ``viewer`` may read (all headline tasks scored) as
@@ -220,6 +237,12 @@ def _headline_tasks(stream: str, version: str) -> Any:
     return (select(func.count(StreamTask.id))
             .join(StreamVersion, StreamVersion.id == StreamTask.stream_version_id)
             .where(StreamVersion.name == stream, StreamVersion.version == version, StreamTask.phase == RANKED_PHASE)
+            .scalar_subquery())
+
+
+def _version_id(stream: str, version: str) -> Any:
+    """SQL: the stream version's id, a scalar subquery."""
+    return (select(StreamVersion.id).where(StreamVersion.name == stream, StreamVersion.version == version)
             .scalar_subquery())
 
 
@@ -267,5 +290,5 @@ def _ranked(filters: list[Any], headline: Any) -> Select:
 
 __all__ = [
     "RANKED_PHASE", "SORT_KEYS", "FrontPoint", "LeaderboardPage", "LeaderboardRow", "ProfileScores", "SortKey",
-    "front_points", "is_baseline", "leaderboard", "stream_versions",
+    "front_points", "is_baseline", "kept_seeds", "leaderboard", "stream_versions",
 ]

@@ -21,9 +21,9 @@ from sqlalchemy.orm import Session
 from services.store.db.models import StreamTask, Submission, TaskResult
 from services.store.db.models_scores import SubmissionScore
 from services.store.runs.board_summaries import (
-    finished_versions,
+    finished_runs,
     keep_attempts,
-    keep_profiles,
+    keep_finished,
 )
 
 COLUMNS: tuple[str, ...] = ("submission_id", "tasks_done", "cflop", "cflop_paper", "cpu_seconds",
@@ -73,11 +73,10 @@ def rescore(session: Session, *, submission_ids: Iterable[int]) -> None:
         session.execute(delete(SubmissionScore).where(SubmissionScore.submission_id.in_(chunk)))
         session.execute(insert(SubmissionScore).from_select(list(COLUMNS), aggregate(chunk)))
         keep_attempts(session, submission_ids=chunk)
-    versions: set[int] = set()
+    finished: set[tuple[int, int]] = set()
     for start in range(0, len(ids), CHUNK):
-        versions |= finished_versions(session, submission_ids=ids[start:start + CHUNK])
-    for version_id in sorted(versions):  # a finished submission moves every score of its version
-        keep_profiles(session, stream_version_id=version_id)
+        finished |= finished_runs(session, submission_ids=ids[start:start + CHUNK])
+    keep_finished(session, finished)  # a finished run moves every profile score of its version, and its learner's seeds
 
 
 __all__ = ["COLUMNS", "aggregate", "rescore"]

@@ -57,7 +57,7 @@ def _backfill(connection: sa.Connection) -> None:
     from sqlalchemy.orm import Session
 
     from services.store.runs.board_summaries import (
-        finished_versions,
+        finished_runs,
         keep_attempts,
         keep_profiles,
     )
@@ -67,7 +67,7 @@ def _backfill(connection: sa.Connection) -> None:
     versions: set[int] = set()
     for start in range(0, len(ids), 500):
         keep_attempts(session, submission_ids=ids[start:start + 500])
-        versions |= finished_versions(session, submission_ids=ids[start:start + 500])
+        versions |= {v for v, _ in finished_runs(session, submission_ids=ids[start:start + 500])}
     for version_id in sorted(versions):
         keep_profiles(session, stream_version_id=version_id)
     session.flush()
