@@ -13,8 +13,19 @@ from services.core.budget import RunBudget
 from services.core.predictions import encode
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.migrate import downgrade, upgrade
-from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult
-from services.store.db.models_scores import LearnerSeeds, SubmissionInterval, SubmissionProfile, SubmissionScore
+from services.store.db.models import (
+    Learner,
+    StreamTask,
+    StreamVersion,
+    Submission,
+    TaskResult,
+)
+from services.store.db.models_scores import (
+    LearnerSeeds,
+    SubmissionInterval,
+    SubmissionProfile,
+    SubmissionScore,
+)
 from services.store.objects import LocalObjectStore
 from services.store.runs import records
 from services.store.runs.board_uncertainty import board_uncertainty
@@ -24,6 +35,7 @@ from services.store.runs.predictions import committed_attempts, predictions_key
 from services.store.runs.profiles import BEST_CURVES, kept_profiles, profiles_of
 from services.store.runs.scores import rescore
 from services.store.runs.uncertainty import keep_run_interval, run_interval_of
+from services.store.runs.visibility import ADMIN
 from tests.support.synthetic_results import seed_results
 
 TASKS = 6  # meta-test from order 6: one headline task
@@ -152,6 +164,30 @@ def test_revisions_0019_and_0020_back_fill_the_same_rows(database_url):
         assert_kept_rows_are_recomputed(session, stream)
         assert len(session.scalars(select(LearnerSeeds)).all()) == 3
     engine.dispose()
+
+
+def test_the_kept_seeds_give_the_spread_a_query_gives(database_url, tmp_path):
+    """An anonymous board reads its learners' seeds from the kept rows, an admin's queries them
+    (every run here is public, so both see the same runs): the same counts and SDs, with or
+    without a date filter (its bound included), and the same seeds' summaries."""
+    from datetime import timedelta
+
+    sessions = session_factory(make_engine(database_url))
+    with transaction(sessions) as session:
+        stream = seed_results(session, submissions=30, tasks=TASKS, seed=6)  # 3 learners, 10 runs each
+    with sessions() as session:
+        created = sorted(session.scalars(select(Submission.created_at)))
+        for since, runs in ((None, {10}), (created[11], {6, 7}), (created[11] + timedelta(microseconds=1), {6})):
+            kept, queried = (leaderboard(session, stream=stream.stream, version=stream.version, since=since,
+                                         limit=100, **viewer) for viewer in ({}, {"viewer": ADMIN}))
+            spread = {(r.learner, r.runs_of_learner, r.learner_e_std) for r in kept.rows}
+            assert spread == {(r.learner, r.runs_of_learner, r.learner_e_std) for r in queried.rows}
+            assert {r.runs_of_learner for r in kept.rows} == runs
+        page = leaderboard(session, stream=stream.stream, version=stream.version, limit=100)
+        store = LocalObjectStore(tmp_path / "store")
+        anonymous, admin = board_uncertainty(session, store, page), board_uncertainty(session, store, page, ADMIN)
+    assert {i: u.seeds for i, u in anonymous.items()} == {i: u.seeds for i, u in admin.items()}
+    assert all(u.seeds is not None and u.seeds.runs == 10 for u in anonymous.values())
 
 
 @pytest.fixture(autouse=True)

@@ -69,8 +69,8 @@ class SubmissionProfile(Base):
 
 
 class LearnerSeeds(Base):
-    """A learner's finished public meta-test runs of one stream version (its seeds): their E, by
-    submission id, rewritten in the transaction that finishes one (revision 0020)."""
+    """A learner's finished public meta-test runs of one stream version (its seeds): their E and
+    creation times, by submission id, rewritten in the transaction that finishes one (revision 0020)."""
 
     __tablename__ = "learner_seeds"
 
@@ -78,6 +78,7 @@ class LearnerSeeds(Base):
                                                    primary_key=True)
     learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True)
     errors: Mapped[list[float]] = mapped_column(JSONDoc)
+    created: Mapped[list[str]] = mapped_column(JSONDoc)  # each run's created_at (ISO 8601), in the same order
 
 
 __all__ = ["LearnerSeeds", "SubmissionInterval", "SubmissionProfile", "SubmissionScore"]

@@ -16,10 +16,10 @@ read renders again. So the transaction that commits a result (through
   anonymous reader, rewritten for the whole version (one submission's finish moves every
   score). Refreshes of a version are serialized on its row, so the last one sees every finish;
 - ``learner_seeds``: then, the E of every finished public run of that submission's learner on
-  the version (its seeds), which a row's spread over seeds is computed from.
+  the version (its seeds) and when each was created, which a row's spread over seeds is
+  computed from (a board since a date keeps the runs created since).
 
-Readers who may see private submissions (and a board filtered by date) still compute their own
-profiles and seeds.
+Readers who may see private submissions still compute their own profiles and seeds.
 """
 
 from __future__ import annotations
@@ -97,19 +97,22 @@ def keep_finished(session: Session, runs: set[tuple[int, int]]) -> None:
 
 
 def keep_seeds(session: Session, *, stream_version_id: int, learner_id: int) -> None:
-    """Rewrite the E of every finished public meta-test run of this learner on this version."""
+    """Rewrite the E (and creation time) of every finished public meta-test run of this learner
+    on this version."""
     headline = session.scalar(select(func.count(StreamTask.id)).where(
         StreamTask.stream_version_id == stream_version_id, StreamTask.phase == RANKED_PHASE)) or 0
-    errors = [float(e) for e in session.scalars(
-        select(SubmissionScore.mean_error).join(Submission, Submission.id == SubmissionScore.submission_id)
+    runs = session.execute(
+        select(SubmissionScore.mean_error, Submission.created_at)
+        .join(Submission, Submission.id == SubmissionScore.submission_id)
         .where(Submission.stream_version_id == stream_version_id, Submission.learner_id == learner_id,
                Submission.phase == RANKED_PHASE, Submission.visibility == "public",
                SubmissionScore.headline_done == headline, SubmissionScore.mean_error.is_not(None))
-        .order_by(Submission.id))]
+        .order_by(Submission.id)).all()
     session.execute(delete(LearnerSeeds).where(LearnerSeeds.stream_version_id == stream_version_id,
                                                LearnerSeeds.learner_id == learner_id))
-    if errors:
-        session.add(LearnerSeeds(stream_version_id=stream_version_id, learner_id=learner_id, errors=errors))
+    if runs:
+        session.add(LearnerSeeds(stream_version_id=stream_version_id, learner_id=learner_id,
+                                 errors=[float(e) for e, _ in runs], created=[c.isoformat() for _, c in runs]))
         session.flush()
 
 

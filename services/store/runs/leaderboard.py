@@ -149,10 +149,10 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
                                .order_by(*keys, base.c.submission_id).limit(limit).offset(offset)).all()
         total = rows[0].total_rows if rows else session.scalar(select(func.count()).select_from(base)) or 0
     learners = {r.learner for r in rows}
-    if viewer == ANONYMOUS and since is None:  # the learners' runs an anonymous reader sees, as the commits kept them
+    if viewer == ANONYMOUS:  # the learners' runs an anonymous reader sees, as the commits kept them
         spread = {name: (len(values), statistics.stdev(values) if len(values) > 1 else None)
                   for name, values in kept_seeds(session, stream_version_id=_version_id(stream, version),
-                                                 learners=learners).items()}
+                                                 learners=learners, since=since).items()}
     else:
         spread = _spread_by_learner(session, filters, headline, learners)
     return LeaderboardPage(
@@ -205,15 +205,23 @@ def _spread_by_learner(session: Session, filters: list[Any], headline: Any,
             for learner, values in found.items()}
 
 
-def kept_seeds(session: Session, *, stream_version_id: Any, learners: set[str]) -> dict[str, list[float]]:
+def kept_seeds(session: Session, *, stream_version_id: Any, learners: set[str],
+               since: datetime | None = None) -> dict[str, list[float]]:
     """Learner name → E of its finished public runs on the version (``stream_version_id``: an id
-    or a scalar subquery), as the commits kept them
+    or a scalar subquery; ``since``: only those created since then), as the commits kept them
     (:func:`services.store.runs.board_summaries.keep_seeds`)."""
     if not learners:
         return {}
-    return {name: list(errors) for name, errors in session.execute(
-        select(Learner.name, LearnerSeeds.errors).join(Learner, Learner.id == LearnerSeeds.learner_id)
-        .where(LearnerSeeds.stream_version_id == stream_version_id, Learner.name.in_(learners)))}
+    found = {}
+    for name, errors, created in session.execute(
+            select(Learner.name, LearnerSeeds.errors, LearnerSeeds.created)
+            .join(Learner, Learner.id == LearnerSeeds.learner_id)
+            .where(LearnerSeeds.stream_version_id == stream_version_id, Learner.name.in_(learners))):
+        values = [float(e) for e, c in zip(errors, created, strict=True)
+                  if since is None or datetime.fromisoformat(c) >= since]
+        if values:
+            found[name] = values
+    return found
 
 
 def front_points(session: Session, *, stream: str, version: str, learner_prefix: str | None = None, since: datetime | None = None,

@@ -3,8 +3,8 @@
 Revision ID: 0020
 Revises: 0019
 
-``learner_seeds``: per (stream version, learner), the E of every finished public meta-test run
-of the learner there, by submission id, rewritten in the transaction that finishes one
+``learner_seeds``: per (stream version, learner), the E and creation time of every finished
+public meta-test run of the learner there, by submission id, rewritten in the transaction that finishes one
 (``services.store.runs.board_summaries.keep_seeds``), so a leaderboard render reads each page
 learner's spread over seeds from one row instead of every run's summary. Back-filled here by the
 same function.
@@ -32,6 +32,7 @@ def upgrade() -> None:
         sa.Column("stream_version_id", sa.Integer(), nullable=False),
         sa.Column("learner_id", sa.Integer(), nullable=False),
         sa.Column("errors", _JSON, nullable=False),
+        sa.Column("created", _JSON, nullable=False),
         sa.PrimaryKeyConstraint("stream_version_id", "learner_id", name=op.f("pk_learner_seeds")),
         sa.ForeignKeyConstraint(["stream_version_id"], ["stream_versions.id"],
                                 name=op.f("fk_learner_seeds_stream_version_id_stream_versions"), ondelete="CASCADE"),
