@@ -17,6 +17,7 @@ of commits every read renders again.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -103,12 +104,18 @@ _FINISHED: dict[tuple[str, str], RunInterval] = {}
 _FINISHED_SIZE = 100_000
 
 
+@functools.lru_cache(maxsize=256)
+def _over_seeds(values: tuple[float, ...]) -> SeedSummary:
+    """over_seeds, remembered: a learner's kept seeds change only when one of its runs finishes."""
+    return over_seeds(values)
+
+
 def _seeds(session: Session, version_id: int | None, learners: set[str], phase: str,
            viewer: Viewer) -> dict[str, SeedSummary]:
     """Per learner, the spread of E over its complete runs here that ``viewer`` may read (two or more)."""
     if viewer == ANONYMOUS:  # the public runs, as the commits kept them
         kept = kept_seeds(session, stream_version_id=version_id, learners=learners)
-        return {learner: over_seeds(values) for learner, values in kept.items() if len(values) > 1}
+        return {learner: _over_seeds(tuple(values)) for learner, values in kept.items() if len(values) > 1}
     headline = session.scalar(select(func.count()).select_from(StreamTask).where(
         StreamTask.stream_version_id == version_id, StreamTask.phase == phase)) or 0
     if not headline:

@@ -27,6 +27,7 @@ leaderboard of tuning; there is no parameter to rank another phase.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -39,7 +40,11 @@ from sqlalchemy.orm import Session
 from services.core.metrics import pareto_front
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission
 from services.store.db.models_coordinator import ScheduledSubmission, User
-from services.store.db.models_scores import LearnerSeeds, SubmissionScore
+from services.store.db.models_scores import (
+    LearnerSeeds,
+    SubmissionProfile,
+    SubmissionScore,
+)
 from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
 
 SortKey = Literal["rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks"]
@@ -127,10 +132,14 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
                 descending: bool = False, limit: int = 50, offset: int = 0,
                 learner_prefix: str | None = None, since: datetime | None = None,
                 baselines: bool | None = None, viewer: Viewer = ANONYMOUS,
-                profiles: ProfileScores | None = None) -> LeaderboardPage:
+                profiles: ProfileScores | Literal["kept"] | None = None) -> LeaderboardPage:
     """One page of the meta-test leaderboard of ``stream``/``version``, as ``viewer`` sees it,
-    with ``profiles``' scores on its rows. ``sort="profile"`` orders by the error-profile score,
+    with ``profiles``' scores on its rows (``"kept"``: an anonymous reader's, as the commits kept
+    them, read for the page's rows only). ``sort="profile"`` orders by the error-profile score,
     best (highest) first, ``descending`` worst first; rows without one come last either way."""
+    kept = profiles == "kept"
+    if kept:
+        profiles = _kept_scores(session, stream, version) if sort == "profile" else None
     profiles = profiles or {}
     headline = _headline_tasks(stream, version)
     filters = _filters(stream=stream, version=version, learner_prefix=learner_prefix, since=since,
@@ -148,9 +157,11 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
         rows = session.execute(select(base, func.count().over().label("total_rows"))  # the total in the same scan
                                .order_by(*keys, base.c.submission_id).limit(limit).offset(offset)).all()
         total = rows[0].total_rows if rows else session.scalar(select(func.count()).select_from(base)) or 0
+    if kept and sort != "profile":
+        profiles = _kept_scores(session, stream, version, [r.submission_id for r in rows])
     learners = {r.learner for r in rows}
     if viewer == ANONYMOUS:  # the learners' runs an anonymous reader sees, as the commits kept them
-        spread = {name: (len(values), statistics.stdev(values) if len(values) > 1 else None)
+        spread = {name: (len(values), _stdev(tuple(values)) if len(values) > 1 else None)
                   for name, values in kept_seeds(session, stream_version_id=_version_id(stream, version),
                                                  learners=learners, since=since).items()}
     else:
@@ -175,6 +186,16 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
             code_url=r.code_url, code_public=bool(r.baseline) or r.code_url is not None) for r in rows))
 
 
+def _kept_scores(session: Session, stream: str, version: str, ids: list[int] | None = None) -> ProfileScores:
+    """The kept profile scores (``submission_profiles``) of the version's submissions (or of ``ids``)."""
+    query = (select(SubmissionProfile.submission_id, SubmissionProfile.error_score, SubmissionProfile.cflop_score)
+             .join(Submission, Submission.id == SubmissionProfile.submission_id)
+             .where(Submission.stream_version_id == _version_id(stream, version)))
+    if ids is not None:
+        query = query.where(SubmissionProfile.submission_id.in_(ids))
+    return {i: (error, cflop) for i, error, cflop in session.execute(query)}
+
+
 def _by_profile(session: Session, base: Any, profiles: ProfileScores, *, descending: bool, limit: int,
                 offset: int) -> tuple[list[Any], int]:
     """One page of ``base`` ordered by error-profile score (the scores are not in SQL): every
@@ -185,6 +206,13 @@ def _by_profile(session: Session, base: Any, profiles: ProfileScores, *, descend
     wanted = ids[offset:offset + limit]
     found = {r.submission_id: r for r in session.execute(select(base).where(base.c.submission_id.in_(wanted)))}
     return [found[i] for i in wanted], len(ids)
+
+
+@functools.lru_cache(maxsize=256)
+def _stdev(values: tuple[float, ...]) -> float:
+    """statistics.stdev (exact, and slow: a few hundred seeds take a millisecond), remembered:
+    a learner's kept seeds change only when one of its runs finishes."""
+    return statistics.stdev(values)
 
 
 def _spread_by_learner(session: Session, filters: list[Any], headline: Any,

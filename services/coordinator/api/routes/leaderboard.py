@@ -139,7 +139,8 @@ async def read_leaderboard(
                     "total": 0, "limit": limit, "offset": offset}
         page = leaderboard(session, stream=name, version=ver, sort=sort, descending=descending,
                            limit=limit, offset=offset, learner_prefix=learner, since=since, baselines=baselines,
-                           viewer=viewer, profiles=profile_scores(session, stream=name, version=ver, viewer=viewer))
+                           viewer=viewer, profiles="kept" if viewer == ANONYMOUS else profile_scores(
+                               session, stream=name, version=ver, viewer=viewer))
         spread = board_uncertainty(session, request.app.state.store, page, viewer)
         return {"stream": name, "version": ver, "phase": phase, "streams": streams,
                 "items": list(page.rows), "total": page.total, "limit": limit, "offset": offset,
