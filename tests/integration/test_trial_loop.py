@@ -61,11 +61,13 @@ def live_reservations() -> list:
 
 
 def test_every_trial_runs_once_and_each_is_handed_on_as_it_ends() -> None:
-    outcomes, seen, most = run_loop(4, cpus=1, concurrency=2)
-    assert sorted(o.trial_index for o in outcomes) == [0, 1, 2, 3]
+    groups_before = len(placement_group_table())
+    outcomes, seen, most = run_loop(6, cpus=1, concurrency=2)
+    assert sorted(o.trial_index for o in outcomes) == [0, 1, 2, 3, 4, 5]
     assert seen == outcomes and all(o.status == "ok" and o.flops_measured == 10 for o in outcomes)
     assert most == 2
     assert live_reservations() == []
+    assert len(placement_group_table()) - groups_before == 2  # the trials take turns in 2 groups
 
 
 def test_trials_wait_for_the_cpus_they_declared() -> None:

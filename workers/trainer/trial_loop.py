@@ -8,7 +8,8 @@ the same seed for ``random``, a Tune ``Searcher`` through ``suggest`` / ``on_tri
 for the others), one call to the executor pool per trial, each outcome handed on as it ends.
 A trial holds a one-bundle placement group of the CPUs it declared while it runs, which is
 what its Tune trial actor held, so runs that share a cluster still queue for its CPUs rather
-than oversubscribe them. Multi-worker trials (Ray Train inside Tune) keep the experiment
+than oversubscribe them; a task's trials take turns in ``concurrency`` such groups.
+Multi-worker trials (Ray Train inside Tune) keep the experiment
 (:func:`workers.trainer.task_job.run_trials`).
 """
 
@@ -63,15 +64,16 @@ class _Running:
     trial_id: str
     config: dict[str, Any]
     reservation: PlacementGroup | None
-    call: Any = None  # the pool's ObjectRef once the reservation is ready
 
 
 @dataclass
 class TrialLoop:
     """Runs one task's trials in ``pool`` (an :class:`~workers.trainer.executor.ExecutorPool`).
 
-    ``cpus`` is what one trial declared (reserved while it runs), ``concurrency`` how many
-    run at once; ``on_trial`` gets each outcome as soon as its trial ends.
+    ``cpus`` is what one trial declared, ``concurrency`` how many run at once: the loop
+    reserves ``concurrency`` one-bundle groups of ``cpus`` and asks the search for a trial only
+    when one is free (as Tune asks its searcher only when a trial can start), so a trial never
+    waits for CPUs after it was suggested. ``on_trial`` gets each outcome as soon as it ends.
     """
 
     pool: Any
@@ -83,58 +85,51 @@ class TrialLoop:
 
     def run(self, suggestions: Suggestions) -> list[TrialOutcome]:
         """Every trial's outcome, in the order they ended."""
-        running: dict[Any, _Running] = {}  # keyed by the ref the loop waits on
+        groups = [placement_group([{"CPU": self.cpus}]) for _ in range(self.concurrency)] if self.cpus > 0 else []
+        reserving = {group.ready(): group for group in groups}  # not ready yet
+        free: list[PlacementGroup | None] = [] if groups else [None] * self.concurrency
+        calls: dict[Any, _Running] = {}
         outcomes: list[TrialOutcome] = []
         finished = False
         try:
             while True:
-                while not finished and len(running) < self.concurrency:
+                while free and not finished:
                     trial_id = f"trial_{next(self._ids):05d}"
                     config = suggestions.next(trial_id)
                     if config is None:
+                        if not calls:
+                            raise RuntimeError("the search waits for results but no trial is running")
                         break
                     if config == Searcher.FINISHED:
                         finished = True
                         break
-                    self._start(running, _Running(trial_id, dict(config), self._reserve()))
-                if not running:
-                    if finished:
-                        return outcomes
-                    raise RuntimeError("the search waits for results but no trial is running")
-                [ref], _ = ray.wait(list(running), num_returns=1)
-                trial = running.pop(ref)
-                if trial.call is None:  # its CPUs are reserved: run it
-                    trial.call = self.pool.run.remote(trial.config, [self.spec_ref])
-                    running[trial.call] = trial
+                    trial = _Running(trial_id, dict(config), free.pop())
+                    calls[self.pool.run.remote(trial.config, [self.spec_ref])] = trial
+                if finished and not calls:
+                    return outcomes
+                [ref], _ = ray.wait([*calls, *reserving], num_returns=1)
+                if ref in reserving:  # CPUs for one more trial
+                    free.append(reserving.pop(ref))
                     continue
-                metrics = self._result(trial)
+                trial = calls.pop(ref)
+                free.append(trial.reservation)
+                metrics = self._result(ref, trial)
                 outcome = TrialOutcome.from_metrics(metrics)
                 suggestions.complete(trial.trial_id, metrics)
                 outcomes.append(outcome)
                 self.on_trial(outcome)
-        finally:
-            for trial in running.values():  # interrupted: give back what is still reserved
-                _release(trial.reservation)
+        finally:  # done or interrupted: give every reservation back
+            for group in groups:
+                _release(group)
 
-    def _start(self, running: dict[Any, _Running], trial: _Running) -> None:
-        if trial.reservation is None:
-            trial.call = self.pool.run.remote(trial.config, [self.spec_ref])
-            running[trial.call] = trial
-        else:
-            running[trial.reservation.ready()] = trial
-
-    def _reserve(self) -> PlacementGroup | None:
-        return placement_group([{"CPU": self.cpus}]) if self.cpus > 0 else None
-
-    def _result(self, trial: _Running) -> dict[str, Any]:
+    @staticmethod
+    def _result(ref: Any, trial: _Running) -> dict[str, Any]:
         try:
-            return ray.get(trial.call)
+            return ray.get(ref)
         except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
             # The executor's process died (memory, kill), or harness code raised: the trial
             # failed, as a Tune trial whose process failed does.
             return failure_metrics(trial.config, exc, no_flops())
-        finally:
-            _release(trial.reservation)
 
 
 def _release(reservation: PlacementGroup | None) -> None:
