@@ -12,8 +12,12 @@ every query's answer with it: were readers to wait for each new render, every re
 first read. So a query whose answer was current at most :data:`STALE_FOR_S` seconds ago gets
 that answer at once while its successor renders in the background (:data:`BACKGROUND_RENDERS` at
 once: a render mostly waits for the database); only a query never answered, or answered longer
-ago, waits for its render. Staleness stays a second or two while the renders keep up, and
-never passes :data:`STALE_FOR_S` plus a second. A fingerprint read every time
+ago, waits for its render. A query is rendered again in the background at most every
+:data:`RERENDER_EVERY_S` seconds: at many commits a second, the 60 queries a page's readers mix
+would otherwise each render again every second, and a render's Python holds the interpreter that
+sends every cached answer (the tail of all reads). Staleness stays within
+:data:`RERENDER_EVERY_S` plus a render while the renders keep up, and never passes
+:data:`STALE_FOR_S` plus a second. A fingerprint read every time
 (``FINGERPRINT_TTL_S = 0``, as tests that read their own writes set) sends no stale answer.
 
 Private submissions (:mod:`services.store.runs.visibility`) are shown only to their owner and
@@ -69,6 +73,7 @@ T = TypeVar("T")
 V = TypeVar("V")
 FINGERPRINT_TTL_S = 1.0
 STALE_FOR_S = 10.0  # how long a superseded answer may be sent while its successor renders
+RERENDER_EVERY_S = 4.0  # a query's background renders start at least this far apart (< STALE_FOR_S)
 ENDED_KEPT = 256  # superseded fingerprints remembered, with when they were superseded
 BACKGROUND_RENDERS = 4  # at once: a render mostly waits for the database (17 ms of Python in 80)
 CACHE_CONTROL_PUBLIC = "public, max-age=5, must-revalidate"
@@ -129,6 +134,7 @@ class AnswerCache:
         self._latest = BoundedTable[tuple[Any, Any]](size)  # query -> (fingerprint, answer): its newest
         self._ended: OrderedDict[Any, float] = OrderedDict()  # fingerprint -> when it was superseded
         self._queued: dict[Any, tuple[Any, Callable[[Session], Any]]] = {}  # queries to render, in order
+        self._rerendered = BoundedTable[float](size)  # query -> when its last background render began
         self._workers: set[asyncio.Task[None]] = set()
 
     def shared(self, key: Any) -> SharedAnswer | None:
@@ -210,8 +216,10 @@ class AnswerCache:
         return FINGERPRINT_TTL_S > 0 and ended is not None and time.monotonic() - ended <= STALE_FOR_S
 
     def _render_later(self, sessions: Any, query: Any, render: Callable[[Session], Any]) -> None:
-        """Queue the render of ``query`` for the background worker, once."""
-        if query in self._queued:
+        """Queue the render of ``query`` for the background worker, once, and not again
+        within RERENDER_EVERY_S of its last one (a later reader queues it then)."""
+        began = self._rerendered.get(query)
+        if query in self._queued or (began is not None and time.monotonic() - began < RERENDER_EVERY_S):
             return
         self._queued[query] = (sessions, render)
         loop = asyncio.get_running_loop()
@@ -226,6 +234,7 @@ class AnswerCache:
             query = next(iter(self._queued))
             sessions, render = self._queued.pop(query)
             key = (query, self._fingerprint[1])
+            self._rerendered.put(query, time.monotonic())
             try:
                 if self.get(key) is None and key not in self._pending:
                     await self._render(sessions, key, render)  # pending from its first line: no gap

@@ -1,7 +1,8 @@
 """Answers under a stream of commits (``AnswerCache``): after the fingerprint changes, a query
 answered recently gets its previous answer at once while the new one renders in the
-background, once; a query never answered, one answered too long ago, and a cache that reads
-the fingerprint every time (tests that read their own writes) wait for the render."""
+background, once, and not again within ``RERENDER_EVERY_S``; a query never answered, one
+answered too long ago, and a cache that reads the fingerprint every time (tests that read their
+own writes) wait for the render."""
 
 from __future__ import annotations
 
@@ -68,3 +69,31 @@ def test_an_answer_superseded_too_long_ago_is_rendered_first(database: dict[str,
         return got
 
     assert asyncio.run(reads()) == ["answer at 1", "answer at 2", "answer at 3"]
+
+
+def test_a_query_is_rendered_again_in_the_background_at_most_every_few_seconds(
+        database: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    cache, renders = AnswerCache(8), []
+
+    def render(session: object) -> str:
+        renders.append(database["fingerprint"])
+        return f"answer at {database['fingerprint']}"
+
+    async def reads() -> list[str]:
+        got = [await cache.answer(_sessions, "board", render)]
+        database["fingerprint"] = 2
+        got.append(await cache.answer(_sessions, "board", render))  # at 1; 2 renders behind it
+        await asyncio.gather(*cache._workers)
+        database["fingerprint"] = 3  # a commit right after that render began
+        got.append(await cache.answer(_sessions, "board", render))  # at 2, and no render queued
+        await asyncio.gather(*cache._workers)
+        got.append(await cache.answer(_sessions, "board", render))  # still at 2
+        monkeypatch.setattr(answers, "RERENDER_EVERY_S", 0.0)  # as if the interval had passed
+        got.append(await cache.answer(_sessions, "board", render))  # at 2; 3 renders behind it
+        await asyncio.gather(*cache._workers)
+        got.append(await cache.answer(_sessions, "board", render))
+        return got
+
+    assert asyncio.run(reads()) == ["answer at 1", "answer at 1", "answer at 2", "answer at 2", "answer at 2",
+                                    "answer at 3"]
+    assert renders == [1, 2, 3]
