@@ -27,8 +27,8 @@ The model of one submission (the ``nevis22-full`` stream, 106 tasks):
   at most ``trials`` GPUs; more GPUs serve other submissions.
 - **Per-task overheads**: the coordinator's launch delay (``--launch-delay-s``: eligible to
   launched for a task with nothing queued ahead of it, bench/scale_sim.py's first-submission
-  p99) and the orchestration per task (``--orchestration-s``: Tune experiment, trial
-  processes, evaluation, commits; bench/bench_stream.py's 3-4 s). The coordinator's scheduling rate (``--transitions-per-min``,
+  p99) and the orchestration per task (``--orchestration-s``: search, trial dispatch,
+  evaluation, commits; bench/bench_stream.py's 2.0 s per warm task). The coordinator's scheduling rate (``--transitions-per-min``,
   bench/scale_sim.py, 6 transitions per task) bounds how many GPUs a fleet of submissions can
   keep busy; it is printed against the GPUs one task keeps busy.
 
@@ -78,7 +78,7 @@ TRANSITIONS_PER_TASK = 6  # lease claimed, launched, started, ended; task run st
 # Measured figures quoted in docs/benchmarks.md (the defaults; pass newer ones).
 SCALE_SIM_TRANSITIONS_PER_MIN = 11_441.0  # bench/scale_sim.py, 1,000 x 10, 3 replicas, 2026-12-03, load 4-13
 SCALE_SIM_LAUNCH_DELAY_S = 0.7  # the same run: a task with nothing queued ahead (a user's first) launched by 0.69 s, p99
-BENCH_STREAM_ORCHESTRATION_S = 3.5  # bench/bench_stream.py: 3-4 s per task
+BENCH_STREAM_ORCHESTRATION_S = 2.0  # bench/bench_stream.py, 2026-12-04 (quiet): 2.0 s per warm task (82.8 s - 74.8 s over 4)
 
 # Whole-dataset image counts, public figures rounded: ESTIMATES (the manifests carry none).
 APPROX_IMAGES: dict[str, int] = {
