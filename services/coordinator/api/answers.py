@@ -47,12 +47,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from fastapi import Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -60,6 +59,7 @@ from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from services.coordinator.api.bounded_table import BoundedTable
 from services.store.db.models import Submission, TaskResult
 from services.store.runs.visibility import ANONYMOUS, Viewer
 
@@ -70,7 +70,6 @@ SHARED_SLOT = "nevis.shared_answer"
 """The ``scope`` key of the slot in which a route says its answer is the anonymous one."""
 IF_NONE_MATCH_MAX = 1000
 T = TypeVar("T")
-V = TypeVar("V")
 FINGERPRINT_TTL_S = 1.0
 STALE_FOR_S = 10.0  # how long a superseded answer may be sent while its successor renders
 RERENDER_EVERY_S = 4.0  # a query's background renders start at least this far apart (< STALE_FOR_S)
@@ -97,28 +96,6 @@ class SharedAnswer:
     query: Any = None
     """The cache's key of its answer: while that answer's successor renders in the background,
     these bytes are sent as they are (see :meth:`AnswerCache.renders_soon`)."""
-
-
-class BoundedTable(Generic[V]):
-    """A thread-safe table that keeps the ``size`` most recently used entries: reads come
-    from many request threads, so a lookup and its reordering happen under one lock."""
-
-    def __init__(self, size: int) -> None:
-        self.size, self._entries, self._lock = size, OrderedDict[Any, V](), threading.Lock()
-
-    def get(self, key: Any) -> V | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: Any, value: V) -> None:
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
 
 
 class AnswerCache:
@@ -205,10 +182,16 @@ class AnswerCache:
         return found
 
     def renders_soon(self, query: Any, fingerprint: Any, now: Any) -> bool:
-        """Whether ``query``'s answer at ``now`` is queued or rendering while its answer at
-        ``fingerprint`` is recent enough to send meanwhile (as the kept bytes are)."""
-        return ((query in self._queued or (query, now) in self._pending) and self.get((query, now)) is None
-                and self._recent(fingerprint))
+        """Whether ``query``'s answer at ``now`` is queued or rendering (or waits out
+        RERENDER_EVERY_S after its last render) while its answer at ``fingerprint`` is recent
+        enough to send meanwhile (as the kept bytes are)."""
+        waiting = query in self._queued or (query, now) in self._pending or self._rendered_lately(query)
+        return waiting and self.get((query, now)) is None and self._recent(fingerprint)
+
+    def _rendered_lately(self, query: Any) -> bool:
+        """Whether ``query``'s last background render began under RERENDER_EVERY_S ago."""
+        began = self._rerendered.get(query)
+        return began is not None and time.monotonic() - began < RERENDER_EVERY_S
 
     def _recent(self, fingerprint: Any) -> bool:
         """Whether an answer rendered at ``fingerprint`` was current at most STALE_FOR_S ago."""
@@ -218,8 +201,7 @@ class AnswerCache:
     def _render_later(self, sessions: Any, query: Any, render: Callable[[Session], Any]) -> None:
         """Queue the render of ``query`` for the background worker, once, and not again
         within RERENDER_EVERY_S of its last one (a later reader queues it then)."""
-        began = self._rerendered.get(query)
-        if query in self._queued or (began is not None and time.monotonic() - began < RERENDER_EVERY_S):
+        if query in self._queued or self._rendered_lately(query):
             return
         self._queued[query] = (sessions, render)
         loop = asyncio.get_running_loop()

@@ -87,6 +87,7 @@ def test_a_query_is_rendered_again_in_the_background_at_most_every_few_seconds(
         database["fingerprint"] = 3  # a commit right after that render began
         got.append(await cache.answer(_sessions, "board", render))  # at 2, and no render queued
         await asyncio.gather(*cache._workers)
+        assert cache.renders_soon("board", 2, 3)  # so the bytes kept at 2 may be sent as they are
         got.append(await cache.answer(_sessions, "board", render))  # still at 2
         monkeypatch.setattr(answers, "RERENDER_EVERY_S", 0.0)  # as if the interval had passed
         got.append(await cache.answer(_sessions, "board", render))  # at 2; 3 renders behind it
