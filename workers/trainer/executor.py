@@ -3,14 +3,13 @@
 Ray Tune starts every trial in a fresh actor process, and a fresh process spends seconds
 importing torch and its FLOP counter before the first step (about 3.5 s of the 5.5 s that
 orchestration cost per task on a 2-core machine). So a run starts ``size`` executors once,
-each keeping a training host (:mod:`workers.sandbox`: the sandboxed process where the learner
-is loaded, its heavy imports and first-call warm-up done) for the whole run, and an evaluation
-host started ahead of each evaluation; executors themselves are harness code.
+each keeping a learner host (:mod:`workers.sandbox`: the sandboxed process where the learner
+is loaded, its heavy imports done) for the whole run; executors themselves are harness code.
 The task's trial loop (:mod:`workers.trainer.trial_loop`) asks the :class:`ExecutorPool` to
 run each trial Tune's search suggests in a free executor; the loop holds each running trial's
 CPUs (executors reserve none, but the GPUs of GPU learners, which they keep for the run). Between
-trial batches the same executors score the chosen predictor (:meth:`Evaluator.predict`) in
-their evaluation hosts, so a run of a one-worker learner starts no learner host besides theirs.
+trial batches the same executors score the chosen predictor (:meth:`Evaluator.predict`), so
+a run of a one-worker learner starts no learner host besides theirs.
 """
 
 from __future__ import annotations
@@ -41,59 +40,77 @@ def keep_log(target: LogTarget, data: bytes) -> None:
 
 
 class Evaluator:
-    """Scores a chosen predictor on evaluation images through a fresh learner host (a Ray
+    """Scores a chosen predictor on evaluation images through a warm learner host (a Ray
     actor of harness code; the learner runs in the host's sandbox).
 
-    It receives images only; the labels stay in the driver. Each evaluation gets a host that
-    was started after the previous one (a task ahead, so it is ready when needed) and has been
-    sent nothing but its learner's name; the host is discarded afterwards, so no learner keeps
-    evaluation images in its memory or ``/tmp``. Runs of multi-worker learners start one of
-    these on its own; otherwise the pool's executors (subclasses) do the job.
+    It receives images only; the labels stay in the driver. Runs of multi-worker learners
+    start one of these on its own; otherwise the pool's executors (subclasses) do the job.
     """
+
+    trains = False  # whether its hosts train too (they import what training needs first)
 
     def __init__(self, host_spec: HostSpec) -> None:
         self._spec = host_spec
-        self._scorer: Future[LearnerHost] | None = _STARTER.submit(self._start)  # the next evaluation's host
+        self._starting: Future[LearnerHost] | None = None  # the successor of a retired host
+        self._spare: Future[LearnerHost] | None = None  # the successor after that, started early
+        self._host = self._start()
 
     def predict(self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int,
                 log_to: LogTarget | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        """Scores of ``predictor`` on evaluation images, from a host no one else uses, which
-        is retired afterwards while the next evaluation's starts. With ``log_to`` (the task's
-        harness actor and a key), what the host wrote meanwhile, failures included, is stored
-        there."""
-        host = self._scoring_host()
+        """Scores of ``predictor`` on evaluation images; the host that saw them is discarded
+        afterwards and a fresh one takes its place, so no learner keeps test images in its
+        memory or ``/tmp`` when it next trains. With ``log_to`` (the task's harness actor and a
+        key), what the host wrote meanwhile, failures included, is stored there."""
+        host = self._live_host()
         mark = host.log.position
         try:
             (scores, flops), usage = measured_call(host, lambda: predict(host, info, predictor, images, seed=seed))
         finally:
             if log_to is not None:
                 keep_log(log_to, host.log_since(mark))
-            _STARTER.submit(host.close)
-            self._scorer = _STARTER.submit(self._start)
+            self._replace_host()
         return scores, {**flops, **usage}
 
-    def _start(self, *, trains: bool = False) -> LearnerHost:
-        """A fresh learner host, its imports done (training's too where it will train)."""
-        return LearnerHost(self._spec, trains=trains)
+    def _replace_host(self) -> None:
+        """Retire the host and hand its place to a spare, all off the caller's path.
 
-    def _scoring_host(self) -> LearnerHost:
-        """The next evaluation's host (waiting for its start), restarted if its process died
-        while it waited."""
-        pending, self._scorer = self._scorer, None
-        host = pending.result() if pending is not None else self._start()
-        if not host.alive:
-            host.close()
-            host = self._start()
-        return host
+        The spare was started after the previous replacement (a task ago), so the next trial
+        finds it ready instead of waiting for a start (seconds: torch, the learner, training's
+        imports); it is a fresh process that has been sent nothing but its learner's name.
+        The first replacement has no spare yet and starts one; then the next spare starts,
+        so an executor that evaluates keeps one idle host beside its own."""
+        old, self._host = self._host, None
+        spare, self._spare = self._spare, None
+        self._starting = spare if spare is not None else _STARTER.submit(self._start)
+        _STARTER.submit(old.close)
+        self._spare = _STARTER.submit(self._start)
+
+    def _start(self) -> LearnerHost:
+        """A fresh learner host, its imports done (training's too where it will train)."""
+        return LearnerHost(self._spec, trains=self.trains)
+
+    def _live_host(self) -> LearnerHost:
+        """The host (waiting for a replacement being started), restarted if its process died
+        (a crashed trial, an out-of-memory kill; a spare that died while it waited)."""
+        if self._starting is not None:
+            starting, self._starting = self._starting, None
+            self._host = starting.result()
+        if not self._host.alive:
+            self._host.close()
+            self._host = self._start()
+        return self._host
 
     def close(self) -> None:
-        """Close its hosts, one still starting included (an actor killed by Ray takes them with it)."""
-        pending, self._scorer = self._scorer, None
-        if pending is not None:
+        """Close its hosts, the spare included (an actor killed by Ray takes them with it)."""
+        pending = [f for f in (self._starting, self._spare) if f is not None]
+        self._starting = self._spare = None
+        for future in pending:
             try:
-                pending.result().close()
+                future.result().close()
             except Exception:  # noqa: BLE001 - a host that failed to start has nothing to close
                 pass
+        if self._host is not None:
+            self._host.close()
 
 
 def start_evaluator(host_spec: HostSpec) -> Any:
@@ -102,18 +119,9 @@ def start_evaluator(host_spec: HostSpec) -> Any:
 
 
 class TrialExecutor(Evaluator):
-    """Runs one-worker trials of one learner, and evaluations (a Ray actor, warm for the run).
+    """Runs one-worker trials of one learner, and evaluations (a Ray actor, warm for the run)."""
 
-    Trials run in one training host kept for the run, its imports (training's included) and
-    its first-call warm-up (kernels chosen for the network's shapes) done once, not once a
-    task; it never sees evaluation images, which go to the evaluation hosts of
-    :class:`Evaluator`.
-    """
-
-    def __init__(self, host_spec: HostSpec) -> None:
-        self._spec = host_spec
-        self._trainer: LearnerHost | None = self._start(trains=True)  # first: the first trial needs it
-        super().__init__(host_spec)
+    trains = True
 
     def run(self, config: dict[str, Any], spec: Any) -> dict[str, Any]:
         """One trial; learner failures come back as a ``failed`` result, never raised."""
@@ -121,7 +129,7 @@ class TrialExecutor(Evaluator):
 
         if spec.host != self._spec:
             raise ValueError(f"executor of {self._spec.learner_spec!r} asked to run {spec.host.learner_spec!r}")
-        host = self._training_host()
+        host = self._live_host()
         metrics, usage = measured_call(host, lambda: run_trial_in_host(host, config, spec))
         return {**metrics, **usage}
 
@@ -130,23 +138,9 @@ class TrialExecutor(Evaluator):
         and usage fields; a learner's failure is raised (the task fails)."""
         from workers.trainer.task_prepare import prepare_in_host  # noqa: PLC0415
 
-        host = self._training_host()
+        host = self._live_host()
         (prepared, flops), usage = measured_call(host, lambda: prepare_in_host(host, spec))
         return prepared, {**flops, **usage}
-
-    def _training_host(self) -> LearnerHost:
-        """The training host, restarted if its process died (a crashed trial, an out-of-memory kill)."""
-        if self._trainer is None or not self._trainer.alive:
-            if self._trainer is not None:
-                self._trainer.close()
-            self._trainer = self._start(trains=True)
-        return self._trainer
-
-    def close(self) -> None:
-        super().close()
-        trainer, self._trainer = self._trainer, None
-        if trainer is not None:
-            trainer.close()
 
 
 class ExecutorPool:

@@ -1,8 +1,7 @@
-"""An executor's learner hosts: trials run in one training host kept for the run, which never
-sees evaluation images; each evaluation gets a host started ahead of it (after the previous
-evaluation), retired afterwards; only the training host imports what training needs before it
-answers. Real hosts in the machine's sandbox; no Ray (the executor classes are plain objects
-here)."""
+"""An executor's learner hosts: the one that scored evaluation images never trains again, its
+successor was started a task ahead (a spare), and a host that will train has imported what
+training needs before it answers. Real hosts in the machine's sandbox; no Ray (the executor
+classes are plain objects here)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 from workers.learners.protocol import TaskInfo
-from workers.sandbox.client import HostSpec, predict
+from workers.sandbox.client import HostSpec
 from workers.trainer.executor import Evaluator, TrialExecutor
 
 LEARNER_SOURCE = '''
@@ -46,40 +45,30 @@ def spec(tmp_path: Path) -> HostSpec:
     return HostSpec("nevis_witness:make", import_paths=(str(tmp_path),))
 
 
-def imported_training(host) -> bool:
-    """Whether ``host`` had imported training's modules (the witness's scores say)."""
-    scores, _ = predict(host, INFO, b"p", IMAGES, seed=0)
-    return bool(scores[0, 0])
-
-
 @pytest.mark.parametrize("kind", [Evaluator, TrialExecutor])
-def test_evaluation_hosts_import_nothing_for_training_and_training_hosts_do(spec, kind) -> None:
+def test_only_hosts_that_train_import_what_training_needs_before_they_answer(spec, kind) -> None:
     executor = kind(spec)
     try:
         scores, _ = executor.predict(INFO, b"p", IMAGES, seed=0)
-        assert not bool(scores[0, 0])
-        if kind is TrialExecutor:
-            assert imported_training(executor._training_host())  # noqa: SLF001
     finally:
         executor.close()
+    assert bool(scores[0, 0]) is kind.trains
 
 
-def test_evaluation_images_go_to_a_fresh_host_each_time_never_to_the_training_host(spec) -> None:
+def test_a_host_that_scored_evaluation_images_never_trains_and_a_spare_takes_its_place(spec) -> None:
     executor = TrialExecutor(spec)
     try:
-        trainer = executor._training_host()  # noqa: SLF001
-        scored = []
+        scored, spare = [], None
         for _ in range(2):  # two tasks' evaluations
-            upcoming = executor._scorer  # noqa: SLF001 - started before this evaluation was asked for
-            assert upcoming is not None
-            scored.append(upcoming.result())
+            scored.append(executor._live_host())  # noqa: SLF001 - the host that will score
             executor.predict(INFO, b"p", IMAGES, seed=0)
-            assert executor._training_host() is trainer  # noqa: SLF001 - kept, warm, across tasks
-            assert all(host is not trainer for host in scored)
-        assert scored[0] is not scored[1]
-        executor._scorer.result()  # noqa: SLF001 - the last retirement was queued before this start
+            trains_next = executor._live_host()  # noqa: SLF001 - the host the next trial gets
+            assert all(trains_next is not host for host in scored)
+            if spare is not None:  # started after the previous evaluation, not after this one
+                assert trains_next is spare.result()
+            spare = executor._spare  # noqa: SLF001
+            assert spare is not None
+        spare.result()  # the last retirement was queued before this spare's start
         assert not any(host.alive for host in scored)  # retired, evaluation images and all
-        assert trainer.alive
     finally:
         executor.close()
-    assert not trainer.alive
