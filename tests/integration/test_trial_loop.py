@@ -65,6 +65,7 @@ def test_every_trial_runs_once_and_each_is_handed_on_as_it_ends() -> None:
     outcomes, seen, most = run_loop(6, cpus=1, concurrency=2)
     assert sorted(o.trial_index for o in outcomes) == [0, 1, 2, 3, 4, 5]
     assert seen == outcomes and all(o.status == "ok" and o.flops_measured == 10 for o in outcomes)
+    assert all(set(o.config) == {"x", TRIAL_INDEX, TRIAL_SEED} for o in outcomes)  # as Tune's results carry it
     assert most == 2
     assert live_reservations() == []
     assert len(placement_group_table()) - groups_before == 2  # the trials take turns in 2 groups

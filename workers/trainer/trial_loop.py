@@ -113,7 +113,9 @@ class TrialLoop:
                     continue
                 trial = calls.pop(ref)
                 free.append(trial.reservation)
-                metrics = self._result(ref, trial)
+                # The stored config is the trial's whole config, harness keys included, as the
+                # result Tune hands on carries it (multi-worker trials still go through Tune).
+                metrics = {**self._result(ref, trial), "config": trial.config}
                 outcome = TrialOutcome.from_metrics(metrics)
                 suggestions.complete(trial.trial_id, metrics)
                 outcomes.append(outcome)
