@@ -78,7 +78,7 @@ TRANSITIONS_PER_TASK = 6  # lease claimed, launched, started, ended; task run st
 # Measured figures quoted in docs/benchmarks.md (the defaults; pass newer ones).
 SCALE_SIM_TRANSITIONS_PER_MIN = 11_441.0  # bench/scale_sim.py, 1,000 x 10, 3 replicas, 2026-12-03, load 4-13
 SCALE_SIM_LAUNCH_DELAY_S = 0.7  # the same run: a task with nothing queued ahead (a user's first) launched by 0.69 s, p99
-BENCH_STREAM_ORCHESTRATION_S = 2.0  # bench/bench_stream.py, 2026-12-04 (quiet): 2.0 s per warm task (82.8 s - 74.8 s over 4)
+BENCH_STREAM_ORCHESTRATION_S = 2.0  # bench/bench_stream.py, 2026-12-04 (quiet): ~2 s per warm task (first dispatch 0.93 + first trial's warm-up 0.83 + evaluation and commit 0.2 + later dispatches)
 
 # Whole-dataset image counts, public figures rounded: ESTIMATES (the manifests carry none).
 APPROX_IMAGES: dict[str, int] = {
