@@ -262,23 +262,11 @@ def kit():
 @pytest.fixture(scope="module")
 def live_server(shared_api) -> Iterator[int]:
     """The shared API served by a real uvicorn on a free port (for raw-socket tests); its port."""
-    import threading
-
-    import uvicorn
-
     from services.coordinator.app import create_app
+    from tests.support.browser import served
 
-    server = uvicorn.Server(uvicorn.Config(create_app(shared_api.settings), host="127.0.0.1",
-                                           port=_free_port(), log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield server.config.port
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served(create_app(shared_api.settings)) as url:
+        yield int(url.rsplit(":", 1)[1])
 
 
 def read_status(sock: socket.socket) -> str:
