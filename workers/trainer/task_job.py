@@ -73,12 +73,12 @@ class _TrialSink(tune.Callback):
         self._on_trial(outcome)
 
 
-def trial_resources(resources: Resources, *, pooled: bool = True) -> dict[str, float]:
-    """Tune resources of one trial: its CPUs (a pooled executor holds its GPUs for the run),
-    or just a driver for a Ray Train worker group."""
+def trial_resources(resources: Resources) -> dict[str, float]:
+    """Tune resources of one trial run as a Tune experiment: its CPUs and GPUs, or just a
+    driver for a Ray Train worker group (pooled trials hold theirs in the trial loop)."""
     if resources.num_workers > 1:
         return {"cpu": 0.01}  # the Train worker group reserves the real resources
-    return {"cpu": resources.cpus_per_worker, "gpu": 0.0 if pooled else resources.gpus_per_worker}
+    return {"cpu": resources.cpus_per_worker, "gpu": resources.gpus_per_worker}
 
 
 def fit_to_cluster(resources: Resources, cluster: Mapping[str, float]) -> Resources:
@@ -130,9 +130,9 @@ def run_trials(
                          concurrency=min(concurrency, budget.trials), on_trial=on_trial)
         outcomes = loop.run(Suggestions(search_plan, space))
         return sorted(outcomes, key=lambda o: o.trial_index)
-    job = TrialJob(spec=ray.put(spec), pool=pool, resources=learner.resources)
+    job = TrialJob(spec=ray.put(spec), resources=learner.resources)
     tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(tune_trial, job=job), trial_resources(learner.resources, pooled=pool is not None)),
+        tune.with_resources(tune.with_parameters(tune_trial, job=job), trial_resources(learner.resources)),
         param_space=space,
         tune_config=tune.TuneConfig(
             search_alg=search_plan.search_alg,
