@@ -76,8 +76,8 @@ DEFAULT_DEV_FRACTION = 0.12
 TRANSITIONS_PER_TASK = 6  # lease claimed, launched, started, ended; task run started, committed
 
 # Measured figures quoted in docs/benchmarks.md (the defaults; pass newer ones).
-SCALE_SIM_TRANSITIONS_PER_MIN = 11_441.0  # bench/scale_sim.py, 1,000 x 10, 3 replicas, 2026-12-03, load 4-13
-SCALE_SIM_LAUNCH_DELAY_S = 0.7  # the same run: a task with nothing queued ahead (a user's first) launched by 0.69 s, p99
+SCALE_SIM_TRANSITIONS_PER_MIN = 14_065.0  # bench/scale_sim.py, 1,000 x 106, 3 replicas, 2026-12-05, load 6-13
+SCALE_SIM_LAUNCH_DELAY_S = 0.21  # the same run: a task with nothing queued ahead (a user's first) launched by 0.213 s, p99
 BENCH_STREAM_ORCHESTRATION_S = 2.0  # bench/bench_stream.py, 2026-12-04 (quiet): ~2 s per warm task (first dispatch 0.93 + first trial's warm-up 0.83 + evaluation and commit 0.2 + later dispatches)
 
 # Whole-dataset image counts, public figures rounded: ESTIMATES (the manifests carry none).
