@@ -11,6 +11,8 @@ Why it is fast:
   preconditioner); L-BFGS then needs a few dozen iterations instead of hundreds of SGD
   epochs per fold. Reparametrising does not move the optimum: the objective is unchanged.
 - The folds' objectives are independent, so minimising their sum minimises each one.
+- Features wider than a fold's training rows are first restated in each fold's row space
+  (:mod:`~workers.probe.fits.row_space`; exact), so the cost follows the examples, not the width.
 
 Objective of fold f (standardised features, weights V, bias b):
     mean over its training rows of the cross-entropy (single-label) or of the mean binary
@@ -23,6 +25,7 @@ import torch
 
 from workers.probe.fits.fit_common import FoldData, FoldScores, first_layer, held_out_scores, training_loss
 from workers.probe.fits.fit_flops import counted, repeated
+from workers.probe.fits.row_space import in_row_space
 
 TOLERANCE_CHANGE = 1e-5  # stop when the summed loss (or a step) changes less than this
 
@@ -67,6 +70,10 @@ def fit_linear(data: FoldData, *, l2: float, max_iter: int, seed: int = 0) -> Fo
         Held-out :class:`~workers.probe.fits.fit_common.FoldScores`.
     """
     del seed
+    with counted():
+        narrower = in_row_space(data)
+    if narrower is not None:
+        return fit_linear(narrower, l2=l2, max_iter=max_iter)
     k, d, c = data.folds, data.dim, data.num_classes
     with counted():
         precondition = whitening(fold_covariances(data), max(l2, 1e-6))
