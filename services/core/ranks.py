@@ -91,26 +91,61 @@ def lidar_eigenvalues(embeddings: Any, delta: float = 1e-4) -> np.ndarray:
 
 def lidar_covariances(embeddings: Any, func: str = "lidar_covariances") -> tuple[np.ndarray, np.ndarray]:
     """(Σ_b, Σ_w) of METRICS.md §3, Σ_w without its δ·I: computed once for several δ."""
+    return _covariances(_views(embeddings, func))
+
+
+def _views(embeddings: Any, func: str) -> np.ndarray:
     e = as_float_array(embeddings, param="embeddings", func=func, what=_EMBEDDINGS, ndims=(3,))
     n, q, _ = e.shape
     if n < 2 or q < 2:
         raise fail("embeddings", func, _EMBEDDINGS + " with n >= 2 and q >= 2", f"shape {e.shape}")
+    return e
+
+
+def in_sample_span(e: np.ndarray) -> tuple[np.ndarray, int]:
+    """``e`` (n, q, d) in coordinates of the span of its centred vectors, and how many
+    dimensions that drops (0, and ``e`` itself, when the vectors span every dimension).
+
+    Why it is exact for δ > 0: Σ_b and Σ_w are sums of outer products of differences of
+    the vectors (class means less their mean, views less their class mean), so both vanish
+    outside that span, and Σ_w + δ·I maps the span and its complement each to itself. The
+    LDA matrix is then the restated one's, plus one eigenvalue 0 per dropped dimension.
+    Why: wide features (d ≥ n·q, raw pixels say) cost (n·q)³ instead of d³.
+    """
+    n, q, d = e.shape
+    if n * q > d:
+        return e, 0
+    rows = (e - e.mean(axis=(0, 1))).reshape(n * q, d)
+    values, vectors = np.linalg.eigh(rows @ rows.T)
+    keep = values > _singular_below(values)
+    if not keep.any():
+        return e, 0
+    basis = rows.T @ (vectors[:, keep] / np.sqrt(values[keep]))  # (d, rank), orthonormal columns
+    return (rows @ basis).reshape(n, q, -1), d - basis.shape[1]
+
+
+def _covariances(e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n, q, _ = e.shape
     class_means = e.mean(axis=1)  # μ_i, (n, d)
     between = class_means - class_means.mean(axis=0)
     return (between.T @ between) / (n - 1), within_scatter(e, class_means) / (n * (q - 1))
 
 
-def within_scale(sigma_w: np.ndarray) -> float:
+def within_scale(sigma_w: np.ndarray, dim: int | None = None) -> float:
     """The features' scale a relative δ multiplies: tr(Σ_w) / d, the mean eigenvalue of the
     within-class covariance (so δ·scale·I shrinks with the features, and LiDAR does not move
-    when every feature is multiplied by one constant)."""
-    return float(np.trace(sigma_w)) / sigma_w.shape[0]
+    when every feature is multiplied by one constant). ``dim``: the features' own d, when
+    ``sigma_w`` is restated in fewer (:func:`in_sample_span` keeps the trace)."""
+    return float(np.trace(sigma_w)) / (dim or sigma_w.shape[0])
 
 
 def _lidar_eigenvalues(embeddings: Any, delta: float, func: str) -> np.ndarray:
-    sigma_b, sigma_w = lidar_covariances(embeddings, func)
+    e = _views(embeddings, func)
     delta = as_number(delta, param="delta", func=func, low=0.0)
-    return _ridged_eigenvalues(sigma_b, sigma_w, delta, func)
+    # δ = 0 needs Σ_w itself positive definite: checked on every dimension, not restated.
+    narrow, dropped = in_sample_span(e) if delta > 0.0 else (e, 0)
+    sigma_b, sigma_w = _covariances(narrow)
+    return np.concatenate([np.zeros(dropped), _ridged_eigenvalues(sigma_b, sigma_w, delta, func)])
 
 
 def _ridged_eigenvalues(sigma_b: np.ndarray, sigma_w: np.ndarray, delta: float, func: str) -> np.ndarray:
@@ -193,14 +228,16 @@ def lidar_at_deltas(embeddings: Any, deltas: Any, *, relative: bool,
     """
     func = "lidar_at_deltas"
     eps = as_number(eps, param="eps", func=func, low=0.0)
-    sigma_b, sigma_w = lidar_covariances(embeddings, func)
-    scale = within_scale(sigma_w) if relative else 1.0
+    e = _views(embeddings, func)
+    deltas = [as_number(delta, param="deltas", func=func, low=0.0) for delta in deltas]
+    narrow, dropped = in_sample_span(e) if all(delta > 0.0 for delta in deltas) else (e, 0)
+    sigma_b, sigma_w = _covariances(narrow)
+    scale = within_scale(sigma_w, e.shape[2]) if relative else 1.0
     factor = scale if scale > 0.0 else 1.0
     out = {}
     for delta in deltas:
-        delta = as_number(delta, param="deltas", func=func, low=0.0)
         values = _ridged_eigenvalues(sigma_b, sigma_w, delta * factor, func)
-        out[float(delta)] = spectral_rank(values, eps)
+        out[float(delta)] = spectral_rank(np.concatenate([np.zeros(dropped), values]), eps)
     return out, scale
 
 
@@ -262,6 +299,6 @@ def rankme(z: Any, eps: float = 1e-7) -> float:
 
 __all__ = [
     "GRAM_MIN_RATIO", "gram_looks_usable", "lidar", "lidar_at_deltas", "lidar_covariances", "lidar_eigenvalues",
-    "rankme", "within_scale",
+    "in_sample_span", "rankme", "within_scale",
     "singular_values", "spectral_rank", "within_scatter"
 ]

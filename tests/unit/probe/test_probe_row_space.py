@@ -35,12 +35,9 @@ def converged(monkeypatch):
 
 def _full_width(data, **kwargs):
     """The fit without the restatement (what the probe did before it)."""
-    original = linear.in_row_space
-    linear.in_row_space = lambda _: None
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(linear, "in_row_space", lambda _: None)
         return linear.fit_linear(data, **kwargs)
-    finally:
-        linear.in_row_space = original
 
 
 @pytest.mark.parametrize("groups", [1, 2])

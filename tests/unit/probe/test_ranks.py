@@ -289,3 +289,45 @@ def test_rankme_rejects_negative_eps():
 def test_listed_positional_forms_still_work(views):
     assert rankme(np.eye(3), 1e-7) == rankme(np.eye(3), eps=1e-7)
     assert lidar(views, 1e-4, 1e-8) == lidar(views, delta=1e-4, eps=1e-8)
+
+
+# --- wide features: LiDAR restated in the span of the views ------------------------------
+
+
+@pytest.fixture(scope="module")
+def wide_views():
+    """12 samples x 4 views in 200-D (d > n·q): the views span at most 47 dimensions."""
+    rng = np.random.default_rng(5)
+    centres = rng.normal(size=(12, 1, 200)) * np.linspace(3.0, 0.1, 200)
+    return centres + rng.normal(size=(12, 4, 200)) * 0.5 + 7.0
+
+
+def test_wide_views_are_restated_in_their_span_with_the_trace_kept(wide_views):
+    narrow, dropped = ranks.in_sample_span(wide_views)
+    assert narrow.shape == (12, 4, 47) and dropped == 200 - 47
+    full_b, full_w = ranks.lidar_covariances(wide_views)
+    b, w = ranks.lidar_covariances(narrow)
+    assert np.trace(w) == pytest.approx(np.trace(full_w), rel=1e-10)
+    assert np.trace(b) == pytest.approx(np.trace(full_b), rel=1e-10)
+    tall = np.random.default_rng(0).normal(size=(30, 5, 40))  # n·q > d: left as it is
+    assert ranks.in_sample_span(tall)[0] is tall and ranks.in_sample_span(tall)[1] == 0
+
+
+@pytest.mark.parametrize("delta", [1e-6, 1e-4, 1e-2])
+def test_lidar_of_wide_views_equals_the_generalised_eigenproblem_in_every_dimension(wide_views, delta):
+    sigma_b, sigma_w = scatter_matrices(wide_views, delta)
+    generalised = np.clip(scipy.linalg.eigh(sigma_b, sigma_w, eigvals_only=True), 0, None)
+    got = lidar_eigenvalues(wide_views, delta=delta)
+    assert got.shape == (200,)
+    np.testing.assert_allclose(np.sort(got), np.sort(generalised), rtol=1e-8, atol=1e-9 * generalised.max())
+    assert lidar(wide_views, delta=delta) == pytest.approx(entropy_rank(generalised, 1e-8), rel=1e-9)
+
+
+def test_lidar_at_deltas_of_wide_views_matches_one_delta_at_a_time(wide_views):
+    values, scale = ranks.lidar_at_deltas(wide_views, [1e-6, 1e-4, 1e-2], relative=True)
+    _, sigma_w = scatter_matrices(wide_views, 0.0)
+    assert scale == pytest.approx(np.trace(sigma_w) / 200, rel=1e-10)  # the features' own d
+    for delta, value in values.items():
+        assert value == pytest.approx(lidar(wide_views, delta=delta * scale), rel=1e-9)
+    with pytest.raises(ValueError, match="singular"):  # δ = 0 is checked on every dimension
+        ranks.lidar_at_deltas(wide_views, [0.0, 1e-4], relative=False)
