@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import threading
 import zipfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -275,6 +276,13 @@ def verify_dataset(store: ObjectStore, index: DatasetIndex) -> int:
     return len(index.all_shards)
 
 
+# numpy parses each member's header with ast.literal_eval, which CPython 3.11 does not make
+# thread-safe ("AST constructor recursion depth mismatch", seen once in CI when a stream's
+# reader threads read shards at once): one shard is parsed at a time per process; its
+# download and checksum, before the parse, stay concurrent.
+_NPZ_LOCK = threading.Lock()
+
+
 def read_shard(
     store: ObjectStore, index: DatasetIndex, shard: ShardInfo, originals: bool = False
 ) -> tuple[np.ndarray, np.ndarray, Originals | None]:
@@ -287,7 +295,7 @@ def read_shard(
     if sha256_hex(data) != shard.sha256:
         raise _damaged(index, shard, f"its sha256 is {sha256_hex(data)}")
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+        with _NPZ_LOCK, np.load(io.BytesIO(data), allow_pickle=False) as arrays:
             images, labels = arrays["images"], arrays["labels"]
             pair = (arrays["originals"], arrays["extents"]) if originals else None
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
