@@ -124,6 +124,13 @@ def in_sample_span(e: np.ndarray) -> tuple[np.ndarray, int]:
     return (rows @ basis).reshape(n, q, -1), d - basis.shape[1]
 
 
+def _covariances_at(e: np.ndarray, deltas: list[float]) -> tuple[np.ndarray, np.ndarray, int]:
+    """(Σ_b, Σ_w) for LiDAR at ``deltas``, in the views' span when every δ > 0 (δ = 0 needs
+    Σ_w itself positive definite, checked on every dimension), and the dimensions dropped."""
+    narrow, dropped = in_sample_span(e) if all(delta > 0.0 for delta in deltas) else (e, 0)
+    return (*_covariances(narrow), dropped)
+
+
 def _covariances(e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n, q, _ = e.shape
     class_means = e.mean(axis=1)  # μ_i, (n, d)
@@ -142,13 +149,14 @@ def within_scale(sigma_w: np.ndarray, dim: int | None = None) -> float:
 def _lidar_eigenvalues(embeddings: Any, delta: float, func: str) -> np.ndarray:
     e = _views(embeddings, func)
     delta = as_number(delta, param="delta", func=func, low=0.0)
-    # δ = 0 needs Σ_w itself positive definite: checked on every dimension, not restated.
-    narrow, dropped = in_sample_span(e) if delta > 0.0 else (e, 0)
-    sigma_b, sigma_w = _covariances(narrow)
-    return np.concatenate([np.zeros(dropped), _ridged_eigenvalues(sigma_b, sigma_w, delta, func)])
+    sigma_b, sigma_w, dropped = _covariances_at(e, [delta])
+    return _ridged_eigenvalues(sigma_b, sigma_w, delta, func, dropped)
 
 
-def _ridged_eigenvalues(sigma_b: np.ndarray, sigma_w: np.ndarray, delta: float, func: str) -> np.ndarray:
+def _ridged_eigenvalues(sigma_b: np.ndarray, sigma_w: np.ndarray, delta: float, func: str,
+                        dropped: int = 0) -> np.ndarray:
+    """The LDA matrix's eigenvalues, ascending, with ``dropped`` zeros for the dimensions
+    :func:`in_sample_span` left out."""
     d = sigma_w.shape[0]
     sigma_w = sigma_w.copy()
     sigma_w[np.diag_indices(d)] += delta
@@ -172,7 +180,7 @@ def _ridged_eigenvalues(sigma_b: np.ndarray, sigma_w: np.ndarray, delta: float, 
     inv_sqrt = (inv_sqrt + inv_sqrt.T) * 0.5
     lidar_matrix = inv_sqrt @ sigma_b @ inv_sqrt
     lidar_matrix = (lidar_matrix + lidar_matrix.T) * 0.5
-    return np.clip(np.linalg.eigvalsh(lidar_matrix), 0.0, None)
+    return np.concatenate([np.zeros(dropped), np.clip(np.linalg.eigvalsh(lidar_matrix), 0.0, None)])
 
 
 def _singular_below(ascending_eigenvalues: np.ndarray) -> float:
@@ -230,14 +238,13 @@ def lidar_at_deltas(embeddings: Any, deltas: Any, *, relative: bool,
     eps = as_number(eps, param="eps", func=func, low=0.0)
     e = _views(embeddings, func)
     deltas = [as_number(delta, param="deltas", func=func, low=0.0) for delta in deltas]
-    narrow, dropped = in_sample_span(e) if all(delta > 0.0 for delta in deltas) else (e, 0)
-    sigma_b, sigma_w = _covariances(narrow)
+    sigma_b, sigma_w, dropped = _covariances_at(e, deltas)
     scale = within_scale(sigma_w, e.shape[2]) if relative else 1.0
     factor = scale if scale > 0.0 else 1.0
     out = {}
     for delta in deltas:
-        values = _ridged_eigenvalues(sigma_b, sigma_w, delta * factor, func)
-        out[float(delta)] = spectral_rank(np.concatenate([np.zeros(dropped), values]), eps)
+        values = _ridged_eigenvalues(sigma_b, sigma_w, delta * factor, func, dropped)
+        out[float(delta)] = spectral_rank(values, eps)
     return out, scale
 
 
