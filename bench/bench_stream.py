@@ -5,7 +5,8 @@ the very same trials (configs and seeds read back from the database, same steps)
 Python loop, and prints:
 
 - service / bare wall-time ratio, one trial at a time (target <= 1.05);
-- throughput with 2 concurrent trials versus 1 on 2 cores (target >= 1.8x);
+- throughput with 2 concurrent trials versus 1 on 2 cores (target >= 1.8x), beside the
+  machine's own ceiling: the bare loop in one process, then in two processes at once;
 - cost of FLOP accounting in the bare loop, meter on versus off (target <= 1 %), and
   whether the bare loop's FLOP counts equal the service's (they must be identical);
 - optionally (``--offline``) the ``offline`` stream of real datasets with ``indep_small``:
@@ -21,6 +22,7 @@ import argparse
 import itertools
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -186,6 +188,48 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
             "after_first_s": task_ends[-1] - task_ends[0]}
 
 
+def bare_ceiling(store_url: str, steps: int, trials: dict[int, list[dict[str, Any]]], size: int) -> dict[str, Any]:
+    """The machine's own 2-process throughput for this work: the bare loop alone in one process,
+    then in two processes started together (a shared start time once both have imported
+    torch and built their learner); what 2 concurrent trials could gain at best here."""
+    job = Path(tempfile.mkdtemp(prefix="nevis-bench-ceiling-")) / "job.json"
+    job.write_text(json.dumps({"store_url": store_url, "steps": steps, "size": size,
+                               "trials": {str(k): v for k, v in trials.items()}}))
+
+    def children(count: int) -> list[float]:
+        start_at = time.time() + 15.0  # after every child's imports
+        procs = [subprocess.Popen([sys.executable, __file__, "--bare-child", str(job), "--start-at", str(start_at)],
+                                  stdout=subprocess.PIPE, text=True) for _ in range(count)]
+        walls = []
+        for proc in procs:
+            out, _ = proc.communicate()
+            if proc.returncode:
+                raise RuntimeError(f"bare child failed ({proc.returncode})")
+            walls.append(float(out.strip().splitlines()[-1]))
+        return walls
+
+    alone = children(1)[0]
+    together = children(2)
+    return {"alone_s": alone, "together_s": together, "speedup": 2 * alone / max(together)}
+
+
+def bare_child(job_path: Path, start_at: float) -> None:
+    """One process of :func:`bare_ceiling`: the bare loop from ``start_at``; prints its wall time."""
+    from services.store.objects.factory import open_store
+
+    job = json.loads(job_path.read_text())
+    trials = {int(k): v for k, v in job["trials"].items()}
+    import torch  # noqa: F401 - imported before the shared start, as the learner is built below
+
+    from workers.learners.loading import load_learner
+
+    load_learner("indep_small")
+    time.sleep(max(0.0, start_at - time.time()))
+    out = run_bare("mini", "indep_small", job["steps"], trials, open_store(job["store_url"]), job["size"],
+                   count_flops=True)
+    print(out["wall_s"], flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=4)
@@ -195,7 +239,11 @@ def main() -> None:
     parser.add_argument("--offline-trials", type=int, default=2)
     parser.add_argument("--offline-steps", type=int, default=300)
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--bare-child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.bare_child:
+        return bare_child(args.bare_child, args.start_at)
     figures: dict[str, Any] = {"trials": args.trials, "steps": args.steps}
 
     if not args.offline_only:
@@ -249,6 +297,10 @@ def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     for name, seconds in figures["per_task"].items():
         print(f"  per task after the first, {name:<20}: {seconds:5.2f} s")
     print(f"throughput, 2 concurrent vs 1     : {figures['concurrency_speedup']:.2f}x  (target >= 1.8x)")
+    ceiling = bare_ceiling(one["runner"].settings.store_url, args.steps, trials, size)
+    figures["bare_two_process_speedup"] = ceiling["speedup"]
+    print(f"  this machine's ceiling, the bare loop in 2 processes at once vs 1: {ceiling['speedup']:.2f}x"
+          f"  ({ceiling['alone_s']:.1f} s alone; {', '.join(f'{w:.1f}' for w in ceiling['together_s'])} s together)")
     print(f"FLOP accounting cost (bare loop)  : {100 * figures['flop_accounting_overhead']:+.2f} %  (target <= 1 %)")
     print(f"FLOP counts identical to service  : {same_flops}")
     print(f"largest dev-error gap vs service  : {dev_gap:.2e} (same seeds, same steps)")

@@ -35,7 +35,7 @@ def pool(ray_local: None) -> Iterator[Any]:
 
 def _free_executors(pool: Any) -> list[Any]:
     """The executors waiting in the pool now (their actor ids)."""
-    return [e._actor_id for e in ray.get(pool.__ray_call__.remote(lambda self: list(self._free._queue)), timeout=30)]
+    return [e._actor_id for e in ray.get(pool.__ray_call__.remote(lambda self: list(self._free)), timeout=30)]
 
 
 def test_an_executor_comes_back_when_the_evaluation_fails(pool: Any) -> None:
@@ -76,7 +76,7 @@ def test_an_executor_whose_process_died_is_replaced(pool: Any) -> None:
     (before,) = _free_executors(pool)
 
     def kill_and_call(self: Any) -> None:  # runs inside the pool: kill its only executor
-        ray.kill(self._free._queue[0])
+        ray.kill(self._free[0])
 
     ray.get(pool.__ray_call__.remote(kill_and_call), timeout=30)
     with pytest.raises(ray.exceptions.RayActorError):

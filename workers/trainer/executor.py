@@ -22,7 +22,8 @@ import numpy as np
 import ray
 
 from workers.learners.protocol import TaskInfo
-from workers.sandbox.client import HostSpec, LearnerHost, predict
+from workers.sandbox.client import HostSpec, LearnerHost, describe, predict
+from workers.sandbox.declaration import LearnerDeclaration
 from workers.trainer.host_usage import measured_call
 
 _STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nevis-host-start")
@@ -44,23 +45,33 @@ class Evaluator:
     actor of harness code; the learner runs in the host's sandbox).
 
     It receives images only; the labels stay in the driver. Runs of multi-worker learners
-    start one of these on its own; otherwise the pool's executors (subclasses) do the job.
+    start one of these on its own; otherwise one of the pool's executors (subclasses) does the job.
     """
 
     trains = False  # whether its hosts train too (they import what training needs first)
 
     def __init__(self, host_spec: HostSpec) -> None:
         self._spec = host_spec
-        self._starting: Future[LearnerHost] | None = None  # the successor of a retired host
-        self._spare: Future[LearnerHost] | None = None  # the successor after that, started early
-        self._host = self._start()
+        self._spare: Future[LearnerHost] | None = None  # takes over after the next evaluation
+        self._host: LearnerHost | Future[LearnerHost] | None = _STARTER.submit(self._start)
+        if self.trains:  # the trial harness imports torch and scikit-learn (2-3 s): while the host starts
+            import workers.trainer.trial  # noqa: F401, PLC0415
+        self._host = self._host.result()  # started: the actor is ready when its host is
+
+    def keep_spare(self) -> None:
+        """Another task follows the one starting now: start the host that takes over after
+        its evaluation, so the next task's first trial finds it ready instead of waiting for
+        a start (seconds: torch, the learner, training's imports). Without this call the host
+        that evaluated is retired and none is started, which a run's last task needs no more."""
+        if self._spare is None:
+            self._spare = _STARTER.submit(self._start)
 
     def predict(self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int,
                 log_to: LogTarget | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         """Scores of ``predictor`` on evaluation images; the host that saw them is discarded
-        afterwards and a fresh one takes its place, so no learner keeps test images in its
-        memory or ``/tmp`` when it next trains. With ``log_to`` (the task's harness actor and a
-        key), what the host wrote meanwhile, failures included, is stored there."""
+        afterwards and the spare, if any, takes its place, so no learner keeps test images in
+        its memory or ``/tmp`` when it next trains. With ``log_to`` (the task's harness actor
+        and a key), what the host wrote meanwhile, failures included, is stored there."""
         host = self._live_host()
         mark = host.log.position
         try:
@@ -68,33 +79,27 @@ class Evaluator:
         finally:
             if log_to is not None:
                 keep_log(log_to, host.log_since(mark))
-            self._replace_host()
+            self._retire_host()
         return scores, {**flops, **usage}
 
-    def _replace_host(self) -> None:
-        """Retire the host and hand its place to a spare, all off the caller's path.
-
-        The spare was started after the previous replacement (a task ago), so the next trial
-        finds it ready instead of waiting for a start (seconds: torch, the learner, training's
-        imports); it is a fresh process that has been sent nothing but its learner's name.
-        The first replacement has no spare yet and starts one; then the next spare starts,
-        so an executor that evaluates keeps one idle host beside its own."""
-        old, self._host = self._host, None
-        spare, self._spare = self._spare, None
-        self._starting = spare if spare is not None else _STARTER.submit(self._start)
+    def _retire_host(self) -> None:
+        """Close the host off the caller's path; the spare (a fresh process that has been sent
+        nothing but its learner's name) takes its place, or the next call starts one."""
+        old, self._host, self._spare = self._host, self._spare, None
         _STARTER.submit(old.close)
-        self._spare = _STARTER.submit(self._start)
 
     def _start(self) -> LearnerHost:
         """A fresh learner host, its imports done (training's too where it will train)."""
         return LearnerHost(self._spec, trains=self.trains)
 
     def _live_host(self) -> LearnerHost:
-        """The host (waiting for a replacement being started), restarted if its process died
-        (a crashed trial, an out-of-memory kill; a spare that died while it waited)."""
-        if self._starting is not None:
-            starting, self._starting = self._starting, None
-            self._host = starting.result()
+        """The host (waiting for it if it is still starting; started now if there is none),
+        restarted if its process died (a crashed trial, an out-of-memory kill; a spare that
+        died while it waited)."""
+        if isinstance(self._host, Future):
+            self._host = self._host.result()
+        if self._host is None:
+            self._host = self._start()
         if not self._host.alive:
             self._host.close()
             self._host = self._start()
@@ -102,15 +107,14 @@ class Evaluator:
 
     def close(self) -> None:
         """Close its hosts, the spare included (an actor killed by Ray takes them with it)."""
-        pending = [f for f in (self._starting, self._spare) if f is not None]
-        self._starting = self._spare = None
-        for future in pending:
+        for held in (self._spare, self._host):
             try:
-                future.result().close()
+                host = held.result() if isinstance(held, Future) else held
+                if host is not None:
+                    host.close()
             except Exception:  # noqa: BLE001 - a host that failed to start has nothing to close
                 pass
-        if self._host is not None:
-            self._host.close()
+        self._spare = self._host = None
 
 
 def start_evaluator(host_spec: HostSpec) -> Any:
@@ -133,6 +137,11 @@ class TrialExecutor(Evaluator):
         metrics, usage = measured_call(host, lambda: run_trial_in_host(host, config, spec))
         return {**metrics, **usage}
 
+    def describe(self) -> LearnerDeclaration:
+        """What the learner declares, asked of this executor's host (a run whose pool was
+        started before its learner was described saves starting a host just to ask)."""
+        return describe(self._live_host())
+
     def prepare(self, spec: Any) -> tuple[bytes, dict[str, Any]]:
         """The learner's ``prepare_task`` for the task of ``spec`` (once per task), and its FLOP
         and usage fields; a learner's failure is raised (the task fails)."""
@@ -150,47 +159,69 @@ class ExecutorPool:
     the pool even when the process that asked for the work dies or is stopped by Tune half
     way; one whose own process died is replaced. Large arguments arrive boxed (an ObjectRef
     in a list) so that they are read where the learner runs, not copied through the pool.
+    Evaluations always go to the first executor (the *evaluating* one), so only its host is
+    ever retired for having seen evaluation images and only it keeps a spare; trials go to
+    the others first, whose hosts stay warm for the whole run.
     """
 
     def __init__(self, host_spec: HostSpec, size: int, gpus_per_executor: float) -> None:
         self._make = lambda: ray.remote(TrialExecutor).options(
             num_cpus=0, num_gpus=gpus_per_executor, max_concurrency=1,
         ).remote(host_spec)
-        self._free: asyncio.Queue = asyncio.Queue()
-        for _ in range(size):
-            self._free.put_nowait(self._make())
+        self._executors = [self._make() for _ in range(size)]
+        self._free = list(self._executors)
+        self._returned = asyncio.Condition()
 
     async def run(self, config: dict[str, Any], spec_box: list) -> dict[str, Any]:
         """One trial (:meth:`TrialExecutor.run`) in a free executor."""
-        return await self._lend("run", config, spec_box[0])
+        return await self._lend(self._for_training, "run", config, spec_box[0])
 
     async def prepare(self, spec_box: list) -> Any:
         """A task's preparation (:meth:`TrialExecutor.prepare`) in a free executor."""
-        return await self._lend("prepare", spec_box[0])
+        return await self._lend(self._for_training, "prepare", spec_box[0])
 
     async def predict(self, info: TaskInfo, predictor_box: list, images_box: list, seed: int,
                       log_to: LogTarget | None = None) -> Any:
-        """One evaluation (:meth:`Evaluator.predict`) in a free executor."""
-        return await self._lend("predict", info, predictor_box[0], images_box[0], seed, log_to)
+        """One evaluation (:meth:`Evaluator.predict`) in the evaluating executor."""
+        return await self._lend(self._for_evaluation, "predict", info, predictor_box[0], images_box[0], seed, log_to)
 
-    async def _lend(self, method: str, *args: Any) -> Any:
-        executor = await self._free.get()
+    async def describe(self) -> LearnerDeclaration:
+        """The learner's declaration (:meth:`TrialExecutor.describe`) from a free executor."""
+        return await self._lend(self._for_training, "describe")
+
+    async def keep_spare(self) -> None:
+        """Another task follows: the evaluating executor starts its spare host now
+        (:meth:`Evaluator.keep_spare`)."""
+        await self._lend(self._for_evaluation, "keep_spare")
+
+    def _for_training(self) -> Any:
+        """A free executor, the evaluating one last (its host is the one replaced each task)."""
+        return next((e for e in self._free if e is not self._executors[0]), self._free[0] if self._free else None)
+
+    def _for_evaluation(self) -> Any:
+        return self._executors[0] if self._executors[0] in self._free else None
+
+    async def _lend(self, pick: Any, method: str, *args: Any) -> Any:
+        async with self._returned:
+            await self._returned.wait_for(lambda: pick() is not None)
+            executor = pick()
+            self._free.remove(executor)
         try:
             return await getattr(executor, method).remote(*args)
         except ray.exceptions.RayActorError:  # its process died (memory, kill): replace it
             ray.kill(executor)
-            executor = self._make()
+            dead, executor = executor, self._make()
+            self._executors[self._executors.index(dead)] = executor
             raise
         finally:
-            self._free.put_nowait(executor)
+            async with self._returned:
+                self._free.append(executor)
+                self._returned.notify_all()
 
     async def ready(self) -> int:
         """Wait until every executor has started (imports done); returns how many."""
-        executors = [await self._free.get() for _ in range(self._free.qsize())]
-        await asyncio.gather(*[e.__ray_ready__.remote() for e in executors])
-        for e in executors:
-            self._free.put_nowait(e)
-        return len(executors)
+        await asyncio.gather(*[e.__ray_ready__.remote() for e in self._executors])
+        return len(self._executors)
 
 
 def predict_in_pool(pool: Any, info: TaskInfo, predictor: bytes, images: np.ndarray, *,
@@ -199,12 +230,18 @@ def predict_in_pool(pool: Any, info: TaskInfo, predictor: bytes, images: np.ndar
     return ray.get(pool.predict.remote(info, [ray.put(predictor)], [ray.put(images)], seed, log_to))
 
 
+def keep_spare(actor: Any) -> None:
+    """Tell a pool or an evaluator that another task follows (fire and forget: the spare
+    starts in the background and the evaluation waits for it if need be)."""
+    actor.keep_spare.remote()
+
+
 def start_pool(host_spec: HostSpec, *, size: int, gpus_per_executor: float) -> Any:
     """A pool of ``size`` warm executors for one run (started now, in the background)."""
     return ray.remote(ExecutorPool).options(num_cpus=0).remote(host_spec, size, gpus_per_executor)
 
 
 __all__ = [
-    "Evaluator", "ExecutorPool", "LogTarget", "TrialExecutor", "keep_log", "predict_in_pool", "start_evaluator",
+    "Evaluator", "ExecutorPool", "LogTarget", "TrialExecutor", "keep_log", "keep_spare", "predict_in_pool", "start_evaluator",
     "start_pool"
 ]

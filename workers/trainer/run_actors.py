@@ -17,8 +17,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from services.core.config import Settings
 from workers.learners.protocol import Resources, TaskInfo
 from workers.sandbox.client import HostSpec
+from workers.sandbox.declaration import LearnerDeclaration
 from services.core.budget import RunBudget
-from workers.trainer.executor import predict_in_pool, start_evaluator, start_pool
+from workers.trainer.executor import keep_spare, predict_in_pool, start_evaluator, start_pool
 from workers.trainer.harness import TaskHarness
 from workers.trainer.ray_env import storage_env
 from workers.trainer.task_job import default_concurrency, evaluate
@@ -33,11 +34,38 @@ class RunActors:
         self._harness_size = 0
         self._pools: dict[tuple[HostSpec, int], Any] = {}
         self._evaluators: dict[HostSpec, Any] = {}
+        self._guessed: tuple[HostSpec, int] | None = None  # a pool started before its learner was described
 
-    def start(self, host: HostSpec, resources: Resources, budget: RunBudget) -> None:
-        """Start the learner's actors now: their imports overlap with loading a task's data."""
+    def start(self, host: HostSpec, resources: Resources, budget: RunBudget, size: int) -> None:
+        """Start the learner's actors and the harness now: their imports overlap with loading
+        a task's data."""
         if self.executor_pool(host, resources, budget) is None:
             self._evaluator(host)
+        self.harness(size)
+
+    def describe_in_guessed_pool(self, host: HostSpec, budget: RunBudget) -> LearnerDeclaration | None:
+        """The learner's declaration, asked of the pool a learner with default resources (one
+        worker, one CPU, no GPU) gets, started now: most learners ask for just that, so the
+        run's first trial finds its executors' hosts started (seconds each: torch, the learner,
+        training's imports) instead of waiting for them after a host started only to ask. A
+        learner that asks for more gets its own pool and this one is stopped. ``None`` where
+        the pool could not answer (a learner that fails to load): the caller asks a host of
+        its own, which reports why."""
+        if self._pools or self._evaluators:
+            return None
+        pool = self.executor_pool(host, Resources(), budget)
+        self._guessed = next(iter(self._pools))
+        try:
+            return ray.get(pool.describe.remote())
+        except ray.exceptions.RayError:
+            self._stop_wrong_guess(None)
+            return None
+
+    def keep_spare(self, host: HostSpec, resources: Resources, budget: RunBudget) -> None:
+        """Another task follows the one starting now: the actor that will evaluate it starts
+        the host that takes over afterwards (:meth:`~workers.trainer.executor.Evaluator.keep_spare`)."""
+        pool = self.executor_pool(host, resources, budget)
+        keep_spare(pool if pool is not None else self._evaluator(host))
 
     def harness(self, size: int) -> Any:
         """The run's harness actor: the one process of a run that holds storage credentials.
@@ -60,6 +88,9 @@ class RunActors:
         key = (host, size)
         if key not in self._pools:
             self._pools[key] = start_pool(host, size=size, gpus_per_executor=resources.gpus_per_worker)
+            self._stop_wrong_guess(key)
+        elif key == self._guessed:  # the guess was right: the pool is the run's own now
+            self._guessed = None
         return self._pools[key]
 
     def score(self, host: HostSpec, resources: Resources, budget: RunBudget, info: TaskInfo,
@@ -86,18 +117,29 @@ class RunActors:
         whenever the last handle is collected: a process running many runs (the tests, a
         study) must not keep each run's warm executors alive."""
         actors = [self._harness, *self._pools.values(), *self._evaluators.values()]
-        self._harness, self._pools, self._evaluators = None, {}, {}
+        self._harness, self._pools, self._evaluators, self._guessed = None, {}, {}, None
         for actor in actors:
             if actor is not None:
-                try:
-                    ray.kill(actor, no_restart=True)
-                except Exception:  # noqa: BLE001 - already gone, or Ray already shut down
-                    pass
+                _kill(actor)
 
     def _evaluator(self, host: HostSpec) -> Any:
         if host not in self._evaluators:
             self._evaluators[host] = start_evaluator(host)
+            self._stop_wrong_guess(None)
         return self._evaluators[host]
+
+    def _stop_wrong_guess(self, needed: tuple[HostSpec, int] | None) -> None:
+        """Stop the guessed pool once the run needs another (its hosts would idle for the run)."""
+        guessed, self._guessed = self._guessed, None
+        if guessed is not None and guessed != needed:
+            _kill(self._pools.pop(guessed))
+
+
+def _kill(actor: Any) -> None:
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception:  # noqa: BLE001 - already gone, or Ray already shut down
+        pass
 
 
 __all__ = ["RunActors"]

@@ -96,6 +96,7 @@ class StreamRunner:
 
     def start(self, request: RunRequest) -> int:
         """Create a submission for ``request`` and run it to the end; returns its id."""
+        connect_ray(self.settings)  # first, so the learner is described by the run's own executors
         submission_id = self.create(request)
         self.run(submission_id)
         return submission_id
@@ -103,13 +104,15 @@ class StreamRunner:
     def create(self, request: RunRequest) -> int:
         """Check ``request``, prepare its data and store it as a new submission; returns its id."""
         manifest = load_stream(request.stream)
-        _, learner = self.learner(request.learner, request.budget)
-        budget = preferred_budget(request.budget, learner)
-        tasks = manifest.tasks_of_phase(request.phase)
         size = stored_image_size(
             manifest, settings_size=self.settings.image_size,
             settings_explicit="image_size" in self.settings.model_fields_set, override=request.image_size,
         )
+        if ray.is_initialized():  # the run's harness starts while its learner is described
+            self.actors.harness(size)
+        _, learner = self.learner(request.learner, request.budget)
+        budget = preferred_budget(request.budget, learner)
+        tasks = manifest.tasks_of_phase(request.phase)
         self.prepare(manifest, size)
         pretrained_key = stored_pretrained(self.store, request.pretrained) if request.pretrained else None
         pretraining = pretraining_cflop(self.store.get_bytes(pretrained_key)) if pretrained_key else None
@@ -149,7 +152,9 @@ class StreamRunner:
             sub = session.get(Submission, submission_id)
             sub.status, sub.error, sub.finished_at = "running", None, None
         # Start the run's warm actors now: their imports overlap with loading the task's data.
-        self.actors.start(host, learner.resources, plan.budget)
+        self.actors.start(host, learner.resources, plan.budget, plan.image_size)
+        if plan.next_order(task) is not None:  # the host that evaluates this task has a successor ready
+            self.actors.keep_spare(host, learner.resources, plan.budget)
         return self._run_task(plan, task, host, learner)
 
     def plan(self, submission_id: int) -> RunPlan:
@@ -179,8 +184,11 @@ class StreamRunner:
         limits = HostLimits.from_settings(self.settings)
         probe = HostSpec(spec, self.import_paths, self.settings.sandbox, budget.threads_per_trial, limits=limits)
         if probe not in self._declarations:
-            with LearnerHost(probe) as host:
-                self._declarations[probe] = describe(host)
+            declared = self.actors.describe_in_guessed_pool(probe, budget) if ray.is_initialized() else None
+            if declared is None:
+                with LearnerHost(probe) as host:
+                    declared = describe(host)
+            self._declarations[probe] = declared
         declaration = self._declarations[probe]
         resources = declaration.resources
         refusal = multi_worker_refusal(resources.num_workers, sandbox=self.settings.sandbox,

@@ -5,6 +5,7 @@ classes are plain objects here)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -58,17 +59,31 @@ def test_only_hosts_that_train_import_what_training_needs_before_they_answer(spe
 def test_a_host_that_scored_evaluation_images_never_trains_and_a_spare_takes_its_place(spec) -> None:
     executor = TrialExecutor(spec)
     try:
-        scored, spare = [], None
-        for _ in range(2):  # two tasks' evaluations
+        scored = []
+        for _ in range(2):  # two tasks, each followed by another
+            executor.keep_spare()  # at the task's start
+            spare = executor._spare  # noqa: SLF001
             scored.append(executor._live_host())  # noqa: SLF001 - the host that will score
             executor.predict(INFO, b"p", IMAGES, seed=0)
             trains_next = executor._live_host()  # noqa: SLF001 - the host the next trial gets
             assert all(trains_next is not host for host in scored)
-            if spare is not None:  # started after the previous evaluation, not after this one
-                assert trains_next is spare.result()
-            spare = executor._spare  # noqa: SLF001
-            assert spare is not None
-        spare.result()  # the last retirement was queued before this spare's start
+            assert trains_next is spare.result()  # started at the task's start, not after its evaluation
+        assert executor._spare is None  # noqa: SLF001 - none until the next task asks for one
+        deadline = time.monotonic() + 30  # retirements happen off the caller's path
+        while any(host.alive for host in scored) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert not any(host.alive for host in scored)  # retired, evaluation images and all
+    finally:
+        executor.close()
+
+
+def test_after_a_runs_last_evaluation_no_host_is_started_until_one_is_needed(spec) -> None:
+    executor = TrialExecutor(spec)
+    try:
+        scored = executor._live_host()  # noqa: SLF001
+        executor.predict(INFO, b"p", IMAGES, seed=0)  # no keep_spare: the run's last task
+        assert executor._host is None and executor._spare is None  # noqa: SLF001 - nothing started
+        fresh = executor._live_host()  # noqa: SLF001 - a later call starts one then
+        assert fresh is not scored and fresh.alive
     finally:
         executor.close()
