@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from sklearn.metrics import average_precision_score
 
 from services.core.errors import LearnerError
 
@@ -64,6 +63,10 @@ def task_error(scores: np.ndarray, labels: np.ndarray, kind: Literal["single", "
 
 def mean_average_precision(scores: np.ndarray, labels: np.ndarray) -> float:
     """Macro mean of per-label average precision, over labels with a positive example."""
+    # Imported here: scikit-learn costs about 1 s to import, and every learner host imports this
+    # module (dev scoring) while only multi-label tasks need it.
+    from sklearn.metrics import average_precision_score  # noqa: PLC0415
+
     present = np.flatnonzero(labels.sum(axis=0) > 0)
     if present.size == 0:
         raise ValueError("No label has a positive example: mean average precision is undefined.")
