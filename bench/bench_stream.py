@@ -262,12 +262,12 @@ def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     # best, so the machine's drift from minute to minute (±4 % here) lands on neither side.
     services: list[dict[str, Any]] = []
     runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
-    trials: dict[int, list[dict[str, Any]]] = {}
     for turn in range(2):
         services.append(run_service("mini", "indep_small", args.trials, args.steps, 1, f"c1-{turn}"))
         print(f"  service, 1 trial at a time : {services[-1]['wall_s']:8.1f} s", flush=True)
-        trials = trials or stored_trials(services[0]["runner"], services[0]["run_id"])
-        size = _size("mini", services[0]["runner"].settings)
+        if turn == 0:  # the bare loop runs the first service run's trials, from its store
+            trials = stored_trials(services[0]["runner"], services[0]["run_id"])
+            size = _size("mini", services[0]["runner"].settings)
         for count in (False, True):
             runs[count].append(run_bare("mini", "indep_small", args.steps, trials, services[0]["runner"].store, size,
                                         count_flops=count))

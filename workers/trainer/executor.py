@@ -196,7 +196,8 @@ class ExecutorPool:
 
     def _for_training(self) -> Any:
         """A free executor, the evaluating one last (its host is the one replaced each task)."""
-        return next((e for e in self._free if e is not self._executors[0]), self._free[0] if self._free else None)
+        others = [e for e in self._free if e is not self._executors[0]]
+        return (others or self._free or [None])[0]
 
     def _for_evaluation(self) -> Any:
         return self._executors[0] if self._executors[0] in self._free else None
@@ -230,18 +231,12 @@ def predict_in_pool(pool: Any, info: TaskInfo, predictor: bytes, images: np.ndar
     return ray.get(pool.predict.remote(info, [ray.put(predictor)], [ray.put(images)], seed, log_to))
 
 
-def keep_spare(actor: Any) -> None:
-    """Tell a pool or an evaluator that another task follows (fire and forget: the spare
-    starts in the background and the evaluation waits for it if need be)."""
-    actor.keep_spare.remote()
-
-
 def start_pool(host_spec: HostSpec, *, size: int, gpus_per_executor: float) -> Any:
     """A pool of ``size`` warm executors for one run (started now, in the background)."""
     return ray.remote(ExecutorPool).options(num_cpus=0).remote(host_spec, size, gpus_per_executor)
 
 
 __all__ = [
-    "Evaluator", "ExecutorPool", "LogTarget", "TrialExecutor", "keep_log", "keep_spare", "predict_in_pool", "start_evaluator",
+    "Evaluator", "ExecutorPool", "LogTarget", "TrialExecutor", "keep_log", "predict_in_pool", "start_evaluator",
     "start_pool"
 ]

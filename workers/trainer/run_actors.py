@@ -19,7 +19,7 @@ from workers.learners.protocol import Resources, TaskInfo
 from workers.sandbox.client import HostSpec
 from workers.sandbox.declaration import LearnerDeclaration
 from services.core.budget import RunBudget
-from workers.trainer.executor import keep_spare, predict_in_pool, start_evaluator, start_pool
+from workers.trainer.executor import predict_in_pool, start_evaluator, start_pool
 from workers.trainer.harness import TaskHarness
 from workers.trainer.ray_env import storage_env
 from workers.trainer.task_job import default_concurrency, evaluate
@@ -65,7 +65,8 @@ class RunActors:
         """Another task follows the one starting now: the actor that will evaluate it starts
         the host that takes over afterwards (:meth:`~workers.trainer.executor.Evaluator.keep_spare`)."""
         pool = self.executor_pool(host, resources, budget)
-        keep_spare(pool if pool is not None else self._evaluator(host))
+        # Fire and forget: the spare starts in the background; the evaluation waits for it if need be.
+        (pool if pool is not None else self._evaluator(host)).keep_spare.remote()
 
     def harness(self, size: int) -> Any:
         """The run's harness actor: the one process of a run that holds storage credentials.
