@@ -60,7 +60,7 @@ def test_a_learner_that_needs_other_actors_stops_the_guessed_pool(actors: RunAct
     declared = actors.describe_in_guessed_pool(host, BUDGET)
     assert declared is not None and declared.resources.num_workers == 2
     (guessed,) = actors._pools.values()  # noqa: SLF001
-    actors.keep_spare(host, declared.resources, BUDGET)  # its evaluator starts; the pool idles no more
+    actors.start(host, declared.resources, BUDGET, 16)  # its evaluator starts; the pool idles no more
     assert actors.executor_pool(host, declared.resources, BUDGET) is None
     assert not _alive(guessed)
 

@@ -8,8 +8,9 @@ is loaded, its heavy imports done) for the whole run; executors themselves are h
 The task's trial loop (:mod:`workers.trainer.trial_loop`) asks the :class:`ExecutorPool` to
 run each trial Tune's search suggests in a free executor; the loop holds each running trial's
 CPUs (executors reserve none, but the GPUs of GPU learners, which they keep for the run). Between
-trial batches the same executors score the chosen predictor (:meth:`Evaluator.predict`), so
-a run of a one-worker learner starts no learner host besides theirs.
+trial batches the first executor scores the chosen predictor (:meth:`Evaluator.predict`) in a
+host of its own that never trains, so a run of a one-worker learner starts one learner host
+besides theirs, whatever its number of tasks.
 """
 
 from __future__ import annotations
@@ -40,81 +41,82 @@ def keep_log(target: LogTarget, data: bytes) -> None:
         pass
 
 
+class HostSlot:
+    """One learner host kept for the run: started in the background, waited for on first use,
+    restarted if its process died (a crashed trial, an out-of-memory kill)."""
+
+    def __init__(self, spec: HostSpec, *, trains: bool) -> None:
+        self._spec, self._trains = spec, trains
+        self._host: LearnerHost | Future[LearnerHost] | None = None
+
+    def start(self) -> None:
+        """Start the host now, off the caller's path, unless it is started already."""
+        if self._host is None:
+            self._host = _STARTER.submit(LearnerHost, self._spec, trains=self._trains)
+
+    def live(self) -> LearnerHost:
+        """The host, waiting for it if it is still starting (started now if it was not)."""
+        self.start()
+        if isinstance(self._host, Future):
+            self._host = self._host.result()
+        assert self._host is not None
+        if not self._host.alive:
+            self._host.close()
+            self._host = LearnerHost(self._spec, trains=self._trains)
+        return self._host
+
+    def close(self) -> None:
+        held, self._host = self._host, None
+        try:
+            host = held.result() if isinstance(held, Future) else held
+            if host is not None:
+                host.close()
+        except Exception:  # noqa: BLE001 - a host that failed to start has nothing to close
+            pass
+
+
 class Evaluator:
-    """Scores a chosen predictor on evaluation images through a warm learner host (a Ray
-    actor of harness code; the learner runs in the host's sandbox).
+    """Scores a chosen predictor on evaluation images through a learner host of its own (a
+    Ray actor of harness code; the learner runs in the host's sandbox).
 
-    It receives images only; the labels stay in the driver. Runs of multi-worker learners
-    start one of these on its own; otherwise one of the pool's executors (subclasses) does the job.
+    That host only ever predicts, for the whole run: evaluation images never reach a host that
+    trains, so no learner has them in its memory or ``/tmp`` when it next trains, and no host
+    is restarted between tasks to make sure. It receives images only; the labels stay in the
+    driver. Runs of multi-worker learners start one of these on its own; otherwise the pool's
+    first executor (a subclass) does the job.
     """
-
-    trains = False  # whether its hosts train too (they import what training needs first)
 
     def __init__(self, host_spec: HostSpec) -> None:
         self._spec = host_spec
-        self._spare: Future[LearnerHost] | None = None  # takes over after the next evaluation
-        self._host: LearnerHost | Future[LearnerHost] | None = _STARTER.submit(self._start)
-        if self.trains:  # the trial harness imports torch and scikit-learn (2-3 s): while the host starts
-            import workers.trainer.trial  # noqa: F401, PLC0415
-        self._host = self._host.result()  # started: the actor is ready when its host is
+        self._predictor = HostSlot(host_spec, trains=False)
+        self._warm_up()
 
-    def keep_spare(self) -> None:
-        """Another task follows the one starting now: start the host that takes over after
-        its evaluation, so the next task's first trial finds it ready instead of waiting for
-        a start (seconds: torch, the learner, training's imports). Without this call the host
-        that evaluated is retired and none is started, which a run's last task needs no more."""
-        if self._spare is None:
-            self._spare = _STARTER.submit(self._start)
+    def _warm_up(self) -> None:
+        """What the actor does before it answers: start its predicting host."""
+        self._predictor.live()
+
+    def start_predictor(self) -> None:
+        """A task begins: start the host that will score it, if it is not started, so the
+        evaluation does not wait for a start (torch and the learner: a second or more)."""
+        self._predictor.start()
 
     def predict(self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int,
                 log_to: LogTarget | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        """Scores of ``predictor`` on evaluation images; the host that saw them is discarded
-        afterwards and the spare, if any, takes its place, so no learner keeps test images in
-        its memory or ``/tmp`` when it next trains. With ``log_to`` (the task's harness actor
-        and a key), what the host wrote meanwhile, failures included, is stored there."""
-        host = self._live_host()
+        """Scores of ``predictor`` on evaluation images, from the host that never trains. With
+        ``log_to`` (the task's harness actor and a key), what the host wrote meanwhile,
+        failures included, is stored there."""
+        host = self._predictor.live()
         mark = host.log.position
         try:
             (scores, flops), usage = measured_call(host, lambda: predict(host, info, predictor, images, seed=seed))
         finally:
             if log_to is not None:
                 keep_log(log_to, host.log_since(mark))
-            self._retire_host()
         return scores, {**flops, **usage}
 
-    def _retire_host(self) -> None:
-        """Close the host off the caller's path; the spare (a fresh process that has been sent
-        nothing but its learner's name) takes its place, or the next call starts one."""
-        old, self._host, self._spare = self._host, self._spare, None
-        _STARTER.submit(old.close)
-
-    def _start(self) -> LearnerHost:
-        """A fresh learner host, its imports done (training's too where it will train)."""
-        return LearnerHost(self._spec, trains=self.trains)
-
-    def _live_host(self) -> LearnerHost:
-        """The host (waiting for it if it is still starting; started now if there is none),
-        restarted if its process died (a crashed trial, an out-of-memory kill; a spare that
-        died while it waited)."""
-        if isinstance(self._host, Future):
-            self._host = self._host.result()
-        if self._host is None:
-            self._host = self._start()
-        if not self._host.alive:
-            self._host.close()
-            self._host = self._start()
-        return self._host
-
     def close(self) -> None:
-        """Close its hosts, the spare included (an actor killed by Ray takes them with it)."""
-        for held in (self._spare, self._host):
-            try:
-                host = held.result() if isinstance(held, Future) else held
-                if host is not None:
-                    host.close()
-            except Exception:  # noqa: BLE001 - a host that failed to start has nothing to close
-                pass
-        self._spare = self._host = None
+        """Close its hosts (an actor killed by Ray takes them with it)."""
+        self._predictor.close()
 
 
 def start_evaluator(host_spec: HostSpec) -> Any:
@@ -123,9 +125,16 @@ def start_evaluator(host_spec: HostSpec) -> Any:
 
 
 class TrialExecutor(Evaluator):
-    """Runs one-worker trials of one learner, and evaluations (a Ray actor, warm for the run)."""
+    """Runs one-worker trials of one learner in a host that stays warm for the run, and
+    evaluations in another that never trains (a Ray actor, warm for the run)."""
 
-    trains = True
+    def _warm_up(self) -> None:
+        """Start the training host and import the trial harness (torch, scikit-learn: 2-3 s)
+        while it starts; the predicting host waits for a task to begin (:meth:`start_predictor`)."""
+        self._trainer = HostSlot(self._spec, trains=True)
+        self._trainer.start()
+        import workers.trainer.trial  # noqa: F401, PLC0415
+        self._trainer.live()
 
     def run(self, config: dict[str, Any], spec: Any) -> dict[str, Any]:
         """One trial; learner failures come back as a ``failed`` result, never raised."""
@@ -133,23 +142,28 @@ class TrialExecutor(Evaluator):
 
         if spec.host != self._spec:
             raise ValueError(f"executor of {self._spec.learner_spec!r} asked to run {spec.host.learner_spec!r}")
-        host = self._live_host()
+        host = self._trainer.live()
         metrics, usage = measured_call(host, lambda: run_trial_in_host(host, config, spec))
         return {**metrics, **usage}
 
     def describe(self) -> LearnerDeclaration:
         """What the learner declares, asked of this executor's host (a run whose pool was
         started before its learner was described saves starting a host just to ask)."""
-        return describe(self._live_host())
+        return describe(self._trainer.live())
 
     def prepare(self, spec: Any) -> tuple[bytes, dict[str, Any]]:
         """The learner's ``prepare_task`` for the task of ``spec`` (once per task), and its FLOP
         and usage fields; a learner's failure is raised (the task fails)."""
         from workers.trainer.task_prepare import prepare_in_host  # noqa: PLC0415
 
-        host = self._live_host()
+        host = self._trainer.live()
         (prepared, flops), usage = measured_call(host, lambda: prepare_in_host(host, spec))
         return prepared, {**flops, **usage}
+
+    def close(self) -> None:
+        """Close both hosts."""
+        self._trainer.close()
+        super().close()
 
 
 class ExecutorPool:
@@ -159,9 +173,7 @@ class ExecutorPool:
     the pool even when the process that asked for the work dies or is stopped by Tune half
     way; one whose own process died is replaced. Large arguments arrive boxed (an ObjectRef
     in a list) so that they are read where the learner runs, not copied through the pool.
-    Evaluations always go to the first executor (the *evaluating* one), so only its host is
-    ever retired for having seen evaluation images and only it keeps a spare; trials go to
-    the others first, whose hosts stay warm for the whole run.
+    Evaluations always go to the first executor, so a run starts one predicting host.
     """
 
     def __init__(self, host_spec: HostSpec, size: int, gpus_per_executor: float) -> None:
@@ -189,15 +201,13 @@ class ExecutorPool:
         """The learner's declaration (:meth:`TrialExecutor.describe`) from a free executor."""
         return await self._lend(self._for_training, "describe")
 
-    async def keep_spare(self) -> None:
-        """Another task follows: the evaluating executor starts its spare host now
-        (:meth:`Evaluator.keep_spare`)."""
-        await self._lend(self._for_evaluation, "keep_spare")
+    async def start_predictor(self) -> None:
+        """A task begins: the evaluating executor starts its predicting host if it has none
+        (:meth:`Evaluator.start_predictor`)."""
+        await self._lend(self._for_evaluation, "start_predictor")
 
     def _for_training(self) -> Any:
-        """A free executor, the evaluating one last (its host is the one replaced each task)."""
-        others = [e for e in self._free if e is not self._executors[0]]
-        return (others or self._free or [None])[0]
+        return self._free[0] if self._free else None
 
     def _for_evaluation(self) -> Any:
         return self._executors[0] if self._executors[0] in self._free else None

@@ -37,10 +37,13 @@ class RunActors:
         self._guessed: tuple[HostSpec, int] | None = None  # a pool started before its learner was described
 
     def start(self, host: HostSpec, resources: Resources, budget: RunBudget, size: int) -> None:
-        """Start the learner's actors and the harness now: their imports overlap with loading
-        a task's data."""
-        if self.executor_pool(host, resources, budget) is None:
-            self._evaluator(host)
+        """A task begins: start the learner's actors, their predicting host and the harness
+        now, so that their imports overlap with loading the task's data and its trials."""
+        pool = self.executor_pool(host, resources, budget)
+        if pool is None:
+            self._evaluator(host)  # its predicting host starts with it
+        else:  # fire and forget: the evaluation waits for the host if need be
+            pool.start_predictor.remote()
         self.harness(size)
 
     def describe_in_guessed_pool(self, host: HostSpec, budget: RunBudget) -> LearnerDeclaration | None:
@@ -60,13 +63,6 @@ class RunActors:
         except ray.exceptions.RayError:
             self._stop_wrong_guess(None)
             return None
-
-    def keep_spare(self, host: HostSpec, resources: Resources, budget: RunBudget) -> None:
-        """Another task follows the one starting now: the actor that will evaluate it starts
-        the host that takes over afterwards (:meth:`~workers.trainer.executor.Evaluator.keep_spare`)."""
-        pool = self.executor_pool(host, resources, budget)
-        # Fire and forget: the spare starts in the background; the evaluation waits for it if need be.
-        (pool if pool is not None else self._evaluator(host)).keep_spare.remote()
 
     def harness(self, size: int) -> Any:
         """The run's harness actor: the one process of a run that holds storage credentials.

@@ -153,8 +153,6 @@ class StreamRunner:
             sub.status, sub.error, sub.finished_at = "running", None, None
         # Start the run's warm actors now: their imports overlap with loading the task's data.
         self.actors.start(host, learner.resources, plan.budget, plan.image_size)
-        if plan.next_order(task) is not None:  # the host that evaluates this task has a successor ready
-            self.actors.keep_spare(host, learner.resources, plan.budget)
         return self._run_task(plan, task, host, learner)
 
     def plan(self, submission_id: int) -> RunPlan:

@@ -1,10 +1,13 @@
-"""An executor's learner hosts: the one that scored evaluation images never trains again, its
-successor was started a task ahead (a spare), and a host that will train has imported what
-training needs before it answers. Real hosts in the machine's sandbox; no Ray (the executor
-classes are plain objects here)."""
+"""An executor's learner hosts: evaluation images are scored by a host that never trains and
+stays for the run (no host is restarted between tasks to forget them), the host that trains
+has imported what training needs before it answers, and a host whose process died is
+replaced. Real hosts in the machine's sandbox; no Ray (the executor classes are plain objects
+here)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import numpy as np
 import pytest
 
 from workers.learners.protocol import TaskInfo
-from workers.sandbox.client import HostSpec
+from workers.sandbox.client import HostSpec, predict
 from workers.trainer.executor import Evaluator, TrialExecutor
 
 LEARNER_SOURCE = '''
@@ -46,44 +49,47 @@ def spec(tmp_path: Path) -> HostSpec:
     return HostSpec("nevis_witness:make", import_paths=(str(tmp_path),))
 
 
-@pytest.mark.parametrize("kind", [Evaluator, TrialExecutor])
-def test_only_hosts_that_train_import_what_training_needs_before_they_answer(spec, kind) -> None:
-    executor = kind(spec)
-    try:
-        scores, _ = executor.predict(INFO, b"p", IMAGES, seed=0)
-    finally:
-        executor.close()
-    assert bool(scores[0, 0]) is kind.trains
+def _imported_training(scores: np.ndarray) -> bool:
+    return bool(scores[0, 0])
 
 
-def test_a_host_that_scored_evaluation_images_never_trains_and_a_spare_takes_its_place(spec) -> None:
+def test_evaluation_images_go_to_one_host_for_the_run_which_never_trains(spec) -> None:
     executor = TrialExecutor(spec)
     try:
+        executor.start_predictor()  # the first task begins
         scored = []
-        for _ in range(2):  # two tasks, each followed by another
-            executor.keep_spare()  # at the task's start
-            spare = executor._spare  # noqa: SLF001
-            scored.append(executor._live_host())  # noqa: SLF001 - the host that will score
-            executor.predict(INFO, b"p", IMAGES, seed=0)
-            trains_next = executor._live_host()  # noqa: SLF001 - the host the next trial gets
-            assert all(trains_next is not host for host in scored)
-            assert trains_next is spare.result()  # started at the task's start, not after its evaluation
-        assert executor._spare is None  # noqa: SLF001 - none until the next task asks for one
-        deadline = time.monotonic() + 30  # retirements happen off the caller's path
-        while any(host.alive for host in scored) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not any(host.alive for host in scored)  # retired, evaluation images and all
+        for _ in range(3):  # three tasks' evaluations
+            executor.start_predictor()  # each task's start: no second host
+            scores, _ = executor.predict(INFO, b"p", IMAGES, seed=0)
+            assert not _imported_training(scores)  # a predicting host is not a training one
+            scored.append(executor._predictor.live())  # noqa: SLF001
+        trains = executor._trainer.live()  # noqa: SLF001 - the host every trial gets
+        assert all(host is scored[0] and host.alive for host in scored)  # one for the run, kept
+        assert trains is not scored[0] and trains.pid != scored[0].pid
+        assert _imported_training(predict(trains, INFO, b"p", IMAGES, seed=0)[0])  # done before it answered
     finally:
         executor.close()
+    assert not trains.alive and not scored[0].alive
 
 
-def test_after_a_runs_last_evaluation_no_host_is_started_until_one_is_needed(spec) -> None:
-    executor = TrialExecutor(spec)
+def test_an_evaluator_of_its_own_predicts_in_a_host_that_does_not_import_training(spec) -> None:
+    evaluator = Evaluator(spec)  # multi-worker runs: its host started with the actor
     try:
-        scored = executor._live_host()  # noqa: SLF001
-        executor.predict(INFO, b"p", IMAGES, seed=0)  # no keep_spare: the run's last task
-        assert executor._host is None and executor._spare is None  # noqa: SLF001 - nothing started
-        fresh = executor._live_host()  # noqa: SLF001 - a later call starts one then
-        assert fresh is not scored and fresh.alive
+        scores, _ = evaluator.predict(INFO, b"p", IMAGES, seed=0)
     finally:
-        executor.close()
+        evaluator.close()
+    assert not _imported_training(scores)
+
+
+def test_a_predicting_host_whose_process_died_is_replaced(spec) -> None:
+    evaluator = Evaluator(spec)
+    try:
+        first = evaluator._predictor.live()  # noqa: SLF001
+        os.kill(first.pid, signal.SIGKILL)  # an out-of-memory kill, say
+        deadline = time.monotonic() + 30
+        while first.alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+        scores, _ = evaluator.predict(INFO, b"p", IMAGES, seed=0)
+        assert scores.shape == (2, 1) and evaluator._predictor.live() is not first  # noqa: SLF001
+    finally:
+        evaluator.close()
