@@ -28,13 +28,12 @@ def ray_local(learner_dir: Path) -> Iterator[None]:
     """One local Ray instance for the session, started the way the runner starts it."""
     import ray
 
-    from workers.trainer.ray_env import learner_env
+    from workers.trainer.ray_env import start_local_ray
 
     paths = (str(FIXTURE_LEARNERS), str(learner_dir), os.environ.get("PYTHONPATH", ""))
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     sys.path[:0] = [str(FIXTURE_LEARNERS), str(learner_dir)]
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": learner_env()})
+    start_local_ray(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 

@@ -68,10 +68,10 @@ class LearnerHost:
     own output.
     """
 
-    def __init__(self, spec: HostSpec, *, trains: bool = False) -> None:
-        """Start the host and load the learner; with ``trains``, the host also imports what
-        training needs before it answers (:func:`~workers.sandbox.host.warm_for_training`),
-        for hosts started ahead of their first trial."""
+    def __init__(self, spec: HostSpec, *, warm: bool = False) -> None:
+        """Start the host and load the learner; with ``warm``, the host also imports what a
+        first training step or a first metered forward pass needs before it answers
+        (:func:`~workers.sandbox.host.warm_up`), for hosts started ahead of their first call."""
         self.spec = spec
         self.data_key: str | None = None  # the task data the host holds (see trainer.trial)
         self._cgroup = create_host_cgroup(CgroupLimits(memory_bytes=spec.limits.memory_bytes or None,
@@ -92,7 +92,7 @@ class LearnerHost:
             with self._watchdog("hello"):
                 try:
                     wire.send(self._proc.stdin, {"op": "hello", "spec": spec.learner_spec, "threads": spec.threads,
-                                                "trains": trains})
+                                                "warm": warm})
                 except (BrokenPipeError, OSError):
                     raise self._died() from None
                 header, _ = self._receive()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,19 +24,6 @@ FLOP_REPORT_INTERVAL_S = 2.0
 """How often a trial's FLOPs so far are sent to harness code (at the next ``progress`` call):
 a trial whose process is killed is charged what it spent up to its last report, so it loses
 at most this interval (or one step, if a step takes longer)."""
-
-
-def checkpoint_steps(total_steps: int, fractions: Sequence[float]) -> tuple[int, ...]:
-    """Steps at which to checkpoint: each fraction of ``total_steps``, rounded, deduplicated.
-
-    Fraction 0 is the untrained model (the learner's first ``progress`` call, at step 0).
-    """
-    if total_steps < 1:
-        raise ValueError(f"total_steps must be >= 1; got {total_steps}")
-    bad = [f for f in fractions if not 0.0 <= f <= 1.0]
-    if bad:
-        raise ValueError(f"checkpoint fractions must lie in [0, 1]; got {bad}")
-    return tuple(sorted({int(round(f * total_steps)) for f in fractions}))
 
 
 class TrialStopped(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt
@@ -120,4 +107,4 @@ class LocalTrialContext:
         return tuple(sorted(self._pending))
 
 
-__all__ = ["FLOP_REPORT_INTERVAL_S", "CurvePoint", "LocalTrialContext", "TrialStopped", "checkpoint_steps"]
+__all__ = ["FLOP_REPORT_INTERVAL_S", "CurvePoint", "LocalTrialContext", "TrialStopped"]

@@ -42,17 +42,18 @@ def keep_log(target: LogTarget, data: bytes) -> None:
 
 
 class HostSlot:
-    """One learner host kept for the run: started in the background, waited for on first use,
-    restarted if its process died (a crashed trial, an out-of-memory kill)."""
+    """One learner host kept for the run: started in the background, warm (its first call's
+    imports done) before it answers, waited for on first use, restarted if its process died
+    (a crashed trial, an out-of-memory kill)."""
 
-    def __init__(self, spec: HostSpec, *, trains: bool) -> None:
-        self._spec, self._trains = spec, trains
+    def __init__(self, spec: HostSpec) -> None:
+        self._spec = spec
         self._host: LearnerHost | Future[LearnerHost] | None = None
 
     def start(self) -> None:
         """Start the host now, off the caller's path, unless it is started already."""
         if self._host is None:
-            self._host = _STARTER.submit(LearnerHost, self._spec, trains=self._trains)
+            self._host = _STARTER.submit(LearnerHost, self._spec, warm=True)
 
     def live(self) -> LearnerHost:
         """The host, waiting for it if it is still starting (started now if it was not)."""
@@ -62,7 +63,7 @@ class HostSlot:
         assert self._host is not None
         if not self._host.alive:
             self._host.close()
-            self._host = LearnerHost(self._spec, trains=self._trains)
+            self._host = LearnerHost(self._spec, warm=True)
         return self._host
 
     def close(self) -> None:
@@ -88,7 +89,7 @@ class Evaluator:
 
     def __init__(self, host_spec: HostSpec) -> None:
         self._spec = host_spec
-        self._predictor = HostSlot(host_spec, trains=False)
+        self._predictor = HostSlot(host_spec)
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -129,9 +130,10 @@ class TrialExecutor(Evaluator):
     evaluations in another that never trains (a Ray actor, warm for the run)."""
 
     def _warm_up(self) -> None:
-        """Start the training host and import the trial harness (torch, scikit-learn: 2-3 s)
-        while it starts; the predicting host waits for a task to begin (:meth:`start_predictor`)."""
-        self._trainer = HostSlot(self._spec, trains=True)
+        """Start the training host and import the trial harness while it starts (0.3 s: the
+        harness needs neither torch nor scikit-learn); the predicting host waits for a task to
+        begin (:meth:`start_predictor`)."""
+        self._trainer = HostSlot(self._spec)
         self._trainer.start()
         import workers.trainer.trial  # noqa: F401, PLC0415
         self._trainer.live()

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from services.core.budget import checkpoint_steps
 from services.core.errors import LearnerError
 from services.core.metrics import task_error
 from services.store.runs import run_keys
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.sandbox import messages
 from workers.sandbox.client import HostSpec, LearnerHost
-from workers.sandbox.context import checkpoint_steps
 from workers.sandbox.declaration import info_to_json
 from workers.sandbox.messages import Limits
 from workers.sandbox.wire import WireError

@@ -1,7 +1,6 @@
 """An executor's learner hosts: evaluation images are scored by a host that never trains and
-stays for the run (no host is restarted between tasks to forget them), the host that trains
-has imported what training needs before it answers, and a host whose process died is
-replaced. Real hosts in the machine's sandbox; no Ray (the executor classes are plain objects
+stays for the run (no host is restarted between tasks to forget them), every host has done
+its first call's imports before it answers, and a host whose process died is replaced. Real hosts in the machine's sandbox; no Ray (the executor classes are plain objects
 here)."""
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import sys, numpy as np
 from workers.learners.protocol import Resources
 
 class Witness:
-    """Its scores say whether training's imports were done in its host."""
+    """Its scores say whether the first call's imports were done in its host."""
     name = "witness"
     def search_space(self): return {}
     def resources(self): return Resources()
@@ -49,7 +48,7 @@ def spec(tmp_path: Path) -> HostSpec:
     return HostSpec("nevis_witness:make", import_paths=(str(tmp_path),))
 
 
-def _imported_training(scores: np.ndarray) -> bool:
+def _warm(scores: np.ndarray) -> bool:
     return bool(scores[0, 0])
 
 
@@ -61,24 +60,24 @@ def test_evaluation_images_go_to_one_host_for_the_run_which_never_trains(spec) -
         for _ in range(3):  # three tasks' evaluations
             executor.start_predictor()  # each task's start: no second host
             scores, _ = executor.predict(INFO, b"p", IMAGES, seed=0)
-            assert not _imported_training(scores)  # a predicting host is not a training one
+            assert _warm(scores)  # its first call's imports done before it answered
             scored.append(executor._predictor.live())  # noqa: SLF001
         trains = executor._trainer.live()  # noqa: SLF001 - the host every trial gets
         assert all(host is scored[0] and host.alive for host in scored)  # one for the run, kept
         assert trains is not scored[0] and trains.pid != scored[0].pid
-        assert _imported_training(predict(trains, INFO, b"p", IMAGES, seed=0)[0])  # done before it answered
+        assert _warm(predict(trains, INFO, b"p", IMAGES, seed=0)[0])
     finally:
         executor.close()
     assert not trains.alive and not scored[0].alive
 
 
-def test_an_evaluator_of_its_own_predicts_in_a_host_that_does_not_import_training(spec) -> None:
+def test_an_evaluator_of_its_own_predicts_in_a_host_warmed_before_it_answered(spec) -> None:
     evaluator = Evaluator(spec)  # multi-worker runs: its host started with the actor
     try:
         scores, _ = evaluator.predict(INFO, b"p", IMAGES, seed=0)
     finally:
         evaluator.close()
-    assert not _imported_training(scores)
+    assert _warm(scores)
 
 
 def test_a_predicting_host_whose_process_died_is_replaced(spec) -> None:
