@@ -1,6 +1,6 @@
 """A slow, obvious reference for the bootstrap of services/core/uncertainty.py: Python loops
 over resamples and tasks, each task's error recomputed on its resampled examples by the
-definition (accuracy, or sklearn's average precision through ``mean_average_precision``),
+definition (accuracy, or average precision as scikit-learn defines it, through ``mean_average_precision``),
 with the same draws (``bootstrap_draws``). Used by the unit tests of the math and by the
 integration test on a real run's stored predictions."""
 

@@ -7,7 +7,7 @@ import pytest
 from sklearn.metrics import average_precision_score
 
 from services.core.errors import LearnerError
-from services.core.metrics import check_scores, mean_average_precision, task_error
+from services.core.metrics import average_precision, check_scores, mean_average_precision, task_error
 
 
 def test_single_label_error_is_one_minus_top1_accuracy() -> None:
@@ -22,6 +22,24 @@ def test_multi_label_error_is_one_minus_macro_map_over_labels_with_positives() -
     expected = np.mean([average_precision_score(labels[:, k], scores[:, k]) for k in (0, 1)])
     assert mean_average_precision(scores, labels) == pytest.approx(expected)
     assert task_error(scores, labels, "multi") == pytest.approx(1 - expected)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_average_precision_is_scikit_learns_with_ties_and_any_score_scale(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    positive = (rng.random(n) < rng.uniform(0.05, 0.9)).astype(np.uint8)
+    positive[rng.integers(n)] = 1  # at least one positive, as the caller guarantees
+    scores = rng.normal(size=n) * 10 ** rng.uniform(-3, 3)
+    if seed % 2:  # coarse scores: many ties, which count as one threshold
+        scores = np.round(scores / scores.std(), 1) if n > 1 else scores
+    assert average_precision(positive, scores) == pytest.approx(average_precision_score(positive, scores), abs=1e-12)
+
+
+def test_average_precision_counts_a_tie_as_one_threshold() -> None:
+    # Thresholds 0.9 (1 of 1 right), then 0.5 (the tie: 2 of 3 right, recall 1).
+    positive, scores = np.array([1, 1, 0]), np.array([0.9, 0.5, 0.5])
+    assert average_precision(positive, scores) == pytest.approx(0.5 * 1 + 0.5 * (2 / 3))
 
 
 def test_perfect_multi_label_scores_give_zero_error() -> None:
