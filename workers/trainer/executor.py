@@ -53,7 +53,7 @@ class HostSlot:
     def start(self) -> None:
         """Start the host now, off the caller's path, unless it is started already."""
         if self._host is None:
-            self._host = _STARTER.submit(LearnerHost, self._spec, warm=True)
+            self._host = _STARTER.submit(self._new)
 
     def live(self) -> LearnerHost:
         """The host, waiting for it if it is still starting (started now if it was not)."""
@@ -63,8 +63,11 @@ class HostSlot:
         assert self._host is not None
         if not self._host.alive:
             self._host.close()
-            self._host = LearnerHost(self._spec, warm=True)
+            self._host = self._new()
         return self._host
+
+    def _new(self) -> LearnerHost:
+        return LearnerHost(self._spec, warm=True)
 
     def close(self) -> None:
         held, self._host = self._host, None
@@ -129,11 +132,14 @@ class TrialExecutor(Evaluator):
     """Runs one-worker trials of one learner in a host that stays warm for the run, and
     evaluations in another that never trains (a Ray actor, warm for the run)."""
 
+    def __init__(self, host_spec: HostSpec) -> None:
+        self._trainer = HostSlot(host_spec)
+        super().__init__(host_spec)
+
     def _warm_up(self) -> None:
         """Start the training host and import the trial harness while it starts (0.3 s: the
         harness needs neither torch nor scikit-learn); the predicting host waits for a task to
         begin (:meth:`start_predictor`)."""
-        self._trainer = HostSlot(self._spec)
         self._trainer.start()
         import workers.trainer.trial  # noqa: F401, PLC0415
         self._trainer.live()
