@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -29,6 +29,7 @@ from workers.learners.acceleration import Acceleration, autocast, prepare, uncom
 from workers.learners.augment import AugmentConfig, eval_transform
 from workers.learners.input_pipeline import TrainBatches
 from workers.learners.models import Classifier, FeatureView, ModelConfig, build_model
+from workers.learners.inference import InferenceTwin, channels_last_input
 from workers.learners.protocol import (
     PAPER_SEARCH_SPACE,
     Resources,
@@ -104,6 +105,7 @@ class IndepPredictor:
     model_config: ModelConfig
     augment: AugmentConfig
     kind: str
+    twin: InferenceTwin | None = field(default=None, compare=False, repr=False)  # loaded ones only
 
 
 class IndepLearner:
@@ -307,6 +309,7 @@ class IndepLearner:
             model_config=model_cfg,
             augment=aug_cfg,
             kind=str(blob["kind"]),
+            twin=InferenceTwin(model, FeatureView),
         )
 
     # --- what fine-tuning learners change ------------------------------------------------
@@ -348,6 +351,9 @@ class IndepLearner:
         """``module`` over ``images`` in batches, in eval mode, without gradients."""
         if len(images) == 0:
             return np.zeros((0, width), dtype=np.float32)
+        twin = predictor.twin.get() if predictor.twin is not None else None
+        if twin is not None:  # a loaded network, unchanged since: its folded channels-last copy
+            module = twin[0] if module is predictor.model else twin[1]
         fn = ctx.track(module)
         device = next(predictor.model.parameters()).device  # wherever it was built or loaded
         outputs = []
@@ -355,7 +361,7 @@ class IndepLearner:
             for start in range(0, len(images), self.eval_batch):
                 chunk = images[start : start + self.eval_batch]
                 x = eval_transform(chunk, predictor.augment, device=device)
-                outputs.append(fn(x).float().cpu())
+                outputs.append(fn(channels_last_input(x) if twin is not None else x).float().cpu())
         return torch.cat(outputs).numpy()
 
 

@@ -143,6 +143,8 @@ class SmallCNN(Classifier):
 class BasicBlock(nn.Module):
     """The two-conv residual block of ResNet-18/34, with a 1x1 projection when shapes change."""
 
+    BATCH_NORM_FOLDS = (("conv1", "bn1"), ("conv2", "bn2"))  # for inference copies (inference.py)
+
     def __init__(self, c_in: int, c_out: int, stride: int) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False)
