@@ -2,7 +2,8 @@
 
 Default (``--streams mini,offline``): for each stream, in a fresh data folder, time
 ``nevis run --stream S --learner indep_small`` (training, wall time) and then ``nevis probe run
---submission ID`` with the ``standard`` preset (wall time), and print probe / training. The
+--submission ID`` with the ``standard`` preset and its default workers (one per core, at most 4;
+wall time), and print probe / training. The
 target is a ratio ≤ 1 on the same machine. ``offline`` needs ``NEVIS_OFFLINE_DATA_DIR`` (it is
 skipped, saying so, without it). ``--preset full`` times METRICS.md's defaults instead.
 
@@ -185,7 +186,9 @@ def probe_cost(streams: list[str], *, preset: str, learner: str) -> int:
                 raise SystemExit(f"no run id in the output of `nevis run`:\n{out[-2000:]}")
             probe_s, out = _timed_command(["probe", "run", "--submission", run_id.group(1),
                                            "--preset", preset], env)
-            jobs = len(re.findall(r"^\s+(checkpoint|trial|summary)\s", out, flags=re.M))
+            finished = re.findall(r"probe jobs finished: (\d+) of", out)  # several workers
+            jobs = (int(finished[-1]) if finished
+                    else len(re.findall(r"^\s+(checkpoint|trial|summary)\s", out, flags=re.M)))
             rows.append((stream, train_s, probe_s, jobs))
             print(f"{stream}: training {train_s:.1f} s, probing ({preset}) {probe_s:.1f} s "
                   f"({jobs} jobs), ratio {probe_s / train_s:.2f}", flush=True)

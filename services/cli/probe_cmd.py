@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 import typer
@@ -85,7 +85,8 @@ def _worker_config(*, submission_id: int | None, lease_s: float, poll_s: float,
 def run(
     submission: int = typer.Option(..., "--submission", help="Run (submission) id to probe."),
     task: Optional[int] = typer.Option(None, "--task", help="Only this task (order); default every committed task."),  # noqa: UP007
-    workers: int = typer.Option(1, "--workers", "-n", min=1, help="Worker processes (1: in this process)."),
+    workers: int = typer.Option(0, "--workers", "-n", min=0,
+                                help="Worker processes (0: one per CPU core, at most 4; 1: in this process)."),
     preset: str = _PRESET,
     folds: Optional[int] = typer.Option(None, "--folds", help="k of the k-fold probes."),  # noqa: UP007
     kinds: Optional[str] = typer.Option(None, "--kinds", help="Comma list of linear, mlp2, mlp3."),  # noqa: UP007
@@ -110,7 +111,7 @@ def run(
     """Probe the checkpoints of a run's committed tasks and print the report."""
     from services.store.db import ensure_current, make_engine, session_factory, transaction  # noqa: PLC0415
     from workers.probe.runtime.planner import queue_submission  # noqa: PLC0415
-    from workers.probe.runtime.pool import ProbeWorker, default_threads, run_pool  # noqa: PLC0415
+    from workers.probe.runtime.pool import ProbeWorker, default_threads, default_workers, run_pool  # noqa: PLC0415
 
     probe_settings = build_settings(preset, folds=folds, kinds=kinds, targets=targets,
                                     max_earlier=max_earlier, max_examples=max_examples,
@@ -127,6 +128,7 @@ def run(
     out = Console(stderr=True) if as_json else console
     out.print(f"Run {submission}: {queued.added} new probe job(s) queued "
               f"(settings {probe_settings.settings_hash}, preset {preset}).")
+    workers = workers or default_workers()
     # Only this plan's jobs: others in the shared queue (other runs', other settings') stay.
     config = _worker_config(submission_id=submission, job_ids=queued.job_ids, lease_s=lease_s,
                             poll_s=0.5, stop_when_idle=True, threads=default_threads(workers))
@@ -138,10 +140,31 @@ def run(
 
         ProbeWorker(config, on_event=on_event).run()
     else:
-        run_pool(config, workers)
+        run_pool(config, workers, on_wait=_progress(out, sessions, submission=submission,
+                                                    job_ids=queued.job_ids, workers=workers))
     _note_waiting(out, sessions, submission=submission, job_ids=queued.job_ids)
     show_probe_report(submission, settings_hash=probe_settings.settings_hash, task_order=task,
                       as_json=as_json)
+
+
+def _progress(out: Console, sessions: Any, *, submission: int, job_ids: tuple[int, ...],
+              workers: int) -> Callable[[], None]:
+    """A line each time more of this plan's jobs have finished (the workers print nothing)."""
+    from services.store.probes import queue  # noqa: PLC0415
+
+    shown = [-1]
+
+    def show() -> None:
+        with sessions() as session:
+            counts = queue.status_counts(session, submission_id=submission, job_ids=job_ids)
+        finished = counts.get("done", 0) + counts.get("failed", 0)
+        if finished != shown[0]:
+            shown[0] = finished
+            failed = f", {counts['failed']} failed" if counts.get("failed") else ""
+            out.print(f"  probe jobs finished: {finished} of {len(job_ids)}{failed} ({workers} workers)",
+                      highlight=False)
+
+    return show
 
 
 def _note_waiting(out: Console, sessions: Any, *, submission: int, job_ids: tuple[int, ...]) -> None:

@@ -265,6 +265,20 @@ class IndepLearner:
         width = predictor.model.feature_dim
         return self._run(predictor, predictor.feature_view, images, ctx, width)
 
+    def features_and_predict(
+        self, predictor: IndepPredictor, images: np.ndarray, ctx: TrialContext
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Features and logits of the same images from ONE backbone pass: the head applied to
+        the features (what ``forward`` does), for the probe pool's pretext error
+        (:mod:`workers.sandbox.joint_pass`)."""
+        features = self.features(predictor, images, ctx)
+        twin = predictor.twin.get() if predictor.twin is not None else None
+        head = ctx.track((twin[0] if twin is not None else predictor.model).head)
+        device = next(predictor.model.parameters()).device
+        with torch.no_grad():
+            scores = head(torch.from_numpy(features).to(device)).float().cpu().numpy()
+        return features, scores
+
     # --- protocol: persistence -----------------------------------------------------------
 
     def save_predictor(self, predictor: IndepPredictor) -> bytes:

@@ -320,6 +320,16 @@ class SandboxedLearner:
         _charge(ctx, header)
         return _array(parts)
 
+    def features_and_predict(self, predictor: PredictorHandle, images: np.ndarray,
+                             ctx: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """Features and scores of the same images: one backbone pass where the learner offers
+        it (:mod:`workers.sandbox.joint_pass`), two otherwise."""
+        header, parts = self.host.call({"op": "features_and_predict", "handle": predictor.handle}, [images])
+        _charge(ctx, header)
+        if len(parts) != 2:
+            raise LearnerError(f"features_and_predict must answer with 2 arrays; got {len(parts)}.")
+        return _array(parts[:1]), _array(parts[1:])
+
     def augment_views(self, predictor: PredictorHandle, images: np.ndarray, q: int, *,
                       seed: int, ctx: Any = None, originals: Any = None) -> tuple[np.ndarray, str]:
         """q views of each image; with ``originals`` (the same images' stored

@@ -4,7 +4,8 @@ Started as ``python -m workers.sandbox.host`` by :class:`~workers.sandbox.client
 It reads frames (:mod:`workers.sandbox.wire`) from the pipe it was given, loads the learner
 named in the first one, and answers one request at a time: ``describe``, ``prepare_task``
 (a learner's work shared by a task's trials, once per task), ``trial``, ``predict``,
-``load_predictor``, ``features``, ``augment_views``, ``fresh_predictor``, ``release``, ``bye``.
+``load_predictor``, ``features``, ``features_and_predict``, ``augment_views``, ``fresh_predictor``,
+``release``, ``bye``.
 During a trial it asks harness code for earlier tasks' train splits (``past_train``) and the
 predictors its run kept for them (``past_predictor``) or the run's ``pretrained`` checkpoint, the
 shards of a train split too large to be sent whole (``train_shard``,
@@ -44,6 +45,7 @@ from workers.sandbox.declaration import LearnerDeclaration, info_from_json
 from workers.sandbox.dev_scoring import DevScoring
 from workers.sandbox.fresh import fresh_predictor
 from workers.sandbox.host_stream import WireShards
+from workers.sandbox.joint_pass import features_and_scores
 from workers.sandbox.proxy_views import proxy_features, proxy_images
 from workers.sandbox.views import augment_views
 from workers.stream.task_view import CausalTaskView
@@ -181,6 +183,13 @@ class Host:
         with self._metered(header) as ctx:
             out = _numeric(self.learner.predict(predictor, parts[0], ctx), "predict()")
         return _flops(ctx), [out]
+
+    def _op_features_and_predict(self, header: dict, parts: list) -> tuple[dict, list]:
+        predictor = self._predictor(header)
+        with self._metered(header) as ctx:
+            features, scores = features_and_scores(self.learner, predictor, parts[0], ctx)
+            out = [_numeric(features, "features()"), _numeric(scores, "predict()")]
+        return _flops(ctx), out
 
     def _op_augment_views(self, header: dict, parts: list) -> tuple[dict, list]:
         predictor = self._predictor(header)

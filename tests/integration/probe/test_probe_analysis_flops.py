@@ -58,8 +58,9 @@ def _charged(sessions, run_id: int) -> dict:
 
 def _same_calls_in_process(session, store, job: ProbeJob) -> tuple[int, int]:
     """The checkpoint job's learner calls again, in this process with the learner object:
-    (what a FlopMeter around them counts, the forward FLOPs of ``predict`` on the current
-    task's probe examples and ``features`` on every target's, as FlopCounterMode counts them)."""
+    (what a FlopMeter around them counts, the forward FLOPs of ``features_and_predict`` on the
+    current task's probe examples and ``features`` on every earlier target's, as FlopCounterMode
+    counts them)."""
     from nevis_test_learners import one_worker_indep  # noqa: PLC0415 - put on the path by ray_local
 
     settings = queue.load_settings(session, job.settings_hash)
@@ -77,8 +78,8 @@ def _same_calls_in_process(session, store, job: ProbeJob) -> tuple[int, int]:
     ctx.close()
     other = ProbeContext(seed=0)
     with FlopCounterMode(display=False) as mode:
-        learner.predict(predictor, targets[0].probe_images, other)
-        for target in targets:
+        learner.features_and_predict(predictor, targets[0].probe_images, other)  # one pass: both
+        for target in targets[1:]:
             learner.features(predictor, target.probe_images, other)
     other.close()
     return ctx.flops.total, mode.get_total_flops()
@@ -126,7 +127,7 @@ def test_probing_a_run_meters_every_checkpoint_and_leaves_its_cflop_alone(
             metered, forward = _same_calls_in_process(session, store, job)
             assert job.analysis_flops > 0
             assert job.analysis_flops == metered  # what a FlopMeter around the same calls counts
-            assert job.analysis_flops >= forward > 0  # at least the predict and features passes
+            assert job.analysis_flops >= forward > 0  # at least the features (and scores) passes
             assert details[job.checkpoint_id]["analysis_flops"] == {
                 "measured": job.analysis_flops, "reported": 0, "untracked": 0, "total": job.analysis_flops}
         for job in by_kind["trial"]:

@@ -106,6 +106,7 @@ def test_probe_run_of_one_task_does_not_wait_for_other_tasks_jobs(cli_database, 
         assert enqueue_submission(session, submission_id=mine, settings=settings, task_order=2) == 3
     output = _probe_run("--submission", str(mine), "--task", "1", "--preset", "ci")
     assert "1 of its job(s) still wait for jobs this command did not queue" in output
+    assert "probe jobs finished: 2 of 3, 1 failed (2 workers)" in output  # the default: a worker per core
     jobs = {(j.kind, j.task_order): j for j in _jobs(sessions, submission_id=mine)}
     assert all(jobs[kind, 1].status in ("done", "failed") for kind in ("checkpoint", "trial"))
     # Task 2's jobs were not taken, so the summary that needs them still waits for them.

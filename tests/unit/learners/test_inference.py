@@ -11,6 +11,7 @@ from workers.learners.augment import eval_transform
 from workers.learners.indep import IndepLearner
 from workers.learners.inference import InferenceTwin, fold_batch_norms, inference_copy
 from workers.learners.models import FeatureView, LowResResNet34, LowResVGG, SmallCNN
+from workers.sandbox.joint_pass import features_and_scores
 
 from .conftest import RecordingContext, make_view
 
@@ -92,3 +93,37 @@ def test_the_twin_keeps_one_view_for_its_copy():
     twin = InferenceTwin(model, FeatureView)
     first, second = twin.get(), twin.get()
     assert first is second and first[1].model is first[0]
+
+
+def test_one_pass_gives_the_features_and_the_scores_of_predict_for_fewer_flops(digits):
+    images = digits.test.images[:40]
+    two_ctx, one_ctx = RecordingContext(seed=0), RecordingContext(seed=0)
+    learner, _, loaded = _loaded(digits, two_ctx)
+    start = two_ctx.meter.measured
+    expected = (learner.features(loaded, images, two_ctx), learner.predict(loaded, images, two_ctx))
+    two_passes = two_ctx.meter.measured - start
+    features, scores = learner.features_and_predict(loaded, images, one_ctx)
+    np.testing.assert_allclose(features, expected[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(scores, expected[1], rtol=1e-5, atol=1e-5)
+    assert 0 < one_ctx.meter.measured < two_passes
+
+
+class _TwoCalls:
+    """A learner without the one-pass hook: asked for features, then for scores."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def features(self, predictor, images, ctx):
+        self.calls.append("features")
+        return np.ones((len(images), 3), np.float32)
+
+    def predict(self, predictor, images, ctx):
+        self.calls.append("predict")
+        return np.zeros((len(images), 2), np.float32)
+
+
+def test_a_learner_without_the_hook_is_asked_twice():
+    learner = _TwoCalls()
+    features, scores = features_and_scores(learner, None, np.zeros((4, 8, 8, 3), np.uint8), None)
+    assert learner.calls == ["features", "predict"] and features.shape == (4, 3) and scores.shape == (4, 2)

@@ -20,6 +20,7 @@ import numpy as np
 
 from services.core.errors import DataIntegrityError, ObjectNotFoundError, ProbeInputError
 from services.store.objects import ObjectStore
+from workers.sandbox.joint_pass import features_and_scores
 from workers.sandbox.views import augment_views
 from workers.stream.task_info import Originals
 
@@ -68,19 +69,45 @@ def extract(learner: Any, predictor: Any, images: np.ndarray, ctx: Any) -> np.nd
     parts = []
     for start in range(0, len(images), EXTRACT_CHUNK):
         chunk = images[start : start + EXTRACT_CHUNK]
-        out = np.asarray(learner.features(predictor, chunk, ctx))
-        if out.ndim != 2 or out.shape[0] != len(chunk):
-            raise ProbeInputError(
-                f"features() of learner {getattr(learner, 'name', '?')!r} must return an array "
-                f"shaped (num_images, d) = ({len(chunk)}, d); got {out.shape}."
-            )
-        if not np.issubdtype(out.dtype, np.number) or not np.isfinite(out).all():
-            raise ProbeInputError(
-                f"features() of learner {getattr(learner, 'name', '?')!r} returned non-finite "
-                "or non-numeric values; probes need finite features."
-            )
-        parts.append(out.astype(np.float32, copy=False))
+        parts.append(_checked(learner, np.asarray(learner.features(predictor, chunk, ctx)), len(chunk)))
     return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
+
+
+def _checked(learner: Any, out: np.ndarray, rows: int) -> np.ndarray:
+    """``features()``'s answer for ``rows`` images as float32, or a ProbeInputError naming its fault."""
+    if out.ndim != 2 or out.shape[0] != rows:
+        raise ProbeInputError(
+            f"features() of learner {getattr(learner, 'name', '?')!r} must return an array "
+            f"shaped (num_images, d) = ({rows}, d); got {out.shape}."
+        )
+    if not np.issubdtype(out.dtype, np.number) or not np.isfinite(out).all():
+        raise ProbeInputError(
+            f"features() of learner {getattr(learner, 'name', '?')!r} returned non-finite "
+            "or non-numeric values; probes need finite features."
+        )
+    return out.astype(np.float32, copy=False)
+
+
+def extract_with_scores(learner: Any, predictor: Any, images: np.ndarray, ctx: Any, *,
+                        task_order: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`extract` and the learner's scores of the same images, from one pass where the
+    learner offers it (:mod:`workers.sandbox.joint_pass`)."""
+    features, scores = [], []
+    for start in range(0, len(images), EXTRACT_CHUNK):
+        chunk = images[start : start + EXTRACT_CHUNK]
+        try:
+            out, score = features_and_scores(learner, predictor, chunk, ctx)
+        except ProbeInputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a learner bug, reported as such
+            raise ProbeInputError(
+                f"features() or predict() of learner {getattr(learner, 'name', '?')!r} failed on task "
+                f"{task_order} (features and the pretext error): {type(exc).__name__}: {exc}") from exc
+        features.append(_checked(learner, np.asarray(out), len(chunk)))
+        scores.append(np.asarray(score))
+    if not features:
+        return np.zeros((0, 0), dtype=np.float32), np.zeros((0, 0), dtype=np.float32)
+    return np.concatenate(features), np.concatenate(scores)
 
 
 def augmented_features(learner: Any, predictor: Any, images: np.ndarray, q: int, ctx: Any, *,
@@ -104,5 +131,6 @@ def augmented_features(learner: Any, predictor: Any, images: np.ndarray, q: int,
 
 
 __all__ = [
-    "EXTRACT_CHUNK", "augmented_features", "extract", "load_checkpoint_bytes", "load_predictor"
+    "EXTRACT_CHUNK", "augmented_features", "extract", "extract_with_scores", "load_checkpoint_bytes",
+    "load_predictor"
 ]

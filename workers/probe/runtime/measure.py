@@ -5,8 +5,9 @@ kind and fold; the current task's features also give RankMe. LiDAR needs its own
 augmented views of n clean images, themselves some of the probe examples). Every example is
 held out from the backbone's training (dev and dev_test, :mod:`workers.probe.runtime.data`). The
 pretext error ("m^P" of M3, METRICS.md §1's task error) and the held-out pretext loss (the
-convergence index's curve) come from ONE ``predict`` pass of the learner over the current
-task's probe examples: the very examples the current task's target error is measured on.
+convergence index's curve) come from the learner's scores of the current task's probe
+examples (the very examples the current task's target error is measured on), given by the same
+pass as their features where the learner can (:mod:`workers.sandbox.joint_pass`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 
 from workers.probe.runtime.data import PROBE_SPLITS, TaskSamples
 from services.core.errors import ProbeInputError
-from workers.probe.runtime.features import augmented_features, extract
+from workers.probe.runtime.features import augmented_features, extract, extract_with_scores
 from workers.probe.fits.fit_common import FoldScores
 from workers.probe.scores.probe_metrics import lidar_at_deltas, rankme
 from workers.probe.runtime.pretext import held_out_loss
@@ -66,10 +67,13 @@ class CheckpointMeasures:
     features: dict[int, TargetFeatures] = field(default_factory=dict)
 
 
-def pretext_measures(learner: Any, predictor: Any, current: TaskSamples, ctx: Any) -> tuple[float, float]:
-    """The learner's own task error and held-out loss on the current task's probe examples."""
+def pretext_measures(learner: Any, predictor: Any, current: TaskSamples, ctx: Any, *,
+                     scores: np.ndarray | None = None) -> tuple[float, float]:
+    """The learner's own task error and held-out loss on the current task's probe examples
+    (``scores``: its predictions of them, where the features' pass already gave them)."""
     try:
-        scores = np.asarray(learner.predict(predictor, current.probe_images, ctx))
+        if scores is None:
+            scores = np.asarray(learner.predict(predictor, current.probe_images, ctx))
         return (float(task_error(scores, current.probe_labels, current.kind)),
                 held_out_loss(scores, current.probe_labels, current.kind))
     except Exception as exc:  # noqa: BLE001 - a learner bug, reported as such
@@ -114,14 +118,17 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
     timings: dict[str, float] = {}
     fits: list[TargetFit] = []
     kept: dict[int, TargetFeatures] = {}
-    current_features = None
+    current_features = current_scores = None
     started = time.perf_counter()
     for target in targets:
         t0 = time.perf_counter()
-        feats = extract(learner, predictor, target.probe_images, ctx)
-        timings[f"features_{target.order}"] = time.perf_counter() - t0
-        if target.order == current.order:
+        if target.order == current.order:  # the pretext error's scores from the same pass
+            feats, current_scores = extract_with_scores(learner, predictor, target.probe_images, ctx,
+                                                         task_order=current.order)
             current_features = feats
+        else:
+            feats = extract(learner, predictor, target.probe_images, ctx)
+        timings[f"features_{target.order}"] = time.perf_counter() - t0
         kept[target.order] = TargetFeatures(feats, target.probe_labels, target.num_classes)
         if not fit:
             continue
@@ -132,7 +139,8 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
         fits += [TargetFit(target.order, kind, s, len(feats), target.num_classes)
                  for kind, s in scores.items()]
     if current_features is None:
-        current_features = extract(learner, predictor, current.probe_images, ctx)
+        current_features, current_scores = extract_with_scores(
+            learner, predictor, current.probe_images, ctx, task_order=current.order)
     t0 = time.perf_counter()
     n, q = len(current.lidar_images), settings.lidar_q
     if n < 2:
@@ -145,7 +153,7 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
     timings["lidar"] = time.perf_counter() - t0
     rank_value = rankme(current_features.astype(np.float64), eps=settings.rankme_eps)
     t0 = time.perf_counter()
-    error, loss = pretext_measures(learner, predictor, current, ctx)
+    error, loss = pretext_measures(learner, predictor, current, ctx, scores=current_scores)
     timings["pretext"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - started
     return CheckpointMeasures(

