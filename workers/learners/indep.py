@@ -23,10 +23,10 @@ import torch
 from torch import nn
 
 from services.core.errors import LearnerError
-from services.core.metrics import task_error
 from workers.learners import recipe
 from workers.learners.acceleration import Acceleration, autocast, prepare, uncompile
 from workers.learners.augment import AugmentConfig, eval_transform
+from workers.learners.best_on_dev import BestOnDev
 from workers.learners.input_pipeline import TrainBatches
 from workers.learners.models import Classifier, FeatureView, ModelConfig, build_model
 from workers.learners.inference import InferenceTwin, channels_last_input
@@ -226,7 +226,7 @@ class IndepLearner:
 
         # Ranks share the batch order (same generator) and crop their own shares independently.
         crops = generator if ctx.world_size == 1 else torch.Generator().manual_seed(ctx.seed + 7919 * (ctx.rank + 1))
-        best = _BestOnDev(self, predictor, view.dev(), info, ctx)
+        best = BestOnDev(self, predictor, view.dev(), info, ctx)
         ctx.progress(0, predictor, loss=None)
         model.train()
         batches = (StreamBatches if labels is None else TrainBatches)(data, labels, predictor.augment, steps=steps, batch=batch, generator=generator,
@@ -377,42 +377,6 @@ class IndepLearner:
                 x = eval_transform(chunk, predictor.augment, device=device)
                 outputs.append(fn(channels_last_input(x) if twin is not None else x).float().cpu())
         return torch.cat(outputs).numpy()
-
-
-class _BestOnDev:
-    """The best weights on the dev split seen at validation steps (its passes are charged).
-
-    Each validation is the harness's dev scoring (``ctx.dev_error``) where the context offers
-    it, so the final weights' check is also the harness's dev pass of the returned predictor,
-    not a second one; elsewhere (learner code run outside the harness) a pass of its own."""
-
-    def __init__(self, learner: IndepLearner, predictor: IndepPredictor, dev: Any, info: TaskInfo,
-                 ctx: TrialContext) -> None:
-        self.learner, self.predictor, self.dev, self.info, self.ctx = learner, predictor, dev, info, ctx
-        self.error, self.weights, self.step = float("inf"), None, -1
-
-    def _dev_error(self) -> float:
-        if len(self.dev) == 0:
-            return float("inf")
-        offered = getattr(self.ctx, "dev_error", None)
-        error = offered(self.predictor) if callable(offered) else None
-        if error is not None:
-            return float(error)
-        scores = self.learner.predict(self.predictor, self.dev.images, self.ctx)
-        return task_error(scores, self.dev.labels, self.info.kind)
-
-    def consider(self, step: int) -> None:
-        error = self._dev_error()
-        if error < self.error:
-            state = self.predictor.model.state_dict()
-            self.error, self.step = error, step
-            self.weights = {k: v.detach().clone() for k, v in state.items()}
-
-    def restore_if_better(self, final_step: int) -> None:
-        """Keep the final weights unless an earlier validation beat them on dev."""
-        if self.weights is None or self._dev_error() <= self.error:
-            return
-        self.predictor.model.load_state_dict(self.weights)
 
 
 __all__ = [
