@@ -29,7 +29,7 @@ from workers.learners.augment import AugmentConfig, eval_transform
 from workers.learners.best_on_dev import BestOnDev
 from workers.learners.input_pipeline import TrainBatches
 from workers.learners.models import Classifier, FeatureView, ModelConfig, build_model
-from workers.learners.inference import InferenceTwin, channels_last_input
+from workers.learners.inference import InferenceTwin
 from workers.learners.protocol import (
     PAPER_SEARCH_SPACE,
     Resources,
@@ -273,7 +273,7 @@ class IndepLearner:
         (:mod:`workers.sandbox.joint_pass`)."""
         features = self.features(predictor, images, ctx)
         twin = predictor.twin.get() if predictor.twin is not None else None
-        head = ctx.track((twin[0] if twin is not None else predictor.model).head)
+        head = ctx.track((twin.model if twin is not None else predictor.model).head)
         device = next(predictor.model.parameters()).device
         with torch.no_grad():
             scores = head(torch.from_numpy(features).to(device)).float().cpu().numpy()
@@ -367,7 +367,7 @@ class IndepLearner:
             return np.zeros((0, width), dtype=np.float32)
         twin = predictor.twin.get() if predictor.twin is not None else None
         if twin is not None:  # a loaded network, unchanged since: its folded channels-last copy
-            module = twin[0] if module is predictor.model else twin[1]
+            module = twin.model if module is predictor.model else twin.view
         fn = ctx.track(module)
         device = next(predictor.model.parameters()).device  # wherever it was built or loaded
         outputs = []
@@ -375,7 +375,7 @@ class IndepLearner:
             for start in range(0, len(images), self.eval_batch):
                 chunk = images[start : start + self.eval_batch]
                 x = eval_transform(chunk, predictor.augment, device=device)
-                outputs.append(fn(channels_last_input(x) if twin is not None else x).float().cpu())
+                outputs.append(fn(twin.input(x) if twin is not None else x).float().cpu())
         return torch.cat(outputs).numpy()
 
 

@@ -3,7 +3,8 @@
 Why: a loaded predictor (a checkpoint the probe pool measures, the harness's test predictions,
 FT-d's candidates) only ever runs in eval mode, where a ``BatchNorm2d`` after a bias-free
 convolution is a per-channel affine map that the convolution can absorb. Folding it and storing
-weights and activations channels-last computes the same function (to float rounding, ~1e-7)
+weights and activations channels-last (networks whose convolutions are all 16 channels or
+wider: :func:`channels_last_suits`) computes the same function (to float rounding, ~1e-7)
 with less memory traffic: small_cnn's features of 2,000 64-px images took 2.0 s instead of 4.6 s
 on two CPU threads (measured 2026-12-06, docs/benchmarks.md). The FLOP meter counts
 convolutions and matmuls by shape, and folding removes no counted operation, so a pass counts
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -55,13 +57,43 @@ def fold_batch_norms(model: nn.Module) -> nn.Module:
     return model
 
 
-def inference_copy(model: nn.Module, *, channels_last: bool = True) -> nn.Module:
-    """A folded (and channels-last) eval-mode copy of ``model``; ``model`` is untouched."""
+MIN_CHANNELS_LAST_WIDTH = 16
+
+
+def channels_last_suits(model: nn.Module) -> bool:
+    """Whether every convolution is wide enough for channels-last on CPUs: in training, torch
+    2.13's CPU convolutions corrupted the heap on channels-last inputs to 8-channel layers
+    (:mod:`workers.learners.batch_crop`). Inference copies showed no fault under glibc's heap
+    checks (``MALLOC_CHECK_=3``, widths 2-16, 2026-12-06), but narrow test networks keep the
+    plain layout anyway; the built-in networks (32 or 64 channels and up) all qualify."""
+    return all(m.out_channels >= MIN_CHANNELS_LAST_WIDTH
+               and (m.in_channels == 3 or m.in_channels >= MIN_CHANNELS_LAST_WIDTH)
+               for m in model.modules() if isinstance(m, nn.Conv2d))
+
+
+def inference_copy(model: nn.Module, *, channels_last: bool | None = None) -> nn.Module:
+    """A folded (and channels-last; ``None``: where :func:`channels_last_suits`) eval-mode copy
+    of ``model``; ``model`` is untouched."""
     twin = copy.deepcopy(model).eval()
     for p in twin.parameters():
         p.requires_grad_(False)
     fold_batch_norms(twin)
-    return twin.to(memory_format=torch.channels_last) if channels_last else twin
+    if channels_last if channels_last is not None else channels_last_suits(twin):
+        twin.to(memory_format=torch.channels_last)
+    return twin
+
+
+@dataclass(frozen=True)
+class Twin:
+    """An inference copy, the view of it a representation pass calls, and its input layout."""
+
+    model: nn.Module
+    view: nn.Module
+    channels_last: bool
+
+    def input(self, x: torch.Tensor) -> torch.Tensor:
+        """A batch laid out as the copy's first convolution reads it (never mixed layouts)."""
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last and x.dim() == 4 else x
 
 
 class InferenceTwin:
@@ -72,25 +104,22 @@ class InferenceTwin:
     def __init__(self, model: nn.Module, make_view: Callable[[nn.Module], nn.Module]) -> None:
         self._model, self._make_view = model, make_view
         self._loaded = _weights_version(model)
-        self._twin: tuple[nn.Module, nn.Module] | None = None
+        self._twin: Twin | None = None
         self._stale = False
 
-    def get(self) -> tuple[nn.Module, nn.Module] | None:
-        """(copy, view of the copy), or ``None``: run the network itself."""
+    def get(self) -> Twin | None:
+        """The copy, or ``None``: run the network itself."""
         if self._stale:
             return None
         if _weights_version(self._model) != self._loaded:
             self._stale, self._twin = True, None  # trained after loading: run it as itself
             return None
         if self._twin is None:
-            twin = inference_copy(self._model)
-            self._twin = twin, self._make_view(twin)
+            wide = channels_last_suits(self._model)
+            copy_ = inference_copy(self._model, channels_last=wide)
+            self._twin = Twin(copy_, self._make_view(copy_), wide)
         return self._twin
 
 
-def channels_last_input(x: torch.Tensor) -> torch.Tensor:
-    """A 4-d image batch in channels-last memory (what the copy's first convolution reads)."""
-    return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
-
-
-__all__ = ["InferenceTwin", "channels_last_input", "fold_batch_norms", "inference_copy"]
+__all__ = ["MIN_CHANNELS_LAST_WIDTH", "InferenceTwin", "Twin", "channels_last_suits", "fold_batch_norms",
+           "inference_copy"]

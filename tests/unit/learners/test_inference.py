@@ -9,7 +9,7 @@ from torch import nn
 
 from workers.learners.augment import eval_transform
 from workers.learners.indep import IndepLearner
-from workers.learners.inference import InferenceTwin, fold_batch_norms, inference_copy
+from workers.learners.inference import InferenceTwin, channels_last_suits, fold_batch_norms
 from workers.learners.models import FeatureView, LowResResNet34, LowResVGG, SmallCNN
 from workers.sandbox.joint_pass import features_and_scores
 
@@ -29,17 +29,22 @@ def _trained_statistics(model: nn.Module) -> nn.Module:
     return model.eval()
 
 
-@pytest.mark.parametrize("factory", [lambda: SmallCNN(7, width=8), lambda: LowResResNet34(7, width=4),
-                                     lambda: LowResVGG(7, width=4)])
-def test_the_copy_computes_the_same_function_with_every_batch_norm_folded(factory):
+@pytest.mark.parametrize(("factory", "wide"), [
+    (lambda: SmallCNN(7, width=8), False), (lambda: SmallCNN(7, width=16), True),
+    (lambda: LowResResNet34(7, width=4), False), (lambda: LowResResNet34(7, width=16), True),
+    (lambda: LowResVGG(7, width=4), False)])
+def test_the_copy_computes_the_same_function_with_every_batch_norm_folded(factory, wide):
     model = _trained_statistics(factory())
     norms_before = sum(isinstance(m, nn.BatchNorm2d) for m in model.modules())
     x = torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    twin = InferenceTwin(model, FeatureView).get()
+    assert twin.channels_last is wide is channels_last_suits(model)  # narrow layers: plain layout
     with torch.no_grad():
         expected = model(x)
-        twin = inference_copy(model)
-        got = twin(x.contiguous(memory_format=torch.channels_last))
-    assert not any(isinstance(m, nn.BatchNorm2d) for m in twin.modules())
+        got = twin.model(twin.input(x))
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in twin.model.modules())
+    conv = next(m for m in twin.model.modules() if isinstance(m, nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last if wide else torch.contiguous_format)
     assert sum(isinstance(m, nn.BatchNorm2d) for m in model.modules()) == norms_before > 0  # untouched
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
@@ -64,7 +69,7 @@ def test_a_loaded_predictor_predicts_and_extracts_as_the_trained_one_at_the_same
     plain = (learner.predict(trained, images, plain_ctx), learner.features(trained, images, plain_ctx))
     before = loaded_ctx.meter.measured
     fast = (learner.predict(loaded, images, loaded_ctx), learner.features(loaded, images, loaded_ctx))
-    assert id(loaded.twin.get()[0]) in loaded_ctx.meter._tracked  # the copy ran, tracked
+    assert id(loaded.twin.get().model) in loaded_ctx.meter._tracked  # the copy ran, tracked
     for a, b in zip(plain, fast):
         np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)
     assert loaded_ctx.meter.measured - before == plain_ctx.meter.measured > 0
@@ -92,7 +97,7 @@ def test_the_twin_keeps_one_view_for_its_copy():
     model = _trained_statistics(SmallCNN(3, width=4))
     twin = InferenceTwin(model, FeatureView)
     first, second = twin.get(), twin.get()
-    assert first is second and first[1].model is first[0]
+    assert first is second and first.view.model is first.model
 
 
 def test_one_pass_gives_the_features_and_the_scores_of_predict_for_fewer_flops(digits):
