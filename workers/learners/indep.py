@@ -272,7 +272,7 @@ class IndepLearner:
         the features (what ``forward`` does), for the probe pool's pretext error
         (:mod:`workers.sandbox.joint_pass`)."""
         features = self.features(predictor, images, ctx)
-        twin = predictor.twin.get() if predictor.twin is not None else None
+        twin = predictor.twin.get(predictor.model) if predictor.twin is not None else None
         head = ctx.track((twin.model if twin is not None else predictor.model).head)
         device = next(predictor.model.parameters()).device
         with torch.no_grad():
@@ -365,7 +365,7 @@ class IndepLearner:
         """``module`` over ``images`` in batches, in eval mode, without gradients."""
         if len(images) == 0:
             return np.zeros((0, width), dtype=np.float32)
-        twin = predictor.twin.get() if predictor.twin is not None else None
+        twin = predictor.twin.get(predictor.model) if predictor.twin is not None else None
         if twin is not None:  # a loaded network, unchanged since: its folded channels-last copy
             module = twin.model if module is predictor.model else twin.view
         fn = ctx.track(module)

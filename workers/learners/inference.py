@@ -107,9 +107,11 @@ class InferenceTwin:
         self._twin: Twin | None = None
         self._stale = False
 
-    def get(self) -> Twin | None:
-        """The copy, or ``None``: run the network itself."""
-        if self._stale:
+    def get(self, model: nn.Module) -> Twin | None:
+        """The copy of ``model``, or ``None``: run the network itself. ``None`` too where
+        ``model`` is not the network this twin was made for (a predictor copied with another
+        network, as OFM's fresh start is, must not run the loaded one's weights)."""
+        if self._stale or model is not self._model:
             return None
         if _weights_version(self._model) != self._loaded:
             self._stale, self._twin = True, None  # trained after loading: run it as itself

@@ -37,7 +37,7 @@ def test_the_copy_computes_the_same_function_with_every_batch_norm_folded(factor
     model = _trained_statistics(factory())
     norms_before = sum(isinstance(m, nn.BatchNorm2d) for m in model.modules())
     x = torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(2))
-    twin = InferenceTwin(model, FeatureView).get()
+    twin = InferenceTwin(model, FeatureView).get(model)
     assert twin.channels_last is wide is channels_last_suits(model)  # narrow layers: plain layout
     with torch.no_grad():
         expected = model(x)
@@ -69,7 +69,7 @@ def test_a_loaded_predictor_predicts_and_extracts_as_the_trained_one_at_the_same
     plain = (learner.predict(trained, images, plain_ctx), learner.features(trained, images, plain_ctx))
     before = loaded_ctx.meter.measured
     fast = (learner.predict(loaded, images, loaded_ctx), learner.features(loaded, images, loaded_ctx))
-    assert id(loaded.twin.get().model) in loaded_ctx.meter._tracked  # the copy ran, tracked
+    assert id(loaded.twin.get(loaded.model).model) in loaded_ctx.meter._tracked  # the copy ran, tracked
     for a, b in zip(plain, fast):
         np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)
     assert loaded_ctx.meter.measured - before == plain_ctx.meter.measured > 0
@@ -82,7 +82,7 @@ def test_a_loaded_network_trained_afterwards_runs_as_itself(digits):
     learner.predict(loaded, images, ctx)  # the copy is built from the loaded weights
     with torch.no_grad():
         loaded.model.head.bias.add_(5.0)  # what an optimizer step does: an in-place change
-    assert loaded.twin.get() is None
+    assert loaded.twin.get(loaded.model) is None
     np.testing.assert_allclose(learner.predict(loaded, images, ctx),
                                _eager_scores(learner, loaded, images), rtol=1e-5, atol=1e-5)
 
@@ -96,8 +96,9 @@ def _eager_scores(learner, predictor, images):
 def test_the_twin_keeps_one_view_for_its_copy():
     model = _trained_statistics(SmallCNN(3, width=4))
     twin = InferenceTwin(model, FeatureView)
-    first, second = twin.get(), twin.get()
+    first, second = twin.get(model), twin.get(model)
     assert first is second and first.view.model is first.model
+    assert twin.get(SmallCNN(3, width=4)) is None  # another network: never the loaded one's copy
 
 
 def test_one_pass_gives_the_features_and_the_scores_of_predict_for_fewer_flops(digits):
