@@ -29,7 +29,7 @@ from workers.learners.augment import AugmentConfig, eval_transform
 from workers.learners.best_on_dev import BestOnDev
 from workers.learners.input_pipeline import TrainBatches
 from workers.learners.models import Classifier, FeatureView, ModelConfig, build_model
-from workers.learners.inference import InferenceTwin
+from workers.learners.inference import InferenceTwin, Twin
 from workers.learners.protocol import (
     PAPER_SEARCH_SPACE,
     Resources,
@@ -272,7 +272,7 @@ class IndepLearner:
         the features (what ``forward`` does), for the probe pool's pretext error
         (:mod:`workers.sandbox.joint_pass`)."""
         features = self.features(predictor, images, ctx)
-        twin = predictor.twin.get(predictor.model) if predictor.twin is not None else None
+        twin = _twin(predictor)
         head = ctx.track((twin.model if twin is not None else predictor.model).head)
         device = next(predictor.model.parameters()).device
         with torch.no_grad():
@@ -365,7 +365,7 @@ class IndepLearner:
         """``module`` over ``images`` in batches, in eval mode, without gradients."""
         if len(images) == 0:
             return np.zeros((0, width), dtype=np.float32)
-        twin = predictor.twin.get(predictor.model) if predictor.twin is not None else None
+        twin = _twin(predictor)
         if twin is not None:  # a loaded network, unchanged since: its folded channels-last copy
             module = twin.model if module is predictor.model else twin.view
         fn = ctx.track(module)
@@ -377,6 +377,11 @@ class IndepLearner:
                 x = eval_transform(chunk, predictor.augment, device=device)
                 outputs.append(fn(twin.input(x) if twin is not None else x).float().cpu())
         return torch.cat(outputs).numpy()
+
+
+def _twin(predictor: IndepPredictor) -> Twin | None:
+    """The loaded network's inference copy, where it has one and its weights are unchanged."""
+    return predictor.twin.get(predictor.model) if predictor.twin is not None else None
 
 
 __all__ = [

@@ -71,14 +71,13 @@ def channels_last_suits(model: nn.Module) -> bool:
                for m in model.modules() if isinstance(m, nn.Conv2d))
 
 
-def inference_copy(model: nn.Module, *, channels_last: bool | None = None) -> nn.Module:
-    """A folded (and channels-last; ``None``: where :func:`channels_last_suits`) eval-mode copy
-    of ``model``; ``model`` is untouched."""
+def inference_copy(model: nn.Module, *, channels_last: bool) -> nn.Module:
+    """A folded (and, if asked, channels-last) eval-mode copy of ``model``; ``model`` is untouched."""
     twin = copy.deepcopy(model).eval()
     for p in twin.parameters():
         p.requires_grad_(False)
     fold_batch_norms(twin)
-    if channels_last if channels_last is not None else channels_last_suits(twin):
+    if channels_last:
         twin.to(memory_format=torch.channels_last)
     return twin
 

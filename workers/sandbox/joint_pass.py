@@ -21,8 +21,7 @@ def features_and_scores(learner: Any, predictor: Any, images: np.ndarray, ctx: A
     """``(learner.features(...), learner.predict(...))`` of ``images``, in one pass if it can."""
     joint = getattr(learner, JOINT_HOOK, None)
     if callable(joint):
-        features, scores = joint(predictor, images, ctx)
-        return features, scores
+        return joint(predictor, images, ctx)
     return learner.features(predictor, images, ctx), learner.predict(predictor, images, ctx)
 
 
