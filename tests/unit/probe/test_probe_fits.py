@@ -10,7 +10,7 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
-from workers.probe.fits.fit_common import first_layer, prepare
+from workers.probe.fits.fit_common import first_layer, fit_rows, prepare
 from workers.probe.fits.folds import FoldError, fold_ids, subsample, train_masks
 from workers.probe.fits.linear import fit_linear
 from workers.probe.fits.mlp import fit_mlp
@@ -62,13 +62,54 @@ def test_standardisation_folded_into_the_weights_matches_doing_it_explicitly() -
         np.testing.assert_allclose(got[f].numpy(), want, rtol=2e-4, atol=2e-4)
 
 
+@pytest.mark.parametrize("multi", [False, True])
+def test_each_fold_computes_on_its_own_rows_as_the_masked_all_rows_layer_does(multi: bool) -> None:
+    """The fold-block layout gives member m exactly the all-rows layer's values on m's training
+    (or held-out) rows, with their labels, for several feature sets at once."""
+    x, y = _blobs(n=103)  # 103 rows in 4 folds: blocks of 26 and 25, so one padding row
+    labels = np.stack([y == 0, y == 2], axis=1).astype(np.int64) if multi else y
+    ids = fold_ids(labels, 4, seed=0)
+    data = prepare(np.stack([x, 2 * x + 1, -x]), labels, ids, 4, 2 if multi else 3)
+    v, b = torch.randn(12, x.shape[1], 5), torch.randn(12, 5)
+    every = first_layer(data, v, b)
+    for held in (False, True):
+        rows = fit_rows(data, held=held)
+        got = first_layer(data, v, b, rows)
+        for m in range(12):
+            mine = ids == m % 4 if held else ids != m % 4
+            real = rows.weights[m] > 0
+            assert int(real.sum()) == mine.sum()
+            np.testing.assert_allclose(torch.sort(got[m][real], dim=0).values.numpy(),
+                                       torch.sort(every[m][torch.from_numpy(mine)], dim=0).values.numpy(),
+                                       rtol=2e-4, atol=2e-4)  # float32 sums in another order
+            want_labels = np.sort(labels[mine], axis=0)
+            assert (np.sort(rows.labels[m][real].numpy(), axis=0) == want_labels).all()
+            weight = 1.0 if held else 1.0 / mine.sum()
+            assert torch.allclose(rows.weights[m][real], torch.tensor(weight, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("kind", ["linear", "mlp3"])
+def test_fits_on_own_rows_score_as_fits_on_all_rows_masked(kind: str) -> None:
+    """Computing on each fold's own rows changes the cost, not the fit: same held-out scores
+    as every member computing on all rows with the held-out ones masked out of its loss."""
+    x, y = _blobs(n=181, spread=0.8)
+    settings = ProbeSettings(folds=5, mlp_hidden=8, mlp_steps=30)
+    data = prepare(np.stack([x, x[:, ::-1] * 3]), y, fold_ids(y, 5, seed=0), 5, 3)
+    fast = get_probe(kind)(data, settings)
+    masked = get_probe(kind)(dataclasses.replace(data, blocks=None), settings)
+    np.testing.assert_allclose(fast.losses, masked.losses, rtol=1e-4)
+    assert fast.errors.tolist() == masked.errors.tolist()
+    with pytest.raises(ValueError, match="blocks hold 10 members, its masks 1"):
+        dataclasses.replace(data, train=data.train[:1])
+
+
 def test_batched_linear_folds_equal_fitting_each_fold_alone() -> None:
     x, y = _blobs(spread=0.8)
     data = prepare(x, y, fold_ids(y, 3, seed=1), 3, 3)
     together = fit_linear(data, l2=1e-2, max_iter=300)
     for f in range(3):
         alone = dataclasses.replace(data, train=data.train[f : f + 1], counts=data.counts[f : f + 1],
-                                    mu=data.mu[f : f + 1], inv_sd=data.inv_sd[f : f + 1])
+                                    mu=data.mu[f : f + 1], inv_sd=data.inv_sd[f : f + 1], blocks=None)
         single = fit_linear(alone, l2=1e-2, max_iter=300)
         assert single.errors[0] == pytest.approx(together.errors[f], abs=1e-9)
         assert single.losses[0] == pytest.approx(together.losses[f], rel=5e-3)  # solver tolerance

@@ -19,10 +19,11 @@ def test_full_settings_follow_metrics_md_defaults() -> None:
 
 def test_standard_settings_probe_the_chosen_trial_and_one_other_with_a_smaller_lidar() -> None:
     s = ProbeSettings.standard()
-    assert (s.other_trials, s.other_checkpoints, s.lidar_n, s.lidar_q, s.mlp_hidden,
-            s.mlp_steps) == (1, 2, 150, 4, 32, 100)
+    assert (s.other_trials, s.other_checkpoints, s.max_earlier, s.lidar_n, s.lidar_q, s.mlp_hidden,
+            s.mlp_steps) == (1, 2, 3, 150, 4, 32, 100)
     assert s.with_changes(lidar_n=1000, lidar_q=50, other_trials=None, other_checkpoints=None,
-                          mlp_hidden=64, mlp_steps=150) == ProbeSettings.full()
+                          max_earlier=None, mlp_hidden=64, mlp_steps=150) == ProbeSettings.full()
+    assert ProbeSettings.full().max_earlier is None  # publish: every earlier task
     assert ProbeSettings.standard(other_trials=None).other_trials is None  # all on request
 
 

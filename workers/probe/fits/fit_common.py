@@ -12,6 +12,10 @@ m being fold m % k of feature set m // k; each member is an independent problem,
 batched fit gives every checkpoint's k folds at the cost of a few large operations instead
 of G·k small ones.
 
+Each fold's probe computes on its own rows only (:mod:`~workers.probe.fits.fold_blocks`):
+its training rows when it trains, its held-out rows when it is scored. A pass names its rows
+with :class:`Rows` (:func:`fit_rows`), which carries their labels and loss weights.
+
 Scores are held-out: fold f's probe is scored on the rows of fold f only. The loss is the
 probe's training objective without the penalty (cross-entropy for single-label tasks, mean
 binary cross-entropy over labels for multi-label ones); the error is METRICS.md §1's task
@@ -26,6 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from workers.probe.fits.fold_blocks import FoldBlocks, fold_blocks
 from workers.probe.fits.folds import train_masks
 from services.core.metrics import task_error
 
@@ -64,6 +69,8 @@ class FoldData:
         inv_sd: Per-member 1 / standard deviation (G·k, d); 1 for constant features.
         num_classes: C.
         multi_label: Whether ``y`` is multi-hot.
+        blocks: The rows regrouped by fold (each member computes on its own rows only), or
+            None: every member computes on all N rows, its loss masked.
     """
 
     x: torch.Tensor
@@ -74,6 +81,12 @@ class FoldData:
     inv_sd: torch.Tensor
     num_classes: int
     multi_label: bool
+    blocks: FoldBlocks | None = None
+
+    def __post_init__(self) -> None:
+        if self.blocks is not None and self.blocks.members != self.folds:
+            raise ValueError(f"FoldData's blocks hold {self.blocks.members} members, its masks "
+                             f"{self.folds}; replace both (or set blocks=None).")
 
     @property
     def folds(self) -> int:
@@ -116,56 +129,87 @@ def prepare(features: np.ndarray, labels: np.ndarray, ids: np.ndarray, folds: in
     tiny = scale <= 1e-6 * (1.0 + mean.abs())
     inv_sd = torch.where(tiny, torch.ones_like(scale), 1.0 / scale.clamp_min(1e-30))
     return FoldData(x=x, y=y, train=train, counts=counts, mu=mean.float(),
-                    inv_sd=inv_sd.float(), num_classes=num_classes, multi_label=multi)
+                    inv_sd=inv_sd.float(), num_classes=num_classes, multi_label=multi,
+                    blocks=fold_blocks(x, ids, folds))
 
 
-def first_layer(data: FoldData, v: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Per-member affine map of the standardised features: (G·k, N, out) from V (G·k, d, out)."""
+@dataclass(frozen=True)
+class Rows:
+    """The rows one pass of a fit computes on, per batch member: their labels and loss weights.
+
+    Attributes:
+        held: Whether these are the members' held-out rows (else their training rows).
+        labels: (G·k, R) int64, or (G·k, R, C) multi-hot.
+        weights: (G·k, R): on a member's training rows 1 / its count (a training pass) or 1
+            (a held-out pass); 0 on every other row (padding, or rows of the other role).
+        multi_label: Whether the labels are multi-hot.
+    """
+
+    held: bool
+    labels: torch.Tensor
+    weights: torch.Tensor
+    multi_label: bool
+
+
+def fit_rows(data: FoldData, *, held: bool) -> Rows:
+    """The training (``held=False``) or held-out rows of every member, as
+    :func:`first_layer` lays them out for ``data``."""
+    if data.blocks is None:
+        labels = data.y.expand(data.folds, *data.y.shape)
+        weights = 1.0 - data.train if held else data.train / data.counts[:, None]
+        return Rows(held=held, labels=labels, weights=weights, multi_label=data.multi_label)
+    order, valid = (data.blocks.order, data.blocks.valid) if held else data.blocks.train_order()
+    labels = data.y[order]
+    labels = labels.repeat(data.groups, *([1] * (labels.ndim - 1)))
+    weights = valid.repeat(data.groups, 1)
+    if not held:
+        weights = weights / data.counts[:, None]
+    return Rows(held=held, labels=labels, weights=weights, multi_label=data.multi_label)
+
+
+def first_layer(data: FoldData, v: torch.Tensor, b: torch.Tensor, rows: Rows | None = None) -> torch.Tensor:
+    """Per-member affine map of the standardised features from V (G·k, d, out): on the members'
+    ``rows`` ((G·k, R, out), aligned with ``rows.labels``), or on all N rows (None)."""
     members, d, out = v.shape
-    g = data.groups
-    k = members // g
     w = v * data.inv_sd[:, :, None]
     shift = b - torch.einsum("kd,kdo->ko", data.mu, w)
+    if rows is not None and data.blocks is not None:
+        return data.blocks.held_layer(w, shift) if rows.held else data.blocks.train_layer(w, shift)
+    g = data.groups
+    k = members // g
     # one GEMM per feature set for all its folds: (G, N, d) @ (G, d, k·out)
     flat = torch.bmm(data.x, w.reshape(g, k, d, out).permute(0, 2, 1, 3).reshape(g, d, k * out))
     n = data.x.shape[1]
     return flat.reshape(g, n, k, out).permute(0, 2, 1, 3).reshape(members, n, out) + shift[:, None, :]
 
 
-def example_losses(data: FoldData, logits: torch.Tensor) -> torch.Tensor:
-    """Loss of every example under every fold's probe: (k, N)."""
-    if data.multi_label:
-        target = data.y.expand(logits.shape[0], -1, -1)
-        return F.binary_cross_entropy_with_logits(logits, target, reduction="none").mean(dim=2)
-    return torch.logsumexp(logits, dim=2) - logits.gather(
-        2, data.y.expand(logits.shape[0], -1)[:, :, None]
-    ).squeeze(2)
+def example_losses(rows: Rows, logits: torch.Tensor) -> torch.Tensor:
+    """Loss of every row under its member's probe: (G·k, R)."""
+    if rows.multi_label:
+        return F.binary_cross_entropy_with_logits(logits, rows.labels, reduction="none").mean(dim=2)
+    return torch.logsumexp(logits, dim=2) - logits.gather(2, rows.labels[:, :, None]).squeeze(2)
 
 
-def training_loss(data: FoldData, logits: torch.Tensor) -> torch.Tensor:
-    """Sum over folds of each fold's mean loss on its own training rows."""
-    per_fold = (example_losses(data, logits) * data.train).sum(dim=1) / data.counts
-    return per_fold.sum()
+def training_loss(rows: Rows, logits: torch.Tensor) -> torch.Tensor:
+    """Sum over members of each member's mean loss on its own training ``rows``."""
+    return (example_losses(rows, logits) * rows.weights).sum()
 
 
-def held_out_scores(data: FoldData, logits: torch.Tensor) -> FoldScores:
-    """Loss and task error of each member's probe on its fold's held-out rows (G·k values;
+def held_out_scores(rows: Rows, logits: torch.Tensor) -> FoldScores:
+    """Loss and task error of each member's probe on its held-out ``rows`` (G·k values;
     :func:`split_groups` cuts them per feature set)."""
     with torch.no_grad():
-        losses = example_losses(data, logits)
-        held = 1.0 - data.train
-        fold_loss = ((losses * held).sum(dim=1) / held.sum(dim=1)).double().cpu().numpy()
-        errors = np.empty(data.folds)
-        labels = data.y.cpu().numpy()
-        held, logits = held.cpu(), logits.cpu()
-        for f in range(data.folds):
-            rows = held[f].bool().numpy()
-            scores = logits[f][held[f].bool()].double().numpy()
-            kind = "multi" if data.multi_label else "single"
-            if kind == "single":
-                errors[f] = float(np.mean(scores.argmax(axis=1) != labels[rows]))
+        weights = rows.weights
+        fold_loss = ((example_losses(rows, logits) * weights).sum(dim=1) / weights.sum(dim=1)).double().cpu().numpy()
+        errors = np.empty(len(fold_loss))
+        labels, held, logits = rows.labels.cpu().numpy(), (weights > 0).cpu().numpy(), logits.cpu()
+        for f in range(len(fold_loss)):
+            scores = logits[f][torch.from_numpy(held[f])].double().numpy()
+            mine = labels[f][held[f]]
+            if rows.multi_label:
+                errors[f] = task_error(scores, mine.astype(np.int64), "multi")
             else:
-                errors[f] = task_error(scores, labels[rows].astype(np.int64), "multi")
+                errors[f] = float(np.mean(scores.argmax(axis=1) != mine))
     return FoldScores(losses=fold_loss, errors=errors)
 
 
@@ -177,6 +221,6 @@ def split_groups(scores: FoldScores, groups: int) -> list[FoldScores]:
 
 
 __all__ = [
-    "FoldData", "FoldScores", "example_losses", "first_layer", "fit_device", "held_out_scores",
-    "prepare", "split_groups", "training_loss",
+    "FoldData", "FoldScores", "Rows", "example_losses", "first_layer", "fit_device", "fit_rows",
+    "held_out_scores", "prepare", "split_groups", "training_loss",
 ]

@@ -3,7 +3,7 @@
 Why it is fast:
 - the features are computed once and shared by every fold, and the k folds are one batched
   problem (one GEMM per evaluation for all folds, see
-  :func:`~workers.probe.fits.fit_common.first_layer`);
+  :func:`~workers.probe.fits.fit_common.first_layer`), each fold on its own rows only;
 - the convex objective is solved by full-batch L-BFGS with a strong-Wolfe line search, in
   coordinates whitened by each fold's closed-form feature covariance. For softmax
   regression the Hessian is about (feature covariance) ⊗ (class covariance), so whitening the
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from workers.probe.fits.fit_common import FoldData, FoldScores, first_layer, held_out_scores, training_loss
+from workers.probe.fits.fit_common import FoldData, FoldScores, first_layer, fit_rows, held_out_scores, training_loss
 from workers.probe.fits.fit_flops import counted, repeated
 from workers.probe.fits.row_space import in_row_space
 
@@ -83,18 +83,19 @@ def fit_linear(data: FoldData, *, l2: float, max_iter: int, seed: int = 0) -> Fo
         [u, b], lr=1.0, max_iter=max_iter, history_size=20, tolerance_grad=1e-7,
         tolerance_change=TOLERANCE_CHANGE, line_search_fn="strong_wolfe",
     )
+    train_rows, held_rows = fit_rows(data, held=False), fit_rows(data, held=True)
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         v = precondition @ u
-        loss = training_loss(data, first_layer(data, v, b)) + 0.5 * l2 * (v * v).sum()
+        loss = training_loss(train_rows, first_layer(data, v, b, train_rows)) + 0.5 * l2 * (v * v).sum()
         loss.backward()
         return loss
 
     optimizer.step(repeated(closure))  # every evaluation has the same shapes (fit_flops)
     with torch.no_grad(), counted():
-        logits = first_layer(data, precondition @ u, b)
-    return held_out_scores(data, logits)
+        logits = first_layer(data, precondition @ u, b, held_rows)
+    return held_out_scores(held_rows, logits)
 
 
 __all__ = ["TOLERANCE_CHANGE", "fit_linear", "fold_covariances", "whitening"]

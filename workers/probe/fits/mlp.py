@@ -3,7 +3,8 @@
 A "2-layer" probe is d → h → C (one hidden ReLU layer), a "3-layer" probe d → h → h → C.
 Every weight tensor carries a leading fold axis, so one forward pass trains all k folds
 (the first layer is one GEMM with the shared features, later layers are batched matrix
-products). Training is full-batch Adam for a fixed number of steps with an L2 penalty on
+products); each fold computes on its own rows only
+(:mod:`~workers.probe.fits.fold_blocks`). Training is full-batch Adam for a fixed number of steps with an L2 penalty on
 the weights, from a seeded Kaiming-uniform start: small, deterministic, no early stopping
 (which would need yet another split).
 """
@@ -14,7 +15,9 @@ import math
 
 import torch
 
-from workers.probe.fits.fit_common import FoldData, FoldScores, first_layer, held_out_scores, training_loss
+from workers.probe.fits.fit_common import (
+    FoldData, FoldScores, Rows, first_layer, fit_rows, held_out_scores, training_loss,
+)
 from workers.probe.fits.fit_flops import counted, repeated
 
 
@@ -37,8 +40,8 @@ def _params(data: FoldData, depth: int, hidden: int, generator: torch.Generator)
     return params
 
 
-def _forward(data: FoldData, params: list[torch.Tensor]) -> torch.Tensor:
-    h = first_layer(data, params[0], params[1])
+def _forward(data: FoldData, params: list[torch.Tensor], rows: Rows) -> torch.Tensor:
+    h = first_layer(data, params[0], params[1], rows)
     for i in range(2, len(params), 2):
         h = torch.baddbmm(params[i + 1][:, None, :], torch.relu(h), params[i])
     return h
@@ -66,10 +69,11 @@ def fit_mlp(data: FoldData, *, depth: int, hidden: int, steps: int, lr: float,
     params = _params(data, depth, hidden, generator)
     optimizer = torch.optim.Adam(params, lr=lr)
     weights = params[0::2]
+    train_rows = fit_rows(data, held=False)
 
     def one_step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss = training_loss(data, _forward(data, params))
+        loss = training_loss(train_rows, _forward(data, params, train_rows))
         if weight_decay:
             loss = loss + 0.5 * weight_decay * sum((w * w).sum() for w in weights)
         loss.backward()
@@ -78,9 +82,10 @@ def fit_mlp(data: FoldData, *, depth: int, hidden: int, steps: int, lr: float,
     step = repeated(one_step)  # every step has the same shapes (fit_flops)
     for _ in range(steps):
         step()
+    held_rows = fit_rows(data, held=True)
     with torch.no_grad(), counted():
-        logits = _forward(data, params)
-    return held_out_scores(data, logits)
+        logits = _forward(data, params, held_rows)
+    return held_out_scores(held_rows, logits)
 
 
 __all__ = ["fit_mlp"]
