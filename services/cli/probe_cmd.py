@@ -38,9 +38,10 @@ SCOPE_LABELS = {"trials": "across trials (final checkpoints)", "trials_mean": "a
                 "pooled": "pooled (tasks mixed)"}
 
 
-def build_settings(preset: str, *, all_trials: bool = False, **overrides: Any) -> Any:
+def build_settings(preset: str, *, all_trials: bool = False, all_earlier: bool = False,
+                   **overrides: Any) -> Any:
     """Probe settings of ``preset`` with the options the user gave (None = keep);
-    ``all_trials`` probes every checkpoint of every trial."""
+    ``all_trials`` probes every checkpoint of every trial, ``all_earlier`` every earlier task."""
     from services.store.probes.settings import ProbeSettings  # noqa: PLC0415
 
     given = {k: v for k, v in overrides.items() if v is not None}
@@ -48,6 +49,8 @@ def build_settings(preset: str, *, all_trials: bool = False, **overrides: Any) -
         given["kinds"] = tuple(k.strip() for k in given["kinds"].split(",") if k.strip())
     if all_trials:
         given.update(other_trials=None, other_checkpoints=None)
+    if all_earlier:
+        given.update(max_earlier=None)
     return ProbeSettings.preset(preset, **given)
 
 
@@ -91,7 +94,9 @@ def run(
     folds: Optional[int] = typer.Option(None, "--folds", help="k of the k-fold probes."),  # noqa: UP007
     kinds: Optional[str] = typer.Option(None, "--kinds", help="Comma list of linear, mlp2, mlp3."),  # noqa: UP007
     targets: Optional[str] = typer.Option(None, "--targets", help="earlier (current + earlier tasks) or current."),  # noqa: UP007
-    max_earlier: Optional[int] = typer.Option(None, "--max-earlier", help="At most this many earlier target tasks."),  # noqa: UP007
+    max_earlier: Optional[int] = typer.Option(  # noqa: UP007
+        None, "--max-earlier", min=0, help="At most this many earlier target tasks, the most recent (standard: 3)."),
+    all_earlier: bool = typer.Option(False, "--all-earlier", help="Every earlier task as a target (publish does)."),
     other_trials: Optional[int] = typer.Option(  # noqa: UP007
         None, "--other-trials", min=0, help="Other trials probed per task besides the chosen one (preset: 1)."),
     other_checkpoints: Optional[int] = typer.Option(  # noqa: UP007
@@ -118,7 +123,7 @@ def run(
                                     lidar_n=lidar_n, lidar_q=lidar_q, seed=seed,
                                     lidar_delta_mode=lidar_delta_mode,
                                     other_trials=other_trials, other_checkpoints=other_checkpoints,
-                                    all_trials=all_trials)
+                                    all_trials=all_trials, all_earlier=all_earlier)
     url = get_settings().database_url
     ensure_current(url)
     sessions = session_factory(make_engine(url))

@@ -87,3 +87,5 @@ def test_the_cli_options_pick_the_trials_and_checkpoints() -> None:
     every = build_settings("standard", all_trials=True, other_trials=2, other_checkpoints=3)
     assert (every.other_trials, every.other_checkpoints) == (None, None)  # --all-trials wins
     assert build_settings("full") == ProbeSettings.full()
+    assert build_settings("standard", all_earlier=True).max_earlier is None  # --all-earlier
+    assert build_settings("standard", max_earlier=1).max_earlier == 1
