@@ -182,11 +182,11 @@ class ProbeSettings:
     def standard(cls, **overrides: Any) -> ProbeSettings:
         """What the service runs: every checkpoint of each task's chosen trial and the first
         and last checkpoints of one other trial, the current task and the 3 most recent
-        earlier ones as targets (:data:`STANDARD_MAX_EARLIER`), LiDAR with n = 150 held-out images (capped
-        by the data) × q = 4 views (METRICS.md: "fewer is fine"; the values used are
-        stored), MLP probes 32 wide trained 100 steps, k = 5: sized for probing to cost at
-        most what training did (``bench/bench_probes.py`` measures the ratio: 0.88 on
-        ``mini``)."""
+        earlier ones as targets (:data:`STANDARD_MAX_EARLIER`), LiDAR with n = 150 held-out
+        images (capped by the data) × q = 4 views (METRICS.md: "fewer is fine"; the values
+        used are stored), MLP probes 32 wide trained 100 steps, k = 5: sized for probing to
+        cost at most what training did (``bench/bench_probes.py`` measures the ratio: 0.88 on
+        ``mini``, 0.81 on ``offline``)."""
         cheap = dict(other_trials=1, other_checkpoints=2, max_earlier=STANDARD_MAX_EARLIER, lidar_n=150,
                      lidar_q=4, mlp_hidden=32, mlp_steps=100)
         return cls(**{**cheap, **overrides})
