@@ -73,3 +73,36 @@ def test_a_smaller_sample_keeps_to_the_held_out_splits(tmp_path: Path) -> None:
     assert len(samples.probe_images) == 30 and set(samples.probe_splits.tolist()) <= set(PROBE_SPLITS)
     again = TaskCache(store).samples(manifest, 1, image_size=16, max_examples=30, lidar_n=8, seed=0)
     np.testing.assert_array_equal(samples.probe_rows, again.probe_rows)  # seeded: the same draw
+
+
+def test_the_task_cache_keeps_what_fits_its_bytes_and_the_newest_always(tmp_path: Path) -> None:
+    """Sized in bytes, not tasks: a job reading more tasks than a count-sized cache held missed
+    on every one; here every task that fits stays, the least recently used going first."""
+    rule = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2},
+            "seed": 0}
+    manifest = parse_manifest({
+        "format": 1, "name": "cache", "version": "1", "description": "test", "source": "tests",
+        "meta_test_from_year": 2019, "image_size": 16,
+        "tasks": [{"order": o, "year": 2004 + o, "dataset": name, "title": name, "domain": "shape",
+                   "kind": "single", "num_classes": c, "split": rule}
+                  for o, (name, c) in enumerate([("shapes:shape", 4), ("shapes:hue", 6), ("shapes:shape", 4)], 1)],
+    })
+    store = open_store(f"file://{tmp_path / 'store'}")
+    prepare_stream(manifest, store, image_size=16, offline_dir=None)
+
+    def read(cache: TaskCache, order: int):
+        return cache.samples(manifest, order, image_size=16, max_examples=40, lidar_n=8, seed=0)
+
+    roomy = TaskCache(store)
+    first = [read(roomy, o) for o in (1, 2, 3)]
+    assert len(roomy) == 3 and roomy.cached_bytes == sum(s.nbytes for s in first)
+    assert all(read(roomy, o) is s for o, s in zip((1, 2, 3), first))  # hits: the same objects
+    assert first[0].nbytes >= first[0].probe_images.nbytes > 0
+
+    tight = TaskCache(store, max_bytes=first[0].nbytes + max(first[1].nbytes, first[2].nbytes))
+    one, two = read(tight, 1), read(tight, 2)
+    assert read(tight, 1) is one  # 1 is now the most recently used
+    read(tight, 3)  # over the budget: 2, the least recently used, goes
+    assert len(tight) == 2 and read(tight, 1) is one and read(tight, 2) is not two
+    tiny = TaskCache(store, max_bytes=1)
+    assert read(tiny, 1) is read(tiny, 1) and len(tiny) == 1  # the newest stays, alone

@@ -8,8 +8,10 @@ features RankMe reads, the pretext error and loss of the current task (so m^P an
 measured on the same examples), and, its first ``lidar_n`` rows of another seeded draw,
 LiDAR's clean images, with their stored originals (:class:`~workers.stream.task_info.Originals`)
 where the shards have them: LiDAR's views are cut from those, as training cuts its crops. Where each example came from is kept (``probe_splits``,
-``probe_rows``) so that this can be checked. Samples live in a small per-worker LRU cache,
-since consecutive jobs of a worker usually share tasks.
+``probe_rows``) so that this can be checked. Samples live in a per-worker LRU cache sized in
+bytes, since consecutive jobs of a worker share tasks: a checkpoint job reads its current task
+and earlier ones in the same order every time, so a cache holding fewer tasks than a job reads
+would miss on every one of them (a count of tasks cannot know how large they are).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from workers.stream.versions import stored_manifest
 
 
 PROBE_SPLITS: tuple[str, ...] = ("dev", "dev_test")  # held out from the backbone's training
+# Per worker: about 40 tasks of 2,000 probe images at 64 px with their LiDAR originals.
+DEFAULT_CACHE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,14 @@ class TaskSamples:
     probe_splits: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype="<U8"))
     probe_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     lidar_originals: Originals | None = None  # the stored originals of ``lidar_images``
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays (what the cache counts)."""
+        arrays = [self.probe_images, self.probe_labels, self.lidar_images, self.probe_splits, self.probe_rows]
+        if self.lidar_originals is not None:
+            arrays += [self.lidar_originals.images, self.lidar_originals.extents]
+        return int(sum(a.nbytes for a in arrays))
 
 
 def _originals_at(stored: list[Originals], rows: np.ndarray) -> Originals:
@@ -88,13 +100,22 @@ def sample_task(task: TaskSpec, data: Any, *, image_size: int, max_examples: int
 
 
 class TaskCache:
-    """Per-worker cache of manifests and task samples (least recently used goes first)."""
+    """Per-worker cache of manifests and task samples: at most ``max_bytes`` of samples, the
+    least recently used going first (the newest is kept even when it alone is larger)."""
 
-    def __init__(self, store: ObjectStore, *, max_tasks: int = 8) -> None:
+    def __init__(self, store: ObjectStore, *, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.store = store
-        self.max_tasks = max_tasks
+        self.max_bytes = max_bytes
         self._manifests: dict[str, StreamManifest] = {}
         self._samples: OrderedDict[tuple[Any, ...], TaskSamples] = OrderedDict()
+        self._bytes = 0
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._samples)
 
     def manifest(self, version: StreamVersion) -> StreamManifest:
         """The manifest a stream version row holds, parsed once per worker."""
@@ -115,9 +136,10 @@ class TaskCache:
         samples = sample_task(task, data, image_size=image_size, max_examples=max_examples,
                               lidar_n=lidar_n, seed=seed)
         self._samples[key] = samples
-        while len(self._samples) > self.max_tasks:
-            self._samples.popitem(last=False)
+        self._bytes += samples.nbytes
+        while self._bytes > self.max_bytes and len(self._samples) > 1:
+            self._bytes -= self._samples.popitem(last=False)[1].nbytes
         return samples
 
 
-__all__ = ["PROBE_SPLITS", "TaskCache", "TaskSamples", "sample_task"]
+__all__ = ["DEFAULT_CACHE_BYTES", "PROBE_SPLITS", "TaskCache", "TaskSamples", "sample_task"]
