@@ -76,11 +76,11 @@ class FoldBlocks:
 
 def fold_blocks(x: torch.Tensor, ids: np.ndarray, folds: int) -> FoldBlocks:
     """The fold-block layout of feature sets ``x`` (G, N, d) under fold ids ``ids`` (N,)."""
-    members = [np.flatnonzero(ids == f) for f in range(folds)]
-    n_b = max(len(rows) for rows in members)
+    rows_of = [np.flatnonzero(ids == f) for f in range(folds)]
+    n_b = max(len(rows) for rows in rows_of)
     order = np.zeros((folds, n_b), dtype=np.int64)
     valid = np.zeros((folds, n_b), dtype=np.float32)
-    for f, rows in enumerate(members):
+    for f, rows in enumerate(rows_of):
         order[f, : len(rows)] = rows
         valid[f, : len(rows)] = 1.0
     order_t = torch.as_tensor(order, device=x.device)

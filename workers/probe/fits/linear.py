@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import torch
 
-from workers.probe.fits.fit_common import FoldData, FoldScores, first_layer, fit_rows, held_out_scores, training_loss
+from workers.probe.fits.fit_common import (
+    FoldData, FoldScores, first_layer, fit_rows, held_out_scores, training_loss,
+)
 from workers.probe.fits.fit_flops import counted, repeated
 from workers.probe.fits.row_space import in_row_space
 

@@ -3,10 +3,10 @@
 A "2-layer" probe is d → h → C (one hidden ReLU layer), a "3-layer" probe d → h → h → C.
 Every weight tensor carries a leading fold axis, so one forward pass trains all k folds
 (the first layer is one GEMM with the shared features, later layers are batched matrix
-products); each fold computes on its own rows only
-(:mod:`~workers.probe.fits.fold_blocks`). Training is full-batch Adam for a fixed number of steps with an L2 penalty on
-the weights, from a seeded Kaiming-uniform start: small, deterministic, no early stopping
-(which would need yet another split).
+products); each fold computes on its own rows only (:mod:`~workers.probe.fits.fold_blocks`).
+Training is full-batch Adam for a fixed number of steps with an L2 penalty on the weights, from
+a seeded Kaiming-uniform start: small, deterministic, no early stopping (which would need yet
+another split).
 """
 
 from __future__ import annotations
