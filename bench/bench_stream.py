@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 def fresh_settings(tag: str):
     """Settings on a new data folder (its own SQLite database and store)."""
     from services.core.config import get_settings
@@ -54,6 +53,14 @@ class Timeline:
 
     def __init__(self) -> None:
         self.events: list[tuple[str, int, float, float | None]] = []
+        self.clock_started: float | None = None  # when the run's wall time starts counting
+
+    def cold_start_s(self) -> float:
+        """Seconds from the clock's start to the run's first trial starting to train: describing
+        the learner, the run's actors and their sandboxed hosts, the first task's data."""
+        first = next(e for e in self.events if e[0] == "trial")
+        assert self.clock_started is not None
+        return first[2] - (first[3] or 0.0) - self.clock_started
 
     def task_started(self, task: Any, position: int, total: int, trials: int) -> None:
         self.events.append(("start", task.order, time.perf_counter(), None))
@@ -94,8 +101,8 @@ def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: 
     """One ``nevis run`` equivalent; returns wall time, the stored summary and its timeline."""
     from services.core.budget import RunBudget
     from services.store.runs.summary import load_summary
-    from workers.trainer.ray_env import connect_ray
     from workers.stream.manifest_files import load_stream
+    from workers.trainer.ray_env import connect_ray
     from workers.trainer.run_plan import RunRequest
     from workers.trainer.stream_runner import StreamRunner
 
@@ -105,7 +112,7 @@ def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: 
     runner = StreamRunner(settings, observer=timeline)
     runner.prepare(load_stream(stream), _size(stream, settings))  # preparation is not timed
     budget = RunBudget(trials=trials, steps=steps, max_concurrent=concurrent)
-    started = time.perf_counter()
+    started = timeline.clock_started = time.perf_counter()
     run_id = runner.start(RunRequest(stream=stream, learner=learner, budget=budget))
     wall = time.perf_counter() - started
     runner.close()  # its idle executors and hosts would share the machine with what is measured next
@@ -115,8 +122,8 @@ def run_service(stream: str, learner: str, trials: int, steps: int, concurrent: 
 
 
 def _size(stream: str, settings) -> int:
-    from workers.stream.prepare import stored_image_size
     from workers.stream.manifest_files import load_stream
+    from workers.stream.prepare import stored_image_size
 
     return stored_image_size(load_stream(stream), settings_size=settings.image_size,
                              settings_explicit="image_size" in settings.model_fields_set)
@@ -151,18 +158,19 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
     """The same trials in a plain loop: train, score on dev, pick the best, score on test."""
     import torch
 
-    from workers.learners.loading import load_learner
-    from workers.stream.task_data import load_task_data
-    from workers.stream.manifest_files import load_stream
-    from workers.stream.task_view import CausalTaskView
-    from workers.sandbox.context import LocalTrialContext
     from services.core.metrics import task_error
+    from workers.learners.loading import load_learner
+    from workers.sandbox.context import LocalTrialContext
+    from workers.stream.manifest_files import load_stream
+    from workers.stream.task_data import load_task_data
     from workers.stream.task_info import task_info
+    from workers.stream.task_view import CausalTaskView
 
     torch.set_num_threads(1)
     learner = load_learner(learner_spec)
     manifest = load_stream(stream)
     flops, dev_errors, errors, task_ends = {}, {}, {}, []
+    first_trial_at: float | None = None
     started = time.perf_counter()
     for task in manifest.tasks:
         data = load_task_data(store, task, image_size=size, splits=("train", "dev", "test"),
@@ -175,6 +183,7 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
             ctx = LocalTrialContext(seed=trial["seed"], steps=steps, save_predictor=learner.save_predictor)
             if not count_flops:
                 ctx.track = lambda module: module  # type: ignore[method-assign]
+            first_trial_at = first_trial_at or time.perf_counter()
             out = learner.train(view, learner.init_state(), trial["config"], ctx)
             err = task_error(learner.predict(out.predictor, dev.images, ctx), dev.labels, task.kind)
             flops[(task.order, trial["index"])] = ctx.meter.total
@@ -186,7 +195,7 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
         errors[task.order] = task_error(learner.predict(best[1], images, ctx), labels, task.kind)
         task_ends.append(time.perf_counter())
     return {"wall_s": time.perf_counter() - started, "flops": flops, "dev_errors": dev_errors, "errors": errors,
-            "after_first_s": task_ends[-1] - task_ends[0]}
+            "after_first_s": task_ends[-1] - task_ends[0], "cold_start_s": (first_trial_at or started) - started}
 
 
 def bare_ceiling(store_url: str, steps: int, trials: dict[int, list[dict[str, Any]]], size: int) -> dict[str, Any]:
@@ -299,6 +308,10 @@ def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     figures["warm_service_over_bare"] = one["timeline"].after_first_s() / bare["after_first_s"]
     print(f"  after the first task (warm processes): {figures['warm_service_over_bare']:.3f}"
           f"  ({one['timeline'].after_first_s():.1f} s / {bare['after_first_s']:.1f} s)")
+    figures["cold_start_s"] = {"service": one["timeline"].cold_start_s(), "bare": bare["cold_start_s"]}
+    print(f"  clock to the first trial (once per run): service {figures['cold_start_s']['service']:.2f} s, "
+          f"bare loop {figures['cold_start_s']['bare']:.2f} s (learner described in a new sandboxed host, "
+          "the run's actors, the first task's data)")
     figures["per_task"] = one["timeline"].per_task()
     for name, seconds in figures["per_task"].items():
         print(f"  per task after the first, {name:<20}: {seconds:5.2f} s")

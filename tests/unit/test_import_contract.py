@@ -62,3 +62,15 @@ def test_a_wrong_way_import_breaks_the_contract(tmp_path: Path, module: str, lin
     result = _lint(copy)
     assert result.returncode != 0, result.stdout
     assert f"{broken}" in result.stdout.split("Broken contracts", 1)[-1], result.stdout
+
+
+def test_a_runs_driver_does_not_import_torch() -> None:
+    """The coordinator starts a worker process per task, and each imports the stream runner:
+    torch there cost every task 2 s of imports (and ~300 MB) for code that never trains.
+    Learner hosts import torch; the driver reads checkpoints' provenance lazily."""
+    code = ("import sys\n"
+            "import services.coordinator.worker, workers.trainer.stream_runner, services.cli.run_cmd\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", f"torch modules imported by a run's driver: {result.stdout[:400]}"

@@ -25,8 +25,6 @@ import io
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
-import torch
-
 from services.core.errors import LearnerError
 
 EXTERNAL = "external"
@@ -111,12 +109,16 @@ def stamp(checkpoint: bytes, provenance: Provenance) -> bytes:
         raise LearnerError("The checkpoint is not a predictor file: it has no 'state_dict'. Was it written by "
                            "IndepLearner.save_predictor, `nevis pretrain` or `nevis pretrain import`?")
     blob[PROVENANCE_KEY] = asdict(provenance)
+    import torch  # noqa: PLC0415 - here, not at import: the run's driver reads provenance without torch
+
     buffer = io.BytesIO()
     torch.save(blob, buffer)
     return buffer.getvalue()
 
 
 def _load(checkpoint: bytes) -> dict[str, Any]:
+    import torch  # noqa: PLC0415 - only a checkpoint's reader pays torch's import (2 s in a run's driver)
+
     try:
         blob = torch.load(io.BytesIO(checkpoint), map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several unrelated types for bad bytes

@@ -144,9 +144,9 @@ class StreamRunner:
         task = plan.next_task()
         if task is None or self._stop_if_capped(plan):
             return False
+        connect_ray(self.settings)  # first: the learner is described by the run's own executors
         host, learner = self.learner(plan.learner_spec, plan.budget)
         self.prepare(plan.manifest, plan.image_size)
-        connect_ray(self.settings)
         host, learner = self._fit_to_cluster(host, learner)
         with transaction(self.sessions) as session:
             sub = session.get(Submission, submission_id)

@@ -1,0 +1,155 @@
+"""What a task costs the coordinator's way: one fresh worker process per task.
+
+``bench/bench_stream.py`` measures ``nevis run``, one process that keeps its Ray actors and
+learner hosts warm from task to task. The coordinator instead starts ``nevis worker run-task``
+for each task (one Ray job per task: a lease that can fail, be retried or be reaped on its
+own), so every task pays a cold start: the process and its imports, Ray (a local cluster on a
+laptop, a connection on a cluster), the run's actors and their sandboxed learner hosts, the
+task's data. This script runs ``mini``'s tasks that way, each in a new process doing what the
+worker does after its lease bookkeeping (``StreamRunner(...).run_next_task``, then
+``ray.shutdown``), and prints per task: the process's wall time, its trials' training time
+(as the hosts measured it), and the rest, the per-task tax; both with a local Ray cluster per
+process (the local backend's default) and connected to a Ray cluster started once (as on
+KubeRay). The figures feed ``bench/paper_scale.py``'s ``--orchestration-s``.
+
+Usage: ``python bench/bench_task_process.py [--trials 4] [--steps 200] [--json out.json]``.
+Wall time on this machine; run it on a quiet one (it takes a few minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+STREAM, LEARNER = "mini", "indep_small"
+
+
+def fresh_data_dir() -> dict[str, str]:
+    """The environment of a new data folder (SQLite database and store), as bench_stream's."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NEVIS_DATABASE_URL", "NEVIS_STORE_URL", "RAY_ADDRESS")}
+    env["NEVIS_DATA_DIR"] = tempfile.mkdtemp(prefix="nevis-bench-task-")
+    shared = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+    if shared.is_dir():
+        env.setdefault("NEVIS_OFFLINE_DATA_DIR", str(shared))
+    return env
+
+
+def create_submission(env: dict[str, str], trials: int, steps: int) -> int:
+    """A submission of ``mini`` with its data prepared (not timed), created in a child process."""
+    code = (
+        "from services.core.budget import RunBudget\n"
+        "from services.core.config import get_settings\n"
+        "from services.store.db import upgrade\n"
+        "from workers.trainer.run_plan import RunRequest\n"
+        "from workers.trainer.stream_runner import StreamRunner\n"
+        "s = get_settings(); upgrade(s.database_url)\n"
+        f"budget = RunBudget(trials={trials}, steps={steps}, max_concurrent=1)\n"
+        f"print(StreamRunner(s).create(RunRequest(stream={STREAM!r}, learner={LEARNER!r}, budget=budget)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+TASK_CODE = """
+import time, sys
+started = time.perf_counter()
+from services.core.config import get_settings
+from workers.trainer.stream_runner import StreamRunner
+import ray
+StreamRunner(get_settings()).run_next_task(int(sys.argv[1]))
+ray.shutdown()
+print(time.perf_counter() - started)
+"""
+
+
+def run_tasks(env: dict[str, str], submission: int, count: int) -> list[float]:
+    """Each task in a new process, one after another; the wall time of each, process start to
+    exit (the interpreter's own start-up included)."""
+    walls = []
+    for _ in range(count):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", TASK_CODE, str(submission)], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        walls.append(time.perf_counter() - started)
+    return walls
+
+
+def trial_seconds(env: dict[str, str], submission: int) -> dict[int, float]:
+    """task order -> the seconds its trials trained, as the learner hosts measured them."""
+    code = (
+        "import json\n"
+        "from sqlalchemy import func, select\n"
+        "from services.core.config import get_settings\n"
+        "from services.store.db import make_engine, session_factory\n"
+        "from services.store.db.models import StreamTask, TaskRun, Trial\n"
+        "s = session_factory(make_engine(get_settings().database_url))()\n"
+        "rows = s.execute(select(StreamTask.order, func.sum(Trial.wall_time_s))"
+        ".join(TaskRun, Trial.task_run_id == TaskRun.id).join(StreamTask, TaskRun.stream_task_id == StreamTask.id)"
+        f".where(TaskRun.submission_id == {submission}).group_by(StreamTask.order)).all()\n"
+        "print(json.dumps({int(o): float(w or 0) for o, w in rows}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return {int(k): v for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+
+
+def measure(label: str, env: dict[str, str], trials: int, steps: int) -> dict[str, Any]:
+    submission = create_submission(env, trials, steps)
+    walls = run_tasks(env, submission, count=5)
+    trained = [w for _, w in sorted(trial_seconds(env, submission).items())]
+    tax = [w - t for w, t in zip(walls, trained, strict=True)]
+    print(f"{label}:")
+    for order, (wall, train, extra) in enumerate(zip(walls, trained, tax, strict=True), start=1):
+        print(f"  task {order}: process {wall:6.1f} s, trials trained {train:6.1f} s, the rest {extra:5.1f} s")
+    print(f"  per-task tax, median {statistics.median(tax):.1f} s (mean {statistics.mean(tax):.1f} s)")
+    return {"walls_s": walls, "trained_s": trained, "tax_s": tax, "median_tax_s": statistics.median(tax)}
+
+
+def start_cluster(env: dict[str, str]) -> str:
+    """A Ray head on a free port (6379, Ray's default, may be taken: Redis); its address."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    subprocess.run([str(Path(sys.executable).parent / "ray"), "start", "--head", f"--port={port}",
+                    "--include-dashboard=false", "--disable-usage-stats"], env=env, check=True, capture_output=True)
+    return f"127.0.0.1:{port}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--modes", default="local,shared",
+                        help="which to run: local (a Ray cluster per task), shared (one cluster)")
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    args = parser.parse_args()
+    modes = set(args.modes.split(","))
+    print(f"{STREAM}, {LEARNER}, {args.trials} trials x {args.steps} steps per task, one process per task", flush=True)
+    figures: dict[str, Any] = {"trials": args.trials, "steps": args.steps}
+    if "local" in modes:
+        figures["local_cluster_per_task"] = measure("a local Ray cluster per task (the local backend's default)",
+                                                    fresh_data_dir(), args.trials, args.steps)
+    if "shared" in modes:
+        env = {**fresh_data_dir(), "RAY_AUTH_MODE": "disabled"}  # as the repository's tests connect
+        address = start_cluster(env)
+        try:
+            figures["shared_cluster"] = measure("connected to a Ray cluster started once (NEVIS_RAY_ADDRESS; "
+                                                "as on KubeRay)", {**env, "RAY_ADDRESS": address},
+                                                args.trials, args.steps)
+        finally:
+            subprocess.run([str(Path(sys.executable).parent / "ray"), "stop", "--force"], capture_output=True,
+                           check=False)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
