@@ -28,7 +28,8 @@ The model of one submission (the ``nevis22-full`` stream, 106 tasks):
 - **Per-task overheads**: the coordinator's launch delay (``--launch-delay-s``: eligible to
   launched for a task with nothing queued ahead of it, bench/scale_sim.py's first-submission
   p99) and the orchestration per task (``--orchestration-s``: search, trial dispatch,
-  evaluation, commits; bench/bench_stream.py's 2.0 s per warm task). The coordinator's scheduling rate (``--transitions-per-min``,
+  evaluation, commits, and the worker process the coordinator starts for every task:
+  bench/bench_task_process.py's 10.6 s on a running Ray cluster). The coordinator's scheduling rate (``--transitions-per-min``,
   bench/scale_sim.py, 6 transitions per task) bounds how many GPUs a fleet of submissions can
   keep busy; it is printed against the GPUs one task keeps busy.
 
@@ -78,7 +79,7 @@ TRANSITIONS_PER_TASK = 6  # lease claimed, launched, started, ended; task run st
 # Measured figures quoted in docs/benchmarks.md (the defaults; pass newer ones).
 SCALE_SIM_TRANSITIONS_PER_MIN = 14_065.0  # bench/scale_sim.py, 1,000 x 106, 3 replicas, 2026-12-05, load 6-13
 SCALE_SIM_LAUNCH_DELAY_S = 0.21  # the same run: a task with nothing queued ahead (a user's first) launched by 0.213 s, p99
-BENCH_STREAM_ORCHESTRATION_S = 2.0  # bench/bench_stream.py, 2026-12-04 (quiet): ~2 s per warm task (first dispatch 0.93 + first trial's warm-up 0.83 + evaluation and commit 0.2 + later dispatches)
+TASK_PROCESS_ORCHESTRATION_S = 10.6  # bench/bench_task_process.py, 2026-12-06 at a3439f4 (quiet, 2 cores): a worker process per task on a running Ray cluster, median of 5 mini tasks (imports, connect, actors and sandboxed hosts, data, evaluation, commit, shutdown)
 
 # Whole-dataset image counts, public figures rounded: ESTIMATES (the manifests carry none).
 APPROX_IMAGES: dict[str, int] = {
@@ -257,8 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the coordinator's measured scheduling rate (bench/scale_sim.py)")
     parser.add_argument("--launch-delay-s", type=float, default=SCALE_SIM_LAUNCH_DELAY_S,
                         help="eligible -> launched per task (bench/scale_sim.py)")
-    parser.add_argument("--orchestration-s", type=float, default=BENCH_STREAM_ORCHESTRATION_S,
-                        help="orchestration per task (bench/bench_stream.py)")
+    parser.add_argument("--orchestration-s", type=float, default=TASK_PROCESS_ORCHESTRATION_S,
+                        help="orchestration per task: a worker process's own cost (bench/bench_task_process.py)")
     parser.add_argument("--min-step-ms", type=float, default=0.0,
                         help="a training step's floor on the GPU (small batches do not fill it; "
                         "default 0: the FLOP rate alone)")
@@ -305,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(costs) - estimated} given; batches by the rule: "
           + ", ".join(f"b={b}: {n}" for b, n in sorted(batches.items())))
     print(f"  per task: launch delay {args.launch_delay_s:g} s + orchestration {args.orchestration_s:g} s "
-          f"(measured on CPUs: scale_sim, bench_stream); mean trial {_hours(mean_trial_s / 3600)} on one GPU")
+          f"(measured on CPUs: scale_sim, bench_task_process); mean trial {_hours(mean_trial_s / 3600)} on one GPU")
     if args.min_step_ms:
         print(f"  a training step takes at least {args.min_step_ms:g} ms (assumed floor for small batches)")
     else:
