@@ -145,6 +145,7 @@ class StreamRunner:
         if task is None or self._stop_if_capped(plan):
             return False
         connect_ray(self.settings)  # first: the learner is described by the run's own executors
+        self.actors.harness(plan.image_size)  # it starts (a second: a process, the store) meanwhile
         host, learner = self.learner(plan.learner_spec, plan.budget)
         self.prepare(plan.manifest, plan.image_size)
         host, learner = self._fit_to_cluster(host, learner)
