@@ -6,9 +6,10 @@ for each task (one Ray job per task: a lease that can fail, be retried or be rea
 own), so every task pays a cold start: the process and its imports, Ray (a local cluster on a
 laptop, a connection on a cluster), the run's actors and their sandboxed learner hosts, the
 task's data. This script runs ``mini``'s tasks that way, each in a new process doing what the
-worker does after its lease bookkeeping (``StreamRunner(...).run_next_task``, then
-``ray.shutdown``), and prints per task: the process's wall time, its trials' training time
-(as the hosts measured it), and the rest, the per-task tax; both with a local Ray cluster per
+worker does after its lease bookkeeping (``StreamRunner(...).run_next_task``, the lease's
+end, then ``ray.shutdown``), and prints per task: the process's wall time to its lease's end
+(where the scheduler may launch the next task) and to its exit, its trials' training time (as
+the hosts measured it), and the rest up to the lease's end, the per-task tax; both with a local Ray cluster per
 process (the local backend's default) and connected to a Ray cluster started once (as on
 KubeRay). The figures feed ``bench/paper_scale.py``'s ``--orchestration-s``.
 
@@ -66,21 +67,25 @@ from services.core.config import get_settings
 from workers.trainer.stream_runner import StreamRunner
 import ray
 StreamRunner(get_settings()).run_next_task(int(sys.argv[1]))
+at_lease_end = time.perf_counter() - started  # where the worker ends its lease
 ray.shutdown()
-print(time.perf_counter() - started)
+print(at_lease_end, time.perf_counter() - started)
 """
 
 
-def run_tasks(env: dict[str, str], submission: int, count: int) -> list[float]:
-    """Each task in a new process, one after another; the wall time of each, process start to
-    exit (the interpreter's own start-up included)."""
-    walls = []
+def run_tasks(env: dict[str, str], submission: int, count: int) -> tuple[list[float], list[float]]:
+    """Each task in a new process, one after another: the seconds from the process's start (the
+    interpreter's own start-up included) to its lease's end, where the scheduler may launch the
+    next task (the commit), and to its exit (after ``ray.shutdown``)."""
+    to_lease_end, to_exit = [], []
     for _ in range(count):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", TASK_CODE, str(submission)], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
-        walls.append(time.perf_counter() - started)
-    return walls
+        out = subprocess.run([sys.executable, "-c", TASK_CODE, str(submission)], env=env, check=True,
+                             stdout=subprocess.PIPE, text=True)
+        to_exit.append(time.perf_counter() - started)
+        at_lease_end, after_shutdown = map(float, out.stdout.strip().splitlines()[-1].split())
+        to_lease_end.append(to_exit[-1] - (after_shutdown - at_lease_end))
+    return to_lease_end, to_exit
 
 
 def trial_seconds(env: dict[str, str], submission: int) -> dict[int, float]:
@@ -103,14 +108,17 @@ def trial_seconds(env: dict[str, str], submission: int) -> dict[int, float]:
 
 def measure(label: str, env: dict[str, str], trials: int, steps: int) -> dict[str, Any]:
     submission = create_submission(env, trials, steps)
-    walls = run_tasks(env, submission, count=5)
+    walls, exits = run_tasks(env, submission, count=5)
     trained = [w for _, w in sorted(trial_seconds(env, submission).items())]
     tax = [w - t for w, t in zip(walls, trained, strict=True)]
     print(f"{label}:")
-    for order, (wall, train, extra) in enumerate(zip(walls, trained, tax, strict=True), start=1):
-        print(f"  task {order}: process {wall:6.1f} s, trials trained {train:6.1f} s, the rest {extra:5.1f} s")
-    print(f"  per-task tax, median {statistics.median(tax):.1f} s (mean {statistics.mean(tax):.1f} s)")
-    return {"walls_s": walls, "trained_s": trained, "tax_s": tax, "median_tax_s": statistics.median(tax)}
+    for order, (wall, end, train, extra) in enumerate(zip(walls, exits, trained, tax, strict=True), start=1):
+        print(f"  task {order}: process start to lease end {wall:6.1f} s (to exit {end:5.1f} s), "
+              f"trials trained {train:6.1f} s, the rest {extra:5.1f} s")
+    print(f"  per-task tax (to the lease's end, where the next task may launch), median "
+          f"{statistics.median(tax):.1f} s (mean {statistics.mean(tax):.1f} s)")
+    return {"to_lease_end_s": walls, "to_exit_s": exits, "trained_s": trained, "tax_s": tax,
+            "median_tax_s": statistics.median(tax)}
 
 
 def start_cluster(env: dict[str, str]) -> str:
