@@ -29,7 +29,7 @@ The model of one submission (the ``nevis22-full`` stream, 106 tasks):
   launched for a task with nothing queued ahead of it, bench/scale_sim.py's first-submission
   p99) and the orchestration per task (``--orchestration-s``: search, trial dispatch,
   evaluation, commits, and the worker process the coordinator starts for every task:
-  bench/bench_task_process.py's 10.6 s on a running Ray cluster). The coordinator's scheduling rate (``--transitions-per-min``,
+  bench/bench_task_process.py's 8.5 s on a running Ray cluster). The coordinator's scheduling rate (``--transitions-per-min``,
   bench/scale_sim.py, 6 transitions per task) bounds how many GPUs a fleet of submissions can
   keep busy; it is printed against the GPUs one task keeps busy.
 
@@ -79,7 +79,7 @@ TRANSITIONS_PER_TASK = 6  # lease claimed, launched, started, ended; task run st
 # Measured figures quoted in docs/benchmarks.md (the defaults; pass newer ones).
 SCALE_SIM_TRANSITIONS_PER_MIN = 14_065.0  # bench/scale_sim.py, 1,000 x 106, 3 replicas, 2026-12-05, load 6-13
 SCALE_SIM_LAUNCH_DELAY_S = 0.21  # the same run: a task with nothing queued ahead (a user's first) launched by 0.213 s, p99
-TASK_PROCESS_ORCHESTRATION_S = 10.6  # bench/bench_task_process.py, 2026-12-06 at a3439f4 (quiet, 2 cores): a worker process per task on a running Ray cluster, median of 5 mini tasks (imports, connect, actors and sandboxed hosts, data, evaluation, commit, shutdown)
+TASK_PROCESS_ORCHESTRATION_S = 8.5  # bench/bench_task_process.py, 2026-12-06 at bcfa913 (quiet, 2 cores): a worker process per task on a running Ray cluster, start to the lease's end, median of 5 mini tasks (imports, connect, actors and sandboxed hosts, data, evaluation, commit)
 
 # Whole-dataset image counts, public figures rounded: ESTIMATES (the manifests carry none).
 APPROX_IMAGES: dict[str, int] = {
