@@ -27,7 +27,7 @@ def _host(spec: str) -> HostSpec:
 
 @pytest.fixture
 def pool(ray_local: None) -> Iterator[Any]:
-    pool = start_pool(_host(LEARNER), size=1, gpus_per_executor=0.0)
+    pool, _ = start_pool(_host(LEARNER), size=1, gpus_per_executor=0.0)
     assert ray.get(pool.ready.remote(), timeout=120) == 1
     yield pool
     ray.kill(pool)
@@ -49,7 +49,7 @@ def test_an_executor_comes_back_when_the_evaluation_fails(pool: Any) -> None:
 def test_an_executor_comes_back_when_the_caller_dies(ray_local: None) -> None:
     # A Tune trial process can be stopped while its trial runs in an executor; the executor
     # must not be lost with it (a pool of one would then hang the run for good).
-    pool = start_pool(_host("nevis_test_learners:slow_predict"), size=1, gpus_per_executor=0.0)
+    pool, _ = start_pool(_host("nevis_test_learners:slow_predict"), size=1, gpus_per_executor=0.0)
     assert ray.get(pool.ready.remote(), timeout=120) == 1
     (before,) = _free_executors(pool)
 

@@ -69,10 +69,20 @@ def test_a_guess_of_another_size_is_stopped_when_the_real_pool_starts(actors: Ru
     host = _host("nevis_test_learners:nearest_mean")
     declared = actors.describe_in_guessed_pool(host, BUDGET)
     (guessed,) = actors._pools.values()  # noqa: SLF001
+    (executors,) = actors._executors.values()  # noqa: SLF001 - started beside the pool, by the driver
     wider = Resources(cpus_per_worker=0.5)  # e.g. bounded by a registration: two fit at once
     pool = actors.executor_pool(host, wider, RunBudget(trials=2, steps=1))
     assert pool is not guessed and declared is not None
     assert not _alive(guessed) and _alive(pool)
+    assert not any(map(_alive_executor, executors))  # the guess's executors went with it
+
+
+def _alive_executor(actor: object) -> bool:
+    try:
+        ray.get(actor.__ray_ready__.remote(), timeout=60)  # type: ignore[attr-defined]
+    except ray.exceptions.RayActorError:
+        return False
+    return True
 
 
 def test_a_learner_that_cannot_load_leaves_no_pool_and_gets_the_usual_error(actors: RunActors) -> None:

@@ -9,6 +9,7 @@ in Ray Train worker groups and get a separate evaluator instead.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import ray
@@ -33,6 +34,7 @@ class RunActors:
         self._harness: Any = None
         self._harness_size = 0
         self._pools: dict[tuple[HostSpec, int], Any] = {}
+        self._executors: dict[tuple[HostSpec, int], list[Any]] = {}  # each pool's first executors
         self._evaluators: dict[HostSpec, Any] = {}
         self._guessed: tuple[HostSpec, int] | None = None  # a pool started before its learner was described
 
@@ -84,7 +86,8 @@ class RunActors:
         size = min(budget.max_concurrent or default_concurrency(resources), budget.trials)
         key = (host, size)
         if key not in self._pools:
-            self._pools[key] = start_pool(host, size=size, gpus_per_executor=resources.gpus_per_worker)
+            self._pools[key], self._executors[key] = start_pool(host, size=size,
+                                                                gpus_per_executor=resources.gpus_per_worker)
             self._stop_wrong_guess(key)
         elif key == self._guessed:  # the guess was right: the pool is the run's own now
             self._guessed = None
@@ -113,8 +116,9 @@ class RunActors:
         """Stop every actor of the run now (their learner hosts end with them) instead of
         whenever the last handle is collected: a process running many runs (the tests, a
         study) must not keep each run's warm executors alive."""
-        actors = [self._harness, *self._pools.values(), *self._evaluators.values()]
-        self._harness, self._pools, self._evaluators, self._guessed = None, {}, {}, None
+        actors = [self._harness, *self._pools.values(), *itertools.chain(*self._executors.values()),
+                  *self._evaluators.values()]
+        self._harness, self._pools, self._executors, self._evaluators, self._guessed = None, {}, {}, {}, None
         for actor in actors:
             if actor is not None:
                 _kill(actor)
@@ -129,7 +133,8 @@ class RunActors:
         """Stop the guessed pool once the run needs another (its hosts would idle for the run)."""
         guessed, self._guessed = self._guessed, None
         if guessed is not None and guessed != needed:
-            _kill(self._pools.pop(guessed))
+            for actor in (self._pools.pop(guessed), *self._executors.pop(guessed)):
+                _kill(actor)
 
 
 def _kill(actor: Any) -> None:

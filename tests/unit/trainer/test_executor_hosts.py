@@ -92,3 +92,18 @@ def test_a_predicting_host_whose_process_died_is_replaced(spec) -> None:
         assert scores.shape == (2, 1) and evaluator._predictor.live() is not first  # noqa: SLF001
     finally:
         evaluator.close()
+
+
+def test_the_evaluating_executor_starts_its_predicting_host_beside_its_training_host(spec) -> None:
+    # Started at a task's start instead, its imports competed with the run's first trial.
+    evaluating, other = TrialExecutor(spec, evaluates=True), TrialExecutor(spec)
+    try:
+        assert evaluating._predictor._host is not None  # noqa: SLF001 - started with the actor
+        assert other._predictor._host is None  # noqa: SLF001 - only the pool's first evaluates
+        started = evaluating._predictor.live()  # noqa: SLF001
+        evaluating.start_predictor()  # a task begins: the same host, no second one
+        assert evaluating._predictor.live() is started and started.alive  # noqa: SLF001
+        assert started.pid != evaluating._trainer.live().pid  # noqa: SLF001
+    finally:
+        evaluating.close()
+        other.close()
