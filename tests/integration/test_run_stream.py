@@ -24,6 +24,7 @@ from services.store.probes.settings import ProbeSettings
 from services.store.objects import open_store
 from services.core.budget import RunBudget
 from services.store.runs.summary import load_summary
+from workers.stream.task_data import load_task_index
 from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
@@ -230,3 +231,37 @@ def test_unknown_learner_stream_and_bad_budget(runner: StreamRunner, tiny_stream
         runner.start(RunRequest(stream="minii", learner="indep"))
     with pytest.raises(BudgetError, match="'trials'"):
         RunBudget(trials=0)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_task_lists_the_stream_and_rebuilds_a_shard_damaged_since_it_was_stored(runner: StreamRunner,
+                                                                                  tiny_stream) -> None:
+    """A task's worker (a new runner per task under the coordinator) checks the stream by
+    listing it, not by re-hashing every shard (a read of the whole stream per task); a shard of
+    its task damaged since the run was created is found by the read, its dataset rebuilt, and
+    the task runs."""
+    run_id = runner.create(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean",
+                                      budget=RunBudget(trials=1, steps=1)))
+    hashed: list[str] = []
+
+    def worker() -> StreamRunner:
+        fresh = StreamRunner(runner.settings)
+        verify = fresh.store.verify
+        fresh.store.verify = lambda key: (hashed.append(key), verify(key))[1]  # type: ignore[method-assign]
+        return fresh
+
+    with worker() as first:
+        plan = first.plan(run_id)
+        index = load_task_index(first.store, plan.next_task(), image_size=plan.image_size)
+        damaged = index.shards["dev"][0].key
+        sha = first.store.info(damaged).sha256
+        blob = first.store.root / "blobs" / sha[:2] / sha
+        os.chmod(blob, 0o644)
+        blob.write_bytes(blob.read_bytes()[::-1])  # same size: only a read's checksum sees it
+        assert first.run_next_task(run_id) is True
+    assert damaged in hashed  # the repair verified the stream in full
+    hashed.clear()
+    with worker() as second:
+        assert second.run_next_task(run_id) is True
+    assert hashed == []  # nothing damaged: no shard re-hashed
+    assert [t.status for t in _summary(runner, run_id).tasks] == ["committed", "committed", "pending"]

@@ -46,6 +46,7 @@ from workers.stream.shards import (
     DEFAULT_MAX_EXAMPLES_PER_SHARD,
     DatasetIndex,
     dataset_prefix,
+    check_dataset_listed,
     load_index,
     verify_dataset,
 )
@@ -146,6 +147,7 @@ def prepare_stream(
     on_prepared: Callable[[DatasetIndex], None] | None = None,
     max_examples_per_shard: int = DEFAULT_MAX_EXAMPLES_PER_SHARD,
     stored_scale: float = DEFAULT_STORED_SCALE,
+    verify: bool = True,
 ) -> PrepareReport:
     """Make sure every dataset of ``manifest`` is stored as verified shards.
 
@@ -160,6 +162,10 @@ def prepare_stream(
         max_examples_per_shard: shard size limit.
         stored_scale: long side of the stored originals as a multiple of S
             (``NEVIS_STORED_SCALE``).
+        verify: re-hash every shard of a dataset already present (False: one listing of each
+            dataset's folder checks that its shards are there at their sizes; what a task's
+            worker does, since every read checks a shard's bytes anyway). Datasets built now
+            are verified as they are written either way.
 
     Raises:
         DatasetNotFoundError: listing every dataset that must be built but cannot be found;
@@ -171,7 +177,7 @@ def prepare_stream(
     with _preparing(store):
         return _prepare(manifest, store, size=size, side=side, offline_dir=offline_dir,
                         progress=progress, on_prepared=on_prepared,
-                        max_examples_per_shard=max_examples_per_shard)
+                        max_examples_per_shard=max_examples_per_shard, verify=verify)
 
 
 @contextmanager
@@ -196,7 +202,7 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: i
              offline_dir: Path | None,
              progress: Callable[[ProgressEvent], None] | None,
              on_prepared: Callable[[DatasetIndex], None] | None,
-             max_examples_per_shard: int) -> PrepareReport:
+             max_examples_per_shard: int, verify: bool = True) -> PrepareReport:
     ctx = AdapterContext(offline_dir=offline_dir, image_size=size)
     tasks = dataset_rules(manifest)
     total = len(tasks)
@@ -207,7 +213,7 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: i
     todo: dict[str, str] = {}  # dataset → "prepared" or "rebuilt"
     for position, (key, task) in enumerate(tasks.items(), 1):
         notify(ProgressEvent(key, position, total, "check"))
-        status, found = _existing(store, task, size, side)
+        status, found = _existing(store, task, size, side, verify=verify)
         if found is not None:
             present[key] = found
         else:
@@ -234,7 +240,7 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: i
 
 
 def _existing(
-    store: ObjectStore, task: TaskSpec, size: int, side: int
+    store: ObjectStore, task: TaskSpec, size: int, side: int, *, verify: bool = True
 ) -> tuple[str, tuple[DatasetReport, DatasetIndex] | None]:
     """("present", (report, index)) for a complete, verified dataset; else (status, None)."""
     start = time.perf_counter()
@@ -250,7 +256,7 @@ def _existing(
     if index.stored_side != side:
         return "rebuilt", None  # NEVIS_STORED_SCALE changed since: originals must follow it
     try:
-        verify_dataset(store, index)
+        (verify_dataset if verify else check_dataset_listed)(store, index)
     except DataIntegrityError:
         return "rebuilt", None
     return "present", (_report(index, "present", time.perf_counter() - start), index)

@@ -276,6 +276,23 @@ def verify_dataset(store: ObjectStore, index: DatasetIndex) -> int:
     return len(index.all_shards)
 
 
+def check_dataset_listed(store: ObjectStore, index: DatasetIndex) -> int:
+    """Check that every shard is stored at its indexed size, from one listing of the dataset's
+    folder (no shard is read); returns the number of shards. What a task's worker checks before
+    its task: hashing every shard of the stream there cost a read of the whole stream per task
+    (the store's, on S3 a download), while each shard's bytes are checked on every read anyway.
+
+    Raises:
+        DataIntegrityError: naming the first shard that is missing or of another size.
+    """
+    sizes = {listed.key: listed.size for listed in store.list_objects(dataset_prefix(index.dataset, index.image_size))}
+    for shard in index.all_shards:
+        if sizes.get(shard.key) != shard.size:
+            found = "missing" if shard.key not in sizes else f"{sizes[shard.key]} bytes, not {shard.size}"
+            raise _damaged(index, shard, f"store listing: {found}")
+    return len(index.all_shards)
+
+
 # numpy parses each member's header with ast.literal_eval, which CPython 3.11 does not make
 # thread-safe ("AST constructor recursion depth mismatch", seen once in CI when a stream's
 # reader threads read shards at once): one shard is parsed at a time per process; its
@@ -335,6 +352,6 @@ def sha256_hex(data: bytes) -> str:
 __all__ = [
     "DEFAULT_MAX_EXAMPLES_PER_SHARD", "FORMAT_VERSION", "DatasetIndex", "ShardInfo",
     "dataset_prefix", "encode_shard", "index_key", "load_index", "read_labelled", "read_shard",
-    "read_split", "sha256_hex", "verify_dataset",
+    "read_split", "sha256_hex", "verify_dataset", "check_dataset_listed",
     "write_dataset",
 ]

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from services.core.budget import RunBudget
 from services.core.config import Settings
-from services.core.errors import LearnerError, NevisError, TaskFailedError
+from services.core.errors import DataIntegrityError, LearnerError, NevisError, TaskFailedError
 from services.core.metrics import task_error
 from services.core.predictions import encode as encode_predictions
 from services.store.db import make_engine, session_factory, transaction
@@ -147,7 +147,7 @@ class StreamRunner:
         connect_ray(self.settings)  # first: the learner is described by the run's own executors
         self.actors.harness(plan.image_size)  # it starts (a second: a process, the store) meanwhile
         host, learner = self.learner(plan.learner_spec, plan.budget)
-        self.prepare(plan.manifest, plan.image_size)
+        self.prepare(plan.manifest, plan.image_size, verify=False)  # the run's creation verified it
         host, learner = self._fit_to_cluster(host, learner)
         with transaction(self.sessions) as session:
             sub = session.get(Submission, submission_id)
@@ -208,14 +208,20 @@ class StreamRunner:
             return host, learner
         return replace(host, gpu=resources.gpus_per_worker > 0), replace(learner, resources=resources)
 
-    def prepare(self, manifest: StreamManifest, size: int) -> None:
+    def prepare(self, manifest: StreamManifest, size: int, *, verify: bool = True) -> None:
         """Make sure the stream's shards exist and verify, once per stream and size in this
-        runner (every later read checks each shard's checksum again anyway)."""
+        runner (every later read checks each shard's checksum again anyway).
+
+        ``verify=False`` is a task's check (:meth:`run_next_task`, a process per task under the
+        coordinator): datasets already stored are checked by listing their shards' sizes, not
+        by reading them all: re-hashing the whole stream before every task read the stream
+        once per task (on S3, downloaded it). A shard damaged since is found by the read that
+        needs it, and the task's own data is then rebuilt (:meth:`_task_data`)."""
         key = (manifest.name, manifest.version, size)
         if key in self._prepared:
             return
         prepare_stream(manifest, self.store, image_size=size, offline_dir=self.settings.offline_data_dir,
-                       stored_scale=self.settings.stored_scale,
+                       stored_scale=self.settings.stored_scale, verify=verify,
                        on_prepared=database_recorder(self.sessions, self.store))
         self._prepared.add(key)
 
@@ -226,8 +232,7 @@ class StreamRunner:
         Returns whether the run goes on (neither its last task nor stopped by a cap)."""
         split = eval_split(plan.phase)
         whole = split_bytes(self._index(task, plan.image_size), "train") <= self.settings.stream_train_bytes
-        data = load_task_data(self.store, task, image_size=plan.image_size, splits=("train", "dev", split)[not whole:],
-                              originals=("train",))  # training crops come from the originals; else by shard
+        data = self._task_data(plan, task, ("train", "dev", split)[not whole:])
         attempt = self._open_attempt(plan, task)
         trial_ids: dict[int, int] = {}
         spec = self._trial_spec(attempt, host, learner, data)
@@ -370,6 +375,21 @@ class StreamRunner:
         raise TaskFailedError(message) from cause
 
     # --- helpers -----------------------------------------------------------------------------
+
+    def _task_data(self, plan: RunPlan, task: TaskSpec, splits: Sequence[str]) -> TaskData:
+        """The task's splits (training crops come from the train split's originals). A shard
+        that fails its checksum has the stream verified in full, which rebuilds its dataset,
+        and is read again: the task's worker did not re-hash the stream (:meth:`prepare`)."""
+        def load() -> TaskData:
+            return load_task_data(self.store, task, image_size=plan.image_size, splits=tuple(splits),
+                                  originals=("train",))
+
+        try:
+            return load()
+        except DataIntegrityError:
+            self._prepared.discard((plan.manifest.name, plan.manifest.version, plan.image_size))
+            self.prepare(plan.manifest, plan.image_size, verify=True)
+            return load()
 
     def _index(self, task: TaskSpec, size: int) -> Any:
         """A past task's shard index (class names, counts), read once per run."""

@@ -18,6 +18,7 @@ from workers.stream.shards import (
     index_key,
     load_index,
     read_labelled,
+    check_dataset_listed,
     read_split,
     verify_dataset,
     write_dataset,
@@ -204,3 +205,27 @@ def test_a_missing_shard_is_named(store):
 def test_verify_counts_every_shard(store):
     index, _ = _write(store, per_shard=7)
     assert verify_dataset(store, index) == 5 + 1 + 1 + 2
+
+
+def test_the_listing_check_names_a_missing_or_resized_shard_without_reading_any(store):
+    index, _ = _write(store, per_shard=7)
+    assert check_dataset_listed(store, index) == 5 + 1 + 1 + 2
+    gone, resized = index.shards["train"][2].key, index.shards["dev"][0].key
+    store.delete(gone)
+    with pytest.raises(DataIntegrityError, match=gone):
+        check_dataset_listed(store, index)
+    _write(store, per_shard=7)
+    images, labels, _ = _data()
+    store.put_bytes(resized, encode_shard(images[:2], labels[:2], np.arange(2), _originals(2)))
+    with pytest.raises(DataIntegrityError, match=resized):
+        check_dataset_listed(store, index)
+
+
+def test_a_flipped_byte_passes_the_listing_check_and_is_caught_by_the_read(store):
+    # The trade a task's worker makes: its check lists, and the read that needs a shard hashes it.
+    index, _ = _write(store)
+    damaged = index.shards["test"][1].key
+    _flip_a_byte_on_disk(store, damaged)
+    assert check_dataset_listed(store, index) == len(index.all_shards)
+    with pytest.raises(DataIntegrityError, match=damaged):
+        read_split(store, index, "test")
