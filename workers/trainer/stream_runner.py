@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from services.core.budget import RunBudget
 from services.core.config import Settings
-from services.core.errors import DataIntegrityError, LearnerError, NevisError, TaskFailedError
+from services.core.errors import LearnerError, NevisError, TaskFailedError
 from services.core.metrics import task_error
 from services.core.predictions import encode as encode_predictions
 from services.store.db import make_engine, session_factory, transaction
@@ -39,11 +39,10 @@ from workers.sandbox.client import HostSpec, LearnerHost, describe
 from workers.sandbox.declaration import LearnerDeclaration
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.trust import bounded_by_registration, multi_worker_refusal
-from workers.stream.catalog import database_recorder
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
-from workers.stream.prepare import prepare_stream, stored_image_size
+from workers.stream.prepare import stored_image_size
 from workers.stream.shard_stream import split_bytes
-from workers.stream.task_data import TaskData, load_task_data, load_task_index
+from workers.stream.task_data import TaskData
 from workers.stream.manifest_files import load_stream
 from workers.stream.task_info import task_info
 from workers.stream.versions import ensure_stream_version, stored_manifest
@@ -52,6 +51,7 @@ from workers.trainer.host_usage import EvaluationCost, sum_known
 from workers.trainer.pretrained_key import stored_pretrained
 from workers.trainer.ray_env import connect_ray
 from workers.trainer.run_actors import RunActors
+from workers.trainer.run_data import RunData
 from workers.trainer.run_plan import Attempt, RunObserver, RunPlan, RunRequest, Silent, preferred_budget
 from workers.trainer.task_job import fit_to_cluster, run_trials
 from workers.trainer.trial import TrialSpec, no_flops
@@ -79,8 +79,7 @@ class StreamRunner:
         self.sessions: sessionmaker[Session] = session_factory(make_engine(settings.database_url))
         self.store: ObjectStore = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
         self.actors = RunActors(settings)
-        self._prepared: set[tuple[str, str, int]] = set()
-        self._indices: dict[tuple[str, int], Any] = {}
+        self.data = RunData(settings, self.sessions, self.store)
 
     def close(self) -> None:
         """Stop the run's warm actors (a new task starts them again if needed)."""
@@ -209,21 +208,9 @@ class StreamRunner:
         return replace(host, gpu=resources.gpus_per_worker > 0), replace(learner, resources=resources)
 
     def prepare(self, manifest: StreamManifest, size: int, *, verify: bool = True) -> None:
-        """Make sure the stream's shards exist and verify, once per stream and size in this
-        runner (every later read checks each shard's checksum again anyway).
-
-        ``verify=False`` is a task's check (:meth:`run_next_task`, a process per task under the
-        coordinator): datasets already stored are checked by listing their shards' sizes, not
-        by reading them all: re-hashing the whole stream before every task read the stream
-        once per task (on S3, downloaded it). A shard damaged since is found by the read that
-        needs it, and the task's own data is then rebuilt (:meth:`_task_data`)."""
-        key = (manifest.name, manifest.version, size)
-        if key in self._prepared:
-            return
-        prepare_stream(manifest, self.store, image_size=size, offline_dir=self.settings.offline_data_dir,
-                       stored_scale=self.settings.stored_scale, verify=verify,
-                       on_prepared=database_recorder(self.sessions, self.store))
-        self._prepared.add(key)
+        """Make sure the stream's shards exist (:meth:`RunData.prepare`: verified in full, or
+        with ``verify=False`` listed, as a task's worker does)."""
+        self.data.prepare(manifest, size, verify=verify)
 
     # --- one task --------------------------------------------------------------------------
 
@@ -231,8 +218,8 @@ class StreamRunner:
         """Search, choose, evaluate and commit one task; a failure is recorded, then raised.
         Returns whether the run goes on (neither its last task nor stopped by a cap)."""
         split = eval_split(plan.phase)
-        whole = split_bytes(self._index(task, plan.image_size), "train") <= self.settings.stream_train_bytes
-        data = self._task_data(plan, task, ("train", "dev", split)[not whole:])
+        whole = split_bytes(self.data.index(task, plan.image_size), "train") <= self.settings.stream_train_bytes
+        data = self.data.task_data(plan.manifest, task, plan.image_size, ("train", "dev", split)[not whole:])
         attempt = self._open_attempt(plan, task)
         trial_ids: dict[int, int] = {}
         spec = self._trial_spec(attempt, host, learner, data)
@@ -346,7 +333,7 @@ class StreamRunner:
                                           streamed=data.index if streamed else None))
         return TrialSpec(
             host=host, info=task_info(task, data.index, size),
-            past=tuple(task_info(t, self._index(t, size), size) for t in past.values()),
+            past=tuple(task_info(t, self.data.index(t, size), size) for t in past.values()),
             stream_length=len(plan.manifest.tasks), steps=plan.budget.steps,
             checkpoint_fractions=plan.budget.checkpoint_fractions, state=state, train=None if streamed else data.labelled("train"), dev=data.labelled("dev"),
             key_prefix=attempt.key_prefix, harness=harness, rungs=stopping.rungs, rung_proxy=stopping.proxy,
@@ -375,28 +362,6 @@ class StreamRunner:
         raise TaskFailedError(message) from cause
 
     # --- helpers -----------------------------------------------------------------------------
-
-    def _task_data(self, plan: RunPlan, task: TaskSpec, splits: Sequence[str]) -> TaskData:
-        """The task's splits (training crops come from the train split's originals). A shard
-        that fails its checksum has the stream verified in full, which rebuilds its dataset,
-        and is read again: the task's worker did not re-hash the stream (:meth:`prepare`)."""
-        def load() -> TaskData:
-            return load_task_data(self.store, task, image_size=plan.image_size, splits=tuple(splits),
-                                  originals=("train",))
-
-        try:
-            return load()
-        except DataIntegrityError:
-            self._prepared.discard((plan.manifest.name, plan.manifest.version, plan.image_size))
-            self.prepare(plan.manifest, plan.image_size, verify=True)
-            return load()
-
-    def _index(self, task: TaskSpec, size: int) -> Any:
-        """A past task's shard index (class names, counts), read once per run."""
-        key = (task.dataset, size)
-        if key not in self._indices:
-            self._indices[key] = load_task_index(self.store, task, image_size=size)
-        return self._indices[key]
 
     def _stop_if_capped(self, plan: RunPlan) -> bool:
         """Stop the submission before its next task if a cap is reached already; whether it was.
