@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import threading
+import time
 
 import pytest
 from sqlalchemy import func, select
@@ -25,6 +27,7 @@ from services.store.objects import open_store
 from services.core.budget import RunBudget
 from services.store.runs.summary import load_summary
 from workers.stream.task_data import load_task_index
+from workers.trainer.run_data import RunData
 from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
@@ -265,3 +268,30 @@ def test_a_task_lists_the_stream_and_rebuilds_a_shard_damaged_since_it_was_store
         assert second.run_next_task(run_id) is True
     assert hashed == []  # nothing damaged: no shard re-hashed
     assert [t.status for t in _summary(runner, run_id).tasks] == ["committed", "committed", "pending"]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_tasks_worker_reads_the_tasks_data_while_its_learner_is_described(runner: StreamRunner, tiny_stream,
+                                                                             monkeypatch) -> None:
+    """Both take seconds (a sandboxed host's start; a train split of up to 8 GiB), and the
+    coordinator's worker for every task pays both: they overlap."""
+    run_id = runner.create(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean",
+                                      budget=RunBudget(trials=1, steps=1)))
+    seen: dict[str, float | str] = {}
+
+    def timed(name: str, call):
+        def wrapper(*args, **kwargs):
+            seen[f"{name} thread"] = threading.current_thread().name
+            seen[f"{name} start"] = time.monotonic()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                seen[f"{name} end"] = time.monotonic()
+        return wrapper
+
+    monkeypatch.setattr(RunData, "for_task", timed("read", RunData.for_task))
+    monkeypatch.setattr(StreamRunner, "learner", timed("describe", StreamRunner.learner))
+    with StreamRunner(runner.settings) as worker:  # a new runner, as each task's worker process has
+        assert worker.run_next_task(run_id) is True
+    assert seen["read thread"] != seen["describe thread"]
+    assert seen["read start"] < seen["describe end"] and seen["describe start"] < seen["read end"]

@@ -16,8 +16,9 @@ from services.core.config import Settings
 from services.core.errors import DataIntegrityError
 from services.store.objects import ObjectStore
 from workers.stream.catalog import database_recorder
-from workers.stream.manifest import StreamManifest, TaskSpec
+from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
 from workers.stream.prepare import prepare_stream
+from workers.stream.shard_stream import split_bytes
 from workers.stream.task_data import TaskData, load_task_data, load_task_index
 
 
@@ -45,6 +46,14 @@ class RunData:
                        stored_scale=self.settings.stored_scale, verify=verify,
                        on_prepared=database_recorder(self.sessions, self.store))
         self._prepared.add(key)
+
+    def for_task(self, manifest: StreamManifest, task: TaskSpec, size: int, phase: str) -> TaskData:
+        """What a task reads before its trials: the stream checked (listed, once per runner),
+        then the task's train split (unless it is too large and goes to learners by shard),
+        dev split and evaluation split."""
+        self.prepare(manifest, size, verify=False)
+        whole = split_bytes(self.index(task, size), "train") <= self.settings.stream_train_bytes
+        return self.task_data(manifest, task, size, ("train", "dev", eval_split(phase))[not whole:])
 
     def task_data(self, manifest: StreamManifest, task: TaskSpec, size: int, splits: Sequence[str]) -> TaskData:
         """The task's splits (training crops come from the train split's originals). A shard

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
@@ -41,7 +42,6 @@ from workers.sandbox.limits import HostLimits
 from workers.sandbox.trust import bounded_by_registration, multi_worker_refusal
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
 from workers.stream.prepare import stored_image_size
-from workers.stream.shard_stream import split_bytes
 from workers.stream.task_data import TaskData
 from workers.stream.manifest_files import load_stream
 from workers.stream.task_info import task_info
@@ -145,15 +145,19 @@ class StreamRunner:
             return False
         connect_ray(self.settings)  # first: the learner is described by the run's own executors
         self.actors.harness(plan.image_size)  # it starts (a second: a process, the store) meanwhile
-        host, learner = self.learner(plan.learner_spec, plan.budget)
-        self.prepare(plan.manifest, plan.image_size, verify=False)  # the run's creation verified it
+        # The task's data is read while the learner is described: both take seconds (a host's
+        # start; a train split of up to NEVIS_STREAM_TRAIN_BYTES), and a coordinator's worker
+        # pays both for every task.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nevis-task-data") as reader:
+            reading = reader.submit(self.data.for_task, plan.manifest, task, plan.image_size, plan.phase)
+            host, learner = self.learner(plan.learner_spec, plan.budget)
+            data = reading.result()
         host, learner = self._fit_to_cluster(host, learner)
         with transaction(self.sessions) as session:
             sub = session.get(Submission, submission_id)
             sub.status, sub.error, sub.finished_at = "running", None, None
-        # Start the run's warm actors now: their imports overlap with loading the task's data.
         self.actors.start(host, learner.resources, plan.budget, plan.image_size)
-        return self._run_task(plan, task, host, learner)
+        return self._run_task(plan, task, host, learner, data)
 
     def plan(self, submission_id: int) -> RunPlan:
         """What the database holds about a submission, with the manifest it was created with."""
@@ -214,12 +218,11 @@ class StreamRunner:
 
     # --- one task --------------------------------------------------------------------------
 
-    def _run_task(self, plan: RunPlan, task: TaskSpec, host: HostSpec, learner: LearnerDeclaration) -> bool:
+    def _run_task(self, plan: RunPlan, task: TaskSpec, host: HostSpec, learner: LearnerDeclaration,
+                  data: TaskData) -> bool:
         """Search, choose, evaluate and commit one task; a failure is recorded, then raised.
         Returns whether the run goes on (neither its last task nor stopped by a cap)."""
         split = eval_split(plan.phase)
-        whole = split_bytes(self.data.index(task, plan.image_size), "train") <= self.settings.stream_train_bytes
-        data = self.data.task_data(plan.manifest, task, plan.image_size, ("train", "dev", split)[not whole:])
         attempt = self._open_attempt(plan, task)
         trial_ids: dict[int, int] = {}
         spec = self._trial_spec(attempt, host, learner, data)
