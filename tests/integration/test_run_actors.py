@@ -38,7 +38,7 @@ def actors() -> Iterator[RunActors]:
 
 def _alive(actor: object) -> bool:
     try:
-        ray.get(actor.ready.remote(), timeout=60)  # type: ignore[attr-defined]
+        ray.get(actor.__ray_ready__.remote(), timeout=60)  # type: ignore[attr-defined]
     except ray.exceptions.RayActorError:
         return False
     return True
@@ -74,15 +74,7 @@ def test_a_guess_of_another_size_is_stopped_when_the_real_pool_starts(actors: Ru
     pool = actors.executor_pool(host, wider, RunBudget(trials=2, steps=1))
     assert pool is not guessed and declared is not None
     assert not _alive(guessed) and _alive(pool)
-    assert not any(map(_alive_executor, executors))  # the guess's executors went with it
-
-
-def _alive_executor(actor: object) -> bool:
-    try:
-        ray.get(actor.__ray_ready__.remote(), timeout=60)  # type: ignore[attr-defined]
-    except ray.exceptions.RayActorError:
-        return False
-    return True
+    assert not any(map(_alive, executors))  # the guess's executors went with it
 
 
 def test_a_learner_that_cannot_load_leaves_no_pool_and_gets_the_usual_error(actors: RunActors) -> None:
