@@ -351,7 +351,7 @@ def sha256_hex(data: bytes) -> str:
 
 __all__ = [
     "DEFAULT_MAX_EXAMPLES_PER_SHARD", "FORMAT_VERSION", "DatasetIndex", "ShardInfo",
-    "dataset_prefix", "encode_shard", "index_key", "load_index", "read_labelled", "read_shard",
-    "read_split", "sha256_hex", "verify_dataset", "check_dataset_listed",
+    "check_dataset_listed", "dataset_prefix", "encode_shard", "index_key", "load_index", "read_labelled", "read_shard",
+    "read_split", "sha256_hex", "verify_dataset",
     "write_dataset",
 ]

@@ -39,7 +39,7 @@ class RunData:
         re-hashing the whole stream before every task read the stream once per task (on S3,
         downloaded it). A shard damaged since is found by the read that needs it, and the
         task's own data is then rebuilt (:meth:`task_data`)."""
-        key = (manifest.name, manifest.version, size)
+        key = _stream_key(manifest, size)
         if key in self._prepared:
             return
         prepare_stream(manifest, self.store, image_size=size, offline_dir=self.settings.offline_data_dir,
@@ -65,7 +65,7 @@ class RunData:
         try:
             return load()
         except DataIntegrityError:
-            self._prepared.discard((manifest.name, manifest.version, size))
+            self._prepared.discard(_stream_key(manifest, size))
             self.prepare(manifest, size, verify=True)
             return load()
 
@@ -75,6 +75,11 @@ class RunData:
         if key not in self._indices:
             self._indices[key] = load_task_index(self.store, task, image_size=size)
         return self._indices[key]
+
+
+def _stream_key(manifest: StreamManifest, size: int) -> tuple[str, str, int]:
+    """What a runner prepares once: one version of a stream at one task resolution."""
+    return manifest.name, manifest.version, size
 
 
 __all__ = ["RunData"]
