@@ -17,7 +17,7 @@ import time
 import pytest
 from sqlalchemy import func, select
 
-from services.core.errors import BudgetError, TaskFailedError, UnknownNameError
+from services.core.errors import BudgetError, LearnerError, TaskFailedError, UnknownNameError
 from services.store.db.models import Checkpoint, Event, Submission, TaskResult, TaskRun, Trial
 from services.store.db import transaction
 from services.store.db.models_probe import ProbeJob
@@ -295,3 +295,34 @@ def test_a_tasks_worker_reads_the_tasks_data_while_its_learner_is_described(runn
         assert worker.run_next_task(run_id) is True
     assert seen["read thread"] != seen["describe thread"]
     assert seen["read start"] < seen["describe end"] and seen["describe start"] < seen["read end"]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_learner_that_fails_to_load_is_reported_without_waiting_for_the_tasks_data(
+        runner: StreamRunner, tiny_stream, monkeypatch) -> None:
+    """The read goes on in its thread; the failure reaches the caller (who records it) first."""
+    run_id = runner.create(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean",
+                                      budget=RunBudget(trials=1, steps=1)))
+    release, reading, read = threading.Event(), threading.Event(), threading.Event()
+    for_task = RunData.for_task
+
+    def slow_read(self, *args, **kwargs):
+        reading.set()
+        release.wait(10)
+        try:
+            return for_task(self, *args, **kwargs)
+        finally:
+            read.set()
+
+    def fails(self, spec, budget):
+        reading.wait(30)
+        raise LearnerError("the learner cannot be loaded")
+
+    monkeypatch.setattr(RunData, "for_task", slow_read)
+    monkeypatch.setattr(StreamRunner, "learner", fails)
+    try:
+        with StreamRunner(runner.settings) as worker, pytest.raises(LearnerError, match="cannot be loaded"):
+            worker.run_next_task(run_id)
+        assert not read.is_set()  # raised while the read still waited
+    finally:
+        release.set()

@@ -147,11 +147,15 @@ class StreamRunner:
         self.actors.harness(plan.image_size)  # it starts (a second: a process, the store) meanwhile
         # The task's data is read while the learner is described: both take seconds (a host's
         # start; a train split of up to NEVIS_STREAM_TRAIN_BYTES), and a coordinator's worker
-        # pays both for every task.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nevis-task-data") as reader:
+        # pays both for every task. A learner that fails to load is reported without waiting
+        # for the read (the thread finishes it; this process waits for it only at exit).
+        reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nevis-task-data")
+        try:
             reading = reader.submit(self.data.for_task, plan.manifest, task, plan.image_size, plan.phase)
             host, learner = self.learner(plan.learner_spec, plan.budget)
             data = reading.result()
+        finally:
+            reader.shutdown(wait=False)
         host, learner = self._fit_to_cluster(host, learner)
         with transaction(self.sessions) as session:
             sub = session.get(Submission, submission_id)
