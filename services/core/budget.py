@@ -14,16 +14,14 @@ two fields existed loads with their defaults.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
 
+from services.core.checkpoint_plan import CHECKPOINT_DEFAULT_FRACTIONS
 from services.core.errors import BudgetError, unknown_name_message
 from services.core.strategies import SCHEDULERS, SEARCHERS
-
-CHECKPOINT_DEFAULT_FRACTIONS: tuple[float, ...] = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0)
-"""Where a trial checkpoints by default: untrained, 1/8, 1/4, 1/2, 3/4 and final."""
 
 MAX_CHECKPOINTS = 64
 
@@ -122,19 +120,6 @@ def _known_name(kind: str, value: Any, known: tuple[str, ...]) -> Any:
     return value
 
 
-def checkpoint_steps(total_steps: int, fractions: Sequence[float]) -> tuple[int, ...]:
-    """Steps at which to checkpoint: each fraction of ``total_steps``, rounded, deduplicated.
-
-    Fraction 0 is the untrained model (the learner's first ``progress`` call, at step 0).
-    """
-    if total_steps < 1:
-        raise ValueError(f"total_steps must be >= 1; got {total_steps}")
-    bad = [f for f in fractions if not 0.0 <= f <= 1.0]
-    if bad:
-        raise ValueError(f"checkpoint fractions must lie in [0, 1]; got {bad}")
-    return tuple(sorted({int(round(f * total_steps)) for f in fractions}))
-
-
 def budget_error(exc: ValidationError) -> BudgetError:
     """The first problem of a validation error, as a BudgetError naming its field."""
     first = exc.errors()[0]
@@ -147,5 +132,4 @@ def budget_error(exc: ValidationError) -> BudgetError:
                        field=field)
 
 
-__all__ = ["CHECKPOINT_DEFAULT_FRACTIONS", "SCHEDULER_NAMES", "SEARCH_NAMES", "RunBudget", "SchedulerName", "SearchName",
-           "budget_error", "checkpoint_steps"]
+__all__ = ["SCHEDULER_NAMES", "SEARCH_NAMES", "RunBudget", "SchedulerName", "SearchName", "budget_error"]

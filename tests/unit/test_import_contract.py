@@ -74,3 +74,17 @@ def test_a_runs_driver_does_not_import_torch() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", f"torch modules imported by a run's driver: {result.stdout[:400]}"
+
+
+def test_a_learner_host_does_not_import_pydantic() -> None:
+    """Every run starts learner hosts on its critical path (one per executor and one that
+    predicts; a coordinator task starts them again): the budget's pydantic model cost each
+    0.1–0.16 s of imports for one tuple of checkpoint fractions."""
+    code = ("import sys\n"
+            "import workers.sandbox.host\n"
+            "from workers.learners.loading import load_learner\n"
+            "load_learner('indep_small')\n"
+            "print(sorted(m for m in sys.modules if m == 'pydantic' or m == 'services.core.budget'))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", f"imported by a learner host: {result.stdout[:400]}"

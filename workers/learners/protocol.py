@@ -37,7 +37,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from services.core.budget import CHECKPOINT_DEFAULT_FRACTIONS
+from services.core.checkpoint_plan import CHECKPOINT_DEFAULT_FRACTIONS
 from workers.stream.task_info import LabelledData, TaskInfo
 
 # --- search spaces -----------------------------------------------------------------------

@@ -28,7 +28,7 @@ import ray
 from services.core.metrics import task_error
 from services.store.runs import run_keys
 from workers.learners.protocol import LabelledData, Learner, Resources
-from services.core.budget import checkpoint_steps
+from services.core.checkpoint_plan import checkpoint_steps
 from workers.sandbox.context import LocalTrialContext
 from workers.sandbox.dev_scoring import DevScoring
 from workers.sandbox.host_stream import WireShards

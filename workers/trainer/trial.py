@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from services.core.budget import checkpoint_steps
+from services.core.checkpoint_plan import checkpoint_steps
 from services.core.errors import LearnerError
 from services.core.metrics import task_error
 from services.store.runs import run_keys

@@ -28,7 +28,7 @@ from services.core.metrics import task_error
 from workers.learners.protocol import Choice, LogUniform, SearchDomain
 from workers.sandbox import messages
 from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner, describe
-from services.core.budget import checkpoint_steps
+from services.core.checkpoint_plan import checkpoint_steps
 from workers.sandbox.declaration import LearnerDeclaration, info_to_json
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.trust import multi_worker_refusal

@@ -8,7 +8,7 @@ from ray import tune
 from services.core.errors import BudgetError, LearnerError
 from workers.learners.protocol import PAPER_SEARCH_SPACE, Choice, LogUniform, Uniform
 from services.core.budget import RunBudget
-from services.core.budget import checkpoint_steps
+from services.core.checkpoint_plan import checkpoint_steps
 from workers.trainer.search import param_space
 from workers.trainer.task_job import search_seed
 from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED
