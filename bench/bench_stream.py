@@ -216,8 +216,8 @@ class SharedTasks:
     """Two processes sharing each task's trials through files: a trial goes to the first
     process to create its claim file; a task ends when both have left their mark."""
 
-    def __init__(self, folder: Path, me: int, peers: int = 2) -> None:
-        self.folder, self.me, self.peers = folder, me, peers
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
 
     def claim(self, order: int, index: int) -> bool:
         try:
@@ -227,8 +227,8 @@ class SharedTasks:
         return True
 
     def wait(self, order: int) -> None:
-        (self.folder / f"done-{order}-{self.me}").touch()
-        while sum((self.folder / f"done-{order}-{i}").exists() for i in range(self.peers)) < self.peers:
+        (self.folder / f"done-{order}-{os.getpid()}").touch()
+        while len(list(self.folder.glob(f"done-{order}-*"))) < 2:
             time.sleep(0.002)
 
 
@@ -244,8 +244,8 @@ def bare_ceiling(store_url: str, steps: int, trials: dict[int, list[dict[str, An
         start_at = time.time() + 15.0  # after every child's imports
         folder = tempfile.mkdtemp(prefix="nevis-bench-share-") if share else ""
         procs = [subprocess.Popen([sys.executable, __file__, "--bare-child", str(job), "--start-at", str(start_at),
-                                   *(["--share", folder, "--me", str(i)] if share else [])],
-                                  stdout=subprocess.PIPE, text=True) for i in range(count)]
+                                   *(["--share", folder] if share else [])],
+                                  stdout=subprocess.PIPE, text=True) for _ in range(count)]
         walls = []
         for proc in procs:
             out, _ = proc.communicate()
@@ -290,10 +290,9 @@ def main() -> None:
     parser.add_argument("--bare-child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--share", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--me", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_child:
-        return bare_child(args.bare_child, args.start_at, args.share and SharedTasks(args.share, args.me))
+        return bare_child(args.bare_child, args.start_at, args.share and SharedTasks(args.share))
     figures: dict[str, Any] = {"trials": args.trials, "steps": args.steps}
 
     if not args.offline_only:

@@ -63,14 +63,15 @@ def load_task_index(store: ObjectStore, task: TaskSpec, *, image_size: int) -> D
 
 def load_task_data(
     store: ObjectStore, task: TaskSpec, *, image_size: int, splits: Sequence[str] = SPLITS,
-    originals: Sequence[str] = (),
+    originals: Sequence[str] = (), index: DatasetIndex | None = None,
 ) -> TaskData:
     """Read the requested splits of a task (each shard verified).
 
     ``originals`` names the splits (among ``splits``) whose stored originals are read too:
-    the training splits handed to learners that augment; nothing else needs them.
+    the training splits handed to learners that augment; nothing else needs them. ``index``:
+    the task's shard index where the caller has read it already.
     """
-    index = load_task_index(store, task, image_size=image_size)
+    index = index if index is not None else load_task_index(store, task, image_size=image_size)
     data = {s: read_labelled(store, index, s, originals=s in originals) for s in splits}
     return TaskData(task=task, index=index,
                     splits={s: (d.images, d.labels) for s, d in data.items()},

@@ -19,6 +19,7 @@ from workers.stream.catalog import database_recorder
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
 from workers.stream.prepare import prepare_stream
 from workers.stream.shard_stream import split_bytes
+from workers.stream.split_rule import split_rule_key
 from workers.stream.task_data import TaskData, load_task_data, load_task_index
 
 
@@ -28,7 +29,7 @@ class RunData:
     def __init__(self, settings: Settings, sessions: sessionmaker[Session], store: ObjectStore) -> None:
         self.settings, self.sessions, self.store = settings, sessions, store
         self._prepared: set[tuple[str, str, int]] = set()
-        self._indices: dict[tuple[str, int], Any] = {}
+        self._indices: dict[tuple[str, int, str], Any] = {}
 
     def prepare(self, manifest: StreamManifest, size: int, *, verify: bool = True) -> None:
         """Make sure the stream's shards exist and verify, once per stream and size in this
@@ -60,21 +61,28 @@ class RunData:
         that fails its checksum has the stream verified in full, which rebuilds its dataset,
         and is read again: a task's check did not re-hash the stream (:meth:`prepare`)."""
         def load() -> TaskData:
-            return load_task_data(self.store, task, image_size=size, splits=tuple(splits), originals=("train",))
+            return load_task_data(self.store, task, image_size=size, splits=tuple(splits), originals=("train",),
+                                  index=self.index(task, size))
 
         try:
             return load()
         except DataIntegrityError:
             self._prepared.discard(_stream_key(manifest, size))
+            self._indices.pop(_index_key(task, size), None)  # a rebuilt dataset has a new index
             self.prepare(manifest, size, verify=True)
             return load()
 
     def index(self, task: TaskSpec, size: int) -> Any:
-        """A task's shard index (class names, counts), read once per runner."""
-        key = (task.dataset, size)
+        """A task's shard index (class names, counts), read and checked against the task's split
+        rule once per runner."""
+        key = _index_key(task, size)
         if key not in self._indices:
             self._indices[key] = load_task_index(self.store, task, image_size=size)
         return self._indices[key]
+
+
+def _index_key(task: TaskSpec, size: int) -> tuple[str, int, str]:
+    return task.dataset, size, repr(split_rule_key(task.split))
 
 
 def _stream_key(manifest: StreamManifest, size: int) -> tuple[str, str, int]:
