@@ -121,6 +121,72 @@ def measure(label: str, env: dict[str, str], trials: int, steps: int) -> dict[st
             "median_tax_s": statistics.median(tax)}
 
 
+COORDINATOR_CODE = """
+import json, sys, time
+from sqlalchemy import select
+from services.coordinator.backends.local import LocalBackend
+from services.coordinator.common.config import CoordinatorSettings
+from services.coordinator.crud import users
+from services.coordinator.scheduler.loop import Scheduler
+from services.core.budget import RunBudget
+from services.store.db import make_engine, session_factory, transaction, upgrade
+from services.store.db.models import Submission
+from services.store.db.models_coordinator import ScheduledSubmission, TaskLease
+from workers.trainer.run_plan import RunRequest
+from workers.trainer.stream_runner import StreamRunner
+trials, steps, max_tasks = map(int, sys.argv[1:4])
+settings = CoordinatorSettings(worker_max_tasks=max_tasks, poll_interval_s=0.2)
+upgrade(settings.database_url)
+budget = RunBudget(trials=trials, steps=steps, max_concurrent=1)
+sub = StreamRunner(settings).create(RunRequest(stream=STREAM, learner=LEARNER, budget=budget))  # data ready
+sessions = session_factory(make_engine(settings.database_url))
+with transaction(sessions) as session:
+    user = users.create_user(session, name="bench", role="submitter", max_concurrent=10)
+    session.add(ScheduledSubmission(submission_id=sub, user_id=user.id))
+scheduler = Scheduler(settings, backend=LocalBackend(settings), sessions=sessions)
+while True:
+    scheduler.tick()
+    with sessions() as session:
+        if session.get(Submission, sub).status not in ("queued", "running"):
+            break
+    time.sleep(0.05)
+with sessions() as session:
+    status = session.get(Submission, sub).status
+    rows = session.execute(select(TaskLease.task_order, TaskLease.status, TaskLease.job_id,
+                                  TaskLease.created_at, TaskLease.finished_at).order_by(TaskLease.id)).all()
+print(json.dumps({"submission": sub, "status": status, "leases": [
+    [r.task_order, r.status, r.job_id, r.created_at.timestamp(), r.finished_at.timestamp()] for r in rows]}))
+"""
+
+
+def through_the_coordinator(label: str, env: dict[str, str], trials: int, steps: int,
+                            max_tasks: int) -> dict[str, Any]:
+    """The real path: the scheduler (polling every 0.2 s) launches ``nevis worker run-task``
+    processes through the ``local`` backend, and a worker may go on with the next tasks
+    (``NEVIS_WORKER_MAX_TASKS``). A task's wall time runs from the previous lease's end (the
+    first: its lease's claim) to its own lease's end; the tax is that less its trials' training."""
+    code = f"STREAM, LEARNER = {STREAM!r}, {LEARNER!r}\n" + COORDINATOR_CODE
+    out = subprocess.run([sys.executable, "-c", code, str(trials), str(steps), str(max_tasks)], env=env,
+                         check=True, stdout=subprocess.PIPE, text=True)
+    run = json.loads(out.stdout.strip().splitlines()[-1])
+    assert run["status"] == "succeeded", run
+    leases = run["leases"]
+    ends = [leases[0][3]] + [lease[4] for lease in leases]
+    walls = [b - a for a, b in zip(ends, ends[1:])]
+    trained = [w for _, w in sorted(trial_seconds(env, run["submission"]).items())]
+    tax = [w - t for w, t in zip(walls, trained, strict=True)]
+    processes = len({lease[2] for lease in leases})
+    print(f"{label}: {len(leases)} tasks in {processes} worker process(es)")
+    for order, (wall, train, extra) in enumerate(zip(walls, trained, tax, strict=True), start=1):
+        print(f"  task {order}: previous lease's end to this lease's end {wall:6.1f} s, "
+              f"trials trained {train:6.1f} s, the rest {extra:5.1f} s")
+    print(f"  per-task tax median {statistics.median(tax):.1f} s, after the first task median "
+          f"{statistics.median(tax[1:]):.1f} s, whole run {sum(walls):.1f} s", flush=True)
+    return {"wall_s": walls, "trained_s": trained, "tax_s": tax, "processes": processes,
+            "median_tax_s": statistics.median(tax), "median_tax_after_first_s": statistics.median(tax[1:]),
+            "run_s": sum(walls)}
+
+
 def start_cluster(env: dict[str, str]) -> str:
     """A Ray head on a free port (6379, Ray's default, may be taken: Redis); its address."""
     with socket.socket() as probe:
@@ -135,8 +201,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=4)
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--modes", default="local,shared",
-                        help="which to run: local (a Ray cluster per task), shared (one cluster)")
+    parser.add_argument("--modes", default="local,shared,coordinator",
+                        help="which to run: local (a Ray cluster per task), shared (one cluster), "
+                        "coordinator (the scheduler and real workers on one cluster, a process per "
+                        "task against workers that go on)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
     modes = set(args.modes.split(","))
@@ -152,6 +220,18 @@ def main() -> None:
             figures["shared_cluster"] = measure("connected to a Ray cluster started once (NEVIS_RAY_ADDRESS; "
                                                 "as on KubeRay)", {**env, "RAY_ADDRESS": address},
                                                 args.trials, args.steps)
+        finally:
+            subprocess.run([str(Path(sys.executable).parent / "ray"), "stop", "--force"], capture_output=True,
+                           check=False)
+    if "coordinator" in modes:
+        env = {**fresh_data_dir(), "RAY_AUTH_MODE": "disabled"}
+        address = start_cluster(env)
+        try:
+            for max_tasks, label in ((1, "the coordinator, a worker process per task (NEVIS_WORKER_MAX_TASKS=1)"),
+                                     (16, "the coordinator, workers that go on (NEVIS_WORKER_MAX_TASKS=16)")):
+                run_env = {**fresh_data_dir(), "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": address}
+                figures[f"coordinator_max_tasks_{max_tasks}"] = through_the_coordinator(
+                    label, run_env, args.trials, args.steps, max_tasks)
         finally:
             subprocess.run([str(Path(sys.executable).parent / "ray"), "stop", "--force"], capture_output=True,
                            check=False)

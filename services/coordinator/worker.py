@@ -1,4 +1,4 @@
-"""The worker harness: runs ONE task of a submission under a lease, then ends the lease.
+"""The worker harness: runs a task of a submission under a lease, ends the lease, and may go on.
 
 This is what every backend starts (``nevis worker run-task --submission S --lease L``). It
 is harness code: it holds the database and store settings and never imports the learner,
@@ -12,7 +12,11 @@ which runs only in sandboxed learner hosts (:mod:`workers.sandbox`). Steps:
    and move the credentials out of the environment before Ray or any host starts;
 4. :meth:`StreamRunner.run_next_task` runs the task and commits its result, FLOPs, learner
    state and the cursor in one transaction;
-5. end the lease: success, or failure with the retry policy applied.
+5. end the lease: success, or failure with the retry policy applied (and the worker exits);
+6. after a success, take the submission's next task under a new lease in the same
+   transaction, while nobody else waits for the slot and fewer than ``NEVIS_WORKER_MAX_TASKS``
+   ran (:mod:`~services.coordinator.scheduler.continuation`): its actors and learner hosts
+   stay warm, so the next task starts in a fraction of a second instead of a process's start.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.scheduler import leases
+from services.coordinator.scheduler.continuation import continue_after
 from services.coordinator.scheduler.policy import retry_policy
 from services.core.errors import (
     BudgetError,
@@ -82,7 +87,9 @@ def _lease_lost(lease_id: int) -> None:
 
 
 def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int) -> int:
-    """Run the task of ``lease_id``; returns the process exit code (0: lease ended well)."""
+    """Run the task of ``lease_id``, then (:mod:`~services.coordinator.scheduler.continuation`)
+    the submission's next ones while it may; returns the process exit code (0: every lease
+    ended well)."""
     ensure_current(settings.database_url)
     sessions = session_factory(make_engine(settings.database_url))
     with transaction(sessions) as session:
@@ -91,33 +98,51 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
     if not outcome.run:
         log.warning("not running lease %s: %s", lease_id, outcome.reason)
         return 0
-    beat = Heartbeat(sessions, lease_id=lease_id, interval=settings.heartbeat_interval_s,
-                     on_lost=lambda: _lease_lost(lease_id))
-    beat.start()
-    try:
-        from workers.trainer.ray_env import hold_secrets  # noqa: PLC0415 - heavy imports
-        from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
-
-        bundle_root = _prepare_bundle(settings, sessions, submission_id=submission_id)
-        hold_secrets()  # nothing started from here on (Ray, learner hosts) inherits them
-        import_paths = None if bundle_root is None else [str(bundle_root)]
-        registered = _uploaded_registration(sessions, submission_id)
-        StreamRunner(settings, import_paths=import_paths, submitted=registered is not None,
-                     registered=registered).run_next_task(submission_id)
-    except BaseException as exc:  # noqa: BLE001 - every failure must end the lease
-        beat.stop()
+    runner = None
+    for count in range(1, settings.worker_max_tasks + 1):
+        beat = Heartbeat(sessions, lease_id=lease_id, interval=settings.heartbeat_interval_s,
+                         on_lost=lambda lost=lease_id: _lease_lost(lost))
+        beat.start()
         try:
-            _fail(settings, sessions, lease_id=lease_id, exc=exc)
-        finally:
-            _shutdown_ray()
-        return 1
-    beat.stop()
-    try:
-        with transaction(sessions) as session:
-            leases.finish_success(session, lease_id=lease_id)
-    finally:  # after the lease ends, so the next task's worker starts while this one's actors go (1.2 s)
-        _shutdown_ray()
+            runner = runner or _runner(settings, sessions, submission_id=submission_id)
+            goes_on = runner.run_next_task(submission_id)
+        except BaseException as exc:  # noqa: BLE001 - every failure must end the lease
+            beat.stop()
+            try:
+                _fail(settings, sessions, lease_id=lease_id, exc=exc)
+            finally:
+                _shutdown_ray()
+            return 1
+        beat.stop()
+        next_lease: int | None = None
+        try:
+            with transaction(sessions) as session:
+                ended = leases.finish_success(session, lease_id=lease_id)
+                if ended is not None and goes_on and count < settings.worker_max_tasks:
+                    taken = continue_after(session, ended=ended, task_deadline_s=settings.task_deadline_s)
+                    next_lease = None if taken is None else taken.id
+        finally:  # after the lease ends, so the next task's worker starts while this one's actors go (1.2 s)
+            if next_lease is None:
+                _shutdown_ray()
+        if next_lease is None:
+            return 0
+        log.info("lease %s succeeded; this worker goes on with lease %s", lease_id, next_lease)
+        lease_id = next_lease
     return 0
+
+
+def _runner(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, submission_id: int):
+    """The submission's stream runner, once per worker: its bundle unpacked, the credentials
+    moved out of the environment before anything that runs learner code starts."""
+    from workers.trainer.ray_env import hold_secrets  # noqa: PLC0415 - heavy imports
+    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
+
+    bundle_root = _prepare_bundle(settings, sessions, submission_id=submission_id)
+    hold_secrets()  # nothing started from here on (Ray, learner hosts) inherits them
+    import_paths = None if bundle_root is None else [str(bundle_root)]
+    registered = _uploaded_registration(sessions, submission_id)
+    return StreamRunner(settings, import_paths=import_paths, submitted=registered is not None,
+                        registered=registered)
 
 
 def _fail(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, lease_id: int,

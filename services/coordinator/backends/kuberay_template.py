@@ -16,7 +16,9 @@ a cluster that exists only for that job. Trust is split by pod:
   operator and the job's submitter, never a learner pod. No Service or Ingress exposes it.
 
 Deadlines mirror the coordinator's: ``preRunningDeadlineSeconds`` is the start timeout and
-``activeDeadlineSeconds`` the task deadline; ``backoffLimit`` is 0 because the
+``activeDeadlineSeconds`` the task deadline times ``NEVIS_WORKER_MAX_TASKS`` (a worker may go
+on with its submission's next tasks; each has its own lease, whose deadline the reaper
+enforces by cancelling the job); ``backoffLimit`` is 0 because the
 coordinator's reaper owns retries (bounded, with back-off, counted per task).
 """
 
@@ -94,7 +96,7 @@ def render_rayjob(spec: LaunchSpec, settings: CoordinatorSettings,
     body = job["spec"]
     body.update(entrypoint=shlex.join([*shlex.split(settings.worker_command), *spec.worker_args()]),
                 runtimeEnvYAML=yaml.safe_dump(runtime_env, sort_keys=True),
-                activeDeadlineSeconds=int(settings.task_deadline_s),
+                activeDeadlineSeconds=int(settings.task_deadline_s * settings.worker_max_tasks),
                 preRunningDeadlineSeconds=max(1, int(settings.start_timeout_s)), backoffLimit=0)
     cluster = body["rayClusterSpec"]
     cluster["rayVersion"] = version("ray")

@@ -1,4 +1,5 @@
-"""The ``local`` backend: one worker process per task on this machine.
+"""The ``local`` backend: one worker process per launch on this machine (it may go on with
+its submission's next tasks: :mod:`services.coordinator.scheduler.continuation`).
 
 The worker (``nevis worker run-task``; unless ``NEVIS_WORKER_COMMAND`` says else, run as
 ``python -m services.cli`` by the server's own interpreter, so no ``nevis`` on ``PATH`` is

@@ -34,7 +34,7 @@ WORKER_SECRET_VARS = (
 WORKER_KNOB_VARS = (
     "NEVIS_HEARTBEAT_INTERVAL_S", "NEVIS_HEARTBEAT_TIMEOUT_S", "NEVIS_TASK_DEADLINE_S",
     "NEVIS_MAX_ATTEMPTS", "NEVIS_BACKOFF_BASE_S", "NEVIS_BACKOFF_MAX_S", "NEVIS_STREAMS_DIR",
-    "NEVIS_ENVIRONMENT", "NEVIS_BUNDLE_MAX_BYTES", "NEVIS_SANDBOX",
+    "NEVIS_ENVIRONMENT", "NEVIS_BUNDLE_MAX_BYTES", "NEVIS_SANDBOX", "NEVIS_WORKER_MAX_TASKS",
     # the learner hosts' caps and deadlines: a remote job's hosts keep this coordinator's
     "NEVIS_HOST_TMPFS_MB", "NEVIS_HOST_MEMORY_MB", "NEVIS_HOST_PIDS", "NEVIS_HOST_DECLARE_DEADLINE_S",
     "NEVIS_HOST_SILENCE_DEADLINE_S",
@@ -86,6 +86,10 @@ class CoordinatorSettings(Settings):
     start_timeout_s: float = Field(default=600.0, gt=0, le=86_400,
                                    description="A launched task must start within this.")
     task_deadline_s: float = Field(default=6 * 3600.0, gt=0, le=30 * 86_400)
+    worker_max_tasks: int = Field(
+        default=16, ge=1, le=10_000,
+        description="Tasks of one submission a worker process runs in a row, its actors and "
+        "learner hosts warm, while no other submission waits (1: a process per task).")
     max_attempts: int = Field(default=3, ge=1, le=20, description="Launches per task.")
     backoff_base_s: float = Field(default=10.0, ge=0, le=3600)
     backoff_max_s: float = Field(default=600.0, ge=0, le=86_400)

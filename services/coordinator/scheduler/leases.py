@@ -42,6 +42,15 @@ SETTLED_STATUSES = ("succeeded", "stopped", "cancelled")
 turn them failed (``stopped``: its own cap ended it with the commit of the task reaching it)."""
 
 
+def ready_to_launch(now: datetime) -> tuple:
+    """The SQL conditions of a submission whose task at the cursor may be launched now: open,
+    no lease in flight, not cancelled, no back-off pending."""
+    ss = ScheduledSubmission
+    return (Submission.status.in_(OPEN_STATUSES), ss.active_lease_id.is_(None),
+            ss.cancel_requested_at.is_(None),
+            or_(ss.next_launch_at.is_(None), ss.next_launch_at <= now))
+
+
 def claim_next(session: Session, *, owner: str, backend: str, start_timeout_s: float,
                now: datetime | None = None) -> TaskLease | None:
     """Claim the task at the cursor of the fairest ready submission; None if none is ready.
@@ -64,9 +73,7 @@ def claim_next(session: Session, *, owner: str, backend: str, start_timeout_s: f
         select(ss).join(Submission, Submission.id == ss.submission_id)
         .outerjoin(in_flight, in_flight.c.user_id == ss.user_id)
         .join(last, last.c.user_id == ss.user_id)
-        .where(Submission.status.in_(OPEN_STATUSES), ss.active_lease_id.is_(None),
-               ss.cancel_requested_at.is_(None),
-               or_(ss.next_launch_at.is_(None), ss.next_launch_at <= now))
+        .where(*ready_to_launch(now))
         .order_by(func.coalesce(in_flight.c.n, 0), last.c.at.asc().nulls_first(), ss.submission_id)
         .limit(1).with_for_update(of=ss, skip_locked=True))
     if picked is None:
@@ -184,13 +191,15 @@ def take_lease(session: Session, *, lease_id: int, expected: tuple[str, ...]) ->
         TaskLease.id == lease_id, TaskLease.status.in_(expected)).with_for_update())
 
 
-def finish_success(session: Session, *, lease_id: int) -> None:
-    """The worker committed its task: close the lease; keep a cancellation final."""
+def finish_success(session: Session, *, lease_id: int) -> TaskLease | None:
+    """The worker committed its task: close the lease; keep a cancellation final. Returns
+    the lease it closed (None: it was no longer in flight)."""
     lease = take_lease(session, lease_id=lease_id, expected=ACTIVE_LEASE_STATUSES)
     if lease is None:
-        return
+        return None
     end_lease(session, lease=lease, status="succeeded", error=None)
     _keep_cancelled(session, submission_id=lease.submission_id)
+    return lease
 
 
 def settle_failure(
@@ -340,6 +349,6 @@ def _keep_cancelled(session: Session, *, submission_id: int) -> None:
 __all__ = [
     "OPEN_STATUSES", "SETTLED_STATUSES", "StartOutcome", "cancel_lease", "claim_next",
     "consecutive_launch_failures", "end_lease", "finish_success", "heartbeat", "launch_error_prefix",
-    "mark_launched", "restore_cancelled", "settle_failure", "settle_launch_failure", "start_lease",
+    "mark_launched", "ready_to_launch", "restore_cancelled", "settle_failure", "settle_launch_failure", "start_lease",
     "take_lease",
 ]

@@ -132,6 +132,12 @@ def test_server_killed_mid_stream_resumes_and_counts_every_task_once(
     assert attempts == [(1, 1, "succeeded"), (2, 1, "failed"), (2, 2, "succeeded"), (3, 1, "succeeded")]
     leases = kit.query(url, "SELECT task_order, attempt, status FROM task_leases ORDER BY id")
     assert leases == [(1, 1, "succeeded"), (2, 1, "expired"), (2, 2, "succeeded"), (3, 1, "succeeded")]
+    # each worker went on with the next task in its own process (NEVIS_WORKER_MAX_TASKS), the
+    # killed one included: two launches for four leases
+    jobs = [job for (job,) in kit.query(url, "SELECT job_id FROM task_leases ORDER BY id")]
+    assert jobs[0] == jobs[1] != jobs[2] == jobs[3]
+    continued = [e["payload"].get("continues") for e in events if e["kind"] == "lease.claimed"]
+    assert [c is not None for c in continued] == [False, True, False, True]
     committed = kit.query(url, "SELECT sum(flops) FROM task_results")[0][0]
     meta_test_error = kit.query(url, "SELECT r.error FROM task_results r JOIN stream_tasks s ON "
                                      "s.id = r.stream_task_id WHERE s.phase = 'meta_test'")[0][0]
