@@ -1,9 +1,9 @@
-"""What a task costs the coordinator's way: one fresh worker process per task.
+"""What a task costs the coordinator's way: a worker process per task, or workers that go on.
 
 ``bench/bench_stream.py`` measures ``nevis run``, one process that keeps its Ray actors and
-learner hosts warm from task to task. The coordinator instead starts ``nevis worker run-task``
-for each task (one Ray job per task: a lease that can fail, be retried or be reaped on its
-own), so every task pays a cold start: the process and its imports, Ray (a local cluster on a
+learner hosts warm from task to task. The coordinator starts ``nevis worker run-task`` per
+launch (each task has a lease that can fail, be retried or be reaped on its own); with a
+process per task (``NEVIS_WORKER_MAX_TASKS=1``) every task pays a cold start: the process and its imports, Ray (a local cluster on a
 laptop, a connection on a cluster), the run's actors and their sandboxed learner hosts, the
 task's data. This script runs ``mini``'s tasks that way, each in a new process doing what the
 worker does after its lease bookkeeping (``StreamRunner(...).run_next_task``, the lease's
@@ -13,7 +13,13 @@ the hosts measured it), and the rest up to the lease's end, the per-task tax; bo
 process (the local backend's default) and connected to a Ray cluster started once (as on
 KubeRay). The figures feed ``bench/paper_scale.py``'s ``--orchestration-s``.
 
-Usage: ``python bench/bench_task_process.py [--trials 4] [--steps 200] [--json out.json]``.
+The ``coordinator`` mode runs the real path instead: the scheduler launching ``nevis worker
+run-task`` through the ``local`` backend on one Ray cluster, once with a process per task
+(``NEVIS_WORKER_MAX_TASKS=1``) and once with workers that go on with the submission's next
+task (the default), and prints per task the time from the previous lease's end to its own
+(launch delay, process start and the task itself), its training and the rest.
+
+Usage: ``python bench/bench_task_process.py [--trials 4] [--steps 200] [--modes local,shared,coordinator] [--json out.json]``.
 Wall time on this machine; run it on a quiet one (it takes a few minutes).
 """
 
@@ -146,8 +152,9 @@ with transaction(sessions) as session:
 scheduler = Scheduler(settings, backend=LocalBackend(settings), sessions=sessions)
 while True:
     scheduler.tick()
-    with sessions() as session:
-        if session.get(Submission, sub).status not in ("queued", "running"):
+    with sessions() as session:  # the last commit ends the run; then its worker ends the lease
+        if (session.get(Submission, sub).status not in ("queued", "running")
+                and session.get(ScheduledSubmission, sub).active_lease_id is None):
             break
     time.sleep(0.05)
 with sessions() as session:

@@ -27,9 +27,12 @@ The model of one submission (the ``nevis22-full`` stream, 106 tasks):
   at most ``trials`` GPUs; more GPUs serve other submissions.
 - **Per-task overheads**: the coordinator's launch delay (``--launch-delay-s``: eligible to
   launched for a task with nothing queued ahead of it, bench/scale_sim.py's first-submission
-  p99) and the orchestration per task (``--orchestration-s``: search, trial dispatch,
-  evaluation, commits, and the worker process the coordinator starts for every task:
-  bench/bench_task_process.py's 8.5 s on a running Ray cluster). The coordinator's scheduling rate (``--transitions-per-min``,
+  p99) and the orchestration per task: a worker process's start and its first task
+  (``--orchestration-s``: imports, connecting, the run's actors and sandboxed hosts, data,
+  evaluation, commit; bench/bench_task_process.py's 7.6 s on a running Ray cluster), paid once
+  per launch, and a continued task's (``--continued-s``: 0.4 s, the same script), since a worker
+  goes on with up to ``--worker-max-tasks`` (``NEVIS_WORKER_MAX_TASKS``, 16) tasks of a
+  submission that nobody else waits behind. The coordinator's scheduling rate (``--transitions-per-min``,
   bench/scale_sim.py, 6 transitions per task) bounds how many GPUs a fleet of submissions can
   keep busy; it is printed against the GPUs one task keeps busy.
 
@@ -79,7 +82,9 @@ TRANSITIONS_PER_TASK = 6  # lease claimed, launched, started, ended; task run st
 # Measured figures quoted in docs/benchmarks.md (the defaults; pass newer ones).
 SCALE_SIM_TRANSITIONS_PER_MIN = 14_065.0  # bench/scale_sim.py, 1,000 x 106, 3 replicas, 2026-12-05, load 6-13
 SCALE_SIM_LAUNCH_DELAY_S = 0.21  # the same run: a task with nothing queued ahead (a user's first) launched by 0.213 s, p99
-TASK_PROCESS_ORCHESTRATION_S = 8.5  # bench/bench_task_process.py, 2026-12-06 at bcfa913 (quiet, 2 cores): a worker process per task on a running Ray cluster, start to the lease's end, median of 5 mini tasks (imports, connect, actors and sandboxed hosts, data, evaluation, commit)
+TASK_PROCESS_ORCHESTRATION_S = 7.6  # bench/bench_task_process.py --modes coordinator, 2026-12-06 at e95aa5b (quiet, 2 cores): the scheduler and a worker process per task on a running Ray cluster, previous lease's end to this one's less training, median of 5 mini tasks (launch, imports, connect, actors and sandboxed hosts, data, evaluation, commit)
+CONTINUED_TASK_S = 0.4  # the same run with workers that go on: a continued task's, median of 4
+WORKER_MAX_TASKS = 16  # NEVIS_WORKER_MAX_TASKS's default
 
 # Whole-dataset image counts, public figures rounded: ESTIMATES (the manifests carry none).
 APPROX_IMAGES: dict[str, int] = {
@@ -259,7 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launch-delay-s", type=float, default=SCALE_SIM_LAUNCH_DELAY_S,
                         help="eligible -> launched per task (bench/scale_sim.py)")
     parser.add_argument("--orchestration-s", type=float, default=TASK_PROCESS_ORCHESTRATION_S,
-                        help="orchestration per task: a worker process's own cost (bench/bench_task_process.py)")
+                        help="a worker process's start and first task beyond training (bench/bench_task_process.py)")
+    parser.add_argument("--continued-s", type=float, default=CONTINUED_TASK_S,
+                        help="a task a running worker goes on with, beyond training (bench/bench_task_process.py)")
+    parser.add_argument("--worker-max-tasks", type=int, default=WORKER_MAX_TASKS,
+                        help="tasks one worker runs in a row (NEVIS_WORKER_MAX_TASKS; 1: a process per task)")
     parser.add_argument("--min-step-ms", type=float, default=0.0,
                         help="a training step's floor on the GPU (small batches do not fill it; "
                         "default 0: the FLOP rate alone)")
@@ -285,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     flops_per_gpu_s = gpu_ips * train_image_flops
     costs = task_costs(tasks, flops=flops, steps=args.steps, trials=args.trials,
                        flops_per_gpu_s=flops_per_gpu_s, sizes=sizes, min_step_s=args.min_step_ms / 1000)
-    overhead = args.launch_delay_s + args.orchestration_s
+    launches = math.ceil(len(costs) / args.worker_max_tasks)
+    overhead = (launches * (args.launch_delay_s + args.orchestration_s)
+                + (len(costs) - launches) * args.continued_s) / len(costs)
     rows = table(costs, gpus=gpus, trials=args.trials, per_task_overhead_s=overhead, price=args.price)
 
     launches_per_min = args.transitions_per_min / TRANSITIONS_PER_TASK
@@ -305,8 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  task sizes: {estimated} of {len(costs)} estimated (public figures; manifests carry none), "
           f"{len(costs) - estimated} given; batches by the rule: "
           + ", ".join(f"b={b}: {n}" for b, n in sorted(batches.items())))
-    print(f"  per task: launch delay {args.launch_delay_s:g} s + orchestration {args.orchestration_s:g} s "
-          f"(measured on CPUs: scale_sim, bench_task_process); mean trial {_hours(mean_trial_s / 3600)} on one GPU")
+    print(f"  per task: {overhead:.2f} s of overhead on average: {launches} worker launches (launch delay "
+          f"{args.launch_delay_s:g} s + a process's start and first task {args.orchestration_s:g} s), the other "
+          f"{len(costs) - launches} tasks continued ({args.continued_s:g} s each; measured on CPUs: scale_sim, "
+          f"bench_task_process); mean trial {_hours(mean_trial_s / 3600)} on one GPU")
     if args.min_step_ms:
         print(f"  a training step takes at least {args.min_step_ms:g} ms (assumed floor for small batches)")
     else:

@@ -27,7 +27,7 @@ def _run(tmp_path: Path, *args: str) -> tuple[str, dict]:
 
 def test_paper_scale_prints_its_table_and_its_arithmetic_holds(tmp_path):
     text, fig = _run(tmp_path, "--gpu-images-per-s", "50", "--launch-delay-s", "2",
-                     "--orchestration-s", "3", "--price", "2")
+                     "--orchestration-s", "3", "--worker-max-tasks", "1", "--price", "2")
     assert "| GPUs | waves per task | wall time |" in text and "causal order" in text
     assert "given (--gpu-images-per-s)" in text and "3 of 3 estimated" in text
     rows = {r["gpus"]: r for r in fig["rows"]}
@@ -70,3 +70,11 @@ def test_paper_scale_takes_the_gpu_rate_of_bench_gpu_given_sizes_and_a_step_floo
     assert "2 of 3 estimated" in text
     # a step's floor: 100 steps of at least 1 s each, whatever the FLOP rate says
     assert all(c["trial_s"] >= 100 for c in fig["task_costs"]) and fig["min_step_ms"] == 1000
+
+
+def test_paper_scale_charges_a_workers_start_once_per_launch(tmp_path):
+    # 3 tasks, a worker runs 2 in a row: 2 launches (delay + start each) and 1 continued task
+    text, fig = _run(tmp_path, "--gpu-images-per-s", "50", "--launch-delay-s", "2", "--orchestration-s", "3",
+                     "--continued-s", "0.5", "--worker-max-tasks", "2")
+    assert fig["per_task_overhead_s"] == pytest.approx((2 * (2 + 3) + 0.5) / 3)
+    assert "2 worker launches" in text and "the other 1 tasks continued" in text

@@ -134,7 +134,7 @@ class StreamRunner:
     def run_next_task(self, submission_id: int) -> bool:
         """Run the task at the submission's cursor and commit it.
 
-        This is the unit of work a scheduler launches (one Ray job per task). Returns
+        This is the unit of work one lease covers (a worker runs one or more in a row). Returns
         whether tasks remain after it: False after the last task, and after a task whose
         commit reached a FLOP or wall-time cap (the commit stopped the run). A finished or
         stopped submission returns False at once.

@@ -14,15 +14,22 @@ from services.coordinator.backends.local import LocalBackend
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.continuation import continue_after
 from services.coordinator.scheduler.loop import Scheduler
-from services.store.db import transaction
+from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import Event, Submission
 from services.store.db.models_coordinator import ScheduledSubmission, TaskLease
 from services.store.db.types import utcnow
 from services.store.runs import records
 from tests.integration.coordinator.conftest import FIXTURE_LEARNERS
-from tests.integration.coordinator.test_scheduler import claim, events, sessions, submit  # noqa: F401 - fixture
+from tests.integration.coordinator.test_scheduler import claim, events, submit
 
 JOB = "local:4242:777"
+
+
+@pytest.fixture
+def sessions(coord_settings):
+    engine = make_engine(coord_settings.database_url)
+    yield session_factory(engine)
+    engine.dispose()
 
 
 def launched(sessions, job_id: str | None = JOB) -> TaskLease:
