@@ -30,12 +30,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import exists, func, select
+from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
-from services.coordinator.scheduler.leases import ready_to_launch
+from services.coordinator.scheduler.leases import next_attempt, ready_to_launch
 from services.store.db.models import Submission
-from services.store.db.models_coordinator import NOT_AN_ATTEMPT, ScheduledSubmission, TaskLease
+from services.store.db.models_coordinator import ScheduledSubmission, TaskLease
 from services.store.db.types import utcnow
 from services.store.runs import records
 
@@ -64,12 +64,9 @@ def continue_after(session: Session, *, ended: TaskLease, task_deadline_s: float
         return None
     if others_waiting(session, submission_id=submission.id, now=now):
         return None
-    earlier = session.scalar(select(func.count()).select_from(TaskLease).where(
-        TaskLease.submission_id == submission.id, TaskLease.task_order == submission.cursor,
-        TaskLease.status != NOT_AN_ATTEMPT)) or 0
     lease = TaskLease(
-        submission_id=submission.id, task_order=submission.cursor, attempt=earlier + 1,
-        status="running", backend=ended.backend, owner=ended.owner, job_id=ended.job_id,
+        submission_id=submission.id, task_order=submission.cursor,
+        attempt=next_attempt(session, submission=submission), status="running", backend=ended.backend, owner=ended.owner, job_id=ended.job_id,
         heartbeat_at=now, started_at=now, deadline_at=now + timedelta(seconds=task_deadline_s))
     session.add(lease)
     session.flush()

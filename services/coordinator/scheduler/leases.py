@@ -83,12 +83,9 @@ def claim_next(session: Session, *, owner: str, backend: str, start_timeout_s: f
         # It ended (its last task committed, or it failed) after this statement's snapshot:
         # the lock re-checks the newest version of the locked row only, not the joined one.
         return None
-    earlier = session.scalar(select(func.count()).select_from(TaskLease).where(
-        TaskLease.submission_id == submission.id, TaskLease.task_order == submission.cursor,
-        TaskLease.status != NOT_AN_ATTEMPT)) or 0
     lease = TaskLease(
-        submission_id=submission.id, task_order=submission.cursor, attempt=earlier + 1,
-        status="launching", backend=backend, owner=owner, heartbeat_at=now,
+        submission_id=submission.id, task_order=submission.cursor,
+        attempt=next_attempt(session, submission=submission), status="launching", backend=backend, owner=owner, heartbeat_at=now,
         deadline_at=now + timedelta(seconds=start_timeout_s))
     session.add(lease)
     session.flush()
@@ -100,6 +97,15 @@ def claim_next(session: Session, *, owner: str, backend: str, start_timeout_s: f
                                "attempt": lease.attempt, "backend": backend, "owner": owner})
     session.flush()
     return lease
+
+
+def next_attempt(session: Session, *, submission: Submission) -> int:
+    """The attempt number of the next lease of the task at ``submission``'s cursor (launches
+    the backend refused are no attempt)."""
+    earlier = session.scalar(select(func.count()).select_from(TaskLease).where(
+        TaskLease.submission_id == submission.id, TaskLease.task_order == submission.cursor,
+        TaskLease.status != NOT_AN_ATTEMPT)) or 0
+    return earlier + 1
 
 
 def mark_launched(session: Session, *, lease_id: int, job_id: str) -> bool:
@@ -349,6 +355,6 @@ def _keep_cancelled(session: Session, *, submission_id: int) -> None:
 __all__ = [
     "OPEN_STATUSES", "SETTLED_STATUSES", "StartOutcome", "cancel_lease", "claim_next",
     "consecutive_launch_failures", "end_lease", "finish_success", "heartbeat", "launch_error_prefix",
-    "mark_launched", "ready_to_launch", "restore_cancelled", "settle_failure", "settle_launch_failure", "start_lease",
+    "mark_launched", "next_attempt", "ready_to_launch", "restore_cancelled", "settle_failure", "settle_launch_failure", "start_lease",
     "take_lease",
 ]
