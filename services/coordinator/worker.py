@@ -27,7 +27,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -48,6 +48,9 @@ from services.store.db.models import Submission
 from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES
 from services.store.objects import open_store
 from workers.sandbox.bundles import UNPACK_FACTOR, unpack_stored_bundle
+
+if TYPE_CHECKING:
+    from workers.trainer.stream_runner import StreamRunner
 
 log = logging.getLogger("nevis.worker")
 LEASE_LOST_EXIT = 75
@@ -131,7 +134,8 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
     return 0
 
 
-def _runner(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, submission_id: int):
+def _runner(settings: CoordinatorSettings, sessions: sessionmaker[Session], *,
+            submission_id: int) -> StreamRunner:
     """The submission's stream runner, once per worker: its bundle unpacked, the credentials
     moved out of the environment before anything that runs learner code starts."""
     from workers.trainer.ray_env import hold_secrets  # noqa: PLC0415 - heavy imports
