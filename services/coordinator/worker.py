@@ -117,21 +117,30 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
                 _shutdown_ray()
             return 1
         beat.stop()
-        next_lease: int | None = None
         try:
-            with transaction(sessions) as session:
-                ended = leases.finish_success(session, lease_id=lease_id)
-                if ended is not None and goes_on and count < settings.worker_max_tasks:
-                    taken = continue_after(session, ended=ended, task_deadline_s=settings.task_deadline_s)
-                    next_lease = None if taken is None else taken.id
-        finally:  # after the lease ends, so the next task's worker starts while this one's actors go (1.2 s)
-            if next_lease is None:
-                _shutdown_ray()
+            next_lease = _end_lease(settings, sessions, lease_id=lease_id,
+                                    may_go_on=goes_on and count < settings.worker_max_tasks)
+        except BaseException:
+            _shutdown_ray()
+            raise
         if next_lease is None:
+            _shutdown_ray()  # after the lease ends: the next launch starts while these actors go (1.2 s)
             return 0
         log.info("lease %s succeeded; this worker goes on with lease %s", lease_id, next_lease)
         lease_id = next_lease
     return 0
+
+
+def _end_lease(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, lease_id: int,
+               may_go_on: bool) -> int | None:
+    """End a lease whose task committed and, if ``may_go_on``, take the submission's next task
+    in the same transaction; the new lease's id, or None when this worker should end."""
+    with transaction(sessions) as session:
+        ended = leases.finish_success(session, lease_id=lease_id)
+        if ended is None or not may_go_on:
+            return None
+        taken = continue_after(session, ended=ended, task_deadline_s=settings.task_deadline_s)
+        return None if taken is None else taken.id
 
 
 def _runner(settings: CoordinatorSettings, sessions: sessionmaker[Session], *,

@@ -2,8 +2,8 @@
 
 A fresh worker process costs every task seconds before its first trial (the process and its
 imports, Ray, the run's actors and their sandboxed learner hosts, the learner's description:
-8.5 s a task on a running cluster, 11.2 s with a cluster per task, by
-``bench/bench_task_process.py``), while ``nevis run`` pays them once per run. So a worker whose
+7.6–8.1 s a task on a running cluster by ``bench/bench_task_process.py --modes coordinator``,
+against 0.3–0.5 s for a task a worker goes on with), while ``nevis run`` pays them once per run. So a worker whose
 task committed may go on with the next task of the same submission, its actors and hosts warm,
 under a lease of its own: each task still has one lease, attempts, heartbeats, a deadline, and
 is retried, reaped or cancelled on its own (a failed task ends the worker; its retry is a new
@@ -66,8 +66,9 @@ def continue_after(session: Session, *, ended: TaskLease, task_deadline_s: float
         return None
     lease = TaskLease(
         submission_id=submission.id, task_order=submission.cursor,
-        attempt=next_attempt(session, submission=submission), status="running", backend=ended.backend, owner=ended.owner, job_id=ended.job_id,
-        heartbeat_at=now, started_at=now, deadline_at=now + timedelta(seconds=task_deadline_s))
+        attempt=next_attempt(session, submission=submission), status="running",
+        backend=ended.backend, owner=ended.owner, job_id=ended.job_id, heartbeat_at=now,
+        started_at=now, deadline_at=now + timedelta(seconds=task_deadline_s))
     session.add(lease)
     session.flush()
     schedule.active_lease_id, schedule.last_launch_at = lease.id, now

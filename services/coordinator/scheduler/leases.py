@@ -85,7 +85,8 @@ def claim_next(session: Session, *, owner: str, backend: str, start_timeout_s: f
         return None
     lease = TaskLease(
         submission_id=submission.id, task_order=submission.cursor,
-        attempt=next_attempt(session, submission=submission), status="launching", backend=backend, owner=owner, heartbeat_at=now,
+        attempt=next_attempt(session, submission=submission), status="launching",
+        backend=backend, owner=owner, heartbeat_at=now,
         deadline_at=now + timedelta(seconds=start_timeout_s))
     session.add(lease)
     session.flush()
@@ -355,6 +356,7 @@ def _keep_cancelled(session: Session, *, submission_id: int) -> None:
 __all__ = [
     "OPEN_STATUSES", "SETTLED_STATUSES", "StartOutcome", "cancel_lease", "claim_next",
     "consecutive_launch_failures", "end_lease", "finish_success", "heartbeat", "launch_error_prefix",
-    "mark_launched", "next_attempt", "ready_to_launch", "restore_cancelled", "settle_failure", "settle_launch_failure", "start_lease",
+    "mark_launched", "next_attempt", "ready_to_launch", "restore_cancelled", "settle_failure",
+    "settle_launch_failure", "start_lease",
     "take_lease",
 ]
