@@ -134,8 +134,9 @@ def test_real_workers_run_a_stream_in_runs_of_at_most_max_tasks(sessions, coord_
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         scheduler.tick()
-        with sessions() as session:
-            if session.get(Submission, sub).status not in ("queued", "running"):
+        with sessions() as session:  # the task commits, then its lease ends: wait for both
+            finished = session.get(Submission, sub).status not in ("queued", "running")
+            if finished and session.get(ScheduledSubmission, sub).active_lease_id is None:
                 break
         time.sleep(0.3)
     with sessions() as session:
