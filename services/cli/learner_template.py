@@ -48,7 +48,7 @@ class LinearLearner:
             opt.zero_grad()
             loss.backward()
             opt.step()
-            ctx.progress(step, (info, model), loss=loss.item())  # curve + checkpoints
+            ctx.progress(step, (info, model), loss=loss)  # curve + checkpoints
         return TrainOutput(predictor=(info, model), state=state)
 
     def predict(self, predictor, images, ctx):

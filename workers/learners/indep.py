@@ -241,7 +241,7 @@ class IndepLearner:
             loss.backward()
             optimizer.step()
             scheduler.step()
-            ctx.progress(step, predictor, loss=float(loss.detach()))
+            ctx.progress(step, predictor, loss=loss.detach())  # read in batches: no wait a step
             if step < steps and step % self.validate_every == 0:
                 best.consider(step)
         best.restore_if_better(steps)

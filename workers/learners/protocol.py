@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, SupportsFloat, runtime_checkable
 
 import numpy as np
 
@@ -163,8 +163,10 @@ class TrialContext(Protocol):
         """Add FLOPs measured by the learner itself (frameworks other than PyTorch)."""
         ...
 
-    def progress(self, step: int, predictor: Any, *, loss: float | None = None) -> None:
-        """Record the training curve at ``step``; checkpoints when the harness asks for one."""
+    def progress(self, step: int, predictor: Any, *, loss: SupportsFloat | None = None) -> None:
+        """Record the training curve at ``step``; checkpoints when the harness asks for one.
+        ``loss`` may be a one-element tensor: the harness reads those in batches, so a step
+        on a GPU never waits for its loss to reach the host (``float(loss)`` would)."""
         ...
 
     def dev_error(self, predictor: Any) -> float | None:

@@ -11,14 +11,20 @@ touches the object store). In a trial it also offers the harness's dev scoring
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsFloat
 
 from services.core.errors import LearnerError
 from workers.sandbox.dev_scoring import DevScoring
 from workers.sandbox.flops import FlopMeter
+
+LOSS_READ_EVERY = 64
+"""Losses reported as tensors are read in batches of this many points (and whenever the
+curve is read): reading a GPU tensor waits for the device, so a learner that reported
+``float(loss)`` every step kept the host from queueing the next step ahead of the device."""
 
 FLOP_REPORT_INTERVAL_S = 2.0
 """How often a trial's FLOPs so far are sent to harness code (at the next ``progress`` call):
@@ -59,7 +65,7 @@ class LocalTrialContext:
     rank: int = 0
     device: str = "cpu"
     meter: FlopMeter = field(default_factory=FlopMeter)
-    curve: list[CurvePoint] = field(default_factory=list)
+    _points: list[CurvePoint] = field(default_factory=list, init=False, repr=False)
     checkpointed: list[int] = field(default_factory=list)
     stored_checkpoints: list[dict[str, Any]] = field(default_factory=list)
     dev_scoring: DevScoring | None = None  # the harness's dev scoring, offered by ``dev_error``
@@ -68,6 +74,7 @@ class LocalTrialContext:
         self._pending = set(self.checkpoint_at)
         self._rungs = set(self.rung_at)
         self._flops_sent = -math.inf
+        self._unread: list[tuple[CurvePoint, Any]] = []  # points whose loss is a tensor, not read yet
 
     def track(self, module: Any) -> Any:
         return self.meter.track(module)
@@ -80,14 +87,16 @@ class LocalTrialContext:
         a returned predictor with the same saved bytes is not scored again."""
         return None if self.dev_scoring is None else self.dev_scoring.error(predictor)
 
-    def progress(self, step: int, predictor: Any, *, loss: float | None = None) -> None:
+    def progress(self, step: int, predictor: Any, *, loss: SupportsFloat | None = None) -> None:
         if not isinstance(step, int) or step < 0:
             raise LearnerError(f"progress() takes a non-negative int step; got {step!r}.")
+        point = CurvePoint(step, None)
+        self._points.append(point)
         if loss is not None:
-            loss = float(loss)
-            if math.isnan(loss):
-                loss = math.inf  # a diverged run is the worst loss, not a missing one
-        self.curve.append(CurvePoint(step, loss))
+            if _is_tensor(loss):
+                self._keep_unread(point, loss)
+            else:
+                point.loss = _curve_loss(float(loss))
         now = time.monotonic()
         if now - self._flops_sent >= FLOP_REPORT_INTERVAL_S:
             self._flops_sent = now
@@ -102,9 +111,46 @@ class LocalTrialContext:
                 raise TrialStopped(step)
 
     @property
+    def curve(self) -> list[CurvePoint]:
+        """The training curve so far, every loss read."""
+        self._read_losses()
+        return self._points
+
+    def _keep_unread(self, point: CurvePoint, loss: Any) -> None:
+        if loss.numel() != 1:  # metadata: no wait for the device
+            raise LearnerError(f"progress() takes a loss of one element; got a tensor of shape {tuple(loss.shape)}.")
+        self._unread.append((point, loss.detach()))
+        if len(self._unread) >= LOSS_READ_EVERY:
+            self._read_losses()
+
+    def _read_losses(self) -> None:
+        """Read the unread tensor losses at once: one wait for their device, not one a step."""
+        if not self._unread:
+            return
+        import torch  # noqa: PLC0415 - only learners that report tensors reach this
+
+        points, tensors = zip(*self._unread, strict=True)
+        self._unread = []
+        try:
+            values = torch.stack([t.reshape(()).float() for t in tensors]).tolist()
+        except RuntimeError:  # on several devices: one at a time
+            values = [float(t) for t in tensors]
+        for point, value in zip(points, values, strict=True):
+            point.loss = _curve_loss(value)
+
+    @property
     def missed_checkpoints(self) -> tuple[int, ...]:
         """Requested checkpoint steps the learner never reached (reported, not fatal)."""
         return tuple(sorted(self._pending))
 
 
-__all__ = ["FLOP_REPORT_INTERVAL_S", "CurvePoint", "LocalTrialContext", "TrialStopped"]
+def _is_tensor(value: Any) -> bool:
+    torch = sys.modules.get("torch")  # a tensor's module is loaded already; never import it here
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _curve_loss(value: float) -> float:
+    return math.inf if math.isnan(value) else value  # a diverged run is the worst loss, not a missing one
+
+
+__all__ = ["FLOP_REPORT_INTERVAL_S", "LOSS_READ_EVERY", "CurvePoint", "LocalTrialContext", "TrialStopped"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsFloat
 
 from workers.sandbox.flops import FlopMeter
 
@@ -64,7 +64,7 @@ class ProbeContext:
     def report_flops(self, flops: int) -> None:
         self.meter.report_flops(flops)
 
-    def progress(self, step: int, predictor: Any, *, loss: float | None = None) -> None:
+    def progress(self, step: int, predictor: Any, *, loss: SupportsFloat | None = None) -> None:
         """No training curve while probing."""
 
     def charge_host_flops(self, counts: Mapping[str, int]) -> None:
