@@ -80,11 +80,14 @@ def synchronise(device: str) -> None:
 
 @dataclass
 class BenchContext:
-    """A TrialContext that times steps: clock and meter reading at every ``progress`` call."""
+    """A TrialContext that times the steps after the warm-up: clock and meter read at the
+    warm-up's last ``progress`` call and at the last one, the device synchronised there only
+    (a wait at every step would keep the host from queueing steps ahead, as a trial does)."""
 
     steps: int
     device: str
     metered: bool
+    warmup: int
     seed: int = 0
     world_size: int = 1
     rank: int = 0
@@ -97,9 +100,10 @@ class BenchContext:
     def report_flops(self, flops: int) -> None:
         self.meter.report_flops(flops)
 
-    def progress(self, step: int, predictor: Any, *, loss: float | None = None) -> None:
-        synchronise(self.device)
-        self.marks.append((time.perf_counter(), self.meter.measured))
+    def progress(self, step: int, predictor: Any, *, loss: Any = None) -> None:
+        if step in (self.warmup, self.steps):
+            synchronise(self.device)
+            self.marks.append((time.perf_counter(), self.meter.measured))
 
     def dev_error(self, predictor: Any) -> float | None:
         return None
@@ -118,9 +122,9 @@ def train_loop(args: argparse.Namespace, data: LabelledData, batch: int, metered
     """Seconds and meter FLOPs of the timed steps of ``IndepLearner.train``."""
     learner = IndepLearner("resnet34", width=args.width, validate_every=10**9,
                            acceleration=Acceleration(compile=args.compile))
-    ctx = BenchContext(steps=args.warmup + args.steps, device=args.device, metered=metered)
+    ctx = BenchContext(steps=args.warmup + args.steps, device=args.device, metered=metered, warmup=args.warmup)
     learner.train(task(data), None, {"learning_rate": 0.01, "batch_size": batch}, ctx)
-    (start, flops0), (end, flops1) = ctx.marks[args.warmup], ctx.marks[-1]
+    (start, flops0), (end, flops1) = ctx.marks
     return end - start, flops1 - flops0
 
 

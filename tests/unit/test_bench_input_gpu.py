@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,16 @@ def test_bench_gpu_knows_the_bf16_peaks_of_common_devices_and_says_when_it_does_
     assert bench.peak_for("NVIDIA A100-SXM4-80GB") == 312.0
     assert bench.peak_for("NVIDIA L40S") == 362.0 and bench.peak_for("NVIDIA L4") == 121.0
     assert bench.peak_for("Tesla T4") is None and bench.peak_for("cpu") is None
+
+
+def test_the_prepared_gpu_checks_run_their_steps_on_a_cpu(tmp_path):
+    """bench/gpu_checks.sh is what a session lent a GPU runs in one call: its steps run here too."""
+    env = {**os.environ, "GPU_CHECKS_DEVICE": "cpu", "GPU_CHECKS_TINY": "1", "OUT": str(tmp_path),
+           "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_checks.sh")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "!! failed" not in done.stdout
+    assert "3 passed" in done.stdout  # the device tests, on the CPU
+    figures = json.loads((tmp_path / "gpu_b4.json").read_text())
+    assert figures["batch"] == 4 and figures["device"] == "cpu" and figures["flops_per_step"] > 0

@@ -1,7 +1,8 @@
 """Speed settings of the built-in networks: channels-last memory, bf16 autocast, ``torch.compile``.
 
 Why apart: none of them changes what is computed, only how fast, so the FLOP meter's count of a
-step is the same with and without them (tests/unit/learners/test_acceleration.py):
+step is the same with and without them (tests/unit/learners/test_batch_input.py, and on a GPU
+tests/unit/learners/test_on_devices.py through bench/gpu_checks.sh):
 
 - channels-last changes only the memory layout of weights and activations (GPU convolutions
   run faster in it; on CPUs it is left off by default);

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The GPU checks of issue 24 (item 5), prepared as one call of the device tool for the first
+# session lent a GPU machine (its image has torch, numpy, pyarrow, pytest; not our database stack):
+#
+#   run(command="bash bench/gpu_checks.sh", timeout_s=540)
+#
+# 1. the device and torch;
+# 2. tests/unit/learners/test_on_devices.py on CPU and CUDA: the FLOP meter's count of a
+#    ResNet-34 step under bf16 autocast and channels-last equals FlopCounterMode's, the curve
+#    read from tensor losses equals the losses, the batched crop on the GPU gives the CPU's pixels;
+# 3. bench/bench_gpu.py (indep, ResNet-34 at 64 px) at the paper's three batch sizes (the rule
+#    b = min(512, max(16, 2^floor(log2(0.0025 D)))): 16 for D < 12,800, 64 for 25,600 <= D <
+#    51,200, 512 for D >= 204,800), then at 64 with torch.compile: images/s, TFLOP/s, the
+#    fraction of the bf16 peak, input vs step, the meter's overhead.
+#
+# Figures go to $OUT (one JSON per bench run) and stdout. GPU_CHECKS_DEVICE=cpu GPU_CHECKS_TINY=1
+# runs the same steps in seconds on a CPU (tests/unit/test_bench_input_gpu.py keeps it working).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-${TMPDIR:-/tmp}/gpu_checks}"
+mkdir -p "$out"
+device="${GPU_CHECKS_DEVICE:-cuda}"
+py="${PYTHON:-python3}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+failed=0
+
+step() {
+  echo "== $*"
+  "$@" || { echo "!! failed (exit $?): $*"; failed=1; }
+}
+
+if [ -n "${GPU_CHECKS_TINY:-}" ]; then
+  size=(--steps 2 --warmup 1 --width 8 --threads 1 --images 16)
+  batches=(4)
+else
+  size=()
+  batches=(16 64 512)
+fi
+
+if [ "$device" = cuda ]; then
+  step nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+fi
+step "$py" -c "import sys, torch; print('python', sys.version.split()[0], '| torch', torch.__version__, '|',
+  torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device')"
+step "$py" -m pytest --noconftest -p no:cacheprovider -q tests/unit/learners/test_on_devices.py
+for batch in "${batches[@]}"; do
+  step timeout 300 "$py" bench/bench_gpu.py --device "$device" --batch "$batch" "${size[@]}" \
+    --json "$out/gpu_b$batch.json"
+done
+if [ -z "${GPU_CHECKS_TINY:-}" ]; then
+  step timeout 400 "$py" bench/bench_gpu.py --device "$device" --batch 64 --compile \
+    --json "$out/gpu_b64_compile.json"
+fi
+exit "$failed"
