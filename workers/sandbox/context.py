@@ -116,6 +116,18 @@ class LocalTrialContext:
         self._read_losses()
         return self._points
 
+    def wire_curve(self, *, or_empty: bool = False) -> list[list[Any]]:
+        """``[step, loss]`` pairs as a host sends them (JSON has no infinity: ``"inf"``); with
+        ``or_empty``, a trial that ended early and whose losses cannot be read sends none
+        rather than a second failure."""
+        try:
+            points = self.curve
+        except LearnerError:
+            if not or_empty:
+                raise
+            points = []
+        return [[p.step, "inf" if p.loss == math.inf else p.loss] for p in points]
+
     def _keep_unread(self, point: CurvePoint, loss: Any) -> None:
         if loss.numel() != 1:  # metadata: no wait for the device
             raise LearnerError(f"progress() takes a loss of one element; got a tensor of shape {tuple(loss.shape)}.")
@@ -130,13 +142,16 @@ class LocalTrialContext:
         import torch  # noqa: PLC0415 - only learners that report tensors reach this
 
         points, tensors = zip(*self._unread, strict=True)
-        self._unread = []
         try:
             values = torch.stack([t.reshape(()).float() for t in tensors]).tolist()
         except RuntimeError:  # on several devices: one at a time
-            values = [float(t) for t in tensors]
+            try:
+                values = [float(t) for t in tensors]
+            except (RuntimeError, TypeError, ValueError) as exc:
+                raise LearnerError(f"A loss passed to progress() could not be read as a number: {exc}") from exc
         for point, value in zip(points, values, strict=True):
             point.loss = _curve_loss(value)
+        self._unread = []
 
     @property
     def missed_checkpoints(self) -> tuple[int, ...]:

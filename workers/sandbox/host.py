@@ -119,18 +119,19 @@ class Host:
             predictor = _bytes(self.learner.save_predictor(output.predictor), "save_predictor()")
             scores = scoring.scores_for(output.predictor, predictor)  # scored already for these bytes, or now
             new_state = pickle.dumps(output.state)
+            curve = ctx.wire_curve()  # its losses read now: one the learner passed that cannot be is its error
         except TrialStopped as stop:  # the search ended it at a rung: it keeps what it spent
             return {"status": "stopped", "stopped_at": stop.step, **_flops(ctx, updates=ctx.meter.updates),
-                    "curve": _curve(ctx),
+                    "curve": ctx.wire_curve(or_empty=True),
                     "wall_time_s": time.perf_counter() - started}, []
         except Exception as exc:  # noqa: BLE001 - a learner's failure is data, not a crash
             return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:4000],
                     "traceback": traceback.format_exc()[-20000:], **_flops(ctx, updates=ctx.meter.updates),
-                    "curve": _curve(ctx)}, []
+                    "curve": ctx.wire_curve(or_empty=True)}, []
         finally:
             ctx.meter.untrack_all()  # ends the watch; modules kept in learner state must not count on later
         result = {"status": "ok", "wall_time_s": time.perf_counter() - started,
-                  "peak_memory_bytes": _peak_memory(self.device), "curve": _curve(ctx),
+                  "peak_memory_bytes": _peak_memory(self.device), "curve": curve,
                   "missed_checkpoints": list(ctx.missed_checkpoints), **_flops(ctx, updates=updates)}
         return result, [scores, predictor, new_state]
 
@@ -337,11 +338,6 @@ def _flops(ctx: LocalTrialContext, *, updates: int | None = None) -> dict[str, A
     if updates is not None:
         fields["flops_updates"] = int(updates)
     return fields
-
-
-def _curve(ctx: LocalTrialContext) -> list[list[Any]]:
-    return [[p.step, None if p.loss is None else (p.loss if p.loss != float("inf") else "inf")]
-            for p in ctx.curve]
 
 
 def _peak_memory(device: str) -> int:

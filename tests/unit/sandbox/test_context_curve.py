@@ -52,3 +52,19 @@ def test_a_loss_of_many_elements_is_refused_at_once_naming_its_shape():
     ctx = context()
     with pytest.raises(LearnerError, match=r"one element.*\(2, 3\)"):
         ctx.progress(1, None, loss=torch.zeros(2, 3))
+
+
+def test_a_loss_that_cannot_be_read_is_the_learners_error_naming_it():
+    ctx = context()
+    ctx.progress(1, None, loss=torch.empty((), device="meta"))  # no data behind it
+    with pytest.raises(LearnerError, match="could not be read as a number"):
+        ctx.wire_curve()  # a finished trial fails with it
+    assert ctx.wire_curve(or_empty=True) == []  # one that failed already sends no curve
+
+
+def test_the_wire_curve_spells_a_diverged_loss_for_json():
+    ctx = context()
+    ctx.progress(0, None)
+    ctx.progress(1, None, loss=torch.tensor(float("inf")))
+    ctx.progress(2, None, loss=0.5)
+    assert ctx.wire_curve() == [[0, None], [1, "inf"], [2, 0.5]]
