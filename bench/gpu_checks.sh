@@ -11,7 +11,9 @@
 # 3. bench/bench_gpu.py (indep, ResNet-34 at 64 px) at the paper's three batch sizes (the rule
 #    b = min(512, max(16, 2^floor(log2(0.0025 D)))): 16 for D < 12,800, 64 for 25,600 <= D <
 #    51,200, 512 for D >= 204,800), then at 64 with torch.compile: images/s, TFLOP/s, the
-#    fraction of the bf16 peak, input vs step, the meter's overhead.
+#    fraction of the bf16 peak, input vs step, the meter's overhead;
+# 4. bench/paper_scale.py on those runs: one FULL-stream submission's wall time and cost with each
+#    training step at its measured time for its batch size (no assumed GPU rate).
 #
 # Figures go to $OUT (one JSON per bench run) and stdout. GPU_CHECKS_DEVICE=cpu GPU_CHECKS_TINY=1
 # runs the same steps in seconds on a CPU (tests/unit/test_bench_input_gpu.py keeps it working).
@@ -50,5 +52,15 @@ done
 if [ -z "${GPU_CHECKS_TINY:-}" ]; then
   step timeout 400 "$py" bench/bench_gpu.py --device "$device" --batch 64 --compile \
     --json "$out/gpu_b64_compile.json"
+  scale=()
+else
+  scale=(--tasks 2 --steps 10 --width 8 --image-size 16)
+fi
+measured=()
+for batch in "${batches[@]}"; do
+  [ -s "$out/gpu_b$batch.json" ] && measured+=("$out/gpu_b$batch.json")
+done
+if [ "${#measured[@]}" -gt 0 ]; then  # one FULL run at the paper's budget, at the measured step times
+  step "$py" bench/paper_scale.py --gpu-json "${measured[@]}" "${scale[@]}" --json "$out/paper_scale.json"
 fi
 exit "$failed"

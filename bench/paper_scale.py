@@ -16,7 +16,10 @@ The model of one submission (the ``nevis22-full`` stream, 106 tasks):
   for an evaluated one. The head's share depends on C, so it is measured at two class counts
   and interpolated.
 - **GPU throughput**: ``--gpu-images-per-s`` training images per second per GPU, or the
-  ``images_per_s`` of a ``bench/bench_gpu.py --json`` file (``--gpu-json``). Default: the
+  ``images_per_s`` of a ``bench/bench_gpu.py --json`` file (``--gpu-json``). Given several such
+  files at different batch sizes (``bench/gpu_checks.sh`` writes them at b = 16, 64 and 512), a
+  training step takes the time measured at its batch size instead: linear between measured
+  sizes, the smallest's time below them, the largest's time per image above. Default: the
   issue's figure, an H200 at 40 % of its 989 TFLOP/s dense bf16 peak over the meter's count
   per training image (~14,000 images/s), **an assumption**, not a measurement. Evaluation runs
   at the same FLOP rate. Small batches (b = 16 for most tasks) seldom reach a large batch's
@@ -46,6 +49,7 @@ Usage::
 
     .venv/bin/python bench/paper_scale.py                     # the paper's budget, N = 1, 8, 64
     .venv/bin/python bench/paper_scale.py --gpu-json gpu.json --price 3.5 --json out.json
+    .venv/bin/python bench/paper_scale.py --gpu-json gpu_b16.json gpu_b64.json gpu_b512.json
     .venv/bin/python bench/paper_scale.py --steps 100 --tasks 3 --width 8 --image-size 16  # seconds
 """
 
@@ -56,6 +60,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -189,9 +194,29 @@ def _fractions(task: Any) -> tuple[float, float]:
             float(fractions.get("dev", DEFAULT_DEV_FRACTION)))
 
 
+def measured_step_s(step_s_by_batch: dict[int, float]) -> Callable[[int], float]:
+    """A training step's seconds at batch ``b`` from steps measured at a few batch sizes: linear
+    between them, the smallest's time below (a GPU step does not get faster than its launch
+    floor), the largest's time per image above."""
+    measured = sorted(step_s_by_batch.items())
+
+    def at(b: int) -> float:
+        (b0, s0), (b1, s1) = measured[0], measured[-1]
+        if b <= b0:
+            return s0
+        if b >= b1:
+            return s1 * b / b1
+        (lo, s_lo), (hi, s_hi) = next((measured[i], measured[i + 1]) for i in range(len(measured) - 1)
+                                      if measured[i][0] <= b <= measured[i + 1][0])
+        return s_lo + (s_hi - s_lo) * (b - lo) / (hi - lo)
+    return at
+
+
 def task_costs(tasks: list[Any], *, flops: dict[str, Any], steps: int, trials: int,
-               flops_per_gpu_s: float, sizes: dict[str, int], min_step_s: float = 0.0) -> list[TaskCost]:
-    """Every task's images and GPU seconds at the budget (see the module's docstring)."""
+               flops_per_gpu_s: float, sizes: dict[str, int], min_step_s: float = 0.0,
+               step_s: Callable[[int], float] | None = None) -> list[TaskCost]:
+    """Every task's images and GPU seconds at the budget (see the module's docstring); with
+    ``step_s``, a training step takes the time measured at its batch size."""
     out = []
     for task in tasks:
         key = task.dataset.split(":", 1)[-1]
@@ -208,7 +233,8 @@ def task_costs(tasks: list[Any], *, flops: dict[str, Any], steps: int, trials: i
         validations = max(0, math.ceil(steps / VALIDATE_EVERY) - 1) + 1  # below the budget + the harness's
         train_images = steps * b
         eval_images = validations * dev
-        train_s = max(train_images * (fwd + bwd) / flops_per_gpu_s, steps * min_step_s)
+        at_rate = steps * step_s(b) if step_s is not None else train_images * (fwd + bwd) / flops_per_gpu_s
+        train_s = max(at_rate, steps * min_step_s)
         trial_s = train_s + eval_images * fwd / flops_per_gpu_s
         predict_s = test * fwd / flops_per_gpu_s
         out.append(TaskCost(order=task.order, dataset=key, images=images,
@@ -247,6 +273,22 @@ def _hours(h: float) -> str:
     return f"{h * 60:.1f} min" if h < 1 else (f"{h:.1f} h" if h < 48 else f"{h / 24:.1f} d")
 
 
+def _steps_by_batch(parser: argparse.ArgumentParser, paths: list[Path], runs: list[dict]) -> dict[int, float]:
+    """batch -> seconds per training step of several bench_gpu.py runs, which must be of one
+    device, one batch size each."""
+    devices = {run.get("device") for run in runs}
+    if len(devices) > 1:
+        parser.error(f"--gpu-json files measured different devices ({', '.join(sorted(map(str, devices)))}): "
+                     "give the runs of one device")
+    out: dict[int, float] = {}
+    for path, run in zip(paths, runs, strict=True):
+        batch = int(run["batch"])
+        if batch in out:
+            parser.error(f"--gpu-json: two files measured batch {batch} ({path} is the second)")
+        out[batch] = float(run["loop_s_per_step"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", default="1,8,64", help="GPU counts, comma-separated")
@@ -257,7 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=None, help="ResNet width (default the model's)")
     parser.add_argument("--gpu-images-per-s", type=float, default=None,
                         help="training images/s of one GPU (default: H200 at 40%% of bf16 peak, assumed)")
-    parser.add_argument("--gpu-json", type=Path, help="bench/bench_gpu.py --json output: its images_per_s")
+    parser.add_argument("--gpu-json", type=Path, nargs="+",
+                        help="bench/bench_gpu.py --json output: its images_per_s; several at different "
+                        "batch sizes: each step's measured time at its batch size")
     parser.add_argument("--price", type=float, default=3.0, help="$ per GPU-hour")
     parser.add_argument("--transitions-per-min", type=float, default=SCALE_SIM_TRANSITIONS_PER_MIN,
                         help="the coordinator's measured scheduling rate (bench/scale_sim.py)")
@@ -284,8 +328,15 @@ def main(argv: list[str] | None = None) -> int:
     flops = flops_per_image(width=args.width, image_size=args.image_size,
                             class_counts=[t.num_classes or 10 for t in tasks])
     train_image_flops = _at(flops["forward"], flops["classes"], 100) + _at(flops["backward"], flops["classes"], 100)
-    if args.gpu_json is not None:
-        gpu_ips, gpu_source = float(json.loads(args.gpu_json.read_text())["images_per_s"]), f"measured ({args.gpu_json})"
+    step_s, steps_by_batch = None, {}
+    if args.gpu_json:
+        runs = [json.loads(path.read_text()) for path in args.gpu_json]
+        largest = max(runs, key=lambda run: run.get("batch", 0))
+        gpu_ips = float(largest["images_per_s"])
+        gpu_source = f"measured ({', '.join(map(str, args.gpu_json))})"
+        if len(runs) > 1:
+            steps_by_batch = _steps_by_batch(parser, args.gpu_json, runs)
+            step_s = measured_step_s(steps_by_batch)
     elif args.gpu_images_per_s is not None:
         gpu_ips, gpu_source = args.gpu_images_per_s, "given (--gpu-images-per-s)"
     else:
@@ -293,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         gpu_source = f"ASSUMED: H200 at {ASSUMED_MFU:.0%} of {H200_BF16_PEAK_TFLOPS:g} TFLOP/s bf16"
     flops_per_gpu_s = gpu_ips * train_image_flops
     costs = task_costs(tasks, flops=flops, steps=args.steps, trials=args.trials,
-                       flops_per_gpu_s=flops_per_gpu_s, sizes=sizes, min_step_s=args.min_step_ms / 1000)
+                       flops_per_gpu_s=flops_per_gpu_s, sizes=sizes, min_step_s=args.min_step_ms / 1000,
+                       step_s=step_s)
     launches = math.ceil(len(costs) / args.worker_max_tasks)
     overhead = (launches * (args.launch_delay_s + args.orchestration_s)
                 + (len(costs) - launches) * args.continued_s) / len(costs)
@@ -320,9 +372,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.launch_delay_s:g} s + a process's start and first task {args.orchestration_s:g} s), the other "
           f"{len(costs) - launches} tasks continued ({args.continued_s:g} s each; measured on CPUs: scale_sim, "
           f"bench_task_process); mean trial {_hours(mean_trial_s / 3600)} on one GPU")
+    if steps_by_batch:
+        print("  a training step takes its measured time at its batch size: "
+              + ", ".join(f"b={b}: {t * 1e3:.2f} ms" for b, t in sorted(steps_by_batch.items()))
+              + " (bench_gpu.py; linear between, the largest's time per image above)")
     if args.min_step_ms:
         print(f"  a training step takes at least {args.min_step_ms:g} ms (assumed floor for small batches)")
-    else:
+    elif not steps_by_batch:
         print(f"  every step at the FLOP rate above, small batches too (optimistic for b = 16: "
               f"see --min-step-ms)")
     print(f"  trials of a task run side by side (1 GPU each); tasks run one after another (causal order)")
@@ -343,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
             "image_size": args.image_size, "width": args.width, "flops": flops,
             "train_image_flops": train_image_flops, "gpu_images_per_s": gpu_ips, "gpu_source": gpu_source,
             "per_task_overhead_s": overhead, "min_step_ms": args.min_step_ms,
+            "step_s_by_batch": {str(b): t for b, t in sorted(steps_by_batch.items())},
             "transitions_per_min": args.transitions_per_min,
             "gpus_fed_by_scheduler": fed_gpus, "price": args.price,
             "rows": [asdict(r) for r in rows], "task_costs": [asdict(c) for c in costs]}, indent=2))

@@ -72,3 +72,5 @@ def test_the_prepared_gpu_checks_run_their_steps_on_a_cpu(tmp_path):
     assert "3 passed" in done.stdout  # the device tests, on the CPU
     figures = json.loads((tmp_path / "gpu_b4.json").read_text())
     assert figures["batch"] == 4 and figures["device"] == "cpu" and figures["flops_per_step"] > 0
+    scale = json.loads((tmp_path / "paper_scale.json").read_text())  # the stream's cost at that rate
+    assert scale["gpu_images_per_s"] == figures["images_per_s"] and scale["gpu_source"].startswith("measured")

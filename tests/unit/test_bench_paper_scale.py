@@ -78,3 +78,42 @@ def test_paper_scale_charges_a_workers_start_once_per_launch(tmp_path):
                      "--continued-s", "0.5", "--worker-max-tasks", "2")
     assert fig["per_task_overhead_s"] == pytest.approx((2 * (2 + 3) + 0.5) / 3)
     assert "2 worker launches" in text and "the other 1 tasks continued" in text
+
+
+def _gpu_run(path: Path, *, batch: int, step_ms: float, device: str = "NVIDIA H200") -> Path:
+    path.write_text(json.dumps({"device": device, "batch": batch, "loop_s_per_step": step_ms / 1000,
+                                "images_per_s": 1e12}))  # evaluation ~free: trial time is training's
+    return path
+
+
+def test_paper_scale_takes_each_steps_measured_time_at_its_batch_size(tmp_path):
+    small, large = _gpu_run(tmp_path / "b16.json", batch=16, step_ms=10), _gpu_run(tmp_path / "b512.json", batch=512, step_ms=40)
+    sizes = tmp_path / "sizes.json"
+    sizes.write_text(json.dumps({"magellan_venus_volcanoes": 1_000_000}))  # the first task at b = 512
+    text, fig = _run(tmp_path, "--gpu-json", str(small), str(large), "--sizes", str(sizes))
+    assert fig["step_s_by_batch"] == {"16": 0.01, "512": 0.04}
+    assert "b=16: 10.00 ms, b=512: 40.00 ms" in text
+    trials = {c["batch"]: c["trial_s"] for c in fig["task_costs"]}
+    assert trials[512] == pytest.approx(100 * 0.040, rel=1e-6) and trials[16] == pytest.approx(100 * 0.010, rel=1e-6)
+
+
+def test_a_measured_steps_time_between_batch_sizes_is_linear_and_never_below_the_smallest():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import paper_scale  # noqa: PLC0415
+
+    at = paper_scale.measured_step_s({16: 0.010, 64: 0.012, 512: 0.040})
+    assert at(8) == at(16) == 0.010  # no faster than the smallest measured step
+    assert at(32) == pytest.approx(0.010 + 0.002 * 16 / 48) and at(64) == 0.012
+    assert at(256) == pytest.approx(0.012 + 0.028 * 192 / 448)
+    assert at(1024) == pytest.approx(0.080)  # the largest's time per image beyond it
+
+
+def test_paper_scale_refuses_runs_of_different_devices_or_one_batch_twice(tmp_path):
+    a = _gpu_run(tmp_path / "a.json", batch=16, step_ms=10)
+    cases = {"different devices": _gpu_run(tmp_path / "b.json", batch=64, step_ms=12, device="NVIDIA A100"),
+             "measured batch 16": _gpu_run(tmp_path / "c.json", batch=16, step_ms=11)}
+    for message, other in cases.items():
+        done = subprocess.run([sys.executable, str(ROOT / "bench" / "paper_scale.py"), "--tasks", "1",
+                               "--gpu-json", str(a), str(other)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=600, check=False)
+        assert done.returncode == 2 and message in done.stderr
