@@ -46,7 +46,7 @@ class RecordingContext:
 
     def progress(self, step: int, predictor: Any, *, loss: float | None = None) -> None:
         self.events.append(("progress", step))
-        self.losses.append(loss)
+        self.losses.append(None if loss is None else float(loss))  # read at once: a test may look
 
 
 def task_info(
