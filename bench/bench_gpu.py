@@ -16,21 +16,31 @@ left out of every timing; the device is synchronised before each clock read. Pri
   step alone (one batch, reused) and the full loop, all per step;
 - the meter's overhead: the same steps with the meter and without (``ctx.track`` a no-op).
 
+``--procs K`` trains K copies of the metered loop at once, in K processes sharing the device, as
+K trials of a learner that declares ``gpus_per_worker = 1/K`` share a GPU in the service: their
+timed steps start together (a barrier after the warm-up) and the figures are the device's total
+(images/s, TFLOP/s, fraction of peak) and each process's step time. Small batches leave a GPU
+waiting on one process's kernel launches; this measures what running several trials on it buys.
+
 The split is ``--images`` generated originals (96 px long side, as stored for sources above
 96 px, see bench/bench_input.py); the batch rule reads ``--train-size``, not the pool's size.
 On CPUs, ``--steps 2 --device cpu --batch 2 --width 8 --threads 1`` runs in seconds (the CI
 test); on a GPU the defaults give the figures docs/performance-input.md will quote.
 
 Usage: .venv/bin/python bench/bench_gpu.py [--device cuda] [--steps 50] [--warmup 10]
-       [--train-size 50000] [--batch B] [--width 64] [--compile] [--json out.json]
+       [--train-size 50000] [--batch B] [--width 64] [--compile [MODE]] [--procs K] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_input import make_split  # noqa: E402
 
 from workers.learners import recipe  # noqa: E402
-from workers.learners.acceleration import Acceleration, autocast, prepare  # noqa: E402
+from workers.learners.acceleration import COMPILE_MODES, Acceleration, autocast, prepare  # noqa: E402
 from workers.learners.augment import AugmentConfig  # noqa: E402
 from workers.learners.indep import IndepLearner  # noqa: E402
 from workers.learners.input_pipeline import TrainBatches  # noqa: E402
@@ -93,6 +103,7 @@ class BenchContext:
     rank: int = 0
     meter: FlopMeter = field(default_factory=FlopMeter)
     marks: list[tuple[float, int]] = field(default_factory=list)
+    barrier: Callable[[], None] | None = None  # the timed steps of several processes start together
 
     def track(self, module: Any) -> Any:
         return self.meter.track(module) if self.metered else module
@@ -103,6 +114,8 @@ class BenchContext:
     def progress(self, step: int, predictor: Any, *, loss: Any = None) -> None:
         if step in (self.warmup, self.steps):
             synchronise(self.device)
+            if step == self.warmup and self.barrier is not None:
+                self.barrier()
             self.marks.append((time.perf_counter(), self.meter.measured))
 
     def dev_error(self, predictor: Any) -> float | None:
@@ -118,11 +131,18 @@ def task(data: LabelledData) -> CausalTaskView:
     return CausalTaskView(info, data, dev, {}, lambda order: data, stream_length=1)
 
 
-def train_loop(args: argparse.Namespace, data: LabelledData, batch: int, metered: bool) -> tuple[float, int]:
+def acceleration(args: argparse.Namespace) -> Acceleration:
+    """The run's speed settings: the device's defaults, and torch.compile in ``--compile``'s mode."""
+    return Acceleration(compile=bool(args.compile), compile_mode=args.compile or "default")
+
+
+def train_loop(args: argparse.Namespace, data: LabelledData, batch: int, metered: bool,
+               barrier: Callable[[], None] | None = None) -> tuple[float, int]:
     """Seconds and meter FLOPs of the timed steps of ``IndepLearner.train``."""
     learner = IndepLearner("resnet34", width=args.width, validate_every=10**9,
-                           acceleration=Acceleration(compile=args.compile))
-    ctx = BenchContext(steps=args.warmup + args.steps, device=args.device, metered=metered, warmup=args.warmup)
+                           acceleration=acceleration(args))
+    ctx = BenchContext(steps=args.warmup + args.steps, device=args.device, metered=metered, warmup=args.warmup,
+                       barrier=barrier)
     learner.train(task(data), None, {"learning_rate": 0.01, "batch_size": batch}, ctx)
     (start, flops0), (end, flops1) = ctx.marks
     return end - start, flops1 - flops0
@@ -146,7 +166,7 @@ def input_only(args: argparse.Namespace, data: LabelledData, batch: int) -> floa
 
 def step_only(args: argparse.Namespace, batch: int) -> float:
     """Seconds per training step on one reused batch (no input work), as the learner steps."""
-    accel = Acceleration(compile=args.compile).resolve(args.device)
+    accel = acceleration(args).resolve(args.device)
     model = prepare(build_model(ModelConfig("resnet34", CLASSES, args.width)).to(args.device), accel)
     optimizer = recipe.make_optimizer(model.parameters(), 0.01)
     loss_fn = recipe.make_loss("single", 0.0)
@@ -167,6 +187,40 @@ def step_only(args: argparse.Namespace, batch: int) -> float:
     return (time.perf_counter() - start) / args.steps
 
 
+def folder_barrier(folder: Path, parties: int) -> Callable[[], None]:
+    """Each of ``parties`` processes leaves a mark in ``folder`` and waits for all the others'."""
+    def wait() -> None:
+        (folder / f"ready-{os.getpid()}").touch()
+        while len(list(folder.glob("ready-*"))) < parties:
+            time.sleep(0.001)
+    return wait
+
+
+def child_args(args: argparse.Namespace, batch: int) -> list[str]:
+    """The command line of one of ``--procs``' processes: this run's settings, one process."""
+    out = ["--device", args.device, "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--train-size", str(args.train_size), "--batch", str(batch), "--width", str(args.width)]
+    out += [*(["--images", str(args.images)] if args.images else []),
+            *(["--compile", args.compile] if args.compile else []),
+            *(["--threads", str(args.threads)] if args.threads else [])]
+    return out
+
+
+def shared_device(args: argparse.Namespace, batch: int) -> list[dict[str, float]]:
+    """``args.procs`` processes, each the metered loop; their seconds and FLOPs once all end."""
+    folder = Path(tempfile.mkdtemp(prefix="bench-gpu-procs-"))
+    command = [sys.executable, __file__, *child_args(args, batch), "--procs", str(args.procs),
+               "--child-of", str(folder)]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(args.procs)]
+    out = []
+    for proc in procs:
+        text, _ = proc.communicate()
+        if proc.returncode:
+            raise SystemExit(f"one of the {args.procs} processes failed (exit {proc.returncode})")
+        out.append(json.loads(text.strip().splitlines()[-1]))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -176,20 +230,31 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=None, help="override the batch-size rule")
     parser.add_argument("--images", type=int, default=None, help="originals in the pool (default 8 batches)")
     parser.add_argument("--width", type=int, default=64, help="ResNet-34's first-stage channels (paper: 64)")
-    parser.add_argument("--compile", action="store_true", help="torch.compile the network's children")
+    parser.add_argument("--compile", nargs="?", const="default", default=None, choices=COMPILE_MODES,
+                        help="torch.compile the network's children, in this mode (default: 'default'; "
+                        "'reduce-overhead' replays CUDA graphs)")
     parser.add_argument("--threads", type=int, default=None, help="intra-op threads (default: torch's)")
+    parser.add_argument("--procs", type=int, default=1,
+                        help="processes training at once on the device (as trials sharing a GPU)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--child-of", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.warmup is None:
         args.warmup = 10 if args.device.startswith("cuda") else 1
-    if args.steps < 1 or args.warmup < 1:
-        parser.error("--steps and --warmup must be at least 1")
+    if args.steps < 1 or args.warmup < 1 or args.procs < 1:
+        parser.error("--steps, --warmup and --procs must be at least 1")
     rule = recipe.batch_size(args.train_size)
     batch = args.batch or rule
     data = make_split(args.images or 8 * batch, 96)
+    if args.child_of:  # one of --procs' processes: the metered loop, its figures on stdout
+        seconds, flops = train_loop(args, data, batch, metered=True, barrier=folder_barrier(args.child_of, args.procs))
+        print(json.dumps({"seconds": seconds, "flops": flops}))
+        return
     name, peak = bf16_peak(args.device)
+    if args.procs > 1:
+        return report_shared(args, batch, rule, name, peak, shared_device(args, batch))
 
     seconds, flops = train_loop(args, data, batch, metered=True)
     plain_seconds, _ = train_loop(args, data, batch, metered=False)
@@ -203,7 +268,7 @@ def main() -> None:
         "mfu": None if peak is None else tflops / peak,
         "loop_s_per_step": seconds / args.steps, "input_s_per_step": per_input,
         "step_s_per_step": per_step, "input_share_of_loop": per_input / (seconds / args.steps),
-        "meter_overhead": seconds / plain_seconds - 1.0,
+        "meter_overhead": seconds / plain_seconds - 1.0, "procs": 1,
     }
     print(f"indep ResNet-34 (width {args.width}) at {SIZE} px on {name}: batch {batch} (rule for "
           f"D={args.train_size}: {rule}), {args.steps} timed steps after {args.warmup}")
@@ -218,6 +283,33 @@ def main() -> None:
     print(f"  per step: loop {seconds / args.steps * 1e3:.2f} ms, input alone {per_input * 1e3:.2f} ms, "
           f"training step alone {per_step * 1e3:.2f} ms")
     print(f"  FLOP meter overhead  {figures['meter_overhead']:+.1%} (same steps without the meter)")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+def report_shared(args: argparse.Namespace, batch: int, rule: int, name: str, peak: float | None,
+                  runs: list[dict[str, float]]) -> None:
+    """The device's totals over ``--procs`` processes' common timed stretch, and each one's step."""
+    slowest = max(run["seconds"] for run in runs)
+    tflops = sum(run["flops"] for run in runs) / slowest / 1e12
+    figures: dict[str, Any] = {
+        "device": name, "torch": torch.__version__, "steps": args.steps, "warmup": args.warmup,
+        "train_size": args.train_size, "batch_rule": rule, "batch": batch, "width": args.width,
+        "compile": args.compile, "procs": args.procs,
+        "images_per_s": args.procs * batch * args.steps / slowest,
+        "flops_per_step": int(runs[0]["flops"]) // args.steps, "tflops_per_s": tflops, "bf16_peak_tflops": peak,
+        "mfu": None if peak is None else tflops / peak,
+        "loop_s_per_step": slowest / args.steps,
+        "procs_loop_s_per_step": [run["seconds"] / args.steps for run in runs],
+    }
+    print(f"indep ResNet-34 (width {args.width}) at {SIZE} px on {name}: batch {batch}, {args.procs} processes "
+          f"training at once (as {args.procs} trials sharing the device), {args.steps} timed steps after {args.warmup}")
+    total = figures["images_per_s"]
+    print(f"  images/s, all        {total:.1f} ({total / args.procs:.1f} per process)")
+    print(f"  achieved TFLOP/s     {tflops:.4f}")
+    if peak is not None:
+        print(f"  fraction of bf16 peak {figures['mfu']:.1%} of {peak:.0f} TFLOP/s")
+    print(f"  per step, each process: {', '.join(f'{s * 1e3:.2f}' for s in figures['procs_loop_s_per_step'])} ms")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
 

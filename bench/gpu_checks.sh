@@ -10,10 +10,16 @@
 #    read from tensor losses equals the losses, the batched crop on the GPU gives the CPU's pixels;
 # 3. bench/bench_gpu.py (indep, ResNet-34 at 64 px) at the paper's three batch sizes (the rule
 #    b = min(512, max(16, 2^floor(log2(0.0025 D)))): 16 for D < 12,800, 64 for 25,600 <= D <
-#    51,200, 512 for D >= 204,800), then at 64 with torch.compile: images/s, TFLOP/s, the
-#    fraction of the bf16 peak, input vs step, the meter's overhead;
-# 4. bench/paper_scale.py on those runs: one FULL-stream submission's wall time and cost with each
-#    training step at its measured time for its batch size (no assumed GPU rate).
+#    51,200, 512 for D >= 204,800): images/s, TFLOP/s, the fraction of the bf16 peak, input vs
+#    step, the meter's overhead;
+# 4. the same three with 4 processes training at once on the GPU (--procs 4), as 4 trials of a
+#    learner declaring gpus_per_worker = 0.25 share it: what small batches gain from sharing;
+# 5. bench/paper_scale.py on each set of runs: one FULL-stream submission's wall time and cost with
+#    each training step at its measured time for its batch size (no assumed GPU rate), one trial
+#    per GPU and then 4;
+# 6. last, as the slowest (compilation): b = 16 with torch.compile in "reduce-overhead" mode (each
+#    child's kernels replayed as CUDA graphs, the other lever for small batches), and whether the
+#    meter counted the same FLOPs per step as the eager b = 16 run.
 #
 # Figures go to $OUT (one JSON per bench run) and stdout. GPU_CHECKS_DEVICE=cpu GPU_CHECKS_TINY=1
 # runs the same steps in seconds on a CPU (tests/unit/test_bench_input_gpu.py keeps it working).
@@ -34,10 +40,26 @@ step() {
 if [ -n "${GPU_CHECKS_TINY:-}" ]; then
   size=(--steps 2 --warmup 1 --width 8 --threads 1 --images 16)
   batches=(4)
+  procs=2
+  scale=(--tasks 2 --steps 10 --width 8 --image-size 16)
 else
   size=()
   batches=(16 64 512)
+  procs=4
+  scale=()
 fi
+
+# One FULL run at the paper's budget, at the step times measured by the named runs that exist.
+scale_on() {
+  local name="$1" measured=()
+  shift
+  for file in "$@"; do
+    [ -s "$file" ] && measured+=("$file")
+  done
+  if [ "${#measured[@]}" -gt 0 ]; then
+    step "$py" bench/paper_scale.py --gpu-json "${measured[@]}" "${scale[@]}" --json "$out/$name.json"
+  fi
+}
 
 if [ "$device" = cuda ]; then
   step nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
@@ -45,22 +67,29 @@ fi
 step "$py" -c "import sys, torch; print('python', sys.version.split()[0], '| torch', torch.__version__, '|',
   torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device')"
 step "$py" -m pytest --noconftest -p no:cacheprovider -q tests/unit/learners/test_on_devices.py
+single=() shared=()
 for batch in "${batches[@]}"; do
   step timeout 300 "$py" bench/bench_gpu.py --device "$device" --batch "$batch" "${size[@]}" \
     --json "$out/gpu_b$batch.json"
+  single+=("$out/gpu_b$batch.json")
 done
-if [ -z "${GPU_CHECKS_TINY:-}" ]; then
-  step timeout 400 "$py" bench/bench_gpu.py --device "$device" --batch 64 --compile \
-    --json "$out/gpu_b64_compile.json"
-  scale=()
-else
-  scale=(--tasks 2 --steps 10 --width 8 --image-size 16)
-fi
-measured=()
 for batch in "${batches[@]}"; do
-  [ -s "$out/gpu_b$batch.json" ] && measured+=("$out/gpu_b$batch.json")
+  step timeout 200 "$py" bench/bench_gpu.py --device "$device" --batch "$batch" --procs "$procs" "${size[@]}" \
+    --json "$out/gpu_b${batch}_x$procs.json"
+  shared+=("$out/gpu_b${batch}_x$procs.json")
 done
-if [ "${#measured[@]}" -gt 0 ]; then  # one FULL run at the paper's budget, at the measured step times
-  step "$py" bench/paper_scale.py --gpu-json "${measured[@]}" "${scale[@]}" --json "$out/paper_scale.json"
+scale_on paper_scale "${single[@]}"
+scale_on "paper_scale_x$procs" "${shared[@]}"
+first="${batches[0]}"
+if [ -z "${GPU_CHECKS_TINY:-}" ]; then
+  step timeout 300 "$py" bench/bench_gpu.py --device "$device" --batch "$first" --compile reduce-overhead \
+    --json "$out/gpu_b${first}_graphs.json"
+fi
+if [ -s "$out/gpu_b${first}_graphs.json" ]; then
+  step "$py" -c "import json, sys; eager, graphs = (json.load(open(p)) for p in sys.argv[1:])
+ok = eager['flops_per_step'] == graphs['flops_per_step']
+print('FLOPs per step, eager vs CUDA graphs:', eager['flops_per_step'], graphs['flops_per_step'], 'equal' if ok else 'DIFFERENT')
+print('images/s, eager vs CUDA graphs: %.1f vs %.1f (%.2fx)' % (eager['images_per_s'], graphs['images_per_s'], graphs['images_per_s'] / eager['images_per_s']))
+sys.exit(0 if ok else 1)" "$out/gpu_b$first.json" "$out/gpu_b${first}_graphs.json"
 fi
 exit "$failed"

@@ -24,10 +24,14 @@ The model of one submission (the ``nevis22-full`` stream, 106 tasks):
   per training image (~14,000 images/s), **an assumption**, not a measurement. Evaluation runs
   at the same FLOP rate. Small batches (b = 16 for most tasks) seldom reach a large batch's
   rate: ``--min-step-ms`` puts a floor under a training step (default 0, the FLOP rate alone).
-- **Spread over N GPUs**: a task's ``--trials`` trials (the paper: 16) run side by side, one
-  GPU each, in ceil(trials / N) waves; tasks run one after another, because the coordinator
-  launches task i only after task i-1 is committed (the causal order). So one submission uses
-  at most ``trials`` GPUs; more GPUs serve other submissions.
+- **Trials sharing a GPU**: runs of ``bench_gpu.py --procs K`` measured K processes training at
+  once on one GPU, as the service runs K trials of a learner that declares
+  ``gpus_per_worker = 1/K``; given such runs (all of one K), each GPU holds K trials and a step
+  takes its time measured with K sharing.
+- **Spread over N GPUs**: a task's ``--trials`` trials (the paper: 16) run side by side, K per
+  GPU (1 unless measured otherwise), in ceil(trials / (N K)) waves; tasks run one after another,
+  because the coordinator launches task i only after task i-1 is committed (the causal order).
+  So one submission uses at most ceil(trials / K) GPUs; more GPUs serve other submissions.
 - **Per-task overheads**: the coordinator's launch delay (``--launch-delay-s``: eligible to
   launched for a task with nothing queued ahead of it, bench/scale_sim.py's first-submission
   p99) and the orchestration per task: a worker process's start and its first task
@@ -50,6 +54,7 @@ Usage::
     .venv/bin/python bench/paper_scale.py                     # the paper's budget, N = 1, 8, 64
     .venv/bin/python bench/paper_scale.py --gpu-json gpu.json --price 3.5 --json out.json
     .venv/bin/python bench/paper_scale.py --gpu-json gpu_b16.json gpu_b64.json gpu_b512.json
+    .venv/bin/python bench/paper_scale.py --gpu-json gpu_b16_x4.json gpu_b64_x4.json  # 4 trials per GPU
     .venv/bin/python bench/paper_scale.py --steps 100 --tasks 3 --width 8 --image-size 16  # seconds
 """
 
@@ -134,8 +139,9 @@ class TaskCost:
     train_images_per_trial: int
     eval_images_per_trial: int
     eval_images_chosen: int  # the chosen trial's test prediction
-    trial_s: float  # one trial on one GPU
-    task_gpu_s: float  # every trial of the task, plus the chosen trial's prediction
+    trial_s: float  # one trial, on its GPU or its share of one
+    task_gpu_s: float  # GPU time of every trial of the task, plus the chosen trial's prediction
+    trials_per_gpu: int = 1
 
 
 @dataclass(frozen=True)
@@ -214,9 +220,10 @@ def measured_step_s(step_s_by_batch: dict[int, float]) -> Callable[[int], float]
 
 def task_costs(tasks: list[Any], *, flops: dict[str, Any], steps: int, trials: int,
                flops_per_gpu_s: float, sizes: dict[str, int], min_step_s: float = 0.0,
-               step_s: Callable[[int], float] | None = None) -> list[TaskCost]:
+               step_s: Callable[[int], float] | None = None, trials_per_gpu: int = 1) -> list[TaskCost]:
     """Every task's images and GPU seconds at the budget (see the module's docstring); with
-    ``step_s``, a training step takes the time measured at its batch size."""
+    ``step_s``, a training step takes the time measured at its batch size, with
+    ``trials_per_gpu`` trials sharing each GPU (its GPU time is a trial's share of it)."""
     out = []
     for task in tasks:
         key = task.dataset.split(":", 1)[-1]
@@ -235,13 +242,14 @@ def task_costs(tasks: list[Any], *, flops: dict[str, Any], steps: int, trials: i
         eval_images = validations * dev
         at_rate = steps * step_s(b) if step_s is not None else train_images * (fwd + bwd) / flops_per_gpu_s
         train_s = max(at_rate, steps * min_step_s)
-        trial_s = train_s + eval_images * fwd / flops_per_gpu_s
+        trial_s = train_s + eval_images * fwd / (flops_per_gpu_s / trials_per_gpu)  # its share of the GPU
         predict_s = test * fwd / flops_per_gpu_s
         out.append(TaskCost(order=task.order, dataset=key, images=images,
                             size_source="given" if given else "estimate", train=train, batch=b,
                             train_images_per_trial=train_images, eval_images_per_trial=eval_images,
                             eval_images_chosen=test, trial_s=trial_s,
-                            task_gpu_s=trials * trial_s + predict_s))
+                            task_gpu_s=trials * trial_s / trials_per_gpu + predict_s,
+                            trials_per_gpu=trials_per_gpu))
     return out
 
 
@@ -249,19 +257,22 @@ def table(costs: list[TaskCost], *, gpus: list[int], trials: int, per_task_overh
           price: float) -> list[Row]:
     """One row per GPU count: one submission's wall time, its GPU-hours and cost."""
     busy_s = sum(c.task_gpu_s for c in costs)
+    per_gpu = costs[0].trials_per_gpu if costs else 1
+    used = math.ceil(trials / per_gpu)  # the most GPUs one submission's task keeps busy
+    sharing = "one trial per GPU" if per_gpu == 1 else f"{per_gpu} trials per GPU"
     rows = []
     for n in gpus:
-        waves = math.ceil(trials / n)
-        compute_s = sum(waves * c.trial_s + (c.task_gpu_s - trials * c.trial_s) for c in costs)
+        waves = math.ceil(trials / (n * per_gpu))
+        compute_s = sum(waves * c.trial_s + (c.task_gpu_s - trials * c.trial_s / per_gpu) for c in costs)
         overhead_s = per_task_overhead_s * len(costs)
         wall_s = compute_s + overhead_s
         held_h = n * wall_s / 3600
-        if n >= trials:
-            bound = (f"causal order: one trial per GPU, tasks one after another; "
-                     f"{n - trials} of {n} GPUs idle for this submission" if n > trials else
-                     "causal order: one trial per GPU, tasks one after another")
+        if n >= used:
+            bound = (f"causal order: {sharing}, tasks one after another; "
+                     f"{n - used} of {n} GPUs idle for this submission" if n > used else
+                     f"causal order: {sharing}, tasks one after another")
         else:
-            bound = f"trials: {trials} per task in {waves} waves of {n}"
+            bound = f"trials: {trials} per task in {waves} waves of {n * per_gpu}"
         rows.append(Row(gpus=n, waves=waves, wall_h=wall_s / 3600, gpu_hours_busy=busy_s / 3600,
                         gpu_hours_held=held_h, cost_held=held_h * price,
                         cost_busy=busy_s / 3600 * price, overhead_share=overhead_s / wall_s,
@@ -271,6 +282,15 @@ def table(costs: list[TaskCost], *, gpus: list[int], trials: int, per_task_overh
 
 def _hours(h: float) -> str:
     return f"{h * 60:.1f} min" if h < 1 else (f"{h:.1f} h" if h < 48 else f"{h / 24:.1f} d")
+
+
+def trials_per_gpu(parser: argparse.ArgumentParser, runs: list[dict]) -> int:
+    """How many processes shared the GPU in bench_gpu.py runs (``--procs``), which must agree."""
+    procs = {int(run.get("procs", 1)) for run in runs}
+    if len(procs) > 1:
+        parser.error(f"--gpu-json files measured different numbers of processes per GPU "
+                     f"({', '.join(map(str, sorted(procs)))}): give the runs of one --procs")
+    return procs.pop()
 
 
 def _steps_by_batch(parser: argparse.ArgumentParser, paths: list[Path], runs: list[dict]) -> dict[int, float]:
@@ -328,13 +348,14 @@ def main(argv: list[str] | None = None) -> int:
     flops = flops_per_image(width=args.width, image_size=args.image_size,
                             class_counts=[t.num_classes or 10 for t in tasks])
     train_image_flops = _at(flops["forward"], flops["classes"], 100) + _at(flops["backward"], flops["classes"], 100)
-    step_s, steps_by_batch = None, {}
+    step_s, steps_by_batch, per_gpu = None, {}, 1
     if args.gpu_json:
         runs = [json.loads(path.read_text()) for path in args.gpu_json]
+        per_gpu = trials_per_gpu(parser, runs)
         largest = max(runs, key=lambda run: run.get("batch", 0))
-        gpu_ips = float(largest["images_per_s"])
+        gpu_ips = float(largest["images_per_s"])  # the GPU's, over every process sharing it
         gpu_source = f"measured ({', '.join(map(str, args.gpu_json))})"
-        if len(runs) > 1:
+        if len(runs) > 1 or per_gpu > 1:  # a shared GPU: a trial's step is the time measured with K sharing
             steps_by_batch = _steps_by_batch(parser, args.gpu_json, runs)
             step_s = measured_step_s(steps_by_batch)
     elif args.gpu_images_per_s is not None:
@@ -345,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     flops_per_gpu_s = gpu_ips * train_image_flops
     costs = task_costs(tasks, flops=flops, steps=args.steps, trials=args.trials,
                        flops_per_gpu_s=flops_per_gpu_s, sizes=sizes, min_step_s=args.min_step_ms / 1000,
-                       step_s=step_s)
+                       step_s=step_s, trials_per_gpu=per_gpu)
     launches = math.ceil(len(costs) / args.worker_max_tasks)
     overhead = (launches * (args.launch_delay_s + args.orchestration_s)
                 + (len(costs) - launches) * args.continued_s) / len(costs)
@@ -371,17 +392,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  per task: {overhead:.2f} s of overhead on average: {launches} worker launches (launch delay "
           f"{args.launch_delay_s:g} s + a process's start and first task {args.orchestration_s:g} s), the other "
           f"{len(costs) - launches} tasks continued ({args.continued_s:g} s each; measured on CPUs: scale_sim, "
-          f"bench_task_process); mean trial {_hours(mean_trial_s / 3600)} on one GPU")
+          f"bench_task_process); mean trial {_hours(mean_trial_s / 3600)} on "
+          + ("one GPU" if per_gpu == 1 else f"a 1/{per_gpu} share of a GPU"))
     if steps_by_batch:
         print("  a training step takes its measured time at its batch size: "
               + ", ".join(f"b={b}: {t * 1e3:.2f} ms" for b, t in sorted(steps_by_batch.items()))
+              + (f" with {per_gpu} processes sharing the GPU" if per_gpu > 1 else "")
               + " (bench_gpu.py; linear between, the largest's time per image above)")
     if args.min_step_ms:
         print(f"  a training step takes at least {args.min_step_ms:g} ms (assumed floor for small batches)")
     elif not steps_by_batch:
         print(f"  every step at the FLOP rate above, small batches too (optimistic for b = 16: "
               f"see --min-step-ms)")
-    print(f"  trials of a task run side by side (1 GPU each); tasks run one after another (causal order)")
+    sharing = "1 GPU each" if per_gpu == 1 else f"{per_gpu} per GPU, as measured"
+    print(f"  trials of a task run side by side ({sharing}); tasks run one after another (causal order)")
     print()
     print(f"| GPUs | waves per task | wall time | GPU-hours busy | GPU-hours held | cost held (${args.price:g}/GPU-h) | overhead share | bound |")
     print("|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -398,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
             "stream": STREAM, "tasks": len(costs), "steps": args.steps, "trials": args.trials,
             "image_size": args.image_size, "width": args.width, "flops": flops,
             "train_image_flops": train_image_flops, "gpu_images_per_s": gpu_ips, "gpu_source": gpu_source,
-            "per_task_overhead_s": overhead, "min_step_ms": args.min_step_ms,
+            "per_task_overhead_s": overhead, "min_step_ms": args.min_step_ms, "trials_per_gpu": per_gpu,
             "step_s_by_batch": {str(b): t for b, t in sorted(steps_by_batch.items())},
             "transitions_per_min": args.transitions_per_min,
             "gpus_fed_by_scheduler": fed_gpus, "price": args.price,

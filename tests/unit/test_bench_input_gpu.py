@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -68,3 +70,13 @@ def test_the_prepared_gpu_checks_run_their_steps_on_a_cpu(tmp_path):
         assert text in done.stdout
     scale = json.loads((tmp_path / "paper_scale.json").read_text())  # the stream's cost at that rate
     assert scale["gpu_images_per_s"] == fig["images_per_s"] and scale["gpu_source"].startswith("measured")
+    assert scale["trials_per_gpu"] == 1
+    # two processes training at once on the device, as two trials sharing a GPU
+    shared = json.loads((tmp_path / "gpu_b4_x2.json").read_text())
+    assert shared["procs"] == 2 and len(shared["procs_loop_s_per_step"]) == 2
+    assert shared["flops_per_step"] == fig["flops_per_step"]  # each process meters the same step
+    assert shared["loop_s_per_step"] == max(shared["procs_loop_s_per_step"]) > 0
+    assert shared["images_per_s"] == pytest.approx(2 * 4 * 2 / (2 * shared["loop_s_per_step"]))
+    assert "2 processes training at once" in done.stdout
+    scale = json.loads((tmp_path / "paper_scale_x2.json").read_text())
+    assert scale["trials_per_gpu"] == 2 and scale["step_s_by_batch"] == {"4": shared["loop_s_per_step"]}

@@ -80,9 +80,9 @@ def test_paper_scale_charges_a_workers_start_once_per_launch(tmp_path):
     assert "2 worker launches" in text and "the other 1 tasks continued" in text
 
 
-def _gpu_run(path: Path, *, batch: int, step_ms: float, device: str = "NVIDIA H200") -> Path:
+def _gpu_run(path: Path, *, batch: int, step_ms: float, device: str = "NVIDIA H200", procs: int = 1) -> Path:
     path.write_text(json.dumps({"device": device, "batch": batch, "loop_s_per_step": step_ms / 1000,
-                                "images_per_s": 1e12}))  # evaluation ~free: trial time is training's
+                                "images_per_s": 1e12, "procs": procs}))  # evaluation ~free: trial time is training's
     return path
 
 
@@ -97,6 +97,26 @@ def test_paper_scale_takes_each_steps_measured_time_at_its_batch_size(tmp_path):
     assert trials[512] == pytest.approx(100 * 0.040, rel=1e-6) and trials[16] == pytest.approx(100 * 0.010, rel=1e-6)
 
 
+def test_trials_measured_sharing_a_gpu_run_that_many_to_a_gpu(tmp_path):
+    """bench_gpu.py --procs 4: each GPU holds 4 trials, each at the step time measured with 4 sharing;
+    a task's GPU time is a quarter of its trials' time, and 4 GPUs hold all 16 of its trials."""
+    runs = [_gpu_run(tmp_path / f"b{b}.json", batch=b, step_ms=ms, procs=4) for b, ms in ((16, 20), (512, 160))]
+    text, fig = _run(tmp_path, "--gpu-json", *map(str, runs), "--launch-delay-s", "0", "--orchestration-s", "0",
+                     "--continued-s", "0")
+    assert fig["trials_per_gpu"] == 4 and "4 per GPU, as measured" in text
+    assert "with 4 processes sharing the GPU" in text and "a 1/4 share of a GPU" in text
+    costs, rows = fig["task_costs"], {r["gpus"]: r for r in fig["rows"]}
+    for c in costs:  # every task at b = 16 here: 100 steps of 20 ms; evaluation ~free
+        assert c["batch"] == 16 and c["trials_per_gpu"] == 4
+        assert c["trial_s"] == pytest.approx(2.0, rel=1e-6)
+        assert c["task_gpu_s"] == pytest.approx(16 * 2.0 / 4, rel=1e-6)
+    for n, waves in ((1, 4), (2, 2), (8, 1), (16, 1), (64, 1)):
+        assert rows[n]["waves"] == waves
+        assert rows[n]["wall_h"] * 3600 == pytest.approx(3 * waves * 2.0, rel=1e-5)
+    assert "60 of 64 GPUs idle" in rows[64]["bound"] and "4 trials per GPU" in rows[64]["bound"]
+    assert "2 waves of 8" in rows[2]["bound"]
+
+
 def test_a_measured_steps_time_between_batch_sizes_is_linear_and_never_below_the_smallest():
     sys.path.insert(0, str(ROOT / "bench"))
     import paper_scale  # noqa: PLC0415
@@ -108,10 +128,11 @@ def test_a_measured_steps_time_between_batch_sizes_is_linear_and_never_below_the
     assert at(1024) == pytest.approx(0.080)  # the largest's time per image beyond it
 
 
-def test_paper_scale_refuses_runs_of_different_devices_or_one_batch_twice(tmp_path):
+def test_paper_scale_refuses_runs_of_different_devices_sharings_or_one_batch_twice(tmp_path):
     a = _gpu_run(tmp_path / "a.json", batch=16, step_ms=10)
     cases = {"different devices": _gpu_run(tmp_path / "b.json", batch=64, step_ms=12, device="NVIDIA A100"),
-             "measured batch 16": _gpu_run(tmp_path / "c.json", batch=16, step_ms=11)}
+             "measured batch 16": _gpu_run(tmp_path / "c.json", batch=16, step_ms=11),
+             "different numbers of processes per GPU": _gpu_run(tmp_path / "d.json", batch=64, step_ms=12, procs=4)}
     for message, other in cases.items():
         done = subprocess.run([sys.executable, str(ROOT / "bench" / "paper_scale.py"), "--tasks", "1",
                                "--gpu-json", str(a), str(other)], cwd=ROOT, capture_output=True, text=True,

@@ -24,7 +24,7 @@ from torch import nn
 
 from services.core.errors import LearnerError
 from workers.learners import recipe
-from workers.learners.acceleration import Acceleration, autocast, prepare, uncompile
+from workers.learners.acceleration import Acceleration, autocast, gpu_share, prepare, uncompile
 from workers.learners.augment import AugmentConfig, eval_transform
 from workers.learners.best_on_dev import BestOnDev
 from workers.learners.input_pipeline import TrainBatches
@@ -130,6 +130,10 @@ class IndepLearner:
             trains with DistributedDataParallel (gloo on CPUs, NCCL on GPUs), every rank
             taking its share of each mini-batch.
         acceleration: channels-last, bf16 autocast, ``torch.compile`` (default: the first two on CUDA).
+        trials_per_gpu: trials that share one GPU (``gpus_per_worker = 1 / trials_per_gpu``):
+            at the paper's small batches one trial leaves a GPU waiting on its kernel launches,
+            and several side by side fill it (``bench/bench_gpu.py --procs``). Each trial's
+            FLOPs are counted as before; only the wall time changes.
     """
 
     name = "indep"
@@ -146,6 +150,7 @@ class IndepLearner:
         workers: int = 1,
         validate_every: int = 1000,
         acceleration: Acceleration | None = None,
+        trials_per_gpu: int = 1,
     ) -> None:
         ModelConfig(model, 1, width)  # fails early on an unknown model or bad width
         if not isinstance(max_batch, int) or max_batch < 1:
@@ -174,6 +179,7 @@ class IndepLearner:
                 f"The 'validate_every' parameter of IndepLearner must be an int in [1, inf). Got {validate_every!r}.")
         self.validate_every = validate_every
         self.acceleration = acceleration or Acceleration()
+        self.gpu_share = gpu_share(trials_per_gpu, workers)
 
     # --- protocol: declarations ----------------------------------------------------------
 
@@ -182,7 +188,7 @@ class IndepLearner:
 
     def resources(self) -> Resources:
         # The small CNN is a CPU learner; the paper's networks take a GPU wherever there is one.
-        gpus = 0.0 if self.model_name == "small_cnn" else 1.0
+        gpus = 0.0 if self.model_name == "small_cnn" else self.gpu_share
         return Resources(num_workers=self.workers, cpus_per_worker=1.0, gpus_per_worker=gpus,
                          gpu_optional=True)
 

@@ -89,9 +89,11 @@ def fit_to_cluster(resources: Resources, cluster: Mapping[str, float]) -> Resour
     return resources
 
 
-def default_concurrency(resources: Resources) -> int:
-    """How many trials fit on the cluster at once."""
-    cluster = ray.cluster_resources()
+def default_concurrency(resources: Resources, cluster: Mapping[str, float] | None = None) -> int:
+    """How many trials fit on the cluster (Ray's, unless given) at once: by its CPUs and, for a
+    trial that asks for GPUs, by its GPUs, where a share of one (``gpus_per_worker`` 0.25) puts
+    that many trials side by side on each."""
+    cluster = ray.cluster_resources() if cluster is None else cluster
     cpus = cluster.get("CPU", 1.0) / max(resources.cpus_per_worker * resources.num_workers, 1e-9)
     fits = int(cpus)
     if resources.gpus_per_worker > 0:

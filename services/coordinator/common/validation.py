@@ -176,6 +176,22 @@ class ResourceRequest:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def stored(cls, resources: dict[str, Any] | None) -> ResourceRequest:
+        """A learner row's stored resources as one task's request. A registration holds this
+        form already; a learner first run by ``nevis run`` holds its declared per-trial form
+        (``num_workers`` x ``cpus_per_worker`` / ``gpus_per_worker``), which needs its workers'
+        CPUs and whole GPUs: a share of 0.25 per trial still needs one GPU on the job's node,
+        where four such trials run side by side."""
+        res = resources or {}
+        if "gpus" in res or "cpus" in res or not ("gpus_per_worker" in res or "cpus_per_worker" in res):
+            return cls(cpus=float(res.get("cpus", cls.cpus)), gpus=int(res.get("gpus", cls.gpus)),
+                       memory_mb=int(res.get("memory_mb", cls.memory_mb)))
+        workers = max(1, int(res.get("num_workers", 1)))
+        return cls(cpus=workers * float(res.get("cpus_per_worker", 1.0)),
+                   gpus=math.ceil(workers * float(res.get("gpus_per_worker", 0.0)) - 1e-9),
+                   memory_mb=int(res.get("memory_mb", cls.memory_mb)))
+
 
 def check_resources(data: Any, *, field: str = "resources") -> ResourceRequest:
     """Validate a ``{"cpus", "gpus", "memory_mb"}`` mapping (missing keys take defaults)."""

@@ -328,10 +328,7 @@ def _record_launches(session: Session, launched: list[tuple[int, str]]) -> None:
 
 def _launch_spec(session: Session, lease: TaskLease) -> LaunchSpec:
     learner = session.get(Submission, lease.submission_id).learner
-    res = learner.resources or {}
-    resources = ResourceRequest(cpus=float(res.get("cpus", res.get("cpus_per_worker", 1.0))),
-                                gpus=int(res.get("gpus", res.get("gpus_per_worker", 0))),
-                                memory_mb=int(res.get("memory_mb", 2048)))
+    resources = ResourceRequest.stored(learner.resources)
     return LaunchSpec(lease_id=lease.id, submission_id=lease.submission_id,
                       task_order=lease.task_order, attempt=lease.attempt,
                       learner_name=learner.name, entrypoint=learner.entrypoint,

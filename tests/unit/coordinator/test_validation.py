@@ -11,6 +11,7 @@ from services.coordinator.common.validation import (
     check_idempotency_key,
     check_image_ref,
     check_name,
+    ResourceRequest,
     check_resources,
 )
 
@@ -84,6 +85,20 @@ def test_invalid_names(name):
 def test_resources_default_and_range():
     assert check_resources(None).to_dict() == {"cpus": 1.0, "gpus": 0, "memory_mb": 2048}
     assert check_resources({"cpus": 0.5, "gpus": 2}).to_dict() == {"cpus": 0.5, "gpus": 2, "memory_mb": 2048}
+
+
+@pytest.mark.parametrize(("stored", "request_"), [
+    (None, ResourceRequest()),
+    ({"cpus": 2.0, "gpus": 1, "memory_mb": 4096}, ResourceRequest(cpus=2.0, gpus=1, memory_mb=4096)),
+    # the declared per-trial form a `nevis run` stores: the job needs every worker, and whole GPUs
+    ({"num_workers": 1, "cpus_per_worker": 1.0, "gpus_per_worker": 0.25, "gpu_optional": True},
+     ResourceRequest(cpus=1.0, gpus=1)),
+    ({"num_workers": 2, "cpus_per_worker": 3.0, "gpus_per_worker": 0.5}, ResourceRequest(cpus=6.0, gpus=1)),
+    ({"num_workers": 2, "cpus_per_worker": 1.0, "gpus_per_worker": 1.0}, ResourceRequest(cpus=2.0, gpus=2)),
+    ({"num_workers": 1, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}, ResourceRequest(cpus=1.0, gpus=0)),
+])
+def test_stored_resources_become_one_tasks_request(stored, request_):
+    assert ResourceRequest.stored(stored) == request_
 
 
 @pytest.mark.parametrize(("data", "field"), [

@@ -165,6 +165,12 @@ def test_the_defaults_are_on_for_cuda_only():
     assert Acceleration().resolve("cuda:0").channels_last is True
 
 
+def test_an_unknown_compile_mode_is_named_with_the_known_ones():
+    assert Acceleration(compile=True, compile_mode="reduce-overhead").compile_mode == "reduce-overhead"
+    with pytest.raises(ValueError, match="'compile_mode' must be one of default, reduce-overhead.*Got 'fast'"):
+        Acceleration(compile=True, compile_mode="fast")
+
+
 @pytest.mark.skipif(os.environ.get("NEVIS_TEST_COMPILE") != "1",
                     reason="compiling takes about a minute on a 2-core machine; NEVIS_TEST_COMPILE=1 runs it")
 def test_torch_compile_leaves_the_flop_count_unchanged():

@@ -47,6 +47,19 @@ def test_the_registry_indep_is_the_paper_resnet34_asking_for_an_optional_gpu():
     assert small.resources().gpus_per_worker == 0.0
 
 
+def test_trials_can_share_a_gpu_and_a_bad_share_is_named():
+    from workers.learners.loading import load_learner
+
+    assert load_learner("indep", {"trials_per_gpu": 4}).resources().gpus_per_worker == 0.25
+    assert load_learner("ft_prev", {"trials_per_gpu": 2}).resources().gpus_per_worker == 0.5  # every baseline
+    assert load_learner("indep_small", {"trials_per_gpu": 4}).resources().gpus_per_worker == 0.0
+    for bad in (0, 65, 1.5, True):
+        with pytest.raises(ValueError, match="'trials_per_gpu' parameter must be an int in"):
+            IndepLearner(trials_per_gpu=bad)
+    with pytest.raises(ValueError, match="the ranks of a multi-worker trial take a GPU each"):
+        IndepLearner(trials_per_gpu=2, workers=2)
+
+
 def test_training_on_digits_beats_chance_clearly(learner, trained, digits):
     out, ctx = trained
     scores = learner.predict(out.predictor, digits.test.images, ctx)

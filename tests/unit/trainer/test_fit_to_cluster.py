@@ -1,5 +1,5 @@
 """An optional GPU ask follows the cluster; a required one never changes; both survive the
-learner host's declaration round trip."""
+learner host's declaration round trip; a share of a GPU runs that many trials on each."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from services.core.errors import LearnerError
 from workers.learners.protocol import Resources
 from workers.sandbox.declaration import resources_from_json
-from workers.trainer.task_job import fit_to_cluster
+from workers.trainer.task_job import default_concurrency, fit_to_cluster
 
 OPTIONAL = Resources(num_workers=2, cpus_per_worker=3.0, gpus_per_worker=1.0, gpu_optional=True)
 REQUIRED = Resources(gpus_per_worker=1.0)
@@ -36,3 +36,15 @@ def test_gpu_optional_crosses_the_declaration_and_defaults_to_false():
     assert resources_from_json(legacy).gpu_optional is False
     with pytest.raises(LearnerError, match="gpu_optional must be a bool"):
         resources_from_json({**legacy, "gpu_optional": "yes"})
+
+
+@pytest.mark.parametrize(("resources", "cluster", "trials"), [
+    (Resources(cpus_per_worker=1.0, gpus_per_worker=1.0), {"CPU": 16.0, "GPU": 1.0}, 1),
+    (Resources(cpus_per_worker=1.0, gpus_per_worker=0.25), {"CPU": 16.0, "GPU": 1.0}, 4),
+    (Resources(cpus_per_worker=1.0, gpus_per_worker=0.25), {"CPU": 16.0, "GPU": 2.0}, 8),
+    (Resources(cpus_per_worker=1.0, gpus_per_worker=1 / 3), {"CPU": 16.0, "GPU": 1.0}, 3),
+    (Resources(cpus_per_worker=1.0, gpus_per_worker=0.25), {"CPU": 2.0, "GPU": 1.0}, 2),  # the CPUs bind
+    (Resources(cpus_per_worker=1.0), {"CPU": 2.0}, 2),
+])
+def test_trials_sharing_a_gpu_fit_that_many_to_each(resources, cluster, trials):
+    assert default_concurrency(resources, cluster) == trials
