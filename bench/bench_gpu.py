@@ -187,11 +187,15 @@ def step_only(args: argparse.Namespace, batch: int) -> float:
     return (time.perf_counter() - start) / args.steps
 
 
-def folder_barrier(folder: Path, parties: int) -> Callable[[], None]:
-    """Each of ``parties`` processes leaves a mark in ``folder`` and waits for all the others'."""
+def folder_barrier(folder: Path, parties: int, timeout_s: float = 600.0) -> Callable[[], None]:
+    """Each of ``parties`` processes leaves a mark in ``folder`` and waits for all the others'
+    (for ``timeout_s`` at most: a process that died before its mark would hold the rest forever)."""
     def wait() -> None:
         (folder / f"ready-{os.getpid()}").touch()
+        deadline = time.monotonic() + timeout_s
         while len(list(folder.glob("ready-*"))) < parties:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"waited {timeout_s:g} s for the other processes to end their warm-up")
             time.sleep(0.001)
     return wait
 
@@ -212,13 +216,19 @@ def shared_device(args: argparse.Namespace, batch: int) -> list[dict[str, float]
     command = [sys.executable, __file__, *child_args(args, batch), "--procs", str(args.procs),
                "--child-of", str(folder)]
     procs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(args.procs)]
-    out = []
-    for proc in procs:
-        text, _ = proc.communicate()
-        if proc.returncode:
-            raise SystemExit(f"one of the {args.procs} processes failed (exit {proc.returncode})")
-        out.append(json.loads(text.strip().splitlines()[-1]))
-    return out
+    try:
+        while any(proc.poll() is None for proc in procs):  # each prints one line: no pipe fills
+            failed = [proc.returncode for proc in procs if proc.returncode]
+            if failed:
+                raise SystemExit(f"one of the {args.procs} processes failed (exit {failed[0]})")
+            time.sleep(0.05)
+        if any(proc.returncode for proc in procs):
+            raise SystemExit(f"one of the {args.procs} processes failed")
+        return [json.loads(proc.stdout.read().strip().splitlines()[-1]) for proc in procs]
+    finally:  # after a failure, the others would wait at the barrier
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
 
 
 def main() -> None:
