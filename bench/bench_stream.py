@@ -376,6 +376,11 @@ def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     figures["bare_shared_speedup"] = ceiling["shared_speedup"]
     print(f"  the bare loop's trials shared by 2 processes, a barrier at each task's end (as the protocol): "
           f"{ceiling['shared_speedup']:.2f}x ({ceiling['shared_s']:.1f} s)")
+    # The target's 1.8x is a figure of the machine as much as of the service: its share of the
+    # machine's own ceiling compares machines.
+    figures["concurrency_of_ceiling"] = figures["concurrency_speedup"] / ceiling["speedup"]
+    print(f"  the service's 2-trial gain as a share of this machine's ceiling (2 processes): "
+          f"{figures['concurrency_of_ceiling']:.0%}")
     print(f"FLOP accounting cost (bare loop)  : {100 * figures['flop_accounting_overhead']:+.2f} %  (target <= 1 %)")
     print(f"FLOP counts identical to service  : {same_flops}")
     print(f"largest dev-error gap vs service  : {dev_gap:.2e} (same seeds, same steps)")
