@@ -19,7 +19,8 @@
 #    per GPU and then 4;
 # 6. last, as the slowest (compilation): b = 16 with torch.compile in "reduce-overhead" mode (each
 #    child's kernels replayed as CUDA graphs, the other lever for small batches), and whether the
-#    meter counted the same FLOPs per step as the eager b = 16 run.
+#    meter counted the same FLOPs per step as the eager b = 16 run;
+# 7. bench/gpu_report.py: every figure above as Markdown tables for the docs.
 #
 # Figures go to $OUT (one JSON per bench run) and stdout. GPU_CHECKS_DEVICE=cpu GPU_CHECKS_TINY=1
 # runs the same steps in seconds on a CPU (tests/unit/test_bench_input_gpu.py keeps it working).
@@ -92,4 +93,5 @@ print('FLOPs per step, eager vs CUDA graphs:', eager['flops_per_step'], graphs['
 print('images/s, eager vs CUDA graphs: %.1f vs %.1f (%.2fx)' % (eager['images_per_s'], graphs['images_per_s'], graphs['images_per_s'] / eager['images_per_s']))
 sys.exit(0 if ok else 1)" "$out/gpu_b$first.json" "$out/gpu_b${first}_graphs.json"
 fi
+step "$py" bench/gpu_report.py "$out"  # last: the device tool returns the output's tail
 exit "$failed"

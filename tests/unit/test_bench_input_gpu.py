@@ -80,3 +80,9 @@ def test_the_prepared_gpu_checks_run_their_steps_on_a_cpu(tmp_path):
     assert "2 processes training at once" in done.stdout
     scale = json.loads((tmp_path / "paper_scale_x2.json").read_text())
     assert scale["trials_per_gpu"] == 2 and scale["step_s_by_batch"] == {"4": shared["loop_s_per_step"]}
+    # last, every figure as Markdown for the docs: a row per run, a row per sharing and GPU count
+    report = done.stdout[done.stdout.rindex("== "):]
+    assert "| batch | processes | compile | images/s |" in report
+    assert f"| 4 | 1 | no | {fig['images_per_s']:,.0f} |" in report
+    assert f"| 4 | 2 | no | {shared['images_per_s']:,.0f} |" in report
+    assert "| 1 | 64 |" in report and "| 2 | 64 |" in report and "56 of 64 GPUs idle" in report
