@@ -2,7 +2,7 @@
 # The GPU checks of issue 24 (item 5), prepared as one call of the device tool for the first
 # session lent a GPU machine (its image has torch, numpy, pyarrow, pytest; not our database stack):
 #
-#   run(command="bash bench/gpu_checks.sh", timeout_s=540)
+#   run(command="bash bench/gpu_checks.sh", timeout_s=540)   # about 6 min; 480 s deadline inside
 #
 # 1. the device and torch;
 # 2. tests/unit/learners/test_on_devices.py on CPU and CUDA: the FLOP meter's count of a
@@ -24,6 +24,8 @@
 #
 # Figures go to $OUT (one JSON per bench run) and stdout. GPU_CHECKS_DEVICE=cpu GPU_CHECKS_TINY=1
 # runs the same steps in seconds on a CPU (tests/unit/test_bench_input_gpu.py keeps it working).
+# The steps share a deadline (GPU_CHECKS_DEADLINE_S, 480 s): a step that would start past it is
+# skipped and a running one is cut at it, so the report still comes back inside the device call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-${TMPDIR:-/tmp}/gpu_checks}"
@@ -36,6 +38,19 @@ failed=0
 step() {
   echo "== $*"
   "$@" || { echo "!! failed (exit $?): $*"; failed=1; }
+}
+
+deadline="${GPU_CHECKS_DEADLINE_S:-480}"
+# bounded LIMIT COMMAND...: a step under `timeout`, cut at the run's deadline, skipped past it.
+bounded() {
+  local limit="$1" left=$((deadline - SECONDS))
+  shift
+  if [ "$left" -lt 20 ]; then
+    echo "== skipped, the run's ${deadline} s are spent: $*"
+    return 0
+  fi
+  [ "$left" -lt "$limit" ] && limit="$left"
+  step timeout "$limit" "$@"
 }
 
 if [ -n "${GPU_CHECKS_TINY:-}" ]; then
@@ -67,15 +82,15 @@ if [ "$device" = cuda ]; then
 fi
 step "$py" -c "import sys, torch; print('python', sys.version.split()[0], '| torch', torch.__version__, '|',
   torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device')"
-step "$py" -m pytest --noconftest -p no:cacheprovider -q tests/unit/learners/test_on_devices.py
+bounded 200 "$py" -m pytest --noconftest -p no:cacheprovider -q tests/unit/learners/test_on_devices.py
 single=() shared=()
 for batch in "${batches[@]}"; do
-  step timeout 300 "$py" bench/bench_gpu.py --device "$device" --batch "$batch" "${size[@]}" \
+  bounded 300 "$py" bench/bench_gpu.py --device "$device" --batch "$batch" "${size[@]}" \
     --json "$out/gpu_b$batch.json"
   single+=("$out/gpu_b$batch.json")
 done
 for batch in "${batches[@]}"; do
-  step timeout 200 "$py" bench/bench_gpu.py --device "$device" --batch "$batch" --procs "$procs" "${size[@]}" \
+  bounded 200 "$py" bench/bench_gpu.py --device "$device" --batch "$batch" --procs "$procs" "${size[@]}" \
     --json "$out/gpu_b${batch}_x$procs.json"
   shared+=("$out/gpu_b${batch}_x$procs.json")
 done
@@ -83,7 +98,7 @@ scale_on paper_scale "${single[@]}"
 scale_on "paper_scale_x$procs" "${shared[@]}"
 first="${batches[0]}"
 if [ -z "${GPU_CHECKS_TINY:-}" ]; then
-  step timeout 300 "$py" bench/bench_gpu.py --device "$device" --batch "$first" --compile reduce-overhead \
+  bounded 300 "$py" bench/bench_gpu.py --device "$device" --batch "$first" --compile reduce-overhead \
     --json "$out/gpu_b${first}_graphs.json"
 fi
 if [ -s "$out/gpu_b${first}_graphs.json" ]; then

@@ -86,3 +86,16 @@ def test_the_prepared_gpu_checks_run_their_steps_on_a_cpu(tmp_path):
     assert f"| 4 | 1 | no | {fig['images_per_s']:,.0f} |" in report
     assert f"| 4 | 2 | no | {shared['images_per_s']:,.0f} |" in report
     assert "| 1 | 64 |" in report and "| 2 | 64 |" in report and "56 of 64 GPUs idle" in report
+
+
+def test_the_gpu_checks_skip_what_would_start_past_their_deadline(tmp_path):
+    """The device call returns only what ran: past GPU_CHECKS_DEADLINE_S, steps are skipped and named."""
+    env = {**os.environ, "GPU_CHECKS_DEVICE": "cpu", "GPU_CHECKS_TINY": "1", "OUT": str(tmp_path),
+           "PYTHON": sys.executable, "GPU_CHECKS_DEADLINE_S": "0"}
+    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_checks.sh")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("== skipped, the run's 0 s are spent")]
+    assert len(skipped) == 3 and "test_on_devices.py" in skipped[0] and "--procs 2" in skipped[2]
+    assert not list(tmp_path.glob("gpu_*.json"))
+    # the report still runs last, and says why it has nothing to show
+    assert "no bench_gpu.py runs" in done.stderr + done.stdout and done.returncode == 1
