@@ -217,13 +217,10 @@ def shared_device(args: argparse.Namespace, batch: int) -> list[dict[str, float]
                "--child-of", str(folder)]
     procs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(args.procs)]
     try:
-        while any(proc.poll() is None for proc in procs):  # each prints one line: no pipe fills
-            failed = [proc.returncode for proc in procs if proc.returncode]
-            if failed:
-                raise SystemExit(f"one of the {args.procs} processes failed (exit {failed[0]})")
+        while None in (codes := [proc.poll() for proc in procs]) or any(codes):  # one line each: no pipe fills
+            if any(codes):
+                raise SystemExit(f"one of the {args.procs} processes failed (exit {next(c for c in codes if c)})")
             time.sleep(0.05)
-        if any(proc.returncode for proc in procs):
-            raise SystemExit(f"one of the {args.procs} processes failed")
         return [json.loads(proc.stdout.read().strip().splitlines()[-1]) for proc in procs]
     finally:  # after a failure, the others would wait at the barrier
         for proc in procs:
@@ -257,14 +254,15 @@ def main() -> None:
         parser.error("--steps, --warmup and --procs must be at least 1")
     rule = recipe.batch_size(args.train_size)
     batch = args.batch or rule
+    if args.procs > 1 and not args.child_of:  # the processes make their own data
+        name, peak = bf16_peak(args.device)
+        return report_shared(args, batch, rule, name, peak, shared_device(args, batch))
     data = make_split(args.images or 8 * batch, 96)
     if args.child_of:  # one of --procs' processes: the metered loop, its figures on stdout
         seconds, flops = train_loop(args, data, batch, metered=True, barrier=folder_barrier(args.child_of, args.procs))
         print(json.dumps({"seconds": seconds, "flops": flops}))
         return
     name, peak = bf16_peak(args.device)
-    if args.procs > 1:
-        return report_shared(args, batch, rule, name, peak, shared_device(args, batch))
 
     seconds, flops = train_loop(args, data, batch, metered=True)
     plain_seconds, _ = train_loop(args, data, batch, metered=False)

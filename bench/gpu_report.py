@@ -17,6 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_runs import hours  # noqa: E402
+
 
 def _num(value: Any, spec: str, *, scale: float = 1.0, suffix: str = "") -> str:
     return "–" if value is None else f"{value * scale:{spec}}{suffix}"
@@ -41,9 +44,7 @@ def scale_rows(scales: list[dict[str, Any]]) -> list[str]:
             "|---:|---:|---:|---:|---:|---|"]
     for scale in sorted(scales, key=lambda s: s.get("trials_per_gpu", 1)):
         for row in scale["rows"]:
-            hours = row["wall_h"]
-            wall = f"{hours * 60:.1f} min" if hours < 1 else (f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} d")
-            rows.append(f"| {scale.get('trials_per_gpu', 1)} | {row['gpus']} | {wall} | {row['gpu_hours_busy']:,.0f} "
+            rows.append(f"| {scale.get('trials_per_gpu', 1)} | {row['gpus']} | {hours(row['wall_h'])} | {row['gpu_hours_busy']:,.0f} "
                         f"| {row['gpu_hours_held']:,.0f} | {row['bound']} |")
     return rows
 

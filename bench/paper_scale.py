@@ -44,7 +44,7 @@ The model of one submission (the ``nevis22-full`` stream, 106 tasks):
   keep busy; it is printed against the GPUs one task keeps busy.
 
 Task sizes: the project's manifests leave ``num_examples`` empty for the FULL stream (the size
-is known once a dataset is prepared), so every size below is **an estimate**: a public figure
+is known once a dataset is prepared), so every size (``bench/dataset_sizes.py``) is **an estimate**: a public figure
 for the whole dataset, rounded, times the train fraction of the manifest's split (0.7 where
 the split names none). ``--sizes FILE`` (JSON ``{"dataset": images}``) replaces any of them,
 e.g. with prepared counts. A size only matters through the batch rule's power of two.
@@ -80,6 +80,10 @@ from workers.learners.recipe import batch_size  # noqa: E402
 from workers.sandbox.flops import FlopMeter  # noqa: E402
 from workers.stream.manifest_files import load_stream  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dataset_sizes import APPROX_IMAGES, FALLBACK_IMAGES  # noqa: E402
+from gpu_runs import hours, measured_step_s, read_steps_by_batch, trials_per_gpu  # noqa: E402
+
 STREAM = "nevis22-full"
 PAPER_STEPS, PAPER_TRIALS = 50_000, 16
 VALIDATE_EVERY = 1000  # IndepLearner's validate_every, the reference's
@@ -96,36 +100,6 @@ TASK_PROCESS_ORCHESTRATION_S = 7.6  # bench/bench_task_process.py --modes coordi
 CONTINUED_TASK_S = 0.4  # the same run with workers that go on: a continued task's, median of 4
 WORKER_MAX_TASKS = 16  # NEVIS_WORKER_MAX_TASKS's default
 
-# Whole-dataset image counts, public figures rounded: ESTIMATES (the manifests carry none).
-APPROX_IMAGES: dict[str, int] = {
-    "magellan_venus_volcanoes": 134, "aberdeen": 690, "landsat": 6_435, "brodatz": 1_000,
-    "olivetti_face": 400, "coil20": 1_440, "coil100": 7_200, "mpeg7": 1_400, "butterflies": 620,
-    "mnist": 70_000, "caltech101": 9_144, "umist": 575, "cmu_amp_expression": 975,
-    "pascal_voc2005": 1_600, "caltech_categories": 2_000, "uiuc_cars": 1_050, "aloi": 72_000,
-    "scenes8": 2_690, "scenes15": 4_485, "pascal_voc2006": 5_300, "extended_yaleb": 16_128,
-    "voc_2007": 9_963, "ig02": 1_100, "ppmi": 4_800, "caltech256": 30_607,
-    "imagenet2012": 1_331_167, "lfw": 6_000, "oxford_flowers_17": 1_360,
-    "flickr_material_database": 1_000, "oxford_flowers102": 8_189, "belgium_tsc": 7_095,
-    "german_tsr": 51_839, "vistex": 1_000, "umd": 1_000, "kth_tips": 810, "uiuc_texture": 1_000,
-    "kth_tips_2b": 4_752, "cvc_muscima": 1_000, "iaprtc12": 20_000, "sketch": 20_000,
-    "kth_tips_2a": 4_608, "voc_2012": 11_540, "smallnorb": 48_600, "wiki_paintings_style": 80_000,
-    "mit_scenes": 15_620, "sun397": 108_754, "cifar10": 60_000, "caltech_birds2011": 11_788,
-    "stanford_cars": 16_185, "fgvc_aircraft_family": 10_000, "dtd": 5_640,
-    "coco_single_label": 100_000, "oxford_iiit_pet": 7_349, "stanford_dogs": 20_580,
-    "animal": 10_000, "silhouettes_28": 8_671, "interact": 5_000, "voc_actions": 4_600,
-    "svhn_cropped": 99_289, "chars74k": 7_705, "celeb_a": 202_599, "lfwa": 6_000,
-    "sun_attributes": 14_340, "cifar100": 60_000, "tid2008": 1_700, "tid2013": 3_000,
-    "usps": 9_298, "semeion": 1_593, "mnist_m": 68_000, "office_caltech_10": 2_533,
-    "pacs": 9_991, "caltech_camera_traps": 60_000, "emnist_balanced": 131_600,
-    "casia_hwdb": 1_000_000, "melanoma": 2_750, "trancos": 1_244, "mall": 2_000,
-    "fashion_mnist": 70_000, "not_mnist": 18_700, "tiny_imagenet": 110_000, "stl10": 13_000,
-    "food101": 101_000, "mnist_rotation": 62_000, "awa2": 37_322, "food101n": 335_000,
-    "shanghai_tech": 1_200, "animal_web": 21_900, "biwi": 15_700, "domainnet": 586_575,
-    "pneumonia_chest_xray": 5_856, "path_mnist": 107_180, "nih_chest_xray": 112_120,
-    "tubercolosis": 800, "covid_19_xray": 21_000, "patch_camelyon": 327_680, "ddsm": 10_000,
-    "synthetic_covid19_xray": 21_000,
-}
-FALLBACK_IMAGES = 10_000  # a dataset in none of the above
 
 
 @dataclass(frozen=True)
@@ -200,24 +174,6 @@ def _fractions(task: Any) -> tuple[float, float]:
             float(fractions.get("dev", DEFAULT_DEV_FRACTION)))
 
 
-def measured_step_s(step_s_by_batch: dict[int, float]) -> Callable[[int], float]:
-    """A training step's seconds at batch ``b`` from steps measured at a few batch sizes: linear
-    between them, the smallest's time below (a GPU step does not get faster than its launch
-    floor), the largest's time per image above."""
-    measured = sorted(step_s_by_batch.items())
-
-    def at(b: int) -> float:
-        (b0, s0), (b1, s1) = measured[0], measured[-1]
-        if b <= b0:
-            return s0
-        if b >= b1:
-            return s1 * b / b1
-        (lo, s_lo), (hi, s_hi) = next((measured[i], measured[i + 1]) for i in range(len(measured) - 1)
-                                      if measured[i][0] <= b <= measured[i + 1][0])
-        return s_lo + (s_hi - s_lo) * (b - lo) / (hi - lo)
-    return at
-
-
 def task_costs(tasks: list[Any], *, flops: dict[str, Any], steps: int, trials: int,
                flops_per_gpu_s: float, sizes: dict[str, int], min_step_s: float = 0.0,
                step_s: Callable[[int], float] | None = None, trials_per_gpu: int = 1) -> list[TaskCost]:
@@ -280,35 +236,6 @@ def table(costs: list[TaskCost], *, gpus: list[int], trials: int, per_task_overh
     return rows
 
 
-def _hours(h: float) -> str:
-    return f"{h * 60:.1f} min" if h < 1 else (f"{h:.1f} h" if h < 48 else f"{h / 24:.1f} d")
-
-
-def trials_per_gpu(parser: argparse.ArgumentParser, runs: list[dict]) -> int:
-    """How many processes shared the GPU in bench_gpu.py runs (``--procs``), which must agree."""
-    procs = {int(run.get("procs", 1)) for run in runs}
-    if len(procs) > 1:
-        parser.error(f"--gpu-json files measured different numbers of processes per GPU "
-                     f"({', '.join(map(str, sorted(procs)))}): give the runs of one --procs")
-    return procs.pop()
-
-
-def _steps_by_batch(parser: argparse.ArgumentParser, paths: list[Path], runs: list[dict]) -> dict[int, float]:
-    """batch -> seconds per training step of several bench_gpu.py runs, which must be of one
-    device, one batch size each."""
-    devices = {run.get("device") for run in runs}
-    if len(devices) > 1:
-        parser.error(f"--gpu-json files measured different devices ({', '.join(sorted(map(str, devices)))}): "
-                     "give the runs of one device")
-    out: dict[int, float] = {}
-    for path, run in zip(paths, runs, strict=True):
-        batch = int(run["batch"])
-        if batch in out:
-            parser.error(f"--gpu-json: two files measured batch {batch} ({path} is the second)")
-        out[batch] = float(run["loop_s_per_step"])
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", default="1,8,64", help="GPU counts, comma-separated")
@@ -356,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         gpu_ips = float(largest["images_per_s"])  # the GPU's, over every process sharing it
         gpu_source = f"measured ({', '.join(map(str, args.gpu_json))})"
         if len(runs) > 1 or per_gpu > 1:  # a shared GPU: a trial's step is the time measured with K sharing
-            steps_by_batch = _steps_by_batch(parser, args.gpu_json, runs)
+            steps_by_batch = read_steps_by_batch(parser, args.gpu_json, runs)
             step_s = measured_step_s(steps_by_batch)
     elif args.gpu_images_per_s is not None:
         gpu_ips, gpu_source = args.gpu_images_per_s, "given (--gpu-images-per-s)"
@@ -392,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  per task: {overhead:.2f} s of overhead on average: {launches} worker launches (launch delay "
           f"{args.launch_delay_s:g} s + a process's start and first task {args.orchestration_s:g} s), the other "
           f"{len(costs) - launches} tasks continued ({args.continued_s:g} s each; measured on CPUs: scale_sim, "
-          f"bench_task_process); mean trial {_hours(mean_trial_s / 3600)} on "
+          f"bench_task_process); mean trial {hours(mean_trial_s / 3600)} on "
           + ("one GPU" if per_gpu == 1 else f"a 1/{per_gpu} share of a GPU"))
     if steps_by_batch:
         print("  a training step takes its measured time at its batch size: "
@@ -410,12 +337,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| GPUs | waves per task | wall time | GPU-hours busy | GPU-hours held | cost held (${args.price:g}/GPU-h) | overhead share | bound |")
     print("|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r.gpus} | {r.waves} | {_hours(r.wall_h)} | {r.gpu_hours_busy:,.0f} | {r.gpu_hours_held:,.0f} | "
+        print(f"| {r.gpus} | {r.waves} | {hours(r.wall_h)} | {r.gpu_hours_busy:,.0f} | {r.gpu_hours_held:,.0f} | "
               f"${r.cost_held:,.0f} | {r.overhead_share:.2%} | {r.bound} |")
     print()
     print(f"Scheduling: the coordinator's {args.transitions_per_min:,.0f} transitions/min "
           f"({launches_per_min:,.0f} task launches/min at {TRANSITIONS_PER_TASK} per task) would keep "
-          f"~{fed_gpus:,.0f} GPUs busy at {_hours(mean_task_gpu_s / 3600)} GPU time per task: "
+          f"~{fed_gpus:,.0f} GPUs busy at {hours(mean_task_gpu_s / 3600)} GPU time per task: "
           f"scheduling is not the bound; the trials and the causal order are.")
     if args.json is not None:
         args.json.write_text(json.dumps({
