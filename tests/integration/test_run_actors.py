@@ -7,6 +7,7 @@ Ray, real sandboxed learner hosts."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -44,6 +45,16 @@ def _alive(actor: object) -> bool:
     return True
 
 
+def _stopped(actor: object, within_s: float = 20.0) -> bool:
+    """Whether ``actor`` is gone within ``within_s``: ``ray.kill`` returns before the process ends."""
+    deadline = time.monotonic() + within_s
+    while _alive(actor):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def test_the_pool_that_described_a_default_learner_is_the_one_its_trials_get(actors: RunActors) -> None:
     host = _host("nevis_test_learners:nearest_mean")
     declared = actors.describe_in_guessed_pool(host, BUDGET)
@@ -62,7 +73,7 @@ def test_a_learner_that_needs_other_actors_stops_the_guessed_pool(actors: RunAct
     (guessed,) = actors._pools.values()  # noqa: SLF001
     actors.start(host, declared.resources, BUDGET, 16)  # its evaluator starts; the pool idles no more
     assert actors.executor_pool(host, declared.resources, BUDGET) is None
-    assert not _alive(guessed)
+    assert _stopped(guessed)
 
 
 def test_a_guess_of_another_size_is_stopped_when_the_real_pool_starts(actors: RunActors) -> None:
@@ -73,8 +84,8 @@ def test_a_guess_of_another_size_is_stopped_when_the_real_pool_starts(actors: Ru
     wider = Resources(cpus_per_worker=0.5)  # e.g. bounded by a registration: two fit at once
     pool = actors.executor_pool(host, wider, RunBudget(trials=2, steps=1))
     assert pool is not guessed and declared is not None
-    assert not _alive(guessed) and _alive(pool)
-    assert not any(map(_alive, executors))  # the guess's executors went with it
+    assert _stopped(guessed) and _alive(pool)
+    assert all(map(_stopped, executors))  # the guess's executors went with it
 
 
 def test_a_learner_that_cannot_load_leaves_no_pool_and_gets_the_usual_error(actors: RunActors) -> None:
