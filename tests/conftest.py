@@ -2,7 +2,9 @@
 
 Databases:
 - ``postgres_admin_url`` (session): the server in ``NEVIS_TEST_POSTGRES_URL`` (default
-  ``postgresql+psycopg://postgres@127.0.0.1:5432/postgres``). If it is unreachable, every
+  ``postgresql+psycopg://postgres@127.0.0.1:5432/postgres``). If nothing listens there, a
+  private server from this machine's binaries runs for the session (off with
+  ``NEVIS_TEST_PRIVATE_POSTGRES=0``); if that fails too, or the server there refuses us, every
   test that needs it FAILS with a message saying so; it is never skipped.
 - ``postgres_database_url`` (session): a fresh, uniquely named database migrated to head,
   dropped at the end of the session.
@@ -31,9 +33,16 @@ from sqlalchemy.pool import NullPool
 from services.core.config import get_settings, mask_url
 from services.store.db.engine import make_engine
 from services.store.db.migrate import head_revision, upgrade
+from tests.support.private_postgres import PrivatePostgresError, answers, start_private_postgres
+from tests.support.session_report import (  # noqa: F401 (hooks pytest finds here)
+    PRIVATE_POSTGRES,
+    pytest_runtest_makereport,
+    pytest_terminal_summary,
+)
 
 POSTGRES_URL_VAR = "NEVIS_TEST_POSTGRES_URL"
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+PRIVATE_POSTGRES_VAR = "NEVIS_TEST_PRIVATE_POSTGRES"
 DIALECTS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 # Variables that would leak the developer's own set-up into a test.
@@ -74,9 +83,18 @@ def _admin_engine(url: str) -> Engine:
 
 
 @pytest.fixture(scope="session")
-def postgres_admin_url() -> str:
-    """The PostgreSQL server for tests; fails every dependent test if it cannot be reached."""
+def postgres_admin_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The PostgreSQL server for tests: the configured one, or a private one if none answers there.
+
+    Nothing listening at the configured address (a fresh machine): a private server is started
+    for the session (tests/support/private_postgres.py) unless ``NEVIS_TEST_PRIVATE_POSTGRES=0``.
+    A server that answers but refuses us fails every dependent test; none is ever skipped.
+    """
     url = os.environ.get(POSTGRES_URL_VAR, DEFAULT_POSTGRES_URL)
+    address = make_url(url)
+    if address.host and not answers(address.host, address.port or 5432) and _private_allowed():
+        yield from _private_postgres(request.config, url)
+        return
     engine = _admin_engine(url)
     problem = None
     try:
@@ -93,7 +111,27 @@ def postgres_admin_url() -> str:
             'the SQLite tests with -m "not postgres".',
             pytrace=False,
         )
-    return url
+    yield url
+
+
+def _private_allowed() -> bool:
+    return os.environ.get(PRIVATE_POSTGRES_VAR, "1").strip().lower() not in ("0", "false", "no")
+
+
+def _private_postgres(config: pytest.Config, configured_url: str) -> Iterator[str]:
+    """Start a private server for the session, and stop and remove it at the end."""
+    try:
+        server = start_private_postgres()
+    except PrivatePostgresError as exc:
+        pytest.fail(f"No PostgreSQL answers at {mask_url(configured_url)}, and a private one could not "
+                    f"be started: {exc}", pytrace=False)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+        config.stash[PRIVATE_POSTGRES] = (
+            f"No PostgreSQL answered at {mask_url(configured_url)}: the tests used a private server "
+            f"({server.bin_dir}) on 127.0.0.1:{server.port} in {server.folder}, now stopped and removed.")
 
 
 def _create_database(admin_url: str, name: str) -> str:
