@@ -10,11 +10,14 @@ A dataset of any size is prepared without holding its pixels: only its small col
    the extents);
 3. a row whose evaluation image was already seen is dropped
    (:class:`~workers.stream.dedup.FirstCopies`, the same decisions as
-   :func:`~workers.stream.dedup.dedup_splits`), and kept rows fill a shard, written when full.
+   :func:`~workers.stream.dedup.dedup_splits`), and kept rows fill a shard, written when full;
+4. kept train rows are first mixed (:mod:`workers.stream.train_order`: seeded, recorded in
+   the index as ``train_order``), so every train shard holds the classes in proportion.
 
-Memory is one chunk, one shard being filled and one digest per distinct image, whatever the
+Memory is one chunk, about two shards and one digest per distinct image, whatever the
 dataset's size; the shards and the index are byte for byte those of building the dataset in
-memory (``stored_forms`` + ``dedup_splits`` + ``write_dataset``), which a test checks.
+memory (``stored_forms`` + ``dedup_splits`` + ``mixed_order`` of train + ``write_dataset``),
+which a test checks.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from workers.stream.shards import (
 from workers.stream.split_rule import split_rule_key
 from workers.stream.splits import SplitAssignment, assign_splits
 from workers.stream.task_info import Originals
+from workers.stream.train_order import TRAIN_ORDER_SEED, BucketMixer, bucket_count, order_record
 
 DEFAULT_CHUNK_ROWS = 1024
 """Rows decoded together (at most one shard's worth): the decoded part of the peak memory."""
@@ -98,8 +102,12 @@ def write_streaming(
                          f"must be ints in [1, inf). Got {max_per_shard}, {chunk_rows} instead.")
     first, step = FirstCopies(), min(chunk_rows, max_per_shard)
     shards: dict[str, tuple[ShardInfo, ...]] = {}
+    buckets = bucket_count(len(assignment.rows["train"]), max_per_shard)
     for split in KEEP_ORDER:
         writer = _ShardWriter(store, draft, split, raw.labels, max_per_shard)
+        mixer = BucketMixer(store, writer.prefix, seed=TRAIN_ORDER_SEED, buckets=buckets,
+                            buffer_rows=max_per_shard) if split == "train" else None
+        take = writer.add if mixer is None else mixer.add
         rows = np.sort(np.asarray(assignment.rows[split], dtype=np.int64))
         for start in range(0, len(rows), step):
             part = rows[start : start + step]
@@ -107,11 +115,14 @@ def write_streaming(
                                               draft.stored_side, draft.stored_shape)
             for j, row in enumerate(part.tolist()):
                 if first.keep(split, hashlib.sha256(squares[j].tobytes()).digest()):
-                    writer.add(row, squares[j], originals.images[j], originals.extents[j])
+                    take(row, squares[j], originals.images[j], originals.extents[j])
+        for row_data in mixer.drain() if mixer is not None else ():
+            writer.add(*row_data)
         shards[split] = writer.close()
     counts = {s: sum(p.num_examples for p in shards[s]) for s in SPLITS}
     final = replace(draft, counts=counts, shards={s: shards[s] for s in SPLITS},
-                    dedup=first.stats.as_dict(), split_how=first.how(assignment.how))
+                    dedup=first.stats.as_dict(), split_how=first.how(assignment.how),
+                    train_order=order_record(TRAIN_ORDER_SEED, buckets))
     store.put_bytes(final.key, final.to_json())
     return final
 

@@ -8,7 +8,8 @@
   removed and the dataset is built again.
 
 One dataset at one task resolution has one split and one stored side: if the manifest's
-split rule or the stored side (``stored_scale`` × S) changes, the dataset is rebuilt. An
+split rule or the stored side (``stored_scale`` × S) changes, the dataset is rebuilt, as is
+one whose train rows were stored in source order (an index without ``train_order``). An
 index of an older shard format is unreadable to this version and is rebuilt too.
 
 Before it writes anything it checks that every dataset it has to build can be found; if any
@@ -255,6 +256,8 @@ def _existing(
         return "rebuilt", None  # the manifest's rule changed since: the split must follow it
     if index.stored_side != side:
         return "rebuilt", None  # NEVIS_STORED_SCALE changed since: originals must follow it
+    if not index.train_order:
+        return "rebuilt", None  # train rows stored in source order (before they were mixed)
     try:
         (verify_dataset if verify else check_dataset_listed)(store, index)
     except DataIntegrityError:

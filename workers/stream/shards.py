@@ -80,6 +80,9 @@ class DatasetIndex:
     source_checksum: str
     source: Mapping[str, Any] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
+    # seed and buckets of the train rows' stored order (workers.stream.train_order); empty:
+    # an index written before train rows were mixed (source order), which prepare rebuilds
+    train_order: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def num_classes(self) -> int:
@@ -128,6 +131,7 @@ class DatasetIndex:
                 dedup=dict(doc["dedup"]),
                 source_checksum=str(doc["source_checksum"]),
                 source=dict(doc.get("source", {})),
+                train_order=dict(doc.get("train_order", {})),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise DataIntegrityError(

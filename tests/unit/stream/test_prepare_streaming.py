@@ -29,19 +29,23 @@ from workers.stream.manifest_files import load_stream
 from workers.stream.prepare import dataset_rules
 from workers.stream.shards import DatasetIndex, write_dataset
 from workers.stream.split_rule import split_rule_key
-from workers.stream.splits import assign_splits
+from workers.stream.splits import SplitAssignment, assign_splits
+from workers.stream.train_order import TRAIN_ORDER_SEED, bucket_count, mixed_order, order_record
 
 SIZE, SIDE = 16, 24
 
 
 def _in_memory(store, task, ctx: AdapterContext, per_shard: int) -> DatasetIndex:
-    """Today's in-memory path, as prepare.py composed it before streaming."""
+    """The in-memory path, as prepare.py composed it before streaming (train rows mixed)."""
     source, name = split_key(task.dataset)
     raw = get_adapter(source).load(name, ctx)
     images, originals = stored_forms(raw.images, SIZE, SIDE)
     assignment = assign_splits(raw.labels, rule=task.split, given=raw.given_splits,
                                attributes=raw.attributes, dataset=f"Dataset {task.dataset!r}")
+    buckets = bucket_count(len(assignment.rows["train"]), per_shard)
     assignment, stats = dedup_splits(images, assignment)
+    mixed = mixed_order(assignment.rows["train"], TRAIN_ORDER_SEED, buckets)
+    assignment = SplitAssignment(rows={**assignment.rows, "train": mixed}, how=assignment.how)
     draft = DatasetIndex(
         dataset=task.dataset, kind=raw.kind, class_names=raw.class_names, image_size=SIZE,
         resize_method=RESIZE_METHOD, stored_side=SIDE,
@@ -50,7 +54,8 @@ def _in_memory(store, task, ctx: AdapterContext, per_shard: int) -> DatasetIndex
         split_how=assignment.how, counts={}, shards={}, dedup=stats.as_dict(),
         source_checksum=raw.source_checksum,
         source={**raw.metadata, "num_examples": raw.num_examples,
-                "original_shape": source_shape_summary(raw.images)})
+                "original_shape": source_shape_summary(raw.images)},
+        train_order=order_record(TRAIN_ORDER_SEED, buckets))
     return write_dataset(store, images=images, labels=raw.labels, originals=originals,
                          split_rows=assignment.rows, index=draft, max_examples_per_shard=per_shard)
 
