@@ -92,6 +92,15 @@ class Settings(BaseSettings):
     log_ring_bytes: int = Field(default=1 << 20, ge=1024, le=1 << 30,
                                 description="Bytes of a learner host's output (prints, tracebacks) kept per trial "
                                             "and per prediction job: the last ones (GET /v1/submissions/{id}/logs).")
+    host_predictor_mb: int = Field(default=1024, ge=1, le=1 << 22,
+                                   description="Largest predictor (and checkpoint) a trial may hand back (MiB); "
+                                               "a larger one is refused before its bytes are read.")
+    host_state_mb: int = Field(default=2048, ge=1, le=1 << 22,
+                               description="Largest learner state a trial may hand back (MiB); a larger one is "
+                                           "refused before its bytes are read, and no larger one is ever read back.")
+    proxy_max_dim: int = Field(default=2048, ge=2, le=1 << 16,
+                               description="Widest feature vector d a proxy-scheduler rung report may carry "
+                                           "(n·q × d): LiDAR's harness-side cost grows as d³.")
 
     @field_validator("sandbox", "probe_preset")
     @classmethod

@@ -127,9 +127,11 @@ class LearnerHost:
         return self._proc.poll() is None
 
     def call(self, header: dict[str, Any], parts: Sequence[wire.Part] = (), *,
-             on_message: OnMessage | None = None) -> tuple[dict[str, Any], list[wire.Part]]:
+             on_message: OnMessage | None = None,
+             announce: wire.Announce | None = None) -> tuple[dict[str, Any], list[wire.Part]]:
         """Send a request and return its result; ``on_message`` answers the host's own
-        requests (checkpoints, past train splits) that arrive before it.
+        requests (checkpoints, past train splits) that arrive before it; ``announce`` refuses
+        a frame over its message's caps before its parts are read (:func:`wire.receive`).
 
         Raises:
             LearnerError: the learner raised (its type and message are in the text).
@@ -141,7 +143,7 @@ class LearnerHost:
             except (BrokenPipeError, OSError):
                 raise self._died() from None
             while True:
-                reply, out = self._receive()
+                reply, out = self._receive(announce)
                 kick()  # any frame is a sign of life: the silence deadline starts again
                 op = reply.get("op")
                 if op == "result":
@@ -221,9 +223,9 @@ class LearnerHost:
             if timer:
                 timer.pop().cancel()
 
-    def _receive(self) -> tuple[dict[str, Any], list[wire.Part]]:
+    def _receive(self, announce: wire.Announce | None = None) -> tuple[dict[str, Any], list[wire.Part]]:
         try:
-            return wire.receive(self._proc.stdout)
+            return wire.receive(self._proc.stdout, announce=announce)
         except wire.WireError as exc:
             if self._proc.poll() is not None or "closed the pipe" in str(exc):
                 raise self._died() from None

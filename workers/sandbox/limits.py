@@ -32,10 +32,13 @@ class HostLimits:
     declare_deadline_s: float = 120.0  # start-up and describe (search space, resources)
     silence_deadline_s: float = 1800.0  # longest wait for any frame of a trial or prediction
     log_bytes: int = MIB  # the host's output kept (the last bytes: workers.sandbox.log_ring)
+    predictor_bytes: int = 1024 * MIB  # a trial's predictor (and each checkpoint), refused unread above
+    state_bytes: int = 2048 * MIB  # a trial's new learner state, refused unread above
+    proxy_max_dim: int = 2048  # feature width d of a proxy rung report (LiDAR's cost grows as d³)
 
     def __post_init__(self) -> None:
         for name in ("tmpfs_bytes", "file_bytes", "open_files", "address_space_bytes", "memory_bytes", "pids",
-                     "log_bytes"):
+                     "log_bytes", "predictor_bytes", "state_bytes", "proxy_max_dim"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"HostLimits.{name} must be a non-negative int; got {value!r}")
@@ -64,7 +67,9 @@ class HostLimits:
         """The caps the ``NEVIS_HOST_*`` settings ask for."""
         return cls(tmpfs_bytes=settings.host_tmpfs_mb * MIB, memory_bytes=settings.host_memory_mb * MIB,
                    pids=settings.host_pids, declare_deadline_s=settings.host_declare_deadline_s,
-                   silence_deadline_s=settings.host_silence_deadline_s, log_bytes=settings.log_ring_bytes)
+                   silence_deadline_s=settings.host_silence_deadline_s, log_bytes=settings.log_ring_bytes,
+                   predictor_bytes=settings.host_predictor_mb * MIB, state_bytes=settings.host_state_mb * MIB,
+                   proxy_max_dim=settings.proxy_max_dim)
 
 
 __all__ = ["MIB", "HostLimits"]

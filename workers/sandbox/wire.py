@@ -61,31 +61,44 @@ def send(stream: BinaryIO, header: dict[str, Any], parts: Sequence[Part] = ()) -
     stream.flush()
 
 
+Announce = Callable[[dict[str, Any], list[tuple[str, int]]], None]
+"""A per-message check of a frame's header and announced parts (kind, bytes), run before any
+part is read; it raises (ValueError or WireError) to refuse the frame unread."""
+
+
 def receive(stream: BinaryIO, *, max_part_bytes: int = MAX_PART_BYTES,
-            max_frame_bytes: int | None = MAX_FRAME_BYTES) -> tuple[dict[str, Any], list[Part]]:
+            max_frame_bytes: int | None = MAX_FRAME_BYTES,
+            announce: Announce | None = None) -> tuple[dict[str, Any], list[Part]]:
     """Read one frame; raises :class:`WireError` on a closed pipe or a malformed frame.
 
     ``max_part_bytes`` and ``max_frame_bytes`` (all parts together; None: no total) bound
     what the frame may announce; the defaults are for frames from a learner host, and a
-    caller expecting less passes less. A stream that delivered a broken frame is closed:
+    caller expecting less passes less, and ``announce`` holds each message to its own caps
+    (:mod:`workers.trainer.frame_caps`) before its bytes are read. A stream that delivered a broken frame is closed:
     the rest of that frame is still in the pipe, and whatever is read after it would be out
     of step (the next request would get this one's reply).
     """
     try:
-        return _receive(stream, max_part_bytes, max_frame_bytes)
+        return _receive(stream, max_part_bytes, max_frame_bytes, announce)
     except WireError:
         stream.close()
         raise
 
 
-def _receive(stream: BinaryIO, max_part_bytes: int,
-             max_frame_bytes: int | None) -> tuple[dict[str, Any], list[Part]]:
+def _receive(stream: BinaryIO, max_part_bytes: int, max_frame_bytes: int | None,
+             announce: Announce | None = None) -> tuple[dict[str, Any], list[Part]]:
     (length,) = _LENGTH.unpack(_read(stream, _LENGTH.size))
     if length > MAX_HEADER_BYTES:
         raise WireError(f"frame header of {length} bytes is over the {MAX_HEADER_BYTES}-byte limit")
     header = _decoding("frame header", _parse_header, _read(stream, length))
+    sizes = _part_sizes(header, max_part_bytes, max_frame_bytes)
+    if announce is not None:
+        try:
+            announce(header, sizes)
+        except ValueError as exc:
+            raise WireError(str(exc)[:400]) from None
     parts: list[Part] = []
-    for kind, size in _part_sizes(header, max_part_bytes, max_frame_bytes):
+    for kind, size in sizes:
         if kind == "a":
             parts.append(_decoding("array part", _decode_array, _read(stream, size, into=bytearray)))
         else:
@@ -238,5 +251,5 @@ def _read(stream: BinaryIO, size: int, *, into: type[bytes] | type[bytearray] = 
     return into().join(chunks)
 
 
-__all__ = ["ARRAY_KINDS", "HARNESS_PART_BYTES", "MAX_FRAME_BYTES", "MAX_HEADER_BYTES", "MAX_HEADER_DEPTH",
+__all__ = ["ARRAY_KINDS", "Announce", "HARNESS_PART_BYTES", "MAX_FRAME_BYTES", "MAX_HEADER_BYTES", "MAX_HEADER_DEPTH",
            "MAX_PARTS", "MAX_PART_BYTES", "Part", "WireError", "receive", "send"]

@@ -32,6 +32,8 @@ PROXY_Q = 4
 """Augmented views of each: n·q = 256 feature rows, about what four training steps of 64 images cost forward."""
 
 PROXY_SEED = 0
+PROXY_MAX_DIM = 2048
+"""Widest features a rung report may carry by default (``NEVIS_PROXY_MAX_DIM``): ResNet-50's 2048."""
 LIDAR_DELTA, LIDAR_EPS = 1e-4, 1e-8
 
 
@@ -50,16 +52,20 @@ def lidar_of_views(features: np.ndarray, q: int, *, delta: float = LIDAR_DELTA, 
     return values[delta]
 
 
-def rung_value(features: Any, how: dict[str, int]) -> float:
-    """What the halving rule compares for a trial at a proxy rung: −LiDAR (lower is better);
-    features that are not a finite (n·q, d) array rank last (+inf)."""
+def rung_value(features: Any, how: dict[str, int], *, max_dim: int = PROXY_MAX_DIM) -> float:
+    """What the halving rule compares for a trial at a proxy rung: −LiDAR (lower is better).
+
+    Features that are not a finite, numeric array of exactly n·q rows (``how``'s n and q) and
+    at most ``max_dim`` columns rank last (+inf), refused before any LiDAR is computed: its
+    cost grows as d³, and the learner must not order harness work.
+    """
     array = np.asarray(features)
-    q = int(how["q"])
-    if array.ndim != 2 or array.shape[0] % q or array.shape[0] < 2 * q:
+    n, q = int(how["n"]), int(how["q"])
+    if array.ndim != 2 or array.shape[0] != n * q or not 1 <= array.shape[1] <= max_dim:
         return math.inf
     if not np.issubdtype(array.dtype, np.number) or not np.isfinite(array).all():
         return math.inf
     return -lidar_of_views(array, q)
 
 
-__all__ = ["LIDAR_DELTA", "LIDAR_EPS", "PROXY_N", "PROXY_Q", "PROXY_SEED", "lidar_of_views", "proxy", "rung_value"]
+__all__ = ["LIDAR_DELTA", "LIDAR_EPS", "PROXY_MAX_DIM", "PROXY_N", "PROXY_Q", "PROXY_SEED", "lidar_of_views", "proxy", "rung_value"]

@@ -28,6 +28,7 @@ from workers.sandbox.client import HostSpec, LearnerHost
 from workers.sandbox.declaration import info_to_json
 from workers.sandbox.messages import Limits
 from workers.sandbox.wire import WireError
+from workers.trainer.frame_caps import trial_frame_caps
 from workers.trainer.proxy_scheduler import rung_value
 
 # Keys of a Tune config that belong to the harness, not to the learner's search space.
@@ -125,7 +126,9 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
     parts = task_parts(spec.train, spec.dev) if host.data_key != data_key else []
     prepared = [] if spec.prepared is None else [spec.prepared]  # before the state, which comes last
     try:
-        header, out = host.call(request, [*parts, *prepared, spec.state], on_message=on_message)
+        caps = trial_frame_caps(num_dev=len(spec.dev.labels), num_classes=spec.info.num_classes,
+                                limits=spec.host.limits, proxy=spec.rung_proxy, checkpoint_bytes=CHECKPOINT_MAX_BYTES)
+        header, out = host.call(request, [*parts, *prepared, spec.state], on_message=on_message, announce=caps)
     except Exception as exc:  # noqa: BLE001 - died, broke the contract, or could not be recorded
         _drop_if_out_of_step(host, heard, exc)
         return _failed(config, exc, heard.spent, heard)
@@ -277,7 +280,7 @@ def _answer_rung(spec: TrialSpec, trial_index: int, step: int, scores: Any,
     if any(s == step for s, _ in seen):
         raise LearnerError(f"a second rung report at step {step}")
     try:
-        error = (rung_value(scores, spec.rung_proxy) if spec.rung_proxy
+        error = (rung_value(scores, spec.rung_proxy, max_dim=spec.host.limits.proxy_max_dim) if spec.rung_proxy
                  else task_error(scores, spec.dev.labels, spec.info.kind))
     except Exception:  # noqa: BLE001 - unusable scores rank last
         error = float("inf")

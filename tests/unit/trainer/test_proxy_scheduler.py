@@ -4,6 +4,7 @@ relative ridge), what a rung compares, and the unlabelled views a learner host p
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -37,12 +38,25 @@ def test_lidar_matches_the_probe_pools_relative_delta(scale: float) -> None:
 def test_a_rung_compares_minus_lidar_and_ranks_unusable_features_last() -> None:
     rng = np.random.default_rng(1)
     features = rng.standard_normal((16, 5))
-    assert rung_value(features, {"q": 4}) == pytest.approx(-lidar_of_views(features, 4))
+    how = {"n": 4, "q": 4}
+    assert rung_value(features, how) == pytest.approx(-lidar_of_views(features, 4))
     broken = features.copy()
     broken[0, 0] = np.nan
-    assert rung_value(broken, {"q": 4}) == math.inf
-    assert rung_value(features[:6], {"q": 4}) == math.inf  # not whole images of q views
-    assert rung_value(features[:, 0], {"q": 4}) == math.inf  # not (rows, d)
+    assert rung_value(broken, how) == math.inf
+    assert rung_value(features[:6], how) == math.inf  # not whole images of q views
+    assert rung_value(features[:, 0], how) == math.inf  # not (rows, d)
+    assert rung_value(np.concatenate([features, features]), how) == math.inf  # not exactly n·q rows
+
+
+def test_a_rung_wider_than_the_cap_ranks_last_without_computing_lidar() -> None:
+    """A forged 256 × 4096 report would cost seconds of eigendecomposition: refused at the shape."""
+    wide = np.ones((PROXY_N * PROXY_Q, 4096), np.float32)
+    how = {"n": PROXY_N, "q": PROXY_Q}
+    started = time.perf_counter()
+    assert rung_value(wide, how, max_dim=2048) == math.inf
+    assert time.perf_counter() - started < 0.5
+    narrow = np.random.default_rng(2).standard_normal((PROXY_N * PROXY_Q, 8))
+    assert math.isfinite(rung_value(narrow, how, max_dim=8))
 
 
 def test_the_harness_rule_on_minus_lidar_is_the_replays_rule() -> None:
