@@ -55,18 +55,30 @@ def machine_flop_rate(*, cache_dir: Path | None = None) -> float:
     """The node's rate, measured on first use after each boot and recorded in a file of the
     node's temporary folder (so the executors of every run on it share one measurement); read
     once per process, not on every trial."""
-    folder = cache_dir or Path(tempfile.gettempdir())
-    path = folder / f"nevis-flop-rate-{_boot_id()}.json"
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        rate = float(json.loads(path.read_text())["flops_per_cpu_second"])
-        if rate > 0:
-            return rate
+    cached = cached_flop_rate(cache_dir=cache_dir)
+    if cached is not None:
+        return cached
+    path = _cache_path(cache_dir)
     rate = measure_flop_rate()
     with contextlib.suppress(OSError):
         partial = path.with_suffix(f".{os.getpid()}.tmp")
         partial.write_text(json.dumps({"flops_per_cpu_second": rate, "measured_at": time.time()}))
         partial.replace(path)
     return rate
+
+
+def cached_flop_rate(*, cache_dir: Path | None = None) -> float | None:
+    """The rate this boot's measurement recorded, or ``None`` before the first one (``nevis
+    doctor`` reports it without measuring)."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        rate = float(json.loads(_cache_path(cache_dir).read_text())["flops_per_cpu_second"])
+        if rate > 0:
+            return rate
+    return None
+
+
+def _cache_path(cache_dir: Path | None) -> Path:
+    return (cache_dir or Path(tempfile.gettempdir())) / f"nevis-flop-rate-{_boot_id()}.json"
 
 
 def compute_floor(cpu_seconds: float | None, flop_rate: float) -> int:
@@ -83,4 +95,4 @@ def _boot_id() -> str:
         return "unknown"
 
 
-__all__ = ["ALLOWANCE_S", "FLOOR_FRACTION", "compute_floor", "machine_flop_rate", "measure_flop_rate"]
+__all__ = ["ALLOWANCE_S", "FLOOR_FRACTION", "cached_flop_rate", "compute_floor", "machine_flop_rate", "measure_flop_rate"]
