@@ -84,8 +84,11 @@ class LearnerHost:
         self._scratch = launch.cwd if launch.sandbox == "none" else None
         self._expired: str | None = None
         self.log = LogRing(max(spec.limits.log_bytes, 1024))
-        self._proc = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd,
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            self._proc = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd, pass_fds=launch.pass_fds,
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        finally:
+            launch.close_fds()  # bwrap holds its own copy of the seccomp program's descriptor
         self._drain = drain(_own_fd(self._proc), self.log)
         self._lock = threading.Lock()
         try:

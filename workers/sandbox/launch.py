@@ -5,7 +5,8 @@ process sees a read-only view of the system libraries, this installation's Pytho
 packages, and the learner's own import paths (its unpacked bundle), plus a private ``/tmp``;
 no network but loopback, no other process, no data folder, no database file, no credential
 (the environment is cleared, and bwrap itself is started with an empty environment so its
-own ``/proc/1/environ`` holds nothing either). ``none`` runs the host as a plain subprocess
+own ``/proc/1/environ`` holds nothing either); bwrap loads the learner seccomp filter
+(:mod:`workers.sandbox.seccomp`) before it starts the host. ``none`` runs the host as a plain subprocess
 with a clean environment: no credential in reach by environment, but the same view of the
 machine as the caller; for a researcher running their own code with ``nevis run``.
 """
@@ -26,6 +27,7 @@ from pathlib import Path
 from services.core.errors import ConfigError
 from workers.sandbox.cgroup import HostCgroup, join_argv
 from workers.sandbox.limits import HostLimits
+from workers.sandbox.seccomp import host_filter, program_fd
 
 SANDBOXES = ("auto", "bwrap", "none")
 NOBODY = 65534
@@ -42,6 +44,15 @@ class HostLaunch:
     env: dict[str, str]
     cwd: str
     sandbox: str  # the sandbox actually used: bwrap or none
+    pass_fds: tuple[int, ...] = ()  # the seccomp program's descriptor, which bwrap reads
+
+    def close_fds(self) -> None:
+        """Close this side's copies of :attr:`pass_fds`, once the host has started (or failed to)."""
+        for fd in self.pass_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def resolve_sandbox(requested: str) -> str:
@@ -142,9 +153,14 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
             argv += ["--dev-bind-try", device, device]
     for name, value in {**env, "HOME": "/tmp", "TMPDIR": "/tmp"}.items():
         argv += ["--setenv", name, value]
-    argv += ["--chdir", "/tmp", "--", *command]
+    argv += ["--chdir", "/tmp"]
+    program = host_filter()  # production: raises where it cannot be built
+    fds = () if program is None else (program_fd(program),)
+    for fd in fds:  # loaded by bwrap after its own set-up, so it binds the host and not bwrap
+        argv += ["--seccomp", str(fd)]
+    argv += ["--", *command]
     # bwrap itself starts with an empty environment: its /proc/1/environ is visible inside.
-    return HostLaunch((*prefix, *argv), {"PATH": "/usr/bin:/bin"}, "/", "bwrap")
+    return HostLaunch((*prefix, *argv), {"PATH": "/usr/bin:/bin"}, "/", "bwrap", fds)
 
 
 __all__ = ["HostLaunch", "SANDBOXES", "bwrap_options", "can_disable_userns", "gpu_devices", "host_launch",

@@ -198,8 +198,12 @@ def test_learner_code_cannot_make_a_user_namespace_of_its_own(tmp_path) -> None:
     probe = ("import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
              "print(libc.unshare(0x10000000), ctypes.get_errno())")  # CLONE_NEWUSER
     command_at = len(argv) - argv[::-1].index("--")  # after bwrap's own "--" (prlimit has one before it)
-    inside = subprocess.run([*argv[:command_at], sys.executable, "-c", probe], env=launch.env,
-                            cwd=launch.cwd, capture_output=True, text=True, timeout=60, check=True)
+    try:
+        inside = subprocess.run([*argv[:command_at], sys.executable, "-c", probe], env=launch.env,
+                                cwd=launch.cwd, pass_fds=launch.pass_fds, capture_output=True, text=True,
+                                timeout=60, check=True)
+    finally:
+        launch.close_fds()
     result, errno = map(int, inside.stdout.split())
     assert result == -1 and errno != 0, inside.stdout
     outside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
