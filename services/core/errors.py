@@ -66,6 +66,10 @@ class ObjectNotFoundError(NevisError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class ObjectTooLargeError(NevisError):
+    """An object is larger than its reader allows: refused before its bytes are read."""
+
+
 class DataIntegrityError(NevisError):
     """Stored bytes do not match their recorded checksum, or a file cannot be read (named apart
     from SQLAlchemy's ``IntegrityError``, a database constraint, which callers catch too)."""

@@ -18,7 +18,7 @@ source's image size); the reads are in :mod:`services.store.runs.transfer`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -114,19 +114,25 @@ def repeats(tasks: Sequence[TaskFact], indep: Mapping[int, float | None] | None 
     return out
 
 
-def choices_from_state(state: Any) -> dict[int, Choice]:
+def choices_from_state(state: Any, *, orders: Collection[int] | None = None) -> dict[int, Choice]:
     """FT-d's (MT's, PT+FT's) per-task records in a learner state, keyed by task order.
 
     The state is ``{order: {"chosen": int, "knn_error": {candidate: error}, "fresh_error":
     float, "fresh_would_win": bool}}`` (:meth:`workers.learners.finetune.Selection.record`);
     anything else (another learner's state, a record of the wrong shape) is no record, and an
-    entry that does not parse is left out rather than guessed at.
+    entry that does not parse is left out rather than guessed at. With ``orders`` (the tasks
+    the run committed), only records of those tasks whose candidates are earlier ones among
+    them (or the fresh network, the pretrained checkpoint) count: a learner cannot make the
+    report, and the page that shows it, larger than its stream.
     """
     if not isinstance(state, Mapping):
         return {}
+    allowed = None if orders is None else frozenset(orders)
     out = {}
     for order, record in state.items():
-        choice = _choice(order, record)
+        if allowed is not None and order not in allowed:
+            continue
+        choice = _choice(order, record, allowed)
         if choice is not None:
             out[choice.task] = choice
     return out
@@ -213,12 +219,15 @@ def candidate_label(order: int) -> str:
     return {FRESH: "fresh network", PRETRAINED: "pretrained"}.get(order, f"task {order}")
 
 
-def _choice(order: Any, record: Any) -> Choice | None:
+def _choice(order: Any, record: Any, allowed: frozenset[int] | None = None) -> Choice | None:
     if not (_order(order) and isinstance(record, Mapping)):
         return None
     chosen, errors = record.get("chosen"), record.get("knn_error")
     if not (isinstance(chosen, int) and not isinstance(chosen, bool) and isinstance(errors, Mapping)):
         return None
+    if allowed is not None and (len(errors) > len(allowed) + 2 or not all(
+            k in (FRESH, PRETRAINED) or (k in allowed and k < order) for k in errors)):
+        return None  # a candidate the run never had
     knn = {k: float(v) for k, v in errors.items() if isinstance(k, int) and _error(v)}
     if len(knn) != len(errors) or (chosen not in knn and chosen != FRESH):
         return None

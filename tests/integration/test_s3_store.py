@@ -19,7 +19,13 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
-from services.core.errors import ConfigError, DataIntegrityError, InvalidKeyError, ObjectNotFoundError
+from services.core.errors import (
+    ConfigError,
+    DataIntegrityError,
+    InvalidKeyError,
+    ObjectNotFoundError,
+    ObjectTooLargeError,
+)
 from services.store.objects import LocalObjectStore, ObjectStore, open_store
 from services.store.objects.s3 import S3ObjectStore
 from tests.support import moto_s3
@@ -94,6 +100,14 @@ def test_bytes_round_trip_with_recorded_checksum(store):
     assert store.info("a/b.npz") == info
     assert store.verify("a/b.npz") == info
     assert store.exists("a/b.npz") and not store.exists("a/c.npz")
+
+
+def test_an_object_over_the_readers_limit_is_refused_unread(store):
+    """``max_bytes`` is held to the recorded size (or S3's length) before the body is read."""
+    store.put_bytes("runs/1/state.pkl", b"s" * 1000)
+    with pytest.raises(ObjectTooLargeError, match="1000 bytes, over the 999-byte limit"):
+        store.get_bytes("runs/1/state.pkl", max_bytes=999)
+    assert store.get_bytes("runs/1/state.pkl", max_bytes=1000) == b"s" * 1000
 
 
 def test_multipart_sized_file_round_trip(store, tmp_path):

@@ -3,7 +3,9 @@ unpickler that reads a learner's state for FT-d's choices (services/store/runs/t
 
 from __future__ import annotations
 
+import hashlib
 import pickle
+import time
 
 import numpy as np
 import pytest
@@ -21,7 +23,9 @@ from services.core.transfer import (
     same_task_budget,
     source_side,
 )
-from services.store.runs.transfer import learner_choices
+from services.core.errors import ObjectTooLargeError
+from services.store.objects import ObjectInfo
+from services.store.runs.transfer import MAX_CHOICES, MAX_STATE_BYTES, learner_choices
 
 STREAM = [  # order, dataset, phase, error, source long side
     TaskFact(1, "mnist", "meta_train", 0.10, 28),
@@ -122,7 +126,12 @@ class _Stored:
     def scalar(self, _query):
         return None if self.data is None else "runs/1/state.pkl"
 
-    def get_bytes(self, _key: str) -> bytes:
+    def info(self, key: str) -> ObjectInfo:
+        return ObjectInfo(key, len(self.data), hashlib.sha256(self.data).hexdigest())
+
+    def get_bytes(self, _key: str, *, max_bytes: int | None = None) -> bytes:
+        if max_bytes is not None and len(self.data) > max_bytes:
+            raise ObjectTooLargeError("over")
         return self.data
 
 
@@ -143,6 +152,34 @@ def test_the_state_is_read_as_plain_data_only(capsys):
     assert choices == {} and reason == "no task committed yet"
     numpy_floats = _Stored(pickle.dumps({2: {"chosen": 1, "knn_error": {1: np.float32(0.5)}}}))
     assert learner_choices(numpy_floats, numpy_floats, 1)[0] == {}  # a class, refused rather than built
+
+
+def test_a_state_of_3000_fake_choices_reports_only_the_runs_tasks_quickly():
+    """The review's state: 3,000 "choices" of 450 candidates each; the run committed 3 tasks."""
+    fake = {t: {"chosen": 1, "knn_error": {c: 0.5 for c in range(1, 451)}, "fresh_error": 0.5}
+            for t in range(2, 3002)}
+    fake[3] = FT_D_STATE[3]
+    stored = _Stored(pickle.dumps(fake))
+    assert len(stored.data) < MAX_STATE_BYTES
+    started = time.perf_counter()
+    choices, reason = learner_choices(stored, stored, 1, orders=[1, 2, 3])
+    assert time.perf_counter() - started < 1.0
+    assert reason is None and sorted(choices) == [3]  # task 2's record names candidates it never had
+    assert choices[3].knn_errors == {1: 0.25, 2: 0.375}
+
+
+def test_a_matrix_of_more_tasks_than_shown_keeps_the_first_and_says_so():
+    record = {"chosen": FRESH, "knn_error": {FRESH: 0.5}, "fresh_error": 0.5}
+    stored = _Stored(pickle.dumps({t: record for t in range(1, MAX_CHOICES + 11)}))
+    choices, reason = learner_choices(stored, stored, 1, orders=range(1, MAX_CHOICES + 11))
+    assert sorted(choices) == list(range(1, MAX_CHOICES + 1))
+    assert reason == f"the first {MAX_CHOICES} of the {MAX_CHOICES + 10} tasks the learner recorded choices for are shown"
+
+
+def test_a_state_over_the_limit_is_not_read():
+    stored = _Stored(b"x" * (MAX_STATE_BYTES + 1))
+    choices, reason = learner_choices(stored, stored, 1)
+    assert choices == {} and "over 16 MiB" in reason
 
 
 def test_the_module_examples_hold():

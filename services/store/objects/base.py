@@ -48,8 +48,9 @@ class ObjectStore(Protocol):
         """Store a local file's bytes under ``key`` atomically (streams large files)."""
         ...
 
-    def get_bytes(self, key: str) -> bytes:
-        """Return the object's bytes after verifying their sha256."""
+    def get_bytes(self, key: str, *, max_bytes: int | None = None) -> bytes:
+        """Return the object's bytes after verifying their sha256; an object over
+        ``max_bytes`` raises ObjectTooLargeError before a byte of it is read."""
         ...
 
     def get_file(self, key: str, path: Path) -> ObjectInfo:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from services.core.errors import DataIntegrityError, ObjectNotFoundError
+from services.core.errors import DataIntegrityError, ObjectNotFoundError, ObjectTooLargeError
 from services.store.objects.atomic import (
     FILE_MODE,
     read_chunks,
@@ -116,11 +116,15 @@ class LocalObjectStore:
 
     # -- reads -------------------------------------------------------------------------
 
-    def get_bytes(self, key: str) -> bytes:
-        """Return the object's bytes after verifying their sha256."""
+    def get_bytes(self, key: str, *, max_bytes: int | None = None) -> bytes:
+        """Return the object's bytes after verifying their sha256; an object over
+        ``max_bytes`` (its recorded size) raises ObjectTooLargeError unread."""
         info, blob = self._open_blob(key)
         with blob:
-            data = blob.read()
+            if max_bytes is not None and info.size > max_bytes:
+                raise ObjectTooLargeError(f"Object {key!r} has {info.size} bytes, over the {max_bytes}-byte "
+                                          "limit of its reader: not read.")
+            data = blob.read() if max_bytes is None else blob.read(max_bytes + 1)
         _check(self, info, hashlib.sha256(data).hexdigest(), len(data))
         return data
 

@@ -32,7 +32,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from services.core.errors import ConfigError, DataIntegrityError, NevisError, ObjectNotFoundError
+from services.core.errors import ConfigError, DataIntegrityError, NevisError, ObjectNotFoundError, ObjectTooLargeError
 from services.store.objects.atomic import read_chunks, staged_file
 from services.store.objects.base import ListedObject, ObjectInfo
 from services.store.objects.keys import validate_key, validate_prefix
@@ -163,11 +163,17 @@ class S3ObjectStore:
 
     # -- reads -------------------------------------------------------------------------
 
-    def get_bytes(self, key: str) -> bytes:
-        """Return the object's bytes after verifying their sha256."""
+    def get_bytes(self, key: str, *, max_bytes: int | None = None) -> bytes:
+        """Return the object's bytes after verifying their sha256; an object over
+        ``max_bytes`` (the response's length, before its body) raises ObjectTooLargeError unread."""
         with self._errors(key):
             response = self._client.get_object(Bucket=self.bucket, Key=self._s3_key(key))
-            data = response["Body"].read()
+            length = int(response.get("ContentLength", 0))
+            if max_bytes is not None and length > max_bytes:
+                response["Body"].close()
+                raise ObjectTooLargeError(f"Object {key!r} has {length} bytes, over the {max_bytes}-byte "
+                                          "limit of its reader: not read.")
+            data = response["Body"].read() if max_bytes is None else response["Body"].read(max_bytes + 1)
         info = self._info_from(key, response)
         self._check(info, hashlib.sha256(data).hexdigest(), len(data))
         return data

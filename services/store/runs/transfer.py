@@ -12,13 +12,14 @@ from __future__ import annotations
 import io
 import json
 import pickle
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from services.core.errors import NevisError, ObjectNotFoundError
+from services.core.errors import NevisError, ObjectNotFoundError, ObjectTooLargeError
 from services.core.transfer import (
     Choice,
     Repeat,
@@ -47,6 +48,8 @@ from services.store.runs.summary import RunSummary, load_summary
 
 MAX_STATE_BYTES = 16 * 2**20
 """A larger learner state is not read for choices (FT-d's is a few kB per task)."""
+MAX_CHOICES = 256
+"""Tasks of the transfer matrix shown (the first ones): the full NEVIS'22 stream has 106."""
 NO_INDEP = "no Indep run at this budget"
 
 
@@ -94,7 +97,7 @@ def transfer_report(session: Session, store: ObjectStore, *, submission_id: int,
     facts = [TaskFact(t.order, t.dataset, t.phase, t.error, sides.get(t.order)) for t in summary.tasks]
     indep_id = indep_at_budget(session, submission)
     theirs = task_errors(session, indep_id) if indep_id is not None else None
-    choices, reason = learner_choices(session, store, submission_id)
+    choices, reason = learner_choices(session, store, submission_id, orders=[t.order for t in summary.tasks])
     return TransferReport(
         submission_id=submission_id, repeats=repeats(facts, theirs),
         indep_submission_id=indep_id, indep_reason=None if indep_id is not None else NO_INDEP,
@@ -156,23 +159,56 @@ _SIDES: dict[str, int] = {}
 _SIDES_KEPT = 4096
 
 
-def learner_choices(session: Session, store: ObjectStore, submission_id: int) -> tuple[dict[int, Choice], str | None]:
-    """FT-d's per-task records in the state committed with the run's latest task, or none and why."""
+def learner_choices(session: Session, store: ObjectStore, submission_id: int, *,
+                    orders: Collection[int] | None = None) -> tuple[dict[int, Choice], str | None]:
+    """FT-d's per-task records in the state committed with the run's latest task, or none and why.
+
+    The state is the learner's own bytes: one over :data:`MAX_STATE_BYTES` is refused before
+    it is read, only records of the run's committed tasks (``orders``) count, and what a
+    state gave is kept per process by its digest, so a page shown again reads nothing.
+    """
     key = last_state_key(session, submission_id=submission_id)
     if key is None:
         return {}, "no task committed yet"
     try:
-        data = store.get_bytes(key)
+        digest = store.info(key).sha256
+        remembered = _CHOICES.get((digest, _orders_key(orders)))
+        if remembered is not None:
+            return remembered
+        data = store.get_bytes(key, max_bytes=MAX_STATE_BYTES)
     except ObjectNotFoundError:
         return {}, "the learner state is no longer stored"
-    if len(data) > MAX_STATE_BYTES:
+    except ObjectTooLargeError:
         return {}, f"the learner state is over {MAX_STATE_BYTES // 2**20} MiB: not read for choices"
+    found = _choices_in(data, orders)
+    if len(_CHOICES) >= _CHOICES_KEPT:
+        _CHOICES.clear()
+    _CHOICES[(digest, _orders_key(orders))] = found
+    return found
+
+
+_CHOICES: dict[tuple[str, tuple[int, ...] | None], tuple[dict[int, Choice], str | None]] = {}
+"""What each state (by digest) gave for a run's committed tasks: a state never changes under its digest."""
+_CHOICES_KEPT = 256
+
+
+def _orders_key(orders: Collection[int] | None) -> tuple[int, ...] | None:
+    return None if orders is None else tuple(sorted(orders))
+
+
+def _choices_in(data: bytes, orders: Collection[int] | None) -> tuple[dict[int, Choice], str | None]:
     try:
         state = _PlainUnpickler(io.BytesIO(data)).load()
     except Exception:  # noqa: BLE001 - any state but plain data: not FT-d's record
         return {}, "the learner's state is not a plain record of choices (not FT-d, MT or PT+FT)"
-    choices = choices_from_state(state)
-    return choices, None if choices else "the learner recorded no choices (not FT-d, MT or PT+FT)"
+    choices = choices_from_state(state, orders=orders)
+    if not choices:
+        return {}, "the learner recorded no choices (not FT-d, MT or PT+FT)"
+    if len(choices) > MAX_CHOICES:
+        kept = sorted(choices)[:MAX_CHOICES]
+        return ({t: choices[t] for t in kept},
+                f"the first {MAX_CHOICES} of the {len(choices)} tasks the learner recorded choices for are shown")
+    return choices, None
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -193,5 +229,5 @@ def _index_side(store: ObjectStore, key: str | None) -> int | None:
     return source_side(source.get("original_shape")) if isinstance(source, dict) else None
 
 
-__all__ = ["MAX_STATE_BYTES", "NO_INDEP", "TransferReport", "indep_at_budget", "learner_choices", "source_sides",
+__all__ = ["MAX_CHOICES", "MAX_STATE_BYTES", "NO_INDEP", "TransferReport", "indep_at_budget", "learner_choices", "source_sides",
            "task_errors", "transfer_report"]
