@@ -8,8 +8,9 @@ PYTHON="${PYTHON:-python3}"
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[dev]"
 .venv/bin/nevis --help >/dev/null
-if ! command -v bwrap >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  apt-get install -y -q bubblewrap >/dev/null 2>&1 || true  # the learner sandbox
+if { ! command -v bwrap >/dev/null || ! ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2'; } \
+   && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get install -y -q bubblewrap libseccomp2 >/dev/null 2>&1 || true  # the learner sandbox and its seccomp filter
 fi
 if ! command -v chromedriver >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   # The dashboard's browser tests: Debian's headless Chromium and its driver.
