@@ -17,6 +17,7 @@ from services.cli import (
     config_cmd,
     data_cmd,
     db_cmd,
+    doctor_cmd,
     init_cmd,
     pretrain_cmd,
     probe_cmd,
@@ -40,6 +41,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("config", help="Print the effective settings (secrets masked).")(config_cmd.show_config)
+app.command("doctor", help="What this machine gives the service (sandbox, cgroups, database, GPUs...) and how to fix what is missing.")(doctor_cmd.doctor)
 app.add_typer(db_cmd.app, name="db", help="Database schema management.")
 app.add_typer(streams_cmd.app, name="streams", help="List and inspect stream manifests.")
 app.add_typer(data_cmd.app, name="data", help="Fetch the sources of a stream (`nevis data fetch`) and turn datasets into checksummed shards.")

@@ -39,6 +39,7 @@ def serve(
     """
     import uvicorn  # noqa: PLC0415
 
+    from services.cli.doctor_cmd import machine_summary  # noqa: PLC0415
     from services.dashboard.server import create_server_app  # noqa: PLC0415
     from services.store.db import ensure_current, upgrade  # noqa: PLC0415
     from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
@@ -56,6 +57,7 @@ def serve(
         upgrade(settings.database_url)
     ensure_current(settings.database_url)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    typer.echo(machine_summary(settings, settings.environment), err=True)
     typer.echo(f"nevis coordinator on http://{host}:{port} (backend {settings.backend}, "
                f"scheduler {'on' if scheduler else 'off'}, {workers} worker process{'es' if workers > 1 else ''})",
                err=True)
