@@ -23,6 +23,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import re
 import sys
@@ -34,7 +35,30 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_IN = REPO.parent / "shared" / "streams" / "nevis22_sources.json"
 DEFAULT_OUT = REPO / "workers" / "stream" / "sources" / "catalogue.json"
 SIZES = Path(__file__).with_name("tfds_file_sizes.tsv")  # sha256 -> bytes, from TFDS checksum files
+TASKS_CSV = "nevis22_dm_nevis.csv"  # beside the input: each task's num_classes (dm_nevis)
 FORMAT = 1
+
+# Rows per split that TFDS fixes (the split sizes of each builder's dataset_info in
+# tensorflow-datasets 4.6.0, which dm_nevis pins), under the names the readers write
+# (ImageNet's validation is its test split here; TFDS "validation" is "val").
+TFDS_ROWS = {
+    "mnist": {"train": 60000, "test": 10000},
+    "fashion_mnist": {"train": 60000, "test": 10000},
+    "cifar10": {"train": 50000, "test": 10000},
+    "cifar100": {"train": 50000, "test": 10000},
+    "emnist/balanced": {"train": 112800, "test": 18800},
+    "svhn_cropped": {"train": 73257, "test": 26032},
+    "stl10": {"train": 5000, "test": 8000},
+    "imagenet2012": {"train": 1281167, "test": 50000},
+    "oxford_iiit_pet": {"train": 3680, "test": 3669},
+    "oxford_flowers102": {"train": 1020, "val": 1020, "test": 6149},
+    "dtd": {"train": 1880, "val": 1880, "test": 1880},
+    "caltech_birds2011": {"train": 5994, "test": 5794},
+    "stanford_dogs": {"train": 12000, "test": 8580},
+    "celeb_a": {"train": 162770, "val": 19867, "test": 19962},
+    "patch_camelyon": {"train": 262144, "val": 32768, "test": 32768},
+    "smallnorb": {"train": 24300, "test": 24300},
+}
 
 # Google Drive / SharePoint ids -> the file name the data is known by.
 NAMED = {
@@ -120,7 +144,34 @@ def fetch_notes(record: dict[str, Any], files: list[dict[str, Any]]) -> list[str
     return notes
 
 
-def entry(record: dict[str, Any], sizes: dict[str, int]) -> dict[str, Any]:
+def task_classes(path: Path) -> dict[str, int]:
+    """Reference key -> the classes of its tasks, where every task of the source agrees."""
+    seen: dict[str, set[str]] = {}
+    for row in csv.DictReader(path.open(encoding="utf-8")):
+        found = re.search(r"src=(?:[a-z]+:)?([^;]+)", row["notes"])
+        if found:
+            seen.setdefault(found.group(1).strip(), set()).add(row["num_classes"].strip())
+    return {key: int(next(iter(v))) for key, v in seen.items()
+            if len(v) == 1 and next(iter(v)).isdigit()}
+
+
+def expected_counts(key: str, classes: dict[str, int]) -> dict[str, Any] | None:
+    """What the reference or TFDS fixes of a source's size, with where it comes from."""
+    out: dict[str, Any] = {}
+    if key in classes:
+        out["classes"] = classes[key]
+    if key in TFDS_ROWS:
+        out["rows"] = TFDS_ROWS[key]
+    if not out:
+        return None
+    out["from"] = "; ".join(
+        part for key_, part in (("classes", "classes: num_classes of every task of the source in "
+                                 "dm_nevis"), ("rows", "rows: TFDS 4.6.0 split sizes")) if key_ in out)
+    return out
+
+
+def entry(record: dict[str, Any], sizes: dict[str, int],
+          classes: dict[str, int] | None = None) -> dict[str, Any]:
     """The catalogue entry of one source record."""
     files = files_of(record, sizes)
     approx = APPROX_SIZE.search(record["archive"])
@@ -139,13 +190,15 @@ def entry(record: dict[str, Any], sizes: dict[str, int]) -> dict[str, Any]:
         "approx_size": approx.group(0).replace(" ", "").lstrip("~") if approx else None,
         "files": files,
         "notes": fetch_notes(record, files),
+        **({"expected": e} if (e := expected_counts(record["key"], classes or {})) else {}),
     }
 
 
-def build(records: list[dict[str, Any]], origin: str) -> dict[str, Any]:
+def build(records: list[dict[str, Any]], origin: str,
+          classes: dict[str, int] | None = None) -> dict[str, Any]:
     """The whole catalogue document; stops if a task is not covered exactly once."""
     sizes = known_sizes()
-    entries = [entry(r, sizes) for r in records]
+    entries = [entry(r, sizes, classes) for r in records]
     for stream, count in (("FULL", 106), ("SHORT", 29)):
         orders = sorted(o for e in entries for o in e["tasks"][stream])
         if orders != list(range(1, count + 1)):
@@ -173,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     origin = ("../shared/streams/nevis22_sources.json (facts from google-deepmind/dm_nevis commit "
               "37ccf1e2dd894a13a8a4f6ceb150d2e7599301d0, tensorflow-datasets 4.6.0 / 4.9.10 and "
               "torchvision 0.29.1; see that folder's README)")
-    text = render(build(records, origin))
+    text = render(build(records, origin, task_classes(args.input.with_name(TASKS_CSV))))
     if args.check:
         stale = not args.out.exists() or args.out.read_text() != text
         print("stale" if stale else "up to date")

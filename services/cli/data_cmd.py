@@ -64,14 +64,26 @@ def _context(
 
 
 @app.command("prepare")
-def prepare(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
+def prepare(
+    stream: str = _STREAM, image_size: int | None = _SIZE,
+    accept_count_change: bool = typer.Option(
+        False, "--accept-count-change",
+        help="Prepare a dataset whose classes or rows per split differ from its task's or the "
+             "pinned counts (a known upstream change); the index and the notes record it."),
+) -> None:
     """Build the shards of every dataset of a stream (skipping those already present)."""
     from services.cli.data_convert_cmd import convert_fetched  # noqa: PLC0415
     from workers.stream.prepare import STAGES, prepare_stream  # noqa: PLC0415
 
     manifest, store, size, offline_dir = _context(stream, image_size)
     console = make_console()
-    convert_fetched(manifest, console)  # fetched archives not converted yet: fetch, then prepare
+    # fetched archives not converted yet: fetch, then prepare
+    failed = [o for o in convert_fetched(manifest, console, accept_count_change=accept_count_change)
+              if o.status == "failed"]
+    if failed:
+        raise DataIntegrityError(
+            f"{len(failed)} fetched source(s) of stream {manifest.name!r} failed to convert: "
+            + " | ".join(f"{o.key}: {o.detail}" for o in failed) + ". Nothing was prepared.")
     console.print(f"Preparing stream [bold]{manifest.name}[/] at {size}px into {store.url}")
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                MofNCompleteColumn(), TimeElapsedColumn())
@@ -87,7 +99,8 @@ def prepare(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
 
         report = prepare_stream(manifest, store, image_size=size, offline_dir=offline_dir,
                                 progress=show, on_prepared=_database_recorder(store),
-                                stored_scale=get_settings().stored_scale)
+                                stored_scale=get_settings().stored_scale,
+                                accept_count_change=accept_count_change)
         bar.update(stage, visible=False)
     console.print(_report_table(report))
     if report.nothing_to_do:

@@ -1,8 +1,9 @@
 """``nevis data convert``: turn a stream's fetched source files into Parquet image datasets.
 
-Reads ``<NEVIS_DATA_DIR>/sources/<key>/`` (what ``nevis data fetch`` left) and writes
-``<NEVIS_OFFLINE_DATA_DIR>/<key>.parquet``, which ``nevis data prepare`` then finds as
-``nevis:<key>``. The closing table gives every source one outcome, and the command exits
+Reads ``<NEVIS_DATA_DIR>/sources/<key>/`` (what ``nevis data fetch`` left, or files placed
+there by hand) and writes ``<NEVIS_OFFLINE_DATA_DIR>/<key>.parquet``, which ``nevis data
+prepare`` then finds as ``nevis:<key>``. Every file is held to the catalogue's checksum and
+every result to its pinned counts first; each row's detail says what was verified. The closing table gives every source one outcome, and the command exits
 non-zero while any selected source is not converted, so a stream is never shortened silently.
 """
 
@@ -42,6 +43,14 @@ def convert(
     datasets: str | None = typer.Option(None, "--datasets", "-d",
                                         help="Comma-separated sources of the stream to convert (default: all)."),
     force: bool = typer.Option(False, "--force", help="Rewrite datasets that were converted before."),
+    accept_count_change: bool = typer.Option(
+        False, "--accept-count-change",
+        help="Convert a source whose classes or rows per split differ from the pinned counts "
+             "(a known upstream change); the table says it was used."),
+    accept_checksum_change: bool = typer.Option(
+        False, "--accept-checksum-change",
+        help="Convert a source whose files differ from the catalogue's checksums (known "
+             "re-packed files); the table says it was used."),
 ) -> None:
     """Convert a stream's fetched source files into Parquet datasets (NEVIS_OFFLINE_DATA_DIR)."""
     from workers.stream.manifest_files import load_stream  # noqa: PLC0415
@@ -57,7 +66,9 @@ def convert(
     console.print(f"Converting {len(sources)} source(s) of stream [bold]{manifest.name}[/] "
                   f"from {settings.data_dir / 'sources'} into {settings.offline_data_dir}")
     outcomes = convert_sources([s.key for s in sources], settings.data_dir, settings.offline_data_dir,
-                               force=force, on_done=lambda o: console.print(f"{o.key}: {o.status}"))
+                               force=force, on_done=lambda o: console.print(f"{o.key}: {o.status}"),
+                               accept_count_change=accept_count_change,
+                               accept_checksum_change=accept_checksum_change)
     console.print(_table(f"Stream {manifest.name}: conversions", outcomes))
     bad = [o.key for o in outcomes if not o.ok]
     if bad:
@@ -68,7 +79,8 @@ def convert(
     console.print(f"All {len(outcomes)} sources converted or already present.")
 
 
-def convert_fetched(manifest, console) -> list[ConvertOutcome]:
+def convert_fetched(manifest, console, *, accept_count_change: bool = False,
+                    accept_checksum_change: bool = False) -> list[ConvertOutcome]:
     """What ``nevis data prepare`` does first: convert each source of the stream whose files
     were fetched (its folder under ``<NEVIS_DATA_DIR>/sources`` exists) and not converted yet,
     so fetch then prepare is enough. Sources not fetched, or not in the catalogue (generated
@@ -88,7 +100,10 @@ def convert_fetched(manifest, console) -> list[ConvertOutcome]:
             continue
         if (sources_dir(settings.data_dir) / key).is_dir() and key not in keys:
             keys.append(key)
-    outcomes = [o for o in convert_sources(keys, settings.data_dir, settings.offline_data_dir) if o.status != PRESENT]
+    outcomes = [o for o in convert_sources(keys, settings.data_dir, settings.offline_data_dir,
+                                           accept_count_change=accept_count_change,
+                                           accept_checksum_change=accept_checksum_change)
+                if o.status != PRESENT]
     if outcomes:
         console.print(_table(f"Stream {manifest.name}: fetched sources converted first", outcomes))
     return outcomes

@@ -42,6 +42,7 @@ from workers.stream.images import (
     stored_forms,
 )
 from workers.stream.manifest import SPLITS, TaskSpec
+from workers.stream.pinned_data import check_counts
 from workers.stream.shards import (
     DatasetIndex,
     ShardInfo,
@@ -60,9 +61,16 @@ DEFAULT_CHUNK_ROWS = 1024
 
 def build_dataset(
     store: ObjectStore, task: TaskSpec, ctx: AdapterContext, side: int, max_per_shard: int,
-    stage: Callable[[str], None], chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    stage: Callable[[str], None], chunk_rows: int = DEFAULT_CHUNK_ROWS, *,
+    accept_count_change: bool = False,
 ) -> DatasetIndex:
-    """Load, split, then resize, dedup and write one dataset shard by shard; its index."""
+    """Load, split, then resize, dedup and write one dataset shard by shard; its index.
+
+    Raises:
+        CountMismatchError: the data's classes differ from the task's, or a catalogue
+            source's classes or rows per split from its pinned counts, and not
+            ``accept_count_change`` (nothing is written then).
+    """
     stage("load")
     source, name = split_key(task.dataset)
     raw = get_adapter(source).load(name, ctx)
@@ -71,6 +79,7 @@ def build_dataset(
             f"Dataset {task.dataset!r} is {raw.kind}-label, but task {task.order} says "
             f"{task.kind}-label; fix the manifest or the dataset."
         )
+    counts = check_counts(task, raw, accept=accept_count_change)
     stage("split")
     assignment = assign_splits(
         raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes,
@@ -87,7 +96,7 @@ def build_dataset(
         split_rule=split_rule_key(task.split), split_how=assignment.how, counts={}, shards={},
         dedup={}, source_checksum=raw.source_checksum,
         source={**raw.metadata, "num_examples": raw.num_examples,
-                "original_shape": source_shape_summary(raw.images)},
+                "original_shape": source_shape_summary(raw.images), **counts},
     )
     return write_streaming(store, raw, assignment, draft, max_per_shard, chunk_rows)
 

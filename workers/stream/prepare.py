@@ -149,6 +149,7 @@ def prepare_stream(
     max_examples_per_shard: int = DEFAULT_MAX_EXAMPLES_PER_SHARD,
     stored_scale: float = DEFAULT_STORED_SCALE,
     verify: bool = True,
+    accept_count_change: bool = False,
 ) -> PrepareReport:
     """Make sure every dataset of ``manifest`` is stored as verified shards.
 
@@ -167,8 +168,13 @@ def prepare_stream(
             dataset's folder checks that its shards are there at their sizes; what a task's
             worker does, since every read checks a shard's bytes anyway). Datasets built now
             are verified as they are written either way.
+        accept_count_change: build a dataset whose classes differ from its task's, or whose
+            classes or rows per split differ from the catalogue's pinned counts (the index's
+            ``source.counts_check`` records it); otherwise that fails.
 
     Raises:
+        CountMismatchError: a dataset's counts differ (naming the dataset, split, expected
+            and found); datasets before it in the stream are kept.
         DatasetNotFoundError: listing every dataset that must be built but cannot be found;
             nothing has been written then.
         UnknownNameError: a dataset key names an unknown source.
@@ -178,7 +184,8 @@ def prepare_stream(
     with _preparing(store):
         return _prepare(manifest, store, size=size, side=side, offline_dir=offline_dir,
                         progress=progress, on_prepared=on_prepared,
-                        max_examples_per_shard=max_examples_per_shard, verify=verify)
+                        max_examples_per_shard=max_examples_per_shard, verify=verify,
+                        accept_count_change=accept_count_change)
 
 
 @contextmanager
@@ -203,7 +210,8 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: i
              offline_dir: Path | None,
              progress: Callable[[ProgressEvent], None] | None,
              on_prepared: Callable[[DatasetIndex], None] | None,
-             max_examples_per_shard: int, verify: bool = True) -> PrepareReport:
+             max_examples_per_shard: int, verify: bool = True,
+             accept_count_change: bool = False) -> PrepareReport:
     ctx = AdapterContext(offline_dir=offline_dir, image_size=size)
     tasks = dataset_rules(manifest)
     total = len(tasks)
@@ -231,7 +239,7 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: i
                 notify(ProgressEvent(key, position, total, name))
 
             report, index = _build(store, task, ctx, side, todo[key], max_examples_per_shard,
-                                   stage)
+                                   stage, accept_count_change)
         notify(ProgressEvent(key, position, total, "done"))
         if on_prepared is not None:
             on_prepared(index)
@@ -262,7 +270,8 @@ def _existing(
         (verify_dataset if verify else check_dataset_listed)(store, index)
     except DataIntegrityError:
         return "rebuilt", None
-    return "present", (_report(index, "present", time.perf_counter() - start), index)
+    return "present", (_report(index, "present", time.perf_counter() - start,
+                               _accepted(index)), index)
 
 
 def _build(
@@ -273,14 +282,27 @@ def _build(
     status: str,
     max_per_shard: int,
     stage: Callable[[str], None],
+    accept_count_change: bool = False,
 ) -> tuple[DatasetReport, DatasetIndex]:
     """Build one dataset in bounded memory (:mod:`.build`); returns (report, index)."""
     start = time.perf_counter()
-    index = build_dataset(store, task, ctx, side, max_per_shard, stage)
-    notes: tuple[str, ...] = ()
-    if task.num_classes is not None and task.num_classes != index.num_classes:
-        notes = (f"manifest says {task.num_classes} classes, the data has {index.num_classes}",)
-    return _report(index, status, time.perf_counter() - start, notes), index
+    index = build_dataset(store, task, ctx, side, max_per_shard, stage,
+                          accept_count_change=accept_count_change)
+    return _report(index, status, time.perf_counter() - start, _accepted(index)), index
+
+
+def _accepted(index: DatasetIndex) -> tuple[str, ...]:
+    """Notes naming each count difference ``--accept-count-change`` let through."""
+    check = index.source.get("counts_check") or {}
+    notes = []
+    if "task_classes" in check:
+        task = check["task_classes"]
+        notes.append(f"accepted ({task['accepted_change']}): the manifest says {task['expected']} "
+                     f"classes, the data has {task['found']}")
+    if "accepted_change" in check:
+        notes.append(f"accepted ({check['accepted_change']['flag']}): "
+                     + "; ".join(check["accepted_change"]["differences"]))
+    return tuple(notes)
 
 
 def _report(

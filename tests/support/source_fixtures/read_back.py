@@ -29,7 +29,8 @@ def convert_fixture(key: str, writer: Callable[[Path], Any], tmp: Path) -> tuple
     folder.mkdir(parents=True, exist_ok=True)
     expected = writer(folder)
     offline = tmp / "offline"
-    written = convert_source(source.key, tmp / "data", offline)
+    # a fixture is a few rows, not the real source: its pinned counts never match
+    written = convert_source(source.key, tmp / "data", offline, accept_count_change=True)
     assert written.path == offline / f"{source.key}.parquet"
     raw = load_dataset(f"nevis:{source.key}", AdapterContext(offline_dir=offline))
     return raw, expected

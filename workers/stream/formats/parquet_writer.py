@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,8 @@ class WrittenDataset:
     path: Path
     num_rows: int
     num_row_groups: int
+    split_rows: Mapping[str, int] = field(default_factory=dict)  # "none": rows without a split
+    counts: Mapping[str, Any] = field(default_factory=dict)  # what a before_close check recorded
 
 
 def write_parquet_dataset(
@@ -80,6 +83,7 @@ def write_parquet_dataset(
     encode_pixels: str | None = None,
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+    before_close: Callable[[Mapping[str, int]], Mapping[str, Any]] | None = None,
 ) -> WrittenDataset:
     """Write ``rows`` as one Parquet dataset file at ``path``.
 
@@ -97,6 +101,9 @@ def write_parquet_dataset(
         encode_pixels: pixel arrays are stored raw when None, else encoded in this Pillow
             format (``PNG``: lossless and smaller).
         row_group_rows, row_group_bytes: a row group is written when either is reached.
+        before_close: called with the rows per split once every row is read, before the file
+            appears; what it returns is the result's ``counts``, and an exception it raises
+            leaves no file (how a converter refuses a source of the wrong size).
 
     Raises:
         DatasetFormatError: a row breaks the format (naming the row), or there are no rows.
@@ -125,6 +132,7 @@ def write_parquet_dataset(
             groups += 1
         if writer is None:
             raise DatasetFormatError(f"Dataset {path.name}: no rows to write.")
+        counts = before_close(dict(columns.split_rows)) if before_close is not None else {}
         writer.close()
         writer = None
         os.replace(partial, path)
@@ -132,7 +140,8 @@ def write_parquet_dataset(
         if writer is not None:
             writer.close()
         partial.unlink(missing_ok=True)
-    return WrittenDataset(path=path, num_rows=columns.total, num_row_groups=groups)
+    return WrittenDataset(path=path, num_rows=columns.total, num_row_groups=groups,
+                          split_rows=dict(columns.split_rows), counts=dict(counts))
 
 
 def _split_lookup(splits: Mapping[str, Sequence[int]] | None) -> dict[int, str]:
@@ -155,6 +164,7 @@ class _Columns:
         self.schema: pa.Schema | None = None
         self.kinds: dict[str, type] = {}  # attribute name -> int or str
         self.total = 0
+        self.split_rows: Counter[str] = Counter()
         self._reset()
 
     def _reset(self) -> None:
@@ -184,6 +194,7 @@ class _Columns:
             self.data.setdefault(name, []).append(value)
         self.rows += 1
         self.total += 1
+        self.split_rows[values[SPLIT] or "none"] += 1
         self.image_bytes += len(blob)
 
     def flush(self) -> pa.Table:

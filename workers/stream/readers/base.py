@@ -37,6 +37,7 @@ from services.core.registry import Registry
 from workers.stream.formats.parquet_writer import ImageRow, WrittenDataset, write_parquet_dataset
 from workers.stream.sources.catalogue import Source, load_catalogue
 from workers.stream.sources.locations import sources_dir
+from workers.stream.sources.pinned import count_record
 
 
 class MissingSourceFileError(DataIntegrityError):
@@ -113,10 +114,16 @@ def catalogue_facts(source: Source) -> dict[str, Any]:
     return facts
 
 
-def convert_source(key: str, data_dir: Path, offline_dir: Path) -> WrittenDataset:
+def convert_source(key: str, data_dir: Path, offline_dir: Path, *,
+                   accept_count_change: bool = False) -> WrittenDataset:
     """Read source ``key``'s fetched files and write ``<offline_dir>/<key>.parquet``.
 
+    Its classes and rows per split are checked against the catalogue's pinned counts before
+    the file appears (:mod:`workers.stream.sources.pinned`); the result's ``counts`` records
+    the check (and ``accepted_change`` where ``accept_count_change`` let a difference pass).
+
     Raises:
+        CountMismatchError: the counts differ from the pinned ones (no file is written).
         UnknownNameError: no reader is registered for the source.
         MissingSourceFileError: a file the reader needs was not fetched.
         DatasetFormatError: the reader produced a row the format refuses (naming the row).
@@ -131,7 +138,9 @@ def convert_source(key: str, data_dir: Path, offline_dir: Path) -> WrittenDatase
         class_names=converted.class_names, kind=converted.kind,
         official_split=converted.official_split,
         source={**catalogue_facts(folder.source), **converted.source_facts},
-        encode_pixels=converted.encode_pixels)
+        encode_pixels=converted.encode_pixels,
+        before_close=lambda rows: count_record(folder.source, len(converted.class_names), rows,
+                                               accept=accept_count_change))
 
 
 __all__ = [

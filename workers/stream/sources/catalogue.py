@@ -57,6 +57,10 @@ class Source:
     requires_tools: tuple[str, ...] = ()
     approx_size: str | None = None
     notes: tuple[str, ...] = ()
+    # what the reference or TFDS fixes of the source's size (checked by convert and prepare)
+    expected_classes: int | None = None
+    expected_rows: Mapping[str, int] | None = None  # split -> rows, the readers' split names
+    expected_from: str = ""
 
     @property
     def dataset(self) -> str:
@@ -92,6 +96,10 @@ def parse_source(doc: Mapping[str, Any]) -> Source:
     if doc["needs"] == "kaggle" and not doc.get("kaggle"):
         raise ManifestError(f"source {key!r}: needs kaggle but names no Kaggle dataset")
     tasks = doc.get("tasks") or {}
+    expected = doc.get("expected") or {}
+    rows = expected.get("rows")
+    if not all(isinstance(n, int) and n >= 0 for n in [expected.get("classes", 0), *(rows or {}).values()]):
+        raise ManifestError(f"source {key!r}: expected classes and rows must be ints >= 0; got {expected!r}")
     return Source(
         key=key, files=tuple(_file(f, f"source {key!r}") for f in doc["files"]), needs=doc["needs"],
         tasks={s: tuple(v) for s, v in tasks.items()}, reference_key=doc.get("reference_key", key),
@@ -99,6 +107,8 @@ def parse_source(doc: Mapping[str, Any]) -> Source:
         source_kind=doc.get("source_kind", ""), archive=doc.get("archive", ""),
         torchvision=doc.get("torchvision", ""), requires_tools=tuple(doc.get("requires_tools") or ()),
         approx_size=doc.get("approx_size"), notes=tuple(doc.get("notes", ())),
+        expected_classes=expected.get("classes"), expected_rows=dict(rows) if rows else None,
+        expected_from=str(expected.get("from", "")),
     )
 
 
