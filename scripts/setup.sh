@@ -17,8 +17,6 @@ if ! command -v chromedriver >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-
   apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 \
     || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; } || true
 fi
-if ! command -v bwrap >/dev/null; then
-  echo "Note: bubblewrap is not installed, so learner code will run without a sandbox" \
-       "(NEVIS_SANDBOX=auto). Install it with: sudo apt-get install bubblewrap" >&2
-fi
+# One line per system piece still missing, with the command that installs it.
+bash scripts/missing_pieces.sh
 echo "Installed. Activate with: source .venv/bin/activate"
