@@ -179,6 +179,7 @@ def main() -> int:
         run_one(runner, "mlp_raw", one, steps=FLOOR_STEPS),
         run_one(runner, "meter_patcher", one, steps=FLOOR_STEPS),
         run_one(runner, "hoarder", three),
+        run_one(runner, "lock_signaller", three),
         run_one(runner, "tmpfs_filler", one),
         run_one(runner, "fork_bomber", one),
         run_one(runner, "frame_forger", one),
