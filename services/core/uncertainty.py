@@ -1,28 +1,31 @@
-"""How sure a run's E is: bootstrap intervals of E, of a paired difference ΔE, and over seeds.
+"""How sure a run's E is: bootstrap intervals of E and of a paired difference ΔE, and over seeds.
 
 The contract (docs/uncertainty.md states it for users):
 
-- **Two-level bootstrap of E.** Resample *r* (of ``resamples``) draws T tasks with replacement
-  from the run's T tasks and, for every task, N_t test examples with replacement from its N_t;
-  each task's error e_t^(r) is recomputed on its resampled examples (accuracy, or macro mean
-  average precision over the labels with a positive example in the resample), and
-  E^(r) = the mean of e_t^(r) over the T drawn tasks (a task drawn twice counts twice, with the
-  same example resample). The interval is the percentile interval of the E^(r) at ``level``
-  (linear interpolation between order statistics); it sits around E, which is the stored value,
-  never a resampled one.
+- **E on this benchmark (the default).** NEVIS'22's tasks are the population E is defined over,
+  not a sample of it, so the default interval keeps the T tasks and resamples only test
+  examples, within each task (a stratified bootstrap): resample *r* draws, for every task, N_t
+  test examples with replacement from its N_t; e_t^(r) is the task's error on them (accuracy,
+  or macro mean average precision over the labels with a positive example in the resample) and
+  E^(r) = the mean of e_t^(r) over the T tasks. The interval is the percentile interval of the
+  E^(r) at ``level`` (linear interpolation); it sits around E, the stored value.
+- **Generalisation to other tasks.** The two-level figure also draws the T tasks with
+  replacement in each resample (a task drawn twice counts twice, with the same example
+  resample), so it answers "would a stream of other, similar tasks give this E?". Kept beside
+  the default as ``generalisation``, always labelled so.
 - **Paired.** Two runs on the same stream version are scored on the same test examples, so ΔE =
-  E_A − E_B is resampled with the *same* task and example draws for both: the noise the two runs
-  share (which examples happen to be hard) cancels. Per task, Δ_t is resampled with that task's
-  example draws; a task *differs beyond noise* when its interval excludes 0.
+  E_A − E_B is resampled with the *same* draws for both: the noise they share cancels. Per task,
+  Δ_t gets its paired interval and a two-sided p-value (normal, with the bootstrap SD); a task
+  is *flagged* when its Holm-adjusted p-value is at most 5 % (:mod:`services.core.multiplicity`).
+  These flags cover test-example noise only: seeds are compared in :mod:`services.core.seed_compare`.
 - **Reproducible.** Draws come from ``numpy.random.default_rng(seed)`` in a fixed order (the
   task draws, then each task's example draws in task order), so the same predictions, seed and
-  number of resamples always give the same interval, bit for bit.
-- **Seeds.** Several runs of one learner (different seeds): mean, sample SD and the Student t
-  interval of the mean (:func:`over_seeds`).
+  number of resamples always give the same intervals, bit for bit.
+- **Seeds.** Several runs of one configuration: mean, sample SD and the Student t interval of
+  the mean (:func:`over_seeds`).
 
 Everything is a pure function of arrays (:class:`~services.core.predictions.TaskPredictions`);
-the work is vectorised over resamples: 27 tasks × 10,000 examples × 1,000 resamples runs in
-seconds.
+the work is vectorised over resamples: 27 tasks × 10,000 examples × 1,000 resamples runs in seconds.
 """
 
 from __future__ import annotations
@@ -34,12 +37,17 @@ from typing import Any
 
 import numpy as np
 
+from services.core.multiplicity import ALPHA, CORRECTION, holm, normal_p_value
 from services.core.predictions import TaskPredictions
+from services.core.resample import resampled_error
 
 RESAMPLES = 1000
 LEVEL = 0.95
 SEED = 0
-_CHUNK = 100  # resamples scored at once: bounds memory at about 3 × chunk × N floats
+METHOD = "stratified bootstrap: the tasks kept, test examples resampled within each task; percentile interval"
+GENERALISATION_METHOD = ("generalisation to other tasks: two-level bootstrap (tasks resampled, and test "
+                         "examples within them); percentile interval")
+EXAMPLE_NOISE = "test examples only (one run per side: seed variance not covered)"
 
 
 @dataclass(frozen=True)
@@ -59,41 +67,48 @@ class Interval:
 
 @dataclass(frozen=True)
 class ErrorInterval:
-    """E of one run with its bootstrap interval, and each task's error with its own
-    (examples resampled within the task)."""
+    """E of one run with its interval on this benchmark (tasks kept), the task-resampled one
+    (generalisation to other tasks), and each task's error with its own (examples resampled)."""
 
     estimate: float
-    interval: Interval
-    standard_error: float  # SD of the resampled E
+    interval: Interval  # the default: tasks kept, examples resampled within each
+    standard_error: float  # SD of the resampled E (tasks kept)
     task_errors: tuple[float, ...]
     task_intervals: tuple[Interval, ...]
     resamples: int
     seed: int
+    generalisation: Interval | None = None  # tasks resampled too
+    generalisation_standard_error: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"estimate": self.estimate, **_interval_fields(self.interval),
                 "standard_error": self.standard_error, "resamples": self.resamples, "seed": self.seed,
-                "method": "two-level bootstrap (tasks, and test examples within tasks), percentile interval"}
+                "method": METHOD, "generalisation": generalisation_fields(
+                    self.generalisation, self.generalisation_standard_error)}
 
 
 @dataclass(frozen=True)
 class TaskDelta:
-    """Δ_t = e_t(A) − e_t(B) on one task, with its paired interval (examples resampled)."""
+    """Δ_t = e_t(A) − e_t(B) on one task, with its paired interval (examples resampled), its
+    two-sided p-value and the family's Holm-adjusted one."""
 
     error_a: float
     error_b: float
     delta: float
     interval: Interval
+    p_value: float = 1.0
+    p_adjusted: float = 1.0
 
     @property
     def differs(self) -> bool:
-        """The interval excludes 0: the two runs differ on this task beyond sampling noise."""
-        return self.interval.excludes(0.0)
+        """Flagged: the Holm-adjusted p-value is at most 5 % (beyond the noise the flag covers)."""
+        return self.p_adjusted <= ALPHA
 
 
 @dataclass(frozen=True)
 class PairedDelta:
-    """ΔE = E(A) − E(B) over the tasks both runs scored, with its paired bootstrap interval."""
+    """ΔE = E(A) − E(B) over the tasks both runs scored, with its paired interval on this
+    benchmark and the task-resampled one."""
 
     delta: float
     interval: Interval
@@ -101,6 +116,9 @@ class PairedDelta:
     tasks: tuple[TaskDelta, ...]
     resamples: int
     seed: int
+    generalisation: Interval | None = None
+    noise: str = EXAMPLE_NOISE
+    correction: str = CORRECTION
 
     @property
     def differs(self) -> bool:
@@ -119,7 +137,7 @@ class SeedSummary:
 
 def error_interval(tasks: Sequence[TaskPredictions], *, resamples: int = RESAMPLES, level: float = LEVEL,
                    seed: int = SEED) -> ErrorInterval:
-    """The two-level bootstrap interval of E over ``tasks`` (see the module's contract).
+    """E's interval on this benchmark (tasks kept) and the task-resampled one (see the contract).
 
     Examples:
         >>> from services.core.predictions import TaskPredictions
@@ -130,44 +148,59 @@ def error_interval(tasks: Sequence[TaskPredictions], *, resamples: int = RESAMPL
     """
     _check(tasks, resamples, level)
     errors = resampled_task_errors(tasks, resamples=resamples, seed=seed)
-    totals = np.take_along_axis(errors.per_task, errors.task_draws, axis=1).mean(axis=1)
+    fixed = errors.per_task.mean(axis=1)
+    drawn = np.take_along_axis(errors.per_task, errors.task_draws, axis=1).mean(axis=1)
     observed = tuple(t.error for t in tasks)
     return ErrorInterval(
-        estimate=float(np.mean(observed)), interval=percentile_interval(totals, level),
-        standard_error=float(np.std(totals, ddof=1)), task_errors=observed,
+        estimate=float(np.mean(observed)), interval=percentile_interval(fixed, level),
+        standard_error=_sd(fixed), task_errors=observed,
         task_intervals=tuple(percentile_interval(errors.per_task[:, i], level) for i in range(len(tasks))),
-        resamples=resamples, seed=seed,
+        resamples=resamples, seed=seed, generalisation=percentile_interval(drawn, level),
+        generalisation_standard_error=_sd(drawn),
     )
 
 
 def paired_delta(a: Sequence[TaskPredictions], b: Sequence[TaskPredictions], *, resamples: int = RESAMPLES,
                  level: float = LEVEL, seed: int = SEED) -> PairedDelta:
-    """The paired bootstrap interval of ΔE = E(a) − E(b), task i of ``a`` paired with task i of
-    ``b`` (the same test examples, in the same order).
+    """The paired bootstrap of ΔE = E(a) − E(b), task i of ``a`` paired with task i of ``b`` (the
+    same test examples, in the same order), with Holm-controlled per-task flags.
 
     Raises:
         ValueError: the lists differ in length, or a pair of tasks was not scored on the same
             labels (not the same stream version).
     """
-    if len(a) != len(b):
-        raise ValueError(f"Paired runs must have the same tasks; got {len(a)} and {len(b)}.")
-    for i, (x, y) in enumerate(zip(a, b, strict=True)):
-        if x.kind != y.kind or x.labels.shape != y.labels.shape or not np.array_equal(x.labels, y.labels):
-            raise ValueError(f"Task {i} of the two runs was not scored on the same test examples: "
-                             "only runs on one stream version can be paired.")
+    check_paired([a, b])
     _check(a, resamples, level)
     ea = resampled_task_errors(a, resamples=resamples, seed=seed)
     eb = resampled_task_errors(b, resamples=resamples, seed=seed)
     diff = ea.per_task - eb.per_task
-    totals = np.take_along_axis(diff, ea.task_draws, axis=1).mean(axis=1)
+    fixed = diff.mean(axis=1)
+    drawn = np.take_along_axis(diff, ea.task_draws, axis=1).mean(axis=1)
+    observed = [x.error - y.error for x, y in zip(a, b, strict=True)]
+    p = [normal_p_value(d, _sd(diff[:, i])) for i, d in enumerate(observed)]
     deltas = tuple(
-        TaskDelta(error_a=x.error, error_b=y.error, delta=x.error - y.error,
-                  interval=percentile_interval(diff[:, i], level))
-        for i, (x, y) in enumerate(zip(a, b, strict=True)))
+        TaskDelta(error_a=x.error, error_b=y.error, delta=d, interval=percentile_interval(diff[:, i], level),
+                  p_value=p[i], p_adjusted=adjusted)
+        for i, (x, y, d, adjusted) in enumerate(zip(a, b, observed, holm(p), strict=True)))
     return PairedDelta(
-        delta=float(np.mean([d.delta for d in deltas])), interval=percentile_interval(totals, level),
-        standard_error=float(np.std(totals, ddof=1)), tasks=deltas, resamples=resamples, seed=seed,
-    )
+        delta=float(np.mean(observed)), interval=percentile_interval(fixed, level), standard_error=_sd(fixed),
+        tasks=deltas, resamples=resamples, seed=seed, generalisation=percentile_interval(drawn, level))
+
+
+def check_paired(runs: Sequence[Sequence[TaskPredictions]]) -> None:
+    """Every run has the same tasks, scored on the same test examples.
+
+    Raises:
+        ValueError: naming the first task (or the count) that differs.
+    """
+    first = runs[0]
+    for run in runs[1:]:
+        if len(run) != len(first):
+            raise ValueError(f"Paired runs must have the same tasks; got {len(first)} and {len(run)}.")
+        for i, (x, y) in enumerate(zip(first, run, strict=True)):
+            if x.kind != y.kind or x.labels.shape != y.labels.shape or not np.array_equal(x.labels, y.labels):
+                raise ValueError(f"Task {i} of the two runs was not scored on the same test examples: "
+                                 "only runs on one stream version can be paired.")
 
 
 def over_seeds(values: Sequence[float], *, level: float = LEVEL) -> SeedSummary:
@@ -195,7 +228,7 @@ def over_seeds(values: Sequence[float], *, level: float = LEVEL) -> SeedSummary:
 class ResampledErrors:
     """The draws of a bootstrap and each task's error under them."""
 
-    task_draws: np.ndarray  # (R, T) task indices
+    task_draws: np.ndarray  # (R, T) task indices (used by the task-resampled figure only)
     per_task: np.ndarray  # (R, T): e_t on resample r's examples of task t
 
 
@@ -217,7 +250,7 @@ def resampled_task_errors(tasks: Sequence[TaskPredictions], *, resamples: int, s
     task_draws, example_draws = bootstrap_draws([t.num_examples for t in tasks], resamples=resamples, seed=seed)
     per_task = np.empty((resamples, len(tasks)))
     for i, (task, draws) in enumerate(zip(tasks, example_draws, strict=True)):
-        per_task[:, i] = _resampled_error(task, draws)
+        per_task[:, i] = resampled_error(task, draws)
     return ResampledErrors(task_draws=task_draws, per_task=per_task)
 
 
@@ -228,49 +261,15 @@ def percentile_interval(values: np.ndarray, level: float) -> Interval:
     return Interval(float(low), float(high), level)
 
 
-def _resampled_error(task: TaskPredictions, draws: np.ndarray) -> np.ndarray:
-    if task.kind == "single":
-        correct = task.correct
-        return np.concatenate([1.0 - correct[chunk].mean(axis=1) for chunk in _chunks(draws)])
-    return np.concatenate([1.0 - _weighted_map(task, _counts(chunk, task.num_examples))
-                           for chunk in _chunks(draws)])
+def generalisation_fields(interval: Interval | None, standard_error: float | None) -> dict[str, Any]:
+    """The API's labelled task-resampled figure (nulls where it was not computed)."""
+    return {"low": interval.low if interval else None, "high": interval.high if interval else None,
+            "standard_error": standard_error, "method": GENERALISATION_METHOD}
 
 
-def _chunks(draws: np.ndarray) -> Iterator[np.ndarray]:
-    for start in range(0, draws.shape[0], _CHUNK):
-        yield draws[start:start + _CHUNK]
-
-
-def _counts(draws: np.ndarray, n: int) -> np.ndarray:
-    """(R, N) how many times each example was drawn in each resample."""
-    offsets = draws + (np.arange(draws.shape[0]) * n)[:, None]
-    return np.bincount(offsets.ravel(), minlength=draws.shape[0] * n).reshape(draws.shape[0], n).astype(np.float64)
-
-
-def _weighted_map(task: TaskPredictions, weights: np.ndarray) -> np.ndarray:
-    """Macro mean average precision of each resample (weights: (R, N) draw counts), over the
-    labels with a positive example in it; NaN where none has. A duplicated example ties with
-    itself, so this equals average precision on the resampled examples."""
-    total = np.zeros(weights.shape[0])
-    present = np.zeros(weights.shape[0])
-    for k in range(task.labels.shape[1]):
-        order = np.argsort(-task.predicted[:, k], kind="stable")
-        ranks, y = task.predicted[order, k], task.labels[order, k].astype(np.float64)
-        ends = np.append(np.flatnonzero(np.diff(ranks) != 0), ranks.size - 1)  # last of each tie group
-        w = weights[:, order]
-        tp = np.cumsum(w * y, axis=1)[:, ends]
-        seen = np.cumsum(w, axis=1)[:, ends]
-        positives = tp[:, -1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            precision = np.where(seen > 0, tp / seen, 0.0)
-            recall = tp / positives[:, None]
-        gains = np.diff(recall, axis=1, prepend=0.0)
-        ap = np.sum(gains * precision, axis=1)
-        has = positives > 0
-        total[has] += ap[has]
-        present += has
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(present > 0, total / present, np.nan)
+def _sd(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
 
 
 def _check(tasks: Sequence[TaskPredictions], resamples: int, level: float) -> None:
@@ -287,7 +286,8 @@ def _interval_fields(interval: Interval) -> dict[str, float]:
 
 
 __all__ = [
-    "LEVEL", "RESAMPLES", "SEED", "ErrorInterval", "Interval", "PairedDelta", "ResampledErrors", "SeedSummary",
-    "TaskDelta", "bootstrap_draws", "error_interval", "over_seeds", "paired_delta", "percentile_interval",
+    "EXAMPLE_NOISE", "GENERALISATION_METHOD", "LEVEL", "METHOD", "RESAMPLES", "SEED", "ErrorInterval", "Interval",
+    "PairedDelta", "ResampledErrors", "SeedSummary", "TaskDelta", "bootstrap_draws", "check_paired",
+    "error_interval", "generalisation_fields", "over_seeds", "paired_delta", "percentile_interval",
     "resampled_task_errors",
 ]

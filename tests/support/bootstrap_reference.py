@@ -27,8 +27,8 @@ def resampled_error(task: TaskPredictions, rows: np.ndarray) -> float:
 
 def reference_totals(a: Sequence[TaskPredictions], b: Sequence[TaskPredictions] | None, resamples: int,
                      seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(R,) resampled E (or ΔE = E(a) − E(b) with ``b``) and (R, T) resampled per-task errors
-    (or per-task Δ), by loops."""
+    """(R,) resampled E (or ΔE = E(a) − E(b) with ``b``) with the tasks resampled too (the
+    generalisation figure), and (R, T) resampled per-task errors (or per-task Δ), by loops."""
     task_draws, example_draws = bootstrap_draws([t.num_examples for t in a], resamples=resamples, seed=seed)
     example_draws = list(example_draws)
     per_task = np.empty((resamples, len(a)))
@@ -42,10 +42,15 @@ def reference_totals(a: Sequence[TaskPredictions], b: Sequence[TaskPredictions] 
     return totals, per_task
 
 
+def fixed_totals(per_task: np.ndarray) -> np.ndarray:
+    """(R,) E (or ΔE) of each resample with the tasks kept: the plain mean of its task errors, by a loop."""
+    return np.array([sum(row) / len(row) for row in per_task.tolist()])
+
+
 def reference_interval(totals: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     """The percentile interval of the resampled values."""
     tail = (1 - level) / 2
     return float(np.nanquantile(totals, tail)), float(np.nanquantile(totals, 1 - tail))
 
 
-__all__ = ["reference_interval", "reference_totals", "resampled_error"]
+__all__ = ["fixed_totals", "reference_interval", "reference_totals", "resampled_error"]

@@ -17,7 +17,8 @@ from services.core.uncertainty import (
     over_seeds,
     paired_delta,
 )
-from tests.support.bootstrap_reference import reference_totals
+from services.core.multiplicity import holm, normal_p_value
+from tests.support.bootstrap_reference import fixed_totals, reference_totals
 
 
 def _single(rng: np.random.Generator, n: int, classes: int, skill: float) -> tuple[np.ndarray, np.ndarray]:
@@ -71,10 +72,13 @@ def test_error_interval_matches_the_loop_reference(runs) -> None:
     a, _ = runs
     got = error_interval(a, resamples=60, seed=3)
     totals, per_task = reference_totals(a, None, 60, 3)
+    fixed = fixed_totals(per_task)  # the default: the tasks kept, examples resampled within each
     assert got.estimate == pytest.approx(np.mean([t.error for t in a]), abs=1e-15)
-    assert got.interval.low == pytest.approx(np.nanquantile(totals, 0.025), abs=1e-12)
-    assert got.interval.high == pytest.approx(np.nanquantile(totals, 0.975), abs=1e-12)
-    assert got.standard_error == pytest.approx(np.std(totals, ddof=1), abs=1e-12)
+    assert got.interval.low == pytest.approx(np.nanquantile(fixed, 0.025), abs=1e-12)
+    assert got.interval.high == pytest.approx(np.nanquantile(fixed, 0.975), abs=1e-12)
+    assert got.standard_error == pytest.approx(np.std(fixed[np.isfinite(fixed)], ddof=1), abs=1e-12)
+    assert got.generalisation.low == pytest.approx(np.nanquantile(totals, 0.025), abs=1e-12)
+    assert got.generalisation.high == pytest.approx(np.nanquantile(totals, 0.975), abs=1e-12)
     for i, interval in enumerate(got.task_intervals):
         assert interval.low == pytest.approx(np.nanquantile(per_task[:, i], 0.025), abs=1e-12)
         assert interval.high == pytest.approx(np.nanquantile(per_task[:, i], 0.975), abs=1e-12)
@@ -84,12 +88,18 @@ def test_paired_delta_matches_the_loop_reference(runs) -> None:
     a, b = runs
     got = paired_delta(a, b, resamples=60, seed=5)
     totals, per_task = reference_totals(a, b, 60, 5)
+    fixed = fixed_totals(per_task)
     assert got.delta == pytest.approx(np.mean([x.error - y.error for x, y in zip(a, b)]), abs=1e-15)
-    assert got.interval.low == pytest.approx(np.nanquantile(totals, 0.025), abs=1e-12)
-    assert got.interval.high == pytest.approx(np.nanquantile(totals, 0.975), abs=1e-12)
-    for i, task in enumerate(got.tasks):
+    assert got.interval.low == pytest.approx(np.nanquantile(fixed, 0.025), abs=1e-12)
+    assert got.interval.high == pytest.approx(np.nanquantile(fixed, 0.975), abs=1e-12)
+    assert got.generalisation.low == pytest.approx(np.nanquantile(totals, 0.025), abs=1e-12)
+    p = [normal_p_value(t.delta, np.std(per_task[:, i][np.isfinite(per_task[:, i])], ddof=1))
+         for i, t in enumerate(got.tasks)]
+    for i, (task, adjusted) in enumerate(zip(got.tasks, holm(p))):
         assert task.interval.low == pytest.approx(np.nanquantile(per_task[:, i], 0.025), abs=1e-12)
-        assert task.differs == (task.interval.low > 0 or task.interval.high < 0)
+        assert task.p_value == pytest.approx(p[i], abs=1e-12)
+        assert task.differs == (adjusted <= 0.05)
+    assert got.correction == "Holm" and "seed variance not covered" in got.noise
 
 
 def test_a_run_paired_with_itself_has_a_zero_interval(runs) -> None:
