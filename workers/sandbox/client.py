@@ -19,19 +19,22 @@ from typing import Any
 
 import numpy as np
 
-from services.core.errors import CausalityError, LearnerError, UnknownNameError
+from services.core.errors import LearnerError
 from workers.learners.protocol import TaskInfo
-from workers.sandbox import wire
+from workers.sandbox import messages, ops, wire
 from workers.sandbox.declaration import LearnerDeclaration, info_to_json
 from workers.sandbox.cgroup import CgroupLimits, create_host_cgroup
 from workers.sandbox.launch import host_launch
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.log_ring import LogRing, drain
+from workers.sandbox.messages import Limits
+from workers.sandbox.ops import Op, Reply, op_of
+from workers.sandbox.replies import BrokenReply, error_of, read_checked
 from workers.sandbox.usage import tree_cpu_seconds
 
 OnMessage = Callable[[dict[str, Any], list[wire.Part]], tuple[dict[str, Any], list[wire.Part]] | None]
 STOP_GRACE_S = 5.0
-DECLARATION_OPS = ("hello", "describe")
+DECLARATION_OPS = (Op.HELLO, Op.DESCRIBE)
 
 
 class LearnerHostDied(LearnerError):
@@ -92,21 +95,19 @@ class LearnerHost:
         self._drain = drain(_own_fd(self._proc), self.log)
         self._lock = threading.Lock()
         try:
-            with self._watchdog("hello"):
+            with self._watchdog(str(Op.HELLO)):
                 try:
-                    wire.send(self._proc.stdin, {"op": "hello", "spec": spec.learner_spec, "threads": spec.threads,
-                                                "warm": warm})
+                    wire.send(self._proc.stdin, ops.Hello(spec.learner_spec, spec.threads, warm).header())
                 except (BrokenPipeError, OSError):
                     raise self._died() from None
-                header, _ = self._receive()
+                header, parts = self._receive()
+            if op_of(header) != Reply.READY:
+                loading = f"learner {spec.learner_spec!r} could not be loaded"
+                raise self._error(header, parts, Op.HELLO, loading)
+            self.device: str = self._checked(messages.READY, header, parts)["device"]
         except BaseException:
             self.close()
             raise
-        if header.get("op") != "ready":
-            self._log_error(header, "hello")
-            self.close()
-            raise _error_of(header, f"learner {spec.learner_spec!r} could not be loaded")
-        self.device = str(header.get("device", "cpu"))
 
     @property
     def pid(self) -> int:
@@ -129,31 +130,33 @@ class LearnerHost:
     def alive(self) -> bool:
         return self._proc.poll() is None
 
-    def call(self, header: dict[str, Any], parts: Sequence[wire.Part] = (), *,
-             on_message: OnMessage | None = None,
-             announce: wire.Announce | None = None) -> tuple[dict[str, Any], list[wire.Part]]:
-        """Send a request and return its result; ``on_message`` answers the host's own
-        requests (checkpoints, past train splits) that arrive before it; ``announce`` refuses
-        a frame over its message's caps before its parts are read (:func:`wire.receive`).
+    def call(self, request: ops.Request, parts: Sequence[wire.Part] = (), *,
+             on_message: OnMessage | None = None, announce: wire.Announce | None = None,
+             limits: Limits = Limits()) -> tuple[dict[str, Any], list[wire.Part]]:
+        """Send a request and return its result, read through its declaration
+        (:func:`~workers.sandbox.messages.read_reply`, with ``limits``), and its parts;
+        ``on_message`` answers the host's own requests (checkpoints, past train splits) that
+        arrive before it; ``announce`` refuses a frame over its message's caps before its
+        parts are read (:func:`wire.receive`).
 
         Raises:
             LearnerError: the learner raised (its type and message are in the text).
             LearnerHostDied: the host process ended.
+            BrokenReply: the result broke its declaration (the host is killed).
         """
-        with self._lock, self._watchdog(str(header.get("op"))) as kick:
+        with self._lock, self._watchdog(str(request.op)) as kick:
             try:
-                wire.send(self._proc.stdin, header, parts)
+                wire.send(self._proc.stdin, request.header(), parts)
             except (BrokenPipeError, OSError):
                 raise self._died() from None
             while True:
                 reply, out = self._receive(announce)
                 kick()  # any frame is a sign of life: the silence deadline starts again
-                op = reply.get("op")
-                if op == "result":
-                    return reply, out
-                if op == "error":
-                    self._log_error(reply, str(header.get("op")))
-                    raise _error_of(reply, f"{header.get('op')} failed")
+                op = op_of(reply)
+                if op == Reply.RESULT:
+                    return self._checked(request.op, reply, out, limits), out
+                if op == Reply.ERROR:
+                    raise self._error(reply, out, request.op, f"{request.op} failed")
                 if on_message is None:
                     raise LearnerError(f"the learner host sent an unexpected {op!r} frame")
                 answer = on_message(reply, out)
@@ -170,20 +173,33 @@ class LearnerHost:
         self.settle_log()
         return self.log.since(mark)
 
-    def _log_error(self, reply: dict[str, Any], op: str) -> None:
-        """Put a failed call's error and traceback (the host's error frame) in the log, after
-        the prints that came before it."""
+    def _checked(self, what: Op | messages.Message, header: dict[str, Any], parts: list[wire.Part],
+                 limits: Limits = Limits()) -> dict[str, Any]:
+        """A reply's declared fields, checked (the result of request ``what``, or message
+        ``what``); one that breaks its declaration kills the host: its real reply may follow."""
+        try:
+            return read_checked(what, header, parts, limits)
+        except BrokenReply:
+            self._proc.kill()
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()  # what follows in the pipe answers nothing (wire.receive's rule)
+            raise
+
+    def _error(self, header: dict[str, Any], parts: list[wire.Part], op: str, what: str) -> Exception:
+        """A failed call's error, checked, and put in the log with its traceback, after the
+        prints that came before it."""
+        reply = self._checked(messages.ERROR, header, parts)
         self._drain.settle()
-        kind, message = str(reply.get("error", "Error"))[:100], str(reply.get("message", ""))[:4000]
-        trace = str(reply.get("traceback") or "")[-20000:]
+        kind, message, trace = reply["error"], reply["message"], reply["traceback"]
         self.log.write(f"\n[nevis] {op[:40]} failed: {kind}: {message}\n{trace}".encode("utf-8", "replace"))
+        return error_of(reply, what)
 
     def close(self) -> None:
         """Ask the host to exit; kill it if it does not; remove its control group and, when
         unsandboxed, its scratch folder."""
         if self._proc.poll() is None:
             try:
-                wire.send(self._proc.stdin, {"op": "bye"})
+                wire.send(self._proc.stdin, ops.Bye().header())
                 self._proc.wait(timeout=STOP_GRACE_S)
             except (OSError, wire.WireError, subprocess.TimeoutExpired):
                 self._proc.kill()
@@ -262,30 +278,17 @@ def _own_fd(proc: subprocess.Popen) -> int:
     return fd
 
 
-def _error_of(reply: dict[str, Any], what: str) -> Exception:
-    kind, message = str(reply.get("error", "Error"))[:100], str(reply.get("message", ""))[:4000]
-    text = f"{what}: {kind}: {message}"
-    if kind == "UnknownNameError":
-        return UnknownNameError(message)
-    if kind == "CausalityError":
-        return CausalityError(text)
-    return LearnerError(text)
-
-
 def describe(host: LearnerHost) -> LearnerDeclaration:
     """The learner's name, search space, resources and initial state, as checked data."""
-    header, parts = host.call({"op": "describe"})
-    if len(parts) != 1 or not isinstance(parts[0], bytes):
-        raise LearnerError("describe must return the initial state as bytes")
-    return LearnerDeclaration.from_header(header, parts[0])
+    reply, parts = host.call(ops.Describe())  # the initial state: one bytes part, checked
+    return LearnerDeclaration.from_header(reply, bytes(parts[0]))
 
 
 def predict(host: LearnerHost, info: TaskInfo, predictor: bytes, images: np.ndarray, *,
             seed: int) -> tuple[np.ndarray, dict[str, int]]:
     """Scores of a saved predictor on images (no labels), and the FLOPs that cost."""
-    header, parts = host.call({"op": "predict", "info": info_to_json(info), "seed": seed},
-                              [predictor, images])
-    return _array(parts), flop_counts(header)
+    reply, parts = host.call(ops.Predict(info_to_json(info), seed), [predictor, images])
+    return _array(parts), messages.flop_fields(reply)
 
 
 @dataclass(frozen=True)
@@ -310,61 +313,58 @@ class SandboxedLearner:
         self.name = name or host.spec.learner_spec
 
     def load_predictor(self, data: bytes, info: TaskInfo, ctx: Any = None) -> PredictorHandle:
-        header, _ = self.host.call({"op": "load_predictor", "info": info_to_json(info),
-                                    "seed": int(getattr(ctx, "seed", 0))}, [data])
-        _charge(ctx, header)
-        return PredictorHandle(int(header["handle"]), self.host)
+        reply, _ = self.host.call(ops.LoadPredictor(info_to_json(info), int(getattr(ctx, "seed", 0))), [data])
+        _charge(ctx, reply)
+        return PredictorHandle(reply["handle"], self.host)
 
     def features(self, predictor: PredictorHandle, images: np.ndarray, ctx: Any = None) -> np.ndarray:
-        header, parts = self.host.call({"op": "features", "handle": predictor.handle}, [images])
-        _charge(ctx, header)
+        reply, parts = self.host.call(ops.Features(predictor.handle), [images])
+        _charge(ctx, reply)
         return _array(parts)
 
     def predict(self, predictor: PredictorHandle, images: np.ndarray, ctx: Any = None) -> np.ndarray:
-        header, parts = self.host.call({"op": "predict_loaded", "handle": predictor.handle}, [images])
-        _charge(ctx, header)
+        reply, parts = self.host.call(ops.PredictLoaded(predictor.handle), [images])
+        _charge(ctx, reply)
         return _array(parts)
 
     def features_and_predict(self, predictor: PredictorHandle, images: np.ndarray,
                              ctx: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Features and scores of the same images: one backbone pass where the learner offers
         it (:mod:`workers.sandbox.joint_pass`), two otherwise."""
-        header, parts = self.host.call({"op": "features_and_predict", "handle": predictor.handle}, [images])
-        _charge(ctx, header)
-        if len(parts) != 2:
-            raise LearnerError(f"features_and_predict must answer with 2 arrays; got {len(parts)}.")
-        return _array(parts[:1]), _array(parts[1:])
+        reply, parts = self.host.call(ops.FeaturesAndPredict(predictor.handle), [images])
+        _charge(ctx, reply)
+        return _array(parts[:1]), _array(parts[1:])  # two arrays, as declared
 
     def augment_views(self, predictor: PredictorHandle, images: np.ndarray, q: int, *,
                       seed: int, ctx: Any = None, originals: Any = None) -> tuple[np.ndarray, str]:
         """q views of each image; with ``originals`` (the same images' stored
         :class:`~workers.stream.task_info.Originals`) cut from them, as training cuts."""
         extra = [] if originals is None else [originals.images, np.asarray(originals.extents)]
-        header, parts = self.host.call({"op": "augment_views", "handle": predictor.handle,
-                                        "q": int(q), "seed": int(seed)}, [images, *extra])
-        _charge(ctx, header)
+        reply, parts = self.host.call(ops.AugmentViews(predictor.handle, int(q), int(seed)), [images, *extra])
+        _charge(ctx, reply)
         views = _array(parts)
         if views.shape != (len(images), q, *images.shape[1:]) or views.dtype != np.uint8:
             raise LearnerError(f"augmented views must be uint8 shaped {(len(images), q, *images.shape[1:])}; "
                                f"got {views.dtype} {views.shape}.")
-        return views, str(header.get("source", ""))[:200]
+        return views, reply["source"]
 
     def fresh_predictor(self, predictor: PredictorHandle, *, seed: int,
                         ctx: Any = None) -> tuple[PredictorHandle | None, str]:
         """A fresh network of ``predictor``'s architecture (:mod:`workers.sandbox.fresh`), or
         None where the learner's first checkpoint already is one; and what it is."""
-        header, _ = self.host.call({"op": "fresh_predictor", "handle": predictor.handle, "seed": int(seed)})
-        _charge(ctx, header)
-        handle = int(header["handle"])
-        return (PredictorHandle(handle, self.host) if handle else None), str(header.get("source", ""))[:200]
+        reply, _ = self.host.call(ops.FreshPredictor(predictor.handle, int(seed)))
+        _charge(ctx, reply)
+        handle = reply["handle"]
+        return (PredictorHandle(handle, self.host) if handle else None), reply["source"]
 
     def release(self, predictor: PredictorHandle) -> None:
-        self.host.call({"op": "release", "handle": predictor.handle})
+        self.host.call(ops.Release(predictor.handle))
 
 
-def _charge(ctx: Any, header: dict[str, Any]) -> None:
-    """Hand a call's FLOPs, as the host counted them, to ``ctx`` if it keeps a tally."""
-    counts = flop_counts(header)
+def _charge(ctx: Any, reply: dict[str, Any]) -> None:
+    """Hand a call's FLOPs, as the host counted them (checked with its reply), to ``ctx`` if it
+    keeps a tally."""
+    counts = messages.flop_fields(reply)
     charge = getattr(ctx, "charge_host_flops", None)
     if callable(charge):
         charge(counts)
@@ -376,19 +376,5 @@ def _array(parts: list[wire.Part]) -> np.ndarray:
     return parts[0]
 
 
-def flop_counts(header: dict[str, Any]) -> dict[str, int]:
-    """A host's FLOP fields, checked: measured, reported, and the part of measured that came
-    from modules the learner did not track (``flops_untracked``, at most ``flops_measured``)."""
-    counts = {}
-    for key in ("flops_measured", "flops_reported", "flops_untracked"):
-        value = header.get(key, 0)
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
-            raise LearnerError(f"{key} must be a non-negative int; got {str(value)[:40]}")
-        counts[key] = value
-    if counts["flops_untracked"] > counts["flops_measured"]:
-        raise LearnerError("flops_untracked cannot exceed flops_measured")
-    return counts
-
-
-__all__ = ["HostDeadlineError", "HostSpec", "LearnerHost", "LearnerHostDied", "PredictorHandle", "SandboxedLearner",
-           "describe", "flop_counts", "predict"]
+__all__ = ["BrokenReply", "HostDeadlineError", "HostSpec", "LearnerHost", "LearnerHostDied", "PredictorHandle",
+           "SandboxedLearner", "describe", "predict"]

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import resource
 import sys
 import threading
 import time
@@ -45,7 +44,9 @@ from workers.sandbox.declaration import LearnerDeclaration, info_from_json
 from workers.sandbox.dev_scoring import DevScoring
 from workers.sandbox.fresh import fresh_predictor
 from workers.sandbox.host_stream import WireShards
+from workers.sandbox.host_values import blob, flops, numeric, peak_memory
 from workers.sandbox.joint_pass import features_and_scores
+from workers.sandbox.ops import SERVED, HostOp, Op, Reply, frame, op_of
 from workers.sandbox.proxy_views import proxy_features, proxy_images
 from workers.sandbox.views import augment_views
 from workers.stream.task_view import CausalTaskView
@@ -68,19 +69,20 @@ class Host:
     def serve(self) -> None:
         while True:
             header, parts = _receive(self.proto_in)
-            op = header.get("op")
-            if op == "bye":
+            op = op_of(header)
+            if op == Op.BYE:
                 return
-            handler = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
+            served = isinstance(op, str) and op in SERVED  # a declared request (tests/unit/sandbox/test_ops.py)
+            handler = getattr(self, f"_op_{op}", None) if served else None
             try:
                 if handler is None:
                     raise LearnerError(f"unknown request {op!r}")
                 reply, out = handler(header, parts)
             except Exception as exc:  # noqa: BLE001 - the learner's failure goes back as data
-                self._tell({"op": "error", "error": type(exc).__name__, "message": str(exc)[:4000],
-                            "traceback": traceback.format_exc()[-20000:]})
+                self._tell(frame(Reply.ERROR, error=type(exc).__name__, message=str(exc)[:4000],
+                                 traceback=traceback.format_exc()[-20000:]))
                 continue
-            self._tell({"op": "result", **reply}, out)
+            self._tell(frame(Reply.RESULT, **reply), out)
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -106,8 +108,8 @@ class Host:
             on_checkpoint=self._checkpoint, checkpoint_at=tuple(header["checkpoint_at"]), device=self.device,
             rung_at=tuple(header.get("rungs") or ()))
         ctx.dev_scoring = scoring = DevScoring(  # the harness's dev pass, offered to the learner
-            dev, view.info.kind, lambda p: _numeric(self.learner.predict(p, dev.images, ctx), "predict()"),
-            lambda p: _bytes(self.learner.save_predictor(p), "save_predictor()"))
+            dev, view.info.kind, lambda p: numeric(self.learner.predict(p, dev.images, ctx), "predict()"),
+            lambda p: blob(self.learner.save_predictor(p), "save_predictor()"))
         proxy = header.get("rung_proxy")  # the proxy scheduler's rungs: LiDAR views, no labels
         ctx.on_rung = lambda step, predictor: self._rung(step, predictor, dev, ctx, proxy and (view, proxy))
         ctx.on_flops = lambda measured, reported: self._flops_so_far(measured, reported, ctx.meter.untracked)
@@ -116,23 +118,23 @@ class Host:
         try:
             output = self.learner.train(view, pickle.loads(state), dict(header["config"]), ctx)
             updates = ctx.meter.updates  # training's updates, before the harness's dev pass
-            predictor = _bytes(self.learner.save_predictor(output.predictor), "save_predictor()")
+            predictor = blob(self.learner.save_predictor(output.predictor), "save_predictor()")
             scores = scoring.scores_for(output.predictor, predictor)  # scored already for these bytes, or now
             new_state = pickle.dumps(output.state)
             curve = ctx.wire_curve()  # its losses read now: one the learner passed that cannot be is its error
         except TrialStopped as stop:  # the search ended it at a rung: it keeps what it spent
-            return {"status": "stopped", "stopped_at": stop.step, **_flops(ctx, updates=ctx.meter.updates),
+            return {"status": "stopped", "stopped_at": stop.step, **flops(ctx, updates=ctx.meter.updates),
                     "curve": ctx.wire_curve(or_empty=True),
                     "wall_time_s": time.perf_counter() - started}, []
         except Exception as exc:  # noqa: BLE001 - a learner's failure is data, not a crash
             return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:4000],
-                    "traceback": traceback.format_exc()[-20000:], **_flops(ctx, updates=ctx.meter.updates),
+                    "traceback": traceback.format_exc()[-20000:], **flops(ctx, updates=ctx.meter.updates),
                     "curve": ctx.wire_curve(or_empty=True)}, []
         finally:
             ctx.meter.untrack_all()  # ends the watch; modules kept in learner state must not count on later
         result = {"status": "ok", "wall_time_s": time.perf_counter() - started,
-                  "peak_memory_bytes": _peak_memory(self.device), "curve": curve,
-                  "missed_checkpoints": list(ctx.missed_checkpoints), **_flops(ctx, updates=updates)}
+                  "peak_memory_bytes": peak_memory(self.device), "curve": curve,
+                  "missed_checkpoints": list(ctx.missed_checkpoints), **flops(ctx, updates=updates)}
         return result, [scores, predictor, new_state]
 
     def _op_prepare_task(self, header: dict, parts: list) -> tuple[dict, list]:
@@ -152,14 +154,14 @@ class Host:
         if len(prepared) > MAX_PREPARED_BYTES:
             raise LearnerError(f"prepare_task() returned {len(prepared)} bytes pickled, over the "
                                f"{MAX_PREPARED_BYTES}-byte limit.")
-        return {"wall_time_s": time.perf_counter() - started, **_flops(ctx)}, [prepared]
+        return {"wall_time_s": time.perf_counter() - started, **flops(ctx)}, [prepared]
 
     def _op_predict(self, header: dict, parts: list) -> tuple[dict, list]:
         info = info_from_json(header["info"])
         with self._metered(header) as ctx:
-            model = self.learner.load_predictor(_bytes(parts[0], "predictor"), info, ctx)
-            scores = _numeric(self.learner.predict(model, parts[1], ctx), "predict()")
-        return _flops(ctx), [scores]
+            model = self.learner.load_predictor(blob(parts[0], "predictor"), info, ctx)
+            scores = numeric(self.learner.predict(model, parts[1], ctx), "predict()")
+        return flops(ctx), [scores]
 
     # The probe pool's calls: a predictor loaded once, then features / predictions / views of
     # it. Each is metered like a prediction job; the probe pool keeps the figures apart.
@@ -168,29 +170,29 @@ class Host:
         info = info_from_json(header["info"])
         handle, self._next_handle = self._next_handle, self._next_handle + 1
         with self._metered(header) as ctx:
-            self._predictors[handle] = self.learner.load_predictor(_bytes(parts[0], "predictor"), info, ctx)
+            self._predictors[handle] = self.learner.load_predictor(blob(parts[0], "predictor"), info, ctx)
         while len(self._predictors) > MAX_PREDICTORS:
             self._predictors.popitem(last=False)
-        return {"handle": handle, **_flops(ctx)}, []
+        return {"handle": handle, **flops(ctx)}, []
 
     def _op_features(self, header: dict, parts: list) -> tuple[dict, list]:
         predictor = self._predictor(header)
         with self._metered(header) as ctx:
-            out = _numeric(self.learner.features(predictor, parts[0], ctx), "features()")
-        return _flops(ctx), [out]
+            out = numeric(self.learner.features(predictor, parts[0], ctx), "features()")
+        return flops(ctx), [out]
 
     def _op_predict_loaded(self, header: dict, parts: list) -> tuple[dict, list]:
         predictor = self._predictor(header)
         with self._metered(header) as ctx:
-            out = _numeric(self.learner.predict(predictor, parts[0], ctx), "predict()")
-        return _flops(ctx), [out]
+            out = numeric(self.learner.predict(predictor, parts[0], ctx), "predict()")
+        return flops(ctx), [out]
 
     def _op_features_and_predict(self, header: dict, parts: list) -> tuple[dict, list]:
         predictor = self._predictor(header)
         with self._metered(header) as ctx:
             features, scores = features_and_scores(self.learner, predictor, parts[0], ctx)
-            out = [_numeric(features, "features()"), _numeric(scores, "predict()")]
-        return _flops(ctx), out
+            out = [numeric(features, "features()"), numeric(scores, "predict()")]
+        return flops(ctx), out
 
     def _op_augment_views(self, header: dict, parts: list) -> tuple[dict, list]:
         predictor = self._predictor(header)
@@ -199,7 +201,7 @@ class Host:
             views, source = augment_views(self.learner, predictor, parts[0], int(header["q"]),
                                           seed=int(header["seed"]), originals=originals[0],
                                           extents=originals[1])
-        return {"source": source, **_flops(ctx)}, [np.asarray(views, dtype=np.uint8)]
+        return {"source": source, **flops(ctx)}, [np.asarray(views, dtype=np.uint8)]
 
     def _op_fresh_predictor(self, header: dict, parts: list) -> tuple[dict, list]:
         predictor = self._predictor(header)
@@ -211,7 +213,7 @@ class Host:
             self._predictors[handle] = fresh
             while len(self._predictors) > MAX_PREDICTORS:
                 self._predictors.popitem(last=False)
-        return {"handle": handle, "source": source, **_flops(ctx)}, []
+        return {"handle": handle, "source": source, **flops(ctx)}, []
 
     def _op_release(self, header: dict, parts: list) -> tuple[dict, list]:
         self._predictors.pop(int(header["handle"]), None)
@@ -254,19 +256,19 @@ class Host:
             wire.send(self.proto_out, header, parts or [])
 
     def _past_train(self, order: int) -> LabelledData:
-        header, parts = self._ask({"op": "past_train", "order": order})
+        header, parts = self._ask(frame(HostOp.PAST_TRAIN, order=order))
         if not header.get("ok"):
             raise CausalityError(str(header.get("message", "not available")))
         return LabelledData.from_arrays(parts)
 
-    def _past_predictor(self, order: int | None, op: str = "past_predictor") -> bytes:
-        header, parts = self._ask({"op": op, "order": order})
+    def _past_predictor(self, order: int | None, op: HostOp = HostOp.PAST_PREDICTOR) -> bytes:
+        header, parts = self._ask(frame(op, order=order))
         if not header.get("ok"):
             raise CausalityError(str(header.get("message", "not available")))
-        return _bytes(parts[0], "past predictor")
+        return blob(parts[0], "past predictor")
 
     def _pretrained(self) -> bytes:
-        return self._past_predictor(None, op="pretrained")
+        return self._past_predictor(None, op=HostOp.PRETRAINED)
 
     def _rung(self, step: int, predictor: Any, dev: LabelledData, ctx: LocalTrialContext,
               proxy: tuple[CausalTaskView, dict] | None = None) -> bool:
@@ -274,21 +276,21 @@ class Host:
         under the ``proxy`` scheduler, features of augmented views of unlabelled train images
         instead (harness code takes their LiDAR). Either pass runs under the trial's meter."""
         if proxy is None:
-            scores = _numeric(self.learner.predict(predictor, dev.images, ctx), "predict()")
+            scores = numeric(self.learner.predict(predictor, dev.images, ctx), "predict()")
         else:
             view, how = proxy
             images = proxy_images(view, n=int(how["n"]), seed=int(how["seed"]))
-            scores = _numeric(proxy_features(self.learner, predictor, images, n=int(how["n"]),
+            scores = numeric(proxy_features(self.learner, predictor, images, n=int(how["n"]),
                                              q=int(how["q"]), seed=int(how["seed"]), ctx=ctx), "features()")
-        header, _ = self._ask({"op": "rung", "step": int(step)}, [scores])
+        header, _ = self._ask(frame(HostOp.RUNG, step=int(step)), [scores])
         return bool(header.get("continue", True))
 
     def _flops_so_far(self, measured: int, reported: int, untracked: int) -> None:
-        self._tell({"op": "flops", "flops_measured": measured, "flops_reported": reported,
-                    "flops_untracked": int(untracked)})
+        self._tell(frame(HostOp.FLOPS, flops_measured=measured, flops_reported=reported,
+                         flops_untracked=int(untracked)))
 
     def _checkpoint(self, step: int, data: bytes) -> None:
-        self._tell({"op": "checkpoint", "step": int(step)}, [_bytes(data, "save_predictor()")])
+        self._tell(frame(HostOp.CHECKPOINT, step=int(step)), [blob(data, "save_predictor()")])
 
     def _predictor(self, header: dict) -> Any:
         handle = int(header["handle"])
@@ -314,38 +316,6 @@ class Host:
 def _receive(stream: BinaryIO) -> tuple[dict, list]:
     """A frame from harness code, which is trusted to send a task's splits, however large."""
     return wire.receive(stream, max_part_bytes=wire.HARNESS_PART_BYTES, max_frame_bytes=None)
-
-
-def _numeric(value: Any, what: str) -> np.ndarray:
-    array = np.asarray(value)
-    if array.dtype.hasobject or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
-        raise LearnerError(f"{what} must return a numeric array; got dtype {array.dtype}.")
-    return array
-
-
-def _bytes(value: Any, what: str) -> bytes:
-    if not isinstance(value, (bytes, bytearray, memoryview)):
-        raise LearnerError(f"{what} must return bytes; got {type(value).__name__}.")
-    return bytes(value)
-
-
-def _flops(ctx: LocalTrialContext, *, updates: int | None = None) -> dict[str, Any]:
-    """The meter's figures; a trial's also carry ``flops_updates``, what its training spent on
-    updates (NEVIS'22's count: :attr:`~workers.sandbox.flops.FlopMeter.updates`)."""
-    meter = ctx.meter
-    fields = {"flops_measured": int(meter.measured), "flops_reported": int(meter.reported),
-              "flops_untracked": int(meter.untracked)}
-    if updates is not None:
-        fields["flops_updates"] = int(updates)
-    return fields
-
-
-def _peak_memory(device: str) -> int:
-    if device.startswith("cuda"):
-        import torch  # noqa: PLC0415
-
-        return int(torch.cuda.max_memory_allocated(device))
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def warm_up() -> None:
@@ -381,10 +351,10 @@ def main() -> None:
         device = "cuda:0" if wants_gpu and torch.cuda.is_available() else "cpu"
     except Exception as exc:  # noqa: BLE001 - reported to the harness, which raises it
         kind = "UnknownNameError" if isinstance(exc, UnknownNameError) else type(exc).__name__
-        wire.send(proto_out, {"op": "error", "error": kind, "message": str(exc)[:4000],
-                              "traceback": traceback.format_exc()[-20000:]})
+        wire.send(proto_out, frame(Reply.ERROR, error=kind, message=str(exc)[:4000],
+                                   traceback=traceback.format_exc()[-20000:]))
         return
-    wire.send(proto_out, {"op": "ready", "device": device})
+    wire.send(proto_out, frame(Reply.READY, device=device))
     Host(learner, proto_in, proto_out, device=device).serve()
 
 

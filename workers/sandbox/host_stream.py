@@ -16,6 +16,7 @@ import numpy as np
 
 from services.core.errors import CausalityError
 from workers.learners.protocol import LabelledData
+from workers.sandbox.ops import HostOp, frame
 from workers.stream.shard_stream import ShardStream
 from workers.stream.shards import ShardInfo
 
@@ -39,7 +40,7 @@ class WireShards:
 
     def read(self, shard: ShardInfo) -> LabelledData:
         """One shard's rows with the originals training crops (harness code checked it)."""
-        header, parts = self._ask({"op": "train_shard", "shard": int(shard.key)}, [])
+        header, parts = self._ask(frame(HostOp.TRAIN_SHARD, shard=int(shard.key)), [])
         if not header.get("ok"):
             raise CausalityError(str(header.get("message", "not available")))
         self.fetched += 1

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from workers.sandbox.ops import OP, HostOp, Op, Reply
 from workers.sandbox.wire import Part, WireError
 
 MAX_COUNT = 2**63  # FLOP counts: what the database's BIGINT holds
@@ -134,6 +135,16 @@ def text(limit: int) -> Check:
     return check
 
 
+def label(limit: int) -> Check:
+    """A non-empty string of at most ``limit`` characters, refused rather than cut (a name cut
+    would be another name)."""
+    def check(value: Any, limits: Limits) -> str:
+        if not isinstance(value, str) or not 0 < len(value) <= limit:
+            raise ValueError(f"must be a non-empty string of at most {limit} characters; got {_show(value)}")
+        return value
+    return check
+
+
 def one_of(*values: str) -> Check:
     def check(value: Any, limits: Limits) -> str:
         if not isinstance(value, str) or value not in values:
@@ -242,14 +253,15 @@ RUNG_STEP = member(lambda lim: lim.rungs, "rung steps")
 CURVE = list_of(curve_point, lambda lim: lim.steps + 1)
 ORDER = integer(0, MAX_ORDER)
 
-REQUESTS: dict[str, Message] = {
-    "checkpoint": Message("checkpoint", {"step": Field(CHECKPOINT_STEP)}, ("b",)),
-    "flops": _metered("flops report"),
-    "rung": Message("rung report", {"step": Field(RUNG_STEP)}, ("a",)),
-    "past_train": Message("past_train request", {"order": Field(ORDER)}),
-    "train_shard": Message("train_shard request", {"shard": Field(integer(0, MAX_ORDER))}),  # a streamed task's
-    "past_predictor": Message("past_predictor request", {"order": Field(ORDER)}),
-    "pretrained": Message("pretrained request", {"order": Field(optional(ORDER), required=False)}),
+REQUESTS: dict[HostOp, Message] = {
+    HostOp.CHECKPOINT: Message("checkpoint", {"step": Field(CHECKPOINT_STEP)}, ("b",)),
+    HostOp.FLOPS: _metered("flops report"),
+    HostOp.RUNG: Message("rung report", {"step": Field(RUNG_STEP)}, ("a",)),
+    HostOp.PAST_TRAIN: Message("past_train request", {"order": Field(ORDER)}),
+    # a streamed task's train split, one shard at a time
+    HostOp.TRAIN_SHARD: Message("train_shard request", {"shard": Field(integer(0, MAX_ORDER))}),
+    HostOp.PAST_PREDICTOR: Message("past_predictor request", {"order": Field(ORDER)}),
+    HostOp.PRETRAINED: Message("pretrained request", {"order": Field(optional(ORDER), required=False)}),
 }
 """What a host may ask or tell harness code while a trial runs, by ``op``."""
 
@@ -269,20 +281,22 @@ TRIAL_RESULTS: dict[str, Message] = {
 }
 """A trial's ``result``, by its status."""
 
-REPLIES: dict[str, Message] = {
-    "describe": Message("result of describe", {
-        "name": Field(text(NAME_CHARS)), "search_space": Field(mapping), "resources": Field(mapping),
-        "preferred_search": Field(optional(text(NAME_CHARS)), required=False),
+REPLIES: dict[Op, Message] = {
+    Op.DESCRIBE: Message("result of describe", {
+        "name": Field(label(NAME_CHARS)), "search_space": Field(mapping), "resources": Field(mapping),
+        "preferred_search": Field(optional(label(NAME_CHARS)), required=False),
         "prepares_task": Field(flag, required=False, default=False)}, ("b",)),
-    "prepare_task": _metered("result of prepare_task", {"wall_time_s": Field(seconds)}, ("b",)),  # pickled result
-    "predict": _metered("result of predict", parts=("a",)),
-    "load_predictor": _metered("result of load_predictor", {"handle": Field(integer(1, MAX_COUNT - 1))}),
-    "features": _metered("result of features", parts=("a",)),
-    "predict_loaded": _metered("result of predict_loaded", parts=("a",)),
-    "augment_views": _metered("result of augment_views", {"source": Field(text(NAME_CHARS))}, ("a",)),
-    "fresh_predictor": _metered("result of fresh_predictor", {  # handle 0: none (step 0 is untrained)
+    # the learner's result, pickled in its host
+    Op.PREPARE_TASK: _metered("result of prepare_task", {"wall_time_s": Field(seconds)}, ("b",)),
+    Op.PREDICT: _metered("result of predict", parts=("a",)),
+    Op.LOAD_PREDICTOR: _metered("result of load_predictor", {"handle": Field(integer(1, MAX_COUNT - 1))}),
+    Op.FEATURES: _metered("result of features", parts=("a",)),
+    Op.PREDICT_LOADED: _metered("result of predict_loaded", parts=("a",)),
+    Op.FEATURES_AND_PREDICT: _metered("result of features_and_predict", parts=("a", "a")),  # features, scores
+    Op.AUGMENT_VIEWS: _metered("result of augment_views", {"source": Field(text(NAME_CHARS))}, ("a",)),
+    Op.FRESH_PREDICTOR: _metered("result of fresh_predictor", {  # handle 0: none (step 0 is untrained)
         "handle": Field(integer(0, MAX_COUNT - 1)), "source": Field(text(NAME_CHARS))}),
-    "release": Message("result of release"),
+    Op.RELEASE: Message("result of release"),
 }
 """The ``result`` of each request but ``trial`` (see :data:`TRIAL_RESULTS`), by request op."""
 
@@ -293,19 +307,19 @@ READY = Message("ready", {"device": Field(text(NAME_CHARS))})
 
 def read_request(header: Mapping[str, Any], parts: list[Part], limits: Limits = Limits()) -> dict[str, Any]:
     """A host's message during a trial, checked against its declaration (by ``op``)."""
-    op = header.get("op")
+    op = header.get(OP)
     message = REQUESTS.get(op) if isinstance(op, str) else None
     if message is None:
         raise WireError(f"the learner host sent an unexpected {_show(op)} frame")
-    return {"op": op, **message.read(header, parts, limits)}
+    return {OP: HostOp(op), **message.read(header, parts, limits)}
 
 
 def read_reply(request_op: str, header: Mapping[str, Any], parts: list[Part],
                limits: Limits = Limits()) -> dict[str, Any]:
     """The ``result`` of a ``request_op`` request, checked (a trial's by its status)."""
-    if header.get("op") != "result":
-        raise WireError(f"expected the result of {request_op}; got a {_show(header.get('op'))} frame")
-    if request_op == "trial":
+    if header.get(OP) != Reply.RESULT:
+        raise WireError(f"expected the result of {request_op}; got a {_show(header.get(OP))} frame")
+    if request_op == Op.TRIAL:
         status = header.get("status")
         if not isinstance(status, str) or status not in TRIAL_RESULTS:
             raise WireError(f"result of trial: field 'status' must be one of {list(TRIAL_STATUSES)}; "
@@ -327,6 +341,6 @@ __all__ = [
     "ERROR", "ERROR_CHARS", "FLOP_FIELDS", "MAX_COUNT", "MAX_MEMORY_BYTES", "MAX_ORDER", "MAX_SECONDS",
     "MESSAGE_CHARS", "NAME_CHARS", "READY", "REPLIES", "REQUESTS", "TRACEBACK_CHARS", "TRIAL_RESULTS",
     "TRIAL_STATUSES", "Check", "Field", "Limits", "Message", "curve_point", "flop_fields", "integer",
-    "flag", "list_of", "mapping", "member", "one_of", "optional", "read_fields", "read_reply", "read_request",
-    "seconds", "text",
+    "flag", "label", "list_of", "mapping", "member", "one_of", "optional", "read_fields", "read_reply",
+    "read_request", "seconds", "text",
 ]

@@ -20,9 +20,10 @@ from workers.learners.protocol import MAX_PREPARED_BYTES
 from workers.sandbox import messages
 from workers.sandbox.client import LearnerHost
 from workers.sandbox.declaration import info_to_json
+from workers.sandbox.ops import OP, HostOp, PrepareTask
 from workers.trainer.trial import TrialSpec, answer_past, no_flops, reported_flops, request_argument, task_parts
 
-PAST_OPS = ("past_train", "past_predictor", "pretrained", "train_shard")
+PAST_OPS = (HostOp.PAST_TRAIN, HostOp.PAST_PREDICTOR, HostOp.PRETRAINED, HostOp.TRAIN_SHARD)
 """What a host may ask for while it prepares a task (besides FLOP reports; no checkpoints or rungs)."""
 
 
@@ -54,25 +55,25 @@ def prepare_in_host(host: LearnerHost, spec: TrialSpec) -> tuple[bytes, dict[str
         nonlocal spent
         try:
             message = messages.read_request(header, parts)
-            if message["op"] == "flops":
+            op = message[OP]
+            if op == HostOp.FLOPS:
                 spent = reported_flops(message, spent)
                 return None
-            if message["op"] not in PAST_OPS:
-                raise LearnerError(f"the learner host sent a {message['op']!r} frame while preparing the task")
-            return answer_past(spec.harness, message["op"], request_argument(message))
+            if op not in PAST_OPS:
+                raise LearnerError(f"the learner host sent a {str(op)!r} frame while preparing the task")
+            return answer_past(spec.harness, op, request_argument(message))
         except Exception:
             broken.append(True)
             raise
 
     data_key = spec.key_prefix  # the same task data a trial of this attempt gets, sent once per host
-    request = {"op": "prepare_task", "data_key": data_key, "info": info_to_json(spec.info),
-               "past": [info_to_json(p) for p in spec.past], "stream_length": spec.stream_length,
-               "seed": spec.info.order, "train_shards": list(spec.train_shards)}
+    request = PrepareTask(data_key=data_key, info=info_to_json(spec.info),
+                          past=[info_to_json(p) for p in spec.past], stream_length=spec.stream_length,
+                          seed=spec.info.order, train_shards=list(spec.train_shards))
     parts = task_parts(spec.train, spec.dev) if host.data_key != data_key else []
     try:
-        header, out = host.call(request, [*parts, spec.state], on_message=on_message)
+        reply, out = host.call(request, [*parts, spec.state], on_message=on_message)  # checked by its declaration
         host.data_key = data_key
-        reply = messages.read_reply("prepare_task", header, out)
     except Exception as exc:  # the learner raised (its host answered), or the host broke the protocol
         if host.alive and (broken or not isinstance(exc, LearnerError)):
             host.close()  # mid-request or untrusted: its next frames must not answer another request

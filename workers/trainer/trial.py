@@ -24,9 +24,10 @@ from services.core.metrics import task_error
 from services.store.runs import run_keys
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.sandbox import messages
-from workers.sandbox.client import HostSpec, LearnerHost
+from workers.sandbox.client import BrokenReply, HostSpec, LearnerHost
 from workers.sandbox.declaration import info_to_json
 from workers.sandbox.messages import Limits
+from workers.sandbox.ops import OP, HostOp, Trial, frame
 from workers.sandbox.wire import WireError
 from workers.trainer.frame_caps import trial_frame_caps
 from workers.trainer.proxy_scheduler import rung_value
@@ -115,29 +116,26 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
             raise
 
     data_key = spec.key_prefix  # one task attempt: its data goes to a host once
-    request = {
-        "op": "trial", "data_key": data_key, "info": info_to_json(spec.info),
-        "past": [info_to_json(p) for p in spec.past], "stream_length": spec.stream_length,
-        "steps": spec.steps, "checkpoint_at": list(limits.checkpoint_at),
-        "seed": int(config[TRIAL_SEED]), "config": learner_config(config), "rungs": list(spec.rungs),
-        **({"rung_proxy": dict(spec.rung_proxy)} if spec.rung_proxy else {}),
-        "prepared": spec.prepared is not None, "train_shards": list(spec.train_shards),
-    }
+    request = Trial(
+        data_key=data_key, info=info_to_json(spec.info), past=[info_to_json(p) for p in spec.past],
+        stream_length=spec.stream_length, steps=spec.steps, checkpoint_at=list(limits.checkpoint_at),
+        seed=int(config[TRIAL_SEED]), config=learner_config(config), rungs=list(spec.rungs),
+        rung_proxy=dict(spec.rung_proxy) if spec.rung_proxy else None,
+        prepared=spec.prepared is not None, train_shards=list(spec.train_shards))
     parts = task_parts(spec.train, spec.dev) if host.data_key != data_key else []
     prepared = [] if spec.prepared is None else [spec.prepared]  # before the state, which comes last
     try:
         caps = trial_frame_caps(num_dev=len(spec.dev.labels), num_classes=spec.info.num_classes,
                                 limits=spec.host.limits, proxy=spec.rung_proxy, checkpoint_bytes=CHECKPOINT_MAX_BYTES)
-        header, out = host.call(request, [*parts, *prepared, spec.state], on_message=on_message, announce=caps)
+        result, out = host.call(request, [*parts, *prepared, spec.state], on_message=on_message, announce=caps,
+                                limits=limits)  # the result read through its declaration, with these limits
+    except BrokenReply as exc:  # no honest host sends it, and its real result may follow
+        host.close()
+        return _failed(config, exc, _most(heard.spent, _final_flops(exc.header)), heard)
     except Exception as exc:  # noqa: BLE001 - died, broke the contract, or could not be recorded
         _drop_if_out_of_step(host, heard, exc)
         return _failed(config, exc, heard.spent, heard)
     host.data_key = data_key
-    try:
-        result = messages.read_reply("trial", header, out, limits)
-    except WireError as exc:  # no honest host sends it, and its real result may follow
-        host.close()
-        return _failed(config, exc, _most(heard.spent, _final_flops(header)), heard)
     if result["status"] == "failed" and result["traceback"]:  # the learner's own traceback, after its prints
         host.settle_log()
         host.log.write(f"\n{str(result['traceback'])[-20000:]}".encode("utf-8", "replace"))
@@ -147,14 +145,14 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
 def _answer(spec: TrialSpec, index: int, heard: _Heard, message: dict[str, Any],
             parts: list) -> tuple[dict[str, Any], list] | None:
     """Act on one checked message of the host's during a trial; what goes back, if anything."""
-    op = message["op"]
-    if op == "checkpoint":
+    op = message[OP]
+    if op == HostOp.CHECKPOINT:
         _store_checkpoint(spec.harness, heard, message["step"], parts[0])
         return None
-    if op == "flops":
+    if op == HostOp.FLOPS:
         heard.spent = reported_flops(message, heard.spent)
         return None
-    if op == "rung":
+    if op == HostOp.RUNG:
         return _answer_rung(spec, index, message["step"], parts[0], heard.rungs)
     return answer_past(spec.harness, op, request_argument(message))
 
@@ -223,19 +221,19 @@ def task_parts(train: LabelledData | None, dev: LabelledData) -> list[np.ndarray
 
 def request_argument(message: Mapping[str, Any]) -> Any:
     """What a checked request for data names: a streamed shard's number, or a task's order."""
-    return message["shard"] if message["op"] == "train_shard" else message.get("order")
+    return message["shard"] if message[OP] == HostOp.TRAIN_SHARD else message.get("order")
 
 
-def answer_past(harness: Any, op: str, order: Any) -> tuple[dict[str, Any], list]:
+def answer_past(harness: Any, op: HostOp, order: Any) -> tuple[dict[str, Any], list]:
     """An earlier task's train split or predictor, or the run's pretrained checkpoint, fetched by the harness actor (which checks
     causality again); a refusal goes back to the learner as data, raised there."""
     try:
         answer = _ask(getattr(harness, op), order)
     except Exception as exc:  # noqa: BLE001 - a CausalityError from the harness, as data
         cause = getattr(exc, "cause", None) or exc
-        return {"op": op, "ok": False, "message": str(cause)[:2000]}, []
-    parts = answer.to_arrays() if op in ("past_train", "train_shard") else [answer]
-    return {"op": op, "ok": True}, parts
+        return frame(op, ok=False, message=str(cause)[:2000]), []
+    parts = answer.to_arrays() if op in (HostOp.PAST_TRAIN, HostOp.TRAIN_SHARD) else [answer]
+    return frame(op, ok=True), parts
 
 
 def reported_flops(counts: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
@@ -286,7 +284,7 @@ def _answer_rung(spec: TrialSpec, trial_index: int, step: int, scores: Any,
         error = float("inf")
     seen.append([step, error])
     go_on = _ask(spec.harness.rung_report, trial_index, step, error)
-    return {"op": "rung", "continue": bool(go_on)}, []
+    return frame(HostOp.RUNG, **{"continue": bool(go_on)}), []
 
 
 def _ask(method: Any, *args: Any) -> Any:

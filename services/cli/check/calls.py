@@ -31,6 +31,7 @@ from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner, desc
 from services.core.checkpoint_plan import checkpoint_steps
 from workers.sandbox.declaration import LearnerDeclaration, info_to_json
 from workers.sandbox.limits import HostLimits
+from workers.sandbox.ops import OP, HostOp, PrepareTask, Trial, frame
 from workers.sandbox.trust import multi_worker_refusal
 
 CHECKPOINT_FRACTIONS = (0.0, 0.5, 1.0)
@@ -153,19 +154,19 @@ class CheckRun:
         past = [t.info for t in check_stream_before(order)]
         base = {"data_key": f"check/{order}", "info": info_to_json(info), "past": [info_to_json(p) for p in past],
                 "stream_length": 2}
+
+        def answer(header: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
+            return heard.answer(messages.read_request(header, parts, limits), parts)
+
         prepared: list[bytes] = []
         try:
             parts = [*task.dev.to_arrays()[:2], *task.train.to_arrays()]  # trial.task_parts' layout (no Ray import)
             if declaration.prepares_task:
-                header, out = host.call({"op": "prepare_task", **base, "seed": order}, [*parts, state],
-                                        on_message=lambda h, p: heard.answer(messages.read_request(h, p, limits), p))
-                messages.read_reply("prepare_task", header, out)
+                _, out = host.call(PrepareTask(**base, seed=order), [*parts, state], on_message=answer)
                 prepared, parts = [out[0]], []  # the task's data is in the host now
-            request = {"op": "trial", **base, "steps": self.steps, "checkpoint_at": list(at), "seed": 0,
-                       "config": sample_config(declaration.search_space), "rungs": [], "prepared": bool(prepared)}
-            header, out = host.call(request, [*parts, *prepared, state],
-                                    on_message=lambda h, p: heard.answer(messages.read_request(h, p, limits), p))
-            result = messages.read_reply("trial", header, out, limits)
+            request = Trial(**base, steps=self.steps, checkpoint_at=list(at), seed=0,
+                            config=sample_config(declaration.search_space), prepared=bool(prepared))
+            result, out = host.call(request, [*parts, *prepared, state], on_message=answer, limits=limits)
         except Exception as exc:  # noqa: BLE001 - a host that raised, died or broke the protocol
             self._record(dx.TRAIN, order, "FAIL", f"{type(exc).__name__}: {exc}"[:600], dx.fix_for(dx.TRAIN))
         if result["status"] != "ok":
@@ -242,19 +243,19 @@ class Heard:
     checkpoints: dict[int, int] = field(default_factory=dict)  # step → bytes
 
     def answer(self, message: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
-        op = message["op"]
-        if op == "checkpoint":
+        op = message[OP]
+        if op == HostOp.CHECKPOINT:
             self.checkpoints[int(message["step"])] = len(parts[0])
             return None
-        if op in ("flops", "rung"):
-            return None if op == "flops" else ({"op": "rung", "continue": True}, [])
+        if op in (HostOp.FLOPS, HostOp.RUNG):
+            return None if op == HostOp.FLOPS else (frame(op, **{"continue": True}), [])
         order = message.get("order")
         earlier = {t.info.order: t for t in check_stream_before(self.order)}
-        if op == "past_train" and order in earlier:
-            return {"op": op, "ok": True}, earlier[order].train.to_arrays()
-        if op == "past_predictor" and order in self.kept:
-            return {"op": op, "ok": True}, [self.kept[order]]
-        return {"op": op, "ok": False, "message": f"nevis check has no {op} for task {order}"}, []
+        if op == HostOp.PAST_TRAIN and order in earlier:
+            return frame(op, ok=True), earlier[order].train.to_arrays()
+        if op == HostOp.PAST_PREDICTOR and order in self.kept:
+            return frame(op, ok=True), [self.kept[order]]
+        return frame(op, ok=False, message=f"nevis check has no {op} for task {order}"), []
 
 
 def check_stream_before(order: int) -> tuple[CheckTask, ...]:

@@ -20,7 +20,8 @@ from services.core.errors import LearnerError
 from services.store.runs.outcomes import TrialOutcome
 from workers.learners.models import SmallCNN
 from workers.learners.protocol import TaskInfo
-from workers.sandbox.client import HostSpec, LearnerHost, flop_counts, predict
+from workers.sandbox.client import HostSpec, LearnerHost, predict
+from workers.sandbox.messages import flop_fields
 from workers.sandbox.context import LocalTrialContext
 from workers.sandbox.flop_counter import forget_process_counts
 from workers.sandbox.flops import FlopCounts, FlopMeter
@@ -360,13 +361,13 @@ def test_a_prediction_job_in_the_host_reports_its_untracked_flops(tmp_path: Path
 
 
 def test_the_harness_checks_and_keeps_the_split() -> None:
-    counts = flop_counts({"flops_measured": 10, "flops_reported": 2, "flops_untracked": 4})
+    counts = flop_fields({"flops_measured": 10, "flops_reported": 2, "flops_untracked": 4})
     assert counts == {"flops_measured": 10, "flops_reported": 2, "flops_untracked": 4}
-    assert flop_counts({"flops_measured": 10})["flops_untracked"] == 0  # an older host
+    assert flop_fields({"flops_measured": 10, "flops_reported": 0})["flops_untracked"] == 0  # an older host
     with pytest.raises(LearnerError, match="exceed"):
-        flop_counts({"flops_measured": 3, "flops_untracked": 4})
-    with pytest.raises(LearnerError, match="non-negative"):
-        flop_counts({"flops_measured": 3, "flops_untracked": -1})
+        flop_fields({"flops_measured": 3, "flops_reported": 0, "flops_untracked": 4})
+    with pytest.raises(LearnerError, match="flops_untracked"):
+        flop_fields({"flops_measured": 3, "flops_reported": 0, "flops_untracked": -1})
     outcome = TrialOutcome.from_metrics({"trial_index": 0, "seed": 1, "status": "ok", "dev_error": 0.5,
                                          **counts})
     assert (outcome.flops, outcome.flops_untracked, outcome.flops_source) == (12, 4, "reported")

@@ -14,6 +14,7 @@ from services.core.errors import ConfigError, LearnerError, UnknownNameError
 from workers.learners.protocol import LogUniform, Resources, TaskInfo, Uniform
 from workers.sandbox.client import HostSpec, LearnerHost, LearnerHostDied, SandboxedLearner, describe, predict
 from workers.sandbox.launch import host_launch, resolve_sandbox
+from workers.sandbox.ops import Features
 
 LEARNER_SOURCE = '''
 import os, numpy as np
@@ -158,7 +159,7 @@ def test_unknown_learners_and_learner_errors_keep_their_kind(spy_dir) -> None:
         LearnerHost(HostSpec("indepp"))
     with LearnerHost(HostSpec("nevis_spy:make", import_paths=(str(spy_dir),))) as host:
         with pytest.raises(LearnerError, match="features failed: LearnerError: predictor handle 99"):
-            host.call({"op": "features", "handle": 99}, [np.zeros((1, 4, 4, 3), np.uint8)])
+            host.call(Features(99), [np.zeros((1, 4, 4, 3), np.uint8)])
 
 
 def test_the_sandbox_setting_resolves_and_refuses_what_is_missing(monkeypatch) -> None:

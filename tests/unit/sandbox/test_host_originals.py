@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from workers.learners.protocol import LabelledData, TaskInfo
+from workers.sandbox import ops
 from workers.sandbox.client import HostSpec, LearnerHost
+from workers.sandbox.messages import Limits
 from workers.sandbox.declaration import info_to_json
 from workers.stream.task_info import Originals
 from workers.trainer.trial import task_parts
@@ -66,14 +68,13 @@ def test_a_trial_sees_task_images_and_originals_of_its_train_and_past_splits(spy
 
     def answer(header, parts):  # the harness's side of past_train (trial.answer_past)
         assert header["op"] == "past_train" and header["order"] == 1
-        return {"op": "past_train", "ok": True}, past.to_arrays()
+        return ops.frame(ops.HostOp.PAST_TRAIN, ok=True), past.to_arrays()
 
-    request = {"op": "trial", "data_key": "k", "info": info_to_json(_info(2)),
-               "past": [info_to_json(_info(1))], "stream_length": 2, "steps": 1,
-               "checkpoint_at": [], "seed": 0, "config": {}, "rungs": []}
+    request = ops.Trial(data_key="k", info=info_to_json(_info(2)), past=[info_to_json(_info(1))],
+                        stream_length=2, steps=1, seed=0)
     parts = task_parts(_split(3, (6, 8)), _split(2, (6, 8)))
     with LearnerHost(HostSpec("nevis_spy_originals:make", import_paths=(str(spy_dir),))) as host:
-        header, out = host.call(request, [*parts, pickle.dumps(None)], on_message=answer)
+        header, out = host.call(request, [*parts, pickle.dumps(None)], on_message=answer, limits=Limits(steps=1))
     assert header["status"] == "ok", header
     seen = pickle.loads(out[2])
     assert seen["train"] == [(3, 4, 4, 3), ((3, 6, 8, 3), [6, 8])]

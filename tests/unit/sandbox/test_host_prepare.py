@@ -11,7 +11,7 @@ import pytest
 
 from services.core.errors import LearnerError
 from workers.learners.protocol import LabelledData, TaskInfo
-from workers.sandbox import messages
+from workers.sandbox import messages, ops
 from workers.sandbox.client import HostSpec, LearnerHost, describe
 from workers.sandbox.declaration import info_to_json
 from workers.sandbox.wire import WireError
@@ -67,7 +67,7 @@ def host_spec(tmp_path: Path, monkeypatch) -> HostSpec:
 
     def answer_past(harness, op, order):  # the harness actor's side (trial.answer_past)
         assert (op, order) == ("past_train", 1)
-        return {"op": op, "ok": True}, _split(5).to_arrays()
+        return ops.frame(op, ok=True), _split(5).to_arrays()
 
     monkeypatch.setattr(task_prepare, "answer_past", answer_past)
     return HostSpec("nevis_preparer:make", import_paths=(str(tmp_path),))
@@ -80,10 +80,10 @@ def test_the_hook_is_declared_run_once_metered_and_read_by_every_trial(host_spec
         prepared, flops = task_prepare.prepare_in_host(host, spec)
         assert flops["flops_measured"] == flops["flops_untracked"] == 2 * 3 * 48 * 5
         assert pickle.loads(prepared) == {"train": 3, "dev": 2, "past": 5, "state": {"carried": 1}, "seed": 2}
-        request = {"op": "trial", "data_key": spec.key_prefix, "info": info_to_json(spec.info),
-                   "past": [info_to_json(_info(1))], "stream_length": 2, "steps": 1, "checkpoint_at": [],
-                   "seed": 0, "config": {}, "rungs": [], "prepared": True}
-        header, out = host.call(request, [prepared, spec.state])  # the data went with the preparation
+        request = ops.Trial(data_key=spec.key_prefix, info=info_to_json(spec.info), past=[info_to_json(_info(1))],
+                            stream_length=2, steps=1, seed=0, prepared=True)
+        header, out = host.call(request, [prepared, spec.state],  # the data went with the preparation
+                                limits=messages.Limits(steps=1))
     assert header["status"] == "ok", header
     assert pickle.loads(out[2]) == pickle.loads(prepared)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from workers.learners.protocol import TaskInfo
-from workers.sandbox import messages
+from workers.sandbox import messages, ops
 from workers.sandbox.client import HostSpec, LearnerHost
 from workers.sandbox.declaration import info_to_json
 from workers.sandbox.messages import Limits
@@ -45,20 +45,21 @@ def test_an_honest_hosts_replies_pass_their_declarations(tmp_path: Path) -> None
     images = np.zeros((2, 4, 4, 3), np.uint8)
     with LearnerHost(HostSpec("nevis_spy_messages:make", import_paths=(str(tmp_path),))) as host:
         calls = [
-            ({"op": "describe"}, []),
-            ({"op": "predict", "info": info_to_json(INFO), "seed": 0}, [b"p", images]),
-            ({"op": "load_predictor", "info": info_to_json(INFO), "seed": 0}, [b"p"]),
-            ({"op": "features", "handle": 1}, [images]),
-            ({"op": "predict_loaded", "handle": 1}, [images]),
-            ({"op": "augment_views", "handle": 1, "q": 2, "seed": 0}, [images]),
-            ({"op": "augment_views", "handle": 1, "q": 2, "seed": 0},  # cut from the stored originals
+            (ops.Describe(), []),
+            (ops.Predict(info_to_json(INFO), 0), [b"p", images]),
+            (ops.LoadPredictor(info_to_json(INFO), 0), [b"p"]),
+            (ops.Features(1), [images]),
+            (ops.PredictLoaded(1), [images]),
+            (ops.FeaturesAndPredict(1), [images]),
+            (ops.AugmentViews(1, 2, 0), [images]),
+            (ops.AugmentViews(1, 2, 0),  # cut from the stored originals
              [images, np.zeros((2, 6, 5, 3), np.uint8), np.full((2, 2), 5, np.int32)]),
-            ({"op": "fresh_predictor", "handle": 1, "seed": 0}, []),  # handle 0: none for this learner
-            ({"op": "release", "handle": 1}, []),
+            (ops.FreshPredictor(1, 0), []),  # handle 0: none for this learner
+            (ops.Release(1), []),
         ]
         for request, parts in calls:
-            header, out = host.call(request, parts)
-            messages.read_reply(request["op"], header, out)
+            reply, out = host.call(request, parts)  # read through its declaration, or it raises
+            assert set(reply) == set(messages.REPLIES[request.op].fields), request
 
 
 def test_an_honest_trial_result_passes_and_only_declared_fields_come_out() -> None:
