@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workers.sandbox.limits import HostLimits
+from workers.sandbox.ops import HostOp, Reply, op_of
 from workers.sandbox.wire import WireError
 
 ITEM_BYTES = 8
@@ -41,12 +42,12 @@ class TrialFrameCaps:
 
     def __call__(self, header: dict[str, Any], sizes: Sequence[tuple[str, int]]) -> None:
         """Refuse (WireError) a frame whose announced parts are over its message's caps."""
-        op = header.get("op")
-        if op == "rung":
+        op = op_of(header)
+        if op == HostOp.RUNG:
             _hold("rung report", sizes, (self.rung_bytes,))
-        elif op == "checkpoint":
+        elif op == HostOp.CHECKPOINT:
             _hold("checkpoint", sizes, (self.checkpoint_bytes,))
-        elif op == "result" and header.get("status") == "ok":
+        elif op == Reply.RESULT and header.get("status") == "ok":
             _hold("result of trial (ok)", sizes, self.result_bytes)
 
 

@@ -69,7 +69,7 @@ class ProbeContext:
 
     def charge_host_flops(self, counts: Mapping[str, int]) -> None:
         """Add what a learner host's meter counted for one call (checked by
-        :func:`~workers.sandbox.client.flop_counts`)."""
+        :func:`~workers.sandbox.messages.flop_fields`, with its reply)."""
         self.hosted = self.hosted + AnalysisFlops(
             int(counts["flops_measured"]), int(counts["flops_reported"]), int(counts["flops_untracked"]))
 
