@@ -6,22 +6,26 @@ that holds the class names under one of several keys, the records per split) as 
 nor TensorFlow Datasets is installed here, and a pickle may name any callable, so it is read
 with an unpickler that builds only plain data (numbers, strings, lists, dicts, numpy scalars
 and arrays) and stands an inert :class:`Opaque` record in for every other class it names:
-nothing of the reference is imported or run, and the fields survive as a dict.
+nothing of the reference is imported or run, and the fields survive as a dict. Its calls are
+bounded (:mod:`workers.stream.readers.bounded_pickle`): ``frozenset(range(4e8))`` in a few
+bytes of pickle is refused, not built, and a file over :data:`MAX_METADATA_BYTES` is not read.
 """
 
 from __future__ import annotations
 
 import base64
 import io
-import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from services.core.errors import DatasetFormatError
+from workers.stream.readers.bounded_pickle import BoundedUnpickler
 
 METADATA_FILE = "metadata"
+MAX_METADATA_BYTES = 16 * 2**20
+"""The reference's metadata files are a few kB."""
 # extras keys that hold class names in the reference's handlers: lists first, then
 # name -> index maps (or index -> name); awa2's multi-label classes are its predicates.
 _NAME_LISTS = ("class_names", "labels")
@@ -63,7 +67,7 @@ class Opaque:
         return dict(state) if isinstance(state, dict) else {}
 
 
-class _DataOnlyUnpickler(pickle.Unpickler):
+class _DataOnlyUnpickler(BoundedUnpickler):
     _stand_ins: dict[tuple[str, str], type] = {}
 
     def find_class(self, module: str, name: str) -> Any:
@@ -97,6 +101,9 @@ def read_reference_metadata(folder: Path) -> ReferenceMetadata:
     if not path.is_file():
         raise DatasetFormatError(f"{path} is missing: the reference writes it when a dataset is "
                                  "complete, so this folder was not (fully) prepared.")
+    if path.stat().st_size > MAX_METADATA_BYTES:
+        raise DatasetFormatError(f"{path} has {path.stat().st_size} bytes, over the {MAX_METADATA_BYTES}-byte "
+                                 "limit of a reference metadata file (they are a few kB): not read.")
     try:
         raw = base64.b64decode(path.read_bytes())
         loaded = _DataOnlyUnpickler(io.BytesIO(raw)).load()
