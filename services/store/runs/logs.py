@@ -6,6 +6,12 @@ prediction job's at ``<attempt prefix>/predict-log.txt`` (:mod:`services.store.r
 This module lists them from the database's trials and the store's objects and reads them back.
 Who may read them (the owner and admins, never other users) is the caller's rule: logs hold
 whatever a learner printed.
+
+A meta-test run's prediction jobs see the test images, and a learner could print them (one
+printed all 180 of a task's in base64): their logs are withheld from everyone reading them
+here, owner and admins alike, and only a failed job's traceback, its last
+:data:`WITHHELD_TRACEBACK_BYTES`, is shown (:func:`read_log`). The stored object is kept
+for the operator, who can read the store directly.
 """
 
 from __future__ import annotations
@@ -16,10 +22,16 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from services.store.db.models import StreamTask, TaskRun, Trial
+from services.store.db.models import StreamTask, Submission, TaskRun, Trial
 from services.store.objects import ObjectStore
 from services.store.runs import run_keys
 
+WITHHELD_TRACEBACK_BYTES = 2048
+"""The most of a withheld prediction log shown: a failure's traceback, its last bytes."""
+WITHHELD_NOTE = ("[nevis] This prediction job scored the meta-test's test images: its log is withheld "
+                 "(only a failure's traceback, its last {limit} bytes, is shown), so that nothing the learner "
+                 "printed carries test images out.\n")
+_TRACEBACK = "Traceback (most recent call last)"
 _PREDICT_KEY = re.compile(r"^runs/\d+/task-(\d+)/attempt-(\d+)/" + re.escape(run_keys.PREDICT_LOG_FILE) + "$")
 
 
@@ -35,6 +47,8 @@ class LogEntry:
     status: str | None = None  # the trial's status
     error: str | None = None  # the trial's error, as recorded
     traceback: str | None = None  # the trial's recorded traceback (shown when no log was stored)
+    withheld: bool = False  # a meta-test prediction job's: only a failure's traceback is shown
+    failed: bool = False  # the attempt failed (a prediction job's)
 
     @property
     def kind(self) -> str:
@@ -60,11 +74,24 @@ def list_logs(session: Session, store: ObjectStore, *, submission_id: int, task:
         key = f"{run_keys.trial_prefix(run_keys.attempt_prefix(submission_id, order, attempt), index)}/{run_keys.LOG_FILE}"
         entries.append(LogEntry(order, attempt, index, key, sizes.get(key), status, error, trace))
     if trial is None:
+        withheld = session.scalar(select(Submission.phase).where(Submission.id == submission_id)) == "meta_test"
+        failed = _failed_attempts(session, submission_id) if withheld else set()
         for key, size in sizes.items():
             found = _PREDICT_KEY.match(key)
             if found and (task is None or int(found[1]) == task):
-                entries.append(LogEntry(int(found[1]), int(found[2]), None, key, size))
+                order, attempt = int(found[1]), int(found[2])
+                entries.append(LogEntry(order, attempt, None, key, size, withheld=withheld,
+                                        failed=(order, attempt) in failed))
     return sorted(entries, key=lambda e: (e.task, e.attempt, e.trial is None, e.trial or 0))
+
+
+def _failed_attempts(session: Session, submission_id: int) -> set[tuple[int, int]]:
+    """(task order, attempt) of the submission's attempts that ended failed or timed out."""
+    rows = session.execute(select(StreamTask.order, TaskRun.attempt)
+                           .join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
+                           .where(TaskRun.submission_id == submission_id,
+                                  TaskRun.status.in_(("failed", "timed_out")))).all()
+    return {(order, attempt) for order, attempt in rows}
 
 
 def log_keys(session: Session) -> set[str]:
@@ -84,7 +111,10 @@ def log_keys(session: Session) -> set[str]:
 
 def read_log(store: ObjectStore, entry: LogEntry, *, tail_bytes: int) -> tuple[str, bool]:
     """The log's text (its last ``tail_bytes``), and whether it was cut; a trial without a
-    stored log reads as its recorded error and traceback."""
+    stored log reads as its recorded error and traceback; a withheld one as a note and, for a
+    failed job, the last :data:`WITHHELD_TRACEBACK_BYTES` from its last traceback."""
+    if entry.withheld:
+        return _withheld(store, entry), False
     if entry.size is None:
         text = "\n".join(part for part in (entry.error, entry.traceback) if part)
         data = text.encode("utf-8")
@@ -94,4 +124,15 @@ def read_log(store: ObjectStore, entry: LogEntry, *, tail_bytes: int) -> tuple[s
     return data[-tail_bytes:].decode("utf-8", "replace"), cut
 
 
-__all__ = ["LogEntry", "list_logs", "log_keys", "read_log"]
+def _withheld(store: ObjectStore, entry: LogEntry) -> str:
+    note = WITHHELD_NOTE.format(limit=WITHHELD_TRACEBACK_BYTES)
+    if not entry.failed or entry.size is None:
+        return note
+    text = store.get_bytes(entry.key).decode("utf-8", "replace")
+    start = text.rfind(_TRACEBACK)
+    if start < 0:
+        return note
+    return note + text[start:].encode("utf-8")[-WITHHELD_TRACEBACK_BYTES:].decode("utf-8", "replace")
+
+
+__all__ = ["WITHHELD_NOTE", "WITHHELD_TRACEBACK_BYTES", "LogEntry", "list_logs", "log_keys", "read_log"]
