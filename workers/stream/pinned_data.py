@@ -1,9 +1,11 @@
 """The counts check of ``prepare``: a dataset's classes against its task's, and a NEVIS'22
 source's classes and rows per split against the catalogue's pinned counts.
 
-``convert`` checks a source as it writes it; this checks what ``prepare`` actually loads,
-whoever wrote it (an older conversion, a file copied in by hand), so a dataset of another
-size never becomes shards unflagged. Differences pass only with ``--accept-count-change``,
+``convert`` checks a source as it writes it; this checks what ``prepare`` actually loads
+(an older conversion, an imported reference dataset, a file copied in by hand: any file that
+names the catalogue source it was made from), so a dataset of another size never becomes
+shards unflagged. A subset packed under a NEVIS'22 name (the offline ``.npz`` datasets) is
+not the source's files, and only the task's class count applies to it. Differences pass only with ``--accept-count-change``,
 and the index's ``source.counts_check`` records them.
 """
 
@@ -50,7 +52,9 @@ def check_counts(task: TaskSpec, raw: RawDataset, *, accept: bool) -> dict[str, 
             source = load_catalogue().find(task.dataset)
         except DatasetNotFoundError:
             source = None  # a user's own nevis:<name> file: nothing is pinned for it
-        if source is not None:
+        # pins describe the source's own files: they apply to what convert or import-reference
+        # made of them (the file names the source), not to a subset packed under its name
+        if source is not None and raw.metadata.get("key") == source.key:
             record.update(count_record(source, classes, given_rows(raw), accept=accept))
     return {"counts_check": record} if record else {}
 

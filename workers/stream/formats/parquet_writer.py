@@ -43,6 +43,10 @@ DEFAULT_ROW_GROUP_ROWS = 1024
 DEFAULT_ROW_GROUP_BYTES = 64 << 20
 
 
+class NoRowsError(DatasetFormatError):
+    """The rows given to :func:`write_parquet_dataset` were none (a converter's rule kept none)."""
+
+
 @dataclass(frozen=True)
 class ImageRow:
     """One image of a source, with everything the format keeps about it.
@@ -106,7 +110,8 @@ def write_parquet_dataset(
             leaves no file (how a converter refuses a source of the wrong size).
 
     Raises:
-        DatasetFormatError: a row breaks the format (naming the row), or there are no rows.
+        DatasetFormatError: a row breaks the format (naming the row).
+        NoRowsError: there are no rows.
     """
     if row_group_rows < 1 or row_group_bytes < 1:
         raise ValueError("The 'row_group_rows' and 'row_group_bytes' parameters of "
@@ -131,7 +136,7 @@ def write_parquet_dataset(
             writer.write_table(columns.flush(), row_group_size=row_group_rows)
             groups += 1
         if writer is None:
-            raise DatasetFormatError(f"Dataset {path.name}: no rows to write.")
+            raise NoRowsError(f"Dataset {path.name}: no rows to write.")
         counts = before_close(dict(columns.split_rows)) if before_close is not None else {}
         writer.close()
         writer = None

@@ -32,9 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.core.errors import DataIntegrityError
+from services.core.errors import DataIntegrityError, DatasetFormatError
 from services.core.registry import Registry
-from workers.stream.formats.parquet_writer import ImageRow, WrittenDataset, write_parquet_dataset
+from workers.stream.formats.parquet_writer import (
+    ImageRow,
+    NoRowsError,
+    WrittenDataset,
+    write_parquet_dataset,
+)
 from workers.stream.sources.catalogue import Source, load_catalogue
 from workers.stream.sources.locations import sources_dir
 from workers.stream.sources.pinned import count_record
@@ -42,6 +47,10 @@ from workers.stream.sources.pinned import count_record
 
 class MissingSourceFileError(DataIntegrityError):
     """A reader needs a file of its source that is not in the data folder (not fetched yet)."""
+
+
+class RuleKeepsNothingError(DatasetFormatError):
+    """A reader's rule (which rows and classes of its files it keeps) kept none."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,7 @@ class ConvertedSource:
     official_split: bool = False
     source_facts: Mapping[str, Any] = field(default_factory=dict)
     encode_pixels: str | None = "PNG"  # pixel arrays are stored as lossless PNG
+    keeps: str = ""  # the rule choosing rows and classes, named when it keeps none
 
 
 Reader = Callable[[SourceFolder], ConvertedSource]
@@ -126,13 +136,29 @@ def convert_source(key: str, data_dir: Path, offline_dir: Path, *,
         CountMismatchError: the counts differ from the pinned ones (no file is written).
         UnknownNameError: no reader is registered for the source.
         MissingSourceFileError: a file the reader needs was not fetched.
+        RuleKeepsNothingError: the reader's rule kept no class or no row (naming the rule).
         DatasetFormatError: the reader produced a row the format refuses (naming the row).
     """
     folder = source_folder(key, data_dir)
     read = READERS.get(folder.source.key)
     converted = read(folder)
+    rule = converted.keeps or "the reader's selection of the source's files"
+    files = ", ".join(f.name for f in folder.source.files)
+    if not converted.class_names:
+        raise RuleKeepsNothingError(f"Source {folder.source.key!r}: its rule keeps no class "
+                                    f"({rule}) in {files}; are these the source's real files?")
     offline_dir = Path(offline_dir)
     offline_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write(converted, folder, offline_dir, accept_count_change)
+    except NoRowsError:
+        raise RuleKeepsNothingError(
+            f"Source {folder.source.key!r}: no row of {files} passed its rule ({rule}), so there "
+            "is nothing to convert; are these the source's real files?") from None
+
+
+def _write(converted: ConvertedSource, folder: SourceFolder, offline_dir: Path,
+           accept_count_change: bool) -> WrittenDataset:
     return write_parquet_dataset(
         converted.rows, offline_dir / f"{folder.source.key}.parquet",
         class_names=converted.class_names, kind=converted.kind,
@@ -144,6 +170,6 @@ def convert_source(key: str, data_dir: Path, offline_dir: Path, *,
 
 
 __all__ = [
-    "READERS", "ConvertedSource", "MissingSourceFileError", "Reader", "SourceFolder", "catalogue_facts",
+    "READERS", "ConvertedSource", "MissingSourceFileError", "Reader", "RuleKeepsNothingError", "SourceFolder", "catalogue_facts",
     "convert_source", "reader", "source_folder",
 ]

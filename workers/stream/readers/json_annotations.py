@@ -117,7 +117,10 @@ def read_coco_single_label(files: SourceFolder) -> ConvertedSource:
     classes = [names.get(i, f"unused id {i + 1}") for i in range(COCO_CLASSES)]
     return ConvertedSource(rows=rows(), class_names=classes, official_split=True,
                            source_facts={"labels": "instance annotations, boxes >= 16 px cropped",
-                                         "test": "val2017"})
+                                         "test": "val2017"},
+                           keeps=f"instance annotations whose box is at least {_COCO_MIN_SIDE} px each "
+                                 "way, on images of train2017.zip / val2017.zip that "
+                                 "annotations_trainval2017.zip names")
 
 
 __all__ = ["CAMERA_TRAP_CLASSES", "COCO_CLASSES", "coco_labels"]

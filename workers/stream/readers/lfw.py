@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from workers.stream.formats.parquet_writer import ImageRow
-from workers.stream.readers.base import ConvertedSource, SourceFolder, reader
+from workers.stream.readers.base import ConvertedSource, RuleKeepsNothingError, SourceFolder, reader
 from workers.stream.readers.layouts import is_image, iter_members, member_names, parent_name
 
 MIN_IMAGES = 5
@@ -35,10 +35,20 @@ def _rows(archive: Path, index: dict[str, int]) -> Iterator[ImageRow]:
 
 
 def _people_source(archive: Path) -> ConvertedSource:
-    kept = people(member_names(archive, is_image))
+    names = member_names(archive, is_image)
+    kept = people(names)
+    if not kept:
+        counts: dict[str, int] = {}
+        for name in names:
+            counts[parent_name(name)] = counts.get(parent_name(name), 0) + 1
+        raise RuleKeepsNothingError(
+            f"{archive.name}: the rule 'people with at least {MIN_IMAGES} images' keeps no one: "
+            f"the archive holds {len(names)} images of {len(counts)} people, at most "
+            f"{max(counts.values(), default=0)} of one person; is it the real archive?")
     index = {person: label for label, person in enumerate(kept)}
     return ConvertedSource(rows=_rows(archive, index), class_names=kept,
-                           source_facts={"min_images_per_person": MIN_IMAGES})
+                           source_facts={"min_images_per_person": MIN_IMAGES},
+                           keeps=f"people with at least {MIN_IMAGES} images")
 
 
 @reader("lfw")

@@ -54,7 +54,9 @@ def read_sun397(files: SourceFolder) -> ConvertedSource:
                            split=splits[image])
 
     return ConvertedSource(rows=rows(), class_names=classes, official_split=True,
-                           source_facts={"splits": "TFDS sun397/tfds lists (70/10/20)"})
+                           source_facts={"splits": "TFDS sun397/tfds lists (70/10/20)"},
+                           keeps="images of SUN397/ whose path is in TFDS's sun397/tfds train, "
+                                 "validation or test list, less the 2 TFDS skips")
 
 
 __all__ = ["SKIPPED", "tfds_splits"]

@@ -3,8 +3,9 @@
 ``nevis data fetch`` verifies what it downloads and records it (:class:`FetchState`), but a
 file placed by hand (ImageNet's manual tars, a copy from another machine) or changed since
 was trusted as it was. :func:`check_placed` holds every file of the source to the catalogue's
-checksum: a file that fetch verified and that is unchanged since (same size and mtime) is not
-hashed again; any other is hashed now and recorded when it matches. A file the catalogue has
+checksum: a file whose sha256 the state recorded, equal to the catalogue's sha256, and that is
+unchanged since (same size and mtime) is not hashed again; any other (an md5 checksum cannot
+be compared with the recorded sha256) is hashed now, and recorded when it matches. A file the catalogue has
 no checksum for is reported as not verified, never passed silently.
 """
 
@@ -59,8 +60,7 @@ def check_placed(source: Source, dest: Path, *, accept: bool = False) -> PlacedC
         if not file.checksum:
             groups["none"].append(file.name)  # a sha256 recorded at fetch proves only "unchanged"
             continue
-        if recorded and state.unchanged(rel, path) and (
-                not file.checksum.startswith("sha256:") or file.checksum == f"sha256:{recorded}"):
+        if file.checksum == f"sha256:{recorded}" and state.unchanged(rel, path):
             groups["fetch"].append(file.name)
             continue
         verdict = check_file(path, file.checksum)
