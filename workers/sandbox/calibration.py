@@ -13,11 +13,12 @@ import contextlib
 import functools
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from workers.sandbox.harness_dir import harness_dir, owned_alone
 
 REFERENCE_SIZE = 256
 MEASURE_S = 0.3
@@ -53,32 +54,41 @@ def _products_per_cpu_second() -> float:
 @functools.cache
 def machine_flop_rate(*, cache_dir: Path | None = None) -> float:
     """The node's rate, measured on first use after each boot and recorded in a file of the
-    node's temporary folder (so the executors of every run on it share one measurement); read
-    once per process, not on every trial."""
+    harness's own folder (:func:`~workers.sandbox.harness_dir.harness_dir`, under ``cache_dir``
+    or the temporary folder; 0700, this user's alone), so the executors of every run on it
+    share one measurement; read once per process, not on every trial."""
     cached = cached_flop_rate(cache_dir=cache_dir)
     if cached is not None:
         return cached
     path = _cache_path(cache_dir)
     rate = measure_flop_rate()
-    with contextlib.suppress(OSError):
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps({"flops_per_cpu_second": rate, "measured_at": time.time()}))
-        partial.replace(path)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            record = json.dumps({"flops_per_cpu_second": rate, "measured_at": time.time()}).encode()
+            handle = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(handle, "wb") as out:
+                out.write(record)
+            partial.replace(path)
     return rate
 
 
 def cached_flop_rate(*, cache_dir: Path | None = None) -> float | None:
     """The rate this boot's measurement recorded, or ``None`` before the first one (``nevis
     doctor`` reports it without measuring)."""
+    path = _cache_path(cache_dir)
+    if path is None or not owned_alone(path):  # a record someone else could have written is not read
+        return None
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        rate = float(json.loads(_cache_path(cache_dir).read_text())["flops_per_cpu_second"])
+        rate = float(json.loads(path.read_text())["flops_per_cpu_second"])
         if rate > 0:
             return rate
     return None
 
 
-def _cache_path(cache_dir: Path | None) -> Path:
-    return (cache_dir or Path(tempfile.gettempdir())) / f"nevis-flop-rate-{_boot_id()}.json"
+def _cache_path(cache_dir: Path | None) -> Path | None:
+    folder = harness_dir(cache_dir)
+    return None if folder is None else folder / f"flop-rate-{_boot_id()}.json"
 
 
 def compute_floor(cpu_seconds: float | None, flop_rate: float) -> int:
