@@ -55,24 +55,28 @@ def _is_zip(path: Path) -> bool:
     return zipfile.is_zipfile(path)
 
 
-def member_names(path: Path, keep: Keep | None = None) -> list[str]:
-    """The file names inside a zip (sorted) or tar (archive order); headers only, though a
-    compressed tar is decompressed once to find them."""
+def member_names(path: Path, keep: Keep | None = None, *, zip_stored_order: bool = False) -> list[str]:
+    """The file names inside a zip (sorted, or as stored with ``zip_stored_order``) or tar
+    (archive order); headers only, though a compressed tar is decompressed once to find them."""
     if _is_zip(path):
         with zipfile.ZipFile(path) as archive:
-            names = sorted(i.filename for i in archive.infolist() if not i.is_dir())
+            names = [i.filename for i in archive.infolist() if not i.is_dir()]
+            names = names if zip_stored_order else sorted(names)
     else:
         with tarfile.open(path, "r:*") as archive:  # a plain tar is skimmed, not read
             names = [m.name for m in archive if m.isfile()]
     return [n for n in names if keep is None or keep(n)]
 
 
-def iter_members(path: Path, keep: Keep | None = None) -> Iterator[Member]:
-    """The files of a zip (sorted by name, as the reference reads zips) or a tar (in archive
-    order), read one at a time; ``keep`` filters names."""
+def iter_members(path: Path, keep: Keep | None = None, *,
+                 zip_stored_order: bool = False) -> Iterator[Member]:
+    """The files of a zip (sorted by name, as the reference reads most zips, or in the order
+    stored in the archive with ``zip_stored_order``) or a tar (in archive order), read one at
+    a time; ``keep`` filters names."""
     if _is_zip(path):
         with zipfile.ZipFile(path) as archive:
-            for info in sorted(archive.infolist(), key=lambda i: i.filename):
+            infos = archive.infolist()
+            for info in infos if zip_stored_order else sorted(infos, key=lambda i: i.filename):
                 if not info.is_dir() and (keep is None or keep(info.filename)):
                     yield Member(info.filename, archive.read(info))
         return

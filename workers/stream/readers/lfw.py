@@ -6,7 +6,8 @@ the real archive), each a class, named and numbered in the order they first appe
 archive. Rows stay in archive order, so the stream's ``per_class_counts`` rule (``pick:
 last``) gives each person's last two images to test, the one before to dev_test and the
 one before that to dev, as the reference does. The archive is read twice (names, then
-images); a zip is read in name order, so LFW-a's people are numbered alphabetically.
+images); LFW-a's zip is read in the order its members are stored (the reference's "zip
+order"), not by name.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ def people(names: list[str]) -> list[str]:
 
 
 def _rows(archive: Path, index: dict[str, int]) -> Iterator[ImageRow]:
-    for member in iter_members(archive, lambda n: is_image(n) and parent_name(n) in index):
+    for member in iter_members(archive, lambda n: is_image(n) and parent_name(n) in index,
+                               zip_stored_order=True):
         yield ImageRow(image=member.data, label=index[parent_name(member.name)])
 
 
 def _people_source(archive: Path) -> ConvertedSource:
-    names = member_names(archive, is_image)
+    names = member_names(archive, is_image, zip_stored_order=True)
     kept = people(names)
     if not kept:
         counts: dict[str, int] = {}
