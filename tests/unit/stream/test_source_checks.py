@@ -22,7 +22,7 @@ import pytest
 from services.core.config import get_settings
 from services.store.objects import LocalObjectStore
 from tests.support.source_fixtures.idx_sources import write_idx_source
-from tests.support.source_fixtures.tiny_archives import image_bytes, write_tar
+from tests.support.source_fixtures.tiny_archives import image_bytes, write_tar, write_zip
 from workers.stream.manifest import parse_manifest
 from workers.stream.prepare import prepare_stream
 from workers.stream.readers.base import RuleKeepsNothingError, convert_source
@@ -164,3 +164,20 @@ def test_sun397_whose_rule_keeps_no_image_names_the_rule(tmp_path: Path) -> None
     assert "Source 'sun397': no row of SUN397.tar.gz" in str(empty.value)
     assert "TFDS's sun397/tfds train, validation or test list" in str(empty.value)
     assert not (tmp_path / "offline" / "sun397.parquet").exists()
+
+
+def test_coco_whose_boxes_are_all_small_names_the_rule(tmp_path: Path) -> None:
+    folder = tmp_path / "data" / "sources" / "coco_single_label"
+    tables = {}
+    for part, image_id in (("train2017", 9), ("val2017", 139)):
+        name = f"{image_id:012d}.jpg"
+        write_zip(folder / f"{part}.zip", {f"{part}/{name}": image_bytes(64, 48, seed=image_id, fmt="JPEG")})
+        tables[f"annotations/instances_{part}.json"] = json.dumps({
+            "images": [{"id": image_id, "file_name": name, "width": 64, "height": 48}],
+            "annotations": [{"id": 1, "image_id": image_id, "bbox": [1, 1, 15, 40], "category_id": 1}],
+            "categories": [{"id": 1, "name": "person"}]}).encode()
+    write_zip(folder / "annotations_trainval2017.zip", tables)
+    with pytest.raises(RuleKeepsNothingError) as empty:
+        convert_source("coco_single_label", tmp_path / "data", tmp_path / "offline", accept_count_change=True)
+    assert "Source 'coco_single_label': no row of" in str(empty.value)
+    assert "box is at least 16 px each way" in str(empty.value)
