@@ -1,6 +1,10 @@
 """A control group per learner host: memory, process-count and CPU limits, and the CPU time
 of the host's whole process tree measured where the learner cannot reach it.
 
+The CPU limit is a CFS quota (v1 ``cpu.cfs_quota_us``, v2 ``cpu.max``) of the CPUs the host
+declared: a learner that asked for one CPU gets one CPU's time per period, however many
+threads it starts, so it cannot take the node's other cores from the runs beside it.
+
 The harness creates the group before the host starts and the host joins it before bubblewrap
 runs (:func:`join_argv`), so every process the learner forks is counted and capped; the
 learner sees no ``/sys`` and cannot leave. cgroup v2 (one unified tree) and v1 (one tree per
@@ -19,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
-V1_CONTROLLERS = ("memory", "pids", "cpuacct")
+V1_CONTROLLERS = ("memory", "pids", "cpuacct", "cpu")
+CPU_PERIOD_US = 100_000
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,11 @@ class CgroupLimits:
 
     memory_bytes: int | None = None
     pids: int | None = None
+    cpus: float | None = None  # CPUs' worth of time per period (the CFS quota)
+
+    def quota_us(self) -> int | None:
+        """The CFS quota of one :data:`CPU_PERIOD_US` period (at least 1 ms), or None for no cap."""
+        return None if not self.cpus or self.cpus <= 0 else max(1000, round(self.cpus * CPU_PERIOD_US))
 
 
 @dataclass
@@ -84,17 +94,30 @@ def create_host_cgroup(limits: CgroupLimits, *, root: Path = ROOT) -> HostCgroup
         if not (base / "cgroup.procs").exists():
             continue
         folder = base / own.get(controller, "/").lstrip("/") / name
+        same = next((f for f in made.values() if f.exists() and folder.exists() and f.samefile(folder)), None)
+        if same is not None:  # co-mounted controllers (cpu,cpuacct): one folder for both
+            made[controller] = folder
+            _limit_v1(controller, folder, limits)
+            continue
         try:
             folder.mkdir()
         except OSError:
             continue
         made[controller] = folder
-        with contextlib.suppress(OSError):
-            if controller == "memory" and limits.memory_bytes:
-                (folder / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
-            if controller == "pids" and limits.pids:
-                (folder / "pids.max").write_text(str(limits.pids))
+        _limit_v1(controller, folder, limits)
     return HostCgroup(made, 1) if made else None
+
+
+def _limit_v1(controller: str, folder: Path, limits: CgroupLimits) -> None:
+    """Write the limits ``controller`` holds into a v1 group (best effort: the caller measures either way)."""
+    with contextlib.suppress(OSError):
+        if controller == "memory" and limits.memory_bytes:
+            (folder / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
+        if controller == "pids" and limits.pids:
+            (folder / "pids.max").write_text(str(limits.pids))
+        if controller == "cpu" and limits.quota_us():
+            (folder / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+            (folder / "cpu.cfs_quota_us").write_text(str(limits.quota_us()))
 
 
 def _create_v2(folder: Path, limits: CgroupLimits) -> HostCgroup | None:
@@ -103,7 +126,9 @@ def _create_v2(folder: Path, limits: CgroupLimits) -> HostCgroup | None:
     except OSError:
         return None
     # Controllers work only where the parent delegates them; cpu.stat's usage is always there.
-    for file, value in (("memory.max", limits.memory_bytes), ("pids.max", limits.pids)):
+    quota = limits.quota_us()
+    for file, value in (("memory.max", limits.memory_bytes), ("pids.max", limits.pids),
+                        ("cpu.max", quota and f"{quota} {CPU_PERIOD_US}")):
         if value:
             with contextlib.suppress(OSError):
                 (folder / file).write_text(str(value))
@@ -132,4 +157,4 @@ def join_argv(group: HostCgroup | None) -> tuple[str, ...]:
     return ("/bin/sh", "-c", f'{writes} && exec "$@"', "nevis-host")
 
 
-__all__ = ["CgroupLimits", "HostCgroup", "create_host_cgroup", "join_argv"]
+__all__ = ["CPU_PERIOD_US", "CgroupLimits", "HostCgroup", "create_host_cgroup", "join_argv"]

@@ -78,7 +78,7 @@ class LearnerHost:
         self.spec = spec
         self.data_key: str | None = None  # the task data the host holds (see trainer.trial)
         self._cgroup = create_host_cgroup(CgroupLimits(memory_bytes=spec.limits.memory_bytes or None,
-                                                       pids=spec.limits.pids or None))
+                                                       pids=spec.limits.pids or None, cpus=spec.limits.cpus or None))
         launch = host_launch(sandbox=spec.sandbox, import_paths=spec.import_paths, threads=spec.threads,
                              gpu=spec.gpu, limits=spec.limits, cgroup=self._cgroup)
         self.sandbox = launch.sandbox

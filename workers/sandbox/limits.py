@@ -3,8 +3,8 @@
 A hostile learner must not take its node down: ``/tmp`` and ``/dev/shm`` are RAM-backed, so
 each gets a size (bubblewrap's ``--size``); file size, open files and address space are
 rlimits set by ``prlimit`` before bubblewrap starts (inherited by everything the learner
-forks); memory and process count are the host's control group where the machine offers one
-(:mod:`workers.sandbox.cgroup`). Deadlines are enforced by harness code: a host that keeps it
+forks); memory, process count and CPU time (a quota of the learner's declared CPUs) are the host's
+control group where the machine offers one (:mod:`workers.sandbox.cgroup`). Deadlines are enforced by harness code: a host that keeps it
 waiting past one is killed and the failure names the deadline.
 """
 
@@ -35,6 +35,7 @@ class HostLimits:
     predictor_bytes: int = 1024 * MIB  # a trial's predictor (and each checkpoint), refused unread above
     state_bytes: int = 2048 * MIB  # a trial's new learner state, refused unread above
     proxy_max_dim: int = 2048  # feature width d of a proxy rung report (LiDAR's cost grows as d³)
+    cpus: float = 0.0  # CPUs' time the host may use (its cgroup's CFS quota: the learner's declared CPUs); 0: no cap
 
     def __post_init__(self) -> None:
         for name in ("tmpfs_bytes", "file_bytes", "open_files", "address_space_bytes", "memory_bytes", "pids",
@@ -42,6 +43,8 @@ class HostLimits:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"HostLimits.{name} must be a non-negative int; got {value!r}")
+        if not isinstance(self.cpus, (int, float)) or isinstance(self.cpus, bool) or not 0 <= self.cpus <= 4096:
+            raise ValueError(f"HostLimits.cpus must be a number of CPUs in [0, 4096]; got {self.cpus!r}")
         for name in ("declare_deadline_s", "silence_deadline_s"):
             if not 0 < getattr(self, name) <= 7 * 86400:
                 raise ValueError(f"HostLimits.{name} must be in (0, 604800] seconds")

@@ -204,8 +204,9 @@ class StreamRunner:
         bounded = bounded_by_registration(resources, self.registered, spec=spec)
         if bounded != resources:
             resources, declaration = bounded, replace(declaration, resources=bounded)
+        cpus = max(float(resources.cpus_per_worker), float(budget.threads_per_trial))  # the host's CPU quota
         return HostSpec(spec, self.import_paths, self.settings.sandbox, budget.threads_per_trial,
-                        gpu=resources.gpus_per_worker > 0, limits=limits), declaration
+                        gpu=resources.gpus_per_worker > 0, limits=replace(limits, cpus=cpus)), declaration
 
     @staticmethod
     def _fit_to_cluster(host: HostSpec, learner: LearnerDeclaration) -> tuple[HostSpec, LearnerDeclaration]:
