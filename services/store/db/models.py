@@ -137,6 +137,8 @@ class Submission(Base):
     pinned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     # Where the learner's code is public (an https URL its submitter gave); NULL: not declared public.
     code_url: Mapped[str | None] = mapped_column(String(CODE_URL_MAX))
+    # The ruleset it competes under (services.core.rulesets); each has its own leaderboard.
+    ruleset: Mapped[str] = mapped_column(String(48), default="open", server_default="open", index=True)
 
     learner: Mapped[Learner] = relationship()
     stream_version: Mapped[StreamVersion] = relationship()

@@ -17,7 +17,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from services.core import rulesets
 from services.core.budget import RunBudget
+from services.core.rulesets import DEFAULT_RULESET
 from services.store.db import jsonfloats
 from services.store.db.models import (
     ACTIVE_TASK_RUN_STATUSES,
@@ -51,19 +53,27 @@ def ensure_learner(session: Session, *, spec: str, resources: Mapping[str, Any])
 def create_submission(
     session: Session, *, learner: Learner, stream_version: StreamVersion, phase: str,
     budget: RunBudget, image_size: int, first_order: int, status: str = "running",
-    visibility: str = "public",
+    visibility: str = "public", ruleset: str = DEFAULT_RULESET,
 ) -> Submission:
     """The one way a submission row is made (``nevis run`` and the API alike); a
-    ``visibility`` of ``private`` shows it to its owner and admins only."""
+    ``visibility`` of ``private`` shows it to its owner and admins only. The ``ruleset``'s
+    rules are applied to ``budget`` here (:meth:`Ruleset.apply`), so both ways run by the same
+    rules; what they changed is in the ``submission.created`` event.
+
+    Raises:
+        UnknownNameError: ``ruleset`` is not one; BudgetError: ``budget`` breaks its rules.
+    """
+    budget, ruled = rulesets.ruleset(ruleset).apply(budget)
     submission = Submission(
         learner_id=learner.id, stream_version_id=stream_version.id, phase=phase,
         status=status, budget=budget.to_dict(), image_size=image_size, cursor=first_order,
-        visibility=visibility,
+        visibility=visibility, ruleset=ruleset,
     )
     session.add(submission)
     session.flush()
     add_event(session, submission_id=submission.id, kind="submission.created",
-              payload={"phase": phase, "budget": budget.to_dict(), "image_size": image_size})
+              payload={"phase": phase, "budget": budget.to_dict(), "image_size": image_size,
+                       "ruleset": ruleset, **({"ruleset_note": ruled} if ruled else {})})
     return submission
 
 
