@@ -181,3 +181,22 @@ def test_coco_whose_boxes_are_all_small_names_the_rule(tmp_path: Path) -> None:
         convert_source("coco_single_label", tmp_path / "data", tmp_path / "offline", accept_count_change=True)
     assert "Source 'coco_single_label': no row of" in str(empty.value)
     assert "box is at least 16 px each way" in str(empty.value)
+
+
+def test_nevis_data_prepare_stops_on_a_fetched_source_of_other_counts(
+        settings_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner  # noqa: PLC0415 - the one CLI test here
+
+    from services.cli.main import app  # noqa: PLC0415
+    from services.core.errors import DataIntegrityError  # noqa: PLC0415
+
+    write_idx_source(settings_env, "mnist")
+    folder = settings_env / "sources" / "mnist"
+    _catalogue_with(tmp_path, monkeypatch, "mnist", {p.name: _sha256(p) for p in folder.iterdir()})
+    monkeypatch.setenv("NEVIS_OFFLINE_DATA_DIR", str(tmp_path / "offline"))
+    get_settings.cache_clear()
+    result = CliRunner().invoke(app, ["data", "prepare", "--stream", "nevis22-short"], env={"COLUMNS": "250"})
+    assert isinstance(result.exception, DataIntegrityError), result.output
+    assert "1 fetched source(s) of stream 'nevis22-short' failed to convert: mnist:" in str(result.exception)
+    assert all(line in str(result.exception) for line in MNIST_PINNED)
+    assert not (tmp_path / "offline" / "mnist.parquet").exists()
