@@ -48,7 +48,7 @@ app.add_typer(data_cmd.app, name="data", help="Fetch the sources of a stream (`n
 app.add_typer(store_cmd.app, name="store", help="Object-store maintenance: `nevis store gc` removes unreferenced objects.")
 app.command("run", help="Run a learner over a stream on Ray; prints E and cFLOP.")(run_cmd.run)
 app.command("results", help="Print a stored run: per-task errors, E with its 95 % interval, and cFLOP.")(run_cmd.results)
-app.command("compare", help="Compare two runs on one stream version: per-task Δ, the paired 95 % interval of ΔE, Δ cFLOP.")(uncertainty_cmd.compare)
+app.command("compare", help="Compare two runs (or A1,A2 B1,B2: seeds) on one stream version: per-task Δ and flags, ΔE's 95 % interval, Δ cFLOP.")(uncertainty_cmd.compare)
 app.add_typer(pretrain_cmd.app, name="pretrain",
               help="Pretrained checkpoints: self-pretrained on a stream's meta-train tasks (pt_self, pt_ft_self), "
                    "or `nevis pretrain import` of weights pretrained elsewhere (pt, pt_ft).")

@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 from services.dashboard.views import CompareView
 from services.store.objects import ObjectStore
 from services.store.runs.summary import RunSummary
-from services.store.runs.uncertainty import Comparison, IncomparableRunsError, RunInterval, compare, run_interval
+from services.store.runs.comparison import Comparison, compare
+from services.store.runs.uncertainty import IncomparableRunsError, RunInterval, run_interval
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from services.core.predictions import decode
 from services.core.uncertainty import RESAMPLES, SEED
 from services.store.runs.predictions import committed_attempts, predictions_key
 from services.store.runs.summary import load_summary
-from services.store.runs.uncertainty import clear_cache, compare, headline_rows, run_interval
+from services.store.runs.comparison import compare
+from services.store.runs.uncertainty import clear_cache, headline_rows, run_interval
 from services.core.budget import RunBudget
 from tests.integration.conftest import tiny_manifest
-from tests.support.bootstrap_reference import reference_interval, reference_totals
+from tests.support.bootstrap_reference import fixed_totals, reference_interval, reference_totals
 from workers.trainer.run_plan import RunRequest
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -70,11 +71,13 @@ def test_stored_predictions_give_the_intervals_results_and_compare_print(runner,
         runner.store.delete(key)
     with runner.sessions() as session:
         interval = run_interval(session, runner.store, summary=summary_a)
-    totals, _ = reference_totals([tasks_a[o] for o in orders], None, RESAMPLES, SEED)
-    low, high = reference_interval(totals)
+    totals, per_task_a = reference_totals([tasks_a[o] for o in orders], None, RESAMPLES, SEED)
+    low, high = reference_interval(fixed_totals(per_task_a))  # the default: the tasks kept
+    general = reference_interval(totals)
     assert interval.estimate == summary_a.mean_error
     assert (interval.interval.low, interval.interval.high) == pytest.approx((low, high), abs=1e-12)
     assert low <= summary_a.mean_error <= high
+    assert (interval.result.generalisation.low, interval.result.generalisation.high) == pytest.approx(general, abs=1e-12)
 
     cli = CliRunner()
     printed = cli.invoke(app, ["results", str(a)])
@@ -84,16 +87,21 @@ def test_stored_predictions_give_the_intervals_results_and_compare_print(runner,
     assert match, line
     assert float(match[1]) == pytest.approx(summary_a.mean_error, abs=5e-5)
     assert (float(match[3]), float(match[4])) == pytest.approx((low, high), abs=5e-5)
+    flat = " ".join(printed.output.split())  # the console wraps long lines
+    assert "this benchmark: tasks kept" in flat and "generalisation to other tasks (tasks resampled too)" in flat
 
     paired, per_task = reference_totals([tasks_a[o] for o in orders], [tasks_b[o] for o in orders], RESAMPLES, SEED)
-    dlow, dhigh = reference_interval(paired)
+    dlow, dhigh = reference_interval(fixed_totals(per_task))
     with runner.sessions() as session:
         comparison = compare(session, runner.store, a=a, b=b)
     assert comparison.delta_error == pytest.approx(summary_a.mean_error - summary_b.mean_error, abs=1e-15)
     assert (comparison.interval.low, comparison.interval.high) == pytest.approx((dlow, dhigh), abs=1e-12)
     for i, task in enumerate(comparison.tasks):
         assert (task.interval.low, task.interval.high) == pytest.approx(reference_interval(per_task[:, i]), abs=1e-12)
-        assert task.differs == (task.interval.low > 0 or task.interval.high < 0)
+        assert task.differs == (task.p_adjusted <= 0.05)  # Holm over the family of tasks
+    assert comparison.to_dict()["flags"]["correction"] == "Holm"
+    assert comparison.to_dict()["delta_error_interval"]["generalisation"]["low"] == pytest.approx(
+        reference_interval(paired)[0], abs=1e-12)
     assert comparison.delta_cflop == summary_a.cflop - summary_b.cflop
 
     printed = cli.invoke(app, ["compare", str(a), str(b)])

@@ -141,8 +141,8 @@ class NevisClient:
         params = {k: v for k, v in (("task", task), ("trial", trial), ("tail_bytes", tail_bytes)) if v is not None}
         return self._call("GET", f"/v1/submissions/{submission_id}/logs", params=params)
 
-    def compare(self, a: int, b: int) -> dict[str, Any]:
-        """Run ``a`` against run ``b`` (``GET /v1/compare``)."""
+    def compare(self, a: int | list[int], b: int | list[int]) -> dict[str, Any]:
+        """Run ``a`` against run ``b``, or a's seeds against b's (``GET /v1/compare``)."""
         return self._call("GET", "/v1/compare", params={"a": a, "b": b})
 
     def leaderboard(self, stream: str, *, version: str | None = None, limit: int = 50) -> dict[str, Any]:

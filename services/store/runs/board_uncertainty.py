@@ -1,6 +1,7 @@
-"""The uncertainty a leaderboard shows beside each E: the run's bootstrap interval and, for a
-learner with several complete runs here (seeds), the mean, SD and Student t interval of their E
-(:func:`services.core.uncertainty.over_seeds`).
+"""The uncertainty a leaderboard shows beside each E: the run's interval on this benchmark (the
+tasks kept, test examples resampled) and, for a configuration with several complete runs here
+(seeds: the same learner, budget, image size and options digest, :mod:`services.core.seed_groups`),
+the mean, SD and Student t interval of their E (:func:`services.core.uncertainty.over_seeds`).
 
 Kept apart from the leaderboard's query, and cheap, because a leaderboard is read often and
 rendered again after every commit: two queries for the page's rows (their kept summary rows,
@@ -11,8 +12,8 @@ interval is not kept there reads the object store's copy
 read it) once per process; a finished run without any is computed here once (then kept), one
 without predictions is remembered as such, and a live one says why it has none yet, so no
 render resamples twice. The spread over seeds reads the kept
-per-submission scores (:mod:`services.store.runs.scores`), never the results: under a stream
-of commits every read renders again.
+per-submission scores (:mod:`services.store.runs.scores`) of the page's learners in one query,
+never the results: under a stream of commits every read renders again.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from services.core.seed_groups import SeedGroup, seed_group
 from services.core.uncertainty import RESAMPLES, SEED, SeedSummary, over_seeds
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission
 from services.store.db.models_scores import SubmissionInterval, SubmissionScore
@@ -31,9 +33,10 @@ from services.store.objects import ObjectStore
 from services.store.runs.interval_cache import (
     from_document,
     interval_key,
+    is_current,
     load_interval,
 )
-from services.store.runs.leaderboard import LeaderboardPage, kept_seeds
+from services.store.runs.leaderboard import LeaderboardPage
 from services.store.runs.predictions import predictions_key
 from services.store.runs.uncertainty import RunInterval, run_interval_of
 from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
@@ -44,7 +47,7 @@ LIVE = ("queued", "running")
 @dataclass(frozen=True)
 class RowUncertainty:
     interval: RunInterval
-    seeds: SeedSummary | None  # None: fewer than two complete runs of the learner here
+    seeds: SeedSummary | None  # None: fewer than two complete runs of the row's seed group here
 
 
 def board_uncertainty(session: Session, store: ObjectStore, page: LeaderboardPage,
@@ -59,12 +62,12 @@ def board_uncertainty(session: Session, store: ObjectStore, page: LeaderboardPag
             for submission_id, attempts, interval in session.execute(
                 select(SubmissionInterval.submission_id, SubmissionInterval.attempts, SubmissionInterval.interval)
                 .where(SubmissionInterval.submission_id.in_(ids)))}
-    seeds = _seeds(session, version_id, {row.learner for row in page.rows}, page.phase, viewer)
+    seeds = _seeds(session, version_id, page.rows, page.phase, viewer)
     found = {}
     for row in page.rows:
         attempts, interval = kept.get(row.submission_id, ([], None))
         found[row.submission_id] = RowUncertainty(_interval(session, store, row, attempts, interval),
-                                                  seeds.get(row.learner))
+                                                  seeds.get(row.submission_id))
     return found
 
 
@@ -75,7 +78,7 @@ def _interval(session: Session, store: ObjectStore, row, attempts: list[tuple[in
     orders = tuple(o for o, _ in attempts)
     if not orders:
         return RunInterval(row.submission_id, row.mean_error, None, orders, "no committed task")
-    if document is not None:  # kept as the run ended, over exactly these attempts
+    if document is not None and is_current(document):  # kept as the run ended, over exactly these attempts
         return RunInterval(row.submission_id, row.mean_error, from_document(document), orders)
     key = interval_key(row.submission_id, attempts, resamples=RESAMPLES, seed=SEED)
     remembered = _FINISHED.get((str(getattr(store, "url", id(store))), key))
@@ -110,27 +113,32 @@ def _over_seeds(values: tuple[float, ...]) -> SeedSummary:
     return over_seeds(values)
 
 
-def _seeds(session: Session, version_id: int | None, learners: set[str], phase: str,
-           viewer: Viewer) -> dict[str, SeedSummary]:
-    """Per learner, the spread of E over its complete runs here that ``viewer`` may read (two or more)."""
-    if viewer == ANONYMOUS:  # the public runs, as the commits kept them
-        kept = kept_seeds(session, stream_version_id=version_id, learners=learners)
-        return {learner: _over_seeds(tuple(values)) for learner, values in kept.items() if len(values) > 1}
+def _seeds(session: Session, version_id: int | None, rows, phase: str,
+           viewer: Viewer) -> dict[int, SeedSummary]:
+    """Per page row, the spread of E over the complete runs here of its seed group (learner,
+    budget, image size, options digest: :mod:`services.core.seed_groups`) that ``viewer`` may
+    read, where the group has two or more; never pooled across configurations."""
     headline = session.scalar(select(func.count()).select_from(StreamTask).where(
         StreamTask.stream_version_id == version_id, StreamTask.phase == phase)) or 0
-    if not headline:
+    if not headline or not rows:
         return {}
-    rows = session.execute(
-        select(Learner.name, SubmissionScore.mean_error)
+    learners = {row.learner for row in rows}
+    complete = session.execute(
+        select(Learner.name, Submission.budget, Submission.image_size, SubmissionScore.mean_error)
         .join(Submission, Submission.learner_id == Learner.id)
         .join(SubmissionScore, SubmissionScore.submission_id == Submission.id)
         .where(Learner.name.in_(learners), Submission.stream_version_id == version_id,
                Submission.phase == phase, SubmissionScore.headline_done == headline,
-               SubmissionScore.mean_error.is_not(None), visible_to(viewer))).all()
-    errors: dict[str, list[float]] = defaultdict(list)
-    for learner, mean in rows:
-        errors[learner].append(float(mean))
-    return {learner: over_seeds(values) for learner, values in errors.items() if len(values) > 1}
+               SubmissionScore.mean_error.is_not(None), visible_to(viewer))
+        .order_by(Submission.id)).all()
+    errors: dict[SeedGroup, list[float]] = defaultdict(list)
+    for learner, budget, image_size, mean in complete:
+        errors[seed_group(learner, budget or {}, image_size)].append(float(mean))
+    groups = {i: seed_group(learner, budget or {}, image_size) for i, learner, budget, image_size in session.execute(
+        select(Submission.id, Learner.name, Submission.budget, Submission.image_size)
+        .join(Learner, Learner.id == Submission.learner_id)
+        .where(Submission.id.in_([row.submission_id for row in rows])))}
+    return {i: _over_seeds(tuple(errors[group])) for i, group in groups.items() if len(errors.get(group, ())) > 1}
 
 
 __all__ = ["RowUncertainty", "board_uncertainty"]

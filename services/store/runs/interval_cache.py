@@ -24,7 +24,7 @@ from services.core.uncertainty import RESAMPLES, SEED, ErrorInterval, Interval
 from services.store.db.models import StreamTask, Submission, TaskResult, TaskRun
 from services.store.objects import ObjectStore
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the default interval keeps the tasks; the task-resampled one is "generalisation"
 
 
 def interval_key(submission_id: int, attempts: Sequence[tuple[int, int]], *, resamples: int, seed: int) -> str:
@@ -66,17 +66,35 @@ def as_document(result: ErrorInterval) -> dict:
         "estimate": result.estimate, "interval": [result.interval.low, result.interval.high, result.interval.level],
         "standard_error": result.standard_error, "task_errors": list(result.task_errors),
         "task_intervals": [[i.low, i.high, i.level] for i in result.task_intervals],
-        "resamples": result.resamples, "seed": result.seed,
+        "resamples": result.resamples, "seed": result.seed, "version": CACHE_VERSION,
+        "generalisation": None if result.generalisation is None else [
+            result.generalisation.low, result.generalisation.high, result.generalisation.level],
+        "generalisation_standard_error": result.generalisation_standard_error,
     }
 
 
+def is_current(doc: dict) -> bool:
+    """The document was kept by this version's method (an older one's interval answered another
+    question: it resampled the tasks)."""
+    return doc.get("version") == CACHE_VERSION
+
+
 def from_document(doc: dict) -> ErrorInterval:
-    """The interval of an :func:`as_document` document."""
+    """The interval of an :func:`as_document` document.
+
+    Raises:
+        ValueError: the document was kept by an older method (:func:`is_current`).
+    """
+    if not is_current(doc):
+        raise ValueError(f"An interval document of version {doc.get('version', 1)} is not {CACHE_VERSION}.")
+    general = doc["generalisation"]
     return ErrorInterval(
         estimate=float(doc["estimate"]), interval=Interval(*map(float, doc["interval"])),
         standard_error=float(doc["standard_error"]), task_errors=tuple(map(float, doc["task_errors"])),
         task_intervals=tuple(Interval(*map(float, i)) for i in doc["task_intervals"]),
         resamples=int(doc["resamples"]), seed=int(doc["seed"]),
+        generalisation=None if general is None else Interval(*map(float, general)),
+        generalisation_standard_error=doc.get("generalisation_standard_error"),
     )
 
 
@@ -88,4 +106,4 @@ def _load(data: bytes) -> ErrorInterval:
     return from_document(json.loads(data))
 
 
-__all__ = ["CACHE_VERSION", "as_document", "from_document", "interval_key", "keep_interval", "kept_interval_keys", "load_interval"]
+__all__ = ["CACHE_VERSION", "as_document", "from_document", "interval_key", "is_current", "keep_interval", "kept_interval_keys", "load_interval"]

@@ -35,9 +35,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import Select, case, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from services.core.metrics import pareto_front
+from services.core.seed_groups import SeedGroup, seed_group
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission
 from services.store.db.models_coordinator import ScheduledSubmission, User
 from services.store.db.models_scores import (
@@ -159,13 +160,7 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
         total = rows[0].total_rows if rows else session.scalar(select(func.count()).select_from(base)) or 0
     if kept and sort != "profile":
         profiles = _kept_scores(session, stream, version, [r.submission_id for r in rows])
-    learners = {r.learner for r in rows}
-    if viewer == ANONYMOUS:  # the learners' runs an anonymous reader sees, as the commits kept them
-        spread = {name: (len(values), _stdev(tuple(values)) if len(values) > 1 else None)
-                  for name, values in kept_seeds(session, stream_version_id=_version_id(stream, version),
-                                                 learners=learners, since=since).items()}
-    else:
-        spread = _spread_by_learner(session, filters, headline, learners)
+    spread = _spread_by_group(session, filters, headline, [r.submission_id for r in rows])
     return LeaderboardPage(
         stream=stream, version=version, phase=RANKED_PHASE, total=int(total), limit=limit, offset=offset,
         rows=tuple(LeaderboardRow(
@@ -175,8 +170,8 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
             cflop=float(r.cflop or 0.0), tasks_done=int(r.tasks_done or 0),
             headline_tasks=int(r.headline_tasks or 0), headline_done=int(r.headline_done or 0),
             created_at=r.created_at, finished_at=r.finished_at,
-            runs_of_learner=spread.get(r.learner, (1, None))[0],
-            learner_e_std=spread.get(r.learner, (1, None))[1], visibility=r.visibility,
+            runs_of_learner=spread.get(r.submission_id, (1, None))[0],
+            learner_e_std=spread.get(r.submission_id, (1, None))[1], visibility=r.visibility,
             cpu_seconds=None if r.cpu_seconds is None else float(r.cpu_seconds),
             flops_floored=bool(r.flops_floored),
             cflop_paper=None if r.cflop_paper is None else float(r.cflop_paper),
@@ -215,22 +210,33 @@ def _stdev(values: tuple[float, ...]) -> float:
     return statistics.stdev(values)
 
 
-def _spread_by_learner(session: Session, filters: list[Any], headline: Any,
-                       learners: set[str]) -> dict[str, tuple[int, float | None]]:
-    """Per learner on the page: its finished runs here (among the board's rows) and the spread
-    of their E (seeds): one query over their kept scores, not the ranked board again."""
-    if not learners:
+def _spread_by_group(session: Session, filters: list[Any], headline: Any,
+                     ids: list[int]) -> dict[int, tuple[int, float | None]]:
+    """Per row on the page: the finished runs here (among the board's rows) of its seed group
+    (learner, budget, image size, options digest: :mod:`services.core.seed_groups`; runs of other
+    configurations are never pooled) and the SD of their E; one query over the kept scores of the
+    page's learners, not the ranked board again."""
+    if not ids:
         return {}
-    found: dict[str, list[float]] = {}
-    for learner, error in session.execute(
-            select(Learner.name, SubmissionScore.mean_error).select_from(Submission)
+    shown = aliased(Submission)
+    learners = select(shown.learner_id).where(shown.id.in_(ids))
+    page: dict[int, SeedGroup] = {}
+    found: dict[SeedGroup, list[float]] = {}
+    for i, learner, budget, size, error, done, complete in session.execute(
+            select(Submission.id, Learner.name, Submission.budget, Submission.image_size, SubmissionScore.mean_error,
+                   SubmissionScore.headline_done, headline)
+            .select_from(Submission)
             .join(Learner, Learner.id == Submission.learner_id)
             .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
-            .join(SubmissionScore, SubmissionScore.submission_id == Submission.id)
-            .where(*filters, Learner.name.in_(learners), SubmissionScore.headline_done == headline, headline > 0)):
-        found.setdefault(learner, []).append(float(error))
-    return {learner: (len(values), statistics.stdev(values) if len(values) > 1 else None)
-            for learner, values in found.items()}
+            .outerjoin(SubmissionScore, SubmissionScore.submission_id == Submission.id)
+            .where(*filters, Submission.learner_id.in_(learners), headline > 0)):
+        group = seed_group(learner, budget or {}, size)
+        if i in ids:
+            page[i] = group
+        if error is not None and done == complete:
+            found.setdefault(group, []).append(float(error))
+    return {i: (len(found[g]), _stdev(tuple(found[g])) if len(found[g]) > 1 else None)
+            for i, g in page.items() if g in found}
 
 
 def kept_seeds(session: Session, *, stream_version_id: Any, learners: set[str],

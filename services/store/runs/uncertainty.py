@@ -1,9 +1,10 @@
 """How sure a run's E is, and how two runs compare, read from stored predictions.
 
-The read models behind ``nevis results``, ``nevis compare``, ``GET /v1/submissions/{id}``,
-``GET /v1/compare`` and the dashboard: the bootstrap interval of a run's E and the paired
-comparison of two runs (:mod:`services.core.uncertainty`), over the same tasks E averages (the
-run's phase's committed tasks). E and cFLOP are always the stored ones; the resampling only
+The read models behind ``nevis results``, ``GET /v1/submissions/{id}`` and the dashboard: the
+bootstrap interval of a run's E on this benchmark (the tasks kept, test examples resampled),
+with the task-resampled figure beside it labelled as generalisation to other tasks
+(:mod:`services.core.uncertainty`), over the tasks E averages (the run's phase's committed
+tasks). Comparisons of runs are :mod:`services.store.runs.comparison`. E and cFLOP are always the stored ones; the resampling only
 adds the intervals. Where the intervals cannot be computed (a task committed before
 predictions were kept, runs on different stream versions), the figure is None and ``reason``
 says why; nothing is invented.
@@ -28,13 +29,13 @@ from sqlalchemy.orm import Session
 from services.core.errors import NevisError
 from services.core.uncertainty import (
     LEVEL,
+    METHOD,
     RESAMPLES,
     SEED,
     ErrorInterval,
     Interval,
-    PairedDelta,
     error_interval,
-    paired_delta,
+    generalisation_fields,
 )
 from services.store.db import transaction
 from services.store.db.models import Submission
@@ -58,7 +59,6 @@ class IncomparableRunsError(NevisError, ValueError):
 
 
 log = logging.getLogger("nevis.uncertainty")
-METHOD = "two-level bootstrap (tasks, and test examples within tasks), percentile interval"
 _TOLERANCE = 1e-9  # a stored error and its predictions' error agree to rounding
 
 
@@ -88,76 +88,10 @@ class RunInterval:
             "low": result.interval.low if result else None, "high": result.interval.high if result else None,
             "level": LEVEL, "standard_error": result.standard_error if result else None,
             "resamples": result.resamples if result else RESAMPLES, "seed": result.seed if result else SEED,
-            "tasks": len(self.orders), "method": METHOD, "unavailable": self.reason,
-        }
-
-
-@dataclass(frozen=True)
-class TaskComparison:
-    order: int
-    dataset: str
-    error_a: float
-    error_b: float
-    flops_a: float
-    flops_b: float
-    delta: float  # error_a − error_b
-    interval: Interval | None  # paired, examples of this task resampled
-    differs: bool | None  # the interval excludes 0; None without one
-
-    @property
-    def delta_flops(self) -> float:
-        return self.flops_a - self.flops_b
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Run A against run B on the same stream version and phase: ΔE = E(A) − E(B) over the tasks
-    both committed, with its paired interval; Δ cFLOP over the whole stream, which is counted,
-    not sampled (its interval is the point: no sampling noise)."""
-
-    a: RunSummary
-    b: RunSummary
-    tasks: tuple[TaskComparison, ...]
-    delta_error: float | None
-    result: PairedDelta | None
-    reason: str | None
-
-    @property
-    def delta_cflop(self) -> float:
-        return self.a.cflop - self.b.cflop
-
-    @property
-    def interval(self) -> Interval | None:
-        return self.result.interval if self.result else None
-
-    @property
-    def differing_tasks(self) -> tuple[int, ...]:
-        return tuple(t.order for t in self.tasks if t.differs)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The answer of ``GET /v1/compare``."""
-        interval = self.interval
-        return {
-            "a": self.a.submission_id, "b": self.b.submission_id,
-            "stream": self.a.stream, "stream_version": self.a.stream_version, "phase": self.a.phase,
-            "error_a": self.a.mean_error, "error_b": self.b.mean_error,
-            "delta_error": self.delta_error,
-            "delta_error_interval": {
-                "low": interval.low if interval else None, "high": interval.high if interval else None,
-                "level": LEVEL, "standard_error": self.result.standard_error if self.result else None,
-                "resamples": RESAMPLES, "seed": SEED, "tasks": len(self.tasks),
-                "method": "paired " + METHOD, "unavailable": self.reason,
-            },
-            "cflop_a": self.a.cflop, "cflop_b": self.b.cflop, "delta_cflop": self.delta_cflop,
-            "delta_cflop_interval": {"low": self.delta_cflop, "high": self.delta_cflop, "level": LEVEL,
-                                     "note": "FLOPs are counted, not sampled: no sampling noise"},
-            "tasks": [{
-                "order": t.order, "dataset": t.dataset, "error_a": t.error_a, "error_b": t.error_b,
-                "delta": t.delta, "low": t.interval.low if t.interval else None,
-                "high": t.interval.high if t.interval else None, "differs": t.differs,
-                "flops_a": t.flops_a, "flops_b": t.flops_b, "delta_flops": t.delta_flops,
-            } for t in self.tasks],
-            "differing_tasks": list(self.differing_tasks),
+            "tasks": len(self.orders), "method": METHOD, "question": "this benchmark: the tasks kept",
+            "unavailable": self.reason,
+            "generalisation": generalisation_fields(result.generalisation if result else None,
+                                                    result.generalisation_standard_error if result else None),
         }
 
 
@@ -169,15 +103,15 @@ def run_interval(session: Session, store: ObjectStore, *, summary: RunSummary) -
         return RunInterval(summary.submission_id, None, None, orders, "no task of the run is committed yet")
     attempts = committed_attempts(session, submission_id=summary.submission_id)
     key = interval_key(summary.submission_id, [(o, attempts[o]) for o in orders], resamples=RESAMPLES, seed=SEED)
-    result = _CACHE.get((_where(store), key)) or load_interval(store, key)  # computed before: nothing to read
+    result = _CACHE.get((store_name(store), key)) or load_interval(store, key)  # computed before: nothing to read
     if result is None:
         stored = load_committed(session, store, submission_id=summary.submission_id, orders=orders)
-        reason = _unusable(stored, rows)
+        reason = unusable(stored, rows)
         if reason:
             return RunInterval(summary.submission_id, summary.mean_error, None, orders, reason)
         result = error_interval([stored.tasks[o] for o in orders])
         keep_interval(store, key, result)
-    _cached((_where(store), key), lambda: result)
+    cached((store_name(store), key), lambda: result)
     return RunInterval(summary.submission_id, summary.mean_error, result, orders)
 
 
@@ -204,55 +138,12 @@ def keep_run_interval(sessions: Callable[[], Session], store: ObjectStore, *, su
         log.warning("E's interval of run %d was not kept", submission_id, exc_info=True)
 
 
-def compare(session: Session, store: ObjectStore, *, a: int, b: int) -> Comparison:
-    """Run ``a`` against run ``b``.
-
-    Raises:
-        UnknownNameError: either run does not exist.
-        IncomparableRunsError: the runs are not on the same stream version and phase (nothing to pair).
-    """
-    summary_a, summary_b = load_summary(session, submission_id=a), load_summary(session, submission_id=b)
-    version_a, version_b = (session.get(Submission, i).stream_version_id for i in (a, b))
-    if version_a != version_b or summary_a.phase != summary_b.phase:
-        raise IncomparableRunsError(
-            f"Runs {a} ({summary_a.stream} {summary_a.stream_version}, {summary_a.phase}) and {b} "
-            f"({summary_b.stream} {summary_b.stream_version}, {summary_b.phase}) cannot be compared: a paired "
-            "comparison needs the same stream version and phase (the same test examples).")
-    rows_b = {r.order: r for r in headline_rows(summary_b)}
-    pairs = [(r, rows_b[r.order]) for r in headline_rows(summary_a) if r.order in rows_b]
-    orders = tuple(r.order for r, _ in pairs)
-    result, reason = None, None
-    if not pairs:
-        reason = "the two runs have no committed task in common"
-    else:
-        stored_a = load_committed(session, store, submission_id=a, orders=orders)
-        stored_b = load_committed(session, store, submission_id=b, orders=orders)
-        reason = (_unusable(stored_a, [r for r, _ in pairs], run=a)
-                  or _unusable(stored_b, [r for _, r in pairs], run=b))
-        if reason is None:
-            key = ("pair", _where(store), a, b, tuple(stored_a.attempts[o] for o in orders),
-                   tuple(stored_b.attempts[o] for o in orders))
-            try:
-                result = _cached(key, lambda: paired_delta([stored_a.tasks[o] for o in orders],
-                                                           [stored_b.tasks[o] for o in orders]))
-            except ValueError as exc:
-                reason = str(exc)
-    tasks = tuple(
-        TaskComparison(order=ra.order, dataset=ra.dataset, error_a=ra.error, error_b=rb.error,
-                       flops_a=ra.flops, flops_b=rb.flops, delta=ra.error - rb.error,
-                       interval=result.tasks[i].interval if result else None,
-                       differs=result.tasks[i].differs if result else None)
-        for i, (ra, rb) in enumerate(pairs))
-    delta = sum(t.delta for t in tasks) / len(tasks) if tasks else None
-    return Comparison(a=summary_a, b=summary_b, tasks=tasks, delta_error=delta, result=result, reason=reason)
-
-
 def headline_rows(summary: RunSummary) -> list[TaskRow]:
     """The committed tasks E averages over (the run's phase's)."""
     return [r for r in summary.tasks if r.phase == summary.phase and r.error is not None]
 
 
-def _unusable(stored: StoredPredictions, rows: list[TaskRow], *, run: int | None = None) -> str | None:
+def unusable(stored: StoredPredictions, rows: list[TaskRow], *, run: int | None = None) -> str | None:
     """Why the stored predictions cannot give an interval; None when they can."""
     of = f" of run {run}" if run is not None else ""
     if stored.missing:
@@ -267,7 +158,7 @@ def _unusable(stored: StoredPredictions, rows: list[TaskRow], *, run: int | None
     return None
 
 
-def _where(store: ObjectStore) -> str:
+def store_name(store: ObjectStore) -> str:
     """Which store (and so which database) a cached result came from."""
     return str(getattr(store, "url", id(store)))
 
@@ -283,7 +174,7 @@ def clear_cache() -> None:
         _CACHE.clear()
 
 
-def _cached(key: Hashable, compute):
+def cached(key: Hashable, compute):
     with _LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
@@ -296,5 +187,5 @@ def _cached(key: Hashable, compute):
     return value
 
 
-__all__ = ["METHOD", "Comparison", "IncomparableRunsError", "clear_cache", "keep_run_interval", "RunInterval", "TaskComparison", "compare", "headline_rows", "run_interval",
-           "run_interval_of"]
+__all__ = ["METHOD", "IncomparableRunsError", "RunInterval", "cached", "clear_cache", "headline_rows", "keep_run_interval",
+           "run_interval", "run_interval_of", "store_name", "unusable"]
