@@ -32,6 +32,7 @@ from services.core.checkpoint_plan import checkpoint_steps
 from workers.sandbox.context import LocalTrialContext
 from workers.sandbox.dev_scoring import DevScoring
 from workers.sandbox.host_stream import WireShards
+from workers.sandbox.ops import HostOp
 from workers.stream.task_view import CausalTaskView
 from workers.trainer.trial import (
     TRIAL_INDEX,
@@ -127,7 +128,7 @@ def _build_view(spec: TrialSpec) -> CausalTaskView:
         return ray.get(spec.harness.pretrained.remote())
 
     def ask(header: dict[str, Any], _: list) -> tuple[dict[str, Any], list]:  # a streamed task's shard
-        return answer_past(spec.harness, "train_shard", header["shard"])
+        return answer_past(spec.harness, HostOp.TRAIN_SHARD, header["shard"])
 
     streamed = WireShards(spec.train_shards, ask) if spec.train is None else None
     return CausalTaskView(
