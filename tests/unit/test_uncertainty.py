@@ -155,3 +155,45 @@ def test_the_full_size_bootstrap_takes_seconds() -> None:
     start = time.perf_counter()
     error_interval(tasks, resamples=1000)
     assert time.perf_counter() - start < 30  # about 3 s on one loaded core
+
+
+def test_holm_adjusts_step_down_and_keeps_the_order() -> None:
+    from services.core.multiplicity import holm
+
+    assert holm([0.01, 0.04, 0.03, 0.2]) == pytest.approx((0.04, 0.09, 0.09, 0.2))
+    assert holm([]) == ()
+
+
+def test_seeds_delta_flags_a_real_difference_and_only_it() -> None:
+    from services.core.seed_compare import seeds_delta
+
+    rng = np.random.default_rng(11)
+    labels = [rng.integers(0, 2, size=400) for _ in range(5)]
+
+    def seed_run(worse: float) -> list[TaskPredictions]:
+        tasks = []
+        for t, y in enumerate(labels):
+            rate = 0.2 + rng.normal(0, 0.01) + (worse if t == 0 else 0.0)
+            wrong = rng.random(y.size) < rate
+            tasks.append(TaskPredictions("single", np.where(wrong, 1 - y, y), y))
+        return tasks
+
+    a = [seed_run(0.0) for _ in range(4)]
+    b = [seed_run(0.25) for _ in range(4)]
+    got = seeds_delta(a, b, resamples=200)
+    assert [t.differs for t in got.tasks] == [True, False, False, False, False]
+    assert got.improvement > 0.55 and got.improvement_interval.low <= got.improvement <= got.improvement_interval.high
+    assert got.interval.high < 0 and got.delta == pytest.approx(np.mean([t.delta for t in got.tasks]))
+    assert "seeds" in got.noise and got.correction == "Holm"
+    with pytest.raises(ValueError, match="two runs or more per side"):
+        seeds_delta(a[:1], b, resamples=10)
+
+
+def test_seeds_delta_refuses_runs_on_other_test_examples() -> None:
+    from services.core.seed_compare import seeds_delta
+
+    y = np.arange(20) % 2
+    run = [TaskPredictions("single", y, y)]
+    other = [TaskPredictions("single", y, 1 - y)]
+    with pytest.raises(ValueError, match="same test examples"):
+        seeds_delta([run, run], [run, other], resamples=10)
