@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from services.core.seed_compare import seeds_delta
-from services.core.uncertainty import error_interval
+from services.core.uncertainty import error_interval, paired_delta
 from tests.support.calibration import benchmark, fresh_examples, run
 
 COVERAGE_SIMS, COVERAGE_RESAMPLES = 300, 300
@@ -41,6 +41,20 @@ def false_flags(sims: int = FLAG_SIMS, *, per_side: int = 2, seed: int = 48) -> 
         found = seeds_delta(runs[:per_side], runs[per_side:], resamples=FLAG_RESAMPLES, seed=i)
         flagged += any(t.differs for t in found.tasks)
     return flagged / sims
+
+
+def one_run_flags(sims: int = 200, *, seed: int = 48) -> tuple[float, float]:
+    """With one run a side (the flags then cover test examples only): the family-wise false-flag
+    rate under Holm, and the unadjusted per-task rate. For docs/uncertainty.md, not run in CI
+    (it shows why claims need seeds, and takes a minute)."""
+    rng = np.random.default_rng(seed)
+    bench = benchmark(rng, low=50, high=500)
+    family, per_task = 0, 0.0
+    for i in range(sims):
+        found = paired_delta(run(bench, rng)[0], run(bench, rng)[0], resamples=200, seed=i)
+        family += any(t.differs for t in found.tasks)
+        per_task += sum(t.interval.excludes(0.0) for t in found.tasks) / len(found.tasks) / sims
+    return family / sims, per_task
 
 
 def test_the_default_interval_covers_the_fixed_benchmark_e_at_95_percent() -> None:
