@@ -2,7 +2,8 @@
 
 ``bwrap`` (Debian's ``bubblewrap``): new user, PID, network, IPC and UTS namespaces; the
 process sees a read-only view of the system libraries, this installation's Python and
-packages, and the learner's own import paths (its unpacked bundle), plus a private ``/tmp``;
+packages, and the learner's own import paths (its unpacked bundle or image), plus a private
+``/tmp``; they go last on ``sys.path`` (:mod:`workers.sandbox.host_boot`);
 no network but loopback, no other process, no data folder, no database file, no credential
 (the environment is cleared, and bwrap itself is started with an empty environment so its
 own ``/proc/1/environ`` holds nothing either); bwrap loads the learner seccomp filter
@@ -120,14 +121,16 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
     prefix = (*join_argv(cgroup), *limits.prlimit_argv(gpu=gpu))
     paths = [str(Path(p).resolve()) for p in import_paths if p and Path(p).is_dir()]
     env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(paths),
-        "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": str(threads),
+        "PATH": "/usr/local/bin:/usr/bin:/bin", "LEARNER_IMPORT_PATH": os.pathsep.join(paths),
+        "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
         "LANG": "C.UTF-8",
     }
     if gpu and "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
-    command = [sys.executable, "-m", "workers.sandbox.host"]
+    # Isolated (-I: no PYTHONPATH, user site or working folder while site runs) and without
+    # bytecode writes (-B); the learner's folders go last on sys.path (workers/sandbox/host_boot.py).
+    command = [sys.executable, "-I", "-B", "-m", "workers.sandbox.host_boot"]
     if kind == "none":
         cwd = tempfile.mkdtemp(prefix="nevis-learner-")
         return HostLaunch((*prefix, *command), {**env, "HOME": cwd, "TMPDIR": cwd}, cwd, "none")
