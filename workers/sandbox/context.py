@@ -61,6 +61,7 @@ class LocalTrialContext:
     rung_at: Iterable[int] = ()  # steps where early stopping may end the trial (ASHA's rungs)
     on_rung: Callable[[int, Any], bool] = lambda step, predictor: True
     on_flops: Callable[[int, int], None] = lambda measured, reported: None  # FLOPs so far, periodically
+    flop_report_interval_s: float = FLOP_REPORT_INTERVAL_S  # 0: every step (a task capped by its ruleset)
     world_size: int = 1
     rank: int = 0
     device: str = "cpu"
@@ -98,7 +99,7 @@ class LocalTrialContext:
             else:
                 point.loss = _curve_loss(float(loss))
         now = time.monotonic()
-        if now - self._flops_sent >= FLOP_REPORT_INTERVAL_S:
+        if now - self._flops_sent >= self.flop_report_interval_s:
             self._flops_sent = now
             self.on_flops(int(self.meter.measured), int(self.meter.reported))
         if step in self._pending and self.rank == 0:

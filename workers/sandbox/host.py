@@ -39,7 +39,7 @@ import numpy as np
 from services.core.errors import CausalityError, LearnerError, UnknownNameError
 from workers.learners.protocol import MAX_PREPARED_BYTES, LabelledData, Learner
 from workers.sandbox import wire
-from workers.sandbox.context import LocalTrialContext, TrialStopped
+from workers.sandbox.context import FLOP_REPORT_INTERVAL_S, LocalTrialContext, TrialStopped
 from workers.sandbox.declaration import LearnerDeclaration, info_from_json
 from workers.sandbox.dev_scoring import DevScoring
 from workers.sandbox.fresh import fresh_predictor
@@ -106,7 +106,8 @@ class Host:
         ctx = LocalTrialContext(
             seed=int(header["seed"]), steps=int(header["steps"]), save_predictor=self.learner.save_predictor,
             on_checkpoint=self._checkpoint, checkpoint_at=tuple(header["checkpoint_at"]), device=self.device,
-            rung_at=tuple(header.get("rungs") or ()))
+            rung_at=tuple(header.get("rungs") or ()),
+            flop_report_interval_s=0.0 if header.get("flops_every_step") else FLOP_REPORT_INTERVAL_S)
         ctx.dev_scoring = scoring = DevScoring(  # the harness's dev pass, offered to the learner
             dev, view.info.kind, lambda p: numeric(self.learner.predict(p, dev.images, ctx), "predict()"),
             lambda p: blob(self.learner.save_predictor(p), "save_predictor()"))

@@ -120,6 +120,7 @@ class Trial(TaskRequest):
     rungs: list[int] = field(default_factory=list)
     rung_proxy: dict[str, int] | None = None  # the proxy scheduler's {n, q, seed}
     prepared: bool = False  # prepare_task's result comes before the state
+    flops_every_step: bool = False  # a FLOP report at every progress call: the task has a cap (ruleset)
 
 
 @dataclass(frozen=True)

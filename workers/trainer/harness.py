@@ -19,6 +19,7 @@ from workers.stream.manifest import TaskSpec
 from workers.stream.shards import DatasetIndex, read_shard
 from workers.stream.task_data import load_task_data
 from workers.trainer.early_stopping import StoppingRule, SuccessiveHalving
+from workers.trainer.task_budget import TaskCharge
 
 
 class TaskHarness:
@@ -38,14 +39,16 @@ class TaskHarness:
         self._halving: SuccessiveHalving | None = None
         self._spent: dict[int, dict[int, tuple[int, int]]] = {}
         self._streamed: DatasetIndex | None = None
+        self._charge: TaskCharge | None = None
 
     def begin_task(self, *, past: Mapping[int, TaskSpec], current_order: int, key_prefix: str,
                    past_predictors: Mapping[int, str] | None = None,
                    pretrained_key: str | None = None, stopping: StoppingRule | None = None,
-                   streamed: DatasetIndex | None = None) -> None:
+                   streamed: DatasetIndex | None = None, flop_cap: float | None = None) -> None:
         """Serve task ``current_order``: its past (train splits, and the predictors the run
         committed, by key), and writes under ``key_prefix`` only; ``streamed`` is the task's own
-        index where its train split is too large to hand over whole (read a shard at a time)."""
+        index where its train split is too large to hand over whole (read a shard at a time);
+        ``flop_cap`` the ruleset's cap of the task's trials (``budget-<X>``), None without one."""
         predictors = dict(past_predictors or {})
         if any(order >= current_order for order in [*past, *predictors]):
             raise CausalityError(f"Harness of task {current_order} was given non-past tasks.")
@@ -55,6 +58,7 @@ class TaskHarness:
         self._prefix = key_prefix.rstrip("/") + "/"
         self._results.clear()
         self._streamed = streamed
+        self._charge = TaskCharge(float(flop_cap)) if flop_cap is not None else None
 
     def past_train(self, order: int) -> LabelledData:
         """The train split of an earlier task; anything else is a CausalityError."""
@@ -97,6 +101,18 @@ class TaskHarness:
     def rung_report(self, trial_index: int, step: int, dev_error: float) -> bool:
         """A trial's dev error at a rung; whether it may go on (always, without early stopping)."""
         return True if self._halving is None else self._halving.report(int(trial_index), int(step), float(dev_error))
+
+    def budget_report(self, trial_index: int, flops: int) -> tuple[bool, int]:
+        """A running trial's FLOPs so far: whether it may go on under the task's cap, and the
+        task's running charge (always on, without a cap)."""
+        if self._charge is None:
+            return True, 0
+        return self._charge.report(trial_index, flops), self._charge.total
+
+    def budget_settle(self, trial_index: int, flops: int) -> None:
+        """A trial ended, charged ``flops``: its final charge replaces its interim reports."""
+        if self._charge is not None:
+            self._charge.settle(trial_index, flops)
 
     def put(self, key: str, data: bytes) -> dict[str, Any]:
         """Store bytes under this attempt's prefix; returns key, size and sha256."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from services.core.budget import RunBudget
+from services.core.rulesets import TaskRules, ruleset
 from services.store.runs import run_keys
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome
 from workers.sandbox.declaration import LearnerDeclaration
@@ -43,6 +44,7 @@ class RunRequest:
     image_size: int | None = None
     pretrained: str | None = None  # a checkpoint file, or an object-store key, for PT / PT+FT
     visibility: str = "public"  # "private": a run without an owner, so shown to admins only
+    ruleset: str = "open"  # services.core.rulesets: what the harness enforces, its leaderboard
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,12 @@ class RunPlan:
     budget: RunBudget
     image_size: int
     pretrained_key: str | None = None
+    ruleset: str = "open"
+
+    @property
+    def rules(self) -> TaskRules:
+        """What the harness enforces in each task under the run's ruleset."""
+        return ruleset(self.ruleset).task_rules
 
     def next_task(self) -> TaskSpec | None:
         """The task at the cursor, or None once the submission is done (succeeded, or

@@ -121,7 +121,7 @@ class StreamRunner:
             submission = records.create_submission(
                 session, learner=row, stream_version=version, phase=request.phase,
                 budget=budget, image_size=size, first_order=tasks[0].order,
-                visibility=request.visibility,
+                visibility=request.visibility, ruleset=request.ruleset,
             )
             submission.pretrained_key, submission.cflop_pretraining = pretrained_key, pretraining
         return submission.id
@@ -176,7 +176,7 @@ class StreamRunner:
                 learner_spec=submission.learner.entrypoint, phase=submission.phase,
                 cursor=submission.cursor, status=submission.status,
                 budget=RunBudget.from_dict(submission.budget), image_size=submission.image_size,
-                pretrained_key=submission.pretrained_key,
+                pretrained_key=submission.pretrained_key, ruleset=submission.ruleset,
             )
 
     def learner(self, spec: str, budget: RunBudget) -> tuple[HostSpec, LearnerDeclaration]:
@@ -338,7 +338,7 @@ class StreamRunner:
         ray.get(harness.begin_task.remote(past=past, current_order=task.order, key_prefix=attempt.key_prefix,
                                           past_predictors={o: k for o, k in predictors.items() if o in past},
                                           pretrained_key=plan.pretrained_key, stopping=stopping,
-                                          streamed=data.index if streamed else None))
+                                          streamed=data.index if streamed else None, flop_cap=plan.rules.task_flop_cap))
         return TrialSpec(
             host=host, info=task_info(task, data.index, size),
             past=tuple(task_info(t, self.data.index(t, size), size) for t in past.values()),
@@ -346,6 +346,7 @@ class StreamRunner:
             checkpoint_fractions=plan.budget.checkpoint_fractions, state=state, train=None if streamed else data.labelled("train"), dev=data.labelled("dev"),
             key_prefix=attempt.key_prefix, harness=harness, rungs=stopping.rungs, rung_proxy=stopping.proxy,
             train_shards=tuple(s.num_examples for s in data.index.shards["train"]) if streamed else (),
+            rules=plan.rules,
         )
 
     def _evaluate(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,

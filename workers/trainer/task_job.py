@@ -118,15 +118,19 @@ def run_trials(
     (:mod:`workers.trainer.trial_loop`: no Tune experiment, whose start-up alone cost about
     1.5 s per task); multi-worker trials run as a Tune experiment whose trials start Ray Train. ``search`` names the strategy in
     :data:`~workers.trainer.searchers.SEARCHERS`, ``scheduler`` the trial scheduler in
-    :data:`~workers.trainer.searchers.SCHEDULERS`.
+    :data:`~workers.trainer.searchers.SCHEDULERS`. Under a ruleset (``spec.rules``) the
+    task harness keeps the task's charge (each ended trial is settled there at its charge
+    before ``on_trial`` hears of it), and ``self-tuning`` trials get no search space: the
+    learner's defaults.
     """
+    on_trial = _settling(spec, on_trial)
     sink = _TrialSink(on_trial)
     concurrency = budget.max_concurrent or default_concurrency(learner.resources)
     search_plan = searchers.plan(search, searchers.SearchRequest(
         seed=search_seed(budget.seed, spec.info.order),
         max_concurrent=min(concurrency, budget.trials), trials=budget.trials, steps=budget.steps),
         scheduler=scheduler)
-    space = param_space(learner.search_space, trials=budget.trials)
+    space = param_space({} if spec.rules.defaults_only else learner.search_space, trials=budget.trials)
     if pool is not None and learner.resources.num_workers == 1:
         loop = TrialLoop(pool=pool, spec_ref=ray.put(spec), cpus=learner.resources.cpus_per_worker,
                          concurrency=min(concurrency, budget.trials), on_trial=on_trial)
@@ -156,6 +160,19 @@ def run_trials(
         # Tune stopped early without an error of its own: it was interrupted.
         raise KeyboardInterrupt(f"{budget.trials - len(sink.outcomes)} trials did not finish")
     return sorted(sink.outcomes, key=lambda o: o.trial_index)
+
+
+def _settling(spec: TrialSpec, on_trial: Callable[[TrialOutcome], None]) -> Callable[[TrialOutcome], None]:
+    """``on_trial``, after settling each ended trial at its charge (meter or floor, whichever
+    is higher) in the task's running charge, where the task has a FLOP cap."""
+    if spec.rules.task_flop_cap is None:
+        return on_trial
+
+    def settled(outcome: TrialOutcome) -> None:
+        ray.get(spec.harness.budget_settle.remote(outcome.trial_index, outcome.flops))
+        on_trial(outcome)
+
+    return settled
 
 
 def evaluate(

@@ -21,6 +21,7 @@ import numpy as np
 from services.core.checkpoint_plan import checkpoint_steps
 from services.core.errors import LearnerError
 from services.core.metrics import task_error
+from services.core.rulesets import TaskRules
 from services.store.runs import run_keys
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.sandbox import messages
@@ -31,6 +32,7 @@ from workers.sandbox.ops import OP, HostOp, Trial, frame
 from workers.sandbox.wire import WireError
 from workers.trainer.frame_caps import trial_frame_caps
 from workers.trainer.proxy_scheduler import rung_value
+from workers.trainer.task_budget import cap_message
 
 # Keys of a Tune config that belong to the harness, not to the learner's search space.
 TRIAL_INDEX = "trial_index"
@@ -60,6 +62,11 @@ class TrialSpec:
     rung_proxy: dict[str, int] | None = None  # proxy scheduler: LiDAR views {n, q, seed} at the rungs
     prepared: bytes | None = None  # the learner's prepare_task result, pickled in its host; None without
     train_shards: tuple[int, ...] = ()  # rows of each train shard, where the split is too large to send whole
+    rules: TaskRules = TaskRules()  # what the run's ruleset enforces: the task's FLOP cap, defaults only
+
+
+class CapReached(Exception):  # noqa: N818 - a signal of harness code's, never the learner's
+    """The task's running charge reached its ruleset's cap: the trial is stopped by the harness."""
 
 
 def learner_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -107,6 +114,12 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
     limits = Limits(steps=spec.steps, checkpoint_at=checkpoint_steps(spec.steps, spec.checkpoint_fractions),
                     rungs=tuple(spec.rungs))
     heard = _Heard(prefix=trial_prefix(spec, index))
+    capped = spec.rules.task_flop_cap is not None
+    if capped:  # no trial starts once the task's cap is reached
+        go_on, total = _ask(spec.harness.budget_report, index, 0)
+        if not go_on:
+            return {**_failed(config, CapReached(), no_flops(), heard), "status": "stopped", "traceback": "",
+                    "error": cap_message(spec.rules.ruleset, spec.rules.task_flop_cap, total, started=False)}
 
     def on_message(header: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
         try:
@@ -121,7 +134,7 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
         stream_length=spec.stream_length, steps=spec.steps, checkpoint_at=list(limits.checkpoint_at),
         seed=int(config[TRIAL_SEED]), config=learner_config(config), rungs=list(spec.rungs),
         rung_proxy=dict(spec.rung_proxy) if spec.rung_proxy else None,
-        prepared=spec.prepared is not None, train_shards=list(spec.train_shards))
+        prepared=spec.prepared is not None, train_shards=list(spec.train_shards), flops_every_step=capped)
     parts = task_parts(spec.train, spec.dev) if host.data_key != data_key else []
     prepared = [] if spec.prepared is None else [spec.prepared]  # before the state, which comes last
     try:
@@ -129,6 +142,9 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
                                 limits=spec.host.limits, proxy=spec.rung_proxy, checkpoint_bytes=CHECKPOINT_MAX_BYTES)
         result, out = host.call(request, [*parts, *prepared, spec.state], on_message=on_message, announce=caps,
                                 limits=limits)  # the result read through its declaration, with these limits
+    except CapReached as exc:  # the harness ends the trial where the learner cannot object
+        host.close()
+        return {**_failed(config, exc, heard.spent, heard), "status": "stopped", "error": str(exc), "traceback": ""}
     except BrokenReply as exc:  # no honest host sends it, and its real result may follow
         host.close()
         return _failed(config, exc, _most(heard.spent, _final_flops(exc.header)), heard)
@@ -151,10 +167,21 @@ def _answer(spec: TrialSpec, index: int, heard: _Heard, message: dict[str, Any],
         return None
     if op == HostOp.FLOPS:
         heard.spent = reported_flops(message, heard.spent)
+        _check_cap(spec, index, heard.spent)
         return None
     if op == HostOp.RUNG:
         return _answer_rung(spec, index, message["step"], parts[0], heard.rungs)
     return answer_past(spec.harness, op, request_argument(message))
+
+
+def _check_cap(spec: TrialSpec, index: int, spent: Mapping[str, Any]) -> None:
+    """Tell the task's charge what this trial spent so far; raise :class:`CapReached` once the
+    task's cap (its ruleset's ``budget-<X>``) is reached."""
+    if spec.rules.task_flop_cap is None:
+        return
+    go_on, total = _ask(spec.harness.budget_report, index, int(spent["flops_measured"]) + int(spent["flops_reported"]))
+    if not go_on:
+        raise CapReached(cap_message(spec.rules.ruleset, spec.rules.task_flop_cap, total, started=True))
 
 
 def _store_checkpoint(harness: Any, heard: _Heard, step: int, data: bytes) -> None:
