@@ -8,6 +8,8 @@
 # 2. tests/unit/learners/test_on_devices.py on CPU and CUDA: the FLOP meter's count of a
 #    ResNet-34 step under bf16 autocast and channels-last equals FlopCounterMode's, the curve
 #    read from tensor losses equals the losses, the batched crop on the GPU gives the CPU's pixels;
+# 2b. bench/seccomp_check.py: a few training steps and a torch.compile'd function on the device
+#    with the learner hosts' seccomp filter loaded (no file locks, no inotify): does the driver care;
 # 3. bench/bench_gpu.py (indep, ResNet-34 at 64 px) at the paper's three batch sizes (the rule
 #    b = min(512, max(16, 2^floor(log2(0.0025 D)))): 16 for D < 12,800, 64 for 25,600 <= D <
 #    51,200, 512 for D >= 204,800): images/s, TFLOP/s, the fraction of the bf16 peak, input vs
@@ -83,6 +85,7 @@ fi
 step "$py" -c "import sys, torch; print('python', sys.version.split()[0], '| torch', torch.__version__, '|',
   torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device')"
 bounded 200 "$py" -m pytest --noconftest -p no:cacheprovider -q tests/unit/learners/test_on_devices.py
+step timeout 120 "$py" bench/seccomp_check.py --device "$device"
 single=() shared=()
 for batch in "${batches[@]}"; do
   bounded 300 "$py" bench/bench_gpu.py --device "$device" --batch "$batch" "${size[@]}" \

@@ -56,6 +56,7 @@ def test_the_prepared_gpu_checks_run_their_steps_on_a_cpu(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "!! failed" not in done.stdout
     assert "3 passed" in done.stdout  # the device tests, on the CPU
+    assert '"filtered": true, "keyctl_refused": true' in done.stdout  # training under the hosts' seccomp filter
     fig = json.loads((tmp_path / "gpu_b4.json").read_text())  # bench_gpu.py's figures, sane
     assert fig["device"] == "cpu" and fig["steps"] == 2 and fig["batch"] == 4
     assert fig["batch_rule"] == 64  # the paper's rule for D = 50,000: 2^floor(log2(125))

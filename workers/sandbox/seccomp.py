@@ -58,6 +58,7 @@ FCNTL_CALLS = ("fcntl", "fcntl64")
 FCNTL_LOCK_CMDS = (5, 6, 7, 12, 13, 14, 36, 37, 38)
 FCNTL_OTHER_CMDS = (1024, 1026)  # F_SETLEASE (a lease break is a signal), F_NOTIFY (dnotify)
 COMPAT_ARCHES = {"x86_64": ("x86", "x32"), "aarch64": ("arm",)}
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +191,29 @@ def _warn_once(reason: str) -> None:
                 "(apt-get install libseccomp2); production refuses to start hosts without it.", reason)
 
 
+class _SockFprog(ctypes.Structure):
+    """The kernel's ``struct sock_fprog``: a classic BPF program's length (in instructions) and address."""
+
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def apply_to_this_thread(program: bytes) -> None:
+    """Load ``program`` into the calling thread for good, as bwrap does before it starts a host
+    (threads started afterwards inherit it; ones already running do not): for checks of the
+    filter where no bubblewrap runs (its unit test, ``bench/seccomp_check.py`` on a GPU machine).
+
+    Raises:
+        OSError: the kernel refused the program.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    code = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(code))
+    zero = ctypes.c_ulong(0)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), zero, zero, zero) != 0 or \
+            libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), zero, zero) != 0:
+        raise OSError(ctypes.get_errno(), f"the kernel refused the seccomp program: {os.strerror(ctypes.get_errno())}")
+
+
 def program_fd(program: bytes) -> int:
     """A private in-memory file holding ``program``, read from its start by bwrap; close-on-exec
     here (a ``Popen`` passes it with ``pass_fds``), to be closed by the caller after the start."""
@@ -205,5 +229,5 @@ def program_fd(program: bytes) -> int:
     return fd
 
 
-__all__ = ["FCNTL_LOCK_CMDS", "HOST_ONLY_DENIED", "POD_PROFILE_DENIED", "SeccompUnavailable", "compile_filter",
-           "host_filter", "program_fd"]
+__all__ = ["FCNTL_LOCK_CMDS", "HOST_ONLY_DENIED", "POD_PROFILE_DENIED", "SeccompUnavailable", "apply_to_this_thread",
+           "compile_filter", "host_filter", "program_fd"]

@@ -1,7 +1,7 @@
 """The learner filter itself: it compiles here, keeps the chart's profile, and denies what it says.
 
-The program is loaded into a child Python with ``prctl`` (what bwrap does before it starts a
-host), which then tries each call: the same interpreter without the filter is the control.
+The program is loaded into a child Python (``apply_to_this_thread``: what bwrap does before it
+starts a host), which then tries each call: the same interpreter without the filter is the control.
 Call numbers are x86_64's, this project's machines' and CI's.
 """
 
@@ -25,13 +25,8 @@ PROBE = r'''
 import ctypes, fcntl, json, mmap, os, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
 if len(sys.argv) > 1:
-    program = open(sys.argv[1], "rb").read()
-    class Prog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-    buf = ctypes.create_string_buffer(program, len(program))
-    prog = Prog(len(program) // 8, ctypes.addressof(buf))
-    assert libc.prctl(38, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
-    assert libc.prctl(22, ctypes.c_ulong(2), ctypes.byref(prog), ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+    from workers.sandbox.seccomp import apply_to_this_thread
+    apply_to_this_thread(open(sys.argv[1], "rb").read())
 
 def raw(nr, *args):
     ctypes.set_errno(0)
