@@ -60,7 +60,7 @@ def machine_flop_rate(*, cache_dir: Path | None = None) -> float:
     cached = cached_flop_rate(cache_dir=cache_dir)
     if cached is not None:
         return cached
-    path = _cache_path(cache_dir)
+    path = rate_record_path(cache_dir)
     rate = measure_flop_rate()
     if path is not None:
         with contextlib.suppress(OSError):
@@ -76,7 +76,7 @@ def machine_flop_rate(*, cache_dir: Path | None = None) -> float:
 def cached_flop_rate(*, cache_dir: Path | None = None) -> float | None:
     """The rate this boot's measurement recorded, or ``None`` before the first one (``nevis
     doctor`` reports it without measuring)."""
-    path = _cache_path(cache_dir)
+    path = rate_record_path(cache_dir)
     if path is None or not owned_alone(path):  # a record someone else could have written is not read
         return None
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
@@ -86,7 +86,8 @@ def cached_flop_rate(*, cache_dir: Path | None = None) -> float | None:
     return None
 
 
-def _cache_path(cache_dir: Path | None) -> Path | None:
+def rate_record_path(cache_dir: Path | None = None) -> Path | None:
+    """This boot's record in the harness's folder (under ``cache_dir``); None where there is no such folder."""
     folder = harness_dir(cache_dir)
     return None if folder is None else folder / f"flop-rate-{_boot_id()}.json"
 
@@ -105,4 +106,5 @@ def _boot_id() -> str:
         return "unknown"
 
 
-__all__ = ["ALLOWANCE_S", "FLOOR_FRACTION", "cached_flop_rate", "compute_floor", "machine_flop_rate", "measure_flop_rate"]
+__all__ = ["ALLOWANCE_S", "FLOOR_FRACTION", "cached_flop_rate", "compute_floor", "machine_flop_rate", "measure_flop_rate",
+           "rate_record_path"]

@@ -8,8 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-from workers.sandbox import calibration
-from workers.sandbox.calibration import cached_flop_rate, machine_flop_rate
+from workers.sandbox.calibration import cached_flop_rate, machine_flop_rate, rate_record_path
 from workers.sandbox.harness_dir import NAME, harness_dir
 
 
@@ -28,12 +27,10 @@ def test_the_rate_is_recorded_there_and_read_back(tmp_path: Path) -> None:
 
 
 def _planted(tmp_path: Path, folder_mode: int) -> Path:
-    folder = tmp_path / f"{NAME}-{os.getuid()}"
-    folder.mkdir(mode=0o700)
-    os.chmod(folder, folder_mode)
-    name = f"flop-rate-{calibration._boot_id()}.json"
-    (folder / name).write_text(json.dumps({"flops_per_cpu_second": 1.0}))
-    return folder / name
+    record = rate_record_path(tmp_path)
+    record.write_text(json.dumps({"flops_per_cpu_second": 1.0}))
+    os.chmod(record.parent, folder_mode)
+    return record
 
 
 def test_a_folder_others_may_write_is_not_used(tmp_path: Path) -> None:
