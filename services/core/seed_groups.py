@@ -10,6 +10,7 @@ one that states its default.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -48,9 +49,17 @@ def options_digest(budget: Mapping[str, Any]) -> str:
 
 def seed_group(learner: str, budget: Mapping[str, Any], image_size: int) -> SeedGroup:
     """The seed group of a run (its learner's name, its stored budget and image size)."""
-    filled = _filled(budget)
+    stated = {k: v for k, v in budget.items() if k != "seed"}  # the seed never moves the group
+    return _group(learner, json.dumps(stated, sort_keys=True, default=str), int(image_size))
+
+
+@functools.lru_cache(maxsize=4096)
+def _group(learner: str, budget: str, image_size: int) -> SeedGroup:
+    """Remembered: a board groups the same few configurations on every render, and filling a
+    budget's defaults (a validation) costs more than the rest of the grouping."""
+    filled = _filled(json.loads(budget))
     return SeedGroup(learner=learner, budget=f"{filled.get('trials')}x{filled.get('steps')}",
-                     image_size=int(image_size), options=options_digest(filled))
+                     image_size=image_size, options=options_digest(filled))
 
 
 def _filled(budget: Mapping[str, Any]) -> dict[str, Any]:

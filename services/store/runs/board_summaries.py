@@ -16,8 +16,11 @@ read renders again. So the transaction that commits a result (through
   anonymous reader, rewritten for the whole version (one submission's finish moves every
   score). Refreshes of a version are serialized on its row, so the last one sees every finish;
 - ``learner_seeds``: then, the E of every finished public run of that submission's learner on
-  the version (its seeds) and when each was created, which a row's spread over seeds is
-  computed from (a board since a date keeps the runs created since).
+  the version and when each was created. No render reads it since issue 47: a row's spread over
+  seeds is its seed group's (learner, budget, image size, options digest), which a per-learner
+  row cannot give, so :mod:`services.store.runs.leaderboard` and
+  :mod:`services.store.runs.board_uncertainty` group the kept ``submission_scores`` instead; the
+  table awaits a migration that drops it.
 
 Readers who may see private submissions still compute their own profiles and seeds.
 """
