@@ -151,8 +151,10 @@ def _runner(settings: CoordinatorSettings, sessions: sessionmaker[Session], *,
     from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
 
     bundle_root = _prepare_bundle(settings, sessions, submission_id=submission_id)
-    hold_secrets()  # nothing started from here on (Ray, learner hosts) inherits them
     import_paths = None if bundle_root is None else [str(bundle_root)]
+    if import_paths is None:
+        import_paths = _prepare_image(settings, sessions, submission_id=submission_id)
+    hold_secrets()  # nothing started from here on (Ray, learner hosts) inherits them
     registered = _uploaded_registration(sessions, submission_id)
     return StreamRunner(settings, import_paths=import_paths, submitted=registered is not None,
                         registered=registered)
@@ -186,6 +188,17 @@ def _prepare_bundle(settings: CoordinatorSettings, sessions: sessionmaker[Sessio
     store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
     return unpack_stored_bundle(store, key=key, sha256=sha, root=settings.data_dir / "bundles",
                                 max_unpacked_bytes=UNPACK_FACTOR * settings.bundle_max_bytes)
+
+
+def _prepare_image(settings: CoordinatorSettings, sessions: sessionmaker[Session], *,
+                   submission_id: int) -> list[str] | None:
+    """The import paths of the learner's image (if any), unpacked on this node by the digest
+    its registration pinned: files its sandboxed hosts import, never a process of its own."""
+    from services.coordinator.learner_images import image_import_paths  # noqa: PLC0415
+
+    with sessions() as session:
+        ref = session.get(Submission, submission_id).learner.image_ref
+    return None if not ref else image_import_paths(ref, settings=settings)
 
 
 def _uploaded_registration(sessions: sessionmaker[Session], submission_id: int) -> dict[str, Any] | None:

@@ -4,8 +4,9 @@ Jobs go through the Ray Jobs API (``JobSubmissionClient``) at ``NEVIS_RAY_ADDRES
 dashboard address, e.g. ``http://head:8265``). A job's runtime environment is cluster
 metadata (the dashboard and ``ray list jobs`` show it), so it carries no credential: only the
 coordinator's knobs, ``NEVIS_SECRETS_PATH`` (where the head node keeps the harness's database
-and store settings, ``NEVIS_RAY_SECRETS_PATH``) and, when the learner names one, its container
-image (``image_uri``). The job's driver, the worker harness, runs on the head node (Ray runs
+and store settings, ``NEVIS_RAY_SECRETS_PATH``). A learner's container image is never the job's
+``image_uri``: the harness runs in the service's own installation and unpacks the image as files
+for its sandboxed learner hosts (:mod:`workers.sandbox.images`). The job's driver, the worker harness, runs on the head node (Ray runs
 job entrypoints there) and reads that path; learner code runs in sandboxes that do not mount
 it, and the run's storage actor is pinned to the driver's node.
 ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` lets the runner's narrower environment win over the job's.
@@ -64,10 +65,7 @@ class RayJobsBackend:
         env = {**worker_settings_env(self.settings), "NEVIS_RAY_ADDRESS": "",
                "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1",
                SECRETS_PATH_VAR: str(self.settings.ray_secrets_path)}
-        runtime_env: dict[str, Any] = {"env_vars": env}
-        if spec.image and self.settings.ray_jobs_use_image:
-            runtime_env["image_uri"] = spec.image
-        return runtime_env
+        return {"env_vars": env}  # never image_uri: a learner image is files, not a Ray member
 
     def entrypoint(self, spec: LaunchSpec) -> str:
         return shlex.join([*shlex.split(self.settings.worker_command), *spec.worker_args()])

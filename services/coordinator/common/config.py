@@ -22,6 +22,12 @@ from services.coordinator.common.validation import ImagePolicy, parse_rate
 from services.core.budget import RunBudget
 from services.core.config import Settings, load_settings
 from services.core.errors import BudgetError, unknown_name_message
+from workers.sandbox.images.limits import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_FILES,
+    DEFAULT_MAX_LAYERS,
+    ImageLimits,
+)
 
 # Variables the worker harness needs to reach the database and store; the backends pass
 # them to the worker process (never to learner code: the runner blanks them there).
@@ -38,6 +44,8 @@ WORKER_KNOB_VARS = (
     # the learner hosts' caps and deadlines: a remote job's hosts keep this coordinator's
     "NEVIS_HOST_TMPFS_MB", "NEVIS_HOST_MEMORY_MB", "NEVIS_HOST_PIDS", "NEVIS_HOST_DECLARE_DEADLINE_S",
     "NEVIS_HOST_SILENCE_DEADLINE_S",
+    # how a worker gets an image learner's files (workers/sandbox/images), and their caps
+    "NEVIS_IMAGE_LEARNERS", "NEVIS_IMAGE_MAX_LAYERS", "NEVIS_IMAGE_MAX_BYTES", "NEVIS_IMAGE_MAX_FILES",
 )
 
 BUILTIN_LEARNER = re.compile(r"[a-z][a-z0-9_]{0,99}")
@@ -117,6 +125,14 @@ class CoordinatorSettings(Settings):
         default=30.0, gt=0, le=3660,
         description="The window of NEVIS_META_TEST_QUOTA, in days: a counted meta-test "
         "submission stops counting this long after it was created.")
+    meta_test_ruleset_quota: int = Field(
+        default=10, ge=0, le=1_000_000,
+        description="Meta-test submissions one user may make under one ruleset (any learner, any "
+        "stream) within NEVIS_META_TEST_RULESET_QUOTA_DAYS (0: none); counted as "
+        "NEVIS_META_TEST_QUOTA counts. Meta-train is not limited.")
+    meta_test_ruleset_quota_days: float = Field(
+        default=7.0, gt=0, le=3660,
+        description="The window of NEVIS_META_TEST_RULESET_QUOTA, in days.")
     bundle_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=2 * 1024**3)
     max_json_bytes: int = Field(
         default=1024 * 1024, ge=1024, le=64 * 1024 * 1024,
@@ -170,10 +186,19 @@ class CoordinatorSettings(Settings):
     require_image_digest: bool | None = Field(
         default=None, description="Learner images must be pinned by digest (default: in "
         "production only).")
-    trust_image_learners: bool | None = Field(
-        default=None, description="Accept learner images (default: outside production only). An "
-        "image learner's code runs as a Ray cluster member, outside the learner sandbox "
-        "(docs/isolation.md): turn on only for submitters you trust.")
+    image_learners: Literal["unpack", "installed"] = Field(
+        default="unpack", description="What a learner image is. 'unpack': files for the learner "
+        "sandbox (registration resolves it to a digest with podman, unpacks it under "
+        "<data dir>/images and checks the entry point's module is in it; workers unpack that "
+        "digest and learner hosts import from its /opt/learner and site-packages). "
+        "'installed': a label only, for an operator's own deployments whose nodes run the "
+        "learner's installation already (its code comes from the worker's PYTHONPATH).")
+    image_max_layers: int = Field(default=DEFAULT_MAX_LAYERS, ge=1, le=1000,
+                                  description="Most layers a learner image may have.")
+    image_max_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1,
+                                 description="Most bytes a learner image may unpack to.")
+    image_max_files: int = Field(default=DEFAULT_MAX_FILES, ge=1,
+                                 description="Most files (layer entries) a learner image may hold.")
     max_trials: int = Field(default=64, ge=1, le=10_000)
     max_steps: int = Field(default=1_000_000, ge=1, le=10_000_000)
     # Backends
@@ -185,8 +210,6 @@ class CoordinatorSettings(Settings):
         description="ray: path on the Ray head node of the worker harness's credentials (a "
         "NAME=value file, or a folder with one file per name as a mounted Secret). Jobs carry "
         "this path, never a credential: a job's runtime env is visible to the whole cluster.")
-    ray_jobs_use_image: bool = Field(
-        default=True, description="ray backend: run a learner's image as the job's image.")
     kuberay_namespace: str = Field(default="nevis")
     kuberay_worker_image: str = Field(
         default="ghcr.io/nevis-service/nevis-worker:0.1.0",
@@ -282,10 +305,14 @@ class CoordinatorSettings(Settings):
     def image_policy(self) -> ImagePolicy:
         """Which learner images registrations may name."""
         registries = tuple(r.strip() for r in self.image_registries.split(",") if r.strip())
-        digest, trusted = self.require_image_digest, self.trust_image_learners
-        production = self.environment == "production"
-        return ImagePolicy(registries=registries, require_digest=production if digest is None else digest,
-                           accept=not production if trusted is None else trusted)
+        digest, production = self.require_image_digest, self.environment == "production"
+        return ImagePolicy(registries=registries, require_digest=production if digest is None else digest)
+
+    @property
+    def image_limits(self) -> ImageLimits:
+        """The caps on one learner image (NEVIS_IMAGE_MAX_LAYERS, _BYTES, _FILES)."""
+        return ImageLimits(max_layers=self.image_max_layers, max_bytes=self.image_max_bytes,
+                           max_files=self.image_max_files)
 
     @property
     def refresh_schedule(self) -> CronSchedule | None:

@@ -104,17 +104,10 @@ class ImagePolicy:
 
     registries: tuple[str, ...] = ()
     require_digest: bool = False
-    accept: bool = True  # production: no image learners unless the operator trusts them
 
 
 def check_image_policy(value: str, policy: ImagePolicy, *, field: str = "image") -> str:
     """``value`` (already a valid reference, :func:`check_image_ref`) under ``policy``."""
-    if not policy.accept:
-        raise InvalidInputError(
-            f"This service does not accept learner images (NEVIS_TRUST_IMAGE_LEARNERS is off): an "
-            "image learner's code would run as a Ray cluster member, outside the learner sandbox. "
-            f"Upload your learner as a bundle instead (POST /v1/learners/bundle). Got {shown(value)}.",
-            field=field)
     match = _IMAGE.fullmatch(value)
     if match is None:
         return check_image_ref(value, field=field)

@@ -75,7 +75,11 @@ def make_settings(database_url: str, data_dir: Path, streams_dir: Path, **overri
                   heartbeat_timeout_s=8.0, start_timeout_s=120.0, backoff_base_s=0.5,
                   backoff_max_s=2.0, max_attempts=3,
                   write_rate="100000/minute",  # tests of rate limits set their own
-                  meta_test_quota=100_000)  # tests of the meta-test quota set their own
+                  meta_test_quota=100_000,  # tests of the meta-test quota set their own
+                  meta_test_ruleset_quota=100_000,  # and of the per-ruleset one
+                  # images as labels (made-up references need no podman); tests of image
+                  # learners (test_image_learners.py) set image_learners="unpack"
+                  image_learners="installed")
     values.update(overrides)
     return CoordinatorSettings(**values)
 

@@ -99,12 +99,14 @@ def test_production_requires_digests_by_default(tmp_path):
     assert pinned.image_policy == ImagePolicy(registries=("ghcr.io/a", "quay.io"), require_digest=True)
 
 
-def test_production_refuses_image_learners_unless_trusted(tmp_path):
+def test_production_accepts_allow_listed_image_learners_by_digest_as_files_for_the_sandbox(tmp_path):
     url = "postgresql+psycopg://u@h/db"
-    production = CoordinatorSettings(data_dir=tmp_path, database_url=url, environment="production", sandbox="bwrap")
-    assert production.image_policy == ImagePolicy(require_digest=True, accept=False)
-    with pytest.raises(InvalidInputError, match="NEVIS_TRUST_IMAGE_LEARNERS.*bundle"):
-        check_image_policy("ghcr.io/a/b@sha256:" + "0" * 64, production.image_policy)
-    trusted = production.model_copy(update={"trust_image_learners": True})
-    assert trusted.image_policy.accept
-    assert check_image_policy("ghcr.io/a/b@sha256:" + "0" * 64, trusted.image_policy)
+    production = CoordinatorSettings(data_dir=tmp_path, database_url=url, environment="production", sandbox="bwrap",
+                                     image_registries="ghcr.io/a")
+    assert production.image_policy == ImagePolicy(registries=("ghcr.io/a",), require_digest=True)
+    assert production.image_learners == "unpack"  # files for the sandbox, never a Ray member
+    assert check_image_policy("ghcr.io/a/b@sha256:" + "0" * 64, production.image_policy)
+    with pytest.raises(InvalidInputError, match="NEVIS_REQUIRE_IMAGE_DIGEST"):
+        check_image_policy("ghcr.io/a/b:1.0", production.image_policy)
+    with pytest.raises(InvalidInputError, match="NEVIS_IMAGE_REGISTRIES"):
+        check_image_policy("ghcr.io/other/b@sha256:" + "0" * 64, production.image_policy)

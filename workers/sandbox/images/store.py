@@ -47,6 +47,7 @@ class UnpackedImage:
     root: Path  # the image's file system
     size_bytes: int
     files: int
+    pinned: str  # the reference it was asked by, pinned by manifest digest
 
     @property
     def import_paths(self) -> tuple[str, ...]:
@@ -93,7 +94,8 @@ def unpack_image(ref: str, *, cache: Path, limits: ImageLimits, pull: bool = Tru
             shutil.rmtree(scratch, ignore_errors=True)
     record = json.loads((dest / _RECORD).read_text())
     return UnpackedImage(image_id=resolved.image_id, root=dest / "rootfs",
-                         size_bytes=int(record["bytes"]), files=int(record["files"]))
+                         size_bytes=int(record["bytes"]), files=int(record["files"]),
+                         pinned=resolved.pinned)
 
 
 def _unpack(image_id: str, scratch: Path, limits: ImageLimits) -> None:

@@ -38,6 +38,7 @@ from services.coordinator.common.validation import (
 )
 from services.coordinator.crud import learners as crud
 from services.coordinator.crud.learners import OwnedLearner
+from services.coordinator.learner_images import register_image
 from services.store.db import declare_writer
 from services.store.db.models_coordinator import User
 from workers.sandbox.bundles import UNPACK_FACTOR, bundle_kind, check_bundle, safe_filename
@@ -60,12 +61,19 @@ def learner_out(owned: OwnedLearner) -> LearnerOut:
              summary="Register a learner: container image + entry point + resources")
 def create_learner(body: LearnerCreate, user: CurrentUser, session: SessionDep,
                    settings: SettingsDep) -> LearnerOut:
+    """An image is resolved to a digest and checked (pulled, unpacked within the caps, the
+    entry point's module found in it) before the learner is recorded, pinned by that digest."""
     resources = check_resources(body.resources.model_dump())
-    if body.image is not None:
-        check_image_ref(body.image)
-        check_image_policy(body.image, settings.image_policy)
+    image = body.image
+    if image is not None:
+        check_image_ref(image)
+        check_image_policy(image, settings.image_policy)
+        check_entrypoint(body.entrypoint)
+        _check_name_free(session, body.name)
+        image = register_image(image, entrypoint=body.entrypoint, settings=settings).ref
+        check_image_policy(image, settings.image_policy)  # the pinned reference, as tasks run it
     owned = crud.create_learner(session, owner=user, name=body.name, entrypoint=body.entrypoint,
-                                image=body.image, resources=resources)
+                                image=image, resources=resources)
     session.commit()
     return learner_out(owned)
 
