@@ -57,6 +57,7 @@ print(json.dumps({
     "unshare": raw(272, 0x20000000),
     "inotify_init1": raw(294, 0),
     "keyctl_i386": i386_keyctl(),
+    "keyctl_x32": raw((1 << 30) | 250, 0, 0xFFFFFFFD, 0),  # x32's call numbers (this kernel may lack the ABI)
     "flock": py(lambda: fcntl.flock(shared, fcntl.LOCK_SH | fcntl.LOCK_NB)),
     "ofd_setlk": py(lambda: fcntl.fcntl(shared, fcntl.F_OFD_SETLK, lock)),
     "ofd_getlk": py(lambda: fcntl.fcntl(shared, fcntl.F_OFD_GETLK, lock)),
@@ -85,7 +86,7 @@ def test_the_filter_denies_with_errnos_and_lets_the_rest_through(program, tmp_pa
     assert outside["keyctl"] == 0 and outside["keyctl_i386"] == 0 and outside["ofd_getlk_high_bits"] == 0
     assert outside["flock"] == outside["ofd_setlk"] == 0  # the control: each call works without it
     eperm = {name: inside[name] for name in ("keyctl", "io_uring_setup", "ptrace", "unshare", "inotify_init1",
-                                             "keyctl_i386")}
+                                             "keyctl_i386", "keyctl_x32")}
     assert eperm == dict.fromkeys(eperm, errno.EPERM)
     assert inside["flock"] == errno.ENOSYS  # filelock then falls back to lock files
     locks = {name: inside[name] for name in ("ofd_setlk", "ofd_getlk", "setlk", "ofd_getlk_high_bits")}
