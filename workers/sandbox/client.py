@@ -180,9 +180,9 @@ class LearnerHost:
         try:
             return read_checked(what, header, parts, limits)
         except BrokenReply:
-            self._proc.kill()
             if self._proc.stdout is not None:
                 self._proc.stdout.close()  # what follows in the pipe answers nothing (wire.receive's rule)
+            self._distrust()
             raise
 
     def _error(self, header: dict[str, Any], parts: list[wire.Part], op: str, what: str) -> Exception:
@@ -248,8 +248,17 @@ class LearnerHost:
         except wire.WireError as exc:
             if self._proc.poll() is not None or "closed the pipe" in str(exc):
                 raise self._died() from None
-            self._proc.kill()  # a host that breaks the format is not trusted further
+            self._distrust()  # a host that breaks the format is not trusted further
             raise
+
+    def _distrust(self) -> None:
+        """Kill a host that broke the protocol, and wait (briefly) until it is gone, so that
+        :attr:`alive` says so as soon as the call that found it out raises."""
+        self._proc.kill()
+        try:
+            self._proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass  # reaped by close()
 
     def _died(self) -> LearnerHostDied:
         try:
