@@ -153,6 +153,12 @@ class SubmissionCreate(Request):
         default=None, examples=["https://github.com/me/my-learner"], description=(
             "Where the learner's code is public: an https:// URL (at most 500 characters, no "
             "credentials). Without one, the leaderboard marks the run 'code not public'."))
+    ruleset: Annotated[str, StringConstraints(max_length=48)] = Field(
+        default="open", examples=["open", "budget-1e12", "self-tuning"], description=(
+            "The rules it competes under (docs/rules.md), each with its own leaderboard: 'open' (any "
+            "search, every trial charged), 'budget-<X>' or 'budget-<X>-total-<Y>' (the harness "
+            "stops trials once a task's charge reaches X cFLOP; Y caps the run), 'self-tuning' "
+            "(one trial per task with the learner's defaults)."))
 
 
 class LearnerRef(BaseModel):
@@ -199,6 +205,7 @@ class SubmissionBrief(BaseModel):
     pinned: bool = Field(default=False, description="Re-run on each new version of its stream.")
     code_url: str | None = Field(default=None, description=(
         "Where the learner's code is public, as its submitter gave it; null: not declared public."))
+    ruleset: str = Field(default="open", description="The ruleset it competes under (docs/rules.md).")
 
 
 class TaskOut(BaseModel):

@@ -137,6 +137,20 @@ def meta_test_times(session: Session, *, user: User, learner_id: int, stream_ver
         .order_by(Submission.created_at)))
 
 
+def ruleset_use(session: Session, *, settings: CoordinatorSettings, user: User, ruleset: str,
+                now: datetime) -> WindowUse:
+    """The user's counted meta-test submissions under ``ruleset`` (any learner, any stream)
+    within NEVIS_META_TEST_RULESET_QUOTA_DAYS, against NEVIS_META_TEST_RULESET_QUOTA."""
+    window = timedelta(days=settings.meta_test_ruleset_quota_days)
+    times = list(session.scalars(
+        select(Submission.created_at)
+        .join(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
+        .where(ScheduledSubmission.user_id == user.id, Submission.ruleset == ruleset,
+               Submission.created_at > now - window, counts_for_meta_test())
+        .order_by(Submission.created_at)))
+    return window_use(times, limit=settings.meta_test_ruleset_quota, window=window)
+
+
 def window_use(times: Sequence[datetime], *, limit: int, window: timedelta) -> WindowUse:
     """The use of a windowed quota from the creation times it counts (oldest first): when
     full, the next is allowed once the oldest leaves the window."""
@@ -188,5 +202,5 @@ def quota_report(session: Session, *, settings: CoordinatorSettings, user: User)
 __all__ = [
     "DAY", "ENDED_UNSTARTED", "META_TEST", "OPEN_STATUSES", "Limits", "MetaTestUse", "QuotaReport",
     "WindowUse", "counts_for_meta_test", "daily_times", "limits_of", "meta_test_times",
-    "meta_test_uses", "open_count", "quota_report", "retry_after_s", "window_use",
+    "meta_test_uses", "open_count", "quota_report", "retry_after_s", "ruleset_use", "window_use",
 ]

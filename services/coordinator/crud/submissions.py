@@ -21,7 +21,10 @@ from services.coordinator.crud import quotas
 from services.coordinator.crud.learners import get_learner
 from services.coordinator.crud.quotas import OPEN_STATUSES
 from services.coordinator.streams import resolve_stream
+from services.core import rulesets
 from services.core.budget import RunBudget
+from services.core.errors import BudgetError, UnknownNameError
+from services.core.rulesets import DEFAULT_RULESET
 from services.store.db.models import PHASES, VISIBILITIES, Event, Learner, StreamVersion, Submission
 from services.store.db.models_coordinator import (
     IdempotencyKey,
@@ -50,11 +53,12 @@ class SubmissionRequest:
     visibility: str = "public"
     pinned: bool = False
     code_url: str | None = None
+    ruleset: str = DEFAULT_RULESET
 
     def sha256(self) -> str:
         """Hash of the request's canonical JSON, to recognise a replay. The default
-        visibility, pin and code URL are left out, so keys stored before they existed still match."""
-        defaults = {("visibility", "public"), ("pinned", False), ("code_url", None)}
+        visibility, pin, code URL and ruleset are left out, so keys stored before they existed still match."""
+        defaults = {("visibility", "public"), ("pinned", False), ("code_url", None), ("ruleset", DEFAULT_RULESET)}
         fields = {k: v for k, v in self.__dict__.items() if (k, v) not in defaults}
         doc = json.dumps({**fields, "budget": self.budget.to_dict()}, sort_keys=True,
                          separators=(",", ":"), default=str)
@@ -127,6 +131,7 @@ def create_submission(
         raise InvalidInputError(f"Stream {request.stream!r} has no {request.phase} tasks.",
                                 field="phase")
     budget = check_budget(request.budget, settings=settings)
+    _check_ruleset(request.ruleset)
     try:
         size = stored_image_size(
             stream.manifest, settings_size=settings.image_size,
@@ -138,10 +143,14 @@ def create_submission(
     if request.phase == quotas.META_TEST:
         _check_meta_test_quota(session, settings=settings, user=user, learner=owned.learner,
                                version=version)
-    submission = records.create_submission(
-        session, learner=owned.learner, stream_version=version, phase=request.phase,
-        budget=budget, image_size=size, first_order=tasks[0].order, status="queued",
-        visibility=request.visibility)
+        _check_ruleset_quota(session, settings=settings, user=user, ruleset=request.ruleset)
+    try:
+        submission = records.create_submission(
+            session, learner=owned.learner, stream_version=version, phase=request.phase,
+            budget=budget, image_size=size, first_order=tasks[0].order, status="queued",
+            visibility=request.visibility, ruleset=request.ruleset)
+    except BudgetError as exc:  # the budget breaks its ruleset's rules: the field is the budget's
+        raise InvalidInputError(str(exc), field=f"budget.{exc.field}") from None
     submission.pinned = request.pinned
     submission.code_url = request.code_url
     session.add(ScheduledSubmission(submission_id=submission.id, user_id=user.id))
@@ -169,6 +178,42 @@ def check_budget(budget: RunBudget, *, settings: CoordinatorSettings) -> RunBudg
                 f"(NEVIS_MAX_{key.upper()}). Got {getattr(budget, key)} instead.",
                 field=f"budget.{key}")
     return budget
+
+
+def _check_ruleset(name: str) -> None:
+    """``name`` is a ruleset (:mod:`services.core.rulesets`).
+
+    Raises:
+        InvalidInputError: (field ``ruleset``) it is not, with the known names.
+    """
+    try:
+        rulesets.ruleset(name)
+    except UnknownNameError as exc:
+        raise InvalidInputError(f"The 'ruleset' is not valid: {exc} Known: "
+                                f"{', '.join(rulesets.known_rulesets())}.", field="ruleset") from None
+
+
+def _check_ruleset_quota(session: Session, *, settings: CoordinatorSettings, user: User, ruleset: str) -> None:
+    """Meta-test discipline (issue 50): at most NEVIS_META_TEST_RULESET_QUOTA counted meta-test
+    submissions of one user under one ruleset per NEVIS_META_TEST_RULESET_QUOTA_DAYS, whatever
+    the learner or stream; meta-train is not limited. Runs with the user's row locked."""
+    now = utcnow()
+    use = quotas.ruleset_use(session, settings=settings, user=user, ruleset=ruleset, now=now)
+    if use.limit > 0 and use.next_allowed_at is None:
+        return
+    days = f"{use.window.total_seconds() / 86_400:g}"
+    if use.limit == 0:
+        raise QuotaExceededError(
+            f"Meta-test submissions under ruleset {ruleset!r} are turned off on this coordinator "
+            "(NEVIS_META_TEST_RULESET_QUOTA=0); develop on 'meta_train', which is not limited.",
+            field="quota.meta_test_ruleset")
+    wait = quotas.retry_after_s(use.next_allowed_at, now=now)
+    raise QuotaExceededError(
+        f"User {user.name!r} has used {use.used} of {use.limit} meta-test submissions under ruleset "
+        f"{ruleset!r} allowed per {days} days (NEVIS_META_TEST_RULESET_QUOTA, "
+        f"NEVIS_META_TEST_RULESET_QUOTA_DAYS); the cap resets for one more at "
+        f"{use.next_allowed_at.isoformat(timespec='seconds')} (in {wait} s). Develop on 'meta_train', "
+        "which is not limited.", field="quota.meta_test_ruleset", retry_after_s=wait)
 
 
 def _check_quota(session: Session, *, settings: CoordinatorSettings, user: User) -> None:

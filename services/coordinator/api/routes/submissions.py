@@ -79,7 +79,7 @@ def brief(row: SubmissionRow) -> SubmissionBrief:
         stream=StreamRef(name=sub.stream_version.name, version=sub.stream_version.version),
         phase=sub.phase, status=sub.status, visibility=sub.visibility, cursor=sub.cursor, error=sub.error,
         created_at=sub.created_at, finished_at=sub.finished_at, current_task=current_task(row.lease),
-        pinned=sub.pinned, code_url=sub.code_url)
+        pinned=sub.pinned, code_url=sub.code_url, ruleset=sub.ruleset)
 
 
 def detail(session, row: SubmissionRow) -> SubmissionOut:
@@ -120,7 +120,8 @@ def create_submission(
     request = SubmissionRequest(
         learner_id=body.learner_id, stream=body.stream, phase=body.phase,
         budget=body.budget, stream_version=body.stream_version,
-        image_size=body.image_size, visibility=body.visibility, pinned=body.pinned, code_url=body.code_url)
+        image_size=body.image_size, visibility=body.visibility, pinned=body.pinned, code_url=body.code_url,
+        ruleset=body.ruleset)
     try:
         submission, replayed = crud.create_submission(
             session, settings=settings, user=user, request=request, idempotency_key=idempotency_key)
