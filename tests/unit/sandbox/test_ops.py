@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
-import time
 from pathlib import Path
 
 import numpy as np
@@ -123,9 +122,6 @@ def test_a_probe_reply_with_a_bad_handle_is_a_wire_error_and_kills_the_host(tmp_
         assert learner.features(honest, images).shape == (2, 1)  # the host works
         with pytest.raises(wire.WireError, match="result of load_predictor: field 'handle'"):
             learner.load_predictor(handle.encode(), INFO)
+        assert not host.alive  # killed before the call raised
         with pytest.raises(LearnerHostDied):  # not the forged call's real reply, still in the pipe
             learner.features(honest, images)
-        deadline = time.monotonic() + 10.0
-        while host.alive and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not host.alive
