@@ -79,7 +79,7 @@ def run_ids(text: str, side: str) -> list[int]:
     except ValueError:
         raise typer.BadParameter(f"Side {side} must be a run id or comma-separated run ids (3 or 3,4,5); got {text!r}.") from None
     if any(i < 1 for i in ids):
-        raise typer.BadParameter(f"Run ids of side {side} must be positive; got {text!r}.")
+        raise typer.BadParameter(f"Side {side}'s run ids must be positive; got {text!r}.")
     return ids
 
 

@@ -197,3 +197,14 @@ def test_seeds_delta_refuses_runs_on_other_test_examples() -> None:
     other = [TaskPredictions("single", y, 1 - y)]
     with pytest.raises(ValueError, match="same test examples"):
         seeds_delta([run, run], [run, other], resamples=10)
+
+
+def test_nevis_compare_reads_one_run_or_seeds_per_side_and_names_bad_input() -> None:
+    import typer
+
+    from services.cli.uncertainty_cmd import run_ids
+
+    assert run_ids("3", "A") == [3] and run_ids("3,4,5", "B") == [3, 4, 5]
+    for bad in ("3,x", "0", ""):
+        with pytest.raises(typer.BadParameter, match="Side A"):
+            run_ids(bad, "A")
