@@ -21,6 +21,7 @@ from rich.table import Table
 from services.cli.client import ApiProblem, Learner, NevisClient, PackedLearner
 from services.cli.client.credentials import Credentials, normalise_url, save_credentials
 from services.cli.console import make_console
+from services.cli.run_cmd import known_ruleset
 from services.cli.uncertainty_cmd import interval_doc_text
 
 console = make_console()
@@ -53,6 +54,8 @@ def submit(
     private: bool = typer.Option(False, "--private", help="Keep it off the public leaderboard (you and admins see it)."),
     pin: bool = typer.Option(False, "--pin", help="Re-run it on each new version of the stream."),
     code_url: Optional[str] = typer.Option(None, "--code-url", help="Where the learner's code is public (https://...); without it the leaderboard marks the run 'code not public'."),  # noqa: UP007
+    ruleset: str = typer.Option("open", "--ruleset", callback=lambda v: known_ruleset(v, "--ruleset"),
+                                help="Rules to compete under (docs/rules.md): open, budget-<X>[-total-<Y>] or self-tuning; each has its own leaderboard."),
     name: Optional[str] = typer.Option(None, "--name", help="Learner name when registering (default: folder name + content hash)."),  # noqa: UP007
     cpus: float = typer.Option(1.0, "--cpus", help="CPUs per task the learner is registered with."),
     gpus: int = typer.Option(0, "--gpus", help="GPUs per task the learner is registered with."),
@@ -93,7 +96,7 @@ def submit(
                           f"{packed.size_bytes} bytes, sha256 {packed.sha256[:12]}…")
         budget = {k: v for k, v in (("trials", trials), ("steps", steps)) if v is not None}
         doc = client.submit(learner_id=learner.id, stream=stream, phase=phase, budget=budget,
-                            private=private, pinned=pin, code_url=code_url)
+                            private=private, pinned=pin, code_url=code_url, ruleset=ruleset)
         try:  # from here on, Ctrl-C detaches: the submission is queued whatever happens here
             console.print(f"Submission {doc['id']}: {learner.name} on {doc['stream']['name']} "
                           f"{doc['stream']['version']} ({doc['phase']}), {doc['status']}.")
@@ -149,7 +152,7 @@ def status(
 def show_submission(doc: dict[str, Any]) -> None:
     table = Table("task", "year", "phase", "dataset", "status", "error", "FLOPs", "trials (failed)",
                   title=f"Submission {doc['id']}: {doc['learner']['name']} on {doc['stream']['name']} "
-                        f"{doc['stream']['version']} ({doc['phase']})")
+                        f"{doc['stream']['version']} ({doc['phase']}, ruleset {doc.get('ruleset', 'open')})")
     for task in doc["tasks"]:
         table.add_row(str(task["order"]), str(task["year"]), task["phase"], task["dataset"], task["status"],
                       "" if task["error"] is None else f"{task['error']:.4f}", f"{task['flops']:.3e}",
@@ -194,17 +197,20 @@ def leaderboard(
     stream: str = typer.Option(..., "--stream", "-s", help="Stream name."),
     version: Optional[str] = typer.Option(None, "--version", help="Stream version (default: the newest)."),  # noqa: UP007
     limit: int = typer.Option(20, "--limit", help="Rows to show."),
+    ruleset: str = typer.Option("open", "--ruleset", callback=lambda v: known_ruleset(v, "--ruleset"),
+                                help="Whose board: each ruleset (open, budget-<X>, self-tuning) has its own."),
     as_json: bool = typer.Option(False, "--json", help="Print the API's JSON."),
 ) -> None:
-    """The service's leaderboard of a stream: meta-test submissions ranked by E, with cFLOP, the
-    profile score and whether the learner's code is public."""
+    """The service's leaderboard of a stream under one ruleset: meta-test submissions ranked by
+    E (then cFLOP), with the profile score and whether the learner's code is public."""
     with NevisClient.from_login() as client:
-        doc = client.leaderboard(stream, version=version, limit=limit)
+        doc = client.leaderboard(stream, version=version, limit=limit, ruleset=ruleset)
     if as_json:
         typer.echo(json.dumps(doc, indent=2))
         return
     table = Table("rank", "submission", "learner", "owner", "E", "cFLOP", "profile", "code", "tasks", "status",
-                  title=f"Leaderboard: {doc['stream'] or stream} {doc['version'] or ''} ({doc['phase']}), {doc['total']} rows")
+                  title=f"Leaderboard: {doc['stream'] or stream} {doc['version'] or ''} ({doc['phase']}, ruleset "
+                        f"{doc.get('ruleset', ruleset)}), {doc['total']} rows")
     for row in doc["items"]:
         table.add_row("" if row["rank"] is None else str(row["rank"]), str(row["submission_id"]), row["learner"],
                       row["owner"] or "(local)", "" if row["mean_error"] is None else f"{row['mean_error']:.4f}",

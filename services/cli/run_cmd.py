@@ -71,6 +71,8 @@ def run(
     resume: Optional[int] = typer.Option(None, "--resume", help="Continue run ID from its last committed task."),  # noqa: UP007
     pretrained: Optional[str] = typer.Option(None, "--pretrained", help="Checkpoint file (made by `nevis pretrain`) or object-store key that pt / pt_ft start from."),  # noqa: UP007
     private: bool = typer.Option(False, "--private", help="Leave the run off the public leaderboard and pages (a local run has no owner: admins' tokens see it)."),
+    ruleset: str = typer.Option("open", "--ruleset", callback=lambda v: known_ruleset(v, "--ruleset"),
+                                help="Rules to play by (docs/rules.md): open, budget-<X> (the harness stops trials at X cFLOP per task; budget-<X>-total-<Y> caps the run too) or self-tuning (one trial per task, the learner's defaults)."),
 ) -> None:
     """Run a learner over a stream on Ray and store everything; prints E and cFLOP."""
     from services.store.db import upgrade  # noqa: PLC0415
@@ -92,7 +94,7 @@ def run(
             progress.console.print(f"Resuming run {run_id}.")
         else:
             run_id = runner.create(RunRequest(stream=stream, learner=learner, phase=phase, budget=budget, image_size=image_size,
-                                              pretrained=pretrained,
+                                              pretrained=pretrained, ruleset=ruleset,
                                               visibility="private" if private else "public"))
             progress.console.print(f"Run {run_id}: {learner} on {stream} (resume with `nevis run --resume {run_id}`).")
         try:
@@ -110,6 +112,18 @@ def _known(kind: str, name: str, known: tuple[str, ...]) -> str:
 
     if name not in known:
         raise typer.BadParameter(unknown_name_message(kind, name, known))
+    return name
+
+
+def known_ruleset(name: str, option: str) -> str:
+    """``name`` if it is a ruleset (:mod:`services.core.rulesets`), else a usage error naming ``option``."""
+    from services.core.errors import UnknownNameError  # noqa: PLC0415
+    from services.core.rulesets import ruleset  # noqa: PLC0415
+
+    try:
+        ruleset(name)
+    except UnknownNameError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
     return name
 
 
@@ -186,7 +200,8 @@ def show_results(run_id: int, *, as_json: bool):
     purposes = ("updates", "validation", "prediction") if split else ()
     table = Table("task", "year", "phase", "dataset", "status", "error", "split", "FLOPs", *purposes,
                   "CPU s", "retried FLOPs", "trials (failed)",
-                  title=f"Run {summary.submission_id}: {summary.learner} on {summary.stream} {summary.stream_version} ({summary.phase})")
+                  title=f"Run {summary.submission_id}: {summary.learner} on {summary.stream} {summary.stream_version} "
+                        f"({summary.phase}, ruleset {summary.ruleset})")
     for row in summary.tasks:
         table.add_row(
             str(row.order), str(row.year), row.phase, row.dataset, row.status,

@@ -107,10 +107,10 @@ class NevisClient:
     def submit(self, *, learner_id: int, stream: str, phase: str = "meta_test",
                budget: Mapping[str, Any] | None = None, private: bool = False, pinned: bool = False,
                image_size: int | None = None, idempotency_key: str | None = None,
-               code_url: str | None = None) -> dict[str, Any]:
+               code_url: str | None = None, ruleset: str = "open") -> dict[str, Any]:
         """Queue a submission; a retry with the same ``idempotency_key`` returns the first one."""
         body: dict[str, Any] = {"learner_id": learner_id, "stream": stream, "phase": phase,
-                                "budget": dict(budget or {}), "pinned": pinned,
+                                "budget": dict(budget or {}), "pinned": pinned, "ruleset": ruleset,
                                 "visibility": "private" if private else "public"}
         if image_size is not None:
             body["image_size"] = image_size
@@ -145,8 +145,10 @@ class NevisClient:
         """Run ``a`` against run ``b``, or a's seeds against b's (``GET /v1/compare``)."""
         return self._call("GET", "/v1/compare", params={"a": a, "b": b})
 
-    def leaderboard(self, stream: str, *, version: str | None = None, limit: int = 50) -> dict[str, Any]:
-        params: dict[str, Any] = {"stream": stream, "limit": limit, **({"version": version} if version else {})}
+    def leaderboard(self, stream: str, *, version: str | None = None, limit: int = 50,
+                    ruleset: str = "open") -> dict[str, Any]:
+        params: dict[str, Any] = {"stream": stream, "limit": limit, "ruleset": ruleset,
+                                  **({"version": version} if version else {})}
         return self._call("GET", "/v1/leaderboard", params=params)
 
     # --- plumbing ---------------------------------------------------------------------------------

@@ -91,6 +91,7 @@ class LeaderboardRow:
     cflop_profile_score: float | None = None  # the same for cFLOP to reach Indep; None: no Indep run, or not profiled
     code_url: str | None = None  # where its learner's code is public, as its submitter gave it
     code_public: bool = False  # a baseline, or a code_url given: False is marked "code not public"
+    ruleset: str = "open"  # the rules it competed under (services.core.rulesets): each has its own board
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,18 +134,19 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
                 descending: bool = False, limit: int = 50, offset: int = 0,
                 learner_prefix: str | None = None, since: datetime | None = None,
                 baselines: bool | None = None, viewer: Viewer = ANONYMOUS,
-                profiles: ProfileScores | Literal["kept"] | None = None) -> LeaderboardPage:
+                profiles: ProfileScores | Literal["kept"] | None = None, ruleset: str | None = None) -> LeaderboardPage:
     """One page of the meta-test leaderboard of ``stream``/``version``, as ``viewer`` sees it,
     with ``profiles``' scores on its rows (``"kept"``: an anonymous reader's, as the commits kept
     them, read for the page's rows only). ``sort="profile"`` orders by the error-profile score,
-    best (highest) first, ``descending`` worst first; rows without one come last either way."""
+    best (highest) first, ``descending`` worst first; rows without one come last either way.
+    ``ruleset`` keeps the rows of one ruleset (each has its own board; None: every row)."""
     kept = profiles == "kept"
     if kept:
         profiles = _kept_scores(session, stream, version) if sort == "profile" else None
     profiles = profiles or {}
     headline = _headline_tasks(stream, version)
     filters = _filters(stream=stream, version=version, learner_prefix=learner_prefix, since=since,
-                       baselines=baselines, viewer=viewer)
+                       baselines=baselines, viewer=viewer, ruleset=ruleset)
     base = _ranked(filters, headline).subquery()
     if sort == "profile":
         rows, total = _by_profile(session, base, profiles, descending=descending, limit=limit, offset=offset)
@@ -178,7 +180,8 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
             cflop_pretraining=None if r.cflop_pretraining is None else float(r.cflop_pretraining),
             profile_score=profiles.get(r.submission_id, (None, None))[0],
             cflop_profile_score=profiles.get(r.submission_id, (None, None))[1],
-            code_url=r.code_url, code_public=bool(r.baseline) or r.code_url is not None) for r in rows))
+            code_url=r.code_url, code_public=bool(r.baseline) or r.code_url is not None,
+            ruleset=r.ruleset) for r in rows))
 
 
 def _kept_scores(session: Session, stream: str, version: str, ids: list[int] | None = None) -> ProfileScores:
@@ -259,11 +262,12 @@ def kept_seeds(session: Session, *, stream_version_id: Any, learners: set[str],
 
 
 def front_points(session: Session, *, stream: str, version: str, learner_prefix: str | None = None, since: datetime | None = None,
-                 viewer: Viewer = ANONYMOUS) -> list[FrontPoint]:
-    """Every finished meta-test submission ``viewer`` may read (all headline tasks scored) as
-    a (cFLOP, E) point, with whether it is on the Pareto front of those points."""
+                 viewer: Viewer = ANONYMOUS, ruleset: str | None = None) -> list[FrontPoint]:
+    """Every finished meta-test submission ``viewer`` may read (all headline tasks scored; of
+    ``ruleset`` only, if given) as a (cFLOP, E) point, with whether it is on the Pareto front
+    of those points."""
     base = _ranked(_filters(stream=stream, version=version, learner_prefix=learner_prefix, since=since,
-                            baselines=None, viewer=viewer), _headline_tasks(stream, version)).subquery()
+                            baselines=None, viewer=viewer, ruleset=ruleset), _headline_tasks(stream, version)).subquery()
     rows = session.execute(
         select(base.c.submission_id, base.c.learner, base.c.baseline, base.c.mean_error, base.c.cflop)
         .where(base.c.headline_done == base.c.headline_tasks, base.c.headline_tasks > 0)
@@ -288,11 +292,24 @@ def _version_id(stream: str, version: str) -> Any:
             .scalar_subquery())
 
 
+def rulesets_of(session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS) -> list[str]:
+    """The rulesets of the meta-test submissions ``viewer`` may read on ``stream``/``version``
+    (each has its own board), ``open`` first, then by name."""
+    found = session.scalars(select(Submission.ruleset).distinct()
+                            .join(Learner, Learner.id == Submission.learner_id)
+                            .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+                            .where(*_filters(stream=stream, version=version, learner_prefix=None, since=None,
+                                             baselines=None, viewer=viewer)))
+    return sorted(set(found), key=lambda name: (name != "open", name))
+
+
 def _filters(*, stream: str, version: str, learner_prefix: str | None, since: datetime | None,
-             baselines: bool | None, viewer: Viewer) -> list[Any]:
+             baselines: bool | None, viewer: Viewer, ruleset: str | None = None) -> list[Any]:
     """The board's rows: WHERE clauses on submissions joined with their learner and stream version."""
     filters = [StreamVersion.name == stream, StreamVersion.version == version, Submission.phase == RANKED_PHASE,
                visible_to(viewer)]
+    if ruleset is not None:
+        filters.append(Submission.ruleset == ruleset)
     if learner_prefix:
         filters.append(Learner.name.startswith(learner_prefix, autoescape=True))
     if since is not None:
@@ -316,7 +333,7 @@ def _ranked(filters: list[Any], headline: Any) -> Select:
             headline.label("headline_tasks"),  # one count, not a join of the tasks per row
             Submission.created_at.label("created_at"), Submission.finished_at.label("finished_at"),
             Submission.visibility.label("visibility"), Submission.cflop_pretraining.label("cflop_pretraining"),
-            Submission.code_url.label("code_url"),
+            Submission.code_url.label("code_url"), Submission.ruleset.label("ruleset"),
             case((scored.mean_error.is_not(None),
                   func.rank().over(order_by=(scored.mean_error.is_(None), scored.mean_error))),
                  else_=None).label("rank"),
@@ -332,5 +349,5 @@ def _ranked(filters: list[Any], headline: Any) -> Select:
 
 __all__ = [
     "RANKED_PHASE", "SORT_KEYS", "FrontPoint", "LeaderboardPage", "LeaderboardRow", "ProfileScores", "SortKey",
-    "front_points", "is_baseline", "kept_seeds", "leaderboard", "stream_versions",
+    "front_points", "is_baseline", "kept_seeds", "leaderboard", "rulesets_of", "stream_versions",
 ]

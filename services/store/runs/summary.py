@@ -70,6 +70,7 @@ class RunSummary:
     floored_tasks: int = 0  # committed tasks charged the harness's CPU-time floor
     cflop_paper: float | None = None  # NEVIS'22's count (training updates); None: a task was not split
     cflop_pretraining: float | None = None  # the self-pretrained checkpoint's run (pt_self); not in cflop
+    ruleset: str = "open"  # the rules it ran under (services.core.rulesets)
 
     @property
     def flops_floored(self) -> bool:
@@ -133,6 +134,7 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         retried_flops=float(sum(r.retried_flops for r in rows)), flops_sources=tuple(sorted(sources)),
         cpu_seconds=known_sum(r.cpu_seconds for r in rows), floored_tasks=sum(r.flops_floored for r in rows),
         cflop_paper=paper_cflop(rows), cflop_pretraining=submission.cflop_pretraining,
+        ruleset=submission.ruleset,
     )
 
 

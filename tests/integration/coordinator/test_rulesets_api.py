@@ -95,3 +95,20 @@ def test_meta_test_submissions_per_ruleset_are_capped_and_meta_train_is_not(api,
     assert _submit(api, alice, first, ruleset="budget-1e12", phase="meta_train").status_code == 201
     assert _submit(api, alice, first, ruleset="open").status_code == 201  # another ruleset: its own cap
     assert _submit(api, tokens.auth("admin"), first, ruleset="budget-1e12").status_code == 201  # another user
+
+
+def test_each_ruleset_has_its_own_leaderboard(api, tokens):
+    alice = tokens.auth("alice")
+    learner = _learner(api, alice, "nm-alice")
+    opened = _submit(api, alice, learner, ruleset=None).json()["id"]
+    tiered = _submit(api, alice, learner, ruleset="budget-1e12").json()["id"]
+    default = api.get("/v1/leaderboard", params={"stream": "tiny2"}).json()
+    assert default["ruleset"] == "open" and [r["submission_id"] for r in default["items"]] == [opened]
+    assert default["rulesets"] == ["open", "budget-1e12"]
+    board = api.get("/v1/leaderboard", params={"stream": "tiny2", "ruleset": "budget-1e12"}).json()
+    assert [(r["submission_id"], r["ruleset"]) for r in board["items"]] == [(tiered, "budget-1e12")]
+    assert board["total"] == 1 and board["ruleset"] == "budget-1e12"
+    front = api.get("/v1/leaderboard/front", params={"stream": "tiny2", "ruleset": "self-tuning"}).json()
+    assert front["ruleset"] == "self-tuning" and front["points"] == []
+    refused = api.get("/v1/leaderboard", params={"stream": "tiny2", "ruleset": "budgte-1e12"})
+    assert refused.status_code == 422 and "ruleset" in refused.text

@@ -26,12 +26,16 @@ from services.coordinator.api.routes import problems
 from services.coordinator.api.schemas_uncertainty import BoardUncertaintyOut
 from services.coordinator.common.client_errors import InvalidInputError
 from services.coordinator.crud import users as crud_users
+from services.core.errors import UnknownNameError
+from services.core.rulesets import DEFAULT_RULESET
+from services.core.rulesets import ruleset as ruleset_named
 from services.store.runs.leaderboard import (
     RANKED_PHASE,
     FrontPoint,
     LeaderboardRow,
     front_points,
     leaderboard,
+    rulesets_of,
     stream_versions,
 )
 from services.store.runs.board_uncertainty import board_uncertainty
@@ -45,6 +49,9 @@ class LeaderboardOut(BaseModel):
     stream: str | None
     version: str | None
     phase: str
+    ruleset: str = Field(default="open", description="The ruleset whose board this is (docs/rules.md).")
+    rulesets: list[str] = Field(default_factory=list, description=(
+        "The rulesets with meta-test submissions on this stream version: each has its own board."))
     streams: list[dict[str, str]]
     items: list[LeaderboardRow]
     total: int
@@ -58,6 +65,7 @@ class FrontOut(BaseModel):
     stream: str | None
     version: str | None
     phase: str
+    ruleset: str = "open"
     points: list[FrontPoint]
 
 
@@ -99,6 +107,19 @@ LearnerFilter = Annotated[str | None, Query(max_length=NAME_MAX, description="Le
 Since = Annotated[AwareDatetime | None, Query(description="Only submissions created since then.")]
 
 
+def known_ruleset(value: object) -> object:
+    """The ``ruleset`` query: a ruleset's name (:mod:`services.core.rulesets`), else a 422 naming it."""
+    try:
+        ruleset_named(str(value))
+    except UnknownNameError as exc:
+        raise InvalidInputError(f"The 'ruleset' of a leaderboard is not valid: {exc}") from None
+    return value
+
+
+Ruleset = Annotated[str, BeforeValidator(known_ruleset), Query(
+    max_length=48, description="The ruleset whose board to show (default open); each ruleset has its own.")]
+
+
 def resolve_stream(session: Session, stream: str | None, version: str | None, viewer: Viewer = ANONYMOUS
                    ) -> tuple[list[tuple[str, str]], str | None, str | None]:
     """All stream versions with submissions ``viewer`` may read, and the one asked for
@@ -120,7 +141,7 @@ CACHE_HEADERS = {"ETag": {"description": "A hash of the body.", "schema": {"type
             responses={**NOT_MODIFIED, 200: {"headers": CACHE_HEADERS}})
 async def read_leaderboard(
     request: Request, settings: SettingsDep, viewer: Reader, stream: Stream = None,
-    version: Version = None, phase: Phase = "meta_test",
+    version: Version = None, phase: Phase = "meta_test", ruleset: Ruleset = DEFAULT_RULESET,
     sort: Annotated[Literal["rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks"], Query(
         description="'profile': by error-profile score, best (highest) first; descending=true: lowest first. "
                     "Rows without a score (not finished) come last.")] = "rank",
@@ -129,21 +150,21 @@ async def read_leaderboard(
     if_none_match: Annotated[str | None, Header(max_length=IF_NONE_MATCH_MAX)] = None,
 ) -> Response:
     key = ("board", stream, version, phase, sort, descending, limit, offset, learner,
-           since.isoformat() if since else None, baselines)
+           since.isoformat() if since else None, baselines, ruleset)
 
     def build(session: Session) -> dict[str, Any]:
         known, name, ver = resolve_stream(session, stream, version, viewer)
         streams = [{"stream": s, "version": v} for s, v in known]
         if name is None or ver is None:
             return {"stream": name, "version": ver, "phase": phase, "streams": streams, "items": [],
-                    "total": 0, "limit": limit, "offset": offset}
-        page = leaderboard(session, stream=name, version=ver, sort=sort, descending=descending,
+                    "total": 0, "limit": limit, "offset": offset, "ruleset": ruleset}
+        page = leaderboard(session, stream=name, version=ver, sort=sort, descending=descending, ruleset=ruleset,
                            limit=limit, offset=offset, learner_prefix=learner, since=since, baselines=baselines,
                            viewer=viewer, profiles="kept" if viewer == ANONYMOUS else profile_scores(
                                session, stream=name, version=ver, viewer=viewer))
         spread = board_uncertainty(session, request.app.state.store, page, viewer)
-        return {"stream": name, "version": ver, "phase": phase, "streams": streams,
-                "items": list(page.rows), "total": page.total, "limit": limit, "offset": offset,
+        return {"stream": name, "version": ver, "phase": phase, "streams": streams, "ruleset": ruleset,
+                "rulesets": rulesets_of(session, stream=name, version=ver, viewer=viewer), "items": list(page.rows), "total": page.total, "limit": limit, "offset": offset,
                 "uncertainty": [BoardUncertaintyOut.of(i, u) for i, u in spread.items()]}
 
     return await respond_cached(request, LeaderboardOut, build, key, settings, viewer)
@@ -154,15 +175,16 @@ async def read_leaderboard(
 async def read_front(
     request: Request, settings: SettingsDep, viewer: Reader, stream: Stream = None,
     version: Version = None, phase: Phase = "meta_test", learner: LearnerFilter = None, since: Since = None,
+    ruleset: Ruleset = DEFAULT_RULESET,
     if_none_match: Annotated[str | None, Header(max_length=IF_NONE_MATCH_MAX)] = None,
 ) -> Response:
-    key = ("front", stream, version, phase, learner, since.isoformat() if since else None)
+    key = ("front", stream, version, phase, learner, since.isoformat() if since else None, ruleset)
 
     def build(session: Session) -> dict[str, Any]:
         _, name, ver = resolve_stream(session, stream, version, viewer)
         points = [] if name is None or ver is None else front_points(
-            session, stream=name, version=ver, learner_prefix=learner, since=since, viewer=viewer)
-        return {"stream": name, "version": ver, "phase": phase, "points": points}
+            session, stream=name, version=ver, learner_prefix=learner, since=since, viewer=viewer, ruleset=ruleset)
+        return {"stream": name, "version": ver, "phase": phase, "points": points, "ruleset": ruleset}
 
     return await respond_cached(request, FrontOut, build, key, settings, viewer)
 
