@@ -75,7 +75,7 @@ def make_runner(*, submitted: bool = False, **env: str):
 
 
 def run_one(runner, name: str, stream: str, *, steps: int = 1, route: str = "nevis run",
-            expect_refusal: bool = False) -> Outcome:
+            expect_refusal: bool = False, scheduler: str = "fifo") -> Outcome:
     from sqlalchemy import select
 
     from services.core.budget import RunBudget
@@ -83,7 +83,7 @@ def run_one(runner, name: str, stream: str, *, steps: int = 1, route: str = "nev
     from services.store.objects import open_store
     from workers.trainer.run_plan import RunRequest
 
-    budget = RunBudget(trials=1, steps=steps, checkpoint_fractions=(1.0,))
+    budget = RunBudget(trials=1, steps=steps, checkpoint_fractions=(1.0,), scheduler=scheduler)
     started = time.perf_counter()
     try:
         run = runner.start(RunRequest(stream=stream, learner=f"nevis_hostile_learners:{name}", budget=budget))
@@ -183,6 +183,8 @@ def main() -> int:
         run_one(runner, "tmpfs_filler", one),
         run_one(runner, "fork_bomber", one),
         run_one(runner, "frame_forger", one),
+        run_one(runner, "rung_forger", one, steps=8, scheduler="proxy", expect_refusal=True),
+        run_one(make_runner(NEVIS_HOST_STATE_MB="2"), "state_bloater", one, expect_refusal=True),
         run_one(make_runner(NEVIS_HOST_DECLARE_DEADLINE_S="20"), "silent", one, expect_refusal=True),
         *api_adversaries(folder),
     ]
@@ -194,6 +196,8 @@ def main() -> int:
             r.finding = r.finding or "charged below the floor"
         if r.name in ("mlp_raw", "meter_patcher") and r.source != "floor":
             r.finding = r.finding or "a count of nobody's was not marked"
+        if r.name in ("rung_forger", "state_bloater") and "announces" not in r.outcome:
+            r.finding = r.finding or "not refused before its bytes were read"
     print(f"{'adversary':<20} {'route':<22} {'charged':>10} {'floor':>10} {'cpu s':>6} {'source':<18} "
           f"{'obtained':<10} outcome")
     for r in results:

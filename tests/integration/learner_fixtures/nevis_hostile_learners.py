@@ -15,6 +15,8 @@ obtained from its saved state (``state["obtained"]``: empty when it obtained not
   what it can see there;
 - ``dev_score_swapper``: has its trained weights scored on dev by the harness (``ctx.dev_error``),
   then returns other weights in the same array, hoping the harness keeps the first score;
+- ``rung_forger`` / ``state_bloater`` (``nevis_bloat_learners.py``): a forged 4096 × 4096
+  proxy rung report, a state over ``NEVIS_HOST_STATE_MB``: refused before they are read;
 - ``lock_signaller`` (``nevis_channel_learners.py``): signals from the predicting host to the
   next training host through file locks, and tries ``keyctl``;
 - ``prepare_raiser`` / ``prepare_killer``: spend a known pass in ``prepare_task``, then raise, or
@@ -29,6 +31,7 @@ import time
 import numpy as np
 
 from nevis_channel_learners import lock_signaller  # noqa: F401 - one module name for every adversary
+from nevis_bloat_learners import rung_forger, state_bloater  # noqa: F401 - likewise (harness work they order)
 from nevis_test_learners import HandCountedLinear, NearestMeanLearner, _flat, probe_machine
 from workers.learners.protocol import Resources, TrainOutput
 
