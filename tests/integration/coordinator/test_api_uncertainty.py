@@ -86,6 +86,8 @@ def test_interval_and_paired_comparison_over_the_api(client, tokens, coord_setti
         page = pages.get(f"/submissions/{ids[0]}").text
         assert 'id="e-interval"' in page
         assert f"[{expected.interval.low:.4f}, {expected.interval.high:.4f}]" in page
+        assert (f"generalisation to other tasks [{expected.generalisation.low:.4f}, "
+                f"{expected.generalisation.high:.4f}]") in page  # the task-resampled figure, labelled
         shown = pages.get(f"/compare?ids={ids[0]},{ids[1]}").text
         assert 'id="delta-e"' in shown and "−0.2500" not in shown  # printed with a plain minus
         assert f"{-0.25:+.4f} [{paired.interval.low:+.4f}, {paired.interval.high:+.4f}] 95 %" in shown
