@@ -6,7 +6,8 @@ folder, so when :mod:`site` runs (and looks for ``sitecustomize`` and ``usercust
 this installation's own folders are on the path. The learner's folders (an unpacked bundle, an
 image's ``/opt/learner`` and site-packages), named in ``LEARNER_IMPORT_PATH``, are appended
 afterwards: plain entries, so a ``.pth`` file in them is never processed, and last, so a
-learner's ``ray``, ``torch``, ``numpy`` or ``workers`` cannot shadow the host's own. Learner
+learner's ``ray``, ``torch``, ``numpy``, ``services`` or ``workers`` cannot shadow the host's
+own (the host's modules are imported before the learner's folders join the path). Learner
 code still runs in this process (it is the sandbox's), but only from the host's own calls.
 """
 
@@ -24,10 +25,13 @@ def learner_paths(environ: dict[str, str] | os._Environ[str] = os.environ) -> li
 
 
 def main() -> None:
-    sys.path.extend(p for p in learner_paths() if p not in sys.path)
-    from workers.sandbox.host import main as serve  # noqa: PLC0415 - after the path is set
+    # The host's own code first: this installation's packages may come from an import hook
+    # that Python asks only after every sys.path entry, so a learner's ``services`` package
+    # must not be on the path when they are first imported.
+    from workers.sandbox import host  # noqa: PLC0415
 
-    serve()
+    sys.path.extend(p for p in learner_paths() if p not in sys.path)
+    host.main()
 
 
 __all__ = ["LEARNER_PATH_VAR", "learner_paths", "main"]

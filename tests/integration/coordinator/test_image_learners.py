@@ -1,0 +1,244 @@
+"""Learner images as files for the sandbox: built here with podman, registered by digest over
+the API, unpacked contained, trained and scored on the ``local`` backend.
+
+Two tiny images are built once for the module (no base image: ``FROM scratch`` plus files,
+and a layer tarball given to ``podman import``):
+
+- ``plain``: the test learners in ``/opt/learner``, plus what a hostile image would add to
+  get code run outside the learner's own calls or to shadow the host's modules: a
+  ``sitecustomize.py``, a ``usercustomize.py``, ``.pth`` files and fake ``ray`` and
+  ``services`` packages, in ``/opt/learner`` and in the site-packages it adds; and an
+  ENTRYPOINT, CMD, USER and ENV that are ignored.
+- ``hostile-fs``: a setuid binary, a device node, a hard link, a symlink to ``/`` and one
+  climbing out of the root.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import os
+import pickle
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from services.coordinator.backends.local import LocalBackend
+from services.coordinator.backends.ray_jobs import RayJobsBackend
+from services.coordinator.backends.base import LaunchSpec
+from services.coordinator.common.validation import ResourceRequest
+from services.coordinator.scheduler.loop import Scheduler
+from services.store.db import make_engine, session_factory
+from services.store.db.models import Submission, TaskResult, TaskRun
+from services.store.objects import open_store
+from tests.integration.coordinator.conftest import FIXTURE_LEARNERS, _test_client
+from workers.sandbox.client import HostSpec, LearnerHost, describe
+from workers.sandbox.images import ImageLimits, unpack_image
+
+pytestmark = pytest.mark.images
+ON_SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
+PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
+MARK = "NEVIS_RAN_"
+PROBE = '''
+import builtins, importlib.util, os
+from workers.learners.protocol import Resources, Uniform
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+def _mode(name):
+    try:
+        return os.lstat(os.path.join(HERE, name)).st_mode
+    except OSError:
+        return None
+
+class Probe:
+    name = "image-probe"
+    def search_space(self): return {"x": Uniform(0.0, 1.0)}
+    def resources(self): return Resources()
+    def init_state(self):
+        to_root = os.path.join(HERE, "to-root")
+        return {"ran": sorted(k for k in dir(builtins) if k.startswith("NEVIS_RAN_")),
+                "origins": {m: importlib.util.find_spec(m).origin for m in ("ray", "services", "numpy")},
+                "here": HERE, "su": _mode("bin/su"), "hard": _mode("hard"), "dev": _mode("dev0"),
+                "escape": _mode("escape"), "to_root": os.path.realpath(to_root),
+                "root_listing": sorted(os.listdir(to_root)) if os.path.isdir(to_root) else None}
+    def train(self, view, state, config, ctx): raise NotImplementedError
+    def predict(self, predictor, images, ctx): raise NotImplementedError
+    def features(self, predictor, images, ctx): raise NotImplementedError
+    def save_predictor(self, predictor): return b"p"
+    def load_predictor(self, data, info, ctx): return data
+
+def make(): return Probe()
+'''
+
+
+def _marker(what: str) -> str:
+    return f"import builtins; builtins.{MARK}{what} = True\n"
+
+
+def _podman(*args: str, stdin: bytes | None = None) -> str:
+    done = subprocess.run(["podman", *args], input=stdin, capture_output=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    return done.stdout.decode()
+
+
+def _build_plain(context: Path, tag: str) -> None:
+    learner, hostile = context / "learner", context / "hostile"
+    learner.mkdir(parents=True)
+    shutil.copy(FIXTURE_LEARNERS / "nevis_test_learners.py", learner)
+    (learner / "nevis_img_probe.py").write_text(PROBE)
+    (learner / "nevis_cheat_targets.json").write_text(json.dumps({
+        "paths": ["/tmp/ray", "/var/lib/postgresql", str(Path.home()), "/etc/shadow", "/root"],
+        "ports": [["127.0.0.1", 5432], ["1.1.1.1", 80]]}))
+    for folder in (hostile / "opt" / "learner", hostile / "usr" / "local" / "lib" / PY / "site-packages"):
+        (folder / "ray").mkdir(parents=True)
+        (folder / "services").mkdir()
+        (folder / "sitecustomize.py").write_text(_marker("SITECUSTOMIZE"))
+        (folder / "usercustomize.py").write_text(_marker("USERCUSTOMIZE"))
+        (folder / "zz-evil.pth").write_text(_marker("PTH"))
+        (folder / "ray" / "__init__.py").write_text(_marker("FAKE_RAY"))
+        (folder / "services" / "__init__.py").write_text(_marker("FAKE_SERVICES"))
+    (context / "Containerfile").write_text(
+        "FROM scratch\nCOPY learner/ /opt/learner/\nCOPY hostile/ /\n"
+        'ENV PYTHONPATH=/opt/learner/ray NEVIS_DATABASE_URL=sqlite:///evil\nUSER 0\n'
+        'ENTRYPOINT ["/bin/sh", "-c", "exit 3"]\nCMD ["x"]\n')
+    _podman("build", "-q", "--network", "none", "-t", tag, str(context))
+
+
+def _build_hostile_fs(tag: str) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        def add(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", **fields) -> None:
+            info = tarfile.TarInfo(name)
+            info.type, info.size, info.mode = kind, len(data), fields.pop("mode", 0o644)
+            for key, value in fields.items():
+                setattr(info, key, value)
+            tar.addfile(info, io.BytesIO(data) if data else None)
+        add("opt/learner/nevis_img_probe.py", data=PROBE.encode())
+        add("opt/learner/bin/su", data=b"\x7fELF not really", mode=0o4755)
+        add("opt/learner/hard", tarfile.LNKTYPE, linkname="opt/learner/bin/su")
+        add("opt/learner/dev0", tarfile.CHRTYPE, devmajor=1, devminor=3)
+        add("opt/learner/to-root", tarfile.SYMTYPE, linkname="/")
+        add("opt/learner/escape", tarfile.SYMTYPE, linkname="../../../../../../../../../etc")
+    _podman("import", "-", tag, stdin=buffer.getvalue())
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory):
+    """The module's learner images, built once; removed afterwards."""
+    assert shutil.which("podman"), "podman is not installed: apt-get install podman"
+    suffix = uuid.uuid4().hex[:8]
+    tags = {"plain": f"localhost/nevis-test-image-plain-{suffix}:1",
+            "hostile-fs": f"localhost/nevis-test-image-hostile-fs-{suffix}:1"}
+    _build_plain(tmp_path_factory.mktemp("plain-image"), tags["plain"])
+    _build_hostile_fs(tags["hostile-fs"])
+    yield tags
+    subprocess.run(["podman", "rmi", "-f", *tags.values()], capture_output=True, timeout=120, check=False)
+
+
+def _harness_ran_nothing() -> None:
+    assert not [k for k in dir(builtins) if k.startswith(MARK)]  # this process never imported them
+
+
+def test_hostile_image_files_are_contained_and_never_run_at_host_start(images, tmp_path):
+    cache = tmp_path / "images"
+    plain = unpack_image(images["plain"], cache=cache, limits=ImageLimits())
+    fs = unpack_image(images["hostile-fs"], cache=cache, limits=ImageLimits())
+    assert plain.import_paths == (str(plain.root / "opt" / "learner"),
+                                  str(plain.root / "usr" / "local" / "lib" / PY / "site-packages"))
+    _harness_ran_nothing()
+    with LearnerHost(HostSpec("nevis_img_probe:make", import_paths=plain.import_paths, sandbox="bwrap")) as host:
+        facts = pickle.loads(describe(host).init_state)
+    assert facts["ran"] == []  # no sitecustomize, usercustomize or .pth of the image ran
+    for module, origin in facts["origins"].items():  # the host's own, never the image's
+        assert not origin.startswith(str(plain.root)), (module, origin)
+    with LearnerHost(HostSpec("nevis_img_probe:make", import_paths=fs.import_paths, sandbox="bwrap")) as host:
+        facts = pickle.loads(describe(host).init_state)
+    assert facts["su"] is not None and not facts["su"] & (stat.S_ISUID | stat.S_ISGID)
+    assert facts["hard"] is not None and stat.S_ISREG(facts["hard"]) and not facts["hard"] & stat.S_ISUID
+    assert facts["dev"] is None and facts["escape"] is None  # device dropped, escaping link removed
+    assert facts["to_root"] == str(fs.root)  # "/" became the image's own root...
+    assert facts["root_listing"] == ["opt"]  # ...of which the host sees only /opt/learner
+    _harness_ran_nothing()
+
+
+def _client(coord_settings, **overrides):
+    return _test_client(coord_settings.model_copy(update={"image_learners": "unpack", **overrides}))
+
+
+@ON_SQLITE
+@pytest.mark.parametrize(("image", "entrypoint", "overrides", "field", "words"), [
+    ("plain", "nevis_test_learners:cheater", {"image_max_layers": 1}, "image", "NEVIS_IMAGE_MAX_LAYERS"),
+    ("hostile-fs", "nevis_img_probe:make", {"image_max_files": 3}, "image", "NEVIS_IMAGE_MAX_FILES"),
+    ("hostile-fs", "nevis_img_probe:make", {"image_max_bytes": 4}, "image", "NEVIS_IMAGE_MAX_BYTES"),
+    ("plain", "not_in_the_image:make", {}, "entrypoint", "no module 'not_in_the_image'"),
+    ("absent", "nevis_img_probe:make", {}, "image", "not in this machine's image store"),
+], ids=["layers", "files", "bytes", "module", "absent"])
+def test_an_image_over_a_cap_or_without_its_module_is_a_422_naming_why(
+        images, coord_settings, tokens, image, entrypoint, overrides, field, words):
+    ref = images.get(image, "localhost/nevis-test-image-absent:1")
+    with _client(coord_settings, **overrides) as client:
+        response = client.post("/v1/learners", headers=tokens.auth("alice"),
+                               json={"name": f"refused-{image}", "entrypoint": entrypoint, "image": ref})
+        assert response.status_code == 422, response.text
+        assert response.json()["field"] == field and words in response.json()["detail"], response.json()
+        listed = client.get("/v1/learners", headers=tokens.auth("alice")).json()["items"]
+    assert listed == []
+
+
+@ON_SQLITE
+def test_a_plain_image_learner_registers_by_digest_trains_and_is_scored_contained(
+        images, coord_settings, tokens):
+    settings = coord_settings.model_copy(update={"image_learners": "unpack", "max_attempts": 1})
+    with _test_client(settings) as client:
+        learner = client.post("/v1/learners", headers=tokens.auth("alice"), json={
+            "name": "from-image", "entrypoint": "nevis_test_learners:cheater", "image": images["plain"]})
+        assert learner.status_code == 201, learner.text
+        pinned = learner.json()["image"]
+        assert pinned.startswith(images["plain"].rsplit(":", 1)[0] + "@sha256:"), pinned  # by digest
+        sub = client.post("/v1/submissions", headers=tokens.auth("alice"), json={
+            "learner_id": learner.json()["id"], "stream": "tiny2", "budget": {"trials": 1, "steps": 1}})
+        assert sub.status_code == 201, sub.text
+    _harness_ran_nothing()
+    # the ray backend would run the harness in the service's image, never the learner's
+    spec = LaunchSpec(lease_id=1, submission_id=1, task_order=1, attempt=1, learner_name="x",
+                      entrypoint="m:f", image=pinned, resources=ResourceRequest())
+    ray = RayJobsBackend(settings.model_copy(update={"ray_address": "http://head:8265", "ray_secrets_path": "/x"}))
+    assert "image_uri" not in ray.runtime_env(spec) and pinned not in json.dumps(ray.runtime_env(spec))
+
+    engine = make_engine(settings.database_url)
+    sessions = session_factory(engine)
+    try:
+        scheduler = Scheduler(settings, backend=LocalBackend(settings), sessions=sessions)
+        deadline = time.monotonic() + 420
+        while time.monotonic() < deadline:
+            scheduler.tick()
+            with sessions() as session:
+                if session.get(Submission, sub.json()["id"]).status not in ("queued", "running"):
+                    break
+            time.sleep(1)
+        with sessions() as session:
+            submission = session.get(Submission, sub.json()["id"])
+            logs = "".join(p.read_text()[-3000:] for p in (settings.data_dir / "logs" / "workers").glob("*"))
+            assert submission.status == "succeeded", (submission.status, submission.error, logs)
+            results = session.scalars(select(TaskResult)).all()
+            state_keys = session.scalars(select(TaskRun.learner_state_key)).all()
+    finally:
+        engine.dispose()
+    assert len({r.stream_task_id for r in results}) == 2 and all(0 <= r.error <= 1 for r in results)
+    cheats = pickle.loads(open_store(settings.store_url).get_bytes(state_keys[-1]))["cheats"]
+    for record in cheats:  # what the learner tried in train(), from its image's files
+        machine = record["machine"]
+        assert record["creds"] == {"NEVIS_DATABASE_URL": "", "NEVIS_STORE_URL": "", "NEVIS_DATA_DIR": ""}
+        assert machine["targets"] and machine["env_secrets"] == [] and machine["foreign_environs_with_secrets"] == []
+        assert machine["readable_paths"] == [] and machine["connected"] == [] and machine["visible_pids"] <= 3
