@@ -15,7 +15,7 @@ from workers.trainer.run_plan import RunRequest
 pytestmark = [pytest.mark.usefixtures("ray_local"),
               pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
-CAP = 25 * 10**9  # two and a half trials of ten 1e9-FLOP steps
+CAP = 25 * 10**9  # two and a half trials of ten 1e9-FLOP steps (the learner checks its view shows it)
 
 
 def one_task_stream(tiny_stream):

@@ -32,6 +32,9 @@ class TaskInfo:
     image_size: int
     num_train: int
     num_dev: int
+    # The task's cFLOP cap under the run's ruleset (budget-<X>), so a search can plan to it: the
+    # harness stops the task's trials once they spent this in all. None: no cap.
+    flop_budget: float | None = None
 
 
 @dataclass(frozen=True)

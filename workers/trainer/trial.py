@@ -130,7 +130,8 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
 
     data_key = spec.key_prefix  # one task attempt: its data goes to a host once
     request = Trial(
-        data_key=data_key, info=info_to_json(spec.info), past=[info_to_json(p) for p in spec.past],
+        data_key=data_key, info={**info_to_json(spec.info), "flop_budget": spec.rules.task_flop_cap},
+        past=[info_to_json(p) for p in spec.past],
         stream_length=spec.stream_length, steps=spec.steps, checkpoint_at=list(limits.checkpoint_at),
         seed=int(config[TRIAL_SEED]), config=learner_config(config), rungs=list(spec.rungs),
         rung_proxy=dict(spec.rung_proxy) if spec.rung_proxy else None,

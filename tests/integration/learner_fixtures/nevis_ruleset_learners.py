@@ -13,12 +13,16 @@ from workers.learners.protocol import LogUniform, TrainOutput
 
 STEP_FLOPS = 10**9
 """What one step of the budget ignorer reports."""
+BUDGET = 25 * STEP_FLOPS
+"""The cap its test runs it under (budget-2.5e+10): two and a half trials of ten steps."""
 
 
 class BudgetIgnorer(NearestMeanLearner):
     name = "budget-ignorer"
 
     def train(self, view, state, config, ctx):
+        if view.info.flop_budget != BUDGET:  # the cap is in the view, to plan by (this one does not)
+            raise RuntimeError(f"the task view shows a budget of {view.info.flop_budget}, not {BUDGET}")
         x = _flat(view.train().images[:8])
         for step in range(1, ctx.steps + 1):
             ctx.report_flops(STEP_FLOPS)
