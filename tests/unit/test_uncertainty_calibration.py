@@ -11,7 +11,7 @@ from services.core.uncertainty import error_interval, paired_delta
 from tests.support.calibration import benchmark, fresh_examples, run
 
 COVERAGE_SIMS, COVERAGE_RESAMPLES = 300, 300
-FLAG_SIMS, FLAG_RESAMPLES = 200, 50
+FLAG_SIMS, FLAG_RESAMPLES = 200, 20
 
 
 def coverage(sims: int = COVERAGE_SIMS, *, low: int = 50, high: int = 500, seed: int = 47) -> dict[str, float]:
