@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 from services.coordinator.api.deps import SessionDep, StoreDep
 from services.coordinator.api.fields import DbId
 from services.coordinator.api.answers import answer_cache, shared_slot
-from services.coordinator.api.routes.leaderboard import Reader, resolve_stream
+from services.coordinator.api.routes.leaderboard import Reader, Ruleset, resolve_stream
 from services.core.errors import NevisError, UnknownNameError
 from services.dashboard import figures
 from services.dashboard.uncertainty_views import interval_of, paired_view
@@ -55,7 +55,7 @@ from services.dashboard.views import (
     to_csv,
 )
 from services.store.runs.board_uncertainty import board_uncertainty
-from services.store.runs.leaderboard import RANKED_PHASE, SORT_KEYS, front_points, leaderboard
+from services.store.runs.leaderboard import RANKED_PHASE, SORT_KEYS, front_points, leaderboard, rulesets_of
 from services.store.runs.profiles import kept_profiles, performance_profiles
 from services.store.runs.visibility import ANONYMOUS, Viewer, check_readable
 from services.store.runs.transfer import transfer_report
@@ -67,7 +67,7 @@ PAGE_SIZE = 25
 BOARD_COLUMNS = ("rank", "submission_id", "learner", "owner", "baseline", "status", "mean_error", "cflop",
                  "cflop_paper", "cflop_pretraining", "flops_floored", "cpu_seconds", "tasks_done", "headline_done", "headline_tasks", "runs_of_learner",
                  "learner_e_std", "profile_score", "cflop_profile_score", "code_public", "code_url", "created_at",
-                 "finished_at", "visibility")
+                 "finished_at", "visibility", "ruleset")
 
 
 def cpu_seconds_text(seconds: float | None) -> str:
@@ -113,16 +113,16 @@ async def _cached_page(request: Request, key: Any, viewer: Viewer,
     return HTMLResponse(html, status_code=status, headers={"Cache-Control": control, "Vary": "Authorization"})
 
 
-def _board(session, stream, version, sort, descending, page, learner, since, viewer: Viewer):
+def _board(session, stream, version, sort, descending, page, learner, since, viewer: Viewer, ruleset: str = "open"):
     known, name, ver = resolve_stream(session, stream, version, viewer)
     if name is None or ver is None or (name, ver) not in known:
         return known, name, ver, None, [], None
     kept = kept_profiles(session, stream=name, version=ver, viewer=viewer)
     board = leaderboard(session, stream=name, version=ver, sort=sort, descending=descending,
                         limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, learner_prefix=learner, since=since,
-                        viewer=viewer, profiles=kept.scores)
+                        viewer=viewer, profiles=kept.scores, ruleset=ruleset)
     points = front_points(session, stream=name, version=ver, learner_prefix=learner, since=since,
-                          viewer=viewer)
+                          viewer=viewer, ruleset=ruleset)
     return known, name, ver, board, points, kept
 
 
@@ -131,11 +131,12 @@ async def leaderboard_page(
     request: Request, viewer: Reader, stream: Text = None, version: Text = None,
     sort: Sort = "rank", descending: bool = False,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1, learner: Text = None, since: Since = None,
+    ruleset: Ruleset = "open",
 ) -> HTMLResponse:
     def render(session: Session) -> tuple[int, str]:
         known, name, ver, board, points, kept = _board(session, stream, version, sort, descending, page,
-                                                       learner, _midnight(since), viewer)
-        query = {k: v for k, v in {"stream": name, "version": ver, "learner": learner,
+                                                       learner, _midnight(since), viewer, ruleset)
+        query = {k: v for k, v in {"stream": name, "version": ver, "learner": learner, "ruleset": ruleset,
                                    "since": since.isoformat() if since else None}.items() if v}
 
         def link(**change: Any) -> str:
@@ -148,6 +149,7 @@ async def leaderboard_page(
         return 200, _render(
             "leaderboard.html", title="Leaderboard", known=known, stream=name, version=ver, phase=RANKED_PHASE,
             versions=[v for s, v in known if s == name],  # 2 or more: the version selector shows
+            ruleset=ruleset, rulesets=rulesets_of(session, stream=name, version=ver, viewer=viewer) if board else [],
             board=board, spread=spread, sort=sort, descending=descending, page=page, pages=pages, learner=learner or "",
             since=since, link=link, sort_keys=SORT_KEYS, csv_link="/leaderboard.csv" + link(),
             json_link="/v1/leaderboard" + api, on_front=sum(p.on_front for p in points),
@@ -157,7 +159,7 @@ async def leaderboard_page(
                 title=f"Error performance profiles: the {len(kept.best)} best by score",
                 axis="tau (error / best error)") if kept and kept.best else None)
 
-    key = ("leaderboard-page", stream, version, sort, descending, page, learner, since)
+    key = ("leaderboard-page", stream, version, sort, descending, page, learner, since, ruleset)
     return await _cached_page(request, key, viewer, render)
 
 
@@ -166,9 +168,10 @@ def leaderboard_csv(
     session: SessionDep, viewer: Reader, stream: Text = None, version: Text = None,
     sort: Sort = "rank", descending: bool = False,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1, learner: Text = None, since: Since = None,
+    ruleset: Ruleset = "open",
 ) -> PlainTextResponse:
     _, name, ver, board, _, _ = _board(session, stream, version, sort, descending, page, learner,
-                                       _midnight(since), viewer)
+                                       _midnight(since), viewer, ruleset)
     rows = [r.to_dict() for r in board.rows] if board else []
     return _download(to_csv(rows, BOARD_COLUMNS), f"leaderboard-{name}-{ver}-{RANKED_PHASE}-p{page}.csv")
 
