@@ -28,11 +28,13 @@ from workers.sandbox.launch import host_launch
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.log_ring import LogRing, drain
 from workers.sandbox.messages import Limits
+from workers.sandbox.rank_net import RankSlot
 from workers.sandbox.ops import Op, Reply, op_of
 from workers.sandbox.replies import BrokenReply, error_of, read_checked
 from workers.sandbox.usage import tree_cpu_seconds
 
 OnMessage = Callable[[dict[str, Any], list[wire.Part]], tuple[dict[str, Any], list[wire.Part]] | None]
+"""Answers a host's checked message (its ``op`` a :class:`~workers.sandbox.ops.HostOp`), or None."""
 STOP_GRACE_S = 5.0
 DECLARATION_OPS = (Op.HELLO, Op.DESCRIBE)
 
@@ -55,6 +57,7 @@ class HostSpec:
     threads: int = 1
     gpu: bool = False
     limits: HostLimits = field(default_factory=HostLimits)
+    rank: RankSlot | None = None  # a rank of a multi-worker trial (workers/sandbox/rank_net.py)
 
 
 class LearnerHost:
@@ -80,7 +83,7 @@ class LearnerHost:
         self._cgroup = create_host_cgroup(CgroupLimits(memory_bytes=spec.limits.memory_bytes or None,
                                                        pids=spec.limits.pids or None, cpus=spec.limits.cpus or None))
         launch = host_launch(sandbox=spec.sandbox, import_paths=spec.import_paths, threads=spec.threads,
-                             gpu=spec.gpu, limits=spec.limits, cgroup=self._cgroup)
+                             gpu=spec.gpu, limits=spec.limits, cgroup=self._cgroup, rank=spec.rank)
         self.sandbox = launch.sandbox
         # Unsandboxed, the host's home and TMPDIR is a folder of its own on the machine's disk:
         # removed when the host closes, so nothing it wrote (evaluation images included) outlives it.
@@ -104,7 +107,7 @@ class LearnerHost:
             if op_of(header) != Reply.READY:
                 loading = f"learner {spec.learner_spec!r} could not be loaded"
                 raise self._error(header, parts, Op.HELLO, loading)
-            self.device: str = self._checked(messages.READY, header, parts)["device"]
+            self.device: str = self._checked(lambda: read_checked(messages.READY, header, parts))["device"]
         except BaseException:
             self.close()
             raise
@@ -136,13 +139,14 @@ class LearnerHost:
         """Send a request and return its result, read through its declaration
         (:func:`~workers.sandbox.messages.read_reply`, with ``limits``), and its parts;
         ``on_message`` answers the host's own requests (checkpoints, past train splits) that
-        arrive before it; ``announce`` refuses a frame over its message's caps before its
-        parts are read (:func:`wire.receive`).
+        arrive before it, each read through its declaration too (``read_request``);
+        ``announce`` refuses a frame over its message's caps before its parts are read.
 
         Raises:
             LearnerError: the learner raised (its type and message are in the text).
             LearnerHostDied: the host process ended.
-            BrokenReply: the result broke its declaration (the host is killed).
+            WireError: a frame broke its declaration (the host is killed); the result's is a
+                :class:`BrokenReply`.
         """
         with self._lock, self._watchdog(str(request.op)) as kick:
             try:
@@ -154,12 +158,14 @@ class LearnerHost:
                 kick()  # any frame is a sign of life: the silence deadline starts again
                 op = op_of(reply)
                 if op == Reply.RESULT:
-                    return self._checked(request.op, reply, out, limits), out
+                    return self._checked(lambda: read_checked(request.op, reply, out, limits)), out
                 if op == Reply.ERROR:
                     raise self._error(reply, out, request.op, f"{request.op} failed")
-                if on_message is None:
-                    raise LearnerError(f"the learner host sent an unexpected {op!r} frame")
-                answer = on_message(reply, out)
+                message = self._checked(lambda: messages.read_request(reply, out, limits))
+                if on_message is None:  # the host waits for an answer no one will give: out of step
+                    self._distrust()
+                    raise LearnerError(f"the learner host sent an unexpected {str(op)!r} frame")
+                answer = on_message(message, out)
                 if answer is not None:
                     wire.send(self._proc.stdin, *answer)
 
@@ -173,13 +179,12 @@ class LearnerHost:
         self.settle_log()
         return self.log.since(mark)
 
-    def _checked(self, what: Op | messages.Message, header: dict[str, Any], parts: list[wire.Part],
-                 limits: Limits = Limits()) -> dict[str, Any]:
-        """A reply's declared fields, checked (the result of request ``what``, or message
-        ``what``); one that breaks its declaration kills the host: its real reply may follow."""
+    def _checked(self, read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """What ``read`` makes of a frame through its declaration; a frame that breaks it kills
+        the host (a hostile one may be followed by the real one: the pipe is out of step)."""
         try:
-            return read_checked(what, header, parts, limits)
-        except BrokenReply:
+            return read()
+        except wire.WireError:
             if self._proc.stdout is not None:
                 self._proc.stdout.close()  # what follows in the pipe answers nothing (wire.receive's rule)
             self._distrust()
@@ -188,7 +193,7 @@ class LearnerHost:
     def _error(self, header: dict[str, Any], parts: list[wire.Part], op: str, what: str) -> Exception:
         """A failed call's error, checked, and put in the log with its traceback, after the
         prints that came before it."""
-        reply = self._checked(messages.ERROR, header, parts)
+        reply = self._checked(lambda: read_checked(messages.ERROR, header, parts))
         self._drain.settle()
         kind, message, trace = reply["error"], reply["message"], reply["traceback"]
         self.log.write(f"\n[nevis] {op[:40]} failed: {kind}: {message}\n{trace}".encode("utf-8", "replace"))

@@ -63,6 +63,8 @@ class Host:
         self._wire = threading.RLock()  # a streamed split's reader threads ask for shards too
         self._predictors: OrderedDict[int, Any] = OrderedDict()
         self._next_handle = 1
+        # A rank of a multi-worker trial: its place in the group (workers/sandbox/rank_net.py).
+        self.rank, self.world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -106,7 +108,7 @@ class Host:
         ctx = LocalTrialContext(
             seed=int(header["seed"]), steps=int(header["steps"]), save_predictor=self.learner.save_predictor,
             on_checkpoint=self._checkpoint, checkpoint_at=tuple(header["checkpoint_at"]), device=self.device,
-            rung_at=tuple(header.get("rungs") or ()),
+            rung_at=tuple(header.get("rungs") or ()), rank=self.rank, world_size=self.world_size,
             flop_report_interval_s=0.0 if header.get("flops_every_step") else FLOP_REPORT_INTERVAL_S)
         ctx.dev_scoring = scoring = DevScoring(  # the harness's dev pass, offered to the learner
             dev, view.info.kind, lambda p: numeric(self.learner.predict(p, dev.images, ctx), "predict()"),

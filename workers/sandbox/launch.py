@@ -28,6 +28,7 @@ from pathlib import Path
 from services.core.errors import ConfigError
 from workers.sandbox.cgroup import HostCgroup, join_argv
 from workers.sandbox.limits import HostLimits
+from workers.sandbox.rank_net import RankSlot
 from workers.sandbox.seccomp import host_filter, program_fd
 
 SANDBOXES = ("auto", "bwrap", "none")
@@ -114,17 +115,19 @@ def python_dirs() -> tuple[str, ...]:
 
 def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int = 1,
                 gpu: bool = False, limits: HostLimits = HostLimits(),
-                cgroup: HostCgroup | None = None) -> HostLaunch:
+                cgroup: HostCgroup | None = None, rank: RankSlot | None = None) -> HostLaunch:
     """The command that starts ``python -m workers.sandbox.host`` in the requested sandbox,
-    inside its control group (when given) and under ``limits``' rlimits."""
+    inside its control group (when given) and under ``limits``' rlimits; a ``rank`` of a
+    multi-worker trial joins its group's network namespace and ``/dev/shm``
+    (:mod:`workers.sandbox.rank_net`) and gets the rendezvous's variables."""
     kind = resolve_sandbox(sandbox)
-    prefix = (*join_argv(cgroup), *limits.prlimit_argv(gpu=gpu))
+    prefix = (*join_argv(cgroup), *limits.prlimit_argv(gpu=gpu), *(rank.nsenter_argv() if rank else ()))
     paths = [str(Path(p).resolve()) for p in import_paths if p and Path(p).is_dir()]
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin", "LEARNER_IMPORT_PATH": os.pathsep.join(paths),
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
-        "LANG": "C.UTF-8",
+        "LANG": "C.UTF-8", **(rank.env() if rank else {}),
     }
     if gpu and "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
@@ -144,7 +147,10 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
     # The private /tmp first: a folder bound below it afterwards stays visible. Both are
     # RAM: sized, so that filling them stops at the cap instead of at the node's memory.
     sized = ["--size", str(limits.tmpfs_bytes)] if limits.tmpfs_bytes and "--size" in bwrap_options(bwrap) else []
-    argv += ["--proc", "/proc", "--dev", "/dev", *sized, "--tmpfs", "/tmp", *sized, "--tmpfs", "/dev/shm"]
+    if rank is not None and rank.netns is not None:
+        argv += ["--share-net"]  # the namespace nsenter joined: the group's loopback, nothing else
+    shm = ["--bind", rank.shm_dir, "/dev/shm"] if rank is not None and rank.shm_dir else [*sized, "--tmpfs", "/dev/shm"]
+    argv += ["--proc", "/proc", "--dev", "/dev", *sized, "--tmpfs", "/tmp", *shm]
     for folder in SYSTEM_DIRS:
         argv += ["--ro-bind-try", folder, folder]
     for file in SYSTEM_FILES:

@@ -129,13 +129,7 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
             raise
 
     data_key = spec.key_prefix  # one task attempt: its data goes to a host once
-    request = Trial(
-        data_key=data_key, info={**info_to_json(spec.info), "flop_budget": spec.rules.task_flop_cap},
-        past=[info_to_json(p) for p in spec.past],
-        stream_length=spec.stream_length, steps=spec.steps, checkpoint_at=list(limits.checkpoint_at),
-        seed=int(config[TRIAL_SEED]), config=learner_config(config), rungs=list(spec.rungs),
-        rung_proxy=dict(spec.rung_proxy) if spec.rung_proxy else None,
-        prepared=spec.prepared is not None, train_shards=list(spec.train_shards), flops_every_step=capped)
+    request = trial_request(config, spec, limits, capped=capped)
     parts = task_parts(spec.train, spec.dev) if host.data_key != data_key else []
     prepared = [] if spec.prepared is None else [spec.prepared]  # before the state, which comes last
     try:
@@ -157,6 +151,18 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
         host.settle_log()
         host.log.write(f"\n{str(result['traceback'])[-20000:]}".encode("utf-8", "replace"))
     return _finish(config, spec, result, out, heard)
+
+
+def trial_request(config: Mapping[str, Any], spec: TrialSpec, limits: Limits, *, capped: bool) -> Trial:
+    """The ``trial`` request a host gets for this config (a multi-worker trial's other ranks
+    get it with no rungs: :mod:`workers.trainer.rank_trial`)."""
+    return Trial(
+        data_key=spec.key_prefix, info={**info_to_json(spec.info), "flop_budget": spec.rules.task_flop_cap},
+        past=[info_to_json(p) for p in spec.past],
+        stream_length=spec.stream_length, steps=spec.steps, checkpoint_at=list(limits.checkpoint_at),
+        seed=int(config[TRIAL_SEED]), config=learner_config(config), rungs=list(limits.rungs),
+        rung_proxy=dict(spec.rung_proxy) if spec.rung_proxy else None,
+        prepared=spec.prepared is not None, train_shards=list(spec.train_shards), flops_every_step=capped)
 
 
 def _answer(spec: TrialSpec, index: int, heard: _Heard, message: dict[str, Any],
@@ -358,5 +364,5 @@ def _failed(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, A
 __all__ = [
     "CHECKPOINT_MAX_BYTES", "HARNESS_KEYS", "TRIAL_INDEX", "TRIAL_SEED", "TrialSpec", "answer_past", "failure_metrics",
     "learner_config", "no_flops", "reported_flops", "request_argument", "run_trial_in_host", "task_parts",
-    "trial_prefix"
+    "trial_prefix", "trial_request"
 ]
