@@ -98,7 +98,8 @@ def _build_plain(context: Path, tag: str) -> None:
     shutil.copy(FIXTURE_LEARNERS / "nevis_test_learners.py", learner)
     (learner / "nevis_img_probe.py").write_text(PROBE)
     (learner / "nevis_cheat_targets.json").write_text(json.dumps({
-        "paths": ["/tmp/ray", "/var/lib/postgresql", str(Path.home()), "/etc/shadow", "/root"],
+        # the Ray session folder, the database's files, the machine's secrets
+        "paths": ["/tmp/ray", "/var/lib/postgresql", "/etc/shadow", "/etc/containers"],
         "ports": [["127.0.0.1", 5432], ["1.1.1.1", 80]]}))
     for folder in (hostile / "opt" / "learner", hostile / "usr" / "local" / "lib" / PY / "site-packages"):
         (folder / "ray").mkdir(parents=True)
