@@ -55,9 +55,7 @@ def test_two_worker_trials_sum_flops_over_workers(settings_env, database_url, tm
 
 
 @pytest.mark.parametrize(("sandbox", "submitted", "words"), [
-    ("bwrap", False, "resolves to bwrap"),
-    ("auto", False, "NEVIS_SANDBOX=auto resolves to bwrap"),  # the default, where bubblewrap is installed
-    ("none", True, "no uploaded bundle or image"),  # an upload never leaves a host, whatever the setting
+    ("none", True, "no uploaded bundle or image"),  # an upload never leaves a host (bwrap: one per rank)
 ])
 def test_a_multi_worker_learner_is_refused_wherever_its_ranks_would_leave_the_sandbox(
         settings_env, database_url, monkeypatch, sandbox, submitted, words) -> None:

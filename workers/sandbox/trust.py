@@ -4,11 +4,11 @@ Decided on the *resolved* sandbox (what :func:`~workers.sandbox.launch.resolve_s
 the setting into on this machine), never on the setting's spelling: ``auto`` on a machine with
 bubblewrap is ``bwrap`` and binds exactly as an explicit ``bwrap`` does.
 
-Multi-worker trials are the one place learner code would run outside a learner host (Ray
-Train workers with ``torch.distributed``, which a sandbox without network cannot offer), so
-they are refused wherever the sandbox is in force, and for every uploaded bundle or image
-whatever the sandbox: only a researcher's own code under ``NEVIS_SANDBOX=none`` (or ``auto``
-on a machine without bubblewrap) may train with several workers.
+Multi-worker trials run each rank in a learner host of its own wherever the sandbox resolves
+to ``bwrap``, the ranks on one node sharing a private loopback
+(:mod:`workers.trainer.rank_trial`). Without bubblewrap (``NEVIS_SANDBOX=none``, or ``auto``
+on a machine without it) they run as a Ray Train group outside any host, which only a
+researcher's own code may do: an uploaded bundle or image is refused there.
 """
 
 from __future__ import annotations
@@ -28,18 +28,12 @@ def multi_worker_refusal(num_workers: int, *, sandbox: str, submitted: bool) -> 
     ``sandbox`` is the setting (``auto``, ``bwrap``, ``none``); ``submitted`` says the learner
     came from an upload (a bundle or an image) rather than from the operator's installation.
     """
-    if num_workers <= 1:
-        return None
-    resolved = resolve_sandbox(sandbox)
+    if num_workers <= 1 or resolve_sandbox(sandbox) == "bwrap":
+        return None  # one learner host per rank (workers/trainer/rank_trial.py)
     if submitted:
-        return (f"asks for {num_workers} workers per trial, and multi-worker trials run outside "
-                "the learner sandbox, which no uploaded bundle or image may do: declare "
-                "Resources(num_workers=1)")
-    if resolved == "bwrap":
-        return (f"asks for {num_workers} workers per trial: multi-worker trials run outside the "
-                f"learner sandbox, which is in force here (NEVIS_SANDBOX={sandbox} resolves to "
-                "bwrap). Declare Resources(num_workers=1), or run your own code with "
-                "NEVIS_SANDBOX=none on a machine you trust")
+        return (f"asks for {num_workers} workers per trial, and without bubblewrap (NEVIS_SANDBOX={sandbox}) "
+                "multi-worker trials run outside the learner sandbox, which no uploaded bundle or image may "
+                "do: run it where bubblewrap is installed, or declare Resources(num_workers=1)")
     return None
 
 

@@ -30,6 +30,7 @@ from workers.sandbox.declaration import LearnerDeclaration
 from workers.trainer import searchers
 from workers.trainer.search import param_space
 from workers.trainer.trial import TRIAL_SEED, TrialSpec, failure_metrics, no_flops
+from workers.trainer.rank_trial import sandboxed_ranks
 from workers.trainer.trial_loop import Suggestions, TrialLoop
 from workers.trainer.tune_trial import TrialJob, tune_trial
 
@@ -73,9 +74,14 @@ class _TrialSink(tune.Callback):
         self._on_trial(outcome)
 
 
-def trial_resources(resources: Resources) -> dict[str, float]:
-    """Tune resources of one trial run as a Tune experiment: its CPUs and GPUs, or just a
-    driver for a Ray Train worker group (pooled trials hold theirs in the trial loop)."""
+def trial_resources(resources: Resources, *, ranks_here: bool = False) -> dict[str, float]:
+    """Tune resources of one trial run as a Tune experiment: its CPUs and GPUs; every rank's in
+    one bundle, so on one node, where this trial's process starts the ranks' learner hosts
+    (``ranks_here``); else just a driver for a Ray Train worker group (pooled trials hold theirs
+    in the trial loop)."""
+    if resources.num_workers > 1 and ranks_here:
+        return {"cpu": resources.num_workers * resources.cpus_per_worker,
+                "gpu": resources.num_workers * resources.gpus_per_worker}
     if resources.num_workers > 1:
         return {"cpu": 0.01}  # the Train worker group reserves the real resources
     return {"cpu": resources.cpus_per_worker, "gpu": resources.gpus_per_worker}
@@ -138,7 +144,8 @@ def run_trials(
         return sorted(outcomes, key=lambda o: o.trial_index)
     job = TrialJob(spec=ray.put(spec), resources=learner.resources)
     tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(tune_trial, job=job), trial_resources(learner.resources)),
+        tune.with_resources(tune.with_parameters(tune_trial, job=job), trial_resources(
+            learner.resources, ranks_here=sandboxed_ranks(learner.resources, spec.host.sandbox))),
         param_space=space,
         tune_config=tune.TuneConfig(
             search_alg=search_plan.search_alg,

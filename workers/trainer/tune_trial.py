@@ -2,9 +2,11 @@
 
 One-worker trials of a run with an executor pool never get here: the task's trial loop sends
 them to the pool (:mod:`workers.trainer.trial_loop`). Without a pool, a one-worker trial runs
-in a learner host of its own. A trial whose learner asks for ``num_workers > 1`` starts a Ray Train
-``TorchTrainer`` from inside this function (Ray Train V2's way of combining Tune and Train) and reports what rank 0
-measured, with FLOPs summed over all workers. This module imports nothing heavy at the top:
+in a learner host of its own. A trial whose learner asks for ``num_workers > 1`` runs one learner
+host per rank from this process where the sandbox is in force (:mod:`workers.trainer.rank_trial`);
+trusted code without it starts a Ray Train ``TorchTrainer`` from inside this function (Ray Train
+V2's way of combining Tune and Train). Either reports what rank 0 measured, with FLOPs summed
+over all workers. This module imports nothing heavy at the top:
 Tune starts its trials in fresh processes.
 """
 
@@ -34,6 +36,10 @@ def _run_here(config: dict[str, Any], spec: Any, resources: Any) -> dict[str, An
     """The trial from this process: a Ray Train group for several workers, else a learner
     host of its own (the run has no executor pool)."""
     if resources.num_workers > 1:
+        from workers.trainer.rank_trial import run_ranked_trial, sandboxed_ranks  # noqa: PLC0415
+
+        if sandboxed_ranks(resources, spec.host.sandbox):  # a learner host per rank, on this node
+            return run_ranked_trial(config, spec, resources)
         from workers.trainer.distributed import run_distributed_trial  # noqa: PLC0415
 
         return run_distributed_trial(config, spec, resources)

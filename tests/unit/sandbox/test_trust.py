@@ -17,13 +17,16 @@ def test_one_worker_is_never_refused():
 
 
 def test_auto_binds_as_bwrap_where_bubblewrap_is_installed():
+    """Under bubblewrap every rank runs in a learner host (workers/trainer/rank_trial.py): uploads too."""
     assert shutil.which("bwrap"), "bubblewrap is not installed: apt-get install bubblewrap"
-    assert "resolves to bwrap" in multi_worker_refusal(2, sandbox="auto", submitted=False)
+    for submitted in (True, False):
+        assert multi_worker_refusal(2, sandbox="auto", submitted=submitted) is None
     assert multi_worker_refusal(2, sandbox="none", submitted=False) is None  # your own code, unsandboxed
 
 
-def test_an_upload_never_gets_several_workers_whatever_the_setting():
-    assert "no uploaded bundle or image" in multi_worker_refusal(2, sandbox="none", submitted=True)
+def test_an_upload_never_gets_unsandboxed_workers():
+    refusal = multi_worker_refusal(2, sandbox="none", submitted=True)
+    assert "no uploaded bundle or image" in refusal and "NEVIS_SANDBOX=none" in refusal
 
 
 def test_a_declaration_over_the_registration_is_refused_naming_both():
