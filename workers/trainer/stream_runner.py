@@ -40,6 +40,7 @@ from workers.sandbox.client import HostSpec, LearnerHost, describe
 from workers.sandbox.declaration import LearnerDeclaration
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.trust import bounded_by_registration, multi_worker_refusal
+from workers.trainer.placement import check_placement_here
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
 from workers.stream.prepare import stored_image_size
 from workers.stream.task_data import TaskData
@@ -201,6 +202,7 @@ class StreamRunner:
                                        submitted=self.submitted)
         if refusal is not None:
             raise LearnerError(f"Learner {spec!r} {refusal}.")
+        check_placement_here(resources, sandbox=self.settings.sandbox, spec=spec)  # before any trial waits
         bounded = bounded_by_registration(resources, self.registered, spec=spec)
         if bounded != resources:
             resources, declaration = bounded, replace(declaration, resources=bounded)
@@ -330,7 +332,8 @@ class StreamRunner:
         with self.sessions() as session:
             state_key = records.last_state_key(session, submission_id=plan.submission_id)
             predictors = run_keys.committed_predictor_keys(session, submission_id=plan.submission_id)
-        state = self.store.get_bytes(state_key) if state_key else learner.init_state
+        state = (self.store.get_bytes(state_key, max_bytes=self.settings.host_state_mb << 20)  # sized before read
+                 if state_key else learner.init_state)
         past = {t.order: t for t in plan.tasks if t.order < task.order}
         harness = self.actors.harness(size)
         stopping = searchers.stopping_rule(plan.budget.scheduler, plan.budget.steps)
