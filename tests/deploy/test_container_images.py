@@ -187,8 +187,9 @@ def deployment(images: dict[str, str], postgres_admin_url: str,
             "-e", f"NEVIS_DATABASE_URL={url}", "-e", "NEVIS_STORE_URL=file:///var/lib/nevis/store",
             "-e", "NEVIS_BACKEND=ray", "-e", f"NEVIS_RAY_ADDRESS=http://127.0.0.1:{dashboard}",
             "-e", "NEVIS_RAY_SECRETS_PATH=/var/run/secrets/nevis",
-            # One Ray node, which runs the learner's image already: no per-job container.
-            "-e", "NEVIS_RAY_JOBS_USE_IMAGE=false",
+            # One Ray node, which runs the learner's image already (an operator's own): the
+            # image is a label, its code the node's installation (no podman in these images).
+            "-e", "NEVIS_IMAGE_LEARNERS=installed",
             "-e", "NEVIS_SANDBOX=bwrap", "-e", "NEVIS_PROBE_PRESET=ci",
             images["coordinator"],
             "nevis", "serve", "--host", "127.0.0.1", "--port", str(api_port), "--migrate")
