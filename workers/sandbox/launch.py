@@ -147,7 +147,7 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
     # The private /tmp first: a folder bound below it afterwards stays visible. Both are
     # RAM: sized, so that filling them stops at the cap instead of at the node's memory.
     sized = ["--size", str(limits.tmpfs_bytes)] if limits.tmpfs_bytes and "--size" in bwrap_options(bwrap) else []
-    if rank is not None and rank.netns is not None:
+    if rank is not None and rank.holder_pid is not None:
         argv += ["--share-net"]  # the namespace nsenter joined: the group's loopback, nothing else
     shm = ["--bind", rank.shm_dir, "/dev/shm"] if rank is not None and rank.shm_dir else [*sized, "--tmpfs", "/dev/shm"]
     argv += ["--proc", "/proc", "--dev", "/dev", *sized, "--tmpfs", "/tmp", *shm]

@@ -3,16 +3,16 @@
 A trial with ``num_workers > 1`` runs each rank in a learner host of its own
 (:mod:`workers.trainer.rank_trial`); the ranks have to reach each other for
 ``torch.distributed`` and must reach nothing else. A *namespace holder* (a bubblewrap
-process with a new network namespace, whose only device is the loopback bwrap brings up,
-running nothing but ``sleep``) owns the namespace; every rank's bwrap is started inside it
-with ``nsenter --net`` and ``--share-net``, so the ranks rendezvous on ``127.0.0.1`` at a fixed
-port, on a loopback no other process of the machine is on. One folder on the machine's
+process with a new user and network namespace, whose only device is the loopback bwrap
+brings up, running nothing but ``sleep``) owns the namespace; every rank's bwrap is started
+inside it with ``nsenter --user --net --preserve-credentials`` and ``--share-net``, so the ranks
+rendezvous on ``127.0.0.1`` at a fixed port, on a loopback no other process of the machine is
+on. Joining a user namespace one's own user made takes no privilege, so this works for the
+unprivileged user of the chart's learner pods as for root (both checked here). One folder on the machine's
 ``/dev/shm`` is bound as every rank's ``/dev/shm`` (NCCL's shared-memory transport), removed
 with the holder.
 
-Joining a namespace takes ``CAP_SYS_ADMIN`` over it: the worker runs as root (as it does in
-the chart's pods, where bwrap needs it too); elsewhere :meth:`RankNet.open` fails with an
-error that says so. Under ``NEVIS_SANDBOX=none`` (a researcher's own code) there is no
+Under ``NEVIS_SANDBOX=none`` (a researcher's own code) there is no
 namespace: the ranks rendezvous on the machine's loopback at a free port.
 """
 
@@ -41,7 +41,7 @@ class RankSlot:
     rank: int
     world_size: int
     port: int = MASTER_PORT
-    netns: str | None = None  # /proc/<pid>/ns/net of the holder; None without a namespace
+    holder_pid: int | None = None  # the holder's sandboxed process; None without a namespace
     shm_dir: str | None = None  # the machine folder every rank sees as /dev/shm
 
     def __post_init__(self) -> None:
@@ -56,9 +56,11 @@ class RankSlot:
 
     def nsenter_argv(self) -> tuple[str, ...]:
         """The prefix that starts a rank's bwrap inside the trial's namespace (none without one)."""
-        if self.netns is None:
+        if self.holder_pid is None:
             return ()
-        return (shutil.which("nsenter") or "/usr/bin/nsenter", f"--net={self.netns}")
+        ns = f"/proc/{self.holder_pid}/ns"
+        return (shutil.which("nsenter") or "/usr/bin/nsenter", f"--user={ns}/user", f"--net={ns}/net",
+                "--preserve-credentials")
 
 
 class RankNet:
@@ -67,7 +69,7 @@ class RankNet:
     def __init__(self, *, sandbox: str, world_size: int) -> None:
         self.sandbox, self.world_size = sandbox, world_size
         self._holder: subprocess.Popen[bytes] | None = None
-        self.netns: str | None = None
+        self.holder_pid: int | None = None
         self.shm_dir: str | None = None
         self.port = MASTER_PORT
 
@@ -80,12 +82,9 @@ class RankNet:
         if self.sandbox != "bwrap":
             self.port = _free_port()
             return self
-        if os.geteuid() != 0:
-            raise ConfigError("sandboxed multi-worker trials need the worker to run as root: joining the "
-                              "ranks' private network namespace (nsenter --net) takes CAP_SYS_ADMIN")
         self.shm_dir = tempfile.mkdtemp(prefix="nevis-ranks-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         read, write = os.pipe()
-        argv = [shutil.which("bwrap") or "bwrap", "--unshare-net", "--unshare-pid", "--die-with-parent",
+        argv = [shutil.which("bwrap") or "bwrap", "--unshare-user", "--unshare-net", "--unshare-pid", "--die-with-parent",
                 "--new-session", "--clearenv", "--info-fd", str(write)]
         for folder in HOLDER_DIRS:
             argv += ["--ro-bind-try", folder, folder]
@@ -97,17 +96,16 @@ class RankNet:
         finally:
             os.close(write)
         try:
-            child = _child_pid(read, self._holder)
+            self.holder_pid = _child_pid(read, self._holder)
         except Exception:
             self.close()
             raise
         finally:
             os.close(read)
-        self.netns = f"/proc/{child}/ns/net"
         return self
 
     def slot(self, rank: int) -> RankSlot:
-        return RankSlot(rank, self.world_size, self.port, self.netns, self.shm_dir)
+        return RankSlot(rank, self.world_size, self.port, self.holder_pid, self.shm_dir)
 
     def close(self) -> None:
         if self._holder is not None and self._holder.poll() is None:
