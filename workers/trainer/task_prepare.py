@@ -17,7 +17,6 @@ from typing import Any
 
 from services.core.errors import LearnerError
 from workers.learners.protocol import MAX_PREPARED_BYTES
-from workers.sandbox import messages
 from workers.sandbox.client import LearnerHost
 from workers.sandbox.declaration import info_to_json
 from workers.sandbox.ops import OP, HostOp, PrepareTask
@@ -51,10 +50,9 @@ def prepare_in_host(host: LearnerHost, spec: TrialSpec) -> tuple[bytes, dict[str
     broken = []  # a message refused here leaves the host mid-request
     spent: dict[str, Any] = no_flops()  # the host's last FLOP report: a failure's charge
 
-    def on_message(header: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
-        nonlocal spent
+    def on_message(message: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
+        nonlocal spent  # the message was read through its declaration by host.call
         try:
-            message = messages.read_request(header, parts)
             op = message[OP]
             if op == HostOp.FLOPS:
                 spent = reported_flops(message, spent)

@@ -154,19 +154,16 @@ class CheckRun:
         past = [t.info for t in check_stream_before(order)]
         base = {"data_key": f"check/{order}", "info": info_to_json(info), "past": [info_to_json(p) for p in past],
                 "stream_length": 2}
-
-        def answer(header: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
-            return heard.answer(messages.read_request(header, parts, limits), parts)
-
         prepared: list[bytes] = []
         try:
             parts = [*task.dev.to_arrays()[:2], *task.train.to_arrays()]  # trial.task_parts' layout (no Ray import)
             if declaration.prepares_task:
-                _, out = host.call(PrepareTask(**base, seed=order), [*parts, state], on_message=answer)
+                _, out = host.call(PrepareTask(**base, seed=order), [*parts, state], on_message=heard.answer,
+                                   limits=limits)
                 prepared, parts = [out[0]], []  # the task's data is in the host now
             request = Trial(**base, steps=self.steps, checkpoint_at=list(at), seed=0,
                             config=sample_config(declaration.search_space), prepared=bool(prepared))
-            result, out = host.call(request, [*parts, *prepared, state], on_message=answer, limits=limits)
+            result, out = host.call(request, [*parts, *prepared, state], on_message=heard.answer, limits=limits)
         except Exception as exc:  # noqa: BLE001 - a host that raised, died or broke the protocol
             self._record(dx.TRAIN, order, "FAIL", f"{type(exc).__name__}: {exc}"[:600], dx.fix_for(dx.TRAIN))
         if result["status"] != "ok":

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from services.core.errors import LearnerError
 from workers.learners.protocol import TaskInfo
 from workers.sandbox import messages, ops, wire
 from workers.sandbox.client import HostSpec, LearnerHost, LearnerHostDied, SandboxedLearner
@@ -62,7 +63,8 @@ def test_no_op_key_is_written_outside_the_declarations() -> None:
             for number, line in enumerate(path.read_text().splitlines(), 1):
                 if OP_KEY.search(line):
                     offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
-    assert offenders == [], "build frames with workers.sandbox.ops (Request, frame, op_of):\n" + "\n".join(offenders)
+    hint = "build frames with workers.sandbox.ops (Request, frame, op_of):\n"
+    assert offenders == [], hint + "\n".join(offenders)
 
 
 def test_a_reply_that_breaks_its_declaration_is_refused_by_name() -> None:
@@ -83,11 +85,10 @@ import gc, json, struct
 import numpy as np
 from workers.learners.protocol import Resources
 
-def _forge(handle):
-    """A result frame of its own on the host's protocol pipe, ahead of the real reply."""
+def _forge(header):
+    """A frame of its own on the host's protocol pipe, ahead of the real reply."""
     pipe = next(o for o in gc.get_objects() if type(o).__name__ == "Host").proto_out
-    head = json.dumps({"op": "result", "handle": handle, "flops_measured": 0, "flops_reported": 0,
-                       "parts": []}).encode()
+    head = json.dumps({**header, "parts": []}).encode()
     pipe.write(struct.pack(">Q", len(head)) + head)
     pipe.flush()
 
@@ -98,11 +99,14 @@ class Forger:
     def init_state(self): return None
     def train(self, view, state, config, ctx): raise NotImplementedError
     def predict(self, predictor, images, ctx): return np.zeros((len(images), 2), np.float32)
-    def features(self, predictor, images, ctx): return np.zeros((len(images), 1), np.float32)
+    def features(self, predictor, images, ctx):
+        if predictor.startswith(b"frame:"):  # a message of the host's own, in the middle of a call
+            _forge(json.loads(predictor[6:]))
+        return np.zeros((len(images), 1), np.float32)
     def save_predictor(self, predictor): return b"p"
     def load_predictor(self, data, info, ctx):
-        if data != b"honest":
-            _forge(json.loads(data))
+        if data.startswith(b"handle:"):
+            _forge({"op": "result", "handle": json.loads(data[7:]), "flops_measured": 0, "flops_reported": 0})
         return data
 
 def make(): return Forger()
@@ -121,7 +125,24 @@ def test_a_probe_reply_with_a_bad_handle_is_a_wire_error_and_kills_the_host(tmp_
         honest = learner.load_predictor(b"honest", INFO)
         assert learner.features(honest, images).shape == (2, 1)  # the host works
         with pytest.raises(wire.WireError, match="result of load_predictor: field 'handle'"):
-            learner.load_predictor(handle.encode(), INFO)
+            learner.load_predictor(b"handle:" + handle.encode(), INFO)
         assert not host.alive  # killed before the call raised
         with pytest.raises(LearnerHostDied):  # not the forged call's real reply, still in the pipe
             learner.features(honest, images)
+
+
+@pytest.mark.parametrize(("frame", "raised", "named"), [
+    ('{"op": "flops", "flops_measured": -1, "flops_reported": 0}', wire.WireError,
+     "flops report: field 'flops_measured'"),
+    ('{"op": "past_train", "order": 1}', LearnerError, "unexpected 'past_train' frame"),  # nothing asked for it
+])
+def test_a_host_message_is_read_through_its_declaration_and_an_unasked_one_ends_the_host(
+        tmp_path: Path, frame: str, raised: type[Exception], named: str) -> None:
+    (tmp_path / "nevis_message_forger.py").write_text(FORGER_SOURCE)
+    images = np.zeros((2, 4, 4, 3), np.uint8)
+    with LearnerHost(HostSpec("nevis_message_forger:make", import_paths=(str(tmp_path),))) as host:
+        learner = SandboxedLearner(host)
+        forged = learner.load_predictor(b"frame:" + frame.encode(), INFO)
+        with pytest.raises(raised, match=named):
+            learner.features(forged, images)
+        assert not host.alive  # it waits for an answer, or sends its real reply next: out of step
