@@ -1,19 +1,13 @@
 """Garbage collection of the object store: remove objects no database row references any more.
 
-Only keys under the prefixes the service itself writes are looked at
+Only keys under the roots the service itself writes are looked at
 (:data:`COLLECTED_PREFIXES`); anything else in the store (a key put there by hand to pass as
-``--pretrained``, another tool's objects) is never touched. A key is *referenced* when
-
-- a column holds it: dataset indexes and shards, learner bundles, pretrained checkpoints,
-  learner states, checkpoints;
-- it follows from rows by its writer's layout: each committed task's predictor
-  (:mod:`services.store.runs.run_keys`), evaluation predictions
-  (:mod:`services.store.runs.predictions`) and E's kept interval
-  (:mod:`services.store.runs.interval_cache`), every trial's and prediction job's log
-  (:mod:`services.store.runs.logs`), the features of each checkpoint probe job
-  (:mod:`services.store.probes.object_keys`);
-- it lies under the prefix of a task attempt still pending or running: its trials write
-  predictors, states and checkpoints long before the task's commit records them.
+``--pretrained``, another tool's objects) is never touched. Which rows reference which keys is
+declared once per key family (:mod:`services.store.key_families`: dataset indexes and shards,
+learner bundles, pretrained checkpoints, checkpoints, predictors, states, logs, predictions,
+kept intervals, probe features); a key is also kept while it lies under the prefix of a task
+attempt still pending or running: its trials write predictors, states and checkpoints long
+before the task's commit records them.
 
 An unreferenced key (an *orphan*: a deleted submission's objects, the predictors of trials that
 were not chosen, a failed attempt's state) is removed only once it is older than ``min_age_s``,
@@ -37,34 +31,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.core.errors import NevisError
-from services.store.db.models import (
-    ACTIVE_TASK_RUN_STATUSES,
-    Checkpoint,
-    Dataset,
-    Learner,
-    Shard,
-    StreamTask,
-    Submission,
-    TaskResult,
-    TaskRun,
-    Trial,
-)
-from services.store.db.models_probe import ProbeJob
+from services.store.db.models import ACTIVE_TASK_RUN_STATUSES, StreamTask, TaskRun
+from services.store.key_families import COLLECTED_PREFIXES, is_referenced, referenced_keys
 from services.store.objects import GcStats, ListedObject, LocalObjectStore, ObjectStore
-from services.store.probes.object_keys import FEATURES_PREFIX, features_key
-from services.store.runs.logs import log_keys
-from services.store.runs.interval_cache import kept_interval_keys
-from services.store.runs.predictions import committed_predictions_keys
-from services.store.runs.run_keys import attempt_prefix, predictor_key
+from services.store.runs.run_keys import attempt_prefix
 
-# The prefixes the service writes, each with its writer; nothing outside them is collected.
-COLLECTED_PREFIXES: tuple[str, ...] = (
-    "datasets",  # shards and indexes (workers/stream/shards.py), rows: datasets, shards
-    "runs",  # checkpoints, predictors, states of each attempt (services/store/runs/run_keys.py)
-    "pretrained",  # uploaded pretrained checkpoints (workers/trainer/stream_runner.py)
-    "learners/bundles",  # uploaded learner bundles (services/coordinator/api/routes/learners.py)
-    FEATURES_PREFIX,  # a checkpoint job's features for its trial job (workers/probe/runtime/trial_fits.py)
-)
 # Longer than any write waits for its row, the attempts of running tasks aside (they are kept
 # by their status): the largest dataset's prepare, an upload, a run's start.
 DEFAULT_MIN_AGE_S = 24 * 3600.0
@@ -106,32 +77,6 @@ class GarbageReport:
         return sum(p.young for p in self.prefixes)
 
 
-def referenced_keys(session: Session) -> set[str]:
-    """Every object key the database references, by a column or by its writer's layout."""
-    keys: set[str] = set()
-    columns = (Dataset.index_key, Shard.object_key, Learner.bundle_key, Submission.pretrained_key,
-               TaskRun.learner_state_key, Checkpoint.object_key)
-    for column in columns:
-        keys.update(session.scalars(select(column).where(column.is_not(None)).distinct()))
-    committed = session.execute(
-        select(TaskResult.submission_id, StreamTask.order, TaskRun.attempt, Trial.trial_index)
-        .select_from(TaskResult)
-        .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
-        .join(TaskRun, TaskRun.id == TaskResult.task_run_id)
-        .join(Trial, Trial.id == TaskResult.best_trial_id)
-    )
-    keys.update(predictor_key(*row) for row in committed)
-    keys.update(committed_predictions_keys(session))
-    keys.update(kept_interval_keys(session))
-    keys.update(log_keys(session))
-    features = session.execute(
-        select(ProbeJob.settings_hash, ProbeJob.checkpoint_id)
-        .where(ProbeJob.kind == "checkpoint", ProbeJob.checkpoint_id.is_not(None))
-    )
-    keys.update(features_key(settings_hash, checkpoint) for settings_hash, checkpoint in features)
-    return keys
-
-
 def active_prefixes(session: Session) -> tuple[str, ...]:
     """The prefixes (ending in ``/``) of task attempts still pending or running."""
     rows = session.execute(
@@ -167,7 +112,7 @@ def collect_garbage(store: ObjectStore, sessions: sessionmaker[Session], *,
     reports: list[PrefixReport] = []
     orphans: list[str] = []
     for prefix, objects in listed.items():
-        unreferenced = [o for o in objects if o.key not in referenced and not o.key.startswith(active)]
+        unreferenced = [o for o in objects if not is_referenced(o.key, referenced) and not o.key.startswith(active)]
         old = [o for o in unreferenced if o.modified <= cutoff]
         young = [o for o in unreferenced if o.modified > cutoff]
         reports.append(PrefixReport(prefix=prefix, objects=len(objects), bytes=_size(objects),

@@ -37,6 +37,15 @@ from services.store.db.models import (
 )
 from services.store.db.models_probe import ProbeJob, ProbeSettingsRow
 from services.store.garbage import COLLECTED_PREFIXES, collect_garbage
+from services.store.key_families import FAMILIES, family_of
+from services.store.key_layout import (
+    checkpoint_key,
+    dataset_prefix,
+    stage_key,
+    trial_log_key,
+    trial_prefix,
+    trial_state_key,
+)
 from services.store.objects import LocalObjectStore, ObjectStore
 from services.store.objects.s3 import S3ObjectStore
 from services.store.probes.object_keys import features_key
@@ -51,9 +60,9 @@ MIN_AGE_S = 3600.0
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 # Objects the seeded rows reference (the submission is id 1; task 1 committed, task 2 running).
-CHECKPOINT = f"{attempt_prefix(1, 1, 1)}/trial-000/ckpt-step-5.bin"
+CHECKPOINT = checkpoint_key(trial_prefix(attempt_prefix(1, 1, 1), 0), 5)
 CHOSEN_PREDICTOR = predictor_key(1, 1, 1, 0)
-STATE = f"{attempt_prefix(1, 1, 1)}/trial-000/state.pkl"
+STATE = trial_state_key(trial_prefix(attempt_prefix(1, 1, 1), 0))
 PREDICTIONS = predictions_key(1, 1, 1)  # the committed attempt's test predictions (uncertainty)
 KEPT_INTERVAL = interval_key(1, [(1, 1)], resamples=RESAMPLES, seed=SEED)  # E's interval over them
 RUNNING = f"{attempt_prefix(1, 2, 1)}/trial-000/predictor.bin"  # no row yet: its task is running
@@ -63,18 +72,22 @@ BUNDLE = f"learners/bundles/{SHA}/learner.tar.gz"
 PRETRAINED = f"pretrained/{SHA}.bin"
 TRIAL_LOG = f"{attempt_prefix(1, 1, 1)}/trial-001/log.txt"  # a trial not chosen: its log stays while its row does
 PREDICT_LOG = f"{attempt_prefix(1, 1, 1)}/predict-log.txt"
+RANK_LOG = trial_log_key(trial_prefix(attempt_prefix(1, 1, 1), 1), rank=1)  # lives as long as its trial's log
+FEATURES = features_key(SETTINGS_HASH, 1)  # the checkpoint job's, for its trial job
 REFERENCED = (CHECKPOINT, CHOSEN_PREDICTOR, STATE, PREDICTIONS, KEPT_INTERVAL, RUNNING, INDEX, SHARD, BUNDLE, PRETRAINED,
-              TRIAL_LOG, PREDICT_LOG)
+              TRIAL_LOG, PREDICT_LOG, RANK_LOG, FEATURES)
 # Old and unreferenced: removed.
 OLD_ORPHANS = (
     predictor_key(1, 1, 1, 1),  # a trial that was not chosen
     f"{attempt_prefix(7, 1, 1)}/trial-000/state.pkl",  # a deleted submission's
     f"{attempt_prefix(7, 1, 1)}/trial-000/log.txt",  # and its log
+    trial_log_key(trial_prefix(attempt_prefix(7, 1, 1), 0), rank=1),  # and its other rank's
     "datasets/shapes/shape/16px/train-00009.npz",  # a shard a re-prepare no longer lists
     f"pretrained/{'1' * 64}.bin",
     features_key(SETTINGS_HASH, 999),  # a deleted checkpoint's features
 )
-YOUNG_ORPHANS = (f"learners/bundles/{'2' * 64}/new.zip", f"{attempt_prefix(8, 1, 1)}/trial-000/predictor.bin")
+YOUNG_ORPHANS = (f"learners/bundles/{'2' * 64}/new.zip", f"{attempt_prefix(8, 1, 1)}/trial-000/predictor.bin",
+                 stage_key(dataset_prefix("shapes", "shape", 16), 0, 0))  # a prepare still writing
 OUTSIDE = "by-hand/checkpoint.bin"  # not under a prefix the service writes: never looked at
 
 
@@ -119,7 +132,7 @@ def seed_rows(sessions: sessionmaker[Session]) -> None:
                           size_bytes=1, sha256=SHA))
         session.add(ProbeJob(job_key="checkpoint:1", kind="checkpoint", submission_id=submission.id, task_order=1,
                              trial_id=trials[0].id, checkpoint_id=checkpoint.id, settings_hash=SETTINGS_HASH))
-    assert submission.id == 1 and checkpoint.id != 999
+    assert submission.id == 1 and checkpoint.id == 1
 
 
 def fill(store: ObjectStore) -> float:
@@ -149,8 +162,8 @@ def test_referenced_and_young_objects_survive_and_old_orphans_go(sessions, tmp_p
     assert (report.orphans, report.young) == (len(OLD_ORPHANS), len(YOUNG_ORPHANS))
     assert report.orphan_bytes == sum(len(f"bytes of {key}") for key in OLD_ORPHANS)
     by_prefix = {p.prefix: (p.objects, p.orphans, p.young) for p in report.prefixes}
-    assert by_prefix == {"datasets": (3, 1, 0), "runs": (12, 3, 1), "pretrained": (2, 1, 0),
-                         "learners/bundles": (2, 0, 1), "probe-features": (1, 1, 0)}
+    assert by_prefix == {"datasets": (4, 1, 1), "runs": (14, 4, 1), "pretrained": (2, 1, 0),
+                         "learners/bundles": (2, 0, 1), "probe-features": (2, 1, 0)}
     assert store.get_bytes(CHECKPOINT) == f"bytes of {CHECKPOINT}".encode()  # its blob is still there
     assert report.blobs is not None and report.blobs.blobs_removed == 0  # their blobs are too young yet
 
@@ -183,8 +196,10 @@ def test_the_local_store_frees_the_bytes_of_removed_keys(sessions, tmp_path) -> 
 def test_every_writer_layout_is_under_a_collected_prefix() -> None:
     from workers.stream.shards import index_key  # noqa: PLC0415
 
-    for key in (index_key("shapes:shape", 16), predictor_key(1, 2, 3, 4), features_key(SETTINGS_HASH, 1)):
-        assert key.split("/")[0] in COLLECTED_PREFIXES
+    for key in (index_key("shapes:shape", 16), predictor_key(1, 2, 3, 4), features_key(SETTINGS_HASH, 1), *REFERENCED,
+                *OLD_ORPHANS, *YOUNG_ORPHANS):
+        assert any(key.startswith(prefix + "/") for prefix in COLLECTED_PREFIXES), key
+        assert family_of(key) is not None, key
 
 
 # -- S3 ------------------------------------------------------------------------------------
@@ -251,3 +266,22 @@ def test_nevis_store_gc_prints_the_table_and_removes_only_without_dry_run(
     assert stored(store) == {*REFERENCED, OUTSIDE}
     total = next(line for line in real.output.splitlines() if line.strip().startswith("total")).split()
     assert total[1:2] + total[4:5] == [str(len(REFERENCED) + orphans), str(orphans)]  # objects, orphans
+
+
+@SQLITE_ONLY
+def test_a_dry_run_on_a_store_holding_every_key_family_lists_no_live_object(
+        settings_env, database_url, sessions, monkeypatch) -> None:
+    # Every family that a row can keep has a live object here: a new family without one fails.
+    assert {family_of(key) for key in REFERENCED} == {f for f in FAMILIES if f.references or f.kept_with}
+    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    monkeypatch.setenv("COLUMNS", "200")
+    get_settings.cache_clear()
+    seed_rows(sessions)
+    store = LocalObjectStore(settings_env / "store")
+    for key in REFERENCED:
+        store.put_bytes(key, key.encode())
+    dry = CliRunner().invoke(app, ["store", "gc", "--dry-run", "--min-age-s", "0"])
+    assert dry.exit_code == 0, dry.output
+    total = next(line for line in dry.output.splitlines() if line.strip().startswith("total")).split()
+    assert total[1:2] + total[4:5] == [str(len(REFERENCED)), "0"]  # objects, orphans to remove
+    assert collect_garbage(store, sessions, min_age_s=0, dry_run=True).orphan_keys == ()

@@ -29,6 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from services.core.errors import DatasetFormatError
+from services.store import key_layout
 from services.store.objects.base import ObjectStore
 from workers.stream.adapters import AdapterContext, RawDataset, get_adapter, split_key
 from workers.stream.dedup import KEEP_ORDER, FirstCopies
@@ -171,7 +172,7 @@ class _ShardWriter:
         n, rows = len(self.rows), np.asarray(self.rows, dtype=np.int64)
         data = encode_shard(self.squares[:n], self.labels[rows], rows,
                             Originals(self.originals[:n], self.extents[:n]))
-        info = self.store.put_bytes(f"{self.prefix}/{self.split}-{len(self.written):05d}.npz", data)
+        info = self.store.put_bytes(key_layout.shard_key(self.prefix, self.split, len(self.written)), data)
         self.written.append(ShardInfo(info.key, info.size, sha256_hex(data), n))
         self.rows = []
 

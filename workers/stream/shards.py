@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from services.core.errors import DataIntegrityError, ObjectNotFoundError
+from services.store import key_layout
 from services.store.objects.base import ObjectStore
 from workers.stream.adapters import split_key
 from workers.stream.manifest import SPLITS
@@ -142,12 +143,11 @@ class DatasetIndex:
 
 def dataset_prefix(dataset: str, image_size: int) -> str:
     """``datasets/<source>/<name>/<S>px``: the folder of one prepared dataset."""
-    source, name = split_key(dataset)
-    return f"datasets/{source}/{name}/{image_size}px"
+    return key_layout.dataset_prefix(*split_key(dataset), image_size)
 
 
 def index_key(dataset: str, image_size: int) -> str:
-    return f"{dataset_prefix(dataset, image_size)}/index.json"
+    return key_layout.index_key(dataset_prefix(dataset, image_size))
 
 
 def encode_shard(
@@ -203,7 +203,7 @@ def write_dataset(
         for number, start in enumerate(range(0, len(rows), max_examples_per_shard)):
             chunk = rows[start : start + max_examples_per_shard]
             data = encode_shard(images[chunk], labels[chunk], chunk, originals.take(chunk))
-            info = store.put_bytes(f"{prefix}/{split}-{number:05d}.npz", data)
+            info = store.put_bytes(key_layout.shard_key(prefix, split, number), data)
             parts.append(ShardInfo(info.key, info.size, sha256_hex(data), len(chunk)))
         shards[split] = tuple(parts)
     counts = {s: sum(p.num_examples for p in shards[s]) for s in SPLITS}

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from services.store import key_layout
 from services.store.objects.base import ObjectStore
 
 TRAIN_ORDER_SEED = 22
@@ -110,7 +111,7 @@ class BucketMixer:
         np.savez(buffer, rows=np.asarray([r[0] for r in rows], np.int64),
                  squares=np.stack([r[1] for r in rows]), originals=np.stack([r[2] for r in rows]),
                  extents=np.stack([r[3] for r in rows]))
-        key = f"{self.prefix}/stage/train-{bucket:05d}-{len(self.staged[bucket]):05d}.npz"
+        key = key_layout.stage_key(self.prefix, bucket, len(self.staged[bucket]))
         self.store.put_bytes(key, buffer.getvalue())
         self.staged[bucket].append(key)
         self.held[bucket] = []

@@ -26,7 +26,7 @@ from typing import Any
 import ray
 
 from services.core.metrics import task_error
-from services.store.runs import run_keys
+from services.store import key_layout
 from workers.learners.protocol import LabelledData, Learner, Resources
 from services.core.checkpoint_plan import checkpoint_steps
 from workers.sandbox.context import LocalTrialContext
@@ -153,7 +153,7 @@ def _make_context(
     ctx: LocalTrialContext
 
     def store_checkpoint(step: int, data: bytes) -> None:
-        info = ray.get(spec.harness.put.remote(f"{prefix}/ckpt-{step:07d}.bin", data))
+        info = ray.get(spec.harness.put.remote(key_layout.checkpoint_key(prefix, step), data))
         ctx.stored_checkpoints.append({"step": step, **info})
 
     ctx = LocalTrialContext(
@@ -191,8 +191,8 @@ def _execute_trial(
                   else learner.predict(output.predictor, spec.dev.images, ctx))
         metrics["dev_error"] = task_error(scores, spec.dev.labels, spec.info.kind)
         blobs = {
-            "predictor": (f"{prefix}/{run_keys.PREDICTOR_FILE}", predictor),
-            "state": (f"{prefix}/{run_keys.STATE_FILE}", pickle.dumps(output.state)),
+            "predictor": (key_layout.trial_predictor_key(prefix), predictor),
+            "state": (key_layout.trial_state_key(prefix), pickle.dumps(output.state)),
         }
         for name, (key, data) in blobs.items():
             metrics[name] = ray.get(spec.harness.put.remote(key, data))

@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 from services.core.errors import NevisError
+from services.store.key_layout import pretrained_key
 from services.store.objects import ObjectStore
 
 
@@ -15,7 +16,7 @@ def stored_pretrained(store: ObjectStore, source: str) -> str:
     path = Path(source).expanduser()
     if path.is_file():
         data = path.read_bytes()
-        return store.put_bytes(f"pretrained/{hashlib.sha256(data).hexdigest()}.bin", data).key
+        return store.put_bytes(pretrained_key(hashlib.sha256(data).hexdigest()), data).key
     try:
         present = store.exists(source)
     except NevisError:  # not even a valid key (an absolute path that is not a file)

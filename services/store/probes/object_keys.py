@@ -1,19 +1,15 @@
 """Where the probe pool's objects live in the object store.
 
-Declared here, beside the queue, rather than in :mod:`workers.probe`: the pool writes these
-objects and the store's garbage collection (:mod:`services.store.garbage`) must know which
-rows keep them, and the store layer cannot import the pool.
+Declared in the store's one key layout (:mod:`services.store.key_layout`), not in
+:mod:`workers.probe`: the pool writes these objects and the store's garbage collection must
+know which rows keep them, and the store layer cannot import the pool. Re-exported here for
+the pool.
 """
 
 from __future__ import annotations
 
-FEATURES_PREFIX = "probe-features"
-
-
-def features_key(settings_hash: str, checkpoint_id: int) -> str:
-    """Where a checkpoint's probe features live: written by its checkpoint job, read by its
-    trial job."""
-    return f"{FEATURES_PREFIX}/{settings_hash}/{checkpoint_id}.npz"
+from services.store.key_layout import PROBE_FEATURES as FEATURES_PREFIX
+from services.store.key_layout import features_key
 
 
 __all__ = ["FEATURES_PREFIX", "features_key"]

@@ -22,6 +22,7 @@ from services.core.errors import NevisError
 from services.core.predictions import FORMAT_VERSION
 from services.core.uncertainty import RESAMPLES, SEED, ErrorInterval, Interval
 from services.store.db.models import StreamTask, Submission, TaskResult, TaskRun
+from services.store import key_layout
 from services.store.objects import ObjectStore
 
 CACHE_VERSION = 2  # 2: the default interval keeps the tasks; the task-resampled one is "generalisation"
@@ -30,7 +31,7 @@ CACHE_VERSION = 2  # 2: the default interval keeps the tasks; the task-resampled
 def interval_key(submission_id: int, attempts: Sequence[tuple[int, int]], *, resamples: int, seed: int) -> str:
     """The key of the interval of ``submission_id`` over ``attempts`` ((order, attempt) pairs)."""
     what = json.dumps([CACHE_VERSION, FORMAT_VERSION, resamples, seed, [list(a) for a in attempts]])
-    return f"runs/{submission_id}/uncertainty/e-interval-{hashlib.sha256(what.encode()).hexdigest()[:24]}.json"
+    return key_layout.interval_key(submission_id, hashlib.sha256(what.encode()).hexdigest()[:24])
 
 
 def load_interval(store: ObjectStore, key: str) -> ErrorInterval | None:

@@ -2,7 +2,7 @@
 
 The trainer stores each trial's log (its host's output, bounded, and the traceback of a
 failure: :mod:`workers.sandbox.log_ring`) at ``<trial prefix>/log.txt`` and each attempt's
-prediction job's at ``<attempt prefix>/predict-log.txt`` (:mod:`services.store.runs.run_keys`).
+prediction job's at ``<attempt prefix>/predict-log.txt`` (:mod:`services.store.key_layout`).
 This module lists them from the database's trials and the store's objects and reads them back.
 Who may read them (the owner and admins, never other users) is the caller's rule: logs hold
 whatever a learner printed.
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from services.store import key_layout
 from services.store.db.models import StreamTask, Submission, TaskRun, Trial
 from services.store.objects import ObjectStore
-from services.store.runs import run_keys
 
 WITHHELD_TRACEBACK_BYTES = 2048
 """The most of a withheld prediction log shown: a failure's traceback, its last bytes."""
@@ -32,7 +32,8 @@ WITHHELD_NOTE = ("[nevis] This prediction job scored the meta-test's test images
                  "(only a failure's traceback, its last {limit} bytes, is shown), so that nothing the learner "
                  "printed carries test images out.\n")
 _TRACEBACK = "Traceback (most recent call last)"
-_PREDICT_KEY = re.compile(r"^runs/\d+/task-(\d+)/attempt-(\d+)/" + re.escape(run_keys.PREDICT_LOG_FILE) + "$")
+_PREDICT_KEY = re.compile("^" + re.escape(key_layout.RUNS) + r"/\d+/task-(\d+)/attempt-(\d+)/"
+                          + re.escape(key_layout.PREDICT_LOG_FILE) + "$")
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def list_logs(session: Session, store: ObjectStore, *, submission_id: int, task:
               trial: int | None = None) -> list[LogEntry]:
     """A submission's logs in stream order (each attempt's trials, then its prediction job),
     optionally only one task's or one trial index's."""
-    sizes = {o.key: o.size for o in store.list_objects(f"runs/{submission_id}/")}
+    sizes = {o.key: o.size for o in store.list_objects(key_layout.submission_prefix(submission_id) + "/")}
     query = (select(StreamTask.order, TaskRun.attempt, Trial.trial_index, Trial.status, Trial.error_text,
                     Trial.traceback)
              .select_from(Trial).join(TaskRun, TaskRun.id == Trial.task_run_id)
@@ -71,7 +72,7 @@ def list_logs(session: Session, store: ObjectStore, *, submission_id: int, task:
         query = query.where(Trial.trial_index == trial)
     entries = []
     for order, attempt, index, status, error, trace in session.execute(query).all():
-        key = f"{run_keys.trial_prefix(run_keys.attempt_prefix(submission_id, order, attempt), index)}/{run_keys.LOG_FILE}"
+        key = key_layout.trial_log_key(key_layout.trial_prefix(key_layout.attempt_prefix(submission_id, order, attempt), index))
         entries.append(LogEntry(order, attempt, index, key, sizes.get(key), status, error, trace))
     if trial is None:
         withheld = session.scalar(select(Submission.phase).where(Submission.id == submission_id)) == "meta_test"
@@ -102,10 +103,10 @@ def log_keys(session: Session) -> set[str]:
                            .select_from(TaskRun).join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
                            .outerjoin(Trial, Trial.task_run_id == TaskRun.id))
     for submission_id, order, attempt, index in rows:
-        prefix = run_keys.attempt_prefix(submission_id, order, attempt)
-        keys.add(f"{prefix}/{run_keys.PREDICT_LOG_FILE}")
+        prefix = key_layout.attempt_prefix(submission_id, order, attempt)
+        keys.add(key_layout.predict_log_key(prefix))
         if index is not None:
-            keys.add(f"{run_keys.trial_prefix(prefix, index)}/{run_keys.LOG_FILE}")
+            keys.add(key_layout.trial_log_key(key_layout.trial_prefix(prefix, index)))
     return keys
 
 

@@ -19,14 +19,7 @@ from services.core.errors import ObjectNotFoundError
 from services.core.predictions import TaskPredictions, decode
 from services.store.db.models import StreamTask, TaskResult, TaskRun
 from services.store.objects import ObjectStore
-from services.store.runs.run_keys import attempt_prefix
-
-PREDICTIONS_FILE = "predictions.npz"
-
-
-def predictions_key(submission_id: int, order: int, attempt: int) -> str:
-    """The key of one attempt's evaluation predictions."""
-    return f"{attempt_prefix(submission_id, order, attempt)}/{PREDICTIONS_FILE}"
+from services.store.key_layout import PREDICTIONS_FILE, predictions_key
 
 
 def committed_attempts(session: Session, *, submission_id: int) -> dict[int, int]:

@@ -41,6 +41,7 @@ from services.coordinator.crud.learners import OwnedLearner
 from services.coordinator.learner_images import register_image
 from services.store.db import declare_writer
 from services.store.db.models_coordinator import User
+from services.store.key_layout import bundle_key
 from workers.sandbox.bundles import UNPACK_FACTOR, bundle_kind, check_bundle, safe_filename
 
 router = APIRouter(prefix="/v1/learners", tags=["learners"], responses=problems(401, 422, 503))
@@ -102,7 +103,7 @@ def upload_bundle(
         path = Path(scratch) / safe_filename(filename)
         size, digest = _spool(file, path, limit=settings.bundle_max_bytes)
         check_bundle(path, filename=filename, max_unpacked_bytes=UNPACK_FACTOR * settings.bundle_max_bytes)
-        info = store.put_file(f"learners/bundles/{digest}/{path.name}", path)
+        info = store.put_file(bundle_key(digest, path.name), path)
     with sessions() as session:
         declare_writer(session)
         owner = session.get(User, user.id)
