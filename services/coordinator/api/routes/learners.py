@@ -62,8 +62,8 @@ def learner_out(owned: OwnedLearner) -> LearnerOut:
              summary="Register a learner: container image + entry point + resources")
 def create_learner(body: LearnerCreate, user: CurrentUser, session: SessionDep,
                    settings: SettingsDep) -> LearnerOut:
-    """An image is resolved to a digest and checked (pulled, unpacked within the caps, the
-    entry point's module found in it) before the learner is recorded, pinned by that digest."""
+    # An image is resolved to a digest and checked (pulled, unpacked within the caps, the entry
+    # point's module found in it) before the learner is recorded, pinned by that digest.
     resources = check_resources(body.resources.model_dump())
     image = body.image
     if image is not None:
