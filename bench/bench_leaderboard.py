@@ -9,6 +9,9 @@ leaderboard serves them: from its cache), the Pareto front, and the pages of 20 
 read, the cost of a first (uncached) leaderboard read, the load generator that ran and the
 machine's load average. Target (issue 11): p99 ≤ 50 ms for the leaderboard API, 0 errors.
 
+``--first-reads`` stops after the first reads (issue 48: the server's start, the first
+leaderboard reads and the first submission page), skipping the timed load: the short check.
+
 ``--churn`` reads the leaderboard while tasks commit (issue 24): a writer process
 (``leaderboard_churn.py`` beside this file) commits meta-test tasks of the same stream version
 through the runner's own commit (``--commit-rate`` a minute, default 120) while the 50 clients
@@ -26,7 +29,7 @@ than ``--timeout``) counts as an error.
 
     .venv/bin/python bench/bench_leaderboard.py [--submissions 1000] [--tasks 106]
         [--clients 50] [--seconds 20] [--workers 1] [--load auto|wrk|httpx]
-        [--churn [--commit-rate 120]]
+        [--churn [--commit-rate 120]] [--first-reads]
         [--postgres postgresql+psycopg://postgres@127.0.0.1:5432/postgres]
 """
 
@@ -195,6 +198,8 @@ def main() -> int:
     parser.add_argument("--churn", action="store_true",
                         help="Read the leaderboard while a writer commits tasks (--commit-rate a minute).")
     parser.add_argument("--commit-rate", type=float, default=120.0, help="Tasks committed a minute with --churn.")
+    parser.add_argument("--first-reads", action="store_true",
+                        help="Only seed, start the server and time the first reads (no timed load).")
     parser.add_argument("--postgres", default=os.environ.get(
         "NEVIS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"))
     args = parser.parse_args()
@@ -225,6 +230,7 @@ def main() -> int:
         command = [str(NEVIS), "serve", "--no-scheduler", "--port", str(port), "--log-level", "warning",
                    "--workers", str(args.workers)]
         pinned = args.pin and (os.cpu_count() or 1) >= 2
+        launched = time.perf_counter()
         server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                   preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if pinned else None)
         others = set(range(1, os.cpu_count() or 2))
@@ -240,7 +246,8 @@ def main() -> int:
                 pass
             if time.monotonic() > deadline or server.poll() is not None:
                 raise SystemExit(f"the server did not start: {server.stderr.read()[-2000:] if server.stderr else ''}")
-            time.sleep(0.2)
+            time.sleep(0.05)
+        ready = time.perf_counter() - launched
         cold = []
         for offset in (0, 50, 100):  # first reads of a query: the SQL aggregate, uncached
             begin = time.perf_counter()
@@ -249,6 +256,15 @@ def main() -> int:
         begin = time.perf_counter()
         httpx.get(f"{base}/submissions/{stream.submission_ids[0]}", timeout=60).raise_for_status()
         page_cold = time.perf_counter() - begin
+        if args.first_reads:
+            load_now = os.getloadavg()
+            print(f"database: {args.submissions} submissions × {args.tasks} tasks on PostgreSQL "
+                  f"(seeded in {seeded:.1f} s)")
+            print(f"server answered /healthz {ready:.2f} s after its launch (nevis serve --no-scheduler "
+                  f"--workers {args.workers}); load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_now)}")
+            print(f"first leaderboard reads (uncached SQL aggregate): "
+                  f"{', '.join(f'{c * 1000:.0f}' for c in cold)} ms; first submission page: {page_cold * 1000:.0f} ms")
+            return 0
         # The queries a busy leaderboard serves, and its popular pages, are in its cache: in every
         # worker's, as far as new connections (handed to any worker) reach them all.
         for _ in range(1 if args.workers == 1 else 6 * args.workers):
@@ -306,7 +322,8 @@ def main() -> int:
                  else "httpx (Python asyncio clients in one process)")
     print(f"load generator: {generator}; {args.clients} concurrent connections reading each kind in turn, "
           f"{args.seconds:.0f} s each timed after {WARM_UP_S:.0f} s of warm-up")
-    print(f"server: nevis serve --no-scheduler --workers {args.workers} (uvicorn), {where}")
+    print(f"server: nevis serve --no-scheduler --workers {args.workers} (uvicorn), {where}; "
+          f"answered /healthz {ready:.2f} s after its launch")
     print(f"load average (1, 5, 15 min) before the timed reads {', '.join(f'{x:.2f}' for x in load_before)}, "
           f"after {', '.join(f'{x:.2f}' for x in load_after)}")
     print(f"first leaderboard reads (uncached SQL aggregate): "
