@@ -262,4 +262,4 @@ def cpu_text(seconds: float | None) -> str:
     return f"{seconds:,.1f}" if seconds >= 1 else f"{seconds:.2g}"
 
 
-__all__ = ["TaskBars", "cpu_text", "results", "run", "show_results"]
+__all__ = ["TaskBars", "cpu_text", "known_ruleset", "results", "run", "show_results"]

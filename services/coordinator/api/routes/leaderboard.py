@@ -219,4 +219,5 @@ async def read_profiles(
     return await respond_cached(request, ProfilesOut, build, key, settings, viewer)
 
 
-__all__ = ["FrontOut", "LeaderboardOut", "ProfilesOut", "Reader", "meta_test_only", "require_reader", "resolve_stream", "router"]
+__all__ = ["FrontOut", "LeaderboardOut", "ProfilesOut", "Reader", "Ruleset", "known_ruleset", "meta_test_only", "require_reader",
+           "resolve_stream", "router"]
