@@ -78,11 +78,15 @@ def _worker_config(*, submission_id: int | None, lease_s: float, poll_s: float,
 
     settings = get_settings()
     paths = learner_paths(settings.learner_paths, os.environ)
+    # Image learners' files are unpacked by digest (as the worker harness does), unless the
+    # operator's images are labels only (the coordinator's NEVIS_IMAGE_LEARNERS=installed).
+    installed = os.environ.get("NEVIS_IMAGE_LEARNERS") == "installed"
     return WorkerConfig(database_url=settings.database_url, store_url=settings.store_url,
                         s3_endpoint_url=settings.s3_endpoint_url, lease_s=lease_s, poll_s=poll_s,
                         stop_when_idle=stop_when_idle, submission_id=submission_id,
                         job_ids=job_ids, threads=threads, watch=watch, sandbox=settings.sandbox,
-                        import_paths=paths, bundles_dir=str(settings.data_dir / "bundles"))
+                        import_paths=paths, bundles_dir=str(settings.data_dir / "bundles"),
+                        images_dir=None if installed else str(settings.data_dir / "images"))
 
 
 def run(

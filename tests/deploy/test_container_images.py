@@ -277,6 +277,7 @@ def test_images_run_a_mini_task_end_to_end(images, deployment):
             "run", "--rm", "--name", probe_name, "--network", "host", *SANDBOX_OPTS,
             "-v", f"{d.store}:/var/lib/nevis/store",
             "-v", f"{ROOT / 'docker' / 'learner-example'}:/opt/learner:ro", "-e", "NEVIS_LEARNER_PATHS=/opt/learner",
+            "-e", "NEVIS_IMAGE_LEARNERS=installed",  # as the coordinator: the image is a label here
             "-e", f"NEVIS_DATABASE_URL={d.database_url}", "-e", "NEVIS_STORE_URL=file:///var/lib/nevis/store",
             images["probe-worker"],
             "nevis", "probe", "run", "--submission", str(sub["id"]), "--preset", "ci", "--kinds", "linear",

@@ -243,3 +243,62 @@ def test_a_plain_image_learner_registers_by_digest_trains_and_is_scored_containe
         assert record["creds"] == {"NEVIS_DATABASE_URL": "", "NEVIS_STORE_URL": "", "NEVIS_DATA_DIR": ""}
         assert machine["targets"] and machine["env_secrets"] == [] and machine["foreign_environs_with_secrets"] == []
         assert machine["readable_paths"] == [] and machine["connected"] == [] and machine["visible_pids"] <= 3
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_on_the_ray_backend_an_image_learner_trains_from_its_files_never_as_the_jobs_image(
+        images, coord_settings, tokens, ray_head, kit, tmp_path):
+    kit.write_stream(coord_settings.streams_dir, "tiny1", tasks=1)
+    secrets = tmp_path / "worker-secrets"  # as a mounted Secret: one file per name
+    secrets.mkdir()
+    for name, value in {"NEVIS_DATABASE_URL": coord_settings.database_url,
+                        "NEVIS_STORE_URL": coord_settings.store_url,
+                        "NEVIS_DATA_DIR": str(coord_settings.data_dir)}.items():
+        (secrets / name).write_text(value + "\n")
+    settings = coord_settings.model_copy(update={
+        "image_learners": "unpack", "max_attempts": 1, "backend": "ray",
+        "ray_address": ray_head.dashboard_url, "ray_secrets_path": str(secrets)})
+    with _test_client(settings) as client:
+        learner = client.post("/v1/learners", headers=tokens.auth("alice"), json={
+            "name": "from-image-ray", "entrypoint": "nevis_test_learners:cheater", "image": images["plain"]})
+        assert learner.status_code == 201, learner.text
+        sub = client.post("/v1/submissions", headers=tokens.auth("alice"), json={
+            "learner_id": learner.json()["id"], "stream": "tiny1", "budget": {"trials": 1, "steps": 1}})
+        assert sub.status_code == 201, sub.text
+    engine = make_engine(settings.database_url)
+    sessions = session_factory(engine)
+    try:
+        scheduler = Scheduler(settings, backend=RayJobsBackend(settings), sessions=sessions)
+        deadline = time.monotonic() + 420
+        while time.monotonic() < deadline:
+            scheduler.tick()
+            with sessions() as session:
+                if session.get(Submission, sub.json()["id"]).status not in ("queued", "running"):
+                    break
+            time.sleep(1)
+        with sessions() as session:
+            submission = session.get(Submission, sub.json()["id"])
+            assert submission.status == "succeeded", (submission.status, submission.error)
+            assert session.scalar(select(TaskResult.id)) is not None
+            state_key = session.scalar(select(TaskRun.learner_state_key))
+    finally:
+        engine.dispose()
+    machine = pickle.loads(open_store(settings.store_url).get_bytes(state_key))["cheats"][0]["machine"]
+    assert machine["env_secrets"] == [] and machine["readable_paths"] == [] and machine["connected"] == []
+    _harness_ran_nothing()
+
+
+def test_the_probe_pool_loads_an_image_learner_from_its_unpacked_files(images, tmp_path):
+    from services.store.objects import LocalObjectStore  # noqa: PLC0415
+    from workers.probe.runtime.jobs import ProbeRuntime  # noqa: PLC0415
+
+    runtime = ProbeRuntime(None, LocalObjectStore(tmp_path / "store"), images_dir=tmp_path / "images")
+    try:
+        learner = runtime.learner("nevis_test_learners:nearest_mean", image=images["plain"])
+        assert describe(learner.host).name == "nearest-mean"  # imported from the image's /opt/learner
+        assert [p.name for p in (tmp_path / "images").iterdir() if not p.name.startswith(".")]
+        assert runtime.learner("nevis_test_learners:nearest_mean", image=images["plain"]) is learner
+    finally:
+        runtime.close()
+    _harness_ran_nothing()

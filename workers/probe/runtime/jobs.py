@@ -44,6 +44,7 @@ from services.store.db import jsonfloats
 from workers.probe.runtime.context import AnalysisFlops, ProbeContext
 from workers.sandbox.bundles import DEFAULT_MAX_UNPACKED_BYTES, unpack_stored_bundle
 from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner
+from workers.sandbox.images import ImageLimits, unpack_image
 from workers.probe.runtime.data import TaskCache
 from services.core.errors import ProbeInputError
 from workers.probe.runtime.features import load_checkpoint_bytes, load_predictor
@@ -68,18 +69,22 @@ class ProbeRuntime:
 
     def __init__(self, sessions: sessionmaker[Session], store: ObjectStore, *, sandbox: str = "auto",
                  import_paths: tuple[str, ...] = (), threads: int = 1, bundles_dir: Path | None = None,
-                 bundle_max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES) -> None:
+                 bundle_max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES,
+                 images_dir: Path | None = None) -> None:
         self.sessions = sessions
         self.store = store
         self.tasks = TaskCache(store)
         self.sandbox, self.import_paths, self.threads = sandbox, import_paths, threads
         self.bundles_dir, self.bundle_max_unpacked_bytes = bundles_dir, bundle_max_unpacked_bytes
+        self.images_dir = images_dir
         self._learners: dict[tuple[str, str | None], SandboxedLearner] = {}
 
-    def learner(self, spec: str, *, bundle: tuple[str, str] | None = None) -> SandboxedLearner:
+    def learner(self, spec: str, *, bundle: tuple[str, str] | None = None,
+                image: str | None = None) -> SandboxedLearner:
         """A warm host of learner ``spec``; ``bundle`` is its uploaded bundle's (key, sha256),
-        unpacked here once and shown read-only to the host, as the worker harness does."""
-        cache_key = (spec, bundle[1] if bundle else None)
+        ``image`` its registered image (pinned by digest), unpacked here once and shown
+        read-only to the host, as the worker harness does."""
+        cache_key = (spec, bundle[1] if bundle else image)
         known = self._learners.get(cache_key)
         if known is not None and known.host.alive:
             return known
@@ -92,6 +97,8 @@ class ProbeRuntime:
                 root = unpack_stored_bundle(self.store, key=bundle[0], sha256=bundle[1], root=self.bundles_dir,
                                             max_unpacked_bytes=self.bundle_max_unpacked_bytes)
                 paths = (str(root), *paths)
+            elif image is not None and self.images_dir is not None:
+                paths = (*unpack_image(image, cache=self.images_dir, limits=ImageLimits()).import_paths, *paths)
             host = LearnerHost(HostSpec(spec, paths, self.sandbox, self.threads))
         except Exception as exc:  # noqa: BLE001 - reported with the job
             raise ProbeInputError(f"Cannot load learner {spec!r} to probe it: {exc}") from exc
@@ -143,7 +150,8 @@ def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         submission = run.submission
         spec, size, order = submission.learner.entrypoint, submission.image_size, run.stream_task.order
         bundle = submission.learner.bundle_key, submission.learner.bundle_sha256
-        learner = runtime.learner(spec, bundle=bundle if bundle[0] else None)
+        learner = runtime.learner(spec, bundle=bundle if bundle[0] else None,
+                                  image=submission.learner.image_ref)
         manifest = runtime.tasks.manifest(submission.stream_version)
         row = dict(checkpoint_id=ckpt.id, object_key=ckpt.object_key, sha256=ckpt.sha256,
                    trial_id=trial.id, step=ckpt.step)

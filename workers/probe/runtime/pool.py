@@ -62,6 +62,9 @@ class WorkerConfig:
         import_paths: Folders where learner modules are found (default: none).
         bundles_dir: Where uploaded learner bundles are unpacked (the service's
             ``NEVIS_DATA_DIR/bundles``); None: probing an uploaded learner fails, saying so.
+        images_dir: Where learner images are unpacked, by digest, as files for the learner
+            hosts (the service's ``NEVIS_DATA_DIR/images``); None: an image learner's code
+            comes from ``import_paths`` (``NEVIS_IMAGE_LEARNERS=installed``).
     """
 
     database_url: str
@@ -77,6 +80,7 @@ class WorkerConfig:
     sandbox: str = "auto"
     import_paths: tuple[str, ...] = ()
     bundles_dir: str | None = None
+    images_dir: str | None = None
 
 
 def worker_name() -> str:
@@ -126,7 +130,8 @@ class ProbeWorker:
         self.runtime = ProbeRuntime(
             self.sessions, open_store(config.store_url, s3_endpoint_url=config.s3_endpoint_url),
             sandbox=config.sandbox, import_paths=config.import_paths, threads=config.threads,
-            bundles_dir=Path(config.bundles_dir) if config.bundles_dir else None)
+            bundles_dir=Path(config.bundles_dir) if config.bundles_dir else None,
+            images_dir=Path(config.images_dir) if config.images_dir else None)
         self.on_event = on_event or (lambda job, outcome, seconds, message: None)
         self._watch = ProbeSettings.from_dict(config.watch) if config.watch is not None else None
 
