@@ -121,9 +121,9 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
             return {**_failed(config, CapReached(), no_flops(), heard), "status": "stopped", "traceback": "",
                     "error": cap_message(spec.rules.ruleset, spec.rules.task_flop_cap, total, started=False)}
 
-    def on_message(header: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
-        try:
-            return _answer(spec, index, heard, messages.read_request(header, parts, limits), parts)
+    def on_message(message: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
+        try:  # the message was read through its declaration, with these limits, by host.call
+            return _answer(spec, index, heard, message, parts)
         except Exception:
             heard.broken = True  # the host is left mid-request: see _drop_if_out_of_step
             raise
