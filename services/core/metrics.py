@@ -13,13 +13,13 @@ reported as such, never silently scored.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import numpy as np
 
 from services.core.errors import LearnerError
+from services.core.metric_specs import HEADLINE_METRICS, Aggregation, MetricSpec
 
 
 def check_scores(scores: object, *, num_examples: int, num_classes: int) -> np.ndarray:
@@ -130,41 +130,6 @@ def regret_curve(errors: Sequence[float | None], baseline: Sequence[float | None
         total += float(mine) - float(theirs)
         curve.append(total)
     return curve
-
-
-Aggregation = Literal["mean", "sum"]
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """How to read one scalar metric, headline or probe: which way is better and how the
-    values of a phase's tasks combine into one figure per run. The one spec type every
-    ranking view reads (the probe metrics register theirs in
-    :data:`workers.probe.scores.probe_metrics.METRICS`).
-
-    Attributes:
-        name: The registered name.
-        higher_is_better: True for scores, False for errors, costs and mismatch values.
-        aggregation: How per-task values combine: ``mean`` (E, probe metrics) or ``sum`` (cFLOP).
-        description: One line for tables and tooltips.
-    """
-
-    name: str
-    higher_is_better: bool
-    aggregation: Aggregation
-    description: str
-
-    @property
-    def direction(self) -> str:
-        """ "max" or "min", for sorting a leaderboard column."""
-        return "max" if self.higher_is_better else "min"
-
-
-HEADLINE_METRICS: Mapping[str, MetricSpec] = {
-    "E": MetricSpec("E", False, "mean", "mean error over the phase's tasks (METRICS.md §1)"),
-    "cFLOP": MetricSpec("cFLOP", False, "sum", "FLOPs of the whole stream, search included"),
-}
-"""The headline metrics a run is ranked by (:func:`mean_error`, :func:`cflop`)."""
 
 
 __all__ = [

@@ -20,6 +20,11 @@ Two profiles are defined here, both computed from a (submissions × tasks) matri
 
 The score is the area under the step curve ρ(τ) on [1, ``tau_max``], divided by
 ``tau_max − 1`` (ratios are compared on a linear τ axis, as AlgoPerf does; ``tau_max`` = 4).
+Which way is better is each metric's spec (:func:`services.core.metric_specs.metric_spec`:
+E and cFLOP are lower-is-better), read when a profile is computed: the best is the least of a
+lower-is-better metric and the ratio ``v / best``, the greatest of a higher-is-better one and
+the ratio ``best / v``.
+
 Everything is vectorised: 1,000 submissions × 106 tasks take milliseconds.
 """
 
@@ -28,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from services.core.metric_specs import metric_spec
 
 ERROR_FLOOR = 1e-3
 TAU_MAX = 4.0
@@ -43,14 +50,18 @@ class Profile:
     tasks: int  # tasks the profile is over
 
 
-def ratios_to_best(values: np.ndarray, *, floor: float = 0.0) -> np.ndarray:
-    """``(v + floor) / (min over rows + floor)`` per column; NaN (no result) becomes ∞.
+def ratios_to_best(values: np.ndarray, *, floor: float = 0.0, higher_is_better: bool = False) -> np.ndarray:
+    """``(v + floor) / (min over rows + floor)`` per column (``higher_is_better``: the inverse
+    ratio to the max); NaN (no result) becomes ∞.
 
     ``values`` is (submissions, tasks); a column with no finite value is all ∞.
     """
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 2:
         raise ValueError(f"expected a (submissions, tasks) matrix; got shape {values.shape}")
+    if higher_is_better:  # v / best is best / v of the reciprocals: a value of 0 is never within τ
+        with np.errstate(divide="ignore"):
+            values = np.where(values + floor > 0, 1.0 / (values + floor), np.inf) - floor
     shifted = np.where(np.isnan(values), np.inf, values + floor)
     best = shifted.min(axis=0, initial=np.inf)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -91,7 +102,8 @@ def _exact_area(ordered: np.ndarray, tau_max: float) -> np.ndarray:
 
 def error_profile(errors: np.ndarray, *, tau_max: float = TAU_MAX) -> Profile:
     """The error profile of a (submissions, tasks) matrix of task errors (NaN: no result)."""
-    return profile(ratios_to_best(errors, floor=ERROR_FLOOR), tau_max=tau_max)
+    higher = metric_spec("E").higher_is_better
+    return profile(ratios_to_best(errors, floor=ERROR_FLOOR, higher_is_better=higher), tau_max=tau_max)
 
 
 def cflop_to_reference_profile(errors: np.ndarray, flops: np.ndarray, reference_errors: np.ndarray,
@@ -107,8 +119,9 @@ def cflop_to_reference_profile(errors: np.ndarray, flops: np.ndarray, reference_
         raise ValueError(f"shapes differ: errors {errors.shape}, flops {flops.shape}, reference {reference.shape}")
     kept = ~np.isnan(reference)
     errors, flops, reference = errors[:, kept], flops[:, kept], reference[kept]
-    reached = ~np.isnan(errors) & (errors <= reference)
-    return profile(ratios_to_best(np.where(reached, flops, np.nan)), tau_max=tau_max)
+    reached = ~np.isnan(errors) & ((errors >= reference) if metric_spec("E").higher_is_better else (errors <= reference))
+    higher = metric_spec("cFLOP").higher_is_better
+    return profile(ratios_to_best(np.where(reached, flops, np.nan), higher_is_better=higher), tau_max=tau_max)
 
 
 __all__ = ["ERROR_FLOOR", "TAU_MAX", "Profile", "cflop_to_reference_profile", "error_profile", "profile",

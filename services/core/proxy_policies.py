@@ -7,12 +7,12 @@ stored, with no learner code: each task's trials (final dev error, FLOPs charged
 proxies probed at their checkpoints) and the committed choice. A policy is:
 
 - ``choose``: how the final trial is chosen among those that ran to the end: ``dev`` (the
-  lowest final dev error: what the harness does) or a proxy (the highest value at the
-  trial's last checkpoint);
+  lowest final dev error: what the harness does) or a proxy (the best value at the trial's
+  last checkpoint, "best" as the proxy's spec says: :mod:`services.core.metric_specs`);
 - ``prune``: None (every trial runs to its end), or a proxy by which trials are stopped at
   the rung steps (the 1/8 and 1/4 checkpoints): ASHA's asynchronous rule, as the live
   ``asha`` scheduler applies it (``workers.trainer.early_stopping``), with trials reporting
-  in trial-index order and the higher proxy value better.
+  in trial-index order and the better proxy value (by its spec) going on.
 
 A stopped trial is charged ``flops × rung / steps`` (FLOPs taken to accrue in proportion to
 steps; its last dev pass is not spent). What a policy reads of the proxies costs FLOPs too
@@ -30,7 +30,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-PROXIES = ("lidar", "rankme")
+from services.core.metric_specs import PROXIES, metric_spec
+
 ETA = 3  # ASHA's reduction factor (workers.trainer.searchers.ASHA_REDUCTION_FACTOR)
 RUNG_FRACTIONS = (0.125, 0.25)  # the default checkpoints at 1/8 and 1/4 of a trial's steps
 
@@ -104,14 +105,16 @@ def rung_steps(steps: int, fractions: Sequence[float] = RUNG_FRACTIONS) -> tuple
     return tuple(sorted({round(f * steps) for f in fractions} - {0} - {steps}))
 
 
-def halving(values: Sequence[float], *, eta: int = ETA) -> list[bool]:
-    """ASHA's rule at one rung, trials reporting in order, higher is better: whether each goes
-    on. The first ``eta - 1`` always do; from the ``eta``-th on, only within the best
-    ``1/eta`` of the values so far (its own included). A non-finite value counts as the worst."""
+def halving(values: Sequence[float], *, eta: int = ETA, higher_is_better: bool = True) -> list[bool]:
+    """ASHA's rule at one rung, trials reporting in order: whether each goes on. The first
+    ``eta - 1`` always do; from the ``eta``-th on, only within the best ``1/eta`` of the values
+    so far (its own included; ``higher_is_better``: the proxy's direction, from its spec). A
+    non-finite value counts as the worst."""
+    sign = -1.0 if higher_is_better else 1.0
     seen: list[float] = []
     out = []
     for value in values:
-        seen.append(-value if math.isfinite(value) else math.inf)
+        seen.append(sign * value if math.isfinite(value) else math.inf)
         if len(seen) < eta:
             out.append(True)
             continue
@@ -149,7 +152,7 @@ def replay_task(task: TaskRecord, policy: Policy) -> TaskChoice:
         for rung in task.rungs:
             values = [_value(t, policy.prune, rung, task.order) for t in alive]
             proxy_flops += sum(t.proxy_flops.get(rung, 0.0) for t in alive)
-            keep = halving(values)
+            keep = halving(values, higher_is_better=metric_spec(policy.prune).higher_is_better)
             for trial, go_on in zip(alive, keep, strict=True):
                 if not go_on:
                     saved += trial.flops * (1.0 - rung / task.steps)
@@ -167,7 +170,8 @@ def replay_task(task: TaskRecord, policy: Policy) -> TaskChoice:
                                   f"last step {task.steps} (probe its last checkpoint)")
             scores[t.trial_index] = _value(t, policy.choose, step, task.order)
             proxy_flops += t.proxy_flops.get(step, 0.0)
-        chosen = max(alive, key=lambda t: (scores[t.trial_index], -t.trial_index))
+        sign = 1.0 if metric_spec(policy.choose).higher_is_better else -1.0
+        chosen = max(alive, key=lambda t: (sign * scores[t.trial_index], -t.trial_index))
     flops = task.flops - saved + proxy_flops
     return TaskChoice(task.order, chosen.trial_index, float(chosen.dev_error), flops, saved, proxy_flops,
                       tuple(stopped))

@@ -216,3 +216,26 @@ def test_nevis_results_prints_cpu_seconds_beside_cflop_and_explains_a_floor(
     assert [(t["cpu_seconds"], t["flops_floored"]) for t in doc["tasks"]][7:] == [(None, False), (12.0, True), (None, False)]
     unmeasured = cli.invoke(app, ["results", str(stream.submission_ids[0])]).output
     assert "CPU s = unknown (not measured)" in unmeasured and "floor:" not in unmeasured
+
+
+def test_the_rank_and_metric_sorts_follow_each_metrics_spec(seeded, monkeypatch):
+    from dataclasses import replace  # noqa: PLC0415
+
+    from services.core import metric_specs  # noqa: PLC0415
+
+    sessions, stream, expected = seeded
+    specs = dict(metric_specs.HEADLINE_METRICS)
+    with sessions() as session:
+        ranked = [r.submission_id for r in leaderboard(session, stream=stream.stream, version=stream.version)
+                  .rows]
+        cheap = [r.submission_id for r in leaderboard(session, stream=stream.stream, version=stream.version,
+                                                      sort="cflop").rows]
+        monkeypatch.setattr(metric_specs, "HEADLINE_METRICS",
+                            {**specs, "E": replace(specs["E"], higher_is_better=True),
+                             "cFLOP": replace(specs["cFLOP"], higher_is_better=True)})
+        flipped = leaderboard(session, stream=stream.stream, version=stream.version)
+        costly = [r.submission_id for r in leaderboard(session, stream=stream.stream, version=stream.version,
+                                                       sort="cflop").rows]
+    assert ranked == sorted(expected, key=lambda i: expected[i][0])  # lowest E first
+    assert [r.submission_id for r in flipped.rows] == ranked[::-1] and flipped.rows[0].rank == 1
+    assert costly == cheap[::-1]

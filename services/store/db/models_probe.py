@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import Boolean, Double, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from services.core.metric_specs import PROXIES
 from services.store.db.base import Base, created_column, named_check, non_negative, one_of
 from services.store.db.types import JSONDoc, UTCDateTime
 
@@ -37,7 +38,6 @@ PROBE_JOB_STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed")
 # A job in one of these still has work ahead; the others are final.
 OPEN_PROBE_JOB_STATUSES: tuple[str, ...] = ("queued", "running")
 PROBE_KIND_NAMES: tuple[str, ...] = ("linear", "mlp2", "mlp3")
-PROXIES: tuple[str, ...] = ("lidar", "rankme")
 CORRELATION_SCOPES: tuple[str, ...] = ("task", "pooled", "task_mean", "trials", "trials_mean")
 SETTINGS_HASH_LENGTH = 16
 

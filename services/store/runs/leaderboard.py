@@ -37,6 +37,7 @@ from typing import Any, Literal
 from sqlalchemy import Select, case, func, select
 from sqlalchemy.orm import Session, aliased
 
+from services.core.metric_specs import metric_spec
 from services.core.metrics import pareto_front
 from services.core.seed_groups import SeedGroup, seed_group
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission
@@ -54,6 +55,8 @@ ProfileScores = Mapping[int, tuple[float, float | None]]
 """Submission id → (error-profile score, cFLOP-profile score or None), finished submissions only."""
 RANKED_PHASE = "meta_test"
 """The one phase leaderboards and fronts rank."""
+# The sort keys that are metrics: their best-first order is their spec's direction.
+_SORT_METRICS: Mapping[str, str] = {"rank": "E", "E": "E", "cflop": "cFLOP", "cflop_paper": "cFLOP"}
 
 
 def is_baseline(entrypoint: Any) -> Any:
@@ -154,9 +157,13 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
         column = {"rank": base.c.rank, "E": base.c.mean_error, "cflop": base.c.cflop,
                   "cflop_paper": base.c.cflop_paper, "date": base.c.created_at, "learner": base.c.learner,
                   "tasks": base.c.tasks_done}[sort]
-        keys = [column.is_(None), column.desc() if descending else column]  # unranked rows last
+        if sort in _SORT_METRICS and sort != "rank":  # best first; descending: worst first
+            order = _best_first(column, _SORT_METRICS[sort], worst_first=descending)
+        else:  # the rank is best first already
+            order = column.desc() if descending else column.asc()
+        keys = [column.is_(None), order]  # unranked rows last
         if sort == "rank":
-            keys.append(base.c.cflop)  # equal E: the cheaper first
+            keys.append(_best_first(base.c.cflop, "cFLOP"))  # equal E: the better cFLOP first
         rows = session.execute(select(base, func.count().over().label("total_rows"))  # the total in the same scan
                                .order_by(*keys, base.c.submission_id).limit(limit).offset(offset)).all()
         total = rows[0].total_rows if rows else session.scalar(select(func.count()).select_from(base)) or 0
@@ -319,6 +326,11 @@ def _filters(*, stream: str, version: str, learner_prefix: str | None, since: da
     return filters
 
 
+def _best_first(column: Any, metric: str, *, worst_first: bool = False) -> Any:
+    """SQL: ``column`` ordered best first by ``metric``'s spec (its direction), or worst first."""
+    return column.desc() if metric_spec(metric).higher_is_better != worst_first else column.asc()
+
+
 def _ranked(filters: list[Any], headline: Any) -> Select:
     scored = SubmissionScore  # the aggregate of each submission's results, kept as they commit
     baseline = is_baseline(Learner.entrypoint)
@@ -335,7 +347,7 @@ def _ranked(filters: list[Any], headline: Any) -> Select:
             Submission.visibility.label("visibility"), Submission.cflop_pretraining.label("cflop_pretraining"),
             Submission.code_url.label("code_url"), Submission.ruleset.label("ruleset"),
             case((scored.mean_error.is_not(None),
-                  func.rank().over(order_by=(scored.mean_error.is_(None), scored.mean_error))),
+                  func.rank().over(order_by=(scored.mean_error.is_(None), _best_first(scored.mean_error, "E")))),
                  else_=None).label("rank"),
         )
         .join(Learner, Learner.id == Submission.learner_id)

@@ -7,17 +7,17 @@ case. Anything a metric is not defined for (empty or non-finite input, wrong sha
 mismatched lengths, n < 2 or q < 2 for LiDAR) raises :class:`MetricInputError`, a
 ``ValueError``, whose message names the parameter, the function and what it needs.
 
-:data:`METRICS` registers each scalar metric's direction and its aggregation across tasks,
-so a leaderboard reads them instead of guessing; :func:`get_metric_spec` looks one up.
+:data:`METRICS` (declared in :mod:`services.core.metric_specs`) registers each scalar metric's
+direction and its aggregation across tasks, so a leaderboard reads them instead of guessing;
+:func:`get_metric_spec` looks one up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 
 from services.core.errors import UnknownNameError, unknown_name_message
-from services.core.metrics import MetricSpec
+from services.core.metric_specs import PROBE_METRICS, MetricSpec
 from services.core.metric_checks import MetricInputError
 from workers.probe.scores.correlation import kendall_tau_b, spearman
 from workers.probe.scores.mismatch import (
@@ -42,24 +42,9 @@ from workers.probe.scores.mismatch_cv import (
 )
 from services.core.ranks import lidar, lidar_at_deltas, lidar_eigenvalues, rankme
 
-def _specs(*specs: MetricSpec) -> Mapping[str, MetricSpec]:
-    return MappingProxyType({spec.name: spec for spec in specs})
-
-
-# Mismatch values are lower-is-better (METRICS.md §2); ranks and rank correlations are scores.
-METRICS: Mapping[str, MetricSpec] = _specs(
-    MetricSpec("mm3", False, "mean", "MM3: mean target minus pretext error (percent points)"),
-    MetricSpec("msm3", False, "mean", "MSM3: mean soft mismatch of the target error"),
-    MetricSpec("csm3", False, "mean", "cSM3: soft mismatch of the target error at convergence"),
-    MetricSpec("msm3max", False, "mean", "mSM3: largest soft mismatch of the target error"),
-    MetricSpec("mofm", False, "mean", "MOFM: mean objective-function mismatch of the target loss"),
-    MetricSpec("cofm", False, "mean", "cOFM: objective-function mismatch at convergence"),
-    MetricSpec("mofm_max", False, "mean", "mOFM: largest objective-function mismatch"),
-    MetricSpec("lidar", True, "mean", "LiDAR: effective rank of the augmentation-LDA matrix"),
-    MetricSpec("rankme", True, "mean", "RankMe: effective rank of the embedding matrix"),
-    MetricSpec("spearman", True, "mean", "Spearman rho between a proxy and probe accuracy"),
-    MetricSpec("kendall_tau_b", True, "mean", "Kendall tau-b between a proxy and probe accuracy"),
-)
+METRICS: Mapping[str, MetricSpec] = PROBE_METRICS
+"""The probe metrics' specs, declared in :mod:`services.core.metric_specs` (where the store
+and the dashboard may read them) and re-exported here beside the functions."""
 
 
 def get_metric_spec(name: str) -> MetricSpec:

@@ -22,9 +22,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from services.core.metric_specs import PROXIES
 from workers.probe.scores.probe_metrics import kendall_tau_b, spearman
 
-PROXY_NAMES = ("lidar", "rankme")
+PROXY_NAMES = PROXIES  # the one list: services.core.metric_specs
 
 
 @dataclass(frozen=True)
