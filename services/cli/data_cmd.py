@@ -83,7 +83,9 @@ def prepare(
     if failed:
         raise DataIntegrityError(
             f"{len(failed)} fetched source(s) of stream {manifest.name!r} failed to convert: "
-            + " | ".join(f"{o.key}: {o.detail}" for o in failed) + ". Nothing was prepared.")
+            + " | ".join(f"{o.key}: {o.detail}" for o in failed) + ". Nothing was prepared: fix "
+            "them, or convert them with `nevis data convert` and its --accept-* flag where the "
+            "change is known.")
     console.print(f"Preparing stream [bold]{manifest.name}[/] at {size}px into {store.url}")
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                MofNCompleteColumn(), TimeElapsedColumn())
