@@ -340,6 +340,9 @@ class QuotaOut(BaseModel):
         "Per learner and stream version with a counted meta-test submission in the window. One "
         "counts while it is queued or running, and once any of its tasks ran; one that failed or "
         "was cancelled before any task ran does not. Meta-train submissions are not limited."))
+    meta_test_by_ruleset: dict[str, QuotaUseOut] = Field(default_factory=dict, description=(
+        "Per ruleset with a counted meta-test submission in NEVIS_META_TEST_RULESET_QUOTA_DAYS: its "
+        "use of NEVIS_META_TEST_RULESET_QUOTA (any learner, any stream; docs/rules.md)."))
 
 
 __all__ = [

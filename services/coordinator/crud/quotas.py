@@ -24,8 +24,8 @@ The quotas:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, and_, exists, func, or_, select
@@ -89,6 +89,7 @@ class QuotaReport:
     open_submissions: int
     daily: WindowUse
     meta_test: tuple[MetaTestUse, ...]
+    by_ruleset: Mapping[str, WindowUse] = field(default_factory=dict)  # meta-test use per ruleset
 
 
 def limits_of(settings: CoordinatorSettings, user: User) -> Limits:
@@ -151,6 +152,17 @@ def ruleset_use(session: Session, *, settings: CoordinatorSettings, user: User, 
     return window_use(times, limit=settings.meta_test_ruleset_quota, window=window)
 
 
+def ruleset_uses(session: Session, *, settings: CoordinatorSettings, user: User, now: datetime
+                 ) -> dict[str, WindowUse]:
+    """:func:`ruleset_use` of every ruleset the user has a counted meta-test submission under in the window."""
+    window = timedelta(days=settings.meta_test_ruleset_quota_days)
+    names = session.scalars(
+        select(Submission.ruleset).distinct()
+        .join(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
+        .where(ScheduledSubmission.user_id == user.id, Submission.created_at > now - window, counts_for_meta_test()))
+    return {name: ruleset_use(session, settings=settings, user=user, ruleset=name, now=now) for name in sorted(names)}
+
+
 def window_use(times: Sequence[datetime], *, limit: int, window: timedelta) -> WindowUse:
     """The use of a windowed quota from the creation times it counts (oldest first): when
     full, the next is allowed once the oldest leaves the window."""
@@ -196,11 +208,12 @@ def quota_report(session: Session, *, settings: CoordinatorSettings, user: User)
     return QuotaReport(
         user=user.name, limits=limits, open_submissions=open_count(session, user=user),
         daily=window_use(daily_times(session, user=user, now=now), limit=limits.daily, window=DAY),
-        meta_test=meta_test_uses(session, user=user, limits=limits, now=now))
+        meta_test=meta_test_uses(session, user=user, limits=limits, now=now),
+        by_ruleset=ruleset_uses(session, settings=settings, user=user, now=now))
 
 
 __all__ = [
     "DAY", "ENDED_UNSTARTED", "META_TEST", "OPEN_STATUSES", "Limits", "MetaTestUse", "QuotaReport",
     "WindowUse", "counts_for_meta_test", "daily_times", "limits_of", "meta_test_times",
-    "meta_test_uses", "open_count", "quota_report", "retry_after_s", "ruleset_use", "window_use",
+    "meta_test_uses", "open_count", "quota_report", "retry_after_s", "ruleset_use", "ruleset_uses", "window_use",
 ]

@@ -92,6 +92,9 @@ def test_meta_test_submissions_per_ruleset_are_capped_and_meta_train_is_not(api,
                   "per 7 days", "NEVIS_META_TEST_RULESET_QUOTA", "the cap resets for one more at"):
         assert words in problem["detail"], (words, problem["detail"])
     assert int(refused.headers["retry-after"]) > DAYS * 86_400 - 120
+    shown = api.get("/v1/users/me/quota", headers=alice).json()["meta_test_by_ruleset"]  # what is enforced is shown
+    assert (shown["budget-1e12"]["used"], shown["budget-1e12"]["limit"], shown["budget-1e12"]["window_days"]) == (LIMIT, LIMIT, DAYS)
+    assert shown["budget-1e12"]["next_allowed_at"] is not None
     assert _submit(api, alice, first, ruleset="budget-1e12", phase="meta_train").status_code == 201
     assert _submit(api, alice, first, ruleset="open").status_code == 201  # another ruleset: its own cap
     assert _submit(api, tokens.auth("admin"), first, ruleset="budget-1e12").status_code == 201  # another user

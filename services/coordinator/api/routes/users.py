@@ -79,7 +79,8 @@ def quota_out(report: QuotaReport) -> QuotaOut:
         meta_test_window_days=report.limits.meta_test_days,
         meta_test=[MetaTestQuotaOut(learner=LearnerRef(id=m.learner_id, name=m.learner),
                                     stream=StreamRef(name=m.stream, version=m.version),
-                                    use=use_out(m.use)) for m in report.meta_test])
+                                    use=use_out(m.use)) for m in report.meta_test],
+        meta_test_by_ruleset={name: use_out(use) for name, use in report.by_ruleset.items()})
 
 
 @router.get("/users/me/quota", summary="Your quotas and what you have used of them")
