@@ -96,3 +96,24 @@ def test_the_mixer_sets_full_buckets_aside_and_gives_the_same_order(tmp_path):
     assert all(int(r[1][0, 0, 0]) == r[0] % 256 for r in out)  # pixels travel with their row
     assert not list(store.list("d/stage"))
     assert set(np.bincount(buckets_of(rows, 3, 4)).tolist()) != {len(rows)}  # hash spreads
+
+
+def test_prepare_rebuilds_an_index_whose_train_rows_are_in_source_order(sorted_source, tmp_path):
+    import json  # noqa: PLC0415 - one use
+
+    from workers.stream.prepare import prepare_stream  # noqa: PLC0415
+
+    task, ctx = sorted_source
+    manifest = replace(load_stream("mini"), name="sorted", tasks=(task,))
+    store = LocalObjectStore(tmp_path)
+    first = prepare_stream(manifest, store, image_size=SIZE, offline_dir=ctx.offline_dir,
+                           max_examples_per_shard=PER_SHARD, stored_scale=SIDE / SIZE)
+    key = first.datasets[0].index_key
+    doc = json.loads(store.get_bytes(key))
+    assert doc["train_order"]["seed"] == TRAIN_ORDER_SEED
+    del doc["train_order"]  # as written before train rows were mixed
+    store.put_bytes(key, json.dumps(doc).encode())
+    again = prepare_stream(manifest, store, image_size=SIZE, offline_dir=ctx.offline_dir,
+                           max_examples_per_shard=PER_SHARD, stored_scale=SIDE / SIZE)
+    assert again.datasets[0].status == "rebuilt"
+    assert json.loads(store.get_bytes(key))["train_order"]["seed"] == TRAIN_ORDER_SEED
