@@ -41,7 +41,8 @@ def owners_logs(request: Request, secret: str, submission_id: int, *, task: int 
             crud.get_submission(session, user=user, submission_id=submission_id)
         except NevisError:
             return None
-        return list_logs(session, request.app.state.store, submission_id=submission_id, task=task, trial=trial)
+        return list_logs(session, request.app.state.store, submission_id=submission_id, task=task, trial=trial,
+                         retired=request.app.state.settings.retired_stream_versions)
 
 
 async def log_owner(request: Request, submission_id: DbId,

@@ -133,6 +133,10 @@ class CoordinatorSettings(Settings):
     meta_test_ruleset_quota_days: float = Field(
         default=7.0, gt=0, le=3660,
         description="The window of NEVIS_META_TEST_RULESET_QUOTA, in days.")
+    retired_streams: str = Field(
+        default="", max_length=10_000,
+        description="Retired stream versions (comma-separated name@version) whose test images may "
+        "be public: their meta-test prediction-job logs are returned to owners (withheld otherwise).")
     bundle_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=2 * 1024**3)
     max_json_bytes: int = Field(
         default=1024 * 1024, ge=1024, le=64 * 1024 * 1024,
@@ -300,6 +304,11 @@ class CoordinatorSettings(Settings):
             raise ValueError("NEVIS_REFRESH_BUDGET must stay within NEVIS_MAX_TRIALS "
                              f"({self.max_trials}) and NEVIS_MAX_STEPS ({self.max_steps})")
         return self
+
+    @property
+    def retired_stream_versions(self) -> frozenset[tuple[str, str]]:
+        """NEVIS_RETIRED_STREAMS as (name, version) pairs."""
+        return frozenset(tuple(item.split("@", 1)) for item in split_list(self.retired_streams) if "@" in item)
 
     @property
     def image_policy(self) -> ImagePolicy:

@@ -10,20 +10,22 @@ whatever a learner printed.
 A meta-test run's prediction jobs see the test images, and a learner could print them (one
 printed all 180 of a task's in base64): their logs are withheld from everyone reading them
 here, owner and admins alike, and only a failed job's traceback, its last
-:data:`WITHHELD_TRACEBACK_BYTES`, is shown (:func:`read_log`). The stored object is kept
-for the operator, who can read the store directly.
+:data:`WITHHELD_TRACEBACK_BYTES`, is shown (:func:`read_log`), until the operator retires the
+stream version (``NEVIS_RETIRED_STREAMS``). The stored object is kept for the operator, who
+can read the store directly.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from services.store import key_layout
-from services.store.db.models import StreamTask, Submission, TaskRun, Trial
+from services.store.db.models import StreamTask, StreamVersion, Submission, TaskRun, Trial
 from services.store.objects import ObjectStore
 
 WITHHELD_TRACEBACK_BYTES = 2048
@@ -57,9 +59,10 @@ class LogEntry:
 
 
 def list_logs(session: Session, store: ObjectStore, *, submission_id: int, task: int | None = None,
-              trial: int | None = None) -> list[LogEntry]:
+              trial: int | None = None, retired: Collection[tuple[str, str]] = ()) -> list[LogEntry]:
     """A submission's logs in stream order (each attempt's trials, then its prediction job),
-    optionally only one task's or one trial index's."""
+    optionally only one task's or one trial index's; a meta-test run's prediction logs are
+    withheld unless its stream version, ``(name, version)``, is among the ``retired``."""
     sizes = {o.key: o.size for o in store.list_objects(key_layout.submission_prefix(submission_id) + "/")}
     query = (select(StreamTask.order, TaskRun.attempt, Trial.trial_index, Trial.status, Trial.error_text,
                     Trial.traceback)
@@ -75,7 +78,7 @@ def list_logs(session: Session, store: ObjectStore, *, submission_id: int, task:
         key = key_layout.trial_log_key(key_layout.trial_prefix(key_layout.attempt_prefix(submission_id, order, attempt), index))
         entries.append(LogEntry(order, attempt, index, key, sizes.get(key), status, error, trace))
     if trial is None:
-        withheld = session.scalar(select(Submission.phase).where(Submission.id == submission_id)) == "meta_test"
+        withheld = _withholds(session, submission_id, retired)
         failed = _failed_attempts(session, submission_id) if withheld else set()
         for key, size in sizes.items():
             found = _PREDICT_KEY.match(key)
@@ -84,6 +87,14 @@ def list_logs(session: Session, store: ObjectStore, *, submission_id: int, task:
                 entries.append(LogEntry(order, attempt, None, key, size, withheld=withheld,
                                         failed=(order, attempt) in failed))
     return sorted(entries, key=lambda e: (e.task, e.attempt, e.trial is None, e.trial or 0))
+
+
+def _withholds(session: Session, submission_id: int, retired: Collection[tuple[str, str]]) -> bool:
+    """Whether the submission's prediction logs are withheld: a meta-test run on a live stream version."""
+    row = session.execute(select(Submission.phase, StreamVersion.name, StreamVersion.version)
+                          .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+                          .where(Submission.id == submission_id)).first()
+    return row is not None and row[0] == "meta_test" and (row[1], row[2]) not in set(retired)
 
 
 def _failed_attempts(session: Session, submission_id: int) -> set[tuple[int, int]]:

@@ -79,3 +79,19 @@ def test_a_meta_train_runs_prediction_logs_stay_readable(client: TestClient, tok
     _ran(coord_settings, sid)
     items = client.get(f"/v1/submissions/{sid}/logs", headers=alice, params={"task": 1}).json()["items"]
     assert items[1]["kind"] == "prediction" and items[1]["text"] == f"{IMAGES}\n"
+
+
+def test_a_retired_stream_versions_prediction_logs_are_returned(coord_settings, tokens) -> None:
+    """NEVIS_RETIRED_STREAMS names the version whose test images may now be public."""
+    from services.dashboard.server import create_server_app  # noqa: PLC0415
+
+    alice = tokens.auth("alice")
+    retired = coord_settings.model_copy(update={"retired_streams": "other@1, tiny2@test-1"})
+    assert ("tiny2", "test-1") in retired.retired_stream_versions
+    with TestClient(create_server_app(retired)) as client:
+        sid = _submission(client, alice, "meta_test")
+        _ran(coord_settings, sid)
+        items = client.get(f"/v1/submissions/{sid}/logs", headers=alice, params={"task": 1}).json()["items"]
+        assert items[1]["kind"] == "prediction" and items[1]["text"] == f"{IMAGES}\n"
+        page = client.get(f"/submissions/{sid}/logs", headers=alice, params={"task": 1})
+        assert IMAGES[:64] in page.text

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, Field
 
-from services.coordinator.api.deps import CurrentUser, SessionDep, StoreDep
+from services.coordinator.api.deps import CurrentUser, SessionDep, SettingsDep, StoreDep
 from services.coordinator.api.fields import DbCount, DbId
 from services.coordinator.api.routes import problems
 from services.coordinator.crud import submissions as crud
@@ -47,7 +47,7 @@ class LogPage(BaseModel):
             summary="The learner hosts' output and tracebacks, per trial and prediction job (owner and admins)")
 def read_logs(
     submission_id: Annotated[DbId, Path(description="The submission's id.")],
-    user: CurrentUser, session: SessionDep, store: StoreDep,
+    user: CurrentUser, session: SessionDep, store: StoreDep, settings: SettingsDep,
     task: Annotated[DbCount | None, Query(description="Only this task (by stream order).")] = None,
     trial: Annotated[DbCount | None, Query(description="Only this trial index.")] = None,
     tail_bytes: Annotated[int, Query(ge=1, le=TAIL_MAX,
@@ -57,7 +57,8 @@ def read_logs(
     with a failed call's error and traceback at its end."""
     crud.get_submission(session, user=user, submission_id=submission_id)  # owner or admin, else 404
     items = []
-    for entry in list_logs(session, store, submission_id=submission_id, task=task, trial=trial):
+    for entry in list_logs(session, store, submission_id=submission_id, task=task, trial=trial,
+                           retired=settings.retired_stream_versions):
         text, cut = read_log(store, entry, tail_bytes=tail_bytes)
         items.append(LogOut(task=entry.task, attempt=entry.attempt, trial=entry.trial, kind=entry.kind,
                             status=entry.status, error=entry.error, size=entry.size, truncated=cut, text=text))
