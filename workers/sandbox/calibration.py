@@ -28,6 +28,8 @@ FLOOR_FRACTION = 1 / 64
 reference, so only a count far below what the time bought is floored."""
 ALLOWANCE_S = 2.0
 """CPU-seconds of each call never floored: start-up, decoding the task, scoring the dev split."""
+GPU_ALLOWANCE_S = 1.0
+"""GPU-seconds of each call never floored (CUDA's start-up, the dev pass)."""
 
 
 def measure_flop_rate() -> float:
@@ -92,11 +94,15 @@ def rate_record_path(cache_dir: Path | None = None) -> Path | None:
     return None if folder is None else folder / f"flop-rate-{_boot_id()}.json"
 
 
-def compute_floor(cpu_seconds: float | None, flop_rate: float) -> int:
-    """The least a call that used ``cpu_seconds`` of the host's CPU is charged."""
-    if cpu_seconds is None or cpu_seconds <= ALLOWANCE_S:
-        return 0
-    return int((cpu_seconds - ALLOWANCE_S) * flop_rate * FLOOR_FRACTION)
+def compute_floor(cpu_seconds: float | None, flop_rate: float, *, gpu_seconds: float | None = None,
+                  gpu_rate: float | None = None) -> int:
+    """The least a call that used ``cpu_seconds`` of the host's CPU, and ``gpu_seconds`` of its
+    GPUs (NVML's, :mod:`workers.sandbox.gpu_usage`) at the device's ``gpu_rate``
+    (:mod:`workers.sandbox.gpu_calibration`), is charged: each term the same rule, past its
+    allowance, at :data:`FLOOR_FRACTION` of what the time bought."""
+    cpu = 0.0 if cpu_seconds is None else max(cpu_seconds - ALLOWANCE_S, 0.0) * flop_rate
+    gpu = 0.0 if gpu_seconds is None or not gpu_rate else max(gpu_seconds - GPU_ALLOWANCE_S, 0.0) * gpu_rate
+    return int((cpu + gpu) * FLOOR_FRACTION)
 
 
 def _boot_id() -> str:
@@ -106,5 +112,5 @@ def _boot_id() -> str:
         return "unknown"
 
 
-__all__ = ["ALLOWANCE_S", "FLOOR_FRACTION", "cached_flop_rate", "compute_floor", "machine_flop_rate", "measure_flop_rate",
+__all__ = ["ALLOWANCE_S", "FLOOR_FRACTION", "GPU_ALLOWANCE_S", "cached_flop_rate", "compute_floor", "machine_flop_rate", "measure_flop_rate",
            "rate_record_path"]

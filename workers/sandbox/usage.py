@@ -41,6 +41,25 @@ def tree_cpu_seconds(root_pid: int, *, proc: Path = Path("/proc")) -> float | No
     return total
 
 
+def tree_pids(root_pid: int, *, proc: Path = Path("/proc")) -> set[int]:
+    """``root_pid`` and its live descendants (whose GPU use NVML reports by pid)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = [e for e in os.listdir(proc) if e.isdigit()]
+    except OSError:
+        return set()
+    for entry in entries:
+        fields = _stat_fields(proc / entry / "stat")
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = set(), [root_pid]
+    while todo:
+        pid = todo.pop()
+        found.add(pid)
+        todo.extend(children.get(pid, ()))
+    return found
+
+
 def _stat_fields(path: Path) -> list[str] | None:
     try:
         text = path.read_text()
@@ -51,4 +70,4 @@ def _stat_fields(path: Path) -> list[str] | None:
     return fields if len(fields) > 14 else None
 
 
-__all__ = ["tree_cpu_seconds"]
+__all__ = ["tree_cpu_seconds", "tree_pids"]

@@ -7,11 +7,11 @@ on one node) starts one host per rank inside the trial's private network namespa
 from the ``env://`` variables (``MASTER_ADDR`` 127.0.0.1). Harness code speaks the wire with
 every rank: rank 0's trial is an ordinary one (:func:`~workers.trainer.trial.run_trial_in_host`:
 progress, curve, checkpoints, rungs, its dev scores and predictor); the other ranks get the
-same request without rungs and may only ask for data and report FLOPs. Every rank's FLOPs and
-CPU time are summed into the trial's charge and floor; each rank's log is kept. A rank that
-fails, dies or breaks the protocol ends the group (its peers would wait in a collective), and
-the trial fails naming that rank; once rank 0 is done the others have
-:data:`FOLLOWER_GRACE_S` to finish.
+same request without rungs and may only ask for data and report FLOPs. Every rank's FLOPs
+and CPU (and, where NVML is, GPU) time are summed into the trial's charge and floor; each
+rank's log is kept. A rank that fails, dies or breaks the protocol ends the group (its peers
+would wait in a collective), and the trial fails naming that rank; once rank 0 is done the
+others have :data:`FOLLOWER_GRACE_S` to finish.
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ from services.core.checkpoint_plan import checkpoint_steps
 from services.core.errors import LearnerError
 from services.store.runs import run_keys
 from workers.learners.protocol import Resources
-from workers.sandbox.calibration import compute_floor, machine_flop_rate
 from workers.sandbox.client import LearnerHost
+from workers.sandbox.gpu_usage import watched
 from workers.sandbox.launch import resolve_sandbox
 from workers.sandbox.messages import Limits
 from workers.sandbox.ops import OP, HostOp
 from workers.sandbox.rank_net import RankNet
+from workers.sandbox.usage import tree_pids
 from workers.trainer.frame_caps import trial_frame_caps
-from workers.trainer.host_usage import sum_known
+from workers.trainer.host_usage import sum_known, usage_fields
 from workers.trainer.trial import (
     CHECKPOINT_MAX_BYTES, FLOP_KEYS, TRIAL_INDEX, TrialSpec, answer_past, failure_metrics, no_flops,
     reported_flops, request_argument, run_trial_in_host, task_parts, trial_prefix, trial_request,
@@ -65,16 +66,14 @@ def run_ranked_trial(config: dict[str, Any], spec: TrialSpec, resources: Resourc
                 except Exception as exc:  # noqa: BLE001 - a rank that cannot start fails the trial
                     return failure_metrics(config, exc, no_flops())
             before = [h.cpu_seconds() for h in hosts]
-            results = _run_group(hosts, config, spec)
+            with watched(lambda: set().union(*(tree_pids(h.pid) for h in hosts)), gpu=spec.host.gpu) as gpu:
+                results = _run_group(hosts, config, spec)
             used = [None if b is None or a is None else max(a - b, 0.0)
                     for b, a in zip(before, (h.cpu_seconds() for h in hosts), strict=True)]
         finally:
             for host in hosts:
                 host.close()
-    cpu = sum_known(used)
-    rate = machine_flop_rate()
-    usage = {"cpu_seconds": cpu, "host_wall_s": time.perf_counter() - started, "flop_rate": rate,
-             "flops_floor": compute_floor(cpu, rate)}
+    usage = usage_fields(sum_known(used), time.perf_counter() - started, gpu.usage)  # every rank's time
     return {**_combine(results), **usage, "num_workers": world}
 
 

@@ -22,7 +22,7 @@ from services.core.checkpoint_plan import checkpoint_steps
 from services.core.errors import LearnerError
 from services.core.metrics import task_error
 from services.core.rulesets import TaskRules
-from services.store.runs import run_keys
+from services.store import key_layout
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.sandbox import messages
 from workers.sandbox.client import BrokenReply, HostSpec, LearnerHost
@@ -75,7 +75,7 @@ def learner_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def trial_prefix(spec: TrialSpec, index: int) -> str:
-    return run_keys.trial_prefix(spec.key_prefix, index)
+    return key_layout.trial_prefix(spec.key_prefix, index)
 
 
 def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) -> dict[str, Any]:
@@ -88,7 +88,7 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
         host.settle_log()
         host.log.write(f"\n[nevis] trial {config[TRIAL_INDEX]} failed: {metrics.get('error')}\n".encode("utf-8", "replace"))
     try:
-        _ask(spec.harness.put, f"{trial_prefix(spec, int(config[TRIAL_INDEX]))}/{run_keys.LOG_FILE}",
+        _ask(spec.harness.put, key_layout.trial_log_key(trial_prefix(spec, int(config[TRIAL_INDEX]))),
              host.log_since(mark))
     except Exception:  # noqa: BLE001 - a log that cannot be kept does not fail its trial
         pass
@@ -199,7 +199,7 @@ def _store_checkpoint(harness: Any, heard: _Heard, step: int, data: bytes) -> No
     if len(data) > CHECKPOINT_MAX_BYTES:
         raise LearnerError(f"the checkpoint at step {step} has {len(data)} bytes, over the "
                            f"{CHECKPOINT_MAX_BYTES}-byte limit")
-    info = _ask(harness.put, f"{heard.prefix}/ckpt-{step:07d}.bin", data)
+    info = _ask(harness.put, key_layout.checkpoint_key(heard.prefix, step), data)
     heard.checkpoints.append({"step": step, **info})
 
 
@@ -237,9 +237,9 @@ def _finish(config: Mapping[str, Any], spec: TrialSpec, result: dict[str, Any], 
     except Exception as exc:  # noqa: BLE001 - hostile scores fail the trial, whatever they raise
         return {**base, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:4000], "traceback": ""}
     try:
-        stored = {name: _ask(spec.harness.put, f"{heard.prefix}/{file}", blob)
-                  for name, file, blob in (("predictor", run_keys.PREDICTOR_FILE, predictor),
-                                           ("state", run_keys.STATE_FILE, state))}
+        stored = {name: _ask(spec.harness.put, key, blob)
+                  for name, key, blob in (("predictor", key_layout.trial_predictor_key(heard.prefix), predictor),
+                                          ("state", key_layout.trial_state_key(heard.prefix), state))}
     except Exception as exc:  # noqa: BLE001 - a trial that cannot be recorded failed, charged
         return _failed(config, exc, charged, heard)
     return {**base, **stored, "status": "ok", "dev_error": dev_error, "wall_time_s": result["wall_time_s"],
@@ -362,7 +362,7 @@ def _failed(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, A
 
 
 __all__ = [
-    "CHECKPOINT_MAX_BYTES", "HARNESS_KEYS", "TRIAL_INDEX", "TRIAL_SEED", "TrialSpec", "answer_past", "failure_metrics",
+    "CHECKPOINT_MAX_BYTES", "FLOP_KEYS", "HARNESS_KEYS", "TRIAL_INDEX", "TRIAL_SEED", "TrialSpec", "answer_past", "failure_metrics",
     "learner_config", "no_flops", "reported_flops", "request_argument", "run_trial_in_host", "task_parts",
     "trial_prefix", "trial_request"
 ]
