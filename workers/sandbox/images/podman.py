@@ -30,6 +30,7 @@ class ResolvedImage:
     image_id: str
     digest: str
     size_bytes: int
+    layers: int  # as the store counts them: checked against the cap before anything is saved
 
     @property
     def pinned(self) -> str:
@@ -70,8 +71,10 @@ def resolve(ref: str, *, pull: bool = True) -> ResolvedImage:
                             if ref.startswith("localhost/") else "."))
     image_id = str(found.get("Id", ""))
     image_id = image_id if image_id.startswith("sha256:") else f"sha256:{image_id}"
+    layers = (found.get("RootFS") or {}).get("Layers") if isinstance(found.get("RootFS"), dict) else None
     return ResolvedImage(ref=ref, image_id=image_id, digest=str(found.get("Digest") or ""),
-                         size_bytes=int(found.get("Size") or 0))
+                         size_bytes=int(found.get("Size") or 0),
+                         layers=len(layers) if isinstance(layers, list) else 0)
 
 
 def save(image_id: str, folder: Path) -> None:

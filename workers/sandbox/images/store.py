@@ -81,6 +81,12 @@ def unpack_image(ref: str, *, cache: Path, limits: ImageLimits, pull: bool = Tru
     resolved = podman.resolve(ref, pull=pull)
     dest = cache / resolved.image_id.removeprefix("sha256:")
     if not (dest / _RECORD).is_file():
+        # What the store reports is checked before a byte is saved (the saved layout is
+        # checked again as it is read: the store's figures are not trusted alone).
+        limits.check_layers(resolved.layers)
+        if resolved.size_bytes > limits.max_bytes:
+            raise ImageError(f"The image is {resolved.size_bytes} bytes; at most "
+                             f"{limits.max_bytes} are allowed (NEVIS_IMAGE_MAX_BYTES).")
         cache.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f".{dest.name[:12]}.partial-", dir=cache))
         try:
