@@ -162,8 +162,8 @@ def _combine(results: list[dict[str, Any]]) -> dict[str, Any]:
     failed = [r for r in followers if r["status"] != "ok"]
     if lead.get("status") == "ok" and failed:
         return {**combined, "status": "failed", "error": failed[0]["error"], "traceback": ""}
-    if lead.get("status") == "failed" and failed:
-        return {**combined, "error": f"{lead.get('error')}; {'; '.join(r['error'] for r in failed)}"[:4000]}
+    if lead.get("status") == "failed" and failed:  # theirs first: rank 0 may have been closed for it
+        return {**combined, "error": f"{'; '.join(r['error'] for r in failed)}; rank 0: {lead.get('error')}"[:4000]}
     return combined
 
 

@@ -112,6 +112,13 @@ class CoordinatorSettings(Settings):
     cluster_slots: int | None = Field(
         default=None, ge=1, le=100_000,
         description="Tasks all replicas together run at once (unset: no cluster-wide cap).")
+    node_cpus: float | None = Field(
+        default=None, gt=0, le=4096,
+        description="CPUs of the cluster's largest worker node: a learner registered for more per task "
+        "(its ranks run on one node) is refused, naming it (unset: not checked at registration).")
+    node_gpus: int | None = Field(
+        default=None, ge=0, le=64,
+        description="GPUs of the cluster's largest worker node, as NEVIS_NODE_CPUS (unset: not checked).")
     # Quotas and limits (per user; a user row may override the quotas)
     quota_concurrent: int = Field(default=2, ge=0, le=10_000)
     quota_daily: int = Field(default=20, ge=0, le=1_000_000)

@@ -211,6 +211,21 @@ def check_resources(data: Any, *, field: str = "resources") -> ResourceRequest:
     return ResourceRequest(cpus=float(cpus), gpus=gpus, memory_mb=memory)
 
 
+def check_fits_node(request: ResourceRequest, *, node_cpus: float | None, node_gpus: int | None,
+                    field: str = "resources") -> ResourceRequest:
+    """A learner's ranks run on one node: a registration asking for more CPUs or GPUs per task
+    than the largest node has (``NEVIS_NODE_CPUS`` / ``NEVIS_NODE_GPUS``; unset: unchecked)
+    could never start, so it is refused now, naming the node's size."""
+    for name, asked, node in (("cpus", request.cpus, node_cpus), ("gpus", request.gpus, node_gpus)):
+        if node is not None and asked > node:
+            raise InvalidInputError(
+                f"The '{field}.{name}' asks for {asked:g} per task, and a task's ranks run on one node: the "
+                f"largest node of this cluster has {node_cpus if node_cpus is not None else '?'} CPUs and "
+                f"{node_gpus if node_gpus is not None else '?'} GPUs. Ask for at most {node:g}.",
+                field=f"{field}.{name}")
+    return request
+
+
 def check_idempotency_key(value: str) -> str:
     """1-200 printable ASCII characters, no spaces."""
     if not IDEMPOTENCY_KEY.fullmatch(value):
@@ -273,5 +288,5 @@ def _int_in(value: Any, low: int, high: int, field: str) -> int:
 __all__ = [
     "CODE_URL_MAX", "DB_INT_MAX", "ECHO_MAX", "FORBIDDEN_ENTRYPOINT_MODULES", "IDEMPOTENCY_KEY", "ImagePolicy",
     "ResourceRequest", "check_code_url", "check_entrypoint", "check_idempotency_key", "check_image_policy",
-    "check_image_ref", "check_name", "check_resources", "parse_rate", "shown",
+    "check_fits_node", "check_image_ref", "check_name", "check_resources", "parse_rate", "shown",
 ]

@@ -34,6 +34,7 @@ from services.coordinator.common.validation import (
     check_image_policy,
     check_image_ref,
     check_name,
+    check_fits_node,
     check_resources,
 )
 from services.coordinator.crud import learners as crud
@@ -64,7 +65,8 @@ def create_learner(body: LearnerCreate, user: CurrentUser, session: SessionDep,
                    settings: SettingsDep) -> LearnerOut:
     # An image is resolved to a digest and checked (pulled, unpacked within the caps, the entry
     # point's module found in it) before the learner is recorded, pinned by that digest.
-    resources = check_resources(body.resources.model_dump())
+    resources = check_fits_node(check_resources(body.resources.model_dump()),
+                                node_cpus=settings.node_cpus, node_gpus=settings.node_gpus)
     image = body.image
     if image is not None:
         check_image_ref(image)
@@ -94,7 +96,8 @@ def upload_bundle(
     IMMEDIATE is taken by a writer session's first statement)."""
     check_name(name)
     check_entrypoint(entrypoint)
-    resources = check_resources({"cpus": cpus, "gpus": gpus, "memory_mb": memory_mb})
+    resources = check_fits_node(check_resources({"cpus": cpus, "gpus": gpus, "memory_mb": memory_mb}),
+                                node_cpus=settings.node_cpus, node_gpus=settings.node_gpus)
     filename = file.filename or ""
     bundle_kind(filename)
     with sessions() as session:  # a reader: no lock held while the upload is checked
