@@ -210,7 +210,8 @@ def show_results(run_id: int, *, as_json: bool):
             *((_flops_text(v) for v in (row.flops_paper, row.flops_validation, row.flops_prediction)) if split else ()),
             cpu_text(row.cpu_seconds) if row.status == "committed" else "",
             f"{row.retried_flops:.3e}" if row.retried_flops else "",
-            f"{row.trials} ({row.failed_trials})" if row.trials else "",
+            (f"{row.trials} ({row.failed_trials})" + (f", {row.capped_trials} at cap" if row.capped_trials else ""))
+            if row.trials else "",
         )
     console.print(table)
     scored = sum(r.error is not None for r in summary.tasks if r.phase == summary.phase)

@@ -145,10 +145,25 @@ def ruleset(name: str) -> Ruleset:
     return RULESETS.get(name)(name)
 
 
+CAP_STOPPED = "stopped by the harness: "
+CAP_NOT_STARTED = "not started: "
+
+
+def cap_message(ruleset: str, cap: float, spent: int, *, started: bool) -> str:
+    """Why the harness stopped a trial at its task's cap (as the trial's row shows it)."""
+    return (f"{CAP_STOPPED if started else CAP_NOT_STARTED}the task's {ruleset} cap of {cap:.4g} cFLOP is "
+            f"reached ({spent:.4g} cFLOP spent by its trials)")
+
+
+def stopped_at_cap(status: str, error: str | None) -> bool:
+    """Whether a trial's row says the harness stopped it (or did not start it) at the task's cap."""
+    return status == "stopped" and (error or "").startswith((CAP_STOPPED, CAP_NOT_STARTED))
+
+
 def known_rulesets() -> tuple[str, ...]:
     """The names a user may write (``budget-<X>`` for the budget family), for help texts."""
     return tuple(f"{BUDGET_PREFIX}<X>" if n == "budget" else n for n in RULESETS.names())
 
 
-__all__ = ["BUDGET_PREFIX", "DEFAULT_RULESET", "NAME_MAX", "RULESETS", "Ruleset", "TaskRules", "known_rulesets",
-           "ruleset"]
+__all__ = ["BUDGET_PREFIX", "CAP_NOT_STARTED", "CAP_STOPPED", "DEFAULT_RULESET", "NAME_MAX", "RULESETS", "Ruleset",
+           "TaskRules", "cap_message", "known_rulesets", "ruleset", "stopped_at_cap"]

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from services.core.budget import RunBudget
 from services.store.db.models import Event, Submission, TaskResult, Trial
+from services.store.runs.summary import load_summary
 from workers.trainer.run_plan import RunRequest
 
 # What is tested is the harness (trials, the task harness actor), not the database dialect.
@@ -44,6 +45,7 @@ def test_a_learner_that_ignores_its_budget_is_stopped_at_the_cap(runner, tiny_st
         assert CAP <= spent <= CAP + STEP_FLOPS
         assert result.flops - (result.flops_prediction or 0) <= CAP + STEP_FLOPS
         assert best.status == "succeeded" and best.trial_index in (0, 1)
+        assert load_summary(session, submission_id=submission_id).tasks[0].capped_trials == 2  # the row is marked
 
 
 def test_self_tuning_runs_one_trial_with_the_learners_defaults(runner, tiny_stream):

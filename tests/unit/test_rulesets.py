@@ -7,8 +7,8 @@ import pytest
 
 from services.core.budget import RunBudget
 from services.core.errors import BudgetError, UnknownNameError
-from services.core.rulesets import RULESETS, known_rulesets, ruleset
-from workers.trainer.task_budget import TaskCharge, cap_message
+from services.core.rulesets import RULESETS, cap_message, known_rulesets, ruleset, stopped_at_cap
+from workers.trainer.task_budget import TaskCharge
 
 
 @pytest.mark.parametrize("name, cap, total", [
@@ -70,3 +70,12 @@ def test_the_task_charge_stops_trials_at_the_cap_and_counts_settled_ones_once():
     assert not charge.report(1, 55) and charge.reached and charge.total == 100
     assert "budget-100 cap of 100 cFLOP is reached (100 cFLOP spent" in cap_message("budget-100", 100, 100, started=True)
     assert cap_message("budget-100", 100, 100, started=False).startswith("not started")
+
+
+@pytest.mark.parametrize("status, error, capped", [
+    ("stopped", cap_message("budget-9", 9, 9, started=True), True), ("stopped", cap_message("budget-9", 9, 0, started=False), True),
+    ("stopped", "stopped by early stopping at step 4 (dev error 0.5000)", False), ("failed", "not started: x", False),
+    ("stopped", None, False),
+])
+def test_a_row_stopped_at_the_cap_is_told_from_other_stops(status, error, capped):
+    assert stopped_at_cap(status, error) is capped

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from services.core.rulesets import cap_message
+
 
 @dataclass
 class TaskCharge:
@@ -42,13 +44,6 @@ class TaskCharge:
         index = int(trial_index)
         self._running.pop(index, None)
         self._settled[index] = max(self._settled.get(index, 0), int(flops))
-
-
-def cap_message(ruleset: str, cap: float, spent: int, *, started: bool) -> str:
-    """Why the harness stopped a trial (as its row shows it)."""
-    where = "stopped by the harness" if started else "not started"
-    return (f"{where}: the task's {ruleset} cap of {cap:.4g} cFLOP is reached "
-            f"({spent:.4g} cFLOP spent by its trials)")
 
 
 __all__ = ["TaskCharge", "cap_message"]

@@ -220,6 +220,9 @@ class TaskOut(BaseModel):
     retried_flops: float
     trials: int
     failed_trials: int
+    capped_trials: int = Field(default=0, description=(
+        "Trials the harness stopped, or did not start, at the task's cap under a budget-<X> ruleset "
+        "(docs/rules.md); the task committed its best trial within the cap."))
     wall_time_s: float | None
     cpu_seconds: float | None = Field(description=(
         "CPU seconds of the learner hosts (its trials and the evaluation), measured by the harness "

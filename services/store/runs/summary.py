@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from services.core.errors import UnknownNameError
 from services.core.metrics import cflop, mean_error
+from services.core.rulesets import stopped_at_cap
 from services.store.db.models import Submission, TaskResult, TaskRun, Trial
 
 
@@ -40,6 +41,7 @@ class TaskRow:
     flops_floored: bool = False  # the harness charged its CPU-time floor: the learner's count was too low
     flops_paper: float | None = None  # training updates of its trials, as NEVIS'22 counts; None: not split
     flops_prediction: float | None = None  # the evaluation's prediction; None: not split
+    capped_trials: int = 0  # trials the harness stopped (or did not start) at the ruleset's task cap
 
     @property
     def flops_validation(self) -> float | None:
@@ -122,6 +124,7 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
             flops_floored=bool(result.flops_floored) if result else False,
             flops_paper=result.flops_paper if result else None,
             flops_prediction=result.flops_prediction if result else None,
+            capped_trials=sum(stopped_at_cap(t.status, t.error_text) for t in final.trials) if final else 0,
         ))
     headline = [r for r in rows if r.phase == headline_phase]
     scored = [r.error for r in headline if r.error is not None]

@@ -92,7 +92,7 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:
         tasks=[TaskOut(order=t.order, dataset=t.dataset, year=t.year, phase=t.phase,
                        status=t.status, error=t.error, split=t.split, flops=t.flops,
                        retried_flops=t.retried_flops, trials=t.trials,
-                       failed_trials=t.failed_trials, wall_time_s=t.wall_time_s,
+                       failed_trials=t.failed_trials, capped_trials=t.capped_trials, wall_time_s=t.wall_time_s,
                        cpu_seconds=t.cpu_seconds, flops_floored=t.flops_floored, flops_paper=t.flops_paper,
                        flops_validation=t.flops_validation, flops_prediction=t.flops_prediction)
                for t in summary.tasks],
