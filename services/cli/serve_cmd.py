@@ -65,7 +65,7 @@ def serve(
         uvicorn.run(f"{__name__}:worker_server_app", factory=True, workers=workers, host=host, port=port,
                     log_level=log_level)
         return
-    app = create_server_app(settings, run_scheduler=scheduler)
+    app = create_server_app(settings, run_scheduler=scheduler, warm_up=True)
     gc.collect()
     gc.freeze()  # the long-lived startup objects leave the collector's scans: shorter pauses
     uvicorn.run(app, host=host, port=port, log_level=log_level)
@@ -76,7 +76,7 @@ def worker_server_app() -> Any:
     from services.dashboard.server import create_server_app  # noqa: PLC0415
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_server_app(get_coordinator_settings(), run_scheduler=False)
+    app = create_server_app(get_coordinator_settings(), run_scheduler=False, warm_up=True)
     gc.collect()
     gc.freeze()
     return app

@@ -30,6 +30,7 @@ from services.coordinator.api.routes import (
     users,
 )
 from services.coordinator.common.config import CoordinatorSettings
+from services.coordinator import warm_up as warming
 from services.coordinator.telemetry import Metrics
 from services.coordinator.scheduler.loop import Scheduler
 from services.store.db import make_engine, session_factory
@@ -42,7 +43,7 @@ document (RFC 9457) naming the offending field."""
 
 
 def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
-               scheduler: Scheduler | None = None) -> FastAPI:
+               scheduler: Scheduler | None = None, warm_up: bool = False) -> FastAPI:
     """Build the app.
 
     Args:
@@ -50,6 +51,9 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
         run_scheduler: start a scheduler (with the configured backend) for the app's
             lifetime.
         scheduler: a scheduler to start instead of building one.
+        warm_up: read ``app.state.warm_paths`` through the app at start, before it serves
+            (:mod:`services.coordinator.warm_up`; ``nevis serve`` does), so that the first
+            reader does not pay the process's first-read costs.
     """
     engine = make_engine(settings.database_url)
     sessions = session_factory(engine)
@@ -65,9 +69,12 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if scheduler is not None:
             scheduler.start()
+        warming_task = await warming.start(app, app.state.warm_paths) if warm_up else None
         try:
             yield
         finally:
+            if warming_task is not None and not warming_task.done():
+                warming_task.cancel()
             if scheduler is not None:
                 scheduler.stop()
             engine.dispose()
@@ -78,6 +85,8 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
     app.state.sessions = sessions
     app.state.metrics = metrics
     app.state.scheduler = scheduler
+    app.state.warm_paths = list(warming.API_PATHS)  # the dashboard adds its pages
+    app.state.warm_up = None  # a warming.WarmUp once a warm-up starts
     app.state.store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
     for module in (health, users, learners, submissions, logs, streams, leaderboard, compare, refreshes):
         app.include_router(module.router)
