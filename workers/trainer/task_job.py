@@ -30,6 +30,7 @@ from workers.sandbox.declaration import LearnerDeclaration
 from workers.trainer import searchers
 from workers.trainer.search import param_space
 from workers.trainer.trial import TRIAL_SEED, TrialSpec, failure_metrics, no_flops
+from workers.trainer.pending_deadline import PendingDeadline
 from workers.trainer.rank_trial import sandboxed_ranks
 from workers.trainer.trial_loop import Suggestions, TrialLoop
 from workers.trainer.tune_trial import TrialJob, tune_trial
@@ -143,9 +144,10 @@ def run_trials(
         outcomes = loop.run(Suggestions(search_plan, space))
         return sorted(outcomes, key=lambda o: o.trial_index)
     job = TrialJob(spec=ray.put(spec), resources=learner.resources)
+    # sandboxed ranks: one host per rank, all started by the trial's process on its node
+    asked = trial_resources(learner.resources, ranks_here=sandboxed_ranks(learner.resources, spec.host.sandbox))
     tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(tune_trial, job=job), trial_resources(
-            learner.resources, ranks_here=sandboxed_ranks(learner.resources, spec.host.sandbox))),
+        tune.with_resources(tune.with_parameters(tune_trial, job=job), asked),
         param_space=space,
         tune_config=tune.TuneConfig(
             search_alg=search_plan.search_alg,
@@ -157,7 +159,7 @@ def run_trials(
             storage_path=storage_path,
             name=f"{spec.key_prefix.replace('/', '_')}",
             verbose=0,
-            callbacks=[sink, JsonLoggerCallback()],
+            callbacks=[sink, JsonLoggerCallback(), PendingDeadline(str(asked))],  # no wait without end
             failure_config=tune.FailureConfig(max_failures=0),
             checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
         ),
