@@ -1,33 +1,24 @@
 """Learner images as files for the sandbox: built here with podman, registered by digest over
-the API, unpacked contained, trained and scored on the ``local`` backend.
+the API, unpacked contained, trained and scored on the ``local`` and ``ray`` backends, loaded
+by the probe pool.
 
-Two tiny images are built once for the module (no base image: ``FROM scratch`` plus files,
-and a layer tarball given to ``podman import``):
-
-- ``plain``: the test learners in ``/opt/learner``, plus what a hostile image would add to
-  get code run outside the learner's own calls or to shadow the host's modules: a
-  ``sitecustomize.py``, a ``usercustomize.py``, ``.pth`` files and fake ``ray`` and
-  ``services`` packages, in ``/opt/learner`` and in the site-packages it adds; and an
-  ENTRYPOINT, CMD, USER and ENV that are ignored.
-- ``hostile-fs``: a setuid binary, a device node, a hard link, a symlink to ``/`` and one
-  climbing out of the root.
+Two tiny images are built once for the module (tests/support/learner_images.py): ``plain``
+(the test learners, plus a sitecustomize, usercustomize, .pth files and fake ``ray`` and
+``services`` packages, and an ENTRYPOINT, CMD, USER and ENV that are ignored) and
+``hostile-fs`` (a setuid binary, a device node, a hard link, a symlink to ``/`` and one
+climbing out of the root).
 """
 
 from __future__ import annotations
 
 import builtins
-import io
 import json
-import os
 import pickle
 import shutil
 import stat
 import subprocess
-import sys
-import tarfile
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -40,98 +31,13 @@ from services.coordinator.scheduler.loop import Scheduler
 from services.store.db import make_engine, session_factory
 from services.store.db.models import Submission, TaskResult, TaskRun
 from services.store.objects import open_store
-from tests.integration.coordinator.conftest import FIXTURE_LEARNERS, _test_client
+from tests.integration.coordinator.conftest import _test_client
+from tests.support.learner_images import MARK, PY, build_hostile_fs, build_plain
 from workers.sandbox.client import HostSpec, LearnerHost, describe
 from workers.sandbox.images import ImageLimits, unpack_image
 
 pytestmark = pytest.mark.images
 ON_SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-
-PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
-MARK = "NEVIS_RAN_"
-PROBE = '''
-import builtins, importlib.util, os
-from workers.learners.protocol import Resources, Uniform
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-def _mode(name):
-    try:
-        return os.lstat(os.path.join(HERE, name)).st_mode
-    except OSError:
-        return None
-
-class Probe:
-    name = "image-probe"
-    def search_space(self): return {"x": Uniform(0.0, 1.0)}
-    def resources(self): return Resources()
-    def init_state(self):
-        to_root = os.path.join(HERE, "to-root")
-        return {"ran": sorted(k for k in dir(builtins) if k.startswith("NEVIS_RAN_")),
-                "origins": {m: importlib.util.find_spec(m).origin for m in ("ray", "services", "numpy")},
-                "here": HERE, "su": _mode("bin/su"), "hard": _mode("hard"), "dev": _mode("dev0"),
-                "escape": _mode("escape"), "to_root": os.path.realpath(to_root),
-                "root_listing": sorted(os.listdir(to_root)) if os.path.isdir(to_root) else None}
-    def train(self, view, state, config, ctx): raise NotImplementedError
-    def predict(self, predictor, images, ctx): raise NotImplementedError
-    def features(self, predictor, images, ctx): raise NotImplementedError
-    def save_predictor(self, predictor): return b"p"
-    def load_predictor(self, data, info, ctx): return data
-
-def make(): return Probe()
-'''
-
-
-def _marker(what: str) -> str:
-    return f"import builtins; builtins.{MARK}{what} = True\n"
-
-
-def _podman(*args: str, stdin: bytes | None = None) -> str:
-    done = subprocess.run(["podman", *args], input=stdin, capture_output=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    return done.stdout.decode()
-
-
-def _build_plain(context: Path, tag: str) -> None:
-    learner, hostile = context / "learner", context / "hostile"
-    learner.mkdir(parents=True)
-    shutil.copy(FIXTURE_LEARNERS / "nevis_test_learners.py", learner)
-    (learner / "nevis_img_probe.py").write_text(PROBE)
-    (learner / "nevis_cheat_targets.json").write_text(json.dumps({
-        # the Ray session folder, the database's files, the machine's secrets
-        "paths": ["/tmp/ray", "/var/lib/postgresql", "/etc/shadow", "/etc/containers"],
-        "ports": [["127.0.0.1", 5432], ["1.1.1.1", 80]]}))
-    for folder in (hostile / "opt" / "learner", hostile / "usr" / "local" / "lib" / PY / "site-packages"):
-        (folder / "ray").mkdir(parents=True)
-        (folder / "services").mkdir()
-        (folder / "sitecustomize.py").write_text(_marker("SITECUSTOMIZE"))
-        (folder / "usercustomize.py").write_text(_marker("USERCUSTOMIZE"))
-        (folder / "zz-evil.pth").write_text(_marker("PTH"))
-        (folder / "ray" / "__init__.py").write_text(_marker("FAKE_RAY"))
-        (folder / "services" / "__init__.py").write_text(_marker("FAKE_SERVICES"))
-    (context / "Containerfile").write_text(
-        "FROM scratch\nCOPY learner/ /opt/learner/\nCOPY hostile/ /\n"
-        'ENV PYTHONPATH=/opt/learner/ray NEVIS_DATABASE_URL=sqlite:///evil\nUSER 0\n'
-        'ENTRYPOINT ["/bin/sh", "-c", "exit 3"]\nCMD ["x"]\n')
-    _podman("build", "-q", "--network", "none", "-t", tag, str(context))
-
-
-def _build_hostile_fs(tag: str) -> None:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        def add(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", **fields) -> None:
-            info = tarfile.TarInfo(name)
-            info.type, info.size, info.mode = kind, len(data), fields.pop("mode", 0o644)
-            for key, value in fields.items():
-                setattr(info, key, value)
-            tar.addfile(info, io.BytesIO(data) if data else None)
-        add("opt/learner/nevis_img_probe.py", data=PROBE.encode())
-        add("opt/learner/bin/su", data=b"\x7fELF not really", mode=0o4755)
-        add("opt/learner/hard", tarfile.LNKTYPE, linkname="opt/learner/bin/su")
-        add("opt/learner/dev0", tarfile.CHRTYPE, devmajor=1, devminor=3)
-        add("opt/learner/to-root", tarfile.SYMTYPE, linkname="/")
-        add("opt/learner/escape", tarfile.SYMTYPE, linkname="../../../../../../../../../etc")
-    _podman("import", "-", tag, stdin=buffer.getvalue())
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +47,8 @@ def images(tmp_path_factory: pytest.TempPathFactory):
     suffix = uuid.uuid4().hex[:8]
     tags = {"plain": f"localhost/nevis-test-image-plain-{suffix}:1",
             "hostile-fs": f"localhost/nevis-test-image-hostile-fs-{suffix}:1"}
-    _build_plain(tmp_path_factory.mktemp("plain-image"), tags["plain"])
-    _build_hostile_fs(tags["hostile-fs"])
+    build_plain(tmp_path_factory.mktemp("plain-image"), tags["plain"])
+    build_hostile_fs(tags["hostile-fs"])
     yield tags
     subprocess.run(["podman", "rmi", "-f", *tags.values()], capture_output=True, timeout=120, check=False)
 
