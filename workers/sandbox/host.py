@@ -48,6 +48,7 @@ from workers.sandbox.host_values import blob, flops, numeric, peak_memory
 from workers.sandbox.joint_pass import features_and_scores
 from workers.sandbox.ops import SERVED, HostOp, Op, Reply, frame, op_of
 from workers.sandbox.proxy_views import proxy_features, proxy_images
+from workers.sandbox.rank_group import join_group
 from workers.sandbox.views import augment_views
 from workers.stream.task_view import CausalTaskView
 
@@ -119,6 +120,7 @@ class Host:
         started = time.perf_counter()
         ctx.meter.watch()  # modules the learner does not pass to ctx.track are counted too
         try:
+            join_group(self.world_size, self.device)  # a rank of a multi-worker trial: its peers, on its loopback
             output = self.learner.train(view, pickle.loads(state), dict(header["config"]), ctx)
             updates = ctx.meter.updates  # training's updates, before the harness's dev pass
             predictor = blob(self.learner.save_predictor(output.predictor), "save_predictor()")

@@ -3,8 +3,8 @@
 Where the sandbox is in force, a learner asking for ``num_workers > 1`` never leaves learner
 hosts: this process (the trial's, which reserved every rank's CPUs and GPUs in one bundle, so
 on one node) starts one host per rank inside the trial's private network namespace
-(:mod:`workers.sandbox.rank_net`), and each rank's ``train`` sets up ``torch.distributed`` itself
-from the ``env://`` variables (``MASTER_ADDR`` 127.0.0.1). Harness code speaks the wire with
+(:mod:`workers.sandbox.rank_net`), whose host joins the ``torch.distributed`` group before
+``train`` (:mod:`workers.sandbox.rank_group`: ``env://``, ``MASTER_ADDR`` 127.0.0.1). Harness code speaks the wire with
 every rank: rank 0's trial is an ordinary one (:func:`~workers.trainer.trial.run_trial_in_host`:
 progress, curve, checkpoints, rungs, its dev scores and predictor); the other ranks get the
 same request without rungs and may only ask for data and report FLOPs. Every rank's FLOPs
