@@ -31,6 +31,7 @@ from services.core.predictions import encode as encode_predictions
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import Submission, TaskRun, Trial
 from services.store.objects import ObjectStore, open_store
+from services.store import key_layout
 from services.store.runs import records, run_keys
 from services.store.runs.predictions import predictions_key
 from services.store.runs.uncertainty import keep_run_interval
@@ -360,7 +361,7 @@ class StreamRunner:
         scores, flops = self.actors.score(
             host, learner.resources, plan.budget, task_info(attempt.task, data.index, plan.image_size),
             images, seed=best.seed, predictor=self.store.get_bytes(best.predictor.key),
-            log_to=(self.actors.harness(plan.image_size), f"{attempt.key_prefix}/{run_keys.PREDICT_LOG_FILE}"))
+            log_to=(self.actors.harness(plan.image_size), key_layout.predict_log_key(attempt.key_prefix)))
         kind = attempt.task.kind
         return task_error(scores, labels, kind), EvaluationCost.of(flops), encode_predictions(scores, labels, kind)
 
