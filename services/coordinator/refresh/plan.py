@@ -60,6 +60,7 @@ class PlannedRun:
     cflop_pretraining: float | None = None  # the pretrained checkpoint's own run, shown beside
     source_id: int | None = None  # the pinned submission copied
     code_url: str | None = None  # where the learner's code is public, copied from the pinned one
+    ruleset: str = "open"  # the rules it plays by, copied from the pinned one (its board is that ruleset's)
 
 
 @dataclass
@@ -139,7 +140,7 @@ def _copy(source: Submission, owner: User, *, settings: CoordinatorSettings,
     return PlannedRun(kind="pinned", learner=source.learner, owner=owner, phase=source.phase,
                       budget=budget, image_size=size, visibility=source.visibility,
                       pretrained_key=source.pretrained_key, cflop_pretraining=source.cflop_pretraining,
-                      source_id=source.id, code_url=source.code_url)
+                      source_id=source.id, code_url=source.code_url, ruleset=source.ruleset)
 
 
 def already_done(session: Session, *, version: StreamVersion, run: PlannedRun) -> bool:
@@ -148,7 +149,7 @@ def already_done(session: Session, *, version: StreamVersion, run: PlannedRun) -
              .outerjoin(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
              .where(Submission.stream_version_id == version.id,
                     Submission.learner_id == run.learner.id, Submission.phase == run.phase,
-                    Submission.status.in_(KEPT_STATUSES)))
+                    Submission.ruleset == run.ruleset, Submission.status.in_(KEPT_STATUSES)))
     if run.kind == "pinned":
         query = query.where(ScheduledSubmission.user_id == run.owner.id)
     return session.scalar(query.limit(1)) is not None

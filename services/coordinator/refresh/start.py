@@ -110,7 +110,7 @@ def _queue(session: Session, *, settings: CoordinatorSettings, refresh: Refresh,
     submission = records.create_submission(
         session, learner=run.learner, stream_version=version, phase=run.phase, budget=run.budget,
         image_size=run.image_size, first_order=tasks[0].order, status="queued",
-        visibility=run.visibility)
+        visibility=run.visibility, ruleset=run.ruleset)
     submission.pretrained_key, submission.cflop_pretraining = run.pretrained_key, run.cflop_pretraining
     submission.code_url = run.code_url
     session.add(ScheduledSubmission(submission_id=submission.id, user_id=run.owner.id))
