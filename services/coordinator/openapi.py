@@ -9,8 +9,6 @@ from typing import Any
 
 from services.coordinator.common.config import CoordinatorSettings
 
-DEFAULT_PATH = Path("api_schema") / "openapi.json"
-
 
 def openapi_document() -> dict[str, Any]:
     """The document, built from an app on a throw-away configuration (it has no settings in it)."""
@@ -26,4 +24,4 @@ def render(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-__all__ = ["DEFAULT_PATH", "openapi_document", "render"]
+__all__ = ["openapi_document", "render"]

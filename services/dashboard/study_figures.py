@@ -233,9 +233,6 @@ def _budget_opacity(index: int, count: int) -> float:
 
 # --- all three, as files ---------------------------------------------------------------------------
 
-FIGURE_NAMES = ("pareto", "regret", "slices")
-"""File stems of the study's figures: each is written as NAME.html and NAME.png."""
-
 
 def indep_in(points: Sequence[PointResult]) -> str:
     """The study's Indep: ``indep`` when it ran, else its first variant (``indep_small``, ...)."""
@@ -269,7 +266,7 @@ def write_figures(folder: Path, figures: dict[str, go.Figure]) -> list[Path]:
 
 
 __all__ = [
-    "BUDGET_DASHES", "FIGURE_NAMES", "INDEP", "indep_in", "LEARNER_COLOURS", "SIZE_BINS", "colours", "pareto_figure",
+    "BUDGET_DASHES", "INDEP", "indep_in", "LEARNER_COLOURS", "SIZE_BINS", "colours", "pareto_figure",
     "regret_curves", "regret_figure", "size_bin", "slice_table", "slices_figure", "study_figures",
     "write_figures",
 ]

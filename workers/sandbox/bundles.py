@@ -27,7 +27,6 @@ from services.core.errors import BundleError
 from services.store.objects import ObjectStore
 from workers.sandbox.bundle_unpack import unpack
 
-SUFFIXES = (".whl", ".zip", ".tar.gz", ".tgz")
 UNPACK_FACTOR = 20  # unpacked size may be at most this many times the upload limit
 DEFAULT_MAX_UNPACKED_BYTES = UNPACK_FACTOR * 50 * 1024 * 1024
 """For readers without the coordinator's NEVIS_BUNDLE_MAX_BYTES (the probe pool): its default."""
@@ -139,6 +138,6 @@ def import_root(folder: Path) -> Path:
 
 
 __all__ = [
-    "DEFAULT_MAX_UNPACKED_BYTES", "SUFFIXES", "UNPACK_FACTOR", "bundle_kind", "check_bundle",
+    "DEFAULT_MAX_UNPACKED_BYTES", "UNPACK_FACTOR", "bundle_kind", "check_bundle",
     "extract_bundle", "import_root", "safe_filename", "unpack_stored_bundle",
 ]
