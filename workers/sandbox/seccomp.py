@@ -191,6 +191,12 @@ def _warn_once(reason: str) -> None:
                 "(apt-get install libseccomp2); production refuses to start hosts without it.", reason)
 
 
+def forget_compiled_filter() -> None:
+    """Compile (and warn) afresh on the next start: for a process whose library setting changed."""
+    _cached_filter.cache_clear()
+    _warn_once.cache_clear()
+
+
 class _SockFprog(ctypes.Structure):
     """The kernel's ``struct sock_fprog``: a classic BPF program's length (in instructions) and address."""
 
@@ -230,4 +236,4 @@ def program_fd(program: bytes) -> int:
 
 
 __all__ = ["FCNTL_LOCK_CMDS", "HOST_ONLY_DENIED", "POD_PROFILE_DENIED", "SeccompUnavailable", "apply_to_this_thread",
-           "compile_filter", "host_filter", "program_fd"]
+           "compile_filter", "forget_compiled_filter", "host_filter", "program_fd"]

@@ -103,8 +103,7 @@ def test_the_host_filter_keeps_every_call_the_pods_profile_denies() -> None:
 
 def test_without_libseccomp_production_refuses_and_development_warns_once(monkeypatch, caplog) -> None:
     monkeypatch.setattr(seccomp, "LIBRARY", "libseccomp-missing.so.0")
-    seccomp._cached_filter.cache_clear()
-    seccomp._warn_once.cache_clear()
+    seccomp.forget_compiled_filter()
     try:
         with pytest.raises(ConfigError, match=r"apt-get install libseccomp2"):
             host_filter(production=True)
@@ -116,5 +115,4 @@ def test_without_libseccomp_production_refuses_and_development_warns_once(monkey
             assert host_filter() is None and host_filter() is None
         assert [r.message.count("without a seccomp filter") for r in caplog.records] == [1]
     finally:
-        seccomp._cached_filter.cache_clear()
-        seccomp._warn_once.cache_clear()
+        seccomp.forget_compiled_filter()
