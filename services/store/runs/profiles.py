@@ -101,9 +101,10 @@ def task_matrix(session: Session, submission_ids: list[int]) -> tuple[list[int],
 
 
 def performance_profiles(session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS,
-                         tau_max: float = TAU_MAX) -> ProfileSet:
-    """The error and cFLOP profiles of every finished meta-test submission ``viewer`` may read."""
-    points = front_points(session, stream=stream, version=version, viewer=viewer)
+                         tau_max: float = TAU_MAX, ruleset: str | None = None) -> ProfileSet:
+    """The error and cFLOP profiles of every finished meta-test submission ``viewer`` may read
+    (of ``ruleset`` only, if given: the profiles within one ruleset's board)."""
+    points = front_points(session, stream=stream, version=version, viewer=viewer, ruleset=ruleset)
     return profiles_of(session, points, stream=stream, version=version, tau_max=tau_max)
 
 

@@ -1,6 +1,6 @@
 """Each ruleset's own board on the dashboard (issue 50): a switcher lists the rulesets of the
 stream version, a board shows only its ruleset's rows (the CSV too), and a submission's page
-names its ruleset."""
+names its ruleset; performance profiles can be read within one ruleset."""
 
 from __future__ import annotations
 
@@ -36,3 +36,8 @@ def test_the_dashboard_switches_between_ruleset_boards(seed_board):
         page = client.get(f"/submissions/{tiered[0]}").text
         assert re.search(r'<dd id="ruleset"[^>]*>budget-1e12</dd>', page)
         assert client.get("/", params={"ruleset": "budget-"}).status_code == 422
+        profiled = client.get("/v1/leaderboard/profiles", params={"ruleset": "budget-1e12"}).json()
+        assert profiled["ruleset"] == "budget-1e12"
+        assert {r["submission_id"] for r in profiled["profiles"]["rows"]} == set(tiered)  # within the ruleset
+        everyone = client.get("/v1/leaderboard/profiles").json()["profiles"]["rows"]
+        assert {r["submission_id"] for r in everyone} == set(stream.submission_ids)

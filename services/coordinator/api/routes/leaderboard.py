@@ -193,6 +193,7 @@ class ProfilesOut(BaseModel):
     stream: str | None
     version: str | None
     phase: str
+    ruleset: str | None = Field(default=None, description="The ruleset whose submissions are profiled; null: all.")
     profiles: ProfileSet | None
 
 
@@ -202,19 +203,21 @@ class ProfilesOut(BaseModel):
 async def read_profiles(
     request: Request, settings: SettingsDep, viewer: Reader, stream: Stream = None,
     version: Version = None, phase: Phase = "meta_test",
+    ruleset: Annotated[str | None, BeforeValidator(known_ruleset), Query(
+        max_length=48, description="Profile one ruleset's submissions only (default: all of them).")] = None,
     if_none_match: Annotated[str | None, Header(max_length=IF_NONE_MATCH_MAX)] = None,
 ) -> Response:
     """For each finished submission, the fraction of tasks on which its error is within a
     factor tau of the best submission's (and the FLOPs it spent to reach Indep's error within
     a factor tau of the least spent), as curves over tau in [1, 4], and their areas as scores
     in [0, 1] (docs: performance profiles)."""
-    key = ("profiles", stream, version, phase)
+    key = ("profiles", stream, version, phase, ruleset)
 
     def build(session: Session) -> dict[str, Any]:
         _, name, ver = resolve_stream(session, stream, version, viewer)
         found = None if name is None or ver is None else performance_profiles(
-            session, stream=name, version=ver, viewer=viewer)
-        return {"stream": name, "version": ver, "phase": phase, "profiles": found}
+            session, stream=name, version=ver, viewer=viewer, ruleset=ruleset)
+        return {"stream": name, "version": ver, "phase": phase, "profiles": found, "ruleset": ruleset}
 
     return await respond_cached(request, ProfilesOut, build, key, settings, viewer)
 
