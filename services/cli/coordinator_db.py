@@ -10,11 +10,11 @@ from services.coordinator.common.config import get_coordinator_settings
 
 def coordinator_sessions() -> sessionmaker[Session]:
     """A session factory on ``NEVIS_DATABASE_URL``, after checking its schema is current."""
-    from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
+    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415
 
     url = get_coordinator_settings().database_url
     ensure_current(url)
-    return session_factory(make_engine(url))
+    return sessions_on(url)
 
 
 __all__ = ["coordinator_sessions"]

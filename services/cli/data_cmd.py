@@ -122,14 +122,14 @@ def prepare(
 
 def _database_recorder(store):
     """Record prepared datasets in NEVIS_DATABASE_URL (schema created or migrated first)."""
-    from services.store.db import make_engine, session_factory, upgrade  # noqa: PLC0415
+    from services.store.db import sessions_on, upgrade  # noqa: PLC0415
     from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
     from workers.stream.catalog import database_recorder  # noqa: PLC0415
 
     url = get_settings().database_url
     ensure_sqlite_parent(url)
     upgrade(url)
-    return database_recorder(session_factory(make_engine(url)), store)
+    return database_recorder(sessions_on(url), store)
 
 
 @app.command("verify")

@@ -118,7 +118,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Probe the checkpoints of a run's committed tasks and print the report."""
-    from services.store.db import ensure_current, make_engine, session_factory, transaction  # noqa: PLC0415
+    from services.store.db import ensure_current, sessions_on, transaction  # noqa: PLC0415
     from workers.probe.runtime.planner import queue_submission  # noqa: PLC0415
     from workers.probe.runtime.pool import ProbeWorker, default_threads, default_workers, run_pool  # noqa: PLC0415
 
@@ -130,7 +130,7 @@ def run(
                                     all_trials=all_trials, all_earlier=all_earlier)
     url = get_settings().database_url
     ensure_current(url)
-    sessions = session_factory(make_engine(url))
+    sessions = sessions_on(url)
     with transaction(sessions) as session:
         queued = queue_submission(session, submission_id=submission, settings=probe_settings,
                                   task_order=task, retry_failed=retry_failed)
@@ -228,23 +228,23 @@ def _flops(value: float | None) -> str:
 
 
 def load_report(run_id: int, *, settings_hash: str | None = None, task_order: int | None = None) -> Any:
-    from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
+    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415
     from services.store.probes.report import load_probe_report  # noqa: PLC0415
 
     url = get_settings().database_url
     ensure_current(url)
-    with session_factory(make_engine(url))() as session:
+    with sessions_on(url)() as session:
         return load_probe_report(session, submission_id=run_id, settings_hash=settings_hash,
                                  task_order=task_order)
 
 
 def results_json(run_id: int) -> str:
     """``nevis results ID --json --probes``: the run summary and the probe report, one document."""
-    from services.store.db import make_engine, session_factory  # noqa: PLC0415
+    from services.store.db import sessions_on  # noqa: PLC0415
     from services.store.runs.summary import load_summary  # noqa: PLC0415
 
     report = load_report(run_id)
-    with session_factory(make_engine(get_settings().database_url))() as session:
+    with sessions_on(get_settings().database_url)() as session:
         summary = load_summary(session, submission_id=run_id)
     return json.dumps({**summary.to_dict(), "probes": report.to_dict()}, indent=2)
 

@@ -157,25 +157,25 @@ def results(
 
 def _load_summary(run_id: int):
     """The stored run, read from NEVIS_DATABASE_URL (which must be at the current schema)."""
-    from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
+    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415
     from services.store.runs.summary import load_summary  # noqa: PLC0415
 
     url = get_settings().database_url
     ensure_current(url)
-    with session_factory(make_engine(url))() as session:
+    with sessions_on(url)() as session:
         return load_summary(session, submission_id=run_id)
 
 
 def _load_transfer(run_id: int):
     """The run's transfer report (repeats, FT-d's choices, resolution slices) from the local
     database and object store."""
-    from services.store.db import make_engine, session_factory  # noqa: PLC0415
+    from services.store.db import sessions_on  # noqa: PLC0415
     from services.store.objects import open_store  # noqa: PLC0415
     from services.store.runs.transfer import transfer_report  # noqa: PLC0415
 
     settings = get_settings()
     store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
-    with session_factory(make_engine(settings.database_url))() as session:
+    with sessions_on(settings.database_url)() as session:
         return transfer_report(session, store, submission_id=run_id)
 
 

@@ -110,9 +110,9 @@ def write_report(out: Path, plan) -> None:
     """Read the study's runs back from the database; write and print its tables and figures."""
     from services.dashboard.study_figures import INDEP, study_figures, write_figures  # noqa: PLC0415
     from services.dashboard.study_report import aggregate, load_results, write_tables  # noqa: PLC0415
-    from services.store.db import make_engine, session_factory  # noqa: PLC0415
+    from services.store.db import sessions_on  # noqa: PLC0415
 
-    with session_factory(make_engine(get_settings().database_url))() as session:
+    with sessions_on(get_settings().database_url)() as session:
         points = load_results(session, plan)
     rows = aggregate(points)
     written = write_tables(out, plan, points, rows)

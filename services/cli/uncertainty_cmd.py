@@ -22,13 +22,13 @@ console = make_console()
 
 def load_interval(summary):
     """The run's E interval from the local database and object store."""
-    from services.store.db import make_engine, session_factory  # noqa: PLC0415
+    from services.store.db import sessions_on  # noqa: PLC0415
     from services.store.objects import open_store  # noqa: PLC0415
     from services.store.runs.uncertainty import run_interval  # noqa: PLC0415
 
     settings = get_settings()
     store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
-    with session_factory(make_engine(settings.database_url))() as session:
+    with sessions_on(settings.database_url)() as session:
         return run_interval(session, store, summary=summary)
 
 
@@ -84,14 +84,14 @@ def run_ids(text: str, side: str) -> list[int]:
 
 
 def _local(a: list[int], b: list[int]) -> dict[str, Any]:
-    from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
+    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415
     from services.store.objects import open_store  # noqa: PLC0415
     from services.store.runs.comparison import compare as compare_runs  # noqa: PLC0415
 
     settings = get_settings()
     ensure_current(settings.database_url)
     store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
-    with session_factory(make_engine(settings.database_url))() as session:
+    with sessions_on(settings.database_url)() as session:
         return compare_runs(session, store, a=a, b=b).to_dict()
 
 

@@ -43,7 +43,7 @@ from services.core.errors import (
     NevisError,
     UnknownNameError,
 )
-from services.store.db import ensure_current, make_engine, session_factory, transaction
+from services.store.db import ensure_current, sessions_on, transaction
 from services.store.db.models import Submission
 from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES
 from services.store.objects import open_store
@@ -94,7 +94,7 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
     the submission's next ones while it may; returns the process exit code (0: every lease
     ended well)."""
     ensure_current(settings.database_url)
-    sessions = session_factory(make_engine(settings.database_url))
+    sessions = sessions_on(settings.database_url)
     with transaction(sessions) as session:
         outcome = leases.start_lease(session, lease_id=lease_id, submission_id=submission_id,
                                      task_deadline_s=settings.task_deadline_s)

@@ -28,7 +28,7 @@ from services.core.config import Settings
 from services.core.errors import LearnerError, NevisError, TaskFailedError
 from services.core.metrics import task_error
 from services.core.predictions import encode as encode_predictions
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import sessions_on, transaction
 from services.store.db.models import Submission, TaskRun, Trial
 from services.store.objects import ObjectStore, open_store
 from services.store import key_layout
@@ -78,7 +78,7 @@ class StreamRunner:
             import_paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         self.import_paths = tuple(import_paths)
         self._declarations: dict[HostSpec, LearnerDeclaration] = {}
-        self.sessions: sessionmaker[Session] = session_factory(make_engine(settings.database_url))
+        self.sessions: sessionmaker[Session] = sessions_on(settings.database_url)
         self.store: ObjectStore = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
         self.actors = RunActors(settings)
         self.data = RunData(settings, self.sessions, self.store)

@@ -2,10 +2,10 @@
 
 Typical use::
 
-    from services.store.db import ensure_current, make_engine, session_factory, transaction
+    from services.store.db import ensure_current, sessions_on, transaction
 
     ensure_current(url)                  # refuse to run on an out-of-date schema
-    sessions = session_factory(make_engine(url))
+    sessions = sessions_on(url)          # session_factory(make_engine(url)), kept by the process
     with transaction(sessions) as session:
         session.add(...)
 """
@@ -15,6 +15,7 @@ from services.store.db.engine import (
     ensure_sqlite_parent,
     make_engine,
     session_factory,
+    sessions_on,
     transaction,
 )
 from services.store.db.migrate import (
@@ -36,6 +37,7 @@ __all__ = [
     "head_revision",
     "make_engine",
     "session_factory",
+    "sessions_on",
     "transaction",
     "upgrade",
 ]

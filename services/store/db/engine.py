@@ -120,6 +120,13 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+def sessions_on(url: str) -> sessionmaker[Session]:
+    """A session factory on a new engine for ``url``: what a process or a command opens once
+    and keeps (its engine lives as long as the factory; dispose of ``factory.kw["bind"]`` to
+    close it early)."""
+    return session_factory(make_engine(url))
+
+
 @contextmanager
 def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
     """One unit of work: commit if the block succeeds, roll back if it raises.
@@ -147,6 +154,6 @@ def declare_writer(session: Session) -> None:
 
 __all__ = [
     "CONNECT_TIMEOUT_S", "SQLITE_BUSY_TIMEOUT_MS", "WRITE_INTENT", "declare_writer",
-    "ensure_sqlite_parent", "make_engine", "parse_url", "session_factory", "sqlite_path",
-    "transaction",
+    "ensure_sqlite_parent", "make_engine", "parse_url", "session_factory", "sessions_on",
+    "sqlite_path", "transaction",
 ]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import sessions_on, transaction
 from services.store.objects import open_store
 from services.store.probes import queue
 from services.core.errors import LearnerError, ManifestError, ProbeInputError
@@ -126,7 +126,7 @@ class ProbeWorker:
                  on_event: JobEvent | None = None) -> None:
         self.config = config
         self.owner = owner or worker_name()
-        self.sessions = session_factory(make_engine(config.database_url))
+        self.sessions = sessions_on(config.database_url)
         self.runtime = ProbeRuntime(
             self.sessions, open_store(config.store_url, s3_endpoint_url=config.s3_endpoint_url),
             sandbox=config.sandbox, import_paths=config.import_paths, threads=config.threads,
