@@ -21,7 +21,8 @@ from services.coordinator.common.cron import CronSchedule, check_cron
 from services.coordinator.common.validation import ImagePolicy, parse_rate
 from services.core.budget import RunBudget
 from services.core.config import Settings, load_settings
-from services.core.errors import BudgetError, unknown_name_message
+from services.core import rulesets
+from services.core.errors import BudgetError, UnknownNameError, unknown_name_message
 from workers.sandbox.images.limits import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FILES,
@@ -176,7 +177,9 @@ class CoordinatorSettings(Settings):
         "version, e.g. 'indep,ft_prev'; empty: none. The default is the paper's Indep (the "
         "ResNet-34, a GPU per trial where the cluster has one): a refresh exists for the paper's "
         "numbers. The '_small' names (e.g. 'indep_small') are fast learners for smoke runs and "
-        "tests, not paper baselines; pt and pt_ft need a checkpoint and cannot be refreshed.")
+        "tests, not paper baselines; pt and pt_ft need a checkpoint and cannot be refreshed. "
+        "'name@ruleset' runs it under that ruleset (docs/rules.md), e.g. "
+        "'indep,indep@budget-1e15,indep@self-tuning': a row on each ruleset's board.")
     refresh_budget: str = Field(
         default="", max_length=4000,
         description="The baselines' budget in refresh runs, as JSON (e.g. '{\"trials\": 2}'); "
@@ -258,10 +261,16 @@ class CoordinatorSettings(Settings):
     @field_validator("refresh_baselines")
     @classmethod
     def _check_refresh_baselines(cls, value: str) -> str:
-        for name in split_list(value):
+        for entry in split_list(value):
+            name, _, ruleset = entry.partition("@")
             if not BUILTIN_LEARNER.fullmatch(name):
                 raise ValueError(f"must list built-in learner names (lower case, digits, '_'), "
                                  f"comma-separated, e.g. 'indep,ft_prev'. Got {name!r} instead.")
+            if ruleset:
+                try:
+                    rulesets.ruleset(ruleset)
+                except UnknownNameError as exc:
+                    raise ValueError(f"names an unknown ruleset in {entry!r}: {exc}") from None
         return value
 
     @field_validator("refresh_budget")

@@ -26,8 +26,10 @@ from sqlalchemy.orm import Session
 from services.coordinator.common.config import CoordinatorSettings, refresh_budget_of, split_list
 from services.coordinator.common.client_errors import InvalidInputError
 from services.coordinator.crud.submissions import check_budget
+from services.core import rulesets
 from services.core.budget import RunBudget
-from services.core.errors import BudgetError, ManifestError
+from services.core.errors import BudgetError, ManifestError, UnknownNameError
+from services.core.rulesets import DEFAULT_RULESET
 from services.store.db.models import Learner, StreamVersion, Submission
 from services.store.db.models_coordinator import ScheduledSubmission, User
 from services.store.runs import records
@@ -90,17 +92,24 @@ def refresh_owner(session: Session, settings: CoordinatorSettings) -> User:
 
 def baseline_runs(session: Session, *, settings: CoordinatorSettings, manifest: StreamManifest,
                   owner: User, notes: list[str]) -> list[PlannedRun]:
-    """One run per ``NEVIS_REFRESH_BASELINES`` learner (its built-in row, made if missing)."""
+    """One run per ``NEVIS_REFRESH_BASELINES`` entry (its built-in row, made if missing), under
+    the entry's ruleset (``name@ruleset``; ``open`` without one)."""
     budget = refresh_budget_of(settings.refresh_budget)
     size = default_image_size(manifest, settings)
     runs = []
-    for name in split_list(settings.refresh_baselines):
+    for entry in split_list(settings.refresh_baselines):
+        name, _, ruleset = entry.partition("@")
         learner = records.ensure_learner(session, spec=name, resources={})
         if learner.entrypoint != name:
             notes.append(f"baseline {name!r} skipped: a registered learner has that name")
             continue
-        runs.append(PlannedRun(kind="baseline", learner=learner, owner=owner,
-                               phase=BASELINE_PHASE, budget=budget, image_size=size))
+        try:
+            rulesets.ruleset(ruleset or DEFAULT_RULESET).apply(budget)
+        except (BudgetError, UnknownNameError) as exc:
+            notes.append(f"baseline {entry!r} skipped: {exc}")
+            continue
+        runs.append(PlannedRun(kind="baseline", learner=learner, owner=owner, phase=BASELINE_PHASE,
+                               budget=budget, image_size=size, ruleset=ruleset or DEFAULT_RULESET))
     return runs
 
 
