@@ -92,3 +92,27 @@ def test_ddp_trials_train_one_network_and_charge_the_work_of_all_ranks(settings_
         assert trials[double].status == "succeeded", trials[double].traceback
         assert trials[double].flops == pytest.approx(trials[single].flops, rel=0.05)
         assert trials[double].config == trials[single].config
+
+
+def test_an_uploaded_two_rank_learner_trains_in_learner_hosts_under_the_default_sandbox(
+        settings_env, database_url, tmp_path, monkeypatch) -> None:
+    """Issue 46: an upload (submitted) asking for two workers, under bwrap (the default where
+    bubblewrap is installed), runs one learner host per rank; DDP's ranks agree on the weights
+    (the learner checks with an all_gather over the trial's private loopback) and each rank's
+    log is kept beside the trial's."""
+    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+
+    stream = tiny_manifest(tmp_path / "one.json", tasks=1)
+    monkeypatch.setenv("NEVIS_SANDBOX", "bwrap")
+    monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    runner = StreamRunner(get_settings(), submitted=True)
+    budget = RunBudget(trials=1, steps=2, checkpoint_fractions=(1.0,))
+    double = runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:ddp_indep", budget=budget))
+    with runner.sessions() as session:
+        trial = session.scalars(select(Trial).where(Trial.task_run.has(submission_id=double))).one()
+        assert trial.status == "succeeded", trial.traceback
+        assert trial.flops > 0 and [c.step for c in trial.checkpoints] == [2]
+        assert load_summary(session, submission_id=double).status == "succeeded"
+    logs = [k for k in runner.store.list() if k.endswith("/log-rank-1.txt")]
+    assert len(logs) == 1, logs
