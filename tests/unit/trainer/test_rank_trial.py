@@ -123,3 +123,22 @@ def test_two_gloo_ranks_train_in_learner_hosts_on_a_loopback_of_their_own(tmp_pa
         assert f"rank {rank} cannot reach ('127.0.0.1'" in log and f"rank {rank} cannot reach ('1.1.1.1'" in log
         assert "REACHED" not in log
     assert not [p for p in os.listdir("/dev/shm") if p.startswith("nevis-ranks-")]  # the group's /dev/shm is gone
+
+
+def test_a_rank_that_fails_ends_its_group_and_the_trial_names_it(tmp_path: Path) -> None:
+    """Rank 1 raises before any collective: rank 0, waiting for it in one, is closed at once
+    rather than at a deadline, and the trial's error leads with rank 1's."""
+    source = LEARNER_SOURCE.replace("        torch.manual_seed(0)\n",
+                                    "        if ctx.rank == 1:\n            raise ValueError('rank one gives up')\n"
+                                    "        torch.manual_seed(0)\n", 1)
+    (tmp_path / "nevis_ddp_quitter.py").write_text(source)
+    data = LabelledData(np.zeros((4, 4, 4, 3), np.uint8), np.arange(4) % 2)
+    harness = Harness()
+    spec = TrialSpec(host=HostSpec("nevis_ddp_quitter:make", import_paths=(str(tmp_path),)), info=INFO, past=(),
+                     stream_length=1, steps=2, checkpoint_fractions=(1.0,), state=pickle.dumps(None), train=data,
+                     dev=data, key_prefix="runs/r/t1/a1", harness=harness)
+    metrics = run_ranked_trial({TRIAL_INDEX: 0, TRIAL_SEED: 1, "outside_port": 1}, spec,
+                               Resources(num_workers=2, cpus_per_worker=0.5))
+    assert metrics["status"] == "failed"
+    assert metrics["error"].startswith("rank 1: ValueError: rank one gives up"), metrics["error"]
+    assert "predictor" not in metrics and metrics["host_wall_s"] < 120
