@@ -116,6 +116,6 @@ class ProbeInputError(NevisError):
 __all__ = [
     "BudgetError", "BundleError", "CausalityError", "ConfigError", "DataIntegrityError", "DatabaseError",
     "DatasetFormatError", "DatasetNotFoundError", "InvalidKeyError", "LearnerError", "ManifestError",
-    "NevisError", "ObjectNotFoundError", "ProbeInputError", "TaskFailedError", "UnknownNameError",
+    "NevisError", "ObjectNotFoundError", "ObjectTooLargeError", "ProbeInputError", "TaskFailedError", "UnknownNameError",
     "unknown_name_message",
 ]

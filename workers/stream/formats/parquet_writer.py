@@ -267,6 +267,6 @@ class _Columns:
 
 
 __all__ = [
-    "DEFAULT_ROW_GROUP_BYTES", "DEFAULT_ROW_GROUP_ROWS", "ImageRow", "WrittenDataset",
+    "DEFAULT_ROW_GROUP_BYTES", "DEFAULT_ROW_GROUP_ROWS", "ImageRow", "NoRowsError", "WrittenDataset",
     "write_parquet_dataset",
 ]

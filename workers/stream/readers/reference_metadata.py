@@ -162,4 +162,4 @@ def _split_counts(extras: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
-__all__ = ["METADATA_FILE", "Opaque", "ReferenceMetadata", "class_names_of", "read_reference_metadata"]
+__all__ = ["MAX_METADATA_BYTES", "METADATA_FILE", "Opaque", "ReferenceMetadata", "class_names_of", "read_reference_metadata"]
