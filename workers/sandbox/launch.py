@@ -130,7 +130,8 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
         "LANG": "C.UTF-8", **(rank.env() if rank else {}),
     }
     if gpu and "CUDA_VISIBLE_DEVICES" in os.environ:
-        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+        visible = os.environ["CUDA_VISIBLE_DEVICES"]
+        env["CUDA_VISIBLE_DEVICES"] = rank.own_gpus(visible) if rank else visible
     # Isolated (-I: no PYTHONPATH, user site or working folder while site runs) and without
     # bytecode writes (-B); the learner's folders go last on sys.path (workers/sandbox/host_boot.py).
     command = [sys.executable, "-I", "-B", "-m", "workers.sandbox.host_boot"]

@@ -54,6 +54,13 @@ class RankSlot:
                 "LOCAL_WORLD_SIZE": str(self.world_size), "MASTER_ADDR": "127.0.0.1",
                 "MASTER_PORT": str(self.port), "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
 
+    def own_gpus(self, visible: str) -> str:
+        """This rank's share of the trial's GPUs (``CUDA_VISIBLE_DEVICES``): its own card where
+        the trial holds one per rank (NCCL refuses two ranks on one device), else all of them
+        (ranks sharing cards by fractions)."""
+        cards = [c.strip() for c in visible.split(",") if c.strip()]
+        return cards[self.rank] if len(cards) == self.world_size else visible
+
     def nsenter_argv(self) -> tuple[str, ...]:
         """The prefix that starts a rank's bwrap inside the trial's namespace (none without one)."""
         if self.holder_pid is None:

@@ -142,3 +142,17 @@ def test_a_rank_that_fails_ends_its_group_and_the_trial_names_it(tmp_path: Path)
     assert metrics["status"] == "failed"
     assert metrics["error"].startswith("rank 1: ValueError: rank one gives up"), metrics["error"]
     assert "predictor" not in metrics and metrics["host_wall_s"] < 120
+
+
+def test_each_rank_of_a_gpu_trial_is_given_its_own_card(monkeypatch) -> None:
+    """No GPU here: what is checked is the launch, which cards a rank's host is shown."""
+    from workers.sandbox.launch import host_launch  # noqa: PLC0415
+    from workers.sandbox.rank_net import RankSlot  # noqa: PLC0415
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    launch = host_launch(sandbox="bwrap", gpu=True, rank=RankSlot(1, 2, holder_pid=1))
+    launch.close_fds()  # the seccomp program's descriptor: no host is started here
+    argv = launch.argv
+    assert argv[argv.index("CUDA_VISIBLE_DEVICES") + 1] == "5"
+    assert "--share-net" in argv and "--net=/proc/1/ns/net" in argv and argv[argv.index("WORLD_SIZE") + 1] == "2"
+    assert RankSlot(0, 4).own_gpus("2,5") == "2,5"  # four ranks on two cards share them
