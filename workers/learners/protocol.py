@@ -190,7 +190,9 @@ class TrainOutput:
 
 @dataclass(frozen=True)
 class Resources:
-    """What one trial asks for. ``num_workers > 1`` runs it as a Ray Train worker group.
+    """What one trial asks for. ``num_workers > 1`` runs it as that many ranks on one node, each
+    in a learner host of its own under bubblewrap (a Ray Train worker group for trusted code
+    without it), with ``torch.distributed`` set up before ``train``.
 
     ``gpu_optional`` makes ``gpus_per_worker`` a preference: the runner asks for the GPUs when
     the cluster has any and runs the trial on CPUs otherwise (so one learner serves a laptop
