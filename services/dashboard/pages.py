@@ -34,12 +34,13 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.templating import Jinja2Templates
+from pydantic import BeforeValidator
 from sqlalchemy.orm import Session
 
 from services.coordinator.api.deps import SessionDep, StoreDep
 from services.coordinator.api.fields import DbId
 from services.coordinator.api.answers import answer_cache, shared_slot
-from services.coordinator.api.routes.leaderboard import Reader, Ruleset, resolve_stream
+from services.coordinator.api.routes.leaderboard import Reader, Ruleset, known_ruleset, resolve_stream
 from services.core.errors import NevisError, UnknownNameError
 from services.dashboard import figures
 from services.dashboard.uncertainty_views import interval_of, paired_view
@@ -273,13 +274,16 @@ PROFILE_CURVES = 12  # curves drawn: the best submissions by score (the table li
 
 
 @router.get("/profiles", response_class=HTMLResponse)
-async def profiles_page(request: Request, viewer: Reader, stream: Text = None, version: Text = None) -> HTMLResponse:
+async def profiles_page(request: Request, viewer: Reader, stream: Text = None, version: Text = None,
+                        ruleset: Annotated[str | None, BeforeValidator(known_ruleset), Query(max_length=48)] = None,
+                        ) -> HTMLResponse:
+    """The performance profiles of a stream version's finished submissions (of one ruleset's, if given)."""
     def render(session: Session) -> tuple[int, str]:
         known, name, ver = resolve_stream(session, stream, version, viewer)
         if name is None or ver is None or (name, ver) not in known:
             return 200, _render("profiles.html", title="Performance profiles", stream=name, version=ver,
                                 found=None, figures={})
-        found = performance_profiles(session, stream=name, version=ver, viewer=viewer)
+        found = performance_profiles(session, stream=name, version=ver, viewer=viewer, ruleset=ruleset)
         top = found.rows[:PROFILE_CURVES]
         drawn = {"error": figures.profiles(found.taus, [(f"#{r.submission_id} {r.learner}", r.error_curve) for r in top],
                                            title="Error within tau x the best", axis="tau (error / best error)")}
@@ -289,9 +293,9 @@ async def profiles_page(request: Request, viewer: Reader, stream: Text = None, v
                 found.taus, [(f"#{r.submission_id} {r.learner}", r.cflop_curve or []) for r in by_cflop],
                 title="cFLOP to reach Indep's error, within tau x the least", axis="tau (cFLOP / least cFLOP)")
         return 200, _render("profiles.html", title="Performance profiles", stream=name, version=ver,
-                            found=found, figures=drawn)
+                            found=found, figures=drawn, ruleset=ruleset)
 
-    return await _cached_page(request, ("profiles-page", stream, version), viewer, render)
+    return await _cached_page(request, ("profiles-page", stream, version, ruleset), viewer, render)
 
 
 @router.get("/compare", response_class=HTMLResponse)
