@@ -24,7 +24,7 @@ from typing import Any
 
 from services.core.checkpoint_plan import checkpoint_steps
 from services.core.errors import LearnerError
-from services.store.runs import run_keys
+from services.store import key_layout
 from workers.learners.protocol import Resources
 from workers.sandbox.client import LearnerHost
 from workers.sandbox.gpu_usage import watched
@@ -137,10 +137,10 @@ def _follow(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec, rank:
 
 
 def _keep_log(host: LearnerHost, mark: int, spec: TrialSpec, config: Mapping[str, Any], rank: int) -> None:
-    name = run_keys.LOG_FILE.replace(".txt", f"-rank-{rank}.txt")
+    key = key_layout.trial_log_key(trial_prefix(spec, int(config[TRIAL_INDEX])), rank=rank)
     try:
         host.settle_log()
-        _put(spec, f"{trial_prefix(spec, int(config[TRIAL_INDEX]))}/{name}", host.log_since(mark))
+        _put(spec, key, host.log_since(mark))
     except Exception:  # noqa: BLE001 - a log that cannot be kept does not fail its trial
         pass
 

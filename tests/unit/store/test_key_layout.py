@@ -34,7 +34,7 @@ BUILT = {
     "probe features": kl.features_key("0123abcd", 9),
 }
 # Text that only a key of the layout contains: a root and its slash, or a family's file name.
-MARKERS = (*(root + "/" for root in kl.ROOTS), "/ckpt-", "/stage/", "log-rank-", "e-interval-",
+MARKERS = (*(root + "/" for root in kl.ROOTS), "/ckpt-", "/stage/", "-rank-", "e-interval-",
            kl.PREDICTOR_FILE, kl.STATE_FILE, kl.PREDICT_LOG_FILE, kl.PREDICTIONS_FILE)
 WRITES = {"put_bytes", "put_file", "put"}  # the store's writes and the trainer harness's
 
@@ -90,14 +90,15 @@ def _literal_text(node: ast.AST) -> str | None:
 
 def _written_key(call: ast.Call) -> ast.AST | None:
     """The key argument of a store or harness write: ``x.put_bytes(key, ...)``,
-    ``harness.put.remote(key, ...)``, ``_ask(harness.put, key, ...)``."""
+    ``harness.put.remote(key, ...)``, ``_ask(harness.put, key, ...)``, ``_put(spec, key, ...)``."""
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr in WRITES and call.args:
         return call.args[0]
     if (isinstance(func, ast.Attribute) and func.attr == "remote" and isinstance(func.value, ast.Attribute)
             and func.value.attr == "put" and call.args):
         return call.args[0]
-    if (len(call.args) > 1 and isinstance(call.args[0], ast.Attribute) and call.args[0].attr == "put"):
+    if len(call.args) > 1 and (isinstance(call.args[0], ast.Attribute) and call.args[0].attr == "put"
+                               or isinstance(func, ast.Name) and func.id == "_put"):
         return call.args[1]
     return None
 
