@@ -4,7 +4,8 @@ harness stayed up, and what it was charged against the harness-measured floor.
 Every adversary of issue 20 runs here: through ``nevis run``'s runner (``StreamRunner``, the
 learner on this machine's import path, the default ``NEVIS_SANDBOX=auto``) and, where the
 route matters, as an upload (``submitted=True``: what the coordinator's worker runs for a
-bundle or image learner) or through the API (a FastAPI ``TestClient`` on the real app, SQLite).
+bundle or image learner) or through the API (a FastAPI ``TestClient`` on the real app, SQLite);
+hostile learner images (built with podman) are ``bench/adversary_images.py``.
 The learners are ``tests/integration/learner_fixtures/nevis_hostile_learners.py``; each
 records in its saved state what it obtained (``state["obtained"]``).
 
@@ -61,14 +62,14 @@ def stream_file(folder: Path, tasks: int) -> str:
     return str(path)
 
 
-def make_runner(*, submitted: bool = False, **env: str):
+def make_runner(*, submitted: bool = False, import_paths=None, **env: str):
     from services.core.config import get_settings
     from workers.trainer.stream_runner import StreamRunner
 
     for name, value in env.items():
         os.environ[name] = value
     get_settings.cache_clear()
-    runner = StreamRunner(get_settings(), submitted=submitted)
+    runner = StreamRunner(get_settings(), submitted=submitted, import_paths=import_paths)
     for name in env:
         os.environ.pop(name)
     return runner
@@ -161,6 +162,7 @@ def main() -> int:
         os.environ.pop(var, None)
     sys.path[:0] = [str(FIXTURES)]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(FIXTURES), os.environ.get("PYTHONPATH")) if p)
+    from adversary_images import image_adversaries
     from nevis_hostile_learners import FLOOR_STEPS
     from services.core.config import get_settings
     from services.store.db import upgrade
@@ -187,6 +189,8 @@ def main() -> int:
         run_one(make_runner(NEVIS_HOST_STATE_MB="2"), "state_bloater", one, expect_refusal=True),
         run_one(make_runner(NEVIS_HOST_DECLARE_DEADLINE_S="20"), "silent", one, expect_refusal=True),
         *api_adversaries(folder),
+        *[Outcome(**found) for found in image_adversaries(
+            folder, lambda paths: make_runner(submitted=True, import_paths=paths))],
     ]
     honest = run_one(runner, "mlp_tracked", one, steps=1)  # the harness still serves a plain learner
     results.append(Outcome("harness after all", "nevis run", honest.outcome,
