@@ -1,7 +1,7 @@
-"""Through the API, under default settings: an uploaded learner declaring two workers never
-runs outside its sandbox. The worker harness (a real ``nevis worker`` process started by the
-local backend) asks a sandboxed host for the declaration, refuses it, and fails the lease
-with an error that names the fix; no trial, task run or checkpoint of it exists."""
+"""Through the API, under default settings: an uploaded learner declaring two workers trains as
+sandboxed ranks (issue 46), one learner host per rank under bubblewrap, in a real ``nevis
+worker`` process started by the local backend; before, it was refused (the file keeps its name
+for history's sake)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from tests.integration.coordinator.conftest import learner_bundle
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
-def test_an_uploaded_two_worker_learner_is_refused_before_any_of_it_trains(client, tokens, coord_settings, tmp_path):
-    assert coord_settings.sandbox == "auto"  # the default: nothing here turns the sandbox on by hand
+def test_an_uploaded_two_worker_learner_trains_as_sandboxed_ranks(client, tokens, coord_settings, tmp_path):
+    assert coord_settings.sandbox == "auto"  # the default: bwrap here, nothing turned on by hand
     bundle = learner_bundle(tmp_path)
     with open(bundle, "rb") as handle:
         learner = client.post("/v1/learners/bundle", headers=tokens.auth("alice"),
@@ -39,19 +39,21 @@ def test_an_uploaded_two_worker_learner_is_refused_before_any_of_it_trains(clien
         settings = coord_settings.model_copy(update={"max_attempts": 1})
         scheduler = Scheduler(settings, backend=LocalBackend(settings), sessions=sessions)
         assert scheduler.tick().launched
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 420
         while time.monotonic() < deadline:
             scheduler.tick()
             with sessions() as session:
-                lease = session.scalars(select(TaskLease)).first()
-                if lease.status not in ACTIVE_LEASE_STATUSES:
+                if session.get(Submission, sub.json()["id"]).status in ("succeeded", "failed"):
                     break
             time.sleep(0.5)
         with sessions() as session:
-            lease = session.scalars(select(TaskLease)).first()
-            assert lease.status == "failed", (lease.status, lease.error)
-            assert "no uploaded bundle or image" in lease.error and "num_workers=1" in lease.error
-            assert session.scalar(select(TaskRun.id)) is None and session.scalar(select(Trial.id)) is None
-            assert session.get(Submission, sub.json()["id"]).status in ("failed", "queued")
+            leases = session.scalars(select(TaskLease)).all()
+            assert leases and all(lease.status not in ACTIVE_LEASE_STATUSES for lease in leases)
+            assert [lease.status for lease in leases if lease.status != "succeeded"] == [], \
+                [(lease.status, lease.error) for lease in leases]
+            trials = session.scalars(select(Trial)).all()
+            assert trials and all(t.status == "succeeded" for t in trials), [t.traceback for t in trials]
+            assert session.scalar(select(TaskRun.id)) is not None
+            assert session.get(Submission, sub.json()["id"]).status == "succeeded"
     finally:
         engine.dispose()
