@@ -46,12 +46,17 @@ class HostCgroup:
 
     folders: dict[str, Path]  # v2: {"": folder}; v1: one folder per controller
     version: int
+    final_cpu_seconds: float | None = None  # the last reading, taken as the group was removed
+    removed: bool = False
 
     def procs_files(self) -> tuple[Path, ...]:
         return tuple(folder / "cgroup.procs" for folder in self.folders.values())
 
     def cpu_seconds(self) -> float | None:
-        """CPU time (user + system) of every process that was ever in the group."""
+        """CPU time (user + system) of every process that was ever in the group; once the group
+        is removed, what it held then (a call the harness ended by closing its host is charged)."""
+        if self.removed:
+            return self.final_cpu_seconds
         try:
             if self.version == 2:
                 for line in (self.folders[""] / "cpu.stat").read_text().splitlines():
@@ -76,7 +81,10 @@ class HostCgroup:
             return None
 
     def remove(self) -> None:
-        """Delete the group (the kernel refuses while a process is left in it: kill first)."""
+        """Delete the group (the kernel refuses while a process is left in it: kill first),
+        its CPU time read first: no reading after this comes back empty."""
+        if not self.removed:
+            self.final_cpu_seconds, self.removed = self.cpu_seconds(), True
         for folder in self.folders.values():
             with contextlib.suppress(OSError):
                 folder.rmdir()

@@ -1,17 +1,25 @@
 """What a call into a learner host cost, as harness code measures it: the CPU time of the
 host's processes (kernel-kept, outside the learner's reach), the wall time, and the FLOP
 floor that CPU time implies on this node (:mod:`workers.sandbox.calibration`). The floor is
-charged when the learner's own count falls below it, and the trial is marked for it."""
+charged when the learner's own count falls below it, and the trial is marked for it.
+
+A host's whole life is charged, not only its measured calls: each measured call also takes
+the CPU time the host used since the previous measured call ended (from its start, for the
+first: imports, ``describe``, ``init_state``; between calls: idle threads, calls that failed
+or were not measured), as ``cpu_outside_calls_s``, recorded and floored with the call. A
+reading that comes back empty is never 0: the call is charged wall time × declared CPUs,
+marked ``cpu_estimated``."""
 
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from services.store.runs.outcomes import FloorCharged
-from workers.sandbox.calibration import compute_floor, machine_flop_rate
+from workers.sandbox.calibration import FLOOR_FRACTION, compute_floor, machine_flop_rate
 from workers.sandbox.client import LearnerHost
 from workers.sandbox.gpu_calibration import gpu_flop_rate
 from workers.sandbox.gpu_usage import GpuUsage, watched
@@ -20,29 +28,61 @@ from workers.sandbox.usage import tree_pids
 T = TypeVar("T")
 
 
+START_ALLOWANCE_S = 8.0
+"""CPU-seconds of a host's start never floored (the interpreter, bubblewrap, importing torch
+and the learner, the warm-up pass: 4-6 CPU-s on this 2-core CI machine); past it, compute
+outside calls is floored like a call's."""
+
+_CHARGED: weakref.WeakKeyDictionary[LearnerHost, float] = weakref.WeakKeyDictionary()
+"""Per host: its CPU reading when its last measured call ended (what was charged already)."""
+
+
 def measured_call(host: LearnerHost, call: Callable[[], T]) -> tuple[T, dict[str, Any]]:
     """Run ``call`` (which talks to ``host``) and return its result with the usage fields:
-    ``cpu_seconds`` (``None`` where the machine cannot say), ``host_wall_s``, ``flop_rate``
-    (FLOPs per CPU-second of this node), the GPU fields (:class:`GpuUsage`: ``None`` with
-    ``gpu_note`` saying why where not measured) and ``flops_floor``."""
+    ``cpu_seconds`` (the call's and what the host used outside calls since the last measured
+    one, ``cpu_outside_calls_s``; an estimate where the machine cannot say, ``cpu_estimated``),
+    ``host_wall_s``, ``flop_rate`` (FLOPs per CPU-second of this node), the GPU fields
+    (:class:`GpuUsage`: ``None`` with ``gpu_note`` saying why where not measured) and
+    ``flops_floor``. A call that raises leaves its CPU time to the host's next measured call."""
+    first = host not in _CHARGED
+    charged = _CHARGED.get(host, 0.0)
     before, started = host.cpu_seconds(), time.perf_counter()
     with watched(lambda: tree_pids(host.pid), gpu=host.spec.gpu) as gpu:
         try:
             result = call()
         finally:
             after = host.cpu_seconds()
-    used = None if before is None or after is None else max(after - before, 0.0)
-    return result, usage_fields(used, time.perf_counter() - started, gpu.usage)
+    wall = time.perf_counter() - started
+    if after is not None:
+        _CHARGED[host] = after
+    used, estimated = call_cpu_seconds(before, after, wall, host.spec.limits.cpus)
+    outside = 0.0 if before is None else max(before - charged, 0.0)
+    fields = usage_fields(used, wall, gpu.usage, outside_s=outside,
+                          outside_allowance_s=START_ALLOWANCE_S if first else 0.0)
+    return result, {**fields, "cpu_estimated": estimated}
 
 
-def usage_fields(cpu_seconds: float | None, wall_s: float, gpu: GpuUsage) -> dict[str, Any]:
+def call_cpu_seconds(before: float | None, after: float | None, wall_s: float,
+                     declared_cpus: float) -> tuple[float, bool]:
+    """A call's CPU time and whether it is an estimate: the readings' difference, or, where
+    either reading is missing, wall time × the CPUs the host declared (at least one)."""
+    if before is not None and after is not None:
+        return max(after - before, 0.0), False
+    return wall_s * max(declared_cpus or 1.0, 1.0), True
+
+
+def usage_fields(cpu_seconds: float | None, wall_s: float, gpu: GpuUsage, *, outside_s: float = 0.0,
+                 outside_allowance_s: float = 0.0) -> dict[str, Any]:
     """The usage fields of a call: CPU and GPU time, the node's rates, and the floor they imply
-    (one rule for both: :func:`~workers.sandbox.calibration.compute_floor`)."""
+    (one rule for both: :func:`~workers.sandbox.calibration.compute_floor`); ``outside_s`` of
+    CPU used outside calls is added to the call's, floored past ``outside_allowance_s``."""
     rate = machine_flop_rate()
     gpu_rate, why = gpu_flop_rate() if gpu.gpu_seconds is not None else (None, "")
-    return {"cpu_seconds": cpu_seconds, "host_wall_s": wall_s, "flop_rate": rate, **gpu.fields(),
-            "gpu_flop_rate": gpu_rate, "gpu_note": gpu.gpu_note or why or None,
-            "flops_floor": compute_floor(cpu_seconds, rate, gpu_seconds=gpu.gpu_seconds, gpu_rate=gpu_rate)}
+    floor = compute_floor(cpu_seconds, rate, gpu_seconds=gpu.gpu_seconds, gpu_rate=gpu_rate)
+    floor += int(max(outside_s - outside_allowance_s, 0.0) * rate * FLOOR_FRACTION)
+    total = None if cpu_seconds is None else cpu_seconds + outside_s
+    return {"cpu_seconds": total, "cpu_outside_calls_s": outside_s, "host_wall_s": wall_s, "flop_rate": rate,
+            **gpu.fields(), "gpu_flop_rate": gpu_rate, "gpu_note": gpu.gpu_note or why or None, "flops_floor": floor}
 
 
 @dataclass(frozen=True)
@@ -73,4 +113,4 @@ def sum_known(values: Iterable[float | None]) -> float | None:
     return float(sum(known)) if known else None
 
 
-__all__ = ["EvaluationCost", "measured_call", "sum_known", "usage_fields"]
+__all__ = ["START_ALLOWANCE_S", "EvaluationCost", "call_cpu_seconds", "measured_call", "sum_known", "usage_fields"]

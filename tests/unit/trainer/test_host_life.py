@@ -1,0 +1,139 @@
+"""A learner host's whole life is charged (issue 44): CPU burnt at import, in an idle thread
+between calls, and in a trial that the harness ends by closing the host (a duplicate
+checkpoint) is recorded and floored; a reading that comes back empty becomes an estimate,
+marked, never 0. Real hosts in the real sandbox, in a real control group (this CI machine: v1).
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from workers.learners.protocol import LabelledData, TaskInfo
+from workers.sandbox.calibration import ALLOWANCE_S
+from workers.sandbox.client import HostSpec, LearnerHost
+from workers.trainer import host_usage
+from workers.trainer.host_usage import call_cpu_seconds, measured_call
+from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, run_trial_in_host
+
+IMPORT_BURN_S = 1.0
+LEARNER_SOURCE = f'''
+import threading, time
+import numpy as np
+from workers.learners.protocol import Resources, TrainOutput
+
+def burn(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+burn({IMPORT_BURN_S})  # at import: before any measured call
+
+class Burner:
+    name = "burner"
+    def search_space(self): return {{}}
+    def resources(self): return Resources()
+    def init_state(self): return None
+    def train(self, view, state, config, ctx):
+        mode = config.get("mode")
+        if mode == "idle":  # a thread that works after the call has answered
+            threading.Thread(target=lambda: (time.sleep(0.3), burn(config["seconds"])), daemon=True).start()
+        elif mode == "duplicate":  # works, then breaks the protocol: the harness closes the host
+            burn(config["seconds"])
+            ctx.progress(0, None)
+            ctx.on_checkpoint.__self__._checkpoint(0, b"again")
+        for step in range(1, ctx.steps + 1):
+            ctx.progress(step, None)
+        return TrainOutput(predictor=None, state=None)
+    def predict(self, predictor, images, ctx): return np.tile(np.float32([1, 0]), (len(images), 1))
+    def features(self, predictor, images, ctx): return np.zeros((len(images), 1), np.float32)
+    def save_predictor(self, predictor): return b"p"
+    def load_predictor(self, data, info, ctx): return data
+
+def make(): return Burner()
+'''
+
+INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
+                num_classes=2, class_names=("a", "b"), image_size=4, num_train=3, num_dev=2)
+
+
+class Remote:
+    """A method called the way a Ray actor's is (``method.remote(...)``), answered at once."""
+
+    def __init__(self, method: Any) -> None:
+        self.remote = method
+
+
+class Harness:
+    """The task harness actor's methods a trial calls, storing nothing."""
+
+    def __init__(self) -> None:
+        self.put = Remote(lambda key, data: {"key": key, "size": len(data), "sha256": "0" * 64})
+        self.rung_report = Remote(lambda *args: True)
+
+
+@pytest.fixture(autouse=True)
+def harness_without_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray  # noqa: PLC0415
+
+    monkeypatch.setattr(ray, "get", lambda answer: answer)
+
+
+@pytest.fixture
+def host(tmp_path: Path):
+    (tmp_path / "nevis_burner.py").write_text(LEARNER_SOURCE)
+    with LearnerHost(HostSpec("nevis_burner:make", import_paths=(str(tmp_path),), sandbox="bwrap")) as h:
+        if h._cgroup is None:  # noqa: SLF001
+            pytest.fail("this machine offers no control group for learner hosts; the test needs one")
+        yield h
+
+
+def _trial(host: LearnerHost, **config: Any) -> dict[str, Any]:
+    split = LabelledData(np.zeros((3, 4, 4, 3), np.uint8), np.zeros(3, np.int64))
+    dev = LabelledData(np.zeros((2, 4, 4, 3), np.uint8), np.zeros(2, np.int64))
+    spec = TrialSpec(host=HostSpec("nevis_burner:make"), info=INFO, past=(), stream_length=1, steps=2,
+                     checkpoint_fractions=(0.0, 1.0), state=pickle.dumps(None), train=split, dev=dev,
+                     key_prefix="runs/r/t1/a1", harness=Harness())
+    metrics, usage = measured_call(host, lambda: run_trial_in_host(host, {TRIAL_INDEX: 0, TRIAL_SEED: 1, **config}, spec))
+    return {**metrics, **usage}
+
+
+def test_a_trial_ended_by_closing_its_host_is_charged_its_cpu_and_floor(host) -> None:
+    """A duplicate checkpoint makes the harness close the host inside the call; its control
+    group is read before it goes, so the work is recorded and floored, not 0 and NULL."""
+    burn = ALLOWANCE_S + 1.0
+    result = _trial(host, mode="duplicate", seconds=burn)
+    assert result["status"] == "failed" and "second checkpoint" in result["error"], result["error"]
+    assert not host.alive
+    assert result["cpu_estimated"] is False
+    assert result["cpu_seconds"] - result["cpu_outside_calls_s"] >= burn * 0.9
+    assert result["flops_floor"] > 0.5 * result["flop_rate"] * host_usage.FLOOR_FRACTION
+    assert host.cpu_seconds() == pytest.approx(host._cgroup.final_cpu_seconds)  # noqa: SLF001
+
+
+def test_import_and_idle_thread_compute_is_charged_to_the_next_call(host, monkeypatch) -> None:
+    """The first call takes the host's start (the import's burn); a thread left working after
+    a call is charged to the host's next call, and floored past the allowance."""
+    monkeypatch.setattr(host_usage, "START_ALLOWANCE_S", 0.0)
+    first = _trial(host)
+    assert first["status"] == "ok" and first["cpu_outside_calls_s"] >= IMPORT_BURN_S * 0.9
+    assert first["flops_floor"] >= int(IMPORT_BURN_S * 0.9 * first["flop_rate"] * host_usage.FLOOR_FRACTION)
+    idle = _trial(host, mode="idle", seconds=1.0)
+    assert idle["status"] == "ok" and idle["cpu_outside_calls_s"] < 0.5  # the thread had not started
+    reading, deadline = host.cpu_seconds(), time.monotonic() + 20
+    while host.cpu_seconds() - reading < 0.95 and time.monotonic() < deadline:
+        time.sleep(0.1)  # the thread burns between calls
+    after = _trial(host)
+    assert after["status"] == "ok" and after["cpu_outside_calls_s"] >= 0.9
+    assert after["cpu_seconds"] >= after["cpu_outside_calls_s"]
+
+
+def test_an_empty_reading_is_wall_time_times_declared_cpus_marked() -> None:
+    assert call_cpu_seconds(1.0, 3.5, 10.0, 1.0) == (2.5, False)
+    assert call_cpu_seconds(None, 3.5, 10.0, 2.0) == (20.0, True)
+    assert call_cpu_seconds(1.0, None, 4.0, 0.0) == (4.0, True)  # no declaration: one CPU
