@@ -33,8 +33,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from services.core.errors import NevisError
 from services.store.db.models import ACTIVE_TASK_RUN_STATUSES, StreamTask, TaskRun
 from services.store.key_families import COLLECTED_PREFIXES, is_referenced, referenced_keys
+from services.store.key_layout import attempt_prefix
 from services.store.objects import GcStats, ListedObject, LocalObjectStore, ObjectStore
-from services.store.runs.run_keys import attempt_prefix
 
 # Longer than any write waits for its row, the attempts of running tasks aside (they are kept
 # by their status): the largest dataset's prepare, an upload, a run's start.
