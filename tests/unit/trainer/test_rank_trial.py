@@ -63,6 +63,7 @@ class Ddp:
         except OSError as exc:
             seen = repr(exc)
         print(f"rank {ctx.rank} environ of pid 1: {seen!r}", flush=True)
+        print(f"rank {ctx.rank} ray session folder: {os.path.exists('/tmp/ray')}", flush=True)
         for address in (("127.0.0.1", int(config["outside_port"])), ("1.1.1.1", 53)):
             try:
                 socket.create_connection(address, timeout=2).close()
@@ -122,6 +123,7 @@ def test_two_gloo_ranks_train_in_learner_hosts_on_a_loopback_of_their_own(tmp_pa
         assert f"rank {rank} environ of pid 1" in log and SECRET not in log
         assert f"rank {rank} cannot reach ('127.0.0.1'" in log and f"rank {rank} cannot reach ('1.1.1.1'" in log
         assert "REACHED" not in log
+        assert f"rank {rank} ray session folder: False" in log  # the machine's /tmp is not the rank's
     assert not [p for p in os.listdir("/dev/shm") if p.startswith("nevis-ranks-")]  # the group's /dev/shm is gone
 
 
