@@ -102,7 +102,8 @@ def prepare(
         report = prepare_stream(manifest, store, image_size=size, offline_dir=offline_dir,
                                 progress=show, on_prepared=_database_recorder(store),
                                 stored_scale=get_settings().stored_scale,
-                                accept_count_change=accept_count_change)
+                                accept_count_change=accept_count_change,
+                                split_salt=get_settings().split_salt)
         bar.update(stage, visible=False)
     console.print(_report_table(report))
     if report.nothing_to_do:

@@ -18,6 +18,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.errors import ConfigError
 
+MIN_SALT_CHARS = 16
+_SECRETS = frozenset({"split_salt"})
 _CHOICES = {"sandbox": ("auto", "bwrap", "none"), "probe_preset": ("standard", "ci", "full", "publish", "off")}
 
 
@@ -98,6 +100,12 @@ class Settings(BaseSettings):
     host_state_mb: int = Field(default=2048, ge=1, le=1 << 22,
                                description="Largest learner state a trial may hand back (MiB); a larger one is "
                                            "refused before its bytes are read, and no larger one is ever read back.")
+    split_salt: str = Field(
+        default="",
+        description="The deployment's secret salt for every split draw (16+ characters; see "
+                    "docs/isolation.md): submitters cannot compute the drawn test splits. "
+                    "Empty: the public, reproducible splits of the reference. Never shown.",
+    )
     proxy_max_dim: int = Field(default=2048, ge=2, le=1 << 16,
                                description="Widest feature vector d a proxy-scheduler rung report may carry "
                                            "(n·q × d): LiDAR's harness-side cost grows as d³.")
@@ -108,6 +116,14 @@ class Settings(BaseSettings):
         choices = _CHOICES[info.field_name]
         if value not in choices:
             raise ValueError(f"must be one of {', '.join(choices)}; got {value!r}")
+        return value
+
+    @field_validator("split_salt")
+    @classmethod
+    def _check_split_salt(cls, value: str) -> str:
+        if value and len(value) < MIN_SALT_CHARS:  # a short salt is guessable from its digest
+            raise ValueError(f"must be empty (public splits) or at least {MIN_SALT_CHARS} "
+                             f"characters; got {len(value)}")
         return value
 
     @field_validator("image_size")
@@ -157,6 +173,8 @@ class Settings(BaseSettings):
             text = None if value is None else str(value)
             if text and "://" in text:
                 text = mask_url(text)
+            if name in _SECRETS and text:
+                text = "***"  # a secret's value never appears in a listing
             out[f"NEVIS_{name.upper()}"] = text
         return out
 

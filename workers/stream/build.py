@@ -52,6 +52,7 @@ from workers.stream.shards import (
     sha256_hex,
 )
 from workers.stream.split_rule import split_rule_key
+from workers.stream.split_salt import salt_digest
 from workers.stream.splits import SplitAssignment, assign_splits
 from workers.stream.task_info import Originals
 from workers.stream.train_order import TRAIN_ORDER_SEED, BucketMixer, bucket_count, order_record
@@ -63,9 +64,12 @@ DEFAULT_CHUNK_ROWS = 1024
 def build_dataset(
     store: ObjectStore, task: TaskSpec, ctx: AdapterContext, side: int, max_per_shard: int,
     stage: Callable[[str], None], chunk_rows: int = DEFAULT_CHUNK_ROWS, *,
-    accept_count_change: bool = False,
+    accept_count_change: bool = False, split_salt: str = "",
 ) -> DatasetIndex:
     """Load, split, then resize, dedup and write one dataset shard by shard; its index.
+
+    ``split_salt`` is the deployment's secret salt for split draws (""), of which the index
+    records only a digest.
 
     Raises:
         CountMismatchError: the data's classes differ from the task's, or a catalogue
@@ -84,7 +88,7 @@ def build_dataset(
     stage("split")
     assignment = assign_splits(
         raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes,
-        dataset=f"Dataset {task.dataset!r}",
+        dataset=f"Dataset {task.dataset!r}", salt=split_salt,
     )
     stage("write")
     prefix = dataset_prefix(task.dataset, ctx.image_size)
@@ -98,6 +102,7 @@ def build_dataset(
         dedup={}, source_checksum=raw.source_checksum,
         source={**raw.metadata, "num_examples": raw.num_examples,
                 "original_shape": source_shape_summary(raw.images), **counts},
+        split_salt=salt_digest(split_salt),
     )
     return write_streaming(store, raw, assignment, draft, max_per_shard, chunk_rows)
 

@@ -52,6 +52,7 @@ from workers.stream.shards import (
     verify_dataset,
 )
 from workers.stream.split_rule import split_rule_key
+from workers.stream.split_salt import salt_digest
 from workers.stream.task_data import follows_rule
 
 DEFAULT_STORED_SCALE = 1.5  # the settings' default: originals' long side = 1.5 S (96 px at 64)
@@ -150,6 +151,7 @@ def prepare_stream(
     stored_scale: float = DEFAULT_STORED_SCALE,
     verify: bool = True,
     accept_count_change: bool = False,
+    split_salt: str = "",
 ) -> PrepareReport:
     """Make sure every dataset of ``manifest`` is stored as verified shards.
 
@@ -171,6 +173,8 @@ def prepare_stream(
         accept_count_change: build a dataset whose classes differ from its task's, or whose
             classes or rows per split differ from the catalogue's pinned counts (the index's
             ``source.counts_check`` records it); otherwise that fails.
+        split_salt: the deployment's secret split salt (``NEVIS_SPLIT_SALT``, see
+            :mod:`workers.stream.split_salt`); a dataset split with another salt is rebuilt.
 
     Raises:
         CountMismatchError: a dataset's counts differ (naming the dataset, split, expected
@@ -185,7 +189,7 @@ def prepare_stream(
         return _prepare(manifest, store, size=size, side=side, offline_dir=offline_dir,
                         progress=progress, on_prepared=on_prepared,
                         max_examples_per_shard=max_examples_per_shard, verify=verify,
-                        accept_count_change=accept_count_change)
+                        accept_count_change=accept_count_change, split_salt=split_salt)
 
 
 @contextmanager
@@ -211,7 +215,7 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: i
              progress: Callable[[ProgressEvent], None] | None,
              on_prepared: Callable[[DatasetIndex], None] | None,
              max_examples_per_shard: int, verify: bool = True,
-             accept_count_change: bool = False) -> PrepareReport:
+             accept_count_change: bool = False, split_salt: str = "") -> PrepareReport:
     ctx = AdapterContext(offline_dir=offline_dir, image_size=size)
     tasks = dataset_rules(manifest)
     total = len(tasks)
@@ -222,7 +226,8 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: i
     todo: dict[str, str] = {}  # dataset → "prepared" or "rebuilt"
     for position, (key, task) in enumerate(tasks.items(), 1):
         notify(ProgressEvent(key, position, total, "check"))
-        status, found = _existing(store, task, size, side, verify=verify)
+        status, found = _existing(store, task, size, side, verify=verify,
+                                  salt=salt_digest(split_salt))
         if found is not None:
             present[key] = found
         else:
@@ -239,7 +244,7 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: i
                 notify(ProgressEvent(key, position, total, name))
 
             report, index = _build(store, task, ctx, side, todo[key], max_examples_per_shard,
-                                   stage, accept_count_change)
+                                   stage, accept_count_change, split_salt)
         notify(ProgressEvent(key, position, total, "done"))
         if on_prepared is not None:
             on_prepared(index)
@@ -249,7 +254,8 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: i
 
 
 def _existing(
-    store: ObjectStore, task: TaskSpec, size: int, side: int, *, verify: bool = True
+    store: ObjectStore, task: TaskSpec, size: int, side: int, *, verify: bool = True,
+    salt: str = "",
 ) -> tuple[str, tuple[DatasetReport, DatasetIndex] | None]:
     """("present", (report, index)) for a complete, verified dataset; else (status, None)."""
     start = time.perf_counter()
@@ -262,6 +268,8 @@ def _existing(
         return ("rebuilt" if unfinished else "prepared"), None
     if not follows_rule(index, task):
         return "rebuilt", None  # the manifest's rule changed since: the split must follow it
+    if index.split_salt != salt:
+        return "rebuilt", None  # split with another deployment salt (digest): draw again
     if index.stored_side != side:
         return "rebuilt", None  # NEVIS_STORED_SCALE changed since: originals must follow it
     if not index.train_order:
@@ -283,11 +291,12 @@ def _build(
     max_per_shard: int,
     stage: Callable[[str], None],
     accept_count_change: bool = False,
+    split_salt: str = "",
 ) -> tuple[DatasetReport, DatasetIndex]:
     """Build one dataset in bounded memory (:mod:`.build`); returns (report, index)."""
     start = time.perf_counter()
     index = build_dataset(store, task, ctx, side, max_per_shard, stage,
-                          accept_count_change=accept_count_change)
+                          accept_count_change=accept_count_change, split_salt=split_salt)
     return _report(index, status, time.perf_counter() - start, _accepted(index)), index
 
 

@@ -84,6 +84,9 @@ class DatasetIndex:
     # seed and buckets of the train rows' stored order (workers.stream.train_order); empty:
     # an index written before train rows were mixed (source order), which prepare rebuilds
     train_order: Mapping[str, Any] = field(default_factory=dict)
+    # digest of the deployment's split salt the draws used (workers.stream.split_salt);
+    # "" (and absent from the JSON): the public, reproducible splits
+    split_salt: str = ""
 
     @property
     def num_classes(self) -> int:
@@ -103,6 +106,8 @@ class DatasetIndex:
         doc["num_classes"] = self.num_classes
         doc["class_names"] = list(self.class_names)
         doc["shards"] = {s: [asdict(i) for i in self.shards[s]] for s in SPLITS}
+        if not self.split_salt:
+            del doc["split_salt"]  # unsalted indexes read as they always have
         return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
 
     @classmethod
@@ -133,6 +138,7 @@ class DatasetIndex:
                 source_checksum=str(doc["source_checksum"]),
                 source=dict(doc.get("source", {})),
                 train_order=dict(doc.get("train_order", {})),
+                split_salt=str(doc.get("split_salt", "")),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise DataIntegrityError(

@@ -3,7 +3,8 @@
 Guarantees:
 
 - the same labels, rule and given lists always give the same split (numpy's legacy
-  ``RandomState``, whose stream numpy keeps fixed, seeded with the rule's seed);
+  ``RandomState``, whose stream numpy keeps fixed, seeded with the rule's seed, or under a
+  deployment's secret salt with a keyed seed: :mod:`workers.stream.split_salt`);
 - the splits are disjoint and cover every row (except the source's test rows under a
   ``random`` rule with ``pool: source_train``, which the reference leaves out too);
 - single-label draws are stratified: classes are visited in ascending order and each class's
@@ -31,6 +32,7 @@ from workers.stream.adapters.base import GivenSplits
 from workers.stream import split_reference
 from workers.stream.dealing import checked_fractions, deal, percent
 from workers.stream.split_rule import SOURCE_TRAIN, SPLIT_KINDS, SPLITS, SplitRule
+from workers.stream.split_salt import split_rng
 
 # Used when a rule gives no fractions: NEVIS'22's random 56/12/12/20, and 70/15/15 of the
 # official train set when the source has its own test set.
@@ -57,6 +59,7 @@ def assign_splits(
     given: GivenSplits | None = None,
     attributes: Mapping[str, np.ndarray] | None = None,
     dataset: str = "This dataset",
+    salt: str = "",
 ) -> SplitAssignment:
     """Split rows following ``rule``.
 
@@ -67,7 +70,10 @@ def assign_splits(
             ``official_val``, ``held_out_parts`` and a ``by_attribute`` rule with
             ``source_test``.
         attributes: per-row metadata (name -> array [N]) for the kinds that split on it.
-        dataset: how errors name the dataset, e.g. ``"Dataset 'nevis:coil100'"``.
+        dataset: how errors name the dataset, e.g. ``"Dataset 'nevis:coil100'"``; it also
+            keys a salted draw.
+        salt: the deployment's secret split salt (:mod:`workers.stream.split_salt`); "" draws
+            with the rule's seed, as the reference does.
 
     Raises:
         ManifestError: the rule's fractions are malformed.
@@ -75,7 +81,7 @@ def assign_splits(
             have (never answered with a random draw instead).
     """
     n = int(labels.shape[0])
-    rng = np.random.RandomState(rule.seed)
+    rng = split_rng(rule.seed, salt, dataset)
     attributes = attributes or {}
     if rule.kind == "official_val":
         rows, how = split_reference.official_val(rule, labels, given, rng, dataset)
@@ -115,7 +121,8 @@ def assign_splits(
             )
         if given.val is None:  # only train / test: draw dev and dev_test from train
             return assign_splits(
-                labels, rule=SplitRule(kind="official_test", seed=rule.seed), given=given
+                labels, rule=SplitRule(kind="official_test", seed=rule.seed), given=given,
+                dataset=dataset, salt=salt,
             )
         halves = deal(given.val, labels[given.val], {"dev": 0.5, "dev_test": 0.5}, rng)
         rows = {"train": np.sort(given.train), **halves, "test": np.sort(given.test)}
@@ -124,6 +131,8 @@ def assign_splits(
         raise ManifestError(
             f"Unknown split rule kind {rule.kind!r}; use one of {', '.join(SPLIT_KINDS)}."
         )
+    if salt:
+        how += "; draws salted (NEVIS_SPLIT_SALT)"
     return SplitAssignment(rows={s: rows[s] for s in SPLITS}, how=how)
 
 

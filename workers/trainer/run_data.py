@@ -45,7 +45,8 @@ class RunData:
             return
         prepare_stream(manifest, self.store, image_size=size, offline_dir=self.settings.offline_data_dir,
                        stored_scale=self.settings.stored_scale, verify=verify,
-                       on_prepared=database_recorder(self.sessions, self.store))
+                       on_prepared=database_recorder(self.sessions, self.store),
+                       split_salt=self.settings.split_salt)
         self._prepared.add(key)
 
     def for_task(self, manifest: StreamManifest, task: TaskSpec, size: int, phase: str) -> TaskData:

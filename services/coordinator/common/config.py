@@ -35,7 +35,7 @@ from workers.sandbox.images.limits import (
 WORKER_SECRET_VARS = (
     "NEVIS_DATABASE_URL", "NEVIS_STORE_URL", "NEVIS_S3_ENDPOINT_URL", "NEVIS_DATA_DIR",
     "NEVIS_OFFLINE_DATA_DIR", "NEVIS_IMAGE_SIZE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "PGPASSWORD",
+    "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "PGPASSWORD", "NEVIS_SPLIT_SALT",
 )
 # Coordinator knobs the worker reads (heartbeat, deadlines, retry policy, streams folder).
 WORKER_KNOB_VARS = (
