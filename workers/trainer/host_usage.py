@@ -28,10 +28,10 @@ from workers.sandbox.usage import tree_pids
 T = TypeVar("T")
 
 
-START_ALLOWANCE_S = 8.0
+START_ALLOWANCE_S = 5.0
 """CPU-seconds of a host's start never floored (the interpreter, bubblewrap, importing torch
-and the learner, the warm-up pass: 4-6 CPU-s on this 2-core CI machine); past it, compute
-outside calls is floored like a call's."""
+and the learner, the warm-up pass: 2.7 CPU-s for ``indep_small`` on the 2-core CI machine,
+``bench/bench_floor_rate.py``); past it, compute outside calls is floored like a call's."""
 
 _CHARGED: weakref.WeakKeyDictionary[LearnerHost, float] = weakref.WeakKeyDictionary()
 """Per host: its CPU reading when its last measured call ended (what was charged already)."""

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from workers.learners.protocol import LabelledData, TaskInfo
-from workers.sandbox.calibration import ALLOWANCE_S
+from workers.sandbox.calibration import ALLOWANCE_S, FLOOR_FRACTION
 from workers.sandbox.client import HostSpec, LearnerHost
 from workers.trainer import host_usage
 from workers.trainer.host_usage import call_cpu_seconds, measured_call
@@ -112,7 +112,7 @@ def test_a_trial_ended_by_closing_its_host_is_charged_its_cpu_and_floor(host) ->
     assert not host.alive
     assert result["cpu_estimated"] is False
     assert result["cpu_seconds"] - result["cpu_outside_calls_s"] >= burn * 0.9
-    assert result["flops_floor"] > 0.5 * result["flop_rate"] * host_usage.FLOOR_FRACTION
+    assert result["flops_floor"] > 0.5 * result["flop_rate"] * FLOOR_FRACTION
     assert host.cpu_seconds() == pytest.approx(host._cgroup.final_cpu_seconds)  # noqa: SLF001
 
 
@@ -122,7 +122,7 @@ def test_import_and_idle_thread_compute_is_charged_to_the_next_call(host, monkey
     monkeypatch.setattr(host_usage, "START_ALLOWANCE_S", 0.0)
     first = _trial(host)
     assert first["status"] == "ok" and first["cpu_outside_calls_s"] >= IMPORT_BURN_S * 0.9
-    assert first["flops_floor"] >= int(IMPORT_BURN_S * 0.9 * first["flop_rate"] * host_usage.FLOOR_FRACTION)
+    assert first["flops_floor"] >= int(IMPORT_BURN_S * 0.9 * first["flop_rate"] * FLOOR_FRACTION)
     idle = _trial(host, mode="idle", seconds=1.0)
     assert idle["status"] == "ok" and idle["cpu_outside_calls_s"] < 0.5  # the thread had not started
     reading, deadline = host.cpu_seconds(), time.monotonic() + 20
