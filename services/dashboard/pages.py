@@ -42,6 +42,7 @@ from services.coordinator.api.fields import DbId
 from services.coordinator.api.answers import answer_cache, shared_slot
 from services.coordinator.api.routes.leaderboard import Reader, Ruleset, known_ruleset, resolve_stream
 from services.core.errors import NevisError, UnknownNameError
+from services.core.metric_specs import PROXIES
 from services.dashboard import figures
 from services.dashboard.uncertainty_views import interval_of, paired_view
 from services.dashboard.transfer_views import transfer_view
@@ -244,7 +245,7 @@ def probes_page(session: SessionDep, viewer: Reader, submission_id: DbId) -> HTM
             for key in curves:
                 curves[key].append((name, row.curves["scored_steps"], row.curves.get(key) or []))
     ranks: list[tuple[str, list[int], list[float | None]]] = []
-    for metric in ("lidar", "rankme", "linear_accuracy"):
+    for metric in (*PROXIES, "linear_accuracy"):
         for order in sorted({c.task_order for c in report.checkpoints}):
             points = sorted((c.step, getattr(c, metric)) for c in report.checkpoints
                             if c.task_order == order and c.best_trial)
