@@ -43,11 +43,6 @@ class MetricSpec:
         """ "max" or "min", for sorting a leaderboard column."""
         return "max" if self.higher_is_better else "min"
 
-    def best(self, values: Mapping[object, float]) -> object:
-        """The key of the best of ``values`` (the first of equals, in the mapping's order)."""
-        pick = max if self.higher_is_better else min
-        return pick(values, key=values.__getitem__)
-
 
 def _specs(*specs: MetricSpec) -> Mapping[str, MetricSpec]:
     return MappingProxyType({spec.name: spec for spec in specs})
