@@ -56,23 +56,28 @@ def run_ranked_trial(config: dict[str, Any], spec: TrialSpec, resources: Resourc
     world = resources.num_workers
     started = time.perf_counter()
     hosts: list[LearnerHost] = []
-    with RankNet(sandbox=resolve_sandbox(spec.host.sandbox), world_size=world) as net:
-        try:
-            # From this thread, which outlives them: bwrap's --die-with-parent ends a host with
-            # the thread that started it.
-            for rank in range(world):
-                try:
-                    hosts.append(LearnerHost(replace(spec.host, rank=net.slot(rank))))
-                except Exception as exc:  # noqa: BLE001 - a rank that cannot start fails the trial
-                    return failure_metrics(config, exc, no_flops())
-            before = [h.cpu_seconds() for h in hosts]
-            with watched(lambda: set().union(*(tree_pids(h.pid) for h in hosts)), gpu=spec.host.gpu) as gpu:
-                results = _run_group(hosts, config, spec)
-            used = [None if b is None or a is None else max(a - b, 0.0)
-                    for b, a in zip(before, (h.cpu_seconds() for h in hosts), strict=True)]
-        finally:
-            for host in hosts:
-                host.close()
+    net = RankNet(sandbox=resolve_sandbox(spec.host.sandbox), world_size=world)
+    try:
+        net.open()
+    except Exception as exc:  # noqa: BLE001 - no namespace for the ranks: the trial fails, saying why
+        return failure_metrics(config, exc, no_flops())
+    try:
+        # From this thread, which outlives them: bwrap's --die-with-parent ends a host with the
+        # thread that started it.
+        for rank in range(world):
+            try:
+                hosts.append(LearnerHost(replace(spec.host, rank=net.slot(rank))))
+            except Exception as exc:  # noqa: BLE001 - a rank that cannot start fails the trial
+                return failure_metrics(config, exc, no_flops())
+        before = [h.cpu_seconds() for h in hosts]
+        with watched(lambda: set().union(*(tree_pids(h.pid) for h in hosts)), gpu=spec.host.gpu) as gpu:
+            results = _run_group(hosts, config, spec)
+        used = [None if b is None or a is None else max(a - b, 0.0)
+                for b, a in zip(before, (h.cpu_seconds() for h in hosts), strict=True)]
+    finally:
+        for host in hosts:
+            host.close()
+        net.close()
     usage = usage_fields(sum_known(used), time.perf_counter() - started, gpu.usage)  # every rank's time
     return {**_combine(results), **usage, "num_workers": world}
 
