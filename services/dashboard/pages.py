@@ -37,10 +37,17 @@ from fastapi.templating import Jinja2Templates
 from pydantic import BeforeValidator
 from sqlalchemy.orm import Session
 
-from services.coordinator.api.deps import SessionDep, StoreDep
+from services.coordinator.api.deps import SessionDep, SettingsDep, StoreDep
 from services.coordinator.api.fields import DbId
 from services.coordinator.api.answers import answer_cache, shared_slot
-from services.coordinator.api.routes.leaderboard import Reader, Ruleset, known_ruleset, resolve_stream
+from services.coordinator.api.routes.leaderboard import (
+    CodeQuery,
+    Reader,
+    Ruleset,
+    code_filter,
+    known_ruleset,
+    resolve_stream,
+)
 from services.core.errors import NevisError, UnknownNameError
 from services.core.metric_specs import PROXIES
 from services.dashboard import figures
@@ -57,7 +64,14 @@ from services.dashboard.views import (
     to_csv,
 )
 from services.store.runs.board_uncertainty import board_uncertainty
-from services.store.runs.leaderboard import RANKED_PHASE, SORT_KEYS, front_points, leaderboard, rulesets_of
+from services.store.runs.leaderboard import (
+    RANKED_PHASE,
+    SORT_KEYS,
+    CodeFilter,
+    front_points,
+    leaderboard,
+    rulesets_of,
+)
 from services.store.runs.profiles import kept_profiles, performance_profiles
 from services.store.runs.visibility import ANONYMOUS, Viewer, check_readable
 from services.store.runs.transfer import transfer_report
@@ -115,16 +129,17 @@ async def _cached_page(request: Request, key: Any, viewer: Viewer,
     return HTMLResponse(html, status_code=status, headers={"Cache-Control": control, "Vary": "Authorization"})
 
 
-def _board(session, stream, version, sort, descending, page, learner, since, viewer: Viewer, ruleset: str = "open"):
+def _board(session, stream, version, sort, descending, page, learner, since, viewer: Viewer, ruleset: str = "open",
+           code: CodeFilter = "any"):
     known, name, ver = resolve_stream(session, stream, version, viewer)
     if name is None or ver is None or (name, ver) not in known:
         return known, name, ver, None, [], None
     kept = kept_profiles(session, stream=name, version=ver, viewer=viewer)
     board = leaderboard(session, stream=name, version=ver, sort=sort, descending=descending,
                         limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, learner_prefix=learner, since=since,
-                        viewer=viewer, profiles=kept.scores, ruleset=ruleset)
+                        viewer=viewer, profiles=kept.scores, ruleset=ruleset, code=code)
     points = front_points(session, stream=name, version=ver, learner_prefix=learner, since=since,
-                          viewer=viewer, ruleset=ruleset)
+                          viewer=viewer, ruleset=ruleset, code=code)
     return known, name, ver, board, points, kept
 
 
@@ -133,13 +148,15 @@ async def leaderboard_page(
     request: Request, viewer: Reader, stream: Text = None, version: Text = None,
     sort: Sort = "rank", descending: bool = False,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1, learner: Text = None, since: Since = None,
-    ruleset: Ruleset = "open",
+    ruleset: Ruleset = "open", code: CodeQuery = None,
 ) -> HTMLResponse:
+    shown = code_filter(code, request.app.state.settings)
+
     def render(session: Session) -> tuple[int, str]:
         known, name, ver, board, points, kept = _board(session, stream, version, sort, descending, page,
-                                                       learner, _midnight(since), viewer, ruleset)
+                                                       learner, _midnight(since), viewer, ruleset, shown)
         query = {k: v for k, v in {"stream": name, "version": ver, "learner": learner, "ruleset": ruleset,
-                                   "since": since.isoformat() if since else None}.items() if v}
+                                   "since": since.isoformat() if since else None, "code": code}.items() if v}
 
         def link(**change: Any) -> str:
             merged = {**query, "sort": sort, "descending": str(descending).lower(), "page": page, **change}
@@ -151,7 +168,7 @@ async def leaderboard_page(
         return 200, _render(
             "leaderboard.html", title="Leaderboard", known=known, stream=name, version=ver, phase=RANKED_PHASE,
             versions=[v for s, v in known if s == name],  # 2 or more: the version selector shows
-            ruleset=ruleset, rulesets=rulesets_of(session, stream=name, version=ver, viewer=viewer) if board else [],
+            ruleset=ruleset, code=shown, rulesets=rulesets_of(session, stream=name, version=ver, viewer=viewer) if board else [],
             board=board, spread=spread, sort=sort, descending=descending, page=page, pages=pages, learner=learner or "",
             since=since, link=link, sort_keys=SORT_KEYS, csv_link="/leaderboard.csv" + link(),
             json_link="/v1/leaderboard" + api, on_front=sum(p.on_front for p in points),
@@ -161,19 +178,19 @@ async def leaderboard_page(
                 title=f"Error performance profiles: the {len(kept.best)} best by score",
                 axis="tau (error / best error)") if kept and kept.best else None)
 
-    key = ("leaderboard-page", stream, version, sort, descending, page, learner, since, ruleset)
+    key = ("leaderboard-page", stream, version, sort, descending, page, learner, since, ruleset, shown)
     return await _cached_page(request, key, viewer, render)
 
 
 @router.get("/leaderboard.csv")
 def leaderboard_csv(
-    session: SessionDep, viewer: Reader, stream: Text = None, version: Text = None,
+    session: SessionDep, viewer: Reader, settings: SettingsDep, stream: Text = None, version: Text = None,
     sort: Sort = "rank", descending: bool = False,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1, learner: Text = None, since: Since = None,
-    ruleset: Ruleset = "open",
+    ruleset: Ruleset = "open", code: CodeQuery = None,
 ) -> PlainTextResponse:
     _, name, ver, board, _, _ = _board(session, stream, version, sort, descending, page, learner,
-                                       _midnight(since), viewer, ruleset)
+                                       _midnight(since), viewer, ruleset, code_filter(code, settings))
     rows = [r.to_dict() for r in board.rows] if board else []
     return _download(to_csv(rows, BOARD_COLUMNS), f"leaderboard-{name}-{ver}-{RANKED_PHASE}-p{page}.csv")
 

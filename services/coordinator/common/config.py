@@ -165,6 +165,10 @@ class CoordinatorSettings(Settings):
     dashboard_public: bool = Field(
         default=True, description="The leaderboard and dashboard are readable without a token "
         "(false: every page and the leaderboard API need one).")
+    leaderboard_code: Literal["any", "public"] = Field(
+        default="any", description="What the leaderboard ranks by default: every row (any), or only rows "
+        "whose code is public (public: a baseline, or a code_url given; docs/isolation.md, 'Public data'). "
+        "Readers may ask for the other with ?code=.")
     # Benchmark refreshes (services/coordinator/refresh; docs/operators.md, "Benchmark refreshes")
     refresh_cron: str = Field(
         default="", max_length=200,

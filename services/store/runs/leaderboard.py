@@ -18,7 +18,8 @@ Beside those, each row carries its performance-profile scores (given by the call
 over every finished submission by :func:`services.store.runs.profiles.profile_scores`; a page
 sorted by them is ordered in Python over the filtered rows' ids, then read as one page) and
 whether its learner's code is public: a built-in baseline's is (this repository), any other's
-only when its submitter gave ``code_url``.
+only when its submitter gave ``code_url``. ``code="public"`` keeps only those rows (an operator
+may make it the default ranking, ``NEVIS_LEADERBOARD_CODE``: docs/isolation.md, "Public data").
 
 Only meta-test submissions are ranked (:data:`RANKED_PHASE`, issue 9 "meta-test hygiene"):
 meta-train runs are development runs, tuned freely, and ranking them would make a
@@ -49,6 +50,9 @@ from services.store.db.models_scores import (
 )
 from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
 
+CodeFilter = Literal["any", "public"]
+"""Which rows a board ranks by where their code is: all of them, or only those whose code is public."""
+CODE_FILTERS: tuple[str, ...] = ("any", "public")
 SortKey = Literal["rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks"]
 SORT_KEYS: tuple[str, ...] = ("rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks")
 ProfileScores = Mapping[int, tuple[float, float | None]]
@@ -137,19 +141,21 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
                 descending: bool = False, limit: int = 50, offset: int = 0,
                 learner_prefix: str | None = None, since: datetime | None = None,
                 baselines: bool | None = None, viewer: Viewer = ANONYMOUS,
-                profiles: ProfileScores | Literal["kept"] | None = None, ruleset: str | None = None) -> LeaderboardPage:
+                profiles: ProfileScores | Literal["kept"] | None = None, ruleset: str | None = None,
+                code: CodeFilter = "any") -> LeaderboardPage:
     """One page of the meta-test leaderboard of ``stream``/``version``, as ``viewer`` sees it,
     with ``profiles``' scores on its rows (``"kept"``: an anonymous reader's, as the commits kept
     them, read for the page's rows only). ``sort="profile"`` orders by the error-profile score,
     best (highest) first, ``descending`` worst first; rows without one come last either way.
-    ``ruleset`` keeps the rows of one ruleset (each has its own board; None: every row)."""
+    ``ruleset`` keeps the rows of one ruleset (each has its own board; None: every row);
+    ``code="public"`` only rows whose code is public (ranks are among those rows)."""
     kept = profiles == "kept"
     if kept:
         profiles = _kept_scores(session, stream, version) if sort == "profile" else None
     profiles = profiles or {}
     headline = _headline_tasks(stream, version)
     filters = _filters(stream=stream, version=version, learner_prefix=learner_prefix, since=since,
-                       baselines=baselines, viewer=viewer, ruleset=ruleset)
+                       baselines=baselines, viewer=viewer, ruleset=ruleset, code=code)
     base = _ranked(filters, headline).subquery()
     if sort == "profile":
         rows, total = _by_profile(session, base, profiles, descending=descending, limit=limit, offset=offset)
@@ -269,12 +275,12 @@ def kept_seeds(session: Session, *, stream_version_id: Any, learners: set[str],
 
 
 def front_points(session: Session, *, stream: str, version: str, learner_prefix: str | None = None, since: datetime | None = None,
-                 viewer: Viewer = ANONYMOUS, ruleset: str | None = None) -> list[FrontPoint]:
+                 viewer: Viewer = ANONYMOUS, ruleset: str | None = None, code: CodeFilter = "any") -> list[FrontPoint]:
     """Every finished meta-test submission ``viewer`` may read (all headline tasks scored; of
     ``ruleset`` only, if given) as a (cFLOP, E) point, with whether it is on the Pareto front
     of those points."""
     base = _ranked(_filters(stream=stream, version=version, learner_prefix=learner_prefix, since=since,
-                            baselines=None, viewer=viewer, ruleset=ruleset), _headline_tasks(stream, version)).subquery()
+                            baselines=None, viewer=viewer, ruleset=ruleset, code=code), _headline_tasks(stream, version)).subquery()
     rows = session.execute(
         select(base.c.submission_id, base.c.learner, base.c.baseline, base.c.mean_error, base.c.cflop)
         .where(base.c.headline_done == base.c.headline_tasks, base.c.headline_tasks > 0)
@@ -311,7 +317,8 @@ def rulesets_of(session: Session, *, stream: str, version: str, viewer: Viewer =
 
 
 def _filters(*, stream: str, version: str, learner_prefix: str | None, since: datetime | None,
-             baselines: bool | None, viewer: Viewer, ruleset: str | None = None) -> list[Any]:
+             baselines: bool | None, viewer: Viewer, ruleset: str | None = None,
+             code: CodeFilter = "any") -> list[Any]:
     """The board's rows: WHERE clauses on submissions joined with their learner and stream version."""
     filters = [StreamVersion.name == stream, StreamVersion.version == version, Submission.phase == RANKED_PHASE,
                visible_to(viewer)]
@@ -323,6 +330,8 @@ def _filters(*, stream: str, version: str, learner_prefix: str | None, since: da
         filters.append(Submission.created_at >= since)
     if baselines is not None:
         filters.append(is_baseline(Learner.entrypoint) if baselines else ~is_baseline(Learner.entrypoint))
+    if code == "public":  # as a row's code_public says: a baseline, or a code_url given
+        filters.append(is_baseline(Learner.entrypoint) | Submission.code_url.is_not(None))
     return filters
 
 
@@ -360,6 +369,6 @@ def _ranked(filters: list[Any], headline: Any) -> Select:
 
 
 __all__ = [
-    "RANKED_PHASE", "SORT_KEYS", "FrontPoint", "LeaderboardPage", "LeaderboardRow", "ProfileScores", "SortKey",
+    "CODE_FILTERS", "RANKED_PHASE", "SORT_KEYS", "CodeFilter", "FrontPoint", "LeaderboardPage", "LeaderboardRow", "ProfileScores", "SortKey",
     "front_points", "is_baseline", "kept_seeds", "leaderboard", "rulesets_of", "stream_versions",
 ]

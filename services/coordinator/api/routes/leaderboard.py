@@ -11,7 +11,7 @@ clients, but only as ``meta_test``; any other value is a 422 naming ``phase``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -25,12 +25,14 @@ from services.coordinator.api.fields import NAME_MAX, STREAM_MAX, VERSION_MAX
 from services.coordinator.api.routes import problems
 from services.coordinator.api.schemas_uncertainty import BoardUncertaintyOut
 from services.coordinator.common.client_errors import InvalidInputError
+from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.crud import users as crud_users
 from services.core.errors import UnknownNameError
 from services.core.rulesets import DEFAULT_RULESET
 from services.core.rulesets import ruleset as ruleset_named
 from services.store.runs.leaderboard import (
     RANKED_PHASE,
+    CodeFilter,
     FrontPoint,
     LeaderboardRow,
     front_points,
@@ -52,6 +54,8 @@ class LeaderboardOut(BaseModel):
     ruleset: str = Field(default="open", description="The ruleset whose board this is (docs/rules.md).")
     rulesets: list[str] = Field(default_factory=list, description=(
         "The rulesets with meta-test submissions on this stream version: each has its own board."))
+    code: Literal["any", "public"] = Field(default="any", description=(
+        "Which rows are ranked: every row, or only those whose code is public (a baseline, or a code_url given)."))
     streams: list[dict[str, str]]
     items: list[LeaderboardRow]
     total: int
@@ -66,6 +70,7 @@ class FrontOut(BaseModel):
     version: str | None
     phase: str
     ruleset: str = "open"
+    code: Literal["any", "public"] = "any"
     points: list[FrontPoint]
 
 
@@ -118,6 +123,14 @@ def known_ruleset(value: object) -> object:
 
 Ruleset = Annotated[str, BeforeValidator(known_ruleset), Query(
     max_length=48, description="The ruleset whose board to show (default open); each ruleset has its own.")]
+CodeQuery = Annotated[Literal["any", "public"] | None, Query(description=(
+    "Rank every row (any) or only rows whose code is public (public); default: the operator's "
+    "NEVIS_LEADERBOARD_CODE (any unless set)."))]
+
+
+def code_filter(asked: str | None, settings: CoordinatorSettings) -> CodeFilter:
+    """The rows a board ranks: what the reader asked for, else the operator's default."""
+    return cast(CodeFilter, asked or settings.leaderboard_code)
 
 
 def resolve_stream(session: Session, stream: str | None, version: str | None, viewer: Viewer = ANONYMOUS
@@ -147,23 +160,25 @@ async def read_leaderboard(
                     "Rows without a score (not finished) come last.")] = "rank",
     descending: bool = False, limit: Limit = 50, offset: Offset = 0, learner: LearnerFilter = None,
     since: Since = None, baselines: Annotated[bool | None, Query(description="Only baselines (true) or none (false).")] = None,
+    code: CodeQuery = None,
     if_none_match: Annotated[str | None, Header(max_length=IF_NONE_MATCH_MAX)] = None,
 ) -> Response:
+    shown = code_filter(code, settings)
     key = ("board", stream, version, phase, sort, descending, limit, offset, learner,
-           since.isoformat() if since else None, baselines, ruleset)
+           since.isoformat() if since else None, baselines, ruleset, shown)
 
     def build(session: Session) -> dict[str, Any]:
         known, name, ver = resolve_stream(session, stream, version, viewer)
         streams = [{"stream": s, "version": v} for s, v in known]
         if name is None or ver is None:
             return {"stream": name, "version": ver, "phase": phase, "streams": streams, "items": [],
-                    "total": 0, "limit": limit, "offset": offset, "ruleset": ruleset}
+                    "total": 0, "limit": limit, "offset": offset, "ruleset": ruleset, "code": shown}
         page = leaderboard(session, stream=name, version=ver, sort=sort, descending=descending, ruleset=ruleset,
                            limit=limit, offset=offset, learner_prefix=learner, since=since, baselines=baselines,
-                           viewer=viewer, profiles="kept" if viewer == ANONYMOUS else profile_scores(
+                           viewer=viewer, code=shown, profiles="kept" if viewer == ANONYMOUS else profile_scores(
                                session, stream=name, version=ver, viewer=viewer))
         spread = board_uncertainty(session, request.app.state.store, page, viewer)
-        return {"stream": name, "version": ver, "phase": phase, "streams": streams, "ruleset": ruleset,
+        return {"stream": name, "version": ver, "phase": phase, "streams": streams, "ruleset": ruleset, "code": shown,
                 "rulesets": rulesets_of(session, stream=name, version=ver, viewer=viewer), "items": list(page.rows), "total": page.total, "limit": limit, "offset": offset,
                 "uncertainty": [BoardUncertaintyOut.of(i, u) for i, u in spread.items()]}
 
@@ -175,16 +190,18 @@ async def read_leaderboard(
 async def read_front(
     request: Request, settings: SettingsDep, viewer: Reader, stream: Stream = None,
     version: Version = None, phase: Phase = "meta_test", learner: LearnerFilter = None, since: Since = None,
-    ruleset: Ruleset = DEFAULT_RULESET,
+    ruleset: Ruleset = DEFAULT_RULESET, code: CodeQuery = None,
     if_none_match: Annotated[str | None, Header(max_length=IF_NONE_MATCH_MAX)] = None,
 ) -> Response:
-    key = ("front", stream, version, phase, learner, since.isoformat() if since else None, ruleset)
+    shown = code_filter(code, settings)
+    key = ("front", stream, version, phase, learner, since.isoformat() if since else None, ruleset, shown)
 
     def build(session: Session) -> dict[str, Any]:
         _, name, ver = resolve_stream(session, stream, version, viewer)
         points = [] if name is None or ver is None else front_points(
-            session, stream=name, version=ver, learner_prefix=learner, since=since, viewer=viewer, ruleset=ruleset)
-        return {"stream": name, "version": ver, "phase": phase, "points": points, "ruleset": ruleset}
+            session, stream=name, version=ver, learner_prefix=learner, since=since, viewer=viewer, ruleset=ruleset,
+            code=shown)
+        return {"stream": name, "version": ver, "phase": phase, "points": points, "ruleset": ruleset, "code": shown}
 
     return await respond_cached(request, FrontOut, build, key, settings, viewer)
 
@@ -222,5 +239,5 @@ async def read_profiles(
     return await respond_cached(request, ProfilesOut, build, key, settings, viewer)
 
 
-__all__ = ["FrontOut", "LeaderboardOut", "ProfilesOut", "Reader", "Ruleset", "known_ruleset", "meta_test_only", "require_reader",
+__all__ = ["CodeQuery", "FrontOut", "LeaderboardOut", "code_filter", "ProfilesOut", "Reader", "Ruleset", "known_ruleset", "meta_test_only", "require_reader",
            "resolve_stream", "router"]
