@@ -2,9 +2,9 @@
 before it accepts connections, so that the first real read costs what a later one does.
 
 Why: a fresh process paid, on its first leaderboard read, for work done once per process
-(issue 48: 743 ms against 40-55 ms for later reads of new queries). Profiled on 1,000 × 106
+(issue 48: 743 ms against 48-55 ms for reads just after a commit). Profiled on 1,000 × 106
 (py-spy, one cold read): ``scipy.stats`` imported for the seeds' Student t intervals (the
-largest share), FastAPI building its routes' state on the first match, anyio's thread-pool
+largest share; now the lighter ``scipy.special``, still imported here), FastAPI building its routes' state on the first match, anyio's thread-pool
 backend imported on the first hop, SQLAlchemy compiling each statement, the pool opening its
 connection, pydantic building serialisers, plotly's figure classes on a submission page's
 first figure, and the answer itself rendered. The warm-up sends anonymous ``GET`` requests for
