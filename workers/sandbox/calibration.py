@@ -36,6 +36,10 @@ ALLOWANCE_S = 2.0
 """CPU-seconds of each call never floored: start-up, decoding the task, scoring the dev split."""
 GPU_ALLOWANCE_S = 1.0
 """GPU-seconds of each call never floored (CUDA's start-up, the dev pass)."""
+GPU_FLOOR_FRACTION = 1 / 64
+"""Share of the device's bf16 matrix rate every GPU-second is charged at the least. Not yet
+calibrated on the built-ins as :data:`FLOOR_FRACTION` is (no GPU on the CI machine): small
+batches reach a small share of a GPU's peak, so the stated factor is lower than the CPU's."""
 
 
 def measure_flop_rate() -> float:
@@ -105,10 +109,11 @@ def compute_floor(cpu_seconds: float | None, flop_rate: float, *, gpu_seconds: f
     """The least a call that used ``cpu_seconds`` of the host's CPU, and ``gpu_seconds`` of its
     GPUs (NVML's, :mod:`workers.sandbox.gpu_usage`) at the device's ``gpu_rate``
     (:mod:`workers.sandbox.gpu_calibration`), is charged: each term the same rule, past its
-    allowance, at :data:`FLOOR_FRACTION` of what the time bought."""
+    allowance, at its stated share of what the time bought (:data:`FLOOR_FRACTION`,
+    :data:`GPU_FLOOR_FRACTION`)."""
     cpu = 0.0 if cpu_seconds is None else max(cpu_seconds - ALLOWANCE_S, 0.0) * flop_rate
     gpu = 0.0 if gpu_seconds is None or not gpu_rate else max(gpu_seconds - GPU_ALLOWANCE_S, 0.0) * gpu_rate
-    return int((cpu + gpu) * FLOOR_FRACTION)
+    return int(cpu * FLOOR_FRACTION + gpu * GPU_FLOOR_FRACTION)
 
 
 def _boot_id() -> str:
@@ -118,5 +123,5 @@ def _boot_id() -> str:
         return "unknown"
 
 
-__all__ = ["ALLOWANCE_S", "BUILTIN_RATE_SHARE", "FLOOR_FRACTION", "FLOOR_SHARE", "GPU_ALLOWANCE_S", "cached_flop_rate", "compute_floor", "machine_flop_rate", "measure_flop_rate",
+__all__ = ["ALLOWANCE_S", "BUILTIN_RATE_SHARE", "FLOOR_FRACTION", "FLOOR_SHARE", "GPU_ALLOWANCE_S", "GPU_FLOOR_FRACTION", "cached_flop_rate", "compute_floor", "machine_flop_rate", "measure_flop_rate",
            "rate_record_path"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from workers.sandbox.calibration import FLOOR_FRACTION, GPU_ALLOWANCE_S, compute_floor
+from workers.sandbox.calibration import ALLOWANCE_S, FLOOR_FRACTION, GPU_ALLOWANCE_S, GPU_FLOOR_FRACTION, compute_floor
 from workers.sandbox.gpu_usage import GpuWatch, open_source, watched
 from workers.sandbox.usage import tree_pids
 from workers.trainer.host_usage import usage_fields
@@ -57,11 +57,11 @@ def test_gpu_seconds_memory_and_energy_are_the_hosts_processes_alone() -> None:
 
 
 def test_the_floor_gains_a_gpu_term_by_the_cpu_rule() -> None:
-    cpu_only = compute_floor(10.0, 1e9)
+    cpu_only = compute_floor(ALLOWANCE_S + 8.0, 1e9)
     assert cpu_only == int(8.0 * 1e9 * FLOOR_FRACTION)
-    both = compute_floor(10.0, 1e9, gpu_seconds=GPU_ALLOWANCE_S + 4.0, gpu_rate=1e14)
-    assert both == int((8.0 * 1e9 + 4.0 * 1e14) * FLOOR_FRACTION)
-    assert compute_floor(10.0, 1e9, gpu_seconds=None, gpu_rate=1e14) == cpu_only  # unmeasured: no term
+    both = compute_floor(ALLOWANCE_S + 8.0, 1e9, gpu_seconds=GPU_ALLOWANCE_S + 4.0, gpu_rate=1e14)
+    assert both == int(8.0 * 1e9 * FLOOR_FRACTION + 4.0 * 1e14 * GPU_FLOOR_FRACTION)
+    assert compute_floor(ALLOWANCE_S + 8.0, 1e9, gpu_seconds=None, gpu_rate=1e14) == cpu_only  # unmeasured: no term
 
 
 def test_on_this_machine_the_nvml_path_is_absent_and_the_fields_say_so() -> None:
