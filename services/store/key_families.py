@@ -102,6 +102,8 @@ FAMILIES: tuple[KeyFamily, ...] = (
               "its trial's log", kept_with=_trial_log_beside),
     KeyFamily("prediction log", kl.RUNS, _ATTEMPT + "/" + re.escape(kl.PREDICT_LOG_FILE),
               "workers/trainer/stream_runner.py", "its attempt's row", log_keys),
+    KeyFamily("preparation log", kl.RUNS, _ATTEMPT + "/" + re.escape(kl.PREPARE_LOG_FILE),
+              "workers/trainer/task_prepare.py", "its attempt's row", log_keys),
     KeyFamily("predictions", kl.RUNS, _ATTEMPT + "/" + re.escape(kl.PREDICTIONS_FILE),
               "workers/trainer/stream_runner.py", "a committed task's attempt (task_results)",
               committed_predictions_keys),

@@ -30,6 +30,8 @@ LOG_FILE = "log.txt"
 """A trial's log (its learner host's output and failures, bounded) under the trial's prefix."""
 PREDICT_LOG_FILE = "predict-log.txt"
 """The log of an attempt's prediction job (scoring the chosen predictor) under the attempt's prefix."""
+PREPARE_LOG_FILE = "prepare-log.txt"
+"""The log of an attempt's ``prepare_task`` (its host's output and failure) under the attempt's prefix."""
 PREDICTIONS_FILE = "predictions.npz"
 INDEX_FILE = "index.json"
 
@@ -118,6 +120,11 @@ def predict_log_key(attempt: str) -> str:
     return f"{attempt}/{PREDICT_LOG_FILE}"
 
 
+def prepare_log_key(attempt: str) -> str:
+    """The log of an attempt's ``prepare_task`` (``attempt``: the attempt's prefix)."""
+    return f"{attempt}/{PREPARE_LOG_FILE}"
+
+
 def predictions_key(submission_id: int, order: int, attempt: int) -> str:
     """The test predictions of one task attempt's chosen predictor (for the uncertainty views)."""
     return f"{attempt_prefix(submission_id, order, attempt)}/{PREDICTIONS_FILE}"
@@ -139,8 +146,8 @@ def features_key(settings_hash: str, checkpoint_id: int) -> str:
 
 __all__ = [
     "BUNDLES", "DATASETS", "INDEX_FILE", "LOG_FILE", "PREDICTIONS_FILE", "PREDICTOR_FILE", "PREDICT_LOG_FILE",
-    "PRETRAINED", "PROBE_FEATURES", "ROOTS", "RUNS", "STATE_FILE", "attempt_prefix", "bundle_key", "checkpoint_key",
+    "PREPARE_LOG_FILE", "PRETRAINED", "PROBE_FEATURES", "ROOTS", "RUNS", "STATE_FILE", "attempt_prefix", "bundle_key", "checkpoint_key",
     "dataset_prefix", "features_key", "index_key", "interval_key", "predict_log_key", "predictions_key",
-    "predictor_key", "pretrained_key", "shard_key", "stage_key", "submission_prefix", "trial_log_key",
+    "prepare_log_key", "predictor_key", "pretrained_key", "shard_key", "stage_key", "submission_prefix", "trial_log_key",
     "trial_predictor_key", "trial_prefix", "trial_state_key",
 ]

@@ -25,7 +25,7 @@ import ray
 from workers.learners.protocol import TaskInfo
 from workers.sandbox.client import HostSpec, LearnerHost, describe, predict
 from workers.sandbox.declaration import LearnerDeclaration
-from workers.trainer.host_usage import measured_call
+from workers.trainer.host_usage import charge_failure, measured_call
 
 _STARTER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="nevis-host-start")  # an executor's two hosts
 LogTarget = tuple[Any, str]
@@ -167,11 +167,17 @@ class TrialExecutor(Evaluator):
 
     def prepare(self, spec: Any) -> tuple[bytes, dict[str, Any]]:
         """The learner's ``prepare_task`` for the task of ``spec`` (once per task), and its FLOP
-        and usage fields; a learner's failure is raised (the task fails)."""
+        and usage fields; a learner's failure is raised (the task fails), charged at least the
+        floor of the CPU time its host used (:meth:`~workers.trainer.task_prepare.PrepareFailed.charged`)."""
         from workers.trainer.task_prepare import prepare_in_host  # noqa: PLC0415
 
+        from workers.trainer.task_prepare import PrepareFailed  # noqa: PLC0415
+
         host = self._trainer.live()
-        (prepared, flops), usage = measured_call(host, lambda: prepare_in_host(host, spec))
+        try:
+            (prepared, flops), usage = measured_call(host, lambda: prepare_in_host(host, spec))
+        except PrepareFailed as exc:  # charged what its host used, floored like any call
+            raise exc.charged(charge_failure(host, exc)) from exc.__cause__
         return prepared, {**flops, **usage}
 
     def close(self) -> None:

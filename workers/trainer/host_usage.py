@@ -43,23 +43,42 @@ def measured_call(host: LearnerHost, call: Callable[[], T]) -> tuple[T, dict[str
     one, ``cpu_outside_calls_s``; an estimate where the machine cannot say, ``cpu_estimated``),
     ``host_wall_s``, ``flop_rate`` (FLOPs per CPU-second of this node), the GPU fields
     (:class:`GpuUsage`: ``None`` with ``gpu_note`` saying why where not measured) and
-    ``flops_floor``. A call that raises leaves its CPU time to the host's next measured call."""
+    ``flops_floor``. A call that raises carries its usage fields on the exception
+    (:func:`charge_failure`); uncharged there, they go to the host's next measured call."""
     first = host not in _CHARGED
     charged = _CHARGED.get(host, 0.0)
     before, started = host.cpu_seconds(), time.perf_counter()
+    failed: BaseException | None = None
     with watched(lambda: tree_pids(host.pid), gpu=host.spec.gpu) as gpu:
         try:
             result = call()
-        finally:
-            after = host.cpu_seconds()
+        except BaseException as exc:  # noqa: BLE001 - raised below, its usage attached
+            failed = exc
+        after = host.cpu_seconds()
     wall = time.perf_counter() - started
-    if after is not None:
-        _CHARGED[host] = after
     used, estimated = call_cpu_seconds(before, after, wall, host.spec.limits.cpus)
     outside = 0.0 if before is None else max(before - charged, 0.0)
     fields = usage_fields(used, wall, gpu.usage, outside_s=outside,
                           outside_allowance_s=START_ALLOWANCE_S if first else 0.0)
-    return result, {**fields, "cpu_estimated": estimated}
+    fields["cpu_estimated"] = estimated
+    if failed is not None:  # charged by whoever catches it (charge_failure), else by the host's next call
+        failed.usage = {**fields, "cpu_reading": after}  # type: ignore[attr-defined] # plain: crosses Ray
+        raise failed
+    if after is not None:
+        _CHARGED[host] = after
+    return result, fields
+
+
+def charge_failure(host: LearnerHost, exc: BaseException) -> dict[str, Any] | None:
+    """The usage fields :func:`measured_call` attached to the exception a call into ``host``
+    raised, now charged by the caller (the host's next call no longer takes that time);
+    ``None`` if it carries none."""
+    usage = getattr(exc, "usage", None)
+    if not isinstance(usage, dict):
+        return None
+    if isinstance(usage.get("cpu_reading"), (int, float)):
+        _CHARGED[host] = float(usage["cpu_reading"])
+    return {k: v for k, v in usage.items() if k != "cpu_reading"}
 
 
 def call_cpu_seconds(before: float | None, after: float | None, wall_s: float,
@@ -113,4 +132,5 @@ def sum_known(values: Iterable[float | None]) -> float | None:
     return float(sum(known)) if known else None
 
 
-__all__ = ["START_ALLOWANCE_S", "EvaluationCost", "call_cpu_seconds", "measured_call", "sum_known", "usage_fields"]
+__all__ = ["START_ALLOWANCE_S", "EvaluationCost", "call_cpu_seconds", "charge_failure", "measured_call", "sum_known",
+           "usage_fields"]

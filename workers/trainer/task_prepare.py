@@ -8,7 +8,9 @@ gets (same data, same past, no test split), metered like a prediction job; the r
 back pickled (never unpickled here, only handed on to each trial's host) and bounded. A
 preparation that fails is charged what its host last reported, as a failed trial is
 (docs/fidelity.md F3): the host reports at the learner's ``ctx.progress`` calls and once more
-when the learner raises.
+when the learner raises; and at least the floor its host's CPU time implies
+(:meth:`PrepareFailed.charged`), like any measured call. What the host wrote meanwhile, a
+failure's traceback included, is the attempt's ``prepare-log.txt``, as a trial's log is.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.core.errors import LearnerError
+from services.store import key_layout
 from workers.learners.protocol import MAX_PREPARED_BYTES
 from workers.sandbox.client import LearnerHost
 from workers.sandbox.declaration import info_to_json
@@ -27,15 +30,29 @@ PAST_OPS = (HostOp.PAST_TRAIN, HostOp.PAST_PREDICTOR, HostOp.PRETRAINED, HostOp.
 
 
 class PrepareFailed(LearnerError):
-    """The learner's ``prepare_task`` failed; ``flops`` is what its host last reported it had
-    spent (measured plus reported), which the task is charged."""
+    """The learner's ``prepare_task`` failed; ``flops`` is what the task is charged for it:
+    what its host last reported it had spent (measured plus reported), or the floor its CPU
+    time implies where that is more (:meth:`charged`), then ``floored``."""
 
-    def __init__(self, message: str, flops: int = 0) -> None:
+    def __init__(self, message: str, flops: int = 0, cpu_seconds: float | None = None,
+                 floored: bool = False) -> None:
         super().__init__(message)
         self.flops = int(flops)
+        self.cpu_seconds = cpu_seconds
+        self.floored = floored
+
+    def charged(self, usage: dict[str, Any] | None) -> PrepareFailed:
+        """This failure charged its host's measured usage too (:func:`~workers.trainer.host_usage.measured_call`'s fields)."""
+        if usage is None:
+            return self
+        floor, used = int(usage.get("flops_floor") or 0), usage.get("cpu_seconds")
+        failed = PrepareFailed(str(self), max(self.flops, floor), used if isinstance(used, (int, float)) else None,
+                               floor > self.flops)
+        failed.__cause__ = self.__cause__
+        return failed
 
     def __reduce__(self) -> tuple[Any, ...]:  # crosses Ray as the cause of a task error
-        return type(self), (str(self), self.flops)
+        return type(self), (str(self), self.flops, self.cpu_seconds, self.floored)
 
 
 def prepare_in_host(host: LearnerHost, spec: TrialSpec) -> tuple[bytes, dict[str, Any]]:
@@ -47,6 +64,19 @@ def prepare_in_host(host: LearnerHost, spec: TrialSpec) -> tuple[bytes, dict[str
         PrepareFailed: the learner raised, or its host died or broke the protocol (then it is
             closed), with the FLOPs the host last reported.
     """
+    mark = host.log.position
+    try:
+        return _prepare(host, spec)
+    finally:
+        try:
+            import ray  # noqa: PLC0415 - Ray only inside Ray processes, as trial logs
+
+            ray.get(spec.harness.put.remote(key_layout.prepare_log_key(spec.key_prefix), host.log_since(mark)))
+        except Exception:  # noqa: BLE001 - a log that cannot be kept fails nothing
+            pass
+
+
+def _prepare(host: LearnerHost, spec: TrialSpec) -> tuple[bytes, dict[str, Any]]:
     broken = []  # a message refused here leaves the host mid-request
     spent: dict[str, Any] = no_flops()  # the host's last FLOP report: a failure's charge
 

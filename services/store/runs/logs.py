@@ -108,7 +108,7 @@ def _failed_attempts(session: Session, submission_id: int) -> set[tuple[int, int
 
 def log_keys(session: Session) -> set[str]:
     """The keys of every log the database's rows name: each trial's, and each attempt's
-    prediction job's; the store's garbage collection keeps them as long as their rows live."""
+    ``prepare_task``'s and prediction job's; the store's garbage collection keeps them as long as their rows live."""
     keys: set[str] = set()
     rows = session.execute(select(TaskRun.submission_id, StreamTask.order, TaskRun.attempt, Trial.trial_index)
                            .select_from(TaskRun).join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
@@ -116,6 +116,7 @@ def log_keys(session: Session) -> set[str]:
     for submission_id, order, attempt, index in rows:
         prefix = key_layout.attempt_prefix(submission_id, order, attempt)
         keys.add(key_layout.predict_log_key(prefix))
+        keys.add(key_layout.prepare_log_key(prefix))
         if index is not None:
             keys.add(key_layout.trial_log_key(key_layout.trial_prefix(prefix, index)))
     return keys

@@ -29,13 +29,14 @@ BUILT = {
     "trial log": kl.trial_log_key(TRIAL),
     "rank log": kl.trial_log_key(TRIAL, rank=3),
     "prediction log": kl.predict_log_key(kl.attempt_prefix(12, 3, 2)),
+    "preparation log": kl.prepare_log_key(kl.attempt_prefix(12, 3, 2)),
     "predictions": kl.predictions_key(12, 3, 2),
     "kept interval": kl.interval_key(12, "0f" * 12),
     "probe features": kl.features_key("0123abcd", 9),
 }
 # Text that only a key of the layout contains: a root and its slash, or a family's file name.
 MARKERS = (*(root + "/" for root in kl.ROOTS), "/ckpt-", "/stage/", "-rank-", "e-interval-",
-           kl.PREDICTOR_FILE, kl.STATE_FILE, kl.PREDICT_LOG_FILE, kl.PREDICTIONS_FILE)
+           kl.PREDICTOR_FILE, kl.STATE_FILE, kl.PREDICT_LOG_FILE, kl.PREPARE_LOG_FILE, kl.PREDICTIONS_FILE)
 WRITES = {"put_bytes", "put_file", "put"}  # the store's writes and the trainer harness's
 
 

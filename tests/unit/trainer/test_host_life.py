@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from services.store import key_layout
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.sandbox.calibration import ALLOWANCE_S, FLOOR_FRACTION
 from workers.sandbox.client import HostSpec, LearnerHost
@@ -137,3 +138,69 @@ def test_an_empty_reading_is_wall_time_times_declared_cpus_marked() -> None:
     assert call_cpu_seconds(1.0, 3.5, 10.0, 1.0) == (2.5, False)
     assert call_cpu_seconds(None, 3.5, 10.0, 2.0) == (20.0, True)
     assert call_cpu_seconds(1.0, None, 4.0, 0.0) == (4.0, True)  # no declaration: one CPU
+
+
+FAILING_PREPARER = '''
+import time
+import numpy as np
+from workers.learners.protocol import Resources
+
+class Preparer:
+    name = "failing-preparer"
+    def search_space(self): return {}
+    def resources(self): return Resources()
+    def init_state(self): return None
+    def prepare_task(self, view, state, ctx):
+        print("preparing task", view.info.order)
+        end = time.thread_time() + SECONDS
+        while time.thread_time() < end:
+            pass
+        raise RuntimeError("prepare gave up")
+    def train(self, view, state, config, ctx): raise NotImplementedError
+    def predict(self, predictor, images, ctx): return np.zeros((len(images), 2), np.float32)
+    def features(self, predictor, images, ctx): return np.zeros((len(images), 1), np.float32)
+    def save_predictor(self, predictor): return b"p"
+    def load_predictor(self, data, info, ctx): return data
+
+def make(): return Preparer()
+'''
+
+
+class StoringHarness(Harness):
+    """A harness actor that keeps what is put."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stored: dict[str, bytes] = {}
+        self.put = Remote(self._put)
+
+    def _put(self, key: str, data: bytes) -> dict[str, Any]:
+        self.stored[key] = data
+        return {"key": key, "size": len(data), "sha256": "0" * 64}
+
+
+def test_a_failed_prepare_task_is_charged_its_cpu_floor_and_its_output_is_logged(tmp_path: Path) -> None:
+    from workers.trainer.executor import TrialExecutor  # noqa: PLC0415
+    from workers.trainer.task_prepare import PrepareFailed  # noqa: PLC0415
+
+    burn = ALLOWANCE_S + 1.0
+    (tmp_path / "nevis_failing_preparer.py").write_text(FAILING_PREPARER.replace("SECONDS", str(burn)))
+    host_spec = HostSpec("nevis_failing_preparer:make", import_paths=(str(tmp_path),), sandbox="bwrap")
+    harness = StoringHarness()
+    split = LabelledData(np.zeros((3, 4, 4, 3), np.uint8), np.zeros(3, np.int64))
+    spec = TrialSpec(host=host_spec, info=INFO, past=(), stream_length=1, steps=1, checkpoint_fractions=(),
+                     state=pickle.dumps(None), train=split, dev=split, key_prefix=key_layout.attempt_prefix(1, 1, 1),
+                     harness=harness)
+    executor = TrialExecutor(host_spec)
+    try:
+        with pytest.raises(PrepareFailed, match="prepare gave up") as failed:
+            executor.prepare(spec)
+    finally:
+        executor.close()
+    assert failed.value.cpu_seconds is not None and failed.value.cpu_seconds >= burn * 0.9
+    assert failed.value.floored and failed.value.flops > 0  # the learner reported ~0: its CPU time is charged
+    restored = pickle.loads(pickle.dumps(failed.value))  # it crosses Ray as a task error's cause
+    assert (restored.flops, restored.cpu_seconds, restored.floored) == (
+        failed.value.flops, failed.value.cpu_seconds, True)
+    log = harness.stored[key_layout.prepare_log_key(spec.key_prefix)].decode()
+    assert "preparing task 1" in log and "prepare gave up" in log
