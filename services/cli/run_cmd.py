@@ -49,7 +49,8 @@ class TaskBars:
         self.progress.advance(self.tasks_bar)
         self.progress.console.print(
             f"task {task.order:>3} {task.dataset:<28} error {outcome.error:.4f}  FLOPs {outcome.flops:.3e}"
-            f"{' (floor)' if outcome.flops_floored else ''}  CPU s {cpu_text(outcome.cpu_seconds)}")
+            f"{' (floor)' if outcome.flops_floored else ' (own count)'}  CPU s {cpu_text(outcome.cpu_seconds)}"
+            f"  FLOP/CPU s {rate_text(outcome.flops, outcome.cpu_seconds)}")
 
 
 def run(
@@ -198,8 +199,8 @@ def show_results(run_id: int, *, as_json: bool):
         return summary
     split = any(row.flops_paper is not None for row in summary.tasks)  # FLOPs by purpose were stored
     purposes = ("updates", "validation", "prediction") if split else ()
-    table = Table("task", "year", "phase", "dataset", "status", "error", "split", "FLOPs", *purposes,
-                  "CPU s", "retried FLOPs", "trials (failed)",
+    table = Table("task", "year", "phase", "dataset", "status", "error", "split", "FLOPs (own count / floor)",
+                  *purposes, "CPU s", "FLOP/CPU s", "retried FLOPs", "trials (failed)",
                   title=f"Run {summary.submission_id}: {summary.learner} on {summary.stream} {summary.stream_version} "
                         f"({summary.phase}, ruleset {summary.ruleset})")
     for row in summary.tasks:
@@ -209,6 +210,7 @@ def show_results(run_id: int, *, as_json: bool):
             f"{row.flops:.3e}" + (" floor" if row.flops_floored else ""),
             *((_flops_text(v) for v in (row.flops_paper, row.flops_validation, row.flops_prediction)) if split else ()),
             cpu_text(row.cpu_seconds) if row.status == "committed" else "",
+            rate_text(row.flops, row.cpu_seconds) if row.status == "committed" else "",
             f"{row.retried_flops:.3e}" if row.retried_flops else "",
             (f"{row.trials} ({row.failed_trials})" + (f", {row.capped_trials} at cap" if row.capped_trials else ""))
             if row.trials else "",
@@ -255,6 +257,13 @@ def _flops_text(value: float | None, *, digits: int = 3) -> str:
     return "" if value is None else f"{value:.{digits}e}"
 
 
+def rate_text(flops: float, cpu_seconds: float | None) -> str:
+    """The FLOPs charged per harness-measured CPU-second: what the learner's count implies
+    about its speed, beside the node's calibrated rate (docs/isolation.md); "unknown" without
+    a measurement."""
+    return "unknown" if not cpu_seconds else f"{flops / cpu_seconds:.2e}"
+
+
 def cpu_text(seconds: float | None) -> str:
     """Harness-measured CPU seconds as printed: not measured is "unknown", never 0, and a
     short measured time keeps two significant digits."""
@@ -263,4 +272,4 @@ def cpu_text(seconds: float | None) -> str:
     return f"{seconds:,.1f}" if seconds >= 1 else f"{seconds:.2g}"
 
 
-__all__ = ["TaskBars", "cpu_text", "known_ruleset", "results", "run", "show_results"]
+__all__ = ["TaskBars", "cpu_text", "known_ruleset", "rate_text", "results", "run", "show_results"]

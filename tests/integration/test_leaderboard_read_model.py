@@ -211,6 +211,7 @@ def test_nevis_results_prints_cpu_seconds_beside_cflop_and_explains_a_floor(
     assert "CPU s = 14.5 (harness-measured)" in shown.output
     assert "floor: 1 task(s) charged a FLOP floor: some trial's FLOP count was below what its measured CPU" in shown.output
     assert "9.000e+07 floor" in shown.output and "unknown" in shown.output  # task 9, and the unmeasured tasks
+    assert "7.50e+06" in shown.output  # task 9's implied FLOP per CPU-second: 9e7 / 12
     doc = json.loads(cli.invoke(app, ["results", str(floored), "--json"]).output)
     assert (doc["cpu_seconds"], doc["floored_tasks"], doc["flops_floored"]) == (14.5, 1, True)
     assert [(t["cpu_seconds"], t["flops_floored"]) for t in doc["tasks"]][7:] == [(None, False), (12.0, True), (None, False)]
