@@ -61,24 +61,30 @@ def learner_out(owned: OwnedLearner) -> LearnerOut:
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409, 413),
              summary="Register a learner: container image + entry point + resources")
-def create_learner(body: LearnerCreate, user: CurrentUser, session: SessionDep,
+def create_learner(body: LearnerCreate, user: UploadUser, sessions: SessionsDep,
                    settings: SettingsDep) -> LearnerOut:
     # An image is resolved to a digest and checked (pulled, unpacked within the caps, the entry
-    # point's module found in it) before the learner is recorded, pinned by that digest.
-    resources = check_fits_node(check_resources(body.resources.model_dump()),
-                                node_cpus=settings.node_cpus, node_gpus=settings.node_gpus)
+    # point's module found in it) before the learner is recorded, pinned by that digest; that
+    # takes no database lock (SQLite's write lock comes with the writer session's first statement).
+    resources = check_resources(body.resources.model_dump())
     image = body.image
     if image is not None:
         check_image_ref(image)
         check_image_policy(image, settings.image_policy)
         check_entrypoint(body.entrypoint)
-        _check_name_free(session, body.name)
+        with sessions() as session:  # a reader: a taken name costs no unpack
+            _check_name_free(session, body.name)
         image = register_image(image, entrypoint=body.entrypoint, settings=settings).ref
         check_image_policy(image, settings.image_policy)  # the pinned reference, as tasks run it
-    owned = crud.create_learner(session, owner=user, name=body.name, entrypoint=body.entrypoint,
-                                image=image, resources=resources)
-    session.commit()
-    return learner_out(owned)
+    with sessions() as session:
+        declare_writer(session)
+        owner = session.get(User, user.id)
+        if owner is None:  # deleted meanwhile
+            raise AuthenticationError("The API token's user no longer exists.", field="Authorization")
+        owned = crud.create_learner(session, owner=owner, name=body.name, entrypoint=body.entrypoint,
+                                    image=image, resources=resources)
+        session.commit()
+        return learner_out(owned)
 
 
 @router.post("/bundle", status_code=status.HTTP_201_CREATED, responses=problems(409, 411, 413),
