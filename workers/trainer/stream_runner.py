@@ -41,6 +41,7 @@ from workers.sandbox.client import HostSpec, LearnerHost, describe
 from workers.sandbox.declaration import LearnerDeclaration
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.trust import bounded_by_registration, multi_worker_refusal
+from workers.trainer.consistency import Consistency, judge, plan_check
 from workers.trainer.placement import check_placement_here
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
 from workers.stream.prepare import stored_image_size
@@ -243,7 +244,8 @@ class StreamRunner:
             self._fail(attempt, f"all {len(outcomes)} trials failed; first error: {first}", spent)
         images, labels = data.splits[split]
         try:
-            error, evaluation, predictions = self._evaluate(attempt, host, learner, data, best, images, labels)
+            error, evaluation, predictions, consistency = self._evaluate(attempt, host, learner, data, best,
+                                                                         images, labels)
         except Exception as exc:  # noqa: BLE001 - the learner's predict failed: the task fails
             cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
             what = str(cause) if isinstance(cause, LearnerError) else f"{type(cause).__name__}: {cause}"
@@ -260,6 +262,7 @@ class StreamRunner:
                                    evaluation.cpu_seconds]),
             flops_floored=any(o.floored for o in outcomes) or evaluation.floored or preparation.floored,
             flops_paper=float(sum(o.flops_paper for o in outcomes)), flops_prediction=float(evaluation.flops),
+            consistency_jump=consistency.jump, inconsistent=consistency.flagged,
         )
         with transaction(self.sessions) as session:
             submission = session.get(Submission, plan.submission_id)
@@ -354,16 +357,23 @@ class StreamRunner:
         )
 
     def _evaluate(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,
-                  best: TrialOutcome, images: np.ndarray, labels: np.ndarray) -> tuple[float, EvaluationCost, bytes]:
-        """The chosen predictor's error on the evaluation split, its cost and its per-example
-        predictions; the learner's ``predict`` sees the images only (labels stay in harness code)."""
+                  best: TrialOutcome, images: np.ndarray, labels: np.ndarray
+                  ) -> tuple[float, EvaluationCost, bytes, Consistency]:
+        """The chosen predictor's error on the evaluation split, its cost, its per-example
+        predictions and, in the meta-test phase, the consistency check (:mod:`.consistency`:
+        shifted copies of a secret sample scored in the same call); the learner's ``predict``
+        sees the images only (labels stay in harness code)."""
         plan = attempt.plan
+        check = plan_check(images, enabled=plan.phase == "meta_test")
         scores, flops = self.actors.score(
             host, learner.resources, plan.budget, task_info(attempt.task, data.index, plan.image_size),
-            images, seed=best.seed, predictor=self.store.get_bytes(best.predictor.key),
+            check.images, seed=best.seed, predictor=self.store.get_bytes(best.predictor.key),
             log_to=(self.actors.harness(plan.image_size), key_layout.predict_log_key(attempt.key_prefix)))
+        consistency = judge(check, scores, labels)
+        scores = check.originals(scores)
         kind = attempt.task.kind
-        return task_error(scores, labels, kind), EvaluationCost.of(flops), encode_predictions(scores, labels, kind)
+        return (task_error(scores, labels, kind), EvaluationCost.of(flops), encode_predictions(scores, labels, kind),
+                consistency)
 
     def _fail(self, attempt: Attempt, reason: str, spent: float, *, cause: BaseException | None = None) -> NoReturn:
         """Close the attempt, stop the submission with the reason, and raise it."""

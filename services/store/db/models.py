@@ -292,6 +292,9 @@ class TaskResult(Base):
     flops_floored: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     flops_paper: Mapped[float | None] = mapped_column(Double)  # the trials' training updates (NEVIS'22's count)
     flops_prediction: Mapped[float | None] = mapped_column(Double)  # the evaluation's share of flops
+    # meta-test consistency check (workers/trainer/consistency.py): share lost on shifted copies, and the mark
+    consistency_jump: Mapped[float | None] = mapped_column(Double)
+    inconsistent: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     committed_at: Mapped[datetime] = created_column()
 
     submission: Mapped[Submission] = relationship()

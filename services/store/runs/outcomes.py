@@ -157,6 +157,8 @@ class TaskOutcome:
     flops_floored: bool = False  # a trial or the evaluation was charged the CPU-time floor
     flops_paper: float | None = None  # NEVIS'22's count: the training updates of every trial
     flops_prediction: float | None = None  # the evaluation's prediction (in ``flops``, not in the paper's)
+    consistency_jump: float | None = None  # share lost on shifted copies (workers.trainer.consistency); None: unchecked
+    inconsistent: bool = False  # the jump is beyond what an honest learner shows: marked everywhere
 
 
 def best_trial(outcomes: Sequence[TrialOutcome]) -> TrialOutcome | None:

@@ -177,7 +177,8 @@ def commit_task(
         best_trial_id=best_trial.id, error=outcome.error, split=outcome.split,
         metric=outcome.metric, flops=outcome.flops, cpu_seconds=outcome.cpu_seconds,
         flops_floored=outcome.flops_floored, flops_paper=outcome.flops_paper,
-        flops_prediction=outcome.flops_prediction,
+        flops_prediction=outcome.flops_prediction, consistency_jump=outcome.consistency_jump,
+        inconsistent=outcome.inconsistent,
     )
     session.add(result)
     run.status, run.finished_at = "succeeded", utcnow()
