@@ -187,7 +187,8 @@ def logs(
     if not doc["items"]:
         console.print(f"Submission {submission_id}: no logs" + (" that match" if task is not None or trial is not None else " yet") + ".")
     for item in doc["items"]:
-        what = "prediction job" if item["trial"] is None else f"trial {item['trial']} ({item['status']})"
+        what = ("prepare_task" if item.get("kind") == "preparation" else "prediction job" if item["trial"] is None
+                else f"trial {item['trial']} ({item['status']})")
         cut = ", last bytes only" if item["truncated"] else ""
         console.rule(f"task {item['task']} attempt {item['attempt']}, {what}{cut}", style="dim")
         typer.echo(item["text"].rstrip("\n") or "(empty)")

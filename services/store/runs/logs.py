@@ -1,8 +1,9 @@
 """A submission's logs: what its learner hosts wrote, per trial and per prediction job.
 
 The trainer stores each trial's log (its host's output, bounded, and the traceback of a
-failure: :mod:`workers.sandbox.log_ring`) at ``<trial prefix>/log.txt`` and each attempt's
-prediction job's at ``<attempt prefix>/predict-log.txt`` (:mod:`services.store.key_layout`).
+failure: :mod:`workers.sandbox.log_ring`) at ``<trial prefix>/log.txt``, each attempt's
+prediction job's at ``<attempt prefix>/predict-log.txt`` and its ``prepare_task``'s at
+``<attempt prefix>/prepare-log.txt`` (:mod:`services.store.key_layout`).
 This module lists them from the database's trials and the store's objects and reads them back.
 Who may read them (the owner and admins, never other users) is the caller's rule: logs hold
 whatever a learner printed.
@@ -36,6 +37,8 @@ WITHHELD_NOTE = ("[nevis] This prediction job scored the meta-test's test images
 _TRACEBACK = "Traceback (most recent call last)"
 _PREDICT_KEY = re.compile("^" + re.escape(key_layout.RUNS) + r"/\d+/task-(\d+)/attempt-(\d+)/"
                           + re.escape(key_layout.PREDICT_LOG_FILE) + "$")
+_PREPARE_KEY = re.compile("^" + re.escape(key_layout.RUNS) + r"/\d+/task-(\d+)/attempt-(\d+)/"
+                          + re.escape(key_layout.PREPARE_LOG_FILE) + "$")
 
 
 @dataclass(frozen=True)
@@ -52,15 +55,17 @@ class LogEntry:
     traceback: str | None = None  # the trial's recorded traceback (shown when no log was stored)
     withheld: bool = False  # a meta-test prediction job's: only a failure's traceback is shown
     failed: bool = False  # the attempt failed (a prediction job's)
+    preparation: bool = False  # the attempt's prepare_task (``trial`` None), before its trials
 
     @property
     def kind(self) -> str:
-        return "prediction" if self.trial is None else "trial"
+        return "preparation" if self.preparation else "prediction" if self.trial is None else "trial"
 
 
 def list_logs(session: Session, store: ObjectStore, *, submission_id: int, task: int | None = None,
               trial: int | None = None, retired: Collection[tuple[str, str]] = ()) -> list[LogEntry]:
-    """A submission's logs in stream order (each attempt's trials, then its prediction job),
+    """A submission's logs in stream order (each attempt's ``prepare_task``, its trials, then
+    its prediction job),
     optionally only one task's or one trial index's; a meta-test run's prediction logs are
     withheld unless its stream version, ``(name, version)``, is among the ``retired``."""
     sizes = {o.key: o.size for o in store.list_objects(key_layout.submission_prefix(submission_id) + "/")}
@@ -81,12 +86,15 @@ def list_logs(session: Session, store: ObjectStore, *, submission_id: int, task:
         withheld = _withholds(session, submission_id, retired)
         failed = _failed_attempts(session, submission_id) if withheld else set()
         for key, size in sizes.items():
+            prepared = _PREPARE_KEY.match(key)  # never withheld: it sees no evaluation images
+            if prepared and (task is None or int(prepared[1]) == task):
+                entries.append(LogEntry(int(prepared[1]), int(prepared[2]), None, key, size, preparation=True))
             found = _PREDICT_KEY.match(key)
             if found and (task is None or int(found[1]) == task):
                 order, attempt = int(found[1]), int(found[2])
                 entries.append(LogEntry(order, attempt, None, key, size, withheld=withheld,
                                         failed=(order, attempt) in failed))
-    return sorted(entries, key=lambda e: (e.task, e.attempt, e.trial is None, e.trial or 0))
+    return sorted(entries, key=lambda e: (e.task, e.attempt, not e.preparation, e.trial is None, e.trial or 0))
 
 
 def _withholds(session: Session, submission_id: int, retired: Collection[tuple[str, str]]) -> bool:

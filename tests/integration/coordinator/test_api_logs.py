@@ -10,6 +10,7 @@ from sqlalchemy import select
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import StreamTask, Submission, TaskRun, Trial
 from services.store.objects import open_store
+from services.store import key_layout
 from services.store.runs import run_keys
 
 LEARNER = {"entrypoint": "nevis_test_learners:nearest_mean", "name": "nm-logs"}
@@ -37,6 +38,7 @@ def _failed_trial(settings, submission_id: int) -> None:
     store.put_bytes(f"{run_keys.trial_prefix(prefix, 1)}/{run_keys.LOG_FILE}",
                     b"x" * 5000 + b"\n[nevis] trial 1 failed: RuntimeError: boom\nTraceback (most recent call last):\n")
     store.put_bytes(f"{prefix}/{run_keys.PREDICT_LOG_FILE}", b"predicting\n")
+    store.put_bytes(key_layout.prepare_log_key(prefix), b"preparing task 1\n")
 
 
 def test_logs_are_the_owners_and_admins_only(client: TestClient, tokens, coord_settings) -> None:
@@ -53,9 +55,11 @@ def test_logs_are_the_owners_and_admins_only(client: TestClient, tokens, coord_s
     assert page.status_code == 200, page.text
     items = page.json()["items"]
     assert [(i["task"], i["trial"], i["kind"], i["status"]) for i in items] == [
-        (1, 0, "trial", "succeeded"), (1, 1, "trial", "failed"), (1, None, "prediction", None)]
-    assert items[0]["text"] == "epoch 1 loss 0.5\n" and items[2]["text"] == "predicting\n"
-    assert "Traceback" in items[1]["text"] and items[1]["error"] == "RuntimeError: boom"
+        (1, None, "preparation", None), (1, 0, "trial", "succeeded"), (1, 1, "trial", "failed"),
+        (1, None, "prediction", None)]
+    assert items[0]["text"] == "preparing task 1\n"  # prepare_task's output, before the trials
+    assert items[1]["text"] == "epoch 1 loss 0.5\n" and items[3]["text"] == "predicting\n"
+    assert "Traceback" in items[2]["text"] and items[2]["error"] == "RuntimeError: boom"
 
     one = client.get(f"/v1/submissions/{sid}/logs", params={"task": 1, "trial": 1, "tail_bytes": 100},
                      headers=tokens.auth("admin"))

@@ -28,8 +28,8 @@ class LogOut(BaseModel):
 
     task: int = Field(description="The task's stream order.")
     attempt: int
-    trial: int | None = Field(description="The trial's index; null for the attempt's prediction job.")
-    kind: Literal["trial", "prediction"]
+    trial: int | None = Field(description="The trial's index; null for the attempt's prediction job or prepare_task.")
+    kind: Literal["trial", "prediction", "preparation"]
     status: str | None = Field(description="The trial's status (ok, failed, stopped, ...).")
     error: str | None = Field(description="The trial's error, as recorded.")
     size: int | None = Field(description="Bytes of log stored; null when none was (the text is then "
