@@ -12,13 +12,14 @@ from services.coordinator.api import answers
 from services.coordinator.api.answers import answer_cache
 from services.coordinator.api.routes import leaderboard as leaderboard_route
 from services.coordinator.common.config import CoordinatorSettings
+from services.store.runs import leaderboard as board_store
 from services.dashboard.server import create_server_app
 
 
 def test_a_start_renders_the_first_reads_before_any_request(seed_board, monkeypatch):
     settings, _, _ = seed_board(submissions=20, tasks=4, seed=3)
     renders = []
-    real = leaderboard_route.leaderboard
+    real = board_store.leaderboard  # what the route imported
 
     def counted(*args, **kwargs):
         renders.append(kwargs.get("offset"))
