@@ -25,6 +25,7 @@ import ray
 from workers.learners.protocol import TaskInfo
 from workers.sandbox.client import HostSpec, LearnerHost, describe, predict
 from workers.sandbox.declaration import LearnerDeclaration
+from workers.sandbox.pause import PausingHost
 from workers.trainer.host_usage import charge_failure, measured_call
 
 _STARTER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="nevis-host-start")  # an executor's two hosts
@@ -44,7 +45,7 @@ def keep_log(target: LogTarget, data: bytes) -> None:
 class HostSlot:
     """One learner host kept for the run: started in the background, warm (its first call's
     imports done) before it answers, waited for on first use, restarted if its process died
-    (a crashed trial, an out-of-memory kill)."""
+    (a crashed trial, an out-of-memory kill); paused between calls (:mod:`workers.sandbox.pause`)."""
 
     def __init__(self, spec: HostSpec) -> None:
         self._spec = spec
@@ -67,7 +68,9 @@ class HostSlot:
         return self._host
 
     def _new(self) -> LearnerHost:
-        return LearnerHost(self._spec, warm=True)
+        host = PausingHost(self._spec, warm=True)
+        host.pause()  # warm and waiting: it computes nothing until its first request
+        return host
 
     def close(self) -> None:
         held, self._host = self._host, None

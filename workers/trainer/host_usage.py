@@ -5,8 +5,10 @@ charged when the learner's own count falls below it, and the trial is marked for
 
 A host's whole life is charged, not only its measured calls: each measured call also takes
 the CPU time the host used since the previous measured call ended (from its start, for the
-first: imports, ``describe``, ``init_state``; between calls: idle threads, calls that failed
-or were not measured), as ``cpu_outside_calls_s``, recorded and floored with the call. A
+first: imports, ``describe``, ``init_state``; between calls: calls that failed or were not
+measured, and idle threads of a host that is not paused between calls: a
+:class:`~workers.sandbox.pause.PausingHost` is, after each measured call), as
+``cpu_outside_calls_s``, recorded and floored with the call. A
 reading that comes back empty is never 0: the call is charged wall time × declared CPUs,
 marked ``cpu_estimated``."""
 
@@ -23,6 +25,7 @@ from workers.sandbox.calibration import FLOOR_FRACTION, compute_floor, machine_f
 from workers.sandbox.client import LearnerHost
 from workers.sandbox.gpu_calibration import gpu_flop_rate
 from workers.sandbox.gpu_usage import GpuUsage, watched
+from workers.sandbox.pause import PausingHost
 from workers.sandbox.usage import tree_pids
 
 T = TypeVar("T")
@@ -55,6 +58,8 @@ def measured_call(host: LearnerHost, call: Callable[[], T]) -> tuple[T, dict[str
         except BaseException as exc:  # noqa: BLE001 - raised below, its usage attached
             failed = exc
         after = host.cpu_seconds()
+    if isinstance(host, PausingHost):
+        host.pause()  # it computes nothing until its next request
     wall = time.perf_counter() - started
     used, estimated = call_cpu_seconds(before, after, wall, host.spec.limits.cpus)
     outside = 0.0 if before is None else max(before - charged, 0.0)

@@ -204,3 +204,25 @@ def test_a_failed_prepare_task_is_charged_its_cpu_floor_and_its_output_is_logged
         failed.value.flops, failed.value.cpu_seconds, True)
     log = harness.stored[key_layout.prepare_log_key(spec.key_prefix)].decode()
     assert "preparing task 1" in log and "prepare gave up" in log
+
+
+def test_a_paused_host_burns_nothing_between_calls(tmp_path: Path) -> None:
+    """A host of the executors is stopped after each measured call: the thread a trial left
+    working burns nothing while the host waits, and resumes with the next request."""
+    from workers.sandbox.pause import PausingHost  # noqa: PLC0415
+
+    (tmp_path / "nevis_burner.py").write_text(LEARNER_SOURCE)
+    with PausingHost(HostSpec("nevis_burner:make", import_paths=(str(tmp_path),), sandbox="bwrap")) as host:
+        assert host._cgroup is not None  # noqa: SLF001 - the test needs a control group
+        idle = _trial(host, mode="idle", seconds=1.0)
+        assert idle["status"] == "ok" and host.paused
+        reading = host.cpu_seconds()
+        time.sleep(2.0)  # the thread would have burnt its second by now
+        assert host.cpu_seconds() - reading < 0.05
+        after = _trial(host)  # resumed: the thread burns on, within this call or after it
+        assert after["status"] == "ok" and host.paused
+        host.resume()
+        deadline = time.monotonic() + 20
+        while host.cpu_seconds() - reading < 0.95 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert host.cpu_seconds() - reading >= 0.95
