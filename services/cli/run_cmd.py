@@ -206,7 +206,8 @@ def show_results(run_id: int, *, as_json: bool):
     for row in summary.tasks:
         table.add_row(
             str(row.order), str(row.year), row.phase, row.dataset, row.status,
-            "" if row.error is None else f"{row.error:.4f}", row.split or "",
+            ("" if row.error is None else f"{row.error:.4f}") + (" INCONSISTENT" if row.inconsistent else ""),
+            row.split or "",
             f"{row.flops:.3e}" + (" floor" if row.flops_floored else ""),
             *((_flops_text(v) for v in (row.flops_paper, row.flops_validation, row.flops_prediction)) if split else ()),
             cpu_text(row.cpu_seconds) if row.status == "committed" else "",
@@ -229,6 +230,10 @@ def show_results(run_id: int, *, as_json: bool):
     if summary.flops_floored:
         console.print(f"[yellow]floor:[/] {summary.floored_tasks} task(s) charged a FLOP floor: some trial's FLOP count "
                       "was below what its measured CPU time implies.")
+    if summary.inconsistent:
+        console.print(f"[red]inconsistent:[/] on {summary.inconsistent_tasks} task(s) the learner answered test images "
+                      "right and the same images shifted by one pixel wrong, far more often than honest learners do "
+                      "(as a table of test labels would): E is not to be trusted (docs/isolation.md, 'Public data').")
     _print_transfer(_load_transfer(run_id))
     console.print(f"status: {summary.status}" + (f" ({summary.message})" if summary.message else ""))
     return summary

@@ -28,7 +28,7 @@ from services.store.runs.summary import RunSummary, load_summary
 LIVE_STATUSES = frozenset({"queued", "running"})
 SIZE_BUCKETS = ((1_000, "< 1k"), (10_000, "1k – 10k"), (100_000, "10k – 100k"), (float("inf"), "≥ 100k"))
 TASK_COLUMNS = ("order", "dataset", "year", "phase", "domain", "train_size", "status", "error", "split",
-                "flops", "flops_paper", "flops_validation", "flops_prediction", "flops_floored", "cpu_seconds",
+                "flops", "flops_paper", "flops_validation", "flops_prediction", "flops_floored", "inconsistent", "cpu_seconds",
                 "retried_flops", "trials", "failed_trials", "wall_time_s")
 
 
@@ -88,7 +88,7 @@ def task_table(summary: RunSummary, facts: dict[int, TaskFacts]) -> list[dict[st
                      "failed_trials": task.failed_trials, "wall_time_s": task.wall_time_s,
                      "cpu_seconds": task.cpu_seconds, "flops_floored": task.flops_floored,
                      "flops_paper": task.flops_paper, "flops_validation": task.flops_validation,
-                     "flops_prediction": task.flops_prediction})
+                     "flops_prediction": task.flops_prediction, "inconsistent": task.inconsistent})
     return rows
 
 

@@ -116,13 +116,13 @@ def test_every_path_that_writes_results_leaves_the_aggregate(database_url):
         stored = assert_scores_are_the_aggregate(session)
         assert session.get(Submission, ids["capped"]).status == "stopped"
     assert ids["empty"] not in stored
-    # (id, tasks, cflop, paper, cpu, floored, headline, E)
+    # (id, tasks, cflop, paper, cpu, floored, headline, E, inconsistent)
     assert stored[ids["done"]][1] == 5 and stored[ids["done"]][3] is None and stored[ids["done"]][4] == 2.0
     assert stored[ids["done"]][5:7] == (1, 2) and stored[ids["done"]][7] == pytest.approx(0.4)
-    assert stored[ids["tuning"]][6:] == (1, pytest.approx(0.2))
-    assert stored[ids["capped"]][6:] == (0, None) and stored[ids["capped"]][3] == 10.0
+    assert stored[ids["tuning"]][6:8] == (1, pytest.approx(0.2))
+    assert stored[ids["capped"]][6:8] == (0, None) and stored[ids["capped"]][3] == 10.0
     assert stored[ids["broken"]][1] == 1
-    assert stored[ids["interrupted"]][1] == 2 and stored[ids["interrupted"]][6:] == (1, pytest.approx(0.9))
+    assert stored[ids["interrupted"]][1] == 2 and stored[ids["interrupted"]][6:8] == (1, pytest.approx(0.9))
 
 
 def test_the_migration_back_fills_the_rows_the_commits_keep(database_url):

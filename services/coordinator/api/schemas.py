@@ -239,6 +239,13 @@ class TaskOut(BaseModel):
         "in 'flops_paper'."))
     flops_prediction: float | None = Field(default=None, description=(
         "FLOPs of the evaluation's prediction: in 'flops', not in 'flops_paper'."))
+    consistency_jump: float | None = Field(default=None, description=(
+        "Meta-test consistency check (docs/isolation.md, 'Public data'): the net share of a secret "
+        "sample of test images answered right as originals and wrong as copies shifted by one "
+        "pixel; null: not checked (meta-train, too few test images, or stored before the check)."))
+    inconsistent: bool = Field(default=False, description=(
+        "The jump is beyond what an honest learner shows (a table of test labels answers the "
+        "originals only): the task, and its submission, are marked."))
 
 
 class SubmissionOut(SubmissionBrief):
@@ -260,6 +267,11 @@ class SubmissionOut(SubmissionBrief):
         "was measured."))
     floored_tasks: int = Field(description="Committed tasks charged the harness's CPU-time FLOP floor.")
     flops_floored: bool = Field(description="floored_tasks > 0: part of cFLOP is the harness's floor.")
+    inconsistent_tasks: int = Field(default=0, description=(
+        "Committed tasks marked by the consistency check (see the tasks' 'inconsistent')."))
+    inconsistent: bool = Field(default=False, description=(
+        "inconsistent_tasks > 0: its answers jumped on shifted copies of test images, as a table "
+        "of test labels' would; E is not to be trusted."))
     cflop_paper: float | None = Field(default=None, description=(
         "cFLOP as the NEVIS'22 paper counts it: the training updates of every trial of every "
         "committed task (cFLOP also counts validation, selection and prediction); null: a "

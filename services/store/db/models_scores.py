@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Double, ForeignKey, Integer
+from sqlalchemy import Double, ForeignKey, Integer, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from services.store.db.base import Base, non_negative
@@ -38,6 +38,8 @@ class SubmissionScore(Base):
     cflop_paper: Mapped[float | None] = mapped_column(Double)  # NEVIS'22's count; NULL: a task was not split
     cpu_seconds: Mapped[float | None] = mapped_column(Double)  # harness-measured; NULL: none measured
     floored_tasks: Mapped[int] = mapped_column(Integer)  # tasks charged the harness's CPU-time floor
+    # tasks the meta-test consistency check marked (workers/trainer/consistency.py)
+    inconsistent_tasks: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     headline_done: Mapped[int] = mapped_column(Integer)  # committed tasks of the submission's phase
     mean_error: Mapped[float | None] = mapped_column(Double)  # E over those; NULL: none yet
 

@@ -99,6 +99,7 @@ class LeaderboardRow:
     code_url: str | None = None  # where its learner's code is public, as its submitter gave it
     code_public: bool = False  # a baseline, or a code_url given: False is marked "code not public"
     ruleset: str = "open"  # the rules it competed under (services.core.rulesets): each has its own board
+    inconsistent: bool = False  # a task's answers jumped on shifted copies (workers/trainer/consistency.py): marked
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -194,7 +195,7 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
             profile_score=profiles.get(r.submission_id, (None, None))[0],
             cflop_profile_score=profiles.get(r.submission_id, (None, None))[1],
             code_url=r.code_url, code_public=bool(r.baseline) or r.code_url is not None,
-            ruleset=r.ruleset) for r in rows))
+            ruleset=r.ruleset, inconsistent=bool(r.inconsistent)) for r in rows))
 
 
 def _kept_scores(session: Session, stream: str, version: str, ids: list[int] | None = None) -> ProfileScores:
@@ -355,6 +356,7 @@ def _ranked(filters: list[Any], headline: Any) -> Select:
             Submission.created_at.label("created_at"), Submission.finished_at.label("finished_at"),
             Submission.visibility.label("visibility"), Submission.cflop_pretraining.label("cflop_pretraining"),
             Submission.code_url.label("code_url"), Submission.ruleset.label("ruleset"),
+            (func.coalesce(scored.inconsistent_tasks, 0) > 0).label("inconsistent"),
             case((scored.mean_error.is_not(None),
                   func.rank().over(order_by=(scored.mean_error.is_(None), _best_first(scored.mean_error, "E")))),
                  else_=None).label("rank"),

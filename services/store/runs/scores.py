@@ -27,7 +27,7 @@ from services.store.runs.board_summaries import (
 )
 
 COLUMNS: tuple[str, ...] = ("submission_id", "tasks_done", "cflop", "cflop_paper", "cpu_seconds",
-                            "floored_tasks", "headline_done", "mean_error")
+                            "floored_tasks", "headline_done", "mean_error", "inconsistent_tasks")
 """The columns of ``submission_scores``, in the order :func:`aggregate` selects them."""
 CHUNK = 500
 """Submissions rescored per statement (SQLite's bound parameters are limited)."""
@@ -46,7 +46,8 @@ def aggregate(submission_ids: Sequence[int] | None = None) -> Select:
                func.sum(TaskResult.cpu_seconds).label("cpu_seconds"),  # SUM skips NULLs; all NULL: NULL
                func.sum(case((TaskResult.flops_floored, 1), else_=0)).label("floored_tasks"),
                func.count(case((headline, TaskResult.id))).label("headline_done"),
-               func.avg(case((headline, TaskResult.error))).label("mean_error"))
+               func.avg(case((headline, TaskResult.error))).label("mean_error"),
+               func.sum(case((TaskResult.inconsistent, 1), else_=0)).label("inconsistent_tasks"))
         .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
         .join(Submission, Submission.id == TaskResult.submission_id)
         .group_by(TaskResult.submission_id)

@@ -42,6 +42,8 @@ class TaskRow:
     flops_paper: float | None = None  # training updates of its trials, as NEVIS'22 counts; None: not split
     flops_prediction: float | None = None  # the evaluation's prediction; None: not split
     capped_trials: int = 0  # trials the harness stopped (or did not start) at the ruleset's task cap
+    consistency_jump: float | None = None  # share lost on shifted test copies (workers/trainer/consistency.py)
+    inconsistent: bool = False  # that jump is beyond an honest learner's: the run is marked
 
     @property
     def flops_validation(self) -> float | None:
@@ -73,6 +75,12 @@ class RunSummary:
     cflop_paper: float | None = None  # NEVIS'22's count (training updates); None: a task was not split
     cflop_pretraining: float | None = None  # the self-pretrained checkpoint's run (pt_self); not in cflop
     ruleset: str = "open"  # the rules it ran under (services.core.rulesets)
+    inconsistent_tasks: int = 0  # committed tasks marked by the consistency check
+
+    @property
+    def inconsistent(self) -> bool:
+        """Some task's answers jumped on shifted copies of its test images: marked everywhere."""
+        return self.inconsistent_tasks > 0
 
     @property
     def flops_floored(self) -> bool:
@@ -81,7 +89,7 @@ class RunSummary:
 
     def to_dict(self) -> dict[str, Any]:
         tasks = [{**asdict(row), "flops_validation": row.flops_validation} for row in self.tasks]
-        return {**asdict(self), "tasks": tasks, "flops_floored": self.flops_floored}
+        return {**asdict(self), "tasks": tasks, "flops_floored": self.flops_floored, "inconsistent": self.inconsistent}
 
 
 def load_summary(session: Session, *, submission_id: int) -> RunSummary:
@@ -125,6 +133,8 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
             flops_paper=result.flops_paper if result else None,
             flops_prediction=result.flops_prediction if result else None,
             capped_trials=sum(stopped_at_cap(t.status, t.error_text) for t in final.trials) if final else 0,
+            consistency_jump=result.consistency_jump if result else None,
+            inconsistent=bool(result.inconsistent) if result else False,
         ))
     headline = [r for r in rows if r.phase == headline_phase]
     scored = [r.error for r in headline if r.error is not None]
@@ -137,7 +147,7 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         retried_flops=float(sum(r.retried_flops for r in rows)), flops_sources=tuple(sorted(sources)),
         cpu_seconds=known_sum(r.cpu_seconds for r in rows), floored_tasks=sum(r.flops_floored for r in rows),
         cflop_paper=paper_cflop(rows), cflop_pretraining=submission.cflop_pretraining,
-        ruleset=submission.ruleset,
+        ruleset=submission.ruleset, inconsistent_tasks=sum(r.inconsistent for r in rows),
     )
 
 

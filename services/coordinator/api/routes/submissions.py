@@ -94,14 +94,16 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:
                        retried_flops=t.retried_flops, trials=t.trials,
                        failed_trials=t.failed_trials, capped_trials=t.capped_trials, wall_time_s=t.wall_time_s,
                        cpu_seconds=t.cpu_seconds, flops_floored=t.flops_floored, flops_paper=t.flops_paper,
-                       flops_validation=t.flops_validation, flops_prediction=t.flops_prediction)
+                       flops_validation=t.flops_validation, flops_prediction=t.flops_prediction,
+                       consistency_jump=t.consistency_jump, inconsistent=t.inconsistent)
                for t in summary.tasks],
         e=summary.mean_error, scored_tasks=sum(t.error is not None for t in headline),
         headline_tasks=summary.headline_tasks, cflop=summary.cflop,
         retried_flops=summary.retried_flops, flops_sources=list(summary.flops_sources),
         cpu_seconds=summary.cpu_seconds, floored_tasks=summary.floored_tasks,
         flops_floored=summary.flops_floored, cflop_paper=summary.cflop_paper,
-        cflop_pretraining=summary.cflop_pretraining)
+        cflop_pretraining=summary.cflop_pretraining, inconsistent_tasks=summary.inconsistent_tasks,
+        inconsistent=summary.inconsistent)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED,
