@@ -359,21 +359,16 @@ class StreamRunner:
     def _evaluate(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,
                   best: TrialOutcome, images: np.ndarray, labels: np.ndarray
                   ) -> tuple[float, EvaluationCost, bytes, Consistency]:
-        """The chosen predictor's error on the evaluation split, its cost, its per-example
-        predictions and, in the meta-test phase, the consistency check (:mod:`.consistency`:
-        shifted copies of a secret sample scored in the same call); the learner's ``predict``
-        sees the images only (labels stay in harness code)."""
+        """The chosen predictor's error on the evaluation split, its cost, predictions and, in
+        meta-test, the consistency check (:mod:`.consistency`); ``predict`` sees images only."""
         plan = attempt.plan
         check = plan_check(images, enabled=plan.phase == "meta_test")
         scores, flops = self.actors.score(
             host, learner.resources, plan.budget, task_info(attempt.task, data.index, plan.image_size),
             check.images, seed=best.seed, predictor=self.store.get_bytes(best.predictor.key),
             log_to=(self.actors.harness(plan.image_size), key_layout.predict_log_key(attempt.key_prefix)))
-        consistency = judge(check, scores, labels)
-        scores = check.originals(scores)
-        kind = attempt.task.kind
-        return (task_error(scores, labels, kind), EvaluationCost.of(flops), encode_predictions(scores, labels, kind),
-                consistency)
+        consistency, scores, kind = judge(check, scores, labels), check.originals(scores), attempt.task.kind
+        return task_error(scores, labels, kind), EvaluationCost.of(flops), encode_predictions(scores, labels, kind), consistency
 
     def _fail(self, attempt: Attempt, reason: str, spent: float, *, cause: BaseException | None = None) -> NoReturn:
         """Close the attempt, stop the submission with the reason, and raise it."""
