@@ -232,16 +232,28 @@ def check_calibration() -> Check:
     return Check("FLOP rate", True, f"{rate / 1e9:.1f} GFLOP per CPU-second (measured this boot)")
 
 
+def check_split_salt(settings: Settings, environment: str) -> Check:
+    """Whether split draws are keyed by a deployment secret (never shows the salt itself)."""
+    if settings.split_salt:
+        return Check("split salt", True, "set: drawn splits are this deployment's own (docs/isolation.md)")
+    public = "empty: the public, reproducible splits"
+    if environment != "production":
+        return Check("split salt", True, f"{public} (as in development and for reproducing the paper)")
+    return Check("split salt", False, public, "a submitter can compute every drawn test split with its labels "
+                 "from the public data (docs/isolation.md, 'Public data')",
+                 "set NEVIS_SPLIT_SALT (e.g. `openssl rand -hex 32`) in the harness Secret, once for the deployment")
+
+
 def run_checks(settings: Settings, environment: str) -> list[Check]:
     """Every probe, in the order the table shows them."""
     probes: list[Callable[[], Check]] = [
         check_python, check_torch, check_bubblewrap, check_cgroup, check_seccomp, check_podman,
         lambda: check_ray(settings), lambda: check_database(settings, environment), lambda: check_store(settings),
-        check_gpus, lambda: check_disk(settings), check_calibration,
+        check_gpus, lambda: check_disk(settings), check_calibration, lambda: check_split_salt(settings, environment),
     ]
     return [probe() for probe in probes]
 
 
 __all__ = ["Check", "check_bubblewrap", "check_calibration", "check_cgroup", "check_database", "check_disk",
-           "check_gpus", "check_podman", "check_python", "check_ray", "check_seccomp", "check_store",
+           "check_gpus", "check_podman", "check_python", "check_ray", "check_seccomp", "check_split_salt", "check_store",
            "check_torch", "run_checks"]
