@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     split_salt: str = Field(
         default="",
         description="The deployment's secret salt for every split draw (16+ characters; see "
-                    "docs/isolation.md): submitters cannot compute the drawn test splits. "
+                    "docs/isolation.md): submitters cannot compute which images a drawn test split holds. "
                     "Empty: the public, reproducible splits of the reference. Never shown.",
     )
     proxy_max_dim: int = Field(default=2048, ge=2, le=1 << 16,

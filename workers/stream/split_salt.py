@@ -5,7 +5,8 @@ read every test split with its labels (docs/isolation.md, "Public data"). With a
 (``NEVIS_SPLIT_SALT``) every *draw* a split rule makes is seeded from a keyed hash of the
 salt, the dataset and the rule's seed instead of the seed alone; rows a rule places without
 drawing (a source's official test set, attribute rules, provided lists) stay where they are.
-An empty salt gives the public, reproducible splits of the reference.
+An empty salt gives the public, reproducible splits of the reference. The salt hides which
+images are tested, not their labels (public for every image of a public dataset).
 
 Only a digest of the salt is ever written (the prepared dataset's index, for operators to
 audit which salt a dataset was split with); the salt itself never leaves the settings.
