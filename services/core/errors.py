@@ -22,8 +22,9 @@ class NevisError(Exception):
         super().__init__(*args)
         self.field = field
 
-    def __reduce__(self):  # keeps subclasses (and their field) picklable across Ray workers
-        return (_rebuild, (self.__class__, self.args, self.field))
+    def __reduce__(self):  # keeps subclasses (their field, and attributes such as a failed call's usage) across Ray
+        state = {k: v for k, v in self.__dict__.items() if k != "field"}
+        return (_rebuild, (self.__class__, self.args, self.field), state or None)
 
 
 def _rebuild(cls: type[NevisError], args: tuple[object, ...], field: str | None) -> NevisError:

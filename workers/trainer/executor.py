@@ -116,6 +116,9 @@ class Evaluator:
         mark = host.log.position
         try:
             (scores, flops), usage = measured_call(host, lambda: predict(host, info, predictor, images, seed=seed))
+        except Exception as exc:
+            charge_failure(host, exc)  # its usage travels with the error: the failed task is charged its floor
+            raise
         finally:
             if log_to is not None:
                 keep_log(log_to, host.log_since(mark))

@@ -86,6 +86,14 @@ def charge_failure(host: LearnerHost, exc: BaseException) -> dict[str, Any] | No
     return {k: v for k, v in usage.items() if k != "cpu_reading"}
 
 
+def failed_call_floor(exc: BaseException) -> float:
+    """The floor the usage a failed measured call carries implies (0 where it carries none;
+    it survives pickling, so a Ray task error's cause still has it): what a task whose
+    evaluation failed is charged for that evaluation."""
+    usage = getattr(exc, "usage", None)
+    return float(usage.get("flops_floor") or 0) if isinstance(usage, dict) else 0.0
+
+
 def call_cpu_seconds(before: float | None, after: float | None, wall_s: float,
                      declared_cpus: float) -> tuple[float, bool]:
     """A call's CPU time and whether it is an estimate: the readings' difference, or, where
@@ -137,5 +145,5 @@ def sum_known(values: Iterable[float | None]) -> float | None:
     return float(sum(known)) if known else None
 
 
-__all__ = ["START_ALLOWANCE_S", "EvaluationCost", "call_cpu_seconds", "charge_failure", "measured_call", "sum_known",
-           "usage_fields"]
+__all__ = ["START_ALLOWANCE_S", "EvaluationCost", "call_cpu_seconds", "charge_failure", "failed_call_floor",
+           "measured_call", "sum_known", "usage_fields"]

@@ -50,7 +50,7 @@ from workers.stream.manifest_files import load_stream
 from workers.stream.task_info import task_info
 from workers.stream.versions import ensure_stream_version, stored_manifest
 from workers.trainer import searchers
-from workers.trainer.host_usage import EvaluationCost, sum_known
+from workers.trainer.host_usage import EvaluationCost, failed_call_floor, sum_known
 from workers.trainer.pretrained_key import stored_pretrained
 from workers.trainer.ray_env import connect_ray
 from workers.trainer.run_actors import RunActors
@@ -250,7 +250,7 @@ class StreamRunner:
             cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
             what = str(cause) if isinstance(cause, LearnerError) else f"{type(cause).__name__}: {cause}"
             self._fail(attempt, f"evaluating the best trial ({best.trial_index}) failed: {what}",
-                       spent, cause=exc)
+                       spent + failed_call_floor(cause), cause=exc)  # the evaluation's CPU floor too
         self.store.put_bytes(predictions_key(plan.submission_id, task.order, attempt.number), predictions)
         outcome = TaskOutcome(
             order=task.order, best_trial_index=best.trial_index, error=error, split=split,

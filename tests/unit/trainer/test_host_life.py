@@ -152,12 +152,13 @@ class Preparer:
     def init_state(self): return None
     def prepare_task(self, view, state, ctx):
         print("preparing task", view.info.order)
+        self.predict(None, None, ctx)
+    def train(self, view, state, config, ctx): raise NotImplementedError
+    def predict(self, predictor, images, ctx):
         end = time.thread_time() + SECONDS
         while time.thread_time() < end:
             pass
         raise RuntimeError("prepare gave up")
-    def train(self, view, state, config, ctx): raise NotImplementedError
-    def predict(self, predictor, images, ctx): return np.zeros((len(images), 2), np.float32)
     def features(self, predictor, images, ctx): return np.zeros((len(images), 1), np.float32)
     def save_predictor(self, predictor): return b"p"
     def load_predictor(self, data, info, ctx): return data
@@ -226,3 +227,22 @@ def test_a_paused_host_burns_nothing_between_calls(tmp_path: Path) -> None:
         while host.cpu_seconds() - reading < 0.95 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert host.cpu_seconds() - reading >= 0.95
+
+
+def test_a_failed_evaluation_carries_its_cpu_floor_to_the_failed_task(tmp_path: Path) -> None:
+    """An evaluation whose ``predict`` burns CPU, then raises: the error (as it crosses Ray,
+    pickled) carries the floor the task is charged for it (stream_runner adds it)."""
+    from workers.trainer.executor import Evaluator  # noqa: PLC0415
+    from workers.trainer.host_usage import failed_call_floor  # noqa: PLC0415
+
+    burn = ALLOWANCE_S + 1.0
+    (tmp_path / "nevis_failing_preparer.py").write_text(FAILING_PREPARER.replace("SECONDS", str(burn)))
+    evaluator = Evaluator(HostSpec("nevis_failing_preparer:make", import_paths=(str(tmp_path),), sandbox="bwrap"))
+    try:
+        with pytest.raises(Exception, match="prepare gave up") as failed:
+            evaluator.predict(INFO, b"p", np.zeros((2, 4, 4, 3), np.uint8), seed=1)
+    finally:
+        evaluator.close()
+    floor = failed_call_floor(pickle.loads(pickle.dumps(failed.value)))
+    assert floor > 0.5 * failed.value.usage["flop_rate"] * FLOOR_FRACTION
+    assert failed.value.usage["cpu_seconds"] >= burn * 0.9
