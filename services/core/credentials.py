@@ -21,6 +21,7 @@ CREDENTIAL_VARS = (
     "NEVIS_DATABASE_URL", "NEVIS_STORE_URL", "NEVIS_S3_ENDPOINT_URL", "NEVIS_DATA_DIR",
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
     "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "PGPASSWORD", "PGPASSFILE",
+    "NEVIS_SPLIT_SALT",  # the deployment's split salt (docs/isolation.md): a secret like the others
 )
 # What a secrets path may also set: harmless settings that belong with the credentials.
 SECRETS_PATH_EXTRAS = ("AWS_DEFAULT_REGION", "NEVIS_OFFLINE_DATA_DIR")

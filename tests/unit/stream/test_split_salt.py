@@ -93,3 +93,13 @@ def test_doctor_names_a_missing_salt_in_production_and_never_shows_one():
     assert check_split_salt(Settings(), "development").ok
     present = check_split_salt(Settings(split_salt=SALT), "production")
     assert present.ok and SALT not in present.found
+
+
+def test_the_salt_travels_as_a_credential_and_never_reaches_learner_processes(tmp_path, monkeypatch):
+    from services.core.credentials import read_secrets_path  # noqa: PLC0415
+    from workers.trainer.ray_env import learner_env  # noqa: PLC0415
+
+    (tmp_path / "NEVIS_SPLIT_SALT").write_text(SALT)
+    assert read_secrets_path(tmp_path) == {"NEVIS_SPLIT_SALT": SALT}  # a Secret may hold it
+    monkeypatch.setenv("NEVIS_SPLIT_SALT", SALT)
+    assert learner_env()["NEVIS_SPLIT_SALT"] == ""
