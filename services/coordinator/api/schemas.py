@@ -216,7 +216,9 @@ class TaskOut(BaseModel):
     status: str
     error: float | None = Field(description="e_i = 1 - accuracy (or 1 - mAP) once committed.")
     split: str | None
-    flops: float
+    flops: float = Field(description=(
+        "FLOPs charged: the learner's own count (its meter runs in its process), or the harness's "
+        "floor where 'flops_floored'."))
     retried_flops: float
     trials: int
     failed_trials: int
@@ -231,6 +233,9 @@ class TaskOut(BaseModel):
     flops_floored: bool = Field(description=(
         "Some trial's (or the evaluation's) FLOP count was below what its measured CPU time "
         "implies; the harness charged a floor, so 'flops' is partly the floor."))
+    flops_per_cpu_second: float | None = Field(default=None, description=(
+        "flops / cpu_seconds: the speed the charged count implies, to compare with the node's "
+        "calibrated rate and the built-in learners' (docs/isolation.md); null without cpu_seconds."))
     flops_paper: float | None = Field(default=None, description=(
         "FLOPs of the trials' training updates, as the NEVIS'22 paper counts them (every backward "
         "and the forward passes with gradients on); null: stored before FLOPs were split by purpose."))

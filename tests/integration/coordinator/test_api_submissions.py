@@ -58,6 +58,7 @@ def test_a_read_submission_shows_harness_measured_cpu_and_the_floor(client, toke
         (1, None, False), (2, 7.25, True)]
     assert (body["cpu_seconds"], body["floored_tasks"], body["flops_floored"]) == (7.25, 1, True)
     assert body["flops_sources"] == ["floor", "measured"] and body["cflop"] == 1e6 + 2e7  # the floor: 10x
+    assert [t["flops_per_cpu_second"] for t in body["tasks"]] == [None, 2e7 / 7.25]  # what each row's count implies
 
 
 @pytest.mark.parametrize(("change", "field", "words"), [

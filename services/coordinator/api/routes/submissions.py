@@ -94,6 +94,7 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:
                        retried_flops=t.retried_flops, trials=t.trials,
                        failed_trials=t.failed_trials, capped_trials=t.capped_trials, wall_time_s=t.wall_time_s,
                        cpu_seconds=t.cpu_seconds, flops_floored=t.flops_floored, flops_paper=t.flops_paper,
+                       flops_per_cpu_second=t.flops / t.cpu_seconds if t.cpu_seconds else None,
                        flops_validation=t.flops_validation, flops_prediction=t.flops_prediction,
                        consistency_jump=t.consistency_jump, inconsistent=t.inconsistent)
                for t in summary.tasks],
