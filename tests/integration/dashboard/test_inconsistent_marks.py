@@ -1,7 +1,6 @@
 """A submission whose meta-test answers jumped on shifted copies of test images (issue 44's
 consistency check, workers/trainer/consistency.py) is marked wherever its numbers are shown:
-the leaderboard API and page, the submission page, and ``nevis results`` (its JSON is the
-run summary the submission API reads)."""
+the leaderboard API and page, the submission API and page, and ``nevis results``."""
 
 from __future__ import annotations
 
@@ -13,10 +12,12 @@ from sqlalchemy import select, update
 from typer.testing import CliRunner
 
 from services.cli.main import app
+from services.coordinator.crud import users
 from services.core.config import get_settings
 from services.dashboard.server import create_server_app
 from services.store.db import transaction
 from services.store.db.models import StreamTask, TaskResult
+from services.store.db.models_coordinator import ScheduledSubmission
 from services.store.runs.scores import rescore
 
 
@@ -31,6 +32,10 @@ def test_an_inconsistent_submission_is_marked_on_every_page_that_shows_its_numbe
         session.execute(update(TaskResult).where(TaskResult.id == result_id)
                         .values(inconsistent=True, consistency_jump=0.8))
         rescore(session, submission_ids=[marked])  # as a commit keeps the board's aggregate
+        owner = users.create_user(session, name="owner", role="submitter")
+        session.add_all([ScheduledSubmission(submission_id=i, user_id=owner.id) for i in (marked, honest)])
+        _, secret = users.create_token(session, user=owner, label="t")
+    auth = {"Authorization": f"Bearer {secret}"}
     with TestClient(create_server_app(settings), raise_server_exceptions=False) as client:
         rows = {r["submission_id"]: r for r in client.get("/v1/leaderboard", params={"limit": 100}).json()["items"]}
         assert rows[marked]["inconsistent"] and not rows[honest]["inconsistent"]
@@ -39,6 +44,10 @@ def test_an_inconsistent_submission_is_marked_on_every_page_that_shows_its_numbe
         assert ">inconsistent</span>" in row
         other = re.search(rf'<tr[^>]*data-submission="{honest}".*?</tr>', page, re.S).group(0)
         assert ">inconsistent</span>" not in other
+        detail = client.get(f"/v1/submissions/{marked}", headers=auth).json()
+        assert (detail["inconsistent"], detail["inconsistent_tasks"]) == (True, 1)
+        assert [t["consistency_jump"] for t in detail["tasks"] if t["inconsistent"]] == [0.8]
+        assert client.get(f"/v1/submissions/{honest}", headers=auth).json()["inconsistent"] is False
         assert 'id="inconsistent"' in client.get(f"/submissions/{marked}").text
         assert 'id="inconsistent"' not in client.get(f"/submissions/{honest}").text
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
