@@ -99,11 +99,12 @@ def prepare(
             bar.update(stage, description=f"{event.dataset}: {event.stage}",
                        completed=STAGES.index(event.stage))
 
+        recorder, salt = _database_recorder(store)
         report = prepare_stream(manifest, store, image_size=size, offline_dir=offline_dir,
-                                progress=show, on_prepared=_database_recorder(store),
+                                progress=show, on_prepared=recorder,
                                 stored_scale=get_settings().stored_scale,
                                 accept_count_change=accept_count_change,
-                                split_salt=get_settings().split_salt)
+                                split_salt=salt)
         bar.update(stage, visible=False)
     console.print(_report_table(report))
     if report.nothing_to_do:
@@ -122,15 +123,18 @@ def prepare(
 
 
 def _database_recorder(store):
-    """Record prepared datasets in NEVIS_DATABASE_URL (schema created or migrated first)."""
+    """Record prepared datasets in NEVIS_DATABASE_URL (schema created or migrated first); with
+    it, the split salt (the setting, or a production deployment's own: deployment_salt)."""
     from services.store.db import sessions_on, upgrade  # noqa: PLC0415
+    from services.store.deployment_salt import split_salt  # noqa: PLC0415
     from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
     from workers.stream.catalog import database_recorder  # noqa: PLC0415
 
     url = get_settings().database_url
     ensure_sqlite_parent(url)
     upgrade(url)
-    return database_recorder(sessions_on(url), store)
+    sessions = sessions_on(url)
+    return database_recorder(sessions, store), split_salt(sessions, get_settings().split_salt)
 
 
 @app.command("verify")

@@ -236,12 +236,10 @@ def check_split_salt(settings: Settings, environment: str) -> Check:
     """Whether split draws are keyed by a deployment secret (never shows the salt itself)."""
     if settings.split_salt:
         return Check("split salt", True, "set: drawn splits are this deployment's own (docs/isolation.md)")
-    public = "empty: the public, reproducible splits"
     if environment != "production":
-        return Check("split salt", True, f"{public} (as in development and for reproducing the paper)")
-    return Check("split salt", False, public, "a submitter can compute every drawn test split with its labels "
-                 "from the public data (docs/isolation.md, 'Public data')",
-                 "set NEVIS_SPLIT_SALT (e.g. `openssl rand -hex 32`) in the harness Secret, once for the deployment")
+        return Check("split salt", True, "empty: the public, reproducible splits (development, reproducing the paper)")
+    return Check("split salt", True, "empty: this deployment's own, made once and kept in its database "
+                 "(deployment_secrets); set NEVIS_SPLIT_SALT to choose it")
 
 
 def run_checks(settings: Settings, environment: str) -> list[Check]:

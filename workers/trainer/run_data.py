@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from services.core.config import Settings
 from services.core.errors import DataIntegrityError
+from services.store.deployment_salt import split_salt
 from services.store.objects import ObjectStore
 from workers.stream.catalog import database_recorder
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
@@ -46,7 +47,7 @@ class RunData:
         prepare_stream(manifest, self.store, image_size=size, offline_dir=self.settings.offline_data_dir,
                        stored_scale=self.settings.stored_scale, verify=verify,
                        on_prepared=database_recorder(self.sessions, self.store),
-                       split_salt=self.settings.split_salt)
+                       split_salt=split_salt(self.sessions, self.settings.split_salt))
         self._prepared.add(key)
 
     def for_task(self, manifest: StreamManifest, task: TaskSpec, size: int, phase: str) -> TaskData:

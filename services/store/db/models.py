@@ -320,7 +320,7 @@ class Event(Base):
 
 
 # Tables of later parts live in their own modules; importing them registers them here.
-from services.store.db import models_coordinator, models_probe, models_refresh, models_scores  # noqa: E402,F401
+from services.store.db import models_coordinator, models_probe, models_refresh, models_scores, models_secrets  # noqa: E402,F401
 
 
 __all__ = [
