@@ -104,7 +104,8 @@ class Settings(BaseSettings):
         default="",
         description="The deployment's secret salt for every split draw (16+ characters; see "
                     "docs/isolation.md): submitters cannot compute which images a drawn test split holds. "
-                    "Empty: the public, reproducible splits of the reference. Never shown.",
+                    "Empty: the public, reproducible splits of the reference (under NEVIS_ENVIRONMENT="
+                    "production: the deployment's own, made once and kept in its database). Never shown.",
     )
     proxy_max_dim: int = Field(default=2048, ge=2, le=1 << 16,
                                description="Widest feature vector d a proxy-scheduler rung report may carry "
