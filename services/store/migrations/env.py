@@ -8,6 +8,7 @@ because SQLite can only change most table definitions by rebuilding the table.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from alembic import context
@@ -19,6 +20,7 @@ from services.store.db.models import Base
 from services.store.db.types import UTCDateTime
 
 config = context.config
+log = logging.getLogger(__name__)
 target_metadata = Base.metadata
 
 
@@ -56,6 +58,22 @@ def run_offline() -> None:
         context.run_migrations()
 
 
+def run_deferred_backfills(connection: Connection) -> None:
+    """Run the back-fills that migrations deferred (they read through today's ORM models),
+    in the migration's transaction, once the schema is at head: at an older revision those
+    models name columns that do not exist yet. An upgrade that stops short of head leaves
+    them for none (a later upgrade from there does not re-run them): upgrade to head."""
+    pending = config.attributes.pop("deferred_backfills", [])
+    if not pending:
+        return
+    if context.get_context().get_current_revision() != context.script.get_current_head():
+        log.warning("%d back-fill(s) of derived rows skipped: the schema is not at head; "
+                    "upgrade to head to keep the leaderboard's summaries.", len(pending))
+        return
+    for backfill in pending:
+        backfill(connection)
+
+
 def run_online() -> None:
     """Run on the given connection, or on a fresh one to ``url`` in one transaction."""
     connection = config.attributes.get("connection")
@@ -63,12 +81,14 @@ def run_online() -> None:
         _configure(connection)
         with context.begin_transaction():
             context.run_migrations()
+            run_deferred_backfills(connection)
         return
     engine = make_engine(config.attributes["url"], foreign_keys=False)
     try:
         with engine.begin() as fresh:
             _configure(fresh)
             context.run_migrations()
+            run_deferred_backfills(fresh)
     finally:
         engine.dispose()
 

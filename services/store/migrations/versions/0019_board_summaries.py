@@ -49,7 +49,9 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["submission_id"], ["submissions.id"],
                                 name=op.f("fk_submission_profiles_submission_id_submissions"), ondelete="CASCADE"),
     )
-    _backfill(op.get_bind())
+    # The back-fill reads through today's ORM code, so it runs once the schema is at head
+    # (migrations/env.py), where that code matches the tables it reads.
+    op.get_context().config.attributes.setdefault("deferred_backfills", []).append(_backfill)
 
 
 def _backfill(connection: sa.Connection) -> None:

@@ -39,7 +39,9 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["learner_id"], ["learners.id"],
                                 name=op.f("fk_learner_seeds_learner_id_learners"), ondelete="CASCADE"),
     )
-    _backfill(op.get_bind())
+    # The back-fill reads through today's ORM code, so it runs once the schema is at head
+    # (migrations/env.py), where that code matches the tables it reads.
+    op.get_context().config.attributes.setdefault("deferred_backfills", []).append(_backfill)
 
 
 def _backfill(connection: sa.Connection) -> None:
