@@ -204,6 +204,9 @@ def proc_stat(pid: int) -> tuple[str, int, int, str] | None:
     return fields[0], int(fields[1]), int(fields[2]), fields[19]
 
 
+HOST_MODULES = {"workers.sandbox.host", "workers.sandbox.host_boot"}  # host_boot: python -I (issue 43)
+
+
 def cmdline(pid: int) -> list[str]:
     try:
         return [p.decode(errors="replace") for p in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if p]
@@ -514,12 +517,12 @@ def worker_alive(view: LeaseView) -> bool:
 
 
 def learner_hosts(worker_pid: int) -> list[int]:
-    """Learner host processes (``python -m workers.sandbox.host``, bare or in bwrap) under a
+    """Learner host processes (``python -I -m workers.sandbox.host_boot``, bare or in bwrap) under a
     worker harness, innermost first."""
     hosts = []
     for pid in descendants(worker_pid):
         argv = cmdline(pid)
-        if "workers.sandbox.host" in argv and (not argv or Path(argv[0]).name != "bwrap"):
+        if HOST_MODULES & set(argv) and (not argv or Path(argv[0]).name != "bwrap"):
             hosts.append(pid)
     return hosts
 
