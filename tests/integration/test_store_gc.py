@@ -41,6 +41,7 @@ from services.store.key_families import FAMILIES, family_of
 from services.store.key_layout import (
     checkpoint_key,
     dataset_prefix,
+    prepare_log_key,
     stage_key,
     trial_log_key,
     trial_prefix,
@@ -72,10 +73,11 @@ BUNDLE = f"learners/bundles/{SHA}/learner.tar.gz"
 PRETRAINED = f"pretrained/{SHA}.bin"
 TRIAL_LOG = f"{attempt_prefix(1, 1, 1)}/trial-001/log.txt"  # a trial not chosen: its log stays while its row does
 PREDICT_LOG = f"{attempt_prefix(1, 1, 1)}/predict-log.txt"
+PREPARE_LOG = prepare_log_key(attempt_prefix(1, 1, 1))  # the attempt's prepare_task output
 RANK_LOG = trial_log_key(trial_prefix(attempt_prefix(1, 1, 1), 1), rank=1)  # lives as long as its trial's log
 FEATURES = features_key(SETTINGS_HASH, 1)  # the checkpoint job's, for its trial job
 REFERENCED = (CHECKPOINT, CHOSEN_PREDICTOR, STATE, PREDICTIONS, KEPT_INTERVAL, RUNNING, INDEX, SHARD, BUNDLE, PRETRAINED,
-              TRIAL_LOG, PREDICT_LOG, RANK_LOG, FEATURES)
+              TRIAL_LOG, PREDICT_LOG, PREPARE_LOG, RANK_LOG, FEATURES)
 # Old and unreferenced: removed.
 OLD_ORPHANS = (
     predictor_key(1, 1, 1, 1),  # a trial that was not chosen
@@ -162,7 +164,7 @@ def test_referenced_and_young_objects_survive_and_old_orphans_go(sessions, tmp_p
     assert (report.orphans, report.young) == (len(OLD_ORPHANS), len(YOUNG_ORPHANS))
     assert report.orphan_bytes == sum(len(f"bytes of {key}") for key in OLD_ORPHANS)
     by_prefix = {p.prefix: (p.objects, p.orphans, p.young) for p in report.prefixes}
-    assert by_prefix == {"datasets": (4, 1, 1), "runs": (14, 4, 1), "pretrained": (2, 1, 0),
+    assert by_prefix == {"datasets": (4, 1, 1), "runs": (15, 4, 1), "pretrained": (2, 1, 0),
                          "learners/bundles": (2, 0, 1), "probe-features": (2, 1, 0)}
     assert store.get_bytes(CHECKPOINT) == f"bytes of {CHECKPOINT}".encode()  # its blob is still there
     assert report.blobs is not None and report.blobs.blobs_removed == 0  # their blobs are too young yet
