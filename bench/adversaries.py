@@ -51,12 +51,33 @@ class Outcome:
 def stream_file(folder: Path, tasks: int) -> str:
     """A stream of procedurally generated shapes tasks (no download, no offline data)."""
     rule = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2}, "seed": 0}
-    catalogue = [(2004, "shapes:shape", "single", 4), (2012, "shapes:hue", "single", 6),
-                 (2020, "shapes:scale", "single", 4)]
-    doc = {"format": 1, "name": f"adv{tasks}", "version": "bench-1", "description": "adversaries",
-           "source": "bench", "meta_test_from_year": 2019, "image_size": 16,
-           "tasks": [{"order": i + 1, "year": y, "dataset": d, "title": d, "domain": "shape", "kind": k,
-                      "num_classes": n, "split": rule} for i, (y, d, k, n) in enumerate(catalogue[:tasks])]}
+    catalogue = [
+        (2004, "shapes:shape", "single", 4),
+        (2012, "shapes:hue", "single", 6),
+        (2020, "shapes:scale", "single", 4),
+    ]
+    doc = {
+        "format": 1,
+        "name": f"adv{tasks}",
+        "version": "bench-1",
+        "description": "adversaries",
+        "source": "bench",
+        "meta_test_from_year": 2019,
+        "image_size": 16,
+        "tasks": [
+            {
+                "order": i + 1,
+                "year": y,
+                "dataset": d,
+                "title": d,
+                "domain": "shape",
+                "kind": k,
+                "num_classes": n,
+                "split": rule,
+            }
+            for i, (y, d, k, n) in enumerate(catalogue[:tasks])
+        ],
+    }
     path = folder / f"adv{tasks}.json"
     path.write_text(json.dumps(doc))
     return str(path)
@@ -75,8 +96,16 @@ def make_runner(*, submitted: bool = False, import_paths=None, **env: str):
     return runner
 
 
-def run_one(runner, name: str, stream: str, *, steps: int = 1, route: str = "nevis run",
-            expect_refusal: bool = False, scheduler: str = "fifo") -> Outcome:
+def run_one(
+    runner,
+    name: str,
+    stream: str,
+    *,
+    steps: int = 1,
+    route: str = "nevis run",
+    expect_refusal: bool = False,
+    scheduler: str = "fifo",
+) -> Outcome:
     from sqlalchemy import select
 
     from services.core.budget import RunBudget
@@ -91,12 +120,12 @@ def run_one(runner, name: str, stream: str, *, steps: int = 1, route: str = "nev
     except Exception as exc:  # noqa: BLE001 - a refusal or a failed task is an outcome
         text = f"{type(exc).__name__}: {str(exc).splitlines()[0][:150]}"
         finding = "" if expect_refusal or "failed" in text or "deadline" in text else "unexpected error"
-        return Outcome(name, route, f"refused/failed in {time.perf_counter() - started:.0f} s: {text}",
-                       finding=finding)
+        return Outcome(name, route, f"refused/failed in {time.perf_counter() - started:.0f} s: {text}", finding=finding)
     with runner.sessions() as session:
         trials = session.scalars(select(Trial).join(TaskRun).where(TaskRun.submission_id == run)).all()
-        key = session.scalars(select(TaskRun.learner_state_key).where(TaskRun.submission_id == run)
-                              .order_by(TaskRun.id.desc())).first()
+        key = session.scalars(
+            select(TaskRun.learner_state_key).where(TaskRun.submission_id == run).order_by(TaskRun.id.desc())
+        ).first()
         charged = sum(t.flops for t in trials)
         floor = sum(t.flops_floor or 0 for t in trials)
         cpu = sum(t.cpu_seconds or 0 for t in trials)
@@ -106,12 +135,14 @@ def run_one(runner, name: str, stream: str, *, steps: int = 1, route: str = "nev
     finding = "obtained something" if obtained else ""
     if expect_refusal:
         finding = finding or "ran instead of being refused"
-    return Outcome(name, route, f"ran in {time.perf_counter() - started:.0f} s", obtained, charged, floor, cpu,
-                   sources, finding)
+    return Outcome(
+        name, route, f"ran in {time.perf_counter() - started:.0f} s", obtained, charged, floor, cpu, sources, finding
+    )
 
 
 def two_member_archive() -> bytes:
     """A gzip of a one-file tar, then a second gzip member with a hidden module."""
+
     def tar_of(files: dict[str, bytes]) -> bytes:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as archive:
@@ -121,8 +152,9 @@ def two_member_archive() -> bytes:
                 archive.addfile(info, io.BytesIO(data))
         return buffer.getvalue()
 
-    return (gzip.compress(tar_of({"pkg/__init__.py": b""}))
-            + gzip.compress(tar_of({"pkg/hidden.py": b"x = 1\n", "pkg/big.bin": bytes(8 << 20)})))
+    return gzip.compress(tar_of({"pkg/__init__.py": b""})) + gzip.compress(
+        tar_of({"pkg/hidden.py": b"x = 1\n", "pkg/big.bin": bytes(8 << 20)})
+    )
 
 
 def api_adversaries(folder: Path) -> list[Outcome]:
@@ -135,8 +167,7 @@ def api_adversaries(folder: Path) -> list[Outcome]:
     from services.store.db import make_engine, session_factory, transaction, upgrade
 
     data = folder / "api"
-    settings = CoordinatorSettings(data_dir=data, database_url=f"sqlite:///{data / 'nevis.sqlite'}",
-                                   streams_dir=folder)
+    settings = CoordinatorSettings(data_dir=data, database_url=f"sqlite:///{data / 'nevis.sqlite'}", streams_dir=folder)
     data.mkdir()
     upgrade(settings.database_url)
     engine = make_engine(settings.database_url)
@@ -145,13 +176,21 @@ def api_adversaries(folder: Path) -> list[Outcome]:
         _, token = users.create_token(session, user=user, label="bench")
     engine.dispose()
     with TestClient(create_app(settings)) as client:
-        answer = client.post("/v1/learners/bundle", headers={"Authorization": f"Bearer {token}"},
-                             data={"name": "two-member", "entrypoint": "pkg.hidden:make"},
-                             files={"file": ("two.tar.gz", two_member_archive(), "application/gzip")})
+        answer = client.post(
+            "/v1/learners/bundle",
+            headers={"Authorization": f"Bearer {token}"},
+            data={"name": "two-member", "entrypoint": "pkg.hidden:make"},
+            files={"file": ("two.tar.gz", two_member_archive(), "application/gzip")},
+        )
     ok = 400 <= answer.status_code < 500
-    return [Outcome("two_member_archive", "API upload", f"HTTP {answer.status_code}: "
-                    f"{answer.json().get('detail', '')[:120] if ok else answer.text[:120]}",
-                    finding="" if ok else "accepted")]
+    return [
+        Outcome(
+            "two_member_archive",
+            "API upload",
+            f"HTTP {answer.status_code}: {answer.json().get('detail', '')[:120] if ok else answer.text[:120]}",
+            finding="" if ok else "accepted",
+        )
+    ]
 
 
 def main() -> int:
@@ -164,6 +203,7 @@ def main() -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(FIXTURES), os.environ.get("PYTHONPATH")) if p)
     from adversary_images import image_adversaries
     from nevis_hostile_learners import FLOOR_STEPS
+
     from services.core.config import get_settings
     from services.store.db import upgrade
     from workers.trainer.ray_env import connect_ray
@@ -175,8 +215,13 @@ def main() -> int:
     runner = make_runner()
     results = [
         run_one(runner, "two_workers_spy", one),  # sandboxed ranks (issue 46): runs, obtains nothing
-        run_one(make_runner(submitted=True, NEVIS_SANDBOX="none"), "two_workers_spy", one,
-                route="upload (sandbox none)", expect_refusal=True),
+        run_one(
+            make_runner(submitted=True, NEVIS_SANDBOX="none"),
+            "two_workers_spy",
+            one,
+            route="upload (sandbox none)",
+            expect_refusal=True,
+        ),
         run_one(runner, "mlp_tracked", one, steps=FLOOR_STEPS),
         run_one(runner, "mlp_raw", one, steps=FLOOR_STEPS),
         run_one(runner, "meter_patcher", one, steps=FLOOR_STEPS),
@@ -189,12 +234,20 @@ def main() -> int:
         run_one(make_runner(NEVIS_HOST_STATE_MB="2"), "state_bloater", one, expect_refusal=True),
         run_one(make_runner(NEVIS_HOST_DECLARE_DEADLINE_S="20"), "silent", one, expect_refusal=True),
         *api_adversaries(folder),
-        *[Outcome(**found) for found in image_adversaries(
-            folder, lambda paths: make_runner(submitted=True, import_paths=paths))],
+        *[
+            Outcome(**found)
+            for found in image_adversaries(folder, lambda paths: make_runner(submitted=True, import_paths=paths))
+        ],
     ]
     honest = run_one(runner, "mlp_tracked", one, steps=1)  # the harness still serves a plain learner
-    results.append(Outcome("harness after all", "nevis run", honest.outcome,
-                           finding="" if honest.outcome.startswith("ran") else "harness down"))
+    results.append(
+        Outcome(
+            "harness after all",
+            "nevis run",
+            honest.outcome,
+            finding="" if honest.outcome.startswith("ran") else "harness down",
+        )
+    )
     for r in results:
         if r.charged is not None and r.floor and r.charged < r.floor:
             r.finding = r.finding or "charged below the floor"
@@ -202,18 +255,27 @@ def main() -> int:
             r.finding = r.finding or "a count of nobody's was not marked"
         if r.name in ("rung_forger", "state_bloater") and "announces" not in r.outcome:
             r.finding = r.finding or "not refused before its bytes were read"
-    print(f"{'adversary':<20} {'route':<22} {'charged':>10} {'floor':>10} {'cpu s':>6} {'source':<18} "
-          f"{'obtained':<10} outcome")
+    print(
+        f"{'adversary':<20} {'route':<22} {'charged':>10} {'floor':>10} {'cpu s':>6} {'source':<18} "
+        f"{'obtained':<10} outcome"
+    )
     for r in results:
-        money = (f"{r.charged:10.3e} {r.floor:10.3e} {r.cpu_s:6.1f} {r.source:<18}" if r.charged is not None
-                 else f"{'-':>10} {'-':>10} {'-':>6} {'':<18}")
-        print(f"{r.name:<20} {r.route:<22} {money} {json.dumps(r.obtained) if r.obtained else 'nothing':<10} "
-              f"{r.outcome}{'  FINDING: ' + r.finding if r.finding else ''}")
+        money = (
+            f"{r.charged:10.3e} {r.floor:10.3e} {r.cpu_s:6.1f} {r.source:<18}"
+            if r.charged is not None
+            else f"{'-':>10} {'-':>10} {'-':>6} {'':<18}"
+        )
+        print(
+            f"{r.name:<20} {r.route:<22} {money} {json.dumps(r.obtained) if r.obtained else 'nothing':<10} "
+            f"{r.outcome}{'  FINDING: ' + r.finding if r.finding else ''}"
+        )
     tracked = next(r for r in results if r.name == "mlp_tracked" and r.charged)
     raw = next(r for r in results if r.name == "mlp_raw")
     if raw.charged is not None and tracked.charged:
-        print(f"raw arithmetic charged {raw.charged / tracked.charged:.3f} x the tracked network "
-              f"({'marked' if raw.source == 'floor' else 'NOT marked'} as floored)")
+        print(
+            f"raw arithmetic charged {raw.charged / tracked.charged:.3f} x the tracked network "
+            f"({'marked' if raw.source == 'floor' else 'NOT marked'} as floored)"
+        )
     findings = sum(bool(r.finding) for r in results)
     print(f"findings: {findings}")
     runner.close()

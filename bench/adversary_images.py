@@ -32,8 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _result(name: str, outcome: str, obtained: dict[str, Any], *, refusal: bool = False) -> dict[str, Any]:
     finding = "obtained something" if obtained else ""
-    return {"name": name, "route": "image (podman)", "outcome": outcome, "obtained": obtained,
-            "finding": finding or ("" if not refusal or "refused" in outcome else "not refused")}
+    return {
+        "name": name,
+        "route": "image (podman)",
+        "outcome": outcome,
+        "obtained": obtained,
+        "finding": finding or ("" if not refusal or "refused" in outcome else "not refused"),
+    }
 
 
 def _facts(paths: tuple[str, ...]) -> dict[str, Any]:
@@ -61,13 +66,21 @@ def image_adversaries(folder: Path, runner_for) -> list[dict[str, Any]]:
         facts = _facts(plain.import_paths)
         shadowed = {m: o for m, o in facts["origins"].items() if o and o.startswith(str(plain.root))}
         ran = [*facts["ran"], *(f"harness:{k}" for k in dir(builtins) if k.startswith(MARK))]
-        results.append(_result("startup_files", "unpacked, host started",
-                               {k: v for k, v in {"ran": ran, "shadowed": shadowed}.items() if v}))
+        results.append(
+            _result(
+                "startup_files",
+                "unpacked, host started",
+                {k: v for k, v in {"ran": ran, "shadowed": shadowed}.items() if v},
+            )
+        )
         fs = unpack_image(fs_tag, cache=cache, limits=ImageLimits())
         facts = _facts(fs.import_paths)
-        kept = {"setuid": bool(facts["su"] and facts["su"] & (stat.S_ISUID | stat.S_ISGID)),
-                "device": facts["dev"] is not None, "escaping_link": facts["escape"] is not None,
-                "root_outside_image": not str(facts["to_root"]).startswith(str(fs.root))}
+        kept = {
+            "setuid": bool(facts["su"] and facts["su"] & (stat.S_ISUID | stat.S_ISGID)),
+            "device": facts["dev"] is not None,
+            "escaping_link": facts["escape"] is not None,
+            "root_outside_image": not str(facts["to_root"]).startswith(str(fs.root)),
+        }
         results.append(_result("hostile_fs", "unpacked, host started", {k: v for k, v in kept.items() if v}))
         try:
             unpack_image(fs_tag, cache=folder / "capped", limits=ImageLimits(max_files=3))
@@ -89,13 +102,21 @@ def _snoop(runner, folder: Path) -> dict[str, Any]:
     from workers.trainer.run_plan import RunRequest
 
     stream = next(folder.glob("adv1.json"))
-    run = runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:cheater",
-                                  budget=RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,))))
+    run = runner.start(
+        RunRequest(
+            stream=str(stream),
+            learner="nevis_test_learners:cheater",
+            budget=RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,)),
+        )
+    )
     with runner.sessions() as session:
         key = session.scalars(select(TaskRun.learner_state_key).where(TaskRun.submission_id == run)).first()
     machine = pickle.loads(open_store(runner.settings.store_url).get_bytes(key))["cheats"][0]["machine"]
-    got = {k: machine[k] for k in ("env_secrets", "foreign_environs_with_secrets", "readable_paths", "connected")
-           if machine[k]}
+    got = {
+        k: machine[k]
+        for k in ("env_secrets", "foreign_environs_with_secrets", "readable_paths", "connected")
+        if machine[k]
+    }
     if machine["visible_pids"] > 3:
         got["visible_pids"] = machine["visible_pids"]
     return _result("snooper", "ran (trained from the image's files)", got)

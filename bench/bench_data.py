@@ -63,10 +63,10 @@ def write_dataset(path: Path, n: int, min_side: int, max_side: int, seed: int = 
     from workers.stream.formats.parquet_writer import ImageRow, write_parquet_dataset
 
     rng = np.random.default_rng(seed)
-    rows = (ImageRow(image=_image(rng, min_side, max_side), label=int(rng.integers(CLASSES)))
-            for _ in range(n))
-    write_parquet_dataset(rows, path, class_names=[f"c{i}" for i in range(CLASSES)],
-                          source={"title": f"bench_data, {n} generated images"})
+    rows = (ImageRow(image=_image(rng, min_side, max_side), label=int(rng.integers(CLASSES))) for _ in range(n))
+    write_parquet_dataset(
+        rows, path, class_names=[f"c{i}" for i in range(CLASSES)], source={"title": f"bench_data, {n} generated images"}
+    )
     return path.stat().st_size / 1e6
 
 
@@ -74,8 +74,7 @@ def _manifest(name: str):
     from workers.stream.manifest_files import load_stream
 
     mini = load_stream("mini")
-    task = replace(mini.tasks[0], order=1, dataset=f"parquet:{name}", num_classes=CLASSES,
-                   title="bench")
+    task = replace(mini.tasks[0], order=1, dataset=f"parquet:{name}", num_classes=CLASSES, title="bench")
     return replace(mini, name="bench-data", tasks=(task,))
 
 
@@ -85,13 +84,21 @@ def child_prepare(data_dir: Path, store_dir: Path, name: str) -> None:
     from workers.stream.prepare import prepare_stream
 
     cpu, wall = time.process_time(), time.perf_counter()
-    report = prepare_stream(_manifest(name), LocalObjectStore(store_dir), image_size=SIZE,
-                            offline_dir=data_dir)
+    report = prepare_stream(_manifest(name), LocalObjectStore(store_dir), image_size=SIZE, offline_dir=data_dir)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     item = report.datasets[0]
-    print(json.dumps({"counts": dict(item.counts), "shards": item.num_shards,
-                      "bytes": item.num_bytes, "removed": item.duplicates_removed,
-                      "prepare_cpu_s": cpu, "prepare_wall_s": wall}))
+    print(
+        json.dumps(
+            {
+                "counts": dict(item.counts),
+                "shards": item.num_shards,
+                "bytes": item.num_bytes,
+                "removed": item.duplicates_removed,
+                "prepare_cpu_s": cpu,
+                "prepare_wall_s": wall,
+            }
+        )
+    )
 
 
 def prepare_in_child(data_dir: Path, store_dir: Path, name: str) -> dict:
@@ -99,13 +106,22 @@ def prepare_in_child(data_dir: Path, store_dir: Path, name: str) -> dict:
     peak RSS, and the CPU and wall seconds of the whole child (start-up and imports too)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, __file__, "--child", str(data_dir), str(store_dir), name],
-                          check=True, capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", str(data_dir), str(store_dir), name],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {**json.loads(done.stdout.strip().splitlines()[-1]), "wall_s": wall, "cpu_s": cpu,
-            "peak_rss_mb": after.ru_maxrss / 1024}  # ru_maxrss: KiB on Linux, the largest child
+    return {
+        **json.loads(done.stdout.strip().splitlines()[-1]),
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "peak_rss_mb": after.ru_maxrss / 1024,
+    }  # ru_maxrss: KiB on Linux, the largest child
 
 
 def read_stream(store_dir: Path, name: str, count: int, readers: int) -> dict:
@@ -125,9 +141,15 @@ def read_stream(store_dir: Path, name: str, count: int, readers: int) -> dict:
         images += len(next(batches))
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     batches.close()
-    return {"images_per_s": images / elapsed, "images_per_cpu_s": images / cpu, "images": images,
-            "readers": readers, "peak_shards": stream.peak_shards,
-            "peak_mb": stream.peak_bytes / 1e6, "train_rows": len(stream)}
+    return {
+        "images_per_s": images / elapsed,
+        "images_per_cpu_s": images / cpu,
+        "images": images,
+        "readers": readers,
+        "peak_shards": stream.peak_shards,
+        "peak_mb": stream.peak_bytes / 1e6,
+        "train_rows": len(stream),
+    }
 
 
 def run(n: int, workdir: Path, args: argparse.Namespace) -> dict:
@@ -136,15 +158,19 @@ def run(n: int, workdir: Path, args: argparse.Namespace) -> dict:
     data_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     megabytes = write_dataset(data_dir / f"{name}.parquet", n, args.min_side, args.max_side)
-    print(f"[{n}] wrote {megabytes:.0f} MB of Parquet in {time.perf_counter() - start:.0f} s",
-          flush=True)
+    print(f"[{n}] wrote {megabytes:.0f} MB of Parquet in {time.perf_counter() - start:.0f} s", flush=True)
     prepared = prepare_in_child(data_dir, store_dir, name)
     print(f"[{n}] prepared: {prepared}", flush=True)
     reading = read_stream(store_dir, name, args.read_images, args.readers)
     print(f"[{n}] stream: {reading}", flush=True)
-    return {"images": n, "parquet_mb": megabytes, "prepare": prepared, "stream": reading,
-            "prepare_images_per_s_per_core": n / prepared["prepare_cpu_s"],
-            "prepare_images_per_s_wall": n / prepared["prepare_wall_s"]}
+    return {
+        "images": n,
+        "parquet_mb": megabytes,
+        "prepare": prepared,
+        "stream": reading,
+        "prepare_images_per_s_per_core": n / prepared["prepare_cpu_s"],
+        "prepare_images_per_s_wall": n / prepared["prepare_wall_s"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,8 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", default="1000000", help="sizes, comma-separated")
     parser.add_argument("--min-side", type=int, default=24)
     parser.add_argument("--max-side", type=int, default=144)
-    parser.add_argument("--read-images", type=int, default=4 * 4096,
-                        help="images the stream reader is timed over, after its first batch")
+    parser.add_argument(
+        "--read-images",
+        type=int,
+        default=4 * 4096,
+        help="images the stream reader is timed over, after its first batch",
+    )
     parser.add_argument("--readers", type=int, default=2, help="the stream's reader threads")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
@@ -167,16 +197,19 @@ def main(argv: list[str] | None = None) -> int:
         workdir = args.workdir or Path(tmp)
         results = [run(n, workdir, args) for n in sizes]
     print(f"\nGPU estimate (H200, ResNet-34 at 64 px, {MFU:.0%} MFU): {GPU_IMAGES_PER_S:,.0f} images/s")
-    print(f"{'images':>9} {'prep img/s/core':>16} {'prep img/s wall':>16} {'peak RSS MB':>12} "
-          f"{'stream img/s':>13} {'img/CPU-s':>10} {'cores for GPU':>14}")
+    print(
+        f"{'images':>9} {'prep img/s/core':>16} {'prep img/s wall':>16} {'peak RSS MB':>12} "
+        f"{'stream img/s':>13} {'img/CPU-s':>10} {'cores for GPU':>14}"
+    )
     for r in results:
-        print(f"{r['images']:>9,} {r['prepare_images_per_s_per_core']:>16,.0f} "
-              f"{r['prepare_images_per_s_wall']:>16,.0f} {r['prepare']['peak_rss_mb']:>12,.0f} "
-              f"{r['stream']['images_per_s']:>13,.0f} {r['stream']['images_per_cpu_s']:>10,.0f} "
-              f"{GPU_IMAGES_PER_S / r['stream']['images_per_cpu_s']:>14.1f}")
+        print(
+            f"{r['images']:>9,} {r['prepare_images_per_s_per_core']:>16,.0f} "
+            f"{r['prepare_images_per_s_wall']:>16,.0f} {r['prepare']['peak_rss_mb']:>12,.0f} "
+            f"{r['stream']['images_per_s']:>13,.0f} {r['stream']['images_per_cpu_s']:>10,.0f} "
+            f"{GPU_IMAGES_PER_S / r['stream']['images_per_cpu_s']:>14.1f}"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"gpu_images_per_s_estimate": GPU_IMAGES_PER_S,
-                                         "runs": results}, indent=1))
+        args.json.write_text(json.dumps({"gpu_images_per_s_estimate": GPU_IMAGES_PER_S, "runs": results}, indent=1))
     return 0
 
 

@@ -22,11 +22,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workers.learners.protocol import LabelledData, TaskInfo  # noqa: E402
-from workers.sandbox.calibration import machine_flop_rate  # noqa: E402
-from workers.sandbox.client import HostSpec, LearnerHost  # noqa: E402
-from workers.trainer.host_usage import measured_call  # noqa: E402
-from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, run_trial_in_host  # noqa: E402
+from workers.learners.protocol import LabelledData, TaskInfo
+from workers.sandbox.calibration import machine_flop_rate
+from workers.sandbox.client import HostSpec, LearnerHost
+from workers.trainer.host_usage import measured_call
+from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, run_trial_in_host
 
 
 class _Remote:
@@ -47,19 +47,40 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--trials", type=int, default=2)
     args = parser.parse_args()
-    import ray  # noqa: PLC0415
+    import ray
 
     ray.get = lambda answer: answer  # the harness above answers at once: no cluster needed
     rng = np.random.default_rng(0)
-    info = TaskInfo(order=1, key="bench", dataset="bench", title="bench", year=2000, domain=None, kind="single",
-                    num_classes=10, class_names=tuple(str(i) for i in range(10)), image_size=32,
-                    num_train=1024, num_dev=256)
+    info = TaskInfo(
+        order=1,
+        key="bench",
+        dataset="bench",
+        title="bench",
+        year=2000,
+        domain=None,
+        kind="single",
+        num_classes=10,
+        class_names=tuple(str(i) for i in range(10)),
+        image_size=32,
+        num_train=1024,
+        num_dev=256,
+    )
     train = LabelledData(rng.integers(0, 255, (1024, 32, 32, 3), np.uint8), rng.integers(0, 10, 1024))
     dev = LabelledData(rng.integers(0, 255, (256, 32, 32, 3), np.uint8), rng.integers(0, 10, 256))
     host_spec = HostSpec("indep_small")
-    spec = TrialSpec(host=host_spec, info=info, past=(), stream_length=1, steps=args.steps,
-                     checkpoint_fractions=(1.0,), state=pickle.dumps(None), train=train, dev=dev,
-                     key_prefix="bench/t1/a1", harness=_Harness())
+    spec = TrialSpec(
+        host=host_spec,
+        info=info,
+        past=(),
+        stream_length=1,
+        steps=args.steps,
+        checkpoint_fractions=(1.0,),
+        state=pickle.dumps(None),
+        train=train,
+        dev=dev,
+        key_prefix="bench/t1/a1",
+        harness=_Harness(),
+    )
     rate = machine_flop_rate()
     print(f"calibrated rate: {rate:.3e} FLOP per CPU-second")
     with LearnerHost(host_spec, warm=True) as host:
@@ -69,9 +90,11 @@ def main() -> int:
             counted = metrics["flops_measured"] + metrics["flops_reported"]
             own_cpu = usage["cpu_seconds"] - usage["cpu_outside_calls_s"]
             achieved = counted / max(own_cpu, 1e-9)
-            print(f"trial {index}: {metrics['status']}  counted {counted:.3e} FLOPs  call CPU {own_cpu:.2f} s  "
-                  f"outside calls {usage['cpu_outside_calls_s']:.2f} s  achieved {achieved:.3e} FLOP/CPU-s "
-                  f"= {achieved / rate:.3f} of calibrated")
+            print(
+                f"trial {index}: {metrics['status']}  counted {counted:.3e} FLOPs  call CPU {own_cpu:.2f} s  "
+                f"outside calls {usage['cpu_outside_calls_s']:.2f} s  achieved {achieved:.3e} FLOP/CPU-s "
+                f"= {achieved / rate:.3f} of calibrated"
+            )
     return 0
 
 

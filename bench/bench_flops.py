@@ -119,14 +119,14 @@ def interleaved_run(initial: torch.nn.Module, data: list, steps: int) -> dict[st
             meter.track(model)
         loops[mode] = Loop(model, opt, meter)
     for step in range(steps):
-        for mode in LOOP_MODES[step % 3:] + LOOP_MODES[: step % 3]:
+        for mode in LOOP_MODES[step % 3 :] + LOOP_MODES[: step % 3]:
             loop = loops[mode]
             loop.timed(mode, train_step, loop.model, loop.opt, data[step % len(data)])
     for loop in loops.values():
         loop.model.eval()
     with torch.no_grad():
         for i, b in enumerate(EVAL_BATCHES):
-            for mode in LOOP_MODES[i % 3:] + LOOP_MODES[: i % 3]:
+            for mode in LOOP_MODES[i % 3 :] + LOOP_MODES[: i % 3]:
                 loops[mode].timed(mode, loops[mode].model, data[0][0][:b])
     for loop in loops.values():
         if loop.meter is not None:
@@ -200,7 +200,9 @@ def hook_costs_us(base: torch.nn.Module, calls: int = 3000, repeats: int = 5) ->
 CALL_MODES = ("tracked", "untracked", "tracked+watch")
 
 
-def call_overhead_us(model: torch.nn.Module, x: torch.Tensor, calls: int, blocks: int) -> tuple[float, dict[str, float]]:
+def call_overhead_us(
+    model: torch.nn.Module, x: torch.Tensor, calls: int, blocks: int
+) -> tuple[float, dict[str, float]]:
     """A plain call's time and each accounting mode's extra time per call, in microseconds.
 
     Grad on and train mode (each output gets its backward hook); every key is measured before
@@ -273,39 +275,56 @@ def main() -> int:
     resnet = LowResResNet34(CLASSES, width=8)  # the same modules as width 64, a fraction of the compute
     hooks = {"small CNN": hook_costs_us(initial), "ResNet-34": hook_costs_us(resnet, calls=1000)}
     per_call = hooks["small CNN"]["tracked"]
-    print(f"small CNN (width {args.width}), 32x32x3 random data, batch {args.batch}, "
-          f"{args.steps} steps + eval {EVAL_BATCHES}, 1 thread, {args.repeats} repeats, the modes "
-          "taking turns step by step; CPU time of this thread")
+    print(
+        f"small CNN (width {args.width}), 32x32x3 random data, batch {args.batch}, "
+        f"{args.steps} steps + eval {EVAL_BATCHES}, 1 thread, {args.repeats} repeats, the modes "
+        "taking turns step by step; CPU time of this thread"
+    )
     for mode in LOOP_MODES:
         print(f"{mode:9}: CPU " + ", ".join(f"{sum(loops[mode].cpu):.3f}" for loops in runs) + " s per run")
     for mode, target in (("tracked", 1), ("untracked", 3)):
         steady, dry, total = loop_overhead(runs, mode)
         raw = ", ".join(f"{100 * (sum(loops[mode].cpu) / plain - 1):+.2f}" for loops, plain in zip(runs, plain_cpu))
         verdict = "met" if total <= target else "NOT met"
-        print(f"{mode + ' overhead':19}: {total:+.2f} % of CPU time = {steady:+.2f} % per step "
-              f"(median of paired steps) + {dry:.2f} % dry runs; target <= {target} % {verdict} "
-              f"(raw totals per run {raw} %)")
-    print(f"hooks alone: {per_call:.1f} us per tracked call = "
-          f"{100 * per_call / (step_ms * 1e3):.3f} % of a {step_ms:.1f} ms step")
+        print(
+            f"{mode + ' overhead':19}: {total:+.2f} % of CPU time = {steady:+.2f} % per step "
+            f"(median of paired steps) + {dry:.2f} % dry runs; target <= {target} % {verdict} "
+            f"(raw totals per run {raw} %)"
+        )
+    print(
+        f"hooks alone: {per_call:.1f} us per tracked call = "
+        f"{100 * per_call / (step_ms * 1e3):.3f} % of a {step_ms:.1f} ms step"
+    )
     measurements = runs[0]["tracked"].meter.measurements
-    print(f"dry runs: first tracked call in a process {first_dry:.2f} s (one-time torch imports "
-          f"included), a later new key {1e3 * later_dry:.0f} ms; {measurements} keys per run")
+    print(
+        f"dry runs: first tracked call in a process {first_dry:.2f} s (one-time torch imports "
+        f"included), a later new key {1e3 * later_dry:.0f} ms; {measurements} keys per run"
+    )
     for name, model in (("small CNN", initial), ("ResNet-34", resnet)):
-        print(f"hooks alone, {name:9} ({len(list(model.modules())):3} modules): "
-              + ", ".join(f"{mode} {us:.1f} us" for mode, us in hooks[name].items()) + " per call")
+        print(
+            f"hooks alone, {name:9} ({len(list(model.modules())):3} modules): "
+            + ", ".join(f"{mode} {us:.1f} us" for mode, us in hooks[name].items())
+            + " per call"
+        )
     x_tiny = torch.randn(2, 3, 8, 8)
     for name, model, calls in (("small CNN", initial, 20), ("ResNet-34", resnet, 5)):
         plain_us, extra = call_overhead_us(model, x_tiny, calls, blocks=40 * args.repeats)
-        print(f"end to end, {name:9} (2x3x8x8, grad on, CPU time; noisy on a busy machine): plain "
-              f"{plain_us:5.0f} us, extra " + ", ".join(f"{mode} {us:+.1f} us" for mode, us in extra.items()))
+        print(
+            f"end to end, {name:9} (2x3x8x8, grad on, CPU time; noisy on a busy machine): plain "
+            f"{plain_us:5.0f} us, extra " + ", ".join(f"{mode} {us:+.1f} us" for mode, us in extra.items())
+        )
     tracked = [loops["tracked"].meter for loops in runs]
     same = all(m.total == reference for m in tracked)
-    print(f"FLOPs   : meter {tracked[0].total:,} ({tracked[0].source}, {measurements} dry runs), "
-          f"FlopCounterMode {reference:,} -> {'identical' if same else 'DIFFERENT'}")
+    print(
+        f"FLOPs   : meter {tracked[0].total:,} ({tracked[0].source}, {measurements} dry runs), "
+        f"FlopCounterMode {reference:,} -> {'identical' if same else 'DIFFERENT'}"
+    )
     watched = [loops["untracked"].meter for loops in runs]
     same_watched = all((m.total, m.untracked) == (reference, reference) for m in watched)
-    print(f"FLOPs   : untracked model, watching meter {watched[0].total:,} (all of it untracked: "
-          f"{watched[0].untracked == watched[0].total}) -> {'identical' if same_watched else 'DIFFERENT'}")
+    print(
+        f"FLOPs   : untracked model, watching meter {watched[0].total:,} (all of it untracked: "
+        f"{watched[0].untracked == watched[0].total}) -> {'identical' if same_watched else 'DIFFERENT'}"
+    )
     return 0 if same and same_watched else 1
 
 

@@ -51,22 +51,30 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_input import make_split  # noqa: E402
+from bench_input import make_split
 
-from workers.learners import recipe  # noqa: E402
-from workers.learners.acceleration import COMPILE_MODES, Acceleration, autocast, prepare  # noqa: E402
-from workers.learners.augment import AugmentConfig  # noqa: E402
-from workers.learners.indep import IndepLearner  # noqa: E402
-from workers.learners.input_pipeline import TrainBatches  # noqa: E402
-from workers.learners.models import ModelConfig, build_model  # noqa: E402
-from workers.learners.protocol import LabelledData, TaskInfo  # noqa: E402
-from workers.sandbox.flops import FlopMeter  # noqa: E402
-from workers.stream.task_view import CausalTaskView  # noqa: E402
+from workers.learners import recipe
+from workers.learners.acceleration import COMPILE_MODES, Acceleration, autocast, prepare
+from workers.learners.augment import AugmentConfig
+from workers.learners.indep import IndepLearner
+from workers.learners.input_pipeline import TrainBatches
+from workers.learners.models import ModelConfig, build_model
+from workers.learners.protocol import LabelledData, TaskInfo
+from workers.sandbox.flops import FlopMeter
+from workers.stream.task_view import CausalTaskView
 
 SIZE, CLASSES = 64, 100
 BF16_DENSE_TFLOPS = {  # vendor data sheets, dense (no sparsity); first name contained wins
-    "H200": 989.0, "H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.0, "B200": 2250.0,
-    "A100": 312.0, "A800": 312.0, "L40S": 362.0, "L40": 181.0, "L4": 121.0,
+    "H200": 989.0,
+    "H100 PCIe": 756.0,
+    "H100 NVL": 835.0,
+    "H100": 989.0,
+    "B200": 2250.0,
+    "A100": 312.0,
+    "A800": 312.0,
+    "L40S": 362.0,
+    "L40": 181.0,
+    "L4": 121.0,
 }
 
 
@@ -124,9 +132,20 @@ class BenchContext:
 
 def task(data: LabelledData) -> CausalTaskView:
     n = len(data)
-    info = TaskInfo(order=0, key="bench", dataset="generated", title="generated", year=2022, domain=None,
-                    kind="single", num_classes=CLASSES, class_names=tuple(map(str, range(CLASSES))),
-                    image_size=SIZE, num_train=n, num_dev=0)
+    info = TaskInfo(
+        order=0,
+        key="bench",
+        dataset="generated",
+        title="generated",
+        year=2022,
+        domain=None,
+        kind="single",
+        num_classes=CLASSES,
+        class_names=tuple(map(str, range(CLASSES))),
+        image_size=SIZE,
+        num_train=n,
+        num_dev=0,
+    )
     dev = LabelledData(np.zeros((0, SIZE, SIZE, 3), np.uint8), np.zeros(0, np.int64))
     return CausalTaskView(info, data, dev, {}, lambda order: data, stream_length=1)
 
@@ -136,13 +155,14 @@ def acceleration(args: argparse.Namespace) -> Acceleration:
     return Acceleration(compile=bool(args.compile), compile_mode=args.compile or "default")
 
 
-def train_loop(args: argparse.Namespace, data: LabelledData, batch: int, metered: bool,
-               barrier: Callable[[], None] | None = None) -> tuple[float, int]:
+def train_loop(
+    args: argparse.Namespace, data: LabelledData, batch: int, metered: bool, barrier: Callable[[], None] | None = None
+) -> tuple[float, int]:
     """Seconds and meter FLOPs of the timed steps of ``IndepLearner.train``."""
-    learner = IndepLearner("resnet34", width=args.width, validate_every=10**9,
-                           acceleration=acceleration(args))
-    ctx = BenchContext(steps=args.warmup + args.steps, device=args.device, metered=metered, warmup=args.warmup,
-                       barrier=barrier)
+    learner = IndepLearner("resnet34", width=args.width, validate_every=10**9, acceleration=acceleration(args))
+    ctx = BenchContext(
+        steps=args.warmup + args.steps, device=args.device, metered=metered, warmup=args.warmup, barrier=barrier
+    )
     learner.train(task(data), None, {"learning_rate": 0.01, "batch_size": batch}, ctx)
     (start, flops0), (end, flops1) = ctx.marks
     return end - start, flops1 - flops0
@@ -152,8 +172,18 @@ def input_only(args: argparse.Namespace, data: LabelledData, batch: int) -> floa
     """Seconds per step of the input pipeline alone."""
     gen = torch.Generator().manual_seed(0)
     labels = torch.from_numpy(data.labels)
-    batches = iter(TrainBatches(data, labels, AugmentConfig(size=SIZE), steps=args.warmup + args.steps,
-                                batch=batch, generator=gen, crops=gen, device=args.device))
+    batches = iter(
+        TrainBatches(
+            data,
+            labels,
+            AugmentConfig(size=SIZE),
+            steps=args.warmup + args.steps,
+            batch=batch,
+            generator=gen,
+            crops=gen,
+            device=args.device,
+        )
+    )
     for _ in range(args.warmup):
         next(batches)
     synchronise(args.device)
@@ -190,6 +220,7 @@ def step_only(args: argparse.Namespace, batch: int) -> float:
 def folder_barrier(folder: Path, parties: int, timeout_s: float = 600.0) -> Callable[[], None]:
     """Each of ``parties`` processes leaves a mark in ``folder`` and waits for all the others'
     (for ``timeout_s`` at most: a process that died before its mark would hold the rest forever)."""
+
     def wait() -> None:
         (folder / f"ready-{os.getpid()}").touch()
         deadline = time.monotonic() + timeout_s
@@ -197,24 +228,46 @@ def folder_barrier(folder: Path, parties: int, timeout_s: float = 600.0) -> Call
             if time.monotonic() > deadline:
                 raise SystemExit(f"waited {timeout_s:g} s for the other processes to end their warm-up")
             time.sleep(0.001)
+
     return wait
 
 
 def child_args(args: argparse.Namespace, batch: int) -> list[str]:
     """The command line of one of ``--procs``' processes: this run's settings, one process."""
-    out = ["--device", args.device, "--steps", str(args.steps), "--warmup", str(args.warmup),
-           "--train-size", str(args.train_size), "--batch", str(batch), "--width", str(args.width)]
-    out += [*(["--images", str(args.images)] if args.images else []),
-            *(["--compile", args.compile] if args.compile else []),
-            *(["--threads", str(args.threads)] if args.threads else [])]
+    out = [
+        "--device",
+        args.device,
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--train-size",
+        str(args.train_size),
+        "--batch",
+        str(batch),
+        "--width",
+        str(args.width),
+    ]
+    out += [
+        *(["--images", str(args.images)] if args.images else []),
+        *(["--compile", args.compile] if args.compile else []),
+        *(["--threads", str(args.threads)] if args.threads else []),
+    ]
     return out
 
 
 def shared_device(args: argparse.Namespace, batch: int) -> list[dict[str, float]]:
     """``args.procs`` processes, each the metered loop; their seconds and FLOPs once all end."""
     folder = Path(tempfile.mkdtemp(prefix="bench-gpu-procs-"))
-    command = [sys.executable, __file__, *child_args(args, batch), "--procs", str(args.procs),
-               "--child-of", str(folder)]
+    command = [
+        sys.executable,
+        __file__,
+        *child_args(args, batch),
+        "--procs",
+        str(args.procs),
+        "--child-of",
+        str(folder),
+    ]
     procs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(args.procs)]
     try:
         while None in (codes := [proc.poll() for proc in procs]) or any(codes):  # one line each: no pipe fills
@@ -237,12 +290,19 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=None, help="override the batch-size rule")
     parser.add_argument("--images", type=int, default=None, help="originals in the pool (default 8 batches)")
     parser.add_argument("--width", type=int, default=64, help="ResNet-34's first-stage channels (paper: 64)")
-    parser.add_argument("--compile", nargs="?", const="default", default=None, choices=COMPILE_MODES,
-                        help="torch.compile the network's children, in this mode (default: 'default'; "
-                        "'reduce-overhead' replays CUDA graphs)")
+    parser.add_argument(
+        "--compile",
+        nargs="?",
+        const="default",
+        default=None,
+        choices=COMPILE_MODES,
+        help="torch.compile the network's children, in this mode (default: 'default'; "
+        "'reduce-overhead' replays CUDA graphs)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="intra-op threads (default: torch's)")
-    parser.add_argument("--procs", type=int, default=1,
-                        help="processes training at once on the device (as trials sharing a GPU)")
+    parser.add_argument(
+        "--procs", type=int, default=1, help="processes training at once on the device (as trials sharing a GPU)"
+    )
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--child-of", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -269,17 +329,31 @@ def main() -> None:
     per_input, per_step = input_only(args, data, batch), step_only(args, batch)
     tflops = flops / seconds / 1e12
     figures: dict[str, Any] = {
-        "device": name, "torch": torch.__version__, "steps": args.steps, "warmup": args.warmup,
-        "train_size": args.train_size, "batch_rule": rule, "batch": batch, "width": args.width,
-        "compile": args.compile, "images_per_s": batch * args.steps / seconds,
-        "flops_per_step": flops // args.steps, "tflops_per_s": tflops, "bf16_peak_tflops": peak,
+        "device": name,
+        "torch": torch.__version__,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "train_size": args.train_size,
+        "batch_rule": rule,
+        "batch": batch,
+        "width": args.width,
+        "compile": args.compile,
+        "images_per_s": batch * args.steps / seconds,
+        "flops_per_step": flops // args.steps,
+        "tflops_per_s": tflops,
+        "bf16_peak_tflops": peak,
         "mfu": None if peak is None else tflops / peak,
-        "loop_s_per_step": seconds / args.steps, "input_s_per_step": per_input,
-        "step_s_per_step": per_step, "input_share_of_loop": per_input / (seconds / args.steps),
-        "meter_overhead": seconds / plain_seconds - 1.0, "procs": 1,
+        "loop_s_per_step": seconds / args.steps,
+        "input_s_per_step": per_input,
+        "step_s_per_step": per_step,
+        "input_share_of_loop": per_input / (seconds / args.steps),
+        "meter_overhead": seconds / plain_seconds - 1.0,
+        "procs": 1,
     }
-    print(f"indep ResNet-34 (width {args.width}) at {SIZE} px on {name}: batch {batch} (rule for "
-          f"D={args.train_size}: {rule}), {args.steps} timed steps after {args.warmup}")
+    print(
+        f"indep ResNet-34 (width {args.width}) at {SIZE} px on {name}: batch {batch} (rule for "
+        f"D={args.train_size}: {rule}), {args.steps} timed steps after {args.warmup}"
+    )
     print(f"  images/s             {figures['images_per_s']:.1f}")
     print(f"  achieved TFLOP/s     {tflops:.4f}  (FLOP meter: {figures['flops_per_step']:.4g} per step)")
     if name == "cpu":
@@ -288,30 +362,44 @@ def main() -> None:
         print(f"  fraction of bf16 peak: unknown device {name!r} (no peak in the table)")
     else:
         print(f"  fraction of bf16 peak {figures['mfu']:.1%} of {peak:.0f} TFLOP/s")
-    print(f"  per step: loop {seconds / args.steps * 1e3:.2f} ms, input alone {per_input * 1e3:.2f} ms, "
-          f"training step alone {per_step * 1e3:.2f} ms")
+    print(
+        f"  per step: loop {seconds / args.steps * 1e3:.2f} ms, input alone {per_input * 1e3:.2f} ms, "
+        f"training step alone {per_step * 1e3:.2f} ms"
+    )
     print(f"  FLOP meter overhead  {figures['meter_overhead']:+.1%} (same steps without the meter)")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
 
 
-def report_shared(args: argparse.Namespace, batch: int, rule: int, name: str, peak: float | None,
-                  runs: list[dict[str, float]]) -> None:
+def report_shared(
+    args: argparse.Namespace, batch: int, rule: int, name: str, peak: float | None, runs: list[dict[str, float]]
+) -> None:
     """The device's totals over ``--procs`` processes' common timed stretch, and each one's step."""
     slowest = max(run["seconds"] for run in runs)
     tflops = sum(run["flops"] for run in runs) / slowest / 1e12
     figures: dict[str, Any] = {
-        "device": name, "torch": torch.__version__, "steps": args.steps, "warmup": args.warmup,
-        "train_size": args.train_size, "batch_rule": rule, "batch": batch, "width": args.width,
-        "compile": args.compile, "procs": args.procs,
+        "device": name,
+        "torch": torch.__version__,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "train_size": args.train_size,
+        "batch_rule": rule,
+        "batch": batch,
+        "width": args.width,
+        "compile": args.compile,
+        "procs": args.procs,
         "images_per_s": args.procs * batch * args.steps / slowest,
-        "flops_per_step": int(runs[0]["flops"]) // args.steps, "tflops_per_s": tflops, "bf16_peak_tflops": peak,
+        "flops_per_step": int(runs[0]["flops"]) // args.steps,
+        "tflops_per_s": tflops,
+        "bf16_peak_tflops": peak,
         "mfu": None if peak is None else tflops / peak,
         "loop_s_per_step": slowest / args.steps,
         "procs_loop_s_per_step": [run["seconds"] / args.steps for run in runs],
     }
-    print(f"indep ResNet-34 (width {args.width}) at {SIZE} px on {name}: batch {batch}, {args.procs} processes "
-          f"training at once (as {args.procs} trials sharing the device), {args.steps} timed steps after {args.warmup}")
+    print(
+        f"indep ResNet-34 (width {args.width}) at {SIZE} px on {name}: batch {batch}, {args.procs} processes "
+        f"training at once (as {args.procs} trials sharing the device), {args.steps} timed steps after {args.warmup}"
+    )
     total = figures["images_per_s"]
     print(f"  images/s, all        {total:.1f} ({total / args.procs:.1f} per process)")
     print(f"  achieved TFLOP/s     {tflops:.4f}")

@@ -36,10 +36,10 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workers.learners.indep import IndepLearner
-from workers.learners.models import BasicBlock, init_as_haiku
-from workers.stream.task_info import LabelledData, TaskInfo
-from workers.stream.task_view import CausalTaskView
+from workers.learners.indep import IndepLearner  # noqa: E402
+from workers.learners.models import BasicBlock, init_as_haiku  # noqa: E402
+from workers.stream.task_info import LabelledData, TaskInfo  # noqa: E402
+from workers.stream.task_view import CausalTaskView  # noqa: E402
 
 DATASETS = ROOT.parent / "shared" / "datasets"
 
@@ -97,9 +97,20 @@ def load(name: str) -> tuple[TaskInfo, LabelledData, LabelledData]:
     if images.shape[-1] == 1:
         images = np.repeat(images, 3, axis=-1)
     train, val = (np.array(meta["split"][k]) for k in ("train", "val"))
-    info = TaskInfo(order=0, key=name, dataset=name, title=name, year=2000, domain=None, kind="single",
-                    num_classes=int(meta["num_classes"]), class_names=tuple(meta["class_names"]),
-                    image_size=int(images.shape[1]), num_train=len(train), num_dev=len(val))
+    info = TaskInfo(
+        order=0,
+        key=name,
+        dataset=name,
+        title=name,
+        year=2000,
+        domain=None,
+        kind="single",
+        num_classes=int(meta["num_classes"]),
+        class_names=tuple(meta["class_names"]),
+        image_size=int(images.shape[1]),
+        num_train=len(train),
+        num_dev=len(val),
+    )
     return info, LabelledData(images[train], labels[train]), LabelledData(images[val], labels[val])
 
 

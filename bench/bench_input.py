@@ -37,11 +37,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workers.learners.augment import AugmentConfig, train_transform  # noqa: E402
-from workers.learners.input_pipeline import TrainBatches  # noqa: E402
-from workers.learners.protocol import LabelledData  # noqa: E402
-from workers.learners.training import epoch_batches  # noqa: E402
-from workers.stream.task_info import Originals  # noqa: E402
+from workers.learners.augment import AugmentConfig, train_transform
+from workers.learners.input_pipeline import TrainBatches
+from workers.learners.protocol import LabelledData
+from workers.learners.training import epoch_batches
+from workers.stream.task_info import Originals
 
 SIZE = 64
 
@@ -117,18 +117,26 @@ def main() -> None:
             cpu, wall = rate(way, data, cfg, args.batch, args.seconds)
             best[name] = (max(best[name][0], cpu), max(best[name][1], wall))
     figures: dict[str, object] = {
-        "size": SIZE, "canvas": args.canvas, "batch": args.batch, "threads": 1,
-        "repeats": args.repeats, "torch": torch.__version__,
+        "size": SIZE,
+        "canvas": args.canvas,
+        "batch": args.batch,
+        "threads": 1,
+        "repeats": args.repeats,
+        "torch": torch.__version__,
         **{f"{name}_per_core": round(cpu) for name, (cpu, _) in best.items()},
         **{f"{name}_wall": round(wall) for name, (_, wall) in best.items()},
     }
-    print(f"augmented {SIZE} px images/s from {args.canvas} px originals, batch {args.batch}, "
-          f"1 thread, best of {args.repeats}:")
+    print(
+        f"augmented {SIZE} px images/s from {args.canvas} px originals, batch {args.batch}, "
+        f"1 thread, best of {args.repeats}:"
+    )
     for name, (cpu, wall) in best.items():
         print(f"  {name:12s} {cpu:9.0f} per core (CPU time)  {wall:9.0f} wall")
     speedup = best["batched"][0] / best["per-image"][0]
-    print(f"  batched / per-image: {speedup:.1f}x per core; target >= 1000 per core: "
-          f"{'met' if best['batched'][0] >= 1000 else 'NOT met'}")
+    print(
+        f"  batched / per-image: {speedup:.1f}x per core; target >= 1000 per core: "
+        f"{'met' if best['batched'][0] >= 1000 else 'NOT met'}"
+    )
     figures["batched_over_per_image"] = round(speedup, 2)
     if args.device != "cpu":
         _, wall = rate(lambda d, c, b, s: batched(d, c, b, s, args.device), data, cfg, args.batch, args.seconds)

@@ -37,8 +37,9 @@ def features(model_name: str, n: int, q: int, data: Path) -> np.ndarray:
     model = build_model(ModelConfig(model_name, 10, None)).eval()
     flat = views.reshape(-1, *picked.shape[1:])
     with torch.no_grad():
-        out = [model.features(eval_transform(flat[i : i + 200], cfg)).flatten(1).numpy()
-               for i in range(0, len(flat), 200)]
+        out = [
+            model.features(eval_transform(flat[i : i + 200], cfg)).flatten(1).numpy() for i in range(0, len(flat), 200)
+        ]
     return np.concatenate(out).reshape(n, q, -1).astype(np.float64)
 
 
@@ -56,8 +57,10 @@ def main() -> None:
         absolute, _ = lidar_at_deltas(e * factor, DELTAS, relative=False)
         relative, scale = lidar_at_deltas(e * factor, DELTAS, relative=True)
         row = lambda values: " / ".join(f"{values[d]:.1f}" for d in DELTAS)  # noqa: E731
-        print(f"features x{factor:g}: absolute δ {DELTAS}: {row(absolute)};  "
-              f"relative (tr(Σ_w)/d = {scale:.3g}): {row(relative)}")
+        print(
+            f"features x{factor:g}: absolute δ {DELTAS}: {row(absolute)};  "
+            f"relative (tr(Σ_w)/d = {scale:.3g}): {row(relative)}"
+        )
 
 
 if __name__ == "__main__":

@@ -46,11 +46,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from services.store.probes.settings import ProbeSettings
 from workers.learners.indep import IndepLearner
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.probe.fits.folds import fold_ids
 from workers.probe.fits.probes import fit_probes
-from services.store.probes.settings import ProbeSettings
 from workers.sandbox.context import LocalTrialContext
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -87,21 +87,36 @@ def checkpoint_features(args: argparse.Namespace) -> tuple[dict[int, np.ndarray]
     train = np.random.default_rng(args.seed).permutation(np.array(meta["split"]["train"]))
     fit_rows, probe_rows = train[: args.train], train[args.train : args.train + args.probe]
     classes = int(meta["num_classes"])
-    info = TaskInfo(order=1, key=meta["name"], dataset=meta["name"], title=meta["name"], year=2000,
-                    domain=None, kind="single", num_classes=classes,
-                    class_names=tuple(str(i) for i in range(classes)),
-                    image_size=int(images.shape[1]), num_train=len(fit_rows), num_dev=0)
+    info = TaskInfo(
+        order=1,
+        key=meta["name"],
+        dataset=meta["name"],
+        title=meta["name"],
+        year=2000,
+        domain=None,
+        kind="single",
+        num_classes=classes,
+        class_names=tuple(str(i) for i in range(classes)),
+        image_size=int(images.shape[1]),
+        num_train=len(fit_rows),
+        num_dev=0,
+    )
     learner = IndepLearner("small_cnn")
     saved: dict[int, bytes] = {}
     steps = [int(s) for s in args.checkpoints.split(",")]
-    ctx = LocalTrialContext(seed=args.seed, steps=max(steps), save_predictor=learner.save_predictor,
-                            on_checkpoint=lambda step, blob: saved.__setitem__(step, blob),
-                            checkpoint_at=steps)
+    ctx = LocalTrialContext(
+        seed=args.seed,
+        steps=max(steps),
+        save_predictor=learner.save_predictor,
+        on_checkpoint=lambda step, blob: saved.__setitem__(step, blob),
+        checkpoint_at=steps,
+    )
     started = time.perf_counter()
-    learner.train(_View(info, images[fit_rows], labels[fit_rows]), None,
-                  {"learning_rate": args.cnn_lr}, ctx)
-    print(f"trained small_cnn on {len(fit_rows)} {meta['name']} images for {max(steps)} steps "
-          f"in {time.perf_counter() - started:.1f} s; checkpoints at {sorted(saved)}")
+    learner.train(_View(info, images[fit_rows], labels[fit_rows]), None, {"learning_rate": args.cnn_lr}, ctx)
+    print(
+        f"trained small_cnn on {len(fit_rows)} {meta['name']} images for {max(steps)} steps "
+        f"in {time.perf_counter() - started:.1f} s; checkpoints at {sorted(saved)}"
+    )
     features = {}
     for step, blob in sorted(saved.items()):
         predictor = learner.load_predictor(blob, info, ctx)
@@ -109,8 +124,19 @@ def checkpoint_features(args: argparse.Namespace) -> tuple[dict[int, np.ndarray]
     return features, labels[probe_rows]
 
 
-def sgd_probe(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray,
-              *, classes: int, l2: float, epochs: int, batch: int, lr: float, seed: int) -> float:
+def sgd_probe(
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    *,
+    classes: int,
+    l2: float,
+    epochs: int,
+    batch: int,
+    lr: float,
+    seed: int,
+) -> float:
     """The reference: one linear probe trained from scratch by SGD; held-out accuracy."""
     mu, sd = x_train.mean(0), x_train.std(0)
     sd[sd <= 1e-6 * (1 + np.abs(mu))] = 1.0
@@ -137,15 +163,27 @@ def sgd_probe(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_te
         return float((layer(xv).argmax(1).numpy() == y_test).mean())
 
 
-def reference(x: np.ndarray, y: np.ndarray, ids: np.ndarray, args: argparse.Namespace,
-              classes: int) -> float:
+def reference(x: np.ndarray, y: np.ndarray, ids: np.ndarray, args: argparse.Namespace, classes: int) -> float:
     """Mean held-out accuracy of k probes, each trained from scratch by SGD."""
-    return float(np.mean([
-        sgd_probe(x[ids != f], y[ids != f], x[ids == f], y[ids == f], classes=classes,
-                  l2=args.l2, epochs=args.sgd_epochs, batch=args.sgd_batch, lr=args.sgd_lr,
-                  seed=args.seed + f)
-        for f in range(args.folds)
-    ]))
+    return float(
+        np.mean(
+            [
+                sgd_probe(
+                    x[ids != f],
+                    y[ids != f],
+                    x[ids == f],
+                    y[ids == f],
+                    classes=classes,
+                    l2=args.l2,
+                    epochs=args.sgd_epochs,
+                    batch=args.sgd_batch,
+                    lr=args.sgd_lr,
+                    seed=args.seed + f,
+                )
+                for f in range(args.folds)
+            ]
+        )
+    )
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:
@@ -160,8 +198,14 @@ def timed(fn, repeats: int) -> tuple[float, object]:
 def _timed_command(args: list[str], env: dict[str, str]) -> tuple[float, str]:
     """Wall time and output of ``python -m services.cli ARGS``; a failure stops the benchmark."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "services.cli", *args], env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "services.cli", *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=False,
+    )
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"`nevis {' '.join(args)}` failed ({done.returncode}):\n{done.stdout[-3000:]}")
@@ -184,14 +228,17 @@ def probe_cost(streams: list[str], *, preset: str, learner: str) -> int:
             run_id = re.search(r"Run (\d+):", out)
             if run_id is None:
                 raise SystemExit(f"no run id in the output of `nevis run`:\n{out[-2000:]}")
-            probe_s, out = _timed_command(["probe", "run", "--submission", run_id.group(1),
-                                           "--preset", preset], env)
+            probe_s, out = _timed_command(["probe", "run", "--submission", run_id.group(1), "--preset", preset], env)
             finished = re.findall(r"probe jobs finished: (\d+) of", out)  # several workers
-            jobs = (int(finished[-1]) if finished
-                    else len(re.findall(r"^\s+(checkpoint|trial|summary)\s", out, flags=re.M)))
+            jobs = (
+                int(finished[-1]) if finished else len(re.findall(r"^\s+(checkpoint|trial|summary)\s", out, flags=re.M))
+            )
             rows.append((stream, train_s, probe_s, jobs))
-            print(f"{stream}: training {train_s:.1f} s, probing ({preset}) {probe_s:.1f} s "
-                  f"({jobs} jobs), ratio {probe_s / train_s:.2f}", flush=True)
+            print(
+                f"{stream}: training {train_s:.1f} s, probing ({preset}) {probe_s:.1f} s "
+                f"({jobs} jobs), ratio {probe_s / train_s:.2f}",
+                flush=True,
+            )
     print(f"\n{'stream':<10} {'train s':>9} {'probe s':>9} {'jobs':>5} {'probe/train':>12}")
     for stream, train_s, probe_s, jobs in rows:
         print(f"{stream:<10} {train_s:>9.1f} {probe_s:>9.1f} {jobs:>5} {probe_s / train_s:>12.2f}")
@@ -207,8 +254,7 @@ def main() -> int:
         parser.add_argument("--preset", default="standard", help="probe preset")
         parser.add_argument("--learner", default="indep_small")
         args = parser.parse_args()
-        return probe_cost([s for s in args.streams.split(",") if s], preset=args.preset,
-                          learner=args.learner)
+        return probe_cost([s for s in args.streams.split(",") if s], preset=args.preset, learner=args.learner)
     sys.argv.remove("--linear-fit")
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", default=str(DATASETS / "cifar10"), help="npz + json, without suffix")
@@ -229,31 +275,41 @@ def main() -> int:
 
     features, labels = checkpoint_features(args)
     classes = int(labels.max()) + 1
-    settings = ProbeSettings(folds=args.folds, kinds=("linear",), linear_l2=args.l2,
-                             max_examples=len(labels), seed=args.seed)
+    settings = ProbeSettings(
+        folds=args.folds, kinds=("linear",), linear_l2=args.l2, max_examples=len(labels), seed=args.seed
+    )
     ids = fold_ids(labels, args.folds, seed=args.seed)
-    fit_probes(features[min(features)][:50], labels[:50], num_classes=classes,
-               settings=settings.with_changes(folds=2))  # warm-up: imports, thread pools
-    print(f"\nlinear probes, {args.folds} folds, {len(labels)} examples, d = "
-          f"{features[min(features)].shape[1]}, {classes} classes, l2 = {args.l2}, "
-          f"{args.threads} thread(s); reference: SGD {args.sgd_epochs} epochs, batch {args.sgd_batch}")
+    fit_probes(
+        features[min(features)][:50], labels[:50], num_classes=classes, settings=settings.with_changes(folds=2)
+    )  # warm-up: imports, thread pools
+    print(
+        f"\nlinear probes, {args.folds} folds, {len(labels)} examples, d = "
+        f"{features[min(features)].shape[1]}, {classes} classes, l2 = {args.l2}, "
+        f"{args.threads} thread(s); reference: SGD {args.sgd_epochs} epochs, batch {args.sgd_batch}"
+    )
     print(f"{'step':>6} {'fast acc':>9} {'SGD acc':>9} {'diff':>6} {'fast s':>8} {'SGD s':>8} {'speed-up':>9}")
     total_fast = total_ref = worst = 0.0
     for step, x in features.items():
-        fast_s, scores = timed(lambda: fit_probes(x, labels, num_classes=classes,
-                                                  settings=settings)["linear"], args.repeats)
-        ref_s, ref_acc = timed(lambda: reference(x, labels, ids, args, classes), 1)
+        fast_s, scores = timed(
+            lambda: fit_probes(x, labels, num_classes=classes, settings=settings)["linear"],  # noqa: B023
+            args.repeats,
+        )
+        ref_s, ref_acc = timed(lambda: reference(x, labels, ids, args, classes), 1)  # noqa: B023
         fast_acc = scores.accuracy
         diff = 100 * (fast_acc - ref_acc)
         worst = max(worst, abs(diff))
         total_fast, total_ref = total_fast + fast_s, total_ref + ref_s
-        print(f"{step:>6} {100 * fast_acc:>9.2f} {100 * ref_acc:>9.2f} {diff:>+6.2f} "
-              f"{fast_s:>8.3f} {ref_s:>8.3f} {ref_s / fast_s:>8.1f}x")
+        print(
+            f"{step:>6} {100 * fast_acc:>9.2f} {100 * ref_acc:>9.2f} {diff:>+6.2f} "
+            f"{fast_s:>8.3f} {ref_s:>8.3f} {ref_s / fast_s:>8.1f}x"
+        )
     speedup = total_ref / total_fast
     print(f"{'total':>6} {'':>9} {'':>9} {'':>6} {total_fast:>8.3f} {total_ref:>8.3f} {speedup:>8.1f}x")
     ok = speedup >= SPEEDUP_TARGET and worst <= ACCURACY_TOLERANCE
-    print(f"\nspeed-up {speedup:.1f}x (target >= {SPEEDUP_TARGET:g}x); largest accuracy gap "
-          f"{worst:.2f} points (target <= {ACCURACY_TOLERANCE}): {'OK' if ok else 'MISSED'}")
+    print(
+        f"\nspeed-up {speedup:.1f}x (target >= {SPEEDUP_TARGET:g}x); largest accuracy gap "
+        f"{worst:.2f} points (target <= {ACCURACY_TOLERANCE}): {'OK' if ok else 'MISSED'}"
+    )
     return 0 if ok else 1
 
 

@@ -30,7 +30,7 @@ from services.store.runs.leaderboard import front_points, leaderboard
 from services.store.runs.profiles import performance_profiles, profile_scores, task_matrix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: its tests' seeding
-from tests.support.synthetic_results import seed_results  # noqa: E402
+from tests.support.synthetic_results import seed_results
 
 
 def _database(postgres: str | None, folder: Path) -> tuple[str, str | None]:
@@ -65,26 +65,28 @@ def main(argv: list[str] | None = None) -> int:
             sessions = session_factory(make_engine(url))
             started = time.perf_counter()
             with transaction(sessions) as session:
-                stream = seed_results(session, submissions=args.submissions, tasks=args.tasks,
-                                      meta_test_from=1)
-            print(f"seeded {args.submissions} x {args.tasks} in {time.perf_counter() - started:.1f} s "
-                  f"({url.split(':', 1)[0]})")
+                stream = seed_results(session, submissions=args.submissions, tasks=args.tasks, meta_test_from=1)
+            print(
+                f"seeded {args.submissions} x {args.tasks} in {time.perf_counter() - started:.1f} s "
+                f"({url.split(':', 1)[0]})"
+            )
             whole, alone = [], []
             for _ in range(args.repeat):
                 with sessions() as session:
                     started = time.perf_counter()
                     found = performance_profiles(session, stream=stream.stream, version=stream.version)
                     whole.append(time.perf_counter() - started)
-                    ids = [p.submission_id for p in front_points(session, stream=stream.stream,
-                                                                 version=stream.version)]
+                    ids = [p.submission_id for p in front_points(session, stream=stream.stream, version=stream.version)]
                     _, errors, flops = task_matrix(session, ids)
                 started = time.perf_counter()
                 error_profile(errors)
                 cflop_to_reference_profile(errors, flops, errors[:10].mean(axis=0))
                 alone.append(time.perf_counter() - started)
-            print(f"profiles of {len(found.rows)} submissions x {found.tasks} tasks: best {min(whole):.2f} s "
-                  f"read and computed (target < 5 s), {min(alone) * 1000:.1f} ms computed alone; "
-                  f"best error score {found.rows[0].error_score:.3f}, reference runs {found.reference_runs}")
+            print(
+                f"profiles of {len(found.rows)} submissions x {found.tasks} tasks: best {min(whole):.2f} s "
+                f"read and computed (target < 5 s), {min(alone) * 1000:.1f} ms computed alone; "
+                f"best error score {found.rows[0].error_score:.3f}, reference runs {found.reference_runs}"
+            )
             kept, sorted_page = [], []
             for _ in range(args.repeat):
                 with sessions() as session:
@@ -92,11 +94,14 @@ def main(argv: list[str] | None = None) -> int:
                     scores = profile_scores(session, stream=stream.stream, version=stream.version)
                     kept.append(time.perf_counter() - started)
                     started = time.perf_counter()
-                    leaderboard(session, stream=stream.stream, version=stream.version, sort="profile", limit=25,
-                                profiles=scores)
+                    leaderboard(
+                        session, stream=stream.stream, version=stream.version, sort="profile", limit=25, profiles=scores
+                    )
                     sorted_page.append(time.perf_counter() - started)
-            print(f"leaderboard column: profile_scores {min(kept) * 1000:.0f} ms once kept (first call computed "
-                  f"them), a 25-row page sorted by them {min(sorted_page) * 1000:.0f} ms")
+            print(
+                f"leaderboard column: profile_scores {min(kept) * 1000:.0f} ms once kept (first call computed "
+                f"them), a 25-row page sorted by them {min(sorted_page) * 1000:.0f} ms"
+            )
         finally:
             if created is not None:
                 _drop(args.postgres, created)

@@ -45,8 +45,9 @@ def run_one(scheduler: str, args: argparse.Namespace, manifest: Path) -> dict:
     get_settings.cache_clear()
     upgrade(get_settings().database_url)
     runner = StreamRunner(get_settings())
-    budget = RunBudget(trials=args.trials, steps=args.steps, seed=args.seed, scheduler=scheduler,
-                       checkpoint_fractions=(1.0,))
+    budget = RunBudget(
+        trials=args.trials, steps=args.steps, seed=args.seed, scheduler=scheduler, checkpoint_fractions=(1.0,)
+    )
     started = time.perf_counter()
     run_id = runner.start(RunRequest(stream=str(manifest), learner=args.learner, phase="meta_train", budget=budget))
     wall = time.perf_counter() - started
@@ -55,9 +56,16 @@ def run_one(scheduler: str, args: argparse.Namespace, manifest: Path) -> dict:
         trials = session.scalars(select(Trial).join(TaskRun).where(TaskRun.submission_id == run_id)).all()
         chosen = {r.task_run_id: next(t.trial_index for t in trials if t.id == r.best_trial_id) for r in results}
         by_task = [chosen[r.task_run_id] for r in sorted(results, key=lambda r: r.stream_task_id)]
-        out = {"scheduler": scheduler, "tasks": len(results), "E": sum(r.error for r in results) / len(results),
-               "cflop": sum(r.flops for r in results), "stopped": sum(t.status == "stopped" for t in trials),
-               "trials": len(trials), "chosen": by_task, "wall_s": wall}
+        out = {
+            "scheduler": scheduler,
+            "tasks": len(results),
+            "E": sum(r.error for r in results) / len(results),
+            "cflop": sum(r.flops for r in results),
+            "stopped": sum(t.status == "stopped" for t in trials),
+            "trials": len(trials),
+            "chosen": by_task,
+            "wall_s": wall,
+        }
     runner.close()
     return out
 
@@ -76,22 +84,30 @@ def main() -> int:
     os.environ["NEVIS_DATA_DIR"] = str(args.data_dir)
     os.environ.setdefault("NEVIS_OFFLINE_DATA_DIR", str(REPO.parent / "shared" / "datasets"))
     manifest = subset_manifest([int(o) for o in args.tasks.split(",")], args.data_dir / "offline-subset.json")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, cwd=REPO, capture_output=True,
-                            text=True).stdout.strip()
-    print(f"commit {commit}; offline tasks {args.tasks}; {args.learner}, {args.trials} trials x {args.steps} steps, "
-          f"seed {args.seed}; load before: {os.getloadavg()}", flush=True)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], check=False, cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
+    print(
+        f"commit {commit}; offline tasks {args.tasks}; {args.learner}, {args.trials} trials x {args.steps} steps, "
+        f"seed {args.seed}; load before: {os.getloadavg()}",
+        flush=True,
+    )
     rows = []
     for scheduler in args.schedulers.split(","):
         rows.append(run_one(scheduler, args, manifest))
         print(json.dumps(rows[-1]), f"load {os.getloadavg()}", flush=True)
     base = next((r for r in rows if r["scheduler"] == "fifo"), rows[0])
-    print("\n| scheduler | E (dev-test) | cFLOP | FLOPs saved vs FIFO | trials stopped | tasks choosing FIFO's trial | wall |")
+    print(
+        "\n| scheduler | E (dev-test) | cFLOP | FLOPs saved vs FIFO | trials stopped | tasks choosing FIFO's trial | wall |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         saved = 1 - r["cflop"] / base["cflop"]
         same = sum(a == b for a, b in zip(r["chosen"], base["chosen"], strict=True))
-        print(f"| {r['scheduler']} | {r['E']:.4f} | {r['cflop']:.3e} | {100 * saved:+.1f} % | "
-              f"{r['stopped']}/{r['trials']} | {same}/{r['tasks']} | {r['wall_s']:.0f} s |")
+        print(
+            f"| {r['scheduler']} | {r['E']:.4f} | {r['cflop']:.3e} | {100 * saved:+.1f} % | "
+            f"{r['stopped']}/{r['trials']} | {same}/{r['tasks']} | {r['wall_s']:.0f} s |"
+        )
     print(f"load after: {os.getloadavg()}")
     return 0
 

@@ -87,16 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     cases = [
         (f"lidar  (n={args.n}, q={args.q}, d={args.d})", lambda: lidar(e), lambda: plain_lidar(e)),
         (f"rankme (N={z.shape[0]}, d={args.d})", lambda: rankme(z), lambda: plain_rankme(z)),
-        (
-            f"rankme, rank {args.d // 8} + noise (SVD route)",
-            lambda: rankme(z_low),
-            lambda: plain_rankme(z_low),
-        ),
+        (f"rankme, rank {args.d // 8} + noise (SVD route)", lambda: rankme(z_low), lambda: plain_rankme(z_low)),
     ]
     print(f"min of {args.repeats} interleaved runs; numpy {np.__version__}; CPU s = all threads")
     print(
-        f"{'case':44s} {'library s':>9s} {'plain s':>8s} {'ratio':>5s} {'CPU ratio':>9s} "
-        f"{'value':>11s} {'|diff|':>8s}"
+        f"{'case':44s} {'library s':>9s} {'plain s':>8s} {'ratio':>5s} {'CPU ratio':>9s} {'value':>11s} {'|diff|':>8s}"
     )
     worst = 0.0
     for label, library, plain in cases:

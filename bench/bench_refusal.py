@@ -52,8 +52,9 @@ def _serve(folder: Path) -> tuple[object, int]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
         time.sleep(0.05)
@@ -74,25 +75,31 @@ def _huge_member(path: Path) -> None:
 
 
 def main() -> None:
-    from workers.sandbox.bundles import check_bundle
     from services.core.errors import NevisError
+    from workers.sandbox.bundles import check_bundle
 
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         server, port = _serve(folder)
         try:
-            json_head = (b"POST /v1/submissions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: 157286400\r\n")
+            json_head = (
+                b"POST /v1/submissions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 157286400\r\n"
+            )
             status, seconds = _timed_request(port, json_head, b'{"learner_id": ' + b" " * 4096)
             print(f"150 MB JSON body, no token      : {status:<28} {seconds * 1000:8.1f} ms (4 KB sent)")
-            upload_head = (b"POST /v1/learners/bundle HTTP/1.1\r\nHost: bench\r\n"
-                           b"Content-Type: multipart/form-data; boundary=xyz\r\nContent-Length: 51380224\r\n")
+            upload_head = (
+                b"POST /v1/learners/bundle HTTP/1.1\r\nHost: bench\r\n"
+                b"Content-Type: multipart/form-data; boundary=xyz\r\nContent-Length: 51380224\r\n"
+            )
             status, seconds = _timed_request(port, upload_head, b"--xyz\r\n" + b"\0" * 4096)
             print(f"49 MB upload, no token          : {status:<28} {seconds * 1000:8.1f} ms (4 KB sent)")
         finally:
             server.should_exit = True
-        for name, build in (("300k-member tar.gz", lambda p: _many_members(p, 300_000)),
-                            ("one 16 GiB member (tar.gz)", _huge_member)):
+        for name, build in (
+            ("300k-member tar.gz", lambda p: _many_members(p, 300_000)),
+            ("one 16 GiB member (tar.gz)", _huge_member),
+        ):
             path = folder / ("many.tar.gz" if "300k" in name else "huge.tar.gz")
             build(path)
             started = time.perf_counter()

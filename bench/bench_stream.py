@@ -93,12 +93,14 @@ class Timeline:
             if events[0][0] != "start" or events[-1][0] != "commit" or len(trials) < 2:
                 continue
             later = [t[3] for t in trials[1:]]
-            rows.append({
-                "first_dispatch_s": trials[0][2] - events[0][2] - trials[0][3],
-                "first_trial_extra_s": trials[0][3] - sum(later) / len(later),
-                "later_dispatch_s": sum(b[2] - a[2] - b[3] for a, b in itertools.pairwise(trials)) / len(later),
-                "evaluate_commit_s": events[-1][2] - trials[-1][2],
-            })
+            rows.append(
+                {
+                    "first_dispatch_s": trials[0][2] - events[0][2] - trials[0][3],
+                    "first_trial_extra_s": trials[0][3] - sum(later) / len(later),
+                    "later_dispatch_s": sum(b[2] - a[2] - b[3] for a, b in itertools.pairwise(trials)) / len(later),
+                    "evaluate_commit_s": events[-1][2] - trials[-1][2],
+                }
+            )
         return {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]} if rows else {}
 
 
@@ -130,8 +132,11 @@ def _size(stream: str, settings) -> int:
     from workers.stream.manifest_files import load_stream
     from workers.stream.prepare import stored_image_size
 
-    return stored_image_size(load_stream(stream), settings_size=settings.image_size,
-                             settings_explicit="image_size" in settings.model_fields_set)
+    return stored_image_size(
+        load_stream(stream),
+        settings_size=settings.image_size,
+        settings_explicit="image_size" in settings.model_fields_set,
+    )
 
 
 def stored_trials(runner, run_id: int) -> dict[int, list[dict[str, Any]]]:
@@ -151,15 +156,29 @@ def stored_trials(runner, run_id: int) -> dict[int, list[dict[str, Any]]]:
             .order_by(StreamTask.order, Trial.trial_index)
         ).all()
         for order, trial, _ in rows:
-            out.setdefault(order, []).append({
-                "index": trial.trial_index, "seed": trial.seed, "config": dict(trial.config),
-                "flops": trial.flops, "dev_error": trial.dev_error,
-            })
+            out.setdefault(order, []).append(
+                {
+                    "index": trial.trial_index,
+                    "seed": trial.seed,
+                    "config": dict(trial.config),
+                    "flops": trial.flops,
+                    "dev_error": trial.dev_error,
+                }
+            )
     return out
 
 
-def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[dict[str, Any]]],
-             store, size: int, *, count_flops: bool, share: SharedTasks | None = None) -> dict[str, Any]:
+def run_bare(
+    stream: str,
+    learner_spec: str,
+    steps: int,
+    trials: dict[int, list[dict[str, Any]]],
+    store,
+    size: int,
+    *,
+    count_flops: bool,
+    share: SharedTasks | None = None,
+) -> dict[str, Any]:
     """The same trials in a plain loop: train, score on dev, pick the best, score on test. With
     ``share``, this process runs only the trials it claims, and waits for its partner at each
     task's end (the protocol's barrier: a task's trials all end before the next task starts)."""
@@ -180,8 +199,9 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
     first_trial_at: float | None = None
     started = time.perf_counter()
     for task in manifest.tasks:
-        data = load_task_data(store, task, image_size=size, splits=("train", "dev", "test"),
-                              originals=("train",))  # as the runner: crops from the originals
+        data = load_task_data(
+            store, task, image_size=size, splits=("train", "dev", "test"), originals=("train",)
+        )  # as the runner: crops from the originals
         info = task_info(task, data.index, size)
         train, dev = data.labelled("train"), data.labelled("dev")
         view = CausalTaskView(info, train, dev, {}, lambda o: None, len(manifest.tasks))
@@ -207,9 +227,15 @@ def run_bare(stream: str, learner_spec: str, steps: int, trials: dict[int, list[
         if share is not None:
             share.wait(task.order)
         task_ends.append(time.perf_counter())
-    return {"wall_s": time.perf_counter() - started, "flops": flops, "dev_errors": dev_errors, "errors": errors,
-            "after_first_s": task_ends[-1] - task_ends[0], "cold_start_s": (first_trial_at or started) - started,
-            "trials_s": sum(trial_s)}
+    return {
+        "wall_s": time.perf_counter() - started,
+        "flops": flops,
+        "dev_errors": dev_errors,
+        "errors": errors,
+        "after_first_s": task_ends[-1] - task_ends[0],
+        "cold_start_s": (first_trial_at or started) - started,
+        "trials_s": sum(trial_s),
+    }
 
 
 class SharedTasks:
@@ -237,15 +263,31 @@ def bare_ceiling(store_url: str, steps: int, trials: dict[int, list[dict[str, An
     then in two processes started together (a shared start time once both have imported
     torch and built their learner); what 2 concurrent trials could gain at best here."""
     job = Path(tempfile.mkdtemp(prefix="nevis-bench-ceiling-")) / "job.json"
-    job.write_text(json.dumps({"store_url": store_url, "steps": steps, "size": size,
-                               "trials": {str(k): v for k, v in trials.items()}}))
+    job.write_text(
+        json.dumps(
+            {"store_url": store_url, "steps": steps, "size": size, "trials": {str(k): v for k, v in trials.items()}}
+        )
+    )
 
     def children(count: int, *, share: bool = False) -> list[float]:
         start_at = time.time() + 15.0  # after every child's imports
         folder = tempfile.mkdtemp(prefix="nevis-bench-share-") if share else ""
-        procs = [subprocess.Popen([sys.executable, __file__, "--bare-child", str(job), "--start-at", str(start_at),
-                                   *(["--share", folder] if share else [])],
-                                  stdout=subprocess.PIPE, text=True) for _ in range(count)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--bare-child",
+                    str(job),
+                    "--start-at",
+                    str(start_at),
+                    *(["--share", folder] if share else []),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(count)
+        ]
         walls = []
         for proc in procs:
             out, _ = proc.communicate()
@@ -257,8 +299,13 @@ def bare_ceiling(store_url: str, steps: int, trials: dict[int, list[dict[str, An
     alone = children(1)[0]
     together = children(2)
     shared = children(2, share=True)
-    return {"alone_s": alone, "together_s": together, "speedup": 2 * alone / max(together),
-            "shared_s": max(shared), "shared_speedup": alone / max(shared)}
+    return {
+        "alone_s": alone,
+        "together_s": together,
+        "speedup": 2 * alone / max(together),
+        "shared_s": max(shared),
+        "shared_speedup": alone / max(shared),
+    }
 
 
 def bare_child(job_path: Path, start_at: float, share: SharedTasks | None = None) -> None:
@@ -273,8 +320,16 @@ def bare_child(job_path: Path, start_at: float, share: SharedTasks | None = None
 
     load_learner("indep_small")
     time.sleep(max(0.0, start_at - time.time()))
-    out = run_bare("mini", "indep_small", job["steps"], trials, open_store(job["store_url"]), job["size"],
-                   count_flops=True, share=share)
+    out = run_bare(
+        "mini",
+        "indep_small",
+        job["steps"],
+        trials,
+        open_store(job["store_url"]),
+        job["size"],
+        count_flops=True,
+        share=share,
+    )
     print(out["wall_s"], flush=True)
 
 
@@ -317,8 +372,11 @@ def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
             trials = stored_trials(services[0]["runner"], services[0]["run_id"])
             size = _size("mini", services[0]["runner"].settings)
         for count in (False, True):
-            runs[count].append(run_bare("mini", "indep_small", args.steps, trials, services[0]["runner"].store, size,
-                                        count_flops=count))
+            runs[count].append(
+                run_bare(
+                    "mini", "indep_small", args.steps, trials, services[0]["runner"].store, size, count_flops=count
+                )
+            )
             label = "FLOPs counted   " if count else "no FLOP counting"
             print(f"  bare loop, {label}: {runs[count][-1]['wall_s']:8.1f} s", flush=True)
     one = min(services, key=lambda r: r["wall_s"])
@@ -334,53 +392,75 @@ def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     same_flops = all(service_flops[k] == v for k, v in bare["flops"].items())
     dev_gap = max(abs(t["dev_error"] - bare["dev_errors"][(o, t["index"])]) for o, ts in trials.items() for t in ts)
     figures.update(
-        service_1_s=one["wall_s"], service_2_s=two["wall_s"], bare_s=bare["wall_s"],
+        service_1_s=one["wall_s"],
+        service_2_s=two["wall_s"],
+        bare_s=bare["wall_s"],
         bare_no_meter_s=nometer["wall_s"],
         service_over_bare=one["wall_s"] / bare["wall_s"],
         concurrency_speedup=one["wall_s"] / two["wall_s"],
         flop_accounting_overhead=bare["wall_s"] / nometer["wall_s"] - 1.0,
-        flop_counts_identical=same_flops, max_dev_error_gap=dev_gap,
-        E_service=one["summary"].mean_error, cFLOP_service=one["summary"].cflop,
+        flop_counts_identical=same_flops,
+        max_dev_error_gap=dev_gap,
+        E_service=one["summary"].mean_error,
+        cFLOP_service=one["summary"].cflop,
     )
     print()
     tasks = len(trials)
     figures["overhead_per_task_s"] = (one["wall_s"] - bare["wall_s"]) / tasks
     print(f"service / bare (1 trial at a time): {figures['service_over_bare']:.3f}   (target <= 1.05)")
-    print(f"  = {figures['overhead_per_task_s']:.1f} s of orchestration per task (search, trial dispatch, evaluation, commits)")
+    print(
+        f"  = {figures['overhead_per_task_s']:.1f} s of orchestration per task (search, trial dispatch, evaluation, commits)"
+    )
     figures["warm_service_over_bare"] = one["timeline"].after_first_s() / bare["after_first_s"]
-    print(f"  after the first task (warm processes): {figures['warm_service_over_bare']:.3f}"
-          f"  ({one['timeline'].after_first_s():.1f} s / {bare['after_first_s']:.1f} s)")
+    print(
+        f"  after the first task (warm processes): {figures['warm_service_over_bare']:.3f}"
+        f"  ({one['timeline'].after_first_s():.1f} s / {bare['after_first_s']:.1f} s)"
+    )
     figures["cold_start_s"] = {"service": one["timeline"].cold_start_s(), "bare": bare["cold_start_s"]}
-    print(f"  clock to the first trial (once per run): service {figures['cold_start_s']['service']:.2f} s, "
-          f"bare loop {figures['cold_start_s']['bare']:.2f} s (learner described in a new sandboxed host, "
-          "the run's actors, the first task's data)")
+    print(
+        f"  clock to the first trial (once per run): service {figures['cold_start_s']['service']:.2f} s, "
+        f"bare loop {figures['cold_start_s']['bare']:.2f} s (learner described in a new sandboxed host, "
+        "the run's actors, the first task's data)"
+    )
     figures["trials_s"] = {"service": one["timeline"].trials_s(), "bare": bare["trials_s"]}
-    print(f"  the trials themselves (training and dev pass): service {figures['trials_s']['service']:.1f} s in their "
-          f"hosts, bare loop {figures['trials_s']['bare']:.1f} s ({figures['trials_s']['service'] / bare['trials_s']:.3f})")
+    print(
+        f"  the trials themselves (training and dev pass): service {figures['trials_s']['service']:.1f} s in their "
+        f"hosts, bare loop {figures['trials_s']['bare']:.1f} s ({figures['trials_s']['service'] / bare['trials_s']:.3f})"
+    )
     figures["per_task"] = one["timeline"].per_task()
     for name, seconds in figures["per_task"].items():
         print(f"  per task after the first, {name:<20}: {seconds:5.2f} s")
     print(f"throughput, 2 concurrent vs 1     : {figures['concurrency_speedup']:.2f}x  (target >= 1.8x)")
     figures["warm_concurrency_speedup"] = one["timeline"].after_first_s() / two["timeline"].after_first_s()
     figures["cold_start_s"]["service_2"] = two["timeline"].cold_start_s()
-    print(f"  after the first task (warm processes): {figures['warm_concurrency_speedup']:.2f}x; clock to the first "
-          f"trial {figures['cold_start_s']['service_2']:.2f} s (two training hosts and the predicting one start)")
+    print(
+        f"  after the first task (warm processes): {figures['warm_concurrency_speedup']:.2f}x; clock to the first "
+        f"trial {figures['cold_start_s']['service_2']:.2f} s (two training hosts and the predicting one start)"
+    )
     figures["trials_s"]["service_2"] = two["timeline"].trials_s()
-    print(f"  the trials themselves, 2 at a time: {figures['trials_s']['service_2']:.1f} s in their hosts "
-          f"({figures['trials_s']['service_2'] / figures['trials_s']['service']:.3f} of 1 at a time)")
+    print(
+        f"  the trials themselves, 2 at a time: {figures['trials_s']['service_2']:.1f} s in their hosts "
+        f"({figures['trials_s']['service_2'] / figures['trials_s']['service']:.3f} of 1 at a time)"
+    )
     ceiling = bare_ceiling(one["runner"].settings.store_url, args.steps, trials, size)
     figures["bare_two_process_speedup"] = ceiling["speedup"]
-    print(f"  this machine's ceiling, the bare loop in 2 processes at once vs 1: {ceiling['speedup']:.2f}x"
-          f"  ({ceiling['alone_s']:.1f} s alone; {', '.join(f'{w:.1f}' for w in ceiling['together_s'])} s together;"
-          f" each process {max(ceiling['together_s']) / ceiling['alone_s']:.3f} of alone)")
+    print(
+        f"  this machine's ceiling, the bare loop in 2 processes at once vs 1: {ceiling['speedup']:.2f}x"
+        f"  ({ceiling['alone_s']:.1f} s alone; {', '.join(f'{w:.1f}' for w in ceiling['together_s'])} s together;"
+        f" each process {max(ceiling['together_s']) / ceiling['alone_s']:.3f} of alone)"
+    )
     figures["bare_shared_speedup"] = ceiling["shared_speedup"]
-    print(f"  the bare loop's trials shared by 2 processes, a barrier at each task's end (as the protocol): "
-          f"{ceiling['shared_speedup']:.2f}x ({ceiling['shared_s']:.1f} s)")
+    print(
+        f"  the bare loop's trials shared by 2 processes, a barrier at each task's end (as the protocol): "
+        f"{ceiling['shared_speedup']:.2f}x ({ceiling['shared_s']:.1f} s)"
+    )
     # The target's 1.8x is a figure of the machine as much as of the service: its share of the
     # machine's own ceiling compares machines.
     figures["concurrency_of_ceiling"] = figures["concurrency_speedup"] / ceiling["speedup"]
-    print(f"  the service's 2-trial gain as a share of this machine's ceiling (2 processes): "
-          f"{figures['concurrency_of_ceiling']:.0%}")
+    print(
+        f"  the service's 2-trial gain as a share of this machine's ceiling (2 processes): "
+        f"{figures['concurrency_of_ceiling']:.0%}"
+    )
     print(f"FLOP accounting cost (bare loop)  : {100 * figures['flop_accounting_overhead']:+.2f} %  (target <= 1 %)")
     print(f"FLOP counts identical to service  : {same_flops}")
     print(f"largest dev-error gap vs service  : {dev_gap:.2e} (same seeds, same steps)")
@@ -389,14 +469,21 @@ def mini_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
 
 def offline_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     """indep over the real datasets of the offline stream."""
-    print(f"\noffline stream (real data), indep_small, {args.offline_trials} trials x {args.offline_steps} steps", flush=True)
+    print(
+        f"\noffline stream (real data), indep_small, {args.offline_trials} trials x {args.offline_steps} steps",
+        flush=True,
+    )
     off = run_service("offline", "indep_small", args.offline_trials, args.offline_steps, None, "offline")
     summary = off["summary"]
     for row in summary.tasks:
-        print(f"  {row.order:>2} {row.year} {row.phase:<10} {row.dataset:<24} error {row.error:.4f}  FLOPs {row.flops:.3e}")
+        print(
+            f"  {row.order:>2} {row.year} {row.phase:<10} {row.dataset:<24} error {row.error:.4f}  FLOPs {row.flops:.3e}"
+        )
     print(f"  E (meta-test) = {summary.mean_error:.4f}, cFLOP = {summary.cflop:.4e}, wall {off['wall_s']:.0f} s")
     figures["offline"] = {
-        "E": summary.mean_error, "cFLOP": summary.cflop, "wall_s": off["wall_s"],
+        "E": summary.mean_error,
+        "cFLOP": summary.cflop,
+        "wall_s": off["wall_s"],
         "tasks": [{"order": r.order, "dataset": r.dataset, "error": r.error, "flops": r.flops} for r in summary.tasks],
     }
 

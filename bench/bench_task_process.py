@@ -86,8 +86,9 @@ def run_tasks(env: dict[str, str], submission: int, count: int) -> tuple[list[fl
     to_lease_end, to_exit = [], []
     for _ in range(count):
         started = time.perf_counter()
-        out = subprocess.run([sys.executable, "-c", TASK_CODE, str(submission)], env=env, check=True,
-                             stdout=subprocess.PIPE, text=True)
+        out = subprocess.run(
+            [sys.executable, "-c", TASK_CODE, str(submission)], env=env, check=True, stdout=subprocess.PIPE, text=True
+        )
         to_exit.append(time.perf_counter() - started)
         at_lease_end, after_shutdown = map(float, out.stdout.strip().splitlines()[-1].split())
         to_lease_end.append(to_exit[-1] - (after_shutdown - at_lease_end))
@@ -119,12 +120,21 @@ def measure(label: str, env: dict[str, str], trials: int, steps: int) -> dict[st
     tax = [w - t for w, t in zip(walls, trained, strict=True)]
     print(f"{label}:")
     for order, (wall, end, train, extra) in enumerate(zip(walls, exits, trained, tax, strict=True), start=1):
-        print(f"  task {order}: process start to lease end {wall:6.1f} s (to exit {end:5.1f} s), "
-              f"trials trained {train:6.1f} s, the rest {extra:5.1f} s")
-    print(f"  per-task tax (to the lease's end, where the next task may launch), median "
-          f"{statistics.median(tax):.1f} s (mean {statistics.mean(tax):.1f} s)")
-    return {"to_lease_end_s": walls, "to_exit_s": exits, "trained_s": trained, "tax_s": tax,
-            "median_tax_s": statistics.median(tax)}
+        print(
+            f"  task {order}: process start to lease end {wall:6.1f} s (to exit {end:5.1f} s), "
+            f"trials trained {train:6.1f} s, the rest {extra:5.1f} s"
+        )
+    print(
+        f"  per-task tax (to the lease's end, where the next task may launch), median "
+        f"{statistics.median(tax):.1f} s (mean {statistics.mean(tax):.1f} s)"
+    )
+    return {
+        "to_lease_end_s": walls,
+        "to_exit_s": exits,
+        "trained_s": trained,
+        "tax_s": tax,
+        "median_tax_s": statistics.median(tax),
+    }
 
 
 COORDINATOR_CODE = """
@@ -166,15 +176,19 @@ print(json.dumps({"submission": sub, "status": status, "leases": [
 """
 
 
-def through_the_coordinator(label: str, env: dict[str, str], trials: int, steps: int,
-                            max_tasks: int) -> dict[str, Any]:
+def through_the_coordinator(label: str, env: dict[str, str], trials: int, steps: int, max_tasks: int) -> dict[str, Any]:
     """The real path: the scheduler (polling every 0.2 s) launches ``nevis worker run-task``
     processes through the ``local`` backend, and a worker may go on with the next tasks
     (``NEVIS_WORKER_MAX_TASKS``). A task's wall time runs from the previous lease's end (the
     first: its lease's claim) to its own lease's end; the tax is that less its trials' training."""
     code = f"STREAM, LEARNER = {STREAM!r}, {LEARNER!r}\n" + COORDINATOR_CODE
-    out = subprocess.run([sys.executable, "-c", code, str(trials), str(steps), str(max_tasks)], env=env,
-                         check=True, stdout=subprocess.PIPE, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(trials), str(steps), str(max_tasks)],
+        env=env,
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     run = json.loads(out.stdout.strip().splitlines()[-1])
     assert run["status"] == "succeeded", run
     leases = run["leases"]
@@ -185,13 +199,24 @@ def through_the_coordinator(label: str, env: dict[str, str], trials: int, steps:
     processes = len({lease[2] for lease in leases})
     print(f"{label}: {len(leases)} tasks in {processes} worker process(es)")
     for order, (wall, train, extra) in enumerate(zip(walls, trained, tax, strict=True), start=1):
-        print(f"  task {order}: previous lease's end to this lease's end {wall:6.1f} s, "
-              f"trials trained {train:6.1f} s, the rest {extra:5.1f} s")
-    print(f"  per-task tax median {statistics.median(tax):.1f} s, after the first task median "
-          f"{statistics.median(tax[1:]):.1f} s, whole run {sum(walls):.1f} s", flush=True)
-    return {"wall_s": walls, "trained_s": trained, "tax_s": tax, "processes": processes,
-            "median_tax_s": statistics.median(tax), "median_tax_after_first_s": statistics.median(tax[1:]),
-            "run_s": sum(walls)}
+        print(
+            f"  task {order}: previous lease's end to this lease's end {wall:6.1f} s, "
+            f"trials trained {train:6.1f} s, the rest {extra:5.1f} s"
+        )
+    print(
+        f"  per-task tax median {statistics.median(tax):.1f} s, after the first task median "
+        f"{statistics.median(tax[1:]):.1f} s, whole run {sum(walls):.1f} s",
+        flush=True,
+    )
+    return {
+        "wall_s": walls,
+        "trained_s": trained,
+        "tax_s": tax,
+        "processes": processes,
+        "median_tax_s": statistics.median(tax),
+        "median_tax_after_first_s": statistics.median(tax[1:]),
+        "run_s": sum(walls),
+    }
 
 
 def start_cluster(env: dict[str, str]) -> str:
@@ -199,8 +224,19 @@ def start_cluster(env: dict[str, str]) -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    subprocess.run([str(Path(sys.executable).parent / "ray"), "start", "--head", f"--port={port}",
-                    "--include-dashboard=false", "--disable-usage-stats"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ray"),
+            "start",
+            "--head",
+            f"--port={port}",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     return f"127.0.0.1:{port}"
 
 
@@ -208,40 +244,52 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=4)
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--modes", default="local,shared,coordinator",
-                        help="which to run: local (a Ray cluster per task), shared (one cluster), "
-                        "coordinator (the scheduler and real workers on one cluster, a process per "
-                        "task against workers that go on)")
+    parser.add_argument(
+        "--modes",
+        default="local,shared,coordinator",
+        help="which to run: local (a Ray cluster per task), shared (one cluster), "
+        "coordinator (the scheduler and real workers on one cluster, a process per "
+        "task against workers that go on)",
+    )
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
     modes = set(args.modes.split(","))
     print(f"{STREAM}, {LEARNER}, {args.trials} trials x {args.steps} steps per task, one process per task", flush=True)
     figures: dict[str, Any] = {"trials": args.trials, "steps": args.steps}
     if "local" in modes:
-        figures["local_cluster_per_task"] = measure("a local Ray cluster per task (the local backend's default)",
-                                                    fresh_data_dir(), args.trials, args.steps)
+        figures["local_cluster_per_task"] = measure(
+            "a local Ray cluster per task (the local backend's default)", fresh_data_dir(), args.trials, args.steps
+        )
     if "shared" in modes:
         env = {**fresh_data_dir(), "RAY_AUTH_MODE": "disabled"}  # as the repository's tests connect
         address = start_cluster(env)
         try:
-            figures["shared_cluster"] = measure("connected to a Ray cluster started once (NEVIS_RAY_ADDRESS; "
-                                                "as on KubeRay)", {**env, "RAY_ADDRESS": address},
-                                                args.trials, args.steps)
+            figures["shared_cluster"] = measure(
+                "connected to a Ray cluster started once (NEVIS_RAY_ADDRESS; as on KubeRay)",
+                {**env, "RAY_ADDRESS": address},
+                args.trials,
+                args.steps,
+            )
         finally:
-            subprocess.run([str(Path(sys.executable).parent / "ray"), "stop", "--force"], capture_output=True,
-                           check=False)
+            subprocess.run(
+                [str(Path(sys.executable).parent / "ray"), "stop", "--force"], capture_output=True, check=False
+            )
     if "coordinator" in modes:
         env = {**fresh_data_dir(), "RAY_AUTH_MODE": "disabled"}
         address = start_cluster(env)
         try:
-            for max_tasks, label in ((1, "the coordinator, a worker process per task (NEVIS_WORKER_MAX_TASKS=1)"),
-                                     (16, "the coordinator, workers that go on (NEVIS_WORKER_MAX_TASKS=16)")):
+            for max_tasks, label in (
+                (1, "the coordinator, a worker process per task (NEVIS_WORKER_MAX_TASKS=1)"),
+                (16, "the coordinator, workers that go on (NEVIS_WORKER_MAX_TASKS=16)"),
+            ):
                 run_env = {**fresh_data_dir(), "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": address}
                 figures[f"coordinator_max_tasks_{max_tasks}"] = through_the_coordinator(
-                    label, run_env, args.trials, args.steps, max_tasks)
+                    label, run_env, args.trials, args.steps, max_tasks
+                )
         finally:
-            subprocess.run([str(Path(sys.executable).parent / "ray"), "stop", "--force"], capture_output=True,
-                           check=False)
+            subprocess.run(
+                [str(Path(sys.executable).parent / "ray"), "stop", "--force"], capture_output=True, check=False
+            )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
 

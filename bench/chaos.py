@@ -97,10 +97,22 @@ TRIAL_SLEEP_S = 1.5
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colours in Ray's error texts
 TRIAL_COMM = "chaos-in-trial"  # the learner host's process name while it trains a trial
 # Variables of the caller's own set-up that must not leak into the coordinator or workers.
-DROPPED = ("NEVIS_WORKER_COMMAND", "NEVIS_BACKEND", "NEVIS_RAY_ADDRESS", "NEVIS_STORE_URL",
-           "NEVIS_S3_ENDPOINT_URL", "NEVIS_STREAMS_DIR", "NEVIS_ENVIRONMENT", "NEVIS_DATABASE_URL",
-           "NEVIS_DATA_DIR", "NEVIS_REPLICA_NAME", "NEVIS_CLUSTER_SLOTS", "RAY_ADDRESS",
-           "PYTHONPATH", "PYTHONHOME")
+DROPPED = (
+    "NEVIS_WORKER_COMMAND",
+    "NEVIS_BACKEND",
+    "NEVIS_RAY_ADDRESS",
+    "NEVIS_STORE_URL",
+    "NEVIS_S3_ENDPOINT_URL",
+    "NEVIS_STREAMS_DIR",
+    "NEVIS_ENVIRONMENT",
+    "NEVIS_DATABASE_URL",
+    "NEVIS_DATA_DIR",
+    "NEVIS_REPLICA_NAME",
+    "NEVIS_CLUSTER_SLOTS",
+    "RAY_ADDRESS",
+    "PYTHONPATH",
+    "PYTHONHOME",
+)
 
 # The learner: nearest class mean (numpy, reports its own FLOPs), each trial sleeping a
 # little so that a trial can be caught running. It is uploaded as a bundle, so it is on no
@@ -282,8 +294,10 @@ def kill_marked(marker: str) -> int:
 
 
 def default_pg_bin() -> Path:
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"),
-                   key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0)
+    found = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
+    )
     if found:
         return found[-1].parent
     initdb = shutil.which("initdb")
@@ -305,14 +319,24 @@ class Postgres:
         command = [*argv]
         if os.geteuid() == 0 and self.os_user:
             command = ["runuser", "-u", self.os_user, "--", *argv]
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
     def _ctl(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        options = (f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 "
-                   "-c max_connections=200")
-        return self._as_user(str(self.pg_bin / "pg_ctl"), "-D", str(self.data), "-l",
-                             str(self.logfile), "-o", options, "-w", "-t", "90", *args, timeout=timeout)
+        options = f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        return self._as_user(
+            str(self.pg_bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.logfile),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "90",
+            *args,
+            timeout=timeout,
+        )
 
     def init(self) -> None:
         if not (self.pg_bin / "initdb").exists():
@@ -322,8 +346,18 @@ class Postgres:
         if os.geteuid() == 0 and self.os_user:
             shutil.chown(self.root, user=self.os_user)
             shutil.chown(self.sock, user=self.os_user)
-        done = self._as_user(str(self.pg_bin / "initdb"), "-D", str(self.data), "-U", "postgres",
-                             "--auth=trust", "-E", "UTF8", "--no-sync", "--locale=C")
+        done = self._as_user(
+            str(self.pg_bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--locale=C",
+        )
         if done.returncode != 0:
             raise ChaosError(f"initdb failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
         self.start()
@@ -337,8 +371,7 @@ class Postgres:
     def start(self) -> None:
         done = self._ctl("start")
         if done.returncode != 0:
-            raise ChaosError(f"pg_ctl start failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
-                             f"\n{self.log_tail()}")
+            raise ChaosError(f"pg_ctl start failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}\n{self.log_tail()}")
 
     def restart(self, mode: str) -> bool:
         done = self._ctl("restart", "-m", mode)
@@ -397,21 +430,27 @@ class Coordinator:
         with open(log_path, "ab") as out:
             self.proc = subprocess.Popen(
                 [str(NEVIS), "serve", "--port", str(self.port), "--log-level", "warning"],
-                env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ChaosError(f"nevis serve exited ({self.proc.returncode}):\n"
-                                 f"{log_path.read_text(errors='replace')[-3000:]}")
+                raise ChaosError(
+                    f"nevis serve exited ({self.proc.returncode}):\n{log_path.read_text(errors='replace')[-3000:]}"
+                )
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=3).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.3)
-        raise ChaosError(f"nevis serve was not ready within {timeout_s:.0f} s:\n"
-                         f"{log_path.read_text(errors='replace')[-3000:]}")
+        raise ChaosError(
+            f"nevis serve was not ready within {timeout_s:.0f} s:\n{log_path.read_text(errors='replace')[-3000:]}"
+        )
 
     def kill(self) -> bool:
         """SIGKILL the server's process group (its workers have sessions of their own)."""
@@ -506,8 +545,11 @@ def running_leases(db: Db) -> list[LeaseView] | None:
         parts = str(job_id).split(":")
         if len(parts) != 3 or not parts[1].isdigit():
             continue
-        out.append(LeaseView(lease_id, sub, order, attempt, int(parts[1]), parts[2], run_id,
-                             int(trials or 0), int(ok_trials or 0)))
+        out.append(
+            LeaseView(
+                lease_id, sub, order, attempt, int(parts[1]), parts[2], run_id, int(trials or 0), int(ok_trials or 0)
+            )
+        )
     return out
 
 
@@ -590,9 +632,15 @@ def plan_kills(rng: random.Random, counts: dict[str, int]) -> list[Kill]:
                 stage = "started"
             else:
                 stage = rng.choice(("starting", "started", "trial"))
-            kills.append(Kill(kind=kind, skip=rng.randint(0, 1), stage=stage,
-                              delay_s=round(rng.uniform(0.0, 1.0), 2),
-                              mode=_mode(rng, kind)))
+            kills.append(
+                Kill(
+                    kind=kind,
+                    skip=rng.randint(0, 1),
+                    stage=stage,
+                    delay_s=round(rng.uniform(0.0, 1.0), 2),
+                    mode=_mode(rng, kind),
+                )
+            )
     rng.shuffle(kills)
     first_worker = next((k for k in kills if k.kind == "worker"), None)
     if first_worker is not None:
@@ -636,8 +684,14 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return (self.error is None and self.losses == 0 and self.duplicates == 0 and not self.failed
-                and not self.flop_problems and self.tasks_committed == self.tasks_expected)
+        return (
+            self.error is None
+            and self.losses == 0
+            and self.duplicates == 0
+            and not self.failed
+            and not self.flop_problems
+            and self.tasks_committed == self.tasks_expected
+        )
 
 
 class Chaos:
@@ -647,8 +701,9 @@ class Chaos:
         self.args, self.root, self.stack = args, root, stack
         self.rng = random.Random(args.seed)
         self.marker = uuid.uuid4().hex
-        self.report = Report(runs=args.runs, seed=args.seed, phase=args.phase, stream=args.stream,
-                             marker=self.marker, workdir=str(root))
+        self.report = Report(
+            runs=args.runs, seed=args.seed, phase=args.phase, stream=args.stream, marker=self.marker, workdir=str(root)
+        )
         self.pg = Postgres(root / "pg", args.pg_bin)
         self.env: dict[str, str] = {}
         self.coordinator: Coordinator | None = None
@@ -668,19 +723,30 @@ class Chaos:
         data = self.root / "data"
         (self.root / "logs").mkdir()
         env = {k: v for k, v in os.environ.items() if k not in DROPPED}
-        env.update({
-            MARKER: self.marker, "NEVIS_DATA_DIR": str(data), "NEVIS_DATABASE_URL": self.pg.url,
-            "NEVIS_BACKEND": "local", "NEVIS_POLL_INTERVAL_S": "0.3",
-            "NEVIS_HEARTBEAT_INTERVAL_S": "1", "NEVIS_HEARTBEAT_TIMEOUT_S": "20",
-            "NEVIS_START_TIMEOUT_S": "180", "NEVIS_TASK_DEADLINE_S": "900",  # a hung task is reaped
-            "NEVIS_MAX_ATTEMPTS": str(self.args.max_attempts),
-            "NEVIS_BACKOFF_BASE_S": "0.5", "NEVIS_BACKOFF_MAX_S": "2",
-            "NEVIS_SCHEDULER_SLOTS": str(self.args.slots), "NEVIS_PROBE_PRESET": "off",
-            "NEVIS_QUOTA_CONCURRENT": str(self.args.runs), "NEVIS_QUOTA_DAILY": str(self.args.runs),
-            "NEVIS_META_TEST_QUOTA": str(self.args.runs),  # --phase meta_test: N runs of one learner
-            "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
-            "RAY_TMPDIR": str(self.root / "ray"),  # each worker's own Ray keeps its files here
-        })
+        env.update(
+            {
+                MARKER: self.marker,
+                "NEVIS_DATA_DIR": str(data),
+                "NEVIS_DATABASE_URL": self.pg.url,
+                "NEVIS_BACKEND": "local",
+                "NEVIS_POLL_INTERVAL_S": "0.3",
+                "NEVIS_HEARTBEAT_INTERVAL_S": "1",
+                "NEVIS_HEARTBEAT_TIMEOUT_S": "20",
+                "NEVIS_START_TIMEOUT_S": "180",
+                "NEVIS_TASK_DEADLINE_S": "900",  # a hung task is reaped
+                "NEVIS_MAX_ATTEMPTS": str(self.args.max_attempts),
+                "NEVIS_BACKOFF_BASE_S": "0.5",
+                "NEVIS_BACKOFF_MAX_S": "2",
+                "NEVIS_SCHEDULER_SLOTS": str(self.args.slots),
+                "NEVIS_PROBE_PRESET": "off",
+                "NEVIS_QUOTA_CONCURRENT": str(self.args.runs),
+                "NEVIS_QUOTA_DAILY": str(self.args.runs),
+                "NEVIS_META_TEST_QUOTA": str(self.args.runs),  # --phase meta_test: N runs of one learner
+                "RAY_AUTH_MODE": "disabled",
+                "RAY_USAGE_STATS_ENABLED": "0",
+                "RAY_TMPDIR": str(self.root / "ray"),  # each worker's own Ray keeps its files here
+            }
+        )
         self.env = env
         self.db = Db(self.pg.url)
         self.stack.callback(self.db.dispose)
@@ -688,14 +754,24 @@ class Chaos:
         self.stack.callback(self.coordinator.stop)
         self.coordinator.start()
         log(f"nevis serve ready on {self.coordinator.url}")
-        self._nevis("users", "create", "chaos", "--role", "submitter",
-                    "--max-concurrent", str(self.args.runs), "--max-per-day", str(self.args.runs))
+        self._nevis(
+            "users",
+            "create",
+            "chaos",
+            "--role",
+            "submitter",
+            "--max-concurrent",
+            str(self.args.runs),
+            "--max-per-day",
+            str(self.args.runs),
+        )
         token = self._nevis("tokens", "create", "--user", "chaos").strip().splitlines()[-1]
         self.headers = {"Authorization": f"Bearer {token}"}
 
     def _nevis(self, *args: str) -> str:
-        done = subprocess.run([str(NEVIS), *args], env=self.env, capture_output=True, text=True,
-                              timeout=120, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [str(NEVIS), *args], env=self.env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+        )
         if done.returncode != 0:
             raise ChaosError(f"nevis {' '.join(args)} failed: {done.stderr[-2000:]}")
         return done.stdout
@@ -705,8 +781,9 @@ class Chaos:
         deadline = time.monotonic() + 120
         while True:
             try:
-                response = httpx.request(method, f"{self.coordinator.url}{path}", headers=self.headers,
-                                         timeout=30, **kwargs)
+                response = httpx.request(
+                    method, f"{self.coordinator.url}{path}", headers=self.headers, timeout=30, **kwargs
+                )
                 if response.status_code < 500:
                     return response
             except httpx.HTTPError:
@@ -723,17 +800,27 @@ class Chaos:
         with tarfile.open(archive, "w:gz") as tar:
             tar.add(folder / f"{LEARNER_MODULE}-0.1", arcname=f"{LEARNER_MODULE}-0.1")
         with open(archive, "rb") as handle:
-            made = httpx.post(f"{self.coordinator.url}/v1/learners/bundle", headers=self.headers, timeout=60,
-                              data={"name": "chaos-nearest-mean", "entrypoint": f"{LEARNER_MODULE}:make"},
-                              files={"file": (archive.name, handle, "application/gzip")})
+            made = httpx.post(
+                f"{self.coordinator.url}/v1/learners/bundle",
+                headers=self.headers,
+                timeout=60,
+                data={"name": "chaos-nearest-mean", "entrypoint": f"{LEARNER_MODULE}:make"},
+                files={"file": (archive.name, handle, "application/gzip")},
+            )
         if made.status_code != 201:
             raise ChaosError(f"uploading the learner failed: {made.status_code} {made.text}")
         learner_id = made.json()["id"]
         for number in range(self.args.runs):
-            created = self._api("POST", "/v1/submissions", json={
-                "learner_id": learner_id, "stream": self.args.stream, "phase": self.args.phase,
-                "budget": {"trials": self.args.trials, "steps": 3, "max_concurrent": 1,
-                           "seed": number}})
+            created = self._api(
+                "POST",
+                "/v1/submissions",
+                json={
+                    "learner_id": learner_id,
+                    "stream": self.args.stream,
+                    "phase": self.args.phase,
+                    "budget": {"trials": self.args.trials, "steps": 3, "max_concurrent": 1, "seed": number},
+                },
+            )
             if created.status_code != 201:
                 raise ChaosError(f"submitting failed: {created.status_code} {created.text}")
             self.submissions.append(created.json()["id"])
@@ -753,7 +840,7 @@ class Chaos:
                                     AND (s.phase = 'meta_test' OR st.phase = s.phase)))""")
         if rows is None:
             return None
-        (open_, active, before_last), = rows
+        ((open_, active, before_last),) = rows
         return open_, active, before_last == 0
 
     def last_point(self) -> int:
@@ -794,7 +881,10 @@ class Chaos:
         rows = self.db.rows(
             "SELECT l.status, (SELECT count(*) FROM trials t WHERE t.task_run_id = :r), "
             "(SELECT count(*) FROM trials t WHERE t.task_run_id = :r AND t.status = 'succeeded') "
-            "FROM task_leases l WHERE l.id = :i", i=view.lease_id, r=view.run_id)
+            "FROM task_leases l WHERE l.id = :i",
+            i=view.lease_id,
+            r=view.run_id,
+        )
         if not rows or rows[0][0] != "running" or not worker_alive(view):
             return None
         return int(rows[0][1]), int(rows[0][2])
@@ -802,10 +892,10 @@ class Chaos:
     def strike(self, kill: Kill, view: LeaseView, host: int | None) -> None:
         kill.attempted, kill.at_s = True, round(time.monotonic() - self.started, 1)
         kill.trials_recorded = view.ok_trials
-        where = ("starting: no task run yet" if view.run_id is None
-                 else f"{view.ok_trials} trial(s) done")
-        kill.target = (f"submission {view.submission_id} task {view.order} attempt {view.attempt} "
-                       f"(lease {view.lease_id}, {where})")
+        where = "starting: no task run yet" if view.run_id is None else f"{view.ok_trials} trial(s) done"
+        kill.target = (
+            f"submission {view.submission_id} task {view.order} attempt {view.attempt} (lease {view.lease_id}, {where})"
+        )
         if kill.kind == "trial":
             victim = host if kill.mode == "learner-host" else ray_worker_of(host)
             if victim is not None and alive(host) and in_trial(host):
@@ -843,8 +933,11 @@ class Chaos:
             state = self.progress()
             if state is not None and state[0] == 0 and state[1] == 0:
                 break
-            found = (self.opportunity(pending[0], last_tasks=state[2])
-                     if pending and state is not None and state[0] else None)
+            found = (
+                self.opportunity(pending[0], last_tasks=state[2])
+                if pending and state is not None and state[0]
+                else None
+            )
             if found is None:
                 time.sleep(0.2)
                 continue
@@ -877,56 +970,69 @@ class Chaos:
             SELECT s.id, st.id, st."order" FROM submissions s
             JOIN stream_tasks st ON st.stream_version_id = s.stream_version_id
             WHERE s.phase = 'meta_test' OR st.phase = s.phase""")
-        results = Counter((sub, task) for sub, task in db.rows(
-            "SELECT submission_id, stream_task_id FROM task_results"))
-        events = Counter((sub, run) for sub, run in db.rows(
-            "SELECT e.submission_id, r.stream_task_id FROM events e JOIN task_runs r "
-            "ON r.id = CAST(e.payload->>'task_run_id' AS INTEGER) WHERE e.kind = 'task.committed'"))
+        results = Counter(
+            (sub, task) for sub, task in db.rows("SELECT submission_id, stream_task_id FROM task_results")
+        )
+        events = Counter(
+            (sub, run)
+            for sub, run in db.rows(
+                "SELECT e.submission_id, r.stream_task_id FROM events e JOIN task_runs r "
+                "ON r.id = CAST(e.payload->>'task_run_id' AS INTEGER) WHERE e.kind = 'task.committed'"
+            )
+        )
         report.tasks_expected = len(expected)
         report.tasks_committed = sum(1 for sub, task, _ in expected if results[(sub, task)] >= 1)
         report.duplicates = sum(max(0, max(results[(s, t)], events[(s, t)]) - 1) for s, t, _ in expected)
         report.losses = sum(1 for sub, task, _ in expected if results[(sub, task)] == 0)
         statuses = db.rows("SELECT id, status, error FROM submissions ORDER BY id")
         report.submissions = dict(Counter(status for _, status, _ in statuses))
-        report.failed = [f"submission {i}: {status}: {error}" for i, status, error in statuses
-                         if status != "succeeded"]
+        report.failed = [f"submission {i}: {status}: {error}" for i, status, error in statuses if status != "succeeded"]
         ((attempts, retried_runs),) = db.rows(
             "SELECT count(*), count(*) FILTER (WHERE r.id NOT IN (SELECT task_run_id FROM task_results)) "
-            "FROM task_runs r")
+            "FROM task_runs r"
+        )
         report.attempts, report.retried_attempts = attempts, retried_runs
         report.failed_trials = db.rows("SELECT count(*) FROM trials WHERE status = 'failed'")[0][0]
         # FLOPs: cFLOP is the committed results only; retried work is every trial of an
         # attempt that was not committed, reported apart by the API.
         committed = float(db.rows("SELECT coalesce(sum(flops), 0) FROM task_results")[0][0])
-        retried_db = float(db.rows(
-            "SELECT coalesce(sum(t.flops), 0) FROM trials t JOIN task_runs r ON r.id = t.task_run_id "
-            "WHERE r.id NOT IN (SELECT task_run_id FROM task_results)")[0][0])
+        retried_db = float(
+            db.rows(
+                "SELECT coalesce(sum(t.flops), 0) FROM trials t JOIN task_runs r ON r.id = t.task_run_id "
+                "WHERE r.id NOT IN (SELECT task_run_id FROM task_results)"
+            )[0][0]
+        )
         mixed = db.rows(
-            "SELECT res.submission_id, st.\"order\", res.flops, "
+            'SELECT res.submission_id, st."order", res.flops, '
             "(SELECT coalesce(sum(t.flops), 0) FROM trials t WHERE t.task_run_id = res.task_run_id) "
-            "FROM task_results res JOIN stream_tasks st ON st.id = res.stream_task_id")
+            "FROM task_results res JOIN stream_tasks st ON st.id = res.stream_task_id"
+        )
         for sub, order, flops, own in mixed:
             if flops + 1e-6 < own:
                 report.flop_problems.append(
-                    f"submission {sub} task {order}: committed {flops:.4g} FLOPs < its own trials' {own:.4g}")
+                    f"submission {sub} task {order}: committed {flops:.4g} FLOPs < its own trials' {own:.4g}"
+                )
         carried = db.rows(
             'SELECT res.submission_id, st."order", r.retried_flops, '
             "(SELECT coalesce(sum(t.flops), 0) FROM trials t JOIN task_runs p ON p.id = t.task_run_id "
             "WHERE p.submission_id = r.submission_id AND p.stream_task_id = r.stream_task_id "
             "AND p.attempt < r.attempt) "
             "FROM task_results res JOIN task_runs r ON r.id = res.task_run_id "
-            "JOIN stream_tasks st ON st.id = res.stream_task_id")
+            "JOIN stream_tasks st ON st.id = res.stream_task_id"
+        )
         for sub, order, column, earlier in carried:
             if not math.isclose(column, earlier, rel_tol=1e-9, abs_tol=1e-6):
                 report.flop_problems.append(
                     f"submission {sub} task {order}: retried_flops {column:.4g} of the committed attempt "
-                    f"!= {earlier:.4g}, the trials of its earlier attempts")
+                    f"!= {earlier:.4g}, the trials of its earlier attempts"
+                )
         reasons = db.rows(
             "SELECT 'attempt: ' || coalesce(error, status) FROM task_runs "
             "WHERE id NOT IN (SELECT task_run_id FROM task_results) "
             "UNION ALL SELECT 'trial: ' || coalesce(error_text, '?') FROM trials WHERE status = 'failed' "
             "UNION ALL SELECT 'lease ' || status || ': ' || coalesce(error, '') FROM task_leases "
-            "WHERE status NOT IN ('succeeded')")
+            "WHERE status NOT IN ('succeeded')"
+        )
         report.failure_reasons = dict(Counter(" ".join(ANSI.sub("", r).split())[:160] for (r,) in reasons))
         api_cflop = api_retried = 0.0
         for sub in self.submissions:
@@ -938,14 +1044,19 @@ class Chaos:
             report.flop_problems.append(f"API cFLOP {api_cflop:.6g} != committed results {committed:.6g}")
         if not math.isclose(api_retried, retried_db, rel_tol=1e-9, abs_tol=1e-6):
             report.flop_problems.append(
-                f"API retried_flops {api_retried:.6g} != trials of uncommitted attempts {retried_db:.6g}")
+                f"API retried_flops {api_retried:.6g} != trials of uncommitted attempts {retried_db:.6g}"
+            )
 
     def tally(self, kills: list[Kill]) -> None:
         report = self.report
-        report.kills = {kind: {"planned": sum(k.kind == kind for k in kills),
-                               "attempted": sum(k.kind == kind and k.attempted for k in kills),
-                               "effective": sum(k.kind == kind and k.effective for k in kills)}
-                        for kind in KINDS}
+        report.kills = {
+            kind: {
+                "planned": sum(k.kind == kind for k in kills),
+                "attempted": sum(k.kind == kind and k.attempted for k in kills),
+                "effective": sum(k.kind == kind and k.effective for k in kills),
+            }
+            for kind in KINDS
+        }
         report.kill_log = [asdict(k) for k in kills]
         report.coordinator_starts = self.coordinator.starts if self.coordinator else 0
         report.postgres_restarts = self.pg.restarts
@@ -972,8 +1083,7 @@ def render(report: Report) -> str:
     lines = [f"N = {report.runs} submissions of {report.phase} on {report.stream} (seed {report.seed})"]
     for kind in KINDS:
         k = report.kills.get(kind, {"planned": 0, "attempted": 0, "effective": 0})
-        lines.append(f"kills {kind:<12} planned {k['planned']}  attempted {k['attempted']}  "
-                     f"effective {k['effective']}")
+        lines.append(f"kills {kind:<12} planned {k['planned']}  attempted {k['attempted']}  effective {k['effective']}")
     lines += [
         f"coordinator starts {report.coordinator_starts}, postgres restarts {report.postgres_restarts}",
         f"tasks committed {report.tasks_committed} / {report.tasks_expected}",
@@ -989,8 +1099,11 @@ def render(report: Report) -> str:
     ]
     lines += [f"  {count} x {reason}" for reason, count in sorted(report.failure_reasons.items())]
     lines += [f"kill not made: {k['kind']} ({k['note']})" for k in report.kill_log if not k["attempted"]]
-    lines += [f"kill made: at {k['at_s']} s, {k['kind']}: {k['target']}: {k['note']}"
-              for k in report.kill_log if k["attempted"]]
+    lines += [
+        f"kill made: at {k['at_s']} s, {k['kind']}: {k['target']}: {k['note']}"
+        for k in report.kill_log
+        if k["attempted"]
+    ]
     lines += [f"FAILED: {line}" for line in report.failed]
     lines += [f"FLOPs: {line}" for line in report.flop_problems]
     if report.error:
@@ -1001,27 +1114,39 @@ def render(report: Report) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="bench/chaos.py", description="\n\n".join(__doc__.split("\n\n")[:2]),
+        prog="bench/chaos.py",
+        description="\n\n".join(__doc__.split("\n\n")[:2]),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Exit status: 0 all tasks committed exactly once and FLOPs accounted; 1 a loss, "
-               "duplicate, failed submission or FLOP mismatch; 2 the chaos run broke down.")
+        "duplicate, failed submission or FLOP mismatch; 2 the chaos run broke down.",
+    )
     parser.add_argument("--runs", "-n", type=int, default=4, help="submissions (N), default 4")
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill plan, default 0")
-    parser.add_argument("--kills", type=int, default=None,
-                        help="kills of each kind (default: ceil(N / 2))")
-    parser.add_argument("--phase", choices=("meta_train", "meta_test"), default="meta_train",
-                        help="meta_train: mini's 3 first tasks (default); meta_test: all 5")
-    parser.add_argument("--stream", default="mini",
-                        help="a stream the coordinator offers, default mini")
-    parser.add_argument("--trials", type=int, default=3,
-                        help="trials per task, default 3 (at least 2)")
+    parser.add_argument("--kills", type=int, default=None, help="kills of each kind (default: ceil(N / 2))")
+    parser.add_argument(
+        "--phase",
+        choices=("meta_train", "meta_test"),
+        default="meta_train",
+        help="meta_train: mini's 3 first tasks (default); meta_test: all 5",
+    )
+    parser.add_argument("--stream", default="mini", help="a stream the coordinator offers, default mini")
+    parser.add_argument("--trials", type=int, default=3, help="trials per task, default 3 (at least 2)")
     parser.add_argument("--slots", type=int, default=2, help="NEVIS_SCHEDULER_SLOTS, default 2")
-    parser.add_argument("--max-attempts", type=int, default=None,
-                        help="NEVIS_MAX_ATTEMPTS (default: enough for every kill to hit one task)")
-    parser.add_argument("--timeout", type=float, default=1800.0,
-                        help="seconds to wait for every submission to end, default 1800")
-    parser.add_argument("--pg-bin", type=Path, default=None,
-                        help="PostgreSQL server binaries (default: newest /usr/lib/postgresql/*/bin)")
+    parser.add_argument(
+        "--max-attempts",
+        type=int,
+        default=None,
+        help="NEVIS_MAX_ATTEMPTS (default: enough for every kill to hit one task)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=1800.0, help="seconds to wait for every submission to end, default 1800"
+    )
+    parser.add_argument(
+        "--pg-bin",
+        type=Path,
+        default=None,
+        help="PostgreSQL server binaries (default: newest /usr/lib/postgresql/*/bin)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs)")
     args = parser.parse_args(argv)

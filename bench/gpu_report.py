@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_runs import hours  # noqa: E402
+from gpu_runs import hours
 
 
 def _num(value: Any, spec: str, *, scale: float = 1.0, suffix: str = "") -> str:
@@ -27,25 +27,33 @@ def _num(value: Any, spec: str, *, scale: float = 1.0, suffix: str = "") -> str:
 
 def run_rows(runs: list[dict[str, Any]]) -> list[str]:
     """One Markdown row per bench_gpu.py run, by batch, then sharing, then compile mode."""
-    rows = ["| batch | processes | compile | images/s | TFLOP/s | of bf16 peak | ms per step (each process) "
-            "| input's share | meter overhead |", "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| batch | processes | compile | images/s | TFLOP/s | of bf16 peak | ms per step (each process) "
+        "| input's share | meter overhead |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for run in sorted(runs, key=lambda r: (r["batch"], r.get("procs", 1), str(r.get("compile")))):
         rows.append(
             f"| {run['batch']} | {run.get('procs', 1)} | {run.get('compile') or 'no'} "
             f"| {run['images_per_s']:,.0f} | {run['tflops_per_s']:.3g} | {_num(run.get('mfu'), '.1%')} "
             f"| {_num(run['loop_s_per_step'], '.2f', scale=1e3)} | {_num(run.get('input_share_of_loop'), '.0%')} "
-            f"| {_num(run.get('meter_overhead'), '+.1%')} |")
+            f"| {_num(run.get('meter_overhead'), '+.1%')} |"
+        )
     return rows
 
 
 def scale_rows(scales: list[dict[str, Any]]) -> list[str]:
     """One Markdown row per (trials per GPU, GPU count) of the paper_scale.py estimates."""
-    rows = ["| trials per GPU | GPUs | wall time | GPU-hours busy | GPU-hours held | bound |",
-            "|---:|---:|---:|---:|---:|---|"]
+    rows = [
+        "| trials per GPU | GPUs | wall time | GPU-hours busy | GPU-hours held | bound |",
+        "|---:|---:|---:|---:|---:|---|",
+    ]
     for scale in sorted(scales, key=lambda s: s.get("trials_per_gpu", 1)):
         for row in scale["rows"]:
-            rows.append(f"| {scale.get('trials_per_gpu', 1)} | {row['gpus']} | {hours(row['wall_h'])} | {row['gpu_hours_busy']:,.0f} "
-                        f"| {row['gpu_hours_held']:,.0f} | {row['bound']} |")
+            rows.append(
+                f"| {scale.get('trials_per_gpu', 1)} | {row['gpus']} | {hours(row['wall_h'])} | {row['gpu_hours_busy']:,.0f} "
+                f"| {row['gpu_hours_held']:,.0f} | {row['bound']} |"
+            )
     return rows
 
 
@@ -56,14 +64,21 @@ def report(folder: Path) -> str:
         raise SystemExit(f"no bench_gpu.py runs (gpu_*.json) in {folder}")
     devices = sorted({str(run.get("device")) for run in runs})
     torches = sorted({str(run.get("torch")) for run in runs})
-    lines = [f"bench_gpu.py on {', '.join(devices)} (torch {', '.join(torches)}), ResNet-34 (width "
-             f"{runs[0].get('width')}) at 64 px, {runs[0].get('steps')} timed steps after {runs[0].get('warmup')}:",
-             "", *run_rows(runs)]
+    lines = [
+        f"bench_gpu.py on {', '.join(devices)} (torch {', '.join(torches)}), ResNet-34 (width "
+        f"{runs[0].get('width')}) at 64 px, {runs[0].get('steps')} timed steps after {runs[0].get('warmup')}:",
+        "",
+        *run_rows(runs),
+    ]
     if scales:
         first = scales[0]
-        lines += ["", f"paper_scale.py: one {first['stream']} submission ({first['tasks']} tasks) at "
-                  f"{first['trials']} trials x {first['steps']:,} steps, at the rates measured above:", "",
-                  *scale_rows(scales)]
+        lines += [
+            "",
+            f"paper_scale.py: one {first['stream']} submission ({first['tasks']} tasks) at "
+            f"{first['trials']} trials x {first['steps']:,} steps, at the rates measured above:",
+            "",
+            *scale_rows(scales),
+        ]
     return "\n".join(lines)
 
 

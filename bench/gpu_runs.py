@@ -22,9 +22,13 @@ def measured_step_s(step_s_by_batch: dict[int, float]) -> Callable[[int], float]
             return s0
         if b >= b1:
             return s1 * b / b1
-        (lo, s_lo), (hi, s_hi) = next((measured[i], measured[i + 1]) for i in range(len(measured) - 1)
-                                      if measured[i][0] <= b <= measured[i + 1][0])
+        (lo, s_lo), (hi, s_hi) = next(
+            (measured[i], measured[i + 1])
+            for i in range(len(measured) - 1)
+            if measured[i][0] <= b <= measured[i + 1][0]
+        )
         return s_lo + (s_hi - s_lo) * (b - lo) / (hi - lo)
+
     return at
 
 
@@ -32,8 +36,10 @@ def trials_per_gpu(parser: argparse.ArgumentParser, runs: list[dict]) -> int:
     """How many processes shared the GPU in bench_gpu.py runs (``--procs``), which must agree."""
     procs = {int(run.get("procs", 1)) for run in runs}
     if len(procs) > 1:
-        parser.error(f"--gpu-json files measured different numbers of processes per GPU "
-                     f"({', '.join(map(str, sorted(procs)))}): give the runs of one --procs")
+        parser.error(
+            f"--gpu-json files measured different numbers of processes per GPU "
+            f"({', '.join(map(str, sorted(procs)))}): give the runs of one --procs"
+        )
     return procs.pop()
 
 
@@ -42,8 +48,10 @@ def read_steps_by_batch(parser: argparse.ArgumentParser, paths: list[Path], runs
     device, one batch size each."""
     devices = {run.get("device") for run in runs}
     if len(devices) > 1:
-        parser.error(f"--gpu-json files measured different devices ({', '.join(sorted(map(str, devices)))}): "
-                     "give the runs of one device")
+        parser.error(
+            f"--gpu-json files measured different devices ({', '.join(sorted(map(str, devices)))}): "
+            "give the runs of one device"
+        )
     out: dict[int, float] = {}
     for path, run in zip(paths, runs, strict=True):
         batch = int(run["batch"])
@@ -56,7 +64,6 @@ def read_steps_by_batch(parser: argparse.ArgumentParser, paths: list[Path], runs
 def hours(h: float) -> str:
     """A duration in hours as the tables print it: minutes, hours or days."""
     return f"{h * 60:.1f} min" if h < 1 else (f"{h:.1f} h" if h < 48 else f"{h / 24:.1f} d")
-
 
 
 __all__ = ["hours", "measured_step_s", "read_steps_by_batch", "trials_per_gpu"]

@@ -27,11 +27,11 @@ from sqlalchemy import select as sql_select
 from sqlalchemy.orm import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository
-from services.core.budget import RunBudget  # noqa: E402
-from services.store.db import make_engine, session_factory, transaction  # noqa: E402
-from services.store.db.models import StreamTask, StreamVersion, Submission  # noqa: E402
-from services.store.runs import records  # noqa: E402
-from services.store.runs.outcomes import TaskOutcome, TrialOutcome  # noqa: E402
+from services.core.budget import RunBudget
+from services.store.db import make_engine, session_factory, transaction
+from services.store.db.models import StreamTask, StreamVersion, Submission
+from services.store.runs import records
+from services.store.runs.outcomes import TaskOutcome, TrialOutcome
 
 LEARNER = "churn"
 
@@ -42,12 +42,18 @@ class Writer:
     def __init__(self, sessions: object, stream: str, version: str, seed: int = 0) -> None:
         self.sessions, self.submission_id, self.seed = sessions, None, seed
         with self.sessions() as session:  # type: ignore[operator]
-            found = session.scalars(sql_select(StreamVersion).where(
-                StreamVersion.name == stream, StreamVersion.version == version)).one()
+            found = session.scalars(
+                sql_select(StreamVersion).where(StreamVersion.name == stream, StreamVersion.version == version)
+            ).one()
             self.version_id = found.id
-            self.orders = [order for (order,) in session.execute(
-                sql_select(StreamTask.order).where(StreamTask.stream_version_id == found.id)
-                .order_by(StreamTask.order))]
+            self.orders = [
+                order
+                for (order,) in session.execute(
+                    sql_select(StreamTask.order)
+                    .where(StreamTask.stream_version_id == found.id)
+                    .order_by(StreamTask.order)
+                )
+            ]
 
     def commit_next(self) -> None:
         with transaction(self.sessions) as session:  # type: ignore[arg-type]
@@ -56,13 +62,32 @@ class Writer:
             task = records.stream_task(session, stream_version_id=self.version_id, order=order)
             run = records.start_task_run(session, submission=submission, task=task)
             error = 0.3 + 0.2 * ((submission.id * 7919 + order) % 100) / 100
-            trial = records.record_trial(session, task_run_id=run.id, outcome=TrialOutcome(
-                trial_index=0, seed=self.seed, status="ok", flops_measured=10**12 * (1 + order % 7), dev_error=error))
+            trial = records.record_trial(
+                session,
+                task_run_id=run.id,
+                outcome=TrialOutcome(
+                    trial_index=0, seed=self.seed, status="ok", flops_measured=10**12 * (1 + order % 7), dev_error=error
+                ),
+            )
             later = [o for o in self.orders if o > order]
-            records.commit_task(session, submission=submission, run=run, best_trial=trial, outcome=TaskOutcome(
-                order=order, best_trial_index=0, error=error, split="test", metric="accuracy",
-                flops=float(trial.flops), wall_time_s=1.0, peak_memory_bytes=0, state_key=f"churn-{order}"),
-                next_order=later[0] if later else None)
+            records.commit_task(
+                session,
+                submission=submission,
+                run=run,
+                best_trial=trial,
+                outcome=TaskOutcome(
+                    order=order,
+                    best_trial_index=0,
+                    error=error,
+                    split="test",
+                    metric="accuracy",
+                    flops=float(trial.flops),
+                    wall_time_s=1.0,
+                    peak_memory_bytes=0,
+                    state_key=f"churn-{order}",
+                ),
+                next_order=later[0] if later else None,
+            )
             if not later:
                 self.submission_id = None
 
@@ -70,9 +95,14 @@ class Writer:
         if self.submission_id is not None:
             return session.get(Submission, self.submission_id)
         submission = records.create_submission(
-            session, learner=records.ensure_learner(session, spec=LEARNER, resources={}),
-            stream_version=session.get(StreamVersion, self.version_id), phase="meta_test", budget=RunBudget(),
-            image_size=32, first_order=self.orders[0])
+            session,
+            learner=records.ensure_learner(session, spec=LEARNER, resources={}),
+            stream_version=session.get(StreamVersion, self.version_id),
+            phase="meta_test",
+            budget=RunBudget(),
+            image_size=32,
+            first_order=self.orders[0],
+        )
         self.submission_id = submission.id
         return submission
 
@@ -100,10 +130,20 @@ def main() -> int:
         next_at += interval
     seconds = time.perf_counter() - start
     engine.dispose()
-    print("NEVIS_CHURN " + json.dumps({
-        "commits": len(durations), "seconds": seconds, "per_minute": len(durations) / seconds * 60,
-        "commit_p50_s": statistics.median(durations) if durations else None,
-        "commit_max_s": max(durations) if durations else None, "errors": errors}), flush=True)
+    print(
+        "NEVIS_CHURN "
+        + json.dumps(
+            {
+                "commits": len(durations),
+                "seconds": seconds,
+                "per_minute": len(durations) / seconds * 60,
+                "commit_p50_s": statistics.median(durations) if durations else None,
+                "commit_max_s": max(durations) if durations else None,
+                "errors": errors,
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 

@@ -72,17 +72,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from workers.learners.models import ModelConfig, build_model  # noqa: E402
-from workers.learners.recipe import batch_size  # noqa: E402
-from workers.sandbox.flops import FlopMeter  # noqa: E402
-from workers.stream.manifest_files import load_stream  # noqa: E402
+from workers.learners.models import ModelConfig, build_model
+from workers.learners.recipe import batch_size
+from workers.sandbox.flops import FlopMeter
+from workers.stream.manifest_files import load_stream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dataset_sizes import APPROX_IMAGES, FALLBACK_IMAGES  # noqa: E402
-from gpu_runs import hours, measured_step_s, read_steps_by_batch, trials_per_gpu  # noqa: E402
+from dataset_sizes import APPROX_IMAGES, FALLBACK_IMAGES
+from gpu_runs import hours, measured_step_s, read_steps_by_batch, trials_per_gpu
 
 STREAM = "nevis22-full"
 PAPER_STEPS, PAPER_TRIALS = 50_000, 16
@@ -95,11 +95,12 @@ TRANSITIONS_PER_TASK = 6  # lease claimed, launched, started, ended; task run st
 
 # Measured figures quoted in docs/benchmarks.md (the defaults; pass newer ones).
 SCALE_SIM_TRANSITIONS_PER_MIN = 14_065.0  # bench/scale_sim.py, 1,000 x 106, 3 replicas, 2026-12-05, load 6-13
-SCALE_SIM_LAUNCH_DELAY_S = 0.21  # the same run: a task with nothing queued ahead (a user's first) launched by 0.213 s, p99
+SCALE_SIM_LAUNCH_DELAY_S = (
+    0.21  # the same run: a task with nothing queued ahead (a user's first) launched by 0.213 s, p99
+)
 TASK_PROCESS_ORCHESTRATION_S = 7.6  # bench/bench_task_process.py --modes coordinator, 2026-12-06 at e95aa5b (quiet, 2 cores): the scheduler and a worker process per task on a running Ray cluster, previous lease's end to this one's less training, median of 5 mini tasks (launch, imports, connect, actors and sandboxed hosts, data, evaluation, commit)
 CONTINUED_TASK_S = 0.4  # the same run with workers that go on: a continued task's, median of 4
 WORKER_MAX_TASKS = 16  # NEVIS_WORKER_MAX_TASKS's default
-
 
 
 @dataclass(frozen=True)
@@ -158,8 +159,12 @@ def flops_per_image(*, width: int | None, image_size: int, class_counts: list[in
         fwd_hi, bwd_hi, s_hi = fwd_lo, bwd_lo, 0.0
     else:
         fwd_hi, bwd_hi, s_hi = measure_flops(width=width, image_size=image_size, classes=high)
-    return {"classes": [low, high], "forward": [fwd_lo, fwd_hi], "backward": [bwd_lo, bwd_hi],
-            "cpu_step_s": [round(s_lo, 3), round(s_hi, 3)]}
+    return {
+        "classes": [low, high],
+        "forward": [fwd_lo, fwd_hi],
+        "backward": [bwd_lo, bwd_hi],
+        "cpu_step_s": [round(s_lo, 3), round(s_hi, 3)],
+    }
 
 
 def _at(pair: list[int], classes: list[int], c: int) -> float:
@@ -170,13 +175,21 @@ def _at(pair: list[int], classes: list[int], c: int) -> float:
 
 def _fractions(task: Any) -> tuple[float, float]:
     fractions = (task.split.fractions or {}) if task.split is not None else {}
-    return (float(fractions.get("train", DEFAULT_TRAIN_FRACTION)),
-            float(fractions.get("dev", DEFAULT_DEV_FRACTION)))
+    return (float(fractions.get("train", DEFAULT_TRAIN_FRACTION)), float(fractions.get("dev", DEFAULT_DEV_FRACTION)))
 
 
-def task_costs(tasks: list[Any], *, flops: dict[str, Any], steps: int, trials: int,
-               flops_per_gpu_s: float, sizes: dict[str, int], min_step_s: float = 0.0,
-               step_s: Callable[[int], float] | None = None, trials_per_gpu: int = 1) -> list[TaskCost]:
+def task_costs(
+    tasks: list[Any],
+    *,
+    flops: dict[str, Any],
+    steps: int,
+    trials: int,
+    flops_per_gpu_s: float,
+    sizes: dict[str, int],
+    min_step_s: float = 0.0,
+    step_s: Callable[[int], float] | None = None,
+    trials_per_gpu: int = 1,
+) -> list[TaskCost]:
     """Every task's images and GPU seconds at the budget (see the module's docstring); with
     ``step_s``, a training step takes the time measured at its batch size, with
     ``trials_per_gpu`` trials sharing each GPU (its GPU time is a trial's share of it)."""
@@ -200,17 +213,28 @@ def task_costs(tasks: list[Any], *, flops: dict[str, Any], steps: int, trials: i
         train_s = max(at_rate, steps * min_step_s)
         trial_s = train_s + eval_images * fwd / (flops_per_gpu_s / trials_per_gpu)  # its share of the GPU
         predict_s = test * fwd / flops_per_gpu_s
-        out.append(TaskCost(order=task.order, dataset=key, images=images,
-                            size_source="given" if given else "estimate", train=train, batch=b,
-                            train_images_per_trial=train_images, eval_images_per_trial=eval_images,
-                            eval_images_chosen=test, trial_s=trial_s,
-                            task_gpu_s=trials * trial_s / trials_per_gpu + predict_s,
-                            trials_per_gpu=trials_per_gpu))
+        out.append(
+            TaskCost(
+                order=task.order,
+                dataset=key,
+                images=images,
+                size_source="given" if given else "estimate",
+                train=train,
+                batch=b,
+                train_images_per_trial=train_images,
+                eval_images_per_trial=eval_images,
+                eval_images_chosen=test,
+                trial_s=trial_s,
+                task_gpu_s=trials * trial_s / trials_per_gpu + predict_s,
+                trials_per_gpu=trials_per_gpu,
+            )
+        )
     return out
 
 
-def table(costs: list[TaskCost], *, gpus: list[int], trials: int, per_task_overhead_s: float,
-          price: float) -> list[Row]:
+def table(
+    costs: list[TaskCost], *, gpus: list[int], trials: int, per_task_overhead_s: float, price: float
+) -> list[Row]:
     """One row per GPU count: one submission's wall time, its GPU-hours and cost."""
     busy_s = sum(c.task_gpu_s for c in costs)
     per_gpu = costs[0].trials_per_gpu if costs else 1
@@ -224,15 +248,26 @@ def table(costs: list[TaskCost], *, gpus: list[int], trials: int, per_task_overh
         wall_s = compute_s + overhead_s
         held_h = n * wall_s / 3600
         if n >= used:
-            bound = (f"causal order: {sharing}, tasks one after another; "
-                     f"{n - used} of {n} GPUs idle for this submission" if n > used else
-                     f"causal order: {sharing}, tasks one after another")
+            bound = (
+                f"causal order: {sharing}, tasks one after another; {n - used} of {n} GPUs idle for this submission"
+                if n > used
+                else f"causal order: {sharing}, tasks one after another"
+            )
         else:
             bound = f"trials: {trials} per task in {waves} waves of {n * per_gpu}"
-        rows.append(Row(gpus=n, waves=waves, wall_h=wall_s / 3600, gpu_hours_busy=busy_s / 3600,
-                        gpu_hours_held=held_h, cost_held=held_h * price,
-                        cost_busy=busy_s / 3600 * price, overhead_share=overhead_s / wall_s,
-                        bound=bound))
+        rows.append(
+            Row(
+                gpus=n,
+                waves=waves,
+                wall_h=wall_s / 3600,
+                gpu_hours_busy=busy_s / 3600,
+                gpu_hours_held=held_h,
+                cost_held=held_h * price,
+                cost_busy=busy_s / 3600 * price,
+                overhead_share=overhead_s / wall_s,
+                bound=bound,
+            )
+        )
     return rows
 
 
@@ -244,25 +279,56 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=None, help="the first N tasks of the stream only")
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--width", type=int, default=None, help="ResNet width (default the model's)")
-    parser.add_argument("--gpu-images-per-s", type=float, default=None,
-                        help="training images/s of one GPU (default: H200 at 40%% of bf16 peak, assumed)")
-    parser.add_argument("--gpu-json", type=Path, nargs="+",
-                        help="bench/bench_gpu.py --json output: its images_per_s; several at different "
-                        "batch sizes: each step's measured time at its batch size")
+    parser.add_argument(
+        "--gpu-images-per-s",
+        type=float,
+        default=None,
+        help="training images/s of one GPU (default: H200 at 40%% of bf16 peak, assumed)",
+    )
+    parser.add_argument(
+        "--gpu-json",
+        type=Path,
+        nargs="+",
+        help="bench/bench_gpu.py --json output: its images_per_s; several at different "
+        "batch sizes: each step's measured time at its batch size",
+    )
     parser.add_argument("--price", type=float, default=3.0, help="$ per GPU-hour")
-    parser.add_argument("--transitions-per-min", type=float, default=SCALE_SIM_TRANSITIONS_PER_MIN,
-                        help="the coordinator's measured scheduling rate (bench/scale_sim.py)")
-    parser.add_argument("--launch-delay-s", type=float, default=SCALE_SIM_LAUNCH_DELAY_S,
-                        help="eligible -> launched per task (bench/scale_sim.py)")
-    parser.add_argument("--orchestration-s", type=float, default=TASK_PROCESS_ORCHESTRATION_S,
-                        help="a worker process's start and first task beyond training (bench/bench_task_process.py)")
-    parser.add_argument("--continued-s", type=float, default=CONTINUED_TASK_S,
-                        help="a task a running worker goes on with, beyond training (bench/bench_task_process.py)")
-    parser.add_argument("--worker-max-tasks", type=int, default=WORKER_MAX_TASKS,
-                        help="tasks one worker runs in a row (NEVIS_WORKER_MAX_TASKS; 1: a process per task)")
-    parser.add_argument("--min-step-ms", type=float, default=0.0,
-                        help="a training step's floor on the GPU (small batches do not fill it; "
-                        "default 0: the FLOP rate alone)")
+    parser.add_argument(
+        "--transitions-per-min",
+        type=float,
+        default=SCALE_SIM_TRANSITIONS_PER_MIN,
+        help="the coordinator's measured scheduling rate (bench/scale_sim.py)",
+    )
+    parser.add_argument(
+        "--launch-delay-s",
+        type=float,
+        default=SCALE_SIM_LAUNCH_DELAY_S,
+        help="eligible -> launched per task (bench/scale_sim.py)",
+    )
+    parser.add_argument(
+        "--orchestration-s",
+        type=float,
+        default=TASK_PROCESS_ORCHESTRATION_S,
+        help="a worker process's start and first task beyond training (bench/bench_task_process.py)",
+    )
+    parser.add_argument(
+        "--continued-s",
+        type=float,
+        default=CONTINUED_TASK_S,
+        help="a task a running worker goes on with, beyond training (bench/bench_task_process.py)",
+    )
+    parser.add_argument(
+        "--worker-max-tasks",
+        type=int,
+        default=WORKER_MAX_TASKS,
+        help="tasks one worker runs in a row (NEVIS_WORKER_MAX_TASKS; 1: a process per task)",
+    )
+    parser.add_argument(
+        "--min-step-ms",
+        type=float,
+        default=0.0,
+        help="a training step's floor on the GPU (small batches do not fill it; default 0: the FLOP rate alone)",
+    )
     parser.add_argument("--sizes", type=Path, help='JSON {"dataset": images} replacing the estimates')
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
@@ -272,8 +338,9 @@ def main(argv: list[str] | None = None) -> int:
 
     tasks = list(load_stream(STREAM).tasks)[: args.tasks or None]
     sizes = json.loads(args.sizes.read_text()) if args.sizes else {}
-    flops = flops_per_image(width=args.width, image_size=args.image_size,
-                            class_counts=[t.num_classes or 10 for t in tasks])
+    flops = flops_per_image(
+        width=args.width, image_size=args.image_size, class_counts=[t.num_classes or 10 for t in tasks]
+    )
     train_image_flops = _at(flops["forward"], flops["classes"], 100) + _at(flops["backward"], flops["classes"], 100)
     step_s, steps_by_batch, per_gpu = None, {}, 1
     if args.gpu_json:
@@ -291,12 +358,21 @@ def main(argv: list[str] | None = None) -> int:
         gpu_ips = ASSUMED_MFU * H200_BF16_PEAK_TFLOPS * 1e12 / train_image_flops
         gpu_source = f"ASSUMED: H200 at {ASSUMED_MFU:.0%} of {H200_BF16_PEAK_TFLOPS:g} TFLOP/s bf16"
     flops_per_gpu_s = gpu_ips * train_image_flops
-    costs = task_costs(tasks, flops=flops, steps=args.steps, trials=args.trials,
-                       flops_per_gpu_s=flops_per_gpu_s, sizes=sizes, min_step_s=args.min_step_ms / 1000,
-                       step_s=step_s, trials_per_gpu=per_gpu)
+    costs = task_costs(
+        tasks,
+        flops=flops,
+        steps=args.steps,
+        trials=args.trials,
+        flops_per_gpu_s=flops_per_gpu_s,
+        sizes=sizes,
+        min_step_s=args.min_step_ms / 1000,
+        step_s=step_s,
+        trials_per_gpu=per_gpu,
+    )
     launches = math.ceil(len(costs) / args.worker_max_tasks)
-    overhead = (launches * (args.launch_delay_s + args.orchestration_s)
-                + (len(costs) - launches) * args.continued_s) / len(costs)
+    overhead = (
+        launches * (args.launch_delay_s + args.orchestration_s) + (len(costs) - launches) * args.continued_s
+    ) / len(costs)
     rows = table(costs, gpus=gpus, trials=args.trials, per_task_overhead_s=overhead, price=args.price)
 
     launches_per_min = args.transitions_per_min / TRANSITIONS_PER_TASK
@@ -308,52 +384,84 @@ def main(argv: list[str] | None = None) -> int:
     for c in costs:
         batches[c.batch] = batches.get(c.batch, 0) + 1
 
-    print(f"One {STREAM} submission ({len(costs)} tasks) at {args.trials} trials x {args.steps:,} steps, "
-          f"ResNet-34 at {args.image_size} px" + (f" (width {args.width})" if args.width else ""))
-    print(f"  FLOPs per image (the service's meter, one CPU step, {flops['classes'][1]} classes): "
-          f"forward {flops['forward'][1]:.3e}, backward {flops['backward'][1]:.3e} (measured)")
+    print(
+        f"One {STREAM} submission ({len(costs)} tasks) at {args.trials} trials x {args.steps:,} steps, "
+        f"ResNet-34 at {args.image_size} px" + (f" (width {args.width})" if args.width else "")
+    )
+    print(
+        f"  FLOPs per image (the service's meter, one CPU step, {flops['classes'][1]} classes): "
+        f"forward {flops['forward'][1]:.3e}, backward {flops['backward'][1]:.3e} (measured)"
+    )
     print(f"  GPU: {gpu_ips:,.0f} training images/s = {flops_per_gpu_s / 1e12:.0f} TFLOP/s per GPU [{gpu_source}]")
-    print(f"  task sizes: {estimated} of {len(costs)} estimated (public figures; manifests carry none), "
-          f"{len(costs) - estimated} given; batches by the rule: "
-          + ", ".join(f"b={b}: {n}" for b, n in sorted(batches.items())))
-    print(f"  per task: {overhead:.2f} s of overhead on average: {launches} worker launches (launch delay "
-          f"{args.launch_delay_s:g} s + a process's start and first task {args.orchestration_s:g} s), the other "
-          f"{len(costs) - launches} tasks continued ({args.continued_s:g} s each; measured on CPUs: scale_sim, "
-          f"bench_task_process); mean trial {hours(mean_trial_s / 3600)} on "
-          + ("one GPU" if per_gpu == 1 else f"a 1/{per_gpu} share of a GPU"))
+    print(
+        f"  task sizes: {estimated} of {len(costs)} estimated (public figures; manifests carry none), "
+        f"{len(costs) - estimated} given; batches by the rule: "
+        + ", ".join(f"b={b}: {n}" for b, n in sorted(batches.items()))
+    )
+    print(
+        f"  per task: {overhead:.2f} s of overhead on average: {launches} worker launches (launch delay "
+        f"{args.launch_delay_s:g} s + a process's start and first task {args.orchestration_s:g} s), the other "
+        f"{len(costs) - launches} tasks continued ({args.continued_s:g} s each; measured on CPUs: scale_sim, "
+        f"bench_task_process); mean trial {hours(mean_trial_s / 3600)} on "
+        + ("one GPU" if per_gpu == 1 else f"a 1/{per_gpu} share of a GPU")
+    )
     if steps_by_batch:
-        print("  a training step takes its measured time at its batch size: "
-              + ", ".join(f"b={b}: {t * 1e3:.2f} ms" for b, t in sorted(steps_by_batch.items()))
-              + (f" with {per_gpu} processes sharing the GPU" if per_gpu > 1 else "")
-              + " (bench_gpu.py; linear between, the largest's time per image above)")
+        print(
+            "  a training step takes its measured time at its batch size: "
+            + ", ".join(f"b={b}: {t * 1e3:.2f} ms" for b, t in sorted(steps_by_batch.items()))
+            + (f" with {per_gpu} processes sharing the GPU" if per_gpu > 1 else "")
+            + " (bench_gpu.py; linear between, the largest's time per image above)"
+        )
     if args.min_step_ms:
         print(f"  a training step takes at least {args.min_step_ms:g} ms (assumed floor for small batches)")
     elif not steps_by_batch:
-        print(f"  every step at the FLOP rate above, small batches too (optimistic for b = 16: "
-              f"see --min-step-ms)")
+        print("  every step at the FLOP rate above, small batches too (optimistic for b = 16: see --min-step-ms)")
     sharing = "1 GPU each" if per_gpu == 1 else f"{per_gpu} per GPU, as measured"
     print(f"  trials of a task run side by side ({sharing}); tasks run one after another (causal order)")
     print()
-    print(f"| GPUs | waves per task | wall time | GPU-hours busy | GPU-hours held | cost held (${args.price:g}/GPU-h) | overhead share | bound |")
+    print(
+        f"| GPUs | waves per task | wall time | GPU-hours busy | GPU-hours held | cost held (${args.price:g}/GPU-h) | overhead share | bound |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r.gpus} | {r.waves} | {hours(r.wall_h)} | {r.gpu_hours_busy:,.0f} | {r.gpu_hours_held:,.0f} | "
-              f"${r.cost_held:,.0f} | {r.overhead_share:.2%} | {r.bound} |")
+        print(
+            f"| {r.gpus} | {r.waves} | {hours(r.wall_h)} | {r.gpu_hours_busy:,.0f} | {r.gpu_hours_held:,.0f} | "
+            f"${r.cost_held:,.0f} | {r.overhead_share:.2%} | {r.bound} |"
+        )
     print()
-    print(f"Scheduling: the coordinator's {args.transitions_per_min:,.0f} transitions/min "
-          f"({launches_per_min:,.0f} task launches/min at {TRANSITIONS_PER_TASK} per task) would keep "
-          f"~{fed_gpus:,.0f} GPUs busy at {hours(mean_task_gpu_s / 3600)} GPU time per task: "
-          f"scheduling is not the bound; the trials and the causal order are.")
+    print(
+        f"Scheduling: the coordinator's {args.transitions_per_min:,.0f} transitions/min "
+        f"({launches_per_min:,.0f} task launches/min at {TRANSITIONS_PER_TASK} per task) would keep "
+        f"~{fed_gpus:,.0f} GPUs busy at {hours(mean_task_gpu_s / 3600)} GPU time per task: "
+        f"scheduling is not the bound; the trials and the causal order are."
+    )
     if args.json is not None:
-        args.json.write_text(json.dumps({
-            "stream": STREAM, "tasks": len(costs), "steps": args.steps, "trials": args.trials,
-            "image_size": args.image_size, "width": args.width, "flops": flops,
-            "train_image_flops": train_image_flops, "gpu_images_per_s": gpu_ips, "gpu_source": gpu_source,
-            "per_task_overhead_s": overhead, "min_step_ms": args.min_step_ms, "trials_per_gpu": per_gpu,
-            "step_s_by_batch": {str(b): t for b, t in sorted(steps_by_batch.items())},
-            "transitions_per_min": args.transitions_per_min,
-            "gpus_fed_by_scheduler": fed_gpus, "price": args.price,
-            "rows": [asdict(r) for r in rows], "task_costs": [asdict(c) for c in costs]}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "stream": STREAM,
+                    "tasks": len(costs),
+                    "steps": args.steps,
+                    "trials": args.trials,
+                    "image_size": args.image_size,
+                    "width": args.width,
+                    "flops": flops,
+                    "train_image_flops": train_image_flops,
+                    "gpu_images_per_s": gpu_ips,
+                    "gpu_source": gpu_source,
+                    "per_task_overhead_s": overhead,
+                    "min_step_ms": args.min_step_ms,
+                    "trials_per_gpu": per_gpu,
+                    "step_s_by_batch": {str(b): t for b, t in sorted(steps_by_batch.items())},
+                    "transitions_per_min": args.transitions_per_min,
+                    "gpus_fed_by_scheduler": fed_gpus,
+                    "price": args.price,
+                    "rows": [asdict(r) for r in rows],
+                    "task_costs": [asdict(c) for c in costs],
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

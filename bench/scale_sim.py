@@ -51,6 +51,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Siblings in bench/ (on sys.path when this file runs as a script).
+from scale_sim_replica import TERMINAL, SimBackend, Timings, WorkerPool, run_replica
+from scale_sim_report import analyse, print_report
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -65,10 +68,6 @@ from services.store.db import make_engine, session_factory, transaction, upgrade
 from services.store.db.models import Submission, TaskResult
 from workers.stream.manifest import manifest_to_dict
 from workers.stream.manifest_files import load_stream
-
-# Siblings in bench/ (on sys.path when this file runs as a script).
-from scale_sim_replica import TERMINAL, SimBackend, Timings, WorkerPool, run_replica  # noqa: I001
-from scale_sim_report import analyse, print_report
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 FULL_STREAM = "nevis22-full"
@@ -123,8 +122,7 @@ def _say(config: SimConfig, message: str) -> None:
 
 
 def _admin(url: str):
-    return create_engine(url, isolation_level="AUTOCOMMIT", poolclass=NullPool,
-                         connect_args={"connect_timeout": 5})
+    return create_engine(url, isolation_level="AUTOCOMMIT", poolclass=NullPool, connect_args={"connect_timeout": 5})
 
 
 def create_database(admin_url: str) -> tuple[str, str]:
@@ -166,21 +164,27 @@ def write_stream(folder: Path, tasks: int) -> str:
 
 def _settings_env(config: SimConfig, url: str, workdir: Path) -> dict[str, str]:
     env = {
-        "NEVIS_DATABASE_URL": url, "NEVIS_DATA_DIR": str(workdir / "data"),
+        "NEVIS_DATABASE_URL": url,
+        "NEVIS_DATA_DIR": str(workdir / "data"),
         "NEVIS_STREAMS_DIR": str(workdir / "streams"),
         "NEVIS_SCHEDULER_SLOTS": str(config.slots_per_replica),
         "NEVIS_POLL_INTERVAL_S": str(config.poll_s),
-        "NEVIS_HEARTBEAT_INTERVAL_S": "10", "NEVIS_HEARTBEAT_TIMEOUT_S": "120",
-        "NEVIS_START_TIMEOUT_S": "600", "NEVIS_TASK_DEADLINE_S": "3600",
-        "NEVIS_MAX_ATTEMPTS": "20", "NEVIS_BACKOFF_BASE_S": "0.5", "NEVIS_BACKOFF_MAX_S": "2",
+        "NEVIS_HEARTBEAT_INTERVAL_S": "10",
+        "NEVIS_HEARTBEAT_TIMEOUT_S": "120",
+        "NEVIS_START_TIMEOUT_S": "600",
+        "NEVIS_TASK_DEADLINE_S": "3600",
+        "NEVIS_MAX_ATTEMPTS": "20",
+        "NEVIS_BACKOFF_BASE_S": "0.5",
+        "NEVIS_BACKOFF_MAX_S": "2",
     }
     if config.cluster_slots is not None:
         env["NEVIS_CLUSTER_SLOTS"] = str(config.cluster_slots)
     return env
 
 
-def create_submissions(config: SimConfig, settings: CoordinatorSettings,
-                       sessions: sessionmaker[Session], stream: str) -> list[int]:
+def create_submissions(
+    config: SimConfig, settings: CoordinatorSettings, sessions: sessionmaker[Session], stream: str
+) -> list[int]:
     """``config.submissions`` queued submissions, spread over ``config.users`` users, made
     by the coordinator's crud functions (what ``POST /v1/submissions`` does)."""
     count = config.submissions
@@ -189,20 +193,25 @@ def create_submissions(config: SimConfig, settings: CoordinatorSettings,
     per_user = [count // owners + (1 if i < count % owners else 0) for i in range(owners)]
     for i, share in enumerate(per_user):
         with transaction(sessions) as session:
-            user = users.create_user(session, name=f"sim-user-{i:04d}", role="submitter",
-                                     max_concurrent=share, max_per_day=share)
+            user = users.create_user(
+                session, name=f"sim-user-{i:04d}", role="submitter", max_concurrent=share, max_per_day=share
+            )
             learner = learners.create_learner(
-                session, owner=user, name=f"sim-learner-{i:04d}", entrypoint="nevis_sim:learner",
-                image=None, resources=ResourceRequest()).learner
-        request = submissions.SubmissionRequest(learner_id=learner.id, stream=stream,
-                                                phase="meta_test",
-                                                budget=RunBudget(trials=1, steps=1))
+                session,
+                owner=user,
+                name=f"sim-learner-{i:04d}",
+                entrypoint="nevis_sim:learner",
+                image=None,
+                resources=ResourceRequest(),
+            ).learner
+        request = submissions.SubmissionRequest(
+            learner_id=learner.id, stream=stream, phase="meta_test", budget=RunBudget(trials=1, steps=1)
+        )
         for _ in range(share):  # one transaction each, as POST /v1/submissions commits it:
             # a submission is eligible from its created_at, so it must be visible from then
             with transaction(sessions) as session:
                 user = session.merge(user)
-                made.append(submissions.create_submission(
-                    session, settings=settings, user=user, request=request)[0].id)
+                made.append(submissions.create_submission(session, settings=settings, user=user, request=request)[0].id)
     return made
 
 
@@ -210,8 +219,7 @@ def _progress(sessions: sessionmaker[Session]) -> tuple[int, int, int]:
     """(tasks committed, submissions ended, leases in flight)."""
     with sessions() as session:
         committed = session.scalar(select(func.count()).select_from(TaskResult)) or 0
-        ended = session.scalar(select(func.count()).select_from(Submission)
-                               .where(Submission.status.in_(TERMINAL))) or 0
+        ended = session.scalar(select(func.count()).select_from(Submission).where(Submission.status.in_(TERMINAL))) or 0
         active = slots.count_active(session)
     return committed, ended, active
 
@@ -247,33 +255,50 @@ def simulate(config: SimConfig) -> tuple[dict[str, Any], RunState]:
         stream = write_stream(workdir / "streams", config.tasks)
         env = _settings_env(config, state.url, workdir)
         settings = CoordinatorSettings(
-            database_url=state.url, data_dir=workdir / "data", streams_dir=workdir / "streams",
-            scheduler_slots=config.slots_per_replica, cluster_slots=config.cluster_slots,
-            meta_test_quota=max(1, config.submissions))  # one learner per user, many meta-test runs
+            database_url=state.url,
+            data_dir=workdir / "data",
+            streams_dir=workdir / "streams",
+            scheduler_slots=config.slots_per_replica,
+            cluster_slots=config.cluster_slots,
+            meta_test_quota=max(1, config.submissions),
+        )  # one learner per user, many meta-test runs
         engine = make_engine(state.url)
         sessions = session_factory(engine)
-        names = [f"sim-{chr(ord('a') + i)}" if config.replicas <= 26 else f"sim-{i}"
-                 for i in range(config.replicas)]
+        names = [f"sim-{chr(ord('a') + i)}" if config.replicas <= 26 else f"sim-{i}" for i in range(config.replicas)]
         for i, name in enumerate(names):
-            cfg = {"threads": config.threads, "start_ms": list(config.start_ms),
-                   "run_ms": list(config.run_ms), "crash_rate": config.crash_rate,
-                   "seed": config.seed * 1000 + i, "ready": str(workdir / f"{name}.ready"),
-                   "out": str(workdir / f"{name}.json")}
+            cfg = {
+                "threads": config.threads,
+                "start_ms": list(config.start_ms),
+                "run_ms": list(config.run_ms),
+                "crash_rate": config.crash_rate,
+                "seed": config.seed * 1000 + i,
+                "ready": str(workdir / f"{name}.ready"),
+                "out": str(workdir / f"{name}.json"),
+            }
             cfg_path = workdir / f"{name}.config.json"
             cfg_path.write_text(json.dumps(cfg))
             log_file = open(workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed below
             logs.append(log_file)
-            procs.append(subprocess.Popen(
-                [sys.executable, str(Path(__file__).resolve()), "--replica-config", str(cfg_path)],
-                env={**os.environ, **env, "NEVIS_REPLICA_NAME": name}, stdin=subprocess.DEVNULL,
-                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(Path(__file__).resolve()), "--replica-config", str(cfg_path)],
+                    env={**os.environ, **env, "NEVIS_REPLICA_NAME": name},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
         ready_by = time.monotonic() + 120
         while not all((workdir / f"{name}.ready").exists() for name in names):
             if any(p.poll() is not None for p in procs) or time.monotonic() > ready_by:
                 raise RuntimeError(f"a replica did not start; see the logs in {workdir}")
             time.sleep(0.2)
-        _say(config, f"{config.replicas} replicas up; creating {config.submissions} submissions "
-                     f"x {config.tasks} tasks ({stream})")
+        _say(
+            config,
+            f"{config.replicas} replicas up; creating {config.submissions} submissions "
+            f"x {config.tasks} tasks ({stream})",
+        )
         started = time.monotonic()
         ids = create_submissions(config, settings, sessions, stream)
         state.create_s = time.monotonic() - started
@@ -295,9 +320,12 @@ def simulate(config: SimConfig) -> tuple[dict[str, Any], RunState]:
                 break
             if now - last_note >= 10:
                 rate = committed / max(now - started, 1e-9) * 60
-                _say(config, f"  {now - started:6.0f} s: {committed}/{total} tasks committed "
-                             f"({rate:.0f}/min), {ended}/{len(ids)} submissions ended, "
-                             f"{active} leases in flight")
+                _say(
+                    config,
+                    f"  {now - started:6.0f} s: {committed}/{total} tasks committed "
+                    f"({rate:.0f}/min), {ended}/{len(ids)} submissions ended, "
+                    f"{active} leases in flight",
+                )
                 last_note = now
             time.sleep(1.0)
         state.wall_s = time.monotonic() - started
@@ -339,26 +367,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--submissions", type=int, default=1000)
     parser.add_argument("--tasks", type=int, default=106, help="tasks per submission (<= 106)")
     parser.add_argument("--replicas", type=int, default=3)
-    parser.add_argument("--slots", type=int, default=None,
-                        help="NEVIS_SCHEDULER_SLOTS per replica (default: enough for every "
-                        "submission to have its task in flight)")
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=None,
+        help="NEVIS_SCHEDULER_SLOTS per replica (default: enough for every submission to have its task in flight)",
+    )
     parser.add_argument("--cluster-slots", type=int, default=None, help="NEVIS_CLUSTER_SLOTS")
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-minutes", type=float, default=120.0)
     parser.add_argument("--poll-s", type=float, default=1.0, help="NEVIS_POLL_INTERVAL_S")
     parser.add_argument("--threads", type=int, default=4, help="simulated worker threads per replica")
-    parser.add_argument("--start-ms", type=_range, default=(2.0, 20.0),
-                        help="a worker's start-up delay, LOW-HIGH ms")
-    parser.add_argument("--run-ms", type=_range, default=(10.0, 100.0),
-                        help="a task's run time, LOW-HIGH ms")
-    parser.add_argument("--crash-rate", type=float, default=0.0,
-                        help="fraction of workers that die after starting their task")
-    parser.add_argument("--postgres-url", default=os.environ.get("NEVIS_TEST_POSTGRES_URL",
-                                                                 DEFAULT_POSTGRES_URL))
+    parser.add_argument("--start-ms", type=_range, default=(2.0, 20.0), help="a worker's start-up delay, LOW-HIGH ms")
+    parser.add_argument("--run-ms", type=_range, default=(10.0, 100.0), help="a task's run time, LOW-HIGH ms")
+    parser.add_argument(
+        "--crash-rate", type=float, default=0.0, help="fraction of workers that die after starting their task"
+    )
+    parser.add_argument("--postgres-url", default=os.environ.get("NEVIS_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL))
     parser.add_argument("--json", type=Path, help="also write the report here")
-    parser.add_argument("--keep-db", action="store_true",
-                        help="leave the database (its name is in the JSON report)")
+    parser.add_argument("--keep-db", action="store_true", help="leave the database (its name is in the JSON report)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--replica-config", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -367,11 +395,23 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.submissions, args.replicas, args.users, args.threads) < 1:
         parser.error("--submissions, --replicas, --users and --threads must be >= 1")
     config = SimConfig(
-        submissions=args.submissions, tasks=args.tasks, replicas=args.replicas, slots=args.slots,
-        cluster_slots=args.cluster_slots, users=args.users, seed=args.seed,
-        max_minutes=args.max_minutes, poll_s=args.poll_s, threads=args.threads,
-        start_ms=args.start_ms, run_ms=args.run_ms, crash_rate=args.crash_rate,
-        postgres_url=args.postgres_url, keep_db=args.keep_db, quiet=args.quiet)
+        submissions=args.submissions,
+        tasks=args.tasks,
+        replicas=args.replicas,
+        slots=args.slots,
+        cluster_slots=args.cluster_slots,
+        users=args.users,
+        seed=args.seed,
+        max_minutes=args.max_minutes,
+        poll_s=args.poll_s,
+        threads=args.threads,
+        start_ms=args.start_ms,
+        run_ms=args.run_ms,
+        crash_rate=args.crash_rate,
+        postgres_url=args.postgres_url,
+        keep_db=args.keep_db,
+        quiet=args.quiet,
+    )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up as on Ctrl-C
     report, state = simulate(config)
     if not report:

@@ -21,20 +21,12 @@ from pathlib import Path
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.coordinator.backends.base import JobState, JobStatus, LaunchSpec
-from services.coordinator.common.config import (
-    CoordinatorSettings,
-    get_coordinator_settings,
-)
+from services.coordinator.common.config import CoordinatorSettings, get_coordinator_settings
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.loop import Scheduler
 from services.coordinator.scheduler.policy import retry_policy
 from services.store.db import make_engine, session_factory, transaction
-from services.store.db.models import (
-    StreamVersion,
-    Submission,
-    TaskRun,
-    Trial,
-)
+from services.store.db.models import StreamVersion, Submission, TaskRun, Trial
 from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES
 from services.store.runs import records
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome
@@ -75,14 +67,23 @@ class WorkerPool:
     wait before its next step, so any number of jobs in flight share ``threads`` threads.
     """
 
-    def __init__(self, settings: CoordinatorSettings, sessions: sessionmaker[Session], *,
-                 threads: int, timings: Timings, crash_rate: float, seed: int) -> None:
+    def __init__(
+        self,
+        settings: CoordinatorSettings,
+        sessions: sessionmaker[Session],
+        *,
+        threads: int,
+        timings: Timings,
+        crash_rate: float,
+        seed: int,
+    ) -> None:
         self.settings, self.sessions = settings, sessions
         self.timings, self.crash_rate = timings, crash_rate
         self.rng = random.Random(seed)
         self.policy = retry_policy(settings)
-        self._threads = [threading.Thread(target=self._work, name=f"sim-worker-{i}", daemon=True)
-                         for i in range(threads)]
+        self._threads = [
+            threading.Thread(target=self._work, name=f"sim-worker-{i}", daemon=True) for i in range(threads)
+        ]
         self._due: list[tuple[float, int, _Job]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
@@ -183,16 +184,17 @@ class WorkerPool:
                 self.errors.append(f"lease {job.spec.lease_id}: {reason}"[:500])
         try:
             with transaction(self.sessions) as session:
-                lease = leases.take_lease(session, lease_id=job.spec.lease_id,
-                                          expected=ACTIVE_LEASE_STATUSES)
+                lease = leases.take_lease(session, lease_id=job.spec.lease_id, expected=ACTIVE_LEASE_STATUSES)
                 if lease is not None:
-                    leases.settle_failure(session, lease=lease, status="failed",
-                                          reason=reason[:4000], policy=self.policy)
+                    leases.settle_failure(
+                        session, lease=lease, status="failed", reason=reason[:4000], policy=self.policy
+                    )
         finally:
             self._end(job, "error", JobState.FAILED, reason)
 
-    def _plan(self, session: Session, stream_version_id: int, phase: str
-              ) -> tuple[dict[int, str], dict[int, int | None]]:
+    def _plan(
+        self, session: Session, stream_version_id: int, phase: str
+    ) -> tuple[dict[int, str], dict[int, int | None]]:
         """The phase's tasks of a stored stream version: order -> kind, order -> next order.
         A real worker reads the stored manifest once per task; workers are other machines, so
         the simulation reads it once per replica to keep its CPU for the coordinator."""
@@ -200,8 +202,7 @@ class WorkerPool:
         if key not in self._plans:
             tasks = stored_manifest(session.get(StreamVersion, stream_version_id)).tasks_of_phase(phase)
             orders = [t.order for t in tasks]
-            self._plans[key] = ({t.order: t.kind for t in tasks},
-                                dict(zip(orders, [*orders[1:], None], strict=True)))
+            self._plans[key] = ({t.order: t.kind for t in tasks}, dict(zip(orders, [*orders[1:], None], strict=True)))
         return self._plans[key]
 
     def _harness(self, job: _Job) -> Iterator[float]:
@@ -209,9 +210,12 @@ class WorkerPool:
         results; yields the seconds to wait before the next step."""
         spec, rng = job.spec, self.rng
         with transaction(self.sessions) as session:
-            started = leases.start_lease(session, lease_id=spec.lease_id,
-                                         submission_id=spec.submission_id,
-                                         task_deadline_s=self.settings.task_deadline_s)
+            started = leases.start_lease(
+                session,
+                lease_id=spec.lease_id,
+                submission_id=spec.submission_id,
+                task_deadline_s=self.settings.task_deadline_s,
+            )
         if not started.run:  # a wasted launch: say why
             with self._cond:
                 if len(self.errors) < MAX_ERRORS_KEPT:
@@ -235,8 +239,7 @@ class WorkerPool:
         # StreamRunner._open_attempt
         with transaction(self.sessions) as session:
             task = records.stream_task(session, stream_version_id=version_id, order=order)
-            run = records.start_task_run(session, submission=session.get(Submission, spec.submission_id),
-                                         task=task)
+            run = records.start_task_run(session, submission=session.get(Submission, spec.submission_id), task=task)
             run_id, attempt = run.id, run.attempt
         if rng.random() < self.crash_rate:
             self._end(job, "crashed", JobState.FAILED, "the simulated worker died")
@@ -250,22 +253,38 @@ class WorkerPool:
             return
         yield run_s / 2
         flops = rng.randint(10**9, 10**12)
-        trial = TrialOutcome(trial_index=0, seed=rng.randrange(2**31), status="ok",
-                             config={"lr": round(rng.uniform(1e-4, 1e-1), 6)},
-                             flops_measured=flops, dev_error=rng.random(), wall_time_s=run_s,
-                             peak_memory_bytes=rng.randint(10**6, 10**9))
+        trial = TrialOutcome(
+            trial_index=0,
+            seed=rng.randrange(2**31),
+            status="ok",
+            config={"lr": round(rng.uniform(1e-4, 1e-1), 6)},
+            flops_measured=flops,
+            dev_error=rng.random(),
+            wall_time_s=run_s,
+            peak_memory_bytes=rng.randint(10**6, 10**9),
+        )
         with transaction(self.sessions) as session:  # StreamRunner._search's on_trial
             trial_id = records.record_trial(session, task_run_id=run_id, outcome=trial).id
         outcome = TaskOutcome(
-            order=order, best_trial_index=0, error=rng.random(), split=eval_split(phase),
+            order=order,
+            best_trial_index=0,
+            error=rng.random(),
+            split=eval_split(phase),
             metric="accuracy" if kinds[order] == "single" else "map",
-            flops=float(flops + rng.randint(10**6, 10**9)), wall_time_s=run_s,
+            flops=float(flops + rng.randint(10**6, 10**9)),
+            wall_time_s=run_s,
             peak_memory_bytes=trial.peak_memory_bytes or 0,
-            state_key=f"runs/{spec.submission_id}/task-{order:03d}/attempt-{attempt}/state")
+            state_key=f"runs/{spec.submission_id}/task-{order:03d}/attempt-{attempt}/state",
+        )
         with transaction(self.sessions) as session:  # StreamRunner._run_task's commit
-            records.commit_task(session, submission=session.get(Submission, spec.submission_id),
-                                run=session.get(TaskRun, run_id), best_trial=session.get(Trial, trial_id),
-                                outcome=outcome, next_order=after[order])
+            records.commit_task(
+                session,
+                submission=session.get(Submission, spec.submission_id),
+                run=session.get(TaskRun, run_id),
+                best_trial=session.get(Trial, trial_id),
+                outcome=outcome,
+                next_order=after[order],
+            )
         with transaction(self.sessions) as session:  # run_task's last step
             leases.finish_success(session, lease_id=spec.lease_id)
         self._end(job, "committed", JobState.SUCCEEDED)
@@ -327,11 +346,15 @@ def run_replica(config_path: Path) -> int:
     logging.getLogger("nevis.scheduler").setLevel(logging.INFO)
     engine = make_engine(settings.database_url)
     sessions = session_factory(engine)
-    pool = WorkerPool(settings, sessions, threads=config["threads"],
-                      timings=Timings(tuple(config["start_ms"]), tuple(config["run_ms"])),
-                      crash_rate=config["crash_rate"], seed=config["seed"])
-    scheduler = Scheduler(settings, backend=SimBackend(pool, settings.replica_name or "sim"),
-                          sessions=sessions)
+    pool = WorkerPool(
+        settings,
+        sessions,
+        threads=config["threads"],
+        timings=Timings(tuple(config["start_ms"]), tuple(config["run_ms"])),
+        crash_rate=config["crash_rate"],
+        seed=config["seed"],
+    )
+    scheduler = Scheduler(settings, backend=SimBackend(pool, settings.replica_name or "sim"), sessions=sessions)
     parent = os.getppid()
     pool.start()
     scheduler.start()
@@ -342,17 +365,24 @@ def run_replica(config_path: Path) -> int:
     scheduler.stop()
     pool.stop()
     sample = scheduler.metrics.registry.get_sample_value
-    expired = {kind: sample("nevis_scheduler_leases_expired_total", {"kind": kind}) or 0
-               for kind in ("not_started", "heartbeat", "deadline", "job_ended")}
+    expired = {
+        kind: sample("nevis_scheduler_leases_expired_total", {"kind": kind}) or 0
+        for kind in ("not_started", "heartbeat", "deadline", "job_ended")
+    }
     figures = {
-        "replica": scheduler.replica, "owner": scheduler.owner,
+        "replica": scheduler.replica,
+        "owner": scheduler.owner,
         "ticks": sample("nevis_scheduler_ticks_total") or 0,
         "tick_errors": sample("nevis_scheduler_tick_errors_total") or 0,
         "launches": sample("nevis_scheduler_launches_total", {"backend": "sim"}) or 0,
         "launch_failures": sample("nevis_scheduler_launch_failures_total", {"backend": "sim"}) or 0,
-        "expired": expired, "log": dict(counting.counts), "log_samples": counting.samples,
-        "launch_log": pool.launches, "outcomes": pool.outcomes,
-        "worker_errors": pool.error_count, "worker_error_samples": pool.errors,
+        "expired": expired,
+        "log": dict(counting.counts),
+        "log_samples": counting.samples,
+        "launch_log": pool.launches,
+        "outcomes": pool.outcomes,
+        "worker_errors": pool.error_count,
+        "worker_error_samples": pool.errors,
     }
     Path(config["out"]).write_text(json.dumps(figures))
     engine.dispose()

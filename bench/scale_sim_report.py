@@ -26,18 +26,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.store.db.models import (
-    Event,
-    StreamTask,
-    Submission,
-    TaskResult,
-    TaskRun,
-)
-from services.store.db.models_coordinator import (
-    ACTIVE_LEASE_STATUSES,
-    ScheduledSubmission,
-    TaskLease,
-)
+from services.store.db.models import Event, StreamTask, Submission, TaskResult, TaskRun
+from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES, ScheduledSubmission, TaskLease
 
 if TYPE_CHECKING:
     from scale_sim import RunState, SimConfig
@@ -74,41 +64,75 @@ def _sweep(intervals: list[tuple[datetime, datetime | None]], cap: int) -> tuple
     return peak, over
 
 
-def analyse(sessions: sessionmaker[Session], *, config: SimConfig, state: RunState,
-            submission_ids: list[int]) -> dict[str, Any]:
+def analyse(
+    sessions: sessionmaker[Session], *, config: SimConfig, state: RunState, submission_ids: list[int]
+) -> dict[str, Any]:
     """The run's figures, read back from the database and the replicas' launch logs."""
     with sessions() as session:
-        subs = {row.id: row for row in session.execute(
-            select(Submission.id, Submission.created_at, Submission.status, Submission.error))}
-        owner_of = dict(session.execute(
-            select(ScheduledSubmission.submission_id, ScheduledSubmission.user_id)).all())
-        lease_rows = session.execute(select(
-            TaskLease.id, TaskLease.submission_id, TaskLease.task_order, TaskLease.attempt,
-            TaskLease.status, TaskLease.owner, TaskLease.created_at, TaskLease.started_at,
-            TaskLease.finished_at, TaskLease.error).order_by(TaskLease.id)).all()
-        launched_at = {int(payload["lease_id"]): at for payload, at in session.execute(
-            select(Event.payload, Event.created_at).where(Event.kind == "lease.launched"))}
+        subs = {
+            row.id: row
+            for row in session.execute(
+                select(Submission.id, Submission.created_at, Submission.status, Submission.error)
+            )
+        }
+        owner_of = dict(session.execute(select(ScheduledSubmission.submission_id, ScheduledSubmission.user_id)).all())
+        lease_rows = session.execute(
+            select(
+                TaskLease.id,
+                TaskLease.submission_id,
+                TaskLease.task_order,
+                TaskLease.attempt,
+                TaskLease.status,
+                TaskLease.owner,
+                TaskLease.created_at,
+                TaskLease.started_at,
+                TaskLease.finished_at,
+                TaskLease.error,
+            ).order_by(TaskLease.id)
+        ).all()
+        launched_at = {
+            int(payload["lease_id"]): at
+            for payload, at in session.execute(
+                select(Event.payload, Event.created_at).where(Event.kind == "lease.launched")
+            )
+        }
         results = session.execute(
-            select(TaskResult.submission_id, StreamTask.order, TaskResult.committed_at)
-            .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)).all()
+            select(TaskResult.submission_id, StreamTask.order, TaskResult.committed_at).join(
+                StreamTask, StreamTask.id == TaskResult.stream_task_id
+            )
+        ).all()
         succeeded_runs = session.execute(
             select(TaskRun.submission_id, TaskRun.stream_task_id, func.count())
             .where(TaskRun.status == "succeeded")
             .group_by(TaskRun.submission_id, TaskRun.stream_task_id)
-            .having(func.count() > 1)).all()
-        kinds = Counter(dict(session.execute(
-            select(Event.kind, func.count()).where(
-                Event.kind.like("lease.%") | Event.kind.like("task.%")).group_by(Event.kind)).all()))
+            .having(func.count() > 1)
+        ).all()
+        kinds = Counter(
+            dict(
+                session.execute(
+                    select(Event.kind, func.count())
+                    .where(Event.kind.like("lease.%") | Event.kind.like("task.%"))
+                    .group_by(Event.kind)
+                ).all()
+            )
+        )
         span = session.execute(
             select(func.min(Event.created_at), func.max(Event.created_at)).where(
-                Event.kind.like("lease.%") | Event.kind.like("task.%"))).one()
+                Event.kind.like("lease.%") | Event.kind.like("task.%")
+            )
+        ).one()
         per_minute: list[tuple[int, int]] = []
         if span[0] is not None:
             bucket = func.floor(func.extract("epoch", Event.created_at - span[0]) / 60)
-            per_minute = [(int(m), int(n)) for m, n in session.execute(
-                select(bucket, func.count()).where(
-                    Event.kind.like("lease.%") | Event.kind.like("task.%"))
-                .group_by(bucket).order_by(bucket))]
+            per_minute = [
+                (int(m), int(n))
+                for m, n in session.execute(
+                    select(bucket, func.count())
+                    .where(Event.kind.like("lease.%") | Event.kind.like("task.%"))
+                    .group_by(bucket)
+                    .order_by(bucket)
+                )
+            ]
 
     # the replicas' own logs: launch() calls and what each worker did
     launch_calls: Counter[int] = Counter()
@@ -125,8 +149,11 @@ def analyse(sessions: sessionmaker[Session], *, config: SimConfig, state: RunSta
 
     # double launches, four ways; a task is counted once however many ways it shows
     flagged: dict[str, set[tuple[int, int]]] = {
-        "overlapping_leases": set(), "lease_launched_twice": set(),
-        "two_workers_committed": set(), "task_committed_twice": set()}
+        "overlapping_leases": set(),
+        "lease_launched_twice": set(),
+        "two_workers_committed": set(),
+        "task_committed_twice": set(),
+    }
     for rows in by_sub.values():
         rows = sorted(rows, key=lambda r: (r.created_at, r.id))
         for before, after in itertools.pairwise(rows):
@@ -183,8 +210,9 @@ def analyse(sessions: sessionmaker[Session], *, config: SimConfig, state: RunSta
         peak, excess = _sweep(intervals, slots)
         replica_peaks[replica] = {"leases": len(intervals), "peak_in_flight": peak}
         over += excess
-    cluster_peak, cluster_over = _sweep([iv for ivs in per_replica.values() for iv in ivs],
-                                        config.cluster_slots or 10**9)
+    cluster_peak, cluster_over = _sweep(
+        [iv for ivs in per_replica.values() for iv in ivs], config.cluster_slots or 10**9
+    )
     over += cluster_over
 
     # errors
@@ -211,55 +239,104 @@ def analyse(sessions: sessionmaker[Session], *, config: SimConfig, state: RunSta
         # launched, but its worker found nothing to run (submission ended, task committed)
         "wasted_launches": outcome_counts["refused"],
         "unexpected_expiries": max(0, unexpected_expiries),
-        "samples": ([f"submission {sid}: {err}" for sid, err in list(failed_subs.items())[:5]]
-                    + [s for f in state.replica_figures for s in f["worker_error_samples"]][:5]
-                    + [s for f in state.replica_figures for s in f["log_samples"]][:5]),
+        "samples": (
+            [f"submission {sid}: {err}" for sid, err in list(failed_subs.items())[:5]]
+            + [s for f in state.replica_figures for s in f["worker_error_samples"]][:5]
+            + [s for f in state.replica_figures for s in f["log_samples"]][:5]
+        ),
     }
-    error_total = (len(state.problems) + tick_errors + worker_errors + launch_failures
-                   + len(failed_subs) + missing + errors["leases_left_in_flight"]
-                   + errors["wasted_launches"]
-                   + errors["unexpected_expiries"]
-                   + sum(1 for c in state.replica_exit_codes if c not in (0, None)))
+    error_total = (
+        len(state.problems)
+        + tick_errors
+        + worker_errors
+        + launch_failures
+        + len(failed_subs)
+        + missing
+        + errors["leases_left_in_flight"]
+        + errors["wasted_launches"]
+        + errors["unexpected_expiries"]
+        + sum(1 for c in state.replica_exit_codes if c not in (0, None))
+    )
     transitions = sum(kinds.values())
     active_minutes = ((span[1] - span[0]).total_seconds() / 60) if span[0] is not None else 0.0
     return {
-        "size": {"submissions": len(submission_ids), "tasks": config.tasks,
-                 "task_total": len(expected), "replicas": config.replicas,
-                 "slots_per_replica": slots, "cluster_slots": config.cluster_slots,
-                 "users": min(config.users, len(submission_ids)), "poll_s": config.poll_s,
-                 "worker_threads_per_replica": config.threads, "start_ms": config.start_ms,
-                 "run_ms": config.run_ms, "crash_rate": config.crash_rate, "seed": config.seed},
+        "size": {
+            "submissions": len(submission_ids),
+            "tasks": config.tasks,
+            "task_total": len(expected),
+            "replicas": config.replicas,
+            "slots_per_replica": slots,
+            "cluster_slots": config.cluster_slots,
+            "users": min(config.users, len(submission_ids)),
+            "poll_s": config.poll_s,
+            "worker_threads_per_replica": config.threads,
+            "start_ms": config.start_ms,
+            "run_ms": config.run_ms,
+            "crash_rate": config.crash_rate,
+            "seed": config.seed,
+        },
         "finished": state.finished,
-        "wall_s": round(state.wall_s, 1), "create_submissions_s": round(state.create_s, 1),
-        "transitions": {"total": transitions,
-                        "per_minute": round(transitions / active_minutes, 1) if active_minutes else None,
-                        "by_kind": dict(sorted(kinds.items())),
-                        "per_minute_series": per_minute,
-                        "tasks_committed": len(results),
-                        "tasks_committed_per_minute": (round(len(results) / active_minutes, 1)
-                                                       if active_minutes else None)},
+        "wall_s": round(state.wall_s, 1),
+        "create_submissions_s": round(state.create_s, 1),
+        "transitions": {
+            "total": transitions,
+            "per_minute": round(transitions / active_minutes, 1) if active_minutes else None,
+            "by_kind": dict(sorted(kinds.items())),
+            "per_minute_series": per_minute,
+            "tasks_committed": len(results),
+            "tasks_committed_per_minute": (round(len(results) / active_minutes, 1) if active_minutes else None),
+        },
         "scheduling_delay_s": {
-            "to_launch": {"n": len(delays), "p50": _percentile(delays, 50),
-                          "p90": _percentile(delays, 90), "p99": _percentile(delays, 99),
-                          "max": max(delays, default=None)},
-            "to_claim": {"n": len(claim_delays), "p50": _percentile(claim_delays, 50),
-                         "p99": _percentile(claim_delays, 99)},
-            **{name: {"n": len(values), "p50": _percentile(values, 50),
-                      "p99": _percentile(values, 99), "max": max(values, default=None)}
-               for name, values in (("first_submission", first_sub),
-                                    ("later_submissions", later_subs),
-                                    ("next_tasks", next_tasks))}},
-        "double_launches": {"total": len(double),
-                            **{k: len(v) for k, v in flagged.items()},
-                            "examples": sorted(double)[:10]},
+            "to_launch": {
+                "n": len(delays),
+                "p50": _percentile(delays, 50),
+                "p90": _percentile(delays, 90),
+                "p99": _percentile(delays, 99),
+                "max": max(delays, default=None),
+            },
+            "to_claim": {
+                "n": len(claim_delays),
+                "p50": _percentile(claim_delays, 50),
+                "p99": _percentile(claim_delays, 99),
+            },
+            **{
+                name: {
+                    "n": len(values),
+                    "p50": _percentile(values, 50),
+                    "p99": _percentile(values, 99),
+                    "max": max(values, default=None),
+                }
+                for name, values in (
+                    ("first_submission", first_sub),
+                    ("later_submissions", later_subs),
+                    ("next_tasks", next_tasks),
+                )
+            },
+        },
+        "double_launches": {
+            "total": len(double),
+            **{k: len(v) for k, v in flagged.items()},
+            "examples": sorted(double)[:10],
+        },
         "relaunched_tasks": sum(1 for rows in by_task.values() if len(rows) > 1),
-        "over_subscription": {"total": over, "cluster_over": cluster_over,
-                              "cluster_peak_in_flight": cluster_peak, "replicas": replica_peaks},
-        "leases": dict(lease_statuses), "worker_outcomes": dict(outcome_counts),
-        "expired": dict(expired), "submissions": dict(statuses),
-        "scheduler": {f["replica"]: {"ticks": f["ticks"], "launches": f["launches"],
-                                     "claims_lost": f["log"].get("claims_lost", 0)}
-                      for f in state.replica_figures},
+        "over_subscription": {
+            "total": over,
+            "cluster_over": cluster_over,
+            "cluster_peak_in_flight": cluster_peak,
+            "replicas": replica_peaks,
+        },
+        "leases": dict(lease_statuses),
+        "worker_outcomes": dict(outcome_counts),
+        "expired": dict(expired),
+        "submissions": dict(statuses),
+        "scheduler": {
+            f["replica"]: {
+                "ticks": f["ticks"],
+                "launches": f["launches"],
+                "claims_lost": f["log"].get("claims_lost", 0),
+            }
+            for f in state.replica_figures
+        },
         "errors": {"total": error_total, **errors},
         "verdict": {"ok": not double and not over and not error_total},
     }
@@ -275,54 +352,69 @@ def print_report(report: dict[str, Any]) -> None:
     claim = report["scheduling_delay_s"]["to_claim"]
     over, errors = report["over_subscription"], report["errors"]
     cluster = size["cluster_slots"] if size["cluster_slots"] is not None else "unset"
-    print(f"size: {size['submissions']} submissions x {size['tasks']} tasks = "
-          f"{size['task_total']} tasks, {size['replicas']} replicas on one PostgreSQL, "
-          f"{size['users']} users")
-    print(f"      slots {size['slots_per_replica']}/replica, cluster slots {cluster}, poll "
-          f"{size['poll_s']:g} s, {size['worker_threads_per_replica']} worker threads/replica, "
-          f"start {size['start_ms'][0]:g}-{size['start_ms'][1]:g} ms, task "
-          f"{size['run_ms'][0]:g}-{size['run_ms'][1]:g} ms, crash rate {size['crash_rate']:g}, "
-          f"seed {size['seed']}")
-    print(f"finished: {'yes' if report['finished'] else 'NO'} in {report['wall_s']:.0f} s "
-          f"(submissions created in {report['create_submissions_s']:.0f} s)")
-    print(f"task transitions: {tr['total']} total, {tr['per_minute']} per minute "
-          f"({tr['tasks_committed']} tasks committed, {tr['tasks_committed_per_minute']} per minute)")
+    print(
+        f"size: {size['submissions']} submissions x {size['tasks']} tasks = "
+        f"{size['task_total']} tasks, {size['replicas']} replicas on one PostgreSQL, "
+        f"{size['users']} users"
+    )
+    print(
+        f"      slots {size['slots_per_replica']}/replica, cluster slots {cluster}, poll "
+        f"{size['poll_s']:g} s, {size['worker_threads_per_replica']} worker threads/replica, "
+        f"start {size['start_ms'][0]:g}-{size['start_ms'][1]:g} ms, task "
+        f"{size['run_ms'][0]:g}-{size['run_ms'][1]:g} ms, crash rate {size['crash_rate']:g}, "
+        f"seed {size['seed']}"
+    )
+    print(
+        f"finished: {'yes' if report['finished'] else 'NO'} in {report['wall_s']:.0f} s "
+        f"(submissions created in {report['create_submissions_s']:.0f} s)"
+    )
+    print(
+        f"task transitions: {tr['total']} total, {tr['per_minute']} per minute "
+        f"({tr['tasks_committed']} tasks committed, {tr['tasks_committed_per_minute']} per minute)"
+    )
     print("  by kind: " + ", ".join(f"{k} {v}" for k, v in tr["by_kind"].items()))
     print("  per minute: " + " ".join(f"[{m}] {n}" for m, n in tr["per_minute_series"]))
-    print(f"scheduling delay (eligible -> launched, {delay['n']} tasks): p50 {_ms(delay['p50'])}, "
-          f"p90 {_ms(delay['p90'])}, p99 {_ms(delay['p99'])}, max {_ms(delay['max'])}; "
-          f"to claim: p50 {_ms(claim['p50'])}, p99 {_ms(claim['p99'])}")
+    print(
+        f"scheduling delay (eligible -> launched, {delay['n']} tasks): p50 {_ms(delay['p50'])}, "
+        f"p90 {_ms(delay['p90'])}, p99 {_ms(delay['p99'])}, max {_ms(delay['max'])}; "
+        f"to claim: p50 {_ms(claim['p50'])}, p99 {_ms(claim['p99'])}"
+    )
     parts = report["scheduling_delay_s"]
     first = parts["first_submission"]
-    target = ("n/a" if first["p99"] is None else "met" if first["p99"] <= FIRST_LAUNCH_TARGET_S
-              else "MISSED")
-    print(f"  a user's first submission, task 1 ({first['n']} users): p50 {_ms(first['p50'])}, "
-          f"p99 {_ms(first['p99'])}, max {_ms(first['max'])} (target p99 <= "
-          f"{FIRST_LAUNCH_TARGET_S:g} s: {target})")
-    for name, label in (("later_submissions", "later submissions, task 1 (fairness: behind the "
-                         "user's own earlier ones)"), ("next_tasks", "tasks 2.. (eligible at the "
-                         "previous commit)")):
+    target = "n/a" if first["p99"] is None else "met" if first["p99"] <= FIRST_LAUNCH_TARGET_S else "MISSED"
+    print(
+        f"  a user's first submission, task 1 ({first['n']} users): p50 {_ms(first['p50'])}, "
+        f"p99 {_ms(first['p99'])}, max {_ms(first['max'])} (target p99 <= "
+        f"{FIRST_LAUNCH_TARGET_S:g} s: {target})"
+    )
+    for name, label in (
+        ("later_submissions", "later submissions, task 1 (fairness: behind the user's own earlier ones)"),
+        ("next_tasks", "tasks 2.. (eligible at the previous commit)"),
+    ):
         part = parts[name]
-        print(f"  {label}, {part['n']}: p50 {_ms(part['p50'])}, p99 {_ms(part['p99'])}, "
-              f"max {_ms(part['max'])}")
-    print(f"double launches: {dl['total']} (overlapping leases {dl['overlapping_leases']}, "
-          f"lease launched twice {dl['lease_launched_twice']}, two workers committed "
-          f"{dl['two_workers_committed']}, task committed twice {dl['task_committed_twice']})"
-          + (f" e.g. {dl['examples']}" if dl["total"] else ""))
-    peaks = ", ".join(f"{r} {v['leases']} leases peak {v['peak_in_flight']}"
-                      for r, v in over["replicas"].items())
-    print(f"slot over-subscription: {over['total']} (cluster peak in flight "
-          f"{over['cluster_peak_in_flight']}; {peaks})")
-    print(f"relaunched tasks: {report['relaunched_tasks']}; leases {report['leases']}; "
-          f"workers {report['worker_outcomes']}; expired {report['expired']}")
+        print(f"  {label}, {part['n']}: p50 {_ms(part['p50'])}, p99 {_ms(part['p99'])}, max {_ms(part['max'])}")
+    print(
+        f"double launches: {dl['total']} (overlapping leases {dl['overlapping_leases']}, "
+        f"lease launched twice {dl['lease_launched_twice']}, two workers committed "
+        f"{dl['two_workers_committed']}, task committed twice {dl['task_committed_twice']})"
+        + (f" e.g. {dl['examples']}" if dl["total"] else "")
+    )
+    peaks = ", ".join(f"{r} {v['leases']} leases peak {v['peak_in_flight']}" for r, v in over["replicas"].items())
+    print(f"slot over-subscription: {over['total']} (cluster peak in flight {over['cluster_peak_in_flight']}; {peaks})")
+    print(
+        f"relaunched tasks: {report['relaunched_tasks']}; leases {report['leases']}; "
+        f"workers {report['worker_outcomes']}; expired {report['expired']}"
+    )
     print(f"scheduler: {report['scheduler']}")
-    print(f"errors: {errors['total']} (tick errors {errors['scheduler_tick_errors']}, worker "
-          f"errors {errors['worker_errors']}, launch failures {errors['launch_failures']}, "
-          f"submissions not succeeded {errors['submissions_not_succeeded']}, tasks missing "
-          f"{errors['tasks_missing']}, leases left in flight {errors['leases_left_in_flight']}, "
-          f"unexpected expiries {errors['unexpected_expiries']}, wasted launches "
-          f"{errors['wasted_launches']}, replica exits "
-          f"{errors['replica_exit_codes']})")
+    print(
+        f"errors: {errors['total']} (tick errors {errors['scheduler_tick_errors']}, worker "
+        f"errors {errors['worker_errors']}, launch failures {errors['launch_failures']}, "
+        f"submissions not succeeded {errors['submissions_not_succeeded']}, tasks missing "
+        f"{errors['tasks_missing']}, leases left in flight {errors['leases_left_in_flight']}, "
+        f"unexpected expiries {errors['unexpected_expiries']}, wasted launches "
+        f"{errors['wasted_launches']}, replica exits "
+        f"{errors['replica_exit_codes']})"
+    )
     for line in errors["problems"] + (errors["samples"] if errors["total"] else []):
         print(f"  {line}")
     print(f"verdict: {'OK' if report['verdict']['ok'] else 'FAILED'}")

@@ -48,9 +48,14 @@ def nevis_command() -> list[str]:
 def clean_env(work: Path, mirror_url: str, catalogue: Path) -> dict[str, str]:
     """This process's environment without any ``NEVIS_*`` setting but a fresh data folder's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEVIS_")}
-    env.update(NEVIS_DATA_DIR=str(work / "data"), NEVIS_OFFLINE_DATA_DIR=str(work / "offline"),
-               NEVIS_DATA_MIRROR=mirror_url, NEVIS_SOURCE_CATALOGUE=str(catalogue),
-               COLUMNS="200", PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p))
+    env.update(
+        NEVIS_DATA_DIR=str(work / "data"),
+        NEVIS_OFFLINE_DATA_DIR=str(work / "offline"),
+        NEVIS_DATA_MIRROR=mirror_url,
+        NEVIS_SOURCE_CATALOGUE=str(catalogue),
+        COLUMNS="200",
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p),
+    )
     for name in ("KAGGLE_USERNAME", "KAGGLE_KEY"):
         env.pop(name, None)  # every Kaggle source must come from the mirror
     env["KAGGLE_CONFIG_DIR"] = str(work / "no-kaggle")
@@ -70,19 +75,27 @@ def phase(name: str, args: list[str], env: dict[str, str], log: Path, timings: d
     return done.stdout
 
 
-def summarise(stdout: dict[str, str], summary: dict[str, Any], timings: dict[str, float],
-              mirror_files: int, mirror_bytes: int) -> dict[str, Any]:
+def summarise(
+    stdout: dict[str, str], summary: dict[str, Any], timings: dict[str, float], mirror_files: int, mirror_bytes: int
+) -> dict[str, Any]:
     """The figures worth recording, from the commands' outputs and the stored run."""
     fetched = re.search(r"(\d+) fetched", stdout["fetch"])
     tasks = summary["tasks"]
     return {
-        "stream": STREAM, "mirror_files": mirror_files, "mirror_mb": round(mirror_bytes / 1e6, 2),
+        "stream": STREAM,
+        "mirror_files": mirror_files,
+        "mirror_mb": round(mirror_bytes / 1e6, 2),
         "sources_fetched": int(fetched.group(1)) if fetched else 0,
         "datasets_prepared": len(re.findall(r"│ nevis:\S+\s+│ (?:prepared|present)", stdout["prepare"])),
-        "tasks_committed": sum(t["status"] == "committed" for t in tasks), "tasks": len(tasks),
-        "status": summary["status"], "E": summary["mean_error"], "headline_tasks": summary["headline_tasks"],
-        "cflop": summary["cflop"], "seconds": {k: round(v, 1) for k, v in timings.items()},
-        "load_average": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
+        "tasks_committed": sum(t["status"] == "committed" for t in tasks),
+        "tasks": len(tasks),
+        "status": summary["status"],
+        "E": summary["mean_error"],
+        "headline_tasks": summary["headline_tasks"],
+        "cflop": summary["cflop"],
+        "seconds": {k: round(v, 1) for k, v in timings.items()},
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
     }
 
 
@@ -100,8 +113,11 @@ def main() -> int:
     mirror = write_fixture_mirror(work / "mirror")
     timings["fixtures"] = time.perf_counter() - started
     files = mirror.files
-    print(f"fixtures {timings['fixtures']:7.1f} s  ({len(mirror.keys)} sources, {len(files)} files, "
-          f"{mirror.size / 1e6:.1f} MB)", flush=True)
+    print(
+        f"fixtures {timings['fixtures']:7.1f} s  ({len(mirror.keys)} sources, {len(files)} files, "
+        f"{mirror.size / 1e6:.1f} MB)",
+        flush=True,
+    )
     stdout: dict[str, str] = {}
     try:
         with serve_folder(mirror.folder) as url:
@@ -109,16 +125,43 @@ def main() -> int:
             stdout["fetch"] = phase("fetch", ["data", "fetch", "--stream", STREAM], env, work / "fetch.log", timings)
         # From here on the mirror is gone: nothing after the fetch may need the network.
         # fixtures, not the real sources: their classes and rows differ from the pinned counts
-        stdout["convert"] = phase("convert", ["data", "convert", "--stream", STREAM, "--accept-count-change"],
-                                  env, work / "convert.log", timings)
-        stdout["prepare"] = phase("prepare", ["data", "prepare", "--stream", STREAM, "--accept-count-change"],
-                                  env, work / "prepare.log", timings)
-        stdout["run"] = phase("run", ["run", "--learner", "indep_small", "--trials", str(args.trials), "--steps",
-                                      str(args.steps), "--stream", STREAM], env, work / "run.log", timings)
+        stdout["convert"] = phase(
+            "convert",
+            ["data", "convert", "--stream", STREAM, "--accept-count-change"],
+            env,
+            work / "convert.log",
+            timings,
+        )
+        stdout["prepare"] = phase(
+            "prepare",
+            ["data", "prepare", "--stream", STREAM, "--accept-count-change"],
+            env,
+            work / "prepare.log",
+            timings,
+        )
+        stdout["run"] = phase(
+            "run",
+            [
+                "run",
+                "--learner",
+                "indep_small",
+                "--trials",
+                str(args.trials),
+                "--steps",
+                str(args.steps),
+                "--stream",
+                STREAM,
+            ],
+            env,
+            work / "run.log",
+            timings,
+        )
         run_id = re.search(r"Run (\d+):", stdout["run"])
         if run_id is None:
             raise SystemExit(f"`nevis run` printed no run id; see {work / 'run.log'}")
-        summary = json.loads(phase("results", ["results", run_id.group(1), "--json"], env, work / "results.log", timings))
+        summary = json.loads(
+            phase("results", ["results", run_id.group(1), "--json"], env, work / "results.log", timings)
+        )
     finally:
         if not args.keep:
             shutil.rmtree(work / "mirror", ignore_errors=True)
@@ -130,8 +173,10 @@ def main() -> int:
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     ok = figures["tasks_committed"] == figures["tasks"] == 29 and figures["status"] == "succeeded"
-    print(f"{figures['tasks_committed']}/{figures['tasks']} tasks committed; E = {figures['E']}; "
-          f"cFLOP = {figures['cflop']:.4e}; {'OK' if ok else 'NOT COMPLETE'}")
+    print(
+        f"{figures['tasks_committed']}/{figures['tasks']} tasks committed; E = {figures['E']}; "
+        f"cFLOP = {figures['cflop']:.4e}; {'OK' if ok else 'NOT COMPLETE'}"
+    )
     return 0 if ok else 1
 
 

@@ -110,9 +110,7 @@ def _random_rule(m: re.Match[str]) -> dict[str, Any]:
 
 
 def _official_val(train_dev: tuple[int, ...], val: tuple[int, ...] = ()) -> dict[str, Any]:
-    rule: dict[str, Any] = {
-        "kind": "official_val", "fractions": dict(zip(("train", "dev"), _shares(train_dev))),
-    }
+    rule: dict[str, Any] = {"kind": "official_val", "fractions": dict(zip(("train", "dev"), _shares(train_dev)))}
     if val:
         rule["test_fractions"] = dict(zip(("dev_test", "test"), _shares(val)))
     return {**rule, "seed": 0}
@@ -125,29 +123,39 @@ def _by_attribute(attribute: str, values: dict[str, Any]) -> dict[str, Any]:
 # The reference's own lists (github.com/google-deepmind/dm_nevis, read for this converter).
 # COIL-100, benchmarker/datasets/builders/coil100.py: 72 angle bins of 5 degrees.
 COIL100_ANGLE_BINS: dict[str, Any] = {
-    "train": [70, 71, 0, 1, 2], "dev": [16, 17, 18, 19, 20], "dev_test": [50, 51, 52, 53, 54],
+    "train": [70, 71, 0, 1, 2],
+    "dev": [16, 17, 18, 19, 20],
+    "dev_test": [50, 51, 52, 53, 54],
     "test": "rest",
 }
 # BIWI, datasets_storage/handlers/biwi.py: subject ids (folder faces_0/<id>).
 BIWI_SUBJECTS: dict[str, Any] = {
-    "train": [5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24], "dev": [2, 7],
-    "dev_test": [3, 9], "test": [1, 4, 8, 10],
+    "train": [5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24],
+    "dev": [2, 7],
+    "dev_test": [3, 9],
+    "test": [1, 4, 8, 10],
 }
 # Extended YaleB, datasets_storage/handlers/extended_yaleb.py: split by pose id, not subject.
 YALEB_POSES: dict[str, Any] = {
-    "train": ["P00", "P02", "P03", "P04", "P07"], "dev": ["P05"], "dev_test": ["P01"],
+    "train": ["P00", "P02", "P03", "P04", "P07"],
+    "dev": ["P05"],
+    "dev_test": ["P01"],
     "test": ["P06", "P08"],
 }
 # smallNORB, benchmarker/datasets/builders/smallnorb.py: instances of the official train part.
-NORB_INSTANCES: dict[str, Any] = {"train": [7, 8, 9], "dev": [4], "dev_test": [6],
-                                  "test": "source_test"}
+NORB_INSTANCES: dict[str, Any] = {"train": [7, 8, 9], "dev": [4], "dev_test": [6], "test": "source_test"}
 
 
 def _coil100(m: re.Match[str]) -> tuple[dict[str, Any], str]:
     sizes = _ints(m, "bins", "a", "b", "c", "d")
     bins = COIL100_ANGLE_BINS
-    expected = (len(bins["train"]), 100 * len(bins["train"]), 100 * len(bins["dev"]),
-                100 * len(bins["dev_test"]), 100 * (72 - 15))
+    expected = (
+        len(bins["train"]),
+        100 * len(bins["train"]),
+        100 * len(bins["dev"]),
+        100 * len(bins["dev_test"]),
+        100 * (72 - 15),
+    )
     if sizes != expected:
         raise ConversionError(f"COIL-100 sizes {sizes} do not match the reference bins")
     return _by_attribute("angle_bin", bins), ""
@@ -228,25 +236,22 @@ _RULES: list[_Rule] = [
             r"dev-test/test (?P<c>\d+)/(?P<d>\d+) from (?P<held>\w+)( domain)?$"
         ),
         lambda m: (
-            {"kind": "held_out", "attribute": "domain", "held_out": [m["held"].lower()],
-             "fractions": dict(zip(("train", "dev"), _shares(_ints(m, "a", "b")))),
-             "test_fractions": dict(zip(("dev_test", "test"), _shares(_ints(m, "c", "d")))),
-             "seed": 0},
+            {
+                "kind": "held_out",
+                "attribute": "domain",
+                "held_out": [m["held"].lower()],
+                "fractions": dict(zip(("train", "dev"), _shares(_ints(m, "a", "b")))),
+                "test_fractions": dict(zip(("dev_test", "test"), _shares(_ints(m, "c", "d")))),
+                "seed": 0,
+            },
             "",
         ),
     ),
     (  # DomainNet: the source's own train / test parts of each domain
         re.compile(r"^train/dev=train/test of [\w,]+; dev_test/test=(?P<held>\w+) train/test$"),
-        lambda m: (
-            {"kind": "held_out_parts", "attribute": "domain", "held_out": [m["held"]],
-             "seed": 0},
-            "",
-        ),
+        lambda m: ({"kind": "held_out_parts", "attribute": "domain", "held_out": [m["held"]], "seed": 0}, ""),
     ),
-    (
-        re.compile(r"^(?P<n>\d+) crops/class (?P<a>\d+)/(?P<b>\d+)/(?P<c>\d+)/(?P<d>\d+)$"),
-        _brodatz,
-    ),
+    (re.compile(r"^(?P<n>\d+) crops/class (?P<a>\d+)/(?P<b>\d+)/(?P<c>\d+)/(?P<d>\d+)$"), _brodatz),
     (
         re.compile(r"^per-class split test (?P<t>\d+)%, dev/dev-test (?P<d>\d+)% of rest$"),
         lambda m: (
@@ -296,7 +301,7 @@ _DATASET_RULES: dict[str, tuple[str, dict[str, Any]]] = {
     "nevis:interact": (
         "per-class split test 20%, dev/dev-test 15% of rest",
         {**_random((56, 12, 12, 20)), "attribute": "image_set", "train_only": ["illustration"]},
-    ),
+    )
 }
 
 
@@ -397,8 +402,7 @@ def build_manifests(csv_path: Path = DEFAULT_CSV) -> dict[str, dict[str, Any]]:
         n_train = sum(t["phase"] == "meta_train" for t in tasks)
         counts = (len(tasks), n_train, len(tasks) - n_train)
         if counts != expected:
-            raise ConversionError(f"{stream}: (tasks, meta-train, meta-test) = {counts}, "
-                                  f"expected {expected}")
+            raise ConversionError(f"{stream}: (tasks, meta-train, meta-test) = {counts}, expected {expected}")
         years = f"{tasks[0]['year']}-{tasks[-1]['year']}"
         doc = {
             "format": MANIFEST_FORMAT,

@@ -34,11 +34,7 @@ from services.core.config import get_settings, mask_url
 from services.store.db.engine import make_engine
 from services.store.db.migrate import head_revision, upgrade
 from tests.support.private_postgres import PrivatePostgresError, answers, start_private_postgres
-from tests.support.session_report import (  # noqa: F401 (hooks pytest finds here)
-    PRIVATE_POSTGRES,
-    pytest_runtest_makereport,
-    pytest_terminal_summary,
-)
+from tests.support.session_report import PRIVATE_POSTGRES, pytest_runtest_makereport, pytest_terminal_summary  # noqa: F401 (hooks pytest finds here)
 
 POSTGRES_URL_VAR = "NEVIS_TEST_POSTGRES_URL"
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -77,9 +73,7 @@ def settings_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
 
 def _admin_engine(url: str) -> Engine:
     """An autocommit engine for CREATE / DROP DATABASE, which refuse to run in a transaction."""
-    return create_engine(
-        url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5}, poolclass=NullPool
-    )
+    return create_engine(url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5}, poolclass=NullPool)
 
 
 @pytest.fixture(scope="session")
@@ -123,15 +117,18 @@ def _private_postgres(config: pytest.Config, configured_url: str) -> Iterator[st
     try:
         server = start_private_postgres()
     except PrivatePostgresError as exc:
-        pytest.fail(f"No PostgreSQL answers at {mask_url(configured_url)}, and a private one could not "
-                    f"be started: {exc}", pytrace=False)
+        pytest.fail(
+            f"No PostgreSQL answers at {mask_url(configured_url)}, and a private one could not be started: {exc}",
+            pytrace=False,
+        )
     try:
         yield server.url
     finally:
         server.stop()
         config.stash[PRIVATE_POSTGRES] = (
             f"No PostgreSQL answered at {mask_url(configured_url)}: the tests used a private server "
-            f"({server.bin_dir}) on 127.0.0.1:{server.port} in {server.folder}, now stopped and removed.")
+            f"({server.bin_dir}) on 127.0.0.1:{server.port} in {server.folder}, now stopped and removed."
+        )
 
 
 def _create_database(admin_url: str, name: str) -> str:

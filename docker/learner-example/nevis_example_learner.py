@@ -3,6 +3,7 @@
 The learner of the README's "Writing a learner", shipped in the example learner image
 (docker/learner-example.Containerfile); entry point nevis_example_learner:make.
 """
+
 import io
 
 import numpy as np

@@ -71,8 +71,10 @@ def _operation(path: str, method: str, op: dict[str, Any]) -> list[str]:
     if params:
         out += ["| parameter | in | type | required | description |", "|---|---|---|---|---|"]
         for p in params:
-            out.append(f"| `{p['name']}` | {p['in']} | {_type(p.get('schema', {}))} | "
-                       f"{'yes' if p.get('required') else 'no'} | {_cell(p.get('description', ''))} |")
+            out.append(
+                f"| `{p['name']}` | {p['in']} | {_type(p.get('schema', {}))} | "
+                f"{'yes' if p.get('required') else 'no'} | {_cell(p.get('description', ''))} |"
+            )
         out.append("")
     body = op.get("requestBody")
     if body:
@@ -80,8 +82,9 @@ def _operation(path: str, method: str, op: dict[str, Any]) -> list[str]:
         out += [f"Request body ({req}): {_body_schema(body.get('content', {}))}", ""]
     out += ["| status | description | body |", "|---|---|---|"]
     for status, resp in op.get("responses", {}).items():
-        out.append(f"| {status} | {_cell(resp.get('description', ''))} | "
-                   f"{_body_schema(resp.get('content', {})) or '—'} |")
+        out.append(
+            f"| {status} | {_cell(resp.get('description', ''))} | {_body_schema(resp.get('content', {})) or '—'} |"
+        )
     return out + [""]
 
 
@@ -156,7 +159,7 @@ def on_config(config):  # noqa: ANN001, ANN201 (MkDocs' hook signature)
 
 
 def on_files(files, config):  # noqa: ANN001, ANN201
-    from mkdocs.structure.files import File
+    from mkdocs.structure.files import File  # noqa: PLC0415
 
     files.append(File.generated(config, PAGE, content=render_file()))
     return files

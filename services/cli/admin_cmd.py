@@ -12,7 +12,6 @@ no API client; users see theirs at ``GET /v1/users/me/quota``).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -30,16 +29,15 @@ tokens_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API
 def create_user(
     name: str = typer.Argument(..., help="User name (letters, digits, '.', '_', '-')."),
     role: str = typer.Option("submitter", "--role", help="admin or submitter."),
-    max_concurrent: Optional[int] = typer.Option(None, "--max-concurrent", help="Quota: queued + running at once."),  # noqa: UP007
-    max_per_day: Optional[int] = typer.Option(None, "--max-per-day", help="Quota: submissions per 24 h."),  # noqa: UP007
+    max_concurrent: int | None = typer.Option(None, "--max-concurrent", help="Quota: queued + running at once."),
+    max_per_day: int | None = typer.Option(None, "--max-per-day", help="Quota: submissions per 24 h."),
 ) -> None:
     """Create a user."""
     from services.coordinator.crud import users  # noqa: PLC0415
     from services.store.db import transaction  # noqa: PLC0415
 
     with transaction(coordinator_sessions()) as session:
-        user = users.create_user(session, name=name, role=role, max_concurrent=max_concurrent,
-                                 max_per_day=max_per_day)
+        user = users.create_user(session, name=name, role=role, max_concurrent=max_concurrent, max_per_day=max_per_day)
         typer.echo(f"created user {user.name!r} (id {user.id}, role {user.role})")
 
 
@@ -73,8 +71,13 @@ def list_users() -> None:
     with coordinator_sessions()() as session:
         table = Table("id", "name", "role", "max concurrent", "max per day")
         for user in users.list_users(session):
-            table.add_row(str(user.id), user.name, user.role, str(user.max_concurrent or "default"),
-                          str(user.max_per_day or "default"))
+            table.add_row(
+                str(user.id),
+                user.name,
+                user.role,
+                str(user.max_concurrent or "default"),
+                str(user.max_per_day or "default"),
+            )
     Console().print(table)
 
 
@@ -85,18 +88,27 @@ def show_quota(name: str = typer.Argument(..., help="The user whose quotas to sh
     from services.coordinator.crud.quotas import quota_report  # noqa: PLC0415
 
     with coordinator_sessions()() as session:
-        report = quota_report(session, settings=get_coordinator_settings(),
-                              user=users.get_user(session, name=name))
+        report = quota_report(session, settings=get_coordinator_settings(), user=users.get_user(session, name=name))
     console = Console()
-    console.print(f"{report.user}: {report.open_submissions} of {report.limits.concurrent} queued or running "
-                  f"at once; {report.daily.used} of {report.daily.limit} submissions in the last 24 hours"
-                  f"{_next(report.daily.next_allowed_at)}")
-    console.print(f"meta-test: at most {report.limits.meta_test} per learner and stream version in "
-                  f"{report.limits.meta_test_days:g} days (meta-train is not limited)")
+    console.print(
+        f"{report.user}: {report.open_submissions} of {report.limits.concurrent} queued or running "
+        f"at once; {report.daily.used} of {report.daily.limit} submissions in the last 24 hours"
+        f"{_next(report.daily.next_allowed_at)}"
+    )
+    console.print(
+        f"meta-test: at most {report.limits.meta_test} per learner and stream version in "
+        f"{report.limits.meta_test_days:g} days (meta-train is not limited)"
+    )
     table = Table("learner", "stream", "version", "used", "limit", "next allowed")
     for use in report.meta_test:
-        table.add_row(f"{use.learner} ({use.learner_id})", use.stream, use.version, str(use.use.used),
-                      str(use.use.limit), _when(use.use.next_allowed_at) if use.use.limit else "never (quota 0)")
+        table.add_row(
+            f"{use.learner} ({use.learner_id})",
+            use.stream,
+            use.version,
+            str(use.use.used),
+            str(use.use.limit),
+            _when(use.use.next_allowed_at) if use.use.limit else "never (quota 0)",
+        )
     if report.meta_test:
         console.print(table)
 
@@ -113,9 +125,13 @@ def _next(moment: datetime | None) -> str:
 def create_token(
     user: str = typer.Option(..., "--user", help="Whose token."),
     label: str = typer.Option("cli", "--label", help="A note to tell tokens apart."),
-    expires_in_days: Optional[int] = typer.Option(  # noqa: UP007
-        None, "--expires-in-days", min=1, max=TOKEN_MAX_DAYS,
-        help=f"Lifetime in days, 1-{TOKEN_MAX_DAYS}. Default: NEVIS_TOKEN_DEFAULT_DAYS (90)."),
+    expires_in_days: int | None = typer.Option(
+        None,
+        "--expires-in-days",
+        min=1,
+        max=TOKEN_MAX_DAYS,
+        help=f"Lifetime in days, 1-{TOKEN_MAX_DAYS}. Default: NEVIS_TOKEN_DEFAULT_DAYS (90).",
+    ),
 ) -> None:
     """Create a token and print its secret (shown only this once)."""
     from services.coordinator.crud import users  # noqa: PLC0415
@@ -125,8 +141,9 @@ def create_token(
     lifetime = timedelta(days=expires_in_days or settings.token_default_days)
     with transaction(coordinator_sessions()) as session:
         owner = users.get_user(session, name=user)
-        _, secret = users.create_token(session, user=owner, label=label, default_lifetime=lifetime,
-                                       max_tokens=settings.max_tokens_per_user)
+        _, secret = users.create_token(
+            session, user=owner, label=label, default_lifetime=lifetime, max_tokens=settings.max_tokens_per_user
+        )
     typer.echo(secret)
 
 
@@ -139,9 +156,14 @@ def list_tokens(user: str = typer.Option(..., "--user", help="Whose tokens.")) -
         owner = users.get_user(session, name=user)
         table = Table("id", "label", "prefix", "created", "expires", "revoked")
         for token in users.list_tokens(session, user=owner):
-            table.add_row(str(token.id), token.label, token.token_prefix, f"{token.created_at:%Y-%m-%d %H:%M}",
-                          f"{token.expires_at:%Y-%m-%d}" if token.expires_at else "never",
-                          f"{token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "")
+            table.add_row(
+                str(token.id),
+                token.label,
+                token.token_prefix,
+                f"{token.created_at:%Y-%m-%d %H:%M}",
+                f"{token.expires_at:%Y-%m-%d}" if token.expires_at else "never",
+                f"{token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "",
+            )
     Console().print(table)
 
 
@@ -161,6 +183,14 @@ def revoke_token(
 
 
 __all__ = [
-    "create_token", "create_user", "disable_user", "enable_user", "list_tokens", "list_users",
-    "revoke_token", "show_quota", "tokens_app", "users_app",
+    "create_token",
+    "create_user",
+    "disable_user",
+    "enable_user",
+    "list_tokens",
+    "list_users",
+    "revoke_token",
+    "show_quota",
+    "tokens_app",
+    "users_app",
 ]

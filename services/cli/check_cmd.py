@@ -46,16 +46,28 @@ def check_folder(folder: Path, entrypoint: str, *, console: Console, steps: int 
         root = extract_bundle(packed.path, Path(scratch) / "unpacked", kind="tar")
         console.print(f"Checking {entrypoint} from {folder} ({len(packed.files)} files) on a two-task stream …")
         with console.status("starting the learner's sandboxed host …") as spinner:
+
             def shown(row: CallOutcome) -> None:
                 spinner.update(f"{row.call} {'' if row.task is None else f'(task {row.task}) '}{row.status}; next …")
 
-            checked = CheckRun(root, entrypoint, sandbox=settings.sandbox, steps=steps,
-                               limits=HostLimits.from_settings(settings), on_outcome=shown)
+            checked = CheckRun(
+                root,
+                entrypoint,
+                sandbox=settings.sandbox,
+                steps=steps,
+                limits=HostLimits.from_settings(settings),
+                on_outcome=shown,
+            )
             outcomes = checked.run()
     table = Table("call", "task", "outcome", "detail", "s", title=f"nevis check {entrypoint}")
     for row in outcomes:
-        table.add_row(row.call, "" if row.task is None else str(row.task),
-                      f"[{STYLE[row.status]}]{row.status}[/]", row.detail, f"{row.seconds:.1f}")
+        table.add_row(
+            row.call,
+            "" if row.task is None else str(row.task),
+            f"[{STYLE[row.status]}]{row.status}[/]",
+            row.detail,
+            f"{row.seconds:.1f}",
+        )
     console.print(table)
     for row in outcomes:
         if row.fix:
@@ -64,8 +76,11 @@ def check_folder(folder: Path, entrypoint: str, *, console: Console, steps: int 
     broken = any(row.status == "FAIL" for row in outcomes)
     if broken and checked.output.strip():
         show_output(console, checked.output)
-    console.print("[bold red]The learner is broken[/] (above: the call and the fix)." if broken
-                  else "[green]Every protocol call works.[/] Submit it with `nevis submit`.")
+    console.print(
+        "[bold red]The learner is broken[/] (above: the call and the fix)."
+        if broken
+        else "[green]Every protocol call works.[/] Submit it with `nevis submit`."
+    )
     return not broken
 
 

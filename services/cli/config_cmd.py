@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import typer
-from services.cli.console import make_console
 from rich.table import Table
 
+from services.cli.console import make_console
 from services.core.config import get_settings
 
 

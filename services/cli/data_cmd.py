@@ -11,19 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-
 import typer
-from services.cli.console import make_console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from services.cli.console import make_console
 from services.core.config import get_settings
 from services.core.errors import DataIntegrityError
 
@@ -34,23 +26,22 @@ if TYPE_CHECKING:
 
 app = typer.Typer(no_args_is_help=True)
 
-_STREAM = typer.Option(
-    ..., "--stream", "-s", help="Stream name (see `nevis streams list`) or manifest path."
-)
+_STREAM = typer.Option(..., "--stream", "-s", help="Stream name (see `nevis streams list`) or manifest path.")
 _SIZE = typer.Option(
-    None, "--image-size", min=8, max=512,
+    None,
+    "--image-size",
+    min=8,
+    max=512,
     help="Task resolution S (S x S pixels; originals are stored at NEVIS_STORED_SCALE x S). Default: NEVIS_IMAGE_SIZE if set, else the "
     "stream's own, else 64.",
 )
 
 
-def _context(
-    stream: str, image_size: int | None
-) -> tuple[StreamManifest, ObjectStore, int, Path | None]:
+def _context(stream: str, image_size: int | None) -> tuple[StreamManifest, ObjectStore, int, Path | None]:
     """The manifest, store, stored size and offline folder for a command."""
     from services.store.objects import store_from_settings  # noqa: PLC0415
-    from workers.stream.prepare import stored_image_size  # noqa: PLC0415
     from workers.stream.manifest_files import load_stream  # noqa: PLC0415
+    from workers.stream.prepare import stored_image_size  # noqa: PLC0415
 
     settings = get_settings()
     manifest = load_stream(stream)
@@ -65,11 +56,14 @@ def _context(
 
 @app.command("prepare")
 def prepare(
-    stream: str = _STREAM, image_size: int | None = _SIZE,
+    stream: str = _STREAM,
+    image_size: int | None = _SIZE,
     accept_count_change: bool = typer.Option(
-        False, "--accept-count-change",
+        False,
+        "--accept-count-change",
         help="Prepare a dataset whose classes or rows per split differ from its task's or the "
-             "pinned counts (a known upstream change); the index and the notes record it."),
+        "pinned counts (a known upstream change); the index and the notes record it.",
+    ),
 ) -> None:
     """Build the shards of every dataset of a stream (skipping those already present)."""
     from services.cli.data_convert_cmd import convert_fetched  # noqa: PLC0415
@@ -78,17 +72,25 @@ def prepare(
     manifest, store, size, offline_dir = _context(stream, image_size)
     console = make_console()
     # fetched archives not converted yet: fetch, then prepare
-    failed = [o for o in convert_fetched(manifest, console, accept_count_change=accept_count_change)
-              if o.status == "failed"]
+    failed = [
+        o for o in convert_fetched(manifest, console, accept_count_change=accept_count_change) if o.status == "failed"
+    ]
     if failed:
         raise DataIntegrityError(
             f"{len(failed)} fetched source(s) of stream {manifest.name!r} failed to convert: "
-            + " | ".join(f"{o.key}: {o.detail}" for o in failed) + ". Nothing was prepared: fix "
+            + " | ".join(f"{o.key}: {o.detail}" for o in failed)
+            + ". Nothing was prepared: fix "
             "them, or convert them with `nevis data convert` and its --accept-* flag where the "
-            "change is known.")
+            "change is known."
+        )
     console.print(f"Preparing stream [bold]{manifest.name}[/] at {size}px into {store.url}")
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console) as bar:
         overall = bar.add_task("datasets", total=len(manifest.datasets))
         stage = bar.add_task("checking", total=len(STAGES) - 1)
@@ -96,15 +98,20 @@ def prepare(
         def show(event: ProgressEvent) -> None:
             if event.stage == "done":
                 bar.advance(overall)
-            bar.update(stage, description=f"{event.dataset}: {event.stage}",
-                       completed=STAGES.index(event.stage))
+            bar.update(stage, description=f"{event.dataset}: {event.stage}", completed=STAGES.index(event.stage))
 
         recorder, salt = _database_recorder(store)
-        report = prepare_stream(manifest, store, image_size=size, offline_dir=offline_dir,
-                                progress=show, on_prepared=recorder,
-                                stored_scale=get_settings().stored_scale,
-                                accept_count_change=accept_count_change,
-                                split_salt=salt)
+        report = prepare_stream(
+            manifest,
+            store,
+            image_size=size,
+            offline_dir=offline_dir,
+            progress=show,
+            on_prepared=recorder,
+            stored_scale=get_settings().stored_scale,
+            accept_count_change=accept_count_change,
+            split_salt=salt,
+        )
         bar.update(stage, visible=False)
     console.print(_report_table(report))
     if report.nothing_to_do:
@@ -122,12 +129,12 @@ def prepare(
             console.print(f"[yellow]note[/] {item.dataset}: {note}")
 
 
-def _database_recorder(store):
+def _database_recorder(store):  # noqa: ANN001, ANN202
     """Record prepared datasets in NEVIS_DATABASE_URL (schema created or migrated first); with
     it, the split salt (the setting, or a production deployment's own: deployment_salt)."""
     from services.store.db import sessions_on, upgrade  # noqa: PLC0415
-    from services.store.deployment_salt import split_salt  # noqa: PLC0415
     from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
+    from services.store.deployment_salt import split_salt  # noqa: PLC0415
     from workers.stream.catalog import database_recorder  # noqa: PLC0415
 
     url = get_settings().database_url
@@ -161,9 +168,10 @@ def verify(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
 
 
 def _report_table(report: PrepareReport) -> Table:
-    table = Table(title=f"Stream {report.stream} at {report.image_size}px "
-                        f"(originals: long side {report.stored_side}px)",
-                  caption="sizes: train/dev/dev_test/test; dups: exact duplicates removed")
+    table = Table(
+        title=f"Stream {report.stream} at {report.image_size}px (originals: long side {report.stored_side}px)",
+        caption="sizes: train/dev/dev_test/test; dups: exact duplicates removed",
+    )
     table.add_column("dataset", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("sizes", no_wrap=True)
@@ -187,7 +195,8 @@ __all__ = ["app", "prepare", "verify"]
 
 
 # `nevis data fetch` / `nevis data mirror` live in their own module (downloading is not preparing).
-from services.cli.data_fetch_cmd import fetch as _fetch, mirror as _mirror  # noqa: E402
+from services.cli.data_fetch_cmd import fetch as _fetch  # noqa: E402
+from services.cli.data_fetch_cmd import mirror as _mirror  # noqa: E402
 
 app.command("fetch")(_fetch)
 app.command("mirror")(_mirror)

@@ -12,9 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.progress import (
-    BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn,
-)
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
 from services.cli.console import make_console
@@ -27,8 +25,9 @@ if TYPE_CHECKING:
     from workers.stream.sources.fetch import SourceResult
 
 _STREAM = typer.Option(..., "--stream", "-s", help="Stream name (see `nevis streams list`) or manifest path.")
-_DATASETS = typer.Option(None, "--datasets", "-d",
-                         help="Comma-separated sources of the stream to fetch (default: all), e.g. mnist,voc_2007.")
+_DATASETS = typer.Option(
+    None, "--datasets", "-d", help="Comma-separated sources of the stream to fetch (default: all), e.g. mnist,voc_2007."
+)
 _COLOURS = {"fetched": "green", "present": "dim", "kaggle": "yellow", "manual": "yellow", "failed": "red"}
 
 
@@ -91,19 +90,27 @@ def _dry_run(manifest: StreamManifest, sources: list[Source], tasks: dict[str, l
 def _result_table(manifest: StreamManifest, results: list[SourceResult], tasks: dict[str, list[int]]) -> Table:
     table = Table(title=f"Stream {manifest.name}: sources")
     for name in ("source", "tasks", "outcome", "MB", "detail"):
-        table.add_column(name, no_wrap=name not in ("detail",), overflow="fold",
-                         justify="right" if name == "MB" else "left")
+        table.add_column(
+            name, no_wrap=name not in ("detail",), overflow="fold", justify="right" if name == "MB" else "left"
+        )
     for item in results:
         colour = _COLOURS.get(item.status, "white")
-        table.add_row(item.key, _tasks_text(tasks.get(item.key, ())), f"[{colour}]{item.outcome}[/]",
-                      f"{item.size / 1e6:.1f}", item.detail)
+        table.add_row(
+            item.key,
+            _tasks_text(tasks.get(item.key, ())),
+            f"[{colour}]{item.outcome}[/]",
+            f"{item.size / 1e6:.1f}",
+            item.detail,
+        )
     return table
 
 
 def fetch(
     stream: str = _STREAM,
     datasets: str | None = _DATASETS,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be fetched, sizes where known, and what each needs."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print what would be fetched, sizes where known, and what each needs."
+    ),
     jobs: int = typer.Option(4, "--jobs", "-j", min=1, max=64, help="Files downloaded at once."),
 ) -> None:
     """Download a stream's source files (resumable, checksum-verified) into the data folder."""
@@ -123,11 +130,22 @@ def fetch(
     console = make_console()
     mirror = f" (mirror first: {settings.data_mirror})" if settings.data_mirror else ""
     console.print(f"Fetching {len(sources)} source(s) of stream [bold]{manifest.name}[/] into {dest}{mirror}")
-    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-               TimeRemainingColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=console, transient=True) as progress:
-        results = fetch_sources(sources, dest, mirror=settings.data_mirror, jobs=jobs, progress=ByteBars(progress),
-                                s3_endpoint_url=settings.s3_endpoint_url)
+        results = fetch_sources(
+            sources,
+            dest,
+            mirror=settings.data_mirror,
+            jobs=jobs,
+            progress=ByteBars(progress),
+            s3_endpoint_url=settings.s3_endpoint_url,
+        )
     console.print(_result_table(manifest, results, tasks))
     counts = {o: sum(r.outcome == o for r in results) for o in dict.fromkeys(r.outcome for r in results)}
     console.print(", ".join(f"{n} {o}" for o, n in counts.items()))
@@ -141,8 +159,12 @@ def fetch(
 
 
 def mirror(
-    to: str = typer.Option(..., "--to", help="The mirror: s3://bucket/prefix (NEVIS_S3_ENDPOINT_URL for other S3 servers)."),
-    stream: str | None = typer.Option(None, "--stream", "-s", help="Only this stream's sources (default: all fetched)."),
+    to: str = typer.Option(
+        ..., "--to", help="The mirror: s3://bucket/prefix (NEVIS_S3_ENDPOINT_URL for other S3 servers)."
+    ),
+    stream: str | None = typer.Option(
+        None, "--stream", "-s", help="Only this stream's sources (default: all fetched)."
+    ),
     datasets: str | None = _DATASETS,
 ) -> None:
     """Upload fetched source files into an S3 mirror that NEVIS_DATA_MIRROR can point at."""
@@ -159,11 +181,18 @@ def mirror(
         names = [n.strip() for n in (datasets or "").split(",") if n.strip()]
         sources = [catalogue.find(n) for n in names] if names else list(catalogue.sources)
     console = make_console()
-    rows = upload_to_mirror(sources, sources_dir(settings.data_dir), to, s3_client(settings.s3_endpoint_url),
-                            on_file=lambda row: console.print(f"{row.key}/{row.name}: {row.status}") if row.status != MISSING else None)
+    rows = upload_to_mirror(
+        sources,
+        sources_dir(settings.data_dir),
+        to,
+        s3_client(settings.s3_endpoint_url),
+        on_file=lambda row: console.print(f"{row.key}/{row.name}: {row.status}") if row.status != MISSING else None,
+    )
     done = [r for r in rows if r.status != MISSING]
-    console.print(f"{len(done)} file(s) in the mirror {to} ({sum(r.size for r in done) / 1e6:.1f} MB); "
-                  f"{len(rows) - len(done)} not fetched here were skipped.")
+    console.print(
+        f"{len(done)} file(s) in the mirror {to} ({sum(r.size for r in done) / 1e6:.1f} MB); "
+        f"{len(rows) - len(done)} not fetched here were skipped."
+    )
 
 
 __all__ = ["ByteBars", "fetch", "mirror", "stream_sources"]

@@ -28,21 +28,33 @@ _COLOURS = {"imported": "green", "present": "dim", "skipped": "yellow", "failed"
 def _table(title: str, outcomes: list[ImportOutcome]) -> Table:
     table = Table(title=title)
     for name in ("folder", "source", "outcome", "rows", "MB", "s", "detail"):
-        table.add_column(name, no_wrap=name != "detail", overflow="fold",
-                         justify="right" if name in ("rows", "MB", "s") else "left")
+        table.add_column(
+            name, no_wrap=name != "detail", overflow="fold", justify="right" if name in ("rows", "MB", "s") else "left"
+        )
     for item in outcomes:
         colour = _COLOURS.get(item.status, "white")
-        table.add_row(item.folder, item.key, f"[{colour}]{item.status}[/]", str(item.rows or ""),
-                      f"{item.size / 1e6:.1f}", f"{item.seconds:.1f}", item.detail)
+        table.add_row(
+            item.folder,
+            item.key,
+            f"[{colour}]{item.status}[/]",
+            str(item.rows or ""),
+            f"{item.size / 1e6:.1f}",
+            f"{item.seconds:.1f}",
+            item.detail,
+        )
     return table
 
 
 def import_reference(
-    path: Path = typer.Argument(..., exists=True, file_okay=False,
-                                help="The reference's data folder (its NEVIS_DATA_DIR), its 'stable' folder, "
-                                     "or one dataset's folder."),
-    datasets: str | None = typer.Option(None, "--datasets", "-d",
-                                        help="Comma-separated folders or source keys to import (default: all)."),
+    path: Path = typer.Argument(
+        ...,
+        exists=True,
+        file_okay=False,
+        help="The reference's data folder (its NEVIS_DATA_DIR), its 'stable' folder, or one dataset's folder.",
+    ),
+    datasets: str | None = typer.Option(
+        None, "--datasets", "-d", help="Comma-separated folders or source keys to import (default: all)."
+    ),
     force: bool = typer.Option(False, "--force", help="Rewrite datasets that are already in NEVIS_OFFLINE_DATA_DIR."),
 ) -> None:
     """Import datasets the reference implementation prepared (TFRecords of PNGs) as Parquet datasets."""
@@ -50,20 +62,28 @@ def import_reference(
 
     settings = get_settings()
     if settings.offline_data_dir is None:
-        raise ConfigError("`nevis data import-reference` writes <NEVIS_OFFLINE_DATA_DIR>/<source>.parquet: "
-                          "set NEVIS_OFFLINE_DATA_DIR (where `nevis data prepare` reads them).")
+        raise ConfigError(
+            "`nevis data import-reference` writes <NEVIS_OFFLINE_DATA_DIR>/<source>.parquet: "
+            "set NEVIS_OFFLINE_DATA_DIR (where `nevis data prepare` reads them)."
+        )
     names = [n.strip() for n in datasets.split(",") if n.strip()] if datasets else None
     console = make_console()
     console.print(f"Importing the reference's prepared datasets from {path} into {settings.offline_data_dir}")
-    outcomes = run_import(path, settings.offline_data_dir, names=names, force=force,
-                          on_done=lambda o: console.print(f"{o.folder}: {o.status}"))
+    outcomes = run_import(
+        path,
+        settings.offline_data_dir,
+        names=names,
+        force=force,
+        on_done=lambda o: console.print(f"{o.folder}: {o.status}"),
+    )
     console.print(_table(f"Import from {path}", outcomes))
     failed = [o.folder for o in outcomes if o.status == "failed"]
     if failed:
         raise DataIntegrityError(
             f"{len(failed)} of {len(outcomes)} reference datasets failed to import ({', '.join(failed)}); "
             "the table above says why. Datasets imported before are kept; fix or re-prepare these and "
-            "run the command again.")
+            "run the command again."
+        )
     done = sum(o.ok for o in outcomes)
     console.print(f"{done} of {len(outcomes)} folders imported or already present; the rest skipped (see above).")
 

@@ -21,9 +21,7 @@ def _describe(revision: str | None) -> str:
 
 
 @app.command("upgrade")
-def upgrade_command(
-    revision: str = typer.Argument("head", help="Target revision; default the newest."),
-) -> None:
+def upgrade_command(revision: str = typer.Argument("head", help="Target revision; default the newest.")) -> None:
     """Create the schema, or migrate it forward to REVISION (default: head)."""
     url = get_settings().database_url
     ensure_sqlite_parent(url)
@@ -38,9 +36,7 @@ def upgrade_command(
 
 @app.command("current")
 def current_command(
-    check: bool = typer.Option(
-        False, "--check", help="Exit with an error unless the schema is at head."
-    ),
+    check: bool = typer.Option(False, "--check", help="Exit with an error unless the schema is at head."),
 ) -> None:
     """Print the database's schema revision and the one this code expects."""
     url = get_settings().database_url
@@ -53,9 +49,7 @@ def current_command(
 
 
 @app.command("downgrade")
-def downgrade_command(
-    revision: str = typer.Argument(..., help="Target revision, e.g. 0001, -1, or base."),
-) -> None:
+def downgrade_command(revision: str = typer.Argument(..., help="Target revision, e.g. 0001, -1, or base.")) -> None:
     """Migrate the schema back to REVISION; ``base`` drops every table (data is lost)."""
     url = get_settings().database_url
     before = migrate.current_revision(url)
@@ -70,9 +64,7 @@ def downgrade_command(
 @app.command("revision")
 def revision_command(
     message: str = typer.Argument(..., help="What the migration does, e.g. 'add probe jobs'."),
-    empty: bool = typer.Option(
-        False, "--empty", help="Write an empty migration instead of comparing with the models."
-    ),
+    empty: bool = typer.Option(False, "--empty", help="Write an empty migration instead of comparing with the models."),
 ) -> None:
     """For developers: write the next migration file from the difference with the models."""
     path = migrate.new_revision(message, autogenerate=not empty)

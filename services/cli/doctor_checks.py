@@ -73,17 +73,27 @@ def check_bubblewrap() -> Check:
     """bubblewrap, and whether this kernel lets it make the namespaces it needs."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return Check("bubblewrap", False, "not on PATH",
-                     "learner code runs in a plain subprocess, not a sandbox (NEVIS_SANDBOX=auto); "
-                     "production refuses to start", "sudo apt-get install bubblewrap", True)
+        return Check(
+            "bubblewrap",
+            False,
+            "not on PATH",
+            "learner code runs in a plain subprocess, not a sandbox (NEVIS_SANDBOX=auto); production refuses to start",
+            "sudo apt-get install bubblewrap",
+            True,
+        )
     result = _run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"])
     if result is None or result.returncode != 0:
         why = " ".join((result.stderr if result else "timed out").split())[:160]
-        return Check("bubblewrap", False, f"{bwrap}, but user namespaces fail ({why})",
-                     "every sandboxed learner host fails to start",
-                     "sysctl -w kernel.unprivileged_userns_clone=1 (Ubuntu 24.04: "
-                     "kernel.apparmor_restrict_unprivileged_userns=0), or run in a pod whose seccomp "
-                     "profile allows them (nevis sandbox install-profile)", True)
+        return Check(
+            "bubblewrap",
+            False,
+            f"{bwrap}, but user namespaces fail ({why})",
+            "every sandboxed learner host fails to start",
+            "sysctl -w kernel.unprivileged_userns_clone=1 (Ubuntu 24.04: "
+            "kernel.apparmor_restrict_unprivileged_userns=0), or run in a pod whose seccomp "
+            "profile allows them (nevis sandbox install-profile)",
+            True,
+        )
     nested = "" if can_disable_userns(bwrap) else "; < 0.8.0, so learners may nest namespaces"
     return Check("bubblewrap", True, f"{bwrap}, user namespaces work{nested}")
 
@@ -92,10 +102,13 @@ def check_cgroup() -> Check:
     """A writable cgroup hierarchy: a group is made below ours and removed at once."""
     group = create_host_cgroup(CgroupLimits())
     if group is None:
-        return Check("cgroups", False, "no writable hierarchy",
-                     "learner hosts get rlimits only: no memory cap over their whole process tree, "
-                     "CPU time read from /proc", "run the service as root, or in a delegated cgroup "
-                     "(systemd-run --scope -p Delegate=yes nevis serve)")
+        return Check(
+            "cgroups",
+            False,
+            "no writable hierarchy",
+            "learner hosts get rlimits only: no memory cap over their whole process tree, CPU time read from /proc",
+            "run the service as root, or in a delegated cgroup (systemd-run --scope -p Delegate=yes nevis serve)",
+        )
     group.remove()
     return Check("cgroups", True, f"v{group.version}, writable")
 
@@ -104,9 +117,13 @@ def check_seccomp() -> Check:
     """libseccomp, which the learner hosts' system-call filter is loaded with."""
     library = ctypes.util.find_library("seccomp")
     if library is None:
-        return Check("seccomp", False, "libseccomp not found",
-                     "no system-call filter on learner code beyond what bubblewrap blocks",
-                     "sudo apt-get install libseccomp2")
+        return Check(
+            "seccomp",
+            False,
+            "libseccomp not found",
+            "no system-call filter on learner code beyond what bubblewrap blocks",
+            "sudo apt-get install libseccomp2",
+        )
     return Check("seccomp", True, library)
 
 
@@ -114,16 +131,26 @@ def check_podman() -> Check:
     """podman and the OCI runtime its configuration names (for the container images)."""
     podman = shutil.which("podman")
     if podman is None:
-        return Check("podman", False, "not on PATH", "the container images of docker/ cannot be built "
-                     "or run here (docker/build.sh, -m images)", "sudo apt-get install podman runc debootstrap")
+        return Check(
+            "podman",
+            False,
+            "not on PATH",
+            "the container images of docker/ cannot be built or run here (docker/build.sh, -m images)",
+            "sudo apt-get install podman runc debootstrap",
+        )
     runtime = "crun"
     conf = Path("/etc/containers/containers.conf")
     if conf.exists():
         named = re.search(r'^\s*runtime\s*=\s*"([^"]+)"', conf.read_text(errors="replace"), re.MULTILINE)
         runtime = named[1] if named else runtime
     if shutil.which(runtime) is None:
-        return Check("podman", False, f"{podman}, but its runtime {runtime} is missing",
-                     "containers cannot start", f"sudo apt-get install {runtime}")
+        return Check(
+            "podman",
+            False,
+            f"{podman}, but its runtime {runtime} is missing",
+            "containers cannot start",
+            f"sudo apt-get install {runtime}",
+        )
     return Check("podman", True, f"{podman}, runtime {runtime}")
 
 
@@ -149,8 +176,14 @@ def check_database(settings: Settings, environment: str) -> Check:
     fix = "start it, or set NEVIS_DATABASE_URL to a reachable server (postgresql+psycopg://user@host/db)"
     if url.startswith("sqlite"):
         if environment == "production":
-            return Check("database", False, f"SQLite ({url})", "production refuses SQLite",
-                         "set NEVIS_DATABASE_URL to postgresql+psycopg://user@host/db", True)
+            return Check(
+                "database",
+                False,
+                f"SQLite ({url})",
+                "production refuses SQLite",
+                "set NEVIS_DATABASE_URL to postgresql+psycopg://user@host/db",
+                True,
+            )
         return Check("database", True, f"SQLite ({url}), development only")
     args = {"connect_timeout": 3} if url.startswith("postgresql") else {}
     engine = None
@@ -160,8 +193,14 @@ def check_database(settings: Settings, environment: str) -> Check:
             connection.execute(text("SELECT 1"))
     except (SQLAlchemyError, ImportError) as exc:
         why = " ".join(str(getattr(exc, "orig", None) or exc).split())[:200]
-        return Check("database", False, f"{mask_url(url)} unreachable ({why})",
-                     "the coordinator cannot start and runs cannot be recorded", fix, True)
+        return Check(
+            "database",
+            False,
+            f"{mask_url(url)} unreachable ({why})",
+            "the coordinator cannot start and runs cannot be recorded",
+            fix,
+            True,
+        )
     finally:
         if engine is not None:
             engine.dispose()
@@ -176,9 +215,14 @@ def check_store(settings: Settings) -> Check:
     folder = Path(unquote(urlsplit(settings.store_url).path))
     existing = next(p for p in (folder, *folder.parents) if p.exists())
     if not os.access(existing, os.W_OK):
-        return Check("object store", False, f"{folder} is not writable (at {existing})",
-                     "shards, checkpoints and bundles cannot be kept",
-                     "set NEVIS_STORE_URL to a writable file:// folder or an s3:// bucket", True)
+        return Check(
+            "object store",
+            False,
+            f"{folder} is not writable (at {existing})",
+            "shards, checkpoints and bundles cannot be kept",
+            "set NEVIS_STORE_URL to a writable file:// folder or an s3:// bucket",
+            True,
+        )
     return Check("object store", True, f"{settings.store_url}, writable")
 
 
@@ -191,8 +235,10 @@ def check_gpus() -> Check:
     if pynvml is not None:
         try:
             pynvml.nvmlInit()
-            names = [str(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)))
-                     for i in range(pynvml.nvmlDeviceGetCount())]
+            names = [
+                str(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)))
+                for i in range(pynvml.nvmlDeviceGetCount())
+            ]
             pynvml.nvmlShutdown()
             return _gpu_check(names, "NVML")
         except pynvml.NVMLError:
@@ -206,8 +252,13 @@ def check_gpus() -> Check:
 
 def _gpu_check(names: list[str], source: str) -> Check:
     if not names:
-        return Check("GPUs", False, f"none ({source})", "learners train on the CPU",
-                     "install the NVIDIA driver and a CUDA build of torch (README, GPU machines)")
+        return Check(
+            "GPUs",
+            False,
+            f"none ({source})",
+            "learners train on the CPU",
+            "install the NVIDIA driver and a CUDA build of torch (README, GPU machines)",
+        )
     return Check("GPUs", True, f"{len(names)} via {source}: {', '.join(names)}")
 
 
@@ -218,9 +269,14 @@ def check_disk(settings: Settings) -> Check:
     free_gib = shutil.disk_usage(existing).free / 2**30
     found = f"{free_gib:.1f} GiB free in {folder}"
     if free_gib < MIN_FREE_GIB:
-        return Check("disk", False, found, "shards and checkpoints may not fit",
-                     "free space, or set NEVIS_DATA_DIR to a larger disk",
-                     required_in_production=free_gib < REQUIRED_FREE_GIB)
+        return Check(
+            "disk",
+            False,
+            found,
+            "shards and checkpoints may not fit",
+            "free space, or set NEVIS_DATA_DIR to a larger disk",
+            required_in_production=free_gib < REQUIRED_FREE_GIB,
+        )
     return Check("disk", True, found)
 
 
@@ -238,20 +294,48 @@ def check_split_salt(settings: Settings, environment: str) -> Check:
         return Check("split salt", True, "set: drawn splits are this deployment's own (docs/isolation.md)")
     if environment != "production":
         return Check("split salt", True, "empty: the public, reproducible splits (development, reproducing the paper)")
-    return Check("split salt", True, "empty: this deployment's own, made once and kept in its database "
-                 "(deployment_secrets); set NEVIS_SPLIT_SALT to choose it")
+    return Check(
+        "split salt",
+        True,
+        "empty: this deployment's own, made once and kept in its database "
+        "(deployment_secrets); set NEVIS_SPLIT_SALT to choose it",
+    )
 
 
 def run_checks(settings: Settings, environment: str) -> list[Check]:
     """Every probe, in the order the table shows them."""
     probes: list[Callable[[], Check]] = [
-        check_python, check_torch, check_bubblewrap, check_cgroup, check_seccomp, check_podman,
-        lambda: check_ray(settings), lambda: check_database(settings, environment), lambda: check_store(settings),
-        check_gpus, lambda: check_disk(settings), check_calibration, lambda: check_split_salt(settings, environment),
+        check_python,
+        check_torch,
+        check_bubblewrap,
+        check_cgroup,
+        check_seccomp,
+        check_podman,
+        lambda: check_ray(settings),
+        lambda: check_database(settings, environment),
+        lambda: check_store(settings),
+        check_gpus,
+        lambda: check_disk(settings),
+        check_calibration,
+        lambda: check_split_salt(settings, environment),
     ]
     return [probe() for probe in probes]
 
 
-__all__ = ["Check", "check_bubblewrap", "check_calibration", "check_cgroup", "check_database", "check_disk",
-           "check_gpus", "check_podman", "check_python", "check_ray", "check_seccomp", "check_split_salt", "check_store",
-           "check_torch", "run_checks"]
+__all__ = [
+    "Check",
+    "check_bubblewrap",
+    "check_calibration",
+    "check_cgroup",
+    "check_database",
+    "check_disk",
+    "check_gpus",
+    "check_podman",
+    "check_python",
+    "check_ray",
+    "check_seccomp",
+    "check_split_salt",
+    "check_store",
+    "check_torch",
+    "run_checks",
+]

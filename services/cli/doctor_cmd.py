@@ -24,8 +24,14 @@ def check_settings() -> Check:
     try:
         load_settings(CoordinatorSettings)
     except ConfigError as exc:
-        return Check("settings", False, str(exc), "`nevis serve` refuses to start",
-                     "set what the message under found names", True)
+        return Check(
+            "settings",
+            False,
+            str(exc),
+            "`nevis serve` refuses to start",
+            "set what the message under found names",
+            True,
+        )
     return Check("settings", True, "valid")
 
 
@@ -58,8 +64,11 @@ def render(checks: list[Check], env: str) -> Table:
     for column in ("piece", "state", "found", "without it"):
         table.add_column(column, overflow="fold")
     for check in checks:
-        state = "ok" if check.ok else ("MISSING (required)" if check.required_in_production and env == "production"
-                                       else "missing")
+        state = (
+            "ok"
+            if check.ok
+            else ("MISSING (required)" if check.required_in_production and env == "production" else "missing")
+        )
         style = "green" if check.ok else "red"
         table.add_row(check.piece, f"[{style}]{state}[/]", check.found, check.cost)
     return table
@@ -88,5 +97,13 @@ def doctor() -> None:
         raise typer.Exit(1)
 
 
-__all__ = ["check_settings", "doctor", "environment", "failing_requirements", "fix_lines", "machine_summary", "render",
-           "summary_line"]
+__all__ = [
+    "check_settings",
+    "doctor",
+    "environment",
+    "failing_requirements",
+    "fix_lines",
+    "machine_summary",
+    "render",
+    "summary_line",
+]

@@ -29,7 +29,9 @@ def module_name(name: str) -> str:
 
 
 @app.command("learner")
-def learner(name: str = typer.Argument(..., help="Folder to create (its last part names the learner's module).")) -> None:
+def learner(
+    name: str = typer.Argument(..., help="Folder to create (its last part names the learner's module)."),
+) -> None:
     """Write a learner folder: the README's linear learner, a README and a test that runs `nevis check`."""
     folder = Path(name)
     if folder.exists():
@@ -38,9 +40,11 @@ def learner(name: str = typer.Argument(..., help="Folder to create (its last par
     folder.mkdir(parents=True)
     for file, text in render(module, folder.name).items():
         (folder / file).write_text(text)
-    console.print(f"Wrote {folder}/: {module}.py (a linear learner), README.md, test_{module}.py.\n"
-                  f"Next: `nevis check {folder} --entrypoint {module}:make`, then "
-                  f"`nevis submit {folder} --entrypoint {module}:make --stream mini`.")
+    console.print(
+        f"Wrote {folder}/: {module}.py (a linear learner), README.md, test_{module}.py.\n"
+        f"Next: `nevis check {folder} --entrypoint {module}:make`, then "
+        f"`nevis submit {folder} --entrypoint {module}:make --stream mini`."
+    )
 
 
 __all__ = ["app", "learner", "module_name"]

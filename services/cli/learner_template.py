@@ -112,9 +112,11 @@ def test_nevis_check_passes():
 
 def render(module: str, name: str) -> dict[str, str]:
     """The files of a new learner folder, by file name."""
-    return {f"{module}.py": LEARNER.replace("my_learner", module),
-            "README.md": README.format(name=name, module=module),
-            f"test_{module}.py": TEST.format(module=module)}
+    return {
+        f"{module}.py": LEARNER.replace("my_learner", module),
+        "README.md": README.format(name=name, module=module),
+        f"test_{module}.py": TEST.format(module=module),
+    }
 
 
 __all__ = ["LEARNER", "README", "TEST", "render"]

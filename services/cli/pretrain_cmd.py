@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -25,22 +24,28 @@ from services.cli.console import make_console
 from services.core.config import get_settings
 from services.core.errors import LearnerError, NevisError
 
-app = typer.Typer(help="Make a self-pretrained checkpoint (pt_self, pt_ft_self) from a stream's meta-train tasks, "
-                       "or import one pretrained elsewhere (pt, pt_ft): `nevis pretrain import`.")
+app = typer.Typer(
+    help="Make a self-pretrained checkpoint (pt_self, pt_ft_self) from a stream's meta-train tasks, "
+    "or import one pretrained elsewhere (pt, pt_ft): `nevis pretrain import`."
+)
 
 
 @app.callback(invoke_without_command=True)
 def pretrain(
     ctx: typer.Context,
     stream: str = typer.Option("mini", "--stream", "-s", help="Stream whose meta-train tasks are learnt."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Checkpoint file to write (required)."),  # noqa: UP007
+    out: Path | None = typer.Option(None, "--out", "-o", help="Checkpoint file to write (required)."),
     steps: int = typer.Option(200, "--steps", min=1, max=10_000_000, help="Optimisation steps per task."),
     trials: int = typer.Option(1, "--trials", min=1, max=10_000, help="Hyper-parameter trials per task."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the search and the trials."),
-    learner: str = typer.Option("ft_prev", "--learner", "-l",
-                                help="Learner that pretrains (its last predictor is the checkpoint); its network "
-                                     "must be the PT learner's: ft_prev (ResNet-34) for pt_self / pt_ft_self, "
-                                     "ft_prev_small (small CNN) for pt_self_small / pt_ft_self_small."),
+    learner: str = typer.Option(
+        "ft_prev",
+        "--learner",
+        "-l",
+        help="Learner that pretrains (its last predictor is the checkpoint); its network "
+        "must be the PT learner's: ft_prev (ResNet-34) for pt_self / pt_ft_self, "
+        "ft_prev_small (small CNN) for pt_self_small / pt_ft_self_small.",
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --out file."),
 ) -> None:
     """Run a learner over a stream's meta-train tasks and save its last predictor (self-pretraining)."""
@@ -52,42 +57,68 @@ def pretrain(
     from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
 
     if out is None:
-        raise NevisError("nevis pretrain needs --out FILE (the checkpoint to write); "
-                         "`nevis pretrain import --help` imports weights pretrained elsewhere.")
+        raise NevisError(
+            "nevis pretrain needs --out FILE (the checkpoint to write); "
+            "`nevis pretrain import --help` imports weights pretrained elsewhere."
+        )
     _check_out(out, force)
     settings = get_settings()
     ensure_sqlite_parent(settings.database_url)
     upgrade(settings.database_url)
     console = make_console()
     result = make_checkpoint(
-        StreamRunner(settings), stream=stream, steps=steps, seed=seed, learner=learner, trials=trials,
-        on_created=lambda run_id: console.print(f"Pretraining run {run_id}: {learner} on the meta-train tasks "
-                                                f"of {stream} (resume with `nevis run --resume {run_id}`)."))
+        StreamRunner(settings),
+        stream=stream,
+        steps=steps,
+        seed=seed,
+        learner=learner,
+        trials=trials,
+        on_created=lambda run_id: console.print(
+            f"Pretraining run {run_id}: {learner} on the meta-train tasks "
+            f"of {stream} (resume with `nevis run --resume {run_id}`)."
+        ),
+    )
     out.write_bytes(result.checkpoint)
     digest = hashlib.sha256(result.checkpoint).hexdigest()
-    console.print(f"Wrote {out}: {len(result.checkpoint):,} bytes, sha256 {digest[:12]}, after {result.tasks} "
-                  f"meta-train tasks ({result.flops:.3e} FLOPs, run {result.submission_id}, recorded in the "
-                  f"checkpoint). Self-pretrained, not the paper's PT: use it with `nevis run --learner "
-                  f"{pt_learner_for(learner)} --pretrained {out}` (a PT learner of the same network).")
+    console.print(
+        f"Wrote {out}: {len(result.checkpoint):,} bytes, sha256 {digest[:12]}, after {result.tasks} "
+        f"meta-train tasks ({result.flops:.3e} FLOPs, run {result.submission_id}, recorded in the "
+        f"checkpoint). Self-pretrained, not the paper's PT: use it with `nevis run --learner "
+        f"{pt_learner_for(learner)} --pretrained {out}` (a PT learner of the same network)."
+    )
 
 
 @app.command("import")
 def import_checkpoint(
-    file: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True,
-                                help="The pretrained weights (a torch file)."),
-    source: str = typer.Option(..., "--from",
-                               help="What FILE is: torchvision-resnet34 (a torchvision ResNet-34 state dict, "
-                                    "converted to the low-resolution ResNet-34) or nevis-predictor (a predictor "
-                                    "file of this service, taken as it is)."),
+    file: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, readable=True, help="The pretrained weights (a torch file)."
+    ),
+    source: str = typer.Option(
+        ...,
+        "--from",
+        help="What FILE is: torchvision-resnet34 (a torchvision ResNet-34 state dict, "
+        "converted to the low-resolution ResNet-34) or nevis-predictor (a predictor "
+        "file of this service, taken as it is).",
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="Checkpoint file to write."),
-    provenance: str = typer.Option(..., "--provenance",
-                                   help="Where the weights come from, in words: data, recipe, origin of the file. "
-                                        "Recorded in the checkpoint."),
-    stem: str = typer.Option("resample", "--stem",
-                             help="torchvision's 7x7 stem: 'resample' (area-averaged to 3x3, its batch norm "
-                                  "kept) or 'fresh' (left at initialisation)."),
-    image_size: int = typer.Option(64, "--image-size", min=8, max=1024,
-                                   help="Side the checkpoint's own evaluation resizes to (PT+FT's probe of it)."),
+    provenance: str = typer.Option(
+        ...,
+        "--provenance",
+        help="Where the weights come from, in words: data, recipe, origin of the file. Recorded in the checkpoint.",
+    ),
+    stem: str = typer.Option(
+        "resample",
+        "--stem",
+        help="torchvision's 7x7 stem: 'resample' (area-averaged to 3x3, its batch norm "
+        "kept) or 'fresh' (left at initialisation).",
+    ),
+    image_size: int = typer.Option(
+        64,
+        "--image-size",
+        min=8,
+        max=1024,
+        help="Side the checkpoint's own evaluation resizes to (PT+FT's probe of it).",
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --out file."),
 ) -> None:
     """Convert weights pretrained elsewhere into a checkpoint for pt / pt_ft, recording their provenance."""
@@ -103,8 +134,10 @@ def import_checkpoint(
     out.write_bytes(checkpoint)
     digest = hashlib.sha256(checkpoint).hexdigest()
     console = make_console()
-    console.print(f"Wrote {out}: {len(checkpoint):,} bytes, sha256 {digest[:12]}, from {source} {file} "
-                  f"(sha256 {record.source_sha256[:12] if record and record.source_sha256 else '?'}).")
+    console.print(
+        f"Wrote {out}: {len(checkpoint):,} bytes, sha256 {digest[:12]}, from {source} {file} "
+        f"(sha256 {record.source_sha256[:12] if record and record.source_sha256 else '?'})."
+    )
     if record is not None and record.mapping:
         console.print(f"Mapped: {record.mapping}.")
     console.print(f"Use it with `nevis run --learner pt --pretrained {out}` (or pt_ft).")

@@ -15,7 +15,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich import box
@@ -28,18 +28,24 @@ from services.core.errors import ConfigError
 app = typer.Typer(no_args_is_help=True, help="Probe saved checkpoints (mismatch curves, LiDAR, RankMe).")
 console = Console()
 
-_PRESET = typer.Option("standard", "--preset",
-                       help="standard (every checkpoint of the chosen trial + first and last of 1 other, "
-                            "LiDAR 150 × 4, MLP 32 × 100 steps), publish (the papers' scale, for any "
-                            "published figure: LiDAR 1000 × 50, every checkpoint of every trial; full "
-                            "is the same) or ci (small, fast).")
-SCOPE_LABELS = {"trials": "across trials (final checkpoints)", "trials_mean": "across trials, task mean",
-                "task": "within trajectories (checkpoints)", "task_mean": "within trajectories, task mean",
-                "pooled": "pooled (tasks mixed)"}
+_PRESET = typer.Option(
+    "standard",
+    "--preset",
+    help="standard (every checkpoint of the chosen trial + first and last of 1 other, "
+    "LiDAR 150 × 4, MLP 32 × 100 steps), publish (the papers' scale, for any "
+    "published figure: LiDAR 1000 × 50, every checkpoint of every trial; full "
+    "is the same) or ci (small, fast).",
+)
+SCOPE_LABELS = {
+    "trials": "across trials (final checkpoints)",
+    "trials_mean": "across trials, task mean",
+    "task": "within trajectories (checkpoints)",
+    "task_mean": "within trajectories, task mean",
+    "pooled": "pooled (tasks mixed)",
+}
 
 
-def build_settings(preset: str, *, all_trials: bool = False, all_earlier: bool = False,
-                   **overrides: Any) -> Any:
+def build_settings(preset: str, *, all_trials: bool = False, all_earlier: bool = False, **overrides: Any) -> Any:
     """Probe settings of ``preset`` with the options the user gave (None = keep);
     ``all_trials`` probes every checkpoint of every trial, ``all_earlier`` every earlier task."""
     from services.store.probes.settings import ProbeSettings  # noqa: PLC0415
@@ -64,16 +70,25 @@ def learner_paths(configured: str, environ: Mapping[str, str]) -> tuple[str, ...
     """
     pythonpath = environ.get("PYTHONPATH", "")
     if pythonpath and environ.get("NEVIS_ENVIRONMENT") == "production":
-        raise ConfigError("PYTHONPATH is set on a production probe worker: learner code must never be on "
-                          "the import path of a process that holds credentials. Unset it and name the "
-                          "folders in NEVIS_LEARNER_PATHS (learner hosts see them read-only).")
+        raise ConfigError(
+            "PYTHONPATH is set on a production probe worker: learner code must never be on "
+            "the import path of a process that holds credentials. Unset it and name the "
+            "folders in NEVIS_LEARNER_PATHS (learner hosts see them read-only)."
+        )
     chosen = configured or pythonpath
     return tuple(p for p in chosen.split(os.pathsep) if p)
 
 
-def _worker_config(*, submission_id: int | None, lease_s: float, poll_s: float,
-                   stop_when_idle: bool, threads: int, watch: dict | None = None,
-                   job_ids: tuple[int, ...] | None = None) -> Any:
+def _worker_config(
+    *,
+    submission_id: int | None,
+    lease_s: float,
+    poll_s: float,
+    stop_when_idle: bool,
+    threads: int,
+    watch: dict | None = None,
+    job_ids: tuple[int, ...] | None = None,
+) -> Any:
     from workers.probe.runtime.pool import WorkerConfig  # noqa: PLC0415
 
     settings = get_settings()
@@ -81,38 +96,57 @@ def _worker_config(*, submission_id: int | None, lease_s: float, poll_s: float,
     # Image learners' files are unpacked by digest (as the worker harness does), unless the
     # operator's images are labels only (the coordinator's NEVIS_IMAGE_LEARNERS=installed).
     installed = os.environ.get("NEVIS_IMAGE_LEARNERS") == "installed"
-    return WorkerConfig(database_url=settings.database_url, store_url=settings.store_url,
-                        s3_endpoint_url=settings.s3_endpoint_url, lease_s=lease_s, poll_s=poll_s,
-                        stop_when_idle=stop_when_idle, submission_id=submission_id,
-                        job_ids=job_ids, threads=threads, watch=watch, sandbox=settings.sandbox,
-                        import_paths=paths, bundles_dir=str(settings.data_dir / "bundles"),
-                        images_dir=None if installed else str(settings.data_dir / "images"))
+    return WorkerConfig(
+        database_url=settings.database_url,
+        store_url=settings.store_url,
+        s3_endpoint_url=settings.s3_endpoint_url,
+        lease_s=lease_s,
+        poll_s=poll_s,
+        stop_when_idle=stop_when_idle,
+        submission_id=submission_id,
+        job_ids=job_ids,
+        threads=threads,
+        watch=watch,
+        sandbox=settings.sandbox,
+        import_paths=paths,
+        bundles_dir=str(settings.data_dir / "bundles"),
+        images_dir=None if installed else str(settings.data_dir / "images"),
+    )
 
 
 def run(
     submission: int = typer.Option(..., "--submission", help="Run (submission) id to probe."),
-    task: Optional[int] = typer.Option(None, "--task", help="Only this task (order); default every committed task."),  # noqa: UP007
-    workers: int = typer.Option(0, "--workers", "-n", min=0,
-                                help="Worker processes (0: one per CPU core, at most 4; 1: in this process)."),
+    task: int | None = typer.Option(None, "--task", help="Only this task (order); default every committed task."),
+    workers: int = typer.Option(
+        0, "--workers", "-n", min=0, help="Worker processes (0: one per CPU core, at most 4; 1: in this process)."
+    ),
     preset: str = _PRESET,
-    folds: Optional[int] = typer.Option(None, "--folds", help="k of the k-fold probes."),  # noqa: UP007
-    kinds: Optional[str] = typer.Option(None, "--kinds", help="Comma list of linear, mlp2, mlp3."),  # noqa: UP007
-    targets: Optional[str] = typer.Option(None, "--targets", help="earlier (current + earlier tasks) or current."),  # noqa: UP007
-    max_earlier: Optional[int] = typer.Option(  # noqa: UP007
-        None, "--max-earlier", min=0, help="At most this many earlier target tasks, the most recent (standard: 3)."),
+    folds: int | None = typer.Option(None, "--folds", help="k of the k-fold probes."),
+    kinds: str | None = typer.Option(None, "--kinds", help="Comma list of linear, mlp2, mlp3."),
+    targets: str | None = typer.Option(None, "--targets", help="earlier (current + earlier tasks) or current."),
+    max_earlier: int | None = typer.Option(
+        None, "--max-earlier", min=0, help="At most this many earlier target tasks, the most recent (standard: 3)."
+    ),
     all_earlier: bool = typer.Option(False, "--all-earlier", help="Every earlier task as a target (publish does)."),
-    other_trials: Optional[int] = typer.Option(  # noqa: UP007
-        None, "--other-trials", min=0, help="Other trials probed per task besides the chosen one (preset: 1)."),
-    other_checkpoints: Optional[int] = typer.Option(  # noqa: UP007
-        None, "--other-checkpoints", min=1,
-        help="Checkpoints probed per other trial: first and last, evenly spaced between (preset: 2)."),
+    other_trials: int | None = typer.Option(
+        None, "--other-trials", min=0, help="Other trials probed per task besides the chosen one (preset: 1)."
+    ),
+    other_checkpoints: int | None = typer.Option(
+        None,
+        "--other-checkpoints",
+        min=1,
+        help="Checkpoints probed per other trial: first and last, evenly spaced between (preset: 2).",
+    ),
     all_trials: bool = typer.Option(False, "--all-trials", help="Probe every checkpoint of every trial of each task."),
-    max_examples: Optional[int] = typer.Option(None, "--max-examples", help="Held-out (dev + dev_test) images per target task."),  # noqa: UP007
-    lidar_n: Optional[int] = typer.Option(None, "--lidar-n", help="Clean images for LiDAR."),  # noqa: UP007
-    lidar_q: Optional[int] = typer.Option(None, "--lidar-q", help="Augmentations per clean image."),  # noqa: UP007
-    lidar_delta_mode: Optional[str] = typer.Option(  # noqa: UP007
-        None, "--lidar-delta-mode", help="relative (default: δ × mean within-class eigenvalue) or absolute."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of subsamples, folds and augmentations."),  # noqa: UP007
+    max_examples: int | None = typer.Option(
+        None, "--max-examples", help="Held-out (dev + dev_test) images per target task."
+    ),
+    lidar_n: int | None = typer.Option(None, "--lidar-n", help="Clean images for LiDAR."),
+    lidar_q: int | None = typer.Option(None, "--lidar-q", help="Augmentations per clean image."),
+    lidar_delta_mode: str | None = typer.Option(
+        None, "--lidar-delta-mode", help="relative (default: δ × mean within-class eigenvalue) or absolute."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of subsamples, folds and augmentations."),
     lease_s: float = typer.Option(120.0, "--lease-s", help="Job lease (renewed while a job runs)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Queue this run's failed jobs again."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
@@ -122,42 +156,67 @@ def run(
     from workers.probe.runtime.planner import queue_submission  # noqa: PLC0415
     from workers.probe.runtime.pool import ProbeWorker, default_threads, default_workers, run_pool  # noqa: PLC0415
 
-    probe_settings = build_settings(preset, folds=folds, kinds=kinds, targets=targets,
-                                    max_earlier=max_earlier, max_examples=max_examples,
-                                    lidar_n=lidar_n, lidar_q=lidar_q, seed=seed,
-                                    lidar_delta_mode=lidar_delta_mode,
-                                    other_trials=other_trials, other_checkpoints=other_checkpoints,
-                                    all_trials=all_trials, all_earlier=all_earlier)
+    probe_settings = build_settings(
+        preset,
+        folds=folds,
+        kinds=kinds,
+        targets=targets,
+        max_earlier=max_earlier,
+        max_examples=max_examples,
+        lidar_n=lidar_n,
+        lidar_q=lidar_q,
+        seed=seed,
+        lidar_delta_mode=lidar_delta_mode,
+        other_trials=other_trials,
+        other_checkpoints=other_checkpoints,
+        all_trials=all_trials,
+        all_earlier=all_earlier,
+    )
     url = get_settings().database_url
     ensure_current(url)
     sessions = sessions_on(url)
     with transaction(sessions) as session:
-        queued = queue_submission(session, submission_id=submission, settings=probe_settings,
-                                  task_order=task, retry_failed=retry_failed)
+        queued = queue_submission(
+            session, submission_id=submission, settings=probe_settings, task_order=task, retry_failed=retry_failed
+        )
     out = Console(stderr=True) if as_json else console
-    out.print(f"Run {submission}: {queued.added} new probe job(s) queued "
-              f"(settings {probe_settings.settings_hash}, preset {preset}).")
+    out.print(
+        f"Run {submission}: {queued.added} new probe job(s) queued "
+        f"(settings {probe_settings.settings_hash}, preset {preset})."
+    )
     workers = workers or default_workers()
     # Only this plan's jobs: others in the shared queue (other runs', other settings') stay.
-    config = _worker_config(submission_id=submission, job_ids=queued.job_ids, lease_s=lease_s,
-                            poll_s=0.5, stop_when_idle=True, threads=default_threads(workers))
+    config = _worker_config(
+        submission_id=submission,
+        job_ids=queued.job_ids,
+        lease_s=lease_s,
+        poll_s=0.5,
+        stop_when_idle=True,
+        threads=default_threads(workers),
+    )
     if workers == 1:
+
         def on_event(job: Any, outcome: str, seconds: float, message: str) -> None:
             tail = f": {message}" if message else ""
-            out.print(f"  {job.kind:<10} task {job.task_order:>3}  {outcome:<6} {seconds:6.1f} s  {job.job_key}{tail}",
-                      highlight=False)
+            out.print(
+                f"  {job.kind:<10} task {job.task_order:>3}  {outcome:<6} {seconds:6.1f} s  {job.job_key}{tail}",
+                highlight=False,
+            )
 
         ProbeWorker(config, on_event=on_event).run()
     else:
-        run_pool(config, workers, on_wait=_progress(out, sessions, submission=submission,
-                                                    job_ids=queued.job_ids, workers=workers))
+        run_pool(
+            config,
+            workers,
+            on_wait=_progress(out, sessions, submission=submission, job_ids=queued.job_ids, workers=workers),
+        )
     _note_waiting(out, sessions, submission=submission, job_ids=queued.job_ids)
-    show_probe_report(submission, settings_hash=probe_settings.settings_hash, task_order=task,
-                      as_json=as_json)
+    show_probe_report(submission, settings_hash=probe_settings.settings_hash, task_order=task, as_json=as_json)
 
 
-def _progress(out: Console, sessions: Any, *, submission: int, job_ids: tuple[int, ...],
-              workers: int) -> Callable[[], None]:
+def _progress(
+    out: Console, sessions: Any, *, submission: int, job_ids: tuple[int, ...], workers: int
+) -> Callable[[], None]:
     """A line each time more of this plan's jobs have finished (the workers print nothing)."""
     from services.store.probes import queue  # noqa: PLC0415
 
@@ -170,8 +229,9 @@ def _progress(out: Console, sessions: Any, *, submission: int, job_ids: tuple[in
         if finished != shown[0]:
             shown[0] = finished
             failed = f", {counts['failed']} failed" if counts.get("failed") else ""
-            out.print(f"  probe jobs finished: {finished} of {len(job_ids)}{failed} ({workers} workers)",
-                      highlight=False)
+            out.print(
+                f"  probe jobs finished: {finished} of {len(job_ids)}{failed} ({workers} workers)", highlight=False
+            )
 
     return show
 
@@ -184,17 +244,20 @@ def _note_waiting(out: Console, sessions: Any, *, submission: int, job_ids: tupl
     with sessions() as session:
         waiting = queue.status_counts(session, submission_id=submission, job_ids=job_ids).get("queued", 0)
     if waiting:
-        out.print(f"{waiting} of its job(s) still wait for jobs this command did not queue (another "
-                  "task's, queued by the probe pool's watch or another `nevis probe run`); "
-                  "`nevis probe-workers` runs them.")
+        out.print(
+            f"{waiting} of its job(s) still wait for jobs this command did not queue (another "
+            "task's, queued by the probe pool's watch or another `nevis probe run`); "
+            "`nevis probe-workers` runs them."
+        )
 
 
 def workers_command(
     n: int = typer.Option(1, "-n", "--workers", min=1, help="Worker processes."),
     watch: bool = typer.Option(True, "--watch/--no-watch", help="Queue jobs of newly committed tasks."),
     once: bool = typer.Option(False, "--once", help="Exit when the queue is empty instead of polling."),
-    preset: Optional[str] = typer.Option(  # noqa: UP007
-        None, "--preset", help="Settings of the watch: standard, ci, full or off (default: NEVIS_PROBE_PRESET)."),
+    preset: str | None = typer.Option(
+        None, "--preset", help="Settings of the watch: standard, ci, full or off (default: NEVIS_PROBE_PRESET)."
+    ),
     lease_s: float = typer.Option(120.0, "--lease-s", help="Job lease (renewed while a job runs)."),
     poll_s: float = typer.Option(5.0, "--poll-s", help="Seconds between polls of an empty queue."),
 ) -> None:
@@ -206,9 +269,17 @@ def workers_command(
     preset = preset or get_settings().probe_preset
     watch_doc = build_settings(preset).to_dict() if watch and preset != "off" else None
     console.print(f"Starting {n} probe worker(s){' (watching for committed tasks)' if watch else ''}.")
-    codes = run_pool(_worker_config(submission_id=None, lease_s=lease_s, poll_s=poll_s,
-                                    stop_when_idle=once, threads=default_threads(n),
-                                    watch=watch_doc), n)
+    codes = run_pool(
+        _worker_config(
+            submission_id=None,
+            lease_s=lease_s,
+            poll_s=poll_s,
+            stop_when_idle=once,
+            threads=default_threads(n),
+            watch=watch_doc,
+        ),
+        n,
+    )
     console.print(f"Probe workers exited with codes {codes}.")
 
 
@@ -234,8 +305,7 @@ def load_report(run_id: int, *, settings_hash: str | None = None, task_order: in
     url = get_settings().database_url
     ensure_current(url)
     with sessions_on(url)() as session:
-        return load_probe_report(session, submission_id=run_id, settings_hash=settings_hash,
-                                 task_order=task_order)
+        return load_probe_report(session, submission_id=run_id, settings_hash=settings_hash, task_order=task_order)
 
 
 def results_json(run_id: int) -> str:
@@ -249,57 +319,116 @@ def results_json(run_id: int) -> str:
     return json.dumps({**summary.to_dict(), "probes": report.to_dict()}, indent=2)
 
 
-def show_probe_report(run_id: int, *, settings_hash: str | None = None,
-                      task_order: int | None = None, as_json: bool = False) -> None:
+def show_probe_report(
+    run_id: int, *, settings_hash: str | None = None, task_order: int | None = None, as_json: bool = False
+) -> None:
     """Print the probe tables of a run (best trial of each task) and the correlations."""
     report = load_report(run_id, settings_hash=settings_hash, task_order=task_order)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))
         return
     if report.settings_hash is None or not report.jobs:
-        console.print(f"Run {run_id} has no probe results yet: probes need committed tasks with "
-                      f"checkpoints; then run `nevis probe run --submission {run_id}`.")
+        console.print(
+            f"Run {run_id} has no probe results yet: probes need committed tasks with "
+            f"checkpoints; then run `nevis probe run --submission {run_id}`."
+        )
         return
     s = report.settings or {}
-    console.print(f"Probes of run {run_id} (settings {report.settings_hash}: {s.get('folds')} folds, "
-                  f"{', '.join(s.get('kinds', []))}; targets {s.get('targets')}; LiDAR n≤{s.get('lidar_n')}, "
-                  f"q={s.get('lidar_q')}, δ={s.get('lidar_delta')} {s.get('lidar_delta_mode', 'absolute')})", highlight=False)
+    console.print(
+        f"Probes of run {run_id} (settings {report.settings_hash}: {s.get('folds')} folds, "
+        f"{', '.join(s.get('kinds', []))}; targets {s.get('targets')}; LiDAR n≤{s.get('lidar_n')}, "
+        f"q={s.get('lidar_q')}, δ={s.get('lidar_delta')} {s.get('lidar_delta_mode', 'absolute')})",
+        highlight=False,
+    )
     jobs = ", ".join(f"{k} {v}" for k, v in sorted(report.jobs.items()))
     console.print(f"jobs: {jobs or 'none'}")
-    ranks = Table("task", "trial", "step", "LiDAR", "RankMe", "pretext err", "linear acc",
-                  "analysis FLOPs", title="Checkpoints of each task's committed trial", box=box.SIMPLE_HEAD)
+    ranks = Table(
+        "task",
+        "trial",
+        "step",
+        "LiDAR",
+        "RankMe",
+        "pretext err",
+        "linear acc",
+        "analysis FLOPs",
+        title="Checkpoints of each task's committed trial",
+        box=box.SIMPLE_HEAD,
+    )
     for c in report.checkpoints:
         if c.best_trial:
-            ranks.add_row(str(c.task_order), str(c.trial_index), str(c.step), _num(c.lidar, 2),
-                          _num(c.rankme, 2), _num(c.pretext_error), _num(c.linear_accuracy),
-                          _flops(c.analysis_flops))
+            ranks.add_row(
+                str(c.task_order),
+                str(c.trial_index),
+                str(c.step),
+                _num(c.lidar, 2),
+                _num(c.rankme, 2),
+                _num(c.pretext_error),
+                _num(c.linear_accuracy),
+                _flops(c.analysis_flops),
+            )
     console.print(ranks)
-    mism = Table("task", "target", "probe", "c", "MM3", "MSM3", "cSM3", "mSM3", "MOFM", "cOFM",
-                 "mOFM", title="Mismatch (METRICS.md §2) of each task's committed trial",
-                 box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0))
+    mism = Table(
+        "task",
+        "target",
+        "probe",
+        "c",
+        "MM3",
+        "MSM3",
+        "cSM3",
+        "mSM3",
+        "MOFM",
+        "cOFM",
+        "mOFM",
+        title="Mismatch (METRICS.md §2) of each task's committed trial",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
+    )
     for m in report.mismatch:
         if m.best_trial:
             sc = m.scores
             fresh = "†" if (m.curves or {}).get("ofm_start") else ""
-            mism.add_row(str(m.task_order), str(m.target_order), m.probe_kind + fresh,
-                         f"{m.conv_step}{'' if m.converged else '*'}",
-                         *(_num(sc[k], 1) for k in ("mm3", "msm3", "csm3", "msm3max", "mofm", "cofm", "mofm_max")))
+            mism.add_row(
+                str(m.task_order),
+                str(m.target_order),
+                m.probe_kind + fresh,
+                f"{m.conv_step}{'' if m.converged else '*'}",
+                *(_num(sc[k], 1) for k in ("mm3", "msm3", "csm3", "msm3max", "mofm", "cofm", "mofm_max")),
+            )
     console.print(mism)
-    console.print("  c: convergence step (* patience never ran out: the last checkpoint); "
-                  "values in percent, lower is better; MM3 on the task's own target only; † OFM from a "
-                  "fresh network of the architecture (the first checkpoint was transferred)", style="dim")
+    console.print(
+        "  c: convergence step (* patience never ran out: the last checkpoint); "
+        "values in percent, lower is better; MM3 on the task's own target only; † OFM from a "
+        "fresh network of the architecture (the first checkpoint was transferred)",
+        style="dim",
+    )
     _show_lidar_sweep(report)
-    corr = Table("scope", "task", "proxy", "Spearman ρ", "Kendall τ-b", "points",
-                 title="LiDAR / RankMe vs linear-probe accuracy", box=box.SIMPLE_HEAD)
+    corr = Table(
+        "scope",
+        "task",
+        "proxy",
+        "Spearman ρ",
+        "Kendall τ-b",
+        "points",
+        title="LiDAR / RankMe vs linear-probe accuracy",
+        box=box.SIMPLE_HEAD,
+    )
     # Across trials first (the headline), within trajectories next, pooled (tasks mixed) last.
     for r in report.correlations:
-        corr.add_row(SCOPE_LABELS.get(r.scope, r.scope), str(r.task_order) if r.task_order else "all",
-                     r.proxy, _num(r.spearman), _num(r.kendall_tau_b), str(r.num_points))
+        corr.add_row(
+            SCOPE_LABELS.get(r.scope, r.scope),
+            str(r.task_order) if r.task_order else "all",
+            r.proxy,
+            _num(r.spearman),
+            _num(r.kendall_tau_b),
+            str(r.num_points),
+        )
     console.print(corr)
-    console.print("  across trials: the final checkpoint of every probed trial of a task (the LiDAR "
-                  "paper's ranking; needs --all-trials or --preset publish); within trajectories: "
-                  "checkpoints along training; pooled: all tasks mixed, not comparable across tasks",
-                  style="dim")
+    console.print(
+        "  across trials: the final checkpoint of every probed trial of a task (the LiDAR "
+        "paper's ranking; needs --all-trials or --preset publish); within trajectories: "
+        "checkpoints along training; pooled: all tasks mixed, not comparable across tasks",
+        style="dim",
+    )
     _show_analysis_flops(report.analysis_flops)
     for key, error in report.failures:
         console.print(f"[yellow]failed[/] {key}: {error.splitlines()[0] if error else ''}", highlight=False)
@@ -316,8 +445,13 @@ def _show_lidar_sweep(report: Any) -> None:
         return
     deltas = sorted({d for c in last.values() for d in c.lidar_sweep}, key=float)
     mode = next(iter(last.values())).lidar_delta_mode or "absolute"
-    table = Table("task", "step", *(f"δ={d}" for d in deltas), box=box.SIMPLE_HEAD,
-                  title=f"LiDAR δ-sensitivity ({mode} δ; last checkpoint of the committed trial)")
+    table = Table(
+        "task",
+        "step",
+        *(f"δ={d}" for d in deltas),
+        box=box.SIMPLE_HEAD,
+        title=f"LiDAR δ-sensitivity ({mode} δ; last checkpoint of the committed trial)",
+    )
     for order, c in sorted(last.items()):
         table.add_row(str(order), str(c.step), *(_num(c.lidar_sweep.get(d), 2) for d in deltas))
     console.print(table)
@@ -325,21 +459,34 @@ def _show_lidar_sweep(report: Any) -> None:
 
 def _show_analysis_flops(flops: Any) -> None:
     """What probing cost, per task and in total: the harness's analysis, never in cFLOP."""
-    table = Table("task", "learner passes", "probe fits", "analysis FLOPs",
-                  title="Analysis FLOPs (not in cFLOP)", box=box.SIMPLE_HEAD)
+    table = Table(
+        "task",
+        "learner passes",
+        "probe fits",
+        "analysis FLOPs",
+        title="Analysis FLOPs (not in cFLOP)",
+        box=box.SIMPLE_HEAD,
+    )
     for t in flops.by_task:
         table.add_row(str(t.task_order), _flops(t.learner_passes), _flops(t.probe_fits), _flops(t.total))
-    table.add_row("total", _flops(flops.learner_passes), _flops(flops.probe_fits), _flops(flops.total),
-                  style="bold")
+    table.add_row("total", _flops(flops.learner_passes), _flops(flops.probe_fits), _flops(flops.total), style="bold")
     console.print(table)
-    note = ("  what probing cost, over every probed trial: the checkpoint jobs' learner passes and "
-            "the trial jobs' probe fits; never part of the run's cFLOP")
+    note = (
+        "  what probing cost, over every probed trial: the checkpoint jobs' learner passes and "
+        "the trial jobs' probe fits; never part of the run's cFLOP"
+    )
     if flops.unmetered_jobs:
         note += f"; {flops.unmetered_jobs} job(s) done before analysis FLOPs were counted have none"
     console.print(note, style="dim")
 
 
 __all__ = [
-    "app", "build_settings", "load_report", "results_json", "run", "show_probe_report",
-    "learner_paths", "workers_command",
+    "app",
+    "build_settings",
+    "load_report",
+    "results_json",
+    "run",
+    "show_probe_report",
+    "learner_paths",
+    "workers_command",
 ]

@@ -10,8 +10,6 @@ launches the runs it queues. It exits 1 when a stream could not be refreshed.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -24,8 +22,9 @@ app = typer.Typer(no_args_is_help=True, help="Re-run baselines and pinned submis
 
 @app.command("run")
 def run(
-    stream: Optional[list[str]] = typer.Option(  # noqa: UP007
-        None, "--stream", "-s", help="Refresh this stream (repeatable); default: every refreshable one."),
+    stream: list[str] | None = typer.Option(
+        None, "--stream", "-s", help="Refresh this stream (repeatable); default: every refreshable one."
+    ),
 ) -> None:
     """Settle finished refreshes, then refresh every stream whose current version has none."""
     from services.coordinator.refresh.snapshot import settle_refreshes  # noqa: PLC0415
@@ -36,11 +35,14 @@ def run(
     with transaction(sessions) as session:
         for refresh_id in settle_refreshes(session):
             typer.echo(f"refresh {refresh_id} finished: its leaderboard snapshot is kept")
-    report = run_refreshes(sessions, settings=get_coordinator_settings(), trigger="cli",
-                           streams=list(stream) if stream else None)
+    report = run_refreshes(
+        sessions, settings=get_coordinator_settings(), trigger="cli", streams=list(stream) if stream else None
+    )
     for outcome in report.outcomes:
-        typer.echo(f"refresh {outcome.refresh.id} of {outcome.stream} {outcome.version}: queued "
-                   f"{len(outcome.queued)} submission(s) {list(outcome.queued)}")
+        typer.echo(
+            f"refresh {outcome.refresh.id} of {outcome.stream} {outcome.version}: queued "
+            f"{len(outcome.queued)} submission(s) {list(outcome.queued)}"
+        )
     for name, error in report.errors.items():
         typer.echo(f"stream {name!r} was not refreshed: {error}", err=True)
     if not report.outcomes and not report.errors:
@@ -51,7 +53,7 @@ def run(
 
 @app.command("list")
 def list_command(
-    stream: Optional[str] = typer.Option(None, "--stream", "-s", help="Only this stream's."),  # noqa: UP007
+    stream: str | None = typer.Option(None, "--stream", "-s", help="Only this stream's."),
     limit: int = typer.Option(20, "--limit", min=1, max=1000, help="Newest first, this many."),
 ) -> None:
     """List refreshes, newest first."""
@@ -59,14 +61,22 @@ def list_command(
 
     with coordinator_sessions()() as session:
         rows, total = list_refreshes(session, limit=limit, offset=0, stream=stream)
-        table = Table("id", "stream", "version", "trigger", "status", "runs", "started", "finished",
-                      title=f"{total} refresh(es)")
+        table = Table(
+            "id", "stream", "version", "trigger", "status", "runs", "started", "finished", title=f"{total} refresh(es)"
+        )
         for r in rows:
             statuses = run_statuses(session, refresh=r)
             done = sum(s not in ("queued", "running") for s in statuses.values())
-            table.add_row(str(r.id), r.stream_version.name, r.stream_version.version, r.trigger,
-                          r.status, f"{done}/{len(statuses)} ended", r.started_at.isoformat(timespec="seconds"),
-                          r.finished_at.isoformat(timespec="seconds") if r.finished_at else "–")
+            table.add_row(
+                str(r.id),
+                r.stream_version.name,
+                r.stream_version.version,
+                r.trigger,
+                r.status,
+                f"{done}/{len(statuses)} ended",
+                r.started_at.isoformat(timespec="seconds"),
+                r.finished_at.isoformat(timespec="seconds") if r.finished_at else "–",
+            )
     Console().print(table)
 
 

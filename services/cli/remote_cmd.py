@@ -13,7 +13,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -29,13 +29,14 @@ console = make_console()
 
 def login(
     url: str = typer.Argument(..., help="The service's base URL, e.g. https://nevis.example.org."),
-    token: Optional[str] = typer.Option(None, "--token", help="The API token (default: prompted for, or read from stdin)."),  # noqa: UP007
+    token: str | None = typer.Option(
+        None, "--token", help="The API token (default: prompted for, or read from stdin)."
+    ),
 ) -> None:
     """Check a token against the service and keep both for the other commands (mode 0600)."""
     url = normalise_url(url)
     if token is None:
-        token = (typer.prompt("API token", hide_input=True) if sys.stdin.isatty()
-                 else sys.stdin.readline()).strip()
+        token = (typer.prompt("API token", hide_input=True) if sys.stdin.isatty() else sys.stdin.readline()).strip()
     if not token:
         raise typer.BadParameter("an empty token", param_hint="token")
     with NevisClient(url, token) as client:
@@ -45,18 +46,34 @@ def login(
 
 
 def submit(
-    folder: Path = typer.Argument(..., help="The learner's folder (packed as a bundle; caches and VCS folders left out)."),
+    folder: Path = typer.Argument(
+        ..., help="The learner's folder (packed as a bundle; caches and VCS folders left out)."
+    ),
     entrypoint: str = typer.Option(..., "--entrypoint", "-e", help="module:factory that makes the learner."),
     stream: str = typer.Option(..., "--stream", "-s", help="Stream name on the service (GET /v1/streams)."),
-    trials: Optional[int] = typer.Option(None, "--trials", help="Hyper-parameter trials per task (default: the service's)."),  # noqa: UP007
-    steps: Optional[int] = typer.Option(None, "--steps", help="Optimisation steps per trial (default: the service's)."),  # noqa: UP007
+    trials: int | None = typer.Option(
+        None, "--trials", help="Hyper-parameter trials per task (default: the service's)."
+    ),
+    steps: int | None = typer.Option(None, "--steps", help="Optimisation steps per trial (default: the service's)."),
     phase: str = typer.Option("meta_test", "--phase", help="meta_test (ranked) or meta_train (development)."),
-    private: bool = typer.Option(False, "--private", help="Keep it off the public leaderboard (you and admins see it)."),
+    private: bool = typer.Option(
+        False, "--private", help="Keep it off the public leaderboard (you and admins see it)."
+    ),
     pin: bool = typer.Option(False, "--pin", help="Re-run it on each new version of the stream."),
-    code_url: Optional[str] = typer.Option(None, "--code-url", help="Where the learner's code is public (https://...); without it the leaderboard marks the run 'code not public'."),  # noqa: UP007
-    ruleset: str = typer.Option("open", "--ruleset", callback=lambda v: known_ruleset(v, "--ruleset"),
-                                help="Rules to compete under (docs/rules.md): open, budget-<X>[-total-<Y>] or self-tuning; each has its own leaderboard."),
-    name: Optional[str] = typer.Option(None, "--name", help="Learner name when registering (default: folder name + content hash)."),  # noqa: UP007
+    code_url: str | None = typer.Option(
+        None,
+        "--code-url",
+        help="Where the learner's code is public (https://...); without it the leaderboard marks the run 'code not public'.",
+    ),
+    ruleset: str = typer.Option(
+        "open",
+        "--ruleset",
+        callback=lambda v: known_ruleset(v, "--ruleset"),
+        help="Rules to compete under (docs/rules.md): open, budget-<X>[-total-<Y>] or self-tuning; each has its own leaderboard.",
+    ),
+    name: str | None = typer.Option(
+        None, "--name", help="Learner name when registering (default: folder name + content hash)."
+    ),
     cpus: float = typer.Option(1.0, "--cpus", help="CPUs per task the learner is registered with."),
     gpus: int = typer.Option(0, "--gpus", help="GPUs per task the learner is registered with."),
     no_check: bool = typer.Option(False, "--no-check", help="Skip `nevis check` before uploading."),
@@ -66,13 +83,7 @@ def submit(
     from services.cli.check_cmd import check_folder  # noqa: PLC0415
     from services.cli.client.bundle import pack_learner  # noqa: PLC0415
     from services.cli.remote_follow import detached, follow  # noqa: PLC0415
-
-    from services.coordinator.common.validation import (  # noqa: PLC0415
-        check_code_url,
-        check_entrypoint,
-        check_name,
-        check_resources,
-    )
+    from services.coordinator.common.validation import check_code_url, check_entrypoint, check_name, check_resources  # noqa: PLC0415
 
     check_entrypoint(entrypoint)  # the server's own field checks, before anything runs or uploads
     check_resources({"cpus": cpus, "gpus": gpus})
@@ -87,19 +98,40 @@ def submit(
         packed = pack_learner(folder, entrypoint=entrypoint, dest=Path(scratch))
         learner = client.find_learner(sha256=packed.sha256, entrypoint=entrypoint)
         if learner is not None:
-            console.print(f"Re-using learner {learner.id} ({learner.name}): same bundle (sha256 {packed.sha256[:12]}…) "
-                          "and entry point.")
+            console.print(
+                f"Re-using learner {learner.id} ({learner.name}): same bundle (sha256 {packed.sha256[:12]}…) "
+                "and entry point."
+            )
         else:
-            learner = register(client, packed, name=name or default_name(folder, packed.sha256),
-                               entrypoint=entrypoint, cpus=cpus, gpus=gpus, retry_name=name is None)
-            console.print(f"Registered learner {learner.id} ({learner.name}): {len(packed.files)} files, "
-                          f"{packed.size_bytes} bytes, sha256 {packed.sha256[:12]}…")
+            learner = register(
+                client,
+                packed,
+                name=name or default_name(folder, packed.sha256),
+                entrypoint=entrypoint,
+                cpus=cpus,
+                gpus=gpus,
+                retry_name=name is None,
+            )
+            console.print(
+                f"Registered learner {learner.id} ({learner.name}): {len(packed.files)} files, "
+                f"{packed.size_bytes} bytes, sha256 {packed.sha256[:12]}…"
+            )
         budget = {k: v for k, v in (("trials", trials), ("steps", steps)) if v is not None}
-        doc = client.submit(learner_id=learner.id, stream=stream, phase=phase, budget=budget,
-                            private=private, pinned=pin, code_url=code_url, ruleset=ruleset)
+        doc = client.submit(
+            learner_id=learner.id,
+            stream=stream,
+            phase=phase,
+            budget=budget,
+            private=private,
+            pinned=pin,
+            code_url=code_url,
+            ruleset=ruleset,
+        )
         try:  # from here on, Ctrl-C detaches: the submission is queued whatever happens here
-            console.print(f"Submission {doc['id']}: {learner.name} on {doc['stream']['name']} "
-                          f"{doc['stream']['version']} ({doc['phase']}), {doc['status']}.")
+            console.print(
+                f"Submission {doc['id']}: {learner.name} on {doc['stream']['name']} "
+                f"{doc['stream']['version']} ({doc['phase']}), {doc['status']}."
+            )
             final = None if detach else follow(client, doc["id"], console=console)
         except KeyboardInterrupt:
             final = detached(doc["id"], console)
@@ -110,8 +142,9 @@ def submit(
             raise typer.Exit(1)
 
 
-def register(client: NevisClient, packed: PackedLearner, *, name: str, entrypoint: str, cpus: float, gpus: int,
-             retry_name: bool) -> Learner:
+def register(
+    client: NevisClient, packed: PackedLearner, *, name: str, entrypoint: str, cpus: float, gpus: int, retry_name: bool
+) -> Learner:
     """Upload the bundle as a new learner; a default name another user holds already (names are
     global) gets a random suffix once."""
     try:
@@ -119,8 +152,9 @@ def register(client: NevisClient, packed: PackedLearner, *, name: str, entrypoin
     except ApiProblem as exc:
         if exc.status != 409 or exc.field != "name" or not retry_name:
             raise
-        return client.upload_bundle(packed.path, name=f"{name[:80]}-{uuid.uuid4().hex[:6]}",
-                                    entrypoint=entrypoint, cpus=cpus, gpus=gpus)
+        return client.upload_bundle(
+            packed.path, name=f"{name[:80]}-{uuid.uuid4().hex[:6]}", entrypoint=entrypoint, cpus=cpus, gpus=gpus
+        )
 
 
 def default_name(folder: Path, sha256: str) -> str:
@@ -130,7 +164,7 @@ def default_name(folder: Path, sha256: str) -> str:
 
 
 def status(
-    submission_id: Optional[int] = typer.Argument(None, help="A submission id; without one, your recent submissions."),  # noqa: UP007
+    submission_id: int | None = typer.Argument(None, help="A submission id; without one, your recent submissions."),
     as_json: bool = typer.Option(False, "--json", help="Print the API's JSON."),
     limit: int = typer.Option(20, "--limit", help="How many submissions to list."),
 ) -> None:
@@ -142,25 +176,52 @@ def status(
     elif submission_id is not None:
         show_submission(doc)
     else:
-        table = Table("id", "learner", "stream", "phase", "status", "task", "created", title=f"Submissions ({doc['total']})")
+        table = Table(
+            "id", "learner", "stream", "phase", "status", "task", "created", title=f"Submissions ({doc['total']})"
+        )
         for item in doc["items"]:
-            table.add_row(str(item["id"]), item["learner"]["name"], f"{item['stream']['name']} {item['stream']['version']}",
-                          item["phase"], item["status"], str(item["cursor"]), item["created_at"][:19])
+            table.add_row(
+                str(item["id"]),
+                item["learner"]["name"],
+                f"{item['stream']['name']} {item['stream']['version']}",
+                item["phase"],
+                item["status"],
+                str(item["cursor"]),
+                item["created_at"][:19],
+            )
         console.print(table)
 
 
 def show_submission(doc: dict[str, Any]) -> None:
-    table = Table("task", "year", "phase", "dataset", "status", "error", "FLOPs", "trials (failed)",
-                  title=f"Submission {doc['id']}: {doc['learner']['name']} on {doc['stream']['name']} "
-                        f"{doc['stream']['version']} ({doc['phase']}, ruleset {doc.get('ruleset', 'open')})")
+    table = Table(
+        "task",
+        "year",
+        "phase",
+        "dataset",
+        "status",
+        "error",
+        "FLOPs",
+        "trials (failed)",
+        title=f"Submission {doc['id']}: {doc['learner']['name']} on {doc['stream']['name']} "
+        f"{doc['stream']['version']} ({doc['phase']}, ruleset {doc.get('ruleset', 'open')})",
+    )
     for task in doc["tasks"]:
-        table.add_row(str(task["order"]), str(task["year"]), task["phase"], task["dataset"], task["status"],
-                      "" if task["error"] is None else f"{task['error']:.4f}", f"{task['flops']:.3e}",
-                      f"{task['trials']} ({task['failed_trials']})" if task["trials"] else "")
+        table.add_row(
+            str(task["order"]),
+            str(task["year"]),
+            task["phase"],
+            task["dataset"],
+            task["status"],
+            "" if task["error"] is None else f"{task['error']:.4f}",
+            f"{task['flops']:.3e}",
+            f"{task['trials']} ({task['failed_trials']})" if task["trials"] else "",
+        )
     console.print(table)
     e_text = "n/a" if doc["e"] is None else f"{doc['e']:.4f}{interval_doc_text(doc.get('error_interval'))}"
-    console.print(f"E ({doc['phase']}, {doc['scored_tasks']}/{doc['headline_tasks']} tasks) = {e_text}  "
-                  f"cFLOP = {doc['cflop']:.4e}")
+    console.print(
+        f"E ({doc['phase']}, {doc['scored_tasks']}/{doc['headline_tasks']} tasks) = {e_text}  "
+        f"cFLOP = {doc['cflop']:.4e}"
+    )
     console.print(f"status: {doc['status']}" + (f" ({doc['error']})" if doc.get("error") else ""))
 
 
@@ -173,9 +234,11 @@ def cancel(submission_id: int = typer.Argument(..., help="The submission to canc
 
 def logs(
     submission_id: int = typer.Argument(..., help="The submission (yours, or any for an admin)."),
-    task: Optional[int] = typer.Option(None, "--task", help="Only this task (by stream order)."),  # noqa: UP007
-    trial: Optional[int] = typer.Option(None, "--trial", help="Only this trial index."),  # noqa: UP007
-    tail_bytes: Optional[int] = typer.Option(None, "--tail-bytes", help="The most bytes of each log shown: its last ones (default: the service's, 64 KiB)."),  # noqa: UP007
+    task: int | None = typer.Option(None, "--task", help="Only this task (by stream order)."),
+    trial: int | None = typer.Option(None, "--trial", help="Only this trial index."),
+    tail_bytes: int | None = typer.Option(
+        None, "--tail-bytes", help="The most bytes of each log shown: its last ones (default: the service's, 64 KiB)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the API's JSON."),
 ) -> None:
     """What a submission's learner hosts printed, and the tracebacks of what failed, per trial and prediction job."""
@@ -185,10 +248,19 @@ def logs(
         typer.echo(json.dumps(doc, indent=2))
         return
     if not doc["items"]:
-        console.print(f"Submission {submission_id}: no logs" + (" that match" if task is not None or trial is not None else " yet") + ".")
+        console.print(
+            f"Submission {submission_id}: no logs"
+            + (" that match" if task is not None or trial is not None else " yet")
+            + "."
+        )
     for item in doc["items"]:
-        what = ("prepare_task" if item.get("kind") == "preparation" else "prediction job" if item["trial"] is None
-                else f"trial {item['trial']} ({item['status']})")
+        what = (
+            "prepare_task"
+            if item.get("kind") == "preparation"
+            else "prediction job"
+            if item["trial"] is None
+            else f"trial {item['trial']} ({item['status']})"
+        )
         cut = ", last bytes only" if item["truncated"] else ""
         console.rule(f"task {item['task']} attempt {item['attempt']}, {what}{cut}", style="dim")
         typer.echo(item["text"].rstrip("\n") or "(empty)")
@@ -196,10 +268,14 @@ def logs(
 
 def leaderboard(
     stream: str = typer.Option(..., "--stream", "-s", help="Stream name."),
-    version: Optional[str] = typer.Option(None, "--version", help="Stream version (default: the newest)."),  # noqa: UP007
+    version: str | None = typer.Option(None, "--version", help="Stream version (default: the newest)."),
     limit: int = typer.Option(20, "--limit", help="Rows to show."),
-    ruleset: str = typer.Option("open", "--ruleset", callback=lambda v: known_ruleset(v, "--ruleset"),
-                                help="Whose board: each ruleset (open, budget-<X>, self-tuning) has its own."),
+    ruleset: str = typer.Option(
+        "open",
+        "--ruleset",
+        callback=lambda v: known_ruleset(v, "--ruleset"),
+        help="Whose board: each ruleset (open, budget-<X>, self-tuning) has its own.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the API's JSON."),
 ) -> None:
     """The service's leaderboard of a stream under one ruleset: meta-test submissions ranked by
@@ -209,15 +285,33 @@ def leaderboard(
     if as_json:
         typer.echo(json.dumps(doc, indent=2))
         return
-    table = Table("rank", "submission", "learner", "owner", "E", "cFLOP", "profile", "code", "tasks", "status",
-                  title=f"Leaderboard: {doc['stream'] or stream} {doc['version'] or ''} ({doc['phase']}, ruleset "
-                        f"{doc.get('ruleset', ruleset)}), {doc['total']} rows")
+    table = Table(
+        "rank",
+        "submission",
+        "learner",
+        "owner",
+        "E",
+        "cFLOP",
+        "profile",
+        "code",
+        "tasks",
+        "status",
+        title=f"Leaderboard: {doc['stream'] or stream} {doc['version'] or ''} ({doc['phase']}, ruleset "
+        f"{doc.get('ruleset', ruleset)}), {doc['total']} rows",
+    )
     for row in doc["items"]:
-        table.add_row("" if row["rank"] is None else str(row["rank"]), str(row["submission_id"]), row["learner"],
-                      row["owner"] or "(local)", "" if row["mean_error"] is None else f"{row['mean_error']:.4f}",
-                      f"{row['cflop']:.3e}", "" if row.get("profile_score") is None else f"{row['profile_score']:.3f}",
-                      "public" if row.get("code_public") else "not public",
-                      f"{row['headline_done']}/{row['headline_tasks']}", row["status"])
+        table.add_row(
+            "" if row["rank"] is None else str(row["rank"]),
+            str(row["submission_id"]),
+            row["learner"],
+            row["owner"] or "(local)",
+            "" if row["mean_error"] is None else f"{row['mean_error']:.4f}",
+            f"{row['cflop']:.3e}",
+            "" if row.get("profile_score") is None else f"{row['profile_score']:.3f}",
+            "public" if row.get("code_public") else "not public",
+            f"{row['headline_done']}/{row['headline_tasks']}",
+            row["status"],
+        )
     console.print(table)
 
 

@@ -43,21 +43,30 @@ class Follower:
                 self._trials(seen, task)
             if task["status"] == "committed" and order not in self.committed:
                 self.committed.add(order)
-                self.bars.task_committed(seen, SimpleNamespace(
-                    error=task["error"] or 0.0, flops=task["flops"] or 0.0,
-                    flops_floored=bool(task.get("flops_floored")), cpu_seconds=task.get("cpu_seconds")))
+                self.bars.task_committed(
+                    seen,
+                    SimpleNamespace(
+                        error=task["error"] or 0.0,
+                        flops=task["flops"] or 0.0,
+                        flops_floored=bool(task.get("flops_floored")),
+                        cpu_seconds=task.get("cpu_seconds"),
+                    ),
+                )
 
     def _trials(self, seen: SimpleNamespace, task: dict[str, Any]) -> None:
         done, failed = int(task.get("trials") or 0), int(task.get("failed_trials") or 0)
         before_done, before_failed = self.trials.get(seen.order, (0, 0))
         for index in range(before_done, done):
             ok = index - before_done >= failed - before_failed
-            self.bars.trial_finished(seen, SimpleNamespace(
-                ok=ok, trial_index=index, error="see `nevis status` for the task's error"))
+            self.bars.trial_finished(
+                seen, SimpleNamespace(ok=ok, trial_index=index, error="see `nevis status` for the task's error")
+            )
         self.trials[seen.order] = (max(done, before_done), max(failed, before_failed))
 
 
-def follow(client: NevisClient, submission_id: int, *, console: Console, poll_s: float = POLL_S) -> dict[str, Any] | None:
+def follow(
+    client: NevisClient, submission_id: int, *, console: Console, poll_s: float = POLL_S
+) -> dict[str, Any] | None:
     """Poll the submission until it is finished; returns its last document, or ``None`` after
     Ctrl-C (which detaches: the run goes on)."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -76,8 +85,10 @@ def follow(client: NevisClient, submission_id: int, *, console: Console, poll_s:
 
 
 def detached(submission_id: int, console: Console) -> None:
-    console.print(f"[yellow]Detached.[/] Submission {submission_id} goes on: "
-                  f"`nevis status {submission_id}` shows it, `nevis cancel {submission_id}` stops it.")
+    console.print(
+        f"[yellow]Detached.[/] Submission {submission_id} goes on: "
+        f"`nevis status {submission_id}` shows it, `nevis cancel {submission_id}` stops it."
+    )
 
 
 __all__ = ["POLL_S", "Follower", "detached", "follow"]

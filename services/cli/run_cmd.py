@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -31,7 +31,7 @@ class TaskBars:
         self.tasks_bar: Any = None
         self.trials_bar: Any = None
 
-    def task_started(self, task, position: int, total: int, trials: int) -> None:
+    def task_started(self, task, position: int, total: int, trials: int) -> None:  # noqa: ANN001
         if self.tasks_bar is None:
             self.tasks_bar = self.progress.add_task("tasks", total=total, completed=position - 1)
         self.progress.update(self.tasks_bar, total=total, completed=position - 1)
@@ -40,17 +40,20 @@ class TaskBars:
             self.trials_bar = self.progress.add_task(label, total=trials)
         self.progress.reset(self.trials_bar, total=trials, description=f"  trials of {label}")
 
-    def trial_finished(self, task, outcome) -> None:
+    def trial_finished(self, task, outcome) -> None:  # noqa: ANN001
         self.progress.advance(self.trials_bar)
         if not outcome.ok:
-            self.progress.console.print(f"[yellow]trial {outcome.trial_index} of task {task.order} failed:[/] {outcome.error}")
+            self.progress.console.print(
+                f"[yellow]trial {outcome.trial_index} of task {task.order} failed:[/] {outcome.error}"
+            )
 
-    def task_committed(self, task, outcome) -> None:
+    def task_committed(self, task, outcome) -> None:  # noqa: ANN001
         self.progress.advance(self.tasks_bar)
         self.progress.console.print(
             f"task {task.order:>3} {task.dataset:<28} error {outcome.error:.4f}  FLOPs {outcome.flops:.3e}"
             f"{' (floor)' if outcome.flops_floored else ' (own count)'}  CPU s {cpu_text(outcome.cpu_seconds)}"
-            f"  FLOP/CPU s {rate_text(outcome.flops, outcome.cpu_seconds)}")
+            f"  FLOP/CPU s {rate_text(outcome.flops, outcome.cpu_seconds)}"
+        )
 
 
 def run(
@@ -58,51 +61,114 @@ def run(
     learner: str = typer.Option("indep", "--learner", "-l", help="Built-in name or module:factory."),
     trials: int = typer.Option(4, "--trials", help="Hyper-parameter trials per task."),
     steps: int = typer.Option(200, "--steps", help="Optimisation steps per trial."),
-    phase: str = typer.Option("meta_test", "--phase", help="meta_test (whole stream, test split) or meta_train (meta-train tasks, dev-test split)."),
+    phase: str = typer.Option(
+        "meta_test",
+        "--phase",
+        help="meta_test (whole stream, test split) or meta_train (meta-train tasks, dev-test split).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the search and the trials."),
-    search: Optional[str] = typer.Option(None, "--search", callback=lambda v: v and _known("search strategy", v, SEARCH_NAMES),  # noqa: UP007
-                               help="Search strategy: random, or gp_ucb (sequential Gaussian-process search). Default: the learner's preference (bhpo: gp_ucb), else random."),
-    scheduler: str = typer.Option("fifo", "--scheduler", callback=lambda v: _known("trial scheduler", v, SCHEDULER_NAMES),
-                                  help="Trial scheduler: fifo, asha (stops trailing trials at intermediate reports), or proxy (the same on LiDAR, no labels)."),
-    max_concurrent: Optional[int] = typer.Option(None, "--max-concurrent", help="Trials at once (default: as the CPUs allow)."),  # noqa: UP007
-    image_size: Optional[int] = typer.Option(None, "--image-size", help="Task resolution: side in pixels of the images learners see and are scored on (default: the stream's)."),  # noqa: UP007
-    flop_cap: Optional[float] = typer.Option(None, "--flop-cap", help="Stop the run (status stopped) once its committed tasks' cFLOP reaches this; that task is kept."),  # noqa: UP007
-    wall_cap: Optional[float] = typer.Option(None, "--wall-cap", help="Stop the run (status stopped) once its committed tasks' wall time reaches this many seconds."),  # noqa: UP007
-    checkpoints: str = typer.Option("0,0.125,0.25,0.5,0.75,1", "--checkpoints", help="Fractions of each trial's steps at which to save checkpoints (0 = untrained)."),
-    resume: Optional[int] = typer.Option(None, "--resume", help="Continue run ID from its last committed task."),  # noqa: UP007
-    pretrained: Optional[str] = typer.Option(None, "--pretrained", help="Checkpoint file (made by `nevis pretrain`) or object-store key that pt / pt_ft start from."),  # noqa: UP007
-    private: bool = typer.Option(False, "--private", help="Leave the run off the public leaderboard and pages (a local run has no owner: admins' tokens see it)."),
-    ruleset: str = typer.Option("open", "--ruleset", callback=lambda v: known_ruleset(v, "--ruleset"),
-                                help="Rules to play by (docs/rules.md): open, budget-<X> (the harness stops trials at X cFLOP per task; budget-<X>-total-<Y> caps the run too) or self-tuning (one trial per task, the learner's defaults)."),
+    search: str | None = typer.Option(
+        None,
+        "--search",
+        callback=lambda v: v and _known("search strategy", v, SEARCH_NAMES),
+        help="Search strategy: random, or gp_ucb (sequential Gaussian-process search). Default: the learner's preference (bhpo: gp_ucb), else random.",
+    ),
+    scheduler: str = typer.Option(
+        "fifo",
+        "--scheduler",
+        callback=lambda v: _known("trial scheduler", v, SCHEDULER_NAMES),
+        help="Trial scheduler: fifo, asha (stops trailing trials at intermediate reports), or proxy (the same on LiDAR, no labels).",
+    ),
+    max_concurrent: int | None = typer.Option(
+        None, "--max-concurrent", help="Trials at once (default: as the CPUs allow)."
+    ),
+    image_size: int | None = typer.Option(
+        None,
+        "--image-size",
+        help="Task resolution: side in pixels of the images learners see and are scored on (default: the stream's).",
+    ),
+    flop_cap: float | None = typer.Option(
+        None,
+        "--flop-cap",
+        help="Stop the run (status stopped) once its committed tasks' cFLOP reaches this; that task is kept.",
+    ),
+    wall_cap: float | None = typer.Option(
+        None,
+        "--wall-cap",
+        help="Stop the run (status stopped) once its committed tasks' wall time reaches this many seconds.",
+    ),
+    checkpoints: str = typer.Option(
+        "0,0.125,0.25,0.5,0.75,1",
+        "--checkpoints",
+        help="Fractions of each trial's steps at which to save checkpoints (0 = untrained).",
+    ),
+    resume: int | None = typer.Option(None, "--resume", help="Continue run ID from its last committed task."),
+    pretrained: str | None = typer.Option(
+        None,
+        "--pretrained",
+        help="Checkpoint file (made by `nevis pretrain`) or object-store key that pt / pt_ft start from.",
+    ),
+    private: bool = typer.Option(
+        False,
+        "--private",
+        help="Leave the run off the public leaderboard and pages (a local run has no owner: admins' tokens see it).",
+    ),
+    ruleset: str = typer.Option(
+        "open",
+        "--ruleset",
+        callback=lambda v: known_ruleset(v, "--ruleset"),
+        help="Rules to play by (docs/rules.md): open, budget-<X> (the harness stops trials at X cFLOP per task; budget-<X>-total-<Y> caps the run too) or self-tuning (one trial per task, the learner's defaults).",
+    ),
 ) -> None:
     """Run a learner over a stream on Ray and store everything; prints E and cFLOP."""
+    from services.core.budget import RunBudget  # noqa: PLC0415
     from services.store.db import upgrade  # noqa: PLC0415
     from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
-    from services.core.budget import RunBudget  # noqa: PLC0415
     from workers.trainer.run_plan import RunRequest  # noqa: PLC0415
     from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
 
     settings = get_settings()
-    budget = RunBudget(trials=trials, steps=steps, seed=seed, max_concurrent=max_concurrent,
-                       flop_cap=flop_cap, wall_cap_s=wall_cap, checkpoint_fractions=_fractions(checkpoints),
-                       scheduler=scheduler, **({"search": search} if search else {}))
+    budget = RunBudget(
+        trials=trials,
+        steps=steps,
+        seed=seed,
+        max_concurrent=max_concurrent,
+        flop_cap=flop_cap,
+        wall_cap_s=wall_cap,
+        checkpoint_fractions=_fractions(checkpoints),
+        scheduler=scheduler,
+        **({"search": search} if search else {}),
+    )
     ensure_sqlite_parent(settings.database_url)
     upgrade(settings.database_url)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as progress:
         runner = StreamRunner(settings, observer=TaskBars(progress))
         if resume is not None:
             run_id = resume
             progress.console.print(f"Resuming run {run_id}.")
         else:
-            run_id = runner.create(RunRequest(stream=stream, learner=learner, phase=phase, budget=budget, image_size=image_size,
-                                              pretrained=pretrained, ruleset=ruleset,
-                                              visibility="private" if private else "public"))
+            run_id = runner.create(
+                RunRequest(
+                    stream=stream,
+                    learner=learner,
+                    phase=phase,
+                    budget=budget,
+                    image_size=image_size,
+                    pretrained=pretrained,
+                    ruleset=ruleset,
+                    visibility="private" if private else "public",
+                )
+            )
             progress.console.print(f"Run {run_id}: {learner} on {stream} (resume with `nevis run --resume {run_id}`).")
         try:
             runner.run(run_id)
         except KeyboardInterrupt:
             progress.stop()
-            console.print(f"[yellow]Interrupted.[/] Committed tasks are kept; continue with `nevis run --resume {run_id}`.")
+            console.print(
+                f"[yellow]Interrupted.[/] Committed tasks are kept; continue with `nevis run --resume {run_id}`."
+            )
             raise typer.Exit(130) from None
     show_results(run_id, as_json=False)
 
@@ -141,7 +207,9 @@ def results(
     run_id: int = typer.Argument(..., help="Run (submission) id, as printed by `nevis run`."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     probes: bool = typer.Option(False, "--probes", help="Also print the probe results (nevis probe run)."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Also write an HTML plot (per-task error, cumulative FLOPs) to this file."),  # noqa: UP007
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Also write an HTML plot (per-task error, cumulative FLOPs) to this file."
+    ),
 ) -> None:
     """Print a stored run: per-task errors and FLOPs, E and cFLOP."""
     from services.cli import probe_cmd  # noqa: PLC0415
@@ -156,7 +224,7 @@ def results(
         probe_cmd.show_probe_report(run_id)
 
 
-def _load_summary(run_id: int):
+def _load_summary(run_id: int):  # noqa: ANN202
     """The stored run, read from NEVIS_DATABASE_URL (which must be at the current schema)."""
     from services.store.db import ensure_current, sessions_on  # noqa: PLC0415
     from services.store.runs.summary import load_summary  # noqa: PLC0415
@@ -167,7 +235,7 @@ def _load_summary(run_id: int):
         return load_summary(session, submission_id=run_id)
 
 
-def _load_transfer(run_id: int):
+def _load_transfer(run_id: int):  # noqa: ANN202
     """The run's transfer report (repeats, FT-d's choices, resolution slices) from the local
     database and object store."""
     from services.store.db import sessions_on  # noqa: PLC0415
@@ -188,24 +256,49 @@ def _write_plot(run_id: int, path: Path, *, quiet: bool) -> None:
         console.print(f"Plot written to {written}")
 
 
-def show_results(run_id: int, *, as_json: bool):
+def show_results(run_id: int, *, as_json: bool):  # noqa: ANN201
     from services.cli.uncertainty_cmd import interval_text, load_interval  # noqa: PLC0415
 
     summary = _load_summary(run_id)
     interval = load_interval(summary)
     if as_json:
-        typer.echo(json.dumps({**summary.to_dict(), "error_interval": interval.to_dict(),
-                               "transfer": _load_transfer(run_id).to_dict()}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    **summary.to_dict(),
+                    "error_interval": interval.to_dict(),
+                    "transfer": _load_transfer(run_id).to_dict(),
+                },
+                indent=2,
+            )
+        )
         return summary
     split = any(row.flops_paper is not None for row in summary.tasks)  # FLOPs by purpose were stored
     purposes = ("updates", "validation", "prediction") if split else ()
-    table = Table("task", "year", "phase", "dataset", "status", "error", "split", "FLOPs (own count / floor)",
-                  *purposes, "CPU s", "FLOP/CPU s", "retried FLOPs", "trials (failed)",
-                  title=f"Run {summary.submission_id}: {summary.learner} on {summary.stream} {summary.stream_version} "
-                        f"({summary.phase}, ruleset {summary.ruleset})")
+    table = Table(
+        "task",
+        "year",
+        "phase",
+        "dataset",
+        "status",
+        "error",
+        "split",
+        "FLOPs (own count / floor)",
+        *purposes,
+        "CPU s",
+        "FLOP/CPU s",
+        "retried FLOPs",
+        "trials (failed)",
+        title=f"Run {summary.submission_id}: {summary.learner} on {summary.stream} {summary.stream_version} "
+        f"({summary.phase}, ruleset {summary.ruleset})",
+    )
     for row in summary.tasks:
         table.add_row(
-            str(row.order), str(row.year), row.phase, row.dataset, row.status,
+            str(row.order),
+            str(row.year),
+            row.phase,
+            row.dataset,
+            row.status,
             ("" if row.error is None else f"{row.error:.4f}") + (" INCONSISTENT" if row.inconsistent else ""),
             row.split or "",
             f"{row.flops:.3e}" + (" floor" if row.flops_floored else ""),
@@ -214,43 +307,67 @@ def show_results(run_id: int, *, as_json: bool):
             rate_text(row.flops, row.cpu_seconds) if row.status == "committed" else "",
             f"{row.retried_flops:.3e}" if row.retried_flops else "",
             (f"{row.trials} ({row.failed_trials})" + (f", {row.capped_trials} at cap" if row.capped_trials else ""))
-            if row.trials else "",
+            if row.trials
+            else "",
         )
     console.print(table)
     scored = sum(r.error is not None for r in summary.tasks if r.phase == summary.phase)
     e_text = "n/a" if summary.mean_error is None else f"{summary.mean_error:.4f}"
     console.print(f"E ({summary.phase}, {scored}/{summary.headline_tasks} tasks) = {e_text}{interval_text(interval)}")
-    console.print(f"cFLOP = {summary.cflop:.4e}  (FLOPs {', '.join(summary.flops_sources) or 'measured'}; retried work {summary.retried_flops:.3e})"
-                  f"  cFLOP (paper) = {_flops_text(summary.cflop_paper, digits=4) or 'not split'}"
-                  f"  CPU s = {cpu_text(summary.cpu_seconds)}"
-                  f" ({'not measured' if summary.cpu_seconds is None else 'harness-measured'})")
+    console.print(
+        f"cFLOP = {summary.cflop:.4e}  (FLOPs {', '.join(summary.flops_sources) or 'measured'}; retried work {summary.retried_flops:.3e})"
+        f"  cFLOP (paper) = {_flops_text(summary.cflop_paper, digits=4) or 'not split'}"
+        f"  CPU s = {cpu_text(summary.cpu_seconds)}"
+        f" ({'not measured' if summary.cpu_seconds is None else 'harness-measured'})"
+    )
     if summary.cflop_pretraining is not None:
-        console.print(f"cFLOP of pretraining = {summary.cflop_pretraining:.4e}  (the run that made its "
-                      "self-pretrained checkpoint; not in cFLOP)")
+        console.print(
+            f"cFLOP of pretraining = {summary.cflop_pretraining:.4e}  (the run that made its "
+            "self-pretrained checkpoint; not in cFLOP)"
+        )
     if summary.flops_floored:
-        console.print(f"[yellow]floor:[/] {summary.floored_tasks} task(s) charged a FLOP floor: some trial's FLOP count "
-                      "was below what its measured CPU time implies.")
+        console.print(
+            f"[yellow]floor:[/] {summary.floored_tasks} task(s) charged a FLOP floor: some trial's FLOP count "
+            "was below what its measured CPU time implies."
+        )
     if summary.inconsistent:
-        console.print(f"[red]inconsistent:[/] on {summary.inconsistent_tasks} task(s) the learner answered test images "
-                      "right and the same images shifted by one pixel wrong, far more often than honest learners do "
-                      "(as a table of test labels would): E is not to be trusted (docs/isolation.md, 'Public data').")
+        console.print(
+            f"[red]inconsistent:[/] on {summary.inconsistent_tasks} task(s) the learner answered test images "
+            "right and the same images shifted by one pixel wrong, far more often than honest learners do "
+            "(as a table of test labels would): E is not to be trusted (docs/isolation.md, 'Public data')."
+        )
     _print_transfer(_load_transfer(run_id))
     console.print(f"status: {summary.status}" + (f" ({summary.message})" if summary.message else ""))
     return summary
 
 
-def _print_transfer(report) -> None:
+def _print_transfer(report) -> None:  # noqa: ANN001
     """The repeated datasets and FT-d's choices, where the run has them (docs/transfer.md)."""
     from services.core.transfer import candidate_label  # noqa: PLC0415
 
     if report.repeats:
         against = f"Indep #{report.indep_submission_id}" if report.indep_submission_id else report.indep_reason
-        table = Table("dataset", "first", "later", "error first", "error later", "later − first", "Indep later",
-                      "later − Indep", title=f"Repeated datasets (against {against})")
+        table = Table(
+            "dataset",
+            "first",
+            "later",
+            "error first",
+            "error later",
+            "later − first",
+            "Indep later",
+            "later − Indep",
+            title=f"Repeated datasets (against {against})",
+        )
         for r in report.repeats:
-            table.add_row(r.dataset, str(r.first), str(r.later),
-                          *(("" if v is None else f"{v:.4f}") for v in (r.first_error, r.later_error, r.vs_first,
-                                                                           r.indep_error, r.vs_indep)))
+            table.add_row(
+                r.dataset,
+                str(r.first),
+                str(r.later),
+                *(
+                    ("" if v is None else f"{v:.4f}")
+                    for v in (r.first_error, r.later_error, r.vs_first, r.indep_error, r.vs_indep)
+                ),
+            )
         console.print(table)
     if report.choices:
         chosen = ", ".join(f"{t}←{candidate_label(c.chosen)}" for t, c in sorted(report.choices.items()))

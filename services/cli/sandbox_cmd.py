@@ -25,8 +25,16 @@ from rich.console import Console
 from services.core.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True, help="The learner sandbox's needs on the nodes.")
-SECCOMP_ACTIONS = {"SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS",
-                   "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_TRAP", "SCMP_ACT_TRACE"}
+SECCOMP_ACTIONS = {
+    "SCMP_ACT_ALLOW",
+    "SCMP_ACT_ERRNO",
+    "SCMP_ACT_KILL",
+    "SCMP_ACT_KILL_PROCESS",
+    "SCMP_ACT_KILL_THREAD",
+    "SCMP_ACT_LOG",
+    "SCMP_ACT_TRAP",
+    "SCMP_ACT_TRACE",
+}
 
 
 def check_seccomp_profile(text: str, *, source: str) -> dict:
@@ -36,12 +44,13 @@ def check_seccomp_profile(text: str, *, source: str) -> dict:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{source} is not JSON: {exc}") from exc
     if not isinstance(profile, dict) or profile.get("defaultAction") not in SECCOMP_ACTIONS:
-        raise ConfigError(f"{source} is not a seccomp profile: 'defaultAction' must be one of "
-                          f"{', '.join(sorted(SECCOMP_ACTIONS))}.")
+        raise ConfigError(
+            f"{source} is not a seccomp profile: 'defaultAction' must be one of {', '.join(sorted(SECCOMP_ACTIONS))}."
+        )
     rules = profile.get("syscalls", [])
     if not isinstance(rules, list) or not all(
-            isinstance(r, dict) and r.get("action") in SECCOMP_ACTIONS and isinstance(r.get("names"), list)
-            for r in rules):
+        isinstance(r, dict) and r.get("action") in SECCOMP_ACTIONS and isinstance(r.get("names"), list) for r in rules
+    ):
         raise ConfigError(f"{source}: every entry of 'syscalls' needs 'names' (a list) and a seccomp 'action'.")
     return profile
 
@@ -68,7 +77,9 @@ def install_profile_file(source: Path, target: Path) -> None:
 @app.command("install-profile")
 def install_profile(
     source: Path = typer.Option(..., "--from", help="The profile file (the chart mounts it from a ConfigMap)."),
-    target: Path = typer.Option(..., "--to", help="Where the kubelet looks: <kubelet root>/seccomp/<localhostProfile>."),
+    target: Path = typer.Option(
+        ..., "--to", help="Where the kubelet looks: <kubelet root>/seccomp/<localhostProfile>."
+    ),
     stay: bool = typer.Option(False, "--stay", help="Then idle until stopped (a DaemonSet's pod)."),
 ) -> None:
     """Install the learner seccomp profile on this node."""

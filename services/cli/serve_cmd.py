@@ -20,14 +20,22 @@ worker_app = typer.Typer(no_args_is_help=True, help="Worker harness commands (ru
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8000, "--port", help="Port to listen on."),
-    scheduler: bool = typer.Option(True, "--scheduler/--no-scheduler",
-                                   help="Run the scheduler in this process."),
-    migrate: bool = typer.Option(None, "--migrate/--no-migrate", show_default=False,
-                                 help="Upgrade the schema first (default: in development only)."),
+    scheduler: bool = typer.Option(True, "--scheduler/--no-scheduler", help="Run the scheduler in this process."),
+    migrate: bool = typer.Option(
+        None,
+        "--migrate/--no-migrate",
+        show_default=False,
+        help="Upgrade the schema first (default: in development only).",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
-    workers: int = typer.Option(1, "--workers", min=1, max=64,
-                                help="Server processes sharing the port (reads scale with them); more "
-                                     "than 1 needs --no-scheduler: run the scheduler in a process of its own."),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        max=64,
+        help="Server processes sharing the port (reads scale with them); more "
+        "than 1 needs --no-scheduler: run the scheduler in a process of its own.",
+    ),
 ) -> None:
     """Start the coordinator API (and its scheduler) on HOST:PORT.
 
@@ -48,8 +56,10 @@ def serve(
     if not 0 < port < 65536:
         raise ConfigError(f"The '--port' must be an int in [1, 65535]. Got {port} instead.")
     if workers > 1 and scheduler:
-        raise ConfigError(f"'--workers {workers}' needs '--no-scheduler': the worker processes serve the API "
-                          "only; run the scheduler in a `nevis serve --workers 1` process (or replica) of its own.")
+        raise ConfigError(
+            f"'--workers {workers}' needs '--no-scheduler': the worker processes serve the API "
+            "only; run the scheduler in a `nevis serve --workers 1` process (or replica) of its own."
+        )
     if migrate is None:
         migrate = settings.environment == "development"
     if migrate:
@@ -58,12 +68,15 @@ def serve(
     ensure_current(settings.database_url)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     typer.echo(machine_summary(settings, settings.environment), err=True)
-    typer.echo(f"nevis coordinator on http://{host}:{port} (backend {settings.backend}, "
-               f"scheduler {'on' if scheduler else 'off'}, {workers} worker process{'es' if workers > 1 else ''})",
-               err=True)
+    typer.echo(
+        f"nevis coordinator on http://{host}:{port} (backend {settings.backend}, "
+        f"scheduler {'on' if scheduler else 'off'}, {workers} worker process{'es' if workers > 1 else ''})",
+        err=True,
+    )
     if workers > 1:  # each worker process builds its app from the same environment
-        uvicorn.run(f"{__name__}:worker_server_app", factory=True, workers=workers, host=host, port=port,
-                    log_level=log_level)
+        uvicorn.run(
+            f"{__name__}:worker_server_app", factory=True, workers=workers, host=host, port=port, log_level=log_level
+        )
         return
     app = create_server_app(settings, run_scheduler=scheduler, warm_up=True)
     gc.collect()
@@ -83,8 +96,9 @@ def worker_server_app() -> Any:
 
 
 def openapi(
-    output: Path = typer.Option(Path("api_schema/openapi.json"), "--output", "-o",
-                                help="Where to write the document ('-' for stdout)."),
+    output: Path = typer.Option(
+        Path("api_schema/openapi.json"), "--output", "-o", help="Where to write the document ('-' for stdout)."
+    ),
     check: bool = typer.Option(False, "--check", help="Exit 1 if the file differs from the app."),
 ) -> None:
     """Write the coordinator's OpenAPI document (or check the checked-in one)."""

@@ -10,16 +10,16 @@ JSON goes to stdout (the manifest, its sha256 and a summary), so it can be piped
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich import box
-from services.cli.console import make_console
 from rich.table import Table
 
+from services.cli.console import make_console
 from services.core.errors import ConfigError
 from workers.stream.derive import check_mode, check_seed, derive_manifest
 from workers.stream.manifest import SPLITS, SplitRule, StreamManifest, manifest_to_dict
@@ -34,10 +34,7 @@ def summarize(manifest: StreamManifest) -> dict[str, Any]:
     """Counts a reader checks first: tasks per phase, multi-label tasks, distinct datasets."""
     return {
         "tasks": len(manifest.tasks),
-        "per_phase": {
-            "meta_train": len(manifest.meta_train),
-            "meta_test": len(manifest.meta_test),
-        },
+        "per_phase": {"meta_train": len(manifest.meta_train), "meta_test": len(manifest.meta_test)},
         "datasets": len(manifest.datasets),
         "multi_label_tasks": [
             {"order": t.order, "year": t.year, "dataset": t.dataset, "title": t.title}
@@ -93,8 +90,7 @@ def show_command(
         doc = {"manifest": manifest_to_dict(manifest), "sha256": digest, "summary": summary}
         typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
-    table = Table(title=f"{manifest.name} {manifest.version}: {len(manifest.tasks)} tasks",
-                  box=box.SIMPLE_HEAD)
+    table = Table(title=f"{manifest.name} {manifest.version}: {len(manifest.tasks)} tasks", box=box.SIMPLE_HEAD)
     for header in ("order", "year", "phase", "dataset", "domain", "kind", "classes", "examples"):
         table.add_column(header, no_wrap=True)
     table.add_column("split", overflow="fold")
@@ -133,13 +129,13 @@ def show_command(
 def derive_command(
     name: str = typer.Argument(..., help="A built-in stream name, or a path to a .json manifest."),
     shuffle: str = typer.Option(
-        ..., "--shuffle",
+        ...,
+        "--shuffle",
         help="within-years: shuffle tasks among those of the same year. all: shuffle the "
         "whole meta-train phase and, separately, the whole meta-test phase (the meta-test "
         "tasks stay the meta-test set; every task keeps its year).",
     ),
-    seed: int = typer.Option(..., "--seed",
-                             help="Seed of the shuffle (>= 0): same seed, same file."),
+    seed: int = typer.Option(..., "--seed", help="Seed of the shuffle (>= 0): same seed, same file."),
     out: Path = typer.Option(..., "--out", help="The .json manifest file to write."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
 ) -> None:
@@ -156,9 +152,7 @@ def derive_command(
     derived = derive_manifest(parent, mode=shuffle, seed=seed)
     text = json.dumps(manifest_to_dict(derived), indent=2, ensure_ascii=False) + "\n"
     out.write_text(text, encoding="utf-8")
-    moved = sum(
-        a != replace(b, order=a.order) for a, b in zip(parent.tasks, derived.tasks, strict=True)
-    )
+    moved = sum(a != replace(b, order=a.order) for a, b in zip(parent.tasks, derived.tasks, strict=True))
     typer.echo(
         f"Wrote {out}: {derived.name} {derived.version}, {len(derived.tasks)} tasks "
         f"({len(derived.meta_train)} meta-train, {len(derived.meta_test)} meta-test), "

@@ -22,17 +22,21 @@ console = make_console()
 
 
 def proxies(
-    submission: int = typer.Option(..., "--submission", help="The probed run (probe every trial: `nevis probe run --submission ID --all-trials`)."),
-    settings_hash: str | None = typer.Option(None, "--settings", help="Probe settings hash (default: the run's latest)."),
+    submission: int = typer.Option(
+        ..., "--submission", help="The probed run (probe every trial: `nevis probe run --submission ID --all-trials`)."
+    ),
+    settings_hash: str | None = typer.Option(
+        None, "--settings", help="Probe settings hash (default: the run's latest)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of the table."),
 ) -> None:
     """Replay each task's trial choice under LiDAR / RankMe (choose, or prune at the 1/8 and
     1/4 checkpoints) against dev selection: E (dev), cFLOP, regret, FLOPs saved."""
-    from dataclasses import asdict
+    from dataclasses import asdict  # noqa: PLC0415
 
-    from services.core.proxy_policies import ReplayError, summarise
-    from services.store.db import make_engine, session_factory
-    from services.store.probes.proxy_replay import load_replay_input
+    from services.core.proxy_policies import ReplayError, summarise  # noqa: PLC0415
+    from services.store.db import make_engine, session_factory  # noqa: PLC0415
+    from services.store.probes.proxy_replay import load_replay_input  # noqa: PLC0415
 
     engine = make_engine(get_settings().database_url)
     try:
@@ -47,23 +51,53 @@ def proxies(
     replayed = [t.order for t in replay.tasks if not any(s.startswith(f"task {t.order}:") for s in skipped)]
     test_e = sum(replay.committed_error[o] for o in replayed) / len(replayed)
     if as_json:
-        console.print_json(json.dumps({"submission_id": submission, "settings_hash": replay.settings_hash,
-                                       "tasks": replayed, "committed_e_test": test_e, "skipped": skipped,
-                                       "policies": [asdict(r) for r in rows]}))
+        console.print_json(
+            json.dumps(
+                {
+                    "submission_id": submission,
+                    "settings_hash": replay.settings_hash,
+                    "tasks": replayed,
+                    "committed_e_test": test_e,
+                    "skipped": skipped,
+                    "policies": [asdict(r) for r in rows],
+                }
+            )
+        )
         return
-    table = Table("policy", "tasks", "E (dev)", "regret", "cFLOP", "FLOPs saved", "saved %", "proxy FLOPs",
-                  "same trial as dev", "trials stopped",
-                  title=f"Run {submission}: trial choice replayed under label-free proxies (settings {replay.settings_hash})")
+    table = Table(
+        "policy",
+        "tasks",
+        "E (dev)",
+        "regret",
+        "cFLOP",
+        "FLOPs saved",
+        "saved %",
+        "proxy FLOPs",
+        "same trial as dev",
+        "trials stopped",
+        title=f"Run {submission}: trial choice replayed under label-free proxies (settings {replay.settings_hash})",
+    )
     for r in rows:
-        table.add_row(r.policy, str(r.tasks), f"{r.e_dev:.4f}", f"{r.regret:+.4f}", f"{r.cflop:.3e}",
-                      f"{r.flops_saved:+.3e}", f"{100 * r.saved_fraction:+.1f}", f"{r.proxy_flops:.3e}",
-                      f"{r.same_choice}/{r.tasks}", str(r.stopped_trials))
+        table.add_row(
+            r.policy,
+            str(r.tasks),
+            f"{r.e_dev:.4f}",
+            f"{r.regret:+.4f}",
+            f"{r.cflop:.3e}",
+            f"{r.flops_saved:+.3e}",
+            f"{100 * r.saved_fraction:+.1f}",
+            f"{r.proxy_flops:.3e}",
+            f"{r.same_choice}/{r.tasks}",
+            str(r.stopped_trials),
+        )
     console.print(table)
-    console.print(f"E (dev): the chosen trials' final dev error, the one error stored for every trial; the "
-                  f"run's committed E (test) on these {len(replayed)} task(s) is {test_e:.4f}. Regret: Σ over "
-                  "tasks of E (dev) − dev selection's. Pruned trials are charged their steps so far "
-                  "(FLOPs ∝ steps); proxy FLOPs are the probe's passes at the checkpoints read (all "
-                  "its targets: an upper bound).")
+    console.print(
+        f"E (dev): the chosen trials' final dev error, the one error stored for every trial; the "
+        f"run's committed E (test) on these {len(replayed)} task(s) is {test_e:.4f}. Regret: Σ over "
+        "tasks of E (dev) − dev selection's. Pruned trials are charged their steps so far "
+        "(FLOPs ∝ steps); proxy FLOPs are the probe's passes at the checkpoints read (all "
+        "its targets: an upper bound)."
+    )
     for reason in skipped:
         console.print(f"[yellow]not replayed:[/] {reason}")
 

@@ -20,7 +20,7 @@ from services.core.config import get_settings
 console = make_console()
 
 
-def load_interval(summary):
+def load_interval(summary):  # noqa: ANN001, ANN201
     """The run's E interval from the local database and object store."""
     from services.store.db import sessions_on  # noqa: PLC0415
     from services.store.objects import open_store  # noqa: PLC0415
@@ -32,18 +32,23 @@ def load_interval(summary):
         return run_interval(session, store, summary=summary)
 
 
-def interval_text(interval) -> str:
+def interval_text(interval) -> str:  # noqa: ANN001
     """What follows "E = 0.1234": "± 0.0123 [0.1111, 0.1357] 95 %", or why there is none."""
     if interval.result is None:
         return f"  (no 95 % interval: {interval.reason})" if interval.estimate is not None else ""
     low, high = interval.result.interval.low, interval.result.interval.high
     half = (high - low) / 2
     general = interval.result.generalisation
-    other = (f"; generalisation to other tasks (tasks resampled too): [{general.low:.4f}, {general.high:.4f}]"
-             if general else "")
-    return (f" ± {half:.4f} [{low:.4f}, {high:.4f}] {_percent(interval.result.interval.level)} "
-            f"(this benchmark: tasks kept, test examples resampled within each, {interval.result.resamples} "
-            f"resamples{other})")
+    other = (
+        f"; generalisation to other tasks (tasks resampled too): [{general.low:.4f}, {general.high:.4f}]"
+        if general
+        else ""
+    )
+    return (
+        f" ± {half:.4f} [{low:.4f}, {high:.4f}] {_percent(interval.result.interval.level)} "
+        f"(this benchmark: tasks kept, test examples resampled within each, {interval.result.resamples} "
+        f"resamples{other})"
+    )
 
 
 def interval_doc_text(doc: dict[str, Any] | None) -> str:
@@ -52,15 +57,19 @@ def interval_doc_text(doc: dict[str, Any] | None) -> str:
         return ""
     if doc["low"] is None:
         return f"  (no 95 % interval: {doc['unavailable']})" if doc.get("unavailable") else ""
-    return (f" ± {(doc['high'] - doc['low']) / 2:.4f} [{doc['low']:.4f}, {doc['high']:.4f}] {_percent(doc['level'])}"
-            f" ({doc.get('question') or 'this benchmark'})")
+    return (
+        f" ± {(doc['high'] - doc['low']) / 2:.4f} [{doc['low']:.4f}, {doc['high']:.4f}] {_percent(doc['level'])}"
+        f" ({doc.get('question') or 'this benchmark'})"
+    )
 
 
 def compare(
     a: str = typer.Argument(..., help="First run id (ΔE = E(A) − E(B)), or comma-separated ids of its seeds."),
     b: str = typer.Argument(..., help="Second run id (or seeds' ids), on the same stream version and phase."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (the shape of GET /v1/compare)."),
-    remote: bool = typer.Option(False, "--remote", help="Ask the service `nevis login` set up instead of the local database."),
+    remote: bool = typer.Option(
+        False, "--remote", help="Ask the service `nevis login` set up instead of the local database."
+    ),
 ) -> None:
     """Compare two runs (paired), or two sets of seeds: per-task differences and Holm-controlled
     flags, ΔE with its 95 % interval on this benchmark (and P(A < B) with seeds), and Δ cFLOP."""
@@ -77,7 +86,9 @@ def run_ids(text: str, side: str) -> list[int]:
     try:
         ids = [int(part) for part in text.split(",")]
     except ValueError:
-        raise typer.BadParameter(f"Side {side} must be a run id or comma-separated run ids (3 or 3,4,5); got {text!r}.") from None
+        raise typer.BadParameter(
+            f"Side {side} must be a run id or comma-separated run ids (3 or 3,4,5); got {text!r}."
+        ) from None
     if any(i < 1 for i in ids):
         raise typer.BadParameter(f"Side {side}'s run ids must be positive; got {text!r}.")
     return ids
@@ -105,38 +116,67 @@ def _remote(a: list[int], b: list[int]) -> dict[str, Any]:
 def show_comparison(doc: dict[str, Any]) -> None:
     """Print a comparison document (``Comparison.to_dict`` / ``GET /v1/compare``)."""
     a, b = _side(doc, "a"), _side(doc, "b")
-    table = Table("task", "dataset", f"error {a}", f"error {b}", "Δ", "95 % interval of Δ", "beyond noise (Holm)",
-                  "Δ FLOPs", title=f"{a} − {b} on {doc['stream']} {doc['stream_version']} ({doc['phase']})")
+    table = Table(
+        "task",
+        "dataset",
+        f"error {a}",
+        f"error {b}",
+        "Δ",
+        "95 % interval of Δ",
+        "beyond noise (Holm)",
+        "Δ FLOPs",
+        title=f"{a} − {b} on {doc['stream']} {doc['stream_version']} ({doc['phase']})",
+    )
     for t in doc["tasks"]:
         interval = "" if t["low"] is None else f"[{t['low']:+.4f}, {t['high']:+.4f}]"
         flag = "" if t["differs"] is None else ("yes" if t["differs"] else "no")
-        table.add_row(str(t["order"]), t["dataset"], f"{t['error_a']:.4f}", f"{t['error_b']:.4f}",
-                      f"{t['delta']:+.4f}", interval, flag, f"{t['delta_flops']:+.3e}")
+        table.add_row(
+            str(t["order"]),
+            t["dataset"],
+            f"{t['error_a']:.4f}",
+            f"{t['error_b']:.4f}",
+            f"{t['delta']:+.4f}",
+            interval,
+            flag,
+            f"{t['delta_flops']:+.3e}",
+        )
     console.print(table)
     de, iv = doc["delta_error"], doc["delta_error_interval"]
     if de is None:
         console.print(f"ΔE = n/a ({iv['unavailable']})")
     elif iv["low"] is None:
-        console.print(f"ΔE = E({a}) − E({b}) = {de:+.4f} over {iv['tasks']} tasks  (no 95 % interval: {iv['unavailable']})")
+        console.print(
+            f"ΔE = E({a}) − E({b}) = {de:+.4f} over {iv['tasks']} tasks  (no 95 % interval: {iv['unavailable']})"
+        )
     else:
         verdict = "beyond noise" if iv["low"] > 0 or iv["high"] < 0 else "within noise (the interval holds 0)"
-        console.print(f"ΔE = E({a}) − E({b}) = {de:+.4f} ± {(iv['high'] - iv['low']) / 2:.4f} "
-                      f"[{iv['low']:+.4f}, {iv['high']:+.4f}] {_percent(iv['level'])} over {iv['tasks']} tasks "
-                      f"({iv.get('question') or 'this benchmark'}; {iv['method']}): {verdict}")
+        console.print(
+            f"ΔE = E({a}) − E({b}) = {de:+.4f} ± {(iv['high'] - iv['low']) / 2:.4f} "
+            f"[{iv['low']:+.4f}, {iv['high']:+.4f}] {_percent(iv['level'])} over {iv['tasks']} tasks "
+            f"({iv.get('question') or 'this benchmark'}; {iv['method']}): {verdict}"
+        )
         general = iv.get("generalisation")
         if general and general.get("low") is not None:
-            console.print(f"  generalisation to other tasks (tasks resampled too): [{general['low']:+.4f}, "
-                          f"{general['high']:+.4f}]")
+            console.print(
+                f"  generalisation to other tasks (tasks resampled too): [{general['low']:+.4f}, "
+                f"{general['high']:+.4f}]"
+            )
         poi = doc.get("probability_of_improvement") or {}
         if poi.get("estimate") is not None:
-            console.print(f"P({a} < {b}) = {poi['estimate']:.3f} [{poi['low']:.3f}, {poi['high']:.3f}] "
-                          f"{_percent(poi['level'])} (probability of improvement)")
+            console.print(
+                f"P({a} < {b}) = {poi['estimate']:.3f} [{poi['low']:.3f}, {poi['high']:.3f}] "
+                f"{_percent(poi['level'])} (probability of improvement)"
+            )
         differing, flags = doc["differing_tasks"], doc.get("flags") or {}
-        console.print(f"tasks that differ beyond noise: {', '.join(map(str, differing)) if differing else 'none'}"
-                      f" (noise covered: {flags.get('noise')}; {flags.get('correction', 'Holm')} over "
-                      f"{flags.get('family', len(doc['tasks']))} tasks at {flags.get('alpha', 0.05):g})")
-    console.print(f"Δ cFLOP = {doc['delta_cflop']:+.4e}  ({doc['cflop_a']:.4e} − {doc['cflop_b']:.4e}; "
-                  "counted, not sampled: no sampling noise)")
+        console.print(
+            f"tasks that differ beyond noise: {', '.join(map(str, differing)) if differing else 'none'}"
+            f" (noise covered: {flags.get('noise')}; {flags.get('correction', 'Holm')} over "
+            f"{flags.get('family', len(doc['tasks']))} tasks at {flags.get('alpha', 0.05):g})"
+        )
+    console.print(
+        f"Δ cFLOP = {doc['delta_cflop']:+.4e}  ({doc['cflop_a']:.4e} − {doc['cflop_b']:.4e}; "
+        "counted, not sampled: no sampling noise)"
+    )
 
 
 def _side(doc: dict[str, Any], side: str) -> str:

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from services.coordinator import warm_up as warming
 from services.coordinator.api import problems
 from services.coordinator.api.answers import SharedAnswers
 from services.coordinator.api.deps import token_checker
@@ -30,9 +31,8 @@ from services.coordinator.api.routes import (
     users,
 )
 from services.coordinator.common.config import CoordinatorSettings
-from services.coordinator import warm_up as warming
-from services.coordinator.telemetry import Metrics
 from services.coordinator.scheduler.loop import Scheduler
+from services.coordinator.telemetry import Metrics
 from services.store.db import make_engine, session_factory
 from services.store.objects import open_store
 
@@ -42,8 +42,13 @@ task, and read their error (E) and compute (cFLOP) back. Every error is a proble
 document (RFC 9457) naming the offending field."""
 
 
-def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
-               scheduler: Scheduler | None = None, warm_up: bool = False) -> FastAPI:
+def create_app(
+    settings: CoordinatorSettings,
+    *,
+    run_scheduler: bool = False,
+    scheduler: Scheduler | None = None,
+    warm_up: bool = False,
+) -> FastAPI:
     """Build the app.
 
     Args:
@@ -62,8 +67,7 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
     if run_scheduler and scheduler is None:
         from services.coordinator.backends import make_backend  # noqa: PLC0415
 
-        scheduler = Scheduler(settings, backend=make_backend(settings), sessions=sessions,
-                              metrics=metrics)
+        scheduler = Scheduler(settings, backend=make_backend(settings), sessions=sessions, metrics=metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -79,8 +83,7 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
                 scheduler.stop()
             engine.dispose()
 
-    app = FastAPI(title="NEVIS coordinator", version=API_VERSION, description=DESCRIPTION,
-                  lifespan=lifespan)
+    app = FastAPI(title="NEVIS coordinator", version=API_VERSION, description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
     app.state.sessions = sessions
     app.state.metrics = metrics
@@ -91,8 +94,9 @@ def create_app(settings: CoordinatorSettings, *, run_scheduler: bool = False,
     for module in (health, users, learners, submissions, logs, streams, leaderboard, compare, refreshes):
         app.include_router(module.router)
     problems.install(app)
-    app.add_middleware(UploadLimit, path=learners.BUNDLE_PATH, limit=settings.bundle_max_bytes,
-                       authenticate=token_checker(sessions))
+    app.add_middleware(
+        UploadLimit, path=learners.BUNDLE_PATH, limit=settings.bundle_max_bytes, authenticate=token_checker(sessions)
+    )
     app.add_middleware(BodyLimit, limit=settings.max_json_bytes, exempt=(learners.BUNDLE_PATH,))
     app.add_middleware(WriteRateLimit, rate=settings.write_rate)  # before any body or token
     app.add_middleware(SharedAnswers, server=app)  # anonymous reads kept as sent, counted

@@ -43,12 +43,16 @@ def register_image(ref: str, *, entrypoint: str, settings: CoordinatorSettings) 
     unpacked = unpack_image(ref, cache=image_cache(settings), limits=settings.image_limits)
     module = entrypoint.split(":", 1)[0]
     if not unpacked.import_paths:
-        raise ImageError(f"The image {ref!r} has no /opt/learner folder and no site-packages "
-                         "for this service's Python: put the learner's code in /opt/learner.")
+        raise ImageError(
+            f"The image {ref!r} has no /opt/learner folder and no site-packages "
+            "for this service's Python: put the learner's code in /opt/learner."
+        )
     if not unpacked.has_module(module):
-        raise ImageError(f"The image {ref!r} has no module {module!r} (the entry point "
-                         f"{entrypoint!r}) in /opt/learner or its site-packages.",
-                         field="entrypoint")
+        raise ImageError(
+            f"The image {ref!r} has no module {module!r} (the entry point "
+            f"{entrypoint!r}) in /opt/learner or its site-packages.",
+            field="entrypoint",
+        )
     return RegisteredImage(unpacked.pinned, unpacked.size_bytes)
 
 

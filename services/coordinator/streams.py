@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.common.client_errors import InvalidInputError
+from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.common.validation import check_name
 from services.core.errors import ManifestError, unknown_name_message
 from workers.stream.manifest import StreamManifest
@@ -33,8 +33,7 @@ def available_streams(settings: CoordinatorSettings) -> list[str]:
     return sorted(names)
 
 
-def resolve_stream(settings: CoordinatorSettings, name: str, *, field: str = "stream"
-                   ) -> ResolvedStream:
+def resolve_stream(settings: CoordinatorSettings, name: str, *, field: str = "stream") -> ResolvedStream:
     """Load the stream called ``name``.
 
     Raises:
@@ -50,11 +49,9 @@ def resolve_stream(settings: CoordinatorSettings, name: str, *, field: str = "st
             try:
                 manifest = load_stream(str(path))
             except ManifestError as exc:
-                raise InvalidInputError(f"Stream {name!r} cannot be used: {exc}",
-                                        field=field) from None
+                raise InvalidInputError(f"Stream {name!r} cannot be used: {exc}", field=field) from None
             return ResolvedStream(manifest, str(path))
-    raise InvalidInputError(unknown_name_message("stream", name, available_streams(settings)),
-                            field=field)
+    raise InvalidInputError(unknown_name_message("stream", name, available_streams(settings)), field=field)
 
 
 __all__ = ["ResolvedStream", "available_streams", "resolve_stream"]

@@ -26,21 +26,20 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("nevis_http_requests", "HTTP requests served.",
-                                ["method", "route", "status"], registry=r)
-        self.latency = Histogram("nevis_http_request_duration_seconds",
-                                 "Time to serve an HTTP request.", ["method", "route"], registry=r)
-        self.submissions_created = Counter("nevis_submissions_created",
-                                           "Submissions accepted.", registry=r)
-        self.launches = Counter("nevis_scheduler_launches", "Tasks launched.", ["backend"],
-                                registry=r)
-        self.launch_failures = Counter("nevis_scheduler_launch_failures",
-                                       "Launches the backend refused.", ["backend"], registry=r)
-        self.expired = Counter("nevis_scheduler_leases_expired",
-                               "Leases the reaper expired.", ["kind"], registry=r)
+        self.requests = Counter(
+            "nevis_http_requests", "HTTP requests served.", ["method", "route", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "nevis_http_request_duration_seconds", "Time to serve an HTTP request.", ["method", "route"], registry=r
+        )
+        self.submissions_created = Counter("nevis_submissions_created", "Submissions accepted.", registry=r)
+        self.launches = Counter("nevis_scheduler_launches", "Tasks launched.", ["backend"], registry=r)
+        self.launch_failures = Counter(
+            "nevis_scheduler_launch_failures", "Launches the backend refused.", ["backend"], registry=r
+        )
+        self.expired = Counter("nevis_scheduler_leases_expired", "Leases the reaper expired.", ["kind"], registry=r)
         self.ticks = Counter("nevis_scheduler_ticks", "Scheduler passes.", registry=r)
-        self.tick_errors = Counter("nevis_scheduler_tick_errors",
-                                   "Scheduler passes that raised.", registry=r)
+        self.tick_errors = Counter("nevis_scheduler_tick_errors", "Scheduler passes that raised.", registry=r)
 
     def watch_database(self, sessions: sessionmaker[Session]) -> None:
         """Report queue gauges read from the database at each scrape."""
@@ -55,15 +54,19 @@ class _QueueCollector(Collector):
         self.sessions = sessions
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        by_status = GaugeMetricFamily("nevis_submissions", "Submissions by status.",
-                                      labels=["status"])
+        by_status = GaugeMetricFamily("nevis_submissions", "Submissions by status.", labels=["status"])
         leases = GaugeMetricFamily("nevis_task_leases_active", "Tasks in flight.")
         try:
             with self.sessions() as session:
-                counts = dict(session.execute(
-                    select(Submission.status, func.count()).group_by(Submission.status)).all())
-                active = session.scalar(select(func.count()).select_from(TaskLease).where(
-                    TaskLease.status.in_(ACTIVE_LEASE_STATUSES))) or 0
+                counts = dict(
+                    session.execute(select(Submission.status, func.count()).group_by(Submission.status)).all()
+                )
+                active = (
+                    session.scalar(
+                        select(func.count()).select_from(TaskLease).where(TaskLease.status.in_(ACTIVE_LEASE_STATUSES))
+                    )
+                    or 0
+                )
         except Exception:  # noqa: BLE001 - a scrape must not fail because the database did
             return
         for status in SUBMISSION_STATUSES:

@@ -66,11 +66,21 @@ async def get(app: Callable[..., Any], path: str) -> tuple[int, bytes]:
     this process: the status and the body. An error the app raises after it answered (Starlette
     sends the 500, then raises it for the server to log; it is logged already) gives that answer."""
     route, _, query = path.partition("?")
-    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-             "method": "GET", "scheme": "http", "path": route, "raw_path": route.encode(),
-             "query_string": query.encode(), "root_path": "", "client": ("127.0.0.1", 0),
-             "server": ("127.0.0.1", 0), "state": {},
-             "headers": [(b"host", b"localhost"), (b"user-agent", USER_AGENT)]}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": route,
+        "raw_path": route.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "client": ("127.0.0.1", 0),
+        "server": ("127.0.0.1", 0),
+        "state": {},
+        "headers": [(b"host", b"localhost"), (b"user-agent", USER_AGENT)],
+    }
     sent = False
     status = 0
     body: list[bytes] = []
@@ -135,8 +145,12 @@ async def warm(app: Callable[..., Any], record: WarmUp) -> WarmUp:
     if record.error or failing:
         log.warning("warm-up: %s in %.2f s (%s)", record.error or failing, record.seconds, record.statuses)
     else:
-        log.info("warm-up: %d reads in %.2f s (%s)", len(record.statuses), record.seconds,
-                 ", ".join(f"{p} {s:.2f} s" for p, s in record.took.items()))
+        log.info(
+            "warm-up: %d reads in %.2f s (%s)",
+            len(record.statuses),
+            record.seconds,
+            ", ".join(f"{p} {s:.2f} s" for p, s in record.took.items()),
+        )
     return record
 
 

@@ -35,14 +35,7 @@ from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.continuation import continue_after
 from services.coordinator.scheduler.policy import retry_policy
-from services.core.errors import (
-    BudgetError,
-    BundleError,
-    LearnerError,
-    ManifestError,
-    NevisError,
-    UnknownNameError,
-)
+from services.core.errors import BudgetError, BundleError, LearnerError, ManifestError, NevisError, UnknownNameError
 from services.store.db import ensure_current, sessions_on, transaction
 from services.store.db.models import Submission
 from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES
@@ -61,8 +54,7 @@ NOT_RETRYABLE = (UnknownNameError, ManifestError, BudgetError, LearnerError, Bun
 class Heartbeat(threading.Thread):
     """Refreshes a lease every ``interval`` seconds; calls ``on_lost`` if the lease is gone."""
 
-    def __init__(self, sessions: sessionmaker[Session], *, lease_id: int, interval: float,
-                 on_lost) -> None:
+    def __init__(self, sessions: sessionmaker[Session], *, lease_id: int, interval: float, on_lost) -> None:  # noqa: ANN001
         super().__init__(name=f"heartbeat-{lease_id}", daemon=True)
         self.sessions, self.lease_id, self.interval, self.on_lost = sessions, lease_id, interval, on_lost
         self._stop_event = threading.Event()
@@ -96,15 +88,20 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
     ensure_current(settings.database_url)
     sessions = sessions_on(settings.database_url)
     with transaction(sessions) as session:
-        outcome = leases.start_lease(session, lease_id=lease_id, submission_id=submission_id,
-                                     task_deadline_s=settings.task_deadline_s)
+        outcome = leases.start_lease(
+            session, lease_id=lease_id, submission_id=submission_id, task_deadline_s=settings.task_deadline_s
+        )
     if not outcome.run:
         log.warning("not running lease %s: %s", lease_id, outcome.reason)
         return 0
     runner = None
     for count in range(1, settings.worker_max_tasks + 1):
-        beat = Heartbeat(sessions, lease_id=lease_id, interval=settings.heartbeat_interval_s,
-                         on_lost=lambda lost=lease_id: _lease_lost(lost))
+        beat = Heartbeat(
+            sessions,
+            lease_id=lease_id,
+            interval=settings.heartbeat_interval_s,
+            on_lost=lambda lost=lease_id: _lease_lost(lost),
+        )
         beat.start()
         try:
             runner = runner or _runner(settings, sessions, submission_id=submission_id)
@@ -118,8 +115,9 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
             return 1
         beat.stop()
         try:
-            next_lease = _end_lease(settings, sessions, lease_id=lease_id,
-                                    may_go_on=goes_on and count < settings.worker_max_tasks)
+            next_lease = _end_lease(
+                settings, sessions, lease_id=lease_id, may_go_on=goes_on and count < settings.worker_max_tasks
+            )
         except BaseException:
             _shutdown_ray()
             raise
@@ -131,8 +129,9 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
     return 0
 
 
-def _end_lease(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, lease_id: int,
-               may_go_on: bool) -> int | None:
+def _end_lease(
+    settings: CoordinatorSettings, sessions: sessionmaker[Session], *, lease_id: int, may_go_on: bool
+) -> int | None:
     """End a lease whose task committed and, if ``may_go_on``, take the submission's next task
     in the same transaction; the new lease's id, or None when this worker should end."""
     with transaction(sessions) as session:
@@ -143,8 +142,7 @@ def _end_lease(settings: CoordinatorSettings, sessions: sessionmaker[Session], *
         return None if taken is None else taken.id
 
 
-def _runner(settings: CoordinatorSettings, sessions: sessionmaker[Session], *,
-            submission_id: int) -> StreamRunner:
+def _runner(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, submission_id: int) -> StreamRunner:
     """The submission's stream runner, once per worker: its bundle unpacked, the credentials
     moved out of the environment before anything that runs learner code starts."""
     from workers.trainer.ray_env import hold_secrets  # noqa: PLC0415 - heavy imports
@@ -156,25 +154,29 @@ def _runner(settings: CoordinatorSettings, sessions: sessionmaker[Session], *,
         import_paths = _prepare_image(settings, sessions, submission_id=submission_id)
     hold_secrets()  # nothing started from here on (Ray, learner hosts) inherits them
     registered = _uploaded_registration(sessions, submission_id)
-    return StreamRunner(settings, import_paths=import_paths, submitted=registered is not None,
-                        registered=registered)
+    return StreamRunner(settings, import_paths=import_paths, submitted=registered is not None, registered=registered)
 
 
-def _fail(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, lease_id: int,
-          exc: BaseException) -> None:
+def _fail(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, lease_id: int, exc: BaseException) -> None:
     reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, NevisError) else str(exc)
     retryable = not isinstance(exc, NOT_RETRYABLE)
-    log.error("task of lease %s failed: %s\n%s", lease_id, reason,
-              "".join(traceback.format_exception(exc)))
+    log.error("task of lease %s failed: %s\n%s", lease_id, reason, "".join(traceback.format_exception(exc)))
     with transaction(sessions) as session:  # a submission that ended meanwhile (a cap) stays so
         lease = leases.take_lease(session, lease_id=lease_id, expected=ACTIVE_LEASE_STATUSES)
         if lease is not None:
-            leases.settle_failure(session, lease=lease, status="failed", reason=reason[:4000],
-                                  policy=retry_policy(settings), retryable=retryable)
+            leases.settle_failure(
+                session,
+                lease=lease,
+                status="failed",
+                reason=reason[:4000],
+                policy=retry_policy(settings),
+                retryable=retryable,
+            )
 
 
-def _prepare_bundle(settings: CoordinatorSettings, sessions: sessionmaker[Session], *,
-                    submission_id: int) -> Path | None:
+def _prepare_bundle(
+    settings: CoordinatorSettings, sessions: sessionmaker[Session], *, submission_id: int
+) -> Path | None:
     """Unpack the learner's bundle (if any) and return its import root.
 
     Harness code only unpacks and checks it; nothing here imports it. The root is the one
@@ -186,12 +188,18 @@ def _prepare_bundle(settings: CoordinatorSettings, sessions: sessionmaker[Sessio
     if not key:
         return None
     store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
-    return unpack_stored_bundle(store, key=key, sha256=sha, root=settings.data_dir / "bundles",
-                                max_unpacked_bytes=UNPACK_FACTOR * settings.bundle_max_bytes)
+    return unpack_stored_bundle(
+        store,
+        key=key,
+        sha256=sha,
+        root=settings.data_dir / "bundles",
+        max_unpacked_bytes=UNPACK_FACTOR * settings.bundle_max_bytes,
+    )
 
 
-def _prepare_image(settings: CoordinatorSettings, sessions: sessionmaker[Session], *,
-                   submission_id: int) -> list[str] | None:
+def _prepare_image(
+    settings: CoordinatorSettings, sessions: sessionmaker[Session], *, submission_id: int
+) -> list[str] | None:
     """The import paths of the learner's image (if any), unpacked on this node by the digest
     its registration pinned: files its sandboxed hosts import, never a process of its own."""
     from services.coordinator.learner_images import image_import_paths  # noqa: PLC0415

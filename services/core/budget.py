@@ -45,25 +45,39 @@ class RunBudget(BaseModel):
     trials: StrictInt = Field(default=4, ge=1, le=10_000, description="Hyper-parameter trials per task.")
     steps: StrictInt = Field(default=200, ge=1, le=10_000_000, description="Optimisation steps per trial.")
     max_concurrent: StrictInt | None = Field(
-        default=None, ge=1, le=10_000, description="Trials at once (default: as many as the CPUs / GPUs allow).")
+        default=None, ge=1, le=10_000, description="Trials at once (default: as many as the CPUs / GPUs allow)."
+    )
     threads_per_trial: StrictInt = Field(default=1, ge=1, le=1024, description="torch threads of a trial.")
     seed: StrictInt = Field(default=0, ge=0, lt=2**31, description="Seed of the search and the trials.")
     checkpoint_fractions: tuple[Annotated[float, Field(ge=0.0, le=1.0)], ...] = Field(
-        default=CHECKPOINT_DEFAULT_FRACTIONS, min_length=1, max_length=MAX_CHECKPOINTS,
-        description="Fractions of a trial's steps at which it checkpoints, each in [0, 1].")
+        default=CHECKPOINT_DEFAULT_FRACTIONS,
+        min_length=1,
+        max_length=MAX_CHECKPOINTS,
+        description="Fractions of a trial's steps at which it checkpoints, each in [0, 1].",
+    )
     flop_cap: float | None = Field(
-        default=None, gt=0, description="Stop the run (status 'stopped') once its committed tasks' cFLOP "
-        "reaches this; the task that reaches it is kept.")
+        default=None,
+        gt=0,
+        description="Stop the run (status 'stopped') once its committed tasks' cFLOP "
+        "reaches this; the task that reaches it is kept.",
+    )
     wall_cap_s: float | None = Field(
-        default=None, gt=0, description="Stop the run (status 'stopped') once its committed tasks' wall "
-        "time reaches this many seconds; the task that reaches it is kept.")
+        default=None,
+        gt=0,
+        description="Stop the run (status 'stopped') once its committed tasks' wall "
+        "time reaches this many seconds; the task that reaches it is kept.",
+    )
     search: SearchName = Field(
-        default="random", description="Search strategy of each task's trials: random (independent "
-        "seeded samples) or gp_ucb (sequential Gaussian-process search, upper confidence bound).")
+        default="random",
+        description="Search strategy of each task's trials: random (independent "
+        "seeded samples) or gp_ucb (sequential Gaussian-process search, upper confidence bound).",
+    )
     scheduler: SchedulerName = Field(
-        default="fifo", description="Trial scheduler: fifo (every trial runs to the end), asha "
+        default="fifo",
+        description="Trial scheduler: fifo (every trial runs to the end), asha "
         "(asynchronous successive halving: stops trials that trail at intermediate reports) or proxy "
-        "(the same rule on LiDAR of unlabelled train views at 1/8 and 1/4 of the steps: no dev label read).")
+        "(the same rule on LiDAR of unlabelled train views at 1/8 and 1/4 of the steps: no dev label read).",
+    )
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -128,8 +142,7 @@ def budget_error(exc: ValidationError) -> BudgetError:
     message = first.get("msg", "invalid").removeprefix("Value error, ")
     value = first.get("input")
     shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-    return BudgetError(f"The '{field}' of a budget is not valid: {message}. Got {shown} instead.",
-                       field=field)
+    return BudgetError(f"The '{field}' of a budget is not valid: {message}. Got {shown} instead.", field=field)
 
 
 __all__ = ["SCHEDULER_NAMES", "SEARCH_NAMES", "RunBudget", "SchedulerName", "SearchName", "budget_error"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import TypeVar
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -43,26 +43,27 @@ class Settings(BaseSettings):
     data_mirror: str | None = Field(
         default=None,
         description="http(s):// or s3:// prefix `nevis data fetch` tries before each source's own "
-                    "URLs (layout <mirror>/<source key>/<file name>).",
+        "URLs (layout <mirror>/<source key>/<file name>).",
     )
     source_catalogue: Path | None = Field(
         default=None,
         description="A source catalogue (JSON, the format of workers/stream/sources/catalogue.json) read "
-                    "instead of the packaged one, for a mirror whose files differ from the origins' "
-                    "(re-packed archives, or the test fixtures): fetched files are held to its checksums.",
+        "instead of the packaged one, for a mirror whose files differ from the origins' "
+        "(re-packed archives, or the test fixtures): fetched files are held to its checksums.",
     )
     image_size: int = Field(default=64, description="Task image resolution S (pixels).")
     stored_scale: float = Field(
         default=1.5,
         description="Long side of the stored originals (aspect ratio kept, training crops "
-                    "come from them) as a multiple of the task resolution: 1.5 stores 96 px "
-                    "at 64.",
+        "come from them) as a multiple of the task resolution: 1.5 stores 96 px "
+        "at 64.",
     )
     stream_train_bytes: int = Field(
-        default=8 << 30, ge=1,
+        default=8 << 30,
+        ge=1,
         description="A task whose train split (images and originals) takes more bytes than "
-                    "this is offered to learners as a stream of shards (view.train_stream), "
-                    "which the built-in learners train from.",
+        "this is offered to learners as a stream of shards (view.train_stream), "
+        "which the built-in learners train from.",
     )
     probe_preset: str = Field(
         default="standard",
@@ -72,44 +73,71 @@ class Settings(BaseSettings):
     sandbox: str = Field(
         default="auto",
         description="Where learner code runs: bwrap (bubblewrap sandbox), none (a plain "
-                    "subprocess with a clean environment), or auto (bwrap when installed).",
+        "subprocess with a clean environment), or auto (bwrap when installed).",
     )
 
     learner_paths: str = Field(
         default="",
         description="Folders (os.pathsep-separated) of operator-installed learner code that learner "
-                    "hosts see read-only; never on a harness's own import path. Default for local "
-                    "use outside production: the entries of PYTHONPATH.",
+        "hosts see read-only; never on a harness's own import path. Default for local "
+        "use outside production: the entries of PYTHONPATH.",
     )
-    host_tmpfs_mb: int = Field(default=2048, ge=16, le=1 << 20,
-                               description="Size of each learner host's RAM-backed /tmp and /dev/shm (MiB).")
-    host_memory_mb: int = Field(default=0, ge=0, le=1 << 24,
-                                description="Memory cap of each learner host's control group (MiB); 0: none of its own.")
-    host_pids: int = Field(default=512, ge=0, le=1 << 22,
-                           description="Processes and threads a learner host may have (its control group); 0: no cap.")
-    host_declare_deadline_s: float = Field(default=120.0, gt=0, le=86400,
-                                           description="Seconds a learner host may take to start and declare itself.")
-    host_silence_deadline_s: float = Field(default=1800.0, gt=0, le=7 * 86400,
-                                           description="Longest wait for any frame of a trial or prediction (s).")
-    log_ring_bytes: int = Field(default=1 << 20, ge=1024, le=1 << 30,
-                                description="Bytes of a learner host's output (prints, tracebacks) kept per trial "
-                                            "and per prediction job: the last ones (GET /v1/submissions/{id}/logs).")
-    host_predictor_mb: int = Field(default=1024, ge=1, le=1 << 22,
-                                   description="Largest predictor (and checkpoint) a trial may hand back (MiB); "
-                                               "a larger one is refused before its bytes are read.")
-    host_state_mb: int = Field(default=2048, ge=1, le=1 << 22,
-                               description="Largest learner state a trial may hand back (MiB); a larger one is "
-                                           "refused before its bytes are read, and no larger one is ever read back.")
+    host_tmpfs_mb: int = Field(
+        default=2048, ge=16, le=1 << 20, description="Size of each learner host's RAM-backed /tmp and /dev/shm (MiB)."
+    )
+    host_memory_mb: int = Field(
+        default=0,
+        ge=0,
+        le=1 << 24,
+        description="Memory cap of each learner host's control group (MiB); 0: none of its own.",
+    )
+    host_pids: int = Field(
+        default=512,
+        ge=0,
+        le=1 << 22,
+        description="Processes and threads a learner host may have (its control group); 0: no cap.",
+    )
+    host_declare_deadline_s: float = Field(
+        default=120.0, gt=0, le=86400, description="Seconds a learner host may take to start and declare itself."
+    )
+    host_silence_deadline_s: float = Field(
+        default=1800.0, gt=0, le=7 * 86400, description="Longest wait for any frame of a trial or prediction (s)."
+    )
+    log_ring_bytes: int = Field(
+        default=1 << 20,
+        ge=1024,
+        le=1 << 30,
+        description="Bytes of a learner host's output (prints, tracebacks) kept per trial "
+        "and per prediction job: the last ones (GET /v1/submissions/{id}/logs).",
+    )
+    host_predictor_mb: int = Field(
+        default=1024,
+        ge=1,
+        le=1 << 22,
+        description="Largest predictor (and checkpoint) a trial may hand back (MiB); "
+        "a larger one is refused before its bytes are read.",
+    )
+    host_state_mb: int = Field(
+        default=2048,
+        ge=1,
+        le=1 << 22,
+        description="Largest learner state a trial may hand back (MiB); a larger one is "
+        "refused before its bytes are read, and no larger one is ever read back.",
+    )
     split_salt: str = Field(
         default="",
         description="The deployment's secret salt for every split draw (16+ characters; see "
-                    "docs/isolation.md): submitters cannot compute which images a drawn test split holds. "
-                    "Empty: the public, reproducible splits of the reference (under NEVIS_ENVIRONMENT="
-                    "production: the deployment's own, made once and kept in its database). Never shown.",
+        "docs/isolation.md): submitters cannot compute which images a drawn test split holds. "
+        "Empty: the public, reproducible splits of the reference (under NEVIS_ENVIRONMENT="
+        "production: the deployment's own, made once and kept in its database). Never shown.",
     )
-    proxy_max_dim: int = Field(default=2048, ge=2, le=1 << 16,
-                               description="Widest feature vector d a proxy-scheduler rung report may carry "
-                                           "(n·q × d): LiDAR's harness-side cost grows as d³.")
+    proxy_max_dim: int = Field(
+        default=2048,
+        ge=2,
+        le=1 << 16,
+        description="Widest feature vector d a proxy-scheduler rung report may carry "
+        "(n·q × d): LiDAR's harness-side cost grows as d³.",
+    )
 
     @field_validator("sandbox", "probe_preset")
     @classmethod
@@ -123,8 +151,7 @@ class Settings(BaseSettings):
     @classmethod
     def _check_split_salt(cls, value: str) -> str:
         if value and len(value) < MIN_SALT_CHARS:  # a short salt is guessable from its digest
-            raise ValueError(f"must be empty (public splits) or at least {MIN_SALT_CHARS} "
-                             f"characters; got {len(value)}")
+            raise ValueError(f"must be empty (public splits) or at least {MIN_SALT_CHARS} characters; got {len(value)}")
         return value
 
     @field_validator("image_size")
@@ -147,7 +174,7 @@ class Settings(BaseSettings):
         return value.expanduser() if value is not None else None
 
     @model_validator(mode="after")
-    def _fill_defaults(self) -> "Settings":
+    def _fill_defaults(self) -> Settings:
         data_dir = self.data_dir.resolve()
         object.__setattr__(self, "data_dir", data_dir)
         if not self.database_url:
@@ -156,9 +183,7 @@ class Settings(BaseSettings):
             object.__setattr__(self, "store_url", (data_dir / "store").as_uri())
         scheme = urlsplit(self.store_url).scheme
         if scheme not in ("file", "s3"):
-            raise ValueError(
-                f"NEVIS_STORE_URL must start with file:// or s3://; got {self.store_url!r}"
-            )
+            raise ValueError(f"NEVIS_STORE_URL must start with file:// or s3://; got {self.store_url!r}")
         if "://" not in self.database_url:
             raise ValueError(
                 "NEVIS_DATABASE_URL must be an SQLAlchemy URL such as "

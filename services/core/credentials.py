@@ -18,9 +18,18 @@ from services.core.errors import ConfigError
 
 # Storage and database credentials, and where they lead: learner processes never get these.
 CREDENTIAL_VARS = (
-    "NEVIS_DATABASE_URL", "NEVIS_STORE_URL", "NEVIS_S3_ENDPOINT_URL", "NEVIS_DATA_DIR",
-    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-    "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "PGPASSWORD", "PGPASSFILE",
+    "NEVIS_DATABASE_URL",
+    "NEVIS_STORE_URL",
+    "NEVIS_S3_ENDPOINT_URL",
+    "NEVIS_DATA_DIR",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "PGPASSWORD",
+    "PGPASSFILE",
     "NEVIS_SPLIT_SALT",  # the deployment's split salt (docs/isolation.md): a secret like the others
 )
 # What a secrets path may also set: harmless settings that belong with the credentials.
@@ -38,18 +47,25 @@ def read_secrets_path(path: str | Path) -> dict[str, str]:
     """
     source = Path(path)
     if source.is_dir():
-        pairs = [(entry.name, _read(entry)) for entry in sorted(source.iterdir())
-                 if entry.is_file() and not entry.name.startswith(".")]
+        pairs = [
+            (entry.name, _read(entry))
+            for entry in sorted(source.iterdir())
+            if entry.is_file() and not entry.name.startswith(".")
+        ]
     elif source.is_file():
         pairs = _parse_lines(_read(source), source)
     else:
-        raise ConfigError(f"{SECRETS_PATH_VAR}={str(source)!r}: no such file or folder on this "
-                          "node (it must hold the worker's NEVIS_DATABASE_URL and store settings).")
+        raise ConfigError(
+            f"{SECRETS_PATH_VAR}={str(source)!r}: no such file or folder on this "
+            "node (it must hold the worker's NEVIS_DATABASE_URL and store settings)."
+        )
     allowed = set(CREDENTIAL_VARS) | set(SECRETS_PATH_EXTRAS)
     unknown = sorted(name for name, _ in pairs if name not in allowed)
     if unknown:
-        raise ConfigError(f"{SECRETS_PATH_VAR}={str(source)!r} sets {', '.join(unknown)}; a secrets "
-                          f"path may set only: {', '.join(sorted(allowed))}.")
+        raise ConfigError(
+            f"{SECRETS_PATH_VAR}={str(source)!r} sets {', '.join(unknown)}; a secrets "
+            f"path may set only: {', '.join(sorted(allowed))}."
+        )
     return {name: value.strip() for name, value in pairs}
 
 
@@ -92,7 +108,4 @@ def _parse_lines(text: str, source: Path) -> list[tuple[str, str]]:
     return pairs
 
 
-__all__ = [
-    "CREDENTIAL_VARS", "SECRETS_PATH_EXTRAS", "SECRETS_PATH_VAR", "load_secrets_path",
-    "read_secrets_path",
-]
+__all__ = ["CREDENTIAL_VARS", "SECRETS_PATH_EXTRAS", "SECRETS_PATH_VAR", "load_secrets_path", "read_secrets_path"]

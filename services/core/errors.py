@@ -22,7 +22,7 @@ class NevisError(Exception):
         super().__init__(*args)
         self.field = field
 
-    def __reduce__(self):  # keeps subclasses (their field, and attributes such as a failed call's usage) across Ray
+    def __reduce__(self):  # keeps subclasses (their field, and attributes such as a failed call's usage) across Ray  # noqa: ANN204
         state = {k: v for k, v in self.__dict__.items() if k != "field"}
         return (_rebuild, (self.__class__, self.args, self.field), state or None)
 
@@ -115,8 +115,22 @@ class ProbeInputError(NevisError):
 
 
 __all__ = [
-    "BudgetError", "BundleError", "CausalityError", "ConfigError", "DataIntegrityError", "DatabaseError",
-    "DatasetFormatError", "DatasetNotFoundError", "InvalidKeyError", "LearnerError", "ManifestError",
-    "NevisError", "ObjectNotFoundError", "ObjectTooLargeError", "ProbeInputError", "TaskFailedError", "UnknownNameError",
+    "BudgetError",
+    "BundleError",
+    "CausalityError",
+    "ConfigError",
+    "DataIntegrityError",
+    "DatabaseError",
+    "DatasetFormatError",
+    "DatasetNotFoundError",
+    "InvalidKeyError",
+    "LearnerError",
+    "ManifestError",
+    "NevisError",
+    "ObjectNotFoundError",
+    "ObjectTooLargeError",
+    "ProbeInputError",
+    "TaskFailedError",
+    "UnknownNameError",
     "unknown_name_message",
 ]

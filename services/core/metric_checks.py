@@ -31,9 +31,7 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def as_float_array(
-    value: Any, *, param: str, func: str, what: str, ndims: tuple[int, ...]
-) -> np.ndarray:
+def as_float_array(value: Any, *, param: str, func: str, what: str, ndims: tuple[int, ...]) -> np.ndarray:
     """Return ``value`` as a non-empty, finite float64 array with one of ``ndims`` dims.
 
     No copy is made when ``value`` already is a float64 ndarray.
@@ -45,9 +43,7 @@ def as_float_array(
         try:
             arr = arr.astype(np.float64)
         except (TypeError, ValueError):
-            raise fail(
-                param, func, what, f"values that are not numbers ({_describe(value)})"
-            ) from None
+            raise fail(param, func, what, f"values that are not numbers ({_describe(value)})") from None
     arr = np.asarray(arr, dtype=np.float64)
     if arr.ndim not in ndims:
         shape = "a scalar" if arr.ndim == 0 else f"a {arr.ndim}-D array of shape {arr.shape}"
@@ -76,9 +72,7 @@ def as_number(value: Any, *, param: str, func: str, low: float, low_open: bool =
     """A finite real number >= ``low`` (or > ``low`` when ``low_open``)."""
     bracket = "(" if low_open else "["
     what = f"a finite number in {bracket}{low:g}, inf)"
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-        value, (int, float, np.integer, np.floating)
-    ):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise fail(param, func, what, _describe(value))
     number = float(value)
     if not math.isfinite(number) or number < low or (low_open and number == low):
@@ -88,11 +82,7 @@ def as_number(value: Any, *, param: str, func: str, low: float, low_open: bool =
 
 def as_int(value: Any, *, param: str, func: str, low: int) -> int:
     """An int >= ``low`` (bools are refused: ``True`` is not a patience)."""
-    if (
-        isinstance(value, (bool, np.bool_))
-        or not isinstance(value, (int, np.integer))
-        or value < low
-    ):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
         raise fail(param, func, f"an int in [{low}, inf)", _describe(value))
     return int(value)
 

@@ -27,7 +27,7 @@ def check_scores(scores: object, *, num_examples: int, num_classes: int) -> np.n
     if not isinstance(scores, np.ndarray):
         try:
             scores = np.asarray(scores)
-        except Exception as exc:  # noqa: BLE001 - any conversion failure is the learner's
+        except Exception as exc:
             raise LearnerError(f"predict() must return an array; got {type(scores).__name__}") from exc
     if scores.shape != (num_examples, num_classes):
         raise LearnerError(
@@ -133,6 +133,15 @@ def regret_curve(errors: Sequence[float | None], baseline: Sequence[float | None
 
 
 __all__ = [
-    "HEADLINE_METRICS", "Aggregation", "MetricSpec", "average_precision", "cflop", "check_scores", "mean_average_precision",
-    "mean_error", "pareto_front", "regret_curve", "task_error",
+    "HEADLINE_METRICS",
+    "Aggregation",
+    "MetricSpec",
+    "average_precision",
+    "cflop",
+    "check_scores",
+    "mean_average_precision",
+    "mean_error",
+    "pareto_front",
+    "regret_curve",
+    "task_error",
 ]

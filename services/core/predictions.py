@@ -76,13 +76,17 @@ def encode(scores: np.ndarray, labels: np.ndarray, kind: Literal["single", "mult
         labels = labels.reshape(-1)
         scores = check_scores(scores, num_examples=labels.shape[0], num_classes=np.shape(scores)[1])
         num_classes = max(scores.shape[1], int(labels.max(initial=0)) + 1)
-        arrays = {"predicted": scores.argmax(axis=1).astype(_uint_for(num_classes - 1)),
-                  "labels": labels.astype(_uint_for(num_classes - 1))}
+        arrays = {
+            "predicted": scores.argmax(axis=1).astype(_uint_for(num_classes - 1)),
+            "labels": labels.astype(_uint_for(num_classes - 1)),
+        }
     elif kind == "multi":
         scores = check_scores(scores, num_examples=labels.shape[0], num_classes=labels.shape[1])
-        arrays = {"predicted": dense_ranks(scores),
-                  "labels": np.packbits(labels.astype(bool), axis=0),
-                  "shape": np.asarray(labels.shape, dtype=np.int64)}
+        arrays = {
+            "predicted": dense_ranks(scores),
+            "labels": np.packbits(labels.astype(bool), axis=0),
+            "shape": np.asarray(labels.shape, dtype=np.int64),
+        }
     else:
         raise ValueError(f"kind must be 'single' or 'multi'; got {kind!r}")
     buffer = io.BytesIO()
@@ -103,8 +107,7 @@ def decode(data: bytes) -> TaskPredictions:
     except (OSError, KeyError, ValueError) as exc:
         raise ValueError(f"Not stored task predictions: {exc}") from exc
     if version != FORMAT_VERSION:
-        raise ValueError(f"Stored task predictions have format version {version}; this code reads "
-                         f"{FORMAT_VERSION}.")
+        raise ValueError(f"Stored task predictions have format version {version}; this code reads {FORMAT_VERSION}.")
     if kind == "single":
         return TaskPredictions("single", arrays["predicted"].astype(np.int64), arrays["labels"].astype(np.int64))
     rows, cols = (int(v) for v in arrays["shape"])

@@ -85,8 +85,11 @@ def profile(ratios: np.ndarray, *, tau_max: float = TAU_MAX, points: int = 121) 
         empty = np.zeros((submissions, points))
         return Profile(taus=taus, fractions=empty, scores=np.zeros(submissions), tasks=0)
     ordered = np.sort(ratios, axis=1)
-    within = np.stack([np.searchsorted(row, taus, side="right") for row in ordered]) if submissions else \
-        np.zeros((0, points), dtype=np.int64)
+    within = (
+        np.stack([np.searchsorted(row, taus, side="right") for row in ordered])
+        if submissions
+        else np.zeros((0, points), dtype=np.int64)
+    )
     fractions = within / tasks
     return Profile(taus=taus, fractions=fractions, scores=_exact_area(ordered, tau_max), tasks=tasks)
 
@@ -106,8 +109,9 @@ def error_profile(errors: np.ndarray, *, tau_max: float = TAU_MAX) -> Profile:
     return profile(ratios_to_best(errors, floor=ERROR_FLOOR, higher_is_better=higher), tau_max=tau_max)
 
 
-def cflop_to_reference_profile(errors: np.ndarray, flops: np.ndarray, reference_errors: np.ndarray,
-                               *, tau_max: float = TAU_MAX) -> Profile:
+def cflop_to_reference_profile(
+    errors: np.ndarray, flops: np.ndarray, reference_errors: np.ndarray, *, tau_max: float = TAU_MAX
+) -> Profile:
     """The profile of FLOPs spent to reach the reference's error, task by task.
 
     ``errors`` and ``flops`` are (submissions, tasks); ``reference_errors`` is (tasks,), NaN
@@ -119,10 +123,19 @@ def cflop_to_reference_profile(errors: np.ndarray, flops: np.ndarray, reference_
         raise ValueError(f"shapes differ: errors {errors.shape}, flops {flops.shape}, reference {reference.shape}")
     kept = ~np.isnan(reference)
     errors, flops, reference = errors[:, kept], flops[:, kept], reference[kept]
-    reached = ~np.isnan(errors) & ((errors >= reference) if metric_spec("E").higher_is_better else (errors <= reference))
+    reached = ~np.isnan(errors) & (
+        (errors >= reference) if metric_spec("E").higher_is_better else (errors <= reference)
+    )
     higher = metric_spec("cFLOP").higher_is_better
     return profile(ratios_to_best(np.where(reached, flops, np.nan), higher_is_better=higher), tau_max=tau_max)
 
 
-__all__ = ["ERROR_FLOOR", "TAU_MAX", "Profile", "cflop_to_reference_profile", "error_profile", "profile",
-           "ratios_to_best"]
+__all__ = [
+    "ERROR_FLOOR",
+    "TAU_MAX",
+    "Profile",
+    "cflop_to_reference_profile",
+    "error_profile",
+    "profile",
+    "ratios_to_best",
+]

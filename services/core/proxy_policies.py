@@ -126,8 +126,10 @@ def halving(values: Sequence[float], *, eta: int = ETA, higher_is_better: bool =
 def _value(trial: TrialRecord, proxy: str, step: int, order: int) -> float:
     value = trial.proxies.get(proxy, {}).get(step)
     if value is None:
-        raise ReplayError(f"task {order}: trial {trial.trial_index} has no {proxy} at step {step} "
-                          "(probe every trial's checkpoints: nevis probe run --all-trials)")
+        raise ReplayError(
+            f"task {order}: trial {trial.trial_index} has no {proxy} at step {step} "
+            "(probe every trial's checkpoints: nevis probe run --all-trials)"
+        )
     return float(value)
 
 
@@ -166,15 +168,18 @@ def replay_task(task: TaskRecord, policy: Policy) -> TaskChoice:
         for t in alive:
             step = last[t.trial_index]
             if step is None or step != task.steps:
-                raise ReplayError(f"task {task.order}: trial {t.trial_index} has no {policy.choose} at its "
-                                  f"last step {task.steps} (probe its last checkpoint)")
+                raise ReplayError(
+                    f"task {task.order}: trial {t.trial_index} has no {policy.choose} at its "
+                    f"last step {task.steps} (probe its last checkpoint)"
+                )
             scores[t.trial_index] = _value(t, policy.choose, step, task.order)
             proxy_flops += t.proxy_flops.get(step, 0.0)
         sign = 1.0 if metric_spec(policy.choose).higher_is_better else -1.0
         chosen = max(alive, key=lambda t: (sign * scores[t.trial_index], -t.trial_index))
     flops = task.flops - saved + proxy_flops
-    return TaskChoice(task.order, chosen.trial_index, float(chosen.dev_error), flops, saved, proxy_flops,
-                      tuple(stopped))
+    return TaskChoice(
+        task.order, chosen.trial_index, float(chosen.dev_error), flops, saved, proxy_flops, tuple(stopped)
+    )
 
 
 @dataclass(frozen=True)
@@ -193,8 +198,9 @@ class PolicySummary:
     stopped_trials: int
 
 
-def summarise(tasks: Sequence[TaskRecord], policies: Sequence[Policy] = POLICIES
-              ) -> tuple[list[PolicySummary], list[str]]:
+def summarise(
+    tasks: Sequence[TaskRecord], policies: Sequence[Policy] = POLICIES
+) -> tuple[list[PolicySummary], list[str]]:
     """Every policy over the tasks that all of them can replay, and why any task was left out.
 
     Raises:
@@ -209,21 +215,42 @@ def summarise(tasks: Sequence[TaskRecord], policies: Sequence[Policy] = POLICIES
             skipped.append(str(exc))
     if not choices:
         raise ReplayError("no task can be replayed under every policy: " + "; ".join(skipped))
-    reference = {order: replay_task(next(t for t in tasks if t.order == order), Policy("dev"))
-                 for order in choices}
+    reference = {order: replay_task(next(t for t in tasks if t.order == order), Policy("dev")) for order in choices}
     base_flops = sum(c.flops for c in reference.values())
     out = []
     for policy in policies:
         picked = [choices[order][policy.name] for order in sorted(choices)]
         cflop = sum(c.flops for c in picked)
-        out.append(PolicySummary(
-            policy.name, len(picked), sum(c.dev_error for c in picked) / len(picked),
-            sum(c.dev_error - reference[c.order].dev_error for c in picked), cflop, base_flops - cflop,
-            (base_flops - cflop) / base_flops if base_flops else 0.0, sum(c.proxy_flops for c in picked),
-            sum(c.trial_index == reference[c.order].trial_index for c in picked),
-            sum(len(c.stopped) for c in picked)))
+        out.append(
+            PolicySummary(
+                policy.name,
+                len(picked),
+                sum(c.dev_error for c in picked) / len(picked),
+                sum(c.dev_error - reference[c.order].dev_error for c in picked),
+                cflop,
+                base_flops - cflop,
+                (base_flops - cflop) / base_flops if base_flops else 0.0,
+                sum(c.proxy_flops for c in picked),
+                sum(c.trial_index == reference[c.order].trial_index for c in picked),
+                sum(len(c.stopped) for c in picked),
+            )
+        )
     return out, skipped
 
 
-__all__ = ["ETA", "POLICIES", "PROXIES", "RUNG_FRACTIONS", "Policy", "PolicySummary", "ReplayError", "TaskChoice",
-           "TaskRecord", "TrialRecord", "halving", "replay_task", "rung_steps", "summarise"]
+__all__ = [
+    "ETA",
+    "POLICIES",
+    "PROXIES",
+    "RUNG_FRACTIONS",
+    "Policy",
+    "PolicySummary",
+    "ReplayError",
+    "TaskChoice",
+    "TaskRecord",
+    "TrialRecord",
+    "halving",
+    "replay_task",
+    "rung_steps",
+    "summarise",
+]

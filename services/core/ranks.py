@@ -41,9 +41,7 @@ def spectral_rank(values: np.ndarray, eps: float) -> float:
     return float(np.exp(-np.dot(p, np.log(p))))
 
 
-def within_scatter(
-    e: np.ndarray, class_means: np.ndarray, block_bytes: int = _BLOCK_BYTES
-) -> np.ndarray:
+def within_scatter(e: np.ndarray, class_means: np.ndarray, block_bytes: int = _BLOCK_BYTES) -> np.ndarray:
     """Σ_i Σ_j (e_ij − μ_i)(e_ij − μ_i)ᵀ, centred and summed in blocks of samples.
 
     Blocks of about ``block_bytes`` bound the centred copy (32 MiB instead of one array as
@@ -153,8 +151,9 @@ def _lidar_eigenvalues(embeddings: Any, delta: float, func: str) -> np.ndarray:
     return _ridged_eigenvalues(sigma_b, sigma_w, delta, func, dropped)
 
 
-def _ridged_eigenvalues(sigma_b: np.ndarray, sigma_w: np.ndarray, delta: float, func: str,
-                        dropped: int = 0) -> np.ndarray:
+def _ridged_eigenvalues(
+    sigma_b: np.ndarray, sigma_w: np.ndarray, delta: float, func: str, dropped: int = 0
+) -> np.ndarray:
     """The LDA matrix's eigenvalues, ascending, with ``dropped`` zeros for the dimensions
     :func:`in_sample_span` left out."""
     d = sigma_w.shape[0]
@@ -165,8 +164,7 @@ def _ridged_eigenvalues(sigma_b: np.ndarray, sigma_w: np.ndarray, delta: float, 
         raise fail(
             "delta",
             func,
-            "> 0 here: the within-class covariance is singular, so with delta = 0 it is not "
-            "positive definite",
+            "> 0 here: the within-class covariance is singular, so with delta = 0 it is not positive definite",
             f"0.0 (smallest eigenvalue {float(w_vals[0])!r}, largest {float(w_vals[-1])!r})",
         )
     if w_vals[0] <= 0.0:
@@ -216,8 +214,9 @@ def lidar(embeddings: Any, delta: float = 1e-4, eps: float = 1e-8) -> float:
     return spectral_rank(_lidar_eigenvalues(embeddings, delta, "lidar"), eps)
 
 
-def lidar_at_deltas(embeddings: Any, deltas: Any, *, relative: bool,
-                    eps: float = 1e-8) -> tuple[dict[float, float], float]:
+def lidar_at_deltas(
+    embeddings: Any, deltas: Any, *, relative: bool, eps: float = 1e-8
+) -> tuple[dict[float, float], float]:
     """LiDAR at each δ of ``deltas`` from one pair of covariances, and the scale used.
 
     With ``relative``, the ridge added to Σ_w is δ · :func:`within_scale` (δ is a fraction
@@ -305,7 +304,16 @@ def rankme(z: Any, eps: float = 1e-7) -> float:
 
 
 __all__ = [
-    "GRAM_MIN_RATIO", "gram_looks_usable", "lidar", "lidar_at_deltas", "lidar_covariances", "lidar_eigenvalues",
-    "in_sample_span", "rankme", "within_scale",
-    "singular_values", "spectral_rank", "within_scatter"
+    "GRAM_MIN_RATIO",
+    "gram_looks_usable",
+    "lidar",
+    "lidar_at_deltas",
+    "lidar_covariances",
+    "lidar_eigenvalues",
+    "in_sample_span",
+    "rankme",
+    "within_scale",
+    "singular_values",
+    "spectral_rank",
+    "within_scatter",
 ]

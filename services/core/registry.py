@@ -28,8 +28,7 @@ class Registry(Generic[T]):
         """Add ``name``; returns ``factory``. A second entry under one name is a bug, so
         it raises ``ValueError`` rather than silently replacing the first."""
         if not isinstance(name, str) or not name or name != name.strip():
-            raise ValueError(f"A {self.kind} name must be a non-empty string without "
-                             f"surrounding spaces; got {name!r}.")
+            raise ValueError(f"A {self.kind} name must be a non-empty string without surrounding spaces; got {name!r}.")
         if name in self._entries:
             raise ValueError(f"The {self.kind} {name!r} is already registered.")
         self._entries[name] = factory

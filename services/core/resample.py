@@ -22,13 +22,12 @@ def resampled_error(task: TaskPredictions, draws: np.ndarray) -> np.ndarray:
     if task.kind == "single":
         correct = task.correct
         return np.concatenate([1.0 - correct[chunk].mean(axis=1) for chunk in _chunks(draws)])
-    return np.concatenate([1.0 - _weighted_map(task, _counts(chunk, task.num_examples))
-                           for chunk in _chunks(draws)])
+    return np.concatenate([1.0 - _weighted_map(task, _counts(chunk, task.num_examples)) for chunk in _chunks(draws)])
 
 
 def _chunks(draws: np.ndarray) -> Iterator[np.ndarray]:
     for start in range(0, draws.shape[0], _CHUNK):
-        yield draws[start:start + _CHUNK]
+        yield draws[start : start + _CHUNK]
 
 
 def _counts(draws: np.ndarray, n: int) -> np.ndarray:
@@ -61,7 +60,6 @@ def _weighted_map(task: TaskPredictions, weights: np.ndarray) -> np.ndarray:
         present += has
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(present > 0, total / present, np.nan)
-
 
 
 __all__ = ["resampled_error"]

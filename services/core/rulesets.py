@@ -80,7 +80,9 @@ class Ruleset:
             if "trials" in budget.model_fields_set:
                 raise BudgetError(
                     f"The 'trials' of a budget must be 1 under ruleset {self.name!r} (one trial per "
-                    f"task, the learner's default config). Got {budget.trials} instead.", field="trials")
+                    f"task, the learner's default config). Got {budget.trials} instead.",
+                    field="trials",
+                )
             changes["trials"] = 1
             notes.append(f"search collapsed from {budget.trials} trials to 1 with the learner's defaults")
         elif self.one_trial:
@@ -111,7 +113,8 @@ def _budget(name: str) -> Ruleset:
     if match is None:
         raise UnknownNameError(
             f"The ruleset {name!r} is not a budget tier: write budget-<X> or budget-<X>-total-<Y> "
-            "with X, Y cFLOP such as 1e12 or 2.5T (suffixes k, M, G, T, P, E).")
+            "with X, Y cFLOP such as 1e12 or 2.5T (suffixes k, M, G, T, P, E)."
+        )
     cap = _number(match.group(1), match.group(2), name)
     total = _number(match.group(3), match.group(4), name) if match.group(3) else None
     summary = f"at most {cap:.4g} cFLOP per task" + (f", {total:.4g} per run" if total else "")
@@ -151,8 +154,10 @@ CAP_NOT_STARTED = "not started: "
 
 def cap_message(ruleset: str, cap: float, spent: int, *, started: bool) -> str:
     """Why the harness stopped a trial at its task's cap (as the trial's row shows it)."""
-    return (f"{CAP_STOPPED if started else CAP_NOT_STARTED}the task's {ruleset} cap of {cap:.4g} cFLOP is "
-            f"reached ({spent:.4g} cFLOP spent by its trials)")
+    return (
+        f"{CAP_STOPPED if started else CAP_NOT_STARTED}the task's {ruleset} cap of {cap:.4g} cFLOP is "
+        f"reached ({spent:.4g} cFLOP spent by its trials)"
+    )
 
 
 def stopped_at_cap(status: str, error: str | None) -> bool:
@@ -165,5 +170,17 @@ def known_rulesets() -> tuple[str, ...]:
     return tuple(f"{BUDGET_PREFIX}<X>" if n == "budget" else n for n in RULESETS.names())
 
 
-__all__ = ["BUDGET_PREFIX", "CAP_NOT_STARTED", "CAP_STOPPED", "DEFAULT_RULESET", "NAME_MAX", "RULESETS", "Ruleset",
-           "TaskRules", "cap_message", "known_rulesets", "ruleset", "stopped_at_cap"]
+__all__ = [
+    "BUDGET_PREFIX",
+    "CAP_NOT_STARTED",
+    "CAP_STOPPED",
+    "DEFAULT_RULESET",
+    "NAME_MAX",
+    "RULESETS",
+    "Ruleset",
+    "TaskRules",
+    "cap_message",
+    "known_rulesets",
+    "ruleset",
+    "stopped_at_cap",
+]

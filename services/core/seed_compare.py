@@ -31,19 +31,15 @@ import numpy as np
 from services.core.multiplicity import ALPHA, CORRECTION, holm, welch_p_values
 from services.core.predictions import TaskPredictions
 from services.core.resample import resampled_error
-from services.core.uncertainty import (
-    LEVEL,
-    RESAMPLES,
-    SEED,
-    Interval,
-    check_paired,
-    percentile_interval,
-)
+from services.core.uncertainty import LEVEL, RESAMPLES, SEED, Interval, check_paired, percentile_interval
 
-METHOD = ("bootstrap over seeds and test examples (tasks kept, the same example draws for every run); "
-          "percentile interval")
-SEED_NOISE = ("seeds and test examples: Welch's t test of the runs' task errors, the examples' bootstrap "
-              "variance of the difference added")
+METHOD = (
+    "bootstrap over seeds and test examples (tasks kept, the same example draws for every run); percentile interval"
+)
+SEED_NOISE = (
+    "seeds and test examples: Welch's t test of the runs' task errors, the examples' bootstrap "
+    "variance of the difference added"
+)
 POI_METHOD = "P(a task error of a random run of A < that of a random run of B), mean over tasks (ties 1/2)"
 
 
@@ -86,8 +82,14 @@ class SeedsDelta:
         return self.interval.excludes(0.0)
 
 
-def seeds_delta(a: Sequence[Sequence[TaskPredictions]], b: Sequence[Sequence[TaskPredictions]], *,
-                resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED) -> SeedsDelta:
+def seeds_delta(
+    a: Sequence[Sequence[TaskPredictions]],
+    b: Sequence[Sequence[TaskPredictions]],
+    *,
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
+    seed: int = SEED,
+) -> SeedsDelta:
     """Compare A's runs (seeds) with B's, task i of every run on the same test examples.
 
     Raises:
@@ -114,29 +116,40 @@ def seeds_delta(a: Sequence[Sequence[TaskPredictions]], b: Sequence[Sequence[Tas
             per_run[k, :, t] = resampled_error(run[t], draws)
     rows = np.arange(resamples)[:, None]
     side_a = per_run[: len(a)].transpose(1, 0, 2)[rows, pick_a]  # (R, n_A, T)
-    side_b = per_run[len(a):].transpose(1, 0, 2)[rows, pick_b]
+    side_b = per_run[len(a) :].transpose(1, 0, 2)[rows, pick_b]
     totals = (side_a.mean(axis=1) - side_b.mean(axis=1)).mean(axis=1)
     observed = np.array([[task.error for task in run] for run in runs])  # (runs, T)
-    obs_a, obs_b = observed[: len(a)], observed[len(a):]
-    examples = per_run[: len(a)].mean(axis=0) - per_run[len(a):].mean(axis=0)  # (R, T): the seeds kept
+    obs_a, obs_b = observed[: len(a)], observed[len(a) :]
+    examples = per_run[: len(a)].mean(axis=0) - per_run[len(a) :].mean(axis=0)  # (R, T): the seeds kept
     p = welch_p_values(obs_a, obs_b, _variance(examples)).tolist()
     diff = side_a.mean(axis=1) - side_b.mean(axis=1)  # (R, T)
     tail = (1.0 - level) / 2
     with np.errstate(invalid="ignore"):
         lows, highs = np.nanquantile(diff, [tail, 1.0 - tail], axis=0)
     tasks = tuple(
-        SeedTaskDelta(error_a=float(obs_a[:, t].mean()), error_b=float(obs_b[:, t].mean()),
-                      delta=float(obs_a[:, t].mean() - obs_b[:, t].mean()),
-                      interval=Interval(float(lows[t]), float(highs[t]), level), p_value=p[t], p_adjusted=adjusted)
-        for t, adjusted in enumerate(holm(p)))
+        SeedTaskDelta(
+            error_a=float(obs_a[:, t].mean()),
+            error_b=float(obs_b[:, t].mean()),
+            delta=float(obs_a[:, t].mean() - obs_b[:, t].mean()),
+            interval=Interval(float(lows[t]), float(highs[t]), level),
+            p_value=p[t],
+            p_adjusted=adjusted,
+        )
+        for t, adjusted in enumerate(holm(p))
+    )
     finite = totals[np.isfinite(totals)]
     return SeedsDelta(
-        runs_a=len(a), runs_b=len(b), delta=float(np.mean([t.delta for t in tasks])),
+        runs_a=len(a),
+        runs_b=len(b),
+        delta=float(np.mean([t.delta for t in tasks])),
         interval=percentile_interval(totals, level),
         standard_error=float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0,
         improvement=float(probability_of_improvement(obs_a[None], obs_b[None])[0]),
         improvement_interval=percentile_interval(probability_of_improvement(side_a, side_b), level),
-        tasks=tasks, resamples=resamples, seed=seed)
+        tasks=tasks,
+        resamples=resamples,
+        seed=seed,
+    )
 
 
 def _variance(values: np.ndarray) -> np.ndarray:
@@ -160,5 +173,12 @@ def probability_of_improvement(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return wins.mean(axis=(1, 2)).mean(axis=1)
 
 
-__all__ = ["METHOD", "POI_METHOD", "SEED_NOISE", "SeedTaskDelta", "SeedsDelta", "probability_of_improvement",
-           "seeds_delta"]
+__all__ = [
+    "METHOD",
+    "POI_METHOD",
+    "SEED_NOISE",
+    "SeedTaskDelta",
+    "SeedsDelta",
+    "probability_of_improvement",
+    "seeds_delta",
+]

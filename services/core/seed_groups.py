@@ -58,8 +58,12 @@ def _group(learner: str, budget: str, image_size: int) -> SeedGroup:
     """Remembered: a board groups the same few configurations on every render, and filling a
     budget's defaults (a validation) costs more than the rest of the grouping."""
     filled = _filled(json.loads(budget))
-    return SeedGroup(learner=learner, budget=f"{filled.get('trials')}x{filled.get('steps')}",
-                     image_size=image_size, options=options_digest(filled))
+    return SeedGroup(
+        learner=learner,
+        budget=f"{filled.get('trials')}x{filled.get('steps')}",
+        image_size=image_size,
+        options=options_digest(filled),
+    )
 
 
 def _filled(budget: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,12 @@ FRESH = -1
 PRETRAINED = -2
 """The candidate that stands for a pretrained checkpoint (PT+FT's)."""
 RESOLUTION_BUCKETS: tuple[tuple[float, str], ...] = (
-    (32, "≤ 32 px"), (64, "33–64 px"), (128, "65–128 px"), (256, "129–256 px"), (math.inf, "> 256 px"))
+    (32, "≤ 32 px"),
+    (64, "33–64 px"),
+    (128, "65–128 px"),
+    (256, "129–256 px"),
+    (math.inf, "> 256 px"),
+)
 """Upper bound (inclusive) of the source's long side, and the bucket's label."""
 UNKNOWN = "unknown"
 
@@ -79,9 +84,14 @@ class Choice:
     fresh_would_win: bool | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task": self.task, "chosen": self.chosen, "chosen_label": candidate_label(self.chosen),
-                "knn_errors": {str(k): v for k, v in sorted(self.knn_errors.items())},
-                "fresh_error": self.fresh_error, "fresh_would_win": self.fresh_would_win}
+        return {
+            "task": self.task,
+            "chosen": self.chosen,
+            "chosen_label": candidate_label(self.chosen),
+            "knn_errors": {str(k): v for k, v in sorted(self.knn_errors.items())},
+            "fresh_error": self.fresh_error,
+            "fresh_would_win": self.fresh_would_win,
+        }
 
 
 @dataclass(frozen=True)
@@ -109,8 +119,16 @@ def repeats(tasks: Sequence[TaskFact], indep: Mapping[int, float | None] | None 
     for task in sorted(tasks, key=lambda t: t.order):
         earlier = first.setdefault(task.dataset, task)
         if earlier is not task:
-            out.append(Repeat(task.dataset, earlier.order, task.order, earlier.error, task.error,
-                              None if indep is None else indep.get(task.order)))
+            out.append(
+                Repeat(
+                    task.dataset,
+                    earlier.order,
+                    task.order,
+                    earlier.error,
+                    task.error,
+                    None if indep is None else indep.get(task.order),
+                )
+            )
     return out
 
 
@@ -158,8 +176,9 @@ def matrix(choices: Mapping[int, Choice]) -> tuple[list[int], list[int], list[li
     return targets, sources, cells
 
 
-def resolution_slices(tasks: Iterable[TaskFact], *, phase: str,
-                      indep: Mapping[int, float | None] | None = None) -> list[Slice]:
+def resolution_slices(
+    tasks: Iterable[TaskFact], *, phase: str, indep: Mapping[int, float | None] | None = None
+) -> list[Slice]:
     """E per source-resolution bucket over the run's committed tasks of ``phase`` (the
     headline tasks), in bucket order, ``unknown`` last; empty buckets are left out.
 
@@ -178,8 +197,14 @@ def resolution_slices(tasks: Iterable[TaskFact], *, phase: str,
     for label in (lbl for lbl in labels if lbl in groups):
         group = groups[label]
         theirs = [None if indep is None else indep.get(t.order) for t in group]
-        out.append(Slice(label, len(group), _mean([t.error for t in group]),
-                         None if any(e is None for e in theirs) else _mean(theirs)))
+        out.append(
+            Slice(
+                label,
+                len(group),
+                _mean([t.error for t in group]),
+                None if any(e is None for e in theirs) else _mean(theirs),
+            )
+        )
     return out
 
 
@@ -225,15 +250,16 @@ def _choice(order: Any, record: Any, allowed: frozenset[int] | None = None) -> C
     chosen, errors = record.get("chosen"), record.get("knn_error")
     if not (isinstance(chosen, int) and not isinstance(chosen, bool) and isinstance(errors, Mapping)):
         return None
-    if allowed is not None and (len(errors) > len(allowed) + 2 or not all(
-            k in (FRESH, PRETRAINED) or (k in allowed and k < order) for k in errors)):
+    if allowed is not None and (
+        len(errors) > len(allowed) + 2
+        or not all(k in (FRESH, PRETRAINED) or (k in allowed and k < order) for k in errors)
+    ):
         return None  # a candidate the run never had
     knn = {k: float(v) for k, v in errors.items() if isinstance(k, int) and _error(v)}
     if len(knn) != len(errors) or (chosen not in knn and chosen != FRESH):
         return None
     fresh, wins = record.get("fresh_error"), record.get("fresh_would_win")
-    return Choice(order, chosen, knn, float(fresh) if _error(fresh) else None,
-                  wins if isinstance(wins, bool) else None)
+    return Choice(order, chosen, knn, float(fresh) if _error(fresh) else None, wins if isinstance(wins, bool) else None)
 
 
 def _cell(choice: Choice, source: int) -> float | None:
@@ -264,7 +290,20 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 __all__ = [
-    "FRESH", "PRETRAINED", "RESOLUTION_BUCKETS", "UNKNOWN", "Choice", "Repeat", "Slice", "TaskFact",
-    "candidate_label", "choices_from_state", "matrix", "repeats", "resolution_bucket", "resolution_slices",
-    "same_task_budget", "source_side",
+    "FRESH",
+    "PRETRAINED",
+    "RESOLUTION_BUCKETS",
+    "UNKNOWN",
+    "Choice",
+    "Repeat",
+    "Slice",
+    "TaskFact",
+    "candidate_label",
+    "choices_from_state",
+    "matrix",
+    "repeats",
+    "resolution_bucket",
+    "resolution_slices",
+    "same_task_budget",
+    "source_side",
 ]

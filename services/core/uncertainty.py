@@ -45,8 +45,10 @@ RESAMPLES = 1000
 LEVEL = 0.95
 SEED = 0
 METHOD = "stratified bootstrap: the tasks kept, test examples resampled within each task; percentile interval"
-GENERALISATION_METHOD = ("generalisation to other tasks: two-level bootstrap (tasks resampled, and test "
-                         "examples within them); percentile interval")
+GENERALISATION_METHOD = (
+    "generalisation to other tasks: two-level bootstrap (tasks resampled, and test "
+    "examples within them); percentile interval"
+)
 EXAMPLE_NOISE = "test examples only (one run per side: seed variance not covered)"
 
 
@@ -81,10 +83,15 @@ class ErrorInterval:
     generalisation_standard_error: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"estimate": self.estimate, **_interval_fields(self.interval),
-                "standard_error": self.standard_error, "resamples": self.resamples, "seed": self.seed,
-                "method": METHOD, "generalisation": generalisation_fields(
-                    self.generalisation, self.generalisation_standard_error)}
+        return {
+            "estimate": self.estimate,
+            **_interval_fields(self.interval),
+            "standard_error": self.standard_error,
+            "resamples": self.resamples,
+            "seed": self.seed,
+            "method": METHOD,
+            "generalisation": generalisation_fields(self.generalisation, self.generalisation_standard_error),
+        }
 
 
 @dataclass(frozen=True)
@@ -135,8 +142,9 @@ class SeedSummary:
     interval: Interval | None  # Student t interval of the mean; None for one run
 
 
-def error_interval(tasks: Sequence[TaskPredictions], *, resamples: int = RESAMPLES, level: float = LEVEL,
-                   seed: int = SEED) -> ErrorInterval:
+def error_interval(
+    tasks: Sequence[TaskPredictions], *, resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED
+) -> ErrorInterval:
     """E's interval on this benchmark (tasks kept) and the task-resampled one (see the contract).
 
     Examples:
@@ -152,16 +160,26 @@ def error_interval(tasks: Sequence[TaskPredictions], *, resamples: int = RESAMPL
     drawn = np.take_along_axis(errors.per_task, errors.task_draws, axis=1).mean(axis=1)
     observed = tuple(t.error for t in tasks)
     return ErrorInterval(
-        estimate=float(np.mean(observed)), interval=percentile_interval(fixed, level),
-        standard_error=_sd(fixed), task_errors=observed,
+        estimate=float(np.mean(observed)),
+        interval=percentile_interval(fixed, level),
+        standard_error=_sd(fixed),
+        task_errors=observed,
         task_intervals=tuple(percentile_interval(errors.per_task[:, i], level) for i in range(len(tasks))),
-        resamples=resamples, seed=seed, generalisation=percentile_interval(drawn, level),
+        resamples=resamples,
+        seed=seed,
+        generalisation=percentile_interval(drawn, level),
         generalisation_standard_error=_sd(drawn),
     )
 
 
-def paired_delta(a: Sequence[TaskPredictions], b: Sequence[TaskPredictions], *, resamples: int = RESAMPLES,
-                 level: float = LEVEL, seed: int = SEED) -> PairedDelta:
+def paired_delta(
+    a: Sequence[TaskPredictions],
+    b: Sequence[TaskPredictions],
+    *,
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
+    seed: int = SEED,
+) -> PairedDelta:
     """The paired bootstrap of ΔE = E(a) − E(b), task i of ``a`` paired with task i of ``b`` (the
     same test examples, in the same order), with Holm-controlled per-task flags.
 
@@ -179,12 +197,25 @@ def paired_delta(a: Sequence[TaskPredictions], b: Sequence[TaskPredictions], *, 
     observed = [x.error - y.error for x, y in zip(a, b, strict=True)]
     p = [normal_p_value(d, _sd(diff[:, i])) for i, d in enumerate(observed)]
     deltas = tuple(
-        TaskDelta(error_a=x.error, error_b=y.error, delta=d, interval=percentile_interval(diff[:, i], level),
-                  p_value=p[i], p_adjusted=adjusted)
-        for i, (x, y, d, adjusted) in enumerate(zip(a, b, observed, holm(p), strict=True)))
+        TaskDelta(
+            error_a=x.error,
+            error_b=y.error,
+            delta=d,
+            interval=percentile_interval(diff[:, i], level),
+            p_value=p[i],
+            p_adjusted=adjusted,
+        )
+        for i, (x, y, d, adjusted) in enumerate(zip(a, b, observed, holm(p), strict=True))
+    )
     return PairedDelta(
-        delta=float(np.mean(observed)), interval=percentile_interval(fixed, level), standard_error=_sd(fixed),
-        tasks=deltas, resamples=resamples, seed=seed, generalisation=percentile_interval(drawn, level))
+        delta=float(np.mean(observed)),
+        interval=percentile_interval(fixed, level),
+        standard_error=_sd(fixed),
+        tasks=deltas,
+        resamples=resamples,
+        seed=seed,
+        generalisation=percentile_interval(drawn, level),
+    )
 
 
 def check_paired(runs: Sequence[Sequence[TaskPredictions]]) -> None:
@@ -199,8 +230,10 @@ def check_paired(runs: Sequence[Sequence[TaskPredictions]]) -> None:
             raise ValueError(f"Paired runs must have the same tasks; got {len(first)} and {len(run)}.")
         for i, (x, y) in enumerate(zip(first, run, strict=True)):
             if x.kind != y.kind or x.labels.shape != y.labels.shape or not np.array_equal(x.labels, y.labels):
-                raise ValueError(f"Task {i} of the two runs was not scored on the same test examples: "
-                                 "only runs on one stream version can be paired.")
+                raise ValueError(
+                    f"Task {i} of the two runs was not scored on the same test examples: "
+                    "only runs on one stream version can be paired."
+                )
 
 
 def over_seeds(values: Sequence[float], *, level: float = LEVEL) -> SeedSummary:
@@ -266,8 +299,12 @@ def percentile_interval(values: np.ndarray, level: float) -> Interval:
 
 def generalisation_fields(interval: Interval | None, standard_error: float | None) -> dict[str, Any]:
     """The API's labelled task-resampled figure (nulls where it was not computed)."""
-    return {"low": interval.low if interval else None, "high": interval.high if interval else None,
-            "standard_error": standard_error, "method": GENERALISATION_METHOD}
+    return {
+        "low": interval.low if interval else None,
+        "high": interval.high if interval else None,
+        "standard_error": standard_error,
+        "method": GENERALISATION_METHOD,
+    }
 
 
 def _sd(values: np.ndarray) -> float:
@@ -289,8 +326,24 @@ def _interval_fields(interval: Interval) -> dict[str, float]:
 
 
 __all__ = [
-    "EXAMPLE_NOISE", "GENERALISATION_METHOD", "LEVEL", "METHOD", "RESAMPLES", "SEED", "ErrorInterval", "Interval",
-    "PairedDelta", "ResampledErrors", "SeedSummary", "TaskDelta", "bootstrap_draws", "check_paired",
-    "error_interval", "generalisation_fields", "over_seeds", "paired_delta", "percentile_interval",
+    "EXAMPLE_NOISE",
+    "GENERALISATION_METHOD",
+    "LEVEL",
+    "METHOD",
+    "RESAMPLES",
+    "SEED",
+    "ErrorInterval",
+    "Interval",
+    "PairedDelta",
+    "ResampledErrors",
+    "SeedSummary",
+    "TaskDelta",
+    "bootstrap_draws",
+    "check_paired",
+    "error_interval",
+    "generalisation_fields",
+    "over_seeds",
+    "paired_delta",
+    "percentile_interval",
     "resampled_task_errors",
 ]

@@ -32,8 +32,9 @@ PAGE_TAIL_BYTES = 256 * 1024
 PRIVATE = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}  # as every reader-own page
 
 
-def owners_logs(request: Request, secret: str, submission_id: int, *, task: int | None = None,
-                trial: int | None = None) -> list[LogEntry] | None:
+def owners_logs(
+    request: Request, secret: str, submission_id: int, *, task: int | None = None, trial: int | None = None
+) -> list[LogEntry] | None:
     """The submission's logs if ``secret`` is its owner's or an admin's token; else None."""
     with request.app.state.sessions() as session:
         try:
@@ -41,13 +42,19 @@ def owners_logs(request: Request, secret: str, submission_id: int, *, task: int 
             crud.get_submission(session, user=user, submission_id=submission_id)
         except NevisError:
             return None
-        return list_logs(session, request.app.state.store, submission_id=submission_id, task=task, trial=trial,
-                         retired=request.app.state.settings.retired_stream_versions)
+        return list_logs(
+            session,
+            request.app.state.store,
+            submission_id=submission_id,
+            task=task,
+            trial=trial,
+            retired=request.app.state.settings.retired_stream_versions,
+        )
 
 
-async def log_owner(request: Request, submission_id: DbId,
-                    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-                    ) -> list[LogEntry] | None:
+async def log_owner(
+    request: Request, submission_id: DbId, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+) -> list[LogEntry] | None:
     """For the submission page: its logs when the reader owns it (or is an admin), else None."""
     if credentials is None:
         return None
@@ -55,21 +62,34 @@ async def log_owner(request: Request, submission_id: DbId,
 
 
 @router.get("/submissions/{submission_id}/logs", response_class=HTMLResponse)
-async def logs_page(request: Request, submission_id: DbId,
-                    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-                    task: Annotated[DbCount | None, Query()] = None,
-                    trial: Annotated[DbCount | None, Query()] = None) -> HTMLResponse:
+async def logs_page(
+    request: Request,
+    submission_id: DbId,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    task: Annotated[DbCount | None, Query()] = None,
+    trial: Annotated[DbCount | None, Query()] = None,
+) -> HTMLResponse:
     """A submission's logs (one task's, one trial's) in full: the learner's output and tracebacks."""
-    entries = None if credentials is None else await run_in_threadpool(
-        owners_logs, request, credentials.credentials, submission_id, task=task, trial=trial)
+    entries = (
+        None
+        if credentials is None
+        else await run_in_threadpool(
+            owners_logs, request, credentials.credentials, submission_id, task=task, trial=trial
+        )
+    )
     if entries is None:
         message = f"No submission with id {submission_id} whose logs you may read (its owner and admins only)."
-        return HTMLResponse(_render("error.html", title="Not found", message=message), status_code=404,
-                            headers=PRIVATE)
+        return HTMLResponse(_render("error.html", title="Not found", message=message), status_code=404, headers=PRIVATE)
     store = request.app.state.store
     logs = [(entry, *read_log(store, entry, tail_bytes=PAGE_TAIL_BYTES)) for entry in entries]
-    html = _render("logs.html", title=f"Logs of submission #{submission_id}", submission_id=submission_id,
-                       logs=logs, task=task, trial=trial)
+    html = _render(
+        "logs.html",
+        title=f"Logs of submission #{submission_id}",
+        submission_id=submission_id,
+        logs=logs,
+        task=task,
+        trial=trial,
+    )
     return HTMLResponse(html, headers=PRIVATE)
 
 

@@ -30,8 +30,14 @@ from matplotlib.ticker import EngFormatter, MaxNLocator, NullFormatter
 
 PANEL_INCHES = (6.4, 4.4)
 DPI = 120
-_DASHES = {"solid": "-", "dash": "--", "dot": ":", "dashdot": "-.", "longdash": (0, (8, 3)),
-           "longdashdot": (0, (8, 3, 1, 3))}
+_DASHES = {
+    "solid": "-",
+    "dash": "--",
+    "dot": ":",
+    "dashdot": "-.",
+    "longdash": (0, (8, 3)),
+    "longdashdot": (0, (8, 3, 1, 3)),
+}
 
 
 def _axis_key(ref: str, letter: str) -> str:
@@ -63,8 +69,9 @@ def _grid(layout: dict[str, Any], pairs: list[tuple[str, str]]) -> dict[tuple[st
     """(row, column) of each axis pair, from where its domains start (top row first)."""
     columns = sorted({_domain(layout, x, "x")[0] for x, _ in pairs})
     rows = sorted({_domain(layout, y, "y")[0] for _, y in pairs}, reverse=True)
-    return {(x, y): (rows.index(_domain(layout, y, "y")[0]), columns.index(_domain(layout, x, "x")[0]))
-            for x, y in pairs}
+    return {
+        (x, y): (rows.index(_domain(layout, y, "y")[0]), columns.index(_domain(layout, x, "x")[0])) for x, y in pairs
+    }
 
 
 def _numbers(values: Any) -> list[float]:
@@ -98,9 +105,16 @@ def _draw_scatter(ax: Axes, trace: dict[str, Any]) -> None:
     mode = trace.get("mode") or "lines+markers"
     colour, line = _colour(trace), trace.get("line", {})
     style = _DASHES.get(line.get("dash") or "solid", "-") if "lines" in mode else "none"
-    ax.plot(x, y, linestyle=style, marker="o" if "markers" in mode else None, color=colour,
-            markersize=5 if "markers" in mode else 0, label=_label(trace),
-            drawstyle="steps-post" if line.get("shape") == "hv" else "default")
+    ax.plot(
+        x,
+        y,
+        linestyle=style,
+        marker="o" if "markers" in mode else None,
+        color=colour,
+        markersize=5 if "markers" in mode else 0,
+        label=_label(trace),
+        drawstyle="steps-post" if line.get("shape") == "hv" else "default",
+    )
     errors = _errors(trace)
     if errors is not None:
         ax.errorbar(x, y, yerr=errors, fmt="none", ecolor=colour, capsize=3, elinewidth=1)
@@ -117,8 +131,16 @@ def _draw_bars(ax: Axes, traces: list[dict[str, Any]], categories: Sequence[str]
     for i, trace in enumerate(traces):
         offset = (i - (len(traces) - 1) / 2) * width
         xs = [cats.index(str(c)) + offset for c in trace.get("x") or ()]
-        ax.bar(xs, _numbers(trace.get("y")), width, yerr=_errors(trace), capsize=2, label=_label(trace),
-               color=_colour(trace), alpha=float(trace.get("marker", {}).get("opacity", 1.0)))
+        ax.bar(
+            xs,
+            _numbers(trace.get("y")),
+            width,
+            yerr=_errors(trace),
+            capsize=2,
+            label=_label(trace),
+            color=_colour(trace),
+            alpha=float(trace.get("marker", {}).get("opacity", 1.0)),
+        )
     ax.set_xticks(range(len(cats)), cats)
 
 
@@ -154,8 +176,17 @@ def _place_annotations(layout: dict[str, Any], axes: dict[tuple[str, str], Axes]
         if xref.endswith("domain"):
             ax = next((a for (x, _), a in axes.items() if x == _ref(xref)), None)
             if ax is not None:
-                ax.text(note.get("x", 0.5), note.get("y", 0.5), text, transform=ax.transAxes, ha="center",
-                        va="center", wrap=True, fontsize=9, color="#555555")
+                ax.text(
+                    note.get("x", 0.5),
+                    note.get("y", 0.5),
+                    text,
+                    transform=ax.transAxes,
+                    ha="center",
+                    va="center",
+                    wrap=True,
+                    fontsize=9,
+                    color="#555555",
+                )
             continue
         for (x, y), ax in axes.items():  # make_subplots' titles sit centred above their panel
             lo, hi = _domain(layout, x, "x")
@@ -171,8 +202,12 @@ def _draw_lines(layout: dict[str, Any], axes: dict[tuple[str, str], Axes]) -> No
             ax = next((a for (_, y), a in axes.items() if y == _ref(shape.get("yref", "y"))), None)
             if ax is not None:
                 line = shape.get("line", {})
-                ax.axhline(float(shape["y0"]), color=line.get("color", "#888888"),
-                           linestyle=_DASHES.get(line.get("dash") or "solid", "-"), linewidth=1)
+                ax.axhline(
+                    float(shape["y0"]),
+                    color=line.get("color", "#888888"),
+                    linestyle=_DASHES.get(line.get("dash") or "solid", "-"),
+                    linewidth=1,
+                )
 
 
 def to_matplotlib(figure: go.Figure) -> Figure:
@@ -217,8 +252,14 @@ def _legend(out: Figure, axes: list[Axes]) -> None:
         for handle, label in zip(handles, labels, strict=True):
             seen.setdefault(label, handle)
     if seen:
-        out.legend(list(seen.values()), list(seen), loc="outside lower center", ncols=min(len(seen), 4),
-                   fontsize=8, frameon=False)
+        out.legend(
+            list(seen.values()),
+            list(seen),
+            loc="outside lower center",
+            ncols=min(len(seen), 4),
+            fontsize=8,
+            frameon=False,
+        )
 
 
 def write_png(figure: go.Figure, path: Path, *, dpi: int = DPI) -> Path:

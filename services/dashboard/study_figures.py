@@ -39,14 +39,28 @@ INDEP = "indep"
 """The reference learner of the regret curves (the built-in independent baseline)."""
 
 SIZE_BINS: tuple[tuple[float, str], ...] = (
-    (1_000, "< 1k"), (10_000, "1k – 10k"), (100_000, "10k – 100k"), (math.inf, "≥ 100k"))
+    (1_000, "< 1k"),
+    (10_000, "1k – 10k"),
+    (100_000, "10k – 100k"),
+    (math.inf, "≥ 100k"),
+)
 """Training-set size bins (upper bound, exclusive; label). The NEVIS'22 paper's own bin
 edges were not found in this repository or in ``shared/``, so these are fixed decade edges,
 not quartiles of the stream: the same four bins as the submission page's "E by
 training-set size" (``services/dashboard/views.py``), so the two views agree."""
 
-LEARNER_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d",
-                   "#ff9da6", "#bab0ac", "#eeca3b")
+LEARNER_COLOURS = (
+    "#4c78a8",
+    "#f58518",
+    "#54a24b",
+    "#e45756",
+    "#72b7b2",
+    "#b279a2",
+    "#9d755d",
+    "#ff9da6",
+    "#bab0ac",
+    "#eeca3b",
+)
 BUDGET_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 _TEMPLATE = "plotly_white"
 
@@ -66,6 +80,7 @@ def size_bin(size: int | None) -> str:
 
 # --- (a) E against cFLOP ---------------------------------------------------------------------
 
+
 def pareto_figure(rows: Sequence[AggregateRow], *, title: str, phase: str = "meta_test") -> go.Figure:
     """One marker trace per learner (budgets as text) with seed error bars, and a dotted
     staircase through that learner's front (rows marked ``on_front``)."""
@@ -73,26 +88,53 @@ def pareto_figure(rows: Sequence[AggregateRow], *, title: str, phase: str = "met
     palette = colours(r.learner for r in rows)
     for learner, colour in palette.items():
         mine = [r for r in rows if r.learner == learner]
-        figure.add_trace(go.Scatter(
-            x=[r.mean_cflop for r in mine], y=[r.mean_error for r in mine], mode="markers+text", name=learner,
-            legendgroup=learner, text=[r.budget for r in mine], textposition="top center",
-            marker={"color": colour, "size": 9},
-            error_y={"type": "data", "array": [r.ci_half_width or 0.0 for r in mine],
-                     "visible": any(r.ci_half_width is not None for r in mine)},
-            customdata=[[r.seeds, _interval_text(r)] for r in mine],
-            hovertemplate=(f"{learner} %{{text}}<br>cFLOP %{{x:.3s}}<br>E %{{y:.4f}} (mean over %{{customdata[0]}} "
-                           "seed(s))<br>%{customdata[1]}<extra></extra>")))
+        figure.add_trace(
+            go.Scatter(
+                x=[r.mean_cflop for r in mine],
+                y=[r.mean_error for r in mine],
+                mode="markers+text",
+                name=learner,
+                legendgroup=learner,
+                text=[r.budget for r in mine],
+                textposition="top center",
+                marker={"color": colour, "size": 9},
+                error_y={
+                    "type": "data",
+                    "array": [r.ci_half_width or 0.0 for r in mine],
+                    "visible": any(r.ci_half_width is not None for r in mine),
+                },
+                customdata=[[r.seeds, _interval_text(r)] for r in mine],
+                hovertemplate=(
+                    f"{learner} %{{text}}<br>cFLOP %{{x:.3s}}<br>E %{{y:.4f}} (mean over %{{customdata[0]}} "
+                    "seed(s))<br>%{customdata[1]}<extra></extra>"
+                ),
+            )
+        )
         front = sorted((r for r in mine if r.on_front), key=lambda r: r.mean_cflop)
-        figure.add_trace(go.Scatter(
-            x=[r.mean_cflop for r in front], y=[r.mean_error for r in front], mode="lines", name=f"{learner} front",
-            legendgroup=learner, showlegend=False, line={"color": colour, "dash": "dot", "shape": "hv"},
-            hoverinfo="skip"))
+        figure.add_trace(
+            go.Scatter(
+                x=[r.mean_cflop for r in front],
+                y=[r.mean_error for r in front],
+                mode="lines",
+                name=f"{learner} front",
+                legendgroup=learner,
+                showlegend=False,
+                line={"color": colour, "dash": "dot", "shape": "hv"},
+                hoverinfo="skip",
+            )
+        )
     seeds = max((r.seeds for r in rows), default=1)
-    bars = ("error bars: Student t 95 % interval of the mean E over seeds" if seeds > 1
-            else "one seed per point: no interval over seeds (run --seeds 0,1,2)")
-    figure.update_layout(title={"text": f"{title}<br><sup>{bars}</sup>"}, template=_TEMPLATE,
-                         xaxis={"type": "log", "title": {"text": "cFLOP (log scale)"}},
-                         yaxis={"title": {"text": f"E (mean error, {phase.replace('_', '-')})"}})
+    bars = (
+        "error bars: Student t 95 % interval of the mean E over seeds"
+        if seeds > 1
+        else "one seed per point: no interval over seeds (run --seeds 0,1,2)"
+    )
+    figure.update_layout(
+        title={"text": f"{title}<br><sup>{bars}</sup>"},
+        template=_TEMPLATE,
+        xaxis={"type": "log", "title": {"text": "cFLOP (log scale)"}},
+        yaxis={"title": {"text": f"E (mean error, {phase.replace('_', '-')})"}},
+    )
     return figure
 
 
@@ -104,14 +146,18 @@ def _interval_text(row: AggregateRow) -> str:
 
 # --- (b) regret against Indep ------------------------------------------------------------------
 
+
 def _mean_curves(curves: Sequence[Sequence[float | None]]) -> list[float | None]:
     """Task-by-task mean of equally long curves; None where any seed's curve has a gap."""
-    return [None if any(v is None for v in column) else statistics.fmean(column)  # type: ignore[arg-type]
-            for column in zip(*curves, strict=True)]
+    return [
+        None if any(v is None for v in column) else statistics.fmean(column)  # type: ignore[arg-type]
+        for column in zip(*curves, strict=True)
+    ]
 
 
-def regret_curves(points: Sequence[PointResult], *, meta_test_only: bool,
-                  reference: str = INDEP) -> dict[tuple[str, str], tuple[list[TaskPoint], list[float | None]]]:
+def regret_curves(
+    points: Sequence[PointResult], *, meta_test_only: bool, reference: str = INDEP
+) -> dict[tuple[str, str], tuple[list[TaskPoint], list[float | None]]]:
     """(learner, budget) → (tasks, regret against ``reference`` averaged over seeds), for
     every complete point whose reference point (same budget and seed) is complete too."""
     refs = {(p.budget, p.seed): p for p in points if p.learner == reference and p.complete}
@@ -126,7 +172,8 @@ def regret_curves(points: Sequence[PointResult], *, meta_test_only: bool,
             continue
         theirs = {t.order: t.error for t in ref.task_rows}
         grouped[(point.learner, point.budget)].append(
-            regret_curve([t.error for t in mine], [theirs.get(t.order) for t in mine]))
+            regret_curve([t.error for t in mine], [theirs.get(t.order) for t in mine])
+        )
         tasks[(point.learner, point.budget)] = mine
     return {key: (tasks[key], _mean_curves(curves)) for key, curves in grouped.items()}
 
@@ -139,16 +186,30 @@ def regret_figure(points: Sequence[PointResult], *, title: str, reference: str =
     for col, meta_test_only in ((1, True), (2, False)):
         curves = regret_curves(points, meta_test_only=meta_test_only, reference=reference)
         for (learner, budget), (tasks, curve) in curves.items():
-            figure.add_trace(go.Scatter(
-                x=[t.order for t in tasks], y=curve, mode="lines+markers", name=f"{learner} {budget}",
-                legendgroup=f"{learner} {budget}", showlegend=col == 2, text=[t.dataset for t in tasks],
-                line={"color": palette[learner], "dash": BUDGET_DASHES[budgets.index(budget) % len(BUDGET_DASHES)]},
-                hovertemplate=f"{learner} {budget}<br>task %{{x}} %{{text}}<br>regret %{{y:.4f}}<extra></extra>"),
-                row=1, col=col)
+            figure.add_trace(
+                go.Scatter(
+                    x=[t.order for t in tasks],
+                    y=curve,
+                    mode="lines+markers",
+                    name=f"{learner} {budget}",
+                    legendgroup=f"{learner} {budget}",
+                    showlegend=col == 2,
+                    text=[t.dataset for t in tasks],
+                    line={"color": palette[learner], "dash": BUDGET_DASHES[budgets.index(budget) % len(BUDGET_DASHES)]},
+                    hovertemplate=f"{learner} {budget}<br>task %{{x}} %{{text}}<br>regret %{{y:.4f}}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
         if not curves:
-            figure.add_annotation(text=_why_no_curve(points, meta_test_only, reference), showarrow=False,
-                                  xref=f"x{'' if col == 1 else col} domain", x=0.5,
-                                  yref=f"y{'' if col == 1 else col} domain", y=0.5)
+            figure.add_annotation(
+                text=_why_no_curve(points, meta_test_only, reference),
+                showarrow=False,
+                xref=f"x{'' if col == 1 else col} domain",
+                x=0.5,
+                yref=f"y{'' if col == 1 else col} domain",
+                y=0.5,
+            )
         figure.add_hline(y=0, line={"dash": "dot", "color": "#888888"}, row=1, col=col)
         figure.update_xaxes(title_text="task (stream order)", row=1, col=col)
     figure.update_yaxes(title_text=f"Σ (e − e {reference})", row=1, col=1)
@@ -166,6 +227,7 @@ def _why_no_curve(points: Sequence[PointResult], meta_test_only: bool, reference
 
 # --- (c) E by domain and by training-set size -----------------------------------------------------
 
+
 def _slice_means(point: PointResult, key: Callable[[TaskPoint], str]) -> dict[str, float]:
     """Mean error of the point's headline tasks per slice."""
     groups: dict[str, list[float]] = defaultdict(list)
@@ -175,8 +237,9 @@ def _slice_means(point: PointResult, key: Callable[[TaskPoint], str]) -> dict[st
     return {name: float(mean_error(values)) for name, values in groups.items()}  # type: ignore[arg-type]
 
 
-def slice_table(points: Sequence[PointResult], key: Callable[[TaskPoint], str]
-                ) -> dict[tuple[str, str], dict[str, tuple[float, float | None]]]:
+def slice_table(
+    points: Sequence[PointResult], key: Callable[[TaskPoint], str]
+) -> dict[tuple[str, str], dict[str, tuple[float, float | None]]]:
     """(learner, budget) → slice → (mean over seeds of the slice's E, their sample std)."""
     per_seed: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
     for point in points:
@@ -186,8 +249,9 @@ def slice_table(points: Sequence[PointResult], key: Callable[[TaskPoint], str]
     for pair, seeds in per_seed.items():
         names = dict.fromkeys(name for seed in seeds for name in seed)
         values = {name: [seed[name] for seed in seeds if name in seed] for name in names}
-        table[pair] = {name: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else None)
-                       for name, v in values.items()}
+        table[pair] = {
+            name: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else None) for name, v in values.items()
+        }
     return table
 
 
@@ -207,17 +271,30 @@ def slices_figure(points: Sequence[PointResult], *, title: str) -> go.Figure:
     order = [label for _, label in SIZE_BINS] + ["unknown"]
     for col, key in ((1, _domain), (2, _size)):
         table = slice_table(points, key)
-        names = sorted({n for slices in table.values() for n in slices},
-                       key=(lambda n: order.index(n)) if key is _size else None)
+        names = sorted(
+            {n for slices in table.values() for n in slices}, key=(lambda n: order.index(n)) if key is _size else None
+        )
         for (learner, budget), slices in table.items():
             shown = [n for n in names if n in slices]
             stds = [slices[n][1] for n in shown]
-            figure.add_trace(go.Bar(
-                x=shown, y=[slices[n][0] for n in shown], name=f"{learner} {budget}",
-                legendgroup=f"{learner} {budget}", showlegend=col == 1,
-                marker={"color": palette[learner], "opacity": _budget_opacity(budgets.index(budget), len(budgets))},
-                error_y={"type": "data", "array": [s or 0.0 for s in stds], "visible": any(s is not None for s in stds)},
-                hovertemplate=f"{learner} {budget}<br>%{{x}}<br>E %{{y:.4f}}<extra></extra>"), row=1, col=col)
+            figure.add_trace(
+                go.Bar(
+                    x=shown,
+                    y=[slices[n][0] for n in shown],
+                    name=f"{learner} {budget}",
+                    legendgroup=f"{learner} {budget}",
+                    showlegend=col == 1,
+                    marker={"color": palette[learner], "opacity": _budget_opacity(budgets.index(budget), len(budgets))},
+                    error_y={
+                        "type": "data",
+                        "array": [s or 0.0 for s in stds],
+                        "visible": any(s is not None for s in stds),
+                    },
+                    hovertemplate=f"{learner} {budget}<br>%{{x}}<br>E %{{y:.4f}}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
         figure.update_xaxes(type="category", categoryorder="array", categoryarray=names, row=1, col=col)
     figure.update_xaxes(title_text="domain", row=1, col=1)
     figure.update_xaxes(title_text="train examples", row=1, col=2)
@@ -240,17 +317,22 @@ def indep_in(points: Sequence[PointResult]) -> str:
     return INDEP if INDEP in names else next((n for n in names if n.startswith(INDEP)), INDEP)
 
 
-def study_figures(points: Sequence[PointResult], rows: Sequence[AggregateRow], *, stream: str,
-                  phase: str) -> dict[str, go.Figure]:
+def study_figures(
+    points: Sequence[PointResult], rows: Sequence[AggregateRow], *, stream: str, phase: str
+) -> dict[str, go.Figure]:
     """The three figures of a study, by file stem."""
     where = f"{stream} ({phase.replace('_', '-')})"
     reference = indep_in(points)
     return {
         "pareto": pareto_figure(rows, title=f"E against cFLOP: {where}", phase=phase),
-        "regret": regret_figure(points, reference=reference,
-                                title=f"Regret against {reference} (same budget and seed): {where}"),
-        "slices": slices_figure(points, title=f"E by domain and training-set size: {where}"
-                                "<br><sup>mean over seeds; error bars: their sample standard deviation</sup>"),
+        "regret": regret_figure(
+            points, reference=reference, title=f"Regret against {reference} (same budget and seed): {where}"
+        ),
+        "slices": slices_figure(
+            points,
+            title=f"E by domain and training-set size: {where}"
+            "<br><sup>mean over seeds; error bars: their sample standard deviation</sup>",
+        ),
     }
 
 
@@ -266,7 +348,18 @@ def write_figures(folder: Path, figures: dict[str, go.Figure]) -> list[Path]:
 
 
 __all__ = [
-    "BUDGET_DASHES", "INDEP", "indep_in", "LEARNER_COLOURS", "SIZE_BINS", "colours", "pareto_figure",
-    "regret_curves", "regret_figure", "size_bin", "slice_table", "slices_figure", "study_figures",
+    "BUDGET_DASHES",
+    "INDEP",
+    "indep_in",
+    "LEARNER_COLOURS",
+    "SIZE_BINS",
+    "colours",
+    "pareto_figure",
+    "regret_curves",
+    "regret_figure",
+    "size_bin",
+    "slice_table",
+    "slices_figure",
+    "study_figures",
     "write_figures",
 ]

@@ -32,8 +32,19 @@ from services.store.runs.summary import RunSummary, load_summary
 from workers.trainer.study_plan import StudyPlan, StudyPoint
 
 POINT_COLUMNS = ("learner", "budget", "trials", "steps", "seed", "submission_id", "status", "E", "cFLOP", "tasks")
-AGGREGATE_COLUMNS = ("learner", "budget", "trials", "steps", "seeds", "E_mean", "E_std", "E_ci_low", "E_ci_high",
-                     "cFLOP_mean", "on_front")
+AGGREGATE_COLUMNS = (
+    "learner",
+    "budget",
+    "trials",
+    "steps",
+    "seeds",
+    "E_mean",
+    "E_std",
+    "E_ci_low",
+    "E_ci_high",
+    "cFLOP_mean",
+    "on_front",
+)
 POINTS_CSV, AGGREGATE_CSV, RESULTS_JSON = "points.csv", "aggregate.csv", "results.json"
 
 
@@ -73,9 +84,18 @@ class PointResult:
         return self.mean_error is not None and self.headline_tasks > 0 and self.tasks == self.headline_tasks
 
     def row(self) -> dict[str, Any]:
-        return {"learner": self.learner, "budget": self.budget, "trials": self.trials, "steps": self.steps,
-                "seed": self.seed, "submission_id": self.submission_id, "status": self.status,
-                "E": self.mean_error, "cFLOP": self.cflop, "tasks": self.tasks}
+        return {
+            "learner": self.learner,
+            "budget": self.budget,
+            "trials": self.trials,
+            "steps": self.steps,
+            "seed": self.seed,
+            "submission_id": self.submission_id,
+            "status": self.status,
+            "E": self.mean_error,
+            "cFLOP": self.cflop,
+            "tasks": self.tasks,
+        }
 
 
 @dataclass(frozen=True)
@@ -100,29 +120,59 @@ class AggregateRow:
         return None if self.ci_high is None else self.ci_high - self.mean_error
 
     def row(self) -> dict[str, Any]:
-        return {"learner": self.learner, "budget": self.budget, "trials": self.trials, "steps": self.steps,
-                "seeds": self.seeds, "E_mean": self.mean_error, "E_std": self.std_error,
-                "E_ci_low": self.ci_low, "E_ci_high": self.ci_high,
-                "cFLOP_mean": self.mean_cflop, "on_front": self.on_front}
+        return {
+            "learner": self.learner,
+            "budget": self.budget,
+            "trials": self.trials,
+            "steps": self.steps,
+            "seeds": self.seeds,
+            "E_mean": self.mean_error,
+            "E_std": self.std_error,
+            "E_ci_low": self.ci_low,
+            "E_ci_high": self.ci_high,
+            "cFLOP_mean": self.mean_cflop,
+            "on_front": self.on_front,
+        }
 
 
 # --- reading -----------------------------------------------------------------------------------
 
+
 def point_result(point: StudyPoint, summary: RunSummary | None, facts: dict[int, Any] | None = None) -> PointResult:
     """A plan point with its run's summary (None: not created yet) and task facts."""
-    base = {"learner": point.learner, "budget": point.budget.label, "trials": point.budget.trials,
-            "steps": point.budget.steps, "seed": point.seed, "submission_id": point.submission_id}
+    base = {
+        "learner": point.learner,
+        "budget": point.budget.label,
+        "trials": point.budget.trials,
+        "steps": point.budget.steps,
+        "seed": point.seed,
+        "submission_id": point.submission_id,
+    }
     if summary is None:
-        return PointResult(**base, status="planned", phase="", mean_error=None, cflop=0.0, tasks=0,
-                           headline_tasks=0)
+        return PointResult(**base, status="planned", phase="", mean_error=None, cflop=0.0, tasks=0, headline_tasks=0)
     facts = facts or {}
-    rows = tuple(TaskPoint(order=t.order, dataset=t.dataset, phase=t.phase,
-                           domain=getattr(facts.get(t.order), "domain", None),
-                           train_size=getattr(facts.get(t.order), "train_size", None), error=t.error)
-                 for t in summary.tasks)
+    rows = tuple(
+        TaskPoint(
+            order=t.order,
+            dataset=t.dataset,
+            phase=t.phase,
+            domain=getattr(facts.get(t.order), "domain", None),
+            train_size=getattr(facts.get(t.order), "train_size", None),
+            error=t.error,
+        )
+        for t in summary.tasks
+    )
     scored = sum(r.error is not None for r in rows if r.phase == summary.phase)
-    return PointResult(**base, status=summary.status, phase=summary.phase, mean_error=summary.mean_error,
-                       cflop=summary.cflop, tasks=scored, headline_tasks=summary.headline_tasks, task_rows=rows)
+    return PointResult(
+        **base,
+        status=summary.status,
+        phase=summary.phase,
+        mean_error=summary.mean_error,
+        cflop=summary.cflop,
+        tasks=scored,
+        headline_tasks=summary.headline_tasks,
+        task_rows=rows,
+    )
 
 
 def load_results(session: Session, plan: StudyPlan) -> list[PointResult]:
@@ -140,6 +190,7 @@ def load_results(session: Session, plan: StudyPlan) -> list[PointResult]:
 
 # --- aggregating ---------------------------------------------------------------------------------
 
+
 def aggregate(points: Sequence[PointResult]) -> list[AggregateRow]:
     """Mean, sample standard deviation and Student t 95 % interval of E over seeds per
     (learner, budget), in the order pairs first appear; with each learner's Pareto front marked."""
@@ -151,11 +202,21 @@ def aggregate(points: Sequence[PointResult]) -> list[AggregateRow]:
     for (learner, budget), members in groups.items():
         errors = [float(p.mean_error) for p in members]  # type: ignore[arg-type]
         spread = over_seeds(errors).interval
-        rows.append(AggregateRow(
-            learner=learner, budget=budget, trials=members[0].trials, steps=members[0].steps, seeds=len(members),
-            mean_error=statistics.fmean(errors), std_error=statistics.stdev(errors) if len(errors) > 1 else None,
-            mean_cflop=statistics.fmean(p.cflop for p in members), on_front=False,
-            ci_low=None if spread is None else spread.low, ci_high=None if spread is None else spread.high))
+        rows.append(
+            AggregateRow(
+                learner=learner,
+                budget=budget,
+                trials=members[0].trials,
+                steps=members[0].steps,
+                seeds=len(members),
+                mean_error=statistics.fmean(errors),
+                std_error=statistics.stdev(errors) if len(errors) > 1 else None,
+                mean_cflop=statistics.fmean(p.cflop for p in members),
+                on_front=False,
+                ci_low=None if spread is None else spread.low,
+                ci_high=None if spread is None else spread.high,
+            )
+        )
     return _mark_fronts(rows)
 
 
@@ -171,21 +232,33 @@ def _mark_fronts(rows: list[AggregateRow]) -> list[AggregateRow]:
 
 # --- writing -------------------------------------------------------------------------------------
 
+
 def results_document(plan: StudyPlan, points: Sequence[PointResult], rows: Sequence[AggregateRow]) -> dict[str, Any]:
     """The JSON of the study's results: the grid, every point (with its per-task errors) and
     the aggregates."""
     grid = plan.grid
     return {
-        "stream": grid.stream, "phase": grid.phase, "learners": list(grid.learners),
-        "budgets": [b.label for b in grid.budgets], "seeds": list(grid.seeds),
-        "points": [{**p.row(), "complete": p.complete, "headline_tasks": p.headline_tasks,
-                    "per_task": [asdict(t) for t in p.task_rows]} for p in points],
+        "stream": grid.stream,
+        "phase": grid.phase,
+        "learners": list(grid.learners),
+        "budgets": [b.label for b in grid.budgets],
+        "seeds": list(grid.seeds),
+        "points": [
+            {
+                **p.row(),
+                "complete": p.complete,
+                "headline_tasks": p.headline_tasks,
+                "per_task": [asdict(t) for t in p.task_rows],
+            }
+            for p in points
+        ],
         "aggregate": [r.row() for r in rows],
     }
 
 
-def write_tables(folder: Path, plan: StudyPlan, points: Sequence[PointResult],
-                 rows: Sequence[AggregateRow]) -> list[Path]:
+def write_tables(
+    folder: Path, plan: StudyPlan, points: Sequence[PointResult], rows: Sequence[AggregateRow]
+) -> list[Path]:
     """``points.csv``, ``aggregate.csv`` and ``results.json`` in ``folder``; their paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -200,7 +273,17 @@ def write_tables(folder: Path, plan: StudyPlan, points: Sequence[PointResult],
 
 
 __all__ = [
-    "AGGREGATE_COLUMNS", "AGGREGATE_CSV", "POINTS_CSV", "POINT_COLUMNS", "RESULTS_JSON", "AggregateRow",
-    "PointResult", "TaskPoint", "aggregate", "load_results", "point_result", "results_document",
+    "AGGREGATE_COLUMNS",
+    "AGGREGATE_CSV",
+    "POINTS_CSV",
+    "POINT_COLUMNS",
+    "RESULTS_JSON",
+    "AggregateRow",
+    "PointResult",
+    "TaskPoint",
+    "aggregate",
+    "load_results",
+    "point_result",
+    "results_document",
     "write_tables",
 ]

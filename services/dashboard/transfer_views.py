@@ -27,8 +27,9 @@ class TransferView:
         return candidate_label(order)
 
 
-def transfer_view(session: Session, store: ObjectStore, submission_id: int,
-                  summary: RunSummary | None = None) -> TransferView:
+def transfer_view(
+    session: Session, store: ObjectStore, submission_id: int, summary: RunSummary | None = None
+) -> TransferView:
     """The report and its figures: repeats (if the stream has any), the matrix (if the learner
     recorded choices), the resolution slices (if a task is scored); ``summary``: the run's, if read."""
     report = transfer_report(session, store, submission_id=submission_id, summary=summary)
@@ -37,8 +38,9 @@ def transfer_view(session: Session, store: ObjectStore, submission_id: int,
     if report.repeats:
         charts["repeats"] = transfer_figures.repeats(report.repeats, indep=report.indep_submission_id)
     if targets:
-        charts["transfer_matrix"] = transfer_figures.transfer_matrix(targets, sources, cells, report.choices,
-                                                                     report.datasets)
+        charts["transfer_matrix"] = transfer_figures.transfer_matrix(
+            targets, sources, cells, report.choices, report.datasets
+        )
     if report.slices:
         charts["resolution"] = transfer_figures.resolution(report.slices, indep=report.indep_submission_id)
     return TransferView(report, targets, sources, cells, charts)

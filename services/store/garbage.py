@@ -87,9 +87,14 @@ def active_prefixes(session: Session) -> tuple[str, ...]:
     return tuple(sorted(attempt_prefix(*row) + "/" for row in rows))
 
 
-def collect_garbage(store: ObjectStore, sessions: sessionmaker[Session], *,
-                    min_age_s: float = DEFAULT_MIN_AGE_S, dry_run: bool = False,
-                    now: float | None = None) -> GarbageReport:
+def collect_garbage(
+    store: ObjectStore,
+    sessions: sessionmaker[Session],
+    *,
+    min_age_s: float = DEFAULT_MIN_AGE_S,
+    dry_run: bool = False,
+    now: float | None = None,
+) -> GarbageReport:
     """Remove the store's unreferenced objects older than ``min_age_s`` (see the module).
 
     Args:
@@ -115,9 +120,17 @@ def collect_garbage(store: ObjectStore, sessions: sessionmaker[Session], *,
         unreferenced = [o for o in objects if not is_referenced(o.key, referenced) and not o.key.startswith(active)]
         old = [o for o in unreferenced if o.modified <= cutoff]
         young = [o for o in unreferenced if o.modified > cutoff]
-        reports.append(PrefixReport(prefix=prefix, objects=len(objects), bytes=_size(objects),
-                                    orphans=len(old), orphan_bytes=_size(old),
-                                    young=len(young), young_bytes=_size(young)))
+        reports.append(
+            PrefixReport(
+                prefix=prefix,
+                objects=len(objects),
+                bytes=_size(objects),
+                orphans=len(old),
+                orphan_bytes=_size(old),
+                young=len(young),
+                young_bytes=_size(young),
+            )
+        )
         orphans.extend(o.key for o in old)
     blobs = None
     if not dry_run:
@@ -125,8 +138,9 @@ def collect_garbage(store: ObjectStore, sessions: sessionmaker[Session], *,
             store.delete(key)
         if isinstance(store, LocalObjectStore):
             blobs = store.gc(min_age_s=min_age_s)
-    return GarbageReport(dry_run=dry_run, min_age_s=min_age_s, prefixes=tuple(reports),
-                         orphan_keys=tuple(orphans), blobs=blobs)
+    return GarbageReport(
+        dry_run=dry_run, min_age_s=min_age_s, prefixes=tuple(reports), orphan_keys=tuple(orphans), blobs=blobs
+    )
 
 
 def _size(objects: Iterable[ListedObject]) -> int:
@@ -134,6 +148,11 @@ def _size(objects: Iterable[ListedObject]) -> int:
 
 
 __all__ = [
-    "COLLECTED_PREFIXES", "DEFAULT_MIN_AGE_S", "GarbageReport", "PrefixReport", "active_prefixes",
-    "collect_garbage", "referenced_keys",
+    "COLLECTED_PREFIXES",
+    "DEFAULT_MIN_AGE_S",
+    "GarbageReport",
+    "PrefixReport",
+    "active_prefixes",
+    "collect_garbage",
+    "referenced_keys",
 ]

@@ -44,8 +44,10 @@ class KeyFamily:
 
     def __post_init__(self) -> None:
         if self.root not in kl.ROOTS or not self.pattern.startswith(re.escape(self.root) + "/"):
-            raise ValueError(f"The key family {self.name!r} must lie under one of {kl.ROOTS}; "
-                             f"got root {self.root!r} and pattern {self.pattern!r}.")
+            raise ValueError(
+                f"The key family {self.name!r} must lie under one of {kl.ROOTS}; "
+                f"got root {self.root!r} and pattern {self.pattern!r}."
+            )
         object.__setattr__(self, "_compiled", re.compile(self.pattern))
 
     def matches(self, key: str) -> bool:
@@ -54,16 +56,21 @@ class KeyFamily:
 
 def column_keys(column: InstrumentedAttribute[str | None]) -> References:
     """The keys one column holds."""
+
     def keys(session: Session) -> Iterable[str]:
         return session.scalars(select(column).where(column.is_not(None)).distinct())
+
     keys.__qualname__ = f"column_keys({column})"
     return keys
 
 
 def features_keys(session: Session) -> Iterable[str]:
     """The features of each checkpoint probe job (its trial job reads them)."""
-    rows = session.execute(select(ProbeJob.settings_hash, ProbeJob.checkpoint_id)
-                           .where(ProbeJob.kind == "checkpoint", ProbeJob.checkpoint_id.is_not(None)))
+    rows = session.execute(
+        select(ProbeJob.settings_hash, ProbeJob.checkpoint_id).where(
+            ProbeJob.kind == "checkpoint", ProbeJob.checkpoint_id.is_not(None)
+        )
+    )
     return (kl.features_key(settings_hash, checkpoint) for settings_hash, checkpoint in rows)
 
 
@@ -78,40 +85,125 @@ _TRIAL = _ATTEMPT + r"/trial-\d{3,}"
 _SHA = "[0-9a-f]{64}"
 
 FAMILIES: tuple[KeyFamily, ...] = (
-    KeyFamily("dataset index", kl.DATASETS, _DATASET + "/" + re.escape(kl.INDEX_FILE), "workers/stream/shards.py",
-              "datasets.index_key", column_keys(Dataset.index_key)),
-    KeyFamily("dataset shard", kl.DATASETS, _DATASET + r"/[a-z_]+-\d{5}\.npz", "workers/stream/shards.py",
-              "shards.object_key", column_keys(Shard.object_key)),
-    KeyFamily("train-order stage", kl.DATASETS, _DATASET + r"/stage/train-\d{5}-\d{5}\.npz",
-              "workers/stream/train_order.py",
-              "nothing: its writer deletes it; a crashed prepare's parts are orphans once old"),
-    KeyFamily("learner bundle", kl.BUNDLES, re.escape(kl.BUNDLES) + f"/{_SHA}/[^/]+",
-              "services/coordinator/api/routes/learners.py", "learners.bundle_key", column_keys(Learner.bundle_key)),
-    KeyFamily("pretrained checkpoint", kl.PRETRAINED, re.escape(kl.PRETRAINED) + rf"/{_SHA}\.bin",
-              "workers/trainer/pretrained_key.py", "submissions.pretrained_key",
-              column_keys(Submission.pretrained_key)),
-    KeyFamily("checkpoint", kl.RUNS, _TRIAL + r"/ckpt-\d{7,}\.bin", "workers/trainer/trial.py",
-              "checkpoints.object_key", column_keys(Checkpoint.object_key)),
-    KeyFamily("predictor", kl.RUNS, _TRIAL + "/" + re.escape(kl.PREDICTOR_FILE), "workers/trainer/trial.py",
-              "the best trial of a committed task (task_results.best_trial_id)", kept_predictor_keys),
-    KeyFamily("learner state", kl.RUNS, _TRIAL + "/" + re.escape(kl.STATE_FILE), "workers/trainer/trial.py",
-              "task_runs.learner_state_key", column_keys(TaskRun.learner_state_key)),
-    KeyFamily("trial log", kl.RUNS, _TRIAL + "/" + re.escape(kl.LOG_FILE), "workers/trainer/trial.py",
-              "its trial's row", log_keys),
-    KeyFamily("rank log", kl.RUNS, _TRIAL + r"/log-rank-\d+\.txt", "workers/trainer/rank_trial.py",
-              "its trial's log", kept_with=_trial_log_beside),
-    KeyFamily("prediction log", kl.RUNS, _ATTEMPT + "/" + re.escape(kl.PREDICT_LOG_FILE),
-              "workers/trainer/stream_runner.py", "its attempt's row", log_keys),
-    KeyFamily("preparation log", kl.RUNS, _ATTEMPT + "/" + re.escape(kl.PREPARE_LOG_FILE),
-              "workers/trainer/task_prepare.py", "its attempt's row", log_keys),
-    KeyFamily("predictions", kl.RUNS, _ATTEMPT + "/" + re.escape(kl.PREDICTIONS_FILE),
-              "workers/trainer/stream_runner.py", "a committed task's attempt (task_results)",
-              committed_predictions_keys),
-    KeyFamily("kept interval", kl.RUNS, re.escape(kl.RUNS) + r"/\d+/uncertainty/e-interval-[0-9a-f]+\.json",
-              "services/store/runs/interval_cache.py", "the submission's current committed attempts",
-              kept_interval_keys),
-    KeyFamily("probe features", kl.PROBE_FEATURES, re.escape(kl.PROBE_FEATURES) + r"/[^/]+/\d+\.npz",
-              "workers/probe/runtime/trial_fits.py", "a checkpoint probe job (probe_jobs)", features_keys),
+    KeyFamily(
+        "dataset index",
+        kl.DATASETS,
+        _DATASET + "/" + re.escape(kl.INDEX_FILE),
+        "workers/stream/shards.py",
+        "datasets.index_key",
+        column_keys(Dataset.index_key),
+    ),
+    KeyFamily(
+        "dataset shard",
+        kl.DATASETS,
+        _DATASET + r"/[a-z_]+-\d{5}\.npz",
+        "workers/stream/shards.py",
+        "shards.object_key",
+        column_keys(Shard.object_key),
+    ),
+    KeyFamily(
+        "train-order stage",
+        kl.DATASETS,
+        _DATASET + r"/stage/train-\d{5}-\d{5}\.npz",
+        "workers/stream/train_order.py",
+        "nothing: its writer deletes it; a crashed prepare's parts are orphans once old",
+    ),
+    KeyFamily(
+        "learner bundle",
+        kl.BUNDLES,
+        re.escape(kl.BUNDLES) + f"/{_SHA}/[^/]+",
+        "services/coordinator/api/routes/learners.py",
+        "learners.bundle_key",
+        column_keys(Learner.bundle_key),
+    ),
+    KeyFamily(
+        "pretrained checkpoint",
+        kl.PRETRAINED,
+        re.escape(kl.PRETRAINED) + rf"/{_SHA}\.bin",
+        "workers/trainer/pretrained_key.py",
+        "submissions.pretrained_key",
+        column_keys(Submission.pretrained_key),
+    ),
+    KeyFamily(
+        "checkpoint",
+        kl.RUNS,
+        _TRIAL + r"/ckpt-\d{7,}\.bin",
+        "workers/trainer/trial.py",
+        "checkpoints.object_key",
+        column_keys(Checkpoint.object_key),
+    ),
+    KeyFamily(
+        "predictor",
+        kl.RUNS,
+        _TRIAL + "/" + re.escape(kl.PREDICTOR_FILE),
+        "workers/trainer/trial.py",
+        "the best trial of a committed task (task_results.best_trial_id)",
+        kept_predictor_keys,
+    ),
+    KeyFamily(
+        "learner state",
+        kl.RUNS,
+        _TRIAL + "/" + re.escape(kl.STATE_FILE),
+        "workers/trainer/trial.py",
+        "task_runs.learner_state_key",
+        column_keys(TaskRun.learner_state_key),
+    ),
+    KeyFamily(
+        "trial log",
+        kl.RUNS,
+        _TRIAL + "/" + re.escape(kl.LOG_FILE),
+        "workers/trainer/trial.py",
+        "its trial's row",
+        log_keys,
+    ),
+    KeyFamily(
+        "rank log",
+        kl.RUNS,
+        _TRIAL + r"/log-rank-\d+\.txt",
+        "workers/trainer/rank_trial.py",
+        "its trial's log",
+        kept_with=_trial_log_beside,
+    ),
+    KeyFamily(
+        "prediction log",
+        kl.RUNS,
+        _ATTEMPT + "/" + re.escape(kl.PREDICT_LOG_FILE),
+        "workers/trainer/stream_runner.py",
+        "its attempt's row",
+        log_keys,
+    ),
+    KeyFamily(
+        "preparation log",
+        kl.RUNS,
+        _ATTEMPT + "/" + re.escape(kl.PREPARE_LOG_FILE),
+        "workers/trainer/task_prepare.py",
+        "its attempt's row",
+        log_keys,
+    ),
+    KeyFamily(
+        "predictions",
+        kl.RUNS,
+        _ATTEMPT + "/" + re.escape(kl.PREDICTIONS_FILE),
+        "workers/trainer/stream_runner.py",
+        "a committed task's attempt (task_results)",
+        committed_predictions_keys,
+    ),
+    KeyFamily(
+        "kept interval",
+        kl.RUNS,
+        re.escape(kl.RUNS) + r"/\d+/uncertainty/e-interval-[0-9a-f]+\.json",
+        "services/store/runs/interval_cache.py",
+        "the submission's current committed attempts",
+        kept_interval_keys,
+    ),
+    KeyFamily(
+        "probe features",
+        kl.PROBE_FEATURES,
+        re.escape(kl.PROBE_FEATURES) + r"/[^/]+/\d+\.npz",
+        "workers/probe/runtime/trial_fits.py",
+        "a checkpoint probe job (probe_jobs)",
+        features_keys,
+    ),
 )
 """Every family of keys the service writes."""
 
@@ -140,5 +232,13 @@ def is_referenced(key: str, referenced: set[str]) -> bool:
     return family is not None and family.kept_with is not None and family.kept_with(key) in referenced
 
 
-__all__ = ["COLLECTED_PREFIXES", "FAMILIES", "KeyFamily", "column_keys", "family_of", "features_keys",
-           "is_referenced", "referenced_keys"]
+__all__ = [
+    "COLLECTED_PREFIXES",
+    "FAMILIES",
+    "KeyFamily",
+    "column_keys",
+    "family_of",
+    "features_keys",
+    "is_referenced",
+    "referenced_keys",
+]

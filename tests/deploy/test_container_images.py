@@ -47,10 +47,13 @@ pytestmark = [pytest.mark.images, pytest.mark.postgres]
 ROOT = Path(__file__).resolve().parents[2]
 PODMAN = os.environ.get("PODMAN", "podman")
 RUNTIME = os.environ.get("NEVIS_OCI_RUNTIME", "runc")
-VERSION = next(line.split('"')[1] for line in (ROOT / "pyproject.toml").read_text().splitlines()
-               if line.startswith("version = "))
-IMAGES = {name: f"localhost/nevis-{name}:{VERSION}"
-          for name in ("coordinator", "worker", "probe-worker", "learner-base", "learner-example")}
+VERSION = next(
+    line.split('"')[1] for line in (ROOT / "pyproject.toml").read_text().splitlines() if line.startswith("version = ")
+)
+IMAGES = {
+    name: f"localhost/nevis-{name}:{VERSION}"
+    for name in ("coordinator", "worker", "probe-worker", "learner-base", "learner-example")
+}
 NEVIS_UID = "1000"
 # bubblewrap mounts a fresh /proc for each learner host; the kernel allows that only where the
 # container's /proc has no masked paths over it (the chart's procMount: Unmasked). Learner
@@ -61,11 +64,13 @@ SANDBOX_OPTS = ("--security-opt", "unmask=/proc/*", "--security-opt", f"seccomp=
 
 
 def podman(*args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([PODMAN, f"--runtime={RUNTIME}", *args], capture_output=True, text=True,
-                            timeout=timeout)
+    result = subprocess.run([PODMAN, f"--runtime={RUNTIME}", *args], capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
-        pytest.fail(f"podman {' '.join(args[:3])} ... failed ({result.returncode}):\n"
-                    f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}", pytrace=False)
+        pytest.fail(
+            f"podman {' '.join(args[:3])} ... failed ({result.returncode}):\n"
+            f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}",
+            pytrace=False,
+        )
     return result
 
 
@@ -80,8 +85,9 @@ def http(method: str, url: str, body: dict | None = None, token: str | None = No
     headers = {"Content-Type": "application/json"} if body is not None else {}
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(url, method=method, headers=headers,
-                                     data=json.dumps(body).encode() if body is not None else None)
+    request = urllib.request.Request(
+        url, method=method, headers=headers, data=json.dumps(body).encode() if body is not None else None
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             status, raw = response.status, response.read().decode()
@@ -112,11 +118,10 @@ def images() -> dict[str, str]:
     """Every image of docker/ (not the CUDA worker), built by docker/build.sh."""
     assert shutil.which(PODMAN), "podman is not installed: apt-get install podman runc debootstrap"
     started = time.monotonic()
-    build = subprocess.run([str(ROOT / "docker" / "build.sh")], cwd=ROOT, capture_output=True, text=True,
-                           timeout=1800)
+    build = subprocess.run([str(ROOT / "docker" / "build.sh")], cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert build.returncode == 0, f"docker/build.sh failed:\n{build.stdout[-4000:]}\n{build.stderr[-6000:]}"
     print(f"\ndocker/build.sh: {time.monotonic() - started:.0f} s")
-    for name, image in IMAGES.items():
+    for name, image in IMAGES.items():  # noqa: B007
         size = podman("image", "inspect", "--format", "{{.Size}}", image).stdout.strip()
         print(f"{image}: {int(size) / 1e6:.0f} MB")
     return IMAGES
@@ -142,8 +147,9 @@ def container_logs(*names: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def deployment(images: dict[str, str], postgres_admin_url: str,
-               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def deployment(
+    images: dict[str, str], postgres_admin_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
     """The coordinator and a Ray head (example learner image) on the host's network, against a
     fresh PostgreSQL database and a shared object-store folder."""
     suffix = uuid.uuid4().hex[:10]
@@ -159,8 +165,11 @@ def deployment(images: dict[str, str], postgres_admin_url: str,
     secrets.mkdir()
     # The harness's settings, one file per name, as a Kubernetes Secret mounts them: only the
     # Ray head (the harness's node) gets them; learner code, in its sandbox, does not.
-    for key, value in {"NEVIS_DATABASE_URL": url, "NEVIS_STORE_URL": "file:///var/lib/nevis/store",
-                       "NEVIS_DATA_DIR": "/var/lib/nevis"}.items():
+    for key, value in {
+        "NEVIS_DATABASE_URL": url,
+        "NEVIS_STORE_URL": "file:///var/lib/nevis/store",
+        "NEVIS_DATA_DIR": "/var/lib/nevis",
+    }.items():
         (secrets / key).write_text(value + "\n")
     for path in (work, store, secrets, *secrets.iterdir()):
         os.chown(path, int(NEVIS_UID), int(NEVIS_UID))
@@ -170,31 +179,96 @@ def deployment(images: dict[str, str], postgres_admin_url: str,
     ray_name, coord_name = f"nevis-test-ray-{suffix}", f"nevis-test-coordinator-{suffix}"
     try:
         podman(
-            "run", "-d", "--name", ray_name, "--network", "host", "--shm-size", "1g", *SANDBOX_OPTS,
-            "-v", f"{secrets}:/var/run/secrets/nevis:ro", "-v", f"{store}:/var/lib/nevis/store",
-            "-e", "RAY_AUTH_MODE=disabled",
+            "run",
+            "-d",
+            "--name",
+            ray_name,
+            "--network",
+            "host",
+            "--shm-size",
+            "1g",
+            *SANDBOX_OPTS,
+            "-v",
+            f"{secrets}:/var/run/secrets/nevis:ro",
+            "-v",
+            f"{store}:/var/lib/nevis/store",
+            "-e",
+            "RAY_AUTH_MODE=disabled",
             images["learner-example"],
-            "ray", "start", "--head", "--block", "--port", str(gcs), "--num-cpus", "2",
-            "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
-            "--dashboard-port", str(dashboard), "--disable-usage-stats",
-            "--ray-client-server-port", str(free_port()), "--node-manager-port", str(free_port()),
-            "--object-manager-port", str(free_port()),
-            "--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
-            "--runtime-env-agent-port", str(free_port()), "--metrics-export-port", str(free_port()))
+            "ray",
+            "start",
+            "--head",
+            "--block",
+            "--port",
+            str(gcs),
+            "--num-cpus",
+            "2",
+            "--include-dashboard",
+            "true",
+            "--dashboard-host",
+            "127.0.0.1",
+            "--dashboard-port",
+            str(dashboard),
+            "--disable-usage-stats",
+            "--ray-client-server-port",
+            str(free_port()),
+            "--node-manager-port",
+            str(free_port()),
+            "--object-manager-port",
+            str(free_port()),
+            "--dashboard-agent-listen-port",
+            str(free_port()),
+            "--dashboard-agent-grpc-port",
+            str(free_port()),
+            "--runtime-env-agent-port",
+            str(free_port()),
+            "--metrics-export-port",
+            str(free_port()),
+        )
         podman(
-            "run", "-d", "--name", coord_name, "--network", "host",
-            "-v", f"{store}:/var/lib/nevis/store",
-            "-e", f"NEVIS_DATABASE_URL={url}", "-e", "NEVIS_STORE_URL=file:///var/lib/nevis/store",
-            "-e", "NEVIS_BACKEND=ray", "-e", f"NEVIS_RAY_ADDRESS=http://127.0.0.1:{dashboard}",
-            "-e", "NEVIS_RAY_SECRETS_PATH=/var/run/secrets/nevis",
+            "run",
+            "-d",
+            "--name",
+            coord_name,
+            "--network",
+            "host",
+            "-v",
+            f"{store}:/var/lib/nevis/store",
+            "-e",
+            f"NEVIS_DATABASE_URL={url}",
+            "-e",
+            "NEVIS_STORE_URL=file:///var/lib/nevis/store",
+            "-e",
+            "NEVIS_BACKEND=ray",
+            "-e",
+            f"NEVIS_RAY_ADDRESS=http://127.0.0.1:{dashboard}",
+            "-e",
+            "NEVIS_RAY_SECRETS_PATH=/var/run/secrets/nevis",
             # One Ray node, which runs the learner's image already (an operator's own): the
             # image is a label, its code the node's installation (no podman in these images).
-            "-e", "NEVIS_IMAGE_LEARNERS=installed",
-            "-e", "NEVIS_SANDBOX=bwrap", "-e", "NEVIS_PROBE_PRESET=ci",
+            "-e",
+            "NEVIS_IMAGE_LEARNERS=installed",
+            "-e",
+            "NEVIS_SANDBOX=bwrap",
+            "-e",
+            "NEVIS_PROBE_PRESET=ci",
             images["coordinator"],
-            "nevis", "serve", "--host", "127.0.0.1", "--port", str(api_port), "--migrate")
-        yield Deployment(api=f"http://127.0.0.1:{api_port}", database_url=url, coordinator=coord_name,
-                         ray_head=ray_name, store=store, secrets=secrets)
+            "nevis",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(api_port),
+            "--migrate",
+        )
+        yield Deployment(
+            api=f"http://127.0.0.1:{api_port}",
+            database_url=url,
+            coordinator=coord_name,
+            ray_head=ray_name,
+            store=store,
+            secrets=secrets,
+        )
     finally:
         for container in (coord_name, ray_name):
             podman("rm", "-f", "-t", "5", container, check=False, timeout=120)
@@ -208,8 +282,12 @@ def test_images_run_a_mini_task_end_to_end(images, deployment):
     logs = lambda: container_logs(d.coordinator, d.ray_head)  # noqa: E731
 
     # The coordinator: migrated the fresh database, ready, as the unprivileged user.
-    ready = wait_for(lambda: (r := http("GET", f"{d.api}/readyz"))[0] == 200 and r, timeout_s=180,
-                     what="the coordinator's /readyz", logs=logs)
+    ready = wait_for(
+        lambda: (r := http("GET", f"{d.api}/readyz"))[0] == 200 and r,
+        timeout_s=180,
+        what="the coordinator's /readyz",
+        logs=logs,
+    )
     assert ready[1] == {"status": "ready", "checks": {"database": "ok", "scheduler": "ok"}}, ready
     assert podman("exec", d.coordinator, "id", "-u").stdout.strip() == NEVIS_UID
     assert podman("exec", d.ray_head, "id", "-u").stdout.strip() == NEVIS_UID
@@ -223,12 +301,24 @@ def test_images_run_a_mini_task_end_to_end(images, deployment):
     # The learner in the example image, by entry point; the mini stream, stopped by a FLOP cap
     # with its first task (the commit that reaches the cap stops the run, in the same
     # transaction); two checkpoints (untrained, trained) for the probes below.
-    status, learner = http("POST", f"{d.api}/v1/learners", token=token, body={
-        "name": "linear", "entrypoint": "nevis_example_learner:make", "image": images["learner-example"]})
+    status, learner = http(
+        "POST",
+        f"{d.api}/v1/learners",
+        token=token,
+        body={"name": "linear", "entrypoint": "nevis_example_learner:make", "image": images["learner-example"]},
+    )
     assert status == 201, learner
-    status, sub = http("POST", f"{d.api}/v1/submissions", token=token, body={
-        "learner_id": learner["id"], "stream": "mini", "phase": "meta_test",
-        "budget": {"trials": 1, "steps": 5, "flop_cap": 1.0, "checkpoint_fractions": [0.0, 1.0]}})
+    status, sub = http(
+        "POST",
+        f"{d.api}/v1/submissions",
+        token=token,
+        body={
+            "learner_id": learner["id"],
+            "stream": "mini",
+            "phase": "meta_test",
+            "budget": {"trials": 1, "steps": 5, "flop_cap": 1.0, "checkpoint_fractions": [0.0, 1.0]},
+        },
+    )
     assert status in (200, 201), sub
 
     def ended():
@@ -239,16 +329,19 @@ def test_images_run_a_mini_task_end_to_end(images, deployment):
     done = wait_for(ended, timeout_s=900, interval_s=3, what=f"submission {sub['id']} to end", logs=logs)
     tasks = {task["order"]: task for task in done["tasks"]}
     first = tasks[1]
-    assert (first["dataset"], first["status"], first["trials"], first["failed_trials"]) == \
-        ("sklearn:digits", "committed", 1, 0), done
+    assert (first["dataset"], first["status"], first["trials"], first["failed_trials"]) == (
+        "sklearn:digits",
+        "committed",
+        1,
+        0,
+    ), done
     assert 0.0 <= first["error"] <= 1.0 and first["flops"] > 0, done
     assert [order for order, task in tasks.items() if task["status"] == "committed"] == [1], done
     # A run that did what its owner asked (stop at the cap) is "stopped", not failed; its error
     # names the cap. No later task has a task run: nothing but task 1 was attempted.
     assert done["status"] == "stopped" and done["error"].startswith("FLOP cap 1 reached ("), done
     assert done["finished_at"] is not None, done
-    assert all((task["status"], task["trials"]) == ("pending", 0) for order, task in tasks.items()
-               if order > 1), done
+    assert all((task["status"], task["trials"]) == ("pending", 0) for order, task in tasks.items() if order > 1), done
     assert done["cflop"] == pytest.approx(first["flops"])
 
     # The Ray job's harness sandboxed the learner: the run's events say where it ran.
@@ -261,8 +354,10 @@ def test_images_run_a_mini_task_end_to_end(images, deployment):
     claimed = [e["payload"]["order"] for e in events["items"] if e["kind"] == "lease.claimed"]
     assert claimed == [1], kinds
     assert kinds.count("task.started") == 1 and kinds.count("submission.stopped") == 1, kinds
-    print(f"\nsubmission {sub['id']}: task 1 error {first['error']:.4f}, FLOPs {first['flops']:.3e}, "
-          f"wall {first['wall_time_s']} s; events: {[e['kind'] for e in events['items']]} {job}")
+    print(
+        f"\nsubmission {sub['id']}: task 1 error {first['error']:.4f}, FLOPs {first['flops']:.3e}, "
+        f"wall {first['wall_time_s']} s; events: {[e['kind'] for e in events['items']]} {job}"
+    )
 
     # The probe worker image probes the committed task's checkpoints from the same database
     # and store (the harness's settings, as the probe workers' Secret would hold them): the
@@ -274,14 +369,39 @@ def test_images_run_a_mini_task_end_to_end(images, deployment):
     probe_name = f"nevis-test-probes-{uuid.uuid4().hex[:10]}"
     try:
         probe = podman(
-            "run", "--rm", "--name", probe_name, "--network", "host", *SANDBOX_OPTS,
-            "-v", f"{d.store}:/var/lib/nevis/store",
-            "-v", f"{ROOT / 'docker' / 'learner-example'}:/opt/learner:ro", "-e", "NEVIS_LEARNER_PATHS=/opt/learner",
-            "-e", "NEVIS_IMAGE_LEARNERS=installed",  # as the coordinator: the image is a label here
-            "-e", f"NEVIS_DATABASE_URL={d.database_url}", "-e", "NEVIS_STORE_URL=file:///var/lib/nevis/store",
+            "run",
+            "--rm",
+            "--name",
+            probe_name,
+            "--network",
+            "host",
+            *SANDBOX_OPTS,
+            "-v",
+            f"{d.store}:/var/lib/nevis/store",
+            "-v",
+            f"{ROOT / 'docker' / 'learner-example'}:/opt/learner:ro",
+            "-e",
+            "NEVIS_LEARNER_PATHS=/opt/learner",
+            "-e",
+            "NEVIS_IMAGE_LEARNERS=installed",  # as the coordinator: the image is a label here
+            "-e",
+            f"NEVIS_DATABASE_URL={d.database_url}",
+            "-e",
+            "NEVIS_STORE_URL=file:///var/lib/nevis/store",
             images["probe-worker"],
-            "nevis", "probe", "run", "--submission", str(sub["id"]), "--preset", "ci", "--kinds", "linear",
-            "--workers", "2", timeout=900)
+            "nevis",
+            "probe",
+            "run",
+            "--submission",
+            str(sub["id"]),
+            "--preset",
+            "ci",
+            "--kinds",
+            "linear",
+            "--workers",
+            "2",
+            timeout=900,
+        )
     finally:
         podman("rm", "-f", "-t", "5", probe_name, check=False, timeout=120)
     assert probe.returncode == 0, probe.stderr

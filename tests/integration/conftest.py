@@ -79,11 +79,24 @@ def tiny_manifest(path: Path, *, tasks: int = 3, image_size: int = 16) -> Path:
         (2021, "shapes:scale", "single", 4),
     ]
     doc = {
-        "format": 1, "name": "tiny", "version": "test-1", "description": "test stream",
-        "source": "tests", "meta_test_from_year": 2019, "image_size": image_size,
+        "format": 1,
+        "name": "tiny",
+        "version": "test-1",
+        "description": "test stream",
+        "source": "tests",
+        "meta_test_from_year": 2019,
+        "image_size": image_size,
         "tasks": [
-            {"order": i + 1, "year": year, "dataset": key, "title": key, "domain": "shape",
-             "kind": kind, "num_classes": k, "split": rule}
+            {
+                "order": i + 1,
+                "year": year,
+                "dataset": key,
+                "title": key,
+                "domain": "shape",
+                "kind": kind,
+                "num_classes": k,
+                "split": rule,
+            }
             for i, (year, key, kind, k) in enumerate(catalogue[:tasks])
         ],
     }
@@ -110,31 +123,72 @@ def measured_run():
     from services.store.runs.outcomes import TaskOutcome, TrialOutcome
 
     def commit(session, submission: Submission, cpu: dict[int, tuple[float | None, bool]], error: float) -> None:
-        tasks = [t for t in sorted(submission.stream_version.tasks, key=lambda t: t.order)
-                 if t.order >= submission.cursor and (submission.phase == "meta_test" or t.phase == "meta_train")]
+        tasks = [
+            t
+            for t in sorted(submission.stream_version.tasks, key=lambda t: t.order)
+            if t.order >= submission.cursor and (submission.phase == "meta_test" or t.phase == "meta_train")
+        ]
         for position, task in enumerate(tasks):
             seconds, floored = cpu.get(task.order, (None, False))
             counted = 1_000_000 * task.order
             run = records.start_task_run(session, submission=submission, task=task)
-            trial = records.record_trial(session, task_run_id=run.id, outcome=TrialOutcome(
-                trial_index=0, seed=0, status="ok", flops_measured=counted, dev_error=error, cpu_seconds=seconds,
-                flops_floor=counted * 10 if floored else 0))
-            records.commit_task(session, submission=submission, run=run, best_trial=trial, outcome=TaskOutcome(
-                order=task.order, best_trial_index=0, error=error, split="test", metric="accuracy",
-                flops=float(trial.flops), wall_time_s=1.0, peak_memory_bytes=0, state_key=f"state-{task.order}",
-                cpu_seconds=seconds, flops_floored=floored),
-                next_order=tasks[position + 1].order if position + 1 < len(tasks) else None)
+            trial = records.record_trial(
+                session,
+                task_run_id=run.id,
+                outcome=TrialOutcome(
+                    trial_index=0,
+                    seed=0,
+                    status="ok",
+                    flops_measured=counted,
+                    dev_error=error,
+                    cpu_seconds=seconds,
+                    flops_floor=counted * 10 if floored else 0,
+                ),
+            )
+            records.commit_task(
+                session,
+                submission=submission,
+                run=run,
+                best_trial=trial,
+                outcome=TaskOutcome(
+                    order=task.order,
+                    best_trial_index=0,
+                    error=error,
+                    split="test",
+                    metric="accuracy",
+                    flops=float(trial.flops),
+                    wall_time_s=1.0,
+                    peak_memory_bytes=0,
+                    state_key=f"state-{task.order}",
+                    cpu_seconds=seconds,
+                    flops_floored=floored,
+                ),
+                next_order=tasks[position + 1].order if position + 1 < len(tasks) else None,
+            )
 
-    def record(session, *, cpu: dict[int, tuple[float | None, bool]], submission_id: int | None = None,
-               stream: str | None = None, version: str | None = None, learner: str = "measured",
-               error: float = 0.3) -> int:
+    def record(
+        session,
+        *,
+        cpu: dict[int, tuple[float | None, bool]],
+        submission_id: int | None = None,
+        stream: str | None = None,
+        version: str | None = None,
+        learner: str = "measured",
+        error: float = 0.3,
+    ) -> int:
         if submission_id is None:
-            found = session.scalars(select(StreamVersion).where(
-                StreamVersion.name == stream, StreamVersion.version == version)).one()
+            found = session.scalars(
+                select(StreamVersion).where(StreamVersion.name == stream, StreamVersion.version == version)
+            ).one()
             submission = records.create_submission(
-                session, learner=records.ensure_learner(session, spec=learner, resources={}),
-                stream_version=found, phase="meta_test", budget=RunBudget(), image_size=32,
-                first_order=min(t.order for t in found.tasks))
+                session,
+                learner=records.ensure_learner(session, spec=learner, resources={}),
+                stream_version=found,
+                phase="meta_test",
+                budget=RunBudget(),
+                image_size=32,
+                first_order=min(t.order for t in found.tasks),
+            )
         else:
             submission = session.get(Submission, submission_id)
         commit(session, submission, cpu, error)

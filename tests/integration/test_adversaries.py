@@ -17,8 +17,7 @@ from services.store.objects import open_store
 from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
-pytestmark = [pytest.mark.usefixtures("ray_local"),
-              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 
 def obtained_of(state) -> dict:
@@ -36,8 +35,9 @@ def _trials(runner: StreamRunner, submission_id: int) -> list[Trial]:
 
 def _final_state(runner: StreamRunner, submission_id: int):
     with runner.sessions() as session:
-        key = session.scalars(select(TaskRun.learner_state_key).where(TaskRun.submission_id == submission_id)
-                              .order_by(TaskRun.id.desc())).first()
+        key = session.scalars(
+            select(TaskRun.learner_state_key).where(TaskRun.submission_id == submission_id).order_by(TaskRun.id.desc())
+        ).first()
     return pickle.loads(open_store(runner.settings.store_url).get_bytes(key))
 
 
@@ -45,15 +45,17 @@ def test_a_network_counted_by_nobody_is_charged_the_floor_and_marked(runner, tin
     """The same MLP through ctx.track and as raw ``x @ W``; and a learner that switches its
     meter off. The raw and the patched runs count (almost) nothing themselves: the harness
     charges the floor their CPU time implies and marks them; the honest run keeps its count."""
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from nevis_hostile_learners import FLOOR_STEPS
 
-    from nevis_hostile_learners import FLOOR_STEPS  # noqa: PLC0415
-    from workers.sandbox.calibration import ALLOWANCE_S  # noqa: PLC0415
+    from tests.integration.conftest import tiny_manifest
+    from workers.sandbox.calibration import ALLOWANCE_S
 
     stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
     budget = RunBudget(trials=1, steps=FLOOR_STEPS, checkpoint_fractions=(1.0,))
-    runs = {name: runner.start(RunRequest(stream=stream, learner=f"nevis_hostile_learners:{name}", budget=budget))
-            for name in ("mlp_tracked", "mlp_raw", "meter_patcher")}
+    runs = {
+        name: runner.start(RunRequest(stream=stream, learner=f"nevis_hostile_learners:{name}", budget=budget))
+        for name in ("mlp_tracked", "mlp_raw", "meter_patcher")
+    }
     trial = {name: _trials(runner, run)[0] for name, run in runs.items()}
     honest = trial["mlp_tracked"]
     print({n: (t.flops, t.flops_floor, t.cpu_seconds, t.flops_source) for n, t in trial.items()})
@@ -64,7 +66,7 @@ def test_a_network_counted_by_nobody_is_charged_the_floor_and_marked(runner, tin
         assert trial[name].flops_source == "floor", (name, trial[name].flops, trial[name].flops_floor)
         assert trial[name].flops == trial[name].flops_floor > 0
     with runner.sessions() as session:
-        from services.store.db.models import TaskResult  # noqa: PLC0415
+        from services.store.db.models import TaskResult
 
         floored = dict(session.execute(select(TaskResult.submission_id, TaskResult.flops_floored)).all())
     assert floored == {runs["mlp_tracked"]: False, runs["mlp_raw"]: True, runs["meter_patcher"]: True}
@@ -80,11 +82,16 @@ def test_evaluation_images_are_gone_when_the_learner_next_trains(runner, tiny_st
 def test_ram_folders_and_the_process_table_stop_at_their_caps(runner, tiny_stream):
     """(A forged frame and a silent learner are tried in tests/unit/sandbox: test_wire_hostile,
     test_host_limits; bench/adversaries.py runs every adversary end to end.)"""
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from tests.integration.conftest import tiny_manifest
 
     stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
-    run = runner.start(RunRequest(stream=stream, learner="nevis_hostile_learners:resource_hog",
-                                  budget=RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,))))
+    run = runner.start(
+        RunRequest(
+            stream=stream,
+            learner="nevis_hostile_learners:resource_hog",
+            budget=RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,)),
+        )
+    )
     state = _final_state(runner, run)
     assert obtained_of(state) == {}
     assert 0 < state["written"]["/tmp"] <= 2 << 30 and 0 < state["forked"] < 1000

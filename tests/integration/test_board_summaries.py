@@ -13,19 +13,8 @@ from services.core.budget import RunBudget
 from services.core.predictions import encode
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.migrate import downgrade, upgrade
-from services.store.db.models import (
-    Learner,
-    StreamTask,
-    StreamVersion,
-    Submission,
-    TaskResult,
-)
-from services.store.db.models_scores import (
-    LearnerSeeds,
-    SubmissionInterval,
-    SubmissionProfile,
-    SubmissionScore,
-)
+from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult
+from services.store.db.models_scores import LearnerSeeds, SubmissionInterval, SubmissionProfile, SubmissionScore
 from services.store.objects import LocalObjectStore
 from services.store.runs import records
 from services.store.runs.board_uncertainty import board_uncertainty
@@ -45,18 +34,41 @@ def _commit(session, version_id: int, submission_id: int | None, order: int, err
     """Commit ``order`` of ``submission_id`` (a new indep run when None), as the runner does."""
     if submission_id is None:
         submission = records.create_submission(
-            session, learner=records.ensure_learner(session, spec="indep", resources={}),
-            stream_version=session.get(StreamVersion, version_id), phase="meta_test", budget=RunBudget(),
-            image_size=32, first_order=1)
+            session,
+            learner=records.ensure_learner(session, spec="indep", resources={}),
+            stream_version=session.get(StreamVersion, version_id),
+            phase="meta_test",
+            budget=RunBudget(),
+            image_size=32,
+            first_order=1,
+        )
     else:
         submission = session.get(Submission, submission_id)
     task = records.stream_task(session, stream_version_id=version_id, order=order)
     run = records.start_task_run(session, submission=submission, task=task)
-    trial = records.record_trial(session, task_run_id=run.id, outcome=TrialOutcome(
-        trial_index=0, seed=0, status="ok", flops_measured=10**9 * order, dev_error=error))
-    records.commit_task(session, submission=submission, run=run, best_trial=trial, outcome=TaskOutcome(
-        order=order, best_trial_index=0, error=error, split="test", metric="accuracy", flops=float(trial.flops),
-        wall_time_s=1.0, peak_memory_bytes=0, state_key=f"s-{order}"), next_order=order + 1 if order < TASKS else None)
+    trial = records.record_trial(
+        session,
+        task_run_id=run.id,
+        outcome=TrialOutcome(trial_index=0, seed=0, status="ok", flops_measured=10**9 * order, dev_error=error),
+    )
+    records.commit_task(
+        session,
+        submission=submission,
+        run=run,
+        best_trial=trial,
+        outcome=TaskOutcome(
+            order=order,
+            best_trial_index=0,
+            error=error,
+            split="test",
+            metric="accuracy",
+            flops=float(trial.flops),
+            wall_time_s=1.0,
+            peak_memory_bytes=0,
+            state_key=f"s-{order}",
+        ),
+        next_order=order + 1 if order < TASKS else None,
+    )
     return submission.id
 
 
@@ -77,19 +89,29 @@ def assert_kept_rows_are_recomputed(session, stream) -> None:
     ids = set(session.scalars(select(TaskResult.submission_id).join(StreamTask).where(StreamTask.phase == "meta_test")))
     assert attempts.keys() == ids
     finished = session.execute(  # every finished public run's E, per learner, by id
-        select(Learner.name, SubmissionScore.mean_error).join(Submission, Submission.learner_id == Learner.id)
+        select(Learner.name, SubmissionScore.mean_error)
+        .join(Submission, Submission.learner_id == Learner.id)
         .join(SubmissionScore, SubmissionScore.submission_id == Submission.id)
-        .where(SubmissionScore.headline_done == 1, Submission.visibility == "public").order_by(Submission.id)).all()
+        .where(SubmissionScore.headline_done == 1, Submission.visibility == "public")
+        .order_by(Submission.id)
+    ).all()
     expected: dict[str, list[float]] = {}
     for name, error in finished:
         expected.setdefault(name, []).append(error)
-    seeds = {name: errors for name, errors in session.execute(
-        select(Learner.name, LearnerSeeds.errors).join(Learner, Learner.id == LearnerSeeds.learner_id))}
+    seeds = {
+        name: errors
+        for name, errors in session.execute(
+            select(Learner.name, LearnerSeeds.errors).join(Learner, Learner.id == LearnerSeeds.learner_id)
+        )
+    }
     assert seeds == expected and len(seeds) >= 3
     headline = set(session.scalars(select(StreamTask.order).where(StreamTask.phase == "meta_test")))
     for submission_id in ids:  # the headline tasks' committed attempts, by order
-        assert attempts[submission_id] == sorted((order, attempt) for order, attempt in committed_attempts(
-            session, submission_id=submission_id).items() if order in headline)
+        assert attempts[submission_id] == sorted(
+            (order, attempt)
+            for order, attempt in committed_attempts(session, submission_id=submission_id).items()
+            if order in headline
+        )
 
 
 def test_kept_rows_equal_a_recomputation_after_commits(database_url):
@@ -150,16 +172,20 @@ def test_revisions_0019_and_0020_back_fill_the_same_rows(database_url):
     with transaction(sessions) as session:
         stream = seed_results(session, submissions=8, tasks=TASKS, seed=2)
     with sessions() as session:
-        profiles = {r.submission_id: (r.error_score, r.cflop_score, r.error_curve)
-                    for r in session.scalars(select(SubmissionProfile))}
+        profiles = {
+            r.submission_id: (r.error_score, r.cflop_score, r.error_curve)
+            for r in session.scalars(select(SubmissionProfile))
+        }
         attempts = {r.submission_id: r.attempts for r in session.scalars(select(SubmissionInterval))}
     engine.dispose()
     downgrade(database_url, "0018")
     upgrade(database_url)
     engine = make_engine(database_url)
     with session_factory(engine)() as session:
-        assert {r.submission_id: (r.error_score, r.cflop_score, r.error_curve)
-                for r in session.scalars(select(SubmissionProfile))} == profiles and len(profiles) == 8
+        assert {
+            r.submission_id: (r.error_score, r.cflop_score, r.error_curve)
+            for r in session.scalars(select(SubmissionProfile))
+        } == profiles and len(profiles) == 8
         assert {r.submission_id: r.attempts for r in session.scalars(select(SubmissionInterval))} == attempts
         assert_kept_rows_are_recomputed(session, stream)
         assert len(session.scalars(select(LearnerSeeds)).all()) == 3
@@ -178,8 +204,10 @@ def test_the_kept_seeds_give_the_spread_a_query_gives(database_url, tmp_path):
     with sessions() as session:
         created = sorted(session.scalars(select(Submission.created_at)))
         for since, runs in ((None, {10}), (created[11], {6, 7}), (created[11] + timedelta(microseconds=1), {6})):
-            kept, queried = (leaderboard(session, stream=stream.stream, version=stream.version, since=since,
-                                         limit=100, **viewer) for viewer in ({}, {"viewer": ADMIN}))
+            kept, queried = (
+                leaderboard(session, stream=stream.stream, version=stream.version, since=since, limit=100, **viewer)
+                for viewer in ({}, {"viewer": ADMIN})
+            )
             spread = {(r.learner, r.runs_of_learner, r.learner_e_std) for r in kept.rows}
             assert spread == {(r.learner, r.runs_of_learner, r.learner_e_std) for r in queried.rows}
             assert {r.runs_of_learner for r in kept.rows} == runs

@@ -8,8 +8,8 @@ from services.store.db import make_engine, session_factory
 from services.store.db.models import Dataset, Shard
 from services.store.objects import LocalObjectStore
 from workers.stream.catalog import database_recorder
-from workers.stream.prepare import prepare_stream
 from workers.stream.manifest_files import load_stream
+from workers.stream.prepare import prepare_stream
 
 
 def test_prepare_records_datasets_and_shards_idempotently(database_url, tmp_path, tiny_stream) -> None:

@@ -22,7 +22,7 @@ BETA = b"beta file " * 500
 
 
 def md5(data: bytes) -> str:
-    return "md5:" + hashlib.md5(data).hexdigest()  # noqa: S324 (the catalogue's own hash)
+    return "md5:" + hashlib.md5(data).hexdigest()
 
 
 def sha256(data: bytes) -> str:
@@ -38,9 +38,14 @@ def no_kaggle(monkeypatch, tmp_path):
 
 
 def source(server: RangeServer, key: str, files: dict[str, tuple[bytes, str | None]], **extra) -> Source:
-    return Source(key=key, files=tuple(
-        SourceFile(name=name, url=server.url(f"/origin/{key}/{name}"), checksum=checksum)
-        for name, (_, checksum) in files.items()), **extra)
+    return Source(
+        key=key,
+        files=tuple(
+            SourceFile(name=name, url=server.url(f"/origin/{key}/{name}"), checksum=checksum)
+            for name, (_, checksum) in files.items()
+        ),
+        **extra,
+    )
 
 
 def served(key: str, files: dict[str, tuple[bytes, str | None]], prefix: str = "/origin") -> dict[str, bytes]:
@@ -126,8 +131,12 @@ def test_a_file_without_a_checksum_is_held_to_the_sha256_of_its_first_fetch(tmp_
 
 
 def test_missing_kaggle_credentials_are_reported(tmp_path):
-    kaggle = Source(key="faces", needs="kaggle", kaggle="someone/faces",
-                    files=(SourceFile(name="faces.zip", url="kaggle:someone/faces", checksum=md5(ALPHA)),))
+    kaggle = Source(
+        key="faces",
+        needs="kaggle",
+        kaggle="someone/faces",
+        files=(SourceFile(name="faces.zip", url="kaggle:someone/faces", checksum=md5(ALPHA)),),
+    )
     [result] = fetch_sources([kaggle], tmp_path)
     assert result.outcome == "needs Kaggle credentials" and not result.ok
     assert "someone/faces" in result.detail and "KAGGLE_USERNAME" in result.detail
@@ -143,8 +152,12 @@ def test_kaggle_credentials_hand_the_download_to_the_client(tmp_path, monkeypatc
         (folder / "faces.zip").write_bytes(ALPHA)
         return folder / "faces.zip"
 
-    kaggle = Source(key="faces", needs="kaggle", kaggle="someone/faces",
-                    files=(SourceFile(name="faces.zip", url="kaggle:someone/faces", checksum=md5(ALPHA)),))
+    kaggle = Source(
+        key="faces",
+        needs="kaggle",
+        kaggle="someone/faces",
+        files=(SourceFile(name="faces.zip", url="kaggle:someone/faces", checksum=md5(ALPHA)),),
+    )
     [result] = fetch_sources([kaggle], tmp_path, kaggle=client)
     assert calls == ["someone/faces"] and result.outcome == "fetched"
 
@@ -159,8 +172,11 @@ def test_a_manual_source_names_the_exact_file_and_place(tmp_path):
 
 
 def test_a_manually_placed_file_is_verified_and_present(tmp_path):
-    manual = Source(key="placed", needs="manual",
-                    files=(SourceFile(name="a.tar", url="http://127.0.0.1:9/a.tar", checksum=md5(BETA)),))
+    manual = Source(
+        key="placed",
+        needs="manual",
+        files=(SourceFile(name="a.tar", url="http://127.0.0.1:9/a.tar", checksum=md5(BETA)),),
+    )
     (tmp_path / "placed").mkdir()
     (tmp_path / "placed" / "a.tar").write_bytes(BETA)
     assert fetch_sources([manual], tmp_path)[0].outcome == "already present"
@@ -183,12 +199,12 @@ def test_an_unreachable_origin_fails_with_the_reason(tmp_path):
 
 
 def test_the_cli_progress_bars_follow_each_file(tmp_path):
-    from io import StringIO  # noqa: PLC0415
+    from io import StringIO
 
-    from rich.console import Console  # noqa: PLC0415
-    from rich.progress import DownloadColumn, Progress, TextColumn  # noqa: PLC0415
+    from rich.console import Console
+    from rich.progress import DownloadColumn, Progress, TextColumn
 
-    from services.cli.data_fetch_cmd import ByteBars  # noqa: PLC0415
+    from services.cli.data_fetch_cmd import ByteBars
 
     seen: list[tuple[str, float | None, float]] = []
 
@@ -200,8 +216,9 @@ def test_the_cli_progress_bars_follow_each_file(tmp_path):
 
     files = {"alpha.bin": (ALPHA, md5(ALPHA))}
     out = StringIO()
-    progress = Progress(TextColumn("{task.description}"), DownloadColumn(),
-                        console=Console(file=out, force_terminal=True, width=120))
+    progress = Progress(
+        TextColumn("{task.description}"), DownloadColumn(), console=Console(file=out, force_terminal=True, width=120)
+    )
     with RangeServer(served("bars", files)).running() as server, progress:
         [result] = fetch_sources([source(server, "bars", files)], tmp_path, progress=Recording(progress))
     assert result.outcome == "fetched"
@@ -210,19 +227,20 @@ def test_the_cli_progress_bars_follow_each_file(tmp_path):
 
 
 def test_the_cli_reads_nevis_data_mirror(settings_env, monkeypatch):
-    from typer.testing import CliRunner  # noqa: PLC0415
+    from typer.testing import CliRunner
 
-    from services.cli.main import app  # noqa: PLC0415
-    from services.core.config import get_settings  # noqa: PLC0415
-    from services.core.errors import DataIntegrityError  # noqa: PLC0415
+    from services.cli.main import app
+    from services.core.config import get_settings
+    from services.core.errors import DataIntegrityError
 
     wrong = {"/m/imagenet2012/ILSVRC2012_img_val.tar": b"not imagenet"}
     with RangeServer(wrong).running() as server:
         monkeypatch.setenv("NEVIS_DATA_MIRROR", server.url("/m"))
         get_settings.cache_clear()
         try:
-            result = CliRunner().invoke(app, ["data", "fetch", "-s", "nevis22-short", "-d", "imagenet2012"],
-                                        env={"COLUMNS": "250"})
+            result = CliRunner().invoke(
+                app, ["data", "fetch", "-s", "nevis22-short", "-d", "imagenet2012"], env={"COLUMNS": "250"}
+            )
         finally:
             get_settings.cache_clear()
         asked = sorted(p for p, _ in server.requests)

@@ -30,10 +30,13 @@ def bucket(s3_endpoint) -> str:
 
 
 def demo(origin: str) -> Source:
-    return Source(key="demo", files=(
-        SourceFile(name="data.bin", url=f"{origin}/data.bin", checksum=CHECKSUM),
-        SourceFile(name="never.bin", url=f"{origin}/never.bin", checksum=CHECKSUM),
-    ))
+    return Source(
+        key="demo",
+        files=(
+            SourceFile(name="data.bin", url=f"{origin}/data.bin", checksum=CHECKSUM),
+            SourceFile(name="never.bin", url=f"{origin}/never.bin", checksum=CHECKSUM),
+        ),
+    )
 
 
 def test_a_mirror_filled_on_one_machine_feeds_a_fetch_on_another(tmp_path, s3_endpoint, bucket):
@@ -71,11 +74,11 @@ def test_an_s3_mirror_download_resumes_from_a_part_file(tmp_path, s3_endpoint, b
 
 
 def test_the_mirror_command_uploads_what_this_machine_verified(settings_env, monkeypatch, s3_endpoint, bucket):
-    from typer.testing import CliRunner  # noqa: PLC0415
+    from typer.testing import CliRunner
 
-    from services.cli.main import app  # noqa: PLC0415
-    from services.core.config import get_settings  # noqa: PLC0415
-    from workers.stream.sources.verify import FetchState  # noqa: PLC0415
+    from services.cli.main import app
+    from services.core.config import get_settings
+    from workers.stream.sources.verify import FetchState
 
     dest = settings_env / "sources"
     (dest / "mnist").mkdir(parents=True)

@@ -55,8 +55,14 @@ def graph(sessions: sessionmaker[Session]) -> Graph:
         version = StreamVersion(name="mini", version="1", manifest_sha256=SHA, manifest={})
         tasks = [
             StreamTask(
-                stream_version=version, order=i, year=2000 + i, dataset=f"sklearn:t{i}",
-                phase="meta_train", kind="single", num_classes=10, domain=None,
+                stream_version=version,
+                order=i,
+                year=2000 + i,
+                dataset=f"sklearn:t{i}",
+                phase="meta_train",
+                kind="single",
+                num_classes=10,
+                domain=None,
                 split_rule={"kind": "random"},
             )
             for i in (1, 2)
@@ -65,27 +71,40 @@ def graph(sessions: sessionmaker[Session]) -> Graph:
         submission = Submission(learner=learner, stream_version=version, phase="meta_train", image_size=64)
         run = TaskRun(submission=submission, stream_task=tasks[0], status="running")
         trials = [Trial(task_run=run, trial_index=i, seed=i, config={"lr": 0.1}) for i in (0, 1)]
-        checkpoint = Checkpoint(
-            trial=trials[0], step=10, object_key="c/1", size_bytes=3, sha256=SHA
-        )
+        checkpoint = Checkpoint(trial=trials[0], step=10, object_key="c/1", size_bytes=3, sha256=SHA)
         dataset = Dataset(
-            key="sklearn:digits", image_size=64, kind="single", num_classes=10,
-            index_key="d/index.json", index_sha256=SHA, split_counts={"train": 1},
-            shards=[Shard(split="train", part=0, object_key="d/0", num_examples=1,
-                          size_bytes=1, sha256=SHA)],
+            key="sklearn:digits",
+            image_size=64,
+            kind="single",
+            num_classes=10,
+            index_key="d/index.json",
+            index_sha256=SHA,
+            split_counts={"train": 1},
+            shards=[Shard(split="train", part=0, object_key="d/0", num_examples=1, size_bytes=1, sha256=SHA)],
         )
         s.add_all([version, learner, submission, run, checkpoint, dataset, *tasks, *trials])
         s.flush()
         return Graph(
-            version.id, (tasks[0].id, tasks[1].id), learner.id, submission.id, run.id,
-            (trials[0].id, trials[1].id), dataset.id,
+            version.id,
+            (tasks[0].id, tasks[1].id),
+            learner.id,
+            submission.id,
+            run.id,
+            (trials[0].id, trials[1].id),
+            dataset.id,
         )
 
 
 def _result(g: Graph, **overrides: object) -> TaskResult:
     values = dict(
-        submission_id=g.submission, stream_task_id=g.tasks[0], task_run_id=g.run,
-        best_trial_id=g.trials[0], error=0.25, split="dev_test", metric="accuracy", flops=1e9,
+        submission_id=g.submission,
+        stream_task_id=g.tasks[0],
+        task_run_id=g.run,
+        best_trial_id=g.trials[0],
+        error=0.25,
+        split="dev_test",
+        metric="accuracy",
+        flops=1e9,
     )
     values.update(overrides)
     return TaskResult(**values)
@@ -115,9 +134,7 @@ def test_a_result_is_committed_once(sessions: sessionmaker[Session], graph: Grap
     assert _count(sessions, TaskResult) == 1
 
 
-def test_a_second_attempt_cannot_add_a_second_result(
-    sessions: sessionmaker[Session], graph: Graph
-) -> None:
+def test_a_second_attempt_cannot_add_a_second_result(sessions: sessionmaker[Session], graph: Graph) -> None:
     with transaction(sessions) as s:
         s.add(_result(graph))
         s.execute(update(TaskRun).values(status="failed"))
@@ -131,15 +148,11 @@ def test_a_second_attempt_cannot_add_a_second_result(
     _refused(sessions, _result(graph, task_run_id=retry_ids[0], best_trial_id=retry_ids[1]))
 
 
-def test_a_result_must_come_from_a_run_of_its_own_task(
-    sessions: sessionmaker[Session], graph: Graph
-) -> None:
+def test_a_result_must_come_from_a_run_of_its_own_task(sessions: sessionmaker[Session], graph: Graph) -> None:
     _refused(sessions, _result(graph, stream_task_id=graph.tasks[1]))
 
 
-def test_the_best_trial_must_belong_to_the_run(
-    sessions: sessionmaker[Session], graph: Graph
-) -> None:
+def test_the_best_trial_must_belong_to_the_run(sessions: sessionmaker[Session], graph: Graph) -> None:
     with transaction(sessions) as s:
         other_run = TaskRun(submission_id=graph.submission, stream_task_id=graph.tasks[1])
         s.execute(update(TaskRun).values(status="succeeded"))
@@ -175,9 +188,7 @@ def test_closed_vocabularies_accept_their_values_and_nothing_else(
     _refused(sessions, update(model).values({column: "bogus"}))
 
 
-@pytest.mark.parametrize(
-    ("column", "bad"), [("split", "train"), ("metric", "auc"), ("error", 1.5), ("flops", -1.0)]
-)
+@pytest.mark.parametrize(("column", "bad"), [("split", "train"), ("metric", "auc"), ("error", 1.5), ("flops", -1.0)])
 def test_results_with_bad_values_are_refused(
     sessions: sessionmaker[Session], graph: Graph, column: str, bad: object
 ) -> None:
@@ -196,15 +207,11 @@ def test_results_with_bad_values_are_refused(
     ],
     ids=["negative-flops", "dev-error", "attempt-0", "cursor-0", "short-sha256", "unchecksummed"],
 )
-def test_out_of_range_values_are_refused(
-    sessions: sessionmaker[Session], graph: Graph, statement: object
-) -> None:
+def test_out_of_range_values_are_refused(sessions: sessionmaker[Session], graph: Graph, statement: object) -> None:
     _refused(sessions, statement)
 
 
-def test_only_one_active_run_per_submission(
-    sessions: sessionmaker[Session], graph: Graph
-) -> None:
+def test_only_one_active_run_per_submission(sessions: sessionmaker[Session], graph: Graph) -> None:
     _refused(sessions, TaskRun(submission_id=graph.submission, stream_task_id=graph.tasks[1]))
     with transaction(sessions) as s:
         s.execute(update(TaskRun).values(status="succeeded"))
@@ -212,14 +219,8 @@ def test_only_one_active_run_per_submission(
     assert _count(sessions, TaskRun) == 2
 
 
-@pytest.mark.parametrize(
-    "statement",
-    [update(Event).values(kind="edited"), delete(Event)],
-    ids=["update", "delete"],
-)
-def test_events_are_append_only(
-    sessions: sessionmaker[Session], graph: Graph, statement: object
-) -> None:
+@pytest.mark.parametrize("statement", [update(Event).values(kind="edited"), delete(Event)], ids=["update", "delete"])
+def test_events_are_append_only(sessions: sessionmaker[Session], graph: Graph, statement: object) -> None:
     with transaction(sessions) as s:
         s.add(Event(submission_id=graph.submission, kind="submitted", payload={"by": "test"}))
         s.add(Event(kind="system", payload={}))
@@ -253,9 +254,7 @@ def test_deleting_a_submission_removes_its_runs_trials_checkpoints_and_results(
     assert _count(sessions, Learner) == 1
 
 
-def test_a_submission_with_an_audit_trail_cannot_be_deleted(
-    sessions: sessionmaker[Session], graph: Graph
-) -> None:
+def test_a_submission_with_an_audit_trail_cannot_be_deleted(sessions: sessionmaker[Session], graph: Graph) -> None:
     with transaction(sessions) as s:
         s.add(Event(submission_id=graph.submission, kind="submitted", payload={}))
     _refused(sessions, delete(Submission))
@@ -283,18 +282,17 @@ def test_deleting_unused_stream_versions_and_datasets_removes_their_parts(
     "duplicate",
     [
         lambda g: StreamVersion(name="mini", version="1", manifest_sha256=SHA, manifest={}),
-        lambda g: StreamTask(stream_version_id=g.version, order=1, year=1, dataset="x",
-                             phase="meta_test", kind="multi", split_rule={}),
-        lambda g: Shard(dataset_id=g.dataset, split="train", part=0, object_key="o",
-                        num_examples=0, size_bytes=0, sha256=SHA),
+        lambda g: StreamTask(
+            stream_version_id=g.version, order=1, year=1, dataset="x", phase="meta_test", kind="multi", split_rule={}
+        ),
+        lambda g: Shard(
+            dataset_id=g.dataset, split="train", part=0, object_key="o", num_examples=0, size_bytes=0, sha256=SHA
+        ),
         lambda g: Trial(task_run_id=g.run, trial_index=1, seed=9),
-        lambda g: Checkpoint(trial_id=g.trials[0], step=10, object_key="k", size_bytes=0,
-                             sha256=SHA),
+        lambda g: Checkpoint(trial_id=g.trials[0], step=10, object_key="k", size_bytes=0, sha256=SHA),
         lambda g: Learner(name="linear", entrypoint="other:Learner"),
     ],
     ids=["stream-version", "task-order", "shard", "trial-index", "checkpoint-step", "learner"],
 )
-def test_natural_keys_are_unique(
-    sessions: sessionmaker[Session], graph: Graph, duplicate
-) -> None:
+def test_natural_keys_are_unique(sessions: sessionmaker[Session], graph: Graph, duplicate) -> None:
     _refused(sessions, duplicate(graph))

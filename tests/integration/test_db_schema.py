@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import get_args
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import (
-    CheckConstraint,
-    Column,
-    Engine,
-    Integer,
-    MetaData,
-    Table,
-    inspect,
-    select,
-    text,
-)
+from sqlalchemy import CheckConstraint, Column, Engine, Integer, MetaData, Table, inspect, select, text
 from sqlalchemy.exc import StatementError
 
 from services.core.errors import DatabaseError
@@ -38,16 +28,23 @@ from services.store.db.models import Base, Event
 from workers.stream.manifest import SPLITS, Phase, TaskKind
 
 TABLES = {
-    "stream_versions", "stream_tasks", "datasets", "shards", "learners", "submissions",
-    "task_runs", "trials", "checkpoints", "task_results", "events",
+    "stream_versions",
+    "stream_tasks",
+    "datasets",
+    "shards",
+    "learners",
+    "submissions",
+    "task_runs",
+    "trials",
+    "checkpoints",
+    "task_results",
+    "events",
 }
 
 
 def _differences(engine: Engine, metadata: MetaData = Base.metadata) -> list:
     with engine.connect() as connection:
-        context = MigrationContext.configure(
-            connection, opts={"compare_type": True, "compare_server_default": True}
-        )
+        context = MigrationContext.configure(connection, opts={"compare_type": True, "compare_server_default": True})
         return compare_metadata(context, metadata)
 
 
@@ -64,7 +61,7 @@ def test_upgrade_reaches_head_with_every_table(database_url: str, db_engine: Eng
     assert current_revision(database_url) == head_revision()
     assert head_revision() == known_revisions()[-1]
     ensure_current(database_url)
-    assert TABLES <= set(inspect(db_engine).get_table_names())
+    assert set(inspect(db_engine).get_table_names()) >= TABLES
 
 
 def test_models_and_migrations_have_no_difference(db_engine: Engine) -> None:
@@ -120,10 +117,10 @@ def test_timestamps_come_back_as_aware_utc(db_engine: Engine) -> None:
     with sessions() as session:
         stamps = dict(session.execute(select(Event.kind, Event.created_at)).all())
     assert stamps["note"] == local
-    assert stamps["note"].tzinfo == timezone.utc and stamps["note"].hour == 10
+    assert stamps["note"].tzinfo == UTC and stamps["note"].hour == 10
     # The server default fills rows written without the ORM.
-    assert stamps["raw"].tzinfo == timezone.utc
-    assert abs(datetime.now(timezone.utc) - stamps["raw"]) < timedelta(minutes=5)
+    assert stamps["raw"].tzinfo == UTC
+    assert abs(datetime.now(UTC) - stamps["raw"]) < timedelta(minutes=5)
 
 
 def test_naive_timestamps_are_refused(db_engine: Engine) -> None:
@@ -183,8 +180,8 @@ def test_engine_settings(db_engine: Engine) -> None:
 
 def test_vocabularies_agree_with_the_stream_manifest() -> None:
     assert models.SHARD_SPLITS == SPLITS
-    assert models.PHASES == get_args(Phase)
-    assert models.TASK_KINDS == get_args(TaskKind)
+    assert get_args(Phase) == models.PHASES
+    assert get_args(TaskKind) == models.TASK_KINDS
     assert set(models.ACTIVE_TASK_RUN_STATUSES) <= set(models.TASK_RUN_STATUSES)
 
 
@@ -223,8 +220,7 @@ def test_unreachable_server_names_the_url_without_its_password() -> None:
 
 
 @pytest.mark.parametrize(
-    ("url", "match"),
-    [("not a url", "Cannot parse the database URL"), ("nosuchdb://x/y", "No driver")],
+    ("url", "match"), [("not a url", "Cannot parse the database URL"), ("nosuchdb://x/y", "No driver")]
 )
 def test_bad_urls_are_clear_errors(url: str, match: str) -> None:
     with pytest.raises(DatabaseError, match=match):
@@ -240,11 +236,16 @@ def test_unknown_revision_suggests_known_ones(empty_database_url: str) -> None:
 
 def _insert_stream_and_learner(connection) -> None:
     """Stream version 1 and learner 1, by raw SQL (the ORM models are the newest schema's)."""
-    connection.execute(text(
-        "INSERT INTO stream_versions (id, name, version, manifest_sha256, manifest) "
-        "VALUES (1, 'mini', '1', :sha, '{}')"), {"sha": "a" * 64})
-    connection.execute(text("INSERT INTO learners (id, name, entrypoint, resources) "
-                            "VALUES (1, 'indep', 'indep', '{}')"))
+    connection.execute(
+        text(
+            "INSERT INTO stream_versions (id, name, version, manifest_sha256, manifest) "
+            "VALUES (1, 'mini', '1', :sha, '{}')"
+        ),
+        {"sha": "a" * 64},
+    )
+    connection.execute(
+        text("INSERT INTO learners (id, name, entrypoint, resources) VALUES (1, 'indep', 'indep', '{}')")
+    )
 
 
 def test_0004_moves_the_image_size_out_of_the_budget_and_back(empty_database_url: str) -> None:
@@ -254,11 +255,17 @@ def test_0004_moves_the_image_size_out_of_the_budget_and_back(empty_database_url
     try:
         with engine.begin() as connection:
             _insert_stream_and_learner(connection)
-            for row_id, budget in ((1, '{"trials": 2, "image_size": 32, "stream_ref": "/x/mini.json"}'),
-                                   (2, '{"trials": 3}')):
-                connection.execute(text(
-                    "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget) "
-                    "VALUES (:id, 1, 1, 'meta_test', :budget)"), {"id": row_id, "budget": budget})
+            for row_id, budget in (
+                (1, '{"trials": 2, "image_size": 32, "stream_ref": "/x/mini.json"}'),
+                (2, '{"trials": 3}'),
+            ):
+                connection.execute(
+                    text(
+                        "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget) "
+                        "VALUES (:id, 1, 1, 'meta_test', :budget)"
+                    ),
+                    {"id": row_id, "budget": budget},
+                )
         upgrade(empty_database_url)
         with engine.connect() as connection:
             rows = connection.execute(text("SELECT id, image_size, budget FROM submissions ORDER BY id")).all()
@@ -284,12 +291,17 @@ def test_0006_turns_disable_markers_into_disabled_at_and_back(empty_database_url
     engine = make_engine(empty_database_url)
     try:
         with engine.begin() as connection:
-            connection.execute(text("INSERT INTO users (id, name, role) VALUES (1, 'erin', 'submitter'), "
-                                    "(2, 'finn', 'submitter')"))
-            connection.execute(text(
-                "INSERT INTO api_tokens (user_id, label, token_prefix, token_sha256, revoked_at) VALUES "
-                "(1, 'account disabled', 'disabled', :a, CURRENT_TIMESTAMP), "
-                "(2, 'laptop', 'nvs_abcd', :b, NULL)"), {"a": "a" * 64, "b": "b" * 64})
+            connection.execute(
+                text("INSERT INTO users (id, name, role) VALUES (1, 'erin', 'submitter'), (2, 'finn', 'submitter')")
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO api_tokens (user_id, label, token_prefix, token_sha256, revoked_at) VALUES "
+                    "(1, 'account disabled', 'disabled', :a, CURRENT_TIMESTAMP), "
+                    "(2, 'laptop', 'nvs_abcd', :b, NULL)"
+                ),
+                {"a": "a" * 64, "b": "b" * 64},
+            )
         upgrade(empty_database_url)
         with engine.connect() as connection:
             users = connection.execute(text("SELECT name, disabled_at IS NOT NULL FROM users ORDER BY id")).all()
@@ -299,7 +311,11 @@ def test_0006_turns_disable_markers_into_disabled_at_and_back(empty_database_url
         assert _differences(engine) == []
         downgrade(empty_database_url, "0005")
         with engine.connect() as connection:
-            back = connection.execute(text("SELECT user_id FROM api_tokens WHERE token_prefix = 'disabled'")).scalars().all()
+            back = (
+                connection.execute(text("SELECT user_id FROM api_tokens WHERE token_prefix = 'disabled'"))
+                .scalars()
+                .all()
+            )
         assert back == [1]
     finally:
         engine.dispose()
@@ -312,9 +328,12 @@ def test_0007_leaves_existing_submissions_public(empty_database_url: str) -> Non
     try:
         with engine.begin() as connection:
             _insert_stream_and_learner(connection)
-            connection.execute(text(
-                "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget, image_size) "
-                "VALUES (1, 1, 1, 'meta_test', '{}', 32), (2, 1, 1, 'meta_train', '{}', 32)"))
+            connection.execute(
+                text(
+                    "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget, image_size) "
+                    "VALUES (1, 1, 1, 'meta_test', '{}', 32), (2, 1, 1, 'meta_train', '{}', 32)"
+                )
+            )
         upgrade(empty_database_url)
         with engine.connect() as connection:
             rows = connection.execute(text("SELECT id, visibility FROM submissions ORDER BY id")).all()
@@ -349,20 +368,27 @@ def test_0010_turns_runs_stopped_by_a_cap_into_stopped_and_back(empty_database_u
         with engine.begin() as connection:
             _insert_stream_and_learner(connection)
             for row_id, error in errors.items():
-                connection.execute(text(
-                    "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget, image_size, "
-                    "status, error) VALUES (:id, 1, 1, 'meta_test', '{}', 32, 'failed', :error)"),
-                    {"id": row_id, "error": error})
-            connection.execute(text(
-                "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget, image_size, status) "
-                "VALUES (5, 1, 1, 'meta_test', '{}', 32, 'succeeded')"))
+                connection.execute(
+                    text(
+                        "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget, image_size, "
+                        "status, error) VALUES (:id, 1, 1, 'meta_test', '{}', 32, 'failed', :error)"
+                    ),
+                    {"id": row_id, "error": error},
+                )
+            connection.execute(
+                text(
+                    "INSERT INTO submissions (id, learner_id, stream_version_id, phase, budget, image_size, status) "
+                    "VALUES (5, 1, 1, 'meta_test', '{}', 32, 'succeeded')"
+                )
+            )
             with pytest.raises(Exception, match="status"):
                 with connection.begin_nested():
                     connection.execute(text("UPDATE submissions SET status = 'stopped' WHERE id = 5"))
         upgrade(empty_database_url)
         with engine.connect() as connection:
-            rows = connection.execute(text(
-                "SELECT id, status, error, finished_at IS NOT NULL FROM submissions ORDER BY id")).all()
+            rows = connection.execute(
+                text("SELECT id, status, error, finished_at IS NOT NULL FROM submissions ORDER BY id")
+            ).all()
         assert [tuple(r) for r in rows] == [
             (1, "stopped", "FLOP cap 1 reached (2.5 spent)", True),
             (2, "stopped", "wall-time cap 60 s reached (61 s spent)", True),
@@ -377,8 +403,10 @@ def test_0010_turns_runs_stopped_by_a_cap_into_stopped_and_back(empty_database_u
         downgrade(empty_database_url, "0009")
         with engine.connect() as connection:
             back = connection.execute(text("SELECT id, status, error FROM submissions ORDER BY id")).all()
-        assert [tuple(r) for r in back][:2] == [(1, "failed", "stopped: FLOP cap 1 reached (2.5 spent)"),
-                                                (2, "failed", "stopped: wall-time cap 60 s reached (61 s spent)")]
+        assert [tuple(r) for r in back][:2] == [
+            (1, "failed", "stopped: FLOP cap 1 reached (2.5 spent)"),
+            (2, "failed", "stopped: wall-time cap 60 s reached (61 s spent)"),
+        ]
         assert [r[1] for r in back] == ["failed", "failed", "failed", "failed", "succeeded"]
         with pytest.raises(Exception, match="status"):
             with engine.begin() as connection:

@@ -55,8 +55,12 @@ def test_an_executor_comes_back_when_the_caller_dies(ray_local: None) -> None:
 
     @ray.remote(num_cpus=0, max_retries=0)
     def caller(pool: Any) -> None:  # dies while the pool's executor works for it
-        pool.predict.remote(_info(), [ray.put(pickle.dumps(np.zeros((3, 48), np.float32)))],
-                            [ray.put(np.zeros((2, 4, 4, 3), np.uint8))], 0)
+        pool.predict.remote(
+            _info(),
+            [ray.put(pickle.dumps(np.zeros((3, 48), np.float32)))],
+            [ray.put(np.zeros((2, 4, 4, 3), np.uint8))],
+            0,
+        )
         while _free_executors(pool):  # wait until the executor is lent out
             time.sleep(0.05)
         os._exit(1)
@@ -80,18 +84,32 @@ def test_an_executor_whose_process_died_is_replaced(pool: Any) -> None:
 
     ray.get(pool.__ray_call__.remote(kill_and_call), timeout=30)
     with pytest.raises(ray.exceptions.RayActorError):
-        predict_in_pool(pool, _info(), pickle.dumps(np.zeros((3, 48), np.float32)),
-                        np.zeros((2, 4, 4, 3), np.uint8), seed=0)
+        predict_in_pool(
+            pool, _info(), pickle.dumps(np.zeros((3, 48), np.float32)), np.zeros((2, 4, 4, 3), np.uint8), seed=0
+        )
     (after,) = _free_executors(pool)
     assert after != before
-    scores, _ = predict_in_pool(pool, _info(), pickle.dumps(np.zeros((3, 48), np.float32)),
-                                np.zeros((2, 4, 4, 3), np.uint8), seed=0)
+    scores, _ = predict_in_pool(
+        pool, _info(), pickle.dumps(np.zeros((3, 48), np.float32)), np.zeros((2, 4, 4, 3), np.uint8), seed=0
+    )
     assert scores.shape == (2, 3)  # the replacement works
 
 
 def _info() -> TaskInfo:
-    return TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                    num_classes=3, class_names=("a", "b", "c"), image_size=4, num_train=0, num_dev=0)
+    return TaskInfo(
+        order=1,
+        key="t",
+        dataset="t",
+        title="t",
+        year=2000,
+        domain=None,
+        kind="single",
+        num_classes=3,
+        class_names=("a", "b", "c"),
+        image_size=4,
+        num_train=0,
+        num_dev=0,
+    )
 
 
 def test_an_executor_scores_a_predictor_from_images_alone(pool: Any) -> None:

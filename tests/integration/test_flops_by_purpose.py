@@ -25,15 +25,15 @@ from workers.stream.task_data import load_task_data
 from workers.trainer.consistency import MIN_SAMPLE, SAMPLE
 from workers.trainer.run_plan import RunRequest
 
-pytestmark = [pytest.mark.usefixtures("ray_local"),
-              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 TRIALS, STEPS = 2, 5
 
 
 def test_cflop_and_the_papers_count_agree_with_a_hand_count(runner, tiny_stream):
-    from nevis_test_learners import HandCountedLinear  # noqa: PLC0415
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from nevis_test_learners import HandCountedLinear
+
+    from tests.integration.conftest import tiny_manifest
 
     stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
     budget = RunBudget(trials=TRIALS, steps=STEPS, checkpoint_fractions=(1.0,), max_concurrent=1)
@@ -53,8 +53,9 @@ def test_cflop_and_the_papers_count_agree_with_a_hand_count(runner, tiny_stream)
         trials = session.scalars(select(Trial)).all()
         result = session.scalars(select(TaskResult).where(TaskResult.submission_id == run)).one()
         summary = load_summary(session, submission_id=run)
-    assert len(trials) == TRIALS and all(t.flops_source == "measured" for t in trials), \
-        [(t.flops_source, t.cpu_seconds) for t in trials]  # a floored trial would not be the learner's count
+    assert len(trials) == TRIALS and all(t.flops_source == "measured" for t in trials), [
+        (t.flops_source, t.cpu_seconds) for t in trials
+    ]  # a floored trial would not be the learner's count
     assert [t.flops_paper for t in trials] == [updates] * TRIALS
     assert [t.flops for t in trials] == [updates + validation] * TRIALS
     assert result.flops_paper == TRIALS * updates
@@ -63,7 +64,10 @@ def test_cflop_and_the_papers_count_agree_with_a_hand_count(runner, tiny_stream)
 
     row = summary.tasks[0]
     assert (row.flops_paper, row.flops_validation, row.flops_prediction) == (
-        TRIALS * updates, TRIALS * validation, prediction)
+        TRIALS * updates,
+        TRIALS * validation,
+        prediction,
+    )
     assert summary.cflop_paper == TRIALS * updates < summary.cflop == result.flops
     shown = summary.to_dict()  # what `nevis results --json` prints
     assert shown["cflop_paper"] == TRIALS * updates and shown["tasks"][0]["flops_validation"] == TRIALS * validation
@@ -74,8 +78,9 @@ def test_cflop_and_the_papers_count_agree_with_a_hand_count(runner, tiny_stream)
 def test_a_dev_score_cannot_be_passed_on_to_other_weights(runner, tiny_stream):
     """The swapper has its weights scored through ctx.dev_error, then negates them in place:
     the harness scores the weights it got (a second, charged pass), not the ones it scored."""
-    from nevis_test_learners import HandCountedLinear, _flat  # noqa: PLC0415
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from nevis_test_learners import HandCountedLinear, _flat
+
+    from tests.integration.conftest import tiny_manifest
 
     stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
     budget = RunBudget(trials=1, steps=STEPS, checkpoint_fractions=(1.0,), max_concurrent=1)
@@ -86,8 +91,9 @@ def test_a_dev_score_cannot_be_passed_on_to_other_weights(runner, tiny_stream):
     per_example = 2 * math.prod(dev[0].shape[1:]) * plan.tasks[0].num_classes
     with runner.sessions() as session:
         trial = session.scalars(select(Trial)).one()
-        returned = pickle.loads(runner.store.get_bytes(run_keys.committed_predictor_keys(
-            session, submission_id=run)[plan.tasks[0].order]))
+        returned = pickle.loads(
+            runner.store.get_bytes(run_keys.committed_predictor_keys(session, submission_id=run)[plan.tasks[0].order])
+        )
     harness_error = task_error(_flat(dev[0]) @ returned.T, dev[1], plan.tasks[0].kind)
     assert trial.dev_error == pytest.approx(harness_error)  # the returned weights' error, scored anew
     scored_error = task_error(_flat(dev[0]) @ -returned.T, dev[1], plan.tasks[0].kind)  # before the swap

@@ -16,8 +16,7 @@ from workers.trainer.stream_runner import StreamRunner
 
 # What is tested here is learner-side (the sandbox, the harness, FLOPs), not the database
 # dialect: SQLite only (the runner's PostgreSQL path is covered by test_run_stream).
-pytestmark = [pytest.mark.usefixtures("ray_local"),
-              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 BUDGET = RunBudget(trials=1, steps=4, checkpoint_fractions=(1.0,))
 
@@ -30,7 +29,7 @@ def only_trial(runner: StreamRunner) -> Trial:
 
 
 def test_a_trial_killed_with_sigkill_is_charged_its_last_report(runner, tiny_stream):
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from tests.integration.conftest import tiny_manifest
 
     stream = tiny_manifest(tiny_stream.parent / "one.json", tasks=1)
     with pytest.raises(TaskFailedError):
@@ -43,21 +42,21 @@ def test_a_trial_killed_with_sigkill_is_charged_its_last_report(runner, tiny_str
 
 
 def test_a_failed_multi_worker_trial_is_charged_every_rank(runner, tiny_stream, monkeypatch):
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from tests.integration.conftest import tiny_manifest
 
     monkeypatch.setattr(runner, "settings", runner.settings.model_copy(update={"sandbox": "none"}))  # trusted code only
     stream = tiny_manifest(tiny_stream.parent / "one.json", tasks=1)
     with pytest.raises(TaskFailedError):
-        runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:failing_two_workers",
-                                budget=BUDGET))
+        runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:failing_two_workers", budget=BUDGET))
     trial = only_trial(runner)
     assert trial.status == "failed" and trial.flops == 2000
 
 
 @pytest.mark.parametrize("learner", ["prepare_raiser", "prepare_killer"])
 def test_a_failed_preparation_is_charged_its_last_report(runner, tiny_stream, learner):
-    from nevis_hostile_learners import FailingPreparer  # noqa: PLC0415
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from nevis_hostile_learners import FailingPreparer
+
+    from tests.integration.conftest import tiny_manifest
 
     stream = tiny_manifest(tiny_stream.parent / "one.json", tasks=1)
     with pytest.raises(TaskFailedError, match="prepare_task failed"):
@@ -67,6 +66,8 @@ def test_a_failed_preparation_is_charged_its_last_report(runner, tiny_stream, le
         plan = runner.plan(submission_id)
         failed = session.scalars(select(Event).where(Event.kind == "task.failed")).one()
         assert not session.scalars(select(Trial)).all()  # no trial ran: the preparation comes first
-    train = load_task_data(runner.store, plan.tasks[0], image_size=plan.image_size, splits=("train",)).splits["train"][0]
+    train = load_task_data(runner.store, plan.tasks[0], image_size=plan.image_size, splits=("train",)).splits["train"][
+        0
+    ]
     pixels = train.reshape(len(train), -1).shape[1]
     assert failed.payload["spent_flops"] == 2 * len(train) * pixels * FailingPreparer.width

@@ -23,8 +23,11 @@ def seeded(database_url):
     with transaction(sessions) as session:
         stream = seed_results(session, submissions=12, tasks=10, seed=3)
     with sessions() as session:
-        rows = session.execute(select(TaskResult.submission_id, TaskResult.error, TaskResult.flops, StreamTask.phase)
-                               .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)).all()
+        rows = session.execute(
+            select(TaskResult.submission_id, TaskResult.error, TaskResult.flops, StreamTask.phase).join(
+                StreamTask, StreamTask.id == TaskResult.stream_task_id
+            )
+        ).all()
     expected = defaultdict(lambda: {"errors": [], "flops": 0.0})
     for sid, error, flops, phase in rows:
         expected[sid]["flops"] += flops
@@ -52,14 +55,19 @@ def test_pages_sorts_and_filters_happen_in_sql(seeded):
     with sessions() as session:
         first = leaderboard(session, stream=stream.stream, version=stream.version, limit=5)
         second = leaderboard(session, stream=stream.stream, version=stream.version, limit=5, offset=5)
-        costly = leaderboard(session, stream=stream.stream, version=stream.version, sort="cflop",
-                             descending=True, limit=3)
+        costly = leaderboard(
+            session, stream=stream.stream, version=stream.version, sort="cflop", descending=True, limit=3
+        )
         family = leaderboard(session, stream=stream.stream, version=stream.version, learner_prefix="ft_prev")
         no_baselines = leaderboard(session, stream=stream.stream, version=stream.version, baselines=False)
         assert stream_versions(session) == [(stream.stream, stream.version)]
     assert [r.rank for r in first.rows + second.rows] == list(range(1, 11)) and first.total == 12
-    assert [r.cflop for r in costly.rows] == pytest.approx(  # the database adds in its own order
-        sorted((f for _, f in expected.values()), reverse=True)[:3], rel=1e-12)
+    assert (
+        [r.cflop for r in costly.rows]
+        == pytest.approx(  # the database adds in its own order
+            sorted((f for _, f in expected.values()), reverse=True)[:3], rel=1e-12
+        )
+    )
     assert family.total == 4 and {r.learner.split("-")[0] for r in family.rows} == {"ft_prev"}
     assert [r.rank for r in family.rows] == [1, 2, 3, 4]  # ranked within the filter
     assert no_baselines.total == 4 and not any(r.baseline for r in no_baselines.rows)
@@ -75,8 +83,12 @@ def test_the_front_is_the_pareto_front_of_every_finished_submission(seeded):
     assert {p.submission_id: p.on_front for p in points} == flags and any(flags.values())
     for p in points:  # nobody dominates a front point
         if p.on_front:
-            assert not any(q.cflop <= p.cflop and q.mean_error <= p.mean_error
-                           and (q.cflop < p.cflop or q.mean_error < p.mean_error) for q in points)
+            assert not any(
+                q.cflop <= p.cflop
+                and q.mean_error <= p.mean_error
+                and (q.cflop < p.cflop or q.mean_error < p.mean_error)
+                for q in points
+            )
 
 
 def test_pareto_and_regret_follow_metrics_md():
@@ -113,21 +125,33 @@ def test_private_submissions_are_read_by_their_owner_and_admins_only(seeded):
         people = {name: User(name=name, role="submitter") for name in ("alice", "bob", "carol")}
         session.add_all(people.values())
         session.flush()
-        session.add_all([ScheduledSubmission(submission_id=ids[0], user_id=people["alice"].id),
-                         ScheduledSubmission(submission_id=ids[1], user_id=people["bob"].id),
-                         ScheduledSubmission(submission_id=ids[2], user_id=people["carol"].id)])
+        session.add_all(
+            [
+                ScheduledSubmission(submission_id=ids[0], user_id=people["alice"].id),
+                ScheduledSubmission(submission_id=ids[1], user_id=people["bob"].id),
+                ScheduledSubmission(submission_id=ids[2], user_id=people["carol"].id),
+            ]
+        )
         for submission_id in ids[:2]:
             session.get(Submission, submission_id).visibility = "private"
         hidden = seed_results(session, submissions=1, tasks=3, stream="hidden", version="v1")
         session.get(Submission, hidden.submission_ids[0]).visibility = "private"
-        viewers = {"anonymous": ANONYMOUS, "admin": ADMIN,
-                   **{name: Viewer(user_id=user.id) for name, user in people.items()}}
+        viewers = {
+            "anonymous": ANONYMOUS,
+            "admin": ADMIN,
+            **{name: Viewer(user_id=user.id) for name, user in people.items()},
+        }
     with sessions() as session:
-        boards = {who: leaderboard(session, stream=stream.stream, version=stream.version, limit=100, viewer=v)
-                  for who, v in viewers.items()}
-        fronts = {who: {p.submission_id for p in front_points(session, stream=stream.stream,
-                                                              version=stream.version, viewer=v)}
-                  for who, v in viewers.items()}
+        boards = {
+            who: leaderboard(session, stream=stream.stream, version=stream.version, limit=100, viewer=v)
+            for who, v in viewers.items()
+        }
+        fronts = {
+            who: {
+                p.submission_id for p in front_points(session, stream=stream.stream, version=stream.version, viewer=v)
+            }
+            for who, v in viewers.items()
+        }
         versions = {who: set(stream_versions(session, v)) for who, v in viewers.items()}
         effective = {who: effective_viewer(session, v) for who, v in viewers.items()}
         with pytest.raises(UnknownNameError) as private:
@@ -137,17 +161,28 @@ def test_private_submissions_are_read_by_their_owner_and_admins_only(seeded):
         check_readable(session, viewers["alice"], [ids[0], ids[5]])  # hers and a public one
     shown = {who: {r.submission_id for r in board.rows} for who, board in boards.items()}
     public = set(ids[2:])
-    assert shown == {"anonymous": public, "carol": public, "alice": public | {ids[0]},
-                     "bob": public | {ids[1]}, "admin": set(ids)}
+    assert shown == {
+        "anonymous": public,
+        "carol": public,
+        "alice": public | {ids[0]},
+        "bob": public | {ids[1]},
+        "admin": set(ids),
+    }
     assert fronts == shown  # every seeded submission is finished
     assert boards["anonymous"].total == 10 and [r.rank for r in boards["anonymous"].rows] == list(range(1, 11))
     assert {r.submission_id: r.visibility for r in boards["alice"].rows if r.visibility != "public"} == {
-        ids[0]: "private"}
+        ids[0]: "private"
+    }
     assert versions["anonymous"] == versions["alice"] == {(stream.stream, stream.version)}
     assert versions["admin"] == {(stream.stream, stream.version), ("hidden", "v1")}
     # Readers who may see no private row are the anonymous reader (they share its answers).
-    assert effective == {"anonymous": ANONYMOUS, "carol": ANONYMOUS, "admin": ADMIN,
-                         "alice": viewers["alice"], "bob": viewers["bob"]}
+    assert effective == {
+        "anonymous": ANONYMOUS,
+        "carol": ANONYMOUS,
+        "admin": ADMIN,
+        "alice": viewers["alice"],
+        "bob": viewers["bob"],
+    }
     assert str(private.value).replace(str(ids[0]), "N") == str(missing.value).replace(str(10**9), "N")
 
 
@@ -160,10 +195,22 @@ def test_rows_and_summaries_carry_harness_measured_cpu_and_the_floor(seeded, mea
 
     sessions, stream, _ = seeded
     with transaction(sessions) as session:
-        floored = measured_run(session, stream=stream.stream, version=stream.version, learner="floored",
-                               cpu={1: (2.5, False), 9: (12.0, True)}, error=0.01)
-        honest = measured_run(session, stream=stream.stream, version=stream.version, learner="honest",
-                              cpu={order: (1.0, False) for order in range(1, 11)}, error=0.02)
+        floored = measured_run(
+            session,
+            stream=stream.stream,
+            version=stream.version,
+            learner="floored",
+            cpu={1: (2.5, False), 9: (12.0, True)},
+            error=0.01,
+        )
+        honest = measured_run(
+            session,
+            stream=stream.stream,
+            version=stream.version,
+            learner="honest",
+            cpu={order: (1.0, False) for order in range(1, 11)},
+            error=0.02,
+        )
     engine = make_engine(database_url)
     statements: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
@@ -175,8 +222,11 @@ def test_rows_and_summaries_carry_harness_measured_cpu_and_the_floor(seeded, mea
     rows = {r.submission_id: r for r in page.rows}
     assert (rows[floored].cpu_seconds, rows[floored].flops_floored) == (pytest.approx(14.5), True)
     assert (rows[honest].cpu_seconds, rows[honest].flops_floored) == (pytest.approx(10.0), False)
-    assert all(r.cpu_seconds is None and r.flops_floored is False
-               for r in page.rows if r.submission_id not in (floored, honest))
+    assert all(
+        r.cpu_seconds is None and r.flops_floored is False
+        for r in page.rows
+        if r.submission_id not in (floored, honest)
+    )
     assert rows[floored].to_dict()["cpu_seconds"] == pytest.approx(14.5)
     with sessions() as session:
         summary = load_summary(session, submission_id=floored)
@@ -191,7 +241,8 @@ def test_rows_and_summaries_carry_harness_measured_cpu_and_the_floor(seeded, mea
 
 
 def test_nevis_results_prints_cpu_seconds_beside_cflop_and_explains_a_floor(
-        seeded, measured_run, database_url, settings_env, monkeypatch):
+    seeded, measured_run, database_url, settings_env, monkeypatch
+):
     import json
 
     from typer.testing import CliRunner
@@ -201,42 +252,58 @@ def test_nevis_results_prints_cpu_seconds_beside_cflop_and_explains_a_floor(
 
     sessions, stream, _ = seeded
     with transaction(sessions) as session:
-        floored = measured_run(session, stream=stream.stream, version=stream.version,
-                               cpu={1: (2.5, False), 9: (12.0, True)})
+        floored = measured_run(
+            session, stream=stream.stream, version=stream.version, cpu={1: (2.5, False), 9: (12.0, True)}
+        )
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
     get_settings.cache_clear()
     cli = CliRunner()
     shown = cli.invoke(app, ["results", str(floored)])
     assert shown.exit_code == 0, shown.output
     assert "CPU s = 14.5 (harness-measured)" in shown.output
-    assert "floor: 1 task(s) charged a FLOP floor: some trial's FLOP count was below what its measured CPU" in shown.output
+    assert (
+        "floor: 1 task(s) charged a FLOP floor: some trial's FLOP count was below what its measured CPU" in shown.output
+    )
     assert "9.000e+07 floor" in shown.output and "unknown" in shown.output  # task 9, and the unmeasured tasks
     assert "7.50e+06" in shown.output  # task 9's implied FLOP per CPU-second: 9e7 / 12
     doc = json.loads(cli.invoke(app, ["results", str(floored), "--json"]).output)
     assert (doc["cpu_seconds"], doc["floored_tasks"], doc["flops_floored"]) == (14.5, 1, True)
-    assert [(t["cpu_seconds"], t["flops_floored"]) for t in doc["tasks"]][7:] == [(None, False), (12.0, True), (None, False)]
+    assert [(t["cpu_seconds"], t["flops_floored"]) for t in doc["tasks"]][7:] == [
+        (None, False),
+        (12.0, True),
+        (None, False),
+    ]
     unmeasured = cli.invoke(app, ["results", str(stream.submission_ids[0])]).output
     assert "CPU s = unknown (not measured)" in unmeasured and "floor:" not in unmeasured
 
 
 def test_the_rank_and_metric_sorts_follow_each_metrics_spec(seeded, monkeypatch):
-    from dataclasses import replace  # noqa: PLC0415
+    from dataclasses import replace
 
-    from services.core import metric_specs  # noqa: PLC0415
+    from services.core import metric_specs
 
     sessions, stream, expected = seeded
     specs = dict(metric_specs.HEADLINE_METRICS)
     with sessions() as session:
-        ranked = [r.submission_id for r in leaderboard(session, stream=stream.stream, version=stream.version)
-                  .rows]
-        cheap = [r.submission_id for r in leaderboard(session, stream=stream.stream, version=stream.version,
-                                                      sort="cflop").rows]
-        monkeypatch.setattr(metric_specs, "HEADLINE_METRICS",
-                            {**specs, "E": replace(specs["E"], higher_is_better=True),
-                             "cFLOP": replace(specs["cFLOP"], higher_is_better=True)})
+        ranked = [r.submission_id for r in leaderboard(session, stream=stream.stream, version=stream.version).rows]
+        cheap = [
+            r.submission_id
+            for r in leaderboard(session, stream=stream.stream, version=stream.version, sort="cflop").rows
+        ]
+        monkeypatch.setattr(
+            metric_specs,
+            "HEADLINE_METRICS",
+            {
+                **specs,
+                "E": replace(specs["E"], higher_is_better=True),
+                "cFLOP": replace(specs["cFLOP"], higher_is_better=True),
+            },
+        )
         flipped = leaderboard(session, stream=stream.stream, version=stream.version)
-        costly = [r.submission_id for r in leaderboard(session, stream=stream.stream, version=stream.version,
-                                                       sort="cflop").rows]
+        costly = [
+            r.submission_id
+            for r in leaderboard(session, stream=stream.stream, version=stream.version, sort="cflop").rows
+        ]
     assert ranked == sorted(expected, key=lambda i: expected[i][0])  # lowest E first
     assert [r.submission_id for r in flipped.rows] == ranked[::-1] and flipped.rows[0].rank == 1
     assert costly == cheap[::-1]

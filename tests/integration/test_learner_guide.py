@@ -30,7 +30,9 @@ def _blocks() -> list[tuple[str, str]]:
 
 def _readme_learner() -> str:
     """The README's example learner, extracted the way test_readme_example.py does it."""
-    spec = importlib.util.spec_from_file_location("_nevis_readme_example", Path(__file__).parent / "test_readme_example.py")
+    spec = importlib.util.spec_from_file_location(
+        "_nevis_readme_example", Path(__file__).parent / "test_readme_example.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.readme_learner_source()
@@ -51,14 +53,19 @@ def test_guide_shell_blocks_run_as_printed(settings_env: Path, database_url: str
     folder = tmp_path / "my-learner"
     folder.mkdir()
     (folder / "my_learner.py").write_text(_readme_learner())
-    env = {**os.environ, "NEVIS_DATA_DIR": str(settings_env), "NEVIS_DATABASE_URL": database_url,
-           "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")])}
+    env = {
+        **os.environ,
+        "NEVIS_DATA_DIR": str(settings_env),
+        "NEVIS_DATABASE_URL": database_url,
+        "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
+    }
     env.pop("RAY_ADDRESS", None)
     for lang, text in _blocks():
         if lang != "bash":
             continue
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", text], cwd=folder, env=env,
-                              capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", text], cwd=folder, env=env, capture_output=True, text=True, timeout=900
+        )
         assert done.returncode == 0, f"{text}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         if "nevis results" in text:
             assert "status: succeeded" in done.stdout

@@ -17,20 +17,20 @@ from services.store.runs.summary import load_summary
 from workers.stream.task_data import load_task_data
 from workers.trainer.run_plan import RunRequest
 
-pytestmark = [pytest.mark.usefixtures("ray_local"),
-              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 BUDGET = RunBudget(trials=1, steps=2, checkpoint_fractions=(1.0,), max_concurrent=1)
 
 
 def test_a_lookup_table_of_test_labels_is_marked_and_an_honest_learner_is_not(runner, tiny_stream, learner_dir):
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from tests.integration.conftest import tiny_manifest
 
     stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1, image_size=32))
     honest = runner.start(RunRequest(stream=stream, learner="nevis_test_learners:nearest_mean", budget=BUDGET))
     plan = runner.plan(honest)
-    images, labels = load_task_data(runner.store, plan.tasks[0], image_size=plan.image_size,
-                                    splits=("test",)).splits["test"]
+    images, labels = load_task_data(runner.store, plan.tasks[0], image_size=plan.image_size, splits=("test",)).splits[
+        "test"
+    ]
     table = {hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest(): int(y) for x, y in zip(images, labels)}
     (learner_dir / "nevis_lookup_table.py").write_text(f"TABLE = {table!r}\n")
     cheat = runner.start(RunRequest(stream=stream, learner="nevis_lookup_learners:lookup", budget=BUDGET))

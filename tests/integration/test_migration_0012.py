@@ -15,16 +15,17 @@ from services.store.db.models import Base
 
 def _differences(engine: Engine) -> list:
     with engine.connect() as connection:
-        context = MigrationContext.configure(
-            connection, opts={"compare_type": True, "compare_server_default": True})
+        context = MigrationContext.configure(connection, opts={"compare_type": True, "compare_server_default": True})
         return compare_metadata(context, Base.metadata)
 
 
 def _token(connection, token_id: int, parent: int | None = None) -> None:
     columns = "id, user_id, label, token_prefix, token_sha256" + (", parent_token_id" if parent else "")
     values = ":id, 1, 't', 'nvs_abcdefgh', :sha" + (", :parent" if parent else "")
-    connection.execute(text(f"INSERT INTO api_tokens ({columns}) VALUES ({values})"),
-                       {"id": token_id, "sha": f"{token_id:064x}", "parent": parent})
+    connection.execute(
+        text(f"INSERT INTO api_tokens ({columns}) VALUES ({values})"),
+        {"id": token_id, "sha": f"{token_id:064x}", "parent": parent},
+    )
 
 
 def test_0012_adds_the_parent_link_and_takes_it_away(empty_database_url: str) -> None:

@@ -8,16 +8,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from services.core.budget import RunBudget
 from services.core.config import get_settings
 from services.store.db.models import Trial
-from services.core.budget import RunBudget
 from services.store.runs.summary import load_summary
 from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
 # Learner-side: the dialect is not what these tests test (the runner's records are dialect-tested elsewhere).
-pytestmark = [pytest.mark.usefixtures("ray_local"),
-              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 
 def test_two_worker_trials_sum_flops_over_workers(settings_env, database_url, tmp_path, monkeypatch) -> None:
@@ -25,11 +24,31 @@ def test_two_worker_trials_sum_flops_over_workers(settings_env, database_url, tm
 
     monkeypatch.setenv("NEVIS_SANDBOX", "none")  # the researcher's own code, trusted: no sandbox
 
-    doc = {"format": 1, "name": "one", "version": "t", "description": "d", "source": "tests",
-           "meta_test_from_year": 2019, "image_size": 16,
-           "tasks": [{"order": 1, "year": 2020, "dataset": "shapes:shape", "title": "s", "domain": "shape",
-                      "kind": "single", "num_classes": 4,
-                      "split": {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2}, "seed": 0}}]}
+    doc = {
+        "format": 1,
+        "name": "one",
+        "version": "t",
+        "description": "d",
+        "source": "tests",
+        "meta_test_from_year": 2019,
+        "image_size": 16,
+        "tasks": [
+            {
+                "order": 1,
+                "year": 2020,
+                "dataset": "shapes:shape",
+                "title": "s",
+                "domain": "shape",
+                "kind": "single",
+                "num_classes": 4,
+                "split": {
+                    "kind": "random",
+                    "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2},
+                    "seed": 0,
+                },
+            }
+        ],
+    }
     stream = tmp_path / "one.json"
     stream.write_text(json.dumps(doc))
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
@@ -54,11 +73,15 @@ def test_two_worker_trials_sum_flops_over_workers(settings_env, database_url, tm
     assert not left - before, sorted(left - before)
 
 
-@pytest.mark.parametrize(("sandbox", "submitted", "words"), [
-    ("none", True, "no uploaded bundle or image"),  # an upload never leaves a host (bwrap: one per rank)
-])
+@pytest.mark.parametrize(
+    ("sandbox", "submitted", "words"),
+    [
+        ("none", True, "no uploaded bundle or image")  # an upload never leaves a host (bwrap: one per rank)
+    ],
+)
 def test_a_multi_worker_learner_is_refused_wherever_its_ranks_would_leave_the_sandbox(
-        settings_env, database_url, monkeypatch, sandbox, submitted, words) -> None:
+    settings_env, database_url, monkeypatch, sandbox, submitted, words
+) -> None:
     from services.core.errors import LearnerError
 
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
@@ -66,18 +89,20 @@ def test_a_multi_worker_learner_is_refused_wherever_its_ranks_would_leave_the_sa
     get_settings.cache_clear()
     runner = StreamRunner(get_settings(), submitted=submitted)
     with pytest.raises(LearnerError, match=words):
-        runner.start(RunRequest(stream="mini", learner="nevis_test_learners:two_workers",
-                                budget=RunBudget(trials=1, steps=1)))
+        runner.start(
+            RunRequest(stream="mini", learner="nevis_test_learners:two_workers", budget=RunBudget(trials=1, steps=1))
+        )
     with runner.sessions() as session:
         assert session.scalar(select(Trial.id)) is None  # nothing of it ran
 
 
-def test_ddp_trials_train_one_network_and_charge_the_work_of_all_ranks(settings_env, database_url, tmp_path,
-                                                                        monkeypatch) -> None:
+def test_ddp_trials_train_one_network_and_charge_the_work_of_all_ranks(
+    settings_env, database_url, tmp_path, monkeypatch
+) -> None:
     """Two gloo ranks each take half of every batch (DDP averages the gradients; the learner
     fails the trial if the ranks' weights differ), so their summed FLOPs match one worker
     doing the whole batches."""
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from tests.integration.conftest import tiny_manifest
 
     stream = tiny_manifest(tmp_path / "one.json", tasks=1)
     monkeypatch.setenv("NEVIS_SANDBOX", "none")  # the researcher's own code, trusted: no sandbox
@@ -95,12 +120,13 @@ def test_ddp_trials_train_one_network_and_charge_the_work_of_all_ranks(settings_
 
 
 def test_an_uploaded_two_rank_learner_trains_in_learner_hosts_under_the_default_sandbox(
-        settings_env, database_url, tmp_path, monkeypatch) -> None:
+    settings_env, database_url, tmp_path, monkeypatch
+) -> None:
     """Issue 46: an upload (submitted) asking for two workers, under bwrap (the default where
     bubblewrap is installed), runs one learner host per rank; DDP's ranks agree on the weights
     (the learner checks with an all_gather over the trial's private loopback) and each rank's
     log is kept beside the trial's."""
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from tests.integration.conftest import tiny_manifest
 
     stream = tiny_manifest(tmp_path / "one.json", tasks=1)
     monkeypatch.setenv("NEVIS_SANDBOX", "bwrap")

@@ -31,7 +31,9 @@ BROKEN = [  # factory, the call the check must stop at, words its message must h
 
 
 def _readme_learner() -> str:
-    spec = importlib.util.spec_from_file_location("_nevis_readme_example", Path(__file__).parent / "test_readme_example.py")
+    spec = importlib.util.spec_from_file_location(
+        "_nevis_readme_example", Path(__file__).parent / "test_readme_example.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.readme_learner_source()
@@ -64,7 +66,7 @@ def test_check_stops_at_the_broken_call_with_its_fix(broken_folder: Path, factor
 def test_a_broken_check_shows_the_end_of_the_learner_s_output() -> None:
     from rich.console import Console
 
-    from services.cli.check_cmd import show_output  # noqa: PLC0415
+    from services.cli.check_cmd import show_output
 
     console = Console(record=True, width=100)
     show_output(console, b"".join(b"line %d\n" % i for i in range(100)) + b"[not markup]", lines=3)
@@ -73,7 +75,7 @@ def test_a_broken_check_shows_the_end_of_the_learner_s_output() -> None:
 
 
 def test_init_writes_the_readme_learner_and_check_passes_it(tmp_path: Path, monkeypatch) -> None:
-    assert LEARNER == _readme_learner(), "the template is the README's learner, word for word"
+    assert _readme_learner() == LEARNER, "the template is the README's learner, word for word"
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     made = runner.invoke(app, ["init", "learner", "my-first-learner"])

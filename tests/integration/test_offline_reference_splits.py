@@ -25,16 +25,14 @@ def ctx() -> AdapterContext:
     configured = os.environ.get("NEVIS_OFFLINE_DATA_DIR")
     folder = Path(configured) if configured else REPO.parent / "shared" / "datasets"
     if not (folder / "coil100.json").is_file():
-        pytest.fail(f"The offline datasets are not in {folder}; set NEVIS_OFFLINE_DATA_DIR.",
-                    pytrace=False)
+        pytest.fail(f"The offline datasets are not in {folder}; set NEVIS_OFFLINE_DATA_DIR.", pytrace=False)
     return AdapterContext(offline_dir=folder)
 
 
 def test_coil100_gets_the_reference_view_angle_split(ctx):
     task = load_stream("nevis22-full").tasks[6]
     raw = load_dataset(task.dataset, ctx)
-    result = assign_splits(raw.labels, rule=task.split, given=raw.given_splits,
-                           attributes=raw.attributes)
+    result = assign_splits(raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes)
 
     assert result.counts == {"train": 500, "dev": 500, "dev_test": 500, "test": 5700}
     assert np.bincount(raw.labels[result.rows["train"]]).tolist() == [5] * 100
@@ -46,5 +44,10 @@ def test_extended_yaleb_without_poses_is_refused_naming_the_field(ctx):
     task = load_stream("nevis22-full").tasks[20]
     raw = load_dataset(task.dataset, ctx)
     with pytest.raises(DatasetFormatError, match="'pose'"):
-        assign_splits(raw.labels, rule=task.split, given=raw.given_splits,
-                      attributes=raw.attributes, dataset=f"Dataset {task.dataset!r}")
+        assign_splits(
+            raw.labels,
+            rule=task.split,
+            given=raw.given_splits,
+            attributes=raw.attributes,
+            dataset=f"Dataset {task.dataset!r}",
+        )

@@ -22,18 +22,27 @@ from services.store.objects import LocalObjectStore
 from workers.stream.adapters import AdapterContext, find_dataset
 from workers.stream.dedup import image_hashes
 from workers.stream.manifest import SPLITS
-from workers.stream.prepare import prepare_stream, verify_stream
-from workers.stream.task_data import load_task_data
 from workers.stream.manifest_files import load_stream
+from workers.stream.prepare import prepare_stream, verify_stream
 from workers.stream.shards import load_index
+from workers.stream.task_data import load_task_data
 
 REPO = Path(__file__).resolve().parents[2]
 SUBSET = ("orl_faces", "mpeg7_shapes", "umist_faces", "usps", "semeion")
 # NEVIS'22 names of the twelve offline datasets, as the nevis22-full manifest spells them.
 NEVIS_FOUND = {
-    "nevis:olivetti_face", "nevis:coil20", "nevis:coil100", "nevis:mpeg7", "nevis:mnist",
-    "nevis:caltech101", "nevis:umist", "nevis:extended_yaleb", "nevis:cifar10", "nevis:usps",
-    "nevis:semeion", "nevis:fashion_mnist",
+    "nevis:olivetti_face",
+    "nevis:coil20",
+    "nevis:coil100",
+    "nevis:mpeg7",
+    "nevis:mnist",
+    "nevis:caltech101",
+    "nevis:umist",
+    "nevis:extended_yaleb",
+    "nevis:cifar10",
+    "nevis:usps",
+    "nevis:semeion",
+    "nevis:fashion_mnist",
 }
 
 
@@ -83,8 +92,7 @@ def test_the_subset_is_prepared_with_the_provided_splits(subset, offline_dir):
         assert item.counts["test"] == sizes["test"] - removed["test"]
         dev_sets = item.counts["dev"] + item.counts["dev_test"]
         assert dev_sets == sizes["val"] - removed["dev"] - removed["dev_test"]
-        assert abs(item.counts["dev"] - item.counts["dev_test"]) <= 1 + removed["dev"] + removed[
-            "dev_test"]
+        assert abs(item.counts["dev"] - item.counts["dev_test"]) <= 1 + removed["dev"] + removed["dev_test"]
 
 
 def test_known_exact_duplicates_are_removed(subset, offline_dir):
@@ -126,9 +134,7 @@ def test_nevis_names_of_the_full_stream_find_exactly_the_offline_datasets(offlin
     assert found == NEVIS_FOUND
 
 
-def test_preparing_the_full_stream_lists_every_missing_dataset_and_writes_nothing(
-    offline_dir, tmp_path
-):
+def test_preparing_the_full_stream_lists_every_missing_dataset_and_writes_nothing(offline_dir, tmp_path):
     full = load_stream("nevis22-full")
     store = LocalObjectStore(tmp_path / "store")
     with pytest.raises(DatasetNotFoundError) as caught:

@@ -26,13 +26,22 @@ from tests.support.private_postgres import (
 REPO = Path(__file__).resolve().parents[2]
 SUBSET = ["tests/integration/test_catalog.py", "tests/integration/test_migration_0012.py"]
 """One ``database_url`` and one ``empty_database_url`` test on PostgreSQL: a few seconds."""
-PRIVATE_LINE = re.compile(r"private server \((?P<bin>[^)]+)\) on 127\.0\.0\.1:(?P<port>\d+) in (?P<folder>\S+), "
-                          r"now stopped and removed")
+PRIVATE_LINE = re.compile(
+    r"private server \((?P<bin>[^)]+)\) on 127\.0\.0\.1:(?P<port>\d+) in (?P<folder>\S+), "
+    r"now stopped and removed"
+)
 
 
 def _test_sh(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["./scripts/test.sh", "-q", "-p", "no:cacheprovider", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        ["./scripts/test.sh", "-q", "-p", "no:cacheprovider", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_the_suite_starts_a_private_postgres_where_none_answers_and_removes_it() -> None:
@@ -55,8 +64,11 @@ def test_the_suite_starts_a_private_postgres_where_none_answers_and_removes_it()
 
 def test_with_the_private_server_turned_off_an_unreachable_address_fails_and_says_so() -> None:
     port = free_port()
-    env = {**os.environ, "NEVIS_TEST_POSTGRES_URL": f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres",
-           "NEVIS_TEST_PRIVATE_POSTGRES": "0"}
+    env = {
+        **os.environ,
+        "NEVIS_TEST_POSTGRES_URL": f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres",
+        "NEVIS_TEST_PRIVATE_POSTGRES": "0",
+    }
     result = _test_sh(env, "-m", "postgres", SUBSET[0])
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-4000:]

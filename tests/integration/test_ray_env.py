@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, os, ray
 from workers.trainer.ray_env import start_local_ray
 
@@ -41,14 +41,15 @@ pid, seen = ray.get(Spy.remote().seen.remote())
 print(json.dumps({"seen": seen, "driver": os.environ.get("AWS_SECRET_ACCESS_KEY"),
                   "took_a_worker_started_ahead": pid in ahead}))
 ray.shutdown()
-'''
+"""
 
 
 def test_a_local_cluster_inherits_no_credential_and_its_actors_use_workers_started_ahead() -> None:
     env = {**os.environ, "AWS_SECRET_ACCESS_KEY": "s3cr3t", "NEVIS_DATABASE_URL": "postgresql://u:pw@db/x"}
     env.pop("RAY_ADDRESS", None)
-    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,  # noqa: S603
-                         timeout=240, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=240, check=False
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["seen"]["AWS_SECRET_ACCESS_KEY"] in ("", None)

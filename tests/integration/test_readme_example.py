@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from services.core.config import get_settings
 from services.core.budget import RunBudget
+from services.core.config import get_settings
 from services.store.runs.summary import load_summary
 from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
@@ -26,14 +26,24 @@ def readme_learner_source() -> str:
 def test_readme_learner_is_short_and_complete() -> None:
     source = readme_learner_source()
     assert len(source.strip().splitlines()) < 80
-    for method in ("search_space", "resources", "init_state", "train", "predict", "features",
-                   "save_predictor", "load_predictor"):
+    for method in (
+        "search_space",
+        "resources",
+        "init_state",
+        "train",
+        "predict",
+        "features",
+        "save_predictor",
+        "load_predictor",
+    ):
         assert f"def {method}(" in source
 
 
 @pytest.mark.usefixtures("ray_local")
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the README's own set-up: SQLite
-def test_readme_learner_runs_over_a_stream(learner_dir: Path, settings_env, database_url, monkeypatch, tiny_stream) -> None:
+def test_readme_learner_runs_over_a_stream(
+    learner_dir: Path, settings_env, database_url, monkeypatch, tiny_stream
+) -> None:
     (learner_dir / "readme_learner.py").write_text(readme_learner_source())
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
     get_settings.cache_clear()

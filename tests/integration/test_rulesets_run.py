@@ -13,25 +13,29 @@ from services.store.runs.summary import load_summary
 from workers.trainer.run_plan import RunRequest
 
 # What is tested is the harness (trials, the task harness actor), not the database dialect.
-pytestmark = [pytest.mark.usefixtures("ray_local"),
-              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 CAP = 25 * 10**9  # two and a half trials of ten 1e9-FLOP steps (the learner checks its view shows it)
 
 
 def one_task_stream(tiny_stream):
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from tests.integration.conftest import tiny_manifest
 
     return str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
 
 
 def test_a_learner_that_ignores_its_budget_is_stopped_at_the_cap(runner, tiny_stream):
-    from nevis_ruleset_learners import STEP_FLOPS  # noqa: PLC0415
+    from nevis_ruleset_learners import STEP_FLOPS
 
     budget = RunBudget(trials=4, steps=10, max_concurrent=1, checkpoint_fractions=(1.0,))
-    submission_id = runner.start(RunRequest(stream=one_task_stream(tiny_stream), budget=budget,
-                                            learner="nevis_ruleset_learners:budget_ignorer",
-                                            ruleset=f"budget-{CAP:.1e}"))
+    submission_id = runner.start(
+        RunRequest(
+            stream=one_task_stream(tiny_stream),
+            budget=budget,
+            learner="nevis_ruleset_learners:budget_ignorer",
+            ruleset=f"budget-{CAP:.1e}",
+        )
+    )
     with runner.sessions() as session:
         submission = session.get(Submission, submission_id)
         trials = session.scalars(select(Trial).order_by(Trial.trial_index)).all()
@@ -49,10 +53,14 @@ def test_a_learner_that_ignores_its_budget_is_stopped_at_the_cap(runner, tiny_st
 
 
 def test_self_tuning_runs_one_trial_with_the_learners_defaults(runner, tiny_stream):
-    submission_id = runner.start(RunRequest(stream=one_task_stream(tiny_stream),
-                                            learner="nevis_ruleset_learners:config_recorder",
-                                            budget=RunBudget(steps=2, checkpoint_fractions=(1.0,)),
-                                            ruleset="self-tuning"))
+    submission_id = runner.start(
+        RunRequest(
+            stream=one_task_stream(tiny_stream),
+            learner="nevis_ruleset_learners:config_recorder",
+            budget=RunBudget(steps=2, checkpoint_fractions=(1.0,)),
+            ruleset="self-tuning",
+        )
+    )
     with runner.sessions() as session:
         trials = session.scalars(select(Trial)).all()
         created = session.scalars(select(Event).where(Event.kind == "submission.created")).one()

@@ -60,7 +60,7 @@ def test_the_pool_that_described_a_default_learner_is_the_one_its_trials_get(act
     declared = actors.describe_in_guessed_pool(host, BUDGET)
     with LearnerHost(host) as own:
         assert declared == describe(own)  # the same answer as a host of the driver's own
-    (guessed,) = actors._pools.values()  # noqa: SLF001
+    (guessed,) = actors._pools.values()
     assert actors.executor_pool(host, declared.resources, BUDGET) is guessed
     assert actors.describe_in_guessed_pool(host, BUDGET) is None  # one guess per run
     assert _alive(guessed)
@@ -70,7 +70,7 @@ def test_a_learner_that_needs_other_actors_stops_the_guessed_pool(actors: RunAct
     host = _host("nevis_test_learners:two_workers")
     declared = actors.describe_in_guessed_pool(host, BUDGET)
     assert declared is not None and declared.resources.num_workers == 2
-    (guessed,) = actors._pools.values()  # noqa: SLF001
+    (guessed,) = actors._pools.values()
     actors.start(host, declared.resources, BUDGET, 16)  # its evaluator starts; the pool idles no more
     assert actors.executor_pool(host, declared.resources, BUDGET) is None
     assert _stopped(guessed)
@@ -79,8 +79,8 @@ def test_a_learner_that_needs_other_actors_stops_the_guessed_pool(actors: RunAct
 def test_a_guess_of_another_size_is_stopped_when_the_real_pool_starts(actors: RunActors) -> None:
     host = _host("nevis_test_learners:nearest_mean")
     declared = actors.describe_in_guessed_pool(host, BUDGET)
-    (guessed,) = actors._pools.values()  # noqa: SLF001
-    (executors,) = actors._executors.values()  # noqa: SLF001 - started beside the pool, by the driver
+    (guessed,) = actors._pools.values()
+    (executors,) = actors._executors.values()
     wider = Resources(cpus_per_worker=0.5)  # e.g. bounded by a registration: two fit at once
     pool = actors.executor_pool(host, wider, RunBudget(trials=2, steps=1))
     assert pool is not guessed and declared is not None
@@ -90,6 +90,6 @@ def test_a_guess_of_another_size_is_stopped_when_the_real_pool_starts(actors: Ru
 
 def test_a_learner_that_cannot_load_leaves_no_pool_and_gets_the_usual_error(actors: RunActors) -> None:
     assert actors.describe_in_guessed_pool(_host("nevis_test_learners:no_such_learner"), BUDGET) is None
-    assert not actors._pools  # noqa: SLF001 - the guessed pool was stopped
+    assert not actors._pools
     with StreamRunner(get_settings()) as runner, pytest.raises(LearnerError, match="no_such_learner"):
         runner.learner("nevis_test_learners:no_such_learner", BUDGET)

@@ -17,15 +17,15 @@ import time
 import pytest
 from sqlalchemy import func, select
 
-from services.core.errors import BudgetError, LearnerError, TaskFailedError, UnknownNameError
-from services.store.db.models import Checkpoint, Event, Submission, TaskResult, TaskRun, Trial
-from services.store.db import transaction
-from services.store.db.models_probe import ProbeJob
-from workers.probe.runtime.planner import enqueue_committed
-from services.store.probes.settings import ProbeSettings
-from services.store.objects import open_store
 from services.core.budget import RunBudget
+from services.core.errors import BudgetError, LearnerError, TaskFailedError, UnknownNameError
+from services.store.db import transaction
+from services.store.db.models import Checkpoint, Event, Submission, TaskResult, TaskRun, Trial
+from services.store.db.models_probe import ProbeJob
+from services.store.objects import open_store
+from services.store.probes.settings import ProbeSettings
 from services.store.runs.summary import load_summary
+from workers.probe.runtime.planner import enqueue_committed
 from workers.stream.task_data import load_task_index
 from workers.trainer.run_data import RunData
 from workers.trainer.run_plan import RunRequest
@@ -39,17 +39,25 @@ pytestmark = pytest.mark.usefixtures("ray_local")
 def write_cheat_targets(folder, settings) -> None:
     """Tell the cheating learner what to try and reach: the data folder, the database, the
     store, the offline datasets, this test file; PostgreSQL's port and an outside address."""
-    import json  # noqa: PLC0415
+    import json
 
     secret = settings.data_dir / "secret.txt"
     secret.parent.mkdir(parents=True, exist_ok=True)
     secret.write_text("a file of the data folder")
-    paths = [str(settings.data_dir), str(settings.data_dir / "store"), str(secret), __file__,
-             str(settings.offline_data_dir or ""), "/etc/shadow", os.path.expanduser("~/.bashrc")]
+    paths = [
+        str(settings.data_dir),
+        str(settings.data_dir / "store"),
+        str(secret),
+        __file__,
+        str(settings.offline_data_dir or ""),
+        "/etc/shadow",
+        os.path.expanduser("~/.bashrc"),
+    ]
     if settings.database_url.startswith("sqlite:///"):
         paths.append(settings.database_url.removeprefix("sqlite:///"))
-    (folder / "nevis_cheat_targets.json").write_text(json.dumps(
-        {"paths": [p for p in paths if p], "ports": [["127.0.0.1", 5432], ["1.1.1.1", 53]]}))
+    (folder / "nevis_cheat_targets.json").write_text(
+        json.dumps({"paths": [p for p in paths if p], "ports": [["127.0.0.1", 5432], ["1.1.1.1", 53]]})
+    )
 
 
 def assert_sandboxed(machine: dict) -> None:
@@ -72,7 +80,9 @@ def _summary(runner: StreamRunner, run_id: int):
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_nearest_mean_runs_the_whole_stream(runner: StreamRunner, tiny_stream) -> None:
     budget = RunBudget(trials=2, steps=3, checkpoint_fractions=(0.0, 0.5, 1.0))
-    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean", budget=budget))
+    run_id = runner.start(
+        RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean", budget=budget)
+    )
     summary = _summary(runner, run_id)
     assert summary.status == "succeeded"
     assert [t.status for t in summary.tasks] == ["committed"] * 3
@@ -129,9 +139,10 @@ def test_a_learner_cannot_reach_test_labels_or_future_tasks(runner: StreamRunner
         assert record["creds"] == {"NEVIS_DATABASE_URL": "", "NEVIS_STORE_URL": "", "NEVIS_DATA_DIR": ""}
         assert_sandboxed(record["machine"])
     # No array in any trial process was a test or dev-test split of any task.
-    from workers.stream.task_data import load_task_data
-    from workers.stream.manifest_files import load_stream
     import hashlib
+
+    from workers.stream.manifest_files import load_stream
+    from workers.stream.task_data import load_task_data
 
     store = open_store(runner.settings.store_url)
     forbidden = set()
@@ -147,7 +158,10 @@ def test_a_learner_cannot_reach_test_labels_or_future_tasks(runner: StreamRunner
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_every_trial_failing_stops_the_run_with_the_first_error(runner: StreamRunner, tiny_stream) -> None:
     budget = RunBudget(trials=2, steps=1)
-    with pytest.raises(TaskFailedError, match=r"Task 1 \(shapes:shape\) failed: all 2 trials failed; first error: RuntimeError: boom on task 1"):
+    with pytest.raises(
+        TaskFailedError,
+        match=r"Task 1 \(shapes:shape\) failed: all 2 trials failed; first error: RuntimeError: boom on task 1",
+    ):
         runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:crasher", budget=budget))
     with runner.sessions() as session:
         trials = session.scalars(select(Trial)).all()
@@ -155,8 +169,9 @@ def test_every_trial_failing_stops_the_run_with_the_first_error(runner: StreamRu
         assert all("RuntimeError: boom on task 1" in t.traceback and "Traceback" in t.traceback for t in trials)
         # Charged its own report, or the floor of the CPU its host used where that is higher
         # (a host's import counts past its start allowance; on a loaded machine it can pass it).
-        assert all(t.flops >= 1000 and t.flops_source in ("reported", "floor") for t in trials), \
-            [(t.flops, t.flops_source, t.cpu_seconds) for t in trials]
+        assert all(t.flops >= 1000 and t.flops_source in ("reported", "floor") for t in trials), [
+            (t.flops, t.flops_source, t.cpu_seconds) for t in trials
+        ]
         spent = sum(t.flops for t in trials)
         assert session.scalar(select(func.count()).select_from(TaskResult)) == 0
         run_ids = session.scalars(select(TaskRun.submission_id)).all()
@@ -167,13 +182,27 @@ def test_every_trial_failing_stops_the_run_with_the_first_error(runner: StreamRu
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_malformed_predictions_are_a_clear_learner_error(runner: StreamRunner, tiny_stream) -> None:
-    with pytest.raises(TaskFailedError, match=r"LearnerError: predict\(\) must return scores shaped \(num_images, num_classes\)"):
-        runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:malformed", budget=RunBudget(trials=1, steps=1)))
+    with pytest.raises(
+        TaskFailedError, match=r"LearnerError: predict\(\) must return scores shaped \(num_images, num_classes\)"
+    ):
+        runner.start(
+            RunRequest(
+                stream=str(tiny_stream), learner="nevis_test_learners:malformed", budget=RunBudget(trials=1, steps=1)
+            )
+        )
 
 
 def test_a_failing_evaluation_fails_the_task_without_committing(runner: StreamRunner, tiny_stream) -> None:
-    with pytest.raises(TaskFailedError, match=r"evaluating the best trial \(0\) failed: .*ValueError: cannot load my own checkpoint"):
-        runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:bad_evaluation", budget=RunBudget(trials=1, steps=1)))
+    with pytest.raises(
+        TaskFailedError, match=r"evaluating the best trial \(0\) failed: .*ValueError: cannot load my own checkpoint"
+    ):
+        runner.start(
+            RunRequest(
+                stream=str(tiny_stream),
+                learner="nevis_test_learners:bad_evaluation",
+                budget=RunBudget(trials=1, steps=1),
+            )
+        )
     with runner.sessions() as session:
         assert session.scalar(select(func.count()).select_from(TaskResult)) == 0
         run = session.scalars(select(TaskRun)).one()
@@ -189,8 +218,9 @@ def test_a_flop_cap_stops_the_run_as_the_task_reaching_it_commits(runner: Stream
     """The commit of task 1 reaches the cap: the run is ``stopped`` in that transaction, with
     exactly one task run (no attempt at task 2, no failure); resuming it runs nothing."""
     budget = RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,), flop_cap=1.0)
-    run_id = runner.create(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean",
-                                      budget=budget))
+    run_id = runner.create(
+        RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean", budget=budget)
+    )
     assert runner.run_next_task(run_id) is False  # no task remains: the unit of work says so at once
     summary = _summary(runner, run_id)
     assert summary.status == "stopped"
@@ -220,7 +250,7 @@ def test_a_flop_cap_stops_the_run_as_the_task_reaching_it_commits(runner: Stream
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_cap_reached_by_the_last_task_leaves_the_run_succeeded(runner: StreamRunner, tmp_path) -> None:
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from tests.integration.conftest import tiny_manifest
 
     stream = tiny_manifest(tmp_path / "one.json", tasks=1)
     budget = RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,), flop_cap=1.0, wall_cap_s=1e-3)
@@ -241,14 +271,18 @@ def test_unknown_learner_stream_and_bad_budget(runner: StreamRunner, tiny_stream
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-def test_a_task_lists_the_stream_and_rebuilds_a_shard_damaged_since_it_was_stored(runner: StreamRunner,
-                                                                                  tiny_stream) -> None:
+def test_a_task_lists_the_stream_and_rebuilds_a_shard_damaged_since_it_was_stored(
+    runner: StreamRunner, tiny_stream
+) -> None:
     """A task's worker (a new runner per task under the coordinator) checks the stream by
     listing it, not by re-hashing every shard (a read of the whole stream per task); a shard of
     its task damaged since the run was created is found by the read, its dataset rebuilt, and
     the task runs."""
-    run_id = runner.create(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean",
-                                      budget=RunBudget(trials=1, steps=1)))
+    run_id = runner.create(
+        RunRequest(
+            stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean", budget=RunBudget(trials=1, steps=1)
+        )
+    )
     hashed: list[str] = []
 
     def worker() -> StreamRunner:
@@ -275,12 +309,16 @@ def test_a_task_lists_the_stream_and_rebuilds_a_shard_damaged_since_it_was_store
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-def test_a_tasks_worker_reads_the_tasks_data_while_its_learner_is_described(runner: StreamRunner, tiny_stream,
-                                                                             monkeypatch) -> None:
+def test_a_tasks_worker_reads_the_tasks_data_while_its_learner_is_described(
+    runner: StreamRunner, tiny_stream, monkeypatch
+) -> None:
     """Both take seconds (a sandboxed host's start; a train split of up to 8 GiB), and the
     coordinator's worker for every task pays both: they overlap."""
-    run_id = runner.create(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean",
-                                      budget=RunBudget(trials=1, steps=1)))
+    run_id = runner.create(
+        RunRequest(
+            stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean", budget=RunBudget(trials=1, steps=1)
+        )
+    )
     seen: dict[str, float | str] = {}
 
     def timed(name: str, call):
@@ -291,6 +329,7 @@ def test_a_tasks_worker_reads_the_tasks_data_while_its_learner_is_described(runn
                 return call(*args, **kwargs)
             finally:
                 seen[f"{name} end"] = time.monotonic()
+
         return wrapper
 
     monkeypatch.setattr(RunData, "for_task", timed("read", RunData.for_task))
@@ -303,10 +342,14 @@ def test_a_tasks_worker_reads_the_tasks_data_while_its_learner_is_described(runn
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_learner_that_fails_to_load_is_reported_without_waiting_for_the_tasks_data(
-        runner: StreamRunner, tiny_stream, monkeypatch) -> None:
+    runner: StreamRunner, tiny_stream, monkeypatch
+) -> None:
     """The read goes on in its thread; the failure reaches the caller (who records it) first."""
-    run_id = runner.create(RunRequest(stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean",
-                                      budget=RunBudget(trials=1, steps=1)))
+    run_id = runner.create(
+        RunRequest(
+            stream=str(tiny_stream), learner="nevis_test_learners:nearest_mean", budget=RunBudget(trials=1, steps=1)
+        )
+    )
     release, reading, read = threading.Event(), threading.Event(), threading.Event()
     for_task = RunData.for_task
 

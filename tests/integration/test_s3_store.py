@@ -41,9 +41,7 @@ MULTIPART_BYTES = 6 << 20
 
 @pytest.fixture
 def s3_client(s3_endpoint):
-    return boto3.client(
-        "s3", endpoint_url=s3_endpoint, config=Config(s3={"addressing_style": "path"})
-    )
+    return boto3.client("s3", endpoint_url=s3_endpoint, config=Config(s3={"addressing_style": "path"}))
 
 
 @pytest.fixture

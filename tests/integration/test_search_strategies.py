@@ -22,8 +22,7 @@ from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
 # The strategy does not touch the database: SQLite only (test_run_stream covers both dialects).
-pytestmark = [pytest.mark.usefixtures("ray_local"),
-              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 
 @pytest.fixture
@@ -42,7 +41,9 @@ def _trials(runner: StreamRunner) -> list[Trial]:
 
 def test_gp_ucb_runs_the_budgeted_trials_of_a_task(runner: StreamRunner, one_task_stream: Path) -> None:
     budget = RunBudget(trials=3, steps=2, checkpoint_fractions=(1.0,), search="gp_ucb")
-    run_id = runner.start(RunRequest(stream=str(one_task_stream), learner="nevis_test_learners:nearest_mean", budget=budget))
+    run_id = runner.start(
+        RunRequest(stream=str(one_task_stream), learner="nevis_test_learners:nearest_mean", budget=budget)
+    )
     trials = _trials(runner)
     assert [t.trial_index for t in trials] == [0, 1, 2]
     assert all(t.status == "succeeded" and t.dev_error is not None for t in trials)

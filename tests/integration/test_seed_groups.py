@@ -23,12 +23,15 @@ def test_two_configurations_of_one_learner_are_not_pooled(database_url, tmp_path
         stream = seed_results(session, submissions=12, tasks=6, seed=5)  # 3 learners × 4 seeds
     with sessions() as session:
         page = leaderboard(session, stream=stream.stream, version=stream.version, limit=100)
-    runs = sorted((r.submission_id for r in page.rows if r.learner == page.rows[0].learner))
+    runs = sorted(r.submission_id for r in page.rows if r.learner == page.rows[0].learner)
     assert len(runs) == 4 and all(r.runs_of_learner == 4 for r in page.rows)  # one configuration each: pooled
     bigger, larger_images = runs[2:], runs[1]
     with transaction(sessions) as session:  # two seeds of another budget, and one at another image size
-        session.execute(update(Submission).where(Submission.id.in_(bigger)).values(
-            budget={"trials": 16, "steps": 50_000, "seed": 7}))
+        session.execute(
+            update(Submission)
+            .where(Submission.id.in_(bigger))
+            .values(budget={"trials": 16, "steps": 50_000, "seed": 7})
+        )
         session.execute(update(Submission).where(Submission.id == larger_images).values(image_size=64))
     with sessions() as session:
         page = leaderboard(session, stream=stream.stream, version=stream.version, limit=100)

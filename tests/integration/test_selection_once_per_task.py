@@ -18,16 +18,16 @@ from workers.trainer.stream_runner import StreamRunner
 
 from .conftest import tiny_manifest
 
-pytestmark = [pytest.mark.usefixtures("ray_local"),
-              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 
 def _run(runner: StreamRunner, stream: str, concurrent: int) -> tuple[list[float], dict, bool]:
     budget = RunBudget(trials=2, steps=2, checkpoint_fractions=(1.0,), max_concurrent=concurrent)
     run_id = runner.start(RunRequest(stream=stream, learner="ft_d_small", budget=budget))
     with runner.sessions() as session:
-        results = session.scalars(select(TaskResult).where(TaskResult.submission_id == run_id)
-                                  .order_by(TaskResult.id)).all()
+        results = session.scalars(
+            select(TaskResult).where(TaskResult.submission_id == run_id).order_by(TaskResult.id)
+        ).all()
         state = pickle.loads(runner.store.get_bytes(records.last_state_key(session, submission_id=run_id)))
         floored = any(r.flops_floored for r in results)  # a trial's floor or the evaluation's
         return [r.flops for r in results], state, floored

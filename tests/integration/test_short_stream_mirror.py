@@ -61,8 +61,16 @@ def prepared(tmp_path_factory: pytest.TempPathFactory, sqlite_template_path: Pat
     data_dir.mkdir()
     shutil.copyfile(sqlite_template_path, data_dir / "nevis.sqlite")  # migrated once per session
     with pytest.MonkeyPatch.context() as env:
-        for name in ("NEVIS_DATABASE_URL", "NEVIS_STORE_URL", "NEVIS_S3_ENDPOINT_URL", "NEVIS_RAY_ADDRESS",
-                     "NEVIS_IMAGE_SIZE", "NEVIS_STORED_SCALE", "KAGGLE_USERNAME", "KAGGLE_KEY"):
+        for name in (
+            "NEVIS_DATABASE_URL",
+            "NEVIS_STORE_URL",
+            "NEVIS_S3_ENDPOINT_URL",
+            "NEVIS_RAY_ADDRESS",
+            "NEVIS_IMAGE_SIZE",
+            "NEVIS_STORED_SCALE",
+            "KAGGLE_USERNAME",
+            "KAGGLE_KEY",
+        ):
             env.delenv(name, raising=False)
         env.setenv("KAGGLE_CONFIG_DIR", str(root / "no-kaggle"))
         env.setenv("NEVIS_DATA_DIR", str(data_dir))
@@ -75,8 +83,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory, sqlite_template_path: Pat
         # The server is gone from here on: nothing after the fetch may need the network.
         first = sorted(mirror.keys)[0]  # converted by hand; prepare converts the other 27 itself
         # fixtures, not the real sources: their classes and rows differ from the pinned counts
-        outputs["convert"] = invoke("data", "convert", "--stream", STREAM, "--datasets", first,
-                                    "--accept-count-change")
+        outputs["convert"] = invoke("data", "convert", "--stream", STREAM, "--datasets", first, "--accept-count-change")
         outputs["prepare"] = invoke("data", "prepare", "--stream", STREAM, "--accept-count-change")
         yield Prepared(data_dir=data_dir, mirror=mirror, outputs=outputs)
     get_settings.cache_clear()
@@ -111,13 +118,16 @@ def test_nevis_run_runs_the_first_two_short_tasks_from_the_prepared_data(prepare
     first_two = replace(short, name="nevis22-short-first2", version=f"{short.version}-first2", tasks=short.tasks[:2])
     path = prepared.data_dir / "first2.json"
     path.write_text(json.dumps(manifest_to_dict(first_two)), encoding="utf-8")
-    out = invoke("run", "--stream", str(path), "--learner", "indep_small", "--trials", "1", "--steps", "5",
-                 "--checkpoints", "1")
+    out = invoke(
+        "run", "--stream", str(path), "--learner", "indep_small", "--trials", "1", "--steps", "5", "--checkpoints", "1"
+    )
     assert "Run 1:" in out
     with session_factory(make_engine(get_settings().database_url))() as session:
         summary = load_summary(session, submission_id=1)
     assert summary.status == "succeeded", summary.message
     assert [(t.order, t.dataset, t.status) for t in summary.tasks] == [
-        (1, "nevis:coil100", "committed"), (2, "nevis:mnist", "committed")]
+        (1, "nevis:coil100", "committed"),
+        (2, "nevis:mnist", "committed"),
+    ]
     assert all(t.error is not None and 0.0 <= t.error <= 1.0 for t in summary.tasks)
     assert summary.cflop > 0 and summary.flops_sources == ("measured",)

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.core.config import get_settings
+from services.core.uncertainty import RESAMPLES, SEED
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import (
     Checkpoint,
@@ -50,7 +51,6 @@ from services.store.key_layout import (
 from services.store.objects import LocalObjectStore, ObjectStore
 from services.store.objects.s3 import S3ObjectStore
 from services.store.probes.object_keys import features_key
-from services.core.uncertainty import RESAMPLES, SEED
 from services.store.runs.interval_cache import interval_key
 from services.store.runs.predictions import predictions_key
 from services.store.runs.run_keys import attempt_prefix, predictor_key
@@ -76,8 +76,23 @@ PREDICT_LOG = f"{attempt_prefix(1, 1, 1)}/predict-log.txt"
 PREPARE_LOG = prepare_log_key(attempt_prefix(1, 1, 1))  # the attempt's prepare_task output
 RANK_LOG = trial_log_key(trial_prefix(attempt_prefix(1, 1, 1), 1), rank=1)  # lives as long as its trial's log
 FEATURES = features_key(SETTINGS_HASH, 1)  # the checkpoint job's, for its trial job
-REFERENCED = (CHECKPOINT, CHOSEN_PREDICTOR, STATE, PREDICTIONS, KEPT_INTERVAL, RUNNING, INDEX, SHARD, BUNDLE, PRETRAINED,
-              TRIAL_LOG, PREDICT_LOG, PREPARE_LOG, RANK_LOG, FEATURES)
+REFERENCED = (
+    CHECKPOINT,
+    CHOSEN_PREDICTOR,
+    STATE,
+    PREDICTIONS,
+    KEPT_INTERVAL,
+    RUNNING,
+    INDEX,
+    SHARD,
+    BUNDLE,
+    PRETRAINED,
+    TRIAL_LOG,
+    PREDICT_LOG,
+    PREPARE_LOG,
+    RANK_LOG,
+    FEATURES,
+)
 # Old and unreferenced: removed.
 OLD_ORPHANS = (
     predictor_key(1, 1, 1, 1),  # a trial that was not chosen
@@ -88,8 +103,11 @@ OLD_ORPHANS = (
     f"pretrained/{'1' * 64}.bin",
     features_key(SETTINGS_HASH, 999),  # a deleted checkpoint's features
 )
-YOUNG_ORPHANS = (f"learners/bundles/{'2' * 64}/new.zip", f"{attempt_prefix(8, 1, 1)}/trial-000/predictor.bin",
-                 stage_key(dataset_prefix("shapes", "shape", 16), 0, 0))  # a prepare still writing
+YOUNG_ORPHANS = (
+    f"learners/bundles/{'2' * 64}/new.zip",
+    f"{attempt_prefix(8, 1, 1)}/trial-000/predictor.bin",
+    stage_key(dataset_prefix("shapes", "shape", 16), 0, 0),
+)  # a prepare still writing
 OUTSIDE = "by-hand/checkpoint.bin"  # not under a prefix the service writes: never looked at
 
 
@@ -108,14 +126,33 @@ def seed_rows(sessions: sessionmaker[Session]) -> None:
         learner = Learner(name="gc-learner", entrypoint="gc:learner", bundle_key=BUNDLE, bundle_sha256=SHA)
         session.add_all([version, learner])
         session.flush()
-        submission = Submission(learner_id=learner.id, stream_version_id=version.id, phase="meta_test",
-                                status="running", budget={}, image_size=16, pretrained_key=PRETRAINED)
-        tasks = [StreamTask(stream_version_id=version.id, order=order, year=2000 + order, dataset="shapes:shape",
-                            phase="meta_test", kind="single", num_classes=2, split_rule={}) for order in (1, 2)]
+        submission = Submission(
+            learner_id=learner.id,
+            stream_version_id=version.id,
+            phase="meta_test",
+            status="running",
+            budget={},
+            image_size=16,
+            pretrained_key=PRETRAINED,
+        )
+        tasks = [
+            StreamTask(
+                stream_version_id=version.id,
+                order=order,
+                year=2000 + order,
+                dataset="shapes:shape",
+                phase="meta_test",
+                kind="single",
+                num_classes=2,
+                split_rule={},
+            )
+            for order in (1, 2)
+        ]
         session.add_all([submission, *tasks])
         session.flush()
-        done = TaskRun(submission_id=submission.id, stream_task_id=tasks[0].id, status="succeeded",
-                       learner_state_key=STATE)
+        done = TaskRun(
+            submission_id=submission.id, stream_task_id=tasks[0].id, status="succeeded", learner_state_key=STATE
+        )
         running = TaskRun(submission_id=submission.id, stream_task_id=tasks[1].id, status="running")
         session.add_all([done, running])
         session.flush()
@@ -124,16 +161,45 @@ def seed_rows(sessions: sessionmaker[Session]) -> None:
         session.flush()
         checkpoint = Checkpoint(trial_id=trials[0].id, step=5, object_key=CHECKPOINT, size_bytes=1, sha256=SHA)
         session.add(checkpoint)
-        session.add(TaskResult(submission_id=submission.id, stream_task_id=tasks[0].id, task_run_id=done.id,
-                               best_trial_id=trials[0].id, error=0.5, split="test", metric="accuracy", flops=1.0))
-        dataset = Dataset(key="shapes:shape", image_size=16, kind="single", num_classes=2, index_key=INDEX,
-                          index_sha256=SHA, split_counts={})
+        session.add(
+            TaskResult(
+                submission_id=submission.id,
+                stream_task_id=tasks[0].id,
+                task_run_id=done.id,
+                best_trial_id=trials[0].id,
+                error=0.5,
+                split="test",
+                metric="accuracy",
+                flops=1.0,
+            )
+        )
+        dataset = Dataset(
+            key="shapes:shape",
+            image_size=16,
+            kind="single",
+            num_classes=2,
+            index_key=INDEX,
+            index_sha256=SHA,
+            split_counts={},
+        )
         session.add_all([dataset, ProbeSettingsRow(settings_hash=SETTINGS_HASH, settings={})])
         session.flush()
-        session.add(Shard(dataset_id=dataset.id, split="train", part=0, object_key=SHARD, num_examples=1,
-                          size_bytes=1, sha256=SHA))
-        session.add(ProbeJob(job_key="checkpoint:1", kind="checkpoint", submission_id=submission.id, task_order=1,
-                             trial_id=trials[0].id, checkpoint_id=checkpoint.id, settings_hash=SETTINGS_HASH))
+        session.add(
+            Shard(
+                dataset_id=dataset.id, split="train", part=0, object_key=SHARD, num_examples=1, size_bytes=1, sha256=SHA
+            )
+        )
+        session.add(
+            ProbeJob(
+                job_key="checkpoint:1",
+                kind="checkpoint",
+                submission_id=submission.id,
+                task_order=1,
+                trial_id=trials[0].id,
+                checkpoint_id=checkpoint.id,
+                settings_hash=SETTINGS_HASH,
+            )
+        )
     assert submission.id == 1 and checkpoint.id == 1
 
 
@@ -164,8 +230,13 @@ def test_referenced_and_young_objects_survive_and_old_orphans_go(sessions, tmp_p
     assert (report.orphans, report.young) == (len(OLD_ORPHANS), len(YOUNG_ORPHANS))
     assert report.orphan_bytes == sum(len(f"bytes of {key}") for key in OLD_ORPHANS)
     by_prefix = {p.prefix: (p.objects, p.orphans, p.young) for p in report.prefixes}
-    assert by_prefix == {"datasets": (4, 1, 1), "runs": (15, 4, 1), "pretrained": (2, 1, 0),
-                         "learners/bundles": (2, 0, 1), "probe-features": (2, 1, 0)}
+    assert by_prefix == {
+        "datasets": (4, 1, 1),
+        "runs": (15, 4, 1),
+        "pretrained": (2, 1, 0),
+        "learners/bundles": (2, 0, 1),
+        "probe-features": (2, 1, 0),
+    }
     assert store.get_bytes(CHECKPOINT) == f"bytes of {CHECKPOINT}".encode()  # its blob is still there
     assert report.blobs is not None and report.blobs.blobs_removed == 0  # their blobs are too young yet
 
@@ -196,10 +267,16 @@ def test_the_local_store_frees_the_bytes_of_removed_keys(sessions, tmp_path) -> 
 
 
 def test_every_writer_layout_is_under_a_collected_prefix() -> None:
-    from workers.stream.shards import index_key  # noqa: PLC0415
+    from workers.stream.shards import index_key
 
-    for key in (index_key("shapes:shape", 16), predictor_key(1, 2, 3, 4), features_key(SETTINGS_HASH, 1), *REFERENCED,
-                *OLD_ORPHANS, *YOUNG_ORPHANS):
+    for key in (
+        index_key("shapes:shape", 16),
+        predictor_key(1, 2, 3, 4),
+        features_key(SETTINGS_HASH, 1),
+        *REFERENCED,
+        *OLD_ORPHANS,
+        *YOUNG_ORPHANS,
+    ):
         assert any(key.startswith(prefix + "/") for prefix in COLLECTED_PREFIXES), key
         assert family_of(key) is not None, key
 
@@ -210,9 +287,13 @@ def test_every_writer_layout_is_under_a_collected_prefix() -> None:
 @pytest.fixture
 def s3_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[S3ObjectStore]:
     """A store in a fresh bucket of moto's S3 server over real HTTP."""
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                        ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_CONFIG_FILE", str(tmp_path / "none")),
-                        ("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))):
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("AWS_CONFIG_FILE", str(tmp_path / "none")),
+        ("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none")),
+    ):
         monkeypatch.setenv(name, value)
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)
@@ -222,8 +303,9 @@ def s3_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[S3Obje
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
         bucket = f"nevis-{uuid.uuid4().hex[:16]}"
-        boto3.client("s3", endpoint_url=endpoint,
-                     config=Config(s3={"addressing_style": "path"})).create_bucket(Bucket=bucket)
+        boto3.client("s3", endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"})).create_bucket(
+            Bucket=bucket
+        )
         yield S3ObjectStore(bucket, "nevis/gc", endpoint_url=endpoint)
     finally:
         server.stop()
@@ -246,7 +328,8 @@ def test_an_s3_store_is_collected_from_its_listing(sessions, s3_store) -> None:
 
 @SQLITE_ONLY
 def test_nevis_store_gc_prints_the_table_and_removes_only_without_dry_run(
-        settings_env, database_url, sessions, monkeypatch) -> None:
+    settings_env, database_url, sessions, monkeypatch
+) -> None:
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
     monkeypatch.setenv("COLUMNS", "200")  # one line per table row, whatever the terminal
     get_settings.cache_clear()
@@ -272,7 +355,8 @@ def test_nevis_store_gc_prints_the_table_and_removes_only_without_dry_run(
 
 @SQLITE_ONLY
 def test_a_dry_run_on_a_store_holding_every_key_family_lists_no_live_object(
-        settings_env, database_url, sessions, monkeypatch) -> None:
+    settings_env, database_url, sessions, monkeypatch
+) -> None:
     # Every family that a row can keep has a live object here: a new family without one fails.
     assert {family_of(key) for key in REFERENCED} == {f for f in FAMILIES if f.references or f.kept_with}
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)

@@ -22,8 +22,7 @@ from workers.stream.prepare import prepare_stream
 from workers.stream.task_data import load_task_index
 from workers.trainer.run_plan import RunRequest
 
-pytestmark = [pytest.mark.usefixtures("ray_local"),
-              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 ROWS_PER_SHARD = 24
 
@@ -31,8 +30,8 @@ ROWS_PER_SHARD = 24
 @pytest.fixture
 def streamed(settings_env, database_url, monkeypatch, tmp_path):
     """A runner that streams every task, and a one-task stream prepared in small shards."""
-    from services.core.config import get_settings  # noqa: PLC0415
-    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
+    from services.core.config import get_settings
+    from workers.trainer.stream_runner import StreamRunner
 
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
     monkeypatch.setenv("NEVIS_STREAM_TRAIN_BYTES", "1")
@@ -40,8 +39,14 @@ def streamed(settings_env, database_url, monkeypatch, tmp_path):
     settings = get_settings()
     path = tiny_manifest(tmp_path / "one.json", tasks=1)
     manifest, store = load_stream(str(path)), open_store(settings.store_url)
-    prepare_stream(manifest, store, image_size=16, offline_dir=settings.offline_data_dir,
-                   stored_scale=settings.stored_scale, max_examples_per_shard=ROWS_PER_SHARD)
+    prepare_stream(
+        manifest,
+        store,
+        image_size=16,
+        offline_dir=settings.offline_data_dir,
+        stored_scale=settings.stored_scale,
+        max_examples_per_shard=ROWS_PER_SHARD,
+    )
     index = load_task_index(store, manifest.tasks[0], image_size=16)
     return StreamRunner(settings), str(path), index
 

@@ -22,8 +22,20 @@ pytestmark = pytest.mark.usefixtures("ray_local")
 # One budget: the grid's order over budgets and seeds is test_study_plan.py's; here two runs
 # show that each point is a run, a rerun runs nothing, and the report is written; the
 # meta-train phase (3 of mini's 5 tasks) is the cheaper run that shows it.
-COMMAND = ["study", "pareto", "--stream", "mini", "--learners", "indep_small,ft_prev_small", "--budgets", "1x3",
-           "--seeds", "0", "--phase", "meta_train"]
+COMMAND = [
+    "study",
+    "pareto",
+    "--stream",
+    "mini",
+    "--learners",
+    "indep_small,ft_prev_small",
+    "--budgets",
+    "1x3",
+    "--seeds",
+    "0",
+    "--phase",
+    "meta_train",
+]
 
 
 def _counts() -> tuple[int, int]:
@@ -59,8 +71,10 @@ def test_the_study_runs_every_point_once_and_writes_its_report(settings_env, tmp
     with open(out / "points.csv") as handle:
         points = list(csv.DictReader(handle))
     assert [int(p["submission_id"]) for p in points] == ids
-    assert all(p["status"] == "succeeded" and p["tasks"] == "3" and 0 <= float(p["E"]) <= 1 and float(p["cFLOP"]) > 0
-               for p in points)
+    assert all(
+        p["status"] == "succeeded" and p["tasks"] == "3" and 0 <= float(p["E"]) <= 1 and float(p["cFLOP"]) > 0
+        for p in points
+    )
     with open(out / "aggregate.csv") as handle:
         assert len(list(csv.DictReader(handle))) == 2
     for name in ("pareto", "regret", "slices"):
@@ -72,10 +86,25 @@ def test_the_study_runs_every_point_once_and_writes_its_report(settings_env, tmp
 
 def test_a_changed_grid_or_a_bad_list_is_refused_before_any_run(settings_env, tmp_path) -> None:
     cli = CliRunner()
-    bad = cli.invoke(app, ["study", "pareto", "--stream", "mini", "--learners", "indep", "--budgets", "3x",
-                           "--out", str(tmp_path / "a")])
+    bad = cli.invoke(
+        app,
+        ["study", "pareto", "--stream", "mini", "--learners", "indep", "--budgets", "3x", "--out", str(tmp_path / "a")],
+    )
     assert bad.exit_code != 0 and "TRIALSxSTEPS" in str(bad.exception)
-    unknown = cli.invoke(app, ["study", "pareto", "--stream", "mini", "--learners", "indep,ft_prevv",
-                               "--budgets", "1x3", "--out", str(tmp_path / "b")])
+    unknown = cli.invoke(
+        app,
+        [
+            "study",
+            "pareto",
+            "--stream",
+            "mini",
+            "--learners",
+            "indep,ft_prevv",
+            "--budgets",
+            "1x3",
+            "--out",
+            str(tmp_path / "b"),
+        ],
+    )
     assert "ft_prevv" in str(unknown.exception) and "ft_prev" in str(unknown.exception)
     assert not (tmp_path / "b" / "study.json").exists()

@@ -55,29 +55,75 @@ def _stream(session) -> StreamVersion:
     return session.scalars(select(StreamVersion).where(StreamVersion.name == "scores")).one()
 
 
-def _submission(session, version: StreamVersion, *, phase: str = "meta_test", budget: RunBudget | None = None,
-                learner: str = "indep") -> Submission:
+def _submission(
+    session,
+    version: StreamVersion,
+    *,
+    phase: str = "meta_test",
+    budget: RunBudget | None = None,
+    learner: str = "indep",
+) -> Submission:
     return records.create_submission(
-        session, learner=records.ensure_learner(session, spec=learner, resources={}), stream_version=version,
-        phase=phase, budget=budget or RunBudget(), image_size=32, first_order=1)
+        session,
+        learner=records.ensure_learner(session, spec=learner, resources={}),
+        stream_version=version,
+        phase=phase,
+        budget=budget or RunBudget(),
+        image_size=32,
+        first_order=1,
+    )
 
 
-def _attempt(session, submission: Submission, order: int, *, flops: int = 1000, cpu: float | None = None,
-             floor: int = 0):
+def _attempt(
+    session, submission: Submission, order: int, *, flops: int = 1000, cpu: float | None = None, floor: int = 0
+):
     task = records.stream_task(session, stream_version_id=submission.stream_version_id, order=order)
     run = records.start_task_run(session, submission=submission, task=task)
-    trial = records.record_trial(session, task_run_id=run.id, outcome=TrialOutcome(
-        trial_index=0, seed=0, status="ok", flops_measured=flops, dev_error=0.5, cpu_seconds=cpu, flops_floor=floor))
+    trial = records.record_trial(
+        session,
+        task_run_id=run.id,
+        outcome=TrialOutcome(
+            trial_index=0, seed=0, status="ok", flops_measured=flops, dev_error=0.5, cpu_seconds=cpu, flops_floor=floor
+        ),
+    )
     return run, trial
 
 
-def _commit(session, submission: Submission, order: int, error: float, *, next_order: int | None,
-            paper: float | None = 10.0, cpu: float | None = None, floored: bool = False, attempt=None) -> None:
+def _commit(
+    session,
+    submission: Submission,
+    order: int,
+    error: float,
+    *,
+    next_order: int | None,
+    paper: float | None = 10.0,
+    cpu: float | None = None,
+    floored: bool = False,
+    attempt=None,
+) -> None:
     run, trial = attempt or _attempt(session, submission, order, cpu=cpu, floor=10**9 if floored else 0)
-    records.commit_task(session, submission=submission, run=run, best_trial=trial, outcome=TaskOutcome(
-        order=order, best_trial_index=0, error=error, split="test", metric="accuracy", flops=float(trial.flops),
-        wall_time_s=1.0, peak_memory_bytes=0, state_key=f"state-{order}", cpu_seconds=cpu, flops_floored=floored,
-        flops_paper=paper, flops_prediction=None if paper is None else 1.0), next_order=next_order)
+    records.commit_task(
+        session,
+        submission=submission,
+        run=run,
+        best_trial=trial,
+        outcome=TaskOutcome(
+            order=order,
+            best_trial_index=0,
+            error=error,
+            split="test",
+            metric="accuracy",
+            flops=float(trial.flops),
+            wall_time_s=1.0,
+            peak_memory_bytes=0,
+            state_key=f"state-{order}",
+            cpu_seconds=cpu,
+            flops_floored=floored,
+            flops_paper=paper,
+            flops_prediction=None if paper is None else 1.0,
+        ),
+        next_order=next_order,
+    )
 
 
 def test_every_path_that_writes_results_leaves_the_aggregate(database_url):
@@ -86,8 +132,15 @@ def test_every_path_that_writes_results_leaves_the_aggregate(database_url):
         version = _stream(session)
         done = _submission(session, version)  # all five tasks; the fourth's first attempt fails
         for order in (1, 2, 3):
-            _commit(session, done, order, 0.1 * order, next_order=order + 1, cpu=2.0 if order == 2 else None,
-                    floored=order == 3)
+            _commit(
+                session,
+                done,
+                order,
+                0.1 * order,
+                next_order=order + 1,
+                cpu=2.0 if order == 2 else None,
+                floored=order == 3,
+            )
         failed_attempt, _ = _attempt(session, done, 4)
         failed_attempt.status = "failed"
         _commit(session, done, 4, 0.3, next_order=5)  # the retry, a second attempt
@@ -106,8 +159,17 @@ def test_every_path_that_writes_results_leaves_the_aggregate(database_url):
         run, _ = _attempt(session, interrupted, 2)
         records.interrupt_task(session, submission=interrupted, run=run)
         session.flush()
-        ids = {name: s.id for name, s in (("done", done), ("empty", empty), ("tuning", tuning),
-                                          ("capped", capped), ("broken", broken), ("interrupted", interrupted))}
+        ids = {
+            name: s.id
+            for name, s in (
+                ("done", done),
+                ("empty", empty),
+                ("tuning", tuning),
+                ("capped", capped),
+                ("broken", broken),
+                ("interrupted", interrupted),
+            )
+        }
     with transaction(sessions) as session:  # the resume, in a later transaction
         interrupted = session.get(Submission, ids["interrupted"])
         interrupted.status = "running"
@@ -158,8 +220,14 @@ def test_concurrent_commits_to_one_submission_leave_both_results(database_url):
 
         run_id, trial_id = run_ids[index]
         submission = session.get(Submission, submission_id)
-        _commit(session, submission, index + 4, 0.2 + index / 10, next_order=None,
-                attempt=(session.get(TaskRun, run_id), session.get(Trial, trial_id)))
+        _commit(
+            session,
+            submission,
+            index + 4,
+            0.2 + index / 10,
+            next_order=None,
+            attempt=(session.get(TaskRun, run_id), session.get(Trial, trial_id)),
+        )
 
     first = sessions()
     commit(first, 0)  # flushed and locked, not committed
@@ -176,8 +244,15 @@ def test_concurrent_commits_to_one_submission_leave_both_results(database_url):
     thread.start()
     deadline = time.monotonic() + 30
     with engine.connect() as watcher:  # until the second waits for the first's lock
-        while watcher.execute(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                                   "AND datname = current_database()")).scalar_one() == 0:
+        while (
+            watcher.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                )
+            ).scalar_one()
+            == 0
+        ):
             assert thread.is_alive() and time.monotonic() < deadline, failures
             time.sleep(0.05)
     first.commit()

@@ -21,9 +21,9 @@ import pickle
 import pytest
 from typer.testing import CliRunner
 
+from services.cli.main import app
 from services.core.budget import RunBudget
 from services.store.db.models import Submission
-from services.cli.main import app
 from services.store.runs import records
 from services.store.runs.leaderboard import leaderboard
 from services.store.runs.summary import load_summary
@@ -36,8 +36,7 @@ from workers.trainer.stream_runner import StreamRunner
 
 # What is tested here is learner-side (the sandbox, the harness, FLOPs), not the database
 # dialect: SQLite only (the runner's PostgreSQL path is covered by test_run_stream).
-pytestmark = [pytest.mark.usefixtures("ray_local"),
-              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 BUDGET = RunBudget(trials=1, steps=2, checkpoint_fractions=(1.0,))
 
@@ -67,8 +66,9 @@ def test_self_pretraining_runs_as_pt_self_and_pt_ft_self_and_pt_refuses_it(runne
     assert (record.submission_id, record.cflop) == (made.submission_id, made.flops)  # shown beside PT's own
     checkpoint = tmp_path / "pre.bin"
     checkpoint.write_bytes(made.checkpoint)
-    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="pt_ft_self_small", budget=BUDGET,
-                                     pretrained=str(checkpoint)))
+    run_id = runner.start(
+        RunRequest(stream=str(tiny_stream), learner="pt_ft_self_small", budget=BUDGET, pretrained=str(checkpoint))
+    )
     state = final_state(runner, run_id)
     assert set(state[1]["knn_error"]) == {PRETRAINED}
     assert set(state[3]["knn_error"]) == {PRETRAINED, 1, 2}
@@ -77,9 +77,14 @@ def test_self_pretraining_runs_as_pt_self_and_pt_ft_self_and_pt_refuses_it(runne
     assert key == f"pretrained/{hashlib.sha256(made.checkpoint).hexdigest()}.bin"
     assert runner.store.get_bytes(key) == made.checkpoint
     # `pt_self` takes the same checkpoint (its first task loads it and trains from it).
-    pt_self = runner.create(RunRequest(stream=str(tiny_stream), learner="pt_self_small",
-                                       budget=RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,)),
-                                       pretrained=str(checkpoint)))
+    pt_self = runner.create(
+        RunRequest(
+            stream=str(tiny_stream),
+            learner="pt_self_small",
+            budget=RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,)),
+            pretrained=str(checkpoint),
+        )
+    )
     assert runner.run_next_task(pt_self)
     with runner.sessions() as session:
         first = load_summary(session, submission_id=pt_self).tasks[0]
@@ -87,7 +92,11 @@ def test_self_pretraining_runs_as_pt_self_and_pt_ft_self_and_pt_refuses_it(runne
     with runner.sessions() as session:
         summary = load_summary(session, submission_id=run_id)
         board = leaderboard(session, stream=manifest.name, version=manifest.version)
-    assert (summary.status, summary.learner, len(summary.tasks)) == ("succeeded", "pt_ft_self_small", len(manifest.tasks))
+    assert (summary.status, summary.learner, len(summary.tasks)) == (
+        "succeeded",
+        "pt_ft_self_small",
+        len(manifest.tasks),
+    )
     # The pretraining run's cFLOP beside the PT run's own, not in it: the run summary (what
     # `nevis results` and the API show) and the leaderboard row.
     assert summary.cflop_pretraining == made.flops and summary.cflop == sum(t.flops for t in summary.tasks)
@@ -100,8 +109,7 @@ def test_self_pretraining_runs_as_pt_self_and_pt_ft_self_and_pt_refuses_it(runne
     assert "pt_self" in str(info.value) and "nevis pretrain import" in str(info.value)
     # `pt_self` is the ResNet-34: this small-CNN checkpoint is refused, naming both networks.
     with pytest.raises(Exception, match=r"small_cnn \(width 32\) into a resnet34 \(width 64\)") as info:
-        runner.start(RunRequest(stream=str(tiny_stream), learner="pt_self", budget=BUDGET,
-                                pretrained=str(checkpoint)))
+        runner.start(RunRequest(stream=str(tiny_stream), learner="pt_self", budget=BUDGET, pretrained=str(checkpoint)))
     assert "pretrained checkpoint was made with another network" in str(info.value)
 
 
@@ -112,13 +120,15 @@ def test_pt_without_a_checkpoint_fails_with_the_reason(runner, tiny_stream):
 
 def test_a_missing_pretrained_file_is_refused_before_the_run_exists(runner, tiny_stream):
     with pytest.raises(Exception, match="neither a file nor a key"):
-        runner.create(RunRequest(stream=str(tiny_stream), learner="pt_small", budget=BUDGET,
-                                 pretrained="/no/such/checkpoint.bin"))
+        runner.create(
+            RunRequest(stream=str(tiny_stream), learner="pt_small", budget=BUDGET, pretrained="/no/such/checkpoint.bin")
+        )
 
 
 def test_bhpo_takes_its_preferred_search_unless_the_run_names_one(runner, tiny_stream):
     preferred = runner.create(RunRequest(stream=str(tiny_stream), learner="bhpo", budget=BUDGET))
-    named = runner.create(RunRequest(stream=str(tiny_stream), learner="bhpo",
-                                     budget=RunBudget(trials=1, steps=2, search="random")))
+    named = runner.create(
+        RunRequest(stream=str(tiny_stream), learner="bhpo", budget=RunBudget(trials=1, steps=2, search="random"))
+    )
     assert runner.plan(preferred).budget.search == "gp_ucb"
     assert runner.plan(named).budget.search == "random"

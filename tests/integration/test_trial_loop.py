@@ -38,8 +38,14 @@ class CountingPool:
         self.now -= 1
         if config.get("fail"):
             raise ValueError("harness code raised")
-        return {"status": "ok", "trial_index": config[TRIAL_INDEX], "seed": config[TRIAL_SEED],
-                "config": {"x": config["x"]}, "dev_error": config["x"], "flops_measured": 10}
+        return {
+            "status": "ok",
+            "trial_index": config[TRIAL_INDEX],
+            "seed": config[TRIAL_SEED],
+            "config": {"x": config["x"]},
+            "dev_error": config["x"],
+            "flops_measured": 10,
+        }
 
     def most_at_once(self) -> int:
         return self.most

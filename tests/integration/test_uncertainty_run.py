@@ -14,13 +14,13 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli.main import app
+from services.core.budget import RunBudget
 from services.core.predictions import decode
 from services.core.uncertainty import RESAMPLES, SEED
+from services.store.runs.comparison import compare
 from services.store.runs.predictions import committed_attempts, predictions_key
 from services.store.runs.summary import load_summary
-from services.store.runs.comparison import compare
 from services.store.runs.uncertainty import clear_cache, headline_rows, run_interval
-from services.core.budget import RunBudget
 from tests.integration.conftest import tiny_manifest
 from tests.support.bootstrap_reference import fixed_totals, reference_interval, reference_totals
 from workers.trainer.run_plan import RunRequest
@@ -77,7 +77,9 @@ def test_stored_predictions_give_the_intervals_results_and_compare_print(runner,
     assert interval.estimate == summary_a.mean_error
     assert (interval.interval.low, interval.interval.high) == pytest.approx((low, high), abs=1e-12)
     assert low <= summary_a.mean_error <= high
-    assert (interval.result.generalisation.low, interval.result.generalisation.high) == pytest.approx(general, abs=1e-12)
+    assert (interval.result.generalisation.low, interval.result.generalisation.high) == pytest.approx(
+        general, abs=1e-12
+    )
 
     cli = CliRunner()
     printed = cli.invoke(app, ["results", str(a)])
@@ -101,7 +103,8 @@ def test_stored_predictions_give_the_intervals_results_and_compare_print(runner,
         assert task.differs == (task.p_adjusted <= 0.05)  # Holm over the family of tasks
     assert comparison.to_dict()["flags"]["correction"] == "Holm"
     assert comparison.to_dict()["delta_error_interval"]["generalisation"]["low"] == pytest.approx(
-        reference_interval(paired)[0], abs=1e-12)
+        reference_interval(paired)[0], abs=1e-12
+    )
     assert comparison.delta_cflop == summary_a.cflop - summary_b.cflop
 
     printed = cli.invoke(app, ["compare", str(a), str(b)])
@@ -124,7 +127,11 @@ def test_stored_predictions_give_the_intervals_results_and_compare_print(runner,
         unpaired = compare(session, runner.store, a=a, b=b)
     assert missing.interval is None and "no stored test predictions" in missing.reason
     assert missing.to_dict()["low"] is None and missing.to_dict()["unavailable"] == missing.reason
-    assert unpaired.interval is None and unpaired.delta_error is not None and all(t.differs is None for t in unpaired.tasks)
+    assert (
+        unpaired.interval is None
+        and unpaired.delta_error is not None
+        and all(t.differs is None for t in unpaired.tasks)
+    )
     assert np.isfinite(unpaired.delta_cflop)
     printed = cli.invoke(app, ["results", str(b)])
     assert "no 95 % interval: no stored test predictions" in printed.output

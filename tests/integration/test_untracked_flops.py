@@ -14,8 +14,7 @@ from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
 # Learner-side accounting, not the database dialect: SQLite only, as test_flops_of_failures.
-pytestmark = [pytest.mark.usefixtures("ray_local"),
-              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 BUDGET = RunBudget(trials=1, steps=4, checkpoint_fractions=(1.0,))
 
@@ -25,13 +24,14 @@ def charged(runner: StreamRunner, submission_id: int) -> tuple[float, float, lis
     with runner.sessions() as session:
         trial = session.scalars(select(Trial).join(TaskRun).where(TaskRun.submission_id == submission_id)).one()
         task = session.scalars(select(TaskResult).where(TaskResult.submission_id == submission_id)).one()
-        events = session.scalars(select(Event).where(Event.submission_id == submission_id,
-                                                     Event.kind == "trial.untracked_flops")).all()
+        events = session.scalars(
+            select(Event).where(Event.submission_id == submission_id, Event.kind == "trial.untracked_flops")
+        ).all()
         return trial.flops, task.flops, [dict(e.payload) for e in events]
 
 
 def test_a_learner_that_never_tracks_is_charged_as_the_one_that_does(runner, tiny_stream):
-    from tests.integration.conftest import tiny_manifest  # noqa: PLC0415
+    from tests.integration.conftest import tiny_manifest
 
     stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
     tracked = runner.start(RunRequest(stream=stream, learner="nevis_test_learners:one_worker_indep", budget=BUDGET))

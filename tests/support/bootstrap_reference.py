@@ -25,8 +25,9 @@ def resampled_error(task: TaskPredictions, rows: np.ndarray) -> float:
     return 1.0 - mean_average_precision(task.predicted[rows].astype(np.float64), labels)
 
 
-def reference_totals(a: Sequence[TaskPredictions], b: Sequence[TaskPredictions] | None, resamples: int,
-                     seed: int) -> tuple[np.ndarray, np.ndarray]:
+def reference_totals(
+    a: Sequence[TaskPredictions], b: Sequence[TaskPredictions] | None, resamples: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(R,) resampled E (or ΔE = E(a) − E(b) with ``b``) with the tasks resampled too (the
     generalisation figure), and (R, T) resampled per-task errors (or per-task Δ), by loops."""
     task_draws, example_draws = bootstrap_draws([t.num_examples for t in a], resamples=resamples, seed=seed)

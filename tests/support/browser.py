@@ -15,10 +15,19 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1600",
-         "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-default-apps",
-         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--window-size=1280,1600",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+)
 """Headless, and nothing reached but the loopback server."""
 
 

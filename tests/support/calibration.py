@@ -40,8 +40,9 @@ def benchmark(rng: np.random.Generator, *, low: int, high: int, tasks: int = TAS
     return Benchmark(errors=rng.uniform(0.05, 0.6, size=tasks), difficulty=tuple(rng.random(n) for n in sizes))
 
 
-def run(bench: Benchmark, rng: np.random.Generator, *, seed_sd: float = TASK_SEED_SD,
-        shared: float = 0.7) -> tuple[list[TaskPredictions], float]:
+def run(
+    bench: Benchmark, rng: np.random.Generator, *, seed_sd: float = TASK_SEED_SD, shared: float = 0.7
+) -> tuple[list[TaskPredictions], float]:
     """One run's predictions (single-label: class 0 is right, 1 wrong) and its fixed-benchmark E."""
     rates = np.clip(bench.errors + rng.normal(0.0, seed_sd, size=bench.errors.size), 0.0, 1.0)
     tasks = []
@@ -52,10 +53,9 @@ def run(bench: Benchmark, rng: np.random.Generator, *, seed_sd: float = TASK_SEE
     return tasks, float(rates.mean())
 
 
-
-
-
 def fresh_examples(bench: Benchmark, rng: np.random.Generator) -> Benchmark:
     """The same tasks (error rates and test sizes) with a new draw of test examples."""
     return Benchmark(errors=bench.errors, difficulty=tuple(rng.random(n) for n in bench.sizes))
+
+
 __all__ = ["PAPER_E_SD", "TASKS", "TASK_SEED_SD", "Benchmark", "benchmark", "fresh_examples", "run"]

@@ -21,8 +21,11 @@ PROD_VALUES = CHART / "ci" / "production-values.yaml"
 KUBERAY_SCHEMAS = ROOT.parent / "shared" / "schemas" / "kuberay"
 LEARNER_POLICIES = ROOT / "k8s" / "kuberay-networkpolicies.yaml"
 KUBE_VERSION = "1.34.0"
-CRD_FILES = {"RayCluster": "ray.io_rayclusters.yaml", "RayJob": "ray.io_rayjobs.yaml",
-             "RayCronJob": "ray.io_raycronjobs.yaml"}
+CRD_FILES = {
+    "RayCluster": "ray.io_rayclusters.yaml",
+    "RayJob": "ray.io_rayjobs.yaml",
+    "RayCronJob": "ray.io_raycronjobs.yaml",
+}
 SECRET_NAMES = re.compile(r"DATABASE_URL|STORE_URL|PASSWORD|SECRET|TOKEN|ACCESS_KEY", re.I)
 REFERENCES = ("_SECRET_NAME", "_SECRETS_PATH")  # a Secret's name, where its files are: no value
 
@@ -43,10 +46,14 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def render_raw(values: dict[str, Any] | None) -> list[dict[str, Any]]:
-    rendered = helm.Chart.load(CHART).render(values or {}, name="nevis", namespace="nevis",
-                                             is_install=True)
-    return [doc for path, text in sorted(rendered.items()) if path.endswith(".yaml")
-            for doc in yaml.load_all(text, Loader=_UniqueKeyLoader) if doc]
+    rendered = helm.Chart.load(CHART).render(values or {}, name="nevis", namespace="nevis", is_install=True)
+    return [
+        doc
+        for path, text in sorted(rendered.items())
+        if path.endswith(".yaml")
+        for doc in yaml.load_all(text, Loader=_UniqueKeyLoader)
+        if doc
+    ]
 
 
 PROD = yaml.safe_load(PROD_VALUES.read_text())
@@ -62,7 +69,8 @@ def pod_specs(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         return [("CronJob", spec["jobTemplate"]["spec"]["template"]["spec"])]
     if obj["kind"] == "RayCluster":
         return [("head", spec["headGroupSpec"]["template"]["spec"])] + [
-            (g["groupName"], g["template"]["spec"]) for g in spec["workerGroupSpecs"]]
+            (g["groupName"], g["template"]["spec"]) for g in spec["workerGroupSpecs"]
+        ]
     return []
 
 
@@ -84,11 +92,9 @@ def settings_map(objects):
     return obj
 
 
-
 def template_map(objects):
     """The ConfigMap holding the RayJob template the coordinator mounts."""
-    (obj,) = [o for o in objects if o["kind"] == "ConfigMap"
-              and o["metadata"]["name"].endswith("-rayjob-template")]
+    (obj,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-rayjob-template")]
     return obj
 
 

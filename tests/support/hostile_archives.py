@@ -21,18 +21,41 @@ def zip_bomb(path: Path, *, members: int = 1024, member_bytes: int = 16 * 1024 *
     with open(path, "wb") as out:
         for index in range(members):
             name = f"pkg/m{index}.py".encode()
-            local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0, crc, len(data),
-                                member_bytes, len(name), 0) + name
-            central.append(struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, 20, 0, 0, 8, 0,
-                                       0, crc, len(data), member_bytes, len(name), 0, 0, 0, 0,
-                                       0o100644 << 16, offset) + name)
+            local = (
+                struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0, crc, len(data), member_bytes, len(name), 0)
+                + name
+            )
+            central.append(
+                struct.pack(
+                    "<4s4B4HL2L5H2L",
+                    b"PK\x01\x02",
+                    20,
+                    3,
+                    20,
+                    0,
+                    0,
+                    8,
+                    0,
+                    0,
+                    crc,
+                    len(data),
+                    member_bytes,
+                    len(name),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0o100644 << 16,
+                    offset,
+                )
+                + name
+            )
             out.write(local)
             out.write(data)
             offset += len(local) + len(data)
         directory = b"".join(central)
         out.write(directory)
-        out.write(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, members, members,
-                              len(directory), offset, 0))
+        out.write(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, members, members, len(directory), offset, 0))
     return path
 
 

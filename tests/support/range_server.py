@@ -40,7 +40,7 @@ class RangeServer:
             def log_message(self, *args: object) -> None:  # keep test output quiet
                 return None
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:
                 path, wanted = self.path, self.headers.get("Range")
                 with server._lock:
                     server.requests.append((path, wanted))

@@ -32,10 +32,18 @@ class Piece:
 
 PIECES = (
     Piece("bubblewrap", ("bwrap",), ("bubblewrap", "bwrap"), "sudo apt-get install bubblewrap"),
-    Piece("chromium", ("chromium", "chromedriver"), ("chromium", "chromedriver"),
-          "sudo apt-get install chromium chromium-driver"),
-    Piece("podman", ("podman", "runc", "debootstrap"), ("podman", "runc", "debootstrap"),
-          "sudo apt-get install podman runc debootstrap"),
+    Piece(
+        "chromium",
+        ("chromium", "chromedriver"),
+        ("chromium", "chromedriver"),
+        "sudo apt-get install chromium chromium-driver",
+    ),
+    Piece(
+        "podman",
+        ("podman", "runc", "debootstrap"),
+        ("podman", "runc", "debootstrap"),
+        "sudo apt-get install podman runc debootstrap",
+    ),
 )
 _BLOCKED = pytest.StashKey[dict[str, list[str]]]()
 PRIVATE_POSTGRES = pytest.StashKey[str]()
@@ -73,8 +81,10 @@ def summary_lines(blocked: dict[str, list[str]]) -> list[str]:
         if tests:
             names = ", ".join(nodeid.rsplit("::", 1)[-1] for nodeid in tests[:3])
             more = f" and {len(tests) - 3} more" if len(tests) > 3 else ""
-            lines.append(f"{len(tests)} test(s) could not run: {piece.name} is missing ({names}{more}); "
-                         f"enable them with: {piece.command}")
+            lines.append(
+                f"{len(tests)} test(s) could not run: {piece.name} is missing ({names}{more}); "
+                f"enable them with: {piece.command}"
+            )
     return lines
 
 
@@ -90,5 +100,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(line)
 
 
-__all__ = ["PIECES", "PRIVATE_POSTGRES", "Piece", "blocking_piece", "pytest_runtest_makereport",
-           "pytest_terminal_summary", "summary_lines"]
+__all__ = [
+    "PIECES",
+    "PRIVATE_POSTGRES",
+    "Piece",
+    "blocking_piece",
+    "pytest_runtest_makereport",
+    "pytest_terminal_summary",
+    "summary_lines",
+]

@@ -12,9 +12,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_bench_data_prepares_and_streams_a_tiny_mixed_size_dataset(tmp_path):
     out = tmp_path / "figures.json"
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_data.py"), "--images", "240",
-                           "--read-images", "1024", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_data.py"),
+            "--images",
+            "240",
+            "--read-images",
+            "1024",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(out.read_text())
     assert 10_000 < figures["gpu_images_per_s_estimate"] < 20_000

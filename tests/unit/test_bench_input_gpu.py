@@ -19,15 +19,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run(script: str, *args: str, tmp_path: Path) -> tuple[str, dict]:
     out = tmp_path / "figures.json"
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args, "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout, json.loads(out.read_text())
 
 
 def test_bench_input_prints_each_ways_rate(tmp_path):
-    text, fig = run("bench_input.py", "--images", "64", "--batch", "32", "--repeats", "1",
-                    "--seconds", "0.2", tmp_path=tmp_path)
+    text, fig = run(
+        "bench_input.py", "--images", "64", "--batch", "32", "--repeats", "1", "--seconds", "0.2", tmp_path=tmp_path
+    )
     for way in ("per-image", "grid-sample", "batched"):
         assert fig[f"{way}_per_core"] > 0 and fig[f"{way}_wall"] > 0
         assert way in text
@@ -49,10 +56,22 @@ def test_bench_gpu_knows_the_bf16_peaks_of_common_devices_and_says_when_it_does_
 
 def test_the_prepared_gpu_checks_run_their_steps_on_a_cpu(tmp_path):
     """bench/gpu_checks.sh is what a session lent a GPU runs in one call: its steps run here too."""
-    env = {**os.environ, "GPU_CHECKS_DEVICE": "cpu", "GPU_CHECKS_TINY": "1", "OUT": str(tmp_path),
-           "PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_checks.sh")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    env = {
+        **os.environ,
+        "GPU_CHECKS_DEVICE": "cpu",
+        "GPU_CHECKS_TINY": "1",
+        "OUT": str(tmp_path),
+        "PYTHON": sys.executable,
+    }
+    done = subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu_checks.sh")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "!! failed" not in done.stdout
     assert "3 passed" in done.stdout  # the device tests, on the CPU
@@ -82,7 +101,7 @@ def test_the_prepared_gpu_checks_run_their_steps_on_a_cpu(tmp_path):
     scale = json.loads((tmp_path / "paper_scale_x2.json").read_text())
     assert scale["trials_per_gpu"] == 2 and scale["step_s_by_batch"] == {"4": shared["loop_s_per_step"]}
     # last, every figure as Markdown for the docs: a row per run, a row per sharing and GPU count
-    report = done.stdout[done.stdout.rindex("== "):]
+    report = done.stdout[done.stdout.rindex("== ") :]
     assert "| batch | processes | compile | images/s |" in report
     assert f"| 4 | 1 | no | {fig['images_per_s']:,.0f} |" in report
     assert f"| 4 | 2 | no | {shared['images_per_s']:,.0f} |" in report
@@ -91,10 +110,23 @@ def test_the_prepared_gpu_checks_run_their_steps_on_a_cpu(tmp_path):
 
 def test_the_gpu_checks_skip_what_would_start_past_their_deadline(tmp_path):
     """The device call returns only what ran: past GPU_CHECKS_DEADLINE_S, steps are skipped and named."""
-    env = {**os.environ, "GPU_CHECKS_DEVICE": "cpu", "GPU_CHECKS_TINY": "1", "OUT": str(tmp_path),
-           "PYTHON": sys.executable, "GPU_CHECKS_DEADLINE_S": "0"}
-    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_checks.sh")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    env = {
+        **os.environ,
+        "GPU_CHECKS_DEVICE": "cpu",
+        "GPU_CHECKS_TINY": "1",
+        "OUT": str(tmp_path),
+        "PYTHON": sys.executable,
+        "GPU_CHECKS_DEADLINE_S": "0",
+    }
+    done = subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu_checks.sh")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     skipped = [line for line in done.stdout.splitlines() if line.startswith("== skipped, the run's 0 s are spent")]
     assert len(skipped) == 3 and "test_on_devices.py" in skipped[0] and "--procs 2" in skipped[2]
     assert not list(tmp_path.glob("gpu_*.json"))

@@ -18,16 +18,47 @@ ROOT = Path(__file__).resolve().parents[2]
 def _run(tmp_path: Path, *args: str) -> tuple[str, dict]:
     out = tmp_path / "scale.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "paper_scale.py"), "--tasks", "3", "--steps", "100",
-         "--width", "8", "--image-size", "16", "--gpus", "1,2,8,16,64", "--json", str(out), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+        [
+            sys.executable,
+            str(ROOT / "bench" / "paper_scale.py"),
+            "--tasks",
+            "3",
+            "--steps",
+            "100",
+            "--width",
+            "8",
+            "--image-size",
+            "16",
+            "--gpus",
+            "1,2,8,16,64",
+            "--json",
+            str(out),
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout, json.loads(out.read_text())
 
 
 def test_paper_scale_prints_its_table_and_its_arithmetic_holds(tmp_path):
-    text, fig = _run(tmp_path, "--gpu-images-per-s", "50", "--launch-delay-s", "2",
-                     "--orchestration-s", "3", "--worker-max-tasks", "1", "--price", "2")
+    text, fig = _run(
+        tmp_path,
+        "--gpu-images-per-s",
+        "50",
+        "--launch-delay-s",
+        "2",
+        "--orchestration-s",
+        "3",
+        "--worker-max-tasks",
+        "1",
+        "--price",
+        "2",
+    )
     assert "| GPUs | waves per task | wall time |" in text and "causal order" in text
     assert "given (--gpu-images-per-s)" in text and "3 of 3 estimated" in text
     rows = {r["gpus"]: r for r in fig["rows"]}
@@ -74,20 +105,37 @@ def test_paper_scale_takes_the_gpu_rate_of_bench_gpu_given_sizes_and_a_step_floo
 
 def test_paper_scale_charges_a_workers_start_once_per_launch(tmp_path):
     # 3 tasks, a worker runs 2 in a row: 2 launches (delay + start each) and 1 continued task
-    text, fig = _run(tmp_path, "--gpu-images-per-s", "50", "--launch-delay-s", "2", "--orchestration-s", "3",
-                     "--continued-s", "0.5", "--worker-max-tasks", "2")
+    text, fig = _run(
+        tmp_path,
+        "--gpu-images-per-s",
+        "50",
+        "--launch-delay-s",
+        "2",
+        "--orchestration-s",
+        "3",
+        "--continued-s",
+        "0.5",
+        "--worker-max-tasks",
+        "2",
+    )
     assert fig["per_task_overhead_s"] == pytest.approx((2 * (2 + 3) + 0.5) / 3)
     assert "2 worker launches" in text and "the other 1 tasks continued" in text
 
 
 def _gpu_run(path: Path, *, batch: int, step_ms: float, device: str = "NVIDIA H200", procs: int = 1) -> Path:
-    path.write_text(json.dumps({"device": device, "batch": batch, "loop_s_per_step": step_ms / 1000,
-                                "images_per_s": 1e12, "procs": procs}))  # evaluation ~free: trial time is training's
+    path.write_text(
+        json.dumps(
+            {"device": device, "batch": batch, "loop_s_per_step": step_ms / 1000, "images_per_s": 1e12, "procs": procs}
+        )
+    )  # evaluation ~free: trial time is training's
     return path
 
 
 def test_paper_scale_takes_each_steps_measured_time_at_its_batch_size(tmp_path):
-    small, large = _gpu_run(tmp_path / "b16.json", batch=16, step_ms=10), _gpu_run(tmp_path / "b512.json", batch=512, step_ms=40)
+    small, large = (
+        _gpu_run(tmp_path / "b16.json", batch=16, step_ms=10),
+        _gpu_run(tmp_path / "b512.json", batch=512, step_ms=40),
+    )
     sizes = tmp_path / "sizes.json"
     sizes.write_text(json.dumps({"magellan_venus_volcanoes": 1_000_000}))  # the first task at b = 512
     text, fig = _run(tmp_path, "--gpu-json", str(small), str(large), "--sizes", str(sizes))
@@ -101,8 +149,9 @@ def test_trials_measured_sharing_a_gpu_run_that_many_to_a_gpu(tmp_path):
     """bench_gpu.py --procs 4: each GPU holds 4 trials, each at the step time measured with 4 sharing;
     a task's GPU time is a quarter of its trials' time, and 4 GPUs hold all 16 of its trials."""
     runs = [_gpu_run(tmp_path / f"b{b}.json", batch=b, step_ms=ms, procs=4) for b, ms in ((16, 20), (512, 160))]
-    text, fig = _run(tmp_path, "--gpu-json", *map(str, runs), "--launch-delay-s", "0", "--orchestration-s", "0",
-                     "--continued-s", "0")
+    text, fig = _run(
+        tmp_path, "--gpu-json", *map(str, runs), "--launch-delay-s", "0", "--orchestration-s", "0", "--continued-s", "0"
+    )
     assert fig["trials_per_gpu"] == 4 and "4 per GPU, as measured" in text
     assert "with 4 processes sharing the GPU" in text and "a 1/4 share of a GPU" in text
     costs, rows = fig["task_costs"], {r["gpus"]: r for r in fig["rows"]}
@@ -119,7 +168,7 @@ def test_trials_measured_sharing_a_gpu_run_that_many_to_a_gpu(tmp_path):
 
 def test_a_measured_steps_time_between_batch_sizes_is_linear_and_never_below_the_smallest():
     sys.path.insert(0, str(ROOT / "bench"))
-    import paper_scale  # noqa: PLC0415
+    import paper_scale
 
     at = paper_scale.measured_step_s({16: 0.010, 64: 0.012, 512: 0.040})
     assert at(8) == at(16) == 0.010  # no faster than the smallest measured step
@@ -130,11 +179,18 @@ def test_a_measured_steps_time_between_batch_sizes_is_linear_and_never_below_the
 
 def test_paper_scale_refuses_runs_of_different_devices_sharings_or_one_batch_twice(tmp_path):
     a = _gpu_run(tmp_path / "a.json", batch=16, step_ms=10)
-    cases = {"different devices": _gpu_run(tmp_path / "b.json", batch=64, step_ms=12, device="NVIDIA A100"),
-             "measured batch 16": _gpu_run(tmp_path / "c.json", batch=16, step_ms=11),
-             "different numbers of processes per GPU": _gpu_run(tmp_path / "d.json", batch=64, step_ms=12, procs=4)}
+    cases = {
+        "different devices": _gpu_run(tmp_path / "b.json", batch=64, step_ms=12, device="NVIDIA A100"),
+        "measured batch 16": _gpu_run(tmp_path / "c.json", batch=16, step_ms=11),
+        "different numbers of processes per GPU": _gpu_run(tmp_path / "d.json", batch=64, step_ms=12, procs=4),
+    }
     for message, other in cases.items():
-        done = subprocess.run([sys.executable, str(ROOT / "bench" / "paper_scale.py"), "--tasks", "1",
-                               "--gpu-json", str(a), str(other)], cwd=ROOT, capture_output=True, text=True,
-                              timeout=600, check=False)
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "paper_scale.py"), "--tasks", "1", "--gpu-json", str(a), str(other)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert done.returncode == 2 and message in done.stderr

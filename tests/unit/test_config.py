@@ -15,8 +15,17 @@ from services.core.errors import ConfigError
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    for var in ("DATABASE_URL", "STORE_URL", "S3_ENDPOINT_URL", "RAY_ADDRESS", "OFFLINE_DATA_DIR", "IMAGE_SIZE", "STORED_SCALE",
-                "PROBE_PRESET", "SANDBOX"):
+    for var in (
+        "DATABASE_URL",
+        "STORE_URL",
+        "S3_ENDPOINT_URL",
+        "RAY_ADDRESS",
+        "OFFLINE_DATA_DIR",
+        "IMAGE_SIZE",
+        "STORED_SCALE",
+        "PROBE_PRESET",
+        "SANDBOX",
+    ):
         monkeypatch.delenv(f"NEVIS_{var}", raising=False)
     monkeypatch.setenv("NEVIS_DATA_DIR", str(tmp_path / "data"))
     get_settings.cache_clear()

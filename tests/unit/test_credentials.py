@@ -12,8 +12,10 @@ from services.core.errors import ConfigError
 
 def test_a_secrets_file_sets_its_names(tmp_path):
     path = tmp_path / "worker.env"
-    path.write_text("# the harness's credentials\nNEVIS_DATABASE_URL=postgresql+psycopg://u:pw@db/n\n"
-                    "export AWS_SECRET_ACCESS_KEY='k=ey'\n\nAWS_DEFAULT_REGION = eu-west-1\n")
+    path.write_text(
+        "# the harness's credentials\nNEVIS_DATABASE_URL=postgresql+psycopg://u:pw@db/n\n"
+        "export AWS_SECRET_ACCESS_KEY='k=ey'\n\nAWS_DEFAULT_REGION = eu-west-1\n"
+    )
     environ = {"NEVIS_SECRETS_PATH": str(path), "OTHER": "1"}
     assert load_secrets_path(environ) == ["AWS_DEFAULT_REGION", "AWS_SECRET_ACCESS_KEY", "NEVIS_DATABASE_URL"]
     assert environ["NEVIS_DATABASE_URL"] == "postgresql+psycopg://u:pw@db/n"
@@ -27,10 +29,13 @@ def test_a_mounted_secret_folder_has_one_file_per_name(tmp_path):
     assert read_secrets_path(tmp_path) == {"NEVIS_STORE_URL": "s3://bucket/prefix", "PGPASSWORD": "pw"}
 
 
-@pytest.mark.parametrize(("content", "words"), [
-    ("NEVIS_DATABASE_URL=x\nLD_PRELOAD=/tmp/evil.so\n", "sets LD_PRELOAD; a secrets path may set only"),
-    ("NEVIS_DATABASE_URL\n", "line 1 is not NAME=value"),
-])
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ("NEVIS_DATABASE_URL=x\nLD_PRELOAD=/tmp/evil.so\n", "sets LD_PRELOAD; a secrets path may set only"),
+        ("NEVIS_DATABASE_URL\n", "line 1 is not NAME=value"),
+    ],
+)
 def test_bad_secrets_files_are_refused_by_name(tmp_path, content, words):
     path = tmp_path / "worker.env"
     path.write_text(content)
@@ -46,8 +51,12 @@ def test_a_missing_secrets_path_names_the_variable(tmp_path):
 
 def test_remote_workers_get_knobs_and_no_credential(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-key")
-    settings = CoordinatorSettings(data_dir=tmp_path, database_url="postgresql+psycopg://u:secret@h/db",
-                                   s3_endpoint_url="http://minio:9000", max_attempts=5)
+    settings = CoordinatorSettings(
+        data_dir=tmp_path,
+        database_url="postgresql+psycopg://u:secret@h/db",
+        s3_endpoint_url="http://minio:9000",
+        max_attempts=5,
+    )
     remote = worker_settings_env(settings)
     assert not set(remote) & set(CREDENTIAL_VARS)
     assert "secret" not in "".join(remote.values()) and remote["NEVIS_MAX_ATTEMPTS"] == "5"

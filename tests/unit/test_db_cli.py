@@ -84,20 +84,19 @@ def test_an_unknown_revision_is_one_line_and_exit_code_2(db_path: Path) -> None:
     env = {**os.environ, "NEVIS_DATABASE_URL": f"sqlite:///{db_path}"}
     done = subprocess.run(
         [sys.executable, "-m", "services.cli.main", "db", "downgrade", "0099"],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert done.returncode == 2
     assert "Unknown revision '0099'" in done.stderr
     assert "Traceback" not in done.stderr
 
 
-def test_revision_writes_a_standalone_migration(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_revision_writes_a_standalone_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     migrations = tmp_path / "migrations"
-    shutil.copytree(
-        migrate.MIGRATIONS_DIR, migrations, ignore=shutil.ignore_patterns("__pycache__")
-    )
+    shutil.copytree(migrate.MIGRATIONS_DIR, migrations, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(migrate, "MIGRATIONS_DIR", migrations)
     extra = Table(
         "probe_notes",

@@ -41,14 +41,21 @@ def _offline_env() -> dict[str, str]:
     """The environment with every proxy pointed at a closed port: a fetch fails at once."""
     dead = "http://127.0.0.1:9"
     env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy",)}
-    env.update(HTTP_PROXY=dead, HTTPS_PROXY=dead, http_proxy=dead, https_proxy=dead, ALL_PROXY=dead,
-               NO_MKDOCS_2_WARNING="1")
+    env.update(
+        HTTP_PROXY=dead, HTTPS_PROXY=dead, http_proxy=dead, https_proxy=dead, ALL_PROXY=dead, NO_MKDOCS_2_WARNING="1"
+    )
     return env
 
 
 def _build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(MKDOCS), "build", "--strict", "--config-file", str(config), "--site-dir", str(site)],
-                          cwd=config.parent, env=_offline_env(), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(MKDOCS), "build", "--strict", "--config-file", str(config), "--site-dir", str(site)],
+        cwd=config.parent,
+        env=_offline_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,17 +70,28 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_site_builds_strictly_offline(built_site: Path) -> None:
     pages = {p.relative_to(built_site).as_posix() for p in built_site.rglob("*.html")}
-    for page in ("index.html", "learners.html", "running.html", "streams.html", "operators.html",
-                 "coordinator.html", "deploy.html", "isolation.html", "fidelity.html", "probes.html",
-                 "benchmarks.html", "architecture.html", "api.html"):
+    for page in (
+        "index.html",
+        "learners.html",
+        "running.html",
+        "streams.html",
+        "operators.html",
+        "coordinator.html",
+        "deploy.html",
+        "isolation.html",
+        "fidelity.html",
+        "probes.html",
+        "benchmarks.html",
+        "architecture.html",
+        "api.html",
+    ):
         assert page in pages
 
 
 def test_the_built_pages_fetch_nothing_from_the_internet(built_site: Path) -> None:
     remote = re.compile(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)=\"(?:https?:)?//", re.I)
     for page in built_site.rglob("*.html"):
-        hits = [m.group(0) for m in remote.finditer(page.read_text())
-                if "rel=\"canonical\"" not in m.group(0)]
+        hits = [m.group(0) for m in remote.finditer(page.read_text()) if 'rel="canonical"' not in m.group(0)]
         assert not hits, f"{page.name} loads remote resources: {hits[:3]}"
 
 
@@ -120,7 +138,11 @@ def test_the_api_page_names_every_route_and_schema() -> None:
 def test_the_readme_is_short_and_states_the_three_commands() -> None:
     text = README.read_text()
     assert len(text.splitlines()) <= README_MAX_LINES
-    for command in ("./scripts/setup.sh", ".venv/bin/nevis run --stream mini --learner indep_small", "./scripts/test.sh"):
+    for command in (
+        "./scripts/setup.sh",
+        ".venv/bin/nevis run --stream mini --learner indep_small",
+        "./scripts/test.sh",
+    ):
         assert f"`{command}`" in text
     # CI runs the same two scripts (.ci/run), so the README's commands are the ones CI proves.
     ci = (ROOT / ".ci" / "run").read_text()
@@ -154,5 +176,7 @@ def test_every_nevis_command_in_the_readme_exists() -> None:
     runner = CliRunner()
     for words in sorted({tuple(c) for c in commands}):
         done = runner.invoke(app, [*words, "--help"])
-        assert done.exit_code == 0, f"the README names a command that does not exist: nevis {' '.join(words)}\n{done.output}"
+        assert done.exit_code == 0, (
+            f"the README names a command that does not exist: nevis {' '.join(words)}\n{done.output}"
+        )
         assert "Usage: nevis " + " ".join(words) in " ".join(done.output.split())

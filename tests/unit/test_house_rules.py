@@ -30,8 +30,12 @@ def test_no_source_file_is_over_the_line_limit() -> None:
 
 @pytest.mark.parametrize("name", UNIQUE_NAMES)
 def test_a_confusable_module_name_exists_at_most_once(name: str) -> None:
-    paths = [p for package in PACKAGES for p in (ROOT / package).rglob(name)
-             if "__pycache__" not in p.parts and (p.is_dir() or p.suffix == ".py")]
+    paths = [
+        p
+        for package in PACKAGES
+        for p in (ROOT / package).rglob(name)
+        if "__pycache__" not in p.parts and (p.is_dir() or p.suffix == ".py")
+    ]
     assert len(paths) <= 1, f"{name} appears {len(paths)} times: {[str(p.relative_to(ROOT)) for p in paths]}"
 
 

@@ -43,9 +43,17 @@ def test_the_cflop_profile_ranks_by_cflops_direction(monkeypatch: pytest.MonkeyP
     assert list(np.argsort(-lower)) == [0, 1, 2] and list(np.argsort(-higher)) == [2, 1, 0]
 
 
-TASK = TaskRecord(order=1, chosen_index=0, flops=30.0, steps=8, rungs=(1, 2), trials=tuple(
-    TrialRecord(i, dev_error=0.3 - 0.1 * i, flops=10.0, proxies={"lidar": {1: v, 2: v, 8: v}, "rankme": {8: 1.0}})
-    for i, v in enumerate((5.0, 1.0, 3.0))))
+TASK = TaskRecord(
+    order=1,
+    chosen_index=0,
+    flops=30.0,
+    steps=8,
+    rungs=(1, 2),
+    trials=tuple(
+        TrialRecord(i, dev_error=0.3 - 0.1 * i, flops=10.0, proxies={"lidar": {1: v, 2: v, 8: v}, "rankme": {8: 1.0}})
+        for i, v in enumerate((5.0, 1.0, 3.0))
+    ),
+)
 
 
 def test_a_proxy_chooser_picks_the_best_value_by_the_proxys_direction(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,8 +63,12 @@ def test_a_proxy_chooser_picks_the_best_value_by_the_proxys_direction(monkeypatc
 
 
 def test_pruning_stops_the_worst_by_the_proxys_direction(monkeypatch: pytest.MonkeyPatch) -> None:
-    falling = replace(TASK, trials=tuple(replace(t, proxies={"lidar": {1: v, 2: v, 8: v}})
-                                         for t, v in zip(TASK.trials, (5.0, 3.0, 1.0), strict=True)))
+    falling = replace(
+        TASK,
+        trials=tuple(
+            replace(t, proxies={"lidar": {1: v, 2: v, 8: v}}) for t, v in zip(TASK.trials, (5.0, 3.0, 1.0), strict=True)
+        ),
+    )
     policy = Policy("prune:lidar", prune="lidar")
     assert replay_task(falling, policy).stopped == (2,)  # the third reporter goes on only if best so far
     flip(monkeypatch, "PROBE_METRICS", "lidar")
@@ -64,9 +76,9 @@ def test_pruning_stops_the_worst_by_the_proxys_direction(monkeypatch: pytest.Mon
 
 
 def test_the_proxies_are_listed_once_and_each_has_a_probe_spec() -> None:
-    from services.core import proxy_policies  # noqa: PLC0415
-    from services.store.db import models_probe  # noqa: PLC0415
-    from workers.probe.scores import probe_metrics, proxies  # noqa: PLC0415
+    from services.core import proxy_policies
+    from services.store.db import models_probe
+    from workers.probe.scores import probe_metrics, proxies
 
     assert proxy_policies.PROXIES is models_probe.PROXIES is proxies.PROXY_NAMES is PROXIES
     assert probe_metrics.METRICS is PROBE_METRICS

@@ -14,18 +14,24 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 LINES = {
     "bwrap": "Missing: bubblewrap (learner code runs without a sandbox; the sandbox tests fail). "
-             "Install it with: sudo apt-get install bubblewrap",
+    "Install it with: sudo apt-get install bubblewrap",
     "chromium": "Missing: chromium and chromedriver (the dashboard's browser tests fail). "
-                "Install it with: sudo apt-get install chromium chromium-driver",
+    "Install it with: sudo apt-get install chromium chromium-driver",
     "podman": "Missing: podman, runc and debootstrap (the container image tests (-m images) fail). "
-              "Install it with: sudo apt-get install podman runc debootstrap",
+    "Install it with: sudo apt-get install podman runc debootstrap",
 }
 NEEDS = {"bwrap": ("bwrap",), "chromium": ("chromium", "chromedriver"), "podman": ("podman", "runc", "debootstrap")}
 
 
 def _report(path: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["/bin/bash", str(REPO / "scripts" / "missing_pieces.sh")], env={**os.environ, "PATH": path},
-                          capture_output=True, text=True, timeout=30, check=False)
+    return subprocess.run(
+        ["/bin/bash", str(REPO / "scripts" / "missing_pieces.sh")],
+        env={**os.environ, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 def test_with_nothing_on_path_each_piece_gets_its_line_and_command(tmp_path) -> None:

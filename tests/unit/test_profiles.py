@@ -8,9 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from services.core.profiles import (
-    ERROR_FLOOR, cflop_to_reference_profile, error_profile, profile, ratios_to_best,
-)
+from services.core.profiles import ERROR_FLOOR, cflop_to_reference_profile, error_profile, profile, ratios_to_best
 
 
 def _reference_score(ratios: list[float], tau_max: float) -> float:
@@ -22,8 +20,7 @@ def _reference_score(ratios: list[float], tau_max: float) -> float:
 
 def test_a_hand_worked_error_profile():
     # Task 1: A is best; task 2: B is best, A at (0.3+f)/(0.1+f); task 3: A has no result.
-    errors = np.array([[0.2, 0.3, np.nan],
-                       [0.4, 0.1, 0.5]])
+    errors = np.array([[0.2, 0.3, np.nan], [0.4, 0.1, 0.5]])
     result = error_profile(errors)
     ratio_a2 = (0.3 + ERROR_FLOOR) / (0.1 + ERROR_FLOOR)
     ratio_b1 = (0.4 + ERROR_FLOOR) / (0.2 + ERROR_FLOOR)

@@ -19,10 +19,12 @@ from services.core.proxy_policies import (
 )
 
 
-def _trial(index: int, dev: float | None, lidar: dict[int, float], rankme: dict[int, float] | None = None,
-           flops: float = 80.0) -> TrialRecord:
-    return TrialRecord(index, dev, flops, {"lidar": lidar, "rankme": rankme or lidar},
-                       proxy_flops={step: 1.0 for step in lidar})
+def _trial(
+    index: int, dev: float | None, lidar: dict[int, float], rankme: dict[int, float] | None = None, flops: float = 80.0
+) -> TrialRecord:
+    return TrialRecord(
+        index, dev, flops, {"lidar": lidar, "rankme": rankme or lidar}, proxy_flops={step: 1.0 for step in lidar}
+    )
 
 
 def _task(order: int = 1, chosen: int = 0) -> TaskRecord:

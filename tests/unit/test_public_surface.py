@@ -100,9 +100,9 @@ DECLARED = {name: _declared(module.tree) for name, module in MODULES.items()}
 
 def _must_declare() -> list[str]:
     return [
-        name for name, module in MODULES.items()
-        if module.path.name != "__main__.py" and not _only_docstring(module.tree)
-        and not _not_yet_declared(name)
+        name
+        for name, module in MODULES.items()
+        if module.path.name != "__main__.py" and not _only_docstring(module.tree) and not _not_yet_declared(name)
     ]
 
 
@@ -138,7 +138,7 @@ def _absolute(path: Path, node: ast.ImportFrom) -> str:
     package = _module_name(path).split(".")
     if path.name != "__init__.py":
         package = package[:-1]
-    package = package[:len(package) - (node.level - 1)]
+    package = package[: len(package) - (node.level - 1)]
     return ".".join(package + ([node.module] if node.module else []))
 
 
@@ -156,7 +156,7 @@ def _uses(path: Path) -> Iterator[Use]:
     return _uses_of(ast.parse(path.read_text(), str(path)), path)
 
 
-def _uses_of(tree: ast.Module, path: Path) -> Iterator[Use]:
+def _uses_of(tree: ast.Module, path: Path) -> Iterator[Use]:  # noqa: C901
     rel = path.relative_to(ROOT)
     user = _module_name(path)
     aliases: dict[str, str] = {}  # local name -> project module it is bound to
@@ -191,8 +191,7 @@ def _uses_of(tree: ast.Module, path: Path) -> Iterator[Use]:
                 if module in MODULES:
                     yield Use(f"{rel}:{node.lineno}", user, module, part)
                 break
-        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
-              and DOTTED.fullmatch(node.value)):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and DOTTED.fullmatch(node.value):
             module, colon, name = node.value.partition(":")
             if not colon:
                 module, _, name = node.value.rpartition(".")
@@ -229,8 +228,13 @@ def test_modules_are_used_only_through_their_all() -> None:
     offences = []
     for use in USES:
         declared = DECLARED.get(use.module)
-        if (not use.name or declared is None or _not_yet_declared(use.module)
-                or _is_private(use.name) or use.user == use.module):
+        if (
+            not use.name
+            or declared is None
+            or _not_yet_declared(use.module)
+            or _is_private(use.name)
+            or use.user == use.module
+        ):
             continue
         if use.name not in declared and not (use.name.startswith("__") and use.name.endswith("__")):
             offences.append(f"{use.where}: {use.module}.{use.name} is not in its __all__")
@@ -239,13 +243,19 @@ def test_modules_are_used_only_through_their_all() -> None:
 
 def test_the_scans_see_a_known_private_use() -> None:
     """The scanner is not blind: a test that reaches into a module is found."""
-    source = ("import services.core.registry as r\nfrom services.core import metrics\n"
-              "from services.core.budget import _x, RunBudget\nr._y\nmetrics.task_error\n"
-              "'services.core.config._z'\n")
+    source = (
+        "import services.core.registry as r\nfrom services.core import metrics\n"
+        "from services.core.budget import _x, RunBudget\nr._y\nmetrics.task_error\n"
+        "'services.core.config._z'\n"
+    )
     path = ROOT / "tests" / "unit" / "_scan_probe.py"
     tree = ast.parse(source)
     uses = list(_uses_of(tree, path))
     taken = {(use.module, use.name) for use in uses if use.name}
-    assert {("services.core.budget", "_x"), ("services.core.budget", "RunBudget"),
-            ("services.core.registry", "_y"), ("services.core.metrics", "task_error"),
-            ("services.core.config", "_z")} <= taken
+    assert {
+        ("services.core.budget", "_x"),
+        ("services.core.budget", "RunBudget"),
+        ("services.core.registry", "_y"),
+        ("services.core.metrics", "task_error"),
+        ("services.core.config", "_z"),
+    } <= taken

@@ -11,21 +11,34 @@ from services.core.rulesets import RULESETS, cap_message, known_rulesets, rulese
 from workers.trainer.task_budget import TaskCharge
 
 
-@pytest.mark.parametrize("name, cap, total", [
-    ("budget-1e12", 1e12, None), ("budget-2.5T", 2.5e12, None), ("budget-300G-total-1.5P", 3e11, 1.5e15),
-    ("budget-2.5e+10", 2.5e10, None),
-])
+@pytest.mark.parametrize(
+    "name, cap, total",
+    [
+        ("budget-1e12", 1e12, None),
+        ("budget-2.5T", 2.5e12, None),
+        ("budget-300G-total-1.5P", 3e11, 1.5e15),
+        ("budget-2.5e+10", 2.5e10, None),
+    ],
+)
 def test_a_budget_tier_reads_its_caps_from_its_name(name, cap, total):
     rules = ruleset(name)
     assert (rules.task_flop_cap, rules.stream_flop_cap, rules.one_trial) == (cap, total, False)
     assert rules.task_rules.task_flop_cap == cap and rules.task_rules.ruleset == name
 
 
-@pytest.mark.parametrize("name, words", [
-    ("opne", "Did you mean 'open'?"), ("budget", "needs its cap"), ("budget-", "not a budget tier"),
-    ("budget-1e12-total", "not a budget tier"), ("budget-0", "positive, finite"), ("budget-1e400", "positive, finite"),
-    ("x" * 49, "at most 48"), (None, "a string"),
-])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("opne", "Did you mean 'open'?"),
+        ("budget", "needs its cap"),
+        ("budget-", "not a budget tier"),
+        ("budget-1e12-total", "not a budget tier"),
+        ("budget-0", "positive, finite"),
+        ("budget-1e400", "positive, finite"),
+        ("x" * 49, "at most 48"),
+        (None, "a string"),
+    ],
+)
 def test_a_name_that_is_no_ruleset_is_refused_with_the_reason(name, words):
     with pytest.raises(UnknownNameError, match=words.replace("?", r"\?").replace("(", r"\(")):
         ruleset(name)
@@ -68,14 +81,21 @@ def test_the_task_charge_stops_trials_at_the_cap_and_counts_settled_ones_once():
     charge.settle(0, 45)  # the floor can charge more than the last report
     assert charge.total == 75 and charge.report(0, 99) and charge.total == 75  # an ended trial's late report is ignored
     assert not charge.report(1, 55) and charge.reached and charge.total == 100
-    assert "budget-100 cap of 100 cFLOP is reached (100 cFLOP spent" in cap_message("budget-100", 100, 100, started=True)
+    assert "budget-100 cap of 100 cFLOP is reached (100 cFLOP spent" in cap_message(
+        "budget-100", 100, 100, started=True
+    )
     assert cap_message("budget-100", 100, 100, started=False).startswith("not started")
 
 
-@pytest.mark.parametrize("status, error, capped", [
-    ("stopped", cap_message("budget-9", 9, 9, started=True), True), ("stopped", cap_message("budget-9", 9, 0, started=False), True),
-    ("stopped", "stopped by early stopping at step 4 (dev error 0.5000)", False), ("failed", "not started: x", False),
-    ("stopped", None, False),
-])
+@pytest.mark.parametrize(
+    "status, error, capped",
+    [
+        ("stopped", cap_message("budget-9", 9, 9, started=True), True),
+        ("stopped", cap_message("budget-9", 9, 0, started=False), True),
+        ("stopped", "stopped by early stopping at step 4 (dev error 0.5000)", False),
+        ("failed", "not started: x", False),
+        ("stopped", None, False),
+    ],
+)
 def test_a_row_stopped_at_the_cap_is_told_from_other_stops(status, error, capped):
     assert stopped_at_cap(status, error) is capped

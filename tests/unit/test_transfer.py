@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from services.core.errors import ObjectTooLargeError
 from services.core.transfer import (
     FRESH,
     PRETRAINED,
@@ -23,7 +24,6 @@ from services.core.transfer import (
     same_task_budget,
     source_side,
 )
-from services.core.errors import ObjectTooLargeError
 from services.store.objects import ObjectInfo
 from services.store.runs.transfer import MAX_CHOICES, MAX_STATE_BYTES, learner_choices
 
@@ -57,31 +57,52 @@ def test_without_an_indep_run_there_is_no_difference_against_it():
 
 def test_resolution_slices_average_the_headline_tasks_per_bucket():
     slices = resolution_slices(STREAM, phase="meta_test", indep=INDEP)
-    assert [(s.bucket, s.tasks) for s in slices] == [("≤ 32 px", 1), ("65–128 px", 1), ("> 256 px", 1),
-                                                     ("unknown", 1)]
+    assert [(s.bucket, s.tasks) for s in slices] == [("≤ 32 px", 1), ("65–128 px", 1), ("> 256 px", 1), ("unknown", 1)]
     assert [s.mean_error for s in slices] == pytest.approx([0.05, 0.30, 0.70, 0.20])
     assert [s.indep_mean_error for s in slices] == pytest.approx([0.08, 0.25, 0.60, 0.40])
     meta_train = resolution_slices(STREAM, phase="meta_train", indep={1: 0.2})
     assert [(s.bucket, s.mean_error, s.indep_mean_error) for s in meta_train] == [
-        ("≤ 32 px", pytest.approx(0.10), pytest.approx(0.2)), ("65–128 px", pytest.approx(0.40), None)]
+        ("≤ 32 px", pytest.approx(0.10), pytest.approx(0.2)),
+        ("65–128 px", pytest.approx(0.40), None),
+    ]
 
 
-@pytest.mark.parametrize(("side", "bucket"), [(8, "≤ 32 px"), (32, "≤ 32 px"), (33, "33–64 px"), (64, "33–64 px"),
-                                              (256, "129–256 px"), (257, "> 256 px"), (None, "unknown")])
+@pytest.mark.parametrize(
+    ("side", "bucket"),
+    [
+        (8, "≤ 32 px"),
+        (32, "≤ 32 px"),
+        (33, "33–64 px"),
+        (64, "33–64 px"),
+        (256, "129–256 px"),
+        (257, "> 256 px"),
+        (None, "unknown"),
+    ],
+)
 def test_buckets_include_their_upper_bound(side, bucket):
     assert resolution_bucket(side) == bucket
 
 
-@pytest.mark.parametrize(("shape", "side"), [([28, 28, 1], 28), ([480, 640, 3], 640),
-                                             ({"min": [20, 30, 3], "max": [300, 200, 3]}, 300),
-                                             ({"min": [], "max": []}, None), ("28x28", None), ([0, 5, 3], None)])
+@pytest.mark.parametrize(
+    ("shape", "side"),
+    [
+        ([28, 28, 1], 28),
+        ([480, 640, 3], 640),
+        ({"min": [20, 30, 3], "max": [300, 200, 3]}, 300),
+        ({"min": [], "max": []}, None),
+        ("28x28", None),
+        ([0, 5, 3], None),
+    ],
+)
 def test_the_source_side_is_the_long_side_of_its_largest_image(shape, side):
     assert source_side(shape) == side
 
 
 def test_budgets_match_on_trials_and_steps_only():
-    assert same_task_budget({"trials": 2, "steps": 10, "seed": 0, "search": "random"},
-                            {"trials": 2, "steps": 10, "seed": 3, "search": "gp_ucb"})
+    assert same_task_budget(
+        {"trials": 2, "steps": 10, "seed": 0, "search": "random"},
+        {"trials": 2, "steps": 10, "seed": 3, "search": "gp_ucb"},
+    )
     assert not same_task_budget({"trials": 2, "steps": 10}, {"trials": 2, "steps": 20})
     assert not same_task_budget({}, {})
 
@@ -101,18 +122,28 @@ def test_the_matrix_holds_every_candidate_and_the_fresh_network_scored_apart():
 
 
 def test_pretrained_and_fresh_candidates_come_after_the_tasks():
-    state = {1: {"chosen": PRETRAINED, "knn_error": {PRETRAINED: 0.2, FRESH: 0.6}, "fresh_error": 0.6},
-             2: {"chosen": 1, "knn_error": {PRETRAINED: 0.3, 1: 0.1, FRESH: 0.5}, "fresh_error": 0.5}}
+    state = {
+        1: {"chosen": PRETRAINED, "knn_error": {PRETRAINED: 0.2, FRESH: 0.6}, "fresh_error": 0.6},
+        2: {"chosen": 1, "knn_error": {PRETRAINED: 0.3, 1: 0.1, FRESH: 0.5}, "fresh_error": 0.5},
+    }
     targets, sources, cells = matrix(choices_from_state(state))
     assert targets == [1, 2] and sources == [1, PRETRAINED, FRESH]
     assert cells == [[None, 0.2, 0.6], [0.1, 0.3, 0.5]]
 
 
-@pytest.mark.parametrize("state", [
-    None, [1, 2], {"a": {"chosen": 1, "knn_error": {1: 0.1}}}, {2: {"chosen": 3, "knn_error": {1: 0.1}}},
-    {2: {"chosen": 1, "knn_error": {1: 1.5}}}, {2: {"chosen": True, "knn_error": {1: 0.1}}},
-    {2: {"chosen": 1, "knn_error": {"1": 0.1}}}, {0: {"chosen": 1, "knn_error": {1: 0.1}}},
-])
+@pytest.mark.parametrize(
+    "state",
+    [
+        None,
+        [1, 2],
+        {"a": {"chosen": 1, "knn_error": {1: 0.1}}},
+        {2: {"chosen": 3, "knn_error": {1: 0.1}}},
+        {2: {"chosen": 1, "knn_error": {1: 1.5}}},
+        {2: {"chosen": True, "knn_error": {1: 0.1}}},
+        {2: {"chosen": 1, "knn_error": {"1": 0.1}}},
+        {0: {"chosen": 1, "knn_error": {1: 0.1}}},
+    ],
+)
 def test_a_state_that_is_no_record_of_choices_gives_none(state):
     assert choices_from_state(state) == {}
 
@@ -156,8 +187,7 @@ def test_the_state_is_read_as_plain_data_only(capsys):
 
 def test_a_state_of_3000_fake_choices_reports_only_the_runs_tasks_quickly():
     """The review's state: 3,000 "choices" of 450 candidates each; the run committed 3 tasks."""
-    fake = {t: {"chosen": 1, "knn_error": {c: 0.5 for c in range(1, 451)}, "fresh_error": 0.5}
-            for t in range(2, 3002)}
+    fake = {t: {"chosen": 1, "knn_error": {c: 0.5 for c in range(1, 451)}, "fresh_error": 0.5} for t in range(2, 3002)}
     fake[3] = FT_D_STATE[3]
     stored = _Stored(pickle.dumps(fake))
     assert len(stored.data) < MAX_STATE_BYTES
@@ -173,7 +203,9 @@ def test_a_matrix_of_more_tasks_than_shown_keeps_the_first_and_says_so():
     stored = _Stored(pickle.dumps({t: record for t in range(1, MAX_CHOICES + 11)}))
     choices, reason = learner_choices(stored, stored, 1, orders=range(1, MAX_CHOICES + 11))
     assert sorted(choices) == list(range(1, MAX_CHOICES + 1))
-    assert reason == f"the first {MAX_CHOICES} of the {MAX_CHOICES + 10} tasks the learner recorded choices for are shown"
+    assert (
+        reason == f"the first {MAX_CHOICES} of the {MAX_CHOICES + 10} tasks the learner recorded choices for are shown"
+    )
 
 
 def test_a_state_over_the_limit_is_not_read():

@@ -11,13 +11,9 @@ import numpy as np
 import pytest
 
 from services.core.metrics import task_error
-from services.core.predictions import TaskPredictions, decode, encode
-from services.core.uncertainty import (
-    error_interval,
-    over_seeds,
-    paired_delta,
-)
 from services.core.multiplicity import holm, normal_p_value
+from services.core.predictions import TaskPredictions, decode, encode
+from services.core.uncertainty import error_interval, over_seeds, paired_delta
 from tests.support.bootstrap_reference import fixed_totals, reference_totals
 
 
@@ -93,8 +89,10 @@ def test_paired_delta_matches_the_loop_reference(runs) -> None:
     assert got.interval.low == pytest.approx(np.nanquantile(fixed, 0.025), abs=1e-12)
     assert got.interval.high == pytest.approx(np.nanquantile(fixed, 0.975), abs=1e-12)
     assert got.generalisation.low == pytest.approx(np.nanquantile(totals, 0.025), abs=1e-12)
-    p = [normal_p_value(t.delta, np.std(per_task[:, i][np.isfinite(per_task[:, i])], ddof=1))
-         for i, t in enumerate(got.tasks)]
+    p = [
+        normal_p_value(t.delta, np.std(per_task[:, i][np.isfinite(per_task[:, i])], ddof=1))
+        for i, t in enumerate(got.tasks)
+    ]
     for i, (task, adjusted) in enumerate(zip(got.tasks, holm(p))):
         assert task.interval.low == pytest.approx(np.nanquantile(per_task[:, i], 0.025), abs=1e-12)
         assert task.p_value == pytest.approx(p[i], abs=1e-12)

@@ -30,7 +30,6 @@ from typing import Any
 import torch
 from torch import nn
 
-
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
 
 
@@ -45,8 +44,9 @@ class Acceleration:
 
     def __post_init__(self) -> None:
         if self.compile_mode not in COMPILE_MODES:
-            raise ValueError(f"Acceleration's 'compile_mode' must be one of {', '.join(COMPILE_MODES)}. "
-                             f"Got {self.compile_mode!r}.")
+            raise ValueError(
+                f"Acceleration's 'compile_mode' must be one of {', '.join(COMPILE_MODES)}. Got {self.compile_mode!r}."
+            )
 
     def resolve(self, device: str | torch.device) -> Acceleration:
         """The concrete settings on ``device``: channels-last and bf16 autocast on CUDA
@@ -82,14 +82,14 @@ def prepare(model: nn.Module, accel: Acceleration) -> nn.Module:
         model.to(memory_format=torch.channels_last)
     if accel.compile:
         for child in model.children():
-            child._compiled_call_impl = _CompiledCall(child, accel.compile_mode)
+            child._compiled_call_impl = _CompiledCall(child, accel.compile_mode)  # noqa: SLF001
     return model
 
 
 def uncompile(model: nn.Module) -> None:
     """Back to eager calls (before a model is saved or handed on)."""
     for child in model.children():
-        child._compiled_call_impl = None
+        child._compiled_call_impl = None  # noqa: SLF001
 
 
 def gpu_share(trials_per_gpu: int, workers: int = 1) -> float:
@@ -98,8 +98,10 @@ def gpu_share(trials_per_gpu: int, workers: int = 1) -> float:
     if not isinstance(trials_per_gpu, int) or isinstance(trials_per_gpu, bool) or not 1 <= trials_per_gpu <= 64:
         raise ValueError(f"The 'trials_per_gpu' parameter must be an int in [1, 64]. Got {trials_per_gpu!r}.")
     if trials_per_gpu > 1 and workers > 1:
-        raise ValueError("A 'trials_per_gpu' above 1 needs one worker per trial: the ranks of a multi-worker "
-                         f"trial take a GPU each. Got trials_per_gpu={trials_per_gpu}, workers={workers}.")
+        raise ValueError(
+            "A 'trials_per_gpu' above 1 needs one worker per trial: the ranks of a multi-worker "
+            f"trial take a GPU each. Got trials_per_gpu={trials_per_gpu}, workers={workers}."
+        )
     return 1.0 / trials_per_gpu
 
 

@@ -63,29 +63,22 @@ class AugmentConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.size, int) or self.size < 1:
             raise ValueError(
-                f"The 'size' parameter of AugmentConfig must be an int in [1, inf). "
-                f"Got {self.size!r} instead."
+                f"The 'size' parameter of AugmentConfig must be an int in [1, inf). Got {self.size!r} instead."
             )
         lo, hi = self.scale
         if not 0.0 < lo <= hi <= 1.0:
             raise ValueError(
-                f"The 'scale' parameter of AugmentConfig must satisfy 0 < low <= high <= 1. "
-                f"Got {self.scale!r} instead."
+                f"The 'scale' parameter of AugmentConfig must satisfy 0 < low <= high <= 1. Got {self.scale!r} instead."
             )
         if not 0.0 < self.ratio[0] <= self.ratio[1]:
             raise ValueError(
-                f"The 'ratio' parameter of AugmentConfig must satisfy 0 < low <= high. "
-                f"Got {self.ratio!r} instead."
+                f"The 'ratio' parameter of AugmentConfig must satisfy 0 < low <= high. Got {self.ratio!r} instead."
             )
         if not 0.0 <= self.flip_p <= 1.0:
-            raise ValueError(
-                f"The 'flip_p' parameter of AugmentConfig must be in [0, 1]. "
-                f"Got {self.flip_p!r} instead."
-            )
+            raise ValueError(f"The 'flip_p' parameter of AugmentConfig must be in [0, 1]. Got {self.flip_p!r} instead.")
         if not 0.0 < self.eval_crop <= 1.0:
             raise ValueError(
-                f"The 'eval_crop' parameter of AugmentConfig must be in (0, 1]. "
-                f"Got {self.eval_crop!r} instead."
+                f"The 'eval_crop' parameter of AugmentConfig must be in (0, 1]. Got {self.eval_crop!r} instead."
             )
 
 
@@ -100,9 +93,7 @@ def to_float(images: np.ndarray, device: str | torch.device = "cpu") -> torch.Te
             f"Got {type(images).__name__} of dtype {getattr(images, 'dtype', None)} instead."
         )
     if images.ndim != 4 or images.shape[-1] != 3:
-        raise ValueError(
-            f"Images must be shaped (N, H, W, 3). Got {images.shape} instead."
-        )
+        raise ValueError(f"Images must be shaped (N, H, W, 3). Got {images.shape} instead.")
     batch = torch.from_numpy(np.ascontiguousarray(images)).to(device, non_blocking=True)
     return batch.permute(0, 3, 1, 2).float().div_(255.0)
 
@@ -198,8 +189,7 @@ def train_transform(
     n, canvas = x.shape[0], (int(x.shape[2]), int(x.shape[3]))
     if extents is not None and np.shape(extents) != (n, 2):
         raise ValueError(
-            f"The 'extents' parameter of train_transform must have shape {(n, 2)}. "
-            f"Got {np.shape(extents)} instead."
+            f"The 'extents' parameter of train_transform must have shape {(n, 2)}. Got {np.shape(extents)} instead."
         )
     theta = crop_params(n, cfg, generator, extents=extents, canvas=canvas).to(x.device)
     grid = F.affine_grid(theta, [n, 3, cfg.size, cfg.size], align_corners=False)
@@ -209,9 +199,7 @@ def train_transform(
     return _normalise(out, cfg)
 
 
-def eval_transform(
-    images: np.ndarray, cfg: AugmentConfig, *, device: str | torch.device = "cpu"
-) -> torch.Tensor:
+def eval_transform(images: np.ndarray, cfg: AugmentConfig, *, device: str | torch.device = "cpu") -> torch.Tensor:
     """Normalisation of the evaluation images (already the reference's central square at
     the task resolution); a centre crop of ``cfg.eval_crop`` of each side first when below 1,
     and a resize when they are not at ``cfg.size``."""
@@ -222,13 +210,17 @@ def eval_transform(
         top, left = (h - ch) // 2, (w - cw) // 2
         x = x[:, :, top : top + ch, left : left + cw]
     if tuple(x.shape[-2:]) != (cfg.size, cfg.size):
-        x = F.interpolate(
-            x, size=(cfg.size, cfg.size), mode="bilinear", align_corners=False, antialias=True
-        )
+        x = F.interpolate(x, size=(cfg.size, cfg.size), mode="bilinear", align_corners=False, antialias=True)
     return _normalise(x, cfg)
 
 
 __all__ = [
-    "ATTEMPTS", "REFERENCE_MEAN", "REFERENCE_STD", "AugmentConfig", "crop_params", "eval_transform", "to_float",
+    "ATTEMPTS",
+    "REFERENCE_MEAN",
+    "REFERENCE_STD",
+    "AugmentConfig",
+    "crop_params",
+    "eval_transform",
+    "to_float",
     "train_transform",
 ]

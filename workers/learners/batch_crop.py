@@ -23,8 +23,9 @@ import torch
 from workers.learners.augment import AugmentConfig, crop_params
 
 
-def _axis(scale: torch.Tensor, centre: torch.Tensor, size: int, canvas: int,
-          valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _axis(
+    scale: torch.Tensor, centre: torch.Tensor, size: int, canvas: int, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Source indices (low, high) and the high one's weight for ``size`` outputs along one axis.
 
     As ``affine_grid`` + ``grid_sample``: output u = (2j + 1) / size − 1 reads normalised
@@ -39,8 +40,14 @@ def _axis(scale: torch.Tensor, centre: torch.Tensor, size: int, canvas: int,
     return low_i, (low_i + 1).clamp_(max=canvas - 1), weight
 
 
-def crop_flip(source: torch.Tensor, theta: torch.Tensor, cfg: AugmentConfig,
-              extents: torch.Tensor | None = None, *, channels_last: bool = False) -> torch.Tensor:
+def crop_flip(
+    source: torch.Tensor,
+    theta: torch.Tensor,
+    cfg: AugmentConfig,
+    extents: torch.Tensor | None = None,
+    *,
+    channels_last: bool = False,
+) -> torch.Tensor:
     """Crop, resize and flip uint8 images by axis-aligned affine matrices, then normalise.
 
     Args:
@@ -98,8 +105,9 @@ def train_batch(
         raise ValueError(f"Images must be uint8 (N, H, W, 3). Got {source.dtype} {tuple(source.shape)} instead.")
     n, canvas = int(source.shape[0]), (int(source.shape[1]), int(source.shape[2]))
     if extents is not None and np.shape(extents) != (n, 2):
-        raise ValueError(f"The 'extents' parameter of train_batch must have shape {(n, 2)}. "
-                         f"Got {np.shape(extents)} instead.")
+        raise ValueError(
+            f"The 'extents' parameter of train_batch must have shape {(n, 2)}. Got {np.shape(extents)} instead."
+        )
     theta = crop_params(n, cfg, generator, extents=extents, canvas=canvas)
     source = source.to(device, non_blocking=True)
     valid = None if extents is None else torch.as_tensor(np.asarray(extents)).reshape(n, 2)

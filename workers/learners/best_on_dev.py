@@ -19,8 +19,7 @@ class BestOnDev:
     it, so the final weights' check is also the harness's dev pass of the returned predictor,
     not a second one; elsewhere (learner code run outside the harness) a pass of its own."""
 
-    def __init__(self, learner: Any, predictor: Any, dev: Any, info: TaskInfo,
-                 ctx: TrialContext) -> None:
+    def __init__(self, learner: Any, predictor: Any, dev: Any, info: TaskInfo, ctx: TrialContext) -> None:
         self.learner, self.predictor, self.dev, self.info, self.ctx = learner, predictor, dev, info, ctx
         self.error, self.weights, self.step = float("inf"), None, -1
 

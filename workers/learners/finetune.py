@@ -78,12 +78,15 @@ def check_same_network(source: IndepPredictor, target: IndepPredictor, *, reason
     """Raise :class:`LearnerError` naming both networks unless ``source`` can start ``target``."""
     (source_name, source_width), (target_name, target_width) = _network(source), _network(target)
     if (source_name, source_width) != (target_name, target_width):
-        raise LearnerError(f"Cannot fine-tune a {source_name} (width {source_width}) into a {target_name} "
-                           f"(width {target_width}): {reason}")
+        raise LearnerError(
+            f"Cannot fine-tune a {source_name} (width {source_width}) into a {target_name} "
+            f"(width {target_width}): {reason}"
+        )
 
 
-def transfer_backbone(source: IndepPredictor, target: IndepPredictor, *,
-                      reason: str = EARLIER_MISMATCH) -> IndepPredictor:
+def transfer_backbone(
+    source: IndepPredictor, target: IndepPredictor, *, reason: str = EARLIER_MISMATCH
+) -> IndepPredictor:
     """``target`` with every weight of ``source`` but the head (tasks differ in classes).
 
     Raises:
@@ -137,8 +140,12 @@ class Selection:
 
     def record(self) -> dict[str, Any]:
         """What the learner state keeps of it."""
-        return {"chosen": self.chosen, "knn_error": {s.order: s.error for s in self.ranking},
-                "fresh_error": self.fresh_error, "fresh_would_win": self.fresh_would_win}
+        return {
+            "chosen": self.chosen,
+            "knn_error": {s.order: s.error for s in self.ranking},
+            "fresh_error": self.fresh_error,
+            "fresh_would_win": self.fresh_would_win,
+        }
 
 
 def fresh_wins(state: Mapping[int, Mapping[str, Any]] | None) -> int:
@@ -167,8 +174,9 @@ class FtDLearner(IndepLearner):
     def __init__(self, model: str = "resnet34", *, include_fresh: bool = False, **options: Any) -> None:
         super().__init__(model, **options)
         if not isinstance(include_fresh, bool):
-            raise TypeError(f"The 'include_fresh' parameter of {type(self).__name__} must be a bool. "
-                             f"Got {include_fresh!r}.")
+            raise TypeError(
+                f"The 'include_fresh' parameter of {type(self).__name__} must be a bool. Got {include_fresh!r}."
+            )
         self.include_fresh = include_fresh
         self._selection: Selection | None = None
 
@@ -245,16 +253,14 @@ class FtDLearner(IndepLearner):
             return None
         return selection if selection.task_key == self._selection_key(view) else None
 
-    def _candidates(self, view: TaskView, ctx: TrialContext,
-                    fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
+    def _candidates(self, view: TaskView, ctx: TrialContext, fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
         """The sources, then the fresh network where ``include_fresh`` (the reference's order:
         on equal errors the first listed wins)."""
         yield from self._sources(view, ctx, fresh)
         if self.include_fresh:
             yield RANDOM_INIT, self._probe_features(fresh, ctx)
 
-    def _sources(self, view: TaskView, ctx: TrialContext,
-                 fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
+    def _sources(self, view: TaskView, ctx: TrialContext, fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
         """Each earlier predictor, oldest first, loaded only when its turn comes."""
         for past in view.past_tasks():
             yield past.order, self._probe_features(self._load_candidate(view, past.order, ctx), ctx)
@@ -264,8 +270,12 @@ class FtDLearner(IndepLearner):
         view = ctx.track(predictor.feature_view)
         device = next(predictor.model.parameters()).device
         return lambda images: probe_features(
-            view, predictor.model, lambda chunk: eval_transform(chunk, predictor.augment, device=device), images,
-            width=predictor.model.feature_dim)
+            view,
+            predictor.model,
+            lambda chunk: eval_transform(chunk, predictor.augment, device=device),
+            images,
+            width=predictor.model.feature_dim,
+        )
 
 
 def _prepared(view: TaskView) -> Selection | None:
@@ -282,18 +292,33 @@ def digest(data: bytes) -> str:
 class _AuxiliaryTasks:
     """MT's auxiliary objective: one mini-batch of each related earlier task per step."""
 
-    def __init__(self, learner: IndepLearner, predictor: IndepPredictor, tasks: list[tuple[TaskInfo, Any]],
-                 weight: float, ctx: TrialContext, generator: torch.Generator) -> None:
+    def __init__(
+        self,
+        learner: IndepLearner,
+        predictor: IndepPredictor,
+        tasks: list[tuple[TaskInfo, Any]],
+        weight: float,
+        ctx: TrialContext,
+        generator: torch.Generator,
+    ) -> None:
         self.predictor, self.weight, self.ctx, self.generator = predictor, weight, ctx, generator
         self.features = ctx.track(predictor.feature_view)
         device = next(predictor.model.parameters()).device
         self.heads = nn.ModuleList(nn.Linear(predictor.model.feature_dim, info.num_classes) for info, _ in tasks)
         self.heads.to(device)
         self.tracked_heads = [ctx.track(head) for head in self.heads]
-        self.tasks = [(info, data, label_tensor(data.labels, info), recipe.make_loss(info.kind),
-                       epoch_batches(len(data), recipe.batch_size(len(data), max_batch=learner.max_batch),
-                                     ctx.steps, generator))
-                      for info, data in tasks]
+        self.tasks = [
+            (
+                info,
+                data,
+                label_tensor(data.labels, info),
+                recipe.make_loss(info.kind),
+                epoch_batches(
+                    len(data), recipe.batch_size(len(data), max_batch=learner.max_batch), ctx.steps, generator
+                ),
+            )
+            for info, data in tasks
+        ]
 
     def parameters(self) -> Iterable[nn.Parameter]:
         return self.heads.parameters()
@@ -303,8 +328,9 @@ class _AuxiliaryTasks:
         for head, (_, data, labels, loss_fn, batches) in zip(self.tracked_heads, self.tasks, strict=True):
             idx = next(batches)
             source, extents = data.crop_source(idx.numpy())  # past originals, as on their own task
-            x = train_batch(source, self.predictor.augment, generator=self.generator,
-                            device=self.ctx.device, extents=extents)
+            x = train_batch(
+                source, self.predictor.augment, generator=self.generator, device=self.ctx.device, extents=extents
+            )
             total = total + loss_fn(head(self.features(x)), labels[idx].to(self.ctx.device))
         return self.weight * total
 
@@ -330,8 +356,14 @@ class MtLearner(FtDLearner):
     def search_space(self) -> Mapping[str, SearchDomain]:
         return {**PAPER_SEARCH_SPACE, AUX_WEIGHT: LogUniform(0.01, 1.0)}
 
-    def _auxiliary_objective(self, view: TaskView, predictor: IndepPredictor, config: Mapping[str, Any],
-                             ctx: TrialContext, generator: torch.Generator) -> _AuxiliaryTasks | None:
+    def _auxiliary_objective(
+        self,
+        view: TaskView,
+        predictor: IndepPredictor,
+        config: Mapping[str, Any],
+        ctx: TrialContext,
+        generator: torch.Generator,
+    ) -> _AuxiliaryTasks | None:
         selection = self._current_selection(view)
         if selection is None:
             return None  # the first task: nothing earlier to learn from
@@ -344,6 +376,14 @@ class MtLearner(FtDLearner):
 
 
 __all__ = [
-    "AUX_WEIGHT", "EARLIER_MISMATCH", "FtDLearner", "FtPrevLearner", "MtLearner", "Selection", "check_same_network",
-    "digest", "fresh_wins", "transfer_backbone",
+    "AUX_WEIGHT",
+    "EARLIER_MISMATCH",
+    "FtDLearner",
+    "FtPrevLearner",
+    "MtLearner",
+    "Selection",
+    "check_same_network",
+    "digest",
+    "fresh_wins",
+    "transfer_backbone",
 ]

@@ -27,9 +27,9 @@ from workers.learners import recipe
 from workers.learners.acceleration import Acceleration, autocast, gpu_share, prepare, uncompile
 from workers.learners.augment import AugmentConfig, eval_transform
 from workers.learners.best_on_dev import BestOnDev
+from workers.learners.inference import InferenceTwin, Twin
 from workers.learners.input_pipeline import TrainBatches
 from workers.learners.models import Classifier, FeatureView, ModelConfig, build_model
-from workers.learners.inference import InferenceTwin, Twin
 from workers.learners.protocol import (
     PAPER_SEARCH_SPACE,
     Resources,
@@ -81,9 +81,13 @@ class TrialOptions:
         schedule = str(config.get("schedule", "cosine"))
         if schedule not in recipe.SCHEDULES:
             raise LearnerError(f"Unknown 'schedule' {schedule!r}; known: {', '.join(recipe.SCHEDULES)}.")
-        return cls(architecture=str(config.get("architecture", default_architecture)), schedule=schedule,
-                   batch_size=batch, random_crop=bool(config.get("random_crop", True)),
-                   flip=bool(config.get("flip", True)))
+        return cls(
+            architecture=str(config.get("architecture", default_architecture)),
+            schedule=schedule,
+            batch_size=batch,
+            random_crop=bool(config.get("random_crop", True)),
+            flip=bool(config.get("flip", True)),
+        )
 
     def augment(self, size: int) -> AugmentConfig:
         """The training augmentation: the paper's crop and flip, or either switched off."""
@@ -155,16 +159,16 @@ class IndepLearner:
         ModelConfig(model, 1, width)  # fails early on an unknown model or bad width
         if not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(
-                "The 'max_batch' parameter of IndepLearner must be an int in [1, inf). "
-                f"Got {max_batch!r} instead."
+                f"The 'max_batch' parameter of IndepLearner must be an int in [1, inf). Got {max_batch!r} instead."
             )
         if not 0.0 <= warmup_fraction <= 1.0 or not warmup_epochs >= 0:
-            raise ValueError("The 'warmup_fraction' and 'warmup_epochs' parameters of IndepLearner must be "
-                             f"in [0, 1] and [0, inf). Got {warmup_fraction!r} and {warmup_epochs!r}.")
+            raise ValueError(
+                "The 'warmup_fraction' and 'warmup_epochs' parameters of IndepLearner must be "
+                f"in [0, 1] and [0, inf). Got {warmup_fraction!r} and {warmup_epochs!r}."
+            )
         if not isinstance(eval_batch, int) or eval_batch < 1:
             raise ValueError(
-                "The 'eval_batch' parameter of IndepLearner must be an int in [1, inf). "
-                f"Got {eval_batch!r} instead."
+                f"The 'eval_batch' parameter of IndepLearner must be an int in [1, inf). Got {eval_batch!r} instead."
             )
         self.model_name = model
         self.max_batch = max_batch
@@ -176,7 +180,8 @@ class IndepLearner:
         self.workers = workers
         if not isinstance(validate_every, int) or validate_every < 1:
             raise ValueError(
-                f"The 'validate_every' parameter of IndepLearner must be an int in [1, inf). Got {validate_every!r}.")
+                f"The 'validate_every' parameter of IndepLearner must be an int in [1, inf). Got {validate_every!r}."
+            )
         self.validate_every = validate_every
         self.acceleration = acceleration or Acceleration()
         self.gpu_share = gpu_share(trials_per_gpu, workers)
@@ -189,17 +194,14 @@ class IndepLearner:
     def resources(self) -> Resources:
         # The small CNN is a CPU learner; the paper's networks take a GPU wherever there is one.
         gpus = 0.0 if self.model_name == "small_cnn" else self.gpu_share
-        return Resources(num_workers=self.workers, cpus_per_worker=1.0, gpus_per_worker=gpus,
-                         gpu_optional=True)
+        return Resources(num_workers=self.workers, cpus_per_worker=1.0, gpus_per_worker=gpus, gpu_optional=True)
 
     def init_state(self) -> None:
         return None
 
     # --- protocol: training --------------------------------------------------------------
 
-    def train(
-        self, view: TaskView, state: Any, config: Mapping[str, Any], ctx: TrialContext
-    ) -> TrainOutput:
+    def train(self, view: TaskView, state: Any, config: Mapping[str, Any], ctx: TrialContext) -> TrainOutput:
         """Train a fresh network for ``ctx.steps`` steps on the current task's train split.
 
         ``config`` holds ``learning_rate`` (peak, default 0.01) and ``label_smoothing``
@@ -224,8 +226,9 @@ class IndepLearner:
         params = [*model.parameters(), *(auxiliary.parameters() if auxiliary else ())]
         optimizer = recipe.make_optimizer(params, lr)
         batch = options.batch_size or recipe.batch_size(n, max_batch=self.max_batch)
-        warmup = recipe.warmup_steps(steps, recipe.steps_per_epoch(n, batch), epochs=self.warmup_epochs,
-                                     max_fraction=self.warmup_fraction)
+        warmup = recipe.warmup_steps(
+            steps, recipe.steps_per_epoch(n, batch), epochs=self.warmup_epochs, max_fraction=self.warmup_fraction
+        )
         scheduler = recipe.make_scheduler(optimizer, steps, warmup, kind=options.schedule)
         loss_fn = recipe.make_loss(info.kind, smoothing)
         labels = None if streamed(data) else label_tensor(data.labels, info)
@@ -235,9 +238,19 @@ class IndepLearner:
         best = BestOnDev(self, predictor, view.dev(), info, ctx)
         ctx.progress(0, predictor, loss=None)
         model.train()
-        batches = (StreamBatches if labels is None else TrainBatches)(data, labels, predictor.augment, steps=steps, batch=batch, generator=generator,
-                               crops=crops, device=ctx.device, rank=ctx.rank, world_size=ctx.world_size,
-                               prefetch=auxiliary is None)  # an auxiliary objective draws between steps
+        batches = (StreamBatches if labels is None else TrainBatches)(
+            data,
+            labels,
+            predictor.augment,
+            steps=steps,
+            batch=batch,
+            generator=generator,
+            crops=crops,
+            device=ctx.device,
+            rank=ctx.rank,
+            world_size=ctx.world_size,
+            prefetch=auxiliary is None,
+        )  # an auxiliary objective draws between steps
         for step, (x, y) in enumerate(batches, start=1):  # this rank's share, crops of the originals
             with autocast(ctx.device, accel):
                 loss = loss_fn(net(x), y)
@@ -257,16 +270,12 @@ class IndepLearner:
 
     # --- protocol: inference -------------------------------------------------------------
 
-    def predict(
-        self, predictor: IndepPredictor, images: np.ndarray, ctx: TrialContext
-    ) -> np.ndarray:
+    def predict(self, predictor: IndepPredictor, images: np.ndarray, ctx: TrialContext) -> np.ndarray:
         """Logits (N, num_classes) on centre-cropped images."""
         width = predictor.model_config.num_classes
         return self._run(predictor, predictor.model, images, ctx, width)
 
-    def features(
-        self, predictor: IndepPredictor, images: np.ndarray, ctx: TrialContext
-    ) -> np.ndarray:
+    def features(self, predictor: IndepPredictor, images: np.ndarray, ctx: TrialContext) -> np.ndarray:
         """Penultimate features (N, d), after global average pooling."""
         width = predictor.model.feature_dim
         return self._run(predictor, predictor.feature_view, images, ctx, width)
@@ -316,9 +325,7 @@ class IndepLearner:
                 f"(format {_FORMAT}); was it written by another learner?"
             )
         model_cfg = ModelConfig(**blob["model"])
-        aug_cfg = AugmentConfig(
-            **{k: tuple(v) if isinstance(v, list) else v for k, v in blob["augment"].items()}
-        )
+        aug_cfg = AugmentConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in blob["augment"].items()})
         model = build_model(model_cfg)
         model.load_state_dict(blob["state_dict"])
         model.to(ctx.device).eval()
@@ -339,16 +346,19 @@ class IndepLearner:
         return self._new_predictor(view.info, ctx, options)
 
     def _auxiliary_objective(
-        self, view: TaskView, predictor: IndepPredictor, config: Mapping[str, Any],
-        ctx: TrialContext, generator: torch.Generator,
+        self,
+        view: TaskView,
+        predictor: IndepPredictor,
+        config: Mapping[str, Any],
+        ctx: TrialContext,
+        generator: torch.Generator,
     ) -> AuxiliaryObjective | None:
         """An extra loss added at every step (MT's auxiliary tasks); none for ``indep``."""
         return None
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _new_predictor(self, info: TaskInfo, ctx: TrialContext,
-                       options: TrialOptions | None = None) -> IndepPredictor:
+    def _new_predictor(self, info: TaskInfo, ctx: TrialContext, options: TrialOptions | None = None) -> IndepPredictor:
         options = options or TrialOptions(architecture=self.model_name)
         model_cfg = ModelConfig(options.architecture, info.num_classes, self.width)
         model = build_model(model_cfg).to(ctx.device)
@@ -361,12 +371,7 @@ class IndepLearner:
         )
 
     def _run(
-        self,
-        predictor: IndepPredictor,
-        module: nn.Module,
-        images: np.ndarray,
-        ctx: TrialContext,
-        width: int,
+        self, predictor: IndepPredictor, module: nn.Module, images: np.ndarray, ctx: TrialContext, width: int
     ) -> np.ndarray:
         """``module`` over ``images`` in batches, in eval mode, without gradients."""
         if len(images) == 0:
@@ -390,6 +395,4 @@ def _twin(predictor: IndepPredictor) -> Twin | None:
     return predictor.twin.get(predictor.model) if predictor.twin is not None else None
 
 
-__all__ = [
-    "AuxiliaryObjective", "IndepLearner", "IndepPredictor", "TrialOptions",
-]
+__all__ = ["AuxiliaryObjective", "IndepLearner", "IndepPredictor", "TrialOptions"]

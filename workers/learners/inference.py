@@ -30,12 +30,16 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval
 def _weights_version(model: nn.Module) -> tuple[int, ...]:
     """In-place changes to any weight or statistic (an optimizer step, ``load_state_dict``)
     bump it."""
-    return tuple(t._version for t in (*model.parameters(), *model.buffers()))
+    return tuple(t._version for t in (*model.parameters(), *model.buffers()))  # noqa: SLF001
 
 
 def _foldable(conv: nn.Module, norm: nn.Module) -> bool:
-    return (isinstance(conv, nn.Conv2d) and isinstance(norm, nn.BatchNorm2d)
-            and norm.track_running_stats and norm.running_mean is not None)
+    return (
+        isinstance(conv, nn.Conv2d)
+        and isinstance(norm, nn.BatchNorm2d)
+        and norm.track_running_stats
+        and norm.running_mean is not None
+    )
 
 
 def fold_batch_norms(model: nn.Module) -> nn.Module:
@@ -45,12 +49,12 @@ def fold_batch_norms(model: nn.Module) -> nn.Module:
     in ``BATCH_NORM_FOLDS`` (a residual block calls ``bn1(conv1(x))`` from its ``forward``)."""
     for module in list(model.modules()):
         if isinstance(module, nn.Sequential):
-            names = list(module._modules)
+            names = list(module._modules)  # noqa: SLF001
             pairs = list(zip(names, names[1:]))
         else:
             pairs = list(getattr(module, "BATCH_NORM_FOLDS", ()))
         for conv_name, norm_name in pairs:
-            conv, norm = module._modules.get(conv_name), module._modules.get(norm_name)
+            conv, norm = module._modules.get(conv_name), module._modules.get(norm_name)  # noqa: SLF001
             if conv is not None and norm is not None and _foldable(conv, norm):
                 setattr(module, conv_name, fuse_conv_bn_eval(conv, norm))
                 setattr(module, norm_name, nn.Identity())
@@ -66,9 +70,11 @@ def channels_last_suits(model: nn.Module) -> bool:
     (:mod:`workers.learners.batch_crop`). Inference copies showed no fault under glibc's heap
     checks (``MALLOC_CHECK_=3``, widths 2-16, 2026-12-06), but narrow test networks keep the
     plain layout anyway; the built-in networks (32 or 64 channels and up) all qualify."""
-    return all(m.out_channels >= MIN_CHANNELS_LAST_WIDTH
-               and (m.in_channels == 3 or m.in_channels >= MIN_CHANNELS_LAST_WIDTH)
-               for m in model.modules() if isinstance(m, nn.Conv2d))
+    return all(
+        m.out_channels >= MIN_CHANNELS_LAST_WIDTH and (m.in_channels == 3 or m.in_channels >= MIN_CHANNELS_LAST_WIDTH)
+        for m in model.modules()
+        if isinstance(m, nn.Conv2d)
+    )
 
 
 def inference_copy(model: nn.Module, *, channels_last: bool) -> nn.Module:
@@ -122,5 +128,11 @@ class InferenceTwin:
         return self._twin
 
 
-__all__ = ["MIN_CHANNELS_LAST_WIDTH", "InferenceTwin", "Twin", "channels_last_suits", "fold_batch_norms",
-           "inference_copy"]
+__all__ = [
+    "MIN_CHANNELS_LAST_WIDTH",
+    "InferenceTwin",
+    "Twin",
+    "channels_last_suits",
+    "fold_batch_norms",
+    "inference_copy",
+]

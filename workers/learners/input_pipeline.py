@@ -74,11 +74,24 @@ class TrainBatches:
             :class:`~workers.learners.acceleration.Acceleration`'s default for the network).
     """
 
-    def __init__(self, data: LabelledData, labels: torch.Tensor, cfg: AugmentConfig, *, steps: int,
-                 batch: int, generator: torch.Generator, crops: torch.Generator,
-                 device: str | torch.device = "cpu", rank: int = 0, world_size: int = 1,
-                 prefetch: bool = True, resident: bool | None = None,
-                 channels_last: bool | None = None, prefetch_on_cpu: bool = False) -> None:
+    def __init__(
+        self,
+        data: LabelledData,
+        labels: torch.Tensor,
+        cfg: AugmentConfig,
+        *,
+        steps: int,
+        batch: int,
+        generator: torch.Generator,
+        crops: torch.Generator,
+        device: str | torch.device = "cpu",
+        rank: int = 0,
+        world_size: int = 1,
+        prefetch: bool = True,
+        resident: bool | None = None,
+        channels_last: bool | None = None,
+        prefetch_on_cpu: bool = False,
+    ) -> None:
         self.cfg, self.device = cfg, torch.device(device)
         self.rank, self.world_size = rank, world_size
         self.labels, self.crops = labels, crops
@@ -103,7 +116,7 @@ class TrainBatches:
 
     @property
     def mode(self) -> str:
-        """"resident", "streamed" (CUDA, host rows) or "cpu"."""
+        """ "resident", "streamed" (CUDA, host rows) or "cpu"."""
         return "resident" if self.source is not None else "streamed" if self.device.type == "cuda" else "cpu"
 
     def _draw(self) -> _Draws | None:

@@ -16,12 +16,7 @@ from services.core.registry import Registry
 from workers.learners.bhpo import BhpoLearner
 from workers.learners.finetune import FtDLearner, FtPrevLearner, MtLearner
 from workers.learners.indep import IndepLearner
-from workers.learners.pretrained import (
-    PtFtLearner,
-    PtFtSelfLearner,
-    PtLearner,
-    PtSelfLearner,
-)
+from workers.learners.pretrained import PtFtLearner, PtFtSelfLearner, PtLearner, PtSelfLearner
 from workers.learners.protocol import Learner
 
 LearnerFactory = Callable[..., Any]
@@ -132,32 +127,22 @@ def check_learner(learner: Any, spec: str) -> None:
 def _import_factory(spec: str) -> LearnerFactory:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise UnknownNameError(
-            f"Learner spec {spec!r} is malformed: expected 'package.module:factory'."
-        )
+        raise UnknownNameError(f"Learner spec {spec!r} is malformed: expected 'package.module:factory'.")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # an ImportError, or whatever its import-time code raised
         raise LearnerError(
-            f"Cannot import module {module_name!r} of learner spec {spec!r}: {exc}. "
-            "Is it installed, or on PYTHONPATH?"
+            f"Cannot import module {module_name!r} of learner spec {spec!r}: {exc}. Is it installed, or on PYTHONPATH?"
         ) from exc
     factory: Any = module
     for part in attr.split("."):
         if not hasattr(factory, part):
             known = [n for n in dir(module) if not n.startswith("_")]
-            raise LearnerError(
-                unknown_name_message(f"attribute of module {module_name!r}:", attr, known)
-            )
+            raise LearnerError(unknown_name_message(f"attribute of module {module_name!r}:", attr, known))
         factory = getattr(factory, part)
     if not callable(factory):
-        raise LearnerError(
-            f"{spec!r} names a {type(factory).__name__}, not a callable that makes a learner."
-        )
+        raise LearnerError(f"{spec!r} names a {type(factory).__name__}, not a callable that makes a learner.")
     return factory
 
 
-__all__ = [
-    "LEARNERS", "REQUIRED_METHODS", "LearnerFactory", "builtin_names", "check_learner",
-    "load_learner",
-]
+__all__ = ["LEARNERS", "REQUIRED_METHODS", "LearnerFactory", "builtin_names", "check_learner", "load_learner"]

@@ -47,8 +47,7 @@ class ModelConfig:
             )
         if self.width is not None and (not isinstance(self.width, int) or self.width < 1):
             raise ValueError(
-                "The 'width' parameter of ModelConfig must be None or an int in [1, inf). "
-                f"Got {self.width!r} instead."
+                f"The 'width' parameter of ModelConfig must be None or an int in [1, inf). Got {self.width!r} instead."
             )
 
 
@@ -107,9 +106,7 @@ def init_as_haiku(model: nn.Module) -> None:
 
 def _conv_bn_relu(c_in: int, c_out: int, stride: int = 1) -> nn.Sequential:
     return nn.Sequential(
-        nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False),
-        nn.BatchNorm2d(c_out),
-        nn.ReLU(inplace=True),
+        nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True)
     )
 
 
@@ -154,9 +151,7 @@ class BasicBlock(nn.Module):
         self.relu = nn.ReLU(inplace=True)
         self.shortcut: nn.Module = nn.Identity()
         if stride != 1 or c_in != c_out:
-            self.shortcut = nn.Sequential(
-                nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False), nn.BatchNorm2d(c_out)
-            )
+            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False), nn.BatchNorm2d(c_out))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.relu(self.bn1(self.conv1(x)))
@@ -240,6 +235,15 @@ def count_parameters(model: nn.Module) -> int:
 
 
 __all__ = [
-    "MODELS", "BasicBlock", "Classifier", "FeatureView", "LowResResNet34", "LowResVGG", "ModelConfig",
-    "SmallCNN", "build_model", "count_parameters", "init_as_haiku",
+    "MODELS",
+    "BasicBlock",
+    "Classifier",
+    "FeatureView",
+    "LowResResNet34",
+    "LowResVGG",
+    "ModelConfig",
+    "SmallCNN",
+    "build_model",
+    "count_parameters",
+    "init_as_haiku",
 ]

@@ -18,21 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from services.core.errors import LearnerError
-from workers.learners.finetune import (
-    FtDLearner,
-    check_same_network,
-    digest,
-    transfer_backbone,
-)
+from workers.learners.finetune import FtDLearner, check_same_network, digest, transfer_backbone
 from workers.learners.indep import IndepLearner, IndepPredictor, TrialOptions
 from workers.learners.protocol import TaskView, TrialContext
-from workers.learners.provenance import (
-    EXTERNAL,
-    SELF,
-    Origin,
-    Provenance,
-    read_provenance,
-)
+from workers.learners.provenance import EXTERNAL, SELF, Origin, Provenance, read_provenance
 from workers.learners.selection import PRETRAINED, FeatureFn
 
 PRETRAINED_MISMATCH = (
@@ -40,11 +29,14 @@ PRETRAINED_MISMATCH = (
     "the same network as this learner: `nevis pretrain import` (the ResNet-34) for pt and pt_ft; "
     "`nevis pretrain` (FT-prev, the ResNet-34) for pt_self and pt_ft_self, `nevis pretrain "
     "--learner ft_prev_small` for pt_self_small and pt_ft_self_small, with the same width "
-    "option if one was given.")
+    "option if one was given."
+)
 """Why a PT learner cannot use its checkpoint (after the two networks are named)."""
 
-IMPORT_HINT = ("`nevis pretrain import --from torchvision-resnet34 FILE --out CKPT --provenance TEXT` converts "
-               "weights pretrained elsewhere and records where they come from")
+IMPORT_HINT = (
+    "`nevis pretrain import --from torchvision-resnet34 FILE --out CKPT --provenance TEXT` converts "
+    "weights pretrained elsewhere and records where they come from"
+)
 
 
 def check_provenance(checkpoint: bytes, learner: str, origin: Origin) -> Provenance | None:
@@ -62,11 +54,13 @@ def check_provenance(checkpoint: bytes, learner: str, origin: Origin) -> Provena
             f"{learner} is the paper's PT: it starts from a network pretrained on outside data, and the run's "
             f"checkpoint declares no such provenance{made}. A checkpoint made by `nevis pretrain` (the stream's "
             "own meta-train tasks) runs as the self-pretrained variant pt_self or pt_ft_self (pt_self_small, "
-            f"pt_ft_self_small on the small CNN); {IMPORT_HINT}.")
+            f"pt_ft_self_small on the small CNN); {IMPORT_HINT}."
+        )
     if origin == SELF and provenance is not None and provenance.origin == EXTERNAL:
         raise LearnerError(
             f"{learner} is self-pretraining, and the run's checkpoint declares outside provenance "
-            f"({provenance.source}: {provenance.declared}). Run it as pt or pt_ft.")
+            f"({provenance.source}: {provenance.declared}). Run it as pt or pt_ft."
+        )
     return provenance
 
 
@@ -109,8 +103,7 @@ class PtFtLearner(FtDLearner):
         past = super()._selection_key(view) if view.past_tasks() else view.info.key
         return f"{past}@{digest(view.pretrained())}"
 
-    def _sources(self, view: TaskView, ctx: TrialContext,
-                 fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
+    def _sources(self, view: TaskView, ctx: TrialContext, fresh: IndepPredictor) -> Iterator[tuple[int, FeatureFn]]:
         # The checkpoint's provenance and network are checked before anything is ranked: one of
         # another network would rank like any candidate and fail only on the tasks where it won.
         check_provenance(view.pretrained(), self.name, self.origin)
@@ -128,6 +121,11 @@ class PtFtSelfLearner(PtFtLearner):
 
 
 __all__ = [
-    "IMPORT_HINT", "PRETRAINED_MISMATCH", "PtFtLearner", "PtFtSelfLearner", "PtLearner", "PtSelfLearner",
+    "IMPORT_HINT",
+    "PRETRAINED_MISMATCH",
+    "PtFtLearner",
+    "PtFtSelfLearner",
+    "PtLearner",
+    "PtSelfLearner",
     "check_provenance",
 ]

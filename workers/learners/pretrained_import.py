@@ -35,13 +35,7 @@ import torch
 from services.core.errors import LearnerError
 from workers.learners.augment import AugmentConfig
 from workers.learners.models import LowResResNet34, ModelConfig, build_model
-from workers.learners.provenance import (
-    EXTERNAL,
-    SELF,
-    Provenance,
-    read_provenance,
-    stamp,
-)
+from workers.learners.provenance import EXTERNAL, SELF, Provenance, read_provenance, stamp
 
 TORCHVISION_RESNET34 = "torchvision-resnet34"
 NEVIS_PREDICTOR = "nevis-predictor"
@@ -86,13 +80,17 @@ def resample_stem(kernel: torch.Tensor, size: int = 3) -> torch.Tensor:
     k = kernel.shape[-1]
     edges = torch.arange(size + 1, dtype=torch.float64) * k / size
     taps = torch.arange(k, dtype=torch.float64)
-    share = (torch.minimum(edges[1:, None], taps[None, :] + 1)
-             - torch.maximum(edges[:-1, None], taps[None, :])).clamp(min=0).float()  # (size, k), columns sum to 1
+    share = (
+        (torch.minimum(edges[1:, None], taps[None, :] + 1) - torch.maximum(edges[:-1, None], taps[None, :]))
+        .clamp(min=0)
+        .float()
+    )  # (size, k), columns sum to 1
     return torch.einsum("ij,ocjl,ml->ocim", share, kernel.float(), share)
 
 
-def convert_torchvision_resnet34(state: Mapping[str, torch.Tensor], *,
-                                 stem: str = "resample") -> tuple[ModelConfig, dict[str, torch.Tensor], str]:
+def convert_torchvision_resnet34(
+    state: Mapping[str, torch.Tensor], *, stem: str = "resample"
+) -> tuple[ModelConfig, dict[str, torch.Tensor], str]:
     """The LowResResNet34 config, weights and a description of the mapping for ``state``.
 
     Raises:
@@ -109,13 +107,19 @@ def convert_torchvision_resnet34(state: Mapping[str, torch.Tensor], *,
     expected = set(pairs) | {"conv1.weight"} | ({f"bn1.{p}" for p in _BN} if stem == "fresh" else set())
     missing, extra = sorted(expected - set(state)), sorted(set(state) - expected)
     if missing or extra:
-        raise LearnerError(f"Not a torchvision ResNet-34 state dict: missing {missing[:8]}"
-                           f"{' …' if len(missing) > 8 else ''}, unexpected {extra[:8]}{' …' if len(extra) > 8 else ''}.")
-    wrong = [f"{tv} {tuple(state[tv].shape)} → {ours} {tuple(weights[ours].shape)}"
-             for tv, ours in pairs.items() if state[tv].shape != weights[ours].shape]
+        raise LearnerError(
+            f"Not a torchvision ResNet-34 state dict: missing {missing[:8]}"
+            f"{' …' if len(missing) > 8 else ''}, unexpected {extra[:8]}{' …' if len(extra) > 8 else ''}."
+        )
+    wrong = [
+        f"{tv} {tuple(state[tv].shape)} → {ours} {tuple(weights[ours].shape)}"
+        for tv, ours in pairs.items()
+        if state[tv].shape != weights[ours].shape
+    ]
     if stem == "resample" and state["conv1.weight"].shape[:2] != weights["stem.0.weight"].shape[:2]:
-        wrong.append(f"conv1.weight {tuple(state['conv1.weight'].shape)} → stem.0.weight "
-                     f"{tuple(weights['stem.0.weight'].shape)}")
+        wrong.append(
+            f"conv1.weight {tuple(state['conv1.weight'].shape)} → stem.0.weight {tuple(weights['stem.0.weight'].shape)}"
+        )
     if wrong:
         raise LearnerError(f"The torchvision weights do not fit a width-64 LowResResNet34: {'; '.join(wrong[:8])}.")
     for tv, ours in pairs.items():
@@ -125,22 +129,34 @@ def convert_torchvision_resnet34(state: Mapping[str, torch.Tensor], *,
         how = "stem 7x7 kernels resampled to 3x3 by area (total weight kept), bn1 -> stem.1"
     else:
         how = "stem convolution and batch norm left at initialisation"
-    mapping = (f"torchvision ResNet-34 -> LowResResNet34: 16 basic blocks, 3 shortcuts and fc -> head "
-               f"({config.num_classes} classes) one to one; {how}; no max-pool here")
+    mapping = (
+        f"torchvision ResNet-34 -> LowResResNet34: 16 basic blocks, 3 shortcuts and fc -> head "
+        f"({config.num_classes} classes) one to one; {how}; no max-pool here"
+    )
     return config, weights, mapping
 
 
-def predictor_file(config: ModelConfig, weights: Mapping[str, torch.Tensor], *, image_size: int,
-                   kind: str = "single") -> bytes:
+def predictor_file(
+    config: ModelConfig, weights: Mapping[str, torch.Tensor], *, image_size: int, kind: str = "single"
+) -> bytes:
     """Weights as a predictor file of the layout ``IndepLearner`` reads (evaluation at ``image_size``)."""
     buffer = io.BytesIO()
-    torch.save({"format": PREDICTOR_FORMAT, "model": asdict(config), "augment": asdict(AugmentConfig(size=image_size)),
-                "kind": kind, "state_dict": {k: v.detach().cpu() for k, v in weights.items()}}, buffer)
+    torch.save(
+        {
+            "format": PREDICTOR_FORMAT,
+            "model": asdict(config),
+            "augment": asdict(AugmentConfig(size=image_size)),
+            "kind": kind,
+            "state_dict": {k: v.detach().cpu() for k, v in weights.items()},
+        },
+        buffer,
+    )
     return buffer.getvalue()
 
 
-def import_checkpoint(data: bytes, *, source: str, declared: str, stem: str = "resample",
-                      image_size: int = 64) -> bytes:
+def import_checkpoint(
+    data: bytes, *, source: str, declared: str, stem: str = "resample", image_size: int = 64
+) -> bytes:
     """A checkpoint for ``pt`` / ``pt_ft`` from ``data`` (a file of kind ``source``), stamped with
     ``declared`` as an external provenance.
 
@@ -158,8 +174,10 @@ def import_checkpoint(data: bytes, *, source: str, declared: str, stem: str = "r
     if source == NEVIS_PREDICTOR:
         earlier = read_provenance(data)
         if earlier is not None and earlier.origin == SELF:
-            raise LearnerError(f"This checkpoint was self-pretrained ({earlier.declared}); it cannot be declared "
-                               "external. Run it as pt_self / pt_ft_self.")
+            raise LearnerError(
+                f"This checkpoint was self-pretrained ({earlier.declared}); it cannot be declared "
+                "external. Run it as pt_self / pt_ft_self."
+            )
         return stamp(data, provenance)
     try:
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
@@ -175,6 +193,15 @@ def import_checkpoint(data: bytes, *, source: str, declared: str, stem: str = "r
 
 
 __all__ = [
-    "IMPORT_SOURCES", "NEVIS_PREDICTOR", "PREDICTOR_FORMAT", "STEMS", "TORCHVISION_RESNET34", "block_names",
-    "convert_torchvision_resnet34", "import_checkpoint", "key_map", "predictor_file", "resample_stem",
+    "IMPORT_SOURCES",
+    "NEVIS_PREDICTOR",
+    "PREDICTOR_FORMAT",
+    "STEMS",
+    "TORCHVISION_RESNET34",
+    "block_names",
+    "convert_torchvision_resnet34",
+    "import_checkpoint",
+    "key_map",
+    "predictor_file",
+    "resample_stem",
 ]

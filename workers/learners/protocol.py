@@ -142,7 +142,7 @@ class TrialContext(Protocol):
 
     @property
     def device(self) -> str:
-        """"cpu" or "cuda:N": where this worker should put its tensors."""
+        """ "cpu" or "cuda:N": where this worker should put its tensors."""
         ...
 
     def track(self, module: Any) -> Any:
@@ -223,9 +223,7 @@ class Learner(Protocol):
         """The state before the first task (picklable)."""
         ...
 
-    def train(
-        self, view: TaskView, state: Any, config: Mapping[str, Any], ctx: TrialContext
-    ) -> TrainOutput:
+    def train(self, view: TaskView, state: Any, config: Mapping[str, Any], ctx: TrialContext) -> TrainOutput:
         """Train on the task of ``view`` with hyper-parameters ``config``."""
         ...
 
@@ -262,7 +260,20 @@ MAX_PREPARED_BYTES = 64 * 1024**2
 FlopsSource = Literal["measured", "reported"]
 
 __all__ = [
-    "CHECKPOINT_DEFAULT_FRACTIONS", "MAX_PREPARED_BYTES", "PAPER_SEARCH_SPACE", "Choice", "FlopsSource",
-    "LabelledData", "Learner", "LogUniform", "PreparesTask", "Resources", "SearchDomain", "TaskInfo", "TaskView", "TrainOutput",
-    "TrialContext", "Uniform",
+    "CHECKPOINT_DEFAULT_FRACTIONS",
+    "MAX_PREPARED_BYTES",
+    "PAPER_SEARCH_SPACE",
+    "Choice",
+    "FlopsSource",
+    "LabelledData",
+    "Learner",
+    "LogUniform",
+    "PreparesTask",
+    "Resources",
+    "SearchDomain",
+    "TaskInfo",
+    "TaskView",
+    "TrainOutput",
+    "TrialContext",
+    "Uniform",
 ]

@@ -64,8 +64,9 @@ class Provenance:
         if not isinstance(self.declared, str) or not self.declared.strip():
             raise ValueError("A provenance needs a declaration: where the weights come from, in words.")
         if len(self.declared) > MAX_DECLARED:
-            raise ValueError(f"A provenance's declaration has at most {MAX_DECLARED} characters; "
-                             f"got {len(self.declared)}.")
+            raise ValueError(
+                f"A provenance's declaration has at most {MAX_DECLARED} characters; got {len(self.declared)}."
+            )
 
 
 def read_provenance(checkpoint: bytes) -> Provenance | None:
@@ -106,8 +107,10 @@ def stamp(checkpoint: bytes, provenance: Provenance) -> bytes:
     """
     blob = _load(checkpoint)
     if "state_dict" not in blob:
-        raise LearnerError("The checkpoint is not a predictor file: it has no 'state_dict'. Was it written by "
-                           "IndepLearner.save_predictor, `nevis pretrain` or `nevis pretrain import`?")
+        raise LearnerError(
+            "The checkpoint is not a predictor file: it has no 'state_dict'. Was it written by "
+            "IndepLearner.save_predictor, `nevis pretrain` or `nevis pretrain import`?"
+        )
     blob[PROVENANCE_KEY] = asdict(provenance)
     import torch  # noqa: PLC0415 - here, not at import: the run's driver reads provenance without torch
 
@@ -128,5 +131,14 @@ def _load(checkpoint: bytes) -> dict[str, Any]:
     return blob
 
 
-__all__ = ["EXTERNAL", "MAX_DECLARED", "PROVENANCE_KEY", "SELF", "Origin", "Provenance", "pretraining_cflop",
-           "read_provenance", "stamp"]
+__all__ = [
+    "EXTERNAL",
+    "MAX_DECLARED",
+    "PROVENANCE_KEY",
+    "SELF",
+    "Origin",
+    "Provenance",
+    "pretraining_cflop",
+    "read_provenance",
+    "stamp",
+]

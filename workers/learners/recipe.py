@@ -43,15 +43,13 @@ def batch_size(train_size: int, p: float = 0.0025, max_batch: int = 512) -> int:
     """
     if not isinstance(train_size, int) or train_size < 1:
         raise ValueError(
-            "The 'train_size' parameter of batch_size must be an int in [1, inf). "
-            f"Got {train_size!r} instead."
+            f"The 'train_size' parameter of batch_size must be an int in [1, inf). Got {train_size!r} instead."
         )
     if not p > 0:
         raise ValueError(f"The 'p' parameter of batch_size must be > 0. Got {p!r} instead.")
     if not isinstance(max_batch, int) or max_batch < 1:
         raise ValueError(
-            "The 'max_batch' parameter of batch_size must be an int in [1, inf). "
-            f"Got {max_batch!r} instead."
+            f"The 'max_batch' parameter of batch_size must be an int in [1, inf). Got {max_batch!r} instead."
         )
     # frexp gives x = m·2^e with m in [0.5, 1): floor(log2 x) = e − 1, exactly.
     _, exponent = math.frexp(p * train_size)
@@ -64,8 +62,9 @@ def steps_per_epoch(train_size: int, batch: int) -> int:
     return train_size // batch + 1
 
 
-def warmup_steps(total_steps: int, epoch_steps: int, *, epochs: float = WARMUP_EPOCHS,
-                 max_fraction: float = 1.0) -> int:
+def warmup_steps(
+    total_steps: int, epoch_steps: int, *, epochs: float = WARMUP_EPOCHS, max_fraction: float = 1.0
+) -> int:
     """Warm-up length: ``epochs`` epochs of ``epoch_steps`` updates, strictly fewer than the
     budget, as the reference (``min(max_steps - 1, warmup_epochs * steps_per_epoch)``), and
     at most ``max_fraction`` of the budget (1: no further cap, the reference's rule).
@@ -76,8 +75,7 @@ def warmup_steps(total_steps: int, epoch_steps: int, *, epochs: float = WARMUP_E
     """
     if not 0.0 <= max_fraction <= 1.0:
         raise ValueError(
-            "The 'max_fraction' parameter of warmup_steps must be a float in [0, 1]. "
-            f"Got {max_fraction!r} instead."
+            f"The 'max_fraction' parameter of warmup_steps must be a float in [0, 1]. Got {max_fraction!r} instead."
         )
     if not epochs >= 0:
         raise ValueError(f"The 'epochs' parameter of warmup_steps must be >= 0. Got {epochs!r} instead.")
@@ -115,15 +113,14 @@ def make_optimizer(
     """
     if not learning_rate > 0:
         raise ValueError(
-            "The 'learning_rate' hyper-parameter must be a float in (0, inf). "
-            f"Got {learning_rate!r} instead."
+            f"The 'learning_rate' hyper-parameter must be a float in (0, inf). Got {learning_rate!r} instead."
         )
     params = list(params)
-    groups = [{"params": [p for p in params if p.ndim > 1], "weight_decay": weight_decay},
-              {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0}]
-    return torch.optim.SGD(
-        [g for g in groups if g["params"]], lr=learning_rate, momentum=momentum, nesterov=True
-    )
+    groups = [
+        {"params": [p for p in params if p.ndim > 1], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0},
+    ]
+    return torch.optim.SGD([g for g in groups if g["params"]], lr=learning_rate, momentum=momentum, nesterov=True)
 
 
 def piecewise_factor(step: int, total_steps: int, warmup: int, floor: float = 0.0) -> float:
@@ -136,14 +133,11 @@ def piecewise_factor(step: int, total_steps: int, warmup: int, floor: float = 0.
     return 1.0 if step < int(0.5 * total_steps) else 0.1 if step < int(0.75 * total_steps) else 0.01
 
 
-SCHEDULES: dict[str, Callable[[int, int, int, float], float]] = {
-    "cosine": lr_factor, "piecewise": piecewise_factor,
-}
+SCHEDULES: dict[str, Callable[[int, int, int, float], float]] = {"cosine": lr_factor, "piecewise": piecewise_factor}
 """Learning-rate schedules by name: step, total steps, warm-up steps, final/peak → multiplier."""
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup: int,
-                   kind: str = "cosine") -> LambdaLR:
+def make_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup: int, kind: str = "cosine") -> LambdaLR:
     """A LambdaLR applying the schedule ``kind`` (:data:`SCHEDULES`), ending at
     :data:`FINAL_LEARNING_RATE`; call ``step()`` after each optimiser step."""
     factor = SCHEDULES[kind]
@@ -165,8 +159,7 @@ def make_loss(kind: Literal["single", "multi"], label_smoothing: float = 0.0) ->
     """
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(
-            "The 'label_smoothing' hyper-parameter must be a float in [0, 1). "
-            f"Got {label_smoothing!r} instead."
+            f"The 'label_smoothing' hyper-parameter must be a float in [0, 1). Got {label_smoothing!r} instead."
         )
     if kind == "single":
 
@@ -181,13 +174,23 @@ def make_loss(kind: Literal["single", "multi"], label_smoothing: float = 0.0) ->
             return F.binary_cross_entropy_with_logits(logits, soft)
 
         return multi
-    raise ValueError(
-        f"The 'kind' parameter of make_loss must be 'single' or 'multi'. Got {kind!r} instead."
-    )
+    raise ValueError(f"The 'kind' parameter of make_loss must be 'single' or 'multi'. Got {kind!r} instead.")
 
 
 __all__ = [
-    "FINAL_LEARNING_RATE", "MIN_BATCH", "MOMENTUM", "SCHEDULES", "WARMUP_EPOCHS", "WEIGHT_DECAY",
-    "LossFn", "batch_size", "lr_factor", "make_loss", "make_optimizer", "make_scheduler",
-    "piecewise_factor", "steps_per_epoch", "warmup_steps",
+    "FINAL_LEARNING_RATE",
+    "MIN_BATCH",
+    "MOMENTUM",
+    "SCHEDULES",
+    "WARMUP_EPOCHS",
+    "WEIGHT_DECAY",
+    "LossFn",
+    "batch_size",
+    "lr_factor",
+    "make_loss",
+    "make_optimizer",
+    "make_scheduler",
+    "piecewise_factor",
+    "steps_per_epoch",
+    "warmup_steps",
 ]

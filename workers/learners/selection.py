@@ -98,8 +98,9 @@ class NeighbourScores(nn.Module):
         return torch.cat(out)
 
 
-def probe_subset(train: LabelledData, dev: LabelledData, *, seed: int,
-                 max_train: int = MAX_TRAIN, max_dev: int = MAX_DEV) -> ProbeSubset:
+def probe_subset(
+    train: LabelledData, dev: LabelledData, *, seed: int, max_train: int = MAX_TRAIN, max_dev: int = MAX_DEV
+) -> ProbeSubset:
     """A fixed random subset of the task (the same for every candidate and every trial)."""
     rng = np.random.default_rng(seed)
 
@@ -131,9 +132,15 @@ def batch_statistics(model: nn.Module) -> Iterator[None]:
             m.track_running_stats = track
 
 
-def probe_features(features: Callable[[torch.Tensor], torch.Tensor], model: nn.Module,
-                   prepare: Callable[[np.ndarray], torch.Tensor], images: np.ndarray, *, width: int,
-                   batch: int = KNN_BATCH) -> np.ndarray:
+def probe_features(
+    features: Callable[[torch.Tensor], torch.Tensor],
+    model: nn.Module,
+    prepare: Callable[[np.ndarray], torch.Tensor],
+    images: np.ndarray,
+    *,
+    width: int,
+    batch: int = KNN_BATCH,
+) -> np.ndarray:
     """``features`` (a tracked representation pass of ``model``) over ``images`` as the reference
     embeds for its k-NN: batches of ``batch``, batch norm on batch statistics, no gradients.
 
@@ -147,14 +154,19 @@ def probe_features(features: Callable[[torch.Tensor], torch.Tensor], model: nn.M
     if len(bounds) > 2 and bounds[-1] - bounds[-2] == 1:
         del bounds[-2]
     outputs = []
-    with torch.no_grad(), (batch_statistics(model) if len(images) > 1 else eval_mode(model)):
+    with torch.no_grad(), batch_statistics(model) if len(images) > 1 else eval_mode(model):
         for start, stop in itertools.pairwise(bounds):
             outputs.append(features(prepare(images[start:stop])).float().cpu())
     return torch.cat(outputs).numpy()
 
 
-def knn_error(train_features: np.ndarray, subset: ProbeSubset, dev_features: np.ndarray, info: TaskInfo,
-              scorer: Callable[..., torch.Tensor]) -> float:
+def knn_error(
+    train_features: np.ndarray,
+    subset: ProbeSubset,
+    dev_features: np.ndarray,
+    info: TaskInfo,
+    scorer: Callable[..., torch.Tensor],
+) -> float:
     """The task error of a k-NN classifier on these features (``scorer``: a tracked
     :class:`NeighbourScores`)."""
     targets = _target_matrix(subset.train.labels, info)
@@ -163,24 +175,30 @@ def knn_error(train_features: np.ndarray, subset: ProbeSubset, dev_features: np.
     return task_error(scores.numpy(), subset.dev.labels, info.kind)
 
 
-def candidate_error(features: FeatureFn, subset: ProbeSubset, info: TaskInfo,
-                    scorer: Callable[..., torch.Tensor]) -> float:
+def candidate_error(
+    features: FeatureFn, subset: ProbeSubset, info: TaskInfo, scorer: Callable[..., torch.Tensor]
+) -> float:
     """One candidate's k-NN error: its features of the subset's train and dev images, scored."""
     return knn_error(features(subset.train.images), subset, features(subset.dev.images), info, scorer)
 
 
-def rank_candidates(candidates: Iterable[tuple[int, FeatureFn]], subset: ProbeSubset, info: TaskInfo,
-                    scorer: Callable[..., torch.Tensor]) -> list[CandidateScore]:
+def rank_candidates(
+    candidates: Iterable[tuple[int, FeatureFn]],
+    subset: ProbeSubset,
+    info: TaskInfo,
+    scorer: Callable[..., torch.Tensor],
+) -> list[CandidateScore]:
     """Every candidate's k-NN error, best first; equal errors keep the order the candidates came
     in (the reference's: earlier tasks oldest first, then whatever is not a task).
 
     ``candidates`` yields (order, features function) pairs lazily, so only one earlier
     predictor needs to be loaded at a time.
     """
-    scores = [CandidateScore(order=order, error=candidate_error(features, subset, info, scorer))
-              for order, features in candidates]
+    scores = [
+        CandidateScore(order=order, error=candidate_error(features, subset, info, scorer))
+        for order, features in candidates
+    ]
     return sorted(scores, key=lambda s: s.error)  # stable: ties stay in candidate order
-
 
 
 def _as_tensor(features: np.ndarray) -> torch.Tensor:
@@ -199,7 +217,20 @@ def _target_matrix(labels: np.ndarray, info: TaskInfo) -> torch.Tensor:
 
 
 __all__ = [
-    "KNN_BATCH", "K_NEIGHBOURS", "MAX_DEV", "MAX_TRAIN", "PRETRAINED", "RANDOM_INIT", "CandidateScore",
-    "FeatureFn", "NeighbourScores", "ProbeSubset", "batch_statistics", "candidate_error", "knn_error",
-    "probe_features", "probe_subset", "rank_candidates",
+    "KNN_BATCH",
+    "K_NEIGHBOURS",
+    "MAX_DEV",
+    "MAX_TRAIN",
+    "PRETRAINED",
+    "RANDOM_INIT",
+    "CandidateScore",
+    "FeatureFn",
+    "NeighbourScores",
+    "ProbeSubset",
+    "batch_statistics",
+    "candidate_error",
+    "knn_error",
+    "probe_features",
+    "probe_subset",
+    "rank_candidates",
 ]

@@ -40,10 +40,21 @@ class StreamBatches:
     unused (each batch brings its own) and ``generator`` too (the stream's seed orders rows).
     """
 
-    def __init__(self, data: ShardStream, labels: Any, cfg: AugmentConfig, *, steps: int,
-                 batch: int, generator: torch.Generator, crops: torch.Generator,
-                 device: str | torch.device = "cpu", rank: int = 0, world_size: int = 1,
-                 **_: Any) -> None:
+    def __init__(
+        self,
+        data: ShardStream,
+        labels: Any,
+        cfg: AugmentConfig,
+        *,
+        steps: int,
+        batch: int,
+        generator: torch.Generator,
+        crops: torch.Generator,
+        device: str | torch.device = "cpu",
+        rank: int = 0,
+        world_size: int = 1,
+        **_: Any,
+    ) -> None:
         self.stream, self.cfg, self.steps, self.batch = data, cfg, steps, batch
         self.crops, self.device = crops, torch.device(device)
         self.rank, self.world_size = rank, world_size
@@ -54,8 +65,7 @@ class StreamBatches:
             rows = next(batches)
             share = np.arange(self.rank, len(rows), self.world_size)  # this rank's rows
             source, extents = rows.crop_source(share)
-            x = train_transform(source, self.cfg, generator=self.crops, device=self.device,
-                                extents=extents)
+            x = train_transform(source, self.cfg, generator=self.crops, device=self.device, extents=extents)
             labels = rows.labels[share]
             y = torch.from_numpy(labels.astype(np.float32 if labels.ndim == 2 else np.int64))
             yield x, y.to(self.device, non_blocking=True)

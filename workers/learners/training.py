@@ -36,16 +36,11 @@ def label_tensor(labels: np.ndarray, info: TaskInfo) -> torch.Tensor:
             )
         return torch.from_numpy(np.asarray(labels, dtype=np.float32))
     if labels.ndim != 1:
-        raise LearnerError(
-            f"Single-label task {info.key!r} needs integer labels of shape (N,); "
-            f"got {labels.shape}."
-        )
+        raise LearnerError(f"Single-label task {info.key!r} needs integer labels of shape (N,); got {labels.shape}.")
     return torch.from_numpy(np.asarray(labels, dtype=np.int64))
 
 
-def epoch_batches(
-    n: int, batch: int, steps: int, generator: torch.Generator
-) -> Iterator[torch.Tensor]:
+def epoch_batches(n: int, batch: int, steps: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
     """``steps`` index batches, each epoch a fresh shuffle; a short tail joins the next epoch."""
     order = torch.empty(0, dtype=torch.int64)
     for _ in range(steps):

@@ -23,7 +23,8 @@ from pathlib import Path
 from services.core.errors import BundleError
 from workers.sandbox import bundle_limits
 from workers.sandbox.bundle_limits import UnpackBudget, check_count, tar_stream_limit
-from workers.sandbox.gzip_stream import CHUNK as _CHUNK, SingleGzipStream
+from workers.sandbox.gzip_stream import CHUNK as _CHUNK
+from workers.sandbox.gzip_stream import SingleGzipStream
 
 Entry = tuple[str, bool, Iterator[bytes]]
 """An archive entry as the pass sees it: its name, whether it is a folder, its bytes."""
@@ -55,7 +56,7 @@ def zip_entry_count(path: Path, *, stop_after: int) -> int:
         cd_size = _EOCD.unpack_from(tail, at)[5]
         cd_end = tail_start + at
         locator_at = at - _ZIP64_LOCATOR.size
-        if locator_at >= 0 and tail[locator_at:locator_at + 4] == b"PK\x06\x07":
+        if locator_at >= 0 and tail[locator_at : locator_at + 4] == b"PK\x06\x07":
             cd_end = _ZIP64_LOCATOR.unpack_from(tail, locator_at)[2]  # the zip64 record
             handle.seek(cd_end)
             record = handle.read(_ZIP64_EOCD.size)
@@ -81,13 +82,20 @@ def _readable(what: str) -> Iterator[None]:
         yield
     except BundleError:
         raise
-    except (tarfile.TarError, zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError,
-            OSError, NotImplementedError) as exc:
-        raise BundleError(f"The 'file' is not a readable {what} archive ({exc}).",
-                          field="file") from None
+    except (
+        tarfile.TarError,
+        zipfile.BadZipFile,
+        zlib.error,
+        lzma.LZMAError,
+        EOFError,
+        OSError,
+        NotImplementedError,
+    ) as exc:
+        raise BundleError(f"The 'file' is not a readable {what} archive ({exc}).", field="file") from None
 
 
 # --- zip --------------------------------------------------------------------------------------
+
 
 def _zip_entries(path: Path, budget: UnpackBudget) -> Iterator[Entry]:
     """A zip's entries, counted from the central directory first (300,000 entries cost no
@@ -105,11 +113,11 @@ def _zip_entries(path: Path, budget: UnpackBudget) -> Iterator[Entry]:
 def _check_zip_entry(info: zipfile.ZipInfo) -> None:
     mode = (info.external_attr >> 16) & 0o170000
     if mode and mode not in (0o100000, 0o040000):
-        raise BundleError(f"The 'file' entry {info.filename!r} is a link or device; only files "
-                          "and folders are allowed.", field="file")
+        raise BundleError(
+            f"The 'file' entry {info.filename!r} is a link or device; only files and folders are allowed.", field="file"
+        )
     if info.flag_bits & 0x1:
-        raise BundleError(f"The 'file' entry {info.filename!r} is encrypted; bundles are not.",
-                          field="file")
+        raise BundleError(f"The 'file' entry {info.filename!r} is encrypted; bundles are not.", field="file")
 
 
 def _zip_data(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
@@ -119,6 +127,7 @@ def _zip_data(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes
 
 
 # --- tar.gz -----------------------------------------------------------------------------------
+
 
 def _tar_entries(path: Path, budget: UnpackBudget) -> Iterator[Entry]:
     """A .tar.gz's entries, read as one stream: each header as it comes (a 16 GiB member is
@@ -137,11 +146,14 @@ def _tar_entries(path: Path, budget: UnpackBudget) -> Iterator[Entry]:
 
 def _check_tar_entry(member: tarfile.TarInfo) -> None:
     if not (member.isfile() or member.isdir()):
-        raise BundleError(f"The 'file' entry {member.name!r} is a link or device; only files "
-                          "and folders are allowed.", field="file")
+        raise BundleError(
+            f"The 'file' entry {member.name!r} is a link or device; only files and folders are allowed.", field="file"
+        )
     if member.issparse():
-        raise BundleError(f"The 'file' entry {member.name!r} is a sparse file; only plain "
-                          "files and folders are allowed.", field="file")
+        raise BundleError(
+            f"The 'file' entry {member.name!r} is a sparse file; only plain files and folders are allowed.",
+            field="file",
+        )
 
 
 def _tar_data(archive: tarfile.TarFile, member: tarfile.TarInfo) -> Iterator[bytes]:
@@ -159,9 +171,11 @@ def _check_tar_end(stream: SingleGzipStream, end: int) -> None:
     looked_at = stream.recent(stream.tell() - end)
     for block in itertools.chain([looked_at], stream.rest()):
         if block.strip(b"\0"):
-            raise BundleError("The 'file' holds data after the end of its tar archive; "
-                              "only the end marker's zero padding may follow the last entry.",
-                              field="file")
+            raise BundleError(
+                "The 'file' holds data after the end of its tar archive; "
+                "only the end marker's zero padding may follow the last entry.",
+                field="file",
+            )
 
 
 __all__ = ["Entry", "archive_entries", "zip_entry_count"]

@@ -47,15 +47,18 @@ class UnpackBudget:
     def _too_large(self, at_least: int) -> BundleError:
         return BundleError(
             f"The 'file' unpacks to more than {self.max_bytes} bytes (at least {at_least}); "
-            f"at most {self.max_bytes} are allowed.", field="file")
+            f"at most {self.max_bytes} are allowed.",
+            field="file",
+        )
 
 
 def check_count(count: int) -> None:
     """Refuse a bundle with more than :data:`MAX_MEMBERS` entries (``count`` so far)."""
     if count > MAX_MEMBERS:
         raise BundleError(
-            f"The 'file' holds more than {MAX_MEMBERS} entries (at least {count}); at most "
-            f"{MAX_MEMBERS} are allowed.", field="file")
+            f"The 'file' holds more than {MAX_MEMBERS} entries (at least {count}); at most {MAX_MEMBERS} are allowed.",
+            field="file",
+        )
 
 
 def tar_stream_limit(max_bytes: int) -> int:
@@ -99,9 +102,11 @@ class MemberLayout:
 
 
 def _clash(name: str) -> BundleError:
-    return BundleError(f"The 'file' entry {name!r} clashes with an earlier entry (the same "
-                       "file twice, or a file where a folder is); each path may appear once.",
-                       field="file")
+    return BundleError(
+        f"The 'file' entry {name!r} clashes with an earlier entry (the same "
+        "file twice, or a file where a folder is); each path may appear once.",
+        field="file",
+    )
 
 
 def _member_parts(name: str) -> tuple[str, ...]:
@@ -110,17 +115,24 @@ def _member_parts(name: str) -> tuple[str, ...]:
     parts = PurePosixPath(name.replace("\\", "/")).parts
     if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
         raise BundleError(
-            f"The 'file' entry {name!r} would unpack outside its folder; use relative paths.",
-            field="file")
+            f"The 'file' entry {name!r} would unpack outside its folder; use relative paths.", field="file"
+        )
     too_long = any(len(part.encode("utf-8", "surrogateescape")) > 255 for part in parts)
     if too_long or len(name) > MAX_NAME_CHARS or len(parts) > MAX_DEPTH:
         raise BundleError(
             f"The 'file' entry {name[:80]!r}… has too long a path; at most {MAX_NAME_CHARS} "
-            f"characters, {MAX_DEPTH} levels and 255 bytes a level are allowed.", field="file")
+            f"characters, {MAX_DEPTH} levels and 255 bytes a level are allowed.",
+            field="file",
+        )
     return parts
 
 
 __all__ = [
-    "MAX_DEPTH", "MAX_MEMBERS", "MAX_NAME_CHARS", "MemberLayout", "UnpackBudget", "check_count",
+    "MAX_DEPTH",
+    "MAX_MEMBERS",
+    "MAX_NAME_CHARS",
+    "MemberLayout",
+    "UnpackBudget",
+    "check_count",
     "tar_stream_limit",
 ]

@@ -36,8 +36,7 @@ def unpack(path: Path, *, kind: str, max_unpacked_bytes: int, into: Path | None)
         else:
             copy_member(data, target, budget)
     if not layout.has_python:
-        raise BundleError("The 'file' holds no .py file; a bundle carries Python code.",
-                          field="file")
+        raise BundleError("The 'file' holds no .py file; a bundle carries Python code.", field="file")
 
 
 def copy_member(data: Iterator[bytes], target: Path | None, budget: UnpackBudget) -> None:

@@ -40,8 +40,9 @@ def bundle_kind(filename: str) -> str:
     if lower.endswith((".tar.gz", ".tgz")):
         return "tar"
     raise BundleError(
-        f"The 'file' must be a wheel (.whl), a .zip or a .tar.gz / .tgz of Python sources. "
-        f"Got {filename!r} instead.", field="file")
+        f"The 'file' must be a wheel (.whl), a .zip or a .tar.gz / .tgz of Python sources. Got {filename!r} instead.",
+        field="file",
+    )
 
 
 def safe_filename(filename: str) -> str:
@@ -72,8 +73,7 @@ def check_bundle(path: Path, *, filename: str, max_unpacked_bytes: int) -> str:
     return kind
 
 
-def extract_bundle(path: Path, dest: Path, *, kind: str,
-                   max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES) -> Path:
+def extract_bundle(path: Path, dest: Path, *, kind: str, max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES) -> Path:
     """Unpack a bundle into ``dest`` (atomically) and return its import root.
 
     Checked while unpacking (the pass :func:`check_bundle` makes); a failure of any kind
@@ -81,8 +81,7 @@ def extract_bundle(path: Path, dest: Path, *, kind: str,
     """
     if not dest.exists():
         dest.parent.mkdir(parents=True, exist_ok=True)
-        partial = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-{os.getpid()}-",
-                                        dir=dest.parent))
+        partial = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-{os.getpid()}-", dir=dest.parent))
         try:
             partial.chmod(0o755)  # learner hosts (maybe another uid) read it once renamed
             unpack(path, kind=kind, max_unpacked_bytes=max_unpacked_bytes, into=partial)
@@ -100,8 +99,7 @@ def _rename_unless_done(partial: Path, dest: Path) -> None:
             raise
 
 
-def unpack_stored_bundle(store: ObjectStore, *, key: str, sha256: str, root: Path,
-                         max_unpacked_bytes: int) -> Path:
+def unpack_stored_bundle(store: ObjectStore, *, key: str, sha256: str, root: Path, max_unpacked_bytes: int) -> Path:
     """The import root of the bundle stored at ``key``, unpacked once under ``root/<sha256>``.
 
     The archive is fetched (its recorded checksum verified) and checked again as it is
@@ -120,10 +118,12 @@ def unpack_stored_bundle(store: ObjectStore, *, key: str, sha256: str, root: Pat
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
         if digest.hexdigest() != sha256:  # the database's record is what was reviewed
-            raise BundleError(f"The stored bundle {key!r} is not the one registered (sha256 "
-                              f"{digest.hexdigest()[:12]}… instead of {sha256[:12]}…).", field="file")
-        return extract_bundle(archive, dest, kind=bundle_kind(name),
-                              max_unpacked_bytes=max_unpacked_bytes)
+            raise BundleError(
+                f"The stored bundle {key!r} is not the one registered (sha256 "
+                f"{digest.hexdigest()[:12]}… instead of {sha256[:12]}…).",
+                field="file",
+            )
+        return extract_bundle(archive, dest, kind=bundle_kind(name), max_unpacked_bytes=max_unpacked_bytes)
 
 
 def import_root(folder: Path) -> Path:
@@ -138,6 +138,12 @@ def import_root(folder: Path) -> Path:
 
 
 __all__ = [
-    "DEFAULT_MAX_UNPACKED_BYTES", "UNPACK_FACTOR", "bundle_kind", "check_bundle",
-    "extract_bundle", "import_root", "safe_filename", "unpack_stored_bundle",
+    "DEFAULT_MAX_UNPACKED_BYTES",
+    "UNPACK_FACTOR",
+    "bundle_kind",
+    "check_bundle",
+    "extract_bundle",
+    "import_root",
+    "safe_filename",
+    "unpack_stored_bundle",
 ]

@@ -54,10 +54,10 @@ def _products_per_cpu_second() -> float:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((REFERENCE_SIZE, REFERENCE_SIZE), dtype=np.float32)
     b = rng.standard_normal((REFERENCE_SIZE, REFERENCE_SIZE), dtype=np.float32)
-    a @ b  # noqa: B018 - warm the library up
+    a @ b
     started, products = time.process_time(), 0
     while time.process_time() - started < MEASURE_S:
-        a @ b  # noqa: B018
+        a @ b
         products += 1
     used = max(time.process_time() - started, 1e-6)
     return 2.0 * REFERENCE_SIZE**3 * products / used
@@ -104,8 +104,9 @@ def rate_record_path(cache_dir: Path | None = None) -> Path | None:
     return None if folder is None else folder / f"flop-rate-{_boot_id()}.json"
 
 
-def compute_floor(cpu_seconds: float | None, flop_rate: float, *, gpu_seconds: float | None = None,
-                  gpu_rate: float | None = None) -> int:
+def compute_floor(
+    cpu_seconds: float | None, flop_rate: float, *, gpu_seconds: float | None = None, gpu_rate: float | None = None
+) -> int:
     """The least a call that used ``cpu_seconds`` of the host's CPU, and ``gpu_seconds`` of its
     GPUs (NVML's, :mod:`workers.sandbox.gpu_usage`) at the device's ``gpu_rate``
     (:mod:`workers.sandbox.gpu_calibration`), is charged: each term the same rule, past its
@@ -123,5 +124,16 @@ def _boot_id() -> str:
         return "unknown"
 
 
-__all__ = ["ALLOWANCE_S", "BUILTIN_RATE_SHARE", "FLOOR_FRACTION", "FLOOR_SHARE", "GPU_ALLOWANCE_S", "GPU_FLOOR_FRACTION", "cached_flop_rate", "compute_floor", "machine_flop_rate", "measure_flop_rate",
-           "rate_record_path"]
+__all__ = [
+    "ALLOWANCE_S",
+    "BUILTIN_RATE_SHARE",
+    "FLOOR_FRACTION",
+    "FLOOR_SHARE",
+    "GPU_ALLOWANCE_S",
+    "GPU_FLOOR_FRACTION",
+    "cached_flop_rate",
+    "compute_floor",
+    "machine_flop_rate",
+    "measure_flop_rate",
+    "rate_record_path",
+]

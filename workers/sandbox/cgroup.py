@@ -135,8 +135,11 @@ def _create_v2(folder: Path, limits: CgroupLimits) -> HostCgroup | None:
         return None
     # Controllers work only where the parent delegates them; cpu.stat's usage is always there.
     quota = limits.quota_us()
-    for file, value in (("memory.max", limits.memory_bytes), ("pids.max", limits.pids),
-                        ("cpu.max", quota and f"{quota} {CPU_PERIOD_US}")):
+    for file, value in (
+        ("memory.max", limits.memory_bytes),
+        ("pids.max", limits.pids),
+        ("cpu.max", quota and f"{quota} {CPU_PERIOD_US}"),
+    ):
         if value:
             with contextlib.suppress(OSError):
                 (folder / file).write_text(str(value))

@@ -22,14 +22,14 @@ import numpy as np
 from services.core.errors import LearnerError
 from workers.learners.protocol import TaskInfo
 from workers.sandbox import messages, ops, wire
-from workers.sandbox.declaration import LearnerDeclaration, info_to_json
 from workers.sandbox.cgroup import CgroupLimits, create_host_cgroup
+from workers.sandbox.declaration import LearnerDeclaration, info_to_json
 from workers.sandbox.launch import host_launch
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.log_ring import LogRing, drain
 from workers.sandbox.messages import Limits
-from workers.sandbox.rank_net import RankSlot
 from workers.sandbox.ops import Op, Reply, op_of
+from workers.sandbox.rank_net import RankSlot
 from workers.sandbox.replies import BrokenReply, error_of, read_checked
 from workers.sandbox.usage import tree_cpu_seconds
 
@@ -80,10 +80,22 @@ class LearnerHost:
         (:func:`~workers.sandbox.host.warm_up`), for hosts started ahead of their first call."""
         self.spec = spec
         self.data_key: str | None = None  # the task data the host holds (see trainer.trial)
-        self._cgroup = create_host_cgroup(CgroupLimits(memory_bytes=spec.limits.memory_bytes or None,
-                                                       pids=spec.limits.pids or None, cpus=spec.limits.cpus or None))
-        launch = host_launch(sandbox=spec.sandbox, import_paths=spec.import_paths, threads=spec.threads,
-                             gpu=spec.gpu, limits=spec.limits, cgroup=self._cgroup, rank=spec.rank)
+        self._cgroup = create_host_cgroup(
+            CgroupLimits(
+                memory_bytes=spec.limits.memory_bytes or None,
+                pids=spec.limits.pids or None,
+                cpus=spec.limits.cpus or None,
+            )
+        )
+        launch = host_launch(
+            sandbox=spec.sandbox,
+            import_paths=spec.import_paths,
+            threads=spec.threads,
+            gpu=spec.gpu,
+            limits=spec.limits,
+            cgroup=self._cgroup,
+            rank=spec.rank,
+        )
         self.sandbox = launch.sandbox
         # Unsandboxed, the host's home and TMPDIR is a folder of its own on the machine's disk:
         # removed when the host closes, so nothing it wrote (evaluation images included) outlives it.
@@ -91,8 +103,15 @@ class LearnerHost:
         self._expired: str | None = None
         self.log = LogRing(max(spec.limits.log_bytes, 1024))
         try:
-            self._proc = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd, pass_fds=launch.pass_fds,
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self._proc = subprocess.Popen(
+                launch.argv,
+                env=launch.env,
+                cwd=launch.cwd,
+                pass_fds=launch.pass_fds,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
         finally:
             launch.close_fds()  # bwrap holds its own copy of the seccomp program's descriptor
         self._drain = drain(_own_fd(self._proc), self.log)
@@ -133,9 +152,15 @@ class LearnerHost:
     def alive(self) -> bool:
         return self._proc.poll() is None
 
-    def call(self, request: ops.Request, parts: Sequence[wire.Part] = (), *,
-             on_message: OnMessage | None = None, announce: wire.Announce | None = None,
-             limits: Limits = Limits()) -> tuple[dict[str, Any], list[wire.Part]]:
+    def call(
+        self,
+        request: ops.Request,
+        parts: Sequence[wire.Part] = (),
+        *,
+        on_message: OnMessage | None = None,
+        announce: wire.Announce | None = None,
+        limits: Limits = Limits(),
+    ) -> tuple[dict[str, Any], list[wire.Part]]:
         """Send a request and return its result, read through its declaration
         (:func:`~workers.sandbox.messages.read_reply`, with ``limits``), and its parts;
         ``on_message`` answers the host's own requests (checkpoints, past train splits) that
@@ -158,10 +183,10 @@ class LearnerHost:
                 kick()  # any frame is a sign of life: the silence deadline starts again
                 op = op_of(reply)
                 if op == Reply.RESULT:
-                    return self._checked(lambda: read_checked(request.op, reply, out, limits)), out
+                    return self._checked(lambda: read_checked(request.op, reply, out, limits)), out  # noqa: B023
                 if op == Reply.ERROR:
                     raise self._error(reply, out, request.op, f"{request.op} failed")
-                message = self._checked(lambda: messages.read_request(reply, out, limits))
+                message = self._checked(lambda: messages.read_request(reply, out, limits))  # noqa: B023
                 if on_message is None:  # the host waits for an answer no one will give: out of step
                     self._distrust()
                     raise LearnerError(f"the learner host sent an unexpected {str(op)!r} frame")
@@ -272,8 +297,7 @@ class LearnerHost:
             self._proc.kill()
             code = self._proc.wait()
         if self._expired is not None:
-            return HostDeadlineError(f"the learner host of {self.spec.learner_spec!r} was killed: "
-                                     f"{self._expired}")
+            return HostDeadlineError(f"the learner host of {self.spec.learner_spec!r} was killed: {self._expired}")
         return LearnerHostDied(f"the learner host of {self.spec.learner_spec!r} ended (exit code {code})")
 
     def __enter__(self) -> LearnerHost:
@@ -298,8 +322,9 @@ def describe(host: LearnerHost) -> LearnerDeclaration:
     return LearnerDeclaration.from_header(reply, bytes(parts[0]))
 
 
-def predict(host: LearnerHost, info: TaskInfo, predictor: bytes, images: np.ndarray, *,
-            seed: int) -> tuple[np.ndarray, dict[str, int]]:
+def predict(
+    host: LearnerHost, info: TaskInfo, predictor: bytes, images: np.ndarray, *, seed: int
+) -> tuple[np.ndarray, dict[str, int]]:
     """Scores of a saved predictor on images (no labels), and the FLOPs that cost."""
     reply, parts = host.call(ops.Predict(info_to_json(info), seed), [predictor, images])
     return _array(parts), messages.flop_fields(reply)
@@ -341,16 +366,25 @@ class SandboxedLearner:
         _charge(ctx, reply)
         return _array(parts)
 
-    def features_and_predict(self, predictor: PredictorHandle, images: np.ndarray,
-                             ctx: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    def features_and_predict(
+        self, predictor: PredictorHandle, images: np.ndarray, ctx: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Features and scores of the same images: one backbone pass where the learner offers
         it (:mod:`workers.sandbox.joint_pass`), two otherwise."""
         reply, parts = self.host.call(ops.FeaturesAndPredict(predictor.handle), [images])
         _charge(ctx, reply)
         return _array(parts[:1]), _array(parts[1:])  # two arrays, as declared
 
-    def augment_views(self, predictor: PredictorHandle, images: np.ndarray, q: int, *,
-                      seed: int, ctx: Any = None, originals: Any = None) -> tuple[np.ndarray, str]:
+    def augment_views(
+        self,
+        predictor: PredictorHandle,
+        images: np.ndarray,
+        q: int,
+        *,
+        seed: int,
+        ctx: Any = None,
+        originals: Any = None,
+    ) -> tuple[np.ndarray, str]:
         """q views of each image; with ``originals`` (the same images' stored
         :class:`~workers.stream.task_info.Originals`) cut from them, as training cuts."""
         extra = [] if originals is None else [originals.images, np.asarray(originals.extents)]
@@ -358,12 +392,15 @@ class SandboxedLearner:
         _charge(ctx, reply)
         views = _array(parts)
         if views.shape != (len(images), q, *images.shape[1:]) or views.dtype != np.uint8:
-            raise LearnerError(f"augmented views must be uint8 shaped {(len(images), q, *images.shape[1:])}; "
-                               f"got {views.dtype} {views.shape}.")
+            raise LearnerError(
+                f"augmented views must be uint8 shaped {(len(images), q, *images.shape[1:])}; "
+                f"got {views.dtype} {views.shape}."
+            )
         return views, reply["source"]
 
-    def fresh_predictor(self, predictor: PredictorHandle, *, seed: int,
-                        ctx: Any = None) -> tuple[PredictorHandle | None, str]:
+    def fresh_predictor(
+        self, predictor: PredictorHandle, *, seed: int, ctx: Any = None
+    ) -> tuple[PredictorHandle | None, str]:
         """A fresh network of ``predictor``'s architecture (:mod:`workers.sandbox.fresh`), or
         None where the learner's first checkpoint already is one; and what it is."""
         reply, _ = self.host.call(ops.FreshPredictor(predictor.handle, int(seed)))
@@ -390,5 +427,14 @@ def _array(parts: list[wire.Part]) -> np.ndarray:
     return parts[0]
 
 
-__all__ = ["BrokenReply", "HostDeadlineError", "HostSpec", "LearnerHost", "LearnerHostDied", "PredictorHandle",
-           "SandboxedLearner", "describe", "predict"]
+__all__ = [
+    "BrokenReply",
+    "HostDeadlineError",
+    "HostSpec",
+    "LearnerHost",
+    "LearnerHostDied",
+    "PredictorHandle",
+    "SandboxedLearner",
+    "describe",
+    "predict",
+]

@@ -32,7 +32,7 @@ a trial whose process is killed is charged what it spent up to its last report, 
 at most this interval (or one step, if a step takes longer)."""
 
 
-class TrialStopped(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt
+class TrialStopped(BaseException):
     """Raised in learner code by ``ctx.progress`` when the search's early stopping ends the
     trial at a rung. A BaseException, so a learner's ``except Exception`` does not swallow it."""
 

@@ -30,9 +30,13 @@ class LearnerDeclaration:
     prepares_task: bool = False  # has ``prepare_task``: the harness runs it once per task, else skips it
 
     def to_header(self) -> dict[str, Any]:
-        return {"name": self.name, "search_space": {k: domain_to_json(v) for k, v in self.search_space.items()},
-                "resources": asdict(self.resources), "preferred_search": self.preferred_search,
-                "prepares_task": self.prepares_task}
+        return {
+            "name": self.name,
+            "search_space": {k: domain_to_json(v) for k, v in self.search_space.items()},
+            "resources": asdict(self.resources),
+            "preferred_search": self.preferred_search,
+            "prepares_task": self.prepares_task,
+        }
 
     @classmethod
     def from_header(cls, header: Mapping[str, Any], init_state: bytes) -> LearnerDeclaration:
@@ -48,9 +52,14 @@ class LearnerDeclaration:
         prepares = header.get("prepares_task", False)
         if not isinstance(prepares, bool):
             raise LearnerError(f"A learner's prepares_task must be a bool; got {str(prepares)[:40]}.")
-        return cls(name=name, search_space={str(k): domain_from_json(str(k), v) for k, v in space.items()},
-                   resources=resources_from_json(header.get("resources")), init_state=init_state,
-                   preferred_search=preferred, prepares_task=prepares)
+        return cls(
+            name=name,
+            search_space={str(k): domain_from_json(str(k), v) for k, v in space.items()},
+            resources=resources_from_json(header.get("resources")),
+            init_state=init_state,
+            preferred_search=preferred,
+            prepares_task=prepares,
+        )
 
 
 def domain_to_json(domain: SearchDomain) -> dict[str, Any]:
@@ -62,7 +71,8 @@ def domain_to_json(domain: SearchDomain) -> dict[str, Any]:
         return {"kind": "choice", "values": list(domain.values)}
     raise LearnerError(
         f"Search space domains must be LogUniform, Uniform or Choice from workers.learners.protocol; "
-        f"got {type(domain).__name__}.")
+        f"got {type(domain).__name__}."
+    )
 
 
 def domain_from_json(name: str, doc: Any) -> SearchDomain:
@@ -89,8 +99,9 @@ def resources_from_json(doc: Any) -> Resources:
     optional = doc.get("gpu_optional", False)
     if not isinstance(optional, bool):
         raise LearnerError(f"Resources.gpu_optional must be a bool; got {optional!r}.")
-    return Resources(num_workers=workers, cpus_per_worker=float(cpus), gpus_per_worker=float(gpus),
-                     gpu_optional=optional)
+    return Resources(
+        num_workers=workers, cpus_per_worker=float(cpus), gpus_per_worker=float(gpus), gpu_optional=optional
+    )
 
 
 def info_to_json(info: TaskInfo) -> dict[str, Any]:
@@ -101,5 +112,11 @@ def info_from_json(doc: Mapping[str, Any]) -> TaskInfo:
     return TaskInfo(**{**doc, "class_names": tuple(doc["class_names"])})
 
 
-__all__ = ["LearnerDeclaration", "domain_from_json", "domain_to_json", "info_from_json",
-           "info_to_json", "resources_from_json"]
+__all__ = [
+    "LearnerDeclaration",
+    "domain_from_json",
+    "domain_to_json",
+    "info_from_json",
+    "info_to_json",
+    "resources_from_json",
+]

@@ -45,8 +45,9 @@ class DevScoring:
         save: the learner's ``save_predictor``, checked bytes: the key of what is remembered.
     """
 
-    def __init__(self, dev: LabelledData, kind: str, predict: Callable[[Any], np.ndarray],
-                 save: Callable[[Any], bytes]) -> None:
+    def __init__(
+        self, dev: LabelledData, kind: str, predict: Callable[[Any], np.ndarray], save: Callable[[Any], bytes]
+    ) -> None:
         self.dev, self.kind, self._predict, self._save = dev, kind, predict, save
         self._kept: dict[str, _Scored] = {}
         self._scored = 0

@@ -80,14 +80,20 @@ def forget_process_counts() -> None:
 def _module_signature(module: nn.Module) -> tuple:
     """What decides one submodule's FLOPs besides its inputs: its type, its parameter and
     buffer shapes, and its plain scalar settings (stride, padding, groups, eps, ...)."""
-    settings = tuple(sorted(
-        (name, value) for name, value in vars(module).items()
-        if not name.startswith("_") and name != "training" and (
-            isinstance(value, _SCALAR_TYPES)
-            or (isinstance(value, tuple) and all(isinstance(v, _SCALAR_TYPES) for v in value)))
-    ))
-    params = tuple((n, p.shape, p.dtype) for n, p in module._parameters.items() if p is not None)
-    buffers = tuple((n, b.shape, b.dtype) for n, b in module._buffers.items() if b is not None)
+    settings = tuple(
+        sorted(
+            (name, value)
+            for name, value in vars(module).items()
+            if not name.startswith("_")
+            and name != "training"
+            and (
+                isinstance(value, _SCALAR_TYPES)
+                or (isinstance(value, tuple) and all(isinstance(v, _SCALAR_TYPES) for v in value))
+            )
+        )
+    )
+    params = tuple((n, p.shape, p.dtype) for n, p in module._parameters.items() if p is not None)  # noqa: SLF001
+    buffers = tuple((n, b.shape, b.dtype) for n, b in module._buffers.items() if b is not None)  # noqa: SLF001
     return (type(module), params, buffers, settings)
 
 
@@ -163,17 +169,22 @@ class CallCounter(Hook):
         else:
             sig = signature(args)
         grad = torch.is_grad_enabled()
-        key = (grad, tuple([m.training for m in self.mods]),
-               tuple([p.requires_grad for p in self.params]), self.structure, sig)
+        key = (
+            grad,
+            tuple([m.training for m in self.mods]),
+            tuple([p.requires_grad for p in self.params]),
+            self.structure,
+            sig,
+        )
         entry = self.cache.get(key)
         if entry is None:
             entry = self.cache[key] = self._lookup_or_measure(key, module, args, kwargs, grad)
         meter = self.meter
-        meter._forward += entry[0]
+        meter._forward += entry[0]  # noqa: SLF001
         if not grad:
-            meter._no_grad += entry[0]
+            meter._no_grad += entry[0]  # noqa: SLF001
         if self.untracked:
-            meter._untracked += entry[0]
+            meter._untracked += entry[0]  # noqa: SLF001
         charge = entry[2]
         if charge is not None:
             if type(output) is torch.Tensor:
@@ -212,14 +223,15 @@ class CallCounter(Hook):
             return None
         meter = self.meter
         if self.untracked:
+
             def charge_untracked(_grad: Any, _n: int = backward) -> None:
-                meter._backward += _n
-                meter._untracked += _n
+                meter._backward += _n  # noqa: SLF001
+                meter._untracked += _n  # noqa: SLF001
 
             return charge_untracked
 
         def charge(_grad: Any, _n: int = backward) -> None:
-            meter._backward += _n
+            meter._backward += _n  # noqa: SLF001
 
         return charge
 
@@ -231,7 +243,7 @@ class CallCounter(Hook):
                 with torch.random.fork_rng(devices=cuda_indices(module, args)):
                     try:
                         forward, backward = dry_run(module, args, kwargs, grad, on_meta=True)
-                    except Exception as meta_error:  # any op without a meta kernel lands here
+                    except Exception as meta_error:  # any op without a meta kernel lands here  # noqa: BLE001
                         try:
                             forward, backward = dry_run(module, args, kwargs, grad, on_meta=False)
                         except Exception as exc:
@@ -241,14 +253,20 @@ class CallCounter(Hook):
                                 f"device ({exc}). Make the module deep-copyable, or stop tracking it "
                                 "and report its FLOPs with ctx.report_flops."
                             ) from exc
-                        meter._fallbacks.append(f"{type(module).__name__}: {meta_error}"[:300])
+                        meter._fallbacks.append(f"{type(module).__name__}: {meta_error}"[:300])  # noqa: SLF001
         finally:
             self.stack.pop()
-        meter._measurements += 1
+        meter._measurements += 1  # noqa: SLF001
         return (forward, backward, self._charger(backward))
 
 
 __all__ = [
-    "CALLS", "OWNERS", "CallCounter", "Enter", "Hook", "MeterFigures", "forget_process_counts",
+    "CALLS",
+    "OWNERS",
+    "CallCounter",
+    "Enter",
+    "Hook",
+    "MeterFigures",
+    "forget_process_counts",
     "install_structure_hooks",
 ]

@@ -22,16 +22,9 @@ from typing import Any
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from workers.sandbox.flop_counter import (
-    CALLS,
-    OWNERS,
-    CallCounter,
-    Hook,
-    MeterFigures,
-    install_structure_hooks,
-)
+from workers.sandbox.flop_counter import CALLS, OWNERS, CallCounter, Hook, MeterFigures, install_structure_hooks
 
-_GLOBAL_PRE_HOOKS = nn.modules.module._global_forward_pre_hooks
+_GLOBAL_PRE_HOOKS = nn.modules.module._global_forward_pre_hooks  # noqa: SLF001
 
 
 def _reserved_hook_id() -> int:
@@ -119,10 +112,10 @@ def _outer_enter(module: nn.Module, args: tuple) -> None:
     _GLOBAL_PRE_HOOKS.pop(_OUTER_ID, None)  # calls inside this one take torch's hook-free path
     _Watch.call = [module, watcher, counter, 0]
     try:
-        module._forward_pre_hooks[_DEPTH_ID] = _OUTER_DEPTH
-        module._forward_hooks[_EXIT_ID] = _OUTER_EXIT
-        module._forward_hooks_with_kwargs[_EXIT_ID] = True
-        module._forward_hooks_always_called[_EXIT_ID] = True
+        module._forward_pre_hooks[_DEPTH_ID] = _OUTER_DEPTH  # noqa: SLF001
+        module._forward_hooks[_EXIT_ID] = _OUTER_EXIT  # noqa: SLF001
+        module._forward_hooks_with_kwargs[_EXIT_ID] = True  # noqa: SLF001
+        module._forward_hooks_always_called[_EXIT_ID] = True  # noqa: SLF001
     except Exception:  # noqa: BLE001 - a module without torch's hook dicts: not counted
         _abandon_call()
         _resume()
@@ -165,10 +158,10 @@ _OUTER_DEPTH, _OUTER_EXIT = _OuterDepth(), _OuterExit()
 
 
 def _detach(module: nn.Module) -> None:
-    module._forward_pre_hooks.pop(_DEPTH_ID, None)
-    module._forward_hooks.pop(_EXIT_ID, None)
-    module._forward_hooks_with_kwargs.pop(_EXIT_ID, None)
-    module._forward_hooks_always_called.pop(_EXIT_ID, None)
+    module._forward_pre_hooks.pop(_DEPTH_ID, None)  # noqa: SLF001
+    module._forward_hooks.pop(_EXIT_ID, None)  # noqa: SLF001
+    module._forward_hooks_with_kwargs.pop(_EXIT_ID, None)  # noqa: SLF001
+    module._forward_hooks_always_called.pop(_EXIT_ID, None)  # noqa: SLF001
 
 
 def _resume() -> None:

@@ -87,14 +87,7 @@ from typing import Any, Literal, TypeVar
 from torch import nn
 
 from services.core.errors import LearnerError
-from workers.sandbox.flop_counter import (
-    CALLS,
-    OWNERS,
-    CallCounter,
-    Enter,
-    MeterFigures,
-    install_structure_hooks,
-)
+from workers.sandbox.flop_counter import CALLS, OWNERS, CallCounter, Enter, MeterFigures, install_structure_hooks
 from workers.sandbox.flop_watch import UntrackedCalls
 
 FlopSource = Literal["measured", "reported", "mixed"]
@@ -131,7 +124,7 @@ class FlopCounts:
 
     @property
     def source(self) -> FlopSource:
-        """"reported" if only the learner's figures are non-zero, "mixed" if both are,
+        """ "reported" if only the learner's figures are non-zero, "mixed" if both are,
         else "measured" (including an all-zero meter: the harness's count stands)."""
         if self.reported == 0:
             return "measured"
@@ -172,7 +165,7 @@ class FlopMeter(MeterFigures):
             return module
         owner = OWNERS.get(key)
         if owner is not None and owner[0]() is module and owner[1]() is not None:
-            owner[1]()._release(key)
+            owner[1]()._release(key)  # noqa: SLF001
         install_structure_hooks()
         handles = (
             module.register_forward_pre_hook(Enter(self._stack), prepend=True),
@@ -224,8 +217,7 @@ class FlopMeter(MeterFigures):
         """
         if not isinstance(flops, numbers.Integral) or isinstance(flops, bool) or flops < 0:
             raise LearnerError(
-                "The 'flops' parameter of report_flops must be an int in [0, inf). "
-                f"Got {flops!r} instead."
+                f"The 'flops' parameter of report_flops must be an int in [0, inf). Got {flops!r} instead."
             )
         self._reported += int(flops)
 
@@ -279,8 +271,9 @@ class FlopMeter(MeterFigures):
         return tuple(self._untracked_calls.unmeasured)
 
     def snapshot(self) -> FlopCounts:
-        return FlopCounts(self._forward, self._backward, self._reported, self._measurements, self._untracked,
-                          self._no_grad)
+        return FlopCounts(
+            self._forward, self._backward, self._reported, self._measurements, self._untracked, self._no_grad
+        )
 
     def reset(self) -> None:
         """Zero the FLOP figures; measured keys stay cached (their counts remain valid).

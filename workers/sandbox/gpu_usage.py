@@ -51,8 +51,12 @@ class GpuUsage:
     gpu_note: str | None  # why the figures are absent (or what they do not cover)
 
     def fields(self) -> dict[str, Any]:
-        return {"gpu_seconds": self.gpu_seconds, "gpu_peak_memory_bytes": self.gpu_peak_memory_bytes,
-                "gpu_energy_j": self.gpu_energy_j, "gpu_note": self.gpu_note}
+        return {
+            "gpu_seconds": self.gpu_seconds,
+            "gpu_peak_memory_bytes": self.gpu_peak_memory_bytes,
+            "gpu_energy_j": self.gpu_energy_j,
+            "gpu_note": self.gpu_note,
+        }
 
 
 def absent(reason: str) -> GpuUsage:
@@ -111,10 +115,17 @@ class GpuWatch:
         self._thread.join()
         self._tick()
         energy = [(self.source.energy_mj(d), e0) for d, e0 in zip(self._devices, self._energy0, strict=True)]
-        joules = sum((e1 - e0) / 1000.0 for i, (e1, e0) in enumerate(energy)
-                     if i in self._tally.used and e1 is not None and e0 is not None)
-        self.usage = GpuUsage(self._tally.seconds, self._tally.peak_bytes, joules,
-                              "energy is the devices' whole, shared or not" if self._tally.used else None)
+        joules = sum(
+            (e1 - e0) / 1000.0
+            for i, (e1, e0) in enumerate(energy)
+            if i in self._tally.used and e1 is not None and e0 is not None
+        )
+        self.usage = GpuUsage(
+            self._tally.seconds,
+            self._tally.peak_bytes,
+            joules,
+            "energy is the devices' whole, shared or not" if self._tally.used else None,
+        )
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):

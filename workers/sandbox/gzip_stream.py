@@ -67,9 +67,12 @@ class SingleGzipStream:
     def recent(self, count: int) -> bytes:
         """The last ``count`` bytes read (at most ``_LOOKBACK``)."""
         if not 0 <= count <= len(self._recent):
-            raise BundleError("The 'file' could not be read to its end (its last tar block "
-                              "is out of reach); please report this bundle.", field="file")
-        return self._recent[len(self._recent) - count:]
+            raise BundleError(
+                "The 'file' could not be read to its end (its last tar block "
+                "is out of reach); please report this bundle.",
+                field="file",
+            )
+        return self._recent[len(self._recent) - count :]
 
     def rest(self) -> Iterator[bytes]:
         """The remaining inflated bytes, up to the limit, then the check that the file ends
@@ -94,8 +97,7 @@ class SingleGzipStream:
         compressed = self._inflater.unconsumed_tail or self._handle.read(_GZIP_READ)
         piece = self._inflater.decompress(compressed, _INFLATE_STEP)
         if not compressed and not piece and not self._inflater.eof:
-            raise BundleError("The 'file' is cut short: its gzip stream ends before its end "
-                              "marker.", field="file")
+            raise BundleError("The 'file' is cut short: its gzip stream ends before its end marker.", field="file")
         self._inflated += piece
         if self._inflater.eof:
             self._check_gzip_end()
@@ -109,12 +111,16 @@ class SingleGzipStream:
                 raise BundleError(
                     "The 'file' holds data after the end of its gzip stream (a second gzip "
                     "member, or trailing bytes); a .tar.gz must be a single gzip member, as "
-                    "`tar -czf` writes it.", field="file")
+                    "`tar -czf` writes it.",
+                    field="file",
+                )
 
     def _too_long(self) -> BundleError:
         return BundleError(
             f"The 'file' inflates to more than {self._limit} bytes of tar data (entries, "
-            f"headers and padding); at most {self._limit} are allowed.", field="file")
+            f"headers and padding); at most {self._limit} are allowed.",
+            field="file",
+        )
 
 
 __all__ = ["CHUNK", "SingleGzipStream"]

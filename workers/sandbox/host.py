@@ -82,8 +82,14 @@ class Host:
                     raise LearnerError(f"unknown request {op!r}")
                 reply, out = handler(header, parts)
             except Exception as exc:  # noqa: BLE001 - the learner's failure goes back as data
-                self._tell(frame(Reply.ERROR, error=type(exc).__name__, message=str(exc)[:4000],
-                                 traceback=traceback.format_exc()[-20000:]))
+                self._tell(
+                    frame(
+                        Reply.ERROR,
+                        error=type(exc).__name__,
+                        message=str(exc)[:4000],
+                        traceback=traceback.format_exc()[-20000:],
+                    )
+                )
                 continue
             self._tell(frame(Reply.RESULT, **reply), out)
 
@@ -93,10 +99,12 @@ class Host:
         learner = self.learner
         declaration = LearnerDeclaration(
             name=str(getattr(learner, "name", type(learner).__name__)),
-            search_space=dict(learner.search_space()), resources=learner.resources(),
+            search_space=dict(learner.search_space()),
+            resources=learner.resources(),
             init_state=pickle.dumps(learner.init_state()),
             preferred_search=getattr(learner, "preferred_search", None),
-            prepares_task=callable(getattr(learner, "prepare_task", None)))
+            prepares_task=callable(getattr(learner, "prepare_task", None)),
+        )
         return declaration.to_header(), [declaration.init_state]
 
     def _op_trial(self, header: dict, parts: list) -> tuple[dict, list]:
@@ -107,13 +115,23 @@ class Host:
         state = parts[-1]
         view, dev = self._view(header, parts[:-2] if header.get("prepared") else parts[:-1], prepared)
         ctx = LocalTrialContext(
-            seed=int(header["seed"]), steps=int(header["steps"]), save_predictor=self.learner.save_predictor,
-            on_checkpoint=self._checkpoint, checkpoint_at=tuple(header["checkpoint_at"]), device=self.device,
-            rung_at=tuple(header.get("rungs") or ()), rank=self.rank, world_size=self.world_size,
-            flop_report_interval_s=0.0 if header.get("flops_every_step") else FLOP_REPORT_INTERVAL_S)
+            seed=int(header["seed"]),
+            steps=int(header["steps"]),
+            save_predictor=self.learner.save_predictor,
+            on_checkpoint=self._checkpoint,
+            checkpoint_at=tuple(header["checkpoint_at"]),
+            device=self.device,
+            rung_at=tuple(header.get("rungs") or ()),
+            rank=self.rank,
+            world_size=self.world_size,
+            flop_report_interval_s=0.0 if header.get("flops_every_step") else FLOP_REPORT_INTERVAL_S,
+        )
         ctx.dev_scoring = scoring = DevScoring(  # the harness's dev pass, offered to the learner
-            dev, view.info.kind, lambda p: numeric(self.learner.predict(p, dev.images, ctx), "predict()"),
-            lambda p: blob(self.learner.save_predictor(p), "save_predictor()"))
+            dev,
+            view.info.kind,
+            lambda p: numeric(self.learner.predict(p, dev.images, ctx), "predict()"),
+            lambda p: blob(self.learner.save_predictor(p), "save_predictor()"),
+        )
         proxy = header.get("rung_proxy")  # the proxy scheduler's rungs: LiDAR views, no labels
         ctx.on_rung = lambda step, predictor: self._rung(step, predictor, dev, ctx, proxy and (view, proxy))
         ctx.on_flops = lambda measured, reported: self._flops_so_far(measured, reported, ctx.meter.untracked)
@@ -128,18 +146,31 @@ class Host:
             new_state = pickle.dumps(output.state)
             curve = ctx.wire_curve()  # its losses read now: one the learner passed that cannot be is its error
         except TrialStopped as stop:  # the search ended it at a rung: it keeps what it spent
-            return {"status": "stopped", "stopped_at": stop.step, **flops(ctx, updates=ctx.meter.updates),
-                    "curve": ctx.wire_curve(or_empty=True),
-                    "wall_time_s": time.perf_counter() - started}, []
+            return {
+                "status": "stopped",
+                "stopped_at": stop.step,
+                **flops(ctx, updates=ctx.meter.updates),
+                "curve": ctx.wire_curve(or_empty=True),
+                "wall_time_s": time.perf_counter() - started,
+            }, []
         except Exception as exc:  # noqa: BLE001 - a learner's failure is data, not a crash
-            return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:4000],
-                    "traceback": traceback.format_exc()[-20000:], **flops(ctx, updates=ctx.meter.updates),
-                    "curve": ctx.wire_curve(or_empty=True)}, []
+            return {
+                "status": "failed",
+                "error": f"{type(exc).__name__}: {exc}"[:4000],
+                "traceback": traceback.format_exc()[-20000:],
+                **flops(ctx, updates=ctx.meter.updates),
+                "curve": ctx.wire_curve(or_empty=True),
+            }, []
         finally:
             ctx.meter.untrack_all()  # ends the watch; modules kept in learner state must not count on later
-        result = {"status": "ok", "wall_time_s": time.perf_counter() - started,
-                  "peak_memory_bytes": peak_memory(self.device), "curve": curve,
-                  "missed_checkpoints": list(ctx.missed_checkpoints), **flops(ctx, updates=updates)}
+        result = {
+            "status": "ok",
+            "wall_time_s": time.perf_counter() - started,
+            "peak_memory_bytes": peak_memory(self.device),
+            "curve": curve,
+            "missed_checkpoints": list(ctx.missed_checkpoints),
+            **flops(ctx, updates=updates),
+        }
         return result, [scores, predictor, new_state]
 
     def _op_prepare_task(self, header: dict, parts: list) -> tuple[dict, list]:
@@ -157,8 +188,9 @@ class Host:
                 self._flops_so_far(int(ctx.meter.measured), int(ctx.meter.reported), ctx.meter.untracked)
                 raise
         if len(prepared) > MAX_PREPARED_BYTES:
-            raise LearnerError(f"prepare_task() returned {len(prepared)} bytes pickled, over the "
-                               f"{MAX_PREPARED_BYTES}-byte limit.")
+            raise LearnerError(
+                f"prepare_task() returned {len(prepared)} bytes pickled, over the {MAX_PREPARED_BYTES}-byte limit."
+            )
         return {"wall_time_s": time.perf_counter() - started, **flops(ctx)}, [prepared]
 
     def _op_predict(self, header: dict, parts: list) -> tuple[dict, list]:
@@ -203,9 +235,15 @@ class Host:
         predictor = self._predictor(header)
         originals = (parts[1], parts[2]) if len(parts) == 3 else (None, None)  # canvas, extents
         with self._metered(header) as ctx:  # a learner's own augment_images may run torch modules
-            views, source = augment_views(self.learner, predictor, parts[0], int(header["q"]),
-                                          seed=int(header["seed"]), originals=originals[0],
-                                          extents=originals[1])
+            views, source = augment_views(
+                self.learner,
+                predictor,
+                parts[0],
+                int(header["q"]),
+                seed=int(header["seed"]),
+                originals=originals[0],
+                extents=originals[1],
+            )
         return {"source": source, **flops(ctx)}, [np.asarray(views, dtype=np.uint8)]
 
     def _op_fresh_predictor(self, header: dict, parts: list) -> tuple[dict, list]:
@@ -231,11 +269,18 @@ class Host:
         train, dev = self._task_data(header, parts)
         past = {p["order"]: info_from_json(p) for p in header["past"]}
         streamed = train if isinstance(train, WireShards) else None
-        view = CausalTaskView(info=info_from_json(header["info"]), train=streamed.whole if streamed else train,
-                              dev=dev, past=past, train_stream=streamed.stream if streamed else None,
-                              load_past_train=self._past_train, stream_length=int(header["stream_length"]),
-                              load_past_predictor=self._past_predictor, load_pretrained=self._pretrained,
-                              prepared=prepared)
+        view = CausalTaskView(
+            info=info_from_json(header["info"]),
+            train=streamed.whole if streamed else train,
+            dev=dev,
+            past=past,
+            train_stream=streamed.stream if streamed else None,
+            load_past_train=self._past_train,
+            stream_length=int(header["stream_length"]),
+            load_past_predictor=self._past_predictor,
+            load_pretrained=self._pretrained,
+            prepared=prepared,
+        )
         return view, dev
 
     def _task_data(self, header: dict, parts: list) -> tuple[LabelledData | WireShards, LabelledData]:
@@ -275,8 +320,14 @@ class Host:
     def _pretrained(self) -> bytes:
         return self._past_predictor(None, op=HostOp.PRETRAINED)
 
-    def _rung(self, step: int, predictor: Any, dev: LabelledData, ctx: LocalTrialContext,
-              proxy: tuple[CausalTaskView, dict] | None = None) -> bool:
+    def _rung(
+        self,
+        step: int,
+        predictor: Any,
+        dev: LabelledData,
+        ctx: LocalTrialContext,
+        proxy: tuple[CausalTaskView, dict] | None = None,
+    ) -> bool:
         """Dev scores at a rung go to harness code, which scores them and says whether to go on;
         under the ``proxy`` scheduler, features of augmented views of unlabelled train images
         instead (harness code takes their LiDAR). Either pass runs under the trial's meter."""
@@ -285,14 +336,19 @@ class Host:
         else:
             view, how = proxy
             images = proxy_images(view, n=int(how["n"]), seed=int(how["seed"]))
-            scores = numeric(proxy_features(self.learner, predictor, images, n=int(how["n"]),
-                                             q=int(how["q"]), seed=int(how["seed"]), ctx=ctx), "features()")
+            scores = numeric(
+                proxy_features(
+                    self.learner, predictor, images, n=int(how["n"]), q=int(how["q"]), seed=int(how["seed"]), ctx=ctx
+                ),
+                "features()",
+            )
         header, _ = self._ask(frame(HostOp.RUNG, step=int(step)), [scores])
         return bool(header.get("continue", True))
 
     def _flops_so_far(self, measured: int, reported: int, untracked: int) -> None:
-        self._tell(frame(HostOp.FLOPS, flops_measured=measured, flops_reported=reported,
-                         flops_untracked=int(untracked)))
+        self._tell(
+            frame(HostOp.FLOPS, flops_measured=measured, flops_reported=reported, flops_untracked=int(untracked))
+        )
 
     def _checkpoint(self, step: int, data: bytes) -> None:
         self._tell(frame(HostOp.CHECKPOINT, step=int(step)), [blob(data, "save_predictor()")])
@@ -309,8 +365,9 @@ class Host:
         """A one-call context whose meter watches while learner code runs, then lets go of
         every module (a predictor kept here must not be charged to a later call's meter
         unless that call tracks or runs it)."""
-        ctx = LocalTrialContext(seed=int(header.get("seed", 0)), steps=1,
-                                save_predictor=self.learner.save_predictor, device=self.device)
+        ctx = LocalTrialContext(
+            seed=int(header.get("seed", 0)), steps=1, save_predictor=self.learner.save_predictor, device=self.device
+        )
         ctx.meter.watch()
         try:
             yield ctx
@@ -329,8 +386,8 @@ def warm_up() -> None:
     (1.4–1.8 s on a loaded 2-core machine; 0.75 s of a first evaluation here). An executor's
     hosts start ahead of their first trial or evaluation, so done here, before ``ready``, it
     costs no call any time."""
-    import torch
-    import torch._dynamo
+    import torch  # noqa: PLC0415
+    import torch._dynamo  # noqa: PLC0415
 
     torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)  # its first-call wrappers too
 
@@ -356,8 +413,10 @@ def main() -> None:
         device = "cuda:0" if wants_gpu and torch.cuda.is_available() else "cpu"
     except Exception as exc:  # noqa: BLE001 - reported to the harness, which raises it
         kind = "UnknownNameError" if isinstance(exc, UnknownNameError) else type(exc).__name__
-        wire.send(proto_out, frame(Reply.ERROR, error=kind, message=str(exc)[:4000],
-                                   traceback=traceback.format_exc()[-20000:]))
+        wire.send(
+            proto_out,
+            frame(Reply.ERROR, error=kind, message=str(exc)[:4000], traceback=traceback.format_exc()[-20000:]),
+        )
         return
     wire.send(proto_out, frame(Reply.READY, device=device))
     Host(learner, proto_in, proto_out, device=device).serve()

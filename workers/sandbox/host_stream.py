@@ -30,8 +30,9 @@ class WireShards:
     def __init__(self, rows: Sequence[int], ask: Ask) -> None:
         if not rows or any(int(n) < 0 for n in rows):
             raise ValueError(f"A streamed split needs one or more shards of rows. Got {list(rows)!r} instead.")
-        self.shards = tuple(ShardInfo(key=str(number), size=0, sha256="", num_examples=int(n))
-                            for number, n in enumerate(rows))
+        self.shards = tuple(
+            ShardInfo(key=str(number), size=0, sha256="", num_examples=int(n)) for number, n in enumerate(rows)
+        )
         self._ask = ask
         self.fetched = 0  # shards asked for, all streams and wholes together
 

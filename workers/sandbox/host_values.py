@@ -35,8 +35,11 @@ def flops(ctx: LocalTrialContext, *, updates: int | None = None) -> dict[str, An
     """The meter's figures; a trial's also carry ``flops_updates``, what its training spent on
     updates (NEVIS'22's count: :attr:`~workers.sandbox.flops.FlopMeter.updates`)."""
     meter = ctx.meter
-    fields = {"flops_measured": int(meter.measured), "flops_reported": int(meter.reported),
-              "flops_untracked": int(meter.untracked)}
+    fields = {
+        "flops_measured": int(meter.measured),
+        "flops_reported": int(meter.reported),
+        "flops_untracked": int(meter.untracked),
+    }
     if updates is not None:
         fields["flops_updates"] = int(updates)
     return fields

@@ -67,8 +67,10 @@ def resolve_sandbox(requested: str) -> str:
         raise ConfigError(f"NEVIS_SANDBOX must be one of {', '.join(SANDBOXES)}; got {requested!r}.")
     found = shutil.which("bwrap")
     if requested == "bwrap" and found is None:
-        raise ConfigError("NEVIS_SANDBOX=bwrap but bubblewrap is not installed: install the "
-                          "'bubblewrap' package (apt-get install bubblewrap).")
+        raise ConfigError(
+            "NEVIS_SANDBOX=bwrap but bubblewrap is not installed: install the "
+            "'bubblewrap' package (apt-get install bubblewrap)."
+        )
     if requested == "auto":
         return "bwrap" if found else "none"
     return requested
@@ -113,9 +115,16 @@ def python_dirs() -> tuple[str, ...]:
     return tuple(sorted(d for d in dirs if d and not d.startswith(("/usr", "/bin", "/lib"))))
 
 
-def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int = 1,
-                gpu: bool = False, limits: HostLimits = HostLimits(),
-                cgroup: HostCgroup | None = None, rank: RankSlot | None = None) -> HostLaunch:
+def host_launch(
+    *,
+    sandbox: str,
+    import_paths: Sequence[str] = (),
+    threads: int = 1,
+    gpu: bool = False,
+    limits: HostLimits = HostLimits(),
+    cgroup: HostCgroup | None = None,
+    rank: RankSlot | None = None,
+) -> HostLaunch:
     """The command that starts ``python -m workers.sandbox.host`` in the requested sandbox,
     inside its control group (when given) and under ``limits``' rlimits; a ``rank`` of a
     multi-worker trial joins its group's network namespace and ``/dev/shm``
@@ -124,10 +133,13 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
     prefix = (*join_argv(cgroup), *limits.prlimit_argv(gpu=gpu), *(rank.nsenter_argv() if rank else ()))
     paths = [str(Path(p).resolve()) for p in import_paths if p and Path(p).is_dir()]
     env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "LEARNER_IMPORT_PATH": os.pathsep.join(paths),
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LEARNER_IMPORT_PATH": os.pathsep.join(paths),
         "OMP_NUM_THREADS": str(threads),
-        "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
-        "LANG": "C.UTF-8", **(rank.env() if rank else {}),
+        "MKL_NUM_THREADS": str(threads),
+        "OPENBLAS_NUM_THREADS": str(threads),
+        "LANG": "C.UTF-8",
+        **(rank.env() if rank else {}),
     }
     if gpu and "CUDA_VISIBLE_DEVICES" in os.environ:
         visible = os.environ["CUDA_VISIBLE_DEVICES"]
@@ -139,8 +151,19 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
         cwd = tempfile.mkdtemp(prefix="nevis-learner-")
         return HostLaunch((*prefix, *command), {**env, "HOME": cwd, "TMPDIR": cwd}, cwd, "none")
     bwrap = shutil.which("bwrap") or "bwrap"
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-            "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"]
+    argv = [
+        bwrap,
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--uid",
+        str(NOBODY),
+        "--gid",
+        str(NOBODY),
+        "--cap-drop",
+        "ALL",
+    ]
     if can_disable_userns(bwrap):
         # No user namespace inside the sandbox: learner code cannot reach the kernel's
         # namespace code paths (the pods' seccomp profile has to allow them for bwrap itself).
@@ -150,8 +173,8 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
     sized = ["--size", str(limits.tmpfs_bytes)] if limits.tmpfs_bytes and "--size" in bwrap_options(bwrap) else []
     if rank is not None and rank.holder_pid is not None:
         argv += ["--share-net"]  # the namespace nsenter joined: the group's loopback, nothing else
-    shm = ["--bind", rank.shm_dir, "/dev/shm"] if rank is not None and rank.shm_dir else [*sized, "--tmpfs", "/dev/shm"]
-    argv += ["--proc", "/proc", "--dev", "/dev", *sized, "--tmpfs", "/tmp", *shm]
+    shm = ["--bind", rank.shm_dir, "/dev/shm"] if rank is not None and rank.shm_dir else [*sized, "--tmpfs", "/dev/shm"]  # noqa: S108
+    argv += ["--proc", "/proc", "--dev", "/dev", *sized, "--tmpfs", "/tmp", *shm]  # noqa: S108
     for folder in SYSTEM_DIRS:
         argv += ["--ro-bind-try", folder, folder]
     for file in SYSTEM_FILES:
@@ -161,9 +184,9 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
     if gpu:  # only the allocated GPUs' nodes, not every card of the machine
         for device in gpu_devices(env.get("CUDA_VISIBLE_DEVICES")):
             argv += ["--dev-bind-try", device, device]
-    for name, value in {**env, "HOME": "/tmp", "TMPDIR": "/tmp"}.items():
+    for name, value in {**env, "HOME": "/tmp", "TMPDIR": "/tmp"}.items():  # noqa: S108
         argv += ["--setenv", name, value]
-    argv += ["--chdir", "/tmp"]
+    argv += ["--chdir", "/tmp"]  # noqa: S108
     program = host_filter()  # production: raises where it cannot be built
     fds = () if program is None else (program_fd(program),)
     for fd in fds:  # loaded by bwrap after its own set-up, so it binds the host and not bwrap
@@ -173,5 +196,14 @@ def host_launch(*, sandbox: str, import_paths: Sequence[str] = (), threads: int 
     return HostLaunch((*prefix, *argv), {"PATH": "/usr/bin:/bin"}, "/", "bwrap", fds)
 
 
-__all__ = ["HostLaunch", "SANDBOXES", "bwrap_options", "can_disable_userns", "gpu_devices", "host_launch",
-           "project_dirs", "python_dirs", "resolve_sandbox"]
+__all__ = [
+    "HostLaunch",
+    "SANDBOXES",
+    "bwrap_options",
+    "can_disable_userns",
+    "gpu_devices",
+    "host_launch",
+    "project_dirs",
+    "python_dirs",
+    "resolve_sandbox",
+]

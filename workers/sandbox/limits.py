@@ -38,8 +38,18 @@ class HostLimits:
     cpus: float = 0.0  # CPUs' time the host may use (its cgroup's CFS quota: the learner's declared CPUs); 0: no cap
 
     def __post_init__(self) -> None:
-        for name in ("tmpfs_bytes", "file_bytes", "open_files", "address_space_bytes", "memory_bytes", "pids",
-                     "log_bytes", "predictor_bytes", "state_bytes", "proxy_max_dim"):
+        for name in (
+            "tmpfs_bytes",
+            "file_bytes",
+            "open_files",
+            "address_space_bytes",
+            "memory_bytes",
+            "pids",
+            "log_bytes",
+            "predictor_bytes",
+            "state_bytes",
+            "proxy_max_dim",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"HostLimits.{name} must be a non-negative int; got {value!r}")
@@ -68,11 +78,17 @@ class HostLimits:
     @classmethod
     def from_settings(cls, settings: Settings) -> HostLimits:
         """The caps the ``NEVIS_HOST_*`` settings ask for."""
-        return cls(tmpfs_bytes=settings.host_tmpfs_mb * MIB, memory_bytes=settings.host_memory_mb * MIB,
-                   pids=settings.host_pids, declare_deadline_s=settings.host_declare_deadline_s,
-                   silence_deadline_s=settings.host_silence_deadline_s, log_bytes=settings.log_ring_bytes,
-                   predictor_bytes=settings.host_predictor_mb * MIB, state_bytes=settings.host_state_mb * MIB,
-                   proxy_max_dim=settings.proxy_max_dim)
+        return cls(
+            tmpfs_bytes=settings.host_tmpfs_mb * MIB,
+            memory_bytes=settings.host_memory_mb * MIB,
+            pids=settings.host_pids,
+            declare_deadline_s=settings.host_declare_deadline_s,
+            silence_deadline_s=settings.host_silence_deadline_s,
+            log_bytes=settings.log_ring_bytes,
+            predictor_bytes=settings.host_predictor_mb * MIB,
+            state_bytes=settings.host_state_mb * MIB,
+            proxy_max_dim=settings.proxy_max_dim,
+        )
 
 
 __all__ = ["MIB", "HostLimits"]

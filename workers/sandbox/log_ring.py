@@ -42,7 +42,7 @@ class LogRing:
         with self._lock:
             self._written += len(data)
             if len(data) >= self.capacity:
-                self._buffer[:] = data[-self.capacity:]
+                self._buffer[:] = data[-self.capacity :]
                 return
             self._buffer += data
             excess = len(self._buffer) - self.capacity
@@ -54,10 +54,12 @@ class LogRing:
         a first line says how many bytes were dropped when some were."""
         with self._lock:
             start = self._written - len(self._buffer)
-            kept = bytes(self._buffer[max(mark - start, 0):])
+            kept = bytes(self._buffer[max(mark - start, 0) :])
             dropped = max(start - mark, 0)
         if dropped:
-            return f"[... {dropped} earlier bytes dropped: the log keeps the last {self.capacity} ...]\n".encode() + kept
+            return (
+                f"[... {dropped} earlier bytes dropped: the log keeps the last {self.capacity} ...]\n".encode() + kept
+            )
         return kept
 
 

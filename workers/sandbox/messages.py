@@ -79,8 +79,9 @@ class Message:
         return out
 
 
-def read_fields(name: str, fields: Mapping[str, Field], header: Mapping[str, Any],
-                limits: Limits = Limits()) -> dict[str, Any]:
+def read_fields(
+    name: str, fields: Mapping[str, Field], header: Mapping[str, Any], limits: Limits = Limits()
+) -> dict[str, Any]:
     """``fields`` of ``header``, each checked (the parts of a message left aside)."""
     out = {}
     for key, spec in fields.items():
@@ -101,21 +102,25 @@ def read_fields(name: str, fields: Mapping[str, Field], header: Mapping[str, Any
 
 def integer(low: int, high: int | Callable[[Limits], int]) -> Check:
     """An int (not a bool) in [low, high]; ``high`` may come from the limits."""
+
     def check(value: Any, limits: Limits) -> int:
         top = high(limits) if callable(high) else high
         if not _is_int(value) or not low <= value <= top:
             raise ValueError(f"must be an int in [{low}, {top}]; got {_show(value)}")
         return value
+
     return check
 
 
 def member(of: Callable[[Limits], Collection[int]], what: str) -> Check:
     """An int among the steps the request declared (its checkpoints, its rungs)."""
+
     def check(value: Any, limits: Limits) -> int:
         allowed = of(limits)
         if not _is_int(value) or value not in allowed:
             raise ValueError(f"must be one of the {what} {sorted(allowed)[:20]}; got {_show(value)}")
         return value
+
     return check
 
 
@@ -128,20 +133,24 @@ def seconds(value: Any, limits: Limits) -> float:
 
 def text(limit: int) -> Check:
     """A string, cut to ``limit`` characters (a long message is not a broken one)."""
+
     def check(value: Any, limits: Limits) -> str:
         if not isinstance(value, str):
-            raise ValueError(f"must be a string; got {type(value).__name__}")
+            raise ValueError(f"must be a string; got {type(value).__name__}")  # noqa: TRY004
         return value[:limit]
+
     return check
 
 
 def label(limit: int) -> Check:
     """A non-empty string of at most ``limit`` characters, refused rather than cut (a name cut
     would be another name)."""
+
     def check(value: Any, limits: Limits) -> str:
         if not isinstance(value, str) or not 0 < len(value) <= limit:
             raise ValueError(f"must be a non-empty string of at most {limit} characters; got {_show(value)}")
         return value
+
     return check
 
 
@@ -150,11 +159,13 @@ def one_of(*values: str) -> Check:
         if not isinstance(value, str) or value not in values:
             raise ValueError(f"must be one of {list(values)}; got {_show(value)}")
         return value
+
     return check
 
 
 def list_of(item: Check, longest: Callable[[Limits], int]) -> Check:
     """A list of at most ``longest(limits)`` items, each checked."""
+
     def check(value: Any, limits: Limits) -> list[Any]:
         most = longest(limits)
         if not isinstance(value, list) or len(value) > most:
@@ -167,6 +178,7 @@ def list_of(item: Check, longest: Callable[[Limits], int]) -> Check:
             except (ValueError, TypeError) as exc:
                 raise ValueError(f"item {i}: {exc}") from None
         return checked
+
     return check
 
 
@@ -178,14 +190,14 @@ def optional(inner: Check) -> Check:
 def flag(value: Any, limits: Limits) -> bool:
     """A JSON boolean (not a number standing for one)."""
     if not isinstance(value, bool):
-        raise ValueError(f"must be true or false; got {_show(value)}")
+        raise ValueError(f"must be true or false; got {_show(value)}")  # noqa: TRY004
     return value
 
 
 def mapping(value: Any, limits: Limits) -> dict[str, Any]:
     """A JSON object, read in depth by its owner (a declaration's search space, resources)."""
     if not isinstance(value, dict):
-        raise ValueError(f"must be an object; got {type(value).__name__}")
+        raise ValueError(f"must be an object; got {type(value).__name__}")  # noqa: TRY004
     return value
 
 
@@ -200,7 +212,7 @@ def curve_point(value: Any, limits: Limits) -> list[Any]:
     step, loss = value
     STEP(step, limits)
     if not (loss is None or loss == "inf" or (_is_number(loss) and math.isfinite(loss))):
-        raise ValueError(f"loss must be a finite number, \"inf\" or null; got {_show(loss)}")
+        raise ValueError(f'loss must be a finite number, "inf" or null; got {_show(loss)}')
     return [step, loss if loss is None or loss == "inf" else float(loss)]
 
 
@@ -219,8 +231,11 @@ def _show(value: Any) -> str:
 # --- the messages --------------------------------------------------------------------------
 
 COUNT = integer(0, MAX_COUNT - 1)
-FLOP_FIELDS = {"flops_measured": Field(COUNT), "flops_reported": Field(COUNT),
-               "flops_untracked": Field(COUNT, required=False, default=0)}  # absent from an older host
+FLOP_FIELDS = {
+    "flops_measured": Field(COUNT),
+    "flops_reported": Field(COUNT),
+    "flops_untracked": Field(COUNT, required=False, default=0),
+}  # absent from an older host
 
 
 def _untracked_within_measured(fields: dict[str, Any]) -> str | None:
@@ -244,8 +259,12 @@ def _metered(name: str, fields: Mapping[str, Field] | None = None, parts: tuple[
 def _trial_result(name: str, fields: Mapping[str, Field], parts: tuple[str, ...] = ()) -> Message:
     """A trial's result: its FLOPs, and the part of them its training spent on updates
     (``flops_updates``; absent from an older host, where all of them are counted as updates)."""
-    return Message(name, {**fields, **FLOP_FIELDS, "flops_updates": Field(COUNT, required=False, default=None)},
-                   parts, (_untracked_within_measured, _updates_within_total))
+    return Message(
+        name,
+        {**fields, **FLOP_FIELDS, "flops_updates": Field(COUNT, required=False, default=None)},
+        parts,
+        (_untracked_within_measured, _updates_within_total),
+    )
 
 
 CHECKPOINT_STEP = member(lambda lim: lim.checkpoint_at, "checkpoint steps")
@@ -266,26 +285,50 @@ REQUESTS: dict[HostOp, Message] = {
 """What a host may ask or tell harness code while a trial runs, by ``op``."""
 
 TRIAL_RESULTS: dict[str, Message] = {
-    "ok": _trial_result("result of trial (ok)", {
-        "status": Field(one_of("ok")), "wall_time_s": Field(seconds),
-        "peak_memory_bytes": Field(integer(0, MAX_MEMORY_BYTES)), "curve": Field(CURVE),
-        "missed_checkpoints": Field(list_of(CHECKPOINT_STEP, lambda lim: len(lim.checkpoint_at))),
-    }, ("a", "b", "b")),  # dev scores, predictor, new state
-    "stopped": _trial_result("result of trial (stopped)", {
-        "status": Field(one_of("stopped")), "stopped_at": Field(RUNG_STEP),
-        "wall_time_s": Field(seconds), "curve": Field(CURVE)}),
-    "failed": _trial_result("result of trial (failed)", {
-        "status": Field(one_of("failed")), "error": Field(text(MESSAGE_CHARS)),
-        "traceback": Field(text(TRACEBACK_CHARS), required=False, default=""),
-        "curve": Field(CURVE, required=False, default=[])}),
+    "ok": _trial_result(
+        "result of trial (ok)",
+        {
+            "status": Field(one_of("ok")),
+            "wall_time_s": Field(seconds),
+            "peak_memory_bytes": Field(integer(0, MAX_MEMORY_BYTES)),
+            "curve": Field(CURVE),
+            "missed_checkpoints": Field(list_of(CHECKPOINT_STEP, lambda lim: len(lim.checkpoint_at))),
+        },
+        ("a", "b", "b"),
+    ),  # dev scores, predictor, new state
+    "stopped": _trial_result(
+        "result of trial (stopped)",
+        {
+            "status": Field(one_of("stopped")),
+            "stopped_at": Field(RUNG_STEP),
+            "wall_time_s": Field(seconds),
+            "curve": Field(CURVE),
+        },
+    ),
+    "failed": _trial_result(
+        "result of trial (failed)",
+        {
+            "status": Field(one_of("failed")),
+            "error": Field(text(MESSAGE_CHARS)),
+            "traceback": Field(text(TRACEBACK_CHARS), required=False, default=""),
+            "curve": Field(CURVE, required=False, default=[]),
+        },
+    ),
 }
 """A trial's ``result``, by its status."""
 
 REPLIES: dict[Op, Message] = {
-    Op.DESCRIBE: Message("result of describe", {
-        "name": Field(label(NAME_CHARS)), "search_space": Field(mapping), "resources": Field(mapping),
-        "preferred_search": Field(optional(label(NAME_CHARS)), required=False),
-        "prepares_task": Field(flag, required=False, default=False)}, ("b",)),
+    Op.DESCRIBE: Message(
+        "result of describe",
+        {
+            "name": Field(label(NAME_CHARS)),
+            "search_space": Field(mapping),
+            "resources": Field(mapping),
+            "preferred_search": Field(optional(label(NAME_CHARS)), required=False),
+            "prepares_task": Field(flag, required=False, default=False),
+        },
+        ("b",),
+    ),
     # the learner's result, pickled in its host
     Op.PREPARE_TASK: _metered("result of prepare_task", {"wall_time_s": Field(seconds)}, ("b",)),
     Op.PREDICT: _metered("result of predict", parts=("a",)),
@@ -294,14 +337,25 @@ REPLIES: dict[Op, Message] = {
     Op.PREDICT_LOADED: _metered("result of predict_loaded", parts=("a",)),
     Op.FEATURES_AND_PREDICT: _metered("result of features_and_predict", parts=("a", "a")),  # features, scores
     Op.AUGMENT_VIEWS: _metered("result of augment_views", {"source": Field(text(NAME_CHARS))}, ("a",)),
-    Op.FRESH_PREDICTOR: _metered("result of fresh_predictor", {  # handle 0: none (step 0 is untrained)
-        "handle": Field(integer(0, MAX_COUNT - 1)), "source": Field(text(NAME_CHARS))}),
+    Op.FRESH_PREDICTOR: _metered(
+        "result of fresh_predictor",
+        {  # handle 0: none (step 0 is untrained)
+            "handle": Field(integer(0, MAX_COUNT - 1)),
+            "source": Field(text(NAME_CHARS)),
+        },
+    ),
     Op.RELEASE: Message("result of release"),
 }
 """The ``result`` of each request but ``trial`` (see :data:`TRIAL_RESULTS`), by request op."""
 
-ERROR = Message("error", {"error": Field(text(ERROR_CHARS)), "message": Field(text(MESSAGE_CHARS)),
-                          "traceback": Field(text(TRACEBACK_CHARS), required=False, default="")})
+ERROR = Message(
+    "error",
+    {
+        "error": Field(text(ERROR_CHARS)),
+        "message": Field(text(MESSAGE_CHARS)),
+        "traceback": Field(text(TRACEBACK_CHARS), required=False, default=""),
+    },
+)
 READY = Message("ready", {"device": Field(text(NAME_CHARS))})
 
 
@@ -314,16 +368,18 @@ def read_request(header: Mapping[str, Any], parts: list[Part], limits: Limits = 
     return {OP: HostOp(op), **message.read(header, parts, limits)}
 
 
-def read_reply(request_op: str, header: Mapping[str, Any], parts: list[Part],
-               limits: Limits = Limits()) -> dict[str, Any]:
+def read_reply(
+    request_op: str, header: Mapping[str, Any], parts: list[Part], limits: Limits = Limits()
+) -> dict[str, Any]:
     """The ``result`` of a ``request_op`` request, checked (a trial's by its status)."""
     if header.get(OP) != Reply.RESULT:
         raise WireError(f"expected the result of {request_op}; got a {_show(header.get(OP))} frame")
     if request_op == Op.TRIAL:
         status = header.get("status")
         if not isinstance(status, str) or status not in TRIAL_RESULTS:
-            raise WireError(f"result of trial: field 'status' must be one of {list(TRIAL_STATUSES)}; "
-                            f"got {_show(status)}")
+            raise WireError(
+                f"result of trial: field 'status' must be one of {list(TRIAL_STATUSES)}; got {_show(status)}"
+            )
         return TRIAL_RESULTS[status].read(header, parts, limits)
     return REPLIES[request_op].read(header, parts, limits)
 
@@ -338,9 +394,38 @@ def flop_fields(header: Mapping[str, Any]) -> dict[str, int]:
 
 
 __all__ = [
-    "ERROR", "ERROR_CHARS", "FLOP_FIELDS", "MAX_COUNT", "MAX_MEMORY_BYTES", "MAX_ORDER", "MAX_SECONDS",
-    "MESSAGE_CHARS", "NAME_CHARS", "READY", "REPLIES", "REQUESTS", "TRACEBACK_CHARS", "TRIAL_RESULTS",
-    "TRIAL_STATUSES", "Check", "Field", "Limits", "Message", "curve_point", "flop_fields", "integer",
-    "flag", "label", "list_of", "mapping", "member", "one_of", "optional", "read_fields", "read_reply",
-    "read_request", "seconds", "text",
+    "ERROR",
+    "ERROR_CHARS",
+    "FLOP_FIELDS",
+    "MAX_COUNT",
+    "MAX_MEMORY_BYTES",
+    "MAX_ORDER",
+    "MAX_SECONDS",
+    "MESSAGE_CHARS",
+    "NAME_CHARS",
+    "READY",
+    "REPLIES",
+    "REQUESTS",
+    "TRACEBACK_CHARS",
+    "TRIAL_RESULTS",
+    "TRIAL_STATUSES",
+    "Check",
+    "Field",
+    "Limits",
+    "Message",
+    "curve_point",
+    "flop_fields",
+    "integer",
+    "flag",
+    "label",
+    "list_of",
+    "mapping",
+    "member",
+    "one_of",
+    "optional",
+    "read_fields",
+    "read_reply",
+    "read_request",
+    "seconds",
+    "text",
 ]

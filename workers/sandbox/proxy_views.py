@@ -19,17 +19,18 @@ from workers.sandbox.views import augment_views
 from workers.stream.task_info import LabelledData
 
 
-def proxy_features(learner: Any, predictor: Any, train: LabelledData, *, n: int, q: int, seed: int,
-                   ctx: Any) -> np.ndarray:
+def proxy_features(
+    learner: Any, predictor: Any, train: LabelledData, *, n: int, q: int, seed: int, ctx: Any
+) -> np.ndarray:
     """``learner.features`` of q augmented views of n seeded train images: (n·q, d), image-major."""
     rows = np.sort(np.random.default_rng(seed).choice(len(train), size=min(n, len(train)), replace=False))
     originals, extents = (None, None) if train.originals is None else train.crop_source(rows)
-    views, _ = augment_views(learner, predictor, train.images[rows], q, seed=seed, originals=originals,
-                             extents=extents)
+    views, _ = augment_views(learner, predictor, train.images[rows], q, seed=seed, originals=originals, extents=extents)
     out = np.asarray(learner.features(predictor, views.reshape(-1, *views.shape[2:]), ctx))
     if out.ndim != 2 or out.shape[0] != len(rows) * q:
-        raise LearnerError(f"features() must return an array shaped (num_images, d) = ({len(rows) * q}, d); "
-                           f"got {out.shape}.")
+        raise LearnerError(
+            f"features() must return an array shaped (num_images, d) = ({len(rows) * q}, d); got {out.shape}."
+        )
     return out
 
 

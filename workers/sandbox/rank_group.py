@@ -23,8 +23,11 @@ def join_group(world_size: int, device: str) -> None:
 
     if dist.is_initialized():
         return
-    dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo", init_method="env://",
-                            timeout=timedelta(seconds=JOIN_TIMEOUT_S))
+    dist.init_process_group(
+        backend="nccl" if device.startswith("cuda") else "gloo",
+        init_method="env://",
+        timeout=timedelta(seconds=JOIN_TIMEOUT_S),
+    )
 
 
 __all__ = ["JOIN_TIMEOUT_S", "join_group"]

@@ -50,9 +50,16 @@ class RankSlot:
 
     def env(self) -> dict[str, str]:
         """What ``torch.distributed``'s ``env://`` rendezvous reads, and the host's context too."""
-        return {"RANK": str(self.rank), "LOCAL_RANK": str(self.rank), "WORLD_SIZE": str(self.world_size),
-                "LOCAL_WORLD_SIZE": str(self.world_size), "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(self.port), "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+        return {
+            "RANK": str(self.rank),
+            "LOCAL_RANK": str(self.rank),
+            "WORLD_SIZE": str(self.world_size),
+            "LOCAL_WORLD_SIZE": str(self.world_size),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(self.port),
+            "GLOO_SOCKET_IFNAME": "lo",
+            "NCCL_SOCKET_IFNAME": "lo",
+        }
 
     def own_gpus(self, visible: str) -> str:
         """This rank's share of the trial's GPUs (``CUDA_VISIBLE_DEVICES``): its own card where
@@ -66,8 +73,12 @@ class RankSlot:
         if self.holder_pid is None:
             return ()
         ns = f"/proc/{self.holder_pid}/ns"
-        return (shutil.which("nsenter") or "/usr/bin/nsenter", f"--user={ns}/user", f"--net={ns}/net",
-                "--preserve-credentials")
+        return (
+            shutil.which("nsenter") or "/usr/bin/nsenter",
+            f"--user={ns}/user",
+            f"--net={ns}/net",
+            "--preserve-credentials",
+        )
 
 
 class RankNet:
@@ -89,17 +100,31 @@ class RankNet:
         if self.sandbox != "bwrap":
             self.port = _free_port()
             return self
-        self.shm_dir = tempfile.mkdtemp(prefix="nevis-ranks-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        self.shm_dir = tempfile.mkdtemp(prefix="nevis-ranks-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)  # noqa: S108
         read, write = os.pipe()
-        argv = [shutil.which("bwrap") or "bwrap", "--unshare-user", "--unshare-net", "--unshare-pid", "--die-with-parent",
-                "--new-session", "--clearenv", "--info-fd", str(write)]
+        argv = [
+            shutil.which("bwrap") or "bwrap",
+            "--unshare-user",
+            "--unshare-net",
+            "--unshare-pid",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+            "--info-fd",
+            str(write),
+        ]
         for folder in HOLDER_DIRS:
             argv += ["--ro-bind-try", folder, folder]
         argv += ["--", "sleep", "infinity"]
         try:
-            self._holder = subprocess.Popen(argv, pass_fds=(write,), env={"PATH": "/usr/bin:/bin"},
-                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.PIPE)
+            self._holder = subprocess.Popen(
+                argv,
+                pass_fds=(write,),
+                env={"PATH": "/usr/bin:/bin"},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
         finally:
             os.close(write)
         try:

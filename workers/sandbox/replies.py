@@ -30,8 +30,9 @@ class BrokenReply(WireError):
         return type(self), (str(self), self.header)
 
 
-def read_checked(what: Op | messages.Message, header: Mapping[str, Any], parts: list[Part],
-                 limits: Limits = Limits()) -> dict[str, Any]:
+def read_checked(
+    what: Op | messages.Message, header: Mapping[str, Any], parts: list[Part], limits: Limits = Limits()
+) -> dict[str, Any]:
     """The declared fields of the result of request ``what`` (or of message ``what``), checked;
     raises :class:`BrokenReply` naming what is wrong."""
     try:

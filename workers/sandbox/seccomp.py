@@ -39,19 +39,82 @@ LOW_32 = 0xFFFFFFFF  # the kernel reads fcntl's cmd as an unsigned int: high bit
 
 # The chart's pod profile, call for call (tests/unit/sandbox/test_seccomp.py compares them).
 POD_PROFILE_DENIED = (
-    "_sysctl", "acct", "add_key", "afs_syscall", "bdflush", "bpf", "clock_adjtime", "clock_adjtime64",
-    "clock_settime", "clock_settime64", "create_module", "delete_module", "finit_module", "fsconfig",
-    "fsmount", "fsopen", "fspick", "get_kernel_syms", "init_module", "io_uring_enter", "io_uring_register",
-    "io_uring_setup", "ioperm", "iopl", "kcmp", "kexec_file_load", "kexec_load", "keyctl",
-    "lookup_dcookie", "mbind", "migrate_pages", "mount_setattr", "move_mount", "move_pages",
-    "name_to_handle_at", "nfsservctl", "open_by_handle_at", "open_tree", "perf_event_open",
-    "process_vm_readv", "process_vm_writev", "ptrace", "query_module", "quotactl", "quotactl_fd", "reboot",
-    "request_key", "set_mempolicy", "setns", "settimeofday", "stime", "swapoff", "swapon", "sysfs",
-    "syslog", "uselib", "userfaultfd", "ustat", "vhangup", "vm86", "vm86old",
+    "_sysctl",
+    "acct",
+    "add_key",
+    "afs_syscall",
+    "bdflush",
+    "bpf",
+    "clock_adjtime",
+    "clock_adjtime64",
+    "clock_settime",
+    "clock_settime64",
+    "create_module",
+    "delete_module",
+    "finit_module",
+    "fsconfig",
+    "fsmount",
+    "fsopen",
+    "fspick",
+    "get_kernel_syms",
+    "init_module",
+    "io_uring_enter",
+    "io_uring_register",
+    "io_uring_setup",
+    "ioperm",
+    "iopl",
+    "kcmp",
+    "kexec_file_load",
+    "kexec_load",
+    "keyctl",
+    "lookup_dcookie",
+    "mbind",
+    "migrate_pages",
+    "mount_setattr",
+    "move_mount",
+    "move_pages",
+    "name_to_handle_at",
+    "nfsservctl",
+    "open_by_handle_at",
+    "open_tree",
+    "perf_event_open",
+    "process_vm_readv",
+    "process_vm_writev",
+    "ptrace",
+    "query_module",
+    "quotactl",
+    "quotactl_fd",
+    "reboot",
+    "request_key",
+    "set_mempolicy",
+    "setns",
+    "settimeofday",
+    "stime",
+    "swapoff",
+    "swapon",
+    "sysfs",
+    "syslog",
+    "uselib",
+    "userfaultfd",
+    "ustat",
+    "vhangup",
+    "vm86",
+    "vm86old",
 )
 # Allowed in pods because bwrap itself needs them there; nothing inside a host does.
-HOST_ONLY_DENIED = ("mount", "umount", "umount2", "pivot_root", "unshare", "chroot",
-                    "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark")
+HOST_ONLY_DENIED = (
+    "mount",
+    "umount",
+    "umount2",
+    "pivot_root",
+    "unshare",
+    "chroot",
+    "inotify_init",
+    "inotify_init1",
+    "inotify_add_watch",
+    "fanotify_init",
+    "fanotify_mark",
+)
 FLOCK_CALLS = ("flock",)
 FCNTL_CALLS = ("fcntl", "fcntl64")
 # F_GETLK/F_SETLK/F_SETLKW, their 32-bit "64" forms, and the open-file-description locks.
@@ -70,8 +133,12 @@ class SeccompUnavailable(RuntimeError):
 class _ArgCmp(ctypes.Structure):
     """libseccomp's ``struct scmp_arg_cmp``: one comparison of one syscall argument."""
 
-    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int),
-                ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
 
 
 def _errno_action(code: int) -> int:
@@ -93,8 +160,13 @@ def _library(name: str) -> ctypes.CDLL:
     lib.seccomp_arch_resolve_name.argtypes = [ctypes.c_char_p]
     lib.seccomp_arch_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
-                                           ctypes.POINTER(_ArgCmp)]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_ArgCmp),
+    ]
     lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     return lib
 
@@ -104,8 +176,15 @@ def _check(result: int, what: str) -> None:
         raise SeccompUnavailable(f"libseccomp refused {what}: {os.strerror(-result)}")
 
 
-def _add(lib: ctypes.CDLL, ctx: int, action: int, names: Iterable[str],
-         conditions: Iterable[tuple[int, int]] = ((0, 0),), *, arg: int = 0) -> None:
+def _add(
+    lib: ctypes.CDLL,
+    ctx: int,
+    action: int,
+    names: Iterable[str],
+    conditions: Iterable[tuple[int, int]] = ((0, 0),),
+    *,
+    arg: int = 0,
+) -> None:
     """Deny each call in ``names`` (unknown to this libseccomp: skipped), once per
     ``(mask, value)`` condition on argument ``arg`` (``(0, 0)`` matches every call)."""
     for name in names:
@@ -115,8 +194,10 @@ def _add(lib: ctypes.CDLL, ctx: int, action: int, names: Iterable[str],
         for mask, value in conditions:
             cmp = _ArgCmp(arg, SCMP_CMP_MASKED_EQ, mask, value)
             count = 0 if mask == 0 else 1
-            _check(lib.seccomp_rule_add_array(ctx, action, number, count, ctypes.byref(cmp) if count else None),
-                   f"a rule for {name}")
+            _check(
+                lib.seccomp_rule_add_array(ctx, action, number, count, ctypes.byref(cmp) if count else None),
+                f"a rule for {name}",
+            )
 
 
 def compile_filter(library: str = LIBRARY) -> bytes:
@@ -139,8 +220,14 @@ def compile_filter(library: str = LIBRARY) -> bytes:
         denied = _errno_action(errno.EPERM)
         _add(lib, ctx, denied, (*POD_PROFILE_DENIED, *HOST_ONLY_DENIED))
         _add(lib, ctx, _errno_action(errno.ENOSYS), FLOCK_CALLS)
-        _add(lib, ctx, _errno_action(errno.ENOLCK), FCNTL_CALLS,
-             [(LOW_32, cmd) for cmd in FCNTL_LOCK_CMDS], arg=FCNTL_CMD_ARG)
+        _add(
+            lib,
+            ctx,
+            _errno_action(errno.ENOLCK),
+            FCNTL_CALLS,
+            [(LOW_32, cmd) for cmd in FCNTL_LOCK_CMDS],
+            arg=FCNTL_CMD_ARG,
+        )
         _add(lib, ctx, denied, FCNTL_CALLS, [(LOW_32, cmd) for cmd in FCNTL_OTHER_CMDS], arg=FCNTL_CMD_ARG)
         fd = os.memfd_create("nevis-seccomp-export", os.MFD_CLOEXEC)
         try:
@@ -179,16 +266,21 @@ def host_filter(*, production: bool | None = None) -> bytes | None:
     if production is None:
         production = os.environ.get("NEVIS_ENVIRONMENT") == "production"
     if production:
-        raise ConfigError(f"Learner hosts need a seccomp filter and it cannot be built here ({program}): "
-                          "install libseccomp (apt-get install libseccomp2).")
+        raise ConfigError(
+            f"Learner hosts need a seccomp filter and it cannot be built here ({program}): "
+            "install libseccomp (apt-get install libseccomp2)."
+        )
     _warn_once(str(program))
     return None
 
 
 @functools.cache
 def _warn_once(reason: str) -> None:
-    log.warning("Learner hosts run without a seccomp filter (%s): install libseccomp "
-                "(apt-get install libseccomp2); production refuses to start hosts without it.", reason)
+    log.warning(
+        "Learner hosts run without a seccomp filter (%s): install libseccomp "
+        "(apt-get install libseccomp2); production refuses to start hosts without it.",
+        reason,
+    )
 
 
 def forget_compiled_filter() -> None:
@@ -215,8 +307,10 @@ def apply_to_this_thread(program: bytes) -> None:
     code = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.addressof(code))
     zero = ctypes.c_ulong(0)
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), zero, zero, zero) != 0 or \
-            libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), zero, zero) != 0:
+    if (
+        libc.prctl(PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), zero, zero, zero) != 0
+        or libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), zero, zero) != 0
+    ):
         raise OSError(ctypes.get_errno(), f"the kernel refused the seccomp program: {os.strerror(ctypes.get_errno())}")
 
 
@@ -227,7 +321,7 @@ def program_fd(program: bytes) -> int:
     try:
         view = memoryview(program)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.lseek(fd, 0, os.SEEK_SET)
     except OSError:
         os.close(fd)
@@ -235,5 +329,14 @@ def program_fd(program: bytes) -> int:
     return fd
 
 
-__all__ = ["FCNTL_LOCK_CMDS", "HOST_ONLY_DENIED", "POD_PROFILE_DENIED", "SeccompUnavailable", "apply_to_this_thread",
-           "compile_filter", "forget_compiled_filter", "host_filter", "program_fd"]
+__all__ = [
+    "FCNTL_LOCK_CMDS",
+    "HOST_ONLY_DENIED",
+    "POD_PROFILE_DENIED",
+    "SeccompUnavailable",
+    "apply_to_this_thread",
+    "compile_filter",
+    "forget_compiled_filter",
+    "host_filter",
+    "program_fd",
+]

@@ -31,14 +31,15 @@ def multi_worker_refusal(num_workers: int, *, sandbox: str, submitted: bool) -> 
     if num_workers <= 1 or resolve_sandbox(sandbox) == "bwrap":
         return None  # one learner host per rank (workers/trainer/rank_trial.py)
     if submitted:
-        return (f"asks for {num_workers} workers per trial, and without bubblewrap (NEVIS_SANDBOX={sandbox}) "
-                "multi-worker trials run outside the learner sandbox, which no uploaded bundle or image may "
-                "do: run it where bubblewrap is installed, or declare Resources(num_workers=1)")
+        return (
+            f"asks for {num_workers} workers per trial, and without bubblewrap (NEVIS_SANDBOX={sandbox}) "
+            "multi-worker trials run outside the learner sandbox, which no uploaded bundle or image may "
+            "do: run it where bubblewrap is installed, or declare Resources(num_workers=1)"
+        )
     return None
 
 
-def bounded_by_registration(resources: Resources, registered: Mapping[str, Any] | None, *,
-                            spec: str) -> Resources:
+def bounded_by_registration(resources: Resources, registered: Mapping[str, Any] | None, *, spec: str) -> Resources:
     """The learner's declared ask, held to what its registration allows (``cpus``, ``gpus``
     per task): a submitter declares resources at registration, and the code's own
     ``resources()`` cannot quietly ask for more. An optional GPU over the registration is
@@ -59,7 +60,8 @@ def bounded_by_registration(resources: Resources, registered: Mapping[str, Any] 
         raise LearnerError(
             f"Learner {spec!r} declares {asked_cpus:g} CPUs and {asked_gpus:g} GPUs per trial, more than "
             f"its registration allows ({cpus:g} CPUs, {gpus:g} GPUs): register it with the resources it "
-            "needs, or declare fewer in resources()")
+            "needs, or declare fewer in resources()"
+        )
     return resources
 
 

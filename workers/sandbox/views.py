@@ -19,8 +19,9 @@ from workers.learners.augment import AugmentConfig, train_transform
 AUGMENT_HOOK = "augment_images"  # optional learner method: (predictor, images, *, seed) -> images
 
 
-def _pixel_augment(images: np.ndarray, cfg: AugmentConfig, generator: torch.Generator,
-                   extents: np.ndarray | None) -> np.ndarray:
+def _pixel_augment(
+    images: np.ndarray, cfg: AugmentConfig, generator: torch.Generator, extents: np.ndarray | None
+) -> np.ndarray:
     """The training crop and flip of uint8 images, as uint8 at ``cfg.size``.
 
     Exactly :func:`workers.learners.augment.train_transform` (same sampler, same crops of the
@@ -32,9 +33,16 @@ def _pixel_augment(images: np.ndarray, cfg: AugmentConfig, generator: torch.Gene
     return (out.clamp(0.0, 1.0) * 255.0).round().to(torch.uint8).permute(0, 2, 3, 1).numpy()
 
 
-def augment_views(learner: Any, predictor: Any, images: np.ndarray, q: int, *, seed: int,
-                  originals: np.ndarray | None = None,
-                  extents: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+def augment_views(
+    learner: Any,
+    predictor: Any,
+    images: np.ndarray,
+    q: int,
+    *,
+    seed: int,
+    originals: np.ndarray | None = None,
+    extents: np.ndarray | None = None,
+) -> tuple[np.ndarray, str]:
     """q augmented views of each image, shaped (n, q, H, W, 3), and where the augmentation came from.
 
     ``images`` are the evaluation squares (n, H, W, 3); ``originals`` (a canvas) and their
@@ -53,8 +61,7 @@ def augment_views(learner: Any, predictor: Any, images: np.ndarray, q: int, *, s
     n = len(images)
     hook = getattr(learner, AUGMENT_HOOK, None)
     if callable(hook):
-        views = np.stack([np.asarray(hook(predictor, images, seed=seed * 1000 + j))
-                          for j in range(q)], axis=1)
+        views = np.stack([np.asarray(hook(predictor, images, seed=seed * 1000 + j)) for j in range(q)], axis=1)
         if views.shape != (n, q, *images.shape[1:]) or views.dtype != np.uint8:
             raise LearnerError(
                 f"{AUGMENT_HOOK}() of learner {getattr(learner, 'name', '?')!r} must return "

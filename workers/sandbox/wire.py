@@ -52,8 +52,9 @@ class WireError(LearnerError):
 def send(stream: BinaryIO, header: dict[str, Any], parts: Sequence[Part] = ()) -> None:
     """Write one frame and flush it."""
     encoded = [_encode(p) for p in parts]
-    head = json.dumps({**header, "parts": [[kind, len(data)] for kind, data in encoded]},
-                      allow_nan=False, separators=(",", ":")).encode()
+    head = json.dumps(
+        {**header, "parts": [[kind, len(data)] for kind, data in encoded]}, allow_nan=False, separators=(",", ":")
+    ).encode()
     stream.write(_LENGTH.pack(len(head)))
     stream.write(head)
     for _, data in encoded:
@@ -66,9 +67,13 @@ Announce = Callable[[dict[str, Any], list[tuple[str, int]]], None]
 part is read; it raises (ValueError or WireError) to refuse the frame unread."""
 
 
-def receive(stream: BinaryIO, *, max_part_bytes: int = MAX_PART_BYTES,
-            max_frame_bytes: int | None = MAX_FRAME_BYTES,
-            announce: Announce | None = None) -> tuple[dict[str, Any], list[Part]]:
+def receive(
+    stream: BinaryIO,
+    *,
+    max_part_bytes: int = MAX_PART_BYTES,
+    max_frame_bytes: int | None = MAX_FRAME_BYTES,
+    announce: Announce | None = None,
+) -> tuple[dict[str, Any], list[Part]]:
     """Read one frame; raises :class:`WireError` on a closed pipe or a malformed frame.
 
     ``max_part_bytes`` and ``max_frame_bytes`` (all parts together; None: no total) bound
@@ -85,8 +90,9 @@ def receive(stream: BinaryIO, *, max_part_bytes: int = MAX_PART_BYTES,
         raise
 
 
-def _receive(stream: BinaryIO, max_part_bytes: int, max_frame_bytes: int | None,
-             announce: Announce | None = None) -> tuple[dict[str, Any], list[Part]]:
+def _receive(
+    stream: BinaryIO, max_part_bytes: int, max_frame_bytes: int | None, announce: Announce | None = None
+) -> tuple[dict[str, Any], list[Part]]:
     (length,) = _LENGTH.unpack(_read(stream, _LENGTH.size))
     if length > MAX_HEADER_BYTES:
         raise WireError(f"frame header of {length} bytes is over the {MAX_HEADER_BYTES}-byte limit")
@@ -140,7 +146,7 @@ def _check_depth(raw: bytes, limit: int) -> None:
     data = np.frombuffer(raw, np.uint8)
     inside, depth, backslashes = False, 0, 0
     for start in range(0, len(data), _SCAN_BLOCK):
-        block = data[start:start + _SCAN_BLOCK]
+        block = data[start : start + _SCAN_BLOCK]
         escaped, backslashes = _escaped(block, backslashes)
         in_string = np.logical_xor.accumulate((block == _QUOTE) & ~escaped) ^ inside
         opens = np.isin(block, _OPENERS) & ~in_string
@@ -172,19 +178,24 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _part_sizes(header: dict[str, Any], max_part_bytes: int,
-                max_frame_bytes: int | None) -> list[tuple[str, int]]:
+def _part_sizes(header: dict[str, Any], max_part_bytes: int, max_frame_bytes: int | None) -> list[tuple[str, int]]:
     """The parts the header announces, checked against the limits before any is read."""
     items = header.pop("parts")
     if len(items) > MAX_PARTS:
         raise WireError(f"frame announces {len(items)} parts; at most {MAX_PARTS} are allowed")
     sizes = []
     for item in items:
-        if (not isinstance(item, list) or len(item) != 2 or item[0] not in ("a", "b")
-                or not isinstance(item[1], int) or isinstance(item[1], bool)
-                or not 0 <= item[1] <= max_part_bytes):
-            raise WireError(f"bad part descriptor {str(item)[:80]}: a part is [\"a\" or \"b\", "
-                            f"bytes], at most {max_part_bytes} bytes")
+        if (
+            not isinstance(item, list)
+            or len(item) != 2
+            or item[0] not in ("a", "b")
+            or not isinstance(item[1], int)
+            or isinstance(item[1], bool)
+            or not 0 <= item[1] <= max_part_bytes
+        ):
+            raise WireError(
+                f'bad part descriptor {str(item)[:80]}: a part is ["a" or "b", bytes], at most {max_part_bytes} bytes'
+            )
         sizes.append((item[0], item[1]))
     total = sum(size for _, size in sizes)
     if max_frame_bytes is not None and total > max_frame_bytes:
@@ -219,8 +230,10 @@ def _decode_array(data: bytearray) -> np.ndarray:
     offset = stream.tell()
     count = math.prod(shape)
     if count * dtype.itemsize != len(data) - offset:
-        raise WireError(f"array part claims shape {shape} of {dtype} ({count * dtype.itemsize} bytes) "
-                        f"but carries {len(data) - offset} bytes")
+        raise WireError(
+            f"array part claims shape {shape} of {dtype} ({count * dtype.itemsize} bytes) "
+            f"but carries {len(data) - offset} bytes"
+        )
     if count == 0:
         return np.empty(shape, dtype)
     flat = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
@@ -228,11 +241,13 @@ def _decode_array(data: bytearray) -> np.ndarray:
 
 
 def _check_array_type(shape: Any, dtype: np.dtype) -> None:
-    if (dtype.kind not in ARRAY_KINDS or dtype.names is not None or dtype.subdtype is not None
-            or dtype.hasobject):
+    if dtype.kind not in ARRAY_KINDS or dtype.names is not None or dtype.subdtype is not None or dtype.hasobject:
         raise WireError(f"arrays on the wire must be numeric (bool, int, uint, float); got dtype {dtype}")
-    if (not isinstance(shape, tuple) or len(shape) > MAX_ARRAY_DIMS
-            or not all(isinstance(d, int) and d >= 0 for d in shape)):
+    if (
+        not isinstance(shape, tuple)
+        or len(shape) > MAX_ARRAY_DIMS
+        or not all(isinstance(d, int) and d >= 0 for d in shape)
+    ):
         raise WireError(f"array part has a bad shape {str(shape)[:80]}")
 
 
@@ -251,5 +266,17 @@ def _read(stream: BinaryIO, size: int, *, into: type[bytes] | type[bytearray] = 
     return into().join(chunks)
 
 
-__all__ = ["ARRAY_KINDS", "Announce", "HARNESS_PART_BYTES", "MAX_FRAME_BYTES", "MAX_HEADER_BYTES", "MAX_HEADER_DEPTH",
-           "MAX_PARTS", "MAX_PART_BYTES", "Part", "WireError", "receive", "send"]
+__all__ = [
+    "ARRAY_KINDS",
+    "Announce",
+    "HARNESS_PART_BYTES",
+    "MAX_FRAME_BYTES",
+    "MAX_HEADER_BYTES",
+    "MAX_HEADER_DEPTH",
+    "MAX_PARTS",
+    "MAX_PART_BYTES",
+    "Part",
+    "WireError",
+    "receive",
+    "send",
+]

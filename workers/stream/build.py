@@ -44,13 +44,7 @@ from workers.stream.images import (
 )
 from workers.stream.manifest import SPLITS, TaskSpec
 from workers.stream.pinned_data import check_counts
-from workers.stream.shards import (
-    DatasetIndex,
-    ShardInfo,
-    dataset_prefix,
-    encode_shard,
-    sha256_hex,
-)
+from workers.stream.shards import DatasetIndex, ShardInfo, dataset_prefix, encode_shard, sha256_hex
 from workers.stream.split_rule import split_rule_key
 from workers.stream.split_salt import salt_digest
 from workers.stream.splits import SplitAssignment, assign_splits
@@ -62,9 +56,16 @@ DEFAULT_CHUNK_ROWS = 1024
 
 
 def build_dataset(
-    store: ObjectStore, task: TaskSpec, ctx: AdapterContext, side: int, max_per_shard: int,
-    stage: Callable[[str], None], chunk_rows: int = DEFAULT_CHUNK_ROWS, *,
-    accept_count_change: bool = False, split_salt: str = "",
+    store: ObjectStore,
+    task: TaskSpec,
+    ctx: AdapterContext,
+    side: int,
+    max_per_shard: int,
+    stage: Callable[[str], None],
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    *,
+    accept_count_change: bool = False,
+    split_salt: str = "",
 ) -> DatasetIndex:
     """Load, split, then resize, dedup and write one dataset shard by shard; its index.
 
@@ -87,47 +88,74 @@ def build_dataset(
     counts = check_counts(task, raw, accept=accept_count_change)
     stage("split")
     assignment = assign_splits(
-        raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes,
-        dataset=f"Dataset {task.dataset!r}", salt=split_salt,
+        raw.labels,
+        rule=task.split,
+        given=raw.given_splits,
+        attributes=raw.attributes,
+        dataset=f"Dataset {task.dataset!r}",
+        salt=split_salt,
     )
     stage("write")
     prefix = dataset_prefix(task.dataset, ctx.image_size)
     for key in sorted(store.list(prefix), key=lambda k: not k.endswith("/index.json")):
         store.delete(key)  # index first: a half-replaced dataset never looks complete
     draft = DatasetIndex(
-        dataset=task.dataset, kind=raw.kind, class_names=raw.class_names,
-        image_size=ctx.image_size, resize_method=RESIZE_METHOD, stored_side=side,
-        stored_shape=originals_canvas(raw.images, side), originals_method=ORIGINALS_METHOD,
-        split_rule=split_rule_key(task.split), split_how=assignment.how, counts={}, shards={},
-        dedup={}, source_checksum=raw.source_checksum,
-        source={**raw.metadata, "num_examples": raw.num_examples,
-                "original_shape": source_shape_summary(raw.images), **counts},
+        dataset=task.dataset,
+        kind=raw.kind,
+        class_names=raw.class_names,
+        image_size=ctx.image_size,
+        resize_method=RESIZE_METHOD,
+        stored_side=side,
+        stored_shape=originals_canvas(raw.images, side),
+        originals_method=ORIGINALS_METHOD,
+        split_rule=split_rule_key(task.split),
+        split_how=assignment.how,
+        counts={},
+        shards={},
+        dedup={},
+        source_checksum=raw.source_checksum,
+        source={
+            **raw.metadata,
+            "num_examples": raw.num_examples,
+            "original_shape": source_shape_summary(raw.images),
+            **counts,
+        },
         split_salt=salt_digest(split_salt),
     )
     return write_streaming(store, raw, assignment, draft, max_per_shard, chunk_rows)
 
 
 def write_streaming(
-    store: ObjectStore, raw: RawDataset, assignment: SplitAssignment, draft: DatasetIndex,
-    max_per_shard: int, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    store: ObjectStore,
+    raw: RawDataset,
+    assignment: SplitAssignment,
+    draft: DatasetIndex,
+    max_per_shard: int,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
 ) -> DatasetIndex:
     """Every split's kept rows as shards, then the index (last); ``draft`` gives the rest."""
     if max_per_shard < 1 or chunk_rows < 1:
-        raise ValueError("The 'max_per_shard' and 'chunk_rows' parameters of write_streaming "
-                         f"must be ints in [1, inf). Got {max_per_shard}, {chunk_rows} instead.")
+        raise ValueError(
+            "The 'max_per_shard' and 'chunk_rows' parameters of write_streaming "
+            f"must be ints in [1, inf). Got {max_per_shard}, {chunk_rows} instead."
+        )
     first, step = FirstCopies(), min(chunk_rows, max_per_shard)
     shards: dict[str, tuple[ShardInfo, ...]] = {}
     buckets = bucket_count(len(assignment.rows["train"]), max_per_shard)
     for split in KEEP_ORDER:
         writer = _ShardWriter(store, draft, split, raw.labels, max_per_shard)
-        mixer = BucketMixer(store, writer.prefix, seed=TRAIN_ORDER_SEED, buckets=buckets,
-                            buffer_rows=max_per_shard) if split == "train" else None
+        mixer = (
+            BucketMixer(store, writer.prefix, seed=TRAIN_ORDER_SEED, buckets=buckets, buffer_rows=max_per_shard)
+            if split == "train"
+            else None
+        )
         take = writer.add if mixer is None else mixer.add
         rows = np.sort(np.asarray(assignment.rows[split], dtype=np.int64))
         for start in range(0, len(rows), step):
             part = rows[start : start + step]
-            squares, originals = stored_forms(_take(raw.images, part), draft.image_size,
-                                              draft.stored_side, draft.stored_shape)
+            squares, originals = stored_forms(
+                _take(raw.images, part), draft.image_size, draft.stored_side, draft.stored_shape
+            )
             for j, row in enumerate(part.tolist()):
                 if first.keep(split, hashlib.sha256(squares[j].tobytes()).digest()):
                     take(row, squares[j], originals.images[j], originals.extents[j])
@@ -135,9 +163,14 @@ def write_streaming(
             writer.add(*row_data)
         shards[split] = writer.close()
     counts = {s: sum(p.num_examples for p in shards[s]) for s in SPLITS}
-    final = replace(draft, counts=counts, shards={s: shards[s] for s in SPLITS},
-                    dedup=first.stats.as_dict(), split_how=first.how(assignment.how),
-                    train_order=order_record(TRAIN_ORDER_SEED, buckets))
+    final = replace(
+        draft,
+        counts=counts,
+        shards={s: shards[s] for s in SPLITS},
+        dedup=first.stats.as_dict(),
+        split_how=first.how(assignment.how),
+        train_order=order_record(TRAIN_ORDER_SEED, buckets),
+    )
     store.put_bytes(final.key, final.to_json())
     return final
 
@@ -150,8 +183,7 @@ def _take(images: SourceImages, rows: np.ndarray) -> SourceImages:
 class _ShardWriter:
     """One split's kept rows, stored a full shard at a time (``<split>-00000.npz``, ...)."""
 
-    def __init__(self, store: ObjectStore, index: DatasetIndex, split: str, labels: np.ndarray,
-                 capacity: int) -> None:
+    def __init__(self, store: ObjectStore, index: DatasetIndex, split: str, labels: np.ndarray, capacity: int) -> None:
         self.store, self.split, self.labels, self.capacity = store, split, labels, capacity
         self.prefix = dataset_prefix(index.dataset, index.image_size)
         size, (height, width) = index.image_size, index.stored_shape
@@ -175,8 +207,7 @@ class _ShardWriter:
 
     def _flush(self) -> None:
         n, rows = len(self.rows), np.asarray(self.rows, dtype=np.int64)
-        data = encode_shard(self.squares[:n], self.labels[rows], rows,
-                            Originals(self.originals[:n], self.extents[:n]))
+        data = encode_shard(self.squares[:n], self.labels[rows], rows, Originals(self.originals[:n], self.extents[:n]))
         info = self.store.put_bytes(key_layout.shard_key(self.prefix, self.split, len(self.written)), data)
         self.written.append(ShardInfo(info.key, info.size, sha256_hex(data), n))
         self.rows = []

@@ -21,9 +21,7 @@ from workers.stream.shards import DatasetIndex
 
 def record_dataset(session: Session, *, index: DatasetIndex, index_sha256: str) -> Dataset:
     """Insert or refresh the rows of one prepared dataset; returns its row."""
-    row = session.scalar(
-        select(Dataset).where(Dataset.key == index.dataset, Dataset.image_size == index.image_size)
-    )
+    row = session.scalar(select(Dataset).where(Dataset.key == index.dataset, Dataset.image_size == index.image_size))
     if row is not None and row.index_sha256 == index_sha256:
         return row
     if row is None:
@@ -36,10 +34,17 @@ def record_dataset(session: Session, *, index: DatasetIndex, index_sha256: str) 
     session.execute(delete(Shard).where(Shard.dataset_id == row.id))
     for split, shards in index.shards.items():
         for part, shard in enumerate(shards):
-            session.add(Shard(
-                dataset_id=row.id, split=split, part=part, object_key=shard.key,
-                num_examples=shard.num_examples, size_bytes=shard.size, sha256=shard.sha256,
-            ))
+            session.add(
+                Shard(
+                    dataset_id=row.id,
+                    split=split,
+                    part=part,
+                    object_key=shard.key,
+                    num_examples=shard.num_examples,
+                    size_bytes=shard.size,
+                    sha256=shard.sha256,
+                )
+            )
     session.flush()
     return row
 

@@ -16,10 +16,7 @@ from services.core.errors import ManifestError
 
 
 def deal(
-    rows: np.ndarray,
-    labels: np.ndarray,
-    fractions: Mapping[str, float],
-    rng: np.random.RandomState,
+    rows: np.ndarray, labels: np.ndarray, fractions: Mapping[str, float], rng: np.random.RandomState
 ) -> dict[str, np.ndarray]:
     """Shuffle ``rows`` and cut them by ``fractions``, stratified when labels are 1-D.
 
@@ -85,9 +82,7 @@ def checked_fractions(
     if any(v < 0 or not math.isfinite(v) for v in values.values()) or not math.isclose(
         sum(values.values()), 1.0, abs_tol=1e-6
     ):
-        raise ManifestError(
-            f"Split rule {kind!r} needs non-negative {field} summing to 1; got {values}."
-        )
+        raise ManifestError(f"Split rule {kind!r} needs non-negative {field} summing to 1; got {values}.")
     return values
 
 

@@ -89,9 +89,7 @@ class FirstCopies:
         return how + (f"; {removed} exact duplicate images removed" if removed else "")
 
 
-def dedup_splits(
-    images: np.ndarray, assignment: SplitAssignment
-) -> tuple[SplitAssignment, DedupStats]:
+def dedup_splits(images: np.ndarray, assignment: SplitAssignment) -> tuple[SplitAssignment, DedupStats]:
     """Drop exact duplicates from ``assignment``.
 
     Args:
@@ -108,10 +106,7 @@ def dedup_splits(
         rows = np.sort(np.asarray(assignment.rows[split], dtype=np.int64))
         keep = np.fromiter((first.keep(split, hashes[row]) for row in rows), bool, len(rows))
         kept[split] = rows[keep]
-    return (
-        SplitAssignment(rows={s: kept[s] for s in SPLITS}, how=first.how(assignment.how)),
-        first.stats,
-    )
+    return (SplitAssignment(rows={s: kept[s] for s in SPLITS}, how=first.how(assignment.how)), first.stats)
 
 
 __all__ = ["KEEP_ORDER", "DedupStats", "FirstCopies", "dedup_splits", "image_hashes"]

@@ -81,8 +81,7 @@ def derive_manifest(manifest: StreamManifest, *, mode: str, seed: int) -> Stream
         ),
         tasks=tasks,
         derived_from=Derivation(
-            name=manifest.name, version=manifest.version, sha256=manifest_sha256(manifest),
-            mode=mode, seed=seed,
+            name=manifest.name, version=manifest.version, sha256=manifest_sha256(manifest), mode=mode, seed=seed
         ),
     )
 
@@ -99,9 +98,7 @@ def check_seed(seed: int) -> int:
     """``seed`` if it is an int in :data:`SEED_RANGE`; otherwise an error saying so."""
     lo, hi = SEED_RANGE
     if isinstance(seed, bool) or not isinstance(seed, int) or not lo <= seed <= hi:
-        raise ConfigError(
-            f"The shuffle seed must be an int in [{lo}, {hi}]. Got {seed!r} instead.", field="seed"
-        )
+        raise ConfigError(f"The shuffle seed must be an int in [{lo}, {hi}]. Got {seed!r} instead.", field="seed")
     return seed
 
 

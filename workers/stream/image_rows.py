@@ -33,11 +33,13 @@ class ImageRows:
     def __init__(self, shapes: np.ndarray, read: Callable[[int], np.ndarray], name: str = "") -> None:
         shapes = np.asarray(shapes)
         if shapes.ndim != 2 or shapes.shape[1] != 2 or not np.issubdtype(shapes.dtype, np.integer):
-            raise ValueError(f"The 'shapes' parameter of ImageRows must be ints [N, 2]. Got "
-                             f"{shapes.dtype} {shapes.shape} instead.")
+            raise ValueError(
+                f"The 'shapes' parameter of ImageRows must be ints [N, 2]. Got {shapes.dtype} {shapes.shape} instead."
+            )
         if len(shapes) and shapes.min() < 1:
-            raise DatasetFormatError(f"Dataset {name!r}: an image has an empty extent "
-                                     f"(row {int(np.argwhere(shapes < 1)[0, 0])}).")
+            raise DatasetFormatError(
+                f"Dataset {name!r}: an image has an empty extent (row {int(np.argwhere(shapes < 1)[0, 0])})."
+            )
         self.shapes = shapes.astype(np.int64)
         self._read = read
         self.name = name
@@ -56,12 +58,14 @@ class ImageRows:
         if image.ndim == 2:
             image = image[..., None]
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[-1] not in (1, 3):
-            raise DatasetFormatError(f"Dataset {self.name!r}: row {i} is not uint8 "
-                                     f"[h, w, 1|3] pixels; got {image.dtype} {image.shape}.")
+            raise DatasetFormatError(
+                f"Dataset {self.name!r}: row {i} is not uint8 [h, w, 1|3] pixels; got {image.dtype} {image.shape}."
+            )
         if tuple(image.shape[:2]) != tuple(self.shapes[i]):
             raise DatasetFormatError(
                 f"Dataset {self.name!r}: row {i} decodes to {image.shape[0]}x{image.shape[1]} "
-                f"pixels, but its recorded extent is {self.shapes[i][0]}x{self.shapes[i][1]}.")
+                f"pixels, but its recorded extent is {self.shapes[i][0]}x{self.shapes[i][1]}."
+            )
         return image
 
     def __iter__(self) -> Iterator[np.ndarray]:

@@ -39,16 +39,17 @@ MIN_STORED_SCALE, MAX_STORED_SCALE = 1.0, 4.0
 def check_image_size(size: int) -> int:
     """Raise ValueError unless ``size`` is a task resolution we support."""
     if not isinstance(size, int) or isinstance(size, bool) or not 8 <= size <= 512:
-        raise ValueError(
-            f"The 'image_size' parameter must be an int in [8, 512]. Got {size!r} instead."
-        )
+        raise ValueError(f"The 'image_size' parameter must be an int in [8, 512]. Got {size!r} instead.")
     return size
 
 
 def check_stored_scale(scale: float) -> float:
     """Raise ValueError unless ``scale`` (stored long side / task resolution) is supported."""
-    if (not isinstance(scale, (int, float)) or isinstance(scale, bool)
-            or not MIN_STORED_SCALE <= scale <= MAX_STORED_SCALE):
+    if (
+        not isinstance(scale, (int, float))
+        or isinstance(scale, bool)
+        or not MIN_STORED_SCALE <= scale <= MAX_STORED_SCALE
+    ):
         raise ValueError(
             f"The 'stored_scale' parameter (NEVIS_STORED_SCALE) must be a number in "
             f"[{MIN_STORED_SCALE:g}, {MAX_STORED_SCALE:g}]. Got {scale!r} instead."
@@ -65,8 +66,7 @@ def to_rgb(images: np.ndarray) -> np.ndarray:
     """``[N, H, W, 1|3]`` → ``[N, H, W, 3]`` (grey copied into each channel)."""
     if images.ndim != 4 or images.shape[-1] not in (1, 3):
         raise ValueError(
-            f"The 'images' parameter of to_rgb must have shape [N, H, W, 1|3]. "
-            f"Got {images.shape} instead."
+            f"The 'images' parameter of to_rgb must have shape [N, H, W, 1|3]. Got {images.shape} instead."
         )
     if images.shape[-1] == 3:
         return images
@@ -174,8 +174,7 @@ def originals_canvas(images: SourceImages, side: int) -> tuple[int, int]:
 
 
 def stored_forms(
-    images: SourceImages, size: int | None, side: int | None,
-    canvas: tuple[int, int] | None = None,
+    images: SourceImages, size: int | None, side: int | None, canvas: tuple[int, int] | None = None
 ) -> tuple[np.ndarray | None, Originals | None]:
     """Both stored forms in one pass over the source (each row decoded once); a form whose
     size (S for the task images, C for the originals) is None is not made. ``canvas`` is
@@ -184,8 +183,7 @@ def stored_forms(
     if size is not None:
         check_image_size(size)
     if side is not None and (not isinstance(side, int) or isinstance(side, bool) or side < 1):
-        raise ValueError(f"The 'side' parameter of to_originals must be an int in [1, inf). "
-                         f"Got {side!r} instead.")
+        raise ValueError(f"The 'side' parameter of to_originals must be an int in [1, inf). Got {side!r} instead.")
     _check_source(images, "to_task_resolution" if side is None else "to_originals")
     n = len(images)
     squares = None if size is None else np.empty((n, size, size, 3), dtype=np.uint8)
@@ -194,8 +192,9 @@ def stored_forms(
         extents = [fitted_shape(int(h), int(w), side) for h, w in source_extents(images)]
         if canvas is None:
             canvas = np.asarray(extents, dtype=np.int32).reshape(n, 2).max(axis=0, initial=1)
-        originals = Originals(np.zeros((n, *canvas, 3), dtype=np.uint8),
-                              np.asarray(extents, dtype=np.int32).reshape(n, 2))
+        originals = Originals(
+            np.zeros((n, *canvas, 3), dtype=np.uint8), np.asarray(extents, dtype=np.int32).reshape(n, 2)
+        )
     for i in range(n):
         image = images[i]
         if squares is not None:
@@ -207,8 +206,24 @@ def stored_forms(
 
 
 __all__ = [
-    "MAX_STORED_SCALE", "MIN_STORED_SCALE", "ORIGINALS_METHOD", "RESIZE_METHOD",
-    "SourceImages", "central_square", "check_image_size", "check_stored_scale", "fitted_original",
-    "fitted_shape", "originals_canvas", "resize_image", "source_extents", "source_shape_summary", "stored_forms",
-    "stored_side", "task_square", "to_originals", "to_rgb", "to_task_resolution",
+    "MAX_STORED_SCALE",
+    "MIN_STORED_SCALE",
+    "ORIGINALS_METHOD",
+    "RESIZE_METHOD",
+    "SourceImages",
+    "central_square",
+    "check_image_size",
+    "check_stored_scale",
+    "fitted_original",
+    "fitted_shape",
+    "originals_canvas",
+    "resize_image",
+    "source_extents",
+    "source_shape_summary",
+    "stored_forms",
+    "stored_side",
+    "task_square",
+    "to_originals",
+    "to_rgb",
+    "to_task_resolution",
 ]

@@ -45,13 +45,7 @@ from workers.stream.manifest_checks import (
     check_optional_int,
     check_str,
 )
-from workers.stream.split_rule import (
-    SPLITS,
-    SplitKind,
-    SplitRule,
-    parse_split_rule,
-    split_rule_to_dict,
-)
+from workers.stream.split_rule import SPLITS, SplitKind, SplitRule, parse_split_rule, split_rule_to_dict
 
 Phase = Literal["meta_train", "meta_test"]
 TaskKind = Literal["single", "multi"]
@@ -144,9 +138,7 @@ def eval_split(phase: str) -> str:
 
 
 # The format, field by field. A field not listed here is an error, so typos never pass.
-_TOP_REQUIRED = (
-    "format", "name", "version", "description", "source", "meta_test_from_year", "tasks",
-)
+_TOP_REQUIRED = ("format", "name", "version", "description", "source", "meta_test_from_year", "tasks")
 _TOP_OPTIONAL = ("image_size", "derived_from")
 _DERIVED_FIELDS = ("name", "version", "sha256", "mode", "seed")
 _TASK_REQUIRED = ("order", "year", "dataset", "title", "kind", "split")
@@ -178,17 +170,11 @@ def parse_manifest(doc: Mapping[str, Any], *, origin: str = "<manifest>") -> Str
     fmt = doc["format"]
     if isinstance(fmt, bool) or fmt != MANIFEST_FORMAT:
         raise where.error("format", f"must be {MANIFEST_FORMAT} (the only format read here)", fmt)
-    name = check_str(
-        doc["name"], where, "name", pattern=STREAM_NAME_RE, hint="a slug such as 'my-stream'"
-    )
-    version = check_str(
-        doc["version"], where, "version", pattern=VERSION_RE, hint="a version such as '1.0'"
-    )
+    name = check_str(doc["name"], where, "name", pattern=STREAM_NAME_RE, hint="a slug such as 'my-stream'")
+    version = check_str(doc["version"], where, "version", pattern=VERSION_RE, hint="a version such as '1.0'")
     description = check_str(doc["description"], where, "description")
     source = check_str(doc["source"], where, "source")
-    cutoff = check_int(
-        doc["meta_test_from_year"], where, "meta_test_from_year", lo=YEAR_RANGE[0], hi=YEAR_RANGE[1]
-    )
+    cutoff = check_int(doc["meta_test_from_year"], where, "meta_test_from_year", lo=YEAR_RANGE[0], hi=YEAR_RANGE[1])
     lo, hi = IMAGE_SIZE_RANGE
     image_size = check_optional_int(doc.get("image_size"), where, "image_size", lo=lo, hi=hi)
     derived_from = None
@@ -220,15 +206,24 @@ def _parse_derivation(raw: Any, where: Where) -> Derivation:
     check_fields(obj, where, required=_DERIVED_FIELDS, prefix="derived_from.")
     return Derivation(
         name=check_str(
-            obj["name"], where, "derived_from.name", pattern=STREAM_NAME_RE,
+            obj["name"],
+            where,
+            "derived_from.name",
+            pattern=STREAM_NAME_RE,
             hint="the parent stream's name, a slug such as 'nevis22-short'",
         ),
         version=check_str(
-            obj["version"], where, "derived_from.version", pattern=VERSION_RE,
+            obj["version"],
+            where,
+            "derived_from.version",
+            pattern=VERSION_RE,
             hint="the parent stream's version, such as '1.0'",
         ),
         sha256=check_str(
-            obj["sha256"], where, "derived_from.sha256", pattern=_SHA256_RE,
+            obj["sha256"],
+            where,
+            "derived_from.sha256",
+            pattern=_SHA256_RE,
             hint="64 lower-case hex digits (the parent's manifest sha256)",
         ),
         mode=check_choice(obj["mode"], where, "derived_from.mode", SHUFFLE_MODES),
@@ -240,43 +235,29 @@ def _check_phase_order(tasks: list[TaskSpec], where: Where, cutoff: int) -> None
     """A meta-train task never follows a meta-test task (true of any year-sorted stream)."""
     if len(tasks) > 1 and tasks[-2].phase == "meta_test" and tasks[-1].phase == "meta_train":
         raise where.error(
-            "year",
-            f"must be {cutoff} or later: a meta-train task cannot follow a meta-test task",
-            tasks[-1].year,
+            "year", f"must be {cutoff} or later: a meta-train task cannot follow a meta-test task", tasks[-1].year
         )
 
 
-def _parse_task(
-    raw: Any, where: Where, position: int, previous_year: int | None, cutoff: int
-) -> TaskSpec:
+def _parse_task(raw: Any, where: Where, position: int, previous_year: int | None, cutoff: int) -> TaskSpec:
     task = check_object(raw, where, "tasks[]")
     check_fields(task, where, required=_TASK_REQUIRED, optional=_TASK_OPTIONAL)
     order = check_int(task["order"], where, "order", lo=1)
     if order != position:
-        raise where.error(
-            "order", f"must be {position}: tasks are numbered 1..n in list order", order
-        )
+        raise where.error("order", f"must be {position}: tasks are numbered 1..n in list order", order)
     year = check_int(task["year"], where, "year", lo=YEAR_RANGE[0], hi=YEAR_RANGE[1])
     if previous_year is not None and year < previous_year:
-        raise where.error(
-            "year", f"must not be before the previous task's year ({previous_year})", year
-        )
+        raise where.error("year", f"must not be before the previous task's year ({previous_year})", year)
     phase = phase_of(year, cutoff)
     if "phase" in task:
         stated = check_choice(task["phase"], where, "phase", ("meta_train", "meta_test"))
         if stated != phase:
-            raise where.error(
-                "phase",
-                f"must be {phase!r} for year {year} (meta-test starts in {cutoff})",
-                stated,
-            )
+            raise where.error("phase", f"must be {phase!r} for year {year} (meta-test starts in {cutoff})", stated)
     domain = task.get("domain")
     return TaskSpec(
         order=order,
         year=year,
-        dataset=check_str(
-            task["dataset"], where, "dataset", pattern=DATASET_KEY_RE, hint=_DATASET_HINT
-        ),
+        dataset=check_str(task["dataset"], where, "dataset", pattern=DATASET_KEY_RE, hint=_DATASET_HINT),
         title=check_str(task["title"], where, "title"),
         domain=None if domain is None else check_str(domain, where, "domain"),
         kind=cast(TaskKind, check_choice(task["kind"], where, "kind", ("single", "multi"))),
@@ -306,10 +287,7 @@ def manifest_to_dict(manifest: StreamManifest) -> dict[str, Any]:
         doc["image_size"] = manifest.image_size
     if manifest.derived_from is not None:  # absent otherwise, so older hashes are unchanged
         d = manifest.derived_from
-        doc["derived_from"] = {
-            "name": d.name, "version": d.version, "sha256": d.sha256, "mode": d.mode,
-            "seed": d.seed,
-        }
+        doc["derived_from"] = {"name": d.name, "version": d.version, "sha256": d.sha256, "mode": d.mode, "seed": d.seed}
     doc["tasks"] = [_task_to_dict(t) for t in manifest.tasks]
     return doc
 
@@ -332,7 +310,18 @@ def _task_to_dict(task: TaskSpec) -> dict[str, Any]:
 
 
 __all__ = [
-    "MANIFEST_FORMAT", "SHUFFLE_MODES", "SPLITS", "Derivation", "Phase", "SplitKind", "SplitRule",
-    "StreamManifest", "TaskKind", "TaskSpec", "eval_split", "manifest_to_dict", "parse_manifest",
+    "MANIFEST_FORMAT",
+    "SHUFFLE_MODES",
+    "SPLITS",
+    "Derivation",
+    "Phase",
+    "SplitKind",
+    "SplitRule",
+    "StreamManifest",
+    "TaskKind",
+    "TaskSpec",
+    "eval_split",
+    "manifest_to_dict",
+    "parse_manifest",
     "phase_of",
 ]

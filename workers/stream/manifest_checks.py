@@ -65,12 +65,7 @@ def check_object(value: Any, where: Where, field: str) -> Mapping[str, Any]:
 
 
 def check_fields(
-    doc: Mapping[str, Any],
-    where: Where,
-    *,
-    required: Collection[str],
-    optional: Collection[str] = (),
-    prefix: str = "",
+    doc: Mapping[str, Any], where: Where, *, required: Collection[str], optional: Collection[str] = (), prefix: str = ""
 ) -> None:
     """Reject missing required fields and any field the format does not define."""
     for name in required:
@@ -92,9 +87,7 @@ def check_int(value: Any, where: Where, field: str, *, lo: int, hi: int | None =
     return value
 
 
-def check_optional_int(
-    value: Any, where: Where, field: str, *, lo: int, hi: int | None = None
-) -> int | None:
+def check_optional_int(value: Any, where: Where, field: str, *, lo: int, hi: int | None = None) -> int | None:
     return None if value is None else check_int(value, where, field, lo=lo, hi=hi)
 
 
@@ -128,9 +121,7 @@ def check_choice(value: Any, where: Where, field: str, choices: Collection[str])
     return value
 
 
-def check_fractions(
-    value: Any, where: Where, field: str, *, names: tuple[str, ...], kind: str
-) -> dict[str, float]:
+def check_fractions(value: Any, where: Where, field: str, *, names: tuple[str, ...], kind: str) -> dict[str, float]:
     """Fractions over exactly ``names``, each in (0, 1], summing to 1."""
     obj = check_object(value, where, field)
     if set(obj) != set(names):
@@ -151,7 +142,19 @@ def check_fractions(
 
 
 __all__ = [
-    "DATASET_KEY_RE", "FRACTION_SUM_TOLERANCE", "IMAGE_SIZE_RANGE", "STREAM_NAME_RE", "VERSION_RE",
-    "YEAR_RANGE", "Where", "check_choice", "check_fields", "check_fractions", "check_int",
-    "check_object", "check_optional_int", "check_str", "describe",
+    "DATASET_KEY_RE",
+    "FRACTION_SUM_TOLERANCE",
+    "IMAGE_SIZE_RANGE",
+    "STREAM_NAME_RE",
+    "VERSION_RE",
+    "YEAR_RANGE",
+    "Where",
+    "check_choice",
+    "check_fields",
+    "check_fractions",
+    "check_int",
+    "check_object",
+    "check_optional_int",
+    "check_str",
+    "describe",
 ]

@@ -38,9 +38,7 @@ def list_streams() -> list[str]:
     if not folder.is_dir():
         return []
     return sorted(
-        entry.name[: -len(_SUFFIX)]
-        for entry in folder.iterdir()
-        if entry.is_file() and entry.name.endswith(_SUFFIX)
+        entry.name[: -len(_SUFFIX)] for entry in folder.iterdir() if entry.is_file() and entry.name.endswith(_SUFFIX)
     )
 
 
@@ -84,9 +82,7 @@ def manifest_sha256(manifest: StreamManifest) -> str:
 
 def canonical_json(manifest: StreamManifest) -> bytes:
     """The manifest's document form as canonical JSON bytes."""
-    text = json.dumps(
-        manifest_to_dict(manifest), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
+    text = json.dumps(manifest_to_dict(manifest), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return text.encode("utf-8")
 
 
@@ -111,8 +107,7 @@ def _parse_text(text: str, *, origin: str) -> StreamManifest:
         doc = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise ManifestError(
-            f"Invalid stream manifest {origin}: not valid JSON ({exc.msg} at line {exc.lineno}, "
-            f"column {exc.colno})."
+            f"Invalid stream manifest {origin}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})."
         ) from None
     except ValueError as exc:  # raised by the hooks below
         raise ManifestError(f"Invalid stream manifest {origin}: {exc}.") from None

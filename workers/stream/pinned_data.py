@@ -44,9 +44,9 @@ def check_counts(task: TaskSpec, raw: RawDataset, *, accept: bool) -> dict[str, 
             raise CountMismatchError(
                 f"Dataset {task.dataset!r}: task {task.order} of the manifest says "
                 f"{task.num_classes} classes, the data has {classes}. Fix the manifest or the "
-                f"data; if the change is known, pass {ACCEPT_FLAG} (the index records it).")
-        record["task_classes"] = {"expected": task.num_classes, "found": classes,
-                                  "accepted_change": ACCEPT_FLAG}
+                f"data; if the change is known, pass {ACCEPT_FLAG} (the index records it)."
+            )
+        record["task_classes"] = {"expected": task.num_classes, "found": classes, "accepted_change": ACCEPT_FLAG}
     if task.dataset.startswith("nevis:"):
         try:
             source = load_catalogue().find(task.dataset)

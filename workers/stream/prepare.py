@@ -27,27 +27,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.core.errors import (
-    DatasetNotFoundError,
-    DataIntegrityError,
-    ManifestError,
-)
+from services.core.errors import DataIntegrityError, DatasetNotFoundError, ManifestError
 from services.store.objects.base import ObjectStore
-from workers.stream.adapters import (
-    AdapterContext,
-    MissingDataset,
-    find_dataset,
-    get_adapter,
-    split_key,
-)
+from workers.stream.adapters import AdapterContext, MissingDataset, find_dataset, get_adapter, split_key
 from workers.stream.build import build_dataset
 from workers.stream.images import check_image_size, stored_side
 from workers.stream.manifest import StreamManifest, TaskSpec
 from workers.stream.shards import (
     DEFAULT_MAX_EXAMPLES_PER_SHARD,
     DatasetIndex,
-    dataset_prefix,
     check_dataset_listed,
+    dataset_prefix,
     load_index,
     verify_dataset,
 )
@@ -110,8 +100,7 @@ class PrepareReport:
 
 
 def stored_image_size(
-    manifest: StreamManifest, *, settings_size: int, settings_explicit: bool,
-    override: int | None = None,
+    manifest: StreamManifest, *, settings_size: int, settings_explicit: bool, override: int | None = None
 ) -> int:
     """The stored resolution of a stream's shards.
 
@@ -186,10 +175,19 @@ def prepare_stream(
     size = check_image_size(image_size)
     side = stored_side(size, stored_scale)
     with _preparing(store):
-        return _prepare(manifest, store, size=size, side=side, offline_dir=offline_dir,
-                        progress=progress, on_prepared=on_prepared,
-                        max_examples_per_shard=max_examples_per_shard, verify=verify,
-                        accept_count_change=accept_count_change, split_salt=split_salt)
+        return _prepare(
+            manifest,
+            store,
+            size=size,
+            side=side,
+            offline_dir=offline_dir,
+            progress=progress,
+            on_prepared=on_prepared,
+            max_examples_per_shard=max_examples_per_shard,
+            verify=verify,
+            accept_count_change=accept_count_change,
+            split_salt=split_salt,
+        )
 
 
 @contextmanager
@@ -210,12 +208,20 @@ def _preparing(store: ObjectStore) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: int,
-             offline_dir: Path | None,
-             progress: Callable[[ProgressEvent], None] | None,
-             on_prepared: Callable[[DatasetIndex], None] | None,
-             max_examples_per_shard: int, verify: bool = True,
-             accept_count_change: bool = False, split_salt: str = "") -> PrepareReport:
+def _prepare(
+    manifest: StreamManifest,
+    store: ObjectStore,
+    *,
+    size: int,
+    side: int,
+    offline_dir: Path | None,
+    progress: Callable[[ProgressEvent], None] | None,
+    on_prepared: Callable[[DatasetIndex], None] | None,
+    max_examples_per_shard: int,
+    verify: bool = True,
+    accept_count_change: bool = False,
+    split_salt: str = "",
+) -> PrepareReport:
     ctx = AdapterContext(offline_dir=offline_dir, image_size=size)
     tasks = dataset_rules(manifest)
     total = len(tasks)
@@ -226,8 +232,7 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: i
     todo: dict[str, str] = {}  # dataset → "prepared" or "rebuilt"
     for position, (key, task) in enumerate(tasks.items(), 1):
         notify(ProgressEvent(key, position, total, "check"))
-        status, found = _existing(store, task, size, side, verify=verify,
-                                  salt=salt_digest(split_salt))
+        status, found = _existing(store, task, size, side, verify=verify, salt=salt_digest(split_salt))
         if found is not None:
             present[key] = found
         else:
@@ -240,22 +245,22 @@ def _prepare(manifest: StreamManifest, store: ObjectStore, *, size: int, side: i
         if key in present:
             report, index = present[key]
         else:
+
             def stage(name: str, key: str = key, position: int = position) -> None:
                 notify(ProgressEvent(key, position, total, name))
 
-            report, index = _build(store, task, ctx, side, todo[key], max_examples_per_shard,
-                                   stage, accept_count_change, split_salt)
+            report, index = _build(
+                store, task, ctx, side, todo[key], max_examples_per_shard, stage, accept_count_change, split_salt
+            )
         notify(ProgressEvent(key, position, total, "done"))
         if on_prepared is not None:
             on_prepared(index)
         reports.append(report)
-    return PrepareReport(stream=manifest.name, image_size=size, datasets=tuple(reports),
-                         stored_side=side)
+    return PrepareReport(stream=manifest.name, image_size=size, datasets=tuple(reports), stored_side=side)
 
 
 def _existing(
-    store: ObjectStore, task: TaskSpec, size: int, side: int, *, verify: bool = True,
-    salt: str = "",
+    store: ObjectStore, task: TaskSpec, size: int, side: int, *, verify: bool = True, salt: str = ""
 ) -> tuple[str, tuple[DatasetReport, DatasetIndex] | None]:
     """("present", (report, index)) for a complete, verified dataset; else (status, None)."""
     start = time.perf_counter()
@@ -278,8 +283,7 @@ def _existing(
         (verify_dataset if verify else check_dataset_listed)(store, index)
     except DataIntegrityError:
         return "rebuilt", None
-    return "present", (_report(index, "present", time.perf_counter() - start,
-                               _accepted(index)), index)
+    return "present", (_report(index, "present", time.perf_counter() - start, _accepted(index)), index)
 
 
 def _build(
@@ -295,8 +299,9 @@ def _build(
 ) -> tuple[DatasetReport, DatasetIndex]:
     """Build one dataset in bounded memory (:mod:`.build`); returns (report, index)."""
     start = time.perf_counter()
-    index = build_dataset(store, task, ctx, side, max_per_shard, stage,
-                          accept_count_change=accept_count_change, split_salt=split_salt)
+    index = build_dataset(
+        store, task, ctx, side, max_per_shard, stage, accept_count_change=accept_count_change, split_salt=split_salt
+    )
     return _report(index, status, time.perf_counter() - start, _accepted(index)), index
 
 
@@ -306,17 +311,18 @@ def _accepted(index: DatasetIndex) -> tuple[str, ...]:
     notes = []
     if "task_classes" in check:
         task = check["task_classes"]
-        notes.append(f"accepted ({task['accepted_change']}): the manifest says {task['expected']} "
-                     f"classes, the data has {task['found']}")
+        notes.append(
+            f"accepted ({task['accepted_change']}): the manifest says {task['expected']} "
+            f"classes, the data has {task['found']}"
+        )
     if "accepted_change" in check:
-        notes.append(f"accepted ({check['accepted_change']['flag']}): "
-                     + "; ".join(check["accepted_change"]["differences"]))
+        notes.append(
+            f"accepted ({check['accepted_change']['flag']}): " + "; ".join(check["accepted_change"]["differences"])
+        )
     return tuple(notes)
 
 
-def _report(
-    index: DatasetIndex, status: str, seconds: float, notes: tuple[str, ...] = ()
-) -> DatasetReport:
+def _report(index: DatasetIndex, status: str, seconds: float, notes: tuple[str, ...] = ()) -> DatasetReport:
     return DatasetReport(
         dataset=index.dataset,
         status=status,
@@ -330,9 +336,7 @@ def _report(
     )
 
 
-def _missing_message(
-    manifest: StreamManifest, missing: Sequence[MissingDataset], total: int
-) -> str:
+def _missing_message(manifest: StreamManifest, missing: Sequence[MissingDataset], total: int) -> str:
     """One message naming every missing dataset, grouped by where and how to provide them."""
     lines = [
         f"Stream {manifest.name!r} needs {len(missing)} of its {total} datasets that cannot be "
@@ -348,9 +352,7 @@ def _missing_message(
     return "\n".join(lines)
 
 
-def verify_stream(
-    manifest: StreamManifest, store: ObjectStore, *, image_size: int
-) -> dict[str, str]:
+def verify_stream(manifest: StreamManifest, store: ObjectStore, *, image_size: int) -> dict[str, str]:
     """Re-check every prepared shard of a stream.
 
     Returns:
@@ -370,6 +372,13 @@ def verify_stream(
 
 
 __all__ = [
-    "DEFAULT_STORED_SCALE", "STAGES", "DatasetReport", "PrepareReport", "ProgressEvent", "dataset_rules",
-    "prepare_stream", "stored_image_size", "verify_stream",
+    "DEFAULT_STORED_SCALE",
+    "STAGES",
+    "DatasetReport",
+    "PrepareReport",
+    "ProgressEvent",
+    "dataset_rules",
+    "prepare_stream",
+    "stored_image_size",
+    "verify_stream",
 ]

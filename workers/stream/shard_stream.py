@@ -46,14 +46,24 @@ class ShardStream:
         readers: threads reading them (decompression and checksums release the GIL).
     """
 
-    def __init__(self, shards: Sequence[ShardInfo], read: ReadShard, *, seed: int,
-                 buffer_shards: int = 2, prefetch: int = 2, readers: int = 2) -> None:
+    def __init__(
+        self,
+        shards: Sequence[ShardInfo],
+        read: ReadShard,
+        *,
+        seed: int,
+        buffer_shards: int = 2,
+        prefetch: int = 2,
+        readers: int = 2,
+    ) -> None:
         if not shards:
             raise ValueError("The 'shards' parameter of ShardStream must name at least one shard.")
         if min(buffer_shards, prefetch, readers) < 1:
-            raise ValueError("The 'buffer_shards', 'prefetch' and 'readers' parameters of "
-                             "ShardStream must be ints in [1, inf). Got "
-                             f"{buffer_shards}, {prefetch}, {readers} instead.")
+            raise ValueError(
+                "The 'buffer_shards', 'prefetch' and 'readers' parameters of "
+                "ShardStream must be ints in [1, inf). Got "
+                f"{buffer_shards}, {prefetch}, {readers} instead."
+            )
         self.shards, self.read, self.seed = tuple(shards), read, seed
         self.buffer_shards, self.prefetch, self.readers = buffer_shards, prefetch, readers
         self.peak_shards = self.peak_bytes = 0
@@ -129,10 +139,10 @@ class ShardStream:
 def _concat(parts: Sequence[LabelledData]) -> LabelledData:
     originals = None
     if parts[0].originals is not None:
-        originals = Originals(np.concatenate([p.originals.images for p in parts]),
-                              np.concatenate([p.originals.extents for p in parts]))
-    return LabelledData(np.concatenate([p.images for p in parts]),
-                        np.concatenate([p.labels for p in parts]), originals)
+        originals = Originals(
+            np.concatenate([p.originals.images for p in parts]), np.concatenate([p.originals.extents for p in parts])
+        )
+    return LabelledData(np.concatenate([p.images for p in parts]), np.concatenate([p.labels for p in parts]), originals)
 
 
 def _take(data: LabelledData, rows: np.ndarray) -> LabelledData:
@@ -143,26 +153,32 @@ def _take(data: LabelledData, rows: np.ndarray) -> LabelledData:
 def split_bytes(index: DatasetIndex, split: str) -> int:
     """What a split takes in memory read whole with its originals (images, originals)."""
     height, width = index.stored_shape
-    per_row = 3 * (index.image_size ** 2 + height * width)
+    per_row = 3 * (index.image_size**2 + height * width)
     return int(index.counts.get(split, 0)) * per_row
 
 
-def store_stream(store: ObjectStore, index: DatasetIndex, split: str = "train", *,
-                 originals: bool = True, buffer_shards: int = 2, prefetch: int = 2,
-                 readers: int = 2) -> Callable[[int], ShardStream]:
+def store_stream(
+    store: ObjectStore,
+    index: DatasetIndex,
+    split: str = "train",
+    *,
+    originals: bool = True,
+    buffer_shards: int = 2,
+    prefetch: int = 2,
+    readers: int = 2,
+) -> Callable[[int], ShardStream]:
     """A factory ``seed -> ShardStream`` over a prepared split in ``store`` (harness side)."""
 
     def read(shard: ShardInfo) -> LabelledData:
         images, labels, stored = read_shard(store, index, shard, originals)
         return LabelledData(images, labels, stored)
 
-    return lambda seed: ShardStream(index.shards[split], read, seed=seed,
-                                    buffer_shards=buffer_shards, prefetch=prefetch,
-                                    readers=readers)
+    return lambda seed: ShardStream(
+        index.shards[split], read, seed=seed, buffer_shards=buffer_shards, prefetch=prefetch, readers=readers
+    )
 
 
-def large_train_stream(store: ObjectStore, index: DatasetIndex,
-                       threshold: int) -> Callable[[int], ShardStream] | None:
+def large_train_stream(store: ObjectStore, index: DatasetIndex, threshold: int) -> Callable[[int], ShardStream] | None:
     """The train split's stream factory where it takes more than ``threshold`` bytes read
     whole (``NEVIS_STREAM_TRAIN_BYTES``), else ``None``: what a harness offers the view."""
     if not index.shards["train"] or split_bytes(index, "train") <= threshold:

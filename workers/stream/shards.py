@@ -142,8 +142,7 @@ class DatasetIndex:
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise DataIntegrityError(
-                f"Shard index {key} is unreadable ({exc}); re-run `nevis data prepare` "
-                "to rebuild the dataset."
+                f"Shard index {key} is unreadable ({exc}); re-run `nevis data prepare` to rebuild the dataset."
             ) from None
 
 
@@ -156,13 +155,16 @@ def index_key(dataset: str, image_size: int) -> str:
     return key_layout.index_key(dataset_prefix(dataset, image_size))
 
 
-def encode_shard(
-    images: np.ndarray, labels: np.ndarray, rows: np.ndarray, originals: Originals
-) -> bytes:
+def encode_shard(images: np.ndarray, labels: np.ndarray, rows: np.ndarray, originals: Originals) -> bytes:
     """An ``.npz`` (deflated) whose bytes depend only on the arrays."""
     buffer = io.BytesIO()
-    members = (("images", images), ("labels", labels), ("rows", rows),
-               ("originals", originals.images), ("extents", originals.extents))
+    members = (
+        ("images", images),
+        ("labels", labels),
+        ("rows", rows),
+        ("originals", originals.images),
+        ("extents", originals.extents),
+    )
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, array in members:
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_TIME)
@@ -228,9 +230,7 @@ def load_index(store: ObjectStore, dataset: str, image_size: int) -> DatasetInde
     return DatasetIndex.from_json(data, key=key)
 
 
-def read_split(
-    store: ObjectStore, index: DatasetIndex, split: str
-) -> tuple[np.ndarray, np.ndarray]:
+def read_split(store: ObjectStore, index: DatasetIndex, split: str) -> tuple[np.ndarray, np.ndarray]:
     """All task-resolution images and labels of one split, every shard checked.
 
     Returns:
@@ -244,9 +244,7 @@ def read_split(
     return data.images, data.labels
 
 
-def read_labelled(
-    store: ObjectStore, index: DatasetIndex, split: str, *, originals: bool
-) -> LabelledData:
+def read_labelled(store: ObjectStore, index: DatasetIndex, split: str, *, originals: bool) -> LabelledData:
     """One split as :class:`LabelledData`; with ``originals``, the stored originals too.
 
     Raises:
@@ -260,14 +258,13 @@ def read_labelled(
         label_shape = (0,) if index.kind == "single" else (0, index.num_classes)
         label_dtype = np.int64 if index.kind == "single" else np.uint8
         empty = Originals(np.zeros((0, height, width, 3), np.uint8), np.zeros((0, 2), np.int32))
-        return LabelledData(np.zeros((0, size, size, 3), np.uint8),
-                            np.zeros(label_shape, label_dtype), empty if originals else None)
+        return LabelledData(
+            np.zeros((0, size, size, 3), np.uint8), np.zeros(label_shape, label_dtype), empty if originals else None
+        )
     stored = None
     if originals:
-        stored = Originals(np.concatenate([p[2].images for p in parts]),
-                           np.concatenate([p[2].extents for p in parts]))
-    return LabelledData(np.concatenate([p[0] for p in parts]),
-                        np.concatenate([p[1] for p in parts]), stored)
+        stored = Originals(np.concatenate([p[2].images for p in parts]), np.concatenate([p[2].extents for p in parts]))
+    return LabelledData(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), stored)
 
 
 def verify_dataset(store: ObjectStore, index: DatasetIndex) -> int:
@@ -331,15 +328,19 @@ def read_shard(
     label_shape = (n,) if index.kind == "single" else (n, index.num_classes)
     if images.shape != (n, s, s, 3) or images.dtype != np.uint8 or labels.shape != label_shape:
         raise _damaged(
-            index, shard, f"holds images {images.shape} and labels {labels.shape}, "
-            f"expected {(n, s, s, 3)} and {label_shape}"
+            index,
+            shard,
+            f"holds images {images.shape} and labels {labels.shape}, expected {(n, s, s, 3)} and {label_shape}",
         )
     if pair is None:
         return images, labels, None
     expected = (n, *index.stored_shape, 3)
     if pair[0].shape != expected or pair[1].shape != (n, 2):
-        raise _damaged(index, shard, f"holds originals {pair[0].shape} and extents "
-                       f"{pair[1].shape}, expected {expected} and {(n, 2)}")
+        raise _damaged(
+            index,
+            shard,
+            f"holds originals {pair[0].shape} and extents {pair[1].shape}, expected {expected} and {(n, 2)}",
+        )
     try:
         return images, labels, Originals(pair[0], pair[1].astype(np.int32, copy=False))
     except ValueError as exc:
@@ -360,8 +361,19 @@ def sha256_hex(data: bytes) -> str:
 
 
 __all__ = [
-    "DEFAULT_MAX_EXAMPLES_PER_SHARD", "FORMAT_VERSION", "DatasetIndex", "ShardInfo",
-    "check_dataset_listed", "dataset_prefix", "encode_shard", "index_key", "load_index", "read_labelled", "read_shard",
-    "read_split", "sha256_hex", "verify_dataset",
+    "DEFAULT_MAX_EXAMPLES_PER_SHARD",
+    "FORMAT_VERSION",
+    "DatasetIndex",
+    "ShardInfo",
+    "check_dataset_listed",
+    "dataset_prefix",
+    "encode_shard",
+    "index_key",
+    "load_index",
+    "read_labelled",
+    "read_shard",
+    "read_split",
+    "sha256_hex",
+    "verify_dataset",
     "write_dataset",
 ]

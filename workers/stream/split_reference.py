@@ -21,8 +21,7 @@ Rows = dict[str, np.ndarray]
 
 
 def official_val(
-    rule: SplitRule, labels: np.ndarray, given: GivenSplits | None, rng: np.random.RandomState,
-    dataset: str,
+    rule: SplitRule, labels: np.ndarray, given: GivenSplits | None, rng: np.random.RandomState, dataset: str
 ) -> tuple[Rows, str]:
     """Source train drawn into train / dev; val -> dev_test (or drawn into dev_test / test)."""
     if given is None or given.val is None:
@@ -43,16 +42,13 @@ def official_val(
             f"source's val, but the source also has {len(given.test)} test rows, which it "
             "would drop; leave the sidecar's 'test' list empty, or drop test_fractions."
         )
-    shares = checked_fractions(
-        rule.kind, rule.test_fractions, ("dev_test", "test"), field="test_fractions"
-    )
+    shares = checked_fractions(rule.kind, rule.test_fractions, ("dev_test", "test"), field="test_fractions")
     rows.update(deal(given.val, labels[given.val], shares, rng))
     return rows, how + f"source val ({len(given.val)} rows) drawn {percent(shares)}"
 
 
 def by_attribute(
-    rule: SplitRule, attributes: Mapping[str, np.ndarray], given: GivenSplits | None,
-    n: int, dataset: str,
+    rule: SplitRule, attributes: Mapping[str, np.ndarray], given: GivenSplits | None, n: int, dataset: str
 ) -> tuple[Rows, str]:
     """Each row goes to the split that lists its attribute value (``rest``: all others)."""
     column = attribute_column(rule, attributes, n, dataset)
@@ -65,8 +61,7 @@ def by_attribute(
                 "list ('source_test'), but this dataset has no 'split' block."
             )
         rows["test"], pool = np.sort(given.test), given.pool
-    owner = {v: s for s, listed in rule.values.items() if not isinstance(listed, str)
-             for v in listed}
+    owner = {v: s for s, listed in rule.values.items() if not isinstance(listed, str) for v in listed}
     rest = next((s for s, v in rule.values.items() if v == REST), None)
     placed = [owner.get(v, rest) for v in column[pool].tolist()]
     stray = sorted({v for v, s in zip(column[pool].tolist(), placed) if s is None}, key=str)
@@ -90,18 +85,19 @@ def by_attribute(
 
 
 def held_out(
-    rule: SplitRule, labels: np.ndarray, attributes: Mapping[str, np.ndarray], n: int,
-    rng: np.random.RandomState, dataset: str,
+    rule: SplitRule,
+    labels: np.ndarray,
+    attributes: Mapping[str, np.ndarray],
+    n: int,
+    rng: np.random.RandomState,
+    dataset: str,
 ) -> tuple[Rows, str]:
     """Kept domains drawn into train / dev, held-out domains into dev_test / test."""
     held = _held_mask(rule, attributes, n, dataset)
     kept_rows, held_rows = np.flatnonzero(~held), np.flatnonzero(held)
     fractions = checked_fractions(rule.kind, rule.fractions, ("train", "dev"))
-    shares = checked_fractions(
-        rule.kind, rule.test_fractions, ("dev_test", "test"), field="test_fractions"
-    )
-    rows = {**deal(kept_rows, labels[kept_rows], fractions, rng),
-            **deal(held_rows, labels[held_rows], shares, rng)}
+    shares = checked_fractions(rule.kind, rule.test_fractions, ("dev_test", "test"), field="test_fractions")
+    rows = {**deal(kept_rows, labels[kept_rows], fractions, rng), **deal(held_rows, labels[held_rows], shares, rng)}
     return rows, (
         f"{rule.attribute!r} {_sample(list(rule.held_out))} held out ({len(held_rows)} rows, "
         f"drawn {percent(shares)}); the other {len(kept_rows)} rows drawn {percent(fractions)}"
@@ -109,8 +105,7 @@ def held_out(
 
 
 def held_out_parts(
-    rule: SplitRule, attributes: Mapping[str, np.ndarray], given: GivenSplits | None, n: int,
-    dataset: str,
+    rule: SplitRule, attributes: Mapping[str, np.ndarray], given: GivenSplits | None, n: int, dataset: str
 ) -> tuple[Rows, str]:
     """Source train / test of kept domains -> train / dev; of held-out -> dev_test / test."""
     if given is None or given.val is not None:
@@ -121,22 +116,22 @@ def held_out_parts(
         )
     held = _held_mask(rule, attributes, n, dataset)
     train, test = np.sort(given.train), np.sort(given.test)
-    rows = {"train": train[~held[train]], "dev": test[~held[test]],
-            "dev_test": train[held[train]], "test": test[held[test]]}
+    rows = {
+        "train": train[~held[train]],
+        "dev": test[~held[test]],
+        "dev_test": train[held[train]],
+        "test": test[held[test]],
+    }
     return rows, (
         f"source train/test of kept {rule.attribute!r} -> train/dev, of held-out "
         f"{_sample(list(rule.held_out))} -> dev_test/test"
     )
 
 
-def per_class_counts(
-    rule: SplitRule, labels: np.ndarray, rng: np.random.RandomState, dataset: str
-) -> tuple[Rows, str]:
+def per_class_counts(rule: SplitRule, labels: np.ndarray, rng: np.random.RandomState, dataset: str) -> tuple[Rows, str]:
     """Per class: fixed counts to dev / dev_test / test (last rows or seeded), rest train."""
     if labels.ndim != 1:
-        raise DatasetFormatError(
-            f"{dataset}: the split rule 'per_class_counts' needs single-label data."
-        )
+        raise DatasetFormatError(f"{dataset}: the split rule 'per_class_counts' needs single-label data.")
     counts = [int(rule.counts.get(s, 0)) for s in COUNTED_SPLITS]
     if rule.pick not in ("last", "random") or not sum(counts):
         raise DatasetFormatError(
@@ -163,14 +158,16 @@ def per_class_counts(
 
 
 def random_with_train_only(
-    rule: SplitRule, labels: np.ndarray, attributes: Mapping[str, np.ndarray], n: int,
-    rng: np.random.RandomState, dataset: str,
+    rule: SplitRule,
+    labels: np.ndarray,
+    attributes: Mapping[str, np.ndarray],
+    n: int,
+    rng: np.random.RandomState,
+    dataset: str,
 ) -> tuple[Rows, str]:
     """Rows with a ``train_only`` attribute value go to train; the rest are drawn."""
     if rule.pool:
-        raise DatasetFormatError(
-            f"{dataset}: a random split rule takes either 'pool' or 'train_only', not both."
-        )
+        raise DatasetFormatError(f"{dataset}: a random split rule takes either 'pool' or 'train_only', not both.")
     column = attribute_column(rule, attributes, n, dataset).tolist()
     fixed_values = set(rule.train_only)
     absent = sorted(fixed_values - set(column), key=str)
@@ -191,9 +188,7 @@ def random_with_train_only(
     )
 
 
-def attribute_column(
-    rule: SplitRule, attributes: Mapping[str, np.ndarray], n: int, dataset: str
-) -> np.ndarray:
+def attribute_column(rule: SplitRule, attributes: Mapping[str, np.ndarray], n: int, dataset: str) -> np.ndarray:
     """The rule's attribute, one value per row, or an error that names the missing field."""
     if not rule.attribute:
         raise DatasetFormatError(f"{dataset}: the split rule {rule.kind!r} names no attribute.")
@@ -203,19 +198,15 @@ def attribute_column(
         raise DatasetFormatError(
             f"{dataset}: the split rule {rule.kind!r} needs the per-row attribute "
             f"{rule.attribute!r}, which this dataset does not provide (attributes it has: "
-            f"{have}). Add \"attributes\": {{\"{rule.attribute}\": [one value per row]}} to its "
+            f'{have}). Add "attributes": {{"{rule.attribute}": [one value per row]}} to its '
             "JSON sidecar."
         )
     if len(column) != n:
-        raise DatasetFormatError(
-            f"{dataset}: attribute {rule.attribute!r} has {len(column)} values for {n} rows."
-        )
+        raise DatasetFormatError(f"{dataset}: attribute {rule.attribute!r} has {len(column)} values for {n} rows.")
     return column
 
 
-def _held_mask(
-    rule: SplitRule, attributes: Mapping[str, np.ndarray], n: int, dataset: str
-) -> np.ndarray:
+def _held_mask(rule: SplitRule, attributes: Mapping[str, np.ndarray], n: int, dataset: str) -> np.ndarray:
     column = attribute_column(rule, attributes, n, dataset).tolist()
     absent = sorted(set(rule.held_out) - set(column), key=str)
     if not rule.held_out or absent:
@@ -238,6 +229,11 @@ def _sample(values: list[object], limit: int = 8) -> str:
 
 
 __all__ = [
-    "attribute_column", "by_attribute", "held_out", "held_out_parts", "official_val",
-    "per_class_counts", "random_with_train_only",
+    "attribute_column",
+    "by_attribute",
+    "held_out",
+    "held_out_parts",
+    "official_val",
+    "per_class_counts",
+    "random_with_train_only",
 ]

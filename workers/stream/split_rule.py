@@ -52,8 +52,14 @@ from workers.stream.manifest_checks import (
 SPLITS: tuple[str, ...] = ("train", "dev", "dev_test", "test")
 
 SplitKind = Literal[
-    "random", "official_test", "provided", "official_val", "by_attribute", "held_out",
-    "held_out_parts", "per_class_counts",
+    "random",
+    "official_test",
+    "provided",
+    "official_val",
+    "by_attribute",
+    "held_out",
+    "held_out_parts",
+    "per_class_counts",
 ]
 AttributeValue = int | str
 # In ``values``: a split takes every value no other split lists / the source's test rows.
@@ -108,13 +114,10 @@ _KINDS: dict[str, _KindSpec] = {
     "random": _KindSpec(("fractions",), ("pool", "attribute", "train_only"), fractions=SPLITS),
     "official_test": _KindSpec(("fractions",), fractions=("train", "dev", "dev_test")),
     "provided": _KindSpec(),
-    "official_val": _KindSpec(
-        ("fractions",), ("test_fractions",), ("train", "dev"), ("dev_test", "test")
-    ),
+    "official_val": _KindSpec(("fractions",), ("test_fractions",), ("train", "dev"), ("dev_test", "test")),
     "by_attribute": _KindSpec(("attribute", "values")),
     "held_out": _KindSpec(
-        ("attribute", "held_out", "fractions", "test_fractions"), (), ("train", "dev"),
-        ("dev_test", "test"),
+        ("attribute", "held_out", "fractions", "test_fractions"), (), ("train", "dev"), ("dev_test", "test")
     ),
     "held_out_parts": _KindSpec(("attribute", "held_out")),
     "per_class_counts": _KindSpec(("counts", "pick")),
@@ -130,10 +133,7 @@ def parse_split_rule(raw: Any, where: Where) -> SplitRule:
     spec = _KINDS[kind]
     if not spec.fractions and rule.get("fractions") == {}:  # older files wrote it empty
         rule = {k: v for k, v in rule.items() if k != "fractions"}
-    check_fields(
-        rule, where, required=("kind", *spec.required),
-        optional=(*_ALWAYS, *spec.optional), prefix="split.",
-    )
+    check_fields(rule, where, required=("kind", *spec.required), optional=(*_ALWAYS, *spec.optional), prefix="split.")
     params: dict[str, Any] = {}
     if "fractions" in rule:
         params["fractions"] = check_fractions(
@@ -141,8 +141,7 @@ def parse_split_rule(raw: Any, where: Where) -> SplitRule:
         )
     if "test_fractions" in rule:
         params["test_fractions"] = check_fractions(
-            rule["test_fractions"], where, "split.test_fractions", names=spec.test_fractions,
-            kind=kind,
+            rule["test_fractions"], where, "split.test_fractions", names=spec.test_fractions, kind=kind
         )
     if "attribute" in rule:
         params["attribute"] = check_str(rule["attribute"], where, "split.attribute")
@@ -160,23 +159,25 @@ def parse_split_rule(raw: Any, where: Where) -> SplitRule:
         params["train_only"] = _parse_value_list(rule["train_only"], where, "split.train_only")
     if ("attribute" in rule) != ("train_only" in rule) and kind == "random":
         missing = "train_only" if "attribute" in rule else "attribute"
-        raise where.error(f"split.{missing}", "is required when a random rule names the other "
-                          "(rows with these attribute values always go to train)")
+        raise where.error(
+            f"split.{missing}",
+            "is required when a random rule names the other (rows with these attribute values always go to train)",
+        )
     return SplitRule(
         kind=cast(SplitKind, kind),
         seed=check_int(rule.get("seed", 0), where, "split.seed", lo=0, hi=2**32 - 1),
         text=check_str(rule.get("text", ""), where, "split.text", allow_empty=True),
-        approximate=check_str(
-            rule.get("approximate", ""), where, "split.approximate", allow_empty=True
-        ),
+        approximate=check_str(rule.get("approximate", ""), where, "split.approximate", allow_empty=True),
         **params,
     )
 
 
 def _parse_value_list(raw: Any, where: Where, name: str) -> tuple[AttributeValue, ...]:
     """A non-empty list of distinct ints or strings (not both, never booleans)."""
-    ok = isinstance(raw, list) and raw and all(
-        isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)) for v in raw
+    ok = (
+        isinstance(raw, list)
+        and raw
+        and all(isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)) for v in raw)
     )
     if not ok or len({type(v) for v in raw}) != 1 or len(set(raw)) != len(raw):
         raise where.error(name, "must be a non-empty list of distinct ints or of strings", raw)
@@ -186,9 +187,7 @@ def _parse_value_list(raw: Any, where: Where, name: str) -> tuple[AttributeValue
 def _parse_values(raw: Any, where: Where) -> dict[str, tuple[AttributeValue, ...] | str]:
     obj = check_object(raw, where, "split.values")
     if set(obj) != set(SPLITS):
-        raise where.error(
-            "split.values", f"must have exactly the keys {', '.join(SPLITS)}", dict(obj)
-        )
+        raise where.error("split.values", f"must have exactly the keys {', '.join(SPLITS)}", dict(obj))
     out: dict[str, tuple[AttributeValue, ...] | str] = {}
     seen: set[AttributeValue] = set()
     for split in SPLITS:  # canonical order
@@ -243,15 +242,11 @@ def _params(rule: SplitRule, *, floats: bool = False) -> dict[str, Any]:
     if rule.fractions or floats:
         out["fractions"] = {s: float(rule.fractions[s]) for s in SPLITS if s in rule.fractions}
     if rule.test_fractions:
-        out["test_fractions"] = {
-            s: float(rule.test_fractions[s]) for s in SPLITS if s in rule.test_fractions
-        }
+        out["test_fractions"] = {s: float(rule.test_fractions[s]) for s in SPLITS if s in rule.test_fractions}
     if rule.attribute:
         out["attribute"] = rule.attribute
     if rule.values:
-        out["values"] = {
-            s: v if isinstance(v, str) else list(v) for s, v in rule.values.items()
-        }
+        out["values"] = {s: v if isinstance(v, str) else list(v) for s, v in rule.values.items()}
     if rule.held_out:
         out["held_out"] = list(rule.held_out)
     if rule.counts:
@@ -266,6 +261,17 @@ def _params(rule: SplitRule, *, floats: bool = False) -> dict[str, Any]:
 
 
 __all__ = [
-    "COUNTED_SPLITS", "PICKS", "REST", "SOURCE_TEST", "SOURCE_TRAIN", "SPLITS", "SPLIT_KINDS", "AttributeValue",
-    "SplitKind", "SplitRule", "parse_split_rule", "split_rule_key", "split_rule_to_dict",
+    "COUNTED_SPLITS",
+    "PICKS",
+    "REST",
+    "SOURCE_TEST",
+    "SOURCE_TRAIN",
+    "SPLITS",
+    "SPLIT_KINDS",
+    "AttributeValue",
+    "SplitKind",
+    "SplitRule",
+    "parse_split_rule",
+    "split_rule_key",
+    "split_rule_to_dict",
 ]

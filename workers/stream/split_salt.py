@@ -19,6 +19,7 @@ import hmac
 
 import numpy as np
 
+
 def salt_digest(salt: str) -> str:
     """16 hex digits naming ``salt`` for audits ("" for no salt); the salt cannot be read back."""
     if not salt:

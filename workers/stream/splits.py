@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from services.core.errors import DatasetFormatError, ManifestError
-from workers.stream.adapters.base import GivenSplits
 from workers.stream import split_reference
+from workers.stream.adapters.base import GivenSplits
 from workers.stream.dealing import checked_fractions, deal, percent
 from workers.stream.split_rule import SOURCE_TRAIN, SPLIT_KINDS, SPLITS, SplitRule
 from workers.stream.split_salt import split_rng
@@ -52,7 +52,7 @@ class SplitAssignment:
         return {split: int(len(self.rows[split])) for split in SPLITS}
 
 
-def assign_splits(
+def assign_splits(  # noqa: C901
     labels: np.ndarray,
     *,
     rule: SplitRule,
@@ -94,9 +94,7 @@ def assign_splits(
     elif rule.kind == "per_class_counts":
         rows, how = split_reference.per_class_counts(rule, labels, rng, dataset)
     elif rule.kind == "random" and rule.train_only:
-        rows, how = split_reference.random_with_train_only(
-            rule, labels, attributes, n, rng, dataset
-        )
+        rows, how = split_reference.random_with_train_only(rule, labels, attributes, n, rng, dataset)
     elif rule.kind == "random" and rule.pool:
         rows, how = _random_over_source_train(rule, labels, given, rng, dataset)
     elif rule.kind == "random":
@@ -121,29 +119,24 @@ def assign_splits(
             )
         if given.val is None:  # only train / test: draw dev and dev_test from train
             return assign_splits(
-                labels, rule=SplitRule(kind="official_test", seed=rule.seed), given=given,
-                dataset=dataset, salt=salt,
+                labels, rule=SplitRule(kind="official_test", seed=rule.seed), given=given, dataset=dataset, salt=salt
             )
         halves = deal(given.val, labels[given.val], {"dev": 0.5, "dev_test": 0.5}, rng)
         rows = {"train": np.sort(given.train), **halves, "test": np.sort(given.test)}
         how = f"provided train/test; provided val halved into dev/dev_test, seed {rule.seed}"
     else:
-        raise ManifestError(
-            f"Unknown split rule kind {rule.kind!r}; use one of {', '.join(SPLIT_KINDS)}."
-        )
+        raise ManifestError(f"Unknown split rule kind {rule.kind!r}; use one of {', '.join(SPLIT_KINDS)}.")
     if salt:
         how += "; draws salted (NEVIS_SPLIT_SALT)"
     return SplitAssignment(rows={s: rows[s] for s in SPLITS}, how=how)
 
 
 def _random_over_source_train(
-    rule: SplitRule, labels: np.ndarray, given: GivenSplits | None,
-    rng: np.random.RandomState, dataset: str,
+    rule: SplitRule, labels: np.ndarray, given: GivenSplits | None, rng: np.random.RandomState, dataset: str
 ) -> tuple[dict[str, np.ndarray], str]:
     """A random draw over the source's train + val lists; its test rows go to no split."""
     if rule.pool != SOURCE_TRAIN:
-        raise ManifestError(f"Unknown pool {rule.pool!r} of a random split rule; use "
-                            f"{SOURCE_TRAIN!r} or leave it out.")
+        raise ManifestError(f"Unknown pool {rule.pool!r} of a random split rule; use {SOURCE_TRAIN!r} or leave it out.")
     if given is None:
         raise DatasetFormatError(
             f"{dataset}: the split rule 'random' with pool {SOURCE_TRAIN!r} draws over the "

@@ -62,8 +62,13 @@ def load_task_index(store: ObjectStore, task: TaskSpec, *, image_size: int) -> D
 
 
 def load_task_data(
-    store: ObjectStore, task: TaskSpec, *, image_size: int, splits: Sequence[str] = SPLITS,
-    originals: Sequence[str] = (), index: DatasetIndex | None = None,
+    store: ObjectStore,
+    task: TaskSpec,
+    *,
+    image_size: int,
+    splits: Sequence[str] = SPLITS,
+    originals: Sequence[str] = (),
+    index: DatasetIndex | None = None,
 ) -> TaskData:
     """Read the requested splits of a task (each shard verified).
 
@@ -73,9 +78,12 @@ def load_task_data(
     """
     index = index if index is not None else load_task_index(store, task, image_size=image_size)
     data = {s: read_labelled(store, index, s, originals=s in originals) for s in splits}
-    return TaskData(task=task, index=index,
-                    splits={s: (d.images, d.labels) for s, d in data.items()},
-                    originals={s: d.originals for s, d in data.items() if d.originals is not None})
+    return TaskData(
+        task=task,
+        index=index,
+        splits={s: (d.images, d.labels) for s, d in data.items()},
+        originals={s: d.originals for s, d in data.items() if d.originals is not None},
+    )
 
 
 __all__ = ["TaskData", "follows_rule", "load_task_data", "load_task_index"]

@@ -127,9 +127,18 @@ def task_info(task: TaskSpec, index: Any, size: int) -> TaskInfo:
     num_classes = index.num_classes if index is not None else (task.num_classes or 0)
     counts = index.counts if index is not None else {}
     return TaskInfo(
-        order=task.order, key=task.key, dataset=task.dataset, title=task.title, year=task.year,
-        domain=task.domain, kind=task.kind, num_classes=num_classes, class_names=class_names,
-        image_size=size, num_train=int(counts.get("train", 0)), num_dev=int(counts.get("dev", 0)),
+        order=task.order,
+        key=task.key,
+        dataset=task.dataset,
+        title=task.title,
+        year=task.year,
+        domain=task.domain,
+        kind=task.kind,
+        num_classes=num_classes,
+        class_names=class_names,
+        image_size=size,
+        num_train=int(counts.get("train", 0)),
+        num_dev=int(counts.get("dev", 0)),
     )
 
 

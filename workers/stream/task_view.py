@@ -49,8 +49,18 @@ class CausalTaskView:
             large (above ``NEVIS_STREAM_TRAIN_BYTES``); ``None`` otherwise.
     """
 
-    __slots__ = ("_info", "_train", "_dev", "_past", "_load_past_train", "_stream_length",
-                 "_load_past_predictor", "_load_pretrained", "_prepared", "_train_stream")
+    __slots__ = (
+        "_info",
+        "_train",
+        "_dev",
+        "_past",
+        "_load_past_train",
+        "_stream_length",
+        "_load_past_predictor",
+        "_load_pretrained",
+        "_prepared",
+        "_train_stream",
+    )
 
     def __init__(
         self,
@@ -118,9 +128,7 @@ class CausalTaskView:
                 "only see tasks that came before the current one."
             )
         if order not in self._past:
-            raise CausalityError(
-                f"Task {order} is not a task of this stream (1..{self._stream_length})."
-            )
+            raise CausalityError(f"Task {order} is not a task of this stream (1..{self._stream_length}).")
         return self._load_past_train(order)
 
     def past_predictor(self, order: int) -> bytes:
@@ -137,9 +145,7 @@ class CausalTaskView:
                 "only for tasks that came before the current one."
             )
         if order not in self._past:
-            raise CausalityError(
-                f"Task {order} is not an earlier task of this run (1..{self._stream_length})."
-            )
+            raise CausalityError(f"Task {order} is not an earlier task of this run (1..{self._stream_length}).")
         if self._load_past_predictor is None:
             raise CausalityError("This view offers no earlier predictors (it is not part of a run).")
         return self._load_past_predictor(order)
@@ -163,9 +169,7 @@ class CausalTaskView:
         if name == "dev" and order == self._info.order:
             return self._dev
         if name == "dev" and order < self._info.order:
-            raise CausalityError(
-                f"Only train splits of earlier tasks are available; asked for 'dev' of {order}."
-            )
+            raise CausalityError(f"Only train splits of earlier tasks are available; asked for 'dev' of {order}.")
         if order > self._info.order:
             return self.past_train(order)  # raises the future-task error
         raise CausalityError(f"Unknown split {name!r}; a learner sees 'train' and 'dev'.")

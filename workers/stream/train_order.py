@@ -61,8 +61,9 @@ def mixed_order(rows: np.ndarray, seed: int, buckets: int) -> np.ndarray:
     rows = np.sort(np.asarray(rows, dtype=np.int64))
     of = buckets_of(rows, seed, buckets)
     parts = [rows[of == b] for b in range(buckets)]
-    return np.concatenate([p[bucket_permutation(len(p), seed, b)] for b, p in enumerate(parts)]
-                          or [np.zeros(0, np.int64)])
+    return np.concatenate(
+        [p[bucket_permutation(len(p), seed, b)] for b, p in enumerate(parts)] or [np.zeros(0, np.int64)]
+    )
 
 
 def order_record(seed: int, buckets: int) -> dict[str, Any]:
@@ -82,8 +83,7 @@ class BucketMixer:
         buffer_rows: rows held in memory over all buckets before a bucket is set aside.
     """
 
-    def __init__(self, store: ObjectStore, prefix: str, *, seed: int, buckets: int,
-                 buffer_rows: int) -> None:
+    def __init__(self, store: ObjectStore, prefix: str, *, seed: int, buckets: int, buffer_rows: int) -> None:
         self.store, self.prefix, self.seed, self.buckets = store, prefix, seed, buckets
         self.per_bucket = max(16, -(-buffer_rows // buckets))
         self.held: list[list[Row]] = [[] for _ in range(buckets)]
@@ -108,9 +108,13 @@ class BucketMixer:
     def _set_aside(self, bucket: int) -> None:
         rows = self.held[bucket]
         buffer = io.BytesIO()
-        np.savez(buffer, rows=np.asarray([r[0] for r in rows], np.int64),
-                 squares=np.stack([r[1] for r in rows]), originals=np.stack([r[2] for r in rows]),
-                 extents=np.stack([r[3] for r in rows]))
+        np.savez(
+            buffer,
+            rows=np.asarray([r[0] for r in rows], np.int64),
+            squares=np.stack([r[1] for r in rows]),
+            originals=np.stack([r[2] for r in rows]),
+            extents=np.stack([r[3] for r in rows]),
+        )
         key = key_layout.stage_key(self.prefix, bucket, len(self.staged[bucket]))
         self.store.put_bytes(key, buffer.getvalue())
         self.staged[bucket].append(key)
@@ -123,5 +127,13 @@ class BucketMixer:
         return [(int(rows[i]), squares[i], originals[i], extents[i]) for i in range(len(rows))]
 
 
-__all__ = ["METHOD", "TRAIN_ORDER_SEED", "BucketMixer", "bucket_count", "bucket_permutation",
-           "buckets_of", "mixed_order", "order_record"]
+__all__ = [
+    "METHOD",
+    "TRAIN_ORDER_SEED",
+    "BucketMixer",
+    "bucket_count",
+    "bucket_permutation",
+    "buckets_of",
+    "mixed_order",
+    "order_record",
+]

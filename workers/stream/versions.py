@@ -25,9 +25,7 @@ def ensure_stream_version(session: Session, *, manifest: StreamManifest) -> Stre
     """
     sha = manifest_sha256(manifest)
     found = session.scalar(
-        select(StreamVersion).where(
-            StreamVersion.name == manifest.name, StreamVersion.version == manifest.version
-        )
+        select(StreamVersion).where(StreamVersion.name == manifest.name, StreamVersion.version == manifest.version)
     )
     if found is not None:
         if found.manifest_sha256 != sha:
@@ -37,19 +35,22 @@ def ensure_stream_version(session: Session, *, manifest: StreamManifest) -> Stre
             )
         return found
     version = StreamVersion(
-        name=manifest.name, version=manifest.version, manifest_sha256=sha,
-        manifest=manifest_to_dict(manifest),
+        name=manifest.name, version=manifest.version, manifest_sha256=sha, manifest=manifest_to_dict(manifest)
     )
     session.add(version)
     session.flush()
     for task in manifest.tasks:
         session.add(
             StreamTask(
-                stream_version_id=version.id, order=task.order, year=task.year,
-                dataset=task.dataset, phase=task.phase, kind=task.kind,
-                num_classes=task.num_classes, domain=task.domain,
-                split_rule={"fractions": dict(task.split.fractions),
-                            **split_rule_to_dict(task.split)},
+                stream_version_id=version.id,
+                order=task.order,
+                year=task.year,
+                dataset=task.dataset,
+                phase=task.phase,
+                kind=task.kind,
+                num_classes=task.num_classes,
+                domain=task.domain,
+                split_rule={"fractions": dict(task.split.fractions), **split_rule_to_dict(task.split)},
             )
         )
     session.flush()

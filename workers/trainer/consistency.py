@@ -53,7 +53,7 @@ class ConsistencyPlan:
 
     def copies(self, scores: np.ndarray) -> np.ndarray:
         """The shifted copies' scores, in :attr:`sample` order."""
-        return scores[self.order[self.num_originals:]]
+        return scores[self.order[self.num_originals :]]
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,7 @@ class Consistency:
         return (self.right_then_wrong - self.wrong_then_right) / self.checked
 
 
-def plan_check(images: np.ndarray, *, enabled: bool = True,
-               rng: np.random.Generator | None = None) -> ConsistencyPlan:
+def plan_check(images: np.ndarray, *, enabled: bool = True, rng: np.random.Generator | None = None) -> ConsistencyPlan:
     """The evaluation's input: ``images`` plus shifted copies of a secret sample, shuffled
     (not ``enabled``, or too few images: ``images`` as they are, nothing checked).
 
@@ -103,7 +102,7 @@ def shift_one_pixel(images: np.ndarray, dy: int, dx: int) -> np.ndarray:
     padded = np.pad(images, pad, mode="edge")
     height, width = images.shape[1:3]
     top, left = max(-dy, 0), max(-dx, 0)
-    return np.ascontiguousarray(padded[:, top:top + height, left:left + width])
+    return np.ascontiguousarray(padded[:, top : top + height, left : left + width])
 
 
 def judge(plan: ConsistencyPlan, scores: np.ndarray, labels: np.ndarray) -> Consistency:
@@ -131,8 +130,17 @@ def _sign_test(lost: int, gained: int) -> float:
     n = lost + gained
     if n == 0:
         return 1.0
-    return sum(math.comb(n, i) for i in range(lost, n + 1)) / 2 ** n
+    return sum(math.comb(n, i) for i in range(lost, n + 1)) / 2**n
 
 
-__all__ = ["ALPHA", "JUMP", "MIN_SAMPLE", "SAMPLE", "Consistency", "ConsistencyPlan", "judge", "plan_check",
-           "shift_one_pixel"]
+__all__ = [
+    "ALPHA",
+    "JUMP",
+    "MIN_SAMPLE",
+    "SAMPLE",
+    "Consistency",
+    "ConsistencyPlan",
+    "judge",
+    "plan_check",
+    "shift_one_pixel",
+]

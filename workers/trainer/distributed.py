@@ -25,10 +25,10 @@ from typing import Any
 
 import ray
 
+from services.core.checkpoint_plan import checkpoint_steps
 from services.core.metrics import task_error
 from services.store import key_layout
 from workers.learners.protocol import LabelledData, Learner, Resources
-from services.core.checkpoint_plan import checkpoint_steps
 from workers.sandbox.context import LocalTrialContext
 from workers.sandbox.dev_scoring import DevScoring
 from workers.sandbox.host_stream import WireShards
@@ -75,10 +75,10 @@ def run_distributed_trial(config: dict[str, Any], spec: TrialSpec, resources: Re
 
 
 def _worker_loop(loop_config: dict[str, Any]) -> None:
-    import torch  # noqa: PLC0415
-    import torch.distributed as dist  # noqa: PLC0415
     import ray.train  # noqa: PLC0415
     import ray.train.torch  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    import torch.distributed as dist  # noqa: PLC0415
 
     from workers.learners.loading import load_learner  # noqa: PLC0415
 
@@ -87,9 +87,7 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     rank, world = train_ctx.get_world_rank(), train_ctx.get_world_size()
     torch.set_num_threads(spec.host.threads)
     learner = load_learner(spec.host.learner_spec)
-    ctx = _make_context(
-        learner, spec, config, rank=rank, world_size=world, device=str(ray.train.torch.get_device())
-    )
+    ctx = _make_context(learner, spec, config, rank=rank, world_size=world, device=str(ray.train.torch.get_device()))
     ctx.meter.watch()  # modules the learner does not pass to ctx.track are counted too
     index = int(config[TRIAL_INDEX])
     # every rank reports what it has spent periodically, so a group torn down by another
@@ -105,19 +103,28 @@ def _worker_loop(loop_config: dict[str, Any]) -> None:
     finally:
         ctx.meter.untrack_all()  # also ends the watch
     flops = flop_metrics(ctx)
-    totals = torch.tensor([flops["flops_measured"], flops["flops_reported"], flops["flops_untracked"],
-                           flops["flops_updates"]], dtype=torch.int64)
+    totals = torch.tensor(
+        [flops["flops_measured"], flops["flops_reported"], flops["flops_untracked"], flops["flops_updates"]],
+        dtype=torch.int64,
+    )
     if dist.is_available() and dist.is_initialized():
         dist.all_reduce(totals)
     if rank == 0:
-        metrics.update(flops, flops_measured=int(totals[0]), flops_reported=int(totals[1]),
-                       flops_untracked=int(totals[2]), flops_updates=int(totals[3]), num_workers=world)
+        metrics.update(
+            flops,
+            flops_measured=int(totals[0]),
+            flops_reported=int(totals[1]),
+            flops_untracked=int(totals[2]),
+            flops_updates=int(totals[3]),
+            num_workers=world,
+        )
         ray.get(spec.harness.post_result.remote(int(config["trial_index"]), metrics))
     ray.train.report({"rank": rank})
 
 
 def _build_view(spec: TrialSpec) -> CausalTaskView:
     """The causal view for this trial; past train splits come lazily from the harness."""
+
     def load_past(order: int) -> LabelledData:
         return ray.get(spec.harness.past_train.remote(order))
 
@@ -145,8 +152,13 @@ def _build_view(spec: TrialSpec) -> CausalTaskView:
 
 
 def _make_context(
-    learner: Learner, spec: TrialSpec, config: Mapping[str, Any], *, rank: int = 0,
-    world_size: int = 1, device: str = "cpu",
+    learner: Learner,
+    spec: TrialSpec,
+    config: Mapping[str, Any],
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    device: str = "cpu",
 ) -> LocalTrialContext:
     """The trial's context; checkpoints go to the harness actor under the trial's prefix."""
     prefix = trial_prefix(spec, int(config[TRIAL_INDEX]))
@@ -166,8 +178,9 @@ def _make_context(
         rank=rank,
         device=device,
     )
-    ctx.dev_scoring = DevScoring(spec.dev, spec.info.kind, lambda p: learner.predict(p, spec.dev.images, ctx),
-                                 learner.save_predictor)  # the harness's dev pass, offered to the learner
+    ctx.dev_scoring = DevScoring(
+        spec.dev, spec.info.kind, lambda p: learner.predict(p, spec.dev.images, ctx), learner.save_predictor
+    )  # the harness's dev pass, offered to the learner
     return ctx
 
 
@@ -187,8 +200,11 @@ def _execute_trial(
     if ctx.rank == 0:
         predictor = learner.save_predictor(output.predictor)
         scoring = ctx.dev_scoring  # scored by the learner's ctx.dev_error already, or now
-        scores = (scoring.scores_for(output.predictor, predictor) if scoring is not None
-                  else learner.predict(output.predictor, spec.dev.images, ctx))
+        scores = (
+            scoring.scores_for(output.predictor, predictor)
+            if scoring is not None
+            else learner.predict(output.predictor, spec.dev.images, ctx)
+        )
         metrics["dev_error"] = task_error(scores, spec.dev.labels, spec.info.kind)
         blobs = {
             "predictor": (key_layout.trial_predictor_key(prefix), predictor),
@@ -212,8 +228,13 @@ def _execute_trial(
 
 def flop_metrics(ctx: LocalTrialContext) -> dict[str, int | str]:
     meter = ctx.meter
-    return {"flops_measured": meter.measured, "flops_reported": meter.reported,
-            "flops_untracked": meter.untracked, "flops_updates": meter.updates, "flops_source": meter.source}
+    return {
+        "flops_measured": meter.measured,
+        "flops_reported": meter.reported,
+        "flops_untracked": meter.untracked,
+        "flops_updates": meter.updates,
+        "flops_source": meter.source,
+    }
 
 
 def peak_memory_bytes(device: str) -> int:

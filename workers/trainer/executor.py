@@ -107,8 +107,9 @@ class Evaluator:
         evaluation does not wait for a start (torch and the learner: a second or more)."""
         self._predictor.start()
 
-    def predict(self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int,
-                log_to: LogTarget | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def predict(
+        self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int, log_to: LogTarget | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         """Scores of ``predictor`` on evaluation images, from the host that never trains. With
         ``log_to`` (the task's harness actor and a key), what the host wrote meanwhile,
         failures included, is stored there."""
@@ -154,6 +155,7 @@ class TrialExecutor(Evaluator):
         if self._evaluates:
             self._predictor.start()
         import workers.trainer.trial  # noqa: F401, PLC0415
+
         self._trainer.live()
 
     def run(self, config: dict[str, Any], spec: Any) -> dict[str, Any]:
@@ -175,9 +177,7 @@ class TrialExecutor(Evaluator):
         """The learner's ``prepare_task`` for the task of ``spec`` (once per task), and its FLOP
         and usage fields; a learner's failure is raised (the task fails), charged at least the
         floor of the CPU time its host used (:meth:`~workers.trainer.task_prepare.PrepareFailed.charged`)."""
-        from workers.trainer.task_prepare import prepare_in_host  # noqa: PLC0415
-
-        from workers.trainer.task_prepare import PrepareFailed  # noqa: PLC0415
+        from workers.trainer.task_prepare import PrepareFailed, prepare_in_host  # noqa: PLC0415
 
         host = self._trainer.live()
         try:
@@ -218,8 +218,9 @@ class ExecutorPool:
         """A task's preparation (:meth:`TrialExecutor.prepare`) in a free executor."""
         return await self._lend(self._for_training, "prepare", spec_box[0])
 
-    async def predict(self, info: TaskInfo, predictor_box: list, images_box: list, seed: int,
-                      log_to: LogTarget | None = None) -> Any:
+    async def predict(
+        self, info: TaskInfo, predictor_box: list, images_box: list, seed: int, log_to: LogTarget | None = None
+    ) -> Any:
         """One evaluation (:meth:`Evaluator.predict`) in the evaluating executor."""
         return await self._lend(self._for_evaluation, "predict", info, predictor_box[0], images_box[0], seed, log_to)
 
@@ -261,16 +262,20 @@ class ExecutorPool:
         return len(self._executors)
 
 
-def predict_in_pool(pool: Any, info: TaskInfo, predictor: bytes, images: np.ndarray, *,
-                    seed: int, log_to: LogTarget | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+def predict_in_pool(
+    pool: Any, info: TaskInfo, predictor: bytes, images: np.ndarray, *, seed: int, log_to: LogTarget | None = None
+) -> tuple[np.ndarray, dict[str, Any]]:
     """Scores of a predictor on ``images`` from one of ``pool``'s executors, and their FLOPs."""
     return ray.get(pool.predict.remote(info, [ray.put(predictor)], [ray.put(images)], seed, log_to))
 
 
 def start_executor(host_spec: HostSpec, gpus: float, *, evaluates: bool = False) -> Any:
     """One warm trial executor (it reserves no CPU: the trial loop holds a running trial's)."""
-    return ray.remote(TrialExecutor).options(num_cpus=0, num_gpus=gpus, max_concurrency=1).remote(
-        host_spec, evaluates=evaluates)
+    return (
+        ray.remote(TrialExecutor)
+        .options(num_cpus=0, num_gpus=gpus, max_concurrency=1)
+        .remote(host_spec, evaluates=evaluates)
+    )
 
 
 def start_pool(host_spec: HostSpec, *, size: int, gpus_per_executor: float) -> tuple[Any, list[Any]]:
@@ -286,6 +291,13 @@ def start_pool(host_spec: HostSpec, *, size: int, gpus_per_executor: float) -> t
 
 
 __all__ = [
-    "Evaluator", "ExecutorPool", "LogTarget", "TrialExecutor", "keep_log", "predict_in_pool", "start_evaluator",
-    "start_executor", "start_pool"
+    "Evaluator",
+    "ExecutorPool",
+    "LogTarget",
+    "TrialExecutor",
+    "keep_log",
+    "predict_in_pool",
+    "start_evaluator",
+    "start_executor",
+    "start_pool",
 ]

@@ -59,24 +59,32 @@ def array_bytes(*shape: int) -> int:
     return count * ITEM_BYTES + NPY_HEADER_BYTES
 
 
-def trial_frame_caps(*, num_dev: int, num_classes: int, limits: HostLimits,
-                     proxy: dict[str, int] | None = None, checkpoint_bytes: int | None = None) -> TrialFrameCaps:
+def trial_frame_caps(
+    *,
+    num_dev: int,
+    num_classes: int,
+    limits: HostLimits,
+    proxy: dict[str, int] | None = None,
+    checkpoint_bytes: int | None = None,
+) -> TrialFrameCaps:
     """The caps of a trial on a task of ``num_dev`` dev images and ``num_classes`` classes;
     under the proxy scheduler (``proxy``: its ``n`` and ``q``) a rung carries n·q × d
     features with d ≤ ``limits.proxy_max_dim``, else dev scores."""
     scores = array_bytes(num_dev, num_classes)
     rung = array_bytes(int(proxy["n"]) * int(proxy["q"]), limits.proxy_max_dim) if proxy else scores
     predictor = limits.predictor_bytes if checkpoint_bytes is None else min(limits.predictor_bytes, checkpoint_bytes)
-    return TrialFrameCaps(rung_bytes=rung, checkpoint_bytes=predictor,
-                          result_bytes=(scores, limits.predictor_bytes, limits.state_bytes))
+    return TrialFrameCaps(
+        rung_bytes=rung, checkpoint_bytes=predictor, result_bytes=(scores, limits.predictor_bytes, limits.state_bytes)
+    )
 
 
 def _hold(what: str, sizes: Sequence[tuple[str, int]], caps: Sequence[int]) -> None:
     """Each announced part within its cap (a frame with other parts is the messages' to refuse)."""
     for index, ((_, size), cap) in enumerate(zip(sizes, caps)):
         if size > cap:
-            raise WireError(f"{what}: part {index} announces {size} bytes, over the {cap}-byte limit; "
-                            "it was refused unread")
+            raise WireError(
+                f"{what}: part {index} announces {size} bytes, over the {cap}-byte limit; it was refused unread"
+            )
 
 
 __all__ = ["ITEM_BYTES", "NPY_HEADER_BYTES", "TrialFrameCaps", "array_bytes", "trial_frame_caps"]

@@ -113,8 +113,10 @@ def dimension(name: str, domain: Domain) -> Dimension | Any:
         if low == high:
             return low
         return LogDimension(low, high) if isinstance(sampler, LogUniform) else LinearDimension(low, high)
-    raise ValueError(f"GP-UCB searches log-uniform, uniform and choice domains; "
-                     f"{name!r} is {type(domain).__name__} with {type(sampler).__name__} sampling.")
+    raise ValueError(
+        f"GP-UCB searches log-uniform, uniform and choice domains; "
+        f"{name!r} is {type(domain).__name__} with {type(sampler).__name__} sampling."
+    )
 
 
 def split_space(config: Mapping[str, Any]) -> tuple[dict[str, Dimension], dict[str, Any]]:
@@ -149,8 +151,10 @@ class GpUcbSearch(Searcher):
         if mode not in ("min", "max"):
             raise ValueError(f"The 'mode' parameter of GpUcbSearch must be 'min' or 'max'. Got {mode!r} instead.")
         if initial_points < 1:
-            raise ValueError(f"The 'initial_points' parameter of GpUcbSearch must be an int in [1, inf). "
-                             f"Got {initial_points!r} instead.")
+            raise ValueError(
+                f"The 'initial_points' parameter of GpUcbSearch must be an int in [1, inf). "
+                f"Got {initial_points!r} instead."
+            )
         super().__init__(metric=metric, mode=mode)
         self._seed = seed
         self._initial_points = initial_points
@@ -214,8 +218,13 @@ class GpUcbSearch(Searcher):
         with warnings.catch_warnings():
             # bayes_opt flags its categorical parameters as experimental on every build.
             warnings.filterwarnings("ignore", message="Non-float parameters are experimental")
-            return BayesianOptimization(f=None, pbounds=pbounds, random_state=random_state, verbose=0,
-                                        acquisition_function=UpperConfidenceBound(kappa=UCB_KAPPA))
+            return BayesianOptimization(
+                f=None,
+                pbounds=pbounds,
+                random_state=random_state,
+                verbose=0,
+                acquisition_function=UpperConfidenceBound(kappa=UCB_KAPPA),
+            )
 
     def _targets(self) -> list[tuple[Point, float]]:
         """What the GP is fitted to (it maximises): one entry per distinct point, failures
@@ -232,5 +241,4 @@ class GpUcbSearch(Searcher):
         return [(point, float(np.mean(values))) for point, values in groups.values()]
 
 
-__all__ = ["UCB_KAPPA", "ChoiceDimension", "GpUcbSearch", "LinearDimension", "LogDimension",
-           "dimension", "split_space"]
+__all__ = ["UCB_KAPPA", "ChoiceDimension", "GpUcbSearch", "LinearDimension", "LogDimension", "dimension", "split_space"]

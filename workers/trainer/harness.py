@@ -41,10 +41,18 @@ class TaskHarness:
         self._streamed: DatasetIndex | None = None
         self._charge: TaskCharge | None = None
 
-    def begin_task(self, *, past: Mapping[int, TaskSpec], current_order: int, key_prefix: str,
-                   past_predictors: Mapping[int, str] | None = None,
-                   pretrained_key: str | None = None, stopping: StoppingRule | None = None,
-                   streamed: DatasetIndex | None = None, flop_cap: float | None = None) -> None:
+    def begin_task(
+        self,
+        *,
+        past: Mapping[int, TaskSpec],
+        current_order: int,
+        key_prefix: str,
+        past_predictors: Mapping[int, str] | None = None,
+        pretrained_key: str | None = None,
+        stopping: StoppingRule | None = None,
+        streamed: DatasetIndex | None = None,
+        flop_cap: float | None = None,
+    ) -> None:
         """Serve task ``current_order``: its past (train splits, and the predictors the run
         committed, by key), and writes under ``key_prefix`` only; ``streamed`` is the task's own
         index where its train split is too large to hand over whole (read a shard at a time);
@@ -68,8 +76,9 @@ class TaskHarness:
                 "splits of earlier tasks are available."
             )
         if order not in self._cache:
-            data = load_task_data(self._store, self._past[order], image_size=self._image_size, splits=("train",),
-                                  originals=("train",))  # replay may augment, as on the task itself
+            data = load_task_data(
+                self._store, self._past[order], image_size=self._image_size, splits=("train",), originals=("train",)
+            )  # replay may augment, as on the task itself
             self._cache = {order: data.labelled("train")}  # keep one: bounded memory
         return self._cache[order]
 
@@ -78,8 +87,9 @@ class TaskHarness:
         crops), for a task streamed to its learner; checked against the index like every read."""
         shards = self._streamed.shards["train"] if self._streamed is not None else ()
         if not isinstance(number, int) or isinstance(number, bool) or not 0 <= number < len(shards):
-            raise CausalityError(f"Task {self._current} has no train shard {number!r}: "
-                                 f"{len(shards)} shards are streamed.")
+            raise CausalityError(
+                f"Task {self._current} has no train shard {number!r}: {len(shards)} shards are streamed."
+            )
         images, labels, originals = read_shard(self._store, self._streamed, shards[number], True)
         return LabelledData(images, labels, originals)
 
@@ -140,8 +150,11 @@ class TaskHarness:
         if not ranks:
             return None
         measured, reported = (sum(v[i] for v in ranks.values()) for i in (0, 1))
-        return {"flops_measured": measured, "flops_reported": reported,
-                "flops_source": "reported" if reported else "measured"}
+        return {
+            "flops_measured": measured,
+            "flops_reported": reported,
+            "flops_source": "reported" if reported else "measured",
+        }
 
 
 __all__ = ["TaskHarness"]

@@ -63,8 +63,9 @@ def measured_call(host: LearnerHost, call: Callable[[], T]) -> tuple[T, dict[str
     wall = time.perf_counter() - started
     used, estimated = call_cpu_seconds(before, after, wall, host.spec.limits.cpus)
     outside = 0.0 if before is None else max(before - charged, 0.0)
-    fields = usage_fields(used, wall, gpu.usage, outside_s=outside,
-                          outside_allowance_s=START_ALLOWANCE_S if first else 0.0)
+    fields = usage_fields(
+        used, wall, gpu.usage, outside_s=outside, outside_allowance_s=START_ALLOWANCE_S if first else 0.0
+    )
     fields["cpu_estimated"] = estimated
     if failed is not None:  # charged by whoever catches it (charge_failure), else by the host's next call
         failed.usage = {**fields, "cpu_reading": after}  # type: ignore[attr-defined] # plain: crosses Ray
@@ -94,8 +95,9 @@ def failed_call_floor(exc: BaseException) -> float:
     return float(usage.get("flops_floor") or 0) if isinstance(usage, dict) else 0.0
 
 
-def call_cpu_seconds(before: float | None, after: float | None, wall_s: float,
-                     declared_cpus: float) -> tuple[float, bool]:
+def call_cpu_seconds(
+    before: float | None, after: float | None, wall_s: float, declared_cpus: float
+) -> tuple[float, bool]:
     """A call's CPU time and whether it is an estimate: the readings' difference, or, where
     either reading is missing, wall time × the CPUs the host declared (at least one)."""
     if before is not None and after is not None:
@@ -103,8 +105,9 @@ def call_cpu_seconds(before: float | None, after: float | None, wall_s: float,
     return wall_s * max(declared_cpus or 1.0, 1.0), True
 
 
-def usage_fields(cpu_seconds: float | None, wall_s: float, gpu: GpuUsage, *, outside_s: float = 0.0,
-                 outside_allowance_s: float = 0.0) -> dict[str, Any]:
+def usage_fields(
+    cpu_seconds: float | None, wall_s: float, gpu: GpuUsage, *, outside_s: float = 0.0, outside_allowance_s: float = 0.0
+) -> dict[str, Any]:
     """The usage fields of a call: CPU and GPU time, the node's rates, and the floor they imply
     (one rule for both: :func:`~workers.sandbox.calibration.compute_floor`); ``outside_s`` of
     CPU used outside calls is added to the call's, floored past ``outside_allowance_s``."""
@@ -113,8 +116,16 @@ def usage_fields(cpu_seconds: float | None, wall_s: float, gpu: GpuUsage, *, out
     floor = compute_floor(cpu_seconds, rate, gpu_seconds=gpu.gpu_seconds, gpu_rate=gpu_rate)
     floor += int(max(outside_s - outside_allowance_s, 0.0) * rate * FLOOR_FRACTION)
     total = None if cpu_seconds is None else cpu_seconds + outside_s
-    return {"cpu_seconds": total, "cpu_outside_calls_s": outside_s, "host_wall_s": wall_s, "flop_rate": rate,
-            **gpu.fields(), "gpu_flop_rate": gpu_rate, "gpu_note": gpu.gpu_note or why or None, "flops_floor": floor}
+    return {
+        "cpu_seconds": total,
+        "cpu_outside_calls_s": outside_s,
+        "host_wall_s": wall_s,
+        "flop_rate": rate,
+        **gpu.fields(),
+        "gpu_flop_rate": gpu_rate,
+        "gpu_note": gpu.gpu_note or why or None,
+        "flops_floor": floor,
+    }
 
 
 @dataclass(frozen=True)
@@ -134,9 +145,11 @@ class EvaluationCost(FloorCharged):
     def of(cls, fields: Mapping[str, Any]) -> EvaluationCost:
         """From a prediction job's FLOP and usage fields (:func:`measured_call`)."""
         used = fields.get("cpu_seconds")
-        return cls(counted=int(fields["flops_measured"] + fields["flops_reported"]),
-                   flops_floor=int(fields.get("flops_floor") or 0),
-                   cpu_seconds=float(used) if isinstance(used, (int, float)) else None)
+        return cls(
+            counted=int(fields["flops_measured"] + fields["flops_reported"]),
+            flops_floor=int(fields.get("flops_floor") or 0),
+            cpu_seconds=float(used) if isinstance(used, (int, float)) else None,
+        )
 
 
 def sum_known(values: Iterable[float | None]) -> float | None:
@@ -145,5 +158,13 @@ def sum_known(values: Iterable[float | None]) -> float | None:
     return float(sum(known)) if known else None
 
 
-__all__ = ["START_ALLOWANCE_S", "EvaluationCost", "call_cpu_seconds", "charge_failure", "failed_call_floor",
-           "measured_call", "sum_known", "usage_fields"]
+__all__ = [
+    "START_ALLOWANCE_S",
+    "EvaluationCost",
+    "call_cpu_seconds",
+    "charge_failure",
+    "failed_call_floor",
+    "measured_call",
+    "sum_known",
+    "usage_fields",
+]

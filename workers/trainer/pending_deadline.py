@@ -28,8 +28,9 @@ class PlacementTimeout(LearnerError):
 class PendingDeadline(tune.Callback):
     """Fails the Tune run once no trial has run for ``deadline_s`` while some wait."""
 
-    def __init__(self, asked: str, *, deadline_s: float = PENDING_DEADLINE_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, asked: str, *, deadline_s: float = PENDING_DEADLINE_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.asked, self.deadline_s, self.clock = asked, deadline_s, clock
         self._since: float | None = None
 
@@ -48,7 +49,8 @@ class PendingDeadline(tune.Callback):
         elif now - self._since > self.deadline_s:
             raise PlacementTimeout(
                 f"no trial of this task could start within {self.deadline_s:g} s: each asks for {self.asked}, "
-                "and the cluster never had that free on one node (`ray status` shows what holds it)")
+                "and the cluster never had that free on one node (`ray status` shows what holds it)"
+            )
 
 
 __all__ = ["PENDING_DEADLINE_S", "PendingDeadline", "PlacementTimeout"]

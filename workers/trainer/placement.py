@@ -31,8 +31,11 @@ class NodeSize:
 
 def node_sizes(nodes: Iterable[Mapping[str, Any]]) -> list[NodeSize]:
     """The alive nodes of ``ray.nodes()``, largest first."""
-    sizes = [NodeSize(float(n.get("Resources", {}).get("CPU", 0.0)), float(n.get("Resources", {}).get("GPU", 0.0)))
-             for n in nodes if n.get("Alive")]
+    sizes = [
+        NodeSize(float(n.get("Resources", {}).get("CPU", 0.0)), float(n.get("Resources", {}).get("GPU", 0.0)))
+        for n in nodes
+        if n.get("Alive")
+    ]
     return sorted(sizes, key=lambda s: (s.gpus, s.cpus), reverse=True)
 
 
@@ -56,16 +59,20 @@ def placement_refusal(resources: Resources, nodes: Iterable[Mapping[str, Any]], 
     else:
         return None
     w = resources
-    asked = (f"{w.num_workers} worker(s) x {w.cpus_per_worker:g} CPU, {w.gpus_per_worker:g} GPU per trial"
-             + (" on one node (its ranks share one private network)" if ranks_here and w.num_workers > 1 else "")
-             + ("" if ranks_here or w.num_workers == 1 else f", plus {TRAIN_DRIVER_CPU:g} CPU for Tune's driver"))
-    largest = (f"the largest node has {sizes[0].cpus:g} CPUs and {sizes[0].gpus:g} GPUs ({len(sizes)} alive)"
-               if sizes else "the cluster has no alive node")
+    asked = (
+        f"{w.num_workers} worker(s) x {w.cpus_per_worker:g} CPU, {w.gpus_per_worker:g} GPU per trial"
+        + (" on one node (its ranks share one private network)" if ranks_here and w.num_workers > 1 else "")
+        + ("" if ranks_here or w.num_workers == 1 else f", plus {TRAIN_DRIVER_CPU:g} CPU for Tune's driver")
+    )
+    largest = (
+        f"the largest node has {sizes[0].cpus:g} CPUs and {sizes[0].gpus:g} GPUs ({len(sizes)} alive)"
+        if sizes
+        else "the cluster has no alive node"
+    )
     return f"asks for {asked}, which this cluster cannot place: {largest}; declare fewer or smaller workers"
 
 
-def check_placement(resources: Resources, nodes: Iterable[Mapping[str, Any]], *, ranks_here: bool,
-                    spec: str) -> None:
+def check_placement(resources: Resources, nodes: Iterable[Mapping[str, Any]], *, ranks_here: bool, spec: str) -> None:
     """Refuse a learner whose trials cannot be placed (:func:`placement_refusal`).
 
     Raises:
@@ -85,8 +92,12 @@ def check_placement_here(resources: Resources, *, sandbox: str, spec: str) -> No
     from workers.trainer.task_job import fit_to_cluster  # noqa: PLC0415
 
     if ray.is_initialized():
-        check_placement(fit_to_cluster(resources, ray.cluster_resources()), ray.nodes(),
-                        ranks_here=sandboxed_ranks(resources, sandbox), spec=spec)
+        check_placement(
+            fit_to_cluster(resources, ray.cluster_resources()),
+            ray.nodes(),
+            ranks_here=sandboxed_ranks(resources, sandbox),
+            spec=spec,
+        )
 
 
 __all__ = ["NodeSize", "check_placement", "check_placement_here", "node_sizes", "placement_refusal", "trial_bundles"]

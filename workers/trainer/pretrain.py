@@ -43,8 +43,16 @@ class PretrainResult:
     flops: float
 
 
-def pretrain(runner: StreamRunner, *, stream: str, steps: int, seed: int = 0, learner: str = PRETRAIN_LEARNER,
-             trials: int = 1, on_created: Callable[[int], None] | None = None) -> PretrainResult:
+def pretrain(
+    runner: StreamRunner,
+    *,
+    stream: str,
+    steps: int,
+    seed: int = 0,
+    learner: str = PRETRAIN_LEARNER,
+    trials: int = 1,
+    on_created: Callable[[int], None] | None = None,
+) -> PretrainResult:
     """Run ``learner`` over the meta-train phase of ``stream``; its last predictor is the checkpoint.
 
     Raises:
@@ -61,11 +69,19 @@ def pretrain(runner: StreamRunner, *, stream: str, steps: int, seed: int = 0, le
     if not keys:
         raise NevisError(f"Pretraining run {submission_id} committed no task; nothing to save.")
     flops = float(summary.cflop)
-    provenance = Provenance(SELF, f"nevis pretrain: {learner} over the {len(keys)} meta-train tasks of stream "
-                                  f"{stream!r} (run {submission_id})", "nevis pretrain",
-                            submission_id=submission_id, cflop=flops)
-    return PretrainResult(checkpoint=stamp(runner.store.get_bytes(keys[max(keys)]), provenance),
-                          submission_id=submission_id, tasks=len(keys), flops=flops)
+    provenance = Provenance(
+        SELF,
+        f"nevis pretrain: {learner} over the {len(keys)} meta-train tasks of stream {stream!r} (run {submission_id})",
+        "nevis pretrain",
+        submission_id=submission_id,
+        cflop=flops,
+    )
+    return PretrainResult(
+        checkpoint=stamp(runner.store.get_bytes(keys[max(keys)]), provenance),
+        submission_id=submission_id,
+        tasks=len(keys),
+        flops=flops,
+    )
 
 
 __all__ = ["PRETRAIN_LEARNER", "PretrainResult", "pretrain"]

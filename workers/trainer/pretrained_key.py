@@ -23,8 +23,10 @@ def stored_pretrained(store: ObjectStore, source: str) -> str:
         present = False
     if present:
         return source
-    raise NevisError(f"Pretrained checkpoint {source!r} is neither a file nor a key of the object store "
-                     "(make one with `nevis pretrain`).")
+    raise NevisError(
+        f"Pretrained checkpoint {source!r} is neither a file nor a key of the object store "
+        "(make one with `nevis pretrain`)."
+    )
 
 
 __all__ = ["stored_pretrained"]

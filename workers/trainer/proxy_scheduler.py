@@ -39,8 +39,7 @@ LIDAR_DELTA, LIDAR_EPS = 1e-4, 1e-8
 
 def proxy(request: Any) -> StoppingRule:
     """ASHA on LiDAR at the trial's 1/8 and 1/4 steps (a ``SearchRequest``'s ``steps``)."""
-    return StoppingRule(rung_steps(request.steps), eta=ETA,
-                        proxy={"n": PROXY_N, "q": PROXY_Q, "seed": PROXY_SEED})
+    return StoppingRule(rung_steps(request.steps), eta=ETA, proxy={"n": PROXY_N, "q": PROXY_Q, "seed": PROXY_SEED})
 
 
 def lidar_of_views(features: np.ndarray, q: int, *, delta: float = LIDAR_DELTA, eps: float = LIDAR_EPS) -> float:
@@ -68,4 +67,14 @@ def rung_value(features: Any, how: dict[str, int], *, max_dim: int = PROXY_MAX_D
     return -lidar_of_views(array, q)
 
 
-__all__ = ["LIDAR_DELTA", "LIDAR_EPS", "PROXY_MAX_DIM", "PROXY_N", "PROXY_Q", "PROXY_SEED", "lidar_of_views", "proxy", "rung_value"]
+__all__ = [
+    "LIDAR_DELTA",
+    "LIDAR_EPS",
+    "PROXY_MAX_DIM",
+    "PROXY_N",
+    "PROXY_Q",
+    "PROXY_SEED",
+    "lidar_of_views",
+    "proxy",
+    "rung_value",
+]

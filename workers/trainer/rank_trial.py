@@ -36,8 +36,19 @@ from workers.sandbox.usage import tree_pids
 from workers.trainer.frame_caps import trial_frame_caps
 from workers.trainer.host_usage import sum_known, usage_fields
 from workers.trainer.trial import (
-    CHECKPOINT_MAX_BYTES, FLOP_KEYS, TRIAL_INDEX, TrialSpec, answer_past, failure_metrics, no_flops,
-    reported_flops, request_argument, run_trial_in_host, task_parts, trial_prefix, trial_request,
+    CHECKPOINT_MAX_BYTES,
+    FLOP_KEYS,
+    TRIAL_INDEX,
+    TrialSpec,
+    answer_past,
+    failure_metrics,
+    no_flops,
+    reported_flops,
+    request_argument,
+    run_trial_in_host,
+    task_parts,
+    trial_prefix,
+    trial_request,
 )
 
 FOLLOWER_GRACE_S = 60.0
@@ -72,8 +83,10 @@ def run_ranked_trial(config: dict[str, Any], spec: TrialSpec, resources: Resourc
         before = [h.cpu_seconds() for h in hosts]
         with watched(lambda: set().union(*(tree_pids(h.pid) for h in hosts)), gpu=spec.host.gpu) as gpu:
             results = _run_group(hosts, config, spec)
-        used = [None if b is None or a is None else max(a - b, 0.0)
-                for b, a in zip(before, (h.cpu_seconds() for h in hosts), strict=True)]
+        used = [
+            None if b is None or a is None else max(a - b, 0.0)
+            for b, a in zip(before, (h.cpu_seconds() for h in hosts), strict=True)
+        ]
     finally:
         for host in hosts:
             host.close()
@@ -126,15 +139,26 @@ def _follow(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec, rank:
 
     mark = host.log.position
     prepared = [] if spec.prepared is None else [spec.prepared]
-    caps = trial_frame_caps(num_dev=len(spec.dev.labels), num_classes=spec.info.num_classes,
-                            limits=spec.host.limits, proxy=None, checkpoint_bytes=CHECKPOINT_MAX_BYTES)
+    caps = trial_frame_caps(
+        num_dev=len(spec.dev.labels),
+        num_classes=spec.info.num_classes,
+        limits=spec.host.limits,
+        proxy=None,
+        checkpoint_bytes=CHECKPOINT_MAX_BYTES,
+    )
     try:
-        result, _ = host.call(trial_request(config, spec, limits, capped=False),
-                              [*task_parts(spec.train, spec.dev), *prepared, spec.state],
-                              on_message=on_message, announce=caps, limits=limits)
-        outcome = {"status": "ok" if result["status"] == "ok" else "failed",
-                   "error": f"rank {rank}: {result.get('error') or result['status']}",
-                   **{k: max(int(spent[k]), int(result.get(k, 0))) for k in FLOP_KEYS}}
+        result, _ = host.call(
+            trial_request(config, spec, limits, capped=False),
+            [*task_parts(spec.train, spec.dev), *prepared, spec.state],
+            on_message=on_message,
+            announce=caps,
+            limits=limits,
+        )
+        outcome = {
+            "status": "ok" if result["status"] == "ok" else "failed",
+            "error": f"rank {rank}: {result.get('error') or result['status']}",
+            **{k: max(int(spent[k]), int(result.get(k, 0))) for k in FLOP_KEYS},
+        }
     except Exception as exc:  # noqa: BLE001 - died, was closed, or broke the protocol
         outcome = {"status": "failed", "error": f"rank {rank}: {type(exc).__name__}: {exc}", **spent}
     _keep_log(host, mark, spec, config, rank)
@@ -160,10 +184,18 @@ def _combine(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Rank 0's metrics with every rank's FLOPs summed; failed if any rank failed, naming the first."""
     lead, followers = results[0], results[1:]
     summed = {k: sum(int(r.get(k, 0)) for r in results) for k in FLOP_KEYS}
-    extra = summed["flops_measured"] + summed["flops_reported"] - int(lead.get("flops_measured", 0)) \
+    extra = (
+        summed["flops_measured"]
+        + summed["flops_reported"]
+        - int(lead.get("flops_measured", 0))
         - int(lead.get("flops_reported", 0))
-    combined = {**lead, **summed, "flops_source": "reported" if summed["flops_reported"] else "measured",
-                "flops_updates": int(lead.get("flops_updates", 0)) + extra}
+    )
+    combined = {
+        **lead,
+        **summed,
+        "flops_source": "reported" if summed["flops_reported"] else "measured",
+        "flops_updates": int(lead.get("flops_updates", 0)) + extra,
+    }
     failed = [r for r in followers if r["status"] != "ok"]
     if lead.get("status") == "ok" and failed:
         return {**combined, "status": "failed", "error": failed[0]["error"], "traceback": ""}

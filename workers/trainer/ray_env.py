@@ -30,8 +30,11 @@ LEARNER_SANDBOX = "/nonexistent/nevis-learner-sandbox"
 def learner_env() -> dict[str, str]:
     """Environment overrides for every Ray process of a run: no credentials, no store."""
     env = {name: "" for name in SECRET_VARS if name in os.environ}
-    env.update(NEVIS_DATA_DIR=LEARNER_SANDBOX, NEVIS_STORE_URL=f"file://{LEARNER_SANDBOX}/store",
-               NEVIS_DATABASE_URL="sqlite://")
+    env.update(
+        NEVIS_DATA_DIR=LEARNER_SANDBOX,
+        NEVIS_STORE_URL=f"file://{LEARNER_SANDBOX}/store",
+        NEVIS_DATABASE_URL="sqlite://",
+    )
     return env
 
 
@@ -92,6 +95,11 @@ def _environment(overrides: dict[str, str]) -> Iterator[None]:
 
 
 __all__ = [
-    "LEARNER_SANDBOX", "SECRET_VARS", "connect_ray", "hold_secrets", "learner_env", "start_local_ray",
-    "storage_env"
+    "LEARNER_SANDBOX",
+    "SECRET_VARS",
+    "connect_ray",
+    "hold_secrets",
+    "learner_env",
+    "start_local_ray",
+    "storage_env",
 ]

@@ -15,11 +15,11 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from services.core.budget import RunBudget
 from services.core.config import Settings
 from workers.learners.protocol import Resources, TaskInfo
 from workers.sandbox.client import HostSpec
 from workers.sandbox.declaration import LearnerDeclaration
-from services.core.budget import RunBudget
 from workers.trainer.executor import predict_in_pool, start_evaluator, start_pool
 from workers.trainer.harness import TaskHarness
 from workers.trainer.ray_env import storage_env
@@ -73,9 +73,13 @@ class RunActors:
         trusted head, never a node that runs learner code."""
         if self._harness is None or self._harness_size != size:
             here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-            self._harness = ray.remote(TaskHarness).options(
-                num_cpus=0, runtime_env={"env_vars": storage_env()}, scheduling_strategy=here,
-            ).remote(store_url=self.settings.store_url, s3_endpoint_url=self.settings.s3_endpoint_url, image_size=size)
+            self._harness = (
+                ray.remote(TaskHarness)
+                .options(num_cpus=0, runtime_env={"env_vars": storage_env()}, scheduling_strategy=here)
+                .remote(
+                    store_url=self.settings.store_url, s3_endpoint_url=self.settings.s3_endpoint_url, image_size=size
+                )
+            )
             self._harness_size = size
         return self._harness
 
@@ -86,16 +90,26 @@ class RunActors:
         size = min(budget.max_concurrent or default_concurrency(resources), budget.trials)
         key = (host, size)
         if key not in self._pools:
-            self._pools[key], self._executors[key] = start_pool(host, size=size,
-                                                                gpus_per_executor=resources.gpus_per_worker)
+            self._pools[key], self._executors[key] = start_pool(
+                host, size=size, gpus_per_executor=resources.gpus_per_worker
+            )
             self._stop_wrong_guess(key)
         elif key == self._guessed:  # the guess was right: the pool is the run's own now
             self._guessed = None
         return self._pools[key]
 
-    def score(self, host: HostSpec, resources: Resources, budget: RunBudget, info: TaskInfo,
-              images: Any, *, seed: int, predictor: bytes,
-              log_to: tuple[Any, str] | None = None) -> tuple[Any, dict[str, Any]]:
+    def score(
+        self,
+        host: HostSpec,
+        resources: Resources,
+        budget: RunBudget,
+        info: TaskInfo,
+        images: Any,
+        *,
+        seed: int,
+        predictor: bytes,
+        log_to: tuple[Any, str] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
         """Scores of the chosen predictor on ``images`` (no labels), and their FLOPs; the
         prediction job's log goes to ``log_to`` (harness actor, key) when given."""
         pool = self.executor_pool(host, resources, budget)
@@ -103,7 +117,9 @@ class RunActors:
             return predict_in_pool(pool, info, predictor, images, seed=seed, log_to=log_to)
         return evaluate(self._evaluator(host), info, predictor, images, seed=seed, log_to=log_to)
 
-    def prepare(self, host: HostSpec, resources: Resources, budget: RunBudget, spec: Any) -> tuple[bytes, dict[str, Any]] | None:
+    def prepare(
+        self, host: HostSpec, resources: Resources, budget: RunBudget, spec: Any
+    ) -> tuple[bytes, dict[str, Any]] | None:
         """The learner's ``prepare_task`` result for ``spec``'s task (pickled) and its FLOP and
         usage fields, from one of the pool's executors; ``None`` for a multi-worker learner,
         whose trials (Ray Train, :mod:`workers.trainer.distributed`) do the work themselves."""
@@ -116,8 +132,12 @@ class RunActors:
         """Stop every actor of the run now (their learner hosts end with them) instead of
         whenever the last handle is collected: a process running many runs (the tests, a
         study) must not keep each run's warm executors alive."""
-        actors = [self._harness, *self._pools.values(), *itertools.chain(*self._executors.values()),
-                  *self._evaluators.values()]
+        actors = [
+            self._harness,
+            *self._pools.values(),
+            *itertools.chain(*self._executors.values()),
+            *self._evaluators.values(),
+        ]
         self._harness, self._pools, self._executors, self._evaluators, self._guessed = None, {}, {}, {}, None
         for actor in actors:
             if actor is not None:

@@ -44,10 +44,16 @@ class RunData:
         key = _stream_key(manifest, size)
         if key in self._prepared:
             return
-        prepare_stream(manifest, self.store, image_size=size, offline_dir=self.settings.offline_data_dir,
-                       stored_scale=self.settings.stored_scale, verify=verify,
-                       on_prepared=database_recorder(self.sessions, self.store),
-                       split_salt=split_salt(self.sessions, self.settings.split_salt))
+        prepare_stream(
+            manifest,
+            self.store,
+            image_size=size,
+            offline_dir=self.settings.offline_data_dir,
+            stored_scale=self.settings.stored_scale,
+            verify=verify,
+            on_prepared=database_recorder(self.sessions, self.store),
+            split_salt=split_salt(self.sessions, self.settings.split_salt),
+        )
         self._prepared.add(key)
 
     def for_task(self, manifest: StreamManifest, task: TaskSpec, size: int, phase: str) -> TaskData:
@@ -56,15 +62,22 @@ class RunData:
         dev split and evaluation split."""
         self.prepare(manifest, size, verify=False)
         whole = split_bytes(self.index(task, size), "train") <= self.settings.stream_train_bytes
-        return self.task_data(manifest, task, size, ("train", "dev", eval_split(phase))[not whole:])
+        return self.task_data(manifest, task, size, ("train", "dev", eval_split(phase))[not whole :])
 
     def task_data(self, manifest: StreamManifest, task: TaskSpec, size: int, splits: Sequence[str]) -> TaskData:
         """The task's splits (training crops come from the train split's originals). A shard
         that fails its checksum has the stream verified in full, which rebuilds its dataset,
         and is read again: a task's check did not re-hash the stream (:meth:`prepare`)."""
+
         def load() -> TaskData:
-            return load_task_data(self.store, task, image_size=size, splits=tuple(splits), originals=("train",),
-                                  index=self.index(task, size))
+            return load_task_data(
+                self.store,
+                task,
+                image_size=size,
+                splits=tuple(splits),
+                originals=("train",),
+                index=self.index(task, size),
+            )
 
         try:
             return load()

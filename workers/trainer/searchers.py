@@ -79,7 +79,6 @@ SearchFactory = Callable[[SearchRequest], SearchPlan]
 SchedulerFactory = Callable[[SearchRequest], StoppingRule]
 
 
-
 def trial_seed(seed: int, index: int) -> int:
     """The learner seed of trial ``index`` of a searcher-driven task: fixed by both."""
     return int(np.random.default_rng((seed, index)).integers(0, 2**31 - 1))
@@ -131,8 +130,10 @@ class HarnessKeys(Searcher):
 
 def random_search(request: SearchRequest) -> SearchPlan:
     """Independent random samples of the parameter space, seeded: a rerun picks the same."""
-    return SearchPlan(BasicVariantGenerator(random_state=request.seed, max_concurrent=request.max_concurrent),
-                      variants_seed=request.seed)
+    return SearchPlan(
+        BasicVariantGenerator(random_state=request.seed, max_concurrent=request.max_concurrent),
+        variants_seed=request.seed,
+    )
 
 
 def gp_ucb_search(request: SearchRequest) -> SearchPlan:
@@ -157,8 +158,9 @@ def asha(request: SearchRequest) -> StoppingRule:
     learner hosts, which score the dev split at each rung and ask the task's harness actor
     whether to go on; those outside the best third so far stop, keeping what they spent.
     (Ray Tune's own ASHA cannot act there: a trial reports to Tune once, at its end.)"""
-    return StoppingRule(rung_steps(request.steps, eta=ASHA_REDUCTION_FACTOR, rungs=ASHA_RUNGS),
-                        eta=ASHA_REDUCTION_FACTOR)
+    return StoppingRule(
+        rung_steps(request.steps, eta=ASHA_REDUCTION_FACTOR, rungs=ASHA_RUNGS), eta=ASHA_REDUCTION_FACTOR
+    )
 
 
 def plan(name: str, request: SearchRequest, *, scheduler: str = "fifo") -> SearchPlan:
@@ -178,5 +180,19 @@ def stopping_rule(scheduler: str, steps: int) -> StoppingRule:
     return SCHEDULERS.get(scheduler)(SearchRequest(seed=0, max_concurrent=1, trials=1, steps=steps))
 
 
-__all__ = ["ASHA_REDUCTION_FACTOR", "ASHA_RUNGS", "SCHEDULERS", "SEARCHERS", "HarnessKeys", "SearchPlan",
-           "SearchRequest", "asha", "fifo", "gp_ucb_search", "plan", "random_search", "stopping_rule", "trial_seed"]
+__all__ = [
+    "ASHA_REDUCTION_FACTOR",
+    "ASHA_RUNGS",
+    "SCHEDULERS",
+    "SEARCHERS",
+    "HarnessKeys",
+    "SearchPlan",
+    "SearchRequest",
+    "asha",
+    "fifo",
+    "gp_ucb_search",
+    "plan",
+    "random_search",
+    "stopping_rule",
+    "trial_seed",
+]

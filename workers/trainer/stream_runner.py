@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, NoReturn
 
@@ -28,29 +28,29 @@ from services.core.config import Settings
 from services.core.errors import LearnerError, NevisError, TaskFailedError
 from services.core.metrics import task_error
 from services.core.predictions import encode as encode_predictions
+from services.store import key_layout
 from services.store.db import sessions_on, transaction
 from services.store.db.models import Submission, TaskRun, Trial
 from services.store.objects import ObjectStore, open_store
-from services.store import key_layout
 from services.store.runs import records, run_keys
+from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
 from services.store.runs.predictions import predictions_key
 from services.store.runs.uncertainty import keep_run_interval
-from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
 from workers.learners.provenance import pretraining_cflop
 from workers.sandbox.client import HostSpec, LearnerHost, describe
 from workers.sandbox.declaration import LearnerDeclaration
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.trust import bounded_by_registration, multi_worker_refusal
-from workers.trainer.consistency import Consistency, judge, plan_check
-from workers.trainer.placement import check_placement_here
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
+from workers.stream.manifest_files import load_stream
 from workers.stream.prepare import stored_image_size
 from workers.stream.task_data import TaskData
-from workers.stream.manifest_files import load_stream
 from workers.stream.task_info import task_info
 from workers.stream.versions import ensure_stream_version, stored_manifest
 from workers.trainer import searchers
+from workers.trainer.consistency import Consistency, judge, plan_check
 from workers.trainer.host_usage import EvaluationCost, failed_call_floor, sum_known
+from workers.trainer.placement import check_placement_here
 from workers.trainer.pretrained_key import stored_pretrained
 from workers.trainer.ray_env import connect_ray
 from workers.trainer.run_actors import RunActors
@@ -63,9 +63,15 @@ from workers.trainer.trial import TrialSpec, no_flops
 class StreamRunner:
     """Drives submissions of the ``nevis run`` kind against one database and store."""
 
-    def __init__(self, settings: Settings, *, observer: RunObserver | None = None,
-                 import_paths: Sequence[str] | None = None, submitted: bool = False,
-                 registered: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        observer: RunObserver | None = None,
+        import_paths: Sequence[str] | None = None,
+        submitted: bool = False,
+        registered: Mapping[str, Any] | None = None,
+    ) -> None:
         """``import_paths``: where learner modules are found (an unpacked bundle); default the
         entries of ``PYTHONPATH``. They are the only folders of yours a learner host sees.
         ``submitted``: the learner came from an upload (bundle or image), so it never runs
@@ -107,8 +113,10 @@ class StreamRunner:
         """Check ``request``, prepare its data and store it as a new submission; returns its id."""
         manifest = load_stream(request.stream)
         size = stored_image_size(
-            manifest, settings_size=self.settings.image_size,
-            settings_explicit="image_size" in self.settings.model_fields_set, override=request.image_size,
+            manifest,
+            settings_size=self.settings.image_size,
+            settings_explicit="image_size" in self.settings.model_fields_set,
+            override=request.image_size,
         )
         if ray.is_initialized():  # the run's harness starts while its learner is described
             self.actors.harness(size)
@@ -122,9 +130,15 @@ class StreamRunner:
             version = ensure_stream_version(session, manifest=manifest)
             row = records.ensure_learner(session, spec=request.learner, resources=vars(learner.resources))
             submission = records.create_submission(
-                session, learner=row, stream_version=version, phase=request.phase,
-                budget=budget, image_size=size, first_order=tasks[0].order,
-                visibility=request.visibility, ruleset=request.ruleset,
+                session,
+                learner=row,
+                stream_version=version,
+                phase=request.phase,
+                budget=budget,
+                image_size=size,
+                first_order=tasks[0].order,
+                visibility=request.visibility,
+                ruleset=request.ruleset,
             )
             submission.pretrained_key, submission.cflop_pretraining = pretrained_key, pretraining
         return submission.id
@@ -174,12 +188,17 @@ class StreamRunner:
                 raise NevisError(f"No run with id {submission_id} in this database.")
             manifest = stored_manifest(submission.stream_version)
             return RunPlan(
-                submission_id=submission_id, manifest=manifest,
+                submission_id=submission_id,
+                manifest=manifest,
                 tasks=manifest.tasks_of_phase(submission.phase),
-                learner_spec=submission.learner.entrypoint, phase=submission.phase,
-                cursor=submission.cursor, status=submission.status,
-                budget=RunBudget.from_dict(submission.budget), image_size=submission.image_size,
-                pretrained_key=submission.pretrained_key, ruleset=submission.ruleset,
+                learner_spec=submission.learner.entrypoint,
+                phase=submission.phase,
+                cursor=submission.cursor,
+                status=submission.status,
+                budget=RunBudget.from_dict(submission.budget),
+                image_size=submission.image_size,
+                pretrained_key=submission.pretrained_key,
+                ruleset=submission.ruleset,
             )
 
     def learner(self, spec: str, budget: RunBudget) -> tuple[HostSpec, LearnerDeclaration]:
@@ -200,8 +219,7 @@ class StreamRunner:
             self._declarations[probe] = declared
         declaration = self._declarations[probe]
         resources = declaration.resources
-        refusal = multi_worker_refusal(resources.num_workers, sandbox=self.settings.sandbox,
-                                       submitted=self.submitted)
+        refusal = multi_worker_refusal(resources.num_workers, sandbox=self.settings.sandbox, submitted=self.submitted)
         if refusal is not None:
             raise LearnerError(f"Learner {spec!r} {refusal}.")
         check_placement_here(resources, sandbox=self.settings.sandbox, spec=spec)  # before any trial waits
@@ -209,8 +227,14 @@ class StreamRunner:
         if bounded != resources:
             resources, declaration = bounded, replace(declaration, resources=bounded)
         cpus = max(float(resources.cpus_per_worker), float(budget.threads_per_trial))  # the host's CPU quota
-        return HostSpec(spec, self.import_paths, self.settings.sandbox, budget.threads_per_trial,
-                        gpu=resources.gpus_per_worker > 0, limits=replace(limits, cpus=cpus)), declaration
+        return HostSpec(
+            spec,
+            self.import_paths,
+            self.settings.sandbox,
+            budget.threads_per_trial,
+            gpu=resources.gpus_per_worker > 0,
+            limits=replace(limits, cpus=cpus),
+        ), declaration
 
     @staticmethod
     def _fit_to_cluster(host: HostSpec, learner: LearnerDeclaration) -> tuple[HostSpec, LearnerDeclaration]:
@@ -227,8 +251,9 @@ class StreamRunner:
 
     # --- one task --------------------------------------------------------------------------
 
-    def _run_task(self, plan: RunPlan, task: TaskSpec, host: HostSpec, learner: LearnerDeclaration,
-                  data: TaskData) -> bool:
+    def _run_task(
+        self, plan: RunPlan, task: TaskSpec, host: HostSpec, learner: LearnerDeclaration, data: TaskData
+    ) -> bool:
         """Search, choose, evaluate and commit one task; a failure is recorded, then raised.
         Returns whether the run goes on (neither its last task nor stopped by a cap)."""
         split = eval_split(plan.phase)
@@ -244,32 +269,47 @@ class StreamRunner:
             self._fail(attempt, f"all {len(outcomes)} trials failed; first error: {first}", spent)
         images, labels = data.splits[split]
         try:
-            error, evaluation, predictions, consistency = self._evaluate(attempt, host, learner, data, best,
-                                                                         images, labels)
+            error, evaluation, predictions, consistency = self._evaluate(
+                attempt, host, learner, data, best, images, labels
+            )
         except Exception as exc:  # noqa: BLE001 - the learner's predict failed: the task fails
             cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
             what = str(cause) if isinstance(cause, LearnerError) else f"{type(cause).__name__}: {cause}"
-            self._fail(attempt, f"evaluating the best trial ({best.trial_index}) failed: {what}",
-                       spent + failed_call_floor(cause), cause=exc)  # the evaluation's CPU floor too
+            self._fail(
+                attempt,
+                f"evaluating the best trial ({best.trial_index}) failed: {what}",
+                spent + failed_call_floor(cause),
+                cause=exc,
+            )  # the evaluation's CPU floor too
         self.store.put_bytes(predictions_key(plan.submission_id, task.order, attempt.number), predictions)
         outcome = TaskOutcome(
-            order=task.order, best_trial_index=best.trial_index, error=error, split=split,
-            metric="accuracy" if task.kind == "single" else "map", flops=float(spent + evaluation.flops),
+            order=task.order,
+            best_trial_index=best.trial_index,
+            error=error,
+            split=split,
+            metric="accuracy" if task.kind == "single" else "map",
+            flops=float(spent + evaluation.flops),
             wall_time_s=time.perf_counter() - attempt.started,
             peak_memory_bytes=max(o.peak_memory_bytes or 0 for o in outcomes),
             state_key=best.state.key,
-            cpu_seconds=sum_known([preparation.cpu_seconds, *(o.cpu_seconds for o in outcomes),
-                                   evaluation.cpu_seconds]),
+            cpu_seconds=sum_known(
+                [preparation.cpu_seconds, *(o.cpu_seconds for o in outcomes), evaluation.cpu_seconds]
+            ),
             flops_floored=any(o.floored for o in outcomes) or evaluation.floored or preparation.floored,
-            flops_paper=float(sum(o.flops_paper for o in outcomes)), flops_prediction=float(evaluation.flops),
-            consistency_jump=consistency.jump, inconsistent=consistency.flagged,
+            flops_paper=float(sum(o.flops_paper for o in outcomes)),
+            flops_prediction=float(evaluation.flops),
+            consistency_jump=consistency.jump,
+            inconsistent=consistency.flagged,
         )
         with transaction(self.sessions) as session:
             submission = session.get(Submission, plan.submission_id)
             records.commit_task(  # stops the run in this transaction if it reached a cap
-                session, submission=submission, run=session.get(TaskRun, attempt.run_id),
+                session,
+                submission=submission,
+                run=session.get(TaskRun, attempt.run_id),
                 best_trial=session.get(Trial, trial_ids[best.trial_index]),
-                outcome=outcome, next_order=plan.next_order(task),
+                outcome=outcome,
+                next_order=plan.next_order(task),
             )
             goes_on = submission.status == "running"
         self.observer.task_committed(task, outcome)
@@ -280,14 +320,13 @@ class StreamRunner:
     def _open_attempt(self, plan: RunPlan, task: TaskSpec) -> Attempt:
         with transaction(self.sessions) as session:
             submission = session.get(Submission, plan.submission_id)
-            stream_task = records.stream_task(session, stream_version_id=submission.stream_version_id,
-                                              order=task.order)
+            stream_task = records.stream_task(session, stream_version_id=submission.stream_version_id, order=task.order)
             run = records.start_task_run(session, submission=submission, task=stream_task)
-            return Attempt(plan=plan, task=task, run_id=run.id, number=run.attempt,
-                           started=time.perf_counter())
+            return Attempt(plan=plan, task=task, run_id=run.id, number=run.attempt, started=time.perf_counter())
 
-    def _prepare(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration,
-                 spec: TrialSpec) -> tuple[TrialSpec, EvaluationCost]:
+    def _prepare(
+        self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, spec: TrialSpec
+    ) -> tuple[TrialSpec, EvaluationCost]:
         """The learner's ``prepare_task``, once for the task before its trials (skipped when it
         declares none): its result goes into every trial's spec, its FLOPs to the task once.
         Multi-worker trials do that work themselves. A learner's failure here fails the task,
@@ -305,8 +344,9 @@ class StreamRunner:
         prepared, fields = done
         return replace(spec, prepared=prepared), EvaluationCost.of(fields)
 
-    def _search(self, attempt: Attempt, learner: LearnerDeclaration, spec: TrialSpec,
-                trial_ids: dict[int, int]) -> list[TrialOutcome]:
+    def _search(
+        self, attempt: Attempt, learner: LearnerDeclaration, spec: TrialSpec, trial_ids: dict[int, int]
+    ) -> list[TrialOutcome]:
         """Run the task's trials; each is recorded as it ends (its FLOPs count even if the
         task is interrupted later), its row id kept in ``trial_ids``."""
         plan, task = attempt.plan, attempt.task
@@ -319,64 +359,114 @@ class StreamRunner:
 
         self.observer.task_started(task, plan.tasks.index(task) + 1, len(plan.tasks), plan.budget.trials)
         try:
-            return run_trials(learner, spec, plan.budget, storage_path=str(self.settings.data_dir / "ray_results"),
-                              on_trial=on_trial,
-                              pool=self.actors.executor_pool(spec.host, learner.resources, plan.budget),
-                              search=plan.budget.search, scheduler=plan.budget.scheduler)
+            return run_trials(
+                learner,
+                spec,
+                plan.budget,
+                storage_path=str(self.settings.data_dir / "ray_results"),
+                on_trial=on_trial,
+                pool=self.actors.executor_pool(spec.host, learner.resources, plan.budget),
+                search=plan.budget.search,
+                scheduler=plan.budget.scheduler,
+            )
         except KeyboardInterrupt:
             with transaction(self.sessions) as session:
-                records.interrupt_task(session, submission=session.get(Submission, plan.submission_id),
-                                       run=session.get(TaskRun, attempt.run_id))
+                records.interrupt_task(
+                    session,
+                    submission=session.get(Submission, plan.submission_id),
+                    run=session.get(TaskRun, attempt.run_id),
+                )
             raise
 
-    def _trial_spec(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration,
-                    data: TaskData) -> TrialSpec:
+    def _trial_spec(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData) -> TrialSpec:
         """What every trial of the attempt gets: the task's data, the learner's state, the past."""
         plan, task, size = attempt.plan, attempt.task, attempt.plan.image_size
         with self.sessions() as session:
             state_key = records.last_state_key(session, submission_id=plan.submission_id)
             predictors = run_keys.committed_predictor_keys(session, submission_id=plan.submission_id)
-        state = (self.store.get_bytes(state_key, max_bytes=self.settings.host_state_mb << 20)  # sized before read
-                 if state_key else learner.init_state)
+        state = (
+            self.store.get_bytes(state_key, max_bytes=self.settings.host_state_mb << 20)  # sized before read
+            if state_key
+            else learner.init_state
+        )
         past = {t.order: t for t in plan.tasks if t.order < task.order}
         harness = self.actors.harness(size)
         stopping = searchers.stopping_rule(plan.budget.scheduler, plan.budget.steps)
         streamed = "train" not in data.splits  # too large to send whole: the host asks for its shards
-        ray.get(harness.begin_task.remote(past=past, current_order=task.order, key_prefix=attempt.key_prefix,
-                                          past_predictors={o: k for o, k in predictors.items() if o in past},
-                                          pretrained_key=plan.pretrained_key, stopping=stopping,
-                                          streamed=data.index if streamed else None, flop_cap=plan.rules.task_flop_cap))
+        ray.get(
+            harness.begin_task.remote(
+                past=past,
+                current_order=task.order,
+                key_prefix=attempt.key_prefix,
+                past_predictors={o: k for o, k in predictors.items() if o in past},
+                pretrained_key=plan.pretrained_key,
+                stopping=stopping,
+                streamed=data.index if streamed else None,
+                flop_cap=plan.rules.task_flop_cap,
+            )
+        )
         return TrialSpec(
-            host=host, info=task_info(task, data.index, size),
+            host=host,
+            info=task_info(task, data.index, size),
             past=tuple(task_info(t, self.data.index(t, size), size) for t in past.values()),
-            stream_length=len(plan.manifest.tasks), steps=plan.budget.steps,
-            checkpoint_fractions=plan.budget.checkpoint_fractions, state=state, train=None if streamed else data.labelled("train"), dev=data.labelled("dev"),
-            key_prefix=attempt.key_prefix, harness=harness, rungs=stopping.rungs, rung_proxy=stopping.proxy,
+            stream_length=len(plan.manifest.tasks),
+            steps=plan.budget.steps,
+            checkpoint_fractions=plan.budget.checkpoint_fractions,
+            state=state,
+            train=None if streamed else data.labelled("train"),
+            dev=data.labelled("dev"),
+            key_prefix=attempt.key_prefix,
+            harness=harness,
+            rungs=stopping.rungs,
+            rung_proxy=stopping.proxy,
             train_shards=tuple(s.num_examples for s in data.index.shards["train"]) if streamed else (),
             rules=plan.rules,
         )
 
-    def _evaluate(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData,
-                  best: TrialOutcome, images: np.ndarray, labels: np.ndarray
-                  ) -> tuple[float, EvaluationCost, bytes, Consistency]:
+    def _evaluate(
+        self,
+        attempt: Attempt,
+        host: HostSpec,
+        learner: LearnerDeclaration,
+        data: TaskData,
+        best: TrialOutcome,
+        images: np.ndarray,
+        labels: np.ndarray,
+    ) -> tuple[float, EvaluationCost, bytes, Consistency]:
         """The chosen predictor's error on the evaluation split, its cost, predictions and, in
         meta-test, the consistency check (:mod:`.consistency`); ``predict`` sees images only."""
         plan = attempt.plan
         check = plan_check(images, enabled=plan.phase == "meta_test")
         scores, flops = self.actors.score(
-            host, learner.resources, plan.budget, task_info(attempt.task, data.index, plan.image_size),
-            check.images, seed=best.seed, predictor=self.store.get_bytes(best.predictor.key),
-            log_to=(self.actors.harness(plan.image_size), key_layout.predict_log_key(attempt.key_prefix)))
+            host,
+            learner.resources,
+            plan.budget,
+            task_info(attempt.task, data.index, plan.image_size),
+            check.images,
+            seed=best.seed,
+            predictor=self.store.get_bytes(best.predictor.key),
+            log_to=(self.actors.harness(plan.image_size), key_layout.predict_log_key(attempt.key_prefix)),
+        )
         consistency, scores, kind = judge(check, scores, labels), check.originals(scores), attempt.task.kind
-        return task_error(scores, labels, kind), EvaluationCost.of(flops), encode_predictions(scores, labels, kind), consistency
+        return (
+            task_error(scores, labels, kind),
+            EvaluationCost.of(flops),
+            encode_predictions(scores, labels, kind),
+            consistency,
+        )
 
     def _fail(self, attempt: Attempt, reason: str, spent: float, *, cause: BaseException | None = None) -> NoReturn:
         """Close the attempt, stop the submission with the reason, and raise it."""
         task = attempt.task
         message = f"Task {task.order} ({task.dataset}) failed: {reason}"
         with transaction(self.sessions) as session:
-            records.fail_task(session, submission=session.get(Submission, attempt.plan.submission_id),
-                              run=session.get(TaskRun, attempt.run_id), message=message, task_flops=spent)
+            records.fail_task(
+                session,
+                submission=session.get(Submission, attempt.plan.submission_id),
+                run=session.get(TaskRun, attempt.run_id),
+                message=message,
+                task_flops=spent,
+            )
         raise TaskFailedError(message) from cause
 
     # --- helpers -----------------------------------------------------------------------------
@@ -390,8 +480,7 @@ class StreamRunner:
         if not plan.budget.capped:
             return False
         with transaction(self.sessions) as session:
-            return records.stop_if_capped(
-                session, submission=session.get(Submission, plan.submission_id)) is not None
+            return records.stop_if_capped(session, submission=session.get(Submission, plan.submission_id)) is not None
 
 
 __all__ = ["StreamRunner"]

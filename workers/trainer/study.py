@@ -113,8 +113,9 @@ class StudyRunner:
 
     def _create(self, plan: StudyPlan, point: StudyPoint) -> tuple[StudyPlan, StudyPoint]:
         """Create the point's submission and record it in the plan file before it runs."""
-        submission_id = self.runner.create(RunRequest(
-            stream=plan.grid.stream, learner=point.learner, phase=plan.grid.phase, budget=point.run_budget()))
+        submission_id = self.runner.create(
+            RunRequest(stream=plan.grid.stream, learner=point.learner, phase=plan.grid.phase, budget=point.run_budget())
+        )
         plan = plan.with_submission(point, submission_id)
         write_plan(self.folder, plan, database=self._database)
         return plan, replace(point, submission_id=submission_id)
@@ -125,7 +126,8 @@ class StudyRunner:
         except TaskFailedError as exc:
             raise TaskFailedError(
                 f"Study point {point.label} (run {submission_id}) failed: {exc} Finished points are "
-                "kept; rerun the same command to retry this one from its last committed task.") from exc
+                "kept; rerun the same command to retry this one from its last committed task."
+            ) from exc
 
     def _status(self, submission_id: int) -> str:
         return self._stored(submission_id).status
@@ -136,7 +138,8 @@ class StudyRunner:
         except NevisError as exc:
             raise StudyPlanError(
                 f"The study plan names run {submission_id}, which this database cannot give ({exc}). Is "
-                f"NEVIS_DATABASE_URL the database the study was started with ({self._database})?") from None
+                f"NEVIS_DATABASE_URL the database the study was started with ({self._database})?"
+            ) from None
 
     def _check_submission(self, point: StudyPoint, grid: StudyGrid, stream_name: str) -> None:
         """The recorded submission runs exactly this point (else the plan and the database
@@ -150,7 +153,8 @@ class StudyRunner:
                 f"The study plan says run {point.submission_id} is {point.label} on {stream_name} "
                 f"({grid.phase}), but in this database it is {stored.learner_spec} "
                 f"{budget.trials}x{budget.steps} seed {budget.seed} on {stored.manifest.name} ({stored.phase}). "
-                f"Is NEVIS_DATABASE_URL the database the study was started with ({self._database})?")
+                f"Is NEVIS_DATABASE_URL the database the study was started with ({self._database})?"
+            )
 
 
 __all__ = ["StudyObserver", "StudyOutcome", "StudyRunner"]

@@ -89,23 +89,25 @@ class StudyPlan:
 
     def with_submission(self, point: StudyPoint, submission_id: int) -> StudyPlan:
         """This plan with ``point``'s submission recorded."""
-        points = tuple(replace(p, submission_id=submission_id) if p.key == point.key else p
-                       for p in self.points)
+        points = tuple(replace(p, submission_id=submission_id) if p.key == point.key else p for p in self.points)
         return replace(self, points=points)
 
 
 # --- parsing the command's lists ----------------------------------------------------------
 
+
 def _items(text: str, option: str) -> list[str]:
     """The comma-separated items of ``text``; an empty list or a repeated item is an error."""
     items = [part.strip() for part in text.split(",")]
     if not text.strip() or any(not item for item in items):
-        raise BudgetError(f"{option} must be a comma-separated list with no empty item; got {text!r}.",
-                          field=option.lstrip("-"))
+        raise BudgetError(
+            f"{option} must be a comma-separated list with no empty item; got {text!r}.", field=option.lstrip("-")
+        )
     repeated = sorted({item for item in items if items.count(item) > 1})
     if repeated:
-        raise BudgetError(f"{option} names {', '.join(repeated)} more than once; got {text!r}.",
-                          field=option.lstrip("-"))
+        raise BudgetError(
+            f"{option} names {', '.join(repeated)} more than once; got {text!r}.", field=option.lstrip("-")
+        )
     return items
 
 
@@ -159,17 +161,24 @@ def make_grid(*, stream: str, phase: str, learners: str, budgets: str, seeds: st
         raise BudgetError(f"--phase must be one of {', '.join(PHASES)}; got {phase!r}.", field="phase")
     if not stream.strip():
         raise BudgetError("--stream must name a stream or a manifest file.", field="stream")
-    return StudyGrid(stream=stream, phase=phase, learners=parse_learners(learners),
-                     budgets=parse_budgets(budgets), seeds=parse_seeds(seeds))
+    return StudyGrid(
+        stream=stream,
+        phase=phase,
+        learners=parse_learners(learners),
+        budgets=parse_budgets(budgets),
+        seeds=parse_seeds(seeds),
+    )
 
 
 # --- building and merging plans -------------------------------------------------------------
 
+
 def grid_points(grid: StudyGrid) -> tuple[StudyPoint, ...]:
     """Every point of ``grid``, cheapest budgets first (a partial study then already has
     every learner at its small budgets), then by seed, then by learner."""
-    return tuple(StudyPoint(learner, budget, seed)
-                 for budget in grid.budgets for seed in grid.seeds for learner in grid.learners)
+    return tuple(
+        StudyPoint(learner, budget, seed) for budget in grid.budgets for seed in grid.seeds for learner in grid.learners
+    )
 
 
 def _union(old: Sequence[Any], new: Iterable[Any]) -> tuple[Any, ...]:
@@ -186,36 +195,60 @@ def merge_plan(stored: StudyPlan | None, grid: StudyGrid) -> StudyPlan:
     if stored is None:
         return StudyPlan(grid=grid, points=grid_points(grid))
     old = stored.grid
-    problems = [f"--{name} {mine!r} (the study was planned with {theirs!r})"
-                for name, mine, theirs in (("stream", grid.stream, old.stream), ("phase", grid.phase, old.phase))
-                if mine != theirs]
-    for name, mine, theirs in (("learners", grid.learners, old.learners),
-                               ("budgets", [b.label for b in grid.budgets], [b.label for b in old.budgets]),
-                               ("seeds", grid.seeds, old.seeds)):
+    problems = [
+        f"--{name} {mine!r} (the study was planned with {theirs!r})"
+        for name, mine, theirs in (("stream", grid.stream, old.stream), ("phase", grid.phase, old.phase))
+        if mine != theirs
+    ]
+    for name, mine, theirs in (
+        ("learners", grid.learners, old.learners),
+        ("budgets", [b.label for b in grid.budgets], [b.label for b in old.budgets]),
+        ("seeds", grid.seeds, old.seeds),
+    ):
         dropped = [str(item) for item in theirs if item not in mine]
         if dropped:
             problems.append(f"--{name} leaves out {', '.join(dropped)} of the plan")
     if problems:
         raise StudyPlanError(
             f"This folder holds another study: {'; '.join(problems)}. A rerun may only add learners, "
-            "budgets or seeds; use another --out folder for a different grid.")
-    merged = StudyGrid(stream=old.stream, phase=old.phase, learners=_union(old.learners, grid.learners),
-                       budgets=_union(old.budgets, grid.budgets), seeds=_union(old.seeds, grid.seeds))
+            "budgets or seeds; use another --out folder for a different grid."
+        )
+    merged = StudyGrid(
+        stream=old.stream,
+        phase=old.phase,
+        learners=_union(old.learners, grid.learners),
+        budgets=_union(old.budgets, grid.budgets),
+        seeds=_union(old.seeds, grid.seeds),
+    )
     known = {p.key: p for p in stored.points}
     return StudyPlan(grid=merged, points=tuple(known.get(p.key, p) for p in grid_points(merged)))
 
 
 # --- the plan file ----------------------------------------------------------------------------
 
+
 def plan_to_dict(plan: StudyPlan, *, database: str | None = None) -> dict[str, Any]:
     """The JSON document of ``study.json``."""
     grid = plan.grid
     return {
-        "format": PLAN_FORMAT, "stream": grid.stream, "phase": grid.phase, "learners": list(grid.learners),
-        "budgets": [b.label for b in grid.budgets], "seeds": list(grid.seeds), "database": database,
-        "points": [{"learner": p.learner, "budget": p.budget.label, "trials": p.budget.trials,
-                    "steps": p.budget.steps, "seed": p.seed, "submission_id": p.submission_id}
-                   for p in plan.points],
+        "format": PLAN_FORMAT,
+        "stream": grid.stream,
+        "phase": grid.phase,
+        "learners": list(grid.learners),
+        "budgets": [b.label for b in grid.budgets],
+        "seeds": list(grid.seeds),
+        "database": database,
+        "points": [
+            {
+                "learner": p.learner,
+                "budget": p.budget.label,
+                "trials": p.budget.trials,
+                "steps": p.budget.steps,
+                "seed": p.seed,
+                "submission_id": p.submission_id,
+            }
+            for p in plan.points
+        ],
     }
 
 
@@ -224,17 +257,24 @@ def plan_from_dict(doc: dict[str, Any]) -> StudyPlan:
     try:
         if doc.get("format") != PLAN_FORMAT:
             raise ValueError(f"format {doc.get('format')!r}, expected {PLAN_FORMAT}")
-        grid = StudyGrid(stream=str(doc["stream"]), phase=str(doc["phase"]),
-                         learners=tuple(str(x) for x in doc["learners"]),
-                         budgets=tuple(parse_budget(str(x)) for x in doc["budgets"]),
-                         seeds=tuple(int(x) for x in doc["seeds"]))
-        ids = {(str(p["learner"]), parse_budget(str(p["budget"])).label, int(p["seed"])): p.get("submission_id")
-               for p in doc["points"]}
+        grid = StudyGrid(
+            stream=str(doc["stream"]),
+            phase=str(doc["phase"]),
+            learners=tuple(str(x) for x in doc["learners"]),
+            budgets=tuple(parse_budget(str(x)) for x in doc["budgets"]),
+            seeds=tuple(int(x) for x in doc["seeds"]),
+        )
+        ids = {
+            (str(p["learner"]), parse_budget(str(p["budget"])).label, int(p["seed"])): p.get("submission_id")
+            for p in doc["points"]
+        }
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise StudyPlanError(f"The study plan is malformed ({exc}); fix it, or start over in another --out "
-                             "folder.") from None
-    points = tuple(replace(p, submission_id=None if ids.get(p.key) is None else int(ids[p.key]))
-                   for p in grid_points(grid))
+        raise StudyPlanError(
+            f"The study plan is malformed ({exc}); fix it, or start over in another --out folder."
+        ) from None
+    points = tuple(
+        replace(p, submission_id=None if ids.get(p.key) is None else int(ids[p.key])) for p in grid_points(grid)
+    )
     return StudyPlan(grid=grid, points=points)
 
 
@@ -264,7 +304,23 @@ def write_plan(folder: Path, plan: StudyPlan, *, database: str | None = None) ->
 
 
 __all__ = [
-    "PHASES", "PLAN_FILE", "PLAN_FORMAT", "StudyBudget", "StudyGrid", "StudyPlan", "StudyPlanError",
-    "StudyPoint", "grid_points", "make_grid", "merge_plan", "parse_budget", "parse_budgets",
-    "parse_learners", "parse_seeds", "plan_from_dict", "plan_to_dict", "read_plan", "write_plan",
+    "PHASES",
+    "PLAN_FILE",
+    "PLAN_FORMAT",
+    "StudyBudget",
+    "StudyGrid",
+    "StudyPlan",
+    "StudyPlanError",
+    "StudyPoint",
+    "grid_points",
+    "make_grid",
+    "merge_plan",
+    "parse_budget",
+    "parse_budgets",
+    "parse_learners",
+    "parse_seeds",
+    "plan_from_dict",
+    "plan_to_dict",
+    "read_plan",
+    "write_plan",
 ]

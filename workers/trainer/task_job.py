@@ -28,10 +28,10 @@ from services.store.runs.outcomes import TrialOutcome
 from workers.learners.protocol import Resources, TaskInfo
 from workers.sandbox.declaration import LearnerDeclaration
 from workers.trainer import searchers
-from workers.trainer.search import param_space
-from workers.trainer.trial import TRIAL_SEED, TrialSpec, failure_metrics, no_flops
 from workers.trainer.pending_deadline import PendingDeadline
 from workers.trainer.rank_trial import sandboxed_ranks
+from workers.trainer.search import param_space
+from workers.trainer.trial import TRIAL_SEED, TrialSpec, failure_metrics, no_flops
 from workers.trainer.trial_loop import Suggestions, TrialLoop
 from workers.trainer.tune_trial import TrialJob, tune_trial
 
@@ -81,8 +81,10 @@ def trial_resources(resources: Resources, *, ranks_here: bool = False) -> dict[s
     (``ranks_here``); else just a driver for a Ray Train worker group (pooled trials hold theirs
     in the trial loop)."""
     if resources.num_workers > 1 and ranks_here:
-        return {"cpu": resources.num_workers * resources.cpus_per_worker,
-                "gpu": resources.num_workers * resources.gpus_per_worker}
+        return {
+            "cpu": resources.num_workers * resources.cpus_per_worker,
+            "gpu": resources.num_workers * resources.gpus_per_worker,
+        }
     if resources.num_workers > 1:
         return {"cpu": 0.01}  # the Train worker group reserves the real resources
     return {"cpu": resources.cpus_per_worker, "gpu": resources.gpus_per_worker}
@@ -114,8 +116,14 @@ def search_seed(run_seed: int, task_order: int) -> int:
 
 
 def run_trials(
-    learner: LearnerDeclaration, spec: TrialSpec, budget: RunBudget, *, storage_path: str,
-    on_trial: Callable[[TrialOutcome], None], pool: Any = None, search: str = "random",
+    learner: LearnerDeclaration,
+    spec: TrialSpec,
+    budget: RunBudget,
+    *,
+    storage_path: str,
+    on_trial: Callable[[TrialOutcome], None],
+    pool: Any = None,
+    search: str = "random",
     scheduler: str = "fifo",
 ) -> list[TrialOutcome]:
     """Run the task's trials; returns every trial's outcome, by trial index.
@@ -133,14 +141,25 @@ def run_trials(
     on_trial = _settling(spec, on_trial)
     sink = _TrialSink(on_trial)
     concurrency = budget.max_concurrent or default_concurrency(learner.resources)
-    search_plan = searchers.plan(search, searchers.SearchRequest(
-        seed=search_seed(budget.seed, spec.info.order),
-        max_concurrent=min(concurrency, budget.trials), trials=budget.trials, steps=budget.steps),
-        scheduler=scheduler)
+    search_plan = searchers.plan(
+        search,
+        searchers.SearchRequest(
+            seed=search_seed(budget.seed, spec.info.order),
+            max_concurrent=min(concurrency, budget.trials),
+            trials=budget.trials,
+            steps=budget.steps,
+        ),
+        scheduler=scheduler,
+    )
     space = param_space({} if spec.rules.defaults_only else learner.search_space, trials=budget.trials)
     if pool is not None and learner.resources.num_workers == 1:
-        loop = TrialLoop(pool=pool, spec_ref=ray.put(spec), cpus=learner.resources.cpus_per_worker,
-                         concurrency=min(concurrency, budget.trials), on_trial=on_trial)
+        loop = TrialLoop(
+            pool=pool,
+            spec_ref=ray.put(spec),
+            cpus=learner.resources.cpus_per_worker,
+            concurrency=min(concurrency, budget.trials),
+            on_trial=on_trial,
+        )
         outcomes = loop.run(Suggestions(search_plan, space))
         return sorted(outcomes, key=lambda o: o.trial_index)
     job = TrialJob(spec=ray.put(spec), resources=learner.resources)
@@ -185,7 +204,12 @@ def _settling(spec: TrialSpec, on_trial: Callable[[TrialOutcome], None]) -> Call
 
 
 def evaluate(
-    evaluator: Any, info: TaskInfo, predictor: bytes, images: np.ndarray, *, seed: int,
+    evaluator: Any,
+    info: TaskInfo,
+    predictor: bytes,
+    images: np.ndarray,
+    *,
+    seed: int,
     log_to: tuple[Any, str] | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Scores of the chosen predictor on evaluation images, and the FLOPs that cost.
@@ -196,4 +220,12 @@ def evaluate(
     return ray.get(evaluator.predict.remote(info, predictor, images, seed, log_to))
 
 
-__all__ = ["TRIAL_SEED", "default_concurrency", "evaluate", "fit_to_cluster", "run_trials", "search_seed", "trial_resources"]
+__all__ = [
+    "TRIAL_SEED",
+    "default_concurrency",
+    "evaluate",
+    "fit_to_cluster",
+    "run_trials",
+    "search_seed",
+    "trial_resources",
+]

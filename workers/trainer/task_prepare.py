@@ -34,8 +34,7 @@ class PrepareFailed(LearnerError):
     what its host last reported it had spent (measured plus reported), or the floor its CPU
     time implies where that is more (:meth:`charged`), then ``floored``."""
 
-    def __init__(self, message: str, flops: int = 0, cpu_seconds: float | None = None,
-                 floored: bool = False) -> None:
+    def __init__(self, message: str, flops: int = 0, cpu_seconds: float | None = None, floored: bool = False) -> None:
         super().__init__(message)
         self.flops = int(flops)
         self.cpu_seconds = cpu_seconds
@@ -46,8 +45,9 @@ class PrepareFailed(LearnerError):
         if usage is None:
             return self
         floor, used = int(usage.get("flops_floor") or 0), usage.get("cpu_seconds")
-        failed = PrepareFailed(str(self), max(self.flops, floor), used if isinstance(used, (int, float)) else None,
-                               floor > self.flops)
+        failed = PrepareFailed(
+            str(self), max(self.flops, floor), used if isinstance(used, (int, float)) else None, floor > self.flops
+        )
         failed.__cause__ = self.__cause__
         return failed
 
@@ -95,9 +95,14 @@ def _prepare(host: LearnerHost, spec: TrialSpec) -> tuple[bytes, dict[str, Any]]
             raise
 
     data_key = spec.key_prefix  # the same task data a trial of this attempt gets, sent once per host
-    request = PrepareTask(data_key=data_key, info=info_to_json(spec.info),
-                          past=[info_to_json(p) for p in spec.past], stream_length=spec.stream_length,
-                          seed=spec.info.order, train_shards=list(spec.train_shards))
+    request = PrepareTask(
+        data_key=data_key,
+        info=info_to_json(spec.info),
+        past=[info_to_json(p) for p in spec.past],
+        stream_length=spec.stream_length,
+        seed=spec.info.order,
+        train_shards=list(spec.train_shards),
+    )
     parts = task_parts(spec.train, spec.dev) if host.data_key != data_key else []
     try:
         reply, out = host.call(request, [*parts, spec.state], on_message=on_message)  # checked by its declaration
@@ -111,8 +116,10 @@ def _prepare(host: LearnerHost, spec: TrialSpec) -> tuple[bytes, dict[str, Any]]
     prepared = out[0]
     flops = {k: reply[k] for k in ("flops_measured", "flops_reported", "flops_untracked")}
     if len(prepared) > MAX_PREPARED_BYTES:
-        raise PrepareFailed(f"prepare_task's result has {len(prepared)} bytes, over the "
-                            f"{MAX_PREPARED_BYTES}-byte limit", flops["flops_measured"] + flops["flops_reported"])
+        raise PrepareFailed(
+            f"prepare_task's result has {len(prepared)} bytes, over the {MAX_PREPARED_BYTES}-byte limit",
+            flops["flops_measured"] + flops["flops_reported"],
+        )
     return prepared, {**flops, "wall_time_s": reply["wall_time_s"]}
 
 

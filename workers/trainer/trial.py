@@ -65,7 +65,7 @@ class TrialSpec:
     rules: TaskRules = TaskRules()  # what the run's ruleset enforces: the task's FLOP cap, defaults only
 
 
-class CapReached(Exception):  # noqa: N818 - a signal of harness code's, never the learner's
+class CapReached(Exception):
     """The task's running charge reached its ruleset's cap: the trial is stopped by the harness."""
 
 
@@ -86,10 +86,15 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
     metrics = _run_trial(host, config, spec)
     if metrics.get("status") == "failed":
         host.settle_log()
-        host.log.write(f"\n[nevis] trial {config[TRIAL_INDEX]} failed: {metrics.get('error')}\n".encode("utf-8", "replace"))
+        host.log.write(
+            f"\n[nevis] trial {config[TRIAL_INDEX]} failed: {metrics.get('error')}\n".encode("utf-8", "replace")
+        )
     try:
-        _ask(spec.harness.put, key_layout.trial_log_key(trial_prefix(spec, int(config[TRIAL_INDEX]))),
-             host.log_since(mark))
+        _ask(
+            spec.harness.put,
+            key_layout.trial_log_key(trial_prefix(spec, int(config[TRIAL_INDEX]))),
+            host.log_since(mark),
+        )
     except Exception:  # noqa: BLE001 - a log that cannot be kept does not fail its trial
         pass
     return metrics
@@ -111,15 +116,20 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
     charged the most its host reported, in the final frame or before, whatever else went wrong.
     """
     index = int(config[TRIAL_INDEX])
-    limits = Limits(steps=spec.steps, checkpoint_at=checkpoint_steps(spec.steps, spec.checkpoint_fractions),
-                    rungs=tuple(spec.rungs))
+    limits = Limits(
+        steps=spec.steps, checkpoint_at=checkpoint_steps(spec.steps, spec.checkpoint_fractions), rungs=tuple(spec.rungs)
+    )
     heard = _Heard(prefix=trial_prefix(spec, index))
     capped = spec.rules.task_flop_cap is not None
     if capped:  # no trial starts once the task's cap is reached
         go_on, total = _ask(spec.harness.budget_report, index, 0)
         if not go_on:
-            return {**_failed(config, CapReached(), no_flops(), heard), "status": "stopped", "traceback": "",
-                    "error": cap_message(spec.rules.ruleset, spec.rules.task_flop_cap, total, started=False)}
+            return {
+                **_failed(config, CapReached(), no_flops(), heard),
+                "status": "stopped",
+                "traceback": "",
+                "error": cap_message(spec.rules.ruleset, spec.rules.task_flop_cap, total, started=False),
+            }
 
     def on_message(message: dict[str, Any], parts: list) -> tuple[dict[str, Any], list] | None:
         try:  # the message was read through its declaration, with these limits, by host.call
@@ -133,10 +143,16 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
     parts = task_parts(spec.train, spec.dev) if host.data_key != data_key else []
     prepared = [] if spec.prepared is None else [spec.prepared]  # before the state, which comes last
     try:
-        caps = trial_frame_caps(num_dev=len(spec.dev.labels), num_classes=spec.info.num_classes,
-                                limits=spec.host.limits, proxy=spec.rung_proxy, checkpoint_bytes=CHECKPOINT_MAX_BYTES)
-        result, out = host.call(request, [*parts, *prepared, spec.state], on_message=on_message, announce=caps,
-                                limits=limits)  # the result read through its declaration, with these limits
+        caps = trial_frame_caps(
+            num_dev=len(spec.dev.labels),
+            num_classes=spec.info.num_classes,
+            limits=spec.host.limits,
+            proxy=spec.rung_proxy,
+            checkpoint_bytes=CHECKPOINT_MAX_BYTES,
+        )
+        result, out = host.call(
+            request, [*parts, *prepared, spec.state], on_message=on_message, announce=caps, limits=limits
+        )  # the result read through its declaration, with these limits
     except CapReached as exc:  # the harness ends the trial where the learner cannot object
         host.close()
         return {**_failed(config, exc, heard.spent, heard), "status": "stopped", "error": str(exc), "traceback": ""}
@@ -157,16 +173,25 @@ def trial_request(config: Mapping[str, Any], spec: TrialSpec, limits: Limits, *,
     """The ``trial`` request a host gets for this config (a multi-worker trial's other ranks
     get it with no rungs: :mod:`workers.trainer.rank_trial`)."""
     return Trial(
-        data_key=spec.key_prefix, info={**info_to_json(spec.info), "flop_budget": spec.rules.task_flop_cap},
+        data_key=spec.key_prefix,
+        info={**info_to_json(spec.info), "flop_budget": spec.rules.task_flop_cap},
         past=[info_to_json(p) for p in spec.past],
-        stream_length=spec.stream_length, steps=spec.steps, checkpoint_at=list(limits.checkpoint_at),
-        seed=int(config[TRIAL_SEED]), config=learner_config(config), rungs=list(limits.rungs),
+        stream_length=spec.stream_length,
+        steps=spec.steps,
+        checkpoint_at=list(limits.checkpoint_at),
+        seed=int(config[TRIAL_SEED]),
+        config=learner_config(config),
+        rungs=list(limits.rungs),
         rung_proxy=dict(spec.rung_proxy) if spec.rung_proxy else None,
-        prepared=spec.prepared is not None, train_shards=list(spec.train_shards), flops_every_step=capped)
+        prepared=spec.prepared is not None,
+        train_shards=list(spec.train_shards),
+        flops_every_step=capped,
+    )
 
 
-def _answer(spec: TrialSpec, index: int, heard: _Heard, message: dict[str, Any],
-            parts: list) -> tuple[dict[str, Any], list] | None:
+def _answer(
+    spec: TrialSpec, index: int, heard: _Heard, message: dict[str, Any], parts: list
+) -> tuple[dict[str, Any], list] | None:
     """Act on one checked message of the host's during a trial; what goes back, if anything."""
     op = message[OP]
     if op == HostOp.CHECKPOINT:
@@ -197,8 +222,9 @@ def _store_checkpoint(harness: Any, heard: _Heard, step: int, data: bytes) -> No
     if any(c["step"] == step for c in heard.checkpoints):
         raise LearnerError(f"a second checkpoint at step {step}: each declared step is checkpointed once")
     if len(data) > CHECKPOINT_MAX_BYTES:
-        raise LearnerError(f"the checkpoint at step {step} has {len(data)} bytes, over the "
-                           f"{CHECKPOINT_MAX_BYTES}-byte limit")
+        raise LearnerError(
+            f"the checkpoint at step {step} has {len(data)} bytes, over the {CHECKPOINT_MAX_BYTES}-byte limit"
+        )
     info = _ask(harness.put, key_layout.checkpoint_key(heard.prefix, step), data)
     heard.checkpoints.append({"step": step, **info})
 
@@ -211,39 +237,64 @@ def _drop_if_out_of_step(host: LearnerHost, heard: _Heard, exc: Exception) -> No
         host.close()
 
 
-def _finish(config: Mapping[str, Any], spec: TrialSpec, result: dict[str, Any], out: list,
-            heard: _Heard) -> dict[str, Any]:
+def _finish(
+    config: Mapping[str, Any], spec: TrialSpec, result: dict[str, Any], out: list, heard: _Heard
+) -> dict[str, Any]:
     """The metrics of a trial from its checked final frame: the dev error scored, the predictor
     and state stored. Whatever fails there fails the trial, charged the most the host reported."""
     charged = _most(heard.spent, result)
     charged["flops_updates"] = _updates(result, charged)
-    base = {"trial_index": int(config[TRIAL_INDEX]), "seed": int(config[TRIAL_SEED]),
-            "config": learner_config(config), "checkpoints": heard.checkpoints, "curve": result["curve"],
-            **charged}
+    base = {
+        "trial_index": int(config[TRIAL_INDEX]),
+        "seed": int(config[TRIAL_SEED]),
+        "config": learner_config(config),
+        "checkpoints": heard.checkpoints,
+        "curve": result["curve"],
+        **charged,
+    }
     if result["status"] == "stopped" and heard.rungs:
         step, error = heard.rungs[-1]
-        return {**base, "status": "stopped", "wall_time_s": result["wall_time_s"],
-                "error": f"stopped by early stopping at step {int(step)} "
-                         + (f"(LiDAR {-error:.4f})" if spec.rung_proxy else f"(dev error {error:.4f})"),
-                "rungs": heard.rungs}
+        return {
+            **base,
+            "status": "stopped",
+            "wall_time_s": result["wall_time_s"],
+            "error": f"stopped by early stopping at step {int(step)} "
+            + (f"(LiDAR {-error:.4f})" if spec.rung_proxy else f"(dev error {error:.4f})"),
+            "rungs": heard.rungs,
+        }
     if result["status"] == "stopped":
         return {**base, "status": "failed", "error": "the trial stopped without a rung report", "traceback": ""}
     if result["status"] == "failed":
-        return {**base, "status": "failed", "error": result["error"] or "the trial failed",
-                "traceback": result["traceback"]}
+        return {
+            **base,
+            "status": "failed",
+            "error": result["error"] or "the trial failed",
+            "traceback": result["traceback"],
+        }
     scores, predictor, state = out
     try:
         dev_error = task_error(scores, spec.dev.labels, spec.info.kind)
     except Exception as exc:  # noqa: BLE001 - hostile scores fail the trial, whatever they raise
         return {**base, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:4000], "traceback": ""}
     try:
-        stored = {name: _ask(spec.harness.put, key, blob)
-                  for name, key, blob in (("predictor", key_layout.trial_predictor_key(heard.prefix), predictor),
-                                          ("state", key_layout.trial_state_key(heard.prefix), state))}
+        stored = {
+            name: _ask(spec.harness.put, key, blob)
+            for name, key, blob in (
+                ("predictor", key_layout.trial_predictor_key(heard.prefix), predictor),
+                ("state", key_layout.trial_state_key(heard.prefix), state),
+            )
+        }
     except Exception as exc:  # noqa: BLE001 - a trial that cannot be recorded failed, charged
         return _failed(config, exc, charged, heard)
-    return {**base, **stored, "status": "ok", "dev_error": dev_error, "wall_time_s": result["wall_time_s"],
-            "peak_memory_bytes": result["peak_memory_bytes"], "missed_checkpoints": result["missed_checkpoints"]}
+    return {
+        **base,
+        **stored,
+        "status": "ok",
+        "dev_error": dev_error,
+        "wall_time_s": result["wall_time_s"],
+        "peak_memory_bytes": result["peak_memory_bytes"],
+        "missed_checkpoints": result["missed_checkpoints"],
+    }
 
 
 def task_parts(train: LabelledData | None, dev: LabelledData) -> list[np.ndarray]:
@@ -305,15 +356,19 @@ def _most(*reports: Mapping[str, Any]) -> dict[str, Any]:
     return {**counts, "flops_source": "reported" if counts["flops_reported"] else "measured"}
 
 
-def _answer_rung(spec: TrialSpec, trial_index: int, step: int, scores: Any,
-                 seen: list[list[float]]) -> tuple[dict[str, Any], list]:
+def _answer_rung(
+    spec: TrialSpec, trial_index: int, step: int, scores: Any, seen: list[list[float]]
+) -> tuple[dict[str, Any], list]:
     """Score a trial's dev predictions at a rung (its step checked against the declared rungs;
     harness code holds the labels' verdict) and ask the harness actor whether the trial goes on."""
     if any(s == step for s, _ in seen):
         raise LearnerError(f"a second rung report at step {step}")
     try:
-        error = (rung_value(scores, spec.rung_proxy, max_dim=spec.host.limits.proxy_max_dim) if spec.rung_proxy
-                 else task_error(scores, spec.dev.labels, spec.info.kind))
+        error = (
+            rung_value(scores, spec.rung_proxy, max_dim=spec.host.limits.proxy_max_dim)
+            if spec.rung_proxy
+            else task_error(scores, spec.dev.labels, spec.info.kind)
+        )
     except Exception:  # noqa: BLE001 - unusable scores rank last
         error = float("inf")
     seen.append([step, error])
@@ -362,7 +417,20 @@ def _failed(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, A
 
 
 __all__ = [
-    "CHECKPOINT_MAX_BYTES", "FLOP_KEYS", "HARNESS_KEYS", "TRIAL_INDEX", "TRIAL_SEED", "TrialSpec", "answer_past", "failure_metrics",
-    "learner_config", "no_flops", "reported_flops", "request_argument", "run_trial_in_host", "task_parts",
-    "trial_prefix", "trial_request"
+    "CHECKPOINT_MAX_BYTES",
+    "FLOP_KEYS",
+    "HARNESS_KEYS",
+    "TRIAL_INDEX",
+    "TRIAL_SEED",
+    "TrialSpec",
+    "answer_past",
+    "failure_metrics",
+    "learner_config",
+    "no_flops",
+    "reported_flops",
+    "request_argument",
+    "run_trial_in_host",
+    "task_parts",
+    "trial_prefix",
+    "trial_request",
 ]

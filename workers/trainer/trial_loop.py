@@ -43,7 +43,9 @@ class Suggestions:
         elif plan.variants_seed is not None:
             # What Tune's BasicVariantGenerator draws from this seed: the same samples, in order.
             rng = _BackwardsCompatibleNumpyRng(plan.variants_seed)
-            self._variants = (spec["config"] for _, spec in generate_variants({"config": dict(space)}, random_state=rng))
+            self._variants = (
+                spec["config"] for _, spec in generate_variants({"config": dict(space)}, random_state=rng)
+            )
         else:
             raise TypeError(f"cannot drive search algorithm {type(plan.search_alg).__name__} outside Tune")
 

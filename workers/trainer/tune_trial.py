@@ -44,9 +44,8 @@ def _run_here(config: dict[str, Any], spec: Any, resources: Any) -> dict[str, An
 
         return run_distributed_trial(config, spec, resources)
     from workers.sandbox.client import LearnerHost  # noqa: PLC0415
-    from workers.trainer.trial import run_trial_in_host  # noqa: PLC0415
-
     from workers.trainer.host_usage import measured_call  # noqa: PLC0415
+    from workers.trainer.trial import run_trial_in_host  # noqa: PLC0415
 
     with LearnerHost(spec.host) as host:
         metrics, usage = measured_call(host, lambda: run_trial_in_host(host, config, spec))

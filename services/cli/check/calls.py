@@ -23,12 +23,12 @@ import numpy as np
 
 from services.cli.check import diagnosis as dx
 from services.cli.check.tiny_stream import CheckTask, check_stream
+from services.core.checkpoint_plan import checkpoint_steps
 from services.core.errors import LearnerError
 from services.core.metrics import task_error
 from workers.learners.protocol import Choice, LogUniform, SearchDomain
 from workers.sandbox import messages
 from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner, describe
-from services.core.checkpoint_plan import checkpoint_steps
 from workers.sandbox.declaration import LearnerDeclaration, info_to_json
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.ops import OP, HostOp, PrepareTask, Trial, frame
@@ -114,8 +114,13 @@ class CheckRun:
         if fresh:
             self._clock = time.perf_counter()  # its start-up is no call's time
         else:
-            self._record(dx.LOAD, None, "ok", f"{self.entrypoint} made a learner with every protocol method "
-                                              f"(sandbox: {host.sandbox}, device: {host.device})")
+            self._record(
+                dx.LOAD,
+                None,
+                "ok",
+                f"{self.entrypoint} made a learner with every protocol method "
+                f"(sandbox: {host.sandbox}, device: {host.device})",
+            )
         return host
 
     def _declare(self, host: LearnerHost) -> LearnerDeclaration:
@@ -127,14 +132,19 @@ class CheckRun:
         if refusal:
             self._record(dx.DECLARATION, None, "FAIL", f"the learner {refusal}", dx.fix_for(dx.DECLARATION))
         res = declaration.resources
-        self._record(dx.DECLARATION, None, "ok",
-                     f"name {declaration.name!r}; search space {sorted(declaration.search_space) or 'empty'}; "
-                     f"{res.num_workers} worker x {res.cpus_per_worker:g} CPU, {res.gpus_per_worker:g} GPU; "
-                     f"initial state {len(declaration.init_state)} bytes pickled")
+        self._record(
+            dx.DECLARATION,
+            None,
+            "ok",
+            f"name {declaration.name!r}; search space {sorted(declaration.search_space) or 'empty'}; "
+            f"{res.num_workers} worker x {res.cpus_per_worker:g} CPU, {res.gpus_per_worker:g} GPU; "
+            f"initial state {len(declaration.init_state)} bytes pickled",
+        )
         return declaration
 
-    def _judge(self, loader: SandboxedLearner, task: CheckTask, result: dict[str, Any], out: list,
-               kept: dict[int, bytes]) -> bytes:
+    def _judge(
+        self, loader: SandboxedLearner, task: CheckTask, result: dict[str, Any], out: list, kept: dict[int, bytes]
+    ) -> bytes:
         """The calls after training: predictions, the round trip, features, FLOPs; the new state."""
         order = task.info.order
         scores, predictor, new_state = out
@@ -145,24 +155,36 @@ class CheckRun:
         kept[order] = predictor
         return new_state
 
-    def _train(self, host: LearnerHost, declaration: LearnerDeclaration, task: CheckTask, state: bytes,
-               kept: dict[int, bytes]) -> tuple[dict[str, Any], list]:
+    def _train(
+        self, host: LearnerHost, declaration: LearnerDeclaration, task: CheckTask, state: bytes, kept: dict[int, bytes]
+    ) -> tuple[dict[str, Any], list]:
         order, info = task.info.order, task.info
         at = checkpoint_steps(self.steps, CHECKPOINT_FRACTIONS)
         limits = messages.Limits(steps=self.steps, checkpoint_at=at)
         heard = Heard(order, kept)
         past = [t.info for t in check_stream_before(order)]
-        base = {"data_key": f"check/{order}", "info": info_to_json(info), "past": [info_to_json(p) for p in past],
-                "stream_length": 2}
+        base = {
+            "data_key": f"check/{order}",
+            "info": info_to_json(info),
+            "past": [info_to_json(p) for p in past],
+            "stream_length": 2,
+        }
         prepared: list[bytes] = []
         try:
             parts = [*task.dev.to_arrays()[:2], *task.train.to_arrays()]  # trial.task_parts' layout (no Ray import)
             if declaration.prepares_task:
-                _, out = host.call(PrepareTask(**base, seed=order), [*parts, state], on_message=heard.answer,
-                                   limits=limits)
+                _, out = host.call(
+                    PrepareTask(**base, seed=order), [*parts, state], on_message=heard.answer, limits=limits
+                )
                 prepared, parts = [out[0]], []  # the task's data is in the host now
-            request = Trial(**base, steps=self.steps, checkpoint_at=list(at), seed=0,
-                            config=sample_config(declaration.search_space), prepared=bool(prepared))
+            request = Trial(
+                **base,
+                steps=self.steps,
+                checkpoint_at=list(at),
+                seed=0,
+                config=sample_config(declaration.search_space),
+                prepared=bool(prepared),
+            )
             result, out = host.call(request, [*parts, *prepared, state], on_message=heard.answer, limits=limits)
         except Exception as exc:  # noqa: BLE001 - a host that raised, died or broke the protocol
             self._record(dx.TRAIN, order, "FAIL", f"{type(exc).__name__}: {exc}"[:600], dx.fix_for(dx.TRAIN))
@@ -174,14 +196,22 @@ class CheckRun:
         losses = [(int(s), float(loss)) for s, loss in result["curve"] if loss is not None]
         bad = next(((s, v) for s, v in losses if not math.isfinite(v)), None)
         if bad is not None:
-            self._record(dx.TRAIN, order, "FAIL", f"the loss is not finite ({bad[1]}: NaN or inf) at step {bad[0]}", dx.LOSS_FIX)
+            self._record(
+                dx.TRAIN, order, "FAIL", f"the loss is not finite ({bad[1]}: NaN or inf) at step {bad[0]}", dx.LOSS_FIX
+            )
         missed = [s for s in at if s not in heard.checkpoints]
         curve = f"loss {losses[0][1]:.3g} → {losses[-1][1]:.3g}" if losses else "no loss reported to ctx.progress"
-        text = (f"{info.kind}-label, {self.steps} steps, {curve}; checkpoints at {sorted(heard.checkpoints)} "
-                f"({', '.join(f'{n} B' for n in heard.checkpoints.values())})")
+        text = (
+            f"{info.kind}-label, {self.steps} steps, {curve}; checkpoints at {sorted(heard.checkpoints)} "
+            f"({', '.join(f'{n} B' for n in heard.checkpoints.values())})"
+        )
         status = "warn" if missed or not losses else "ok"
-        fix = (f"Call ctx.progress(step, predictor, loss=...) at every step 0..ctx.steps: checkpoints "
-               f"{missed} were asked for and never made." if missed else "")
+        fix = (
+            f"Call ctx.progress(step, predictor, loss=...) at every step 0..ctx.steps: checkpoints "
+            f"{missed} were asked for and never made."
+            if missed
+            else ""
+        )
         self._record(dx.TRAIN, order, status, text, fix)
         return result, out
 
@@ -189,8 +219,7 @@ class CheckRun:
         want = (task.info.num_dev, task.info.num_classes)
         if scores.shape != want or not np.isfinite(scores).all():
             what = f"shape {scores.shape}" if scores.shape != want else "non-finite scores"
-            self._record(dx.PREDICT, task.info.order, "FAIL", f"{what}; expected finite {want}",
-                         dx.fix_for(dx.PREDICT))
+            self._record(dx.PREDICT, task.info.order, "FAIL", f"{what}; expected finite {want}", dx.fix_for(dx.PREDICT))
         error = task_error(scores, task.dev.labels, task.info.kind)
         self._record(dx.PREDICT, task.info.order, "ok", f"{scores.shape} {scores.dtype}; dev error {error:.3f}")
 
@@ -203,11 +232,16 @@ class CheckRun:
             self._record(dx.ROUND_TRIP, order, "FAIL", str(exc)[:600], dx.fix_for(dx.ROUND_TRIP))
         if again.shape != scores.shape or not np.allclose(again, scores, rtol=1e-3, atol=1e-4):
             gap = float(np.max(np.abs(again - scores))) if again.shape == scores.shape else float("nan")
-            self._record(dx.ROUND_TRIP, order, "FAIL",
-                         f"a loaded predictor predicts differently (shape {again.shape}, largest gap {gap:.3g})",
-                         dx.fix_for(dx.ROUND_TRIP))
-        self._record(dx.ROUND_TRIP, order, "ok",
-                     f"{len(predictor)} bytes; reloaded in a fresh process, same predictions")
+            self._record(
+                dx.ROUND_TRIP,
+                order,
+                "FAIL",
+                f"a loaded predictor predicts differently (shape {again.shape}, largest gap {gap:.3g})",
+                dx.fix_for(dx.ROUND_TRIP),
+            )
+        self._record(
+            dx.ROUND_TRIP, order, "ok", f"{len(predictor)} bytes; reloaded in a fresh process, same predictions"
+        )
         return handle
 
     def _features(self, loader: SandboxedLearner, task: CheckTask, handle: Any) -> None:
@@ -216,8 +250,13 @@ class CheckRun:
         except LearnerError as exc:
             self._record(dx.FEATURES, task.info.order, "FAIL", str(exc)[:600], dx.fix_for(dx.FEATURES))
         if feats.ndim != 2 or len(feats) != task.info.num_dev or feats.shape[1] < 1 or not np.isfinite(feats).all():
-            self._record(dx.FEATURES, task.info.order, "FAIL",
-                         f"shape {feats.shape}; expected finite ({task.info.num_dev}, d)", dx.fix_for(dx.FEATURES))
+            self._record(
+                dx.FEATURES,
+                task.info.order,
+                "FAIL",
+                f"shape {feats.shape}; expected finite ({task.info.num_dev}, d)",
+                dx.fix_for(dx.FEATURES),
+            )
         self._record(dx.FEATURES, task.info.order, "ok", f"{feats.shape} {feats.dtype}")
 
     def _flops(self, task: CheckTask, result: dict[str, Any]) -> None:
@@ -227,7 +266,11 @@ class CheckRun:
             self._record(dx.FLOPS, task.info.order, "FAIL", "no FLOPs counted in the trial", dx.fix_for(dx.FLOPS))
         share = untracked / measured if measured else 0.0
         text = f"measured {measured:.3e}, reported {reported:.3e}" + (f", {share:.0%} untracked" if untracked else "")
-        fix = "Pass the modules you run to ctx.track(module): untracked ones are counted, but flagged." if untracked else ""
+        fix = (
+            "Pass the modules you run to ctx.track(module): untracked ones are counted, but flagged."
+            if untracked
+            else ""
+        )
         self._record(dx.FLOPS, task.info.order, "warn" if untracked else "ok", text, fix)
 
 
@@ -272,5 +315,12 @@ def sample_config(space: dict[str, SearchDomain]) -> dict[str, Any]:
     return config
 
 
-__all__ = ["CHECKPOINT_FRACTIONS", "CallOutcome", "CheckRun", "CheckStopped", "Heard", "check_stream_before",
-           "sample_config"]
+__all__ = [
+    "CHECKPOINT_FRACTIONS",
+    "CallOutcome",
+    "CheckRun",
+    "CheckStopped",
+    "Heard",
+    "check_stream_before",
+    "sample_config",
+]

@@ -42,10 +42,20 @@ def check_stream() -> tuple[CheckTask, ...]:
         extents = np.full((NUM_TRAIN, 2), IMAGE_SIZE, dtype=np.int32)
         train = LabelledData(images[:NUM_TRAIN], labels[:NUM_TRAIN], Originals(images[:NUM_TRAIN], extents))
         dev = LabelledData(images[NUM_TRAIN:], labels[NUM_TRAIN:])
-        info = TaskInfo(order=order, key=f"check-{order}", dataset=f"shapes:{variant}",
-                        title=f"nevis check: shapes, label = {variant}", year=2000 + order, domain="shape",
-                        kind=kind, num_classes=len(data.class_names), class_names=tuple(data.class_names),
-                        image_size=IMAGE_SIZE, num_train=NUM_TRAIN, num_dev=NUM_DEV)
+        info = TaskInfo(
+            order=order,
+            key=f"check-{order}",
+            dataset=f"shapes:{variant}",
+            title=f"nevis check: shapes, label = {variant}",
+            year=2000 + order,
+            domain="shape",
+            kind=kind,
+            num_classes=len(data.class_names),
+            class_names=tuple(data.class_names),
+            image_size=IMAGE_SIZE,
+            num_train=NUM_TRAIN,
+            num_dev=NUM_DEV,
+        )
         tasks.append(CheckTask(info=info, train=train, dev=dev))
     return tuple(tasks)
 

@@ -24,5 +24,14 @@ from services.cli.client.api import FINISHED, ApiProblem, Learner, NevisClient
 from services.cli.client.bundle import PackedLearner, pack_learner
 from services.cli.client.credentials import Credentials, load_credentials, save_credentials
 
-__all__ = ["FINISHED", "ApiProblem", "Credentials", "Learner", "NevisClient", "PackedLearner",
-           "load_credentials", "pack_learner", "save_credentials"]
+__all__ = [
+    "FINISHED",
+    "ApiProblem",
+    "Credentials",
+    "Learner",
+    "NevisClient",
+    "PackedLearner",
+    "load_credentials",
+    "pack_learner",
+    "save_credentials",
+]

@@ -45,8 +45,13 @@ class Learner:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Learner:
         bundle = doc.get("bundle") or {}
-        return cls(id=int(doc["id"]), name=str(doc["name"]), entrypoint=str(doc["entrypoint"]),
-                   bundle_sha256=bundle.get("sha256"), owner=doc.get("owner"))
+        return cls(
+            id=int(doc["id"]),
+            name=str(doc["name"]),
+            entrypoint=str(doc["entrypoint"]),
+            bundle_sha256=bundle.get("sha256"),
+            owner=doc.get("owner"),
+        )
 
 
 class NevisClient:
@@ -90,28 +95,60 @@ class NevisClient:
     def find_learner(self, *, sha256: str, entrypoint: str) -> Learner | None:
         """A learner of this user's registered from a bundle with this content and entry point."""
         me = self.me()["name"]
-        return next((lr for lr in self.learners() if lr.bundle_sha256 == sha256
-                     and lr.entrypoint == entrypoint and lr.owner == me), None)
+        return next(
+            (
+                lr
+                for lr in self.learners()
+                if lr.bundle_sha256 == sha256 and lr.entrypoint == entrypoint and lr.owner == me
+            ),
+            None,
+        )
 
-    def upload_bundle(self, archive: Path, *, name: str, entrypoint: str, cpus: float = 1.0,
-                      gpus: int = 0, memory_mb: int = 2048) -> Learner:
+    def upload_bundle(
+        self, archive: Path, *, name: str, entrypoint: str, cpus: float = 1.0, gpus: int = 0, memory_mb: int = 2048
+    ) -> Learner:
         """Register a learner from a bundle file (``.tar.gz``, ``.zip`` or wheel)."""
         with archive.open("rb") as handle:
-            doc = self._call("POST", "/v1/learners/bundle", files={"file": (archive.name, handle)},
-                             data={"name": name, "entrypoint": entrypoint, "cpus": str(cpus),
-                                   "gpus": str(gpus), "memory_mb": str(memory_mb)})
+            doc = self._call(
+                "POST",
+                "/v1/learners/bundle",
+                files={"file": (archive.name, handle)},
+                data={
+                    "name": name,
+                    "entrypoint": entrypoint,
+                    "cpus": str(cpus),
+                    "gpus": str(gpus),
+                    "memory_mb": str(memory_mb),
+                },
+            )
         return Learner.from_json(doc)
 
     # --- submissions ------------------------------------------------------------------------------
 
-    def submit(self, *, learner_id: int, stream: str, phase: str = "meta_test",
-               budget: Mapping[str, Any] | None = None, private: bool = False, pinned: bool = False,
-               image_size: int | None = None, idempotency_key: str | None = None,
-               code_url: str | None = None, ruleset: str = "open") -> dict[str, Any]:
+    def submit(
+        self,
+        *,
+        learner_id: int,
+        stream: str,
+        phase: str = "meta_test",
+        budget: Mapping[str, Any] | None = None,
+        private: bool = False,
+        pinned: bool = False,
+        image_size: int | None = None,
+        idempotency_key: str | None = None,
+        code_url: str | None = None,
+        ruleset: str = "open",
+    ) -> dict[str, Any]:
         """Queue a submission; a retry with the same ``idempotency_key`` returns the first one."""
-        body: dict[str, Any] = {"learner_id": learner_id, "stream": stream, "phase": phase,
-                                "budget": dict(budget or {}), "pinned": pinned, "ruleset": ruleset,
-                                "visibility": "private" if private else "public"}
+        body: dict[str, Any] = {
+            "learner_id": learner_id,
+            "stream": stream,
+            "phase": phase,
+            "budget": dict(budget or {}),
+            "pinned": pinned,
+            "ruleset": ruleset,
+            "visibility": "private" if private else "public",
+        }
         if image_size is not None:
             body["image_size"] = image_size
         if code_url is not None:
@@ -134,8 +171,9 @@ class NevisClient:
     def cancel(self, submission_id: int) -> dict[str, Any]:
         return self._call("POST", f"/v1/submissions/{submission_id}/cancel")
 
-    def logs(self, submission_id: int, *, task: int | None = None, trial: int | None = None,
-             tail_bytes: int | None = None) -> dict[str, Any]:
+    def logs(
+        self, submission_id: int, *, task: int | None = None, trial: int | None = None, tail_bytes: int | None = None
+    ) -> dict[str, Any]:
         """A submission's logs, per trial and prediction job (``GET /v1/submissions/{id}/logs``:
         its owner's and admins' only)."""
         params = {k: v for k, v in (("task", task), ("trial", trial), ("tail_bytes", tail_bytes)) if v is not None}
@@ -145,10 +183,15 @@ class NevisClient:
         """Run ``a`` against run ``b``, or a's seeds against b's (``GET /v1/compare``)."""
         return self._call("GET", "/v1/compare", params={"a": a, "b": b})
 
-    def leaderboard(self, stream: str, *, version: str | None = None, limit: int = 50,
-                    ruleset: str = "open") -> dict[str, Any]:
-        params: dict[str, Any] = {"stream": stream, "limit": limit, "ruleset": ruleset,
-                                  **({"version": version} if version else {})}
+    def leaderboard(
+        self, stream: str, *, version: str | None = None, limit: int = 50, ruleset: str = "open"
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "stream": stream,
+            "limit": limit,
+            "ruleset": ruleset,
+            **({"version": version} if version else {}),
+        }
         return self._call("GET", "/v1/leaderboard", params=params)
 
     # --- plumbing ---------------------------------------------------------------------------------
@@ -180,8 +223,12 @@ def problem_of(response: httpx.Response) -> ApiProblem:
         doc = None
     if not isinstance(doc, dict):
         return ApiProblem(response.status_code, response.reason_phrase or "Error", response.text[:500])
-    return ApiProblem(response.status_code, str(doc.get("title") or response.reason_phrase),
-                      str(doc.get("detail") or ""), field=doc.get("field"))
+    return ApiProblem(
+        response.status_code,
+        str(doc.get("title") or response.reason_phrase),
+        str(doc.get("detail") or ""),
+        field=doc.get("field"),
+    )
 
 
 __all__ = ["FINISHED", "ApiProblem", "Learner", "NevisClient", "problem_of"]

@@ -21,9 +21,25 @@ from pathlib import Path
 from services.core.errors import BundleError
 from workers.sandbox.bundles import UNPACK_FACTOR, check_bundle
 
-SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".mypy_cache",
-                          ".pytest_cache", ".ruff_cache", ".tox", ".ipynb_checkpoints", ".eggs",
-                          "build", "dist", "node_modules"})
+SKIPPED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".ipynb_checkpoints",
+        ".eggs",
+        "build",
+        "dist",
+        "node_modules",
+    }
+)
 SKIPPED_SUFFIXES = (".pyc", ".pyo", ".egg-info", ".tar.gz", ".tgz", ".whl")
 SKIPPED_FILES = frozenset({".DS_Store"})
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
@@ -42,9 +58,12 @@ class PackedLearner:
 
 def skipped(relative: Path) -> bool:
     """Whether a path inside the learner folder stays out of the bundle."""
-    return (any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in relative.parts[:-1])
-            or relative.name in SKIPPED_DIRS or relative.name in SKIPPED_FILES
-            or relative.name.endswith(SKIPPED_SUFFIXES))
+    return (
+        any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in relative.parts[:-1])
+        or relative.name in SKIPPED_DIRS
+        or relative.name in SKIPPED_FILES
+        or relative.name.endswith(SKIPPED_SUFFIXES)
+    )
 
 
 def learner_files(folder: Path) -> list[Path]:
@@ -63,8 +82,7 @@ def learner_files(folder: Path) -> list[Path]:
     return found
 
 
-def pack_learner(folder: Path, *, entrypoint: str, dest: Path,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> PackedLearner:
+def pack_learner(folder: Path, *, entrypoint: str, dest: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> PackedLearner:
     """Pack ``folder`` into ``dest`` (a folder) and check the archive as the server would.
 
     Raises:
@@ -89,12 +107,18 @@ def pack_learner(folder: Path, *, entrypoint: str, dest: Path,
         zipped.write(raw.getvalue())
     size = path.stat().st_size
     if size > max_bytes:
-        raise BundleError(f"The bundle of {folder} is {size} bytes, over the {max_bytes}-byte limit: "
-                          "leave data and weights out of the folder (download them in the learner, or "
-                          "use `nevis pretrain import`).")
+        raise BundleError(
+            f"The bundle of {folder} is {size} bytes, over the {max_bytes}-byte limit: "
+            "leave data and weights out of the folder (download them in the learner, or "
+            "use `nevis pretrain import`)."
+        )
     check_bundle(path, filename=path.name, max_unpacked_bytes=UNPACK_FACTOR * max_bytes)
-    return PackedLearner(path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-                         size_bytes=size, files=tuple(f.as_posix() for f in files))
+    return PackedLearner(
+        path=path,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        size_bytes=size,
+        files=tuple(f.as_posix() for f in files),
+    )
 
 
 def check_entry_module(entrypoint: str, files: set[str], folder: Path) -> None:
@@ -104,9 +128,18 @@ def check_entry_module(entrypoint: str, files: set[str], folder: Path) -> None:
     module = entrypoint.split(":")[0].replace(".", "/")
     candidates = [f"{root}{module}{tail}" for root in ("", "src/") for tail in (".py", "/__init__.py")]
     if not any(c in files for c in candidates):
-        raise BundleError(f"The entry point {entrypoint!r} names module {entrypoint.split(':')[0]!r}, "
-                          f"but {folder} has no {module}.py nor {module}/__init__.py (at its root or under src/).")
+        raise BundleError(
+            f"The entry point {entrypoint!r} names module {entrypoint.split(':')[0]!r}, "
+            f"but {folder} has no {module}.py nor {module}/__init__.py (at its root or under src/)."
+        )
 
 
-__all__ = ["DEFAULT_MAX_BYTES", "SKIPPED_DIRS", "PackedLearner", "check_entry_module", "learner_files",
-           "pack_learner", "skipped"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "SKIPPED_DIRS",
+    "PackedLearner",
+    "check_entry_module",
+    "learner_files",
+    "pack_learner",
+    "skipped",
+]

@@ -78,5 +78,13 @@ def load_credentials() -> Credentials:
     return Credentials(url=normalise_url(str(url)), token=str(token) if token else None)
 
 
-__all__ = ["TOKEN_ENV", "URL_ENV", "Credentials", "config_dir", "credentials_path", "load_credentials",
-           "normalise_url", "save_credentials"]
+__all__ = [
+    "TOKEN_ENV",
+    "URL_ENV",
+    "Credentials",
+    "config_dir",
+    "credentials_path",
+    "load_credentials",
+    "normalise_url",
+    "save_credentials",
+]

@@ -133,6 +133,7 @@ class AnswerCache:
             return value
         self._refreshing = True
         try:
+
             def read() -> Any:
                 with sessions() as session:
                     return fingerprint(session)
@@ -148,8 +149,9 @@ class AnswerCache:
             self._refreshing = False
         return value
 
-    async def answer(self, sessions: Any, key: Any, render: Callable[[Session], T],
-                     shared: dict[str, Any] | None = None) -> T:
+    async def answer(
+        self, sessions: Any, key: Any, render: Callable[[Session], T], shared: dict[str, Any] | None = None
+    ) -> T:
         """The cached answer to ``key`` at the database's current fingerprint, rendered (in a
         worker thread, with its own session) only when there is none, and once: readers who
         ask while it renders wait for that render (after a commit, 50 readers of a page run
@@ -286,8 +288,14 @@ def shared_slot(request: Request, viewer: Viewer) -> dict[str, Any] | None:
     return request.scope.get(SHARED_SLOT) if viewer == ANONYMOUS else None
 
 
-async def respond_cached(request: Request, response_cls: type[BaseModel], build, key: Any, settings,
-                   viewer: Viewer) -> Response:
+async def respond_cached(
+    request: Request,
+    response_cls: type[BaseModel],
+    build,  # noqa: ANN001
+    key: Any,
+    settings,  # noqa: ANN001
+    viewer: Viewer,
+) -> Response:
     def render(session: Session) -> tuple[bytes, str]:
         body = response_cls.model_validate(build(session)).model_dump_json().encode()
         return body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
@@ -335,10 +343,12 @@ class SharedAnswers:
         if found is not None and (if_none_match is None or len(if_none_match) <= IF_NONE_MATCH_MAX):
             try:
                 now = await cache.fingerprint(self.server.state.sessions)
-            except Exception:  # the app answers the same error properly (a 503 problem)
+            except Exception:  # the app answers the same error properly (a 503 problem)  # noqa: BLE001
                 now = None
-            if now is not None and (found.fingerprint == now or (
-                    found.query is not None and cache.renders_soon(found.query, found.fingerprint, now))):
+            if now is not None and (
+                found.fingerprint == now
+                or (found.query is not None and cache.renders_soon(found.query, found.fingerprint, now))
+            ):
                 if found.route is not None:
                     scope["route"] = found.route
                 await self._replay(found, if_none_match, send)
@@ -347,16 +357,20 @@ class SharedAnswers:
 
     @staticmethod
     async def _replay(found: SharedAnswer, if_none_match: bytes | None, send: Callable) -> None:
-        if found.etag is not None and if_none_match is not None and etag_matches(
-                found.etag, if_none_match.decode("latin-1")):
+        if (
+            found.etag is not None
+            and if_none_match is not None
+            and etag_matches(found.etag, if_none_match.decode("latin-1"))
+        ):
             await send({"type": "http.response.start", "status": 304, "headers": list(found.not_modified)})
             await send({"type": "http.response.body", "body": b""})
             return
         await send({"type": "http.response.start", "status": found.status, "headers": list(found.headers)})
         await send({"type": "http.response.body", "body": found.body})
 
-    async def _keep(self, scope: dict[str, Any], receive: Callable, send: Callable, cache: AnswerCache,
-                    key: Any) -> None:
+    async def _keep(
+        self, scope: dict[str, Any], receive: Callable, send: Callable, cache: AnswerCache, key: Any
+    ) -> None:
         """Run the app; keep what it sends if its route marked it as the anonymous answer."""
         slot: dict[str, Any] = {}
         scope[SHARED_SLOT] = slot
@@ -379,11 +393,34 @@ class SharedAnswers:
             return
         headers = tuple((bytes(name), bytes(value)) for name, value in start.get("headers") or ())
         etag = next((value.decode("latin-1") for name, value in headers if name.lower() == b"etag"), None)
-        cache.share(key, SharedAnswer(
-            fingerprint=slot["fingerprint"], status=start["status"], headers=headers, body=b"".join(chunks),
-            etag=etag, route=scope.get("route"), query=slot.get("query"),
-            not_modified=tuple(h for h in headers if h[0].lower() not in (b"content-length", b"content-type"))))
+        cache.share(
+            key,
+            SharedAnswer(
+                fingerprint=slot["fingerprint"],
+                status=start["status"],
+                headers=headers,
+                body=b"".join(chunks),
+                etag=etag,
+                route=scope.get("route"),
+                query=slot.get("query"),
+                not_modified=tuple(h for h in headers if h[0].lower() not in (b"content-length", b"content-type")),
+            ),
+        )
 
 
-__all__ = ["CACHE_SIZE", "FINGERPRINT_TTL_S", "IF_NONE_MATCH_MAX", "SHARED_SIZE", "STALE_FOR_S", "AnswerCache", "SharedAnswer", "SharedAnswers",
-           "answer_cache", "cache_control", "etag_matches", "fingerprint", "respond_cached", "shared_slot"]
+__all__ = [
+    "CACHE_SIZE",
+    "FINGERPRINT_TTL_S",
+    "IF_NONE_MATCH_MAX",
+    "SHARED_SIZE",
+    "STALE_FOR_S",
+    "AnswerCache",
+    "SharedAnswer",
+    "SharedAnswers",
+    "answer_cache",
+    "cache_control",
+    "etag_matches",
+    "fingerprint",
+    "respond_cached",
+    "shared_slot",
+]

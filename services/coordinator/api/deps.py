@@ -21,8 +21,8 @@ from starlette.requests import HTTPConnection
 
 from services.coordinator.api.fields import DbCount
 from services.coordinator.common import security
-from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.common.client_errors import AuthenticationError, PermissionDeniedError
+from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.crud import users as crud_users
 from services.coordinator.telemetry import Metrics
 from services.store.db import declare_writer
@@ -70,8 +70,9 @@ class CanonicalBearer(HTTPBearer):
         return HTTPAuthorizationCredentials(scheme="Bearer", credentials=secret) if secret else None
 
 
-bearer = CanonicalBearer(auto_error=False, scheme_name="ApiToken",
-                         description="An API token: `nevis tokens create` or POST /v1/tokens.")
+bearer = CanonicalBearer(
+    auto_error=False, scheme_name="ApiToken", description="An API token: `nevis tokens create` or POST /v1/tokens."
+)
 
 
 def get_current_token(
@@ -81,8 +82,7 @@ def get_current_token(
 ) -> ApiToken:
     """The token the request presents; routes that mint tokens need its expiry. Whatever the
     request's session mints descends from it and counts against NEVIS_MAX_TOKENS_PER_USER."""
-    token = crud_users.authenticate_token(
-        session, secret=credentials.credentials if credentials else None)
+    token = crud_users.authenticate_token(session, secret=credentials.credentials if credentials else None)
     crud_users.mint_for(session, token=token, max_tokens=settings.max_tokens_per_user)
     return token
 
@@ -93,8 +93,7 @@ CurrentToken = Annotated[ApiToken, Depends(get_current_token)]
 def get_current_user(session: SessionDep, token: CurrentToken) -> User:
     user = session.get(User, token.user_id)
     if user is None:  # pragma: no cover - the foreign key cascades
-        raise AuthenticationError("The API token is not valid (unknown, revoked or expired).",
-                                  field="Authorization")
+        raise AuthenticationError("The API token is not valid (unknown, revoked or expired).", field="Authorization")
     return user
 
 
@@ -102,8 +101,7 @@ CurrentUser = Annotated[User, Depends(get_current_user)]
 
 
 def authenticate_upload(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> User:
     """Authenticate in a short read-only session that is closed before the route runs.
 
@@ -114,8 +112,7 @@ def authenticate_upload(
     header before the body was read; this check is the one the route relies on.
     """
     with request.app.state.sessions() as session:
-        return crud_users.authenticate(
-            session, secret=credentials.credentials if credentials else None)
+        return crud_users.authenticate(session, secret=credentials.credentials if credentials else None)
 
 
 UploadUser = Annotated[User, Depends(authenticate_upload)]
@@ -146,8 +143,8 @@ def token_identity(sessions: sessionmaker[Session]) -> Callable[[str], str | Non
 def get_admin(user: CurrentUser) -> User:
     if user.role != "admin":
         raise PermissionDeniedError(
-            f"User {user.name!r} has role {user.role!r}; this route needs role 'admin'.",
-            field="Authorization")
+            f"User {user.name!r} has role {user.role!r}; this route needs role 'admin'.", field="Authorization"
+        )
     return user
 
 
@@ -157,8 +154,28 @@ Offset = Annotated[DbCount, Query(description="Items to skip.")]
 
 
 __all__ = [
-    "AdminUser", "CanonicalBearer", "CurrentToken", "CurrentUser", "Limit", "MetricsDep", "Offset",
-    "SessionDep", "SessionsDep", "SettingsDep", "StoreDep", "UploadUser", "authenticate_upload", "bearer",
-    "get_admin", "get_current_token", "get_current_user", "get_metrics", "get_session", "get_sessions",
-    "get_settings", "get_store", "token_checker", "token_identity",
+    "AdminUser",
+    "CanonicalBearer",
+    "CurrentToken",
+    "CurrentUser",
+    "Limit",
+    "MetricsDep",
+    "Offset",
+    "SessionDep",
+    "SessionsDep",
+    "SettingsDep",
+    "StoreDep",
+    "UploadUser",
+    "authenticate_upload",
+    "bearer",
+    "get_admin",
+    "get_current_token",
+    "get_current_user",
+    "get_metrics",
+    "get_session",
+    "get_sessions",
+    "get_settings",
+    "get_store",
+    "token_checker",
+    "token_identity",
 ]

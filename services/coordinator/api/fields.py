@@ -59,7 +59,19 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 
 
 __all__ = [
-    "ENTRYPOINT_MAX", "IMAGE_MAX", "LABEL_MAX", "NAME_MAX", "NAME_PATTERN", "STREAM_MAX",
-    "VERSION_MAX", "DbCount", "DbId", "Label", "Name", "StrictDbCount", "StrictDbId",
-    "StrictFloat", "StrictInt",
+    "ENTRYPOINT_MAX",
+    "IMAGE_MAX",
+    "LABEL_MAX",
+    "NAME_MAX",
+    "NAME_PATTERN",
+    "STREAM_MAX",
+    "VERSION_MAX",
+    "DbCount",
+    "DbId",
+    "Label",
+    "Name",
+    "StrictDbCount",
+    "StrictDbId",
+    "StrictFloat",
+    "StrictInt",
 ]

@@ -53,7 +53,8 @@ class RequestMetrics:
             if children is None:
                 children = self._children[key] = (
                     self.metrics.requests.labels(method=key[0], route=route, status=key[2]),
-                    self.metrics.latency.labels(method=key[0], route=route))
+                    self.metrics.latency.labels(method=key[0], route=route),
+                )
             children[0].inc()
             children[1].observe(time.perf_counter() - started)
 
@@ -71,8 +72,9 @@ class UploadLimit:
     it, so the gate never refuses a header the route would accept.
     """
 
-    def __init__(self, app: Any, *, path: str, limit: int,
-                 authenticate: Callable[[str | None], None] | None = None) -> None:
+    def __init__(
+        self, app: Any, *, path: str, limit: int, authenticate: Callable[[str | None], None] | None = None
+    ) -> None:
         self.app, self.path, self.limit, self.authenticate = app, path, limit, authenticate
 
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
@@ -81,13 +83,22 @@ class UploadLimit:
             length = headers.get(b"content-length")
             response = None
             if length is None or not length.isdigit():
-                response = problem(411, slug="length-required", field="Content-Length",
-                                   detail="An upload needs a Content-Length header.",
-                                   instance=self.path)
+                response = problem(
+                    411,
+                    slug="length-required",
+                    field="Content-Length",
+                    detail="An upload needs a Content-Length header.",
+                    instance=self.path,
+                )
             elif int(length) > self.limit + 64 * 1024:  # room for the form's other fields
-                response = problem(413, slug="payload-too-large", field="file", instance=self.path,
-                                   detail=f"The upload is {int(length)} bytes; bundles may be at "
-                                          f"most {self.limit} bytes (NEVIS_BUNDLE_MAX_BYTES).")
+                response = problem(
+                    413,
+                    slug="payload-too-large",
+                    field="file",
+                    instance=self.path,
+                    detail=f"The upload is {int(length)} bytes; bundles may be at "
+                    f"most {self.limit} bytes (NEVIS_BUNDLE_MAX_BYTES).",
+                )
             if response is None and self.authenticate is not None:
                 response = await self._authenticate(headers.get(b"authorization"))
             if response is not None:
@@ -101,15 +112,24 @@ class UploadLimit:
         try:
             await anyio.to_thread.run_sync(self.authenticate, secret)
         except AuthenticationError as exc:
-            return problem(401, slug="unauthenticated", detail=str(exc), field=exc.field,
-                           instance=self.path,
-                           headers={"WWW-Authenticate": "Bearer", "Connection": "close"})
+            return problem(
+                401,
+                slug="unauthenticated",
+                detail=str(exc),
+                field=exc.field,
+                instance=self.path,
+                headers={"WWW-Authenticate": "Bearer", "Connection": "close"},
+            )
         except Exception as exc:
             if not database_unavailable(exc):
                 raise
-            return problem(503, slug="database-unavailable", instance=self.path,
-                           detail="The database is unavailable; try again shortly.",
-                           headers={"Retry-After": str(RETRY_AFTER_S), "Connection": "close"})
+            return problem(
+                503,
+                slug="database-unavailable",
+                instance=self.path,
+                detail="The database is unavailable; try again shortly.",
+                headers={"Retry-After": str(RETRY_AFTER_S), "Connection": "close"},
+            )
         return None
 
 
@@ -128,8 +148,7 @@ class BodyLimit:
         self.app, self.limit, self.exempt = app, limit, frozenset(exempt)
 
     async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
-        if (scope["type"] != "http" or scope["method"] not in self.METHODS
-                or scope["path"] in self.exempt):
+        if scope["type"] != "http" or scope["method"] not in self.METHODS or scope["path"] in self.exempt:
             await self.app(scope, receive, send)
             return
         length = dict(scope.get("headers") or []).get(b"content-length")
@@ -164,9 +183,13 @@ class BodyLimit:
 
     async def _refuse(self, scope: Scope, receive: Callable, send: Callable, what: str) -> None:
         response = problem(
-            413, slug="payload-too-large", field="body", instance=scope["path"],
-            detail=f"The request body {what}; a request body may be at most {self.limit} bytes "
-                   "(NEVIS_MAX_JSON_BYTES).", headers={"Connection": "close"})
+            413,
+            slug="payload-too-large",
+            field="body",
+            instance=scope["path"],
+            detail=f"The request body {what}; a request body may be at most {self.limit} bytes (NEVIS_MAX_JSON_BYTES).",
+            headers={"Connection": "close"},
+        )
         await response(scope, receive, send)
 
 

@@ -31,14 +31,7 @@ from services.coordinator.common.client_errors import (
     QuotaExceededError,
 )
 from services.coordinator.common.validation import ECHO_MAX
-from services.core.errors import (
-    BudgetError,
-    ConfigError,
-    DatabaseError,
-    ManifestError,
-    NevisError,
-    UnknownNameError,
-)
+from services.core.errors import BudgetError, ConfigError, DatabaseError, ManifestError, NevisError, UnknownNameError
 
 log = logging.getLogger("nevis.api")
 MEDIA_TYPE = "application/problem+json"
@@ -77,9 +70,16 @@ def clip(text: str, limit: int = DETAIL_MAX) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def problem(status: int, *, slug: str, detail: str, field: str | None = None,
-            instance: str | None = None, headers: dict[str, str] | None = None,
-            **extra: Any) -> JSONResponse:
+def problem(
+    status: int,
+    *,
+    slug: str,
+    detail: str,
+    field: str | None = None,
+    instance: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
     """A problem-details response."""
     body: dict[str, Any] = {
         "type": TYPE_BASE + slug if slug != "about:blank" else slug,
@@ -111,8 +111,7 @@ async def _nevis_error(request: Request, exc: Exception) -> JSONResponse:
         headers["Retry-After"] = str(RETRY_AFTER_S)
     if status >= 500:
         log.error("%s %s: %s", request.method, request.url.path, exc)
-    return problem(status, slug=slug, detail=str(exc), field=field,
-                   instance=request.url.path, headers=headers or None)
+    return problem(status, slug=slug, detail=str(exc), field=field, instance=request.url.path, headers=headers or None)
 
 
 def _describe(error: dict[str, Any]) -> dict[str, str]:
@@ -148,8 +147,9 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     detail = first["message"]
     if len(errors) > 1:
         detail += f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} listed in 'errors'.)"
-    return problem(422, slug="invalid-input", detail=detail, field=first["field"],
-                   instance=request.url.path, errors=errors)
+    return problem(
+        422, slug="invalid-input", detail=detail, field=first["field"], instance=request.url.path, errors=errors
+    )
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -159,20 +159,32 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
         cause = exc.__cause__ or exc.__context__
         reason = clip(" ".join(str(cause or exc.detail).split()), 2 * ECHO_MAX)
         message = f"The 'body' cannot be parsed: {reason}."
-        return problem(422, slug="invalid-input", detail=message, field="body",
-                       instance=request.url.path, errors=[{"field": "body", "message": message}])
+        return problem(
+            422,
+            slug="invalid-input",
+            detail=message,
+            field="body",
+            instance=request.url.path,
+            errors=[{"field": "body", "message": message}],
+        )
     detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"No route {request.url.path}; see /docs for the API."
-    return problem(exc.status_code, slug="about:blank", detail=detail,
-                   instance=request.url.path, headers=getattr(exc, "headers", None))
+    return problem(
+        exc.status_code,
+        slug="about:blank",
+        detail=detail,
+        instance=request.url.path,
+        headers=getattr(exc, "headers", None),
+    )
 
 
 def database_unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` says the database cannot serve now (down, locked, read-only, out of
     connections), as opposed to a statement that is wrong (a bug)."""
-    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError
-                  | sa_exc.DisconnectionError):
+    if isinstance(
+        exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError | sa_exc.DisconnectionError
+    ):
         return True
     if isinstance(exc, sa_exc.DBAPIError):
         if exc.connection_invalidated:
@@ -187,17 +199,21 @@ async def _database_error(request: Request, exc: Exception) -> JSONResponse:
         raise exc  # a wrong statement is a bug: the 500 handler logs it
     reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
     log.warning("database unavailable on %s %s: %s", request.method, request.url.path, reason)
-    return problem(503, slug="database-unavailable",
-                   detail=f"The database cannot serve this request right now (it is unreachable, "
-                          f"locked or read-only); retry in {RETRY_AFTER_S} seconds.",
-                   instance=request.url.path, headers={"Retry-After": str(RETRY_AFTER_S)})
+    return problem(
+        503,
+        slug="database-unavailable",
+        detail=f"The database cannot serve this request right now (it is unreachable, "
+        f"locked or read-only); retry in {RETRY_AFTER_S} seconds.",
+        instance=request.url.path,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return problem(500, slug="internal-error",
-                   detail="An internal error occurred; it has been logged.",
-                   instance=request.url.path)
+    return problem(
+        500, slug="internal-error", detail="An internal error occurred; it has been logged.", instance=request.url.path
+    )
 
 
 def install(app: FastAPI) -> None:
@@ -211,6 +227,12 @@ def install(app: FastAPI) -> None:
 
 
 __all__ = [
-    "DETAIL_MAX", "MEDIA_TYPE", "RETRY_AFTER_S", "TYPE_BASE", "clip", "database_unavailable",
-    "install", "problem",
+    "DETAIL_MAX",
+    "MEDIA_TYPE",
+    "RETRY_AFTER_S",
+    "TYPE_BASE",
+    "clip",
+    "database_unavailable",
+    "install",
+    "problem",
 ]

@@ -58,14 +58,16 @@ class WriteRateLimit:
                 reset = self.limiter.get_window_stats(item, key).reset_time
                 wait = max(1, math.ceil(reset - time.time()))
                 response = problem(
-                    429, slug="rate-limited", instance=scope["path"],
+                    429,
+                    slug="rate-limited",
+                    instance=scope["path"],
                     detail=f"Too many writes: at most {item} per caller (NEVIS_WRITE_RATE="
-                           f"{self.rate}); retry in {wait} seconds.",
-                    headers={"Retry-After": str(wait)})
+                    f"{self.rate}); retry in {wait} seconds.",
+                    headers={"Retry-After": str(wait)},
+                )
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
 
     async def _caller(self, scope: Scope) -> str:
         """``user:<id>`` for a working token, else ``address:<client host>``."""
@@ -105,12 +107,16 @@ def document_rate_limits(app: FastAPI) -> None:
         for operations in document.get("paths", {}).values():
             for method, operation in operations.items():
                 if method.upper() in WRITE_METHODS:
-                    operation.setdefault("responses", {}).setdefault("429", {
-                        "description": "A problem (RFC 9457): over a limit or quota.",
-                        "content": entry["content"],
-                        "headers": {"Retry-After": {"schema": {"type": "integer"},
-                                                    "description": "Seconds to wait."}},
-                    })
+                    operation.setdefault("responses", {}).setdefault(
+                        "429",
+                        {
+                            "description": "A problem (RFC 9457): over a limit or quota.",
+                            "content": entry["content"],
+                            "headers": {
+                                "Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait."}
+                            },
+                        },
+                    )
         app.openapi_schema = document
         return document
 

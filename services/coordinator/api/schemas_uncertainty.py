@@ -26,10 +26,15 @@ class ErrorIntervalOut(BaseModel):
     tasks: int = Field(description="Tasks E and its interval are over (the phase's committed tasks).")
     method: str
     question: str | None = Field(default=None, description="What the interval answers: this benchmark, the tasks kept.")
-    unavailable: str | None = Field(description=(
-        "Why there is no interval (e.g. tasks committed before test predictions were kept); null when there is."))
-    generalisation: GeneralisationOut | None = Field(default=None, description=(
-        "The two-level (task-resampled) interval: generalisation to other tasks, not this benchmark."))
+    unavailable: str | None = Field(
+        description=(
+            "Why there is no interval (e.g. tasks committed before test predictions were kept); null when there is."
+        )
+    )
+    generalisation: GeneralisationOut | None = Field(
+        default=None,
+        description=("The two-level (task-resampled) interval: generalisation to other tasks, not this benchmark."),
+    )
 
 
 # ΔE = E(a) − E(b) with its interval on this benchmark (paired; over seeds too with several runs a side).
@@ -44,13 +49,17 @@ class DeltaIntervalOut(BaseModel):
     method: str
     question: str | None = None
     unavailable: str | None
-    generalisation: GeneralisationOut | None = Field(default=None, description=(
-        "One run a side: the task-resampled interval (generalisation to other tasks); null with seeds."))
+    generalisation: GeneralisationOut | None = Field(
+        default=None,
+        description=("One run a side: the task-resampled interval (generalisation to other tasks); null with seeds."),
+    )
 
 
 # P(a < b): the probability of improvement, with two runs or more (seeds) on each side.
 class ImprovementOut(BaseModel):
-    estimate: float | None = Field(description="Mean over tasks of P(task error of a random run of a < one of b), ties ½.")
+    estimate: float | None = Field(
+        description="Mean over tasks of P(task error of a random run of a < one of b), ties ½."
+    )
     low: float | None
     high: float | None
     level: float
@@ -80,7 +89,9 @@ class CompareTaskOut(BaseModel):
     error_a: float
     error_b: float
     delta: float = Field(description="error_a − error_b on this task.")
-    low: float | None = Field(description="Interval of delta (test examples, and seeds where there are several, resampled).")
+    low: float | None = Field(
+        description="Interval of delta (test examples, and seeds where there are several, resampled)."
+    )
     high: float | None
     differs: bool | None = Field(description="Flagged: the Holm-adjusted p-value is at most alpha (see 'flags').")
     p_value: float | None = None
@@ -115,30 +126,49 @@ class CompareOut(BaseModel):
 # One leaderboard row's uncertainty: its E interval, and its learner's spread over seeds.
 class BoardUncertaintyOut(BaseModel):
     submission_id: int
-    e_low: float | None = Field(description=(
-        "95 % interval of E on this benchmark (tasks kept, test examples resampled); null: see 'e_unavailable'."))
+    e_low: float | None = Field(
+        description=(
+            "95 % interval of E on this benchmark (tasks kept, test examples resampled); null: see 'e_unavailable'."
+        )
+    )
     e_high: float | None
     e_unavailable: str | None = Field(description="Why the row has no interval; null when it has one.")
-    seeds_runs: int = Field(description=(
-        "Complete runs of this configuration on this stream version (seeds): same learner, budget, image size "
-        "and options digest."))
+    seeds_runs: int = Field(
+        description=(
+            "Complete runs of this configuration on this stream version (seeds): same learner, budget, image size "
+            "and options digest."
+        )
+    )
     seeds_mean: float | None = Field(description="Mean E over those runs; null for fewer than two.")
     seeds_sd: float | None = Field(description="Sample SD of their E; null for fewer than two.")
     seeds_low: float | None = Field(description="Student t 95 % interval of the mean E; null for fewer than two.")
     seeds_high: float | None
 
     @classmethod
-    def of(cls, submission_id: int, found) -> BoardUncertaintyOut:
+    def of(cls, submission_id: int, found) -> BoardUncertaintyOut:  # noqa: ANN001
         """From :class:`services.store.runs.board_uncertainty.RowUncertainty`."""
         interval, seeds = found.interval.interval, found.seeds
-        return cls(submission_id=submission_id, e_low=interval.low if interval else None,
-                   e_high=interval.high if interval else None,
-                   e_unavailable=None if interval else found.interval.reason,
-                   seeds_runs=seeds.runs if seeds else 1, seeds_mean=seeds.mean if seeds else None,
-                   seeds_sd=seeds.sd if seeds else None,
-                   seeds_low=seeds.interval.low if seeds and seeds.interval else None,
-                   seeds_high=seeds.interval.high if seeds and seeds.interval else None)
+        return cls(
+            submission_id=submission_id,
+            e_low=interval.low if interval else None,
+            e_high=interval.high if interval else None,
+            e_unavailable=None if interval else found.interval.reason,
+            seeds_runs=seeds.runs if seeds else 1,
+            seeds_mean=seeds.mean if seeds else None,
+            seeds_sd=seeds.sd if seeds else None,
+            seeds_low=seeds.interval.low if seeds and seeds.interval else None,
+            seeds_high=seeds.interval.high if seeds and seeds.interval else None,
+        )
 
 
-__all__ = ["BoardUncertaintyOut", "CflopIntervalOut", "CompareOut", "CompareTaskOut", "DeltaIntervalOut", "ErrorIntervalOut",
-           "FlagsOut", "GeneralisationOut", "ImprovementOut"]
+__all__ = [
+    "BoardUncertaintyOut",
+    "CflopIntervalOut",
+    "CompareOut",
+    "CompareTaskOut",
+    "DeltaIntervalOut",
+    "ErrorIntervalOut",
+    "FlagsOut",
+    "GeneralisationOut",
+    "ImprovementOut",
+]

@@ -15,11 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from services.coordinator.common.config import (
-    WORKER_KNOB_VARS,
-    WORKER_SECRET_VARS,
-    CoordinatorSettings,
-)
+from services.coordinator.common.config import WORKER_KNOB_VARS, WORKER_SECRET_VARS, CoordinatorSettings
 from services.coordinator.common.validation import ResourceRequest
 from services.core.credentials import CREDENTIAL_VARS
 
@@ -60,13 +56,11 @@ class LaunchSpec:
     @property
     def job_name(self) -> str:
         """A name unique per launch, valid as a Ray job id and a Kubernetes name (< 64)."""
-        return (f"nevis-s{self.submission_id}-t{self.task_order}-a{self.attempt}"
-                f"-l{self.lease_id}-{self.nonce}")
+        return f"nevis-s{self.submission_id}-t{self.task_order}-a{self.attempt}-l{self.lease_id}-{self.nonce}"
 
     def worker_args(self) -> list[str]:
         """Arguments after the ``nevis`` command."""
-        return ["worker", "run-task", "--submission", str(self.submission_id),
-                "--lease", str(self.lease_id)]
+        return ["worker", "run-task", "--submission", str(self.submission_id), "--lease", str(self.lease_id)]
 
 
 @runtime_checkable
@@ -99,8 +93,11 @@ def worker_env(settings: CoordinatorSettings) -> dict[str, str]:
     backend); the worker moves the credentials out of its environment before it starts
     anything that runs learner code (:func:`workers.trainer.ray_env.hold_secrets`)."""
     env = {name: os.environ[name] for name in WORKER_SECRET_VARS if name in os.environ}
-    env.update(NEVIS_DATABASE_URL=settings.database_url, NEVIS_STORE_URL=settings.store_url,
-               NEVIS_DATA_DIR=str(settings.data_dir))
+    env.update(
+        NEVIS_DATABASE_URL=settings.database_url,
+        NEVIS_STORE_URL=settings.store_url,
+        NEVIS_DATA_DIR=str(settings.data_dir),
+    )
     if settings.s3_endpoint_url:
         env["NEVIS_S3_ENDPOINT_URL"] = settings.s3_endpoint_url
     return {**env, **worker_settings_env(settings)}

@@ -12,17 +12,17 @@ from __future__ import annotations
 import subprocess
 
 from services.coordinator.backends.base import JobState, JobStatus, LaunchSpec
-from services.coordinator.backends.kuberay_template import (
-    render_network_policies,
-    render_rayjob,
-    to_yaml,
-)
+from services.coordinator.backends.kuberay_template import render_network_policies, render_rayjob, to_yaml
 from services.coordinator.common.config import CoordinatorSettings
 from services.core.errors import ConfigError
 
-_STATES = {"SUCCEEDED": JobState.SUCCEEDED, "FAILED": JobState.FAILED,
-           "STOPPED": JobState.FAILED, "RUNNING": JobState.RUNNING,
-           "PENDING": JobState.PENDING}
+_STATES = {
+    "SUCCEEDED": JobState.SUCCEEDED,
+    "FAILED": JobState.FAILED,
+    "STOPPED": JobState.FAILED,
+    "RUNNING": JobState.RUNNING,
+    "PENDING": JobState.PENDING,
+}
 KUBECTL_TIMEOUT_S = 60
 
 
@@ -38,8 +38,7 @@ class KubeRayBackend:
 
     def launch(self, spec: LaunchSpec) -> str:
         if not self._fenced:  # learner pods never start unfenced
-            self._write_and_apply("networkpolicies",
-                                  "---\n".join(map(to_yaml, render_network_policies(self.settings))))
+            self._write_and_apply("networkpolicies", "---\n".join(map(to_yaml, render_network_policies(self.settings))))
             self._fenced = True
         self._write_and_apply(spec.job_name, to_yaml(render_rayjob(spec, self.settings)))
         return f"kuberay:{self.settings.kuberay_namespace}/{spec.job_name}"
@@ -58,8 +57,7 @@ class KubeRayBackend:
             return JobStatus(JobState.UNKNOWN, "no kubectl configured (NEVIS_KUBECTL)")
         namespace, name = _parse(job_id)
         try:
-            out = self._kubectl("get", "rayjob", name, "-n", namespace, "-o",
-                                "jsonpath={.status.jobStatus}")
+            out = self._kubectl("get", "rayjob", name, "-n", namespace, "-o", "jsonpath={.status.jobStatus}")
         except ConfigError as exc:
             return JobStatus(JobState.UNKNOWN, str(exc))
         return JobStatus(_STATES.get(out.strip(), JobState.UNKNOWN), out.strip())
@@ -79,8 +77,7 @@ class KubeRayBackend:
     def _kubectl(self, *args: str) -> str:
         command = [str(self.settings.kubectl), *args]
         try:
-            done = subprocess.run(command, capture_output=True, text=True,
-                                  timeout=KUBECTL_TIMEOUT_S, check=False)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=KUBECTL_TIMEOUT_S, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ConfigError(f"Running {' '.join(command)} failed: {exc}") from None
         if done.returncode != 0:

@@ -70,13 +70,16 @@ def load_template(folder: Path | None = None) -> RayJobTemplate:
     except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
         raise ConfigError(f"NEVIS_KUBERAY_RAYJOB_TEMPLATE {folder}: not a RayJob template ({exc}).") from exc
     if not ok:
-        raise ConfigError(f"NEVIS_KUBERAY_RAYJOB_TEMPLATE {folder}: rayjob.yaml must be a RayJob with one "
-                          "worker group and gpu.yaml a mapping (render them from helm/nevis).")
+        raise ConfigError(
+            f"NEVIS_KUBERAY_RAYJOB_TEMPLATE {folder}: rayjob.yaml must be a RayJob with one "
+            "worker group and gpu.yaml a mapping (render them from helm/nevis)."
+        )
     return RayJobTemplate(rayjob=rayjob, gpu=gpu)
 
 
-def render_rayjob(spec: LaunchSpec, settings: CoordinatorSettings,
-                  template: RayJobTemplate | None = None) -> dict[str, Any]:
+def render_rayjob(
+    spec: LaunchSpec, settings: CoordinatorSettings, template: RayJobTemplate | None = None
+) -> dict[str, Any]:
     """The RayJob manifest (a plain dict, ready for YAML) for one launch: the operator's
     template with this launch's name, labels, entrypoint, runtime env, deadlines, images,
     Secret and learner resources filled in."""
@@ -89,15 +92,26 @@ def render_rayjob(spec: LaunchSpec, settings: CoordinatorSettings,
         "nevis.io/task-order": str(spec.task_order),
         "nevis.io/lease": str(spec.lease_id),
     }
-    runtime_env = {"env_vars": {"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1", "NEVIS_RAY_ADDRESS": "",
-                                SECRETS_PATH_VAR: HARNESS_SECRETS_DIR}}
-    job["metadata"] = {"name": spec.job_name, "namespace": settings.kuberay_namespace,
-                       "labels": {**job["metadata"].get("labels", {}), **labels}}
+    runtime_env = {
+        "env_vars": {
+            "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1",
+            "NEVIS_RAY_ADDRESS": "",
+            SECRETS_PATH_VAR: HARNESS_SECRETS_DIR,
+        }
+    }
+    job["metadata"] = {
+        "name": spec.job_name,
+        "namespace": settings.kuberay_namespace,
+        "labels": {**job["metadata"].get("labels", {}), **labels},
+    }
     body = job["spec"]
-    body.update(entrypoint=shlex.join([*shlex.split(settings.worker_command), *spec.worker_args()]),
-                runtimeEnvYAML=yaml.safe_dump(runtime_env, sort_keys=True),
-                activeDeadlineSeconds=int(settings.task_deadline_s * settings.worker_max_tasks),
-                preRunningDeadlineSeconds=max(1, int(settings.start_timeout_s)), backoffLimit=0)
+    body.update(
+        entrypoint=shlex.join([*shlex.split(settings.worker_command), *spec.worker_args()]),
+        runtimeEnvYAML=yaml.safe_dump(runtime_env, sort_keys=True),
+        activeDeadlineSeconds=int(settings.task_deadline_s * settings.worker_max_tasks),
+        preRunningDeadlineSeconds=max(1, int(settings.start_timeout_s)),
+        backoffLimit=0,
+    )
     cluster = body["rayClusterSpec"]
     cluster["rayVersion"] = version("ray")
     head = cluster["headGroupSpec"]["template"]
@@ -113,12 +127,12 @@ def render_rayjob(spec: LaunchSpec, settings: CoordinatorSettings,
 
 
 def _label(pod: dict[str, Any], labels: dict[str, str], role: str) -> None:
-    pod.setdefault("metadata", {})["labels"] = {**pod["metadata"].get("labels", {}), **labels,
-                                                "nevis.io/role": role}
+    pod.setdefault("metadata", {})["labels"] = {**pod["metadata"].get("labels", {}), **labels, "nevis.io/role": role}
 
 
-def _learner_container(pod: dict[str, Any], spec: LaunchSpec, settings: CoordinatorSettings,
-                       gpu: dict[str, Any]) -> None:
+def _learner_container(
+    pod: dict[str, Any], spec: LaunchSpec, settings: CoordinatorSettings, gpu: dict[str, Any]
+) -> None:
     """The learner's image and resources; a GPU learner is scheduled where GPUs are."""
     res = spec.resources
     container = pod["spec"]["containers"][0]
@@ -138,42 +152,78 @@ def render_network_policies(settings: CoordinatorSettings) -> list[dict[str, Any
     """The namespace's fences around RayJob pods (applied once; the same for every job)."""
     namespace = settings.kuberay_namespace
     ray_pods = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": WORKER_APP}}}
-    dns = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-           "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+    dns = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+    }
     dashboard = [{"port": DASHBOARD_PORT, "protocol": "TCP"}]
     learner_pods = {"matchLabels": {"app.kubernetes.io/name": WORKER_APP, "nevis.io/role": "learner"}}
     return [
-        _network_policy("nevis-learner-fence", namespace, learner_pods, {
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": [ray_pods]}],
-            "egress": [{"to": [ray_pods]},
-                       {"to": [dns], "ports": [{"port": 53, "protocol": "UDP"},
-                                               {"port": 53, "protocol": "TCP"}]}],
-        }),
-        _network_policy("nevis-harness-dashboard", namespace, {
-            "matchLabels": {"app.kubernetes.io/name": WORKER_APP, "nevis.io/role": "harness"}}, {
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                # Ray's own ports, from the job's pods; the dashboard is not among them.
-                {"from": [ray_pods], "ports": [{"port": 1, "endPort": DASHBOARD_PORT - 1, "protocol": "TCP"},
-                                               {"port": DASHBOARD_PORT + 1, "endPort": 65535, "protocol": "TCP"}]},
-                {"from": [{"namespaceSelector": {"matchLabels": {
-                    "kubernetes.io/metadata.name": settings.kuberay_operator_namespace}}}],
-                 "ports": dashboard},
-                {"from": [{"podSelector": {"matchExpressions": [
-                    {"key": "batch.kubernetes.io/job-name", "operator": "Exists"}]}}],
-                 "ports": dashboard},  # the RayJob's submitter (a Kubernetes Job)
-            ],
-        }),
+        _network_policy(
+            "nevis-learner-fence",
+            namespace,
+            learner_pods,
+            {
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{"from": [ray_pods]}],
+                "egress": [
+                    {"to": [ray_pods]},
+                    {"to": [dns], "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]},
+                ],
+            },
+        ),
+        _network_policy(
+            "nevis-harness-dashboard",
+            namespace,
+            {"matchLabels": {"app.kubernetes.io/name": WORKER_APP, "nevis.io/role": "harness"}},
+            {
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    # Ray's own ports, from the job's pods; the dashboard is not among them.
+                    {
+                        "from": [ray_pods],
+                        "ports": [
+                            {"port": 1, "endPort": DASHBOARD_PORT - 1, "protocol": "TCP"},
+                            {"port": DASHBOARD_PORT + 1, "endPort": 65535, "protocol": "TCP"},
+                        ],
+                    },
+                    {
+                        "from": [
+                            {
+                                "namespaceSelector": {
+                                    "matchLabels": {"kubernetes.io/metadata.name": settings.kuberay_operator_namespace}
+                                }
+                            }
+                        ],
+                        "ports": dashboard,
+                    },
+                    {
+                        "from": [
+                            {
+                                "podSelector": {
+                                    "matchExpressions": [{"key": "batch.kubernetes.io/job-name", "operator": "Exists"}]
+                                }
+                            }
+                        ],
+                        "ports": dashboard,
+                    },  # the RayJob's submitter (a Kubernetes Job)
+                ],
+            },
+        ),
     ]
 
 
-def _network_policy(name: str, namespace: str, selector: dict[str, Any],
-                    rules: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-            "metadata": {"name": name, "namespace": namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "nevis-coordinator"}},
-            "spec": {"podSelector": selector, **rules}}
+def _network_policy(name: str, namespace: str, selector: dict[str, Any], rules: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "nevis-coordinator"},
+        },
+        "spec": {"podSelector": selector, **rules},
+    }
 
 
 def to_yaml(manifest: dict[str, Any]) -> str:
@@ -181,6 +231,14 @@ def to_yaml(manifest: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "API_VERSION", "DASHBOARD_PORT", "DEFAULT_TEMPLATE", "HARNESS_SECRETS_DIR", "WORKER_APP", "RayJobTemplate",
-    "load_template", "render_network_policies", "render_rayjob", "to_yaml",
+    "API_VERSION",
+    "DASHBOARD_PORT",
+    "DEFAULT_TEMPLATE",
+    "HARNESS_SECRETS_DIR",
+    "WORKER_APP",
+    "RayJobTemplate",
+    "load_template",
+    "render_network_policies",
+    "render_rayjob",
+    "to_yaml",
 ]

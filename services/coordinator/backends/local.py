@@ -59,13 +59,19 @@ class LocalBackend:
         with open(log_path, "ab") as log:
             try:
                 proc = subprocess.Popen(
-                    argv, env={**os.environ, **worker_env(self.settings)}, stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                    argv,
+                    env={**os.environ, **worker_env(self.settings)},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             except OSError as exc:
                 raise ConfigError(
                     f"Cannot start the worker command {argv[0]!r} ({exc}); set "
                     "NEVIS_WORKER_COMMAND to the nevis command of this installation, or "
-                    "unset it to use the server's own.") from None
+                    "unset it to use the server's own."
+                ) from None
         job_id = f"local:{proc.pid}:{start_ticks(proc.pid)}"
         self._children[proc.pid] = proc
         self._job_ids[proc.pid] = job_id

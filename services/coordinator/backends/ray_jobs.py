@@ -17,19 +17,17 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from services.coordinator.backends.base import (
-    JobState,
-    JobStatus,
-    LaunchSpec,
-    worker_settings_env,
-)
+from services.coordinator.backends.base import JobState, JobStatus, LaunchSpec, worker_settings_env
 from services.coordinator.common.config import CoordinatorSettings
 from services.core.credentials import SECRETS_PATH_VAR
 from services.core.errors import ConfigError
 
 _STATES = {
-    "PENDING": JobState.PENDING, "RUNNING": JobState.RUNNING, "SUCCEEDED": JobState.SUCCEEDED,
-    "FAILED": JobState.FAILED, "STOPPED": JobState.FAILED,
+    "PENDING": JobState.PENDING,
+    "RUNNING": JobState.RUNNING,
+    "SUCCEEDED": JobState.SUCCEEDED,
+    "FAILED": JobState.FAILED,
+    "STOPPED": JobState.FAILED,
 }
 
 
@@ -43,12 +41,14 @@ class RayJobsBackend:
         if not address.startswith(("http://", "https://")):
             raise ConfigError(
                 "NEVIS_BACKEND=ray needs NEVIS_RAY_ADDRESS set to the Ray dashboard (Jobs API) "
-                f"address, e.g. http://ray-head:8265. Got {address!r} instead.")
+                f"address, e.g. http://ray-head:8265. Got {address!r} instead."
+            )
         if not settings.ray_secrets_path:
             raise ConfigError(
                 "NEVIS_BACKEND=ray needs NEVIS_RAY_SECRETS_PATH: the path, on the Ray head node, "
                 "of a NAME=value file (or a folder of one file per name) with the worker's "
-                "NEVIS_DATABASE_URL and store settings. Jobs carry the path, never a credential.")
+                "NEVIS_DATABASE_URL and store settings. Jobs carry the path, never a credential."
+            )
         self.settings = settings
         self.address = address
         self._client: Any = None
@@ -62,9 +62,12 @@ class RayJobsBackend:
         return self._client
 
     def runtime_env(self, spec: LaunchSpec) -> dict[str, Any]:
-        env = {**worker_settings_env(self.settings), "NEVIS_RAY_ADDRESS": "",
-               "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1",
-               SECRETS_PATH_VAR: str(self.settings.ray_secrets_path)}
+        env = {
+            **worker_settings_env(self.settings),
+            "NEVIS_RAY_ADDRESS": "",
+            "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1",
+            SECRETS_PATH_VAR: str(self.settings.ray_secrets_path),
+        }
         return {"env_vars": env}  # never image_uri: a learner image is files, not a Ray member
 
     def entrypoint(self, spec: LaunchSpec) -> str:
@@ -72,11 +75,16 @@ class RayJobsBackend:
 
     def launch(self, spec: LaunchSpec) -> str:
         return self.client.submit_job(
-            entrypoint=self.entrypoint(spec), submission_id=spec.job_name,
+            entrypoint=self.entrypoint(spec),
+            submission_id=spec.job_name,
             runtime_env=self.runtime_env(spec),
-            metadata={"nevis.submission": str(spec.submission_id),
-                      "nevis.task_order": str(spec.task_order), "nevis.lease": str(spec.lease_id),
-                      "nevis.learner": spec.learner_name})
+            metadata={
+                "nevis.submission": str(spec.submission_id),
+                "nevis.task_order": str(spec.task_order),
+                "nevis.lease": str(spec.lease_id),
+                "nevis.learner": spec.learner_name,
+            },
+        )
 
     def status(self, job_id: str) -> JobStatus:
         try:

@@ -42,12 +42,11 @@ class ConflictError(CoordinatorError):
 class QuotaExceededError(CoordinatorError):
     """A per-user quota is used up; ``retry_after_s`` says when to try again, if known."""
 
-    def __init__(self, message: str, *, field: str | None = None,
-                 retry_after_s: int | None = None) -> None:
+    def __init__(self, message: str, *, field: str | None = None, retry_after_s: int | None = None) -> None:
         super().__init__(message, field=field)
         self.retry_after_s = retry_after_s
 
-    def __reduce__(self):
+    def __reduce__(self):  # noqa: ANN204
         return (_rebuild_quota, (str(self), self.field, self.retry_after_s))
 
 
@@ -60,6 +59,12 @@ class PayloadTooLargeError(CoordinatorError):
 
 
 __all__ = [
-    "AuthenticationError", "ConflictError", "CoordinatorError", "InvalidInputError",
-    "NotFoundError", "PayloadTooLargeError", "PermissionDeniedError", "QuotaExceededError",
+    "AuthenticationError",
+    "ConflictError",
+    "CoordinatorError",
+    "InvalidInputError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "PermissionDeniedError",
+    "QuotaExceededError",
 ]

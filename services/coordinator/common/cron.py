@@ -13,12 +13,11 @@ was down at a fire time, acts once on its first look and then at each later fire
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from croniter import croniter
 
-NICKNAMES: tuple[str, ...] = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight",
-                              "@hourly")
+NICKNAMES: tuple[str, ...] = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 FIELDS = 5
 
 
@@ -29,8 +28,10 @@ def check_cron(expression: str) -> str:
         ValueError: saying what a valid expression looks like.
     """
     value = expression.strip()
-    shape = ("a cron expression of 5 fields (minute hour day-of-month month day-of-week, UTC), "
-             "e.g. '0 3 * * *', or one of " + ", ".join(NICKNAMES))
+    shape = (
+        "a cron expression of 5 fields (minute hour day-of-month month day-of-week, UTC), "
+        "e.g. '0 3 * * *', or one of " + ", ".join(NICKNAMES)
+    )
     if value.startswith("@"):
         if value not in NICKNAMES:
             raise ValueError(f"must be {shape}. Got {expression!r} instead.")
@@ -53,16 +54,16 @@ class CronSchedule:
 
     def last_fire(self, now: datetime) -> datetime:
         """The latest fire time at or before ``now`` (aware UTC)."""
-        now = now.astimezone(timezone.utc)
+        now = now.astimezone(UTC)
         if croniter.match(self.expression, now.replace(second=0, microsecond=0)) and (
-                now.second == 0 and now.microsecond == 0):
+            now.second == 0 and now.microsecond == 0
+        ):
             return now
-        return croniter(self.expression, now).get_prev(datetime).astimezone(timezone.utc)
+        return croniter(self.expression, now).get_prev(datetime).astimezone(UTC)
 
     def next_fire(self, now: datetime) -> datetime:
         """The first fire time after ``now`` (aware UTC)."""
-        return croniter(self.expression, now.astimezone(timezone.utc)).get_next(
-            datetime).astimezone(timezone.utc)
+        return croniter(self.expression, now.astimezone(UTC)).get_next(datetime).astimezone(UTC)
 
     def due(self, now: datetime, last_run: datetime | None) -> bool:
         """Whether a fire time has come since ``last_run`` (None: never ran, so due now)."""

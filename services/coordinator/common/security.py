@@ -16,7 +16,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-TOKEN_PREFIX = "nvs_"
+TOKEN_PREFIX = "nvs_"  # noqa: S105
 TOKEN_MAX_DAYS = 366
 """The longest lifetime a token may be given, in days (API, CLI and settings alike)."""
 _DISPLAY_CHARS = 8
@@ -67,6 +67,12 @@ def bearer_secret(header: str | None) -> str | None:
 
 
 __all__ = [
-    "TOKEN_MAX_DAYS", "TOKEN_PREFIX", "NewToken", "bearer_secret", "display_prefix", "hash_token",
-    "looks_like_token", "new_token",
+    "TOKEN_MAX_DAYS",
+    "TOKEN_PREFIX",
+    "NewToken",
+    "bearer_secret",
+    "display_prefix",
+    "hash_token",
+    "looks_like_token",
+    "new_token",
 ]

@@ -30,17 +30,37 @@ _IMAGE = re.compile(
 )
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")
 CODE_URL_MAX = 500  # as the column (services.store.db.models.CODE_URL_MAX)
-_HOST = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+")
+_HOST = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"
+)
 
 DB_INT_MAX = 2**31 - 1
 """The largest value of an INTEGER column (32-bit on PostgreSQL): ids, counts, quotas."""
 ECHO_MAX = 200
 """At most this many characters of a client's value are echoed in an error message."""
-FORBIDDEN_ENTRYPOINT_MODULES = frozenset({
-    "os", "posix", "nt", "sys", "subprocess", "builtins", "shutil", "importlib", "pickle",
-    "marshal", "shelve", "socket", "ctypes", "pty", "runpy", "code", "codeop", "signal",
-    "multiprocessing",
-})
+FORBIDDEN_ENTRYPOINT_MODULES = frozenset(
+    {
+        "os",
+        "posix",
+        "nt",
+        "sys",
+        "subprocess",
+        "builtins",
+        "shutil",
+        "importlib",
+        "pickle",
+        "marshal",
+        "shelve",
+        "socket",
+        "ctypes",
+        "pty",
+        "runpy",
+        "code",
+        "codeop",
+        "signal",
+        "multiprocessing",
+    }
+)
 """Standard-library packages an entry point may not start with: a learner is the factory
 of a package of its own, never a process, file or import primitive of the interpreter."""
 
@@ -59,7 +79,9 @@ def check_name(value: str, *, field: str = "name") -> str:
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise InvalidInputError(
             f"The '{field}' must be 1-100 characters of letters, digits, '.', '_' or '-', "
-            f"starting with a letter or digit. Got {shown(value)} instead.", field=field)
+            f"starting with a letter or digit. Got {shown(value)} instead.",
+            field=field,
+        )
     return value
 
 
@@ -69,30 +91,28 @@ def check_image_ref(value: str, *, field: str = "image") -> str:
     The tag ``latest`` (or no tag and no digest) is refused: a benchmark run must name the
     exact image it ran, so that it can be reproduced.
     """
-    shape = ("a container image reference such as 'ghcr.io/team/learner:1.0' or "
-             "'registry:5000/learner@sha256:<64 hex>'")
+    shape = "a container image reference such as 'ghcr.io/team/learner:1.0' or 'registry:5000/learner@sha256:<64 hex>'"
     if not isinstance(value, str) or not value or len(value) > 500:
-        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.",
-                                field=field)
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.", field=field)
     match = _IMAGE.fullmatch(value)
     if match is None:
-        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.",
-                                field=field)
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.", field=field)
     domain = match["domain"]
-    if domain and not ("." in domain or ":" in domain or domain == "localhost" or domain.startswith("[")):
+    if domain and not ("." in domain or ":" in domain or domain == "localhost" or domain.startswith("[")):  # noqa: SIM102
         # Not a registry host (Docker's rule), so it is the first path component: lower case.
         if not re.fullmatch(_PATH_COMPONENT, domain):
-            raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.",
-                                    field=field)
+            raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.", field=field)
     name = (domain + "/" if domain else "") + match["path"]
     if len(name) > 255:
         raise InvalidInputError(
-            f"The '{field}' repository name must be at most 255 characters. Got {len(name)} "
-            "instead.", field=field)
+            f"The '{field}' repository name must be at most 255 characters. Got {len(name)} instead.", field=field
+        )
     if match["digest"] is None and match["tag"] in (None, "latest"):
         raise InvalidInputError(
             f"The '{field}' must be pinned with a tag other than 'latest' or a digest "
-            f"(…@sha256:…), so the run can be reproduced. Got {shown(value)} instead.", field=field)
+            f"(…@sha256:…), so the run can be reproduced. Got {shown(value)} instead.",
+            field=field,
+        )
     return value
 
 
@@ -118,16 +138,20 @@ def check_image_policy(value: str, policy: ImagePolicy, *, field: str = "image")
     else:
         path = match["path"]
     name = f"{domain}/{path}"
-    if policy.registries and not any(name == allowed.rstrip("/") or name.startswith(allowed.rstrip("/") + "/")
-                                     for allowed in policy.registries):
+    if policy.registries and not any(
+        name == allowed.rstrip("/") or name.startswith(allowed.rstrip("/") + "/") for allowed in policy.registries
+    ):
         raise InvalidInputError(
             f"The '{field}' must come from an allowed registry ({', '.join(policy.registries)}; "
-            f"NEVIS_IMAGE_REGISTRIES). Got {shown(value)} (registry {domain!r}) instead.", field=field)
+            f"NEVIS_IMAGE_REGISTRIES). Got {shown(value)} (registry {domain!r}) instead.",
+            field=field,
+        )
     if policy.require_digest and match["digest"] is None:
         raise InvalidInputError(
             f"The '{field}' must be pinned by digest (…@sha256:<64 hex>) on this service "
             f"(NEVIS_REQUIRE_IMAGE_DIGEST): a tag can be moved. Got {shown(value)} instead.",
-            field=field)
+            field=field,
+        )
     return value
 
 
@@ -139,22 +163,23 @@ def check_entrypoint(value: str, *, field: str = "entrypoint") -> str:
     """
     shape = "'package.module:factory' (Python identifiers, one colon)"
     if not isinstance(value, str) or len(value) > 500 or value.count(":") != 1:
-        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.",
-                                field=field)
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.", field=field)
     module, attr = value.split(":")
     parts = module.split(".") + attr.split(".")
     if not all(p.isidentifier() and p.isascii() and not keyword.iskeyword(p) for p in parts):
-        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.",
-                                field=field)
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.", field=field)
     top = module.split(".")[0]
     if top in FORBIDDEN_ENTRYPOINT_MODULES:
         raise InvalidInputError(
             f"The '{field}' must be {shape} of your own package, not of the standard-library "
-            f"module {top!r}. Got {shown(value)} instead.", field=field)
+            f"module {top!r}. Got {shown(value)} instead.",
+            field=field,
+        )
     if any(p.startswith("__") and p.endswith("__") for p in attr.split(".")):
         raise InvalidInputError(
-            f"The '{field}' must be {shape} whose factory is no dunder attribute. Got "
-            f"{shown(value)} instead.", field=field)
+            f"The '{field}' must be {shape} whose factory is no dunder attribute. Got {shown(value)} instead.",
+            field=field,
+        )
     return value
 
 
@@ -178,12 +203,17 @@ class ResourceRequest:
         where four such trials run side by side."""
         res = resources or {}
         if "gpus" in res or "cpus" in res or not ("gpus_per_worker" in res or "cpus_per_worker" in res):
-            return cls(cpus=float(res.get("cpus", cls.cpus)), gpus=int(res.get("gpus", cls.gpus)),
-                       memory_mb=int(res.get("memory_mb", cls.memory_mb)))
+            return cls(
+                cpus=float(res.get("cpus", cls.cpus)),
+                gpus=int(res.get("gpus", cls.gpus)),
+                memory_mb=int(res.get("memory_mb", cls.memory_mb)),
+            )
         workers = max(1, int(res.get("num_workers", 1)))
-        return cls(cpus=workers * float(res.get("cpus_per_worker", 1.0)),
-                   gpus=math.ceil(workers * float(res.get("gpus_per_worker", 0.0)) - 1e-9),
-                   memory_mb=int(res.get("memory_mb", cls.memory_mb)))
+        return cls(
+            cpus=workers * float(res.get("cpus_per_worker", 1.0)),
+            gpus=math.ceil(workers * float(res.get("gpus_per_worker", 0.0)) - 1e-9),
+            memory_mb=int(res.get("memory_mb", cls.memory_mb)),
+        )
 
 
 def check_resources(data: Any, *, field: str = "resources") -> ResourceRequest:
@@ -191,28 +221,27 @@ def check_resources(data: Any, *, field: str = "resources") -> ResourceRequest:
     if data is None:
         return ResourceRequest()
     if not isinstance(data, dict):
-        raise InvalidInputError(f"The '{field}' must be an object. Got {shown(data)} instead.",
-                                field=field)
+        raise InvalidInputError(f"The '{field}' must be an object. Got {shown(data)} instead.", field=field)
     unknown = sorted(set(data) - {"cpus", "gpus", "memory_mb"})
     if unknown:
         raise InvalidInputError(
-            f"The '{field}' may hold only cpus, gpus and memory_mb. Got "
-            f"{shown(', '.join(unknown))} instead.", field=f"{field}.{unknown[0]}")
+            f"The '{field}' may hold only cpus, gpus and memory_mb. Got {shown(', '.join(unknown))} instead.",
+            field=f"{field}.{unknown[0]}",
+        )
     out = ResourceRequest()
     cpus = data.get("cpus", out.cpus)
-    if isinstance(cpus, bool) or not isinstance(cpus, int | float) or not (
-            math.isfinite(cpus) and 0 < cpus <= 512):
+    if isinstance(cpus, bool) or not isinstance(cpus, int | float) or not (math.isfinite(cpus) and 0 < cpus <= 512):
         raise InvalidInputError(
-            f"The '{field}.cpus' must be a number in (0, 512]. Got {shown(cpus)} instead.",
-            field=f"{field}.cpus")
+            f"The '{field}.cpus' must be a number in (0, 512]. Got {shown(cpus)} instead.", field=f"{field}.cpus"
+        )
     gpus = _int_in(data.get("gpus", out.gpus), 0, 64, f"{field}.gpus")
-    memory = _int_in(data.get("memory_mb", out.memory_mb), 64, 4 * 1024 * 1024,
-                     f"{field}.memory_mb")
+    memory = _int_in(data.get("memory_mb", out.memory_mb), 64, 4 * 1024 * 1024, f"{field}.memory_mb")
     return ResourceRequest(cpus=float(cpus), gpus=gpus, memory_mb=memory)
 
 
-def check_fits_node(request: ResourceRequest, *, node_cpus: float | None, node_gpus: int | None,
-                    field: str = "resources") -> ResourceRequest:
+def check_fits_node(
+    request: ResourceRequest, *, node_cpus: float | None, node_gpus: int | None, field: str = "resources"
+) -> ResourceRequest:
     """A learner's ranks run on one node: a registration asking for more CPUs or GPUs per task
     than the largest node has (``NEVIS_NODE_CPUS`` / ``NEVIS_NODE_GPUS``; unset: unchecked)
     could never start, so it is refused now, naming the node's size."""
@@ -222,7 +251,8 @@ def check_fits_node(request: ResourceRequest, *, node_cpus: float | None, node_g
                 f"The '{field}.{name}' asks for {asked:g} per task, and a task's ranks run on one node: the "
                 f"largest node of this cluster has {node_cpus if node_cpus is not None else '?'} CPUs and "
                 f"{node_gpus if node_gpus is not None else '?'} GPUs. Ask for at most {node:g}.",
-                field=f"{field}.{name}")
+                field=f"{field}.{name}",
+            )
     return request
 
 
@@ -231,7 +261,9 @@ def check_idempotency_key(value: str) -> str:
     if not IDEMPOTENCY_KEY.fullmatch(value):
         raise InvalidInputError(
             "The 'Idempotency-Key' header must be 1-200 printable ASCII characters without "
-            f"spaces. Got {shown(value, 60)} instead.", field="Idempotency-Key")
+            f"spaces. Got {shown(value, 60)} instead.",
+            field="Idempotency-Key",
+        )
     return value
 
 
@@ -240,8 +272,12 @@ def check_code_url(value: str, *, field: str = "code_url") -> str:
     500 printable ASCII characters, without credentials; it is shown as a link on the
     leaderboard, so nothing else (no ``javascript:``, no ``http:``) is accepted."""
     problem = None
-    if not isinstance(value, str) or not 1 <= len(value) <= CODE_URL_MAX or not value.isascii() \
-            or any(not 0x21 <= ord(c) <= 0x7e for c in value):
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= CODE_URL_MAX
+        or not value.isascii()
+        or any(not 0x21 <= ord(c) <= 0x7E for c in value)
+    ):
         problem = f"at most {CODE_URL_MAX} printable ASCII characters without spaces"
     else:
         try:
@@ -258,7 +294,9 @@ def check_code_url(value: str, *, field: str = "code_url") -> str:
     if problem:
         raise InvalidInputError(
             f"The '{field}' (where the learner's code is public) must be {problem}, e.g. "
-            f"https://github.com/me/my-learner. Got {shown(value)} instead.", field=field)
+            f"https://github.com/me/my-learner. Got {shown(value)} instead.",
+            field=field,
+        )
     return value
 
 
@@ -272,21 +310,37 @@ def parse_rate(text: str) -> list[Any]:
     except ValueError:
         items = []
     if not items:
-        raise ValueError("must be a rate such as '120/minute' or '120/minute;2000/hour' "
-                         f"(amount/second|minute|hour|day). Got {shown(text)} instead.")
+        raise ValueError(
+            "must be a rate such as '120/minute' or '120/minute;2000/hour' "
+            f"(amount/second|minute|hour|day). Got {shown(text)} instead."
+        )
     return items
 
 
 def _int_in(value: Any, low: int, high: int, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidInputError(
-            f"The '{field}' must be an int in [{low}, {high}]. Got {shown(value)} instead.",
-            field=field)
+            f"The '{field}' must be an int in [{low}, {high}]. Got {shown(value)} instead.", field=field
+        )
     return value
 
 
 __all__ = [
-    "CODE_URL_MAX", "DB_INT_MAX", "ECHO_MAX", "FORBIDDEN_ENTRYPOINT_MODULES", "IDEMPOTENCY_KEY", "ImagePolicy",
-    "ResourceRequest", "check_code_url", "check_entrypoint", "check_idempotency_key", "check_image_policy",
-    "check_fits_node", "check_image_ref", "check_name", "check_resources", "parse_rate", "shown",
+    "CODE_URL_MAX",
+    "DB_INT_MAX",
+    "ECHO_MAX",
+    "FORBIDDEN_ENTRYPOINT_MODULES",
+    "IDEMPOTENCY_KEY",
+    "ImagePolicy",
+    "ResourceRequest",
+    "check_code_url",
+    "check_entrypoint",
+    "check_idempotency_key",
+    "check_image_policy",
+    "check_fits_node",
+    "check_image_ref",
+    "check_name",
+    "check_resources",
+    "parse_rate",
+    "shown",
 ]

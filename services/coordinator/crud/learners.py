@@ -8,12 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from services.coordinator.common.client_errors import ConflictError, NotFoundError
-from services.coordinator.common.validation import (
-    ResourceRequest,
-    check_entrypoint,
-    check_image_ref,
-    check_name,
-)
+from services.coordinator.common.validation import ResourceRequest, check_entrypoint, check_image_ref, check_name
 from services.store.db.models import Learner
 from services.store.db.models_coordinator import LearnerOwner, User
 
@@ -28,8 +23,15 @@ class OwnedLearner:
 
 
 def create_learner(
-    session: Session, *, owner: User, name: str, entrypoint: str, image: str | None,
-    resources: ResourceRequest, bundle_key: str | None = None, bundle_sha256: str | None = None,
+    session: Session,
+    *,
+    owner: User,
+    name: str,
+    entrypoint: str,
+    image: str | None,
+    resources: ResourceRequest,
+    bundle_key: str | None = None,
+    bundle_sha256: str | None = None,
     bundle_size_bytes: int | None = None,
 ) -> OwnedLearner:
     """Register a learner; a taken name is a ConflictError naming ``name``."""
@@ -38,15 +40,18 @@ def create_learner(
     if image is not None:
         check_image_ref(image)
     if session.scalar(select(Learner.id).where(Learner.name == name)) is not None:
-        raise ConflictError(f"A learner named {name!r} exists already; pick another name.",
-                            field="name")
-    learner = Learner(name=name, entrypoint=entrypoint, image_ref=image,
-                      bundle_key=bundle_key, bundle_sha256=bundle_sha256,
-                      resources=resources.to_dict())
+        raise ConflictError(f"A learner named {name!r} exists already; pick another name.", field="name")
+    learner = Learner(
+        name=name,
+        entrypoint=entrypoint,
+        image_ref=image,
+        bundle_key=bundle_key,
+        bundle_sha256=bundle_sha256,
+        resources=resources.to_dict(),
+    )
     session.add(learner)
     session.flush()
-    session.add(LearnerOwner(learner_id=learner.id, user_id=owner.id,
-                             bundle_size_bytes=bundle_size_bytes))
+    session.add(LearnerOwner(learner_id=learner.id, user_id=owner.id, bundle_size_bytes=bundle_size_bytes))
     session.flush()
     return OwnedLearner(learner, owner, bundle_size_bytes)
 
@@ -55,8 +60,7 @@ def learner_name_taken(session: Session, *, name: str) -> bool:
     return session.scalar(select(Learner.id).where(Learner.name == name)) is not None
 
 
-def get_learner(session: Session, *, user: User, learner_id: int,
-                field: str = "learner_id") -> OwnedLearner:
+def get_learner(session: Session, *, user: User, learner_id: int, field: str = "learner_id") -> OwnedLearner:
     """A learner ``user`` may use: its own, or any for an admin."""
     row = session.execute(
         select(Learner, LearnerOwner, User)
@@ -69,12 +73,13 @@ def get_learner(session: Session, *, user: User, learner_id: int,
     return OwnedLearner(row[0], row[2], row[1].bundle_size_bytes if row[1] else None)
 
 
-def list_learners(session: Session, *, user: User, limit: int, offset: int
-                  ) -> tuple[list[OwnedLearner], int]:
+def list_learners(session: Session, *, user: User, limit: int, offset: int) -> tuple[list[OwnedLearner], int]:
     """The learners ``user`` may use (all, for an admin), newest first, and their count."""
-    query = (select(Learner, LearnerOwner, User)
-             .outerjoin(LearnerOwner, LearnerOwner.learner_id == Learner.id)
-             .outerjoin(User, User.id == LearnerOwner.user_id))
+    query = (
+        select(Learner, LearnerOwner, User)
+        .outerjoin(LearnerOwner, LearnerOwner.learner_id == Learner.id)
+        .outerjoin(User, User.id == LearnerOwner.user_id)
+    )
     if user.role != "admin":
         query = query.where(LearnerOwner.user_id == user.id)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0

@@ -49,22 +49,22 @@ class Minter:
     max_tokens: int | None
 
 
-def create_user(session: Session, *, name: str, role: str, max_concurrent: int | None = None,
-                max_per_day: int | None = None) -> User:
+def create_user(
+    session: Session, *, name: str, role: str, max_concurrent: int | None = None, max_per_day: int | None = None
+) -> User:
     """A new user; a taken name is a ConflictError."""
     check_name(name)
     if role not in ROLES:
-        raise InvalidInputError(
-            f"The 'role' must be one of {', '.join(ROLES)}. Got {role!r} instead.", field="role")
+        raise InvalidInputError(f"The 'role' must be one of {', '.join(ROLES)}. Got {role!r} instead.", field="role")
     for field, value in (("max_concurrent", max_concurrent), ("max_per_day", max_per_day)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or not 0 <= value <= DB_INT_MAX):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= DB_INT_MAX
+        ):
             raise InvalidInputError(
-                f"The '{field}' must be an int in [0, {DB_INT_MAX}] or null. Got {shown(value)} "
-                "instead.", field=field)
+                f"The '{field}' must be an int in [0, {DB_INT_MAX}] or null. Got {shown(value)} instead.", field=field
+            )
     if session.scalar(select(User.id).where(User.name == name)) is not None:
-        raise ConflictError(f"A user named {name!r} exists already; pick another name.",
-                            field="name")
+        raise ConflictError(f"A user named {name!r} exists already; pick another name.", field="name")
     user = User(name=name, role=role, max_concurrent=max_concurrent, max_per_day=max_per_day)
     session.add(user)
     session.flush()
@@ -74,8 +74,7 @@ def create_user(session: Session, *, name: str, role: str, max_concurrent: int |
 def get_user(session: Session, *, name: str) -> User:
     user = session.scalar(select(User).where(User.name == name))
     if user is None:
-        raise NotFoundError(f"No user named {name!r}; create one with `nevis users create`.",
-                            field="user")
+        raise NotFoundError(f"No user named {name!r}; create one with `nevis users create`.", field="user")
     return user
 
 
@@ -90,10 +89,17 @@ def mint_for(session: Session, *, token: ApiToken, max_tokens: int | None) -> No
     session.info[_MINTER] = Minter(token_id=token.id, max_tokens=max_tokens)
 
 
-def create_token(session: Session, *, user: User, label: str,
-                 expires_at: datetime | None = None, default_lifetime: timedelta | None = None,
-                 not_after: datetime | None = None, parent_id: int | None = None,
-                 max_tokens: int | None = None) -> tuple[ApiToken, str]:
+def create_token(
+    session: Session,
+    *,
+    user: User,
+    label: str,
+    expires_at: datetime | None = None,
+    default_lifetime: timedelta | None = None,
+    not_after: datetime | None = None,
+    parent_id: int | None = None,
+    max_tokens: int | None = None,
+) -> tuple[ApiToken, str]:
     """A new token for ``user``; returns the row and the secret (shown once).
 
     Args:
@@ -112,15 +118,17 @@ def create_token(session: Session, *, user: User, label: str,
     """
     if not isinstance(label, str) or not 1 <= len(label) <= 100:
         raise InvalidInputError(
-            f"The 'label' must be a string of 1-100 characters. Got {shown(label)} instead.",
-            field="label")
+            f"The 'label' must be a string of 1-100 characters. Got {shown(label)} instead.", field="label"
+        )
     if expires_at is not None:
         check_expiry(expires_at)
         if not_after is not None and expires_at > not_after:
             raise InvalidInputError(
                 f"The 'expires_at' ({expires_at.isoformat()}) is later than the expiry of the "
                 f"token used to create it ({not_after.isoformat()}); a token cannot outlive "
-                "the token that minted it.", field="expires_at")
+                "the token that minted it.",
+                field="expires_at",
+            )
     elif default_lifetime is not None:
         expires_at = utcnow() + min(default_lifetime, TOKEN_MAX_LIFETIME)
         if not_after is not None:
@@ -132,7 +140,8 @@ def create_token(session: Session, *, user: User, label: str,
         raise ConflictError(
             f"User {user.name!r} is disabled and gets no new tokens; an admin enables it with "
             f"POST /v1/users/{user.name}/enable or `nevis users enable {user.name}`.",
-            field="user")
+            field="user",
+        )
     minter = session.info.get(_MINTER)
     if parent_id is None and minter is not None:
         parent_id = minter.token_id
@@ -143,8 +152,14 @@ def create_token(session: Session, *, user: User, label: str,
     if max_tokens is not None:
         _check_token_cap(session, user=user, cap=max_tokens)
     made = security.new_token()
-    token = ApiToken(user_id=user.id, label=label, token_prefix=made.prefix,
-                     token_sha256=made.sha256, expires_at=expires_at, parent_token_id=parent_id)
+    token = ApiToken(
+        user_id=user.id,
+        label=label,
+        token_prefix=made.prefix,
+        token_sha256=made.sha256,
+        expires_at=expires_at,
+        parent_token_id=parent_id,
+    )
     session.add(token)
     session.flush()
     return token, made.secret
@@ -163,22 +178,18 @@ def _check_parent_live(session: Session, parent_id: int) -> None:
     The row lock makes a concurrent revocation wait for this mint's commit (and then see the
     child), or this mint wait for the revocation's (and then see it revoked): no child escapes.
     """
-    revoked = session.execute(select(ApiToken.revoked_at).where(ApiToken.id == parent_id)
-                              .with_for_update()).first()
+    revoked = session.execute(select(ApiToken.revoked_at).where(ApiToken.id == parent_id).with_for_update()).first()
     if revoked is None or revoked[0] is not None:
-        raise AuthenticationError("The API token is not valid (unknown, revoked or expired).",
-                                  field="Authorization")
+        raise AuthenticationError("The API token is not valid (unknown, revoked or expired).", field="Authorization")
 
 
 def live_token_count(session: Session, *, user: User) -> int:
     """How many of ``user``'s tokens work now (neither revoked nor expired)."""
-    return session.scalar(select(func.count()).select_from(ApiToken).where(
-        ApiToken.user_id == user.id, _live())) or 0
+    return session.scalar(select(func.count()).select_from(ApiToken).where(ApiToken.user_id == user.id, _live())) or 0
 
 
 def _live() -> ColumnElement[bool]:
-    return ApiToken.revoked_at.is_(None) & or_(ApiToken.expires_at.is_(None),
-                                               ApiToken.expires_at > utcnow())
+    return ApiToken.revoked_at.is_(None) & or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > utcnow())
 
 
 def _check_token_cap(session: Session, *, user: User, cap: int) -> None:
@@ -187,7 +198,9 @@ def _check_token_cap(session: Session, *, user: User, cap: int) -> None:
         raise ConflictError(
             f"User {user.name!r} holds {held} live tokens, the most one user may hold "
             f"(NEVIS_MAX_TOKENS_PER_USER={cap}); revoke one (DELETE /v1/tokens/{{id}} or "
-            "`nevis tokens revoke`) before minting another.", field="user")
+            "`nevis tokens revoke`) before minting another.",
+            field="user",
+        )
 
 
 def check_expiry(expires_at: datetime, *, field: str = "expires_at") -> datetime:
@@ -195,19 +208,22 @@ def check_expiry(expires_at: datetime, *, field: str = "expires_at") -> datetime
     if not isinstance(expires_at, datetime) or expires_at.utcoffset() is None:
         raise InvalidInputError(
             f"The '{field}' must be a date and time with a time zone, such as "
-            f"'2030-01-01T00:00:00Z'. Got {shown(expires_at)} instead.", field=field)
+            f"'2030-01-01T00:00:00Z'. Got {shown(expires_at)} instead.",
+            field=field,
+        )
     now = utcnow()
     if not now < expires_at <= now + TOKEN_MAX_LIFETIME:
         raise InvalidInputError(
             f"The '{field}' must be in the future and at most {TOKEN_MAX_LIFETIME.days} days "
-            f"ahead. Got {expires_at.isoformat()} instead.", field=field)
+            f"ahead. Got {expires_at.isoformat()} instead.",
+            field=field,
+        )
     return expires_at
 
 
 def list_tokens(session: Session, *, user: User) -> list[ApiToken]:
     """``user``'s tokens, oldest first."""
-    return list(session.scalars(
-        select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id)))
+    return list(session.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id)))
 
 
 def revoke_token(session: Session, *, user: User, token_id: int) -> ApiToken:
@@ -216,15 +232,13 @@ def revoke_token(session: Session, *, user: User, token_id: int) -> ApiToken:
     return revoke_token_tree(session, user=user, token_id=token_id)[0]
 
 
-def revoke_token_tree(session: Session, *, user: User, token_id: int
-                      ) -> tuple[ApiToken, list[ApiToken]]:
+def revoke_token_tree(session: Session, *, user: User, token_id: int) -> tuple[ApiToken, list[ApiToken]]:
     """:func:`revoke_token`, also returning the tokens minted from it that this revoked."""
     token = session.get(ApiToken, token_id)
     if token is None or token.user_id != user.id:
         raise NotFoundError(f"No token {token_id} of user {user.name!r}.", field="token_id")
     minted = [t for t in revoke_lineage(session, roots=ApiToken.id == token.id) if t.id != token.id]
-    log.info("token %d of user %r revoked, with %d token(s) minted from it", token.id,
-             user.name, len(minted))
+    log.info("token %d of user %r revoked, with %d token(s) minted from it", token.id, user.name, len(minted))
     return token, minted
 
 
@@ -238,9 +252,14 @@ def revoke_lineage(session: Session, *, roots: ColumnElement[bool]) -> list[ApiT
     """
     now, revoked = utcnow(), []
     while True:
-        live = list(session.scalars(
-            select(ApiToken).where(ApiToken.id.in_(_lineage(roots)), ApiToken.revoked_at.is_(None))
-            .order_by(ApiToken.id).with_for_update()))
+        live = list(
+            session.scalars(
+                select(ApiToken)
+                .where(ApiToken.id.in_(_lineage(roots)), ApiToken.revoked_at.is_(None))
+                .order_by(ApiToken.id)
+                .with_for_update()
+            )
+        )
         if not live:
             return revoked
         for token in live:
@@ -274,8 +293,12 @@ def disable_user(session: Session, *, user: User) -> list[ApiToken]:
     user.disabled_at = user.disabled_at or utcnow()
     session.flush()
     tokens = list_tokens(session, user=user)
-    log.warning("user %r disabled: %d token(s) revoked, %d of them minted for other users",
-                user.name, len(revoked), sum(t.user_id != user.id for t in revoked))
+    log.warning(
+        "user %r disabled: %d token(s) revoked, %d of them minted for other users",
+        user.name,
+        len(revoked),
+        sum(t.user_id != user.id for t in revoked),
+    )
     return tokens
 
 
@@ -310,7 +333,9 @@ def authenticate_token(session: Session, *, secret: str | None) -> ApiToken:
         log.warning("authentication failed: no token")
         raise AuthenticationError(
             "This route needs an API token: send 'Authorization: Bearer <token>' (an operator "
-            "makes one with `nevis tokens create`).", field="Authorization")
+            "makes one with `nevis tokens create`).",
+            field="Authorization",
+        )
     if not security.looks_like_token(secret):
         _refuse("malformed token", secret)
     token = _by_secret(session, secret)
@@ -329,29 +354,44 @@ def live_token(session: Session, *, secret: str) -> ApiToken | None:
     if not security.looks_like_token(secret):
         return None
     token = _by_secret(session, secret)
-    if token is None or token.revoked_at is not None or (
-            token.expires_at is not None and token.expires_at <= utcnow()):
+    if token is None or token.revoked_at is not None or (token.expires_at is not None and token.expires_at <= utcnow()):
         return None
     return token
 
 
 def _by_secret(session: Session, secret: str) -> ApiToken | None:
-    return session.scalar(
-        select(ApiToken).where(ApiToken.token_sha256 == security.hash_token(secret)))
+    return session.scalar(select(ApiToken).where(ApiToken.token_sha256 == security.hash_token(secret)))
 
 
 def _refuse(reason: str, secret: str) -> NoReturn:
     """Log a failed authentication without the secret, then raise the one vague 401."""
-    shape = (repr(security.display_prefix(secret)) if secret.startswith(security.TOKEN_PREFIX)
-             else f"<{len(secret)} characters without the {security.TOKEN_PREFIX!r} prefix>")
+    shape = (
+        repr(security.display_prefix(secret))
+        if secret.startswith(security.TOKEN_PREFIX)
+        else f"<{len(secret)} characters without the {security.TOKEN_PREFIX!r} prefix>"
+    )
     log.warning("authentication failed: %s; token %s", reason, shape)
-    raise AuthenticationError("The API token is not valid (unknown, revoked or expired).",
-                              field="Authorization")
+    raise AuthenticationError("The API token is not valid (unknown, revoked or expired).", field="Authorization")
 
 
 __all__ = [
-    "TOKEN_MAX_LIFETIME", "Minter", "authenticate", "authenticate_token", "check_expiry",
-    "create_token", "create_user", "disable_user", "enable_user", "get_user", "is_disabled",
-    "list_tokens", "list_users", "live_token", "live_token_count", "mint_for", "revoke_lineage",
-    "revoke_token", "revoke_token_tree",
+    "TOKEN_MAX_LIFETIME",
+    "Minter",
+    "authenticate",
+    "authenticate_token",
+    "check_expiry",
+    "create_token",
+    "create_user",
+    "disable_user",
+    "enable_user",
+    "get_user",
+    "is_disabled",
+    "list_tokens",
+    "list_users",
+    "live_token",
+    "live_token_count",
+    "mint_for",
+    "revoke_lineage",
+    "revoke_token",
+    "revoke_token_tree",
 ]

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from services.coordinator.common.config import CoordinatorSettings, refresh_budget_of, split_list
 from services.coordinator.common.client_errors import InvalidInputError
+from services.coordinator.common.config import CoordinatorSettings, refresh_budget_of, split_list
 from services.coordinator.crud.submissions import check_budget
 from services.core import rulesets
 from services.core.budget import RunBudget
@@ -75,8 +75,9 @@ class Plan:
 
 def default_image_size(manifest: StreamManifest, settings: CoordinatorSettings) -> int:
     """The stored resolution a run of ``manifest`` gets when nobody chose one."""
-    return stored_image_size(manifest, settings_size=settings.image_size,
-                             settings_explicit="image_size" in settings.model_fields_set)
+    return stored_image_size(
+        manifest, settings_size=settings.image_size, settings_explicit="image_size" in settings.model_fields_set
+    )
 
 
 def refresh_owner(session: Session, settings: CoordinatorSettings) -> User:
@@ -90,8 +91,9 @@ def refresh_owner(session: Session, settings: CoordinatorSettings) -> User:
     return user
 
 
-def baseline_runs(session: Session, *, settings: CoordinatorSettings, manifest: StreamManifest,
-                  owner: User, notes: list[str]) -> list[PlannedRun]:
+def baseline_runs(
+    session: Session, *, settings: CoordinatorSettings, manifest: StreamManifest, owner: User, notes: list[str]
+) -> list[PlannedRun]:
     """One run per ``NEVIS_REFRESH_BASELINES`` entry (its built-in row, made if missing), under
     the entry's ruleset (``name@ruleset``; ``open`` without one)."""
     budget = refresh_budget_of(settings.refresh_budget)
@@ -108,22 +110,42 @@ def baseline_runs(session: Session, *, settings: CoordinatorSettings, manifest: 
         except (BudgetError, UnknownNameError) as exc:
             notes.append(f"baseline {entry!r} skipped: {exc}")
             continue
-        runs.append(PlannedRun(kind="baseline", learner=learner, owner=owner, phase=BASELINE_PHASE,
-                               budget=budget, image_size=size, ruleset=ruleset or DEFAULT_RULESET))
+        runs.append(
+            PlannedRun(
+                kind="baseline",
+                learner=learner,
+                owner=owner,
+                phase=BASELINE_PHASE,
+                budget=budget,
+                image_size=size,
+                ruleset=ruleset or DEFAULT_RULESET,
+            )
+        )
     return runs
 
 
-def pinned_runs(session: Session, *, settings: CoordinatorSettings, version: StreamVersion,
-                manifest: StreamManifest, notes: list[str]) -> list[PlannedRun]:
+def pinned_runs(
+    session: Session,
+    *,
+    settings: CoordinatorSettings,
+    version: StreamVersion,
+    manifest: StreamManifest,
+    notes: list[str],
+) -> list[PlannedRun]:
     """The newest pinned submission per (learner, phase, owner) on the stream's other versions."""
     rows = session.execute(
         select(Submission, User)
         .join(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
         .join(User, User.id == ScheduledSubmission.user_id)
         .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
-        .where(StreamVersion.name == version.name, StreamVersion.id != version.id,
-               Submission.pinned.is_(True), User.disabled_at.is_(None))
-        .order_by(Submission.id.desc())).all()
+        .where(
+            StreamVersion.name == version.name,
+            StreamVersion.id != version.id,
+            Submission.pinned.is_(True),
+            User.disabled_at.is_(None),
+        )
+        .order_by(Submission.id.desc())
+    ).all()
     seen: set[tuple[int, str, int]] = set()
     runs = []
     for source, owner in rows:
@@ -137,8 +159,9 @@ def pinned_runs(session: Session, *, settings: CoordinatorSettings, version: Str
     return runs
 
 
-def _copy(source: Submission, owner: User, *, settings: CoordinatorSettings,
-          manifest: StreamManifest, notes: list[str]) -> PlannedRun | None:
+def _copy(
+    source: Submission, owner: User, *, settings: CoordinatorSettings, manifest: StreamManifest, notes: list[str]
+) -> PlannedRun | None:
     try:
         budget = check_budget(RunBudget.from_dict(source.budget), settings=settings)
         old_default = default_image_size(stored_manifest(source.stream_version), settings)
@@ -146,36 +169,62 @@ def _copy(source: Submission, owner: User, *, settings: CoordinatorSettings,
         notes.append(f"pinned submission {source.id} skipped: {exc}")
         return None
     size = default_image_size(manifest, settings) if source.image_size == old_default else source.image_size
-    return PlannedRun(kind="pinned", learner=source.learner, owner=owner, phase=source.phase,
-                      budget=budget, image_size=size, visibility=source.visibility,
-                      pretrained_key=source.pretrained_key, cflop_pretraining=source.cflop_pretraining,
-                      source_id=source.id, code_url=source.code_url, ruleset=source.ruleset)
+    return PlannedRun(
+        kind="pinned",
+        learner=source.learner,
+        owner=owner,
+        phase=source.phase,
+        budget=budget,
+        image_size=size,
+        visibility=source.visibility,
+        pretrained_key=source.pretrained_key,
+        cflop_pretraining=source.cflop_pretraining,
+        source_id=source.id,
+        code_url=source.code_url,
+        ruleset=source.ruleset,
+    )
 
 
 def already_done(session: Session, *, version: StreamVersion, run: PlannedRun) -> bool:
     """Whether ``version`` has a submission that does ``run``'s work (see the module doc)."""
-    query = (select(Submission.id)
-             .outerjoin(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
-             .where(Submission.stream_version_id == version.id,
-                    Submission.learner_id == run.learner.id, Submission.phase == run.phase,
-                    Submission.ruleset == run.ruleset, Submission.status.in_(KEPT_STATUSES)))
+    query = (
+        select(Submission.id)
+        .outerjoin(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
+        .where(
+            Submission.stream_version_id == version.id,
+            Submission.learner_id == run.learner.id,
+            Submission.phase == run.phase,
+            Submission.ruleset == run.ruleset,
+            Submission.status.in_(KEPT_STATUSES),
+        )
+    )
     if run.kind == "pinned":
         query = query.where(ScheduledSubmission.user_id == run.owner.id)
     return session.scalar(query.limit(1)) is not None
 
 
-def plan_refresh(session: Session, *, settings: CoordinatorSettings, version: StreamVersion,
-                 manifest: StreamManifest) -> Plan:
+def plan_refresh(
+    session: Session, *, settings: CoordinatorSettings, version: StreamVersion, manifest: StreamManifest
+) -> Plan:
     """Every run a refresh of ``version`` queues now."""
     notes: list[str] = []
     owner = refresh_owner(session, settings)
-    planned = (baseline_runs(session, settings=settings, manifest=manifest, owner=owner, notes=notes)
-               + pinned_runs(session, settings=settings, version=version, manifest=manifest, notes=notes))
+    planned = baseline_runs(session, settings=settings, manifest=manifest, owner=owner, notes=notes) + pinned_runs(
+        session, settings=settings, version=version, manifest=manifest, notes=notes
+    )
     runs = [run for run in planned if not already_done(session, version=version, run=run)]
     return Plan(runs=runs, notes=notes)
 
 
 __all__ = [
-    "BASELINE_PHASE", "KEPT_STATUSES", "Plan", "PlannedRun", "already_done", "baseline_runs", "default_image_size",
-    "pinned_runs", "plan_refresh", "refresh_owner",
+    "BASELINE_PHASE",
+    "KEPT_STATUSES",
+    "Plan",
+    "PlannedRun",
+    "already_done",
+    "baseline_runs",
+    "default_image_size",
+    "pinned_runs",
+    "plan_refresh",
+    "refresh_owner",
 ]

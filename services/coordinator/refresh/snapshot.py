@@ -37,19 +37,28 @@ def _plain(value: Any) -> Any:
 def take_snapshot(session: Session, *, version: StreamVersion) -> dict[str, Any]:
     """The version's leaderboard now: ``{stream, version, phase, taken_at, total, rows}``, the
     rows ranked as the leaderboard ranks them (its ranked phase), times as ISO 8601 strings."""
-    page = leaderboard(session, stream=version.name, version=version.version, limit=SNAPSHOT_ROWS,
-                       viewer=ANONYMOUS)
-    return {"stream": version.name, "version": version.version, "phase": page.phase,
-            "taken_at": utcnow().isoformat(), "total": page.total,
-            "rows": [{k: _plain(v) for k, v in row.to_dict().items()} for row in page.rows]}
+    page = leaderboard(session, stream=version.name, version=version.version, limit=SNAPSHOT_ROWS, viewer=ANONYMOUS)
+    return {
+        "stream": version.name,
+        "version": version.version,
+        "phase": page.phase,
+        "taken_at": utcnow().isoformat(),
+        "total": page.total,
+        "rows": [{k: _plain(v) for k, v in row.to_dict().items()} for row in page.rows],
+    }
 
 
 def open_runs(session: Session, *, refresh: Refresh) -> int:
     """How many of ``refresh``'s submissions are still queued or running."""
-    return session.scalar(
-        select(func.count()).select_from(RefreshRun)
-        .join(Submission, Submission.id == RefreshRun.submission_id)
-        .where(RefreshRun.refresh_id == refresh.id, Submission.status.in_(OPEN_STATUSES))) or 0
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(RefreshRun)
+            .join(Submission, Submission.id == RefreshRun.submission_id)
+            .where(RefreshRun.refresh_id == refresh.id, Submission.status.in_(OPEN_STATUSES))
+        )
+        or 0
+    )
 
 
 def settle_refresh(session: Session, *, refresh: Refresh) -> bool:
@@ -66,10 +75,9 @@ def settle_refresh(session: Session, *, refresh: Refresh) -> bool:
 def settle_refreshes(session: Session) -> list[int]:
     """Settle every running refresh whose runs have all ended; the ids it finished."""
     running = session.scalars(
-        select(Refresh).where(Refresh.status == "running").order_by(Refresh.id)
-        .with_for_update(skip_locked=True)).all()
+        select(Refresh).where(Refresh.status == "running").order_by(Refresh.id).with_for_update(skip_locked=True)
+    ).all()
     return [r.id for r in running if settle_refresh(session, refresh=r)]
 
 
-__all__ = ["OPEN_STATUSES", "SNAPSHOT_ROWS", "open_runs", "settle_refresh", "settle_refreshes",
-           "take_snapshot"]
+__all__ = ["OPEN_STATUSES", "SNAPSHOT_ROWS", "open_runs", "settle_refresh", "settle_refreshes", "take_snapshot"]

@@ -66,12 +66,15 @@ class RefreshReport:
 def find_refresh(session: Session, *, name: str, version: str) -> Refresh | None:
     """The refresh of stream ``name`` at ``version``, if there is one."""
     return session.scalar(
-        select(Refresh).join(StreamVersion, StreamVersion.id == Refresh.stream_version_id)
-        .where(StreamVersion.name == name, StreamVersion.version == version))
+        select(Refresh)
+        .join(StreamVersion, StreamVersion.id == Refresh.stream_version_id)
+        .where(StreamVersion.name == name, StreamVersion.version == version)
+    )
 
 
-def start_refresh(session: Session, *, settings: CoordinatorSettings, stream: str, trigger: str,
-                  requested_by: str | None = None) -> RefreshOutcome:
+def start_refresh(
+    session: Session, *, settings: CoordinatorSettings, stream: str, trigger: str, requested_by: str | None = None
+) -> RefreshOutcome:
     """Refresh ``stream``'s current version unless it has been: see the module doc.
 
     Raises:
@@ -87,40 +90,68 @@ def start_refresh(session: Session, *, settings: CoordinatorSettings, stream: st
     if found is not None:
         return RefreshOutcome(found, manifest.name, manifest.version, created=False)
     version = ensure_stream_version(session, manifest=manifest)
-    refresh = Refresh(stream_version_id=version.id, trigger=trigger, status="running",
-                      requested_by=requested_by)
+    refresh = Refresh(stream_version_id=version.id, trigger=trigger, status="running", requested_by=requested_by)
     session.add(refresh)
     session.flush()
     plan = plan_refresh(session, settings=settings, version=version, manifest=manifest)
-    queued = tuple(_queue(session, settings=settings, refresh=refresh, version=version,
-                          manifest=manifest, run=run) for run in plan.runs)
+    queued = tuple(
+        _queue(session, settings=settings, refresh=refresh, version=version, manifest=manifest, run=run)
+        for run in plan.runs
+    )
     refresh.note = "; ".join(plan.notes) or None
     session.flush()
     if not queued:
         settle_refresh(session, refresh=refresh)
-    log.info("refresh %s of %s %s (%s): queued %s", refresh.id, version.name, version.version,
-             trigger, list(queued))
+    log.info("refresh %s of %s %s (%s): queued %s", refresh.id, version.name, version.version, trigger, list(queued))
     return RefreshOutcome(refresh, manifest.name, manifest.version, created=True, queued=queued)
 
 
-def _queue(session: Session, *, settings: CoordinatorSettings, refresh: Refresh,
-           version: StreamVersion, manifest: StreamManifest, run: PlannedRun) -> int:
+def _queue(
+    session: Session,
+    *,
+    settings: CoordinatorSettings,
+    refresh: Refresh,
+    version: StreamVersion,
+    manifest: StreamManifest,
+    run: PlannedRun,
+) -> int:
     """Queue one planned run for the scheduler, as an API submission would be; its id."""
     tasks = manifest.tasks_of_phase(run.phase)
     submission = records.create_submission(
-        session, learner=run.learner, stream_version=version, phase=run.phase, budget=run.budget,
-        image_size=run.image_size, first_order=tasks[0].order, status="queued",
-        visibility=run.visibility, ruleset=run.ruleset)
+        session,
+        learner=run.learner,
+        stream_version=version,
+        phase=run.phase,
+        budget=run.budget,
+        image_size=run.image_size,
+        first_order=tasks[0].order,
+        status="queued",
+        visibility=run.visibility,
+        ruleset=run.ruleset,
+    )
     submission.pretrained_key, submission.cflop_pretraining = run.pretrained_key, run.cflop_pretraining
     submission.code_url = run.code_url
     session.add(ScheduledSubmission(submission_id=submission.id, user_id=run.owner.id))
-    session.add(RefreshRun(submission_id=submission.id, refresh_id=refresh.id, kind=run.kind,
-                           source_submission_id=run.source_id))
-    records.add_event(session, submission_id=submission.id, kind="submission.queued",
-                      payload={"user": run.owner.name, "backend": settings.backend,
-                               "learner": run.learner.name, "tasks": len(tasks),
-                               "visibility": run.visibility, "refresh_id": refresh.id,
-                               "refresh_kind": run.kind, "source_submission_id": run.source_id})
+    session.add(
+        RefreshRun(
+            submission_id=submission.id, refresh_id=refresh.id, kind=run.kind, source_submission_id=run.source_id
+        )
+    )
+    records.add_event(
+        session,
+        submission_id=submission.id,
+        kind="submission.queued",
+        payload={
+            "user": run.owner.name,
+            "backend": settings.backend,
+            "learner": run.learner.name,
+            "tasks": len(tasks),
+            "visibility": run.visibility,
+            "refresh_id": refresh.id,
+            "refresh_kind": run.kind,
+            "source_submission_id": run.source_id,
+        },
+    )
     session.flush()
     return submission.id
 
@@ -140,8 +171,9 @@ def refresh_pending(session: Session, *, settings: CoordinatorSettings, stream: 
     return find_refresh(session, name=manifest.name, version=manifest.version) is None
 
 
-def run_refreshes(sessions: sessionmaker[Session], *, settings: CoordinatorSettings, trigger: str,
-                  streams: list[str] | None = None) -> RefreshReport:
+def run_refreshes(
+    sessions: sessionmaker[Session], *, settings: CoordinatorSettings, trigger: str, streams: list[str] | None = None
+) -> RefreshReport:
     """Refresh each of ``streams`` (default: :func:`refreshable_streams`) that is pending, each
     in its own transaction; a stream that fails is reported and the others go on."""
     report = RefreshReport()
@@ -154,16 +186,16 @@ def run_refreshes(sessions: sessionmaker[Session], *, settings: CoordinatorSetti
                 if not refresh_pending(session, settings=settings, stream=name):
                     continue
             with transaction(sessions) as session:
-                report.outcomes.append(start_refresh(session, settings=settings, stream=name,
-                                                     trigger=trigger))
+                report.outcomes.append(start_refresh(session, settings=settings, stream=name, trigger=trigger))
         except NevisError as exc:
             log.error("refresh of stream %r failed: %s", name, exc)
             report.errors[name] = str(exc)
     return report
 
 
-def list_refreshes(session: Session, *, limit: int, offset: int, stream: str | None = None
-                   ) -> tuple[list[Refresh], int]:
+def list_refreshes(
+    session: Session, *, limit: int, offset: int, stream: str | None = None
+) -> tuple[list[Refresh], int]:
     """Refreshes, newest first, optionally of one stream, and their count."""
     query = select(Refresh).join(StreamVersion, StreamVersion.id == Refresh.stream_version_id)
     if stream is not None:
@@ -178,11 +210,19 @@ def run_statuses(session: Session, *, refresh: Refresh) -> dict[int, str]:
     rows = session.execute(
         select(Submission.id, Submission.status)
         .join(RefreshRun, RefreshRun.submission_id == Submission.id)
-        .where(RefreshRun.refresh_id == refresh.id))
+        .where(RefreshRun.refresh_id == refresh.id)
+    )
     return {sid: status for sid, status in rows}
 
 
 __all__ = [
-    "RefreshOutcome", "RefreshReport", "find_refresh", "list_refreshes", "refresh_pending",
-    "refreshable_streams", "run_refreshes", "run_statuses", "start_refresh",
+    "RefreshOutcome",
+    "RefreshReport",
+    "find_refresh",
+    "list_refreshes",
+    "refresh_pending",
+    "refreshable_streams",
+    "run_refreshes",
+    "run_statuses",
+    "start_refresh",
 ]

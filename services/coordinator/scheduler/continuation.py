@@ -43,41 +43,74 @@ from services.store.runs import records
 def others_waiting(session: Session, *, submission_id: int, now: datetime) -> bool:
     """Whether a submission other than ``submission_id`` is ready for a launch now."""
     ss = ScheduledSubmission
-    return bool(session.scalar(select(exists().where(
-        ss.submission_id == Submission.id, ss.submission_id != submission_id,
-        *ready_to_launch(now)))))
+    return bool(
+        session.scalar(
+            select(
+                exists().where(
+                    ss.submission_id == Submission.id, ss.submission_id != submission_id, *ready_to_launch(now)
+                )
+            )
+        )
+    )
 
 
-def continue_after(session: Session, *, ended: TaskLease, task_deadline_s: float,
-                   now: datetime | None = None) -> TaskLease | None:
+def continue_after(
+    session: Session, *, ended: TaskLease, task_deadline_s: float, now: datetime | None = None
+) -> TaskLease | None:
     """The next lease of ``ended``'s submission for the same worker, started; None when the
     worker should end instead (see the module's conditions; the task count is its caller's)."""
     now = now or utcnow()
     if ended.status != "succeeded" or not ended.job_id:
         return None
-    schedule = session.scalar(select(ScheduledSubmission).where(
-        ScheduledSubmission.submission_id == ended.submission_id).with_for_update())
+    schedule = session.scalar(
+        select(ScheduledSubmission).where(ScheduledSubmission.submission_id == ended.submission_id).with_for_update()
+    )
     submission = session.get(Submission, ended.submission_id)
-    if (schedule is None or schedule.cancel_requested_at is not None
-            or schedule.active_lease_id is not None or schedule.next_launch_at is not None
-            or submission.status != "running" or submission.cursor <= ended.task_order):
+    if (
+        schedule is None
+        or schedule.cancel_requested_at is not None
+        or schedule.active_lease_id is not None
+        or schedule.next_launch_at is not None
+        or submission.status != "running"
+        or submission.cursor <= ended.task_order
+    ):
         return None
     if others_waiting(session, submission_id=submission.id, now=now):
         return None
     lease = TaskLease(
-        submission_id=submission.id, task_order=submission.cursor,
-        attempt=next_attempt(session, submission=submission), status="running",
-        backend=ended.backend, owner=ended.owner, job_id=ended.job_id, heartbeat_at=now,
-        started_at=now, deadline_at=now + timedelta(seconds=task_deadline_s))
+        submission_id=submission.id,
+        task_order=submission.cursor,
+        attempt=next_attempt(session, submission=submission),
+        status="running",
+        backend=ended.backend,
+        owner=ended.owner,
+        job_id=ended.job_id,
+        heartbeat_at=now,
+        started_at=now,
+        deadline_at=now + timedelta(seconds=task_deadline_s),
+    )
     session.add(lease)
     session.flush()
     schedule.active_lease_id, schedule.last_launch_at = lease.id, now
-    records.add_event(session, submission_id=submission.id, kind="lease.claimed",
-                      payload={"lease_id": lease.id, "order": lease.task_order,
-                               "attempt": lease.attempt, "backend": lease.backend,
-                               "owner": lease.owner, "continues": ended.id})
-    records.add_event(session, submission_id=submission.id, kind="lease.started",
-                      payload={"lease_id": lease.id, "order": lease.task_order})
+    records.add_event(
+        session,
+        submission_id=submission.id,
+        kind="lease.claimed",
+        payload={
+            "lease_id": lease.id,
+            "order": lease.task_order,
+            "attempt": lease.attempt,
+            "backend": lease.backend,
+            "owner": lease.owner,
+            "continues": ended.id,
+        },
+    )
+    records.add_event(
+        session,
+        submission_id=submission.id,
+        kind="lease.started",
+        payload={"lease_id": lease.id, "order": lease.task_order},
+    )
     session.flush()
     return lease
 

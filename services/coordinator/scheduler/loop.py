@@ -39,7 +39,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from services.coordinator.backends.base import Backend, LaunchSpec
 from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.common.validation import ResourceRequest
-from services.coordinator.telemetry import Metrics
 from services.coordinator.refresh.timer import RefreshTimer
 from services.coordinator.scheduler import leases, slots
 from services.coordinator.scheduler.policy import (
@@ -50,6 +49,7 @@ from services.coordinator.scheduler.policy import (
     launch_retry_policy,
     retry_policy,
 )
+from services.coordinator.telemetry import Metrics
 from services.core.errors import ConfigError
 from services.store.db import transaction
 from services.store.db.models import Submission
@@ -96,9 +96,16 @@ def owned_by(owner: str, replica: str) -> bool:
 class Scheduler:
     """Launches the task at each submission's cursor, one at a time per submission."""
 
-    def __init__(self, settings: CoordinatorSettings, *, backend: Backend,
-                 sessions: sessionmaker[Session], metrics: Metrics | None = None,
-                 owner: str | None = None, replica: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: CoordinatorSettings,
+        *,
+        backend: Backend,
+        sessions: sessionmaker[Session],
+        metrics: Metrics | None = None,
+        owner: str | None = None,
+        replica: str | None = None,
+    ) -> None:
         self.settings = settings
         self.backend = backend
         self.sessions = sessions
@@ -107,8 +114,10 @@ class Scheduler:
         self.replica = replica or (owner.split(":", 1)[0] if owner else replica_name(settings))
         self.owner = owner or instance_id(self.replica)
         if not owned_by(self.owner, self.replica):
-            raise ValueError(f"The owner {self.owner!r} is not an instance of the replica "
-                             f"{self.replica!r} (expected '{self.replica}:...').")
+            raise ValueError(
+                f"The owner {self.owner!r} is not an instance of the replica "
+                f"{self.replica!r} (expected '{self.replica}:...')."
+            )
         self.lease_policy = LeasePolicy(settings.heartbeat_timeout_s)
         self.retry_policy = retry_policy(settings)
         self.launch_policy = launch_retry_policy(settings)
@@ -135,7 +144,7 @@ class Scheduler:
         never a failed pass: launching must not wait on a broken stream manifest."""
         try:
             done = self.refresh_timer.tick()
-        except Exception:  # noqa: BLE001 - see the docstring
+        except Exception:
             log.exception("refresh check failed")
             return
         if done is not None:
@@ -157,8 +166,10 @@ class Scheduler:
         if self.backend.name != "local":
             return
         with self.sessions() as session:
-            foreign = [(lease.id, lease.owner) for lease in
-                       slots.foreign_leases(session, backend="local", replica=self.replica)]
+            foreign = [
+                (lease.id, lease.owner)
+                for lease in slots.foreign_leases(session, backend="local", replica=self.replica)
+            ]
         if foreign:
             shown = ", ".join(f"lease {i} of {owner!r}" for i, owner in foreign[:5])
             more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
@@ -167,12 +178,14 @@ class Scheduler:
                 f"coordinator replica has local tasks in flight ({shown}{more}); this replica "
                 f"is {self.replica!r}. Run a single coordinator replica with NEVIS_BACKEND=local "
                 "(a restarted one keeps its NEVIS_REPLICA_NAME, default the host name), or use "
-                "the ray or kuberay backend for several replicas.")
+                "the ray or kuberay backend for several replicas."
+            )
 
     def _stop_cancelled(self, report: TickReport) -> None:
         with self.sessions() as session:
-            doomed = [(lease.id, lease.job_id, lease.backend, lease.owner)
-                      for lease in slots.cancelled_in_flight(session)]
+            doomed = [
+                (lease.id, lease.job_id, lease.backend, lease.owner) for lease in slots.cancelled_in_flight(session)
+            ]
         for lease_id, job_id, backend, owner in doomed:
             if job_id and self._ours_to_ask(backend, owner):
                 self.backend.cancel(job_id)
@@ -184,9 +197,17 @@ class Scheduler:
 
     def _reap(self, report: TickReport) -> None:
         with self.sessions() as session:
-            seen = [(lease.id, lease.status, lease.job_id, lease.backend, lease.owner,
-                     LeaseView(lease.status, lease.heartbeat_at, lease.deadline_at))
-                    for lease in slots.active_leases(session)]
+            seen = [
+                (
+                    lease.id,
+                    lease.status,
+                    lease.job_id,
+                    lease.backend,
+                    lease.owner,
+                    LeaseView(lease.status, lease.heartbeat_at, lease.deadline_at),
+                )
+                for lease in slots.active_leases(session)
+            ]
         for lease_id, status, job_id, backend, owner, view in seen:
             ended = None
             asked = bool(job_id) and self._ours_to_ask(backend, owner)
@@ -210,7 +231,8 @@ class Scheduler:
             if lease is None:
                 return False
             judgement = self.lease_policy.judge(
-                LeaseView(lease.status, lease.heartbeat_at, lease.deadline_at), utcnow())
+                LeaseView(lease.status, lease.heartbeat_at, lease.deadline_at), utcnow()
+            )
             if judgement.verdict is Verdict.EXPIRE:
                 kind, reason = judgement.kind, judgement.reason
             elif ended is not None:
@@ -218,8 +240,13 @@ class Scheduler:
             else:
                 return False
             leases.settle_failure(
-                session, lease=lease, status="expired", reason=reason, policy=self.retry_policy,
-                run_status="timed_out" if kind is ExpiryKind.DEADLINE else "failed")
+                session,
+                lease=lease,
+                status="expired",
+                reason=reason,
+                policy=self.retry_policy,
+                run_status="timed_out" if kind is ExpiryKind.DEADLINE else "failed",
+            )
         log.warning("expired lease %s (%s): %s", lease_id, kind.value, reason)
         self.metrics.expired.labels(kind=kind.value).inc()
         return True
@@ -251,8 +278,11 @@ class Scheduler:
                         _record_launches(session, unrecorded)
                         if not self._slots_full(session):
                             lease = leases.claim_next(
-                                session, owner=self.owner, backend=self.backend.name,
-                                start_timeout_s=self.settings.start_timeout_s)
+                                session,
+                                owner=self.owner,
+                                backend=self.backend.name,
+                                start_timeout_s=self.settings.start_timeout_s,
+                            )
                             if lease is not None:
                                 spec = _launch_spec(session, lease)
                 except (IntegrityError, DBAPIError) as exc:  # lost a race (SQLite), or a blip
@@ -264,15 +294,14 @@ class Scheduler:
                 try:
                     job_id = self.backend.launch(spec)
                 except Exception as exc:  # noqa: BLE001 - a refused launch backs off, no attempt spent
-                    log.error("the %s backend could not launch lease %s: %s", self.backend.name,
-                              spec.lease_id, exc)
+                    log.error("the %s backend could not launch lease %s: %s", self.backend.name, spec.lease_id, exc)
                     self.metrics.launch_failures.labels(backend=self.backend.name).inc()
                     with transaction(self.sessions) as session:
-                        lease = leases.take_lease(session, lease_id=spec.lease_id,
-                                                  expected=ACTIVE_LEASE_STATUSES)
+                        lease = leases.take_lease(session, lease_id=spec.lease_id, expected=ACTIVE_LEASE_STATUSES)
                         if lease is not None:
-                            leases.settle_launch_failure(session, lease=lease, error=str(exc) or
-                                                         type(exc).__name__, policy=self.launch_policy)
+                            leases.settle_launch_failure(
+                                session, lease=lease, error=str(exc) or type(exc).__name__, policy=self.launch_policy
+                            )
                     return  # the backend is likely down: try again next pass
                 unrecorded.append((spec.lease_id, job_id))
                 self.metrics.launches.labels(backend=self.backend.name).inc()
@@ -295,8 +324,7 @@ class Scheduler:
             return
         self.check_local_hosts()
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name=f"scheduler-{self.owner}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"scheduler-{self.owner}", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -313,7 +341,7 @@ class Scheduler:
         while not self._stop.is_set():
             try:
                 report = self.tick()
-            except Exception:  # noqa: BLE001 - one bad pass must not stop scheduling
+            except Exception:
                 log.exception("scheduler pass failed")
                 self.metrics.tick_errors.inc()
                 report = TickReport()
@@ -329,10 +357,16 @@ def _record_launches(session: Session, launched: list[tuple[int, str]]) -> None:
 def _launch_spec(session: Session, lease: TaskLease) -> LaunchSpec:
     learner = session.get(Submission, lease.submission_id).learner
     resources = ResourceRequest.stored(learner.resources)
-    return LaunchSpec(lease_id=lease.id, submission_id=lease.submission_id,
-                      task_order=lease.task_order, attempt=lease.attempt,
-                      learner_name=learner.name, entrypoint=learner.entrypoint,
-                      image=learner.image_ref, resources=resources)
+    return LaunchSpec(
+        lease_id=lease.id,
+        submission_id=lease.submission_id,
+        task_order=lease.task_order,
+        attempt=lease.attempt,
+        learner_name=learner.name,
+        entrypoint=learner.entrypoint,
+        image=learner.image_ref,
+        resources=resources,
+    )
 
 
 __all__ = ["LAUNCHES_PER_PASS", "Scheduler", "TickReport", "instance_id", "owned_by", "replica_name"]

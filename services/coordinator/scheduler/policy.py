@@ -62,22 +62,29 @@ class LeasePolicy:
     def judge(self, lease: LeaseView, now: datetime) -> Judgement:
         if lease.status in ("launching", "launched"):
             if now >= lease.deadline_at:
-                return Judgement(Verdict.EXPIRE, ExpiryKind.NOT_STARTED,
-                                 f"the task did not start by {lease.deadline_at.isoformat()} "
-                                 "(NEVIS_START_TIMEOUT_S)")
+                return Judgement(
+                    Verdict.EXPIRE,
+                    ExpiryKind.NOT_STARTED,
+                    f"the task did not start by {lease.deadline_at.isoformat()} (NEVIS_START_TIMEOUT_S)",
+                )
             return Judgement(Verdict.KEEP)
         if lease.status != "running":
             return Judgement(Verdict.KEEP)
         if now >= lease.deadline_at:
-            return Judgement(Verdict.EXPIRE, ExpiryKind.DEADLINE,
-                             f"the task ran past its deadline {lease.deadline_at.isoformat()} "
-                             "(NEVIS_TASK_DEADLINE_S)")
+            return Judgement(
+                Verdict.EXPIRE,
+                ExpiryKind.DEADLINE,
+                f"the task ran past its deadline {lease.deadline_at.isoformat()} (NEVIS_TASK_DEADLINE_S)",
+            )
         silent = (now - lease.heartbeat_at).total_seconds()
         if silent > self.heartbeat_timeout_s:
-            return Judgement(Verdict.EXPIRE, ExpiryKind.HEARTBEAT,
-                             f"no heartbeat for {silent:.0f} s (NEVIS_HEARTBEAT_TIMEOUT_S="
-                             f"{self.heartbeat_timeout_s:g}); the worker died or lost the "
-                             "database")
+            return Judgement(
+                Verdict.EXPIRE,
+                ExpiryKind.HEARTBEAT,
+                f"no heartbeat for {silent:.0f} s (NEVIS_HEARTBEAT_TIMEOUT_S="
+                f"{self.heartbeat_timeout_s:g}); the worker died or lost the "
+                "database",
+            )
         return Judgement(Verdict.KEEP)
 
 
@@ -103,12 +110,13 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise ValueError(
-                f"The 'max_attempts' of RetryPolicy must be an int in [1, inf). Got "
-                f"{self.max_attempts!r} instead.")
+                f"The 'max_attempts' of RetryPolicy must be an int in [1, inf). Got {self.max_attempts!r} instead."
+            )
         if not 0 <= self.backoff_base_s <= self.backoff_max_s:
             raise ValueError(
                 "The back-off of RetryPolicy must satisfy 0 <= backoff_base_s <= backoff_max_s. "
-                f"Got {self.backoff_base_s} and {self.backoff_max_s} instead.")
+                f"Got {self.backoff_base_s} and {self.backoff_max_s} instead."
+            )
 
     def decide(self, *, attempt: int, retryable: bool = True) -> RetryDecision:
         """What to do after attempt number ``attempt`` (1-based) of a task failed."""
@@ -131,6 +139,14 @@ def launch_retry_policy(settings: CoordinatorSettings) -> RetryPolicy:
 
 
 __all__ = [
-    "ExpiryKind", "Judgement", "LeasePolicy", "LeaseView", "RetryAction", "RetryDecision",
-    "RetryPolicy", "Verdict", "launch_retry_policy", "retry_policy",
+    "ExpiryKind",
+    "Judgement",
+    "LeasePolicy",
+    "LeaseView",
+    "RetryAction",
+    "RetryDecision",
+    "RetryPolicy",
+    "Verdict",
+    "launch_retry_policy",
+    "retry_policy",
 ]

@@ -16,26 +16,35 @@ from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES, Schedule
 
 def active_leases(session: Session) -> list[TaskLease]:
     """Every lease in flight, oldest first."""
-    return list(session.scalars(select(TaskLease).where(
-        TaskLease.status.in_(ACTIVE_LEASE_STATUSES)).order_by(TaskLease.id)))
+    return list(
+        session.scalars(select(TaskLease).where(TaskLease.status.in_(ACTIVE_LEASE_STATUSES)).order_by(TaskLease.id))
+    )
 
 
 def cancelled_in_flight(session: Session) -> list[TaskLease]:
     """Active leases whose submission was cancelled."""
-    return list(session.scalars(
-        select(TaskLease).join(ScheduledSubmission,
-                               ScheduledSubmission.submission_id == TaskLease.submission_id)
-        .where(TaskLease.status.in_(ACTIVE_LEASE_STATUSES),
-               ScheduledSubmission.cancel_requested_at.is_not(None))))
+    return list(
+        session.scalars(
+            select(TaskLease)
+            .join(ScheduledSubmission, ScheduledSubmission.submission_id == TaskLease.submission_id)
+            .where(TaskLease.status.in_(ACTIVE_LEASE_STATUSES), ScheduledSubmission.cancel_requested_at.is_not(None))
+        )
+    )
 
 
 def count_owned(session: Session, *, owner: str) -> int:
     """Leases in flight that this scheduler instance (exactly this owner name) launched."""
-    return session.scalar(select(func.count()).select_from(TaskLease).where(
-        TaskLease.owner == owner, TaskLease.status.in_(ACTIVE_LEASE_STATUSES))) or 0
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(TaskLease)
+            .where(TaskLease.owner == owner, TaskLease.status.in_(ACTIVE_LEASE_STATUSES))
+        )
+        or 0
+    )
 
 
-def replica_owned(replica: str):
+def replica_owned(replica: str):  # noqa: ANN201
     """The SQL condition "the lease's owner is an instance of ``replica``".
 
     Owners are ``<replica>`` or ``<replica>:<pid>:<nonce>`` (see
@@ -46,8 +55,14 @@ def replica_owned(replica: str):
 
 def count_replica(session: Session, *, replica: str) -> int:
     """Leases in flight launched by any instance, past or present, of ``replica``."""
-    return session.scalar(select(func.count()).select_from(TaskLease).where(
-        replica_owned(replica), TaskLease.status.in_(ACTIVE_LEASE_STATUSES))) or 0
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(TaskLease)
+            .where(replica_owned(replica), TaskLease.status.in_(ACTIVE_LEASE_STATUSES))
+        )
+        or 0
+    )
 
 
 CLAIM_LOCK_KEY = 0x6E657673
@@ -69,17 +84,31 @@ def lock_claims(session: Session) -> None:
 
 def count_active(session: Session) -> int:
     """Leases in flight, of every replica."""
-    return session.scalar(select(func.count()).select_from(TaskLease).where(
-        TaskLease.status.in_(ACTIVE_LEASE_STATUSES))) or 0
+    return (
+        session.scalar(select(func.count()).select_from(TaskLease).where(TaskLease.status.in_(ACTIVE_LEASE_STATUSES)))
+        or 0
+    )
 
 
 def foreign_leases(session: Session, *, backend: str, replica: str) -> list[TaskLease]:
     """Leases in flight on ``backend`` that another replica launched."""
-    return list(session.scalars(select(TaskLease).where(
-        TaskLease.backend == backend, TaskLease.status.in_(ACTIVE_LEASE_STATUSES),
-        ~replica_owned(replica)).order_by(TaskLease.id)))
+    return list(
+        session.scalars(
+            select(TaskLease)
+            .where(TaskLease.backend == backend, TaskLease.status.in_(ACTIVE_LEASE_STATUSES), ~replica_owned(replica))
+            .order_by(TaskLease.id)
+        )
+    )
 
 
 __all__ = [
-    "CLAIM_LOCK_KEY", "active_leases", "cancelled_in_flight", "count_active", "count_owned", "count_replica", "foreign_leases", "lock_claims", "replica_owned",
+    "CLAIM_LOCK_KEY",
+    "active_leases",
+    "cancelled_in_flight",
+    "count_active",
+    "count_owned",
+    "count_replica",
+    "foreign_leases",
+    "lock_claims",
+    "replica_owned",
 ]

@@ -18,13 +18,7 @@ from services.store.db.engine import (
     sessions_on,
     transaction,
 )
-from services.store.db.migrate import (
-    current_revision,
-    downgrade,
-    ensure_current,
-    head_revision,
-    upgrade,
-)
+from services.store.db.migrate import current_revision, downgrade, ensure_current, head_revision, upgrade
 from services.store.db.models import Base
 
 __all__ = [

@@ -35,9 +35,7 @@ def one_of(column: str, values: tuple[str, ...]) -> str:
     """SQL for a CHECK that ``column`` holds one of ``values``."""
     for value in values:
         if not value.replace("_", "").isalnum():
-            raise ValueError(
-                f"The 'values' of one_of must be identifiers. Got {value!r} instead."
-            )
+            raise ValueError(f"The 'values' of one_of must be identifiers. Got {value!r} instead.")
     quoted = ", ".join(f"'{v}'" for v in values)
     return f"{column} IN ({quoted})"
 
@@ -63,6 +61,13 @@ def created_column() -> MappedColumn[datetime]:
 
 
 __all__ = [
-    "KEY_LENGTH", "NAMING_CONVENTION", "NOW", "Base", "created_column", "named_check",
-    "non_negative", "one_of", "sha256_check",
+    "KEY_LENGTH",
+    "NAMING_CONVENTION",
+    "NOW",
+    "Base",
+    "created_column",
+    "named_check",
+    "non_negative",
+    "one_of",
+    "sha256_check",
 ]

@@ -84,8 +84,7 @@ def make_engine(url: str, *, foreign_keys: bool = True, echo: bool = False) -> E
         engine = create_engine(parsed, **kwargs)
     except (NoSuchModuleError, ModuleNotFoundError) as exc:
         raise DatabaseError(
-            f"No driver for the database URL {mask_url(url)!r} ({exc}); use sqlite:/// or "
-            "postgresql+psycopg://."
+            f"No driver for the database URL {mask_url(url)!r} ({exc}); use sqlite:/// or postgresql+psycopg://."
         ) from None
     if backend == "sqlite":
         _configure_sqlite(engine, foreign_keys=foreign_keys)
@@ -153,7 +152,15 @@ def declare_writer(session: Session) -> None:
 
 
 __all__ = [
-    "CONNECT_TIMEOUT_S", "SQLITE_BUSY_TIMEOUT_MS", "WRITE_INTENT", "declare_writer",
-    "ensure_sqlite_parent", "make_engine", "parse_url", "session_factory", "sessions_on",
-    "sqlite_path", "transaction",
+    "CONNECT_TIMEOUT_S",
+    "SQLITE_BUSY_TIMEOUT_MS",
+    "WRITE_INTENT",
+    "declare_writer",
+    "ensure_sqlite_parent",
+    "make_engine",
+    "parse_url",
+    "session_factory",
+    "sessions_on",
+    "sqlite_path",
+    "transaction",
 ]

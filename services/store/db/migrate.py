@@ -10,8 +10,8 @@ cascade into its children, and are checked before the transaction commits.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -91,19 +91,14 @@ def ensure_current(url: str) -> None:
         return
     where = f"The database at {mask_url(url)}"
     if current is None:
-        raise DatabaseError(
-            f"{where} has no schema (database at revision none), code expects {head}: "
-            f"{UPGRADE_HINT}."
-        )
+        raise DatabaseError(f"{where} has no schema (database at revision none), code expects {head}: {UPGRADE_HINT}.")
     if current not in known_revisions():
         raise DatabaseError(
             f"{where} is at revision {current}, which this code does not know (the database "
             f"is newer than the code); code expects {head}: install the matching version of "
             "nevis-service, or downgrade the database with the newer code."
         )
-    raise DatabaseError(
-        f"{where} is at revision {current}, code expects {head}: {UPGRADE_HINT}."
-    )
+    raise DatabaseError(f"{where} is at revision {current}, code expects {head}: {UPGRADE_HINT}.")
 
 
 def new_revision(message: str, *, autogenerate: bool = True) -> Path:
@@ -121,9 +116,7 @@ def new_revision(message: str, *, autogenerate: bool = True) -> Path:
         if autogenerate:
             upgrade(url)
         try:
-            script = command.revision(
-                alembic_config(url), message=message, autogenerate=autogenerate, rev_id=rev_id
-            )
+            script = command.revision(alembic_config(url), message=message, autogenerate=autogenerate, rev_id=rev_id)
         except CommandError as exc:
             raise DatabaseError(f"Cannot write a new revision: {exc}") from None
     if script is None or isinstance(script, list):
@@ -166,8 +159,7 @@ def _check_sqlite_foreign_keys(connection: Connection) -> None:
     if broken:
         tables = sorted({str(row[0]) for row in broken})
         raise DatabaseError(
-            f"The migration left rows with dangling foreign keys in {', '.join(tables)}; "
-            "it was rolled back."
+            f"The migration left rows with dangling foreign keys in {', '.join(tables)}; it was rolled back."
         )
 
 
@@ -206,6 +198,14 @@ def _reason(exc: SQLAlchemyError, url: str) -> str:
 
 
 __all__ = [
-    "MIGRATIONS_DIR", "UPGRADE_HINT", "alembic_config", "current_revision", "downgrade",
-    "ensure_current", "head_revision", "known_revisions", "new_revision", "upgrade",
+    "MIGRATIONS_DIR",
+    "UPGRADE_HINT",
+    "alembic_config",
+    "current_revision",
+    "downgrade",
+    "ensure_current",
+    "head_revision",
+    "known_revisions",
+    "new_revision",
+    "upgrade",
 ]

@@ -45,15 +45,7 @@ from services.store.db.base import (
     one_of,
     sha256_check,
 )
-from services.store.db.models_streams import (
-    PHASES,
-    SHARD_SPLITS,
-    TASK_KINDS,
-    Dataset,
-    Shard,
-    StreamTask,
-    StreamVersion,
-)
+from services.store.db.models_streams import PHASES, SHARD_SPLITS, TASK_KINDS, Dataset, Shard, StreamTask, StreamVersion
 from services.store.db.types import JSONDoc, UTCDateTime, utcnow
 
 # "stopped": ended by its own FLOP or wall-time cap (budget.flop_cap, budget.wall_cap_s) after
@@ -62,18 +54,15 @@ SUBMISSION_STATUSES: tuple[str, ...] = ("queued", "running", "succeeded", "faile
 # Who may read a submission's row and details: everyone, or its owner and admins only.
 VISIBILITIES: tuple[str, ...] = ("public", "private")
 CODE_URL_MAX = 500  # submissions.code_url: an https URL where the learner's code is public
-TASK_RUN_STATUSES: tuple[str, ...] = (
-    "pending", "running", "succeeded", "failed", "timed_out", "cancelled",
-)
+TASK_RUN_STATUSES: tuple[str, ...] = ("pending", "running", "succeeded", "failed", "timed_out", "cancelled")
 # At most one task run per submission may be in one of these (causal order).
 ACTIVE_TASK_RUN_STATUSES: tuple[str, ...] = ("pending", "running")
 # "stopped" is a trial ended early by the search scheduler, which is not a failure.
-TRIAL_STATUSES: tuple[str, ...] = (
-    "pending", "running", "succeeded", "failed", "stopped", "cancelled",
-)
+TRIAL_STATUSES: tuple[str, ...] = ("pending", "running", "succeeded", "failed", "stopped", "cancelled")
 FLOPS_SOURCES: tuple[str, ...] = ("measured", "reported", "floor")
 RESULT_SPLITS: tuple[str, ...] = ("test", "dev_test")
 RESULT_METRICS: tuple[str, ...] = ("accuracy", "map")
+
 
 # A learner: an image with an entrypoint, an uploaded bundle, or an installed entry point.
 class Learner(Base):
@@ -81,8 +70,7 @@ class Learner(Base):
     __table_args__ = (
         sha256_check("bundle_sha256"),
         named_check(
-            "(bundle_key IS NULL AND bundle_sha256 IS NULL)"
-            " OR (bundle_key IS NOT NULL AND bundle_sha256 IS NOT NULL)",
+            "(bundle_key IS NULL AND bundle_sha256 IS NULL) OR (bundle_key IS NOT NULL AND bundle_sha256 IS NOT NULL)",
             "bundle_checksummed",
         ),
     )
@@ -111,12 +99,8 @@ class Submission(Base):
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    learner_id: Mapped[int] = mapped_column(
-        ForeignKey("learners.id", ondelete="RESTRICT"), index=True
-    )
-    stream_version_id: Mapped[int] = mapped_column(
-        ForeignKey("stream_versions.id", ondelete="RESTRICT"), index=True
-    )
+    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="RESTRICT"), index=True)
+    stream_version_id: Mapped[int] = mapped_column(ForeignKey("stream_versions.id", ondelete="RESTRICT"), index=True)
     phase: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16), default="queued", server_default="queued")
     budget: Mapped[dict[str, Any]] = mapped_column(JSONDoc, default=dict)
@@ -125,9 +109,7 @@ class Submission(Base):
     cursor: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = created_column()
-    updated_at: Mapped[datetime] = mapped_column(
-        UTCDateTime(), default=utcnow, onupdate=utcnow, server_default=NOW
-    )
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow, server_default=NOW)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     visibility: Mapped[str] = mapped_column(String(16), default="public", server_default="public")
     pretrained_key: Mapped[str | None] = mapped_column(String(KEY_LENGTH))  # PT / PT+FT's start
@@ -142,9 +124,7 @@ class Submission(Base):
 
     learner: Mapped[Learner] = relationship()
     stream_version: Mapped[StreamVersion] = relationship()
-    task_runs: Mapped[list[TaskRun]] = relationship(
-        back_populates="submission", passive_deletes=True
-    )
+    task_runs: Mapped[list[TaskRun]] = relationship(back_populates="submission", passive_deletes=True)
 
 
 # One attempt at one task of a submission; the reaper acts on ``deadline_at``.
@@ -200,11 +180,10 @@ class Trial(Base):
         UniqueConstraint("id", "task_run_id"),
         named_check(one_of("status", TRIAL_STATUSES), "status"),
         named_check(one_of("flops_source", FLOPS_SOURCES), "flops_source"),
-        named_check(
-            "dev_error IS NULL OR (dev_error >= 0 AND dev_error <= 1)", "dev_error_range"
+        named_check("dev_error IS NULL OR (dev_error >= 0 AND dev_error <= 1)", "dev_error_range"),
+        *non_negative(
+            "trial_index", "flops", "wall_time_s", "peak_memory_bytes", "cpu_seconds", "flops_floor", "flops_paper"
         ),
-        *non_negative("trial_index", "flops", "wall_time_s", "peak_memory_bytes", "cpu_seconds", "flops_floor",
-                      "flops_paper"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -214,9 +193,7 @@ class Trial(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSONDoc, default=dict)
     status: Mapped[str] = mapped_column(String(16), default="pending", server_default="pending")
     flops: Mapped[float] = mapped_column(Double, default=0.0, server_default=text("0"))
-    flops_source: Mapped[str] = mapped_column(
-        String(16), default="measured", server_default="measured"
-    )
+    flops_source: Mapped[str] = mapped_column(String(16), default="measured", server_default="measured")
     dev_error: Mapped[float | None] = mapped_column(Double)
     wall_time_s: Mapped[float | None] = mapped_column(Double)
     peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
@@ -240,11 +217,7 @@ class Trial(Base):
 # A saved model state of a trial at one training step, for the probe pool.
 class Checkpoint(Base):
     __tablename__ = "checkpoints"
-    __table_args__ = (
-        UniqueConstraint("trial_id", "step"),
-        *non_negative("step", "size_bytes"),
-        sha256_check("sha256"),
-    )
+    __table_args__ = (UniqueConstraint("trial_id", "step"), *non_negative("step", "size_bytes"), sha256_check("sha256"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
@@ -269,9 +242,7 @@ class TaskResult(Base):
             name="fk_task_results_task_run",
         ),
         ForeignKeyConstraint(
-            ["best_trial_id", "task_run_id"],
-            ["trials.id", "trials.task_run_id"],
-            name="fk_task_results_best_trial",
+            ["best_trial_id", "task_run_id"], ["trials.id", "trials.task_run_id"], name="fk_task_results_best_trial"
         ),
         named_check("error >= 0 AND error <= 1", "error_range"),
         named_check(one_of("split", RESULT_SPLITS), "split"),
@@ -299,12 +270,8 @@ class TaskResult(Base):
 
     submission: Mapped[Submission] = relationship()
     stream_task: Mapped[StreamTask] = relationship()
-    task_run: Mapped[TaskRun] = relationship(
-        primaryjoin="foreign(TaskResult.task_run_id) == TaskRun.id", viewonly=True
-    )
-    best_trial: Mapped[Trial] = relationship(
-        primaryjoin="foreign(TaskResult.best_trial_id) == Trial.id", viewonly=True
-    )
+    task_run: Mapped[TaskRun] = relationship(primaryjoin="foreign(TaskResult.task_run_id) == TaskRun.id", viewonly=True)
+    best_trial: Mapped[Trial] = relationship(primaryjoin="foreign(TaskResult.best_trial_id) == Trial.id", viewonly=True)
 
 
 # The append-only audit log; triggers created by the migration refuse UPDATE and DELETE.
@@ -322,10 +289,29 @@ class Event(Base):
 # Tables of later parts live in their own modules; importing them registers them here.
 from services.store.db import models_coordinator, models_probe, models_refresh, models_scores, models_secrets  # noqa: E402,F401
 
-
 __all__ = [
-    "ACTIVE_TASK_RUN_STATUSES", "CODE_URL_MAX", "FLOPS_SOURCES", "PHASES", "RESULT_METRICS", "RESULT_SPLITS",
-    "SHARD_SPLITS", "SUBMISSION_STATUSES", "TASK_KINDS", "TASK_RUN_STATUSES", "TRIAL_STATUSES",
-    "VISIBILITIES", "Base", "Checkpoint", "Dataset", "Event", "Learner", "Shard", "StreamTask",
-    "StreamVersion", "Submission", "TaskResult", "TaskRun", "Trial",
+    "ACTIVE_TASK_RUN_STATUSES",
+    "CODE_URL_MAX",
+    "FLOPS_SOURCES",
+    "PHASES",
+    "RESULT_METRICS",
+    "RESULT_SPLITS",
+    "SHARD_SPLITS",
+    "SUBMISSION_STATUSES",
+    "TASK_KINDS",
+    "TASK_RUN_STATUSES",
+    "TRIAL_STATUSES",
+    "VISIBILITIES",
+    "Base",
+    "Checkpoint",
+    "Dataset",
+    "Event",
+    "Learner",
+    "Shard",
+    "StreamTask",
+    "StreamVersion",
+    "Submission",
+    "TaskResult",
+    "TaskRun",
+    "Trial",
 ]

@@ -30,7 +30,13 @@ from services.store.db.types import UTCDateTime
 
 ROLES: tuple[str, ...] = ("admin", "submitter")
 LEASE_STATUSES: tuple[str, ...] = (
-    "launching", "launched", "running", "succeeded", "failed", "expired", "cancelled",
+    "launching",
+    "launched",
+    "running",
+    "succeeded",
+    "failed",
+    "expired",
+    "cancelled",
     "launch_failed",
 )
 # A submission has at most one lease in one of these (the causal order, enforced by an index).
@@ -73,19 +79,17 @@ class ApiToken(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # The token whose request minted this one (revision 0012): revoking a token revokes every
     # token minted from it, down the chain. None: minted by the CLI, or before 0012.
-    parent_token_id: Mapped[int | None] = mapped_column(
-        ForeignKey("api_tokens.id", ondelete="SET NULL"), index=True)
+    parent_token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id", ondelete="SET NULL"), index=True)
 
 
 # Who registered a learner (and the size of its uploaded bundle, if any).
 class LearnerOwner(Base):
     __tablename__ = "learner_owners"
-    __table_args__ = (named_check("bundle_size_bytes IS NULL OR bundle_size_bytes >= 0",
-                                  "bundle_size_bytes_non_negative"),)
-
-    learner_id: Mapped[int] = mapped_column(
-        ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True
+    __table_args__ = (
+        named_check("bundle_size_bytes IS NULL OR bundle_size_bytes >= 0", "bundle_size_bytes_non_negative"),
     )
+
+    learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="RESTRICT"), index=True)
     bundle_size_bytes: Mapped[int | None] = mapped_column(Integer)
 
@@ -93,13 +97,9 @@ class LearnerOwner(Base):
 # The coordinator's view of a submission: owner, back-off and cancellation.
 class ScheduledSubmission(Base):
     __tablename__ = "scheduled_submissions"
-    __table_args__ = (
-        Index(None, "next_launch_at"),
-    )
+    __table_args__ = (Index(None, "next_launch_at"),)
 
-    submission_id: Mapped[int] = mapped_column(
-        ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True
-    )
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="RESTRICT"), index=True)
     # The lease in flight; the row lock on this row is what schedulers claim.
     active_lease_id: Mapped[int | None] = mapped_column(Integer)
@@ -126,7 +126,9 @@ class TaskLease(Base):
         ),
         Index(
             "uq_task_leases_attempt",
-            "submission_id", "task_order", "attempt",
+            "submission_id",
+            "task_order",
+            "attempt",
             unique=True,
             sqlite_where=text(f"status <> '{NOT_AN_ATTEMPT}'"),
             postgresql_where=text(f"status <> '{NOT_AN_ATTEMPT}'"),
@@ -164,6 +166,14 @@ class IdempotencyKey(Base):
 
 
 __all__ = [
-    "ACTIVE_LEASE_STATUSES", "LEASE_STATUSES", "NOT_AN_ATTEMPT", "ROLES", "ApiToken", "IdempotencyKey",
-    "LearnerOwner", "ScheduledSubmission", "TaskLease", "User",
+    "ACTIVE_LEASE_STATUSES",
+    "LEASE_STATUSES",
+    "NOT_AN_ATTEMPT",
+    "ROLES",
+    "ApiToken",
+    "IdempotencyKey",
+    "LearnerOwner",
+    "ScheduledSubmission",
+    "TaskLease",
+    "User",
 ]

@@ -43,18 +43,14 @@ SETTINGS_HASH_LENGTH = 16
 
 
 def _settings_fk() -> Mapped[str]:
-    return mapped_column(
-        String(SETTINGS_HASH_LENGTH), ForeignKey("probe_settings.settings_hash", ondelete="RESTRICT")
-    )
+    return mapped_column(String(SETTINGS_HASH_LENGTH), ForeignKey("probe_settings.settings_hash", ondelete="RESTRICT"))
 
 
 # The learner's own training curve of one trial, the pretext curve of the probes.
 class TrialCurve(Base):
     __tablename__ = "trial_curves"
 
-    trial_id: Mapped[int] = mapped_column(
-        ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True
-    )
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True)
     steps: Mapped[list[int]] = mapped_column(JSONDoc)
     losses: Mapped[list[Any]] = mapped_column(JSONDoc)
     created_at: Mapped[datetime] = created_column()
@@ -91,9 +87,7 @@ class ProbeJob(Base):
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
     task_order: Mapped[int] = mapped_column(Integer)  # 0 for a submission summary
     trial_id: Mapped[int | None] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
-    checkpoint_id: Mapped[int | None] = mapped_column(
-        ForeignKey("checkpoints.id", ondelete="CASCADE")
-    )
+    checkpoint_id: Mapped[int | None] = mapped_column(ForeignKey("checkpoints.id", ondelete="CASCADE"))
     settings_hash: Mapped[str] = _settings_fk()
     status: Mapped[str] = mapped_column(String(16), default="queued", server_default="queued")
     attempts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
@@ -115,8 +109,7 @@ class ProbeCheckpointResult(Base):
     __tablename__ = "probe_checkpoint_results"
     __table_args__ = (
         UniqueConstraint("checkpoint_id", "settings_hash"),
-        named_check("pretext_error IS NULL OR (pretext_error >= 0 AND pretext_error <= 1)",
-                    "pretext_error_range"),
+        named_check("pretext_error IS NULL OR (pretext_error >= 0 AND pretext_error <= 1)", "pretext_error_range"),
         *non_negative("step", "feature_dim", "lidar_n", "lidar_q", "rankme_n"),
         Index(None, "trial_id"),
     )
@@ -224,8 +217,19 @@ class ProbeCorrelationRow(Base):
 
 
 __all__ = [
-    "CORRELATION_SCOPES", "MISMATCH_SCALARS", "OPEN_PROBE_JOB_STATUSES", "PROBE_JOB_KINDS", "PROBE_JOB_STATUSES",
-    "PROBE_KIND_NAMES", "PROXIES", "SETTINGS_HASH_LENGTH", "ProbeCheckpointResult",
-    "ProbeCorrelationRow", "ProbeFitRow", "ProbeJob", "ProbeMismatchRow", "ProbeSettingsRow",
+    "CORRELATION_SCOPES",
+    "MISMATCH_SCALARS",
+    "OPEN_PROBE_JOB_STATUSES",
+    "PROBE_JOB_KINDS",
+    "PROBE_JOB_STATUSES",
+    "PROBE_KIND_NAMES",
+    "PROXIES",
+    "SETTINGS_HASH_LENGTH",
+    "ProbeCheckpointResult",
+    "ProbeCorrelationRow",
+    "ProbeFitRow",
+    "ProbeJob",
+    "ProbeMismatchRow",
+    "ProbeSettingsRow",
     "TrialCurve",
 ]

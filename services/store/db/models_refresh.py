@@ -45,8 +45,7 @@ class Refresh(Base):
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    stream_version_id: Mapped[int] = mapped_column(
-        ForeignKey("stream_versions.id", ondelete="RESTRICT"))
+    stream_version_id: Mapped[int] = mapped_column(ForeignKey("stream_versions.id", ondelete="RESTRICT"))
     trigger: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16), default="running", server_default="running")
     requested_by: Mapped[str | None] = mapped_column(String(100))  # the admin, for trigger admin
@@ -58,7 +57,8 @@ class Refresh(Base):
     # By name: models imports this module, so this one must not import models.
     stream_version: Mapped["StreamVersion"] = relationship()  # noqa: F821, UP037
     runs: Mapped[list[RefreshRun]] = relationship(
-        back_populates="refresh", order_by="RefreshRun.submission_id", passive_deletes=True)
+        back_populates="refresh", order_by="RefreshRun.submission_id", passive_deletes=True
+    )
 
 
 # A submission a refresh queued: a baseline, or the copy of a pinned submission.
@@ -66,13 +66,10 @@ class RefreshRun(Base):
     __tablename__ = "refresh_runs"
     __table_args__ = (named_check(one_of("kind", REFRESH_RUN_KINDS), "kind"),)
 
-    submission_id: Mapped[int] = mapped_column(
-        ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True)
-    refresh_id: Mapped[int] = mapped_column(
-        ForeignKey("refreshes.id", ondelete="CASCADE"), index=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True)
+    refresh_id: Mapped[int] = mapped_column(ForeignKey("refreshes.id", ondelete="CASCADE"), index=True)
     kind: Mapped[str] = mapped_column(String(16))
-    source_submission_id: Mapped[int | None] = mapped_column(
-        ForeignKey("submissions.id", ondelete="SET NULL"))
+    source_submission_id: Mapped[int | None] = mapped_column(ForeignKey("submissions.id", ondelete="SET NULL"))
 
     refresh: Mapped[Refresh] = relationship(back_populates="runs")
 

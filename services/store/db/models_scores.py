@@ -29,8 +29,7 @@ from services.store.db.types import JSONDoc
 # The aggregate of one submission's committed results, as its leaderboard row shows it.
 class SubmissionScore(Base):
     __tablename__ = "submission_scores"
-    __table_args__ = non_negative("tasks_done", "headline_done", "floored_tasks", "cflop", "cflop_paper",
-                                  "cpu_seconds")
+    __table_args__ = non_negative("tasks_done", "headline_done", "floored_tasks", "cflop", "cflop_paper", "cpu_seconds")
 
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True)
     tasks_done: Mapped[int] = mapped_column(Integer)  # committed tasks
@@ -76,8 +75,9 @@ class LearnerSeeds(Base):
 
     __tablename__ = "learner_seeds"
 
-    stream_version_id: Mapped[int] = mapped_column(ForeignKey("stream_versions.id", ondelete="CASCADE"),
-                                                   primary_key=True)
+    stream_version_id: Mapped[int] = mapped_column(
+        ForeignKey("stream_versions.id", ondelete="CASCADE"), primary_key=True
+    )
     learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True)
     errors: Mapped[list[float]] = mapped_column(JSONDoc)
     created: Mapped[list[str]] = mapped_column(JSONDoc)  # each run's created_at (ISO 8601), in the same order

@@ -13,15 +13,7 @@ from typing import Any
 from sqlalchemy import BigInteger, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from services.store.db.base import (
-    KEY_LENGTH,
-    Base,
-    created_column,
-    named_check,
-    non_negative,
-    one_of,
-    sha256_check,
-)
+from services.store.db.base import KEY_LENGTH, Base, created_column, named_check, non_negative, one_of, sha256_check
 from services.store.db.types import JSONDoc
 
 PHASES: tuple[str, ...] = ("meta_train", "meta_test")
@@ -58,9 +50,7 @@ class StreamTask(Base):
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    stream_version_id: Mapped[int] = mapped_column(
-        ForeignKey("stream_versions.id", ondelete="CASCADE")
-    )
+    stream_version_id: Mapped[int] = mapped_column(ForeignKey("stream_versions.id", ondelete="CASCADE"))
     order: Mapped[int] = mapped_column("order", Integer)
     year: Mapped[int] = mapped_column(Integer)
     dataset: Mapped[str] = mapped_column(String(200))

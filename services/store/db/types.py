@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, DateTime
@@ -20,7 +20,7 @@ from sqlalchemy.types import TypeDecorator
 
 def utcnow() -> datetime:
     """The current instant as an aware UTC datetime (the default of every timestamp)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -33,15 +33,13 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         if not isinstance(value, datetime):
-            raise TypeError(
-                f"A timestamp column must be given a datetime. Got {type(value).__name__} instead."
-            )
+            raise TypeError(f"A timestamp column must be given a datetime. Got {type(value).__name__} instead.")
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(
                 f"A timestamp column must be given an aware datetime. Got naive {value!r} "
                 "instead; use datetime.now(timezone.utc)."
             )
-        value = value.astimezone(timezone.utc)
+        value = value.astimezone(UTC)
         # SQLite keeps text without a zone; store the UTC wall time.
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
@@ -49,8 +47,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         if value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
 
 # JSON documents (manifests, configs, budgets, payloads); JSONB on PostgreSQL.

@@ -67,8 +67,11 @@ def run_deferred_backfills(connection: Connection) -> None:
     if not pending:
         return
     if context.get_context().get_current_revision() != context.script.get_current_head():
-        log.warning("%d back-fill(s) of derived rows skipped: the schema is not at head; "
-                    "upgrade to head to keep the leaderboard's summaries.", len(pending))
+        log.warning(
+            "%d back-fill(s) of derived rows skipped: the schema is not at head; "
+            "upgrade to head to keep the leaderboard's summaries.",
+            len(pending),
+        )
         return
     for backfill in pending:
         backfill(connection)

@@ -24,10 +24,10 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str):  # noqa: ANN202
     # boto3 takes a while to import; load the S3 backend only when someone asks for it.
     if name == "S3ObjectStore":
-        from services.store.objects.s3 import S3ObjectStore
+        from services.store.objects.s3 import S3ObjectStore  # noqa: PLC0415
 
         return S3ObjectStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

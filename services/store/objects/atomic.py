@@ -50,9 +50,7 @@ def staged_file(target: Path, *, tmp_dir: Path | None = None) -> Iterator[Path]:
         raise
 
 
-def write_file_atomically(
-    target: Path, chunks: Iterable[bytes], *, tmp_dir: Path | None = None
-) -> None:
+def write_file_atomically(target: Path, chunks: Iterable[bytes], *, tmp_dir: Path | None = None) -> None:
     """Write the concatenated ``chunks`` to ``target`` atomically (see :func:`staged_file`)."""
     with staged_file(target, tmp_dir=tmp_dir) as tmp, open(tmp, "wb") as out:
         for chunk in chunks:
@@ -96,6 +94,11 @@ def read_chunks(stream: BinaryIO, size: int = CHUNK_BYTES) -> Iterator[bytes]:
 
 
 __all__ = [
-    "CHUNK_BYTES", "FILE_MODE", "fsync_dir", "read_chunks", "replace_durably", "staged_file",
+    "CHUNK_BYTES",
+    "FILE_MODE",
+    "fsync_dir",
+    "read_chunks",
+    "replace_durably",
+    "staged_file",
     "write_file_atomically",
 ]

@@ -34,9 +34,7 @@ def open_store(url: str, *, s3_endpoint_url: str | None = None) -> ObjectStore:
     """
     parts = urlsplit(url or "")
     if parts.query or parts.fragment:
-        raise ConfigError(
-            f"Unsupported object-store URL {url!r}: {_EXPECTED}, without ?query or #fragment."
-        )
+        raise ConfigError(f"Unsupported object-store URL {url!r}: {_EXPECTED}, without ?query or #fragment.")
     if parts.scheme == "file":
         return _open_local(url, parts.netloc, unquote(parts.path))
     if parts.scheme == "s3":
@@ -59,7 +57,7 @@ def _open_local(url: str, host: str, path: str) -> LocalObjectStore:
 
 
 def _open_s3(url: str, bucket: str, path: str, endpoint_url: str | None) -> ObjectStore:
-    from services.store.objects.s3 import S3ObjectStore  # boto3 loads only when needed
+    from services.store.objects.s3 import S3ObjectStore  # boto3 loads only when needed  # noqa: PLC0415
 
     if not bucket or "@" in bucket or ":" in bucket:
         raise ConfigError(

@@ -29,16 +29,12 @@ def validate_key(key: str) -> str:
         InvalidKeyError: naming the key and the rule it breaks.
     """
     if not isinstance(key, str):
-        raise InvalidKeyError(
-            f"Invalid object key {key!r}: a key must be a str; got {type(key).__name__}."
-        )
+        raise InvalidKeyError(f"Invalid object key {key!r}: a key must be a str; got {type(key).__name__}.")
     if not key:
         raise InvalidKeyError("Invalid object key '': a key must not be empty.")
     _check_text(key)
     if key.startswith("/"):
-        raise InvalidKeyError(
-            f"Invalid object key {key!r}: a key must be a relative path, not start with '/'."
-        )
+        raise InvalidKeyError(f"Invalid object key {key!r}: a key must be a relative path, not start with '/'.")
     size = len(key.encode("utf-8"))
     if size > MAX_KEY_BYTES:
         raise InvalidKeyError(
@@ -66,10 +62,7 @@ def validate_prefix(prefix: str) -> str:
     if prefix == "":
         return ""
     if not isinstance(prefix, str):
-        raise InvalidKeyError(
-            f"Invalid key prefix {prefix!r}: a prefix must be a str; "
-            f"got {type(prefix).__name__}."
-        )
+        raise InvalidKeyError(f"Invalid key prefix {prefix!r}: a prefix must be a str; got {type(prefix).__name__}.")
     if prefix.startswith("/"):
         raise InvalidKeyError(
             f"Invalid key prefix {prefix!r}: a prefix must be a relative path, not start "
@@ -87,9 +80,7 @@ def validate_prefix(prefix: str) -> str:
 def _check_text(key: str) -> None:
     """Refuse characters that are unsafe in file names or invisible in messages."""
     if "\\" in key:
-        raise InvalidKeyError(
-            f"Invalid object key {key!r}: use '/' to separate segments, not '\\'."
-        )
+        raise InvalidKeyError(f"Invalid object key {key!r}: use '/' to separate segments, not '\\'.")
     for char in key:
         if ord(char) < 32 or ord(char) == 127:
             raise InvalidKeyError(
@@ -102,13 +93,10 @@ def _check_segment(key: str, segment: str) -> None:
     """Refuse path segments that are empty, relative-path markers or too long."""
     if segment == "":
         raise InvalidKeyError(
-            f"Invalid object key {key!r}: empty segments ('a//b', a leading or "
-            "trailing '/') are not allowed."
+            f"Invalid object key {key!r}: empty segments ('a//b', a leading or trailing '/') are not allowed."
         )
     if segment in (".", ".."):
-        raise InvalidKeyError(
-            f"Invalid object key {key!r}: '.' and '..' segments are not allowed."
-        )
+        raise InvalidKeyError(f"Invalid object key {key!r}: '.' and '..' segments are not allowed.")
     size = len(segment.encode("utf-8"))
     if size > MAX_SEGMENT_BYTES:
         raise InvalidKeyError(

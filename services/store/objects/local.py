@@ -30,12 +30,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from services.core.errors import DataIntegrityError, ObjectNotFoundError, ObjectTooLargeError
-from services.store.objects.atomic import (
-    FILE_MODE,
-    read_chunks,
-    replace_durably,
-    write_file_atomically,
-)
+from services.store.objects.atomic import FILE_MODE, read_chunks, replace_durably, write_file_atomically
 from services.store.objects.base import ListedObject, ObjectInfo
 from services.store.objects.keys import validate_key, validate_prefix
 
@@ -77,9 +72,7 @@ class LocalObjectStore:
     def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
         """Store ``data`` under ``key`` atomically, replacing any object there."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(
-                f"The 'data' parameter of put_bytes must be bytes; got {type(data).__name__}."
-            )
+            raise TypeError(f"The 'data' parameter of put_bytes must be bytes; got {type(data).__name__}.")
         return self.put_stream(key, [bytes(data)])
 
     def put_file(self, key: str, path: Path) -> ObjectInfo:
@@ -104,9 +97,7 @@ class LocalObjectStore:
         digest, size = self._write_blob(chunks)
         info = ObjectInfo(key=key, size=size, sha256=digest)
         record = {"key": key, "sha256": digest, "size": size}
-        write_file_atomically(
-            self._ref_path(key), [json.dumps(record).encode("utf-8")], tmp_dir=self._tmp
-        )
+        write_file_atomically(self._ref_path(key), [json.dumps(record).encode("utf-8")], tmp_dir=self._tmp)
         return info
 
     def delete(self, key: str) -> None:
@@ -122,8 +113,9 @@ class LocalObjectStore:
         info, blob = self._open_blob(key)
         with blob:
             if max_bytes is not None and info.size > max_bytes:
-                raise ObjectTooLargeError(f"Object {key!r} has {info.size} bytes, over the {max_bytes}-byte "
-                                          "limit of its reader: not read.")
+                raise ObjectTooLargeError(
+                    f"Object {key!r} has {info.size} bytes, over the {max_bytes}-byte limit of its reader: not read."
+                )
             data = blob.read() if max_bytes is None else blob.read(max_bytes + 1)
         _check(self, info, hashlib.sha256(data).hexdigest(), len(data))
         return data
@@ -293,9 +285,7 @@ class LocalObjectStore:
         raw = path.read_bytes()
         try:
             record = json.loads(raw)
-            info = ObjectInfo(
-                key=str(record["key"]), size=int(record["size"]), sha256=str(record["sha256"])
-            )
+            info = ObjectInfo(key=str(record["key"]), size=int(record["size"]), sha256=str(record["sha256"]))
             if not _SHA256_HEX.fullmatch(info.sha256) or (key is not None and info.key != key):
                 raise ValueError("the recorded key or sha256 does not fit")
         except (ValueError, KeyError, TypeError) as exc:
@@ -310,7 +300,7 @@ class LocalObjectStore:
         info = self._read_ref(key)
         for _ in range(3):
             try:
-                return info, open(self._blob_path(info.sha256), "rb")  # noqa: SIM115
+                return info, open(self._blob_path(info.sha256), "rb")
             except FileNotFoundError:
                 again = self._read_ref(key)
                 if again == info:

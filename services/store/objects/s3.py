@@ -71,9 +71,7 @@ class S3ObjectStore:
         server_checksums: bool = True,
     ) -> None:
         if not bucket or "/" in bucket:
-            raise ConfigError(
-                f"Invalid S3 bucket name {bucket!r}; set NEVIS_STORE_URL to s3://BUCKET/PREFIX."
-            )
+            raise ConfigError(f"Invalid S3 bucket name {bucket!r}; set NEVIS_STORE_URL to s3://BUCKET/PREFIX.")
         self.bucket = bucket
         self.prefix = validate_prefix(prefix)
         self.url = f"s3://{bucket}/{self.prefix.rstrip('/')}"
@@ -107,9 +105,7 @@ class S3ObjectStore:
     def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
         """Store ``data`` under ``key`` in one PUT (visible only once complete)."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(
-                f"The 'data' parameter of put_bytes must be bytes; got {type(data).__name__}."
-            )
+            raise TypeError(f"The 'data' parameter of put_bytes must be bytes; got {type(data).__name__}.")
         data = bytes(data)
         digest = hashlib.sha256(data)
         args: dict[str, Any] = {"Metadata": {METADATA_KEY: digest.hexdigest()}}
@@ -138,9 +134,7 @@ class S3ObjectStore:
         if self._server_checksums:
             extra["ChecksumAlgorithm"] = "SHA256"
         with self._errors(key):
-            self._client.upload_file(
-                str(path), self.bucket, s3_key, ExtraArgs=extra, Config=self._transfer
-            )
+            self._client.upload_file(str(path), self.bucket, s3_key, ExtraArgs=extra, Config=self._transfer)
         return ObjectInfo(key=key, size=size, sha256=hasher.hexdigest())
 
     def put_stream(self, key: str, chunks: Iterable[bytes]) -> ObjectInfo:
@@ -171,8 +165,9 @@ class S3ObjectStore:
             length = int(response.get("ContentLength", 0))
             if max_bytes is not None and length > max_bytes:
                 response["Body"].close()
-                raise ObjectTooLargeError(f"Object {key!r} has {length} bytes, over the {max_bytes}-byte "
-                                          "limit of its reader: not read.")
+                raise ObjectTooLargeError(
+                    f"Object {key!r} has {length} bytes, over the {max_bytes}-byte limit of its reader: not read."
+                )
             data = response["Body"].read() if max_bytes is None else response["Body"].read(max_bytes + 1)
         info = self._info_from(key, response)
         self._check(info, hashlib.sha256(data).hexdigest(), len(data))
@@ -187,9 +182,7 @@ class S3ObjectStore:
             try:
                 with staged_file(Path(path)) as tmp:
                     with self._errors(key):
-                        self._client.download_file(
-                            self.bucket, s3_key, str(tmp), Config=self._transfer
-                        )
+                        self._client.download_file(self.bucket, s3_key, str(tmp), Config=self._transfer)
                     actual, size = _hash_file(tmp)
                     if actual != info.sha256 and self._head(key)["ETag"] != head["ETag"]:
                         raise _ChangedDuringDownload
@@ -251,8 +244,7 @@ class S3ObjectStore:
                 for item in page.get("Contents", []):
                     key = item["Key"][len(self.prefix) :]
                     if _is_valid_key(key):
-                        yield ListedObject(key=key, size=int(item["Size"]),
-                                           modified=item["LastModified"].timestamp())
+                        yield ListedObject(key=key, size=int(item["Size"]), modified=item["LastModified"].timestamp())
 
     # -- internals ---------------------------------------------------------------------
 
@@ -295,9 +287,7 @@ class S3ObjectStore:
         return True
 
     def _errors(self, key: str | None) -> AbstractContextManager[None]:
-        return translate_s3_errors(
-            url=self.url, bucket=self.bucket, key=key, bucket_exists=self._bucket_exists
-        )
+        return translate_s3_errors(url=self.url, bucket=self.bucket, key=key, bucket_exists=self._bucket_exists)
 
 
 def _new_client(endpoint_url: str | None) -> Any:

@@ -10,12 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from botocore.exceptions import (
-    ClientError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    PartialCredentialsError,
-)
+from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, PartialCredentialsError
 
 from services.core.errors import ConfigError, NevisError, ObjectNotFoundError
 
@@ -25,9 +20,7 @@ DENIED_CODES = frozenset({"403", "AccessDenied", "InvalidAccessKeyId", "Signatur
 
 
 @contextmanager
-def translate_s3_errors(
-    *, url: str, bucket: str, key: str | None, bucket_exists: Callable[[], bool]
-) -> Iterator[None]:
+def translate_s3_errors(*, url: str, bucket: str, key: str | None, bucket_exists: Callable[[], bool]) -> Iterator[None]:
     """Run S3 calls for ``key`` (None for a listing) and translate their failures.
 
     Args:
@@ -53,8 +46,7 @@ def translate_s3_errors(
                 "AWS_PROFILE) and the bucket policy, or change NEVIS_STORE_URL."
             ) from None
         raise NevisError(
-            f"S3 request for {key or 'a listing'!r} in store {url} failed "
-            f"({code}: {_message(exc)})."
+            f"S3 request for {key or 'a listing'!r} in store {url} failed ({code}: {_message(exc)})."
         ) from exc
     except (NoCredentialsError, PartialCredentialsError) as exc:
         raise ConfigError(
@@ -85,6 +77,4 @@ def _message(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Message", "")) or "no message"
 
 
-__all__ = [
-    "DENIED_CODES", "NOT_FOUND_CODES", "error_code", "missing_bucket_error", "translate_s3_errors",
-]
+__all__ = ["DENIED_CODES", "NOT_FOUND_CODES", "error_code", "missing_bucket_error", "translate_s3_errors"]

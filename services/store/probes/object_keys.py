@@ -11,5 +11,4 @@ from __future__ import annotations
 from services.store.key_layout import PROBE_FEATURES as FEATURES_PREFIX
 from services.store.key_layout import features_key
 
-
 __all__ = ["FEATURES_PREFIX", "features_key"]

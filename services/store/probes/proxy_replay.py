@@ -41,33 +41,46 @@ def load_replay_input(session: Session, *, submission_id: int, settings_hash: st
         raise NevisError(f"No run with id {submission_id} in this database.")
     settings_hash = settings_hash or latest_settings_hash(session, submission_id=submission_id)
     if settings_hash is None:
-        raise NevisError(f"Run {submission_id} has no probes: run `nevis probe run --submission "
-                         f"{submission_id} --all-trials` first.")
+        raise NevisError(
+            f"Run {submission_id} has no probes: run `nevis probe run --submission {submission_id} --all-trials` first."
+        )
     committed = session.execute(
-        select(StreamTask.order, TaskResult.task_run_id, TaskResult.best_trial_id, TaskResult.flops,
-               TaskResult.error)
+        select(StreamTask.order, TaskResult.task_run_id, TaskResult.best_trial_id, TaskResult.flops, TaskResult.error)
         .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
-        .where(TaskResult.submission_id == submission_id).order_by(StreamTask.order)
+        .where(TaskResult.submission_id == submission_id)
+        .order_by(StreamTask.order)
     ).all()
     if not committed:
         raise NevisError(f"Run {submission_id} has no committed task.")
     trials = session.execute(
-        select(Trial.id, Trial.task_run_id, Trial.trial_index, Trial.status, Trial.dev_error, Trial.flops)
-        .where(Trial.task_run_id.in_([row.task_run_id for row in committed]))
+        select(Trial.id, Trial.task_run_id, Trial.trial_index, Trial.status, Trial.dev_error, Trial.flops).where(
+            Trial.task_run_id.in_([row.task_run_id for row in committed])
+        )
     ).all()
     probed = session.execute(
-        select(ProbeCheckpointResult.trial_id, ProbeCheckpointResult.checkpoint_id, ProbeCheckpointResult.step,
-               ProbeCheckpointResult.lidar, ProbeCheckpointResult.rankme)
-        .where(ProbeCheckpointResult.trial_id.in_([t.id for t in trials]),
-               ProbeCheckpointResult.settings_hash == settings_hash)
+        select(
+            ProbeCheckpointResult.trial_id,
+            ProbeCheckpointResult.checkpoint_id,
+            ProbeCheckpointResult.step,
+            ProbeCheckpointResult.lidar,
+            ProbeCheckpointResult.rankme,
+        ).where(
+            ProbeCheckpointResult.trial_id.in_([t.id for t in trials]),
+            ProbeCheckpointResult.settings_hash == settings_hash,
+        )
     ).all()
     if not probed:
         raise NevisError(f"Run {submission_id} has no probed checkpoint under settings {settings_hash}.")
-    spent = dict(session.execute(
-        select(ProbeJob.checkpoint_id, ProbeJob.analysis_flops)
-        .where(ProbeJob.submission_id == submission_id, ProbeJob.settings_hash == settings_hash,
-               ProbeJob.kind == "checkpoint", ProbeJob.status == "done")
-    ).all())
+    spent = dict(
+        session.execute(
+            select(ProbeJob.checkpoint_id, ProbeJob.analysis_flops).where(
+                ProbeJob.submission_id == submission_id,
+                ProbeJob.settings_hash == settings_hash,
+                ProbeJob.kind == "checkpoint",
+                ProbeJob.status == "done",
+            )
+        ).all()
+    )
     values: dict[int, dict[str, dict[int, float]]] = {}
     costs: dict[int, dict[int, float]] = {}
     for row in probed:
@@ -81,16 +94,21 @@ def load_replay_input(session: Session, *, submission_id: int, settings_hash: st
     for order, run_id, best_id, flops, _ in committed:
         mine = sorted((t for t in trials if t.task_run_id == run_id), key=lambda t: t.trial_index)
         records = tuple(
-            TrialRecord(t.trial_index, t.dev_error if t.status == "succeeded" else None, float(t.flops),
-                        values.get(t.id, {}), costs.get(t.id, {}))
-            for t in mine)
+            TrialRecord(
+                t.trial_index,
+                t.dev_error if t.status == "succeeded" else None,
+                float(t.flops),
+                values.get(t.id, {}),
+                costs.get(t.id, {}),
+            )
+            for t in mine
+        )
         chosen = next(t.trial_index for t in mine if t.id == best_id)
         tasks.append(TaskRecord(order, records, chosen, float(flops), steps, rung_steps(steps)))
-    return ReplayInput(submission_id, settings_hash, tuple(tasks),
-                       {row.order: float(row.error) for row in committed})
+    return ReplayInput(submission_id, settings_hash, tuple(tasks), {row.order: float(row.error) for row in committed})
 
 
-def _steps(submission: Submission, trials, values: dict[int, dict[str, dict[int, float]]]) -> int:
+def _steps(submission: Submission, trials, values: dict[int, dict[str, dict[int, float]]]) -> int:  # noqa: ANN001
     """Each trial's step budget: the submission's, or else the last probed step of any trial."""
     steps = (submission.budget or {}).get("steps")
     if isinstance(steps, int) and steps >= 1:

@@ -86,9 +86,12 @@ class ClaimedJob:
 
 def ensure_settings(session: Session, settings: ProbeSettings) -> str:
     """Store ``settings`` under its hash (once) and return the hash."""
-    insert_ignore(session, ProbeSettingsRow.__table__,
-                  [{"settings_hash": settings.settings_hash, "settings": settings.to_dict()}],
-                  conflict=["settings_hash"])
+    insert_ignore(
+        session,
+        ProbeSettingsRow.__table__,
+        [{"settings_hash": settings.settings_hash, "settings": settings.to_dict()}],
+        conflict=["settings_hash"],
+    )
     return settings.settings_hash
 
 
@@ -100,17 +103,23 @@ def load_settings(session: Session, settings_hash: str) -> ProbeSettings:
     return ProbeSettings.from_dict(row.settings)
 
 
-def enqueue(session: Session, jobs: Sequence[JobSpec], *,
-            max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> int:
+def enqueue(session: Session, jobs: Sequence[JobSpec], *, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> int:
     """Queue ``jobs``; a job whose key is already queued (or done) is left alone.
 
     Returns:
         How many jobs were new.
     """
     rows = [
-        {"job_key": j.job_key, "kind": j.kind, "submission_id": j.submission_id,
-         "task_order": j.task_order, "trial_id": j.trial_id, "checkpoint_id": j.checkpoint_id,
-         "settings_hash": j.settings_hash, "max_attempts": max_attempts}
+        {
+            "job_key": j.job_key,
+            "kind": j.kind,
+            "submission_id": j.submission_id,
+            "task_order": j.task_order,
+            "trial_id": j.trial_id,
+            "checkpoint_id": j.checkpoint_id,
+            "settings_hash": j.settings_hash,
+            "max_attempts": max_attempts,
+        }
         for j in jobs
     ]
     return insert_ignore(session, JOBS, rows, conflict=["job_key"])
@@ -123,8 +132,15 @@ def reopen(session: Session, *, job_keys: Sequence[str]) -> int:
     result = session.execute(
         update(JOBS)
         .where(JOBS.c.job_key.in_(list(job_keys)), JOBS.c.status.in_(("done", "failed")))
-        .values(status="queued", attempts=0, lease_owner=None, lease_expires_at=None,
-                error=None, finished_at=None, analysis_flops=None)
+        .values(
+            status="queued",
+            attempts=0,
+            lease_owner=None,
+            lease_expires_at=None,
+            error=None,
+            finished_at=None,
+            analysis_flops=None,
+        )
     )
     return result.rowcount or 0
 
@@ -139,14 +155,18 @@ def job_ids(session: Session, job_keys: Sequence[str]) -> tuple[int, ...]:
     return tuple(sorted(found))
 
 
-def failed_jobs(session: Session, *, submission_id: int,
-                settings_hash: str) -> list[tuple[str, str, int | None]]:
+def failed_jobs(session: Session, *, submission_id: int, settings_hash: str) -> list[tuple[str, str, int | None]]:
     """``(job_key, kind, trial_id)`` of a submission's failed jobs under one settings hash."""
-    return [tuple(row) for row in session.execute(
-        select(JOBS.c.job_key, JOBS.c.kind, JOBS.c.trial_id)
-        .where(JOBS.c.submission_id == submission_id, JOBS.c.settings_hash == settings_hash,
-               JOBS.c.status == "failed").order_by(JOBS.c.id)
-    )]
+    return [
+        tuple(row)
+        for row in session.execute(
+            select(JOBS.c.job_key, JOBS.c.kind, JOBS.c.trial_id)
+            .where(
+                JOBS.c.submission_id == submission_id, JOBS.c.settings_hash == settings_hash, JOBS.c.status == "failed"
+            )
+            .order_by(JOBS.c.id)
+        )
+    ]
 
 
 def _open_dependency(kind: str) -> Any:
@@ -156,15 +176,11 @@ def _open_dependency(kind: str) -> Any:
         link = and_(dep.c.trial_id == JOBS.c.trial_id, dep.c.kind == "checkpoint")
     else:
         link = and_(dep.c.submission_id == JOBS.c.submission_id, dep.c.kind != "summary")
-    return exists().where(link, dep.c.settings_hash == JOBS.c.settings_hash,
-                          dep.c.status.in_(OPEN_PROBE_JOB_STATUSES))
+    return exists().where(link, dep.c.settings_hash == JOBS.c.settings_hash, dep.c.status.in_(OPEN_PROBE_JOB_STATUSES))
 
 
 def _claimable(now: datetime) -> Any:
-    takeable = or_(
-        JOBS.c.status == "queued",
-        and_(JOBS.c.status == "running", JOBS.c.lease_expires_at < now),
-    )
+    takeable = or_(JOBS.c.status == "queued", and_(JOBS.c.status == "running", JOBS.c.lease_expires_at < now))
     ready = or_(
         JOBS.c.kind == "checkpoint",
         and_(JOBS.c.kind == "trial", not_(_open_dependency("trial"))),
@@ -181,8 +197,9 @@ def _selected(submission_id: int | None, job_ids: Sequence[int] | None) -> list[
     if job_ids is not None:
         # Ids are ints, written into the SQL: a long plan is no bound parameter per job
         # (PostgreSQL takes at most 65,535 of them).
-        conditions.append(JOBS.c.id.in_(bindparam("selected_ids", [int(i) for i in job_ids],
-                                                  expanding=True, literal_execute=True)))
+        conditions.append(
+            JOBS.c.id.in_(bindparam("selected_ids", [int(i) for i in job_ids], expanding=True, literal_execute=True))
+        )
     return conditions
 
 
@@ -196,19 +213,28 @@ def reap_expired(session: Session, *, now: datetime | None = None) -> int:
     now = now or utcnow()
     result = session.execute(
         update(JOBS)
-        .where(JOBS.c.status == "running", JOBS.c.lease_expires_at < now,
-               JOBS.c.attempts >= JOBS.c.max_attempts)
-        .values(status="failed", finished_at=now, lease_owner=None,
-                error="the lease expired on every attempt: the worker died or hung each time "
-                      "(see the probe worker logs; raise the lease with --lease-s if jobs "
-                      "are merely slow)")
+        .where(JOBS.c.status == "running", JOBS.c.lease_expires_at < now, JOBS.c.attempts >= JOBS.c.max_attempts)
+        .values(
+            status="failed",
+            finished_at=now,
+            lease_owner=None,
+            error="the lease expired on every attempt: the worker died or hung each time "
+            "(see the probe worker logs; raise the lease with --lease-s if jobs "
+            "are merely slow)",
+        )
     )
     return result.rowcount or 0
 
 
-def claim(session: Session, *, owner: str, lease_s: float = DEFAULT_LEASE_S,
-          submission_id: int | None = None, job_ids: Sequence[int] | None = None,
-          now: datetime | None = None) -> ClaimedJob | None:
+def claim(
+    session: Session,
+    *,
+    owner: str,
+    lease_s: float = DEFAULT_LEASE_S,
+    submission_id: int | None = None,
+    job_ids: Sequence[int] | None = None,
+    now: datetime | None = None,
+) -> ClaimedJob | None:
     """Take the next ready job (oldest first) with a lease of ``lease_s`` seconds.
 
     Run it in its own short transaction and commit at once. Returns None when nothing is
@@ -219,31 +245,62 @@ def claim(session: Session, *, owner: str, lease_s: float = DEFAULT_LEASE_S,
     reap_expired(session, now=now)
     condition = and_(_claimable(now), *_selected(submission_id, job_ids))
     target = (
-        select(JOBS.c.id).where(condition).order_by(_PRIORITY, JOBS.c.id).limit(1)
-        .with_for_update(skip_locked=True).scalar_subquery()
+        select(JOBS.c.id)
+        .where(condition)
+        .order_by(_PRIORITY, JOBS.c.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
     )
     statement = (
         update(JOBS)
         .where(JOBS.c.id == target, _claimable(now))
-        .values(status="running", attempts=JOBS.c.attempts + 1, lease_owner=owner,
-                lease_expires_at=now + timedelta(seconds=lease_s), heartbeat_at=now,
-                started_at=now)
-        .returning(JOBS.c.id, JOBS.c.job_key, JOBS.c.kind, JOBS.c.submission_id,
-                   JOBS.c.task_order, JOBS.c.trial_id, JOBS.c.checkpoint_id,
-                   JOBS.c.settings_hash, JOBS.c.attempts, JOBS.c.max_attempts)
+        .values(
+            status="running",
+            attempts=JOBS.c.attempts + 1,
+            lease_owner=owner,
+            lease_expires_at=now + timedelta(seconds=lease_s),
+            heartbeat_at=now,
+            started_at=now,
+        )
+        .returning(
+            JOBS.c.id,
+            JOBS.c.job_key,
+            JOBS.c.kind,
+            JOBS.c.submission_id,
+            JOBS.c.task_order,
+            JOBS.c.trial_id,
+            JOBS.c.checkpoint_id,
+            JOBS.c.settings_hash,
+            JOBS.c.attempts,
+            JOBS.c.max_attempts,
+        )
     )
     row = session.execute(statement).first()
     if row is None:
         return None
-    return ClaimedJob(id=row.id, job_key=row.job_key, kind=row.kind,
-                      submission_id=row.submission_id, task_order=row.task_order,
-                      trial_id=row.trial_id, checkpoint_id=row.checkpoint_id,
-                      settings_hash=row.settings_hash, attempt=row.attempts,
-                      max_attempts=row.max_attempts, owner=owner)
+    return ClaimedJob(
+        id=row.id,
+        job_key=row.job_key,
+        kind=row.kind,
+        submission_id=row.submission_id,
+        task_order=row.task_order,
+        trial_id=row.trial_id,
+        checkpoint_id=row.checkpoint_id,
+        settings_hash=row.settings_hash,
+        attempt=row.attempts,
+        max_attempts=row.max_attempts,
+        owner=owner,
+    )
 
 
-def has_work(session: Session, *, submission_id: int | None = None,
-             job_ids: Sequence[int] | None = None, now: datetime | None = None) -> bool:
+def has_work(
+    session: Session,
+    *,
+    submission_id: int | None = None,
+    job_ids: Sequence[int] | None = None,
+    now: datetime | None = None,
+) -> bool:
     """Whether a selected job is claimable now or running: what a worker that stops when idle
     still waits for.
 
@@ -258,17 +315,18 @@ def has_work(session: Session, *, submission_id: int | None = None,
 
 
 def _held(job: ClaimedJob) -> Any:
-    return and_(JOBS.c.id == job.id, JOBS.c.status == "running",
-                JOBS.c.lease_owner == job.owner, JOBS.c.attempts == job.attempt)
+    return and_(
+        JOBS.c.id == job.id, JOBS.c.status == "running", JOBS.c.lease_owner == job.owner, JOBS.c.attempts == job.attempt
+    )
 
 
-def heartbeat(session: Session, job: ClaimedJob, *, lease_s: float = DEFAULT_LEASE_S,
-              now: datetime | None = None) -> bool:
+def heartbeat(
+    session: Session, job: ClaimedJob, *, lease_s: float = DEFAULT_LEASE_S, now: datetime | None = None
+) -> bool:
     """Renew the lease; False when the job is no longer this worker's."""
     now = now or utcnow()
     result = session.execute(
-        update(JOBS).where(_held(job))
-        .values(lease_expires_at=now + timedelta(seconds=lease_s), heartbeat_at=now)
+        update(JOBS).where(_held(job)).values(lease_expires_at=now + timedelta(seconds=lease_s), heartbeat_at=now)
     )
     return (result.rowcount or 0) == 1
 
@@ -280,9 +338,16 @@ def complete(session: Session, job: ClaimedJob, *, wall_time_s: float | None = N
         LeaseLostError: The lease was taken over; the caller must roll back.
     """
     result = session.execute(
-        update(JOBS).where(_held(job))
-        .values(status="done", finished_at=utcnow(), lease_owner=None, lease_expires_at=None,
-                wall_time_s=wall_time_s, error=None)
+        update(JOBS)
+        .where(_held(job))
+        .values(
+            status="done",
+            finished_at=utcnow(),
+            lease_owner=None,
+            lease_expires_at=None,
+            wall_time_s=wall_time_s,
+            error=None,
+        )
     )
     if (result.rowcount or 0) != 1:
         raise LeaseLostError(
@@ -309,15 +374,22 @@ def fail(session: Session, job: ClaimedJob, *, reason: str, retry: bool) -> str 
     """
     status = "queued" if retry and job.attempt < job.max_attempts else "failed"
     result = session.execute(
-        update(JOBS).where(_held(job))
-        .values(status=status, error=reason[:4000], lease_owner=None, lease_expires_at=None,
-                finished_at=utcnow() if status == "failed" else None)
+        update(JOBS)
+        .where(_held(job))
+        .values(
+            status=status,
+            error=reason[:4000],
+            lease_owner=None,
+            lease_expires_at=None,
+            finished_at=utcnow() if status == "failed" else None,
+        )
     )
     return status if (result.rowcount or 0) == 1 else None
 
 
-def status_counts(session: Session, *, submission_id: int, settings_hash: str | None = None,
-                  job_ids: Sequence[int] | None = None) -> Mapping[str, int]:
+def status_counts(
+    session: Session, *, submission_id: int, settings_hash: str | None = None, job_ids: Sequence[int] | None = None
+) -> Mapping[str, int]:
     """How many jobs of a submission (under one settings hash, or among ``job_ids``) are in
     each status."""
     query = select(JOBS.c.status, func.count()).where(*_selected(submission_id, job_ids))
@@ -327,7 +399,24 @@ def status_counts(session: Session, *, submission_id: int, settings_hash: str | 
 
 
 __all__ = [
-    "DEFAULT_LEASE_S", "DEFAULT_MAX_ATTEMPTS", "JOBS", "ClaimedJob", "JobSpec", "LeaseLostError",
-    "claim", "complete", "enqueue", "ensure_settings", "fail", "failed_jobs", "has_work", "heartbeat",
-    "job_ids", "load_settings", "reap_expired", "record_analysis_flops", "reopen", "status_counts",
+    "DEFAULT_LEASE_S",
+    "DEFAULT_MAX_ATTEMPTS",
+    "JOBS",
+    "ClaimedJob",
+    "JobSpec",
+    "LeaseLostError",
+    "claim",
+    "complete",
+    "enqueue",
+    "ensure_settings",
+    "fail",
+    "failed_jobs",
+    "has_work",
+    "heartbeat",
+    "job_ids",
+    "load_settings",
+    "reap_expired",
+    "record_analysis_flops",
+    "reopen",
+    "status_counts",
 ]

@@ -19,6 +19,7 @@ from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from services.core.errors import NevisError
+from services.store.db import jsonfloats
 from services.store.db.models import StreamTask, Submission, TaskResult, TaskRun, Trial
 from services.store.db.models_probe import (
     MISMATCH_SCALARS,
@@ -29,7 +30,6 @@ from services.store.db.models_probe import (
     ProbeMismatchRow,
     ProbeSettingsRow,
 )
-from services.store.db import jsonfloats
 from services.store.probes.queue import status_counts
 
 # Across trials (final checkpoints) is the headline; within trajectories (checkpoints) next;
@@ -136,15 +136,16 @@ class ProbeReport:
 def latest_settings_hash(session: Session, *, submission_id: int) -> str | None:
     """The settings hash of the submission's most recently queued probe job, if any."""
     return session.scalar(
-        select(ProbeJob.settings_hash).where(ProbeJob.submission_id == submission_id)
-        .order_by(ProbeJob.id.desc()).limit(1)
+        select(ProbeJob.settings_hash)
+        .where(ProbeJob.submission_id == submission_id)
+        .order_by(ProbeJob.id.desc())
+        .limit(1)
     )
 
 
 def _trials(session: Session, submission_id: int) -> dict[int, tuple[int, int, bool]]:
     """trial id → (task order, trial index, is the committed best trial)."""
-    best = set(session.scalars(select(TaskResult.best_trial_id)
-                               .where(TaskResult.submission_id == submission_id)))
+    best = set(session.scalars(select(TaskResult.best_trial_id).where(TaskResult.submission_id == submission_id)))
     rows = session.execute(
         select(Trial.id, StreamTask.order, Trial.trial_index)
         .join(TaskRun, TaskRun.id == Trial.task_run_id)
@@ -154,15 +155,22 @@ def _trials(session: Session, submission_id: int) -> dict[int, tuple[int, int, b
     return {tid: (order, index, tid in best) for tid, order, index in rows}
 
 
-def analysis_flops_report(session: Session, *, submission_id: int, settings_hash: str,
-                          task_order: int | None = None) -> AnalysisFlopsReport:
+def analysis_flops_report(
+    session: Session, *, submission_id: int, settings_hash: str, task_order: int | None = None
+) -> AnalysisFlopsReport:
     """Sum the done jobs' analysis FLOPs per task (one task's only, if ``task_order``); the
     run's summary job (task 0) counts in the total only."""
     query = (
-        select(ProbeJob.task_order, ProbeJob.kind, func.count(), func.count(ProbeJob.analysis_flops),
-               func.coalesce(func.sum(ProbeJob.analysis_flops), 0.0))
-        .where(ProbeJob.submission_id == submission_id, ProbeJob.settings_hash == settings_hash,
-               ProbeJob.status == "done")
+        select(
+            ProbeJob.task_order,
+            ProbeJob.kind,
+            func.count(),
+            func.count(ProbeJob.analysis_flops),
+            func.coalesce(func.sum(ProbeJob.analysis_flops), 0.0),
+        )
+        .where(
+            ProbeJob.submission_id == submission_id, ProbeJob.settings_hash == settings_hash, ProbeJob.status == "done"
+        )
         .group_by(ProbeJob.task_order, ProbeJob.kind)
     )
     if task_order is not None:
@@ -183,14 +191,26 @@ def analysis_flops_report(session: Session, *, submission_id: int, settings_hash
     tasks = sorted(o for o in metered if o >= 1)
     return AnalysisFlopsReport(
         total=total(list(metered), ("checkpoint", "trial", "summary")),
-        learner_passes=total(tasks, ("checkpoint",)), probe_fits=total(tasks, ("trial",)),
-        by_task=tuple(TaskAnalysisFlops(o, total([o], ("checkpoint", "trial")), total([o], ("checkpoint",)),
-                                        total([o], ("trial",)), metered[o], unmetered[o]) for o in tasks),
-        unmetered_jobs=sum(unmetered.values()))
+        learner_passes=total(tasks, ("checkpoint",)),
+        probe_fits=total(tasks, ("trial",)),
+        by_task=tuple(
+            TaskAnalysisFlops(
+                o,
+                total([o], ("checkpoint", "trial")),
+                total([o], ("checkpoint",)),
+                total([o], ("trial",)),
+                metered[o],
+                unmetered[o],
+            )
+            for o in tasks
+        ),
+        unmetered_jobs=sum(unmetered.values()),
+    )
 
 
-def load_probe_report(session: Session, *, submission_id: int, settings_hash: str | None = None,
-                      task_order: int | None = None) -> ProbeReport:
+def load_probe_report(
+    session: Session, *, submission_id: int, settings_hash: str | None = None, task_order: int | None = None
+) -> ProbeReport:
     """The probe report of a submission (see the module docstring).
 
     Raises:
@@ -204,68 +224,130 @@ def load_probe_report(session: Session, *, submission_id: int, settings_hash: st
     settings_row = session.get(ProbeSettingsRow, settings_hash)
     trials = _trials(session, submission_id)
     wanted = [t for t, (order, _, _) in trials.items() if task_order in (None, order)]
-    accuracy = dict(session.execute(
-        select(ProbeFitRow.checkpoint_id, 1.0 - ProbeFitRow.error)
-        .join(Trial, Trial.id == ProbeFitRow.trial_id)
-        .join(TaskRun, TaskRun.id == Trial.task_run_id)
-        .join(StreamTask, and_(StreamTask.id == TaskRun.stream_task_id,
-                               StreamTask.order == ProbeFitRow.target_order))
-        .where(ProbeFitRow.trial_id.in_(wanted), ProbeFitRow.settings_hash == settings_hash,
-               ProbeFitRow.probe_kind == "linear")
-    ).all())
-    spent = dict(session.execute(
-        select(ProbeJob.checkpoint_id, ProbeJob.analysis_flops)
-        .where(ProbeJob.trial_id.in_(wanted), ProbeJob.settings_hash == settings_hash,
-               ProbeJob.kind == "checkpoint", ProbeJob.status == "done")
-    ).all())
+    accuracy = dict(
+        session.execute(
+            select(ProbeFitRow.checkpoint_id, 1.0 - ProbeFitRow.error)
+            .join(Trial, Trial.id == ProbeFitRow.trial_id)
+            .join(TaskRun, TaskRun.id == Trial.task_run_id)
+            .join(
+                StreamTask, and_(StreamTask.id == TaskRun.stream_task_id, StreamTask.order == ProbeFitRow.target_order)
+            )
+            .where(
+                ProbeFitRow.trial_id.in_(wanted),
+                ProbeFitRow.settings_hash == settings_hash,
+                ProbeFitRow.probe_kind == "linear",
+            )
+        ).all()
+    )
+    spent = dict(
+        session.execute(
+            select(ProbeJob.checkpoint_id, ProbeJob.analysis_flops).where(
+                ProbeJob.trial_id.in_(wanted),
+                ProbeJob.settings_hash == settings_hash,
+                ProbeJob.kind == "checkpoint",
+                ProbeJob.status == "done",
+            )
+        ).all()
+    )
     checkpoints = []
     for row in session.scalars(
-        select(ProbeCheckpointResult).where(ProbeCheckpointResult.trial_id.in_(wanted),
-                                            ProbeCheckpointResult.settings_hash == settings_hash)
+        select(ProbeCheckpointResult).where(
+            ProbeCheckpointResult.trial_id.in_(wanted), ProbeCheckpointResult.settings_hash == settings_hash
+        )
     ):
         order, index, best = trials[row.trial_id]
-        checkpoints.append(CheckpointReport(
-            order, row.trial_id, index, best, row.step, row.lidar, row.rankme, row.pretext_error,
-            accuracy.get(row.checkpoint_id), row.lidar_n, row.lidar_q,
-            (row.details or {}).get("augmentation"), spent.get(row.checkpoint_id),
-            (row.details or {}).get("lidar_sweep"), (row.details or {}).get("lidar_delta_mode")))
+        checkpoints.append(
+            CheckpointReport(
+                order,
+                row.trial_id,
+                index,
+                best,
+                row.step,
+                row.lidar,
+                row.rankme,
+                row.pretext_error,
+                accuracy.get(row.checkpoint_id),
+                row.lidar_n,
+                row.lidar_q,
+                (row.details or {}).get("augmentation"),
+                spent.get(row.checkpoint_id),
+                (row.details or {}).get("lidar_sweep"),
+                (row.details or {}).get("lidar_delta_mode"),
+            )
+        )
     mismatch = []
     for row in session.scalars(
-        select(ProbeMismatchRow).where(ProbeMismatchRow.trial_id.in_(wanted),
-                                       ProbeMismatchRow.settings_hash == settings_hash)
+        select(ProbeMismatchRow).where(
+            ProbeMismatchRow.trial_id.in_(wanted), ProbeMismatchRow.settings_hash == settings_hash
+        )
     ):
         order, index, best = trials[row.trial_id]
-        mismatch.append(MismatchReport(
-            order, row.trial_id, index, best, row.target_order, row.probe_kind, row.conv_step,
-            bool(row.converged), row.num_checkpoints, {k: getattr(row, k) for k in MISMATCH_SCALARS},
-            _decoded(row.spreads), _decoded(row.curves)))
+        mismatch.append(
+            MismatchReport(
+                order,
+                row.trial_id,
+                index,
+                best,
+                row.target_order,
+                row.probe_kind,
+                row.conv_step,
+                bool(row.converged),
+                row.num_checkpoints,
+                {k: getattr(row, k) for k in MISMATCH_SCALARS},
+                _decoded(row.spreads),
+                _decoded(row.curves),
+            )
+        )
     correlations = [
         CorrelationReport(r.scope, r.task_order, r.proxy, r.spearman, r.kendall_tau_b, r.num_points)
         for r in session.scalars(
-            select(ProbeCorrelationRow).where(ProbeCorrelationRow.submission_id == submission_id,
-                                              ProbeCorrelationRow.settings_hash == settings_hash)
+            select(ProbeCorrelationRow)
+            .where(
+                ProbeCorrelationRow.submission_id == submission_id, ProbeCorrelationRow.settings_hash == settings_hash
+            )
             # across trials first (the headline), within trajectories next, pooled (tasks mixed) last
-            .order_by(case(SCOPE_ORDER, value=ProbeCorrelationRow.scope, else_=len(SCOPE_ORDER)),
-                      ProbeCorrelationRow.task_order, ProbeCorrelationRow.proxy))
+            .order_by(
+                case(SCOPE_ORDER, value=ProbeCorrelationRow.scope, else_=len(SCOPE_ORDER)),
+                ProbeCorrelationRow.task_order,
+                ProbeCorrelationRow.proxy,
+            )
+        )
         if task_order is None or r.scope not in PER_TASK_SCOPES or r.task_order == task_order
     ]
-    failures = tuple(session.execute(
-        select(ProbeJob.job_key, ProbeJob.error).where(
-            ProbeJob.submission_id == submission_id, ProbeJob.settings_hash == settings_hash,
-            ProbeJob.status == "failed").order_by(ProbeJob.id)
-    ).all())
+    failures = tuple(
+        session.execute(
+            select(ProbeJob.job_key, ProbeJob.error)
+            .where(
+                ProbeJob.submission_id == submission_id,
+                ProbeJob.settings_hash == settings_hash,
+                ProbeJob.status == "failed",
+            )
+            .order_by(ProbeJob.id)
+        ).all()
+    )
     return ProbeReport(
-        submission_id=submission_id, settings_hash=settings_hash,
+        submission_id=submission_id,
+        settings_hash=settings_hash,
         settings=settings_row.settings if settings_row else None,
         jobs=dict(status_counts(session, submission_id=submission_id, settings_hash=settings_hash)),
         failures=tuple((k, e or "") for k, e in failures),
         checkpoints=tuple(sorted(checkpoints, key=lambda c: (c.task_order, c.trial_index, c.step))),
-        mismatch=tuple(sorted(mismatch, key=lambda m: (m.task_order, m.trial_index,
-                                                       m.target_order != m.task_order,
-                                                       -m.target_order, m.probe_kind))),
+        mismatch=tuple(
+            sorted(
+                mismatch,
+                key=lambda m: (
+                    m.task_order,
+                    m.trial_index,
+                    m.target_order != m.task_order,
+                    -m.target_order,
+                    m.probe_kind,
+                ),
+            )
+        ),
         correlations=tuple(correlations),
-        analysis_flops=analysis_flops_report(session, submission_id=submission_id,
-                                             settings_hash=settings_hash, task_order=task_order),
+        analysis_flops=analysis_flops_report(
+            session, submission_id=submission_id, settings_hash=settings_hash, task_order=task_order
+        ),
     )
 
 
@@ -281,6 +363,15 @@ def _decoded(doc: Any) -> Any:
 
 
 __all__ = [
-    "AnalysisFlopsReport", "CheckpointReport", "CorrelationReport", "MismatchReport", "ProbeReport",
-    "PER_TASK_SCOPES", "SCOPE_ORDER", "TaskAnalysisFlops", "analysis_flops_report", "latest_settings_hash", "load_probe_report",
+    "AnalysisFlopsReport",
+    "CheckpointReport",
+    "CorrelationReport",
+    "MismatchReport",
+    "ProbeReport",
+    "PER_TASK_SCOPES",
+    "SCOPE_ORDER",
+    "TaskAnalysisFlops",
+    "analysis_flops_report",
+    "latest_settings_hash",
+    "load_probe_report",
 ]

@@ -48,9 +48,7 @@ class ProbeSettingsError(NevisError, ValueError):
 
 
 def _bad(name: str, what: str, got: Any) -> ProbeSettingsError:
-    return ProbeSettingsError(
-        f"The {name!r} parameter of ProbeSettings must be {what}. Got {got!r} instead."
-    )
+    return ProbeSettingsError(f"The {name!r} parameter of ProbeSettings must be {what}. Got {got!r} instead.")
 
 
 @dataclass(frozen=True)
@@ -120,7 +118,7 @@ class ProbeSettings:
     mlp_weight_decay: float = 1e-2
     seed: int = 0
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: C901
         kinds = tuple(self.kinds)
         object.__setattr__(self, "kinds", kinds)
         if not kinds or len(set(kinds)) != len(kinds):
@@ -129,35 +127,41 @@ class ProbeSettings:
             if kind not in PROBE_KINDS:
                 raise UnknownNameError(unknown_name_message("probe kind", kind, PROBE_KINDS))
         if self.lidar_delta_mode not in LIDAR_DELTA_MODES:
-            raise UnknownNameError(unknown_name_message("LiDAR delta mode", self.lidar_delta_mode,
-                                                        LIDAR_DELTA_MODES))
+            raise UnknownNameError(unknown_name_message("LiDAR delta mode", self.lidar_delta_mode, LIDAR_DELTA_MODES))
         sweep = tuple(self.lidar_delta_sweep)
-        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf")
-               for v in sweep):
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf") for v in sweep):
             raise _bad("lidar_delta_sweep", "a list of finite numbers in [0, inf)", sweep)
         object.__setattr__(self, "lidar_delta_sweep", tuple(float(v) for v in sweep))
         if not isinstance(self.ofm_fresh_start, bool):
             raise _bad("ofm_fresh_start", "a bool", self.ofm_fresh_start)
         if self.targets not in TARGET_MODES:
             raise UnknownNameError(unknown_name_message("probe target mode", self.targets, TARGET_MODES))
-        ints = {"folds": 2, "max_examples": 4, "lidar_n": 2, "lidar_q": 2, "patience": 1,
-                "linear_max_iter": 1, "mlp_hidden": 1, "mlp_steps": 1, "seed": 0}
+        ints = {
+            "folds": 2,
+            "max_examples": 4,
+            "lidar_n": 2,
+            "lidar_q": 2,
+            "patience": 1,
+            "linear_max_iter": 1,
+            "mlp_hidden": 1,
+            "mlp_steps": 1,
+            "seed": 0,
+        }
         for name, low in ints.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise _bad(name, f"an int in [{low}, inf)", value)
         if self.max_earlier is not None and (
-            isinstance(self.max_earlier, bool) or not isinstance(self.max_earlier, int)
-            or self.max_earlier < 0
+            isinstance(self.max_earlier, bool) or not isinstance(self.max_earlier, int) or self.max_earlier < 0
         ):
             raise _bad("max_earlier", "None or an int in [0, inf)", self.max_earlier)
         if self.other_trials is not None and (
-            isinstance(self.other_trials, bool) or not isinstance(self.other_trials, int)
-            or self.other_trials < 0
+            isinstance(self.other_trials, bool) or not isinstance(self.other_trials, int) or self.other_trials < 0
         ):
             raise _bad("other_trials", "None or an int in [0, inf)", self.other_trials)
         if self.other_checkpoints is not None and (
-            isinstance(self.other_checkpoints, bool) or not isinstance(self.other_checkpoints, int)
+            isinstance(self.other_checkpoints, bool)
+            or not isinstance(self.other_checkpoints, int)
             or self.other_checkpoints < 1
         ):
             raise _bad("other_checkpoints", "None or an int in [1, inf)", self.other_checkpoints)
@@ -165,13 +169,17 @@ class ProbeSettings:
             raise _bad("max_examples", f"at least 2 * folds ({2 * self.folds})", self.max_examples)
         positive = ("mlp_lr",)
         # δ = 0 is valid LiDAR when Σ_w is positive definite; lidar() refuses a singular one.
-        non_negative = ("lidar_delta", "lidar_eps", "rankme_eps", "min_delta", "linear_l2",
-                        "mlp_weight_decay")
+        non_negative = ("lidar_delta", "lidar_eps", "rankme_eps", "min_delta", "linear_l2", "mlp_weight_decay")
         for name in positive + non_negative:
             value = getattr(self, name)
             low_ok = value > 0 if name in positive else value >= 0
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low_ok \
-                    or value != value or value == float("inf"):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not low_ok
+                or value != value  # noqa: PLR0124
+                or value == float("inf")
+            ):
                 interval = "(0, inf)" if name in positive else "[0, inf)"
                 raise _bad(name, f"a finite number in {interval}", value)
             object.__setattr__(self, name, float(value))
@@ -187,8 +195,15 @@ class ProbeSettings:
         used are stored), MLP probes 32 wide trained 100 steps, k = 5: sized for probing to
         cost at most what training did (``bench/bench_probes.py`` measures the ratio: 0.88 on
         ``mini``, 0.81 on ``offline``)."""
-        cheap = dict(other_trials=1, other_checkpoints=2, max_earlier=STANDARD_MAX_EARLIER, lidar_n=150,
-                     lidar_q=4, mlp_hidden=32, mlp_steps=100)
+        cheap = dict(
+            other_trials=1,
+            other_checkpoints=2,
+            max_earlier=STANDARD_MAX_EARLIER,
+            lidar_n=150,
+            lidar_q=4,
+            mlp_hidden=32,
+            mlp_steps=100,
+        )
         return cls(**{**cheap, **overrides})
 
     @classmethod
@@ -209,8 +224,7 @@ class ProbeSettings:
     @classmethod
     def ci(cls, **overrides: Any) -> ProbeSettings:
         """A small configuration for tests and laptops: seconds per checkpoint."""
-        small = dict(folds=3, max_examples=240, lidar_n=24, lidar_q=4, linear_max_iter=50,
-                     mlp_hidden=32, mlp_steps=60)
+        small = dict(folds=3, max_examples=240, lidar_n=24, lidar_q=4, linear_max_iter=50, mlp_hidden=32, mlp_steps=60)
         return cls(**{**small, **overrides})
 
     @classmethod
@@ -235,9 +249,7 @@ class ProbeSettings:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ProbeSettingsError(
-                f"Unknown probe settings {unknown}; known settings: {sorted(known)}."
-            )
+            raise ProbeSettingsError(f"Unknown probe settings {unknown}; known settings: {sorted(known)}.")
         values = {**_LEGACY, **data}
         if "kinds" in values:
             values["kinds"] = tuple(values["kinds"])
@@ -256,6 +268,11 @@ class ProbeSettings:
 
 
 __all__ = [
-    "LIDAR_DELTA_MODES", "PRESETS", "PROBE_KINDS", "STANDARD_MAX_EARLIER", "TARGET_MODES", "ProbeSettings",
+    "LIDAR_DELTA_MODES",
+    "PRESETS",
+    "PROBE_KINDS",
+    "STANDARD_MAX_EARLIER",
+    "TARGET_MODES",
+    "ProbeSettings",
     "ProbeSettingsError",
 ]

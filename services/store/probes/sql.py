@@ -23,8 +23,7 @@ def _insert(session: Session, table: Table) -> Any:
     raise NotImplementedError(f"Probe writes support SQLite and PostgreSQL, not {name!r}.")
 
 
-def insert_ignore(session: Session, table: Table, rows: Sequence[Mapping[str, Any]],
-                  *, conflict: Sequence[str]) -> int:
+def insert_ignore(session: Session, table: Table, rows: Sequence[Mapping[str, Any]], *, conflict: Sequence[str]) -> int:
     """Insert ``rows``, skipping any that collide on the unique key ``conflict``.
 
     Returns:
@@ -33,15 +32,14 @@ def insert_ignore(session: Session, table: Table, rows: Sequence[Mapping[str, An
     key = list(table.primary_key.columns)[0]
     inserted = 0
     for row in rows:  # RETURNING counts reliably; rowcount of ON CONFLICT differs by driver
-        statement = _insert(session, table).values(**row).on_conflict_do_nothing(
-            index_elements=list(conflict)
-        ).returning(key)
+        statement = (
+            _insert(session, table).values(**row).on_conflict_do_nothing(index_elements=list(conflict)).returning(key)
+        )
         inserted += len(session.execute(statement).all())
     return inserted
 
 
-def upsert(session: Session, table: Table, rows: Sequence[Mapping[str, Any]],
-           *, conflict: Sequence[str]) -> None:
+def upsert(session: Session, table: Table, rows: Sequence[Mapping[str, Any]], *, conflict: Sequence[str]) -> None:
     """Insert ``rows``, or overwrite the non-key columns of rows already there."""
     for row in rows:
         statement = _insert(session, table).values(**row)

@@ -35,19 +35,8 @@ from sqlalchemy.orm import Session
 
 from services.core.profiles import TAU_MAX
 from services.core.uncertainty import ErrorInterval
-from services.store.db.models import (
-    StreamTask,
-    StreamVersion,
-    Submission,
-    TaskResult,
-    TaskRun,
-)
-from services.store.db.models_scores import (
-    LearnerSeeds,
-    SubmissionInterval,
-    SubmissionProfile,
-    SubmissionScore,
-)
+from services.store.db.models import StreamTask, StreamVersion, Submission, TaskResult, TaskRun
+from services.store.db.models_scores import LearnerSeeds, SubmissionInterval, SubmissionProfile, SubmissionScore
 from services.store.runs.interval_cache import as_document
 from services.store.runs.leaderboard import RANKED_PHASE, front_points
 from services.store.runs.profiles import BEST_CURVES, profiles_of
@@ -58,15 +47,20 @@ def keep_attempts(session: Session, *, submission_ids: Sequence[int]) -> None:
     their rows locked by it); a submission whose attempts changed loses its kept interval."""
     found: dict[int, list[list[int]]] = defaultdict(list)
     for submission_id, order, attempt in session.execute(
-            select(TaskResult.submission_id, StreamTask.order, TaskRun.attempt)
-            .join(Submission, Submission.id == TaskResult.submission_id)
-            .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
-            .join(TaskRun, TaskRun.id == TaskResult.task_run_id)
-            .where(TaskResult.submission_id.in_(list(submission_ids)), StreamTask.phase == Submission.phase)
-            .order_by(TaskResult.submission_id, StreamTask.order)):
+        select(TaskResult.submission_id, StreamTask.order, TaskRun.attempt)
+        .join(Submission, Submission.id == TaskResult.submission_id)
+        .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+        .join(TaskRun, TaskRun.id == TaskResult.task_run_id)
+        .where(TaskResult.submission_id.in_(list(submission_ids)), StreamTask.phase == Submission.phase)
+        .order_by(TaskResult.submission_id, StreamTask.order)
+    ):
         found[submission_id].append([order, attempt])
-    kept = {row.submission_id: row for row in session.scalars(
-        select(SubmissionInterval).where(SubmissionInterval.submission_id.in_(list(submission_ids))))}
+    kept = {
+        row.submission_id: row
+        for row in session.scalars(
+            select(SubmissionInterval).where(SubmissionInterval.submission_id.in_(list(submission_ids)))
+        )
+    }
     for submission_id in submission_ids:
         attempts = found.get(submission_id, [])
         row = kept.get(submission_id)
@@ -79,15 +73,27 @@ def keep_attempts(session: Session, *, submission_ids: Sequence[int]) -> None:
 
 def finished_runs(session: Session, *, submission_ids: Sequence[int]) -> set[tuple[int, int]]:
     """(stream version, learner) of the public meta-test submissions among these that are finished now."""
-    headline = (select(func.count(StreamTask.id)).where(StreamTask.stream_version_id == Submission.stream_version_id,
-                                                         StreamTask.phase == Submission.phase)
-                .correlate(Submission).scalar_subquery())
-    return {(version_id, learner_id) for version_id, learner_id in session.execute(
-        select(Submission.stream_version_id, Submission.learner_id)
-        .join(SubmissionScore, SubmissionScore.submission_id == Submission.id)
-        .where(Submission.id.in_(list(submission_ids)), Submission.phase == RANKED_PHASE,
-               Submission.visibility == "public", SubmissionScore.headline_done == headline,
-               SubmissionScore.headline_done > 0).distinct())}
+    headline = (
+        select(func.count(StreamTask.id))
+        .where(StreamTask.stream_version_id == Submission.stream_version_id, StreamTask.phase == Submission.phase)
+        .correlate(Submission)
+        .scalar_subquery()
+    )
+    return {
+        (version_id, learner_id)
+        for version_id, learner_id in session.execute(
+            select(Submission.stream_version_id, Submission.learner_id)
+            .join(SubmissionScore, SubmissionScore.submission_id == Submission.id)
+            .where(
+                Submission.id.in_(list(submission_ids)),
+                Submission.phase == RANKED_PHASE,
+                Submission.visibility == "public",
+                SubmissionScore.headline_done == headline,
+                SubmissionScore.headline_done > 0,
+            )
+            .distinct()
+        )
+    }
 
 
 def keep_finished(session: Session, runs: set[tuple[int, int]]) -> None:
@@ -102,41 +108,77 @@ def keep_finished(session: Session, runs: set[tuple[int, int]]) -> None:
 def keep_seeds(session: Session, *, stream_version_id: int, learner_id: int) -> None:
     """Rewrite the E (and creation time) of every finished public meta-test run of this learner
     on this version."""
-    headline = session.scalar(select(func.count(StreamTask.id)).where(
-        StreamTask.stream_version_id == stream_version_id, StreamTask.phase == RANKED_PHASE)) or 0
+    headline = (
+        session.scalar(
+            select(func.count(StreamTask.id)).where(
+                StreamTask.stream_version_id == stream_version_id, StreamTask.phase == RANKED_PHASE
+            )
+        )
+        or 0
+    )
     runs = session.execute(
         select(SubmissionScore.mean_error, Submission.created_at)
         .join(Submission, Submission.id == SubmissionScore.submission_id)
-        .where(Submission.stream_version_id == stream_version_id, Submission.learner_id == learner_id,
-               Submission.phase == RANKED_PHASE, Submission.visibility == "public",
-               SubmissionScore.headline_done == headline, SubmissionScore.mean_error.is_not(None))
-        .order_by(Submission.id)).all()
-    session.execute(delete(LearnerSeeds).where(LearnerSeeds.stream_version_id == stream_version_id,
-                                               LearnerSeeds.learner_id == learner_id))
+        .where(
+            Submission.stream_version_id == stream_version_id,
+            Submission.learner_id == learner_id,
+            Submission.phase == RANKED_PHASE,
+            Submission.visibility == "public",
+            SubmissionScore.headline_done == headline,
+            SubmissionScore.mean_error.is_not(None),
+        )
+        .order_by(Submission.id)
+    ).all()
+    session.execute(
+        delete(LearnerSeeds).where(
+            LearnerSeeds.stream_version_id == stream_version_id, LearnerSeeds.learner_id == learner_id
+        )
+    )
     if runs:
-        session.add(LearnerSeeds(stream_version_id=stream_version_id, learner_id=learner_id,
-                                 errors=[float(e) for e, _ in runs], created=[c.isoformat() for _, c in runs]))
+        session.add(
+            LearnerSeeds(
+                stream_version_id=stream_version_id,
+                learner_id=learner_id,
+                errors=[float(e) for e, _ in runs],
+                created=[c.isoformat() for _, c in runs],
+            )
+        )
         session.flush()
 
 
 def keep_profiles(session: Session, *, stream_version_id: int) -> None:
     """Rewrite the profile scores of every finished public meta-test submission of this version
     (in the caller's transaction), after waiting for any other refresh of it to commit."""
-    version = session.execute(select(StreamVersion).where(StreamVersion.id == stream_version_id)
-                              .with_for_update(key_share=True)).scalar_one()  # FOR NO KEY UPDATE: refreshes queue
+    version = session.execute(
+        select(StreamVersion).where(StreamVersion.id == stream_version_id).with_for_update(key_share=True)
+    ).scalar_one()  # FOR NO KEY UPDATE: refreshes queue
     points = front_points(session, stream=version.name, version=version.version)  # as anonymous readers see them
     found = profiles_of(session, points, stream=version.name, version=version.version, tau_max=TAU_MAX)
-    session.execute(delete(SubmissionProfile).where(SubmissionProfile.submission_id.in_(
-        select(Submission.id).where(Submission.stream_version_id == stream_version_id))))
+    session.execute(
+        delete(SubmissionProfile).where(
+            SubmissionProfile.submission_id.in_(
+                select(Submission.id).where(Submission.stream_version_id == stream_version_id)
+            )
+        )
+    )
     if found.rows:
-        session.execute(insert(SubmissionProfile), [
-            {"submission_id": r.submission_id, "error_score": r.error_score, "cflop_score": r.cflop_score,
-             "error_curve": r.error_curve if rank < BEST_CURVES else None}
-            for rank, r in enumerate(found.rows)])  # rows are best first
+        session.execute(
+            insert(SubmissionProfile),
+            [
+                {
+                    "submission_id": r.submission_id,
+                    "error_score": r.error_score,
+                    "cflop_score": r.cflop_score,
+                    "error_curve": r.error_curve if rank < BEST_CURVES else None,
+                }
+                for rank, r in enumerate(found.rows)
+            ],
+        )  # rows are best first
 
 
-def keep_board_interval(session: Session, *, submission_id: int, result: ErrorInterval,
-                        attempts: Sequence[tuple[int, int]]) -> None:
+def keep_board_interval(
+    session: Session, *, submission_id: int, result: ErrorInterval, attempts: Sequence[tuple[int, int]]
+) -> None:
     """Keep a run's computed interval on its row, if the row still names these attempts."""
     row = session.get(SubmissionInterval, submission_id)
     if row is not None and [list(a) for a in row.attempts] == [list(a) for a in attempts]:

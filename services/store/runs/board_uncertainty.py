@@ -30,12 +30,7 @@ from services.core.uncertainty import RESAMPLES, SEED, SeedSummary, over_seeds
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission
 from services.store.db.models_scores import SubmissionInterval, SubmissionScore
 from services.store.objects import ObjectStore
-from services.store.runs.interval_cache import (
-    from_document,
-    interval_key,
-    is_current,
-    load_interval,
-)
+from services.store.runs.interval_cache import from_document, interval_key, is_current, load_interval
 from services.store.runs.leaderboard import LeaderboardPage
 from services.store.runs.predictions import predictions_key
 from services.store.runs.uncertainty import RunInterval, run_interval_of
@@ -50,29 +45,41 @@ class RowUncertainty:
     seeds: SeedSummary | None  # None: fewer than two complete runs of the row's seed group here
 
 
-def board_uncertainty(session: Session, store: ObjectStore, page: LeaderboardPage,
-                      viewer: Viewer = ANONYMOUS) -> dict[int, RowUncertainty]:
+def board_uncertainty(
+    session: Session, store: ObjectStore, page: LeaderboardPage, viewer: Viewer = ANONYMOUS
+) -> dict[int, RowUncertainty]:
     """Submission id → its interval and its learner's spread over seeds, for the page's rows."""
     if not page.rows:
         return {}
-    version_id = session.scalar(select(StreamVersion.id).where(
-        StreamVersion.name == page.stream, StreamVersion.version == page.version))
+    version_id = session.scalar(
+        select(StreamVersion.id).where(StreamVersion.name == page.stream, StreamVersion.version == page.version)
+    )
     ids = [row.submission_id for row in page.rows]
-    kept = {submission_id: ([(int(o), int(a)) for o, a in attempts], interval)
-            for submission_id, attempts, interval in session.execute(
-                select(SubmissionInterval.submission_id, SubmissionInterval.attempts, SubmissionInterval.interval)
-                .where(SubmissionInterval.submission_id.in_(ids)))}
+    kept = {
+        submission_id: ([(int(o), int(a)) for o, a in attempts], interval)
+        for submission_id, attempts, interval in session.execute(
+            select(SubmissionInterval.submission_id, SubmissionInterval.attempts, SubmissionInterval.interval).where(
+                SubmissionInterval.submission_id.in_(ids)
+            )
+        )
+    }
     seeds = _seeds(session, version_id, page.rows, page.phase, viewer)
     found = {}
     for row in page.rows:
         attempts, interval = kept.get(row.submission_id, ([], None))
-        found[row.submission_id] = RowUncertainty(_interval(session, store, row, attempts, interval),
-                                                  seeds.get(row.submission_id))
+        found[row.submission_id] = RowUncertainty(
+            _interval(session, store, row, attempts, interval), seeds.get(row.submission_id)
+        )
     return found
 
 
-def _interval(session: Session, store: ObjectStore, row, attempts: list[tuple[int, int]],
-              document: dict | None) -> RunInterval:
+def _interval(
+    session: Session,
+    store: ObjectStore,
+    row,  # noqa: ANN001
+    attempts: list[tuple[int, int]],
+    document: dict | None,
+) -> RunInterval:
     """The row's kept interval; a finished run's is computed once if it has predictions, and a
     finished run without them (committed before they were kept) is remembered as such."""
     orders = tuple(o for o, _ in attempts)
@@ -91,9 +98,17 @@ def _interval(session: Session, store: ObjectStore, row, attempts: list[tuple[in
         return RunInterval(row.submission_id, row.mean_error, None, orders, "computed as the run ends (or on its page)")
     if store.exists(predictions_key(row.submission_id, *attempts[0])):
         return run_interval_of(session, store, submission_id=row.submission_id)
-    return _remember(store, key, RunInterval(
-        row.submission_id, row.mean_error, None, orders,
-        "no stored test predictions (tasks committed before predictions were kept have none)"))
+    return _remember(
+        store,
+        key,
+        RunInterval(
+            row.submission_id,
+            row.mean_error,
+            None,
+            orders,
+            "no stored test predictions (tasks committed before predictions were kept have none)",
+        ),
+    )
 
 
 def _remember(store: ObjectStore, key: str, result: RunInterval) -> RunInterval:
@@ -113,13 +128,18 @@ def _over_seeds(values: tuple[float, ...]) -> SeedSummary:
     return over_seeds(values)
 
 
-def _seeds(session: Session, version_id: int | None, rows, phase: str,
-           viewer: Viewer) -> dict[int, SeedSummary]:
+def _seeds(session: Session, version_id: int | None, rows, phase: str, viewer: Viewer) -> dict[int, SeedSummary]:  # noqa: ANN001
     """Per page row, the spread of E over the complete runs here of its seed group (learner,
     budget, image size, options digest: :mod:`services.core.seed_groups`) that ``viewer`` may
     read, where the group has two or more; never pooled across configurations."""
-    headline = session.scalar(select(func.count()).select_from(StreamTask).where(
-        StreamTask.stream_version_id == version_id, StreamTask.phase == phase)) or 0
+    headline = (
+        session.scalar(
+            select(func.count())
+            .select_from(StreamTask)
+            .where(StreamTask.stream_version_id == version_id, StreamTask.phase == phase)
+        )
+        or 0
+    )
     if not headline or not rows:
         return {}
     learners = {row.learner for row in rows}
@@ -127,17 +147,27 @@ def _seeds(session: Session, version_id: int | None, rows, phase: str,
         select(Learner.name, Submission.budget, Submission.image_size, SubmissionScore.mean_error)
         .join(Submission, Submission.learner_id == Learner.id)
         .join(SubmissionScore, SubmissionScore.submission_id == Submission.id)
-        .where(Learner.name.in_(learners), Submission.stream_version_id == version_id,
-               Submission.phase == phase, SubmissionScore.headline_done == headline,
-               SubmissionScore.mean_error.is_not(None), visible_to(viewer))
-        .order_by(Submission.id)).all()
+        .where(
+            Learner.name.in_(learners),
+            Submission.stream_version_id == version_id,
+            Submission.phase == phase,
+            SubmissionScore.headline_done == headline,
+            SubmissionScore.mean_error.is_not(None),
+            visible_to(viewer),
+        )
+        .order_by(Submission.id)
+    ).all()
     errors: dict[SeedGroup, list[float]] = defaultdict(list)
     for learner, budget, image_size, mean in complete:
         errors[seed_group(learner, budget or {}, image_size)].append(float(mean))
-    groups = {i: seed_group(learner, budget or {}, image_size) for i, learner, budget, image_size in session.execute(
-        select(Submission.id, Learner.name, Submission.budget, Submission.image_size)
-        .join(Learner, Learner.id == Submission.learner_id)
-        .where(Submission.id.in_([row.submission_id for row in rows])))}
+    groups = {
+        i: seed_group(learner, budget or {}, image_size)
+        for i, learner, budget, image_size in session.execute(
+            select(Submission.id, Learner.name, Submission.budget, Submission.image_size)
+            .join(Learner, Learner.id == Submission.learner_id)
+            .where(Submission.id.in_([row.submission_id for row in rows]))
+        )
+    }
     return {i: _over_seeds(tuple(errors[group])) for i, group in groups.items() if len(errors.get(group, ())) > 1}
 
 

@@ -103,40 +103,72 @@ class Comparison:
         paired = r if isinstance(r, PairedDelta) else None
         errors_a, errors_b = [s.mean_error for s in a], [s.mean_error for s in b]
         return {
-            "a": self.a.submission_id, "b": self.b.submission_id,
-            "runs_a": [s.submission_id for s in a], "runs_b": [s.submission_id for s in b],
-            "stream": self.a.stream, "stream_version": self.a.stream_version, "phase": self.a.phase,
+            "a": self.a.submission_id,
+            "b": self.b.submission_id,
+            "runs_a": [s.submission_id for s in a],
+            "runs_b": [s.submission_id for s in b],
+            "stream": self.a.stream,
+            "stream_version": self.a.stream_version,
+            "phase": self.a.phase,
             "error_a": None if None in errors_a else _mean(errors_a),
             "error_b": None if None in errors_b else _mean(errors_b),
             "delta_error": self.delta_error,
             "delta_error_interval": {
-                "low": r.interval.low if r else None, "high": r.interval.high if r else None,
-                "level": LEVEL, "standard_error": r.standard_error if r else None,
-                "resamples": RESAMPLES, "seed": SEED, "tasks": len(self.tasks),
-                "method": SEEDS_METHOD if self.over_seeds else "paired " + METHOD, "question": QUESTION,
+                "low": r.interval.low if r else None,
+                "high": r.interval.high if r else None,
+                "level": LEVEL,
+                "standard_error": r.standard_error if r else None,
+                "resamples": RESAMPLES,
+                "seed": SEED,
+                "tasks": len(self.tasks),
+                "method": SEEDS_METHOD if self.over_seeds else "paired " + METHOD,
+                "question": QUESTION,
                 "unavailable": self.reason,
                 "generalisation": generalisation_fields(paired.generalisation if paired else None, None)
-                if not self.over_seeds else None,
+                if not self.over_seeds
+                else None,
             },
             "probability_of_improvement": {
                 "estimate": seeds.improvement if seeds else None,
                 "low": seeds.improvement_interval.low if seeds else None,
-                "high": seeds.improvement_interval.high if seeds else None, "level": LEVEL, "method": POI_METHOD,
+                "high": seeds.improvement_interval.high if seeds else None,
+                "level": LEVEL,
+                "method": POI_METHOD,
                 "unavailable": None if seeds else (self.reason or "needs two runs or more (seeds) on each side"),
             },
-            "flags": {"noise": r.noise if r else None, "correction": CORRECTION, "alpha": ALPHA,
-                      "family": len(self.tasks)},
-            "cflop_a": _mean(s.cflop for s in a), "cflop_b": _mean(s.cflop for s in b),
+            "flags": {
+                "noise": r.noise if r else None,
+                "correction": CORRECTION,
+                "alpha": ALPHA,
+                "family": len(self.tasks),
+            },
+            "cflop_a": _mean(s.cflop for s in a),
+            "cflop_b": _mean(s.cflop for s in b),
             "delta_cflop": self.delta_cflop,
-            "delta_cflop_interval": {"low": self.delta_cflop, "high": self.delta_cflop, "level": LEVEL,
-                                     "note": "FLOPs are counted, not sampled: no sampling noise"},
-            "tasks": [{
-                "order": t.order, "dataset": t.dataset, "error_a": t.error_a, "error_b": t.error_b,
-                "delta": t.delta, "low": t.interval.low if t.interval else None,
-                "high": t.interval.high if t.interval else None, "differs": t.differs,
-                "p_value": t.p_value, "p_adjusted": t.p_adjusted,
-                "flops_a": t.flops_a, "flops_b": t.flops_b, "delta_flops": t.delta_flops,
-            } for t in self.tasks],
+            "delta_cflop_interval": {
+                "low": self.delta_cflop,
+                "high": self.delta_cflop,
+                "level": LEVEL,
+                "note": "FLOPs are counted, not sampled: no sampling noise",
+            },
+            "tasks": [
+                {
+                    "order": t.order,
+                    "dataset": t.dataset,
+                    "error_a": t.error_a,
+                    "error_b": t.error_b,
+                    "delta": t.delta,
+                    "low": t.interval.low if t.interval else None,
+                    "high": t.interval.high if t.interval else None,
+                    "differs": t.differs,
+                    "p_value": t.p_value,
+                    "p_adjusted": t.p_adjusted,
+                    "flops_a": t.flops_a,
+                    "flops_b": t.flops_b,
+                    "delta_flops": t.delta_flops,
+                }
+                for t in self.tasks
+            ],
             "differing_tasks": list(self.differing_tasks),
         }
 
@@ -159,7 +191,8 @@ def compare(session: Session, store: ObjectStore, *, a: int | Sequence[int], b: 
             raise IncomparableRunsError(
                 f"Runs {ids_a[0]} ({first.stream} {first.stream_version}, {first.phase}) and {i} "
                 f"({s.stream} {s.stream_version}, {s.phase}) cannot be compared: a paired comparison needs the "
-                "same stream version and phase (the same test examples).")
+                "same stream version and phase (the same test examples)."
+            )
     rows = {i: {r.order: r for r in headline_rows(s)} for i, s in summaries.items()}
     orders = tuple(o for o in rows[ids_a[0]] if all(o in found for found in rows.values()))
     result, reason = None, None
@@ -167,21 +200,35 @@ def compare(session: Session, store: ObjectStore, *, a: int | Sequence[int], b: 
         reason = "the runs have no committed task in common"
     else:
         stored = {i: load_committed(session, store, submission_id=i, orders=orders) for i in summaries}
-        reason = next((why for i in summaries
-                       if (why := unusable(stored[i], [rows[i][o] for o in orders], run=i))), None)
+        reason = next(
+            (why for i in summaries if (why := unusable(stored[i], [rows[i][o] for o in orders], run=i))), None
+        )
         if reason is None:
-            key = ("compare", store_name(store), *(tuple((i, tuple(stored[i].attempts[o] for o in orders)) for i in side)
-                                                   for side in (ids_a, ids_b)))
+            key = (
+                "compare",
+                store_name(store),
+                *(tuple((i, tuple(stored[i].attempts[o] for o in orders)) for i in side) for side in (ids_a, ids_b)),
+            )
             runs = {i: [stored[i].tasks[o] for o in orders] for i in summaries}
             try:
                 result = cached(key, lambda: _resample([runs[i] for i in ids_a], [runs[i] for i in ids_b]))
             except ValueError as exc:
                 reason = str(exc)
-    tasks = tuple(_task(order, k, [rows[i][order] for i in ids_a], [rows[i][order] for i in ids_b], result)
-                  for k, order in enumerate(orders))
+    tasks = tuple(
+        _task(order, k, [rows[i][order] for i in ids_a], [rows[i][order] for i in ids_b], result)
+        for k, order in enumerate(orders)
+    )
     delta = sum(t.delta for t in tasks) / len(tasks) if tasks else None
-    return Comparison(a=first, b=summaries[ids_b[0]], tasks=tasks, delta_error=delta, result=result, reason=reason,
-                      runs_a=tuple(summaries[i] for i in ids_a), runs_b=tuple(summaries[i] for i in ids_b))
+    return Comparison(
+        a=first,
+        b=summaries[ids_b[0]],
+        tasks=tasks,
+        delta_error=delta,
+        result=result,
+        reason=reason,
+        runs_a=tuple(summaries[i] for i in ids_a),
+        runs_b=tuple(summaries[i] for i in ids_b),
+    )
 
 
 def _resample(a: list, b: list) -> PairedDelta | SeedsDelta:
@@ -194,10 +241,18 @@ def _task(order: int, k: int, rows_a: list, rows_b: list, result: PairedDelta | 
     found = result.tasks[k] if result else None
     error_a, error_b = _mean(r.error for r in rows_a), _mean(r.error for r in rows_b)
     return TaskComparison(
-        order=order, dataset=rows_a[0].dataset, error_a=error_a, error_b=error_b,
-        flops_a=_mean(r.flops for r in rows_a), flops_b=_mean(r.flops for r in rows_b), delta=error_a - error_b,
-        interval=found.interval if found else None, differs=found.differs if found else None,
-        p_value=found.p_value if found else None, p_adjusted=found.p_adjusted if found else None)
+        order=order,
+        dataset=rows_a[0].dataset,
+        error_a=error_a,
+        error_b=error_b,
+        flops_a=_mean(r.flops for r in rows_a),
+        flops_b=_mean(r.flops for r in rows_b),
+        delta=error_a - error_b,
+        interval=found.interval if found else None,
+        differs=found.differs if found else None,
+        p_value=found.p_value if found else None,
+        p_adjusted=found.p_adjusted if found else None,
+    )
 
 
 def _ids(side: int | Sequence[int]) -> tuple[int, ...]:
@@ -210,15 +265,17 @@ def _check_sides(a: tuple[int, ...], b: tuple[int, ...]) -> None:
     named = [*a, *b]
     if len(set(named)) != len(named):
         twice = sorted({i for i in named if named.count(i) > 1})
-        raise IncomparableRunsError(f"Run(s) {', '.join(map(str, twice))} named twice: each run counts once, "
-                                    "on one side.")
+        raise IncomparableRunsError(
+            f"Run(s) {', '.join(map(str, twice))} named twice: each run counts once, on one side."
+        )
     if (len(a) == 1) != (len(b) == 1):
         raise IncomparableRunsError(
             f"Side A has {len(a)} run(s) and side B {len(b)}: compare one run with one run (paired), or two "
-            "runs or more (seeds) on each side.")
+            "runs or more (seeds) on each side."
+        )
 
 
-def _mean(values) -> float:
+def _mean(values) -> float:  # noqa: ANN001
     found = [float(v) for v in values]
     return sum(found) / len(found)
 

@@ -37,8 +37,11 @@ class EventRow:
 
 def owner_of(session: Session, submission_id: int) -> str | None:
     """The submitting user's name; None for a local run (``nevis run``)."""
-    return session.scalar(select(User.name).join(ScheduledSubmission, ScheduledSubmission.user_id == User.id)
-                          .where(ScheduledSubmission.submission_id == submission_id))
+    return session.scalar(
+        select(User.name)
+        .join(ScheduledSubmission, ScheduledSubmission.user_id == User.id)
+        .where(ScheduledSubmission.submission_id == submission_id)
+    )
 
 
 def task_facts(session: Session, submission: Submission) -> dict[int, TaskFacts]:
@@ -46,14 +49,16 @@ def task_facts(session: Session, submission: Submission) -> dict[int, TaskFacts]
     rows = session.execute(
         select(StreamTask.order, StreamTask.domain, Dataset.split_counts)
         .outerjoin(Dataset, (Dataset.key == StreamTask.dataset) & (Dataset.image_size == submission.image_size))
-        .where(StreamTask.stream_version_id == submission.stream_version_id)).all()
+        .where(StreamTask.stream_version_id == submission.stream_version_id)
+    ).all()
     return {order: TaskFacts(order, domain, _train(counts)) for order, domain, counts in rows}
 
 
 def recent_events(session: Session, submission_id: int, *, limit: int = 100) -> list[EventRow]:
     """The submission's newest events, newest first."""
-    rows = session.scalars(select(Event).where(Event.submission_id == submission_id)
-                           .order_by(Event.id.desc()).limit(limit))
+    rows = session.scalars(
+        select(Event).where(Event.submission_id == submission_id).order_by(Event.id.desc()).limit(limit)
+    )
     return [EventRow(e.id, e.kind, e.created_at, dict(e.payload or {})) for e in rows]
 
 
@@ -65,12 +70,17 @@ def indep_reference(session: Session, submission: Submission, cflop: float) -> i
         select(TaskResult.submission_id, func.sum(TaskResult.flops))
         .join(Submission, Submission.id == TaskResult.submission_id)
         .join(Learner, Learner.id == Submission.learner_id)
-        .where(Submission.stream_version_id == submission.stream_version_id,
-               Submission.phase == submission.phase, Submission.status == "succeeded",
-               Submission.id != submission.id, Submission.visibility == "public",
-               Learner.entrypoint.startswith(INDEP_NAME),
-               is_baseline(Learner.entrypoint))
-        .group_by(TaskResult.submission_id)).all()
+        .where(
+            Submission.stream_version_id == submission.stream_version_id,
+            Submission.phase == submission.phase,
+            Submission.status == "succeeded",
+            Submission.id != submission.id,
+            Submission.visibility == "public",
+            Learner.entrypoint.startswith(INDEP_NAME),
+            is_baseline(Learner.entrypoint),
+        )
+        .group_by(TaskResult.submission_id)
+    ).all()
     if not rows:
         return None
     scale = math.log10(max(cflop, 1.0))
@@ -83,5 +93,4 @@ def _train(counts: Any) -> int | None:
     return None
 
 
-__all__ = ["INDEP_NAME", "EventRow", "TaskFacts", "indep_reference", "owner_of", "recent_events",
-           "task_facts"]
+__all__ = ["INDEP_NAME", "EventRow", "TaskFacts", "indep_reference", "owner_of", "recent_events", "task_facts"]

@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 from services.core.errors import NevisError
 from services.core.predictions import FORMAT_VERSION
 from services.core.uncertainty import RESAMPLES, SEED, ErrorInterval, Interval
-from services.store.db.models import StreamTask, Submission, TaskResult, TaskRun
 from services.store import key_layout
+from services.store.db.models import StreamTask, Submission, TaskResult, TaskRun
 from services.store.objects import ObjectStore
 
 CACHE_VERSION = 2  # 2: the default interval keeps the tasks; the task-resampled one is "generalisation"
@@ -51,12 +51,13 @@ def kept_interval_keys(session: Session) -> Iterable[str]:
     collection keeps; a kept interval of attempts since superseded is an orphan)."""
     attempts: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for submission_id, order, attempt in session.execute(
-            select(TaskResult.submission_id, StreamTask.order, TaskRun.attempt)
-            .join(Submission, Submission.id == TaskResult.submission_id)
-            .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
-            .join(TaskRun, TaskRun.id == TaskResult.task_run_id)
-            .where(StreamTask.phase == Submission.phase)
-            .order_by(TaskResult.submission_id, StreamTask.order)):
+        select(TaskResult.submission_id, StreamTask.order, TaskRun.attempt)
+        .join(Submission, Submission.id == TaskResult.submission_id)
+        .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+        .join(TaskRun, TaskRun.id == TaskResult.task_run_id)
+        .where(StreamTask.phase == Submission.phase)
+        .order_by(TaskResult.submission_id, StreamTask.order)
+    ):
         attempts[submission_id].append((order, attempt))
     return [interval_key(i, pairs, resamples=RESAMPLES, seed=SEED) for i, pairs in attempts.items()]
 
@@ -64,12 +65,17 @@ def kept_interval_keys(session: Session) -> Iterable[str]:
 def as_document(result: ErrorInterval) -> dict:
     """The interval as a JSON document (what the store keeps, and a leaderboard's summary row)."""
     return {
-        "estimate": result.estimate, "interval": [result.interval.low, result.interval.high, result.interval.level],
-        "standard_error": result.standard_error, "task_errors": list(result.task_errors),
+        "estimate": result.estimate,
+        "interval": [result.interval.low, result.interval.high, result.interval.level],
+        "standard_error": result.standard_error,
+        "task_errors": list(result.task_errors),
         "task_intervals": [[i.low, i.high, i.level] for i in result.task_intervals],
-        "resamples": result.resamples, "seed": result.seed, "version": CACHE_VERSION,
-        "generalisation": None if result.generalisation is None else [
-            result.generalisation.low, result.generalisation.high, result.generalisation.level],
+        "resamples": result.resamples,
+        "seed": result.seed,
+        "version": CACHE_VERSION,
+        "generalisation": None
+        if result.generalisation is None
+        else [result.generalisation.low, result.generalisation.high, result.generalisation.level],
         "generalisation_standard_error": result.generalisation_standard_error,
     }
 
@@ -90,10 +96,13 @@ def from_document(doc: dict) -> ErrorInterval:
         raise ValueError(f"An interval document of version {doc.get('version', 1)} is not {CACHE_VERSION}.")
     general = doc["generalisation"]
     return ErrorInterval(
-        estimate=float(doc["estimate"]), interval=Interval(*map(float, doc["interval"])),
-        standard_error=float(doc["standard_error"]), task_errors=tuple(map(float, doc["task_errors"])),
+        estimate=float(doc["estimate"]),
+        interval=Interval(*map(float, doc["interval"])),
+        standard_error=float(doc["standard_error"]),
+        task_errors=tuple(map(float, doc["task_errors"])),
         task_intervals=tuple(Interval(*map(float, i)) for i in doc["task_intervals"]),
-        resamples=int(doc["resamples"]), seed=int(doc["seed"]),
+        resamples=int(doc["resamples"]),
+        seed=int(doc["seed"]),
         generalisation=None if general is None else Interval(*map(float, general)),
         generalisation_standard_error=doc.get("generalisation_standard_error"),
     )
@@ -107,4 +116,13 @@ def _load(data: bytes) -> ErrorInterval:
     return from_document(json.loads(data))
 
 
-__all__ = ["CACHE_VERSION", "as_document", "from_document", "interval_key", "is_current", "keep_interval", "kept_interval_keys", "load_interval"]
+__all__ = [
+    "CACHE_VERSION",
+    "as_document",
+    "from_document",
+    "interval_key",
+    "is_current",
+    "keep_interval",
+    "kept_interval_keys",
+    "load_interval",
+]

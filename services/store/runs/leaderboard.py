@@ -43,11 +43,7 @@ from services.core.metrics import pareto_front
 from services.core.seed_groups import SeedGroup, seed_group
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission
 from services.store.db.models_coordinator import ScheduledSubmission, User
-from services.store.db.models_scores import (
-    LearnerSeeds,
-    SubmissionProfile,
-    SubmissionScore,
-)
+from services.store.db.models_scores import LearnerSeeds, SubmissionProfile, SubmissionScore
 from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
 
 CodeFilter = Literal["any", "public"]
@@ -134,16 +130,28 @@ def stream_versions(session: Session, viewer: Viewer = ANONYMOUS) -> list[tuple[
         .join(Submission, Submission.stream_version_id == StreamVersion.id)
         .where(visible_to(viewer))
         .group_by(StreamVersion.name, StreamVersion.version)
-        .order_by(func.max(Submission.created_at).desc())).all()
+        .order_by(func.max(Submission.created_at).desc())
+    ).all()
     return [(name, version) for name, version, _ in rows]
 
 
-def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = "rank",
-                descending: bool = False, limit: int = 50, offset: int = 0,
-                learner_prefix: str | None = None, since: datetime | None = None,
-                baselines: bool | None = None, viewer: Viewer = ANONYMOUS,
-                profiles: ProfileScores | Literal["kept"] | None = None, ruleset: str | None = None,
-                code: CodeFilter = "any") -> LeaderboardPage:
+def leaderboard(
+    session: Session,
+    *,
+    stream: str,
+    version: str,
+    sort: SortKey = "rank",
+    descending: bool = False,
+    limit: int = 50,
+    offset: int = 0,
+    learner_prefix: str | None = None,
+    since: datetime | None = None,
+    baselines: bool | None = None,
+    viewer: Viewer = ANONYMOUS,
+    profiles: ProfileScores | Literal["kept"] | None = None,
+    ruleset: str | None = None,
+    code: CodeFilter = "any",
+) -> LeaderboardPage:
     """One page of the meta-test leaderboard of ``stream``/``version``, as ``viewer`` sees it,
     with ``profiles``' scores on its rows (``"kept"``: an anonymous reader's, as the commits kept
     them, read for the page's rows only). ``sort="profile"`` orders by the error-profile score,
@@ -155,15 +163,29 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
         profiles = _kept_scores(session, stream, version) if sort == "profile" else None
     profiles = profiles or {}
     headline = _headline_tasks(stream, version)
-    filters = _filters(stream=stream, version=version, learner_prefix=learner_prefix, since=since,
-                       baselines=baselines, viewer=viewer, ruleset=ruleset, code=code)
+    filters = _filters(
+        stream=stream,
+        version=version,
+        learner_prefix=learner_prefix,
+        since=since,
+        baselines=baselines,
+        viewer=viewer,
+        ruleset=ruleset,
+        code=code,
+    )
     base = _ranked(filters, headline).subquery()
     if sort == "profile":
         rows, total = _by_profile(session, base, profiles, descending=descending, limit=limit, offset=offset)
     else:
-        column = {"rank": base.c.rank, "E": base.c.mean_error, "cflop": base.c.cflop,
-                  "cflop_paper": base.c.cflop_paper, "date": base.c.created_at, "learner": base.c.learner,
-                  "tasks": base.c.tasks_done}[sort]
+        column = {
+            "rank": base.c.rank,
+            "E": base.c.mean_error,
+            "cflop": base.c.cflop,
+            "cflop_paper": base.c.cflop_paper,
+            "date": base.c.created_at,
+            "learner": base.c.learner,
+            "tasks": base.c.tasks_done,
+        }[sort]
         if sort in _SORT_METRICS and sort != "rank":  # best first; descending: worst first
             order = _best_first(column, _SORT_METRICS[sort], worst_first=descending)
         else:  # the rank is best first already
@@ -171,51 +193,79 @@ def leaderboard(session: Session, *, stream: str, version: str, sort: SortKey = 
         keys = [column.is_(None), order]  # unranked rows last
         if sort == "rank":
             keys.append(_best_first(base.c.cflop, "cFLOP"))  # equal E: the better cFLOP first
-        rows = session.execute(select(base, func.count().over().label("total_rows"))  # the total in the same scan
-                               .order_by(*keys, base.c.submission_id).limit(limit).offset(offset)).all()
+        rows = session.execute(
+            select(base, func.count().over().label("total_rows"))  # the total in the same scan
+            .order_by(*keys, base.c.submission_id)
+            .limit(limit)
+            .offset(offset)
+        ).all()
         total = rows[0].total_rows if rows else session.scalar(select(func.count()).select_from(base)) or 0
     if kept and sort != "profile":
         profiles = _kept_scores(session, stream, version, [r.submission_id for r in rows])
     spread = _spread_by_group(session, filters, headline, [r.submission_id for r in rows])
     return LeaderboardPage(
-        stream=stream, version=version, phase=RANKED_PHASE, total=int(total), limit=limit, offset=offset,
-        rows=tuple(LeaderboardRow(
-            rank=r.rank, submission_id=r.submission_id, learner=r.learner, owner=r.owner,
-            baseline=bool(r.baseline), phase=r.phase, status=r.status,
-            mean_error=None if r.mean_error is None else float(r.mean_error),
-            cflop=float(r.cflop or 0.0), tasks_done=int(r.tasks_done or 0),
-            headline_tasks=int(r.headline_tasks or 0), headline_done=int(r.headline_done or 0),
-            created_at=r.created_at, finished_at=r.finished_at,
-            runs_of_learner=spread.get(r.submission_id, (1, None))[0],
-            learner_e_std=spread.get(r.submission_id, (1, None))[1], visibility=r.visibility,
-            cpu_seconds=None if r.cpu_seconds is None else float(r.cpu_seconds),
-            flops_floored=bool(r.flops_floored),
-            cflop_paper=None if r.cflop_paper is None else float(r.cflop_paper),
-            cflop_pretraining=None if r.cflop_pretraining is None else float(r.cflop_pretraining),
-            profile_score=profiles.get(r.submission_id, (None, None))[0],
-            cflop_profile_score=profiles.get(r.submission_id, (None, None))[1],
-            code_url=r.code_url, code_public=bool(r.baseline) or r.code_url is not None,
-            ruleset=r.ruleset, inconsistent=bool(r.inconsistent)) for r in rows))
+        stream=stream,
+        version=version,
+        phase=RANKED_PHASE,
+        total=int(total),
+        limit=limit,
+        offset=offset,
+        rows=tuple(
+            LeaderboardRow(
+                rank=r.rank,
+                submission_id=r.submission_id,
+                learner=r.learner,
+                owner=r.owner,
+                baseline=bool(r.baseline),
+                phase=r.phase,
+                status=r.status,
+                mean_error=None if r.mean_error is None else float(r.mean_error),
+                cflop=float(r.cflop or 0.0),
+                tasks_done=int(r.tasks_done or 0),
+                headline_tasks=int(r.headline_tasks or 0),
+                headline_done=int(r.headline_done or 0),
+                created_at=r.created_at,
+                finished_at=r.finished_at,
+                runs_of_learner=spread.get(r.submission_id, (1, None))[0],
+                learner_e_std=spread.get(r.submission_id, (1, None))[1],
+                visibility=r.visibility,
+                cpu_seconds=None if r.cpu_seconds is None else float(r.cpu_seconds),
+                flops_floored=bool(r.flops_floored),
+                cflop_paper=None if r.cflop_paper is None else float(r.cflop_paper),
+                cflop_pretraining=None if r.cflop_pretraining is None else float(r.cflop_pretraining),
+                profile_score=profiles.get(r.submission_id, (None, None))[0],
+                cflop_profile_score=profiles.get(r.submission_id, (None, None))[1],
+                code_url=r.code_url,
+                code_public=bool(r.baseline) or r.code_url is not None,
+                ruleset=r.ruleset,
+                inconsistent=bool(r.inconsistent),
+            )
+            for r in rows
+        ),
+    )
 
 
 def _kept_scores(session: Session, stream: str, version: str, ids: list[int] | None = None) -> ProfileScores:
     """The kept profile scores (``submission_profiles``) of the version's submissions (or of ``ids``)."""
-    query = (select(SubmissionProfile.submission_id, SubmissionProfile.error_score, SubmissionProfile.cflop_score)
-             .join(Submission, Submission.id == SubmissionProfile.submission_id)
-             .where(Submission.stream_version_id == _version_id(stream, version)))
+    query = (
+        select(SubmissionProfile.submission_id, SubmissionProfile.error_score, SubmissionProfile.cflop_score)
+        .join(Submission, Submission.id == SubmissionProfile.submission_id)
+        .where(Submission.stream_version_id == _version_id(stream, version))
+    )
     if ids is not None:
         query = query.where(SubmissionProfile.submission_id.in_(ids))
     return {i: (error, cflop) for i, error, cflop in session.execute(query)}
 
 
-def _by_profile(session: Session, base: Any, profiles: ProfileScores, *, descending: bool, limit: int,
-                offset: int) -> tuple[list[Any], int]:
+def _by_profile(
+    session: Session, base: Any, profiles: ProfileScores, *, descending: bool, limit: int, offset: int
+) -> tuple[list[Any], int]:
     """One page of ``base`` ordered by error-profile score (the scores are not in SQL): every
     row's id, ordered here, then the page's rows in that order; and the total."""
     ids = list(session.scalars(select(base.c.submission_id)))
     sign = 1.0 if descending else -1.0
     ids.sort(key=lambda i: (i not in profiles, sign * profiles[i][0] if i in profiles else 0.0, i))
-    wanted = ids[offset:offset + limit]
+    wanted = ids[offset : offset + limit]
     found = {r.submission_id: r for r in session.execute(select(base).where(base.c.submission_id.in_(wanted)))}
     return [found[i] for i in wanted], len(ids)
 
@@ -227,8 +277,9 @@ def _stdev(values: tuple[float, ...]) -> float:
     return statistics.stdev(values)
 
 
-def _spread_by_group(session: Session, filters: list[Any], headline: Any,
-                     ids: list[int]) -> dict[int, tuple[int, float | None]]:
+def _spread_by_group(
+    session: Session, filters: list[Any], headline: Any, ids: list[int]
+) -> dict[int, tuple[int, float | None]]:
     """Per row on the page: the finished runs here (among the board's rows) of its seed group
     (learner, budget, image size, options digest: :mod:`services.core.seed_groups`; runs of other
     configurations are never pooled) and the SD of their E; one query over the kept scores of the
@@ -240,24 +291,36 @@ def _spread_by_group(session: Session, filters: list[Any], headline: Any,
     page: dict[int, SeedGroup] = {}
     found: dict[SeedGroup, list[float]] = {}
     for i, learner, budget, size, error, done, complete in session.execute(
-            select(Submission.id, Learner.name, Submission.budget, Submission.image_size, SubmissionScore.mean_error,
-                   SubmissionScore.headline_done, headline)
-            .select_from(Submission)
-            .join(Learner, Learner.id == Submission.learner_id)
-            .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
-            .outerjoin(SubmissionScore, SubmissionScore.submission_id == Submission.id)
-            .where(*filters, Submission.learner_id.in_(learners), headline > 0)):
+        select(
+            Submission.id,
+            Learner.name,
+            Submission.budget,
+            Submission.image_size,
+            SubmissionScore.mean_error,
+            SubmissionScore.headline_done,
+            headline,
+        )
+        .select_from(Submission)
+        .join(Learner, Learner.id == Submission.learner_id)
+        .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+        .outerjoin(SubmissionScore, SubmissionScore.submission_id == Submission.id)
+        .where(*filters, Submission.learner_id.in_(learners), headline > 0)
+    ):
         group = seed_group(learner, budget or {}, size)
         if i in ids:
             page[i] = group
         if error is not None and done == complete:
             found.setdefault(group, []).append(float(error))
-    return {i: (len(found[g]), _stdev(tuple(found[g])) if len(found[g]) > 1 else None)
-            for i, g in page.items() if g in found}
+    return {
+        i: (len(found[g]), _stdev(tuple(found[g])) if len(found[g]) > 1 else None)
+        for i, g in page.items()
+        if g in found
+    }
 
 
-def kept_seeds(session: Session, *, stream_version_id: Any, learners: set[str],
-               since: datetime | None = None) -> dict[str, list[float]]:
+def kept_seeds(
+    session: Session, *, stream_version_id: Any, learners: set[str], since: datetime | None = None
+) -> dict[str, list[float]]:
     """Learner name → E of its finished public runs on the version (``stream_version_id``: an id
     or a scalar subquery; ``since``: only those created since then), as the commits kept them
     (:func:`services.store.runs.board_summaries.keep_seeds`)."""
@@ -265,64 +328,110 @@ def kept_seeds(session: Session, *, stream_version_id: Any, learners: set[str],
         return {}
     found = {}
     for name, errors, created in session.execute(
-            select(Learner.name, LearnerSeeds.errors, LearnerSeeds.created)
-            .join(Learner, Learner.id == LearnerSeeds.learner_id)
-            .where(LearnerSeeds.stream_version_id == stream_version_id, Learner.name.in_(learners))):
-        values = [float(e) for e, c in zip(errors, created, strict=True)
-                  if since is None or datetime.fromisoformat(c) >= since]
+        select(Learner.name, LearnerSeeds.errors, LearnerSeeds.created)
+        .join(Learner, Learner.id == LearnerSeeds.learner_id)
+        .where(LearnerSeeds.stream_version_id == stream_version_id, Learner.name.in_(learners))
+    ):
+        values = [
+            float(e)
+            for e, c in zip(errors, created, strict=True)
+            if since is None or datetime.fromisoformat(c) >= since
+        ]
         if values:
             found[name] = values
     return found
 
 
-def front_points(session: Session, *, stream: str, version: str, learner_prefix: str | None = None, since: datetime | None = None,
-                 viewer: Viewer = ANONYMOUS, ruleset: str | None = None, code: CodeFilter = "any") -> list[FrontPoint]:
+def front_points(
+    session: Session,
+    *,
+    stream: str,
+    version: str,
+    learner_prefix: str | None = None,
+    since: datetime | None = None,
+    viewer: Viewer = ANONYMOUS,
+    ruleset: str | None = None,
+    code: CodeFilter = "any",
+) -> list[FrontPoint]:
     """Every finished meta-test submission ``viewer`` may read (all headline tasks scored; of
     ``ruleset`` only, if given) as a (cFLOP, E) point, with whether it is on the Pareto front
     of those points."""
-    base = _ranked(_filters(stream=stream, version=version, learner_prefix=learner_prefix, since=since,
-                            baselines=None, viewer=viewer, ruleset=ruleset, code=code), _headline_tasks(stream, version)).subquery()
+    base = _ranked(
+        _filters(
+            stream=stream,
+            version=version,
+            learner_prefix=learner_prefix,
+            since=since,
+            baselines=None,
+            viewer=viewer,
+            ruleset=ruleset,
+            code=code,
+        ),
+        _headline_tasks(stream, version),
+    ).subquery()
     rows = session.execute(
         select(base.c.submission_id, base.c.learner, base.c.baseline, base.c.mean_error, base.c.cflop)
         .where(base.c.headline_done == base.c.headline_tasks, base.c.headline_tasks > 0)
-        .order_by(base.c.submission_id)).all()
+        .order_by(base.c.submission_id)
+    ).all()
     flags = pareto_front([(float(r.cflop), float(r.mean_error)) for r in rows])
-    return [FrontPoint(r.submission_id, r.learner, bool(r.baseline), float(r.mean_error), float(r.cflop), flag)
-            for r, flag in zip(rows, flags, strict=True)]
+    return [
+        FrontPoint(r.submission_id, r.learner, bool(r.baseline), float(r.mean_error), float(r.cflop), flag)
+        for r, flag in zip(rows, flags, strict=True)
+    ]
 
 
 def _headline_tasks(stream: str, version: str) -> Any:
     """SQL: the ranked phase's tasks in this stream version (what a finished run has scored),
     an uncorrelated scalar subquery the database evaluates once, not per row."""
-    return (select(func.count(StreamTask.id))
-            .join(StreamVersion, StreamVersion.id == StreamTask.stream_version_id)
-            .where(StreamVersion.name == stream, StreamVersion.version == version, StreamTask.phase == RANKED_PHASE)
-            .scalar_subquery())
+    return (
+        select(func.count(StreamTask.id))
+        .join(StreamVersion, StreamVersion.id == StreamTask.stream_version_id)
+        .where(StreamVersion.name == stream, StreamVersion.version == version, StreamTask.phase == RANKED_PHASE)
+        .scalar_subquery()
+    )
 
 
 def _version_id(stream: str, version: str) -> Any:
     """SQL: the stream version's id, a scalar subquery."""
-    return (select(StreamVersion.id).where(StreamVersion.name == stream, StreamVersion.version == version)
-            .scalar_subquery())
+    return (
+        select(StreamVersion.id).where(StreamVersion.name == stream, StreamVersion.version == version).scalar_subquery()
+    )
 
 
 def rulesets_of(session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS) -> list[str]:
     """The rulesets of the meta-test submissions ``viewer`` may read on ``stream``/``version``
     (each has its own board), ``open`` first, then by name."""
-    found = session.scalars(select(Submission.ruleset).distinct()
-                            .join(Learner, Learner.id == Submission.learner_id)
-                            .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
-                            .where(*_filters(stream=stream, version=version, learner_prefix=None, since=None,
-                                             baselines=None, viewer=viewer)))
+    found = session.scalars(
+        select(Submission.ruleset)
+        .distinct()
+        .join(Learner, Learner.id == Submission.learner_id)
+        .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+        .where(
+            *_filters(stream=stream, version=version, learner_prefix=None, since=None, baselines=None, viewer=viewer)
+        )
+    )
     return sorted(set(found), key=lambda name: (name != "open", name))
 
 
-def _filters(*, stream: str, version: str, learner_prefix: str | None, since: datetime | None,
-             baselines: bool | None, viewer: Viewer, ruleset: str | None = None,
-             code: CodeFilter = "any") -> list[Any]:
+def _filters(
+    *,
+    stream: str,
+    version: str,
+    learner_prefix: str | None,
+    since: datetime | None,
+    baselines: bool | None,
+    viewer: Viewer,
+    ruleset: str | None = None,
+    code: CodeFilter = "any",
+) -> list[Any]:
     """The board's rows: WHERE clauses on submissions joined with their learner and stream version."""
-    filters = [StreamVersion.name == stream, StreamVersion.version == version, Submission.phase == RANKED_PHASE,
-               visible_to(viewer)]
+    filters = [
+        StreamVersion.name == stream,
+        StreamVersion.version == version,
+        Submission.phase == RANKED_PHASE,
+        visible_to(viewer),
+    ]
     if ruleset is not None:
         filters.append(Submission.ruleset == ruleset)
     if learner_prefix:
@@ -346,20 +455,34 @@ def _ranked(filters: list[Any], headline: Any) -> Select:
     baseline = is_baseline(Learner.entrypoint)
     return (
         select(
-            Submission.id.label("submission_id"), Learner.name.label("learner"),
-            User.name.label("owner"), baseline.label("baseline"), Submission.phase.label("phase"),
-            Submission.status.label("status"), scored.mean_error, func.coalesce(scored.cflop, 0.0).label("cflop"),
-            scored.cpu_seconds, (func.coalesce(scored.floored_tasks, 0) > 0).label("flops_floored"),
-            scored.cflop_paper, func.coalesce(scored.tasks_done, 0).label("tasks_done"),
+            Submission.id.label("submission_id"),
+            Learner.name.label("learner"),
+            User.name.label("owner"),
+            baseline.label("baseline"),
+            Submission.phase.label("phase"),
+            Submission.status.label("status"),
+            scored.mean_error,
+            func.coalesce(scored.cflop, 0.0).label("cflop"),
+            scored.cpu_seconds,
+            (func.coalesce(scored.floored_tasks, 0) > 0).label("flops_floored"),
+            scored.cflop_paper,
+            func.coalesce(scored.tasks_done, 0).label("tasks_done"),
             func.coalesce(scored.headline_done, 0).label("headline_done"),
             headline.label("headline_tasks"),  # one count, not a join of the tasks per row
-            Submission.created_at.label("created_at"), Submission.finished_at.label("finished_at"),
-            Submission.visibility.label("visibility"), Submission.cflop_pretraining.label("cflop_pretraining"),
-            Submission.code_url.label("code_url"), Submission.ruleset.label("ruleset"),
+            Submission.created_at.label("created_at"),
+            Submission.finished_at.label("finished_at"),
+            Submission.visibility.label("visibility"),
+            Submission.cflop_pretraining.label("cflop_pretraining"),
+            Submission.code_url.label("code_url"),
+            Submission.ruleset.label("ruleset"),
             (func.coalesce(scored.inconsistent_tasks, 0) > 0).label("inconsistent"),
-            case((scored.mean_error.is_not(None),
-                  func.rank().over(order_by=(scored.mean_error.is_(None), _best_first(scored.mean_error, "E")))),
-                 else_=None).label("rank"),
+            case(
+                (
+                    scored.mean_error.is_not(None),
+                    func.rank().over(order_by=(scored.mean_error.is_(None), _best_first(scored.mean_error, "E"))),
+                ),
+                else_=None,
+            ).label("rank"),
         )
         .join(Learner, Learner.id == Submission.learner_id)
         .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
@@ -371,6 +494,19 @@ def _ranked(filters: list[Any], headline: Any) -> Select:
 
 
 __all__ = [
-    "CODE_FILTERS", "RANKED_PHASE", "SORT_KEYS", "CodeFilter", "FrontPoint", "LeaderboardPage", "LeaderboardRow", "ProfileScores", "SortKey",
-    "front_points", "is_baseline", "kept_seeds", "leaderboard", "rulesets_of", "stream_versions",
+    "CODE_FILTERS",
+    "RANKED_PHASE",
+    "SORT_KEYS",
+    "CodeFilter",
+    "FrontPoint",
+    "LeaderboardPage",
+    "LeaderboardRow",
+    "ProfileScores",
+    "SortKey",
+    "front_points",
+    "is_baseline",
+    "kept_seeds",
+    "leaderboard",
+    "rulesets_of",
+    "stream_versions",
 ]

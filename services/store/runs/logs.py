@@ -31,14 +31,18 @@ from services.store.objects import ObjectStore
 
 WITHHELD_TRACEBACK_BYTES = 2048
 """The most of a withheld prediction log shown: a failure's traceback, its last bytes."""
-WITHHELD_NOTE = ("[nevis] This prediction job scored the meta-test's test images: its log is withheld "
-                 "(only a failure's traceback, its last {limit} bytes, is shown), so that nothing the learner "
-                 "printed carries test images out.\n")
+WITHHELD_NOTE = (
+    "[nevis] This prediction job scored the meta-test's test images: its log is withheld "
+    "(only a failure's traceback, its last {limit} bytes, is shown), so that nothing the learner "
+    "printed carries test images out.\n"
+)
 _TRACEBACK = "Traceback (most recent call last)"
-_PREDICT_KEY = re.compile("^" + re.escape(key_layout.RUNS) + r"/\d+/task-(\d+)/attempt-(\d+)/"
-                          + re.escape(key_layout.PREDICT_LOG_FILE) + "$")
-_PREPARE_KEY = re.compile("^" + re.escape(key_layout.RUNS) + r"/\d+/task-(\d+)/attempt-(\d+)/"
-                          + re.escape(key_layout.PREPARE_LOG_FILE) + "$")
+_PREDICT_KEY = re.compile(
+    "^" + re.escape(key_layout.RUNS) + r"/\d+/task-(\d+)/attempt-(\d+)/" + re.escape(key_layout.PREDICT_LOG_FILE) + "$"
+)
+_PREPARE_KEY = re.compile(
+    "^" + re.escape(key_layout.RUNS) + r"/\d+/task-(\d+)/attempt-(\d+)/" + re.escape(key_layout.PREPARE_LOG_FILE) + "$"
+)
 
 
 @dataclass(frozen=True)
@@ -62,25 +66,36 @@ class LogEntry:
         return "preparation" if self.preparation else "prediction" if self.trial is None else "trial"
 
 
-def list_logs(session: Session, store: ObjectStore, *, submission_id: int, task: int | None = None,
-              trial: int | None = None, retired: Collection[tuple[str, str]] = ()) -> list[LogEntry]:
+def list_logs(
+    session: Session,
+    store: ObjectStore,
+    *,
+    submission_id: int,
+    task: int | None = None,
+    trial: int | None = None,
+    retired: Collection[tuple[str, str]] = (),
+) -> list[LogEntry]:
     """A submission's logs in stream order (each attempt's ``prepare_task``, its trials, then
     its prediction job),
     optionally only one task's or one trial index's; a meta-test run's prediction logs are
     withheld unless its stream version, ``(name, version)``, is among the ``retired``."""
     sizes = {o.key: o.size for o in store.list_objects(key_layout.submission_prefix(submission_id) + "/")}
-    query = (select(StreamTask.order, TaskRun.attempt, Trial.trial_index, Trial.status, Trial.error_text,
-                    Trial.traceback)
-             .select_from(Trial).join(TaskRun, TaskRun.id == Trial.task_run_id)
-             .join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
-             .where(TaskRun.submission_id == submission_id))
+    query = (
+        select(StreamTask.order, TaskRun.attempt, Trial.trial_index, Trial.status, Trial.error_text, Trial.traceback)
+        .select_from(Trial)
+        .join(TaskRun, TaskRun.id == Trial.task_run_id)
+        .join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
+        .where(TaskRun.submission_id == submission_id)
+    )
     if task is not None:
         query = query.where(StreamTask.order == task)
     if trial is not None:
         query = query.where(Trial.trial_index == trial)
     entries = []
     for order, attempt, index, status, error, trace in session.execute(query).all():
-        key = key_layout.trial_log_key(key_layout.trial_prefix(key_layout.attempt_prefix(submission_id, order, attempt), index))
+        key = key_layout.trial_log_key(
+            key_layout.trial_prefix(key_layout.attempt_prefix(submission_id, order, attempt), index)
+        )
         entries.append(LogEntry(order, attempt, index, key, sizes.get(key), status, error, trace))
     if trial is None:
         withheld = _withholds(session, submission_id, retired)
@@ -92,25 +107,29 @@ def list_logs(session: Session, store: ObjectStore, *, submission_id: int, task:
             found = _PREDICT_KEY.match(key)
             if found and (task is None or int(found[1]) == task):
                 order, attempt = int(found[1]), int(found[2])
-                entries.append(LogEntry(order, attempt, None, key, size, withheld=withheld,
-                                        failed=(order, attempt) in failed))
+                entries.append(
+                    LogEntry(order, attempt, None, key, size, withheld=withheld, failed=(order, attempt) in failed)
+                )
     return sorted(entries, key=lambda e: (e.task, e.attempt, not e.preparation, e.trial is None, e.trial or 0))
 
 
 def _withholds(session: Session, submission_id: int, retired: Collection[tuple[str, str]]) -> bool:
     """Whether the submission's prediction logs are withheld: a meta-test run on a live stream version."""
-    row = session.execute(select(Submission.phase, StreamVersion.name, StreamVersion.version)
-                          .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
-                          .where(Submission.id == submission_id)).first()
+    row = session.execute(
+        select(Submission.phase, StreamVersion.name, StreamVersion.version)
+        .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+        .where(Submission.id == submission_id)
+    ).first()
     return row is not None and row[0] == "meta_test" and (row[1], row[2]) not in set(retired)
 
 
 def _failed_attempts(session: Session, submission_id: int) -> set[tuple[int, int]]:
     """(task order, attempt) of the submission's attempts that ended failed or timed out."""
-    rows = session.execute(select(StreamTask.order, TaskRun.attempt)
-                           .join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
-                           .where(TaskRun.submission_id == submission_id,
-                                  TaskRun.status.in_(("failed", "timed_out")))).all()
+    rows = session.execute(
+        select(StreamTask.order, TaskRun.attempt)
+        .join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
+        .where(TaskRun.submission_id == submission_id, TaskRun.status.in_(("failed", "timed_out")))
+    ).all()
     return {(order, attempt) for order, attempt in rows}
 
 
@@ -118,9 +137,12 @@ def log_keys(session: Session) -> set[str]:
     """The keys of every log the database's rows name: each trial's, and each attempt's
     ``prepare_task``'s and prediction job's; the store's garbage collection keeps them as long as their rows live."""
     keys: set[str] = set()
-    rows = session.execute(select(TaskRun.submission_id, StreamTask.order, TaskRun.attempt, Trial.trial_index)
-                           .select_from(TaskRun).join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
-                           .outerjoin(Trial, Trial.task_run_id == TaskRun.id))
+    rows = session.execute(
+        select(TaskRun.submission_id, StreamTask.order, TaskRun.attempt, Trial.trial_index)
+        .select_from(TaskRun)
+        .join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
+        .outerjoin(Trial, Trial.task_run_id == TaskRun.id)
+    )
     for submission_id, order, attempt, index in rows:
         prefix = key_layout.attempt_prefix(submission_id, order, attempt)
         keys.add(key_layout.predict_log_key(prefix))

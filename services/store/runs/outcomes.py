@@ -37,8 +37,7 @@ class CheckpointRef(StoredObject):
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> CheckpointRef:
-        return cls(key=str(doc["key"]), size=int(doc["size"]), sha256=str(doc["sha256"]),
-                   step=int(doc["step"]))
+        return cls(key=str(doc["key"]), size=int(doc["size"]), sha256=str(doc["sha256"]), step=int(doc["step"]))
 
 
 class FloorCharged:
@@ -119,8 +118,10 @@ class TrialOutcome(FloorCharged):
         ok = metrics.get("status") == "ok"
         status: TrialStatus = "ok" if ok else "stopped" if metrics.get("status") == "stopped" else "failed"
         return cls(
-            trial_index=int(metrics["trial_index"]), seed=int(metrics["seed"]),
-            status=status, config=_plain(metrics.get("config") or {}),
+            trial_index=int(metrics["trial_index"]),
+            seed=int(metrics["seed"]),
+            status=status,
+            config=_plain(metrics.get("config") or {}),
             flops_measured=int(metrics.get("flops_measured") or 0),
             flops_reported=int(metrics.get("flops_reported") or 0),
             flops_untracked=int(metrics.get("flops_untracked") or 0),
@@ -132,7 +133,8 @@ class TrialOutcome(FloorCharged):
             missed_checkpoints=tuple(int(s) for s in metrics.get("missed_checkpoints") or ()),
             predictor=StoredObject.from_dict(metrics["predictor"]) if metrics.get("predictor") else None,
             state=StoredObject.from_dict(metrics["state"]) if metrics.get("state") else None,
-            error=metrics.get("error"), traceback=metrics.get("traceback"),
+            error=metrics.get("error"),
+            traceback=metrics.get("traceback"),
             num_workers=int(metrics.get("num_workers") or 1),
             cpu_seconds=_float_or_none(metrics.get("cpu_seconds")),
             flops_floor=int(metrics.get("flops_floor") or 0),
@@ -188,6 +190,11 @@ def _plain(value: Any) -> Any:
 
 __all__ = [
     "FloorCharged",
-    "CheckpointRef", "FlopsSource", "StoredObject", "TaskOutcome", "TrialOutcome", "TrialStatus",
+    "CheckpointRef",
+    "FlopsSource",
+    "StoredObject",
+    "TaskOutcome",
+    "TrialOutcome",
+    "TrialStatus",
     "best_trial",
 ]

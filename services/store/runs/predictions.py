@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 from services.core.errors import ObjectNotFoundError
 from services.core.predictions import TaskPredictions, decode
 from services.store.db.models import StreamTask, TaskResult, TaskRun
-from services.store.objects import ObjectStore
 from services.store.key_layout import PREDICTIONS_FILE, predictions_key
+from services.store.objects import ObjectStore
 
 
 def committed_attempts(session: Session, *, submission_id: int) -> dict[int, int]:
@@ -54,8 +54,9 @@ class StoredPredictions:
     attempts: dict[int, int]  # order → committed attempt, the identity of what was read
 
 
-def load_committed(session: Session, store: ObjectStore, *, submission_id: int,
-                   orders: Iterable[int]) -> StoredPredictions:
+def load_committed(
+    session: Session, store: ObjectStore, *, submission_id: int, orders: Iterable[int]
+) -> StoredPredictions:
     """The stored predictions of the submission's committed tasks among ``orders``."""
     attempts = committed_attempts(session, submission_id=submission_id)
     tasks: dict[int, TaskPredictions] = {}
@@ -71,5 +72,11 @@ def load_committed(session: Session, store: ObjectStore, *, submission_id: int,
     return StoredPredictions(tasks=tasks, missing=tuple(missing), attempts=attempts)
 
 
-__all__ = ["PREDICTIONS_FILE", "StoredPredictions", "committed_attempts", "committed_predictions_keys",
-           "load_committed", "predictions_key"]
+__all__ = [
+    "PREDICTIONS_FILE",
+    "StoredPredictions",
+    "committed_attempts",
+    "committed_predictions_keys",
+    "load_committed",
+    "predictions_key",
+]

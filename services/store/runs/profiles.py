@@ -28,27 +28,11 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from services.core.profiles import (
-    TAU_MAX,
-    Profile,
-    cflop_to_reference_profile,
-    error_profile,
-)
-from services.store.db.models import (
-    Learner,
-    StreamTask,
-    StreamVersion,
-    Submission,
-    TaskResult,
-)
+from services.core.profiles import TAU_MAX, Profile, cflop_to_reference_profile, error_profile
+from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult
 from services.store.db.models_scores import SubmissionProfile
 from services.store.runs.details import INDEP_NAME
-from services.store.runs.leaderboard import (
-    RANKED_PHASE,
-    FrontPoint,
-    ProfileScores,
-    front_points,
-)
+from services.store.runs.leaderboard import RANKED_PHASE, FrontPoint, ProfileScores, front_points
 from services.store.runs.visibility import ANONYMOUS, Viewer
 
 REFERENCE_ENTRYPOINTS = (INDEP_NAME, "indep_resnet34")
@@ -88,7 +72,8 @@ def task_matrix(session: Session, submission_ids: list[int]) -> tuple[list[int],
     rows = session.execute(
         select(TaskResult.submission_id, StreamTask.order, TaskResult.error, TaskResult.flops)
         .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
-        .where(TaskResult.submission_id.in_(submission_ids), StreamTask.phase == RANKED_PHASE)).all()
+        .where(TaskResult.submission_id.in_(submission_ids), StreamTask.phase == RANKED_PHASE)
+    ).all()
     orders = sorted({order for _, order, _, _ in rows})
     column = {order: j for j, order in enumerate(orders)}
     row_of = {sid: i for i, sid in enumerate(submission_ids)}
@@ -100,41 +85,64 @@ def task_matrix(session: Session, submission_ids: list[int]) -> tuple[list[int],
     return orders, errors, flops
 
 
-def performance_profiles(session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS,
-                         tau_max: float = TAU_MAX, ruleset: str | None = None) -> ProfileSet:
+def performance_profiles(
+    session: Session,
+    *,
+    stream: str,
+    version: str,
+    viewer: Viewer = ANONYMOUS,
+    tau_max: float = TAU_MAX,
+    ruleset: str | None = None,
+) -> ProfileSet:
     """The error and cFLOP profiles of every finished meta-test submission ``viewer`` may read
     (of ``ruleset`` only, if given: the profiles within one ruleset's board)."""
     points = front_points(session, stream=stream, version=version, viewer=viewer, ruleset=ruleset)
     return profiles_of(session, points, stream=stream, version=version, tau_max=tau_max)
 
 
-def profiles_of(session: Session, points: Sequence[FrontPoint], *, stream: str, version: str,
-                tau_max: float) -> ProfileSet:
+def profiles_of(
+    session: Session, points: Sequence[FrontPoint], *, stream: str, version: str, tau_max: float
+) -> ProfileSet:
     """The profiles of these finished submissions (``points``, as :func:`front_points` reads them)."""
     ids = [p.submission_id for p in points]
     orders, errors, flops = task_matrix(session, ids)
     by_error = error_profile(errors, tau_max=tau_max)
-    entrypoints = dict(session.execute(select(Submission.id, Learner.entrypoint)
-                                       .join(Learner, Learner.id == Submission.learner_id)
-                                       .where(Submission.id.in_(ids))).all())
+    entrypoints = dict(
+        session.execute(
+            select(Submission.id, Learner.entrypoint)
+            .join(Learner, Learner.id == Submission.learner_id)
+            .where(Submission.id.in_(ids))
+        ).all()
+    )
     reference_rows = [i for i, p in enumerate(points) if entrypoints.get(p.submission_id) in REFERENCE_ENTRYPOINTS]
     by_cflop: Profile | None = None
     if reference_rows:
         with np.errstate(all="ignore"):
             reference = np.nanmean(errors[reference_rows], axis=0) if orders else np.zeros(0)
         by_cflop = cflop_to_reference_profile(errors, flops, reference, tau_max=tau_max)
-    rows = [ProfileRow(
-        submission_id=p.submission_id, learner=p.learner, baseline=p.baseline,
-        error_score=float(by_error.scores[i]),
-        cflop_score=None if by_cflop is None else float(by_cflop.scores[i]),
-        error_curve=[round(float(v), 6) for v in by_error.fractions[i]],
-        cflop_curve=None if by_cflop is None else [round(float(v), 6) for v in by_cflop.fractions[i]])
-        for i, p in enumerate(points)]
+    rows = [
+        ProfileRow(
+            submission_id=p.submission_id,
+            learner=p.learner,
+            baseline=p.baseline,
+            error_score=float(by_error.scores[i]),
+            cflop_score=None if by_cflop is None else float(by_cflop.scores[i]),
+            error_curve=[round(float(v), 6) for v in by_error.fractions[i]],
+            cflop_curve=None if by_cflop is None else [round(float(v), 6) for v in by_cflop.fractions[i]],
+        )
+        for i, p in enumerate(points)
+    ]
     rows.sort(key=lambda r: (-r.error_score, r.submission_id))
-    return ProfileSet(stream=stream, version=version, taus=[round(float(t), 6) for t in by_error.taus],
-                      tau_max=tau_max, tasks=len(orders),
-                      reference=INDEP_NAME if by_cflop is not None else None,
-                      reference_runs=len(reference_rows), rows=rows)
+    return ProfileSet(
+        stream=stream,
+        version=version,
+        taus=[round(float(t), 6) for t in by_error.taus],
+        tau_max=tau_max,
+        tasks=len(orders),
+        reference=INDEP_NAME if by_cflop is not None else None,
+        reference_runs=len(reference_rows),
+        rows=rows,
+    )
 
 
 SCORES_KEPT = 32  # score sets kept per process (stream versions × readers with private rows)
@@ -160,11 +168,15 @@ def profile_scores(session: Session, *, stream: str, version: str, viewer: Viewe
     ``viewer`` may read, as :func:`performance_profiles` computes them; kept per process under a
     digest of the finished submissions' points (see the module's docstring)."""
     if viewer == ANONYMOUS:  # the kept rows, without the curves
-        return {i: (error, cflop) for i, error, cflop in session.execute(
-            select(SubmissionProfile.submission_id, SubmissionProfile.error_score, SubmissionProfile.cflop_score)
-            .join(Submission, Submission.id == SubmissionProfile.submission_id)
-            .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
-            .where(StreamVersion.name == stream, StreamVersion.version == version))}
+        return {
+            i: (error, cflop)
+            for i, error, cflop in session.execute(
+                select(SubmissionProfile.submission_id, SubmissionProfile.error_score, SubmissionProfile.cflop_score)
+                .join(Submission, Submission.id == SubmissionProfile.submission_id)
+                .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+                .where(StreamVersion.name == stream, StreamVersion.version == version)
+            )
+        }
     return kept_profiles(session, stream=stream, version=version, viewer=viewer).scores
 
 
@@ -180,9 +192,11 @@ def kept_profiles(session: Session, *, stream: str, version: str, viewer: Viewer
             _kept.move_to_end(key)
             return _kept[key]
     found = profiles_of(session, points, stream=stream, version=version, tau_max=TAU_MAX)
-    kept = KeptProfiles(scores={r.submission_id: (r.error_score, r.cflop_score) for r in found.rows},
-                        taus=found.taus,
-                        best=[(r.submission_id, r.learner, r.error_curve) for r in found.rows[:BEST_CURVES]])
+    kept = KeptProfiles(
+        scores={r.submission_id: (r.error_score, r.cflop_score) for r in found.rows},
+        taus=found.taus,
+        best=[(r.submission_id, r.learner, r.error_curve) for r in found.rows[:BEST_CURVES]],
+    )
     with _kept_lock:
         _kept[key] = kept
         while len(_kept) > SCORES_KEPT:
@@ -192,22 +206,45 @@ def kept_profiles(session: Session, *, stream: str, version: str, viewer: Viewer
 
 def _kept_public(session: Session, *, stream: str, version: str) -> KeptProfiles:
     """What an anonymous reader sees of the profiles, as the commits kept it."""
-    rows = sorted(session.execute(
-        select(SubmissionProfile.submission_id, SubmissionProfile.error_score, SubmissionProfile.cflop_score,
-               SubmissionProfile.error_curve, Learner.name.label("learner"))
-        .join(Submission, Submission.id == SubmissionProfile.submission_id)
-        .join(Learner, Learner.id == Submission.learner_id)
-        .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
-        .where(StreamVersion.name == stream, StreamVersion.version == version)).all(),
-        key=lambda r: (-r.error_score, r.submission_id))
-    return KeptProfiles(scores={r.submission_id: (r.error_score, r.cflop_score) for r in rows}, taus=list(TAUS),
-                        best=[(r.submission_id, r.learner, list(r.error_curve)) for r in rows[:BEST_CURVES]
-                              if r.error_curve is not None])
+    rows = sorted(
+        session.execute(
+            select(
+                SubmissionProfile.submission_id,
+                SubmissionProfile.error_score,
+                SubmissionProfile.cflop_score,
+                SubmissionProfile.error_curve,
+                Learner.name.label("learner"),
+            )
+            .join(Submission, Submission.id == SubmissionProfile.submission_id)
+            .join(Learner, Learner.id == Submission.learner_id)
+            .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+            .where(StreamVersion.name == stream, StreamVersion.version == version)
+        ).all(),
+        key=lambda r: (-r.error_score, r.submission_id),
+    )
+    return KeptProfiles(
+        scores={r.submission_id: (r.error_score, r.cflop_score) for r in rows},
+        taus=list(TAUS),
+        best=[
+            (r.submission_id, r.learner, list(r.error_curve)) for r in rows[:BEST_CURVES] if r.error_curve is not None
+        ],
+    )
 
 
 TAUS = [round(float(t), 6) for t in error_profile(np.zeros((0, 0))).taus]
 """The τ grid every profile is drawn on (it depends on no data)."""
 
 
-__all__ = ["BEST_CURVES", "REFERENCE_ENTRYPOINTS", "SCORES_KEPT", "KeptProfiles", "ProfileRow", "ProfileSet",
-           "kept_profiles", "performance_profiles", "profile_scores", "profiles_of", "task_matrix"]
+__all__ = [
+    "BEST_CURVES",
+    "REFERENCE_ENTRYPOINTS",
+    "SCORES_KEPT",
+    "KeptProfiles",
+    "ProfileRow",
+    "ProfileSet",
+    "kept_profiles",
+    "performance_profiles",
+    "profile_scores",
+    "profiles_of",
+    "task_matrix",
+]

@@ -51,9 +51,17 @@ def ensure_learner(session: Session, *, spec: str, resources: Mapping[str, Any])
 
 
 def create_submission(
-    session: Session, *, learner: Learner, stream_version: StreamVersion, phase: str,
-    budget: RunBudget, image_size: int, first_order: int, status: str = "running",
-    visibility: str = "public", ruleset: str = DEFAULT_RULESET,
+    session: Session,
+    *,
+    learner: Learner,
+    stream_version: StreamVersion,
+    phase: str,
+    budget: RunBudget,
+    image_size: int,
+    first_order: int,
+    status: str = "running",
+    visibility: str = "public",
+    ruleset: str = DEFAULT_RULESET,
 ) -> Submission:
     """The one way a submission row is made (``nevis run`` and the API alike); a
     ``visibility`` of ``private`` shows it to its owner and admins only. The ``ruleset``'s
@@ -65,15 +73,30 @@ def create_submission(
     """
     budget, ruled = rulesets.ruleset(ruleset).apply(budget)
     submission = Submission(
-        learner_id=learner.id, stream_version_id=stream_version.id, phase=phase,
-        status=status, budget=budget.to_dict(), image_size=image_size, cursor=first_order,
-        visibility=visibility, ruleset=ruleset,
+        learner_id=learner.id,
+        stream_version_id=stream_version.id,
+        phase=phase,
+        status=status,
+        budget=budget.to_dict(),
+        image_size=image_size,
+        cursor=first_order,
+        visibility=visibility,
+        ruleset=ruleset,
     )
     session.add(submission)
     session.flush()
-    add_event(session, submission_id=submission.id, kind="submission.created",
-              payload={"phase": phase, "budget": budget.to_dict(), "image_size": image_size,
-                       "ruleset": ruleset, **({"ruleset_note": ruled} if ruled else {})})
+    add_event(
+        session,
+        submission_id=submission.id,
+        kind="submission.created",
+        payload={
+            "phase": phase,
+            "budget": budget.to_dict(),
+            "image_size": image_size,
+            "ruleset": ruleset,
+            **({"ruleset_note": ruled} if ruled else {}),
+        },
+    )
     return submission
 
 
@@ -83,13 +106,13 @@ def add_event(session: Session, *, submission_id: int | None, kind: str, payload
 
 def stream_task(session: Session, *, stream_version_id: int, order: int) -> StreamTask:
     return session.scalars(
-        select(StreamTask).where(
-            StreamTask.stream_version_id == stream_version_id, StreamTask.order == order
-        )
+        select(StreamTask).where(StreamTask.stream_version_id == stream_version_id, StreamTask.order == order)
     ).one()
 
 
-def start_task_run(session: Session, *, submission: Submission, task: StreamTask, deadline_s: float | None = None) -> TaskRun:
+def start_task_run(
+    session: Session, *, submission: Submission, task: StreamTask, deadline_s: float | None = None
+) -> TaskRun:
     """A new attempt at ``task``; earlier unfinished attempts become failed, their FLOPs retried.
 
     An attempt left ``running`` by a killed process is closed here as ``failed``
@@ -97,16 +120,17 @@ def start_task_run(session: Session, *, submission: Submission, task: StreamTask
     attempt, apart from the task's own FLOPs, so nothing is counted twice.
     """
     stale = session.scalars(
-        select(TaskRun).where(
-            TaskRun.submission_id == submission.id,
-            TaskRun.status.in_(ACTIVE_TASK_RUN_STATUSES),
-        )
+        select(TaskRun).where(TaskRun.submission_id == submission.id, TaskRun.status.in_(ACTIVE_TASK_RUN_STATUSES))
     ).all()
     for run in stale:
         run.status, run.finished_at = "failed", utcnow()
         run.error = run.error or "interrupted: the process running this attempt stopped"
-        add_event(session, submission_id=submission.id, kind="task.interrupted",
-                  payload={"task_run_id": run.id, "order": run.stream_task.order})
+        add_event(
+            session,
+            submission_id=submission.id,
+            kind="task.interrupted",
+            payload={"task_run_id": run.id, "order": run.stream_task.order},
+        )
     session.flush()
     previous = session.scalars(
         select(TaskRun).where(TaskRun.submission_id == submission.id, TaskRun.stream_task_id == task.id)
@@ -114,18 +138,29 @@ def start_task_run(session: Session, *, submission: Submission, task: StreamTask
     retried = sum(trial_flops_of(session, task_run_id=r.id) for r in previous)
     now = utcnow()
     run = TaskRun(
-        submission_id=submission.id, stream_task_id=task.id, attempt=len(previous) + 1,
-        status="running", started_at=now, heartbeat_at=now, retried_flops=float(retried),
+        submission_id=submission.id,
+        stream_task_id=task.id,
+        attempt=len(previous) + 1,
+        status="running",
+        started_at=now,
+        heartbeat_at=now,
+        retried_flops=float(retried),
     )
     session.add(run)
     session.flush()
-    add_event(session, submission_id=submission.id, kind="task.started",
-              payload={"task_run_id": run.id, "order": task.order, "attempt": run.attempt})
+    add_event(
+        session,
+        submission_id=submission.id,
+        kind="task.started",
+        payload={"task_run_id": run.id, "order": task.order, "attempt": run.attempt},
+    )
     return run
 
 
 def trial_flops_of(session: Session, *, task_run_id: int) -> float:
-    return float(session.scalar(select(func.coalesce(func.sum(Trial.flops), 0.0)).where(Trial.task_run_id == task_run_id)))
+    return float(
+        session.scalar(select(func.coalesce(func.sum(Trial.flops), 0.0)).where(Trial.task_run_id == task_run_id))
+    )
 
 
 def record_trial(session: Session, *, task_run_id: int, outcome: TrialOutcome) -> Trial:
@@ -133,36 +168,63 @@ def record_trial(session: Session, *, task_run_id: int, outcome: TrialOutcome) -
     trial with FLOPs from modules the learner did not track also gets a
     ``trial.untracked_flops`` event with that part (the total is in ``flops`` either way)."""
     trial = Trial(
-        task_run_id=task_run_id, trial_index=outcome.trial_index, seed=outcome.seed,
-        config=dict(outcome.config), status={"ok": "succeeded", "stopped": "stopped"}.get(outcome.status, "failed"),
-        flops=float(outcome.flops), flops_source=outcome.flops_source,
-        dev_error=outcome.dev_error, wall_time_s=outcome.wall_time_s,
-        peak_memory_bytes=outcome.peak_memory_bytes, error_text=outcome.error,
-        traceback=outcome.traceback, finished_at=utcnow(),
-        cpu_seconds=outcome.cpu_seconds, flops_floor=float(outcome.flops_floor) if outcome.cpu_seconds is not None else None,
+        task_run_id=task_run_id,
+        trial_index=outcome.trial_index,
+        seed=outcome.seed,
+        config=dict(outcome.config),
+        status={"ok": "succeeded", "stopped": "stopped"}.get(outcome.status, "failed"),
+        flops=float(outcome.flops),
+        flops_source=outcome.flops_source,
+        dev_error=outcome.dev_error,
+        wall_time_s=outcome.wall_time_s,
+        peak_memory_bytes=outcome.peak_memory_bytes,
+        error_text=outcome.error,
+        traceback=outcome.traceback,
+        finished_at=utcnow(),
+        cpu_seconds=outcome.cpu_seconds,
+        flops_floor=float(outcome.flops_floor) if outcome.cpu_seconds is not None else None,
         flops_paper=float(outcome.flops_paper),
     )
     session.add(trial)
     session.flush()
     if outcome.curve:  # the pretext curve the probes read
-        session.merge(TrialCurve(
-            trial_id=trial.id, steps=[step for step, _ in outcome.curve],
-            losses=jsonfloats.encode(loss for _, loss in outcome.curve)))
+        session.merge(
+            TrialCurve(
+                trial_id=trial.id,
+                steps=[step for step, _ in outcome.curve],
+                losses=jsonfloats.encode(loss for _, loss in outcome.curve),
+            )
+        )
     for ckpt in outcome.checkpoints:
-        session.add(Checkpoint(trial_id=trial.id, step=ckpt.step, object_key=ckpt.key,
-                               size_bytes=ckpt.size, sha256=ckpt.sha256))
+        session.add(
+            Checkpoint(trial_id=trial.id, step=ckpt.step, object_key=ckpt.key, size_bytes=ckpt.size, sha256=ckpt.sha256)
+        )
     if outcome.flops_untracked:  # provenance; the trials table has no column for the split
         run = session.get(TaskRun, task_run_id)
-        add_event(session, submission_id=run.submission_id if run else None, kind="trial.untracked_flops",
-                  payload={"task_run_id": task_run_id, "trial_id": trial.id, "trial_index": outcome.trial_index,
-                           "flops": outcome.flops, "flops_untracked": outcome.flops_untracked})
+        add_event(
+            session,
+            submission_id=run.submission_id if run else None,
+            kind="trial.untracked_flops",
+            payload={
+                "task_run_id": task_run_id,
+                "trial_id": trial.id,
+                "trial_index": outcome.trial_index,
+                "flops": outcome.flops,
+                "flops_untracked": outcome.flops_untracked,
+            },
+        )
     session.flush()
     return trial
 
 
 def commit_task(
-    session: Session, *, submission: Submission, run: TaskRun, best_trial: Trial,
-    outcome: TaskOutcome, next_order: int | None,
+    session: Session,
+    *,
+    submission: Submission,
+    run: TaskRun,
+    best_trial: Trial,
+    outcome: TaskOutcome,
+    next_order: int | None,
 ) -> TaskResult:
     """Commit the task: result, run totals, learner state and cursor, all or nothing.
 
@@ -173,11 +235,19 @@ def commit_task(
     jobs): accounting never calls the layers above it.
     """
     result = TaskResult(
-        submission_id=submission.id, stream_task_id=run.stream_task_id, task_run_id=run.id,
-        best_trial_id=best_trial.id, error=outcome.error, split=outcome.split,
-        metric=outcome.metric, flops=outcome.flops, cpu_seconds=outcome.cpu_seconds,
-        flops_floored=outcome.flops_floored, flops_paper=outcome.flops_paper,
-        flops_prediction=outcome.flops_prediction, consistency_jump=outcome.consistency_jump,
+        submission_id=submission.id,
+        stream_task_id=run.stream_task_id,
+        task_run_id=run.id,
+        best_trial_id=best_trial.id,
+        error=outcome.error,
+        split=outcome.split,
+        metric=outcome.metric,
+        flops=outcome.flops,
+        cpu_seconds=outcome.cpu_seconds,
+        flops_floored=outcome.flops_floored,
+        flops_paper=outcome.flops_paper,
+        flops_prediction=outcome.flops_prediction,
+        consistency_jump=outcome.consistency_jump,
         inconsistent=outcome.inconsistent,
     )
     session.add(result)
@@ -190,8 +260,12 @@ def commit_task(
         submission.cursor = next_order
     session.flush()
     rescore(session, submission_ids=[submission.id])  # the leaderboard's row, from the results now
-    add_event(session, submission_id=submission.id, kind="task.committed",
-              payload={"task_run_id": run.id, "error": outcome.error, "flops": outcome.flops})
+    add_event(
+        session,
+        submission_id=submission.id,
+        kind="task.committed",
+        payload={"task_run_id": run.id, "error": outcome.error, "flops": outcome.flops},
+    )
     if next_order is not None:
         stop_if_capped(session, submission=submission)
     return result
@@ -201,8 +275,12 @@ def fail_task(session: Session, *, submission: Submission, run: TaskRun, message
     """Close an attempt whose trials all failed, and stop the submission with the reason."""
     run.status, run.finished_at, run.error, run.flops = "failed", utcnow(), message, 0.0
     submission.status, submission.error, submission.finished_at = "failed", message, utcnow()
-    add_event(session, submission_id=submission.id, kind="task.failed",
-              payload={"task_run_id": run.id, "message": message, "spent_flops": task_flops})
+    add_event(
+        session,
+        submission_id=submission.id,
+        kind="task.failed",
+        payload={"task_run_id": run.id, "message": message, "spent_flops": task_flops},
+    )
 
 
 def interrupt_task(session: Session, *, submission: Submission, run: TaskRun) -> None:
@@ -216,8 +294,7 @@ def stop_submission(session: Session, *, submission: Submission, reason: str) ->
     """End a submission for good as ``stopped`` (a budget cap was reached: what its owner
     asked for, not a failure); ``reason`` names the cap and is kept as its ``error``."""
     submission.status, submission.error, submission.finished_at = "stopped", reason, utcnow()
-    add_event(session, submission_id=submission.id, kind="submission.stopped",
-              payload={"reason": reason})
+    add_event(session, submission_id=submission.id, kind="submission.stopped", payload={"reason": reason})
 
 
 def cap_reached(session: Session, *, submission: Submission) -> str | None:
@@ -251,8 +328,7 @@ def last_state_key(session: Session, *, submission_id: int) -> str | None:
 def committed_totals(session: Session, *, submission_id: int) -> tuple[float, float]:
     """cFLOP and wall seconds of the submission's committed tasks (what the caps compare)."""
     flops, wall = session.execute(
-        select(func.coalesce(func.sum(TaskResult.flops), 0.0),
-               func.coalesce(func.sum(TaskRun.wall_time_s), 0.0))
+        select(func.coalesce(func.sum(TaskResult.flops), 0.0), func.coalesce(func.sum(TaskRun.wall_time_s), 0.0))
         .join(TaskRun, TaskRun.id == TaskResult.task_run_id)
         .where(TaskResult.submission_id == submission_id)
     ).one()
@@ -260,7 +336,19 @@ def committed_totals(session: Session, *, submission_id: int) -> tuple[float, fl
 
 
 __all__ = [
-    "add_event", "cap_reached", "commit_task", "committed_totals", "create_submission", "ensure_learner",
-    "fail_task", "interrupt_task", "last_state_key", "record_trial", "start_task_run",
-    "stop_if_capped", "stop_submission", "stream_task", "trial_flops_of",
+    "add_event",
+    "cap_reached",
+    "commit_task",
+    "committed_totals",
+    "create_submission",
+    "ensure_learner",
+    "fail_task",
+    "interrupt_task",
+    "last_state_key",
+    "record_trial",
+    "start_task_run",
+    "stop_if_capped",
+    "stop_submission",
+    "stream_task",
+    "trial_flops_of",
 ]

@@ -51,6 +51,13 @@ def kept_predictor_keys(session: Session) -> set[str]:
 
 
 __all__ = [
-    "LOG_FILE", "PREDICTOR_FILE", "PREDICT_LOG_FILE", "STATE_FILE", "attempt_prefix", "committed_predictor_keys",
-    "kept_predictor_keys", "predictor_key", "trial_prefix",
+    "LOG_FILE",
+    "PREDICTOR_FILE",
+    "PREDICT_LOG_FILE",
+    "STATE_FILE",
+    "attempt_prefix",
+    "committed_predictor_keys",
+    "kept_predictor_keys",
+    "predictor_key",
+    "trial_prefix",
 ]

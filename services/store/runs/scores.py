@@ -20,14 +20,19 @@ from sqlalchemy.orm import Session
 
 from services.store.db.models import StreamTask, Submission, TaskResult
 from services.store.db.models_scores import SubmissionScore
-from services.store.runs.board_summaries import (
-    finished_runs,
-    keep_attempts,
-    keep_finished,
-)
+from services.store.runs.board_summaries import finished_runs, keep_attempts, keep_finished
 
-COLUMNS: tuple[str, ...] = ("submission_id", "tasks_done", "cflop", "cflop_paper", "cpu_seconds",
-                            "floored_tasks", "headline_done", "mean_error", "inconsistent_tasks")
+COLUMNS: tuple[str, ...] = (
+    "submission_id",
+    "tasks_done",
+    "cflop",
+    "cflop_paper",
+    "cpu_seconds",
+    "floored_tasks",
+    "headline_done",
+    "mean_error",
+    "inconsistent_tasks",
+)
 """The columns of ``submission_scores``, in the order :func:`aggregate` selects them."""
 CHUNK = 500
 """Submissions rescored per statement (SQLite's bound parameters are limited)."""
@@ -38,16 +43,20 @@ def aggregate(submission_ids: Sequence[int] | None = None) -> Select:
     their ``task_results`` now, one row each in :data:`COLUMNS` order."""
     headline = StreamTask.phase == Submission.phase  # the submission's own phase's tasks
     query = (
-        select(TaskResult.submission_id.label("submission_id"),
-               func.count(TaskResult.id).label("tasks_done"),
-               func.sum(TaskResult.flops).label("cflop"),
-               case((func.count(TaskResult.flops_paper) == func.count(TaskResult.id), func.sum(TaskResult.flops_paper)),
-                    else_=None).label("cflop_paper"),  # COUNT(column) skips NULLs: every task split, or NULL
-               func.sum(TaskResult.cpu_seconds).label("cpu_seconds"),  # SUM skips NULLs; all NULL: NULL
-               func.sum(case((TaskResult.flops_floored, 1), else_=0)).label("floored_tasks"),
-               func.count(case((headline, TaskResult.id))).label("headline_done"),
-               func.avg(case((headline, TaskResult.error))).label("mean_error"),
-               func.sum(case((TaskResult.inconsistent, 1), else_=0)).label("inconsistent_tasks"))
+        select(
+            TaskResult.submission_id.label("submission_id"),
+            func.count(TaskResult.id).label("tasks_done"),
+            func.sum(TaskResult.flops).label("cflop"),
+            case(
+                (func.count(TaskResult.flops_paper) == func.count(TaskResult.id), func.sum(TaskResult.flops_paper)),
+                else_=None,
+            ).label("cflop_paper"),  # COUNT(column) skips NULLs: every task split, or NULL
+            func.sum(TaskResult.cpu_seconds).label("cpu_seconds"),  # SUM skips NULLs; all NULL: NULL
+            func.sum(case((TaskResult.flops_floored, 1), else_=0)).label("floored_tasks"),
+            func.count(case((headline, TaskResult.id))).label("headline_done"),
+            func.avg(case((headline, TaskResult.error))).label("mean_error"),
+            func.sum(case((TaskResult.inconsistent, 1), else_=0)).label("inconsistent_tasks"),
+        )
         .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
         .join(Submission, Submission.id == TaskResult.submission_id)
         .group_by(TaskResult.submission_id)
@@ -68,15 +77,19 @@ def rescore(session: Session, *, submission_ids: Iterable[int]) -> None:
     ids = sorted(set(submission_ids))
     session.flush()  # the caller's new results are in the aggregate
     for start in range(0, len(ids), CHUNK):
-        chunk = ids[start:start + CHUNK]
-        session.execute(select(Submission.id).where(Submission.id.in_(chunk)).order_by(Submission.id)
-                        .with_for_update(key_share=True))
+        chunk = ids[start : start + CHUNK]
+        session.execute(
+            select(Submission.id)
+            .where(Submission.id.in_(chunk))
+            .order_by(Submission.id)
+            .with_for_update(key_share=True)
+        )
         session.execute(delete(SubmissionScore).where(SubmissionScore.submission_id.in_(chunk)))
         session.execute(insert(SubmissionScore).from_select(list(COLUMNS), aggregate(chunk)))
         keep_attempts(session, submission_ids=chunk)
     finished: set[tuple[int, int]] = set()
     for start in range(0, len(ids), CHUNK):
-        finished |= finished_runs(session, submission_ids=ids[start:start + CHUNK])
+        finished |= finished_runs(session, submission_ids=ids[start : start + CHUNK])
     keep_finished(session, finished)  # a finished run moves every profile score of its version, and its learner's seeds
 
 

@@ -102,8 +102,12 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         for r in session.scalars(select(TaskResult).where(TaskResult.submission_id == submission_id))
     }
     runs: dict[int, list[TaskRun]] = {}
-    for run in session.scalars(select(TaskRun).where(TaskRun.submission_id == submission_id)
-                               .options(selectinload(TaskRun.trials)).order_by(TaskRun.attempt)):
+    for run in session.scalars(
+        select(TaskRun)
+        .where(TaskRun.submission_id == submission_id)
+        .options(selectinload(TaskRun.trials))
+        .order_by(TaskRun.attempt)
+    ):
         runs.setdefault(run.stream_task_id, []).append(run)
     best_ids = [r.best_trial_id for r in results.values()]
     best_trials = {t.id: t for t in session.scalars(select(Trial).where(Trial.id.in_(best_ids)))} if best_ids else {}
@@ -119,35 +123,52 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         final = next((r for r in attempts if r.id == result.task_run_id), None) if result else None
         retried = sum(sum(t.flops for t in run.trials) for run in attempts if final is None or run.id != final.id)
         best = best_trials.get(result.best_trial_id) if result else None
-        rows.append(TaskRow(
-            order=task.order, dataset=task.dataset, year=task.year, phase=task.phase,
-            status="committed" if result else (attempts[-1].status if attempts else "pending"),
-            error=result.error if result else None, split=result.split if result else None,
-            flops=result.flops if result else 0.0, retried_flops=float(retried),
-            trials=len(final.trials) if final else 0,
-            failed_trials=sum(t.status == "failed" for t in final.trials) if final else 0,
-            best_config=dict(best.config) if best else None,
-            wall_time_s=final.wall_time_s if final else None,
-            cpu_seconds=result.cpu_seconds if result else None,
-            flops_floored=bool(result.flops_floored) if result else False,
-            flops_paper=result.flops_paper if result else None,
-            flops_prediction=result.flops_prediction if result else None,
-            capped_trials=sum(stopped_at_cap(t.status, t.error_text) for t in final.trials) if final else 0,
-            consistency_jump=result.consistency_jump if result else None,
-            inconsistent=bool(result.inconsistent) if result else False,
-        ))
+        rows.append(
+            TaskRow(
+                order=task.order,
+                dataset=task.dataset,
+                year=task.year,
+                phase=task.phase,
+                status="committed" if result else (attempts[-1].status if attempts else "pending"),
+                error=result.error if result else None,
+                split=result.split if result else None,
+                flops=result.flops if result else 0.0,
+                retried_flops=float(retried),
+                trials=len(final.trials) if final else 0,
+                failed_trials=sum(t.status == "failed" for t in final.trials) if final else 0,
+                best_config=dict(best.config) if best else None,
+                wall_time_s=final.wall_time_s if final else None,
+                cpu_seconds=result.cpu_seconds if result else None,
+                flops_floored=bool(result.flops_floored) if result else False,
+                flops_paper=result.flops_paper if result else None,
+                flops_prediction=result.flops_prediction if result else None,
+                capped_trials=sum(stopped_at_cap(t.status, t.error_text) for t in final.trials) if final else 0,
+                consistency_jump=result.consistency_jump if result else None,
+                inconsistent=bool(result.inconsistent) if result else False,
+            )
+        )
     headline = [r for r in rows if r.phase == headline_phase]
     scored = [r.error for r in headline if r.error is not None]
     return RunSummary(
-        submission_id=submission.id, learner=submission.learner.name,
-        stream=submission.stream_version.name, stream_version=submission.stream_version.version,
-        phase=submission.phase, status=submission.status, message=submission.error,
-        tasks=tuple(rows), mean_error=mean_error(scored),
-        headline_tasks=len(headline), cflop=cflop(r.flops for r in rows),
-        retried_flops=float(sum(r.retried_flops for r in rows)), flops_sources=tuple(sorted(sources)),
-        cpu_seconds=known_sum(r.cpu_seconds for r in rows), floored_tasks=sum(r.flops_floored for r in rows),
-        cflop_paper=paper_cflop(rows), cflop_pretraining=submission.cflop_pretraining,
-        ruleset=submission.ruleset, inconsistent_tasks=sum(r.inconsistent for r in rows),
+        submission_id=submission.id,
+        learner=submission.learner.name,
+        stream=submission.stream_version.name,
+        stream_version=submission.stream_version.version,
+        phase=submission.phase,
+        status=submission.status,
+        message=submission.error,
+        tasks=tuple(rows),
+        mean_error=mean_error(scored),
+        headline_tasks=len(headline),
+        cflop=cflop(r.flops for r in rows),
+        retried_flops=float(sum(r.retried_flops for r in rows)),
+        flops_sources=tuple(sorted(sources)),
+        cpu_seconds=known_sum(r.cpu_seconds for r in rows),
+        floored_tasks=sum(r.flops_floored for r in rows),
+        cflop_paper=paper_cflop(rows),
+        cflop_pretraining=submission.cflop_pretraining,
+        ruleset=submission.ruleset,
+        inconsistent_tasks=sum(r.inconsistent for r in rows),
     )
 
 

@@ -33,13 +33,7 @@ from services.core.transfer import (
     same_task_budget,
     source_side,
 )
-from services.store.db.models import (
-    Dataset,
-    Learner,
-    StreamTask,
-    Submission,
-    TaskResult,
-)
+from services.store.db.models import Dataset, Learner, StreamTask, Submission, TaskResult
 from services.store.objects import ObjectStore
 from services.store.runs.details import INDEP_NAME
 from services.store.runs.leaderboard import is_baseline
@@ -74,11 +68,15 @@ class TransferReport:
         targets, sources, cells = self.matrix()
         return {
             "repeats": [r.to_dict() for r in self.repeats],
-            "indep_submission_id": self.indep_submission_id, "indep_reason": self.indep_reason,
+            "indep_submission_id": self.indep_submission_id,
+            "indep_reason": self.indep_reason,
             "transfer_matrix": {
                 "recorded_by": "the learner (its own record of its choices, not checked by the harness)",
-                "targets": targets, "sources": sources, "source_labels": [candidate_label(s) for s in sources],
-                "knn_errors": cells, "choices": [self.choices[t].to_dict() for t in targets],
+                "targets": targets,
+                "sources": sources,
+                "source_labels": [candidate_label(s) for s in sources],
+                "knn_errors": cells,
+                "choices": [self.choices[t].to_dict() for t in targets],
                 "reason": self.choices_reason,
             },
             "resolution_slices": [vars(s) for s in self.slices],
@@ -86,8 +84,9 @@ class TransferReport:
         }
 
 
-def transfer_report(session: Session, store: ObjectStore, *, submission_id: int,
-                    summary: RunSummary | None = None) -> TransferReport:
+def transfer_report(
+    session: Session, store: ObjectStore, *, submission_id: int, summary: RunSummary | None = None
+) -> TransferReport:
     """The run's repeats, FT-d choices and resolution slices (``summary``: the run's, where the
     caller has read it already); an unknown id is an UnknownNameError (from :func:`load_summary`)."""
     if summary is None or summary.submission_id != submission_id:
@@ -99,11 +98,16 @@ def transfer_report(session: Session, store: ObjectStore, *, submission_id: int,
     theirs = task_errors(session, indep_id) if indep_id is not None else None
     choices, reason = learner_choices(session, store, submission_id, orders=[t.order for t in summary.tasks])
     return TransferReport(
-        submission_id=submission_id, repeats=repeats(facts, theirs),
-        indep_submission_id=indep_id, indep_reason=None if indep_id is not None else NO_INDEP,
-        choices=choices, choices_reason=reason,
+        submission_id=submission_id,
+        repeats=repeats(facts, theirs),
+        indep_submission_id=indep_id,
+        indep_reason=None if indep_id is not None else NO_INDEP,
+        choices=choices,
+        choices_reason=reason,
         slices=resolution_slices(facts, phase=summary.phase, indep=theirs),
-        datasets={t.order: t.dataset for t in summary.tasks}, source_sides=sides)
+        datasets={t.order: t.dataset for t in summary.tasks},
+        source_sides=sides,
+    )
 
 
 def indep_at_budget(session: Session, submission: Submission) -> int | None:
@@ -112,21 +116,30 @@ def indep_at_budget(session: Session, submission: Submission) -> int | None:
     rows = session.execute(
         select(Submission.id, Submission.budget)
         .join(Learner, Learner.id == Submission.learner_id)
-        .where(Submission.stream_version_id == submission.stream_version_id,
-               Submission.phase == submission.phase, Submission.image_size == submission.image_size,
-               Submission.status == "succeeded", Submission.visibility == "public",
-               Submission.id != submission.id,
-               Learner.entrypoint.startswith(INDEP_NAME), is_baseline(Learner.entrypoint))
-        .order_by(Submission.id.desc())).all()
-    return next((sid for sid, budget in rows if same_task_budget(dict(budget or {}), dict(submission.budget or {}))),
-                None)
+        .where(
+            Submission.stream_version_id == submission.stream_version_id,
+            Submission.phase == submission.phase,
+            Submission.image_size == submission.image_size,
+            Submission.status == "succeeded",
+            Submission.visibility == "public",
+            Submission.id != submission.id,
+            Learner.entrypoint.startswith(INDEP_NAME),
+            is_baseline(Learner.entrypoint),
+        )
+        .order_by(Submission.id.desc())
+    ).all()
+    return next(
+        (sid for sid, budget in rows if same_task_budget(dict(budget or {}), dict(submission.budget or {}))), None
+    )
 
 
 def task_errors(session: Session, submission_id: int) -> dict[int, float]:
     """Committed error per task order."""
-    rows = session.execute(select(StreamTask.order, TaskResult.error)
-                           .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
-                           .where(TaskResult.submission_id == submission_id)).all()
+    rows = session.execute(
+        select(StreamTask.order, TaskResult.error)
+        .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+        .where(TaskResult.submission_id == submission_id)
+    ).all()
     return {order: float(error) for order, error in rows}
 
 
@@ -138,7 +151,8 @@ def source_sides(session: Session, store: ObjectStore, submission: Submission) -
         select(StreamTask.order, Dataset.index_key, Dataset.index_sha256)
         .outerjoin(Dataset, Dataset.key == StreamTask.dataset)
         .where(StreamTask.stream_version_id == submission.stream_version_id)
-        .order_by(StreamTask.order, (Dataset.image_size != submission.image_size), Dataset.id)).all()
+        .order_by(StreamTask.order, (Dataset.image_size != submission.image_size), Dataset.id)
+    ).all()
     out: dict[int, int | None] = {}
     for order, key, digest in rows:
         if order in out and out[order] is not None:
@@ -159,8 +173,9 @@ _SIDES: dict[str, int] = {}
 _SIDES_KEPT = 4096
 
 
-def learner_choices(session: Session, store: ObjectStore, submission_id: int, *,
-                    orders: Collection[int] | None = None) -> tuple[dict[int, Choice], str | None]:
+def learner_choices(
+    session: Session, store: ObjectStore, submission_id: int, *, orders: Collection[int] | None = None
+) -> tuple[dict[int, Choice], str | None]:
     """FT-d's per-task records in the state committed with the run's latest task, or none and why.
 
     The state is the learner's own bytes: one over :data:`MAX_STATE_BYTES` is refused before
@@ -206,8 +221,10 @@ def _choices_in(data: bytes, orders: Collection[int] | None) -> tuple[dict[int, 
         return {}, "the learner recorded no choices (not FT-d, MT or PT+FT)"
     if len(choices) > MAX_CHOICES:
         kept = sorted(choices)[:MAX_CHOICES]
-        return ({t: choices[t] for t in kept},
-                f"the first {MAX_CHOICES} of the {len(choices)} tasks the learner recorded choices for are shown")
+        return (
+            {t: choices[t] for t in kept},
+            f"the first {MAX_CHOICES} of the {len(choices)} tasks the learner recorded choices for are shown",
+        )
     return choices, None
 
 
@@ -229,5 +246,14 @@ def _index_side(store: ObjectStore, key: str | None) -> int | None:
     return source_side(source.get("original_shape")) if isinstance(source, dict) else None
 
 
-__all__ = ["MAX_CHOICES", "MAX_STATE_BYTES", "NO_INDEP", "TransferReport", "indep_at_budget", "learner_choices", "source_sides",
-           "task_errors", "transfer_report"]
+__all__ = [
+    "MAX_CHOICES",
+    "MAX_STATE_BYTES",
+    "NO_INDEP",
+    "TransferReport",
+    "indep_at_budget",
+    "learner_choices",
+    "source_sides",
+    "task_errors",
+    "transfer_report",
+]

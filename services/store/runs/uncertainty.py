@@ -38,19 +38,10 @@ from services.core.uncertainty import (
     generalisation_fields,
 )
 from services.store.db import transaction
-from services.store.db.models import Submission
 from services.store.objects import ObjectStore
 from services.store.runs.board_summaries import keep_board_interval
-from services.store.runs.interval_cache import (
-    interval_key,
-    keep_interval,
-    load_interval,
-)
-from services.store.runs.predictions import (
-    StoredPredictions,
-    committed_attempts,
-    load_committed,
-)
+from services.store.runs.interval_cache import interval_key, keep_interval, load_interval
+from services.store.runs.predictions import StoredPredictions, committed_attempts, load_committed
 from services.store.runs.summary import RunSummary, TaskRow, load_summary
 
 
@@ -85,13 +76,19 @@ class RunInterval:
         """The API's ``error_interval`` object."""
         result = self.result
         return {
-            "low": result.interval.low if result else None, "high": result.interval.high if result else None,
-            "level": LEVEL, "standard_error": result.standard_error if result else None,
-            "resamples": result.resamples if result else RESAMPLES, "seed": result.seed if result else SEED,
-            "tasks": len(self.orders), "method": METHOD, "question": "this benchmark: the tasks kept",
+            "low": result.interval.low if result else None,
+            "high": result.interval.high if result else None,
+            "level": LEVEL,
+            "standard_error": result.standard_error if result else None,
+            "resamples": result.resamples if result else RESAMPLES,
+            "seed": result.seed if result else SEED,
+            "tasks": len(self.orders),
+            "method": METHOD,
+            "question": "this benchmark: the tasks kept",
             "unavailable": self.reason,
-            "generalisation": generalisation_fields(result.generalisation if result else None,
-                                                    result.generalisation_standard_error if result else None),
+            "generalisation": generalisation_fields(
+                result.generalisation if result else None, result.generalisation_standard_error if result else None
+            ),
         }
 
 
@@ -134,7 +131,7 @@ def keep_run_interval(sessions: Callable[[], Session], store: ObjectStore, *, su
         if kept is not None:  # the interval over exactly these attempts (one committed since would differ)
             with transaction(sessions) as session:  # type: ignore[arg-type]
                 keep_board_interval(session, submission_id=submission_id, result=kept, attempts=attempts)
-    except Exception:  # noqa: BLE001 - a figure for readers: the run's results are committed already
+    except Exception:
         log.warning("E's interval of run %d was not kept", submission_id, exc_info=True)
 
 
@@ -148,13 +145,17 @@ def unusable(stored: StoredPredictions, rows: list[TaskRow], *, run: int | None 
     of = f" of run {run}" if run is not None else ""
     if stored.missing:
         listed = ", ".join(str(o) for o in stored.missing[:5]) + (" …" if len(stored.missing) > 5 else "")
-        return (f"no stored test predictions for {len(stored.missing)} task(s){of} ({listed}); "
-                "tasks committed before predictions were kept have none")
+        return (
+            f"no stored test predictions for {len(stored.missing)} task(s){of} ({listed}); "
+            "tasks committed before predictions were kept have none"
+        )
     for row in rows:
         recomputed = stored.tasks[row.order].error
         if abs(recomputed - float(row.error)) > _TOLERANCE:
-            return (f"the stored predictions of task {row.order}{of} give error {recomputed:.6f}, "
-                    f"not the stored {row.error:.6f}")
+            return (
+                f"the stored predictions of task {row.order}{of} give error {recomputed:.6f}, "
+                f"not the stored {row.error:.6f}"
+            )
     return None
 
 
@@ -174,7 +175,7 @@ def clear_cache() -> None:
         _CACHE.clear()
 
 
-def cached(key: Hashable, compute):
+def cached(key: Hashable, compute):  # noqa: ANN001, ANN201
     with _LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
@@ -187,5 +188,16 @@ def cached(key: Hashable, compute):
     return value
 
 
-__all__ = ["METHOD", "IncomparableRunsError", "RunInterval", "cached", "clear_cache", "headline_rows", "keep_run_interval",
-           "run_interval", "run_interval_of", "store_name", "unusable"]
+__all__ = [
+    "METHOD",
+    "IncomparableRunsError",
+    "RunInterval",
+    "cached",
+    "clear_cache",
+    "headline_rows",
+    "keep_run_interval",
+    "run_interval",
+    "run_interval_of",
+    "store_name",
+    "unusable",
+]

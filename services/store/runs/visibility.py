@@ -90,4 +90,13 @@ def check_readable(session: Session, viewer: Viewer, submission_ids: Sequence[in
             raise UnknownNameError(f"No run with id {submission_id} in this database.")
 
 
-__all__ = ["ADMIN", "ANONYMOUS", "Viewer", "check_readable", "effective_viewer", "may_read", "sees_private", "visible_to"]
+__all__ = [
+    "ADMIN",
+    "ANONYMOUS",
+    "Viewer",
+    "check_readable",
+    "effective_viewer",
+    "may_read",
+    "sees_private",
+    "visible_to",
+]

@@ -39,21 +39,39 @@ from services.store.db import make_engine, session_factory, transaction
 FIXTURE_LEARNERS = Path(__file__).resolve().parents[1] / "learner_fixtures"
 VENV_BIN = Path(sys.executable).parent
 NEVIS = VENV_BIN / "nevis"
-RULE = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2},
-        "seed": 0}
+RULE = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2}, "seed": 0}
 
 
 def write_stream(folder: Path, name: str, *, tasks: int, image_size: int = 16) -> Path:
     """A stream of ``tasks`` procedurally generated shapes tasks (the last is meta-test)."""
-    catalogue = [("shapes:shape", "single", 4), ("shapes:hue", "single", 6),
-                 ("shapes:scale", "single", 4), ("shapes:multi", "multi", 4)]
+    catalogue = [
+        ("shapes:shape", "single", 4),
+        ("shapes:hue", "single", 6),
+        ("shapes:scale", "single", 4),
+        ("shapes:multi", "multi", 4),
+    ]
     years = [2004 + 4 * i for i in range(tasks - 1)] + [2020]
     doc = {
-        "format": 1, "name": name, "version": "test-1", "description": "coordinator tests",
-        "source": "tests", "meta_test_from_year": 2019, "image_size": image_size,
-        "tasks": [{"order": i + 1, "year": years[i], "dataset": catalogue[i][0],
-                   "title": catalogue[i][0], "domain": "shape", "kind": catalogue[i][1],
-                   "num_classes": catalogue[i][2], "split": RULE} for i in range(tasks)],
+        "format": 1,
+        "name": name,
+        "version": "test-1",
+        "description": "coordinator tests",
+        "source": "tests",
+        "meta_test_from_year": 2019,
+        "image_size": image_size,
+        "tasks": [
+            {
+                "order": i + 1,
+                "year": years[i],
+                "dataset": catalogue[i][0],
+                "title": catalogue[i][0],
+                "domain": "shape",
+                "kind": catalogue[i][1],
+                "num_classes": catalogue[i][2],
+                "split": RULE,
+            }
+            for i in range(tasks)
+        ],
     }
     path = folder / f"{name}.json"
     path.write_text(json.dumps(doc))
@@ -70,16 +88,25 @@ def streams_dir(tmp_path: Path) -> Path:
 
 
 def make_settings(database_url: str, data_dir: Path, streams_dir: Path, **overrides) -> CoordinatorSettings:
-    values = dict(data_dir=data_dir, database_url=database_url, streams_dir=streams_dir,
-                  worker_command=str(NEVIS), poll_interval_s=0.2, heartbeat_interval_s=1.0,
-                  heartbeat_timeout_s=8.0, start_timeout_s=120.0, backoff_base_s=0.5,
-                  backoff_max_s=2.0, max_attempts=3,
-                  write_rate="100000/minute",  # tests of rate limits set their own
-                  meta_test_quota=100_000,  # tests of the meta-test quota set their own
-                  meta_test_ruleset_quota=100_000,  # and of the per-ruleset one
-                  # images as labels (made-up references need no podman); tests of image
-                  # learners (test_image_learners.py) set image_learners="unpack"
-                  image_learners="installed")
+    values = dict(
+        data_dir=data_dir,
+        database_url=database_url,
+        streams_dir=streams_dir,
+        worker_command=str(NEVIS),
+        poll_interval_s=0.2,
+        heartbeat_interval_s=1.0,
+        heartbeat_timeout_s=8.0,
+        start_timeout_s=120.0,
+        backoff_base_s=0.5,
+        backoff_max_s=2.0,
+        max_attempts=3,
+        write_rate="100000/minute",  # tests of rate limits set their own
+        meta_test_quota=100_000,  # tests of the meta-test quota set their own
+        meta_test_ruleset_quota=100_000,  # and of the per-ruleset one
+        # images as labels (made-up references need no podman); tests of image
+        # learners (test_image_learners.py) set image_learners="unpack"
+        image_learners="installed",
+    )
     values.update(overrides)
     return CoordinatorSettings(**values)
 
@@ -114,8 +141,11 @@ def add_user(database_url: str, name: str, role: str, **quota) -> str:
 @pytest.fixture
 def tokens(coord_settings: CoordinatorSettings) -> Tokens:
     url = coord_settings.database_url
-    return Tokens(admin=add_user(url, "root", "admin"), alice=add_user(url, "alice", "submitter"),
-                  bob=add_user(url, "bob", "submitter"))
+    return Tokens(
+        admin=add_user(url, "root", "admin"),
+        alice=add_user(url, "alice", "submitter"),
+        bob=add_user(url, "bob", "submitter"),
+    )
 
 
 def _test_client(settings: CoordinatorSettings):
@@ -160,7 +190,7 @@ def module_database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest
 @dataclass(frozen=True)
 class SharedApi:
     client: object
-    tokens: "Tokens"
+    tokens: Tokens
     settings: CoordinatorSettings
 
 
@@ -171,9 +201,11 @@ def shared_api(module_database_url: str, tmp_path_factory: pytest.TempPathFactor
     (root / "streams").mkdir()
     write_stream(root / "streams", "tiny2", tasks=2)
     settings = make_settings(module_database_url, root / "data", root / "streams")
-    found = Tokens(admin=add_user(module_database_url, "root", "admin"),
-                   alice=add_user(module_database_url, "alice", "submitter"),
-                   bob=add_user(module_database_url, "bob", "submitter"))
+    found = Tokens(
+        admin=add_user(module_database_url, "root", "admin"),
+        alice=add_user(module_database_url, "alice", "submitter"),
+        bob=add_user(module_database_url, "bob", "submitter"),
+    )
     with _test_client(settings) as test_client:
         yield SharedApi(test_client, found, settings)
 
@@ -191,8 +223,9 @@ def learner_bundle(folder: Path) -> Path:
     """The test learners as a source archive (what a researcher would upload)."""
     path = folder / "nevis_test_learners-0.1.tar.gz"
     with tarfile.open(path, "w:gz") as archive:
-        archive.add(FIXTURE_LEARNERS / "nevis_test_learners.py",
-                    arcname="nevis_test_learners-0.1/nevis_test_learners.py")
+        archive.add(
+            FIXTURE_LEARNERS / "nevis_test_learners.py", arcname="nevis_test_learners-0.1/nevis_test_learners.py"
+        )
     return path
 
 
@@ -214,19 +247,39 @@ def ray_head() -> Iterator[RayHead]:
     temp = Path(tempfile.mkdtemp(prefix="nevis-rayhead-"))
     port, dashboard = _free_port(), _free_port()
     command = [
-        str(VENV_BIN / "ray"), "start", "--head", "--port", str(port), "--num-cpus", "2",
-        "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
-        "--dashboard-port", str(dashboard), "--temp-dir", str(temp), "--disable-usage-stats",
-        "--ray-client-server-port", str(_free_port()),
-        "--dashboard-agent-listen-port", str(_free_port()),
-        "--dashboard-agent-grpc-port", str(_free_port()),
-        "--runtime-env-agent-port", str(_free_port()), "--metrics-export-port", str(_free_port()),
+        str(VENV_BIN / "ray"),
+        "start",
+        "--head",
+        "--port",
+        str(port),
+        "--num-cpus",
+        "2",
+        "--include-dashboard",
+        "true",
+        "--dashboard-host",
+        "127.0.0.1",
+        "--dashboard-port",
+        str(dashboard),
+        "--temp-dir",
+        str(temp),
+        "--disable-usage-stats",
+        "--ray-client-server-port",
+        str(_free_port()),
+        "--dashboard-agent-listen-port",
+        str(_free_port()),
+        "--dashboard-agent-grpc-port",
+        str(_free_port()),
+        "--runtime-env-agent-port",
+        str(_free_port()),
+        "--metrics-export-port",
+        str(_free_port()),
     ]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     for name in ("RAY_ADDRESS", "PYTHONPATH"):  # learners arrive as bundles, not on a path
         env.pop(name, None)
-    head = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    head = subprocess.Popen(
+        command, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         out, _ = head.communicate(timeout=180)
         if head.returncode != 0:
@@ -257,10 +310,17 @@ def kit():
     """Helpers for test modules: they cannot import a conftest under importlib mode."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(query=query, wait_for=wait_for, add_user=add_user,
-                           learner_bundle=learner_bundle, write_stream=write_stream,
-                           make_settings=make_settings, nevis=NEVIS, read_status=read_status,
-                           fixture_learners=FIXTURE_LEARNERS)
+    return SimpleNamespace(
+        query=query,
+        wait_for=wait_for,
+        add_user=add_user,
+        learner_bundle=learner_bundle,
+        write_stream=write_stream,
+        make_settings=make_settings,
+        nevis=NEVIS,
+        read_status=read_status,
+        fixture_learners=FIXTURE_LEARNERS,
+    )
 
 
 @pytest.fixture(scope="module")

@@ -41,8 +41,7 @@ ROUTES = [
     Route("DELETE", "/v1/tokens/{token}", other=(404, "token_id")),
     Route("POST", "/v1/learners", json={"name": "x1", "entrypoint": "m:f"}),
     Route("POST", "/v1/learners/bundle", upload=True),
-    Route("POST", "/v1/submissions", json={"learner_id": "{learner}", "stream": "tiny2"},
-          other=(404, "learner_id")),
+    Route("POST", "/v1/submissions", json={"learner_id": "{learner}", "stream": "tiny2"}, other=(404, "learner_id")),
     Route("POST", "/v1/submissions/{submission}/cancel", other=(404, "submission_id")),
 ]
 ROUTE_IDS = [f"{r.method} {r.path}" for r in ROUTES]
@@ -57,8 +56,9 @@ def world(shared_api):
     client, tokens = shared_api.client, shared_api.tokens
     learner = client.post("/v1/learners", json=ALICE_LEARNER, headers=tokens.auth("alice"))
     assert learner.status_code == 201, learner.text
-    sub = client.post("/v1/submissions", headers=tokens.auth("alice"),
-                      json={"learner_id": learner.json()["id"], "stream": "tiny2"})
+    sub = client.post(
+        "/v1/submissions", headers=tokens.auth("alice"), json={"learner_id": learner.json()["id"], "stream": "tiny2"}
+    )
     assert sub.status_code == 201, sub.text
     token = client.get("/v1/tokens", headers=tokens.auth("alice")).json()[0]
     return {"learner": learner.json()["id"], "submission": sub.json()["id"], "token": token["id"]}
@@ -67,11 +67,20 @@ def world(shared_api):
 def _call(client, route: Route, world: dict[str, int], headers: dict[str, str]):
     path = route.path.format(**world)
     if route.upload:
-        return client.post(path, headers=headers,
-                           files={"file": ("b.tar.gz", _bundle_bytes(), "application/gzip")},
-                           data={"name": "bundled", "entrypoint": "learner:make"})
-    body = {k: (int(v.format(**world)) if isinstance(v, str) and v.startswith("{") else v)
-            for k, v in (route.json or {}).items()} if route.json is not None else None
+        return client.post(
+            path,
+            headers=headers,
+            files={"file": ("b.tar.gz", _bundle_bytes(), "application/gzip")},
+            data={"name": "bundled", "entrypoint": "learner:make"},
+        )
+    body = (
+        {
+            k: (int(v.format(**world)) if isinstance(v, str) and v.startswith("{") else v)
+            for k, v in (route.json or {}).items()
+        }
+        if route.json is not None
+        else None
+    )
     return client.request(route.method, path, json=body, headers=headers)
 
 
@@ -89,8 +98,11 @@ def _state(client, tokens) -> tuple:
 @pytest.mark.parametrize("credential", ["none", "malformed", "unknown"])
 def test_mutating_route_refuses_a_missing_or_bad_token(shared_api, world, route, credential):
     client, tokens = shared_api.client, shared_api.tokens
-    headers = {"none": {}, "malformed": {"Authorization": "Basic YWxpY2U6cHc="},
-               "unknown": {"Authorization": "Bearer nvs_" + "x" * 43}}[credential]
+    headers = {
+        "none": {},
+        "malformed": {"Authorization": "Basic YWxpY2U6cHc="},
+        "unknown": {"Authorization": "Bearer nvs_" + "x" * 43},
+    }[credential]
     before = _state(client, tokens)
     response = _call(client, route, world, headers)
     assert response.status_code == 401, response.text
@@ -129,8 +141,11 @@ def test_an_expired_token_is_refused(client, tokens, coord_settings):
     from services.store.db.models_coordinator import ApiToken
     from services.store.db.types import utcnow
 
-    made = client.post("/v1/tokens", json={"label": "soon", "expires_at": (utcnow() + timedelta(minutes=5)).isoformat()},
-                       headers=tokens.auth("alice")).json()
+    made = client.post(
+        "/v1/tokens",
+        json={"label": "soon", "expires_at": (utcnow() + timedelta(minutes=5)).isoformat()},
+        headers=tokens.auth("alice"),
+    ).json()
     engine = make_engine(coord_settings.database_url)
     with transaction(session_factory(engine)) as session:
         session.get(ApiToken, made["id"]).expires_at = utcnow() - timedelta(seconds=1)

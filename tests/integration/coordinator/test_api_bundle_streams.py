@@ -21,25 +21,35 @@ def _tar(members: dict[str, bytes], *, end: bool = True) -> bytes:
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
         if not end:
-            return buffer.getvalue()[:archive.offset]
+            return buffer.getvalue()[: archive.offset]
     return buffer.getvalue()
 
 
 def _upload(api, payload: bytes, name: str):
     return api.client.post(
-        "/v1/learners/bundle", headers=api.tokens.auth("alice"),
+        "/v1/learners/bundle",
+        headers=api.tokens.auth("alice"),
         data={"name": name, "entrypoint": "pkg.learner:make"},
-        files={"file": (f"{name}.tar.gz", payload, "application/gzip")})
+        files={"file": (f"{name}.tar.gz", payload, "application/gzip")},
+    )
 
 
-@pytest.mark.parametrize(("payload", "words"), [
-    (gzip.compress(_tar({"pkg/learner.py": CODE}, end=False))
-     + gzip.compress(_tar({"pkg/hidden.py": CODE, "pkg/big.bin": bytes(3_000_000)})),
-     "after the end of its gzip stream"),
-    (gzip.compress(_tar({"pkg/learner.py": CODE})) + b"trailing", "after the end of its gzip stream"),
-    (gzip.compress(_tar({"pkg/learner.py": CODE}, end=False) + b"x" * 512 + bytes(1024)),
-     "after the end of its tar archive"),
-], ids=["two-gzip-members", "bytes-after-gzip", "bytes-after-tar"])
+@pytest.mark.parametrize(
+    ("payload", "words"),
+    [
+        (
+            gzip.compress(_tar({"pkg/learner.py": CODE}, end=False))
+            + gzip.compress(_tar({"pkg/hidden.py": CODE, "pkg/big.bin": bytes(3_000_000)})),
+            "after the end of its gzip stream",
+        ),
+        (gzip.compress(_tar({"pkg/learner.py": CODE})) + b"trailing", "after the end of its gzip stream"),
+        (
+            gzip.compress(_tar({"pkg/learner.py": CODE}, end=False) + b"x" * 512 + bytes(1024)),
+            "after the end of its tar archive",
+        ),
+    ],
+    ids=["two-gzip-members", "bytes-after-gzip", "bytes-after-tar"],
+)
 def test_a_tar_gz_with_more_than_it_shows_is_a_422(shared_api, payload, words):
     name = f"split-{len(payload)}"
     response = _upload(shared_api, payload, name)

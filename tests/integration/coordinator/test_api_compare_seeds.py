@@ -22,8 +22,7 @@ def _predictions(wrong: int, n: int = 40) -> tuple[bytes, TaskPredictions]:
     return encode(np.eye(4)[predicted], labels, "single"), TaskPredictions("single", predicted, labels)
 
 
-def test_two_seeds_a_side_give_the_seeds_bootstrap_and_p_of_improvement(client, tokens, coord_settings,
-                                                                        measured_run):
+def test_two_seeds_a_side_give_the_seeds_bootstrap_and_p_of_improvement(client, tokens, coord_settings, measured_run):
     from services.store.db import make_engine, session_factory, transaction
     from services.store.objects import open_store
     from services.store.runs.predictions import committed_attempts, predictions_key
@@ -66,7 +65,10 @@ def test_two_seeds_a_side_give_the_seeds_bootstrap_and_p_of_improvement(client, 
     assert poi["estimate"] == 1.0 and poi["unavailable"] is None  # every seed of a beats every seed of b
     assert doc["flags"]["correction"] == "Holm" and "seeds" in doc["flags"]["noise"] and doc["flags"]["family"] == 1
     task = doc["tasks"][0]
-    assert task["p_adjusted"] == pytest.approx(expected.tasks[0].p_adjusted) and task["differs"] == expected.tasks[0].differs
+    assert (
+        task["p_adjusted"] == pytest.approx(expected.tasks[0].p_adjusted)
+        and task["differs"] == expected.tasks[0].differs
+    )
 
     one = client.get("/v1/compare", params={"a": a[0], "b": b[0]}, headers=headers).json()
     assert one["probability_of_improvement"]["estimate"] is None

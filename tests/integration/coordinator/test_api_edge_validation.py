@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from fastapi.testclient import TestClient
@@ -62,22 +62,32 @@ ROUTES = [
 ]
 
 
-@pytest.mark.parametrize(("method", "template", "field", "value"), [
-    (*route, value) for route in ROUTES for value in IDS
-    if not (value == 0 and route[2] in ("offset", "after"))  # 0 is a valid offset or cursor
-])
+@pytest.mark.parametrize(
+    ("method", "template", "field", "value"),
+    [
+        (*route, value)
+        for route in ROUTES
+        for value in IDS
+        if not (value == 0 and route[2] in ("offset", "after"))  # 0 is a valid offset or cursor
+    ],
+)
 def test_out_of_range_integers_in_paths_and_queries_are_422(shared_api, method, template, field, value):
-    response = getattr(shared_api.client, method)(template.format(v=value),
-                                                  headers=shared_api.tokens.auth("admin"))
+    response = getattr(shared_api.client, method)(template.format(v=value), headers=shared_api.tokens.auth("admin"))
     problem = _is_problem(response, 422, field)
     assert field in problem["detail"]
 
 
-@pytest.mark.parametrize("url", [
-    "/v1/learners/2147483647", "/v1/submissions/2147483647", "/v1/submissions/2147483647/events",
-    "/v1/submissions/1/events?after=2147483647", "/v1/submissions?offset=2147483647&learner_id=2147483647",
-    "/v1/learners?offset=2147483647",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/v1/learners/2147483647",
+        "/v1/submissions/2147483647",
+        "/v1/submissions/2147483647/events",
+        "/v1/submissions/1/events?after=2147483647",
+        "/v1/submissions?offset=2147483647&learner_id=2147483647",
+        "/v1/learners?offset=2147483647",
+    ],
+)
 def test_the_largest_ids_are_a_plain_404_or_an_empty_page(shared_api, url):
     response = shared_api.client.get(url, headers=shared_api.tokens.auth("admin"))
     assert response.status_code in (200, 404), response.text
@@ -91,15 +101,18 @@ def test_a_5000_digit_id_is_422(shared_api):
     assert len(response.content) < 3000
 
 
-@pytest.mark.parametrize(("route", "body", "field"), [
-    ("/v1/submissions", {"learner_id": BIG, "stream": "tiny2"}, "learner_id"),
-    ("/v1/submissions", {"learner_id": 2**31, "stream": "tiny2"}, "learner_id"),
-    ("/v1/submissions", {"learner_id": -1, "stream": "tiny2"}, "learner_id"),
-    ("/v1/submissions", {"learner_id": 1, "stream": "tiny2", "image_size": BIG}, "image_size"),
-    ("/v1/users", {"name": "quota1", "max_concurrent": BIG}, "max_concurrent"),
-    ("/v1/users", {"name": "quota2", "max_per_day": 2**31}, "max_per_day"),
-    ("/v1/users", {"name": "quota3", "max_per_day": -1}, "max_per_day"),
-])
+@pytest.mark.parametrize(
+    ("route", "body", "field"),
+    [
+        ("/v1/submissions", {"learner_id": BIG, "stream": "tiny2"}, "learner_id"),
+        ("/v1/submissions", {"learner_id": 2**31, "stream": "tiny2"}, "learner_id"),
+        ("/v1/submissions", {"learner_id": -1, "stream": "tiny2"}, "learner_id"),
+        ("/v1/submissions", {"learner_id": 1, "stream": "tiny2", "image_size": BIG}, "image_size"),
+        ("/v1/users", {"name": "quota1", "max_concurrent": BIG}, "max_concurrent"),
+        ("/v1/users", {"name": "quota2", "max_per_day": 2**31}, "max_per_day"),
+        ("/v1/users", {"name": "quota3", "max_per_day": -1}, "max_per_day"),
+    ],
+)
 def test_out_of_range_integers_in_bodies_are_422(shared_api, route, body, field):
     response = shared_api.client.post(route, json=body, headers=shared_api.tokens.auth("admin"))
     _is_problem(response, 422, field)
@@ -107,17 +120,21 @@ def test_out_of_range_integers_in_bodies_are_422(shared_api, route, body, field)
 
 # --- strict types ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("route", "body", "field"), [
-    ("/v1/submissions", {"learner_id": True, "stream": "tiny2"}, "learner_id"),
-    ("/v1/submissions", {"learner_id": "1", "stream": "tiny2"}, "learner_id"),
-    ("/v1/submissions", {"learner_id": 1.0, "stream": "tiny2"}, "learner_id"),
-    ("/v1/submissions", {"learner_id": 1, "stream": "tiny2", "image_size": True}, "image_size"),
-    ("/v1/users", {"name": "strict1", "max_concurrent": True}, "max_concurrent"),
-    ("/v1/users", {"name": "strict2", "max_per_day": "5"}, "max_per_day"),
-    ("/v1/learners", {**LEARNER, "name": "strict3", "resources": {"gpus": True}}, "resources.gpus"),
-    ("/v1/learners", {**LEARNER, "name": "strict4", "resources": {"cpus": True}}, "resources.cpus"),
-    ("/v1/learners", {**LEARNER, "name": "strict5", "resources": {"memory_mb": "4096"}}, "resources.memory_mb"),
-])
+
+@pytest.mark.parametrize(
+    ("route", "body", "field"),
+    [
+        ("/v1/submissions", {"learner_id": True, "stream": "tiny2"}, "learner_id"),
+        ("/v1/submissions", {"learner_id": "1", "stream": "tiny2"}, "learner_id"),
+        ("/v1/submissions", {"learner_id": 1.0, "stream": "tiny2"}, "learner_id"),
+        ("/v1/submissions", {"learner_id": 1, "stream": "tiny2", "image_size": True}, "image_size"),
+        ("/v1/users", {"name": "strict1", "max_concurrent": True}, "max_concurrent"),
+        ("/v1/users", {"name": "strict2", "max_per_day": "5"}, "max_per_day"),
+        ("/v1/learners", {**LEARNER, "name": "strict3", "resources": {"gpus": True}}, "resources.gpus"),
+        ("/v1/learners", {**LEARNER, "name": "strict4", "resources": {"cpus": True}}, "resources.cpus"),
+        ("/v1/learners", {**LEARNER, "name": "strict5", "resources": {"memory_mb": "4096"}}, "resources.memory_mb"),
+    ],
+)
 def test_bodies_are_strict(shared_api, route, body, field):
     response = shared_api.client.post(route, json=body, headers=shared_api.tokens.auth("admin"))
     _is_problem(response, 422, field)
@@ -125,43 +142,62 @@ def test_bodies_are_strict(shared_api, route, body, field):
 
 # --- expires_at ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("expires_at", "words"), [
-    ("2030-01-01T00:00:00", "time"),  # naive
-    ((datetime.now(timezone.utc) - timedelta(minutes=1)).isoformat(), "future"),
-    ((datetime.now(timezone.utc) + timedelta(days=400)).isoformat(), "366 days"),
-    ("9999-12-31T23:59:59-05:00", "366 days"),
-    ("0001-01-01T00:00:00+01:00", "future"),
-    ("soon", "datetime"),
-])
+
+@pytest.mark.parametrize(
+    ("expires_at", "words"),
+    [
+        ("2030-01-01T00:00:00", "time"),  # naive
+        ((datetime.now(UTC) - timedelta(minutes=1)).isoformat(), "future"),
+        ((datetime.now(UTC) + timedelta(days=400)).isoformat(), "366 days"),
+        ("9999-12-31T23:59:59-05:00", "366 days"),
+        ("0001-01-01T00:00:00+01:00", "future"),
+        ("soon", "datetime"),
+    ],
+)
 def test_token_expiry_must_be_aware_and_within_a_year(shared_api, expires_at, words):
     for route in ("/v1/tokens", "/v1/users/alice/tokens"):
-        response = shared_api.client.post(route, json={"label": "x", "expires_at": expires_at},
-                                          headers=shared_api.tokens.auth("admin"))
+        response = shared_api.client.post(
+            route, json={"label": "x", "expires_at": expires_at}, headers=shared_api.tokens.auth("admin")
+        )
         problem = _is_problem(response, 422, "expires_at")
         assert words in problem["detail"], problem
 
 
 def test_an_aware_expiry_within_a_year_is_accepted(shared_api):
     when = datetime.now(timezone(timedelta(hours=2))) + timedelta(days=30)
-    response = shared_api.client.post("/v1/tokens", json={"label": "month", "expires_at": when.isoformat()},
-                                      headers=shared_api.tokens.auth("bob"))
+    response = shared_api.client.post(
+        "/v1/tokens", json={"label": "month", "expires_at": when.isoformat()}, headers=shared_api.tokens.auth("bob")
+    )
     assert response.status_code == 201, response.text
     assert datetime.fromisoformat(response.json()["expires_at"].replace("Z", "+00:00")) == when
 
 
 # --- finite numbers -------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("route", "raw", "field"), [
-    ("/v1/submissions", b'{"learner_id": 1, "stream": "tiny2", "budget": {"flop_cap": 1e309}}', "budget.flop_cap"),
-    ("/v1/submissions", b'{"learner_id": 1, "stream": "tiny2", "budget": {"wall_cap_s": -1e309}}', "budget.wall_cap_s"),
-    ("/v1/submissions", b'{"learner_id": 1, "stream": "tiny2", "budget": {"flop_cap": NaN}}', "budget.flop_cap"),
-    ("/v1/submissions", b'{"learner_id": 1, "stream": "tiny2", "budget": {"flop_cap": Infinity}}', "budget.flop_cap"),
-    ("/v1/learners", b'{"name": "inf", "entrypoint": "a:b", "resources": {"cpus": 1e309}}', "resources.cpus"),
-    ("/v1/learners", b'{"name": "nan", "entrypoint": "a:b", "resources": {"cpus": NaN}}', "resources.cpus"),
-])
+
+@pytest.mark.parametrize(
+    ("route", "raw", "field"),
+    [
+        ("/v1/submissions", b'{"learner_id": 1, "stream": "tiny2", "budget": {"flop_cap": 1e309}}', "budget.flop_cap"),
+        (
+            "/v1/submissions",
+            b'{"learner_id": 1, "stream": "tiny2", "budget": {"wall_cap_s": -1e309}}',
+            "budget.wall_cap_s",
+        ),
+        ("/v1/submissions", b'{"learner_id": 1, "stream": "tiny2", "budget": {"flop_cap": NaN}}', "budget.flop_cap"),
+        (
+            "/v1/submissions",
+            b'{"learner_id": 1, "stream": "tiny2", "budget": {"flop_cap": Infinity}}',
+            "budget.flop_cap",
+        ),
+        ("/v1/learners", b'{"name": "inf", "entrypoint": "a:b", "resources": {"cpus": 1e309}}', "resources.cpus"),
+        ("/v1/learners", b'{"name": "nan", "entrypoint": "a:b", "resources": {"cpus": NaN}}', "resources.cpus"),
+    ],
+)
 def test_infinities_and_nan_are_422(shared_api, route, raw, field):
-    response = shared_api.client.post(route, content=raw, headers={
-        **shared_api.tokens.auth("alice"), "content-type": "application/json"})
+    response = shared_api.client.post(
+        route, content=raw, headers={**shared_api.tokens.auth("alice"), "content-type": "application/json"}
+    )
     _is_problem(response, 422, field)
 
 
@@ -170,18 +206,24 @@ def test_infinities_and_nan_are_422(shared_api, route, raw, field):
 MEGA = "x" * 1_000_000
 
 
-@pytest.mark.parametrize(("route", "body", "field"), [
-    ("/v1/learners", {**LEARNER, "name": MEGA}, "name"),
-    ("/v1/learners", {**LEARNER, "entrypoint": MEGA}, "entrypoint"),
-    ("/v1/learners", {**LEARNER, "image": MEGA}, "image"),
-    ("/v1/learners", {**LEARNER, "name": "ok-name", "image": "Bad Image " * 40}, "image"),
-    ("/v1/tokens", {"label": MEGA}, "label"),
-    ("/v1/users", {"name": MEGA}, "name"),
-    ("/v1/submissions", {"learner_id": 1, "stream": MEGA}, "stream"),
-    ("/v1/submissions", {"learner_id": 1, "stream": "tiny2", "stream_version": MEGA}, "stream_version"),
-    ("/v1/submissions", {"learner_id": 1, "stream": "tiny2", "budget": {"checkpoint_fractions": [0.5] * 100_000}},
-     "budget.checkpoint_fractions"),
-])
+@pytest.mark.parametrize(
+    ("route", "body", "field"),
+    [
+        ("/v1/learners", {**LEARNER, "name": MEGA}, "name"),
+        ("/v1/learners", {**LEARNER, "entrypoint": MEGA}, "entrypoint"),
+        ("/v1/learners", {**LEARNER, "image": MEGA}, "image"),
+        ("/v1/learners", {**LEARNER, "name": "ok-name", "image": "Bad Image " * 40}, "image"),
+        ("/v1/tokens", {"label": MEGA}, "label"),
+        ("/v1/users", {"name": MEGA}, "name"),
+        ("/v1/submissions", {"learner_id": 1, "stream": MEGA}, "stream"),
+        ("/v1/submissions", {"learner_id": 1, "stream": "tiny2", "stream_version": MEGA}, "stream_version"),
+        (
+            "/v1/submissions",
+            {"learner_id": 1, "stream": "tiny2", "budget": {"checkpoint_fractions": [0.5] * 100_000}},
+            "budget.checkpoint_fractions",
+        ),
+    ],
+)
 def test_huge_strings_and_lists_are_a_short_422(shared_api, route, body, field):
     response = shared_api.client.post(route, json=body, headers=shared_api.tokens.auth("admin"))
     _is_problem(response, 422, field)
@@ -189,31 +231,40 @@ def test_huge_strings_and_lists_are_a_short_422(shared_api, route, body, field):
 
 
 def test_a_huge_unknown_key_is_named_but_cut(shared_api):
-    response = shared_api.client.post("/v1/learners", json={**LEARNER, "k" * 500_000: 1},
-                                      headers=shared_api.tokens.auth("alice"))
+    response = shared_api.client.post(
+        "/v1/learners", json={**LEARNER, "k" * 500_000: 1}, headers=shared_api.tokens.auth("alice")
+    )
     problem = _is_problem(response, 422)
     assert problem["field"].startswith("kkk") and len(problem["field"]) <= 300
     assert len(response.content) < 3000
 
 
-@pytest.mark.parametrize("raw", [
-    b'{"name": "s", "entrypoint": "a:b", "\\ud800": 1}',  # a lone surrogate as a key
-    b'{"name": "\\ud800", "entrypoint": "a:b"}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"name": "s", "entrypoint": "a:b", "\\ud800": 1}',  # a lone surrogate as a key
+        b'{"name": "\\ud800", "entrypoint": "a:b"}',
+    ],
+)
 def test_lone_surrogates_are_422(shared_api, raw):
-    response = shared_api.client.post("/v1/learners", content=raw, headers={
-        **shared_api.tokens.auth("alice"), "content-type": "application/json"})
+    response = shared_api.client.post(
+        "/v1/learners", content=raw, headers={**shared_api.tokens.auth("alice"), "content-type": "application/json"}
+    )
     _is_problem(response, 422)
 
 
-@pytest.mark.parametrize(("route", "content_type", "raw"), [
-    ("/v1/users", "application/json", b'"\xff\xfe"'),  # found by test_api_fuzz: was a 400
-    ("/v1/learners", "application/json", b'{"name": "caf\xe9", "entrypoint": "a:b"}'),  # latin-1
-    ("/v1/learners/bundle", "multipart/form-data", b"--x\r\n"),  # no boundary
-])
+@pytest.mark.parametrize(
+    ("route", "content_type", "raw"),
+    [
+        ("/v1/users", "application/json", b'"\xff\xfe"'),  # found by test_api_fuzz: was a 400
+        ("/v1/learners", "application/json", b'{"name": "caf\xe9", "entrypoint": "a:b"}'),  # latin-1
+        ("/v1/learners/bundle", "multipart/form-data", b"--x\r\n"),  # no boundary
+    ],
+)
 def test_bodies_that_cannot_be_parsed_are_422_naming_the_body(shared_api, route, content_type, raw):
-    response = shared_api.client.post(route, content=raw, headers={
-        **shared_api.tokens.auth("admin"), "content-type": content_type})
+    response = shared_api.client.post(
+        route, content=raw, headers={**shared_api.tokens.auth("admin"), "content-type": content_type}
+    )
     problem = _is_problem(response, 422, "body")
     assert "cannot be parsed" in problem["detail"] and problem["errors"][0]["field"] == "body"
 
@@ -225,10 +276,14 @@ def test_labels_refuse_control_characters(shared_api, label):
     assert "control character" in problem["detail"]
 
 
-@pytest.mark.parametrize(("url", "field"), [
-    ("/v1/submissions?owner=%00", "owner"), ("/v1/submissions?owner=a%20b", "owner"),
-    ("/v1/users/a%00b/tokens", "name"),
-])
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [
+        ("/v1/submissions?owner=%00", "owner"),
+        ("/v1/submissions?owner=a%20b", "owner"),
+        ("/v1/users/a%00b/tokens", "name"),
+    ],
+)
 def test_names_in_paths_and_queries_are_checked(shared_api, url, field):
     method = shared_api.client.post if url.endswith("/tokens") else shared_api.client.get
     kwargs = {"json": {"label": "x"}} if url.endswith("/tokens") else {}
@@ -237,18 +292,32 @@ def test_names_in_paths_and_queries_are_checked(shared_api, url, field):
 
 # --- entry points ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("entrypoint", [
-    "os:system", "os.path:join", "sys:exit", "subprocess:Popen", "builtins:eval", "shutil:rmtree",
-    "importlib:import_module", "pickle:loads", "socket:socket", "pkg:make.__globals__",
-])
+
+@pytest.mark.parametrize(
+    "entrypoint",
+    [
+        "os:system",
+        "os.path:join",
+        "sys:exit",
+        "subprocess:Popen",
+        "builtins:eval",
+        "shutil:rmtree",
+        "importlib:import_module",
+        "pickle:loads",
+        "socket:socket",
+        "pkg:make.__globals__",
+    ],
+)
 def test_entrypoints_may_not_name_dangerous_modules(shared_api, entrypoint):
-    response = shared_api.client.post("/v1/learners", json={"name": "danger", "entrypoint": entrypoint},
-                                      headers=shared_api.tokens.auth("alice"))
+    response = shared_api.client.post(
+        "/v1/learners", json={"name": "danger", "entrypoint": entrypoint}, headers=shared_api.tokens.auth("alice")
+    )
     problem = _is_problem(response, 422, "entrypoint")
     assert "entrypoint" in problem["detail"]
 
 
 # --- body size -----------------------------------------------------------------------------
+
 
 def test_a_body_above_the_limit_is_413_naming_the_setting(shared_api, learner_id):
     body = {"learner_id": learner_id, "stream": "tiny2", "stream_version": "v" * (2 * 1024 * 1024)}
@@ -260,17 +329,13 @@ def test_a_body_above_the_limit_is_413_naming_the_setting(shared_api, learner_id
     _is_problem(anonymous, 413, "body")
 
 
-
-
-
-
-
-
 def test_a_150_mb_unauthenticated_body_is_refused_at_once(live_server, kit):
     """Content-Length says 150 MB: 413 after a few kilobytes (the rest is never sent)."""
     with socket.create_connection(("127.0.0.1", live_server)) as sock:
-        sock.sendall(b"POST /v1/submissions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 157286400\r\n\r\n" + b'{"learner_id": ' + b" " * 4096)
+        sock.sendall(
+            b"POST /v1/submissions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 157286400\r\n\r\n" + b'{"learner_id": ' + b" " * 4096
+        )
         status = kit.read_status(sock)
     assert status.startswith("HTTP/1.1 413"), status
 
@@ -280,8 +345,10 @@ def test_a_chunked_body_is_refused_once_it_passes_the_limit(live_server, kit):
     sent = 0
     chunk = b" " * (256 * 1024)
     with socket.create_connection(("127.0.0.1", live_server)) as sock:
-        sock.sendall(b"POST /v1/learners HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
-                     b"Transfer-Encoding: chunked\r\n\r\n")
+        sock.sendall(
+            b"POST /v1/learners HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
         sock.settimeout(5)
         try:
             for _ in range(600):  # 150 MiB if nobody stops it
@@ -334,10 +401,14 @@ def test_body_limit_reads_no_more_than_the_limit_and_spares_uploads():
 
 # --- the database unavailable ------------------------------------------------------------------
 
-@pytest.mark.parametrize("url", [
-    "sqlite:////nonexistent-nevis-folder/sub/nevis.sqlite",
-    "postgresql+psycopg://postgres@127.0.0.1:1/nevis",  # nothing listens on port 1
-])
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:////nonexistent-nevis-folder/sub/nevis.sqlite",
+        "postgresql+psycopg://postgres@127.0.0.1:1/nevis",  # nothing listens on port 1
+    ],
+)
 def test_an_unreachable_database_is_503_with_retry_after(url, tmp_path, kit, settings_env):
     settings = kit.make_settings(url, tmp_path / "data", tmp_path)
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
@@ -353,8 +424,11 @@ def _read_only(url: str) -> str:
     path = sqlite_path(url)
     if path is not None:
         return f"sqlite:///file:{path}?mode=ro&uri=true"
-    return make_url(url).update_query_dict({"options": "-c default_transaction_read_only=on"}).render_as_string(
-        hide_password=False)
+    return (
+        make_url(url)
+        .update_query_dict({"options": "-c default_transaction_read_only=on"})
+        .render_as_string(hide_password=False)
+    )
 
 
 def test_a_read_only_database_is_503_and_not_ready(coord_settings, tokens, kit):

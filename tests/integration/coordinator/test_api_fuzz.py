@@ -62,14 +62,24 @@ FUZZ_EXAMPLES = int(os.environ.get("NEVIS_FUZZ_EXAMPLES", "25"))
 """Hypothesis examples per operation and stage (fewer where the input space is smaller)."""
 DOC_EXAMPLES = 5
 """Requests built from the document's own examples, per operation."""
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_headers_conformance, response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
 WHO = ("admin", "admin", "admin", "admin", "alice", None)
 """Whose token a generated request carries: mostly the admin's, to get past authentication."""
 SETTINGS = hypothesis.settings(
-    deadline=None, database=None, derandomize=True, verbosity=Verbosity.quiet,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    verbosity=Verbosity.quiet,
     phases=[Phase.explicit, Phase.generate, Phase.shrink],
-    suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+    suppress_health_check=list(HealthCheck),
+    report_multiple_bugs=False,
+)
 
 
 @dataclass
@@ -108,7 +118,8 @@ class Run:
         except Exception as exc:  # the app raised: the client would have had a 500
             raise AssertionError(
                 f"{label} raised {type(exc).__name__}: {exc} (a 500). Reproduce with:\n"
-                f"{case.as_curl_command(headers, base_url=BASE_URL)}") from exc
+                f"{case.as_curl_command(headers, base_url=BASE_URL)}"
+            ) from exc
         self.statuses[label, response.status_code] += 1
         if response.status_code < 300 and _may_revoke(case):
             self.identities.renew()
@@ -116,14 +127,17 @@ class Run:
 
     def summary(self) -> str:
         return "\n".join(
-            f"  {label}: {n} (" + ", ".join(f"{code}x{count}" for (op, code), count
-                                            in sorted(self.statuses.items()) if op == label) + ")"
-            for label, n in sorted(self.sent.items()))
+            f"  {label}: {n} ("
+            + ", ".join(f"{code}x{count}" for (op, code), count in sorted(self.statuses.items()) if op == label)
+            + ")"
+            for label, n in sorted(self.sent.items())
+        )
 
 
 def _may_revoke(case: schemathesis.Case) -> bool:
     return case.path.endswith("/disable") or (
-        case.method.upper() == "DELETE" and case.path.endswith("/tokens/{token_id}"))
+        case.method.upper() == "DELETE" and case.path.endswith("/tokens/{token_id}")
+    )
 
 
 def _fuzz(run: Run, strategy: st.SearchStrategy, examples: int) -> None:
@@ -137,14 +151,12 @@ def _fuzz(run: Run, strategy: st.SearchStrategy, examples: int) -> None:
 
 def _coverage(run: Run, schema, operation) -> None:
     config = schema.config.generation_for(operation=operation, phase="coverage")
-    cases = schema.iter_coverage_cases(operation, generation_modes=list(GenerationMode),
-                                       generation_config=config)
+    cases = schema.iter_coverage_cases(operation, generation_modes=list(GenerationMode), generation_config=config)
     for index, case in enumerate(cases):
         run.send(case, WHO[index % len(WHO)])
 
 
-def _stages(run: Run, schema, operation, rows: dict[str, int | str]
-            ) -> Iterator[tuple[str, Callable[[], None]]]:
+def _stages(run: Run, schema, operation, rows: dict[str, int | str]) -> Iterator[tuple[str, Callable[[], None]]]:
     """(name, action) for each way ``operation`` is exercised."""
     examples = operation.get_strategies_from_examples()
     if examples:
@@ -153,27 +165,37 @@ def _stages(run: Run, schema, operation, rows: dict[str, int | str]
     # An operation without parameters or a body has no schema-violating request to make.
     has_inputs = bool(list(operation.iter_parameters()) or operation.body)
     for mode in GenerationMode if has_inputs else [GenerationMode.POSITIVE]:
-        yield f"{mode.value} fuzzing", lambda mode=mode: _fuzz(
-            run, operation.as_strategy(generation_mode=mode), FUZZ_EXAMPLES)
+        yield (
+            f"{mode.value} fuzzing",
+            lambda mode=mode: _fuzz(run, operation.as_strategy(generation_mode=mode), FUZZ_EXAMPLES),
+        )
     known = {p.name: rows[p.name] for p in operation.path_parameters if p.name in rows}
     if known:
-        yield "fuzzing on existing rows", lambda: _fuzz(
-            run, operation.as_strategy(path_parameters=known), FUZZ_EXAMPLES)
+        yield (
+            "fuzzing on existing rows",
+            lambda: _fuzz(run, operation.as_strategy(path_parameters=known), FUZZ_EXAMPLES),
+        )
 
 
 def _existing_rows(client, tokens) -> dict[str, int | str]:
     """A learner and a queued submission of alice's; path parameters that name real rows."""
     alice, admin = tokens.auth("alice"), tokens.auth("admin")
-    learner = client.post("/v1/learners", headers=alice,
-                          json={"name": "fuzzed", "entrypoint": "nevis_test_learners:nearest_mean"})
+    learner = client.post(
+        "/v1/learners", headers=alice, json={"name": "fuzzed", "entrypoint": "nevis_test_learners:nearest_mean"}
+    )
     assert learner.status_code == 201, learner.text
-    submission = client.post("/v1/submissions", headers=alice,
-                             json={"learner_id": learner.json()["id"], "stream": "tiny2"})
+    submission = client.post(
+        "/v1/submissions", headers=alice, json={"learner_id": learner.json()["id"], "stream": "tiny2"}
+    )
     assert submission.status_code == 201, submission.text
     bob_tokens = client.get("/v1/users/bob/tokens", headers=admin)
     assert bob_tokens.status_code == 200, bob_tokens.text
-    return {"learner_id": learner.json()["id"], "submission_id": submission.json()["id"],
-            "name": "bob", "token_id": bob_tokens.json()[0]["id"]}
+    return {
+        "learner_id": learner.json()["id"],
+        "submission_id": submission.json()["id"],
+        "name": "bob",
+        "token_id": bob_tokens.json()[0]["id"],
+    }
 
 
 # PostgreSQL, the production database (its integer and text limits are the stricter); SQLite's

@@ -18,7 +18,7 @@ from services.store.runs.logs import WITHHELD_TRACEBACK_BYTES
 
 LEARNER = {"entrypoint": "nevis_test_learners:nearest_mean", "name": "nm-printer"}
 IMAGES = base64.b64encode(bytes(range(256)) * 40).decode()  # what a printing learner writes
-TRACE = "Traceback (most recent call last):\n" + "  File \"learner.py\", line 1\n" * 200 + "RuntimeError: boom\n"
+TRACE = "Traceback (most recent call last):\n" + '  File "learner.py", line 1\n' * 200 + "RuntimeError: boom\n"
 
 
 def _ran(settings, submission_id: int) -> None:
@@ -28,8 +28,11 @@ def _ran(settings, submission_id: int) -> None:
         with transaction(session_factory(engine)) as session:
             submission = session.get(Submission, submission_id)
             for order, status in ((1, "succeeded"), (2, "failed")):
-                task = session.scalar(select(StreamTask).where(
-                    StreamTask.stream_version_id == submission.stream_version_id, StreamTask.order == order))
+                task = session.scalar(
+                    select(StreamTask).where(
+                        StreamTask.stream_version_id == submission.stream_version_id, StreamTask.order == order
+                    )
+                )
                 run = TaskRun(submission_id=submission_id, stream_task_id=task.id, status=status, attempt=1)
                 session.add(run)
                 session.flush()
@@ -45,14 +48,17 @@ def _ran(settings, submission_id: int) -> None:
 
 def _submission(client: TestClient, headers: dict[str, str], phase: str) -> int:
     learner = client.post("/v1/learners", json={**LEARNER, "name": f"nm-{phase}"}, headers=headers).json()
-    made = client.post("/v1/submissions", headers=headers, json={
-        "learner_id": learner["id"], "stream": "tiny2", "phase": phase, "budget": {"trials": 1, "steps": 1}})
+    made = client.post(
+        "/v1/submissions",
+        headers=headers,
+        json={"learner_id": learner["id"], "stream": "tiny2", "phase": phase, "budget": {"trials": 1, "steps": 1}},
+    )
     assert made.status_code == 201, made.text
     return made.json()["id"]
 
 
 def test_a_meta_test_runs_prediction_logs_carry_no_test_images(coord_settings, tokens) -> None:
-    from services.dashboard.server import create_server_app  # noqa: PLC0415
+    from services.dashboard.server import create_server_app
 
     alice = tokens.auth("alice")
     with TestClient(create_server_app(coord_settings)) as client:
@@ -61,7 +67,11 @@ def test_a_meta_test_runs_prediction_logs_carry_no_test_images(coord_settings, t
         for who in ("alice", "admin"):
             items = client.get(f"/v1/submissions/{sid}/logs", headers=tokens.auth(who)).json()["items"]
             assert [(i["task"], i["kind"]) for i in items] == [
-                (1, "trial"), (1, "prediction"), (2, "trial"), (2, "prediction")]
+                (1, "trial"),
+                (1, "prediction"),
+                (2, "trial"),
+                (2, "prediction"),
+            ]
             assert items[0]["text"] == "epoch 1 loss 0.5\n"  # a trial's log is the learner's own
             for item in items:
                 assert IMAGES[:64] not in item["text"]
@@ -83,7 +93,7 @@ def test_a_meta_train_runs_prediction_logs_stay_readable(client: TestClient, tok
 
 def test_a_retired_stream_versions_prediction_logs_are_returned(coord_settings, tokens) -> None:
     """NEVIS_RETIRED_STREAMS names the version whose test images may now be public."""
-    from services.dashboard.server import create_server_app  # noqa: PLC0415
+    from services.dashboard.server import create_server_app
 
     alice = tokens.auth("alice")
     retired = coord_settings.model_copy(update={"retired_streams": "other@1, tiny2@test-1"})

@@ -21,8 +21,7 @@ def _body(learner_id: int, **extra):
 
 def test_create_then_read_a_submission(client, tokens, kit, coord_settings):
     learner = _learner(client, tokens.auth("alice"))
-    created = client.post("/v1/submissions", json=_body(learner, phase="meta_train"),
-                          headers=tokens.auth("alice"))
+    created = client.post("/v1/submissions", json=_body(learner, phase="meta_train"), headers=tokens.auth("alice"))
     assert created.status_code == 201, created.text
     body = created.json()
     assert created.headers["location"] == f"/v1/submissions/{body['id']}"
@@ -35,8 +34,10 @@ def test_create_then_read_a_submission(client, tokens, kit, coord_settings):
     assert (body["tasks"][0]["cpu_seconds"], body["tasks"][0]["flops_floored"]) == (None, False)
     read = client.get(f"/v1/submissions/{body['id']}", headers=tokens.auth("alice")).json()
     assert read["id"] == body["id"] and read["tasks"] == body["tasks"]
-    rows = kit.query(coord_settings.database_url, "SELECT s.status, o.user_id FROM submissions s "
-                     "JOIN scheduled_submissions o ON o.submission_id = s.id")
+    rows = kit.query(
+        coord_settings.database_url,
+        "SELECT s.status, o.user_id FROM submissions s JOIN scheduled_submissions o ON o.submission_id = s.id",
+    )
     assert rows == [("queued", 2)]
 
 
@@ -55,46 +56,50 @@ def test_a_read_submission_shows_harness_measured_cpu_and_the_floor(client, toke
         engine.dispose()
     body = client.get(f"/v1/submissions/{created['id']}", headers=tokens.auth("alice")).json()
     assert [(t["order"], t["cpu_seconds"], t["flops_floored"]) for t in body["tasks"]] == [
-        (1, None, False), (2, 7.25, True)]
+        (1, None, False),
+        (2, 7.25, True),
+    ]
     assert (body["cpu_seconds"], body["floored_tasks"], body["flops_floored"]) == (7.25, 1, True)
     assert body["flops_sources"] == ["floor", "measured"] and body["cflop"] == 1e6 + 2e7  # the floor: 10x
     assert [t["flops_per_cpu_second"] for t in body["tasks"]] == [None, 2e7 / 7.25]  # what each row's count implies
 
 
-@pytest.mark.parametrize(("change", "field", "words"), [
-    ({"stream": "tiny"}, "stream", "Did you mean"),
-    ({"stream": "../../etc/passwd"}, "stream", "letters, digits"),
-    ({"stream_version": "9"}, "stream_version", "test-1"),
-    ({"phase": "meta_dev"}, "phase", "meta_train"),
-    ({"budget": {"trials": 0}}, "budget.trials", "greater than or equal to 1"),
-    ({"budget": {"trials": 10**5}}, "budget.trials", "less than or equal to 10000"),
-    ({"budget": {"steps": 10**12}}, "budget.steps", "steps"),
-    ({"budget": {"flop_cap": -1}}, "budget.flop_cap", "greater than 0"),
-    ({"budget": {"trials": "four"}}, "budget.trials", "integer"),
-    ({"budget": {"trials": True}}, "budget.trials", "integer"),
-    ({"budget": {"trails": 4}}, "budget.trails", "Extra inputs"),
-    ({"budget": {"checkpoint_fractions": [2.0]}}, "budget.checkpoint_fractions", "less than or equal to 1"),
-    ({"budget": {"checkpoint_fractions": [0.5] * 65}}, "budget.checkpoint_fractions", "at most 64"),
-    ({"budget": {"search": "gp-ucb"}}, "budget.search", "Did you mean 'gp_ucb'? Known: gp_ucb, random"),
-    ({"budget": {"scheduler": 3}}, "budget.scheduler", "'asha', 'fifo' or 'proxy'"),
-    ({"learner_id": "abc"}, "learner_id", "integer"),
-    ({"learner_id": 999}, "learner_id", "No learner"),
-    ({"image_size": 3}, "image_size", "image_size"),
-    ({"colour": "red"}, "colour", "Extra inputs"),
-    ({"code_url": "http://github.com/me/x"}, "code_url", "https://"),
-    ({"code_url": "javascript:alert(1)"}, "code_url", "https://"),
-    ({"code_url": "https://me:secret@github.com/me/x"}, "code_url", "without a user name"),
-    ({"code_url": "https://github.com/me/my learner"}, "code_url", "without spaces"),
-    ({"code_url": "https://localhost/x"}, "code_url", "host name"),
-    ({"code_url": "https://github.com/" + "x" * 500}, "code_url", "500"),
-    ({"code_url": 7}, "code_url", "string"),
-])
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"stream": "tiny"}, "stream", "Did you mean"),
+        ({"stream": "../../etc/passwd"}, "stream", "letters, digits"),
+        ({"stream_version": "9"}, "stream_version", "test-1"),
+        ({"phase": "meta_dev"}, "phase", "meta_train"),
+        ({"budget": {"trials": 0}}, "budget.trials", "greater than or equal to 1"),
+        ({"budget": {"trials": 10**5}}, "budget.trials", "less than or equal to 10000"),
+        ({"budget": {"steps": 10**12}}, "budget.steps", "steps"),
+        ({"budget": {"flop_cap": -1}}, "budget.flop_cap", "greater than 0"),
+        ({"budget": {"trials": "four"}}, "budget.trials", "integer"),
+        ({"budget": {"trials": True}}, "budget.trials", "integer"),
+        ({"budget": {"trails": 4}}, "budget.trails", "Extra inputs"),
+        ({"budget": {"checkpoint_fractions": [2.0]}}, "budget.checkpoint_fractions", "less than or equal to 1"),
+        ({"budget": {"checkpoint_fractions": [0.5] * 65}}, "budget.checkpoint_fractions", "at most 64"),
+        ({"budget": {"search": "gp-ucb"}}, "budget.search", "Did you mean 'gp_ucb'? Known: gp_ucb, random"),
+        ({"budget": {"scheduler": 3}}, "budget.scheduler", "'asha', 'fifo' or 'proxy'"),
+        ({"learner_id": "abc"}, "learner_id", "integer"),
+        ({"learner_id": 999}, "learner_id", "No learner"),
+        ({"image_size": 3}, "image_size", "image_size"),
+        ({"colour": "red"}, "colour", "Extra inputs"),
+        ({"code_url": "http://github.com/me/x"}, "code_url", "https://"),
+        ({"code_url": "javascript:alert(1)"}, "code_url", "https://"),
+        ({"code_url": "https://me:secret@github.com/me/x"}, "code_url", "without a user name"),
+        ({"code_url": "https://github.com/me/my learner"}, "code_url", "without spaces"),
+        ({"code_url": "https://localhost/x"}, "code_url", "host name"),
+        ({"code_url": "https://github.com/" + "x" * 500}, "code_url", "500"),
+        ({"code_url": 7}, "code_url", "string"),
+    ],
+)
 def test_invalid_submissions_are_4xx_naming_the_field(shared_api, change, field, words):
     client, tokens = shared_api.client, shared_api.tokens
     learner = client.get("/v1/learners", headers=tokens.auth("alice")).json()["items"]
     learner_id = learner[0]["id"] if learner else _learner(client, tokens.auth("alice"))
-    response = client.post("/v1/submissions", json={**_body(learner_id), **change},
-                           headers=tokens.auth("alice"))
+    response = client.post("/v1/submissions", json={**_body(learner_id), **change}, headers=tokens.auth("alice"))
     assert 400 <= response.status_code < 500, response.text
     problem = response.json()
     assert problem["field"] == field and words in problem["detail"], problem
@@ -117,30 +122,43 @@ def test_a_code_url_is_kept_and_marks_which_runs_have_public_code(client, tokens
     items = {i["submission_id"]: i for i in client.get("/v1/leaderboard").json()["items"]}
     assert (items[public.json()["id"]]["code_url"], items[public.json()["id"]]["code_public"]) == (url, True)
     assert (items[closed.json()["id"]]["code_url"], items[closed.json()["id"]]["code_public"]) == (None, False)
-    later = client.post(f"/v1/submissions/{closed.json()['id']}/code-url", json={"code_url": url},
-                        headers=tokens.auth("alice"))  # published after the run
+    later = client.post(
+        f"/v1/submissions/{closed.json()['id']}/code-url", json={"code_url": url}, headers=tokens.auth("alice")
+    )  # published after the run
     assert later.status_code == 200 and later.json()["code_url"] == url, later.text
     assert {i["submission_id"]: i["code_public"] for i in client.get("/v1/leaderboard").json()["items"]}[
-        closed.json()["id"]] is True
-    bad = client.post(f"/v1/submissions/{closed.json()['id']}/code-url", json={"code_url": "ftp://x.org/a"},
-                      headers=tokens.auth("alice"))
+        closed.json()["id"]
+    ] is True
+    bad = client.post(
+        f"/v1/submissions/{closed.json()['id']}/code-url",
+        json={"code_url": "ftp://x.org/a"},
+        headers=tokens.auth("alice"),
+    )
     assert bad.status_code == 422 and bad.json()["field"] == "code_url"
-    foreign = client.post(f"/v1/submissions/{closed.json()['id']}/code-url", json={"code_url": None},
-                          headers=tokens.auth("bob"))
+    foreign = client.post(
+        f"/v1/submissions/{closed.json()['id']}/code-url", json={"code_url": None}, headers=tokens.auth("bob")
+    )
     assert foreign.status_code == 404  # not bob's
-    withdrawn = client.post(f"/v1/submissions/{public.json()['id']}/code-url", json={"code_url": None},
-                            headers=tokens.auth("alice"))
+    withdrawn = client.post(
+        f"/v1/submissions/{public.json()['id']}/code-url", json={"code_url": None}, headers=tokens.auth("alice")
+    )
     assert withdrawn.status_code == 200 and withdrawn.json()["code_url"] is None
-    kinds = [e["kind"] for e in client.get(f"/v1/submissions/{public.json()['id']}/events",
-                                           headers=tokens.auth("alice")).json()["items"]]
+    kinds = [
+        e["kind"]
+        for e in client.get(f"/v1/submissions/{public.json()['id']}/events", headers=tokens.auth("alice")).json()[
+            "items"
+        ]
+    ]
     assert kinds[-1] == "submission.code_url"
 
 
 @pytest.mark.parametrize("payload", [b"{not json", b"[]", b"null", b'{"learner_id": 1, "stream": "tiny2"'])
 def test_malformed_bodies_are_422(shared_api, payload):
     response = shared_api.client.post(
-        "/v1/submissions", content=payload,
-        headers={**shared_api.tokens.auth("alice"), "content-type": "application/json"})
+        "/v1/submissions",
+        content=payload,
+        headers={**shared_api.tokens.auth("alice"), "content-type": "application/json"},
+    )
     assert response.status_code == 422 and response.json()["field"]
 
 
@@ -190,8 +208,10 @@ def test_concurrent_requests_with_one_key_make_one_submission(client, tokens, ki
 
 
 def test_quotas_refuse_with_429_naming_the_quota(client, coord_settings, tokens, kit):
-    capped = {"Authorization": "Bearer " + kit.add_user(coord_settings.database_url, "carol",
-                                                          "submitter", max_concurrent=1, max_per_day=2)}
+    capped = {
+        "Authorization": "Bearer "
+        + kit.add_user(coord_settings.database_url, "carol", "submitter", max_concurrent=1, max_per_day=2)
+    }
     learner = _learner(client, capped, "carol-nm")
     first = client.post("/v1/submissions", json=_body(learner), headers=capped)
     assert first.status_code == 201
@@ -213,8 +233,10 @@ def test_quotas_refuse_with_429_naming_the_quota(client, coord_settings, tokens,
 def test_list_filters_and_paginates(client, tokens):
     alice = tokens.auth("alice")
     learner = _learner(client, alice)
-    ids = [client.post("/v1/submissions", json=_body(learner, phase=phase), headers=alice).json()["id"]
-           for phase in ("meta_test", "meta_train")]
+    ids = [
+        client.post("/v1/submissions", json=_body(learner, phase=phase), headers=alice).json()["id"]
+        for phase in ("meta_test", "meta_train")
+    ]
     client.post(f"/v1/submissions/{ids[0]}/cancel", headers=alice)
     page = client.get("/v1/submissions?limit=1", headers=alice).json()
     assert (page["total"], [s["id"] for s in page["items"]]) == (2, [ids[1]])

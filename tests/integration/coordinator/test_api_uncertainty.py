@@ -32,8 +32,9 @@ def test_interval_and_paired_comparison_over_the_api(client, tokens, coord_setti
     body = {"learner_id": learner, "stream": "tiny3", "budget": {"trials": 1, "steps": 2}}
     ids = [client.post("/v1/submissions", json=body, headers=headers).json()["id"] for _ in range(2)]
     bobs = client.post("/v1/learners", json={**LEARNER, "name": "nm-bob"}, headers=tokens.auth("bob")).json()["id"]
-    other = client.post("/v1/submissions", json={**body, "learner_id": bobs, "phase": "meta_train"},
-                        headers=tokens.auth("bob")).json()["id"]  # alice's quota allows two at once
+    other = client.post(
+        "/v1/submissions", json={**body, "learner_id": bobs, "phase": "meta_train"}, headers=tokens.auth("bob")
+    ).json()["id"]  # alice's quota allows two at once
     engine = make_engine(coord_settings.database_url)
     try:
         with transaction(session_factory(engine)) as session:
@@ -60,7 +61,8 @@ def test_interval_and_paired_comparison_over_the_api(client, tokens, coord_setti
     expected = error_interval(kept[ids[0]])
     assert read["e"] == 0.25 and read["error_interval"]["unavailable"] is None
     assert (read["error_interval"]["low"], read["error_interval"]["high"]) == pytest.approx(
-        (expected.interval.low, expected.interval.high))
+        (expected.interval.low, expected.interval.high)
+    )
     assert read["error_interval"]["tasks"] == 1 and read["error_interval"]["level"] == 0.95
 
     compared = client.get("/v1/compare", params={"a": ids[0], "b": ids[1]}, headers=headers)
@@ -69,7 +71,8 @@ def test_interval_and_paired_comparison_over_the_api(client, tokens, coord_setti
     paired = paired_delta(kept[ids[0]], kept[ids[1]])
     assert doc["delta_error"] == pytest.approx(-0.25)
     assert (doc["delta_error_interval"]["low"], doc["delta_error_interval"]["high"]) == pytest.approx(
-        (paired.interval.low, paired.interval.high))
+        (paired.interval.low, paired.interval.high)
+    )
     assert [t["order"] for t in doc["tasks"]] == [3] and doc["tasks"][0]["differs"] == paired.tasks[0].differs
     assert doc["delta_cflop"] == 0.0 and doc["delta_cflop_interval"]["low"] == doc["delta_cflop_interval"]["high"]
 
@@ -86,8 +89,9 @@ def test_interval_and_paired_comparison_over_the_api(client, tokens, coord_setti
         page = pages.get(f"/submissions/{ids[0]}").text
         assert 'id="e-interval"' in page
         assert f"[{expected.interval.low:.4f}, {expected.interval.high:.4f}]" in page
-        assert (f"generalisation to other tasks [{expected.generalisation.low:.4f}, "
-                f"{expected.generalisation.high:.4f}]") in page  # the task-resampled figure, labelled
+        assert (
+            f"generalisation to other tasks [{expected.generalisation.low:.4f}, {expected.generalisation.high:.4f}]"
+        ) in page  # the task-resampled figure, labelled
         shown = pages.get(f"/compare?ids={ids[0]},{ids[1]}").text
         assert 'id="delta-e"' in shown and "−0.2500" not in shown  # printed with a plain minus
         assert f"{-0.25:+.4f} [{paired.interval.low:+.4f}, {paired.interval.high:+.4f}] 95 %" in shown
@@ -100,5 +104,6 @@ def test_interval_and_paired_comparison_over_the_api(client, tokens, coord_setti
     listed = client.get("/v1/leaderboard", headers=headers).json()
     found = {u["submission_id"]: u for u in listed["uncertainty"]}
     assert (found[ids[0]]["e_low"], found[ids[0]]["e_high"]) == pytest.approx(
-        (expected.interval.low, expected.interval.high))
+        (expected.interval.low, expected.interval.high)
+    )
     assert found[ids[0]]["seeds_runs"] == 2 and found[ids[0]]["seeds_sd"] == pytest.approx(spread)

@@ -70,10 +70,13 @@ def test_the_kill_plan_is_the_seed_s_and_any_loss_or_duplicate_fails_the_verdict
 
     clean = dict(runs=2, seed=0, phase="meta_train", tasks_expected=6, tasks_committed=6)
     assert chaos.Report(**clean).ok
-    for bad in ({"losses": 1, "tasks_committed": 5}, {"duplicates": 1},
-                {"failed": ["submission 2: failed: task 3 failed after 6 attempts"]},
-                {"flop_problems": ["API retried_flops 0 != trials of uncommitted attempts 5"]},
-                {"error": "the submissions did not end within 2400 s"}):
+    for bad in (
+        {"losses": 1, "tasks_committed": 5},
+        {"duplicates": 1},
+        {"failed": ["submission 2: failed: task 3 failed after 6 attempts"]},
+        {"flop_problems": ["API retried_flops 0 != trials of uncommitted attempts 5"]},
+        {"error": "the submissions did not end within 2400 s"},
+    ):
         report = chaos.Report(**{**clean, **bad})
         assert not report.ok, bad
         assert chaos.render(report).endswith("verdict: NOT OK"), bad
@@ -84,9 +87,28 @@ def test_kills_of_every_kind_lose_and_duplicate_no_task(tmp_path):
     report_path = tmp_path / "chaos.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEVIS_") or k == "NEVIS_OFFLINE_DATA_DIR"}
     proc = subprocess.Popen(
-        [sys.executable, str(CHAOS), "--runs", "2", "--kills", "1", "--seed", "7", "--trials", "2",
-         "--timeout", "2400", "--json", str(report_path)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        [
+            sys.executable,
+            str(CHAOS),
+            "--runs",
+            "2",
+            "--kills",
+            "1",
+            "--seed",
+            "7",
+            "--trials",
+            "2",
+            "--timeout",
+            "2400",
+            "--json",
+            str(report_path),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         out, err = proc.communicate(timeout=3000)
     except subprocess.TimeoutExpired:

@@ -23,9 +23,9 @@ import uuid
 import pytest
 from sqlalchemy import select
 
+from services.coordinator.backends.base import LaunchSpec
 from services.coordinator.backends.local import LocalBackend
 from services.coordinator.backends.ray_jobs import RayJobsBackend
-from services.coordinator.backends.base import LaunchSpec
 from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.scheduler.loop import Scheduler
 from services.store.db import make_engine, session_factory
@@ -45,8 +45,10 @@ def images(tmp_path_factory: pytest.TempPathFactory):
     """The module's learner images, built once; removed afterwards."""
     assert shutil.which("podman"), "podman is not installed: apt-get install podman"
     suffix = uuid.uuid4().hex[:8]
-    tags = {"plain": f"localhost/nevis-test-image-plain-{suffix}:1",
-            "hostile-fs": f"localhost/nevis-test-image-hostile-fs-{suffix}:1"}
+    tags = {
+        "plain": f"localhost/nevis-test-image-plain-{suffix}:1",
+        "hostile-fs": f"localhost/nevis-test-image-hostile-fs-{suffix}:1",
+    }
     build_plain(tmp_path_factory.mktemp("plain-image"), tags["plain"])
     build_hostile_fs(tags["hostile-fs"])
     yield tags
@@ -61,8 +63,10 @@ def test_hostile_image_files_are_contained_and_never_run_at_host_start(images, t
     cache = tmp_path / "images"
     plain = unpack_image(images["plain"], cache=cache, limits=ImageLimits())
     fs = unpack_image(images["hostile-fs"], cache=cache, limits=ImageLimits())
-    assert plain.import_paths == (str(plain.root / "opt" / "learner"),
-                                  str(plain.root / "usr" / "local" / "lib" / PY / "site-packages"))
+    assert plain.import_paths == (
+        str(plain.root / "opt" / "learner"),
+        str(plain.root / "usr" / "local" / "lib" / PY / "site-packages"),
+    )
     _harness_ran_nothing()
     with LearnerHost(HostSpec("nevis_img_probe:make", import_paths=plain.import_paths, sandbox="bwrap")) as host:
         facts = pickle.loads(describe(host).init_state)
@@ -84,19 +88,27 @@ def _client(coord_settings, **overrides):
 
 
 @ON_SQLITE
-@pytest.mark.parametrize(("image", "entrypoint", "overrides", "field", "words"), [
-    ("plain", "nevis_test_learners:cheater", {"image_max_layers": 1}, "image", "NEVIS_IMAGE_MAX_LAYERS"),
-    ("hostile-fs", "nevis_img_probe:make", {"image_max_files": 3}, "image", "NEVIS_IMAGE_MAX_FILES"),
-    ("hostile-fs", "nevis_img_probe:make", {"image_max_bytes": 4}, "image", "NEVIS_IMAGE_MAX_BYTES"),
-    ("plain", "not_in_the_image:make", {}, "entrypoint", "no module 'not_in_the_image'"),
-    ("absent", "nevis_img_probe:make", {}, "image", "not in this machine's image store"),
-], ids=["layers", "files", "bytes", "module", "absent"])
+@pytest.mark.parametrize(
+    ("image", "entrypoint", "overrides", "field", "words"),
+    [
+        ("plain", "nevis_test_learners:cheater", {"image_max_layers": 1}, "image", "NEVIS_IMAGE_MAX_LAYERS"),
+        ("hostile-fs", "nevis_img_probe:make", {"image_max_files": 3}, "image", "NEVIS_IMAGE_MAX_FILES"),
+        ("hostile-fs", "nevis_img_probe:make", {"image_max_bytes": 4}, "image", "NEVIS_IMAGE_MAX_BYTES"),
+        ("plain", "not_in_the_image:make", {}, "entrypoint", "no module 'not_in_the_image'"),
+        ("absent", "nevis_img_probe:make", {}, "image", "not in this machine's image store"),
+    ],
+    ids=["layers", "files", "bytes", "module", "absent"],
+)
 def test_an_image_over_a_cap_or_without_its_module_is_a_422_naming_why(
-        images, coord_settings, tokens, image, entrypoint, overrides, field, words):
+    images, coord_settings, tokens, image, entrypoint, overrides, field, words
+):
     ref = images.get(image, "localhost/nevis-test-image-absent:1")
     with _client(coord_settings, **overrides) as client:
-        response = client.post("/v1/learners", headers=tokens.auth("alice"),
-                               json={"name": f"refused-{image}", "entrypoint": entrypoint, "image": ref})
+        response = client.post(
+            "/v1/learners",
+            headers=tokens.auth("alice"),
+            json={"name": f"refused-{image}", "entrypoint": entrypoint, "image": ref},
+        )
         assert response.status_code == 422, response.text
         assert response.json()["field"] == field and words in response.json()["detail"], response.json()
         listed = client.get("/v1/learners", headers=tokens.auth("alice")).json()["items"]
@@ -104,22 +116,35 @@ def test_an_image_over_a_cap_or_without_its_module_is_a_422_naming_why(
 
 
 @ON_SQLITE
-def test_a_plain_image_learner_registers_by_digest_trains_and_is_scored_contained(
-        images, coord_settings, tokens):
+def test_a_plain_image_learner_registers_by_digest_trains_and_is_scored_contained(images, coord_settings, tokens):
     settings = coord_settings.model_copy(update={"image_learners": "unpack", "max_attempts": 1})
     with _test_client(settings) as client:
-        learner = client.post("/v1/learners", headers=tokens.auth("alice"), json={
-            "name": "from-image", "entrypoint": "nevis_test_learners:cheater", "image": images["plain"]})
+        learner = client.post(
+            "/v1/learners",
+            headers=tokens.auth("alice"),
+            json={"name": "from-image", "entrypoint": "nevis_test_learners:cheater", "image": images["plain"]},
+        )
         assert learner.status_code == 201, learner.text
         pinned = learner.json()["image"]
         assert pinned.startswith(images["plain"].rsplit(":", 1)[0] + "@sha256:"), pinned  # by digest
-        sub = client.post("/v1/submissions", headers=tokens.auth("alice"), json={
-            "learner_id": learner.json()["id"], "stream": "tiny2", "budget": {"trials": 1, "steps": 1}})
+        sub = client.post(
+            "/v1/submissions",
+            headers=tokens.auth("alice"),
+            json={"learner_id": learner.json()["id"], "stream": "tiny2", "budget": {"trials": 1, "steps": 1}},
+        )
         assert sub.status_code == 201, sub.text
     _harness_ran_nothing()
     # the ray backend would run the harness in the service's image, never the learner's
-    spec = LaunchSpec(lease_id=1, submission_id=1, task_order=1, attempt=1, learner_name="x",
-                      entrypoint="m:f", image=pinned, resources=ResourceRequest())
+    spec = LaunchSpec(
+        lease_id=1,
+        submission_id=1,
+        task_order=1,
+        attempt=1,
+        learner_name="x",
+        entrypoint="m:f",
+        image=pinned,
+        resources=ResourceRequest(),
+    )
     ray = RayJobsBackend(settings.model_copy(update={"ray_address": "http://head:8265", "ray_secrets_path": "/x"}))
     assert "image_uri" not in ray.runtime_env(spec) and pinned not in json.dumps(ray.runtime_env(spec))
 
@@ -154,23 +179,38 @@ def test_a_plain_image_learner_registers_by_digest_trains_and_is_scored_containe
 @pytest.mark.postgres
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 def test_on_the_ray_backend_an_image_learner_trains_from_its_files_never_as_the_jobs_image(
-        images, coord_settings, tokens, ray_head, kit, tmp_path):
+    images, coord_settings, tokens, ray_head, kit, tmp_path
+):
     kit.write_stream(coord_settings.streams_dir, "tiny1", tasks=1)
     secrets = tmp_path / "worker-secrets"  # as a mounted Secret: one file per name
     secrets.mkdir()
-    for name, value in {"NEVIS_DATABASE_URL": coord_settings.database_url,
-                        "NEVIS_STORE_URL": coord_settings.store_url,
-                        "NEVIS_DATA_DIR": str(coord_settings.data_dir)}.items():
+    for name, value in {
+        "NEVIS_DATABASE_URL": coord_settings.database_url,
+        "NEVIS_STORE_URL": coord_settings.store_url,
+        "NEVIS_DATA_DIR": str(coord_settings.data_dir),
+    }.items():
         (secrets / name).write_text(value + "\n")
-    settings = coord_settings.model_copy(update={
-        "image_learners": "unpack", "max_attempts": 1, "backend": "ray",
-        "ray_address": ray_head.dashboard_url, "ray_secrets_path": str(secrets)})
+    settings = coord_settings.model_copy(
+        update={
+            "image_learners": "unpack",
+            "max_attempts": 1,
+            "backend": "ray",
+            "ray_address": ray_head.dashboard_url,
+            "ray_secrets_path": str(secrets),
+        }
+    )
     with _test_client(settings) as client:
-        learner = client.post("/v1/learners", headers=tokens.auth("alice"), json={
-            "name": "from-image-ray", "entrypoint": "nevis_test_learners:cheater", "image": images["plain"]})
+        learner = client.post(
+            "/v1/learners",
+            headers=tokens.auth("alice"),
+            json={"name": "from-image-ray", "entrypoint": "nevis_test_learners:cheater", "image": images["plain"]},
+        )
         assert learner.status_code == 201, learner.text
-        sub = client.post("/v1/submissions", headers=tokens.auth("alice"), json={
-            "learner_id": learner.json()["id"], "stream": "tiny1", "budget": {"trials": 1, "steps": 1}})
+        sub = client.post(
+            "/v1/submissions",
+            headers=tokens.auth("alice"),
+            json={"learner_id": learner.json()["id"], "stream": "tiny1", "budget": {"trials": 1, "steps": 1}},
+        )
         assert sub.status_code == 201, sub.text
     engine = make_engine(settings.database_url)
     sessions = session_factory(engine)
@@ -196,8 +236,8 @@ def test_on_the_ray_backend_an_image_learner_trains_from_its_files_never_as_the_
 
 
 def test_the_probe_pool_loads_an_image_learner_from_its_unpacked_files(images, tmp_path):
-    from services.store.objects import LocalObjectStore  # noqa: PLC0415
-    from workers.probe.runtime.jobs import ProbeRuntime  # noqa: PLC0415
+    from services.store.objects import LocalObjectStore
+    from workers.probe.runtime.jobs import ProbeRuntime
 
     runtime = ProbeRuntime(None, LocalObjectStore(tmp_path / "store"), images_dir=tmp_path / "images")
     try:

@@ -38,7 +38,11 @@ class Server:
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(
                 [env["NEVIS_WORKER_COMMAND"], "serve", "--port", str(self.port), "--log-level", "warning"],
-                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def wait_ready(self, kit) -> None:
         def ready():
@@ -63,14 +67,22 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def test_server_killed_mid_stream_resumes_and_counts_every_task_once(
-        coord_settings, ray_head, kit, tmp_path):
+def test_server_killed_mid_stream_resumes_and_counts_every_task_once(coord_settings, ray_head, kit, tmp_path):
     url = coord_settings.database_url
-    env = {**os.environ, "NEVIS_DATA_DIR": str(coord_settings.data_dir), "NEVIS_DATABASE_URL": url,
-           "NEVIS_STREAMS_DIR": str(coord_settings.streams_dir), "NEVIS_RAY_ADDRESS": ray_head.gcs_address,
-           "NEVIS_WORKER_COMMAND": str(kit.nevis), "NEVIS_HEARTBEAT_INTERVAL_S": "1",
-           "NEVIS_HEARTBEAT_TIMEOUT_S": "10", "NEVIS_POLL_INTERVAL_S": "0.3",
-           "NEVIS_BACKOFF_BASE_S": "0.5", "NEVIS_BACKOFF_MAX_S": "2", "RAY_AUTH_MODE": "disabled"}
+    env = {
+        **os.environ,
+        "NEVIS_DATA_DIR": str(coord_settings.data_dir),
+        "NEVIS_DATABASE_URL": url,
+        "NEVIS_STREAMS_DIR": str(coord_settings.streams_dir),
+        "NEVIS_RAY_ADDRESS": ray_head.gcs_address,
+        "NEVIS_WORKER_COMMAND": str(kit.nevis),
+        "NEVIS_HEARTBEAT_INTERVAL_S": "1",
+        "NEVIS_HEARTBEAT_TIMEOUT_S": "10",
+        "NEVIS_POLL_INTERVAL_S": "0.3",
+        "NEVIS_BACKOFF_BASE_S": "0.5",
+        "NEVIS_BACKOFF_MAX_S": "2",
+        "RAY_AUTH_MODE": "disabled",
+    }
     for name in ("PYTHONPATH", "RAY_ADDRESS", "NEVIS_STORE_URL", "NEVIS_BACKEND"):
         env.pop(name, None)
     token = kit.add_user(url, "alice", "submitter")
@@ -81,20 +93,37 @@ def test_server_killed_mid_stream_resumes_and_counts_every_task_once(
         first.wait_ready(kit)
         bundle = kit.learner_bundle(tmp_path)
         with open(bundle, "rb") as handle:
-            learner = httpx.post(f"{first.url}/v1/learners/bundle", headers=headers, timeout=30,
-                                 data={"name": "slow-nm", "entrypoint": "nevis_test_learners:slow"},
-                                 files={"file": (bundle.name, handle, "application/gzip")})
+            learner = httpx.post(
+                f"{first.url}/v1/learners/bundle",
+                headers=headers,
+                timeout=30,
+                data={"name": "slow-nm", "entrypoint": "nevis_test_learners:slow"},
+                files={"file": (bundle.name, handle, "application/gzip")},
+            )
         assert learner.status_code == 201, learner.text
-        created = httpx.post(f"{first.url}/v1/submissions", headers=headers, timeout=30, json={
-            "learner_id": learner.json()["id"], "stream": "tiny3",
-            "budget": {"trials": 1, "steps": 1, "max_concurrent": 1}})
+        created = httpx.post(
+            f"{first.url}/v1/submissions",
+            headers=headers,
+            timeout=30,
+            json={
+                "learner_id": learner.json()["id"],
+                "stream": "tiny3",
+                "budget": {"trials": 1, "steps": 1, "max_concurrent": 1},
+            },
+        )
         assert created.status_code == 201, created.text
         sub_id = created.json()["id"]
 
         # Task 1 committed, and task 2's run has started in a worker: kill everything.
-        kit.wait_for(lambda: kit.query(url, "SELECT count(*) FROM task_runs r JOIN stream_tasks s "
-                                       "ON s.id = r.stream_task_id WHERE s.\"order\" = 2")[0][0],
-                     timeout_s=400, what="task 2 to start", interval_s=0.3)
+        kit.wait_for(
+            lambda: kit.query(
+                url,
+                'SELECT count(*) FROM task_runs r JOIN stream_tasks s ON s.id = r.stream_task_id WHERE s."order" = 2',
+            )[0][0],
+            timeout_s=400,
+            what="task 2 to start",
+            interval_s=0.3,
+        )
         (job_id,) = kit.query(url, "SELECT job_id FROM task_leases WHERE task_order = 2")[0]
         first.kill()
         workers.append(int(job_id.split(":")[1]))
@@ -112,8 +141,9 @@ def test_server_killed_mid_stream_resumes_and_counts_every_task_once(
                 return body if done else None
 
             body = kit.wait_for(finished, timeout_s=500, what="the submission to finish", interval_s=1)
-            events = httpx.get(f"{second.url}/v1/submissions/{sub_id}/events?limit=500",
-                               headers=headers, timeout=10).json()["items"]
+            events = httpx.get(
+                f"{second.url}/v1/submissions/{sub_id}/events?limit=500", headers=headers, timeout=10
+            ).json()["items"]
         finally:
             second.proc.send_signal(signal.SIGTERM)
             second.proc.wait(timeout=60)
@@ -124,11 +154,17 @@ def test_server_killed_mid_stream_resumes_and_counts_every_task_once(
 
     assert body["status"] == "succeeded", body
     assert [t["status"] for t in body["tasks"]] == ["committed"] * 3
-    per_task = kit.query(url, 'SELECT s."order", count(*) FROM task_results r JOIN stream_tasks s '
-                              'ON s.id = r.stream_task_id GROUP BY s."order" ORDER BY 1')
+    per_task = kit.query(
+        url,
+        'SELECT s."order", count(*) FROM task_results r JOIN stream_tasks s '
+        'ON s.id = r.stream_task_id GROUP BY s."order" ORDER BY 1',
+    )
     assert per_task == [(1, 1), (2, 1), (3, 1)]
-    attempts = kit.query(url, 'SELECT s."order", r.attempt, r.status FROM task_runs r JOIN stream_tasks s '
-                              'ON s.id = r.stream_task_id ORDER BY 1, 2')
+    attempts = kit.query(
+        url,
+        'SELECT s."order", r.attempt, r.status FROM task_runs r JOIN stream_tasks s '
+        "ON s.id = r.stream_task_id ORDER BY 1, 2",
+    )
     assert attempts == [(1, 1, "succeeded"), (2, 1, "failed"), (2, 2, "succeeded"), (3, 1, "succeeded")]
     leases = kit.query(url, "SELECT task_order, attempt, status FROM task_leases ORDER BY id")
     assert leases == [(1, 1, "succeeded"), (2, 1, "expired"), (2, 2, "succeeded"), (3, 1, "succeeded")]
@@ -139,8 +175,10 @@ def test_server_killed_mid_stream_resumes_and_counts_every_task_once(
     continued = [e["payload"].get("continues") for e in events if e["kind"] == "lease.claimed"]
     assert [c is not None for c in continued] == [False, True, False, True]
     committed = kit.query(url, "SELECT sum(flops) FROM task_results")[0][0]
-    meta_test_error = kit.query(url, "SELECT r.error FROM task_results r JOIN stream_tasks s ON "
-                                     "s.id = r.stream_task_id WHERE s.phase = 'meta_test'")[0][0]
+    meta_test_error = kit.query(
+        url,
+        "SELECT r.error FROM task_results r JOIN stream_tasks s ON s.id = r.stream_task_id WHERE s.phase = 'meta_test'",
+    )[0][0]
     assert body["cflop"] == pytest.approx(committed) and committed > 0
     assert body["e"] == pytest.approx(meta_test_error)
     assert body["scored_tasks"] == body["headline_tasks"] == 1

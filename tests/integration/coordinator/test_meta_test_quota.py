@@ -27,8 +27,15 @@ WINDOW_S = int(DAYS * 86_400)
 
 @pytest.fixture
 def capped(kit, settings_env, database_url, streams_dir, tokens) -> CoordinatorSettings:
-    return kit.make_settings(database_url, settings_env, streams_dir, meta_test_quota=LIMIT,
-                             meta_test_quota_days=DAYS, quota_concurrent=50, quota_daily=100)
+    return kit.make_settings(
+        database_url,
+        settings_env,
+        streams_dir,
+        meta_test_quota=LIMIT,
+        meta_test_quota_days=DAYS,
+        quota_concurrent=50,
+        quota_daily=100,
+    )
 
 
 @pytest.fixture
@@ -38,16 +45,19 @@ def api(capped) -> Iterator[TestClient]:
 
 
 def _learner(api: TestClient, headers: dict[str, str], name: str) -> int:
-    made = api.post("/v1/learners", headers=headers,
-                    json={"name": name, "entrypoint": "nevis_test_learners:nearest_mean"})
+    made = api.post(
+        "/v1/learners", headers=headers, json={"name": name, "entrypoint": "nevis_test_learners:nearest_mean"}
+    )
     assert made.status_code == 201, made.text
     return made.json()["id"]
 
 
-def _submit(api: TestClient, headers: dict[str, str], learner: int, *, stream: str = "tiny2",
-            phase: str = "meta_test"):
-    return api.post("/v1/submissions", headers=headers, json={
-        "learner_id": learner, "stream": stream, "phase": phase, "budget": {"trials": 1, "steps": 2}})
+def _submit(api: TestClient, headers: dict[str, str], learner: int, *, stream: str = "tiny2", phase: str = "meta_test"):
+    return api.post(
+        "/v1/submissions",
+        headers=headers,
+        json={"learner_id": learner, "stream": stream, "phase": phase, "budget": {"trials": 1, "steps": 2}},
+    )
 
 
 def _fill(api: TestClient, headers: dict[str, str], learner: int) -> list[int]:
@@ -56,8 +66,9 @@ def _fill(api: TestClient, headers: dict[str, str], learner: int) -> list[int]:
     return [m.json()["id"] for m in made]
 
 
-def _change(url: str, submission_id: int, *, status: str | None = None, age: timedelta | None = None,
-            task_ran: bool = False) -> None:
+def _change(
+    url: str, submission_id: int, *, status: str | None = None, age: timedelta | None = None, task_ran: bool = False
+) -> None:
     """End a submission (``status``), move its creation back by ``age``, or record a task run
     of it (its first task started), as the scheduler and worker would."""
     engine = make_engine(url)
@@ -69,10 +80,20 @@ def _change(url: str, submission_id: int, *, status: str | None = None, age: tim
             if age is not None:
                 submission.created_at = utcnow() - age
             if task_ran:
-                task = session.scalar(select(StreamTask).where(
-                    StreamTask.stream_version_id == submission.stream_version_id).order_by(StreamTask.order))
-                session.add(TaskRun(submission_id=submission_id, stream_task_id=task.id, status="failed",
-                                    started_at=utcnow(), finished_at=utcnow()))
+                task = session.scalar(
+                    select(StreamTask)
+                    .where(StreamTask.stream_version_id == submission.stream_version_id)
+                    .order_by(StreamTask.order)
+                )
+                session.add(
+                    TaskRun(
+                        submission_id=submission_id,
+                        stream_task_id=task.id,
+                        status="failed",
+                        started_at=utcnow(),
+                        finished_at=utcnow(),
+                    )
+                )
     finally:
         engine.dispose()
 
@@ -85,9 +106,14 @@ def test_the_next_meta_test_submission_is_refused_with_the_limit_and_retry_after
     assert refused.status_code == 429, refused.text
     problem = refused.json()
     assert (problem["type"], problem["field"]) == ("urn:nevis:problem:quota-exceeded", "quota.meta_test")
-    for words in (f"has used {LIMIT} of {LIMIT} meta-test submissions", "learner 'nm-alice'",
-                  "stream 'tiny2' version 'test-1'", "per 7 days", "NEVIS_META_TEST_QUOTA",
-                  "the next is allowed at"):
+    for words in (
+        f"has used {LIMIT} of {LIMIT} meta-test submissions",
+        "learner 'nm-alice'",
+        "stream 'tiny2' version 'test-1'",
+        "per 7 days",
+        "NEVIS_META_TEST_QUOTA",
+        "the next is allowed at",
+    ):
         assert words in problem["detail"], (words, problem["detail"])
     assert WINDOW_S - 120 <= int(refused.headers["retry-after"]) <= WINDOW_S + 1
     assert refused.headers["content-type"].startswith("application/problem+json")
@@ -199,8 +225,11 @@ def test_the_cli_shows_a_user_s_quota(api, tokens, capped, monkeypatch):
 
     alice = tokens.auth("alice")
     _fill(api, alice, _learner(api, alice, "nm-alice"))
-    for name, value in {"NEVIS_DATABASE_URL": capped.database_url, "NEVIS_META_TEST_QUOTA": str(LIMIT),
-                        "NEVIS_META_TEST_QUOTA_DAYS": str(DAYS)}.items():
+    for name, value in {
+        "NEVIS_DATABASE_URL": capped.database_url,
+        "NEVIS_META_TEST_QUOTA": str(LIMIT),
+        "NEVIS_META_TEST_QUOTA_DAYS": str(DAYS),
+    }.items():
         monkeypatch.setenv(name, value)
     get_coordinator_settings.cache_clear()
     try:

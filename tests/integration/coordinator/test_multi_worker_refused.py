@@ -24,13 +24,18 @@ def test_an_uploaded_two_worker_learner_trains_as_sandboxed_ranks(client, tokens
     assert coord_settings.sandbox == "auto"  # the default: bwrap here, nothing turned on by hand
     bundle = learner_bundle(tmp_path)
     with open(bundle, "rb") as handle:
-        learner = client.post("/v1/learners/bundle", headers=tokens.auth("alice"),
-                              data={"name": "two", "entrypoint": "nevis_test_learners:two_workers"},
-                              files={"file": (bundle.name, handle, "application/gzip")})
+        learner = client.post(
+            "/v1/learners/bundle",
+            headers=tokens.auth("alice"),
+            data={"name": "two", "entrypoint": "nevis_test_learners:two_workers"},
+            files={"file": (bundle.name, handle, "application/gzip")},
+        )
     assert learner.status_code == 201, learner.text
-    sub = client.post("/v1/submissions", headers=tokens.auth("alice"),
-                      json={"learner_id": learner.json()["id"], "stream": "tiny2",
-                            "budget": {"trials": 1, "steps": 1}})
+    sub = client.post(
+        "/v1/submissions",
+        headers=tokens.auth("alice"),
+        json={"learner_id": learner.json()["id"], "stream": "tiny2", "budget": {"trials": 1, "steps": 1}},
+    )
     assert sub.status_code == 201, sub.text
 
     engine = make_engine(coord_settings.database_url)
@@ -49,8 +54,9 @@ def test_an_uploaded_two_worker_learner_trains_as_sandboxed_ranks(client, tokens
         with sessions() as session:
             leases = session.scalars(select(TaskLease)).all()
             assert leases and all(lease.status not in ACTIVE_LEASE_STATUSES for lease in leases)
-            assert [lease.status for lease in leases if lease.status != "succeeded"] == [], \
-                [(lease.status, lease.error) for lease in leases]
+            assert [lease.status for lease in leases if lease.status != "succeeded"] == [], [
+                (lease.status, lease.error) for lease in leases
+            ]
             trials = session.scalars(select(Trial)).all()
             assert trials and all(t.status == "succeeded" for t in trials), [t.traceback for t in trials]
             assert session.scalar(select(TaskRun.id)) is not None

@@ -21,8 +21,14 @@ from services.dashboard.server import create_server_app
 
 LEARNER = {"entrypoint": "nevis_test_learners:nearest_mean"}
 MISSING = 10**9
-DETAIL_PAGES = ("/submissions/{id}", "/submissions/{id}/tasks.csv", "/submissions/{id}/tasks.json",
-                "/submissions/{id}/probes", "/submissions/{id}/probes.json", "/submissions/{id}/transfer.json")
+DETAIL_PAGES = (
+    "/submissions/{id}",
+    "/submissions/{id}/tasks.csv",
+    "/submissions/{id}/tasks.json",
+    "/submissions/{id}/probes",
+    "/submissions/{id}/probes.json",
+    "/submissions/{id}/transfer.json",
+)
 API_DETAILS = ("/v1/submissions/{id}", "/v1/submissions/{id}/events", "/v1/submissions/{id}/probes")
 
 
@@ -37,10 +43,18 @@ class Board:
 
 def _submit(client: TestClient, headers: dict[str, str], name: str, **extra) -> dict:
     learner = client.post("/v1/learners", json={**LEARNER, "name": name}, headers=headers)
-    learner_id = learner.json()["id"] if learner.status_code == 201 else next(
-        item["id"] for item in client.get("/v1/learners", headers=headers).json()["items"] if item["name"] == name)
-    created = client.post("/v1/submissions", headers=headers, json={
-        "learner_id": learner_id, "stream": "tiny2", "budget": {"trials": 1, "steps": 2}, **extra})
+    learner_id = (
+        learner.json()["id"]
+        if learner.status_code == 201
+        else next(
+            item["id"] for item in client.get("/v1/learners", headers=headers).json()["items"] if item["name"] == name
+        )
+    )
+    created = client.post(
+        "/v1/submissions",
+        headers=headers,
+        json={"learner_id": learner_id, "stream": "tiny2", "budget": {"trials": 1, "steps": 2}, **extra},
+    )
     assert created.status_code == 201, created.text
     return created.json()
 
@@ -75,14 +89,22 @@ def test_a_private_submission_is_on_the_leaderboard_of_its_owner_and_admins_only
     public = {board.public: "public", board.others: "public"}
     everyone = {**public, board.private: "private"}
     assert {who: _rows(board, who) for who in board.auth} == {
-        "anonymous": public, "bob": public, "alice": everyone, "admin": everyone}
+        "anonymous": public,
+        "bob": public,
+        "alice": everyone,
+        "admin": everyone,
+    }
     pages = {who: board.client.get("/", headers=headers).text for who, headers in board.auth.items()}
     assert _page_ids(pages["anonymous"]) == _page_ids(pages["bob"]) == set(public)
     assert _page_ids(pages["alice"]) == _page_ids(pages["admin"]) == set(everyone)
     assert "badge-private" in pages["alice"] and "badge-private" not in pages["anonymous"]
     downloads = {who: board.client.get("/leaderboard.csv", headers=headers).text for who, headers in board.auth.items()}
     assert {who: _csv_rows(text) for who, text in downloads.items()} == {
-        "anonymous": public, "bob": public, "alice": everyone, "admin": everyone}
+        "anonymous": public,
+        "bob": public,
+        "alice": everyone,
+        "admin": everyone,
+    }
 
 
 def test_a_private_submissions_pages_are_404_to_others_as_if_it_did_not_exist(board):
@@ -120,8 +142,12 @@ def test_the_owners_cached_answer_is_never_served_to_anyone_else(board):
     assert bob.headers["etag"] == anonymous.headers["etag"] != mine.headers["etag"]
     again = client.get("/v1/leaderboard", headers={"If-None-Match": mine.headers["etag"]})
     assert again.status_code == 200 and board.private not in {i["submission_id"] for i in again.json()["items"]}
-    assert client.get("/v1/leaderboard", headers={**board.auth["alice"], "If-None-Match": mine.headers["etag"]}
-                      ).status_code == 304
+    assert (
+        client.get(
+            "/v1/leaderboard", headers={**board.auth["alice"], "If-None-Match": mine.headers["etag"]}
+        ).status_code
+        == 304
+    )
     # The same for the dashboard's cached pages: the board and a submission's page.
     page = client.get("/", headers=board.auth["alice"])
     assert board.private in _page_ids(page.text) and page.headers["cache-control"] == "private, no-cache"
@@ -138,8 +164,11 @@ def test_a_bad_token_is_refused_even_on_a_public_leaderboard(board):
 
 
 def test_an_invalid_visibility_is_422_naming_the_field(board):
-    response = board.client.post("/v1/submissions", headers=board.auth["alice"], json={
-        "learner_id": 1, "stream": "tiny2", "visibility": "secret"})
+    response = board.client.post(
+        "/v1/submissions",
+        headers=board.auth["alice"],
+        json={"learner_id": 1, "stream": "tiny2", "visibility": "secret"},
+    )
     problem = response.json()
     assert response.status_code == 422 and problem["field"] == "visibility", problem
     assert "'public' or 'private'" in problem["detail"]
@@ -149,11 +178,22 @@ def test_visibility_is_part_of_an_idempotent_request():
     """A key replays only the same request; stored keys of requests made before visibility
     existed (all public) still match theirs."""
     request = SubmissionRequest(learner_id=1, stream="tiny2", phase="meta_test", budget=RunBudget())
-    before = json.dumps({"learner_id": 1, "stream": "tiny2", "phase": "meta_test", "budget": RunBudget().to_dict(),
-                         "stream_version": None, "image_size": None}, sort_keys=True, separators=(",", ":"))
+    before = json.dumps(
+        {
+            "learner_id": 1,
+            "stream": "tiny2",
+            "phase": "meta_test",
+            "budget": RunBudget().to_dict(),
+            "stream_version": None,
+            "image_size": None,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     assert request.sha256() == hashlib.sha256(before.encode()).hexdigest()
-    private = SubmissionRequest(learner_id=1, stream="tiny2", phase="meta_test", budget=RunBudget(),
-                                visibility="private")
+    private = SubmissionRequest(
+        learner_id=1, stream="tiny2", phase="meta_test", budget=RunBudget(), visibility="private"
+    )
     assert private.sha256() != request.sha256()
 
 
@@ -161,10 +201,20 @@ def test_an_idempotent_replay_must_repeat_the_visibility(coord_settings, tokens)
     with TestClient(create_server_app(coord_settings), raise_server_exceptions=False) as client:
         alice = {**tokens.auth("alice"), "Idempotency-Key": "private-once"}
         first = _submit(client, alice, "nm-alice", visibility="private")
-        replay = client.post("/v1/submissions", headers=alice, json={
-            "learner_id": first["learner"]["id"], "stream": "tiny2", "budget": {"trials": 1, "steps": 2},
-            "visibility": "private"})
+        replay = client.post(
+            "/v1/submissions",
+            headers=alice,
+            json={
+                "learner_id": first["learner"]["id"],
+                "stream": "tiny2",
+                "budget": {"trials": 1, "steps": 2},
+                "visibility": "private",
+            },
+        )
         assert replay.status_code == 200 and replay.json()["id"] == first["id"]
-        changed = client.post("/v1/submissions", headers=alice, json={
-            "learner_id": first["learner"]["id"], "stream": "tiny2", "budget": {"trials": 1, "steps": 2}})
+        changed = client.post(
+            "/v1/submissions",
+            headers=alice,
+            json={"learner_id": first["learner"]["id"], "stream": "tiny2", "budget": {"trials": 1, "steps": 2}},
+        )
         assert changed.status_code == 409 and changed.json()["field"] == "Idempotency-Key"

@@ -16,27 +16,29 @@ from services.coordinator.backends.ray_jobs import RayJobsBackend
 from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
 from services.coordinator.scheduler.loop import Scheduler
+from services.core.budget import RunBudget
 from services.core.errors import ConfigError
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import Submission, TaskRun
 from services.store.db.models_coordinator import TaskLease
 from services.store.objects import open_store
-from services.core.budget import RunBudget
 
 pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("database_url", ["postgres"], indirect=True)]
 
 
-def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(
-        coord_settings, ray_head, kit, tmp_path):
+def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(coord_settings, ray_head, kit, tmp_path):
     kit.write_stream(coord_settings.streams_dir, "tiny1", tasks=1)
     secrets = tmp_path / "worker-secrets"  # as a mounted Secret: one file per name
     secrets.mkdir()
-    for name, value in {"NEVIS_DATABASE_URL": coord_settings.database_url,
-                        "NEVIS_STORE_URL": coord_settings.store_url,
-                        "NEVIS_DATA_DIR": str(coord_settings.data_dir)}.items():
+    for name, value in {
+        "NEVIS_DATABASE_URL": coord_settings.database_url,
+        "NEVIS_STORE_URL": coord_settings.store_url,
+        "NEVIS_DATA_DIR": str(coord_settings.data_dir),
+    }.items():
         (secrets / name).write_text(value + "\n")
-    settings = coord_settings.model_copy(update={"backend": "ray", "ray_address": ray_head.dashboard_url,
-                                                 "ray_secrets_path": str(secrets)})
+    settings = coord_settings.model_copy(
+        update={"backend": "ray", "ray_address": ray_head.dashboard_url, "ray_secrets_path": str(secrets)}
+    )
     backend = RayJobsBackend(settings)
     sessions = session_factory(make_engine(settings.database_url))
     store = open_store(settings.store_url)
@@ -45,11 +47,19 @@ def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(
     with transaction(sessions) as session:
         user = users.create_user(session, name="alice", role="submitter")
         owned = learners.create_learner(
-            session, owner=user, name="cheater", entrypoint="nevis_test_learners:cheater", image=None,
-            resources=ResourceRequest(), bundle_key=info.key, bundle_sha256=info.sha256,
-            bundle_size_bytes=info.size)
-        request = submissions.SubmissionRequest(learner_id=owned.learner.id, stream="tiny1", phase="meta_test",
-                                                budget=RunBudget(trials=1, steps=1))
+            session,
+            owner=user,
+            name="cheater",
+            entrypoint="nevis_test_learners:cheater",
+            image=None,
+            resources=ResourceRequest(),
+            bundle_key=info.key,
+            bundle_sha256=info.sha256,
+            bundle_size_bytes=info.size,
+        )
+        request = submissions.SubmissionRequest(
+            learner_id=owned.learner.id, stream="tiny1", phase="meta_test", budget=RunBudget(trials=1, steps=1)
+        )
         sub_id = submissions.create_submission(session, settings=settings, user=user, request=request)[0].id
 
     scheduler = Scheduler(settings, backend=backend, sessions=sessions)
@@ -57,8 +67,9 @@ def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(
     while time.monotonic() < deadline:
         scheduler.tick()
         with sessions() as session:
-            done = session.get(Submission, sub_id).status not in ("queued", "running") and not \
-                session.scalar(select(TaskLease.id).where(TaskLease.status.in_(("launching", "launched", "running"))))
+            done = session.get(Submission, sub_id).status not in ("queued", "running") and not session.scalar(
+                select(TaskLease.id).where(TaskLease.status.in_(("launching", "launched", "running")))
+            )
         if done:
             break
         time.sleep(1)
@@ -67,13 +78,19 @@ def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(
         lease = session.scalar(select(TaskLease))
         state_key = session.scalar(select(TaskRun.learner_state_key))
     client = JobSubmissionClient(ray_head.dashboard_url)
-    kit.wait_for(lambda: client.get_job_status(lease.job_id).is_terminal(), timeout_s=60,
-                 what="the job's driver to exit after ending its lease")
+    kit.wait_for(
+        lambda: client.get_job_status(lease.job_id).is_terminal(),
+        timeout_s=60,
+        what="the job's driver to exit after ending its lease",
+    )
     job = client.get_job_info(lease.job_id)
     assert submission.status == "succeeded", (submission.error, client.get_job_logs(lease.job_id)[-3000:])
     assert (lease.status, lease.backend) == ("succeeded", "ray")
     assert re.fullmatch(rf"nevis-s{sub_id}-t1-a1-l{lease.id}-[0-9a-f]{{6}}", lease.job_id)
-    assert str(job.status) in ("SUCCEEDED", "JobStatus.SUCCEEDED") and backend.status(lease.job_id).state.value == "succeeded"
+    assert (
+        str(job.status) in ("SUCCEEDED", "JobStatus.SUCCEEDED")
+        and backend.status(lease.job_id).state.value == "succeeded"
+    )
     assert job.metadata["nevis.submission"] == str(sub_id)
     shown = json.dumps(job.runtime_env)  # cluster metadata: no credential, only where they are
     assert job.runtime_env["env_vars"]["NEVIS_SECRETS_PATH"] == str(secrets)
@@ -90,8 +107,7 @@ def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(
 
 def test_the_ray_backend_needs_a_jobs_api_address(coord_settings):
     with pytest.raises(ConfigError, match="http://ray-head:8265"):
-        RayJobsBackend(coord_settings.model_copy(update={"ray_address": "127.0.0.1:6379",
-                                                         "ray_secrets_path": "/x"}))
+        RayJobsBackend(coord_settings.model_copy(update={"ray_address": "127.0.0.1:6379", "ray_secrets_path": "/x"}))
 
 
 def test_the_ray_backend_needs_a_secrets_path_and_sends_no_credential(coord_settings, monkeypatch):
@@ -99,13 +115,20 @@ def test_the_ray_backend_needs_a_secrets_path_and_sends_no_credential(coord_sett
         RayJobsBackend(coord_settings.model_copy(update={"ray_address": "http://head:8265"}))
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-value")
     monkeypatch.setenv("PGPASSWORD", "pg-secret-value")
-    backend = RayJobsBackend(coord_settings.model_copy(update={
-        "ray_address": "http://head:8265", "ray_secrets_path": "/etc/nevis/worker.env",
-        "s3_endpoint_url": "http://minio:9000"}))
+    backend = RayJobsBackend(
+        coord_settings.model_copy(
+            update={
+                "ray_address": "http://head:8265",
+                "ray_secrets_path": "/etc/nevis/worker.env",
+                "s3_endpoint_url": "http://minio:9000",
+            }
+        )
+    )
     from services.coordinator.backends.base import LaunchSpec
 
-    env = backend.runtime_env(LaunchSpec(lease_id=1, submission_id=1, task_order=1, attempt=1,
-                                         learner_name="x", entrypoint="m:f", image=None))["env_vars"]
+    env = backend.runtime_env(
+        LaunchSpec(lease_id=1, submission_id=1, task_order=1, attempt=1, learner_name="x", entrypoint="m:f", image=None)
+    )["env_vars"]
     shown = json.dumps(env)
     for secret in ("aws-secret-value", "pg-secret-value", coord_settings.database_url, "minio"):
         assert secret not in shown
@@ -114,14 +137,15 @@ def test_the_ray_backend_needs_a_secrets_path_and_sends_no_credential(coord_sett
 
 
 def test_a_failing_job_is_reported_as_failed(coord_settings, ray_head):
-    settings = coord_settings.model_copy(update={"ray_address": ray_head.dashboard_url,
-                                                 "ray_secrets_path": "/nonexistent",
-                                                 "worker_command": "false"})
+    settings = coord_settings.model_copy(
+        update={"ray_address": ray_head.dashboard_url, "ray_secrets_path": "/nonexistent", "worker_command": "false"}
+    )
     backend = RayJobsBackend(settings)
     from services.coordinator.backends.base import LaunchSpec
 
-    job_id = backend.launch(LaunchSpec(lease_id=1, submission_id=1, task_order=1, attempt=1,
-                                       learner_name="x", entrypoint="m:f", image=None))
+    job_id = backend.launch(
+        LaunchSpec(lease_id=1, submission_id=1, task_order=1, attempt=1, learner_name="x", entrypoint="m:f", image=None)
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not backend.status(job_id).state.ended:
         time.sleep(0.5)

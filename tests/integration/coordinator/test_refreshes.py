@@ -54,7 +54,7 @@ class SilentBackend:
         return f"silent:{spec.lease_id}"
 
     def status(self, job_id):
-        from services.coordinator.backends.base import JobState, JobStatus  # noqa: PLC0415
+        from services.coordinator.backends.base import JobState, JobStatus
 
         return JobStatus(JobState.UNKNOWN)
 
@@ -75,15 +75,17 @@ def bump(streams_dir: Path, name: str, version: str) -> None:
 
 
 def learner(client, tokens, who: str) -> int:
-    made = client.post("/v1/learners", json={"name": f"{who}-nm", "entrypoint": ENTRYPOINT},
-                       headers=tokens.auth(who))
+    made = client.post("/v1/learners", json={"name": f"{who}-nm", "entrypoint": ENTRYPOINT}, headers=tokens.auth(who))
     assert made.status_code == 201, made.text
     return made.json()["id"]
 
 
 def submit(client, tokens, who: str, learner_id: int, **body) -> int:
-    made = client.post("/v1/submissions", headers=tokens.auth(who), json={
-        "learner_id": learner_id, "stream": "tiny2", "budget": {"trials": 1, "steps": 2}, **body})
+    made = client.post(
+        "/v1/submissions",
+        headers=tokens.auth(who),
+        json={"learner_id": learner_id, "stream": "tiny2", "budget": {"trials": 1, "steps": 2}, **body},
+    )
     assert made.status_code == 201, made.text
     return made.json()["id"]
 
@@ -97,19 +99,40 @@ def finish(sessions, submission_id: int, error: float) -> None:
     """Commit every task of a submission with ``error``, as a worker would."""
     with transaction(sessions) as session:
         sub = session.get(Submission, submission_id)
-        tasks = [t for t in session.scalars(select(StreamTask).where(
-            StreamTask.stream_version_id == sub.stream_version_id).order_by(StreamTask.order))
-            if sub.phase == "meta_test" or t.phase == "meta_train"]
+        tasks = [
+            t
+            for t in session.scalars(
+                select(StreamTask)
+                .where(StreamTask.stream_version_id == sub.stream_version_id)
+                .order_by(StreamTask.order)
+            )
+            if sub.phase == "meta_test" or t.phase == "meta_train"
+        ]
         for i, task in enumerate(tasks):
             run = records.start_task_run(session, submission=sub, task=task)
-            trial = records.record_trial(session, task_run_id=run.id, outcome=TrialOutcome(
-                trial_index=0, seed=0, status="ok", flops_measured=100, dev_error=error))
-            records.commit_task(session, submission=sub, run=run, best_trial=trial, outcome=TaskOutcome(
-                order=task.order, best_trial_index=0, error=error,
-                split="test" if sub.phase == "meta_test" else "dev_test",
-                metric="accuracy" if task.kind == "single" else "map", flops=100.0,
-                wall_time_s=1.0, peak_memory_bytes=0, state_key="state"),
-                next_order=tasks[i + 1].order if i + 1 < len(tasks) else None)
+            trial = records.record_trial(
+                session,
+                task_run_id=run.id,
+                outcome=TrialOutcome(trial_index=0, seed=0, status="ok", flops_measured=100, dev_error=error),
+            )
+            records.commit_task(
+                session,
+                submission=sub,
+                run=run,
+                best_trial=trial,
+                outcome=TaskOutcome(
+                    order=task.order,
+                    best_trial_index=0,
+                    error=error,
+                    split="test" if sub.phase == "meta_test" else "dev_test",
+                    metric="accuracy" if task.kind == "single" else "map",
+                    flops=100.0,
+                    wall_time_s=1.0,
+                    peak_memory_bytes=0,
+                    state_key="state",
+                ),
+                next_order=tasks[i + 1].order if i + 1 < len(tasks) else None,
+            )
 
 
 def count_on(kit, settings, version: str, name: str = "tiny2") -> int:
@@ -119,18 +142,29 @@ def count_on(kit, settings, version: str, name: str = "tiny2") -> int:
 # --- what a refresh queues, and only once ----------------------------------------------------
 
 
-def test_a_refresh_queues_the_baselines_and_the_pinned_submissions_only(client, tokens, kit, coord_settings,
-                                                                       sessions):
+def test_a_refresh_queues_the_baselines_and_the_pinned_submissions_only(client, tokens, kit, coord_settings, sessions):
     alice, bob = learner(client, tokens, "alice"), learner(client, tokens, "bob")
-    pinned = submit(client, tokens, "alice", alice, phase="meta_train", pinned=True, visibility="private",
-                    code_url="https://github.com/alice/nm")
+    pinned = submit(
+        client,
+        tokens,
+        "alice",
+        alice,
+        phase="meta_train",
+        pinned=True,
+        visibility="private",
+        code_url="https://github.com/alice/nm",
+    )
     submit(client, tokens, "alice", alice)  # not pinned: not re-run
     later = submit(client, tokens, "bob", bob)
     other_stream = submit(client, tokens, "bob", bob, stream="tiny3", pinned=True)
-    assert client.post(f"/v1/submissions/{later}/pin", json={"pinned": "yes"},
-                       headers=tokens.auth("bob")).status_code == 422
-    assert client.post(f"/v1/submissions/{later}/pin", json={"pinned": True},
-                       headers=tokens.auth("alice")).status_code == 404  # not alice's
+    assert (
+        client.post(f"/v1/submissions/{later}/pin", json={"pinned": "yes"}, headers=tokens.auth("bob")).status_code
+        == 422
+    )
+    assert (
+        client.post(f"/v1/submissions/{later}/pin", json={"pinned": True}, headers=tokens.auth("alice")).status_code
+        == 404
+    )  # not alice's
     pinned_later = client.post(f"/v1/submissions/{later}/pin", json={"pinned": True}, headers=tokens.auth("bob"))
     assert pinned_later.status_code == 200 and pinned_later.json()["pinned"] is True
     assert client.get(f"/v1/submissions/{other_stream}", headers=tokens.auth("bob")).json()["pinned"] is True
@@ -140,20 +174,40 @@ def test_a_refresh_queues_the_baselines_and_the_pinned_submissions_only(client, 
     assert outcome.created and len(outcome.queued) == 3
     rows = kit.query(coord_settings.database_url, ON_VERSION, name="tiny2", version="test-2")
     default_trials = 4
-    assert sorted((r[0], r[1], r[2], json.loads(r[3])["trials"] if isinstance(r[3], str) else r[3]["trials"],
-                   r[4], bool(r[5]), r[6]) for r in rows) == [
+    assert sorted(
+        (
+            r[0],
+            r[1],
+            r[2],
+            json.loads(r[3])["trials"] if isinstance(r[3], str) else r[3]["trials"],
+            r[4],
+            bool(r[5]),
+            r[6],
+        )
+        for r in rows
+    ) == [
         ("alice-nm", "alice", "meta_train", 1, "private", False, "queued"),
         ("bob-nm", "bob", "meta_test", 1, "public", False, "queued"),
         ("indep", "refresh", "meta_test", default_trials, "public", False, "queued"),
     ]
-    runs = kit.query(coord_settings.database_url, "SELECT kind, source_submission_id FROM refresh_runs "
-                     "WHERE refresh_id = :r ORDER BY submission_id", r=outcome.refresh.id)
+    runs = kit.query(
+        coord_settings.database_url,
+        "SELECT kind, source_submission_id FROM refresh_runs WHERE refresh_id = :r ORDER BY submission_id",
+        r=outcome.refresh.id,
+    )
     assert sorted(runs, key=str) == sorted([("baseline", None), ("pinned", pinned), ("pinned", later)], key=str)
-    events = kit.query(coord_settings.database_url, "SELECT payload FROM events WHERE kind = 'submission.queued' "
-                       "AND submission_id = :s", s=outcome.queued[0])
+    events = kit.query(
+        coord_settings.database_url,
+        "SELECT payload FROM events WHERE kind = 'submission.queued' AND submission_id = :s",
+        s=outcome.queued[0],
+    )
     assert len(events) == 1
-    copied = kit.query(coord_settings.database_url, "SELECT s.code_url FROM refresh_runs r JOIN submissions s "
-                       "ON s.id = r.submission_id WHERE r.source_submission_id = :p", p=pinned)
+    copied = kit.query(
+        coord_settings.database_url,
+        "SELECT s.code_url FROM refresh_runs r JOIN submissions s "
+        "ON s.id = r.submission_id WHERE r.source_submission_id = :p",
+        p=pinned,
+    )
     assert copied == [("https://github.com/alice/nm",)]  # where the pinned learner's code is public, copied
 
     again = refresh(sessions, coord_settings, trigger="admin")
@@ -166,23 +220,34 @@ def test_a_refresh_skips_runs_the_version_already_has(client, tokens, kit, coord
     """A baseline (any owner) or a pinned run (same owner) already queued on the version is not
     queued again; a user's learner named like a baseline is no baseline."""
     bob = learner(client, tokens, "bob")
-    client.post(f"/v1/submissions/{submit(client, tokens, 'bob', bob)}/pin", json={"pinned": True},
-                headers=tokens.auth("bob"))
+    client.post(
+        f"/v1/submissions/{submit(client, tokens, 'bob', bob)}/pin", json={"pinned": True}, headers=tokens.auth("bob")
+    )
     bump(coord_settings.streams_dir, "tiny2", "test-2")
     submit(client, tokens, "bob", bob)  # bob already runs his learner on test-2
-    made = client.post("/v1/learners", json={"name": "ft_prev", "entrypoint": ENTRYPOINT},
-                       headers=tokens.auth("alice"))
+    made = client.post("/v1/learners", json={"name": "ft_prev", "entrypoint": ENTRYPOINT}, headers=tokens.auth("alice"))
     assert made.status_code == 201
     with sessions() as session:
         version = ensure_stream_version(session, manifest=load_stream(str(coord_settings.streams_dir / "tiny2.json")))
         session.commit()
         indep = records.ensure_learner(session, spec="indep", resources={})
-        records.create_submission(session, learner=indep, stream_version=version, phase="meta_test",
-                                  budget=RunBudget(),
-                                  image_size=16, first_order=1, status="succeeded")
+        records.create_submission(
+            session,
+            learner=indep,
+            stream_version=version,
+            phase="meta_test",
+            budget=RunBudget(),
+            image_size=16,
+            first_order=1,
+            status="succeeded",
+        )
         session.commit()
-    settings = kit.make_settings(coord_settings.database_url, coord_settings.data_dir, coord_settings.streams_dir,
-                                 refresh_baselines="indep,ft_prev")
+    settings = kit.make_settings(
+        coord_settings.database_url,
+        coord_settings.data_dir,
+        coord_settings.streams_dir,
+        refresh_baselines="indep,ft_prev",
+    )
     outcome = refresh(sessions, settings)
     assert outcome.created and outcome.queued == ()
     assert outcome.refresh.status == "finished" and outcome.refresh.snapshot["version"] == "test-2"
@@ -194,7 +259,12 @@ def test_through_the_admin_api_a_second_refresh_launches_nothing(client, tokens,
     assert first.status_code == 201, first.text
     body = first.json()
     assert (body["stream"], body["version"], body["trigger"], body["status"], body["requested_by"]) == (
-        "tiny2", "test-1", "admin", "running", "root")
+        "tiny2",
+        "test-1",
+        "admin",
+        "running",
+        "root",
+    )
     assert [(r["kind"], r["status"]) for r in body["runs"]] == [("baseline", "queued")]
     assert first.headers["location"] == f"/v1/admin/refreshes/{body['id']}"
     second = client.post("/v1/admin/refreshes", json={"stream": "tiny2"}, headers=tokens.auth("admin"))
@@ -202,12 +272,12 @@ def test_through_the_admin_api_a_second_refresh_launches_nothing(client, tokens,
     assert count_on(kit, coord_settings, "test-1") == 1
     listed = client.get("/v1/admin/refreshes", headers=tokens.auth("admin")).json()
     assert listed["total"] == 1 and listed["items"][0]["id"] == body["id"]
-    assert client.get("/v1/admin/refreshes", params={"stream": "tiny3"},
-                      headers=tokens.auth("admin")).json()["total"] == 0
+    assert (
+        client.get("/v1/admin/refreshes", params={"stream": "tiny3"}, headers=tokens.auth("admin")).json()["total"] == 0
+    )
     detail = client.get(f"/v1/admin/refreshes/{body['id']}", headers=tokens.auth("admin")).json()
     assert detail["snapshot"] is None
-    cancelled = client.post(f"/v1/submissions/{body['runs'][0]['submission_id']}/cancel",
-                            headers=tokens.auth("admin"))
+    cancelled = client.post(f"/v1/submissions/{body['runs'][0]['submission_id']}/cancel", headers=tokens.auth("admin"))
     assert cancelled.status_code == 200
     assert RefreshTimer(coord_settings, sessions).settle() == [body["id"]]
     detail = client.get(f"/v1/admin/refreshes/{body['id']}", headers=tokens.auth("admin")).json()
@@ -219,8 +289,12 @@ def test_through_the_admin_api_a_second_refresh_launches_nothing(client, tokens,
 
 
 def test_two_concurrent_refreshes_start_it_once(kit, coord_settings, sessions):
-    settings = kit.make_settings(coord_settings.database_url, coord_settings.data_dir, coord_settings.streams_dir,
-                                 refresh_baselines="indep,ft_prev")
+    settings = kit.make_settings(
+        coord_settings.database_url,
+        coord_settings.data_dir,
+        coord_settings.streams_dir,
+        refresh_baselines="indep,ft_prev",
+    )
     barrier, created, errors = threading.Barrier(4), [], []
 
     def race() -> None:
@@ -274,7 +348,12 @@ def test_each_version_keeps_its_snapshot_after_another_version_s_runs(client, to
     assert (kept["stream"], kept["version"], kept["phase"], kept["total"]) == ("tiny2", "test-1", "meta_test", 1)
     (row,) = kept["rows"]
     assert (row["learner"], row["rank"], row["baseline"], row["mean_error"], row["status"]) == (
-        "indep", 1, True, pytest.approx(0.3), "succeeded")
+        "indep",
+        1,
+        True,
+        pytest.approx(0.3),
+        "succeeded",
+    )
     with TestClient(create_server_app(coord_settings)) as dashboard:
         assert 'id="version-select"' not in dashboard.get("/", params={"stream": "tiny2"}).text
 
@@ -300,8 +379,9 @@ def test_each_version_keeps_its_snapshot_after_another_version_s_runs(client, to
 
 
 def test_a_due_refresh_is_started_by_one_scheduler_pass_and_not_the_next(kit, coord_settings, sessions):
-    settings = kit.make_settings(coord_settings.database_url, coord_settings.data_dir, coord_settings.streams_dir,
-                                 refresh_cron="0 3 * * *")
+    settings = kit.make_settings(
+        coord_settings.database_url, coord_settings.data_dir, coord_settings.streams_dir, refresh_cron="0 3 * * *"
+    )
     with transaction(sessions) as session:  # tiny2 has run here (a stored version); tiny3 has not
         ensure_stream_version(session, manifest=load_stream(str(settings.streams_dir / "tiny2.json")))
     bump(settings.streams_dir, "tiny2", "test-2")
@@ -331,18 +411,23 @@ def test_without_a_cron_the_scheduler_starts_no_refresh(kit, coord_settings, ses
 
 
 def test_the_cli_refreshes_pending_streams_once(kit, coord_settings):
-    env = {**os.environ, "NEVIS_DATABASE_URL": coord_settings.database_url,
-           "NEVIS_DATA_DIR": str(coord_settings.data_dir), "NEVIS_STREAMS_DIR": str(coord_settings.streams_dir)}
+    env = {
+        **os.environ,
+        "NEVIS_DATABASE_URL": coord_settings.database_url,
+        "NEVIS_DATA_DIR": str(coord_settings.data_dir),
+        "NEVIS_STREAMS_DIR": str(coord_settings.streams_dir),
+    }
     env.pop("NEVIS_REFRESH_STREAMS", None)
-    run = subprocess.run([str(kit.nevis), "refresh", "run", "--stream", "tiny3"], env=env,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [str(kit.nevis), "refresh", "run", "--stream", "tiny3"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stderr
     assert "of tiny3 test-1: queued 1 submission(s)" in run.stdout
-    again = subprocess.run([str(kit.nevis), "refresh", "run"], env=env, capture_output=True, text=True,
-                           timeout=120)
+    again = subprocess.run([str(kit.nevis), "refresh", "run"], env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "nothing to refresh" in again.stdout, again.stdout + again.stderr
-    bad = subprocess.run([str(kit.nevis), "refresh", "run", "--stream", "nope"], env=env,
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [str(kit.nevis), "refresh", "run", "--stream", "nope"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert bad.returncode == 1 and "'nope' was not refreshed" in bad.stderr
 
 
@@ -352,24 +437,26 @@ def test_the_cli_refreshes_pending_streams_once(kit, coord_settings):
 def test_the_admin_routes_are_admin_only(shared_api):
     client, tokens = shared_api.client, shared_api.tokens
     for who in ("alice", "bob"):
-        assert client.post("/v1/admin/refreshes", json={"stream": "tiny2"},
-                           headers=tokens.auth(who)).status_code == 403
+        assert client.post("/v1/admin/refreshes", json={"stream": "tiny2"}, headers=tokens.auth(who)).status_code == 403
         assert client.get("/v1/admin/refreshes", headers=tokens.auth(who)).status_code == 403
         assert client.get("/v1/admin/refreshes/1", headers=tokens.auth(who)).status_code == 403
     assert client.post("/v1/admin/refreshes", json={"stream": "tiny2"}).status_code == 401
     assert client.get("/v1/admin/refreshes").status_code == 401
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({}, "stream"),
-    ({"stream": 5}, "stream"),
-    ({"stream": None}, "stream"),
-    ({"stream": "nope"}, "stream"),
-    ({"stream": "../../etc/passwd"}, "stream"),
-    ({"stream": "x" * 5000}, "stream"),
-    ({"stream": "tiny2", "version": "9"}, "version"),
-    ([], None),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "stream"),
+        ({"stream": 5}, "stream"),
+        ({"stream": None}, "stream"),
+        ({"stream": "nope"}, "stream"),
+        ({"stream": "../../etc/passwd"}, "stream"),
+        ({"stream": "x" * 5000}, "stream"),
+        ({"stream": "tiny2", "version": "9"}, "version"),
+        ([], None),
+    ],
+)
 def test_bad_refresh_bodies_are_422(shared_api, body, field):
     response = shared_api.client.post("/v1/admin/refreshes", json=body, headers=shared_api.tokens.auth("admin"))
     assert response.status_code == 422, response.text
@@ -378,13 +465,23 @@ def test_bad_refresh_bodies_are_422(shared_api, body, field):
         assert response.json()["field"] == field
 
 
-@pytest.mark.parametrize(("path", "code"), [
-    ("/v1/admin/refreshes?limit=0", 422), ("/v1/admin/refreshes?offset=-1", 422),
-    ("/v1/admin/refreshes?stream=%00", 422), ("/v1/admin/refreshes?stream=a%20b", 422),
-    ("/v1/admin/refreshes/abc", 422), ("/v1/admin/refreshes/0", 422), ("/v1/admin/refreshes/99999", 404),
-])
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("/v1/admin/refreshes?limit=0", 422),
+        ("/v1/admin/refreshes?offset=-1", 422),
+        ("/v1/admin/refreshes?stream=%00", 422),
+        ("/v1/admin/refreshes?stream=a%20b", 422),
+        ("/v1/admin/refreshes/abc", 422),
+        ("/v1/admin/refreshes/0", 422),
+        ("/v1/admin/refreshes/99999", 404),
+    ],
+)
 def test_bad_refresh_reads_are_4xx(shared_api, path, code):
     assert shared_api.client.get(path, headers=shared_api.tokens.auth("admin")).status_code == code
-    malformed = shared_api.client.post("/v1/admin/refreshes", content=b"{not json",
-                                       headers={**shared_api.tokens.auth("admin"), "content-type": "application/json"})
+    malformed = shared_api.client.post(
+        "/v1/admin/refreshes",
+        content=b"{not json",
+        headers={**shared_api.tokens.auth("admin"), "content-type": "application/json"},
+    )
     assert malformed.status_code == 422

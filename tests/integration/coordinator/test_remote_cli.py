@@ -21,11 +21,11 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli.client import NevisClient
+from services.cli.console import make_console
 from services.cli.learner_template import render
 from services.cli.main import app
 from services.cli.remote_follow import follow
 from services.coordinator.common.client_errors import InvalidInputError
-from services.cli.console import make_console
 from services.store.db import make_engine, session_factory, transaction
 
 pytestmark = pytest.mark.parametrize("module_database_url", ["sqlite"], indirect=True, scope="module")
@@ -46,8 +46,9 @@ def _nevis(kit, env: dict[str, str], *args: str, stdin: str = "") -> subprocess.
     return subprocess.run([str(kit.nevis), *args], input=stdin, capture_output=True, text=True, env=env, timeout=300)
 
 
-def test_login_submit_status_leaderboard_cancel(live_server: int, shared_api, kit, learner_folder: Path,
-                                                tmp_path: Path, monkeypatch, measured_run) -> None:
+def test_login_submit_status_leaderboard_cancel(
+    live_server: int, shared_api, kit, learner_folder: Path, tmp_path: Path, monkeypatch, measured_run
+) -> None:
     url = f"http://127.0.0.1:{live_server}"
     config = tmp_path / "config"
     for name in ("NEVIS_URL", "NEVIS_TOKEN"):
@@ -65,8 +66,20 @@ def test_login_submit_status_leaderboard_cancel(live_server: int, shared_api, ki
     assert "as alice (submitter)" in logged.stdout
     assert stat.S_IMODE((config / "nevis" / "credentials.json").stat().st_mode) == 0o600
 
-    args = ["submit", str(learner_folder), "--entrypoint", "my_learner:make", "--stream", "tiny2",
-            "--trials", "1", "--steps", "2", "--no-check", "--detach"]
+    args = [
+        "submit",
+        str(learner_folder),
+        "--entrypoint",
+        "my_learner:make",
+        "--stream",
+        "tiny2",
+        "--trials",
+        "1",
+        "--steps",
+        "2",
+        "--no-check",
+        "--detach",
+    ]
     refused_url = runner.invoke(app, [*args, "--code-url", "http://github.com/alice/linear"])
     assert isinstance(refused_url.exception, InvalidInputError) and "--code-url" in str(refused_url.exception)
     first = runner.invoke(app, [*args, "--code-url", "https://github.com/alice/linear"])
@@ -81,7 +94,9 @@ def test_login_submit_status_leaderboard_cancel(live_server: int, shared_api, ki
         learner = client.submission(sub_id)["learner"]
         assert client.submission(other_id)["learner"] == learner  # one learner, registered once
         assert (client.submission(sub_id)["code_url"], client.submission(other_id)["code_url"]) == (
-            "https://github.com/alice/linear", None)
+            "https://github.com/alice/linear",
+            None,
+        )
         assert sum(lr.name == learner["name"] for lr in client.learners()) == 1
 
     queued = runner.invoke(app, ["status", str(sub_id)])
@@ -107,8 +122,11 @@ def test_login_submit_status_leaderboard_cancel(live_server: int, shared_api, ki
     assert learner["name"][:20] in row and "0.2500" in row and "alice" in row
     assert "not public" not in row and " public " in row
     assert re.search(r"(?<![\d.])1\.000(?![\de])", row)  # its profile score: the one finished run, best on every task
-    cells = next(line.split("│") for line in board.output.splitlines() if line.count("│") > 3
-                 and line.split("│")[2].strip() == str(other_id))  # the submission column
+    cells = next(
+        line.split("│")
+        for line in board.output.splitlines()
+        if line.count("│") > 3 and line.split("│")[2].strip() == str(other_id)
+    )  # the submission column
     assert "not public" in [c.strip() for c in cells]
 
     cancelled = runner.invoke(app, ["cancel", str(other_id)])
@@ -119,27 +137,50 @@ def test_login_submit_status_leaderboard_cancel(live_server: int, shared_api, ki
     assert "error: Not Found (404): " in missing.stderr, missing.stderr
 
 
-def test_submit_checks_the_learner_first(live_server: int, shared_api, learner_folder: Path, tmp_path: Path,
-                                         monkeypatch) -> None:
+def test_submit_checks_the_learner_first(
+    live_server: int, shared_api, learner_folder: Path, tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.setenv("NEVIS_URL", f"http://127.0.0.1:{live_server}")
     monkeypatch.setenv("NEVIS_TOKEN", shared_api.tokens.bob)
-    result = CliRunner().invoke(app, ["submit", str(learner_folder), "--entrypoint", "my_learner:nothing",
-                                      "--stream", "tiny2"])
+    result = CliRunner().invoke(
+        app, ["submit", str(learner_folder), "--entrypoint", "my_learner:nothing", "--stream", "tiny2"]
+    )
     assert result.exit_code == 1 and "fix (load)" in result.output and "Nothing was submitted" in result.output
     with NevisClient(f"http://127.0.0.1:{live_server}", shared_api.tokens.bob) as client:
         assert client.submissions()["total"] == 0 and not list(client.learners())
 
 
-def test_ctrl_c_detaches_and_the_submission_goes_on(live_server: int, shared_api, kit, learner_folder: Path,
-                                                     tmp_path: Path) -> None:
+def test_ctrl_c_detaches_and_the_submission_goes_on(
+    live_server: int, shared_api, kit, learner_folder: Path, tmp_path: Path
+) -> None:
     url = f"http://127.0.0.1:{live_server}"
-    env = {**os.environ, "NEVIS_URL": url, "NEVIS_TOKEN": shared_api.tokens.admin, "PYTHONUNBUFFERED": "1",
-           "XDG_CONFIG_HOME": str(tmp_path / "config")}
-    proc = subprocess.Popen([str(kit.nevis), "submit", str(learner_folder), "--entrypoint", "my_learner:make",
-                             "--stream", "tiny2", "--phase", "meta_train", "--no-check"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            # a test runner started in the background ignores SIGINT, and its children inherit that
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    env = {
+        **os.environ,
+        "NEVIS_URL": url,
+        "NEVIS_TOKEN": shared_api.tokens.admin,
+        "PYTHONUNBUFFERED": "1",
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+    }
+    proc = subprocess.Popen(
+        [
+            str(kit.nevis),
+            "submit",
+            str(learner_folder),
+            "--entrypoint",
+            "my_learner:make",
+            "--stream",
+            "tiny2",
+            "--phase",
+            "meta_train",
+            "--no-check",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # a test runner started in the background ignores SIGINT, and its children inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     lines = []
     try:
         for line in proc.stdout:  # the server has no scheduler: the run stays queued, followed

@@ -32,14 +32,22 @@ def _free_port() -> int:
 
 def test_submit_follows_a_real_run_to_the_leaderboard(coord_settings, ray_head, kit, tmp_path: Path) -> None:
     url = coord_settings.database_url
-    env = {**os.environ, "NEVIS_DATA_DIR": str(coord_settings.data_dir), "NEVIS_DATABASE_URL": url,
-           "NEVIS_STREAMS_DIR": str(coord_settings.streams_dir), "NEVIS_RAY_ADDRESS": ray_head.gcs_address,
-           "NEVIS_WORKER_COMMAND": str(kit.nevis), "NEVIS_HEARTBEAT_INTERVAL_S": "1",
-           "NEVIS_POLL_INTERVAL_S": "0.3", "RAY_AUTH_MODE": "disabled",
-           # One launch per task: the crasher's task fails at its first attempt instead of
-           # two more launches after 10 s and 20 s of back-off (retries are test_scheduler's).
-           "NEVIS_MAX_ATTEMPTS": "1",
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "COLUMNS": "200"}
+    env = {
+        **os.environ,
+        "NEVIS_DATA_DIR": str(coord_settings.data_dir),
+        "NEVIS_DATABASE_URL": url,
+        "NEVIS_STREAMS_DIR": str(coord_settings.streams_dir),
+        "NEVIS_RAY_ADDRESS": ray_head.gcs_address,
+        "NEVIS_WORKER_COMMAND": str(kit.nevis),
+        "NEVIS_HEARTBEAT_INTERVAL_S": "1",
+        "NEVIS_POLL_INTERVAL_S": "0.3",
+        "RAY_AUTH_MODE": "disabled",
+        # One launch per task: the crasher's task fails at its first attempt instead of
+        # two more launches after 10 s and 20 s of back-off (retries are test_scheduler's).
+        "NEVIS_MAX_ATTEMPTS": "1",
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "COLUMNS": "200",
+    }
     for name in ("PYTHONPATH", "RAY_ADDRESS", "NEVIS_STORE_URL", "NEVIS_BACKEND", "NEVIS_URL", "NEVIS_TOKEN"):
         env.pop(name, None)
     token = kit.add_user(url, "alice", "submitter")
@@ -49,9 +57,15 @@ def test_submit_follows_a_real_run_to_the_leaderboard(coord_settings, ray_head, 
     shutil.copy(kit.fixture_learners / "nevis_test_learners.py", folder)
     port = _free_port()
     with open(tmp_path / "server.log", "ab") as log:
-        server = subprocess.Popen([str(kit.nevis), "serve", "--port", str(port), "--log-level", "warning"],
-                                  env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            [str(kit.nevis), "serve", "--port", str(port), "--log-level", "warning"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
+
         def ready() -> bool:
             if server.poll() is not None:
                 pytest.fail(f"the server exited:\n{(tmp_path / 'server.log').read_text()[-3000:]}")
@@ -63,12 +77,24 @@ def test_submit_follows_a_real_run_to_the_leaderboard(coord_settings, ray_head, 
         kit.wait_for(ready, timeout_s=90, what="the server to be ready")
 
         def nevis(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-            return subprocess.run([str(kit.nevis), *args], input=stdin, env=env, capture_output=True,
-                                  text=True, timeout=600)
+            return subprocess.run(
+                [str(kit.nevis), *args], input=stdin, env=env, capture_output=True, text=True, timeout=600
+            )
 
         assert nevis("login", f"http://127.0.0.1:{port}", stdin=token + "\n").returncode == 0
-        run = nevis("submit", str(folder), "--entrypoint", "nevis_test_learners:nearest_mean", "--stream", "tiny2",
-                    "--trials", "1", "--steps", "1", "--no-check")
+        run = nevis(
+            "submit",
+            str(folder),
+            "--entrypoint",
+            "nevis_test_learners:nearest_mean",
+            "--stream",
+            "tiny2",
+            "--trials",
+            "1",
+            "--steps",
+            "1",
+            "--no-check",
+        )
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert "task   1 shapes:shape" in run.stdout and "task   2 shapes:hue" in run.stdout, run.stdout
         assert "status: succeeded" in run.stdout and "E (meta_test, 1/1 tasks) = " in run.stdout
@@ -78,8 +104,19 @@ def test_submit_follows_a_real_run_to_the_leaderboard(coord_settings, ray_head, 
         board = nevis("leaderboard", "--stream", "tiny2")
         assert board.returncode == 0 and "nearest" in board.stdout and "alice" in board.stdout, board.stdout
 
-        crashed = nevis("submit", str(folder), "--entrypoint", "nevis_test_learners:crasher", "--stream", "tiny2",
-                        "--trials", "1", "--steps", "1", "--no-check")
+        crashed = nevis(
+            "submit",
+            str(folder),
+            "--entrypoint",
+            "nevis_test_learners:crasher",
+            "--stream",
+            "tiny2",
+            "--trials",
+            "1",
+            "--steps",
+            "1",
+            "--no-check",
+        )
         assert crashed.returncode == 1 and "status: failed" in crashed.stdout, crashed.stdout[-3000:] + crashed.stderr
         sid = re.search(r"Submission (\d+):", crashed.stdout)[1]
         logs = nevis("logs", sid, "--task", "1", "--trial", "0")
@@ -90,14 +127,20 @@ def test_submit_follows_a_real_run_to_the_leaderboard(coord_settings, ray_head, 
         page = httpx.get(f"{base}/submissions/{sid}", headers={"Authorization": f"Bearer {token}"}, timeout=30)
         link = re.search(rf'href="(/submissions/{sid}/logs\?task=1&amp;trial=0[^"]*)">traceback</a>', page.text)
         assert link, page.text[-3000:]
-        shown = httpx.get(base + link[1].replace("&amp;", "&"), headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        shown = httpx.get(
+            base + link[1].replace("&amp;", "&"), headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
         assert "RuntimeError: boom on task 1" in shown.text
         for headers in ({"Authorization": f"Bearer {other}"}, {}):
             seen = httpx.get(f"{base}/submissions/{sid}", headers=headers, timeout=30).text
             assert 'id="log-list"' not in seen and "Traceback" not in seen  # its error message is public; logs are not
             assert httpx.get(f"{base}/submissions/{sid}/logs", headers=headers, timeout=30).status_code == 404
-        assert httpx.get(f"{base}/v1/submissions/{sid}/logs", headers={"Authorization": f"Bearer {other}"},
-                         timeout=30).status_code == 404
+        assert (
+            httpx.get(
+                f"{base}/v1/submissions/{sid}/logs", headers={"Authorization": f"Bearer {other}"}, timeout=30
+            ).status_code
+            == 404
+        )
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:

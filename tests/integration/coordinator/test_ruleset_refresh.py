@@ -13,7 +13,6 @@ from services.store.db.models import Submission
 from tests.integration.coordinator.test_refreshes import bump, learner, refresh, sessions, submit  # noqa: F401 - sessions: a fixture
 
 
-
 def test_a_refresh_copies_the_pinned_submissions_ruleset(client, tokens, coord_settings, sessions):  # noqa: F811
     bob = learner(client, tokens, "bob")
     tiered = submit(client, tokens, "bob", bob, pinned=True, ruleset="budget-1e12-total-5e12")
@@ -21,8 +20,9 @@ def test_a_refresh_copies_the_pinned_submissions_ruleset(client, tokens, coord_s
     submit(client, tokens, "bob", bob)  # bob's learner under open on test-2: not the pinned run's work
     outcome = refresh(sessions, coord_settings)
     with sessions() as session:
-        copies = session.scalars(select(Submission).where(Submission.id.in_(outcome.queued),
-                                                          Submission.learner_id == bob)).all()
+        copies = session.scalars(
+            select(Submission).where(Submission.id.in_(outcome.queued), Submission.learner_id == bob)
+        ).all()
         assert [(c.ruleset, c.budget["flop_cap"]) for c in copies] == [("budget-1e12-total-5e12", 5e12)]
         assert copies[0].id != tiered
 
@@ -35,13 +35,21 @@ def test_a_refresh_queues_each_baseline_under_each_ruleset_it_is_listed_with(kit
     with sessions() as session:
         rows = session.scalars(select(Submission).where(Submission.id.in_(outcome.queued))).all()
         assert sorted((r.learner.entrypoint, r.ruleset, r.budget["trials"]) for r in rows) == [
-            ("indep_small", "budget-1e12", 2), ("indep_small", "open", 2)]
+            ("indep_small", "budget-1e12", 2),
+            ("indep_small", "open", 2),
+        ]
     # self-tuning refuses an asked-for search: skipped, and the refresh says why
     assert "baseline 'indep_small@self-tuning' skipped: The 'trials' of a budget must be 1" in outcome.refresh.note
 
 
-@pytest.mark.parametrize("listed, words", [("indep@budget", "needs its cap"), ("indep@opne", "Did you mean 'open'?"),
-                                           ("Indep@open", "built-in learner names")])
+@pytest.mark.parametrize(
+    "listed, words",
+    [
+        ("indep@budget", "needs its cap"),
+        ("indep@opne", "Did you mean 'open'?"),
+        ("Indep@open", "built-in learner names"),
+    ],
+)
 def test_a_baseline_with_an_unknown_ruleset_is_refused_at_startup(kit, coord_settings, listed, words):
     with pytest.raises(ValueError, match=words.replace("?", r"\?")):
         CoordinatorSettings(**{**coord_settings.model_dump(), "refresh_baselines": listed})

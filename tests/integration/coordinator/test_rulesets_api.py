@@ -21,9 +21,16 @@ LIMIT, DAYS = 2, 7.0
 
 @pytest.fixture
 def capped(kit, settings_env, database_url, streams_dir, tokens) -> CoordinatorSettings:
-    return kit.make_settings(database_url, settings_env, streams_dir, meta_test_quota=50,
-                             meta_test_ruleset_quota=LIMIT, meta_test_ruleset_quota_days=DAYS,
-                             quota_concurrent=50, quota_daily=100)
+    return kit.make_settings(
+        database_url,
+        settings_env,
+        streams_dir,
+        meta_test_quota=50,
+        meta_test_ruleset_quota=LIMIT,
+        meta_test_ruleset_quota_days=DAYS,
+        quota_concurrent=50,
+        quota_daily=100,
+    )
 
 
 @pytest.fixture
@@ -33,14 +40,22 @@ def api(capped) -> Iterator[TestClient]:
 
 
 def _learner(api: TestClient, headers: dict[str, str], name: str) -> int:
-    made = api.post("/v1/learners", headers=headers,
-                    json={"name": name, "entrypoint": "nevis_test_learners:nearest_mean"})
+    made = api.post(
+        "/v1/learners", headers=headers, json={"name": name, "entrypoint": "nevis_test_learners:nearest_mean"}
+    )
     assert made.status_code == 201, made.text
     return made.json()["id"]
 
 
-def _submit(api: TestClient, headers: dict[str, str], learner: int, *, ruleset: str | None,
-            phase: str = "meta_test", budget: dict | None = None):
+def _submit(
+    api: TestClient,
+    headers: dict[str, str],
+    learner: int,
+    *,
+    ruleset: str | None,
+    phase: str = "meta_test",
+    budget: dict | None = None,
+):
     body = {"learner_id": learner, "stream": "tiny2", "phase": phase, "budget": budget or {"steps": 2}}
     if ruleset is not None:
         body["ruleset"] = ruleset
@@ -57,7 +72,10 @@ def test_a_submission_names_its_ruleset_and_the_api_shows_it(api, tokens):
     assert tier.json()["ruleset"] == "budget-5e9-total-2e10"
     assert tier.json()["budget"]["flop_cap"] == 2e10  # the tier's run total, enforced as the run's cap
     listed = api.get("/v1/submissions", headers=alice).json()["items"]
-    assert {s["id"]: s["ruleset"] for s in listed} == {default.json()["id"]: "open", tier.json()["id"]: tier.json()["ruleset"]}
+    assert {s["id"]: s["ruleset"] for s in listed} == {
+        default.json()["id"]: "open",
+        tier.json()["id"]: tier.json()["ruleset"],
+    }
 
 
 def test_self_tuning_collapses_a_default_search_and_refuses_an_asked_one(api, tokens):
@@ -65,14 +83,20 @@ def test_self_tuning_collapses_a_default_search_and_refuses_an_asked_one(api, to
     learner = _learner(api, alice, "nm-alice")
     collapsed = _submit(api, alice, learner, ruleset="self-tuning", phase="meta_train")
     assert collapsed.status_code == 201 and collapsed.json()["budget"]["trials"] == 1
-    refused = _submit(api, alice, learner, ruleset="self-tuning", phase="meta_train",
-                      budget={"trials": 3, "steps": 2})
+    refused = _submit(api, alice, learner, ruleset="self-tuning", phase="meta_train", budget={"trials": 3, "steps": 2})
     assert refused.status_code == 422 and refused.json()["field"] == "budget.trials"
     assert "must be 1 under ruleset 'self-tuning'" in refused.json()["detail"]
 
 
-@pytest.mark.parametrize("name, words", [("opne", "Did you mean 'open'?"), ("budget", "needs its cap"),
-                                         ("budget-lots", "not a budget tier"), ("x" * 49, "at most 48")])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("opne", "Did you mean 'open'?"),
+        ("budget", "needs its cap"),
+        ("budget-lots", "not a budget tier"),
+        ("x" * 49, "at most 48"),
+    ],
+)
 def test_an_unknown_ruleset_is_a_422_naming_the_field(api, tokens, name, words):
     alice = tokens.auth("alice")
     refused = _submit(api, alice, _learner(api, alice, "nm-alice"), ruleset=name)
@@ -88,12 +112,20 @@ def test_meta_test_submissions_per_ruleset_are_capped_and_meta_train_is_not(api,
     assert refused.status_code == 429, refused.text
     problem = refused.json()
     assert problem["field"] == "quota.meta_test_ruleset"
-    for words in (f"used {LIMIT} of {LIMIT} meta-test submissions under ruleset 'budget-1e12'",
-                  "per 7 days", "NEVIS_META_TEST_RULESET_QUOTA", "the cap resets for one more at"):
+    for words in (
+        f"used {LIMIT} of {LIMIT} meta-test submissions under ruleset 'budget-1e12'",
+        "per 7 days",
+        "NEVIS_META_TEST_RULESET_QUOTA",
+        "the cap resets for one more at",
+    ):
         assert words in problem["detail"], (words, problem["detail"])
     assert int(refused.headers["retry-after"]) > DAYS * 86_400 - 120
     shown = api.get("/v1/users/me/quota", headers=alice).json()["meta_test_by_ruleset"]  # what is enforced is shown
-    assert (shown["budget-1e12"]["used"], shown["budget-1e12"]["limit"], shown["budget-1e12"]["window_days"]) == (LIMIT, LIMIT, DAYS)
+    assert (shown["budget-1e12"]["used"], shown["budget-1e12"]["limit"], shown["budget-1e12"]["window_days"]) == (
+        LIMIT,
+        LIMIT,
+        DAYS,
+    )
     assert shown["budget-1e12"]["next_allowed_at"] is not None
     assert _submit(api, alice, first, ruleset="budget-1e12", phase="meta_train").status_code == 201
     assert _submit(api, alice, first, ruleset="open").status_code == 201  # another ruleset: its own cap

@@ -68,11 +68,34 @@ def _drop(admin_url: str, name: str) -> None:
 def test_three_replicas_launch_and_commit_every_task_exactly_once(postgres_admin_url, tmp_path, kit):
     report_path = tmp_path / "report.json"
     command = [
-        sys.executable, str(SCRIPT), "--submissions", str(SUBMISSIONS), "--tasks", str(TASKS),
-        "--replicas", str(REPLICAS), "--slots", str(SLOTS), "--cluster-slots", str(CLUSTER_SLOTS),
-        "--users", "5", "--poll-s", "0.1", "--crash-rate", "0.03", "--seed", "1",
-        "--max-minutes", "5", "--postgres-url", postgres_admin_url, "--keep-db", "--quiet",
-        "--json", str(report_path),
+        sys.executable,
+        str(SCRIPT),
+        "--submissions",
+        str(SUBMISSIONS),
+        "--tasks",
+        str(TASKS),
+        "--replicas",
+        str(REPLICAS),
+        "--slots",
+        str(SLOTS),
+        "--cluster-slots",
+        str(CLUSTER_SLOTS),
+        "--users",
+        "5",
+        "--poll-s",
+        "0.1",
+        "--crash-rate",
+        "0.03",
+        "--seed",
+        "1",
+        "--max-minutes",
+        "5",
+        "--postgres-url",
+        postgres_admin_url,
+        "--keep-db",
+        "--quiet",
+        "--json",
+        str(report_path),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=540)
     output = f"exit {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
@@ -96,18 +119,23 @@ def test_three_replicas_launch_and_commit_every_task_exactly_once(postgres_admin
         assert "a user's first submission" in done.stdout
 
         # the database itself: every task committed exactly once
-        results = kit.query(url, "SELECT submission_id, stream_task_id, count(*) FROM task_results "
-                                 "GROUP BY submission_id, stream_task_id")
+        results = kit.query(
+            url,
+            "SELECT submission_id, stream_task_id, count(*) FROM task_results GROUP BY submission_id, stream_task_id",
+        )
         assert len(results) == SUBMISSIONS * TASKS and {n for *_, n in results} == {1}
-        assert kit.query(url, "SELECT count(*) FROM task_runs WHERE status = 'succeeded'") == [
-            (SUBMISSIONS * TASKS,)]
+        assert kit.query(url, "SELECT count(*) FROM task_runs WHERE status = 'succeeded'") == [(SUBMISSIONS * TASKS,)]
         assert kit.query(url, "SELECT status, count(*) FROM submissions GROUP BY status") == [
-            ("succeeded", SUBMISSIONS)]
+            ("succeeded", SUBMISSIONS)
+        ]
         # one committing lease per task; the others (relaunches after a worker died) expired
-        leases = kit.query(url, "SELECT submission_id, task_order, "
-                                "count(*) FILTER (WHERE status = 'succeeded'), "
-                                "count(*) FILTER (WHERE status NOT IN ('succeeded', 'expired')) "
-                                "FROM task_leases GROUP BY submission_id, task_order")
+        leases = kit.query(
+            url,
+            "SELECT submission_id, task_order, "
+            "count(*) FILTER (WHERE status = 'succeeded'), "
+            "count(*) FILTER (WHERE status NOT IN ('succeeded', 'expired')) "
+            "FROM task_leases GROUP BY submission_id, task_order",
+        )
         assert len(leases) == SUBMISSIONS * TASKS
         assert all(succeeded == 1 and other == 0 for *_, succeeded, other in leases)
         # no two leases of one submission in flight at once, and none left in flight
@@ -136,12 +164,20 @@ def _submit(sessions, settings, count: int) -> list[int]:
     with transaction(sessions) as session:
         user = users.create_user(session, name="alice", role="submitter", max_concurrent=100)
         learner = learners.create_learner(
-            session, owner=user, name="alice-nm", entrypoint="nevis_test_learners:nearest_mean",
-            image=None, resources=ResourceRequest()).learner
-        request = submissions.SubmissionRequest(learner_id=learner.id, stream="tiny3",
-                                                phase="meta_test", budget=RunBudget(trials=1, steps=1))
-        return [submissions.create_submission(session, settings=settings, user=user,
-                                              request=request)[0].id for _ in range(count)]
+            session,
+            owner=user,
+            name="alice-nm",
+            entrypoint="nevis_test_learners:nearest_mean",
+            image=None,
+            resources=ResourceRequest(),
+        ).learner
+        request = submissions.SubmissionRequest(
+            learner_id=learner.id, stream="tiny3", phase="meta_test", budget=RunBudget(trials=1, steps=1)
+        )
+        return [
+            submissions.create_submission(session, settings=settings, user=user, request=request)[0].id
+            for _ in range(count)
+        ]
 
 
 def _in_thread(target) -> threading.Thread:

@@ -21,12 +21,12 @@ from services.coordinator.crud import learners, submissions, users
 from services.coordinator.scheduler import leases
 from services.coordinator.scheduler.loop import Scheduler
 from services.coordinator.worker import run_task
+from services.core.budget import RunBudget
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import Event, Submission, TaskRun
 from services.store.db.models_coordinator import LearnerOwner, ScheduledSubmission, TaskLease, User
 from services.store.db.types import utcnow
 from services.store.runs import records
-from services.core.budget import RunBudget
 
 
 @pytest.fixture
@@ -41,18 +41,22 @@ def submit(sessions, settings, owner: str, *, stream: str = "tiny2", count: int 
     with transaction(sessions) as session:
         found = session.scalar(select(User).where(User.name == owner))
         user = found or users.create_user(session, name=owner, role="submitter", max_concurrent=100)
-        learner_id = session.scalar(select(LearnerOwner.learner_id).where(
-            LearnerOwner.user_id == user.id))
+        learner_id = session.scalar(select(LearnerOwner.learner_id).where(LearnerOwner.user_id == user.id))
         if learner_id is None:
             learner_id = learners.create_learner(
-                session, owner=user, name=f"{owner}-nm", entrypoint="nevis_test_learners:nearest_mean",
-                image=None, resources=ResourceRequest()).learner.id
+                session,
+                owner=user,
+                name=f"{owner}-nm",
+                entrypoint="nevis_test_learners:nearest_mean",
+                image=None,
+                resources=ResourceRequest(),
+            ).learner.id
         made = []
         for _ in range(count):
-            request = submissions.SubmissionRequest(learner_id=learner_id, stream=stream,
-                                                    phase="meta_test", budget=RunBudget(trials=1, steps=1))
-            made.append(submissions.create_submission(session, settings=settings, user=user,
-                                                      request=request)[0].id)
+            request = submissions.SubmissionRequest(
+                learner_id=learner_id, stream=stream, phase="meta_test", budget=RunBudget(trials=1, steps=1)
+            )
+            made.append(submissions.create_submission(session, settings=settings, user=user, request=request)[0].id)
     return made
 
 
@@ -100,8 +104,18 @@ def test_the_database_refuses_a_second_active_lease(sessions, coord_settings):
     now = utcnow()
     with pytest.raises(IntegrityError):
         with transaction(sessions) as session:
-            session.add(TaskLease(submission_id=sub, task_order=1, attempt=2, status="running",
-                                  backend="local", owner="rogue", heartbeat_at=now, deadline_at=now))
+            session.add(
+                TaskLease(
+                    submission_id=sub,
+                    task_order=1,
+                    attempt=2,
+                    status="running",
+                    backend="local",
+                    owner="rogue",
+                    heartbeat_at=now,
+                    deadline_at=now,
+                )
+            )
 
 
 @pytest.mark.postgres
@@ -163,8 +177,9 @@ class RecordingBackend(SilentBackend):
     def _work(self, spec) -> None:
         time.sleep(0.05)
         with transaction(self.sessions) as session:
-            if not leases.start_lease(session, lease_id=spec.lease_id, submission_id=spec.submission_id,
-                                      task_deadline_s=60).run:
+            if not leases.start_lease(
+                session, lease_id=spec.lease_id, submission_id=spec.submission_id, task_deadline_s=60
+            ).run:
                 return
         with transaction(self.sessions) as session:
             sub = session.get(Submission, spec.submission_id)
@@ -181,15 +196,18 @@ class RecordingBackend(SilentBackend):
 def test_concurrent_schedulers_never_launch_the_same_task(sessions, coord_settings):
     import threading
 
-    ids = [s for who in ("alice", "bob", "carol") for s in submit(sessions, coord_settings, who, stream="tiny3", count=4)]
+    ids = [
+        s for who in ("alice", "bob", "carol") for s in submit(sessions, coord_settings, who, stream="tiny3", count=4)
+    ]
     launches: list[tuple[int, int]] = []
     lock = threading.Lock()
     settings = coord_settings.model_copy(update={"scheduler_slots": 3, "poll_interval_s": 0.01})
     schedulers = []
     for i in range(4):
         own = session_factory(make_engine(coord_settings.database_url))
-        schedulers.append(Scheduler(settings, backend=RecordingBackend(own, launches, lock),
-                                    sessions=own, owner=f"replica-{i}"))
+        schedulers.append(
+            Scheduler(settings, backend=RecordingBackend(own, launches, lock), sessions=own, owner=f"replica-{i}")
+        )
     for scheduler in schedulers:
         scheduler.start()
     try:
@@ -205,15 +223,15 @@ def test_concurrent_schedulers_never_launch_the_same_task(sessions, coord_settin
             scheduler.stop()
     assert sorted(launches) == sorted((s, order) for s in ids for order in (1, 2, 3))
     with sessions() as session:
-        rows = session.execute(select(TaskLease.submission_id, TaskLease.task_order, TaskLease.status,
-                                      TaskLease.owner)).all()
+        rows = session.execute(
+            select(TaskLease.submission_id, TaskLease.task_order, TaskLease.status, TaskLease.owner)
+        ).all()
     assert len(rows) == len(ids) * 3 and {r.status for r in rows} == {"succeeded"}
     assert len({r.owner for r in rows}) > 1  # the replicas really shared the work
 
 
 def test_a_worker_that_never_reports_is_retried_then_fails_with_the_reason(sessions, coord_settings):
-    settings = coord_settings.model_copy(update={"worker_command": "true", "max_attempts": 2,
-                                                 "backoff_base_s": 1.0})
+    settings = coord_settings.model_copy(update={"worker_command": "true", "max_attempts": 2, "backoff_base_s": 1.0})
     (sub,) = submit(sessions, settings, "alice")
     scheduler = Scheduler(settings, backend=LocalBackend(settings), sessions=sessions)
 
@@ -224,8 +242,9 @@ def test_a_worker_that_never_reports_is_retried_then_fails_with_the_reason(sessi
     run_ticks(scheduler, settled)
     with sessions() as session:
         submission = session.get(Submission, sub)
-        rows = session.execute(select(TaskLease.attempt, TaskLease.status, TaskLease.created_at)
-                               .order_by(TaskLease.id)).all()
+        rows = session.execute(
+            select(TaskLease.attempt, TaskLease.status, TaskLease.created_at).order_by(TaskLease.id)
+        ).all()
         assert session.get(ScheduledSubmission, sub).active_lease_id is None
     assert [(r.attempt, r.status) for r in rows] == [(1, "expired"), (2, "expired")]
     assert (rows[1].created_at - rows[0].created_at) >= timedelta(seconds=1.0)  # the back-off
@@ -238,9 +257,14 @@ def test_a_worker_that_never_reports_is_retried_then_fails_with_the_reason(sessi
 
 
 def test_a_backend_that_cannot_launch_fails_the_submission(sessions, coord_settings):
-    settings = coord_settings.model_copy(update={"worker_command": "/nonexistent/nevis",
-                                                 "max_attempts": 1, "max_launch_failures": 2,
-                                                 "backoff_base_s": 0.0})
+    settings = coord_settings.model_copy(
+        update={
+            "worker_command": "/nonexistent/nevis",
+            "max_attempts": 1,
+            "max_launch_failures": 2,
+            "backoff_base_s": 0.0,
+        }
+    )
     (sub,) = submit(sessions, settings, "alice")
     scheduler = Scheduler(settings, backend=LocalBackend(settings), sessions=sessions)
     scheduler.tick()
@@ -251,10 +275,13 @@ def test_a_backend_that_cannot_launch_fails_the_submission(sessions, coord_setti
         assert "could not launch" in submission.error and "NEVIS_WORKER_COMMAND" in submission.error
 
 
-@pytest.mark.parametrize(("age", "field", "run_status", "words"), [
-    ("heartbeat", "heartbeat_at", "failed", "no heartbeat"),
-    ("deadline", "deadline_at", "timed_out", "past its deadline"),
-])
+@pytest.mark.parametrize(
+    ("age", "field", "run_status", "words"),
+    [
+        ("heartbeat", "heartbeat_at", "failed", "no heartbeat"),
+        ("deadline", "deadline_at", "timed_out", "past its deadline"),
+    ],
+)
 def test_the_reaper_expires_silent_or_late_leases(sessions, coord_settings, age, field, run_status, words):
     (sub,) = submit(sessions, coord_settings, "alice")
     lease = claim(sessions)
@@ -263,8 +290,11 @@ def test_the_reaper_expires_silent_or_late_leases(sessions, coord_settings, age,
         submission = session.get(Submission, sub)
         task = records.stream_task(session, stream_version_id=submission.stream_version_id, order=1)
         run_id = records.start_task_run(session, submission=submission, task=task).id
-        session.execute(update(TaskLease).where(TaskLease.id == lease.id).values(
-            {field: utcnow() - timedelta(seconds=coord_settings.heartbeat_timeout_s + 5)}))
+        session.execute(
+            update(TaskLease)
+            .where(TaskLease.id == lease.id)
+            .values({field: utcnow() - timedelta(seconds=coord_settings.heartbeat_timeout_s + 5)})
+        )
     report = Scheduler(coord_settings, backend=LocalBackend(coord_settings), sessions=sessions).tick()
     assert report.expired == [lease.id]
     with sessions() as session:
@@ -381,8 +411,9 @@ def test_a_backlog_is_launched_in_batches_with_the_reaper_between(sessions, coor
 
     monkeypatch.setattr(loop, "LAUNCHES_PER_PASS", 2)
     submit(sessions, coord_settings, "alice", count=5)
-    scheduler = Scheduler(coord_settings.model_copy(update={"scheduler_slots": 10}), backend=SilentBackend(),
-                          sessions=sessions)
+    scheduler = Scheduler(
+        coord_settings.model_copy(update={"scheduler_slots": 10}), backend=SilentBackend(), sessions=sessions
+    )
     reports = [scheduler.tick() for _ in range(3)]
     assert [len(r.launched) for r in reports] == [2, 2, 1]
     assert [r.cut_short for r in reports] == [True, True, False]

@@ -35,17 +35,29 @@ def sessions(coord_settings):
 def submit(sessions, settings, owner: str = "alice", *, stream: str = "tiny2", count: int = 1) -> list[int]:
     with transaction(sessions) as session:
         user = session.scalar(select(User).where(User.name == owner)) or users.create_user(
-            session, name=owner, role="submitter", max_concurrent=100)
+            session, name=owner, role="submitter", max_concurrent=100
+        )
         learner_id = session.scalar(select(LearnerOwner.learner_id).where(LearnerOwner.user_id == user.id))
         if learner_id is None:
             learner_id = learners.create_learner(
-                session, owner=user, name=f"{owner}-nm", entrypoint="nevis_test_learners:nearest_mean",
-                image=None, resources=ResourceRequest()).learner.id
-        return [submissions.create_submission(
-            session, settings=settings, user=user,
-            request=submissions.SubmissionRequest(learner_id=learner_id, stream=stream, phase="meta_test",
-                                                  budget=RunBudget(trials=1, steps=1)))[0].id
-                for _ in range(count)]
+                session,
+                owner=user,
+                name=f"{owner}-nm",
+                entrypoint="nevis_test_learners:nearest_mean",
+                image=None,
+                resources=ResourceRequest(),
+            ).learner.id
+        return [
+            submissions.create_submission(
+                session,
+                settings=settings,
+                user=user,
+                request=submissions.SubmissionRequest(
+                    learner_id=learner_id, stream=stream, phase="meta_test", budget=RunBudget(trials=1, steps=1)
+                ),
+            )[0].id
+            for _ in range(count)
+        ]
 
 
 class FakeBackend:
@@ -79,8 +91,9 @@ class FakeBackend:
 def finish(sessions, spec, *, last_order: int = 2) -> None:
     """What a worker does: start the lease, commit the task (the last one ends the run)."""
     with transaction(sessions) as session:
-        assert leases.start_lease(session, lease_id=spec.lease_id, submission_id=spec.submission_id,
-                                  task_deadline_s=60).run
+        assert leases.start_lease(
+            session, lease_id=spec.lease_id, submission_id=spec.submission_id, task_deadline_s=60
+        ).run
     with transaction(sessions) as session:
         sub = session.get(Submission, spec.submission_id)
         if sub.cursor == last_order:
@@ -99,19 +112,26 @@ def unblock(sessions, sub: int) -> None:
 
 def lease_rows(sessions, sub: int):
     with sessions() as session:
-        return session.execute(select(TaskLease.task_order, TaskLease.attempt, TaskLease.status)
-                               .where(TaskLease.submission_id == sub).order_by(TaskLease.id)).all()
+        return session.execute(
+            select(TaskLease.task_order, TaskLease.attempt, TaskLease.status)
+            .where(TaskLease.submission_id == sub)
+            .order_by(TaskLease.id)
+        ).all()
 
 
 def payloads(sessions, sub: int, kind: str) -> list[dict]:
     with sessions() as session:
-        return list(session.scalars(select(Event.payload).where(
-            Event.submission_id == sub, Event.kind == kind).order_by(Event.id)))
+        return list(
+            session.scalars(
+                select(Event.payload).where(Event.submission_id == sub, Event.kind == kind).order_by(Event.id)
+            )
+        )
 
 
 def test_refused_launches_back_off_without_spending_attempts(sessions, coord_settings):
-    settings = coord_settings.model_copy(update={"max_attempts": 2, "max_launch_failures": 20,
-                                                 "backoff_base_s": 1.0, "backoff_max_s": 4.0})
+    settings = coord_settings.model_copy(
+        update={"max_attempts": 2, "max_launch_failures": 20, "backoff_base_s": 1.0, "backoff_max_s": 4.0}
+    )
     (sub,) = submit(sessions, settings)
     backend = FakeBackend(fails=[True] * 5)
     scheduler = Scheduler(settings, backend=backend, sessions=sessions)
@@ -139,8 +159,7 @@ def test_refused_launches_back_off_without_spending_attempts(sessions, coord_set
 
 
 def test_a_backend_that_never_launches_fails_the_submission_after_the_launch_budget(sessions, coord_settings):
-    settings = coord_settings.model_copy(update={"max_attempts": 2, "max_launch_failures": 4,
-                                                 "backoff_base_s": 0.0})
+    settings = coord_settings.model_copy(update={"max_attempts": 2, "max_launch_failures": 4, "backoff_base_s": 0.0})
     (sub,) = submit(sessions, settings)
     backend = FakeBackend(always_fail=True)
     scheduler = Scheduler(settings, backend=backend, sessions=sessions)
@@ -155,7 +174,8 @@ def test_a_backend_that_never_launches_fails_the_submission_after_the_launch_bud
     # more refusals than NEVIS_MAX_ATTEMPTS, and still no attempt of the task was spent
     assert lease_rows(sessions, sub) == [(1, 1, "launch_failed")] * 4
     assert payloads(sessions, sub, "submission.failed") == [
-        {"order": 1, "launch_failures": 4, "reason": "cluster unreachable"}]
+        {"order": 1, "launch_failures": 4, "reason": "cluster unreachable"}
+    ]
 
 
 def test_the_launch_budget_counts_consecutive_refusals_only(sessions, coord_settings):
@@ -172,7 +192,13 @@ def test_the_launch_budget_counts_consecutive_refusals_only(sessions, coord_sett
     with sessions() as session:
         assert session.get(Submission, sub).status == "succeeded"
     assert [r.status for r in lease_rows(sessions, sub)] == [
-        "launch_failed", "launch_failed", "succeeded", "launch_failed", "launch_failed", "succeeded"]
+        "launch_failed",
+        "launch_failed",
+        "succeeded",
+        "launch_failed",
+        "launch_failed",
+        "succeeded",
+    ]
 
 
 def test_a_real_failure_after_refused_launches_is_attempt_one(sessions, coord_settings):
@@ -185,8 +211,9 @@ def test_a_real_failure_after_refused_launches_is_attempt_one(sessions, coord_se
     (spec,) = backend.launched
     with transaction(sessions) as session:  # the worker dies: the reaper's way of ending it
         lease = session.get(TaskLease, spec.lease_id)
-        leases.settle_failure(session, lease=lease, status="expired", reason="worker died",
-                              policy=scheduler.retry_policy)
+        leases.settle_failure(
+            session, lease=lease, status="expired", reason="worker died", policy=scheduler.retry_policy
+        )
     scheduler.tick()
     assert [s.attempt for s in backend.launched] == [1, 2]
     with sessions() as session:
@@ -206,8 +233,7 @@ def test_slots_survive_a_coordinator_restart(sessions, coord_settings):
         assert slots.count_replica(session, replica="node-a") == 2
         assert slots.count_owned(session, owner=restarted.owner) == 0  # what it used to count
     # another replica has its own slots
-    other = Scheduler(settings.model_copy(update={"replica_name": "node-b"}), backend=FakeBackend(),
-                      sessions=sessions)
+    other = Scheduler(settings.model_copy(update={"replica_name": "node-b"}), backend=FakeBackend(), sessions=sessions)
     assert len(other.tick().launched) == 2
     with sessions() as session:
         assert slots.count_active(session) == 4
@@ -229,8 +255,7 @@ def test_instance_names_carry_the_replica():
     assert owned_by("node-a:12:abcd", "node-a") and owned_by("node-a", "node-a")
     assert not owned_by("node-ab:12:abcd", "node-a")
     with pytest.raises(ValueError, match="not an instance of the replica"):
-        Scheduler.__init__(object.__new__(Scheduler), None, backend=None, sessions=None,
-                           owner="a:1:x", replica="b")
+        Scheduler.__init__(object.__new__(Scheduler), None, backend=None, sessions=None, owner="a:1:x", replica="b")
 
 
 def _foreign_local_lease(sessions, settings, *, owner: str, job_id: str) -> int:
@@ -244,13 +269,17 @@ def _foreign_local_lease(sessions, settings, *, owner: str, job_id: str) -> int:
 def test_the_local_backend_refuses_another_hosts_leases(sessions, coord_settings):
     ended = subprocess.Popen(["true"])
     ended.wait()  # a pid that means nothing here: judged by it, the lease would look dead
-    lease_id = _foreign_local_lease(sessions, coord_settings, owner="host-b:4242:abcd1234",
-                                    job_id=f"local:{ended.pid}:123456")
+    lease_id = _foreign_local_lease(
+        sessions, coord_settings, owner="host-b:4242:abcd1234", job_id=f"local:{ended.pid}:123456"
+    )
     settings = coord_settings.model_copy(update={"replica_name": "host-a", "worker_command": "true"})
     submit(sessions, settings, "alice")
     scheduler = Scheduler(settings, backend=LocalBackend(settings), sessions=sessions)
-    with pytest.raises(ConfigError, match=r"another coordinator replica has local tasks in flight "
-                                          r"\(lease \d+ of 'host-b:4242:abcd1234'\).*'host-a'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"another coordinator replica has local tasks in flight "
+        r"\(lease \d+ of 'host-b:4242:abcd1234'\).*'host-a'",
+    ):
         scheduler.start()
     assert not scheduler.running
     with pytest.raises(ConfigError, match="NEVIS_BACKEND=local"):
@@ -264,15 +293,20 @@ def test_the_local_backend_refuses_another_hosts_leases(sessions, coord_settings
 def test_the_local_backend_takes_back_its_own_hosts_leases_after_a_restart(sessions, coord_settings):
     sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
-        _foreign_local_lease(sessions, coord_settings, owner="host-a:4242:abcd1234",
-                             job_id=f"local:{sleeper.pid}:{start_ticks(sleeper.pid)}")
+        _foreign_local_lease(
+            sessions,
+            coord_settings,
+            owner="host-a:4242:abcd1234",
+            job_id=f"local:{sleeper.pid}:{start_ticks(sleeper.pid)}",
+        )
         settings = coord_settings.model_copy(update={"replica_name": "host-a"})
         scheduler = Scheduler(settings, backend=LocalBackend(settings), sessions=sessions)
         scheduler.check_local_hosts()  # its own earlier process: no refusal
         assert scheduler.tick().expired == []  # still running, seen by its pid
         # another backend does not care whose local leases are in flight
-        Scheduler(coord_settings.model_copy(update={"replica_name": "host-b"}), backend=FakeBackend(),
-                  sessions=sessions).check_local_hosts()
+        Scheduler(
+            coord_settings.model_copy(update={"replica_name": "host-b"}), backend=FakeBackend(), sessions=sessions
+        ).check_local_hosts()
     finally:
         sleeper.kill()
         sleeper.wait()

@@ -29,9 +29,19 @@ NEVIS = VENV_BIN / "nevis"
 README_TEST = Path(__file__).resolve().parents[1] / "test_readme_example.py"
 POLL_INTERVAL_S = 0.3
 # Variables of the developer's own set-up that would hide the defect or leak into the run.
-_DROPPED = ("NEVIS_WORKER_COMMAND", "NEVIS_BACKEND", "NEVIS_RAY_ADDRESS", "NEVIS_STORE_URL",
-            "NEVIS_S3_ENDPOINT_URL", "NEVIS_STREAMS_DIR", "NEVIS_ENVIRONMENT", "RAY_ADDRESS",
-            "PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
+_DROPPED = (
+    "NEVIS_WORKER_COMMAND",
+    "NEVIS_BACKEND",
+    "NEVIS_RAY_ADDRESS",
+    "NEVIS_STORE_URL",
+    "NEVIS_S3_ENDPOINT_URL",
+    "NEVIS_STREAMS_DIR",
+    "NEVIS_ENVIRONMENT",
+    "RAY_ADDRESS",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "PYTHONHOME",
+)
 
 
 def _readme_learner_source() -> str:
@@ -70,16 +80,24 @@ def _children(parent: int) -> dict[int, str]:
 def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
     venv_bin = {str(VENV_BIN), str(VENV_BIN.resolve())}
-    path = [p for p in env.get("PATH", "").split(os.pathsep)
-            if p and p not in venv_bin and Path(p).resolve() != VENV_BIN.resolve()]
+    path = [
+        p
+        for p in env.get("PATH", "").split(os.pathsep)
+        if p and p not in venv_bin and Path(p).resolve() != VENV_BIN.resolve()
+    ]
     env["PATH"] = os.pathsep.join(path or ["/usr/bin", "/bin"])
-    env.update({
-        "NEVIS_DATA_DIR": str(tmp_path / "data"),
-        "NEVIS_DATABASE_URL": f"sqlite:///{tmp_path / 'coordinator.sqlite'}",
-        "NEVIS_POLL_INTERVAL_S": str(POLL_INTERVAL_S), "NEVIS_HEARTBEAT_INTERVAL_S": "2",
-        "NEVIS_HEARTBEAT_TIMEOUT_S": "60", "NEVIS_BACKOFF_BASE_S": "0.5",
-        "NEVIS_BACKOFF_MAX_S": "2", "RAY_AUTH_MODE": "disabled",
-    })
+    env.update(
+        {
+            "NEVIS_DATA_DIR": str(tmp_path / "data"),
+            "NEVIS_DATABASE_URL": f"sqlite:///{tmp_path / 'coordinator.sqlite'}",
+            "NEVIS_POLL_INTERVAL_S": str(POLL_INTERVAL_S),
+            "NEVIS_HEARTBEAT_INTERVAL_S": "2",
+            "NEVIS_HEARTBEAT_TIMEOUT_S": "60",
+            "NEVIS_BACKOFF_BASE_S": "0.5",
+            "NEVIS_BACKOFF_MAX_S": "2",
+            "RAY_AUTH_MODE": "disabled",
+        }
+    )
     return env
 
 
@@ -92,7 +110,7 @@ def _bundle(folder: Path) -> Path:
     return path
 
 
-def test_venv_nevis_serve_runs_workers_without_nevis_on_path_and_reaps_them(tmp_path, kit):
+def test_venv_nevis_serve_runs_workers_without_nevis_on_path_and_reaps_them(tmp_path, kit):  # noqa: C901
     env = _env(tmp_path)
     assert NEVIS.exists(), NEVIS
     assert shutil.which("nevis", path=env["PATH"]) is None, env["PATH"]
@@ -101,9 +119,14 @@ def test_venv_nevis_serve_runs_workers_without_nevis_on_path_and_reaps_them(tmp_
     log = tmp_path / "server.log"
     with open(log, "ab") as out:
         server = subprocess.Popen(
-            [str(NEVIS), "serve", "--port", str(port), "--log-level", "warning"], env=env,
-            cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            [str(NEVIS), "serve", "--port", str(port), "--log-level", "warning"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def server_log() -> str:
         return log.read_text(errors="replace")[-4000:]
@@ -118,23 +141,47 @@ def test_venv_nevis_serve_runs_workers_without_nevis_on_path_and_reaps_them(tmp_
 
     try:
         kit.wait_for(ready, timeout_s=120, what="the server to be ready")
-        done = subprocess.run([str(NEVIS), "users", "create", "alice", "--role", "submitter"],
-                              env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [str(NEVIS), "users", "create", "alice", "--role", "submitter"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
-        made = subprocess.run([str(NEVIS), "tokens", "create", "--user", "alice"], env=env,
-                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        made = subprocess.run(
+            [str(NEVIS), "tokens", "create", "--user", "alice"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert made.returncode == 0, made.stderr
         headers = {"Authorization": f"Bearer {made.stdout.strip()}"}
 
         bundle = _bundle(tmp_path)
         with open(bundle, "rb") as handle:
-            learner = httpx.post(f"{base}/v1/learners/bundle", headers=headers, timeout=60,
-                                 data={"name": "readme-linear", "entrypoint": "readme_learner:make"},
-                                 files={"file": (bundle.name, handle, "application/gzip")})
+            learner = httpx.post(
+                f"{base}/v1/learners/bundle",
+                headers=headers,
+                timeout=60,
+                data={"name": "readme-linear", "entrypoint": "readme_learner:make"},
+                files={"file": (bundle.name, handle, "application/gzip")},
+            )
         assert learner.status_code == 201, learner.text
-        created = httpx.post(f"{base}/v1/submissions", headers=headers, timeout=60, json={
-            "learner_id": learner.json()["id"], "stream": "mini", "phase": "meta_train",
-            "budget": {"trials": 1, "steps": 2, "max_concurrent": 1}})
+        created = httpx.post(
+            f"{base}/v1/submissions",
+            headers=headers,
+            timeout=60,
+            json={
+                "learner_id": learner.json()["id"],
+                "stream": "mini",
+                "phase": "meta_train",
+                "budget": {"trials": 1, "steps": 2, "max_concurrent": 1},
+            },
+        )
         assert created.status_code == 201, created.text
         sub_id = created.json()["id"]
 
@@ -146,14 +193,16 @@ def test_venv_nevis_serve_runs_workers_without_nevis_on_path_and_reaps_them(tmp_
             return body if done else None
 
         body = kit.wait_for(finished, timeout_s=900, what="the submission to finish", interval_s=2)
-        worker_logs = "\n".join(p.read_text(errors="replace")[-2000:] for p in
-                                sorted((tmp_path / "data" / "logs" / "workers").glob("*.log")))
+        worker_logs = "\n".join(
+            p.read_text(errors="replace")[-2000:]
+            for p in sorted((tmp_path / "data" / "logs" / "workers").glob("*.log"))
+        )
         assert body["status"] == "succeeded", (body, worker_logs)
         assert [t["status"] for t in body["tasks"]] == ["committed"] * 3, body
-        leases = kit.query(env["NEVIS_DATABASE_URL"],
-                           "SELECT task_order, attempt, status, job_id FROM task_leases ORDER BY id")
-        assert [row[:3] for row in leases] == [(1, 1, "succeeded"), (2, 1, "succeeded"),
-                                               (3, 1, "succeeded")], leases
+        leases = kit.query(
+            env["NEVIS_DATABASE_URL"], "SELECT task_order, attempt, status, job_id FROM task_leases ORDER BY id"
+        )
+        assert [row[:3] for row in leases] == [(1, 1, "succeeded"), (2, 1, "succeeded"), (3, 1, "succeeded")], leases
         workers = [int(job_id.split(":")[1]) for *_, job_id in leases]
 
         # Every worker has ended and been waited on: none is left under the server, as a
@@ -176,8 +225,7 @@ def test_venv_nevis_serve_runs_workers_without_nevis_on_path_and_reaps_them(tmp_
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait(timeout=30)
         try:
-            launched = kit.query(env["NEVIS_DATABASE_URL"],
-                                 "SELECT job_id FROM task_leases WHERE job_id IS NOT NULL")
+            launched = kit.query(env["NEVIS_DATABASE_URL"], "SELECT job_id FROM task_leases WHERE job_id IS NOT NULL")
         except Exception:  # noqa: BLE001 - the server never made the schema
             launched = []
         for (job_id,) in launched:

@@ -59,14 +59,15 @@ def scheduler(coord_settings, sessions):
 def submit(sessions, settings, *, budget: RunBudget = CAPPED, stream: str = "tiny3") -> int:
     """A queued meta-test submission of alice's nearest-mean learner (both made on first use)."""
     with transaction(sessions) as session:
-        user = session.scalar(select(User).where(User.name == "alice")) or \
-            users.create_user(session, name="alice", role="submitter")
+        user = session.scalar(select(User).where(User.name == "alice")) or users.create_user(
+            session, name="alice", role="submitter"
+        )
         learner = session.scalar(select(LearnerOwner.learner_id).where(LearnerOwner.user_id == user.id))
         if learner is None:
-            learner = learners.create_learner(session, owner=user, name="alice-nm", entrypoint=ENTRYPOINT,
-                                              image=None, resources=ResourceRequest()).learner.id
-        request = submissions.SubmissionRequest(learner_id=learner, stream=stream, phase="meta_test",
-                                                budget=budget)
+            learner = learners.create_learner(
+                session, owner=user, name="alice-nm", entrypoint=ENTRYPOINT, image=None, resources=ResourceRequest()
+            ).learner.id
+        request = submissions.SubmissionRequest(learner_id=learner, stream=stream, phase="meta_test", budget=budget)
         return submissions.create_submission(session, settings=settings, user=user, request=request)[0].id
 
 
@@ -79,20 +80,38 @@ def run_task_as_a_worker(sessions, lease: TaskLease, *, flops: float, finish: bo
     """What the worker harness does for ``lease``: start it, run and commit its task
     (``StreamRunner.run_next_task``, with ``flops`` spent), end it (unless it dies first)."""
     with transaction(sessions) as session:
-        assert leases.start_lease(session, lease_id=lease.id, submission_id=lease.submission_id,
-                                  task_deadline_s=600).run
+        assert leases.start_lease(
+            session, lease_id=lease.id, submission_id=lease.submission_id, task_deadline_s=600
+        ).run
     with transaction(sessions) as session:
         submission = session.get(Submission, lease.submission_id)
         tasks = submission.stream_version.tasks
         task = next(t for t in tasks if t.order == lease.task_order)
         run = records.start_task_run(session, submission=submission, task=task)
-        trial = records.record_trial(session, task_run_id=run.id, outcome=TrialOutcome(
-            trial_index=0, seed=0, status="ok", flops_measured=int(flops), dev_error=0.5))
+        trial = records.record_trial(
+            session,
+            task_run_id=run.id,
+            outcome=TrialOutcome(trial_index=0, seed=0, status="ok", flops_measured=int(flops), dev_error=0.5),
+        )
         later = [t.order for t in tasks if t.order > task.order]
-        records.commit_task(session, submission=submission, run=run, best_trial=trial, outcome=TaskOutcome(
-            order=task.order, best_trial_index=0, error=0.5, split="test", metric="accuracy",
-            flops=flops, wall_time_s=1.0, peak_memory_bytes=0, state_key="state"),
-            next_order=later[0] if later else None)
+        records.commit_task(
+            session,
+            submission=submission,
+            run=run,
+            best_trial=trial,
+            outcome=TaskOutcome(
+                order=task.order,
+                best_trial_index=0,
+                error=0.5,
+                split="test",
+                metric="accuracy",
+                flops=flops,
+                wall_time_s=1.0,
+                peak_memory_bytes=0,
+                state_key="state",
+            ),
+            next_order=later[0] if later else None,
+        )
     if finish:
         with transaction(sessions) as session:
             leases.finish_success(session, lease_id=lease.id)
@@ -100,15 +119,13 @@ def run_task_as_a_worker(sessions, lease: TaskLease, *, flops: float, finish: bo
 
 def kinds(sessions, submission_id: int) -> list[str]:
     with sessions() as session:
-        return list(session.scalars(select(Event.kind).where(Event.submission_id == submission_id)
-                                    .order_by(Event.id)))
+        return list(session.scalars(select(Event.kind).where(Event.submission_id == submission_id).order_by(Event.id)))
 
 
 # --- the scheduler -----------------------------------------------------------------------
 
 
-def test_the_commit_reaching_the_cap_stops_the_run_and_nothing_is_launched_again(
-        sessions, coord_settings, scheduler):
+def test_the_commit_reaching_the_cap_stops_the_run_and_nothing_is_launched_again(sessions, coord_settings, scheduler):
     sub = submit(sessions, coord_settings)
     run_task_as_a_worker(sessions, claim(sessions), flops=100.0)  # under the cap: go on
     with sessions() as session:
@@ -148,8 +165,11 @@ def test_a_stopped_run_is_never_expired_nor_failed_by_its_lease_ending_late(sess
     lease = claim(sessions)
     run_task_as_a_worker(sessions, lease, flops=1000.0, finish=False)
     with transaction(sessions) as session:
-        session.execute(update(TaskLease).where(TaskLease.id == lease.id).values(
-            heartbeat_at=utcnow() - timedelta(seconds=coord_settings.heartbeat_timeout_s + 5)))
+        session.execute(
+            update(TaskLease)
+            .where(TaskLease.id == lease.id)
+            .values(heartbeat_at=utcnow() - timedelta(seconds=coord_settings.heartbeat_timeout_s + 5))
+        )
     report = scheduler.tick()
     assert report.expired == [lease.id] and report.launched == []
     with sessions() as session:
@@ -212,10 +232,19 @@ def test_a_refresh_keeps_a_stopped_baseline_run(kit, coord_settings, sessions, s
     with transaction(sessions) as session:
         version = ensure_stream_version(session, manifest=load_stream(str(coord_settings.streams_dir / "tiny2.json")))
         indep = records.ensure_learner(session, spec="indep", resources={})
-        records.create_submission(session, learner=indep, stream_version=version, phase="meta_test",
-                                  budget=RunBudget(flop_cap=1.0), image_size=16, first_order=1, status=status)
-    settings = kit.make_settings(coord_settings.database_url, coord_settings.data_dir, coord_settings.streams_dir,
-                                 refresh_baselines="indep")
+        records.create_submission(
+            session,
+            learner=indep,
+            stream_version=version,
+            phase="meta_test",
+            budget=RunBudget(flop_cap=1.0),
+            image_size=16,
+            first_order=1,
+            status=status,
+        )
+    settings = kit.make_settings(
+        coord_settings.database_url, coord_settings.data_dir, coord_settings.streams_dir, refresh_baselines="indep"
+    )
     with transaction(sessions) as session:
         outcome = start_refresh(session, settings=settings, stream="tiny2", trigger="cli")
     assert outcome.created and len(outcome.queued) == queued
@@ -227,7 +256,8 @@ def test_a_refresh_keeps_a_stopped_baseline_run(kit, coord_settings, sessions, s
 @pytest.mark.postgres
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 def test_real_workers_launch_a_capped_run_once_and_it_ends_stopped(
-        coord_settings, sessions, ray_head, kit, tmp_path, monkeypatch):
+    coord_settings, sessions, ray_head, kit, tmp_path, monkeypatch
+):
     """``nevis worker run-task`` processes (the local backend) joining a Ray head: task 1's
     commit reaches the cap, the run is stopped, and the scheduler launches nothing more."""
     monkeypatch.setenv("NEVIS_RAY_ADDRESS", ray_head.gcs_address)  # the workers inherit it
@@ -239,11 +269,22 @@ def test_real_workers_launch_a_capped_run_once_and_it_ends_stopped(
     with transaction(sessions) as session:
         user = users.create_user(session, name="alice", role="submitter")
         owned = learners.create_learner(
-            session, owner=user, name="nm", entrypoint=ENTRYPOINT, image=None, resources=ResourceRequest(),
-            bundle_key=info.key, bundle_sha256=info.sha256, bundle_size_bytes=info.size)
+            session,
+            owner=user,
+            name="nm",
+            entrypoint=ENTRYPOINT,
+            image=None,
+            resources=ResourceRequest(),
+            bundle_key=info.key,
+            bundle_sha256=info.sha256,
+            bundle_size_bytes=info.size,
+        )
         request = submissions.SubmissionRequest(
-            learner_id=owned.learner.id, stream="tiny3", phase="meta_test",
-            budget=RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,), flop_cap=1.0))
+            learner_id=owned.learner.id,
+            stream="tiny3",
+            phase="meta_test",
+            budget=RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,), flop_cap=1.0),
+        )
         sub = submissions.create_submission(session, settings=coord_settings, user=user, request=request)[0].id
     backend = LocalBackend(coord_settings)
     scheduler = Scheduler(coord_settings, backend=backend, sessions=sessions)
@@ -251,15 +292,19 @@ def test_real_workers_launch_a_capped_run_once_and_it_ends_stopped(
     def ended() -> bool:
         scheduler.tick()
         with sessions() as session:
-            return session.get(Submission, sub).status not in leases.OPEN_STATUSES and \
-                session.get(ScheduledSubmission, sub).active_lease_id is None
+            return (
+                session.get(Submission, sub).status not in leases.OPEN_STATUSES
+                and session.get(ScheduledSubmission, sub).active_lease_id is None
+            )
 
     try:
         kit.wait_for(ended, timeout_s=400, what="the capped submission to end", interval_s=0.5)
         time.sleep(1.0)
         assert [scheduler.tick().launched for _ in range(3)] == [[], [], []]
     finally:
-        for (job_id,) in kit.query(coord_settings.database_url, "SELECT job_id FROM task_leases WHERE job_id IS NOT NULL"):
+        for (job_id,) in kit.query(
+            coord_settings.database_url, "SELECT job_id FROM task_leases WHERE job_id IS NOT NULL"
+        ):
             try:
                 os.killpg(int(job_id.split(":")[1]), signal.SIGKILL)
             except ProcessLookupError:
@@ -271,8 +316,10 @@ def test_real_workers_launch_a_capped_run_once_and_it_ends_stopped(
         assert submission.error.startswith("FLOP cap 1 reached (") and submission.cursor == 2
     rows = kit.query(coord_settings.database_url, "SELECT task_order, attempt, status FROM task_leases ORDER BY id")
     assert rows == [(1, 1, "succeeded")], logs  # one launch: task 2 was never launched
-    runs = kit.query(coord_settings.database_url, 'SELECT s."order", r.status FROM task_runs r '
-                                                  "JOIN stream_tasks s ON s.id = r.stream_task_id")
+    runs = kit.query(
+        coord_settings.database_url,
+        'SELECT s."order", r.status FROM task_runs r JOIN stream_tasks s ON s.id = r.stream_task_id',
+    )
     assert runs == [(1, "succeeded")]
     events = kinds(sessions, sub)
     assert events.count("lease.claimed") == 1 and events.count("submission.stopped") == 1

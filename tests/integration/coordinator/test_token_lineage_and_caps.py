@@ -40,8 +40,7 @@ def _auth(secret: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {secret}"}
 
 
-def _mint(client: TestClient, headers: dict[str, str], *, user: str | None = None,
-          label: str = "t", **body) -> dict:
+def _mint(client: TestClient, headers: dict[str, str], *, user: str | None = None, label: str = "t", **body) -> dict:
     """A new token (201 expected): for oneself, or for ``user`` by an admin."""
     path = f"/v1/users/{user}/tokens" if user else "/v1/tokens"
     made = client.post(path, json={"label": label, **body}, headers=headers)
@@ -60,6 +59,7 @@ def _parents(url: str, kit) -> dict[int, int | None]:
 
 
 # --- lineage -----------------------------------------------------------------------------
+
 
 def test_a_minted_token_records_its_minter(api, tokens, coord_settings, kit):
     child = _mint(api, tokens.auth("alice"))
@@ -168,14 +168,18 @@ def test_cli_tokens_expire_by_default_and_within_a_year(settings_env):
             listed = client.get("/v1/tokens", headers=_auth(default)).json()
         assert len(listed) == 2
         lifetimes = [(datetime.fromisoformat(t["expires_at"]) - utcnow()) for t in listed]
-        assert timedelta(days=settings.token_default_days) - timedelta(minutes=5) < lifetimes[0] \
+        assert (
+            timedelta(days=settings.token_default_days) - timedelta(minutes=5)
+            < lifetimes[0]
             <= timedelta(days=settings.token_default_days)
+        )
         assert timedelta(days=7) - timedelta(minutes=5) < lifetimes[1] <= timedelta(days=7)
     finally:
         get_coordinator_settings.cache_clear()
 
 
 # --- the cap on live tokens per user -------------------------------------------------------
+
 
 def _expire(url: str, token_id: int) -> None:
     from services.store.db import make_engine, session_factory, transaction
@@ -214,8 +218,8 @@ def test_the_cli_is_held_to_the_cap(settings_env, monkeypatch):
     from typer.testing import CliRunner
 
     from services.cli.main import app
-    from services.coordinator.common.config import get_coordinator_settings
     from services.coordinator.common.client_errors import ConflictError
+    from services.coordinator.common.config import get_coordinator_settings
     from services.store.db import upgrade
 
     runner = CliRunner()
@@ -236,12 +240,18 @@ def test_the_cli_is_held_to_the_cap(settings_env, monkeypatch):
 
 # --- the write rate limit's keys --------------------------------------------------------------
 
+
 def test_spellings_of_one_token_share_one_budget(coord_settings, tokens):
     spellings = ["Bearer {t}", "bearer {t}", "BEARER  {t}", "\tBearer {t} "]
     with _client(coord_settings, write_rate="3/minute") as client:
-        codes = [client.post("/v1/learners", json={**LEARNER, "name": f"cnn{i}"},
-                             headers={"Authorization": form.format(t=tokens.alice)}).status_code
-                 for i, form in enumerate(spellings)]
+        codes = [
+            client.post(
+                "/v1/learners",
+                json={**LEARNER, "name": f"cnn{i}"},
+                headers={"Authorization": form.format(t=tokens.alice)},
+            ).status_code
+            for i, form in enumerate(spellings)
+        ]
         assert codes == [201, 201, 201, 429]  # every spelling authenticates, and all share one budget
 
 
@@ -251,10 +261,12 @@ def test_a_users_tokens_share_one_budget(coord_settings, tokens):
         assert second.status_code == 201, second.text
         made = client.post("/v1/learners", json=LEARNER, headers=_auth(second.json()["token"]))
         assert made.status_code == 201, made.text
-        assert client.post("/v1/learners", json={**LEARNER, "name": "x"},
-                           headers=tokens.auth("alice")).status_code == 429
-        assert client.post("/v1/learners", json={**LEARNER, "name": "bobs"},
-                           headers=tokens.auth("bob")).status_code == 201
+        assert (
+            client.post("/v1/learners", json={**LEARNER, "name": "x"}, headers=tokens.auth("alice")).status_code == 429
+        )
+        assert (
+            client.post("/v1/learners", json={**LEARNER, "name": "bobs"}, headers=tokens.auth("bob")).status_code == 201
+        )
 
 
 def test_bogus_tokens_from_one_address_share_its_budget(coord_settings, tokens):
@@ -262,10 +274,14 @@ def test_bogus_tokens_from_one_address_share_its_budget(coord_settings, tokens):
         alice = tokens.auth("alice")
         revoked = _mint(client, alice)  # alice's writes count against alice's budget
         assert client.delete(f"/v1/tokens/{revoked['id']}", headers=alice).status_code == 200
-        bogus = [f"Bearer {revoked['token']}"] + [f"Bearer nvs_{c * 43}" for c in "abcde"] + [
-            "Bearer hunter2", "Basic YWxpY2U6cHc=", "Bearer a b"]
-        codes = [client.post("/v1/learners", json=LEARNER, headers={"Authorization": value}).status_code
-                 for value in bogus]
+        bogus = (
+            [f"Bearer {revoked['token']}"]
+            + [f"Bearer nvs_{c * 43}" for c in "abcde"]
+            + ["Bearer hunter2", "Basic YWxpY2U6cHc=", "Bearer a b"]
+        )
+        codes = [
+            client.post("/v1/learners", json=LEARNER, headers={"Authorization": value}).status_code for value in bogus
+        ]
         assert codes == [401, 401, 401] + [429] * (len(bogus) - 3)
         assert client.post("/v1/learners", json=LEARNER).status_code == 429  # no token: the same
         # A valid user keeps its own budget (one write left of three).

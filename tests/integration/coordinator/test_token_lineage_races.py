@@ -13,11 +13,11 @@ from services.coordinator.crud import users
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models_coordinator import ApiToken
 
-
 # PostgreSQL only (not a skip): SQLite has one writer at a time, so a mint and a revocation
 # cannot overlap there.
-pytestmark = pytest.mark.parametrize("database_url", [pytest.param("postgres", marks=pytest.mark.postgres)],
-                                     indirect=True)
+pytestmark = pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
 
 
 @pytest.fixture

@@ -38,8 +38,7 @@ def launched(sessions, job_id: str | None = JOB) -> TaskLease:
     with transaction(sessions) as session:
         if job_id is not None:
             leases.mark_launched(session, lease_id=lease.id, job_id=job_id)
-        assert leases.start_lease(session, lease_id=lease.id, submission_id=lease.submission_id,
-                                  task_deadline_s=60).run
+        assert leases.start_lease(session, lease_id=lease.id, submission_id=lease.submission_id, task_deadline_s=60).run
     return lease
 
 
@@ -71,8 +70,9 @@ def test_a_worker_alone_goes_on_with_the_next_task_under_a_lease_of_its_own(sess
         assert (new.owner, new.backend, new.job_id) == (old.owner, old.backend, JOB)  # same slot, same process
         assert new.started_at >= before and new.deadline_at >= before + timedelta(seconds=3599)
         assert session.get(ScheduledSubmission, sub).active_lease_id == next_id
-        claimed = session.scalars(select(Event.payload).where(
-            Event.submission_id == sub, Event.kind == "lease.claimed").order_by(Event.id)).all()
+        claimed = session.scalars(
+            select(Event.payload).where(Event.submission_id == sub, Event.kind == "lease.claimed").order_by(Event.id)
+        ).all()
     assert claimed[-1]["continues"] == first.id and claimed[-1]["lease_id"] == next_id
     assert events(sessions, sub)[-2:] == ["lease.claimed", "lease.started"]
     assert claim(sessions) is None  # the scheduler sees it in flight: no second launch of task 2
@@ -122,7 +122,9 @@ def test_the_worker_ends_instead(sessions, coord_settings, situation):
         assert session.scalar(select(TaskLease.id).where(TaskLease.id != first.id)) is None
         assert session.get(ScheduledSubmission, sub).active_lease_id is None
         status = session.get(Submission, sub).status
-    assert status == {"cancelled": "cancelled", "stopped": "stopped", "last_task": "succeeded"}.get(situation, "running")
+    assert status == {"cancelled": "cancelled", "stopped": "stopped", "last_task": "succeeded"}.get(
+        situation, "running"
+    )
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -141,8 +143,9 @@ def test_real_workers_run_a_stream_in_runs_of_at_most_max_tasks(sessions, coord_
         time.sleep(0.3)
     with sessions() as session:
         submission = session.get(Submission, sub)
-        rows = session.execute(select(TaskLease.task_order, TaskLease.status, TaskLease.job_id)
-                               .order_by(TaskLease.id)).all()
+        rows = session.execute(
+            select(TaskLease.task_order, TaskLease.status, TaskLease.job_id).order_by(TaskLease.id)
+        ).all()
     assert submission.status == "succeeded", submission.error
     assert [(r.task_order, r.status) for r in rows] == [(1, "succeeded"), (2, "succeeded"), (3, "succeeded")]
     first_job, continued_job, second_job = (r.job_id for r in rows)

@@ -20,8 +20,9 @@ def test_the_public_code_setting_ranks_only_rows_whose_code_is_public(seed_board
     settings, sessions, stream = seed_board(submissions=6, tasks=3, seed=4)
     published = stream.submission_ids[:2]
     with transaction(sessions) as session:
-        session.execute(update(Submission).where(Submission.id.in_(published))
-                        .values(code_url="https://example.org/learner"))
+        session.execute(
+            update(Submission).where(Submission.id.in_(published)).values(code_url="https://example.org/learner")
+        )
     public_only = settings.model_copy(update={"leaderboard_code": "public"})
     with TestClient(create_server_app(settings), raise_server_exceptions=False) as client:
         everyone = client.get("/v1/leaderboard", params={"limit": 100}).json()
@@ -33,7 +34,8 @@ def test_the_public_code_setting_ranks_only_rows_whose_code_is_public(seed_board
         assert board["code"] == "public"
         assert {r["submission_id"] for r in board["items"]} == public
         assert sorted(r["rank"] for r in board["items"] if r["rank"] is not None) == list(
-            range(1, 1 + sum(r["rank"] is not None for r in board["items"])))  # ranked among themselves
+            range(1, 1 + sum(r["rank"] is not None for r in board["items"]))
+        )  # ranked among themselves
         front = client.get("/v1/leaderboard/front").json()
         assert front["code"] == "public" and {p["submission_id"] for p in front["points"]} <= public
         every = client.get("/v1/leaderboard", params={"code": "any", "limit": 100}).json()

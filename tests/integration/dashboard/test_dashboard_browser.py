@@ -26,8 +26,8 @@ from services.dashboard.server import create_server_app
 from services.store.db import make_engine, session_factory, upgrade
 from services.store.runs.leaderboard import front_points
 from services.store.runs.summary import load_summary
-from workers.trainer.run_plan import RunRequest
 from tests.support.browser import headless_chromium, served
+from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
 SCREENSHOTS = Path(__file__).resolve().parents[3] / "build" / "screenshots"
@@ -41,8 +41,10 @@ def runs(tmp_path_factory, ray_local) -> tuple[str, Path, list[int]]:
     upgrade(url)
     runner = StreamRunner(Settings(data_dir=root / "data", database_url=url))
     budget = RunBudget(trials=1, steps=10, checkpoint_fractions=(0.0, 1.0))
-    ids = [runner.start(RunRequest(stream="mini", learner=learner, budget=budget))
-           for learner in ("indep_small", "nevis_test_learners:nearest_mean")]
+    ids = [
+        runner.start(RunRequest(stream="mini", learner=learner, budget=budget))
+        for learner in ("indep_small", "nevis_test_learners:nearest_mean")
+    ]
     _charge_a_floor(url, ids[1])
     return url, root, ids
 
@@ -59,8 +61,9 @@ def _charge_a_floor(url: str, submission_id: int) -> None:
     from services.store.runs.scores import rescore
 
     with transaction(session_factory(make_engine(url))) as session:
-        first = session.scalars(select(TaskResult).where(TaskResult.submission_id == submission_id)
-                                .order_by(TaskResult.id).limit(1)).one()
+        first = session.scalars(
+            select(TaskResult).where(TaskResult.submission_id == submission_id).order_by(TaskResult.id).limit(1)
+        ).one()
         first.flops_floored = True
         rescore(session, submission_ids=[submission_id])
 
@@ -82,8 +85,7 @@ def browser() -> Iterator[webdriver.Chrome]:
 def _open(browser, url: str, *, charts: int = 0) -> None:
     browser.get(url)
     if charts:
-        WebDriverWait(browser, 30).until(
-            lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-drawn]")) >= charts)
+        WebDriverWait(browser, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-drawn]")) >= charts)
 
 
 def _problems(browser, base: str) -> tuple[list[str], list[str]]:
@@ -107,7 +109,7 @@ def test_the_leaderboard_shows_both_runs_and_their_front(browser, server, runs):
     assert "baseline" in rows[[int(r.get_attribute("data-submission")) for r in rows].index(ids[0])].text
     by_id = {int(r.get_attribute("data-submission")): r for r in rows}
     header = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#leaderboard thead th")]
-    assert header[header.index("cFLOP") + 1: header.index("cFLOP") + 4] == ["cFLOP (paper)", "Profile score", "CPU s"]
+    assert header[header.index("cFLOP") + 1 : header.index("cFLOP") + 4] == ["cFLOP (paper)", "Profile score", "CPU s"]
     marks = {i: r.find_elements(By.CSS_SELECTOR, ".badge-floor") for i, r in by_id.items()}
     assert marks[ids[0]] == [] and [m.text for m in marks[ids[1]]] == ["floor"]
     assert "harness charged a floor" in marks[ids[1]][0].get_attribute("title")
@@ -120,9 +122,10 @@ def test_the_leaderboard_shows_both_runs_and_their_front(browser, server, runs):
     WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#board-profiles[data-drawn]"))
     drawn = browser.execute_script("return document.getElementById('board-profiles').data.map(t => [t.name, t.y])")
     assert sorted(name.split()[0] for name, _ in drawn) == sorted(f"#{i}" for i in ids)  # both finished runs' curves
-    assert all(0.0 <= min(y) and max(y) <= 1.0 for _, y in drawn)
+    assert all(min(y) >= 0.0 and max(y) <= 1.0 for _, y in drawn)
     plotted = browser.execute_script(
-        "return document.getElementById('pareto').data.map(t => ({name: t.name, x: t.x, y: t.y, ids: t.customdata}))")
+        "return document.getElementById('pareto').data.map(t => ({name: t.name, x: t.x, y: t.y, ids: t.customdata}))"
+    )
     with session_factory(make_engine(url))() as session:
         points = {p.submission_id: p for p in front_points(session, stream="mini", version=_version(session, ids[0]))}
     markers = {i: (x, y) for trace in plotted if trace["ids"] for i, x, y in zip(trace["ids"], trace["x"], trace["y"])}
@@ -141,16 +144,25 @@ def test_sorting_downloads_and_the_api_agree(browser, server, runs):
     _open(browser, server + "/?sort=cflop&descending=true")
     header = browser.find_element(By.XPATH, "//th[a[text()='cFLOP']]")
     assert header.get_attribute("aria-sort") == "descending"
-    shown = [int(r.get_attribute("data-submission")) for r in browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
-    api = json.loads(browser.execute_script(
-        "return fetch('/v1/leaderboard?sort=cflop&descending=true').then(r => r.text())"))
+    shown = [
+        int(r.get_attribute("data-submission")) for r in browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
+    ]
+    api = json.loads(
+        browser.execute_script("return fetch('/v1/leaderboard?sort=cflop&descending=true').then(r => r.text())")
+    )
     assert shown == [item["submission_id"] for item in api["items"]]
-    csv_text = browser.execute_script("return fetch(document.querySelector(\"a[href^='/leaderboard.csv']\").href).then(r => r.text())")
-    assert csv_text.splitlines()[0].startswith("rank,submission_id,learner") and len(csv_text.splitlines()) == 1 + len(ids)
+    csv_text = browser.execute_script(
+        "return fetch(document.querySelector(\"a[href^='/leaderboard.csv']\").href).then(r => r.text())"
+    )
+    assert csv_text.splitlines()[0].startswith("rank,submission_id,learner") and len(csv_text.splitlines()) == 1 + len(
+        ids
+    )
     browser.find_element(By.XPATH, "//th[a[text()='Profile score']]/a").click()  # best profile score first
     WebDriverWait(browser, 30).until(lambda d: "sort=profile" in d.current_url)
     assert browser.find_element(By.ID, "profile-header").get_attribute("aria-sort") == "descending"
-    shown = [int(r.get_attribute("data-submission")) for r in browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
+    shown = [
+        int(r.get_attribute("data-submission")) for r in browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
+    ]
     api = json.loads(browser.execute_script("return fetch('/v1/leaderboard?sort=profile').then(r => r.text())"))
     assert shown == [item["submission_id"] for item in api["items"]]
     scores = [item["profile_score"] for item in api["items"]]

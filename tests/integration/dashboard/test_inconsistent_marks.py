@@ -22,15 +22,20 @@ from services.store.runs.scores import rescore
 
 
 def test_an_inconsistent_submission_is_marked_on_every_page_that_shows_its_numbers(
-        seed_board, database_url, settings_env, monkeypatch):
+    seed_board, database_url, settings_env, monkeypatch
+):
     settings, sessions, stream = seed_board(submissions=4, tasks=3, seed=5)
     marked, honest = stream.submission_ids[0], stream.submission_ids[1]
     with transaction(sessions) as session:
-        result_id = session.scalars(select(TaskResult.id).join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
-                                    .where(TaskResult.submission_id == marked, StreamTask.phase == "meta_test")
-                                    .order_by(TaskResult.id)).first()
-        session.execute(update(TaskResult).where(TaskResult.id == result_id)
-                        .values(inconsistent=True, consistency_jump=0.8))
+        result_id = session.scalars(
+            select(TaskResult.id)
+            .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+            .where(TaskResult.submission_id == marked, StreamTask.phase == "meta_test")
+            .order_by(TaskResult.id)
+        ).first()
+        session.execute(
+            update(TaskResult).where(TaskResult.id == result_id).values(inconsistent=True, consistency_jump=0.8)
+        )
         rescore(session, submission_ids=[marked])  # as a commit keeps the board's aggregate
         owner = users.create_user(session, name="owner", role="submitter")
         session.add_all([ScheduledSubmission(submission_id=i, user_id=owner.id) for i in (marked, honest)])

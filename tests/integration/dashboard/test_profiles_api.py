@@ -27,7 +27,8 @@ def _expected(sessions) -> tuple[dict[int, float], dict[int, float]]:
             .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
             .join(Submission, Submission.id == TaskResult.submission_id)
             .join(Learner, Learner.id == Submission.learner_id)
-            .where(StreamTask.phase == "meta_test")).all()
+            .where(StreamTask.phase == "meta_test")
+        ).all()
     error, flops, indep = defaultdict(dict), defaultdict(dict), defaultdict(list)
     for sid, order, e, f, entrypoint in rows:
         error[sid][order], flops[sid][order] = e, f
@@ -38,8 +39,10 @@ def _expected(sessions) -> tuple[dict[int, float], dict[int, float]]:
     by_error = {s: _score([(error[s][t] + ERROR_FLOOR) / (best[t] + ERROR_FLOOR) for t in tasks]) for s in error}
     reference = {t: sum(indep[t]) / len(indep[t]) for t in tasks}
     reached = {t: [flops[s][t] for s in error if error[s][t] <= reference[t]] for t in tasks}
-    by_cflop = {s: _score([flops[s][t] / min(reached[t]) if error[s][t] <= reference[t] else float("inf")
-                           for t in tasks]) for s in error}
+    by_cflop = {
+        s: _score([flops[s][t] / min(reached[t]) if error[s][t] <= reference[t] else float("inf") for t in tasks])
+        for s in error
+    }
     return by_error, by_cflop
 
 
@@ -78,7 +81,7 @@ def test_the_profiles_page_lists_every_score_and_draws_both_profiles(seed_board)
     assert 'id="profile-error"' in html and 'id="profile-cflop"' in html
     for row in api["rows"]:
         assert f'data-submission="{row["submission_id"]}"' in html
-        assert f'{row["error_score"]:.3f}' in html
+        assert f"{row['error_score']:.3f}" in html
     assert sorted_by_paper.status_code == 200  # the page's cFLOP (paper) header sorts
 
 
@@ -102,7 +105,7 @@ def test_the_leaderboard_carries_and_sorts_by_the_profile_scores(seed_board):
     assert 'aria-sort="descending"' in page.split('id="profile-header"', 1)[1].split(">", 1)[0]
     shown = [int(part.split('"', 1)[0]) for part in page.split('<tr data-submission="')[1:]]
     assert shown == [i["submission_id"] for i in items]
-    assert f'{items[0]["profile_score"]:.3f}' in page and 'id="board-legend"' in page
+    assert f"{items[0]['profile_score']:.3f}" in page and 'id="board-legend"' in page
     assert "profile_score" in csv_text.splitlines()[0] and "code_public" in csv_text.splitlines()[0]
 
 
@@ -122,8 +125,11 @@ def test_kept_scores_follow_a_changed_result(seed_board):
         assert before == kept and len(kept) == 6  # read from the kept rows
     worst = min(before, key=lambda sid: before[sid][0])
     with transaction(sessions) as session:
-        for result in session.scalars(select(TaskResult).join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
-                                      .where(TaskResult.submission_id == worst, StreamTask.phase == "meta_test")):
+        for result in session.scalars(
+            select(TaskResult)
+            .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
+            .where(TaskResult.submission_id == worst, StreamTask.phase == "meta_test")
+        ):
             result.error = 0.0  # now the best on every task
         rescore(session, submission_ids=[worst])
     with sessions() as session:

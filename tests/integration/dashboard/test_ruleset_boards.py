@@ -39,8 +39,10 @@ def test_the_dashboard_switches_between_ruleset_boards(seed_board):
         profiled = client.get("/v1/leaderboard/profiles", params={"ruleset": "budget-1e12"}).json()
         assert profiled["ruleset"] == "budget-1e12"
         assert {r["submission_id"] for r in profiled["profiles"]["rows"]} == set(tiered)  # within the ruleset
-        assert '<strong id="profiles-ruleset">budget-1e12</strong>' in client.get(
-            "/profiles", params={"ruleset": "budget-1e12"}).text
+        assert (
+            '<strong id="profiles-ruleset">budget-1e12</strong>'
+            in client.get("/profiles", params={"ruleset": "budget-1e12"}).text
+        )
         assert "ruleset=budget-1e12" in re.search(r'id="profiles-link" href="([^"]+)"', board).group(1)
         everyone = client.get("/v1/leaderboard/profiles").json()["profiles"]["rows"]
         assert {r["submission_id"] for r in everyone} == set(stream.submission_ids)

@@ -49,11 +49,16 @@ def test_two_worker_processes_serve_the_same_answers(tmp_path):
     port = _free_port()
     log = tmp_path / "server.log"
     with open(log, "ab") as out:
-        server = subprocess.Popen([str(NEVIS), "serve", "--no-scheduler", "--workers", "2", "--port", str(port),
-                                   "--log-level", "warning"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        server = subprocess.Popen(
+            [str(NEVIS), "serve", "--no-scheduler", "--workers", "2", "--port", str(port), "--log-level", "warning"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
+
         def ready() -> bool:
             if len(_workers(server.pid)) < 2:
                 return False

@@ -31,8 +31,12 @@ def _headers(response) -> list[tuple[str, str]]:
 
 def _requests(app, route: str) -> float:
     """How many requests the metrics counted for ``route`` (a template), any status."""
-    return sum(sample.value for metric in app.state.metrics.requests.collect() for sample in metric.samples
-               if sample.name.endswith("_total") and sample.labels.get("route") == route)
+    return sum(
+        sample.value
+        for metric in app.state.metrics.requests.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_total") and sample.labels.get("route") == route
+    )
 
 
 def test_a_repeated_anonymous_read_gets_the_kept_bytes_headers_and_304(seeded):
@@ -82,8 +86,9 @@ def test_a_change_in_the_database_replaces_the_kept_answer(seeded):
 def test_requests_the_routes_refuse_or_answer_for_someone_are_never_kept(seeded):
     settings, sessions, _ = seeded
     with transaction(sessions) as session:
-        _, secret = users.create_token(session, user=users.create_user(session, name="reader", role="submitter"),
-                                       label="t")
+        _, secret = users.create_token(
+            session, user=users.create_user(session, name="reader", role="submitter"), label="t"
+        )
     app = create_server_app(settings)
     with TestClient(app, raise_server_exceptions=False) as client:
         for _ in range(2):
@@ -94,11 +99,15 @@ def test_requests_the_routes_refuse_or_answer_for_someone_are_never_kept(seeded)
         anonymous = client.get("/v1/leaderboard?limit=7")
         assert answer_cache(app).shared(("/v1/leaderboard", b"limit=7")) is not None
         # With the anonymous answer kept, a token is still checked and a long If-None-Match still refused.
-        assert client.get("/v1/leaderboard?limit=7", headers={"Authorization": "Bearer nvs_" + "x" * 40}
-                          ).status_code == 401
+        assert (
+            client.get("/v1/leaderboard?limit=7", headers={"Authorization": "Bearer nvs_" + "x" * 40}).status_code
+            == 401
+        )
         assert client.get("/v1/leaderboard?limit=7", headers={"If-None-Match": "x" * 1001}).status_code == 422
-        assert client.get("/v1/leaderboard?limit=7", headers={"Authorization": f"Bearer {secret}"}
-                          ).content == anonymous.content  # the reader has no private rows: the same view
+        assert (
+            client.get("/v1/leaderboard?limit=7", headers={"Authorization": f"Bearer {secret}"}).content
+            == anonymous.content
+        )  # the reader has no private rows: the same view
     private = create_server_app(settings.model_copy(update={"dashboard_public": False}))
     with TestClient(private, raise_server_exceptions=False) as client:
         assert client.get("/v1/leaderboard").status_code == 401

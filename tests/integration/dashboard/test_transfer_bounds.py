@@ -24,8 +24,7 @@ GENUINE = {"chosen": 1, "knn_error": {1: 0.25, 2: 0.375}, "fresh_error": 0.125, 
 def forged(seed_board):
     """(settings, submission id) of a 6-task run whose latest state holds the forged choices."""
     settings, sessions, stream = seed_board(submissions=1, tasks=6, seed=3)
-    state = {t: {"chosen": 1, "knn_error": {c: 0.5 for c in range(1, 401)}, "fresh_error": 0.5}
-             for t in range(2, 3002)}
+    state = {t: {"chosen": 1, "knn_error": {c: 0.5 for c in range(1, 401)}, "fresh_error": 0.5} for t in range(2, 3002)}
     state[3] = GENUINE
     data = pickle.dumps(state)
     assert len(data) < MAX_STATE_BYTES  # read, not refused for its size
@@ -33,8 +32,12 @@ def forged(seed_board):
     store_from_settings(settings).put_bytes(key, data)
     [submission_id] = stream.submission_ids
     with transaction(sessions) as session:
-        latest = session.scalar(select(TaskResult.task_run_id).where(TaskResult.submission_id == submission_id)
-                                .order_by(TaskResult.id.desc()).limit(1))
+        latest = session.scalar(
+            select(TaskResult.task_run_id)
+            .where(TaskResult.submission_id == submission_id)
+            .order_by(TaskResult.id.desc())
+            .limit(1)
+        )
         session.execute(update(TaskRun).where(TaskRun.id == latest).values(learner_state_key=key))
     return settings, submission_id
 

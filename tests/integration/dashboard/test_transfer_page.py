@@ -43,11 +43,32 @@ TASKS = [(2004, "shapes:shape", "single", 4), (2012, "shapes:hue", "single", 6),
 
 def repeated_stream(path: Path) -> Path:
     """Three tasks; the first task's dataset comes back as the third (a meta-test task)."""
-    path.write_text(json.dumps({
-        "format": 1, "name": "tiny-repeat", "version": "test-1", "description": "a repeated dataset",
-        "source": "tests", "meta_test_from_year": 2019, "image_size": 16,
-        "tasks": [{"order": i + 1, "year": year, "dataset": key, "title": key, "domain": "shape", "kind": kind,
-                   "num_classes": k, "split": RULE} for i, (year, key, kind, k) in enumerate(TASKS)]}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "name": "tiny-repeat",
+                "version": "test-1",
+                "description": "a repeated dataset",
+                "source": "tests",
+                "meta_test_from_year": 2019,
+                "image_size": 16,
+                "tasks": [
+                    {
+                        "order": i + 1,
+                        "year": year,
+                        "dataset": key,
+                        "title": key,
+                        "domain": "shape",
+                        "kind": kind,
+                        "num_classes": k,
+                        "split": RULE,
+                    }
+                    for i, (year, key, kind, k) in enumerate(TASKS)
+                ],
+            }
+        )
+    )
     return path
 
 
@@ -60,8 +81,9 @@ def runs(tmp_path_factory, ray_local) -> tuple[Settings, int, int]:
     settings = Settings(data_dir=root / "data", database_url=url)
     runner = StreamRunner(settings)
     stream = str(repeated_stream(root / "tiny-repeat.json"))
-    ft_d, indep = (runner.start(RunRequest(stream=stream, learner=name, budget=BUDGET))
-                   for name in ("ft_d_small", "indep_small"))
+    ft_d, indep = (
+        runner.start(RunRequest(stream=stream, learner=name, budget=BUDGET)) for name in ("ft_d_small", "indep_small")
+    )
     return settings, ft_d, indep
 
 
@@ -69,7 +91,8 @@ def _report(settings: Settings, submission_id: int):
     store = open_store(settings.store_url)
     with session_factory(make_engine(settings.database_url))() as session:
         return transfer_report(session, store, submission_id=submission_id), load_summary(
-            session, submission_id=submission_id)
+            session, submission_id=submission_id
+        )
 
 
 def test_the_report_holds_the_stored_errors_choices_and_source_sizes(runs):
@@ -88,7 +111,10 @@ def test_the_report_holds_the_stored_errors_choices_and_source_sizes(runs):
     assert sorted(report.choices) == [2, 3] == sorted(state)
     for order, choice in report.choices.items():
         assert (choice.chosen, choice.knn_errors, choice.fresh_error) == (
-            state[order]["chosen"], state[order]["knn_error"], state[order]["fresh_error"])
+            state[order]["chosen"],
+            state[order]["knn_error"],
+            state[order]["fresh_error"],
+        )
     assert report.choices[3].knn_errors.keys() == {1, 2}
     sides = set(report.source_sides.values())
     assert len(sides) == 1 and isinstance(next(iter(sides)), int)  # shapes: one generated size
@@ -123,8 +149,9 @@ def test_nevis_results_json_carries_the_report(runs, monkeypatch):
 @pytest.fixture(scope="module")
 def server(runs) -> Iterator[str]:
     settings, _, _ = runs
-    with served(create_server_app(CoordinatorSettings(data_dir=settings.data_dir,
-                                                      database_url=settings.database_url))) as url:
+    with served(
+        create_server_app(CoordinatorSettings(data_dir=settings.data_dir, database_url=settings.database_url))
+    ) as url:
         yield url
 
 
@@ -135,8 +162,7 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 
 def _drawn(browser, *ids: str) -> None:
-    WebDriverWait(browser, 30).until(
-        lambda d: all(d.find_elements(By.CSS_SELECTOR, f"#{i}[data-drawn]") for i in ids))
+    WebDriverWait(browser, 30).until(lambda d: all(d.find_elements(By.CSS_SELECTOR, f"#{i}[data-drawn]") for i in ids))
 
 
 def test_the_submission_page_shows_repeats_matrix_and_resolution_slices(browser, server, runs):
@@ -152,13 +178,16 @@ def test_the_submission_page_shows_repeats_matrix_and_resolution_slices(browser,
     assert f"#{indep}" in browser.find_element(By.ID, "repeats-indep").text
     rows = browser.find_elements(By.CSS_SELECTOR, "#transfer-table tbody tr")
     assert [(int(r.get_attribute("data-task")), int(r.get_attribute("data-chosen"))) for r in rows] == [
-        (t, c.chosen) for t, c in sorted(report.choices.items())]
+        (t, c.chosen) for t, c in sorted(report.choices.items())
+    ]
     plotted = browser.execute_script("return document.getElementById('transfer_matrix').data[0].z")
     _, _, cells_expected = report.matrix()
     assert plotted == [[pytest.approx(v) if v is not None else None for v in row] for row in cells_expected]
     slices = browser.execute_script("return document.getElementById('resolution').data.map(t => t.y)")
-    assert slices == [[pytest.approx(s.mean_error) for s in report.slices],
-                      [pytest.approx(s.indep_mean_error) for s in report.slices]]
+    assert slices == [
+        [pytest.approx(s.mean_error) for s in report.slices],
+        [pytest.approx(s.indep_mean_error) for s in report.slices],
+    ]
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
     download = browser.execute_script("return fetch(document.getElementById('transfer-json').href).then(r => r.json())")
     assert download == {"submission_id": ft_d, **json.loads(json.dumps(report.to_dict()))}

@@ -12,8 +12,8 @@ from services.coordinator.api import answers
 from services.coordinator.api.answers import answer_cache
 from services.coordinator.api.routes import leaderboard as leaderboard_route
 from services.coordinator.common.config import CoordinatorSettings
-from services.store.runs import leaderboard as board_store
 from services.dashboard.server import create_server_app
+from services.store.runs import leaderboard as board_store
 
 
 def test_a_start_renders_the_first_reads_before_any_request(seed_board, monkeypatch):
@@ -37,8 +37,12 @@ def test_a_start_renders_the_first_reads_before_any_request(seed_board, monkeypa
         assert cache.shared(("/", b"")) is not None
         top = kept.body and client.get("/v1/leaderboard?limit=50&offset=0").json()["items"][0]["submission_id"]
         assert renders == [0]  # the first reader's query (another query string) was not rendered again
-        assert record.statuses == {"/v1/leaderboard": 200, "/v1/leaderboard/front": 200, "/": 200,
-                                   f"/submissions/{top}": 200}
+        assert record.statuses == {
+            "/v1/leaderboard": 200,
+            "/v1/leaderboard/front": 200,
+            "/": 200,
+            f"/submissions/{top}": 200,
+        }
         assert cache.shared((f"/submissions/{top}", b"")) is not None
         client.get("/v1/leaderboard?limit=50&offset=50")
         assert renders == [0, 50]  # a new query still renders
@@ -59,8 +63,12 @@ def test_a_start_on_an_empty_database_warms_and_serves(database_url, tmp_path, m
     with TestClient(app) as client:
         record = app.state.warm_up
         assert record.done and record.error is None
-        assert record.statuses == {"/v1/leaderboard": 200, "/v1/leaderboard/front": 200, "/": 200,
-                                   "/submissions/{top}": "skipped: the default leaderboard page is empty"}
+        assert record.statuses == {
+            "/v1/leaderboard": 200,
+            "/v1/leaderboard/front": 200,
+            "/": 200,
+            "/submissions/{top}": "skipped: the default leaderboard page is empty",
+        }
         board = client.get("/v1/leaderboard")
         assert board.status_code == 200 and board.json()["items"] == [] and board.json()["total"] == 0
 

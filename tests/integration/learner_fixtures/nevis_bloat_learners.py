@@ -17,8 +17,8 @@ import os
 import struct
 
 import numpy as np
-
 from nevis_test_learners import NearestMeanLearner
+
 from workers.learners.protocol import TrainOutput
 
 BLOAT_BYTES = 3 * 2**20
@@ -32,8 +32,7 @@ class RungForger(NearestMeanLearner):
 
     def train(self, view, state, config, ctx):
         header = io.BytesIO()
-        np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False,
-                                                      "shape": (4096, 4096)})
+        np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (4096, 4096)})
         npy = header.getvalue()
         step = min(ctx.rung_at, default=1)
         head = json.dumps({"op": "rung", "step": step, "parts": [["a", len(npy) + 4096 * 4096 * 8]]}).encode()

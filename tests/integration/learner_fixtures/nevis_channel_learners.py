@@ -15,8 +15,8 @@ import os
 import struct
 
 import numpy as np
-
 from nevis_test_learners import NearestMeanLearner
+
 from workers.learners.protocol import TrainOutput
 
 FLOCK = "hhqqi4x"  # struct flock on x86_64: type, whence, start, len, pid

@@ -28,11 +28,12 @@ from __future__ import annotations
 import glob
 import os
 import time
-import numpy as np
 
-from nevis_channel_learners import lock_signaller  # noqa: F401 - one module name for every adversary
+import numpy as np
 from nevis_bloat_learners import rung_forger, state_bloater  # noqa: F401 - likewise (harness work they order)
+from nevis_channel_learners import lock_signaller  # noqa: F401 - one module name for every adversary
 from nevis_test_learners import HandCountedLinear, NearestMeanLearner, _flat, probe_machine
+
 from workers.learners.protocol import Resources, TrainOutput
 
 HIDDEN = 1024
@@ -56,7 +57,7 @@ class _Mlp(NearestMeanLearner):
         return {}
 
     def train(self, view, state, config, ctx):
-        import torch  # noqa: PLC0415
+        import torch
 
         torch.manual_seed(ctx.seed)
         data = view.train()
@@ -64,15 +65,20 @@ class _Mlp(NearestMeanLearner):
         y_all = torch.as_tensor(np.asarray(data.labels).reshape(len(data.labels), -1)[:, 0], dtype=torch.long)
         classes, width = view.info.num_classes, x_all.shape[1]
         if self.raw:
-            w1 = (torch.randn(width, HIDDEN) * width ** -0.5).requires_grad_()
-            w2 = (torch.randn(HIDDEN, classes) * HIDDEN ** -0.5).requires_grad_()
+            w1 = (torch.randn(width, HIDDEN) * width**-0.5).requires_grad_()
+            w2 = (torch.randn(HIDDEN, classes) * HIDDEN**-0.5).requires_grad_()
             params = [w1, w2]
 
             def forward(x):
                 return torch.relu(x @ w1) @ w2
         else:
-            model = ctx.track(torch.nn.Sequential(torch.nn.Linear(width, HIDDEN, bias=False), torch.nn.ReLU(),
-                                                  torch.nn.Linear(HIDDEN, classes, bias=False)))
+            model = ctx.track(
+                torch.nn.Sequential(
+                    torch.nn.Linear(width, HIDDEN, bias=False),
+                    torch.nn.ReLU(),
+                    torch.nn.Linear(HIDDEN, classes, bias=False),
+                )
+            )
             params = list(model.parameters())
             forward = model
         optimiser = torch.optim.SGD(params, lr=0.01)
@@ -102,7 +108,7 @@ class MeterPatcher(MlpTracked):
     name = "meter-patcher"
 
     def __init__(self) -> None:
-        from workers.sandbox import flops  # noqa: PLC0415
+        from workers.sandbox import flops
 
         flops.FlopMeter.track = lambda self, module: module
         flops.FlopMeter.watch = lambda self: self
@@ -121,8 +127,9 @@ class Hoarder(NearestMeanLearner):
         kept += [f for f in glob.glob(os.path.join(HOARD_DIR, "*.npy")) if _fingerprint(np.load(f)) not in seen]
         out = super().train(view, state, config, ctx)
         obtained = {"evaluation_images_kept": len(kept)} if kept else {}
-        return TrainOutput(predictor=out.predictor, state={**out.state, "obtained": obtained,
-                                                           "dev_fingerprints": sorted(seen)})
+        return TrainOutput(
+            predictor=out.predictor, state={**out.state, "obtained": obtained, "dev_fingerprints": sorted(seen)}
+        )
 
     def predict(self, predictor, images, ctx):
         _HOARD.append(np.array(images))
@@ -167,8 +174,9 @@ class ResourceHog(NearestMeanLearner):
         obtained = {k: v for k, v in written.items() if v > 2 << 30}
         if made >= 1000:
             obtained["processes"] = made
-        return TrainOutput(predictor=out.predictor, state={**out.state, "obtained": obtained,
-                                                           "written": written, "forked": made})
+        return TrainOutput(
+            predictor=out.predictor, state={**out.state, "obtained": obtained, "written": written, "forked": made}
+        )
 
 
 class Silent(NearestMeanLearner):
@@ -185,15 +193,22 @@ class FrameForger(NearestMeanLearner):
     name = "frame-forger"
 
     def train(self, view, state, config, ctx):
-        import io  # noqa: PLC0415
-        import json  # noqa: PLC0415
-        import struct  # noqa: PLC0415
+        import io
+        import json
+        import struct
 
         header = io.BytesIO()  # an .npy header claiming 2^40 float64s, and no data after it
         np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (1 << 40,)})
         npy = header.getvalue()
-        head = json.dumps({"op": "result", "status": "ok", "flops_measured": 0, "flops_reported": 0,
-                           "parts": [["a", len(npy)], ["b", 1], ["b", 1]]}).encode()
+        head = json.dumps(
+            {
+                "op": "result",
+                "status": "ok",
+                "flops_measured": 0,
+                "flops_reported": 0,
+                "parts": [["a", len(npy)], ["b", 1], ["b", 1]],
+            }
+        ).encode()
         frame = struct.pack(">Q", len(head)) + head + npy + b"x" + b"y"
         for fd in range(3, 64):
             try:
@@ -227,7 +242,7 @@ class FailingPreparer(NearestMeanLearner):
         self.die = die
 
     def prepare_task(self, view, state, ctx):
-        import torch  # noqa: PLC0415
+        import torch
 
         x = torch.as_tensor(_flat(view.train().images))
         with torch.no_grad():
@@ -248,8 +263,11 @@ class TwoWorkersSpy(NearestMeanLearner):
 
     def train(self, view, state, config, ctx):
         seen = probe_machine()
-        obtained = {k: v for k, v in seen.items()
-                    if k in ("env_secrets", "foreign_environs_with_secrets", "readable_paths", "connected") and v}
+        obtained = {
+            k: v
+            for k, v in seen.items()
+            if k in ("env_secrets", "foreign_environs_with_secrets", "readable_paths", "connected") and v
+        }
         if seen["visible_pids"] > 10:
             obtained["visible_pids"] = seen["visible_pids"]
         out = super().train(view, state, config, ctx)
@@ -257,7 +275,7 @@ class TwoWorkersSpy(NearestMeanLearner):
 
 
 def _fingerprint(images: np.ndarray) -> str:
-    import hashlib  # noqa: PLC0415
+    import hashlib
 
     return hashlib.sha256(np.ascontiguousarray(images).tobytes()).hexdigest()[:16]
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from nevis_test_learners import NearestMeanLearner, _flat
+
 from workers.learners.protocol import LogUniform, TrainOutput
 
 STEP_FLOPS = 10**9

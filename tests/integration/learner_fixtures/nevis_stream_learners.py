@@ -8,7 +8,6 @@ it offered a stream, its length, one batch's shapes, and every label of one epoc
 from __future__ import annotations
 
 import numpy as np
-
 from nevis_test_learners import NearestMeanLearner
 
 
@@ -24,9 +23,13 @@ class StreamRecorder(NearestMeanLearner):
             batches.close()  # its reader threads end with it
             epoch_stream = view.train_stream(ctx.seed)  # a fresh one: its peak is one reader's
             epoch = np.concatenate([b.labels for b in _one_epoch(epoch_stream)])
-            seen.update(rows=len(stream), batch_images=batch.images.shape,
-                        batch_originals=None if batch.originals is None else batch.originals.images.shape,
-                        epoch_labels=sorted(epoch.tolist()), peak_shards=epoch_stream.peak_shards)
+            seen.update(
+                rows=len(stream),
+                batch_images=batch.images.shape,
+                batch_originals=None if batch.originals is None else batch.originals.images.shape,
+                epoch_labels=sorted(epoch.tolist()),
+                peak_shards=epoch_stream.peak_shards,
+            )
         whole = view.train()
         seen.update(whole_rows=len(whole.images), whole_labels=sorted(whole.labels.tolist()))
         output = super().train(view, state, config, ctx)

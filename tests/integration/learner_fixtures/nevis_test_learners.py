@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from workers.learners.protocol import Choice, Resources, TrainOutput, Uniform
 from workers.learners.indep import IndepLearner
+from workers.learners.protocol import Choice, Resources, TrainOutput, Uniform
 
 
 def _flat(images: np.ndarray) -> np.ndarray:
@@ -97,8 +97,8 @@ SECRET_MARKERS = (b"NEVIS_DATABASE_URL=", b"NEVIS_STORE_URL=", b"AWS_SECRET_ACCE
 
 def _targets() -> dict[str, Any]:
     """What a test asks the learner to try and reach (files, ports), if it wrote any."""
-    import json  # noqa: PLC0415
-    import sys  # noqa: PLC0415
+    import json
+    import sys
 
     for folder in sys.path:
         candidate = os.path.join(folder or ".", TARGETS_FILE)
@@ -110,11 +110,12 @@ def _targets() -> dict[str, Any]:
 
 def probe_machine() -> dict[str, Any]:
     """Everything outside its task a hostile learner tries to obtain, and what it got."""
-    import socket  # noqa: PLC0415
+    import socket
 
     got: dict[str, Any] = {}
-    got["env_secrets"] = sorted(k for k, v in os.environ.items()
-                                if v and (k.startswith(("NEVIS_", "AWS_", "PG")) or "TOKEN" in k))
+    got["env_secrets"] = sorted(
+        k for k, v in os.environ.items() if v and (k.startswith(("NEVIS_", "AWS_", "PG")) or "TOKEN" in k)
+    )
     foreign = []
     for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
         try:
@@ -163,7 +164,11 @@ class CheatingLearner(NearestMeanLearner):
         _attempt(log, "view.dev_test()", lambda: view.dev_test())
         _attempt(log, "view.split('test')", lambda: view.split("test"))
         _attempt(log, "view.split('dev_test', past)", lambda: view.split("dev_test", max(order - 1, 1)))
-        _attempt(log, "view.split('dev', past)", lambda: view.split("dev", max(order - 1, 1)) if order > 1 else view.split("dev", 0))
+        _attempt(
+            log,
+            "view.split('dev', past)",
+            lambda: view.split("dev", max(order - 1, 1)) if order > 1 else view.split("dev", 0),
+        )
         _attempt(log, "view.past_train(future)", lambda: view.past_train(order + 1))
         _attempt(log, "view.split('train', future)", lambda: view.split("train", order + 1))
         _attempt(log, "view.past_train(unknown)", lambda: view.past_train(10_000))
@@ -172,7 +177,7 @@ class CheatingLearner(NearestMeanLearner):
         _attempt(log, "view.__dict__", lambda: view.__dict__)
         harness = next((o for o in gc.get_objects() if type(o).__name__ == "ActorHandle"), None)
         if harness is not None:
-            import ray  # noqa: PLC0415
+            import ray
 
             _attempt(log, "harness.past_train(future)", lambda: ray.get(harness.past_train.remote(order + 1)))
             _attempt(log, "harness.past_train(current)", lambda: ray.get(harness.past_train.remote(order)))
@@ -182,8 +187,15 @@ class CheatingLearner(NearestMeanLearner):
         past = [t.order for t in view.past_tasks()]
         past_ok = all(len(view.past_train(p)) > 0 for p in past)
         new = super().train(view, state, config, ctx)
-        record = {"order": order, "log": log, "creds": creds, "past": past, "past_ok": past_ok,
-                  "arrays": sorted(_array_fingerprints()), "machine": probe_machine()}
+        record = {
+            "order": order,
+            "log": log,
+            "creds": creds,
+            "past": past,
+            "past_ok": past_ok,
+            "arrays": sorted(_array_fingerprints()),
+            "machine": probe_machine(),
+        }
         state_out = dict(new.state)
         state_out["cheats"] = [*state.get("cheats", []), record]
         return TrainOutput(new.predictor, state_out)
@@ -233,7 +245,7 @@ class SlowLearner(NearestMeanLearner):
     name = "slow"
 
     def train(self, view, state, config, ctx):
-        import time  # noqa: PLC0415
+        import time
 
         time.sleep(2.0)
         return super().train(view, state, config, ctx)
@@ -249,7 +261,7 @@ class SlowPredictLearner(NearestMeanLearner):
     name = "slow-predict"
 
     def predict(self, predictor, images, ctx):
-        import time  # noqa: PLC0415
+        import time
 
         time.sleep(2.0)
         return super().predict(predictor, images, ctx)
@@ -333,8 +345,8 @@ class DdpIndep(IndepLearner):
         return Resources(num_workers=2, cpus_per_worker=0.5)
 
     def train(self, view, state, config, ctx):
-        import torch  # noqa: PLC0415
-        import torch.distributed as dist  # noqa: PLC0415
+        import torch
+        import torch.distributed as dist
 
         out = super().train(view, state, config, ctx)
         checksum = torch.stack([p.detach().double().sum() for p in out.predictor.model.parameters()]).sum()
@@ -366,13 +378,13 @@ class KilledMidway(NearestMeanLearner):
     name = "killed-midway"
 
     def train(self, view, state, config, ctx):
-        import os  # noqa: PLC0415
-        import signal  # noqa: PLC0415
-        import time  # noqa: PLC0415
+        import os
+        import signal
+        import time
 
-        import torch  # noqa: PLC0415
+        import torch
 
-        from workers.sandbox.context import FLOP_REPORT_INTERVAL_S  # noqa: PLC0415
+        from workers.sandbox.context import FLOP_REPORT_INTERVAL_S
 
         layer = ctx.track(torch.nn.Linear(64, 64))
         ctx.progress(0, None)
@@ -395,7 +407,7 @@ class FailingTwoWorkers(TwoWorkerLearner):
     name = "failing-two-workers"
 
     def train(self, view, state, config, ctx):
-        import torch.distributed as dist  # noqa: PLC0415
+        import torch.distributed as dist
 
         ctx.report_flops(1000)
         ctx.progress(0, None)
@@ -460,7 +472,7 @@ class HandCountedLinear(NearestMeanLearner):
         return {}
 
     def train(self, view, state, config, ctx):
-        import torch  # noqa: PLC0415
+        import torch
 
         data = view.train()
         x = torch.as_tensor(_flat(data.images))
@@ -480,7 +492,7 @@ class HandCountedLinear(NearestMeanLearner):
         return TrainOutput(predictor=predictor, state={**state, "dev_error_seen": seen})
 
     def predict(self, predictor, images, ctx):
-        import torch  # noqa: PLC0415
+        import torch
 
         layer = ctx.track(torch.nn.Linear(predictor.shape[1], predictor.shape[0], bias=False))
         with torch.no_grad():

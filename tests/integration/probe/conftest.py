@@ -27,13 +27,11 @@ from services.store.db.models import (
     TaskRun,
     Trial,
 )
-from workers.probe.runtime.planner import enqueue_submission
 from services.store.probes.settings import ProbeSettings
+from workers.probe.runtime.planner import enqueue_submission
 
 LEARNERS = Path(__file__).parent / "learners"
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (str(LEARNERS), os.environ.get("PYTHONPATH", "")) if p
-)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(LEARNERS), os.environ.get("PYTHONPATH", "")) if p)
 sys.path.insert(0, str(LEARNERS))
 
 
@@ -54,8 +52,9 @@ class Seeded:
     settings: ProbeSettings
 
 
-def seed_rows(sessions: sessionmaker[Session], *, tasks: int = 1, trials: int = 2,
-              checkpoints: int = 3) -> tuple[int, list[int], list[int]]:
+def seed_rows(
+    sessions: sessionmaker[Session], *, tasks: int = 1, trials: int = 2, checkpoints: int = 3
+) -> tuple[int, list[int], list[int]]:
     """Insert a committed submission; returns (submission id, trial ids, checkpoint ids)."""
     sha = hashlib.sha256(b"x").hexdigest()
     trial_ids, checkpoint_ids = [], []
@@ -64,35 +63,56 @@ def seed_rows(sessions: sessionmaker[Session], *, tasks: int = 1, trials: int = 
         learner = Learner(name="seed-learner", entrypoint="seed:learner")
         session.add_all([version, learner])
         session.flush()
-        submission = Submission(learner_id=learner.id, stream_version_id=version.id,
-                                phase="meta_test", status="succeeded",
-                                budget={}, image_size=8)
+        submission = Submission(
+            learner_id=learner.id,
+            stream_version_id=version.id,
+            phase="meta_test",
+            status="succeeded",
+            budget={},
+            image_size=8,
+        )
         session.add(submission)
         session.flush()
         for order in range(1, tasks + 1):
-            task = StreamTask(stream_version_id=version.id, order=order, year=2000 + order,
-                              dataset=f"d{order}", phase="meta_test", kind="single",
-                              num_classes=2, split_rule={})
+            task = StreamTask(
+                stream_version_id=version.id,
+                order=order,
+                year=2000 + order,
+                dataset=f"d{order}",
+                phase="meta_test",
+                kind="single",
+                num_classes=2,
+                split_rule={},
+            )
             session.add(task)
             session.flush()
             run = TaskRun(submission_id=submission.id, stream_task_id=task.id, status="succeeded")
             session.add(run)
             session.flush()
-            rows = [Trial(task_run_id=run.id, trial_index=i, seed=i, status="succeeded")
-                    for i in range(trials)]
+            rows = [Trial(task_run_id=run.id, trial_index=i, seed=i, status="succeeded") for i in range(trials)]
             session.add_all(rows)
             session.flush()
             for trial in rows:
                 trial_ids.append(trial.id)
                 for step in range(checkpoints):
-                    ckpt = Checkpoint(trial_id=trial.id, step=step, object_key=f"k/{trial.id}/{step}",
-                                      size_bytes=1, sha256=sha)
+                    ckpt = Checkpoint(
+                        trial_id=trial.id, step=step, object_key=f"k/{trial.id}/{step}", size_bytes=1, sha256=sha
+                    )
                     session.add(ckpt)
                     session.flush()
                     checkpoint_ids.append(ckpt.id)
-            session.add(TaskResult(submission_id=submission.id, stream_task_id=task.id,
-                                   task_run_id=run.id, best_trial_id=rows[0].id, error=0.5,
-                                   split="test", metric="accuracy", flops=1.0))
+            session.add(
+                TaskResult(
+                    submission_id=submission.id,
+                    stream_task_id=task.id,
+                    task_run_id=run.id,
+                    best_trial_id=rows[0].id,
+                    error=0.5,
+                    split="test",
+                    metric="accuracy",
+                    flops=1.0,
+                )
+            )
         return submission.id, trial_ids, checkpoint_ids
 
 

@@ -23,23 +23,35 @@ from services.store.db.models import Checkpoint, Submission, TaskResult, TaskRun
 from services.store.db.models_coordinator import ScheduledSubmission
 from services.store.db.models_probe import ProbeCheckpointResult, ProbeJob
 from services.store.objects import open_store
+from services.store.probes import queue
+from services.store.probes.report import load_probe_report
+from services.store.probes.settings import ProbeSettings
 from services.store.runs.leaderboard import leaderboard
 from services.store.runs.summary import load_summary
 from tests.integration.conftest import tiny_manifest
-from services.store.probes import queue
 from workers.probe.runtime.context import ProbeContext
 from workers.probe.runtime.data import TaskCache
 from workers.probe.runtime.jobs import target_orders, write_checkpoint_measures
 from workers.probe.runtime.measure import CheckpointMeasures, measure_checkpoint
 from workers.probe.runtime.planner import enqueue_submission
-from services.store.probes.settings import ProbeSettings
-from services.store.probes.report import load_probe_report
 from workers.probe.runtime.trial_fits import features_key, fit_trial, load_features
 from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
-CI_OPTIONS = ["--preset", "ci", "--kinds", "linear,mlp2", "--folds", "3", "--max-examples", "60",
-              "--lidar-n", "8", "--lidar-q", "2"]
+CI_OPTIONS = [
+    "--preset",
+    "ci",
+    "--kinds",
+    "linear,mlp2",
+    "--folds",
+    "3",
+    "--max-examples",
+    "60",
+    "--lidar-n",
+    "8",
+    "--lidar-q",
+    "2",
+]
 
 
 def _charged(sessions, run_id: int) -> dict:
@@ -48,7 +60,8 @@ def _charged(sessions, run_id: int) -> dict:
         summary = load_summary(session, submission_id=run_id)
         board = leaderboard(session, stream=summary.stream, version=summary.stream_version)
         return {
-            "cflop": summary.cflop, "retried": summary.retried_flops,
+            "cflop": summary.cflop,
+            "retried": summary.retried_flops,
             "tasks": [t.flops for t in summary.tasks],
             "results": sorted(session.scalars(select(TaskResult.flops).where(TaskResult.submission_id == run_id))),
             "trials": sorted(session.scalars(select(Trial.flops).join(TaskRun).where(TaskRun.submission_id == run_id))),
@@ -61,20 +74,27 @@ def _same_calls_in_process(session, store, job: ProbeJob) -> tuple[int, int]:
     (what a FlopMeter around them counts, the forward FLOPs of ``features_and_predict`` on the
     current task's probe examples and ``features`` on every earlier target's, as FlopCounterMode
     counts them)."""
-    from nevis_test_learners import one_worker_indep  # noqa: PLC0415 - put on the path by ray_local
+    from nevis_test_learners import one_worker_indep
 
     settings = queue.load_settings(session, job.settings_hash)
     ckpt = session.get(Checkpoint, job.checkpoint_id)
     submission = session.get(Submission, job.submission_id)
     tasks = TaskCache(store)
     manifest = tasks.manifest(submission.stream_version)
-    targets = [tasks.samples(manifest, o, image_size=submission.image_size, max_examples=settings.max_examples,
-                             lidar_n=settings.lidar_n, seed=settings.seed)
-               for o in target_orders([t.order for t in manifest.tasks], job.task_order, settings)]
+    targets = [
+        tasks.samples(
+            manifest,
+            o,
+            image_size=submission.image_size,
+            max_examples=settings.max_examples,
+            lidar_n=settings.lidar_n,
+            seed=settings.seed,
+        )
+        for o in target_orders([t.order for t in manifest.tasks], job.task_order, settings)
+    ]
     learner, ctx = one_worker_indep(), ProbeContext(seed=settings.seed)
     predictor = learner.load_predictor(store.get_bytes(ckpt.object_key), targets[0].info, ctx)
-    measure_checkpoint(learner, predictor, current=targets[0], targets=targets, settings=settings, ctx=ctx,
-                       fit=False)
+    measure_checkpoint(learner, predictor, current=targets[0], targets=targets, settings=settings, ctx=ctx, fit=False)
     ctx.close()
     other = ProbeContext(seed=0)
     with FlopCounterMode(display=False) as mode:
@@ -88,8 +108,11 @@ def _same_calls_in_process(session, store, job: ProbeJob) -> tuple[int, int]:
 def _fits_in_process(session, store, job: ProbeJob) -> int:
     """What one FlopCounterMode around the trial job's fits counts."""
     settings = queue.load_settings(session, job.settings_hash)
-    steps = session.execute(select(ProbeCheckpointResult.checkpoint_id, ProbeCheckpointResult.step).where(
-        ProbeCheckpointResult.trial_id == job.trial_id, ProbeCheckpointResult.settings_hash == job.settings_hash)).all()
+    steps = session.execute(
+        select(ProbeCheckpointResult.checkpoint_id, ProbeCheckpointResult.step).where(
+            ProbeCheckpointResult.trial_id == job.trial_id, ProbeCheckpointResult.settings_hash == job.settings_hash
+        )
+    ).all()
     features = {step: load_features(store, features_key(job.settings_hash, cid)) for cid, step in steps}
     with FlopCounterMode(display=False) as mode:
         fit_trial(features, settings)
@@ -99,14 +122,14 @@ def _fits_in_process(session, store, job: ProbeJob) -> int:
 @pytest.mark.usefixtures("ray_local")
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 def test_probing_a_run_meters_every_checkpoint_and_leaves_its_cflop_alone(
-        settings_env, database_url, monkeypatch, tiny_stream) -> None:
+    settings_env, database_url, monkeypatch, tiny_stream
+) -> None:
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
     get_settings.cache_clear()
     runner = StreamRunner(get_settings())
     stream = tiny_manifest(tiny_stream.parent / "two.json", tasks=2)
     budget = RunBudget(trials=1, steps=4, checkpoint_fractions=(0.0, 0.5, 1.0))
-    run_id = runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:one_worker_indep",
-                                     budget=budget))
+    run_id = runner.start(RunRequest(stream=str(stream), learner="nevis_test_learners:one_worker_indep", budget=budget))
     before = _charged(runner.sessions, run_id)
     assert before["cflop"] > 0 and len(before["board"]) == 1
 
@@ -122,14 +145,20 @@ def test_probing_a_run_meters_every_checkpoint_and_leaves_its_cflop_alone(
         assert [j.status for j in jobs] == ["done"] * len(jobs)
         by_kind = {kind: [j for j in jobs if j.kind == kind] for kind in ("checkpoint", "trial", "summary")}
         assert len(by_kind["checkpoint"]) == 2 * 3 and len(by_kind["trial"]) == 2
-        details = dict(session.execute(select(ProbeCheckpointResult.checkpoint_id, ProbeCheckpointResult.details)).all())
+        details = dict(
+            session.execute(select(ProbeCheckpointResult.checkpoint_id, ProbeCheckpointResult.details)).all()
+        )
         for job in by_kind["checkpoint"]:
             metered, forward = _same_calls_in_process(session, store, job)
             assert job.analysis_flops > 0
             assert job.analysis_flops == metered  # what a FlopMeter around the same calls counts
             assert job.analysis_flops >= forward > 0  # at least the features (and scores) passes
             assert details[job.checkpoint_id]["analysis_flops"] == {
-                "measured": job.analysis_flops, "reported": 0, "untracked": 0, "total": job.analysis_flops}
+                "measured": job.analysis_flops,
+                "reported": 0,
+                "untracked": 0,
+                "total": job.analysis_flops,
+            }
         for job in by_kind["trial"]:
             assert job.analysis_flops == _fits_in_process(session, store, job) > 0
         assert by_kind["summary"][0].analysis_flops == 0
@@ -171,15 +200,17 @@ def test_probing_a_run_meters_every_checkpoint_and_leaves_its_cflop_alone(
         api = client.get(f"/v1/submissions/{run_id}/probes", headers={"Authorization": f"Bearer {token}"})
         assert api.status_code == 200, api.text
         assert [t["total"] for t in api.json()["analysis_flops"]["by_task"]] == pytest.approx(
-            [t.total for t in flops.by_task])
+            [t.total for t in flops.by_task]
+        )
         detail = client.get(f"/submissions/{run_id}")  # the submission's cFLOP, as before probing
-        assert detail.status_code == 200 and f"<dd class=\"num\" id=\"cflop\">{before['cflop']:.3e}</dd>" in detail.text
+        assert detail.status_code == 200 and f'<dd class="num" id="cflop">{before["cflop"]:.3e}</dd>' in detail.text
     assert _charged(runner.sessions, run_id) == before
 
 
 def _measures() -> CheckpointMeasures:
-    return CheckpointMeasures(lidar=2.0, rankme=3.0, pretext_error=0.5, feature_dim=4, lidar_n=2,
-                              lidar_q=2, rankme_n=8, fits=())
+    return CheckpointMeasures(
+        lidar=2.0, rankme=3.0, pretext_error=0.5, feature_dim=4, lidar_n=2, lidar_q=2, rankme_n=8, fits=()
+    )
 
 
 def _finish(sessions, job, flops: float) -> None:
@@ -207,8 +238,14 @@ def test_analysis_flops_are_fenced_summed_per_task_and_missing_for_old_rows(sess
         assert session.get(ProbeJob, stolen.id).analysis_flops is None  # fenced: nothing recorded
     for job in others:
         with transaction(sessions) as session:
-            write_checkpoint_measures(session, checkpoint_id=job.checkpoint_id, trial_id=job.trial_id,
-                                      step=0, settings_hash=job.settings_hash, measures=_measures())
+            write_checkpoint_measures(
+                session,
+                checkpoint_id=job.checkpoint_id,
+                trial_id=job.trial_id,
+                step=0,
+                settings_hash=job.settings_hash,
+                measures=_measures(),
+            )
         _finish(sessions, job, 100.0 * job.task_order)
     with sessions() as session:
         report = load_probe_report(session, submission_id=submission_id)

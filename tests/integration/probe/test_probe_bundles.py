@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from services.store.objects import LocalObjectStore
 from services.core.errors import ProbeInputError
+from services.store.objects import LocalObjectStore
 from workers.probe.runtime.jobs import ProbeRuntime
 from workers.sandbox.client import describe
 

@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from services.cli.main import app
+from services.core.budget import RunBudget
 from services.core.config import get_settings
 from services.store.db.models import Checkpoint, Trial
 from services.store.db.models_probe import (
@@ -27,16 +28,30 @@ from services.store.db.models_probe import (
     TrialCurve,
 )
 from services.store.objects import open_store
-from services.core.budget import RunBudget
 from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
 # On PostgreSQL, the production database: the queue itself is tested on both dialects (test_probe_queue.py).
-pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.postgres,
-              pytest.mark.parametrize("database_url", ["postgres"], indirect=True)]
+pytestmark = [
+    pytest.mark.usefixtures("ray_local"),
+    pytest.mark.postgres,
+    pytest.mark.parametrize("database_url", ["postgres"], indirect=True),
+]
 
-CI_OPTIONS = ["--preset", "ci", "--kinds", "linear,mlp2,mlp3", "--folds", "3",
-              "--max-examples", "120", "--lidar-n", "16", "--lidar-q", "3"]
+CI_OPTIONS = [
+    "--preset",
+    "ci",
+    "--kinds",
+    "linear,mlp2,mlp3",
+    "--folds",
+    "3",
+    "--max-examples",
+    "120",
+    "--lidar-n",
+    "16",
+    "--lidar-q",
+    "3",
+]
 
 
 def _count(session, model, **where) -> int:
@@ -51,8 +66,7 @@ def test_probe_run_fills_curves_metrics_and_results(settings_env, database_url, 
     get_settings.cache_clear()
     runner = StreamRunner(get_settings())
     budget = RunBudget(trials=2, steps=6, checkpoint_fractions=(0.0, 0.5, 1.0))
-    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_probe_learners:growing",
-                                     budget=budget))
+    run_id = runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_probe_learners:growing", budget=budget))
     store = open_store(runner.settings.store_url)
     with runner.sessions() as session:
         checkpoints = session.scalars(select(Checkpoint).order_by(Checkpoint.id)).all()
@@ -103,8 +117,7 @@ def test_probe_run_fills_curves_metrics_and_results(settings_env, database_url, 
         partial = [m for m in mismatch if m.trial_id == trial_of_missing.id]
         assert partial and all(m.num_checkpoints == 2 for m in partial)
         corr = session.scalars(select(ProbeCorrelationRow)).all()
-        assert {(c.scope, c.proxy) for c in corr} >= {("task", "lidar"), ("pooled", "rankme"),
-                                                       ("task_mean", "lidar")}
+        assert {(c.scope, c.proxy) for c in corr} >= {("task", "lidar"), ("pooled", "rankme"), ("task_mean", "lidar")}
         task_rows = [c for c in corr if c.scope == "task"]
         assert len(task_rows) == 3 * 2
         assert any(c.spearman is not None and -1 <= c.spearman <= 1 for c in task_rows)

@@ -40,8 +40,7 @@ def test_planning_queues_one_job_per_checkpoint_trial_and_submission(sessions, s
         kinds = session.execute(select(ProbeJob.kind, func.count()).group_by(ProbeJob.kind)).all()
     assert dict(kinds) == {"checkpoint": 6, "trial": 2, "summary": 1}
     with transaction(sessions) as session:  # planning again adds nothing
-        assert enqueue_submission(session, submission_id=seeded.submission_id,
-                                  settings=seeded.settings) == 0
+        assert enqueue_submission(session, submission_id=seeded.submission_id, settings=seeded.settings) == 0
 
 
 def test_concurrent_workers_never_take_the_same_job(database_url, seeded) -> None:
@@ -157,8 +156,7 @@ def test_failed_jobs_can_be_queued_again_with_their_trial(sessions, seeded) -> N
     assert trial.kind == "trial"  # computed from the two checkpoints left
     with transaction(sessions) as session:
         queue.complete(session, trial)
-        enqueue_submission(session, submission_id=seeded.submission_id, settings=seeded.settings,
-                           retry_failed=True)
+        enqueue_submission(session, submission_id=seeded.submission_id, settings=seeded.settings, retry_failed=True)
     row = _status(sessions, first[0].id)
     assert (row.status, row.attempts, row.error) == ("queued", 0, None)
     assert _status(sessions, trial.id).status == "queued"  # recomputed once the checkpoint is back
@@ -166,18 +164,31 @@ def test_failed_jobs_can_be_queued_again_with_their_trial(sessions, seeded) -> N
 
 def _measures(error: float) -> CheckpointMeasures:
     scores = FoldScores(losses=np.array([1.0, 2.0]), errors=np.array([error, error]))
-    return CheckpointMeasures(lidar=2.0, rankme=3.0, pretext_error=0.5, feature_dim=4, lidar_n=2,
-                              lidar_q=2, rankme_n=8, fits=(TargetFit(1, "linear", scores, 8, 2),),
-                              details={"x": float("inf")})
+    return CheckpointMeasures(
+        lidar=2.0,
+        rankme=3.0,
+        pretext_error=0.5,
+        feature_dim=4,
+        lidar_n=2,
+        lidar_q=2,
+        rankme_n=8,
+        fits=(TargetFit(1, "linear", scores, 8, 2),),
+        details={"x": float("inf")},
+    )
 
 
 def test_results_are_written_once_however_often_a_job_runs(sessions, seeded) -> None:
     ckpt = seeded.checkpoint_ids[0]
     for error in (0.25, 0.5):  # a job that ran twice: the second write replaces the first
         with transaction(sessions) as session:
-            write_checkpoint_measures(session, checkpoint_id=ckpt, trial_id=seeded.trial_ids[0],
-                                      step=0, settings_hash=seeded.settings.settings_hash,
-                                      measures=_measures(error))
+            write_checkpoint_measures(
+                session,
+                checkpoint_id=ckpt,
+                trial_id=seeded.trial_ids[0],
+                step=0,
+                settings_hash=seeded.settings.settings_hash,
+                measures=_measures(error),
+            )
     with sessions() as session:
         assert session.scalar(select(func.count()).select_from(ProbeCheckpointResult)) == 1
         fits = session.scalars(select(ProbeFitRow)).all()
@@ -198,8 +209,9 @@ time.sleep(600)
 
 
 def test_a_worker_killed_mid_job_loses_nothing(database_url, sessions, seeded) -> None:
-    process = subprocess.Popen([sys.executable, "-c", _KILLED_WORKER, database_url],
-                               stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    process = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_WORKER, database_url], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
     try:
         job_id = int(process.stdout.readline())
     finally:
@@ -217,10 +229,9 @@ def test_a_worker_killed_mid_job_loses_nothing(database_url, sessions, seeded) -
 
 
 def test_the_heartbeat_thread_keeps_a_long_job_leased(database_url, sessions, seeded, tmp_path) -> None:
-    from workers.probe.runtime.pool import ProbeWorker, WorkerConfig, LeaseHeartbeat  # noqa: PLC0415
+    from workers.probe.runtime.pool import LeaseHeartbeat, ProbeWorker, WorkerConfig
 
-    worker = ProbeWorker(WorkerConfig(database_url=database_url,
-                                      store_url=(tmp_path / "store").as_uri(), lease_s=0.3))
+    worker = ProbeWorker(WorkerConfig(database_url=database_url, store_url=(tmp_path / "store").as_uri(), lease_s=0.3))
     job = _claim(worker.sessions, worker.owner, lease_s=0.3)
     with LeaseHeartbeat(worker, job) as beat:
         time.sleep(1.0)  # three leases long: only the heartbeats keep it
@@ -232,8 +243,8 @@ def test_the_heartbeat_thread_keeps_a_long_job_leased(database_url, sessions, se
 
 
 def test_watch_mode_queues_each_committed_task_once(sessions, seed) -> None:
-    from workers.probe.runtime.planner import enqueue_committed  # noqa: PLC0415
-    from services.store.probes.settings import ProbeSettings  # noqa: PLC0415
+    from services.store.probes.settings import ProbeSettings
+    from workers.probe.runtime.planner import enqueue_committed
 
     seed(tasks=2, trials=1, checkpoints=2)
     settings = ProbeSettings.ci()
@@ -245,8 +256,8 @@ def test_watch_mode_queues_each_committed_task_once(sessions, seed) -> None:
 
 
 def test_the_standard_preset_probes_the_chosen_trial_and_one_other_and_all_on_request(sessions, seed) -> None:
-    from services.store.db.models import TaskResult  # noqa: PLC0415
-    from services.store.probes.settings import ProbeSettings  # noqa: PLC0415
+    from services.store.db.models import TaskResult
+    from services.store.probes.settings import ProbeSettings
 
     submission_id, trial_ids, _ = seed(tasks=1, trials=4, checkpoints=2)
     with transaction(sessions) as session:  # the search chose the third trial
@@ -263,8 +274,8 @@ def test_the_standard_preset_probes_the_chosen_trial_and_one_other_and_all_on_re
 
 
 def test_the_standard_preset_probes_the_other_trial_at_its_first_and_last_checkpoints(sessions, seed) -> None:
-    from services.store.db.models import Checkpoint, TaskResult  # noqa: PLC0415
-    from services.store.probes.settings import ProbeSettings  # noqa: PLC0415
+    from services.store.db.models import Checkpoint, TaskResult
+    from services.store.probes.settings import ProbeSettings
 
     submission_id, trial_ids, _ = seed(tasks=1, trials=3, checkpoints=6)
     with transaction(sessions) as session:  # the search chose the second trial
@@ -278,7 +289,8 @@ def test_the_standard_preset_probes_the_other_trial_at_its_first_and_last_checkp
             rows = session.execute(
                 select(ProbeJob.trial_id, Checkpoint.step)
                 .join(Checkpoint, Checkpoint.id == ProbeJob.checkpoint_id)
-                .where(ProbeJob.kind == "checkpoint", ProbeJob.settings_hash == settings_hash)).all()
+                .where(ProbeJob.kind == "checkpoint", ProbeJob.settings_hash == settings_hash)
+            ).all()
         out: dict[int, list[int]] = {}
         for trial_id, step in rows:
             out.setdefault(trial_id, []).append(step)

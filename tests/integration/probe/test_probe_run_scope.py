@@ -59,8 +59,9 @@ def _probe_run(*args: str) -> str:
     """``nevis probe run`` in a thread, so a worker that never stops fails the test instead of
     hanging it."""
     result: list = []
-    thread = threading.Thread(target=lambda: result.append(CliRunner().invoke(app, ["probe", "run", *args])),
-                              daemon=True)
+    thread = threading.Thread(
+        target=lambda: result.append(CliRunner().invoke(app, ["probe", "run", *args])), daemon=True
+    )
     thread.start()
     thread.join(timeout=180)
     assert result, "nevis probe run did not finish: it waits for jobs it did not queue"
@@ -82,8 +83,14 @@ def test_probe_run_leaves_other_runs_and_other_settings_queued(cli_database, ses
     watch = ProbeSettings.preset("standard")  # the pool's watch, on the same run
     with transaction(sessions) as session:
         row = session.get(Submission, mine)
-        other = Submission(learner_id=row.learner_id, stream_version_id=row.stream_version_id,
-                           phase="meta_test", status="succeeded", budget={}, image_size=8)
+        other = Submission(
+            learner_id=row.learner_id,
+            stream_version_id=row.stream_version_id,
+            phase="meta_test",
+            status="succeeded",
+            budget={},
+            image_size=8,
+        )
         session.add(other)
         session.flush()
         ci_hash = queue.ensure_settings(session, ProbeSettings.ci())
@@ -110,5 +117,7 @@ def test_probe_run_of_one_task_does_not_wait_for_other_tasks_jobs(cli_database, 
     jobs = {(j.kind, j.task_order): j for j in _jobs(sessions, submission_id=mine)}
     assert all(jobs[kind, 1].status in ("done", "failed") for kind in ("checkpoint", "trial"))
     # Task 2's jobs were not taken, so the summary that needs them still waits for them.
-    assert all((jobs[key].status, jobs[key].attempts) == ("queued", 0)
-               for key in (("checkpoint", 2), ("trial", 2), ("summary", 0)))
+    assert all(
+        (jobs[key].status, jobs[key].attempts) == ("queued", 0)
+        for key in (("checkpoint", 2), ("trial", 2), ("summary", 0))
+    )

@@ -19,23 +19,41 @@ from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
 
 # Learner-side: SQLite (the probe queue has its own tests on both dialects).
-pytestmark = [pytest.mark.usefixtures("ray_local"),
-              pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
-PROBE = ["--preset", "ci", "--all-trials", "--kinds", "linear", "--folds", "2", "--max-examples", "40",
-         "--lidar-n", "8", "--lidar-q", "2", "--targets", "current"]
+PROBE = [
+    "--preset",
+    "ci",
+    "--all-trials",
+    "--kinds",
+    "linear",
+    "--folds",
+    "2",
+    "--max-examples",
+    "40",
+    "--lidar-n",
+    "8",
+    "--lidar-q",
+    "2",
+    "--targets",
+    "current",
+]
 POLICIES = ("dev", "choose:lidar", "choose:rankme", "prune:lidar", "prune:rankme", "prune+choose:lidar")
 
 
-def test_study_proxies_replays_every_policy_of_a_probed_run(settings_env, database_url, monkeypatch,
-                                                            tmp_path) -> None:
+def test_study_proxies_replays_every_policy_of_a_probed_run(settings_env, database_url, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("NEVIS_DATABASE_URL", database_url)
     monkeypatch.setenv("COLUMNS", "250")
     get_settings.cache_clear()
     runner = StreamRunner(get_settings())
     budget = RunBudget(trials=4, steps=8, checkpoint_fractions=(0.0, 0.125, 0.25, 1.0))
-    run_id = runner.start(RunRequest(stream=str(tiny_manifest(tmp_path / "tiny.json", tasks=2)),
-                                     learner="nevis_probe_learners:growing", budget=budget))
+    run_id = runner.start(
+        RunRequest(
+            stream=str(tiny_manifest(tmp_path / "tiny.json", tasks=2)),
+            learner="nevis_probe_learners:growing",
+            budget=budget,
+        )
+    )
     cli = CliRunner()
     unprobed = cli.invoke(app, ["study", "proxies", "--submission", str(run_id)])
     assert unprobed.exit_code == 2 and "has no probes" in unprobed.output

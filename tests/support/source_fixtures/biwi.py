@@ -23,8 +23,11 @@ def write_biwi(folder: Path) -> dict[str, tuple[float, float, float, int]]:
         for frame in range(FRAMES):
             n += 1
             yaw, pitch, roll = 0.5 * n - 30, 25 - 0.4 * n, ((7 * n) % 20) - 10 + 0.01 * n
-            q = (Quaternion(axis=[0, 0, 1], degrees=yaw) * Quaternion(axis=[0, 1, 0], degrees=pitch)
-                 * Quaternion(axis=[1, 0, 0], degrees=roll))
+            q = (
+                Quaternion(axis=[0, 0, 1], degrees=yaw)
+                * Quaternion(axis=[0, 1, 0], degrees=pitch)
+                * Quaternion(axis=[1, 0, 0], degrees=roll)
+            )
             matrix = q.rotation_matrix
             base = f"faces_0/{subject:02d}/frame_{frame:05d}"
             lines = [" ".join(f"{v:.9f}" for v in row) for row in matrix] + ["88.7 -4.08 878.8"]

@@ -31,8 +31,13 @@ def write_caltech_categories(folder: Path) -> dict[str, tuple[str, None]]:
 
 
 MELANOMA = {  # part -> (id, melanoma, seborrheic keratosis)
-    "Training": [("ISIC_0000000", 0.0, 0.0), ("ISIC_0000001", 1.0, 0.0), ("ISIC_0000002", 0.0, 1.0),
-                 ("ISIC_0000003", 0.0, 0.0), ("ISIC_0000004", 1.0, 0.0)],
+    "Training": [
+        ("ISIC_0000000", 0.0, 0.0),
+        ("ISIC_0000001", 1.0, 0.0),
+        ("ISIC_0000002", 0.0, 1.0),
+        ("ISIC_0000003", 0.0, 0.0),
+        ("ISIC_0000004", 1.0, 0.0),
+    ],
     "Validation": [("ISIC_0001769", 0.0, 1.0), ("ISIC_0001770", 0.0, 0.0)],
     "Test_v2": [("ISIC_0012086", 1.0, 0.0), ("ISIC_0012087", 0.0, 0.0), ("ISIC_0012088", 0.0, 1.0)],
 }

@@ -14,8 +14,9 @@ from tests.support.source_fixtures.tiny import encoded, source_dir, write_tar, w
 def write_sketch(data_dir: Path, more: int = 0) -> list[tuple[str, str]]:
     members = {"png/filelist.txt": b"airplane/1.png\n"}
     files = [("airplane", 1), ("airplane", 2), ("crane (machine)", 3), ("zebra", 4)]
-    files += [(cls, 100 + 10 * k + i) for k, cls in enumerate(("airplane", "crane (machine)", "zebra"))
-              for i in range(more)]
+    files += [
+        (cls, 100 + 10 * k + i) for k, cls in enumerate(("airplane", "crane (machine)", "zebra")) for i in range(more)
+    ]
     for i, (cls, n) in enumerate(files):
         members[f"png/{cls}/{n}.png"] = encoded(i, "PNG", 11, 9, 1)
     write_zip(source_dir(data_dir, "sketch") / "sketches_png.zip", members)
@@ -32,12 +33,20 @@ def write_scenes15(data_dir: Path, more: int = 0) -> list[tuple[str, str]]:
 
 def write_caltech256(data_dir: Path, more: int = 0) -> list[tuple[str, str]]:
     """A plain tar; folders 001..003 and 257 would be a gap, so the fixture numbers 1..3."""
-    files = [("002.american-flag", "002_0001.jpg"), ("001.ak47", "001_0001.jpg"),
-             ("003.clutter", "003_0001.jpg"), ("001.ak47", "001_0002.jpg")]
-    files += [(f"{k:03d}.{name}", f"{k:03d}_{100 + i:04d}.jpg")
-              for k, name in ((1, "ak47"), (2, "american-flag"), (3, "clutter")) for i in range(more)]
-    members = {f"256_ObjectCategories/{folder}/{name}": encoded(i, "JPEG", 10, 14)
-               for i, (folder, name) in enumerate(files)}
+    files = [
+        ("002.american-flag", "002_0001.jpg"),
+        ("001.ak47", "001_0001.jpg"),
+        ("003.clutter", "003_0001.jpg"),
+        ("001.ak47", "001_0002.jpg"),
+    ]
+    files += [
+        (f"{k:03d}.{name}", f"{k:03d}_{100 + i:04d}.jpg")
+        for k, name in ((1, "ak47"), (2, "american-flag"), (3, "clutter"))
+        for i in range(more)
+    ]
+    members = {
+        f"256_ObjectCategories/{folder}/{name}": encoded(i, "JPEG", 10, 14) for i, (folder, name) in enumerate(files)
+    }
     write_tar(source_dir(data_dir, "caltech256") / "256_ObjectCategories.tar", members, mode="w")
     return [(folder.split(".", 1)[1], f"256_ObjectCategories/{folder}/{name}") for folder, name in files]
 

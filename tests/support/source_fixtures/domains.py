@@ -32,10 +32,11 @@ CALTECH = {
 
 def write_office_caltech_10(folder: Path) -> dict[str, tuple[str, None, str]]:
     expected = {}
-    for path, archive, compression in ((folder / "domain_adaptation_images.tar.gz", OFFICE, "gz"),
-                                       (folder / "256_ObjectCategories.tar", CALTECH, "")):
-        members = {name: image_bytes(20 + i, 16 + i, seed=i, fmt="JPEG")
-                   for i, name in enumerate(archive)}
+    for path, archive, compression in (
+        (folder / "domain_adaptation_images.tar.gz", OFFICE, "gz"),
+        (folder / "256_ObjectCategories.tar", CALTECH, ""),
+    ):
+        members = {name: image_bytes(20 + i, 16 + i, seed=i, fmt="JPEG") for i, name in enumerate(archive)}
         write_tar(path, members, compression=compression)
         expected.update({n: (v[0], None, v[1]) for n, v in archive.items() if v is not None})
     return expected
@@ -65,9 +66,20 @@ def write_pacs(folder: Path) -> dict[str, tuple[str, None, str]]:
     """Twelve HDF5 files under the catalogue's ``gdrive-<id>`` names, three per domain (train,
     val, and test = the whole domain); sketch's test file holds one image twice."""
     names = [f.name for f in load_catalogue().find("pacs").files]
-    order = [("cartoon", "test"), ("photo", "train"), ("sketch", "val"), ("art_painting", "test"),
-             ("sketch", "train"), ("photo", "val"), ("cartoon", "train"), ("art_painting", "val"),
-             ("sketch", "test"), ("photo", "test"), ("art_painting", "train"), ("cartoon", "val")]
+    order = [
+        ("cartoon", "test"),
+        ("photo", "train"),
+        ("sketch", "val"),
+        ("art_painting", "test"),
+        ("sketch", "train"),
+        ("photo", "val"),
+        ("cartoon", "train"),
+        ("art_painting", "val"),
+        ("sketch", "test"),
+        ("photo", "test"),
+        ("art_painting", "train"),
+        ("cartoon", "val"),
+    ]
     expected = {}
     domain_images = pacs_images()
     for domain, (_, labels) in domain_images.items():

@@ -26,16 +26,24 @@ def write_magellan_venus_volcanoes(data_dir: Path) -> list[tuple[str, str | None
 
 
 def write_butterflies(data_dir: Path) -> list[tuple[str, str | None]]:
-    files = [("admiral", "admiral014.jpg", "test"), ("admiral", "admiral015.jpg", "train"),
-             ("black_swallowtail", "black_swallowtail002.jpg", "test"), ("zebra", "zebra001.jpg", "train")]
+    files = [
+        ("admiral", "admiral014.jpg", "test"),
+        ("admiral", "admiral015.jpg", "train"),
+        ("black_swallowtail", "black_swallowtail002.jpg", "test"),
+        ("zebra", "zebra001.jpg", "train"),
+    ]
     members = {f"{c}/{n}": encoded(i, "JPEG", 10, 12) for i, (c, n, _) in enumerate(files)}
     write_zip(source_dir(data_dir, "butterflies") / "butterflies.zip", members)
     return [(c, s) for c, _, s in sorted(files, key=lambda f: f"{f[0]}/{f[1]}")]
 
 
 def write_ppmi(data_dir: Path) -> list[tuple[str, str | None]]:
-    files = [("play_instrument", "violin", "train"), ("with_instrument", "violin", "test"),
-             ("play_instrument", "flute", "test"), ("play_instrument", "violin", "test")]
+    files = [
+        ("play_instrument", "violin", "train"),
+        ("with_instrument", "violin", "test"),
+        ("play_instrument", "flute", "test"),
+        ("play_instrument", "violin", "test"),
+    ]
     members = {f"norm_image/{k}/{i}/{s}/{n}.jpg": encoded(n, "JPEG", 8, 8) for n, (k, i, s) in enumerate(files)}
     members["norm_image/README"] = b"ppmi\n"
     write_zip(source_dir(data_dir, "ppmi") / "norm_ppmi_12class.zip", members)
@@ -43,8 +51,12 @@ def write_ppmi(data_dir: Path) -> list[tuple[str, str | None]]:
 
 
 def write_mit_scenes(data_dir: Path) -> list[tuple[str, str | None]]:
-    files = [("bar", "b1.jpg", "train"), ("airport_inside", "a1.jpg", "test"), ("bar", "b2.jpg", "test"),
-             ("bar", "b3.jpg", None)]
+    files = [
+        ("bar", "b1.jpg", "train"),
+        ("airport_inside", "a1.jpg", "test"),
+        ("bar", "b2.jpg", "test"),
+        ("bar", "b3.jpg", None),
+    ]
     members = {f"indoorCVPR_09/Images/{c}/{n}": encoded(i, "JPEG", 9, 8) for i, (c, n, _) in enumerate(files)}
     members["TrainImages.txt"] = "".join(f"{c}/{n}\n" for c, n, s in files if s == "train").encode()
     members["TestImages.txt"] = "".join(f"{c}/{n}\n" for c, n, s in files if s == "test").encode()

@@ -12,7 +12,10 @@ from tests.support.source_fixtures.tiny_archives import image_bytes, write_zip
 
 WORDS = ("", "airplane", "animal", "sky")  # id 1 has an empty name in the real list
 REGIONS = {  # image id -> [(region, label id)]: the last row's label is kept
-    25: [(1, 4), (2, 2)], 26: [(1, 3)], 1013: [(1, 2), (2, 4), (3, 3)], 1014: [(1, 4)],
+    25: [(1, 4), (2, 2)],
+    26: [(1, 3)],
+    1013: [(1, 2), (2, 4), (3, 3)],
+    1014: [(1, 4)],
     1015: [(1, 2)],
 }
 SPLITS = {"training": [25, 1013], "validation": [26], "testing": [1014, 1015]}
@@ -26,8 +29,7 @@ def _mat(name: str, ids: list[int]) -> bytes:
 
 def write_iaprtc12(folder: Path) -> dict[str, tuple[list[str], str]]:
     members: dict[str, bytes] = {}
-    members["saiaprtc12ok/benchmark/wlist.txt"] = "".join(
-        f"{i + 1}\t{w}\n" for i, w in enumerate(WORDS)).encode()
+    members["saiaprtc12ok/benchmark/wlist.txt"] = "".join(f"{i + 1}\t{w}\n" for i, w in enumerate(WORDS)).encode()
     for image_id, regions in REGIONS.items():
         folder_id = image_id // 1000
         lines = "".join(f"{image_id} {r} {lab}\n" for r, lab in regions)
@@ -41,8 +43,7 @@ def write_iaprtc12(folder: Path) -> dict[str, tuple[list[str], str]]:
         members[f"saiaprtc12ok/matlab/matlab/{name}.mat"] = _mat(name, ids)
     write_zip(folder / "iapr-tc12.zip", members)
     split = {"training": "train", "validation": "val", "testing": "test"}
-    return {str(i): ([WORDS[REGIONS[i][-1][1] - 1]], split[part]) for part, ids in SPLITS.items()
-            for i in ids}
+    return {str(i): ([WORDS[REGIONS[i][-1][1] - 1]], split[part]) for part, ids in SPLITS.items() for i in ids}
 
 
 __all__ = ["write_iaprtc12"]

@@ -13,8 +13,7 @@ from tests.support.source_fixtures.tiny import pixels, source_dir
 
 def idx_bytes(array: np.ndarray) -> bytes:
     """An IDX file of uint8 ``array``."""
-    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + b"".join(
-        struct.pack(">I", d) for d in array.shape)
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + b"".join(struct.pack(">I", d) for d in array.shape)
     return header + np.ascontiguousarray(array, dtype=np.uint8).tobytes()
 
 

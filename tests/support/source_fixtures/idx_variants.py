@@ -19,7 +19,8 @@ def write_emnist_balanced(data_dir: Path) -> dict[str, list[int]]:
         images = np.stack([pixels(i, 28, 28, 1) for i in range(len(values))])
         members[f"gzip/emnist-balanced-{split}-images-idx3-ubyte.gz"] = gzip.compress(idx_bytes(images))
         members[f"gzip/emnist-balanced-{split}-labels-idx1-ubyte.gz"] = gzip.compress(
-            idx_bytes(np.array(values, np.uint8)))
+            idx_bytes(np.array(values, np.uint8))
+        )
     write_zip(source_dir(data_dir, "emnist_balanced") / "gzip.zip", members)
     return labels
 

@@ -22,7 +22,7 @@ def write_imagenet2012(folder: Path) -> dict[str, tuple[str, str]]:
     seed = 0
     for synset in reversed(classes):  # archive order need not be sorted
         inner = {}
-        for i in range(2):
+        for i in range(2):  # noqa: B007
             seed += 1
             name = f"{synset}_{seed}.JPEG"
             inner[name] = image_bytes(40 + seed, 30, seed=seed, fmt="JPEG")

@@ -13,7 +13,7 @@ NAMES = ("person walking", "person sitting", "dog jumping")
 def write_interact(folder: Path) -> dict[str, tuple[str, None, str]]:
     expected = {}
     seed = 0
-    for images, annotations, list_file, image_set in PARTS:
+    for images, annotations, list_file, image_set in PARTS:  # noqa: F402
         members: dict[str, bytes] = {"imgs/": b""}
         lines = []
         per_class = 4 if image_set == "real" else 1

@@ -13,8 +13,9 @@ from workers.stream.readers.class_name_lists import class_names
 
 def write_oxford_flowers102(folder: Path) -> dict[str, tuple[str, str]]:
     labels = [77, 77, 1, 102, 5, 1]  # 1-based, per image id 1..6
-    members = {f"jpg/image_{i:05d}.jpg": image_bytes(40 + i, 30, seed=i, fmt="JPEG")
-               for i in range(1, 8)}  # image 7 is in no split
+    members = {
+        f"jpg/image_{i:05d}.jpg": image_bytes(40 + i, 30, seed=i, fmt="JPEG") for i in range(1, 8)
+    }  # image 7 is in no split
     write_tar(folder / "102flowers.tgz", members, compression="gz")
     savemat(folder / "imagelabels.mat", {"labels": np.array([labels + [3]], dtype=np.uint8)})
     sets = {"trnid": [1, 3, 5], "valid": [2, 6], "tstid": [4]}
@@ -42,8 +43,7 @@ def write_svhn_cropped(folder: Path) -> dict[str, tuple[str, str]]:
     rng = np.random.default_rng(3)
     for part, digits in (("train", [10, 1, 2, 10, 9]), ("test", [3, 10]), ("extra", [4])):
         images = rng.integers(0, 256, size=(32, 32, 3, len(digits)), dtype=np.uint8)
-        savemat(folder / f"{part}_32x32.mat",
-                {"X": images, "y": np.array(digits, dtype=np.uint8)[:, None]})
+        savemat(folder / f"{part}_32x32.mat", {"X": images, "y": np.array(digits, dtype=np.uint8)[:, None]})
         if part != "extra":
             expected.update({f"{part}{i}": (str(d % 10), part) for i, d in enumerate(digits)})
     return expected
@@ -56,9 +56,10 @@ def write_silhouettes_28(folder: Path) -> dict[str, tuple[str, str]]:
     names = np.empty((1, len(SILHOUETTE_NAMES)), dtype=object)
     names[0, :] = SILHOUETTE_NAMES
     rng = np.random.default_rng(5)
-    savemat(folder / "caltech101_silhouettes_28.mat",
-            {"X": rng.integers(0, 2, size=(4, 784)).astype(float), "Y": np.array([[1, 2, 3, 1]]),
-             "classnames": names})
+    savemat(
+        folder / "caltech101_silhouettes_28.mat",
+        {"X": rng.integers(0, 2, size=(4, 784)).astype(float), "Y": np.array([[1, 2, 3, 1]]), "classnames": names},
+    )
     parts = {"train": [1, 2, 3, 3], "val": [2], "test": [1, 3]}
     mat = {}
     expected = {}
@@ -70,5 +71,10 @@ def write_silhouettes_28(folder: Path) -> dict[str, tuple[str, str]]:
     return expected
 
 
-__all__ = ["SILHOUETTE_NAMES", "write_oxford_flowers102", "write_oxford_flowers_17",
-           "write_silhouettes_28", "write_svhn_cropped"]
+__all__ = [
+    "SILHOUETTE_NAMES",
+    "write_oxford_flowers102",
+    "write_oxford_flowers_17",
+    "write_silhouettes_28",
+    "write_svhn_cropped",
+]

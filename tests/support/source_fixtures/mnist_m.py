@@ -22,7 +22,8 @@ def write_mnist_m(data_dir: Path, more: int = 0) -> dict[str, int]:
     members["mnist_m/mnist_m_train/unlisted.png"] = encoded(99, "PNG", 7, 7)
     for part, labels in (("train", train), ("test", TEST)):
         members[f"mnist_m/mnist_m_{part}_labels.txt"] = "".join(
-            f"{name} {label}\n" for name, label in labels.items()).encode()
+            f"{name} {label}\n" for name, label in labels.items()
+        ).encode()
     write_tar(source_dir(data_dir, "mnist_m") / "mnist_m.tar.gz", members)
     return {**train, **TEST}
 

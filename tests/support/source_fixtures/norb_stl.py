@@ -49,7 +49,8 @@ def write_stl10(data_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     for split, (_, labels) in out.items():
         members[f"stl10_binary/{split}_y.bin"] = labels.tobytes()
     members["stl10_binary/class_names.txt"] = "\n".join(
-        ["airplane", "bird", "car", "cat", "deer", "dog", "horse", "monkey", "ship", "truck"]).encode()
+        ["airplane", "bird", "car", "cat", "deer", "dog", "horse", "monkey", "ship", "truck"]
+    ).encode()
     members["stl10_binary/fold_indices.txt"] = b"0 1\n"
     write_tar(source_dir(data_dir, "stl10") / "stl10_binary.tar.gz", members)
     return out

@@ -11,17 +11,24 @@ from pathlib import Path
 from tests.support.source_fixtures.tiny_archives import image_bytes, write_tar
 
 VOC2005_FOLDERS = {  # folder -> class, as in the reference's tables
-    "VOC2005_1/PNGImages/Caltech_cars": "car", "VOC2005_1/PNGImages/ETHZ_sideviews-cars": "car",
-    "VOC2005_1/PNGImages/TUGraz_cars": "car", "VOC2005_1/PNGImages/TUGraz_bike": "bike",
+    "VOC2005_1/PNGImages/Caltech_cars": "car",
+    "VOC2005_1/PNGImages/ETHZ_sideviews-cars": "car",
+    "VOC2005_1/PNGImages/TUGraz_cars": "car",
+    "VOC2005_1/PNGImages/TUGraz_bike": "bike",
     "VOC2005_1/PNGImages/Caltech_motorbikes_side": "motorbike",
     "VOC2005_1/PNGImages/TUGraz_person": "person",
-    "VOC2005_2/PNGImages/car": "car", "VOC2005_2/PNGImages/voiture": "car",
-    "VOC2005_2/PNGImages/bicycle": "bike", "VOC2005_2/PNGImages/bike": "bike",
-    "VOC2005_2/PNGImages/velo": "bike", "VOC2005_2/PNGImages/motocyclette": "motorbike",
-    "VOC2005_2/PNGImages/motorbike": "motorbike", "VOC2005_2/PNGImages/motorcycle": "motorbike",
+    "VOC2005_2/PNGImages/car": "car",
+    "VOC2005_2/PNGImages/voiture": "car",
+    "VOC2005_2/PNGImages/bicycle": "bike",
+    "VOC2005_2/PNGImages/bike": "bike",
+    "VOC2005_2/PNGImages/velo": "bike",
+    "VOC2005_2/PNGImages/motocyclette": "motorbike",
+    "VOC2005_2/PNGImages/motorbike": "motorbike",
+    "VOC2005_2/PNGImages/motorcycle": "motorbike",
     "VOC2005_2/PNGImages/INRIA_graz-person-test": "person",
     "VOC2005_2/PNGImages/INRIA_inria-person-test": "person",
-    "VOC2005_2/PNGImages/pedestrian": "person", "VOC2005_2/PNGImages/pieton": "person",
+    "VOC2005_2/PNGImages/pedestrian": "person",
+    "VOC2005_2/PNGImages/pieton": "person",
 }
 
 
@@ -52,15 +59,15 @@ def write_pascal_voc2006(folder: Path) -> dict[str, tuple[str, str]]:
     """Two tars of ``VOCdevkit/VOC2006``: PNG images, per-class lists (``1`` / ``-1`` / ``0``).
     Image 000003 is positive for bus and car: the later list (car) wins."""
     expected: dict[str, tuple[str, str]] = {}
-    positives = {"trainval": {"000001": "bicycle", "000002": "bus", "000003": "car",
-                              "000005": "car"},
-                 "test": {"000010": "bicycle", "000011": "bus", "000012": "car"}}
+    positives = {
+        "trainval": {"000001": "bicycle", "000002": "bus", "000003": "car", "000005": "car"},
+        "test": {"000010": "bicycle", "000011": "bus", "000012": "car"},
+    }
     for part, labels in positives.items():
         members: dict[str, bytes] = {}
         ids = [*labels, "000099"]  # 000099: negative everywhere, so not read
         for n, image_id in enumerate(ids):
-            members[f"VOCdevkit/VOC2006/PNGImages/{image_id}.png"] = image_bytes(
-                40 + n, 25 + n, seed=int(image_id))
+            members[f"VOCdevkit/VOC2006/PNGImages/{image_id}.png"] = image_bytes(40 + n, 25 + n, seed=int(image_id))
         for cls in VOC2006_CLASSES:
             lines = []
             for image_id in ids:
@@ -68,8 +75,7 @@ def write_pascal_voc2006(folder: Path) -> dict[str, tuple[str, str]]:
                 if part == "trainval" and image_id == "000003" and cls == "bus":
                     flag = " 1"
                 lines.append(f"{image_id} {flag}")
-            members[f"VOCdevkit/VOC2006/ImageSets/{cls}_{part}.txt"] = \
-                ("\n".join(lines) + "\n").encode()
+            members[f"VOCdevkit/VOC2006/ImageSets/{cls}_{part}.txt"] = ("\n".join(lines) + "\n").encode()
         write_tar(folder / f"voc2006_{part}.tar", members)
         for image_id, cls in labels.items():
             expected[f"{image_id}.png"] = (cls, "train" if part == "trainval" else "test")
@@ -80,19 +86,30 @@ def _annotation(names: list[str], difficult: int | None = None) -> bytes:
     objects = "".join(
         f"<object><name>{n}</name><pose>Left</pose><truncated>0</truncated>"
         f"<difficult>{1 if i == difficult else 0}</difficult><bndbox><xmin>1</xmin><ymin>1</ymin>"
-        f"<xmax>5</xmax><ymax>5</ymax></bndbox></object>" for i, n in enumerate(names))
-    return (f"<annotation><folder>VOC</folder><size><width>40</width><height>30</height>"
-            f"<depth>3</depth></size>{objects}</annotation>").encode()
+        f"<xmax>5</xmax><ymax>5</ymax></bndbox></object>"
+        for i, n in enumerate(names)
+    )
+    return (
+        f"<annotation><folder>VOC</folder><size><width>40</width><height>30</height>"
+        f"<depth>3</depth></size>{objects}</annotation>"
+    ).encode()
 
 
-def _voc_tar(path: Path, year: str, sets: dict[str, dict[str, list[str]]], *,
-             annotate: bool = True, extra_images: tuple[str, ...] = ()) -> None:
+def _voc_tar(
+    path: Path,
+    year: str,
+    sets: dict[str, dict[str, list[str]]],
+    *,
+    annotate: bool = True,
+    extra_images: tuple[str, ...] = (),
+) -> None:
     base = f"VOCdevkit/VOC{year}"
     members: dict[str, bytes] = {}
     for ids in sets.values():  # images first, as in the real tars
         for image_id in ids:
             members[f"{base}/JPEGImages/{image_id}.jpg"] = image_bytes(
-                30 + int(image_id[-2:]), 20, seed=int(image_id[-3:]), fmt="JPEG")
+                30 + int(image_id[-2:]), 20, seed=int(image_id[-3:]), fmt="JPEG"
+            )
     for image_id in extra_images:
         members[f"{base}/JPEGImages/{image_id}.jpg"] = image_bytes(8, 8, fmt="JPEG")
     if annotate:
@@ -114,11 +131,9 @@ VOC_SETS = {
 def write_voc_2007(folder: Path) -> dict[str, tuple[list[str], str]]:
     """Trainval and test tars with JPEGs, annotations and Main lists (test annotated)."""
     trainval = {k: VOC_SETS[k] for k in ("train", "val")}
-    _voc_tar(folder / "VOCtrainval_06-Nov-2007.tar", "2007", trainval,
-             extra_images=("000999",))
+    _voc_tar(folder / "VOCtrainval_06-Nov-2007.tar", "2007", trainval, extra_images=("000999",))
     _voc_tar(folder / "VOCtest_06-Nov-2007.tar", "2007", {"test": VOC_SETS["test"]})
-    return {f"{i}.jpg": (sorted(set(n)), split) for split, ids in VOC_SETS.items()
-            for i, n in ids.items()}
+    return {f"{i}.jpg": (sorted(set(n)), split) for split, ids in VOC_SETS.items() for i, n in ids.items()}
 
 
 def write_voc_2012(folder: Path) -> dict[str, tuple[list[str], str]]:
@@ -127,8 +142,7 @@ def write_voc_2012(folder: Path) -> dict[str, tuple[list[str], str]]:
     _voc_tar(folder / "VOCtrainval_11-May-2012.tar", "2012", trainval)
     test = {"test": {f"2008_{i}": [] for i in VOC_SETS["test"]}}
     _voc_tar(folder / "VOC2012test.tar", "2012", test, annotate=False)
-    return {f"{i}.jpg": (sorted(set(n)), split) for split, ids in trainval.items()
-            for i, n in ids.items()}
+    return {f"{i}.jpg": (sorted(set(n)), split) for split, ids in trainval.items() for i, n in ids.items()}
 
 
 __all__ = ["write_pascal_voc2005", "write_pascal_voc2006", "write_voc_2007", "write_voc_2012"]

@@ -39,8 +39,9 @@ def convert_fixture(key: str, writer: Callable[[Path], Any], tmp: Path) -> tuple
 def split_by_stream(raw: RawDataset, key: str, stream: str = "nevis22-short") -> SplitAssignment:
     """Deal ``raw`` with the split rule of ``nevis:<key>``'s task in ``stream``."""
     task = next(t for t in load_stream(stream).tasks if t.dataset == f"nevis:{key}")
-    return assign_splits(raw.labels, rule=task.split, given=raw.given_splits,
-                         attributes=raw.attributes, dataset=f"nevis:{key}")
+    return assign_splits(
+        raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes, dataset=f"nevis:{key}"
+    )
 
 
 def row_facts(raw: RawDataset, attribute: str | None = None) -> list[tuple[Any, ...]]:
@@ -48,8 +49,11 @@ def row_facts(raw: RawDataset, attribute: str | None = None) -> list[tuple[Any, 
     given = raw.given_splits
     split: dict[int, str] = {}
     if given is not None:
-        parts = {"train": given.train, "test": given.test,
-                 "val": given.val if given.val is not None else np.zeros(0, np.int64)}
+        parts = {
+            "train": given.train,
+            "test": given.test,
+            "val": given.val if given.val is not None else np.zeros(0, np.int64),
+        }
         for name, rows in parts.items():
             split.update({int(r): name for r in rows})
     out = []

@@ -47,6 +47,7 @@ class Written:
 
 # --- protobuf wire form of tf.train.Example ---------------------------------------------------
 
+
 def _varint(value: int) -> bytes:
     value &= (1 << 64) - 1
     out = bytearray()
@@ -87,14 +88,21 @@ def write_tfrecord(path: Path, payloads: Sequence[bytes]) -> None:
 
 # --- the metadata pickle ----------------------------------------------------------------------
 
+
 @contextmanager
 def _reference_modules() -> Iterator[tuple[type, type]]:
     """Stand-ins for the reference's ``DatasetMetaData`` and TFDS's ``FeaturesDict`` under their
     real module paths, so the pickle names them as the reference's would."""
-    names = ["dm_nevis", "dm_nevis.datasets_storage", "dm_nevis.datasets_storage.handlers",
-             "dm_nevis.datasets_storage.handlers.types", "tensorflow_datasets",
-             "tensorflow_datasets.core", "tensorflow_datasets.core.features",
-             "tensorflow_datasets.core.features.features_dict"]
+    names = [
+        "dm_nevis",
+        "dm_nevis.datasets_storage",
+        "dm_nevis.datasets_storage.handlers",
+        "dm_nevis.datasets_storage.handlers.types",
+        "tensorflow_datasets",
+        "tensorflow_datasets.core",
+        "tensorflow_datasets.core.features",
+        "tensorflow_datasets.core.features.features_dict",
+    ]
     added = {n: types.ModuleType(n) for n in names if n not in sys.modules}
     sys.modules.update(added)
 
@@ -125,12 +133,18 @@ def metadata_bytes(num_classes: int, channels: int, extras: dict, multi: bool = 
     with _reference_modules() as (meta_cls, features_cls):
         spec = {"multi_label": "Sequence(ClassLabel)", "png_encoded_image": "Image"}
         features = features_cls(spec) if multi else None
-        meta = meta_cls(num_classes=num_classes, num_channels=channels, image_shape=(),
-                        additional_metadata=extras, features=features)
+        meta = meta_cls(
+            num_classes=num_classes,
+            num_channels=channels,
+            image_shape=(),
+            additional_metadata=extras,
+            features=features,
+        )
         return base64.encodebytes(pickle.dumps(meta, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 # --- the folder ---------------------------------------------------------------------------------
+
 
 def png(shape: tuple[int, ...], seed: int) -> bytes:
     pixels = np.random.default_rng(seed).integers(0, 256, size=shape, dtype=np.uint8)
@@ -139,14 +153,23 @@ def png(shape: tuple[int, ...], seed: int) -> bytes:
     return buffer.getvalue()
 
 
-def _write_dataset(folder: Path, splits: dict[str, list[Written]], shards: dict[str, int], *, num_classes: int,
-                   channels: int, extras: dict, multi: bool) -> None:
+def _write_dataset(
+    folder: Path,
+    splits: dict[str, list[Written]],
+    shards: dict[str, int],
+    *,
+    num_classes: int,
+    channels: int,
+    extras: dict,
+    multi: bool,
+) -> None:
     key = "multi_label" if multi else "label"
     counts = collections.defaultdict(int)
     for split, examples in splits.items():
         n = shards.get(split, 1)
-        payloads = [encode_example({"png_encoded_image": e.png,
-                                    key: e.label if multi else [e.label]}) for e in examples]
+        payloads = [
+            encode_example({"png_encoded_image": e.png, key: e.label if multi else [e.label]}) for e in examples
+        ]
         for shard in range(n):
             write_tfrecord(folder / split / f"data-{shard:05d}-of-{n:05d}", payloads[shard::n])
         counts[split] = len(examples)
@@ -161,22 +184,44 @@ def write_reference_folder(root: Path) -> dict[str, list[Written]]:
     base = Path(root) / "stable"
     seed = iter(range(10_000))
     sizes = [(20, 12), (9, 15)]
-    coil = {split: [Written(png(sizes[i % 2] + (3,), next(seed)), (i + j) % 3, split) for i in range(count)]
-            for j, (split, count) in enumerate((("train", 5), ("dev", 2), ("dev-test", 2), ("test", 3)))}
+    coil = {
+        split: [Written(png(sizes[i % 2] + (3,), next(seed)), (i + j) % 3, split) for i in range(count)]
+        for j, (split, count) in enumerate((("train", 5), ("dev", 2), ("dev-test", 2), ("test", 3)))
+    }
     coil_splits = {**coil, "train_and_dev": coil["train"] + coil["dev"]}
     label_to_id = {"duck": np.int64(0), "cat": np.int64(1), "car": np.int64(2)}
-    _write_dataset(base / "coil20", coil_splits, {"train": 2, "train_and_dev": 2}, num_classes=3, channels=3,
-                   extras={"label_to_id": label_to_id, "task_type": "classification"}, multi=False)
-    sun = {split: [Written(png(sizes[(i + 1) % 2], next(seed)), sorted({i % 4, (i * 3 + 1) % 4}), split)
-                   for i in range(count)] for split, count in (("train", 4), ("test", 2))}
-    _write_dataset(base / "sun_attributes", sun, {}, num_classes=4, channels=1,
-                   extras={"class_names": ["sky", "grass", "water", "road"]}, multi=True)
+    _write_dataset(
+        base / "coil20",
+        coil_splits,
+        {"train": 2, "train_and_dev": 2},
+        num_classes=3,
+        channels=3,
+        extras={"label_to_id": label_to_id, "task_type": "classification"},
+        multi=False,
+    )
+    sun = {
+        split: [
+            Written(png(sizes[(i + 1) % 2], next(seed)), sorted({i % 4, (i * 3 + 1) % 4}), split) for i in range(count)
+        ]
+        for split, count in (("train", 4), ("test", 2))
+    }
+    _write_dataset(
+        base / "sun_attributes",
+        sun,
+        {},
+        num_classes=4,
+        channels=1,
+        extras={"class_names": ["sky", "grass", "water", "road"]},
+        multi=True,
+    )
     grey = {"train": [Written(png((8, 8), next(seed)), 0, "train")]}
     _write_dataset(base / "aloi_grey", grey, {}, num_classes=1, channels=1, extras={"labels": ["a"]}, multi=False)
     (base / "notes").mkdir(parents=True)
     (base / "notes" / "README.txt").write_text("not a dataset")
-    return {"coil20": [e for s in ("train", "dev", "dev-test", "test") for e in coil[s]],
-            "sun_attributes": sun["train"] + sun["test"]}
+    return {
+        "coil20": [e for s in ("train", "dev", "dev-test", "test") for e in coil[s]],
+        "sun_attributes": sun["train"] + sun["test"],
+    }
 
 
 __all__ = ["Written", "encode_example", "frame", "metadata_bytes", "png", "write_reference_folder", "write_tfrecord"]

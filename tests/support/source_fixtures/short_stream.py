@@ -15,7 +15,11 @@ from tests.support.source_fixtures.brodatz import write_brodatz
 from tests.support.source_fixtures.caltech101 import write_caltech101
 from tests.support.source_fixtures.cifar_binary import write_cifar10, write_cifar100
 from tests.support.source_fixtures.class_folders import (
-    write_caltech256, write_ig02, write_scenes15, write_sketch, write_uiuc_cars,
+    write_caltech256,
+    write_ig02,
+    write_scenes15,
+    write_sketch,
+    write_uiuc_cars,
 )
 from tests.support.source_fixtures.coil100 import write_coil100
 from tests.support.source_fixtures.idx_sources import write_idx_source
@@ -36,11 +40,17 @@ SHORT_FIXTURES: dict[str, Writer] = {
     "coil100": write_coil100,
     "mnist": lambda d: write_idx_source(d, "mnist", train=20, test=5),
     "fashion_mnist": lambda d: write_idx_source(d, "fashion_mnist", train=20, test=5),
-    "cifar10": lambda d: write_cifar10(d, repeat=4), "cifar100": lambda d: write_cifar100(d, repeat=4),
-    "usps": lambda d: write_usps(d, repeat=4), "caltech101": write_caltech101,
-    "ig02": lambda d: write_ig02(d, more=6), "scenes15": lambda d: write_scenes15(d, more=6), "lfw": write_lfw,
-    "sketch": lambda d: write_sketch(d, more=6), "brodatz": write_brodatz,
-    "caltech256": lambda d: write_caltech256(d, more=6), "uiuc_cars": lambda d: write_uiuc_cars(d, more=6),
+    "cifar10": lambda d: write_cifar10(d, repeat=4),
+    "cifar100": lambda d: write_cifar100(d, repeat=4),
+    "usps": lambda d: write_usps(d, repeat=4),
+    "caltech101": write_caltech101,
+    "ig02": lambda d: write_ig02(d, more=6),
+    "scenes15": lambda d: write_scenes15(d, more=6),
+    "lfw": write_lfw,
+    "sketch": lambda d: write_sketch(d, more=6),
+    "brodatz": write_brodatz,
+    "caltech256": lambda d: write_caltech256(d, more=6),
+    "uiuc_cars": lambda d: write_uiuc_cars(d, more=6),
     "mnist_m": lambda d: write_mnist_m(d, more=12),
     "pascal_voc2005": _in_folder("pascal_voc2005", pascal_voc.write_pascal_voc2005),
     "pascal_voc2006": _in_folder("pascal_voc2006", pascal_voc.write_pascal_voc2006),

@@ -12,8 +12,13 @@ def write_sun397(folder: Path) -> dict[str, tuple[str, str]]:
     splits = tfds_splits()
     chosen: list[str] = []
     for want in ("train", "train", "val", "test", "test"):
-        chosen.append(next(p for p, s in sorted(splits.items(), reverse=want == "test")
-                           if s == want and p not in chosen and "/outdoor" not in p))
+        chosen.append(
+            next(
+                p
+                for p, s in sorted(splits.items(), reverse=want == "test")
+                if s == want and p not in chosen and "/outdoor" not in p
+            )
+        )
     members = {"SUN397/": b"", "SUN397/ClassName.txt": b"/a/abbey\n"}
     for i, image in enumerate(chosen):
         members[f"SUN397{image}"] = image_bytes(30 + i, 25, seed=i, fmt="JPEG")

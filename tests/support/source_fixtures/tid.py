@@ -23,8 +23,12 @@ def stored_rar(members: Mapping[str, bytes]) -> bytes:
     out = [_MARK, _block(0x73, 0, b"\x00" * 6)]
     for name, data in members.items():
         encoded = name.replace("/", "\\").encode()
-        body = struct.pack("<IIBIIBBHI", len(data), len(data), 2, zlib.crc32(data), 0x5A000000,
-                           20, 0x30, len(encoded), 0x20) + encoded
+        body = (
+            struct.pack(
+                "<IIBIIBBHI", len(data), len(data), 2, zlib.crc32(data), 0x5A000000, 20, 0x30, len(encoded), 0x20
+            )
+            + encoded
+        )
         out += [_block(0x74, 0x8000, body), data]
     out.append(_block(0x7B, 0x4000, b""))
     return b"".join(out)
@@ -34,8 +38,9 @@ def write_tid(folder: Path, year: int) -> dict[str, tuple[int, None]]:
     """All MSSIM values (distinct, descending) and a few distorted images, some upper-case as
     in TID2013; returns each image's expected bucket."""
     types, levels = (17, 4) if year == 2008 else (24, 5)
-    names = [f"i{s:02d}_{t:02d}_{lv}.bmp" for s in range(1, 26) for t in range(1, types + 1)
-             for lv in range(1, levels + 1)]
+    names = [
+        f"i{s:02d}_{t:02d}_{lv}.bmp" for s in range(1, 26) for t in range(1, types + 1) for lv in range(1, levels + 1)
+    ]
     values = {n: 1.0 - i / len(names) for i, n in enumerate(names)}
     per = len(names) // 5
     rank = {n: i for i, n in enumerate(sorted(names, key=values.get))}

@@ -13,8 +13,7 @@ import numpy as np
 from PIL import Image
 
 
-def image_bytes(width: int, height: int, *, seed: int = 0, fmt: str = "PNG",
-                mode: str = "RGB") -> bytes:
+def image_bytes(width: int, height: int, *, seed: int = 0, fmt: str = "PNG", mode: str = "RGB") -> bytes:
     """A noise image of the given extent, encoded (each seed gives different pixels)."""
     rng = np.random.default_rng(seed)
     shape = (height, width) if mode == "L" else (height, width, 3)

@@ -31,19 +31,25 @@ def _tar(entries: list[tuple[str, bytes | str]]) -> bytes:
 
 def write_vistex(folder: Path) -> dict[str, tuple[str, None]]:
     pixels = {n: image_bytes(16 + i, 12, seed=i, fmt="PPM") for i, n in enumerate(IMAGES)}
-    by_size = _tar([(f"VisTex/Images.512x512/{n}.ppm", data) for n, data in pixels.items()
-                    if n != "Water.0003"])
-    links = [(f"VisTex/Images/Reference/{cls}/{n}.ppm", f"../../../Images.512x512/{n}.ppm")
-             for n, cls in IMAGES.items() if n != "Water.0003"]
+    by_size = _tar([(f"VisTex/Images.512x512/{n}.ppm", data) for n, data in pixels.items() if n != "Water.0003"])
+    links = [
+        (f"VisTex/Images/Reference/{cls}/{n}.ppm", f"../../../Images.512x512/{n}.ppm")
+        for n, cls in IMAGES.items()
+        if n != "Water.0003"
+    ]
     links.append(("VisTex/Images/Scenes/Bark/Scene.0000.ppm", "../../../Images.512x512/Bark.0000.ppm"))
     reference = _tar(links)
     plain = _tar([("VisTex/Images/Reference/Water/Water.0003.ppm", pixels["Water.0003"])])
-    write_tar(folder / "VisTex.tar.gz", {
-        "VisionTexture/README": b"VisTex",
-        "VisionTexture/VisTex.512x512.tar.Z": ncompress.compress(by_size),
-        "VisionTexture/VisTex.reference.tar.Z": ncompress.compress(reference),
-        "VisionTexture/VisTex.water.tar": plain,
-    }, compression="gz")
+    write_tar(
+        folder / "VisTex.tar.gz",
+        {
+            "VisionTexture/README": b"VisTex",
+            "VisionTexture/VisTex.512x512.tar.Z": ncompress.compress(by_size),
+            "VisionTexture/VisTex.reference.tar.Z": ncompress.compress(reference),
+            "VisionTexture/VisTex.water.tar": plain,
+        },
+        compression="gz",
+    )
     return {n: (cls, None) for n, cls in IMAGES.items()}
 
 

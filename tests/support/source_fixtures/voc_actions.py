@@ -17,18 +17,23 @@ PEOPLE = {
 def _xml(people) -> bytes:
     objects = ""
     for (x0, y0, x1, y1), on in people:
-        flags = "".join(f"<{a}>{1 if a in on else 0}</{a}>" for a in
-                        ("jumping", "phoning", "reading", "walking", "other"))
-        objects += (f"<object><name>person</name><bndbox><xmin>{x0}</xmin><ymin>{y0}</ymin>"
-                    f"<xmax>{x1}</xmax><ymax>{y1}</ymax></bndbox><actions>{flags}</actions>"
-                    "</object>")
+        flags = "".join(
+            f"<{a}>{1 if a in on else 0}</{a}>" for a in ("jumping", "phoning", "reading", "walking", "other")
+        )
+        objects += (
+            f"<object><name>person</name><bndbox><xmin>{x0}</xmin><ymin>{y0}</ymin>"
+            f"<xmax>{x1}</xmax><ymax>{y1}</ymax></bndbox><actions>{flags}</actions>"
+            "</object>"
+        )
     return f"<annotation><filename>x.jpg</filename>{objects}</annotation>".encode()
 
 
 def write_voc_actions(folder: Path) -> dict[str, tuple[list[str], None]]:
     base = "VOCdevkit/VOC2012/"
-    members = {f"{base}JPEGImages/{i}.jpg": image_bytes(32, 36, seed=n, fmt="JPEG")
-               for n, i in enumerate([*PEOPLE, "2010_000009"])}
+    members = {
+        f"{base}JPEGImages/{i}.jpg": image_bytes(32, 36, seed=n, fmt="JPEG")
+        for n, i in enumerate([*PEOPLE, "2010_000009"])
+    }
     members.update({f"{base}Annotations/{i}.xml": _xml(p) for i, p in PEOPLE.items()})
     members[f"{base}Annotations/2010_000009.xml"] = _xml([((0, 0, 5, 5), ["jumping"])])
     members[f"{base}ImageSets/Action/jumping_trainval.txt"] = b"2010_000001  1  1\n2010_000002  1 -1\n"

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.core.config import get_settings
-from workers.sandbox.calibration import cached_flop_rate, machine_flop_rate
 from tests.support.private_postgres import free_port
+from workers.sandbox.calibration import cached_flop_rate, machine_flop_rate
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -42,8 +42,20 @@ def test_doctor_prints_the_table_and_exits_0_here(doctor_env) -> None:
     result = _doctor()
     assert result.exit_code == 0, result.output
     assert "nevis doctor (NEVIS_ENVIRONMENT=development)" in result.output
-    for piece in ("python", "torch", "bubblewrap", "cgroups", "seccomp", "podman", "ray", "database",
-                  "object store", "GPUs", "disk", "FLOP rate"):
+    for piece in (
+        "python",
+        "torch",
+        "bubblewrap",
+        "cgroups",
+        "seccomp",
+        "podman",
+        "ray",
+        "database",
+        "object store",
+        "GPUs",
+        "disk",
+        "FLOP rate",
+    ):
         assert f"│ {piece} " in result.output, piece
     assert "user namespaces work" in result.output  # this machine has a working bubblewrap
     assert "SQLite" in result.output and "development only" in result.output
@@ -98,9 +110,25 @@ def test_the_flop_rate_is_read_from_this_boots_record_never_measured(tmp_path) -
 
 def test_nevis_serve_prints_the_machine_in_one_line_as_it_starts(doctor_env) -> None:
     env = {**os.environ, "NEVIS_DATA_DIR": str(doctor_env)}
-    server = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", "--no-scheduler", "--port",
-                               str(free_port()), "--log-level", "warning"], cwd=REPO, env=env, text=True,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "services.cli",
+            "serve",
+            "--no-scheduler",
+            "--port",
+            str(free_port()),
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     lines: list[str] = []
     try:
         for line in server.stderr:

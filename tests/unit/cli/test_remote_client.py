@@ -21,8 +21,14 @@ def _folder(root: Path) -> Path:
     (folder / "my_learner.py").write_text("def make():\n    return None\n")
     (folder / "pkg" / "__init__.py").write_text("")
     (folder / "README.md").write_text("hi\n")
-    for junk in (".git/HEAD", "__pycache__/my_learner.cpython-311.pyc", ".venv/bin/python",
-                 "pkg/__pycache__/x.pyc", "stray.pyc", "old.tar.gz"):
+    for junk in (
+        ".git/HEAD",
+        "__pycache__/my_learner.cpython-311.pyc",
+        ".venv/bin/python",
+        "pkg/__pycache__/x.pyc",
+        "stray.pyc",
+        "old.tar.gz",
+    ):
         (folder / junk).parent.mkdir(parents=True, exist_ok=True)
         (folder / junk).write_text("junk")
     return folder
@@ -78,8 +84,10 @@ def test_submit_refuses_bad_fields_before_anything_runs(tmp_path: Path, monkeypa
 
     monkeypatch.setenv("NEVIS_URL", "http://127.0.0.1:9")  # nothing listens: nothing may be sent
     folder = _folder(tmp_path)
-    for extra, field in ((["--entrypoint", "os:system"], "entrypoint"),
-                         (["--entrypoint", "my_learner:make", "--name", "bad name!"], "name"),
-                         (["--entrypoint", "my_learner:make", "--cpus", "-1"], "resources.cpus")):
+    for extra, field in (
+        (["--entrypoint", "os:system"], "entrypoint"),
+        (["--entrypoint", "my_learner:make", "--name", "bad name!"], "name"),
+        (["--entrypoint", "my_learner:make", "--cpus", "-1"], "resources.cpus"),
+    ):
         result = CliRunner().invoke(app, ["submit", str(folder), "--stream", "mini", *extra])
         assert result.exit_code != 0 and getattr(result.exception, "field", None) == field, result.output

@@ -13,11 +13,25 @@ from services.cli.run_cmd import TaskBars
 
 
 def _doc(status: str, tasks: list[tuple[str, int, int, float | None]], current: int | None) -> dict:
-    return {"status": status, "budget": {"trials": 2},
-            "current_task": None if current is None else {"order": current},
-            "tasks": [{"order": i + 1, "dataset": f"shapes:{i}", "status": s, "trials": t, "failed_trials": f,
-                       "error": e, "flops": 1e6 if e is not None else 0.0, "flops_floored": False, "cpu_seconds": 2.0}
-                      for i, (s, t, f, e) in enumerate(tasks)]}
+    return {
+        "status": status,
+        "budget": {"trials": 2},
+        "current_task": None if current is None else {"order": current},
+        "tasks": [
+            {
+                "order": i + 1,
+                "dataset": f"shapes:{i}",
+                "status": s,
+                "trials": t,
+                "failed_trials": f,
+                "error": e,
+                "flops": 1e6 if e is not None else 0.0,
+                "flops_floored": False,
+                "cpu_seconds": 2.0,
+            }
+            for i, (s, t, f, e) in enumerate(tasks)
+        ],
+    }
 
 
 def test_polled_states_move_the_bars_once_each() -> None:

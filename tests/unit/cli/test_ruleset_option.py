@@ -10,10 +10,14 @@ from typer.testing import CliRunner
 from services.cli.main import app
 
 
-@pytest.mark.parametrize("command", [
-    ["run", "--stream", "mini"], ["submit", ".", "--entrypoint", "my_learner:make", "--stream", "mini"],
-    ["leaderboard", "--stream", "mini"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--stream", "mini"],
+        ["submit", ".", "--entrypoint", "my_learner:make", "--stream", "mini"],
+        ["leaderboard", "--stream", "mini"],
+    ],
+)
 def test_an_unknown_ruleset_is_refused_before_anything_runs(command, monkeypatch, tmp_path):
     monkeypatch.setenv("NEVIS_URL", "http://127.0.0.1:9")  # nothing listens: nothing may be sent
     monkeypatch.setenv("NEVIS_DATA_DIR", str(tmp_path))  # nothing may be written where it matters

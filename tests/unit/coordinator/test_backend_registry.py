@@ -27,8 +27,13 @@ def env(settings_env, monkeypatch):
 
 
 def _settings(tmp_path, backend: str) -> CoordinatorSettings:
-    return CoordinatorSettings(data_dir=tmp_path, database_url="sqlite://", backend=backend,
-                               ray_address="http://ray-head:8265", ray_secrets_path="/etc/nevis/worker.env")
+    return CoordinatorSettings(
+        data_dir=tmp_path,
+        database_url="sqlite://",
+        backend=backend,
+        ray_address="http://ray-head:8265",
+        ray_secrets_path="/etc/nevis/worker.env",
+    )
 
 
 def test_the_three_backends_are_registered() -> None:

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.coordinator.app import create_app
-from services.coordinator.common.config import get_coordinator_settings
 from services.coordinator.common.client_errors import ConflictError, NotFoundError
+from services.coordinator.common.config import get_coordinator_settings
 from services.store.db import upgrade
 
 runner = CliRunner()

@@ -14,8 +14,13 @@ from services.core.errors import ConfigError
 
 @pytest.fixture
 def env(settings_env, monkeypatch):
-    for name in ("NEVIS_BACKEND", "NEVIS_ENVIRONMENT", "NEVIS_HEARTBEAT_INTERVAL_S",
-                 "NEVIS_HEARTBEAT_TIMEOUT_S", "NEVIS_STREAMS_DIR"):
+    for name in (
+        "NEVIS_BACKEND",
+        "NEVIS_ENVIRONMENT",
+        "NEVIS_HEARTBEAT_INTERVAL_S",
+        "NEVIS_HEARTBEAT_TIMEOUT_S",
+        "NEVIS_STREAMS_DIR",
+    ):
         monkeypatch.delenv(name, raising=False)
     get_coordinator_settings.cache_clear()
     yield monkeypatch
@@ -29,17 +34,28 @@ def test_defaults_are_a_local_development_setup(env, settings_env):
     assert isinstance(make_backend(settings), LocalBackend)
 
 
-@pytest.mark.parametrize(("variables", "words"), [
-    ({"NEVIS_HEARTBEAT_INTERVAL_S": "30", "NEVIS_HEARTBEAT_TIMEOUT_S": "40"}, "NEVIS_HEARTBEAT_TIMEOUT_S"),
-    ({"NEVIS_ENVIRONMENT": "production"}, "PostgreSQL"),
-    ({"NEVIS_BACKEND": "slurm"}, "NEVIS_BACKEND"),
-    ({"NEVIS_ENVIRONMENT": "production", "NEVIS_DATABASE_URL": "postgresql+psycopg://u@h/db",
-      "NEVIS_SANDBOX": "none"}, "NEVIS_SANDBOX=bwrap"),
-    ({"NEVIS_ENVIRONMENT": "production", "NEVIS_DATABASE_URL": "postgresql+psycopg://u@h/db"},
-     "NEVIS_SANDBOX=bwrap, spelled out"),  # the default auto is refused even where bwrap exists
-    ({"NEVIS_SCHEDULER_SLOTS": "0"}, "NEVIS_SCHEDULER_SLOTS"),
-    ({"NEVIS_BACKOFF_BASE_S": "100", "NEVIS_BACKOFF_MAX_S": "10"}, "NEVIS_BACKOFF_MAX_S"),
-])
+@pytest.mark.parametrize(
+    ("variables", "words"),
+    [
+        ({"NEVIS_HEARTBEAT_INTERVAL_S": "30", "NEVIS_HEARTBEAT_TIMEOUT_S": "40"}, "NEVIS_HEARTBEAT_TIMEOUT_S"),
+        ({"NEVIS_ENVIRONMENT": "production"}, "PostgreSQL"),
+        ({"NEVIS_BACKEND": "slurm"}, "NEVIS_BACKEND"),
+        (
+            {
+                "NEVIS_ENVIRONMENT": "production",
+                "NEVIS_DATABASE_URL": "postgresql+psycopg://u@h/db",
+                "NEVIS_SANDBOX": "none",
+            },
+            "NEVIS_SANDBOX=bwrap",
+        ),
+        (
+            {"NEVIS_ENVIRONMENT": "production", "NEVIS_DATABASE_URL": "postgresql+psycopg://u@h/db"},
+            "NEVIS_SANDBOX=bwrap, spelled out",
+        ),  # the default auto is refused even where bwrap exists
+        ({"NEVIS_SCHEDULER_SLOTS": "0"}, "NEVIS_SCHEDULER_SLOTS"),
+        ({"NEVIS_BACKOFF_BASE_S": "100", "NEVIS_BACKOFF_MAX_S": "10"}, "NEVIS_BACKOFF_MAX_S"),
+    ],
+)
 def test_bad_settings_name_the_variable(env, variables, words):
     for name, value in variables.items():
         env.setenv(name, value)
@@ -57,14 +73,27 @@ def test_production_accepts_postgresql(env):
 
 
 def test_workers_get_the_values_this_coordinator_runs_with(tmp_path, monkeypatch):
-    settings = CoordinatorSettings(data_dir=tmp_path, database_url="postgresql+psycopg://u:secret@h/db",
-                                   heartbeat_interval_s=3, heartbeat_timeout_s=9, max_attempts=5)
+    settings = CoordinatorSettings(
+        data_dir=tmp_path,
+        database_url="postgresql+psycopg://u:secret@h/db",
+        heartbeat_interval_s=3,
+        heartbeat_timeout_s=9,
+        max_attempts=5,
+    )
     env = worker_env(settings)
     assert env["NEVIS_DATABASE_URL"] == settings.database_url
-    assert (env["NEVIS_HEARTBEAT_INTERVAL_S"], env["NEVIS_HEARTBEAT_TIMEOUT_S"], env["NEVIS_MAX_ATTEMPTS"]) == ("3.0", "9.0", "5")
+    assert (env["NEVIS_HEARTBEAT_INTERVAL_S"], env["NEVIS_HEARTBEAT_TIMEOUT_S"], env["NEVIS_MAX_ATTEMPTS"]) == (
+        "3.0",
+        "9.0",
+        "5",
+    )
     assert env["NEVIS_DATA_DIR"] == str(tmp_path) and "NEVIS_IMAGE_SIZE" not in env
     assert "NEVIS_SANDBOX" not in env  # auto is resolved where the hosts start: a pod's bwrap stands
     for name, value in env.items():  # what the worker process reads back
         monkeypatch.setenv(name, value)
     in_worker = CoordinatorSettings()
-    assert (in_worker.heartbeat_timeout_s, in_worker.max_attempts, in_worker.database_url) == (9, 5, settings.database_url)
+    assert (in_worker.heartbeat_timeout_s, in_worker.max_attempts, in_worker.database_url) == (
+        9,
+        5,
+        settings.database_url,
+    )

@@ -8,8 +8,7 @@ import pytest
 import yaml
 
 K8S = Path(__file__).resolve().parents[3] / "k8s"
-DOCS = [(path.name, doc) for path in sorted(K8S.glob("*.yaml"))
-        for doc in yaml.safe_load_all(path.read_text()) if doc]
+DOCS = [(path.name, doc) for path in sorted(K8S.glob("*.yaml")) for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
 def _containers(doc):
@@ -19,8 +18,16 @@ def _containers(doc):
 
 def test_the_manifests_hold_the_coordinator_and_a_rayjob():
     kinds = {doc["kind"] for _, doc in DOCS}
-    assert {"Deployment", "Service", "ConfigMap", "Role", "RoleBinding", "ServiceAccount",
-            "NetworkPolicy", "RayJob"} <= kinds
+    assert {
+        "Deployment",
+        "Service",
+        "ConfigMap",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+        "NetworkPolicy",
+        "RayJob",
+    } <= kinds
 
 
 @pytest.mark.parametrize(("name", "doc"), DOCS, ids=[f"{n}:{d['kind']}" for n, d in DOCS])

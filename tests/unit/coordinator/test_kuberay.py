@@ -27,8 +27,8 @@ from services.coordinator.backends.kuberay_template import (
     to_yaml,
 )
 from services.coordinator.common.config import CoordinatorSettings
-from services.core.errors import ConfigError
 from services.coordinator.common.validation import ResourceRequest
+from services.core.errors import ConfigError
 from tests.support.k8s_schema import unknown_keys
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -58,11 +58,17 @@ def _settings(tmp_path: Path, **extra) -> CoordinatorSettings:
 
 
 SPECS = [
-    LaunchSpec(lease_id=1, submission_id=1, task_order=1, attempt=1, learner_name="a",
-               entrypoint="m:f", image=None),
-    LaunchSpec(lease_id=98765, submission_id=123456, task_order=106, attempt=3, learner_name="b",
-               entrypoint="pkg.mod:make", image=f"registry.example.com:5000/team/b@sha256:{'0' * 64}",
-               resources=ResourceRequest(cpus=0.5, gpus=8, memory_mb=65536)),
+    LaunchSpec(lease_id=1, submission_id=1, task_order=1, attempt=1, learner_name="a", entrypoint="m:f", image=None),
+    LaunchSpec(
+        lease_id=98765,
+        submission_id=123456,
+        task_order=106,
+        attempt=3,
+        learner_name="b",
+        entrypoint="pkg.mod:make",
+        image=f"registry.example.com:5000/team/b@sha256:{'0' * 64}",
+        resources=ResourceRequest(cpus=0.5, gpus=8, memory_mb=65536),
+    ),
 ]
 
 
@@ -80,7 +86,8 @@ def test_rendered_rayjobs_validate_against_the_crd_schema(schema, validator, tmp
     assert DNS_1123.fullmatch(name) and len(name) <= 63
     assert job["entrypoint"].endswith(f"worker run-task --submission {spec.submission_id} --lease {spec.lease_id}")
     pods = [job["rayClusterSpec"]["headGroupSpec"]["template"]] + [
-        g["template"] for g in job["rayClusterSpec"]["workerGroupSpecs"]]
+        g["template"] for g in job["rayClusterSpec"]["workerGroupSpecs"]
+    ]
     # The head (the harness, with the credentials) runs the service's image; learners' only workers.
     head_pod, worker_pod = pods
     head, worker = head_pod["spec"]["containers"][0], worker_pod["spec"]["containers"][0]
@@ -88,19 +95,25 @@ def test_rendered_rayjobs_validate_against_the_crd_schema(schema, validator, tmp
     assert worker["image"] == (spec.image or settings.kuberay_worker_image)
     assert worker["resources"]["limits"].get("nvidia.com/gpu", 0) == spec.resources.gpus
     # The credentials reach the head pod only, as files of a Secret the runtime env points to.
-    assert head_pod["spec"]["volumes"] == [{"name": "nevis-secrets", "secret": {
-        "secretName": settings.kuberay_secret_name, "defaultMode": 0o440}}]
+    assert head_pod["spec"]["volumes"] == [
+        {"name": "nevis-secrets", "secret": {"secretName": settings.kuberay_secret_name, "defaultMode": 0o440}}
+    ]
     assert head["volumeMounts"][0]["mountPath"] == HARNESS_SECRETS_DIR
     assert "volumes" not in worker_pod["spec"] and "envFrom" not in worker and "volumeMounts" not in worker
     assert worker["env"] == [{"name": "NEVIS_SANDBOX", "value": "bwrap"}]
     for pod in pods:
         assert pod["spec"]["automountServiceAccountToken"] is False
         assert pod["spec"]["enableServiceLinks"] is False
-    assert (head_pod["metadata"]["labels"]["nevis.io/role"], worker_pod["metadata"]["labels"]["nevis.io/role"]) \
-        == ("harness", "learner")
+    assert (head_pod["metadata"]["labels"]["nevis.io/role"], worker_pod["metadata"]["labels"]["nevis.io/role"]) == (
+        "harness",
+        "learner",
+    )
     env = yaml.safe_load(job["runtimeEnvYAML"])["env_vars"]
-    assert env == {"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1", "NEVIS_RAY_ADDRESS": "",
-                   "NEVIS_SECRETS_PATH": HARNESS_SECRETS_DIR}
+    assert env == {
+        "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1",
+        "NEVIS_RAY_ADDRESS": "",
+        "NEVIS_SECRETS_PATH": HARNESS_SECRETS_DIR,
+    }
 
 
 def test_the_schema_check_would_catch_a_bad_manifest(schema, validator, tmp_path):
@@ -119,9 +132,17 @@ def test_the_checked_in_example_is_what_the_renderer_makes(schema, validator, tm
     validator.validate(example)
     assert unknown_keys(example, schema) == []
     settings = _settings(tmp_path, task_deadline_s=21600, start_timeout_s=900)
-    spec = LaunchSpec(lease_id=42, submission_id=7, task_order=3, attempt=1, learner_name="my-learner",
-                      entrypoint="my_pkg.learner:make", image="ghcr.io/example/my-learner:1.0",
-                      resources=ResourceRequest(cpus=4, gpus=1, memory_mb=16384), nonce="a1b2c3")
+    spec = LaunchSpec(
+        lease_id=42,
+        submission_id=7,
+        task_order=3,
+        attempt=1,
+        learner_name="my-learner",
+        entrypoint="my_pkg.learner:make",
+        image="ghcr.io/example/my-learner:1.0",
+        resources=ResourceRequest(cpus=4, gpus=1, memory_mb=16384),
+        nonce="a1b2c3",
+    )
     assert example == yaml.safe_load(to_yaml(render_rayjob(spec, settings)))
 
 
@@ -149,8 +170,11 @@ def test_learner_pods_are_fenced_from_the_dashboard_the_database_and_the_interne
     assert learner["spec"]["podSelector"]["matchLabels"]["nevis.io/role"] == "learner"
     assert learner["spec"]["policyTypes"] == ["Ingress", "Egress"]
     destinations = [peer for rule in learner["spec"]["egress"] for peer in rule["to"]]
-    assert all(peer.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/name") == "nevis-worker"
-               or peer["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"} for peer in destinations)
+    assert all(
+        peer.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/name") == "nevis-worker"
+        or peer["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+        for peer in destinations
+    )
     assert not any("ipBlock" in peer for peer in destinations)  # nothing outside the cluster
     rules = head["spec"]["ingress"]
     from_ray_pods = [r for r in rules if r["from"][0].get("podSelector", {}).get("matchLabels")]

@@ -9,13 +9,13 @@ from services.coordinator.backends.base import JobState, LaunchSpec
 from services.coordinator.backends.local import LocalBackend, start_ticks
 from services.coordinator.common.config import CoordinatorSettings
 
-SPEC = LaunchSpec(lease_id=5, submission_id=2, task_order=1, attempt=1, learner_name="x",
-                  entrypoint="m:f", image=None)
+SPEC = LaunchSpec(lease_id=5, submission_id=2, task_order=1, attempt=1, learner_name="x", entrypoint="m:f", image=None)
 
 
 def _backend(tmp_path, command: str) -> LocalBackend:
-    return LocalBackend(CoordinatorSettings(data_dir=tmp_path, database_url="sqlite://",
-                                            worker_command=command, heartbeat_interval_s=2))
+    return LocalBackend(
+        CoordinatorSettings(data_dir=tmp_path, database_url="sqlite://", worker_command=command, heartbeat_interval_s=2)
+    )
 
 
 def _live_members(group: int) -> list[int]:

@@ -10,8 +10,11 @@ from services.coordinator.common.validation import ResourceRequest, check_fits_n
 
 
 def test_more_cpus_or_gpus_than_the_largest_node_is_refused_naming_it() -> None:
-    with pytest.raises(InvalidInputError, match=r"'resources.cpus' asks for 32 per task.*largest node of this "
-                                                r"cluster has 16.0 CPUs and 2 GPUs\. Ask for at most 16"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"'resources.cpus' asks for 32 per task.*largest node of this "
+        r"cluster has 16.0 CPUs and 2 GPUs\. Ask for at most 16",
+    ):
         check_fits_node(check_resources({"cpus": 32}), node_cpus=16.0, node_gpus=2)
     with pytest.raises(InvalidInputError, match=r"'resources.gpus' asks for 4 per task.*has 16.0 CPUs and 2 GPUs"):
         check_fits_node(check_resources({"cpus": 8, "gpus": 4}), node_cpus=16.0, node_gpus=2)
@@ -24,7 +27,7 @@ def test_a_request_that_fits_or_an_unset_node_size_passes() -> None:
 
 
 def test_the_node_size_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    from services.coordinator.common.config import CoordinatorSettings  # noqa: PLC0415
+    from services.coordinator.common.config import CoordinatorSettings
 
     monkeypatch.setenv("NEVIS_NODE_CPUS", "8")
     monkeypatch.setenv("NEVIS_NODE_GPUS", "1")

@@ -19,7 +19,8 @@ def document():
 
 def test_the_checked_in_document_matches_the_app(document):
     assert CHECKED_IN.read_text(encoding="utf-8") == render(document), (
-        "api_schema/openapi.json is out of date: run `nevis openapi` and commit the result")
+        "api_schema/openapi.json is out of date: run `nevis openapi` and commit the result"
+    )
 
 
 def test_every_v1_operation_needs_a_token_and_documents_problems(document):
@@ -40,10 +41,16 @@ def test_every_v1_operation_needs_a_token_and_documents_problems(document):
 def test_the_document_lists_the_routes_of_the_issue(document):
     operations = {(m.upper(), p) for p, item in document["paths"].items() for m in item}
     assert {
-        ("POST", "/v1/learners"), ("POST", "/v1/learners/bundle"), ("POST", "/v1/submissions"),
-        ("GET", "/v1/submissions"), ("GET", "/v1/submissions/{submission_id}"),
-        ("POST", "/v1/submissions/{submission_id}/cancel"), ("GET", "/v1/submissions/{submission_id}/events"),
-        ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"),
+        ("POST", "/v1/learners"),
+        ("POST", "/v1/learners/bundle"),
+        ("POST", "/v1/submissions"),
+        ("GET", "/v1/submissions"),
+        ("GET", "/v1/submissions/{submission_id}"),
+        ("POST", "/v1/submissions/{submission_id}/cancel"),
+        ("GET", "/v1/submissions/{submission_id}/events"),
+        ("GET", "/healthz"),
+        ("GET", "/readyz"),
+        ("GET", "/metrics"),
     } <= operations
     create = document["paths"]["/v1/submissions"]["post"]
     assert any(p["name"] == "Idempotency-Key" and p["in"] == "header" for p in create["parameters"])

@@ -3,7 +3,7 @@ error, its due rule, and the baselines and budget checked the same way."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import ValidationError
@@ -18,7 +18,7 @@ from services.coordinator.common.cron import CronSchedule, check_cron
 from services.core.budget import RunBudget
 from services.core.errors import ConfigError
 
-T0 = datetime(2026, 3, 1, 2, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
 
 
 def _settings(**values) -> CoordinatorSettings:
@@ -31,8 +31,9 @@ def test_the_cron_is_off_by_default_and_parsed_when_set():
     assert _settings(refresh_cron="@daily").refresh_schedule.expression == "@daily"
 
 
-@pytest.mark.parametrize("expression", ["every day", "* * * *", "61 * * * *", "* * * * * *",
-                                        "0 25 * * *", "@fortnightly"])
+@pytest.mark.parametrize(
+    "expression", ["every day", "* * * *", "61 * * * *", "* * * * * *", "0 25 * * *", "@fortnightly"]
+)
 def test_a_bad_cron_stops_the_settings_naming_the_variable(settings_env, monkeypatch, expression):
     with pytest.raises(ValidationError, match="5 fields"):
         _settings(refresh_cron=expression)
@@ -65,23 +66,27 @@ def test_check_cron_keeps_nicknames_and_refuses_others():
         check_cron("@sometimes")
 
 
-@pytest.mark.parametrize(("values", "words"), [
-    ({"refresh_baselines": "indep,my.module:make"}, "built-in learner names"),
-    ({"refresh_baselines": "Indep"}, "built-in learner names"),
-    ({"refresh_budget": "{trials: 2}"}, "JSON object"),
-    ({"refresh_budget": "[1]"}, "JSON object"),
-    ({"refresh_budget": '{"trails": 2}'}, "trails"),
-    ({"refresh_budget": '{"trials": 100}', "max_trials": 10}, "NEVIS_MAX_TRIALS"),
-    ({"refresh_owner": "no spaces"}, "refresh_owner"),
-])
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        ({"refresh_baselines": "indep,my.module:make"}, "built-in learner names"),
+        ({"refresh_baselines": "Indep"}, "built-in learner names"),
+        ({"refresh_budget": "{trials: 2}"}, "JSON object"),
+        ({"refresh_budget": "[1]"}, "JSON object"),
+        ({"refresh_budget": '{"trails": 2}'}, "trails"),
+        ({"refresh_budget": '{"trials": 100}', "max_trials": 10}, "NEVIS_MAX_TRIALS"),
+        ({"refresh_owner": "no spaces"}, "refresh_owner"),
+    ],
+)
 def test_bad_refresh_settings_are_refused(values, words):
     with pytest.raises(ValidationError, match=words):
         _settings(**values)
 
 
 def test_good_refresh_settings_load():
-    settings = _settings(refresh_baselines=" indep , ft_prev ,", refresh_budget='{"trials": 2}',
-                         refresh_streams="mini, nevis22-short")
+    settings = _settings(
+        refresh_baselines=" indep , ft_prev ,", refresh_budget='{"trials": 2}', refresh_streams="mini, nevis22-short"
+    )
     assert split_list(settings.refresh_baselines) == ["indep", "ft_prev"]
     assert refresh_budget_of(settings.refresh_budget) == RunBudget(trials=2)
     assert refresh_budget_of("") == RunBudget()

@@ -50,8 +50,9 @@ def test_a_recent_answer_is_sent_while_its_successor_renders(database: dict[str,
     assert renders == [1, 2, 2]  # board at 1, board at 2 (in the background, once), front at 2
 
 
-def test_an_answer_superseded_too_long_ago_is_rendered_first(database: dict[str, int],
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_answer_superseded_too_long_ago_is_rendered_first(
+    database: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = AnswerCache(8)
 
     def render(session: object) -> str:
@@ -72,7 +73,8 @@ def test_an_answer_superseded_too_long_ago_is_rendered_first(database: dict[str,
 
 
 def test_a_query_is_rendered_again_in_the_background_at_most_every_few_seconds(
-        database: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    database: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache, renders = AnswerCache(8), []
 
     def render(session: object) -> str:
@@ -95,6 +97,12 @@ def test_a_query_is_rendered_again_in_the_background_at_most_every_few_seconds(
         got.append(await cache.answer(_sessions, "board", render))
         return got
 
-    assert asyncio.run(reads()) == ["answer at 1", "answer at 1", "answer at 2", "answer at 2", "answer at 2",
-                                    "answer at 3"]
+    assert asyncio.run(reads()) == [
+        "answer at 1",
+        "answer at 1",
+        "answer at 2",
+        "answer at 2",
+        "answer at 2",
+        "answer at 3",
+    ]
     assert renders == [1, 2, 3]

@@ -26,19 +26,38 @@ from services.dashboard.study_report import PointResult, TaskPoint, aggregate, p
 from workers.trainer.study_plan import make_grid, merge_plan
 
 # Four tasks: two meta-train, two meta-test (the headline tasks of a meta_test run).
-TASKS = ((1, "digits", "meta_train", "ocr", 1078), (2, "shape", "meta_train", "shape", 720),
-         (3, "multi", "meta_test", "shape", 720), (4, "scale", "meta_test", "scale", 12_000))
+TASKS = (
+    (1, "digits", "meta_train", "ocr", 1078),
+    (2, "shape", "meta_train", "shape", 720),
+    (3, "multi", "meta_test", "shape", 720),
+    (4, "scale", "meta_test", "scale", 12_000),
+)
 
 
-def _point(learner: str, budget: str, seed: int, errors: tuple[float, ...], cflop: float,
-           status: str = "succeeded") -> PointResult:
+def _point(
+    learner: str, budget: str, seed: int, errors: tuple[float, ...], cflop: float, status: str = "succeeded"
+) -> PointResult:
     trials, steps = (int(n) for n in budget.split("x"))
-    rows = tuple(TaskPoint(order=o, dataset=d, phase=ph, domain=dom, train_size=n, error=e)
-                 for (o, d, ph, dom, n), e in zip(TASKS, errors, strict=True))
+    rows = tuple(
+        TaskPoint(order=o, dataset=d, phase=ph, domain=dom, train_size=n, error=e)
+        for (o, d, ph, dom, n), e in zip(TASKS, errors, strict=True)
+    )
     headline = [e for (_, _, ph, _, _), e in zip(TASKS, errors, strict=True) if ph == "meta_test"]
-    return PointResult(learner=learner, budget=budget, trials=trials, steps=steps, seed=seed, submission_id=None,
-                       status=status, phase="meta_test", mean_error=statistics.fmean(headline), cflop=cflop,
-                       tasks=2, headline_tasks=2, task_rows=rows)
+    return PointResult(
+        learner=learner,
+        budget=budget,
+        trials=trials,
+        steps=steps,
+        seed=seed,
+        submission_id=None,
+        status=status,
+        phase="meta_test",
+        mean_error=statistics.fmean(headline),
+        cflop=cflop,
+        tasks=2,
+        headline_tasks=2,
+        task_rows=rows,
+    )
 
 
 POINTS = [
@@ -67,8 +86,20 @@ def test_aggregates_are_the_mean_and_sample_std_of_e_over_seeds() -> None:
 
 
 def test_a_single_seed_has_no_spread_and_unfinished_points_are_left_out() -> None:
-    running = PointResult(learner="indep", budget="4x3", trials=4, steps=3, seed=0, submission_id=9, status="running",
-                          phase="meta_test", mean_error=0.1, cflop=5.0, tasks=1, headline_tasks=2)
+    running = PointResult(
+        learner="indep",
+        budget="4x3",
+        trials=4,
+        steps=3,
+        seed=0,
+        submission_id=9,
+        status="running",
+        phase="meta_test",
+        mean_error=0.1,
+        cflop=5.0,
+        tasks=1,
+        headline_tasks=2,
+    )
     rows = aggregate([POINTS[0], running])
     assert len(rows) == 1 and rows[0].seeds == 1 and rows[0].std_error is None and rows[0].on_front
     assert (rows[0].ci_low, rows[0].ci_high) == (None, None)
@@ -83,7 +114,9 @@ def test_the_pareto_plot_holds_each_learners_points_error_bars_and_front() -> No
     assert list(indep.x) == [11.0, 20.0] and list(indep.y) == pytest.approx([0.525, 0.4])
     assert list(indep.text) == ["1x3", "2x3"]
     assert list(indep.error_y.array) == pytest.approx([r.ci_high - r.mean_error for r in rows if r.learner == "indep"])
-    assert indep.error_y.array[0] > statistics.stdev([0.5, 0.55]) and indep.error_y.array[1] == 0.0  # t interval, not SD
+    assert (
+        indep.error_y.array[0] > statistics.stdev([0.5, 0.55]) and indep.error_y.array[1] == 0.0
+    )  # t interval, not SD
     assert "Student t 95 % interval" in figure.layout.title.text
     assert indep.marker.color != ft_prev.marker.color
     # The drawn front is exactly the non-dominated set of the learner's points.
@@ -118,8 +151,10 @@ def test_without_indep_the_regret_plot_says_why_it_is_empty() -> None:
     assert "add indep to --learners" in str(figure.layout.annotations)
 
 
-@pytest.mark.parametrize(("size", "label"), [(None, "unknown"), (0, "< 1k"), (999, "< 1k"), (1_000, "1k – 10k"),
-                                             (99_999, "10k – 100k"), (100_000, "≥ 100k")])
+@pytest.mark.parametrize(
+    ("size", "label"),
+    [(None, "unknown"), (0, "< 1k"), (999, "< 1k"), (1_000, "1k – 10k"), (99_999, "10k – 100k"), (100_000, "≥ 100k")],
+)
 def test_training_set_sizes_fall_in_four_fixed_bins(size, label) -> None:
     assert size_bin(size) == label and len(SIZE_BINS) == 4
 
@@ -135,8 +170,9 @@ def test_slices_average_the_headline_tasks_per_domain_and_size_over_seeds() -> N
 
 
 def test_tables_are_written_as_csv_and_json(tmp_path) -> None:
-    plan = merge_plan(None, make_grid(stream="mini", phase="meta_test", learners="indep,ft_prev",
-                                      budgets="1x3,2x3", seeds="0,1"))
+    plan = merge_plan(
+        None, make_grid(stream="mini", phase="meta_test", learners="indep,ft_prev", budgets="1x3,2x3", seeds="0,1")
+    )
     rows = aggregate(POINTS)
     write_tables(tmp_path, plan, POINTS, rows)
     with open(tmp_path / "points.csv") as handle:
@@ -147,8 +183,14 @@ def test_tables_are_written_as_csv_and_json(tmp_path) -> None:
     assert agg[0]["E_std"] != "" and agg[3]["on_front"] == "False"
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["budgets"] == ["1x3", "2x3"] and len(doc["points"]) == 8 and len(doc["aggregate"]) == 4
-    assert doc["points"][0]["per_task"][2] == {"order": 3, "dataset": "multi", "phase": "meta_test",
-                                               "domain": "shape", "train_size": 720, "error": 0.4}
+    assert doc["points"][0]["per_task"][2] == {
+        "order": 3,
+        "dataset": "multi",
+        "phase": "meta_test",
+        "domain": "shape",
+        "train_size": 720,
+        "error": 0.4,
+    }
 
 
 def test_a_planned_point_has_no_numbers() -> None:
@@ -171,8 +213,9 @@ def test_the_png_copy_draws_the_same_panels_and_points() -> None:
 
 def test_figures_are_written_as_offline_html_and_png(tmp_path) -> None:
     written = write_figures(tmp_path, study_figures(POINTS, aggregate(POINTS), stream="mini", phase="meta_test"))
-    assert sorted(p.name for p in written) == sorted(f"{n}.{ext}" for n in ("pareto", "regret", "slices")
-                                                      for ext in ("html", "png"))
+    assert sorted(p.name for p in written) == sorted(
+        f"{n}.{ext}" for n in ("pareto", "regret", "slices") for ext in ("html", "png")
+    )
     for path in written:
         if path.suffix == ".png":
             assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -30,8 +30,7 @@ def prod_objects() -> list[dict[str, Any]]:
 def crd_validators() -> dict[str, tuple[Any, dict[str, Any]]]:
     out = {}
     for kind, name in CRD_FILES.items():
-        crd = yaml.load((KUBERAY_SCHEMAS / name).read_text(),
-                        Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        crd = yaml.load((KUBERAY_SCHEMAS / name).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
         schema = version["schema"]["openAPIV3Schema"]
         out[kind] = (jsonschema.validators.validator_for(schema)(schema), schema)

@@ -22,24 +22,43 @@ import kubernetes_validate
 import pytest
 
 from tests.support.helm_chart import (
-    CASES, CHART, KUBE_VERSION, PROD, ROOT, one, release_prefix, render_k8s, render_raw, settings_map,
-    template_map, unknown_keys,
+    CASES,
+    CHART,
+    KUBE_VERSION,
+    PROD,
+    ROOT,
+    one,
+    release_prefix,
+    render_k8s,
+    render_raw,
+    settings_map,
+    template_map,
+    unknown_keys,
 )
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_chart_lints_clean(case):
-    report = helm.lint(CHART, CASES[case], strict=True, namespace="nevis",
-                       kube_version=f"v{KUBE_VERSION}")
+    report = helm.lint(CHART, CASES[case], strict=True, namespace="nevis", kube_version=f"v{KUBE_VERSION}")
     assert report["errors"] == []
     assert [m for m in report["messages"] if m["severity"] >= 2] == []
 
 
 def test_the_default_render_holds_every_component(default_objects):
     kinds = {o["kind"] for o in default_objects}
-    assert {"Deployment", "Service", "ConfigMap", "ServiceAccount", "Role", "RoleBinding",
-            "NetworkPolicy", "PodDisruptionBudget", "HorizontalPodAutoscaler", "CronJob",
-            "RayCluster"} <= kinds
+    assert {
+        "Deployment",
+        "Service",
+        "ConfigMap",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "HorizontalPodAutoscaler",
+        "CronJob",
+        "RayCluster",
+    } <= kinds
     assert "Secret" not in kinds and "Ingress" not in kinds  # Ingress is opt-in
     deployments = {o["metadata"]["name"] for o in default_objects if o["kind"] == "Deployment"}
     assert deployments == {"nevis-coordinator", "nevis-probe-workers"}
@@ -78,20 +97,25 @@ def test_the_validators_would_catch_bad_manifests(default_objects, crd_validator
     assert unknown_keys(typo, schema) == [".spec.workerGroupSpec"]
 
 
-@pytest.mark.parametrize(("values", "needle"), [
-    ({"images": {"coordinator": {"tag": "latest"}}}, "tag"),
-    ({"existingSecret": ""}, "existingSecret"),
-    ({"config": {"extra": {"NEVIS_DATABASE_URL": "postgresql://u:p@db/nevis"}}}, "NEVIS_DATABASE_URL"),
-    ({"config": {"backend": "slurm"}}, "backend"),
-    ({"coordinator": {"replica": 3}}, "replica"),
-    ({"podSecurityContext": {"runAsNonRoot": False}}, "runAsNonRoot"),
-    ({"learnerSandbox": {"procMount": "Masked"}}, "procMount"),
-    ({"learnerSandbox": {"seccompProfile": {"type": "Localhost", "localhostProfile": "../../etc/x.json"}}},
-     "localhostProfile"),
-    ({"learnerSandbox": {"seccompProfile": {"type": "Localhost", "localhostProfile": ""}}}, "localhostProfile"),
-    ({"benchmarkData": {"mirror": "s3://key:secret@bucket/sources"}}, "mirror"),
-    ({"benchmarkData": {"mirror": "ftp://mirror.example/sources"}}, "mirror"),
-])
+@pytest.mark.parametrize(
+    ("values", "needle"),
+    [
+        ({"images": {"coordinator": {"tag": "latest"}}}, "tag"),
+        ({"existingSecret": ""}, "existingSecret"),
+        ({"config": {"extra": {"NEVIS_DATABASE_URL": "postgresql://u:p@db/nevis"}}}, "NEVIS_DATABASE_URL"),
+        ({"config": {"backend": "slurm"}}, "backend"),
+        ({"coordinator": {"replica": 3}}, "replica"),
+        ({"podSecurityContext": {"runAsNonRoot": False}}, "runAsNonRoot"),
+        ({"learnerSandbox": {"procMount": "Masked"}}, "procMount"),
+        (
+            {"learnerSandbox": {"seccompProfile": {"type": "Localhost", "localhostProfile": "../../etc/x.json"}}},
+            "localhostProfile",
+        ),
+        ({"learnerSandbox": {"seccompProfile": {"type": "Localhost", "localhostProfile": ""}}}, "localhostProfile"),
+        ({"benchmarkData": {"mirror": "s3://key:secret@bucket/sources"}}, "mirror"),
+        ({"benchmarkData": {"mirror": "ftp://mirror.example/sources"}}, "mirror"),
+    ],
+)
 def test_the_values_schema_refuses_unsafe_or_misspelt_values(values, needle):
     with pytest.raises(helm.HelmError) as caught:
         render_raw(values)
@@ -103,8 +127,13 @@ def test_rendering_is_deterministic():
 
 
 def test_the_generated_manifests_are_not_stale():
-    result = subprocess.run([sys.executable, str(ROOT / "deploy" / "render_k8s.py"), "--check"],
-                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "deploy" / "render_k8s.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -136,16 +165,15 @@ def test_every_value_is_commented():
             assert above.startswith("#"), f"values.yaml:{i + 1}: {line.strip()} has no comment"
 
 
-
 @pytest.mark.parametrize("gpus", [0, 2])
 def test_the_backend_renders_rayjobs_from_the_chart_s_template(prod_objects, crd_validators, tmp_path, gpus):
     """The coordinator mounts the chart's RayJob template where its settings point; the
     kuberay backend's RayJobs built from it validate, and GPU learners are scheduled like
     the RayCluster's GPU workers (production values)."""
-    from services.coordinator.backends.base import LaunchSpec  # noqa: PLC0415
-    from services.coordinator.backends.kuberay_template import load_template, render_rayjob  # noqa: PLC0415
-    from services.coordinator.common.config import CoordinatorSettings  # noqa: PLC0415
-    from services.coordinator.common.validation import ResourceRequest  # noqa: PLC0415
+    from services.coordinator.backends.base import LaunchSpec
+    from services.coordinator.backends.kuberay_template import load_template, render_rayjob
+    from services.coordinator.common.config import CoordinatorSettings
+    from services.coordinator.common.validation import ResourceRequest
 
     config, template = settings_map(prod_objects)["data"], template_map(prod_objects)
     deployment = one(prod_objects, "Deployment", f"{release_prefix(prod_objects)}-coordinator")
@@ -156,22 +184,35 @@ def test_the_backend_renders_rayjobs_from_the_chart_s_template(prod_objects, crd
     assert volume["configMap"]["name"] == template["metadata"]["name"]
     for name, text in template["data"].items():
         (tmp_path / name).write_text(text)
-    settings = CoordinatorSettings(data_dir=tmp_path, database_url="sqlite://", backend="kuberay",
-                                   kuberay_rayjob_template=tmp_path)
-    spec = LaunchSpec(lease_id=5, submission_id=9, task_order=2, attempt=1, learner_name="l",
-                      entrypoint="m:f", image=None, resources=ResourceRequest(cpus=2, gpus=gpus, memory_mb=4096))
+    settings = CoordinatorSettings(
+        data_dir=tmp_path, database_url="sqlite://", backend="kuberay", kuberay_rayjob_template=tmp_path
+    )
+    spec = LaunchSpec(
+        lease_id=5,
+        submission_id=9,
+        task_order=2,
+        attempt=1,
+        learner_name="l",
+        entrypoint="m:f",
+        image=None,
+        resources=ResourceRequest(cpus=2, gpus=gpus, memory_mb=4096),
+    )
     job = render_rayjob(spec, settings, load_template(tmp_path))
     validator, schema = crd_validators["RayJob"]
     validator.validate(job)
     assert unknown_keys(job, schema) == []
     learner = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
-    (group,) = [g for g in one(prod_objects, "RayCluster")["spec"]["workerGroupSpecs"]
-                if g["groupName"] == ("gpu" if gpus else "cpu")]
+    (group,) = [
+        g
+        for g in one(prod_objects, "RayCluster")["spec"]["workerGroupSpecs"]
+        if g["groupName"] == ("gpu" if gpus else "cpu")
+    ]
     assert learner.get("nodeSelector") == group["template"]["spec"].get("nodeSelector")
     assert learner.get("tolerations") == group["template"]["spec"].get("tolerations")
     assert learner["containers"][0]["resources"]["limits"].get("nvidia.com/gpu", 0) == gpus
     assert job["spec"]["ttlSecondsAfterFinished"] == PROD.get("kuberay", {}).get("rayJob", {}).get(
-        "ttlSecondsAfterFinished", 600)
+        "ttlSecondsAfterFinished", 600
+    )
 
 
 def test_the_built_in_rayjob_template_is_the_chart_s_default_rendering():
@@ -188,7 +229,8 @@ def test_the_benchmark_data_job_fetches_converts_then_prepares(default_objects, 
     assert [c["command"] for c in steps] == [
         ["nevis", "data", "fetch", "--stream", "nevis22-full", "--jobs", "4"],
         ["nevis", "data", "convert", "--stream", "nevis22-full"],
-        ["nevis", "data", "prepare", "--stream", "nevis22-full"]]
+        ["nevis", "data", "prepare", "--stream", "nevis22-full"],
+    ]
     for container in steps:
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env["NEVIS_DATA_MIRROR"] == PROD["benchmarkData"]["mirror"]

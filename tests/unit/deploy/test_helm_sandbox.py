@@ -50,21 +50,38 @@ def test_the_installer_writes_the_profile_learner_pods_name_and_nothing_else(obj
 
 
 def test_the_learner_profile_lets_bubblewrap_in_and_keeps_kernel_surface_out():
-    from services.cli.sandbox_cmd import check_seccomp_profile  # noqa: PLC0415
+    from services.cli.sandbox_cmd import check_seccomp_profile
 
     profile = check_seccomp_profile(PROFILE.read_text(), source=str(PROFILE))
     denied = {n for rule in profile["syscalls"] if rule["action"] == "SCMP_ACT_ERRNO" for n in rule["names"]}
     assert profile["defaultAction"] == "SCMP_ACT_ALLOW"
     assert not denied & {"unshare", "clone", "clone3", "mount", "umount2", "pivot_root", "chroot"}  # bwrap's
-    assert {"ptrace", "bpf", "perf_event_open", "kexec_load", "init_module", "keyctl", "setns",
-            "open_by_handle_at", "userfaultfd", "io_uring_setup", "process_vm_readv"} <= denied
+    assert {
+        "ptrace",
+        "bpf",
+        "perf_event_open",
+        "kexec_load",
+        "init_module",
+        "keyctl",
+        "setns",
+        "open_by_handle_at",
+        "userfaultfd",
+        "io_uring_setup",
+        "process_vm_readv",
+    } <= denied
 
 
 def test_the_seccomp_installer_can_be_left_to_the_operator():
-    objects = render_raw({"seccompInstaller": {"enabled": False},
-                           "learnerSandbox": {"hostUsers": False, "procMount": "Unmasked",
-                                              "seccompProfile": {"type": "Localhost",
-                                                                 "localhostProfile": "operator/bwrap.json"}}})
+    objects = render_raw(
+        {
+            "seccompInstaller": {"enabled": False},
+            "learnerSandbox": {
+                "hostUsers": False,
+                "procMount": "Unmasked",
+                "seccompProfile": {"type": "Localhost", "localhostProfile": "operator/bwrap.json"},
+            },
+        }
+    )
     assert not [o for o in objects if o["kind"] == "DaemonSet"]
-    for where, pod in learner_pods(objects):
+    for where, pod in learner_pods(objects):  # noqa: B007
         assert pod["containers"][0]["securityContext"]["seccompProfile"]["localhostProfile"] == "operator/bwrap.json"

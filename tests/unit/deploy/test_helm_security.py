@@ -8,7 +8,13 @@ import re
 import yaml
 
 from tests.support.helm_chart import (
-    LEARNER_POLICIES, REFERENCES, SECRET_NAMES, containers, one, release_prefix, settings_map,
+    LEARNER_POLICIES,
+    REFERENCES,
+    SECRET_NAMES,
+    containers,
+    one,
+    release_prefix,
+    settings_map,
 )
 
 CREDENTIAL_URL = re.compile(r"://[^/@\s]*:[^/@\s]*@")
@@ -34,8 +40,11 @@ def test_no_secret_value_is_written_anywhere(objects):
 def test_the_secret_is_referenced_by_name_and_mounted_in_harness_heads_only(prod_objects):
     for where, pod, container in containers(prod_objects):
         refs = [e["secretRef"]["name"] for e in container.get("envFrom", []) if "secretRef" in e]
-        allowed = (["nevis-prod-env", "nevis-kaggle"] if "-benchmark-data/" in where
-                   and where.endswith(("/fetch", "/convert")) else ["nevis-prod-env"])
+        allowed = (
+            ["nevis-prod-env", "nevis-kaggle"]
+            if "-benchmark-data/" in where and where.endswith(("/fetch", "/convert"))
+            else ["nevis-prod-env"]
+        )
         assert refs in ([], allowed), where
         secrets = [v for v in pod.get("volumes", []) if "secret" in v]
         if secrets:
@@ -108,10 +117,10 @@ def test_the_coordinator_migrates_first_and_probes_its_health(objects):
 
 def test_every_command_is_a_real_nevis_command(objects):
     """The commands the chart runs parse with the `nevis` CLI (no placeholder)."""
-    import click  # noqa: PLC0415
-    import typer.main  # noqa: PLC0415
+    import click
+    import typer.main
 
-    from services.cli.main import app  # noqa: PLC0415
+    from services.cli.main import app
 
     root = typer.main.get_command(app)
     commands = [c["command"] for _, _, c in containers(objects) if "command" in c]
@@ -123,38 +132,48 @@ def test_every_command_is_a_real_nevis_command(objects):
             command = command.commands[rest.pop(0)]
         assert not isinstance(command, click.Group), argv
         command.make_context(argv[0], rest)  # raises on an unknown option or bad value
-    crons = {o["metadata"]["name"].removeprefix(release_prefix(objects) + "-"):
-             o["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"][1:]
-             for o in objects if o["kind"] == "CronJob"}
-    assert crons == {"probe-catchup": ["probe-workers", "--workers", "1", "--once", "--watch"],
-                     "refresh": ["refresh", "run"]}
+    crons = {
+        o["metadata"]["name"].removeprefix(release_prefix(objects) + "-"): o["spec"]["jobTemplate"]["spec"]["template"][
+            "spec"
+        ]["containers"][0]["command"][1:]
+        for o in objects
+        if o["kind"] == "CronJob"
+    }
+    assert crons == {
+        "probe-catchup": ["probe-workers", "--workers", "1", "--once", "--watch"],
+        "refresh": ["refresh", "run"],
+    }
 
 
 def test_the_config_map_holds_real_settings_only(objects):
-    from services.coordinator.common.config import CoordinatorSettings  # noqa: PLC0415
+    from services.coordinator.common.config import CoordinatorSettings
 
     fields = set(CoordinatorSettings.model_fields)
     config = settings_map(objects)["data"]
     assert [k for k in config if k.removeprefix("NEVIS_").lower() not in fields] == []
-    settings = CoordinatorSettings(**{k.removeprefix("NEVIS_").lower(): v for k, v in config.items()
-                                      if k != "NEVIS_ENVIRONMENT"},
-                                   database_url="postgresql+psycopg://db/nevis")
+    settings = CoordinatorSettings(
+        **{k.removeprefix("NEVIS_").lower(): v for k, v in config.items() if k != "NEVIS_ENVIRONMENT"},
+        database_url="postgresql+psycopg://db/nevis",
+    )
     assert settings.kuberay_secret_name and settings.backend in ("kuberay", "ray")
 
 
 def test_the_rbac_allows_rayjobs_and_network_policies_only(objects):
     role = one(objects, "Role")
     assert role["rules"] == [
-        {"apiGroups": ["ray.io"], "resources": ["rayjobs"],
-         "verbs": ["create", "get", "list", "watch", "delete", "patch"]},
-        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
-         "verbs": ["create", "get", "patch"]},
+        {
+            "apiGroups": ["ray.io"],
+            "resources": ["rayjobs"],
+            "verbs": ["create", "get", "list", "watch", "delete", "patch"],
+        },
+        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["create", "get", "patch"]},
     ]
     binding = one(objects, "RoleBinding")
     assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
     account = one(objects, "ServiceAccount")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
-                                    "namespace": account["metadata"]["namespace"]}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": account["metadata"]["namespace"]}
+    ]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
 
 
@@ -168,14 +187,17 @@ def test_the_learner_fences_are_exactly_the_backend_s(objects):
 
 def test_learner_pods_reach_only_ray_pods_and_dns(objects):
     fence = one(objects, "NetworkPolicy", "nevis-learner-fence")["spec"]
-    assert fence["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "nevis-worker",
-                                                   "nevis.io/role": "learner"}
+    assert fence["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "nevis-worker", "nevis.io/role": "learner"}
     assert set(fence["policyTypes"]) == {"Ingress", "Egress"}
     ray_pods = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "nevis-worker"}}}
     (to_ray, to_dns) = fence["egress"]
     assert to_ray == {"to": [ray_pods]}
-    assert to_dns["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                             "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+    assert to_dns["to"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        }
+    ]
     assert {p["port"] for p in to_dns["ports"]} == {53}
     # No other policy opens egress for learner pods (policies are additive).
     for policy in (o for o in objects if o["kind"] == "NetworkPolicy"):

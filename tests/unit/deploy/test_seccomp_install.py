@@ -28,14 +28,17 @@ def test_the_profile_lands_where_the_kubelet_looks_readable_and_whole(tmp_path):
 def test_a_broken_profile_is_refused_and_the_installed_one_kept(tmp_path):
     target = tmp_path / "learner.json"
     install_profile_file(PROFILE, target)
-    for text, needle in [("{", "not JSON"), ('{"defaultAction": "ALLOW"}', "defaultAction"),
-                         (json.dumps({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": "ptrace"}]}),
-                          "syscalls")]:
+    for text, needle in [
+        ("{", "not JSON"),
+        ('{"defaultAction": "ALLOW"}', "defaultAction"),
+        (json.dumps({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": "ptrace"}]}), "syscalls"),
+    ]:
         bad = tmp_path / "bad.json"
         bad.write_text(text)
         with pytest.raises(ConfigError, match=needle):
             install_profile_file(bad, target)
         assert target.read_text() == PROFILE.read_text()
-    missing = CliRunner().invoke(app, ["sandbox", "install-profile", "--from", str(tmp_path / "none.json"),
-                                       "--to", str(target)])
+    missing = CliRunner().invoke(
+        app, ["sandbox", "install-profile", "--from", str(tmp_path / "none.json"), "--to", str(target)]
+    )
     assert isinstance(missing.exception, ConfigError) and "Cannot read the seccomp profile" in str(missing.exception)

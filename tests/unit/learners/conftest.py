@@ -16,9 +16,8 @@ import torch
 from sklearn.datasets import load_digits
 
 from workers.learners.protocol import LabelledData, TaskInfo
-from workers.stream.task_view import CausalTaskView
-
 from workers.sandbox.flops import FlopMeter
+from workers.stream.task_view import CausalTaskView
 
 
 @dataclass

@@ -88,14 +88,7 @@ def test_transforms_reject_non_uint8_or_non_rgb_input(images):
 
 
 @pytest.mark.parametrize(
-    "kwargs",
-    [
-        {"size": 0},
-        {"scale": (0.0, 1.0)},
-        {"scale": (0.8, 0.5)},
-        {"flip_p": 2.0},
-        {"eval_crop": 0.0},
-    ],
+    "kwargs", [{"size": 0}, {"scale": (0.0, 1.0)}, {"scale": (0.8, 0.5)}, {"flip_p": 2.0}, {"eval_crop": 0.0}]
 )
 def test_augment_config_rejects_nonsense(kwargs):
     with pytest.raises(ValueError):
@@ -161,8 +154,9 @@ def test_a_whole_crop_of_an_original_is_its_valid_region_flipped_or_not(flip_p):
     rng = np.random.default_rng(2)
     canvas = rng.integers(0, 256, (3, 24, 24, 3), dtype=np.uint8)
     extents = np.full((3, 2), 16)
-    out = train_transform(canvas, raw(16, scale=(1.0, 1.0), ratio=(1.0, 1.0), flip_p=flip_p),
-                          generator=gen(0), extents=extents)
+    out = train_transform(
+        canvas, raw(16, scale=(1.0, 1.0), ratio=(1.0, 1.0), flip_p=flip_p), generator=gen(0), extents=extents
+    )
     expected = torch.from_numpy(canvas[:, :16, :16]).permute(0, 3, 1, 2).float() / 255
     assert torch.allclose(out, expected.flip(-1) if flip_p else expected, atol=1e-5)
 
@@ -173,8 +167,9 @@ def test_a_crop_that_cannot_fit_falls_back_to_the_central_square():
     extents = np.array([[20, 40]] * 4)
     images = np.zeros((4, CANVAS, CANVAS, 3), dtype=np.uint8)
     images[:, :20, 10:30] = 255  # the central square of the valid region
-    out = train_transform(images, raw(scale=(1.0, 1.0), ratio=(1.0, 1.0), flip_p=0.0),
-                          generator=gen(0), extents=extents)
+    out = train_transform(
+        images, raw(scale=(1.0, 1.0), ratio=(1.0, 1.0), flip_p=0.0), generator=gen(0), extents=extents
+    )
     assert torch.allclose(out, torch.ones_like(out))
 
 

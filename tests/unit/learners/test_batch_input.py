@@ -19,9 +19,9 @@ from workers.learners.indep import IndepLearner
 from workers.learners.input_pipeline import TrainBatches
 from workers.learners.models import Classifier, SmallCNN
 from workers.learners.protocol import LabelledData
-from workers.stream.task_info import Originals
 from workers.learners.training import epoch_batches
 from workers.sandbox.flops import FlopMeter
+from workers.stream.task_info import Originals
 
 from .conftest import RecordingContext, make_view
 
@@ -36,35 +36,46 @@ def originals(n: int = 48, canvas: tuple[int, int] = (96, 80), seed: int = 0) ->
     return Originals(images, extents.astype(np.int32))
 
 
-@pytest.mark.parametrize("cfg", [
-    AugmentConfig(size=64),
-    AugmentConfig(size=32, flip_p=1.0, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
-    AugmentConfig(size=64, scale=(1.0, 1.0), ratio=(1.0, 1.0), flip_p=0.0),
-])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        AugmentConfig(size=64),
+        AugmentConfig(size=32, flip_p=1.0, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
+        AugmentConfig(size=64, scale=(1.0, 1.0), ratio=(1.0, 1.0), flip_p=0.0),
+    ],
+)
 @pytest.mark.parametrize("with_extents", [True, False])
 def test_batched_crop_gives_the_per_image_paths_pixels_for_the_same_draws(cfg, with_extents):
     src = originals()
     extents = src.extents if with_extents else None
     for i in (0, 7):  # the existing path, one image at a time (its per-image use) and batched
-        one = train_transform(src.images[i : i + 1], cfg, generator=torch.Generator().manual_seed(i),
-                              extents=None if extents is None else extents[i : i + 1])
-        same = train_batch(src.images[i : i + 1], cfg, generator=torch.Generator().manual_seed(i),
-                           extents=None if extents is None else extents[i : i + 1])
+        one = train_transform(
+            src.images[i : i + 1],
+            cfg,
+            generator=torch.Generator().manual_seed(i),
+            extents=None if extents is None else extents[i : i + 1],
+        )
+        same = train_batch(
+            src.images[i : i + 1],
+            cfg,
+            generator=torch.Generator().manual_seed(i),
+            extents=None if extents is None else extents[i : i + 1],
+        )
         assert (one - same).abs().max().item() < TOLERANCE
     old = train_transform(src.images, cfg, generator=torch.Generator().manual_seed(5), extents=extents)
     new = train_batch(src.images, cfg, generator=torch.Generator().manual_seed(5), extents=extents)
     assert new.shape == old.shape == (len(src), 3, cfg.size, cfg.size)
     assert (old - new).abs().max().item() < TOLERANCE
     assert new.is_contiguous()
-    last = train_batch(src.images, cfg, generator=torch.Generator().manual_seed(5), extents=extents,
-                       channels_last=True)
+    last = train_batch(src.images, cfg, generator=torch.Generator().manual_seed(5), extents=extents, channels_last=True)
     assert last.is_contiguous(memory_format=torch.channels_last) and torch.equal(last, new)
 
 
 def test_a_flip_mirrors_the_same_window_and_padding_is_never_read():
     src = originals(n=16)
-    theta = crop_params(16, AugmentConfig(size=32, flip_p=0.0), torch.Generator().manual_seed(1),
-                        extents=src.extents, canvas=(96, 80))
+    theta = crop_params(
+        16, AugmentConfig(size=32, flip_p=0.0), torch.Generator().manual_seed(1), extents=src.extents, canvas=(96, 80)
+    )
     flipped = theta.clone()
     flipped[:, 0, 0] *= -1
     source, valid = torch.from_numpy(src.images), torch.from_numpy(src.extents)
@@ -88,8 +99,18 @@ def test_the_batch_stream_replays_the_training_loops_draws(world_size, prefetch)
     for rank in range(world_size):
         gen = torch.Generator().manual_seed(11)
         crops = gen if world_size == 1 else torch.Generator().manual_seed(100 + rank)
-        stream = TrainBatches(data, labels, cfg, steps=steps, batch=batch, generator=gen, crops=crops,
-                              rank=rank, world_size=world_size, prefetch_on_cpu=prefetch)
+        stream = TrainBatches(
+            data,
+            labels,
+            cfg,
+            steps=steps,
+            batch=batch,
+            generator=gen,
+            crops=crops,
+            rank=rank,
+            world_size=world_size,
+            prefetch_on_cpu=prefetch,
+        )
         assert stream.prefetch is prefetch  # the background thread draws one step ahead
         got = list(stream)
         gen = torch.Generator().manual_seed(11)
@@ -107,8 +128,15 @@ def test_without_originals_the_task_images_are_cropped_whole():
     images = originals(n=20, canvas=(32, 32)).images
     data = LabelledData(images, np.zeros(20, np.int64))
     cfg = AugmentConfig(size=32)
-    (x, _), = TrainBatches(data, torch.zeros(20, dtype=torch.int64), cfg, steps=1, batch=20,
-                           generator=torch.Generator().manual_seed(0), crops=torch.Generator().manual_seed(1))
+    ((x, _),) = TrainBatches(
+        data,
+        torch.zeros(20, dtype=torch.int64),
+        cfg,
+        steps=1,
+        batch=20,
+        generator=torch.Generator().manual_seed(0),
+        crops=torch.Generator().manual_seed(1),
+    )
     idx = next(epoch_batches(20, 20, 1, torch.Generator().manual_seed(0)))
     want = train_transform(images[idx.numpy()], cfg, generator=torch.Generator().manual_seed(1))
     assert (x - want).abs().max().item() < TOLERANCE
@@ -171,8 +199,10 @@ def test_an_unknown_compile_mode_is_named_with_the_known_ones():
         Acceleration(compile=True, compile_mode="fast")
 
 
-@pytest.mark.skipif(os.environ.get("NEVIS_TEST_COMPILE") != "1",
-                    reason="compiling takes about a minute on a 2-core machine; NEVIS_TEST_COMPILE=1 runs it")
+@pytest.mark.skipif(
+    os.environ.get("NEVIS_TEST_COMPILE") != "1",
+    reason="compiling takes about a minute on a 2-core machine; NEVIS_TEST_COMPILE=1 runs it",
+)
 def test_torch_compile_leaves_the_flop_count_unchanged():
     torch.manual_seed(0)
     plain = _step_flops(_Tiny(), Acceleration(channels_last=False, autocast=False))
@@ -183,8 +213,9 @@ def test_torch_compile_leaves_the_flop_count_unchanged():
 def test_the_batched_crop_makes_every_tensor_on_the_sources_device():
     """On ``meta`` (no data), mixing in a host tensor would raise: what runs on a GPU stays there."""
     src = originals(n=8)
-    theta = crop_params(8, AugmentConfig(size=32), torch.Generator().manual_seed(0), extents=src.extents,
-                        canvas=(96, 80))
+    theta = crop_params(
+        8, AugmentConfig(size=32), torch.Generator().manual_seed(0), extents=src.extents, canvas=(96, 80)
+    )
     source = torch.from_numpy(src.images).to("meta")
     for extents in (torch.from_numpy(src.extents).to("meta"), None):
         out = crop_flip(source, theta.to("meta"), AugmentConfig(size=32), extents, channels_last=True)

@@ -9,9 +9,9 @@ from services.core.errors import LearnerError
 from workers.learners import recipe
 from workers.learners.bhpo import BHPO_SEARCH_SPACE, BhpoLearner
 from workers.learners.indep import IndepLearner, TrialOptions
+from workers.learners.loading import load_learner
 from workers.learners.models import LowResVGG, ModelConfig, build_model
 from workers.learners.protocol import Choice, LogUniform, Uniform
-from workers.learners.loading import load_learner
 
 from .conftest import RecordingContext, make_view
 
@@ -20,8 +20,15 @@ def test_bhpo_searches_the_papers_seven_hyper_parameters():
     learner = load_learner("bhpo")
     assert isinstance(learner, BhpoLearner) and learner.preferred_search == "gp_ucb"
     space = learner.search_space()
-    assert set(space) == {"learning_rate", "label_smoothing", "schedule", "batch_size", "architecture",
-                          "random_crop", "flip"}
+    assert set(space) == {
+        "learning_rate",
+        "label_smoothing",
+        "schedule",
+        "batch_size",
+        "architecture",
+        "random_crop",
+        "flip",
+    }
     assert isinstance(space["learning_rate"], LogUniform) and isinstance(space["label_smoothing"], Uniform)
     assert space["architecture"] == Choice(("vgg", "resnet34"))
     assert space is BHPO_SEARCH_SPACE
@@ -29,8 +36,14 @@ def test_bhpo_searches_the_papers_seven_hyper_parameters():
 
 def test_a_trial_honours_architecture_schedule_batch_crop_and_flip(digits):
     ctx = RecordingContext(seed=0, steps=2)
-    config = {"learning_rate": 0.01, "architecture": "vgg", "schedule": "piecewise", "batch_size": 16,
-              "random_crop": False, "flip": False}
+    config = {
+        "learning_rate": 0.01,
+        "architecture": "vgg",
+        "schedule": "piecewise",
+        "batch_size": 16,
+        "random_crop": False,
+        "flip": False,
+    }
     out = IndepLearner("small_cnn", width=8).train(make_view(digits.info, digits.train, digits.test), None, config, ctx)
     predictor = out.predictor
     assert isinstance(predictor.model, LowResVGG) and predictor.model_config.name == "vgg"

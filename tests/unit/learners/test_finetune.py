@@ -20,13 +20,7 @@ from workers.learners.finetune import AUX_WEIGHT, FtDLearner, FtPrevLearner, MtL
 from workers.learners.indep import IndepLearner, TrialOptions
 from workers.learners.loading import load_learner
 from workers.learners.pretrained import PtFtSelfLearner, PtSelfLearner
-from workers.learners.selection import (
-    RANDOM_INIT,
-    NeighbourScores,
-    probe_features,
-    probe_subset,
-    rank_candidates,
-)
+from workers.learners.selection import RANDOM_INIT, NeighbourScores, probe_features, probe_subset, rank_candidates
 from workers.stream.task_view import CausalTaskView
 
 from .conftest import RecordingContext
@@ -63,8 +57,15 @@ def view_with_past(digits, past_bytes: dict[int, bytes]) -> CausalTaskView:
     """The current task (order 2) with earlier tasks whose predictors are ``past_bytes``."""
     current = replace(digits.info, order=2, key="t2")
     past = {order: replace(digits.info, order=order, key=f"t{order}") for order in past_bytes}
-    return CausalTaskView(current, digits.train, digits.test, past, lambda o: digits.train, 3,
-                          load_past_predictor=lambda order: past_bytes[order])
+    return CausalTaskView(
+        current,
+        digits.train,
+        digits.test,
+        past,
+        lambda o: digits.train,
+        3,
+        load_past_predictor=lambda order: past_bytes[order],
+    )
 
 
 def test_the_registry_knows_the_transfer_baselines():
@@ -78,8 +79,9 @@ def test_the_registry_knows_the_transfer_baselines():
 
 def pretrained_view(digits, pretrained: bytes) -> CausalTaskView:
     """The first task of a run submitted with the checkpoint ``pretrained``."""
-    return CausalTaskView(digits.info, digits.train, digits.test, {}, lambda o: digits.train, 1,
-                          load_pretrained=lambda: pretrained)
+    return CausalTaskView(
+        digits.info, digits.train, digits.test, {}, lambda o: digits.train, 1, load_pretrained=lambda: pretrained
+    )
 
 
 @pytest.mark.parametrize("learner", [PtSelfLearner, PtFtSelfLearner])
@@ -160,8 +162,7 @@ def test_ft_d_selection_is_made_once_per_task_and_charged_once(digits, related_b
     assert first.meter.measured > second.meter.measured
 
 
-def test_ft_d_prepares_its_selection_once_and_its_trials_read_it_from_the_view(digits, related_bytes,
-                                                                               dead_bytes):
+def test_ft_d_prepares_its_selection_once_and_its_trials_read_it_from_the_view(digits, related_bytes, dead_bytes):
     """The harness calls prepare_task once per task; a trial given its result selects nothing."""
     learner = FtDLearner("small_cnn", width=WIDTH)
     past = {0: related_bytes, 1: dead_bytes}
@@ -169,16 +170,29 @@ def test_ft_d_prepares_its_selection_once_and_its_trials_read_it_from_the_view(d
     selection = pickle.loads(pickle.dumps(learner.prepare_task(view_with_past(digits, past), None, prep)))
     assert selection.chosen == 0 and ("track", "NeighbourScores") in prep.events and prep.meter.measured > 0
     view = view_with_past(digits, past)
-    prepared = CausalTaskView(view.info, digits.train, digits.test, {o: t for o, t in enumerate(view.past_tasks())},
-                              lambda o: digits.train, 3, load_past_predictor=lambda order: past[order],
-                              prepared=selection)
+    prepared = CausalTaskView(
+        view.info,
+        digits.train,
+        digits.test,
+        {o: t for o, t in enumerate(view.past_tasks())},
+        lambda o: digits.train,
+        3,
+        load_past_predictor=lambda order: past[order],
+        prepared=selection,
+    )
     for seed in (1, 2):  # two trials in fresh processes (fresh learners): neither pays for the probe
         trial = RecordingContext(seed=seed, steps=1)
         out = FtDLearner("small_cnn", width=WIDTH).train(prepared, None, CONFIG, trial)
         assert ("track", "NeighbourScores") not in trial.events
         assert out.state[2] == selection.record()
-    assert learner.prepare_task(CausalTaskView(digits.info, digits.train, digits.test, {}, lambda o: digits.train, 1),
-                                None, RecordingContext()) is None  # the first task: nothing to choose from
+    assert (
+        learner.prepare_task(
+            CausalTaskView(digits.info, digits.train, digits.test, {}, lambda o: digits.train, 1),
+            None,
+            RecordingContext(),
+        )
+        is None
+    )  # the first task: nothing to choose from
 
 
 def test_ft_prev_starts_from_the_previous_backbone_with_a_fresh_head(digits, related_bytes, dead_bytes):
@@ -219,8 +233,7 @@ def test_mt_adds_weighted_auxiliary_losses_and_drops_their_heads(digits, related
         learner = MtLearner("small_cnn", width=WIDTH, aux_tasks=1)
         ctx = RecordingContext(seed=5, steps=2)
         predictor = learner._initial_predictor(view, TrialOptions(learner.model_name), ctx)
-        aux = learner._auxiliary_objective(view, predictor, {AUX_WEIGHT: weight}, ctx,
-                                           torch.Generator().manual_seed(0))
+        aux = learner._auxiliary_objective(view, predictor, {AUX_WEIGHT: weight}, ctx, torch.Generator().manual_seed(0))
         torch.manual_seed(0)
         with torch.no_grad():
             for head in aux.heads:
@@ -244,14 +257,21 @@ def test_rank_candidates_orders_by_knn_error_and_keeps_candidate_order_on_ties(d
     the fresh network, listed last, loses every tie)."""
     subset = probe_subset(digits.train, digits.test, seed=0)
     onehot = np.eye(10, dtype=np.float32)
-    lookup = {img.tobytes(): onehot[label] for data in (digits.train, digits.test)
-              for img, label in zip(data.images, data.labels)}
+    lookup = {
+        img.tobytes(): onehot[label]
+        for data in (digits.train, digits.test)
+        for img, label in zip(data.images, data.labels)
+    }
 
     def zeros(images):
         return np.zeros((len(images), 4), np.float32)
 
-    candidates = [(0, zeros), (3, lambda images: np.stack([lookup[i.tobytes()] for i in images])),
-                  (5, zeros), (RANDOM_INIT, zeros)]
+    candidates = [
+        (0, zeros),
+        (3, lambda images: np.stack([lookup[i.tobytes()] for i in images])),
+        (5, zeros),
+        (RANDOM_INIT, zeros),
+    ]
     ranking = rank_candidates(iter(candidates), subset, digits.info, NeighbourScores())
     assert [s.order for s in ranking] == [3, 0, 5, RANDOM_INIT]
     assert ranking[0].error == 0.0 and ranking[1].error == ranking[2].error == ranking[3].error

@@ -32,8 +32,7 @@ def test_indep_declares_the_paper_search_space_and_one_cpu(learner):
     assert isinstance(learner, Learner)
     assert learner.name == "indep"
     assert learner.search_space() == PAPER_SEARCH_SPACE
-    assert learner.resources() == Resources(num_workers=1, cpus_per_worker=1.0, gpus_per_worker=0.0,
-                                            gpu_optional=True)
+    assert learner.resources() == Resources(num_workers=1, cpus_per_worker=1.0, gpus_per_worker=0.0, gpu_optional=True)
     assert learner.init_state() is None
 
 
@@ -42,8 +41,7 @@ def test_the_registry_indep_is_the_paper_resnet34_asking_for_an_optional_gpu():
 
     paper, small = load_learner("indep"), load_learner("indep_small")
     assert (paper.model_name, small.model_name) == ("resnet34", "small_cnn")
-    assert paper.resources() == Resources(num_workers=1, cpus_per_worker=1.0, gpus_per_worker=1.0,
-                                          gpu_optional=True)
+    assert paper.resources() == Resources(num_workers=1, cpus_per_worker=1.0, gpus_per_worker=1.0, gpu_optional=True)
     assert small.resources().gpus_per_worker == 0.0
 
 
@@ -100,11 +98,11 @@ def test_save_and_load_give_identical_predictions(learner, trained, digits):
     # A loaded predictor runs its folded channels-last copy (inference.py): the same function,
     # to float rounding.
     np.testing.assert_allclose(
-        learner.predict(loaded, images, new_ctx), learner.predict(out.predictor, images, ctx),
-        rtol=1e-5, atol=1e-5)
+        learner.predict(loaded, images, new_ctx), learner.predict(out.predictor, images, ctx), rtol=1e-5, atol=1e-5
+    )
     np.testing.assert_allclose(
-        learner.features(loaded, images, new_ctx), learner.features(out.predictor, images, ctx),
-        rtol=1e-5, atol=1e-5)
+        learner.features(loaded, images, new_ctx), learner.features(out.predictor, images, ctx), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_every_pass_is_counted_by_the_context_that_ran_it(learner, trained, digits):
@@ -125,11 +123,7 @@ def test_checkpoints_through_the_harness_context_load_back(learner, digits):
 
     saved: dict[int, bytes] = {}
     ctx = LocalTrialContext(
-        seed=1,
-        steps=4,
-        save_predictor=learner.save_predictor,
-        on_checkpoint=saved.__setitem__,
-        checkpoint_at=(0, 2, 4),
+        seed=1, steps=4, save_predictor=learner.save_predictor, on_checkpoint=saved.__setitem__, checkpoint_at=(0, 2, 4)
     )
     small = LabelledData(digits.train.images[:64], digits.train.labels[:64])
     out = learner.train(make_view(digits.info, small, small), None, CONFIG, ctx)

@@ -29,10 +29,16 @@ def _trained_statistics(model: nn.Module) -> nn.Module:
     return model.eval()
 
 
-@pytest.mark.parametrize(("factory", "wide"), [
-    (lambda: SmallCNN(7, width=8), False), (lambda: SmallCNN(7, width=16), True),
-    (lambda: LowResResNet34(7, width=4), False), (lambda: LowResResNet34(7, width=16), True),
-    (lambda: LowResVGG(7, width=4), False)])
+@pytest.mark.parametrize(
+    ("factory", "wide"),
+    [
+        (lambda: SmallCNN(7, width=8), False),
+        (lambda: SmallCNN(7, width=16), True),
+        (lambda: LowResResNet34(7, width=4), False),
+        (lambda: LowResResNet34(7, width=16), True),
+        (lambda: LowResVGG(7, width=4), False),
+    ],
+)
 def test_the_copy_computes_the_same_function_with_every_batch_norm_folded(factory, wide):
     model = _trained_statistics(factory())
     norms_before = sum(isinstance(m, nn.BatchNorm2d) for m in model.modules())
@@ -83,8 +89,9 @@ def test_a_loaded_network_trained_afterwards_runs_as_itself(digits):
     with torch.no_grad():
         loaded.model.head.bias.add_(5.0)  # what an optimizer step does: an in-place change
     assert loaded.twin.get(loaded.model) is None
-    np.testing.assert_allclose(learner.predict(loaded, images, ctx),
-                               _eager_scores(learner, loaded, images), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        learner.predict(loaded, images, ctx), _eager_scores(learner, loaded, images), rtol=1e-5, atol=1e-5
+    )
 
 
 def _eager_scores(learner, predictor, images):

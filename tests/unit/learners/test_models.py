@@ -6,13 +6,7 @@ import pytest
 import torch
 
 from services.core.errors import UnknownNameError
-from workers.learners.models import (
-    FeatureView,
-    LowResResNet34,
-    ModelConfig,
-    build_model,
-    count_parameters,
-)
+from workers.learners.models import FeatureView, LowResResNet34, ModelConfig, build_model, count_parameters
 
 
 @pytest.fixture(scope="module")

@@ -56,11 +56,23 @@ def test_the_meter_counts_a_step_as_flop_counter_mode_does_under_the_devices_set
 
 def view_of(n: int) -> CausalTaskView:
     rng = np.random.default_rng(0)
-    data = LabelledData(rng.integers(0, 256, (n, SIZE, SIZE, 3), dtype=np.uint8),
-                        rng.integers(0, CLASSES, n).astype(np.int64))
-    info = TaskInfo(order=0, key="t", dataset="generated", title="generated", year=2022, domain=None,
-                    kind="single", num_classes=CLASSES, class_names=tuple(map(str, range(CLASSES))),
-                    image_size=SIZE, num_train=n, num_dev=0)
+    data = LabelledData(
+        rng.integers(0, 256, (n, SIZE, SIZE, 3), dtype=np.uint8), rng.integers(0, CLASSES, n).astype(np.int64)
+    )
+    info = TaskInfo(
+        order=0,
+        key="t",
+        dataset="generated",
+        title="generated",
+        year=2022,
+        domain=None,
+        kind="single",
+        num_classes=CLASSES,
+        class_names=tuple(map(str, range(CLASSES))),
+        image_size=SIZE,
+        num_train=n,
+        num_dev=0,
+    )
     dev = LabelledData(np.zeros((0, SIZE, SIZE, 3), np.uint8), np.zeros(0, np.int64))
     return CausalTaskView(info, data, dev, {}, lambda order: data, stream_length=1)
 
@@ -95,7 +107,6 @@ def test_the_batched_crop_on_the_device_gives_the_cpus_pixels(device):
     cfg = AugmentConfig(size=SIZE)
     theta = crop_params(8, cfg, torch.Generator().manual_seed(0), extents=extents, canvas=(96, 80))
     on_cpu = crop_flip(torch.from_numpy(images), theta, cfg, torch.from_numpy(extents))
-    there = crop_flip(torch.from_numpy(images).to(device), theta.to(device), cfg,
-                      torch.from_numpy(extents).to(device))
+    there = crop_flip(torch.from_numpy(images).to(device), theta.to(device), cfg, torch.from_numpy(extents).to(device))
     assert there.device.type == device
     torch.testing.assert_close(there.cpu(), on_cpu, atol=1e-4, rtol=0)

@@ -41,10 +41,15 @@ def torchvision_resnet34_state(num_classes: int = 1000) -> dict[str, torch.Tenso
     state: dict[str, torch.Tensor] = {}
 
     def bn(prefix: str, c: int) -> None:
-        state.update({f"{prefix}.weight": torch.rand(c, generator=g) + 0.5, f"{prefix}.bias": torch.randn(c, generator=g),
-                      f"{prefix}.running_mean": torch.randn(c, generator=g),
-                      f"{prefix}.running_var": torch.rand(c, generator=g) + 0.5,
-                      f"{prefix}.num_batches_tracked": torch.tensor(7)})
+        state.update(
+            {
+                f"{prefix}.weight": torch.rand(c, generator=g) + 0.5,
+                f"{prefix}.bias": torch.randn(c, generator=g),
+                f"{prefix}.running_mean": torch.randn(c, generator=g),
+                f"{prefix}.running_var": torch.rand(c, generator=g) + 0.5,
+                f"{prefix}.num_batches_tracked": torch.tensor(7),
+            }
+        )
 
     state["conv1.weight"] = torch.randn(64, 3, 7, 7, generator=g) * 0.05
     bn("bn1", 64)
@@ -84,18 +89,31 @@ def small_bytes(digits) -> bytes:
 
 
 def first_task(digits, checkpoint: bytes) -> CausalTaskView:
-    return CausalTaskView(digits.info, digits.train, digits.test, {}, lambda o: digits.train, 1,
-                          load_pretrained=lambda: checkpoint)
+    return CausalTaskView(
+        digits.info, digits.train, digits.test, {}, lambda o: digits.train, 1, load_pretrained=lambda: checkpoint
+    )
 
 
 def self_made(checkpoint: bytes) -> bytes:
-    return stamp(checkpoint, Provenance(SELF, "nevis pretrain: ft_prev_small over 3 meta-train tasks of 'tiny'",
-                                        "nevis pretrain", submission_id=4, cflop=1.5e9))
+    return stamp(
+        checkpoint,
+        Provenance(
+            SELF,
+            "nevis pretrain: ft_prev_small over 3 meta-train tasks of 'tiny'",
+            "nevis pretrain",
+            submission_id=4,
+            cflop=1.5e9,
+        ),
+    )
 
 
 def test_the_registry_names_self_pretraining_apart():
-    for name, kind in (("pt", PtLearner), ("pt_ft", PtFtLearner), ("pt_self", PtSelfLearner),
-                       ("pt_ft_self", PtFtSelfLearner)):
+    for name, kind in (
+        ("pt", PtLearner),
+        ("pt_ft", PtFtLearner),
+        ("pt_self", PtSelfLearner),
+        ("pt_ft_self", PtFtSelfLearner),
+    ):
         assert type(load_learner(name)) is kind and load_learner(name).model_name == "resnet34"
         assert type(load_learner(f"{name}_small")) is kind and load_learner(f"{name}_small").model_name == "small_cnn"
     assert (PtLearner.origin, PtSelfLearner.origin) == (EXTERNAL, SELF)
@@ -149,8 +167,9 @@ def test_pt_takes_a_declared_checkpoint_and_pt_self_refuses_it(digits, small_byt
 
 def test_pt_ft_ranks_a_declared_checkpoint_after_the_earlier_tasks(digits, small_bytes):
     declared = import_checkpoint(small_bytes, source=NEVIS_PREDICTOR, declared="outside weights")
-    out = PtFtLearner("small_cnn", width=WIDTH).train(first_task(digits, declared), None, CONFIG,
-                                                       RecordingContext(seed=1, steps=1))
+    out = PtFtLearner("small_cnn", width=WIDTH).train(
+        first_task(digits, declared), None, CONFIG, RecordingContext(seed=1, steps=1)
+    )
     record = out.state[0]
     assert record["chosen"] == -2 and set(record["knn_error"]) == {-2} and "fresh_would_win" in record
 
@@ -196,8 +215,20 @@ def test_nevis_pretrain_import_writes_a_checkpoint_pt_accepts(tv_state, tmp_path
     source = tmp_path / "resnet34.pth"
     source.write_bytes(saved({"module." + k: v for k, v in tv_state.items()}))  # DataParallel's prefix too
     out = tmp_path / "pt.bin"
-    result = CliRunner().invoke(app, ["pretrain", "import", str(source), "--from", TORCHVISION_RESNET34,
-                                      "--out", str(out), "--provenance", "torchvision IMAGENET1K_V1, 224 px"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "pretrain",
+            "import",
+            str(source),
+            "--from",
+            TORCHVISION_RESNET34,
+            "--out",
+            str(out),
+            "--provenance",
+            "torchvision IMAGENET1K_V1, 224 px",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "pt --pretrained" in result.output
     checkpoint = out.read_bytes()
@@ -207,8 +238,9 @@ def test_nevis_pretrain_import_writes_a_checkpoint_pt_accepts(tv_state, tmp_path
     assert check_provenance(checkpoint, "pt", EXTERNAL) == record
     loaded = IndepLearner().load_predictor(checkpoint, digits.info, RecordingContext())
     assert isinstance(loaded.model, LowResResNet34) and loaded.augment.size == 64
-    again = CliRunner().invoke(app, ["pretrain", "import", str(source), "--from", TORCHVISION_RESNET34,
-                                     "--out", str(out), "--provenance", "x"])
+    again = CliRunner().invoke(
+        app, ["pretrain", "import", str(source), "--from", TORCHVISION_RESNET34, "--out", str(out), "--provenance", "x"]
+    )
     assert again.exit_code != 0 and "already exists" in str(again.exception or again.output)
 
 

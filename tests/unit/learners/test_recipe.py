@@ -151,9 +151,7 @@ def test_multi_label_loss_is_bce_on_targets_smoothed_towards_one_half():
     assert loss == pytest.approx(F.binary_cross_entropy_with_logits(logits, soft).item())
 
 
-@pytest.mark.parametrize(
-    ("kind", "smoothing"), [("ranking", 0.0), ("single", 1.0), ("multi", -0.1)]
-)
+@pytest.mark.parametrize(("kind", "smoothing"), [("ranking", 0.0), ("single", 1.0), ("multi", -0.1)])
 def test_make_loss_rejects_bad_arguments(kind, smoothing):
     with pytest.raises(ValueError):
         recipe.make_loss(kind, smoothing)

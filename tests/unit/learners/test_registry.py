@@ -16,8 +16,15 @@ from workers.learners.pretrained import PtFtLearner, PtFtSelfLearner, PtLearner,
 
 from .conftest import RecordingContext, task_info
 
-TRANSFER_BASELINES = {"ft_prev": FtPrevLearner, "ft_d": FtDLearner, "mt": MtLearner, "pt": PtLearner,
-                      "pt_ft": PtFtLearner, "pt_self": PtSelfLearner, "pt_ft_self": PtFtSelfLearner}
+TRANSFER_BASELINES = {
+    "ft_prev": FtPrevLearner,
+    "ft_d": FtDLearner,
+    "mt": MtLearner,
+    "pt": PtLearner,
+    "pt_ft": PtFtLearner,
+    "pt_self": PtSelfLearner,
+    "pt_ft_self": PtFtSelfLearner,
+}
 
 PLUGIN = textwrap.dedent(
     """
@@ -59,8 +66,10 @@ def test_the_transfer_baselines_are_the_paper_s_resnet34_and_their_small_names_t
     learner on the small CNN, for smoke runs and tests. Built and inspected only: no step is
     trained."""
     info = task_info(num_classes=3)
-    for spec, model, network, gpus in ((name, "resnet34", LowResResNet34, 1.0),
-                                       (f"{name}_small", "small_cnn", SmallCNN, 0.0)):
+    for spec, model, network, gpus in (
+        (name, "resnet34", LowResResNet34, 1.0),
+        (f"{name}_small", "small_cnn", SmallCNN, 0.0),
+    ):
         learner = load_learner(spec)
         assert type(learner) is TRANSFER_BASELINES[name], spec
         assert learner.model_name == model, spec
@@ -87,19 +96,13 @@ def test_factory_result_missing_methods_names_every_missing_one(plugin):
     with pytest.raises(LearnerError) as info:
         load_learner(f"{plugin}:half")
     message = str(info.value)
-    for member in ("resources", "init_state", "predict", "features", "save_predictor",
-                   "load_predictor"):
+    for member in ("resources", "init_state", "predict", "features", "save_predictor", "load_predictor"):
         assert member in message
     assert "search_space" not in message and "train," not in message
 
 
 @pytest.mark.parametrize(
-    ("attr", "match"),
-    [
-        ("broken", "no GPU here"),
-        ("not_callable", "not a callable"),
-        ("goood", "Did you mean 'good'"),
-    ],
+    ("attr", "match"), [("broken", "no GPU here"), ("not_callable", "not a callable"), ("goood", "Did you mean 'good'")]
 )
 def test_bad_factories_are_learner_errors(plugin, attr, match):
     with pytest.raises(LearnerError, match=match):

@@ -21,12 +21,7 @@ from workers.stream.adapters import AdapterContext
 from workers.stream.build import build_dataset
 from workers.stream.images import stored_side
 from workers.stream.manifest_files import load_stream
-from workers.stream.shard_stream import (
-    ShardStream,
-    large_train_stream,
-    split_bytes,
-    store_stream,
-)
+from workers.stream.shard_stream import ShardStream, large_train_stream, split_bytes, store_stream
 from workers.stream.shards import read_labelled
 from workers.stream.task_data import load_task_index
 from workers.stream.task_info import task_info
@@ -42,8 +37,7 @@ def prepared(tmp_path_factory):
     """Digits prepared in small shards (about 1,100 train rows in 23 shards)."""
     task = next(t for t in load_stream("mini").tasks if t.dataset == "sklearn:digits")
     store = LocalObjectStore(tmp_path_factory.mktemp("stream") / "store")
-    build_dataset(store, task, AdapterContext(image_size=SIZE), stored_side(SIZE, 1.5), PER_SHARD,
-                  lambda stage: None)
+    build_dataset(store, task, AdapterContext(image_size=SIZE), stored_side(SIZE, 1.5), PER_SHARD, lambda stage: None)
     return store, task, load_task_index(store, task, image_size=SIZE)
 
 
@@ -61,8 +55,7 @@ def test_indep_small_trains_a_large_task_from_a_bounded_stream(prepared):
         raise AssertionError("the learner asked for the large train split whole")
 
     dev = read_labelled(store, index, "dev", originals=False)
-    view = CausalTaskView(task_info(task, index, SIZE), never, dev, {}, lambda o: dev, 1,
-                          train_stream=offer)
+    view = CausalTaskView(task_info(task, index, SIZE), never, dev, {}, lambda o: dev, 1, train_stream=offer)
     learner, ctx = load_learner("indep_small"), RecordingContext(seed=3, steps=12)
     learner.train(view, None, {}, RecordingContext(steps=2))  # imports and caches, once
     made.clear()

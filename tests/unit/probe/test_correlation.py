@@ -47,18 +47,14 @@ def test_constant_input_gives_nan_like_scipy(func):
     assert math.isnan(func([1.0, 2.0, 3.0], [4.0, 4.0, 4.0]))
 
 
-@pytest.mark.parametrize(
-    ("n", "levels", "seed"), [(2, 100, 0), (3, 2, 1), (17, 4, 2), (60, 1000, 3), (250, 7, 4)]
-)
+@pytest.mark.parametrize(("n", "levels", "seed"), [(2, 100, 0), (3, 2, 1), (17, 4, 2), (60, 1000, 3), (250, 7, 4)])
 def test_agreement_with_scipy_stats_with_and_without_ties(n, levels, seed):
     rng = np.random.default_rng(seed)
     x = rng.integers(0, levels, size=n).astype(float)
     y = x * 0.5 + rng.integers(0, levels, size=n)
     if len(set(x)) == 1 or len(set(y)) == 1:
         x[0], y[0] = x[0] + 1.0, y[0] - 1.0
-    assert spearman(x, y) == pytest.approx(
-        scipy.stats.spearmanr(x, y).statistic, rel=1e-12, abs=1e-14
-    )
+    assert spearman(x, y) == pytest.approx(scipy.stats.spearmanr(x, y).statistic, rel=1e-12, abs=1e-14)
     assert kendall_tau_b(x, y) == pytest.approx(
         scipy.stats.kendalltau(x, y, variant="b").statistic, rel=1e-12, abs=1e-14
     )
@@ -72,13 +68,7 @@ def test_count_inversions_matches_brute_force(seed):
 
 
 def test_average_ranks_share_the_mean_rank_of_a_tie():
-    assert correlation.average_ranks(np.array([3.0, 1.0, 3.0, 2.0, 3.0])).tolist() == [
-        4.0,
-        1.0,
-        4.0,
-        2.0,
-        4.0,
-    ]
+    assert correlation.average_ranks(np.array([3.0, 1.0, 3.0, 2.0, 3.0])).tolist() == [4.0, 1.0, 4.0, 2.0, 4.0]
 
 
 @pytest.mark.parametrize(
@@ -96,11 +86,7 @@ def test_average_ranks_share_the_mean_rank_of_a_tie():
             r"The 'y' parameter of spearman must be a sequence of the same length "
             r"as 'x' \(2\)\. Got length 3 instead\.",
         ),
-        (
-            [1.0, math.nan],
-            [1.0, 2.0],
-            r"'x' parameter of spearman .* Got a non-finite value \(nan\) at index 1",
-        ),
+        ([1.0, math.nan], [1.0, 2.0], r"'x' parameter of spearman .* Got a non-finite value \(nan\) at index 1"),
         ([], [], r"'x' parameter of spearman .* Got an empty sequence instead"),
         ([[1.0, 2.0]], [1.0, 2.0], r"Got a 2-D array of shape \(1, 2\) instead"),
     ],

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from torch.utils.flop_counter import FlopCounterMode
 
+from services.store.probes.settings import ProbeSettings
 from workers.probe.fits.fit_flops import counted, counting, repeated
 from workers.probe.fits.probes import fit_probes_batched
-from services.store.probes.settings import ProbeSettings
 
 
 def _features(groups: int = 2, n: int = 90, d: int = 12, classes: int = 3, multi: bool = False):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workers.probe.runtime.data import TaskSamples
 from services.core.errors import ProbeInputError
+from services.store.probes.settings import ProbeSettings
+from workers.probe.runtime.data import TaskSamples
 from workers.probe.runtime.jobs import target_orders
 from workers.probe.runtime.measure import measure_checkpoint
-from services.store.probes.settings import ProbeSettings
 
 
 class MeanLearner:
@@ -33,17 +33,31 @@ def _task(order: int, n: int = 60, seed: int = 0) -> TaskSamples:
     labels = np.arange(n) % 2
     images = rng.integers(0, 100, (n, 8, 8, 3)).astype(np.uint8)
     images[labels == 1, :4] += 120  # class 1 is bright on top: linearly visible
-    return TaskSamples(order=order, kind="single", num_classes=2, probe_images=images,
-                       probe_labels=labels, lidar_images=images[:6], info=None)
+    return TaskSamples(
+        order=order,
+        kind="single",
+        num_classes=2,
+        probe_images=images,
+        probe_labels=labels,
+        lidar_images=images[:6],
+        info=None,
+    )
 
 
 def test_a_checkpoint_gets_every_target_kind_ranks_and_pretext_error() -> None:
     current, earlier = _task(2), _task(1, seed=1)
     settings = ProbeSettings(folds=3, mlp_steps=30, mlp_hidden=8, lidar_q=3)
-    m = measure_checkpoint(MeanLearner(), {"always": 0}, current=current,
-                           targets=[current, earlier], settings=settings, ctx=None)
+    m = measure_checkpoint(
+        MeanLearner(), {"always": 0}, current=current, targets=[current, earlier], settings=settings, ctx=None
+    )
     assert [(f.target_order, f.kind) for f in m.fits] == [
-        (2, "linear"), (2, "mlp2"), (2, "mlp3"), (1, "linear"), (1, "mlp2"), (1, "mlp3")]
+        (2, "linear"),
+        (2, "mlp2"),
+        (2, "mlp3"),
+        (1, "linear"),
+        (1, "mlp2"),
+        (1, "mlp3"),
+    ]
     assert all(len(f.scores.losses) == 3 and f.num_examples == 60 for f in m.fits)
     assert m.fits[0].scores.error < 0.05  # the bright top half gives the class away
     # m^P on the probe examples themselves (half are class 0): "always 0" errs on half
@@ -59,8 +73,15 @@ def test_a_checkpoint_gets_every_target_kind_ranks_and_pretext_error() -> None:
 
 def test_without_fitting_each_targets_features_are_handed_over() -> None:
     current, earlier = _task(2), _task(1, seed=1)
-    m = measure_checkpoint(MeanLearner(), {"always": 0}, current=current, targets=[current, earlier],
-                           settings=ProbeSettings(folds=3, lidar_q=3), ctx=None, fit=False)
+    m = measure_checkpoint(
+        MeanLearner(),
+        {"always": 0},
+        current=current,
+        targets=[current, earlier],
+        settings=ProbeSettings(folds=3, lidar_q=3),
+        ctx=None,
+        fit=False,
+    )
     assert m.fits == () and sorted(m.features) == [1, 2]
     assert m.features[2].features.shape == (60, 48) and m.features[2].num_classes == 2
     np.testing.assert_array_equal(m.features[1].labels, earlier.probe_labels)
@@ -69,8 +90,14 @@ def test_without_fitting_each_targets_features_are_handed_over() -> None:
 def test_a_failing_predict_is_reported_as_the_learners_fault() -> None:
     current = _task(1)
     with pytest.raises(ProbeInputError, match=r"predict\(\) of learner 'mean' failed on task 1"):
-        measure_checkpoint(MeanLearner(), {}, current=current, targets=[current],
-                           settings=ProbeSettings(folds=3, kinds=("linear",), lidar_q=2), ctx=None)
+        measure_checkpoint(
+            MeanLearner(),
+            {},
+            current=current,
+            targets=[current],
+            settings=ProbeSettings(folds=3, kinds=("linear",), lidar_q=2),
+            ctx=None,
+        )
 
 
 def test_targets_are_the_current_task_then_the_most_recent_earlier_ones() -> None:

@@ -42,9 +42,7 @@ def test_every_registered_metric_returns_a_python_float(name):
 @pytest.mark.parametrize("name", sorted(SAMPLE_CALLS))
 def test_every_registered_metric_rejects_empty_input_with_a_metric_error(name):
     empty = tuple(np.empty((0,) * np.ndim(arg)) for arg in SAMPLE_CALLS[name])
-    with pytest.raises(
-        metrics.MetricInputError, match=rf"parameter of {name} must be .* Got an empty"
-    ):
+    with pytest.raises(metrics.MetricInputError, match=rf"parameter of {name} must be .* Got an empty"):
         getattr(metrics, name)(*empty)
 
 
@@ -68,9 +66,7 @@ def test_metric_input_error_is_both_a_value_error_and_a_nevis_error():
 
 
 def test_unknown_metric_name_suggests_close_names():
-    with pytest.raises(
-        UnknownNameError, match=r"Unknown metric 'mofm_mx'\. Did you mean 'mofm_max'"
-    ):
+    with pytest.raises(UnknownNameError, match=r"Unknown metric 'mofm_mx'\. Did you mean 'mofm_max'"):
         metrics.get_metric_spec("mofm_mx")
 
 
@@ -81,9 +77,16 @@ def test_registry_entries_are_frozen():
         metrics.METRICS["new"] = metrics.METRICS["lidar"]  # type: ignore[index]
 
 
-@pytest.mark.parametrize("module", ["workers.probe.scores.mismatch", "workers.probe.scores.mismatch_cv",
-                                    "services.core.ranks", "workers.probe.scores.correlation",
-                                    "workers.probe.scores.probe_metrics"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "workers.probe.scores.mismatch",
+        "workers.probe.scores.mismatch_cv",
+        "services.core.ranks",
+        "workers.probe.scores.correlation",
+        "workers.probe.scores.probe_metrics",
+    ],
+)
 def test_docstring_examples_run(module):
     mod = importlib.import_module(module)
     result = doctest.testmod(mod, extraglobs={"np": np}, optionflags=doctest.ELLIPSIS)

@@ -157,9 +157,7 @@ def test_interpolation_matches_numpy_interp_and_keeps_measured_points_exact():
     grid, out = interpolate_integer_epochs(epochs, values)
     assert grid[0] == 0.0 and grid[-1] == epochs[-1]
     for fold in range(3):
-        np.testing.assert_allclose(
-            out[fold], np.interp(grid, epochs, values[fold]), rtol=1e-12, atol=1e-12
-        )
+        np.testing.assert_allclose(out[fold], np.interp(grid, epochs, values[fold]), rtol=1e-12, atol=1e-12)
     assert out[:, 0].tolist() == values[:, 0].tolist()
     assert out[:, -1].tolist() == values[:, -1].tolist()
 
@@ -218,16 +216,10 @@ def test_convergence_of_folds_uses_the_fold_mean_loss():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        (
-            {"patience": 0},
-            r"The 'patience' parameter of convergence_epoch must be an int in \[1, inf\)\. Got 0",
-        ),
+        ({"patience": 0}, r"The 'patience' parameter of convergence_epoch must be an int in \[1, inf\)\. Got 0"),
         ({"patience": True}, r"'patience' .* Got True instead"),
         ({"patience": 2.5}, r"'patience'"),
-        (
-            {"min_delta": -0.1},
-            r"The 'min_delta' parameter of convergence_epoch must be a finite number in \[0, inf\)",
-        ),
+        ({"min_delta": -0.1}, r"The 'min_delta' parameter of convergence_epoch must be a finite number in \[0, inf\)"),
         ({"min_delta": math.nan}, r"'min_delta'"),
     ],
 )
@@ -323,21 +315,9 @@ def test_mm3_cv_puts_an_irregular_pretext_curve_on_the_same_grid():
     ("pretext_epochs", "pretext", "message"),
     [
         ([0, 0.5], [40.0, 30.0], r"'conv_epoch' .* within the checkpoints of 'pretext_epochs'"),
-        (
-            [1, 2],
-            [40.0, 30.0],
-            r"'pretext_epochs' .* matches 'target_epochs' \(0\.\.1\)\. Got 1\.\.1 instead",
-        ),
-        (
-            [0, 1, 2],
-            [[1.0, 2.0, 3.0]] * 3,
-            r"'pretext_per_fold' .* one curve or one row per target fold \(2\)",
-        ),
-        (
-            [0.5, 2],
-            [40.0, 30.0],
-            r"'pretext_epochs' .* grid up to conv_epoch matches 'target_epochs' \(0\.\.1\)",
-        ),
+        ([1, 2], [40.0, 30.0], r"'pretext_epochs' .* matches 'target_epochs' \(0\.\.1\)\. Got 1\.\.1 instead"),
+        ([0, 1, 2], [[1.0, 2.0, 3.0]] * 3, r"'pretext_per_fold' .* one curve or one row per target fold \(2\)"),
+        ([0.5, 2], [40.0, 30.0], r"'pretext_epochs' .* grid up to conv_epoch matches 'target_epochs' \(0\.\.1\)"),
     ],
 )
 def test_mm3_cv_rejects_pretext_curves_that_do_not_line_up(pretext_epochs, pretext, message):

@@ -56,7 +56,9 @@ def test_a_missing_checkpoint_is_named_and_permanent(tmp_path: Path) -> None:
     store = LocalObjectStore(tmp_path / "store")
     row = _checkpoint(store)
     store.delete(row["object_key"])
-    with pytest.raises(ProbeInputError, match=r"Checkpoint 7 \(trial 3, step 10\) is missing: no object 'runs/1/ckpt.bin'"):
+    with pytest.raises(
+        ProbeInputError, match=r"Checkpoint 7 \(trial 3, step 10\) is missing: no object 'runs/1/ckpt.bin'"
+    ):
         load_checkpoint_bytes(store, **row)
 
 
@@ -127,6 +129,7 @@ def test_a_learner_hook_decides_the_augmentation_when_present() -> None:
 
 
 def test_augmented_features_are_shaped_for_lidar() -> None:
-    feats, _ = augmented_features(FlatLearner(), Predictor(AugmentConfig(size=8)), _images(5), 3,
-                                  None, seed=0, chunk_images=2)
+    feats, _ = augmented_features(
+        FlatLearner(), Predictor(AugmentConfig(size=8)), _images(5), 3, None, seed=0, chunk_images=2
+    )
     assert feats.shape == (5, 3, 192)

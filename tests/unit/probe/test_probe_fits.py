@@ -10,12 +10,12 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
+from services.store.probes.settings import ProbeSettings
 from workers.probe.fits.fit_common import first_layer, fit_rows, prepare
 from workers.probe.fits.folds import FoldError, fold_ids, subsample, train_masks
 from workers.probe.fits.linear import fit_linear
 from workers.probe.fits.mlp import fit_mlp
 from workers.probe.fits.probes import fit_probes, get_probe
-from services.store.probes.settings import ProbeSettings
 
 
 def _blobs(n: int = 240, d: int = 6, classes: int = 3, spread: float = 1.5, seed: int = 0):
@@ -79,9 +79,12 @@ def test_each_fold_computes_on_its_own_rows_as_the_masked_all_rows_layer_does(mu
             mine = ids == m % 4 if held else ids != m % 4
             real = rows.weights[m] > 0
             assert int(real.sum()) == mine.sum()
-            np.testing.assert_allclose(torch.sort(got[m][real], dim=0).values.numpy(),
-                                       torch.sort(every[m][torch.from_numpy(mine)], dim=0).values.numpy(),
-                                       rtol=2e-4, atol=2e-4)  # float32 sums in another order
+            np.testing.assert_allclose(
+                torch.sort(got[m][real], dim=0).values.numpy(),
+                torch.sort(every[m][torch.from_numpy(mine)], dim=0).values.numpy(),
+                rtol=2e-4,
+                atol=2e-4,
+            )  # float32 sums in another order
             want_labels = np.sort(labels[mine], axis=0)
             assert (np.sort(rows.labels[m][real].numpy(), axis=0) == want_labels).all()
             weight = 1.0 if held else 1.0 / mine.sum()
@@ -108,8 +111,14 @@ def test_batched_linear_folds_equal_fitting_each_fold_alone() -> None:
     data = prepare(x, y, fold_ids(y, 3, seed=1), 3, 3)
     together = fit_linear(data, l2=1e-2, max_iter=300)
     for f in range(3):
-        alone = dataclasses.replace(data, train=data.train[f : f + 1], counts=data.counts[f : f + 1],
-                                    mu=data.mu[f : f + 1], inv_sd=data.inv_sd[f : f + 1], blocks=None)
+        alone = dataclasses.replace(
+            data,
+            train=data.train[f : f + 1],
+            counts=data.counts[f : f + 1],
+            mu=data.mu[f : f + 1],
+            inv_sd=data.inv_sd[f : f + 1],
+            blocks=None,
+        )
         single = fit_linear(alone, l2=1e-2, max_iter=300)
         assert single.errors[0] == pytest.approx(together.errors[f], abs=1e-9)
         assert single.losses[0] == pytest.approx(together.losses[f], rel=5e-3)  # solver tolerance
@@ -137,8 +146,9 @@ def test_separable_classes_give_zero_error_and_shuffled_labels_chance() -> None:
     settings = ProbeSettings(folds=3, kinds=("linear",))
     assert fit_probes(x, y, num_classes=3, settings=settings)["linear"].error == 0.0
     rng = np.random.default_rng(0)
-    noise = fit_probes(rng.standard_normal((300, 6)).astype(np.float32), np.arange(300) % 3,
-                       num_classes=3, settings=settings)["linear"]
+    noise = fit_probes(
+        rng.standard_normal((300, 6)).astype(np.float32), np.arange(300) % 3, num_classes=3, settings=settings
+    )["linear"]
     assert 0.5 < noise.error < 0.85  # chance is 2/3
 
 
@@ -146,8 +156,7 @@ def test_mlp_probes_solve_xor_where_the_linear_probe_cannot() -> None:
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (400, 2)).astype(np.float32)
     y = ((x[:, 0] > 0) ^ (x[:, 1] > 0)).astype(np.int64)
-    settings = ProbeSettings(folds=3, mlp_hidden=16, mlp_steps=200, mlp_lr=2e-2,
-                             mlp_weight_decay=0.0)
+    settings = ProbeSettings(folds=3, mlp_hidden=16, mlp_steps=200, mlp_lr=2e-2, mlp_weight_decay=0.0)
     scores = fit_probes(x, y, num_classes=2, settings=settings)
     assert scores["linear"].error > 0.3
     assert scores["mlp2"].error < 0.1 and scores["mlp3"].error < 0.1
@@ -180,7 +189,7 @@ def test_an_unknown_probe_kind_gets_a_did_you_mean() -> None:
 
 def test_every_probe_kind_the_store_accepts_has_a_fit_and_no_other():
     """The store's CHECK (PROBE_KIND_NAMES) and the fits' registry name the same kinds."""
-    from services.store.db.models_probe import PROBE_KIND_NAMES  # noqa: PLC0415
-    from workers.probe.fits.probes import PROBES  # noqa: PLC0415
+    from services.store.db.models_probe import PROBE_KIND_NAMES
+    from workers.probe.fits.probes import PROBES
 
     assert PROBES.names() == tuple(sorted(PROBE_KIND_NAMES))

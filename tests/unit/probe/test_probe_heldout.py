@@ -26,24 +26,45 @@ def _digests(images: np.ndarray) -> set[str]:
 
 
 def test_no_probe_example_is_in_the_training_split(tmp_path: Path) -> None:
-    rule = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2},
-            "seed": 0}
-    manifest = parse_manifest({
-        "format": 1, "name": "heldout", "version": "1", "description": "test", "source": "tests",
-        "meta_test_from_year": 2019, "image_size": 16,
-        "tasks": [
-            {"order": 1, "year": 2004, "dataset": "shapes:shape", "title": "shape",
-             "domain": "shape", "kind": "single", "num_classes": 4, "split": rule},
-            {"order": 2, "year": 2020, "dataset": "shapes:multi", "title": "multi",
-             "domain": "shape", "kind": "multi", "num_classes": 4, "split": rule},
-        ],
-    })
+    rule = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2}, "seed": 0}
+    manifest = parse_manifest(
+        {
+            "format": 1,
+            "name": "heldout",
+            "version": "1",
+            "description": "test",
+            "source": "tests",
+            "meta_test_from_year": 2019,
+            "image_size": 16,
+            "tasks": [
+                {
+                    "order": 1,
+                    "year": 2004,
+                    "dataset": "shapes:shape",
+                    "title": "shape",
+                    "domain": "shape",
+                    "kind": "single",
+                    "num_classes": 4,
+                    "split": rule,
+                },
+                {
+                    "order": 2,
+                    "year": 2020,
+                    "dataset": "shapes:multi",
+                    "title": "multi",
+                    "domain": "shape",
+                    "kind": "multi",
+                    "num_classes": 4,
+                    "split": rule,
+                },
+            ],
+        }
+    )
     store = open_store(f"file://{tmp_path / 'store'}")
     prepare_stream(manifest, store, image_size=16, offline_dir=None)
     cache = TaskCache(store)
     for task in manifest.tasks:
-        samples = cache.samples(manifest, task.order, image_size=16, max_examples=10_000,
-                                lidar_n=50, seed=3)
+        samples = cache.samples(manifest, task.order, image_size=16, max_examples=10_000, lidar_n=50, seed=3)
         data = load_task_data(store, task, image_size=16)
         assert set(samples.probe_splits.tolist()) == set(PROBE_SPLITS)  # both held-out splits
         held_out = sum(len(data.splits[s][0]) for s in PROBE_SPLITS)
@@ -59,14 +80,34 @@ def test_no_probe_example_is_in_the_training_split(tmp_path: Path) -> None:
 
 
 def test_a_smaller_sample_keeps_to_the_held_out_splits(tmp_path: Path) -> None:
-    rule = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2},
-            "seed": 0}
-    manifest = parse_manifest(json.loads(json.dumps({
-        "format": 1, "name": "heldout", "version": "1", "description": "test", "source": "tests",
-        "meta_test_from_year": 2019, "image_size": 16,
-        "tasks": [{"order": 1, "year": 2004, "dataset": "shapes:hue", "title": "hue",
-                   "domain": "shape", "kind": "single", "num_classes": 6, "split": rule}],
-    })))
+    rule = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2}, "seed": 0}
+    manifest = parse_manifest(
+        json.loads(
+            json.dumps(
+                {
+                    "format": 1,
+                    "name": "heldout",
+                    "version": "1",
+                    "description": "test",
+                    "source": "tests",
+                    "meta_test_from_year": 2019,
+                    "image_size": 16,
+                    "tasks": [
+                        {
+                            "order": 1,
+                            "year": 2004,
+                            "dataset": "shapes:hue",
+                            "title": "hue",
+                            "domain": "shape",
+                            "kind": "single",
+                            "num_classes": 6,
+                            "split": rule,
+                        }
+                    ],
+                }
+            )
+        )
+    )
     store = open_store(f"file://{tmp_path / 'store'}")
     prepare_stream(manifest, store, image_size=16, offline_dir=None)
     samples = TaskCache(store).samples(manifest, 1, image_size=16, max_examples=30, lidar_n=8, seed=0)
@@ -78,15 +119,31 @@ def test_a_smaller_sample_keeps_to_the_held_out_splits(tmp_path: Path) -> None:
 def test_the_task_cache_keeps_what_fits_its_bytes_and_the_newest_always(tmp_path: Path) -> None:
     """Sized in bytes, not tasks: a job reading more tasks than a count-sized cache held missed
     on every one; here every task that fits stays, the least recently used going first."""
-    rule = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2},
-            "seed": 0}
-    manifest = parse_manifest({
-        "format": 1, "name": "cache", "version": "1", "description": "test", "source": "tests",
-        "meta_test_from_year": 2019, "image_size": 16,
-        "tasks": [{"order": o, "year": 2004 + o, "dataset": name, "title": name, "domain": "shape",
-                   "kind": "single", "num_classes": c, "split": rule}
-                  for o, (name, c) in enumerate([("shapes:shape", 4), ("shapes:hue", 6), ("shapes:shape", 4)], 1)],
-    })
+    rule = {"kind": "random", "fractions": {"train": 0.6, "dev": 0.1, "dev_test": 0.1, "test": 0.2}, "seed": 0}
+    manifest = parse_manifest(
+        {
+            "format": 1,
+            "name": "cache",
+            "version": "1",
+            "description": "test",
+            "source": "tests",
+            "meta_test_from_year": 2019,
+            "image_size": 16,
+            "tasks": [
+                {
+                    "order": o,
+                    "year": 2004 + o,
+                    "dataset": name,
+                    "title": name,
+                    "domain": "shape",
+                    "kind": "single",
+                    "num_classes": c,
+                    "split": rule,
+                }
+                for o, (name, c) in enumerate([("shapes:shape", 4), ("shapes:hue", 6), ("shapes:shape", 4)], 1)
+            ],
+        }
+    )
     store = open_store(f"file://{tmp_path / 'store'}")
     prepare_stream(manifest, store, image_size=16, offline_dir=None)
 

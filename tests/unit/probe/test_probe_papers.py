@@ -64,8 +64,11 @@ def test_publish_preset_is_the_papers_scale_on_every_trial() -> None:
 
 
 def test_settings_stored_before_the_delta_mode_read_back_as_absolute() -> None:
-    old = {k: v for k, v in ProbeSettings.standard().to_dict().items()
-           if k not in ("lidar_delta_mode", "lidar_delta_sweep")}
+    old = {
+        k: v
+        for k, v in ProbeSettings.standard().to_dict().items()
+        if k not in ("lidar_delta_mode", "lidar_delta_sweep")
+    }
     again = ProbeSettings.from_dict(old)
     assert again.lidar_delta_mode == "absolute" and again.lidar_delta_sweep == ()
     with pytest.raises(UnknownNameError, match="LiDAR delta mode"):
@@ -75,9 +78,11 @@ def test_settings_stored_before_the_delta_mode_read_back_as_absolute() -> None:
 def test_the_headline_correlation_ranks_each_trials_final_checkpoint() -> None:
     # Task 1: three trials; along each trajectory LiDAR falls as accuracy rises (within: negative),
     # but the trials' final checkpoints rank the same way by LiDAR and by accuracy (across: +1).
-    points = [ProxyPoint(1, trial, step, lidar=base - step, rankme=1.0, accuracy=acc + 0.01 * step)
-              for trial, base, acc in [(10, 5.0, 0.1), (11, 7.0, 0.3), (12, 9.0, 0.5)]
-              for step in (0, 1, 2)]
+    points = [
+        ProxyPoint(1, trial, step, lidar=base - step, rankme=1.0, accuracy=acc + 0.01 * step)
+        for trial, base, acc in [(10, 5.0, 0.1), (11, 7.0, 0.3), (12, 9.0, 0.5)]
+        for step in (0, 1, 2)
+    ]
     got = {(c.scope, c.task_order, c.proxy): c for c in proxy_correlations(points)}
     across = got[("trials", 1, "lidar")]
     assert (across.spearman, across.kendall_tau_b, across.num_points) == (pytest.approx(1.0), pytest.approx(1.0), 3)
@@ -90,8 +95,7 @@ def test_the_headline_correlation_ranks_each_trials_final_checkpoint() -> None:
 def test_mm3_is_stored_for_the_current_target_only() -> None:
     steps, losses = [0, 10, 20], np.array([[1.0, 0.9], [0.8, 0.7], [0.6, 0.5]])
     errors = np.array([[0.5, 0.4], [0.4, 0.3], [0.3, 0.2]])
-    result = trial_mismatch(steps, losses, errors, [0.6, 0.5, 0.4], [2.0, 1.5, 1.0],
-                            settings=ProbeSettings.ci())
+    result = trial_mismatch(steps, losses, errors, [0.6, 0.5, 0.4], [2.0, 1.5, 1.0], settings=ProbeSettings.ci())
     scores, spreads, curves = current_only_mm3(result, current=True)
     assert scores["mm3"] == pytest.approx(result.scores["mm3"]) and curves["m3"]
     scores, spreads, curves = current_only_mm3(result, current=False)
@@ -100,7 +104,7 @@ def test_mm3_is_stored_for_the_current_target_only() -> None:
 
 
 def test_nevis_probe_run_preset_publish_selects_the_papers_scale() -> None:
-    from services.cli.probe_cmd import build_settings  # noqa: PLC0415
+    from services.cli.probe_cmd import build_settings
 
     assert build_settings("publish", lidar_n=None, lidar_delta_mode=None) == ProbeSettings.publish()
     assert build_settings("standard", lidar_delta_mode="absolute").lidar_delta_mode == "absolute"

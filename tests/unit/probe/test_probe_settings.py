@@ -11,18 +11,34 @@ from services.store.probes.settings import ProbeSettings, ProbeSettingsError
 def test_full_settings_follow_metrics_md_defaults() -> None:
     s = ProbeSettings.preset("full")
     assert s == ProbeSettings()
-    assert (s.folds, s.lidar_n, s.lidar_q, s.lidar_delta, s.lidar_eps, s.rankme_eps) == (
-        5, 1000, 50, 1e-4, 1e-8, 1e-7)
+    assert (s.folds, s.lidar_n, s.lidar_q, s.lidar_delta, s.lidar_eps, s.rankme_eps) == (5, 1000, 50, 1e-4, 1e-8, 1e-7)
     assert (s.patience, s.min_delta, s.kinds, s.targets) == (3, 0.0, ("linear", "mlp2", "mlp3"), "earlier")
     assert s.other_trials is None and s.other_checkpoints is None  # every checkpoint of every trial
 
 
 def test_standard_settings_probe_the_chosen_trial_and_one_other_with_a_smaller_lidar() -> None:
     s = ProbeSettings.standard()
-    assert (s.other_trials, s.other_checkpoints, s.max_earlier, s.lidar_n, s.lidar_q, s.mlp_hidden,
-            s.mlp_steps) == (1, 2, 3, 150, 4, 32, 100)
-    assert s.with_changes(lidar_n=1000, lidar_q=50, other_trials=None, other_checkpoints=None,
-                          max_earlier=None, mlp_hidden=64, mlp_steps=150) == ProbeSettings.full()
+    assert (s.other_trials, s.other_checkpoints, s.max_earlier, s.lidar_n, s.lidar_q, s.mlp_hidden, s.mlp_steps) == (
+        1,
+        2,
+        3,
+        150,
+        4,
+        32,
+        100,
+    )
+    assert (
+        s.with_changes(
+            lidar_n=1000,
+            lidar_q=50,
+            other_trials=None,
+            other_checkpoints=None,
+            max_earlier=None,
+            mlp_hidden=64,
+            mlp_steps=150,
+        )
+        == ProbeSettings.full()
+    )
     assert ProbeSettings.full().max_earlier is None  # publish: every earlier task
     assert ProbeSettings.standard(other_trials=None).other_trials is None  # all on request
 
@@ -78,12 +94,14 @@ def test_unknown_names_get_a_did_you_mean() -> None:
 
 
 def test_the_cli_options_pick_the_trials_and_checkpoints() -> None:
-    from services.cli.probe_cmd import build_settings  # noqa: PLC0415
+    from services.cli.probe_cmd import build_settings
 
     standard = build_settings("standard")
     assert (standard.other_trials, standard.other_checkpoints) == (1, 2)
-    assert build_settings("standard", other_checkpoints=3, other_trials=2).to_dict() == \
-        ProbeSettings.standard(other_trials=2, other_checkpoints=3).to_dict()
+    assert (
+        build_settings("standard", other_checkpoints=3, other_trials=2).to_dict()
+        == ProbeSettings.standard(other_trials=2, other_checkpoints=3).to_dict()
+    )
     every = build_settings("standard", all_trials=True, other_trials=2, other_checkpoints=3)
     assert (every.other_trials, every.other_checkpoints) == (None, None)  # --all-trials wins
     assert build_settings("full") == ProbeSettings.full()

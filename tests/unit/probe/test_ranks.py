@@ -57,21 +57,15 @@ def test_lidar_of_two_separated_directions_is_about_two():
 def test_lidar_eigenvalues_equal_the_generalised_eigenproblem(views):
     sigma_b, sigma_w = scatter_matrices(views, 1e-4)
     generalised = scipy.linalg.eigh(sigma_b, sigma_w, eigvals_only=True)
-    np.testing.assert_allclose(
-        lidar_eigenvalues(views), np.clip(generalised, 0, None), rtol=1e-10, atol=1e-12
-    )
-    assert lidar(views) == pytest.approx(
-        entropy_rank(np.clip(generalised, 0, None), 1e-8), rel=1e-10
-    )
+    np.testing.assert_allclose(lidar_eigenvalues(views), np.clip(generalised, 0, None), rtol=1e-10, atol=1e-12)
+    assert lidar(views) == pytest.approx(entropy_rank(np.clip(generalised, 0, None), 1e-8), rel=1e-10)
 
 
 @pytest.mark.parametrize("block_bytes", [1, 8 * 7 * 8 * 3, 10**9])
 def test_within_scatter_is_the_same_in_any_block_size(views, block_bytes):
     mu_i = views.mean(axis=1)
     centred = (views - mu_i[:, None, :]).reshape(-1, 8)
-    np.testing.assert_allclose(
-        ranks.within_scatter(views, mu_i, block_bytes), centred.T @ centred, rtol=1e-12
-    )
+    np.testing.assert_allclose(ranks.within_scatter(views, mu_i, block_bytes), centred.T @ centred, rtol=1e-12)
 
 
 def test_lidar_is_invariant_to_an_orthogonal_map(views):
@@ -121,9 +115,7 @@ def test_lidar_accepts_float32_and_leaves_its_input_alone(views):
     ],
 )
 def test_lidar_rejects_too_few_samples_or_views(shape, got):
-    with pytest.raises(
-        ValueError, match=r"The 'embeddings' parameter of lidar must be a 3-D array .*" + got
-    ):
+    with pytest.raises(ValueError, match=r"The 'embeddings' parameter of lidar must be a 3-D array .*" + got):
         lidar(np.ones(shape))
 
 
@@ -156,8 +148,7 @@ def test_lidar_with_delta_zero_is_the_exact_value_by_hand():
 def test_lidar_with_delta_zero_and_a_positive_definite_within_covariance(views):
     assert np.linalg.eigvalsh(scatter_matrices(views, 0.0)[1])[0] > 0.1  # Σ_w is PD
     expected_lam, expected = lidar_by_definition(views)
-    np.testing.assert_allclose(lidar_eigenvalues(views, delta=0.0), np.sort(expected_lam),
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(lidar_eigenvalues(views, delta=0.0), np.sort(expected_lam), rtol=1e-10, atol=1e-12)
     assert lidar(views, delta=0.0) == pytest.approx(expected, rel=1e-10)
     generalised = scipy.linalg.eigh(*scatter_matrices(views, 0.0), eigvals_only=True)
     np.testing.assert_allclose(lidar_eigenvalues(views, delta=0.0), generalised, rtol=1e-9)
@@ -170,8 +161,9 @@ def test_lidar_with_delta_zero_and_a_positive_definite_within_covariance(views):
     "make",
     [
         # one feature constant within every class: Σ_w has an exact zero row and column
-        lambda v: np.concatenate([v, np.broadcast_to(v.mean(axis=1, keepdims=True)[..., :1],
-                                                     v.shape[:2] + (1,))], axis=2),
+        lambda v: np.concatenate(
+            [v, np.broadcast_to(v.mean(axis=1, keepdims=True)[..., :1], v.shape[:2] + (1,))], axis=2
+        ),
         # d = 8 > n (q − 1) = 2 · 3: Σ_w has rank at most 6 (round-off leaves tiny eigenvalues)
         lambda v: v[:2, :4],
         # a feature that duplicates another: Σ_w singular, smallest eigenvalue round-off
@@ -193,9 +185,7 @@ def test_lidar_with_delta_zero_refuses_a_singular_within_covariance(views, make)
 def test_lidar_rejects_nan():
     e = np.ones((3, 2, 2))
     e[1, 0, 1] = np.nan
-    with pytest.raises(
-        ValueError, match=r"Got a non-finite value \(nan\) at index \(1, 0, 1\) instead"
-    ):
+    with pytest.raises(ValueError, match=r"Got a non-finite value \(nan\) at index \(1, 0, 1\) instead"):
         lidar(e)
 
 
@@ -222,9 +212,7 @@ def test_rankme_of_a_known_rank_matrix_is_about_its_rank(rank):
 
 def test_rankme_golden_value_of_unequal_singular_values():
     z = np.diag([3.0, 1.0])  # p = 0.75, 0.25 (+ ε)
-    assert rankme(z, eps=0.0) == pytest.approx(
-        math.exp(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25))), rel=1e-15
-    )
+    assert rankme(z, eps=0.0) == pytest.approx(math.exp(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25))), rel=1e-15)
     assert rankme(z) == pytest.approx(entropy_rank([3.0, 1.0], 1e-7), rel=1e-15)
 
 
@@ -253,9 +241,7 @@ def test_rankme_is_invariant_to_scale_and_transpose():
 )
 def test_singular_values_match_the_svd_on_both_routes(z):
     expected = np.sort(np.linalg.svd(z, compute_uv=False))
-    np.testing.assert_allclose(
-        np.sort(ranks.singular_values(z)), expected, rtol=1e-11, atol=1e-14 * expected[-1]
-    )
+    np.testing.assert_allclose(np.sort(ranks.singular_values(z)), expected, rtol=1e-11, atol=1e-14 * expected[-1])
 
 
 def test_the_row_sample_sends_collapsed_tall_matrices_straight_to_the_svd():
@@ -275,9 +261,7 @@ def test_the_row_sample_sends_collapsed_tall_matrices_straight_to_the_svd():
     ],
 )
 def test_rankme_rejects_bad_matrices(z, got):
-    with pytest.raises(
-        ValueError, match=r"The 'z' parameter of rankme must be a non-empty 2-D array .*" + got
-    ):
+    with pytest.raises(ValueError, match=r"The 'z' parameter of rankme must be a non-empty 2-D array .*" + got):
         rankme(z)
 
 

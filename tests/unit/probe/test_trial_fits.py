@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from services.store.objects import open_store
-from workers.probe.runtime.measure import TargetFeatures
-from workers.probe.fits.probes import fit_probes, fit_probes_batched
 from services.store.probes.settings import ProbeSettings
+from workers.probe.fits.probes import fit_probes, fit_probes_batched
+from workers.probe.runtime.measure import TargetFeatures
 from workers.probe.runtime.trial_fits import features_key, fit_trial, load_features, save_features
 
 SETTINGS = ProbeSettings(folds=3, mlp_hidden=16, mlp_steps=40, linear_max_iter=60)
@@ -51,9 +51,22 @@ def test_fit_trial_fits_every_target_step_and_kind_and_batches_by_feature_shape(
     }
     fits = fit_trial(features, SETTINGS)
     assert [(f.target_order, f.step, f.kind) for f in fits] == [
-        (1, 0, "linear"), (1, 0, "mlp2"), (1, 0, "mlp3"), (1, 5, "linear"), (1, 5, "mlp2"), (1, 5, "mlp3"),
-        (2, 0, "linear"), (2, 0, "mlp2"), (2, 0, "mlp3"), (2, 5, "linear"), (2, 5, "mlp2"), (2, 5, "mlp3"),
-        (2, 9, "linear"), (2, 9, "mlp2"), (2, 9, "mlp3")]
+        (1, 0, "linear"),
+        (1, 0, "mlp2"),
+        (1, 0, "mlp3"),
+        (1, 5, "linear"),
+        (1, 5, "mlp2"),
+        (1, 5, "mlp3"),
+        (2, 0, "linear"),
+        (2, 0, "mlp2"),
+        (2, 0, "mlp3"),
+        (2, 5, "linear"),
+        (2, 5, "mlp2"),
+        (2, 5, "mlp3"),
+        (2, 9, "linear"),
+        (2, 9, "mlp2"),
+        (2, 9, "mlp3"),
+    ]
     assert all(len(f.scores.losses) == 3 and f.num_examples == 90 and f.num_classes == 3 for f in fits)
 
 
@@ -74,5 +87,4 @@ def test_features_round_trip_through_the_store(tmp_path: Path) -> None:
 def test_an_empty_trial_has_no_fits() -> None:
     assert fit_trial({}, SETTINGS) == []
     with pytest.raises(ValueError):
-        fit_probes_batched(np.zeros((2, 1, 4), dtype=np.float32), np.array([0]), num_classes=2,
-                           settings=SETTINGS)
+        fit_probes_batched(np.zeros((2, 1, 4), dtype=np.float32), np.array([0]), num_classes=2, settings=SETTINGS)

@@ -37,8 +37,14 @@ def test_scores_of_a_small_trial_by_hand() -> None:
 
 def test_irregular_checkpoints_are_interpolated_on_the_step_grid() -> None:
     # Losses 4, 2, 3 at steps 0, 2, 3 -> grid 0..3: 4, 3, 2, 3 -> OFM 0, 0, 0, 50.
-    result = trial_mismatch([0, 2, 3], [[4.0, 4.0], [2.0, 2.0], [3.0, 3.0]],
-                            [[0.1, 0.1]] * 3, [0.1] * 3, [3.0, 2.0, 1.0], settings=ProbeSettings())
+    result = trial_mismatch(
+        [0, 2, 3],
+        [[4.0, 4.0], [2.0, 2.0], [3.0, 3.0]],
+        [[0.1, 0.1]] * 3,
+        [0.1] * 3,
+        [3.0, 2.0, 1.0],
+        settings=ProbeSettings(),
+    )
     assert (result.conv_step, result.converged) == (3, False)
     assert result.scores["mofm"] == pytest.approx(12.5) and result.scores["cofm"] == pytest.approx(50.0)
     assert result.curves["ofm"] == pytest.approx([0.0, 0.0, 50.0])  # read at steps 0, 2, 3
@@ -46,30 +52,39 @@ def test_irregular_checkpoints_are_interpolated_on_the_step_grid() -> None:
 
 
 def test_folds_give_a_spread_around_the_fold_mean() -> None:
-    result = trial_mismatch([0, 1], [[1.0, 1.0], [1.0, 1.0]], [[0.5, 0.3], [0.3, 0.5]],
-                            [0.4, 0.4], [2.0, 1.0], settings=ProbeSettings())
+    result = trial_mismatch(
+        [0, 1], [[1.0, 1.0], [1.0, 1.0]], [[0.5, 0.3], [0.3, 0.5]], [0.4, 0.4], [2.0, 1.0], settings=ProbeSettings()
+    )
     # Fold SM3 curves: (0, 0) and (0, 20) -> fold-mean errors 40, 40 -> MSM3 0; per fold 0 and 10.
     assert result.scores["msm3"] == 0.0
     assert result.spreads["msm3"] == {"plus": pytest.approx(10.0), "minus": 0.0}
 
 
 def test_a_probe_never_better_than_untrained_has_infinite_ofm() -> None:
-    result = trial_mismatch([0, 1, 2], [[1.0], [2.0], [1.5]], [[0.2]] * 3, [0.2] * 3,
-                            [3.0, 2.0, 1.0], settings=ProbeSettings())
+    result = trial_mismatch(
+        [0, 1, 2], [[1.0], [2.0], [1.5]], [[0.2]] * 3, [0.2] * 3, [3.0, 2.0, 1.0], settings=ProbeSettings()
+    )
     assert math.isinf(result.scores["mofm"]) and math.isinf(result.scores["mofm_max"])
     assert result.scores["msm3"] == 0.0
 
 
 def test_without_a_training_curve_the_pretext_error_finds_c() -> None:
-    result = trial_mismatch([0, 1, 2, 3, 4], [[1.0]] * 5, [[0.5]] * 5,
-                            [0.5, 0.4, 0.45, 0.46, 0.47], None, settings=ProbeSettings(patience=2))
+    result = trial_mismatch(
+        [0, 1, 2, 3, 4],
+        [[1.0]] * 5,
+        [[0.5]] * 5,
+        [0.5, 0.4, 0.45, 0.46, 0.47],
+        None,
+        settings=ProbeSettings(patience=2),
+    )
     assert result.conv_step == 3 and result.curves["pretext_loss_source"] == "pretext_error"
     assert result.curves["pretext_loss"] is None
 
 
 def test_a_diverged_pretext_loss_counts_as_the_worst_loss() -> None:
-    result = trial_mismatch([0, 1, 2], [[1.0]] * 3, [[0.5]] * 3, [0.5] * 3,
-                            [2.0, math.inf, 1.0], settings=ProbeSettings(patience=1))
+    result = trial_mismatch(
+        [0, 1, 2], [[1.0]] * 3, [[0.5]] * 3, [0.5] * 3, [2.0, math.inf, 1.0], settings=ProbeSettings(patience=1)
+    )
     assert result.conv_step == 1 and result.curves["pretext_loss"] == [2.0, 5.0, 1.0]
 
 

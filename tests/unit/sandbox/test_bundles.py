@@ -19,13 +19,7 @@ import pytest
 from services.core.errors import BundleError
 from services.store.objects import LocalObjectStore
 from workers.sandbox import bundle_limits, bundle_unpack
-from workers.sandbox.bundles import (
-    bundle_kind,
-    check_bundle,
-    extract_bundle,
-    safe_filename,
-    unpack_stored_bundle,
-)
+from workers.sandbox.bundles import bundle_kind, check_bundle, extract_bundle, safe_filename, unpack_stored_bundle
 
 CODE = b"def make():\n    return 'made by the bundle'\n"
 
@@ -46,11 +40,14 @@ def _zip(path: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("layout", "module"), [
-    ({"bundle_flat_mod.py": CODE}, "bundle_flat_mod"),  # a plain source archive
-    ({"proj-1.0/bundle_sdist_mod.py": CODE, "proj-1.0/PKG-INFO": b""}, "bundle_sdist_mod"),  # an sdist
-    ({"proj-1.0/src/bundle_src_pkg/__init__.py": CODE, "proj-1.0/pyproject.toml": b""}, "bundle_src_pkg"),
-])
+@pytest.mark.parametrize(
+    ("layout", "module"),
+    [
+        ({"bundle_flat_mod.py": CODE}, "bundle_flat_mod"),  # a plain source archive
+        ({"proj-1.0/bundle_sdist_mod.py": CODE, "proj-1.0/PKG-INFO": b""}, "bundle_sdist_mod"),  # an sdist
+        ({"proj-1.0/src/bundle_src_pkg/__init__.py": CODE, "proj-1.0/pyproject.toml": b""}, "bundle_src_pkg"),
+    ],
+)
 def test_a_source_bundle_unpacks_to_an_importable_root(tmp_path, layout, module):
     archive = _targz(tmp_path / "b.tar.gz", layout)
     kind = check_bundle(archive, filename="b.tar.gz", max_unpacked_bytes=10_000)
@@ -66,14 +63,22 @@ def test_a_source_bundle_unpacks_to_an_importable_root(tmp_path, layout, module)
 
 def test_a_wheel_unpacks_at_its_root(tmp_path):
     archive = _zip(tmp_path / "w-1.0-py3-none-any.whl", {"wpkg/__init__.py": CODE, "w-1.0.dist-info/METADATA": b""})
-    root = extract_bundle(archive, tmp_path / "u", kind=check_bundle(archive, filename=archive.name, max_unpacked_bytes=10_000))
+    root = extract_bundle(
+        archive, tmp_path / "u", kind=check_bundle(archive, filename=archive.name, max_unpacked_bytes=10_000)
+    )
     assert (root / "wpkg" / "__init__.py").read_bytes() == CODE
 
 
-@pytest.mark.parametrize(("members", "words"), [
-    ({"../up.py": CODE}, "outside"), ({"/abs.py": CODE}, "outside"), ({"C:/x.py": CODE}, "outside"),
-    ({"data.txt": b"x"}, "no .py"), ({"big.py": b"x" * 20_000}, "unpacks to"),
-])
+@pytest.mark.parametrize(
+    ("members", "words"),
+    [
+        ({"../up.py": CODE}, "outside"),
+        ({"/abs.py": CODE}, "outside"),
+        ({"C:/x.py": CODE}, "outside"),
+        ({"data.txt": b"x"}, "no .py"),
+        ({"big.py": b"x" * 20_000}, "unpacks to"),
+    ],
+)
 def test_unsafe_or_useless_bundles_are_refused(tmp_path, members, words):
     archive = _targz(tmp_path / "b.tgz", members)
     with pytest.raises(BundleError, match=words) as caught:
@@ -85,7 +90,7 @@ def test_a_zip_with_a_symlink_is_refused(tmp_path):
     path = tmp_path / "l.zip"
     with zipfile.ZipFile(path, "w") as archive:
         info = zipfile.ZipInfo("pkg/link.py")
-        info.external_attr = (0o120777 << 16)
+        info.external_attr = 0o120777 << 16
         archive.writestr(info, "/etc/passwd")
     with pytest.raises(BundleError, match="link"):
         check_bundle(path, filename="l.zip", max_unpacked_bytes=10_000)
@@ -110,6 +115,7 @@ def test_safe_filenames():
 
 # --- one pass for check and unpack: what one reader sees, the other sees too ------------------
 
+
 def _tar_bytes(members: dict[str, bytes], *, end: bool = True, fmt: int = tarfile.PAX_FORMAT) -> bytes:
     """An uncompressed tar; without ``end`` it stops after the last member's data (no end
     marker), as the first half of a split archive would."""
@@ -120,7 +126,7 @@ def _tar_bytes(members: dict[str, bytes], *, end: bool = True, fmt: int = tarfil
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
         if not end:
-            return buffer.getvalue()[:archive.offset]
+            return buffer.getvalue()[: archive.offset]
     return buffer.getvalue()
 
 
@@ -157,11 +163,15 @@ def test_bytes_after_the_gzip_stream_are_refused(tmp_path, trailer):
     _refused(archive, tmp_path, "after the end of its gzip stream")
 
 
-@pytest.mark.parametrize("tail", [
-    bytes(1024) + b"hidden data after the end marker",  # after a proper end marker
-    b"not a tar header".ljust(512, b"!"),  # right after the last member (tarfile stops silently)
-    tarfile.TarInfo("hidden.py").tobuf(format=tarfile.USTAR_FORMAT)[:100],  # a cut-off header
-], ids=["after-end-marker", "garbage-header", "cut-off-header"])
+@pytest.mark.parametrize(
+    "tail",
+    [
+        bytes(1024) + b"hidden data after the end marker",  # after a proper end marker
+        b"not a tar header".ljust(512, b"!"),  # right after the last member (tarfile stops silently)
+        tarfile.TarInfo("hidden.py").tobuf(format=tarfile.USTAR_FORMAT)[:100],  # a cut-off header
+    ],
+    ids=["after-end-marker", "garbage-header", "cut-off-header"],
+)
 def test_bytes_after_the_tar_end_are_refused(tmp_path, tail):
     archive = _write(tmp_path / "t.tar.gz", gzip.compress(_tar_bytes({"a.py": CODE}, end=False) + tail))
     _refused(archive, tmp_path, "after the end of its tar archive")
@@ -169,7 +179,7 @@ def test_bytes_after_the_tar_end_are_refused(tmp_path, tail):
 
 def test_a_cut_short_gzip_stream_is_refused(tmp_path):
     whole = gzip.compress(_tar_bytes({"a.py": CODE, "b.py": bytes(5000)}))
-    _refused(_write(tmp_path / "cut.tar.gz", whole[:len(whole) // 2]), tmp_path, "cut short")
+    _refused(_write(tmp_path / "cut.tar.gz", whole[: len(whole) // 2]), tmp_path, "cut short")
 
 
 def test_a_tar_ending_after_its_last_member_or_padded_long_is_accepted(tmp_path):
@@ -200,8 +210,10 @@ def test_unpacked_bytes_are_counted_as_inflated_not_as_declared(tmp_path, monkey
     monkeypatch.setattr(bundle_limits.UnpackBudget, "expect", lambda self, declared: None)
     cap = 2_500_000
     zipped = _honest_zip_bomb(tmp_path / "bomb.zip")
-    tarred = _write(tmp_path / "bomb.tar.gz", gzip.compress(_tar_bytes(
-        {"a.py": CODE, **{f"z{i}.bin": bytes(1_000_000) for i in range(50)}})))
+    tarred = _write(
+        tmp_path / "bomb.tar.gz",
+        gzip.compress(_tar_bytes({"a.py": CODE, **{f"z{i}.bin": bytes(1_000_000) for i in range(50)}})),
+    )
     for archive, kind in ((zipped, "zip"), (tarred, "tar")):
         with pytest.raises(BundleError, match="unpacks to more than") as caught:
             check_bundle(archive, filename=archive.name, max_unpacked_bytes=cap)
@@ -211,8 +223,7 @@ def test_unpacked_bytes_are_counted_as_inflated_not_as_declared(tmp_path, monkey
 
 
 def test_declared_sizes_refuse_a_bomb_before_inflating(tmp_path):
-    _refused(_honest_zip_bomb(tmp_path / "bomb.zip"), tmp_path, "unpacks to more than",
-             kind="zip", cap=2_500_000)
+    _refused(_honest_zip_bomb(tmp_path / "bomb.zip"), tmp_path, "unpacks to more than", kind="zip", cap=2_500_000)
 
 
 def _raw_zip(path: Path, entries: list[tuple[str, bytes, int]]) -> Path:
@@ -222,13 +233,37 @@ def _raw_zip(path: Path, entries: list[tuple[str, bytes, int]]) -> Path:
         packer = zlib.compressobj(9, zlib.DEFLATED, -15)
         packed = packer.compress(data) + packer.flush()
         crc, raw_name = zlib.crc32(data), name.encode()
-        central += struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, 20, 0, 0, 8, 0, 0, crc,
-                               len(packed), declared, len(raw_name), 0, 0, 0, 0,
-                               0o100644 << 16, len(local)) + raw_name
-        local += struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0, crc, len(packed),
-                             declared, len(raw_name), 0) + raw_name + packed
-    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(entries), len(entries),
-                      len(central), len(local), 0)
+        central += (
+            struct.pack(
+                "<4s4B4HL2L5H2L",
+                b"PK\x01\x02",
+                20,
+                3,
+                20,
+                0,
+                0,
+                8,
+                0,
+                0,
+                crc,
+                len(packed),
+                declared,
+                len(raw_name),
+                0,
+                0,
+                0,
+                0,
+                0o100644 << 16,
+                len(local),
+            )
+            + raw_name
+        )
+        local += (
+            struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0, crc, len(packed), declared, len(raw_name), 0)
+            + raw_name
+            + packed
+        )
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(entries), len(entries), len(central), len(local), 0)
     return _write(path, bytes(local + central + end))
 
 
@@ -238,8 +273,14 @@ def test_a_zip_that_understates_a_size_is_refused(tmp_path):
     path = _raw_zip(tmp_path / "liar.zip", [("a.py", CODE, len(CODE)), ("big.py", bytes(1_000_000), 100)])
     with zipfile.ZipFile(path) as archive:
         assert archive.getinfo("big.py").file_size == 100
-    assert check_bundle(_raw_zip(tmp_path / "honest.zip", [("a.py", CODE, len(CODE))]),
-                        filename="honest.zip", max_unpacked_bytes=10_000) == "zip"
+    assert (
+        check_bundle(
+            _raw_zip(tmp_path / "honest.zip", [("a.py", CODE, len(CODE))]),
+            filename="honest.zip",
+            max_unpacked_bytes=10_000,
+        )
+        == "zip"
+    )
     _refused(path, tmp_path, "not a readable zip", kind="zip", cap=10_000)
 
 
@@ -247,21 +288,23 @@ def test_a_zip_that_understates_a_size_is_refused(tmp_path):
 def test_the_member_count_cap_holds_at_check_and_unpack(tmp_path, monkeypatch, kind):
     monkeypatch.setattr(bundle_limits, "MAX_MEMBERS", 5)
     members = {f"m{i}.py": CODE for i in range(6)}
-    archive = (_zip(tmp_path / "many.zip", members) if kind == "zip"
-               else _targz(tmp_path / "many.tar.gz", members))
+    archive = _zip(tmp_path / "many.zip", members) if kind == "zip" else _targz(tmp_path / "many.tar.gz", members)
     _refused(archive, tmp_path, "more than 5 entries", kind=kind)
     fewer = dict(list(members.items())[:5])
     ok = _zip(tmp_path / "ok.zip", fewer) if kind == "zip" else _targz(tmp_path / "ok.tar.gz", fewer)
     assert check_bundle(ok, filename=ok.name, max_unpacked_bytes=10_000) == kind
 
 
-@pytest.mark.parametrize(("members", "words"), [
-    ({"a.py": CODE, "a.py/b.py": CODE}, "clashes"),  # a file where a folder is
-    ({"pkg/b.py": CODE, "pkg": CODE}, "clashes"),
-    ({"a.py": CODE, "./a.py": b"other"}, "clashes"),  # the same file twice
-    ({"a.py": CODE, "x" * 300 + ".py": CODE}, "too long a path"),
-    ({"a.py": CODE, "/".join(["d"] * 40) + "/m.py": CODE}, "too long a path"),
-])
+@pytest.mark.parametrize(
+    ("members", "words"),
+    [
+        ({"a.py": CODE, "a.py/b.py": CODE}, "clashes"),  # a file where a folder is
+        ({"pkg/b.py": CODE, "pkg": CODE}, "clashes"),
+        ({"a.py": CODE, "./a.py": b"other"}, "clashes"),  # the same file twice
+        ({"a.py": CODE, "x" * 300 + ".py": CODE}, "too long a path"),
+        ({"a.py": CODE, "/".join(["d"] * 40) + "/m.py": CODE}, "too long a path"),
+    ],
+)
 def test_what_could_not_be_unpacked_is_refused_by_the_check_too(tmp_path, members, words):
     _refused(_zip(tmp_path / "c.zip", members), tmp_path, words, kind="zip")
     _refused(_targz(tmp_path / "c.tar.gz", members), tmp_path, words)
@@ -302,8 +345,7 @@ def test_a_stored_bundle_is_checked_as_it_is_unpacked(tmp_path):
     store = LocalObjectStore(tmp_path / "store")
     root = tmp_path / "bundles"
     with pytest.raises(BundleError, match="after the end of its gzip stream"):
-        unpack_stored_bundle(store, key=info.key, sha256=info.sha256, root=root,
-                             max_unpacked_bytes=10_000)
+        unpack_stored_bundle(store, key=info.key, sha256=info.sha256, root=root, max_unpacked_bytes=10_000)
     assert list(root.iterdir()) == []
 
 

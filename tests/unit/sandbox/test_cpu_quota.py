@@ -48,8 +48,20 @@ class Spinner:
 def make(): return Spinner()
 '''
 
-INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                num_classes=2, class_names=("a", "b"), image_size=8, num_train=0, num_dev=0)
+INFO = TaskInfo(
+    order=1,
+    key="t",
+    dataset="t",
+    title="t",
+    year=2000,
+    domain=None,
+    kind="single",
+    num_classes=2,
+    class_names=("a", "b"),
+    image_size=8,
+    num_train=0,
+    num_dev=0,
+)
 
 
 @pytest.mark.parametrize(("cpus", "quota"), [(None, None), (0.0, None), (0.25, 25_000), (2, 200_000), (1e-6, 1000)])
@@ -71,8 +83,10 @@ def test_a_v1_group_gets_its_cfs_quota(tmp_path: Path) -> None:
         (tmp_path / controller).mkdir()
         (tmp_path / controller / "cgroup.procs").write_text("")
     own = Path(f"/proc/{os.getpid()}/cgroup").read_text()
-    if any(line.split(":")[1] in ("cpu", "cpu,cpuacct", "cpuacct,cpu") and line.split(":")[2] != "/"
-           for line in own.splitlines()):
+    if any(
+        line.split(":")[1] in ("cpu", "cpu,cpuacct", "cpuacct,cpu") and line.split(":")[2] != "/"
+        for line in own.splitlines()
+    ):
         pytest.fail("this test expects the process at the root of its cpu hierarchy (a CI container)")
     group = create_host_cgroup(CgroupLimits(cpus=0.5), root=tmp_path)
     assert group is not None and group.version == 1
@@ -84,12 +98,15 @@ def test_a_host_that_declared_a_tenth_of_a_cpu_gets_a_tenth_of_a_cpus_time(tmp_p
     (tmp_path / "spinner_learner.py").write_text(SPINNER)
     limits = HostLimits(cpus=0.1)
     with LearnerHost(HostSpec("spinner_learner:make", (str(tmp_path),), "bwrap", limits=limits)) as host:
-        group = host._cgroup  # noqa: SLF001 - what the kernel was told
+        group = host._cgroup
         if group is None or host.cpu_seconds() is None:
             pytest.fail("this machine offers no writable control group for learner hosts; the test needs one")
         folder = group.folders.get("cpu") or group.folders.get("")
-        quota = (folder / "cpu.cfs_quota_us").read_text().strip() if group.version == 1 else \
-            (folder / "cpu.max").read_text().split()[0]
+        quota = (
+            (folder / "cpu.cfs_quota_us").read_text().strip()
+            if group.version == 1
+            else (folder / "cpu.max").read_text().split()[0]
+        )
         assert quota == "10000"
         before, started = host.cpu_seconds(), time.monotonic()
         predict(host, INFO, b"3.0", np.zeros((1, 8, 8, 3), np.uint8), seed=0)

@@ -51,6 +51,10 @@ def test_the_best_and_the_newest_scores_are_kept_for_a_best_on_dev_return() -> N
 
 
 def test_an_empty_dev_split_is_never_predicted_for_the_learner() -> None:
-    scoring = DevScoring(LabelledData(np.zeros((0, 2, 2, 3), np.uint8), np.zeros(0, np.int64)), "single",
-                         lambda p: np.zeros((0, 2)), pickle.dumps)
+    scoring = DevScoring(
+        LabelledData(np.zeros((0, 2, 2, 3), np.uint8), np.zeros(0, np.int64)),
+        "single",
+        lambda p: np.zeros((0, 2)),
+        pickle.dumps,
+    )
     assert scoring.error([0]) == float("inf") and scoring.passes == 0

@@ -41,9 +41,15 @@ class SmallCNN(nn.Module):
     def __init__(self, classes: int = 5) -> None:
         super().__init__()
         self.backbone = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
         )
         self.head = nn.Linear(16, classes)
 
@@ -405,8 +411,9 @@ def test_a_ddp_wrapper_is_measured_through_its_module(meter: FlopMeter, tmp_path
     # Gloo on the loopback device, with a deadline: a machine whose host name resolves to an
     # unreachable address must fail this test, never hang the suite.
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1,
-                            timeout=timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1, timeout=timedelta(seconds=60)
+    )
     ddp = None
     try:
         ddp = meter.track(nn.parallel.DistributedDataParallel(nn.Linear(6, 4)))

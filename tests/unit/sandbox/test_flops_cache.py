@@ -30,8 +30,9 @@ class ConvNet(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.body = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(),
-                                  nn.AdaptiveAvgPool2d(2), nn.Flatten())
+        self.body = nn.Sequential(
+            nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten()
+        )
         self.head = nn.Linear(24, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -57,10 +58,11 @@ class Attention(nn.Module):
 # (batch, shape of one example): shapes change and come back; each visit trains, and every
 # other one also evaluates without gradients and runs a second backward through the graph.
 SHAPES = {
-    "conv": (ConvNet, [(4, (3, 16, 16)), (4, (3, 8, 8)), (2, (3, 16, 16)), (4, (3, 12, 10)),
-                       (4, (3, 8, 8)), (4, (3, 16, 16))]),
-    "attention": (Attention, [(2, (5, 8)), (2, (11, 8)), (2, (5, 8)), (3, (11, 8)), (2, (17, 8)),
-                              (2, (11, 8))]),
+    "conv": (
+        ConvNet,
+        [(4, (3, 16, 16)), (4, (3, 8, 8)), (2, (3, 16, 16)), (4, (3, 12, 10)), (4, (3, 8, 8)), (4, (3, 16, 16))],
+    ),
+    "attention": (Attention, [(2, (5, 8)), (2, (11, 8)), (2, (5, 8)), (3, (11, 8)), (2, (17, 8)), (2, (11, 8))]),
 }
 
 
@@ -148,6 +150,9 @@ def test_a_parameter_resized_is_measured_anew(mode: str) -> None:
         run(model)
     finally:
         meter.untrack_all()
-    assert meter.measured == expected == 2 * counted(lambda: model(x).sum().backward()) + counted(
-        lambda: (widen(twin, 16), twin(x).sum().backward()))
+    assert (
+        meter.measured
+        == expected
+        == 2 * counted(lambda: model(x).sum().backward()) + counted(lambda: (widen(twin, 16), twin(x).sum().backward()))
+    )
     assert meter.measurements == 2

@@ -21,10 +21,10 @@ from services.store.runs.outcomes import TrialOutcome
 from workers.learners.models import SmallCNN
 from workers.learners.protocol import TaskInfo
 from workers.sandbox.client import HostSpec, LearnerHost, predict
-from workers.sandbox.messages import flop_fields
 from workers.sandbox.context import LocalTrialContext
 from workers.sandbox.flop_counter import forget_process_counts
 from workers.sandbox.flops import FlopCounts, FlopMeter
+from workers.sandbox.messages import flop_fields
 
 
 @pytest.fixture(autouse=True)
@@ -348,8 +348,20 @@ class Forgetful:
 def make(): return Forgetful()
 '''
 
-INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                num_classes=2, class_names=("a", "b"), image_size=4, num_train=0, num_dev=0)
+INFO = TaskInfo(
+    order=1,
+    key="t",
+    dataset="t",
+    title="t",
+    year=2000,
+    domain=None,
+    kind="single",
+    num_classes=2,
+    class_names=("a", "b"),
+    image_size=4,
+    num_train=0,
+    num_dev=0,
+)
 
 
 def test_a_prediction_job_in_the_host_reports_its_untracked_flops(tmp_path: Path) -> None:
@@ -368,8 +380,7 @@ def test_the_harness_checks_and_keeps_the_split() -> None:
         flop_fields({"flops_measured": 3, "flops_reported": 0, "flops_untracked": 4})
     with pytest.raises(LearnerError, match="flops_untracked"):
         flop_fields({"flops_measured": 3, "flops_reported": 0, "flops_untracked": -1})
-    outcome = TrialOutcome.from_metrics({"trial_index": 0, "seed": 1, "status": "ok", "dev_error": 0.5,
-                                         **counts})
+    outcome = TrialOutcome.from_metrics({"trial_index": 0, "seed": 1, "status": "ok", "dev_error": 0.5, **counts})
     assert (outcome.flops, outcome.flops_untracked, outcome.flops_source) == (12, 4, "reported")
 
 

@@ -45,7 +45,7 @@ class FixedSamples:
 def test_gpu_seconds_memory_and_energy_are_the_hosts_processes_alone() -> None:
     watch = GpuWatch(FixedSamples(), lambda: {HOST, HOST + 1}, poll_s=0.05)
     with watch:
-        import time  # noqa: PLC0415
+        import time
 
         time.sleep(0.5)
     usage = watch.usage

@@ -16,7 +16,7 @@ from workers.sandbox.client import HostSpec, LearnerHost, LearnerHostDied, Sandb
 from workers.sandbox.launch import host_launch, resolve_sandbox
 from workers.sandbox.ops import Features
 
-LEARNER_SOURCE = '''
+LEARNER_SOURCE = """
 import os, numpy as np
 from workers.learners.protocol import Resources, TrainOutput, Uniform
 
@@ -37,9 +37,9 @@ class Spy:
         return data
 
 def make(): return Spy()
-'''
+"""
 
-TORCH_LEARNER_SOURCE = '''
+TORCH_LEARNER_SOURCE = """
 import numpy as np, torch
 from workers.learners.protocol import Resources
 
@@ -60,10 +60,22 @@ class Net:
         return ctx.track(predictor)(x).detach().numpy()
 
 def make(): return Net()
-'''
+"""
 
-INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                num_classes=2, class_names=("a", "b"), image_size=4, num_train=0, num_dev=0)
+INFO = TaskInfo(
+    order=1,
+    key="t",
+    dataset="t",
+    title="t",
+    year=2000,
+    domain=None,
+    kind="single",
+    num_classes=2,
+    class_names=("a", "b"),
+    image_size=4,
+    num_train=0,
+    num_dev=0,
+)
 
 
 @pytest.fixture
@@ -186,23 +198,32 @@ def test_bwrap_gets_no_environment_and_binds_only_what_it_needs(tmp_path) -> Non
 def test_learner_code_cannot_make_a_user_namespace_of_its_own(tmp_path) -> None:
     """bwrap needs user namespaces (so the pods' seccomp profile allows them); code inside it
     must not get any: the kernel's namespace code stays out of a learner's reach."""
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
+    import subprocess
+    import sys
 
-    from workers.sandbox.launch import can_disable_userns  # noqa: PLC0415
+    from workers.sandbox.launch import can_disable_userns
 
     assert shutil.which("bwrap"), "bubblewrap is not installed: apt-get install bubblewrap"
     assert can_disable_userns(shutil.which("bwrap")), "bubblewrap >= 0.8.0 is needed (--disable-userns)"
     launch = host_launch(sandbox="bwrap", import_paths=[str(tmp_path)])
     argv = list(launch.argv)
     assert "--disable-userns" in argv
-    probe = ("import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
-             "print(libc.unshare(0x10000000), ctypes.get_errno())")  # CLONE_NEWUSER
+    probe = (
+        "import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+        "print(libc.unshare(0x10000000), ctypes.get_errno())"
+    )  # CLONE_NEWUSER
     command_at = len(argv) - argv[::-1].index("--")  # after bwrap's own "--" (prlimit has one before it)
     try:
-        inside = subprocess.run([*argv[:command_at], sys.executable, "-c", probe], env=launch.env,
-                                cwd=launch.cwd, pass_fds=launch.pass_fds, capture_output=True, text=True,
-                                timeout=60, check=True)
+        inside = subprocess.run(
+            [*argv[:command_at], sys.executable, "-c", probe],
+            env=launch.env,
+            cwd=launch.cwd,
+            pass_fds=launch.pass_fds,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
     finally:
         launch.close_fds()
     result, errno = map(int, inside.stdout.split())

@@ -13,7 +13,7 @@ from workers.learners.protocol import TaskInfo
 from workers.sandbox.client import HostDeadlineError, HostSpec, LearnerHost, describe, predict
 from workers.sandbox.limits import MIB, HostLimits
 
-HOSTILE_SOURCE = '''
+HOSTILE_SOURCE = """
 import os, time, errno, numpy as np
 from workers.learners.protocol import Resources
 
@@ -86,10 +86,22 @@ class Silent(Hostile):
 
 def make(): return Hostile()
 def silent(): return Silent()
-'''
+"""
 
-INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                num_classes=2, class_names=("a", "b"), image_size=8, num_train=0, num_dev=0)
+INFO = TaskInfo(
+    order=1,
+    key="t",
+    dataset="t",
+    title="t",
+    year=2000,
+    domain=None,
+    kind="single",
+    num_classes=2,
+    class_names=("a", "b"),
+    image_size=8,
+    num_train=0,
+    num_dev=0,
+)
 IMAGES = np.zeros((1, 8, 8, 3), np.uint8)
 
 
@@ -119,7 +131,7 @@ def test_ram_folders_stop_at_their_size_and_big_files_at_the_file_cap(learner_di
 def test_a_fork_bomb_stops_at_the_process_cap(learner_dir):
     limits = HostLimits(pids=48)
     with LearnerHost(HostSpec("hostile_limits:make", (learner_dir,), "bwrap", limits=limits)) as host:
-        if host.cpu_seconds() is None or host._cgroup is None:  # noqa: SLF001
+        if host.cpu_seconds() is None or host._cgroup is None:
             pytest.fail("this machine offers no control group for learner hosts; the test needs one")
         ((made, refused),) = _ask(host, "forks")
         assert made < 48 and refused > 150

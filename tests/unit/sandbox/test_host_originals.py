@@ -12,12 +12,12 @@ import pytest
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.sandbox import ops
 from workers.sandbox.client import HostSpec, LearnerHost
-from workers.sandbox.messages import Limits
 from workers.sandbox.declaration import info_to_json
+from workers.sandbox.messages import Limits
 from workers.stream.task_info import Originals
 from workers.trainer.trial import task_parts
 
-LEARNER_SOURCE = '''
+LEARNER_SOURCE = """
 import numpy as np
 from workers.learners.protocol import Resources, TrainOutput
 
@@ -40,20 +40,30 @@ class Spy:
     def load_predictor(self, data, info, ctx): return data
 
 def make(): return Spy()
-'''
+"""
 
 
 def _info(order: int) -> TaskInfo:
-    return TaskInfo(order=order, key=f"t{order}", dataset="t", title="t", year=2000, domain=None,
-                    kind="single", num_classes=2, class_names=("a", "b"), image_size=4,
-                    num_train=3, num_dev=2)
+    return TaskInfo(
+        order=order,
+        key=f"t{order}",
+        dataset="t",
+        title="t",
+        year=2000,
+        domain=None,
+        kind="single",
+        num_classes=2,
+        class_names=("a", "b"),
+        image_size=4,
+        num_train=3,
+        num_dev=2,
+    )
 
 
 def _split(n: int, canvas: tuple[int, int] | None) -> LabelledData:
     originals = None
     if canvas is not None:
-        originals = Originals(np.zeros((n, *canvas, 3), np.uint8),
-                              np.tile(np.array([canvas], np.int32), (n, 1)))
+        originals = Originals(np.zeros((n, *canvas, 3), np.uint8), np.tile(np.array([canvas], np.int32), (n, 1)))
     return LabelledData(np.zeros((n, 4, 4, 3), np.uint8), np.zeros(n, np.int64), originals)
 
 
@@ -70,8 +80,9 @@ def test_a_trial_sees_task_images_and_originals_of_its_train_and_past_splits(spy
         assert header["op"] == "past_train" and header["order"] == 1
         return ops.frame(ops.HostOp.PAST_TRAIN, ok=True), past.to_arrays()
 
-    request = ops.Trial(data_key="k", info=info_to_json(_info(2)), past=[info_to_json(_info(1))],
-                        stream_length=2, steps=1, seed=0)
+    request = ops.Trial(
+        data_key="k", info=info_to_json(_info(2)), past=[info_to_json(_info(1))], stream_length=2, steps=1, seed=0
+    )
     parts = task_parts(_split(3, (6, 8)), _split(2, (6, 8)))
     with LearnerHost(HostSpec("nevis_spy_originals:make", import_paths=(str(spy_dir),))) as host:
         header, out = host.call(request, [*parts, pickle.dumps(None)], on_message=answer, limits=Limits(steps=1))

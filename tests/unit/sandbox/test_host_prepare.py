@@ -18,7 +18,7 @@ from workers.sandbox.wire import WireError
 from workers.trainer import task_prepare
 from workers.trainer.trial import TrialSpec
 
-LEARNER_SOURCE = '''
+LEARNER_SOURCE = """
 import numpy as np, torch
 from workers.learners.protocol import Resources, TrainOutput
 
@@ -42,13 +42,24 @@ class Preparer:
     def load_predictor(self, data, info, ctx): return data
 
 def make(): return Preparer()
-'''
+"""
 
 
 def _info(order: int) -> TaskInfo:
-    return TaskInfo(order=order, key=f"t{order}", dataset="t", title="t", year=2000, domain=None,
-                    kind="single", num_classes=2, class_names=("a", "b"), image_size=4,
-                    num_train=3, num_dev=2)
+    return TaskInfo(
+        order=order,
+        key=f"t{order}",
+        dataset="t",
+        title="t",
+        year=2000,
+        domain=None,
+        kind="single",
+        num_classes=2,
+        class_names=("a", "b"),
+        image_size=4,
+        num_train=3,
+        num_dev=2,
+    )
 
 
 def _split(n: int) -> LabelledData:
@@ -56,9 +67,19 @@ def _split(n: int) -> LabelledData:
 
 
 def _spec(host_spec: HostSpec, state: dict) -> TrialSpec:
-    return TrialSpec(host=host_spec, info=_info(2), past=(_info(1),), stream_length=2, steps=1,
-                     checkpoint_fractions=(), state=pickle.dumps(state), train=_split(3), dev=_split(2),
-                     key_prefix="runs/1/task-2", harness=None)
+    return TrialSpec(
+        host=host_spec,
+        info=_info(2),
+        past=(_info(1),),
+        stream_length=2,
+        steps=1,
+        checkpoint_fractions=(),
+        state=pickle.dumps(state),
+        train=_split(3),
+        dev=_split(2),
+        key_prefix="runs/1/task-2",
+        harness=None,
+    )
 
 
 @pytest.fixture
@@ -80,10 +101,20 @@ def test_the_hook_is_declared_run_once_metered_and_read_by_every_trial(host_spec
         prepared, flops = task_prepare.prepare_in_host(host, spec)
         assert flops["flops_measured"] == flops["flops_untracked"] == 2 * 3 * 48 * 5
         assert pickle.loads(prepared) == {"train": 3, "dev": 2, "past": 5, "state": {"carried": 1}, "seed": 2}
-        request = ops.Trial(data_key=spec.key_prefix, info=info_to_json(spec.info), past=[info_to_json(_info(1))],
-                            stream_length=2, steps=1, seed=0, prepared=True)
-        header, out = host.call(request, [prepared, spec.state],  # the data went with the preparation
-                                limits=messages.Limits(steps=1))
+        request = ops.Trial(
+            data_key=spec.key_prefix,
+            info=info_to_json(spec.info),
+            past=[info_to_json(_info(1))],
+            stream_length=2,
+            steps=1,
+            seed=0,
+            prepared=True,
+        )
+        header, out = host.call(
+            request,
+            [prepared, spec.state],  # the data went with the preparation
+            limits=messages.Limits(steps=1),
+        )
     assert header["status"] == "ok", header
     assert pickle.loads(out[2]) == pickle.loads(prepared)
 

@@ -53,7 +53,9 @@ def test_whiteouts_and_opaque_folders_hide_what_lower_layers_put_there(tmp_path)
     upper = _layer(("b/new.py", b"n"), ("a/.wh.gone.py", b""), ("b/.wh..wh..opq", b""))
     _apply(tmp_path, lower, upper)
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == [
-        "a/keep.py", "b/new.py"]  # this layer's own b/new.py stays, whatever the entry order
+        "a/keep.py",
+        "b/new.py",
+    ]  # this layer's own b/new.py stays, whatever the entry order
 
 
 def test_devices_fifos_and_setuid_bits_are_neutralised_and_hard_links_copied(tmp_path):
@@ -83,18 +85,21 @@ def test_links_that_leave_the_root_are_removed_and_absolute_ones_kept_inside(tmp
     root = tmp_path / "root"
     root.mkdir()
     (tmp_path / "secret").write_text("outside")
-    _apply(root, _layer(
-        ("usr/lib/libx.so", b"x"),
-        _info("lib", tarfile.SYMTYPE, linkname="usr/lib"),  # merged /usr: kept
-        _info("to-root", tarfile.SYMTYPE, linkname="/"),  # made relative: the image's own root
-        _info("etc/abs", tarfile.SYMTYPE, linkname="/usr/lib/libx.so"),
-        _info("up", tarfile.SYMTYPE, linkname="../secret"),
-        _info("a/b/deep-up", tarfile.SYMTYPE, linkname="../../../secret"),
-        _info("sub/here", tarfile.SYMTYPE, linkname="."),  # sub/here is sub itself
-        _info("sub/trick", tarfile.SYMTYPE, linkname="here/../../.."),  # lexically inside, really out
-        _info("loop1", tarfile.SYMTYPE, linkname="loop2"),
-        _info("loop2", tarfile.SYMTYPE, linkname="loop1"),
-    ))
+    _apply(
+        root,
+        _layer(
+            ("usr/lib/libx.so", b"x"),
+            _info("lib", tarfile.SYMTYPE, linkname="usr/lib"),  # merged /usr: kept
+            _info("to-root", tarfile.SYMTYPE, linkname="/"),  # made relative: the image's own root
+            _info("etc/abs", tarfile.SYMTYPE, linkname="/usr/lib/libx.so"),
+            _info("up", tarfile.SYMTYPE, linkname="../secret"),
+            _info("a/b/deep-up", tarfile.SYMTYPE, linkname="../../../secret"),
+            _info("sub/here", tarfile.SYMTYPE, linkname="."),  # sub/here is sub itself
+            _info("sub/trick", tarfile.SYMTYPE, linkname="here/../../.."),  # lexically inside, really out
+            _info("loop1", tarfile.SYMTYPE, linkname="loop2"),
+            _info("loop2", tarfile.SYMTYPE, linkname="loop1"),
+        ),
+    )
     assert leaves_root(root, ("sub", "trick")) and not leaves_root(root, ("sub", "here"))
     removed = remove_escaping_links(root)
     left = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_symlink()}
@@ -105,10 +110,13 @@ def test_links_that_leave_the_root_are_removed_and_absolute_ones_kept_inside(tmp
     assert os.path.realpath(root / "to-root") == str(root.resolve())
 
 
-@pytest.mark.parametrize(("entries", "words"), [
-    ((("../escape.py", b"x"),), "climbs out of the root"),
-    ((_info("lib", tarfile.SYMTYPE, linkname="/etc"), ("lib/evil.conf", b"x")), "write through links"),
-])
+@pytest.mark.parametrize(
+    ("entries", "words"),
+    [
+        ((("../escape.py", b"x"),), "climbs out of the root"),
+        ((_info("lib", tarfile.SYMTYPE, linkname="/etc"), ("lib/evil.conf", b"x")), "write through links"),
+    ],
+)
 def test_entries_that_would_write_outside_the_root_are_refused(tmp_path, entries, words):
     root = tmp_path / "root"
     root.mkdir()
@@ -117,10 +125,10 @@ def test_entries_that_would_write_outside_the_root_are_refused(tmp_path, entries
     assert not (tmp_path / "escape.py").exists()
 
 
-@pytest.mark.parametrize(("limits", "setting"), [
-    (ImageLimits(max_files=3), "NEVIS_IMAGE_MAX_FILES"),
-    (ImageLimits(max_bytes=1000), "NEVIS_IMAGE_MAX_BYTES"),
-])
+@pytest.mark.parametrize(
+    ("limits", "setting"),
+    [(ImageLimits(max_files=3), "NEVIS_IMAGE_MAX_FILES"), (ImageLimits(max_bytes=1000), "NEVIS_IMAGE_MAX_BYTES")],
+)
 def test_each_cap_is_named_when_a_layer_breaks_it(tmp_path, limits, setting):
     layer = _layer(*[(f"f{i}.bin", bytes(400)) for i in range(5)])
     with pytest.raises(ImageError, match=setting) as caught:

@@ -41,11 +41,17 @@ def _layout(folder: Path, layers: list[bytes], *, media: str = GZIP, diff_ids: l
     """Write an OCI layout of ``layers`` (plain tars); returns the image id."""
     stored = [gzip.compress(layer) if media == GZIP else layer for layer in layers]
     diff_ids = diff_ids or [f"sha256:{hashlib.sha256(layer).hexdigest()}" for layer in layers]
-    config = json.dumps({"rootfs": {"type": "layers", "diff_ids": diff_ids},
-                         "config": {"Entrypoint": ["/bin/sh"], "User": "0"}}).encode()
+    config = json.dumps(
+        {"rootfs": {"type": "layers", "diff_ids": diff_ids}, "config": {"Entrypoint": ["/bin/sh"], "User": "0"}}
+    ).encode()
     image_id = _blob(folder, config)
-    manifest = json.dumps({"schemaVersion": 2, "config": {"digest": image_id},
-                           "layers": [{"digest": _blob(folder, b), "mediaType": media} for b in stored]}).encode()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "config": {"digest": image_id},
+            "layers": [{"digest": _blob(folder, b), "mediaType": media} for b in stored],
+        }
+    ).encode()
     (folder / "index.json").write_text(json.dumps({"manifests": [{"digest": _blob(folder, manifest)}]}))
     return image_id
 
@@ -67,8 +73,11 @@ def test_a_layout_that_is_its_image_unpacks(tmp_path):
 
 def test_a_layer_swapped_after_the_config_was_pinned_is_refused(tmp_path):
     honest = _tar({"opt/learner/a.py": b"honest"})
-    image_id = _layout(tmp_path / "oci", [_tar({"opt/learner/a.py": b"evil"})],
-                       diff_ids=[f"sha256:{hashlib.sha256(honest).hexdigest()}"])
+    image_id = _layout(
+        tmp_path / "oci",
+        [_tar({"opt/learner/a.py": b"evil"})],
+        diff_ids=[f"sha256:{hashlib.sha256(honest).hexdigest()}"],
+    )
     (tmp_path / "root").mkdir()
     with pytest.raises(ImageError, match="not the layer its config names"):
         _unpack(tmp_path / "oci", image_id, tmp_path / "root")
@@ -80,10 +89,13 @@ def test_a_layout_of_another_image_is_refused(tmp_path):
         read_layout(tmp_path / "oci", image_id="sha256:" + "0" * 64, limits=ImageLimits())
 
 
-@pytest.mark.parametrize(("media", "limits", "words"), [
-    ("application/vnd.oci.image.layer.v1.tar+zstd", ImageLimits(), "only tar and gzip"),
-    (GZIP, ImageLimits(max_layers=1), "2 layers.*NEVIS_IMAGE_MAX_LAYERS"),
-])
+@pytest.mark.parametrize(
+    ("media", "limits", "words"),
+    [
+        ("application/vnd.oci.image.layer.v1.tar+zstd", ImageLimits(), "only tar and gzip"),
+        (GZIP, ImageLimits(max_layers=1), "2 layers.*NEVIS_IMAGE_MAX_LAYERS"),
+    ],
+)
 def test_unsupported_or_too_many_layers_are_refused_before_any_is_read(tmp_path, media, limits, words):
     layers = [_tar({"a.py": b"a"}), _tar({"b.py": b"b"})]
     image_id = _layout(tmp_path / "oci", layers, media=media)

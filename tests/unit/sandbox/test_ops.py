@@ -112,8 +112,20 @@ class Forger:
 def make(): return Forger()
 '''
 
-INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                num_classes=2, class_names=("a", "b"), image_size=4, num_train=0, num_dev=0)
+INFO = TaskInfo(
+    order=1,
+    key="t",
+    dataset="t",
+    title="t",
+    year=2000,
+    domain=None,
+    kind="single",
+    num_classes=2,
+    class_names=("a", "b"),
+    image_size=4,
+    num_train=0,
+    num_dev=0,
+)
 
 
 @pytest.mark.parametrize("handle", ['"1"', "-1", "true"])
@@ -131,13 +143,20 @@ def test_a_probe_reply_with_a_bad_handle_is_a_wire_error_and_kills_the_host(tmp_
             learner.features(honest, images)
 
 
-@pytest.mark.parametrize(("frame", "raised", "named"), [
-    ('{"op": "flops", "flops_measured": -1, "flops_reported": 0}', wire.WireError,
-     "flops report: field 'flops_measured'"),
-    ('{"op": "past_train", "order": 1}', LearnerError, "unexpected 'past_train' frame"),  # nothing asked for it
-])
+@pytest.mark.parametrize(
+    ("frame", "raised", "named"),
+    [
+        (
+            '{"op": "flops", "flops_measured": -1, "flops_reported": 0}',
+            wire.WireError,
+            "flops report: field 'flops_measured'",
+        ),
+        ('{"op": "past_train", "order": 1}', LearnerError, "unexpected 'past_train' frame"),  # nothing asked for it
+    ],
+)
 def test_a_host_message_is_read_through_its_declaration_and_an_unasked_one_ends_the_host(
-        tmp_path: Path, frame: str, raised: type[Exception], named: str) -> None:
+    tmp_path: Path, frame: str, raised: type[Exception], named: str
+) -> None:
     (tmp_path / "nevis_message_forger.py").write_text(FORGER_SOURCE)
     images = np.zeros((2, 4, 4, 3), np.uint8)
     with LearnerHost(HostSpec("nevis_message_forger:make", import_paths=(str(tmp_path),))) as host:

@@ -21,7 +21,7 @@ from workers.sandbox.seccomp import POD_PROFILE_DENIED, compile_filter, host_fil
 
 CHART_PROFILE = Path(__file__).resolve().parents[3] / "helm" / "nevis" / "files" / "seccomp" / "learner-v1.json"
 
-PROBE = r'''
+PROBE = r"""
 import ctypes, fcntl, json, mmap, os, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
 if len(sys.argv) > 1:
@@ -66,7 +66,7 @@ print(json.dumps({
     "getfl": py(lambda: fcntl.fcntl(shared, fcntl.F_GETFL)),
     "read": py(lambda: os.pread(shared, 16, 0)),
 }))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +85,10 @@ def test_the_filter_denies_with_errnos_and_lets_the_rest_through(program, tmp_pa
     outside, inside = _probe(None), _probe(tmp_path / "filter.bpf")
     assert outside["keyctl"] == 0 and outside["keyctl_i386"] == 0 and outside["ofd_getlk_high_bits"] == 0
     assert outside["flock"] == outside["ofd_setlk"] == 0  # the control: each call works without it
-    eperm = {name: inside[name] for name in ("keyctl", "io_uring_setup", "ptrace", "unshare", "inotify_init1",
-                                             "keyctl_i386", "keyctl_x32")}
+    eperm = {
+        name: inside[name]
+        for name in ("keyctl", "io_uring_setup", "ptrace", "unshare", "inotify_init1", "keyctl_i386", "keyctl_x32")
+    }
     assert eperm == dict.fromkeys(eperm, errno.EPERM)
     assert inside["flock"] == errno.ENOSYS  # filelock then falls back to lock files
     locks = {name: inside[name] for name in ("ofd_setlk", "ofd_getlk", "setlk", "ofd_getlk_high_bits")}

@@ -16,7 +16,7 @@ import pytest
 from workers.sandbox.client import HostSpec, LearnerHost, describe
 from workers.sandbox.launch import host_launch
 
-LEARNER_SOURCE = '''
+LEARNER_SOURCE = """
 import ctypes, fcntl, os, struct
 from workers.learners.protocol import Resources
 
@@ -55,7 +55,7 @@ class Probe:
 
 def sender(): return Probe("send")
 def receiver(): return Probe("receive")
-'''
+"""
 
 
 @pytest.fixture(scope="module")

@@ -46,13 +46,16 @@ def test_a_pickled_object_array_is_refused_not_unpickled() -> None:
         wire.receive(_frame({"op": "result", "parts": [["a", len(data)]]}, [data]))
 
 
-@pytest.mark.parametrize(("header", "payloads", "words"), [
-    ({"op": "r"}, [], "parts"),  # no parts list
-    ({"op": "r", "parts": [["x", 1]]}, [b"1"], "descriptor"),
-    ({"op": "r", "parts": [["b", -1]]}, [], "descriptor"),
-    ({"op": "r", "parts": [["b", 2**62]]}, [], "descriptor"),
-    ({"op": "r", "parts": [["b", 10]]}, [b"short"], "closed the pipe"),
-])
+@pytest.mark.parametrize(
+    ("header", "payloads", "words"),
+    [
+        ({"op": "r"}, [], "parts"),  # no parts list
+        ({"op": "r", "parts": [["x", 1]]}, [b"1"], "descriptor"),
+        ({"op": "r", "parts": [["b", -1]]}, [], "descriptor"),
+        ({"op": "r", "parts": [["b", 2**62]]}, [], "descriptor"),
+        ({"op": "r", "parts": [["b", 10]]}, [b"short"], "closed the pipe"),
+    ],
+)
 def test_malformed_frames_are_refused(header, payloads, words) -> None:
     with pytest.raises(wire.WireError, match=words):
         wire.receive(_frame(header, payloads))

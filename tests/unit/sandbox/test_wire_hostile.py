@@ -60,15 +60,18 @@ def test_an_array_whose_payload_is_short_or_long_is_refused() -> None:
     _refused(_array_frame(_npy((1,), payload=b"\0" * 16)), "carries 16 bytes")
 
 
-@pytest.mark.parametrize("array", [
-    np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]),  # structured
-    np.array(["abc", "de"]),  # str
-    np.array([b"abc"]),  # bytes
-    np.zeros(2, dtype="V8"),  # void
-    np.array(["2020-01-01"], dtype="datetime64[D]"),
-    np.array([1, 2], dtype="timedelta64[s]"),
-    np.zeros(2, dtype=np.complex64),
-])
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]),  # structured
+        np.array(["abc", "de"]),  # str
+        np.array([b"abc"]),  # bytes
+        np.zeros(2, dtype="V8"),  # void
+        np.array(["2020-01-01"], dtype="datetime64[D]"),
+        np.array([1, 2], dtype="timedelta64[s]"),
+        np.zeros(2, dtype=np.complex64),
+    ],
+)
 def test_only_plain_numeric_dtypes_are_accepted(array: np.ndarray) -> None:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
@@ -127,24 +130,30 @@ def test_strings_across_scan_blocks_keep_their_escapes() -> None:
     _refused(_frame({"op": "x", "s": text, "n": deep, "parts": []}), "deeper")
 
 
-@pytest.mark.parametrize("raw", [
-    b'{"op":"r","v":NaN,"parts":[]}',
-    b'{"op":"r","v":Infinity,"parts":[]}',
-    b'{"op":"r","v":-Infinity,"parts":[]}',
-    b'{"op":"r","v":1e400,"parts":[]}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"op":"r","v":NaN,"parts":[]}',
+        b'{"op":"r","v":Infinity,"parts":[]}',
+        b'{"op":"r","v":-Infinity,"parts":[]}',
+        b'{"op":"r","v":1e400,"parts":[]}',
+    ],
+)
 def test_numbers_must_be_finite(raw: bytes) -> None:
     _refused(_frame(raw), "finite")
 
 
-@pytest.mark.parametrize(("raw", "words"), [
-    (b"\xff\xfe{}", "decoded"),  # not UTF-8
-    ('{"op":"r","parts":[]}'.encode("utf-16"), "decoded"),
-    (b'{"op": "r", "parts": [], ', "decoded"),  # truncated JSON
-    (b'{"op":"r","n":' + b"9" * 5000 + b',"parts":[]}', "decoded"),  # an int Python will not parse
-    (b'"just a string"', "object"),
-    (b'{"op":"r","parts":{}}', "parts"),
-])
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        (b"\xff\xfe{}", "decoded"),  # not UTF-8
+        ('{"op":"r","parts":[]}'.encode("utf-16"), "decoded"),
+        (b'{"op": "r", "parts": [], ', "decoded"),  # truncated JSON
+        (b'{"op":"r","n":' + b"9" * 5000 + b',"parts":[]}', "decoded"),  # an int Python will not parse
+        (b'"just a string"', "object"),
+        (b'{"op":"r","parts":{}}', "parts"),
+    ],
+)
 def test_headers_that_are_not_json_objects_are_refused(raw: bytes, words: str) -> None:
     _refused(_frame(raw), words)
 
@@ -215,8 +224,20 @@ class Hostile:
 def make(): return Hostile()
 '''
 
-INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                num_classes=2, class_names=("a", "b"), image_size=4, num_train=0, num_dev=0)
+INFO = TaskInfo(
+    order=1,
+    key="t",
+    dataset="t",
+    title="t",
+    year=2000,
+    domain=None,
+    kind="single",
+    num_classes=2,
+    class_names=("a", "b"),
+    image_size=4,
+    num_train=0,
+    num_dev=0,
+)
 
 
 @pytest.fixture

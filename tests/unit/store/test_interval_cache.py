@@ -24,8 +24,12 @@ def test_a_kept_interval_reads_back_equal(tmp_path) -> None:
 
 
 def test_the_key_changes_with_attempts_resamples_and_seed() -> None:
-    keys = {interval_key(4, [(1, 1)], resamples=1000, seed=0), interval_key(4, [(1, 2)], resamples=1000, seed=0),
-            interval_key(4, [(1, 1)], resamples=999, seed=0), interval_key(4, [(1, 1)], resamples=1000, seed=1)}
+    keys = {
+        interval_key(4, [(1, 1)], resamples=1000, seed=0),
+        interval_key(4, [(1, 2)], resamples=1000, seed=0),
+        interval_key(4, [(1, 1)], resamples=999, seed=0),
+        interval_key(4, [(1, 1)], resamples=1000, seed=1),
+    }
     assert len(keys) == 4 and all(k.startswith("runs/4/uncertainty/") for k in keys)
     assert predictions_key(4, 2, 3) == "runs/4/task-002/attempt-3/predictions.npz"
 

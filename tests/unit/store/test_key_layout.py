@@ -35,8 +35,18 @@ BUILT = {
     "probe features": kl.features_key("0123abcd", 9),
 }
 # Text that only a key of the layout contains: a root and its slash, or a family's file name.
-MARKERS = (*(root + "/" for root in kl.ROOTS), "/ckpt-", "/stage/", "-rank-", "e-interval-",
-           kl.PREDICTOR_FILE, kl.STATE_FILE, kl.PREDICT_LOG_FILE, kl.PREPARE_LOG_FILE, kl.PREDICTIONS_FILE)
+MARKERS = (
+    *(root + "/" for root in kl.ROOTS),
+    "/ckpt-",
+    "/stage/",
+    "-rank-",
+    "e-interval-",
+    kl.PREDICTOR_FILE,
+    kl.STATE_FILE,
+    kl.PREDICT_LOG_FILE,
+    kl.PREPARE_LOG_FILE,
+    kl.PREDICTIONS_FILE,
+)
 WRITES = {"put_bytes", "put_file", "put"}  # the store's writes and the trainer harness's
 
 
@@ -95,11 +105,20 @@ def _written_key(call: ast.Call) -> ast.AST | None:
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr in WRITES and call.args:
         return call.args[0]
-    if (isinstance(func, ast.Attribute) and func.attr == "remote" and isinstance(func.value, ast.Attribute)
-            and func.value.attr == "put" and call.args):
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr == "remote"
+        and isinstance(func.value, ast.Attribute)
+        and func.value.attr == "put"
+        and call.args
+    ):
         return call.args[0]
-    if len(call.args) > 1 and (isinstance(call.args[0], ast.Attribute) and call.args[0].attr == "put"
-                               or isinstance(func, ast.Name) and func.id == "_put"):
+    if len(call.args) > 1 and (
+        isinstance(call.args[0], ast.Attribute)
+        and call.args[0].attr == "put"
+        or isinstance(func, ast.Name)
+        and func.id == "_put"
+    ):
         return call.args[1]
     return None
 
@@ -129,16 +148,21 @@ def test_no_code_outside_the_layout_spells_a_key() -> None:
 
 def test_the_scan_catches_a_spelled_key(tmp_path: Path) -> None:
     module = tmp_path / "writer.py"
-    module.write_text('"""Writes runs/1/x."""\n\n'
-                      'def write(store, harness, prefix, data):\n'
-                      '    store.put_bytes(f"{prefix}/notes.txt", data)\n'
-                      '    harness.put.remote(prefix + "/x", data)\n'
-                      '    key = f"runs/{prefix}/state.pkl"\n')
-    global ROOT  # noqa: PLW0603 - the scan names paths relative to the tree it scans
+    module.write_text(
+        '"""Writes runs/1/x."""\n\n'
+        "def write(store, harness, prefix, data):\n"
+        '    store.put_bytes(f"{prefix}/notes.txt", data)\n'
+        '    harness.put.remote(prefix + "/x", data)\n'
+        '    key = f"runs/{prefix}/state.pkl"\n'
+    )
+    global ROOT
     saved, ROOT = ROOT, tmp_path
     try:
         hits = spelled_keys(module)
     finally:
         ROOT = saved
-    assert hits == ["writer.py:4 writes a key it spelled", "writer.py:5 writes a key it spelled",
-                    "writer.py:6 spells 'runs//state.pkl'"]
+    assert hits == [
+        "writer.py:4 writes a key it spelled",
+        "writer.py:5 writes a key it spelled",
+        "writer.py:6 spells 'runs//state.pkl'",
+    ]

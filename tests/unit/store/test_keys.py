@@ -5,12 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.core.errors import InvalidKeyError
-from services.store.objects.keys import (
-    MAX_KEY_BYTES,
-    MAX_SEGMENT_BYTES,
-    validate_key,
-    validate_prefix,
-)
+from services.store.objects.keys import MAX_KEY_BYTES, MAX_SEGMENT_BYTES, validate_key, validate_prefix
 
 
 @pytest.mark.parametrize(
@@ -75,8 +70,7 @@ def test_invalid_key_error_is_a_value_error():
 
 
 @pytest.mark.parametrize(
-    ("prefix", "canonical"),
-    [("", ""), ("a", "a/"), ("a/", "a/"), ("shards/mini", "shards/mini/"), ("x/y/", "x/y/")],
+    ("prefix", "canonical"), [("", ""), ("a", "a/"), ("a/", "a/"), ("shards/mini", "shards/mini/"), ("x/y/", "x/y/")]
 )
 def test_prefixes_are_canonical_folders(prefix, canonical):
     assert validate_prefix(prefix) == canonical

@@ -178,8 +178,7 @@ def test_delete_of_a_missing_key_is_not_an_error(store):
 
 
 BAD_KEYS = ["", "/abs", "../up", "a//b", "a/", "a\\b", "nul\x00", "a/./b"]
-METHODS = ["put_bytes", "put_file", "get_bytes", "get_file", "info", "exists", "verify",
-           "delete"]
+METHODS = ["put_bytes", "put_file", "get_bytes", "get_file", "info", "exists", "verify", "delete"]
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -255,7 +254,7 @@ def test_readers_see_whole_objects_while_a_key_is_overwritten(store):
         try:
             for i in range(40):
                 store.put_bytes("hot", versions[i % 2])
-        except BaseException as exc:  # surfaced below
+        except BaseException as exc:  # surfaced below  # noqa: BLE001
             errors.append(exc)
 
     thread = threading.Thread(target=writer)

@@ -29,9 +29,7 @@ def test_file_url_opens_a_local_store(tmp_path):
 def test_s3_url_opens_an_s3_store_with_its_prefix_and_endpoint():
     store = open_store("s3://nevis-bucket/runs/2024/", s3_endpoint_url="http://127.0.0.1:9")
     assert isinstance(store, S3ObjectStore)
-    assert (store.bucket, store.prefix, store.url) == (
-        "nevis-bucket", "runs/2024/", "s3://nevis-bucket/runs/2024",
-    )
+    assert (store.bucket, store.prefix, store.url) == ("nevis-bucket", "runs/2024/", "s3://nevis-bucket/runs/2024")
 
 
 def test_s3_url_without_a_prefix_uses_the_bucket_root():
@@ -69,9 +67,7 @@ def test_store_from_settings_defaults_to_a_folder_in_the_data_dir(tmp_path):
 
 
 def test_store_from_settings_passes_the_s3_endpoint(tmp_path):
-    settings = Settings(
-        data_dir=tmp_path, store_url="s3://bkt/pre", s3_endpoint_url="http://127.0.0.1:9"
-    )
+    settings = Settings(data_dir=tmp_path, store_url="s3://bkt/pre", s3_endpoint_url="http://127.0.0.1:9")
     store = store_from_settings(settings)
     assert isinstance(store, S3ObjectStore)
     assert store.endpoint_url == "http://127.0.0.1:9"

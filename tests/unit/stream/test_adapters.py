@@ -16,9 +16,9 @@ import pytest
 from PIL import Image
 
 from services.core.errors import (
+    DataIntegrityError,
     DatasetFormatError,
     DatasetNotFoundError,
-    DataIntegrityError,
     InvalidKeyError,
     UnknownNameError,
 )
@@ -40,8 +40,12 @@ def _write_pair(folder: Path, stem: str, *, n: int = 30, classes: int = 3, meta=
         "num_classes": classes,
         "class_names": [f"c{i}" for i in range(classes)],
         "npz_sha256": file_checksum(npz),
-        "split": {"rule": "stratified", "train": list(range(0, 18)), "val": list(range(18, 24)),
-                  "test": list(range(24, n))},
+        "split": {
+            "rule": "stratified",
+            "train": list(range(0, 18)),
+            "val": list(range(18, 24)),
+            "test": list(range(24, n)),
+        },
     }
     doc.update(meta or {})
     (folder / f"{stem}.json").write_text(json.dumps(doc))
@@ -109,8 +113,13 @@ def test_nevis_names_are_found_through_the_sidecar_but_offline_names_are_not(tmp
 
 
 @pytest.mark.parametrize(
-    ("a", "b"), [("olivetti_face", "Olivetti Face Dataset"), ("mpeg7", "MPEG-7"),
-                 ("caltech101", "Caltech 101"), ("fashion_mnist", "Fashion MNIST")],
+    ("a", "b"),
+    [
+        ("olivetti_face", "Olivetti Face Dataset"),
+        ("mpeg7", "MPEG-7"),
+        ("caltech101", "Caltech 101"),
+        ("fashion_mnist", "Fashion MNIST"),
+    ],
 )
 def test_names_are_compared_without_case_punctuation_or_a_trailing_dataset(a, b):
     assert normalise_name(a) == normalise_name(b)
@@ -138,10 +147,12 @@ def test_an_npz_that_does_not_match_its_recorded_checksum_is_refused(tmp_path):
 
 @pytest.mark.parametrize(
     ("meta", "match"),
-    [({"class_names": ["only-one"], "num_classes": 1}, "labels must lie in 0..0"),
-     ({"split": {"train": [0, 1], "test": [1, 2]}}, "shares rows"),
-     ({"split": {"train": [0, 99], "test": [1]}}, "outside"),
-     ({"num_classes": 5}, "num_classes is 5")],
+    [
+        ({"class_names": ["only-one"], "num_classes": 1}, "labels must lie in 0..0"),
+        ({"split": {"train": [0, 1], "test": [1, 2]}}, "shares rows"),
+        ({"split": {"train": [0, 99], "test": [1]}}, "outside"),
+        ({"num_classes": 5}, "num_classes is 5"),
+    ],
     ids=["labels-out-of-range", "overlapping-split", "row-out-of-range", "class-count"],
 )
 def test_a_malformed_pair_names_the_problem(tmp_path, meta, match):
@@ -163,8 +174,12 @@ def _write_idx_folder(folder: Path, *, gz: bool) -> tuple[np.ndarray, np.ndarray
     rng = np.random.RandomState(3)
     x = rng.randint(0, 256, size=(9, 5, 5), dtype=np.uint8)
     y = (np.arange(9) % 4).astype(np.uint8)
-    parts = {"train-images-idx3-ubyte": x[:6], "train-labels-idx1-ubyte": y[:6],
-             "t10k-images-idx3-ubyte": x[6:], "t10k-labels-idx1-ubyte": y[6:]}
+    parts = {
+        "train-images-idx3-ubyte": x[:6],
+        "train-labels-idx1-ubyte": y[:6],
+        "t10k-images-idx3-ubyte": x[6:],
+        "t10k-labels-idx1-ubyte": y[6:],
+    }
     for name, array in parts.items():
         data = _idx_bytes(array)
         if gz:
@@ -193,8 +208,7 @@ def test_an_idx_folder_missing_a_file_names_it(tmp_path):
 
 @pytest.mark.parametrize(
     ("data", "match"),
-    [(b"\x00\x01\x08\x01\x00\x00\x00\x02ab", "magic"),
-     (b"\x00\x00\x08\x01\x00\x00\x00\x05ab", "promises")],
+    [(b"\x00\x01\x08\x01\x00\x00\x00\x02ab", "magic"), (b"\x00\x00\x08\x01\x00\x00\x00\x05ab", "promises")],
     ids=["bad-magic", "truncated"],
 )
 def test_a_broken_idx_file_is_a_format_error(tmp_path, data, match):
@@ -268,8 +282,7 @@ def test_an_image_folder_with_train_and_test_keeps_that_split(tmp_path):
         for name in ("a", "b"):
             (tmp_path / "set" / part / name).mkdir(parents=True)
             for i in range(count):
-                Image.fromarray(np.full((5, 5), i, np.uint8)).save(
-                    tmp_path / "set" / part / name / f"{i}.png")
+                Image.fromarray(np.full((5, 5), i, np.uint8)).save(tmp_path / "set" / part / name / f"{i}.png")
     raw = load_dataset("images:set", AdapterContext(offline_dir=tmp_path))
     assert len(raw.images) == 12 and raw.images[11].shape == (5, 5, 1)  # grey until stored
     assert raw.given_splits.train.tolist() == list(range(8))

@@ -35,8 +35,16 @@ def test_convert_writes_each_source_then_finds_it_present(folders: tuple[Path, P
     data_dir, offline = folders
     write_idx_source(data_dir, "mnist")
     write_usps(data_dir)
-    args = ["data", "convert", "--stream", "nevis22-short", "--datasets", "mnist,usps",
-            "--accept-count-change", "--accept-checksum-change"]  # fixtures: other bytes, fewer rows
+    args = [
+        "data",
+        "convert",
+        "--stream",
+        "nevis22-short",
+        "--datasets",
+        "mnist,usps",
+        "--accept-count-change",
+        "--accept-checksum-change",
+    ]  # fixtures: other bytes, fewer rows
     result = runner.invoke(app, args, env=WIDE)
     assert result.exit_code == 0, result.output
     assert "converted" in _row(result.stdout, "mnist") and "8" in _row(result.stdout, "mnist").split()
@@ -49,8 +57,20 @@ def test_convert_writes_each_source_then_finds_it_present(folders: tuple[Path, P
 def test_a_source_not_fetched_fails_the_command_and_says_so(folders: tuple[Path, Path]) -> None:
     data_dir, offline = folders
     write_idx_source(data_dir, "mnist")
-    result = runner.invoke(app, ["data", "convert", "--stream", "nevis22-short", "--datasets", "mnist,coil100",
-                                 "--accept-count-change", "--accept-checksum-change"], env=WIDE)
+    result = runner.invoke(
+        app,
+        [
+            "data",
+            "convert",
+            "--stream",
+            "nevis22-short",
+            "--datasets",
+            "mnist,coil100",
+            "--accept-count-change",
+            "--accept-checksum-change",
+        ],
+        env=WIDE,
+    )
     assert isinstance(result.exception, DataIntegrityError)
     assert "1 of 2 sources of stream 'nevis22-short' are not converted (coil100)" in str(result.exception)
     assert "missing files" in _row(result.stdout, "coil100") and "coil-100.zip" in _row(result.stdout, "coil100")

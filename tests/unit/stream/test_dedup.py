@@ -17,16 +17,13 @@ def _images(codes: list[int]) -> np.ndarray:
 
 
 def _assignment(**rows: list[int]) -> SplitAssignment:
-    return SplitAssignment(
-        rows={s: np.array(rows.get(s, []), dtype=np.int64) for s in SPLITS}, how="test"
-    )
+    return SplitAssignment(rows={s: np.array(rows.get(s, []), dtype=np.int64) for s in SPLITS}, how="test")
 
 
 def test_a_duplicate_of_a_test_image_is_dropped_from_train():
     # rows:        0  1  2  3  4  5
     images = _images([10, 11, 12, 13, 10, 14])
-    kept, stats = dedup_splits(images, _assignment(train=[0, 1], dev=[2], dev_test=[3],
-                                                   test=[4, 5]))
+    kept, stats = dedup_splits(images, _assignment(train=[0, 1], dev=[2], dev_test=[3], test=[4, 5]))
     assert kept.rows["test"].tolist() == [4, 5]
     assert kept.rows["train"].tolist() == [1]
     assert stats.removed == {"train": 1, "dev": 0, "dev_test": 0, "test": 0}
@@ -36,8 +33,7 @@ def test_a_duplicate_of_a_test_image_is_dropped_from_train():
 def test_priority_is_test_then_dev_test_then_dev_then_train():
     images = _images([7, 7, 7, 7])
     kept, stats = dedup_splits(images, _assignment(train=[0], dev=[1], dev_test=[2], test=[3]))
-    assert {s: kept.rows[s].tolist() for s in SPLITS} == {
-        "train": [], "dev": [], "dev_test": [], "test": [3]}
+    assert {s: kept.rows[s].tolist() for s in SPLITS} == {"train": [], "dev": [], "dev_test": [], "test": [3]}
     images = _images([7, 7, 7, 8])
     kept, _ = dedup_splits(images, _assignment(train=[0], dev=[1], dev_test=[2], test=[3]))
     assert kept.rows["dev_test"].tolist() == [2] and kept.rows["dev"].tolist() == []
@@ -52,8 +48,7 @@ def test_duplicates_inside_one_split_keep_the_lowest_row():
 
 def test_data_without_duplicates_is_left_alone():
     images = _images(list(range(20)))
-    original = _assignment(train=list(range(10)), dev=[10, 11], dev_test=[12, 13],
-                           test=list(range(14, 20)))
+    original = _assignment(train=list(range(10)), dev=[10, 11], dev_test=[12, 13], test=list(range(14, 20)))
     kept, stats = dedup_splits(images, original)
     assert stats.total_removed == 0
     assert all(np.array_equal(kept.rows[s], original.rows[s]) for s in SPLITS)

@@ -46,17 +46,14 @@ def test_within_years_keeps_every_year_its_tasks_and_the_phases(name: str) -> No
 
     assert [t.year for t in derived.tasks] == [t.year for t in parent.tasks]
     for year in {t.year for t in parent.tasks}:
-        before, after = (Counter(_identity(t) for t in m.tasks if t.year == year)
-                         for m in (parent, derived))
+        before, after = (Counter(_identity(t) for t in m.tasks if t.year == year) for m in (parent, derived))
         assert before == after, year
     assert [t.phase for t in derived.tasks] == [t.phase for t in parent.tasks]
     assert Counter(map(_identity, derived.meta_test)) == Counter(map(_identity, parent.meta_test))
     assert _sequence(derived) != _sequence(parent)
 
 
-def test_all_keeps_the_meta_test_set_and_puts_it_last_but_changes_the_order(
-    short: StreamManifest,
-) -> None:
+def test_all_keeps_the_meta_test_set_and_puts_it_last_but_changes_the_order(short: StreamManifest) -> None:
     derived = derive_manifest(short, mode="all", seed=3)
 
     assert Counter(map(_identity, derived.meta_test)) == Counter(map(_identity, short.meta_test))
@@ -70,9 +67,7 @@ def test_all_keeps_the_meta_test_set_and_puts_it_last_but_changes_the_order(
 
 
 @pytest.mark.parametrize("mode", SHUFFLE_MODES)
-def test_orders_are_renumbered_and_tasks_keep_their_own_year_and_phase(
-    short: StreamManifest, mode: str
-) -> None:
+def test_orders_are_renumbered_and_tasks_keep_their_own_year_and_phase(short: StreamManifest, mode: str) -> None:
     derived = derive_manifest(short, mode=mode, seed=11)
 
     assert [t.order for t in derived.tasks] == list(range(1, len(short.tasks) + 1))
@@ -101,9 +96,7 @@ def test_name_version_and_provenance_say_where_it_came_from(short: StreamManifes
     assert derived.version == "1.1+all.s7"
     provenance = derived.derived_from
     assert provenance is not None
-    assert (provenance.name, provenance.version, provenance.mode, provenance.seed) == (
-        "nevis22-short", "1.1", "all", 7,
-    )
+    assert (provenance.name, provenance.version, provenance.mode, provenance.seed) == ("nevis22-short", "1.1", "all", 7)
     assert provenance.sha256 == manifest_sha256(short)
     assert manifest_sha256(derived) != manifest_sha256(short)
     assert short.derived_from is None
@@ -111,9 +104,7 @@ def test_name_version_and_provenance_say_where_it_came_from(short: StreamManifes
 
 
 @pytest.mark.parametrize("mode", SHUFFLE_MODES)
-def test_written_file_loads_back_through_load_stream(
-    short: StreamManifest, mode: str, tmp_path: Path
-) -> None:
+def test_written_file_loads_back_through_load_stream(short: StreamManifest, mode: str, tmp_path: Path) -> None:
     derived = derive_manifest(short, mode=mode, seed=2)
     path = tmp_path / "variant.json"
     path.write_text(json.dumps(manifest_to_dict(derived), indent=2), encoding="utf-8")
@@ -144,13 +135,7 @@ def _derived_doc(short: StreamManifest) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"),
-    [
-        ("mode", "sideways"),
-        ("seed", -4),
-        ("sha256", "abc"),
-        ("name", "Not A Slug"),
-    ],
+    ("field", "value"), [("mode", "sideways"), ("seed", -4), ("sha256", "abc"), ("name", "Not A Slug")]
 )
 def test_malformed_provenance_is_a_manifest_error_naming_the_field(
     short: StreamManifest, field: str, value: object
@@ -174,9 +159,7 @@ def test_provenance_with_a_missing_or_extra_field_is_refused(short: StreamManife
         parse_manifest(extra, origin="variant.json")
 
 
-def test_years_may_go_back_only_in_a_derived_manifest_and_never_across_phases(
-    short: StreamManifest,
-) -> None:
+def test_years_may_go_back_only_in_a_derived_manifest_and_never_across_phases(short: StreamManifest) -> None:
     hand_written = _derived_doc(short)
     del hand_written["derived_from"]
     with pytest.raises(ManifestError, match=r"'year' field must not be before"):
@@ -195,8 +178,7 @@ def test_years_may_go_back_only_in_a_derived_manifest_and_never_across_phases(
 
 def test_cli_writes_a_manifest_that_loads_and_matches_the_function(tmp_path: Path) -> None:
     out = tmp_path / "short-all.json"
-    args = ["streams", "derive", "nevis22-short", "--shuffle", "all", "--seed", "4",
-            "--out", str(out)]
+    args = ["streams", "derive", "nevis22-short", "--shuffle", "all", "--seed", "4", "--out", str(out)]
 
     result = runner.invoke(app, args)
 
@@ -211,8 +193,7 @@ def test_cli_writes_a_manifest_that_loads_and_matches_the_function(tmp_path: Pat
 def test_cli_refuses_an_existing_file_unless_forced(tmp_path: Path) -> None:
     out = tmp_path / "variant.json"
     out.write_text("keep me", encoding="utf-8")
-    args = ["streams", "derive", "nevis22-short", "--shuffle", "within-years", "--seed", "1",
-            "--out", str(out)]
+    args = ["streams", "derive", "nevis22-short", "--shuffle", "within-years", "--seed", "1", "--out", str(out)]
 
     refused = runner.invoke(app, args)
 
@@ -230,8 +211,7 @@ def test_cli_refuses_an_existing_file_unless_forced(tmp_path: Path) -> None:
 def test_cli_same_seed_gives_byte_identical_files(tmp_path: Path) -> None:
     paths = [tmp_path / "a.json", tmp_path / "b.json"]
     for path in paths:
-        args = ["streams", "derive", "nevis22-full", "--shuffle", "all", "--seed", "9",
-                "--out", str(path)]
+        args = ["streams", "derive", "nevis22-full", "--shuffle", "all", "--seed", "9", "--out", str(path)]
         assert runner.invoke(app, args).exit_code == 0
 
     assert paths[0].read_bytes() == paths[1].read_bytes()
@@ -262,9 +242,7 @@ def test_cli_bad_input_exits_non_zero_naming_the_problem(
 def test_cli_refuses_an_out_path_that_is_not_json(tmp_path: Path) -> None:
     out = tmp_path / "variant.txt"
 
-    result = runner.invoke(
-        app, ["streams", "derive", "mini", "--shuffle", "all", "--seed", "0", "--out", str(out)]
-    )
+    result = runner.invoke(app, ["streams", "derive", "mini", "--shuffle", "all", "--seed", "0", "--out", str(out)])
 
     assert isinstance(result.exception, ConfigError)
     assert ".json" in str(result.exception)
@@ -276,9 +254,11 @@ def test_console_script_prints_one_error_line_for_an_unknown_mode(tmp_path: Path
     out = tmp_path / "variant.json"
 
     proc = subprocess.run(
-        [str(nevis), "streams", "derive", "mini", "--shuffle", "bogus", "--seed", "0",
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=120, check=False,
+        [str(nevis), "streams", "derive", "mini", "--shuffle", "bogus", "--seed", "0", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
     assert proc.returncode == 2

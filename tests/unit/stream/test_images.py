@@ -31,8 +31,7 @@ def _framed(height: int, width: int, *, inside: int, outside: int, n: int = 3) -
 
 @pytest.mark.parametrize(
     ("shape", "side", "expected"),
-    [((40, 80), 48, (24, 48)), ((90, 30), 48, (48, 16)), ((16, 16), 48, (16, 16)),
-     ((112, 92), 96, (96, 79))],
+    [((40, 80), 48, (24, 48)), ((90, 30), 48, (48, 16)), ((16, 16), 48, (16, 16)), ((112, 92), 96, (96, 79))],
     ids=["wide", "tall", "small-never-enlarged", "orl-faces"],
 )
 def test_originals_keep_the_aspect_ratio_with_the_long_side_fitted(shape, side, expected):
@@ -49,8 +48,9 @@ def test_originals_at_their_own_size_are_the_source_pixels_as_rgb():
     assert np.array_equal(originals.images, np.repeat(source, 3, axis=-1))
 
 
-@pytest.mark.parametrize("shape", [(30, 60), (61, 30), (30, 31), (32, 32)],
-                         ids=["wide", "tall-odd", "nearly-square", "square"])
+@pytest.mark.parametrize(
+    "shape", [(30, 60), (61, 30), (30, 31), (32, 32)], ids=["wide", "tall-odd", "nearly-square", "square"]
+)
 def test_task_images_are_the_central_square_resized(shape):
     images = to_task_resolution(_framed(*shape, inside=200, outside=10), 16)
     assert images.shape == (3, 16, 16, 3)

@@ -9,13 +9,7 @@ from typing import Any
 import pytest
 
 from services.core.errors import ManifestError
-from workers.stream.manifest import (
-    StreamManifest,
-    TaskSpec,
-    manifest_to_dict,
-    parse_manifest,
-    phase_of,
-)
+from workers.stream.manifest import StreamManifest, TaskSpec, manifest_to_dict, parse_manifest, phase_of
 
 ORIGIN = "my-stream.json"
 
@@ -57,10 +51,7 @@ def valid_doc() -> dict[str, Any]:
                 "dataset": "nevis:mnist",
                 "title": "MNIST",
                 "kind": "multi",
-                "split": {
-                    "kind": "official_test",
-                    "fractions": {"train": 0.7, "dev": 0.15, "dev_test": 0.15},
-                },
+                "split": {"kind": "official_test", "fractions": {"train": 0.7, "dev": 0.15, "dev_test": 0.15}},
             },
             {
                 "order": 3,
@@ -125,9 +116,7 @@ def test_fractions_come_out_in_split_order_whatever_the_file_order() -> None:
 
 def test_rounded_fractions_within_tolerance_are_accepted() -> None:
     doc = valid_doc()
-    doc["tasks"][0]["split"]["fractions"] = {
-        "train": 0.0694, "dev": 0.0694, "dev_test": 0.0694, "test": 0.7918
-    }
+    doc["tasks"][0]["split"]["fractions"] = {"train": 0.0694, "dev": 0.0694, "dev_test": 0.0694, "test": 0.7918}
 
     assert parse_manifest(doc, origin=ORIGIN).tasks[0].split.fractions["test"] == 0.7918
 
@@ -209,26 +198,18 @@ MALFORMED = {
     "split not an object": (_set("tasks.0.split", "random"), "split", 1),
     "split kind unknown": (_set("tasks.0.split.kind", "stratified"), "split.kind", 1),
     "random fractions missing": (_drop("tasks.0.split.fractions"), "split.fractions", 1),
-    "random fractions sum to 0.9": (
-        _set("tasks.0.split.fractions.test", 0.1), "split.fractions", 1
-    ),
+    "random fractions sum to 0.9": (_set("tasks.0.split.fractions.test", 0.1), "split.fractions", 1),
     "random fractions lack test": (
         _set("tasks.0.split.fractions", {"train": 0.8, "dev": 0.1, "dev_test": 0.1}),
         "split.fractions",
         1,
     ),
-    "official fractions include test": (
-        _set("tasks.1.split.fractions.test", 0.0), "split.fractions", 2
-    ),
-    "official fractions sum to 1.1": (
-        _set("tasks.1.split.fractions.train", 0.8), "split.fractions", 2
-    ),
+    "official fractions include test": (_set("tasks.1.split.fractions.test", 0.0), "split.fractions", 2),
+    "official fractions sum to 1.1": (_set("tasks.1.split.fractions.train", 0.8), "split.fractions", 2),
     "fraction negative": (_set("tasks.0.split.fractions.dev", -0.1), "split.fractions.dev", 1),
     "fraction is a bool": (_set("tasks.0.split.fractions.dev", True), "split.fractions.dev", 1),
     "fraction is zero": (_set("tasks.1.split.fractions.dev", 0), "split.fractions.dev", 2),
-    "provided with fractions": (
-        _set("tasks.2.split.fractions", {"train": 1.0}), "split.fractions", 3
-    ),
+    "provided with fractions": (_set("tasks.2.split.fractions", {"train": 1.0}), "split.fractions", 3),
     "seed negative": (_set("tasks.2.split.seed", -1), "split.seed", 3),
     "seed a string": (_set("tasks.2.split.seed", "0"), "split.seed", 3),
     "split text not a string": (_set("tasks.0.split.text", 1), "split.text", 1),
@@ -270,5 +251,16 @@ def test_document_that_is_not_an_object_is_rejected() -> None:
 def test_task_spec_keeps_the_fields_other_modules_use() -> None:
     names = set(TaskSpec.__dataclass_fields__)
 
-    assert {"order", "year", "dataset", "title", "domain", "kind", "num_classes", "split",
-            "phase", "notes", "num_examples"} <= names
+    assert {
+        "order",
+        "year",
+        "dataset",
+        "title",
+        "domain",
+        "kind",
+        "num_classes",
+        "split",
+        "phase",
+        "notes",
+        "num_examples",
+    } <= names

@@ -34,8 +34,7 @@ WIDE, TALL = (40, 120), (120, 40)  # (height, width)
 
 def _sources() -> list[np.ndarray]:
     rng = np.random.RandomState(7)
-    return [rng.randint(0, 256, size=(*(WIDE if k % 4 < 2 else TALL), 3), dtype=np.uint8)
-            for k in range(N)]
+    return [rng.randint(0, 256, size=(*(WIDE if k % 4 < 2 else TALL), 3), dtype=np.uint8) for k in range(N)]
 
 
 def _label(k: int) -> int:
@@ -108,10 +107,10 @@ def _source_of(image: np.ndarray, expected: list[np.ndarray]) -> int:
 
 
 # At scale 4 the stored side (128) holds the sources whole; at 1.5 (48) they are fitted to it.
-@pytest.mark.parametrize(("scale", "stored"), [(4.0, {WIDE: WIDE, TALL: TALL}),
-                                               (1.5, {WIDE: (16, 48), TALL: (48, 16)})])
-def test_mixed_sizes_reach_the_learner_whole_and_evaluation_sees_the_source_square(
-        dataset, tmp_path, scale, stored):
+@pytest.mark.parametrize(
+    ("scale", "stored"), [(4.0, {WIDE: WIDE, TALL: TALL}), (1.5, {WIDE: (16, 48), TALL: (48, 16)})]
+)
+def test_mixed_sizes_reach_the_learner_whole_and_evaluation_sees_the_source_square(dataset, tmp_path, scale, stored):
     key, folder = dataset
     sources = _sources()
     expected = [reference_square(s, SIZE) for s in sources]
@@ -122,8 +121,7 @@ def test_mixed_sizes_reach_the_learner_whole_and_evaluation_sees_the_source_squa
     assert train.images.shape[1:] == (SIZE, SIZE, 3)
     extents = [tuple(e) for e in train.originals.extents.tolist()]
     assert set(extents) == {stored[WIDE], stored[TALL]}  # both orientations, aspect kept
-    for image, original, extent, label in zip(train.images, train.originals.images, extents,
-                                              train.labels, strict=True):
+    for image, original, extent, label in zip(train.images, train.originals.images, extents, train.labels, strict=True):
         k = _source_of(image, expected)
         assert extent == stored[sources[k].shape[:2]] and label == _label(k)
         if scale == 4.0:  # the learner crops from the source itself, not a squashed copy

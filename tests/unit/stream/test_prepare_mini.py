@@ -13,14 +13,14 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli.main import app
-from services.core.errors import DatasetNotFoundError, DataIntegrityError, ManifestError
+from services.core.errors import DataIntegrityError, DatasetNotFoundError, ManifestError
 from services.store.objects import LocalObjectStore
 from workers.stream.dedup import image_hashes
 from workers.stream.manifest import SPLITS, SplitRule, manifest_to_dict
-from workers.stream.prepare import STAGES, prepare_stream, stored_image_size, verify_stream
-from workers.stream.task_data import load_task_data
 from workers.stream.manifest_files import load_stream
+from workers.stream.prepare import STAGES, prepare_stream, stored_image_size, verify_stream
 from workers.stream.shards import load_index
+from workers.stream.task_data import load_task_data
 
 SIZE = 32
 
@@ -35,8 +35,14 @@ def first_run(mini, tmp_path_factory):
     """The mini stream prepared once into a fresh store: (store root, report, events, indexes)."""
     root = tmp_path_factory.mktemp("mini") / "store"
     events, indexes = [], []
-    report = prepare_stream(mini, LocalObjectStore(root), image_size=SIZE, offline_dir=None,
-                            progress=events.append, on_prepared=indexes.append)
+    report = prepare_stream(
+        mini,
+        LocalObjectStore(root),
+        image_size=SIZE,
+        offline_dir=None,
+        progress=events.append,
+        on_prepared=indexes.append,
+    )
     return root, report, events, indexes
 
 
@@ -72,8 +78,7 @@ def test_the_first_run_follows_the_manifest_split_fractions(first_run):
 def test_a_second_run_has_nothing_to_do_and_verifies_every_shard(mini, first_run, store_copy):
     before = _snapshot(store_copy)
     indexes = []
-    report = prepare_stream(mini, store_copy, image_size=SIZE, offline_dir=None,
-                            on_prepared=indexes.append)
+    report = prepare_stream(mini, store_copy, image_size=SIZE, offline_dir=None, on_prepared=indexes.append)
     assert report.nothing_to_do
     assert all(d.status == "present" for d in report.datasets)
     assert report.shards_verified == sum(d.num_shards for d in first_run[1].datasets)
@@ -117,19 +122,18 @@ def test_a_damaged_shard_is_reported_then_rebuilt(mini, store_copy):
 
 
 def test_a_changed_split_rule_rebuilds_the_dataset(mini, store_copy):
-    rule = SplitRule(kind="random", fractions={"train": 0.5, "dev": 0.1, "dev_test": 0.1,
-                                               "test": 0.3}, seed=3)
-    tasks = tuple(replace(t, split=rule) if t.dataset == "shapes:shape" else t
-                  for t in mini.tasks)
-    report = prepare_stream(replace(mini, tasks=tasks), store_copy, image_size=SIZE,
-                            offline_dir=None)
+    rule = SplitRule(kind="random", fractions={"train": 0.5, "dev": 0.1, "dev_test": 0.1, "test": 0.3}, seed=3)
+    tasks = tuple(replace(t, split=rule) if t.dataset == "shapes:shape" else t for t in mini.tasks)
+    report = prepare_stream(replace(mini, tasks=tasks), store_copy, image_size=SIZE, offline_dir=None)
     shape = next(d for d in report.datasets if d.dataset == "shapes:shape")
     assert shape.status == "rebuilt" and shape.counts["test"] == 360
 
 
 def test_missing_datasets_are_all_listed_and_nothing_is_written(mini, tmp_path):
-    extra = [replace(mini.tasks[0], order=len(mini.tasks) + i + 1, dataset=f"offline:{name}")
-             for i, name in enumerate(["gone_one", "gone_two"])]
+    extra = [
+        replace(mini.tasks[0], order=len(mini.tasks) + i + 1, dataset=f"offline:{name}")
+        for i, name in enumerate(["gone_one", "gone_two"])
+    ]
     manifest = replace(mini, tasks=mini.tasks + tuple(extra))
     store = LocalObjectStore(tmp_path / "store")
     (tmp_path / "offline").mkdir()
@@ -144,22 +148,25 @@ def test_missing_datasets_are_all_listed_and_nothing_is_written(mini, tmp_path):
 
 
 def test_one_dataset_with_two_split_rules_in_a_stream_is_refused(mini, tmp_path):
-    twin = replace(mini.tasks[0], order=len(mini.tasks) + 1,
-                   split=SplitRule(kind="random", fractions={"train": 1.0}, seed=0))
+    twin = replace(
+        mini.tasks[0], order=len(mini.tasks) + 1, split=SplitRule(kind="random", fractions={"train": 1.0}, seed=0)
+    )
     with pytest.raises(ManifestError, match="different split rules"):
-        prepare_stream(replace(mini, tasks=mini.tasks + (twin,)),
-                       LocalObjectStore(tmp_path / "s"), image_size=SIZE, offline_dir=None)
+        prepare_stream(
+            replace(mini, tasks=mini.tasks + (twin,)),
+            LocalObjectStore(tmp_path / "s"),
+            image_size=SIZE,
+            offline_dir=None,
+        )
 
 
 @pytest.mark.parametrize(
-    ("override", "explicit", "expected"), [(48, True, 48), (None, True, 64), (None, False, 32)],
+    ("override", "explicit", "expected"),
+    [(48, True, 48), (None, True, 64), (None, False, 32)],
     ids=["option", "environment", "manifest"],
 )
-def test_the_stored_size_comes_from_option_then_environment_then_manifest(
-    mini, override, explicit, expected
-):
-    assert stored_image_size(mini, settings_size=64, settings_explicit=explicit,
-                             override=override) == expected
+def test_the_stored_size_comes_from_option_then_environment_then_manifest(mini, override, explicit, expected):
+    assert stored_image_size(mini, settings_size=64, settings_explicit=explicit, override=override) == expected
 
 
 def _one_task_manifest(mini, path: Path) -> Path:

@@ -13,10 +13,10 @@ import pytest
 from services.core.errors import DataIntegrityError
 from services.store.objects import LocalObjectStore
 from workers.stream.manifest import SPLITS, StreamManifest
-from workers.stream.prepare import prepare_stream
-from workers.stream.task_data import load_task_data
 from workers.stream.manifest_files import load_stream
+from workers.stream.prepare import prepare_stream
 from workers.stream.shards import load_index
+from workers.stream.task_data import load_task_data
 
 SIZE = 16
 N = 40

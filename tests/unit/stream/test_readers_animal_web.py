@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from tests.support.source_fixtures.animal_web import write_animal_web
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
-)
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
 
 
 def test_animal_web_prefix_labels_and_one_copy_of_duplicates(tmp_path):

@@ -10,20 +10,18 @@ from tests.support.source_fixtures.attribute_lists import (
     write_nih_chest_xray,
     write_sun_attributes,
 )
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
+
+
+@pytest.mark.parametrize(
+    "key, writer, classes",
+    [
+        ("celeb_a", write_celeb_a, 4),
+        ("awa2", write_awa2, 3),
+        ("nih_chest_xray", write_nih_chest_xray, 15),
+        ("sun_attributes", write_sun_attributes, 3),
+    ],
 )
-
-
-@pytest.mark.parametrize("key, writer, classes", [
-    ("celeb_a", write_celeb_a, 4),
-    ("awa2", write_awa2, 3),
-    ("nih_chest_xray", write_nih_chest_xray, 15),
-    ("sun_attributes", write_sun_attributes, 3),
-])
 def test_multi_label_tables(tmp_path, key, writer, classes):
     raw, expected = convert_fixture(key, writer, tmp_path)
     assert raw.kind == "multi" and len(raw.class_names) == classes

@@ -6,12 +6,7 @@ import pytest
 
 from services.core.errors import DatasetFormatError
 from tests.support.source_fixtures.caltech_melanoma import write_caltech_categories, write_melanoma
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
-)
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
 
 
 def test_caltech_categories_labels_by_archive_and_skips_readme_and_mat(tmp_path):

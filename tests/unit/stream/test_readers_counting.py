@@ -16,7 +16,9 @@ from workers.stream.readers.counting import count_buckets
 from workers.stream.splits import assign_splits
 
 WRITERS: dict[str, Callable[[Path], list[tuple[str, str | None]]]] = {
-    "trancos": fixtures.write_trancos, "mall": fixtures.write_mall, "shanghai_tech": fixtures.write_shanghai_tech,
+    "trancos": fixtures.write_trancos,
+    "mall": fixtures.write_mall,
+    "shanghai_tech": fixtures.write_shanghai_tech,
 }
 
 

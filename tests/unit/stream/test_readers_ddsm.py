@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from tests.support.source_fixtures.ddsm import write_ddsm
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
-)
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
 from workers.stream.readers.ddsm import CLASSES
 
 

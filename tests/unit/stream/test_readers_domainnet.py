@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from tests.support.source_fixtures.domainnet import CLASSES, write_domainnet
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
-)
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
 
 
 def test_domainnet_lists_domains_and_the_held_out_sketch(tmp_path):

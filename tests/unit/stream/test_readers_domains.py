@@ -4,18 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.source_fixtures.domains import (
-    PACS_SIZES,
-    pacs_images,
-    write_office_caltech_10,
-    write_pacs,
-)
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
-)
+from tests.support.source_fixtures.domains import PACS_SIZES, pacs_images, write_office_caltech_10, write_pacs
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
 from workers.stream.readers.office_caltech import CLASSES
 from workers.stream.readers.pacs import domains_by_name
 

@@ -10,12 +10,7 @@ from tests.support.source_fixtures.fine_grained import (
     write_stanford_cars,
     write_stanford_dogs,
 )
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
-)
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
 
 
 def _check(key, writer, tmp_path, classes=None):
@@ -37,11 +32,18 @@ def test_fgvc_aircraft_families_in_file_order(tmp_path):
 
 
 def test_cub_labels_from_folders_and_the_official_split(tmp_path):
-    _check("caltech_birds2011", write_caltech_birds2011, tmp_path,
-           ["black_footed_albatross", "laysan_albatross", "sooty_albatross"])
+    _check(
+        "caltech_birds2011",
+        write_caltech_birds2011,
+        tmp_path,
+        ["black_footed_albatross", "laysan_albatross", "sooty_albatross"],
+    )
 
 
 def test_stanford_dogs_labels_from_folders_and_the_mat_lists(tmp_path):
-    _check("stanford_dogs", write_stanford_dogs, tmp_path,
-           ["n02085620-chihuahua", "n02085782-japanese_spaniel",
-            "n02093256-staffordshire_bullterrier"])
+    _check(
+        "stanford_dogs",
+        write_stanford_dogs,
+        tmp_path,
+        ["n02085620-chihuahua", "n02085782-japanese_spaniel", "n02093256-staffordshire_bullterrier"],
+    )

@@ -14,7 +14,7 @@ from workers.stream.manifest_files import load_stream
 from workers.stream.splits import assign_splits
 
 
-def _splittable(raw, key: str) -> None:  # noqa: ANN001 - a RawDataset
+def _splittable(raw, key: str) -> None:
     for task in load_stream("nevis22-full").tasks:
         if task.dataset == f"nevis:{key}":
             rows = assign_splits(raw.labels, rule=task.split, given=raw.given_splits, attributes=raw.attributes).rows
@@ -32,8 +32,9 @@ def test_chars74k_takes_the_images_of_each_archive_with_their_sample_class(tmp_p
 def test_casia_reads_gnt_records_inverted_with_their_tags(tmp_path: Path) -> None:
     rows = write_casia_hwdb(tmp_path / "data")
     raw = convert_and_load("casia_hwdb", tmp_path)
-    assert [(raw.class_names[v], s) for v, s in zip(raw.labels, split_of(raw), strict=True)] == \
-        [(name, split) for name, split, _ in rows]
+    assert [(raw.class_names[v], s) for v, s in zip(raw.labels, split_of(raw), strict=True)] == [
+        (name, split) for name, split, _ in rows
+    ]
     assert list(raw.class_names) == sorted({name for name, _, _ in rows})
     for row, (_, _, bitmap) in enumerate(rows):
         assert np.array_equal(image(raw, row)[..., 0], 255 - bitmap)

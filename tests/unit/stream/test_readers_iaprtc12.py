@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from tests.support.source_fixtures.iaprtc12 import write_iaprtc12
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
-)
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
 
 
 def test_iaprtc12_last_region_label_and_train_pool(tmp_path):

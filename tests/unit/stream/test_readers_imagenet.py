@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from tests.support.source_fixtures.imagenet import VAL_IMAGES, write_imagenet2012
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
-)
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
 from workers.stream.readers.imagenet import validation_synsets
 
 

@@ -5,12 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tests.support.source_fixtures.interact import NAMES, write_interact
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
-)
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
 
 
 def test_interact_image_sets_and_train_only_illustrations(tmp_path):

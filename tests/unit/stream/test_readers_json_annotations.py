@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-from tests.support.source_fixtures.json_annotations import (
-    write_caltech_camera_traps,
-    write_coco_single_label,
-)
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
-)
+from tests.support.source_fixtures.json_annotations import write_caltech_camera_traps, write_coco_single_label
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
 from workers.stream.readers.json_annotations import CAMERA_TRAP_CLASSES
 
 
@@ -28,7 +20,9 @@ def test_coco_single_label_crops_each_large_enough_box(tmp_path):
     assert len(raw.class_names) == 90 and raw.class_names[0] == "person"
     given = raw.given_splits
     split = {int(r): "train" for r in given.train} | {int(r): "test" for r in given.test}
-    got = sorted((raw.class_names[int(raw.labels[i])], split[i], tuple(int(v) for v in raw.images.shapes[i]))
-                 for i in range(len(raw.labels)))
+    got = sorted(
+        (raw.class_names[int(raw.labels[i])], split[i], tuple(int(v) for v in raw.images.shapes[i]))
+        for i in range(len(raw.labels))
+    )
     assert got == sorted(expected.values())
     assert split_by_stream(raw, "coco_single_label", "nevis22-full").counts["test"] == 1  # 15.9 px: out

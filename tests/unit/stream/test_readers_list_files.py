@@ -11,21 +11,19 @@ from tests.support.source_fixtures.list_files import (
     write_tiny_imagenet,
     write_wiki_paintings_style,
 )
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
+
+
+@pytest.mark.parametrize(
+    "key, writer, classes",
+    [
+        ("food101", write_food101, 101),
+        ("tiny_imagenet", write_tiny_imagenet, 3),
+        ("german_tsr", write_german_tsr, 43),
+        ("oxford_iiit_pet", write_oxford_iiit_pet, 37),
+        ("wiki_paintings_style", write_wiki_paintings_style, 27),
+    ],
 )
-
-
-@pytest.mark.parametrize("key, writer, classes", [
-    ("food101", write_food101, 101),
-    ("tiny_imagenet", write_tiny_imagenet, 3),
-    ("german_tsr", write_german_tsr, 43),
-    ("oxford_iiit_pet", write_oxford_iiit_pet, 37),
-    ("wiki_paintings_style", write_wiki_paintings_style, 27),
-])
 def test_list_file_sources(tmp_path, key, writer, classes):
     raw, expected = convert_fixture(key, writer, tmp_path)
     assert len(raw.class_names) == classes

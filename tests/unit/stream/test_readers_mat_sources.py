@@ -12,20 +12,18 @@ from tests.support.source_fixtures.mat_sources import (
     write_silhouettes_28,
     write_svhn_cropped,
 )
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
+
+
+@pytest.mark.parametrize(
+    "key, writer, classes",
+    [
+        ("oxford_flowers102", write_oxford_flowers102, 102),
+        ("oxford_flowers_17", write_oxford_flowers_17, 17),
+        ("svhn_cropped", write_svhn_cropped, 10),
+        ("silhouettes_28", write_silhouettes_28, len(SILHOUETTE_NAMES)),
+    ],
 )
-
-
-@pytest.mark.parametrize("key, writer, classes", [
-    ("oxford_flowers102", write_oxford_flowers102, 102),
-    ("oxford_flowers_17", write_oxford_flowers_17, 17),
-    ("svhn_cropped", write_svhn_cropped, 10),
-    ("silhouettes_28", write_silhouettes_28, len(SILHOUETTE_NAMES)),
-])
 def test_mat_sources(tmp_path, key, writer, classes):
     raw, expected = convert_fixture(key, writer, tmp_path)
     assert len(raw.class_names) == classes

@@ -13,7 +13,9 @@ from tests.support.source_fixtures import official_lists as fixtures
 from tests.support.source_fixtures.converted import check_rows_and_stream_splits, convert_and_load
 
 WRITERS: dict[str, Callable[[Path], list[tuple[str, str | None]]]] = {
-    "lfwa": fixtures.write_lfwa, "dtd": fixtures.write_dtd, "aloi": fixtures.write_aloi,
+    "lfwa": fixtures.write_lfwa,
+    "dtd": fixtures.write_dtd,
+    "aloi": fixtures.write_aloi,
 }
 
 

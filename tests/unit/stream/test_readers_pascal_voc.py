@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
-)
 from tests.support.source_fixtures.pascal_voc import (
     write_pascal_voc2005,
     write_pascal_voc2006,
     write_voc_2007,
     write_voc_2012,
 )
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
 from workers.stream.readers.pascal_voc import VOC_LABELS
 
 

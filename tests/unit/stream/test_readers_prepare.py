@@ -34,10 +34,14 @@ def test_converted_fixtures_prepare_with_their_short_stream_rules(tmp_path: Path
     outcomes = convert_sources(KEYS, data, offline, accept_count_change=True, accept_checksum_change=True)
     assert [o.status for o in outcomes] == [CONVERTED] * 3, outcomes
     assert all("mismatch accepted by --accept-checksum-change" in o.detail for o in outcomes)
-    assert "classes: expected 423, found" in outcomes[1].detail and "accepted by --accept-count-change" in outcomes[1].detail
+    assert (
+        "classes: expected 423, found" in outcomes[1].detail
+        and "accepted by --accept-count-change" in outcomes[1].detail
+    )
     manifest = parse_manifest(_short_tasks(KEYS))
-    report = prepare_stream(manifest, LocalObjectStore(tmp_path / "store"), image_size=16, offline_dir=offline,
-                            accept_count_change=True)
+    report = prepare_stream(
+        manifest, LocalObjectStore(tmp_path / "store"), image_size=16, offline_dir=offline, accept_count_change=True
+    )
     notes = {item.dataset: item.notes for item in report.datasets}
     assert any("accepted (--accept-count-change)" in n for n in notes["nevis:lfw"]), notes
     counts = {item.dataset: item.counts for item in report.datasets}

@@ -13,7 +13,8 @@ from tests.support.source_fixtures import side_files as fixtures
 from tests.support.source_fixtures.converted import check_rows_and_stream_splits
 
 WRITERS: dict[str, Callable[[Path], list[tuple[str, str | None]]]] = {
-    "food101n": fixtures.write_food101n, "cvc_muscima": fixtures.write_cvc_muscima,
+    "food101n": fixtures.write_food101n,
+    "cvc_muscima": fixtures.write_cvc_muscima,
     "olivetti_face": fixtures.write_olivetti_face,
 }
 

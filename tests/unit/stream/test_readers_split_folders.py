@@ -15,7 +15,8 @@ from workers.stream.manifest_files import load_stream
 from workers.stream.splits import assign_splits
 
 WRITERS: dict[str, Callable[[Path], list[tuple[str, str]]]] = {
-    "belgium_tsc": fixtures.write_belgium_tsc, "pneumonia_chest_xray": fixtures.write_pneumonia_chest_xray,
+    "belgium_tsc": fixtures.write_belgium_tsc,
+    "pneumonia_chest_xray": fixtures.write_pneumonia_chest_xray,
 }
 
 

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from tests.support.source_fixtures.read_back import (
-    convert_fixture,
-    expected_facts,
-    row_facts,
-    split_by_stream,
-)
+from tests.support.source_fixtures.read_back import convert_fixture, expected_facts, row_facts, split_by_stream
 from tests.support.source_fixtures.vistex import write_vistex
 
 

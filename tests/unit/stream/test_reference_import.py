@@ -27,17 +27,17 @@ from tests.support.source_fixtures.reference_tfrecords import (
     write_tfrecord,
 )
 from workers.stream.formats.parquet_layout import DatasetHeader
-from workers.stream.manifest import parse_manifest
-from workers.stream.prepare import prepare_stream
 from workers.stream.formats.tfrecord import (
     TFRecordError,
-    crc32c_vectorised,
-    crc32c_bytewise,
     crc32c,
+    crc32c_bytewise,
+    crc32c_vectorised,
     iter_records,
     masked_crc32c,
     parse_example,
 )
+from workers.stream.manifest import parse_manifest
+from workers.stream.prepare import prepare_stream
 from workers.stream.readers.reference_metadata import read_reference_metadata
 from workers.stream.readers.reference_tfrecords import FAILED, IMPORTED, PRESENT, SKIPPED, import_reference
 
@@ -52,6 +52,7 @@ def _read(path: Path) -> tuple[DatasetHeader, dict[str, list]]:
 
 
 # --- the container and the message ------------------------------------------------------------
+
 
 def test_crc32c_matches_the_check_value_and_the_byte_loop() -> None:
     assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value (RFC 3720)
@@ -74,19 +75,32 @@ def _protobuf_example_class() -> type:
     feature = proto.message_type.add(name="Feature")
     feature.oneof_decl.add(name="kind")
     for number, name in enumerate(("bytes_list", "float_list", "int64_list"), start=1):
-        feature.field.add(name=name, number=number, type=label.TYPE_MESSAGE, label=label.LABEL_OPTIONAL,
-                          type_name=f".nevistest.{['BytesList', 'FloatList', 'Int64List'][number - 1]}", oneof_index=0)
+        feature.field.add(
+            name=name,
+            number=number,
+            type=label.TYPE_MESSAGE,
+            label=label.LABEL_OPTIONAL,
+            type_name=f".nevistest.{['BytesList', 'FloatList', 'Int64List'][number - 1]}",
+            oneof_index=0,
+        )
     features = proto.message_type.add(name="Features")
     entry = features.nested_type.add(name="FeatureEntry")
     entry.options.map_entry = True
     entry.field.add(name="key", number=1, type=label.TYPE_STRING, label=label.LABEL_OPTIONAL)
-    entry.field.add(name="value", number=2, type=label.TYPE_MESSAGE, label=label.LABEL_OPTIONAL,
-                    type_name=".nevistest.Feature")
-    features.field.add(name="feature", number=1, type=label.TYPE_MESSAGE, label=label.LABEL_REPEATED,
-                       type_name=".nevistest.Features.FeatureEntry")
+    entry.field.add(
+        name="value", number=2, type=label.TYPE_MESSAGE, label=label.LABEL_OPTIONAL, type_name=".nevistest.Feature"
+    )
+    features.field.add(
+        name="feature",
+        number=1,
+        type=label.TYPE_MESSAGE,
+        label=label.LABEL_REPEATED,
+        type_name=".nevistest.Features.FeatureEntry",
+    )
     example = proto.message_type.add(name="Example")
-    example.field.add(name="features", number=1, type=label.TYPE_MESSAGE, label=label.LABEL_OPTIONAL,
-                      type_name=".nevistest.Features")
+    example.field.add(
+        name="features", number=1, type=label.TYPE_MESSAGE, label=label.LABEL_OPTIONAL, type_name=".nevistest.Features"
+    )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("nevistest.Example"))
@@ -100,8 +114,12 @@ def test_parse_example_reads_what_protobuf_serialises_and_what_the_fixture_encod
     message.features.feature["score"].float_list.value.extend([0.5, -1.25])
     message.features.feature["empty"].int64_list.SetInParent()
     parsed = parse_example(message.SerializeToString())
-    assert parsed == {"png_encoded_image": [b"\x89PNG bytes"], "multi_label": [0, 5, 300, -2],
-                      "score": [0.5, -1.25], "empty": []}
+    assert parsed == {
+        "png_encoded_image": [b"\x89PNG bytes"],
+        "multi_label": [0, 5, 300, -2],
+        "score": [0.5, -1.25],
+        "empty": [],
+    }
     ours = encode_example({"png_encoded_image": b"abc", "label": [7]})
     again = example_class.FromString(ours)
     assert again.features.feature["label"].int64_list.value == [7]
@@ -132,7 +150,7 @@ def test_records_stream_in_order_and_a_bad_crc_or_a_truncation_names_file_and_re
     path.write_bytes(path.read_bytes()[:-6])
     with pytest.raises(TFRecordError, match=rf"{path}: record 2 .*truncated.*6 bytes short"):
         list(iter_records(path))
-    path.write_bytes(path.read_bytes()[:second + 5])
+    path.write_bytes(path.read_bytes()[: second + 5])
     with pytest.raises(TFRecordError, match=r"record 1 .*truncated inside the record's header"):
         list(iter_records(path))
 
@@ -159,12 +177,17 @@ def test_a_pickle_cannot_run_code_while_the_metadata_is_read(tmp_path: Path) -> 
 
 # --- the import ---------------------------------------------------------------------------------
 
+
 def test_import_keeps_images_labels_class_names_and_splits(tmp_path: Path) -> None:
     written = write_reference_folder(tmp_path / "nevis_data")
     offline = tmp_path / "offline"
     outcomes = {o.folder: o for o in import_reference(tmp_path / "nevis_data", offline)}
     assert {k: o.status for k, o in outcomes.items()} == {
-        "coil20": IMPORTED, "sun_attributes": IMPORTED, "aloi_grey": SKIPPED, "notes": SKIPPED}
+        "coil20": IMPORTED,
+        "sun_attributes": IMPORTED,
+        "aloi_grey": SKIPPED,
+        "notes": SKIPPED,
+    }
     assert "not a source of any NEVIS'22 stream" in outcomes["aloi_grey"].detail
     assert "no metadata file and no data-*-of-* TFRecord shards" in outcomes["notes"].detail
 
@@ -236,12 +259,14 @@ def test_a_dataset_not_ready_or_not_asked_for_is_skipped(tmp_path: Path) -> None
 
 # --- the command ----------------------------------------------------------------------------------
 
+
 def _row(output: str, key: str) -> str:
     return " ".join(next(line for line in output.splitlines() if line.startswith(f"│ {key} ")).split())
 
 
-def test_the_command_prints_a_row_per_folder(settings_env: Path, monkeypatch: pytest.MonkeyPatch,
-                                            tmp_path: Path) -> None:
+def test_the_command_prints_a_row_per_folder(
+    settings_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     offline = tmp_path / "offline"
     monkeypatch.setenv("NEVIS_OFFLINE_DATA_DIR", str(offline))
     get_settings.cache_clear()
@@ -254,8 +279,9 @@ def test_the_command_prints_a_row_per_folder(settings_env: Path, monkeypatch: py
 
     shard = tmp_path / "ref" / "stable" / "sun_attributes" / "test" / "data-00000-of-00001"
     shard.write_bytes(shard.read_bytes()[:-3])
-    result = runner.invoke(app, ["data", "import-reference", str(tmp_path / "ref"), "--datasets",
-                                 "sun_attributes", "--force"], env=WIDE)
+    result = runner.invoke(
+        app, ["data", "import-reference", str(tmp_path / "ref"), "--datasets", "sun_attributes", "--force"], env=WIDE
+    )
     assert isinstance(result.exception, DataIntegrityError)
     assert "failed" in _row(result.stdout, "sun_attributes")
     assert "sun_attributes" in str(result.exception)
@@ -266,17 +292,24 @@ def test_imported_datasets_prepare_and_the_reference_split_can_be_kept_exactly(t
     row the reference's own split; the stream's ``random`` rule deals the same rows afresh."""
     write_reference_folder(tmp_path / "ref")
     offline = tmp_path / "offline"
-    assert [o.status for o in import_reference(tmp_path / "ref", offline, names=["coil20", "sun_attributes"])] \
-        == [IMPORTED, IMPORTED]
-    exact = {"kind": "by_attribute", "attribute": "reference_split", "seed": 0,
-             "values": {"train": ["train"], "dev": ["dev"], "dev_test": ["dev_test"], "test": ["test"]}}
+    assert [o.status for o in import_reference(tmp_path / "ref", offline, names=["coil20", "sun_attributes"])] == [
+        IMPORTED,
+        IMPORTED,
+    ]
+    exact = {
+        "kind": "by_attribute",
+        "attribute": "reference_split",
+        "seed": 0,
+        "values": {"train": ["train"], "dev": ["dev"], "dev_test": ["dev_test"], "test": ["test"]},
+    }
     doc = json.loads((Path(__file__).resolve().parents[3] / "workers/stream/manifests/nevis22-full.json").read_text())
     coil = next(t for t in doc["tasks"] if t["dataset"] == "nevis:coil20")
     sun = next(t for t in doc["tasks"] if t["dataset"] == "nevis:sun_attributes")
     tasks = [{**coil, "order": 1, "num_classes": 3, "split": exact}, {**sun, "order": 2, "num_classes": 4}]
     manifest = parse_manifest({**doc, "name": "imported", "tasks": tasks})
-    report = prepare_stream(manifest, LocalObjectStore(tmp_path / "store"), image_size=8, offline_dir=offline,
-                            accept_count_change=True)  # fixtures: far fewer classes than pinned
+    report = prepare_stream(
+        manifest, LocalObjectStore(tmp_path / "store"), image_size=8, offline_dir=offline, accept_count_change=True
+    )  # fixtures: far fewer classes than pinned
     counts = {item.dataset: item.counts for item in report.datasets}
     assert counts["nevis:coil20"] == {"train": 5, "dev": 2, "dev_test": 2, "test": 3}
     assert sum(counts["nevis:sun_attributes"].values()) == 6

@@ -108,8 +108,7 @@ def test_full_stream_splits_keep_the_source_text_and_say_how_they_were_mapped(fu
     coil100 = full.tasks[6]
     assert coil100.split.kind == "by_attribute" and "view angle" in coil100.split.text
     assert coil100.split.attribute == "angle_bin" and not coil100.split.approximate
-    assert full.tasks[0].split.fractions == {"train": 0.56, "dev": 0.12, "dev_test": 0.12,
-                                             "test": 0.2}
+    assert full.tasks[0].split.fractions == {"train": 0.56, "dev": 0.12, "dev_test": 0.12, "test": 0.2}
     assert not any("split mapping:" in t.notes for t in full.tasks)
 
 
@@ -121,12 +120,21 @@ def test_no_split_of_full_or_short_is_approximate(full, short) -> None:
 
 # order in FULL -> (kind, attribute) of the rules that reproduce the reference's custom splits
 REFERENCE_RULES = {
-    4: ("per_class_counts", ""), 7: ("by_attribute", "angle_bin"),
-    21: ("by_attribute", "pose"), 22: ("official_val", ""), 28: ("per_class_counts", ""),
-    44: ("official_val", ""), 45: ("by_attribute", "instance"), 61: ("random", "image_set"),
+    4: ("per_class_counts", ""),
+    7: ("by_attribute", "angle_bin"),
+    21: ("by_attribute", "pose"),
+    22: ("official_val", ""),
+    28: ("per_class_counts", ""),
+    44: ("official_val", ""),
+    45: ("by_attribute", "instance"),
+    61: ("random", "image_set"),
     66: ("per_class_counts", ""),
-    74: ("held_out", "domain"), 75: ("held_out", "domain"), 92: ("by_attribute", "angle_bin"),
-    93: ("official_test", ""), 95: ("by_attribute", "subject"), 98: ("held_out_parts", "domain"),
+    74: ("held_out", "domain"),
+    75: ("held_out", "domain"),
+    92: ("by_attribute", "angle_bin"),
+    93: ("official_test", ""),
+    95: ("by_attribute", "subject"),
+    98: ("held_out_parts", "domain"),
     99: ("official_val", ""),
 }
 
@@ -139,12 +147,15 @@ def test_custom_reference_splits_map_to_their_own_rule_kinds(full, order) -> Non
 
 def test_the_reference_lists_are_in_the_manifest(full) -> None:
     coil, biwi, norb = full.tasks[6].split, full.tasks[94].split, full.tasks[44].split
-    assert dict(coil.values) == {"train": (70, 71, 0, 1, 2), "dev": (16, 17, 18, 19, 20),
-                                 "dev_test": (50, 51, 52, 53, 54), "test": "rest"}
+    assert dict(coil.values) == {
+        "train": (70, 71, 0, 1, 2),
+        "dev": (16, 17, 18, 19, 20),
+        "dev_test": (50, 51, 52, 53, 54),
+        "test": "rest",
+    }
     assert biwi.values["dev"] == (2, 7) and biwi.values["dev_test"] == (3, 9)
     assert biwi.values["test"] == (1, 4, 8, 10) and len(biwi.values["train"]) == 16
-    assert norb.values == {"train": (7, 8, 9), "dev": (4,), "dev_test": (6,),
-                           "test": "source_test"}
+    assert norb.values == {"train": (7, 8, 9), "dev": (4,), "dev_test": (6,), "test": "source_test"}
     voc2012 = full.tasks[43].split
     assert dict(voc2012.test_fractions) == {"dev_test": 0.5, "test": 0.5}
     assert full.tasks[74].split.held_out == ("sketch",)
@@ -170,8 +181,18 @@ def test_offline_stream_follows_nevis_years_with_meta_test_from_2018() -> None:
     offline = load_stream("offline")
 
     assert [t.dataset_name for t in offline.tasks] == [
-        "orl_faces", "coil20", "coil100", "mpeg7_shapes", "mnist", "caltech101",
-        "umist_faces", "extended_yaleb", "cifar10", "usps", "semeion", "fashion_mnist",
+        "orl_faces",
+        "coil20",
+        "coil100",
+        "mpeg7_shapes",
+        "mnist",
+        "caltech101",
+        "umist_faces",
+        "extended_yaleb",
+        "cifar10",
+        "usps",
+        "semeion",
+        "fashion_mnist",
     ]
     assert [t.dataset_name for t in offline.meta_test] == ["usps", "semeion", "fashion_mnist"]
     assert all(t.source == "offline" and t.split.kind == "provided" for t in offline.tasks)
@@ -183,7 +204,10 @@ def test_offline_stream_matches_the_dataset_sidecars() -> None:
     for task in load_stream("offline").tasks:
         meta = json.loads((OFFLINE_DIR / f"{task.dataset_name}.json").read_text())
         assert (task.year, task.domain, task.num_classes, task.num_examples) == (
-            meta["year_introduced"], meta["domain"], meta["num_classes"], meta["num_examples"]
+            meta["year_introduced"],
+            meta["domain"],
+            meta["num_classes"],
+            meta["num_examples"],
         ), task.dataset
 
 
@@ -203,8 +227,7 @@ def test_mini_stream_is_digits_then_shapes() -> None:
 
 
 def _converter() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("convert_nevis_csv",
-                                                  REPO / "scripts" / "convert_nevis_csv.py")
+    spec = importlib.util.spec_from_file_location("convert_nevis_csv", REPO / "scripts" / "convert_nevis_csv.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -238,17 +261,13 @@ def test_converter_checks_the_table_against_the_reference_lists() -> None:
     )
     assert (rule["kind"], rule["attribute"], approximate) == ("by_attribute", "angle_bin", "")
     with pytest.raises(converter.ConversionError, match="COIL-100"):
-        converter.split_rule(
-            "split by view angle: train 6 bins (600 imgs) dev 500 dev_test 500 test 5600"
-        )
+        converter.split_rule("split by view angle: train 6 bins (600 imgs) dev 500 dev_test 500 test 5600")
     with pytest.raises(converter.ConversionError, match="add up"):
         converter.split_rule("9 crops/class 5/1/1/3")
-    rule, _ = converter.split_rule("per-class split test 20%, dev/dev-test 15% of rest",
-                                   "nevis:interact")
+    rule, _ = converter.split_rule("per-class split test 20%, dev/dev-test 15% of rest", "nevis:interact")
     assert (rule["attribute"], rule["train_only"]) == ("image_set", ["illustration"])
     with pytest.raises(converter.ConversionError, match="nevis:interact"):
-        converter.split_rule("random 56/12/12/20 train/dev/dev-test/test (seed 0)",
-                             "nevis:interact")
+        converter.split_rule("random 56/12/12/20 train/dev/dev-test/test (seed 0)", "nevis:interact")
     with pytest.raises(converter.ConversionError, match="tail"):
         converter.split_rule("random 56/12/12/20 train/dev/dev-test/test (seed 0) per video")
 

@@ -12,14 +12,7 @@ import pytest
 from services.core.errors import UnknownNameError
 from workers.stream.adapters import AdapterContext, load_dataset
 from workers.stream.adapters.base import content_checksum
-from workers.stream.adapters.shapes import (
-    HUE_NAMES,
-    SCALE_NAMES,
-    SHAPES,
-    VARIANTS,
-    draw_factors,
-    generate_shapes,
-)
+from workers.stream.adapters.shapes import HUE_NAMES, SCALE_NAMES, SHAPES, VARIANTS, draw_factors, generate_shapes
 
 # sha256 over the factor tables (as float64, sorted by name) drawn for 1,200 examples.
 # numpy keeps RandomState's stream fixed, so these pin the datasets across machines.
@@ -75,17 +68,13 @@ def test_variants_differ_from_each_other(generated):
     assert len(digests) == len(VARIANTS)
 
 
-@pytest.mark.parametrize(
-    ("variant", "names"), [("shape", SHAPES), ("hue", HUE_NAMES), ("scale", SCALE_NAMES)]
-)
+@pytest.mark.parametrize(("variant", "names"), [("shape", SHAPES), ("hue", HUE_NAMES), ("scale", SCALE_NAMES)])
 def test_single_label_variants_are_exactly_balanced(variant, names, generated):
     data = generated[variant]
     assert data.images.shape == (1200, 64, 64, 3) and data.images.dtype == np.uint8
     assert data.labels.dtype == np.int64
     assert data.class_names == names
-    assert np.bincount(data.labels, minlength=len(names)).tolist() == [1200 // len(names)] * len(
-        names
-    )
+    assert np.bincount(data.labels, minlength=len(names)).tolist() == [1200 // len(names)] * len(names)
 
 
 def test_multi_variant_has_one_to_three_objects_and_every_label(generated):

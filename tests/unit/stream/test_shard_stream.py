@@ -51,8 +51,7 @@ def test_batches_depend_on_the_seed_only_not_on_the_readers():
     slow = ShardStream(_shards(), lambda s: _read(s, 0.01), seed=4, readers=3, prefetch=3)
     quick = ShardStream(_shards(), _read, seed=4, readers=1, prefetch=1)
     np.testing.assert_array_equal(_labels(slow, 16, 20), _labels(quick, 16, 20))
-    assert not np.array_equal(_labels(quick, 16, 20),
-                              _labels(ShardStream(_shards(), _read, seed=5), 16, 20))
+    assert not np.array_equal(_labels(quick, 16, 20), _labels(ShardStream(_shards(), _read, seed=5), 16, 20))
 
 
 def test_a_shard_that_fails_to_read_fails_the_learners_thread():

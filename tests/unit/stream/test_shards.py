@@ -14,11 +14,11 @@ from services.store.objects import LocalObjectStore
 from workers.stream.manifest import SPLITS
 from workers.stream.shards import (
     DatasetIndex,
+    check_dataset_listed,
     encode_shard,
     index_key,
     load_index,
     read_labelled,
-    check_dataset_listed,
     read_split,
     verify_dataset,
     write_dataset,
@@ -32,8 +32,7 @@ CANVAS = (12, 6)  # originals: a portrait canvas, each row with its own valid ex
 def _originals(n: int) -> Originals:
     rng = np.random.RandomState(1)
     extents = np.stack([rng.randint(1, CANVAS[0] + 1, n), rng.randint(1, CANVAS[1] + 1, n)], 1)
-    return Originals(rng.randint(0, 256, size=(n, *CANVAS, 3), dtype=np.uint8),
-                     extents.astype(np.int32))
+    return Originals(rng.randint(0, 256, size=(n, *CANVAS, 3), dtype=np.uint8), extents.astype(np.int32))
 
 
 def _data(n: int = 50, *, multi: bool = False):
@@ -43,27 +42,46 @@ def _data(n: int = 50, *, multi: bool = False):
         labels = (rng.rand(n, 3) > 0.5).astype(np.uint8)
     else:
         labels = (np.arange(n) % 3).astype(np.int64)
-    rows = {"train": np.arange(0, 30), "dev": np.arange(30, 36), "dev_test": np.arange(36, 40),
-            "test": np.arange(40, n)}
+    rows = {
+        "train": np.arange(0, 30),
+        "dev": np.arange(30, 36),
+        "dev_test": np.arange(36, 40),
+        "test": np.arange(40, n),
+    }
     return images, labels, rows
 
 
 def _draft(dataset: str = "offline:toy", *, kind: str = "single") -> DatasetIndex:
     return DatasetIndex(
-        dataset=dataset, kind=kind, class_names=("a", "b", "c"), image_size=SIZE,
-        resize_method="none", stored_side=12, stored_shape=CANVAS, originals_method="none",
+        dataset=dataset,
+        kind=kind,
+        class_names=("a", "b", "c"),
+        image_size=SIZE,
+        resize_method="none",
+        stored_side=12,
+        stored_shape=CANVAS,
+        originals_method="none",
         split_rule={"kind": "random", "fractions": {}, "seed": 0},
-        split_how="by hand", counts={}, shards={}, dedup={"total_removed": 0},
-        source_checksum="f" * 64, source={"title": "toy"},
+        split_how="by hand",
+        counts={},
+        shards={},
+        dedup={"total_removed": 0},
+        source_checksum="f" * 64,
+        source={"title": "toy"},
     )
 
 
 def _write(store, *, multi: bool = False, per_shard: int = 7) -> tuple[DatasetIndex, tuple]:
     images, labels, rows = _data(multi=multi)
-    index = write_dataset(store, images=images, labels=labels, originals=_originals(len(images)),
-                          split_rows=rows,
-                          index=_draft(kind="multi" if multi else "single"),
-                          max_examples_per_shard=per_shard)
+    index = write_dataset(
+        store,
+        images=images,
+        labels=labels,
+        originals=_originals(len(images)),
+        split_rows=rows,
+        index=_draft(kind="multi" if multi else "single"),
+        max_examples_per_shard=per_shard,
+    )
     return index, (images, labels, rows)
 
 
@@ -106,19 +124,16 @@ def test_an_index_of_the_old_shard_format_is_refused_with_how_to_rebuild(store):
 
 def test_write_refuses_originals_that_do_not_match_the_index_canvas(store):
     images, labels, rows = _data()
-    wrong = Originals(np.zeros((len(images), 6, 12, 3), np.uint8),
-                      np.full((len(images), 2), 6, np.int32))
+    wrong = Originals(np.zeros((len(images), 6, 12, 3), np.uint8), np.full((len(images), 2), 6, np.int32))
     with pytest.raises(ValueError, match="stored_shape"):
-        write_dataset(store, images=images, labels=labels, originals=wrong, split_rows=rows,
-                      index=_draft())
+        write_dataset(store, images=images, labels=labels, originals=wrong, split_rows=rows, index=_draft())
 
 
 def test_shards_follow_the_documented_layout_and_size_limit(store):
     index, _ = _write(store, per_shard=7)
     keys = list(store.list("datasets/offline/toy/8px"))
     assert "datasets/offline/toy/8px/index.json" in keys
-    assert [s.key for s in index.shards["train"]] == [
-        f"datasets/offline/toy/8px/train-{i:05d}.npz" for i in range(5)]
+    assert [s.key for s in index.shards["train"]] == [f"datasets/offline/toy/8px/train-{i:05d}.npz" for i in range(5)]
     assert all(s.num_examples <= 7 for s in index.all_shards)
     assert [s.num_examples for s in index.shards["train"]] == [7, 7, 7, 7, 2]
     assert index.key == index_key("offline:toy", SIZE)
@@ -137,14 +152,16 @@ def test_shard_bytes_depend_only_on_the_arrays():
     images, labels, _ = _data()
     rows, originals = np.arange(10), _originals(10)
     assert encode_shard(images[:10], labels[:10], rows, originals) == encode_shard(
-        images[:10].copy(), labels[:10].copy(), rows.copy(), originals.take(slice(None)))
+        images[:10].copy(), labels[:10].copy(), rows.copy(), originals.take(slice(None))
+    )
 
 
 def test_an_empty_split_reads_as_empty_arrays(store):
     images, labels, rows = _data()
     rows["dev_test"] = np.array([], dtype=np.int64)
-    index = write_dataset(store, images=images, labels=labels, originals=_originals(len(images)),
-                          split_rows=rows, index=_draft())
+    index = write_dataset(
+        store, images=images, labels=labels, originals=_originals(len(images)), split_rows=rows, index=_draft()
+    )
     x, y = read_split(store, index, "dev_test")
     assert x.shape == (0, SIZE, SIZE, 3) and y.shape == (0,) and index.shards["dev_test"] == ()
     empty = read_labelled(store, index, "dev_test", originals=True).originals

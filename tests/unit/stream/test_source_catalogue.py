@@ -90,7 +90,7 @@ def test_a_mirror_must_be_http_or_s3() -> None:
 
 
 def test_the_catalogue_is_package_data() -> None:
-    from importlib import resources  # noqa: PLC0415
+    from importlib import resources
 
     doc = json.loads(resources.files("workers.stream.sources").joinpath("catalogue.json").read_text())
     assert doc["format"] == 1 and len(doc["sources"]) == 97
@@ -98,20 +98,37 @@ def test_the_catalogue_is_package_data() -> None:
     assert '"workers.stream.sources" = ["catalogue.json"]' in pyproject
 
 
-@pytest.mark.skipif(not (REPO.parent / "shared" / "streams" / "nevis22_sources.json").exists(),
-                    reason="the reference table (../shared) is not beside this checkout")
+@pytest.mark.skipif(
+    not (REPO.parent / "shared" / "streams" / "nevis22_sources.json").exists(),
+    reason="the reference table (../shared) is not beside this checkout",
+)
 def test_the_catalogue_is_up_to_date_with_its_generator() -> None:
-    done = subprocess.run([sys.executable, "scripts/build_source_catalogue.py", "--check"], cwd=REPO,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "scripts/build_source_catalogue.py", "--check"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_nevis_source_catalogue_replaces_the_packaged_one(settings_env, monkeypatch, tmp_path: Path) -> None:
-    from services.core.config import get_settings  # noqa: PLC0415
+    from services.core.config import get_settings
 
     packaged = load_catalogue()
-    mine = {"format": 1, "sources": [{"key": "mnist", "needs": "none", "files": [
-        {"name": "train.gz", "url": "https://example.org/train.gz", "checksum": "sha256:" + "0" * 64}]}]}
+    mine = {
+        "format": 1,
+        "sources": [
+            {
+                "key": "mnist",
+                "needs": "none",
+                "files": [
+                    {"name": "train.gz", "url": "https://example.org/train.gz", "checksum": "sha256:" + "0" * 64}
+                ],
+            }
+        ],
+    }
     path = tmp_path / "mine.json"
     path.write_text(json.dumps(mine))
     monkeypatch.setenv("NEVIS_SOURCE_CATALOGUE", str(path))

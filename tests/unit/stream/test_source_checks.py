@@ -39,8 +39,9 @@ def _short_stream(key: str) -> dict:
     return {**doc, "name": f"short-{key}", "tasks": [{**tasks[0], "order": 1}]}
 
 
-def _catalogue_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str,
-                    checksums: dict[str, str | None]) -> None:
+def _catalogue_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, checksums: dict[str, str | None]
+) -> None:
     """NEVIS_SOURCE_CATALOGUE: the packaged catalogue with ``key``'s checksums replaced."""
     doc = json.loads(resources.files("workers.stream.sources").joinpath("catalogue.json").read_text())
     for entry in doc["sources"]:
@@ -74,8 +75,7 @@ def test_convert_fails_on_pinned_counts_and_writes_nothing(mnist: Path, tmp_path
 
 
 def test_an_accepted_count_change_is_converted_and_said(mnist: Path, tmp_path: Path) -> None:
-    outcome = convert_one("mnist", mnist, tmp_path / "offline", accept_count_change=True,
-                          accept_checksum_change=True)
+    outcome = convert_one("mnist", mnist, tmp_path / "offline", accept_count_change=True, accept_checksum_change=True)
     assert outcome.status == CONVERTED and outcome.rows == 8
     assert "counts differ from pinned, accepted by --accept-count-change" in outcome.detail
     assert all(line in outcome.detail for line in MNIST_PINNED)
@@ -90,10 +90,10 @@ def test_prepare_fails_on_pinned_counts_unless_accepted(mnist: Path, tmp_path: P
     assert all(line in str(refused.value) for line in MNIST_PINNED)
     assert "Source 'mnist'" in str(refused.value)
     assert not list(store.list("datasets/"))  # nothing was written
-    report = prepare_stream(manifest, store, image_size=16, offline_dir=offline,
-                            accept_count_change=True)
+    report = prepare_stream(manifest, store, image_size=16, offline_dir=offline, accept_count_change=True)
     assert any("accepted (--accept-count-change)" in note for note in report.datasets[0].notes)
-    from workers.stream.shards import load_index  # noqa: PLC0415 - one use
+    from workers.stream.shards import load_index
+
     check = load_index(store, "nevis:mnist", 16).source["counts_check"]
     assert check["accepted_change"]["flag"] == "--accept-count-change"
     assert check["rows"] == {"train": 5, "test": 3} and check["pinned"]["rows"]["train"] == 60000
@@ -105,13 +105,24 @@ def test_a_task_class_count_differing_from_the_data_fails_prepare(mnist: Path, t
     doc = _short_stream("mnist")
     doc["tasks"][0]["num_classes"] = 11
     with pytest.raises(CountMismatchError, match="says 11 classes, the data has 10"):
-        prepare_stream(parse_manifest(doc), LocalObjectStore(tmp_path / "store"), image_size=16,
-                       offline_dir=offline, accept_count_change=False)
+        prepare_stream(
+            parse_manifest(doc),
+            LocalObjectStore(tmp_path / "store"),
+            image_size=16,
+            offline_dir=offline,
+            accept_count_change=False,
+        )
 
 
 def test_matching_counts_pass_and_are_recorded() -> None:
-    source = parse_source({"key": "toy", "needs": "none", "files": [],
-                           "expected": {"classes": 3, "rows": {"train": 4, "test": 2}, "from": "TFDS"}})
+    source = parse_source(
+        {
+            "key": "toy",
+            "needs": "none",
+            "files": [],
+            "expected": {"classes": 3, "rows": {"train": 4, "test": 2}, "from": "TFDS"},
+        }
+    )
     record = count_record(source, 3, {"train": 4, "test": 2}, accept=False)
     assert record["pinned"]["rows"] == {"train": 4, "test": 2} and "accepted_change" not in record
     with pytest.raises(CountMismatchError, match=r"classes: expected 3, found 2"):
@@ -119,7 +130,8 @@ def test_matching_counts_pass_and_are_recorded() -> None:
 
 
 def test_hand_placed_files_are_held_to_the_catalogue_checksums(
-        settings_env: Path, mnist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings_env: Path, mnist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = mnist / "sources" / "mnist"
     sums = {p.name: _sha256(p) for p in folder.iterdir()}
     _catalogue_with(tmp_path, monkeypatch, "mnist", sums)
@@ -133,8 +145,7 @@ def test_hand_placed_files_are_held_to_the_catalogue_checksums(
     assert refused.status == FAILED and not (tmp_path / "other").exists()
     assert f"train-labels-idx1-ubyte.gz: checksum mismatch: expected md5:{'0' * 32}" in refused.detail
     assert "NOT verified (no checksum in the catalogue): t10k-labels-idx1-ubyte.gz" in refused.detail
-    accepted = convert_one("mnist", mnist, tmp_path / "other", accept_count_change=True,
-                           accept_checksum_change=True)
+    accepted = convert_one("mnist", mnist, tmp_path / "other", accept_count_change=True, accept_checksum_change=True)
     assert accepted.status == CONVERTED
     assert "mismatch accepted by --accept-checksum-change" in accepted.detail
 
@@ -146,8 +157,9 @@ def test_the_packaged_catalogue_has_a_checksum_for_every_file() -> None:
 
 
 def test_lfw_whose_rule_keeps_no_one_says_why(tmp_path: Path) -> None:
-    members = {f"lfw/P{p}/P{p}_{n:04d}.jpg": image_bytes(8, 8, seed=10 * p + n, fmt="JPEG")
-               for p in range(3) for n in range(4)}
+    members = {
+        f"lfw/P{p}/P{p}_{n:04d}.jpg": image_bytes(8, 8, seed=10 * p + n, fmt="JPEG") for p in range(3) for n in range(4)
+    }
     write_tar(tmp_path / "data" / "sources" / "lfw" / "lfw.tgz", members, compression="gz")
     with pytest.raises(RuleKeepsNothingError) as empty:
         convert_source("lfw", tmp_path / "data", tmp_path / "offline", accept_count_change=True)
@@ -172,10 +184,13 @@ def test_coco_whose_boxes_are_all_small_names_the_rule(tmp_path: Path) -> None:
     for part, image_id in (("train2017", 9), ("val2017", 139)):
         name = f"{image_id:012d}.jpg"
         write_zip(folder / f"{part}.zip", {f"{part}/{name}": image_bytes(64, 48, seed=image_id, fmt="JPEG")})
-        tables[f"annotations/instances_{part}.json"] = json.dumps({
-            "images": [{"id": image_id, "file_name": name, "width": 64, "height": 48}],
-            "annotations": [{"id": 1, "image_id": image_id, "bbox": [1, 1, 15, 40], "category_id": 1}],
-            "categories": [{"id": 1, "name": "person"}]}).encode()
+        tables[f"annotations/instances_{part}.json"] = json.dumps(
+            {
+                "images": [{"id": image_id, "file_name": name, "width": 64, "height": 48}],
+                "annotations": [{"id": 1, "image_id": image_id, "bbox": [1, 1, 15, 40], "category_id": 1}],
+                "categories": [{"id": 1, "name": "person"}],
+            }
+        ).encode()
     write_zip(folder / "annotations_trainval2017.zip", tables)
     with pytest.raises(RuleKeepsNothingError) as empty:
         convert_source("coco_single_label", tmp_path / "data", tmp_path / "offline", accept_count_change=True)
@@ -184,11 +199,12 @@ def test_coco_whose_boxes_are_all_small_names_the_rule(tmp_path: Path) -> None:
 
 
 def test_nevis_data_prepare_stops_on_a_fetched_source_of_other_counts(
-        settings_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from typer.testing import CliRunner  # noqa: PLC0415 - the one CLI test here
+    settings_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
 
-    from services.cli.main import app  # noqa: PLC0415
-    from services.core.errors import DataIntegrityError  # noqa: PLC0415
+    from services.cli.main import app
+    from services.core.errors import DataIntegrityError
 
     write_idx_source(settings_env, "mnist")
     folder = settings_env / "sources" / "mnist"

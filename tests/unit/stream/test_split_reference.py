@@ -15,24 +15,35 @@ from workers.stream.adapters.base import GivenSplits
 from workers.stream.manifest import SPLITS, SplitRule
 from workers.stream.splits import assign_splits
 
-COIL = SplitRule(kind="by_attribute", attribute="angle_bin", values={
-    "train": (70, 71, 0, 1, 2), "dev": (16, 17, 18, 19, 20), "dev_test": (50, 51, 52, 53, 54),
-    "test": "rest"})
-BIWI = SplitRule(kind="by_attribute", attribute="subject", values={
-    "train": (5, 6, *range(11, 25)), "dev": (2, 7), "dev_test": (3, 9), "test": (1, 4, 8, 10)})
-NORB = SplitRule(kind="by_attribute", attribute="instance", values={
-    "train": (7, 8, 9), "dev": (4,), "dev_test": (6,), "test": "source_test"})
-PACS = SplitRule(kind="held_out", attribute="domain", held_out=("sketch",),
-                 fractions={"train": 0.8, "dev": 0.2},
-                 test_fractions={"dev_test": 0.5, "test": 0.5})
+COIL = SplitRule(
+    kind="by_attribute",
+    attribute="angle_bin",
+    values={"train": (70, 71, 0, 1, 2), "dev": (16, 17, 18, 19, 20), "dev_test": (50, 51, 52, 53, 54), "test": "rest"},
+)
+BIWI = SplitRule(
+    kind="by_attribute",
+    attribute="subject",
+    values={"train": (5, 6, *range(11, 25)), "dev": (2, 7), "dev_test": (3, 9), "test": (1, 4, 8, 10)},
+)
+NORB = SplitRule(
+    kind="by_attribute",
+    attribute="instance",
+    values={"train": (7, 8, 9), "dev": (4,), "dev_test": (6,), "test": "source_test"},
+)
+PACS = SplitRule(
+    kind="held_out",
+    attribute="domain",
+    held_out=("sketch",),
+    fractions={"train": 0.8, "dev": 0.2},
+    test_fractions={"dev_test": 0.5, "test": 0.5},
+)
 DOMAINNET = SplitRule(kind="held_out_parts", attribute="domain", held_out=("sketch",))
 OFFICIAL_VAL = SplitRule(kind="official_val", fractions={"train": 0.8, "dev": 0.2})
-VOC2012 = SplitRule(kind="official_val", fractions={"train": 0.8, "dev": 0.2},
-                    test_fractions={"dev_test": 0.5, "test": 0.5})
-LFW = SplitRule(kind="per_class_counts", counts={"dev": 1, "dev_test": 1, "test": 2},
-                pick="last")
-BRODATZ = SplitRule(kind="per_class_counts", counts={"dev": 1, "dev_test": 1, "test": 2},
-                    pick="random")
+VOC2012 = SplitRule(
+    kind="official_val", fractions={"train": 0.8, "dev": 0.2}, test_fractions={"dev_test": 0.5, "test": 0.5}
+)
+LFW = SplitRule(kind="per_class_counts", counts={"dev": 1, "dev_test": 1, "test": 2}, pick="last")
+BRODATZ = SplitRule(kind="per_class_counts", counts={"dev": 1, "dev_test": 1, "test": 2}, pick="random")
 
 
 def _assert_partition(rows, n: int) -> None:
@@ -73,8 +84,7 @@ def test_subject_disjoint_rule_keeps_each_subject_in_one_split():
 
     _assert_partition(result.rows, len(subjects))
     found = {s: set(subjects[result.rows[s]].tolist()) for s in SPLITS}
-    assert found == {"train": {5, 6, *range(11, 25)}, "dev": {2, 7}, "dev_test": {3, 9},
-                     "test": {1, 4, 8, 10}}
+    assert found == {"train": {5, 6, *range(11, 25)}, "dev": {2, 7}, "dev_test": {3, 9}, "test": {1, 4, 8, 10}}
 
 
 def test_instance_rule_splits_the_source_train_part_and_keeps_its_test_part():
@@ -93,9 +103,16 @@ def test_instance_rule_splits_the_source_train_part_and_keeps_its_test_part():
 
 def test_string_attribute_values_work_like_ints():
     poses = np.array(["P00", "P01", "P02", "P03", "P04", "P05", "P06", "P07", "P08"] * 3)
-    rule = SplitRule(kind="by_attribute", attribute="pose", values={
-        "train": ("P00", "P02", "P03", "P04", "P07"), "dev": ("P05",), "dev_test": ("P01",),
-        "test": ("P06", "P08")})
+    rule = SplitRule(
+        kind="by_attribute",
+        attribute="pose",
+        values={
+            "train": ("P00", "P02", "P03", "P04", "P07"),
+            "dev": ("P05",),
+            "dev_test": ("P01",),
+            "test": ("P06", "P08"),
+        },
+    )
     result = assign_splits(np.zeros(27, dtype=np.int64), rule=rule, attributes={"pose": poses})
 
     assert result.counts == {"train": 15, "dev": 3, "dev_test": 3, "test": 6}
@@ -103,16 +120,14 @@ def test_string_attribute_values_work_like_ints():
 
 @pytest.mark.parametrize(
     ("rule", "field"),
-    [(COIL, "angle_bin"), (BIWI, "subject"), (NORB, "instance"), (PACS, "domain"),
-     (DOMAINNET, "domain")],
+    [(COIL, "angle_bin"), (BIWI, "subject"), (NORB, "instance"), (PACS, "domain"), (DOMAINNET, "domain")],
     ids=["angle", "subject", "instance", "domain", "domain-parts"],
 )
 def test_missing_metadata_is_an_error_naming_the_field_not_a_random_draw(rule, field):
     labels = np.arange(72, dtype=np.int64) % 4
     given = GivenSplits(train=np.arange(0, 60), test=np.arange(60, 72))
     with pytest.raises(DatasetFormatError, match=f"'{field}'") as caught:
-        assign_splits(labels, rule=rule, given=given, attributes={"other": labels},
-                      dataset="Dataset 'nevis:x'")
+        assign_splits(labels, rule=rule, given=given, attributes={"other": labels}, dataset="Dataset 'nevis:x'")
     message = str(caught.value)
     assert "nevis:x" in message and "attributes" in message
 
@@ -188,8 +203,7 @@ def test_held_out_parts_follow_the_source_train_and_test_parts():
 
 def _with_val(n: int = 200):
     labels = np.arange(n, dtype=np.int64) % 4
-    return labels, GivenSplits(train=np.arange(0, 100), val=np.arange(100, 140),
-                               test=np.arange(140, n))
+    return labels, GivenSplits(train=np.arange(0, 100), val=np.arange(100, 140), test=np.arange(140, n))
 
 
 def test_official_val_draws_train_and_dev_from_train_and_keeps_val_and_test():
@@ -214,8 +228,7 @@ def test_official_val_needs_a_val_list():
 
 def test_official_val_with_test_fractions_halves_val_when_the_source_test_is_unlabelled():
     labels, given = _with_val()
-    no_test = GivenSplits(train=given.train, val=np.arange(100, 200),
-                          test=np.array([], dtype=np.int64))
+    no_test = GivenSplits(train=given.train, val=np.arange(100, 200), test=np.array([], dtype=np.int64))
     result = assign_splits(labels, rule=VOC2012, given=no_test)
 
     _assert_partition(result.rows, 200)
@@ -254,8 +267,9 @@ def test_a_class_too_small_for_the_counts_is_an_error():
 
 def test_a_random_draw_over_the_source_train_part_leaves_its_test_rows_out():
     labels, given = _with_val()
-    rule = SplitRule(kind="random", pool="source_train", fractions={
-        "train": 0.56, "dev": 0.12, "dev_test": 0.12, "test": 0.2})
+    rule = SplitRule(
+        kind="random", pool="source_train", fractions={"train": 0.56, "dev": 0.12, "dev_test": 0.12, "test": 0.2}
+    )
     result = assign_splits(labels, rule=rule, given=given)
 
     drawn = np.concatenate([result.rows[s] for s in SPLITS])
@@ -269,8 +283,12 @@ def test_a_random_draw_over_the_source_train_part_leaves_its_test_rows_out():
 def test_train_only_rows_stay_in_train_and_the_rest_is_drawn_like_interact():
     labels = np.repeat(np.arange(3, dtype=np.int64), 30)
     image_set = np.array((["real"] * 25 + ["illustration"] * 5) * 3)
-    rule = SplitRule(kind="random", attribute="image_set", train_only=("illustration",),
-                     fractions={"train": 0.56, "dev": 0.12, "dev_test": 0.12, "test": 0.2})
+    rule = SplitRule(
+        kind="random",
+        attribute="image_set",
+        train_only=("illustration",),
+        fractions={"train": 0.56, "dev": 0.12, "dev_test": 0.12, "test": 0.2},
+    )
     result = assign_splits(labels, rule=rule, attributes={"image_set": image_set})
 
     _assert_partition(result.rows, 90)

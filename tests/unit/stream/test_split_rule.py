@@ -16,37 +16,64 @@ from workers.stream.manifest import SplitRule, manifest_to_dict, parse_manifest
 from workers.stream.split_rule import split_rule_key, split_rule_to_dict
 
 RULES: dict[str, dict[str, Any]] = {
-    "by_attribute": {"kind": "by_attribute", "attribute": "angle_bin", "values": {
-        "train": [70, 71, 0], "dev": [16], "dev_test": [50], "test": "rest"}},
-    "source_test": {"kind": "by_attribute", "attribute": "instance", "values": {
-        "train": [7, 8, 9], "dev": [4], "dev_test": [6], "test": "source_test"}},
-    "strings": {"kind": "by_attribute", "attribute": "pose", "values": {
-        "train": ["P00"], "dev": ["P05"], "dev_test": ["P01"], "test": ["P06", "P08"]}},
-    "held_out": {"kind": "held_out", "attribute": "domain", "held_out": ["sketch"],
-                 "fractions": {"train": 0.8, "dev": 0.2},
-                 "test_fractions": {"dev_test": 0.5, "test": 0.5}},
+    "by_attribute": {
+        "kind": "by_attribute",
+        "attribute": "angle_bin",
+        "values": {"train": [70, 71, 0], "dev": [16], "dev_test": [50], "test": "rest"},
+    },
+    "source_test": {
+        "kind": "by_attribute",
+        "attribute": "instance",
+        "values": {"train": [7, 8, 9], "dev": [4], "dev_test": [6], "test": "source_test"},
+    },
+    "strings": {
+        "kind": "by_attribute",
+        "attribute": "pose",
+        "values": {"train": ["P00"], "dev": ["P05"], "dev_test": ["P01"], "test": ["P06", "P08"]},
+    },
+    "held_out": {
+        "kind": "held_out",
+        "attribute": "domain",
+        "held_out": ["sketch"],
+        "fractions": {"train": 0.8, "dev": 0.2},
+        "test_fractions": {"dev_test": 0.5, "test": 0.5},
+    },
     "held_out_parts": {"kind": "held_out_parts", "attribute": "domain", "held_out": ["sketch"]},
     "official_val": {"kind": "official_val", "fractions": {"train": 0.8, "dev": 0.2}},
-    "val_as_test": {"kind": "official_val", "fractions": {"train": 0.8, "dev": 0.2},
-                    "test_fractions": {"dev_test": 0.5, "test": 0.5}},
-    "per_class_counts": {"kind": "per_class_counts", "pick": "last",
-                         "counts": {"dev": 1, "dev_test": 1, "test": 2}},
-    "approximate": {"kind": "random", "approximate": "why not exact",
-                    "fractions": {"train": 0.56, "dev": 0.12, "dev_test": 0.12, "test": 0.2}},
-    "train_only": {"kind": "random", "attribute": "image_set", "train_only": ["illustration"],
-                   "fractions": {"train": 0.56, "dev": 0.12, "dev_test": 0.12, "test": 0.2}},
-    "source_train_pool": {"kind": "random", "pool": "source_train",
-                          "fractions": {"train": 0.56, "dev": 0.12, "dev_test": 0.12,
-                                        "test": 0.2}},
+    "val_as_test": {
+        "kind": "official_val",
+        "fractions": {"train": 0.8, "dev": 0.2},
+        "test_fractions": {"dev_test": 0.5, "test": 0.5},
+    },
+    "per_class_counts": {"kind": "per_class_counts", "pick": "last", "counts": {"dev": 1, "dev_test": 1, "test": 2}},
+    "approximate": {
+        "kind": "random",
+        "approximate": "why not exact",
+        "fractions": {"train": 0.56, "dev": 0.12, "dev_test": 0.12, "test": 0.2},
+    },
+    "train_only": {
+        "kind": "random",
+        "attribute": "image_set",
+        "train_only": ["illustration"],
+        "fractions": {"train": 0.56, "dev": 0.12, "dev_test": 0.12, "test": 0.2},
+    },
+    "source_train_pool": {
+        "kind": "random",
+        "pool": "source_train",
+        "fractions": {"train": 0.56, "dev": 0.12, "dev_test": 0.12, "test": 0.2},
+    },
 }
 
 
 def _doc(split: dict[str, Any]) -> dict[str, Any]:
     return {
-        "format": 1, "name": "s", "version": "1", "description": "d", "source": "t",
+        "format": 1,
+        "name": "s",
+        "version": "1",
+        "description": "d",
+        "source": "t",
         "meta_test_from_year": 2019,
-        "tasks": [{"order": 1, "year": 2000, "dataset": "offline:x", "title": "X",
-                   "kind": "single", "split": split}],
+        "tasks": [{"order": 1, "year": 2000, "dataset": "offline:x", "title": "X", "kind": "single", "split": split}],
     }
 
 
@@ -60,13 +87,12 @@ def test_reference_rule_kinds_parse_and_round_trip(case):
 
 
 def test_the_general_kinds_keep_their_document_form_and_key():
-    rule = SplitRule(kind="random", fractions={"train": 0.5, "dev": 0.1, "dev_test": 0.1,
-                                               "test": 0.3}, seed=2, text="t")
+    rule = SplitRule(
+        kind="random", fractions={"train": 0.5, "dev": 0.1, "dev_test": 0.1, "test": 0.3}, seed=2, text="t"
+    )
     assert list(split_rule_to_dict(rule)) == ["kind", "fractions", "seed", "text"]
-    assert split_rule_key(rule) == {"kind": "random", "fractions": dict(rule.fractions),
-                                    "seed": 2}
-    assert split_rule_key(SplitRule(kind="provided")) == {"kind": "provided", "fractions": {},
-                                                          "seed": 0}
+    assert split_rule_key(rule) == {"kind": "random", "fractions": dict(rule.fractions), "seed": 2}
+    assert split_rule_key(SplitRule(kind="provided")) == {"kind": "provided", "fractions": {}, "seed": 0}
     assert list(split_rule_to_dict(SplitRule(kind="provided"))) == ["kind", "seed", "text"]
 
 
@@ -82,42 +108,42 @@ def _with(case: str, **changes: Any) -> dict[str, Any]:
 
 MALFORMED = {
     "attribute missing": (_with("by_attribute", attribute=None), "split.attribute"),
-    "values lack a split": (
-        _with("by_attribute", values={"train": [1], "dev": [2], "test": "rest"}), "split.values"),
+    "values lack a split": (_with("by_attribute", values={"train": [1], "dev": [2], "test": "rest"}), "split.values"),
     "value in two splits": (
         _with("by_attribute", values={"train": [1], "dev": [1], "dev_test": [2], "test": [3]}),
-        "split.values.dev"),
+        "split.values.dev",
+    ),
     "two rests": (
-        _with("by_attribute", values={"train": "rest", "dev": [1], "dev_test": [2],
-                                      "test": "rest"}), "split.values"),
+        _with("by_attribute", values={"train": "rest", "dev": [1], "dev_test": [2], "test": "rest"}),
+        "split.values",
+    ),
     "source_test outside test": (
-        _with("by_attribute", values={"train": "source_test", "dev": [1], "dev_test": [2],
-                                      "test": [3]}), "split.values.train"),
+        _with("by_attribute", values={"train": "source_test", "dev": [1], "dev_test": [2], "test": [3]}),
+        "split.values.train",
+    ),
     "mixed value types": (
-        _with("by_attribute", values={"train": [1, "a"], "dev": [2], "dev_test": [3],
-                                      "test": "rest"}), "split.values.train"),
-    "fractions on by_attribute": (
-        _with("by_attribute", fractions={"train": 1.0}), "split.fractions"),
+        _with("by_attribute", values={"train": [1, "a"], "dev": [2], "dev_test": [3], "test": "rest"}),
+        "split.values.train",
+    ),
+    "fractions on by_attribute": (_with("by_attribute", fractions={"train": 1.0}), "split.fractions"),
     "held_out empty": (_with("held_out", held_out=[]), "split.held_out"),
     "test_fractions missing": (_with("held_out", test_fractions=None), "split.test_fractions"),
-    "test_fractions sum": (
-        _with("held_out", test_fractions={"dev_test": 0.5, "test": 0.6}),
-        "split.test_fractions"),
+    "test_fractions sum": (_with("held_out", test_fractions={"dev_test": 0.5, "test": 0.6}), "split.test_fractions"),
     "official_val with dev_test": (
         _with("official_val", fractions={"train": 0.7, "dev": 0.15, "dev_test": 0.15}),
-        "split.fractions"),
-    "counts lack test": (
-        _with("per_class_counts", counts={"dev": 1, "dev_test": 1}), "split.counts"),
-    "counts all zero": (
-        _with("per_class_counts", counts={"dev": 0, "dev_test": 0, "test": 0}), "split.counts"),
+        "split.fractions",
+    ),
+    "counts lack test": (_with("per_class_counts", counts={"dev": 1, "dev_test": 1}), "split.counts"),
+    "counts all zero": (_with("per_class_counts", counts={"dev": 0, "dev_test": 0, "test": 0}), "split.counts"),
     "pick unknown": (_with("per_class_counts", pick="first"), "split.pick"),
     "approximate not text": (_with("approximate", approximate=3), "split.approximate"),
     "pool unknown": (_with("source_train_pool", pool="everything"), "split.pool"),
     "train_only without attribute": (_with("train_only", attribute=None), "split.attribute"),
     "attribute without train_only": (_with("train_only", train_only=None), "split.train_only"),
     "pool on official_test": (
-        {"kind": "official_test", "pool": "source_train",
-         "fractions": {"train": 0.7, "dev": 0.15, "dev_test": 0.15}}, "split.pool"),
+        {"kind": "official_test", "pool": "source_train", "fractions": {"train": 0.7, "dev": 0.15, "dev_test": 0.15}},
+        "split.pool",
+    ),
 }
 
 
@@ -131,8 +157,16 @@ def test_a_malformed_reference_rule_names_its_field(case):
 
 def test_streams_show_marks_tasks_whose_split_is_approximate(tmp_path):
     doc = _doc(RULES["approximate"])
-    doc["tasks"].append({"order": 2, "year": 2001, "dataset": "offline:y", "title": "Y",
-                         "kind": "single", "split": RULES["by_attribute"]})
+    doc["tasks"].append(
+        {
+            "order": 2,
+            "year": 2001,
+            "dataset": "offline:y",
+            "title": "Y",
+            "kind": "single",
+            "split": RULES["by_attribute"],
+        }
+    )
     path = tmp_path / "mine.json"
     path.write_text(json.dumps(doc))
     runner = CliRunner()
@@ -146,7 +180,8 @@ def test_streams_show_marks_tasks_whose_split_is_approximate(tmp_path):
 
     as_json = runner.invoke(app, ["streams", "show", str(path), "--json"])
     assert json.loads(as_json.stdout)["summary"]["approximate_splits"] == [
-        {"order": 1, "dataset": "offline:x", "why": "why not exact"}]
+        {"order": 1, "dataset": "offline:x", "why": "why not exact"}
+    ]
 
 
 @pytest.mark.parametrize("name", ["nevis22-full", "nevis22-short"])

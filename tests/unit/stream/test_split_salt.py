@@ -19,16 +19,13 @@ from workers.stream.splits import assign_splits
 
 SALT = "a-deployment-secret-0123456789"
 OTHER = "another-deployment-secret-9876"
-RANDOM = SplitRule(kind="random", fractions={"train": 0.56, "dev": 0.12, "dev_test": 0.12,
-                                              "test": 0.20}, seed=0)
-OFFICIAL = SplitRule(kind="official_test", fractions={"train": 0.7, "dev": 0.15,
-                                                      "dev_test": 0.15}, seed=0)
+RANDOM = SplitRule(kind="random", fractions={"train": 0.56, "dev": 0.12, "dev_test": 0.12, "test": 0.20}, seed=0)
+OFFICIAL = SplitRule(kind="official_test", fractions={"train": 0.7, "dev": 0.15, "dev_test": 0.15}, seed=0)
 LABELS = np.random.RandomState(1).randint(0, 5, size=600).astype(np.int64)
 
 
 def _test_rows(rule: SplitRule, salt: str, given: GivenSplits | None = None) -> np.ndarray:
-    return assign_splits(LABELS, rule=rule, given=given, dataset="Dataset 'x:y'",
-                         salt=salt).rows["test"]
+    return assign_splits(LABELS, rule=rule, given=given, dataset="Dataset 'x:y'", salt=salt).rows["test"]
 
 
 def test_a_salt_changes_the_drawn_test_split_and_keeps_it_stable():
@@ -47,8 +44,9 @@ def test_an_official_test_split_stays_official_under_a_salt():
     given = GivenSplits(train=np.sort(rows[120:]), test=np.sort(rows[:120]), official=True)
     assert np.array_equal(_test_rows(OFFICIAL, SALT, given), np.sort(rows[:120]))
     salted = assign_splits(LABELS, rule=OFFICIAL, given=given, salt=SALT)
-    assert not np.array_equal(salted.rows["dev_test"],
-                              assign_splits(LABELS, rule=OFFICIAL, given=given).rows["dev_test"])
+    assert not np.array_equal(
+        salted.rows["dev_test"], assign_splits(LABELS, rule=OFFICIAL, given=given).rows["dev_test"]
+    )
 
 
 def test_prepare_records_a_digest_never_the_salt_and_redraws_for_a_new_salt(tmp_path):
@@ -84,9 +82,8 @@ def test_the_salt_is_never_listed_and_a_short_one_is_refused():
         Settings(split_salt="short")
 
 
-
 def test_doctor_says_which_salt_splits_and_never_shows_one():
-    from services.cli.doctor_checks import check_split_salt  # noqa: PLC0415
+    from services.cli.doctor_checks import check_split_salt
 
     assert "deployment's own" in check_split_salt(Settings(), "production").found
     assert "public" in check_split_salt(Settings(), "development").found
@@ -95,8 +92,8 @@ def test_doctor_says_which_salt_splits_and_never_shows_one():
 
 
 def test_the_salt_travels_as_a_credential_and_never_reaches_learner_processes(tmp_path, monkeypatch):
-    from services.core.credentials import read_secrets_path  # noqa: PLC0415
-    from workers.trainer.ray_env import learner_env  # noqa: PLC0415
+    from services.core.credentials import read_secrets_path
+    from workers.trainer.ray_env import learner_env
 
     (tmp_path / "NEVIS_SPLIT_SALT").write_text(SALT)
     assert read_secrets_path(tmp_path) == {"NEVIS_SPLIT_SALT": SALT}  # a Secret may hold it

@@ -10,10 +10,8 @@ from workers.stream.adapters.base import GivenSplits
 from workers.stream.manifest import SPLITS, SplitRule
 from workers.stream.splits import assign_splits
 
-RANDOM = SplitRule(kind="random", fractions={"train": 0.56, "dev": 0.12, "dev_test": 0.12,
-                                              "test": 0.20}, seed=0)
-OFFICIAL = SplitRule(kind="official_test", fractions={"train": 0.7, "dev": 0.15,
-                                                      "dev_test": 0.15}, seed=0)
+RANDOM = SplitRule(kind="random", fractions={"train": 0.56, "dev": 0.12, "dev_test": 0.12, "test": 0.20}, seed=0)
+OFFICIAL = SplitRule(kind="official_test", fractions={"train": 0.7, "dev": 0.15, "dev_test": 0.15}, seed=0)
 PROVIDED = SplitRule(kind="provided", seed=0)
 
 
@@ -29,8 +27,7 @@ def _given(n: int, *, val: bool = True) -> GivenSplits:
     test, rest = rows[: n // 5], rows[n // 5 :]
     if not val:
         return GivenSplits(train=np.sort(rest), test=np.sort(test), official=True)
-    return GivenSplits(train=np.sort(rest[n // 5 :]), val=np.sort(rest[: n // 5]),
-                       test=np.sort(test))
+    return GivenSplits(train=np.sort(rest[n // 5 :]), val=np.sort(rest[: n // 5]), test=np.sort(test))
 
 
 def _assert_partition(rows: dict[str, np.ndarray], n: int) -> None:
@@ -58,8 +55,7 @@ def test_same_input_gives_the_same_split(rule, given):
 def test_a_small_random_split_matches_its_golden_value():
     # numpy's RandomState stream is frozen, so this pins the split on every machine.
     labels = np.array([0, 1, 2] * 4 + [0, 0], dtype=np.int64)
-    rule = SplitRule(kind="random", fractions={"train": 0.5, "dev": 0.25, "dev_test": 0.0,
-                                               "test": 0.25}, seed=7)
+    rule = SplitRule(kind="random", fractions={"train": 0.5, "dev": 0.25, "dev_test": 0.0, "test": 0.25}, seed=7)
     rows = assign_splits(labels, rule=rule).rows
     assert {s: rows[s].tolist() for s in SPLITS} == {
         "train": [0, 2, 4, 5, 9, 10, 13],
@@ -132,8 +128,7 @@ def test_provided_keeps_train_and_test_and_halves_val():
     assert np.array_equal(halves, given.val)
     assert abs(len(rows["dev"]) - len(rows["dev_test"])) <= 1
     for c in range(7):  # the halves are stratified too
-        assert abs(int((labels[rows["dev"]] == c).sum())
-                   - int((labels[rows["dev_test"]] == c).sum())) <= 2
+        assert abs(int((labels[rows["dev"]] == c).sum()) - int((labels[rows["dev_test"]] == c).sum())) <= 2
 
 
 def test_provided_without_val_draws_dev_sets_from_train():
@@ -152,9 +147,11 @@ def test_rules_that_need_source_lists_refuse_data_without_them(rule):
 
 @pytest.mark.parametrize(
     "fractions",
-    [{"train": 0.5, "dev": 0.5, "dev_test": 0.5, "test": 0.0},
-     {"train": 1.2, "dev": -0.2, "dev_test": 0.0, "test": 0.0},
-     {"train": 0.9, "validation": 0.1}],
+    [
+        {"train": 0.5, "dev": 0.5, "dev_test": 0.5, "test": 0.0},
+        {"train": 1.2, "dev": -0.2, "dev_test": 0.0, "test": 0.0},
+        {"train": 0.9, "validation": 0.1},
+    ],
     ids=["sum-above-one", "negative", "unknown-split"],
 )
 def test_malformed_fractions_are_a_manifest_error(fractions):

@@ -57,8 +57,19 @@ def test_show_prints_a_table_and_totals() -> None:
 
     assert result.exit_code == 0, result.output
     row = next(ln for ln in result.stdout.splitlines() if "shapes:multi" in ln).split()
-    assert row == ["5", "2020", "meta-test", "shapes:multi", "shape", "multi", "4", "1200",
-                   "random", "60/10/10/20", "s0"]
+    assert row == [
+        "5",
+        "2020",
+        "meta-test",
+        "shapes:multi",
+        "shape",
+        "multi",
+        "4",
+        "1200",
+        "random",
+        "60/10/10/20",
+        "s0",
+    ]
     assert "Totals: 5 tasks, 3 meta-train, 2 meta-test (from 2019); 1 multi-label" in result.stdout
 
 
@@ -98,9 +109,7 @@ def test_console_script_reports_unknown_stream_on_stderr_with_exit_code_2() -> N
     nevis = Path(sys.executable).with_name("nevis")
     assert nevis.exists(), f"the nevis console script should be installed beside {sys.executable}"
 
-    proc = subprocess.run(
-        [str(nevis), "streams", "show", "nevis-full"], capture_output=True, text=True, timeout=120
-    )
+    proc = subprocess.run([str(nevis), "streams", "show", "nevis-full"], capture_output=True, text=True, timeout=120)
 
     assert proc.returncode == 2
     assert proc.stdout == ""

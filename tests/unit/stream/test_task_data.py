@@ -20,9 +20,20 @@ def _data(n: int, *, originals: bool) -> LabelledData:
 
 
 def _info() -> TaskInfo:
-    return TaskInfo(order=1, key="001-x", dataset="shapes:shape", title="t", year=2001,
-                    domain=None, kind="single", num_classes=2, class_names=("a", "b"),
-                    image_size=4, num_train=5, num_dev=2)
+    return TaskInfo(
+        order=1,
+        key="001-x",
+        dataset="shapes:shape",
+        title="t",
+        year=2001,
+        domain=None,
+        kind="single",
+        num_classes=2,
+        class_names=("a", "b"),
+        image_size=4,
+        num_train=5,
+        num_dev=2,
+    )
 
 
 def test_crop_source_gives_the_originals_and_their_extents_where_sent():

@@ -11,9 +11,20 @@ from workers.stream.task_view import CausalTaskView
 
 
 def _info(order: int) -> TaskInfo:
-    return TaskInfo(order=order, key=f"{order:03d}-x", dataset="shapes:shape", title="t", year=2000 + order,
-                    domain=None, kind="single", num_classes=2, class_names=("a", "b"), image_size=4,
-                    num_train=3, num_dev=2)
+    return TaskInfo(
+        order=order,
+        key=f"{order:03d}-x",
+        dataset="shapes:shape",
+        title="t",
+        year=2000 + order,
+        domain=None,
+        kind="single",
+        num_classes=2,
+        class_names=("a", "b"),
+        image_size=4,
+        num_train=3,
+        num_dev=2,
+    )
 
 
 def _data(n: int, value: int) -> LabelledData:
@@ -25,13 +36,19 @@ def test_view_has_no_room_for_extra_attributes() -> None:
     with pytest.raises(AttributeError):
         v.anything = 1  # type: ignore[attr-defined]
     with pytest.raises(AttributeError):
-        v.__dict__  # noqa: B018
+        v.__dict__
 
 
 def test_current_and_past_data() -> None:
     calls: list[int] = []
-    v = CausalTaskView(_info(3), _data(3, 30), _data(2, 31), {1: _info(1), 2: _info(2)},
-                       lambda o: calls.append(o) or _data(5, o), stream_length=5)
+    v = CausalTaskView(
+        _info(3),
+        _data(3, 30),
+        _data(2, 31),
+        {1: _info(1), 2: _info(2)},
+        lambda o: calls.append(o) or _data(5, o),
+        stream_length=5,
+    )
     assert len(v.train()) == 3 and len(v.dev()) == 2
     assert [t.order for t in v.past_tasks()] == [1, 2]
     assert int(v.past_train(1).images[0, 0, 0, 0]) == 1 and calls == [1]
@@ -55,8 +72,14 @@ def test_current_and_past_data() -> None:
     ],
 )
 def test_forbidden_requests_raise_causality_errors(ask, message) -> None:
-    v = CausalTaskView(_info(3), _data(3, 30), _data(2, 31), {1: _info(1), 2: _info(2)},
-                       lambda o: pytest.fail("loader must not be called"), stream_length=5)
+    v = CausalTaskView(
+        _info(3),
+        _data(3, 30),
+        _data(2, 31),
+        {1: _info(1), 2: _info(2)},
+        lambda o: pytest.fail("loader must not be called"),
+        stream_length=5,
+    )
     with pytest.raises(CausalityError, match=message):
         ask(v)
 

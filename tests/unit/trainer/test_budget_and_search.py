@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from ray import tune
 
-from services.core.errors import BudgetError, LearnerError
-from workers.learners.protocol import PAPER_SEARCH_SPACE, Choice, LogUniform, Uniform
 from services.core.budget import RunBudget
 from services.core.checkpoint_plan import checkpoint_steps
+from services.core.errors import BudgetError, LearnerError
+from workers.learners.protocol import PAPER_SEARCH_SPACE, Choice, LogUniform, Uniform
 from workers.trainer.search import param_space
 from workers.trainer.task_job import search_seed
 from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED
@@ -16,12 +16,21 @@ from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
-    [({"trials": 0}, "trials"), ({"steps": -1}, "steps"), ({"trials": 2.5}, "trials"),
-     ({"max_concurrent": 0}, "max_concurrent"), ({"seed": -3}, "seed"),
-     ({"checkpoint_fractions": (0.5, 1.5)}, "checkpoint_fractions"),
-     ({"checkpoint_fractions": ()}, "checkpoint_fractions"), ({"flop_cap": 0.0}, "flop_cap"),
-     ({"threads_per_trial": True}, "threads_per_trial"), ({"search": "bayes"}, "search"),
-     ({"search": 1}, "search"), ({"scheduler": "hyperband"}, "scheduler"), ({"scheduler": None}, "scheduler")],
+    [
+        ({"trials": 0}, "trials"),
+        ({"steps": -1}, "steps"),
+        ({"trials": 2.5}, "trials"),
+        ({"max_concurrent": 0}, "max_concurrent"),
+        ({"seed": -3}, "seed"),
+        ({"checkpoint_fractions": (0.5, 1.5)}, "checkpoint_fractions"),
+        ({"checkpoint_fractions": ()}, "checkpoint_fractions"),
+        ({"flop_cap": 0.0}, "flop_cap"),
+        ({"threads_per_trial": True}, "threads_per_trial"),
+        ({"search": "bayes"}, "search"),
+        ({"search": 1}, "search"),
+        ({"scheduler": "hyperband"}, "scheduler"),
+        ({"scheduler": None}, "scheduler"),
+    ],
 )
 def test_bad_budgets_name_the_field(kwargs, field) -> None:
     with pytest.raises(BudgetError, match=f"'{field}'"):
@@ -29,8 +38,9 @@ def test_bad_budgets_name_the_field(kwargs, field) -> None:
 
 
 def test_budget_round_trips_through_json_dict() -> None:
-    budget = RunBudget(trials=3, steps=7, checkpoint_fractions=(0.0, 1.0), flop_cap=1e12,
-                       search="gp_ucb", scheduler="asha")
+    budget = RunBudget(
+        trials=3, steps=7, checkpoint_fractions=(0.0, 1.0), flop_cap=1e12, search="gp_ucb", scheduler="asha"
+    )
     assert RunBudget.from_dict(budget.to_dict()) == budget
 
 
@@ -41,19 +51,31 @@ def test_cap_reached_names_every_cap_the_committed_totals_reach() -> None:
     assert budget.cap_reached(flops=9.9e8, wall_s=3599.9) is None
     assert budget.cap_reached(flops=1e9, wall_s=10) == "FLOP cap 1e+09 reached (1e+09 spent)"
     assert budget.cap_reached(flops=2e9, wall_s=3612.4) == (
-        "FLOP cap 1e+09 reached (2e+09 spent); wall-time cap 3600 s reached (3612.4 s spent)")
+        "FLOP cap 1e+09 reached (2e+09 spent); wall-time cap 3600 s reached (3612.4 s spent)"
+    )
 
 
 def test_an_unknown_strategy_names_the_known_ones_and_the_closest() -> None:
-    with pytest.raises(BudgetError, match=r"Unknown search strategy 'gp-ucb'\. Did you mean 'gp_ucb'\? "
-                                          r"Known: gp_ucb, random\. Got 'gp-ucb' instead\.") as caught:
+    with pytest.raises(
+        BudgetError,
+        match=r"Unknown search strategy 'gp-ucb'\. Did you mean 'gp_ucb'\? "
+        r"Known: gp_ucb, random\. Got 'gp-ucb' instead\.",
+    ) as caught:
         RunBudget(search="gp-ucb")
     assert caught.value.field == "search"
 
 
 def test_a_budget_stored_before_search_and_scheduler_loads_with_their_defaults() -> None:
-    stored = {"trials": 2, "steps": 5, "max_concurrent": None, "threads_per_trial": 1, "seed": 3,
-              "checkpoint_fractions": [0.0, 1.0], "flop_cap": None, "wall_cap_s": None}
+    stored = {
+        "trials": 2,
+        "steps": 5,
+        "max_concurrent": None,
+        "threads_per_trial": 1,
+        "seed": 3,
+        "checkpoint_fractions": [0.0, 1.0],
+        "flop_cap": None,
+        "wall_cap_s": None,
+    }
     budget = RunBudget.from_dict(stored)
     assert (budget.search, budget.scheduler) == ("random", "fifo") == (RunBudget().search, RunBudget().scheduler)
 
@@ -75,11 +97,13 @@ def test_param_space_adds_trial_index_and_seed() -> None:
 
 @pytest.mark.parametrize(
     ("space", "message"),
-    [({"lr": LogUniform(0.0, 1.0)}, "LogUniform needs 0 < low < high"),
-     ({"lr": Uniform(1.0, 0.0)}, "Uniform needs finite low <= high"),
-     ({"opt": Choice(())}, "at least one value"),
-     ({"lr": (1e-3, 1e-1)}, "expected LogUniform, Uniform or Choice"),
-     ({TRIAL_SEED: Choice((1,))}, "reserved by the harness")],
+    [
+        ({"lr": LogUniform(0.0, 1.0)}, "LogUniform needs 0 < low < high"),
+        ({"lr": Uniform(1.0, 0.0)}, "Uniform needs finite low <= high"),
+        ({"opt": Choice(())}, "at least one value"),
+        ({"lr": (1e-3, 1e-1)}, "expected LogUniform, Uniform or Choice"),
+        ({TRIAL_SEED: Choice((1,))}, "reserved by the harness"),
+    ],
 )
 def test_malformed_search_spaces_are_learner_errors(space, message) -> None:
     with pytest.raises(LearnerError, match=message):

@@ -35,8 +35,10 @@ def _lookup(images: np.ndarray) -> np.ndarray:
 
 def _nearest_centroid(images: np.ndarray) -> np.ndarray:
     """An honest learner: class means of the train images, compared at a quarter resolution."""
+
     def features(x: np.ndarray) -> np.ndarray:
         return x[..., 0].reshape(len(x), 8, 4, 8, 4).mean(axis=(2, 4)).reshape(len(x), -1)
+
     train = features(IMAGES[TRAIN].astype(float))
     means = np.stack([train[LABELS[TRAIN] == c].mean(axis=0) for c in range(10)])
     distance = ((features(images.astype(float))[:, None, :] - means[None]) ** 2).sum(axis=2)
@@ -78,8 +80,10 @@ def test_the_learner_sees_originals_and_copies_shuffled_and_its_answers_are_put_
     for row, position in zip(plan.sample, copies):
         shown = plan.images[position]
         assert not np.array_equal(shown, images[row])
-        assert any(np.array_equal(shown, shift_one_pixel(images[row:row + 1], dy, dx)[0])
-                   for dy, dx in ((0, 1), (0, -1), (1, 0), (-1, 0)))
+        assert any(
+            np.array_equal(shown, shift_one_pixel(images[row : row + 1], dy, dx)[0])
+            for dy, dx in ((0, 1), (0, -1), (1, 0), (-1, 0))
+        )
 
 
 def test_a_meta_train_evaluation_or_a_tiny_split_is_left_as_it_is():

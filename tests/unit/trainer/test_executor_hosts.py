@@ -37,8 +37,20 @@ class Witness:
 def make(): return Witness()
 '''
 
-INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                num_classes=2, class_names=("a", "b"), image_size=4, num_train=0, num_dev=0)
+INFO = TaskInfo(
+    order=1,
+    key="t",
+    dataset="t",
+    title="t",
+    year=2000,
+    domain=None,
+    kind="single",
+    num_classes=2,
+    class_names=("a", "b"),
+    image_size=4,
+    num_train=0,
+    num_dev=0,
+)
 IMAGES = np.zeros((2, 4, 4, 3), np.uint8)
 
 
@@ -61,8 +73,8 @@ def test_evaluation_images_go_to_one_host_for_the_run_which_never_trains(spec) -
             executor.start_predictor()  # each task's start: no second host
             scores, _ = executor.predict(INFO, b"p", IMAGES, seed=0)
             assert _warm(scores)  # its first call's imports done before it answered
-            scored.append(executor._predictor.live())  # noqa: SLF001
-        trains = executor._trainer.live()  # noqa: SLF001 - the host every trial gets
+            scored.append(executor._predictor.live())
+        trains = executor._trainer.live()
         assert all(host is scored[0] and host.alive for host in scored)  # one for the run, kept
         assert trains is not scored[0] and trains.pid != scored[0].pid
         assert _warm(predict(trains, INFO, b"p", IMAGES, seed=0)[0])
@@ -83,13 +95,13 @@ def test_an_evaluator_of_its_own_predicts_in_a_host_warmed_before_it_answered(sp
 def test_a_predicting_host_whose_process_died_is_replaced(spec) -> None:
     evaluator = Evaluator(spec)
     try:
-        first = evaluator._predictor.live()  # noqa: SLF001
+        first = evaluator._predictor.live()
         os.kill(first.pid, signal.SIGKILL)  # an out-of-memory kill, say
         deadline = time.monotonic() + 30
         while first.alive and time.monotonic() < deadline:
             time.sleep(0.05)
         scores, _ = evaluator.predict(INFO, b"p", IMAGES, seed=0)
-        assert scores.shape == (2, 1) and evaluator._predictor.live() is not first  # noqa: SLF001
+        assert scores.shape == (2, 1) and evaluator._predictor.live() is not first
     finally:
         evaluator.close()
 
@@ -98,12 +110,12 @@ def test_the_evaluating_executor_starts_its_predicting_host_beside_its_training_
     # Started at a task's start instead, its imports competed with the run's first trial.
     evaluating, other = TrialExecutor(spec, evaluates=True), TrialExecutor(spec)
     try:
-        assert evaluating._predictor._host is not None  # noqa: SLF001 - started with the actor
-        assert other._predictor._host is None  # noqa: SLF001 - only the pool's first evaluates
-        started = evaluating._predictor.live()  # noqa: SLF001
+        assert evaluating._predictor._host is not None
+        assert other._predictor._host is None
+        started = evaluating._predictor.live()
         evaluating.start_predictor()  # a task begins: the same host, no second one
-        assert evaluating._predictor.live() is started and started.alive  # noqa: SLF001
-        assert started.pid != evaluating._trainer.live().pid  # noqa: SLF001
+        assert evaluating._predictor.live() is started and started.alive
+        assert started.pid != evaluating._trainer.live().pid
     finally:
         evaluating.close()
         other.close()

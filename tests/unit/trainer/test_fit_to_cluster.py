@@ -15,8 +15,9 @@ REQUIRED = Resources(gpus_per_worker=1.0)
 
 
 def test_an_optional_gpu_is_dropped_on_a_cluster_without_gpus():
-    assert fit_to_cluster(OPTIONAL, {"CPU": 16.0}) == Resources(num_workers=2, cpus_per_worker=3.0,
-                                                               gpus_per_worker=0.0, gpu_optional=True)
+    assert fit_to_cluster(OPTIONAL, {"CPU": 16.0}) == Resources(
+        num_workers=2, cpus_per_worker=3.0, gpus_per_worker=0.0, gpu_optional=True
+    )
     assert fit_to_cluster(OPTIONAL, {"CPU": 16.0, "GPU": 0.0}).gpus_per_worker == 0.0
 
 
@@ -38,13 +39,16 @@ def test_gpu_optional_crosses_the_declaration_and_defaults_to_false():
         resources_from_json({**legacy, "gpu_optional": "yes"})
 
 
-@pytest.mark.parametrize(("resources", "cluster", "trials"), [
-    (Resources(cpus_per_worker=1.0, gpus_per_worker=1.0), {"CPU": 16.0, "GPU": 1.0}, 1),
-    (Resources(cpus_per_worker=1.0, gpus_per_worker=0.25), {"CPU": 16.0, "GPU": 1.0}, 4),
-    (Resources(cpus_per_worker=1.0, gpus_per_worker=0.25), {"CPU": 16.0, "GPU": 2.0}, 8),
-    (Resources(cpus_per_worker=1.0, gpus_per_worker=1 / 3), {"CPU": 16.0, "GPU": 1.0}, 3),
-    (Resources(cpus_per_worker=1.0, gpus_per_worker=0.25), {"CPU": 2.0, "GPU": 1.0}, 2),  # the CPUs bind
-    (Resources(cpus_per_worker=1.0), {"CPU": 2.0}, 2),
-])
+@pytest.mark.parametrize(
+    ("resources", "cluster", "trials"),
+    [
+        (Resources(cpus_per_worker=1.0, gpus_per_worker=1.0), {"CPU": 16.0, "GPU": 1.0}, 1),
+        (Resources(cpus_per_worker=1.0, gpus_per_worker=0.25), {"CPU": 16.0, "GPU": 1.0}, 4),
+        (Resources(cpus_per_worker=1.0, gpus_per_worker=0.25), {"CPU": 16.0, "GPU": 2.0}, 8),
+        (Resources(cpus_per_worker=1.0, gpus_per_worker=1 / 3), {"CPU": 16.0, "GPU": 1.0}, 3),
+        (Resources(cpus_per_worker=1.0, gpus_per_worker=0.25), {"CPU": 2.0, "GPU": 1.0}, 2),  # the CPUs bind
+        (Resources(cpus_per_worker=1.0), {"CPU": 2.0}, 2),
+    ],
+)
 def test_trials_sharing_a_gpu_fit_that_many_to_each(resources, cluster, trials):
     assert default_concurrency(resources, cluster) == trials

@@ -49,8 +49,20 @@ class Forger:
 def make(): return Forger()
 '''
 
-INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                num_classes=2, class_names=("a", "b"), image_size=4, num_train=3, num_dev=2)
+INFO = TaskInfo(
+    order=1,
+    key="t",
+    dataset="t",
+    title="t",
+    year=2000,
+    domain=None,
+    kind="single",
+    num_classes=2,
+    class_names=("a", "b"),
+    image_size=4,
+    num_train=3,
+    num_dev=2,
+)
 LIMITS = HostLimits(silence_deadline_s=20.0, predictor_bytes=MIB, state_bytes=2 * MIB, proxy_max_dim=64)
 PROXY = {"n": 4, "q": 2, "seed": 0}
 
@@ -71,7 +83,7 @@ class Harness:
 
 @pytest.fixture(autouse=True)
 def harness_without_ray(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ray  # noqa: PLC0415
+    import ray
 
     monkeypatch.setattr(ray, "get", lambda answer: answer)
 
@@ -87,17 +99,32 @@ def _spec(folder: Path, harness: Harness) -> TrialSpec:
     split = LabelledData(np.zeros((3, 4, 4, 3), np.uint8), np.zeros(3, np.int64))
     dev = LabelledData(np.zeros((2, 4, 4, 3), np.uint8), np.zeros(2, np.int64))
     host = HostSpec("nevis_forger:make", import_paths=(str(folder),), limits=LIMITS)
-    return TrialSpec(host=host, info=INFO, past=(), stream_length=1, steps=8, checkpoint_fractions=(1.0,),
-                     state=pickle.dumps(None), train=split, dev=dev, key_prefix="runs/r/t1/a1",
-                     harness=harness, rungs=(1, 2), rung_proxy=PROXY)
+    return TrialSpec(
+        host=host,
+        info=INFO,
+        past=(),
+        stream_length=1,
+        steps=8,
+        checkpoint_fractions=(1.0,),
+        state=pickle.dumps(None),
+        train=split,
+        dev=dev,
+        key_prefix="runs/r/t1/a1",
+        harness=harness,
+        rungs=(1, 2),
+        rung_proxy=PROXY,
+    )
 
 
-@pytest.mark.parametrize(("header", "parts", "named"), [
-    ({"op": "rung", "step": 1}, [["a", array_bytes(4096, 4096)]], "rung report"),  # the review's forged rung
-    ({"op": "rung", "step": 1}, [["a", array_bytes(8, 65)]], "rung report"),  # one column over the cap
-    ({"op": "checkpoint", "step": 8}, [["b", MIB + 1]], "checkpoint"),
-    ({"op": "result", "status": "ok"}, [["a", 100], ["b", 10], ["b", 3 * MIB]], "result of trial (ok)"),
-])
+@pytest.mark.parametrize(
+    ("header", "parts", "named"),
+    [
+        ({"op": "rung", "step": 1}, [["a", array_bytes(4096, 4096)]], "rung report"),  # the review's forged rung
+        ({"op": "rung", "step": 1}, [["a", array_bytes(8, 65)]], "rung report"),  # one column over the cap
+        ({"op": "checkpoint", "step": 8}, [["b", MIB + 1]], "checkpoint"),
+        ({"op": "result", "status": "ok"}, [["a", 100], ["b", 10], ["b", 3 * MIB]], "result of trial (ok)"),
+    ],
+)
 def test_an_oversized_frame_is_refused_before_its_bytes_are_read(learner_dir, header, parts, named) -> None:
     harness = Harness()
     spec = _spec(learner_dir, harness)

@@ -23,7 +23,7 @@ from workers.trainer.host_usage import call_cpu_seconds, measured_call
 from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, run_trial_in_host
 
 IMPORT_BURN_S = 1.0
-LEARNER_SOURCE = f'''
+LEARNER_SOURCE = f"""
 import threading, time
 import numpy as np
 from workers.learners.protocol import Resources, TrainOutput
@@ -57,10 +57,22 @@ class Burner:
     def load_predictor(self, data, info, ctx): return data
 
 def make(): return Burner()
-'''
+"""
 
-INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                num_classes=2, class_names=("a", "b"), image_size=4, num_train=3, num_dev=2)
+INFO = TaskInfo(
+    order=1,
+    key="t",
+    dataset="t",
+    title="t",
+    year=2000,
+    domain=None,
+    kind="single",
+    num_classes=2,
+    class_names=("a", "b"),
+    image_size=4,
+    num_train=3,
+    num_dev=2,
+)
 
 
 class Remote:
@@ -80,7 +92,7 @@ class Harness:
 
 @pytest.fixture(autouse=True)
 def harness_without_ray(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ray  # noqa: PLC0415
+    import ray
 
     monkeypatch.setattr(ray, "get", lambda answer: answer)
 
@@ -89,7 +101,7 @@ def harness_without_ray(monkeypatch: pytest.MonkeyPatch) -> None:
 def host(tmp_path: Path):
     (tmp_path / "nevis_burner.py").write_text(LEARNER_SOURCE)
     with LearnerHost(HostSpec("nevis_burner:make", import_paths=(str(tmp_path),), sandbox="bwrap")) as h:
-        if h._cgroup is None:  # noqa: SLF001
+        if h._cgroup is None:
             pytest.fail("this machine offers no control group for learner hosts; the test needs one")
         yield h
 
@@ -97,10 +109,22 @@ def host(tmp_path: Path):
 def _trial(host: LearnerHost, **config: Any) -> dict[str, Any]:
     split = LabelledData(np.zeros((3, 4, 4, 3), np.uint8), np.zeros(3, np.int64))
     dev = LabelledData(np.zeros((2, 4, 4, 3), np.uint8), np.zeros(2, np.int64))
-    spec = TrialSpec(host=HostSpec("nevis_burner:make"), info=INFO, past=(), stream_length=1, steps=2,
-                     checkpoint_fractions=(0.0, 1.0), state=pickle.dumps(None), train=split, dev=dev,
-                     key_prefix="runs/r/t1/a1", harness=Harness())
-    metrics, usage = measured_call(host, lambda: run_trial_in_host(host, {TRIAL_INDEX: 0, TRIAL_SEED: 1, **config}, spec))
+    spec = TrialSpec(
+        host=HostSpec("nevis_burner:make"),
+        info=INFO,
+        past=(),
+        stream_length=1,
+        steps=2,
+        checkpoint_fractions=(0.0, 1.0),
+        state=pickle.dumps(None),
+        train=split,
+        dev=dev,
+        key_prefix="runs/r/t1/a1",
+        harness=Harness(),
+    )
+    metrics, usage = measured_call(
+        host, lambda: run_trial_in_host(host, {TRIAL_INDEX: 0, TRIAL_SEED: 1, **config}, spec)
+    )
     return {**metrics, **usage}
 
 
@@ -114,7 +138,7 @@ def test_a_trial_ended_by_closing_its_host_is_charged_its_cpu_and_floor(host) ->
     assert result["cpu_estimated"] is False
     assert result["cpu_seconds"] - result["cpu_outside_calls_s"] >= burn * 0.9
     assert result["flops_floor"] > 0.5 * result["flop_rate"] * FLOOR_FRACTION
-    assert host.cpu_seconds() == pytest.approx(host._cgroup.final_cpu_seconds)  # noqa: SLF001
+    assert host.cpu_seconds() == pytest.approx(host._cgroup.final_cpu_seconds)
 
 
 def test_import_and_idle_thread_compute_is_charged_to_the_next_call(host, monkeypatch) -> None:
@@ -140,7 +164,7 @@ def test_an_empty_reading_is_wall_time_times_declared_cpus_marked() -> None:
     assert call_cpu_seconds(1.0, None, 4.0, 0.0) == (4.0, True)  # no declaration: one CPU
 
 
-FAILING_PREPARER = '''
+FAILING_PREPARER = """
 import time
 import numpy as np
 from workers.learners.protocol import Resources
@@ -164,7 +188,7 @@ class Preparer:
     def load_predictor(self, data, info, ctx): return data
 
 def make(): return Preparer()
-'''
+"""
 
 
 class StoringHarness(Harness):
@@ -181,17 +205,27 @@ class StoringHarness(Harness):
 
 
 def test_a_failed_prepare_task_is_charged_its_cpu_floor_and_its_output_is_logged(tmp_path: Path) -> None:
-    from workers.trainer.executor import TrialExecutor  # noqa: PLC0415
-    from workers.trainer.task_prepare import PrepareFailed  # noqa: PLC0415
+    from workers.trainer.executor import TrialExecutor
+    from workers.trainer.task_prepare import PrepareFailed
 
     burn = ALLOWANCE_S + 1.0
     (tmp_path / "nevis_failing_preparer.py").write_text(FAILING_PREPARER.replace("SECONDS", str(burn)))
     host_spec = HostSpec("nevis_failing_preparer:make", import_paths=(str(tmp_path),), sandbox="bwrap")
     harness = StoringHarness()
     split = LabelledData(np.zeros((3, 4, 4, 3), np.uint8), np.zeros(3, np.int64))
-    spec = TrialSpec(host=host_spec, info=INFO, past=(), stream_length=1, steps=1, checkpoint_fractions=(),
-                     state=pickle.dumps(None), train=split, dev=split, key_prefix=key_layout.attempt_prefix(1, 1, 1),
-                     harness=harness)
+    spec = TrialSpec(
+        host=host_spec,
+        info=INFO,
+        past=(),
+        stream_length=1,
+        steps=1,
+        checkpoint_fractions=(),
+        state=pickle.dumps(None),
+        train=split,
+        dev=split,
+        key_prefix=key_layout.attempt_prefix(1, 1, 1),
+        harness=harness,
+    )
     executor = TrialExecutor(host_spec)
     try:
         with pytest.raises(PrepareFailed, match="prepare gave up") as failed:
@@ -202,7 +236,10 @@ def test_a_failed_prepare_task_is_charged_its_cpu_floor_and_its_output_is_logged
     assert failed.value.floored and failed.value.flops > 0  # the learner reported ~0: its CPU time is charged
     restored = pickle.loads(pickle.dumps(failed.value))  # it crosses Ray as a task error's cause
     assert (restored.flops, restored.cpu_seconds, restored.floored) == (
-        failed.value.flops, failed.value.cpu_seconds, True)
+        failed.value.flops,
+        failed.value.cpu_seconds,
+        True,
+    )
     log = harness.stored[key_layout.prepare_log_key(spec.key_prefix)].decode()
     assert "preparing task 1" in log and "prepare gave up" in log
 
@@ -210,11 +247,11 @@ def test_a_failed_prepare_task_is_charged_its_cpu_floor_and_its_output_is_logged
 def test_a_paused_host_burns_nothing_between_calls(tmp_path: Path) -> None:
     """A host of the executors is stopped after each measured call: the thread a trial left
     working burns nothing while the host waits, and resumes with the next request."""
-    from workers.sandbox.pause import PausingHost  # noqa: PLC0415
+    from workers.sandbox.pause import PausingHost
 
     (tmp_path / "nevis_burner.py").write_text(LEARNER_SOURCE)
     with PausingHost(HostSpec("nevis_burner:make", import_paths=(str(tmp_path),), sandbox="bwrap")) as host:
-        assert host._cgroup is not None  # noqa: SLF001 - the test needs a control group
+        assert host._cgroup is not None
         idle = _trial(host, mode="idle", seconds=1.0)
         assert idle["status"] == "ok" and host.paused
         reading = host.cpu_seconds()
@@ -232,8 +269,8 @@ def test_a_paused_host_burns_nothing_between_calls(tmp_path: Path) -> None:
 def test_a_failed_evaluation_carries_its_cpu_floor_to_the_failed_task(tmp_path: Path) -> None:
     """An evaluation whose ``predict`` burns CPU, then raises: the error (as it crosses Ray,
     pickled) carries the floor the task is charged for it (stream_runner adds it)."""
-    from workers.trainer.executor import Evaluator  # noqa: PLC0415
-    from workers.trainer.host_usage import failed_call_floor  # noqa: PLC0415
+    from workers.trainer.executor import Evaluator
+    from workers.trainer.host_usage import failed_call_floor
 
     burn = ALLOWANCE_S + 1.0
     (tmp_path / "nevis_failing_preparer.py").write_text(FAILING_PREPARER.replace("SECONDS", str(burn)))

@@ -34,7 +34,8 @@ def test_a_train_group_beside_its_driver_on_a_two_cpu_machine_is_refused_not_lef
 
 def test_gpus_are_counted_per_node():
     gpu_ranks = Resources(num_workers=4, cpus_per_worker=1, gpus_per_worker=1)
-    assert "largest node has 16 CPUs and 2 GPUs" in placement_refusal(gpu_ranks, [_node(16, 2), _node(8, 2)],
-                                                                      ranks_here=True)
+    assert "largest node has 16 CPUs and 2 GPUs" in placement_refusal(
+        gpu_ranks, [_node(16, 2), _node(8, 2)], ranks_here=True
+    )
     assert placement_refusal(gpu_ranks, [_node(16, 8)], ranks_here=True) is None
     assert "no alive node" in placement_refusal(Resources(), [], ranks_here=False)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from services.core.proxy_policies import halving
-from services.core.strategies import SCHEDULERS
 from services.core.ranks import lidar_at_deltas
+from services.core.strategies import SCHEDULERS
 from workers.sandbox.proxy_views import proxy_features
 from workers.stream.task_info import LabelledData
 from workers.trainer.early_stopping import SuccessiveHalving
@@ -90,9 +90,9 @@ def test_proxy_features_are_q_views_of_n_seeded_train_images_and_read_no_label()
 def test_a_streamed_tasks_proxy_images_are_a_seeded_batch_of_a_few_shards() -> None:
     """A task too large to hold gives the proxy the first n rows of a seeded stream, never the
     whole split; other tasks give their train split."""
-    from workers.sandbox.proxy_views import proxy_images  # noqa: PLC0415
-    from workers.stream.shard_stream import ShardStream  # noqa: PLC0415
-    from workers.stream.shards import ShardInfo  # noqa: PLC0415
+    from workers.sandbox.proxy_views import proxy_images
+    from workers.stream.shard_stream import ShardStream
+    from workers.stream.shards import ShardInfo
 
     rows, shards = 10, [ShardInfo(key=str(i), size=0, sha256="", num_examples=10) for i in range(8)]
     read: list[str] = []

@@ -13,16 +13,15 @@ import os
 import pickle
 import socket
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.unit.trainer.test_trial_in_host import Harness
 from workers.learners.protocol import LabelledData, Resources, TaskInfo
 from workers.sandbox.client import HostSpec
 from workers.trainer.rank_trial import run_ranked_trial, sandboxed_ranks
 from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec
-from tests.unit.trainer.test_trial_in_host import Harness
 
 SECRET = "nevis-rank-secret-4711"
 
@@ -84,13 +83,25 @@ class Ddp:
 def make(): return Ddp()
 '''
 
-INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                num_classes=2, class_names=("a", "b"), image_size=4, num_train=8, num_dev=2)
+INFO = TaskInfo(
+    order=1,
+    key="t",
+    dataset="t",
+    title="t",
+    year=2000,
+    domain=None,
+    kind="single",
+    num_classes=2,
+    class_names=("a", "b"),
+    image_size=4,
+    num_train=8,
+    num_dev=2,
+)
 
 
 @pytest.fixture(autouse=True)
 def harness_without_ray(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ray  # noqa: PLC0415
+    import ray
 
     monkeypatch.setattr(ray, "get", lambda answer: answer)
 
@@ -105,8 +116,19 @@ def test_two_gloo_ranks_train_in_learner_hosts_on_a_loopback_of_their_own(tmp_pa
     host = HostSpec("nevis_ddp_ranks:make", import_paths=(str(tmp_path),))  # sandbox "auto": bwrap here
     resources = Resources(num_workers=2, cpus_per_worker=0.5)
     assert sandboxed_ranks(resources, host.sandbox)
-    spec = TrialSpec(host=host, info=INFO, past=(), stream_length=1, steps=3, checkpoint_fractions=(1.0,),
-                     state=pickle.dumps(None), train=train, dev=dev, key_prefix="runs/r/t1/a1", harness=harness)
+    spec = TrialSpec(
+        host=host,
+        info=INFO,
+        past=(),
+        stream_length=1,
+        steps=3,
+        checkpoint_fractions=(1.0,),
+        state=pickle.dumps(None),
+        train=train,
+        dev=dev,
+        key_prefix="runs/r/t1/a1",
+        harness=harness,
+    )
     with socket.socket() as outside:  # a service on the machine's own loopback
         outside.bind(("127.0.0.1", 0))
         outside.listen()
@@ -130,17 +152,30 @@ def test_two_gloo_ranks_train_in_learner_hosts_on_a_loopback_of_their_own(tmp_pa
 def test_a_rank_that_fails_ends_its_group_and_the_trial_names_it(tmp_path: Path) -> None:
     """Rank 1 raises before any collective: rank 0, waiting for it in one, is closed at once
     rather than at a deadline, and the trial's error leads with rank 1's."""
-    source = LEARNER_SOURCE.replace("        torch.manual_seed(0)\n",
-                                    "        if ctx.rank == 1:\n            raise ValueError('rank one gives up')\n"
-                                    "        torch.manual_seed(0)\n", 1)
+    source = LEARNER_SOURCE.replace(
+        "        torch.manual_seed(0)\n",
+        "        if ctx.rank == 1:\n            raise ValueError('rank one gives up')\n        torch.manual_seed(0)\n",
+        1,
+    )
     (tmp_path / "nevis_ddp_quitter.py").write_text(source)
     data = LabelledData(np.zeros((4, 4, 4, 3), np.uint8), np.arange(4) % 2)
     harness = Harness()
-    spec = TrialSpec(host=HostSpec("nevis_ddp_quitter:make", import_paths=(str(tmp_path),)), info=INFO, past=(),
-                     stream_length=1, steps=2, checkpoint_fractions=(1.0,), state=pickle.dumps(None), train=data,
-                     dev=data, key_prefix="runs/r/t1/a1", harness=harness)
-    metrics = run_ranked_trial({TRIAL_INDEX: 0, TRIAL_SEED: 1, "outside_port": 1}, spec,
-                               Resources(num_workers=2, cpus_per_worker=0.5))
+    spec = TrialSpec(
+        host=HostSpec("nevis_ddp_quitter:make", import_paths=(str(tmp_path),)),
+        info=INFO,
+        past=(),
+        stream_length=1,
+        steps=2,
+        checkpoint_fractions=(1.0,),
+        state=pickle.dumps(None),
+        train=data,
+        dev=data,
+        key_prefix="runs/r/t1/a1",
+        harness=harness,
+    )
+    metrics = run_ranked_trial(
+        {TRIAL_INDEX: 0, TRIAL_SEED: 1, "outside_port": 1}, spec, Resources(num_workers=2, cpus_per_worker=0.5)
+    )
     assert metrics["status"] == "failed"
     assert metrics["error"].startswith("rank 1: ValueError: rank one gives up"), metrics["error"]
     assert "predictor" not in metrics and metrics["host_wall_s"] < 120
@@ -148,8 +183,8 @@ def test_a_rank_that_fails_ends_its_group_and_the_trial_names_it(tmp_path: Path)
 
 def test_each_rank_of_a_gpu_trial_is_given_its_own_card(monkeypatch) -> None:
     """No GPU here: what is checked is the launch, which cards a rank's host is shown."""
-    from workers.sandbox.launch import host_launch  # noqa: PLC0415
-    from workers.sandbox.rank_net import RankSlot  # noqa: PLC0415
+    from workers.sandbox.launch import host_launch
+    from workers.sandbox.rank_net import RankSlot
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
     launch = host_launch(sandbox="bwrap", gpu=True, rank=RankSlot(1, 2, holder_pid=1))

@@ -36,8 +36,7 @@ def _trainable(config):  # never run: Tune needs a trainable to build trials
 
 def configs(search_alg) -> list[dict]:
     """Every trial config ``search_alg`` proposes for SPACE, as Tune would ask for them."""
-    search_alg.add_configurations([Experiment("searchers", _trainable,
-                                              config=param_space(SPACE, trials=TRIALS))])
+    search_alg.add_configurations([Experiment("searchers", _trainable, config=param_space(SPACE, trials=TRIALS))])
     out = []
     while (trial := search_alg.next_trial()) is not None:
         out.append(trial.config)
@@ -96,8 +95,9 @@ def error_of(config: dict) -> float:
     return (math.log10(config["lr"]) + 2) ** 2 + (config["wd"] - 0.05) ** 2 + (config["width"] != 32)
 
 
-def run_plan(search_plan: SearchPlan, space: dict = SPACE,
-             error: Callable[[dict], float | None] = error_of) -> list[dict]:
+def run_plan(
+    search_plan: SearchPlan, space: dict = SPACE, error: Callable[[dict], float | None] = error_of
+) -> list[dict]:
     """Every trial config of ``search_plan`` as Tune would make them, each trial completing
     (with ``error``'s dev error, or failed without one) before the next is asked for."""
     generator = SearchGenerator(search_plan.search_alg)
@@ -154,8 +154,9 @@ def test_gp_ucb_finishes_after_the_budgeted_trials() -> None:
 
 
 def test_failed_trials_do_not_stop_the_search() -> None:
-    every_other = run_plan(searchers.plan("gp_ucb", GP_REQUEST),
-                           error=lambda c: None if c[TRIAL_INDEX] % 2 else error_of(c))
+    every_other = run_plan(
+        searchers.plan("gp_ucb", GP_REQUEST), error=lambda c: None if c[TRIAL_INDEX] % 2 else error_of(c)
+    )
     all_failed = run_plan(searchers.plan("gp_ucb", GP_REQUEST), error=lambda c: None)
     assert [c[TRIAL_INDEX] for c in every_other] == [c[TRIAL_INDEX] for c in all_failed] == list(range(TRIALS))
 
@@ -164,8 +165,9 @@ def test_constant_domains_and_an_empty_space_need_no_gp() -> None:
     space = {"fixed": Choice(("adam",)), "flat": Uniform(0.5, 0.5)}
     trials = run_plan(searchers.plan("gp_ucb", GP_REQUEST), space=space, error=lambda c: 0.1)
     assert [(c["fixed"], c["flat"]) for c in trials] == [("adam", 0.5)] * TRIALS
-    assert [sorted(c) for c in run_plan(searchers.plan("gp_ucb", GP_REQUEST), space={}, error=lambda c: 0.1)] == \
-        [[TRIAL_INDEX, TRIAL_SEED]] * TRIALS
+    assert [sorted(c) for c in run_plan(searchers.plan("gp_ucb", GP_REQUEST), space={}, error=lambda c: 0.1)] == [
+        [TRIAL_INDEX, TRIAL_SEED]
+    ] * TRIALS
 
 
 def test_a_saved_search_resumes_where_it_was(tmp_path) -> None:
@@ -188,7 +190,9 @@ def test_a_saved_search_resumes_where_it_was(tmp_path) -> None:
     assert generator.searcher.suggest("e") is None  # "d" is running: one at a time
 
 
-@pytest.mark.parametrize("domain", [tune.randint(0, 4), tune.quniform(0.0, 1.0, 0.1), tune.qloguniform(1e-3, 1.0, 1e-3)])
+@pytest.mark.parametrize(
+    "domain", [tune.randint(0, 4), tune.quniform(0.0, 1.0, 0.1), tune.qloguniform(1e-3, 1.0, 1e-3)]
+)
 def test_domains_the_gp_cannot_search_are_refused(domain) -> None:
     with pytest.raises(ValueError, match="GP-UCB searches log-uniform, uniform and choice domains"):
         dimension("x", domain)
@@ -197,8 +201,7 @@ def test_domains_the_gp_cannot_search_are_refused(domain) -> None:
 # --- the GP learns from earlier results ------------------------------------------------------
 
 
-def suggestions_for(optimum: float, *, seed: int, n: int = 10,
-                    failing_above: float = math.inf) -> list[float]:
+def suggestions_for(optimum: float, *, seed: int, n: int = 10, failing_above: float = math.inf) -> list[float]:
     """``n`` sequential suggestions of x in [0, 1] for the planted error (x - optimum)^2;
     trials at x > ``failing_above`` fail without a dev error."""
     gp = GpUcbSearch(metric="dev_error", mode="min", seed=seed)

@@ -23,8 +23,14 @@ from workers.trainer.study_plan import (
 )
 
 
-def _grid(learners: str = "indep,ft_prev", budgets: str = "1x3,2x3", seeds: str = "0", *,
-          stream: str = "mini", phase: str = "meta_test"):
+def _grid(
+    learners: str = "indep,ft_prev",
+    budgets: str = "1x3,2x3",
+    seeds: str = "0",
+    *,
+    stream: str = "mini",
+    phase: str = "meta_test",
+):
     return make_grid(stream=stream, phase=phase, learners=learners, budgets=budgets, seeds=seeds)
 
 
@@ -48,10 +54,15 @@ def test_a_budget_out_of_range_names_the_budget_and_the_number(text: str, field:
         parse_budget(text)
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("", "no empty item"), ("2x30,", "no empty item"), ("2x30,2x30", "2x30 more than once"),
-    ("2x30,02x30", "2x30 more than once"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "no empty item"),
+        ("2x30,", "no empty item"),
+        ("2x30,2x30", "2x30 more than once"),
+        ("2x30,02x30", "2x30 more than once"),
+    ],
+)
 def test_a_budget_list_must_be_non_empty_and_without_repeats(text: str, problem: str) -> None:
     with pytest.raises(BudgetError, match=problem):
         parse_budgets(text)
@@ -63,14 +74,17 @@ def test_lists_are_parsed_in_order() -> None:
     assert parse_seeds("0,1,7") == (0, 1, 7)
 
 
-@pytest.mark.parametrize(("parse", "text", "problem"), [
-    (parse_learners, "", "--learners must be a comma-separated list"),
-    (parse_learners, "indep,,ft_d", "--learners must be a comma-separated list"),
-    (parse_learners, "indep,indep", "--learners names indep more than once"),
-    (parse_seeds, "0,-1", "non-negative integers"),
-    (parse_seeds, "zero", "non-negative integers"),
-    (parse_seeds, "1,1", "--seeds names 1 more than once"),
-])
+@pytest.mark.parametrize(
+    ("parse", "text", "problem"),
+    [
+        (parse_learners, "", "--learners must be a comma-separated list"),
+        (parse_learners, "indep,,ft_d", "--learners must be a comma-separated list"),
+        (parse_learners, "indep,indep", "--learners names indep more than once"),
+        (parse_seeds, "0,-1", "non-negative integers"),
+        (parse_seeds, "zero", "non-negative integers"),
+        (parse_seeds, "1,1", "--seeds names 1 more than once"),
+    ],
+)
 def test_empty_or_repeated_lists_name_the_option(parse, text: str, problem: str) -> None:
     with pytest.raises(BudgetError, match=problem):
         parse(text)
@@ -84,10 +98,20 @@ def test_an_unknown_phase_is_refused() -> None:
 def test_points_run_cheapest_budgets_first() -> None:
     points = grid_points(_grid(seeds="0,1"))
     assert [p.key for p in points] == [
-        ("indep", "1x3", 0), ("ft_prev", "1x3", 0), ("indep", "1x3", 1), ("ft_prev", "1x3", 1),
-        ("indep", "2x3", 0), ("ft_prev", "2x3", 0), ("indep", "2x3", 1), ("ft_prev", "2x3", 1),
+        ("indep", "1x3", 0),
+        ("ft_prev", "1x3", 0),
+        ("indep", "1x3", 1),
+        ("ft_prev", "1x3", 1),
+        ("indep", "2x3", 0),
+        ("ft_prev", "2x3", 0),
+        ("indep", "2x3", 1),
+        ("ft_prev", "2x3", 1),
     ]
-    assert points[0].run_budget().model_dump(include={"trials", "steps", "seed"}) == {"trials": 1, "steps": 3, "seed": 0}
+    assert points[0].run_budget().model_dump(include={"trials", "steps", "seed"}) == {
+        "trials": 1,
+        "steps": 3,
+        "seed": 0,
+    }
 
 
 def test_the_plan_file_round_trips_with_submission_ids(tmp_path) -> None:
@@ -115,13 +139,16 @@ def test_growing_the_grid_keeps_every_recorded_submission(tmp_path) -> None:
     assert merge_plan(stored, _grid("ft_prev,indep", "2x3,1x3")) == stored
 
 
-@pytest.mark.parametrize(("grid", "problem"), [
-    (dict(stream="nevis22-short"), "--stream 'nevis22-short' \\(the study was planned with 'mini'\\)"),
-    (dict(phase="meta_train"), "--phase 'meta_train'"),
-    (dict(learners="indep"), "--learners leaves out ft_prev"),
-    (dict(budgets="2x3,4x3"), "--budgets leaves out 1x3"),
-    (dict(seeds="1"), "--seeds leaves out 0"),
-])
+@pytest.mark.parametrize(
+    ("grid", "problem"),
+    [
+        (dict(stream="nevis22-short"), "--stream 'nevis22-short' \\(the study was planned with 'mini'\\)"),
+        (dict(phase="meta_train"), "--phase 'meta_train'"),
+        (dict(learners="indep"), "--learners leaves out ft_prev"),
+        (dict(budgets="2x3,4x3"), "--budgets leaves out 1x3"),
+        (dict(seeds="1"), "--seeds leaves out 0"),
+    ],
+)
 def test_changing_the_grid_in_the_same_folder_is_refused(grid: dict, problem: str) -> None:
     stored = merge_plan(None, _grid())
     with pytest.raises(StudyPlanError, match=problem) as caught:
@@ -129,8 +156,9 @@ def test_changing_the_grid_in_the_same_folder_is_refused(grid: dict, problem: st
     assert "use another --out folder" in str(caught.value)
 
 
-@pytest.mark.parametrize("text", ["not json", "[]", json.dumps({"format": 99}),
-                                  json.dumps({"format": 1, "stream": "mini"})])
+@pytest.mark.parametrize(
+    "text", ["not json", "[]", json.dumps({"format": 99}), json.dumps({"format": 1, "stream": "mini"})]
+)
 def test_a_malformed_plan_file_is_a_clear_error(tmp_path, text: str) -> None:
     (tmp_path / PLAN_FILE).write_text(text)
     with pytest.raises(StudyPlanError, match="study plan"):

@@ -47,8 +47,13 @@ class FakeRunner:
         if sid not in self.submissions:
             raise UnknownNameError(f"No run with id {sid} in this database.")
         request = self.submissions[sid]["request"]
-        return SimpleNamespace(status=self.submissions[sid]["status"], learner_spec=request.learner,
-                               manifest=SimpleNamespace(name="mini"), phase=request.phase, budget=request.budget)
+        return SimpleNamespace(
+            status=self.submissions[sid]["status"],
+            learner_spec=request.learner,
+            manifest=SimpleNamespace(name="mini"),
+            phase=request.phase,
+            budget=request.budget,
+        )
 
 
 def _grid(learners: str = "indep,ft_prev", budgets: str = "1x3,2x3"):
@@ -107,5 +112,7 @@ def test_a_plan_that_is_not_this_database_s_is_refused(tmp_path) -> None:
 
 def test_a_failed_point_names_itself_and_how_to_retry(tmp_path) -> None:
     runner = FakeRunner(known=("indep", "broken"))
-    with pytest.raises(TaskFailedError, match="Study point broken 1x3 seed 0 \\(run 101\\) failed.*rerun the same command"):
+    with pytest.raises(
+        TaskFailedError, match="Study point broken 1x3 seed 0 \\(run 101\\) failed.*rerun the same command"
+    ):
         _run(runner, tmp_path, _grid("indep,broken"))

@@ -72,8 +72,20 @@ class Hostile:
 def make(): return Hostile()
 '''
 
-INFO = TaskInfo(order=1, key="t", dataset="t", title="t", year=2000, domain=None, kind="single",
-                num_classes=2, class_names=("a", "b"), image_size=4, num_train=3, num_dev=2)
+INFO = TaskInfo(
+    order=1,
+    key="t",
+    dataset="t",
+    title="t",
+    year=2000,
+    domain=None,
+    kind="single",
+    num_classes=2,
+    class_names=("a", "b"),
+    image_size=4,
+    num_train=3,
+    num_dev=2,
+)
 
 
 class Remote:
@@ -103,7 +115,7 @@ class Harness:
 
 @pytest.fixture(autouse=True)
 def harness_without_ray(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ray  # noqa: PLC0415
+    import ray
 
     monkeypatch.setattr(ray, "get", lambda answer: answer)
 
@@ -118,9 +130,19 @@ def host(tmp_path: Path):
 def _spec(harness: Harness) -> TrialSpec:
     split = LabelledData(np.zeros((3, 4, 4, 3), np.uint8), np.zeros(3, np.int64))
     dev = LabelledData(np.zeros((2, 4, 4, 3), np.uint8), np.zeros(2, np.int64))
-    return TrialSpec(host=HostSpec("nevis_hostile_trial:make"), info=INFO, past=(), stream_length=1, steps=4,
-                     checkpoint_fractions=(0.0, 1.0), state=pickle.dumps(None), train=split, dev=dev,
-                     key_prefix="runs/r/t1/a1", harness=harness)
+    return TrialSpec(
+        host=HostSpec("nevis_hostile_trial:make"),
+        info=INFO,
+        past=(),
+        stream_length=1,
+        steps=4,
+        checkpoint_fractions=(0.0, 1.0),
+        state=pickle.dumps(None),
+        train=split,
+        dev=dev,
+        key_prefix="runs/r/t1/a1",
+        harness=harness,
+    )
 
 
 def _run(host: LearnerHost, harness: Harness, **config: Any) -> dict[str, Any]:
@@ -139,8 +161,9 @@ def test_a_trial_log_keeps_its_own_prints_and_the_learners_traceback(host) -> No
     harness = Harness()
     logs = []
     for index, word in enumerate(("alpha", "beta")):
-        result = run_trial_in_host(host, {TRIAL_INDEX: index, TRIAL_SEED: 1, "mode": "shout", "word": word},
-                                   _spec(harness))
+        result = run_trial_in_host(
+            host, {TRIAL_INDEX: index, TRIAL_SEED: 1, "mode": "shout", "word": word}, _spec(harness)
+        )
         assert result["status"] == "failed" and "the learner gave up" in result["error"]
         logs.append(harness.stored[f"runs/r/t1/a1/trial-{index:03d}/log.txt"].decode())
     assert "shouting in trial alpha" in logs[0] and "alpha" not in logs[1]
@@ -170,13 +193,12 @@ def test_an_honest_trial_is_recorded_and_the_host_stays_warm(host) -> None:
     assert host.alive
     assert harness.stored["runs/r/t1/a1/trial-000/predictor.bin"] == b"predictor"
     assert sorted(k for k in harness.stored if "ckpt" in k) == [
-        "runs/r/t1/a1/trial-000/ckpt-0000000.bin", "runs/r/t1/a1/trial-000/ckpt-0000004.bin"]
+        "runs/r/t1/a1/trial-000/ckpt-0000000.bin",
+        "runs/r/t1/a1/trial-000/ckpt-0000004.bin",
+    ]
 
 
-@pytest.mark.parametrize(("mode", "words"), [
-    ("flood", "second checkpoint at step 0"),
-    ("undeclared", "step"),
-])
+@pytest.mark.parametrize(("mode", "words"), [("flood", "second checkpoint at step 0"), ("undeclared", "step")])
 def test_a_checkpoint_flood_fails_the_trial_charged_what_was_spent(host, mode, words) -> None:
     harness = Harness()
     result = _run(host, harness, mode=mode)
@@ -194,12 +216,15 @@ def test_a_checkpoint_over_the_size_limit_fails_the_trial(host, monkeypatch) -> 
     assert result["flops_reported"] == 1000
 
 
-@pytest.mark.parametrize(("patch", "named", "reported"), [
-    ({"missed_checkpoints": ["x"]}, "missed_checkpoints", 2000),  # its FLOPs are valid: charged
-    ({"curve": [[0, 1.0]] * 100_000}, "curve", 2000),
-    ({"flops_reported": -5}, "flops_reported", 1000),  # not valid: the last interim report
-    ({"flops_reported": 10}, "", 1000),  # valid but lower than reported before: the most is kept
-])
+@pytest.mark.parametrize(
+    ("patch", "named", "reported"),
+    [
+        ({"missed_checkpoints": ["x"]}, "missed_checkpoints", 2000),  # its FLOPs are valid: charged
+        ({"curve": [[0, 1.0]] * 100_000}, "curve", 2000),
+        ({"flops_reported": -5}, "flops_reported", 1000),  # not valid: the last interim report
+        ({"flops_reported": 10}, "", 1000),  # valid but lower than reported before: the most is kept
+    ],
+)
 def test_a_forged_final_frame_fails_the_trial_naming_the_field(host, patch, named, reported) -> None:
     result = _run(host, Harness(), mode="final", patch=patch)
     if named:
@@ -208,11 +233,14 @@ def test_a_forged_final_frame_fails_the_trial_naming_the_field(host, patch, name
     assert result["flops_reported"] == reported
 
 
-@pytest.mark.parametrize("raw", [
-    '{"op":"result","status":"ok","wall_time_s":NaN,"parts":[]}',
-    '{"op":"result","status":"ok","peak_memory_bytes":1e400,"parts":[]}',
-    "[" * 200_000,
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"op":"result","status":"ok","wall_time_s":NaN,"parts":[]}',
+        '{"op":"result","status":"ok","peak_memory_bytes":1e400,"parts":[]}',
+        "[" * 200_000,
+    ],
+)
 def test_an_undecodable_final_frame_fails_the_trial_charged_the_last_report(host, raw) -> None:
     result = _run(host, Harness(), mode="raw", raw=raw)
     assert result["status"] == "failed" and "WireError" in result["error"], result["error"]

@@ -43,8 +43,9 @@ def test_random_suggestions_are_the_samples_tunes_generator_draws(seed: int) -> 
 def test_gp_ucb_suggestions_are_the_ones_tunes_search_generator_makes() -> None:
     assert loop_configs(searchers.plan("gp_ucb", GP_REQUEST)) == run_plan(searchers.plan("gp_ucb", GP_REQUEST))
     failing = lambda c: None if c[TRIAL_INDEX] % 2 else error_of(c)  # noqa: E731
-    assert loop_configs(searchers.plan("gp_ucb", GP_REQUEST), failing) == \
-        run_plan(searchers.plan("gp_ucb", GP_REQUEST), error=failing)
+    assert loop_configs(searchers.plan("gp_ucb", GP_REQUEST), failing) == run_plan(
+        searchers.plan("gp_ucb", GP_REQUEST), error=failing
+    )
 
 
 def test_gp_ucb_waits_for_a_result_before_its_next_suggestion() -> None:

@@ -30,9 +30,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from services.core.metrics import task_error
 from workers.probe.fits.fold_blocks import FoldBlocks, fold_blocks
 from workers.probe.fits.folds import train_masks
-from services.core.metrics import task_error
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,10 @@ class FoldData:
 
     def __post_init__(self) -> None:
         if self.blocks is not None and self.blocks.members != self.folds:
-            raise ValueError(f"FoldData's blocks hold {self.blocks.members} members, its masks "
-                             f"{self.folds}; replace both (or set blocks=None).")
+            raise ValueError(
+                f"FoldData's blocks hold {self.blocks.members} members, its masks "
+                f"{self.folds}; replace both (or set blocks=None)."
+            )
 
     @property
     def folds(self) -> int:
@@ -108,8 +110,14 @@ def fit_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def prepare(features: np.ndarray, labels: np.ndarray, ids: np.ndarray, folds: int,
-            num_classes: int, device: torch.device | None = None) -> FoldData:
+def prepare(
+    features: np.ndarray,
+    labels: np.ndarray,
+    ids: np.ndarray,
+    folds: int,
+    num_classes: int,
+    device: torch.device | None = None,
+) -> FoldData:
     """Tensors and per-member statistics for ``features`` ((N, d), or G sets (G, N, d) of
     the same examples) split by fold ids ``ids``, on ``device`` (default: the CPU)."""
     device = device or torch.device("cpu")
@@ -128,9 +136,17 @@ def prepare(features: np.ndarray, labels: np.ndarray, ids: np.ndarray, folds: in
     scale = var.sqrt()
     tiny = scale <= 1e-6 * (1.0 + mean.abs())
     inv_sd = torch.where(tiny, torch.ones_like(scale), 1.0 / scale.clamp_min(1e-30))
-    return FoldData(x=x, y=y, train=train, counts=counts, mu=mean.float(),
-                    inv_sd=inv_sd.float(), num_classes=num_classes, multi_label=multi,
-                    blocks=fold_blocks(x, ids, folds))
+    return FoldData(
+        x=x,
+        y=y,
+        train=train,
+        counts=counts,
+        mu=mean.float(),
+        inv_sd=inv_sd.float(),
+        num_classes=num_classes,
+        multi_label=multi,
+        blocks=fold_blocks(x, ids, folds),
+    )
 
 
 @dataclass(frozen=True)
@@ -216,11 +232,22 @@ def held_out_scores(rows: Rows, logits: torch.Tensor) -> FoldScores:
 def split_groups(scores: FoldScores, groups: int) -> list[FoldScores]:
     """One :class:`FoldScores` per feature set from a batched fit's G·k values."""
     k = len(scores.losses) // groups
-    return [FoldScores(losses=scores.losses[g * k:(g + 1) * k], errors=scores.errors[g * k:(g + 1) * k])
-            for g in range(groups)]
+    return [
+        FoldScores(losses=scores.losses[g * k : (g + 1) * k], errors=scores.errors[g * k : (g + 1) * k])
+        for g in range(groups)
+    ]
 
 
 __all__ = [
-    "FoldData", "FoldScores", "Rows", "example_losses", "first_layer", "fit_device", "fit_rows",
-    "held_out_scores", "prepare", "split_groups", "training_loss",
+    "FoldData",
+    "FoldScores",
+    "Rows",
+    "example_losses",
+    "first_layer",
+    "fit_device",
+    "fit_rows",
+    "held_out_scores",
+    "prepare",
+    "split_groups",
+    "training_loss",
 ]

@@ -62,8 +62,9 @@ class FoldBlocks:
         columns = w.reshape(g, k, d, out).index_select(1, self.others.reshape(-1))
         columns = columns.reshape(g, k, k - 1, d, out).permute(0, 1, 3, 2, 4)
         shifts = shift.reshape(g, k, out).index_select(1, self.others.reshape(-1))
-        product = torch.baddbmm(shifts.reshape(members, 1, (k - 1) * out), self.x,
-                                columns.reshape(members, d, (k - 1) * out))
+        product = torch.baddbmm(
+            shifts.reshape(members, 1, (k - 1) * out), self.x, columns.reshape(members, d, (k - 1) * out)
+        )
         # (G, block, column group, n_b, out) → each fold's own column group of its blocks
         product = product.reshape(g, k, n_b, k - 1, out).permute(0, 1, 3, 2, 4)
         mine = product.reshape(g, k * (k - 1), n_b, out).index_select(1, self.pairs)
@@ -90,8 +91,13 @@ def fold_blocks(x: torch.Tensor, ids: np.ndarray, folds: int) -> FoldBlocks:
     others = np.array([[j for j in range(folds) if j != f] for f in range(folds)], dtype=np.int64)
     fold = np.arange(folds)[:, None]
     slots = np.where(fold < others, fold, fold - 1)  # fold f's place among others[j]
-    return FoldBlocks(x=blocks.reshape(g * folds, n_b, d).contiguous(), order=order_t, valid=valid_t,
-                      others=torch.as_tensor(others, device=x.device),
-                      pairs=torch.as_tensor((others * (folds - 1) + slots).reshape(-1), device=x.device))
+    return FoldBlocks(
+        x=blocks.reshape(g * folds, n_b, d).contiguous(),
+        order=order_t,
+        valid=valid_t,
+        others=torch.as_tensor(others, device=x.device),
+        pairs=torch.as_tensor((others * (folds - 1) + slots).reshape(-1), device=x.device),
+    )
+
 
 __all__ = ["FoldBlocks", "fold_blocks"]

@@ -52,8 +52,7 @@ def fold_ids(labels: np.ndarray, folds: int, *, seed: int) -> np.ndarray:
     n = int(labels.shape[0])
     if n < folds:
         raise FoldError(
-            f"Cannot split {n} examples into {folds} folds; lower the 'folds' probe setting "
-            "or raise 'max_examples'."
+            f"Cannot split {n} examples into {folds} folds; lower the 'folds' probe setting or raise 'max_examples'."
         )
     rng = np.random.default_rng([seed, 0xF01D])
     out = np.empty(n, dtype=np.int64)

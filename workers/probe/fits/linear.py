@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from workers.probe.fits.fit_common import (
-    FoldData, FoldScores, first_layer, fit_rows, held_out_scores, training_loss,
-)
+from workers.probe.fits.fit_common import FoldData, FoldScores, first_layer, fit_rows, held_out_scores, training_loss
 from workers.probe.fits.fit_flops import counted, repeated
 from workers.probe.fits.row_space import in_row_space
 
@@ -82,8 +80,13 @@ def fit_linear(data: FoldData, *, l2: float, max_iter: int, seed: int = 0) -> Fo
     u = torch.zeros((k, d, c), device=data.x.device, requires_grad=True)  # V = precondition @ u
     b = torch.zeros((k, c), device=data.x.device, requires_grad=True)
     optimizer = torch.optim.LBFGS(
-        [u, b], lr=1.0, max_iter=max_iter, history_size=20, tolerance_grad=1e-7,
-        tolerance_change=TOLERANCE_CHANGE, line_search_fn="strong_wolfe",
+        [u, b],
+        lr=1.0,
+        max_iter=max_iter,
+        history_size=20,
+        tolerance_grad=1e-7,
+        tolerance_change=TOLERANCE_CHANGE,
+        line_search_fn="strong_wolfe",
     )
     train_rows, held_rows = fit_rows(data, held=False), fit_rows(data, held=True)
 

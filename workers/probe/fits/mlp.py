@@ -16,7 +16,13 @@ import math
 import torch
 
 from workers.probe.fits.fit_common import (
-    FoldData, FoldScores, Rows, first_layer, fit_rows, held_out_scores, training_loss,
+    FoldData,
+    FoldScores,
+    Rows,
+    first_layer,
+    fit_rows,
+    held_out_scores,
+    training_loss,
 )
 from workers.probe.fits.fit_flops import counted, repeated
 
@@ -47,8 +53,9 @@ def _forward(data: FoldData, params: list[torch.Tensor], rows: Rows) -> torch.Te
     return h
 
 
-def fit_mlp(data: FoldData, *, depth: int, hidden: int, steps: int, lr: float,
-            weight_decay: float, seed: int = 0) -> FoldScores:
+def fit_mlp(
+    data: FoldData, *, depth: int, hidden: int, steps: int, lr: float, weight_decay: float, seed: int = 0
+) -> FoldScores:
     """Train the ``depth``-layer MLP probe of every fold; score it on the held-out rows.
 
     Args:

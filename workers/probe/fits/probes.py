@@ -16,12 +16,12 @@ import numpy as np
 import torch
 
 from services.core.registry import Registry
+from services.store.probes.settings import ProbeSettings
 from workers.probe.fits.fit_common import FoldData, FoldScores, fit_device, prepare, split_groups
 from workers.probe.fits.fit_flops import counted
 from workers.probe.fits.folds import fold_ids
 from workers.probe.fits.linear import fit_linear
 from workers.probe.fits.mlp import fit_mlp
-from services.store.probes.settings import ProbeSettings
 
 
 class ProbeFit(Protocol):
@@ -36,9 +36,15 @@ def _linear(data: FoldData, settings: ProbeSettings) -> FoldScores:
 
 def _mlp(depth: int) -> ProbeFit:
     def fit(data: FoldData, settings: ProbeSettings) -> FoldScores:
-        return fit_mlp(data, depth=depth, hidden=settings.mlp_hidden, steps=settings.mlp_steps,
-                       lr=settings.mlp_lr, weight_decay=settings.mlp_weight_decay,
-                       seed=settings.seed)
+        return fit_mlp(
+            data,
+            depth=depth,
+            hidden=settings.mlp_hidden,
+            steps=settings.mlp_steps,
+            lr=settings.mlp_lr,
+            weight_decay=settings.mlp_weight_decay,
+            seed=settings.seed,
+        )
 
     return fit
 
@@ -74,8 +80,9 @@ def _threads_at_most(n: int) -> Iterator[None]:
             torch.set_num_threads(before)
 
 
-def fit_probes(features: np.ndarray, labels: np.ndarray, *, num_classes: int,
-               settings: ProbeSettings) -> dict[str, FoldScores]:
+def fit_probes(
+    features: np.ndarray, labels: np.ndarray, *, num_classes: int, settings: ProbeSettings
+) -> dict[str, FoldScores]:
     """Held-out scores of every probe kind of ``settings`` on one set of features.
 
     Args:
@@ -90,8 +97,9 @@ def fit_probes(features: np.ndarray, labels: np.ndarray, *, num_classes: int,
     return fit_probes_batched(features[None], labels, num_classes=num_classes, settings=settings)[0]
 
 
-def fit_probes_batched(features: np.ndarray, labels: np.ndarray, *, num_classes: int,
-                       settings: ProbeSettings) -> list[dict[str, FoldScores]]:
+def fit_probes_batched(
+    features: np.ndarray, labels: np.ndarray, *, num_classes: int, settings: ProbeSettings
+) -> list[dict[str, FoldScores]]:
     """:func:`fit_probes` for G feature sets of the same examples (G checkpoints of a trial),
     fitted as one batch: (G, N, d) in, one ``{kind: FoldScores}`` per set out. Every set
     gets the same folds and start, so its scores do not depend on the others (up to the
@@ -104,8 +112,7 @@ def fit_probes_batched(features: np.ndarray, labels: np.ndarray, *, num_classes:
     with _threads_at_most(1 if work < SINGLE_THREAD_WORK else torch.get_num_threads()):
         with counted():
             data = prepare(features, labels, ids, settings.folds, num_classes, device=fit_device())
-        fits = {kind: split_groups(get_probe(kind)(data, settings), data.groups)
-                for kind in settings.kinds}
+        fits = {kind: split_groups(get_probe(kind)(data, settings), data.groups) for kind in settings.kinds}
     return [{kind: fits[kind][g] for kind in settings.kinds} for g in range(data.groups)]
 
 

@@ -44,8 +44,16 @@ def in_row_space(data: FoldData) -> FoldData | None:
         basis = rows.T @ (vectors[:, keep] * values[keep].rsqrt())  # (d, rank), orthonormal columns
         reduced[member, :, : basis.shape[1]] = z @ basis
     ones = torch.ones((data.folds, width), dtype=torch.float32, device=data.x.device)
-    return FoldData(x=reduced.float(), y=data.y, train=data.train, counts=data.counts, mu=torch.zeros_like(ones),
-                    inv_sd=ones, num_classes=data.num_classes, multi_label=data.multi_label)
+    return FoldData(
+        x=reduced.float(),
+        y=data.y,
+        train=data.train,
+        counts=data.counts,
+        mu=torch.zeros_like(ones),
+        inv_sd=ones,
+        num_classes=data.num_classes,
+        multi_label=data.multi_label,
+    )
 
 
 __all__ = ["RANK_TOLERANCE", "in_row_space"]

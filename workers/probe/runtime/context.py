@@ -37,12 +37,12 @@ class AnalysisFlops:
         return self.measured + self.reported
 
     def __add__(self, other: AnalysisFlops) -> AnalysisFlops:
-        return AnalysisFlops(self.measured + other.measured, self.reported + other.reported,
-                             self.untracked + other.untracked)
+        return AnalysisFlops(
+            self.measured + other.measured, self.reported + other.reported, self.untracked + other.untracked
+        )
 
     def to_dict(self) -> dict[str, int]:
-        return {"measured": self.measured, "reported": self.reported, "untracked": self.untracked,
-                "total": self.total}
+        return {"measured": self.measured, "reported": self.reported, "untracked": self.untracked, "total": self.total}
 
 
 @dataclass
@@ -71,7 +71,8 @@ class ProbeContext:
         """Add what a learner host's meter counted for one call (checked by
         :func:`~workers.sandbox.messages.flop_fields`, with its reply)."""
         self.hosted = self.hosted + AnalysisFlops(
-            int(counts["flops_measured"]), int(counts["flops_reported"]), int(counts["flops_untracked"]))
+            int(counts["flops_measured"]), int(counts["flops_reported"]), int(counts["flops_untracked"])
+        )
 
     @property
     def flops(self) -> AnalysisFlops:

@@ -30,7 +30,6 @@ from workers.stream.task_data import load_task_data
 from workers.stream.task_info import Originals, TaskInfo, task_info
 from workers.stream.versions import stored_manifest
 
-
 PROBE_SPLITS: tuple[str, ...] = ("dev", "dev_test")  # held out from the backbone's training
 # Per worker: about 40 tasks of 2,000 probe images at 64 px with their LiDAR originals.
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -79,8 +78,9 @@ def _originals_at(stored: list[Originals], rows: np.ndarray) -> Originals:
     return Originals(images, extents)
 
 
-def sample_task(task: TaskSpec, data: Any, *, image_size: int, max_examples: int,
-                lidar_n: int, seed: int) -> TaskSamples:
+def sample_task(
+    task: TaskSpec, data: Any, *, image_size: int, max_examples: int, lidar_n: int, seed: int
+) -> TaskSamples:
     """Subsample a task's loaded held-out splits (see the module docstring)."""
     parts = [data.splits[s] for s in PROBE_SPLITS]
     images = np.concatenate([p[0] for p in parts])
@@ -92,10 +92,16 @@ def sample_task(task: TaskSpec, data: Any, *, image_size: int, max_examples: int
     stored = [getattr(data, "originals", {}).get(s) for s in PROBE_SPLITS]
     originals = _originals_at(stored, probe[clean]) if all(o is not None for o in stored) else None
     return TaskSamples(
-        order=task.order, kind=task.kind, num_classes=data.index.num_classes,
-        probe_images=images[probe], probe_labels=labels[probe],
-        lidar_images=images[probe][clean], info=task_info(task, data.index, image_size),
-        probe_splits=splits[probe], probe_rows=rows[probe], lidar_originals=originals,
+        order=task.order,
+        kind=task.kind,
+        num_classes=data.index.num_classes,
+        probe_images=images[probe],
+        probe_labels=labels[probe],
+        lidar_images=images[probe][clean],
+        info=task_info(task, data.index, image_size),
+        probe_splits=splits[probe],
+        probe_rows=rows[probe],
+        lidar_originals=originals,
     )
 
 
@@ -124,17 +130,16 @@ class TaskCache:
             self._manifests[key] = stored_manifest(version)
         return self._manifests[key]
 
-    def samples(self, manifest: StreamManifest, order: int, *, image_size: int, max_examples: int,
-                lidar_n: int, seed: int) -> TaskSamples:
+    def samples(
+        self, manifest: StreamManifest, order: int, *, image_size: int, max_examples: int, lidar_n: int, seed: int
+    ) -> TaskSamples:
         key = (manifest.name, manifest.version, order, image_size, max_examples, lidar_n, seed)
         if key in self._samples:
             self._samples.move_to_end(key)
             return self._samples[key]
         task = next(t for t in manifest.tasks if t.order == order)
-        data = load_task_data(self.store, task, image_size=image_size, splits=PROBE_SPLITS,
-                              originals=PROBE_SPLITS)
-        samples = sample_task(task, data, image_size=image_size, max_examples=max_examples,
-                              lidar_n=lidar_n, seed=seed)
+        data = load_task_data(self.store, task, image_size=image_size, splits=PROBE_SPLITS, originals=PROBE_SPLITS)
+        samples = sample_task(task, data, image_size=image_size, max_examples=max_examples, lidar_n=lidar_n, seed=seed)
         self._samples[key] = samples
         self._bytes += samples.nbytes
         while self._bytes > self.max_bytes and len(self._samples) > 1:

@@ -27,8 +27,9 @@ from workers.stream.task_info import Originals
 EXTRACT_CHUNK = 512  # images per features() call
 
 
-def load_checkpoint_bytes(store: ObjectStore, *, checkpoint_id: int, object_key: str,
-                          sha256: str, trial_id: int, step: int) -> bytes:
+def load_checkpoint_bytes(
+    store: ObjectStore, *, checkpoint_id: int, object_key: str, sha256: str, trial_id: int, step: int
+) -> bytes:
     """The verified bytes of one checkpoint.
 
     Raises:
@@ -57,7 +58,7 @@ def load_predictor(learner: Any, data: bytes, info: Any, ctx: Any, *, checkpoint
     """The learner's predictor from checkpoint bytes; a failure is a ProbeInputError."""
     try:
         return learner.load_predictor(data, info, ctx)
-    except Exception as exc:  # noqa: BLE001 - whatever the learner raises, name the checkpoint
+    except Exception as exc:
         raise ProbeInputError(
             f"Checkpoint {checkpoint_id} could not be loaded by learner "
             f"{getattr(learner, 'name', '?')!r}: {type(exc).__name__}: {exc}"
@@ -88,8 +89,9 @@ def _checked(learner: Any, out: np.ndarray, rows: int) -> np.ndarray:
     return out.astype(np.float32, copy=False)
 
 
-def extract_with_scores(learner: Any, predictor: Any, images: np.ndarray, ctx: Any, *,
-                        task_order: int) -> tuple[np.ndarray, np.ndarray]:
+def extract_with_scores(
+    learner: Any, predictor: Any, images: np.ndarray, ctx: Any, *, task_order: int
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`extract` and the learner's scores of the same images, from one pass where the
     learner offers it (:mod:`workers.sandbox.joint_pass`)."""
     features, scores = [], []
@@ -99,10 +101,11 @@ def extract_with_scores(learner: Any, predictor: Any, images: np.ndarray, ctx: A
             out, score = features_and_scores(learner, predictor, chunk, ctx)
         except ProbeInputError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a learner bug, reported as such
+        except Exception as exc:
             raise ProbeInputError(
                 f"features() or predict() of learner {getattr(learner, 'name', '?')!r} failed on task "
-                f"{task_order} (features and the pretext error): {type(exc).__name__}: {exc}") from exc
+                f"{task_order} (features and the pretext error): {type(exc).__name__}: {exc}"
+            ) from exc
         features.append(_checked(learner, np.asarray(out), len(chunk)))
         scores.append(np.asarray(score))
     if not features:
@@ -110,9 +113,17 @@ def extract_with_scores(learner: Any, predictor: Any, images: np.ndarray, ctx: A
     return np.concatenate(features), np.concatenate(scores)
 
 
-def augmented_features(learner: Any, predictor: Any, images: np.ndarray, q: int, ctx: Any, *,
-                       seed: int, chunk_images: int = 64,
-                       originals: Originals | None = None) -> tuple[np.ndarray, str]:
+def augmented_features(
+    learner: Any,
+    predictor: Any,
+    images: np.ndarray,
+    q: int,
+    ctx: Any,
+    *,
+    seed: int,
+    chunk_images: int = 64,
+    originals: Originals | None = None,
+) -> tuple[np.ndarray, str]:
     """LiDAR embeddings (n, q, d) of ``images`` under q augmentations each, and their source;
     with ``originals`` (the same images as stored for training) the views are cut from them."""
     blocks, source = [], ""
@@ -121,16 +132,28 @@ def augmented_features(learner: Any, predictor: Any, images: np.ndarray, q: int,
         stored = None if originals is None else originals.take(slice(start, start + chunk_images))
         own = getattr(learner, "augment_views", None)  # a sandboxed learner augments in its host
         views, source = (
-            own(predictor, clean, q, seed=seed + start, ctx=ctx, originals=stored) if callable(own)
-            else augment_views(learner, predictor, clean, q, seed=seed + start,
-                               originals=None if stored is None else stored.images,
-                               extents=None if stored is None else stored.extents))
+            own(predictor, clean, q, seed=seed + start, ctx=ctx, originals=stored)
+            if callable(own)
+            else augment_views(
+                learner,
+                predictor,
+                clean,
+                q,
+                seed=seed + start,
+                originals=None if stored is None else stored.images,
+                extents=None if stored is None else stored.extents,
+            )
+        )
         feats = extract(learner, predictor, views.reshape(-1, *images.shape[1:]), ctx)
         blocks.append(feats.reshape(len(clean), q, -1))
     return np.concatenate(blocks), source
 
 
 __all__ = [
-    "EXTRACT_CHUNK", "augmented_features", "extract", "extract_with_scores", "load_checkpoint_bytes",
-    "load_predictor"
+    "EXTRACT_CHUNK",
+    "augmented_features",
+    "extract",
+    "extract_with_scores",
+    "load_checkpoint_bytes",
+    "load_predictor",
 ]

@@ -26,8 +26,9 @@ FRESH_HOOK = "fresh_predictor"  # the learner hook workers/sandbox/fresh.py call
 FRESH_STEP = -1  # where the fresh network's fits sit among a trial's steps (never a checkpoint's)
 
 
-def fresh_features(learner: Any, predictor: Any, targets: Sequence[TaskSamples], ctx: Any, *,
-                   seed: int) -> tuple[dict[int, TargetFeatures] | None, str]:
+def fresh_features(
+    learner: Any, predictor: Any, targets: Sequence[TaskSamples], ctx: Any, *, seed: int
+) -> tuple[dict[int, TargetFeatures] | None, str]:
     """Every target's features through a fresh network of ``predictor``'s architecture, or
     None where there is none (the learner's first checkpoint already is untrained); and what
     the network was. A sandboxed learner builds it in its host (and lets it go after)."""
@@ -41,8 +42,10 @@ def fresh_features(learner: Any, predictor: Any, targets: Sequence[TaskSamples],
     if fresh is None:
         return None, source
     try:
-        return {t.order: TargetFeatures(extract(learner, fresh, t.probe_images, ctx), t.probe_labels,
-                                        t.num_classes) for t in targets}, source
+        return {
+            t.order: TargetFeatures(extract(learner, fresh, t.probe_images, ctx), t.probe_labels, t.num_classes)
+            for t in targets
+        }, source
     finally:
         if hosted:
             learner.release(fresh)
@@ -51,8 +54,9 @@ def fresh_features(learner: Any, predictor: Any, targets: Sequence[TaskSamples],
 def start_losses(fits: Sequence[Any]) -> dict[tuple[int, str], np.ndarray]:
     """(target, probe kind) → the fresh network's held-out loss per fold, from the fits at
     :data:`FRESH_STEP`."""
-    return {(f.target_order, f.kind): np.asarray(f.scores.losses, dtype=np.float64)
-            for f in fits if f.step == FRESH_STEP}
+    return {
+        (f.target_order, f.kind): np.asarray(f.scores.losses, dtype=np.float64) for f in fits if f.step == FRESH_STEP
+    }
 
 
 __all__ = ["FRESH_HOOK", "FRESH_STEP", "fresh_features", "start_losses"]

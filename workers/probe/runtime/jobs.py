@@ -32,32 +32,27 @@ import numpy as np
 from sqlalchemy import and_, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.store.db.models import Checkpoint, StreamTask, Submission, TaskRun, Trial
-from services.store.db.models_probe import (
-    ProbeCheckpointResult,
-    ProbeCorrelationRow,
-    ProbeFitRow,
-    ProbeMismatchRow,
-)
-from services.store.objects import ObjectStore
-from services.store.db import jsonfloats
-from workers.probe.runtime.context import AnalysisFlops, ProbeContext
-from workers.sandbox.bundles import DEFAULT_MAX_UNPACKED_BYTES, unpack_stored_bundle
-from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner
-from workers.sandbox.images import ImageLimits, unpack_image
-from workers.probe.runtime.data import TaskCache
 from services.core.errors import ProbeInputError
-from workers.probe.runtime.features import load_checkpoint_bytes, load_predictor
-from workers.probe.runtime.fresh_start import FRESH_STEP, fresh_features, start_losses
-from workers.probe.fits.fit_flops import counting
-from workers.probe.runtime.measure import CheckpointMeasures, measure_checkpoint
-from workers.probe.runtime.pretext import loss_at_checkpoints, read_training_curve
-from workers.probe.scores.proxies import ProxyPoint, proxy_correlations
+from services.store.db import jsonfloats
+from services.store.db.models import Checkpoint, StreamTask, Submission, TaskRun, Trial
+from services.store.db.models_probe import ProbeCheckpointResult, ProbeCorrelationRow, ProbeFitRow, ProbeMismatchRow
+from services.store.objects import ObjectStore
 from services.store.probes.queue import ClaimedJob, load_settings, record_analysis_flops
 from services.store.probes.settings import ProbeSettings
 from services.store.probes.sql import upsert
+from workers.probe.fits.fit_flops import counting
+from workers.probe.runtime.context import AnalysisFlops, ProbeContext
+from workers.probe.runtime.data import TaskCache
+from workers.probe.runtime.features import load_checkpoint_bytes, load_predictor
+from workers.probe.runtime.fresh_start import FRESH_STEP, fresh_features, start_losses
+from workers.probe.runtime.measure import CheckpointMeasures, measure_checkpoint
+from workers.probe.runtime.pretext import loss_at_checkpoints, read_training_curve
 from workers.probe.runtime.trial_fits import features_key, fit_trial, load_features, save_features
+from workers.probe.scores.proxies import ProxyPoint, proxy_correlations
 from workers.probe.scores.trial_scores import trial_mismatch
+from workers.sandbox.bundles import DEFAULT_MAX_UNPACKED_BYTES, unpack_stored_bundle
+from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner
+from workers.sandbox.images import ImageLimits, unpack_image
 
 Writer = Callable[[Session], None]
 
@@ -67,10 +62,18 @@ class ProbeRuntime:
     learner host per learner (the probe pool calls learner code only through a host, in its
     sandbox; this process holds the database credentials and never imports a learner)."""
 
-    def __init__(self, sessions: sessionmaker[Session], store: ObjectStore, *, sandbox: str = "auto",
-                 import_paths: tuple[str, ...] = (), threads: int = 1, bundles_dir: Path | None = None,
-                 bundle_max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES,
-                 images_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        store: ObjectStore,
+        *,
+        sandbox: str = "auto",
+        import_paths: tuple[str, ...] = (),
+        threads: int = 1,
+        bundles_dir: Path | None = None,
+        bundle_max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES,
+        images_dir: Path | None = None,
+    ) -> None:
         self.sessions = sessions
         self.store = store
         self.tasks = TaskCache(store)
@@ -79,8 +82,9 @@ class ProbeRuntime:
         self.images_dir = images_dir
         self._learners: dict[tuple[str, str | None], SandboxedLearner] = {}
 
-    def learner(self, spec: str, *, bundle: tuple[str, str] | None = None,
-                image: str | None = None) -> SandboxedLearner:
+    def learner(
+        self, spec: str, *, bundle: tuple[str, str] | None = None, image: str | None = None
+    ) -> SandboxedLearner:
         """A warm host of learner ``spec``; ``bundle`` is its uploaded bundle's (key, sha256),
         ``image`` its registered image (pinned by digest), unpacked here once and shown
         read-only to the host, as the worker harness does."""
@@ -92,15 +96,22 @@ class ProbeRuntime:
             paths = self.import_paths
             if bundle is not None:
                 if self.bundles_dir is None:
-                    raise ProbeInputError("this probe worker has no folder to unpack learner bundles "
-                                          "into (give it the service's NEVIS_DATA_DIR)")
-                root = unpack_stored_bundle(self.store, key=bundle[0], sha256=bundle[1], root=self.bundles_dir,
-                                            max_unpacked_bytes=self.bundle_max_unpacked_bytes)
+                    raise ProbeInputError(
+                        "this probe worker has no folder to unpack learner bundles "
+                        "into (give it the service's NEVIS_DATA_DIR)"
+                    )
+                root = unpack_stored_bundle(
+                    self.store,
+                    key=bundle[0],
+                    sha256=bundle[1],
+                    root=self.bundles_dir,
+                    max_unpacked_bytes=self.bundle_max_unpacked_bytes,
+                )
                 paths = (str(root), *paths)
             elif image is not None and self.images_dir is not None:
                 paths = (*unpack_image(image, cache=self.images_dir, limits=ImageLimits()).import_paths, *paths)
             host = LearnerHost(HostSpec(spec, paths, self.sandbox, self.threads))
-        except Exception as exc:  # noqa: BLE001 - reported with the job
+        except Exception as exc:
             raise ProbeInputError(f"Cannot load learner {spec!r} to probe it: {exc}") from exc
         self._learners[cache_key] = SandboxedLearner(host)
         return self._learners[cache_key]
@@ -114,8 +125,7 @@ class ProbeRuntime:
 
 def run_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
     """Compute ``job`` and return its writer (see the module docstring)."""
-    runners = {"checkpoint": run_checkpoint_job, "trial": run_trial_job,
-               "summary": run_summary_job}
+    runners = {"checkpoint": run_checkpoint_job, "trial": run_trial_job, "summary": run_summary_job}
     return runners[job.kind](runtime, job)
 
 
@@ -150,68 +160,106 @@ def run_checkpoint_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         submission = run.submission
         spec, size, order = submission.learner.entrypoint, submission.image_size, run.stream_task.order
         bundle = submission.learner.bundle_key, submission.learner.bundle_sha256
-        learner = runtime.learner(spec, bundle=bundle if bundle[0] else None,
-                                  image=submission.learner.image_ref)
+        learner = runtime.learner(spec, bundle=bundle if bundle[0] else None, image=submission.learner.image_ref)
         manifest = runtime.tasks.manifest(submission.stream_version)
-        row = dict(checkpoint_id=ckpt.id, object_key=ckpt.object_key, sha256=ckpt.sha256,
-                   trial_id=trial.id, step=ckpt.step)
+        row = dict(
+            checkpoint_id=ckpt.id, object_key=ckpt.object_key, sha256=ckpt.sha256, trial_id=trial.id, step=ckpt.step
+        )
         first_step = session.scalar(select(func.min(Checkpoint.step)).where(Checkpoint.trial_id == trial.id))
         trial_seed = int(trial.seed)  # the fresh start is the network this trial would have built
     data = load_checkpoint_bytes(runtime.store, **row)
     orders = [t.order for t in manifest.tasks]
-    sample = dict(image_size=size, max_examples=settings.max_examples,
-                  lidar_n=settings.lidar_n, seed=settings.seed)
-    targets = [runtime.tasks.samples(manifest, o, **sample)
-               for o in target_orders(orders, order, settings)]
+    sample = dict(image_size=size, max_examples=settings.max_examples, lidar_n=settings.lidar_n, seed=settings.seed)
+    targets = [runtime.tasks.samples(manifest, o, **sample) for o in target_orders(orders, order, settings)]
     current = targets[0]
     ctx = ProbeContext(seed=settings.seed)  # counts the learner's passes: the analysis FLOPs
     try:
         predictor = load_predictor(learner, data, current.info, ctx, checkpoint_id=row["checkpoint_id"])
-        measures = measure_checkpoint(learner, predictor, current=current, targets=targets,
-                                      settings=settings, ctx=ctx, fit=False)
+        measures = measure_checkpoint(
+            learner, predictor, current=current, targets=targets, settings=settings, ctx=ctx, fit=False
+        )
         fresh = None
         if settings.ofm_fresh_start and row["step"] == first_step:  # OFM's untrained start
-            fresh, measures.details["ofm_start"] = fresh_features(learner, predictor, targets, ctx,
-                                                                  seed=trial_seed)
+            fresh, measures.details["ofm_start"] = fresh_features(learner, predictor, targets, ctx, seed=trial_seed)
     finally:
         ctx.close()
     spent = ctx.flops
-    save_features(runtime.store, features_key(job.settings_hash, row["checkpoint_id"]), measures.features,
-                  fresh=fresh)
+    save_features(runtime.store, features_key(job.settings_hash, row["checkpoint_id"]), measures.features, fresh=fresh)
 
     def write(session: Session) -> None:
         write_checkpoint_measures(
-            session, checkpoint_id=row["checkpoint_id"], trial_id=row["trial_id"], step=row["step"],
-            settings_hash=job.settings_hash, measures=measures, analysis_flops=spent)
+            session,
+            checkpoint_id=row["checkpoint_id"],
+            trial_id=row["trial_id"],
+            step=row["step"],
+            settings_hash=job.settings_hash,
+            measures=measures,
+            analysis_flops=spent,
+        )
         record_analysis_flops(session, job, spent.total)
 
     return write
 
 
-def write_checkpoint_measures(session: Session, *, checkpoint_id: int, trial_id: int, step: int,
-                              settings_hash: str, measures: CheckpointMeasures,
-                              analysis_flops: AnalysisFlops | None = None) -> None:
+def write_checkpoint_measures(
+    session: Session,
+    *,
+    checkpoint_id: int,
+    trial_id: int,
+    step: int,
+    settings_hash: str,
+    measures: CheckpointMeasures,
+    analysis_flops: AnalysisFlops | None = None,
+) -> None:
     """Upsert a checkpoint's ranks and probe fits; ``analysis_flops`` (what the learner's
     passes cost, split by provenance) goes into ``details``."""
     details = dict(measures.details)
     if analysis_flops is not None:
         details["analysis_flops"] = analysis_flops.to_dict()
-    upsert(session, ProbeCheckpointResult.__table__, [{
-        "checkpoint_id": checkpoint_id, "trial_id": trial_id, "settings_hash": settings_hash,
-        "step": step, "lidar": measures.lidar, "rankme": measures.rankme,
-        "pretext_error": measures.pretext_error, "feature_dim": measures.feature_dim,
-        "lidar_n": measures.lidar_n, "lidar_q": measures.lidar_q, "rankme_n": measures.rankme_n,
-        "details": jsonfloats.encode_tree(details),
-    }], conflict=["checkpoint_id", "settings_hash"])
-    upsert(session, ProbeFitRow.__table__, [{
-        "checkpoint_id": checkpoint_id, "trial_id": trial_id, "settings_hash": settings_hash,
-        "step": step, "target_order": fit.target_order, "probe_kind": fit.kind,
-        "loss": fit.scores.loss, "error": fit.scores.error,
-        "fold_losses": jsonfloats.encode(fit.scores.losses.tolist()),
-        "fold_errors": jsonfloats.encode(fit.scores.errors.tolist()),
-        "folds": len(fit.scores.losses), "num_examples": fit.num_examples,
-        "num_classes": fit.num_classes,
-    } for fit in measures.fits], conflict=["checkpoint_id", "settings_hash", "target_order", "probe_kind"])
+    upsert(
+        session,
+        ProbeCheckpointResult.__table__,
+        [
+            {
+                "checkpoint_id": checkpoint_id,
+                "trial_id": trial_id,
+                "settings_hash": settings_hash,
+                "step": step,
+                "lidar": measures.lidar,
+                "rankme": measures.rankme,
+                "pretext_error": measures.pretext_error,
+                "feature_dim": measures.feature_dim,
+                "lidar_n": measures.lidar_n,
+                "lidar_q": measures.lidar_q,
+                "rankme_n": measures.rankme_n,
+                "details": jsonfloats.encode_tree(details),
+            }
+        ],
+        conflict=["checkpoint_id", "settings_hash"],
+    )
+    upsert(
+        session,
+        ProbeFitRow.__table__,
+        [
+            {
+                "checkpoint_id": checkpoint_id,
+                "trial_id": trial_id,
+                "settings_hash": settings_hash,
+                "step": step,
+                "target_order": fit.target_order,
+                "probe_kind": fit.kind,
+                "loss": fit.scores.loss,
+                "error": fit.scores.error,
+                "fold_losses": jsonfloats.encode(fit.scores.losses.tolist()),
+                "fold_errors": jsonfloats.encode(fit.scores.errors.tolist()),
+                "folds": len(fit.scores.losses),
+                "num_examples": fit.num_examples,
+                "num_classes": fit.num_classes,
+            }
+            for fit in measures.fits
+        ],
+        conflict=["checkpoint_id", "settings_hash", "target_order", "probe_kind"],
+    )
 
 
 # --- trial jobs ---------------------------------------------------------------------------
@@ -221,10 +269,14 @@ def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
     with runtime.sessions() as session:
         settings = load_settings(session, job.settings_hash)
         measured = session.execute(
-            select(ProbeCheckpointResult.checkpoint_id, ProbeCheckpointResult.step,
-                   ProbeCheckpointResult.pretext_error, ProbeCheckpointResult.details)
-            .where(ProbeCheckpointResult.trial_id == job.trial_id,
-                   ProbeCheckpointResult.settings_hash == job.settings_hash)
+            select(
+                ProbeCheckpointResult.checkpoint_id,
+                ProbeCheckpointResult.step,
+                ProbeCheckpointResult.pretext_error,
+                ProbeCheckpointResult.details,
+            ).where(
+                ProbeCheckpointResult.trial_id == job.trial_id, ProbeCheckpointResult.settings_hash == job.settings_hash
+            )
         ).all()
         curve = read_training_curve(session, trial_id=job.trial_id)
     features = {}
@@ -233,8 +285,11 @@ def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         if stored is not None:  # a checkpoint measured before features were handed over
             features[step] = stored
     first = min(measured, key=lambda m: m[1], default=None)
-    fresh = None if first is None or not settings.ofm_fresh_start else load_features(
-        runtime.store, features_key(job.settings_hash, first[0]), fresh=True)
+    fresh = (
+        None
+        if first is None or not settings.ofm_fresh_start
+        else load_features(runtime.store, features_key(job.settings_hash, first[0]), fresh=True)
+    )
     start_source = str(((first[3] if first else None) or {}).get("ofm_start", ""))
     if fresh is not None:
         features[FRESH_STEP] = fresh
@@ -243,11 +298,11 @@ def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
     starts = start_losses(fits)
     fits = [f for f in fits if f.step != FRESH_STEP]
     ids = {step: checkpoint_id for checkpoint_id, step, _, _ in measured}
-    fit_rows = [fit_row(f, checkpoint_id=ids[f.step], trial_id=job.trial_id,
-                        settings_hash=job.settings_hash) for f in fits]
+    fit_rows = [
+        fit_row(f, checkpoint_id=ids[f.step], trial_id=job.trial_id, settings_hash=job.settings_hash) for f in fits
+    ]
     pretext = {step: error for _, step, error, _ in measured if step in features}
-    held_out = {step: jsonfloats.decode_value((details or {}).get("pretext_loss"))
-                for _, step, _, details in measured}
+    held_out = {step: jsonfloats.decode_value((details or {}).get("pretext_loss")) for _, step, _, details in measured}
     grouped: dict[tuple[int, str], list[Any]] = defaultdict(list)
     for f in sorted(fits, key=lambda f: f.step):
         grouped[(f.target_order, f.kind)].append((f.step, f.scores.losses, f.scores.errors))
@@ -258,22 +313,40 @@ def run_trial_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
         steps = [p[0] for p in points]
         pretext_loss, source = pretext_loss_at(steps, held_out, curve)
         result = trial_mismatch(
-            steps, np.array([p[1] for p in points]), np.array([p[2] for p in points]),
-            [pretext[s] for s in steps], pretext_loss, settings=settings, loss_source=source,
-            start_losses=starts.get((target, kind)), start_source=start_source)
+            steps,
+            np.array([p[1] for p in points]),
+            np.array([p[2] for p in points]),
+            [pretext[s] for s in steps],
+            pretext_loss,
+            settings=settings,
+            loss_source=source,
+            start_losses=starts.get((target, kind)),
+            start_source=start_source,
+        )
         scores, spreads, curves = current_only_mm3(result, current=target == job.task_order)
-        rows.append({
-            "trial_id": job.trial_id, "settings_hash": job.settings_hash, "target_order": target,
-            "probe_kind": kind, "conv_step": result.conv_step, "converged": result.converged,
-            "num_checkpoints": len(steps), **scores,
-            "spreads": jsonfloats.encode_tree(spreads),
-            "curves": jsonfloats.encode_tree(curves),
-        })
+        rows.append(
+            {
+                "trial_id": job.trial_id,
+                "settings_hash": job.settings_hash,
+                "target_order": target,
+                "probe_kind": kind,
+                "conv_step": result.conv_step,
+                "converged": result.converged,
+                "num_checkpoints": len(steps),
+                **scores,
+                "spreads": jsonfloats.encode_tree(spreads),
+                "curves": jsonfloats.encode_tree(curves),
+            }
+        )
     conflict = ["trial_id", "settings_hash", "target_order", "probe_kind"]
 
     def write(session: Session) -> None:
-        upsert(session, ProbeFitRow.__table__, fit_rows,
-               conflict=["checkpoint_id", "settings_hash", "target_order", "probe_kind"])
+        upsert(
+            session,
+            ProbeFitRow.__table__,
+            fit_rows,
+            conflict=["checkpoint_id", "settings_hash", "target_order", "probe_kind"],
+        )
         upsert(session, ProbeMismatchRow.__table__, rows, conflict=conflict)
         record_analysis_flops(session, job, fit_flops.flops)
 
@@ -286,25 +359,35 @@ def current_only_mm3(result: Any, *, current: bool) -> tuple[dict, dict, dict]:
     task; on an earlier target it would compare two tasks' errors, which is no mismatch."""
     if current:
         return result.scores, result.spreads, result.curves
-    return ({**result.scores, "mm3": None}, {k: v for k, v in result.spreads.items() if k != "mm3"},
-            {**result.curves, "m3": None})
+    return (
+        {**result.scores, "mm3": None},
+        {k: v for k, v in result.spreads.items() if k != "mm3"},
+        {**result.curves, "m3": None},
+    )
 
 
 def fit_row(fit: Any, *, checkpoint_id: int, trial_id: int, settings_hash: str) -> dict[str, Any]:
     """The ``probe_fits`` row of one (checkpoint, target, kind) fit."""
     return {
-        "checkpoint_id": checkpoint_id, "trial_id": trial_id, "settings_hash": settings_hash,
-        "step": fit.step, "target_order": fit.target_order, "probe_kind": fit.kind,
-        "loss": fit.scores.loss, "error": fit.scores.error,
+        "checkpoint_id": checkpoint_id,
+        "trial_id": trial_id,
+        "settings_hash": settings_hash,
+        "step": fit.step,
+        "target_order": fit.target_order,
+        "probe_kind": fit.kind,
+        "loss": fit.scores.loss,
+        "error": fit.scores.error,
         "fold_losses": jsonfloats.encode(fit.scores.losses.tolist()),
         "fold_errors": jsonfloats.encode(fit.scores.errors.tolist()),
-        "folds": len(fit.scores.losses), "num_examples": fit.num_examples,
+        "folds": len(fit.scores.losses),
+        "num_examples": fit.num_examples,
         "num_classes": fit.num_classes,
     }
 
 
-def pretext_loss_at(steps: list[int], held_out: dict[int, Any],
-                    curve: tuple[np.ndarray, np.ndarray] | None) -> tuple[Any, str]:
+def pretext_loss_at(
+    steps: list[int], held_out: dict[int, Any], curve: tuple[np.ndarray, np.ndarray] | None
+) -> tuple[Any, str]:
     """The convergence curve and its source: the held-out pretext loss measured at each
     checkpoint; for results stored before it was measured, the training curve (see
     :mod:`workers.probe.runtime.pretext`)."""
@@ -320,19 +403,33 @@ def pretext_loss_at(steps: list[int], held_out: dict[int, Any],
 def proxy_points(session: Session, *, submission_id: int, settings_hash: str) -> list[ProxyPoint]:
     """One point per probed checkpoint of a submission: LiDAR, RankMe, own-task linear accuracy."""
     query = (
-        select(StreamTask.order, ProbeCheckpointResult.trial_id, ProbeCheckpointResult.step,
-               ProbeCheckpointResult.lidar, ProbeCheckpointResult.rankme, ProbeFitRow.error)
+        select(
+            StreamTask.order,
+            ProbeCheckpointResult.trial_id,
+            ProbeCheckpointResult.step,
+            ProbeCheckpointResult.lidar,
+            ProbeCheckpointResult.rankme,
+            ProbeFitRow.error,
+        )
         .select_from(ProbeCheckpointResult)
-        .join(ProbeFitRow, and_(ProbeFitRow.checkpoint_id == ProbeCheckpointResult.checkpoint_id,
-                                ProbeFitRow.settings_hash == ProbeCheckpointResult.settings_hash,
-                                ProbeFitRow.probe_kind == "linear"))
+        .join(
+            ProbeFitRow,
+            and_(
+                ProbeFitRow.checkpoint_id == ProbeCheckpointResult.checkpoint_id,
+                ProbeFitRow.settings_hash == ProbeCheckpointResult.settings_hash,
+                ProbeFitRow.probe_kind == "linear",
+            ),
+        )
         .join(Trial, Trial.id == ProbeCheckpointResult.trial_id)
         .join(TaskRun, TaskRun.id == Trial.task_run_id)
         .join(StreamTask, StreamTask.id == TaskRun.stream_task_id)
-        .where(TaskRun.submission_id == submission_id,
-               ProbeCheckpointResult.settings_hash == settings_hash,
-               ProbeFitRow.target_order == StreamTask.order,
-               ProbeCheckpointResult.lidar.is_not(None), ProbeCheckpointResult.rankme.is_not(None))
+        .where(
+            TaskRun.submission_id == submission_id,
+            ProbeCheckpointResult.settings_hash == settings_hash,
+            ProbeFitRow.target_order == StreamTask.order,
+            ProbeCheckpointResult.lidar.is_not(None),
+            ProbeCheckpointResult.rankme.is_not(None),
+        )
         .order_by(StreamTask.order, ProbeCheckpointResult.trial_id, ProbeCheckpointResult.step)
     )
     return [ProxyPoint(o, t, s, lid, rank, 1.0 - err) for o, t, s, lid, rank, err in session.execute(query)]
@@ -342,24 +439,45 @@ def run_summary_job(runtime: ProbeRuntime, job: ClaimedJob) -> Writer:
     with runtime.sessions() as session:
         if session.get(Submission, job.submission_id) is None:
             raise ProbeInputError(f"Run {job.submission_id} no longer exists.")
-        points = proxy_points(session, submission_id=job.submission_id,
-                              settings_hash=job.settings_hash)
+        points = proxy_points(session, submission_id=job.submission_id, settings_hash=job.settings_hash)
     correlations = proxy_correlations(points)
 
     def write(session: Session) -> None:
-        session.execute(delete(ProbeCorrelationRow).where(
-            ProbeCorrelationRow.submission_id == job.submission_id,
-            ProbeCorrelationRow.settings_hash == job.settings_hash))
-        session.add_all(ProbeCorrelationRow(
-            submission_id=job.submission_id, settings_hash=job.settings_hash, scope=c.scope,
-            task_order=c.task_order, proxy=c.proxy, spearman=c.spearman,
-            kendall_tau_b=c.kendall_tau_b, num_points=c.num_points) for c in correlations)
+        session.execute(
+            delete(ProbeCorrelationRow).where(
+                ProbeCorrelationRow.submission_id == job.submission_id,
+                ProbeCorrelationRow.settings_hash == job.settings_hash,
+            )
+        )
+        session.add_all(
+            ProbeCorrelationRow(
+                submission_id=job.submission_id,
+                settings_hash=job.settings_hash,
+                scope=c.scope,
+                task_order=c.task_order,
+                proxy=c.proxy,
+                spearman=c.spearman,
+                kendall_tau_b=c.kendall_tau_b,
+                num_points=c.num_points,
+            )
+            for c in correlations
+        )
         record_analysis_flops(session, job, 0)  # rank correlations in numpy: nothing counted
 
     return write
 
 
 __all__ = [
-    "ProbeRuntime", "Writer", "current_only_mm3", "fit_row", "pretext_loss_at", "proxy_points", "run_checkpoint_job",
-    "run_job", "run_summary_job", "run_trial_job", "target_orders", "write_checkpoint_measures"
+    "ProbeRuntime",
+    "Writer",
+    "current_only_mm3",
+    "fit_row",
+    "pretext_loss_at",
+    "proxy_points",
+    "run_checkpoint_job",
+    "run_job",
+    "run_summary_job",
+    "run_trial_job",
+    "target_orders",
+    "write_checkpoint_measures",
 ]

@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from workers.probe.runtime.data import PROBE_SPLITS, TaskSamples
 from services.core.errors import ProbeInputError
-from workers.probe.runtime.features import augmented_features, extract, extract_with_scores
-from workers.probe.fits.fit_common import FoldScores
-from workers.probe.scores.probe_metrics import lidar_at_deltas, rankme
-from workers.probe.runtime.pretext import held_out_loss
-from workers.probe.fits.probes import fit_probes
-from services.store.probes.settings import ProbeSettings
 from services.core.metrics import task_error
+from services.store.probes.settings import ProbeSettings
+from workers.probe.fits.fit_common import FoldScores
+from workers.probe.fits.probes import fit_probes
+from workers.probe.runtime.data import PROBE_SPLITS, TaskSamples
+from workers.probe.runtime.features import augmented_features, extract, extract_with_scores
+from workers.probe.runtime.pretext import held_out_loss
+from workers.probe.scores.probe_metrics import lidar_at_deltas, rankme
 
 
 @dataclass(frozen=True)
@@ -67,16 +67,19 @@ class CheckpointMeasures:
     features: dict[int, TargetFeatures] = field(default_factory=dict)
 
 
-def pretext_measures(learner: Any, predictor: Any, current: TaskSamples, ctx: Any, *,
-                     scores: np.ndarray | None = None) -> tuple[float, float]:
+def pretext_measures(
+    learner: Any, predictor: Any, current: TaskSamples, ctx: Any, *, scores: np.ndarray | None = None
+) -> tuple[float, float]:
     """The learner's own task error and held-out loss on the current task's probe examples
     (``scores``: its predictions of them, where the features' pass already gave them)."""
     try:
         if scores is None:
             scores = np.asarray(learner.predict(predictor, current.probe_images, ctx))
-        return (float(task_error(scores, current.probe_labels, current.kind)),
-                held_out_loss(scores, current.probe_labels, current.kind))
-    except Exception as exc:  # noqa: BLE001 - a learner bug, reported as such
+        return (
+            float(task_error(scores, current.probe_labels, current.kind)),
+            held_out_loss(scores, current.probe_labels, current.kind),
+        )
+    except Exception as exc:
         raise ProbeInputError(
             f"predict() of learner {getattr(learner, 'name', '?')!r} failed on task "
             f"{current.order} for the pretext error: {type(exc).__name__}: {exc}"
@@ -90,17 +93,31 @@ def lidar_measures(views: np.ndarray, settings: ProbeSettings) -> tuple[float, d
     relative = settings.lidar_delta_mode == "relative"
     deltas = sorted({settings.lidar_delta, *settings.lidar_delta_sweep})
     values, scale = lidar_at_deltas(views, deltas, relative=relative, eps=settings.lidar_eps)
-    absolute = (lidar_at_deltas(views, [settings.lidar_delta], relative=False, eps=settings.lidar_eps)[0]
-                if relative else values)[settings.lidar_delta]
+    absolute = (
+        lidar_at_deltas(views, [settings.lidar_delta], relative=False, eps=settings.lidar_eps)[0]
+        if relative
+        else values
+    )[settings.lidar_delta]
     return values[settings.lidar_delta], {
-        "lidar_delta_mode": settings.lidar_delta_mode, "lidar_delta": settings.lidar_delta,
-        "lidar_delta_scale": scale, "lidar_delta_used": settings.lidar_delta * (scale if relative and scale > 0 else 1.0),
-        "lidar_sweep": {f"{d:g}": values[d] for d in deltas}, "lidar_absolute_delta": absolute}
+        "lidar_delta_mode": settings.lidar_delta_mode,
+        "lidar_delta": settings.lidar_delta,
+        "lidar_delta_scale": scale,
+        "lidar_delta_used": settings.lidar_delta * (scale if relative and scale > 0 else 1.0),
+        "lidar_sweep": {f"{d:g}": values[d] for d in deltas},
+        "lidar_absolute_delta": absolute,
+    }
 
 
-def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
-                       targets: Sequence[TaskSamples], settings: ProbeSettings,
-                       ctx: Any, fit: bool = True) -> CheckpointMeasures:
+def measure_checkpoint(
+    learner: Any,
+    predictor: Any,
+    *,
+    current: TaskSamples,
+    targets: Sequence[TaskSamples],
+    settings: ProbeSettings,
+    ctx: Any,
+    fit: bool = True,
+) -> CheckpointMeasures:
     """Probe fits on every target, LiDAR, RankMe and the pretext error of one checkpoint.
 
     With ``fit=False`` the probes are not fitted here: each target's features are returned
@@ -123,8 +140,9 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
     for target in targets:
         t0 = time.perf_counter()
         if target.order == current.order:  # the pretext error's scores from the same pass
-            feats, current_scores = extract_with_scores(learner, predictor, target.probe_images, ctx,
-                                                         task_order=current.order)
+            feats, current_scores = extract_with_scores(
+                learner, predictor, target.probe_images, ctx, task_order=current.order
+            )
             current_features = feats
         else:
             feats = extract(learner, predictor, target.probe_images, ctx)
@@ -133,22 +151,20 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
         if not fit:
             continue
         t0 = time.perf_counter()
-        scores = fit_probes(feats, target.probe_labels, num_classes=target.num_classes,
-                            settings=settings)
+        scores = fit_probes(feats, target.probe_labels, num_classes=target.num_classes, settings=settings)
         timings[f"probes_{target.order}"] = time.perf_counter() - t0
-        fits += [TargetFit(target.order, kind, s, len(feats), target.num_classes)
-                 for kind, s in scores.items()]
+        fits += [TargetFit(target.order, kind, s, len(feats), target.num_classes) for kind, s in scores.items()]
     if current_features is None:
         current_features, current_scores = extract_with_scores(
-            learner, predictor, current.probe_images, ctx, task_order=current.order)
+            learner, predictor, current.probe_images, ctx, task_order=current.order
+        )
     t0 = time.perf_counter()
     n, q = len(current.lidar_images), settings.lidar_q
     if n < 2:
-        raise ProbeInputError(
-            f"Task {current.order} has {n} held-out image(s); LiDAR needs at least 2."
-        )
-    views, source = augmented_features(learner, predictor, current.lidar_images, q, ctx,
-                                       seed=settings.seed, originals=current.lidar_originals)
+        raise ProbeInputError(f"Task {current.order} has {n} held-out image(s); LiDAR needs at least 2.")
+    views, source = augmented_features(
+        learner, predictor, current.lidar_images, q, ctx, seed=settings.seed, originals=current.lidar_originals
+    )
     lidar_value, lidar_details = lidar_measures(views.astype(np.float64), settings)
     timings["lidar"] = time.perf_counter() - t0
     rank_value = rankme(current_features.astype(np.float64), eps=settings.rankme_eps)
@@ -157,14 +173,32 @@ def measure_checkpoint(learner: Any, predictor: Any, *, current: TaskSamples,
     timings["pretext"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - started
     return CheckpointMeasures(
-        lidar=lidar_value, rankme=rank_value, pretext_error=error, pretext_loss=loss,
-        feature_dim=int(current_features.shape[1]), lidar_n=n, lidar_q=q,
-        rankme_n=int(current_features.shape[0]), fits=tuple(fits), features={} if fit else kept,
-        details={"augmentation": source, "seconds": timings, **lidar_details,
-                 "pretext_error_split": "+".join(PROBE_SPLITS), "pretext_loss": loss,
-                 "pretext_error_examples": len(current.probe_images)},
+        lidar=lidar_value,
+        rankme=rank_value,
+        pretext_error=error,
+        pretext_loss=loss,
+        feature_dim=int(current_features.shape[1]),
+        lidar_n=n,
+        lidar_q=q,
+        rankme_n=int(current_features.shape[0]),
+        fits=tuple(fits),
+        features={} if fit else kept,
+        details={
+            "augmentation": source,
+            "seconds": timings,
+            **lidar_details,
+            "pretext_error_split": "+".join(PROBE_SPLITS),
+            "pretext_loss": loss,
+            "pretext_error_examples": len(current.probe_images),
+        },
     )
 
 
-__all__ = ["CheckpointMeasures", "TargetFeatures", "TargetFit", "lidar_measures", "measure_checkpoint",
-           "pretext_measures"]
+__all__ = [
+    "CheckpointMeasures",
+    "TargetFeatures",
+    "TargetFit",
+    "lidar_measures",
+    "measure_checkpoint",
+    "pretext_measures",
+]

@@ -41,10 +41,14 @@ def summary_key(submission_id: int, settings_hash: str) -> str:
 
 def committed_orders(session: Session, *, submission_id: int) -> list[int]:
     """Orders of the submission's committed tasks, ascending."""
-    return list(session.scalars(
-        select(StreamTask.order).join(TaskResult, TaskResult.stream_task_id == StreamTask.id)
-        .where(TaskResult.submission_id == submission_id).order_by(StreamTask.order)
-    ))
+    return list(
+        session.scalars(
+            select(StreamTask.order)
+            .join(TaskResult, TaskResult.stream_task_id == StreamTask.id)
+            .where(TaskResult.submission_id == submission_id)
+            .order_by(StreamTask.order)
+        )
+    )
 
 
 def probed_trials(trials: list[tuple[int, int]], chosen: int, other_trials: int | None) -> set[int]:
@@ -88,9 +92,15 @@ def sampled_checkpoints(steps: list[int], count: int | None) -> set[int]:
     return {ordered[round(i * last / (count - 1))] for i in range(count)}
 
 
-def plan_jobs(session: Session, *, submission_id: int, settings_hash: str,
-              task_order: int | None = None, other_trials: int | None = None,
-              other_checkpoints: int | None = None) -> list[JobSpec]:
+def plan_jobs(
+    session: Session,
+    *,
+    submission_id: int,
+    settings_hash: str,
+    task_order: int | None = None,
+    other_trials: int | None = None,
+    other_checkpoints: int | None = None,
+) -> list[JobSpec]:
     """The jobs of a submission's committed tasks (or of task ``task_order`` only), for
     every checkpoint of the chosen trial and ``other_checkpoints`` checkpoints (first and
     last, ...; None: all) of ``other_trials`` others of each task (None: every trial).
@@ -101,8 +111,7 @@ def plan_jobs(session: Session, *, submission_id: int, settings_hash: str,
     if session.get(Submission, submission_id) is None:
         raise NevisError(f"No run with id {submission_id} in this database.")
     query = (
-        select(StreamTask.order, Trial.id, Checkpoint.id, Trial.trial_index, TaskResult.best_trial_id,
-               Checkpoint.step)
+        select(StreamTask.order, Trial.id, Checkpoint.id, Trial.trial_index, TaskResult.best_trial_id, Checkpoint.step)
         .select_from(TaskResult)
         .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
         .join(Trial, Trial.task_run_id == TaskResult.task_run_id)
@@ -125,24 +134,34 @@ def plan_jobs(session: Session, *, submission_id: int, settings_hash: str,
         per_task.setdefault(order, {})[trial_id] = index
         steps.setdefault(trial_id, []).append(step)
     chosen = {order: best for order, _, _, _, best, _ in rows}
-    keep = set().union(*(probed_trials(list(t.items()), chosen[o], other_trials)
-                         for o, t in per_task.items()))
+    keep = set().union(*(probed_trials(list(t.items()), chosen[o], other_trials) for o, t in per_task.items()))
     best = set(chosen.values())
-    sampled = {t: sampled_checkpoints(s, None if t in best else other_checkpoints)
-               for t, s in steps.items() if t in keep}
+    sampled = {
+        t: sampled_checkpoints(s, None if t in best else other_checkpoints) for t, s in steps.items() if t in keep
+    }
     jobs: list[JobSpec] = []
     trials: dict[int, int] = {}
     for order, trial_id, checkpoint_id, _, _, step in rows:
         if trial_id not in keep or step not in sampled[trial_id]:
             continue
-        jobs.append(JobSpec(checkpoint_key(checkpoint_id, settings_hash), "checkpoint",
-                            submission_id, order, settings_hash, trial_id, checkpoint_id))
+        jobs.append(
+            JobSpec(
+                checkpoint_key(checkpoint_id, settings_hash),
+                "checkpoint",
+                submission_id,
+                order,
+                settings_hash,
+                trial_id,
+                checkpoint_id,
+            )
+        )
         trials.setdefault(trial_id, order)
-    jobs += [JobSpec(trial_key(t, settings_hash), "trial", submission_id, order, settings_hash, t)
-             for t, order in trials.items()]
+    jobs += [
+        JobSpec(trial_key(t, settings_hash), "trial", submission_id, order, settings_hash, t)
+        for t, order in trials.items()
+    ]
     if jobs:
-        jobs.append(JobSpec(summary_key(submission_id, settings_hash), "summary", submission_id,
-                            0, settings_hash))
+        jobs.append(JobSpec(summary_key(submission_id, settings_hash), "summary", submission_id, 0, settings_hash))
     return jobs
 
 
@@ -155,36 +174,72 @@ class QueuedJobs:
     job_ids: tuple[int, ...]
 
 
-def enqueue_submission(session: Session, *, submission_id: int, settings: ProbeSettings,
-                       task_order: int | None = None, retry_failed: bool = False,
-                       max_attempts: int = queue.DEFAULT_MAX_ATTEMPTS) -> int:
+def enqueue_submission(
+    session: Session,
+    *,
+    submission_id: int,
+    settings: ProbeSettings,
+    task_order: int | None = None,
+    retry_failed: bool = False,
+    max_attempts: int = queue.DEFAULT_MAX_ATTEMPTS,
+) -> int:
     """Store the settings and queue the submission's missing jobs; returns how many were new.
 
     With ``retry_failed``, failed jobs of the submission (same settings) are queued again.
     Storing the settings is the first statement, a write (see :func:`enqueue_committed`).
     """
-    added, _ = _enqueue(session, submission_id=submission_id, settings=settings, task_order=task_order,
-                        retry_failed=retry_failed, max_attempts=max_attempts)
+    added, _ = _enqueue(
+        session,
+        submission_id=submission_id,
+        settings=settings,
+        task_order=task_order,
+        retry_failed=retry_failed,
+        max_attempts=max_attempts,
+    )
     return added
 
 
-def queue_submission(session: Session, *, submission_id: int, settings: ProbeSettings,
-                     task_order: int | None = None, retry_failed: bool = False,
-                     max_attempts: int = queue.DEFAULT_MAX_ATTEMPTS) -> QueuedJobs:
+def queue_submission(
+    session: Session,
+    *,
+    submission_id: int,
+    settings: ProbeSettings,
+    task_order: int | None = None,
+    retry_failed: bool = False,
+    max_attempts: int = queue.DEFAULT_MAX_ATTEMPTS,
+) -> QueuedJobs:
     """:func:`enqueue_submission`, also naming the jobs of this plan, so that ``nevis probe
     run`` drains those and no other job waiting in the shared queue."""
-    added, keys = _enqueue(session, submission_id=submission_id, settings=settings, task_order=task_order,
-                           retry_failed=retry_failed, max_attempts=max_attempts)
+    added, keys = _enqueue(
+        session,
+        submission_id=submission_id,
+        settings=settings,
+        task_order=task_order,
+        retry_failed=retry_failed,
+        max_attempts=max_attempts,
+    )
     return QueuedJobs(added=added, job_ids=queue.job_ids(session, keys))
 
 
-def _enqueue(session: Session, *, submission_id: int, settings: ProbeSettings, task_order: int | None,
-             retry_failed: bool, max_attempts: int) -> tuple[int, list[str]]:
+def _enqueue(
+    session: Session,
+    *,
+    submission_id: int,
+    settings: ProbeSettings,
+    task_order: int | None,
+    retry_failed: bool,
+    max_attempts: int,
+) -> tuple[int, list[str]]:
     """Queue the plan; returns how many jobs were new and the keys of the plan's jobs."""
     settings_hash = queue.ensure_settings(session, settings)
-    jobs = plan_jobs(session, submission_id=submission_id, settings_hash=settings_hash,
-                     task_order=task_order, other_trials=settings.other_trials,
-                     other_checkpoints=settings.other_checkpoints)
+    jobs = plan_jobs(
+        session,
+        submission_id=submission_id,
+        settings_hash=settings_hash,
+        task_order=task_order,
+        other_trials=settings.other_trials,
+        other_checkpoints=settings.other_checkpoints,
+    )
     added = queue.enqueue(session, jobs, max_attempts=max_attempts)
     keys = {job.job_key for job in jobs}
     reopened = 0
@@ -211,19 +266,38 @@ def enqueue_committed(session: Session, *, settings: ProbeSettings) -> int:
     # Write before reading: on SQLite a transaction that reads first cannot later take the
     # write lock if another worker wrote meanwhile ("database is locked", no waiting).
     settings_hash = queue.ensure_settings(session, settings)
-    committed = {tuple(row) for row in session.execute(
-        select(TaskResult.submission_id, StreamTask.order)
-        .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
-    )}
-    planned = {tuple(row) for row in session.execute(
-        select(ProbeJob.submission_id, ProbeJob.task_order).distinct()
-        .where(ProbeJob.settings_hash == settings_hash, ProbeJob.kind == "checkpoint")
-    )}
-    return sum(enqueue_submission(session, submission_id=sub, settings=settings, task_order=order)
-               for sub, order in sorted(committed - planned))
+    committed = {
+        tuple(row)
+        for row in session.execute(
+            select(TaskResult.submission_id, StreamTask.order).join(
+                StreamTask, StreamTask.id == TaskResult.stream_task_id
+            )
+        )
+    }
+    planned = {
+        tuple(row)
+        for row in session.execute(
+            select(ProbeJob.submission_id, ProbeJob.task_order)
+            .distinct()
+            .where(ProbeJob.settings_hash == settings_hash, ProbeJob.kind == "checkpoint")
+        )
+    }
+    return sum(
+        enqueue_submission(session, submission_id=sub, settings=settings, task_order=order)
+        for sub, order in sorted(committed - planned)
+    )
 
 
 __all__ = [
-    "QueuedJobs", "checkpoint_key", "committed_orders", "enqueue_committed", "enqueue_submission",
-    "plan_jobs", "probed_trials", "queue_submission", "sampled_checkpoints", "summary_key", "trial_key",
+    "QueuedJobs",
+    "checkpoint_key",
+    "committed_orders",
+    "enqueue_committed",
+    "enqueue_submission",
+    "plan_jobs",
+    "probed_trials",
+    "queue_submission",
+    "sampled_checkpoints",
+    "summary_key",
+    "trial_key",
 ]

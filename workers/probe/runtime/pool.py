@@ -28,14 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from services.core.errors import LearnerError, ManifestError, ProbeInputError
 from services.store.db import sessions_on, transaction
 from services.store.objects import open_store
 from services.store.probes import queue
-from services.core.errors import LearnerError, ManifestError, ProbeInputError
-from workers.probe.runtime.jobs import ProbeRuntime, run_job
-from workers.probe.runtime.planner import enqueue_committed
 from services.store.probes.queue import ClaimedJob, LeaseLostError
 from services.store.probes.settings import ProbeSettings
+from workers.probe.runtime.jobs import ProbeRuntime, run_job
+from workers.probe.runtime.planner import enqueue_committed
 
 log = logging.getLogger("nevis.probe")
 
@@ -111,7 +111,7 @@ class LeaseHeartbeat:
             try:
                 with transaction(self.worker.sessions) as session:
                     held = queue.heartbeat(session, self.job, lease_s=self.worker.config.lease_s)
-            except Exception:  # noqa: BLE001 - a missed beat is retried; the lease is long
+            except Exception:
                 log.warning("heartbeat of probe job %s failed", self.job.id, exc_info=True)
                 continue
             if not held:
@@ -122,24 +122,32 @@ class LeaseHeartbeat:
 class ProbeWorker:
     """One worker: claims and runs jobs until told to stop (see the module docstring)."""
 
-    def __init__(self, config: WorkerConfig, *, owner: str | None = None,
-                 on_event: JobEvent | None = None) -> None:
+    def __init__(self, config: WorkerConfig, *, owner: str | None = None, on_event: JobEvent | None = None) -> None:
         self.config = config
         self.owner = owner or worker_name()
         self.sessions = sessions_on(config.database_url)
         self.runtime = ProbeRuntime(
-            self.sessions, open_store(config.store_url, s3_endpoint_url=config.s3_endpoint_url),
-            sandbox=config.sandbox, import_paths=config.import_paths, threads=config.threads,
+            self.sessions,
+            open_store(config.store_url, s3_endpoint_url=config.s3_endpoint_url),
+            sandbox=config.sandbox,
+            import_paths=config.import_paths,
+            threads=config.threads,
             bundles_dir=Path(config.bundles_dir) if config.bundles_dir else None,
-            images_dir=Path(config.images_dir) if config.images_dir else None)
+            images_dir=Path(config.images_dir) if config.images_dir else None,
+        )
         self.on_event = on_event or (lambda job, outcome, seconds, message: None)
         self._watch = ProbeSettings.from_dict(config.watch) if config.watch is not None else None
 
     def run_once(self) -> bool:
         """Claim and run one job; False when nothing was ready."""
         with transaction(self.sessions) as session:
-            job = queue.claim(session, owner=self.owner, lease_s=self.config.lease_s,
-                              submission_id=self.config.submission_id, job_ids=self.config.job_ids)
+            job = queue.claim(
+                session,
+                owner=self.owner,
+                lease_s=self.config.lease_s,
+                submission_id=self.config.submission_id,
+                job_ids=self.config.job_ids,
+            )
         if job is None:
             return False
         started = time.perf_counter()
@@ -178,8 +186,7 @@ class ProbeWorker:
         """Whether a job this worker may take is still claimable or running (one waiting only
         for jobs outside its selection is not: see :func:`queue.has_work`)."""
         with self.sessions() as session:
-            return queue.has_work(session, submission_id=self.config.submission_id,
-                                  job_ids=self.config.job_ids)
+            return queue.has_work(session, submission_id=self.config.submission_id, job_ids=self.config.job_ids)
 
     def run(self, *, stop: threading.Event | None = None) -> int:
         """Work until idle (``stop_when_idle``) or until ``stop`` is set; returns jobs run."""
@@ -213,15 +220,17 @@ def _worker_main(config: WorkerConfig) -> None:
 def start_workers(config: WorkerConfig, n: int) -> list[multiprocessing.process.BaseProcess]:
     """Start ``n`` worker processes (spawned) and return them."""
     context = multiprocessing.get_context("spawn")
-    processes = [context.Process(target=_worker_main, args=(config,), name=f"probe-worker-{i}",
-                                 daemon=False) for i in range(n)]
+    processes = [
+        context.Process(target=_worker_main, args=(config,), name=f"probe-worker-{i}", daemon=False) for i in range(n)
+    ]
     for process in processes:
         process.start()
     return processes
 
 
-def run_pool(config: WorkerConfig, n: int, *, on_wait: Callable[[], None] | None = None,
-             wait_s: float = 2.0) -> list[int | None]:
+def run_pool(
+    config: WorkerConfig, n: int, *, on_wait: Callable[[], None] | None = None, wait_s: float = 2.0
+) -> list[int | None]:
     """Run ``n`` worker processes to completion; returns their exit codes. ``on_wait`` is
     called every ``wait_s`` while they run (a progress line) and once at the end."""
     processes = start_workers(config, n)
@@ -252,6 +261,13 @@ def default_threads(n: int) -> int:
 
 
 __all__ = [
-    "JobEvent", "LeaseHeartbeat", "ProbeWorker", "WorkerConfig", "default_threads", "default_workers", "run_pool",
-    "start_workers", "worker_name"
+    "JobEvent",
+    "LeaseHeartbeat",
+    "ProbeWorker",
+    "WorkerConfig",
+    "default_threads",
+    "default_workers",
+    "run_pool",
+    "start_workers",
+    "worker_name",
 ]

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 import numpy as np
 from sqlalchemy.orm import Session
 
-from services.store.db.models_probe import TrialCurve
 from services.store.db import jsonfloats
+from services.store.db.models_probe import TrialCurve
 
 
 def held_out_loss(scores: np.ndarray, labels: np.ndarray, kind: str) -> float:
@@ -69,8 +69,7 @@ def read_training_curve(session: Session, *, trial_id: int) -> tuple[np.ndarray,
     return np.asarray(steps, dtype=np.int64), np.asarray(losses, dtype=np.float64)
 
 
-def loss_at_checkpoints(checkpoint_steps: Sequence[int], steps: np.ndarray,
-                        losses: np.ndarray) -> np.ndarray | None:
+def loss_at_checkpoints(checkpoint_steps: Sequence[int], steps: np.ndarray, losses: np.ndarray) -> np.ndarray | None:
     """One pretext loss per checkpoint (see the module docstring), or None if any is missing.
 
     Diverged losses (+inf) stay +inf: a diverged run is the worst loss, not a missing one.

@@ -23,14 +23,19 @@ import numpy as np
 from services.core.errors import ObjectNotFoundError
 from services.store.objects import ObjectStore
 from services.store.probes.object_keys import features_key
-from workers.probe.fits.fit_common import FoldScores
-from workers.probe.runtime.measure import TargetFeatures
-from workers.probe.fits.probes import fit_probes_batched
 from services.store.probes.settings import ProbeSettings
+from workers.probe.fits.fit_common import FoldScores
+from workers.probe.fits.probes import fit_probes_batched
+from workers.probe.runtime.measure import TargetFeatures
 
 
-def save_features(store: ObjectStore, key: str, features: Mapping[int, TargetFeatures], *,
-                  fresh: Mapping[int, TargetFeatures] | None = None) -> None:
+def save_features(
+    store: ObjectStore,
+    key: str,
+    features: Mapping[int, TargetFeatures],
+    *,
+    fresh: Mapping[int, TargetFeatures] | None = None,
+) -> None:
     """Store each target's features, labels and class count in one ``.npz``; ``fresh``: the
     same targets seen through a fresh network of the architecture (OFM's start, at a trial's
     first checkpoint), kept in the same object so it lives and goes with it."""
@@ -54,12 +59,12 @@ def load_features(store: ObjectStore, key: str, *, fresh: bool = False) -> dict[
         return None
     prefix = "f" if fresh else ""
     with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-        orders = sorted(int(name[len(prefix) + 1:]) for name in npz.files
-                        if name.startswith(f"{prefix}x"))
+        orders = sorted(int(name[len(prefix) + 1 :]) for name in npz.files if name.startswith(f"{prefix}x"))
         if fresh and not orders:
             return None
-        return {o: TargetFeatures(npz[f"{prefix}x{o}"], npz[f"{prefix}y{o}"], int(npz[f"{prefix}c{o}"]))
-                for o in orders}
+        return {
+            o: TargetFeatures(npz[f"{prefix}x{o}"], npz[f"{prefix}y{o}"], int(npz[f"{prefix}c{o}"])) for o in orders
+        }
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,7 @@ class CheckpointFit:
     num_classes: int
 
 
-def fit_trial(features: Mapping[int, Mapping[int, TargetFeatures]],
-              settings: ProbeSettings) -> list[CheckpointFit]:
+def fit_trial(features: Mapping[int, Mapping[int, TargetFeatures]], settings: ProbeSettings) -> list[CheckpointFit]:
     """Every probe kind on every target at every checkpoint, one batched fit per target.
 
     Args:
@@ -95,11 +99,12 @@ def fit_trial(features: Mapping[int, Mapping[int, TargetFeatures]],
         for points in batches.values():
             first = points[0][1]
             stacked = np.stack([t.features for _, t in points])
-            fits = fit_probes_batched(stacked, first.labels, num_classes=first.num_classes,
-                                      settings=settings)
+            fits = fit_probes_batched(stacked, first.labels, num_classes=first.num_classes, settings=settings)
             for (step, target), scores in zip(points, fits):
-                out += [CheckpointFit(step, order, kind, s, len(target.labels), target.num_classes)
-                        for kind, s in scores.items()]
+                out += [
+                    CheckpointFit(step, order, kind, s, len(target.labels), target.num_classes)
+                    for kind, s in scores.items()
+                ]
     return sorted(out, key=lambda f: (f.target_order, f.step, settings.kinds.index(f.kind)))
 
 

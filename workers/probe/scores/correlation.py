@@ -25,9 +25,7 @@ def _pair(x: ArrayLike, y: ArrayLike, func: str) -> tuple[np.ndarray, np.ndarray
     if a.size < 2:
         raise fail("x", func, "a 1-D sequence of at least 2 finite numbers", f"length {a.size}")
     if b.size != a.size:
-        raise fail(
-            "y", func, f"a sequence of the same length as 'x' ({a.size})", f"length {b.size}"
-        )
+        raise fail("y", func, f"a sequence of the same length as 'x' ({a.size})", f"length {b.size}")
     return a, b
 
 
@@ -129,7 +127,7 @@ def kendall_tau_b(x: ArrayLike, y: ArrayLike) -> float:
     n = a.size
     n0 = n * (n - 1) // 2
     n1, n2 = _tied_pairs(a), _tied_pairs(b)
-    if n1 == n0 or n2 == n0:
+    if n1 == n0 or n2 == n0:  # noqa: PLR1714
         return math.nan
     # Sorted by x, then y: among pairs not tied in x, discordant ones are exactly the
     # inversions of y; pairs tied in x are in increasing y order, so never inversions.
@@ -143,9 +141,7 @@ def kendall_tau_b(x: ArrayLike, y: ArrayLike) -> float:
 
 def _joint_keys(a_sorted: np.ndarray, b_sorted: np.ndarray) -> np.ndarray:
     """One integer per item, equal exactly when (x, y) are equal (input sorted by x, y)."""
-    same = np.concatenate(
-        ([False], (a_sorted[1:] == a_sorted[:-1]) & (b_sorted[1:] == b_sorted[:-1]))
-    )
+    same = np.concatenate(([False], (a_sorted[1:] == a_sorted[:-1]) & (b_sorted[1:] == b_sorted[:-1])))
     return np.cumsum(~same)
 
 

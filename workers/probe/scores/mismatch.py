@@ -78,12 +78,7 @@ def _m3(target: ArrayLike, pretext: ArrayLike, func: str) -> np.ndarray:
     t = as_curve(target, param="target", func=func)
     p = as_curve(pretext, param="pretext", func=func)
     if p.shape != t.shape:
-        raise fail(
-            "pretext",
-            func,
-            f"a curve of the same length as 'target' ({t.size})",
-            f"length {p.size}",
-        )
+        raise fail("pretext", func, f"a curve of the same length as 'target' ({t.size})", f"length {p.size}")
     return t - p
 
 
@@ -234,6 +229,19 @@ def mofm_max(curve: ArrayLike) -> float:
 
 
 __all__ = [
-    "cofm", "csm3", "m3", "mm3", "mofm", "mofm_max", "msm3", "msm3max", "msm3max_index",
-    "ofm_curve", "ofm_kernel", "ofm_normalize", "ofm_normalize_kernel", "sm3", "sm3_kernel",
+    "cofm",
+    "csm3",
+    "m3",
+    "mm3",
+    "mofm",
+    "mofm_max",
+    "msm3",
+    "msm3max",
+    "msm3max_index",
+    "ofm_curve",
+    "ofm_kernel",
+    "ofm_normalize",
+    "ofm_normalize_kernel",
+    "sm3",
+    "sm3_kernel",
 ]

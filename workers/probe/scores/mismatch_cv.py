@@ -29,9 +29,7 @@ def _epochs(value: Any, *, param: str, func: str) -> np.ndarray:
     steps = np.diff(e)
     if (steps <= 0).any():
         i = int(np.argmax(steps <= 0)) + 1
-        raise fail(
-            param, func, _INCREASING, f"{float(e[i])!r} at index {i} after {float(e[i - 1])!r}"
-        )
+        raise fail(param, func, _INCREASING, f"{float(e[i])!r} at index {i} after {float(e[i - 1])!r}")
     return e
 
 
@@ -39,17 +37,12 @@ def _per_fold(value: Any, n_points: int, *, param: str, epochs_param: str, func:
     v = as_float_array(value, param=param, func=func, what=_FOLDS, ndims=(1, 2))
     if v.shape[-1] != n_points:
         raise fail(
-            param,
-            func,
-            f"{_FOLDS} with one value per entry of {epochs_param!r} ({n_points})",
-            f"shape {v.shape}",
+            param, func, f"{_FOLDS} with one value per entry of {epochs_param!r} ({n_points})", f"shape {v.shape}"
         )
     return v
 
 
-def _interpolate(
-    epochs: np.ndarray, values: np.ndarray, *, param: str, func: str
-) -> tuple[np.ndarray, np.ndarray]:
+def _interpolate(epochs: np.ndarray, values: np.ndarray, *, param: str, func: str) -> tuple[np.ndarray, np.ndarray]:
     grid = np.arange(math.ceil(epochs[0]), math.floor(epochs[-1]) + 1, dtype=np.float64)
     if grid.size == 0:
         raise fail(
@@ -68,9 +61,7 @@ def _interpolate(
     return grid, out
 
 
-def interpolate_integer_epochs(
-    epochs: ArrayLike, values: ArrayLike
-) -> tuple[np.ndarray, np.ndarray]:
+def interpolate_integer_epochs(epochs: ArrayLike, values: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Put a curve measured at irregular checkpoints on the integer grid, linearly.
 
     The grid runs over every integer from ``ceil(epochs[0])`` to ``floor(epochs[-1])``
@@ -157,18 +148,14 @@ def _cut(
         raise fail(
             "conv_epoch",
             func,
-            f"a number within the checkpoints of {param!r} "
-            f"[{float(epochs[0])!r}, {float(epochs[-1])!r}]",
+            f"a number within the checkpoints of {param!r} [{float(epochs[0])!r}, {float(epochs[-1])!r}]",
             repr(conv_epoch),
         )
     grid, on_grid = _interpolate(epochs, values, param=param, func=func)
     keep = grid <= conv_epoch
     if not keep.any():
         raise fail(
-            "conv_epoch",
-            func,
-            f"at least the first integer epoch of {param!r} ({float(grid[0])!r})",
-            repr(conv_epoch),
+            "conv_epoch", func, f"at least the first integer epoch of {param!r} ({float(grid[0])!r})", repr(conv_epoch)
         )
     return grid[keep], np.atleast_2d(on_grid[..., keep])
 
@@ -190,7 +177,10 @@ def _from_start(x: np.ndarray, start: float) -> np.ndarray:
 
 
 def soft_mismatch_cv(
-    target_epochs: ArrayLike, target_per_fold: ArrayLike, conv_epoch: float, use_ofm: bool = True,
+    target_epochs: ArrayLike,
+    target_per_fold: ArrayLike,
+    conv_epoch: float,
+    use_ofm: bool = True,
     start: ArrayLike | None = None,
 ) -> dict[str, Any]:
     """k-fold MOFM / cOFM / mOFM (target loss) or MSM3 / cSM3 / mSM3 (target error).
@@ -233,15 +223,15 @@ def soft_mismatch_cv(
     """
     func = "soft_mismatch_cv"
     e = _epochs(target_epochs, param="target_epochs", func=func)
-    v = _per_fold(
-        target_per_fold, e.size, param="target_per_fold", epochs_param="target_epochs", func=func
-    )
+    v = _per_fold(target_per_fold, e.size, param="target_per_fold", epochs_param="target_epochs", func=func)
     c_epoch = as_number(conv_epoch, param="conv_epoch", func=func, low=-math.inf)
     grid, folds = _cut(e, v, c_epoch, param="target_epochs", func=func)
     kernel = ofm_kernel if use_ofm else sm3_kernel
     if start is not None and use_ofm:
-        starts = np.broadcast_to(as_float_array(start, param="start", func=func,
-                                                what="a finite loss, or one per fold", ndims=(0, 1)), (folds.shape[0],))
+        starts = np.broadcast_to(
+            as_float_array(start, param="start", func=func, what="a finite loss, or one per fold", ndims=(0, 1)),
+            (folds.shape[0],),
+        )
         curve = _from_start(folds.mean(axis=0), float(starts.mean()))
         per_fold = np.array([_scores(_from_start(row, float(s))) for row, s in zip(folds, starts)])
     else:
@@ -298,17 +288,9 @@ def mm3_cv(
     """
     func = "mm3_cv"
     te = _epochs(target_epochs, param="target_epochs", func=func)
-    tv = _per_fold(
-        target_per_fold, te.size, param="target_per_fold", epochs_param="target_epochs", func=func
-    )
+    tv = _per_fold(target_per_fold, te.size, param="target_per_fold", epochs_param="target_epochs", func=func)
     pe = _epochs(pretext_epochs, param="pretext_epochs", func=func)
-    pv = _per_fold(
-        pretext_per_fold,
-        pe.size,
-        param="pretext_per_fold",
-        epochs_param="pretext_epochs",
-        func=func,
-    )
+    pv = _per_fold(pretext_per_fold, pe.size, param="pretext_per_fold", epochs_param="pretext_epochs", func=func)
     c_epoch = as_number(conv_epoch, param="conv_epoch", func=func, low=-math.inf)
     grid, target = _cut(te, tv, c_epoch, param="target_epochs", func=func)
     p_grid, pretext = _cut(pe, pv, c_epoch, param="pretext_epochs", func=func)
@@ -316,8 +298,7 @@ def mm3_cv(
         raise fail(
             "pretext_epochs",
             func,
-            f"checkpoints whose integer grid up to conv_epoch matches "
-            f"'target_epochs' ({grid[0]:g}..{grid[-1]:g})",
+            f"checkpoints whose integer grid up to conv_epoch matches 'target_epochs' ({grid[0]:g}..{grid[-1]:g})",
             f"{p_grid[0]:g}..{p_grid[-1]:g}",
         )
     if pretext.shape[0] not in (1, target.shape[0]):

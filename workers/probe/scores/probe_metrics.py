@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from services.core.errors import UnknownNameError, unknown_name_message
-from services.core.metric_specs import PROBE_METRICS, MetricSpec
 from services.core.metric_checks import MetricInputError
+from services.core.metric_specs import PROBE_METRICS, MetricSpec
+from services.core.ranks import lidar, lidar_at_deltas, lidar_eigenvalues, rankme
 from workers.probe.scores.correlation import kendall_tau_b, spearman
 from workers.probe.scores.mismatch import (
     cofm,
@@ -34,13 +35,7 @@ from workers.probe.scores.mismatch import (
     ofm_normalize,
     sm3,
 )
-from workers.probe.scores.mismatch_cv import (
-    convergence_epoch,
-    interpolate_integer_epochs,
-    mm3_cv,
-    soft_mismatch_cv,
-)
-from services.core.ranks import lidar, lidar_at_deltas, lidar_eigenvalues, rankme
+from workers.probe.scores.mismatch_cv import convergence_epoch, interpolate_integer_epochs, mm3_cv, soft_mismatch_cv
 
 METRICS: Mapping[str, MetricSpec] = PROBE_METRICS
 """The probe metrics' specs, declared in :mod:`services.core.metric_specs` (where the store

@@ -89,8 +89,11 @@ def _across_trials(by_task: dict[int, list[ProxyPoint]]) -> list[Correlation]:
             pairs[proxy].append((rho, tau))
             out.append(Correlation("trials", order, proxy, rho, tau, len(finals)))
     for proxy in PROXY_NAMES:
-        out.append(Correlation("trials_mean", 0, proxy, _mean(r for r, _ in pairs[proxy]),
-                               _mean(t for _, t in pairs[proxy]), total))
+        out.append(
+            Correlation(
+                "trials_mean", 0, proxy, _mean(r for r, _ in pairs[proxy]), _mean(t for _, t in pairs[proxy]), total
+            )
+        )
     return out
 
 
@@ -119,8 +122,9 @@ def proxy_correlations(points: Sequence[ProxyPoint]) -> list[Correlation]:
         rho, tau = _pair([getattr(p, proxy) for p in points], [p.accuracy for p in points])
         out.append(Correlation("pooled", 0, proxy, rho, tau, len(points)))
         pairs = per_task[proxy]
-        out.append(Correlation("task_mean", 0, proxy, _mean(r for r, _ in pairs),
-                               _mean(t for _, t in pairs), len(points)))
+        out.append(
+            Correlation("task_mean", 0, proxy, _mean(r for r, _ in pairs), _mean(t for _, t in pairs), len(points))
+        )
     return out
 
 

@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from workers.probe.scores.probe_metrics import convergence_epoch, mm3_cv, soft_mismatch_cv
 from services.store.probes.settings import ProbeSettings
-
+from workers.probe.scores.probe_metrics import convergence_epoch, mm3_cv, soft_mismatch_cv
 
 
 @dataclass(frozen=True)
@@ -39,8 +38,9 @@ def _at_steps(grid: np.ndarray, curve: np.ndarray, steps: Sequence[int]) -> list
     return [float(curve[s - start]) for s in steps]
 
 
-def _convergence_curve(pretext_loss: Sequence[float] | None, p_error: np.ndarray,
-                       loss_source: str) -> tuple[np.ndarray, str]:
+def _convergence_curve(
+    pretext_loss: Sequence[float] | None, p_error: np.ndarray, loss_source: str
+) -> tuple[np.ndarray, str]:
     """The curve c is found on, and its source.
 
     A diverged loss (+inf) is the worst loss, not a missing one: it becomes twice the
@@ -59,10 +59,18 @@ def _convergence_curve(pretext_loss: Sequence[float] | None, p_error: np.ndarray
     return loss, loss_source
 
 
-def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: np.ndarray,
-                   pretext_error: Sequence[float], pretext_loss: Sequence[float] | None, *,
-                   settings: ProbeSettings, loss_source: str = "held_out_loss",
-                   start_losses: Sequence[float] | None = None, start_source: str = "") -> TrialMismatch:
+def trial_mismatch(
+    steps: Sequence[int],
+    fold_losses: np.ndarray,
+    fold_errors: np.ndarray,
+    pretext_error: Sequence[float],
+    pretext_loss: Sequence[float] | None,
+    *,
+    settings: ProbeSettings,
+    loss_source: str = "held_out_loss",
+    start_losses: Sequence[float] | None = None,
+    start_source: str = "",
+) -> TrialMismatch:
     """Mismatch scores from per-checkpoint measurements.
 
     Args:
@@ -88,13 +96,21 @@ def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: n
     errors = 100.0 * np.asarray(fold_errors, dtype=np.float64).T
     p_error = 100.0 * np.asarray(pretext_error, dtype=np.float64)
     convergence_curve, source = _convergence_curve(pretext_loss, p_error, loss_source)
-    c, _, converged = convergence_epoch(steps, convergence_curve, patience=settings.patience,
-                                        min_delta=settings.min_delta)
+    c, _, converged = convergence_epoch(
+        steps, convergence_curve, patience=settings.patience, min_delta=settings.min_delta
+    )
     ofm = soft_mismatch_cv(steps, losses, c, use_ofm=True, start=start_losses)
     sm3 = soft_mismatch_cv(steps, errors, c, use_ofm=False)
     m3 = mm3_cv(steps, errors, steps, p_error, c)
-    scores = {"mm3": m3["mean"], "msm3": sm3["mean"], "csm3": sm3["c"], "msm3max": sm3["m"],
-              "mofm": ofm["mean"], "cofm": ofm["c"], "mofm_max": ofm["m"]}
+    scores = {
+        "mm3": m3["mean"],
+        "msm3": sm3["mean"],
+        "csm3": sm3["c"],
+        "msm3max": sm3["m"],
+        "mofm": ofm["mean"],
+        "cofm": ofm["c"],
+        "mofm_max": ofm["m"],
+    }
     spreads = {
         "mm3": {"plus": m3["plus"], "minus": m3["minus"]},
         "msm3": {"plus": sm3["plus"], "minus": sm3["minus"]},
@@ -118,11 +134,9 @@ def trial_mismatch(steps: Sequence[int], fold_losses: np.ndarray, fold_errors: n
         "m3": _at_steps(m3["grid"], m3["curve"], kept),
         "grid_points": int(len(ofm["grid"])),
         "folds": int(losses.shape[0]),
-        "ofm_start": None if start_losses is None else {
-            "loss": float(np.mean(start_losses)), "source": start_source},
+        "ofm_start": None if start_losses is None else {"loss": float(np.mean(start_losses)), "source": start_source},
     }
-    return TrialMismatch(conv_step=int(c), converged=bool(converged), scores=scores,
-                         spreads=spreads, curves=curves)
+    return TrialMismatch(conv_step=int(c), converged=bool(converged), scores=scores, spreads=spreads, curves=curves)
 
 
 __all__ = ["TrialMismatch", "trial_mismatch"]

@@ -48,8 +48,7 @@ def apply_layer(stream: BinaryIO, root: Path, budget: ImageBudget) -> None:
         raise ImageError(f"The image has a layer that is not a readable tar stream ({exc}).") from None
 
 
-def _apply(tar: tarfile.TarFile, member: tarfile.TarInfo, root: Path, budget: ImageBudget,
-           written: set[str]) -> None:
+def _apply(tar: tarfile.TarFile, member: tarfile.TarInfo, root: Path, budget: ImageBudget, written: set[str]) -> None:
     parts = entry_parts(member.name)
     if not parts:
         return  # the root folder itself
@@ -59,7 +58,7 @@ def _apply(tar: tarfile.TarFile, member: tarfile.TarInfo, root: Path, budget: Im
         _make_opaque(folder, "/".join(parts[:-1]), written)
         return
     if base.startswith(WHITEOUT):
-        hidden = _parent(root, parts) / base[len(WHITEOUT):]
+        hidden = _parent(root, parts) / base[len(WHITEOUT) :]
         _remove(hidden)
         return
     target = _parent(root, parts) / base
@@ -97,9 +96,11 @@ def _parent(root: Path, parts: tuple[str, ...]) -> Path:
             folder.mkdir(mode=0o755)
             continue
         if not stat.S_ISDIR(mode):
-            raise ImageError(f"The image's layer entry {'/'.join(parts)[:200]!r} lies below "
-                             f"{'/'.join(parts[:parts.index(part) + 1])!r}, which is a link or "
-                             "a file: layers may not write through links.")
+            raise ImageError(
+                f"The image's layer entry {'/'.join(parts)[:200]!r} lies below "
+                f"{'/'.join(parts[: parts.index(part) + 1])!r}, which is a link or "
+                "a file: layers may not write through links."
+            )
     return folder
 
 

@@ -40,14 +40,14 @@ class ImageLimits:
 
     def check_layers(self, count: int) -> None:
         if count > self.max_layers:
-            raise ImageError(f"The image has {count} layers; at most {self.max_layers} are "
-                             "allowed (NEVIS_IMAGE_MAX_LAYERS).")
+            raise ImageError(
+                f"The image has {count} layers; at most {self.max_layers} are allowed (NEVIS_IMAGE_MAX_LAYERS)."
+            )
 
     def stream_limit(self) -> int:
         """Uncompressed tar bytes all layers together may take: the data, every entry's
         headers and each layer's end marker."""
-        return (self.max_bytes + (self.max_files + 1) * _HEADER_ALLOWANCE
-                + self.max_layers * _END_ALLOWANCE)
+        return self.max_bytes + (self.max_files + 1) * _HEADER_ALLOWANCE + self.max_layers * _END_ALLOWANCE
 
 
 class ImageBudget:
@@ -62,8 +62,10 @@ class ImageBudget:
     def count_file(self) -> None:
         self.files += 1
         if self.files > self.limits.max_files:
-            raise ImageError(f"The image holds more than {self.limits.max_files} files; at most "
-                             f"{self.limits.max_files} are allowed (NEVIS_IMAGE_MAX_FILES).")
+            raise ImageError(
+                f"The image holds more than {self.limits.max_files} files; at most "
+                f"{self.limits.max_files} are allowed (NEVIS_IMAGE_MAX_FILES)."
+            )
 
     def expect(self, declared: int) -> None:
         """Refuse a member whose declared size alone breaks the cap, before reading it."""
@@ -79,15 +81,18 @@ class ImageBudget:
         """Count uncompressed layer bytes as read (headers and padding included)."""
         self.streamed += produced
         if self.streamed > self.limits.stream_limit():
-            raise ImageError(f"The image's layers hold more than {self.limits.stream_limit()} "
-                             "bytes of tar stream for their files (NEVIS_IMAGE_MAX_BYTES, "
-                             "NEVIS_IMAGE_MAX_FILES).")
+            raise ImageError(
+                f"The image's layers hold more than {self.limits.stream_limit()} "
+                "bytes of tar stream for their files (NEVIS_IMAGE_MAX_BYTES, "
+                "NEVIS_IMAGE_MAX_FILES)."
+            )
 
     def _too_large(self, at_least: int) -> ImageError:
-        return ImageError(f"The image unpacks to more than {self.limits.max_bytes} bytes (at "
-                          f"least {at_least}); at most {self.limits.max_bytes} are allowed "
-                          "(NEVIS_IMAGE_MAX_BYTES).")
+        return ImageError(
+            f"The image unpacks to more than {self.limits.max_bytes} bytes (at "
+            f"least {at_least}); at most {self.limits.max_bytes} are allowed "
+            "(NEVIS_IMAGE_MAX_BYTES)."
+        )
 
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_FILES", "DEFAULT_MAX_LAYERS", "ImageBudget",
-           "ImageError", "ImageLimits"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_FILES", "DEFAULT_MAX_LAYERS", "ImageBudget", "ImageError", "ImageLimits"]

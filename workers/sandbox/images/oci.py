@@ -24,8 +24,7 @@ from workers.sandbox.images.limits import ImageBudget, ImageError, ImageLimits
 MAX_JSON_BYTES = 4 * 1024 * 1024
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _PLAIN = ("application/vnd.oci.image.layer.v1.tar", "application/vnd.docker.image.rootfs.diff.tar")
-_GZIP = ("application/vnd.oci.image.layer.v1.tar+gzip",
-         "application/vnd.docker.image.rootfs.diff.tar.gzip")
+_GZIP = ("application/vnd.oci.image.layer.v1.tar+gzip", "application/vnd.docker.image.rootfs.diff.tar.gzip")
 
 
 @dataclass(frozen=True)
@@ -72,8 +71,10 @@ def read_layout(folder: Path, *, image_id: str, limits: ImageLimits) -> Layout:
         if not (_is_digest(digest) and _is_digest(diff_id)):
             raise ImageError("The saved image names a layer without a sha256 digest.")
         if media not in _PLAIN + _GZIP:
-            raise ImageError(f"The image has a layer of type {media!r}; only tar and gzip-"
-                             "compressed tar layers are supported (rebuild without zstd).")
+            raise ImageError(
+                f"The image has a layer of type {media!r}; only tar and gzip-"
+                "compressed tar layers are supported (rebuild without zstd)."
+            )
         layers.append(Layer(digest, media, diff_id))
     return Layout(folder, image_id, tuple(layers))
 

@@ -46,8 +46,10 @@ class ResolvedImage:
 def podman_path() -> str:
     found = shutil.which("podman")
     if found is None:
-        raise ImageError("Learner images need podman on this machine to read them (apt-get "
-                         "install podman); it is not installed.", field=None)
+        raise ImageError(
+            "Learner images need podman on this machine to read them (apt-get install podman); it is not installed.",
+            field=None,
+        )
     return found
 
 
@@ -66,21 +68,25 @@ def resolve(ref: str, *, pull: bool = True) -> ResolvedImage:
             raise ImageError(f"The image {ref!r} cannot be pulled: {_said(done)}")
         found = _inspect(ref)
     if found is None:
-        raise ImageError(f"The image {ref!r} is not in this machine's image store"
-                         + (" (a localhost/ image must be built here with podman)."
-                            if ref.startswith("localhost/") else "."))
+        raise ImageError(
+            f"The image {ref!r} is not in this machine's image store"
+            + (" (a localhost/ image must be built here with podman)." if ref.startswith("localhost/") else ".")
+        )
     image_id = str(found.get("Id", ""))
     image_id = image_id if image_id.startswith("sha256:") else f"sha256:{image_id}"
     layers = (found.get("RootFS") or {}).get("Layers") if isinstance(found.get("RootFS"), dict) else None
-    return ResolvedImage(ref=ref, image_id=image_id, digest=str(found.get("Digest") or ""),
-                         size_bytes=int(found.get("Size") or 0),
-                         layers=len(layers) if isinstance(layers, list) else 0)
+    return ResolvedImage(
+        ref=ref,
+        image_id=image_id,
+        digest=str(found.get("Digest") or ""),
+        size_bytes=int(found.get("Size") or 0),
+        layers=len(layers) if isinstance(layers, list) else 0,
+    )
 
 
 def save(image_id: str, folder: Path) -> None:
     """Write the image ``image_id`` as an OCI layout folder at ``folder`` (which must not exist)."""
-    done = _podman("image", "save", "--format", "oci-dir", "-o", str(folder),
-                   image_id.removeprefix("sha256:"))
+    done = _podman("image", "save", "--format", "oci-dir", "-o", str(folder), image_id.removeprefix("sha256:"))
     if done.returncode != 0:
         raise ImageError(f"The image {image_id} cannot be read from the store: {_said(done)}")
 
@@ -102,8 +108,15 @@ def _podman(*args: str) -> subprocess.CompletedProcess[str]:
         if name in os.environ:  # where podman's own configuration and store are
             env[name] = os.environ[name]
     try:
-        return subprocess.run([podman_path(), *args], capture_output=True, text=True,
-                              timeout=TIMEOUT_S, env=env, check=False, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [podman_path(), *args],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            env=env,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         raise ImageError(f"podman {args[0]} took longer than {TIMEOUT_S:.0f} s.", field=None) from None
 

@@ -32,11 +32,13 @@ _RECORD = "image.json"
 def site_dirs() -> tuple[tuple[str, ...], ...]:
     """Where an image's own packages for this Python (``python3.X``) may be."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    return (("opt", "learner", "site-packages"),
-            ("usr", "local", "lib", version, "site-packages"),
-            ("opt", "venv", "lib", version, "site-packages"),
-            ("usr", "lib", version, "site-packages"),
-            ("usr", "lib", "python3", "dist-packages"))
+    return (
+        ("opt", "learner", "site-packages"),
+        ("usr", "local", "lib", version, "site-packages"),
+        ("opt", "venv", "lib", version, "site-packages"),
+        ("usr", "lib", version, "site-packages"),
+        ("usr", "lib", "python3", "dist-packages"),
+    )
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,8 @@ class UnpackedImage:
                 continue
             last = names[-1]
             if _real_dir(base, folder / last) or any(
-                    _real_file(folder / name) for name in (f"{last}.py", f"{last}.pyc")):
+                _real_file(folder / name) for name in (f"{last}.py", f"{last}.pyc")
+            ):
                 return True
             if any(e.name.startswith(f"{last}.") and e.name.endswith(".so") for e in folder.iterdir()):
                 return True
@@ -85,8 +88,10 @@ def unpack_image(ref: str, *, cache: Path, limits: ImageLimits, pull: bool = Tru
         # checked again as it is read: the store's figures are not trusted alone).
         limits.check_layers(resolved.layers)
         if resolved.size_bytes > limits.max_bytes:
-            raise ImageError(f"The image is {resolved.size_bytes} bytes; at most "
-                             f"{limits.max_bytes} are allowed (NEVIS_IMAGE_MAX_BYTES).")
+            raise ImageError(
+                f"The image is {resolved.size_bytes} bytes; at most "
+                f"{limits.max_bytes} are allowed (NEVIS_IMAGE_MAX_BYTES)."
+            )
         cache.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f".{dest.name[:12]}.partial-", dir=cache))
         try:
@@ -99,9 +104,13 @@ def unpack_image(ref: str, *, cache: Path, limits: ImageLimits, pull: bool = Tru
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     record = json.loads((dest / _RECORD).read_text())
-    return UnpackedImage(image_id=resolved.image_id, root=dest / "rootfs",
-                         size_bytes=int(record["bytes"]), files=int(record["files"]),
-                         pinned=resolved.pinned)
+    return UnpackedImage(
+        image_id=resolved.image_id,
+        root=dest / "rootfs",
+        size_bytes=int(record["bytes"]),
+        files=int(record["files"]),
+        pinned=resolved.pinned,
+    )
 
 
 def _unpack(image_id: str, scratch: Path, limits: ImageLimits) -> None:
@@ -117,9 +126,9 @@ def _unpack(image_id: str, scratch: Path, limits: ImageLimits) -> None:
             apply_layer(stream, root, budget)
     removed = links.remove_escaping_links(root)
     shutil.rmtree(saved)
-    (scratch / _RECORD).write_text(json.dumps(
-        {"image_id": image_id, "bytes": budget.bytes, "files": budget.files,
-         "links_removed": removed}))
+    (scratch / _RECORD).write_text(
+        json.dumps({"image_id": image_id, "bytes": budget.bytes, "files": budget.files, "links_removed": removed})
+    )
 
 
 def _real_dir(base: Path, path: Path) -> bool:

@@ -18,13 +18,7 @@ from __future__ import annotations
 
 from services.core.errors import InvalidKeyError
 from services.core.registry import Registry
-from workers.stream.adapters.base import (
-    AdapterContext,
-    DatasetAdapter,
-    GivenSplits,
-    MissingDataset,
-    RawDataset,
-)
+from workers.stream.adapters.base import AdapterContext, DatasetAdapter, GivenSplits, MissingDataset, RawDataset
 from workers.stream.adapters.cifar import CifarAdapter
 from workers.stream.adapters.idx import IdxAdapter
 from workers.stream.adapters.image_folder import ImageFolderAdapter
@@ -68,9 +62,7 @@ def split_key(key: str) -> tuple[str, str]:
     """
     source, sep, name = key.partition(":")
     if not sep or not source or not name:
-        raise InvalidKeyError(
-            f"Dataset key {key!r} must look like '<source>:<name>', e.g. 'sklearn:digits'."
-        )
+        raise InvalidKeyError(f"Dataset key {key!r} must look like '<source>:<name>', e.g. 'sklearn:digits'.")
     return source, name
 
 

@@ -41,9 +41,7 @@ def read_attributes(key: str, meta: Mapping[str, Any], n: int) -> dict[str, np.n
     """
     block = meta.get("attributes", {})
     if not isinstance(block, Mapping):
-        raise DatasetFormatError(
-            f"Dataset {key!r}: 'attributes' must be an object of per-row attributes."
-        )
+        raise DatasetFormatError(f"Dataset {key!r}: 'attributes' must be an object of per-row attributes.")
     out = {str(name): _column(key, str(name), spec, n) for name, spec in block.items()}
     view_rule = str(meta.get("view_rule", ""))
     if ANGLE_BIN not in out and any(p.match(view_rule) for p in _VIEW_RULES):
@@ -55,11 +53,9 @@ def _column(key: str, name: str, spec: Any, n: int) -> np.ndarray:
     where = f"Dataset {key!r}: attribute {name!r}"
     if isinstance(spec, Mapping):
         cycle = spec.get("row_mod")
-        if set(spec) != {"row_mod"} or isinstance(cycle, bool) or not isinstance(cycle, int) \
-                or cycle < 1:
+        if set(spec) != {"row_mod"} or isinstance(cycle, bool) or not isinstance(cycle, int) or cycle < 1:
             raise DatasetFormatError(
-                f"{where} must be a list of {n} values or {{\"row_mod\": <int >= 1>}}; "
-                f"got {dict(spec)}."
+                f'{where} must be a list of {n} values or {{"row_mod": <int >= 1>}}; got {dict(spec)}.'
             )
         return np.arange(n, dtype=np.int64) % cycle
     if not isinstance(spec, list) or len(spec) != n:

@@ -174,20 +174,18 @@ def as_nhwc(key: str, images: np.ndarray) -> np.ndarray:
         images = images[..., None]
     if images.ndim != 4:
         raise DatasetFormatError(
-            f"Dataset {key!r}: images must have shape [N, H, W] or [N, H, W, C]; "
-            f"got {images.shape}."
+            f"Dataset {key!r}: images must have shape [N, H, W] or [N, H, W, C]; got {images.shape}."
         )
     return images
 
 
-def check_raw_arrays(
-    key: str, images: np.ndarray | ImageRows, labels: np.ndarray, kind: str, num_classes: int
-) -> None:
+def check_raw_arrays(key: str, images: np.ndarray | ImageRows, labels: np.ndarray, kind: str, num_classes: int) -> None:
     """Raise DatasetFormatError unless the arrays match the RawDataset contract (the pixels of
     ImageRows are checked row by row as they are read)."""
     problem = None
     if not isinstance(images, ImageRows) and (
-            images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] not in (1, 3)):
+        images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] not in (1, 3)
+    ):
         problem = f"images must be uint8 [N, H, W, 1|3]; got {images.dtype} {images.shape}"
     elif len(images) == 0:
         problem = "it has no examples"
@@ -198,15 +196,11 @@ def check_raw_arrays(
             problem = f"single-label labels must be int64 [N]; got {labels.dtype} {labels.shape}"
         elif labels.min() < 0 or labels.max() >= num_classes:
             problem = (
-                f"labels must lie in 0..{num_classes - 1} (one per class name); "
-                f"got {labels.min()}..{labels.max()}"
+                f"labels must lie in 0..{num_classes - 1} (one per class name); got {labels.min()}..{labels.max()}"
             )
     elif kind == "multi":
         if labels.dtype != np.uint8 or labels.shape != (len(images), num_classes):
-            problem = (
-                f"multi-label labels must be uint8 [N, {num_classes}]; "
-                f"got {labels.dtype} {labels.shape}"
-            )
+            problem = f"multi-label labels must be uint8 [N, {num_classes}]; got {labels.dtype} {labels.shape}"
         elif labels.max() > 1:
             problem = "multi-hot labels must be 0 or 1"
     else:
@@ -225,13 +219,9 @@ def check_given_splits(key: str, given: GivenSplits, n: int) -> None:
         if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
             raise DatasetFormatError(f"Dataset {key!r}: split {name!r} must be a list of ints.")
         if rows.size and (rows.min() < 0 or rows.max() >= n):
-            raise DatasetFormatError(
-                f"Dataset {key!r}: split {name!r} has row ids outside 0..{n - 1}."
-            )
+            raise DatasetFormatError(f"Dataset {key!r}: split {name!r} has row ids outside 0..{n - 1}.")
         if seen[rows].any() or len(np.unique(rows)) != len(rows):
-            raise DatasetFormatError(
-                f"Dataset {key!r}: split {name!r} repeats rows or shares rows with another split."
-            )
+            raise DatasetFormatError(f"Dataset {key!r}: split {name!r} repeats rows or shares rows with another split.")
         seen[rows] = True
 
 
@@ -262,15 +252,26 @@ def read_class_names(folder: Path, count: int) -> tuple[str, ...]:
     if listing.is_file():
         names = tuple(line.strip() for line in listing.read_text().splitlines() if line.strip())
         if len(names) < count:
-            raise DatasetFormatError(
-                f"{listing} lists {len(names)} class names, but the labels need {count}."
-            )
+            raise DatasetFormatError(f"{listing} lists {len(names)} class names, but the labels need {count}.")
         return names
     return tuple(str(i) for i in range(count))
 
 
 __all__ = [
-    "OFFLINE_VAR", "AdapterContext", "DatasetAdapter", "DatasetKind", "GivenSplits",
-    "MissingDataset", "RawDataset", "as_nhwc", "check_attributes", "check_given_splits",
-    "check_name", "check_raw_arrays", "content_checksum", "dataset_folder", "file_checksum", "read_class_names",
+    "OFFLINE_VAR",
+    "AdapterContext",
+    "DatasetAdapter",
+    "DatasetKind",
+    "GivenSplits",
+    "MissingDataset",
+    "RawDataset",
+    "as_nhwc",
+    "check_attributes",
+    "check_given_splits",
+    "check_name",
+    "check_raw_arrays",
+    "content_checksum",
+    "dataset_folder",
+    "file_checksum",
+    "read_class_names",
 ]

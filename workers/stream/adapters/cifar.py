@@ -76,9 +76,7 @@ class CifarAdapter:
     def find(self, name: str, ctx: AdapterContext) -> MissingDataset | None:
         if self._layout(name, ctx) is not None:
             return None
-        return MissingDataset(
-            f"cifar:{name}", ctx.describe_offline_dir(), HOW_TO_PROVIDE
-        )
+        return MissingDataset(f"cifar:{name}", ctx.describe_offline_dir(), HOW_TO_PROVIDE)
 
     def load(self, name: str, ctx: AdapterContext) -> RawDataset:
         layout = self._layout(name, ctx)
@@ -93,9 +91,9 @@ class CifarAdapter:
         images = np.concatenate([x for x, _ in train + test])
         labels = np.concatenate([y for _, y in train + test])
         meta = read_batch(meta_file)
-        class_names = tuple(
-            n.decode() if isinstance(n, bytes) else str(n) for n in meta.get(names_key, [])
-        ) or tuple(str(i) for i in range(int(labels.max()) + 1))
+        class_names = tuple(n.decode() if isinstance(n, bytes) else str(n) for n in meta.get(names_key, [])) or tuple(
+            str(i) for i in range(int(labels.max()) + 1)
+        )
         n_train = sum(len(x) for x, _ in train)
         return RawDataset(
             key=f"cifar:{name}",
@@ -109,11 +107,13 @@ class CifarAdapter:
                 test=np.arange(n_train, len(images), dtype=np.int64),
                 official=True,
             ),
-            metadata={"source": "CIFAR python batches",
-                      "files": [p.name for p in (*train_files, *test_files, meta_file)]},
+            metadata={
+                "source": "CIFAR python batches",
+                "files": [p.name for p in (*train_files, *test_files, meta_file)],
+            },
         )
 
-    def _layout(self, name: str, ctx: AdapterContext):
+    def _layout(self, name: str, ctx: AdapterContext):  # noqa: ANN202
         """(train batches, test batches, meta file) of the first complete layout, or None."""
         base = dataset_folder(self.source, name, ctx)
         if base is None:
@@ -121,8 +121,11 @@ class CifarAdapter:
         for sub in _SUBFOLDERS:
             folder = base / sub if sub else base
             ten = [folder / f"data_batch_{i}" for i in range(1, 6)]
-            if all(p.is_file() for p in ten) and (folder / "test_batch").is_file() \
-                    and (folder / "batches.meta").is_file():
+            if (
+                all(p.is_file() for p in ten)
+                and (folder / "test_batch").is_file()
+                and (folder / "batches.meta").is_file()
+            ):
                 return ten, [folder / "test_batch"], folder / "batches.meta"
             hundred = [folder / "train", folder / "test", folder / "meta"]
             if all(p.is_file() for p in hundred):
@@ -133,11 +136,14 @@ class CifarAdapter:
 def _arrays(batch: dict[str, Any], label_key: str, path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Images ``[n, 32, 32, 3]`` (from CIFAR's channel-planar rows) and int64 labels."""
     data, labels = batch.get("data"), batch.get(label_key)
-    if not isinstance(data, np.ndarray) or data.ndim != 2 or data.shape[1] != 3072 \
-            or labels is None or len(labels) != len(data):
-        raise DatasetFormatError(
-            f"CIFAR batch {path} must hold 'data' uint8 [n, 3072] and {label_key!r} of length n."
-        )
+    if (
+        not isinstance(data, np.ndarray)
+        or data.ndim != 2
+        or data.shape[1] != 3072
+        or labels is None
+        or len(labels) != len(data)
+    ):
+        raise DatasetFormatError(f"CIFAR batch {path} must hold 'data' uint8 [n, 3072] and {label_key!r} of length n.")
     images = data.astype(np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
     return np.ascontiguousarray(images), np.asarray(labels, dtype=np.int64)
 

@@ -62,8 +62,7 @@ def read_idx(path: Path) -> np.ndarray:
     expected = int(np.prod(shape)) * dtype.itemsize
     if len(data) - header != expected:
         raise DatasetFormatError(
-            f"{path}: header promises {shape} ({expected} bytes) but holds "
-            f"{len(data) - header} bytes."
+            f"{path}: header promises {shape} ({expected} bytes) but holds {len(data) - header} bytes."
         )
     return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
 
@@ -113,8 +112,7 @@ class IdxAdapter:
                 test=np.arange(n_train, len(images), dtype=np.int64),
                 official=True,
             ),
-            metadata={"source": f"idx files in {folder.name}/",
-                      "files": [paths[p].name for p in _PARTS]},
+            metadata={"source": f"idx files in {folder.name}/", "files": [paths[p].name for p in _PARTS]},
         )
 
 
@@ -122,14 +120,10 @@ def _find_part(folder: Path, part: str) -> Path | None:
     """The one file of ``folder`` whose name contains the part's marker, or None."""
     stem, kind = _PARTS[part]
     alt = stem.replace("t10k", "test")
-    hits = sorted(
-        p for p in folder.iterdir()
-        if p.is_file() and kind in p.name and (stem in p.name or alt in p.name)
-    )
+    hits = sorted(p for p in folder.iterdir() if p.is_file() and kind in p.name and (stem in p.name or alt in p.name))
     if len(hits) > 1:
         raise DatasetFormatError(
-            f"Folder {folder} has several {stem} idx files ({', '.join(p.name for p in hits)}); "
-            "keep one."
+            f"Folder {folder} has several {stem} idx files ({', '.join(p.name for p in hits)}); keep one."
         )
     return hits[0] if hits else None
 

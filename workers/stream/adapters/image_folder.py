@@ -31,9 +31,7 @@ from workers.stream.image_rows import ImageRows, pil_pixels
 
 T = TypeVar("T")
 
-IMAGE_SUFFIXES = frozenset(
-    {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".pgm", ".ppm", ".pbm", ".tif", ".tiff", ".webp"}
-)
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".pgm", ".ppm", ".pbm", ".tif", ".tiff", ".webp"})
 HOW_TO_PROVIDE = (
     "create NEVIS_OFFLINE_DATA_DIR/<name>/ with one sub-folder of images per class "
     "(or train/ and test/ folders, each with the same class sub-folders)"
@@ -49,9 +47,7 @@ class ImageFolderAdapter:
         folder = dataset_folder(self.source, name, ctx)
         if folder is not None and _class_folders(folder):
             return None
-        return MissingDataset(
-            f"images:{name}", ctx.describe_offline_dir(), HOW_TO_PROVIDE
-        )
+        return MissingDataset(f"images:{name}", ctx.describe_offline_dir(), HOW_TO_PROVIDE)
 
     def load(self, name: str, ctx: AdapterContext) -> RawDataset:
         missing = self.find(name, ctx)

@@ -29,11 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from services.core.errors import (
-    DataIntegrityError,
-    DatasetFormatError,
-    DatasetNotFoundError,
-)
+from services.core.errors import DataIntegrityError, DatasetFormatError, DatasetNotFoundError
 from workers.stream.adapters.attributes import read_attributes
 from workers.stream.adapters.base import (
     AdapterContext,
@@ -52,12 +48,23 @@ HOW_TO_PROVIDE = (
     "(at least 'class_names'; optionally 'split' with train/val/test row lists) in "
     "NEVIS_OFFLINE_DATA_DIR, in the format its README describes"
 )
-NEVIS_HINT = ("; a pair whose JSON 'nevis_name' is the NEVIS'22 name also counts, and so does "
-              "<name>.parquet (images of any size, docs/data-format.md), read first")
+NEVIS_HINT = (
+    "; a pair whose JSON 'nevis_name' is the NEVIS'22 name also counts, and so does "
+    "<name>.parquet (images of any size, docs/data-format.md), read first"
+)
 # Sidecar fields copied into the shard index, so a result can be traced to its source.
 _META_FIELDS = (
-    "name", "title", "nevis_name", "year_introduced", "domain", "source", "license",
-    "original_resolution", "stored_resolution", "preprocessing", "npz_sha256",
+    "name",
+    "title",
+    "nevis_name",
+    "year_introduced",
+    "domain",
+    "source",
+    "license",
+    "original_resolution",
+    "stored_resolution",
+    "preprocessing",
+    "npz_sha256",
 )
 
 
@@ -115,14 +122,12 @@ def normalise_name(text: str) -> str:
 
 def _sidecar_aliases(folder: Path) -> tuple[tuple[str, frozenset[str]], ...]:
     """(file stem, names it answers to) for every sidecar in ``folder``, sorted by stem."""
-    stamps = tuple(
-        (p.name, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.json")) if p.is_file()
-    )
+    stamps = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.json")) if p.is_file())
     return _aliases_cached(folder, stamps)
 
 
 @lru_cache(maxsize=8)
-def _aliases_cached(folder: Path, stamps: tuple[tuple[str, int], ...]):
+def _aliases_cached(folder: Path, stamps: tuple[tuple[str, int], ...]):  # noqa: ANN202
     out = []
     for file_name, _ in stamps:
         path = folder / file_name
@@ -170,9 +175,7 @@ def read_npz_pair(npz_path: Path, *, key: str) -> RawDataset:
     kind = "multi" if labels.ndim == 2 else "single"
     if kind == "single" and labels.dtype != np.int64:
         if not np.issubdtype(labels.dtype, np.integer):
-            raise DatasetFormatError(
-                f"Dataset {key!r}: labels must be integers; got {labels.dtype}."
-            )
+            raise DatasetFormatError(f"Dataset {key!r}: labels must be integers; got {labels.dtype}.")
         labels = labels.astype(np.int64)
     return RawDataset(
         key=key,
@@ -197,8 +200,7 @@ def _class_names(key: str, meta: dict[str, Any], labels: np.ndarray) -> tuple[st
         raise DatasetFormatError(f"Dataset {key!r}: 'class_names' must be a non-empty list.")
     if "num_classes" in meta and meta["num_classes"] != len(names):
         raise DatasetFormatError(
-            f"Dataset {key!r}: num_classes is {meta['num_classes']} but class_names lists "
-            f"{len(names)} names."
+            f"Dataset {key!r}: num_classes is {meta['num_classes']} but class_names lists {len(names)} names."
         )
     return tuple(str(n) for n in names)
 
@@ -208,8 +210,7 @@ def _given_splits(key: str, block: Any) -> GivenSplits | None:
         return None
     if not isinstance(block, dict) or "train" not in block or "test" not in block:
         raise DatasetFormatError(
-            f"Dataset {key!r}: 'split' must be an object with 'train' and 'test' row lists "
-            "(and optionally 'val')."
+            f"Dataset {key!r}: 'split' must be an object with 'train' and 'test' row lists (and optionally 'val')."
         )
 
     def rows(name: str) -> np.ndarray:

@@ -16,11 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from services.core.errors import (
-    DataIntegrityError,
-    DatasetFormatError,
-    DatasetNotFoundError,
-)
+from services.core.errors import DataIntegrityError, DatasetFormatError, DatasetNotFoundError
 from workers.stream.adapters.base import (
     AdapterContext,
     GivenSplits,
@@ -97,12 +93,16 @@ def read_parquet_dataset(path: Path, *, key: str) -> RawDataset:
     if missing:
         raise DatasetFormatError(f"Dataset {key!r}: {path.name} lacks the column(s) {missing}.")
     attrs = attribute_names(names)
-    small = [HEIGHT, WIDTH, header.label_column, *([SPLIT] if SPLIT in names else []),
-             *(attribute_column(a) for a in attrs)]
+    small = [
+        HEIGHT,
+        WIDTH,
+        header.label_column,
+        *([SPLIT] if SPLIT in names else []),
+        *(attribute_column(a) for a in attrs),
+    ]
     table = parquet.read(columns=small)
     shapes = np.stack([_ints(table, HEIGHT), _ints(table, WIDTH)], axis=1)
-    groups = np.cumsum([0, *(parquet.metadata.row_group(g).num_rows
-                             for g in range(parquet.num_row_groups))])
+    groups = np.cumsum([0, *(parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups))])
     return RawDataset(
         key=key,
         images=ImageRows(shapes, _RowGroupReader(path, groups, key), key),
@@ -137,8 +137,10 @@ class _RowGroupReader:
             return decode_image(blob, f"dataset {self.key!r}, row {i}")
         shape = tuple(self.columns[c][j] for c in (HEIGHT, WIDTH, CHANNELS))
         if len(blob) != int(np.prod(shape)) or shape[2] not in (1, 3):
-            raise DatasetFormatError(f"Dataset {self.key!r}: row {i} holds {len(blob)} raw bytes, "
-                                     f"not the {shape} its height, width and channels say.")
+            raise DatasetFormatError(
+                f"Dataset {self.key!r}: row {i} holds {len(blob)} raw bytes, "
+                f"not the {shape} its height, width and channels say."
+            )
         return np.frombuffer(blob, dtype=np.uint8).reshape(shape)
 
 
@@ -154,8 +156,7 @@ def _labels(table: pa.Table, header: DatasetHeader, key: str) -> np.ndarray:
     classes = positives.values.to_numpy().astype(np.int64)
     count = len(header.class_names)
     if classes.size and (classes.min() < 0 or classes.max() >= count):
-        raise DatasetFormatError(f"Dataset {key!r}: a multi-label row names a class outside "
-                                 f"0..{count - 1}.")
+        raise DatasetFormatError(f"Dataset {key!r}: a multi-label row names a class outside 0..{count - 1}.")
     multi_hot = np.zeros((len(table), count), dtype=np.uint8)
     multi_hot[np.repeat(np.arange(len(table)), np.diff(offsets)), classes] = 1
     return multi_hot
@@ -167,12 +168,14 @@ def _given_splits(table: pa.Table, header: DatasetHeader, key: str) -> GivenSpli
         return None
     unknown = sorted({str(s) for s in split if s is not None} - set(SPLIT_NAMES))
     if unknown:
-        raise DatasetFormatError(f"Dataset {key!r}: split values {unknown} are not among "
-                                 f"{SPLIT_NAMES} (or null).")
+        raise DatasetFormatError(f"Dataset {key!r}: split values {unknown} are not among {SPLIT_NAMES} (or null).")
     rows = {name: np.flatnonzero(split == name).astype(np.int64) for name in ("train", "val", "test")}
-    return GivenSplits(train=rows["train"], test=rows["test"],
-                       val=rows["val"] if len(rows["val"]) else None,
-                       official=header.official_split)
+    return GivenSplits(
+        train=rows["train"],
+        test=rows["test"],
+        val=rows["val"] if len(rows["val"]) else None,
+        official=header.official_split,
+    )
 
 
 def _attribute(table: pa.Table, column: str) -> np.ndarray:

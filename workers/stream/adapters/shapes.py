@@ -25,12 +25,7 @@ from functools import lru_cache
 import numpy as np
 
 from services.core.errors import UnknownNameError, unknown_name_message
-from workers.stream.adapters.base import (
-    AdapterContext,
-    MissingDataset,
-    RawDataset,
-    content_checksum,
-)
+from workers.stream.adapters.base import AdapterContext, MissingDataset, RawDataset, content_checksum
 
 SHAPES = ("square", "circle", "triangle", "cross")
 HUE_NAMES = ("red", "yellow", "green", "cyan", "blue", "magenta")
@@ -62,7 +57,7 @@ class ShapesAdapter:
 
     source = "shapes"
 
-    def __init__(self, *, num_examples: int = NUM_EXAMPLES, image_size: int = IMAGE_SIZE):
+    def __init__(self, *, num_examples: int = NUM_EXAMPLES, image_size: int = IMAGE_SIZE):  # noqa: ANN204
         self.num_examples = num_examples
         self.image_size = image_size
 
@@ -95,9 +90,7 @@ def variant_seed(variant: str) -> int:
     return zlib.crc32(f"shapes:{variant}".encode())
 
 
-def generate_shapes(
-    variant: str, *, num_examples: int = NUM_EXAMPLES, size: int = IMAGE_SIZE
-) -> ShapesData:
+def generate_shapes(variant: str, *, num_examples: int = NUM_EXAMPLES, size: int = IMAGE_SIZE) -> ShapesData:
     """Draw the factors of ``variant`` and render them.
 
     Raises:
@@ -106,8 +99,7 @@ def generate_shapes(
     _check_variant(variant)
     if num_examples < 1 or size < 8:
         raise ValueError(
-            "generate_shapes needs num_examples >= 1 and size >= 8; "
-            f"got {num_examples} and {size} instead."
+            f"generate_shapes needs num_examples >= 1 and size >= 8; got {num_examples} and {size} instead."
         )
     factors = draw_factors(variant, num_examples)
     images = np.empty((num_examples, size, size, 3), dtype=np.uint8)
@@ -128,10 +120,7 @@ def generate_shapes(
 def draw_factors(variant: str, n: int) -> dict[str, np.ndarray]:
     """All random choices of a variant, drawn in a fixed order from its seed."""
     rng = np.random.RandomState(variant_seed(variant))
-    scene = {
-        "floor_hue": rng.randint(BACKGROUND_HUES, size=n),
-        "wall_hue": rng.randint(BACKGROUND_HUES, size=n),
-    }
+    scene = {"floor_hue": rng.randint(BACKGROUND_HUES, size=n), "wall_hue": rng.randint(BACKGROUND_HUES, size=n)}
     slots = 1 if variant != "multi" else len(_MULTI_SLOTS)
     shape = rng.randint(len(SHAPES), size=(n, slots))
     hue = rng.randint(len(HUE_NAMES), size=(n, slots))
@@ -143,11 +132,10 @@ def draw_factors(variant: str, n: int) -> dict[str, np.ndarray]:
         order = np.argsort(rng.uniform(size=(n, slots)), axis=1)  # which slots are used
         empty = np.zeros((n, slots), dtype=bool)
         for i in range(n):
-            empty[i, order[i, count[i]:]] = True
+            empty[i, order[i, count[i] :]] = True
         for table in (shape, hue, scale, orientation):
             table[empty] = -1
-        return {**scene, "shape": shape, "hue": hue, "scale": scale,
-                "orientation": orientation, "jitter": jitter}
+        return {**scene, "shape": shape, "hue": hue, "scale": scale, "orientation": orientation, "jitter": jitter}
     # The label factor is exactly balanced: a fixed cycle, shuffled.
     label_levels = {"shape": len(SHAPES), "hue": len(HUE_NAMES), "scale": len(SCALES)}[variant]
     balanced = rng.permutation(np.arange(n) % label_levels)
@@ -216,7 +204,7 @@ def _objects(factors: dict[str, np.ndarray], i: int) -> list[tuple[int, ...]]:
     return out
 
 
-def _render(factors: dict[str, np.ndarray], i: int, size: int, grid) -> np.ndarray:
+def _render(factors: dict[str, np.ndarray], i: int, size: int, grid) -> np.ndarray:  # noqa: ANN001
     """One image: background, then each object blended by its sub-pixel coverage."""
     image = _background(int(factors["floor_hue"][i]), int(factors["wall_hue"][i]), size).copy()
     xs, ys = grid
@@ -248,7 +236,18 @@ def _window(centre: float, half: float, size: int) -> slice:
 
 
 __all__ = [
-    "BACKGROUND_HUES", "HUE_NAMES", "IMAGE_SIZE", "NUM_EXAMPLES", "ORIENTATIONS", "SCALES",
-    "SCALE_NAMES", "SHAPES", "VARIANTS", "ShapesAdapter", "ShapesData", "draw_factors",
-    "generate_shapes", "variant_seed",
+    "BACKGROUND_HUES",
+    "HUE_NAMES",
+    "IMAGE_SIZE",
+    "NUM_EXAMPLES",
+    "ORIENTATIONS",
+    "SCALES",
+    "SCALE_NAMES",
+    "SHAPES",
+    "VARIANTS",
+    "ShapesAdapter",
+    "ShapesData",
+    "draw_factors",
+    "generate_shapes",
+    "variant_seed",
 ]

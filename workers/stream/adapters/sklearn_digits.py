@@ -9,12 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from services.core.errors import UnknownNameError, unknown_name_message
-from workers.stream.adapters.base import (
-    AdapterContext,
-    MissingDataset,
-    RawDataset,
-    content_checksum,
-)
+from workers.stream.adapters.base import AdapterContext, MissingDataset, RawDataset, content_checksum
 
 _NAMES = ("digits",)
 

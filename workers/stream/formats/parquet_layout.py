@@ -52,8 +52,7 @@ class DatasetHeader:
 
     def __post_init__(self) -> None:
         if self.kind not in ("single", "multi"):
-            raise ValueError(f"The 'kind' parameter must be 'single' or 'multi'. "
-                             f"Got {self.kind!r} instead.")
+            raise ValueError(f"The 'kind' parameter must be 'single' or 'multi'. Got {self.kind!r} instead.")
         if not self.class_names or not all(isinstance(n, str) for n in self.class_names):
             raise ValueError("The 'class_names' parameter must be a non-empty list of strings.")
 
@@ -62,9 +61,14 @@ class DatasetHeader:
         return LABEL if self.kind == "single" else LABELS
 
     def to_metadata(self) -> dict[bytes, bytes]:
-        doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "kind": self.kind,
-               "class_names": list(self.class_names), "official_split": self.official_split,
-               "source": dict(self.source)}
+        doc = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "kind": self.kind,
+            "class_names": list(self.class_names),
+            "official_split": self.official_split,
+            "source": dict(self.source),
+        }
         return {METADATA_KEY: json.dumps(doc, sort_keys=True).encode()}
 
     @classmethod
@@ -72,16 +76,23 @@ class DatasetHeader:
         """Parse a file's metadata; DatasetFormatError naming ``where`` if it is not ours."""
         raw = (metadata or {}).get(METADATA_KEY)
         if raw is None:
-            raise DatasetFormatError(f"{where} has no {METADATA_KEY.decode()!r} metadata: it was "
-                                     "not written as a NEVIS image dataset (docs/data-format.md).")
+            raise DatasetFormatError(
+                f"{where} has no {METADATA_KEY.decode()!r} metadata: it was "
+                "not written as a NEVIS image dataset (docs/data-format.md)."
+            )
         try:
             doc = json.loads(raw)
             if doc.get("format") != FORMAT_NAME or doc.get("version") != FORMAT_VERSION:
-                raise ValueError(f"format {doc.get('format')!r} version {doc.get('version')!r}, "
-                                 f"this version reads {FORMAT_NAME!r} version {FORMAT_VERSION}")
-            return cls(kind=doc["kind"], class_names=tuple(doc["class_names"]),
-                       official_split=bool(doc.get("official_split", False)),
-                       source=dict(doc.get("source", {})))
+                raise ValueError(
+                    f"format {doc.get('format')!r} version {doc.get('version')!r}, "
+                    f"this version reads {FORMAT_NAME!r} version {FORMAT_VERSION}"
+                )
+            return cls(
+                kind=doc["kind"],
+                class_names=tuple(doc["class_names"]),
+                official_split=bool(doc.get("official_split", False)),
+                source=dict(doc.get("source", {})),
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise DatasetFormatError(f"{where}: unreadable dataset metadata ({exc}).") from None
 
@@ -93,11 +104,27 @@ def attribute_column(name: str) -> str:
 
 def attribute_names(columns: Sequence[str]) -> tuple[str, ...]:
     """The attributes a file's columns hold, in column order."""
-    return tuple(c[len(ATTRIBUTE_PREFIX):] for c in columns if c.startswith(ATTRIBUTE_PREFIX))
+    return tuple(c[len(ATTRIBUTE_PREFIX) :] for c in columns if c.startswith(ATTRIBUTE_PREFIX))
 
 
 __all__ = [
-    "ATTRIBUTE_PREFIX", "CHANNELS", "ENCODING", "FORMAT_NAME", "FORMAT_VERSION", "HEIGHT",
-    "IMAGE", "LABEL", "LABELS", "METADATA_KEY", "RAW", "REQUIRED", "SPLIT", "SPLIT_NAMES",
-    "SUFFIX", "WIDTH", "DatasetHeader", "attribute_column", "attribute_names",
+    "ATTRIBUTE_PREFIX",
+    "CHANNELS",
+    "ENCODING",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "HEIGHT",
+    "IMAGE",
+    "LABEL",
+    "LABELS",
+    "METADATA_KEY",
+    "RAW",
+    "REQUIRED",
+    "SPLIT",
+    "SPLIT_NAMES",
+    "SUFFIX",
+    "WIDTH",
+    "DatasetHeader",
+    "attribute_column",
+    "attribute_names",
 ]

@@ -114,10 +114,12 @@ def write_parquet_dataset(
         NoRowsError: there are no rows.
     """
     if row_group_rows < 1 or row_group_bytes < 1:
-        raise ValueError("The 'row_group_rows' and 'row_group_bytes' parameters of "
-                         "write_parquet_dataset must be ints in [1, inf).")
-    header = DatasetHeader(kind=kind, class_names=tuple(class_names),
-                           official_split=official_split, source=dict(source or {}))
+        raise ValueError(
+            "The 'row_group_rows' and 'row_group_bytes' parameters of write_parquet_dataset must be ints in [1, inf)."
+        )
+    header = DatasetHeader(
+        kind=kind, class_names=tuple(class_names), official_split=official_split, source=dict(source or {})
+    )
     path = Path(path)
     partial = path.with_name(path.name + ".partial")
     given = _split_lookup(splits)
@@ -145,8 +147,13 @@ def write_parquet_dataset(
         if writer is not None:
             writer.close()
         partial.unlink(missing_ok=True)
-    return WrittenDataset(path=path, num_rows=columns.total, num_row_groups=groups,
-                          split_rows=dict(columns.split_rows), counts=dict(counts))
+    return WrittenDataset(
+        path=path,
+        num_rows=columns.total,
+        num_row_groups=groups,
+        split_rows=dict(columns.split_rows),
+        counts=dict(counts),
+    )
 
 
 def _split_lookup(splits: Mapping[str, Sequence[int]] | None) -> dict[int, str]:
@@ -163,8 +170,13 @@ def _split_lookup(splits: Mapping[str, Sequence[int]] | None) -> dict[int, str]:
 class _Columns:
     """The rows of the row group being built, checked as they come."""
 
-    def __init__(self, header: DatasetHeader, given: dict[int, str],
-                 attributes: dict[str, Sequence[int | str]], encode: str | None) -> None:
+    def __init__(
+        self,
+        header: DatasetHeader,
+        given: dict[int, str],
+        attributes: dict[str, Sequence[int | str]],
+        encode: str | None,
+    ) -> None:
         self.header, self.given, self.extra, self.encode = header, given, attributes, encode
         self.schema: pa.Schema | None = None
         self.kinds: dict[str, type] = {}  # attribute name -> int or str
@@ -179,21 +191,30 @@ class _Columns:
     def add(self, number: int, row: ImageRow) -> None:
         where = f"row {number}"
         blob, encoding, height, width, channels = self._image(row.image, where)
-        values = {IMAGE: blob, ENCODING: encoding, HEIGHT: height, WIDTH: width,
-                  CHANNELS: channels, self.header.label_column: self._label(row.label, where),
-                  SPLIT: self._split(number, row.split, where)}
+        values = {
+            IMAGE: blob,
+            ENCODING: encoding,
+            HEIGHT: height,
+            WIDTH: width,
+            CHANNELS: channels,
+            self.header.label_column: self._label(row.label, where),
+            SPLIT: self._split(number, row.split, where),
+        }
         attrs = {**{n: v[number] for n, v in self.extra.items()}, **row.attributes}
         if self.schema is None:
             self.schema = self._schema(attrs, where)
         if set(attrs) != set(self.kinds):
-            raise DatasetFormatError(f"{where} has attributes {sorted(attrs)}; every row must "
-                                     f"have the first row's: {sorted(self.kinds)}.")
+            raise DatasetFormatError(
+                f"{where} has attributes {sorted(attrs)}; every row must have the first row's: {sorted(self.kinds)}."
+            )
         for name, value in attrs.items():
             if isinstance(value, np.generic):
                 value = value.item()
             if type(value) is not self.kinds[name]:
-                raise DatasetFormatError(f"{where}: attribute {name!r} is {value!r}; it must be "
-                                         f"{self.kinds[name].__name__} as in the first row.")
+                raise DatasetFormatError(
+                    f"{where}: attribute {name!r} is {value!r}; it must be "
+                    f"{self.kinds[name].__name__} as in the first row."
+                )
             values[attribute_column(name)] = value
         for name, value in values.items():
             self.data.setdefault(name, []).append(value)
@@ -208,18 +229,24 @@ class _Columns:
         return table
 
     def _schema(self, attrs: Mapping[str, Any], where: str) -> pa.Schema:
-        label = (pa.field(LABEL, pa.int64(), nullable=False) if self.header.kind == "single"
-                 else pa.field(LABELS, pa.list_(pa.int32()), nullable=False))
-        fields = [pa.field(IMAGE, pa.binary(), nullable=False),
-                  pa.field(ENCODING, pa.string(), nullable=False),
-                  pa.field(HEIGHT, pa.int32(), nullable=False),
-                  pa.field(WIDTH, pa.int32(), nullable=False),
-                  pa.field(CHANNELS, pa.int8(), nullable=False), label, pa.field(SPLIT, pa.string())]
+        label = (
+            pa.field(LABEL, pa.int64(), nullable=False)
+            if self.header.kind == "single"
+            else pa.field(LABELS, pa.list_(pa.int32()), nullable=False)
+        )
+        fields = [
+            pa.field(IMAGE, pa.binary(), nullable=False),
+            pa.field(ENCODING, pa.string(), nullable=False),
+            pa.field(HEIGHT, pa.int32(), nullable=False),
+            pa.field(WIDTH, pa.int32(), nullable=False),
+            pa.field(CHANNELS, pa.int8(), nullable=False),
+            label,
+            pa.field(SPLIT, pa.string()),
+        ]
         for name, value in attrs.items():
             value = value.item() if isinstance(value, np.generic) else value
             if isinstance(value, bool) or not isinstance(value, (int, str)):
-                raise DatasetFormatError(f"{where}: attribute {name!r} must be an int or a "
-                                         f"string; got {value!r}.")
+                raise DatasetFormatError(f"{where}: attribute {name!r} must be an int or a string; got {value!r}.")
             self.kinds[name] = type(value)
             arrow = pa.int64() if isinstance(value, int) else pa.string()
             fields.append(pa.field(attribute_column(name), arrow, nullable=False))
@@ -233,10 +260,16 @@ class _Columns:
         pixels = np.asarray(image)
         if pixels.ndim == 3 and pixels.shape[-1] == 1:
             pixels = pixels[..., 0]
-        if pixels.dtype != np.uint8 or pixels.ndim not in (2, 3) or pixels.ndim == 3 and \
-                pixels.shape[-1] != 3 or 0 in pixels.shape:
-            raise DatasetFormatError(f"{where}: pixels must be uint8 [h, w] or [h, w, 1|3]; "
-                                     f"got {pixels.dtype} {pixels.shape}.")
+        if (
+            pixels.dtype != np.uint8
+            or pixels.ndim not in (2, 3)
+            or pixels.ndim == 3
+            and pixels.shape[-1] != 3
+            or 0 in pixels.shape
+        ):
+            raise DatasetFormatError(
+                f"{where}: pixels must be uint8 [h, w] or [h, w, 1|3]; got {pixels.dtype} {pixels.shape}."
+            )
         height, width = pixels.shape[:2]
         channels = 1 if pixels.ndim == 2 else 3
         if self.encode is None:
@@ -248,15 +281,16 @@ class _Columns:
     def _label(self, label: int | Sequence[int], where: str) -> int | list[int]:
         count = len(self.header.class_names)
         if self.header.kind == "single":
-            if isinstance(label, (bool, np.bool_)) or not isinstance(label, (int, np.integer)) \
-                    or not 0 <= int(label) < count:
-                raise DatasetFormatError(f"{where}: label {label!r} must be a class index in "
-                                         f"0..{count - 1}.")
+            if (
+                isinstance(label, (bool, np.bool_))
+                or not isinstance(label, (int, np.integer))
+                or not 0 <= int(label) < count
+            ):
+                raise DatasetFormatError(f"{where}: label {label!r} must be a class index in 0..{count - 1}.")
             return int(label)
         positives = [int(v) for v in label]
         if len(set(positives)) != len(positives) or any(not 0 <= v < count for v in positives):
-            raise DatasetFormatError(f"{where}: labels {positives} must be distinct class "
-                                     f"indices in 0..{count - 1}.")
+            raise DatasetFormatError(f"{where}: labels {positives} must be distinct class indices in 0..{count - 1}.")
         return sorted(positives)
 
     def _split(self, number: int, split: str | None, where: str) -> str | None:
@@ -267,6 +301,10 @@ class _Columns:
 
 
 __all__ = [
-    "DEFAULT_ROW_GROUP_BYTES", "DEFAULT_ROW_GROUP_ROWS", "ImageRow", "NoRowsError", "WrittenDataset",
+    "DEFAULT_ROW_GROUP_BYTES",
+    "DEFAULT_ROW_GROUP_ROWS",
+    "ImageRow",
+    "NoRowsError",
+    "WrittenDataset",
     "write_parquet_dataset",
 ]

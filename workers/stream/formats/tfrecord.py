@@ -63,7 +63,7 @@ _TABLE_NP = np.asarray(_TABLE, dtype=np.uint32)
 _BLOCK_POWER = 4  # blocks of 16 bytes in the vectorised path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _zeros(power: int) -> np.ndarray:
     """``[4, 256]`` tables of the linear map "run 2**power zero bytes through the register",
     one table per byte of the register, so applying the map is four look-ups."""
@@ -82,8 +82,12 @@ def _zeros(power: int) -> np.ndarray:
 
 
 def _apply(tables: np.ndarray, state: np.ndarray) -> np.ndarray:
-    return (tables[0][state & 0xFF] ^ tables[1][(state >> 8) & 0xFF] ^ tables[2][(state >> 16) & 0xFF]
-            ^ tables[3][state >> 24])
+    return (
+        tables[0][state & 0xFF]
+        ^ tables[1][(state >> 8) & 0xFF]
+        ^ tables[2][(state >> 16) & 0xFF]
+        ^ tables[3][state >> 24]
+    )
 
 
 def crc32c_vectorised(data: bytes | memoryview) -> int:
@@ -150,26 +154,34 @@ def iter_records(path: Path) -> Iterator[bytes]:
                 return
             where = f"{path}: record {number} (byte {offset})"
             if len(header) < _HEADER.size:
-                raise TFRecordError(f"{where}: the file is truncated inside the record's header "
-                                    f"({len(header)} of {_HEADER.size} bytes).")
+                raise TFRecordError(
+                    f"{where}: the file is truncated inside the record's header "
+                    f"({len(header)} of {_HEADER.size} bytes)."
+                )
             length, length_crc = _HEADER.unpack(header)
             if masked_crc32c(header[:8]) != length_crc:
-                raise TFRecordError(f"{where}: the record's length fails its CRC-32C check: the file is "
-                                    "corrupt (or not a TFRecord file).")
+                raise TFRecordError(
+                    f"{where}: the record's length fails its CRC-32C check: the file is "
+                    "corrupt (or not a TFRecord file)."
+                )
             end = offset + _HEADER.size + length + _FOOTER.size
             if end > size:
-                raise TFRecordError(f"{where}: the file is truncated: the record needs {length} bytes of "
-                                    f"data and its checksum, the file ends {end - size} bytes short.")
+                raise TFRecordError(
+                    f"{where}: the file is truncated: the record needs {length} bytes of "
+                    f"data and its checksum, the file ends {end - size} bytes short."
+                )
             payload = handle.read(length)
             (payload_crc,) = _FOOTER.unpack(handle.read(_FOOTER.size))
             if masked_crc32c(payload) != payload_crc:
-                raise TFRecordError(f"{where}: the record's data ({length} bytes) fails its CRC-32C "
-                                    "check: the file is corrupt.")
+                raise TFRecordError(
+                    f"{where}: the record's data ({length} bytes) fails its CRC-32C check: the file is corrupt."
+                )
             yield payload
             number, offset = number + 1, end
 
 
 # --- protobuf wire format -------------------------------------------------------------------
+
 
 def _varint(data: memoryview, pos: int) -> tuple[int, int]:
     result, shift = 0, 0
@@ -197,12 +209,12 @@ def _fields(data: memoryview) -> Iterator[tuple[int, int, int | memoryview]]:
         if wire == 0:
             value, pos = _varint(data, pos)
         elif wire == 1:
-            value, pos = int.from_bytes(data[pos:pos + 8], "little"), pos + 8
+            value, pos = int.from_bytes(data[pos : pos + 8], "little"), pos + 8
         elif wire == 2:
             length, pos = _varint(data, pos)
-            value, pos = data[pos:pos + length], pos + length
+            value, pos = data[pos : pos + length], pos + length
         elif wire == 5:
-            value, pos = int.from_bytes(data[pos:pos + 4], "little"), pos + 4
+            value, pos = int.from_bytes(data[pos : pos + 4], "little"), pos + 4
         else:
             raise ValueError(f"field {number} has wire type {wire}, which Example does not use")
         if pos > len(data):
@@ -261,5 +273,13 @@ def parse_example(payload: bytes) -> dict[str, FeatureValues]:
     return features
 
 
-__all__ = ["FeatureValues", "TFRecordError", "crc32c", "crc32c_bytewise", "crc32c_vectorised", "iter_records", "masked_crc32c",
-           "parse_example"]
+__all__ = [
+    "FeatureValues",
+    "TFRecordError",
+    "crc32c",
+    "crc32c_bytewise",
+    "crc32c_vectorised",
+    "iter_records",
+    "masked_crc32c",
+    "parse_example",
+]

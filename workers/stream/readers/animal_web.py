@@ -41,16 +41,20 @@ def read_animal_web(files: SourceFolder) -> ConvertedSource:
                     continue
                 prefix = name.rsplit(".", 1)[0].split("_")[0]
                 if prefix not in index:
-                    raise DatasetFormatError(f"{path.name}: {name}'s prefix {prefix!r} is not "
-                                             "one of the reference's classes.")
+                    raise DatasetFormatError(
+                        f"{path.name}: {name}'s prefix {prefix!r} is not one of the reference's classes."
+                    )
                 data = archive.read(info)
                 key = (_rgb_digest(data), index[prefix])
                 if key not in seen:
                     seen.add(key)
                     yield ImageRow(image=data, label=index[prefix])
 
-    return ConvertedSource(rows=rows(), class_names=classes, source_facts={
-        "labels": "file-name prefix; duplicates (RGB pixels, label) dropped"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=classes,
+        source_facts={"labels": "file-name prefix; duplicates (RGB pixels, label) dropped"},
+    )
 
 
 __all__: list[str] = []

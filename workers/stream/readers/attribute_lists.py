@@ -39,8 +39,9 @@ def read_celeb_a(files: SourceFolder) -> ConvertedSource:
     for line in lines[2:]:
         fields = line.split()
         if len(fields) != len(names) + 1:
-            raise DatasetFormatError(f"list_attr_celeba.txt: line {line[:40]!r}... has "
-                                     f"{len(fields) - 1} values for {len(names)} attributes.")
+            raise DatasetFormatError(
+                f"list_attr_celeba.txt: line {line[:40]!r}... has {len(fields) - 1} values for {len(names)} attributes."
+            )
         labels[fields[0]] = [i for i, v in enumerate(fields[1:]) if int(v) == 1]
     split_of = {}
     for line in text_lines(files.path("list_eval_partition.txt").read_bytes()):
@@ -53,8 +54,13 @@ def read_celeb_a(files: SourceFolder) -> ConvertedSource:
             name = base_name(member.name)
             yield ImageRow(image=member.data, label=labels[name], split=split_of.get(name))
 
-    return ConvertedSource(rows=rows(), class_names=names, kind="multi", official_split=True,
-                           source_facts={"labels": "list_attr_celeba.txt (1 = present)"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=names,
+        kind="multi",
+        official_split=True,
+        source_facts={"labels": "list_attr_celeba.txt (1 = present)"},
+    )
 
 
 _AWA = "Animals_with_Attributes2/"
@@ -76,17 +82,21 @@ def _numbered(data: bytes, where: str) -> list[str]:
 def read_awa2(files: SourceFolder) -> ConvertedSource:
     archive = files.path("AwA2-data.zip")
     with zipfile.ZipFile(archive) as handle:
+
         def read(name: str) -> bytes:
             return handle.read(_AWA + name)
+
         classes = _numbered(read("classes.txt"), "classes.txt")
         predicates = _numbered(read("predicates.txt"), "predicates.txt")
-        matrix = [[int(float(v)) for v in line.split()]
-                  for line in text_lines(read("predicate-matrix-binary.txt"))]
-        split_of = {**{c: "train" for c in text_lines(read("trainclasses.txt"))},
-                    **{c: "test" for c in text_lines(read("testclasses.txt"))}}
+        matrix = [[int(float(v)) for v in line.split()] for line in text_lines(read("predicate-matrix-binary.txt"))]
+        split_of = {
+            **{c: "train" for c in text_lines(read("trainclasses.txt"))},
+            **{c: "test" for c in text_lines(read("testclasses.txt"))},
+        }
     if len(matrix) != len(classes) or any(len(row) != len(predicates) for row in matrix):
-        raise DatasetFormatError(f"{archive.name}: predicate-matrix-binary.txt is not "
-                                 f"{len(classes)} x {len(predicates)}.")
+        raise DatasetFormatError(
+            f"{archive.name}: predicate-matrix-binary.txt is not {len(classes)} x {len(predicates)}."
+        )
 
     def class_of(name: str) -> str:
         return clean_name(name).rsplit("/", 2)[-2] if name.count("/") >= 2 else ""
@@ -97,14 +107,35 @@ def read_awa2(files: SourceFolder) -> ConvertedSource:
             on = [i for i, v in enumerate(matrix[classes.index(cls)]) if v]
             yield ImageRow(image=member.data, label=on, split=split_of[cls])
 
-    return ConvertedSource(rows=rows(), class_names=predicates, kind="multi", official_split=True,
-                           source_facts={"labels": "the class's row of predicate-matrix-binary.txt",
-                                         "test": "images of testclasses.txt (zero-shot split)"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=predicates,
+        kind="multi",
+        official_split=True,
+        source_facts={
+            "labels": "the class's row of predicate-matrix-binary.txt",
+            "test": "images of testclasses.txt (zero-shot split)",
+        },
+    )
 
 
-NIH_FINDINGS = ("Atelectasis", "Consolidation", "Infiltration", "Pneumothorax", "Edema",
-                "Emphysema", "Fibrosis", "Effusion", "Pneumonia", "Pleural_Thickening",
-                "Cardiomegaly", "Nodule", "Mass", "Hernia", "No Finding")
+NIH_FINDINGS = (
+    "Atelectasis",
+    "Consolidation",
+    "Infiltration",
+    "Pneumothorax",
+    "Edema",
+    "Emphysema",
+    "Fibrosis",
+    "Effusion",
+    "Pneumonia",
+    "Pleural_Thickening",
+    "Cardiomegaly",
+    "Nodule",
+    "Mass",
+    "Hernia",
+    "No Finding",
+)
 
 
 @reader("nih_chest_xray")
@@ -124,14 +155,19 @@ def read_nih_chest_xray(files: SourceFolder) -> ConvertedSource:
     split_of = {**{n: "train" for n in train}, **{n: "test" for n in test}}
 
     def rows() -> Iterator[ImageRow]:
-        for member in iter_members(archive, lambda n: n.endswith(".png") and not is_junk(n)
-                                   and base_name(n) in split_of):
+        for member in iter_members(
+            archive, lambda n: n.endswith(".png") and not is_junk(n) and base_name(n) in split_of
+        ):
             name = base_name(member.name)
             yield ImageRow(image=member.data, label=findings[name], split=split_of[name])
 
-    return ConvertedSource(rows=rows(), class_names=NIH_FINDINGS, kind="multi",
-                           official_split=True,
-                           source_facts={"labels": "Data_Entry_2017.csv Finding Labels"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=NIH_FINDINGS,
+        kind="multi",
+        official_split=True,
+        source_facts={"labels": "Data_Entry_2017.csv Finding Labels"},
+    )
 
 
 _SUN = "SUNAttributeDB/"
@@ -158,8 +194,9 @@ def read_sun_attributes(files: SourceFolder) -> ConvertedSource:
         for member in iter_members(images, lambda n: clean_name(n) in labels):
             yield ImageRow(image=member.data, label=labels[clean_name(member.name)])
 
-    return ConvertedSource(rows=rows(), class_names=classes, kind="multi",
-                           source_facts={"labels": "labels_cv > 0 (any vote)"})
+    return ConvertedSource(
+        rows=rows(), class_names=classes, kind="multi", source_facts={"labels": "labels_cv > 0 (any vote)"}
+    )
 
 
 __all__ = ["NIH_FINDINGS"]

@@ -34,12 +34,7 @@ from typing import Any
 
 from services.core.errors import DataIntegrityError, DatasetFormatError
 from services.core.registry import Registry
-from workers.stream.formats.parquet_writer import (
-    ImageRow,
-    NoRowsError,
-    WrittenDataset,
-    write_parquet_dataset,
-)
+from workers.stream.formats.parquet_writer import ImageRow, NoRowsError, WrittenDataset, write_parquet_dataset
 from workers.stream.sources.catalogue import Source, load_catalogue
 from workers.stream.sources.locations import sources_dir
 from workers.stream.sources.pinned import count_record
@@ -74,7 +69,8 @@ class SourceFolder:
             raise MissingSourceFileError(
                 f"Source {self.source.key!r} needs {name!r}, which is not at {where}. Run "
                 f"`nevis data fetch --stream <stream> --datasets {self.source.key}` (or place "
-                "the file there by hand) and convert again.")
+                "the file there by hand) and convert again."
+            )
         return where
 
     def missing(self) -> list[str]:
@@ -124,8 +120,7 @@ def catalogue_facts(source: Source) -> dict[str, Any]:
     return facts
 
 
-def convert_source(key: str, data_dir: Path, offline_dir: Path, *,
-                   accept_count_change: bool = False) -> WrittenDataset:
+def convert_source(key: str, data_dir: Path, offline_dir: Path, *, accept_count_change: bool = False) -> WrittenDataset:
     """Read source ``key``'s fetched files and write ``<offline_dir>/<key>.parquet``.
 
     Its classes and rows per split are checked against the catalogue's pinned counts before
@@ -145,8 +140,10 @@ def convert_source(key: str, data_dir: Path, offline_dir: Path, *,
     rule = converted.keeps or "the reader's selection of the source's files"
     files = ", ".join(f.name for f in folder.source.files)
     if not converted.class_names:
-        raise RuleKeepsNothingError(f"Source {folder.source.key!r}: its rule keeps no class "
-                                    f"({rule}) in {files}; are these the source's real files?")
+        raise RuleKeepsNothingError(
+            f"Source {folder.source.key!r}: its rule keeps no class "
+            f"({rule}) in {files}; are these the source's real files?"
+        )
     offline_dir = Path(offline_dir)
     offline_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -154,22 +151,36 @@ def convert_source(key: str, data_dir: Path, offline_dir: Path, *,
     except NoRowsError:
         raise RuleKeepsNothingError(
             f"Source {folder.source.key!r}: no row of {files} passed its rule ({rule}), so there "
-            "is nothing to convert; are these the source's real files?") from None
+            "is nothing to convert; are these the source's real files?"
+        ) from None
 
 
-def _write(converted: ConvertedSource, folder: SourceFolder, offline_dir: Path,
-           accept_count_change: bool) -> WrittenDataset:
+def _write(
+    converted: ConvertedSource, folder: SourceFolder, offline_dir: Path, accept_count_change: bool
+) -> WrittenDataset:
     return write_parquet_dataset(
-        converted.rows, offline_dir / f"{folder.source.key}.parquet",
-        class_names=converted.class_names, kind=converted.kind,
+        converted.rows,
+        offline_dir / f"{folder.source.key}.parquet",
+        class_names=converted.class_names,
+        kind=converted.kind,
         official_split=converted.official_split,
         source={**catalogue_facts(folder.source), **converted.source_facts},
         encode_pixels=converted.encode_pixels,
-        before_close=lambda rows: count_record(folder.source, len(converted.class_names), rows,
-                                               accept=accept_count_change))
+        before_close=lambda rows: count_record(
+            folder.source, len(converted.class_names), rows, accept=accept_count_change
+        ),
+    )
 
 
 __all__ = [
-    "READERS", "ConvertedSource", "MissingSourceFileError", "Reader", "RuleKeepsNothingError", "SourceFolder", "catalogue_facts",
-    "convert_source", "reader", "source_folder",
+    "READERS",
+    "ConvertedSource",
+    "MissingSourceFileError",
+    "Reader",
+    "RuleKeepsNothingError",
+    "SourceFolder",
+    "catalogue_facts",
+    "convert_source",
+    "reader",
+    "source_folder",
 ]

@@ -65,8 +65,12 @@ def read_caltech_birds2011(files: SourceFolder) -> ConvertedSource:
             label = int(_CUB_FOLDER.match(parts[-2]).group(1)) - 1  # type: ignore[union-attr]
             yield ImageRow(image=member.data, label=label, split=split_of["/".join(parts[-2:])])
 
-    return ConvertedSource(rows=rows(), class_names=classes, official_split=True,
-                           source_facts={"labels": "image folder NNN.Name (TFDS caltech_birds2011)"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=classes,
+        official_split=True,
+        source_facts={"labels": "image folder NNN.Name (TFDS caltech_birds2011)"},
+    )
 
 
 def _dog_list(data: bytes) -> list[str]:
@@ -87,13 +91,17 @@ def read_stanford_dogs(files: SourceFolder) -> ConvertedSource:
         for member in iter_members(images, lambda n: base_name(n) in split_of):
             breed = PurePosixPath(member.name).parent.name.lower()
             if breed not in classes:
-                raise DatasetFormatError(f"{images.name}: {member.name} is in a folder no "
-                                         "image of train_list.mat is in.")
-            yield ImageRow(image=member.data, label=classes.index(breed),
-                           split=split_of[base_name(member.name)])
+                raise DatasetFormatError(
+                    f"{images.name}: {member.name} is in a folder no image of train_list.mat is in."
+                )
+            yield ImageRow(image=member.data, label=classes.index(breed), split=split_of[base_name(member.name)])
 
-    return ConvertedSource(rows=rows(), class_names=classes, official_split=True,
-                           source_facts={"labels": "image folder lowercased (TFDS stanford_dogs)"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=classes,
+        official_split=True,
+        source_facts={"labels": "image folder lowercased (TFDS stanford_dogs)"},
+    )
 
 
 __all__: list[str] = []

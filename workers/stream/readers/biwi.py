@@ -73,13 +73,18 @@ def read_biwi(files: SourceFolder) -> ConvertedSource:
             subject = PurePosixPath(member.name).parent.name
             if len(subject) != 2 or not subject.isdigit():
                 raise DatasetFormatError(f"{archive.name}: {member.name} is not in a subject folder.")
-            yield ImageRow(image=member.data, label=labels[member.name],
-                           attributes={"subject": int(subject)})
+            yield ImageRow(image=member.data, label=labels[member.name], attributes={"subject": int(subject)})
 
     names = [f"{angle} bin {b + 1}" for angle in ANGLES for b in range(BINS)]
-    return ConvertedSource(rows=rows(), class_names=names, kind="multi", source_facts={
-        "labels": "yaw / pitch / roll of *_pose.txt in 5 equal-frequency bins each",
-        "attributes": {"subject": "the two-digit subject folder"}})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=names,
+        kind="multi",
+        source_facts={
+            "labels": "yaw / pitch / roll of *_pose.txt in 5 equal-frequency bins each",
+            "attributes": {"subject": "the two-digit subject folder"},
+        },
+    )
 
 
 __all__ = ["ANGLES", "angle_bins", "pose_angles", "quantize"]

@@ -27,8 +27,14 @@ class BoundedUnpickler(pickle._Unpickler):  # noqa: SLF001 - the Python unpickle
 
     dispatch = dict(pickle._Unpickler.dispatch)  # noqa: SLF001
 
-    def checked_call(self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any] | None = None,
-                     *, new: bool = False) -> Any:
+    def checked_call(
+        self,
+        func: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None = None,
+        *,
+        new: bool = False,
+    ) -> Any:
         """``func(*args, **kwargs)`` (``func.__new__(func, ...)`` with ``new``), after its arguments pass."""
         for value in (*args, *(kwargs or {}).values()):
             _check_size(value)
@@ -40,12 +46,14 @@ class BoundedUnpickler(pickle._Unpickler):  # noqa: SLF001 - the Python unpickle
     def load_reduce(self) -> None:
         args = self.stack.pop()
         self.stack[-1] = self.checked_call(self.stack[-1], tuple(args))
+
     dispatch[pickle.REDUCE[0]] = load_reduce
 
     def load_newobj(self) -> None:
         args = self.stack.pop()
         cls = self.stack.pop()
         self.append(self.checked_call(cls, tuple(args), new=True))
+
     dispatch[pickle.NEWOBJ[0]] = load_newobj
 
     def load_newobj_ex(self) -> None:
@@ -53,6 +61,7 @@ class BoundedUnpickler(pickle._Unpickler):  # noqa: SLF001 - the Python unpickle
         args = self.stack.pop()
         cls = self.stack.pop()
         self.append(self.checked_call(cls, tuple(args), dict(kwargs), new=True))
+
     dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex
 
     def _instantiate(self, klass: Any, args: Any) -> None:
@@ -69,7 +78,9 @@ def _check_size(value: Any) -> None:
         except (OverflowError, TypeError):
             raise pickle.UnpicklingError("the pickle asks for a collection too large to count") from None
         if size > MAX_ITEMS:
-            raise pickle.UnpicklingError(f"the pickle asks for a collection of {size} items; at most {MAX_ITEMS} are read")
+            raise pickle.UnpicklingError(
+                f"the pickle asks for a collection of {size} items; at most {MAX_ITEMS} are read"
+            )
 
 
 def _check_call(func: Any, args: tuple[Any, ...]) -> None:
@@ -85,7 +96,9 @@ def _check_call(func: Any, args: tuple[Any, ...]) -> None:
 def _check_shape(shape: Any) -> None:
     extents = shape if isinstance(shape, tuple) else (shape,) if isinstance(shape, int) else ()
     if all(isinstance(e, int) for e in extents) and math.prod(abs(e) for e in extents) > MAX_ITEMS:
-        raise pickle.UnpicklingError(f"the pickle asks for an array of shape {extents}; at most {MAX_ITEMS} elements are read")
+        raise pickle.UnpicklingError(
+            f"the pickle asks for an array of shape {extents}; at most {MAX_ITEMS} elements are read"
+        )
 
 
 __all__ = ["MAX_ITEMS", "BoundedUnpickler"]

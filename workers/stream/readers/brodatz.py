@@ -27,7 +27,7 @@ def crops(pixels: np.ndarray) -> Iterator[np.ndarray]:
     cell_h, cell_w = height // GRID, width // GRID
     for i in range(GRID):
         for j in range(GRID):
-            yield pixels[j * cell_h:(j + 1) * cell_h, i * cell_w:(i + 1) * cell_w]
+            yield pixels[j * cell_h : (j + 1) * cell_h, i * cell_w : (i + 1) * cell_w]
 
 
 def _rows(paths: Sequence[Path]) -> Iterator[ImageRow]:

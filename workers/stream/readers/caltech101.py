@@ -38,16 +38,21 @@ def train_files(names: list[str], seed: int = SEED) -> set[str]:
     for folder in sorted(by_class):
         members = sorted(by_class[folder], key=lambda n: PurePosixPath(n).name)
         if len(members) < TRAIN_PER_CLASS:
-            raise ValueError(f"Caltech 101 class {folder!r} has {len(members)} images, fewer "
-                             f"than the {TRAIN_PER_CLASS} its train split takes.")
+            raise ValueError(
+                f"Caltech 101 class {folder!r} has {len(members)} images, fewer "
+                f"than the {TRAIN_PER_CLASS} its train split takes."
+            )
         chosen.update(rng.choice(members, TRAIN_PER_CLASS, replace=False).tolist())
     return chosen
 
 
 def _rows(archive: Path, index: dict[str, int], train: set[str]) -> Iterator[ImageRow]:
     for member in iter_members(archive, _is_jpeg):
-        yield ImageRow(image=member.data, label=index[parent_name(member.name).lower()],
-                       split="train" if member.name in train else "test")
+        yield ImageRow(
+            image=member.data,
+            label=index[parent_name(member.name).lower()],
+            split="train" if member.name in train else "test",
+        )
 
 
 @reader("caltech101")
@@ -56,9 +61,12 @@ def read_caltech101(files: SourceFolder) -> ConvertedSource:
     names = member_names(archive, _is_jpeg)
     classes = sorted({parent_name(n).lower() for n in names})
     index = {name: label for label, name in enumerate(classes)}
-    return ConvertedSource(rows=_rows(archive, index, train_files(names)), class_names=classes,
-                           official_split=True,
-                           source_facts={"split": "TFDS rule: 30 train images per class, seed 1234"})
+    return ConvertedSource(
+        rows=_rows(archive, index, train_files(names)),
+        class_names=classes,
+        official_split=True,
+        source_facts={"split": "TFDS rule: 30 train images per class, seed 1234"},
+    )
 
 
 __all__ = ["SEED", "TRAIN_PER_CLASS", "read_caltech101", "train_files"]

@@ -31,8 +31,7 @@ _IGNORED = re.compile(r"^README$|\.mat$")
 def _inner_tar(archive: zipfile.ZipFile, path: Path) -> zipfile.ZipInfo:
     tars = [i for i in archive.infolist() if i.filename.endswith(".tar") and not is_junk(i.filename)]
     if len(tars) != 1:
-        raise DatasetFormatError(f"{path.name} should hold one .tar of images; it holds "
-                                 f"{[i.filename for i in tars]}.")
+        raise DatasetFormatError(f"{path.name} should hold one .tar of images; it holds {[i.filename for i in tars]}.")
     return tars[0]
 
 
@@ -50,10 +49,15 @@ def read_caltech_categories(files: SourceFolder) -> ConvertedSource:
         for path, label in paths.values():
             yield from _rows(path, label)
 
-    return ConvertedSource(rows=rows(), class_names=CLASSES,
-                           source_facts={"labels": "the archive of origin (cars_1999, "
-                                                   "cars_2001 -> car; motorbikes_side -> "
-                                                   "motorcycle); faces.tar unused"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=CLASSES,
+        source_facts={
+            "labels": "the archive of origin (cars_1999, "
+            "cars_2001 -> car; motorbikes_side -> "
+            "motorcycle); faces.tar unused"
+        },
+    )
 
 
 __all__ = ["CATEGORIES", "CLASSES"]

@@ -40,23 +40,25 @@ def _rows(archive: Path, label_bytes: int) -> Iterator[ImageRow]:
             if label_bytes == 1:
                 yield ImageRow(image=image, label=labels[0], split=split)
             else:
-                yield ImageRow(image=image, label=labels[1], split=split,
-                               attributes={"coarse_label": labels[0]})
+                yield ImageRow(image=image, label=labels[1], split=split, attributes={"coarse_label": labels[0]})
 
 
 @reader("cifar10")
 def read_cifar10(files: SourceFolder) -> ConvertedSource:
     archive = files.path("cifar-10-binary.tar.gz")
-    return ConvertedSource(rows=_rows(archive, 1), class_names=_names(archive, "batches.meta.txt"),
-                           official_split=True)
+    return ConvertedSource(rows=_rows(archive, 1), class_names=_names(archive, "batches.meta.txt"), official_split=True)
 
 
 @reader("cifar100")
 def read_cifar100(files: SourceFolder) -> ConvertedSource:
     archive = files.path("cifar-100-binary.tar.gz")
     coarse = _names(archive, "coarse_label_names.txt")
-    return ConvertedSource(rows=_rows(archive, 2), class_names=_names(archive, "fine_label_names.txt"),
-                           official_split=True, source_facts={"coarse_label_names": coarse})
+    return ConvertedSource(
+        rows=_rows(archive, 2),
+        class_names=_names(archive, "fine_label_names.txt"),
+        official_split=True,
+        source_facts={"coarse_label_names": coarse},
+    )
 
 
 __all__ = ["read_cifar10", "read_cifar100"]

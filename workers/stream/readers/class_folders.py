@@ -39,8 +39,9 @@ def folder_rows(archives: Iterable[Path], class_of: ClassOf, index: dict[str, in
             yield ImageRow(image=member.data, label=index[class_of(member.name) or ""])
 
 
-def by_folder(archives: Sequence[Path], *, class_of: ClassOf = parent_name,
-              class_names: Sequence[str] | None = None) -> ConvertedSource:
+def by_folder(
+    archives: Sequence[Path], *, class_of: ClassOf = parent_name, class_names: Sequence[str] | None = None
+) -> ConvertedSource:
     """One class per folder; names sorted from the archives unless given."""
     if class_names is None:
         found = [n for a in archives for n in member_names(a, is_image)]
@@ -101,5 +102,13 @@ def read_uiuc_cars(files: SourceFolder) -> ConvertedSource:
     return by_folder([files.path("uiuc.tar.gz")], class_of=_uiuc_class, class_names=("neg", "pos"))
 
 
-__all__ = ["ClassOf", "by_folder", "folder_rows", "read_caltech256", "read_ig02", "read_scenes15",
-           "read_sketch", "read_uiuc_cars"]
+__all__ = [
+    "ClassOf",
+    "by_folder",
+    "folder_rows",
+    "read_caltech256",
+    "read_ig02",
+    "read_scenes15",
+    "read_sketch",
+    "read_uiuc_cars",
+]

@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from workers.stream.formats.parquet_writer import ImageRow
 from workers.stream.readers.base import ConvertedSource, SourceFolder, reader
-from workers.stream.readers.layouts import iter_members, is_junk
+from workers.stream.readers.layouts import is_junk, iter_members
 
 OBJECTS = 100
 NAME = re.compile(r"obj(\d+)__(\d+)\.png$", re.IGNORECASE)
@@ -35,8 +35,9 @@ def _rows(archive: Path) -> Iterator[ImageRow]:
 
 @reader("coil100")
 def read_coil100(files: SourceFolder) -> ConvertedSource:
-    return ConvertedSource(rows=_rows(files.path("coil-100.zip")),
-                           class_names=[f"obj{i}" for i in range(1, OBJECTS + 1)])
+    return ConvertedSource(
+        rows=_rows(files.path("coil-100.zip")), class_names=[f"obj{i}" for i in range(1, OBJECTS + 1)]
+    )
 
 
 __all__ = ["read_coil100"]

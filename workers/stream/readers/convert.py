@@ -31,8 +31,15 @@ class ConvertOutcome:
         return self.status in (CONVERTED, PRESENT)
 
 
-def convert_one(key: str, data_dir: Path, offline_dir: Path, *, force: bool = False,
-                accept_count_change: bool = False, accept_checksum_change: bool = False) -> ConvertOutcome:
+def convert_one(
+    key: str,
+    data_dir: Path,
+    offline_dir: Path,
+    *,
+    force: bool = False,
+    accept_count_change: bool = False,
+    accept_checksum_change: bool = False,
+) -> ConvertOutcome:
     """Convert one source unless its file is there already (``force`` rewrites it).
 
     Its files are first held to the catalogue's checksums (:mod:`..sources.placed`: a file
@@ -52,39 +59,62 @@ def convert_one(key: str, data_dir: Path, offline_dir: Path, *, force: bool = Fa
     started = time.monotonic()
     files = check_placed(folder.source, sources_dir(Path(data_dir)), accept=accept_checksum_change)
     if not files.ok:
-        return ConvertOutcome(key, FAILED, f"{files.summary()}. Fetch the file(s) again (`nevis data "
-                              f"fetch`), or pass {ACCEPT_FLAG} if the change is known.",
-                              seconds=time.monotonic() - started)
+        return ConvertOutcome(
+            key,
+            FAILED,
+            f"{files.summary()}. Fetch the file(s) again (`nevis data "
+            f"fetch`), or pass {ACCEPT_FLAG} if the change is known.",
+            seconds=time.monotonic() - started,
+        )
     try:
         written = convert_source(key, data_dir, offline_dir, accept_count_change=accept_count_change)
     except MissingSourceFileError as exc:
         return ConvertOutcome(key, MISSING, str(exc))
     except Exception as exc:  # noqa: BLE001 - one source's failure is reported, the rest go on
-        return ConvertOutcome(key, FAILED, f"{type(exc).__name__}: {exc}; {files.summary()}",
-                              seconds=time.monotonic() - started)
+        return ConvertOutcome(
+            key, FAILED, f"{type(exc).__name__}: {exc}; {files.summary()}", seconds=time.monotonic() - started
+        )
     accepted = written.counts.get("accepted_change")
-    counts = (f"; counts differ from pinned, accepted by {accepted['flag']}: "
-              f"{'; '.join(accepted['differences'])}" if accepted else "")
-    return ConvertOutcome(key, CONVERTED, f"{written.path}; {files.summary()}{counts}",
-                          rows=written.num_rows, size=written.path.stat().st_size,
-                          seconds=time.monotonic() - started)
+    counts = (
+        f"; counts differ from pinned, accepted by {accepted['flag']}: {'; '.join(accepted['differences'])}"
+        if accepted
+        else ""
+    )
+    return ConvertOutcome(
+        key,
+        CONVERTED,
+        f"{written.path}; {files.summary()}{counts}",
+        rows=written.num_rows,
+        size=written.path.stat().st_size,
+        seconds=time.monotonic() - started,
+    )
 
 
-def convert_sources(keys: Iterable[str], data_dir: Path, offline_dir: Path, *, force: bool = False,
-                    on_done: Callable[[ConvertOutcome], None] | None = None,
-                    accept_count_change: bool = False,
-                    accept_checksum_change: bool = False) -> list[ConvertOutcome]:
+def convert_sources(
+    keys: Iterable[str],
+    data_dir: Path,
+    offline_dir: Path,
+    *,
+    force: bool = False,
+    on_done: Callable[[ConvertOutcome], None] | None = None,
+    accept_count_change: bool = False,
+    accept_checksum_change: bool = False,
+) -> list[ConvertOutcome]:
     """:func:`convert_one` for each key in turn (each source is written in bounded memory)."""
     outcomes = []
     for key in keys:
-        outcome = convert_one(key, data_dir, offline_dir, force=force,
-                              accept_count_change=accept_count_change,
-                              accept_checksum_change=accept_checksum_change)
+        outcome = convert_one(
+            key,
+            data_dir,
+            offline_dir,
+            force=force,
+            accept_count_change=accept_count_change,
+            accept_checksum_change=accept_checksum_change,
+        )
         outcomes.append(outcome)
         if on_done is not None:
             on_done(outcome)
     return outcomes
 
 
-__all__ = ["CONVERTED", "FAILED", "MISSING", "NO_READER", "PRESENT", "ConvertOutcome", "convert_one",
-           "convert_sources"]
+__all__ = ["CONVERTED", "FAILED", "MISSING", "NO_READER", "PRESENT", "ConvertOutcome", "convert_one", "convert_sources"]

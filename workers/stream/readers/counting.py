@@ -74,7 +74,9 @@ def read_trancos(files: SourceFolder) -> ConvertedSource:
     for member in iter_members(archive, lambda n: n.endswith(".txt") and ("/images/" in n or "/image_sets/" in n)):
         path = PurePosixPath(member.name)
         if "image_sets" in path.parts and path.name in sets:
-            split_of.update({line.strip(): sets[path.name] for line in member.data.decode().splitlines() if line.strip()})
+            split_of.update(
+                {line.strip(): sets[path.name] for line in member.data.decode().splitlines() if line.strip()}
+            )
         elif "images" in path.parts:
             counts[f"{path.stem}.jpg"] = len(member.data.splitlines())
     labels, names = _bucketed(counts, 200)

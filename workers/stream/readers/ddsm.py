@@ -19,8 +19,10 @@ from workers.stream.formats.parquet_writer import ImageRow
 from workers.stream.readers.base import ConvertedSource, SourceFolder, reader
 
 CLASSES = ("BENIGN", "MALIGNANT", "BENIGN_WITHOUT_CALLBACK")
-_CASES = {"train": ("csv/calc_case_description_train_set.csv", "csv/mass_case_description_train_set.csv"),
-          "test": ("csv/calc_case_description_test_set.csv", "csv/mass_case_description_test_set.csv")}
+_CASES = {
+    "train": ("csv/calc_case_description_train_set.csv", "csv/mass_case_description_train_set.csv"),
+    "test": ("csv/calc_case_description_test_set.csv", "csv/mass_case_description_test_set.csv"),
+}
 
 
 def _jpeg_path(path: str) -> str:
@@ -58,9 +60,12 @@ def read_ddsm(files: SourceFolder) -> ConvertedSource:
             for path, label, split in images:
                 yield ImageRow(image=handle.read(path), label=label, split=split)
 
-    return ConvertedSource(rows=rows(), class_names=CLASSES, official_split=True,
-                           source_facts={"labels": "case descriptions' pathology, joined to "
-                                                   "dicom_info.csv on the patient id"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=CLASSES,
+        official_split=True,
+        source_facts={"labels": "case descriptions' pathology, joined to dicom_info.csv on the patient id"},
+    )
 
 
 __all__ = ["CLASSES", "ddsm_images"]

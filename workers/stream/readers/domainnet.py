@@ -33,8 +33,9 @@ def read_domainnet(files: SourceFolder) -> ConvertedSource:
                 rel, label = line.rsplit(maxsplit=1)
                 cls = PurePosixPath(rel).parent.name
                 if names.setdefault(int(label), cls) != cls:
-                    raise DatasetFormatError(f"{path.name}: label {label} is {cls!r} here and "
-                                             f"{names[int(label)]!r} elsewhere.")
+                    raise DatasetFormatError(
+                        f"{path.name}: label {label} is {cls!r} here and {names[int(label)]!r} elsewhere."
+                    )
                 listed[rel] = (int(label), part)
     if sorted(names) != list(range(len(names))):
         raise DatasetFormatError("DomainNet lists do not number their classes 0..N-1.")
@@ -44,13 +45,14 @@ def read_domainnet(files: SourceFolder) -> ConvertedSource:
         for domain, archive in zip(DOMAINS, zips):
             for member in iter_members(archive, lambda n: clean_name(n) in listed):
                 label, split = listed[clean_name(member.name)]
-                yield ImageRow(image=member.data, label=label, split=split,
-                               attributes={"domain": domain})
+                yield ImageRow(image=member.data, label=label, split=split, attributes={"domain": domain})
 
-    return ConvertedSource(rows=rows(), class_names=[names[i] for i in range(len(names))],
-                           official_split=True, source_facts={
-                               "labels": "<domain>_{train,test}.txt",
-                               "attributes": {"domain": "the zip an image comes from"}})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=[names[i] for i in range(len(names))],
+        official_split=True,
+        source_facts={"labels": "<domain>_{train,test}.txt", "attributes": {"domain": "the zip an image comes from"}},
+    )
 
 
 __all__ = ["DOMAINS"]

@@ -61,8 +61,12 @@ def read_stanford_cars(files: SourceFolder) -> ConvertedSource:
             label, split = by_file[base_name(member.name)]
             yield ImageRow(image=member.data, label=label, split=split)
 
-    return ConvertedSource(rows=rows(), class_names=class_names, official_split=True,
-                           source_facts={"labels": "cars_annos.mat class - 1; test flag"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=class_names,
+        official_split=True,
+        source_facts={"labels": "cars_annos.mat class - 1; test flag"},
+    )
 
 
 _AIRCRAFT = "fgvc-aircraft-2013b/data/"
@@ -101,9 +105,12 @@ def read_fgvc_aircraft_family(files: SourceFolder) -> ConvertedSource:
             family, split = by_id[int(stem(member.name))]
             yield ImageRow(image=member.data, label=classes.index(family), split=split)
 
-    return ConvertedSource(rows=rows(), class_names=classes, official_split=True,
-                           source_facts={"labels": "images_family_{trainval,test}.txt; "
-                                                   "classes in families.txt order"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=classes,
+        official_split=True,
+        source_facts={"labels": "images_family_{trainval,test}.txt; classes in families.txt order"},
+    )
 
 
 __all__ = ["load_mat", "mat_strings"]

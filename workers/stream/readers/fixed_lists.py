@@ -75,8 +75,9 @@ def _butterfly(name: str) -> tuple[int, str] | None:
 
 @reader("butterflies")
 def read_butterflies(files: SourceFolder) -> ConvertedSource:
-    return ConvertedSource(rows=labelled_rows([files.path("butterflies.zip")], _butterfly),
-                           class_names=BUTTERFLIES, official_split=True)
+    return ConvertedSource(
+        rows=labelled_rows([files.path("butterflies.zip")], _butterfly), class_names=BUTTERFLIES, official_split=True
+    )
 
 
 def _ppmi_class(name: str) -> tuple[str, str] | None:
@@ -105,8 +106,11 @@ def read_mit_scenes(files: SourceFolder) -> ConvertedSource:
     archive = files.path("indoor-scenes-cvpr-2019.zip")
     with zipfile.ZipFile(archive) as opened:
         names = {n.rsplit("/", 1)[-1]: n for n in opened.namelist()}
-        lists = {split: opened.read(names[f"{title}Images.txt"]).decode().split()
-                 for split, title in (("train", "Train"), ("test", "Test")) if f"{title}Images.txt" in names}
+        lists = {
+            split: opened.read(names[f"{title}Images.txt"]).decode().split()
+            for split, title in (("train", "Train"), ("test", "Test"))
+            if f"{title}Images.txt" in names
+        }
     if len(lists) != 2:
         raise ValueError(f"{archive.name} lacks TrainImages.txt or TestImages.txt.")
     split_of = {entry: split for split, entries in lists.items() for entry in entries}
@@ -117,11 +121,18 @@ def read_mit_scenes(files: SourceFolder) -> ConvertedSource:
         parts = PurePosixPath(name).parts
         if "Images" not in parts:
             return None
-        entry = "/".join(parts[parts.index("Images") + 1:])
+        entry = "/".join(parts[parts.index("Images") + 1 :])
         return (index[entry.split("/")[0]], split_of[entry]) if entry in split_of else None
 
     return ConvertedSource(rows=labelled_rows([archive], label), class_names=classes, official_split=True)
 
 
-__all__ = ["BUTTERFLIES", "BUTTERFLY_TEST", "VENUS_SIDE", "read_butterflies", "read_magellan_venus_volcanoes",
-           "read_mit_scenes", "read_ppmi"]
+__all__ = [
+    "BUTTERFLIES",
+    "BUTTERFLY_TEST",
+    "VENUS_SIDE",
+    "read_butterflies",
+    "read_magellan_venus_volcanoes",
+    "read_mit_scenes",
+    "read_ppmi",
+]

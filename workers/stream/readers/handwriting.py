@@ -35,7 +35,7 @@ def chars74k_class(name: str, marker: str) -> int | None:
     """The class index of a Chars74K member (``.../SampleNNN/...png`` under ``marker``), or None."""
     path = PurePosixPath(name)
     at = name.find("Sample")
-    number = name[at + 6:at + 9] if at >= 0 else ""
+    number = name[at + 6 : at + 9] if at >= 0 else ""
     if path.suffix != ".png" or (marker and marker not in path.parts[:-1]) or not number.isdigit():
         return None
     return int(number) - 1 if 1 <= int(number) <= len(CHARS74K_CLASSES) else None
@@ -94,12 +94,24 @@ def _casia_rows(files: SourceFolder, index: dict[str, int]) -> Iterator[ImageRow
 
 @reader("casia_hwdb")
 def read_casia_hwdb(files: SourceFolder) -> ConvertedSource:
-    tags = {tag for file_name, _ in CASIA_PARTS for where, handle in _gnt_files(files.path(file_name))
-            for tag, _ in gnt_records(handle, where, pixels=False)}
+    tags = {
+        tag
+        for file_name, _ in CASIA_PARTS
+        for where, handle in _gnt_files(files.path(file_name))
+        for tag, _ in gnt_records(handle, where, pixels=False)
+    }
     classes = sorted(tags)
     index = {tag: label for label, tag in enumerate(classes)}
     return ConvertedSource(rows=_casia_rows(files, index), class_names=classes, official_split=True)
 
 
-__all__ = ["CASIA_PARTS", "CHARS74K_CLASSES", "CHARS74K_PARTS", "chars74k_class", "gnt_records", "read_casia_hwdb",
-           "read_chars74k", "tag_name"]
+__all__ = [
+    "CASIA_PARTS",
+    "CHARS74K_CLASSES",
+    "CHARS74K_PARTS",
+    "chars74k_class",
+    "gnt_records",
+    "read_casia_hwdb",
+    "read_chars74k",
+    "tag_name",
+]

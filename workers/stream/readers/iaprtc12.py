@@ -68,8 +68,13 @@ def read_iaprtc12(files: SourceFolder) -> ConvertedSource:
 
     def image_id(name: str) -> int | None:
         stem = PurePosixPath(name).stem
-        if _ROOT.rstrip("/") in name or "/images/" not in name or name.endswith(_IGNORED) \
-                or not stem.isdigit() or int(stem) not in split_of:
+        if (
+            _ROOT.rstrip("/") in name
+            or "/images/" not in name
+            or name.endswith(_IGNORED)
+            or not stem.isdigit()
+            or int(stem) not in split_of
+        ):
             return None
         return int(stem)
 
@@ -78,12 +83,19 @@ def read_iaprtc12(files: SourceFolder) -> ConvertedSource:
             number = image_id(member.name)
             if number not in labels:
                 raise DatasetFormatError(f"{archive.name}: image {member.name} has no label row.")
-            yield ImageRow(image=member.data, label=[labels[number]],  # type: ignore[index]
-                           split=split_of[number])  # type: ignore[index]
+            yield ImageRow(
+                image=member.data,
+                label=[labels[number]],  # type: ignore[index]
+                split=split_of[number],
+            )  # type: ignore[index]
 
-    return ConvertedSource(rows=rows(), class_names=classes, kind="multi", official_split=True,
-                           source_facts={"labels": "last labels.txt row per image (as the "
-                                                   "reference's loop keeps)"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=classes,
+        kind="multi",
+        official_split=True,
+        source_facts={"labels": "last labels.txt row per image (as the reference's loop keeps)"},
+    )
 
 
 __all__: list[str] = []

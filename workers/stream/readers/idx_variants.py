@@ -47,8 +47,7 @@ def _emnist_rows(path: Path) -> Iterator[ImageRow]:
 
 @reader("emnist_balanced")
 def read_emnist_balanced(files: SourceFolder) -> ConvertedSource:
-    return ConvertedSource(rows=_emnist_rows(files.path("gzip.zip")), class_names=BALANCED,
-                           official_split=True)
+    return ConvertedSource(rows=_emnist_rows(files.path("gzip.zip")), class_names=BALANCED, official_split=True)
 
 
 def _rotated_rows(files: SourceFolder) -> Iterator[ImageRow]:

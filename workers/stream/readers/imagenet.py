@@ -53,8 +53,9 @@ def class_synsets(train: Path) -> list[str]:
     names = [base_name(n) for n in _names(train)]
     odd = [n for n in names if not (n.endswith(".tar") and n.startswith("n"))]
     if odd or not names:
-        raise DatasetFormatError(f"{train.name} should hold only <synset>.tar archives; it "
-                                 f"holds {odd[:3] or 'nothing'}.")
+        raise DatasetFormatError(
+            f"{train.name} should hold only <synset>.tar archives; it holds {odd[:3] or 'nothing'}."
+        )
     return sorted(n[:-4] for n in names)
 
 
@@ -63,14 +64,12 @@ def validation_labels(val: Path, classes: list[str]) -> dict[str, int]:
     names = sorted(base_name(n) for n in _names(val))
     synsets = validation_synsets()
     if len(names) > len(synsets):
-        raise DatasetFormatError(f"{val.name} holds {len(names)} images; the validation "
-                                 f"labels cover {len(synsets)}.")
+        raise DatasetFormatError(f"{val.name} holds {len(names)} images; the validation labels cover {len(synsets)}.")
     index = {s: i for i, s in enumerate(classes)}
     labels = {}
     for name, synset in zip(names, synsets):
         if synset not in index:
-            raise DatasetFormatError(f"{val.name}: {name}'s label {synset} is not a class of "
-                                     f"{TRAIN_TAR}.")
+            raise DatasetFormatError(f"{val.name}: {name}'s label {synset} is not a class of {TRAIN_TAR}.")
         labels[name] = index[synset]
     return labels
 
@@ -105,10 +104,15 @@ def read_imagenet2012(files: SourceFolder) -> ConvertedSource:
         yield from _train_rows(train, index)
         yield from _val_rows(val, labels)
 
-    return ConvertedSource(rows=rows(), class_names=classes, official_split=True,
-                           source_facts={"labels": "train: per-class tar; validation: TFDS "
-                                                   "validation_labels.txt",
-                                         "test": "ILSVRC2012 validation"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=classes,
+        official_split=True,
+        source_facts={
+            "labels": "train: per-class tar; validation: TFDS validation_labels.txt",
+            "test": "ILSVRC2012 validation",
+        },
+    )
 
 
 __all__ = ["TRAIN_TAR", "VAL_TAR", "class_synsets", "validation_labels", "validation_synsets"]

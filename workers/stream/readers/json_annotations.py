@@ -26,8 +26,24 @@ from workers.stream.readers.base import ConvertedSource, SourceFolder, reader
 from workers.stream.readers.layouts import iter_members
 from workers.stream.readers.member_scan import base_name, collect, need, stem
 
-CAMERA_TRAP_CLASSES = ("bobcat", "opossum", "empty", "coyote", "raccoon", "bird", "dog", "cat",
-                       "squirrel", "rabbit", "skunk", "rodent", "badger", "deer", "car", "fox")
+CAMERA_TRAP_CLASSES = (
+    "bobcat",
+    "opossum",
+    "empty",
+    "coyote",
+    "raccoon",
+    "bird",
+    "dog",
+    "cat",
+    "squirrel",
+    "rabbit",
+    "skunk",
+    "rodent",
+    "badger",
+    "deer",
+    "car",
+    "fox",
+)
 _ECCV = "eccv_18_annotation_files/"
 
 
@@ -47,8 +63,11 @@ def coco_labels(data: bytes, classes: tuple[str, ...], where: str) -> dict[str, 
 @reader("caltech_camera_traps")
 def read_caltech_camera_traps(files: SourceFolder) -> ConvertedSource:
     annotations = files.path("eccv_18_annotations.tar.gz")
-    parts = (("train_annotations.json", "train"), ("trans_val_annotations.json", "val"),
-             ("trans_test_annotations.json", "test"))
+    parts = (
+        ("train_annotations.json", "train"),
+        ("trans_val_annotations.json", "val"),
+        ("trans_test_annotations.json", "test"),
+    )
     wanted = [_ECCV + name for name, _ in parts]
     found = need(collect(annotations, lambda n: n in wanted, want=len(wanted)), wanted, annotations)
     label_split: dict[str, tuple[int, str]] = {}
@@ -62,8 +81,12 @@ def read_caltech_camera_traps(files: SourceFolder) -> ConvertedSource:
             label, split = label_split[stem(member.name)]
             yield ImageRow(image=member.data, label=label, split=split)
 
-    return ConvertedSource(rows=rows(), class_names=CAMERA_TRAP_CLASSES, official_split=True,
-                           source_facts={"labels": "ECCV'18 annotation files (category per image)"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=CAMERA_TRAP_CLASSES,
+        official_split=True,
+        source_facts={"labels": "ECCV'18 annotation files (category per image)"},
+    )
 
 
 _COCO_MIN_SIDE = 16
@@ -79,19 +102,18 @@ def _coco_index(doc: dict) -> tuple[dict[str, list[tuple[list[float], int]]], di
         if width < _COCO_MIN_SIDE or height < _COCO_MIN_SIDE:
             continue
         boxes.setdefault(files[annotation["image_id"]], []).append(
-            ([x, y, width, height], int(annotation["category_id"]) - 1))
+            ([x, y, width, height], int(annotation["category_id"]) - 1)
+        )
     names = {int(c["id"]) - 1: c["name"] for c in doc.get("categories", [])}
     return boxes, names
 
 
-def _coco_rows(archive: Path, boxes: dict[str, list[tuple[list[float], int]]],
-               split: str) -> Iterator[ImageRow]:
+def _coco_rows(archive: Path, boxes: dict[str, list[tuple[list[float], int]]], split: str) -> Iterator[ImageRow]:
     for member in iter_members(archive, lambda n: base_name(n) in boxes):
         with Image.open(io.BytesIO(member.data)) as image:
             for (x, y, width, height), label in boxes[base_name(member.name)]:
                 crop = image.crop((x, y, min(image.width, x + width), min(image.height, y + height)))
-                yield ImageRow(image=np.ascontiguousarray(pil_pixels(crop)), label=label,
-                               split=split)
+                yield ImageRow(image=np.ascontiguousarray(pil_pixels(crop)), label=label, split=split)
 
 
 @reader("coco_single_label")
@@ -115,12 +137,15 @@ def read_coco_single_label(files: SourceFolder) -> ConvertedSource:
             yield from _coco_rows(archive, boxes, split)
 
     classes = [names.get(i, f"unused id {i + 1}") for i in range(COCO_CLASSES)]
-    return ConvertedSource(rows=rows(), class_names=classes, official_split=True,
-                           source_facts={"labels": "instance annotations, boxes >= 16 px cropped",
-                                         "test": "val2017"},
-                           keeps=f"instance annotations whose box is at least {_COCO_MIN_SIDE} px each "
-                                 "way, on images of train2017.zip / val2017.zip that "
-                                 "annotations_trainval2017.zip names")
+    return ConvertedSource(
+        rows=rows(),
+        class_names=classes,
+        official_split=True,
+        source_facts={"labels": "instance annotations, boxes >= 16 px cropped", "test": "val2017"},
+        keeps=f"instance annotations whose box is at least {_COCO_MIN_SIDE} px each "
+        "way, on images of train2017.zip / val2017.zip that "
+        "annotations_trainval2017.zip names",
+    )
 
 
 __all__ = ["CAMERA_TRAP_CLASSES", "COCO_CLASSES", "coco_labels"]

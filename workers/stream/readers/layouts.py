@@ -22,8 +22,7 @@ import numpy as np
 
 from services.core.errors import DatasetFormatError
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".ppm", ".pgm", ".pbm", ".pnm",
-                  ".tif", ".tiff", ".webp")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".ppm", ".pgm", ".pbm", ".pnm", ".tif", ".tiff", ".webp")
 _JUNK = ("__MACOSX", ".DS_Store", "Thumbs.db")
 Keep = Callable[[str], bool]
 
@@ -68,8 +67,7 @@ def member_names(path: Path, keep: Keep | None = None, *, zip_stored_order: bool
     return [n for n in names if keep is None or keep(n)]
 
 
-def iter_members(path: Path, keep: Keep | None = None, *,
-                 zip_stored_order: bool = False) -> Iterator[Member]:
+def iter_members(path: Path, keep: Keep | None = None, *, zip_stored_order: bool = False) -> Iterator[Member]:
     """The files of a zip (sorted by name, as the reference reads most zips, or in the order
     stored in the archive with ``zip_stored_order``) or a tar (in archive order), read one at
     a time; ``keep`` filters names."""
@@ -136,7 +134,7 @@ def parse_idx(data: bytes, where: str) -> np.ndarray:
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_TYPES:
         raise DatasetFormatError(f"{where} is not an IDX file (magic {data[:4]!r}).")
     ndim = data[3]
-    shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     dtype = np.dtype(_IDX_TYPES[data[2]])
     body = np.frombuffer(data, dtype=dtype, offset=4 + 4 * ndim)
     if body.size != int(np.prod(shape)):
@@ -149,15 +147,26 @@ def cifar_records(data: bytes, label_bytes: int, where: str) -> Iterator[tuple[b
     stored plane by plane; yields the label bytes and the image as ``[32, 32, 3]`` uint8."""
     size = label_bytes + 3 * 32 * 32
     if len(data) % size:
-        raise DatasetFormatError(f"{where}: {len(data)} bytes is not a whole number of "
-                                 f"{size}-byte CIFAR records.")
+        raise DatasetFormatError(f"{where}: {len(data)} bytes is not a whole number of {size}-byte CIFAR records.")
     records = np.frombuffer(data, dtype=np.uint8).reshape(-1, size)
     for record in records:
         yield bytes(record[:label_bytes]), record[label_bytes:].reshape(3, 32, 32).transpose(1, 2, 0)
 
 
 __all__ = [
-    "IMAGE_SUFFIXES", "Keep", "Member", "cifar_records", "folder_classes", "is_image", "is_junk",
-    "iter_images", "iter_members", "iter_tar", "member_names", "open_compressed", "parent_name", "parse_idx",
+    "IMAGE_SUFFIXES",
+    "Keep",
+    "Member",
+    "cifar_records",
+    "folder_classes",
+    "is_image",
+    "is_junk",
+    "iter_images",
+    "iter_members",
+    "iter_tar",
+    "member_names",
+    "open_compressed",
+    "parent_name",
+    "parse_idx",
     "read_idx",
 ]

@@ -31,8 +31,7 @@ def people(names: list[str]) -> list[str]:
 
 
 def _rows(archive: Path, index: dict[str, int]) -> Iterator[ImageRow]:
-    for member in iter_members(archive, lambda n: is_image(n) and parent_name(n) in index,
-                               zip_stored_order=True):
+    for member in iter_members(archive, lambda n: is_image(n) and parent_name(n) in index, zip_stored_order=True):
         yield ImageRow(image=member.data, label=index[parent_name(member.name)])
 
 
@@ -46,11 +45,15 @@ def _people_source(archive: Path) -> ConvertedSource:
         raise RuleKeepsNothingError(
             f"{archive.name}: the rule 'people with at least {MIN_IMAGES} images' keeps no one: "
             f"the archive holds {len(names)} images of {len(counts)} people, at most "
-            f"{max(counts.values(), default=0)} of one person; is it the real archive?")
+            f"{max(counts.values(), default=0)} of one person; is it the real archive?"
+        )
     index = {person: label for label, person in enumerate(kept)}
-    return ConvertedSource(rows=_rows(archive, index), class_names=kept,
-                           source_facts={"min_images_per_person": MIN_IMAGES},
-                           keeps=f"people with at least {MIN_IMAGES} images")
+    return ConvertedSource(
+        rows=_rows(archive, index),
+        class_names=kept,
+        source_facts={"min_images_per_person": MIN_IMAGES},
+        keeps=f"people with at least {MIN_IMAGES} images",
+    )
 
 
 @reader("lfw")

@@ -46,14 +46,16 @@ def read_food101(files: SourceFolder) -> ConvertedSource:
     classes = class_names("food101")
 
     def rows() -> Iterator[ImageRow]:
-        for member in iter_members(archive, lambda n: _relative(n, 2) in split_of
-                                   and "/images/" in clean_name(n)):
+        for member in iter_members(archive, lambda n: _relative(n, 2) in split_of and "/images/" in clean_name(n)):
             key = _relative(member.name, 2)
-            yield ImageRow(image=member.data, label=classes.index(key.split("/")[0]),
-                           split=split_of[key])
+            yield ImageRow(image=member.data, label=classes.index(key.split("/")[0]), split=split_of[key])
 
-    return ConvertedSource(rows=rows(), class_names=classes, official_split=True,
-                           source_facts={"labels": "image folder; meta/{train,test}.txt"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=classes,
+        official_split=True,
+        source_facts={"labels": "image folder; meta/{train,test}.txt"},
+    )
 
 
 _TINY = "tiny-imagenet-200/"
@@ -65,8 +67,10 @@ def read_tiny_imagenet(files: SourceFolder) -> ConvertedSource:
     archive = files.path("tiny-imagenet-200.zip")
     with zipfile.ZipFile(archive) as handle:
         wnids = sorted(text_lines(handle.read(_TINY + "wnids.txt")))
-        val = {line.split("\t")[0]: line.split("\t")[1]
-               for line in text_lines(handle.read(_TINY + "val/val_annotations.txt"))}
+        val = {
+            line.split("\t")[0]: line.split("\t")[1]
+            for line in text_lines(handle.read(_TINY + "val/val_annotations.txt"))
+        }
     index = {w: i for i, w in enumerate(wnids)}
 
     def part(name: str) -> str | None:
@@ -82,12 +86,12 @@ def read_tiny_imagenet(files: SourceFolder) -> ConvertedSource:
                 yield ImageRow(image=member.data, label=index[name.split("_")[0]], split="train")
             else:
                 if name not in val:
-                    raise DatasetFormatError(f"{archive.name}: {member.name} is not in "
-                                             "val_annotations.txt.")
+                    raise DatasetFormatError(f"{archive.name}: {member.name} is not in val_annotations.txt.")
                 yield ImageRow(image=member.data, label=index[val[name]], split="test")
 
-    return ConvertedSource(rows=rows(), class_names=wnids, official_split=True,
-                           source_facts={"test": "the val part (val_annotations.txt)"})
+    return ConvertedSource(
+        rows=rows(), class_names=wnids, official_split=True, source_facts={"test": "the val part (val_annotations.txt)"}
+    )
 
 
 @reader("german_tsr")
@@ -100,8 +104,7 @@ def read_german_tsr(files: SourceFolder) -> ConvertedSource:
         fields = line.split(";")
         if fields[-1].strip().isdigit():
             test_labels[fields[0].strip()] = int(fields[-1])
-    keep = (lambda n: not n.lower().endswith((".csv", ".txt")) and not is_junk(n)
-            and not n.endswith("/"))
+    keep = lambda n: not n.lower().endswith((".csv", ".txt")) and not is_junk(n) and not n.endswith("/")  # noqa: E731
 
     def rows() -> Iterator[ImageRow]:
         for member in iter_members(train, keep):
@@ -114,9 +117,12 @@ def read_german_tsr(files: SourceFolder) -> ConvertedSource:
                 raise DatasetFormatError(f"{test.name}: {member.name} is not in GT-final_test.csv.")
             yield ImageRow(image=member.data, label=test_labels[base_name(member.name)], split="test")
 
-    return ConvertedSource(rows=rows(), class_names=[f"{c:05d}" for c in range(43)],
-                           official_split=True,
-                           source_facts={"labels": "train: class folder; test: GT-final_test.csv"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=[f"{c:05d}" for c in range(43)],
+        official_split=True,
+        source_facts={"labels": "train: class folder; test: GT-final_test.csv"},
+    )
 
 
 @reader("oxford_iiit_pet")
@@ -135,10 +141,12 @@ def read_oxford_iiit_pet(files: SourceFolder) -> ConvertedSource:
             label, split = label_of[stem(member.name)]
             yield ImageRow(image=member.data, label=label, split=split)
 
-    return ConvertedSource(rows=rows(), class_names=class_names("oxford_iiit_pet"),
-                           official_split=True,
-                           source_facts={"labels": "annotations/{trainval,test}.txt class - 1"})
-
+    return ConvertedSource(
+        rows=rows(),
+        class_names=class_names("oxford_iiit_pet"),
+        official_split=True,
+        source_facts={"labels": "annotations/{trainval,test}.txt class - 1"},
+    )
 
 
 @reader("wiki_paintings_style")
@@ -163,10 +171,14 @@ def read_wiki_paintings_style(files: SourceFolder) -> ConvertedSource:
                         continue
                     yield ImageRow(image=data, label=int(label), split=split)
 
-    return ConvertedSource(rows=rows(), class_names=class_names("wiki_paintings_style"),
-                           official_split=True, source_facts={
-                               "labels": "style_{train,val}.csv class ids; each CSV's first line "
-                                         "read as a header, as the reference"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=class_names("wiki_paintings_style"),
+        official_split=True,
+        source_facts={
+            "labels": "style_{train,val}.csv class ids; each CSV's first line read as a header, as the reference"
+        },
+    )
 
 
 __all__: list[str] = []

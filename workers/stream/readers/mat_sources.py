@@ -53,36 +53,44 @@ def read_oxford_flowers102(files: SourceFolder) -> ConvertedSource:
     labels_path, setid_path = files.path("imagelabels.mat"), files.path("setid.mat")
     labels = _ids(load_mat(labels_path), "labels", labels_path)
     setid = load_mat(setid_path)
-    label_split = {i: (labels[i - 1] - 1, split) for field, split in
-                   (("trnid", "train"), ("valid", "val"), ("tstid", "test"))
-                   for i in _ids(setid, field, setid_path)}
+    label_split = {
+        i: (labels[i - 1] - 1, split)
+        for field, split in (("trnid", "train"), ("valid", "val"), ("tstid", "test"))
+        for i in _ids(setid, field, setid_path)
+    }
     archive = files.path("102flowers.tgz")
-    return ConvertedSource(rows=_flower_rows(archive, label_split),
-                           class_names=class_names("oxford_flowers102"), official_split=True,
-                           source_facts={"labels": "imagelabels.mat; splits setid.mat"})
+    return ConvertedSource(
+        rows=_flower_rows(archive, label_split),
+        class_names=class_names("oxford_flowers102"),
+        official_split=True,
+        source_facts={"labels": "imagelabels.mat; splits setid.mat"},
+    )
 
 
 @reader("oxford_flowers_17")
 def read_oxford_flowers_17(files: SourceFolder) -> ConvertedSource:
     splits_path = files.path("datasplits.mat")
     mat = load_mat(splits_path)
-    label_split = {i: ((i - 1) // 80, split) for field, split in
-                   (("trn1", "train"), ("val1", "val"), ("tst1", "test"))
-                   for i in _ids(mat, field, splits_path)}
-    return ConvertedSource(rows=_flower_rows(files.path("17flowers.tgz"), label_split),
-                           class_names=[f"flower {c + 1}" for c in range(17)], official_split=True,
-                           source_facts={"labels": "(image id - 1) // 80; splits trn1/val1/tst1"})
+    label_split = {
+        i: ((i - 1) // 80, split)
+        for field, split in (("trn1", "train"), ("val1", "val"), ("tst1", "test"))
+        for i in _ids(mat, field, splits_path)
+    }
+    return ConvertedSource(
+        rows=_flower_rows(files.path("17flowers.tgz"), label_split),
+        class_names=[f"flower {c + 1}" for c in range(17)],
+        official_split=True,
+        source_facts={"labels": "(image id - 1) // 80; splits trn1/val1/tst1"},
+    )
 
 
 def _svhn_rows(path: Path, split: str) -> Iterator[ImageRow]:
     mat = load_mat(path)
     images, labels = mat["X"], np.atleast_1d(mat["y"]).reshape(-1)
     if images.ndim != 4 or images.shape[:3] != (32, 32, 3) or images.shape[3] != len(labels):
-        raise DatasetFormatError(f"{path.name}: X is {images.shape}, not [32, 32, 3, N] for "
-                                 f"{len(labels)} labels.")
+        raise DatasetFormatError(f"{path.name}: X is {images.shape}, not [32, 32, 3, N] for {len(labels)} labels.")
     for i in range(len(labels)):
-        yield ImageRow(image=np.ascontiguousarray(images[..., i]), label=int(labels[i]) % 10,
-                       split=split)
+        yield ImageRow(image=np.ascontiguousarray(images[..., i]), label=int(labels[i]) % 10, split=split)
 
 
 @reader("svhn_cropped")
@@ -93,8 +101,9 @@ def read_svhn_cropped(files: SourceFolder) -> ConvertedSource:
         yield from _svhn_rows(train, "train")
         yield from _svhn_rows(test, "test")
 
-    return ConvertedSource(rows=rows(), class_names=[str(d) for d in range(10)],
-                           official_split=True, source_facts={"labels": "y % 10"})
+    return ConvertedSource(
+        rows=rows(), class_names=[str(d) for d in range(10)], official_split=True, source_facts={"labels": "y % 10"}
+    )
 
 
 @reader("silhouettes_28")
@@ -109,11 +118,14 @@ def read_silhouettes_28(files: SourceFolder) -> ConvertedSource:
             labels = np.atleast_1d(mat[f"{part}_labels"]).reshape(-1)
             for pixels, label in zip(data, labels):
                 image = np.clip(np.asarray(pixels, dtype=np.float64) * 255, 0, 255)
-                yield ImageRow(image=image.astype(np.uint8).reshape(28, 28),
-                               label=int(label) - 1, split=split)
+                yield ImageRow(image=image.astype(np.uint8).reshape(28, 28), label=int(label) - 1, split=split)
 
-    return ConvertedSource(rows=rows(), class_names=names, official_split=True,
-                           source_facts={"labels": "split1 {train,val,test}_labels - 1"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=names,
+        official_split=True,
+        source_facts={"labels": "split1 {train,val,test}_labels - 1"},
+    )
 
 
 __all__: list[str] = []

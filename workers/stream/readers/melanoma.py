@@ -38,8 +38,7 @@ def ground_truth(csv: Path, zip_name: str) -> dict[str, int]:
     for image_id, mel, sk in zip(table["image_id"], table["melanoma"], table["seborrheic_keratosis"]):
         mel, sk = float(mel) == 1, float(sk) == 1
         if mel and sk:
-            raise DatasetFormatError(f"{csv.name}: {image_id} is both melanoma and seborrheic "
-                                     "keratosis.")
+            raise DatasetFormatError(f"{csv.name}: {image_id} is both melanoma and seborrheic keratosis.")
         labels[f"{root}/{image_id}.jpg"] = 0 if mel else 1 if sk else 2
     return labels
 
@@ -49,8 +48,9 @@ def _rows(path: Path, labels: dict[str, int], split: str) -> Iterator[ImageRow]:
         names = set(archive.namelist())
         absent = sorted(set(labels) - names)
         if absent:
-            raise DatasetFormatError(f"{path.name} lacks {len(absent)} image(s) its ground "
-                                     f"truth lists, e.g. {absent[0]}.")
+            raise DatasetFormatError(
+                f"{path.name} lacks {len(absent)} image(s) its ground truth lists, e.g. {absent[0]}."
+            )
         for name in sorted(labels):
             yield ImageRow(image=archive.read(name), label=labels[name], split=split)
 
@@ -63,10 +63,15 @@ def read_melanoma(files: SourceFolder) -> ConvertedSource:
         for path, labels, split in parts:
             yield from _rows(path, labels, split)
 
-    return ConvertedSource(rows=rows(), class_names=CLASSES, official_split=True,
-                           source_facts={"labels": "Part 3 ground truth CSVs",
-                                         "reference_dev": "the reference draws dev as the last "
-                                         "20% of a default_rng(1) permutation of Training"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=CLASSES,
+        official_split=True,
+        source_facts={
+            "labels": "Part 3 ground truth CSVs",
+            "reference_dev": "the reference draws dev as the last 20% of a default_rng(1) permutation of Training",
+        },
+    )
 
 
 __all__ = ["CLASSES", "PARTS", "ground_truth"]

@@ -81,7 +81,8 @@ def need(found: dict[str, bytes], names: Iterable[str], archive: Path) -> list[b
         if len(hits) != 1:
             raise DatasetFormatError(
                 f"{archive.name} should hold one {wanted!r}; found {len(hits)}. Is it the "
-                "source's original archive (check its checksum with `nevis data fetch`)?")
+                "source's original archive (check its checksum with `nevis data fetch`)?"
+            )
         out.append(hits[0])
     return out
 

@@ -14,8 +14,7 @@ from workers.stream.readers.layouts import read_idx
 
 PARTS = (("train", "train"), ("t10k", "test"))
 DIGITS = tuple(str(d) for d in range(10))
-FASHION = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker",
-           "Bag", "Ankle boot")
+FASHION = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
 
 
 def idx_rows(files: SourceFolder) -> Iterator[ImageRow]:
@@ -24,8 +23,7 @@ def idx_rows(files: SourceFolder) -> Iterator[ImageRow]:
         images = read_idx(files.path(f"{prefix}-images-idx3-ubyte.gz"))
         labels = read_idx(files.path(f"{prefix}-labels-idx1-ubyte.gz"))
         if len(images) != len(labels):
-            raise ValueError(f"{files.source.key} {prefix}: {len(images)} images but "
-                             f"{len(labels)} labels.")
+            raise ValueError(f"{files.source.key} {prefix}: {len(images)} images but {len(labels)} labels.")
         for image, label in zip(images, labels, strict=True):
             yield ImageRow(image=image, label=int(label), split=split)
 

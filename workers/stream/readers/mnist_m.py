@@ -23,8 +23,7 @@ LISTS = ("mnist_m_train_labels.txt", "mnist_m_test_labels.txt")
 
 
 def _labels(archive: Path) -> dict[str, int]:
-    found = {m.name.rsplit("/", 1)[-1]: m.data for m in
-             iter_members(archive, lambda n: PurePosixPath(n).name in LISTS)}
+    found = {m.name.rsplit("/", 1)[-1]: m.data for m in iter_members(archive, lambda n: PurePosixPath(n).name in LISTS)}
     missing = [name for name in LISTS if name not in found]
     if missing:
         raise ValueError(f"{archive.name} lacks {', '.join(missing)}.")

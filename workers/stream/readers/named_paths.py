@@ -39,8 +39,9 @@ def _name(path: str) -> str:
     return PurePosixPath(path).name
 
 
-def _from_files(files: SourceFolder, class_of: ClassOf, class_names: Sequence[str] | None = None,
-                *, sort_by_number: bool = False) -> ConvertedSource:
+def _from_files(
+    files: SourceFolder, class_of: ClassOf, class_names: Sequence[str] | None = None, *, sort_by_number: bool = False
+) -> ConvertedSource:
     """Every catalogue file of the source, read in catalogue order, classes by ``class_of``."""
     archives = [files.path(f.name) for f in files.source.files]
     converted = by_folder(archives, class_of=class_of, class_names=class_names)
@@ -158,9 +159,16 @@ def read_scenes8(files: SourceFolder) -> ConvertedSource:
     return _from_files(files, lambda p: _name(p).split("_")[0])
 
 
-ABERDEEN_MERGES = {"marieg": "marie", "heatherg": "heather", "kayg": "kay", "neilg": "neil",
-                   "graemeg": "graeme", "dhawleyg": "dhawley", "clean_adrian": "adrian",
-                   "jsheenang": "jsheenan"}
+ABERDEEN_MERGES = {
+    "marieg": "marie",
+    "heatherg": "heather",
+    "kayg": "kay",
+    "neilg": "neil",
+    "graemeg": "graeme",
+    "dhawleyg": "dhawley",
+    "clean_adrian": "adrian",
+    "jsheenang": "jsheenan",
+}
 
 
 def _aberdeen(path: str) -> str | None:
@@ -185,8 +193,22 @@ def read_cmu_amp_expression(files: SourceFolder) -> ConvertedSource:
 
 
 __all__ = [
-    "ABERDEEN_MERGES", "CMU_PEOPLE", "COVID_CLASSES", "NOT_MNIST", "read_aberdeen", "read_animal",
-    "read_cmu_amp_expression", "read_coil20", "read_covid_19_xray", "read_flickr_material_database",
-    "read_mpeg7", "read_not_mnist", "read_scenes8", "read_synthetic_covid19_xray", "read_tubercolosis",
-    "read_uiuc_texture", "read_umd", "read_umist",
+    "ABERDEEN_MERGES",
+    "CMU_PEOPLE",
+    "COVID_CLASSES",
+    "NOT_MNIST",
+    "read_aberdeen",
+    "read_animal",
+    "read_cmu_amp_expression",
+    "read_coil20",
+    "read_covid_19_xray",
+    "read_flickr_material_database",
+    "read_mpeg7",
+    "read_not_mnist",
+    "read_scenes8",
+    "read_synthetic_covid19_xray",
+    "read_tubercolosis",
+    "read_uiuc_texture",
+    "read_umd",
+    "read_umist",
 ]

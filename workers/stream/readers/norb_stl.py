@@ -25,9 +25,12 @@ from workers.stream.formats.parquet_writer import ImageRow
 from workers.stream.readers.base import ConvertedSource, SourceFolder, reader
 from workers.stream.readers.layouts import iter_members
 
-
-NORB_TYPES = {0x1E3D4C55: np.uint8, 0x1E3D4C54: np.dtype("<i4"), 0x1E3D4C51: np.dtype("<f4"),
-              0x1E3D4C53: np.dtype("<f8")}
+NORB_TYPES = {
+    0x1E3D4C55: np.uint8,
+    0x1E3D4C54: np.dtype("<i4"),
+    0x1E3D4C51: np.dtype("<f4"),
+    0x1E3D4C53: np.dtype("<f8"),
+}
 NORB_CLASSES = ("four-legged animals", "human figures", "airplanes", "trucks", "cars")
 NORB_INFO = ("instance", "elevation", "azimuth", "lighting")
 
@@ -58,8 +61,12 @@ def _norb_rows(files: SourceFolder) -> Iterator[ImageRow]:
             side = shape[2] * shape[3]
             for label, facts in zip(labels, info, strict=True):
                 pair = np.frombuffer(handle.read(2 * side), dtype=np.uint8)
-                yield ImageRow(image=pair[:side].reshape(shape[2], shape[3]), label=int(label), split=split,
-                               attributes={k: int(v) for k, v in zip(NORB_INFO, facts, strict=False)})
+                yield ImageRow(
+                    image=pair[:side].reshape(shape[2], shape[3]),
+                    label=int(label),
+                    split=split,
+                    attributes={k: int(v) for k, v in zip(NORB_INFO, facts, strict=False)},
+                )
 
 
 @reader("smallnorb")
@@ -71,8 +78,12 @@ STL_SIDE = 96
 
 
 def _stl10_labels(archive: Path) -> tuple[list[str], dict[str, np.ndarray]]:
-    found = {PurePosixPath(m.name).name: m.data for m in iter_members(
-        archive, lambda n: PurePosixPath(n).name in ("class_names.txt", "train_y.bin", "test_y.bin"))}
+    found = {
+        PurePosixPath(m.name).name: m.data
+        for m in iter_members(
+            archive, lambda n: PurePosixPath(n).name in ("class_names.txt", "train_y.bin", "test_y.bin")
+        )
+    }
     if len(found) != 3:
         raise DatasetFormatError(f"{archive.name} lacks class_names.txt, train_y.bin or test_y.bin.")
     names = [line.strip() for line in found["class_names.txt"].decode().splitlines() if line.strip()]

@@ -18,10 +18,30 @@ from workers.stream.readers.base import ConvertedSource, SourceFolder, reader
 from workers.stream.readers.layouts import iter_members
 from workers.stream.readers.member_scan import clean_name
 
-CLASSES = ("backpack", "touring-bike", "calculator", "head-phones", "computer-keyboard",
-           "laptop-101", "computer-monitor", "computer-mouse", "coffee-mug", "video-projector")
-OFFICE_CLASSES = ("back_pack", "bike", "calculator", "headphones", "keyboard",
-                  "laptop_computer", "monitor", "mouse", "mug", "projector")
+CLASSES = (
+    "backpack",
+    "touring-bike",
+    "calculator",
+    "head-phones",
+    "computer-keyboard",
+    "laptop-101",
+    "computer-monitor",
+    "computer-mouse",
+    "coffee-mug",
+    "video-projector",
+)
+OFFICE_CLASSES = (
+    "back_pack",
+    "bike",
+    "calculator",
+    "headphones",
+    "keyboard",
+    "laptop_computer",
+    "monitor",
+    "mouse",
+    "mug",
+    "projector",
+)
 _CALTECH = re.compile(r"256_ObjectCategories/(\d\d\d)\.(.+)/(\d\d\d)_(\d\d\d\d)\.jpg")
 _OFFICE = re.compile(r"(\w+)/images/(.+)/frame_(\d\d\d\d)\.jpg")
 CALTECH_DOMAIN = "caltech"
@@ -58,9 +78,14 @@ def read_office_caltech_10(files: SourceFolder) -> ConvertedSource:
         yield from _rows(office, office_label)
         yield from _rows(caltech, caltech_label)
 
-    return ConvertedSource(rows=rows(), class_names=CLASSES, source_facts={
-        "labels": "Office-31 and Caltech-256 folders mapped onto ten shared classes",
-        "attributes": {"domain": "amazon / dslr / webcam (Office-31) or caltech"}})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=CLASSES,
+        source_facts={
+            "labels": "Office-31 and Caltech-256 folders mapped onto ten shared classes",
+            "attributes": {"domain": "amazon / dslr / webcam (Office-31) or caltech"},
+        },
+    )
 
 
 __all__ = ["CALTECH_DOMAIN", "CLASSES", "OFFICE_CLASSES", "caltech_label", "office_label"]

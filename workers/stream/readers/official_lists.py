@@ -23,8 +23,10 @@ DTD_FOLD = 1
 def read_dtd(files: SourceFolder) -> ConvertedSource:
     archive = files.path("dtd-r1.0.1.tar.gz")
     wanted = {f"{part}{DTD_FOLD}.txt": part for part in ("train", "val", "test")}
-    lists = {wanted[PurePosixPath(m.name).name]: m.data.decode().split() for m in iter_members(
-        archive, lambda n: parent_name(n) == "labels" and PurePosixPath(n).name in wanted)}
+    lists = {
+        wanted[PurePosixPath(m.name).name]: m.data.decode().split()
+        for m in iter_members(archive, lambda n: parent_name(n) == "labels" and PurePosixPath(n).name in wanted)
+    }
     if len(lists) != 3:
         raise ValueError(f"{archive.name} lacks labels/{{train,val,test}}{DTD_FOLD}.txt.")
     split_of = {entry: part for part, entries in lists.items() for entry in entries}
@@ -58,8 +60,7 @@ def read_aloi(files: SourceFolder) -> ConvertedSource:
         for subset, split in (("col", "train"), ("view", "train"), ("ill", "test")):
             yield from labelled_rows([files.path(f"aloi_red4_{subset}.tar")], _aloi(split))
 
-    return ConvertedSource(rows=rows(), class_names=[str(i) for i in range(1, ALOI_OBJECTS + 1)],
-                           official_split=True)
+    return ConvertedSource(rows=rows(), class_names=[str(i) for i in range(1, ALOI_OBJECTS + 1)], official_split=True)
 
 
 __all__ = ["ALOI_OBJECTS", "DTD_FOLD", "read_aloi", "read_dtd"]

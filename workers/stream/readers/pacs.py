@@ -37,8 +37,7 @@ def _h5(path: Path):  # noqa: ANN202 - an h5py.File
     handle = h5py.File(path, "r")
     if "images" not in handle or "labels" not in handle:
         handle.close()
-        raise DatasetFormatError(f"{path.name} is not a PACS HDF5 file (no 'images' and "
-                                 "'labels' datasets).")
+        raise DatasetFormatError(f"{path.name} is not a PACS HDF5 file (no 'images' and 'labels' datasets).")
     return handle
 
 
@@ -89,7 +88,8 @@ def domains_by_content(paths: list[Path]) -> dict[Path, str]:
     if len(members) != len(DOMAINS_BY_SIZE):
         raise DatasetFormatError(
             f"PACS: the {len(paths)} files share images in {len(members)} groups, not 4 "
-            "domains; name each file after its domain (e.g. photo_train.hdf5) and convert again.")
+            "domains; name each file after its domain (e.g. photo_train.hdf5) and convert again."
+        )
     sizes = {g: len(set().union(*(digests[p] for p in ps))) for g, ps in members.items()}
     order = sorted(members, key=lambda g: sizes[g])
     return {p: DOMAINS_BY_SIZE[order.index(g)] for p, g in group.items()}
@@ -111,13 +111,17 @@ def read_pacs(files: SourceFolder) -> ConvertedSource:
                     key = (_digest(pixels), label)
                     if key not in seen:
                         seen.add(key)
-                        yield ImageRow(image=pixels, label=label,
-                                       attributes={"domain": domain_of[path]})
+                        yield ImageRow(image=pixels, label=label, attributes={"domain": domain_of[path]})
 
     how = "file names" if by_name is not None else "shared images, groups ordered by size"
-    return ConvertedSource(rows=rows(), class_names=CLASSES, source_facts={
-        "labels": "HDF5 labels - 1; BGR made RGB; de-duplicated per domain group",
-        "attributes": {"domain": f"photo / art_painting / cartoon / sketch, by {how}"}})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=CLASSES,
+        source_facts={
+            "labels": "HDF5 labels - 1; BGR made RGB; de-duplicated per domain group",
+            "attributes": {"domain": f"photo / art_painting / cartoon / sketch, by {how}"},
+        },
+    )
 
 
 __all__ = ["CLASSES", "DOMAINS_BY_SIZE", "domains_by_content", "domains_by_name"]

@@ -11,9 +11,9 @@
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from xml.etree import ElementTree
 
 from services.core.errors import DatasetFormatError
 from workers.stream.formats.parquet_writer import ImageRow
@@ -24,29 +24,50 @@ from workers.stream.readers.member_scan import base_name, clean_name, collect, s
 VOC2005_CLASSES = ("car", "motorbike", "bike", "person")
 VOC2005_TRAIN = {
     "car": ("Caltech_cars", "ETHZ_sideviews-cars", "TUGraz_cars"),
-    "motorbike": ("Caltech_motorbikes_side",), "bike": ("TUGraz_bike",),
+    "motorbike": ("Caltech_motorbikes_side",),
+    "bike": ("TUGraz_bike",),
     "person": ("TUGraz_person",),
 }
 VOC2005_TEST = {
-    "car": ("car", "voiture"), "bike": ("bicycle", "bike", "velo"),
+    "car": ("car", "voiture"),
+    "bike": ("bicycle", "bike", "velo"),
     "motorbike": ("motocyclette", "motorbike", "motorcycle"),
     "person": ("INRIA_graz-person-test", "INRIA_inria-person-test", "pedestrian", "pieton"),
 }
 VOC_LABELS = (
-    "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
-    "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
-    "train", "tvmonitor",
+    "aeroplane",
+    "bicycle",
+    "bird",
+    "boat",
+    "bottle",
+    "bus",
+    "car",
+    "cat",
+    "chair",
+    "cow",
+    "diningtable",
+    "dog",
+    "horse",
+    "motorbike",
+    "person",
+    "pottedplant",
+    "sheep",
+    "sofa",
+    "train",
+    "tvmonitor",
 )
 
 
 def _folder_labels(root: str, folders: Mapping[str, tuple[str, ...]]) -> dict[str, int]:
     """``VOC2005_1/PNGImages/<folder>`` -> class index."""
-    return {f"{root}/PNGImages/{folder}": VOC2005_CLASSES.index(label)
-            for label, names in folders.items() for folder in names}
+    return {
+        f"{root}/PNGImages/{folder}": VOC2005_CLASSES.index(label)
+        for label, names in folders.items()
+        for folder in names
+    }
 
 
-def _voc2005_rows(path: Path, root: str, folders: Mapping[str, tuple[str, ...]],
-                  split: str) -> Iterator[ImageRow]:
+def _voc2005_rows(path: Path, root: str, folders: Mapping[str, tuple[str, ...]], split: str) -> Iterator[ImageRow]:
     labels = _folder_labels(root, folders)
     seen = set()
     for member in iter_members(path, lambda n: n.lower().endswith("png")):
@@ -56,8 +77,9 @@ def _voc2005_rows(path: Path, root: str, folders: Mapping[str, tuple[str, ...]],
             yield ImageRow(image=member.data, label=labels[folder], split=split)
     absent = sorted(set(labels) - seen)
     if absent:
-        raise DatasetFormatError(f"{path.name} has no PNG images in {absent}; the reference "
-                                 "reads every one of these folders.")
+        raise DatasetFormatError(
+            f"{path.name} has no PNG images in {absent}; the reference reads every one of these folders."
+        )
 
 
 @reader("pascal_voc2005")
@@ -68,8 +90,12 @@ def read_pascal_voc2005(files: SourceFolder) -> ConvertedSource:
         yield from _voc2005_rows(train, "VOC2005_1", VOC2005_TRAIN, "train")
         yield from _voc2005_rows(test, "VOC2005_2", VOC2005_TEST, "test")
 
-    return ConvertedSource(rows=rows(), class_names=VOC2005_CLASSES, official_split=True,
-                           source_facts={"labels": "PNGImages folder mapped to a class"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=VOC2005_CLASSES,
+        official_split=True,
+        source_facts={"labels": "PNGImages folder mapped to a class"},
+    )
 
 
 _VOC2006_LISTS = "VOCdevkit/VOC2006/ImageSets/"
@@ -89,8 +115,7 @@ def _voc2006_lists(path: Path, part: str) -> dict[str, list[str]]:
     return lists
 
 
-def _voc2006_rows(path: Path, positives: dict[str, list[str]], classes: list[str],
-                  split: str) -> Iterator[ImageRow]:
+def _voc2006_rows(path: Path, positives: dict[str, list[str]], classes: list[str], split: str) -> Iterator[ImageRow]:
     label_of: dict[str, int] = {}
     for cls, ids in positives.items():  # a later list overwrites an earlier one
         for image_id in ids:
@@ -107,22 +132,24 @@ def read_pascal_voc2006(files: SourceFolder) -> ConvertedSource:
     classes = list(train_lists)
     unknown = sorted(set(test_lists) - set(classes))
     if unknown:
-        raise DatasetFormatError(f"{test.name} lists classes {unknown} that "
-                                 f"{trainval.name} does not.")
+        raise DatasetFormatError(f"{test.name} lists classes {unknown} that {trainval.name} does not.")
 
     def rows() -> Iterator[ImageRow]:
         yield from _voc2006_rows(trainval, train_lists, classes, "train")
         yield from _voc2006_rows(test, test_lists, classes, "test")
 
-    return ConvertedSource(rows=rows(), class_names=classes, official_split=True,
-                           source_facts={"labels": "ImageSets/<class>_<part>.txt positives; "
-                                                   "the last list read wins"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=classes,
+        official_split=True,
+        source_facts={"labels": "ImageSets/<class>_<part>.txt positives; the last list read wins"},
+    )
 
 
 def _object_names(xml: bytes, where: str) -> list[int]:
     """The sorted distinct classes of an annotation's objects (TFDS ``labels``)."""
     try:
-        root = ElementTree.fromstring(xml)
+        root = ElementTree.fromstring(xml)  # noqa: S314
     except ElementTree.ParseError as exc:
         raise DatasetFormatError(f"{where}: not readable XML ({exc}).") from None
     names = set()
@@ -138,8 +165,7 @@ def _voc_index(path: Path, year: str, sets: tuple[str, ...]) -> dict[str, tuple[
     """Image id -> (split, classes) for the ids of ``ImageSets/Main/<set>.txt``."""
     base = f"VOCdevkit/VOC{year}/"
     lists = {f"{base}ImageSets/Main/{s}.txt": s for s in sets}
-    found = collect(path, lambda n: n in lists or (n.startswith(base + "Annotations/")
-                                                   and n.endswith(".xml")))
+    found = collect(path, lambda n: n in lists or (n.startswith(base + "Annotations/") and n.endswith(".xml")))
     index: dict[str, tuple[str, list[int]]] = {}
     for list_name, part in lists.items():
         if list_name not in found:
@@ -148,8 +174,7 @@ def _voc_index(path: Path, year: str, sets: tuple[str, ...]) -> dict[str, tuple[
         for image_id in text_lines(found[list_name]):
             xml_name = f"{base}Annotations/{image_id}.xml"
             if xml_name not in found:
-                raise DatasetFormatError(f"{path.name} has no {xml_name} for image {image_id} "
-                                         f"of {list_name}.")
+                raise DatasetFormatError(f"{path.name} has no {xml_name} for image {image_id} of {list_name}.")
             index[image_id] = (split, _object_names(found[xml_name], f"{path.name}:{xml_name}"))
     return index
 
@@ -164,12 +189,10 @@ def _voc_rows(path: Path, year: str, index: dict[str, tuple[str, list[int]]]) ->
             split, labels = index[image_id]
             yield ImageRow(image=member.data, label=labels, split=split)
     if left:
-        raise DatasetFormatError(f"{path.name} lacks {len(left)} listed images, e.g. "
-                                 f"{folder}{sorted(left)[0]}.jpg.")
+        raise DatasetFormatError(f"{path.name} lacks {len(left)} listed images, e.g. {folder}{sorted(left)[0]}.jpg.")
 
 
-def _read_voc(files: SourceFolder, year: str, trainval_name: str,
-              test_name: str | None) -> ConvertedSource:
+def _read_voc(files: SourceFolder, year: str, trainval_name: str, test_name: str | None) -> ConvertedSource:
     trainval = files.path(trainval_name)
     parts = [(trainval, _voc_index(trainval, year, ("train", "val")))]
     if test_name is not None:
@@ -183,8 +206,7 @@ def _read_voc(files: SourceFolder, year: str, trainval_name: str,
     facts = {"labels": "object names in Annotations/<id>.xml (difficult included), as TFDS"}
     if test_name is None:
         facts["test"] = "the source's test part has no annotations and is not read"
-    return ConvertedSource(rows=rows(), class_names=VOC_LABELS, kind="multi",
-                           official_split=True, source_facts=facts)
+    return ConvertedSource(rows=rows(), class_names=VOC_LABELS, kind="multi", official_split=True, source_facts=facts)
 
 
 @reader("voc_2007")

@@ -24,11 +24,13 @@ CLASSES = ("no tumour", "tumour")
 
 def _array(files: SourceFolder, part: str, kind: str) -> Iterator[np.ndarray]:
     """Blocks of rows of one file's single dataset (``x`` or ``y``)."""
-    with gzip.open(files.path(f"camelyonpatch_level_2_split_{part}_{kind}.h5.gz"), "rb") as raw, \
-            h5py.File(raw, "r") as opened:
+    with (
+        gzip.open(files.path(f"camelyonpatch_level_2_split_{part}_{kind}.h5.gz"), "rb") as raw,
+        h5py.File(raw, "r") as opened,
+    ):
         data = opened[kind]
         for start in range(0, data.shape[0], BLOCK):
-            yield np.asarray(data[start:start + BLOCK])
+            yield np.asarray(data[start : start + BLOCK])
 
 
 def _rows(files: SourceFolder) -> Iterator[ImageRow]:

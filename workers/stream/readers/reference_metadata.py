@@ -32,14 +32,34 @@ _NAME_LISTS = ("class_names", "labels")
 _NAME_MAPS = ("label_to_id", "label_str_to_id", "class_to_label", "predicates_to_id")
 
 _SAFE = {
-    ("builtins", name) for name in
-    ("int", "float", "complex", "str", "bytes", "bytearray", "bool", "list", "tuple", "dict", "set",
-     "frozenset", "slice", "range", "object")
+    ("builtins", name)
+    for name in (
+        "int",
+        "float",
+        "complex",
+        "str",
+        "bytes",
+        "bytearray",
+        "bool",
+        "list",
+        "tuple",
+        "dict",
+        "set",
+        "frozenset",
+        "slice",
+        "range",
+        "object",
+    )
 } | {
-    ("collections", "defaultdict"), ("collections", "OrderedDict"), ("copyreg", "_reconstructor"),
-    ("numpy", "dtype"), ("numpy", "ndarray"),
-    ("numpy.core.multiarray", "scalar"), ("numpy.core.multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "scalar"), ("numpy._core.multiarray", "_reconstruct"),
+    ("collections", "defaultdict"),
+    ("collections", "OrderedDict"),
+    ("copyreg", "_reconstructor"),
+    ("numpy", "dtype"),
+    ("numpy", "ndarray"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "_reconstruct"),
 }
 
 
@@ -99,30 +119,40 @@ def read_reference_metadata(folder: Path) -> ReferenceMetadata:
     """
     path = folder / METADATA_FILE
     if not path.is_file():
-        raise DatasetFormatError(f"{path} is missing: the reference writes it when a dataset is "
-                                 "complete, so this folder was not (fully) prepared.")
+        raise DatasetFormatError(
+            f"{path} is missing: the reference writes it when a dataset is "
+            "complete, so this folder was not (fully) prepared."
+        )
     if path.stat().st_size > MAX_METADATA_BYTES:
-        raise DatasetFormatError(f"{path} has {path.stat().st_size} bytes, over the {MAX_METADATA_BYTES}-byte "
-                                 "limit of a reference metadata file (they are a few kB): not read.")
+        raise DatasetFormatError(
+            f"{path} has {path.stat().st_size} bytes, over the {MAX_METADATA_BYTES}-byte "
+            "limit of a reference metadata file (they are a few kB): not read."
+        )
     try:
         raw = base64.b64decode(path.read_bytes())
         loaded = _DataOnlyUnpickler(io.BytesIO(raw)).load()
     except Exception as exc:  # noqa: BLE001 - any failure of a damaged pickle means the same
-
-        raise DatasetFormatError(f"{path} is not a reference metadata file (base64 of a pickle): "
-                                 f"{type(exc).__name__}: {exc}") from None
+        raise DatasetFormatError(
+            f"{path} is not a reference metadata file (base64 of a pickle): {type(exc).__name__}: {exc}"
+        ) from None
     fields = loaded.fields() if isinstance(loaded, Opaque) else loaded if isinstance(loaded, dict) else {}
     num_classes = fields.get("num_classes")
     if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
-        raise DatasetFormatError(f"{path} has no positive 'num_classes' (found {num_classes!r}): "
-                                 "it is not the metadata of a reference dataset.")
+        raise DatasetFormatError(
+            f"{path} has no positive 'num_classes' (found {num_classes!r}): "
+            "it is not the metadata of a reference dataset."
+        )
     extras = fields.get("additional_metadata")
     extras = extras if isinstance(extras, Mapping) else {}
     names, where = class_names_of(extras, num_classes)
     channels = fields.get("num_channels")
     return ReferenceMetadata(
-        num_classes=num_classes, num_channels=channels if isinstance(channels, int) else None,
-        class_names=names, class_names_from=where, split_counts=_split_counts(extras))
+        num_classes=num_classes,
+        num_channels=channels if isinstance(channels, int) else None,
+        class_names=names,
+        class_names_from=where,
+        split_counts=_split_counts(extras),
+    )
 
 
 def class_names_of(extras: Mapping[str, Any], num_classes: int) -> tuple[tuple[str, ...] | None, str]:
@@ -140,8 +170,11 @@ def class_names_of(extras: Mapping[str, Any], num_classes: int) -> tuple[tuple[s
         if not isinstance(value, Mapping) or len(value) != num_classes:
             continue
         try:
-            pairs = {int(i): str(n) for n, i in value.items()} if all(isinstance(n, str) for n in value) \
+            pairs = (
+                {int(i): str(n) for n, i in value.items()}
+                if all(isinstance(n, str) for n in value)
                 else {int(i): str(n) for i, n in value.items()}
+            )
         except (TypeError, ValueError):
             continue
         if sorted(pairs) == list(range(num_classes)):
@@ -162,4 +195,11 @@ def _split_counts(extras: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
-__all__ = ["MAX_METADATA_BYTES", "METADATA_FILE", "Opaque", "ReferenceMetadata", "class_names_of", "read_reference_metadata"]
+__all__ = [
+    "MAX_METADATA_BYTES",
+    "METADATA_FILE",
+    "Opaque",
+    "ReferenceMetadata",
+    "class_names_of",
+    "read_reference_metadata",
+]

@@ -40,7 +40,9 @@ STATUS_FILE, READY, VERSION_FOLDER = "status", "ready", "stable"
 REFERENCE_SPLIT_ATTRIBUTE = "reference_split"
 # reference split folder -> (the Parquet ``split``, the reference split as this service names it)
 SPLIT_MAP: dict[str, tuple[str, str]] = {
-    "train": ("train", "train"), "dev": ("train", "dev"), "dev-test": ("val", "dev_test"),
+    "train": ("train", "train"),
+    "dev": ("train", "dev"),
+    "dev-test": ("val", "dev_test"),
     "test": ("test", "test"),
 }
 UNION_SPLIT = "train_and_dev"  # = train + dev; read as train only where neither is there
@@ -80,7 +82,8 @@ class ReferenceDataset:
         if "train" in self.shards or "dev" in self.shards or UNION_SPLIT not in self.shards:
             return [(name, *SPLIT_MAP[name]) for name in SPLIT_MAP if name in self.shards]
         return [(UNION_SPLIT, "train", "train")] + [
-            (name, *SPLIT_MAP[name]) for name in SPLIT_MAP if name in self.shards]
+            (name, *SPLIT_MAP[name]) for name in SPLIT_MAP if name in self.shards
+        ]
 
 
 class NotAReferenceDataset(Exception):
@@ -104,7 +107,8 @@ def _subfolders(root: Path) -> list[Path]:
 
 def _looks_like_dataset(folder: Path) -> bool:
     return (folder / METADATA_FILE).is_file() or any(
-        _SHARD.match(f.name) for sub in _subfolders(folder) for f in sub.iterdir())
+        _SHARD.match(f.name) for sub in _subfolders(folder) for f in sub.iterdir()
+    )
 
 
 def recognise(folder: Path) -> ReferenceDataset:
@@ -116,25 +120,30 @@ def recognise(folder: Path) -> ReferenceDataset:
     """
     shards = _shards(folder)
     if not shards and not (folder / METADATA_FILE).is_file():
-        raise NotAReferenceDataset("no metadata file and no data-*-of-* TFRecord shards: not a dataset "
-                                   "the reference prepared")
+        raise NotAReferenceDataset(
+            "no metadata file and no data-*-of-* TFRecord shards: not a dataset the reference prepared"
+        )
     try:
         source = load_catalogue().find(folder.name)
     except DatasetNotFoundError:
-        raise NotAReferenceDataset(f"{folder.name!r} is not a source of any NEVIS'22 stream of this "
-                                   "service (workers/stream/sources/catalogue.json)") from None
+        raise NotAReferenceDataset(
+            f"{folder.name!r} is not a source of any NEVIS'22 stream of this "
+            "service (workers/stream/sources/catalogue.json)"
+        ) from None
     status = folder / STATUS_FILE
     if status.is_file() and status.read_text(encoding="utf-8", errors="replace").strip() != READY:
-        raise NotAReferenceDataset(f"its status file says {status.read_text(errors='replace').strip()!r}, "
-                                   "not 'ready': the reference did not finish preparing it")
+        raise NotAReferenceDataset(
+            f"its status file says {status.read_text(errors='replace').strip()!r}, "
+            "not 'ready': the reference did not finish preparing it"
+        )
     unknown = sorted(set(shards) - set(SPLIT_MAP) - {UNION_SPLIT})
     if unknown:
-        raise NotAReferenceDataset(f"split folder(s) {', '.join(unknown)} are none of the reference's "
-                                   f"({', '.join([*SPLIT_MAP, UNION_SPLIT])})")
+        raise NotAReferenceDataset(
+            f"split folder(s) {', '.join(unknown)} are none of the reference's ({', '.join([*SPLIT_MAP, UNION_SPLIT])})"
+        )
     if not shards:
         raise NotAReferenceDataset("no split folder holds data-*-of-* TFRecord shards")
-    return ReferenceDataset(folder=folder, source=source, metadata=read_reference_metadata(folder),
-                            shards=shards)
+    return ReferenceDataset(folder=folder, source=source, metadata=read_reference_metadata(folder), shards=shards)
 
 
 def _shards(folder: Path) -> dict[str, list[Path]]:
@@ -151,9 +160,11 @@ def _shards(folder: Path) -> dict[str, list[Path]]:
         if not numbered:
             continue
         if len(totals) != 1 or sorted(numbered) != list(range(totals.pop())):
-            raise DatasetFormatError(f"{sub}: the shards data-<i>-of-<n> are not all there (found "
-                                     f"{', '.join(sorted(p.name for p in numbered.values()))}); the "
-                                     "split would be incomplete.")
+            raise DatasetFormatError(
+                f"{sub}: the shards data-<i>-of-<n> are not all there (found "
+                f"{', '.join(sorted(p.name for p in numbered.values()))}); the "
+                "split would be incomplete."
+            )
         found[sub.name] = [numbered[i] for i in sorted(numbered)]
     return found
 
@@ -184,13 +195,13 @@ def _label(where: str, features: dict[str, list], kind: str) -> int | list[int]:
     if kind == "multi":
         values = features.get(MULTI_LABEL_FEATURE)
         if values is None or not all(isinstance(v, int) for v in values):
-            raise DatasetFormatError(f"{where}: no int64 {MULTI_LABEL_FEATURE!r} feature, which every "
-                                     "record of a multi-label dataset has.")
+            raise DatasetFormatError(
+                f"{where}: no int64 {MULTI_LABEL_FEATURE!r} feature, which every record of a multi-label dataset has."
+            )
         return sorted(set(values))
     values = features.get(LABEL_FEATURE)
     if values is None or len(values) != 1 or not isinstance(values[0], int):
-        raise DatasetFormatError(f"{where}: the {LABEL_FEATURE!r} feature is not one int64 "
-                                 f"(found {values!r}).")
+        raise DatasetFormatError(f"{where}: the {LABEL_FEATURE!r} feature is not one int64 (found {values!r}).")
     return values[0]
 
 
@@ -206,8 +217,10 @@ def _kind(dataset: ReferenceDataset) -> str:
                 return "multi"
             if LABEL_FEATURE in features:
                 return "single"
-            raise DatasetFormatError(f"{where}: neither {LABEL_FEATURE!r} nor {MULTI_LABEL_FEATURE!r} "
-                                     f"among the features ({', '.join(sorted(features))}).")
+            raise DatasetFormatError(
+                f"{where}: neither {LABEL_FEATURE!r} nor {MULTI_LABEL_FEATURE!r} "
+                f"among the features ({', '.join(sorted(features))})."
+            )
     raise DatasetFormatError(f"{dataset.folder}: the shards hold no records.")
 
 
@@ -220,15 +233,23 @@ def reference_rows(dataset: ReferenceDataset, kind: str) -> Iterator[ImageRow]:
             features = _features(where, payload)
             images = features.get(IMAGE_FEATURE)
             if not images or len(images) != 1 or not isinstance(images[0], bytes):
-                raise DatasetFormatError(f"{where}: no {IMAGE_FEATURE!r} bytes feature (found "
-                                         f"{', '.join(sorted(features)) or 'no features'}).")
-            yield ImageRow(image=images[0], label=_label(where, features, kind), split=split,
-                           attributes={REFERENCE_SPLIT_ATTRIBUTE: reference_split})
+                raise DatasetFormatError(
+                    f"{where}: no {IMAGE_FEATURE!r} bytes feature (found "
+                    f"{', '.join(sorted(features)) or 'no features'})."
+                )
+            yield ImageRow(
+                image=images[0],
+                label=_label(where, features, kind),
+                split=split,
+                attributes={REFERENCE_SPLIT_ATTRIBUTE: reference_split},
+            )
             count += 1
         expected = dataset.metadata.split_counts.get(folder)
         if expected is not None and expected != count:
-            raise DataIntegrityError(f"{dataset.folder / folder}: the metadata counts {expected} records "
-                                     f"in this split, its shards hold {count}.")
+            raise DataIntegrityError(
+                f"{dataset.folder / folder}: the metadata counts {expected} records "
+                f"in this split, its shards hold {count}."
+            )
 
 
 def import_dataset(dataset: ReferenceDataset, offline_dir: Path) -> tuple[Path, int, str]:
@@ -238,15 +259,21 @@ def import_dataset(dataset: ReferenceDataset, offline_dir: Path) -> tuple[Path, 
     names = meta.class_names or tuple(str(i) for i in range(meta.num_classes))
     note = "" if meta.class_names else f"classes named by index ({meta.class_names_from})"
     facts = {
-        **catalogue_facts(dataset.source), "imported_from": "dm_nevis prepared TFRecords",
+        **catalogue_facts(dataset.source),
+        "imported_from": "dm_nevis prepared TFRecords",
         "reference_dataset": dataset.folder.name,
         "reference_splits": {folder: meta.split_counts.get(folder) for folder, _, _ in dataset.split_rows()},
         "class_names_from": meta.class_names_from if meta.class_names else "index",
     }
     Path(offline_dir).mkdir(parents=True, exist_ok=True)
     written = write_parquet_dataset(
-        reference_rows(dataset, kind), Path(offline_dir) / f"{dataset.source.key}.parquet",
-        class_names=names, kind=kind, official_split=True, source=facts)
+        reference_rows(dataset, kind),
+        Path(offline_dir) / f"{dataset.source.key}.parquet",
+        class_names=names,
+        kind=kind,
+        official_split=True,
+        source=facts,
+    )
     return written.path, written.num_rows, note
 
 
@@ -262,21 +289,27 @@ def import_folder(folder: Path, offline_dir: Path, *, force: bool = False) -> Im
     key = dataset.source.key
     target = Path(offline_dir) / f"{key}.parquet"
     if target.is_file() and not force:
-        return ImportOutcome(folder.name, key, PRESENT, f"{target} (--force rewrites it)",
-                             size=target.stat().st_size)
+        return ImportOutcome(folder.name, key, PRESENT, f"{target} (--force rewrites it)", size=target.stat().st_size)
     try:
         path, rows, note = import_dataset(dataset, offline_dir)
     except Exception as exc:  # noqa: BLE001 - as above
-        return ImportOutcome(folder.name, key, FAILED, f"{type(exc).__name__}: {exc}",
-                             seconds=time.monotonic() - started)
+        return ImportOutcome(
+            folder.name, key, FAILED, f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - started
+        )
     detail = f"{path}" + (f"; {note}" if note else "")
-    return ImportOutcome(folder.name, key, IMPORTED, detail, rows=rows, size=path.stat().st_size,
-                         seconds=time.monotonic() - started)
+    return ImportOutcome(
+        folder.name, key, IMPORTED, detail, rows=rows, size=path.stat().st_size, seconds=time.monotonic() - started
+    )
 
 
-def import_reference(root: Path, offline_dir: Path, *, names: Iterable[str] | None = None,
-                     force: bool = False,
-                     on_done: Callable[[ImportOutcome], None] | None = None) -> list[ImportOutcome]:
+def import_reference(
+    root: Path,
+    offline_dir: Path,
+    *,
+    names: Iterable[str] | None = None,
+    force: bool = False,
+    on_done: Callable[[ImportOutcome], None] | None = None,
+) -> list[ImportOutcome]:
     """Import every dataset folder under ``root`` (or those ``names``: reference folder names or
     catalogue keys), one at a time, each in bounded memory."""
     folders = dataset_folders(Path(root))
@@ -293,8 +326,11 @@ def import_reference(root: Path, offline_dir: Path, *, names: Iterable[str] | No
         wanted, chosen = [p.name for p in folders], list(folders)
     outcomes = []
     for name, folder in zip(wanted, chosen, strict=True):
-        outcome = (ImportOutcome(name, "", SKIPPED, f"no folder {name!r} under {root}") if folder is None
-                   else import_folder(folder, offline_dir, force=force))
+        outcome = (
+            ImportOutcome(name, "", SKIPPED, f"no folder {name!r} under {root}")
+            if folder is None
+            else import_folder(folder, offline_dir, force=force)
+        )
         outcomes.append(outcome)
         if on_done is not None:
             on_done(outcome)
@@ -302,7 +338,19 @@ def import_reference(root: Path, offline_dir: Path, *, names: Iterable[str] | No
 
 
 __all__ = [
-    "FAILED", "IMPORTED", "PRESENT", "REFERENCE_SPLIT_ATTRIBUTE", "SKIPPED", "SPLIT_MAP", "ImportOutcome",
-    "NotAReferenceDataset", "ReferenceDataset", "dataset_folders", "import_dataset", "import_folder",
-    "import_reference", "recognise", "reference_rows",
+    "FAILED",
+    "IMPORTED",
+    "PRESENT",
+    "REFERENCE_SPLIT_ATTRIBUTE",
+    "SKIPPED",
+    "SPLIT_MAP",
+    "ImportOutcome",
+    "NotAReferenceDataset",
+    "ReferenceDataset",
+    "dataset_folders",
+    "import_dataset",
+    "import_folder",
+    "import_reference",
+    "recognise",
+    "reference_rows",
 ]

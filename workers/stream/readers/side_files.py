@@ -45,8 +45,12 @@ def _listed(split_of: dict[str, str], under: str) -> tuple[list[str], Label]:
 def read_food101n(files: SourceFolder) -> ConvertedSource:
     archive = files.path("Food-101N_release.zip")
     with zipfile.ZipFile(archive) as opened:
-        split_of = {line.split("\t")[0].strip(): split for split, part in (("train", "train"), ("test", "val"))
-                    for line in _read(opened, f"meta/verified_{part}.tsv").splitlines()[1:] if line.strip()}
+        split_of = {
+            line.split("\t")[0].strip(): split
+            for split, part in (("train", "train"), ("test", "val"))
+            for line in _read(opened, f"meta/verified_{part}.tsv").splitlines()[1:]
+            if line.strip()
+        }
     classes, label = _listed(split_of, "/images/")
     return ConvertedSource(rows=labelled_rows([archive], label), class_names=classes, official_split=True)
 
@@ -54,11 +58,15 @@ def read_food101n(files: SourceFolder) -> ConvertedSource:
 @reader("cvc_muscima")
 def read_cvc_muscima(files: SourceFolder) -> ConvertedSource:
     with zipfile.ZipFile(files.path("Partitions_Set.zip")) as opened:
-        split_of = {entry: split for split, part in (("train", "training"), ("test", "testing"))
-                    for entry in _read(opened, f"set_2_Independent/set_2_{part}_01.txt").split()}
+        split_of = {
+            entry: split
+            for split, part in (("train", "training"), ("test", "testing"))
+            for entry in _read(opened, f"set_2_Independent/set_2_{part}_01.txt").split()
+        }
     classes, label = _listed(split_of, "PNG_GT_Gray/")
-    return ConvertedSource(rows=labelled_rows([files.path("CVCMUSCIMA_WI.zip")], label),
-                           class_names=classes, official_split=True)
+    return ConvertedSource(
+        rows=labelled_rows([files.path("CVCMUSCIMA_WI.zip")], label), class_names=classes, official_split=True
+    )
 
 
 def _olivetti(name: str) -> str | None:
@@ -71,8 +79,10 @@ def read_olivetti_face(files: SourceFolder) -> ConvertedSource:
     archive = files.path("the-orl-database-for-training-and-testing.zip")
     subjects = sorted({s for n in member_names(archive) if (s := _olivetti(n))}, key=int)
     index = {s: label for label, s in enumerate(subjects)}
-    rows = (ImageRow(image=m.data, label=index[_olivetti(m.name) or ""])
-            for m in iter_members(archive, lambda n: _olivetti(n) is not None))
+    rows = (
+        ImageRow(image=m.data, label=index[_olivetti(m.name) or ""])
+        for m in iter_members(archive, lambda n: _olivetti(n) is not None)
+    )
     return ConvertedSource(rows=rows, class_names=subjects)
 
 

@@ -43,10 +43,11 @@ def _chain(*parts: tuple[Path, Label]) -> Iterator[ImageRow]:
 @reader("belgium_tsc")
 def read_belgium_tsc(files: SourceFolder) -> ConvertedSource:
     names = files.path("reducedSetTS.txt").read_text(errors="replace").splitlines()[1:]
-    rows = _chain((files.path("BelgiumTSC_Training.zip"), _numbered("train")),
-                  (files.path("BelgiumTSC_Testing.zip"), _numbered("test")))
-    return ConvertedSource(rows=rows, class_names=[n.strip() for n in names if n.strip()],
-                           official_split=True)
+    rows = _chain(
+        (files.path("BelgiumTSC_Training.zip"), _numbered("train")),
+        (files.path("BelgiumTSC_Testing.zip"), _numbered("test")),
+    )
+    return ConvertedSource(rows=rows, class_names=[n.strip() for n in names if n.strip()], official_split=True)
 
 
 PNEUMONIA = ("NORMAL", "PNEUMONIA")
@@ -60,8 +61,9 @@ def read_pneumonia_chest_xray(files: SourceFolder) -> ConvertedSource:
             return None
         return (PNEUMONIA.index(parts[3]), parts[2]) if parts[2] in ("train", "val", "test") else None
 
-    return ConvertedSource(rows=labelled_rows([files.path("chest-xray-pneumonia.zip")], label),
-                           class_names=PNEUMONIA, official_split=True)
+    return ConvertedSource(
+        rows=labelled_rows([files.path("chest-xray-pneumonia.zip")], label), class_names=PNEUMONIA, official_split=True
+    )
 
 
 __all__ = ["PNEUMONIA", "Label", "labelled_rows", "read_belgium_tsc", "read_pneumonia_chest_xray"]

@@ -21,8 +21,7 @@ from workers.stream.readers.layouts import iter_members
 from workers.stream.readers.member_scan import clean_name
 
 SPLITS_FILE = "data/sun397_tfds_splits.txt.xz"
-SKIPPED = ("SUN397/c/church/outdoor/sun_bhenjvsvrtumjuri.jpg",
-           "SUN397/t/track/outdoor/sun_aophkoiosslinihb.jpg")
+SKIPPED = ("SUN397/c/church/outdoor/sun_bhenjvsvrtumjuri.jpg", "SUN397/t/track/outdoor/sun_aophkoiosslinihb.jpg")
 _PREFIX = "SUN397"
 
 
@@ -41,7 +40,7 @@ def read_sun397(files: SourceFolder) -> ConvertedSource:
     index = {c: i for i, c in enumerate(classes)}
 
     def path(name: str) -> str:
-        return clean_name(name)[len(_PREFIX):]
+        return clean_name(name)[len(_PREFIX) :]
 
     def listed(name: str) -> bool:
         name = clean_name(name)
@@ -50,13 +49,16 @@ def read_sun397(files: SourceFolder) -> ConvertedSource:
     def rows() -> Iterator[ImageRow]:
         for member in iter_members(archive, listed):
             image = path(member.name)
-            yield ImageRow(image=member.data, label=index[image.rsplit("/", 1)[0]],
-                           split=splits[image])
+            yield ImageRow(image=member.data, label=index[image.rsplit("/", 1)[0]], split=splits[image])
 
-    return ConvertedSource(rows=rows(), class_names=classes, official_split=True,
-                           source_facts={"splits": "TFDS sun397/tfds lists (70/10/20)"},
-                           keeps="images of SUN397/ whose path is in TFDS's sun397/tfds train, "
-                                 "validation or test list, less the 2 TFDS skips")
+    return ConvertedSource(
+        rows=rows(),
+        class_names=classes,
+        official_split=True,
+        source_facts={"splits": "TFDS sun397/tfds lists (70/10/20)"},
+        keeps="images of SUN397/ whose path is in TFDS's sun397/tfds train, "
+        "validation or test list, less the 2 TFDS skips",
+    )
 
 
 __all__ = ["SKIPPED", "tfds_splits"]

@@ -23,8 +23,15 @@ from workers.stream.formats.parquet_writer import ImageRow
 from workers.stream.readers.base import ConvertedSource, SourceFolder, reader
 from workers.stream.readers.mnist import DIGITS
 
-LANDSAT = ("red soil", "cotton crop", "grey soil", "damp grey soil", "soil with vegetation stubble",
-           "mixture class", "very damp grey soil")
+LANDSAT = (
+    "red soil",
+    "cotton crop",
+    "grey soil",
+    "damp grey soil",
+    "soil with vegetation stubble",
+    "mixture class",
+    "very damp grey soil",
+)
 PATH_MNIST = ("tumor", "stroma", "complex", "lympho", "debris", "mucosa", "adipose", "empty")
 
 
@@ -56,8 +63,7 @@ def _landsat_rows(files: SourceFolder) -> Iterator[ImageRow]:
                 if len(values) != 37:
                     raise ValueError(f"{name} line {number}: {len(values)} values, not 37.")
                 patch = np.array([int(float(v)) for v in values[:36]]).reshape(3, 3, 4)[..., :3]
-                yield ImageRow(image=patch.clip(0, 255).astype(np.uint8), label=int(values[36]) - 1,
-                               split=split)
+                yield ImageRow(image=patch.clip(0, 255).astype(np.uint8), label=int(values[36]) - 1, split=split)
 
 
 @reader("landsat")
@@ -82,8 +88,7 @@ def _path_mnist_rows(path: Path) -> Iterator[ImageRow]:
 
 @reader("path_mnist")
 def read_path_mnist(files: SourceFolder) -> ConvertedSource:
-    return ConvertedSource(rows=_path_mnist_rows(files.path("colorectal-histology-mnist.zip")),
-                           class_names=PATH_MNIST)
+    return ConvertedSource(rows=_path_mnist_rows(files.path("colorectal-histology-mnist.zip")), class_names=PATH_MNIST)
 
 
 __all__ = ["LANDSAT", "PATH_MNIST", "read_landsat", "read_path_mnist", "read_semeion"]

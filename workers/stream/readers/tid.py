@@ -28,7 +28,7 @@ def mssim_buckets(values: dict[str, float]) -> tuple[dict[str, int], list[str]]:
     """(image name -> bucket, bucket names): the reference's 5 equal-size buckets."""
     ordered = sorted(values.values())
     size = len(ordered) // BUCKETS
-    buckets = [ordered[k * size:(k + 1) * size] for k in range(BUCKETS)]
+    buckets = [ordered[k * size : (k + 1) * size] for k in range(BUCKETS)]
     members = [set(b) for b in buckets]
     labels = {}
     for name, value in values.items():
@@ -72,8 +72,9 @@ def _read_tid(files: SourceFolder, year: int) -> ConvertedSource:
                 if name.endswith("bmp") and name.lower() in labels:
                     yield ImageRow(image=archive.read(info), label=labels[name.lower()])
 
-    return ConvertedSource(rows=rows(), class_names=names, source_facts={
-        "labels": f"{value_file} values in 5 equal-size buckets"})
+    return ConvertedSource(
+        rows=rows(), class_names=names, source_facts={"labels": f"{value_file} values in 5 equal-size buckets"}
+    )
 
 
 @reader("tid2008")

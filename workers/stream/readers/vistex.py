@@ -89,11 +89,15 @@ def read_vistex(files: SourceFolder) -> ConvertedSource:
                     for cls in targets[name]:
                         yield ImageRow(image=data, label=classes.index(cls))
         if left:
-            raise DatasetFormatError(f"{archive.name}: {len(left)} reference links point at "
-                                     f"no image, e.g. {sorted(left)[0]}.")
+            raise DatasetFormatError(
+                f"{archive.name}: {len(left)} reference links point at no image, e.g. {sorted(left)[0]}."
+            )
 
-    return ConvertedSource(rows=rows(), class_names=classes, source_facts={
-        "labels": "Images/Reference/<class> (links resolved), classes sorted"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=classes,
+        source_facts={"labels": "Images/Reference/<class> (links resolved), classes sorted"},
+    )
 
 
 __all__: list[str] = []

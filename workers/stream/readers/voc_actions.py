@@ -11,9 +11,9 @@ no official split (the stream's rule draws at random).
 from __future__ import annotations
 
 import io
-import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 from PIL import Image
@@ -25,8 +25,19 @@ from workers.stream.readers.base import ConvertedSource, SourceFolder, reader
 from workers.stream.readers.layouts import iter_members
 from workers.stream.readers.member_scan import clean_name, collect, stem, text_lines
 
-ACTIONS = ("jumping", "phoning", "playinginstrument", "reading", "ridingbike", "ridinghorse",
-           "running", "takingphoto", "usingcomputer", "walking", "other")
+ACTIONS = (
+    "jumping",
+    "phoning",
+    "playinginstrument",
+    "reading",
+    "ridingbike",
+    "ridinghorse",
+    "running",
+    "takingphoto",
+    "usingcomputer",
+    "walking",
+    "other",
+)
 _BASE = "VOCdevkit/VOC2012/"
 Box = tuple[tuple[int, int, int, int], list[int]]
 
@@ -34,7 +45,7 @@ Box = tuple[tuple[int, int, int, int], list[int]]
 def person_boxes(xml: bytes, where: str) -> list[Box]:
     """Each object's (crop box, action classes) of an action annotation."""
     try:
-        root = ElementTree.fromstring(xml)
+        root = ElementTree.fromstring(xml)  # noqa: S314
     except ElementTree.ParseError as exc:
         raise DatasetFormatError(f"{where}: not readable XML ({exc}).") from None
     boxes = []
@@ -43,18 +54,15 @@ def person_boxes(xml: bytes, where: str) -> list[Box]:
         actions = obj.find("actions")
         if box is None or actions is None:
             raise DatasetFormatError(f"{where}: an object has no bndbox or no actions.")
-        xmin, ymin, xmax, ymax = (int(float(box.findtext(k) or "nan")) for k in
-                                  ("xmin", "ymin", "xmax", "ymax"))
-        on = [ACTIONS.index(a.tag) for a in actions if a.tag in ACTIONS
-              and int(float(a.text or 0)) == 1]
+        xmin, ymin, xmax, ymax = (int(float(box.findtext(k) or "nan")) for k in ("xmin", "ymin", "xmax", "ymax"))
+        on = [ACTIONS.index(a.tag) for a in actions if a.tag in ACTIONS and int(float(a.text or 0)) == 1]
         boxes.append(((xmin, ymin, xmax, ymax), sorted(on)))
     return boxes
 
 
 def _index(path: Path) -> dict[str, list[Box]]:
     lists = {f"{_BASE}ImageSets/Action/{a}_trainval.txt" for a in ACTIONS if a != "other"}
-    found = collect(path, lambda n: n in lists or (n.startswith(_BASE + "Annotations/")
-                                                   and n.endswith(".xml")))
+    found = collect(path, lambda n: n in lists or (n.startswith(_BASE + "Annotations/") and n.endswith(".xml")))
     ids: set[str] = set()
     for name in lists:
         if name in found:  # the reference skips a missing list too
@@ -76,15 +84,18 @@ def read_voc_actions(files: SourceFolder) -> ConvertedSource:
     folder = _BASE + "JPEGImages/"
 
     def rows() -> Iterator[ImageRow]:
-        for member in iter_members(trainval, lambda n: clean_name(n).startswith(folder)
-                                   and stem(n) in index):
+        for member in iter_members(trainval, lambda n: clean_name(n).startswith(folder) and stem(n) in index):
             with Image.open(io.BytesIO(member.data)) as image:
                 for box, labels in index[stem(member.name)]:
                     crop = pil_pixels(image.crop(box))
                     yield ImageRow(image=np.ascontiguousarray(crop), label=labels)
 
-    return ConvertedSource(rows=rows(), class_names=ACTIONS, kind="multi", source_facts={
-        "labels": "per person box: Annotations/<id>.xml actions flags; image cropped to the box"})
+    return ConvertedSource(
+        rows=rows(),
+        class_names=ACTIONS,
+        kind="multi",
+        source_facts={"labels": "per person box: Annotations/<id>.xml actions flags; image cropped to the box"},
+    )
 
 
 __all__ = ["ACTIONS", "person_boxes"]

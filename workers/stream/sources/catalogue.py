@@ -80,8 +80,9 @@ def _file(doc: Mapping[str, Any], where: str) -> SourceFile:
     name = str(doc["name"])
     if "/" in name or name.startswith("."):
         raise ManifestError(f"{where}: file name {name!r} must be a plain name")
-    return SourceFile(name=name, url=str(doc["url"]), mirrors=tuple(doc.get("mirrors", ())),
-                      checksum=checksum, size=doc.get("size"))
+    return SourceFile(
+        name=name, url=str(doc["url"]), mirrors=tuple(doc.get("mirrors", ())), checksum=checksum, size=doc.get("size")
+    )
 
 
 def parse_source(doc: Mapping[str, Any]) -> Source:
@@ -101,13 +102,21 @@ def parse_source(doc: Mapping[str, Any]) -> Source:
     if not all(isinstance(n, int) and n >= 0 for n in [expected.get("classes", 0), *(rows or {}).values()]):
         raise ManifestError(f"source {key!r}: expected classes and rows must be ints >= 0; got {expected!r}")
     return Source(
-        key=key, files=tuple(_file(f, f"source {key!r}") for f in doc["files"]), needs=doc["needs"],
-        tasks={s: tuple(v) for s, v in tasks.items()}, reference_key=doc.get("reference_key", key),
-        titles=tuple(doc.get("titles", ())), kaggle=doc.get("kaggle"),
-        source_kind=doc.get("source_kind", ""), archive=doc.get("archive", ""),
-        torchvision=doc.get("torchvision", ""), requires_tools=tuple(doc.get("requires_tools") or ()),
-        approx_size=doc.get("approx_size"), notes=tuple(doc.get("notes", ())),
-        expected_classes=expected.get("classes"), expected_rows=dict(rows) if rows else None,
+        key=key,
+        files=tuple(_file(f, f"source {key!r}") for f in doc["files"]),
+        needs=doc["needs"],
+        tasks={s: tuple(v) for s, v in tasks.items()},
+        reference_key=doc.get("reference_key", key),
+        titles=tuple(doc.get("titles", ())),
+        kaggle=doc.get("kaggle"),
+        source_kind=doc.get("source_kind", ""),
+        archive=doc.get("archive", ""),
+        torchvision=doc.get("torchvision", ""),
+        requires_tools=tuple(doc.get("requires_tools") or ()),
+        approx_size=doc.get("approx_size"),
+        notes=tuple(doc.get("notes", ())),
+        expected_classes=expected.get("classes"),
+        expected_rows=dict(rows) if rows else None,
         expected_from=str(expected.get("from", "")),
     )
 
@@ -183,13 +192,15 @@ def load_catalogue() -> Catalogue:
 @lru_cache(maxsize=4)
 def _read_catalogue(path: str | None) -> Catalogue:
     if path is None:
-        return parse_catalogue(json.loads(
-            resources.files(__package__).joinpath("catalogue.json").read_text(encoding="utf-8")))
+        return parse_catalogue(
+            json.loads(resources.files(__package__).joinpath("catalogue.json").read_text(encoding="utf-8"))
+        )
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"NEVIS_SOURCE_CATALOGUE={path} cannot be read as a source catalogue: {exc}",
-                          field="source_catalogue") from None
+        raise ConfigError(
+            f"NEVIS_SOURCE_CATALOGUE={path} cannot be read as a source catalogue: {exc}", field="source_catalogue"
+        ) from None
     return parse_catalogue(doc)
 
 

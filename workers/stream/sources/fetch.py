@@ -15,15 +15,26 @@ from pathlib import Path
 
 from workers.stream.sources.catalogue import Source, SourceFile
 from workers.stream.sources.fetch_one import (
-    FAILED, FETCHED, KAGGLE, MANUAL, PRESENT, FetchContext, FileResult, Progress, fetch_file,
+    FAILED,
+    FETCHED,
+    KAGGLE,
+    MANUAL,
+    PRESENT,
+    FetchContext,
+    FileResult,
+    Progress,
+    fetch_file,
 )
 from workers.stream.sources.kaggle import kaggle_download
 from workers.stream.sources.locations import check_mirror, s3_client
 from workers.stream.sources.verify import FetchState
 
 OUTCOME_TEXT = {
-    FETCHED: "fetched", PRESENT: "already present", KAGGLE: "needs Kaggle credentials",
-    MANUAL: "needs a manual download", FAILED: "failed",
+    FETCHED: "fetched",
+    PRESENT: "already present",
+    KAGGLE: "needs Kaggle credentials",
+    MANUAL: "needs a manual download",
+    FAILED: "failed",
 }
 _RANK = (FAILED, MANUAL, KAGGLE, FETCHED, PRESENT)
 
@@ -47,8 +58,11 @@ class SourceResult:
     @property
     def detail(self) -> str:
         """The reasons or instructions of the files that set the outcome."""
-        lines = [f"{f.name}: {f.detail}" if len(self.files) > 1 else f.detail
-                 for f in self.files if f.status == self.status and f.detail]
+        lines = [
+            f"{f.name}: {f.detail}" if len(self.files) > 1 else f.detail
+            for f in self.files
+            if f.status == self.status and f.detail
+        ]
         return "; ".join(lines)
 
     @property
@@ -93,8 +107,16 @@ def fetch_sources(
     mirror = check_mirror(mirror) if mirror else None
     dest.mkdir(parents=True, exist_ok=True)
     client = s3_client(s3_endpoint_url) if mirror and mirror.startswith("s3://") else None
-    ctx = FetchContext(dest=dest, state=FetchState(dest), mirror=mirror, s3_client=client,
-                       progress=progress or Progress(), attempts=attempts, timeout=timeout, kaggle=kaggle)
+    ctx = FetchContext(
+        dest=dest,
+        state=FetchState(dest),
+        mirror=mirror,
+        s3_client=client,
+        progress=progress or Progress(),
+        attempts=attempts,
+        timeout=timeout,
+        kaggle=kaggle,
+    )
     work = [(source, file) for source in sources for file in source.files]
     with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="fetch") as pool:
         results = list(pool.map(lambda item: _guarded(item[0], item[1], ctx), work))

@@ -85,7 +85,7 @@ def _present(source: Source, file: SourceFile, ctx: FetchContext) -> tuple[bool,
     if not path.is_file():
         return False, ""
     recorded = ctx.state.recorded_sha256(rel)
-    if recorded and ctx.state.unchanged(rel, path):
+    if recorded and ctx.state.unchanged(rel, path):  # noqa: SIM102
         if not (file.checksum or "").startswith("sha256:") or file.checksum == f"sha256:{recorded}":
             return True, ""
     verdict = check_file(path, expected_checksum(file.checksum, ctx.state, rel))
@@ -115,9 +115,15 @@ def _from_urls(source: Source, file: SourceFile, ctx: FetchContext, reasons: lis
     for url in candidate_urls(source, file, ctx.mirror):
         handle = ctx.progress.begin(f"{source.key}/{file.name}")
         try:
-            download(url, part, attempts=ctx.attempts, timeout=ctx.timeout, s3_client=ctx.s3_client,
-                     on_total=lambda total, done, h=handle: ctx.progress.update(h, total=total, completed=done),
-                     on_bytes=lambda n, h=handle: ctx.progress.update(h, advance=n))
+            download(
+                url,
+                part,
+                attempts=ctx.attempts,
+                timeout=ctx.timeout,
+                s3_client=ctx.s3_client,
+                on_total=lambda total, done, h=handle: ctx.progress.update(h, total=total, completed=done),
+                on_bytes=lambda n, h=handle: ctx.progress.update(h, advance=n),
+            )
         except TransferError as exc:
             reasons.append(str(exc))
             continue
@@ -165,5 +171,15 @@ def fetch_file(source: Source, file: SourceFile, ctx: FetchContext) -> FileResul
     return FileResult(source.key, file.name, FAILED, "; ".join(reasons) or "no URL to try")
 
 
-__all__ = ["FAILED", "FETCHED", "KAGGLE", "MANUAL", "PRESENT", "FetchContext", "FileResult", "Progress",
-           "candidate_urls", "fetch_file"]
+__all__ = [
+    "FAILED",
+    "FETCHED",
+    "KAGGLE",
+    "MANUAL",
+    "PRESENT",
+    "FetchContext",
+    "FileResult",
+    "Progress",
+    "candidate_urls",
+    "fetch_file",
+]

@@ -13,8 +13,10 @@ import subprocess
 from pathlib import Path
 
 INSTALL_HINT = "pip install kaggle"
-CREDENTIALS_HINT = ("set KAGGLE_USERNAME and KAGGLE_KEY, or put kaggle.json (from kaggle.com > "
-                    "Settings > API > Create New Token) in ~/.kaggle/")
+CREDENTIALS_HINT = (
+    "set KAGGLE_USERNAME and KAGGLE_KEY, or put kaggle.json (from kaggle.com > "
+    "Settings > API > Create New Token) in ~/.kaggle/"
+)
 
 
 class KaggleError(Exception):
@@ -42,7 +44,7 @@ def kaggle_download(ref: str, dest: Path, *, timeout: float = 24 * 3600) -> Path
     dest.mkdir(parents=True, exist_ok=True)
     command = [client, "datasets", "download", ref, "-p", str(dest)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)  # noqa: S603
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise KaggleError(f"kaggle datasets download {ref} took longer than {timeout:.0f} s") from None
     if done.returncode != 0:

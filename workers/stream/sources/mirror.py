@@ -39,8 +39,12 @@ def _remote_size(client: Any, bucket: str, key: str) -> int | None:
 
 
 def upload_to_mirror(
-    sources: Sequence[Source], dest: Path, target: str, client: Any,
-    *, on_file: Callable[[MirrorRow], None] = lambda row: None,
+    sources: Sequence[Source],
+    dest: Path,
+    target: str,
+    client: Any,
+    *,
+    on_file: Callable[[MirrorRow], None] = lambda row: None,
 ) -> list[MirrorRow]:
     """Upload every verified file of ``sources`` under ``dest`` to ``target`` (s3://bucket/prefix)."""
     bucket, prefix = split_s3(target)

@@ -35,8 +35,7 @@ def count_differences(source: Source, classes: int, rows: Mapping[str, int]) -> 
     return out
 
 
-def count_record(source: Source, classes: int, rows: Mapping[str, int], *,
-                 accept: bool) -> dict[str, Any]:
+def count_record(source: Source, classes: int, rows: Mapping[str, int], *, accept: bool) -> dict[str, Any]:
     """What a result records of the check; raises unless the counts match or ``accept``.
 
     Raises:
@@ -48,12 +47,16 @@ def count_record(source: Source, classes: int, rows: Mapping[str, int], *,
             f"Source {source.key!r} differs from its pinned counts ({source.expected_from}): "
             f"{'; '.join(differences)}. The files may be damaged, truncated or of another "
             f"version: fetch them again; if the change upstream is known, pass {ACCEPT_FLAG} "
-            "(the result records that it was used).")
+            "(the result records that it was used)."
+        )
     record: dict[str, Any] = {"classes": classes, "rows": {k: int(v) for k, v in rows.items()}}
     if source.expected_classes is None and not source.expected_rows:
         return {**record, "pinned": None}
-    record["pinned"] = {"classes": source.expected_classes, "rows": dict(source.expected_rows or {}),
-                        "from": source.expected_from}
+    record["pinned"] = {
+        "classes": source.expected_classes,
+        "rows": dict(source.expected_rows or {}),
+        "from": source.expected_from,
+    }
     if differences:
         record["accepted_change"] = {"flag": ACCEPT_FLAG, "differences": differences}
     return record

@@ -38,13 +38,14 @@ class PlacedCheck:
     def summary(self) -> str:
         """One line for the convert table."""
         verified = len(self.verified_at_fetch) + len(self.verified_now)
-        parts = [f"checksums: {verified} of {verified + len(self.unverified) + len(self.mismatched)} "
-                 "files verified"]
+        parts = [f"checksums: {verified} of {verified + len(self.unverified) + len(self.mismatched)} files verified"]
         if self.unverified:
             parts.append(f"NOT verified (no checksum in the catalogue): {', '.join(self.unverified)}")
         if self.mismatched:
-            parts.append(("mismatch accepted by " + ACCEPT_FLAG + ": " if self.accepted else
-                          "MISMATCH: ") + "; ".join(self.mismatched))
+            parts.append(
+                ("mismatch accepted by " + ACCEPT_FLAG + ": " if self.accepted else "MISMATCH: ")
+                + "; ".join(self.mismatched)
+            )
         return "; ".join(parts)
 
 
@@ -69,8 +70,13 @@ def check_placed(source: Source, dest: Path, *, accept: bool = False) -> PlacedC
             groups["now"].append(file.name)
         else:
             groups["bad"].append(f"{file.name}: {verdict.reason}")
-    return PlacedCheck(tuple(groups["fetch"]), tuple(groups["now"]), tuple(groups["none"]),
-                       tuple(groups["bad"]), accepted=accept and bool(groups["bad"]))
+    return PlacedCheck(
+        tuple(groups["fetch"]),
+        tuple(groups["now"]),
+        tuple(groups["none"]),
+        tuple(groups["bad"]),
+        accepted=accept and bool(groups["bad"]),
+    )
 
 
 __all__ = ["ACCEPT_FLAG", "PlacedCheck", "check_placed"]

@@ -63,8 +63,12 @@ def plan_sources(
     found = kaggle_credentials()
     return [
         PlanRow(
-            key=s.key, tasks=tuple(tasks.get(s.key, ())), needs=s.needs, files=len(s.files),
-            present=sum(local_path(dest, s, f).is_file() for f in s.files), size=size_text(s),
+            key=s.key,
+            tasks=tuple(tasks.get(s.key, ())),
+            needs=s.needs,
+            files=len(s.files),
+            present=sum(local_path(dest, s, f).is_file() for f in s.files),
+            size=size_text(s),
             requirement=requirement(s, dest, mirror=mirror, kaggle_found=found),
         )
         for s in sources

@@ -46,7 +46,7 @@ class Response:
 
 
 def _open_http(url: str, start: int, timeout: float) -> Response:
-    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})  # noqa: S310
     if start:
         request.add_header("Range", f"bytes={start}-")
     try:
@@ -72,7 +72,7 @@ def _open_s3(url: str, start: int, client: Any) -> Response:
     extra = {"Range": f"bytes={start}-"} if start else {}
     try:
         reply = client.get_object(Bucket=parts.netloc, Key=parts.path.lstrip("/"), **extra)
-    except Exception as exc:  # botocore's ClientError and connection errors alike
+    except Exception as exc:  # botocore's ClientError and connection errors alike  # noqa: BLE001
         code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
         if code == "InvalidRange" and start:
             return Response(body=_Empty(), start=start, total=start)
@@ -129,7 +129,7 @@ def download(
     reason = "no attempt made"
     for attempt in range(attempts):
         if attempt and reason.startswith(("cannot reach", "HTTP")):
-            time.sleep(min(2.0 ** attempt, 30.0))  # a server that refused us gets a moment
+            time.sleep(min(2.0**attempt, 30.0))  # a server that refused us gets a moment
         have = part.stat().st_size if part.exists() else 0
         try:
             response = open_range(url, have, timeout=timeout, s3_client=s3_client)
@@ -161,8 +161,11 @@ def download(
         if size > response.total:
             raise TransferError(f"{url}: got {size} bytes, more than the {response.total} announced")
         reason = f"connection closed after {size} of {response.total} bytes"
-    raise TransferError(f"{reason} ({attempts} attempts)" if reason.startswith(("cannot reach", "HTTP"))
-                        else f"{url}: {reason} ({attempts} attempts)")
+    raise TransferError(
+        f"{reason} ({attempts} attempts)"
+        if reason.startswith(("cannot reach", "HTTP"))
+        else f"{url}: {reason} ({attempts} attempts)"
+    )
 
 
 __all__ = ["Response", "TransferError", "download", "open_range"]

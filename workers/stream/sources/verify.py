@@ -44,7 +44,9 @@ def check_file(path: Path, expected: str | None) -> Verdict:
     digests = file_digests(path, tuple(dict.fromkeys((algorithm, "sha256"))))
     got = digests[algorithm]
     if want and got != want.lower():
-        return Verdict(False, digests["sha256"], f"checksum mismatch: expected {algorithm}:{want}, got {algorithm}:{got}")
+        return Verdict(
+            False, digests["sha256"], f"checksum mismatch: expected {algorithm}:{want}, got {algorithm}:{got}"
+        )
     return Verdict(True, digests["sha256"])
 
 

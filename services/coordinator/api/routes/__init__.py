@@ -11,8 +11,9 @@ from services.coordinator.api.schemas import Problem
 def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for the problem responses a route can give."""
     ref = {"schema": {"$ref": "#/components/schemas/Problem"}}
-    return {code: {"model": Problem, "description": "A problem (RFC 9457).",
-                   "content": {MEDIA_TYPE: ref}} for code in codes}
+    return {
+        code: {"model": Problem, "description": "A problem (RFC 9457).", "content": {MEDIA_TYPE: ref}} for code in codes
+    }
 
 
 __all__ = ["problems"]

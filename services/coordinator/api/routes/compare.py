@@ -21,14 +21,27 @@ MAX_RUNS = 20  # seeds a side: each one's predictions are resampled
 router = APIRouter(prefix="/v1/compare", tags=["leaderboard"], responses=problems(401, 422, 503))
 
 
-@router.get("", response_model=CompareOut,
-            summary="Run(s) a against run(s) b: per-task differences and flags, ΔE with its interval, Δ cFLOP")
-def read_compare(session: SessionDep, store: StoreDep, viewer: Reader,
-                 a: Annotated[list[DbId], Query(max_length=MAX_RUNS, description=(
-                     "The first run (ΔE = E(a) − E(b)); repeat (a=1&a=2) to compare seeds: two runs or more "
-                     "on each side give a bootstrap over seeds and examples and P(a < b)."))],
-                 b: Annotated[list[DbId], Query(max_length=MAX_RUNS, description="The second run (or runs).")],
-                 ) -> CompareOut:
+@router.get(
+    "",
+    response_model=CompareOut,
+    summary="Run(s) a against run(s) b: per-task differences and flags, ΔE with its interval, Δ cFLOP",
+)
+def read_compare(
+    session: SessionDep,
+    store: StoreDep,
+    viewer: Reader,
+    a: Annotated[
+        list[DbId],
+        Query(
+            max_length=MAX_RUNS,
+            description=(
+                "The first run (ΔE = E(a) − E(b)); repeat (a=1&a=2) to compare seeds: two runs or more "
+                "on each side give a bootstrap over seeds and examples and P(a < b)."
+            ),
+        ),
+    ],
+    b: Annotated[list[DbId], Query(max_length=MAX_RUNS, description="The second run (or runs).")],
+) -> CompareOut:
     check_readable(session, viewer, [*a, *b])
     return CompareOut.model_validate(compare(session, store, a=a, b=b).to_dict())
 

@@ -23,8 +23,11 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses=problems(503),
-            summary="The database is reachable, current and accepts writes; the scheduler runs")
+@router.get(
+    "/readyz",
+    responses=problems(503),
+    summary="The database is reachable, current and accepts writes; the scheduler runs",
+)
 def readyz(request: Request, session: SessionDep) -> Response:
     checks: dict[str, str] = {}
     try:
@@ -32,8 +35,11 @@ def readyz(request: Request, session: SessionDep) -> Response:
     except Exception as exc:  # noqa: BLE001 - readiness reports, it does not raise
         checks["database"] = f"unreachable: {_one_line(exc)}"
     else:
-        checks["database"] = "ok" if revision == head_revision() else (
-            f"at revision {revision}, code expects {head_revision()}: run `nevis db upgrade`")
+        checks["database"] = (
+            "ok"
+            if revision == head_revision()
+            else (f"at revision {revision}, code expects {head_revision()}: run `nevis db upgrade`")
+        )
     if checks["database"] == "ok":
         session.rollback()  # end the read before the probe writes
         try:
@@ -45,8 +51,14 @@ def readyz(request: Request, session: SessionDep) -> Response:
         checks["scheduler"] = "ok" if scheduler.running else "not running"
     failing = {k: v for k, v in checks.items() if v != "ok"}
     if failing:
-        return problem(503, slug="not-ready", detail="; ".join(f"{k}: {v}" for k, v in failing.items()),
-                       instance="/readyz", checks=checks, headers={"Retry-After": str(RETRY_AFTER_S)})
+        return problem(
+            503,
+            slug="not-ready",
+            detail="; ".join(f"{k}: {v}" for k, v in failing.items()),
+            instance="/readyz",
+            checks=checks,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
     return JSONResponse({"status": "ready", "checks": checks})
 
 

@@ -32,8 +32,9 @@ class LogOut(BaseModel):
     kind: Literal["trial", "prediction", "preparation"]
     status: str | None = Field(description="The trial's status (ok, failed, stopped, ...).")
     error: str | None = Field(description="The trial's error, as recorded.")
-    size: int | None = Field(description="Bytes of log stored; null when none was (the text is then "
-                                         "the recorded error and traceback).")
+    size: int | None = Field(
+        description="Bytes of log stored; null when none was (the text is then the recorded error and traceback)."
+    )
     truncated: bool = Field(description="Whether `text` is only the log's last `tail_bytes`.")
     text: str
 
@@ -43,25 +44,44 @@ class LogPage(BaseModel):
     items: list[LogOut]
 
 
-@router.get("/{submission_id}/logs", responses=problems(404),
-            summary="The learner hosts' output and tracebacks, per trial and prediction job (owner and admins)")
+@router.get(
+    "/{submission_id}/logs",
+    responses=problems(404),
+    summary="The learner hosts' output and tracebacks, per trial and prediction job (owner and admins)",
+)
 def read_logs(
     submission_id: Annotated[DbId, Path(description="The submission's id.")],
-    user: CurrentUser, session: SessionDep, store: StoreDep, settings: SettingsDep,
+    user: CurrentUser,
+    session: SessionDep,
+    store: StoreDep,
+    settings: SettingsDep,
     task: Annotated[DbCount | None, Query(description="Only this task (by stream order).")] = None,
     trial: Annotated[DbCount | None, Query(description="Only this trial index.")] = None,
-    tail_bytes: Annotated[int, Query(ge=1, le=TAIL_MAX,
-                                     description="The most bytes of each log returned: its last ones.")] = TAIL_DEFAULT,
+    tail_bytes: Annotated[
+        int, Query(ge=1, le=TAIL_MAX, description="The most bytes of each log returned: its last ones.")
+    ] = TAIL_DEFAULT,
 ) -> LogPage:
     """Each log is the last bytes its learner host wrote (NEVIS_LOG_RING_BYTES per trial),
     with a failed call's error and traceback at its end."""
     crud.get_submission(session, user=user, submission_id=submission_id)  # owner or admin, else 404
     items = []
-    for entry in list_logs(session, store, submission_id=submission_id, task=task, trial=trial,
-                           retired=settings.retired_stream_versions):
+    for entry in list_logs(
+        session, store, submission_id=submission_id, task=task, trial=trial, retired=settings.retired_stream_versions
+    ):
         text, cut = read_log(store, entry, tail_bytes=tail_bytes)
-        items.append(LogOut(task=entry.task, attempt=entry.attempt, trial=entry.trial, kind=entry.kind,
-                            status=entry.status, error=entry.error, size=entry.size, truncated=cut, text=text))
+        items.append(
+            LogOut(
+                task=entry.task,
+                attempt=entry.attempt,
+                trial=entry.trial,
+                kind=entry.kind,
+                status=entry.status,
+                error=entry.error,
+                size=entry.size,
+                truncated=cut,
+                text=text,
+            )
+        )
     return LogPage(submission_id=submission_id, items=items)
 
 

@@ -17,8 +17,15 @@ def read_streams(user: CurrentUser, settings: SettingsDep) -> list[StreamOut]:
     out = []
     for name in available_streams(settings):
         manifest = resolve_stream(settings, name).manifest
-        out.append(StreamOut(name=name, version=manifest.version, tasks=len(manifest.tasks),
-                             meta_train=len(manifest.meta_train), meta_test=len(manifest.meta_test)))
+        out.append(
+            StreamOut(
+                name=name,
+                version=manifest.version,
+                tasks=len(manifest.tasks),
+                meta_train=len(manifest.meta_train),
+                meta_test=len(manifest.meta_test),
+            )
+        )
     return out
 
 
