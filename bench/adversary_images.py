@@ -42,7 +42,8 @@ def _result(name: str, outcome: str, obtained: dict[str, Any], *, refusal: bool 
 
 
 def _facts(paths: tuple[str, ...]) -> dict[str, Any]:
-    from workers.sandbox.client import HostSpec, LearnerHost, describe
+    from workers.sandbox.client import HostSpec, LearnerHost
+    from workers.sandbox.learner_calls import describe
 
     with LearnerHost(HostSpec("nevis_img_probe:make", import_paths=paths, sandbox="auto")) as host:
         return pickle.loads(describe(host).init_state)

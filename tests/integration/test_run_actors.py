@@ -17,7 +17,8 @@ from services.core.budget import RunBudget
 from services.core.config import get_settings
 from services.core.errors import LearnerError
 from workers.learners.protocol import Resources
-from workers.sandbox.client import HostSpec, LearnerHost, describe
+from workers.sandbox.client import HostSpec, LearnerHost
+from workers.sandbox.learner_calls import describe
 from workers.trainer.run_actors import RunActors
 from workers.trainer.stream_runner import StreamRunner
 

@@ -1,9 +1,9 @@
 """Harness code's side of a learner host: start it in its sandbox, send requests, read replies.
 
-:class:`LearnerHost` owns one host process and its pipes; :class:`SandboxedLearner` puts the
-learner protocol's calls that harness code needs (``load_predictor``, ``features``,
-``predict``) on top of it, with predictors kept in the host and named by handles. Everything
-that comes back is checked here as untrusted data.
+:class:`LearnerHost` owns one host process and its pipes; the learner protocol's calls that
+harness code makes on top of it (``describe``, ``predict``, the probe pool's
+:class:`~workers.sandbox.learner_calls.SandboxedLearner`) are in :mod:`workers.sandbox.learner_calls`.
+Everything that comes back is checked here as untrusted data.
 """
 
 from __future__ import annotations
@@ -17,13 +17,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from services.core.errors import LearnerError
-from workers.learners.protocol import TaskInfo
 from workers.sandbox import messages, ops, wire
 from workers.sandbox.cgroup import CgroupLimits, create_host_cgroup
-from workers.sandbox.declaration import LearnerDeclaration, info_to_json
 from workers.sandbox.launch import host_launch
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.log_ring import LogRing, drain
@@ -77,7 +73,7 @@ class LearnerHost:
     def __init__(self, spec: HostSpec, *, warm: bool = False) -> None:
         """Start the host and load the learner; with ``warm``, the host also imports what a
         first training step or a first metered forward pass needs before it answers
-        (:func:`~workers.sandbox.host.warm_up`), for hosts started ahead of their first call."""
+        (:func:`~workers.sandbox.host_start.warm_up`), for hosts started ahead of their first call."""
         self.spec = spec
         self.data_key: str | None = None  # the task data the host holds (see trainer.trial)
         self._cgroup = create_host_cgroup(
@@ -316,125 +312,4 @@ def _own_fd(proc: subprocess.Popen) -> int:
     return fd
 
 
-def describe(host: LearnerHost) -> LearnerDeclaration:
-    """The learner's name, search space, resources and initial state, as checked data."""
-    reply, parts = host.call(ops.Describe())  # the initial state: one bytes part, checked
-    return LearnerDeclaration.from_header(reply, bytes(parts[0]))
-
-
-def predict(
-    host: LearnerHost, info: TaskInfo, predictor: bytes, images: np.ndarray, *, seed: int
-) -> tuple[np.ndarray, dict[str, int]]:
-    """Scores of a saved predictor on images (no labels), and the FLOPs that cost."""
-    reply, parts = host.call(ops.Predict(info_to_json(info), seed), [predictor, images])
-    return _array(parts), messages.flop_fields(reply)
-
-
-@dataclass(frozen=True)
-class PredictorHandle:
-    """A predictor loaded in a learner host, named by its handle there."""
-
-    handle: int
-    host: LearnerHost
-
-
-class SandboxedLearner:
-    """The learner calls the probe pool makes, answered by a learner host.
-
-    The host meters each call as it meters a prediction job (its FLOP meter watches); the
-    FLOPs a call cost go to ``ctx.charge_host_flops(counts)`` when the context given has that
-    method (the probe pool's :class:`~workers.probe.runtime.context.ProbeContext`, which keeps them
-    apart from the learner's cFLOP), and are dropped otherwise.
-    """
-
-    def __init__(self, host: LearnerHost, name: str | None = None) -> None:
-        self.host = host
-        self.name = name or host.spec.learner_spec
-
-    def load_predictor(self, data: bytes, info: TaskInfo, ctx: Any = None) -> PredictorHandle:
-        reply, _ = self.host.call(ops.LoadPredictor(info_to_json(info), int(getattr(ctx, "seed", 0))), [data])
-        _charge(ctx, reply)
-        return PredictorHandle(reply["handle"], self.host)
-
-    def features(self, predictor: PredictorHandle, images: np.ndarray, ctx: Any = None) -> np.ndarray:
-        reply, parts = self.host.call(ops.Features(predictor.handle), [images])
-        _charge(ctx, reply)
-        return _array(parts)
-
-    def predict(self, predictor: PredictorHandle, images: np.ndarray, ctx: Any = None) -> np.ndarray:
-        reply, parts = self.host.call(ops.PredictLoaded(predictor.handle), [images])
-        _charge(ctx, reply)
-        return _array(parts)
-
-    def features_and_predict(
-        self, predictor: PredictorHandle, images: np.ndarray, ctx: Any = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Features and scores of the same images: one backbone pass where the learner offers
-        it (:mod:`workers.sandbox.joint_pass`), two otherwise."""
-        reply, parts = self.host.call(ops.FeaturesAndPredict(predictor.handle), [images])
-        _charge(ctx, reply)
-        return _array(parts[:1]), _array(parts[1:])  # two arrays, as declared
-
-    def augment_views(
-        self,
-        predictor: PredictorHandle,
-        images: np.ndarray,
-        q: int,
-        *,
-        seed: int,
-        ctx: Any = None,
-        originals: Any = None,
-    ) -> tuple[np.ndarray, str]:
-        """q views of each image; with ``originals`` (the same images' stored
-        :class:`~workers.stream.task_info.Originals`) cut from them, as training cuts."""
-        extra = [] if originals is None else [originals.images, np.asarray(originals.extents)]
-        reply, parts = self.host.call(ops.AugmentViews(predictor.handle, int(q), int(seed)), [images, *extra])
-        _charge(ctx, reply)
-        views = _array(parts)
-        if views.shape != (len(images), q, *images.shape[1:]) or views.dtype != np.uint8:
-            raise LearnerError(
-                f"augmented views must be uint8 shaped {(len(images), q, *images.shape[1:])}; "
-                f"got {views.dtype} {views.shape}."
-            )
-        return views, reply["source"]
-
-    def fresh_predictor(
-        self, predictor: PredictorHandle, *, seed: int, ctx: Any = None
-    ) -> tuple[PredictorHandle | None, str]:
-        """A fresh network of ``predictor``'s architecture (:mod:`workers.sandbox.fresh`), or
-        None where the learner's first checkpoint already is one; and what it is."""
-        reply, _ = self.host.call(ops.FreshPredictor(predictor.handle, int(seed)))
-        _charge(ctx, reply)
-        handle = reply["handle"]
-        return (PredictorHandle(handle, self.host) if handle else None), reply["source"]
-
-    def release(self, predictor: PredictorHandle) -> None:
-        self.host.call(ops.Release(predictor.handle))
-
-
-def _charge(ctx: Any, reply: dict[str, Any]) -> None:
-    """Hand a call's FLOPs, as the host counted them (checked with its reply), to ``ctx`` if it
-    keeps a tally."""
-    counts = messages.flop_fields(reply)
-    charge = getattr(ctx, "charge_host_flops", None)
-    if callable(charge):
-        charge(counts)
-
-
-def _array(parts: list[wire.Part]) -> np.ndarray:
-    if len(parts) != 1 or not isinstance(parts[0], np.ndarray):
-        raise LearnerError("the learner host must answer with one numeric array")
-    return parts[0]
-
-
-__all__ = [
-    "BrokenReply",
-    "HostDeadlineError",
-    "HostSpec",
-    "LearnerHost",
-    "LearnerHostDied",
-    "PredictorHandle",
-    "SandboxedLearner",
-    "describe",
-    "predict",
-]
+__all__ = ["BrokenReply", "HostDeadlineError", "HostSpec", "LearnerHost", "LearnerHostDied"]

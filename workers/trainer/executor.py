@@ -23,8 +23,9 @@ import numpy as np
 import ray
 
 from workers.learners.protocol import TaskInfo
-from workers.sandbox.client import HostSpec, LearnerHost, describe, predict
+from workers.sandbox.client import HostSpec, LearnerHost
 from workers.sandbox.declaration import LearnerDeclaration
+from workers.sandbox.learner_calls import describe, predict
 from workers.sandbox.pause import PausingHost
 from workers.trainer.host_usage import charge_failure, measured_call
 

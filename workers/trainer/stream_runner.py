@@ -37,8 +37,9 @@ from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
 from services.store.runs.predictions import predictions_key
 from services.store.runs.uncertainty import keep_run_interval
 from workers.learners.provenance import pretraining_cflop
-from workers.sandbox.client import HostSpec, LearnerHost, describe
+from workers.sandbox.client import HostSpec, LearnerHost
 from workers.sandbox.declaration import LearnerDeclaration
+from workers.sandbox.learner_calls import describe
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.trust import bounded_by_registration, multi_worker_refusal
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split

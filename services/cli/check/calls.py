@@ -28,8 +28,9 @@ from services.core.errors import LearnerError
 from services.core.metrics import task_error
 from workers.learners.protocol import Choice, LogUniform, SearchDomain
 from workers.sandbox import messages
-from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner, describe
+from workers.sandbox.client import HostSpec, LearnerHost
 from workers.sandbox.declaration import LearnerDeclaration, info_to_json
+from workers.sandbox.learner_calls import SandboxedLearner, describe
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.ops import OP, HostOp, PrepareTask, Trial, frame
 from workers.sandbox.trust import multi_worker_refusal

@@ -33,8 +33,9 @@ from services.store.db.models import Submission, TaskResult, TaskRun
 from services.store.objects import open_store
 from tests.integration.coordinator.conftest import _test_client
 from tests.support.learner_images import MARK, PY, build_hostile_fs, build_plain
-from workers.sandbox.client import HostSpec, LearnerHost, describe
+from workers.sandbox.client import HostSpec, LearnerHost
 from workers.sandbox.images import ImageLimits, unpack_image
+from workers.sandbox.learner_calls import describe
 
 pytestmark = pytest.mark.images
 ON_SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

@@ -13,7 +13,8 @@ from workers.probe.runtime.context import ProbeContext
 from workers.probe.runtime.data import TaskSamples
 from workers.probe.runtime.features import augmented_features
 from workers.probe.runtime.fresh_start import fresh_features
-from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner
+from workers.sandbox.client import HostSpec, LearnerHost
+from workers.sandbox.learner_calls import SandboxedLearner
 from workers.stream.task_info import Originals, TaskInfo
 
 INFO = TaskInfo(

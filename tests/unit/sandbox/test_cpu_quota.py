@@ -14,7 +14,8 @@ import pytest
 
 from workers.learners.protocol import TaskInfo
 from workers.sandbox.cgroup import CPU_PERIOD_US, CgroupLimits, create_host_cgroup
-from workers.sandbox.client import HostSpec, LearnerHost, predict
+from workers.sandbox.client import HostSpec, LearnerHost
+from workers.sandbox.learner_calls import predict
 from workers.sandbox.limits import HostLimits
 
 SPINNER = '''

@@ -12,8 +12,9 @@ import pytest
 
 from services.core.errors import ConfigError, LearnerError, UnknownNameError
 from workers.learners.protocol import LogUniform, Resources, TaskInfo, Uniform
-from workers.sandbox.client import HostSpec, LearnerHost, LearnerHostDied, SandboxedLearner, describe, predict
+from workers.sandbox.client import HostSpec, LearnerHost, LearnerHostDied
 from workers.sandbox.launch import host_launch, resolve_sandbox
+from workers.sandbox.learner_calls import SandboxedLearner, describe, predict
 from workers.sandbox.ops import Features
 
 LEARNER_SOURCE = """

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from workers.learners.protocol import TaskInfo
-from workers.sandbox.client import HostDeadlineError, HostSpec, LearnerHost, describe, predict
+from workers.sandbox.client import HostDeadlineError, HostSpec, LearnerHost
+from workers.sandbox.learner_calls import describe, predict
 from workers.sandbox.limits import MIB, HostLimits
 
 HOSTILE_SOURCE = """

@@ -12,8 +12,9 @@ import pytest
 from services.core.errors import LearnerError
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.sandbox import messages, ops
-from workers.sandbox.client import HostSpec, LearnerHost, describe
+from workers.sandbox.client import HostSpec, LearnerHost
 from workers.sandbox.declaration import info_to_json
+from workers.sandbox.learner_calls import describe
 from workers.sandbox.wire import WireError
 from workers.trainer import task_prepare
 from workers.trainer.trial import TrialSpec

@@ -14,8 +14,9 @@ import pytest
 from services.core.errors import LearnerError
 from workers.learners.protocol import TaskInfo
 from workers.sandbox import messages, ops, wire
-from workers.sandbox.client import HostSpec, LearnerHost, LearnerHostDied, SandboxedLearner
+from workers.sandbox.client import HostSpec, LearnerHost, LearnerHostDied
 from workers.sandbox.host import Host
+from workers.sandbox.learner_calls import SandboxedLearner
 from workers.sandbox.replies import BrokenReply, read_checked
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from workers.sandbox.client import HostSpec, LearnerHost, describe
+from workers.sandbox.client import HostSpec, LearnerHost
 from workers.sandbox.launch import host_launch
+from workers.sandbox.learner_calls import describe
 
 LEARNER_SOURCE = """
 import ctypes, fcntl, os, struct

@@ -17,7 +17,8 @@ from numpy.lib import format as npy
 
 from workers.learners.protocol import TaskInfo
 from workers.sandbox import wire
-from workers.sandbox.client import HostSpec, LearnerHost, LearnerHostDied, SandboxedLearner
+from workers.sandbox.client import HostSpec, LearnerHost, LearnerHostDied
+from workers.sandbox.learner_calls import SandboxedLearner
 
 
 def _frame(head: bytes | dict, *payloads: bytes) -> io.BytesIO:

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from workers.learners.protocol import TaskInfo
-from workers.sandbox.client import HostSpec, predict
+from workers.sandbox.client import HostSpec
+from workers.sandbox.learner_calls import predict
 from workers.trainer.executor import Evaluator, TrialExecutor
 
 LEARNER_SOURCE = '''

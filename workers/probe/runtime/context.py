@@ -7,7 +7,7 @@ Probing is the service's own measurement, not the learner's compute: its FLOPs a
 training and prediction) but kept apart as *analysis FLOPs*, never added to the learner's
 cFLOP. In the probe pool learner code runs in a learner host, whose meter counts each call
 (watching, so modules the learner did not pass to ``ctx.track`` count too) and sends the
-figures back; :class:`~workers.sandbox.client.SandboxedLearner` hands them to
+figures back; :class:`~workers.sandbox.learner_calls.SandboxedLearner` hands them to
 :meth:`ProbeContext.charge_host_flops`. A learner object called in this process (tests,
 tools) is counted by this context's own meter: the modules it tracks and the FLOPs it reports.
 There is no curve or checkpoint to record.

@@ -20,7 +20,7 @@ import numpy as np
 from workers.probe.runtime.data import TaskSamples
 from workers.probe.runtime.features import extract
 from workers.probe.runtime.measure import TargetFeatures
-from workers.sandbox.client import SandboxedLearner
+from workers.sandbox.learner_calls import SandboxedLearner
 
 FRESH_HOOK = "fresh_predictor"  # the learner hook workers/sandbox/fresh.py calls in the host
 FRESH_STEP = -1  # where the fresh network's fits sit among a trial's steps (never a checkpoint's)

@@ -51,8 +51,9 @@ from workers.probe.runtime.trial_fits import features_key, fit_trial, load_featu
 from workers.probe.scores.proxies import ProxyPoint, proxy_correlations
 from workers.probe.scores.trial_scores import trial_mismatch
 from workers.sandbox.bundles import DEFAULT_MAX_UNPACKED_BYTES, unpack_stored_bundle
-from workers.sandbox.client import HostSpec, LearnerHost, SandboxedLearner
+from workers.sandbox.client import HostSpec, LearnerHost
 from workers.sandbox.images import ImageLimits, unpack_image
+from workers.sandbox.learner_calls import SandboxedLearner
 
 Writer = Callable[[Session], None]
 
