@@ -131,6 +131,20 @@ class Settings(BaseSettings):
         "Empty: the public, reproducible splits of the reference (under NEVIS_ENVIRONMENT="
         "production: the deployment's own, made once and kept in its database). Never shown.",
     )
+    near_floor_band: float = Field(
+        default=4.0,
+        ge=1.0,
+        le=64.0,
+        description="A trial whose own FLOP count is at least its CPU-time floor but below this many "
+        "times it is marked near-floor (docs/isolation.md): a count topped up to just over the floor.",
+    )
+    submission_storage_mb: int = Field(
+        default=65536,
+        ge=1,
+        le=1 << 30,
+        description="Bytes (MiB) of objects one submission's trials may store (checkpoints, predictors, "
+        "states): a write over it fails the trial, naming this setting.",
+    )
     proxy_max_dim: int = Field(
         default=2048,
         ge=2,

@@ -24,7 +24,7 @@ from services.store.runs.outcomes import FloorCharged
 from workers.sandbox.calibration import FLOOR_FRACTION, compute_floor, machine_flop_rate
 from workers.sandbox.client import LearnerHost
 from workers.sandbox.gpu_calibration import gpu_flop_rate
-from workers.sandbox.gpu_usage import GpuUsage, watched
+from workers.sandbox.gpu_usage import GpuUsage, absent, watched
 from workers.sandbox.pause import PausingHost
 from workers.sandbox.usage import tree_pids
 
@@ -105,6 +105,25 @@ def call_cpu_seconds(
     return wall_s * max(declared_cpus or 1.0, 1.0), True
 
 
+def estimated_usage(wall_s: float, declared_cpus: float, why: str) -> dict[str, Any]:
+    """The usage fields of a call whose host went with its reading (its executor's process died):
+    wall time × the CPUs it declared, floored like any call's and marked ``cpu_estimated``;
+    never 0, which would let a learner that kills its own executor train for free."""
+    used, _ = call_cpu_seconds(None, None, wall_s, declared_cpus)
+    return {**usage_fields(used, wall_s, absent(why)), "cpu_estimated": True}
+
+
+def usage_of_failure(exc: BaseException, wall_s: float, declared_cpus: float) -> dict[str, Any]:
+    """What a trial that failed outside the learner's own report is charged: the usage fields its
+    call carried (:func:`measured_call` attached them; Ray keeps them on the cause), else
+    :func:`estimated_usage`."""
+    for candidate in (exc, getattr(exc, "cause", None)):
+        usage = getattr(candidate, "usage", None)
+        if isinstance(usage, dict):
+            return {k: v for k, v in usage.items() if k != "cpu_reading"}
+    return estimated_usage(wall_s, declared_cpus, f"no reading: {type(exc).__name__}")
+
+
 def usage_fields(
     cpu_seconds: float | None, wall_s: float, gpu: GpuUsage, *, outside_s: float = 0.0, outside_allowance_s: float = 0.0
 ) -> dict[str, Any]:
@@ -136,6 +155,7 @@ class EvaluationCost(FloorCharged):
     counted: int
     flops_floor: int
     cpu_seconds: float | None
+    cpu_estimated: bool = False  # cpu_seconds is wall time × declared CPUs
 
     @property
     def counted_flops(self) -> int:
@@ -149,6 +169,7 @@ class EvaluationCost(FloorCharged):
             counted=int(fields["flops_measured"] + fields["flops_reported"]),
             flops_floor=int(fields.get("flops_floor") or 0),
             cpu_seconds=float(used) if isinstance(used, (int, float)) else None,
+            cpu_estimated=bool(fields.get("cpu_estimated")),
         )
 
 
@@ -163,8 +184,10 @@ __all__ = [
     "EvaluationCost",
     "call_cpu_seconds",
     "charge_failure",
+    "estimated_usage",
     "failed_call_floor",
     "measured_call",
     "sum_known",
     "usage_fields",
+    "usage_of_failure",
 ]

@@ -16,6 +16,7 @@ Multi-worker trials (Ray Train inside Tune) keep the experiment
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from ray.tune.search.variant_generator import generate_variants
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 
 from services.store.runs.outcomes import TrialOutcome
+from workers.trainer.host_usage import usage_of_failure
 from workers.trainer.searchers import SearchPlan
 from workers.trainer.trial import failure_metrics, no_flops
 
@@ -66,6 +68,7 @@ class _Running:
     trial_id: str
     config: dict[str, Any]
     reservation: PlacementGroup | None
+    started: float = field(default_factory=time.perf_counter)
 
 
 @dataclass
@@ -117,7 +120,7 @@ class TrialLoop:
                 free.append(trial.reservation)
                 # The stored config is the trial's whole config, harness keys included, as the
                 # result Tune hands on carries it (multi-worker trials still go through Tune).
-                metrics = {**self._result(ref, trial), "config": trial.config}
+                metrics = {**self._result(ref, trial, self.cpus), "config": trial.config}
                 outcome = TrialOutcome.from_metrics(metrics)
                 suggestions.complete(trial.trial_id, metrics)
                 outcomes.append(outcome)
@@ -127,13 +130,15 @@ class TrialLoop:
                 _release(group)
 
     @staticmethod
-    def _result(ref: Any, trial: _Running) -> dict[str, Any]:
+    def _result(ref: Any, trial: _Running, cpus: float) -> dict[str, Any]:
         try:
             return ray.get(ref)
         except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
             # The executor's process died (memory, kill), or harness code raised: the trial
-            # failed, as a Tune trial whose process failed does.
-            return failure_metrics(trial.config, exc, no_flops())
+            # failed, as a Tune trial whose process failed does, charged the usage its call
+            # measured or, where that died with the executor, wall time × its CPUs (floored).
+            usage = usage_of_failure(exc, time.perf_counter() - trial.started, cpus)
+            return {**failure_metrics(trial.config, exc, no_flops()), **usage}
 
 
 def _release(reservation: PlacementGroup | None) -> None:

@@ -59,7 +59,7 @@ TASK_RUN_STATUSES: tuple[str, ...] = ("pending", "running", "succeeded", "failed
 ACTIVE_TASK_RUN_STATUSES: tuple[str, ...] = ("pending", "running")
 # "stopped" is a trial ended early by the search scheduler, which is not a failure.
 TRIAL_STATUSES: tuple[str, ...] = ("pending", "running", "succeeded", "failed", "stopped", "cancelled")
-FLOPS_SOURCES: tuple[str, ...] = ("measured", "reported", "floor")
+FLOPS_SOURCES: tuple[str, ...] = ("measured", "reported", "floor", "near_floor")
 RESULT_SPLITS: tuple[str, ...] = ("test", "dev_test")
 RESULT_METRICS: tuple[str, ...] = ("accuracy", "map")
 
@@ -202,6 +202,8 @@ class Trial(Base):
     cpu_seconds: Mapped[float | None] = mapped_column(Double)
     flops_floor: Mapped[float | None] = mapped_column(Double)
     flops_paper: Mapped[float | None] = mapped_column(Double)  # its training updates (NEVIS'22's count)
+    # cpu_seconds is wall time × declared CPUs: no usage reading could be had (revision 0024)
+    cpu_estimated: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     error_text: Mapped[str | None] = mapped_column(Text)
     traceback: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = created_column()
@@ -261,6 +263,9 @@ class TaskResult(Base):
     flops: Mapped[float] = mapped_column(Double)
     cpu_seconds: Mapped[float | None] = mapped_column(Double)  # learner hosts' CPU time, harness-measured
     flops_floored: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    # a trial's own count was charged but lies within NEVIS_NEAR_FLOOR_BAND × its floor (revision 0024)
+    flops_near_floor: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    cpu_estimated: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     flops_paper: Mapped[float | None] = mapped_column(Double)  # the trials' training updates (NEVIS'22's count)
     flops_prediction: Mapped[float | None] = mapped_column(Double)  # the evaluation's share of flops
     # meta-test consistency check (workers/trainer/consistency.py): share lost on shifted copies, and the mark

@@ -39,6 +39,8 @@ class SubmissionScore(Base):
     floored_tasks: Mapped[int] = mapped_column(Integer)  # tasks charged the harness's CPU-time floor
     # tasks the meta-test consistency check marked (workers/trainer/consistency.py)
     inconsistent_tasks: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # tasks a trial of which counted within NEVIS_NEAR_FLOOR_BAND × its floor (revision 0024)
+    near_floor_tasks: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     headline_done: Mapped[int] = mapped_column(Integer)  # committed tasks of the submission's phase
     mean_error: Mapped[float | None] = mapped_column(Double)  # E over those; NULL: none yet
 

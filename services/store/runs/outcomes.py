@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 TrialStatus = Literal["ok", "failed", "stopped"]  # stopped: ended early by the search's scheduler
-FlopsSource = Literal["measured", "reported", "floor"]  # floor: the harness's CPU-time floor was charged
+FlopsSource = Literal["measured", "reported", "floor", "near_floor"]
+"""floor: the harness's CPU-time floor was charged; near_floor: the learner's own count was charged,
+but it lies within :data:`NEAR_FLOOR_BAND` times the floor (a count topped up to just over it)."""
+NEAR_FLOOR_BAND = 4.0
+"""A count below this many times its floor is marked near-floor (``NEVIS_NEAR_FLOOR_BAND``): the
+floor is 1/16 of the calibrated rate, the built-ins count about 0.29 of it, so a count under 4 ×
+the floor is under 1/4 of what the host's CPU time buys at that rate (docs/isolation.md)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,11 @@ class FloorCharged:
     def flops(self) -> int:
         return max(self.counted_flops, self.flops_floor)
 
+    def is_near_floor(self, band: float = NEAR_FLOOR_BAND) -> bool:
+        """The learner's own count was charged (at least the floor), but it is below ``band``
+        times the floor: too little to vouch for, marked rather than floored."""
+        return not self.floored and self.flops_floor > 0 and self.counted_flops < band * self.flops_floor
+
 
 @dataclass(frozen=True)
 class TrialOutcome(FloorCharged):
@@ -85,6 +96,8 @@ class TrialOutcome(FloorCharged):
     cpu_seconds: float | None = None  # the learner host's CPU time, measured by the harness
     flops_floor: int = 0  # the least that CPU time is charged (workers.sandbox.calibration)
     flops_updates: int | None = None  # the part of the count spent on training updates; None: all of it
+    cpu_estimated: bool = False  # cpu_seconds is wall time × declared CPUs: no reading could be had
+    near_floor_band: float = NEAR_FLOOR_BAND  # the setting (NEVIS_NEAR_FLOOR_BAND) the runner ran under
 
     @property
     def ok(self) -> bool:
@@ -105,16 +118,25 @@ class TrialOutcome(FloorCharged):
         return min(self.flops_updates, self.counted_flops)
 
     @property
+    def near_floor(self) -> bool:
+        """The count lies within the band above the floor (:meth:`FloorCharged.is_near_floor`)."""
+        return self.is_near_floor(self.near_floor_band)
+
+    @property
     def flops_source(self) -> FlopsSource:
-        """``floor`` when the harness's floor was charged; else ``reported`` as soon as any
-        part was reported by the learner, else ``measured``."""
+        """``floor`` when the harness's floor was charged; ``near_floor`` when the learner's count
+        was, but it lies within the band above the floor; else ``reported`` as soon as any part
+        was reported by the learner, else ``measured``."""
         if self.floored:
             return "floor"
+        if self.near_floor:
+            return "near_floor"
         return "reported" if self.flops_reported else "measured"
 
     @classmethod
     def from_metrics(cls, metrics: Mapping[str, Any]) -> TrialOutcome:
-        """The outcome of a trial from the dict it reported to Ray Tune."""
+        """The outcome of a trial from the dict it reported to Ray Tune (the runner sets
+        ``near_floor_band`` from its settings where it records the outcome)."""
         ok = metrics.get("status") == "ok"
         status: TrialStatus = "ok" if ok else "stopped" if metrics.get("status") == "stopped" else "failed"
         return cls(
@@ -139,6 +161,7 @@ class TrialOutcome(FloorCharged):
             cpu_seconds=_float_or_none(metrics.get("cpu_seconds")),
             flops_floor=int(metrics.get("flops_floor") or 0),
             flops_updates=_int_or_none(metrics.get("flops_updates")),
+            cpu_estimated=bool(metrics.get("cpu_estimated")),
         )
 
 
@@ -157,6 +180,8 @@ class TaskOutcome:
     state_key: str  # the learner state carried to the next task
     cpu_seconds: float | None = None  # learner hosts' CPU time (trials and evaluation), harness-measured
     flops_floored: bool = False  # a trial or the evaluation was charged the CPU-time floor
+    flops_near_floor: bool = False  # a trial's own count was charged but lies near its floor (marked)
+    cpu_estimated: bool = False  # part of cpu_seconds is wall time × declared CPUs (no reading)
     flops_paper: float | None = None  # NEVIS'22's count: the training updates of every trial
     flops_prediction: float | None = None  # the evaluation's prediction (in ``flops``, not in the paper's)
     consistency_jump: float | None = None  # share lost on shifted copies (workers.trainer.consistency); None: unchecked
@@ -189,6 +214,7 @@ def _plain(value: Any) -> Any:
 
 
 __all__ = [
+    "NEAR_FLOOR_BAND",
     "FloorCharged",
     "CheckpointRef",
     "FlopsSource",

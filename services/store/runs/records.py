@@ -184,6 +184,7 @@ def record_trial(session: Session, *, task_run_id: int, outcome: TrialOutcome) -
         cpu_seconds=outcome.cpu_seconds,
         flops_floor=float(outcome.flops_floor) if outcome.cpu_seconds is not None else None,
         flops_paper=float(outcome.flops_paper),
+        cpu_estimated=outcome.cpu_estimated,
     )
     session.add(trial)
     session.flush()
@@ -245,6 +246,8 @@ def commit_task(
         flops=outcome.flops,
         cpu_seconds=outcome.cpu_seconds,
         flops_floored=outcome.flops_floored,
+        flops_near_floor=outcome.flops_near_floor,
+        cpu_estimated=outcome.cpu_estimated,
         flops_paper=outcome.flops_paper,
         flops_prediction=outcome.flops_prediction,
         consistency_jump=outcome.consistency_jump,

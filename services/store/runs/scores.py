@@ -32,6 +32,7 @@ COLUMNS: tuple[str, ...] = (
     "headline_done",
     "mean_error",
     "inconsistent_tasks",
+    "near_floor_tasks",
 )
 """The columns of ``submission_scores``, in the order :func:`aggregate` selects them."""
 CHUNK = 500
@@ -56,6 +57,7 @@ def aggregate(submission_ids: Sequence[int] | None = None) -> Select:
             func.count(case((headline, TaskResult.id))).label("headline_done"),
             func.avg(case((headline, TaskResult.error))).label("mean_error"),
             func.sum(case((TaskResult.inconsistent, 1), else_=0)).label("inconsistent_tasks"),
+            func.sum(case((TaskResult.flops_near_floor, 1), else_=0)).label("near_floor_tasks"),
         )
         .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
         .join(Submission, Submission.id == TaskResult.submission_id)

@@ -44,6 +44,8 @@ class TaskRow:
     capped_trials: int = 0  # trials the harness stopped (or did not start) at the ruleset's task cap
     consistency_jump: float | None = None  # share lost on shifted test copies (workers/trainer/consistency.py)
     inconsistent: bool = False  # that jump is beyond an honest learner's: the run is marked
+    flops_near_floor: bool = False  # a trial's own count lies within NEVIS_NEAR_FLOOR_BAND × its floor
+    cpu_estimated: bool = False  # part of cpu_seconds is wall time × declared CPUs (no reading could be had)
 
     @property
     def flops_validation(self) -> float | None:
@@ -76,6 +78,12 @@ class RunSummary:
     cflop_pretraining: float | None = None  # the self-pretrained checkpoint's run (pt_self); not in cflop
     ruleset: str = "open"  # the rules it ran under (services.core.rulesets)
     inconsistent_tasks: int = 0  # committed tasks marked by the consistency check
+    near_floor_tasks: int = 0  # committed tasks a trial of which counted near its floor
+
+    @property
+    def near_floor(self) -> bool:
+        """Some trial's own count lies just over its floor: charged, but marked."""
+        return self.near_floor_tasks > 0
 
     @property
     def inconsistent(self) -> bool:
@@ -89,7 +97,8 @@ class RunSummary:
 
     def to_dict(self) -> dict[str, Any]:
         tasks = [{**asdict(row), "flops_validation": row.flops_validation} for row in self.tasks]
-        return {**asdict(self), "tasks": tasks, "flops_floored": self.flops_floored, "inconsistent": self.inconsistent}
+        marks = {"flops_floored": self.flops_floored, "inconsistent": self.inconsistent, "near_floor": self.near_floor}
+        return {**asdict(self), "tasks": tasks, **marks}
 
 
 def load_summary(session: Session, *, submission_id: int) -> RunSummary:
@@ -145,6 +154,8 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
                 capped_trials=sum(stopped_at_cap(t.status, t.error_text) for t in final.trials) if final else 0,
                 consistency_jump=result.consistency_jump if result else None,
                 inconsistent=bool(result.inconsistent) if result else False,
+                flops_near_floor=bool(result.flops_near_floor) if result else False,
+                cpu_estimated=bool(result.cpu_estimated) if result else False,
             )
         )
     headline = [r for r in rows if r.phase == headline_phase]
@@ -169,6 +180,7 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         cflop_pretraining=submission.cflop_pretraining,
         ruleset=submission.ruleset,
         inconsistent_tasks=sum(r.inconsistent for r in rows),
+        near_floor_tasks=sum(r.flops_near_floor for r in rows),
     )
 
 
