@@ -7,15 +7,30 @@ files, and returns the reference pinned by digest, which every task and probe jo
 A worker (:func:`image_import_paths`) unpacks that digest (once per node) and gives its learner
 hosts the image's import paths. Under ``NEVIS_IMAGE_LEARNERS=installed`` an image is a label
 and neither happens. Nothing here imports or runs a file of the image.
+
+On the ``kuberay`` backend the kubelet pulls the image, by the registered digest, as a read-only
+image volume of the learner pods (:mod:`services.coordinator.backends.kuberay_images`): a
+registration needs the RayJob template's image volume (else a 422 saying image learners are
+refused there), and a coordinator without podman (the chart's) takes only references pinned by
+digest, whose size and files it cannot check. The harness then names the volume's folders
+(``NEVIS_IMAGE_ROOT``) instead of unpacking anything.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.coordinator.backends.kuberay_images import IMAGE_ROOT_VAR, check_image_volumes
+from services.coordinator.backends.kuberay_template import load_template
 from services.coordinator.common.config import CoordinatorSettings
 from workers.sandbox.images import ImageError, UnpackedImage, unpack_image
+from workers.sandbox.images.store import LEARNER_DIR, site_dirs
+
+_PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -40,6 +55,15 @@ def register_image(ref: str, *, entrypoint: str, settings: CoordinatorSettings) 
     """
     if settings.image_learners == "installed":
         return RegisteredImage(ref, None)
+    if settings.backend == "kuberay":
+        check_image_volumes(load_template(settings.kuberay_rayjob_template).rayjob)
+        if shutil.which("podman") is None:  # the kubelet pulls it; nothing here can read it
+            if not _PINNED.search(ref):
+                raise ImageError(
+                    f"The image {ref!r} must be named by digest (…@sha256:<64 hex>) on this service: "
+                    "its coordinator has no podman to resolve a tag once (kuberay backend)."
+                )
+            return RegisteredImage(ref, None)
     unpacked = unpack_image(ref, cache=image_cache(settings), limits=settings.image_limits)
     module = entrypoint.split(":", 1)[0]
     if not unpacked.import_paths:
@@ -61,6 +85,10 @@ def image_import_paths(ref: str, *, settings: CoordinatorSettings) -> list[str] 
     this node; ``None`` when images are labels (``NEVIS_IMAGE_LEARNERS=installed``)."""
     if settings.image_learners == "installed":
         return None
+    mounted = os.environ.get(IMAGE_ROOT_VAR)
+    if mounted:  # kuberay: the learner pods' image volume of this very digest (not on this node)
+        root = Path(mounted)
+        return [str(root.joinpath(*parts)) for parts in (LEARNER_DIR, *site_dirs())]
     unpacked: UnpackedImage = unpack_image(ref, cache=image_cache(settings), limits=settings.image_limits)
     if not unpacked.import_paths:
         raise ImageError(f"The image {ref!r} has no /opt/learner folder and no site-packages.")

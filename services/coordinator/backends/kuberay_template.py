@@ -8,9 +8,10 @@ a cluster that exists only for that job. Trust is split by pod:
   harness is the job's driver there, and only there is the credentials Secret mounted, as
   files that the job's runtime env points to (``NEVIS_SECRETS_PATH``; the runtime env itself
   carries no credential). The head takes no Ray tasks (``num-cpus: 0``);
-- worker pods run the learner's image (built FROM the nevis learner base image), with no
-  Secret, no service account token and no service links; learner code runs in bubblewrap
-  hosts there (``NEVIS_SANDBOX=bwrap``: no network namespace, so not even Ray's ports);
+- worker pods run the service's worker image, never the learner's: a learner image is a
+  read-only image volume of theirs (:mod:`.kuberay_images`). They hold no Secret, no service
+  account token and no service links; learner code runs in bubblewrap hosts there
+  (``NEVIS_SANDBOX=bwrap``: no network namespace, so not even Ray's ports);
 - :func:`render_network_policies`: learner pods talk to Ray pods and DNS only (no database,
   store or internet); a head's dashboard, which can start jobs, answers only the KubeRay
   operator and the job's submitter, never a learner pod. No Service or Ingress exposes it.
@@ -34,6 +35,7 @@ from typing import Any
 import yaml
 
 from services.coordinator.backends.base import LaunchSpec
+from services.coordinator.backends.kuberay_images import IMAGE_ROOT_VAR, mount_learner_image
 from services.coordinator.common.config import CoordinatorSettings
 from services.core.credentials import SECRETS_PATH_VAR
 from services.core.errors import ConfigError
@@ -123,6 +125,10 @@ def render_rayjob(
     learner = cluster["workerGroupSpecs"][0]["template"]
     _label(learner, labels, "learner")
     _learner_container(learner, spec, settings, template.gpu)
+    image_root = mount_learner_image(job, spec.image)
+    if image_root is not None:  # where the learner pods show the image's files, for the harness
+        runtime_env["env_vars"][IMAGE_ROOT_VAR] = image_root
+        body["runtimeEnvYAML"] = yaml.safe_dump(runtime_env, sort_keys=True)
     return job
 
 
@@ -133,14 +139,15 @@ def _label(pod: dict[str, Any], labels: dict[str, str], role: str) -> None:
 def _learner_container(
     pod: dict[str, Any], spec: LaunchSpec, settings: CoordinatorSettings, gpu: dict[str, Any]
 ) -> None:
-    """The learner's image and resources; a GPU learner is scheduled where GPUs are."""
+    """The learner pod's image (the service's worker image, never a learner's) and resources;
+    a GPU learner is scheduled where GPUs are."""
     res = spec.resources
     container = pod["spec"]["containers"][0]
     amounts: dict[str, Any] = {"cpu": f"{int(res.cpus * 1000)}m", "memory": f"{res.memory_mb}Mi"}
     if res.gpus:
         amounts["nvidia.com/gpu"] = res.gpus
     container["resources"] = {"requests": dict(amounts), "limits": dict(amounts)}
-    container["image"] = spec.image or (gpu.get("image") if res.gpus else None) or settings.kuberay_worker_image
+    container["image"] = (gpu.get("image") if res.gpus else None) or settings.kuberay_worker_image
     if res.gpus:
         for key in ("nodeSelector", "tolerations"):
             pod["spec"].pop(key, None)

@@ -18,6 +18,7 @@ import yaml
 
 from services.coordinator.backends.base import JobState, LaunchSpec
 from services.coordinator.backends.kuberay import KubeRayBackend
+from services.coordinator.backends.kuberay_images import IMAGE_VOLUME
 from services.coordinator.backends.kuberay_template import (
     DASHBOARD_PORT,
     HARNESS_SECRETS_DIR,
@@ -35,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_FILE = ROOT.parent / "shared" / "schemas" / "kuberay" / "ray.io_rayjobs.yaml"
 EXAMPLE = ROOT / "k8s" / "rayjob-example.yaml"
 POLICIES = ROOT / "k8s" / "kuberay-networkpolicies.yaml"
+IMAGE_ROOT = "/var/lib/nevis/learner-image"
 DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
@@ -88,18 +90,25 @@ def test_rendered_rayjobs_validate_against_the_crd_schema(schema, validator, tmp
     pods = [job["rayClusterSpec"]["headGroupSpec"]["template"]] + [
         g["template"] for g in job["rayClusterSpec"]["workerGroupSpecs"]
     ]
-    # The head (the harness, with the credentials) runs the service's image; learners' only workers.
+    # Both run the service's images; a learner image is only a read-only image volume of the workers.
     head_pod, worker_pod = pods
     head, worker = head_pod["spec"]["containers"][0], worker_pod["spec"]["containers"][0]
     assert head["image"] == settings.kuberay_harness_image
-    assert worker["image"] == (spec.image or settings.kuberay_worker_image)
+    assert worker["image"] == settings.kuberay_worker_image
     assert worker["resources"]["limits"].get("nvidia.com/gpu", 0) == spec.resources.gpus
     # The credentials reach the head pod only, as files of a Secret the runtime env points to.
     assert head_pod["spec"]["volumes"] == [
         {"name": "nevis-secrets", "secret": {"secretName": settings.kuberay_secret_name, "defaultMode": 0o440}}
     ]
     assert head["volumeMounts"][0]["mountPath"] == HARNESS_SECRETS_DIR
-    assert "volumes" not in worker_pod["spec"] and "envFrom" not in worker and "volumeMounts" not in worker
+    assert "envFrom" not in worker
+    if spec.image is None:
+        assert "volumes" not in worker_pod["spec"] and "volumeMounts" not in worker
+    else:
+        assert worker_pod["spec"]["volumes"] == [
+            {"name": IMAGE_VOLUME, "image": {"reference": spec.image, "pullPolicy": "IfNotPresent"}}
+        ]
+        assert worker["volumeMounts"] == [{"name": IMAGE_VOLUME, "mountPath": IMAGE_ROOT, "readOnly": True}]
     assert worker["env"] == [{"name": "NEVIS_SANDBOX", "value": "bwrap"}]
     for pod in pods:
         assert pod["spec"]["automountServiceAccountToken"] is False
@@ -113,6 +122,7 @@ def test_rendered_rayjobs_validate_against_the_crd_schema(schema, validator, tmp
         "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1",
         "NEVIS_RAY_ADDRESS": "",
         "NEVIS_SECRETS_PATH": HARNESS_SECRETS_DIR,
+        **({"NEVIS_IMAGE_ROOT": IMAGE_ROOT} if spec.image else {}),
     }
 
 
@@ -139,7 +149,7 @@ def test_the_checked_in_example_is_what_the_renderer_makes(schema, validator, tm
         attempt=1,
         learner_name="my-learner",
         entrypoint="my_pkg.learner:make",
-        image="ghcr.io/example/my-learner:1.0",
+        image=f"ghcr.io/example/my-learner@sha256:{'ab' * 32}",
         resources=ResourceRequest(cpus=4, gpus=1, memory_mb=16384),
         nonce="a1b2c3",
     )
