@@ -26,7 +26,8 @@ from sqlalchemy.pool import NullPool
 
 from services.core.profiles import cflop_to_reference_profile, error_profile
 from services.store.db import make_engine, session_factory, transaction, upgrade
-from services.store.runs.leaderboard import front_points, leaderboard
+from services.store.runs.board_front import front_points
+from services.store.runs.leaderboard import leaderboard
 from services.store.runs.profiles import performance_profiles, profile_scores, task_matrix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: its tests' seeding

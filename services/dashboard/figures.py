@@ -9,7 +9,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from services.store.runs.leaderboard import FrontPoint
+from services.store.runs.board_front import FrontPoint
 
 _LAYOUT = {
     "margin": {"l": 60, "r": 20, "t": 40, "b": 50},

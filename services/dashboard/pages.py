@@ -56,8 +56,10 @@ from services.dashboard.transfer_views import transfer_view
 from services.dashboard.uncertainty_views import interval_of, paired_view
 from services.dashboard.views import TASK_COLUMNS, CompareView, compare_view, submission_tasks, submission_view, to_csv
 from services.store.probes.report import load_probe_report
+from services.store.runs.board_front import front_points, rulesets_of
+from services.store.runs.board_query import RANKED_PHASE, CodeFilter
 from services.store.runs.board_uncertainty import board_uncertainty
-from services.store.runs.leaderboard import RANKED_PHASE, SORT_KEYS, CodeFilter, front_points, leaderboard, rulesets_of
+from services.store.runs.leaderboard import SORT_KEYS, leaderboard
 from services.store.runs.logs import LogEntry
 from services.store.runs.profiles import kept_profiles, performance_profiles
 from services.store.runs.transfer import transfer_report

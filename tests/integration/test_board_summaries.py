@@ -17,8 +17,9 @@ from services.store.db.models import Learner, StreamTask, StreamVersion, Submiss
 from services.store.db.models_scores import LearnerSeeds, SubmissionInterval, SubmissionProfile, SubmissionScore
 from services.store.objects import LocalObjectStore
 from services.store.runs import records
+from services.store.runs.board_front import front_points
 from services.store.runs.board_uncertainty import board_uncertainty
-from services.store.runs.leaderboard import front_points, leaderboard
+from services.store.runs.leaderboard import leaderboard
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome
 from services.store.runs.predictions import committed_attempts, predictions_key
 from services.store.runs.profiles import BEST_CURVES, kept_profiles, profiles_of

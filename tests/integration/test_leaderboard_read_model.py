@@ -13,7 +13,8 @@ from sqlalchemy import select
 from services.core.metrics import pareto_front, regret_curve
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models import StreamTask, TaskResult
-from services.store.runs.leaderboard import front_points, leaderboard, stream_versions
+from services.store.runs.board_front import front_points, stream_versions
+from services.store.runs.leaderboard import leaderboard
 from tests.support.synthetic_results import seed_results
 
 

@@ -37,8 +37,9 @@ from services.core.profiles import TAU_MAX
 from services.core.uncertainty import ErrorInterval
 from services.store.db.models import StreamTask, StreamVersion, Submission, TaskResult, TaskRun
 from services.store.db.models_scores import LearnerSeeds, SubmissionInterval, SubmissionProfile, SubmissionScore
+from services.store.runs.board_front import front_points
+from services.store.runs.board_query import RANKED_PHASE
 from services.store.runs.interval_cache import as_document
-from services.store.runs.leaderboard import RANKED_PHASE, front_points
 from services.store.runs.profiles import BEST_CURVES, profiles_of
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from services.store.db.models import Dataset, Event, Learner, StreamTask, Submission, TaskResult
 from services.store.db.models_coordinator import ScheduledSubmission, User
-from services.store.runs.leaderboard import is_baseline
+from services.store.runs.board_query import is_baseline
 
 INDEP_NAME = "indep"
 """The built-in independent baseline's registry name (and its variants' prefix, e.g.

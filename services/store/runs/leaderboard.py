@@ -1,18 +1,19 @@
 """The leaderboard's read model: submissions of one stream version ranked by E, in SQL.
 
-One query per page over one row per submission: each submission's aggregate is kept in
-``submission_scores`` as its results commit (:mod:`services.store.runs.scores`), so a first
-read after a commit scans no results. E (mean error over the phase's committed headline tasks), cFLOP (FLOPs
-of every committed task) and cFLOP (paper) (their trials' training updates, as NEVIS'22 counts;
-NULL when a task was stored before FLOPs were split by purpose), the cFLOP of the run that made
-a self-pretrained checkpoint (``pt_self``; shown beside, never added to cFLOP nor the front), the harness-measured CPU seconds beside it, whether any of cFLOP is
-the harness's CPU-time floor, and progress are aggregated by the database and paginated there,
-so a page reads only the rows it shows. The Pareto front (METRICS.md §1) needs every
-finished submission's two numbers, read by :func:`front_points` (two floats a row).
+One query per page over one row per submission (:func:`services.store.runs.board_query.ranked_query`):
+each submission's aggregate is kept in ``submission_scores`` as its results commit
+(:mod:`services.store.runs.scores`), so a first read after a commit scans no results. E (mean error
+over the phase's committed headline tasks), cFLOP (FLOPs of every committed task) and cFLOP (paper)
+(their trials' training updates, as NEVIS'22 counts; NULL when a task was stored before FLOPs were
+split by purpose), the cFLOP of the run that made a self-pretrained checkpoint (``pt_self``; shown
+beside, never added to cFLOP nor the front), the harness-measured CPU seconds beside it, whether any
+of cFLOP is the harness's CPU-time floor, and progress are aggregated by the database and paginated
+there, so a page reads only the rows it shows. The front, the pickers and the kept seeds are read by
+:mod:`services.store.runs.board_front`.
 
 Every read takes the :class:`~services.store.runs.visibility.Viewer` it answers (default:
 anonymous): private submissions it may not read are left out before ranking, so ranks,
-totals, the seeds' spread and the front are those of the rows that viewer sees.
+totals and the seeds' spread are those of the rows that viewer sees.
 
 Beside those, each row carries its performance-profile scores (given by the caller, computed
 over every finished submission by :func:`services.store.runs.profiles.profile_scores`; a page
@@ -20,10 +21,6 @@ sorted by them is ordered in Python over the filtered rows' ids, then read as on
 whether its learner's code is public: a built-in baseline's is (this repository), any other's
 only when its submitter gave ``code_url``. ``code="public"`` keeps only those rows (an operator
 may make it the default ranking, ``NEVIS_LEADERBOARD_CODE``: docs/isolation.md, "Public data").
-
-Only meta-test submissions are ranked (:data:`RANKED_PHASE`, issue 9 "meta-test hygiene"):
-meta-train runs are development runs, tuned freely, and ranking them would make a
-leaderboard of tuning; there is no parameter to rank another phase.
 """
 
 from __future__ import annotations
@@ -35,34 +32,29 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Select, case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
-from services.core.metric_specs import metric_spec
-from services.core.metrics import pareto_front
 from services.core.seed_groups import SeedGroup, seed_group
-from services.store.db.models import Learner, StreamTask, StreamVersion, Submission
-from services.store.db.models_coordinator import ScheduledSubmission, User
-from services.store.db.models_scores import LearnerSeeds, SubmissionProfile, SubmissionScore
-from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
+from services.store.db.models import Learner, StreamVersion, Submission
+from services.store.db.models_scores import SubmissionProfile, SubmissionScore
+from services.store.runs.board_query import (
+    RANKED_PHASE,
+    CodeFilter,
+    best_first,
+    board_filters,
+    headline_tasks,
+    ranked_query,
+    version_id,
+)
+from services.store.runs.visibility import ANONYMOUS, Viewer
 
-CodeFilter = Literal["any", "public"]
-"""Which rows a board ranks by where their code is: all of them, or only those whose code is public."""
-CODE_FILTERS: tuple[str, ...] = ("any", "public")
 SortKey = Literal["rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks"]
 SORT_KEYS: tuple[str, ...] = ("rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks")
 ProfileScores = Mapping[int, tuple[float, float | None]]
 """Submission id → (error-profile score, cFLOP-profile score or None), finished submissions only."""
-RANKED_PHASE = "meta_test"
-"""The one phase leaderboards and fronts rank."""
 # The sort keys that are metrics: their best-first order is their spec's direction.
 _SORT_METRICS: Mapping[str, str] = {"rank": "E", "E": "E", "cflop": "cFLOP", "cflop_paper": "cFLOP"}
-
-
-def is_baseline(entrypoint: Any) -> Any:
-    """SQL: built-in learners (``indep``, ...; stored by their registry name, no
-    ``module:factory`` colon) are the baselines."""
-    return ~entrypoint.contains(":", autoescape=True)
 
 
 @dataclass(frozen=True)
@@ -112,29 +104,6 @@ class LeaderboardPage:
     offset: int
 
 
-@dataclass(frozen=True)
-class FrontPoint:
-    submission_id: int
-    learner: str
-    baseline: bool
-    mean_error: float
-    cflop: float
-    on_front: bool
-
-
-def stream_versions(session: Session, viewer: Viewer = ANONYMOUS) -> list[tuple[str, str]]:
-    """(name, version) of every stream version that has submissions ``viewer`` may read,
-    newest first."""
-    rows = session.execute(
-        select(StreamVersion.name, StreamVersion.version, func.max(Submission.created_at))
-        .join(Submission, Submission.stream_version_id == StreamVersion.id)
-        .where(visible_to(viewer))
-        .group_by(StreamVersion.name, StreamVersion.version)
-        .order_by(func.max(Submission.created_at).desc())
-    ).all()
-    return [(name, version) for name, version, _ in rows]
-
-
 def leaderboard(
     session: Session,
     *,
@@ -162,8 +131,8 @@ def leaderboard(
     if kept:
         profiles = _kept_scores(session, stream, version) if sort == "profile" else None
     profiles = profiles or {}
-    headline = _headline_tasks(stream, version)
-    filters = _filters(
+    headline = headline_tasks(stream, version)
+    filters = board_filters(
         stream=stream,
         version=version,
         learner_prefix=learner_prefix,
@@ -173,7 +142,7 @@ def leaderboard(
         ruleset=ruleset,
         code=code,
     )
-    base = _ranked(filters, headline).subquery()
+    base = ranked_query(filters, headline).subquery()
     if sort == "profile":
         rows, total = _by_profile(session, base, profiles, descending=descending, limit=limit, offset=offset)
     else:
@@ -187,12 +156,12 @@ def leaderboard(
             "tasks": base.c.tasks_done,
         }[sort]
         if sort in _SORT_METRICS and sort != "rank":  # best first; descending: worst first
-            order = _best_first(column, _SORT_METRICS[sort], worst_first=descending)
+            order = best_first(column, _SORT_METRICS[sort], worst_first=descending)
         else:  # the rank is best first already
             order = column.desc() if descending else column.asc()
         keys = [column.is_(None), order]  # unranked rows last
         if sort == "rank":
-            keys.append(_best_first(base.c.cflop, "cFLOP"))  # equal E: the better cFLOP first
+            keys.append(best_first(base.c.cflop, "cFLOP"))  # equal E: the better cFLOP first
         rows = session.execute(
             select(base, func.count().over().label("total_rows"))  # the total in the same scan
             .order_by(*keys, base.c.submission_id)
@@ -250,7 +219,7 @@ def _kept_scores(session: Session, stream: str, version: str, ids: list[int] | N
     query = (
         select(SubmissionProfile.submission_id, SubmissionProfile.error_score, SubmissionProfile.cflop_score)
         .join(Submission, Submission.id == SubmissionProfile.submission_id)
-        .where(Submission.stream_version_id == _version_id(stream, version))
+        .where(Submission.stream_version_id == version_id(stream, version))
     )
     if ids is not None:
         query = query.where(SubmissionProfile.submission_id.in_(ids))
@@ -318,195 +287,4 @@ def _spread_by_group(
     }
 
 
-def kept_seeds(
-    session: Session, *, stream_version_id: Any, learners: set[str], since: datetime | None = None
-) -> dict[str, list[float]]:
-    """Learner name → E of its finished public runs on the version (``stream_version_id``: an id
-    or a scalar subquery; ``since``: only those created since then), as the commits kept them
-    (:func:`services.store.runs.board_summaries.keep_seeds`)."""
-    if not learners:
-        return {}
-    found = {}
-    for name, errors, created in session.execute(
-        select(Learner.name, LearnerSeeds.errors, LearnerSeeds.created)
-        .join(Learner, Learner.id == LearnerSeeds.learner_id)
-        .where(LearnerSeeds.stream_version_id == stream_version_id, Learner.name.in_(learners))
-    ):
-        values = [
-            float(e)
-            for e, c in zip(errors, created, strict=True)
-            if since is None or datetime.fromisoformat(c) >= since
-        ]
-        if values:
-            found[name] = values
-    return found
-
-
-def front_points(
-    session: Session,
-    *,
-    stream: str,
-    version: str,
-    learner_prefix: str | None = None,
-    since: datetime | None = None,
-    viewer: Viewer = ANONYMOUS,
-    ruleset: str | None = None,
-    code: CodeFilter = "any",
-) -> list[FrontPoint]:
-    """Every finished meta-test submission ``viewer`` may read (all headline tasks scored; of
-    ``ruleset`` only, if given) as a (cFLOP, E) point, with whether it is on the Pareto front
-    of those points."""
-    base = _ranked(
-        _filters(
-            stream=stream,
-            version=version,
-            learner_prefix=learner_prefix,
-            since=since,
-            baselines=None,
-            viewer=viewer,
-            ruleset=ruleset,
-            code=code,
-        ),
-        _headline_tasks(stream, version),
-    ).subquery()
-    rows = session.execute(
-        select(base.c.submission_id, base.c.learner, base.c.baseline, base.c.mean_error, base.c.cflop)
-        .where(base.c.headline_done == base.c.headline_tasks, base.c.headline_tasks > 0)
-        .order_by(base.c.submission_id)
-    ).all()
-    flags = pareto_front([(float(r.cflop), float(r.mean_error)) for r in rows])
-    return [
-        FrontPoint(r.submission_id, r.learner, bool(r.baseline), float(r.mean_error), float(r.cflop), flag)
-        for r, flag in zip(rows, flags, strict=True)
-    ]
-
-
-def _headline_tasks(stream: str, version: str) -> Any:
-    """SQL: the ranked phase's tasks in this stream version (what a finished run has scored),
-    an uncorrelated scalar subquery the database evaluates once, not per row."""
-    return (
-        select(func.count(StreamTask.id))
-        .join(StreamVersion, StreamVersion.id == StreamTask.stream_version_id)
-        .where(StreamVersion.name == stream, StreamVersion.version == version, StreamTask.phase == RANKED_PHASE)
-        .scalar_subquery()
-    )
-
-
-def _version_id(stream: str, version: str) -> Any:
-    """SQL: the stream version's id, a scalar subquery."""
-    return (
-        select(StreamVersion.id).where(StreamVersion.name == stream, StreamVersion.version == version).scalar_subquery()
-    )
-
-
-def rulesets_of(session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS) -> list[str]:
-    """The rulesets of the meta-test submissions ``viewer`` may read on ``stream``/``version``
-    (each has its own board), ``open`` first, then by name."""
-    found = session.scalars(
-        select(Submission.ruleset)
-        .distinct()
-        .join(Learner, Learner.id == Submission.learner_id)
-        .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
-        .where(
-            *_filters(stream=stream, version=version, learner_prefix=None, since=None, baselines=None, viewer=viewer)
-        )
-    )
-    return sorted(set(found), key=lambda name: (name != "open", name))
-
-
-def _filters(
-    *,
-    stream: str,
-    version: str,
-    learner_prefix: str | None,
-    since: datetime | None,
-    baselines: bool | None,
-    viewer: Viewer,
-    ruleset: str | None = None,
-    code: CodeFilter = "any",
-) -> list[Any]:
-    """The board's rows: WHERE clauses on submissions joined with their learner and stream version."""
-    filters = [
-        StreamVersion.name == stream,
-        StreamVersion.version == version,
-        Submission.phase == RANKED_PHASE,
-        visible_to(viewer),
-    ]
-    if ruleset is not None:
-        filters.append(Submission.ruleset == ruleset)
-    if learner_prefix:
-        filters.append(Learner.name.startswith(learner_prefix, autoescape=True))
-    if since is not None:
-        filters.append(Submission.created_at >= since)
-    if baselines is not None:
-        filters.append(is_baseline(Learner.entrypoint) if baselines else ~is_baseline(Learner.entrypoint))
-    if code == "public":  # as a row's code_public says: a baseline, or a code_url given
-        filters.append(is_baseline(Learner.entrypoint) | Submission.code_url.is_not(None))
-    return filters
-
-
-def _best_first(column: Any, metric: str, *, worst_first: bool = False) -> Any:
-    """SQL: ``column`` ordered best first by ``metric``'s spec (its direction), or worst first."""
-    return column.desc() if metric_spec(metric).higher_is_better != worst_first else column.asc()
-
-
-def _ranked(filters: list[Any], headline: Any) -> Select:
-    scored = SubmissionScore  # the aggregate of each submission's results, kept as they commit
-    baseline = is_baseline(Learner.entrypoint)
-    return (
-        select(
-            Submission.id.label("submission_id"),
-            Learner.name.label("learner"),
-            User.name.label("owner"),
-            baseline.label("baseline"),
-            Submission.phase.label("phase"),
-            Submission.status.label("status"),
-            scored.mean_error,
-            func.coalesce(scored.cflop, 0.0).label("cflop"),
-            scored.cpu_seconds,
-            (func.coalesce(scored.floored_tasks, 0) > 0).label("flops_floored"),
-            scored.cflop_paper,
-            func.coalesce(scored.tasks_done, 0).label("tasks_done"),
-            func.coalesce(scored.headline_done, 0).label("headline_done"),
-            headline.label("headline_tasks"),  # one count, not a join of the tasks per row
-            Submission.created_at.label("created_at"),
-            Submission.finished_at.label("finished_at"),
-            Submission.visibility.label("visibility"),
-            Submission.cflop_pretraining.label("cflop_pretraining"),
-            Submission.code_url.label("code_url"),
-            Submission.ruleset.label("ruleset"),
-            (func.coalesce(scored.inconsistent_tasks, 0) > 0).label("inconsistent"),
-            case(
-                (
-                    scored.mean_error.is_not(None),
-                    func.rank().over(order_by=(scored.mean_error.is_(None), _best_first(scored.mean_error, "E"))),
-                ),
-                else_=None,
-            ).label("rank"),
-        )
-        .join(Learner, Learner.id == Submission.learner_id)
-        .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
-        .outerjoin(scored, scored.submission_id == Submission.id)
-        .outerjoin(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
-        .outerjoin(User, User.id == ScheduledSubmission.user_id)
-        .where(*filters)
-    )
-
-
-__all__ = [
-    "CODE_FILTERS",
-    "RANKED_PHASE",
-    "SORT_KEYS",
-    "CodeFilter",
-    "FrontPoint",
-    "LeaderboardPage",
-    "LeaderboardRow",
-    "ProfileScores",
-    "SortKey",
-    "front_points",
-    "is_baseline",
-    "kept_seeds",
-    "leaderboard",
-    "rulesets_of",
-    "stream_versions",
-]
+__all__ = ["SORT_KEYS", "LeaderboardPage", "LeaderboardRow", "ProfileScores", "SortKey", "leaderboard"]

@@ -31,8 +31,10 @@ from sqlalchemy.orm import Session
 from services.core.profiles import TAU_MAX, Profile, cflop_to_reference_profile, error_profile
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult
 from services.store.db.models_scores import SubmissionProfile
+from services.store.runs.board_front import FrontPoint, front_points
+from services.store.runs.board_query import RANKED_PHASE
 from services.store.runs.details import INDEP_NAME
-from services.store.runs.leaderboard import RANKED_PHASE, FrontPoint, ProfileScores, front_points
+from services.store.runs.leaderboard import ProfileScores
 from services.store.runs.visibility import ANONYMOUS, Viewer
 
 REFERENCE_ENTRYPOINTS = (INDEP_NAME, "indep_resnet34")

@@ -35,8 +35,8 @@ from services.core.transfer import (
 )
 from services.store.db.models import Dataset, Learner, StreamTask, Submission, TaskResult
 from services.store.objects import ObjectStore
+from services.store.runs.board_query import is_baseline
 from services.store.runs.details import INDEP_NAME
-from services.store.runs.leaderboard import is_baseline
 from services.store.runs.records import last_state_key
 from services.store.runs.summary import RunSummary, load_summary
 

@@ -24,7 +24,7 @@ from services.core.config import Settings
 from services.dashboard.pages import cpu_seconds_text
 from services.dashboard.server import create_server_app
 from services.store.db import make_engine, session_factory, upgrade
-from services.store.runs.leaderboard import front_points
+from services.store.runs.board_front import front_points
 from services.store.runs.summary import load_summary
 from tests.support.browser import headless_chromium, served
 from workers.trainer.run_plan import RunRequest

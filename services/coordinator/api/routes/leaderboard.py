@@ -30,17 +30,10 @@ from services.coordinator.crud import users as crud_users
 from services.core.errors import UnknownNameError
 from services.core.rulesets import DEFAULT_RULESET
 from services.core.rulesets import ruleset as ruleset_named
+from services.store.runs.board_front import FrontPoint, front_points, rulesets_of, stream_versions
+from services.store.runs.board_query import RANKED_PHASE, CodeFilter
 from services.store.runs.board_uncertainty import board_uncertainty
-from services.store.runs.leaderboard import (
-    RANKED_PHASE,
-    CodeFilter,
-    FrontPoint,
-    LeaderboardRow,
-    front_points,
-    leaderboard,
-    rulesets_of,
-    stream_versions,
-)
+from services.store.runs.leaderboard import LeaderboardRow, leaderboard
 from services.store.runs.profiles import ProfileSet, performance_profiles, profile_scores
 from services.store.runs.visibility import ANONYMOUS, Viewer, effective_viewer
 
