@@ -292,7 +292,14 @@ class Event(Base):
 
 
 # Tables of later parts live in their own modules; importing them registers them here.
-from services.store.db import models_coordinator, models_probe, models_refresh, models_scores, models_secrets  # noqa: E402,F401
+from services.store.db import (  # noqa: E402,F401
+    models_coordinator,
+    models_probe,
+    models_refresh,
+    models_scores,
+    models_secrets,
+    models_verify,
+)
 
 __all__ = [
     "ACTIVE_TASK_RUN_STATUSES",
