@@ -19,13 +19,17 @@ from workers.stream.manifest import TaskSpec
 from workers.stream.shards import DatasetIndex, read_shard
 from workers.stream.task_data import load_task_data
 from workers.trainer.early_stopping import StoppingRule, SuccessiveHalving
+from workers.trainer.storage_quota import StorageQuota
 from workers.trainer.task_budget import TaskCharge
 
 
 class TaskHarness:
     """Storage gateway of one run (a Ray actor), pointed at one task attempt at a time."""
 
-    def __init__(self, *, store_url: str, s3_endpoint_url: str | None, image_size: int) -> None:
+    def __init__(
+        self, *, store_url: str, s3_endpoint_url: str | None, image_size: int, storage_quota_bytes: int | None = None
+    ) -> None:
+        """``storage_quota_bytes``: what one submission may store (``NEVIS_SUBMISSION_STORAGE_MB``)."""
         load_secrets_path()  # the store's keys, when they came as a path (remote backends)
         self._store = open_store(store_url, s3_endpoint_url=s3_endpoint_url)
         self._image_size = image_size
@@ -40,6 +44,7 @@ class TaskHarness:
         self._spent: dict[int, dict[int, tuple[int, int]]] = {}
         self._streamed: DatasetIndex | None = None
         self._charge: TaskCharge | None = None
+        self._quota = StorageQuota(storage_quota_bytes)
 
     def begin_task(
         self,
@@ -64,6 +69,7 @@ class TaskHarness:
         self._pretrained = pretrained_key
         self._halving = SuccessiveHalving(stopping.rungs, stopping.eta) if stopping and stopping.rungs else None
         self._prefix = key_prefix.rstrip("/") + "/"
+        self._quota.begin(self._store, key_prefix)
         self._results.clear()
         self._streamed = streamed
         self._charge = TaskCharge(float(flop_cap)) if flop_cap is not None else None
@@ -125,9 +131,11 @@ class TaskHarness:
             self._charge.settle(trial_index, flops)
 
     def put(self, key: str, data: bytes) -> dict[str, Any]:
-        """Store bytes under this attempt's prefix; returns key, size and sha256."""
+        """Store bytes under this attempt's prefix, within the submission's storage quota
+        (:class:`~workers.trainer.storage_quota.StorageQuotaError` otherwise); returns key, size and sha256."""
         if not key.startswith(self._prefix):
             raise NevisError(f"Key {key!r} is outside this task attempt ({self._prefix}).")
+        self._quota.charge(key, len(data))
         info = self._store.put_bytes(key, data)
         return {"key": info.key, "size": info.size, "sha256": info.sha256}
 

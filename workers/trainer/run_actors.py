@@ -77,7 +77,10 @@ class RunActors:
                 ray.remote(TaskHarness)
                 .options(num_cpus=0, runtime_env={"env_vars": storage_env()}, scheduling_strategy=here)
                 .remote(
-                    store_url=self.settings.store_url, s3_endpoint_url=self.settings.s3_endpoint_url, image_size=size
+                    store_url=self.settings.store_url,
+                    s3_endpoint_url=self.settings.s3_endpoint_url,
+                    image_size=size,
+                    storage_quota_bytes=self.settings.submission_storage_mb << 20,
                 )
             )
             self._harness_size = size
