@@ -1,6 +1,7 @@
 """The learner host: the process that imports and calls learner code, run inside the sandbox.
 
-Started as ``python -m workers.sandbox.host`` by :class:`~workers.sandbox.client.LearnerHost`.
+Started (:mod:`workers.sandbox.host_boot`, then :mod:`workers.sandbox.host_start`) by
+:class:`~workers.sandbox.client.LearnerHost`.
 It reads frames (:mod:`workers.sandbox.wire`) from the pipe it was given, loads the learner
 named in the first one, and answers one request at a time: ``describe``, ``prepare_task``
 (a learner's work shared by a task's trials, once per task), ``trial``, ``predict``,
@@ -25,45 +26,34 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 import threading
 import time
 import traceback
-from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, BinaryIO
 
-import numpy as np
-
-from services.core.errors import CausalityError, LearnerError, UnknownNameError
+from services.core.errors import CausalityError, LearnerError
 from workers.learners.protocol import MAX_PREPARED_BYTES, LabelledData, Learner
 from workers.sandbox import wire
 from workers.sandbox.context import FLOP_REPORT_INTERVAL_S, LocalTrialContext, TrialStopped
 from workers.sandbox.declaration import LearnerDeclaration, info_from_json
 from workers.sandbox.dev_scoring import DevScoring
-from workers.sandbox.fresh import fresh_predictor
+from workers.sandbox.host_probe import ProbeCalls
 from workers.sandbox.host_stream import WireShards
 from workers.sandbox.host_values import blob, flops, numeric, peak_memory
-from workers.sandbox.joint_pass import features_and_scores
 from workers.sandbox.ops import SERVED, HostOp, Op, Reply, frame, op_of
 from workers.sandbox.proxy_views import proxy_features, proxy_images
 from workers.sandbox.rank_group import join_group
-from workers.sandbox.views import augment_views
 from workers.stream.task_view import CausalTaskView
 
-MAX_PREDICTORS = 2  # loaded predictors kept for features calls (a probe job needs one)
 
-
-class Host:
-    """One learner, served over one pair of pipes."""
+class Host(ProbeCalls):
+    """One learner, served over one pair of pipes (the probe pool's calls: :class:`ProbeCalls`)."""
 
     def __init__(self, learner: Learner, proto_in: BinaryIO, proto_out: BinaryIO, *, device: str) -> None:
+        super().__init__()
         self.learner, self.proto_in, self.proto_out, self.device = learner, proto_in, proto_out, device
         self._data: tuple[str, LabelledData | WireShards, LabelledData] | None = None
         self._wire = threading.RLock()  # a streamed split's reader threads ask for shards too
-        self._predictors: OrderedDict[int, Any] = OrderedDict()
-        self._next_handle = 1
         # A rank of a multi-worker trial: its place in the group (workers/sandbox/rank_net.py).
         self.rank, self.world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
@@ -71,7 +61,7 @@ class Host:
 
     def serve(self) -> None:
         while True:
-            header, parts = _receive(self.proto_in)
+            header, parts = harness_frame(self.proto_in)
             op = op_of(header)
             if op == Op.BYE:
                 return
@@ -200,68 +190,6 @@ class Host:
             scores = numeric(self.learner.predict(model, parts[1], ctx), "predict()")
         return flops(ctx), [scores]
 
-    # The probe pool's calls: a predictor loaded once, then features / predictions / views of
-    # it. Each is metered like a prediction job; the probe pool keeps the figures apart.
-
-    def _op_load_predictor(self, header: dict, parts: list) -> tuple[dict, list]:
-        info = info_from_json(header["info"])
-        handle, self._next_handle = self._next_handle, self._next_handle + 1
-        with self._metered(header) as ctx:
-            self._predictors[handle] = self.learner.load_predictor(blob(parts[0], "predictor"), info, ctx)
-        while len(self._predictors) > MAX_PREDICTORS:
-            self._predictors.popitem(last=False)
-        return {"handle": handle, **flops(ctx)}, []
-
-    def _op_features(self, header: dict, parts: list) -> tuple[dict, list]:
-        predictor = self._predictor(header)
-        with self._metered(header) as ctx:
-            out = numeric(self.learner.features(predictor, parts[0], ctx), "features()")
-        return flops(ctx), [out]
-
-    def _op_predict_loaded(self, header: dict, parts: list) -> tuple[dict, list]:
-        predictor = self._predictor(header)
-        with self._metered(header) as ctx:
-            out = numeric(self.learner.predict(predictor, parts[0], ctx), "predict()")
-        return flops(ctx), [out]
-
-    def _op_features_and_predict(self, header: dict, parts: list) -> tuple[dict, list]:
-        predictor = self._predictor(header)
-        with self._metered(header) as ctx:
-            features, scores = features_and_scores(self.learner, predictor, parts[0], ctx)
-            out = [numeric(features, "features()"), numeric(scores, "predict()")]
-        return flops(ctx), out
-
-    def _op_augment_views(self, header: dict, parts: list) -> tuple[dict, list]:
-        predictor = self._predictor(header)
-        originals = (parts[1], parts[2]) if len(parts) == 3 else (None, None)  # canvas, extents
-        with self._metered(header) as ctx:  # a learner's own augment_images may run torch modules
-            views, source = augment_views(
-                self.learner,
-                predictor,
-                parts[0],
-                int(header["q"]),
-                seed=int(header["seed"]),
-                originals=originals[0],
-                extents=originals[1],
-            )
-        return {"source": source, **flops(ctx)}, [np.asarray(views, dtype=np.uint8)]
-
-    def _op_fresh_predictor(self, header: dict, parts: list) -> tuple[dict, list]:
-        predictor = self._predictor(header)
-        with self._metered(header) as ctx:  # a learner's own hook may run torch modules
-            fresh, source = fresh_predictor(self.learner, predictor, seed=int(header["seed"]))
-        handle = 0
-        if fresh is not None:
-            handle, self._next_handle = self._next_handle, self._next_handle + 1
-            self._predictors[handle] = fresh
-            while len(self._predictors) > MAX_PREDICTORS:
-                self._predictors.popitem(last=False)
-        return {"handle": handle, "source": source, **flops(ctx)}, []
-
-    def _op_release(self, header: dict, parts: list) -> tuple[dict, list]:
-        self._predictors.pop(int(header["handle"]), None)
-        return {}, []
-
     # --- helpers ----------------------------------------------------------------------------
 
     def _view(self, header: dict, parts: list, prepared: Any) -> tuple[CausalTaskView, LabelledData]:
@@ -299,7 +227,7 @@ class Host:
         """A request to harness code and its answer, one exchange at a time."""
         with self._wire:
             wire.send(self.proto_out, header, parts or [])
-            return _receive(self.proto_in)
+            return harness_frame(self.proto_in)
 
     def _tell(self, header: dict, parts: list | None = None) -> None:
         with self._wire:
@@ -353,77 +281,10 @@ class Host:
     def _checkpoint(self, step: int, data: bytes) -> None:
         self._tell(frame(HostOp.CHECKPOINT, step=int(step)), [blob(data, "save_predictor()")])
 
-    def _predictor(self, header: dict) -> Any:
-        handle = int(header["handle"])
-        if handle not in self._predictors:
-            raise LearnerError(f"predictor handle {handle} is not loaded (released or evicted)")
-        self._predictors.move_to_end(handle)
-        return self._predictors[handle]
 
-    @contextmanager
-    def _metered(self, header: dict) -> Iterator[LocalTrialContext]:
-        """A one-call context whose meter watches while learner code runs, then lets go of
-        every module (a predictor kept here must not be charged to a later call's meter
-        unless that call tracks or runs it)."""
-        ctx = LocalTrialContext(
-            seed=int(header.get("seed", 0)), steps=1, save_predictor=self.learner.save_predictor, device=self.device
-        )
-        ctx.meter.watch()
-        try:
-            yield ctx
-        finally:
-            ctx.meter.untrack_all()
-
-
-def _receive(stream: BinaryIO) -> tuple[dict, list]:
+def harness_frame(stream: BinaryIO) -> tuple[dict, list]:
     """A frame from harness code, which is trusted to send a task's splits, however large."""
     return wire.receive(stream, max_part_bytes=wire.HARNESS_PART_BYTES, max_frame_bytes=None)
 
 
-def warm_up() -> None:
-    """Import now what a learner's first call would: an optimiser's first construction, and
-    the FLOP meter's first measured convolution (a prediction's too), import ``torch._dynamo``
-    (1.4–1.8 s on a loaded 2-core machine; 0.75 s of a first evaluation here). An executor's
-    hosts start ahead of their first trial or evaluation, so done here, before ``ready``, it
-    costs no call any time."""
-    import torch  # noqa: PLC0415
-    import torch._dynamo  # noqa: PLC0415
-
-    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)  # its first-call wrappers too
-
-
-def main() -> None:
-    """Take the protocol's pipes, load the learner named by the first frame, serve."""
-    proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
-    proto_out = os.fdopen(os.dup(1), "wb")
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    os.dup2(2, 1)  # the learner's prints go to stderr, never into a frame
-    sys.stdout = sys.stderr
-    hello, _ = _receive(proto_in)
-    try:
-        import torch  # noqa: PLC0415
-
-        from workers.learners.loading import load_learner  # noqa: PLC0415
-
-        torch.set_num_threads(int(hello.get("threads", 1)))
-        learner = load_learner(str(hello["spec"]))
-        if hello.get("warm"):
-            warm_up()
-        wants_gpu = learner.resources().gpus_per_worker > 0
-        device = "cuda:0" if wants_gpu and torch.cuda.is_available() else "cpu"
-    except Exception as exc:  # noqa: BLE001 - reported to the harness, which raises it
-        kind = "UnknownNameError" if isinstance(exc, UnknownNameError) else type(exc).__name__
-        wire.send(
-            proto_out,
-            frame(Reply.ERROR, error=kind, message=str(exc)[:4000], traceback=traceback.format_exc()[-20000:]),
-        )
-        return
-    wire.send(proto_out, frame(Reply.READY, device=device))
-    Host(learner, proto_in, proto_out, device=device).serve()
-
-
-__all__ = ["MAX_PREDICTORS", "Host", "main", "warm_up"]
-
-
-if __name__ == "__main__":
-    main()
+__all__ = ["Host", "harness_frame"]

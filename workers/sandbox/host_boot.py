@@ -28,10 +28,10 @@ def main() -> None:
     # The host's own code first: this installation's packages may come from an import hook
     # that Python asks only after every sys.path entry, so a learner's ``services`` package
     # must not be on the path when they are first imported.
-    from workers.sandbox import host  # noqa: PLC0415
+    from workers.sandbox import host_start  # noqa: PLC0415
 
     sys.path.extend(p for p in learner_paths() if p not in sys.path)
-    host.main()
+    host_start.main()
 
 
 __all__ = ["LEARNER_PATH_VAR", "learner_paths", "main"]
