@@ -10,15 +10,13 @@ from sqlalchemy.exc import IntegrityError
 from services.coordinator.api.deps import CurrentUser, Limit, MetricsDep, Offset, SessionDep, SettingsDep, StoreDep
 from services.coordinator.api.fields import NAME_MAX, NAME_PATTERN, DbCount, DbId
 from services.coordinator.api.routes import problems
-from services.coordinator.api.schemas import (
+from services.coordinator.api.schemas import LearnerRef, Page, StreamRef
+from services.coordinator.api.schemas_submissions import (
     CodeUrlUpdate,
     CurrentTask,
     EventOut,
     EventPage,
-    LearnerRef,
-    Page,
     PinUpdate,
-    StreamRef,
     SubmissionBrief,
     SubmissionCreate,
     SubmissionOut,

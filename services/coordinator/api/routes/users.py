@@ -19,11 +19,7 @@ from services.coordinator.api.deps import AdminUser, CurrentToken, CurrentUser, 
 from services.coordinator.api.fields import NAME_PATTERN, DbId
 from services.coordinator.api.routes import problems
 from services.coordinator.api.schemas import (
-    ConcurrentOut,
     LearnerRef,
-    MetaTestQuotaOut,
-    QuotaOut,
-    QuotaUseOut,
     StreamRef,
     TokenCreate,
     TokenCreated,
@@ -31,6 +27,7 @@ from services.coordinator.api.schemas import (
     UserCreate,
     UserOut,
 )
+from services.coordinator.api.schemas_quota import ConcurrentOut, MetaTestQuotaOut, QuotaOut, QuotaUseOut
 from services.coordinator.common.client_errors import ConflictError
 from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.crud import users as crud
