@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -20,6 +21,7 @@ class OwnedLearner:
     learner: Learner
     owner: User | None
     bundle_size_bytes: int | None
+    image_size_bytes: int | None = None  # what the image unpacked to at registration, if it was read
 
 
 def create_learner(
@@ -33,6 +35,7 @@ def create_learner(
     bundle_key: str | None = None,
     bundle_sha256: str | None = None,
     bundle_size_bytes: int | None = None,
+    image_size_bytes: int | None = None,
 ) -> OwnedLearner:
     """Register a learner; a taken name is a ConflictError naming ``name``."""
     check_name(name)
@@ -51,9 +54,16 @@ def create_learner(
     )
     session.add(learner)
     session.flush()
-    session.add(LearnerOwner(learner_id=learner.id, user_id=owner.id, bundle_size_bytes=bundle_size_bytes))
+    session.add(
+        LearnerOwner(
+            learner_id=learner.id,
+            user_id=owner.id,
+            bundle_size_bytes=bundle_size_bytes,
+            image_size_bytes=image_size_bytes,
+        )
+    )
     session.flush()
-    return OwnedLearner(learner, owner, bundle_size_bytes)
+    return OwnedLearner(learner, owner, bundle_size_bytes, image_size_bytes)
 
 
 def learner_name_taken(session: Session, *, name: str) -> bool:
@@ -70,7 +80,7 @@ def get_learner(session: Session, *, user: User, learner_id: int, field: str = "
     ).first()
     if row is None or (user.role != "admin" and (row[2] is None or row[2].id != user.id)):
         raise NotFoundError(f"No learner with id {learner_id} that you may use.", field=field)
-    return OwnedLearner(row[0], row[2], row[1].bundle_size_bytes if row[1] else None)
+    return _owned(row)
 
 
 def list_learners(session: Session, *, user: User, limit: int, offset: int) -> tuple[list[OwnedLearner], int]:
@@ -84,7 +94,15 @@ def list_learners(session: Session, *, user: User, limit: int, offset: int) -> t
         query = query.where(LearnerOwner.user_id == user.id)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     rows = session.execute(query.order_by(Learner.id.desc()).limit(limit).offset(offset)).all()
-    return [OwnedLearner(r[0], r[2], r[1].bundle_size_bytes if r[1] else None) for r in rows], total
+    return [_owned(r) for r in rows], total
+
+
+def _owned(row: Any) -> OwnedLearner:
+    """An OwnedLearner from a (Learner, LearnerOwner | None, User | None) row."""
+    learner, ownership, owner = row
+    if ownership is None:
+        return OwnedLearner(learner, owner, None)
+    return OwnedLearner(learner, owner, ownership.bundle_size_bytes, ownership.image_size_bytes)
 
 
 __all__ = ["OwnedLearner", "create_learner", "get_learner", "learner_name_taken", "list_learners"]

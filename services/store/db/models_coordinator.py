@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from services.store.db.base import Base, created_column, named_check, one_of, sha256_check
@@ -87,11 +87,14 @@ class LearnerOwner(Base):
     __tablename__ = "learner_owners"
     __table_args__ = (
         named_check("bundle_size_bytes IS NULL OR bundle_size_bytes >= 0", "bundle_size_bytes_non_negative"),
+        named_check("image_size_bytes IS NULL OR image_size_bytes >= 0", "image_size_bytes_non_negative"),
     )
 
     learner_id: Mapped[int] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"), primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="RESTRICT"), index=True)
     bundle_size_bytes: Mapped[int | None] = mapped_column(Integer)
+    # What a registered image unpacked to at registration (NULL: not read there; migration 0026).
+    image_size_bytes: Mapped[int | None] = mapped_column(BigInteger)
 
 
 # The coordinator's view of a submission: owner, back-off and cancellation.

@@ -76,14 +76,15 @@ def create_learner(body: LearnerCreate, user: UploadUser, sessions: SessionsDep,
     # point's module found in it) before the learner is recorded, pinned by that digest; that
     # takes no database lock (SQLite's write lock comes with the writer session's first statement).
     resources = check_resources(body.resources.model_dump())
-    image = body.image
+    image, image_size = body.image, None
     if image is not None:
         check_image_ref(image)
         check_image_policy(image, settings.image_policy)
         check_entrypoint(body.entrypoint)
         with sessions() as session:  # a reader: a taken name costs no unpack
             _check_name_free(session, body.name)
-        image = register_image(image, entrypoint=body.entrypoint, settings=settings).ref
+        registered = register_image(image, entrypoint=body.entrypoint, settings=settings)
+        image, image_size = registered.ref, registered.size_bytes
         check_image_policy(image, settings.image_policy)  # the pinned reference, as tasks run it
     with sessions() as session:
         declare_writer(session)
@@ -91,7 +92,13 @@ def create_learner(body: LearnerCreate, user: UploadUser, sessions: SessionsDep,
         if owner is None:  # deleted meanwhile
             raise AuthenticationError("The API token's user no longer exists.", field="Authorization")
         owned = crud.create_learner(
-            session, owner=owner, name=body.name, entrypoint=body.entrypoint, image=image, resources=resources
+            session,
+            owner=owner,
+            name=body.name,
+            entrypoint=body.entrypoint,
+            image=image,
+            resources=resources,
+            image_size_bytes=image_size,
         )
         session.commit()
         return learner_out(owned)
