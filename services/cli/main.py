@@ -30,6 +30,7 @@ from services.cli import (
     streams_cmd,
     study_cmd,
     uncertainty_cmd,
+    verify_cmd,
 )
 from services.core.errors import NevisError
 
@@ -59,6 +60,11 @@ app.command("run", help="Run a learner over a stream on Ray; prints E and cFLOP.
 app.command("results", help="Print a stored run: per-task errors, E with its 95 % interval, and cFLOP.")(
     run_cmd.results
 )
+app.command(
+    "verify",
+    help="Replay a finished public run with new seeds (--seeds N); it is marked verified when every replay's E "
+    "falls inside its 95 % interval, not reproduced otherwise (docs/rules.md).",
+)(verify_cmd.verify)
 app.command(
     "compare",
     help="Compare two runs (or A1,A2 B1,B2: seeds) on one stream version: per-task Δ and flags, ΔE's 95 % interval, Δ cFLOP.",
