@@ -60,7 +60,7 @@ def _image(rng: np.random.Generator, min_side: int, max_side: int) -> bytes:
 
 def write_dataset(path: Path, n: int, min_side: int, max_side: int, seed: int = 0) -> float:
     """The generated dataset at ``path``; returns its size in MB."""
-    from workers.stream.formats.parquet_writer import ImageRow, write_parquet_dataset
+    from workers.ingest.writers.parquet_writer import ImageRow, write_parquet_dataset
 
     rng = np.random.default_rng(seed)
     rows = (ImageRow(image=_image(rng, min_side, max_side), label=int(rng.integers(CLASSES))) for _ in range(n))

@@ -20,7 +20,7 @@ from services.core.config import get_settings
 from services.core.errors import ConfigError, DataIntegrityError
 
 if TYPE_CHECKING:
-    from workers.stream.readers.reference_tfrecords import ImportOutcome
+    from workers.ingest.readers.reference_tfrecords import ImportOutcome
 
 _COLOURS = {"imported": "green", "present": "dim", "skipped": "yellow", "failed": "red"}
 
@@ -58,7 +58,7 @@ def import_reference(
     force: bool = typer.Option(False, "--force", help="Rewrite datasets that are already in NEVIS_OFFLINE_DATA_DIR."),
 ) -> None:
     """Import datasets the reference implementation prepared (TFRecords of PNGs) as Parquet datasets."""
-    from workers.stream.readers.reference_tfrecords import import_reference as run_import  # noqa: PLC0415
+    from workers.ingest.readers.reference_tfrecords import import_reference as run_import  # noqa: PLC0415
 
     settings = get_settings()
     if settings.offline_data_dir is None:

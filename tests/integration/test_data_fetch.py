@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.range_server import RangeServer
+from workers.ingest.sources.fetch import fetch_sources
+from workers.ingest.sources.verify import STATE_NAME
 from workers.stream.sources.catalogue import Source, SourceFile, load_catalogue
-from workers.stream.sources.fetch import fetch_sources
-from workers.stream.sources.verify import STATE_NAME
 
 ALPHA = bytes(range(256)) * 64  # 16 KiB
 BETA = b"beta file " * 500

@@ -10,10 +10,10 @@ import pytest
 
 from tests.support import moto_s3
 from tests.support.range_server import RangeServer
+from workers.ingest.sources.fetch import fetch_sources
+from workers.ingest.sources.locations import s3_client
+from workers.ingest.sources.mirror import MISSING, THERE, UPLOADED, upload_to_mirror
 from workers.stream.sources.catalogue import Source, SourceFile
-from workers.stream.sources.fetch import fetch_sources
-from workers.stream.sources.locations import s3_client
-from workers.stream.sources.mirror import MISSING, THERE, UPLOADED, upload_to_mirror
 
 s3_endpoint = moto_s3.s3_endpoint  # the local S3 stand-in (fixtures)
 fake_aws_credentials = moto_s3.fake_aws_credentials
@@ -78,7 +78,7 @@ def test_the_mirror_command_uploads_what_this_machine_verified(settings_env, mon
 
     from services.cli.main import app
     from services.core.config import get_settings
-    from workers.stream.sources.verify import FetchState
+    from workers.ingest.sources.verify import FetchState
 
     dest = settings_env / "sources"
     (dest / "mnist").mkdir(parents=True)

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from tests.support.source_fixtures.short_stream import write_short_sources
-from workers.stream.sources.locations import sources_dir
+from workers.ingest.sources.locations import sources_dir
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
+from workers.ingest.readers.base import convert_source
 from workers.stream.adapters import load_dataset
 from workers.stream.adapters.base import AdapterContext, RawDataset
 from workers.stream.manifest_files import load_stream
-from workers.stream.readers.base import convert_source
 from workers.stream.splits import assign_splits
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.source_fixtures.tiny_archives import image_bytes, tar_bytes, write_tar
-from workers.stream.readers.imagenet import validation_synsets
+from workers.ingest.readers.imagenet import validation_synsets
 
 VAL_IMAGES = 4
 

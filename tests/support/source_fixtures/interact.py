@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.source_fixtures.tiny_archives import image_bytes, write_zip
-from workers.stream.readers.interact import PARTS, TRUNCATED
+from workers.ingest.readers.interact import PARTS, TRUNCATED
 
 NAMES = ("person walking", "person sitting", "dog jumping")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.source_fixtures.tiny_archives import image_bytes, write_tar, write_zip
-from workers.stream.readers.class_name_lists import class_names
+from workers.ingest.readers.class_name_lists import class_names
 
 
 def write_food101(folder: Path) -> dict[str, tuple[str, str]]:

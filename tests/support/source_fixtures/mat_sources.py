@@ -8,7 +8,7 @@ import numpy as np
 from scipy.io import savemat
 
 from tests.support.source_fixtures.tiny_archives import image_bytes, write_tar
-from workers.stream.readers.class_name_lists import class_names
+from workers.ingest.readers.class_name_lists import class_names
 
 
 def write_oxford_flowers102(folder: Path) -> dict[str, tuple[str, str]]:

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from workers.ingest.readers.base import convert_source
 from workers.stream.adapters import load_dataset
 from workers.stream.adapters.base import AdapterContext, RawDataset
 from workers.stream.manifest_files import load_stream
-from workers.stream.readers.base import convert_source
 from workers.stream.sources.catalogue import load_catalogue
 from workers.stream.splits import SplitAssignment, assign_splits
 

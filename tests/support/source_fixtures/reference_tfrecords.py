@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from workers.stream.formats.tfrecord import masked_crc32c
+from workers.ingest.readers.tfrecord import masked_crc32c
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.source_fixtures.tiny_archives import image_bytes, write_tar, write_zip
-from workers.stream.readers.sun397 import SKIPPED, tfds_splits
+from workers.ingest.readers.sun397 import SKIPPED, tfds_splits
 
 
 def write_sun397(folder: Path) -> dict[str, tuple[str, str]]:

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from services.cli.main import app
 from services.core.config import get_settings
 from services.store.objects import LocalObjectStore
-from workers.stream.formats.parquet_writer import ImageRow, write_parquet_dataset
+from workers.ingest.writers.parquet_writer import ImageRow, write_parquet_dataset
 from workers.stream.manifest import SPLITS, manifest_to_dict
 from workers.stream.manifest_files import load_stream
 from workers.stream.prepare import prepare_stream

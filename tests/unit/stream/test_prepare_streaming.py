@@ -14,10 +14,10 @@ import pytest
 from PIL import Image
 
 from services.store.objects import LocalObjectStore
+from workers.ingest.writers.parquet_writer import ImageRow, write_parquet_dataset
 from workers.stream.adapters import AdapterContext, get_adapter, split_key
 from workers.stream.build import build_dataset
 from workers.stream.dedup import dedup_splits
-from workers.stream.formats.parquet_writer import ImageRow, write_parquet_dataset
 from workers.stream.images import ORIGINALS_METHOD, RESIZE_METHOD, source_shape_summary, stored_forms
 from workers.stream.manifest import SplitRule
 from workers.stream.manifest_files import load_stream

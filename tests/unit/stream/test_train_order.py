@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from services.store.objects import LocalObjectStore
+from workers.ingest.writers.parquet_writer import ImageRow, write_parquet_dataset
 from workers.stream.adapters import AdapterContext
 from workers.stream.build import build_dataset
-from workers.stream.formats.parquet_writer import ImageRow, write_parquet_dataset
 from workers.stream.manifest import SplitRule
 from workers.stream.manifest_files import load_stream
 from workers.stream.prepare import dataset_rules

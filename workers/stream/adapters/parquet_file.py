@@ -45,7 +45,7 @@ from workers.stream.image_rows import ImageRows, decode_image
 
 HOW_TO_PROVIDE = (
     "put <name>.parquet (a NEVIS image dataset: one row per image, see docs/data-format.md; "
-    "workers.stream.formats.parquet_writer writes one) in NEVIS_OFFLINE_DATA_DIR"
+    "workers.ingest.writers.parquet_writer writes one) in NEVIS_OFFLINE_DATA_DIR"
 )
 
 
