@@ -21,7 +21,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from services.coordinator.common.config import CoordinatorSettings
 from services.core.budget import RunBudget
 from services.core.config import Settings
-from services.dashboard.pages import cpu_seconds_text
+from services.dashboard.page_kit import cpu_seconds_text
 from services.dashboard.server import create_server_app
 from services.store.db import make_engine, session_factory, upgrade
 from services.store.runs.board_front import front_points
