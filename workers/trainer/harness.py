@@ -118,12 +118,12 @@ class TaskHarness:
         """A trial's dev error at a rung; whether it may go on (always, without early stopping)."""
         return True if self._halving is None else self._halving.report(int(trial_index), int(step), float(dev_error))
 
-    def budget_report(self, trial_index: int, flops: int) -> tuple[bool, int]:
-        """A running trial's FLOPs so far: whether it may go on under the task's cap, and the
-        task's running charge (always on, without a cap)."""
+    def budget_report(self, trial_index: int, flops: int, rank: int = 0) -> tuple[bool, int]:
+        """A running trial's FLOPs so far on one of its ranks (0 for one-worker trials): whether
+        it may go on under the task's cap, and the task's running charge (always on, without a cap)."""
         if self._charge is None:
             return True, 0
-        return self._charge.report(trial_index, flops), self._charge.total
+        return self._charge.report(trial_index, flops, rank), self._charge.total
 
     def budget_settle(self, trial_index: int, flops: int) -> None:
         """A trial ended, charged ``flops``: its final charge replaces its interim reports."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from services.core.checkpoint_plan import checkpoint_steps
 from services.core.errors import LearnerError
+from services.core.rulesets import cap_message
 from services.store import key_layout
 from workers.learners.protocol import Resources
 from workers.sandbox.client import LearnerHost
@@ -132,6 +133,7 @@ def _follow(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec, rank:
         nonlocal spent  # the message was read through its declaration, with these limits, by host.call
         if message[OP] == HostOp.FLOPS:
             spent = reported_flops(message, spent)
+            _check_rank_cap(spec, int(config[TRIAL_INDEX]), rank, spent)
             return None
         if message[OP] in (HostOp.CHECKPOINT, HostOp.RUNG):
             raise LearnerError(f"rank {rank} sent a {message[OP]} message: only rank 0 does")
@@ -159,10 +161,30 @@ def _follow(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec, rank:
             "error": f"rank {rank}: {result.get('error') or result['status']}",
             **{k: max(int(spent[k]), int(result.get(k, 0))) for k in FLOP_KEYS},
         }
+    except _CapReached as exc:  # the task's cap, reached with this rank's work: the trial stops
+        outcome = {"status": "stopped", "error": str(exc), **spent}
     except Exception as exc:  # noqa: BLE001 - died, was closed, or broke the protocol
         outcome = {"status": "failed", "error": f"rank {rank}: {type(exc).__name__}: {exc}", **spent}
     _keep_log(host, mark, spec, config, rank)
     return outcome
+
+
+class _CapReached(Exception):
+    """The task's running charge reached its cap on a report of a rank other than 0."""
+
+
+def _check_rank_cap(spec: TrialSpec, index: int, rank: int, spent: Mapping[str, Any]) -> None:
+    """Tell the task's charge what rank ``rank`` spent so far (every rank counts, not rank 0
+    alone); raise :class:`_CapReached` once the task's cap is reached. Rank 0 hears of it at its
+    own next report (the charge it asks about includes this rank's) or when its host is closed."""
+    if spec.rules.task_flop_cap is None:
+        return
+    import ray  # noqa: PLC0415
+
+    counted = int(spent["flops_measured"]) + int(spent["flops_reported"])
+    go_on, total = ray.get(spec.harness.budget_report.remote(index, counted, rank))
+    if not go_on:
+        raise _CapReached(cap_message(spec.rules.ruleset, spec.rules.task_flop_cap, total, started=True))
 
 
 def _keep_log(host: LearnerHost, mark: int, spec: TrialSpec, config: Mapping[str, Any], rank: int) -> None:
@@ -196,6 +218,9 @@ def _combine(results: list[dict[str, Any]]) -> dict[str, Any]:
         "flops_source": "reported" if summed["flops_reported"] else "measured",
         "flops_updates": int(lead.get("flops_updates", 0)) + extra,
     }
+    capped = [r for r in followers if r["status"] == "stopped"]
+    if capped and lead.get("status") != "stopped":  # a rank's work reached the task's cap
+        return {**combined, "status": "stopped", "error": capped[0]["error"], "traceback": ""}
     failed = [r for r in followers if r["status"] != "ok"]
     if lead.get("status") == "ok" and failed:
         return {**combined, "status": "failed", "error": failed[0]["error"], "traceback": ""}

@@ -502,3 +502,23 @@ class HandCountedLinear(NearestMeanLearner):
 
 def hand_counted_linear() -> HandCountedLinear:
     return HandCountedLinear()
+
+
+class RankOneSpends(TwoWorkerLearner):
+    """Two sandboxed ranks where rank 1 does (reports) nearly all the work and rank 0 next to
+    none, slowly: a task cap reached only by rank 1's FLOPs must stop the trial (issue 46)."""
+
+    name = "rank-one-spends"
+
+    def train(self, view, state, config, ctx):
+        import time
+
+        if ctx.rank == 1:
+            ctx.report_flops(10**12)
+            ctx.progress(0, None)  # the first progress() sends the FLOPs so far to the harness
+        time.sleep(8.0)  # rank 0 alone would finish well under the cap after this
+        return super().train(view, state, config, ctx)
+
+
+def rank_one_spends() -> RankOneSpends:
+    return RankOneSpends()
