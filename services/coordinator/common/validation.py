@@ -317,6 +317,11 @@ def parse_rate(text: str) -> list[Any]:
     return items
 
 
+def split_list(value: str) -> list[str]:
+    """The items of a comma-separated setting, stripped, empty ones dropped."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
 def _int_in(value: Any, low: int, high: int, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidInputError(
@@ -343,4 +348,5 @@ __all__ = [
     "check_resources",
     "parse_rate",
     "shown",
+    "split_list",
 ]

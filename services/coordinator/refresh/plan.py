@@ -24,7 +24,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from services.coordinator.common.client_errors import InvalidInputError
-from services.coordinator.common.config import CoordinatorSettings, refresh_budget_of, split_list
+from services.coordinator.common.config import CoordinatorSettings
+from services.coordinator.common.config_refresh import refresh_budget_of
+from services.coordinator.common.validation import split_list
 from services.coordinator.crud.submissions import check_budget
 from services.core import rulesets
 from services.core.budget import RunBudget

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.coordinator.common.config import CoordinatorSettings, split_list
+from services.coordinator.common.config import CoordinatorSettings
+from services.coordinator.common.validation import split_list
 from services.coordinator.refresh.lock import lock_refreshes
 from services.coordinator.refresh.plan import PlannedRun, plan_refresh
 from services.coordinator.refresh.snapshot import settle_refresh

@@ -8,13 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from services.coordinator.common.config import (
-    CoordinatorSettings,
-    get_coordinator_settings,
-    refresh_budget_of,
-    split_list,
-)
+from services.coordinator.common.config import CoordinatorSettings, get_coordinator_settings
+from services.coordinator.common.config_refresh import refresh_budget_of
 from services.coordinator.common.cron import CronSchedule, check_cron
+from services.coordinator.common.validation import split_list
 from services.core.budget import RunBudget
 from services.core.errors import ConfigError
 
