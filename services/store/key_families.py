@@ -79,6 +79,12 @@ def _trial_log_beside(key: str) -> str:
     return kl.trial_log_key(key.rsplit("/", 1)[0])
 
 
+def _predictions_beside(key: str) -> str:
+    """A committed attempt's transfer record lives as long as its predictions (``.../attempt-1/transfer-record.json``
+    → ``.../attempt-1/predictions.npz``)."""
+    return f"{key.rsplit('/', 1)[0]}/{kl.PREDICTIONS_FILE}"
+
+
 _DATASET = re.escape(kl.DATASETS) + r"/[^/]+/[^/]+/\d+px"
 _ATTEMPT = re.escape(kl.RUNS) + r"/\d+/task-\d{3,}/attempt-\d+"
 _TRIAL = _ATTEMPT + r"/trial-\d{3,}"
@@ -187,6 +193,14 @@ FAMILIES: tuple[KeyFamily, ...] = (
         "workers/trainer/stream_runner.py",
         "a committed task's attempt (task_results)",
         committed_predictions_keys,
+    ),
+    KeyFamily(
+        "transfer record",
+        kl.RUNS,
+        _ATTEMPT + "/" + re.escape(kl.TRANSFER_FILE),
+        "services/store/runs/transfer_record.py",
+        "its attempt's predictions (a committed task's attempt)",
+        kept_with=_predictions_beside,
     ),
     KeyFamily(
         "kept interval",

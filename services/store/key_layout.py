@@ -33,6 +33,8 @@ PREDICT_LOG_FILE = "predict-log.txt"
 PREPARE_LOG_FILE = "prepare-log.txt"
 """The log of an attempt's ``prepare_task`` (its host's output and failure) under the attempt's prefix."""
 PREDICTIONS_FILE = "predictions.npz"
+TRANSFER_FILE = "transfer-record.json"
+"""A committed attempt's transfer record: the choices read from its learner state once, at commit, bounded."""
 INDEX_FILE = "index.json"
 
 
@@ -130,6 +132,11 @@ def predictions_key(submission_id: int, order: int, attempt: int) -> str:
     return f"{attempt_prefix(submission_id, order, attempt)}/{PREDICTIONS_FILE}"
 
 
+def transfer_record_key(submission_id: int, order: int, attempt: int) -> str:
+    """The transfer record kept when an attempt commits (:mod:`services.store.runs.transfer_record`)."""
+    return f"{attempt_prefix(submission_id, order, attempt)}/{TRANSFER_FILE}"
+
+
 def interval_key(submission_id: int, digest: str) -> str:
     """A kept interval of a submission's E, named by the digest of what it was computed over."""
     return f"{submission_prefix(submission_id)}/uncertainty/e-interval-{digest}.json"
@@ -158,6 +165,7 @@ __all__ = [
     "ROOTS",
     "RUNS",
     "STATE_FILE",
+    "TRANSFER_FILE",
     "attempt_prefix",
     "bundle_key",
     "checkpoint_key",
@@ -177,4 +185,5 @@ __all__ = [
     "trial_predictor_key",
     "trial_prefix",
     "trial_state_key",
+    "transfer_record_key",
 ]

@@ -44,6 +44,7 @@ from services.store.key_layout import (
     dataset_prefix,
     prepare_log_key,
     stage_key,
+    transfer_record_key,
     trial_log_key,
     trial_prefix,
     trial_state_key,
@@ -65,6 +66,7 @@ CHECKPOINT = checkpoint_key(trial_prefix(attempt_prefix(1, 1, 1), 0), 5)
 CHOSEN_PREDICTOR = predictor_key(1, 1, 1, 0)
 STATE = trial_state_key(trial_prefix(attempt_prefix(1, 1, 1), 0))
 PREDICTIONS = predictions_key(1, 1, 1)  # the committed attempt's test predictions (uncertainty)
+TRANSFER = transfer_record_key(1, 1, 1)  # its transfer record, kept at commit (lives with its predictions)
 KEPT_INTERVAL = interval_key(1, [(1, 1)], resamples=RESAMPLES, seed=SEED)  # E's interval over them
 RUNNING = f"{attempt_prefix(1, 2, 1)}/trial-000/predictor.bin"  # no row yet: its task is running
 INDEX = "datasets/shapes/shape/16px/index.json"
@@ -81,6 +83,7 @@ REFERENCED = (
     CHOSEN_PREDICTOR,
     STATE,
     PREDICTIONS,
+    TRANSFER,
     KEPT_INTERVAL,
     RUNNING,
     INDEX,
@@ -232,7 +235,7 @@ def test_referenced_and_young_objects_survive_and_old_orphans_go(sessions, tmp_p
     by_prefix = {p.prefix: (p.objects, p.orphans, p.young) for p in report.prefixes}
     assert by_prefix == {
         "datasets": (4, 1, 1),
-        "runs": (15, 4, 1),
+        "runs": (16, 4, 1),
         "pretrained": (2, 1, 0),
         "learners/bundles": (2, 0, 1),
         "probe-features": (2, 1, 0),

@@ -25,7 +25,7 @@ from services.core.transfer import (
     source_side,
 )
 from services.store.objects import ObjectInfo
-from services.store.runs.transfer import MAX_CHOICES, MAX_STATE_BYTES, learner_choices
+from services.store.runs.transfer import MAX_CHOICES, MAX_STATE_BYTES, state_choices
 
 STREAM = [  # order, dataset, phase, error, source long side
     TaskFact(1, "mnist", "meta_train", 0.10, 28),
@@ -149,7 +149,7 @@ def test_a_state_that_is_no_record_of_choices_gives_none(state):
 
 
 class _Stored:
-    """A minimal stand-in for the session and store learner_choices reads."""
+    """A minimal stand-in for the session and store state_choices reads."""
 
     def __init__(self, data: bytes | None) -> None:
         self.data = data
@@ -173,16 +173,16 @@ class Boom:
 
 def test_the_state_is_read_as_plain_data_only(capsys):
     stored = _Stored(pickle.dumps(FT_D_STATE))
-    choices, reason = learner_choices(stored, stored, 1)
+    choices, reason = state_choices(stored, stored, 1)
     assert reason is None and sorted(choices) == [2, 3]
     stored = _Stored(pickle.dumps({2: Boom()}))
-    choices, reason = learner_choices(stored, stored, 1)
+    choices, reason = state_choices(stored, stored, 1)
     assert choices == {} and "not a plain record" in reason
     assert capsys.readouterr().out == ""  # the reduce never ran
-    choices, reason = learner_choices(_Stored(None), _Stored(None), 1)
+    choices, reason = state_choices(_Stored(None), _Stored(None), 1)
     assert choices == {} and reason == "no task committed yet"
     numpy_floats = _Stored(pickle.dumps({2: {"chosen": 1, "knn_error": {1: np.float32(0.5)}}}))
-    assert learner_choices(numpy_floats, numpy_floats, 1)[0] == {}  # a class, refused rather than built
+    assert state_choices(numpy_floats, numpy_floats, 1)[0] == {}  # a class, refused rather than built
 
 
 def test_a_state_of_3000_fake_choices_reports_only_the_runs_tasks_quickly():
@@ -192,7 +192,7 @@ def test_a_state_of_3000_fake_choices_reports_only_the_runs_tasks_quickly():
     stored = _Stored(pickle.dumps(fake))
     assert len(stored.data) < MAX_STATE_BYTES
     started = time.perf_counter()
-    choices, reason = learner_choices(stored, stored, 1, orders=[1, 2, 3])
+    choices, reason = state_choices(stored, stored, 1, orders=[1, 2, 3])
     assert time.perf_counter() - started < 1.0
     assert reason is None and sorted(choices) == [3]  # task 2's record names candidates it never had
     assert choices[3].knn_errors == {1: 0.25, 2: 0.375}
@@ -201,7 +201,7 @@ def test_a_state_of_3000_fake_choices_reports_only_the_runs_tasks_quickly():
 def test_a_matrix_of_more_tasks_than_shown_keeps_the_first_and_says_so():
     record = {"chosen": FRESH, "knn_error": {FRESH: 0.5}, "fresh_error": 0.5}
     stored = _Stored(pickle.dumps({t: record for t in range(1, MAX_CHOICES + 11)}))
-    choices, reason = learner_choices(stored, stored, 1, orders=range(1, MAX_CHOICES + 11))
+    choices, reason = state_choices(stored, stored, 1, orders=range(1, MAX_CHOICES + 11))
     assert sorted(choices) == list(range(1, MAX_CHOICES + 1))
     assert (
         reason == f"the first {MAX_CHOICES} of the {MAX_CHOICES + 10} tasks the learner recorded choices for are shown"
@@ -210,7 +210,7 @@ def test_a_matrix_of_more_tasks_than_shown_keeps_the_first_and_says_so():
 
 def test_a_state_over_the_limit_is_not_read():
     stored = _Stored(b"x" * (MAX_STATE_BYTES + 1))
-    choices, reason = learner_choices(stored, stored, 1)
+    choices, reason = state_choices(stored, stored, 1)
     assert choices == {} and "over 16 MiB" in reason
 
 

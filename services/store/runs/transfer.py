@@ -39,6 +39,7 @@ from services.store.runs.board_query import is_baseline
 from services.store.runs.details import INDEP_NAME
 from services.store.runs.records import last_state_key
 from services.store.runs.summary import RunSummary, load_summary
+from services.store.runs.transfer_record import MAX_RECORD_BYTES, decode_record, encode_record, latest_record_key
 
 MAX_STATE_BYTES = 16 * 2**20
 """A larger learner state is not read for choices (FT-d's is a few kB per task)."""
@@ -176,6 +177,43 @@ _SIDES_KEPT = 4096
 def learner_choices(
     session: Session, store: ObjectStore, submission_id: int, *, orders: Collection[int] | None = None
 ) -> tuple[dict[int, Choice], str | None]:
+    """FT-d's per-task records committed with the run's latest task, or none and why: the
+    transfer record kept at its commit (:func:`keep_transfer_record`; at most
+    :data:`~services.store.runs.transfer_record.MAX_RECORD_BYTES`, its size checked before it
+    is read), never the learner's state. Only a task committed before records were kept has
+    its state read here, as it was then: :func:`state_choices`."""
+    record = latest_record_key(session, submission_id=submission_id)
+    if record is None:
+        return {}, "no task committed yet"
+    try:
+        return decode_record(store.get_bytes(record, max_bytes=MAX_RECORD_BYTES))
+    except ObjectNotFoundError:
+        return state_choices(session, store, submission_id, orders=orders)  # committed before records were kept
+    except ObjectTooLargeError:
+        return {}, f"the transfer record is over {MAX_RECORD_BYTES // 2**10} KiB: not read"
+
+
+def keep_transfer_record(session: Session, store: ObjectStore, *, submission_id: int) -> str | None:
+    """Read the choices from the state committed with the run's latest task, once, and keep
+    them bounded as that attempt's transfer record (the harness calls it after each commit);
+    returns its key (None: no task committed)."""
+    record = latest_record_key(session, submission_id=submission_id)
+    key = last_state_key(session, submission_id=submission_id)
+    if record is None or key is None:
+        return None
+    orders = [t.order for t in load_summary(session, submission_id=submission_id).tasks]
+    choices, reason = state_choices(session, store, submission_id, orders=orders)
+    try:
+        digest: str | None = store.info(key).sha256
+    except ObjectNotFoundError:
+        digest = None
+    store.put_bytes(record, encode_record(choices, reason, state_sha256=digest))
+    return record
+
+
+def state_choices(
+    session: Session, store: ObjectStore, submission_id: int, *, orders: Collection[int] | None = None
+) -> tuple[dict[int, Choice], str | None]:
     """FT-d's per-task records in the state committed with the run's latest task, or none and why.
 
     The state is the learner's own bytes: one over :data:`MAX_STATE_BYTES` is refused before
@@ -252,8 +290,10 @@ __all__ = [
     "NO_INDEP",
     "TransferReport",
     "indep_at_budget",
+    "keep_transfer_record",
     "learner_choices",
     "source_sides",
+    "state_choices",
     "task_errors",
     "transfer_report",
 ]

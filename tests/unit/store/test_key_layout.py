@@ -31,6 +31,7 @@ BUILT = {
     "prediction log": kl.predict_log_key(kl.attempt_prefix(12, 3, 2)),
     "preparation log": kl.prepare_log_key(kl.attempt_prefix(12, 3, 2)),
     "predictions": kl.predictions_key(12, 3, 2),
+    "transfer record": kl.transfer_record_key(12, 3, 2),
     "kept interval": kl.interval_key(12, "0f" * 12),
     "probe features": kl.features_key("0123abcd", 9),
 }
@@ -46,6 +47,7 @@ MARKERS = (
     kl.PREDICT_LOG_FILE,
     kl.PREPARE_LOG_FILE,
     kl.PREDICTIONS_FILE,
+    kl.TRANSFER_FILE,
 )
 WRITES = {"put_bytes", "put_file", "put"}  # the store's writes and the trainer harness's
 
@@ -64,6 +66,11 @@ def test_every_family_is_built_here() -> None:
 def test_a_family_outside_the_roots_is_refused() -> None:
     with pytest.raises(ValueError, match="must lie under one of"):
         KeyFamily("stray", "elsewhere", r"elsewhere/.+", "nowhere.py", "nothing")
+
+
+def test_a_transfer_record_lives_with_its_attempts_predictions() -> None:
+    family = family_of(kl.transfer_record_key(12, 3, 2))
+    assert family is not None and family.kept_with(kl.transfer_record_key(12, 3, 2)) == kl.predictions_key(12, 3, 2)
 
 
 def test_a_rank_log_lives_with_its_trial_log() -> None:
