@@ -29,6 +29,7 @@ from services.coordinator.api.routes import (
     streams,
     submissions,
     users,
+    verify,
 )
 from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.scheduler.loop import Scheduler
@@ -91,7 +92,7 @@ def create_app(
     app.state.warm_paths = list(warming.API_PATHS)  # the dashboard adds its pages
     app.state.warm_up = None  # a warming.WarmUp once a warm-up starts
     app.state.store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
-    for module in (health, users, learners, submissions, logs, streams, leaderboard, compare, refreshes):
+    for module in (health, users, learners, submissions, verify, logs, streams, leaderboard, compare, refreshes):
         app.include_router(module.router)
     problems.install(app)
     app.add_middleware(
