@@ -2,7 +2,8 @@
 
 It holds the README's linear learner as ``<module>.py`` (``NAME`` made a Python identifier),
 a README saying what to do next, and a test that runs ``nevis check`` on the folder
-(:mod:`services.cli.learner_template`). An existing folder is never written into.
+(:mod:`services.cli.learner_template`); ``--image`` adds a Containerfile ``FROM`` the learner
+base image, for a learner submitted as a container image. An existing folder is never written into.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def module_name(name: str) -> str:
 @app.command("learner")
 def learner(
     name: str = typer.Argument(..., help="Folder to create (its last part names the learner's module)."),
+    image: bool = typer.Option(
+        False, "--image", help="Also write a Containerfile FROM the learner base image (/opt/learner)."
+    ),
 ) -> None:
     """Write a learner folder: the README's linear learner, a README and a test that runs `nevis check`."""
     folder = Path(name)
@@ -38,8 +42,16 @@ def learner(
         raise ConfigError(f"{folder} exists already; `nevis init learner` only makes a new folder.")
     module = module_name(name)
     folder.mkdir(parents=True)
-    for file, text in render(module, folder.name).items():
+    for file, text in render(module, folder.name, image=image).items():
         (folder / file).write_text(text)
+    if image:
+        tag = f"localhost/{module}:1"
+        console.print(
+            f"Wrote {folder}/: {module}.py (a linear learner), Containerfile, README.md, test_{module}.py.\n"
+            f"Next: `podman build -t {tag} {folder}`, `nevis check --image {tag} --entrypoint {module}:make`, "
+            f"then `nevis submit --image {tag} --entrypoint {module}:make --stream mini`."
+        )
+        return
     console.print(
         f"Wrote {folder}/: {module}.py (a linear learner), README.md, test_{module}.py.\n"
         f"Next: `nevis check {folder} --entrypoint {module}:make`, then "

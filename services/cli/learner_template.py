@@ -1,11 +1,14 @@
 """The template ``nevis init learner NAME`` writes: the README's linear learner, its README and a
-test that runs ``nevis check`` on it.
+test that runs ``nevis check`` on it; with ``--image``, a Containerfile ``FROM`` the learner base
+image that puts the learner in ``/opt/learner``.
 
 ``LEARNER`` is the README's example learner word for word (a test keeps them equal); the module
 name is put in where the README says ``my_learner``.
 """
 
 from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
 
 LEARNER = '''"""my_learner.py: a linear classifier on pixels, as a NEVIS'22 learner."""
 import io
@@ -110,13 +113,40 @@ def test_nevis_check_passes():
 """
 
 
-def render(module: str, name: str) -> dict[str, str]:
-    """The files of a new learner folder, by file name."""
-    return {
+CONTAINERFILE = """# The learner {name} as a container image for the NEVIS'22 service (`nevis init learner --image`).
+# The image is files only: the service imports /opt/learner (and the site-packages your image
+# adds for its Python) in its sandboxed learner hosts, with its own Python, torch and numpy;
+# ENTRYPOINT, CMD, USER and ENV are ignored. Build, check, submit:
+#   podman build -t localhost/{module}:1 .
+#   nevis check --image localhost/{module}:1 --entrypoint {module}:make
+#   nevis submit --image localhost/{module}:1 --entrypoint {module}:make --stream mini
+# Extra pure-Python packages: `RUN pip install --target /opt/learner <package>` in a build stage.
+ARG LEARNER_BASE={base}
+FROM ${{LEARNER_BASE}}
+COPY {module}.py /opt/learner/
+"""
+LEARNER_BASE = "localhost/nevis-learner-base"
+"""The learner base image (docker/learner-base.Containerfile; the operator's registry may hold it)."""
+
+
+def learner_base() -> str:
+    """The learner base image of this installation's version."""
+    try:
+        return f"{LEARNER_BASE}:{version('nevis-service')}"
+    except PackageNotFoundError:
+        return f"{LEARNER_BASE}:latest"
+
+
+def render(module: str, name: str, *, image: bool = False) -> dict[str, str]:
+    """The files of a new learner folder, by file name (with ``image``, a Containerfile too)."""
+    files = {
         f"{module}.py": LEARNER.replace("my_learner", module),
         "README.md": README.format(name=name, module=module),
         f"test_{module}.py": TEST.format(module=module),
     }
+    if image:
+        files["Containerfile"] = CONTAINERFILE.format(name=name, module=module, base=learner_base())
+    return files
 
 
-__all__ = ["LEARNER", "README", "TEST", "render"]
+__all__ = ["CONTAINERFILE", "LEARNER", "LEARNER_BASE", "README", "TEST", "learner_base", "render"]

@@ -46,10 +46,13 @@ def login(
 
 
 def submit(
-    folder: Path = typer.Argument(
-        ..., help="The learner's folder (packed as a bundle; caches and VCS folders left out)."
+    folder: Path | None = typer.Argument(
+        None, help="The learner's folder (packed as a bundle; caches and VCS folders left out); or give --image."
     ),
     entrypoint: str = typer.Option(..., "--entrypoint", "-e", help="module:factory that makes the learner."),
+    image: str | None = typer.Option(
+        None, "--image", help="Submit this learner image (registered by digest) instead of a folder."
+    ),
     stream: str = typer.Option(..., "--stream", "-s", help="Stream name on the service (GET /v1/streams)."),
     trials: int | None = typer.Option(
         None, "--trials", help="Hyper-parameter trials per task (default: the service's)."
@@ -80,10 +83,16 @@ def submit(
     detach: bool = typer.Option(False, "--detach", help="Do not follow the run; print its id and return."),
 ) -> None:
     """Check, pack and register a learner (re-using an identical one), submit it, and follow the run."""
-    from services.cli.check_cmd import check_folder  # noqa: PLC0415
-    from services.cli.client.bundle import pack_learner  # noqa: PLC0415
+    from services.cli.check_cmd import check_folder, check_image  # noqa: PLC0415
     from services.cli.remote_follow import detached, follow  # noqa: PLC0415
-    from services.coordinator.common.validation import check_code_url, check_entrypoint, check_name, check_resources  # noqa: PLC0415
+    from services.cli.remote_image import image_learner  # noqa: PLC0415
+    from services.coordinator.common.validation import (  # noqa: PLC0415
+        check_code_url,
+        check_entrypoint,
+        check_image_ref,
+        check_name,
+        check_resources,
+    )
 
     check_entrypoint(entrypoint)  # the server's own field checks, before anything runs or uploads
     check_resources({"cpus": cpus, "gpus": gpus})
@@ -91,31 +100,25 @@ def submit(
         check_name(name)
     if code_url is not None:
         check_code_url(code_url, field="--code-url")
-    if not no_check and not check_folder(folder, entrypoint, console=console):
+    if (folder is None) == (image is None):
+        raise typer.BadParameter("give a learner folder or --image REF (one of them)", param_hint="FOLDER")
+    if image is not None:
+        check_image_ref(image, field="--image")  # before podman sees it
+    checked = no_check or (
+        check_image(image, entrypoint, console=console)
+        if image is not None
+        else check_folder(folder, entrypoint, console=console)
+    )
+    if not checked:
         console.print("Nothing was submitted (`--no-check` skips the check).")
         raise typer.Exit(1)
     with NevisClient.from_login() as client, tempfile.TemporaryDirectory(prefix="nevis-submit-") as scratch:
-        packed = pack_learner(folder, entrypoint=entrypoint, dest=Path(scratch))
-        learner = client.find_learner(sha256=packed.sha256, entrypoint=entrypoint)
-        if learner is not None:
-            console.print(
-                f"Re-using learner {learner.id} ({learner.name}): same bundle (sha256 {packed.sha256[:12]}…) "
-                "and entry point."
+        if image is not None:
+            learner = image_learner(
+                client, image, entrypoint=entrypoint, name=name, cpus=cpus, gpus=gpus, console=console
             )
         else:
-            learner = register(
-                client,
-                packed,
-                name=name or default_name(folder, packed.sha256),
-                entrypoint=entrypoint,
-                cpus=cpus,
-                gpus=gpus,
-                retry_name=name is None,
-            )
-            console.print(
-                f"Registered learner {learner.id} ({learner.name}): {len(packed.files)} files, "
-                f"{packed.size_bytes} bytes, sha256 {packed.sha256[:12]}…"
-            )
+            learner = _bundle_learner(client, folder, Path(scratch), entrypoint, name=name, cpus=cpus, gpus=gpus)
         budget = {k: v for k, v in (("trials", trials), ("steps", steps)) if v is not None}
         doc = client.submit(
             learner_id=learner.id,
@@ -140,6 +143,36 @@ def submit(
         show_submission(final)
         if final["status"] == "failed":
             raise typer.Exit(1)
+
+
+def _bundle_learner(
+    client: NevisClient, folder: Path, scratch: Path, entrypoint: str, *, name: str | None, cpus: float, gpus: int
+) -> Learner:
+    """The user's learner of ``folder``'s bundle and ``entrypoint``: found, or uploaded."""
+    from services.cli.client.bundle import pack_learner  # noqa: PLC0415
+
+    packed = pack_learner(folder, entrypoint=entrypoint, dest=scratch)
+    learner = client.find_learner(sha256=packed.sha256, entrypoint=entrypoint)
+    if learner is not None:
+        console.print(
+            f"Re-using learner {learner.id} ({learner.name}): same bundle (sha256 {packed.sha256[:12]}…) "
+            "and entry point."
+        )
+        return learner
+    learner = register(
+        client,
+        packed,
+        name=name or default_name(folder, packed.sha256),
+        entrypoint=entrypoint,
+        cpus=cpus,
+        gpus=gpus,
+        retry_name=name is None,
+    )
+    console.print(
+        f"Registered learner {learner.id} ({learner.name}): {len(packed.files)} files, "
+        f"{packed.size_bytes} bytes, sha256 {packed.sha256[:12]}…"
+    )
+    return learner
 
 
 def register(

@@ -65,6 +65,17 @@ def register_image(ref: str, *, entrypoint: str, settings: CoordinatorSettings) 
                 )
             return RegisteredImage(ref, None)
     unpacked = unpack_image(ref, cache=image_cache(settings), limits=settings.image_limits)
+    check_learner_image(unpacked, ref=ref, entrypoint=entrypoint)
+    return RegisteredImage(unpacked.pinned, unpacked.size_bytes)
+
+
+def check_learner_image(unpacked: UnpackedImage, *, ref: str, entrypoint: str) -> None:
+    """An unpacked image holds the entry point's module where learner hosts import from
+    (registration, and ``nevis check --image`` before it).
+
+    Raises:
+        ImageError: no import path at all (field ``image``), or not the module (``entrypoint``).
+    """
     module = entrypoint.split(":", 1)[0]
     if not unpacked.import_paths:
         raise ImageError(
@@ -77,7 +88,6 @@ def register_image(ref: str, *, entrypoint: str, settings: CoordinatorSettings) 
             f"{entrypoint!r}) in /opt/learner or its site-packages.",
             field="entrypoint",
         )
-    return RegisteredImage(unpacked.pinned, unpacked.size_bytes)
 
 
 def image_import_paths(ref: str, *, settings: CoordinatorSettings) -> list[str] | None:
@@ -95,4 +105,4 @@ def image_import_paths(ref: str, *, settings: CoordinatorSettings) -> list[str] 
     return list(unpacked.import_paths)
 
 
-__all__ = ["RegisteredImage", "image_cache", "image_import_paths", "register_image"]
+__all__ = ["RegisteredImage", "check_learner_image", "image_cache", "image_import_paths", "register_image"]

@@ -17,12 +17,14 @@ Both carry ``nevis_img_probe:make``, whose ``init_state()`` reports what the lea
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import shutil
 import subprocess
 import sys
 import tarfile
+import uuid
 from pathlib import Path
 
 FIXTURE_LEARNERS = Path(__file__).resolve().parents[1] / "integration" / "learner_fixtures"
@@ -121,4 +123,36 @@ def build_hostile_fs(tag: str) -> None:
     podman("import", "-", tag, stdin=buffer.getvalue())
 
 
-__all__ = ["FIXTURE_LEARNERS", "MARK", "PROBE", "PY", "build_hostile_fs", "build_plain", "marker", "podman"]
+_SHARED: dict[str, str] = {}
+
+
+def shared_images(scratch: Path) -> dict[str, str]:
+    """``plain`` and ``hostile-fs`` (tags), built once per test process whichever module asks
+    first (builds are the slow part of image tests) and removed when the process exits."""
+    if not _SHARED:
+        assert shutil.which("podman"), "podman is not installed: apt-get install podman"
+        suffix = uuid.uuid4().hex[:8]
+        tags = {
+            "plain": f"localhost/nevis-shared-image-plain-{suffix}:1",
+            "hostile-fs": f"localhost/nevis-shared-image-hostile-fs-{suffix}:1",
+        }
+        build_plain(scratch / f"plain-{suffix}", tags["plain"])
+        build_hostile_fs(tags["hostile-fs"])
+        atexit.register(
+            subprocess.run, ["podman", "rmi", "-f", *tags.values()], capture_output=True, timeout=120, check=False
+        )
+        _SHARED.update(tags)
+    return dict(_SHARED)
+
+
+__all__ = [
+    "FIXTURE_LEARNERS",
+    "MARK",
+    "PROBE",
+    "PY",
+    "build_hostile_fs",
+    "build_plain",
+    "marker",
+    "podman",
+    "shared_images",
+]

@@ -56,7 +56,8 @@ class CheckStopped(Exception):
 
 @dataclass
 class CheckRun:
-    """One check of ``entrypoint`` importable from ``import_root``."""
+    """One check of ``entrypoint`` importable from ``import_root`` (then ``more_paths``: an
+    image's site-packages, after its ``/opt/learner``)."""
 
     import_root: Path
     entrypoint: str
@@ -64,6 +65,7 @@ class CheckRun:
     steps: int = 8
     limits: HostLimits = field(default_factory=HostLimits)
     on_outcome: Callable[[CallOutcome], None] | None = None
+    more_paths: tuple[str, ...] = ()
     outcomes: list[CallOutcome] = field(default_factory=list)
     output: bytes = b""  # what the learner's hosts printed (its prints, failed calls' tracebacks)
     _clock: float = 0.0
@@ -71,7 +73,8 @@ class CheckRun:
 
     def run(self) -> list[CallOutcome]:
         """Every call's outcome, in order, up to the first broken one."""
-        spec = HostSpec(self.entrypoint, (str(self.import_root),), self.sandbox, 1, limits=self.limits)
+        paths = (str(self.import_root), *self.more_paths)
+        spec = HostSpec(self.entrypoint, paths, self.sandbox, 1, limits=self.limits)
         with ExitStack() as stack:
             try:
                 self._start()

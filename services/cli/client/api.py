@@ -41,6 +41,7 @@ class Learner:
     entrypoint: str
     bundle_sha256: str | None
     owner: str | None
+    image: str | None = None  # the registered image, pinned by digest
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Learner:
@@ -51,6 +52,7 @@ class Learner:
             entrypoint=str(doc["entrypoint"]),
             bundle_sha256=bundle.get("sha256"),
             owner=doc.get("owner"),
+            image=doc.get("image"),
         )
 
 
@@ -103,6 +105,25 @@ class NevisClient:
             ),
             None,
         )
+
+    def find_image_learner(self, *, image: str, entrypoint: str) -> Learner | None:
+        """A learner of this user's registered with this image reference and entry point."""
+        me = self.me()["name"]
+        return next(
+            (lr for lr in self.learners() if lr.image == image and lr.entrypoint == entrypoint and lr.owner == me), None
+        )
+
+    def register_image(
+        self, image: str, *, name: str, entrypoint: str, cpus: float = 1.0, gpus: int = 0, memory_mb: int = 2048
+    ) -> Learner:
+        """Register a learner image (``POST /v1/learners``); the service pins it by digest."""
+        body = {
+            "name": name,
+            "entrypoint": entrypoint,
+            "image": image,
+            "resources": {"cpus": float(cpus), "gpus": int(gpus), "memory_mb": int(memory_mb)},
+        }
+        return Learner.from_json(self._call("POST", "/v1/learners", json=body))
 
     def upload_bundle(
         self, archive: Path, *, name: str, entrypoint: str, cpus: float = 1.0, gpus: int = 0, memory_mb: int = 2048
