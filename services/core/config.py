@@ -70,6 +70,14 @@ class Settings(BaseSettings):
         description="Probe settings the probe pool queues committed tasks with: standard, ci, full, publish (the papers' scale), or off.",
     )
 
+    learner_node_resource: str | None = Field(
+        default=None,
+        description="A custom Ray resource only learner nodes advertise (ray start --resources "
+        "'{\"nevis_learner\": 1}'): every actor that starts learner hosts, and each trial's CPU "
+        "reservation, asks for a share of it, so learner code never runs on the head, where the "
+        "harness's credentials are. Unset: wherever Ray places it (one-node machines).",
+    )
+
     sandbox: str = Field(
         default="auto",
         description="Where learner code runs: bwrap (bubblewrap sandbox), none (a plain "

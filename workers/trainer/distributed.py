@@ -34,6 +34,7 @@ from workers.sandbox.dev_scoring import DevScoring
 from workers.sandbox.host_stream import WireShards
 from workers.sandbox.ops import HostOp
 from workers.stream.task_view import CausalTaskView
+from workers.trainer.learner_nodes import learner_ask
 from workers.trainer.trial import (
     TRIAL_INDEX,
     TRIAL_SEED,
@@ -59,7 +60,11 @@ def run_distributed_trial(config: dict[str, Any], spec: TrialSpec, resources: Re
             scaling_config=ScalingConfig(
                 num_workers=resources.num_workers,
                 use_gpu=resources.gpus_per_worker > 0,
-                resources_per_worker={"CPU": resources.cpus_per_worker, "GPU": resources.gpus_per_worker},
+                resources_per_worker={
+                    "CPU": resources.cpus_per_worker,
+                    "GPU": resources.gpus_per_worker,
+                    **learner_ask(),  # trusted ranks run learner code too: on learner nodes
+                },
             ),
             run_config=RunConfig(storage_path=storage, name=f"trial-{int(config[TRIAL_INDEX]):03d}"),
         )

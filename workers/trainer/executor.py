@@ -28,6 +28,7 @@ from workers.sandbox.declaration import LearnerDeclaration
 from workers.sandbox.learner_calls import describe, predict
 from workers.sandbox.pause import PausingHost
 from workers.trainer.host_usage import charge_failure, measured_call
+from workers.trainer.learner_nodes import actor_options, configured
 
 _STARTER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="nevis-host-start")  # an executor's two hosts
 LogTarget = tuple[Any, str]
@@ -133,7 +134,7 @@ class Evaluator:
 
 def start_evaluator(host_spec: HostSpec) -> Any:
     """A warm evaluator actor; it holds no CPU while idle (it runs between trial batches)."""
-    return ray.remote(Evaluator).options(num_cpus=0).remote(host_spec)
+    return ray.remote(Evaluator).options(num_cpus=0, **actor_options()).remote(host_spec)
 
 
 class TrialExecutor(Evaluator):
@@ -203,10 +204,12 @@ class ExecutorPool:
     Evaluations always go to the first executor, so a run starts one predicting host.
     """
 
-    def __init__(self, host_spec: HostSpec, executors: list[Any], gpus_per_executor: float) -> None:
+    def __init__(
+        self, host_spec: HostSpec, executors: list[Any], gpus_per_executor: float, learner_resource: str = ""
+    ) -> None:
         """``executors``: started by the caller (:func:`start_pool`), while this actor's own
         process started; the pool replaces any that dies with one of its own."""
-        self._make = lambda: start_executor(host_spec, gpus_per_executor)
+        self._make = lambda: start_executor(host_spec, gpus_per_executor, learner_resource=learner_resource)
         self._executors = list(executors)
         self._free = list(self._executors)
         self._returned = asyncio.Condition()
@@ -270,11 +273,14 @@ def predict_in_pool(
     return ray.get(pool.predict.remote(info, [ray.put(predictor)], [ray.put(images)], seed, log_to))
 
 
-def start_executor(host_spec: HostSpec, gpus: float, *, evaluates: bool = False) -> Any:
-    """One warm trial executor (it reserves no CPU: the trial loop holds a running trial's)."""
+def start_executor(
+    host_spec: HostSpec, gpus: float, *, evaluates: bool = False, learner_resource: str | None = None
+) -> Any:
+    """One warm trial executor (it reserves no CPU: the trial loop holds a running trial's), on a
+    learner node where ``learner_resource`` (default: this process's setting) names their resource."""
     return (
         ray.remote(TrialExecutor)
-        .options(num_cpus=0, num_gpus=gpus, max_concurrency=1)
+        .options(num_cpus=0, num_gpus=gpus, max_concurrency=1, **actor_options(learner_resource))
         .remote(host_spec, evaluates=evaluates)
     )
 
@@ -286,8 +292,11 @@ def start_pool(host_spec: HostSpec, *, size: int, gpus_per_executor: float) -> t
     The executors are started here, beside the pool's own process, rather than by the pool
     once its process is up: a run's first trial waits for an executor's learner host, and
     starting its executor a process start (0.3-0.7 s) earlier starts that host earlier."""
-    executors = [start_executor(host_spec, gpus_per_executor, evaluates=i == 0) for i in range(size)]
-    pool = ray.remote(ExecutorPool).options(num_cpus=0).remote(host_spec, executors, gpus_per_executor)
+    resource = configured() or ""  # the pool replaces a dead executor on a learner node too
+    executors = [
+        start_executor(host_spec, gpus_per_executor, evaluates=i == 0, learner_resource=resource) for i in range(size)
+    ]
+    pool = ray.remote(ExecutorPool).options(num_cpus=0).remote(host_spec, executors, gpus_per_executor, resource)
     return pool, executors
 
 

@@ -88,13 +88,14 @@ def check_placement_here(resources: Resources, *, sandbox: str, spec: str) -> No
     the ask as the runner will make it there (an optional GPU dropped where there is none)."""
     import ray  # noqa: PLC0415
 
+    from workers.trainer.learner_nodes import learner_nodes  # noqa: PLC0415
     from workers.trainer.rank_trial import sandboxed_ranks  # noqa: PLC0415
     from workers.trainer.task_job import fit_to_cluster  # noqa: PLC0415
 
     if ray.is_initialized():
         check_placement(
             fit_to_cluster(resources, ray.cluster_resources()),
-            ray.nodes(),
+            learner_nodes(ray.nodes()),  # where learner code may run (NEVIS_LEARNER_NODE_RESOURCE)
             ranks_here=sandboxed_ranks(resources, sandbox),
             spec=spec,
         )

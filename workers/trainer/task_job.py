@@ -28,6 +28,7 @@ from services.store.runs.outcomes import TrialOutcome
 from workers.learners.protocol import Resources, TaskInfo
 from workers.sandbox.declaration import LearnerDeclaration
 from workers.trainer import searchers
+from workers.trainer.learner_nodes import learner_ask
 from workers.trainer.pending_deadline import PendingDeadline
 from workers.trainer.rank_trial import sandboxed_ranks
 from workers.trainer.search import param_space
@@ -165,6 +166,7 @@ def run_trials(
     job = TrialJob(spec=ray.put(spec), resources=learner.resources)
     # sandboxed ranks: one host per rank, all started by the trial's process on its node
     asked = trial_resources(learner.resources, ranks_here=sandboxed_ranks(learner.resources, spec.host.sandbox))
+    asked = {**asked, **learner_ask()}  # the trial's process starts the ranks' hosts: on a learner node
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(tune_trial, job=job), asked),
         param_space=space,

@@ -29,6 +29,7 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 
 from services.store.runs.outcomes import TrialOutcome
 from workers.trainer.host_usage import usage_of_failure
+from workers.trainer.learner_nodes import learner_ask
 from workers.trainer.searchers import SearchPlan
 from workers.trainer.trial import failure_metrics, no_flops
 
@@ -90,7 +91,8 @@ class TrialLoop:
 
     def run(self, suggestions: Suggestions) -> list[TrialOutcome]:
         """Every trial's outcome, in the order they ended."""
-        groups = [placement_group([{"CPU": self.cpus}]) for _ in range(self.concurrency)] if self.cpus > 0 else []
+        bundle = {"CPU": self.cpus, **learner_ask()}  # on a learner node where the setting names one
+        groups = [placement_group([bundle]) for _ in range(self.concurrency)] if self.cpus > 0 else []
         reserving = {group.ready(): group for group in groups}  # not ready yet
         free: list[PlacementGroup | None] = [] if groups else [None] * self.concurrency
         calls: dict[Any, _Running] = {}
