@@ -19,45 +19,32 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, NoReturn
 
-import numpy as np
-import ray
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.core.budget import RunBudget
 from services.core.config import Settings
 from services.core.errors import LearnerError, NevisError, TaskFailedError
-from services.core.metrics import task_error
-from services.core.predictions import encode as encode_predictions
-from services.store import key_layout
 from services.store.db import sessions_on, transaction
 from services.store.db.models import Submission, TaskRun, Trial
 from services.store.objects import ObjectStore, open_store
-from services.store.runs import records, run_keys
+from services.store.runs import records
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
 from services.store.runs.predictions import predictions_key
 from services.store.runs.uncertainty import keep_run_interval
-from workers.learners.provenance import pretraining_cflop
-from workers.sandbox.client import HostSpec, LearnerHost
+from workers.sandbox.client import HostSpec
 from workers.sandbox.declaration import LearnerDeclaration
-from workers.sandbox.learner_calls import describe
-from workers.sandbox.limits import HostLimits
-from workers.sandbox.trust import bounded_by_registration, multi_worker_refusal
 from workers.stream.manifest import StreamManifest, TaskSpec, eval_split
-from workers.stream.manifest_files import load_stream
-from workers.stream.prepare import stored_image_size
 from workers.stream.task_data import TaskData
-from workers.stream.task_info import task_info
-from workers.stream.versions import ensure_stream_version, stored_manifest
-from workers.trainer import searchers
-from workers.trainer.consistency import Consistency, judge, plan_check
 from workers.trainer.host_usage import EvaluationCost, failed_call_floor, sum_known
-from workers.trainer.placement import check_placement_here
-from workers.trainer.pretrained_key import stored_pretrained
+from workers.trainer.learner_check import LearnerCheck, fit_to_cluster_here
 from workers.trainer.ray_env import connect_ray
 from workers.trainer.run_actors import RunActors
+from workers.trainer.run_create import create_run, start_run
 from workers.trainer.run_data import RunData
-from workers.trainer.run_plan import Attempt, RunObserver, RunPlan, RunRequest, Silent, preferred_budget
-from workers.trainer.task_job import fit_to_cluster, run_trials
+from workers.trainer.run_manifests import RunManifests
+from workers.trainer.run_plan import Attempt, RunObserver, RunPlan, RunRequest, Silent
+from workers.trainer.task_job import run_trials
+from workers.trainer.task_steps import evaluate, trial_spec
 from workers.trainer.trial import TrialSpec, no_flops
 
 
@@ -85,11 +72,12 @@ class StreamRunner:
         if import_paths is None:
             import_paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         self.import_paths = tuple(import_paths)
-        self._declarations: dict[HostSpec, LearnerDeclaration] = {}
         self.sessions: sessionmaker[Session] = sessions_on(settings.database_url)
         self.store: ObjectStore = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
         self.actors = RunActors(settings)
+        self.learners = LearnerCheck(self.actors, self.import_paths, submitted=submitted, registered=registered)
         self.data = RunData(settings, self.sessions, self.store)
+        self.manifests = RunManifests()
 
     def close(self) -> None:
         """Stop the run's warm actors (a new task starts them again if needed)."""
@@ -104,45 +92,14 @@ class StreamRunner:
     # --- entry points -------------------------------------------------------------------
 
     def start(self, request: RunRequest) -> int:
-        """Create a submission for ``request`` and run it to the end; returns its id."""
-        connect_ray(self.settings)  # first, so the learner is described by the run's own executors
-        submission_id = self.create(request)
-        self.run(submission_id)
-        return submission_id
+        """Create a submission for ``request`` and run it to the end; returns its id
+        (:func:`~workers.trainer.run_create.start_run`)."""
+        return start_run(self, request)
 
     def create(self, request: RunRequest) -> int:
-        """Check ``request``, prepare its data and store it as a new submission; returns its id."""
-        manifest = load_stream(request.stream)
-        size = stored_image_size(
-            manifest,
-            settings_size=self.settings.image_size,
-            settings_explicit="image_size" in self.settings.model_fields_set,
-            override=request.image_size,
-        )
-        if ray.is_initialized():  # the run's harness starts while its learner is described
-            self.actors.harness(size)
-        _, learner = self.learner(request.learner, request.budget)
-        budget = preferred_budget(request.budget, learner)
-        tasks = manifest.tasks_of_phase(request.phase)
-        self.prepare(manifest, size)
-        pretrained_key = stored_pretrained(self.store, request.pretrained) if request.pretrained else None
-        pretraining = pretraining_cflop(self.store.get_bytes(pretrained_key)) if pretrained_key else None
-        with transaction(self.sessions) as session:
-            version = ensure_stream_version(session, manifest=manifest)
-            row = records.ensure_learner(session, spec=request.learner, resources=vars(learner.resources))
-            submission = records.create_submission(
-                session,
-                learner=row,
-                stream_version=version,
-                phase=request.phase,
-                budget=budget,
-                image_size=size,
-                first_order=tasks[0].order,
-                visibility=request.visibility,
-                ruleset=request.ruleset,
-            )
-            submission.pretrained_key, submission.cflop_pretraining = pretrained_key, pretraining
-        return submission.id
+        """Check ``request``, prepare its data and store it as a new submission; returns its id
+        (:func:`~workers.trainer.run_create.create_run`)."""
+        return create_run(self, request)
 
     def run(self, submission_id: int) -> None:
         """Run (or resume) a submission from its cursor to its last task."""
@@ -174,7 +131,7 @@ class StreamRunner:
             data = reading.result()
         finally:
             reader.shutdown(wait=False)
-        host, learner = self._fit_to_cluster(host, learner)
+        host, learner = fit_to_cluster_here(host, learner)
         with transaction(self.sessions) as session:
             sub = session.get(Submission, submission_id)
             sub.status, sub.error, sub.finished_at = "running", None, None
@@ -187,7 +144,7 @@ class StreamRunner:
             submission = session.get(Submission, submission_id)
             if submission is None:
                 raise NevisError(f"No run with id {submission_id} in this database.")
-            manifest = stored_manifest(submission.stream_version)
+            manifest = self.manifests.of(session, submission.stream_version_id)  # parsed once per version
             return RunPlan(
                 submission_id=submission_id,
                 manifest=manifest,
@@ -203,47 +160,8 @@ class StreamRunner:
             )
 
     def learner(self, spec: str, budget: RunBudget) -> tuple[HostSpec, LearnerDeclaration]:
-        """Where the learner runs and what it declares, asked of a learner host (this process
-        never imports learner code); once per runner.
-
-        Raises:
-            UnknownNameError, LearnerError: the learner cannot be loaded or declares nonsense.
-            ConfigError: the sandbox asked for is not installed.
-        """
-        limits = HostLimits.from_settings(self.settings)
-        probe = HostSpec(spec, self.import_paths, self.settings.sandbox, budget.threads_per_trial, limits=limits)
-        if probe not in self._declarations:
-            declared = self.actors.describe_in_guessed_pool(probe, budget) if ray.is_initialized() else None
-            if declared is None:
-                with LearnerHost(probe) as host:
-                    declared = describe(host)
-            self._declarations[probe] = declared
-        declaration = self._declarations[probe]
-        resources = declaration.resources
-        refusal = multi_worker_refusal(resources.num_workers, sandbox=self.settings.sandbox, submitted=self.submitted)
-        if refusal is not None:
-            raise LearnerError(f"Learner {spec!r} {refusal}.")
-        check_placement_here(resources, sandbox=self.settings.sandbox, spec=spec)  # before any trial waits
-        bounded = bounded_by_registration(resources, self.registered, spec=spec)
-        if bounded != resources:
-            resources, declaration = bounded, replace(declaration, resources=bounded)
-        cpus = max(float(resources.cpus_per_worker), float(budget.threads_per_trial))  # the host's CPU quota
-        return HostSpec(
-            spec,
-            self.import_paths,
-            self.settings.sandbox,
-            budget.threads_per_trial,
-            gpu=resources.gpus_per_worker > 0,
-            limits=replace(limits, cpus=cpus),
-        ), declaration
-
-    @staticmethod
-    def _fit_to_cluster(host: HostSpec, learner: LearnerDeclaration) -> tuple[HostSpec, LearnerDeclaration]:
-        """The learner's ask on the connected cluster (an optional GPU only where there is one)."""
-        resources = fit_to_cluster(learner.resources, ray.cluster_resources())
-        if resources == learner.resources:
-            return host, learner
-        return replace(host, gpu=resources.gpus_per_worker > 0), replace(learner, resources=resources)
+        """Where the learner runs and what it declares, checked (:class:`LearnerCheck`)."""
+        return self.learners(self.settings, spec, budget)
 
     def prepare(self, manifest: StreamManifest, size: int, *, verify: bool = True) -> None:
         """Make sure the stream's shards exist (:meth:`RunData.prepare`: verified in full, or
@@ -260,7 +178,7 @@ class StreamRunner:
         split = eval_split(plan.phase)
         attempt = self._open_attempt(plan, task)
         trial_ids: dict[int, int] = {}
-        spec = self._trial_spec(attempt, host, learner, data)
+        spec = trial_spec(self, attempt, host, learner, data)
         spec, preparation = self._prepare(attempt, host, learner, spec)
         outcomes = self._search(attempt, learner, spec, trial_ids)
         spent = preparation.flops + sum(o.flops for o in outcomes)  # the preparation, charged once
@@ -270,8 +188,8 @@ class StreamRunner:
             self._fail(attempt, f"all {len(outcomes)} trials failed; first error: {first}", spent)
         images, labels = data.splits[split]
         try:
-            error, evaluation, predictions, consistency = self._evaluate(
-                attempt, host, learner, data, best, images, labels
+            error, evaluation, predictions, consistency = evaluate(
+                self, attempt, host, learner, data, best, images, labels
             )
         except Exception as exc:  # noqa: BLE001 - the learner's predict failed: the task fails
             cause = getattr(exc, "cause", None) or exc  # unwrap Ray's RayTaskError
@@ -378,83 +296,6 @@ class StreamRunner:
                     run=session.get(TaskRun, attempt.run_id),
                 )
             raise
-
-    def _trial_spec(self, attempt: Attempt, host: HostSpec, learner: LearnerDeclaration, data: TaskData) -> TrialSpec:
-        """What every trial of the attempt gets: the task's data, the learner's state, the past."""
-        plan, task, size = attempt.plan, attempt.task, attempt.plan.image_size
-        with self.sessions() as session:
-            state_key = records.last_state_key(session, submission_id=plan.submission_id)
-            predictors = run_keys.committed_predictor_keys(session, submission_id=plan.submission_id)
-        state = (
-            self.store.get_bytes(state_key, max_bytes=self.settings.host_state_mb << 20)  # sized before read
-            if state_key
-            else learner.init_state
-        )
-        past = {t.order: t for t in plan.tasks if t.order < task.order}
-        harness = self.actors.harness(size)
-        stopping = searchers.stopping_rule(plan.budget.scheduler, plan.budget.steps)
-        streamed = "train" not in data.splits  # too large to send whole: the host asks for its shards
-        ray.get(
-            harness.begin_task.remote(
-                past=past,
-                current_order=task.order,
-                key_prefix=attempt.key_prefix,
-                past_predictors={o: k for o, k in predictors.items() if o in past},
-                pretrained_key=plan.pretrained_key,
-                stopping=stopping,
-                streamed=data.index if streamed else None,
-                flop_cap=plan.rules.task_flop_cap,
-            )
-        )
-        return TrialSpec(
-            host=host,
-            info=task_info(task, data.index, size),
-            past=tuple(task_info(t, self.data.index(t, size), size) for t in past.values()),
-            stream_length=len(plan.manifest.tasks),
-            steps=plan.budget.steps,
-            checkpoint_fractions=plan.budget.checkpoint_fractions,
-            state=state,
-            train=None if streamed else data.labelled("train"),
-            dev=data.labelled("dev"),
-            key_prefix=attempt.key_prefix,
-            harness=harness,
-            rungs=stopping.rungs,
-            rung_proxy=stopping.proxy,
-            train_shards=tuple(s.num_examples for s in data.index.shards["train"]) if streamed else (),
-            rules=plan.rules,
-        )
-
-    def _evaluate(
-        self,
-        attempt: Attempt,
-        host: HostSpec,
-        learner: LearnerDeclaration,
-        data: TaskData,
-        best: TrialOutcome,
-        images: np.ndarray,
-        labels: np.ndarray,
-    ) -> tuple[float, EvaluationCost, bytes, Consistency]:
-        """The chosen predictor's error on the evaluation split, its cost, predictions and, in
-        meta-test, the consistency check (:mod:`.consistency`); ``predict`` sees images only."""
-        plan = attempt.plan
-        check = plan_check(images, enabled=plan.phase == "meta_test")
-        scores, flops = self.actors.score(
-            host,
-            learner.resources,
-            plan.budget,
-            task_info(attempt.task, data.index, plan.image_size),
-            check.images,
-            seed=best.seed,
-            predictor=self.store.get_bytes(best.predictor.key),
-            log_to=(self.actors.harness(plan.image_size), key_layout.predict_log_key(attempt.key_prefix)),
-        )
-        consistency, scores, kind = judge(check, scores, labels), check.originals(scores), attempt.task.kind
-        return (
-            task_error(scores, labels, kind),
-            EvaluationCost.of(flops),
-            encode_predictions(scores, labels, kind),
-            consistency,
-        )
 
     def _fail(self, attempt: Attempt, reason: str, spent: float, *, cause: BaseException | None = None) -> NoReturn:
         """Close the attempt, stop the submission with the reason, and raise it."""
