@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, StrictBool, StringConstraints
 from services.coordinator.api.fields import STREAM_MAX, VERSION_MAX, StrictDbId
 from services.coordinator.api.schemas import LearnerRef, Request, StreamRef
 from services.coordinator.api.schemas_uncertainty import ErrorIntervalOut
+from services.coordinator.api.schemas_verify import VerificationOut
 from services.coordinator.common.validation import CODE_URL_MAX
 from services.core.budget import RunBudget
 
@@ -235,6 +236,14 @@ class SubmissionOut(SubmissionBrief):
         description=(
             "E's 95 % bootstrap interval (tasks, and test examples within tasks, resampled; "
             "docs/uncertainty.md) on GET /v1/submissions/{id}; null in the answers of writes."
+        ),
+    )
+    verification: VerificationOut | None = Field(
+        default=None,
+        description=(
+            "Its verification by replays with new seeds (GET /v1/submissions/{id}/verify; docs/rules.md): "
+            "the verdict, the interval it was judged by, the replays, or the run it replays "
+            "(replay_of); on GET /v1/submissions/{id}, null in the answers of writes."
         ),
     )
 

@@ -19,6 +19,7 @@ from services.core.metric_specs import metric_spec
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission
 from services.store.db.models_coordinator import ScheduledSubmission, User
 from services.store.db.models_scores import SubmissionScore
+from services.store.runs.verdicts import not_a_replay
 from services.store.runs.visibility import Viewer, visible_to
 
 CodeFilter = Literal["any", "public"]
@@ -69,6 +70,7 @@ def board_filters(
         StreamVersion.version == version,
         Submission.phase == RANKED_PHASE,
         visible_to(viewer),
+        not_a_replay(),  # a replay is judged against its original, never ranked (verification.py)
     ]
     if ruleset is not None:
         filters.append(Submission.ruleset == ruleset)

@@ -34,6 +34,7 @@ from services.store.runs.interval_cache import from_document, interval_key, is_c
 from services.store.runs.leaderboard import LeaderboardPage
 from services.store.runs.predictions import predictions_key
 from services.store.runs.uncertainty import RunInterval, run_interval_of
+from services.store.runs.verdicts import not_a_replay
 from services.store.runs.visibility import ANONYMOUS, Viewer, visible_to
 
 LIVE = ("queued", "running")
@@ -154,6 +155,7 @@ def _seeds(session: Session, version_id: int | None, rows, phase: str, viewer: V
             SubmissionScore.headline_done == headline,
             SubmissionScore.mean_error.is_not(None),
             visible_to(viewer),
+            not_a_replay(),
         )
         .order_by(Submission.id)
     ).all()

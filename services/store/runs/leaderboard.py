@@ -21,6 +21,8 @@ sorted by them is ordered in Python over the filtered rows' ids, then read as on
 whether its learner's code is public: a built-in baseline's is (this repository), any other's
 only when its submitter gave ``code_url``. ``code="public"`` keeps only those rows (an operator
 may make it the default ranking, ``NEVIS_LEADERBOARD_CODE``: docs/isolation.md, "Public data").
+A row replayed by an operator carries its verification mark and its replays' ids
+(:mod:`services.store.runs.verdicts`); replays are never rows (:mod:`services.store.runs.board_query`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from services.store.runs.board_query import (
     ranked_query,
     version_id,
 )
+from services.store.runs.verdicts import marks_of
 from services.store.runs.visibility import ANONYMOUS, Viewer
 
 SortKey = Literal["rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks"]
@@ -88,6 +91,9 @@ class LeaderboardRow:
     code_public: bool = False  # a baseline, or a code_url given: False is marked "code not public"
     ruleset: str = "open"  # the rules it competed under (services.core.rulesets): each has its own board
     inconsistent: bool = False  # a task's answers jumped on shifted copies (workers/trainer/consistency.py): marked
+    verification: str | None = None  # replayed with new seeds: pending, verified, not_reproduced, inconclusive
+    verified_mark: str | None = None  # what the row shows: verified or not_reproduced (verdicts.LEGEND)
+    replays: tuple[int, ...] = ()  # the replays it was judged by (never rows of their own)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -172,6 +178,7 @@ def leaderboard(
     if kept and sort != "profile":
         profiles = _kept_scores(session, stream, version, [r.submission_id for r in rows])
     spread = _spread_by_group(session, filters, headline, [r.submission_id for r in rows])
+    marks = marks_of(session, [r.submission_id for r in rows])
     return LeaderboardPage(
         stream=stream,
         version=version,
@@ -208,6 +215,7 @@ def leaderboard(
                 code_public=bool(r.baseline) or r.code_url is not None,
                 ruleset=r.ruleset,
                 inconsistent=bool(r.inconsistent),
+                **(marks[r.submission_id].row_fields() if r.submission_id in marks else {}),
             )
             for r in rows
         ),

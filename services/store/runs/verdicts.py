@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
+from services.store.db.models import Submission
 from services.store.db.models_verify import MARKS, SubmissionReplay, SubmissionVerdict
 
 LEGEND: dict[str, str] = {
@@ -23,6 +24,13 @@ LEGEND: dict[str, str] = {
     "not_reproduced": "replayed with new seeds by an operator; some replay's E fell outside this row's 95 % interval",
 }
 """What each mark means, as the leaderboard's legend and docs/rules.md say it."""
+
+
+def not_a_replay() -> ColumnElement[bool]:
+    """SQL: the submissions that are no replay (a WHERE clause on :class:`Submission`): boards,
+    fronts, profiles and seed groups leave replays out, so a row is never ranked twice and a
+    replay never moves its original's numbers (nor the spread over seeds shown beside them)."""
+    return Submission.id.not_in(select(SubmissionReplay.replay_id))
 
 
 @dataclass(frozen=True)
@@ -37,8 +45,9 @@ class RowMark:
         """What the row shows: verified or not_reproduced; None otherwise."""
         return self.verdict if self.verdict in MARKS else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"verification": self.verdict, "verified_mark": self.mark, "replays": list(self.replays)}
+    def row_fields(self) -> dict[str, Any]:
+        """The leaderboard row's fields (:class:`~services.store.runs.leaderboard.LeaderboardRow`)."""
+        return {"verification": self.verdict, "verified_mark": self.mark, "replays": self.replays}
 
 
 def marks_of(session: Session, submission_ids: Sequence[int]) -> dict[int, RowMark]:
@@ -123,4 +132,4 @@ def verification_of(session: Session, *, submission_id: int) -> Verification:
     return Verification(submission_id, verdict.verdict, interval, replays, verdict.note, replay_of)
 
 
-__all__ = ["LEGEND", "RowMark", "Verification", "marks_of", "verification_of"]
+__all__ = ["LEGEND", "RowMark", "Verification", "marks_of", "not_a_replay", "verification_of"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from services.core.budget import RunBudget
@@ -39,6 +39,7 @@ from services.store.objects import ObjectStore
 from services.store.runs import records
 from services.store.runs.interval_cache import from_document, is_current
 from services.store.runs.summary import load_summary
+from services.store.runs.verdicts import not_a_replay
 
 MAX_SEEDS = 10
 """Most replays one request may ask for (each is a whole run)."""
@@ -56,11 +57,6 @@ def learner_digest(learner: Learner) -> str:
     if learner.bundle_sha256:
         return f"sha256:{learner.bundle_sha256}"
     return learner.image_ref or learner.entrypoint
-
-
-def not_a_replay() -> ColumnElement[bool]:
-    """SQL: the submissions that are no replay (a WHERE clause on :class:`Submission` for boards)."""
-    return Submission.id.not_in(select(SubmissionReplay.replay_id))
 
 
 def check_verifiable(session: Session, *, submission_id: int) -> Submission:

@@ -7,9 +7,11 @@ are committed here as a worker commits them (the real runs are tests/integration
 from __future__ import annotations
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from services.core.uncertainty import ErrorInterval, Interval
+from services.dashboard.server import create_server_app
 from services.store.db import transaction
 from services.store.db.models_coordinator import ScheduledSubmission, User
 from services.store.db.models_scores import SubmissionInterval
@@ -27,7 +29,7 @@ def keep_interval(sessions, submission_id: int, low: float, high: float) -> None
         )
 
 
-def test_an_operator_verifies_a_finished_public_submission(client, tokens, sessions):  # noqa: F811
+def test_an_operator_verifies_a_finished_public_submission(client, tokens, sessions, coord_settings):  # noqa: F811
     admin = tokens.auth("admin")
     alice = learner(client, tokens, "alice")
     original = submit(client, tokens, "alice", alice)
@@ -78,3 +80,20 @@ def test_an_operator_verifies_a_finished_public_submission(client, tokens, sessi
 
     detail = client.get(f"/v1/submissions/{original}", headers=admin).json()
     assert detail["e"] == pytest.approx(0.30)  # the replays never change the original's numbers
+    assert detail["verification"]["mark"] == "verified" and len(detail["verification"]["replays"]) == 3
+    replay_detail = client.get(f"/v1/submissions/{newest[0]}", headers=admin).json()
+    assert replay_detail["verification"]["replay_of"] == original
+
+    board = client.get("/v1/leaderboard", params={"stream": "tiny2"}, headers=admin).json()
+    rows = {r["submission_id"]: r for r in board["items"]}
+    assert set(rows) == {original, unfinished}  # three finished replays, no rows of their own
+    assert rows[original]["verified_mark"] == "verified" and rows[original]["replays"] == [*replays, *newest]
+    assert rows[unfinished]["verified_mark"] is None and rows[unfinished]["verification"] is None
+
+    with TestClient(create_server_app(coord_settings)) as dashboard:
+        page = dashboard.get("/", params={"stream": "tiny2"}).text
+        assert 'class="badge badge-verified"' in page and f"replays: {', '.join(map(str, [*replays, *newest]))}" in page
+        assert "not reproduced</span>: an operator replayed" in page  # the legend
+        lines = dashboard.get("/leaderboard.csv", params={"stream": "tiny2"}).text.splitlines()
+        assert lines[0].endswith(",verified_mark") and len(lines) == 3
+        assert any(line.startswith(f"1,{original},") and line.endswith(",verified") for line in lines)

@@ -23,6 +23,7 @@ from services.coordinator.api.schemas_submissions import (
     TaskOut,
 )
 from services.coordinator.api.schemas_uncertainty import ErrorIntervalOut
+from services.coordinator.api.schemas_verify import VerificationOut
 from services.coordinator.common.validation import check_idempotency_key
 from services.coordinator.crud import submissions as crud
 from services.coordinator.crud.submissions import SubmissionRequest, SubmissionRow
@@ -32,6 +33,7 @@ from services.store.db.models_coordinator import TaskLease
 from services.store.probes.report import load_probe_report
 from services.store.runs.summary import load_summary
 from services.store.runs.uncertainty import run_interval_of
+from services.store.runs.verdicts import verification_of
 
 router = APIRouter(prefix="/v1/submissions", tags=["submissions"], responses=problems(401, 422, 503))
 StatusFilter = Annotated[
@@ -246,7 +248,10 @@ def read_submission(
 ) -> SubmissionOut:
     out = detail(session, crud.get_submission(session, user=user, submission_id=submission_id))
     interval = run_interval_of(session, store, submission_id=submission_id)
-    return out.model_copy(update={"error_interval": ErrorIntervalOut(**interval.to_dict())})
+    verification = VerificationOut.model_validate(verification_of(session, submission_id=submission_id).to_dict())
+    return out.model_copy(
+        update={"error_interval": ErrorIntervalOut(**interval.to_dict()), "verification": verification}
+    )
 
 
 @router.post(
