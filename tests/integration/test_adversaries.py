@@ -72,6 +72,25 @@ def test_a_network_counted_by_nobody_is_charged_the_floor_and_marked(runner, tin
     assert floored == {runs["mlp_tracked"]: False, runs["mlp_raw"]: True, runs["meter_patcher"]: True}
 
 
+def test_a_count_topped_up_to_just_over_the_floor_is_marked_near_floor(runner, tiny_stream):
+    """Raw arithmetic, then a report of twice the floor the learner expects (issue 44, finding
+    5): charged its own count but marked, as the floor itself would be (never stored as
+    ``measured`` or ``reported`` with a count under NEVIS_NEAR_FLOOR_BAND × its floor)."""
+    from nevis_hostile_learners import FLOOR_STEPS
+
+    from tests.integration.conftest import tiny_manifest
+    from workers.sandbox.calibration import ALLOWANCE_S
+
+    stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
+    budget = RunBudget(trials=1, steps=FLOOR_STEPS, checkpoint_fractions=(1.0,))
+    run = runner.start(RunRequest(stream=stream, learner="nevis_hostile_learners:floor_topper", budget=budget))
+    [trial] = _trials(runner, run)
+    assert trial.status == "succeeded", trial.traceback
+    assert trial.cpu_seconds > ALLOWANCE_S, "too little work to floor; raise FLOOR_STEPS"
+    assert trial.flops_source in ("near_floor", "floor"), (trial.flops, trial.flops_floor, trial.flops_source)
+    assert trial.flops >= trial.flops_floor > 0
+
+
 def test_evaluation_images_are_gone_when_the_learner_next_trains(runner, tiny_stream):
     budget = RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,))
     run = runner.start(RunRequest(stream=str(tiny_stream), learner="nevis_hostile_learners:hoarder", budget=budget))

@@ -5,6 +5,8 @@ obtained from its saved state (``state["obtained"]``: empty when it obtained not
 - ``mlp_tracked`` / ``mlp_raw``: the same MLP, trained once through ``ctx.track``-ed modules and
   once as raw tensor arithmetic (``x @ W``), which no module hook sees;
 - ``meter_patcher``: switches the FLOP meter off at import, then trains the MLP;
+- ``floor_topper``: trains the MLP as raw arithmetic, then tops its meter up to twice the floor
+  it estimates from its own CPU time and the calibration code (importable in the sandbox);
 - ``hoarder``: keeps the images ``predict`` is given (memory and ``/tmp``) and looks for them
   when it next trains;
 - ``tmpfs_filler`` / ``fork_bomber`` (``resource_hog``: both): try to take the node's memory or
@@ -113,6 +115,22 @@ class MeterPatcher(MlpTracked):
         flops.FlopMeter.track = lambda self, module: module
         flops.FlopMeter.watch = lambda self: self
         flops.FlopMeter.report_flops = lambda self, n: None
+
+
+class FloorTopper(MlpRaw):
+    """Counts nothing while it trains, then reports just enough to clear the floor it expects."""
+
+    name = "floor-topper"
+
+    def train(self, view, state, config, ctx):
+        from workers.sandbox.calibration import ALLOWANCE_S, FLOOR_FRACTION, measure_flop_rate
+
+        rate = measure_flop_rate()  # what the harness's calibration would find on this node
+        started = time.process_time()
+        out = super().train(view, state, config, ctx)
+        used = time.process_time() - started
+        ctx.report_flops(int(2 * max(used - ALLOWANCE_S, 0.0) * rate * FLOOR_FRACTION))
+        return out
 
 
 class Hoarder(NearestMeanLearner):
@@ -327,6 +345,10 @@ def mlp_raw() -> MlpRaw:
 
 def meter_patcher() -> MeterPatcher:
     return MeterPatcher()
+
+
+def floor_topper() -> FloorTopper:
+    return FloorTopper()
 
 
 def hoarder() -> Hoarder:
