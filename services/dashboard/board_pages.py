@@ -63,6 +63,7 @@ BOARD_COLUMNS = (
     "finished_at",
     "visibility",
     "ruleset",
+    "verified_mark",
 )
 
 router = APIRouter(include_in_schema=False)
