@@ -77,6 +77,20 @@ class RefreshSettings(BaseModel):
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
         description="The user that owns the baselines' refresh runs (made, role submitter, on first use).",
     )
+    refresh_verify_seeds: int = Field(
+        default=0,
+        ge=0,
+        le=10,
+        description="Verified rows (docs/rules.md): each scheduled refresh pass also replays this many times, "
+        "with new seeds, up to NEVIS_REFRESH_VERIFY_LIMIT finished public meta-test submissions never verified "
+        "(oldest first), owned by the refresh user; 0: only operators verify (POST /v1/submissions/{id}/verify).",
+    )
+    refresh_verify_limit: int = Field(
+        default=5,
+        ge=1,
+        le=1000,
+        description="Most submissions one scheduled refresh pass verifies (NEVIS_REFRESH_VERIFY_SEEDS replays each).",
+    )
 
     @field_validator("refresh_cron")
     @classmethod

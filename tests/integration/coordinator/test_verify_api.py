@@ -97,3 +97,31 @@ def test_an_operator_verifies_a_finished_public_submission(client, tokens, sessi
         lines = dashboard.get("/leaderboard.csv", params={"stream": "tiny2"}).text.splitlines()
         assert lines[0].endswith(",verified_mark") and len(lines) == 3
         assert any(line.startswith(f"1,{original},") and line.endswith(",verified") for line in lines)
+
+
+def test_the_refresh_schedule_verifies_unverified_rows_and_settles_them(client, tokens, sessions, coord_settings):  # noqa: F811
+    from services.coordinator.refresh.timer import RefreshTimer
+    from services.store.db.models_verify import SubmissionReplay
+
+    settings = coord_settings.model_copy(
+        update={"refresh_cron": "@daily", "refresh_verify_seeds": 2, "refresh_verify_limit": 1, "refresh_baselines": ""}
+    )
+    alice = learner(client, tokens, "alice")
+    first, second = submit(client, tokens, "alice", alice), submit(client, tokens, "alice", alice)
+    for run in (first, second):
+        finish(sessions, run, 0.30)
+        keep_interval(sessions, run, 0.25, 0.35)
+    timer = RefreshTimer(settings, sessions)
+    timer.tick()  # the first pass is due: the oldest unverified row gets two replays (the limit is one row)
+    with sessions() as session:
+        links = session.scalars(select(SubmissionReplay).order_by(SubmissionReplay.replay_id)).all()
+        assert [(r.original_id, r.requested_by) for r in links] == [(first, "refresh"), (first, "refresh")]
+    assert client.get(f"/v1/submissions/{first}/verify", headers=tokens.auth("admin")).json()["verdict"] == "pending"
+    for link in links:
+        finish(sessions, link.replay_id, 0.32)
+    timer.tick()  # not due again; it settles the verdict whose replays ended
+    with sessions() as session:
+        from services.store.db.models_verify import SubmissionVerdict
+
+        assert session.get(SubmissionVerdict, first).verdict == "verified"
+        assert session.get(SubmissionVerdict, second) is None
