@@ -4,7 +4,12 @@ Users of the reference have its prepared datasets on disk (``$NEVIS_DATA_DIR/sta
 TFRecords of PNGs). This command turns each folder it recognises into
 ``<NEVIS_OFFLINE_DATA_DIR>/<key>.parquet``, as ``nevis data convert`` does from a download, so
 they need not download again. The closing table gives every folder one outcome (imported,
-present, skipped with the reason, failed); the command exits non-zero when one failed.
+present, skipped with the reason, failed) and the split mode of its file; the command exits
+non-zero when one failed.
+
+By default the files keep the reference's own split of every row, which the
+``nevis22-full-reference`` / ``nevis22-short-reference`` streams read; ``--redeal`` marks them
+for the stream's own rule instead (:mod:`workers.stream.imported_splits`).
 """
 
 from __future__ import annotations
@@ -20,14 +25,14 @@ from services.core.config import get_settings
 from services.core.errors import ConfigError, DataIntegrityError
 
 if TYPE_CHECKING:
-    from workers.ingest.readers.reference_tfrecords import ImportOutcome
+    from workers.ingest.readers.reference_import import ImportOutcome
 
 _COLOURS = {"imported": "green", "present": "dim", "skipped": "yellow", "failed": "red"}
 
 
 def _table(title: str, outcomes: list[ImportOutcome]) -> Table:
     table = Table(title=title)
-    for name in ("folder", "source", "outcome", "rows", "MB", "s", "detail"):
+    for name in ("folder", "source", "outcome", "splits", "rows", "MB", "s", "detail"):
         table.add_column(
             name, no_wrap=name != "detail", overflow="fold", justify="right" if name in ("rows", "MB", "s") else "left"
         )
@@ -37,6 +42,7 @@ def _table(title: str, outcomes: list[ImportOutcome]) -> Table:
             item.folder,
             item.key,
             f"[{colour}]{item.status}[/]",
+            item.split_mode,
             str(item.rows or ""),
             f"{item.size / 1e6:.1f}",
             f"{item.seconds:.1f}",
@@ -56,9 +62,16 @@ def import_reference(
         None, "--datasets", "-d", help="Comma-separated folders or source keys to import (default: all)."
     ),
     force: bool = typer.Option(False, "--force", help="Rewrite datasets that are already in NEVIS_OFFLINE_DATA_DIR."),
+    redeal: bool = typer.Option(
+        False,
+        "--redeal",
+        help="Let each stream's own split rule re-deal the rows (default: keep the reference's split of "
+        "every row, read by the nevis22-full-reference and nevis22-short-reference streams).",
+    ),
 ) -> None:
     """Import datasets the reference implementation prepared (TFRecords of PNGs) as Parquet datasets."""
-    from workers.ingest.readers.reference_tfrecords import import_reference as run_import  # noqa: PLC0415
+    from workers.ingest.readers.reference_import import import_reference as run_import  # noqa: PLC0415
+    from workers.stream.imported_splits import REFERENCE_STREAMS  # noqa: PLC0415
 
     settings = get_settings()
     if settings.offline_data_dir is None:
@@ -74,6 +87,7 @@ def import_reference(
         settings.offline_data_dir,
         names=names,
         force=force,
+        redeal=redeal,
         on_done=lambda o: console.print(f"{o.folder}: {o.status}"),
     )
     console.print(_table(f"Import from {path}", outcomes))
@@ -86,6 +100,13 @@ def import_reference(
         )
     done = sum(o.ok for o in outcomes)
     console.print(f"{done} of {len(outcomes)} folders imported or already present; the rest skipped (see above).")
+    if redeal:
+        console.print("Split mode 'redeal' (--redeal): each stream's own split rule deals the imported rows afresh.")
+    else:
+        console.print(
+            "Split mode 'reference': every row keeps the reference's split; prepare "
+            f"{' or '.join(REFERENCE_STREAMS)} to use them (--redeal lets a stream's own rule re-deal them)."
+        )
 
 
 __all__ = ["import_reference"]

@@ -42,6 +42,7 @@ from workers.stream.images import (
     source_shape_summary,
     stored_forms,
 )
+from workers.stream.imported_splits import check_split_mode
 from workers.stream.manifest import SPLITS, TaskSpec
 from workers.stream.pinned_data import check_counts
 from workers.stream.shards import DatasetIndex, ShardInfo, dataset_prefix, encode_shard, sha256_hex
@@ -76,6 +77,8 @@ def build_dataset(
         CountMismatchError: the data's classes differ from the task's, or a catalogue
             source's classes or rows per split from its pinned counts, and not
             ``accept_count_change`` (nothing is written then).
+        DatasetFormatError: a file imported to keep the reference's splits, under a rule that
+            would re-deal it (:mod:`workers.stream.imported_splits`).
     """
     stage("load")
     source, name = split_key(task.dataset)
@@ -85,6 +88,7 @@ def build_dataset(
             f"Dataset {task.dataset!r} is {raw.kind}-label, but task {task.order} says "
             f"{task.kind}-label; fix the manifest or the dataset."
         )
+    check_split_mode(task, raw)
     counts = check_counts(task, raw, accept=accept_count_change)
     stage("split")
     assignment = assign_splits(

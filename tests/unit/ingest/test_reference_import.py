@@ -1,15 +1,19 @@
 """Import of datasets the reference (dm_nevis) prepared: TFRecords of PNGs become Parquet datasets
 with the same image bytes, labels, class names and splits; damaged files fail naming the file
-and the record; folders that are not datasets of the streams are skipped with a reason."""
+and the record; folders that are not datasets of the streams are skipped with a reason. By
+default every row keeps the reference's split through ``prepare`` (the reference streams read
+it, a re-dealing rule is refused); ``--redeal`` lets the stream's rule deal the rows afresh."""
 
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import pickle
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -17,7 +21,7 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.core.config import get_settings
-from services.core.errors import DataIntegrityError
+from services.core.errors import DataIntegrityError, DatasetFormatError
 from services.store.objects import LocalObjectStore
 from tests.support.source_fixtures.reference_tfrecords import (
     encode_example,
@@ -26,8 +30,8 @@ from tests.support.source_fixtures.reference_tfrecords import (
     write_reference_folder,
     write_tfrecord,
 )
+from workers.ingest.readers.reference_import import FAILED, IMPORTED, PRESENT, SKIPPED, import_reference
 from workers.ingest.readers.reference_metadata import read_reference_metadata
-from workers.ingest.readers.reference_tfrecords import FAILED, IMPORTED, PRESENT, SKIPPED, import_reference
 from workers.ingest.readers.tfrecord import (
     TFRecordError,
     crc32c,
@@ -40,6 +44,7 @@ from workers.ingest.readers.tfrecord import (
 from workers.stream.formats.parquet_layout import DatasetHeader
 from workers.stream.manifest import parse_manifest
 from workers.stream.prepare import prepare_stream
+from workers.stream.shards import load_index
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "250"}
@@ -195,6 +200,7 @@ def test_import_keeps_images_labels_class_names_and_splits(tmp_path: Path) -> No
     expected = written["coil20"]
     assert header.kind == "single" and header.class_names == ("duck", "cat", "car") and header.official_split
     assert header.source["reference_dataset"] == "coil20"
+    assert header.source["split_mode"] == "reference" and outcomes["coil20"].split_mode == "reference"
     assert rows["image"] == [e.png for e in expected]  # the PNG bytes, unchanged, in written order
     assert rows["label"] == [e.label for e in expected]
     assert rows["encoding"] == ["PNG"] * len(expected)
@@ -212,8 +218,10 @@ def test_import_keeps_images_labels_class_names_and_splits(tmp_path: Path) -> No
     assert rows["channels"] == [1] * len(expected)
     assert rows["split"] == [e.split for e in expected]
 
-    again = {o.folder: o.status for o in import_reference(tmp_path / "nevis_data", offline, names=["coil20"])}
-    assert again == {"coil20": PRESENT}
+    again = import_reference(tmp_path / "nevis_data", offline, names=["coil20"])
+    assert [(o.folder, o.status, o.split_mode) for o in again] == [("coil20", PRESENT, "reference")]
+    other = import_reference(tmp_path / "nevis_data", offline, names=["coil20"], redeal=True)[0]
+    assert other.status == PRESENT and "split mode 'reference', not 'redeal': --force --redeal" in other.detail
 
 
 def test_a_corrupt_record_fails_its_dataset_only_and_leaves_no_file(tmp_path: Path) -> None:
@@ -273,9 +281,18 @@ def test_the_command_prints_a_row_per_folder(
     write_reference_folder(tmp_path / "ref")
     result = runner.invoke(app, ["data", "import-reference", str(tmp_path / "ref")], env=WIDE)
     assert result.exit_code == 0, result.output
-    assert "imported" in _row(result.stdout, "coil20") and " 12 " in f" {_row(result.stdout, 'coil20')} "
+    assert "│ imported │ reference │ 12 │" in _row(result.stdout, "coil20")
     assert "skipped" in _row(result.stdout, "notes") and "skipped" in _row(result.stdout, "aloi_grey")
     assert (offline / "sun_attributes.parquet").is_file()
+    closing = " ".join(result.stdout.split())
+    assert "Split mode 'reference'" in closing and "nevis22-full-reference or nevis22-short-reference" in closing
+
+    result = runner.invoke(
+        app, ["data", "import-reference", str(tmp_path / "ref"), "-d", "coil20", "--force", "--redeal"], env=WIDE
+    )
+    assert result.exit_code == 0, result.output
+    assert "│ imported │ redeal │ 12 │" in _row(result.stdout, "coil20")
+    assert "Split mode 'redeal' (--redeal)" in " ".join(result.stdout.split())
 
     shard = tmp_path / "ref" / "stable" / "sun_attributes" / "test" / "data-00000-of-00001"
     shard.write_bytes(shard.read_bytes()[:-3])
@@ -287,29 +304,84 @@ def test_the_command_prints_a_row_per_folder(
     assert "sun_attributes" in str(result.exception)
 
 
-def test_imported_datasets_prepare_and_the_reference_split_can_be_kept_exactly(tmp_path: Path) -> None:
-    """Through ``nevis data prepare``: a ``by_attribute`` rule on ``reference_split`` gives each
-    row the reference's own split; the stream's ``random`` rule deals the same rows afresh."""
+def _variant_tasks(stream: str, **num_classes: int) -> list[dict]:
+    """The stream's first task of each fixture dataset, renumbered, with the fixtures' class counts."""
+    doc = json.loads((Path(__file__).resolve().parents[3] / f"workers/stream/manifests/{stream}.json").read_text())
+    tasks = [next(t for t in doc["tasks"] if t["dataset"] == f"nevis:{key}") for key in num_classes]
+    return [
+        {**task, "order": i + 1, "num_classes": n}
+        for i, (task, n) in enumerate(zip(tasks, num_classes.values(), strict=True))
+    ]
+
+
+def _prepare(tmp_path: Path, offline: Path, stream: str, tasks: list[dict]):
+    doc = json.loads((Path(__file__).resolve().parents[3] / f"workers/stream/manifests/{stream}.json").read_text())
+    manifest = parse_manifest({**doc, "name": "imported", "tasks": tasks})
+    store = LocalObjectStore(tmp_path / "store")
+    report = prepare_stream(
+        manifest, store, image_size=8, offline_dir=offline, accept_count_change=True
+    )  # fixtures: far fewer classes than pinned
+    return store, {item.dataset: item.counts for item in report.datasets}
+
+
+def _prepared_rows(store: LocalObjectStore, dataset: str) -> dict[str, list[int]]:
+    """Each prepared split's source rows (the shards' ``rows``), sorted."""
+    index = load_index(store, dataset, 8)
+    assert index is not None
+    out = {}
+    for split, shards in index.shards.items():
+        rows = [np.load(io.BytesIO(store.get_bytes(s.key)))["rows"] for s in shards]
+        out[split] = sorted(int(r) for r in np.concatenate(rows)) if rows else []
+    return out
+
+
+def test_a_default_import_keeps_every_rows_reference_split_through_prepare(tmp_path: Path) -> None:
+    """The shipped reference stream prepares each imported row into the split the reference
+    gave it (row by row, not only in count); the parent stream's rule, which would re-deal
+    them, is refused naming what to do instead."""
+    written = write_reference_folder(tmp_path / "ref")
+    offline = tmp_path / "offline"
+    outcomes = import_reference(tmp_path / "ref", offline, names=["coil20", "sun_attributes"])
+    assert [(o.status, o.split_mode) for o in outcomes] == [(IMPORTED, "reference")] * 2
+
+    tasks = _variant_tasks("nevis22-full-reference", coil20=3)
+    assert tasks[0]["split"]["attribute"] == "reference_split"
+    store, counts = _prepare(tmp_path, offline, "nevis22-full-reference", tasks)
+    assert counts["nevis:coil20"] == {"train": 5, "dev": 2, "dev_test": 2, "test": 3}
+    names = {"train": "train", "dev": "dev", "dev-test": "dev_test", "test": "test"}
+    expected: dict[str, list[int]] = {split: [] for split in names.values()}
+    for row, example in enumerate(written["coil20"]):  # the file's rows, in written order
+        expected[names[example.split]].append(row)
+    assert _prepared_rows(store, "nevis:coil20") == expected
+
+    # the fixture's sun_attributes has no dev or dev-test: the rule says so rather than guess
+    tasks = _variant_tasks("nevis22-full-reference", sun_attributes=4)
+    with pytest.raises(DatasetFormatError, match=r"'reference_split' values no row has: \['dev', 'dev_test'\]"):
+        _prepare(tmp_path, offline, "nevis22-full-reference", tasks)
+
+    parent = _variant_tasks("nevis22-full", coil20=3)
+    with pytest.raises(DatasetFormatError, match="imported from the reference keeping") as caught:
+        _prepare(tmp_path, offline, "nevis22-full", parent)
+    message = str(caught.value)
+    assert "'nevis:coil20'" in message and "nevis22-full-reference" in message and "--force --redeal" in message
+
+
+def test_a_redealt_import_is_dealt_by_the_stream_rule_and_a_download_has_no_reference_split(tmp_path: Path) -> None:
+    """``redeal``: the parent stream's ``random`` rule deals the same rows afresh (the result
+    and the file say so). A reference stream on a file without the reference's split (a
+    converted download) stops naming the attribute and the import."""
     write_reference_folder(tmp_path / "ref")
     offline = tmp_path / "offline"
-    assert [o.status for o in import_reference(tmp_path / "ref", offline, names=["coil20", "sun_attributes"])] == [
-        IMPORTED,
-        IMPORTED,
-    ]
-    exact = {
-        "kind": "by_attribute",
-        "attribute": "reference_split",
-        "seed": 0,
-        "values": {"train": ["train"], "dev": ["dev"], "dev_test": ["dev_test"], "test": ["test"]},
-    }
-    doc = json.loads((Path(__file__).resolve().parents[3] / "workers/stream/manifests/nevis22-full.json").read_text())
-    coil = next(t for t in doc["tasks"] if t["dataset"] == "nevis:coil20")
-    sun = next(t for t in doc["tasks"] if t["dataset"] == "nevis:sun_attributes")
-    tasks = [{**coil, "order": 1, "num_classes": 3, "split": exact}, {**sun, "order": 2, "num_classes": 4}]
-    manifest = parse_manifest({**doc, "name": "imported", "tasks": tasks})
-    report = prepare_stream(
-        manifest, LocalObjectStore(tmp_path / "store"), image_size=8, offline_dir=offline, accept_count_change=True
-    )  # fixtures: far fewer classes than pinned
-    counts = {item.dataset: item.counts for item in report.datasets}
-    assert counts["nevis:coil20"] == {"train": 5, "dev": 2, "dev_test": 2, "test": 3}
-    assert sum(counts["nevis:sun_attributes"].values()) == 6
+    outcomes = import_reference(tmp_path / "ref", offline, names=["coil20", "sun_attributes"], redeal=True)
+    assert [(o.status, o.split_mode) for o in outcomes] == [(IMPORTED, "redeal")] * 2
+    header, _ = _read(offline / "coil20.parquet")
+    assert header.source["split_mode"] == "redeal"
+    _, counts = _prepare(tmp_path, offline, "nevis22-full", _variant_tasks("nevis22-full", coil20=3, sun_attributes=4))
+    assert sum(counts["nevis:coil20"].values()) == 12 and sum(counts["nevis:sun_attributes"].values()) == 6
+    assert counts["nevis:coil20"] != {"train": 5, "dev": 2, "dev_test": 2, "test": 3}  # 56/12/12/20 of 12 rows
+
+    table = pq.read_table(offline / "coil20.parquet")
+    pq.write_table(table.drop(["attr.reference_split"]), offline / "coil20.parquet")
+    tasks = _variant_tasks("nevis22-full-reference", coil20=3)
+    with pytest.raises(DatasetFormatError, match=r"attr\.reference_split.*nevis data import-reference"):
+        _prepare(tmp_path / "again", offline, "nevis22-full-reference", tasks)

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[3]
 SHARED = REPO.parent / "shared"
 NEVIS_CSV = SHARED / "streams" / "nevis22_dm_nevis.csv"
 OFFLINE_DIR = SHARED / "datasets"
-BUILT_IN = ["mini", "nevis22-full", "nevis22-short", "offline"]
+BUILT_IN = ["mini", "nevis22-full", "nevis22-full-reference", "nevis22-short", "nevis22-short-reference", "offline"]
 
 
 def user_doc(**changes: Any) -> dict[str, Any]:

@@ -12,32 +12,31 @@ The reference prepares a dataset into ``<NEVIS_DATA_DIR>/stable/<name>/``:
 
 The splits are the reference's final ones (``train``, ``dev``, ``dev-test``, ``test``;
 ``train_and_dev`` is the union of the first two and is read only where they are absent). Each
-becomes rows of ``<NEVIS_OFFLINE_DATA_DIR>/<key>.parquet`` (docs/data-format.md): ``split`` is
-what the source's own split most likely was (train and dev from its train part, dev-test from
-val, test from test), so the stream's split rule applies as it does to a converted download,
-and ``attr.reference_split`` keeps the reference's own split of every row, so its exact
-assignment stays available. The PNG bytes are stored as they are: the pixels are the reference's.
+becomes rows of ``<NEVIS_OFFLINE_DATA_DIR>/<key>.parquet`` (docs/data-format.md):
+``attr.reference_split`` keeps the reference's own split of every row, and ``split`` says what
+the source's own split most likely was (train and dev from its train part, dev-test from val,
+test from test). Which of the two a stream's rule uses is the import's split mode
+(:mod:`.reference_import`). The PNG bytes are stored as they are: the pixels are the
+reference's. This module reads a folder; :mod:`.reference_import` writes it.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
 from services.core.errors import DataIntegrityError, DatasetFormatError, DatasetNotFoundError
-from workers.ingest.readers.base import catalogue_facts
 from workers.ingest.readers.reference_metadata import METADATA_FILE, ReferenceMetadata, read_reference_metadata
 from workers.ingest.readers.tfrecord import TFRecordError, iter_records, parse_example
-from workers.ingest.writers.parquet_writer import ImageRow, write_parquet_dataset
+from workers.ingest.writers.parquet_writer import ImageRow
+from workers.stream.imported_splits import REFERENCE_SPLIT_ATTRIBUTE
 from workers.stream.sources.catalogue import Source, load_catalogue
 
 IMAGE_FEATURE, LABEL_FEATURE, MULTI_LABEL_FEATURE = "png_encoded_image", "label", "multi_label"
 STATUS_FILE, READY, VERSION_FOLDER = "status", "ready", "stable"
-REFERENCE_SPLIT_ATTRIBUTE = "reference_split"
 # reference split folder -> (the Parquet ``split``, the reference split as this service names it)
 SPLIT_MAP: dict[str, tuple[str, str]] = {
     "train": ("train", "train"),
@@ -47,25 +46,6 @@ SPLIT_MAP: dict[str, tuple[str, str]] = {
 }
 UNION_SPLIT = "train_and_dev"  # = train + dev; read as train only where neither is there
 _SHARD = re.compile(r"^data-(\d+)-of-(\d+)$")
-
-IMPORTED, PRESENT, SKIPPED, FAILED = "imported", "present", "skipped", "failed"
-
-
-@dataclass(frozen=True)
-class ImportOutcome:
-    """One reference folder's result: ``status`` is one of the four names above."""
-
-    folder: str  # the reference's dataset name (its folder)
-    key: str  # the catalogue key it was written as ("" when skipped before that was known)
-    status: str
-    detail: str = ""
-    rows: int = 0
-    size: int = 0
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.status in (IMPORTED, PRESENT)
 
 
 @dataclass(frozen=True)
@@ -205,7 +185,7 @@ def _label(where: str, features: dict[str, list], kind: str) -> int | list[int]:
     return values[0]
 
 
-def _kind(dataset: ReferenceDataset) -> str:
+def label_kind(dataset: ReferenceDataset) -> str:
     """``single`` or ``multi``, from the first record's features (one record is read)."""
     for folder, _, _ in dataset.split_rows():
         with closing(_records(dataset.shards[folder][:1])) as records:
@@ -252,105 +232,13 @@ def reference_rows(dataset: ReferenceDataset, kind: str) -> Iterator[ImageRow]:
             )
 
 
-def import_dataset(dataset: ReferenceDataset, offline_dir: Path) -> tuple[Path, int, str]:
-    """Write ``<offline_dir>/<key>.parquet`` from a recognised folder: (path, rows, note)."""
-    meta = dataset.metadata
-    kind = _kind(dataset)
-    names = meta.class_names or tuple(str(i) for i in range(meta.num_classes))
-    note = "" if meta.class_names else f"classes named by index ({meta.class_names_from})"
-    facts = {
-        **catalogue_facts(dataset.source),
-        "imported_from": "dm_nevis prepared TFRecords",
-        "reference_dataset": dataset.folder.name,
-        "reference_splits": {folder: meta.split_counts.get(folder) for folder, _, _ in dataset.split_rows()},
-        "class_names_from": meta.class_names_from if meta.class_names else "index",
-    }
-    Path(offline_dir).mkdir(parents=True, exist_ok=True)
-    written = write_parquet_dataset(
-        reference_rows(dataset, kind),
-        Path(offline_dir) / f"{dataset.source.key}.parquet",
-        class_names=names,
-        kind=kind,
-        official_split=True,
-        source=facts,
-    )
-    return written.path, written.num_rows, note
-
-
-def import_folder(folder: Path, offline_dir: Path, *, force: bool = False) -> ImportOutcome:
-    """Recognise and import one folder; every outcome is reported, none raised."""
-    started = time.monotonic()
-    try:
-        dataset = recognise(folder)
-    except NotAReferenceDataset as why:
-        return ImportOutcome(folder.name, "", SKIPPED, str(why))
-    except Exception as exc:  # noqa: BLE001 - one dataset's failure is reported, the rest go on
-        return ImportOutcome(folder.name, "", FAILED, f"{type(exc).__name__}: {exc}")
-    key = dataset.source.key
-    target = Path(offline_dir) / f"{key}.parquet"
-    if target.is_file() and not force:
-        return ImportOutcome(folder.name, key, PRESENT, f"{target} (--force rewrites it)", size=target.stat().st_size)
-    try:
-        path, rows, note = import_dataset(dataset, offline_dir)
-    except Exception as exc:  # noqa: BLE001 - as above
-        return ImportOutcome(
-            folder.name, key, FAILED, f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - started
-        )
-    detail = f"{path}" + (f"; {note}" if note else "")
-    return ImportOutcome(
-        folder.name, key, IMPORTED, detail, rows=rows, size=path.stat().st_size, seconds=time.monotonic() - started
-    )
-
-
-def import_reference(
-    root: Path,
-    offline_dir: Path,
-    *,
-    names: Iterable[str] | None = None,
-    force: bool = False,
-    on_done: Callable[[ImportOutcome], None] | None = None,
-) -> list[ImportOutcome]:
-    """Import every dataset folder under ``root`` (or those ``names``: reference folder names or
-    catalogue keys), one at a time, each in bounded memory."""
-    folders = dataset_folders(Path(root))
-    if names is not None:
-        wanted = list(dict.fromkeys(names))
-        by_name = {p.name: p for p in folders}
-        for p in folders:
-            try:
-                by_name.setdefault(load_catalogue().find(p.name).key, p)
-            except DatasetNotFoundError:
-                pass
-        chosen = [by_name.get(n) for n in wanted]
-    else:
-        wanted, chosen = [p.name for p in folders], list(folders)
-    outcomes = []
-    for name, folder in zip(wanted, chosen, strict=True):
-        outcome = (
-            ImportOutcome(name, "", SKIPPED, f"no folder {name!r} under {root}")
-            if folder is None
-            else import_folder(folder, offline_dir, force=force)
-        )
-        outcomes.append(outcome)
-        if on_done is not None:
-            on_done(outcome)
-    return outcomes
-
-
 __all__ = [
-    "FAILED",
-    "IMPORTED",
-    "PRESENT",
-    "REFERENCE_SPLIT_ATTRIBUTE",
-    "SKIPPED",
     "SPLIT_MAP",
-    "ImportOutcome",
+    "UNION_SPLIT",
     "NotAReferenceDataset",
     "ReferenceDataset",
     "dataset_folders",
-    "import_dataset",
-    "import_folder",
-    "import_reference",
+    "label_kind",
     "recognise",
     "reference_rows",
 ]
