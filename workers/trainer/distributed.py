@@ -35,16 +35,9 @@ from workers.sandbox.host_stream import WireShards
 from workers.sandbox.ops import HostOp
 from workers.stream.task_view import CausalTaskView
 from workers.trainer.learner_nodes import learner_ask
-from workers.trainer.trial import (
-    TRIAL_INDEX,
-    TRIAL_SEED,
-    TrialSpec,
-    answer_past,
-    failure_metrics,
-    learner_config,
-    no_flops,
-    trial_prefix,
-)
+from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, failure_metrics, learner_config, trial_prefix
+from workers.trainer.trial_answers import answer_past
+from workers.trainer.trial_flops import no_flops
 
 
 def run_distributed_trial(config: dict[str, Any], spec: TrialSpec, resources: Resources) -> dict[str, Any]:

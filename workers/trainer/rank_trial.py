@@ -37,20 +37,16 @@ from workers.sandbox.usage import tree_pids
 from workers.trainer.frame_caps import trial_frame_caps
 from workers.trainer.host_usage import sum_known, usage_fields
 from workers.trainer.trial import (
-    CHECKPOINT_MAX_BYTES,
-    FLOP_KEYS,
     TRIAL_INDEX,
     TrialSpec,
-    answer_past,
     failure_metrics,
-    no_flops,
-    reported_flops,
-    request_argument,
     run_trial_in_host,
     task_parts,
     trial_prefix,
     trial_request,
 )
+from workers.trainer.trial_answers import CHECKPOINT_MAX_BYTES, answer_past, request_argument
+from workers.trainer.trial_flops import FLOP_KEYS, no_flops, reported_flops
 
 FOLLOWER_GRACE_S = 60.0
 """How long the other ranks may go on once rank 0's trial has ended."""

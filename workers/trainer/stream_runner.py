@@ -45,7 +45,8 @@ from workers.trainer.run_manifests import RunManifests
 from workers.trainer.run_plan import Attempt, RunObserver, RunPlan, RunRequest, Silent
 from workers.trainer.task_job import run_trials
 from workers.trainer.task_steps import evaluate, trial_spec
-from workers.trainer.trial import TrialSpec, no_flops
+from workers.trainer.trial import TrialSpec
+from workers.trainer.trial_flops import no_flops
 
 
 class StreamRunner:

@@ -32,7 +32,8 @@ from workers.trainer.learner_nodes import learner_ask
 from workers.trainer.pending_deadline import PendingDeadline
 from workers.trainer.rank_trial import sandboxed_ranks
 from workers.trainer.search import param_space
-from workers.trainer.trial import TRIAL_SEED, TrialSpec, failure_metrics, no_flops
+from workers.trainer.trial import TRIAL_SEED, TrialSpec, failure_metrics
+from workers.trainer.trial_flops import no_flops
 from workers.trainer.trial_loop import Suggestions, TrialLoop
 from workers.trainer.tune_trial import TrialJob, tune_trial
 

@@ -23,7 +23,9 @@ from workers.learners.protocol import MAX_PREPARED_BYTES
 from workers.sandbox.client import LearnerHost
 from workers.sandbox.declaration import info_to_json
 from workers.sandbox.ops import OP, HostOp, PrepareTask
-from workers.trainer.trial import TrialSpec, answer_past, no_flops, reported_flops, request_argument, task_parts
+from workers.trainer.trial import TrialSpec, task_parts
+from workers.trainer.trial_answers import answer_past, request_argument
+from workers.trainer.trial_flops import no_flops, reported_flops
 
 PAST_OPS = (HostOp.PAST_TRAIN, HostOp.PAST_PREDICTOR, HostOp.PRETRAINED, HostOp.TRAIN_SHARD)
 """What a host may ask for while it prepares a task (besides FLOP reports; no checkpoints or rungs)."""

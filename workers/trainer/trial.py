@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,23 +24,28 @@ from services.core.metrics import task_error
 from services.core.rulesets import TaskRules
 from services.store import key_layout
 from workers.learners.protocol import LabelledData, TaskInfo
-from workers.sandbox import messages
 from workers.sandbox.client import BrokenReply, HostSpec, LearnerHost
 from workers.sandbox.declaration import info_to_json
 from workers.sandbox.messages import Limits
 from workers.sandbox.ops import OP, HostOp, Trial, frame
-from workers.sandbox.wire import WireError
 from workers.trainer.frame_caps import trial_frame_caps
 from workers.trainer.proxy_scheduler import rung_value
 from workers.trainer.task_budget import cap_message
+from workers.trainer.trial_answers import (
+    CHECKPOINT_MAX_BYTES,
+    CapReached,
+    Heard,
+    answer_past,
+    ask,
+    request_argument,
+    store_checkpoint,
+)
+from workers.trainer.trial_flops import final_flops, most_flops, no_flops, reported_flops, update_flops
 
 # Keys of a Tune config that belong to the harness, not to the learner's search space.
 TRIAL_INDEX = "trial_index"
 TRIAL_SEED = "trial_seed"
 HARNESS_KEYS = (TRIAL_INDEX, TRIAL_SEED)
-FLOP_KEYS = ("flops_measured", "flops_reported", "flops_untracked")
-CHECKPOINT_MAX_BYTES = 1024**3
-"""The most one checkpoint (a saved predictor) may hold; a larger one fails its trial."""
 
 
 @dataclass(frozen=True)
@@ -65,10 +70,6 @@ class TrialSpec:
     rules: TaskRules = TaskRules()  # what the run's ruleset enforces: the task's FLOP cap, defaults only
 
 
-class CapReached(Exception):
-    """The task's running charge reached its ruleset's cap: the trial is stopped by the harness."""
-
-
 def learner_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The learner's hyper-parameters: the Tune config minus the harness's own keys."""
     return {k: v for k, v in config.items() if k not in HARNESS_KEYS}
@@ -90,7 +91,7 @@ def run_trial_in_host(host: LearnerHost, config: Mapping[str, Any], spec: TrialS
             f"\n[nevis] trial {config[TRIAL_INDEX]} failed: {metrics.get('error')}\n".encode("utf-8", "replace")
         )
     try:
-        _ask(
+        ask(
             spec.harness.put,
             key_layout.trial_log_key(trial_prefix(spec, int(config[TRIAL_INDEX]))),
             host.log_since(mark),
@@ -119,10 +120,10 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
     limits = Limits(
         steps=spec.steps, checkpoint_at=checkpoint_steps(spec.steps, spec.checkpoint_fractions), rungs=tuple(spec.rungs)
     )
-    heard = _Heard(prefix=trial_prefix(spec, index))
+    heard = Heard(prefix=trial_prefix(spec, index))
     capped = spec.rules.task_flop_cap is not None
     if capped:  # no trial starts once the task's cap is reached
-        go_on, total = _ask(spec.harness.budget_report, index, 0)
+        go_on, total = ask(spec.harness.budget_report, index, 0)
         if not go_on:
             return {
                 **_failed(config, CapReached(), no_flops(), heard),
@@ -158,7 +159,7 @@ def _run_trial(host: LearnerHost, config: Mapping[str, Any], spec: TrialSpec) ->
         return {**_failed(config, exc, heard.spent, heard), "status": "stopped", "error": str(exc), "traceback": ""}
     except BrokenReply as exc:  # no honest host sends it, and its real result may follow
         host.close()
-        return _failed(config, exc, _most(heard.spent, _final_flops(exc.header)), heard)
+        return _failed(config, exc, most_flops(heard.spent, final_flops(exc.header)), heard)
     except Exception as exc:  # noqa: BLE001 - died, broke the contract, or could not be recorded
         _drop_if_out_of_step(host, heard, exc)
         return _failed(config, exc, heard.spent, heard)
@@ -190,12 +191,12 @@ def trial_request(config: Mapping[str, Any], spec: TrialSpec, limits: Limits, *,
 
 
 def _answer(
-    spec: TrialSpec, index: int, heard: _Heard, message: dict[str, Any], parts: list
+    spec: TrialSpec, index: int, heard: Heard, message: dict[str, Any], parts: list
 ) -> tuple[dict[str, Any], list] | None:
     """Act on one checked message of the host's during a trial; what goes back, if anything."""
     op = message[OP]
     if op == HostOp.CHECKPOINT:
-        _store_checkpoint(spec.harness, heard, message["step"], parts[0])
+        store_checkpoint(spec.harness, heard, message["step"], parts[0])
         return None
     if op == HostOp.FLOPS:
         heard.spent = reported_flops(message, heard.spent)
@@ -211,25 +212,12 @@ def _check_cap(spec: TrialSpec, index: int, spent: Mapping[str, Any]) -> None:
     task's cap (its ruleset's ``budget-<X>``) is reached."""
     if spec.rules.task_flop_cap is None:
         return
-    go_on, total = _ask(spec.harness.budget_report, index, int(spent["flops_measured"]) + int(spent["flops_reported"]))
+    go_on, total = ask(spec.harness.budget_report, index, int(spent["flops_measured"]) + int(spent["flops_reported"]))
     if not go_on:
         raise CapReached(cap_message(spec.rules.ruleset, spec.rules.task_flop_cap, total, started=True))
 
 
-def _store_checkpoint(harness: Any, heard: _Heard, step: int, data: bytes) -> None:
-    """Store a checkpoint at a declared step (its message was checked): the first one there,
-    and not over the size limit; anything else is a flood that fails the trial."""
-    if any(c["step"] == step for c in heard.checkpoints):
-        raise LearnerError(f"a second checkpoint at step {step}: each declared step is checkpointed once")
-    if len(data) > CHECKPOINT_MAX_BYTES:
-        raise LearnerError(
-            f"the checkpoint at step {step} has {len(data)} bytes, over the {CHECKPOINT_MAX_BYTES}-byte limit"
-        )
-    info = _ask(harness.put, key_layout.checkpoint_key(heard.prefix, step), data)
-    heard.checkpoints.append({"step": step, **info})
-
-
-def _drop_if_out_of_step(host: LearnerHost, heard: _Heard, exc: Exception) -> None:
+def _drop_if_out_of_step(host: LearnerHost, heard: Heard, exc: Exception) -> None:
     """Close a host left in the middle of a request: it still runs the trial and has frames
     on their way, which the next request would read as its own. A learner error the host
     itself answered (an ``error`` frame) leaves it in step, and a dead host has nothing left."""
@@ -238,12 +226,12 @@ def _drop_if_out_of_step(host: LearnerHost, heard: _Heard, exc: Exception) -> No
 
 
 def _finish(
-    config: Mapping[str, Any], spec: TrialSpec, result: dict[str, Any], out: list, heard: _Heard
+    config: Mapping[str, Any], spec: TrialSpec, result: dict[str, Any], out: list, heard: Heard
 ) -> dict[str, Any]:
     """The metrics of a trial from its checked final frame: the dev error scored, the predictor
     and state stored. Whatever fails there fails the trial, charged the most the host reported."""
-    charged = _most(heard.spent, result)
-    charged["flops_updates"] = _updates(result, charged)
+    charged = most_flops(heard.spent, result)
+    charged["flops_updates"] = update_flops(result, charged)
     base = {
         "trial_index": int(config[TRIAL_INDEX]),
         "seed": int(config[TRIAL_SEED]),
@@ -278,7 +266,7 @@ def _finish(
         return {**base, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:4000], "traceback": ""}
     try:
         stored = {
-            name: _ask(spec.harness.put, key, blob)
+            name: ask(spec.harness.put, key, blob)
             for name, key, blob in (
                 ("predictor", key_layout.trial_predictor_key(heard.prefix), predictor),
                 ("state", key_layout.trial_state_key(heard.prefix), state),
@@ -304,58 +292,6 @@ def task_parts(train: LabelledData | None, dev: LabelledData) -> list[np.ndarray
     return [*dev.to_arrays()[:2], *(train.to_arrays() if train is not None else [])]
 
 
-def request_argument(message: Mapping[str, Any]) -> Any:
-    """What a checked request for data names: a streamed shard's number, or a task's order."""
-    return message["shard"] if message[OP] == HostOp.TRAIN_SHARD else message.get("order")
-
-
-def answer_past(harness: Any, op: HostOp, order: Any) -> tuple[dict[str, Any], list]:
-    """An earlier task's train split or predictor, or the run's pretrained checkpoint, fetched by the harness actor (which checks
-    causality again); a refusal goes back to the learner as data, raised there."""
-    try:
-        answer = _ask(getattr(harness, op), order)
-    except Exception as exc:  # noqa: BLE001 - a CausalityError from the harness, as data
-        cause = getattr(exc, "cause", None) or exc
-        return frame(op, ok=False, message=str(cause)[:2000]), []
-    parts = answer.to_arrays() if op in (HostOp.PAST_TRAIN, HostOp.TRAIN_SHARD) else [answer]
-    return frame(op, ok=True), parts
-
-
-def reported_flops(counts: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
-    """A host's running FLOP totals (its ``flops`` message, checked), kept only if they never go down."""
-    if any(counts[k] < int(before.get(k, 0)) for k in FLOP_KEYS):
-        raise LearnerError("the learner host's running FLOP totals went down")
-    return _most(counts)
-
-
-def _final_flops(header: Mapping[str, Any]) -> dict[str, Any]:
-    """The final frame's FLOP fields if they are valid counts, else none (the interim
-    reports are charged then)."""
-    try:
-        return messages.flop_fields(header)
-    except WireError:
-        return no_flops()
-
-
-def _updates(result: Mapping[str, Any], charged: Mapping[str, Any]) -> int:
-    """The training-update part of what is charged: the final frame's ``flops_updates`` plus
-    whatever is charged beyond the final frame's own totals (interim reports it took back);
-    all of it when the host did not split its count."""
-    total = int(charged["flops_measured"]) + int(charged["flops_reported"])
-    updates = result.get("flops_updates")
-    if updates is None:
-        return total
-    final = int(result.get("flops_measured", 0)) + int(result.get("flops_reported", 0))
-    return min(total, int(updates) + max(total - final, 0))
-
-
-def _most(*reports: Mapping[str, Any]) -> dict[str, Any]:
-    """Per FLOP field, the most any report said: a final frame cannot take back what the host
-    reported before (the fields only grow, and untracked stays within measured)."""
-    counts = {k: max(int(r.get(k, 0)) for r in reports) for k in FLOP_KEYS}
-    return {**counts, "flops_source": "reported" if counts["flops_reported"] else "measured"}
-
-
 def _answer_rung(
     spec: TrialSpec, trial_index: int, step: int, scores: Any, seen: list[list[float]]
 ) -> tuple[dict[str, Any], list]:
@@ -372,15 +308,8 @@ def _answer_rung(
     except Exception:  # noqa: BLE001 - unusable scores rank last
         error = float("inf")
     seen.append([step, error])
-    go_on = _ask(spec.harness.rung_report, trial_index, step, error)
+    go_on = ask(spec.harness.rung_report, trial_index, step, error)
     return frame(HostOp.RUNG, **{"continue": bool(go_on)}), []
-
-
-def _ask(method: Any, *args: Any) -> Any:
-    """Call a harness actor's method and wait for its answer (Ray only inside Ray processes)."""
-    import ray  # noqa: PLC0415
-
-    return ray.get(method.remote(*args))
 
 
 def failure_metrics(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, int]) -> dict[str, Any]:
@@ -396,39 +325,17 @@ def failure_metrics(config: Mapping[str, Any], exc: BaseException, flops: Mappin
     }
 
 
-def no_flops() -> dict[str, int | str]:
-    """The FLOP fields of a trial that spent none (or whose count died with its process)."""
-    return {"flops_measured": 0, "flops_reported": 0, "flops_untracked": 0, "flops_source": "measured"}
-
-
-@dataclass
-class _Heard:
-    """What harness code heard from a host during one trial, and whether it refused a message."""
-
-    prefix: str  # the trial's object-store prefix
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
-    rungs: list[list[float]] = field(default_factory=list)
-    spent: dict[str, Any] = field(default_factory=no_flops)  # the last FLOP report: a failure's charge
-    broken: bool = False  # a message failed harness side, leaving the host mid-request
-
-
-def _failed(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, Any], heard: _Heard) -> dict[str, Any]:
+def _failed(config: Mapping[str, Any], exc: BaseException, flops: Mapping[str, Any], heard: Heard) -> dict[str, Any]:
     return {**failure_metrics(config, exc, flops), "checkpoints": heard.checkpoints}
 
 
 __all__ = [
-    "CHECKPOINT_MAX_BYTES",
-    "FLOP_KEYS",
     "HARNESS_KEYS",
     "TRIAL_INDEX",
     "TRIAL_SEED",
     "TrialSpec",
-    "answer_past",
     "failure_metrics",
     "learner_config",
-    "no_flops",
-    "reported_flops",
-    "request_argument",
     "run_trial_in_host",
     "task_parts",
     "trial_prefix",

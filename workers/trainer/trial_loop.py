@@ -31,7 +31,8 @@ from services.store.runs.outcomes import TrialOutcome
 from workers.trainer.host_usage import usage_of_failure
 from workers.trainer.learner_nodes import learner_ask
 from workers.trainer.searchers import SearchPlan
-from workers.trainer.trial import failure_metrics, no_flops
+from workers.trainer.trial import failure_metrics
+from workers.trainer.trial_flops import no_flops
 
 
 class Suggestions:

@@ -76,7 +76,7 @@ def spy_dir(tmp_path: Path) -> Path:
 def test_a_trial_sees_task_images_and_originals_of_its_train_and_past_splits(spy_dir):
     past = _split(5, (9, 6))
 
-    def answer(header, parts):  # the harness's side of past_train (trial.answer_past)
+    def answer(header, parts):  # the harness's side of past_train (trial_answers.answer_past)
         assert header["op"] == "past_train" and header["order"] == 1
         return ops.frame(ops.HostOp.PAST_TRAIN, ok=True), past.to_arrays()
 

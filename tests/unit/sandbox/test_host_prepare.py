@@ -87,7 +87,7 @@ def _spec(host_spec: HostSpec, state: dict) -> TrialSpec:
 def host_spec(tmp_path: Path, monkeypatch) -> HostSpec:
     (tmp_path / "nevis_preparer.py").write_text(LEARNER_SOURCE)
 
-    def answer_past(harness, op, order):  # the harness actor's side (trial.answer_past)
+    def answer_past(harness, op, order):  # the harness actor's side (trial_answers.answer_past)
         assert (op, order) == ("past_train", 1)
         return ops.frame(op, ok=True), _split(5).to_arrays()
 

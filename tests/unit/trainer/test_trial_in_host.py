@@ -18,7 +18,7 @@ import pytest
 
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.sandbox.client import HostSpec, LearnerHost
-from workers.trainer import trial
+from workers.trainer import trial_answers
 from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, run_trial_in_host
 
 LEARNER_SOURCE = '''
@@ -210,7 +210,7 @@ def test_a_checkpoint_flood_fails_the_trial_charged_what_was_spent(host, mode, w
 
 
 def test_a_checkpoint_over_the_size_limit_fails_the_trial(host, monkeypatch) -> None:
-    monkeypatch.setattr(trial, "CHECKPOINT_MAX_BYTES", 50)
+    monkeypatch.setattr(trial_answers, "CHECKPOINT_MAX_BYTES", 50)
     result = _run(host, Harness(), mode="big")
     assert result["status"] == "failed" and "over the 50-byte limit" in result["error"]
     assert result["flops_reported"] == 1000
