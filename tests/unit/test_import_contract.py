@@ -63,7 +63,7 @@ def _copy_tree(tmp_path: Path) -> Path:
         # a view reading probe results from the pool instead of the store
         ("services/dashboard/pages.py", "import workers.probe.runtime.jobs", "read probe results through the store"),
         # the trainer reaching into the offline ingest chain (readers, sources, writers)
-        ("workers/trainer/run_data.py", "import workers.ingest.readers.convert", "ingest chain"),
+        ("workers/trainer/__init__.py", "import workers.ingest.readers.convert", "ingest chain"),
     ],
 )
 def test_a_wrong_way_import_breaks_the_contract(tmp_path: Path, module: str, line: str, broken: str) -> None:
