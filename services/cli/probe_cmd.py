@@ -2,7 +2,8 @@
 
 ``probe run`` queues the probe jobs of a run's committed tasks (idempotently: jobs already
 done are not redone) and works through those jobs, and no other job of the shared queue, with
-N workers, then prints the report that ``nevis results ID --probes`` prints too.
+N workers, then prints the report that ``nevis results ID --probes`` prints too
+(:mod:`services.cli.probe_report_cmd` reads and prints it).
 ``probe-workers`` is the long-running pool: it takes jobs from the queue until stopped and,
 with ``--watch`` (default), queues the jobs of tasks as soon as they are committed: the one
 mechanism that queues probe jobs on its own (accounting never calls the probe layer), with the
@@ -11,17 +12,14 @@ settings of ``NEVIS_PROBE_PRESET``.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import typer
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
+from services.cli.probe_report_cmd import show_probe_report
 from services.core.config import get_settings
 from services.core.errors import ConfigError
 
@@ -36,13 +34,6 @@ _PRESET = typer.Option(
     "published figure: LiDAR 1000 × 50, every checkpoint of every trial; full "
     "is the same) or ci (small, fast).",
 )
-SCOPE_LABELS = {
-    "trials": "across trials (final checkpoints)",
-    "trials_mean": "across trials, task mean",
-    "task": "within trajectories (checkpoints)",
-    "task_mean": "within trajectories, task mean",
-    "pooled": "pooled (tasks mixed)",
-}
 
 
 def build_settings(preset: str, *, all_trials: bool = False, all_earlier: bool = False, **overrides: Any) -> Any:
@@ -218,13 +209,13 @@ def _progress(
     out: Console, sessions: Any, *, submission: int, job_ids: tuple[int, ...], workers: int
 ) -> Callable[[], None]:
     """A line each time more of this plan's jobs have finished (the workers print nothing)."""
-    from services.store.probes import queue  # noqa: PLC0415
+    from services.store.probes import queue_plans  # noqa: PLC0415
 
     shown = [-1]
 
     def show() -> None:
         with sessions() as session:
-            counts = queue.status_counts(session, submission_id=submission, job_ids=job_ids)
+            counts = queue_plans.status_counts(session, submission_id=submission, job_ids=job_ids)
         finished = counts.get("done", 0) + counts.get("failed", 0)
         if finished != shown[0]:
             shown[0] = finished
@@ -239,10 +230,10 @@ def _progress(
 def _note_waiting(out: Console, sessions: Any, *, submission: int, job_ids: tuple[int, ...]) -> None:
     """Say so when some of this plan's jobs are left queued: they wait for jobs it did not
     queue (a summary waiting for other tasks' jobs), which are someone else's to run."""
-    from services.store.probes import queue  # noqa: PLC0415
+    from services.store.probes import queue_plans  # noqa: PLC0415
 
     with sessions() as session:
-        waiting = queue.status_counts(session, submission_id=submission, job_ids=job_ids).get("queued", 0)
+        waiting = queue_plans.status_counts(session, submission_id=submission, job_ids=job_ids).get("queued", 0)
     if waiting:
         out.print(
             f"{waiting} of its job(s) still wait for jobs this command did not queue (another "
@@ -283,210 +274,4 @@ def workers_command(
     console.print(f"Probe workers exited with codes {codes}.")
 
 
-# --- reading ---------------------------------------------------------------------------------
-
-
-def _num(value: float | None, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return f"{value:.{digits}f}"
-
-
-def _flops(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3e}"
-
-
-def load_report(run_id: int, *, settings_hash: str | None = None, task_order: int | None = None) -> Any:
-    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415
-    from services.store.probes.report import load_probe_report  # noqa: PLC0415
-
-    url = get_settings().database_url
-    ensure_current(url)
-    with sessions_on(url)() as session:
-        return load_probe_report(session, submission_id=run_id, settings_hash=settings_hash, task_order=task_order)
-
-
-def results_json(run_id: int) -> str:
-    """``nevis results ID --json --probes``: the run summary and the probe report, one document."""
-    from services.store.db import sessions_on  # noqa: PLC0415
-    from services.store.runs.summary import load_summary  # noqa: PLC0415
-
-    report = load_report(run_id)
-    with sessions_on(get_settings().database_url)() as session:
-        summary = load_summary(session, submission_id=run_id)
-    return json.dumps({**summary.to_dict(), "probes": report.to_dict()}, indent=2)
-
-
-def show_probe_report(
-    run_id: int, *, settings_hash: str | None = None, task_order: int | None = None, as_json: bool = False
-) -> None:
-    """Print the probe tables of a run (best trial of each task) and the correlations."""
-    report = load_report(run_id, settings_hash=settings_hash, task_order=task_order)
-    if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
-        return
-    if report.settings_hash is None or not report.jobs:
-        console.print(
-            f"Run {run_id} has no probe results yet: probes need committed tasks with "
-            f"checkpoints; then run `nevis probe run --submission {run_id}`."
-        )
-        return
-    s = report.settings or {}
-    console.print(
-        f"Probes of run {run_id} (settings {report.settings_hash}: {s.get('folds')} folds, "
-        f"{', '.join(s.get('kinds', []))}; targets {s.get('targets')}; LiDAR n≤{s.get('lidar_n')}, "
-        f"q={s.get('lidar_q')}, δ={s.get('lidar_delta')} {s.get('lidar_delta_mode', 'absolute')})",
-        highlight=False,
-    )
-    jobs = ", ".join(f"{k} {v}" for k, v in sorted(report.jobs.items()))
-    console.print(f"jobs: {jobs or 'none'}")
-    ranks = Table(
-        "task",
-        "trial",
-        "step",
-        "LiDAR",
-        "RankMe",
-        "pretext err",
-        "linear acc",
-        "analysis FLOPs",
-        title="Checkpoints of each task's committed trial",
-        box=box.SIMPLE_HEAD,
-    )
-    for c in report.checkpoints:
-        if c.best_trial:
-            ranks.add_row(
-                str(c.task_order),
-                str(c.trial_index),
-                str(c.step),
-                _num(c.lidar, 2),
-                _num(c.rankme, 2),
-                _num(c.pretext_error),
-                _num(c.linear_accuracy),
-                _flops(c.analysis_flops),
-            )
-    console.print(ranks)
-    mism = Table(
-        "task",
-        "target",
-        "probe",
-        "c",
-        "MM3",
-        "MSM3",
-        "cSM3",
-        "mSM3",
-        "MOFM",
-        "cOFM",
-        "mOFM",
-        title="Mismatch (METRICS.md §2) of each task's committed trial",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1, 0, 0),
-    )
-    for m in report.mismatch:
-        if m.best_trial:
-            sc = m.scores
-            fresh = "†" if (m.curves or {}).get("ofm_start") else ""
-            mism.add_row(
-                str(m.task_order),
-                str(m.target_order),
-                m.probe_kind + fresh,
-                f"{m.conv_step}{'' if m.converged else '*'}",
-                *(_num(sc[k], 1) for k in ("mm3", "msm3", "csm3", "msm3max", "mofm", "cofm", "mofm_max")),
-            )
-    console.print(mism)
-    console.print(
-        "  c: convergence step (* patience never ran out: the last checkpoint); "
-        "values in percent, lower is better; MM3 on the task's own target only; † OFM from a "
-        "fresh network of the architecture (the first checkpoint was transferred)",
-        style="dim",
-    )
-    _show_lidar_sweep(report)
-    corr = Table(
-        "scope",
-        "task",
-        "proxy",
-        "Spearman ρ",
-        "Kendall τ-b",
-        "points",
-        title="LiDAR / RankMe vs linear-probe accuracy",
-        box=box.SIMPLE_HEAD,
-    )
-    # Across trials first (the headline), within trajectories next, pooled (tasks mixed) last.
-    for r in report.correlations:
-        corr.add_row(
-            SCOPE_LABELS.get(r.scope, r.scope),
-            str(r.task_order) if r.task_order else "all",
-            r.proxy,
-            _num(r.spearman),
-            _num(r.kendall_tau_b),
-            str(r.num_points),
-        )
-    console.print(corr)
-    console.print(
-        "  across trials: the final checkpoint of every probed trial of a task (the LiDAR "
-        "paper's ranking; needs --all-trials or --preset publish); within trajectories: "
-        "checkpoints along training; pooled: all tasks mixed, not comparable across tasks",
-        style="dim",
-    )
-    _show_analysis_flops(report.analysis_flops)
-    for key, error in report.failures:
-        console.print(f"[yellow]failed[/] {key}: {error.splitlines()[0] if error else ''}", highlight=False)
-
-
-def _show_lidar_sweep(report: Any) -> None:
-    """LiDAR at each δ of the sweep for each task's last checkpoint of its committed trial:
-    how much the figure owes to δ."""
-    last: dict[int, Any] = {}
-    for c in report.checkpoints:
-        if c.best_trial and c.lidar_sweep and (c.task_order not in last or c.step > last[c.task_order].step):
-            last[c.task_order] = c
-    if not last:
-        return
-    deltas = sorted({d for c in last.values() for d in c.lidar_sweep}, key=float)
-    mode = next(iter(last.values())).lidar_delta_mode or "absolute"
-    table = Table(
-        "task",
-        "step",
-        *(f"δ={d}" for d in deltas),
-        box=box.SIMPLE_HEAD,
-        title=f"LiDAR δ-sensitivity ({mode} δ; last checkpoint of the committed trial)",
-    )
-    for order, c in sorted(last.items()):
-        table.add_row(str(order), str(c.step), *(_num(c.lidar_sweep.get(d), 2) for d in deltas))
-    console.print(table)
-
-
-def _show_analysis_flops(flops: Any) -> None:
-    """What probing cost, per task and in total: the harness's analysis, never in cFLOP."""
-    table = Table(
-        "task",
-        "learner passes",
-        "probe fits",
-        "analysis FLOPs",
-        title="Analysis FLOPs (not in cFLOP)",
-        box=box.SIMPLE_HEAD,
-    )
-    for t in flops.by_task:
-        table.add_row(str(t.task_order), _flops(t.learner_passes), _flops(t.probe_fits), _flops(t.total))
-    table.add_row("total", _flops(flops.learner_passes), _flops(flops.probe_fits), _flops(flops.total), style="bold")
-    console.print(table)
-    note = (
-        "  what probing cost, over every probed trial: the checkpoint jobs' learner passes and "
-        "the trial jobs' probe fits; never part of the run's cFLOP"
-    )
-    if flops.unmetered_jobs:
-        note += f"; {flops.unmetered_jobs} job(s) done before analysis FLOPs were counted have none"
-    console.print(note, style="dim")
-
-
-__all__ = [
-    "app",
-    "build_settings",
-    "load_report",
-    "results_json",
-    "run",
-    "show_probe_report",
-    "learner_paths",
-    "workers_command",
-]
+__all__ = ["app", "build_settings", "learner_paths", "run", "workers_command"]

@@ -212,16 +212,16 @@ def results(
     ),
 ) -> None:
     """Print a stored run: per-task errors and FLOPs, E and cFLOP."""
-    from services.cli import probe_cmd  # noqa: PLC0415
+    from services.cli import probe_report_cmd  # noqa: PLC0415
 
     if plot is not None:
         _write_plot(run_id, plot, quiet=as_json)
     if probes and as_json:
-        typer.echo(probe_cmd.results_json(run_id))
+        typer.echo(probe_report_cmd.results_json(run_id))
         return
     show_results(run_id, as_json=as_json)
     if probes:
-        probe_cmd.show_probe_report(run_id)
+        probe_report_cmd.show_probe_report(run_id)
 
 
 def _load_summary(run_id: int):  # noqa: ANN202

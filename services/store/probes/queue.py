@@ -1,4 +1,6 @@
-"""The durable probe-job queue in the database: enqueue, claim, heartbeat, finish.
+"""The durable probe-job queue in the database, the workers' side: claim, heartbeat, finish.
+Queueing jobs, the settings they run under and the counts a report reads are the planning
+side, :mod:`services.store.probes.queue_plans`.
 
 Guarantees:
 - **One taker.** :func:`claim` is a single ``UPDATE ... WHERE id = (SELECT ... LIMIT 1)
@@ -30,41 +32,24 @@ fraction of the lease.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, exists, func, not_, or_, select, update
+from sqlalchemy import and_, bindparam, case, exists, not_, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from services.core.errors import NevisError
-from services.store.db.models_probe import OPEN_PROBE_JOB_STATUSES, ProbeJob, ProbeSettingsRow
+from services.store.db.models_probe import OPEN_PROBE_JOB_STATUSES, ProbeJob
 from services.store.db.types import utcnow
-from services.store.probes.settings import ProbeSettings
-from services.store.probes.sql import insert_ignore
 
 JOBS = ProbeJob.__table__
 DEFAULT_LEASE_S = 120.0
-DEFAULT_MAX_ATTEMPTS = 3
-_KEYS_PER_QUERY = 500
 
 
 class LeaseLostError(NevisError):
     """The worker no longer holds the job's lease; its results must not be written."""
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """A job to queue (see :mod:`workers.probe.runtime.planner`)."""
-
-    job_key: str
-    kind: str
-    submission_id: int
-    task_order: int
-    settings_hash: str
-    trial_id: int | None = None
-    checkpoint_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -82,91 +67,6 @@ class ClaimedJob:
     attempt: int
     max_attempts: int
     owner: str
-
-
-def ensure_settings(session: Session, settings: ProbeSettings) -> str:
-    """Store ``settings`` under its hash (once) and return the hash."""
-    insert_ignore(
-        session,
-        ProbeSettingsRow.__table__,
-        [{"settings_hash": settings.settings_hash, "settings": settings.to_dict()}],
-        conflict=["settings_hash"],
-    )
-    return settings.settings_hash
-
-
-def load_settings(session: Session, settings_hash: str) -> ProbeSettings:
-    """The settings stored under ``settings_hash``."""
-    row = session.get(ProbeSettingsRow, settings_hash)
-    if row is None:
-        raise NevisError(f"No probe settings with hash {settings_hash!r} in this database.")
-    return ProbeSettings.from_dict(row.settings)
-
-
-def enqueue(session: Session, jobs: Sequence[JobSpec], *, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> int:
-    """Queue ``jobs``; a job whose key is already queued (or done) is left alone.
-
-    Returns:
-        How many jobs were new.
-    """
-    rows = [
-        {
-            "job_key": j.job_key,
-            "kind": j.kind,
-            "submission_id": j.submission_id,
-            "task_order": j.task_order,
-            "trial_id": j.trial_id,
-            "checkpoint_id": j.checkpoint_id,
-            "settings_hash": j.settings_hash,
-            "max_attempts": max_attempts,
-        }
-        for j in jobs
-    ]
-    return insert_ignore(session, JOBS, rows, conflict=["job_key"])
-
-
-def reopen(session: Session, *, job_keys: Sequence[str]) -> int:
-    """Put finished jobs back in the queue with fresh attempts (e.g. a stale summary)."""
-    if not job_keys:
-        return 0
-    result = session.execute(
-        update(JOBS)
-        .where(JOBS.c.job_key.in_(list(job_keys)), JOBS.c.status.in_(("done", "failed")))
-        .values(
-            status="queued",
-            attempts=0,
-            lease_owner=None,
-            lease_expires_at=None,
-            error=None,
-            finished_at=None,
-            analysis_flops=None,
-        )
-    )
-    return result.rowcount or 0
-
-
-def job_ids(session: Session, job_keys: Sequence[str]) -> tuple[int, ...]:
-    """The ids of the jobs queued under ``job_keys`` (keys with no job are left out), sorted."""
-    keys = sorted(set(job_keys))
-    found: list[int] = []
-    for start in range(0, len(keys), _KEYS_PER_QUERY):
-        chunk = keys[start : start + _KEYS_PER_QUERY]
-        found.extend(session.scalars(select(JOBS.c.id).where(JOBS.c.job_key.in_(chunk))))
-    return tuple(sorted(found))
-
-
-def failed_jobs(session: Session, *, submission_id: int, settings_hash: str) -> list[tuple[str, str, int | None]]:
-    """``(job_key, kind, trial_id)`` of a submission's failed jobs under one settings hash."""
-    return [
-        tuple(row)
-        for row in session.execute(
-            select(JOBS.c.job_key, JOBS.c.kind, JOBS.c.trial_id)
-            .where(
-                JOBS.c.submission_id == submission_id, JOBS.c.settings_hash == settings_hash, JOBS.c.status == "failed"
-            )
-            .order_by(JOBS.c.id)
-        )
-    ]
 
 
 def _open_dependency(kind: str) -> Any:
@@ -189,7 +89,7 @@ def _claimable(now: datetime) -> Any:
     return and_(takeable, JOBS.c.attempts < JOBS.c.max_attempts, ready)
 
 
-def _selected(submission_id: int | None, job_ids: Sequence[int] | None) -> list[Any]:
+def selected_jobs(submission_id: int | None, job_ids: Sequence[int] | None) -> list[Any]:
     """SQL: the jobs a caller restricts itself to (one submission's, or these ids)."""
     conditions: list[Any] = []
     if submission_id is not None:
@@ -243,7 +143,7 @@ def claim(
     """
     now = now or utcnow()
     reap_expired(session, now=now)
-    condition = and_(_claimable(now), *_selected(submission_id, job_ids))
+    condition = and_(_claimable(now), *selected_jobs(submission_id, job_ids))
     target = (
         select(JOBS.c.id)
         .where(condition)
@@ -310,7 +210,7 @@ def has_work(
     """
     now = now or utcnow()
     workable = or_(_claimable(now), JOBS.c.status == "running")
-    query = select(JOBS.c.id).where(workable, *_selected(submission_id, job_ids)).limit(1)
+    query = select(JOBS.c.id).where(workable, *selected_jobs(submission_id, job_ids)).limit(1)
     return session.execute(query).first() is not None
 
 
@@ -387,36 +287,17 @@ def fail(session: Session, job: ClaimedJob, *, reason: str, retry: bool) -> str 
     return status if (result.rowcount or 0) == 1 else None
 
 
-def status_counts(
-    session: Session, *, submission_id: int, settings_hash: str | None = None, job_ids: Sequence[int] | None = None
-) -> Mapping[str, int]:
-    """How many jobs of a submission (under one settings hash, or among ``job_ids``) are in
-    each status."""
-    query = select(JOBS.c.status, func.count()).where(*_selected(submission_id, job_ids))
-    if settings_hash is not None:
-        query = query.where(JOBS.c.settings_hash == settings_hash)
-    return dict(session.execute(query.group_by(JOBS.c.status)).all())
-
-
 __all__ = [
     "DEFAULT_LEASE_S",
-    "DEFAULT_MAX_ATTEMPTS",
     "JOBS",
     "ClaimedJob",
-    "JobSpec",
     "LeaseLostError",
     "claim",
     "complete",
-    "enqueue",
-    "ensure_settings",
     "fail",
-    "failed_jobs",
     "has_work",
     "heartbeat",
-    "job_ids",
-    "load_settings",
     "reap_expired",
     "record_analysis_flops",
-    "reopen",
-    "status_counts",
+    "selected_jobs",
 ]

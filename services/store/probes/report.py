@@ -30,7 +30,8 @@ from services.store.db.models_probe import (
     ProbeMismatchRow,
     ProbeSettingsRow,
 )
-from services.store.probes.queue import status_counts
+from services.store.probes.queue_plans import status_counts
+from services.store.probes.trial_ranks import AcrossTrials, across_trials
 
 # Across trials (final checkpoints) is the headline; within trajectories (checkpoints) next;
 # pooled mixes tasks: shown last, never a headline.
@@ -127,6 +128,7 @@ class ProbeReport:
     mismatch: tuple[MismatchReport, ...]
     correlations: tuple[CorrelationReport, ...]
     analysis_flops: AnalysisFlopsReport = field(default_factory=AnalysisFlopsReport)
+    across_trials: tuple[AcrossTrials, ...] = ()  # per task: n, ρ, permutation p, bootstrap interval
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (non-finite floats as strings)."""
@@ -348,6 +350,7 @@ def load_probe_report(
         analysis_flops=analysis_flops_report(
             session, submission_id=submission_id, settings_hash=settings_hash, task_order=task_order
         ),
+        across_trials=across_trials(checkpoints),
     )
 
 

@@ -238,7 +238,7 @@ def test_on_the_ray_backend_an_image_learner_trains_from_its_files_never_as_the_
 
 def test_the_probe_pool_loads_an_image_learner_from_its_unpacked_files(images, tmp_path):
     from services.store.objects import LocalObjectStore
-    from workers.probe.runtime.jobs import ProbeRuntime
+    from workers.probe.runtime.probe_runtime import ProbeRuntime
 
     runtime = ProbeRuntime(None, LocalObjectStore(tmp_path / "store"), images_dir=tmp_path / "images")
     try:

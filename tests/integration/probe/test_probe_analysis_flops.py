@@ -23,15 +23,15 @@ from services.store.db.models import Checkpoint, Submission, TaskResult, TaskRun
 from services.store.db.models_coordinator import ScheduledSubmission
 from services.store.db.models_probe import ProbeCheckpointResult, ProbeJob
 from services.store.objects import open_store
-from services.store.probes import queue
+from services.store.probes import queue, queue_plans
 from services.store.probes.report import load_probe_report
 from services.store.probes.settings import ProbeSettings
 from services.store.runs.leaderboard import leaderboard
 from services.store.runs.summary import load_summary
 from tests.integration.conftest import tiny_manifest
+from workers.probe.runtime.checkpoint_jobs import target_orders, write_checkpoint_measures
 from workers.probe.runtime.context import ProbeContext
 from workers.probe.runtime.data import TaskCache
-from workers.probe.runtime.jobs import target_orders, write_checkpoint_measures
 from workers.probe.runtime.measure import CheckpointMeasures, measure_checkpoint
 from workers.probe.runtime.planner import enqueue_submission
 from workers.probe.runtime.trial_fits import features_key, fit_trial, load_features
@@ -76,7 +76,7 @@ def _same_calls_in_process(session, store, job: ProbeJob) -> tuple[int, int]:
     counts them)."""
     from nevis_test_learners import one_worker_indep
 
-    settings = queue.load_settings(session, job.settings_hash)
+    settings = queue_plans.load_settings(session, job.settings_hash)
     ckpt = session.get(Checkpoint, job.checkpoint_id)
     submission = session.get(Submission, job.submission_id)
     tasks = TaskCache(store)
@@ -107,7 +107,7 @@ def _same_calls_in_process(session, store, job: ProbeJob) -> tuple[int, int]:
 
 def _fits_in_process(session, store, job: ProbeJob) -> int:
     """What one FlopCounterMode around the trial job's fits counts."""
-    settings = queue.load_settings(session, job.settings_hash)
+    settings = queue_plans.load_settings(session, job.settings_hash)
     steps = session.execute(
         select(ProbeCheckpointResult.checkpoint_id, ProbeCheckpointResult.step).where(
             ProbeCheckpointResult.trial_id == job.trial_id, ProbeCheckpointResult.settings_hash == job.settings_hash
@@ -259,7 +259,7 @@ def test_analysis_flops_are_fenced_summed_per_task_and_missing_for_old_rows(sess
 
     with transaction(sessions) as session:  # a job done before analysis FLOPs were counted
         session.execute(update(ProbeJob).where(ProbeJob.id == others[0].id).values(analysis_flops=None))
-        queue.reopen(session, job_keys=[others[1].job_key])  # queued again: its figure goes too
+        queue_plans.reopen(session, job_keys=[others[1].job_key])  # queued again: its figure goes too
     with sessions() as session:
         assert session.get(ProbeJob, others[1].id).analysis_flops is None
         flops = load_probe_report(session, submission_id=submission_id).analysis_flops

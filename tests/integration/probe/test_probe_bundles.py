@@ -10,7 +10,7 @@ import pytest
 
 from services.core.errors import ProbeInputError
 from services.store.objects import LocalObjectStore
-from workers.probe.runtime.jobs import ProbeRuntime
+from workers.probe.runtime.probe_runtime import ProbeRuntime
 from workers.sandbox.learner_calls import describe
 
 FIXTURES = Path(__file__).resolve().parents[1] / "learner_fixtures" / "nevis_test_learners.py"

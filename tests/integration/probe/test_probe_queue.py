@@ -20,7 +20,7 @@ from services.store.db.models_probe import ProbeCheckpointResult, ProbeFitRow, P
 from services.store.db.types import utcnow
 from services.store.probes import queue
 from workers.probe.fits.fit_common import FoldScores
-from workers.probe.runtime.jobs import write_checkpoint_measures
+from workers.probe.runtime.checkpoint_jobs import write_checkpoint_measures
 from workers.probe.runtime.measure import CheckpointMeasures, TargetFit
 from workers.probe.runtime.planner import enqueue_submission
 

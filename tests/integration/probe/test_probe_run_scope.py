@@ -15,8 +15,8 @@ from services.core.config import get_settings
 from services.store.db import transaction
 from services.store.db.models import Submission
 from services.store.db.models_probe import ProbeJob
-from services.store.probes import queue
-from services.store.probes.queue import JobSpec
+from services.store.probes import queue, queue_plans
+from services.store.probes.queue_plans import JobSpec
 from services.store.probes.settings import ProbeSettings
 from workers.probe.runtime.planner import enqueue_submission, queue_submission, summary_key
 
@@ -45,7 +45,7 @@ def test_a_worker_given_job_ids_claims_only_those(sessions, seeded) -> None:
         # The summary waits for jobs outside this selection: nothing to wait for here.
         summary = next(j.id for j in jobs if j.kind == "summary")
         assert not queue.has_work(session, job_ids=(summary,))
-        assert queue.status_counts(session, submission_id=seeded.submission_id, job_ids=mine) == {"done": 2}
+        assert queue_plans.status_counts(session, submission_id=seeded.submission_id, job_ids=mine) == {"done": 2}
 
 
 def test_queue_submission_names_every_job_of_its_plan(sessions, seeded) -> None:
@@ -93,8 +93,8 @@ def test_probe_run_leaves_other_runs_and_other_settings_queued(cli_database, ses
         )
         session.add(other)
         session.flush()
-        ci_hash = queue.ensure_settings(session, ProbeSettings.ci())
-        queue.enqueue(session, [JobSpec(summary_key(other.id, ci_hash), "summary", other.id, 0, ci_hash)])
+        ci_hash = queue_plans.ensure_settings(session, ProbeSettings.ci())
+        queue_plans.enqueue(session, [JobSpec(summary_key(other.id, ci_hash), "summary", other.id, 0, ci_hash)])
         assert enqueue_submission(session, submission_id=mine, settings=watch) == 3
         other_id = other.id
     _probe_run("--submission", str(mine), "--preset", "ci")

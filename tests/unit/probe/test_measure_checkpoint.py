@@ -7,8 +7,8 @@ import pytest
 
 from services.core.errors import ProbeInputError
 from services.store.probes.settings import ProbeSettings
+from workers.probe.runtime.checkpoint_jobs import target_orders
 from workers.probe.runtime.data import TaskSamples
-from workers.probe.runtime.jobs import target_orders
 from workers.probe.runtime.measure import measure_checkpoint
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from services.core.errors import UnknownNameError
 from services.store.probes.settings import ProbeSettings
-from workers.probe.runtime.jobs import current_only_mm3
 from workers.probe.runtime.measure import lidar_measures
+from workers.probe.runtime.trial_jobs import current_only_mm3
 from workers.probe.scores.probe_metrics import lidar, lidar_at_deltas
 from workers.probe.scores.proxies import ProxyPoint, final_points, proxy_correlations
 from workers.probe.scores.trial_scores import trial_mismatch

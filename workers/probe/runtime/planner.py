@@ -22,8 +22,8 @@ from sqlalchemy.orm import Session
 from services.core.errors import NevisError
 from services.store.db.models import Checkpoint, StreamTask, Submission, TaskResult, Trial
 from services.store.db.models_probe import ProbeJob
-from services.store.probes import queue
-from services.store.probes.queue import JobSpec
+from services.store.probes import queue_plans
+from services.store.probes.queue_plans import JobSpec
 from services.store.probes.settings import ProbeSettings
 
 
@@ -181,7 +181,7 @@ def enqueue_submission(
     settings: ProbeSettings,
     task_order: int | None = None,
     retry_failed: bool = False,
-    max_attempts: int = queue.DEFAULT_MAX_ATTEMPTS,
+    max_attempts: int = queue_plans.DEFAULT_MAX_ATTEMPTS,
 ) -> int:
     """Store the settings and queue the submission's missing jobs; returns how many were new.
 
@@ -206,7 +206,7 @@ def queue_submission(
     settings: ProbeSettings,
     task_order: int | None = None,
     retry_failed: bool = False,
-    max_attempts: int = queue.DEFAULT_MAX_ATTEMPTS,
+    max_attempts: int = queue_plans.DEFAULT_MAX_ATTEMPTS,
 ) -> QueuedJobs:
     """:func:`enqueue_submission`, also naming the jobs of this plan, so that ``nevis probe
     run`` drains those and no other job waiting in the shared queue."""
@@ -218,7 +218,7 @@ def queue_submission(
         retry_failed=retry_failed,
         max_attempts=max_attempts,
     )
-    return QueuedJobs(added=added, job_ids=queue.job_ids(session, keys))
+    return QueuedJobs(added=added, job_ids=queue_plans.job_ids(session, keys))
 
 
 def _enqueue(
@@ -231,7 +231,7 @@ def _enqueue(
     max_attempts: int,
 ) -> tuple[int, list[str]]:
     """Queue the plan; returns how many jobs were new and the keys of the plan's jobs."""
-    settings_hash = queue.ensure_settings(session, settings)
+    settings_hash = queue_plans.ensure_settings(session, settings)
     jobs = plan_jobs(
         session,
         submission_id=submission_id,
@@ -240,19 +240,19 @@ def _enqueue(
         other_trials=settings.other_trials,
         other_checkpoints=settings.other_checkpoints,
     )
-    added = queue.enqueue(session, jobs, max_attempts=max_attempts)
+    added = queue_plans.enqueue(session, jobs, max_attempts=max_attempts)
     keys = {job.job_key for job in jobs}
     reopened = 0
     if retry_failed:
-        failed = queue.failed_jobs(session, submission_id=submission_id, settings_hash=settings_hash)
+        failed = queue_plans.failed_jobs(session, submission_id=submission_id, settings_hash=settings_hash)
         again = {key for key, _, _ in failed}
         # A trial's mismatch curves must be recomputed once its missing checkpoints are back.
         again |= {trial_key(t, settings_hash) for _, kind, t in failed if kind == "checkpoint"}
-        reopened = queue.reopen(session, job_keys=sorted(again))
+        reopened = queue_plans.reopen(session, job_keys=sorted(again))
         keys |= again
     if added or reopened:
         summary = summary_key(submission_id, settings_hash)
-        queue.reopen(session, job_keys=[summary])
+        queue_plans.reopen(session, job_keys=[summary])
         keys.add(summary)
     return added, sorted(keys)
 
@@ -265,7 +265,7 @@ def enqueue_committed(session: Session, *, settings: ProbeSettings) -> int:
     """
     # Write before reading: on SQLite a transaction that reads first cannot later take the
     # write lock if another worker wrote meanwhile ("database is locked", no waiting).
-    settings_hash = queue.ensure_settings(session, settings)
+    settings_hash = queue_plans.ensure_settings(session, settings)
     committed = {
         tuple(row)
         for row in session.execute(

@@ -34,8 +34,9 @@ from services.store.objects import open_store
 from services.store.probes import queue
 from services.store.probes.queue import ClaimedJob, LeaseLostError
 from services.store.probes.settings import ProbeSettings
-from workers.probe.runtime.jobs import ProbeRuntime, run_job
+from workers.probe.runtime.jobs import run_job
 from workers.probe.runtime.planner import enqueue_committed
+from workers.probe.runtime.probe_runtime import ProbeRuntime
 
 log = logging.getLogger("nevis.probe")
 
