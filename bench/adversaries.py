@@ -5,13 +5,16 @@ Every adversary of issue 20 runs here: through ``nevis run``'s runner (``StreamR
 learner on this machine's import path, the default ``NEVIS_SANDBOX=auto``) and, where the
 route matters, as an upload (``submitted=True``: what the coordinator's worker runs for a
 bundle or image learner) or through the API (a FastAPI ``TestClient`` on the real app, SQLite);
-hostile learner images (built with podman) are ``bench/adversary_images.py``.
+hostile learner images (built with podman) are ``bench/adversary_images.py``; the public-labels
+attack on salted splits (lookup tables) is ``bench/adversary_lookup.py``.
 The learners are ``tests/integration/learner_fixtures/nevis_hostile_learners.py``; each
 records in its saved state what it obtained (``state["obtained"]``).
 
 A *finding* is: an adversary that obtained something, a refusal that did not happen, a
-harness that did not answer a plain learner afterwards, or a count below the harness floor
-that was not charged and marked. The last line prints the number of findings (target 0).
+harness that did not answer a plain learner afterwards, a count below the harness floor
+that was not charged and marked, a count topped up to just over the floor that was charged
+under 1/4 of the tracked network's work and not marked (``floor`` or ``near_floor``), or a
+carried table of labels that scored on salted splits without a mark. The last line prints the number of findings (target 0).
 
 Usage: ``python bench/adversaries.py``; it takes a few minutes on 2 cores.
 """
@@ -202,6 +205,7 @@ def main() -> int:
     sys.path[:0] = [str(FIXTURES)]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(FIXTURES), os.environ.get("PYTHONPATH")) if p)
     from adversary_images import image_adversaries
+    from adversary_lookup import lookup_adversaries
     from nevis_hostile_learners import FLOOR_STEPS
 
     from services.core.config import get_settings
@@ -225,6 +229,7 @@ def main() -> int:
         run_one(runner, "mlp_tracked", one, steps=FLOOR_STEPS),
         run_one(runner, "mlp_raw", one, steps=FLOOR_STEPS),
         run_one(runner, "meter_patcher", one, steps=FLOOR_STEPS),
+        run_one(runner, "floor_topper", one, steps=FLOOR_STEPS),
         run_one(runner, "hoarder", three),
         run_one(runner, "lock_signaller", three),
         run_one(runner, "tmpfs_filler", one),
@@ -238,6 +243,7 @@ def main() -> int:
             Outcome(**found)
             for found in image_adversaries(folder, lambda paths: make_runner(submitted=True, import_paths=paths))
         ],
+        *[Outcome(**found) for found in lookup_adversaries(folder, one, FIXTURES, make_runner)],
     ]
     honest = run_one(runner, "mlp_tracked", one, steps=1)  # the harness still serves a plain learner
     results.append(
@@ -248,11 +254,15 @@ def main() -> int:
             finding="" if honest.outcome.startswith("ran") else "harness down",
         )
     )
+    tracked = next(r for r in results if r.name == "mlp_tracked" and r.charged)
     for r in results:
         if r.charged is not None and r.floor and r.charged < r.floor:
             r.finding = r.finding or "charged below the floor"
         if r.name in ("mlp_raw", "meter_patcher") and r.source != "floor":
             r.finding = r.finding or "a count of nobody's was not marked"
+        topped = r.name == "floor_topper" and r.charged is not None and r.source not in ("floor", "near_floor")
+        if topped and r.charged < tracked.charged / 4:
+            r.finding = r.finding or "a topped-up count was charged under 1/4 of the work and not marked"
         if r.name in ("rung_forger", "state_bloater") and "announces" not in r.outcome:
             r.finding = r.finding or "not refused before its bytes were read"
     print(
@@ -269,7 +279,6 @@ def main() -> int:
             f"{r.name:<20} {r.route:<22} {money} {json.dumps(r.obtained) if r.obtained else 'nothing':<10} "
             f"{r.outcome}{'  FINDING: ' + r.finding if r.finding else ''}"
         )
-    tracked = next(r for r in results if r.name == "mlp_tracked" and r.charged)
     raw = next(r for r in results if r.name == "mlp_raw")
     if raw.charged is not None and tracked.charged:
         print(
