@@ -1,5 +1,5 @@
 """Benchmark: the FLOP rate a built-in learner achieves per CPU-second of its host, against
-the node's calibrated rate (:mod:`workers.sandbox.calibration`), which the floor's fraction
+the node's calibrated rate (:mod:`workers.sandbox.metering.calibration`), which the floor's fraction
 is set from (issue 44: a floor that means something).
 
 Runs ``indep_small`` trials in a real learner host (the sandbox the machine offers, its
@@ -23,8 +23,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workers.learners.protocol import LabelledData, TaskInfo
-from workers.sandbox.calibration import machine_flop_rate
 from workers.sandbox.client import HostSpec, LearnerHost
+from workers.sandbox.metering.calibration import machine_flop_rate
 from workers.trainer.host_usage import measured_call
 from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, run_trial_in_host
 

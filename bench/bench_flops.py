@@ -2,7 +2,7 @@
 
 Trains the project's small CNN on random 32x32x3 images (batch 64, one intra-op thread),
 then runs an evaluation pass under ``torch.no_grad`` with a smaller last batch, in three
-copies at once: plain, with a :class:`~workers.sandbox.flops.FlopMeter` tracking the model,
+copies at once: plain, with a :class:`~workers.sandbox.metering.flops.FlopMeter` tracking the model,
 and with a meter that only *watches* (the model never passed to ``track``, as a learner that
 forgets ``ctx.track``). The copies take turns step by step and each step is timed alone in
 this thread's CPU time, so the machine's drift and other users' bursts hit all three alike
@@ -39,8 +39,8 @@ from torch.utils.flop_counter import FlopCounterMode
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workers.learners.models import LowResResNet34, SmallCNN
-from workers.sandbox.flop_counter import forget_process_counts
-from workers.sandbox.flops import FlopMeter
+from workers.sandbox.metering.flop_counter import forget_process_counts
+from workers.sandbox.metering.flops import FlopMeter
 
 CLASSES = 10
 EVAL_BATCHES = (64, 64, 37)

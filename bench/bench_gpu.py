@@ -60,7 +60,7 @@ from workers.learners.indep import IndepLearner
 from workers.learners.input_pipeline import TrainBatches
 from workers.learners.models import ModelConfig, build_model
 from workers.learners.protocol import LabelledData, TaskInfo
-from workers.sandbox.flops import FlopMeter
+from workers.sandbox.metering.flops import FlopMeter
 from workers.stream.task_view import CausalTaskView
 
 SIZE, CLASSES = 64, 100

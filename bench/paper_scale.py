@@ -11,7 +11,7 @@ The model of one submission (the ``nevis22-full`` stream, 106 tasks):
   ``validate_every``, docs/fidelity.md B3 / F1), forward only; plus one test prediction of the
   chosen trial per task.
 - **FLOPs per image**: ResNet-34 at 64 px (``build_model(ModelConfig("resnet34", C))``)
-  counted by the service's FLOP meter (:class:`workers.sandbox.flops.FlopMeter`) over one
+  counted by the service's FLOP meter (:class:`workers.sandbox.metering.flops.FlopMeter`) over one
   training step on the CPU, at run time: forward and backward for a training image, forward
   for an evaluated one. The head's share depends on C, so it is measured at two class counts
   and interpolated.
@@ -77,7 +77,7 @@ import torch.nn.functional as F
 
 from workers.learners.models import ModelConfig, build_model
 from workers.learners.recipe import batch_size
-from workers.sandbox.flops import FlopMeter
+from workers.sandbox.metering.flops import FlopMeter
 from workers.stream.manifest_files import load_stream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

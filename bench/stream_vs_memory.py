@@ -23,7 +23,7 @@ from sklearn.datasets import load_digits
 from services.store.objects import LocalObjectStore
 from workers.ingest.writers.parquet_writer import ImageRow, write_parquet_dataset
 from workers.learners.loading import load_learner
-from workers.sandbox.flops import FlopMeter
+from workers.sandbox.metering.flops import FlopMeter
 from workers.stream.adapters import AdapterContext
 from workers.stream.build import build_dataset
 from workers.stream.images import stored_side

@@ -22,9 +22,9 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from services.core.config import Settings, mask_url
-from workers.sandbox.calibration import cached_flop_rate
 from workers.sandbox.cgroup import CgroupLimits, create_host_cgroup
 from workers.sandbox.launch import can_disable_userns
+from workers.sandbox.metering.calibration import cached_flop_rate
 
 MIN_FREE_GIB = 5.0
 """Below this the data folder is reported low (shards and checkpoints of one stream fill it)."""

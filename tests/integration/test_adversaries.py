@@ -48,7 +48,7 @@ def test_a_network_counted_by_nobody_is_charged_the_floor_and_marked(runner, tin
     from nevis_hostile_learners import FLOOR_STEPS
 
     from tests.integration.conftest import tiny_manifest
-    from workers.sandbox.calibration import ALLOWANCE_S
+    from workers.sandbox.metering.calibration import ALLOWANCE_S
 
     stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
     budget = RunBudget(trials=1, steps=FLOOR_STEPS, checkpoint_fractions=(1.0,))
@@ -79,7 +79,7 @@ def test_a_count_topped_up_to_just_over_the_floor_is_marked_near_floor(runner, t
     from nevis_hostile_learners import FLOOR_STEPS
 
     from tests.integration.conftest import tiny_manifest
-    from workers.sandbox.calibration import ALLOWANCE_S
+    from workers.sandbox.metering.calibration import ALLOWANCE_S
 
     stream = str(tiny_manifest(tiny_stream.parent / "one.json", tasks=1))
     budget = RunBudget(trials=1, steps=FLOOR_STEPS, checkpoint_fractions=(1.0,))

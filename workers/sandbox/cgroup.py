@@ -11,7 +11,7 @@ learner sees no ``/sys`` and cannot leave. cgroup v2 (one unified tree) and v1 (
 controller, e.g. Docker's hybrid hosts) are both read; where no hierarchy is writable (an
 unprivileged laptop, a pod without delegation) :func:`create_host_cgroup` returns ``None``
 and the host runs with its rlimits alone, its CPU time read from ``/proc`` instead
-(:mod:`workers.sandbox.usage`).
+(:mod:`workers.sandbox.metering.usage`).
 """
 
 from __future__ import annotations

@@ -24,10 +24,10 @@ from workers.sandbox.launch import host_launch
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.log_ring import LogRing, drain
 from workers.sandbox.messages import Limits
+from workers.sandbox.metering.usage import tree_cpu_seconds
 from workers.sandbox.ops import Op, Reply, op_of
 from workers.sandbox.rank_net import RankSlot
 from workers.sandbox.replies import BrokenReply, error_of, read_checked
-from workers.sandbox.usage import tree_cpu_seconds
 
 OnMessage = Callable[[dict[str, Any], list[wire.Part]], tuple[dict[str, Any], list[wire.Part]] | None]
 """Answers a host's checked message (its ``op`` a :class:`~workers.sandbox.ops.HostOp`), or None."""

@@ -1,7 +1,7 @@
 """The harness side of :class:`~workers.learners.protocol.TrialContext`.
 
 One :class:`LocalTrialContext` lives in the process that runs learner code for one trial
-(or one prediction job). It counts FLOPs through a :class:`~workers.sandbox.flops.FlopMeter`,
+(or one prediction job). It counts FLOPs through a :class:`~workers.sandbox.metering.flops.FlopMeter`,
 records the training curve, and turns ``progress`` calls at the configured steps into
 checkpoints handed to ``on_checkpoint`` (the harness stores them; learner code never
 touches the object store). In a trial it also offers the harness's dev scoring
@@ -19,7 +19,7 @@ from typing import Any, SupportsFloat
 
 from services.core.errors import LearnerError
 from workers.sandbox.dev_scoring import DevScoring
-from workers.sandbox.flops import FlopMeter
+from workers.sandbox.metering.flops import FlopMeter
 
 LOSS_READ_EVERY = 64
 """Losses reported as tensors are read in batches of this many points (and whenever the

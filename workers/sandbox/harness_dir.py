@@ -1,6 +1,6 @@
 """A folder only the service's own user can write, for what harness code keeps on a node.
 
-Why: the node's FLOP-rate calibration decides every floor (:mod:`workers.sandbox.calibration`);
+Why: the node's FLOP-rate calibration decides every floor (:mod:`workers.sandbox.metering.calibration`);
 kept in the world-writable ``/tmp`` under a guessable name, any local user or process could
 plant a record first (a rate of 1 makes no floor bite). The folder is made ``0700`` and is
 used only while it is a real folder (not a link) owned by this process's user that no one

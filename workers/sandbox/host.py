@@ -15,7 +15,7 @@ descriptors are private copies: the learner's prints go to stderr and cannot cor
 (a hostile learner can still write frames of its own, which is why the harness side trusts
 nothing in them but numbers and bytes). During a trial, ``prepare_task``, a ``predict`` job and
 each of the probe pool's calls (``load_predictor``, ``features``, ``predict_loaded``, ``augment_views``) the
-context's FLOP meter watches (:meth:`~workers.sandbox.flops.FlopMeter.watch`): torch modules the
+context's FLOP meter watches (:meth:`~workers.sandbox.metering.flops.FlopMeter.watch`): torch modules the
 learner did not pass to ``ctx.track`` are counted too, and their share is sent back as
 ``flops_untracked``. Every reply to those requests carries the FLOPs the call cost
 (``flops_measured``, ``flops_reported``, ``flops_untracked``); for the probe pool's calls they

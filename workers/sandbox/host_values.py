@@ -33,7 +33,7 @@ def blob(value: Any, what: str) -> bytes:
 
 def flops(ctx: LocalTrialContext, *, updates: int | None = None) -> dict[str, Any]:
     """The meter's figures; a trial's also carry ``flops_updates``, what its training spent on
-    updates (NEVIS'22's count: :attr:`~workers.sandbox.flops.FlopMeter.updates`)."""
+    updates (NEVIS'22's count: :attr:`~workers.sandbox.metering.flops.FlopMeter.updates`)."""
     meter = ctx.meter
     fields = {
         "flops_measured": int(meter.measured),

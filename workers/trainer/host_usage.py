@@ -1,6 +1,6 @@
 """What a call into a learner host cost, as harness code measures it: the CPU time of the
 host's processes (kernel-kept, outside the learner's reach), the wall time, and the FLOP
-floor that CPU time implies on this node (:mod:`workers.sandbox.calibration`). The floor is
+floor that CPU time implies on this node (:mod:`workers.sandbox.metering.calibration`). The floor is
 charged when the learner's own count falls below it, and the trial is marked for it.
 
 A host's whole life is charged, not only its measured calls: each measured call also takes
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from services.store.runs.outcomes import FloorCharged
-from workers.sandbox.calibration import FLOOR_FRACTION, compute_floor, machine_flop_rate
 from workers.sandbox.client import LearnerHost
-from workers.sandbox.gpu_calibration import gpu_flop_rate
-from workers.sandbox.gpu_usage import GpuUsage, absent, watched
+from workers.sandbox.metering.calibration import FLOOR_FRACTION, compute_floor, machine_flop_rate
+from workers.sandbox.metering.gpu_calibration import gpu_flop_rate
+from workers.sandbox.metering.gpu_usage import GpuUsage, absent, watched
+from workers.sandbox.metering.usage import tree_pids
 from workers.sandbox.pause import PausingHost
-from workers.sandbox.usage import tree_pids
 
 T = TypeVar("T")
 
@@ -128,7 +128,7 @@ def usage_fields(
     cpu_seconds: float | None, wall_s: float, gpu: GpuUsage, *, outside_s: float = 0.0, outside_allowance_s: float = 0.0
 ) -> dict[str, Any]:
     """The usage fields of a call: CPU and GPU time, the node's rates, and the floor they imply
-    (one rule for both: :func:`~workers.sandbox.calibration.compute_floor`); ``outside_s`` of
+    (one rule for both: :func:`~workers.sandbox.metering.calibration.compute_floor`); ``outside_s`` of
     CPU used outside calls is added to the call's, floored past ``outside_allowance_s``."""
     rate = machine_flop_rate()
     gpu_rate, why = gpu_flop_rate() if gpu.gpu_seconds is not None else (None, "")

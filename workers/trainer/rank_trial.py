@@ -28,12 +28,12 @@ from services.core.rulesets import cap_message
 from services.store import key_layout
 from workers.learners.protocol import Resources
 from workers.sandbox.client import LearnerHost
-from workers.sandbox.gpu_usage import watched
 from workers.sandbox.launch import resolve_sandbox
 from workers.sandbox.messages import Limits
+from workers.sandbox.metering.gpu_usage import watched
+from workers.sandbox.metering.usage import tree_pids
 from workers.sandbox.ops import OP, HostOp
 from workers.sandbox.rank_net import RankNet
-from workers.sandbox.usage import tree_pids
 from workers.trainer.frame_caps import trial_frame_caps
 from workers.trainer.host_usage import sum_known, usage_fields
 from workers.trainer.trial import (

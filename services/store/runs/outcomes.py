@@ -94,7 +94,7 @@ class TrialOutcome(FloorCharged):
     traceback: str | None = None
     num_workers: int = 1
     cpu_seconds: float | None = None  # the learner host's CPU time, measured by the harness
-    flops_floor: int = 0  # the least that CPU time is charged (workers.sandbox.calibration)
+    flops_floor: int = 0  # the least that CPU time is charged (workers.sandbox.metering.calibration)
     flops_updates: int | None = None  # the part of the count spent on training updates; None: all of it
     cpu_estimated: bool = False  # cpu_seconds is wall time × declared CPUs: no reading could be had
     near_floor_band: float = NEAR_FLOOR_BAND  # the setting (NEVIS_NEAR_FLOOR_BAND) the runner ran under

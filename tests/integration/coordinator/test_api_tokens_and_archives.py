@@ -32,7 +32,8 @@ from services.coordinator.app import create_app
 from services.core.errors import BundleError
 from services.store.db.engine import sqlite_path
 from tests.support.hostile_archives import many_members_tar, many_members_zip, zip_bomb
-from workers.sandbox import bundle_archives, bundles
+from workers.sandbox import bundles
+from workers.sandbox.bundles import archives as bundle_archives
 
 DAY = timedelta(days=1)
 

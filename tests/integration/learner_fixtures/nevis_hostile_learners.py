@@ -110,7 +110,7 @@ class MeterPatcher(MlpTracked):
     name = "meter-patcher"
 
     def __init__(self) -> None:
-        from workers.sandbox import flops
+        from workers.sandbox.metering import flops
 
         flops.FlopMeter.track = lambda self, module: module
         flops.FlopMeter.watch = lambda self: self
@@ -123,7 +123,7 @@ class FloorTopper(MlpRaw):
     name = "floor-topper"
 
     def train(self, view, state, config, ctx):
-        from workers.sandbox.calibration import ALLOWANCE_S, FLOOR_FRACTION, measure_flop_rate
+        from workers.sandbox.metering.calibration import ALLOWANCE_S, FLOOR_FRACTION, measure_flop_rate
 
         rate = measure_flop_rate()  # what the harness's calibration would find on this node
         started = time.process_time()

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from services.cli.main import app
 from services.core.config import get_settings
 from tests.support.private_postgres import free_port
-from workers.sandbox.calibration import cached_flop_rate, machine_flop_rate
+from workers.sandbox.metering.calibration import cached_flop_rate, machine_flop_rate
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -16,7 +16,7 @@ import torch
 from sklearn.datasets import load_digits
 
 from workers.learners.protocol import LabelledData, TaskInfo
-from workers.sandbox.flops import FlopMeter
+from workers.sandbox.metering.flops import FlopMeter
 from workers.stream.task_view import CausalTaskView
 
 

@@ -20,7 +20,7 @@ from workers.learners.input_pipeline import TrainBatches
 from workers.learners.models import Classifier, SmallCNN
 from workers.learners.protocol import LabelledData
 from workers.learners.training import epoch_batches
-from workers.sandbox.flops import FlopMeter
+from workers.sandbox.metering.flops import FlopMeter
 from workers.stream.task_info import Originals
 
 from .conftest import RecordingContext, make_view

@@ -21,7 +21,7 @@ from workers.learners.indep import IndepLearner
 from workers.learners.models import ModelConfig, build_model
 from workers.learners.protocol import LabelledData, TaskInfo
 from workers.sandbox.context import LOSS_READ_EVERY, LocalTrialContext
-from workers.sandbox.flops import FlopMeter
+from workers.sandbox.metering.flops import FlopMeter
 from workers.stream.task_view import CausalTaskView
 
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]

@@ -18,8 +18,9 @@ import pytest
 
 from services.core.errors import BundleError
 from services.store.objects import LocalObjectStore
-from workers.sandbox import bundle_limits, bundle_unpack
 from workers.sandbox.bundles import bundle_kind, check_bundle, extract_bundle, safe_filename, unpack_stored_bundle
+from workers.sandbox.bundles import limits as bundle_limits
+from workers.sandbox.bundles import unpack as bundle_unpack
 
 CODE = b"def make():\n    return 'made by the bundle'\n"
 

@@ -15,8 +15,8 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from services.core.errors import LearnerError
-from workers.sandbox.flop_counter import forget_process_counts
-from workers.sandbox.flops import FlopCounts, FlopMeter
+from workers.sandbox.metering.flop_counter import forget_process_counts
+from workers.sandbox.metering.flops import FlopCounts, FlopMeter
 
 Batch = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
 

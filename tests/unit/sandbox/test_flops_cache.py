@@ -12,8 +12,8 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from workers.sandbox.flop_counter import forget_process_counts
-from workers.sandbox.flops import FlopMeter
+from workers.sandbox.metering.flop_counter import forget_process_counts
+from workers.sandbox.metering.flops import FlopMeter
 
 
 @pytest.fixture(autouse=True)

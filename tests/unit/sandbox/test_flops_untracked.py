@@ -22,10 +22,10 @@ from workers.learners.models import SmallCNN
 from workers.learners.protocol import TaskInfo
 from workers.sandbox.client import HostSpec, LearnerHost
 from workers.sandbox.context import LocalTrialContext
-from workers.sandbox.flop_counter import forget_process_counts
-from workers.sandbox.flops import FlopCounts, FlopMeter
 from workers.sandbox.learner_calls import predict
 from workers.sandbox.messages import flop_fields
+from workers.sandbox.metering.flop_counter import forget_process_counts
+from workers.sandbox.metering.flops import FlopCounts, FlopMeter
 
 
 @pytest.fixture(autouse=True)

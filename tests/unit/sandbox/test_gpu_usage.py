@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import os
 
-from workers.sandbox.calibration import ALLOWANCE_S, FLOOR_FRACTION, GPU_ALLOWANCE_S, GPU_FLOOR_FRACTION, compute_floor
-from workers.sandbox.gpu_usage import GpuWatch, open_source, watched
-from workers.sandbox.usage import tree_pids
+from workers.sandbox.metering.calibration import (
+    ALLOWANCE_S,
+    FLOOR_FRACTION,
+    GPU_ALLOWANCE_S,
+    GPU_FLOOR_FRACTION,
+    compute_floor,
+)
+from workers.sandbox.metering.gpu_usage import GpuWatch, open_source, watched
+from workers.sandbox.metering.usage import tree_pids
 from workers.trainer.host_usage import usage_fields
 
 HOST, OTHER = 4242, 777

@@ -8,8 +8,8 @@ import os
 import stat
 from pathlib import Path
 
-from workers.sandbox.calibration import cached_flop_rate, machine_flop_rate, rate_record_path
 from workers.sandbox.harness_dir import NAME, harness_dir
+from workers.sandbox.metering.calibration import cached_flop_rate, machine_flop_rate, rate_record_path
 
 
 def test_the_folder_is_made_0700_and_owned_by_this_user(tmp_path: Path) -> None:

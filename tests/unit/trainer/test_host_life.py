@@ -16,8 +16,8 @@ import pytest
 
 from services.store import key_layout
 from workers.learners.protocol import LabelledData, TaskInfo
-from workers.sandbox.calibration import ALLOWANCE_S, FLOOR_FRACTION
 from workers.sandbox.client import HostSpec, LearnerHost
+from workers.sandbox.metering.calibration import ALLOWANCE_S, FLOOR_FRACTION
 from workers.trainer import host_usage
 from workers.trainer.host_usage import call_cpu_seconds, measured_call
 from workers.trainer.trial import TRIAL_INDEX, TRIAL_SEED, TrialSpec, run_trial_in_host

@@ -2,7 +2,7 @@
 
 What counts: every matrix product of a fit, forward and backward, as
 :class:`torch.utils.flop_counter.FlopCounterMode` counts it (one multiply-add = 2 FLOPs), the
-convention of :class:`~workers.sandbox.flops.FlopMeter`. As for a learner, element-wise ops,
+convention of :class:`~workers.sandbox.metering.flops.FlopMeter`. As for a learner, element-wise ops,
 reductions and the optimisers' own arithmetic (L-BFGS's two-loop recursion and line search
 bookkeeping, Adam) are not counted, and neither is the linear probe's eigendecomposition
 (``torch.linalg.eigh``, which the counter has no formula for).

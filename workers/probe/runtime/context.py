@@ -3,7 +3,7 @@ features: the learner protocol's :class:`~workers.learners.protocol.TrialContext
 what only training needs, plus the tally of what those calls cost.
 
 Probing is the service's own measurement, not the learner's compute: its FLOPs are counted
-(the harness's :class:`~workers.sandbox.flops.FlopMeter`, the same meter and conventions as
+(the harness's :class:`~workers.sandbox.metering.flops.FlopMeter`, the same meter and conventions as
 training and prediction) but kept apart as *analysis FLOPs*, never added to the learner's
 cFLOP. In the probe pool learner code runs in a learner host, whose meter counts each call
 (watching, so modules the learner did not pass to ``ctx.track`` count too) and sends the
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, SupportsFloat
 
-from workers.sandbox.flops import FlopMeter
+from workers.sandbox.metering.flops import FlopMeter
 
 
 @dataclass(frozen=True)

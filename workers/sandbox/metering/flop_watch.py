@@ -1,9 +1,9 @@
 """The FLOP meter's watch: the outermost calls of torch modules that no meter tracks.
 
-Kept apart from :mod:`workers.sandbox.flop_counter` because it is process-wide machinery of its
-own (see :mod:`workers.sandbox.flops` for the contract): a global forward pre-hook installed
+Kept apart from :mod:`workers.sandbox.metering.flop_counter` because it is process-wide machinery of its
+own (see :mod:`workers.sandbox.metering.flops` for the contract): a global forward pre-hook installed
 only *between* outermost calls, one-off hooks on the called module, and a fork handler. Each
-untracked call is charged by a :class:`~workers.sandbox.flop_counter.CallCounter`, as a
+untracked call is charged by a :class:`~workers.sandbox.metering.flop_counter.CallCounter`, as a
 tracked module's call is, to the newest watching meter's :class:`UntrackedCalls`.
 
 Hook dicts are torch's own (``Module._forward_hooks`` ...): the watch adds and removes its
@@ -22,7 +22,14 @@ from typing import Any
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from workers.sandbox.flop_counter import CALLS, OWNERS, CallCounter, Hook, MeterFigures, install_structure_hooks
+from workers.sandbox.metering.flop_counter import (
+    CALLS,
+    OWNERS,
+    CallCounter,
+    Hook,
+    MeterFigures,
+    install_structure_hooks,
+)
 
 _GLOBAL_PRE_HOOKS = nn.modules.module._global_forward_pre_hooks  # noqa: SLF001
 

@@ -3,8 +3,8 @@
 Kept apart from :mod:`workers.sandbox.bundles` (the entry points that name, fetch and place
 bundles) so that checking and unpacking share this code path and nothing else: the check is
 this pass with the bytes dropped instead of written, so it cannot see less than the unpack
-writes. Entries come from :mod:`workers.sandbox.bundle_archives`; they are counted, placed and
-measured by the rules of :mod:`workers.sandbox.bundle_limits` as the archive yields them.
+writes. Entries come from :mod:`workers.sandbox.bundles.archives`; they are counted, placed and
+measured by the rules of :mod:`workers.sandbox.bundles.limits` as the archive yields them.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from services.core.errors import BundleError
-from workers.sandbox.bundle_archives import archive_entries
-from workers.sandbox.bundle_limits import MemberLayout, UnpackBudget
+from workers.sandbox.bundles.archives import archive_entries
+from workers.sandbox.bundles.limits import MemberLayout, UnpackBudget
 
 
 def unpack(path: Path, *, kind: str, max_unpacked_bytes: int, into: Path | None) -> None:

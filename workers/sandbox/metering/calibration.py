@@ -1,7 +1,7 @@
 """The machine's achieved FLOP rate per CPU-second, measured once per boot of a node.
 
 The FLOP meter runs in the learner's process, so its count is the learner's own word; the
-CPU time of the host's processes is not (:mod:`workers.sandbox.usage`). A reference workload
+CPU time of the host's processes is not (:mod:`workers.sandbox.metering.usage`). A reference workload
 (single-threaded float32 matrix products, the densest arithmetic a learner can do on a CPU)
 turns CPU-seconds into the most FLOPs they could have bought here, and
 :func:`compute_floor` into the least a learner is charged for them.
@@ -108,8 +108,8 @@ def compute_floor(
     cpu_seconds: float | None, flop_rate: float, *, gpu_seconds: float | None = None, gpu_rate: float | None = None
 ) -> int:
     """The least a call that used ``cpu_seconds`` of the host's CPU, and ``gpu_seconds`` of its
-    GPUs (NVML's, :mod:`workers.sandbox.gpu_usage`) at the device's ``gpu_rate``
-    (:mod:`workers.sandbox.gpu_calibration`), is charged: each term the same rule, past its
+    GPUs (NVML's, :mod:`workers.sandbox.metering.gpu_usage`) at the device's ``gpu_rate``
+    (:mod:`workers.sandbox.metering.gpu_calibration`), is charged: each term the same rule, past its
     allowance, at its stated share of what the time bought (:data:`FLOOR_FRACTION`,
     :data:`GPU_FLOOR_FRACTION`)."""
     cpu = 0.0 if cpu_seconds is None else max(cpu_seconds - ALLOWANCE_S, 0.0) * flop_rate

@@ -1,7 +1,7 @@
 """What a learner bundle may hold: its caps and a layout every path of which can be written.
 
-Kept apart from the archive readers (:mod:`workers.sandbox.bundle_archives`) and the pass that
-drives them (:mod:`workers.sandbox.bundle_unpack`) because both enforce these rules, and the
+Kept apart from the archive readers (:mod:`workers.sandbox.bundles.archives`) and the pass that
+drives them (:mod:`workers.sandbox.bundles.unpack`) because both enforce these rules, and the
 upload's check and a worker's unpack must agree on them: members and unpacked bytes are counted
 as they come (:class:`UnpackBudget`), names are checked and placed as they come
 (:class:`MemberLayout`).

@@ -1,4 +1,4 @@
-"""Keys and dry runs of the FLOP meter (see :mod:`workers.sandbox.flops` for the contract).
+"""Keys and dry runs of the FLOP meter (see :mod:`workers.sandbox.metering.flops` for the contract).
 
 A call's *signature* (shapes, dtypes and grad flags of its tensor arguments, scalars by value)
 is part of its cache key; a *dry run* measures one call's forward and backward FLOPs on a

@@ -1,6 +1,6 @@
 """Reading an uploaded bundle's archive, a zip (or wheel) or a .tar.gz, as a stream of entries.
 
-Kept apart from the pass that consumes the entries (:mod:`workers.sandbox.bundle_unpack`)
+Kept apart from the pass that consumes the entries (:mod:`workers.sandbox.bundles.unpack`)
 because each format has hazards of its own, refused here as the archive is read: links,
 devices, encrypted or sparse members, a zip's central directory over the member cap, sizes
 declared beyond the budget, bytes after a tar's end. Whatever the archive libraries raise on
@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from services.core.errors import BundleError
-from workers.sandbox import bundle_limits
-from workers.sandbox.bundle_limits import UnpackBudget, check_count, tar_stream_limit
-from workers.sandbox.gzip_stream import CHUNK as _CHUNK
-from workers.sandbox.gzip_stream import SingleGzipStream
+from workers.sandbox.bundles import limits as bundle_limits
+from workers.sandbox.bundles.gzip_stream import CHUNK as _CHUNK
+from workers.sandbox.bundles.gzip_stream import SingleGzipStream
+from workers.sandbox.bundles.limits import UnpackBudget, check_count, tar_stream_limit
 
 Entry = tuple[str, bool, Iterator[bytes]]
 """An archive entry as the pass sees it: its name, whether it is a folder, its bytes."""

@@ -1,7 +1,7 @@
 """The node's achieved bf16 matrix rate per GPU-second: the GPU term of the FLOP floor.
 
-As the CPU's rate (:mod:`workers.sandbox.calibration`) turns CPU-seconds into what they could
-have bought, this turns a host's GPU-seconds (NVML's, :mod:`workers.sandbox.gpu_usage`) into
+As the CPU's rate (:mod:`workers.sandbox.metering.calibration`) turns CPU-seconds into what they could
+have bought, this turns a host's GPU-seconds (NVML's, :mod:`workers.sandbox.metering.gpu_usage`) into
 FLOPs: dense bf16 products on device 0, the densest arithmetic a learner can do there, measured
 once per harness process. Where there is no CUDA device (this repository's CI machine) there
 is no rate, and :func:`gpu_flop_rate` says why instead of guessing one.

@@ -1,4 +1,4 @@
-"""How the FLOP meter charges one module's calls (the contract is in :mod:`workers.sandbox.flops`).
+"""How the FLOP meter charges one module's calls (the contract is in :mod:`workers.sandbox.metering.flops`).
 
 Kept apart from the meter's public face and from the watch because every counted call, tracked
 or not, runs through it: a :class:`CallCounter` builds the call's key, finds its counts in its
@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
 from services.core.errors import LearnerError
-from workers.sandbox.flop_keys import cuda_indices, dry_run, signature, tensors_of
+from workers.sandbox.metering.flop_keys import cuda_indices, dry_run, signature, tensors_of
 
 # Counted calls running now, outermost first, shared by every meter (``None``: a dry run). A
 # call made while this is not empty is part of the outer call and is not counted on its own.
@@ -32,7 +32,7 @@ OWNERS: dict[int, tuple[weakref.ref, weakref.ref]] = {}
 
 class MeterFigures:
     """The figures a meter's counters add to: plain attributes, since every counted call adds
-    to them (an add, not a method call). :class:`~workers.sandbox.flops.FlopMeter` is one."""
+    to them (an add, not a method call). :class:`~workers.sandbox.metering.flops.FlopMeter` is one."""
 
     def __init__(self) -> None:
         self._forward = 0

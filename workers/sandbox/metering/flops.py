@@ -87,8 +87,15 @@ from typing import Any, Literal, TypeVar
 from torch import nn
 
 from services.core.errors import LearnerError
-from workers.sandbox.flop_counter import CALLS, OWNERS, CallCounter, Enter, MeterFigures, install_structure_hooks
-from workers.sandbox.flop_watch import UntrackedCalls
+from workers.sandbox.metering.flop_counter import (
+    CALLS,
+    OWNERS,
+    CallCounter,
+    Enter,
+    MeterFigures,
+    install_structure_hooks,
+)
+from workers.sandbox.metering.flop_watch import UntrackedCalls
 
 FlopSource = Literal["measured", "reported", "mixed"]
 ModuleT = TypeVar("ModuleT", bound=nn.Module)

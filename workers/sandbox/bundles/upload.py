@@ -7,11 +7,11 @@ see read-only (:func:`unpack_stored_bundle`). The import root is the archive roo
 single top-level folder (an sdist's ``name-1.0/``), or that folder's ``src/``. Nothing here
 imports what a bundle holds.
 
-Checking and unpacking are one pass (:func:`workers.sandbox.bundle_unpack.unpack`), the check
+Checking and unpacking are one pass (:func:`workers.sandbox.bundles.unpack.unpack`), the check
 only dropping the bytes the unpack writes: whatever two readers could disagree on (a second gzip
 member, bytes after an archive's end, sizes a header understates) is refused or counted the same
-way by both. The archives are read in :mod:`workers.sandbox.bundle_archives`, the caps and the
-layout rules are :mod:`workers.sandbox.bundle_limits`; this module names, fetches and places
+way by both. The archives are read in :mod:`workers.sandbox.bundles.archives`, the caps and the
+layout rules are :mod:`workers.sandbox.bundles.limits`; this module names, fetches and places
 bundles.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from services.core.errors import BundleError
 from services.store.objects import ObjectStore
-from workers.sandbox.bundle_unpack import unpack
+from workers.sandbox.bundles.unpack import unpack
 
 UNPACK_FACTOR = 20  # unpacked size may be at most this many times the upload limit
 DEFAULT_MAX_UNPACKED_BYTES = UNPACK_FACTOR * 50 * 1024 * 1024
@@ -56,7 +56,7 @@ def check_bundle(path: Path, *, filename: str, max_unpacked_bytes: int) -> str:
     """Check an uploaded archive by unpacking it without writing anything; returns its kind.
 
     The check is the very pass :func:`extract_bundle` makes
-    (:func:`~workers.sandbox.bundle_unpack.unpack`), with the bytes discarded instead of
+    (:func:`~workers.sandbox.bundles.unpack.unpack`), with the bytes discarded instead of
     written, so what is checked is what a worker unpacks later:
     every gzip member and every byte after the archive's end is read, and members and
     unpacked bytes are counted as they are produced, stopping at the first cap breached.
