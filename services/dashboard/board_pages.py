@@ -86,7 +86,7 @@ def _board(  # noqa: ANN202
     known, name, ver = resolve_stream(session, stream, version, viewer)
     if name is None or ver is None or (name, ver) not in known:
         return known, name, ver, None, [], None
-    kept = kept_profiles(session, stream=name, version=ver, viewer=viewer)
+    kept = kept_profiles(session, stream=name, version=ver, viewer=viewer, ruleset=ruleset)  # within the board
     board = leaderboard(
         session,
         stream=name,

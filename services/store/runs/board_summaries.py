@@ -12,8 +12,9 @@ read renders again. So the transaction that commits a result (through
   (:func:`keep_board_interval`);
 - ``submission_profiles``: when the commit leaves a public meta-test submission finished (all
   headline tasks scored), the profile scores of every finished public submission of its stream
-  version, as :func:`services.store.runs.profiles.performance_profiles` computes them for an
-  anonymous reader, rewritten for the whole version (one submission's finish moves every
+  version within its ruleset (each ruleset's board is profiled on its own, issue 50), as
+  :func:`services.store.runs.profiles.performance_profiles` computes them for an anonymous
+  reader, rewritten for the whole version (one submission's finish moves every
   score). Refreshes of a version are serialized on its row, so the last one sees every finish;
 - ``learner_seeds``: then, the E of every finished public run of that submission's learner on
   the version and when each was created. No render reads it since issue 47: a row's spread over
@@ -37,7 +38,7 @@ from services.core.profiles import TAU_MAX
 from services.core.uncertainty import ErrorInterval
 from services.store.db.models import StreamTask, StreamVersion, Submission, TaskResult, TaskRun
 from services.store.db.models_scores import LearnerSeeds, SubmissionInterval, SubmissionProfile, SubmissionScore
-from services.store.runs.board_front import front_points
+from services.store.runs.board_front import front_points, rulesets_of
 from services.store.runs.board_query import RANKED_PHASE
 from services.store.runs.interval_cache import as_document
 from services.store.runs.profiles import BEST_CURVES, profiles_of
@@ -153,8 +154,19 @@ def keep_profiles(session: Session, *, stream_version_id: int) -> None:
     version = session.execute(
         select(StreamVersion).where(StreamVersion.id == stream_version_id).with_for_update(key_share=True)
     ).scalar_one()  # FOR NO KEY UPDATE: refreshes queue
-    points = front_points(session, stream=version.name, version=version.version)  # as anonymous readers see them
-    found = profiles_of(session, points, stream=version.name, version=version.version, tau_max=TAU_MAX)
+    kept = []
+    for ruleset in rulesets_of(session, stream=version.name, version=version.version):  # each board on its own
+        points = front_points(session, stream=version.name, version=version.version, ruleset=ruleset)  # anonymous
+        found = profiles_of(session, points, stream=version.name, version=version.version, tau_max=TAU_MAX)
+        kept += [
+            {
+                "submission_id": r.submission_id,
+                "error_score": r.error_score,
+                "cflop_score": r.cflop_score,
+                "error_curve": r.error_curve if rank < BEST_CURVES else None,
+            }
+            for rank, r in enumerate(found.rows)  # best first: the ruleset's best few keep their curves
+        ]
     session.execute(
         delete(SubmissionProfile).where(
             SubmissionProfile.submission_id.in_(
@@ -162,19 +174,8 @@ def keep_profiles(session: Session, *, stream_version_id: int) -> None:
             )
         )
     )
-    if found.rows:
-        session.execute(
-            insert(SubmissionProfile),
-            [
-                {
-                    "submission_id": r.submission_id,
-                    "error_score": r.error_score,
-                    "cflop_score": r.cflop_score,
-                    "error_curve": r.error_curve if rank < BEST_CURVES else None,
-                }
-                for rank, r in enumerate(found.rows)
-            ],
-        )  # rows are best first
+    if kept:
+        session.execute(insert(SubmissionProfile), kept)
 
 
 def keep_board_interval(

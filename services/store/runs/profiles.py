@@ -165,30 +165,36 @@ _kept: OrderedDict[tuple, KeptProfiles] = OrderedDict()
 _kept_lock = threading.Lock()
 
 
-def profile_scores(session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS) -> ProfileScores:
+def profile_scores(
+    session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS, ruleset: str | None = None
+) -> ProfileScores:
     """Submission id → (error score, cFLOP score or None) of every finished meta-test submission
-    ``viewer`` may read, as :func:`performance_profiles` computes them; kept per process under a
-    digest of the finished submissions' points (see the module's docstring)."""
-    if viewer == ANONYMOUS:  # the kept rows, without the curves
-        return {
-            i: (error, cflop)
-            for i, error, cflop in session.execute(
-                select(SubmissionProfile.submission_id, SubmissionProfile.error_score, SubmissionProfile.cflop_score)
-                .join(Submission, Submission.id == SubmissionProfile.submission_id)
-                .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
-                .where(StreamVersion.name == stream, StreamVersion.version == version)
-            )
-        }
-    return kept_profiles(session, stream=stream, version=version, viewer=viewer).scores
+    ``viewer`` may read, as :func:`performance_profiles` computes them within its ruleset (each
+    ruleset's board is profiled on its own; ``ruleset``: that board's rows only); kept per process
+    under a digest of the finished submissions' points (see the module's docstring)."""
+    if viewer == ANONYMOUS:  # the kept rows (each scored within its ruleset), without the curves
+        query = (
+            select(SubmissionProfile.submission_id, SubmissionProfile.error_score, SubmissionProfile.cflop_score)
+            .join(Submission, Submission.id == SubmissionProfile.submission_id)
+            .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+            .where(StreamVersion.name == stream, StreamVersion.version == version)
+        )
+        if ruleset is not None:
+            query = query.where(Submission.ruleset == ruleset)
+        return {i: (error, cflop) for i, error, cflop in session.execute(query)}
+    return kept_profiles(session, stream=stream, version=version, viewer=viewer, ruleset=ruleset).scores
 
 
-def kept_profiles(session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS) -> KeptProfiles:
-    """The scores of :func:`profile_scores` and the best submissions' error curves, kept alike."""
+def kept_profiles(
+    session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS, ruleset: str | None = None
+) -> KeptProfiles:
+    """The scores of :func:`profile_scores` and the best submissions' error curves, kept alike
+    (within ``ruleset``; None: every finished submission, as one population)."""
     if viewer == ANONYMOUS:
-        return _kept_public(session, stream=stream, version=version)
-    points = front_points(session, stream=stream, version=version, viewer=viewer)
+        return _kept_public(session, stream=stream, version=version, ruleset=ruleset)
+    points = front_points(session, stream=stream, version=version, viewer=viewer, ruleset=ruleset)
     digest = hashlib.sha256(repr([(p.submission_id, p.mean_error, p.cflop) for p in points]).encode()).hexdigest()
-    key = (str(session.get_bind().url), stream, version, viewer, digest)
+    key = (str(session.get_bind().url), stream, version, viewer, ruleset, digest)
     with _kept_lock:
         if key in _kept:
             _kept.move_to_end(key)
@@ -206,24 +212,25 @@ def kept_profiles(session: Session, *, stream: str, version: str, viewer: Viewer
     return kept
 
 
-def _kept_public(session: Session, *, stream: str, version: str) -> KeptProfiles:
-    """What an anonymous reader sees of the profiles, as the commits kept it."""
-    rows = sorted(
-        session.execute(
-            select(
-                SubmissionProfile.submission_id,
-                SubmissionProfile.error_score,
-                SubmissionProfile.cflop_score,
-                SubmissionProfile.error_curve,
-                Learner.name.label("learner"),
-            )
-            .join(Submission, Submission.id == SubmissionProfile.submission_id)
-            .join(Learner, Learner.id == Submission.learner_id)
-            .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
-            .where(StreamVersion.name == stream, StreamVersion.version == version)
-        ).all(),
-        key=lambda r: (-r.error_score, r.submission_id),
+def _kept_public(session: Session, *, stream: str, version: str, ruleset: str | None = None) -> KeptProfiles:
+    """What an anonymous reader sees of the profiles, as the commits kept them (each submission
+    scored within its ruleset: :func:`services.store.runs.board_summaries.keep_profiles`)."""
+    query = (
+        select(
+            SubmissionProfile.submission_id,
+            SubmissionProfile.error_score,
+            SubmissionProfile.cflop_score,
+            SubmissionProfile.error_curve,
+            Learner.name.label("learner"),
+        )
+        .join(Submission, Submission.id == SubmissionProfile.submission_id)
+        .join(Learner, Learner.id == Submission.learner_id)
+        .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
+        .where(StreamVersion.name == stream, StreamVersion.version == version)
     )
+    if ruleset is not None:
+        query = query.where(Submission.ruleset == ruleset)
+    rows = sorted(session.execute(query).all(), key=lambda r: (-r.error_score, r.submission_id))
     return KeptProfiles(
         scores={r.submission_id: (r.error_score, r.cflop_score) for r in rows},
         taus=list(TAUS),

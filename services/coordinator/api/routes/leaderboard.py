@@ -253,7 +253,7 @@ async def read_leaderboard(
             code=shown,
             profiles="kept"
             if viewer == ANONYMOUS
-            else profile_scores(session, stream=name, version=ver, viewer=viewer),
+            else profile_scores(session, stream=name, version=ver, viewer=viewer, ruleset=ruleset),
         )
         spread = board_uncertainty(session, request.app.state.store, page, viewer)
         return {
