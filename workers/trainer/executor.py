@@ -9,8 +9,8 @@ The task's trial loop (:mod:`workers.trainer.trial_loop`) asks the :class:`Execu
 run each trial Tune's search suggests in a free executor; the loop holds each running trial's
 CPUs (executors reserve none, but the GPUs of GPU learners, which they keep for the run). Between
 trial batches the first executor scores the chosen predictor (:meth:`Evaluator.predict`) in a
-host of its own that never trains, so a run of a one-worker learner starts one learner host
-besides theirs, whatever its number of tasks.
+host of its own that never trains and lives for that one evaluation (started when the task
+begins, so its imports overlap the trials; killed once it has predicted).
 """
 
 from __future__ import annotations
@@ -88,11 +88,11 @@ class Evaluator:
     """Scores a chosen predictor on evaluation images through a learner host of its own (a
     Ray actor of harness code; the learner runs in the host's sandbox).
 
-    That host only ever predicts, for the whole run: evaluation images never reach a host that
-    trains, so no learner has them in its memory or ``/tmp`` when it next trains, and no host
-    is restarted between tasks to make sure. It receives images only; the labels stay in the
-    driver. Runs of multi-worker learners start one of these on its own; otherwise the pool's
-    first executor (a subclass) does the job.
+    That host only ever predicts, and only once: evaluation images never reach a host that
+    trains, and the host that saw them is killed when the evaluation ends (a fresh one starts
+    when the next task begins), so no learner process holds them when it next runs. It
+    receives images only; the labels stay in the driver. Runs of multi-worker learners start
+    one of these on its own; otherwise the pool's first executor (a subclass) does the job.
     """
 
     def __init__(self, host_spec: HostSpec) -> None:
@@ -112,9 +112,12 @@ class Evaluator:
     def predict(
         self, info: TaskInfo, predictor: bytes, images: np.ndarray, seed: int, log_to: LogTarget | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Scores of ``predictor`` on evaluation images, from the host that never trains. With
-        ``log_to`` (the task's harness actor and a key), what the host wrote meanwhile,
-        failures included, is stored there."""
+        """Scores of ``predictor`` on evaluation images, from a host that never trains and lives
+        for this one evaluation: started (warm, before the task's trials ended), asked to
+        predict, then killed, so no image it saw outlives the task in a learner's memory,
+        ``/tmp`` or a thread (the next task's evaluation gets a fresh host). With ``log_to``
+        (the task's harness actor and a key), what the host wrote meanwhile, failures
+        included, is stored there."""
         host = self._predictor.live()
         mark = host.log.position
         try:
@@ -125,6 +128,7 @@ class Evaluator:
         finally:
             if log_to is not None:
                 keep_log(log_to, host.log_since(mark))
+            self._predictor.close()  # one evaluation per host: start, predict, kill
         return scores, {**flops, **usage}
 
     def close(self) -> None:
