@@ -24,7 +24,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from services.core.profiles import cflop_to_reference_profile, error_profile
+from services.core.profiles import cflop_to_target_profile, error_profile, indep_target
 from services.store.db import make_engine, session_factory, transaction, upgrade
 from services.store.runs.board_front import front_points
 from services.store.runs.leaderboard import leaderboard
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                     _, errors, flops = task_matrix(session, ids)
                 started = time.perf_counter()
                 error_profile(errors)
-                cflop_to_reference_profile(errors, flops, errors[:10].mean(axis=0))
+                cflop_to_target_profile(errors, flops, indep_target(errors[:10]))
                 alone.append(time.perf_counter() - started)
             print(
                 f"profiles of {len(found.rows)} submissions x {found.tasks} tasks: best {min(whole):.2f} s "

@@ -13,10 +13,15 @@ Two profiles are defined here, both computed from a (submissions × tasks) matri
   :data:`ERROR_FLOOR` (0.001, a tenth of a percentage point) before dividing: a ratio is
   ``(e + 0.001) / (best + 0.001)``. A task a submission has no result for counts as never
   within any τ (ratio ∞).
-- **cflop to reach a reference** (Indep by default): on each task, only submissions whose
-  error is at most the reference's error on that task qualify; the ratio is a qualifying
-  submission's task FLOPs to the least FLOPs of any qualifying submission, ∞ for one that
-  does not qualify. Tasks the reference has no result for are left out of this profile.
+  The floor is a choice, and the scores move with it: :func:`floor_sensitivity` gives them at
+  :data:`SENSITIVITY_FLOORS` (0.0001, 0.001, 0.01) so a reader sees how much a ranking owes to it.
+- **cFLOP to reach Indep's median error + 0.01** (:data:`TARGET_NAME`): on each task, the
+  target is the median error of Indep's seeds plus :data:`TARGET_TOLERANCE` (one percentage
+  point, :func:`indep_target`); a hard cutoff at Indep's mean is failed by about half of
+  Indep's own seeds on every task, so the target would say more about seed noise than about
+  compute. Only submissions whose error reaches the target on a task qualify; the ratio is a
+  qualifying submission's task FLOPs to the least FLOPs of any qualifying submission, ∞ for one
+  that does not qualify. Tasks without an Indep result are left out of this profile.
 
 The score is the area under the step curve ρ(τ) on [1, ``tau_max``], divided by
 ``tau_max − 1`` (ratios are compared on a linear τ axis, as AlgoPerf does; ``tau_max`` = 4).
@@ -30,6 +35,7 @@ Everything is vectorised: 1,000 submissions × 106 tasks take milliseconds.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +43,13 @@ import numpy as np
 from services.core.metric_specs import metric_spec
 
 ERROR_FLOOR = 1e-3
+SENSITIVITY_FLOORS: tuple[float, ...] = (1e-4, ERROR_FLOOR, 1e-2)
+"""The floors :func:`floor_sensitivity` reports the error profile at (the second is the one used)."""
 TAU_MAX = 4.0
+TARGET_TOLERANCE = 0.01
+"""How far above the median of Indep's seeds a task error may be and still reach the target."""
+TARGET_NAME = "cFLOP to reach Indep's median error + 0.01"
+"""What the cFLOP profile measures, as pages and docs name it."""
 
 
 @dataclass(frozen=True)
@@ -103,22 +115,45 @@ def _exact_area(ordered: np.ndarray, tau_max: float) -> np.ndarray:
     return contribution.sum(axis=1) / ((tau_max - 1.0) * tasks)
 
 
-def error_profile(errors: np.ndarray, *, tau_max: float = TAU_MAX) -> Profile:
+def error_profile(errors: np.ndarray, *, tau_max: float = TAU_MAX, floor: float = ERROR_FLOOR) -> Profile:
     """The error profile of a (submissions, tasks) matrix of task errors (NaN: no result)."""
     higher = metric_spec("E").higher_is_better
-    return profile(ratios_to_best(errors, floor=ERROR_FLOOR, higher_is_better=higher), tau_max=tau_max)
+    return profile(ratios_to_best(errors, floor=floor, higher_is_better=higher), tau_max=tau_max)
 
 
-def cflop_to_reference_profile(
-    errors: np.ndarray, flops: np.ndarray, reference_errors: np.ndarray, *, tau_max: float = TAU_MAX
+def floor_sensitivity(
+    errors: np.ndarray, *, floors: tuple[float, ...] = SENSITIVITY_FLOORS, tau_max: float = TAU_MAX
+) -> dict[float, np.ndarray]:
+    """Floor → every submission's error-profile score at that floor: how much the scores (and
+    the order they give) owe to the floor."""
+    return {floor: error_profile(errors, tau_max=tau_max, floor=floor).scores for floor in floors}
+
+
+def indep_target(seed_errors: np.ndarray, *, tolerance: float = TARGET_TOLERANCE) -> np.ndarray:
+    """The cFLOP profile's target per task: the median error of Indep's seeds (rows of a
+    (seeds, tasks) matrix, NaN: no result) plus ``tolerance`` (the other way for a
+    higher-is-better E); NaN where no seed has a result."""
+    seed_errors = np.asarray(seed_errors, dtype=np.float64)
+    if seed_errors.ndim != 2:
+        raise ValueError(f"expected a (seeds, tasks) matrix; got shape {seed_errors.shape}")
+    if seed_errors.shape[1] == 0:
+        return np.zeros(0)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN task: NaN, said in the docstring
+        median = np.nanmedian(seed_errors, axis=0) if len(seed_errors) else np.full(seed_errors.shape[1], np.nan)
+    return median - tolerance if metric_spec("E").higher_is_better else median + tolerance
+
+
+def cflop_to_target_profile(
+    errors: np.ndarray, flops: np.ndarray, target_errors: np.ndarray, *, tau_max: float = TAU_MAX
 ) -> Profile:
-    """The profile of FLOPs spent to reach the reference's error, task by task.
+    """The profile of FLOPs spent to reach a target error, task by task (:func:`indep_target`).
 
-    ``errors`` and ``flops`` are (submissions, tasks); ``reference_errors`` is (tasks,), NaN
-    where the reference has no result (those tasks are left out).
+    ``errors`` and ``flops`` are (submissions, tasks); ``target_errors`` is (tasks,), NaN
+    where there is no target (those tasks are left out).
     """
     errors, flops = np.asarray(errors, dtype=np.float64), np.asarray(flops, dtype=np.float64)
-    reference = np.asarray(reference_errors, dtype=np.float64)
+    reference = np.asarray(target_errors, dtype=np.float64)
     if errors.shape != flops.shape or reference.shape != errors.shape[1:]:
         raise ValueError(f"shapes differ: errors {errors.shape}, flops {flops.shape}, reference {reference.shape}")
     kept = ~np.isnan(reference)
@@ -132,10 +167,15 @@ def cflop_to_reference_profile(
 
 __all__ = [
     "ERROR_FLOOR",
+    "SENSITIVITY_FLOORS",
+    "TARGET_NAME",
+    "TARGET_TOLERANCE",
     "TAU_MAX",
     "Profile",
-    "cflop_to_reference_profile",
+    "cflop_to_target_profile",
     "error_profile",
+    "floor_sensitivity",
+    "indep_target",
     "profile",
     "ratios_to_best",
 ]

@@ -26,6 +26,7 @@ from services.coordinator.api.routes.leaderboard import (
     known_ruleset,
     resolve_stream,
 )
+from services.core.profiles import ERROR_FLOOR, TARGET_NAME, TARGET_TOLERANCE
 from services.dashboard import figures
 from services.dashboard.page_kit import Since, Text, cached_page, csv_download, midnight, render_page
 from services.dashboard.views import to_csv
@@ -33,7 +34,7 @@ from services.store.runs.board_front import front_points, rulesets_of
 from services.store.runs.board_query import RANKED_PHASE, CodeFilter
 from services.store.runs.board_uncertainty import board_uncertainty
 from services.store.runs.leaderboard import SORT_KEYS, leaderboard
-from services.store.runs.profiles import kept_profiles, performance_profiles
+from services.store.runs.profiles import floor_table, kept_profiles, performance_profiles
 from services.store.runs.visibility import Viewer
 
 PAGE_SIZE = 25
@@ -260,9 +261,10 @@ async def profiles_page(
             drawn["cflop"] = figures.profiles(
                 found.taus,
                 [(f"#{r.submission_id} {r.learner}", r.cflop_curve or []) for r in by_cflop],
-                title="cFLOP to reach Indep's error, within tau x the least",
+                title=f"{TARGET_NAME}, within tau x the least",
                 axis="tau (cFLOP / least cFLOP)",
             )
+        floors, floor_rows = floor_table(session, stream=name, version=ver, viewer=viewer, ruleset=ruleset)
         return 200, render_page(
             "profiles.html",
             title="Performance profiles",
@@ -271,6 +273,11 @@ async def profiles_page(
             found=found,
             figures=drawn,
             ruleset=ruleset,
+            target_name=TARGET_NAME,
+            target_tolerance=TARGET_TOLERANCE,
+            floors=floors if floor_rows else [],
+            floor_rows=floor_rows,
+            error_floor=ERROR_FLOOR,
         )
 
     return await cached_page(request, ("profiles-page", stream, version, ruleset), viewer, render)

@@ -11,7 +11,7 @@ import pytest
 from services.core import metric_specs
 from services.core.errors import UnknownNameError
 from services.core.metric_specs import HEADLINE_METRICS, PROBE_METRICS, PROXIES, metric_spec
-from services.core.profiles import cflop_to_reference_profile, error_profile
+from services.core.profiles import cflop_to_target_profile, error_profile
 from services.core.proxy_policies import Policy, TaskRecord, TrialRecord, replay_task
 
 
@@ -37,9 +37,9 @@ def test_the_error_profile_ranks_by_es_direction(monkeypatch: pytest.MonkeyPatch
 def test_the_cflop_profile_ranks_by_cflops_direction(monkeypatch: pytest.MonkeyPatch) -> None:
     flops = np.array([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0], [3.0, 3.0, 3.0]])
     reference = np.array([0.5, 0.5, 0.6])  # everyone reaches it
-    lower = cflop_to_reference_profile(ERRORS, flops, reference).scores
+    lower = cflop_to_target_profile(ERRORS, flops, reference).scores
     flip(monkeypatch, "HEADLINE_METRICS", "cFLOP")
-    higher = cflop_to_reference_profile(ERRORS, flops, reference).scores
+    higher = cflop_to_target_profile(ERRORS, flops, reference).scores
     assert list(np.argsort(-lower)) == [0, 1, 2] and list(np.argsort(-higher)) == [2, 1, 0]
 
 

@@ -8,7 +8,18 @@ import math
 import numpy as np
 import pytest
 
-from services.core.profiles import ERROR_FLOOR, cflop_to_reference_profile, error_profile, profile, ratios_to_best
+from services.core.profiles import (
+    ERROR_FLOOR,
+    SENSITIVITY_FLOORS,
+    TARGET_NAME,
+    TARGET_TOLERANCE,
+    cflop_to_target_profile,
+    error_profile,
+    floor_sensitivity,
+    indep_target,
+    profile,
+    ratios_to_best,
+)
 
 
 def _reference_score(ratios: list[float], tau_max: float) -> float:
@@ -57,7 +68,7 @@ def test_the_cflop_profile_counts_only_tasks_where_the_reference_error_is_reache
     errors = np.array([[0.10, 0.50, 0.2], [0.30, 0.20, 0.2]])
     flops = np.array([[4.0, 1.0, 9.0], [2.0, 3.0, 3.0]])
     reference = np.array([0.25, 0.30, np.nan])  # the third task has no reference: left out
-    result = cflop_to_reference_profile(errors, flops, reference)
+    result = cflop_to_target_profile(errors, flops, reference)
     assert result.tasks == 2
     # Task 1: only A reaches 0.25 (ratio 1; B ∞). Task 2: only B reaches 0.30 (ratio 1; A ∞).
     assert result.fractions[:, 0].tolist() == [0.5, 0.5]
@@ -70,5 +81,37 @@ def test_shapes_and_bounds_are_checked():
     with pytest.raises(ValueError, match="tau_max"):
         profile(np.ones((2, 2)), tau_max=1.0)
     with pytest.raises(ValueError, match="shapes differ"):
-        cflop_to_reference_profile(np.ones((2, 3)), np.ones((2, 2)), np.ones(3))
+        cflop_to_target_profile(np.ones((2, 3)), np.ones((2, 2)), np.ones(3))
     assert profile(np.ones((2, 0))).scores.tolist() == [0.0, 0.0]
+
+
+def test_the_floor_sensitivity_shows_a_ranking_the_floor_decides():
+    """B is 0.002 from a best of 0 on task 1: ∞ at a floor of 0.0001 (ratio 21), near the best at
+    0.01 (ratio 1.2); so the order of A and B flips with the floor, and the table shows it."""
+    errors = np.array([[0.0, 0.30], [0.002, 0.10]])
+    scores = floor_sensitivity(errors)
+    assert list(scores) == list(SENSITIVITY_FLOORS) and ERROR_FLOOR in scores
+    for floor, got in scores.items():
+        assert got.tolist() == error_profile(errors, floor=floor).scores.tolist()
+    assert scores[1e-4][0] == pytest.approx((3 + 4 - 0.3001 / 0.1001) / 6)
+    assert scores[1e-4][1] == pytest.approx(0.5)
+    assert scores[1e-2][1] == pytest.approx((2.8 + 3) / 6)
+    assert scores[1e-4][0] > scores[1e-4][1] and scores[1e-2][0] < scores[1e-2][1]
+
+
+def test_the_indep_target_is_reached_by_indeps_own_seeds_where_the_mean_is_not():
+    """Five Indep seeds on 27 tasks with a per-task seed SD of 0.004: about half of them miss a
+    cutoff at their mean on a task; the median + 0.01 target is reached almost always."""
+    rng = np.random.default_rng(4)
+    seeds = rng.uniform(0.1, 0.5, size=27) + rng.normal(0.0, 0.004, size=(5, 27))
+    target = indep_target(seeds)
+    assert target == pytest.approx(np.median(seeds, axis=0) + TARGET_TOLERANCE)
+    assert 0.3 <= (seeds <= seeds.mean(axis=0)).mean() <= 0.7
+    assert (seeds <= target).mean() >= 0.98
+    flops = np.ones_like(seeds)
+    by_target = cflop_to_target_profile(seeds, flops, target)
+    by_mean = cflop_to_target_profile(seeds, flops, seeds.mean(axis=0))
+    assert by_target.scores.min() >= 0.95 and by_mean.scores.max() <= 0.8
+    assert "median" in TARGET_NAME and f"{TARGET_TOLERANCE:g}" in TARGET_NAME
+    with_gap = indep_target(np.array([[0.2, np.nan], [0.4, np.nan]]))
+    assert with_gap[0] == pytest.approx(0.3 + TARGET_TOLERANCE) and np.isnan(with_gap[1])

@@ -2,10 +2,11 @@
 their task results (services/core/profiles.py defines them; nothing runs learner code).
 
 The submissions are those of the Pareto front's read (:func:`front_points`): finished
-meta-test runs ``viewer`` may read, every headline task scored. The cFLOP profile's reference
-is Indep's error per task, the mean over the finished runs of the built-in ``indep`` learner
-(seeds; :data:`REFERENCE_ENTRYPOINTS`) on the same stream version; without one, that profile
-is absent.
+meta-test runs ``viewer`` may read, every headline task scored. The cFLOP profile's target
+is, per task, the median error of the finished runs of the built-in ``indep`` learner (seeds;
+:data:`REFERENCE_ENTRYPOINTS`) on the same stream version plus a stated tolerance
+(:func:`services.core.profiles.indep_target`); without an Indep run, that profile is absent.
+:func:`floor_table` shows how the error profile's scores move with its floor.
 
 The leaderboard shows each row's scores and sorts by them (:func:`profile_scores`). A score
 depends on every finished submission, so it is computed over all of them when one finishes:
@@ -28,7 +29,16 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from services.core.profiles import TAU_MAX, Profile, cflop_to_reference_profile, error_profile
+from services.core.profiles import (
+    ERROR_FLOOR,
+    SENSITIVITY_FLOORS,
+    TAU_MAX,
+    Profile,
+    cflop_to_target_profile,
+    error_profile,
+    floor_sensitivity,
+    indep_target,
+)
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult
 from services.store.db.models_scores import SubmissionProfile
 from services.store.runs.board_front import FrontPoint, front_points
@@ -119,9 +129,8 @@ def profiles_of(
     reference_rows = [i for i, p in enumerate(points) if entrypoints.get(p.submission_id) in REFERENCE_ENTRYPOINTS]
     by_cflop: Profile | None = None
     if reference_rows:
-        with np.errstate(all="ignore"):
-            reference = np.nanmean(errors[reference_rows], axis=0) if orders else np.zeros(0)
-        by_cflop = cflop_to_reference_profile(errors, flops, reference, tau_max=tau_max)
+        target = indep_target(errors[reference_rows]) if orders else np.zeros(0)
+        by_cflop = cflop_to_target_profile(errors, flops, target, tau_max=tau_max)
     rows = [
         ProfileRow(
             submission_id=p.submission_id,
@@ -240,6 +249,40 @@ def _kept_public(session: Session, *, stream: str, version: str, ruleset: str | 
     )
 
 
+@dataclass(frozen=True)
+class FloorRow:
+    """One submission's error-profile score, and its rank by it, at each floor."""
+
+    submission_id: int
+    learner: str
+    scores: list[float]  # at ``floors``, in order
+    ranks: list[int]  # 1: the best score at that floor (ties share the better rank)
+
+
+def floor_table(
+    session: Session, *, stream: str, version: str, viewer: Viewer = ANONYMOUS, ruleset: str | None = None
+) -> tuple[list[float], list[FloorRow]]:
+    """The floors of :data:`~services.core.profiles.SENSITIVITY_FLOORS` and every finished
+    submission's error-profile score and rank at each (rows by the score at the floor in use)."""
+    points = front_points(session, stream=stream, version=version, viewer=viewer, ruleset=ruleset)
+    _, errors, _ = task_matrix(session, [p.submission_id for p in points])
+    by_floor = floor_sensitivity(errors)
+    floors = list(SENSITIVITY_FLOORS)
+    ranks = {f: 1 + (scores[None, :] > scores[:, None]).sum(axis=1) for f, scores in by_floor.items()}
+    rows = [
+        FloorRow(
+            p.submission_id,
+            p.learner,
+            [round(float(by_floor[f][i]), 6) for f in floors],
+            [int(ranks[f][i]) for f in floors],
+        )
+        for i, p in enumerate(points)
+    ]
+    used = floors.index(ERROR_FLOOR)
+    rows.sort(key=lambda r: (-r.scores[used], r.submission_id))
+    return floors, rows
+
+
 TAUS = [round(float(t), 6) for t in error_profile(np.zeros((0, 0))).taus]
 """The τ grid every profile is drawn on (it depends on no data)."""
 
@@ -248,11 +291,13 @@ __all__ = [
     "BEST_CURVES",
     "REFERENCE_ENTRYPOINTS",
     "SCORES_KEPT",
+    "FloorRow",
     "KeptProfiles",
     "ProfileRow",
     "ProfileSet",
     "kept_profiles",
     "performance_profiles",
+    "floor_table",
     "profile_scores",
     "profiles_of",
     "task_matrix",

@@ -4,13 +4,14 @@ the same rows, on both databases; and the leaderboard's profile-score column and
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from services.core.profiles import ERROR_FLOOR, TAU_MAX
+from services.core.profiles import ERROR_FLOOR, TARGET_TOLERANCE, TAU_MAX
 from services.dashboard.server import create_server_app
 from services.store.db.models import Learner, StreamTask, Submission, TaskResult
 
@@ -37,7 +38,7 @@ def _expected(sessions) -> tuple[dict[int, float], dict[int, float]]:
     tasks = sorted({order for _, order, *_ in rows})
     best = {t: min(error[s][t] for s in error) for t in tasks}
     by_error = {s: _score([(error[s][t] + ERROR_FLOOR) / (best[t] + ERROR_FLOOR) for t in tasks]) for s in error}
-    reference = {t: sum(indep[t]) / len(indep[t]) for t in tasks}
+    reference = {t: statistics.median(indep[t]) + TARGET_TOLERANCE for t in tasks}  # Indep's median + tolerance
     reached = {t: [flops[s][t] for s in error if error[s][t] <= reference[t]] for t in tasks}
     by_cflop = {
         s: _score([flops[s][t] / min(reached[t]) if error[s][t] <= reference[t] else float("inf") for t in tasks])
@@ -82,6 +83,9 @@ def test_the_profiles_page_lists_every_score_and_draws_both_profiles(seed_board)
     for row in api["rows"]:
         assert f'data-submission="{row["submission_id"]}"' in html
         assert f"{row['error_score']:.3f}" in html
+    assert 'id="target-name"' in html and "median error + 0.01" in html  # the target says what it is
+    floors = html.split('id="profile-floors"', 1)[1]  # the error profile at 3 floors, every submission
+    assert floors.count("<tr data-submission=") == len(api["rows"]) and "Score at 0.001 (used)" in floors
     assert sorted_by_paper.status_code == 200  # the page's cFLOP (paper) header sorts
 
 
