@@ -81,6 +81,36 @@ def test_a_reply_that_breaks_its_declaration_is_refused_by_name() -> None:
         read_checked(messages.ERROR, {ops.OP: "error", "message": "m"}, [])
 
 
+@pytest.mark.parametrize("op", sorted(ops.SERVED))
+def test_every_served_op_s_result_is_read_through_its_declaration(op: ops.Op) -> None:
+    """No served request's reply is taken as sent: a ``result`` that breaks its declaration
+    (here: parts it does not declare) is refused naming the request."""
+    with pytest.raises(BrokenReply, match=f"result of {op}"):
+        read_checked(op, {ops.OP: "result", "status": "failed", "error": "e"}, [b"x"] * 7)
+
+
+def test_an_undeclared_field_never_comes_out_of_a_reply() -> None:
+    flops = {"flops_measured": 4, "flops_reported": 0, "flops_untracked": 0}
+    read = read_checked(ops.Op.FEATURES, {ops.OP: "result", **flops, "smuggled": "x" * 10**6}, [np.zeros(2)])
+    assert read == flops
+    ready = read_checked(messages.READY, {ops.OP: "ready", "device": "cpu", "smuggled": 1}, [])
+    assert ready == {"device": "cpu"}
+
+
+def test_harness_code_reads_frames_only_through_the_learner_host_client() -> None:
+    """``wire.receive`` on the harness side is called by :class:`LearnerHost` alone, whose
+    ``call`` reads every reply through :func:`read_checked` (``messages.read_reply``); the host
+    side (host.py) is the other reader."""
+    readers = set()
+    for folder in ("services", "workers"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if re.search(
+                r"\bwire\.receive\(|^from workers\.sandbox\.wire import .*\breceive\b", path.read_text(), re.M
+            ):
+                readers.add(str(path.relative_to(ROOT)))
+    assert readers == {"workers/sandbox/client.py", "workers/sandbox/host.py"}
+
+
 FORGER_SOURCE = '''
 import gc, json, struct
 import numpy as np
