@@ -90,7 +90,7 @@ from sqlalchemy.pool import NullPool
 
 VENV_BIN = Path(sys.executable).parent  # not resolved: the venv's python is a symlink
 NEVIS = VENV_BIN / "nevis"
-KINDS = ("trial", "worker", "coordinator", "postgres")
+KINDS = ("trial", "worker", "coordinator", "postgres", "node")  # node: --node-kills (bench/chaos_nodes.py)
 MARKER = "NEVIS_CHAOS_RUN"  # in the environment of everything this script starts
 LEARNER_MODULE = "chaos_learner"
 TRIAL_SLEEP_S = 1.5
@@ -561,8 +561,13 @@ def worker_alive(view: LeaseView) -> bool:
 def learner_hosts(worker_pid: int) -> list[int]:
     """Learner host processes (``python -I -m workers.sandbox.host_boot``, bare or in bwrap) under a
     worker harness, innermost first."""
+    return learner_hosts_in(descendants(worker_pid))
+
+
+def learner_hosts_in(pids: list[int]) -> list[int]:
+    """The learner host processes among ``pids`` (not their bwrap parents)."""
     hosts = []
-    for pid in descendants(worker_pid):
+    for pid in pids:
         argv = cmdline(pid)
         if HOST_MODULES & set(argv) and (not argv or Path(argv[0]).name != "bwrap"):
             hosts.append(pid)
@@ -747,6 +752,7 @@ class Chaos:
                 "RAY_TMPDIR": str(self.root / "ray"),  # each worker's own Ray keeps its files here
             }
         )
+        env.update(self.backend_env())
         self.env = env
         self.db = Db(self.pg.url)
         self.stack.callback(self.db.dispose)
@@ -767,6 +773,10 @@ class Chaos:
         )
         token = self._nevis("tokens", "create", "--user", "chaos").strip().splitlines()[-1]
         self.headers = {"Authorization": f"Bearer {token}"}
+
+    def backend_env(self) -> dict[str, str]:
+        """Settings of the backend beyond ``local`` (the node kill's: bench/chaos_nodes.py)."""
+        return {}
 
     def _nevis(self, *args: str) -> str:
         done = subprocess.run(
@@ -1063,7 +1073,11 @@ class Chaos:
         report.wall_s = round(time.monotonic() - self.started, 1)
 
     def run(self) -> Report:
-        kills = plan_kills(self.rng, {kind: self.args.kills for kind in KINDS})
+        kills = plan_kills(self.rng, {kind: self.args.kills for kind in KINDS if kind != "node"})
+        if self.args.node_kills:
+            from chaos_nodes import node_kill_plan
+
+            kills = node_kill_plan(self.args.node_kills)
         try:
             self.setup()
             self.submit()
@@ -1147,6 +1161,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="PostgreSQL server binaries (default: newest /usr/lib/postgresql/*/bin)",
     )
+    parser.add_argument(
+        "--node-kills",
+        type=int,
+        default=0,
+        help="kill the learner node's raylet this many times, on the ray backend and a two-node cluster "
+        "(bench/chaos_nodes.py); the other kinds are then not made (their kill points are the local backend's)",
+    )
+    parser.add_argument(
+        "--node-down-s", type=float, default=5.0, help="seconds before a new learner node joins, default 5"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs)")
     args = parser.parse_args(argv)
@@ -1155,9 +1179,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.trials < 2:
         parser.error("--trials must be at least 2 (a kill point needs a trial recorded and one to come)")
     args.kills = math.ceil(args.runs / 2) if args.kills is None else args.kills
+    if args.node_kills < 0:
+        parser.error("--node-kills must be at least 0")
+    if args.node_kills:
+        args.kills = 0
     if args.kills < 0:
         parser.error("--kills must be at least 0")
-    args.max_attempts = args.max_attempts or 2 + 4 * args.kills
+    args.max_attempts = args.max_attempts or 2 + 4 * max(args.kills, args.node_kills)
     args.pg_bin = args.pg_bin or default_pg_bin()
     return args
 
@@ -1175,7 +1203,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             stack.callback(shutil.rmtree, root, ignore_errors=True)
         try:
-            chaos = Chaos(args, root, stack)
+            if args.node_kills:
+                sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support: the cluster
+                from chaos_nodes import NodeChaos
+
+                chaos = NodeChaos(args, root, stack)
+            else:
+                chaos = Chaos(args, root, stack)
             stack.callback(kill_marked, chaos.marker)
             report = chaos.run()
         except KeyboardInterrupt:

@@ -78,6 +78,17 @@ class TwoNodes:
     head: RayNode
     learner: RayNode
     env: dict[str, str] = field(default_factory=dict)
+    learner_cpus: int = 1
+    replaced: list[RayNode] = field(default_factory=list)  # learner nodes killed and replaced
+
+    def replace_learner(self) -> RayNode:
+        """Kill what is left of the learner node and start a new one like it (what an autoscaler
+        does for a lost node); returns the new node."""
+        old = self.learner
+        old.kill()
+        self.replaced.append(old)
+        self.learner = _start_learner(self.gcs_address, self.learner_cpus, self.env)
+        return self.learner
 
     def nodes(self) -> list[dict]:
         """``ray.nodes()``-like rows from the state API (node id, alive, resources, labels)."""
@@ -139,6 +150,7 @@ def two_node_cluster(*, head_cpus: int = 1, learner_cpus: int = 1, extra_env: di
         env.pop(name, None)
     port, dashboard = free_port(), free_port()
     nodes: list[RayNode] = []
+    cluster: TwoNodes | None = None
     try:
         nodes.append(
             _start(
@@ -163,30 +175,22 @@ def two_node_cluster(*, head_cpus: int = 1, learner_cpus: int = 1, extra_env: di
                 env,
             )
         )
-        nodes.append(
-            _start(
-                "learner",
-                [
-                    "--address",
-                    f"127.0.0.1:{port}",
-                    "--node-ip-address",
-                    "127.0.0.1",
-                    "--num-cpus",
-                    str(learner_cpus),
-                    "--resources",
-                    json.dumps({LEARNER_RESOURCE: 1}),
-                    "--labels",
-                    LEARNER_LABEL,
-                ],
-                env,
-            )
-        )
-        cluster = TwoNodes(f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", nodes[0], nodes[1], env)
+        nodes.append(_start_learner(f"127.0.0.1:{port}", learner_cpus, env))
+        cluster = TwoNodes(f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", nodes[0], nodes[1], env, learner_cpus)
         _wait_for_two(cluster)
         yield cluster
     finally:
+        if cluster is not None and cluster.learner not in nodes:
+            nodes.append(cluster.learner)
         for node in reversed(nodes):
             node.kill()
+
+
+def _start_learner(gcs_address: str, cpus: int, env: dict[str, str]) -> RayNode:
+    """A learner node: its CPUs, the resource learner actors ask for, and the label."""
+    args = ["--address", gcs_address, "--node-ip-address", "127.0.0.1", "--num-cpus", str(cpus)]
+    args += ["--resources", json.dumps({LEARNER_RESOURCE: 1}), "--labels", LEARNER_LABEL]
+    return _start("learner", args, env)
 
 
 def _wait_for_two(cluster: TwoNodes, timeout_s: float = 60) -> None:
