@@ -106,6 +106,10 @@ class NevisClient:
             None,
         )
 
+    def learner(self, learner_id: int) -> dict[str, Any]:
+        """A learner's detail (image and its recorded size, or bundle; resources)."""
+        return self._call("GET", f"/v1/learners/{learner_id}")
+
     def find_image_learner(self, *, image: str, entrypoint: str) -> Learner | None:
         """A learner of this user's registered with this image reference and entry point."""
         me = self.me()["name"]

@@ -128,6 +128,11 @@ class LearnerOut(BaseModel):
     owner: str | None
     entrypoint: str
     image: str | None
+    image_size_bytes: int | None = Field(
+        default=None,
+        description="Bytes the image unpacked to when its registration read it (within NEVIS_IMAGE_MAX_BYTES); "
+        "null for a bundle, or an image nothing read at registration (a digest the kuberay backend's kubelet pulls).",
+    )
     bundle: BundleOut | None
     resources: dict[str, Any]
     created_at: datetime

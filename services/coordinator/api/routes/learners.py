@@ -59,6 +59,7 @@ def learner_out(owned: OwnedLearner) -> LearnerOut:
         owner=owned.owner.name if owned.owner else None,
         entrypoint=row.entrypoint,
         image=row.image_ref,
+        image_size_bytes=owned.image_size_bytes,
         bundle=bundle,
         resources=dict(row.resources or {}),
         created_at=row.created_at,
