@@ -89,6 +89,21 @@ def test_a_count_topped_up_to_just_over_the_floor_is_marked_near_floor(runner, t
     assert trial.cpu_seconds > ALLOWANCE_S, "too little work to floor; raise FLOOR_STEPS"
     assert trial.flops_source in ("near_floor", "floor"), (trial.flops, trial.flops_floor, trial.flops_source)
     assert trial.flops >= trial.flops_floor > 0
+    with runner.sessions() as session:
+        from services.store.db.models import TaskResult
+        from services.store.runs.summary import load_summary
+
+        result = session.scalars(select(TaskResult).where(TaskResult.submission_id == run)).one()
+        summary = load_summary(session, submission_id=run)
+        from services.store.runs.transfer_record import MAX_RECORD_BYTES, latest_record_key
+
+        record = latest_record_key(session, submission_id=run)
+    assert runner.store.info(record).size <= MAX_RECORD_BYTES  # the transfer record, kept at commit
+    assert (result.flops_near_floor, result.flops_floored) == (
+        trial.flops_source == "near_floor",
+        trial.flops_source == "floor",
+    )
+    assert summary.near_floor or summary.flops_floored
 
 
 def test_evaluation_images_are_gone_when_the_learner_next_trains(runner, tiny_stream):

@@ -30,6 +30,7 @@ from services.store.objects import ObjectStore, open_store
 from services.store.runs import records
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome, best_trial
 from services.store.runs.predictions import predictions_key
+from services.store.runs.transfer import keep_transfer_record
 from services.store.runs.uncertainty import keep_run_interval
 from workers.sandbox.client import HostSpec
 from workers.sandbox.declaration import LearnerDeclaration
@@ -216,6 +217,8 @@ class StreamRunner:
                 [preparation.cpu_seconds, *(o.cpu_seconds for o in outcomes), evaluation.cpu_seconds]
             ),
             flops_floored=any(o.floored for o in outcomes) or evaluation.floored or preparation.floored,
+            flops_near_floor=any(o.near_floor for o in outcomes),
+            cpu_estimated=any(c.cpu_estimated for c in (*outcomes, evaluation, preparation)),
             flops_paper=float(sum(o.flops_paper for o in outcomes)),
             flops_prediction=float(evaluation.flops),
             consistency_jump=consistency.jump,
@@ -232,6 +235,8 @@ class StreamRunner:
                 next_order=plan.next_order(task),
             )
             goes_on = submission.status == "running"
+        with self.sessions() as session:  # the transfer report's learner part, read from the state once
+            keep_transfer_record(session, self.store, submission_id=plan.submission_id)
         self.observer.task_committed(task, outcome)
         if not goes_on:  # the run ended: E's interval is computed once, for every later reader
             keep_run_interval(self.sessions, self.store, submission_id=plan.submission_id)
@@ -270,8 +275,10 @@ class StreamRunner:
         """Run the task's trials; each is recorded as it ends (its FLOPs count even if the
         task is interrupted later), its row id kept in ``trial_ids``."""
         plan, task = attempt.plan, attempt.task
+        band = self.settings.near_floor_band  # a count within band × its floor is marked near_floor
 
         def on_trial(outcome: TrialOutcome) -> None:
+            outcome = replace(outcome, near_floor_band=band)
             with transaction(self.sessions) as session:
                 trial = records.record_trial(session, task_run_id=attempt.run_id, outcome=outcome)
                 trial_ids[outcome.trial_index] = trial.id
@@ -279,7 +286,7 @@ class StreamRunner:
 
         self.observer.task_started(task, plan.tasks.index(task) + 1, len(plan.tasks), plan.budget.trials)
         try:
-            return run_trials(
+            outcomes = run_trials(
                 learner,
                 spec,
                 plan.budget,
@@ -297,6 +304,7 @@ class StreamRunner:
                     run=session.get(TaskRun, attempt.run_id),
                 )
             raise
+        return [replace(o, near_floor_band=band) for o in outcomes]
 
     def _fail(self, attempt: Attempt, reason: str, spent: float, *, cause: BaseException | None = None) -> NoReturn:
         """Close the attempt, stop the submission with the reason, and raise it."""
