@@ -15,6 +15,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from services.cli import verify_cmd
 from services.cli.console import make_console
 from services.core.budget import SCHEDULER_NAMES, SEARCH_NAMES
 from services.core.config import get_settings
@@ -301,9 +302,9 @@ def show_results(run_id: int, *, as_json: bool):  # noqa: ANN201
             row.status,
             ("" if row.error is None else f"{row.error:.4f}") + (" INCONSISTENT" if row.inconsistent else ""),
             row.split or "",
-            f"{row.flops:.3e}" + (" floor" if row.flops_floored else ""),
+            f"{row.flops:.3e}" + (" floor" if row.flops_floored else " near floor" if row.flops_near_floor else ""),
             *((_flops_text(v) for v in (row.flops_paper, row.flops_validation, row.flops_prediction)) if split else ()),
-            cpu_text(row.cpu_seconds) if row.status == "committed" else "",
+            cpu_text(row.cpu_seconds) + (" est." if row.cpu_estimated else "") if row.status == "committed" else "",
             rate_text(row.flops, row.cpu_seconds) if row.status == "committed" else "",
             f"{row.retried_flops:.3e}" if row.retried_flops else "",
             (f"{row.trials} ({row.failed_trials})" + (f", {row.capped_trials} at cap" if row.capped_trials else ""))
@@ -337,6 +338,8 @@ def show_results(run_id: int, *, as_json: bool):  # noqa: ANN201
             "(as a table of test labels would): E is not to be trusted (docs/isolation.md, 'Public data')."
         )
     _print_transfer(_load_transfer(run_id))
+    if mark := verify_cmd.stored_mark_line(run_id):  # replayed with new seeds: docs/rules.md
+        console.print(mark)
     console.print(f"status: {summary.status}" + (f" ({summary.message})" if summary.message else ""))
     return summary
 

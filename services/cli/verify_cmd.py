@@ -81,6 +81,13 @@ def current(sessions, run_id: int):  # noqa: ANN001, ANN201
         return verification_of(session, submission_id=run_id)
 
 
+def stored_mark_line(run_id: int) -> str:
+    """:func:`mark_line` of a run in the local database (``nevis results``)."""
+    from services.store.db import sessions_on  # noqa: PLC0415
+
+    return mark_line(current(sessions_on(get_settings().database_url), run_id))
+
+
 def mark_line(verification) -> str:  # noqa: ANN001
     """One line for ``nevis results``: the mark and its replays; empty when never verified."""
     if verification.replay_of is not None:
@@ -116,4 +123,4 @@ def print_verification(verification) -> None:  # noqa: ANN001
     console.print(mark_line(verification))
 
 
-__all__ = ["MARK_TEXT", "current", "mark_line", "print_verification", "verify", "verify_locally"]
+__all__ = ["MARK_TEXT", "current", "mark_line", "print_verification", "stored_mark_line", "verify", "verify_locally"]

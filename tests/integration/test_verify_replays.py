@@ -12,7 +12,7 @@ import json
 import pytest
 from sqlalchemy import select
 
-from services.cli.verify_cmd import mark_line, verify_locally
+from services.cli.verify_cmd import mark_line, stored_mark_line, verify_locally
 from services.core.budget import RunBudget
 from services.store.db.models import Submission, TaskResult
 from services.store.db.models_verify import SubmissionReplay, SubmissionVerdict
@@ -74,6 +74,8 @@ def test_verify_marks_a_reproducible_run_verified_and_a_random_one_not_reproduce
     assert "outside" in found.note and "not reproduced" in mark_line(found)
 
     assert numbers(runner, original) == before  # replays never change the original's numbers
+    assert stored_mark_line(original).startswith("verification: [red]not reproduced")  # what `nevis results` prints
+    assert stored_mark_line(first[0]).startswith(f"replay of run {original}")
     with runner.sessions() as session:
         replays = session.scalars(select(SubmissionReplay).order_by(SubmissionReplay.replay_id)).all()
         assert [r.original_id for r in replays] == [original] * 4
