@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from services.coordinator.backends.base import JobState, JobStatus, LaunchSpec
 from services.coordinator.common.config import CoordinatorSettings, get_coordinator_settings
-from services.coordinator.scheduler import leases
+from services.coordinator.scheduler import lease_endings, lease_running, leases
 from services.coordinator.scheduler.loop import Scheduler
 from services.coordinator.scheduler.policy import retry_policy
 from services.store.db import make_engine, session_factory, transaction
@@ -186,7 +186,7 @@ class WorkerPool:
             with transaction(self.sessions) as session:
                 lease = leases.take_lease(session, lease_id=job.spec.lease_id, expected=ACTIVE_LEASE_STATUSES)
                 if lease is not None:
-                    leases.settle_failure(
+                    lease_endings.settle_failure(
                         session, lease=lease, status="failed", reason=reason[:4000], policy=self.policy
                     )
         finally:
@@ -210,7 +210,7 @@ class WorkerPool:
         results; yields the seconds to wait before the next step."""
         spec, rng = job.spec, self.rng
         with transaction(self.sessions) as session:
-            started = leases.start_lease(
+            started = lease_running.start_lease(
                 session,
                 lease_id=spec.lease_id,
                 submission_id=spec.submission_id,
@@ -247,7 +247,7 @@ class WorkerPool:
         run_s = self._uniform(self.timings.run_ms)
         yield run_s / 2
         with transaction(self.sessions) as session:  # the Heartbeat thread's one step
-            alive = leases.heartbeat(session, lease_id=spec.lease_id)
+            alive = lease_running.heartbeat(session, lease_id=spec.lease_id)
         if not alive:  # the worker exits at once (LEASE_LOST_EXIT); nothing is committed
             self._end(job, "lease_lost", JobState.FAILED, "lease taken away")
             return
@@ -286,7 +286,7 @@ class WorkerPool:
                 next_order=after[order],
             )
         with transaction(self.sessions) as session:  # run_task's last step
-            leases.finish_success(session, lease_id=spec.lease_id)
+            lease_running.finish_success(session, lease_id=spec.lease_id)
         self._end(job, "committed", JobState.SUCCEEDED)
 
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.coordinator.common.config import CoordinatorSettings
-from services.coordinator.scheduler import leases
+from services.coordinator.scheduler import lease_endings, lease_running, leases
 from services.coordinator.scheduler.continuation import continue_after
 from services.coordinator.scheduler.policy import retry_policy
 from services.core.errors import BudgetError, BundleError, LearnerError, ManifestError, NevisError, UnknownNameError
@@ -63,7 +63,7 @@ class Heartbeat(threading.Thread):
         while not self._stop_event.wait(self.interval):
             try:
                 with transaction(self.sessions) as session:
-                    alive = leases.heartbeat(session, lease_id=self.lease_id)
+                    alive = lease_running.heartbeat(session, lease_id=self.lease_id)
             except Exception as exc:  # noqa: BLE001 - keep trying; the reaper decides
                 log.warning("heartbeat of lease %s failed: %s", self.lease_id, exc)
                 continue
@@ -88,7 +88,7 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
     ensure_current(settings.database_url)
     sessions = sessions_on(settings.database_url)
     with transaction(sessions) as session:
-        outcome = leases.start_lease(
+        outcome = lease_running.start_lease(
             session, lease_id=lease_id, submission_id=submission_id, task_deadline_s=settings.task_deadline_s
         )
     if not outcome.run:
@@ -135,7 +135,7 @@ def _end_lease(
     """End a lease whose task committed and, if ``may_go_on``, take the submission's next task
     in the same transaction; the new lease's id, or None when this worker should end."""
     with transaction(sessions) as session:
-        ended = leases.finish_success(session, lease_id=lease_id)
+        ended = lease_running.finish_success(session, lease_id=lease_id)
         if ended is None or not may_go_on:
             return None
         taken = continue_after(session, ended=ended, task_deadline_s=settings.task_deadline_s)
@@ -164,7 +164,7 @@ def _fail(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, lea
     with transaction(sessions) as session:  # a submission that ended meanwhile (a cap) stays so
         lease = leases.take_lease(session, lease_id=lease_id, expected=ACTIVE_LEASE_STATUSES)
         if lease is not None:
-            leases.settle_failure(
+            lease_endings.settle_failure(
                 session,
                 lease=lease,
                 status="failed",

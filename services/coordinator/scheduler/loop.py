@@ -40,7 +40,7 @@ from services.coordinator.backends.base import Backend, LaunchSpec
 from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.refresh.timer import RefreshTimer
-from services.coordinator.scheduler import leases, slots
+from services.coordinator.scheduler import lease_endings, leases, slots
 from services.coordinator.scheduler.policy import (
     ExpiryKind,
     LeasePolicy,
@@ -190,10 +190,10 @@ class Scheduler:
             if job_id and self._ours_to_ask(backend, owner):
                 self.backend.cancel(job_id)
             with transaction(self.sessions) as session:
-                if leases.cancel_lease(session, lease_id=lease_id) is not None:
+                if lease_endings.cancel_lease(session, lease_id=lease_id) is not None:
                     report.cancelled.append(lease_id)
         with transaction(self.sessions) as session:
-            leases.restore_cancelled(session)
+            lease_endings.restore_cancelled(session)
 
     def _reap(self, report: TickReport) -> None:
         with self.sessions() as session:
@@ -239,7 +239,7 @@ class Scheduler:
                 kind, reason = ExpiryKind.JOB_ENDED, ended
             else:
                 return False
-            leases.settle_failure(
+            lease_endings.settle_failure(
                 session,
                 lease=lease,
                 status="expired",
@@ -299,7 +299,7 @@ class Scheduler:
                     with transaction(self.sessions) as session:
                         lease = leases.take_lease(session, lease_id=spec.lease_id, expected=ACTIVE_LEASE_STATUSES)
                         if lease is not None:
-                            leases.settle_launch_failure(
+                            lease_endings.settle_launch_failure(
                                 session, lease=lease, error=str(exc) or type(exc).__name__, policy=self.launch_policy
                             )
                     return  # the backend is likely down: try again next pass

@@ -29,7 +29,7 @@ from sqlalchemy.pool import NullPool
 
 from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
-from services.coordinator.scheduler import leases, slots
+from services.coordinator.scheduler import lease_running, leases, slots
 from services.core.budget import RunBudget
 from services.store.db import make_engine, session_factory, transaction
 from services.store.db.models_coordinator import TaskLease
@@ -195,7 +195,7 @@ def test_recording_a_launch_keeps_a_lease_its_worker_started_running(sessions, c
         lease_id = leases.claim_next(session, owner="sim-a:1:x", backend="sim", start_timeout_s=60).id
     worker = sessions()
     worker.begin()  # the worker starts its lease; its transaction has not committed yet
-    assert leases.start_lease(worker, lease_id=lease_id, submission_id=sub, task_deadline_s=60).run
+    assert lease_running.start_lease(worker, lease_id=lease_id, submission_id=sub, task_deadline_s=60).run
 
     def record_launch() -> None:
         with transaction(sessions) as session:
@@ -209,7 +209,7 @@ def test_recording_a_launch_keeps_a_lease_its_worker_started_running(sessions, c
         lease = session.get(TaskLease, lease_id)
         assert (lease.status, lease.job_id) == ("running", "job-1")
     with transaction(sessions) as session:  # so the worker's heartbeat still holds it
-        assert leases.heartbeat(session, lease_id=lease_id)
+        assert lease_running.heartbeat(session, lease_id=lease_id)
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)

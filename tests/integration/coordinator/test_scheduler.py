@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from services.coordinator.backends.local import LocalBackend, parse_job_id, start_ticks
 from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
-from services.coordinator.scheduler import leases
+from services.coordinator.scheduler import lease_running, leases
 from services.coordinator.scheduler.loop import Scheduler
 from services.coordinator.worker import run_task
 from services.core.budget import RunBudget
@@ -177,7 +177,7 @@ class RecordingBackend(SilentBackend):
     def _work(self, spec) -> None:
         time.sleep(0.05)
         with transaction(self.sessions) as session:
-            if not leases.start_lease(
+            if not lease_running.start_lease(
                 session, lease_id=spec.lease_id, submission_id=spec.submission_id, task_deadline_s=60
             ).run:
                 return
@@ -188,7 +188,7 @@ class RecordingBackend(SilentBackend):
             else:
                 sub.cursor += 1
         with transaction(self.sessions) as session:
-            leases.finish_success(session, lease_id=spec.lease_id)
+            lease_running.finish_success(session, lease_id=spec.lease_id)
 
 
 @pytest.mark.postgres
@@ -286,7 +286,7 @@ def test_the_reaper_expires_silent_or_late_leases(sessions, coord_settings, age,
     (sub,) = submit(sessions, coord_settings, "alice")
     lease = claim(sessions)
     with transaction(sessions) as session:
-        assert leases.start_lease(session, lease_id=lease.id, submission_id=sub, task_deadline_s=600).run
+        assert lease_running.start_lease(session, lease_id=lease.id, submission_id=sub, task_deadline_s=600).run
         submission = session.get(Submission, sub)
         task = records.stream_task(session, stream_version_id=submission.stream_version_id, order=1)
         run_id = records.start_task_run(session, submission=submission, task=task).id
@@ -384,7 +384,7 @@ def test_the_heartbeat_refreshes_a_live_lease_and_reports_a_lost_one(sessions, c
     (sub,) = submit(sessions, coord_settings, "alice")
     lease = claim(sessions)
     with transaction(sessions) as session:
-        leases.start_lease(session, lease_id=lease.id, submission_id=sub, task_deadline_s=600)
+        lease_running.start_lease(session, lease_id=lease.id, submission_id=sub, task_deadline_s=600)
         session.execute(update(TaskLease).values(heartbeat_at=utcnow() - timedelta(seconds=30)))
     lost = threading.Event()
     beat = Heartbeat(sessions, lease_id=lease.id, interval=0.1, on_lost=lost.set)

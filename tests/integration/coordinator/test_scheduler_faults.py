@@ -16,7 +16,7 @@ from services.coordinator.backends.base import JobState, JobStatus
 from services.coordinator.backends.local import LocalBackend, start_ticks
 from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
-from services.coordinator.scheduler import leases, slots
+from services.coordinator.scheduler import lease_endings, lease_running, leases, slots
 from services.coordinator.scheduler.loop import Scheduler, instance_id, owned_by
 from services.core.budget import RunBudget
 from services.core.errors import ConfigError
@@ -91,7 +91,7 @@ class FakeBackend:
 def finish(sessions, spec, *, last_order: int = 2) -> None:
     """What a worker does: start the lease, commit the task (the last one ends the run)."""
     with transaction(sessions) as session:
-        assert leases.start_lease(
+        assert lease_running.start_lease(
             session, lease_id=spec.lease_id, submission_id=spec.submission_id, task_deadline_s=60
         ).run
     with transaction(sessions) as session:
@@ -101,7 +101,7 @@ def finish(sessions, spec, *, last_order: int = 2) -> None:
         else:
             sub.cursor += 1
     with transaction(sessions) as session:
-        leases.finish_success(session, lease_id=spec.lease_id)
+        lease_running.finish_success(session, lease_id=spec.lease_id)
 
 
 def unblock(sessions, sub: int) -> None:
@@ -211,7 +211,7 @@ def test_a_real_failure_after_refused_launches_is_attempt_one(sessions, coord_se
     (spec,) = backend.launched
     with transaction(sessions) as session:  # the worker dies: the reaper's way of ending it
         lease = session.get(TaskLease, spec.lease_id)
-        leases.settle_failure(
+        lease_endings.settle_failure(
             session, lease=lease, status="expired", reason="worker died", policy=scheduler.retry_policy
         )
     scheduler.tick()

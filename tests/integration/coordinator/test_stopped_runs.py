@@ -23,7 +23,7 @@ from services.coordinator.backends.local import LocalBackend
 from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submissions, users
 from services.coordinator.refresh.start import start_refresh
-from services.coordinator.scheduler import leases
+from services.coordinator.scheduler import lease_running, leases
 from services.coordinator.scheduler.loop import Scheduler
 from services.coordinator.worker import run_task
 from services.core.budget import RunBudget
@@ -80,7 +80,7 @@ def run_task_as_a_worker(sessions, lease: TaskLease, *, flops: float, finish: bo
     """What the worker harness does for ``lease``: start it, run and commit its task
     (``StreamRunner.run_next_task``, with ``flops`` spent), end it (unless it dies first)."""
     with transaction(sessions) as session:
-        assert leases.start_lease(
+        assert lease_running.start_lease(
             session, lease_id=lease.id, submission_id=lease.submission_id, task_deadline_s=600
         ).run
     with transaction(sessions) as session:
@@ -114,7 +114,7 @@ def run_task_as_a_worker(sessions, lease: TaskLease, *, flops: float, finish: bo
         )
     if finish:
         with transaction(sessions) as session:
-            leases.finish_success(session, lease_id=lease.id)
+            lease_running.finish_success(session, lease_id=lease.id)
 
 
 def kinds(sessions, submission_id: int) -> list[str]:

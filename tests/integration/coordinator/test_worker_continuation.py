@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from services.coordinator.backends.local import LocalBackend
-from services.coordinator.scheduler import leases
+from services.coordinator.scheduler import lease_running, leases
 from services.coordinator.scheduler.continuation import continue_after
 from services.coordinator.scheduler.loop import Scheduler
 from services.store.db import make_engine, session_factory, transaction
@@ -38,7 +38,9 @@ def launched(sessions, job_id: str | None = JOB) -> TaskLease:
     with transaction(sessions) as session:
         if job_id is not None:
             leases.mark_launched(session, lease_id=lease.id, job_id=job_id)
-        assert leases.start_lease(session, lease_id=lease.id, submission_id=lease.submission_id, task_deadline_s=60).run
+        assert lease_running.start_lease(
+            session, lease_id=lease.id, submission_id=lease.submission_id, task_deadline_s=60
+        ).run
     return lease
 
 
@@ -51,7 +53,7 @@ def commit_task(sessions, submission_id: int) -> None:
 def finish(sessions, lease: TaskLease, *, deadline_s: float = 60) -> int | None:
     """The worker's end of a task: the lease ends and, maybe, the next one starts."""
     with transaction(sessions) as session:
-        ended = leases.finish_success(session, lease_id=lease.id)
+        ended = lease_running.finish_success(session, lease_id=lease.id)
         taken = continue_after(session, ended=ended, task_deadline_s=deadline_s)
         return None if taken is None else taken.id
 
@@ -78,7 +80,7 @@ def test_a_worker_alone_goes_on_with_the_next_task_under_a_lease_of_its_own(sess
     assert claim(sessions) is None  # the scheduler sees it in flight: no second launch of task 2
     # the continued lease is a lease like any other: its worker heartbeats it and ends it
     with transaction(sessions) as session:
-        assert leases.heartbeat(session, lease_id=next_id)
+        assert lease_running.heartbeat(session, lease_id=next_id)
 
 
 def test_a_waiting_submission_gets_the_slot_back(sessions, coord_settings):
