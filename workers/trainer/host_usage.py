@@ -27,6 +27,7 @@ from workers.sandbox.metering.gpu_calibration import gpu_flop_rate
 from workers.sandbox.metering.gpu_usage import GpuUsage, absent, watched
 from workers.sandbox.metering.usage import tree_pids
 from workers.sandbox.pause import PausingHost
+from workers.trainer.energy import RaplWindow, energy_fields
 
 T = TypeVar("T")
 
@@ -51,6 +52,7 @@ def measured_call(host: LearnerHost, call: Callable[[], T]) -> tuple[T, dict[str
     first = host not in _CHARGED
     charged = _CHARGED.get(host, 0.0)
     before, started = host.cpu_seconds(), time.perf_counter()
+    rapl = RaplWindow().start()  # the node's package energy, where it exposes RAPL
     failed: BaseException | None = None
     with watched(lambda: tree_pids(host.pid), gpu=host.spec.gpu) as gpu:
         try:
@@ -64,7 +66,12 @@ def measured_call(host: LearnerHost, call: Callable[[], T]) -> tuple[T, dict[str
     used, estimated = call_cpu_seconds(before, after, wall, host.spec.limits.cpus)
     outside = 0.0 if before is None else max(before - charged, 0.0)
     fields = usage_fields(
-        used, wall, gpu.usage, outside_s=outside, outside_allowance_s=START_ALLOWANCE_S if first else 0.0
+        used,
+        wall,
+        gpu.usage,
+        outside_s=outside,
+        outside_allowance_s=START_ALLOWANCE_S if first else 0.0,
+        rapl_j=rapl.joules(),
     )
     fields["cpu_estimated"] = estimated
     if failed is not None:  # charged by whoever catches it (charge_failure), else by the host's next call
@@ -125,7 +132,13 @@ def usage_of_failure(exc: BaseException, wall_s: float, declared_cpus: float) ->
 
 
 def usage_fields(
-    cpu_seconds: float | None, wall_s: float, gpu: GpuUsage, *, outside_s: float = 0.0, outside_allowance_s: float = 0.0
+    cpu_seconds: float | None,
+    wall_s: float,
+    gpu: GpuUsage,
+    *,
+    outside_s: float = 0.0,
+    outside_allowance_s: float = 0.0,
+    rapl_j: float | None = None,
 ) -> dict[str, Any]:
     """The usage fields of a call: CPU and GPU time, the node's rates, and the floor they imply
     (one rule for both: :func:`~workers.sandbox.metering.calibration.compute_floor`); ``outside_s`` of
@@ -144,6 +157,7 @@ def usage_fields(
         "gpu_flop_rate": gpu_rate,
         "gpu_note": gpu.gpu_note or why or None,
         "flops_floor": floor,
+        **energy_fields(total, rapl_j, gpu.gpu_energy_j),  # RAPL's joules, else the labelled estimate
     }
 
 

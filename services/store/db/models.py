@@ -172,7 +172,23 @@ class TaskRun(Base):
 
 
 # One hyper-parameter trial of a task run, with the FLOPs it spent and how they were counted.
-class Trial(Base):
+GPU_ENERGY_MEASURED = ("gpu_seconds", "gpu_peak_memory_bytes", "energy_kwh")
+
+
+class GpuEnergyColumns:
+    """GPU time, peak GPU memory and energy, beside cFLOP (revision 0027; issue 46). NULL: not
+    measured, and ``gpu_note`` says why for the GPU figures (no GPU, no NVML); never 0 for that.
+    ``energy_source``: ``rapl`` (the node's RAPL counters) or ``estimate`` (CPU-seconds × a stated
+    wattage, docs/isolation.md), with ``+nvml`` where the GPUs' energy is in."""
+
+    gpu_seconds: Mapped[float | None] = mapped_column(Double)
+    gpu_peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_note: Mapped[str | None] = mapped_column(Text)
+    energy_kwh: Mapped[float | None] = mapped_column(Double)
+    energy_source: Mapped[str | None] = mapped_column(String(16))
+
+
+class Trial(GpuEnergyColumns, Base):
     __tablename__ = "trials"
     __table_args__ = (
         UniqueConstraint("task_run_id", "trial_index"),
@@ -184,6 +200,7 @@ class Trial(Base):
         *non_negative(
             "trial_index", "flops", "wall_time_s", "peak_memory_bytes", "cpu_seconds", "flops_floor", "flops_paper"
         ),
+        *non_negative(*GPU_ENERGY_MEASURED),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -233,7 +250,7 @@ class Checkpoint(Base):
 
 
 # The committed outcome of one task of a submission: exactly one row, or none yet.
-class TaskResult(Base):
+class TaskResult(GpuEnergyColumns, Base):
     __tablename__ = "task_results"
     __table_args__ = (
         UniqueConstraint("submission_id", "stream_task_id"),
@@ -250,6 +267,7 @@ class TaskResult(Base):
         named_check(one_of("split", RESULT_SPLITS), "split"),
         named_check(one_of("metric", RESULT_METRICS), "metric"),
         *non_negative("flops", "cpu_seconds", "flops_paper", "flops_prediction"),
+        *non_negative(*GPU_ENERGY_MEASURED),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -305,6 +323,7 @@ __all__ = [
     "ACTIVE_TASK_RUN_STATUSES",
     "CODE_URL_MAX",
     "FLOPS_SOURCES",
+    "GPU_ENERGY_MEASURED",
     "PHASES",
     "RESULT_METRICS",
     "RESULT_SPLITS",
@@ -318,6 +337,7 @@ __all__ = [
     "Checkpoint",
     "Dataset",
     "Event",
+    "GpuEnergyColumns",
     "Learner",
     "Shard",
     "StreamTask",

@@ -98,6 +98,12 @@ class TrialOutcome(FloorCharged):
     flops_updates: int | None = None  # the part of the count spent on training updates; None: all of it
     cpu_estimated: bool = False  # cpu_seconds is wall time × declared CPUs: no reading could be had
     near_floor_band: float = NEAR_FLOOR_BAND  # the setting (NEVIS_NEAR_FLOOR_BAND) the runner ran under
+    # GPU time, peak GPU memory (NVML; None with gpu_note saying why) and energy (workers/trainer/energy.py)
+    gpu_seconds: float | None = None
+    gpu_peak_memory_bytes: int | None = None
+    gpu_note: str | None = None
+    energy_kwh: float | None = None
+    energy_source: str | None = None  # rapl or estimate, +nvml with the GPUs' counters
 
     @property
     def ok(self) -> bool:
@@ -162,6 +168,11 @@ class TrialOutcome(FloorCharged):
             flops_floor=int(metrics.get("flops_floor") or 0),
             flops_updates=_int_or_none(metrics.get("flops_updates")),
             cpu_estimated=bool(metrics.get("cpu_estimated")),
+            gpu_seconds=_float_or_none(metrics.get("gpu_seconds")),
+            gpu_peak_memory_bytes=_int_or_none(metrics.get("gpu_peak_memory_bytes")),
+            gpu_note=metrics.get("gpu_note"),
+            energy_kwh=_float_or_none(metrics.get("energy_kwh")),
+            energy_source=metrics.get("energy_source"),
         )
 
 

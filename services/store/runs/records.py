@@ -35,6 +35,7 @@ from services.store.db.models import (
 )
 from services.store.db.models_probe import TrialCurve
 from services.store.db.types import utcnow
+from services.store.runs.gpu_energy import task_gpu_energy
 from services.store.runs.outcomes import TaskOutcome, TrialOutcome
 from services.store.runs.scores import rescore
 
@@ -185,6 +186,11 @@ def record_trial(session: Session, *, task_run_id: int, outcome: TrialOutcome) -
         flops_floor=float(outcome.flops_floor) if outcome.cpu_seconds is not None else None,
         flops_paper=float(outcome.flops_paper),
         cpu_estimated=outcome.cpu_estimated,
+        gpu_seconds=outcome.gpu_seconds,
+        gpu_peak_memory_bytes=outcome.gpu_peak_memory_bytes,
+        gpu_note=outcome.gpu_note,
+        energy_kwh=outcome.energy_kwh,
+        energy_source=outcome.energy_source,
     )
     session.add(trial)
     session.flush()
@@ -252,6 +258,7 @@ def commit_task(
         flops_prediction=outcome.flops_prediction,
         consistency_jump=outcome.consistency_jump,
         inconsistent=outcome.inconsistent,
+        **task_gpu_energy(session, run.id),
     )
     session.add(result)
     run.status, run.finished_at = "succeeded", utcnow()

@@ -1,0 +1,68 @@
+"""A task's GPU time, peak GPU memory and energy, from its trials, and how they are shown.
+
+Trials carry what the harness measured (revision 0027; workers/trainer/energy.py and
+workers/sandbox's NVML reader): ``gpu_seconds`` and ``gpu_peak_memory_bytes`` are ``None`` with
+``gpu_note`` saying why where no GPU was measured (no GPU given, no NVML on the node), never 0;
+``energy_kwh`` is RAPL's or an estimate, ``energy_source`` says which. A task's figures sum its
+attempt's trials (the peak is the largest); a sum with one estimated part is an estimate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from services.store.db.models import Trial
+
+JOULES_PER_KWH = 3.6e6
+
+
+def combined_source(sources: list[str | None]) -> str | None:
+    """The label of a sum of energies: ``estimate`` if any part was estimated (a sum is only as
+    measured as its least measured part), ``rapl`` otherwise; ``+nvml`` if any part has GPU energy."""
+    known = [s for s in sources if s]
+    if not known:
+        return None
+    base = "estimate" if any(s.startswith("estimate") for s in known) else "rapl"
+    return base + ("+nvml" if any(s.endswith("+nvml") for s in known) else "")
+
+
+def task_gpu_energy(session: Session, task_run_id: int) -> dict[str, Any]:
+    """The GPU and energy columns of a task result: its run's trials summed."""
+    rows = session.execute(
+        select(
+            Trial.gpu_seconds, Trial.gpu_peak_memory_bytes, Trial.gpu_note, Trial.energy_kwh, Trial.energy_source
+        ).where(Trial.task_run_id == task_run_id)
+    ).all()
+    seconds = [r.gpu_seconds for r in rows if r.gpu_seconds is not None]
+    peaks = [r.gpu_peak_memory_bytes for r in rows if r.gpu_peak_memory_bytes is not None]
+    energy = [r.energy_kwh for r in rows if r.energy_kwh is not None]
+    notes = [r.gpu_note for r in rows if r.gpu_note]
+    return {
+        "gpu_seconds": sum(seconds) if seconds else None,
+        "gpu_peak_memory_bytes": max(peaks) if peaks else None,
+        "gpu_note": None if seconds else (notes[0] if notes else None),
+        "energy_kwh": sum(energy) if energy else None,
+        "energy_source": combined_source([r.energy_source for r in rows if r.energy_kwh is not None]),
+    }
+
+
+def gpu_text(gpu_seconds: float | None, note: str | None) -> str:
+    """GPU-hours as a table shows them: the figure, or ``no GPU`` / why it is unknown (never 0)."""
+    if gpu_seconds is not None:
+        return f"{gpu_seconds / 3600:.4g} GPU-h"
+    if note and note.startswith("no GPU:"):
+        return "no GPU"
+    return "n/a" if not note else "unmeasured"
+
+
+def energy_text(kwh: float | None, source: str | None) -> str:
+    """Energy as a table shows it: kWh, ``~`` before an estimate; ``n/a`` where unknown."""
+    if kwh is None:
+        return "n/a"
+    return f"{'~' if (source or '').startswith('estimate') else ''}{kwh:.3g} kWh"
+
+
+__all__ = ["JOULES_PER_KWH", "combined_source", "energy_text", "gpu_text", "task_gpu_energy"]
