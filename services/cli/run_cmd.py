@@ -302,9 +302,9 @@ def show_results(run_id: int, *, as_json: bool):  # noqa: ANN201
             row.status,
             ("" if row.error is None else f"{row.error:.4f}") + (" INCONSISTENT" if row.inconsistent else ""),
             row.split or "",
-            f"{row.flops:.3e}" + (" floor" if row.flops_floored else ""),
+            f"{row.flops:.3e}" + (" floor" if row.flops_floored else " near floor" if row.flops_near_floor else ""),
             *((_flops_text(v) for v in (row.flops_paper, row.flops_validation, row.flops_prediction)) if split else ()),
-            cpu_text(row.cpu_seconds) if row.status == "committed" else "",
+            cpu_text(row.cpu_seconds) + (" est." if row.cpu_estimated else "") if row.status == "committed" else "",
             rate_text(row.flops, row.cpu_seconds) if row.status == "committed" else "",
             f"{row.retried_flops:.3e}" if row.retried_flops else "",
             (f"{row.trials} ({row.failed_trials})" + (f", {row.capped_trials} at cap" if row.capped_trials else ""))
