@@ -24,10 +24,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.coordinator.backends.kuberay_images import IMAGE_ROOT_VAR, check_image_volumes
+from services.coordinator.backends.kuberay_images import check_image_volumes
 from services.coordinator.backends.kuberay_template import load_template
 from services.coordinator.common.config import CoordinatorSettings
 from workers.sandbox.images import ImageError, UnpackedImage, unpack_image
+from workers.sandbox.images.mounted import IMAGE_ROOT_VAR
 from workers.sandbox.images.store import LEARNER_DIR, site_dirs
 
 _PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from services.core.errors import ConfigError
 from workers.sandbox.cgroup import HostCgroup, join_argv
+from workers.sandbox.images.mounted import usable_import_path
 from workers.sandbox.limits import HostLimits
 from workers.sandbox.rank_net import RankSlot
 from workers.sandbox.seccomp import host_filter, program_fd
@@ -131,7 +132,8 @@ def host_launch(
     (:mod:`workers.sandbox.rank_net`) and gets the rendezvous's variables."""
     kind = resolve_sandbox(sandbox)
     prefix = (*join_argv(cgroup), *limits.prlimit_argv(gpu=gpu), *(rank.nsenter_argv() if rank else ()))
-    paths = [str(Path(p).resolve()) for p in import_paths if p and Path(p).is_dir()]
+    # (a mounted learner image's folders only where no link of the image leads elsewhere)
+    paths = [str(Path(p).resolve()) for p in import_paths if p and Path(p).is_dir() and usable_import_path(p)]
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LEARNER_IMPORT_PATH": os.pathsep.join(paths),

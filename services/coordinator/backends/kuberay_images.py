@@ -18,9 +18,9 @@ from typing import Any
 
 from services.core.errors import ConfigError
 from workers.sandbox.images import ImageError
+from workers.sandbox.images.mounted import IMAGE_ROOT_VAR
 
 IMAGE_VOLUME = "nevis-learner-image"
-IMAGE_ROOT_VAR = "NEVIS_IMAGE_ROOT"
 REFUSED = (
     "Image learners are refused on this service: its kuberay learner pods get no image volume "
     "(the chart's kuberay.learnerImages.delivery is 'refuse': a cluster without Kubernetes image "
@@ -65,6 +65,9 @@ def mount_learner_image(rayjob: dict[str, Any], image: str | None) -> str | None
     for volume in pod["volumes"]:
         if volume.get("name") == IMAGE_VOLUME:
             volume["image"] = {**volume["image"], "reference": image}
+    container = pod["containers"][0]  # the launcher there checks the image's folders against it
+    env = [e for e in container.get("env", []) if e.get("name") != IMAGE_ROOT_VAR]
+    container["env"] = [*env, {"name": IMAGE_ROOT_VAR, "value": root}]
     return root
 
 
@@ -78,4 +81,4 @@ def check_image_volumes(rayjob: dict[str, Any]) -> None:
         raise ImageError(REFUSED)
 
 
-__all__ = ["IMAGE_ROOT_VAR", "IMAGE_VOLUME", "REFUSED", "check_image_volumes", "image_mount", "mount_learner_image"]
+__all__ = ["IMAGE_VOLUME", "REFUSED", "check_image_volumes", "image_mount", "mount_learner_image"]

@@ -35,10 +35,11 @@ from typing import Any
 import yaml
 
 from services.coordinator.backends.base import LaunchSpec
-from services.coordinator.backends.kuberay_images import IMAGE_ROOT_VAR, mount_learner_image
+from services.coordinator.backends.kuberay_images import mount_learner_image
 from services.coordinator.common.config import CoordinatorSettings
 from services.core.credentials import SECRETS_PATH_VAR
 from services.core.errors import ConfigError
+from workers.sandbox.images.mounted import IMAGE_ROOT_VAR
 
 API_VERSION = "ray.io/v1"
 DEFAULT_TEMPLATE = Path(__file__).with_name("rayjob_template")

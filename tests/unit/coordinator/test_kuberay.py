@@ -109,7 +109,8 @@ def test_rendered_rayjobs_validate_against_the_crd_schema(schema, validator, tmp
             {"name": IMAGE_VOLUME, "image": {"reference": spec.image, "pullPolicy": "IfNotPresent"}}
         ]
         assert worker["volumeMounts"] == [{"name": IMAGE_VOLUME, "mountPath": IMAGE_ROOT, "readOnly": True}]
-    assert worker["env"] == [{"name": "NEVIS_SANDBOX", "value": "bwrap"}]
+    mounted = [{"name": "NEVIS_IMAGE_ROOT", "value": IMAGE_ROOT}] if spec.image else []
+    assert worker["env"] == [{"name": "NEVIS_SANDBOX", "value": "bwrap"}, *mounted]
     for pod in pods:
         assert pod["spec"]["automountServiceAccountToken"] is False
         assert pod["spec"]["enableServiceLinks"] is False

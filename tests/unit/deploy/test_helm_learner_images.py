@@ -93,6 +93,7 @@ def test_a_learner_image_is_a_read_only_image_volume_of_the_learner_pod(crd_vali
     assert container["image"] == settings.kuberay_worker_image
     assert all(v["name"] != IMAGE_VOLUME for v in head.get("volumes", []))
     assert yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"]["NEVIS_IMAGE_ROOT"] == mount
+    assert {"name": "NEVIS_IMAGE_ROOT", "value": mount} in container["env"]  # its launcher checks links
     # The learner pod as the API server would take it (strict: unknown keys are errors).
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "learner"}, "spec": learner}
     kubernetes_validate.validate(pod, KUBE_VERSION, strict=True)
@@ -103,6 +104,7 @@ def test_a_bundle_learner_gets_no_image_volume(crd_validators, tmp_path):
     crd_validators["RayJob"][0].validate(job)
     _, learner = _pods(job)
     assert "volumes" not in learner and "volumeMounts" not in learner["containers"][0]
+    assert all(e["name"] != "NEVIS_IMAGE_ROOT" for e in learner["containers"][0]["env"])
     assert "NEVIS_IMAGE_ROOT" not in yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"]
 
 

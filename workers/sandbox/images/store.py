@@ -56,17 +56,17 @@ class UnpackedImage:
         """The image's folders a learner host imports from, in order: ``/opt/learner``,
         then the site-packages it adds. Appended after the host's own, never before."""
         found = [self.root.joinpath(*parts) for parts in (LEARNER_DIR, *site_dirs())]
-        return tuple(str(p) for p in found if _real_dir(self.root, p))
+        return tuple(str(p) for p in found if real_dir(self.root, p))
 
     def has_module(self, module: str) -> bool:
         """Whether ``module`` (``pkg.mod``) is a file of the image's import paths."""
         names = module.split(".")
         for base in map(Path, self.import_paths):
             folder = base.joinpath(*names[:-1])
-            if not _real_dir(base, folder):
+            if not real_dir(base, folder):
                 continue
             last = names[-1]
-            if _real_dir(base, folder / last) or any(
+            if real_dir(base, folder / last) or any(
                 _real_file(folder / name) for name in (f"{last}.py", f"{last}.pyc")
             ):
                 return True
@@ -131,7 +131,7 @@ def _unpack(image_id: str, scratch: Path, limits: ImageLimits) -> None:
     )
 
 
-def _real_dir(base: Path, path: Path) -> bool:
+def real_dir(base: Path, path: Path) -> bool:
     """Whether ``path`` (below ``base``) is a folder reached through folders only, no link."""
     try:
         rel = path.relative_to(base)
@@ -155,4 +155,4 @@ def _real_file(path: Path) -> bool:
         return False
 
 
-__all__ = ["LEARNER_DIR", "UnpackedImage", "site_dirs", "unpack_image"]
+__all__ = ["LEARNER_DIR", "UnpackedImage", "real_dir", "site_dirs", "unpack_image"]
