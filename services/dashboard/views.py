@@ -124,6 +124,8 @@ def task_table(summary: RunSummary, facts: dict[int, TaskFacts]) -> list[dict[st
                 "wall_time_s": task.wall_time_s,
                 "cpu_seconds": task.cpu_seconds,
                 "flops_floored": task.flops_floored,
+                "flops_near_floor": task.flops_near_floor,
+                "cpu_estimated": task.cpu_estimated,
                 "flops_paper": task.flops_paper,
                 "flops_validation": task.flops_validation,
                 "flops_prediction": task.flops_prediction,

@@ -42,8 +42,8 @@ class RunActors:
         """A task begins: start the learner's actors, their predicting host and the harness
         now, so that their imports overlap with loading the task's data and its trials."""
         pool = self.executor_pool(host, resources, budget)
-        if pool is None:
-            self._evaluator(host)  # its predicting host starts with it
+        if pool is None:  # its predicting host starts with it, and again for each task (one evaluation a host)
+            self._evaluator(host).start_predictor.remote()
         else:  # fire and forget: the evaluation waits for the host if need be
             pool.start_predictor.remote()
         self.harness(size)

@@ -139,6 +139,17 @@ class TaskOut(BaseModel):
             "implies; the harness charged a floor, so 'flops' is partly the floor."
         )
     )
+    flops_near_floor: bool = Field(
+        default=False,
+        description=(
+            "Some trial's own FLOP count was charged but lies within NEVIS_NEAR_FLOOR_BAND (4) times "
+            "the floor its CPU time implies, as a count topped up to just over the floor does: not vouched for."
+        ),
+    )
+    cpu_estimated: bool = Field(
+        default=False,
+        description="Part of cpu_seconds is wall time × declared CPUs: no usage reading could be had.",
+    )
     flops_per_cpu_second: float | None = Field(
         default=None,
         description=(
@@ -195,7 +206,8 @@ class SubmissionOut(SubmissionBrief):
     flops_sources: list[str] = Field(
         description=(
             "Where the FLOPs came from: 'measured' (the harness's meter), 'reported' (the learner "
-            "said), 'floor' (the harness charged the floor its measured CPU time implies)."
+            "said), 'floor' (the harness charged the floor its measured CPU time implies), 'near_floor' "
+            "(the learner's count was charged, but it lies within NEVIS_NEAR_FLOOR_BAND times the floor)."
         )
     )
     cpu_seconds: float | None = Field(
@@ -208,6 +220,10 @@ class SubmissionOut(SubmissionBrief):
     inconsistent_tasks: int = Field(
         default=0, description=("Committed tasks marked by the consistency check (see the tasks' 'inconsistent').")
     )
+    near_floor_tasks: int = Field(
+        default=0, description="Committed tasks a trial of which counted near its floor (see 'flops_near_floor')."
+    )
+    near_floor: bool = Field(default=False, description="near_floor_tasks > 0: part of cFLOP is not vouched for.")
     inconsistent: bool = Field(
         default=False,
         description=(

@@ -116,6 +116,7 @@ def ranked_query(filters: list[Any], headline: Any) -> Select:
             Submission.code_url.label("code_url"),
             Submission.ruleset.label("ruleset"),
             (func.coalesce(scored.inconsistent_tasks, 0) > 0).label("inconsistent"),
+            (func.coalesce(scored.near_floor_tasks, 0) > 0).label("near_floor"),
             case(
                 (
                     scored.mean_error.is_not(None),

@@ -91,6 +91,7 @@ class LeaderboardRow:
     code_public: bool = False  # a baseline, or a code_url given: False is marked "code not public"
     ruleset: str = "open"  # the rules it competed under (services.core.rulesets): each has its own board
     inconsistent: bool = False  # a task's answers jumped on shifted copies (workers/trainer/consistency.py): marked
+    near_floor: bool = False  # a committed task's trial counted within NEVIS_NEAR_FLOOR_BAND × its floor: marked
     verification: str | None = None  # replayed with new seeds: pending, verified, not_reproduced, inconclusive
     verified_mark: str | None = None  # what the row shows: verified or not_reproduced (verdicts.LEGEND)
     replays: tuple[int, ...] = ()  # the replays it was judged by (never rows of their own)
@@ -215,6 +216,7 @@ def leaderboard(
                 code_public=bool(r.baseline) or r.code_url is not None,
                 ruleset=r.ruleset,
                 inconsistent=bool(r.inconsistent),
+                near_floor=bool(r.near_floor),
                 **(marks[r.submission_id].row_fields() if r.submission_id in marks else {}),
             )
             for r in rows

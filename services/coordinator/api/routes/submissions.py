@@ -137,6 +137,8 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:  # noqa: ANN001
                 wall_time_s=t.wall_time_s,
                 cpu_seconds=t.cpu_seconds,
                 flops_floored=t.flops_floored,
+                flops_near_floor=t.flops_near_floor,
+                cpu_estimated=t.cpu_estimated,
                 flops_paper=t.flops_paper,
                 flops_per_cpu_second=t.flops / t.cpu_seconds if t.cpu_seconds else None,
                 flops_validation=t.flops_validation,
@@ -159,6 +161,8 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:  # noqa: ANN001
         cflop_pretraining=summary.cflop_pretraining,
         inconsistent_tasks=summary.inconsistent_tasks,
         inconsistent=summary.inconsistent,
+        near_floor_tasks=summary.near_floor_tasks,
+        near_floor=summary.near_floor,
     )
 
 
