@@ -126,7 +126,7 @@ def render_rayjob(
     learner = cluster["workerGroupSpecs"][0]["template"]
     _label(learner, labels, "learner")
     _learner_container(learner, spec, settings, template.gpu)
-    image_root = mount_learner_image(job, spec.image)
+    image_root = mount_learner_image(job, spec.image if settings.image_learners == "unpack" else None)
     if image_root is not None:  # where the learner pods show the image's files, for the harness
         runtime_env["env_vars"][IMAGE_ROOT_VAR] = image_root
         body["runtimeEnvYAML"] = yaml.safe_dump(runtime_env, sort_keys=True)

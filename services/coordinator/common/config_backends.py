@@ -27,12 +27,13 @@ class BackendSettings(BaseModel):
     kuberay_namespace: str = Field(default="nevis")
     kuberay_worker_image: str = Field(
         default="ghcr.io/nevis-service/nevis-worker:0.1.0",
-        description="kuberay: image of learners registered without one.",
+        description="kuberay: the image every learner pod runs (the service's worker image); a "
+        "learner image is never a pod's image, only a read-only image volume of the learner pods.",
     )
     kuberay_harness_image: str = Field(
         default="ghcr.io/nevis-service/nevis-worker:0.1.0",
         description="kuberay: the service's own image, run by the head pod (the worker harness, "
-        "which holds the credentials); learner images run in worker pods only.",
+        "which holds the credentials); learner images are never mounted there.",
     )
     kuberay_secret_name: str = Field(
         default="nevis-worker-env",

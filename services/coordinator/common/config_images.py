@@ -30,7 +30,8 @@ class ImageSettings(BaseModel):
         "<data dir>/images and checks the entry point's module is in it; workers unpack that "
         "digest and learner hosts import from its /opt/learner and site-packages). "
         "'installed': a label only, for an operator's own deployments whose nodes run the "
-        "learner's installation already (its code comes from the worker's PYTHONPATH).",
+        "learner's installation already (its code comes from the worker's PYTHONPATH; on kuberay, "
+        "no image volume: learner pods run NEVIS_KUBERAY_WORKER_IMAGE).",
     )
     image_max_layers: int = Field(
         default=DEFAULT_MAX_LAYERS, ge=1, le=1000, description="Most layers a learner image may have."

@@ -99,10 +99,15 @@ def test_a_learner_image_is_a_read_only_image_volume_of_the_learner_pod(crd_vali
     kubernetes_validate.validate(pod, KUBE_VERSION, strict=True)
 
 
-def test_a_bundle_learner_gets_no_image_volume(crd_validators, tmp_path):
-    job = render_rayjob(_spec(None), _settings(_template(None, tmp_path)), load_template(tmp_path))
+@pytest.mark.parametrize("image", [None, LEARNER], ids=["bundle", "label"])
+def test_a_bundle_or_an_image_as_a_label_gets_no_image_volume(crd_validators, tmp_path, image):
+    """A bundle has no image; under NEVIS_IMAGE_LEARNERS=installed an image is a label (the
+    worker image holds the learner's installation): no volume, and never the pod's image."""
+    settings = _settings(_template(None, tmp_path)).model_copy(update={"image_learners": "installed"})
+    job = render_rayjob(_spec(image), settings, load_template(tmp_path))
     crd_validators["RayJob"][0].validate(job)
     _, learner = _pods(job)
+    assert learner["containers"][0]["image"] == settings.kuberay_worker_image
     assert "volumes" not in learner and "volumeMounts" not in learner["containers"][0]
     assert all(e["name"] != "NEVIS_IMAGE_ROOT" for e in learner["containers"][0]["env"])
     assert "NEVIS_IMAGE_ROOT" not in yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"]
