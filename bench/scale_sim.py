@@ -61,7 +61,7 @@ from sqlalchemy.pool import NullPool
 
 from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.common.validation import ResourceRequest
-from services.coordinator.crud import learners, submissions, users
+from services.coordinator.crud import learners, submission_create, users
 from services.coordinator.scheduler import slots
 from services.core.budget import RunBudget
 from services.store.db import make_engine, session_factory, transaction, upgrade
@@ -204,14 +204,16 @@ def create_submissions(
                 image=None,
                 resources=ResourceRequest(),
             ).learner
-        request = submissions.SubmissionRequest(
+        request = submission_create.SubmissionRequest(
             learner_id=learner.id, stream=stream, phase="meta_test", budget=RunBudget(trials=1, steps=1)
         )
         for _ in range(share):  # one transaction each, as POST /v1/submissions commits it:
             # a submission is eligible from its created_at, so it must be visible from then
             with transaction(sessions) as session:
                 user = session.merge(user)
-                made.append(submissions.create_submission(session, settings=settings, user=user, request=request)[0].id)
+                made.append(
+                    submission_create.create_submission(session, settings=settings, user=user, request=request)[0].id
+                )
     return made
 
 

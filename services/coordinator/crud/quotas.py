@@ -1,7 +1,7 @@
 """Per-user quotas, counted from the submissions table: what is enforced is what is shown.
 
 Why one module: the checks that refuse a submission (:func:`create_submission
-<services.coordinator.crud.submissions.create_submission>`) and the report a user or an
+<services.coordinator.crud.submission_create.create_submission>`) and the report a user or an
 operator reads (``GET /v1/users/me/quota``, ``nevis users quota``) must count the same rows,
 or the report would promise a submission the check refuses.
 

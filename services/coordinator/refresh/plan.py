@@ -27,7 +27,7 @@ from services.coordinator.common.client_errors import InvalidInputError
 from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.common.config_refresh import refresh_budget_of
 from services.coordinator.common.validation import split_list
-from services.coordinator.crud.submissions import check_budget
+from services.coordinator.crud.submission_checks import check_budget
 from services.core import rulesets
 from services.core.budget import RunBudget
 from services.core.errors import BudgetError, ManifestError, UnknownNameError

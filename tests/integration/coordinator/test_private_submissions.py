@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from services.coordinator.api import answers
-from services.coordinator.crud.submissions import SubmissionRequest
+from services.coordinator.crud.submission_create import SubmissionRequest
 from services.core.budget import RunBudget
 from services.dashboard.server import create_server_app
 

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from services.coordinator.backends.ray_jobs import RayJobsBackend
 from services.coordinator.common.validation import ResourceRequest
-from services.coordinator.crud import learners, submissions, users
+from services.coordinator.crud import learners, submission_create, users
 from services.coordinator.scheduler.loop import Scheduler
 from services.core.budget import RunBudget
 from services.core.errors import ConfigError
@@ -57,10 +57,10 @@ def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(coord_
             bundle_sha256=info.sha256,
             bundle_size_bytes=info.size,
         )
-        request = submissions.SubmissionRequest(
+        request = submission_create.SubmissionRequest(
             learner_id=owned.learner.id, stream="tiny1", phase="meta_test", budget=RunBudget(trials=1, steps=1)
         )
-        sub_id = submissions.create_submission(session, settings=settings, user=user, request=request)[0].id
+        sub_id = submission_create.create_submission(session, settings=settings, user=user, request=request)[0].id
 
     scheduler = Scheduler(settings, backend=backend, sessions=sessions)
     deadline = time.monotonic() + 300

@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from services.coordinator.common.validation import ResourceRequest
-from services.coordinator.crud import learners, submissions, users
+from services.coordinator.crud import learners, submission_create, users
 from services.coordinator.scheduler import lease_running, leases, slots
 from services.core.budget import RunBudget
 from services.store.db import make_engine, session_factory, transaction
@@ -171,11 +171,11 @@ def _submit(sessions, settings, count: int) -> list[int]:
             image=None,
             resources=ResourceRequest(),
         ).learner
-        request = submissions.SubmissionRequest(
+        request = submission_create.SubmissionRequest(
             learner_id=learner.id, stream="tiny3", phase="meta_test", budget=RunBudget(trials=1, steps=1)
         )
         return [
-            submissions.create_submission(session, settings=settings, user=user, request=request)[0].id
+            submission_create.create_submission(session, settings=settings, user=user, request=request)[0].id
             for _ in range(count)
         ]
 

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from services.coordinator.backends.local import LocalBackend, parse_job_id, start_ticks
 from services.coordinator.common.validation import ResourceRequest
-from services.coordinator.crud import learners, submissions, users
+from services.coordinator.crud import learners, submission_create, submissions, users
 from services.coordinator.scheduler import lease_running, leases
 from services.coordinator.scheduler.loop import Scheduler
 from services.coordinator.worker import run_task
@@ -53,10 +53,12 @@ def submit(sessions, settings, owner: str, *, stream: str = "tiny2", count: int 
             ).learner.id
         made = []
         for _ in range(count):
-            request = submissions.SubmissionRequest(
+            request = submission_create.SubmissionRequest(
                 learner_id=learner_id, stream=stream, phase="meta_test", budget=RunBudget(trials=1, steps=1)
             )
-            made.append(submissions.create_submission(session, settings=settings, user=user, request=request)[0].id)
+            made.append(
+                submission_create.create_submission(session, settings=settings, user=user, request=request)[0].id
+            )
     return made
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from services.coordinator.backends.base import JobState, JobStatus
 from services.coordinator.backends.local import LocalBackend, start_ticks
 from services.coordinator.common.validation import ResourceRequest
-from services.coordinator.crud import learners, submissions, users
+from services.coordinator.crud import learners, submission_create, users
 from services.coordinator.scheduler import lease_endings, lease_running, leases, slots
 from services.coordinator.scheduler.loop import Scheduler, instance_id, owned_by
 from services.core.budget import RunBudget
@@ -48,11 +48,11 @@ def submit(sessions, settings, owner: str = "alice", *, stream: str = "tiny2", c
                 resources=ResourceRequest(),
             ).learner.id
         return [
-            submissions.create_submission(
+            submission_create.create_submission(
                 session,
                 settings=settings,
                 user=user,
-                request=submissions.SubmissionRequest(
+                request=submission_create.SubmissionRequest(
                     learner_id=learner_id, stream=stream, phase="meta_test", budget=RunBudget(trials=1, steps=1)
                 ),
             )[0].id

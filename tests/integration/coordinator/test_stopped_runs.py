@@ -21,7 +21,7 @@ from sqlalchemy import select, update
 
 from services.coordinator.backends.local import LocalBackend
 from services.coordinator.common.validation import ResourceRequest
-from services.coordinator.crud import learners, submissions, users
+from services.coordinator.crud import learners, submission_create, users
 from services.coordinator.refresh.start import start_refresh
 from services.coordinator.scheduler import lease_running, leases
 from services.coordinator.scheduler.loop import Scheduler
@@ -67,8 +67,10 @@ def submit(sessions, settings, *, budget: RunBudget = CAPPED, stream: str = "tin
             learner = learners.create_learner(
                 session, owner=user, name="alice-nm", entrypoint=ENTRYPOINT, image=None, resources=ResourceRequest()
             ).learner.id
-        request = submissions.SubmissionRequest(learner_id=learner, stream=stream, phase="meta_test", budget=budget)
-        return submissions.create_submission(session, settings=settings, user=user, request=request)[0].id
+        request = submission_create.SubmissionRequest(
+            learner_id=learner, stream=stream, phase="meta_test", budget=budget
+        )
+        return submission_create.create_submission(session, settings=settings, user=user, request=request)[0].id
 
 
 def claim(sessions) -> TaskLease | None:
@@ -279,13 +281,13 @@ def test_real_workers_launch_a_capped_run_once_and_it_ends_stopped(
             bundle_sha256=info.sha256,
             bundle_size_bytes=info.size,
         )
-        request = submissions.SubmissionRequest(
+        request = submission_create.SubmissionRequest(
             learner_id=owned.learner.id,
             stream="tiny3",
             phase="meta_test",
             budget=RunBudget(trials=1, steps=1, checkpoint_fractions=(1.0,), flop_cap=1.0),
         )
-        sub = submissions.create_submission(session, settings=coord_settings, user=user, request=request)[0].id
+        sub = submission_create.create_submission(session, settings=coord_settings, user=user, request=request)[0].id
     backend = LocalBackend(coord_settings)
     scheduler = Scheduler(coord_settings, backend=backend, sessions=sessions)
 

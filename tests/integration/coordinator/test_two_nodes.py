@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from services.coordinator.backends.ray_jobs import RayJobsBackend
 from services.coordinator.common.validation import ResourceRequest
-from services.coordinator.crud import learners, submissions, users
+from services.coordinator.crud import learners, submission_create, users
 from services.coordinator.scheduler.loop import Scheduler
 from services.core.budget import RunBudget
 from services.store.db import make_engine, session_factory, transaction
@@ -103,10 +103,10 @@ def test_trials_land_on_the_learner_node_and_the_task_commits_once(cluster, coor
             bundle_size_bytes=info.size,
         )
         budget = RunBudget(trials=1, steps=2, checkpoint_fractions=(0.0, 1.0))
-        request = submissions.SubmissionRequest(
+        request = submission_create.SubmissionRequest(
             learner_id=owned.learner.id, stream="tiny1", phase="meta_test", budget=budget
         )
-        sub_id = submissions.create_submission(session, settings=settings, user=user, request=request)[0].id
+        sub_id = submission_create.create_submission(session, settings=settings, user=user, request=request)[0].id
 
     learner_node = cluster.learner_node_id()
     raylets = {pid: "head" for pid in cluster.head.raylet_pids()} | {

@@ -25,8 +25,10 @@ from services.coordinator.api.schemas_submissions import (
 from services.coordinator.api.schemas_uncertainty import ErrorIntervalOut
 from services.coordinator.api.schemas_verify import VerificationOut
 from services.coordinator.common.validation import check_idempotency_key
+from services.coordinator.crud import submission_create
 from services.coordinator.crud import submissions as crud
-from services.coordinator.crud.submissions import SubmissionRequest, SubmissionRow
+from services.coordinator.crud.submission_create import SubmissionRequest
+from services.coordinator.crud.submissions import SubmissionRow
 from services.core.budget import RunBudget
 from services.store.db.models import SUBMISSION_STATUSES
 from services.store.db.models_coordinator import TaskLease
@@ -137,8 +139,6 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:  # noqa: ANN001
                 wall_time_s=t.wall_time_s,
                 cpu_seconds=t.cpu_seconds,
                 flops_floored=t.flops_floored,
-                flops_near_floor=t.flops_near_floor,
-                cpu_estimated=t.cpu_estimated,
                 flops_paper=t.flops_paper,
                 flops_per_cpu_second=t.flops / t.cpu_seconds if t.cpu_seconds else None,
                 flops_validation=t.flops_validation,
@@ -161,8 +161,6 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:  # noqa: ANN001
         cflop_pretraining=summary.cflop_pretraining,
         inconsistent_tasks=summary.inconsistent_tasks,
         inconsistent=summary.inconsistent,
-        near_floor_tasks=summary.near_floor_tasks,
-        near_floor=summary.near_floor,
     )
 
 
@@ -203,7 +201,7 @@ def create_submission(
         ruleset=body.ruleset,
     )
     try:
-        submission, replayed = crud.create_submission(
+        submission, replayed = submission_create.create_submission(
             session, settings=settings, user=user, request=request, idempotency_key=idempotency_key
         )
         session.commit()
@@ -211,7 +209,7 @@ def create_submission(
         session.rollback()
         if idempotency_key is None:
             raise
-        submission = crud.find_replay(session, user=user, key=idempotency_key, request=request)
+        submission = submission_create.find_replay(session, user=user, key=idempotency_key, request=request)
         if submission is None:
             raise
         replayed = True
