@@ -17,8 +17,10 @@ from rich.table import Table
 
 from services.cli import verify_cmd
 from services.cli.console import make_console
+from services.cli.results_extras import gpu_energy_line, print_transfer
 from services.core.budget import SCHEDULER_NAMES, SEARCH_NAMES
 from services.core.config import get_settings
+from services.store.runs.gpu_energy import energy_text, gpu_text
 
 console = make_console()
 
@@ -288,6 +290,8 @@ def show_results(run_id: int, *, as_json: bool):  # noqa: ANN201
         *purposes,
         "CPU s",
         "FLOP/CPU s",
+        "GPU-h",
+        "energy",
         "retried FLOPs",
         "trials (failed)",
         title=f"Run {summary.submission_id}: {summary.learner} on {summary.stream} {summary.stream_version} "
@@ -306,6 +310,8 @@ def show_results(run_id: int, *, as_json: bool):  # noqa: ANN201
             *((_flops_text(v) for v in (row.flops_paper, row.flops_validation, row.flops_prediction)) if split else ()),
             cpu_text(row.cpu_seconds) + (" est." if row.cpu_estimated else "") if row.status == "committed" else "",
             rate_text(row.flops, row.cpu_seconds) if row.status == "committed" else "",
+            gpu_text(row.gpu_seconds, row.gpu_note) if row.status == "committed" else "",
+            energy_text(row.energy_kwh, row.energy_source) if row.status == "committed" else "",
             f"{row.retried_flops:.3e}" if row.retried_flops else "",
             (f"{row.trials} ({row.failed_trials})" + (f", {row.capped_trials} at cap" if row.capped_trials else ""))
             if row.trials
@@ -321,6 +327,7 @@ def show_results(run_id: int, *, as_json: bool):  # noqa: ANN201
         f"  CPU s = {cpu_text(summary.cpu_seconds)}"
         f" ({'not measured' if summary.cpu_seconds is None else 'harness-measured'})"
     )
+    console.print(gpu_energy_line(summary))
     if summary.cflop_pretraining is not None:
         console.print(
             f"cFLOP of pretraining = {summary.cflop_pretraining:.4e}  (the run that made its "
@@ -337,44 +344,11 @@ def show_results(run_id: int, *, as_json: bool):  # noqa: ANN201
             "right and the same images shifted by one pixel wrong, far more often than honest learners do "
             "(as a table of test labels would): E is not to be trusted (docs/isolation.md, 'Public data')."
         )
-    _print_transfer(_load_transfer(run_id))
+    print_transfer(console, _load_transfer(run_id))
     if mark := verify_cmd.stored_mark_line(run_id):  # replayed with new seeds: docs/rules.md
         console.print(mark)
     console.print(f"status: {summary.status}" + (f" ({summary.message})" if summary.message else ""))
     return summary
-
-
-def _print_transfer(report) -> None:  # noqa: ANN001
-    """The repeated datasets and FT-d's choices, where the run has them (docs/transfer.md)."""
-    from services.core.transfer import candidate_label  # noqa: PLC0415
-
-    if report.repeats:
-        against = f"Indep #{report.indep_submission_id}" if report.indep_submission_id else report.indep_reason
-        table = Table(
-            "dataset",
-            "first",
-            "later",
-            "error first",
-            "error later",
-            "later − first",
-            "Indep later",
-            "later − Indep",
-            title=f"Repeated datasets (against {against})",
-        )
-        for r in report.repeats:
-            table.add_row(
-                r.dataset,
-                str(r.first),
-                str(r.later),
-                *(
-                    ("" if v is None else f"{v:.4f}")
-                    for v in (r.first_error, r.later_error, r.vs_first, r.indep_error, r.vs_indep)
-                ),
-            )
-        console.print(table)
-    if report.choices:
-        chosen = ", ".join(f"{t}←{candidate_label(c.chosen)}" for t, c in sorted(report.choices.items()))
-        console.print(f"Starts chosen (the learner's own record): {chosen}")
 
 
 def _flops_text(value: float | None, *, digits: int = 3) -> str:

@@ -4,9 +4,13 @@ machine exposes no RAPL counters (a machine that does gets ``rapl``)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import select
+from typer.testing import CliRunner
 
+from services.cli.main import app
 from services.core.budget import RunBudget
 from services.store.db.models import TaskResult, Trial
 from workers.trainer.energy import POWERCAP, rapl_zones
@@ -36,3 +40,11 @@ def test_a_run_here_stores_no_gpu_with_its_reason_and_an_energy_estimate(runner,
         assert result.gpu_seconds is None and result.gpu_note == "no GPU: the host was given none"
         assert result.energy_source == expected
         assert result.energy_kwh == pytest.approx(sum(t.energy_kwh for t in trials))
+    shown = CliRunner().invoke(app, ["results", str(run)])  # the runner's database (the fixture's setting)
+    assert shown.exit_code == 0, shown.output
+    assert "GPU = no GPU (no GPU: the host was given none)" in shown.output
+    if expected == "estimate":
+        assert "(estimate = CPU-seconds x 10 W, no RAPL on the node)" in shown.output and "~" in shown.output
+    doc = json.loads(CliRunner().invoke(app, ["results", str(run), "--json"]).output)
+    assert doc["gpu_seconds"] is None and doc["tasks"][0]["gpu_note"] == "no GPU: the host was given none"
+    assert doc["energy_source"] == expected and doc["tasks"][0]["energy_kwh"] > 0

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from services.store.db.models import Trial
+from services.store.db.models import TaskResult, Trial
 
 JOULES_PER_KWH = 3.6e6
 
@@ -49,6 +49,36 @@ def task_gpu_energy(session: Session, task_run_id: int) -> dict[str, Any]:
     }
 
 
+def board_gpu_energy(session: Session, submission_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Each listed submission's committed tasks' GPU-seconds and energy, for a leaderboard page
+    (one query over its rows' task results; a submission without results is absent)."""
+    if not submission_ids:
+        return {}
+    found: dict[int, list[Any]] = {}
+    rows = session.execute(
+        select(
+            TaskResult.submission_id,
+            TaskResult.gpu_seconds,
+            TaskResult.gpu_note,
+            TaskResult.energy_kwh,
+            TaskResult.energy_source,
+        ).where(TaskResult.submission_id.in_(submission_ids))
+    ).all()
+    for row in rows:
+        found.setdefault(row.submission_id, []).append(row)
+    out = {}
+    for submission_id, results in found.items():
+        seconds = [r.gpu_seconds for r in results if r.gpu_seconds is not None]
+        energy = [r.energy_kwh for r in results if r.energy_kwh is not None]
+        out[submission_id] = {
+            "gpu_seconds": sum(seconds) if seconds else None,
+            "gpu_note": None if seconds else next((r.gpu_note for r in results if r.gpu_note), None),
+            "energy_kwh": sum(energy) if energy else None,
+            "energy_source": combined_source([r.energy_source for r in results if r.energy_kwh is not None]),
+        }
+    return out
+
+
 def gpu_text(gpu_seconds: float | None, note: str | None) -> str:
     """GPU-hours as a table shows them: the figure, or ``no GPU`` / why it is unknown (never 0)."""
     if gpu_seconds is not None:
@@ -65,4 +95,4 @@ def energy_text(kwh: float | None, source: str | None) -> str:
     return f"{'~' if (source or '').startswith('estimate') else ''}{kwh:.3g} kWh"
 
 
-__all__ = ["JOULES_PER_KWH", "combined_source", "energy_text", "gpu_text", "task_gpu_energy"]
+__all__ = ["JOULES_PER_KWH", "board_gpu_energy", "combined_source", "energy_text", "gpu_text", "task_gpu_energy"]

@@ -49,6 +49,7 @@ from services.store.runs.board_query import (
     ranked_query,
     version_id,
 )
+from services.store.runs.gpu_energy import board_gpu_energy
 from services.store.runs.verdicts import marks_of
 from services.store.runs.visibility import ANONYMOUS, Viewer
 
@@ -95,6 +96,10 @@ class LeaderboardRow:
     verification: str | None = None  # replayed with new seeds: pending, verified, not_reproduced, inconclusive
     verified_mark: str | None = None  # what the row shows: verified or not_reproduced (verdicts.LEGEND)
     replays: tuple[int, ...] = ()  # the replays it was judged by (never rows of their own)
+    gpu_seconds: float | None = None  # committed tasks' GPU time (NVML); None: none measured, gpu_note says why
+    gpu_note: str | None = None
+    energy_kwh: float | None = None  # RAPL's, or the estimate energy_source names (docs/running.md)
+    energy_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,6 +185,7 @@ def leaderboard(
         profiles = _kept_scores(session, stream, version, [r.submission_id for r in rows])
     spread = _spread_by_group(session, filters, headline, [r.submission_id for r in rows])
     marks = marks_of(session, [r.submission_id for r in rows])
+    gpu = board_gpu_energy(session, [r.submission_id for r in rows])
     return LeaderboardPage(
         stream=stream,
         version=version,
@@ -218,6 +224,7 @@ def leaderboard(
                 inconsistent=bool(r.inconsistent),
                 near_floor=bool(r.near_floor),
                 **(marks[r.submission_id].row_fields() if r.submission_id in marks else {}),
+                **gpu.get(r.submission_id, {}),
             )
             for r in rows
         ),

@@ -18,6 +18,7 @@ from services.core.errors import UnknownNameError
 from services.core.metrics import cflop, mean_error
 from services.core.rulesets import stopped_at_cap
 from services.store.db.models import Submission, TaskResult, TaskRun, Trial
+from services.store.runs.gpu_energy import combined_source
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ class TaskRow:
     inconsistent: bool = False  # that jump is beyond an honest learner's: the run is marked
     flops_near_floor: bool = False  # a trial's own count lies within NEVIS_NEAR_FLOOR_BAND × its floor
     cpu_estimated: bool = False  # part of cpu_seconds is wall time × declared CPUs (no reading could be had)
+    gpu_seconds: float | None = None  # NVML; None with gpu_note saying why (no GPU), never 0 for that
+    gpu_peak_memory_bytes: int | None = None
+    gpu_note: str | None = None
+    energy_kwh: float | None = None  # RAPL's, or the estimate energy_source says (services/store/runs/gpu_energy.py)
+    energy_source: str | None = None
 
     @property
     def flops_validation(self) -> float | None:
@@ -79,6 +85,10 @@ class RunSummary:
     ruleset: str = "open"  # the rules it ran under (services.core.rulesets)
     inconsistent_tasks: int = 0  # committed tasks marked by the consistency check
     near_floor_tasks: int = 0  # committed tasks a trial of which counted near its floor
+    gpu_seconds: float | None = None  # committed tasks' GPU time; None: none measured (gpu_note: why)
+    gpu_note: str | None = None
+    energy_kwh: float | None = None  # committed tasks' energy; an estimate where energy_source says so
+    energy_source: str | None = None
 
     @property
     def near_floor(self) -> bool:
@@ -156,6 +166,7 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
                 inconsistent=bool(result.inconsistent) if result else False,
                 flops_near_floor=bool(result.flops_near_floor) if result else False,
                 cpu_estimated=bool(result.cpu_estimated) if result else False,
+                **_gpu_energy(result),
             )
         )
     headline = [r for r in rows if r.phase == headline_phase]
@@ -181,6 +192,10 @@ def load_summary(session: Session, *, submission_id: int) -> RunSummary:
         ruleset=submission.ruleset,
         inconsistent_tasks=sum(r.inconsistent for r in rows),
         near_floor_tasks=sum(r.flops_near_floor for r in rows),
+        gpu_seconds=known_sum(r.gpu_seconds for r in rows),
+        gpu_note=next((r.gpu_note for r in rows if r.gpu_note and r.gpu_seconds is None), None),
+        energy_kwh=known_sum(r.energy_kwh for r in rows),
+        energy_source=combined_source([r.energy_source for r in rows if r.energy_kwh is not None]),
     )
 
 
@@ -192,6 +207,12 @@ def paper_cflop(rows: Iterable[TaskRow]) -> float | None:
     if any(r.flops_paper is None for r in committed):
         return None
     return cflop(r.flops_paper or 0.0 for r in committed)
+
+
+def _gpu_energy(result: TaskResult | None) -> dict[str, Any]:
+    """A task row's GPU and energy fields (revision 0027), as its result stored them."""
+    names = ("gpu_seconds", "gpu_peak_memory_bytes", "gpu_note", "energy_kwh", "energy_source")
+    return {name: getattr(result, name) if result else None for name in names}
 
 
 def known_sum(values: Iterable[float | None]) -> float | None:
