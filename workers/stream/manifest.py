@@ -21,6 +21,10 @@ content hash and the shuffle that made it, so an ordering-ablation result can be
 Years must never go back in a hand-written manifest (a decreasing year is a typo); a derived
 one may reorder years within a phase (the ``all`` shuffle), but in every manifest the
 meta-train tasks come before the meta-test tasks, as the protocol needs.
+
+``"private": true`` marks an operator's private stream (docs/isolation.md, "Private streams"):
+its manifest and data are held by the operator, never published, and its runs are ranked on a
+board of their own. Absent (the default) for every public stream, so their hashes are unchanged.
 """
 
 from __future__ import annotations
@@ -108,6 +112,7 @@ class StreamManifest:
     tasks: tuple[TaskSpec, ...]
     image_size: int | None = None  # stored resolution override (default: settings)
     derived_from: Derivation | None = None  # set on manifests written by `streams derive`
+    private: bool = False  # an operator's private stream: never published, ranked on its own board
 
     @property
     def meta_train(self) -> tuple[TaskSpec, ...]:
@@ -139,7 +144,7 @@ def eval_split(phase: str) -> str:
 
 # The format, field by field. A field not listed here is an error, so typos never pass.
 _TOP_REQUIRED = ("format", "name", "version", "description", "source", "meta_test_from_year", "tasks")
-_TOP_OPTIONAL = ("image_size", "derived_from")
+_TOP_OPTIONAL = ("image_size", "derived_from", "private")
 _DERIVED_FIELDS = ("name", "version", "sha256", "mode", "seed")
 _TASK_REQUIRED = ("order", "year", "dataset", "title", "kind", "split")
 _TASK_OPTIONAL = ("domain", "num_classes", "num_examples", "phase", "notes")
@@ -177,6 +182,9 @@ def parse_manifest(doc: Mapping[str, Any], *, origin: str = "<manifest>") -> Str
     cutoff = check_int(doc["meta_test_from_year"], where, "meta_test_from_year", lo=YEAR_RANGE[0], hi=YEAR_RANGE[1])
     lo, hi = IMAGE_SIZE_RANGE
     image_size = check_optional_int(doc.get("image_size"), where, "image_size", lo=lo, hi=hi)
+    private = doc.get("private", False)
+    if not isinstance(private, bool):
+        raise where.error("private", "must be true (an operator's private stream) or false", private)
     derived_from = None
     if "derived_from" in doc:
         derived_from = _parse_derivation(doc["derived_from"], where)
@@ -198,6 +206,7 @@ def parse_manifest(doc: Mapping[str, Any], *, origin: str = "<manifest>") -> Str
         tasks=tuple(tasks),
         image_size=image_size,
         derived_from=derived_from,
+        private=private,
     )
 
 
@@ -288,6 +297,8 @@ def manifest_to_dict(manifest: StreamManifest) -> dict[str, Any]:
     if manifest.derived_from is not None:  # absent otherwise, so older hashes are unchanged
         d = manifest.derived_from
         doc["derived_from"] = {"name": d.name, "version": d.version, "sha256": d.sha256, "mode": d.mode, "seed": d.seed}
+    if manifest.private:  # absent otherwise, so public streams' hashes are unchanged
+        doc["private"] = True
     doc["tasks"] = [_task_to_dict(t) for t in manifest.tasks]
     return doc
 
