@@ -15,7 +15,6 @@ from fastapi import FastAPI
 
 from services.coordinator import warm_up as warming
 from services.coordinator.api import problems
-from services.coordinator.api.answers import SharedAnswers
 from services.coordinator.api.deps import token_checker
 from services.coordinator.api.middleware import BodyLimit, RequestMetrics, UploadLimit
 from services.coordinator.api.rate_limit import WriteRateLimit, document_rate_limits
@@ -31,6 +30,7 @@ from services.coordinator.api.routes import (
     users,
     verify,
 )
+from services.coordinator.api.shared_answers import SharedAnswers
 from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.scheduler.loop import Scheduler
 from services.coordinator.telemetry import Metrics
