@@ -94,7 +94,7 @@ def run_task(settings: CoordinatorSettings, *, submission_id: int, lease_id: int
     if not outcome.run:
         log.warning("not running lease %s: %s", lease_id, outcome.reason)
         return 0
-    runner = None
+    runner: StreamRunner | None = None  # started with the first task, reused by the next ones
     for count in range(1, settings.worker_max_tasks + 1):
         beat = Heartbeat(
             sessions,
