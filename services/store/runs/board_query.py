@@ -19,6 +19,7 @@ from services.core.metric_specs import metric_spec
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission
 from services.store.db.models_coordinator import ScheduledSubmission, User
 from services.store.db.models_scores import SubmissionScore
+from services.store.db.models_verify import SubmissionVerdict
 from services.store.runs.verdicts import not_a_replay
 from services.store.runs.visibility import Viewer, visible_to
 
@@ -116,6 +117,7 @@ def ranked_query(filters: list[Any], headline: Any) -> Select:
             Submission.code_url.label("code_url"),
             Submission.ruleset.label("ruleset"),
             (func.coalesce(scored.inconsistent_tasks, 0) > 0).label("inconsistent"),
+            SubmissionVerdict.verdict.label("verification"),  # replayed with new seeds (verification.py)
             (func.coalesce(scored.near_floor_tasks, 0) > 0).label("near_floor"),
             case(
                 (
@@ -128,6 +130,7 @@ def ranked_query(filters: list[Any], headline: Any) -> Select:
         .join(Learner, Learner.id == Submission.learner_id)
         .join(StreamVersion, StreamVersion.id == Submission.stream_version_id)
         .outerjoin(scored, scored.submission_id == Submission.id)
+        .outerjoin(SubmissionVerdict, SubmissionVerdict.submission_id == Submission.id)
         .outerjoin(ScheduledSubmission, ScheduledSubmission.submission_id == Submission.id)
         .outerjoin(User, User.id == ScheduledSubmission.user_id)
         .where(*filters)

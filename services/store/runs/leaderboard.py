@@ -184,7 +184,7 @@ def leaderboard(
     if kept and sort != "profile":
         profiles = _kept_scores(session, stream, version, [r.submission_id for r in rows])
     spread = _spread_by_group(session, filters, headline, [r.submission_id for r in rows])
-    marks = marks_of(session, [r.submission_id for r in rows])
+    marks = marks_of(session, [r.submission_id for r in rows if r.verification is not None])  # none: no query
     gpu = board_gpu_energy(session, [r.submission_id for r in rows])
     return LeaderboardPage(
         stream=stream,

@@ -51,24 +51,22 @@ class RowMark:
 
 
 def marks_of(session: Session, submission_ids: Sequence[int]) -> dict[int, RowMark]:
-    """The verification of each of these submissions that has one (one query each table)."""
+    """The verification of each of these submissions that has one (one query; none for no ids:
+    a board passes only the rows its page query found a verdict for)."""
     ids = list(submission_ids)
     if not ids:
         return {}
-    verdicts = dict(
-        session.execute(
-            select(SubmissionVerdict.submission_id, SubmissionVerdict.verdict).where(
-                SubmissionVerdict.submission_id.in_(ids)
-            )
-        ).all()
-    )
+    verdicts: dict[int, str] = {}
     replays: dict[int, list[int]] = {}
-    for original, replay in session.execute(
-        select(SubmissionReplay.original_id, SubmissionReplay.replay_id)
-        .where(SubmissionReplay.original_id.in_(ids))
+    for original, verdict, replay in session.execute(
+        select(SubmissionVerdict.submission_id, SubmissionVerdict.verdict, SubmissionReplay.replay_id)
+        .outerjoin(SubmissionReplay, SubmissionReplay.original_id == SubmissionVerdict.submission_id)
+        .where(SubmissionVerdict.submission_id.in_(ids))
         .order_by(SubmissionReplay.replay_id)
     ):
-        replays.setdefault(original, []).append(replay)
+        verdicts[original] = verdict
+        if replay is not None:
+            replays.setdefault(original, []).append(replay)
     return {i: RowMark(verdicts[i], tuple(replays.get(i, ()))) for i in ids if i in verdicts}
 
 
