@@ -29,6 +29,7 @@ from services.dashboard.views import TASK_COLUMNS, submission_tasks, submission_
 from services.store.probes.report import load_probe_report
 from services.store.runs.logs import LogEntry
 from services.store.runs.transfer import transfer_report
+from services.store.runs.verdicts import verification_of
 from services.store.runs.visibility import ANONYMOUS, Viewer, check_readable
 
 router = APIRouter(include_in_schema=False)
@@ -55,6 +56,7 @@ async def submission_page(
             logs=logs,
             interval=interval_of(session, request.app.state.store, view.summary),
             transfer=transfer_view(session, request.app.state.store, submission_id, view.summary),
+            verification=verification_of(session, submission_id=submission_id),
         )
 
     if logs is not None:

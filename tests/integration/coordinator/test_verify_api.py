@@ -97,6 +97,10 @@ def test_an_operator_verifies_a_finished_public_submission(client, tokens, sessi
         lines = dashboard.get("/leaderboard.csv", params={"stream": "tiny2"}).text.splitlines()
         assert lines[0].endswith(",verified_mark") and len(lines) == 3
         assert any(line.startswith(f"1,{original},") and line.endswith(",verified") for line in lines)
+        shown = dashboard.get(f"/submissions/{original}").text
+        assert 'id="verification"><span class="badge badge-verified">verified</span>' in shown
+        assert f'href="/submissions/{newest[0]}"' in shown
+        assert f'a replay of <a href="/submissions/{original}">' in dashboard.get(f"/submissions/{newest[0]}").text
 
 
 def test_the_refresh_schedule_verifies_unverified_rows_and_settles_them(client, tokens, sessions, coord_settings):  # noqa: F811
