@@ -101,7 +101,35 @@ class SubmissionBrief(BaseModel):
     ruleset: str = Field(default="open", description="The ruleset it competes under (docs/rules.md).")
 
 
-class TaskOut(BaseModel):
+GPU_ENERGY_FIELDS = ("gpu_seconds", "gpu_peak_memory_bytes", "gpu_note", "energy_kwh", "energy_source")
+
+
+class GpuEnergyOut(BaseModel):
+    """GPU time, peak GPU memory and energy beside cFLOP (issue 46; docs/running.md)."""
+
+    gpu_seconds: float | None = Field(
+        default=None,
+        description="GPU-seconds of the learner hosts' processes (NVML, read by the harness); null with "
+        "gpu_note saying why where none was measured (no GPU given, no NVML on the node): never 0 for that.",
+    )
+    gpu_peak_memory_bytes: int | None = Field(default=None, description="Peak GPU memory of a trial's hosts.")
+    gpu_note: str | None = Field(default=None, description="Why the GPU figures are null, or what they miss.")
+    energy_kwh: float | None = Field(
+        default=None,
+        description="Energy in kWh: the node's RAPL counters, or an estimate (CPU-seconds x 10 W) where it has "
+        "none, plus the GPUs' (NVML); energy_source says which. Null: nothing measured.",
+    )
+    energy_source: str | None = Field(
+        default=None, description="'rapl' or 'estimate', with '+nvml' where the GPUs' energy is in."
+    )
+
+
+def gpu_energy_of(row: Any) -> dict[str, Any]:
+    """The GPU and energy fields of a summary row (services/store/runs/summary.py)."""
+    return {name: getattr(row, name, None) for name in GPU_ENERGY_FIELDS}
+
+
+class TaskOut(GpuEnergyOut):
     order: int
     dataset: str
     year: int
@@ -147,8 +175,7 @@ class TaskOut(BaseModel):
         ),
     )
     cpu_estimated: bool = Field(
-        default=False,
-        description="Part of cpu_seconds is wall time × declared CPUs: no usage reading could be had.",
+        default=False, description="Part of cpu_seconds is wall time × declared CPUs: no usage reading could be had."
     )
     flops_per_cpu_second: float | None = Field(
         default=None,
@@ -190,7 +217,7 @@ class TaskOut(BaseModel):
     )
 
 
-class SubmissionOut(SubmissionBrief):
+class SubmissionOut(SubmissionBrief, GpuEnergyOut):
     budget: RunBudget
     image_size: int = Field(
         description="Task resolution (pixels per side) of the images this submission trains and is scored on."
@@ -293,6 +320,8 @@ class CodeUrlUpdate(Request):
 
 
 __all__ = [
+    "GPU_ENERGY_FIELDS",
+    "GpuEnergyOut",
     "CodeUrlUpdate",
     "CurrentTask",
     "EventOut",
@@ -302,4 +331,5 @@ __all__ = [
     "SubmissionCreate",
     "SubmissionOut",
     "TaskOut",
+    "gpu_energy_of",
 ]

@@ -21,6 +21,7 @@ from services.coordinator.api.schemas_submissions import (
     SubmissionCreate,
     SubmissionOut,
     TaskOut,
+    gpu_energy_of,
 )
 from services.coordinator.api.schemas_uncertainty import ErrorIntervalOut
 from services.coordinator.api.schemas_verify import VerificationOut
@@ -139,12 +140,15 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:  # noqa: ANN001
                 wall_time_s=t.wall_time_s,
                 cpu_seconds=t.cpu_seconds,
                 flops_floored=t.flops_floored,
+                flops_near_floor=t.flops_near_floor,
+                cpu_estimated=t.cpu_estimated,
                 flops_paper=t.flops_paper,
                 flops_per_cpu_second=t.flops / t.cpu_seconds if t.cpu_seconds else None,
                 flops_validation=t.flops_validation,
                 flops_prediction=t.flops_prediction,
                 consistency_jump=t.consistency_jump,
                 inconsistent=t.inconsistent,
+                **gpu_energy_of(t),  # GPU time and energy beside cFLOP (null with gpu_note: no GPU)
             )
             for t in summary.tasks
         ],
@@ -161,6 +165,9 @@ def detail(session, row: SubmissionRow) -> SubmissionOut:  # noqa: ANN001
         cflop_pretraining=summary.cflop_pretraining,
         inconsistent_tasks=summary.inconsistent_tasks,
         inconsistent=summary.inconsistent,
+        near_floor_tasks=summary.near_floor_tasks,
+        near_floor=summary.near_floor,
+        **gpu_energy_of(summary),
     )
 
 
