@@ -18,10 +18,16 @@ A stopped trial is charged ``flops × rung / steps`` (FLOPs taken to accrue in p
 steps; its last dev pass is not spent). What a policy reads of the proxies costs FLOPs too
 (the probe's feature passes); callers pass them per checkpoint and they are added.
 
-A policy's error on a task is the final *dev* error of the trial it chose: the only error
-stored for every trial (the test error is evaluated for the committed trial alone). So
-``regret`` (METRICS.md §1's sum over tasks, against dev selection) is ≥ 0 by construction;
-it says how much dev error a policy gives up, not what it would score on test.
+A policy is scored on data selection did not use. Dev selection picks the trial with the
+lowest final *dev* error, so scoring the policies on that same dev error is a winner's curse
+against the proxies: dev selection wins by construction (its regret there is 0, every other
+policy's ≥ 0). Each trial's final checkpoint is therefore also scored on the held-out
+``dev_test`` examples of its probe sample (its learner's own predictions there, stored by the
+probe pool's checkpoint job: ``heldout_error``), which no selection reads; a policy's
+``e_heldout`` and ``regret_heldout`` (against dev selection, either sign) are the unbiased
+figures. ``e_dev`` and ``regret`` stay beside them, labelled as the dev error selection itself
+optimised. Where a chosen trial has no held-out error (probed before it was recorded), the
+held-out figures are None, never the dev ones under another name.
 """
 
 from __future__ import annotations
@@ -40,13 +46,15 @@ RUNG_FRACTIONS = (0.125, 0.25)  # the default checkpoints at 1/8 and 1/4 of a tr
 class TrialRecord:
     """One trial as stored: final dev error (None unless it ran to its end), FLOPs charged,
     and per proxy, its value at each probed checkpoint step; ``proxy_flops``: what probing
-    each checkpoint cost (step → FLOPs)."""
+    each checkpoint cost (step → FLOPs); ``heldout_error``: its final checkpoint's error on
+    examples selection never read (None: not measured)."""
 
     trial_index: int
     dev_error: float | None
     flops: float
     proxies: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
     proxy_flops: Mapping[int, float] = field(default_factory=dict)
+    heldout_error: float | None = None  # its final checkpoint's error on held-out dev_test examples
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,7 @@ class TaskChoice:
     saved: float  # training FLOPs of the pruned trials' remaining steps
     proxy_flops: float  # FLOPs of the proxy passes it read
     stopped: tuple[int, ...] = ()  # trial indices pruned
+    heldout_error: float | None = None  # the chosen trial's error on held-out dev_test examples
 
 
 def rung_steps(steps: int, fractions: Sequence[float] = RUNG_FRACTIONS) -> tuple[int, ...]:
@@ -146,7 +155,9 @@ def replay_task(task: TaskRecord, policy: Policy) -> TaskChoice:
         chosen = next((t for t in finished if t.trial_index == task.chosen_index), None)
         if chosen is None:
             raise ReplayError(f"task {task.order}: its committed trial {task.chosen_index} has no dev error")
-        return TaskChoice(task.order, chosen.trial_index, float(chosen.dev_error), task.flops, 0.0, 0.0)
+        return TaskChoice(
+            task.order, chosen.trial_index, float(chosen.dev_error), task.flops, 0.0, 0.0, (), chosen.heldout_error
+        )
     alive = sorted(finished, key=lambda t: t.trial_index)
     saved = proxy_flops = 0.0
     stopped: list[int] = []
@@ -178,7 +189,14 @@ def replay_task(task: TaskRecord, policy: Policy) -> TaskChoice:
         chosen = max(alive, key=lambda t: (sign * scores[t.trial_index], -t.trial_index))
     flops = task.flops - saved + proxy_flops
     return TaskChoice(
-        task.order, chosen.trial_index, float(chosen.dev_error), flops, saved, proxy_flops, tuple(stopped)
+        task.order,
+        chosen.trial_index,
+        float(chosen.dev_error),
+        flops,
+        saved,
+        proxy_flops,
+        tuple(stopped),
+        chosen.heldout_error,
     )
 
 
@@ -188,14 +206,30 @@ class PolicySummary:
 
     policy: str
     tasks: int
-    e_dev: float  # mean final dev error of the chosen trials
-    regret: float  # Σ over tasks (its dev error − dev selection's)
+    e_dev: float  # mean final dev error of the chosen trials: what dev selection optimised (biased for it)
+    regret: float  # Σ over tasks (its dev error − dev selection's): ≥ 0 by construction
     cflop: float  # Σ of the tasks' cFLOP under the policy
     flops_saved: float  # dev selection's cFLOP − this one's (negative: it cost more)
     saved_fraction: float
     proxy_flops: float
     same_choice: int  # tasks where it commits dev selection's trial
     stopped_trials: int
+    e_heldout: float | None = None  # mean held-out (dev_test) error of the chosen trials; None: not measured
+    regret_heldout: float | None = None  # Σ over tasks (its held-out error − dev selection's), either sign
+
+
+def _heldout_gaps(
+    picked: Sequence[TaskChoice], reference: Mapping[int, TaskChoice]
+) -> list[tuple[float, float]] | None:
+    """Per task, the chosen trial's held-out error and its gap to dev selection's; None unless
+    every one of them (and dev selection's) was measured."""
+    out = []
+    for choice in picked:
+        mine, base = choice.heldout_error, reference[choice.order].heldout_error
+        if mine is None or base is None:
+            return None
+        out.append((mine, mine - base))
+    return out
 
 
 def summarise(
@@ -221,6 +255,7 @@ def summarise(
     for policy in policies:
         picked = [choices[order][policy.name] for order in sorted(choices)]
         cflop = sum(c.flops for c in picked)
+        held = _heldout_gaps(picked, reference)
         out.append(
             PolicySummary(
                 policy.name,
@@ -233,6 +268,8 @@ def summarise(
                 sum(c.proxy_flops for c in picked),
                 sum(c.trial_index == reference[c.order].trial_index for c in picked),
                 sum(len(c.stopped) for c in picked),
+                None if held is None else sum(e for e, _ in held) / len(held),
+                None if held is None else sum(gap for _, gap in held),
             )
         )
     return out, skipped

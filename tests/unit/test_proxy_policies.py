@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from services.core.proxy_policies import (
@@ -105,3 +106,48 @@ def test_summary_refuses_when_no_task_can_be_replayed() -> None:
     lonely = TaskRecord(1, (_trial(0, None, {80: 1.0}),), 0, 1.0, 80, (10, 20))
     with pytest.raises(ReplayError, match="no task can be replayed"):
         summarise([lonely])
+
+
+def test_held_out_scoring_removes_the_winners_curse_dev_scoring_hands_dev_selection() -> None:
+    """200 tasks of 4 equally good trials (true error 0.30), each seen through independent dev
+    and held-out noise (SD 0.02), LiDAR unrelated to either. On dev error, dev selection looks
+    0.02 better than it is and a proxy's regret is large and positive by construction; on the
+    held-out examples, dev selection scores the truth and the proxy's regret is noise around 0."""
+    rng = np.random.default_rng(5)
+    tasks = []
+    for order in range(1, 201):
+        dev, held, lidar = 0.30 + rng.normal(0, 0.02, 4), 0.30 + rng.normal(0, 0.02, 4), rng.normal(size=4)
+        trials = tuple(
+            TrialRecord(i, float(dev[i]), 80.0, {"lidar": {80: float(lidar[i])}}, heldout_error=float(held[i]))
+            for i in range(4)
+        )
+        tasks.append(TaskRecord(order, trials, int(np.argmin(dev)), 320.0, 80, (10, 20)))
+    rows, skipped = summarise(tasks, [Policy("dev"), Policy("choose:lidar", choose="lidar")])
+    by = {r.policy: r for r in rows}
+    assert skipped == [] and by["dev"].tasks == 200
+    assert by["dev"].e_dev < 0.285  # the curse: the minimum of 4 noisy dev errors
+    assert by["dev"].e_heldout == pytest.approx(0.30, abs=0.005) and by["dev"].regret_heldout == 0.0
+    assert by["choose:lidar"].regret > 3.0  # Σ of 200 gaps of ≈ 0.02 each, all ≥ 0
+    assert abs(by["choose:lidar"].regret_heldout) < 1.5  # unbiased: noise of SD ≈ 0.4 around 0
+    assert by["choose:lidar"].e_heldout == pytest.approx(0.30, abs=0.008)
+
+
+def test_held_out_figures_are_none_when_a_chosen_trial_was_not_measured() -> None:
+    task = _task()
+    rows, _ = summarise([task], [Policy("dev"), Policy("choose:lidar", choose="lidar")])
+    assert all(r.e_heldout is None and r.regret_heldout is None for r in rows)
+    measured = TaskRecord(
+        1,
+        tuple(
+            TrialRecord(t.trial_index, t.dev_error, t.flops, t.proxies, t.proxy_flops, heldout_error=0.1 * i)
+            for i, t in enumerate(task.trials)
+        ),
+        0,
+        400.0,
+        80,
+        (10, 20),
+    )
+    rows, _ = summarise([measured], [Policy("dev"), Policy("choose:lidar", choose="lidar")])
+    by = {r.policy: r for r in rows}
+    assert by["dev"].e_heldout == 0.0 and by["choose:lidar"].e_heldout == pytest.approx(0.3)  # trial 3
+    assert by["choose:lidar"].regret_heldout == pytest.approx(0.3)

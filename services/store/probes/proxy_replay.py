@@ -2,7 +2,8 @@
 
 Why here: every figure comes from rows the run and the probe pool wrote (the committed task
 results, every trial's dev error and FLOPs, LiDAR and RankMe of each probed checkpoint, the
-checkpoint jobs' analysis FLOPs), so the replay needs no learner code and no labels.
+checkpoint jobs' analysis FLOPs, and each final checkpoint's error on the held-out ``dev_test``
+examples of its probe sample, which no selection reads), so the replay needs no learner code.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def load_replay_input(session: Session, *, submission_id: int, settings_hash: st
             ProbeCheckpointResult.step,
             ProbeCheckpointResult.lidar,
             ProbeCheckpointResult.rankme,
+            ProbeCheckpointResult.details,
         ).where(
             ProbeCheckpointResult.trial_id.in_([t.id for t in trials]),
             ProbeCheckpointResult.settings_hash == settings_hash,
@@ -83,7 +85,11 @@ def load_replay_input(session: Session, *, submission_id: int, settings_hash: st
     )
     values: dict[int, dict[str, dict[int, float]]] = {}
     costs: dict[int, dict[int, float]] = {}
+    last: dict[int, tuple[int, float | None]] = {}  # trial → (last probed step, its held-out error)
     for row in probed:
+        if row.trial_id not in last or row.step > last[row.trial_id][0]:
+            held = (row.details or {}).get("heldout_error")
+            last[row.trial_id] = (row.step, None if held is None else float(held))
         for proxy in PROXIES:
             value = getattr(row, proxy)
             if value is not None:
@@ -100,12 +106,19 @@ def load_replay_input(session: Session, *, submission_id: int, settings_hash: st
                 float(t.flops),
                 values.get(t.id, {}),
                 costs.get(t.id, {}),
+                _final_heldout(last.get(t.id), steps),
             )
             for t in mine
         )
         chosen = next(t.trial_index for t in mine if t.id == best_id)
         tasks.append(TaskRecord(order, records, chosen, float(flops), steps, rung_steps(steps)))
     return ReplayInput(submission_id, settings_hash, tuple(tasks), {row.order: float(row.error) for row in committed})
+
+
+def _final_heldout(last: tuple[int, float | None] | None, steps: int) -> float | None:
+    """A trial's held-out error, if its last probed checkpoint is its final one (the model
+    dev selection scored); None otherwise, never an earlier checkpoint's in its place."""
+    return last[1] if last is not None and last[0] == steps else None
 
 
 def _steps(submission: Submission, trials, values: dict[int, dict[str, dict[int, float]]]) -> int:  # noqa: ANN001

@@ -14,6 +14,7 @@ from services.core.budget import RunBudget
 from services.core.config import get_settings
 from services.store.db.models import TaskResult
 from services.store.db.models_probe import ProbeCheckpointResult
+from services.store.probes.report import load_probe_report
 from tests.integration.conftest import tiny_manifest
 from workers.trainer.run_plan import RunRequest
 from workers.trainer.stream_runner import StreamRunner
@@ -81,5 +82,22 @@ def test_study_proxies_replays_every_policy_of_a_probed_run(settings_env, databa
         assert row["cflop"] == pytest.approx(cflop - row["flops_saved"])
         pruned_flops = row["flops_saved"] + row["proxy_flops"]  # what stopping trials saved
         assert (pruned_flops > 0) == (row["stopped_trials"] > 0)
+    # Scored where selection did not look: each final checkpoint's held-out dev_test examples.
+    assert "dev_test" in doc["heldout_scored_on"] and dev["regret_heldout"] == 0
+    assert all(rows[name]["e_heldout"] is not None for name in POLICIES)
+    assert "E (held out)" in shown.output and "regret (dev)" in shown.output
+    with runner.sessions() as session:
+        details = session.scalars(select(ProbeCheckpointResult.details)).all()
+        report = load_probe_report(session, submission_id=run_id)
+    assert all(d["heldout_split"] == "dev_test" and d["heldout_examples"] > 0 for d in details)
+    # The across-trial ρ of each task comes with its n (4 trials), an exact null and (n ≥ 4) an interval.
+    tests = {(r.task_order, r.proxy): r.test for r in report.across_trials}
+    assert set(tests) == {(o, p) for o in (1, 2) for p in ("lidar", "rankme")}
+    for test in tests.values():
+        assert test.n == 4
+        if test.rho is None:  # a constant side (a proxy or an accuracy tied across trials): no null
+            assert test.p_value is None and test.permutations == 0
+        else:  # every ordering of 4 trials; never below 1/12
+            assert test.exact and test.permutations == 24 and test.p_value >= 1 / 12 - 1e-12
     missing = cli.invoke(app, ["study", "proxies", "--submission", "999"])
     assert missing.exit_code == 2 and "No run with id 999" in missing.output

@@ -105,3 +105,26 @@ def test_targets_are_the_current_task_then_the_most_recent_earlier_ones() -> Non
     assert target_orders([1, 2, 3, 5], 5, ProbeSettings(max_earlier=2)) == [5, 3, 2]
     assert target_orders([1, 2, 3, 5], 5, ProbeSettings(targets="current")) == [5]
     assert target_orders([1, 2, 3], 1, ProbeSettings()) == [1]
+
+
+def test_the_error_on_held_out_dev_test_examples_is_kept_apart() -> None:
+    """The proxy replay scores trials where selection did not look: the dev_test examples of the
+    probe sample alone. Predicting class 0 everywhere, the error there is the share of class 1
+    among the dev_test rows, not the sample's 0.5."""
+    current = _task(2, n=60)
+    splits = np.where(np.arange(60) < 40, "dev", "dev_test")  # dev_test: rows 40..59
+    labels = current.probe_labels.copy()
+    labels[40:] = np.arange(20) % 4 == 0  # dev_test: 5 of 20 are class 1
+    current = TaskSamples(
+        order=2, kind="single", num_classes=2, probe_images=current.probe_images, probe_labels=labels,
+        lidar_images=current.lidar_images, info=None, probe_splits=splits, probe_rows=np.arange(60),
+    )  # fmt: skip
+    settings = ProbeSettings(folds=3, mlp_steps=30, mlp_hidden=8, lidar_q=3)
+    m = measure_checkpoint(MeanLearner(), {"always": 0}, current=current, targets=[], settings=settings, ctx=None)
+    assert m.details["heldout_split"] == "dev_test" and m.details["heldout_examples"] == 20
+    assert m.details["heldout_error"] == pytest.approx(5 / 20)
+    assert m.pretext_error == pytest.approx((20 + 5) / 60)  # dev rows alternate: 20 of 40 class 1
+    unsplit = measure_checkpoint(
+        MeanLearner(), {"always": 0}, current=_task(2), targets=[], settings=settings, ctx=None
+    )
+    assert unsplit.details["heldout_error"] is None and unsplit.details["heldout_examples"] == 0

@@ -67,17 +67,36 @@ class CheckpointMeasures:
     features: dict[int, TargetFeatures] = field(default_factory=dict)
 
 
+HELD_OUT_SPLIT = "dev_test"
+"""The probe examples no trial selection reads: dev selection scores trials on ``dev``, so a
+trial's error on the ``dev_test`` examples is an unbiased score of a choice among trials
+(``nevis study proxies``)."""
+
+
 def pretext_measures(
     learner: Any, predictor: Any, current: TaskSamples, ctx: Any, *, scores: np.ndarray | None = None
-) -> tuple[float, float]:
+) -> tuple[float, float, dict[str, Any]]:
     """The learner's own task error and held-out loss on the current task's probe examples
-    (``scores``: its predictions of them, where the features' pass already gave them)."""
+    (``scores``: its predictions of them, where the features' pass already gave them), and
+    its error on the :data:`HELD_OUT_SPLIT` examples among them alone (what selection did not
+    use: ``heldout_error``, None where the sample holds none, and ``heldout_examples``)."""
     try:
         if scores is None:
             scores = np.asarray(learner.predict(predictor, current.probe_images, ctx))
+        scores = np.asarray(scores)
+        held = current.probe_splits == HELD_OUT_SPLIT if len(current.probe_splits) else np.zeros(0, dtype=bool)
+        count = int(held.sum())
+        heldout = {
+            "heldout_split": HELD_OUT_SPLIT,
+            "heldout_examples": count,
+            "heldout_error": float(task_error(scores[held], current.probe_labels[held], current.kind))
+            if count
+            else None,
+        }
         return (
             float(task_error(scores, current.probe_labels, current.kind)),
             held_out_loss(scores, current.probe_labels, current.kind),
+            heldout,
         )
     except Exception as exc:
         raise ProbeInputError(
@@ -169,7 +188,7 @@ def measure_checkpoint(
     timings["lidar"] = time.perf_counter() - t0
     rank_value = rankme(current_features.astype(np.float64), eps=settings.rankme_eps)
     t0 = time.perf_counter()
-    error, loss = pretext_measures(learner, predictor, current, ctx, scores=current_scores)
+    error, loss, heldout = pretext_measures(learner, predictor, current, ctx, scores=current_scores)
     timings["pretext"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - started
     return CheckpointMeasures(
@@ -190,11 +209,13 @@ def measure_checkpoint(
             "pretext_error_split": "+".join(PROBE_SPLITS),
             "pretext_loss": loss,
             "pretext_error_examples": len(current.probe_images),
+            **heldout,
         },
     )
 
 
 __all__ = [
+    "HELD_OUT_SPLIT",
     "CheckpointMeasures",
     "TargetFeatures",
     "TargetFit",
