@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from services.core.profiles import ERROR_FLOOR, TARGET_TOLERANCE, TAU_MAX
 from services.dashboard.server import create_server_app
@@ -140,3 +140,21 @@ def test_kept_scores_follow_a_changed_result(seed_board):
         after = profile_scores(session, stream=stream.stream, version=stream.version)
     assert after[worst][0] == pytest.approx(_expected(sessions)[0][worst]) == pytest.approx(1.0)
     assert after[worst][0] > before[worst][0]
+
+
+def test_pt_rows_are_marked_where_the_board_stands_beside_paper_figures(seed_board):
+    """A PT baseline's starting network is not the paper's (a 224 px torchvision ResNet-34): its
+    rows carry a badge saying so, and the legend explains it (issue 47, item 7)."""
+    from services.store.db import transaction
+
+    settings, sessions, _ = seed_board(submissions=6, tasks=10, seed=2)
+    with transaction(sessions) as session:
+        learner = session.scalar(select(Learner).where(Learner.entrypoint == "ft_prev"))
+        learner.name = learner.entrypoint = "pt"  # as a local `nevis run --learner pt` stores it
+        runs = session.scalar(select(func.count()).select_from(Submission).where(Submission.learner_id == learner.id))
+    with TestClient(create_server_app(settings)) as client:
+        page = client.get("/").text
+    rows = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    assert runs >= 1 and rows.count('class="badge badge-closed badge-pt"') == runs
+    assert "not the paper&#39;s 64 px ImageNet network" in rows or "not the paper's 64 px ImageNet network" in rows
+    assert "PT: 224 px torchvision" in page.split('id="board-legend"', 1)[1]
