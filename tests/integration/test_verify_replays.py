@@ -11,7 +11,9 @@ import json
 
 import pytest
 from sqlalchemy import select
+from typer.testing import CliRunner
 
+from services.cli.main import app
 from services.cli.verify_cmd import mark_line, stored_mark_line, verify_locally
 from services.core.budget import RunBudget
 from services.store.db.models import Submission, TaskResult
@@ -76,6 +78,11 @@ def test_verify_marks_a_reproducible_run_verified_and_a_random_one_not_reproduce
     assert numbers(runner, original) == before  # replays never change the original's numbers
     assert stored_mark_line(original).startswith("verification: [red]not reproduced")  # what `nevis results` prints
     assert stored_mark_line(first[0]).startswith(f"replay of run {original}")
+    shown = CliRunner().invoke(app, ["verify", str(original), "--show", "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["verdict"] == "not_reproduced"
+    refused = CliRunner().invoke(app, ["verify", str(first[0]), "--seeds", "1"])
+    assert isinstance(refused.exception, NotVerifiableError) and "is a replay of run" in str(refused.exception)
     with runner.sessions() as session:
         replays = session.scalars(select(SubmissionReplay).order_by(SubmissionReplay.replay_id)).all()
         assert [r.original_id for r in replays] == [original] * 4
