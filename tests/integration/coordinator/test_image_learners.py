@@ -14,11 +14,8 @@ from __future__ import annotations
 import builtins
 import json
 import pickle
-import shutil
 import stat
-import subprocess
 import time
-import uuid
 
 import pytest
 from sqlalchemy import select
@@ -32,7 +29,7 @@ from services.store.db import make_engine, session_factory
 from services.store.db.models import Submission, TaskResult, TaskRun
 from services.store.objects import open_store
 from tests.integration.coordinator.conftest import _test_client
-from tests.support.learner_images import MARK, PY, build_hostile_fs, build_plain
+from tests.support.learner_images import MARK, PY, shared_images
 from workers.sandbox.client import HostSpec, LearnerHost
 from workers.sandbox.images import ImageLimits, unpack_image
 from workers.sandbox.learner_calls import describe
@@ -43,17 +40,9 @@ ON_SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory):
-    """The module's learner images, built once; removed afterwards."""
-    assert shutil.which("podman"), "podman is not installed: apt-get install podman"
-    suffix = uuid.uuid4().hex[:8]
-    tags = {
-        "plain": f"localhost/nevis-test-image-plain-{suffix}:1",
-        "hostile-fs": f"localhost/nevis-test-image-hostile-fs-{suffix}:1",
-    }
-    build_plain(tmp_path_factory.mktemp("plain-image"), tags["plain"])
-    build_hostile_fs(tags["hostile-fs"])
-    yield tags
-    subprocess.run(["podman", "rmi", "-f", *tags.values()], capture_output=True, timeout=120, check=False)
+    """The learner images, built once per test process (shared with the other image tests);
+    removed when it exits."""
+    return shared_images(tmp_path_factory.mktemp("images"))
 
 
 def _harness_ran_nothing() -> None:
@@ -128,6 +117,7 @@ def test_a_plain_image_learner_registers_by_digest_trains_and_is_scored_containe
         assert learner.status_code == 201, learner.text
         pinned = learner.json()["image"]
         assert pinned.startswith(images["plain"].rsplit(":", 1)[0] + "@sha256:"), pinned  # by digest
+        assert learner.json()["image_size_bytes"] > 0  # what registration unpacked
         sub = client.post(
             "/v1/submissions",
             headers=tokens.auth("alice"),
