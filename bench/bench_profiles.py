@@ -25,7 +25,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from services.core.profiles import cflop_to_target_profile, error_profile, indep_target
-from services.store.db import make_engine, session_factory, transaction, upgrade
+from services.store.db import sessions_on, transaction, upgrade
 from services.store.runs.board_front import front_points
 from services.store.runs.leaderboard import leaderboard
 from services.store.runs.profiles import performance_profiles, profile_scores, task_matrix
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         url, created = _database(args.postgres, Path(folder))
         try:
             upgrade(url)
-            sessions = session_factory(make_engine(url))
+            sessions = sessions_on(url)
             started = time.perf_counter()
             with transaction(sessions) as session:
                 stream = seed_results(session, submissions=args.submissions, tasks=args.tasks, meta_test_from=1)

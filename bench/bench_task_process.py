@@ -101,9 +101,9 @@ def trial_seconds(env: dict[str, str], submission: int) -> dict[int, float]:
         "import json\n"
         "from sqlalchemy import func, select\n"
         "from services.core.config import get_settings\n"
-        "from services.store.db import make_engine, session_factory\n"
+        "from services.store.db import sessions_on\n"
         "from services.store.db.models import StreamTask, TaskRun, Trial\n"
-        "s = session_factory(make_engine(get_settings().database_url))()\n"
+        "s = sessions_on(get_settings().database_url)()\n"
         "rows = s.execute(select(StreamTask.order, func.sum(Trial.wall_time_s))"
         ".join(TaskRun, Trial.task_run_id == TaskRun.id).join(StreamTask, TaskRun.stream_task_id == StreamTask.id)"
         f".where(TaskRun.submission_id == {submission}).group_by(StreamTask.order)).all()\n"
@@ -145,7 +145,7 @@ from services.coordinator.common.config import CoordinatorSettings
 from services.coordinator.crud import users
 from services.coordinator.scheduler.loop import Scheduler
 from services.core.budget import RunBudget
-from services.store.db import make_engine, session_factory, transaction, upgrade
+from services.store.db import make_engine, session_factory, sessions_on, transaction, upgrade
 from services.store.db.models import Submission
 from services.store.db.models_coordinator import ScheduledSubmission, TaskLease
 from workers.trainer.run_plan import RunRequest
@@ -155,7 +155,7 @@ settings = CoordinatorSettings(worker_max_tasks=max_tasks, poll_interval_s=0.2)
 upgrade(settings.database_url)
 budget = RunBudget(trials=trials, steps=steps, max_concurrent=1)
 sub = StreamRunner(settings).create(RunRequest(stream=STREAM, learner=LEARNER, budget=budget))  # data ready
-sessions = session_factory(make_engine(settings.database_url))
+sessions = sessions_on(settings.database_url)
 with transaction(sessions) as session:
     user = users.create_user(session, name="bench", role="submitter", max_concurrent=10)
     session.add(ScheduledSubmission(submission_id=sub, user_id=user.id))

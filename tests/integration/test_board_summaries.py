@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from services.core.budget import RunBudget
 from services.core.predictions import encode
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import make_engine, session_factory, sessions_on, transaction
 from services.store.db.migrate import downgrade, upgrade
 from services.store.db.models import Learner, StreamTask, StreamVersion, Submission, TaskResult
 from services.store.db.models_scores import LearnerSeeds, SubmissionInterval, SubmissionProfile, SubmissionScore
@@ -116,7 +116,7 @@ def assert_kept_rows_are_recomputed(session, stream) -> None:
 
 
 def test_kept_rows_equal_a_recomputation_after_commits(database_url):
-    sessions = session_factory(make_engine(database_url))
+    sessions = sessions_on(database_url)
     with transaction(sessions) as session:
         stream = seed_results(session, submissions=14, tasks=TASKS, seed=4)
         version_id = session.scalar(select(StreamVersion.id).where(StreamVersion.name == stream.stream))
@@ -143,7 +143,7 @@ def test_kept_rows_equal_a_recomputation_after_commits(database_url):
 
 
 def test_the_runs_end_keeps_its_interval_on_the_row(database_url, tmp_path):
-    sessions = session_factory(make_engine(database_url))
+    sessions = sessions_on(database_url)
     store = LocalObjectStore(tmp_path / "store")
     with transaction(sessions) as session:
         stream = seed_results(session, submissions=3, tasks=TASKS, seed=1)
@@ -199,7 +199,7 @@ def test_the_kept_seeds_give_the_spread_a_query_gives(database_url, tmp_path):
     without a date filter (its bound included), and the same seeds' summaries."""
     from datetime import timedelta
 
-    sessions = session_factory(make_engine(database_url))
+    sessions = sessions_on(database_url)
     with transaction(sessions) as session:
         stream = seed_results(session, submissions=30, tasks=TASKS, seed=6)  # 3 learners, 10 runs each
     with sessions() as session:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from services.store.db import make_engine, session_factory
+from services.store.db import sessions_on
 from services.store.db.models import Dataset, Shard
 from services.store.objects import LocalObjectStore
 from workers.stream.catalog import database_recorder
@@ -15,7 +15,7 @@ from workers.stream.prepare import prepare_stream
 def test_prepare_records_datasets_and_shards_idempotently(database_url, tmp_path, tiny_stream) -> None:
     manifest = load_stream(str(tiny_stream))
     store = LocalObjectStore(tmp_path / "store")
-    sessions = session_factory(make_engine(database_url))
+    sessions = sessions_on(database_url)
     record = database_recorder(sessions, store)
     prepare_stream(manifest, store, image_size=16, offline_dir=None, on_prepared=record)
     with sessions() as session:

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from services.core.metrics import pareto_front, regret_curve
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import make_engine, session_factory, sessions_on, transaction
 from services.store.db.models import StreamTask, TaskResult
 from services.store.runs.board_front import front_points, stream_versions
 from services.store.runs.leaderboard import leaderboard
@@ -20,7 +20,7 @@ from tests.support.synthetic_results import seed_results
 
 @pytest.fixture
 def seeded(database_url):
-    sessions = session_factory(make_engine(database_url))
+    sessions = sessions_on(database_url)
     with transaction(sessions) as session:
         stream = seed_results(session, submissions=12, tasks=10, seed=3)
     with sessions() as session:

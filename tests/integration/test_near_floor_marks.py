@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from services.core.budget import RunBudget
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import sessions_on, transaction
 from services.store.db.models import StreamVersion, Trial
 from services.store.db.models_scores import SubmissionScore
 from services.store.runs import records
@@ -55,7 +55,7 @@ def test_the_band_is_the_setting_the_runner_passes():
 
 
 def test_marks_are_stored_and_shown_in_the_summary_and_scores(database_url):
-    sessions = session_factory(make_engine(database_url))
+    sessions = sessions_on(database_url)
     with transaction(sessions) as session:
         seed_results(session, submissions=0, tasks=2, meta_test_from=2, stream="marks", version="v1")
         version = session.scalars(select(StreamVersion).where(StreamVersion.name == "marks")).one()

@@ -9,7 +9,7 @@ import statistics
 import pytest
 from sqlalchemy import update
 
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import sessions_on, transaction
 from services.store.db.models import Submission
 from services.store.objects import open_store
 from services.store.runs.board_uncertainty import board_uncertainty
@@ -18,7 +18,7 @@ from tests.support.synthetic_results import seed_results
 
 
 def test_two_configurations_of_one_learner_are_not_pooled(database_url, tmp_path):
-    sessions = session_factory(make_engine(database_url))
+    sessions = sessions_on(database_url)
     with transaction(sessions) as session:
         stream = seed_results(session, submissions=12, tasks=6, seed=5)  # 3 learners × 4 seeds
     with sessions() as session:

@@ -111,7 +111,7 @@ def test_every_short_source_is_fetched_from_the_mirror_and_every_task_is_prepare
 
 @pytest.mark.usefixtures("ray_local")
 def test_nevis_run_runs_the_first_two_short_tasks_from_the_prepared_data(prepared: Prepared) -> None:
-    from services.store.db import make_engine, session_factory
+    from services.store.db import sessions_on
     from services.store.runs.summary import load_summary
 
     short = load_stream(STREAM)
@@ -122,7 +122,7 @@ def test_nevis_run_runs_the_first_two_short_tasks_from_the_prepared_data(prepare
         "run", "--stream", str(path), "--learner", "indep_small", "--trials", "1", "--steps", "5", "--checkpoints", "1"
     )
     assert "Run 1:" in out
-    with session_factory(make_engine(get_settings().database_url))() as session:
+    with sessions_on(get_settings().database_url)() as session:
         summary = load_summary(session, submission_id=1)
     assert summary.status == "succeeded", summary.message
     assert [(t.order, t.dataset, t.status) for t in summary.tasks] == [

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.core.config import get_settings
-from services.store.db import make_engine, session_factory
+from services.store.db import sessions_on
 from services.store.db.models import Submission, TaskRun
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -39,7 +39,7 @@ COMMAND = [
 
 
 def _counts() -> tuple[int, int]:
-    with session_factory(make_engine(get_settings().database_url))() as session:
+    with sessions_on(get_settings().database_url)() as session:
         return (session.scalar(select(func.count(Submission.id))), session.scalar(select(func.count(TaskRun.id))))
 
 

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select, text
 
 from services.core.budget import RunBudget
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import make_engine, session_factory, sessions_on, transaction
 from services.store.db.migrate import downgrade, upgrade
 from services.store.db.models import StreamVersion, Submission
 from services.store.db.models_scores import SubmissionScore
@@ -127,7 +127,7 @@ def _commit(
 
 
 def test_every_path_that_writes_results_leaves_the_aggregate(database_url):
-    sessions = session_factory(make_engine(database_url))
+    sessions = sessions_on(database_url)
     with transaction(sessions) as session:
         version = _stream(session)
         done = _submission(session, version)  # all five tasks; the fourth's first attempt fails
@@ -188,7 +188,7 @@ def test_every_path_that_writes_results_leaves_the_aggregate(database_url):
 
 
 def test_the_migration_back_fills_the_rows_the_commits_keep(database_url):
-    sessions = session_factory(make_engine(database_url))
+    sessions = sessions_on(database_url)
     with transaction(sessions) as session:
         seed_results(session, submissions=7, tasks=6, seed=2)
         version = _stream(session)

@@ -18,7 +18,7 @@ from services.coordinator.crud import learners, submission_create, users
 from services.coordinator.scheduler.loop import Scheduler
 from services.core.budget import RunBudget
 from services.core.errors import ConfigError
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import sessions_on, transaction
 from services.store.db.models import Submission, TaskRun
 from services.store.db.models_coordinator import TaskLease
 from services.store.objects import open_store
@@ -40,7 +40,7 @@ def test_a_submission_runs_as_ray_jobs_and_learners_never_see_credentials(coord_
         update={"backend": "ray", "ray_address": ray_head.dashboard_url, "ray_secrets_path": str(secrets)}
     )
     backend = RayJobsBackend(settings)
-    sessions = session_factory(make_engine(settings.database_url))
+    sessions = sessions_on(settings.database_url)
     store = open_store(settings.store_url)
     bundle = kit.learner_bundle(tmp_path)
     info = store.put_file(f"learners/bundles/test/{bundle.name}", bundle)

@@ -22,7 +22,7 @@ from services.coordinator.scheduler import lease_running, leases
 from services.coordinator.scheduler.loop import Scheduler
 from services.coordinator.worker import run_task
 from services.core.budget import RunBudget
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import make_engine, session_factory, sessions_on, transaction
 from services.store.db.models import Event, Submission, TaskRun
 from services.store.db.models_coordinator import LearnerOwner, ScheduledSubmission, TaskLease, User
 from services.store.db.types import utcnow
@@ -206,7 +206,7 @@ def test_concurrent_schedulers_never_launch_the_same_task(sessions, coord_settin
     settings = coord_settings.model_copy(update={"scheduler_slots": 3, "poll_interval_s": 0.01})
     schedulers = []
     for i in range(4):
-        own = session_factory(make_engine(coord_settings.database_url))
+        own = sessions_on(coord_settings.database_url)
         schedulers.append(
             Scheduler(settings, backend=RecordingBackend(own, launches, lock), sessions=own, owner=f"replica-{i}")
         )

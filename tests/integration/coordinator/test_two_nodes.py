@@ -19,7 +19,7 @@ from services.coordinator.common.validation import ResourceRequest
 from services.coordinator.crud import learners, submission_create, users
 from services.coordinator.scheduler.loop import Scheduler
 from services.core.budget import RunBudget
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import sessions_on, transaction
 from services.store.db.models import Submission
 from services.store.db.models_coordinator import TaskLease
 from services.store.objects import open_store
@@ -85,7 +85,7 @@ def test_trials_land_on_the_learner_node_and_the_task_commits_once(cluster, coor
     settings = coord_settings.model_copy(
         update={"backend": "ray", "ray_address": cluster.dashboard_url, "ray_secrets_path": str(secrets)}
     )
-    sessions = session_factory(make_engine(settings.database_url))
+    sessions = sessions_on(settings.database_url)
     store = open_store(settings.store_url)
     bundle = kit.learner_bundle(tmp_path)
     info = store.put_file(f"learners/bundles/test/{bundle.name}", bundle)

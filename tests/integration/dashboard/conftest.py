@@ -9,7 +9,7 @@ import pytest
 
 from services.coordinator.api import answers
 from services.coordinator.common.config import CoordinatorSettings
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import sessions_on, transaction
 from tests.support.synthetic_results import seed_results
 
 
@@ -20,7 +20,7 @@ def seed_board(database_url, tmp_path, monkeypatch) -> Callable[..., tuple[Coord
     monkeypatch.setattr(answers, "FINGERPRINT_TTL_S", 0.0)
 
     def seed(*, submissions: int, tasks: int, seed: int) -> tuple[CoordinatorSettings, Any, Any]:
-        sessions = session_factory(make_engine(database_url))
+        sessions = sessions_on(database_url)
         with transaction(sessions) as session:
             stream = seed_results(session, submissions=submissions, tasks=tasks, seed=seed)
         return CoordinatorSettings(data_dir=tmp_path, database_url=database_url), sessions, stream

@@ -23,7 +23,7 @@ from services.core.budget import RunBudget
 from services.core.config import Settings
 from services.dashboard.page_kit import cpu_seconds_text
 from services.dashboard.server import create_server_app
-from services.store.db import make_engine, session_factory, upgrade
+from services.store.db import sessions_on, upgrade
 from services.store.runs.board_front import front_points
 from services.store.runs.summary import load_summary
 from tests.support.browser import headless_chromium, served
@@ -56,11 +56,11 @@ def _charge_a_floor(url: str, submission_id: int) -> None:
     kept scores are rewritten from its results, as the runner's commit does."""
     from sqlalchemy import select
 
-    from services.store.db import transaction
+    from services.store.db import sessions_on, transaction
     from services.store.db.models import TaskResult
     from services.store.runs.scores import rescore
 
-    with transaction(session_factory(make_engine(url))) as session:
+    with transaction(sessions_on(url)) as session:
         first = session.scalars(
             select(TaskResult).where(TaskResult.submission_id == submission_id).order_by(TaskResult.id).limit(1)
         ).one()
@@ -126,7 +126,7 @@ def test_the_leaderboard_shows_both_runs_and_their_front(browser, server, runs):
     plotted = browser.execute_script(
         "return document.getElementById('pareto').data.map(t => ({name: t.name, x: t.x, y: t.y, ids: t.customdata}))"
     )
-    with session_factory(make_engine(url))() as session:
+    with sessions_on(url)() as session:
         points = {p.submission_id: p for p in front_points(session, stream="mini", version=_version(session, ids[0]))}
     markers = {i: (x, y) for trace in plotted if trace["ids"] for i, x, y in zip(trace["ids"], trace["x"], trace["y"])}
     assert markers.keys() == points.keys() == set(ids)
@@ -177,14 +177,14 @@ def test_a_submission_page_has_its_tasks_plots_and_regret(browser, server, runs)
     browser.find_element(By.CSS_SELECTOR, f"tr[data-submission='{ids[1]}'] td a").click()
     WebDriverWait(browser, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-drawn]")) >= 2)
     assert browser.current_url == f"{server}/submissions/{ids[1]}"
-    with session_factory(make_engine(url))() as session:
+    with sessions_on(url)() as session:
         summary = load_summary(session, submission_id=ids[1])
     rows = browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")
     assert len(rows) == len(summary.tasks) == 5
     bars = browser.execute_script("return document.getElementById('tasks').data[0].y")
     assert bars == pytest.approx([t.error for t in summary.tasks])
     regret = browser.execute_script("return document.getElementById('regret').data[0].y")
-    with session_factory(make_engine(url))() as session:
+    with sessions_on(url)() as session:
         indep = load_summary(session, submission_id=ids[0])
     assert regret[-1] == pytest.approx(sum(a.error - b.error for a, b in zip(summary.tasks, indep.tasks)))
     assert browser.find_element(By.ID, "headline-e").text == f"{summary.mean_error:.4f}"
@@ -206,7 +206,7 @@ def test_compare_and_keyboard_navigation(browser, server, runs):
     assert traces == 2 and len(browser.find_elements(By.CSS_SELECTOR, "#compare tbody tr")) == 5
     delta = browser.find_element(By.ID, "delta-e").text  # the paired interval of ΔE and its verdict
     assert "95 %" in delta and ("beyond noise" in delta or "within noise" in delta)
-    with session_factory(make_engine(runs[0]))() as session:
+    with sessions_on(runs[0])() as session:
         a, b = (load_summary(session, submission_id=i) for i in ids)
     assert float(delta.split()[0]) == pytest.approx(a.mean_error - b.mean_error, abs=1e-4)
     assert float(browser.find_element(By.ID, "delta-cflop").text) == pytest.approx(a.cflop - b.cflop, rel=1e-3)

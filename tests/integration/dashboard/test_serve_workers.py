@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from services.store.db import make_engine, session_factory, transaction, upgrade
+from services.store.db import sessions_on, transaction, upgrade
 from tests.support.synthetic_results import seed_results
 
 NEVIS = Path(sys.executable).parent / "nevis"
@@ -42,7 +42,7 @@ def _workers(parent: int) -> list[int]:
 def test_two_worker_processes_serve_the_same_answers(tmp_path):
     url = f"sqlite:///{tmp_path / 'nevis.sqlite'}"
     upgrade(url)
-    with transaction(session_factory(make_engine(url))) as session:
+    with transaction(sessions_on(url)) as session:
         seed_results(session, submissions=12, tasks=3, seed=3)
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEVIS_")}
     env.update({"NEVIS_DATABASE_URL": url, "NEVIS_DATA_DIR": str(tmp_path / "data"), "NEVIS_PROBE_PRESET": "off"})

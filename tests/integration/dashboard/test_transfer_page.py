@@ -27,7 +27,7 @@ from services.core.budget import RunBudget
 from services.core.config import Settings, get_settings
 from services.core.transfer import resolution_bucket
 from services.dashboard.server import create_server_app
-from services.store.db import make_engine, session_factory, upgrade
+from services.store.db import sessions_on, upgrade
 from services.store.objects import open_store
 from services.store.runs import records
 from services.store.runs.summary import load_summary
@@ -89,7 +89,7 @@ def runs(tmp_path_factory, ray_local) -> tuple[Settings, int, int]:
 
 def _report(settings: Settings, submission_id: int):
     store = open_store(settings.store_url)
-    with session_factory(make_engine(settings.database_url))() as session:
+    with sessions_on(settings.database_url)() as session:
         return transfer_report(session, store, submission_id=submission_id), load_summary(
             session, submission_id=submission_id
         )
@@ -105,7 +105,7 @@ def test_the_report_holds_the_stored_errors_choices_and_source_sizes(runs):
     assert (repeat.first_error, repeat.later_error) == (errors[1], errors[3])
     assert report.indep_submission_id == indep and repeat.indep_error == theirs.tasks[2].error
     assert repeat.vs_indep == pytest.approx(errors[3] - theirs.tasks[2].error)
-    with session_factory(make_engine(settings.database_url))() as session:
+    with sessions_on(settings.database_url)() as session:
         key = records.last_state_key(session, submission_id=ft_d)
     state = pickle.loads(open_store(settings.store_url).get_bytes(key))  # the test trusts its own run
     assert sorted(report.choices) == [2, 3] == sorted(state)

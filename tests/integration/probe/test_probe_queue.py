@@ -198,9 +198,9 @@ def test_results_are_written_once_however_often_a_job_runs(sessions, seeded) -> 
 
 _KILLED_WORKER = """
 import sys, time
-from services.store.db import make_engine, session_factory, transaction
+from services.store.db import sessions_on, transaction
 from services.store.probes import queue
-sessions = session_factory(make_engine(sys.argv[1]))
+sessions = sessions_on(sys.argv[1])
 with transaction(sessions) as session:
     job = queue.claim(session, owner="doomed", lease_s=1.0)
 print(job.id, flush=True)
