@@ -104,7 +104,19 @@ class TwoNodes:
         raise RuntimeError(f"no alive node advertises {LEARNER_RESOURCE}: {self.nodes()}")
 
 
-def _start(name: str, args: list[str], env: dict[str, str]) -> RayNode:
+def _start(name: str, args: list[str], env: dict[str, str], *, attempts: int = 3) -> RayNode:
+    """``ray start`` with ``args``, tried again (fresh ports) when it fails: Ray gives a raylet a
+    fixed 30 s to register with the GCS, which a loaded 2-core machine can miss."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_once(name, args, env)
+        except RuntimeError:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_once(name: str, args: list[str], env: dict[str, str]) -> RayNode:
     temp = Path(tempfile.mkdtemp(prefix=f"nevis-ray{name}-"))
     ports = [
         "--node-manager-port",

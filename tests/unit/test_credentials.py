@@ -61,7 +61,10 @@ def test_remote_workers_get_knobs_and_no_credential(tmp_path, monkeypatch):
     assert not set(remote) & set(CREDENTIAL_VARS)
     assert "secret" not in "".join(remote.values()) and remote["NEVIS_MAX_ATTEMPTS"] == "5"
     # NEVIS_SANDBOX=auto is resolved where the hosts start (a pod's bwrap is never overridden)
-    assert set(WORKER_KNOB_VARS) - {"NEVIS_STREAMS_DIR", "NEVIS_SANDBOX"} <= set(remote)
+    # NEVIS_LEARNER_NODE_RESOURCE is unset by default (no learner nodes): sent only when set
+    assert set(WORKER_KNOB_VARS) - {"NEVIS_STREAMS_DIR", "NEVIS_SANDBOX", "NEVIS_LEARNER_NODE_RESOURCE"} <= set(remote)
+    named = settings.model_copy(update={"learner_node_resource": "nevis_learner"})
+    assert worker_settings_env(named)["NEVIS_LEARNER_NODE_RESOURCE"] == "nevis_learner"
     assert worker_settings_env(settings.model_copy(update={"sandbox": "bwrap"}))["NEVIS_SANDBOX"] == "bwrap"
     local = worker_env(settings)  # workers on this machine get both
     assert local["NEVIS_DATABASE_URL"] == settings.database_url

@@ -52,6 +52,7 @@ WORKER_KNOB_VARS = (
     "NEVIS_ENVIRONMENT",
     "NEVIS_BUNDLE_MAX_BYTES",
     "NEVIS_SANDBOX",
+    "NEVIS_LEARNER_NODE_RESOURCE",  # learner actors on the learner nodes only (workers/trainer/learner_nodes.py)
     "NEVIS_WORKER_MAX_TASKS",
     # the learner hosts' caps and deadlines: a remote job's hosts keep this coordinator's
     "NEVIS_HOST_TMPFS_MB",

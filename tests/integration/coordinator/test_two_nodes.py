@@ -33,9 +33,8 @@ HOST_MODULES = {b"workers.sandbox.host", b"workers.sandbox.host_boot"}
 @pytest.fixture(scope="module")
 def cluster():
     """The head and the learner node; the worker harness (a job on the head) inherits the
-    head's environment: it names the learner nodes' resource and sends every train split by
-    shard (so shards cross nodes)."""
-    env = {"NEVIS_LEARNER_NODE_RESOURCE": LEARNER_RESOURCE, "NEVIS_STREAM_TRAIN_BYTES": "1"}
+    head's environment, which sends every train split by shard (so shards cross nodes)."""
+    env = {"NEVIS_STREAM_TRAIN_BYTES": "1"}
     with two_node_cluster(extra_env=env) as running:
         yield running
 
@@ -83,7 +82,12 @@ def test_trials_land_on_the_learner_node_and_the_task_commits_once(cluster, coor
     }.items():
         (secrets / name).write_text(value + "\n")
     settings = coord_settings.model_copy(
-        update={"backend": "ray", "ray_address": cluster.dashboard_url, "ray_secrets_path": str(secrets)}
+        update={
+            "backend": "ray",
+            "ray_address": cluster.dashboard_url,
+            "ray_secrets_path": str(secrets),
+            "learner_node_resource": LEARNER_RESOURCE,  # a worker knob: the job's runtime env carries it
+        }
     )
     sessions = sessions_on(settings.database_url)
     store = open_store(settings.store_url)
