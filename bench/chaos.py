@@ -46,10 +46,17 @@ duplicates, losses, retried FLOPs, wall time, and why attempts, trials and lease
 Exit status: 0 all well; 1 a loss, duplicate, failed submission or FLOP mismatch; 2 the
 chaos run itself broke down (a server that never came up, the timeout).
 
+``--node-kills K`` (``bench/chaos_nodes.py``) runs the ``ray`` backend on a two-node Ray
+cluster on this machine instead (a head and a learner node, ``tests/support/ray_cluster.py``)
+and makes K node kills and no other kind: SIGKILL of the learner node's raylet while a learner
+host under it is in a trial, then a new learner node ``--node-down-s`` later; the verdict is the
+same (every task committed exactly once, FLOPs accounted). Result: docs/deploy.md, section 10.
+
 Usage (``--help`` lists every option)::
 
     .venv/bin/python bench/chaos.py --runs 6 --seed 1    # 3 kills of each kind
     .venv/bin/python bench/chaos.py --runs 2 --kills 1 --seed 7 --json out.json   # CI's size
+    .venv/bin/python bench/chaos.py --runs 1 --node-kills 1 --slots 1 --seed 1   # a learner node lost
 
 Needs PostgreSQL's server binaries (``--pg-bin``, default the newest
 ``/usr/lib/postgresql/*/bin``); as root it runs them as the ``postgres`` user (``runuser``).
