@@ -2,80 +2,20 @@
 test that runs ``nevis check`` on it; with ``--image``, a Containerfile ``FROM`` the learner base
 image that puts the learner in ``/opt/learner``.
 
-``LEARNER`` is the README's example learner word for word (a test keeps them equal); the module
-name is put in where the README says ``my_learner``.
+``LEARNER`` is the README's example learner word for word (a test keeps them equal), read from
+its one source file, ``templates/my_learner.py.txt`` (package data); the module name is put in
+where the README says ``my_learner``.
 """
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from importlib.resources import files
 
-LEARNER = '''"""my_learner.py: a linear classifier on pixels, as a NEVIS'22 learner."""
-import io
-
-import numpy as np
-import torch
-from torch import nn
-
-from workers.learners.protocol import LogUniform, Resources, TrainOutput
-
-
-class LinearLearner:
-    name = "linear"
-
-    def search_space(self):
-        return {"learning_rate": LogUniform(1e-3, 1e-1)}  # Ray Tune samples from this
-
-    def resources(self):
-        return Resources(num_workers=1, cpus_per_worker=1)
-
-    def init_state(self):
-        return None  # nothing carried from task to task
-
-    def _model(self, info):
-        return nn.Sequential(nn.Flatten(), nn.Linear(3 * info.image_size**2, info.num_classes))
-
-    def train(self, view, state, config, ctx):
-        info, data = view.info, view.train()
-        torch.manual_seed(ctx.seed)
-        model = ctx.track(self._model(info))  # every forward/backward pass is counted
-        opt = torch.optim.SGD(model.parameters(), lr=config["learning_rate"])
-        x = torch.as_tensor(data.images).float().div(255)
-        y = torch.as_tensor(data.labels)
-        loss_fn = nn.CrossEntropyLoss() if info.kind == "single" else nn.BCEWithLogitsLoss()
-        ctx.progress(0, (info, model))  # the untrained checkpoint
-        for step in range(1, ctx.steps + 1):
-            idx = torch.randint(len(x), (64,))
-            target = y[idx] if info.kind == "single" else y[idx].float()
-            loss = loss_fn(model(x[idx]), target)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            ctx.progress(step, (info, model), loss=loss)  # curve + checkpoints
-        return TrainOutput(predictor=(info, model), state=state)
-
-    def predict(self, predictor, images, ctx):
-        _, model = predictor
-        with torch.no_grad():
-            return model(torch.as_tensor(images).float().div(255)).numpy()
-
-    def features(self, predictor, images, ctx):
-        return images.reshape(len(images), -1).astype(np.float32) / 255
-
-    def save_predictor(self, predictor):
-        buffer = io.BytesIO()
-        torch.save(predictor[1].state_dict(), buffer)
-        return buffer.getvalue()
-
-    def load_predictor(self, data, info, ctx):
-        model = ctx.track(self._model(info))
-        model.load_state_dict(torch.load(io.BytesIO(data)))
-        return info, model
-
-
-def make():
-    return LinearLearner()
-'''
+LEARNER = files("services.cli").joinpath("templates/my_learner.py.txt").read_text()
+"""The example learner's one source: the template's ``<module>.py``, the example learner image's
+``nevis_example_learner.py`` (docker/learner-example.Containerfile copies the file) and, word for
+word, the README's "Writing a learner" (tests keep all three the same)."""
 
 README = """# {name}
 

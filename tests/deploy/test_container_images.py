@@ -42,6 +42,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
+from services.cli.learner_template import LEARNER
+
 pytestmark = [pytest.mark.images, pytest.mark.postgres]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -367,6 +369,9 @@ def test_images_run_a_mini_task_end_to_end(images, deployment):
     # (learner hosts see it read-only; never on the probe worker's own import path; an uploaded
     # bundle would come from the store by itself).
     probe_name = f"nevis-test-probes-{uuid.uuid4().hex[:10]}"
+    learner_dir = d.store.parent / "learner"  # the example image's /opt/learner, from its one source
+    learner_dir.mkdir(exist_ok=True)
+    (learner_dir / "nevis_example_learner.py").write_text(LEARNER)
     try:
         probe = podman(
             "run",
@@ -379,7 +384,7 @@ def test_images_run_a_mini_task_end_to_end(images, deployment):
             "-v",
             f"{d.store}:/var/lib/nevis/store",
             "-v",
-            f"{ROOT / 'docker' / 'learner-example'}:/opt/learner:ro",
+            f"{learner_dir}:/opt/learner:ro",
             "-e",
             "NEVIS_LEARNER_PATHS=/opt/learner",
             "-e",
