@@ -328,7 +328,7 @@ class ProfilesOut(BaseModel):
 @router.get(
     "/profiles",
     response_model=ProfilesOut,
-    summary="Performance profiles of the finished submissions: error and cFLOP to reach Indep",
+    summary="Performance profiles of the finished submissions: error and cFLOP to reach Indep's median error + 0.01",
     responses={**NOT_MODIFIED, 200: {"headers": CACHE_HEADERS}},
 )
 async def read_profiles(
@@ -346,9 +346,9 @@ async def read_profiles(
     if_none_match: Annotated[str | None, Header(max_length=IF_NONE_MATCH_MAX)] = None,
 ) -> Response:
     """For each finished submission, the fraction of tasks on which its error is within a
-    factor tau of the best submission's (and the FLOPs it spent to reach Indep's error within
-    a factor tau of the least spent), as curves over tau in [1, 4], and their areas as scores
-    in [0, 1] (docs: performance profiles)."""
+    factor tau of the best submission's (and the FLOPs it spent to reach the median error of
+    Indep's seeds + 0.01 within a factor tau of the least spent), as curves over tau in [1, 4],
+    and their areas as scores in [0, 1] (docs: performance profiles)."""
     key = ("profiles", stream, version, phase, ruleset)
 
     def build(session: Session) -> dict[str, Any]:
