@@ -26,6 +26,7 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +55,9 @@ NOT_RETRYABLE = (UnknownNameError, ManifestError, BudgetError, LearnerError, Bun
 class Heartbeat(threading.Thread):
     """Refreshes a lease every ``interval`` seconds; calls ``on_lost`` if the lease is gone."""
 
-    def __init__(self, sessions: sessionmaker[Session], *, lease_id: int, interval: float, on_lost) -> None:  # noqa: ANN001
+    def __init__(
+        self, sessions: sessionmaker[Session], *, lease_id: int, interval: float, on_lost: Callable[[], None]
+    ) -> None:
         super().__init__(name=f"heartbeat-{lease_id}", daemon=True)
         self.sessions, self.lease_id, self.interval, self.on_lost = sessions, lease_id, interval, on_lost
         self._stop_event = threading.Event()

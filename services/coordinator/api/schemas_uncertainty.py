@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from services.store.runs.board_uncertainty import RowUncertainty
 
 
 # The task-resampled figure: how E (or ΔE) would move on a stream of other, similar tasks.
@@ -145,7 +150,7 @@ class BoardUncertaintyOut(BaseModel):
     seeds_high: float | None
 
     @classmethod
-    def of(cls, submission_id: int, found) -> BoardUncertaintyOut:  # noqa: ANN001
+    def of(cls, submission_id: int, found: RowUncertainty) -> BoardUncertaintyOut:
         """From :class:`services.store.runs.board_uncertainty.RowUncertainty`."""
         interval, seeds = found.interval.interval, found.seeds
         return cls(

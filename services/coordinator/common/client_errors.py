@@ -6,6 +6,8 @@ The HTTP layer maps each class to one status code in one place
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from services.core.errors import NevisError
 
 
@@ -46,7 +48,7 @@ class QuotaExceededError(CoordinatorError):
         super().__init__(message, field=field)
         self.retry_after_s = retry_after_s
 
-    def __reduce__(self):  # noqa: ANN204
+    def __reduce__(self) -> tuple[Callable[..., QuotaExceededError], tuple[str, str | None, int | None]]:
         return (_rebuild_quota, (str(self), self.field, self.retry_after_s))
 
 

@@ -32,7 +32,7 @@ def refresh_budget_of(value: str) -> RunBudget:
     except json.JSONDecodeError as exc:
         raise ValueError(f"must be a JSON object of budget keys, e.g. '{{\"trials\": 2}}' ({exc})") from None
     if not isinstance(doc, dict):
-        raise ValueError("must be a JSON object of budget keys, e.g. '{\"trials\": 2}'")  # noqa: TRY004
+        raise ValueError("must be a JSON object of budget keys, e.g. '{\"trials\": 2}'")  # noqa: TRY004 - pydantic reports ValueError
     try:
         return RunBudget(**doc)
     except BudgetError as exc:

@@ -16,7 +16,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-TOKEN_PREFIX = "nvs_"  # noqa: S105
+TOKEN_PREFIX = "nvs_"  # noqa: S105 - a public marker of our tokens, not a secret
 TOKEN_MAX_DAYS = 366
 """The longest lifetime a token may be given, in days (API, CLI and settings alike)."""
 _DISPLAY_CHARS = 8

@@ -98,10 +98,10 @@ def check_image_ref(value: str, *, field: str = "image") -> str:
     if match is None:
         raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.", field=field)
     domain = match["domain"]
-    if domain and not ("." in domain or ":" in domain or domain == "localhost" or domain.startswith("[")):  # noqa: SIM102
-        # Not a registry host (Docker's rule), so it is the first path component: lower case.
-        if not re.fullmatch(_PATH_COMPONENT, domain):
-            raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.", field=field)
+    # A domain that is no registry host (Docker's rule) is the first path component: lower case.
+    path_like = domain and not ("." in domain or ":" in domain or domain == "localhost" or domain.startswith("["))
+    if path_like and not re.fullmatch(_PATH_COMPONENT, domain):
+        raise InvalidInputError(f"The '{field}' must be {shape}. Got {shown(value)} instead.", field=field)
     name = (domain + "/" if domain else "") + match["path"]
     if len(name) > 255:
         raise InvalidInputError(

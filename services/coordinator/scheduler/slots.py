@@ -8,7 +8,7 @@ of all replicas, under :func:`lock_claims` where a cluster-wide cap applies.
 
 from __future__ import annotations
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
 from services.store.db.models_coordinator import ACTIVE_LEASE_STATUSES, ScheduledSubmission, TaskLease
@@ -44,7 +44,7 @@ def count_owned(session: Session, *, owner: str) -> int:
     )
 
 
-def replica_owned(replica: str):  # noqa: ANN201
+def replica_owned(replica: str) -> ColumnElement[bool]:
     """The SQL condition "the lease's owner is an instance of ``replica``".
 
     Owners are ``<replica>`` or ``<replica>:<pid>:<nonce>`` (see

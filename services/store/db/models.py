@@ -310,7 +310,7 @@ class Event(Base):
 
 
 # Tables of later parts live in their own modules; importing them registers them here.
-from services.store.db import (  # noqa: E402,F401
+from services.store.db import (  # noqa: E402,F401 - imported last, for their tables; they import this module
     models_coordinator,
     models_probe,
     models_refresh,

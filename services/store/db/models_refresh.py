@@ -26,6 +26,7 @@ from sqlalchemy import ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from services.store.db.base import Base, created_column, named_check, one_of
+from services.store.db.models_streams import StreamVersion
 from services.store.db.types import JSONDoc, UTCDateTime
 
 REFRESH_TRIGGERS: tuple[str, ...] = ("schedule", "admin", "cli")
@@ -54,8 +55,7 @@ class Refresh(Base):
     snapshot: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
     note: Mapped[str | None] = mapped_column(Text)  # e.g. a baseline that could not be queued
 
-    # By name: models imports this module, so this one must not import models.
-    stream_version: Mapped["StreamVersion"] = relationship()  # noqa: F821, UP037
+    stream_version: Mapped[StreamVersion] = relationship()
     runs: Mapped[list[RefreshRun]] = relationship(
         back_populates="refresh", order_by="RefreshRun.submission_id", passive_deletes=True
     )

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Response, status
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from services.coordinator.api.deps import CurrentUser, Limit, MetricsDep, Offset, SessionDep, SettingsDep, StoreDep
 from services.coordinator.api.fields import NAME_MAX, NAME_PATTERN, DbCount, DbId
@@ -114,7 +115,7 @@ def brief(row: SubmissionRow) -> SubmissionBrief:
     )
 
 
-def detail(session, row: SubmissionRow) -> SubmissionOut:  # noqa: ANN001
+def detail(session: Session, row: SubmissionRow) -> SubmissionOut:
     summary = load_summary(session, submission_id=row.submission.id)
     headline = [t for t in summary.tasks if t.phase == summary.phase]
     return SubmissionOut(
