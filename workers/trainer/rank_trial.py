@@ -34,6 +34,7 @@ from workers.sandbox.metering.gpu_usage import watched
 from workers.sandbox.metering.usage import tree_pids
 from workers.sandbox.ops import OP, HostOp
 from workers.sandbox.rank_net import RankNet
+from workers.trainer.energy import RaplWindow
 from workers.trainer.frame_caps import trial_frame_caps
 from workers.trainer.host_usage import sum_known, usage_fields
 from workers.trainer.trial import (
@@ -78,6 +79,7 @@ def run_ranked_trial(config: dict[str, Any], spec: TrialSpec, resources: Resourc
             except Exception as exc:  # noqa: BLE001 - a rank that cannot start fails the trial
                 return failure_metrics(config, exc, no_flops())
         before = [h.cpu_seconds() for h in hosts]
+        rapl = RaplWindow().start()  # the node's package energy over the ranks' trial, where exposed
         with watched(lambda: set().union(*(tree_pids(h.pid) for h in hosts)), gpu=spec.host.gpu) as gpu:
             results = _run_group(hosts, config, spec)
         used = [
@@ -88,7 +90,7 @@ def run_ranked_trial(config: dict[str, Any], spec: TrialSpec, resources: Resourc
         for host in hosts:
             host.close()
         net.close()
-    usage = usage_fields(sum_known(used), time.perf_counter() - started, gpu.usage)  # every rank's time
+    usage = usage_fields(sum_known(used), time.perf_counter() - started, gpu.usage, rapl_j=rapl.joules())
     return {**_combine(results), **usage, "num_workers": world}
 
 
