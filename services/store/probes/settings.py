@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -45,6 +46,15 @@ _LEGACY: dict[str, Any] = {"lidar_delta_mode": "absolute", "lidar_delta_sweep": 
 
 class ProbeSettingsError(NevisError, ValueError):
     """A probe setting is out of range or unknown."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    """A finite int or float (not a bool, not NaN or infinite)."""
+    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _bad(name: str, what: str, got: Any) -> ProbeSettingsError:
@@ -118,7 +128,12 @@ class ProbeSettings:
     mlp_weight_decay: float = 1e-2
     seed: int = 0
 
-    def __post_init__(self) -> None:  # noqa: C901
+    def __post_init__(self) -> None:
+        self._check_names()
+        self._check_ints()
+        self._check_numbers()
+
+    def _check_names(self) -> None:
         kinds = tuple(self.kinds)
         object.__setattr__(self, "kinds", kinds)
         if not kinds or len(set(kinds)) != len(kinds):
@@ -128,14 +143,12 @@ class ProbeSettings:
                 raise UnknownNameError(unknown_name_message("probe kind", kind, PROBE_KINDS))
         if self.lidar_delta_mode not in LIDAR_DELTA_MODES:
             raise UnknownNameError(unknown_name_message("LiDAR delta mode", self.lidar_delta_mode, LIDAR_DELTA_MODES))
-        sweep = tuple(self.lidar_delta_sweep)
-        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf") for v in sweep):
-            raise _bad("lidar_delta_sweep", "a list of finite numbers in [0, inf)", sweep)
-        object.__setattr__(self, "lidar_delta_sweep", tuple(float(v) for v in sweep))
-        if not isinstance(self.ofm_fresh_start, bool):
-            raise _bad("ofm_fresh_start", "a bool", self.ofm_fresh_start)
         if self.targets not in TARGET_MODES:
             raise UnknownNameError(unknown_name_message("probe target mode", self.targets, TARGET_MODES))
+        if not isinstance(self.ofm_fresh_start, bool):
+            raise _bad("ofm_fresh_start", "a bool", self.ofm_fresh_start)
+
+    def _check_ints(self) -> None:
         ints = {
             "folds": 2,
             "max_examples": 4,
@@ -149,37 +162,26 @@ class ProbeSettings:
         }
         for name, low in ints.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            if not _is_int(value) or value < low:
                 raise _bad(name, f"an int in [{low}, inf)", value)
-        if self.max_earlier is not None and (
-            isinstance(self.max_earlier, bool) or not isinstance(self.max_earlier, int) or self.max_earlier < 0
-        ):
-            raise _bad("max_earlier", "None or an int in [0, inf)", self.max_earlier)
-        if self.other_trials is not None and (
-            isinstance(self.other_trials, bool) or not isinstance(self.other_trials, int) or self.other_trials < 0
-        ):
-            raise _bad("other_trials", "None or an int in [0, inf)", self.other_trials)
-        if self.other_checkpoints is not None and (
-            isinstance(self.other_checkpoints, bool)
-            or not isinstance(self.other_checkpoints, int)
-            or self.other_checkpoints < 1
-        ):
-            raise _bad("other_checkpoints", "None or an int in [1, inf)", self.other_checkpoints)
+        for name, low in (("max_earlier", 0), ("other_trials", 0), ("other_checkpoints", 1)):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < low):
+                raise _bad(name, f"None or an int in [{low}, inf)", value)
         if self.max_examples < 2 * self.folds:
             raise _bad("max_examples", f"at least 2 * folds ({2 * self.folds})", self.max_examples)
+
+    def _check_numbers(self) -> None:
+        sweep = tuple(self.lidar_delta_sweep)
+        if not all(_is_number(v) and v >= 0 for v in sweep):
+            raise _bad("lidar_delta_sweep", "a list of finite numbers in [0, inf)", sweep)
+        object.__setattr__(self, "lidar_delta_sweep", tuple(float(v) for v in sweep))
         positive = ("mlp_lr",)
         # δ = 0 is valid LiDAR when Σ_w is positive definite; lidar() refuses a singular one.
         non_negative = ("lidar_delta", "lidar_eps", "rankme_eps", "min_delta", "linear_l2", "mlp_weight_decay")
         for name in positive + non_negative:
             value = getattr(self, name)
-            low_ok = value > 0 if name in positive else value >= 0
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not low_ok
-                or value != value  # noqa: PLR0124
-                or value == float("inf")
-            ):
+            if not _is_number(value) or not (value > 0 if name in positive else value >= 0):
                 interval = "(0, inf)" if name in positive else "[0, inf)"
                 raise _bad(name, f"a finite number in {interval}", value)
             object.__setattr__(self, name, float(value))

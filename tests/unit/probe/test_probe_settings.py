@@ -107,3 +107,10 @@ def test_the_cli_options_pick_the_trials_and_checkpoints() -> None:
     assert build_settings("full") == ProbeSettings.full()
     assert build_settings("standard", all_earlier=True).max_earlier is None  # --all-earlier
     assert build_settings("standard", max_earlier=1).max_earlier == 1
+
+
+@pytest.mark.parametrize("value", ["0.1", None, [1.0], float("-inf")])
+def test_a_float_setting_of_the_wrong_type_is_refused_by_name(value) -> None:
+    # Before: a string or None reached the range comparison and raised a bare TypeError.
+    with pytest.raises(ProbeSettingsError, match="'min_delta' parameter"):
+        ProbeSettings(min_delta=value)
