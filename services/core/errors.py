@@ -8,7 +8,8 @@ HTTP layer turns it into a problem-details response. Anything else is a bug.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 
 class NevisError(Exception):
@@ -22,7 +23,8 @@ class NevisError(Exception):
         super().__init__(*args)
         self.field = field
 
-    def __reduce__(self):  # keeps subclasses (their field, and attributes such as a failed call's usage) across Ray  # noqa: ANN204
+    def __reduce__(self) -> tuple[Callable[..., NevisError], tuple[Any, ...], dict[str, Any] | None]:
+        # keeps subclasses (their field, and attributes such as a failed call's usage) across Ray
         state = {k: v for k, v in self.__dict__.items() if k != "field"}
         return (_rebuild, (self.__class__, self.args, self.field), state or None)
 

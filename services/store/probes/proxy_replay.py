@@ -95,7 +95,7 @@ def load_replay_input(session: Session, *, submission_id: int, settings_hash: st
             if value is not None:
                 values.setdefault(row.trial_id, {}).setdefault(proxy, {})[row.step] = float(value)
         costs.setdefault(row.trial_id, {})[row.step] = float(spent.get(row.checkpoint_id) or 0.0)
-    steps = _steps(submission, trials, values)
+    steps = _steps(submission, values)
     tasks = []
     for order, run_id, best_id, flops, _ in committed:
         mine = sorted((t for t in trials if t.task_run_id == run_id), key=lambda t: t.trial_index)
@@ -121,7 +121,7 @@ def _final_heldout(last: tuple[int, float | None] | None, steps: int) -> float |
     return last[1] if last is not None and last[0] == steps else None
 
 
-def _steps(submission: Submission, trials, values: dict[int, dict[str, dict[int, float]]]) -> int:  # noqa: ANN001
+def _steps(submission: Submission, values: dict[int, dict[str, dict[int, float]]]) -> int:
     """Each trial's step budget: the submission's, or else the last probed step of any trial."""
     steps = (submission.budget or {}).get("steps")
     if isinstance(steps, int) and steps >= 1:

@@ -31,7 +31,7 @@ from services.store.db.models import Learner, StreamTask, StreamVersion, Submiss
 from services.store.db.models_scores import SubmissionInterval, SubmissionScore
 from services.store.objects import ObjectStore
 from services.store.runs.interval_cache import from_document, interval_key, is_current, load_interval
-from services.store.runs.leaderboard import LeaderboardPage
+from services.store.runs.leaderboard import LeaderboardPage, LeaderboardRow
 from services.store.runs.predictions import predictions_key
 from services.store.runs.uncertainty import RunInterval, run_interval_of
 from services.store.runs.verdicts import not_a_replay
@@ -75,11 +75,7 @@ def board_uncertainty(
 
 
 def _interval(
-    session: Session,
-    store: ObjectStore,
-    row,  # noqa: ANN001
-    attempts: list[tuple[int, int]],
-    document: dict | None,
+    session: Session, store: ObjectStore, row: LeaderboardRow, attempts: list[tuple[int, int]], document: dict | None
 ) -> RunInterval:
     """The row's kept interval; a finished run's is computed once if it has predictions, and a
     finished run without them (committed before they were kept) is remembered as such."""
@@ -129,7 +125,9 @@ def _over_seeds(values: tuple[float, ...]) -> SeedSummary:
     return over_seeds(values)
 
 
-def _seeds(session: Session, version_id: int | None, rows, phase: str, viewer: Viewer) -> dict[int, SeedSummary]:  # noqa: ANN001
+def _seeds(
+    session: Session, version_id: int | None, rows: tuple[LeaderboardRow, ...], phase: str, viewer: Viewer
+) -> dict[int, SeedSummary]:
     """Per page row, the spread of E over the complete runs here of its seed group (learner,
     budget, image size, options digest: :mod:`services.core.seed_groups`) that ``viewer`` may
     read, where the group has two or more; never pooled across configurations."""

@@ -12,7 +12,7 @@ Holm. E and cFLOP are always the stored ones; where no interval can be computed,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,7 +275,7 @@ def _check_sides(a: tuple[int, ...], b: tuple[int, ...]) -> None:
         )
 
 
-def _mean(values) -> float:  # noqa: ANN001
+def _mean(values: Iterable[float]) -> float:
     found = [float(v) for v in values]
     return sum(found) / len(found)
 

@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
@@ -165,6 +165,7 @@ def store_name(store: ObjectStore) -> str:
 
 
 _CACHE: OrderedDict[Hashable, Any] = OrderedDict()
+T = TypeVar("T")
 _CACHE_SIZE = 512
 _LOCK = threading.Lock()
 
@@ -175,7 +176,7 @@ def clear_cache() -> None:
         _CACHE.clear()
 
 
-def cached(key: Hashable, compute):  # noqa: ANN001, ANN201
+def cached(key: Hashable, compute: Callable[[], T]) -> T:
     with _LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
