@@ -8,6 +8,7 @@ size come from the settings (``NEVIS_STORE_URL``, ``NEVIS_OFFLINE_DATA_DIR``,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from services.cli.console import make_console
+from services.cli.data_convert_cmd import convert as _convert
+from services.cli.data_fetch_cmd import fetch as _fetch
+from services.cli.data_fetch_cmd import mirror as _mirror
+from services.cli.data_import_cmd import import_reference as _import_reference
 from services.core.config import get_settings
 from services.core.errors import DataIntegrityError
 
@@ -23,6 +28,7 @@ if TYPE_CHECKING:
     from services.store.objects.base import ObjectStore
     from workers.stream.manifest import StreamManifest
     from workers.stream.prepare import PrepareReport, ProgressEvent
+    from workers.stream.shards import DatasetIndex
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -129,7 +135,7 @@ def prepare(
             console.print(f"[yellow]note[/] {item.dataset}: {note}")
 
 
-def _database_recorder(store):  # noqa: ANN001, ANN202
+def _database_recorder(store: ObjectStore) -> Callable[[DatasetIndex], None]:
     """Record prepared datasets in NEVIS_DATABASE_URL (schema created or migrated first); with
     it, the split salt (the setting, or a production deployment's own: deployment_salt)."""
     from services.store.db import sessions_on, upgrade  # noqa: PLC0415
@@ -195,18 +201,11 @@ __all__ = ["app", "prepare", "verify"]
 
 
 # `nevis data fetch` / `nevis data mirror` live in their own module (downloading is not preparing).
-from services.cli.data_fetch_cmd import fetch as _fetch  # noqa: E402
-from services.cli.data_fetch_cmd import mirror as _mirror  # noqa: E402
-
 app.command("fetch")(_fetch)
 app.command("mirror")(_mirror)
 
 # `nevis data convert` (fetched archives -> Parquet datasets) has its own module too.
-from services.cli.data_convert_cmd import convert as _convert  # noqa: E402
-
 app.command("convert")(_convert)
 
 # `nevis data import-reference` (the reference's prepared TFRecords -> Parquet datasets).
-from services.cli.data_import_cmd import import_reference as _import_reference  # noqa: E402
-
 app.command("import-reference")(_import_reference)

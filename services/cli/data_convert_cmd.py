@@ -20,7 +20,10 @@ from services.core.config import get_settings
 from services.core.errors import ConfigError, DataIntegrityError, DatasetNotFoundError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from workers.ingest.readers.convert import ConvertOutcome
+    from workers.stream.manifest import StreamManifest
 
 _COLOURS = {
     "converted": "green",
@@ -107,8 +110,8 @@ def convert(
 
 
 def convert_fetched(
-    manifest,  # noqa: ANN001
-    console,  # noqa: ANN001
+    manifest: StreamManifest,
+    console: Console,
     *,
     accept_count_change: bool = False,
     accept_checksum_change: bool = False,

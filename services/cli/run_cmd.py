@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -21,6 +21,12 @@ from services.cli.results_extras import gpu_energy_line, print_transfer
 from services.core.budget import SCHEDULER_NAMES, SEARCH_NAMES
 from services.core.config import get_settings
 from services.store.runs.gpu_energy import energy_text, gpu_text
+
+if TYPE_CHECKING:  # the store and the trainer are imported when a command runs (startup time)
+    from services.store.runs.outcomes import TaskOutcome, TrialOutcome
+    from services.store.runs.summary import RunSummary
+    from services.store.runs.transfer import TransferReport
+    from workers.stream.manifest import TaskSpec
 
 console = make_console()
 
@@ -34,7 +40,7 @@ class TaskBars:
         self.tasks_bar: Any = None
         self.trials_bar: Any = None
 
-    def task_started(self, task, position: int, total: int, trials: int) -> None:  # noqa: ANN001
+    def task_started(self, task: TaskSpec, position: int, total: int, trials: int) -> None:
         if self.tasks_bar is None:
             self.tasks_bar = self.progress.add_task("tasks", total=total, completed=position - 1)
         self.progress.update(self.tasks_bar, total=total, completed=position - 1)
@@ -43,14 +49,14 @@ class TaskBars:
             self.trials_bar = self.progress.add_task(label, total=trials)
         self.progress.reset(self.trials_bar, total=trials, description=f"  trials of {label}")
 
-    def trial_finished(self, task, outcome) -> None:  # noqa: ANN001
+    def trial_finished(self, task: TaskSpec, outcome: TrialOutcome) -> None:
         self.progress.advance(self.trials_bar)
         if not outcome.ok:
             self.progress.console.print(
                 f"[yellow]trial {outcome.trial_index} of task {task.order} failed:[/] {outcome.error}"
             )
 
-    def task_committed(self, task, outcome) -> None:  # noqa: ANN001
+    def task_committed(self, task: TaskSpec, outcome: TaskOutcome) -> None:
         self.progress.advance(self.tasks_bar)
         self.progress.console.print(
             f"task {task.order:>3} {task.dataset:<28} error {outcome.error:.4f}  FLOPs {outcome.flops:.3e}"
@@ -227,7 +233,7 @@ def results(
         probe_report_cmd.show_probe_report(run_id)
 
 
-def _load_summary(run_id: int):  # noqa: ANN202
+def _load_summary(run_id: int) -> RunSummary:
     """The stored run, read from NEVIS_DATABASE_URL (which must be at the current schema)."""
     from services.store.db import ensure_current, sessions_on  # noqa: PLC0415
     from services.store.runs.summary import load_summary  # noqa: PLC0415
@@ -238,7 +244,7 @@ def _load_summary(run_id: int):  # noqa: ANN202
         return load_summary(session, submission_id=run_id)
 
 
-def _load_transfer(run_id: int):  # noqa: ANN202
+def _load_transfer(run_id: int) -> TransferReport:
     """The run's transfer report (repeats, FT-d's choices, resolution slices) from the local
     database and object store."""
     from services.store.db import sessions_on  # noqa: PLC0415
@@ -259,7 +265,7 @@ def _write_plot(run_id: int, path: Path, *, quiet: bool) -> None:
         console.print(f"Plot written to {written}")
 
 
-def show_results(run_id: int, *, as_json: bool):  # noqa: ANN201
+def show_results(run_id: int, *, as_json: bool) -> RunSummary:
     from services.cli.uncertainty_cmd import interval_text, load_interval  # noqa: PLC0415
 
     summary = _load_summary(run_id)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -23,6 +23,11 @@ from services.cli.console import make_console
 from services.cli.run_cmd import TaskBars
 from services.cli.study_proxies_cmd import proxies
 from services.core.config import get_settings
+
+if TYPE_CHECKING:  # the trainer is imported when a command runs (startup time)
+    from services.store.runs.outcomes import TaskOutcome
+    from workers.stream.manifest import TaskSpec
+    from workers.trainer.study_plan import StudyPlan, StudyPoint
 
 app = typer.Typer(no_args_is_help=True)
 console = make_console()
@@ -46,7 +51,7 @@ class StudyBars(TaskBars):
             self.points_bar = self.progress.add_task("points", total=total)
 
     # StudyObserver
-    def point_started(self, point, position: int, total: int, *, resumed: bool) -> None:  # noqa: ANN001
+    def point_started(self, point: StudyPoint, position: int, total: int, *, resumed: bool) -> None:
         self._points(total)
         how = "resuming" if resumed else "starting"
         self.progress.console.print(f"point {position}/{total}: {point.label}: {how} run {point.submission_id}")
@@ -54,18 +59,18 @@ class StudyBars(TaskBars):
             self.tasks_bar = self.progress.add_task("tasks", total=None)
         self.progress.reset(self.tasks_bar, total=None, description=f"  tasks of {point.label}")
 
-    def point_skipped(self, point, position: int, total: int) -> None:  # noqa: ANN001
+    def point_skipped(self, point: StudyPoint, position: int, total: int) -> None:
         self._points(total)
         self.progress.advance(self.points_bar)
         self.progress.console.print(
             f"point {position}/{total}: {point.label}: run {point.submission_id} finished earlier, skipped"
         )
 
-    def point_finished(self, point, position: int, total: int) -> None:  # noqa: ANN001
+    def point_finished(self, point: StudyPoint, position: int, total: int) -> None:
         self.progress.advance(self.points_bar)
 
     # RunObserver: TaskBars' bars, without its per-task lines (the study prints per point)
-    def task_committed(self, task, outcome) -> None:  # noqa: ANN001
+    def task_committed(self, task: TaskSpec, outcome: TaskOutcome) -> None:
         self.progress.advance(self.tasks_bar)
 
 
@@ -130,7 +135,7 @@ def pareto(
     write_report(out, outcome.plan)
 
 
-def write_report(out: Path, plan) -> None:  # noqa: ANN001
+def write_report(out: Path, plan: StudyPlan) -> None:
     """Read the study's runs back from the database; write and print its tables and figures."""
     from services.dashboard.study_figures import INDEP, study_figures, write_figures  # noqa: PLC0415
     from services.dashboard.study_report import aggregate, load_results, write_tables  # noqa: PLC0415

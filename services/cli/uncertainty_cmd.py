@@ -9,7 +9,7 @@ instead of a number.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -17,10 +17,14 @@ from rich.table import Table
 from services.cli.console import make_console
 from services.core.config import get_settings
 
+if TYPE_CHECKING:  # the store is imported when a command runs (startup time)
+    from services.store.runs.summary import RunSummary
+    from services.store.runs.uncertainty import RunInterval
+
 console = make_console()
 
 
-def load_interval(summary):  # noqa: ANN001, ANN201
+def load_interval(summary: RunSummary) -> RunInterval:
     """The run's E interval from the local database and object store."""
     from services.store.db import sessions_on  # noqa: PLC0415
     from services.store.objects import open_store  # noqa: PLC0415
@@ -32,7 +36,7 @@ def load_interval(summary):  # noqa: ANN001, ANN201
         return run_interval(session, store, summary=summary)
 
 
-def interval_text(interval) -> str:  # noqa: ANN001
+def interval_text(interval: RunInterval) -> str:
     """What follows "E = 0.1234": "± 0.0123 [0.1111, 0.1357] 95 %", or why there is none."""
     if interval.result is None:
         return f"  (no 95 % interval: {interval.reason})" if interval.estimate is not None else ""

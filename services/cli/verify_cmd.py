@@ -11,12 +11,19 @@ A service verifies with ``POST /v1/submissions/{id}/verify`` (operators) instead
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from services.cli.console import make_console
 from services.core.config import get_settings
+
+if TYPE_CHECKING:  # the store and the trainer are imported when a command runs (startup time)
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from services.store.runs.verdicts import Verification
+    from workers.trainer.stream_runner import StreamRunner
 
 console = make_console()
 
@@ -52,7 +59,7 @@ def verify(
     print_verification(found)
 
 
-def verify_locally(runner, run_id: int, *, seeds: int, requested_by: str | None = None):  # noqa: ANN001, ANN201
+def verify_locally(runner: StreamRunner, run_id: int, *, seeds: int, requested_by: str | None = None) -> Verification:
     """Make ``seeds`` replays of ``run_id``, run each to its end with ``runner`` and judge
     them; the :class:`~services.store.runs.verdicts.Verification`."""
     from services.store.db import transaction  # noqa: PLC0415
@@ -73,7 +80,7 @@ def verify_locally(runner, run_id: int, *, seeds: int, requested_by: str | None 
     return current(runner.sessions, run_id)
 
 
-def current(sessions, run_id: int):  # noqa: ANN001, ANN201
+def current(sessions: sessionmaker[Session], run_id: int) -> Verification:
     """The run's verification as stored now."""
     from services.store.runs.verdicts import verification_of  # noqa: PLC0415
 
@@ -88,7 +95,7 @@ def stored_mark_line(run_id: int) -> str:
     return mark_line(current(sessions_on(get_settings().database_url), run_id))
 
 
-def mark_line(verification) -> str:  # noqa: ANN001
+def mark_line(verification: Verification) -> str:
     """One line for ``nevis results``: the mark and its replays; empty when never verified."""
     if verification.replay_of is not None:
         return f"replay of run {verification.replay_of} (not a leaderboard row of its own)"
@@ -100,7 +107,7 @@ def mark_line(verification) -> str:  # noqa: ANN001
     )
 
 
-def print_verification(verification) -> None:  # noqa: ANN001
+def print_verification(verification: Verification) -> None:
     """The verdict, the interval it was judged by and each replay."""
     if verification.verdict is None:
         console.print(mark_line(verification) or f"Run {verification.submission_id} was never verified.")
