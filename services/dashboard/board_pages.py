@@ -9,6 +9,7 @@ only what it shows: the leaderboard is one paginated query.
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
@@ -30,11 +31,11 @@ from services.core.profiles import ERROR_FLOOR, TARGET_NAME, TARGET_TOLERANCE
 from services.dashboard import figures
 from services.dashboard.page_kit import Since, Text, cached_page, csv_download, midnight, render_page
 from services.dashboard.views import to_csv
-from services.store.runs.board_front import front_points, rulesets_of
+from services.store.runs.board_front import FrontPoint, front_points, rulesets_of
 from services.store.runs.board_query import RANKED_PHASE, CodeFilter
 from services.store.runs.board_uncertainty import board_uncertainty
-from services.store.runs.leaderboard import SORT_KEYS, leaderboard
-from services.store.runs.profiles import floor_table, kept_profiles, performance_profiles
+from services.store.runs.leaderboard import SORT_KEYS, LeaderboardPage, SortKey, leaderboard
+from services.store.runs.profiles import KeptProfiles, floor_table, kept_profiles, performance_profiles
 from services.store.runs.visibility import Viewer
 
 PAGE_SIZE = 25
@@ -75,19 +76,21 @@ router = APIRouter(include_in_schema=False)
 Sort = Annotated[Literal["rank", "E", "cflop", "cflop_paper", "profile", "date", "learner", "tasks"], Query()]
 
 
-def _board(  # noqa: ANN202
-    session,  # noqa: ANN001
-    stream,  # noqa: ANN001
-    version,  # noqa: ANN001
-    sort,  # noqa: ANN001
-    descending,  # noqa: ANN001
-    page,  # noqa: ANN001
-    learner,  # noqa: ANN001
-    since,  # noqa: ANN001
+def _board(
+    session: Session,
+    stream: str | None,
+    version: str | None,
+    sort: SortKey,
+    descending: bool,
+    page: int,
+    learner: str | None,
+    since: datetime | None,
     viewer: Viewer,
     ruleset: str = "open",
     code: CodeFilter = "any",
-):
+) -> tuple[
+    list[tuple[str, str]], str | None, str | None, LeaderboardPage | None, list[FrontPoint], KeptProfiles | None
+]:
     known, name, ver = resolve_stream(session, stream, version, viewer)
     if name is None or ver is None or (name, ver) not in known:
         return known, name, ver, None, [], None

@@ -152,7 +152,7 @@ def probes_json(session: SessionDep, viewer: Reader, submission_id: DbId) -> Res
     return Response(json.dumps(report.to_dict(), allow_nan=False), media_type="application/json")
 
 
-def _tasks_or_404(session, submission_id: int, viewer: Viewer) -> list[dict[str, Any]] | Response:  # noqa: ANN001
+def _tasks_or_404(session: Session, submission_id: int, viewer: Viewer) -> list[dict[str, Any]] | Response:
     try:
         check_readable(session, viewer, [submission_id])
         return submission_tasks(session, submission_id)

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from services.dashboard.views import CompareView
 from services.store.objects import ObjectStore
-from services.store.runs.comparison import Comparison, compare
+from services.store.runs.comparison import Comparison, TaskComparison, compare
 from services.store.runs.summary import RunSummary
 from services.store.runs.uncertainty import IncomparableRunsError, RunInterval, run_interval
 
@@ -22,7 +22,7 @@ class PairedView:
     comparison: Comparison | None
     reason: str | None
 
-    def task(self, order: int):  # noqa: ANN201
+    def task(self, order: int) -> TaskComparison | None:
         """The paired figures of one task; None when it is not compared."""
         if self.comparison is None:
             return None
