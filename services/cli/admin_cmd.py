@@ -33,8 +33,8 @@ def create_user(
     max_per_day: int | None = typer.Option(None, "--max-per-day", help="Quota: submissions per 24 h."),
 ) -> None:
     """Create a user."""
-    from services.coordinator.crud import users  # noqa: PLC0415
-    from services.store.db import transaction  # noqa: PLC0415
+    from services.coordinator.crud import users  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db import transaction  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with transaction(coordinator_sessions()) as session:
         user = users.create_user(session, name=name, role=role, max_concurrent=max_concurrent, max_per_day=max_per_day)
@@ -44,8 +44,8 @@ def create_user(
 @users_app.command("disable")
 def disable_user(name: str = typer.Argument(..., help="The user to disable.")) -> None:
     """Revoke every token of a user at once and refuse it new ones until enabled."""
-    from services.coordinator.crud import users  # noqa: PLC0415
-    from services.store.db import transaction  # noqa: PLC0415
+    from services.coordinator.crud import users  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db import transaction  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with transaction(coordinator_sessions()) as session:
         tokens = users.disable_user(session, user=users.get_user(session, name=name))
@@ -55,8 +55,8 @@ def disable_user(name: str = typer.Argument(..., help="The user to disable.")) -
 @users_app.command("enable")
 def enable_user(name: str = typer.Argument(..., help="The user to enable.")) -> None:
     """Let a disabled user get tokens again (its old tokens stay revoked)."""
-    from services.coordinator.crud import users  # noqa: PLC0415
-    from services.store.db import transaction  # noqa: PLC0415
+    from services.coordinator.crud import users  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db import transaction  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with transaction(coordinator_sessions()) as session:
         users.enable_user(session, user=users.get_user(session, name=name))
@@ -66,7 +66,7 @@ def enable_user(name: str = typer.Argument(..., help="The user to enable.")) -> 
 @users_app.command("list")
 def list_users() -> None:
     """List users."""
-    from services.coordinator.crud import users  # noqa: PLC0415
+    from services.coordinator.crud import users  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with coordinator_sessions()() as session:
         table = Table("id", "name", "role", "max concurrent", "max per day")
@@ -84,8 +84,8 @@ def list_users() -> None:
 @users_app.command("quota")
 def show_quota(name: str = typer.Argument(..., help="The user whose quotas to show.")) -> None:
     """Show a user's quotas and use: concurrent, daily, and meta-test per learner and stream version."""
-    from services.coordinator.crud import users  # noqa: PLC0415
-    from services.coordinator.crud.quotas import quota_report  # noqa: PLC0415
+    from services.coordinator.crud import users  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.coordinator.crud.quotas import quota_report  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with coordinator_sessions()() as session:
         report = quota_report(session, settings=get_coordinator_settings(), user=users.get_user(session, name=name))
@@ -134,8 +134,8 @@ def create_token(
     ),
 ) -> None:
     """Create a token and print its secret (shown only this once)."""
-    from services.coordinator.crud import users  # noqa: PLC0415
-    from services.store.db import transaction  # noqa: PLC0415
+    from services.coordinator.crud import users  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db import transaction  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_coordinator_settings()
     lifetime = timedelta(days=expires_in_days or settings.token_default_days)
@@ -150,7 +150,7 @@ def create_token(
 @tokens_app.command("list")
 def list_tokens(user: str = typer.Option(..., "--user", help="Whose tokens.")) -> None:
     """List a user's tokens (prefixes only)."""
-    from services.coordinator.crud import users  # noqa: PLC0415
+    from services.coordinator.crud import users  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with coordinator_sessions()() as session:
         owner = users.get_user(session, name=user)
@@ -173,8 +173,8 @@ def revoke_token(
     user: str = typer.Option(..., "--user", help="Whose token."),
 ) -> None:
     """Revoke a token and every token minted from it (through the API), down the chain."""
-    from services.coordinator.crud import users  # noqa: PLC0415
-    from services.store.db import transaction  # noqa: PLC0415
+    from services.coordinator.crud import users  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db import transaction  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with transaction(coordinator_sessions()) as session:
         owner = users.get_user(session, name=user)

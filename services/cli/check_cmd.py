@@ -51,8 +51,8 @@ def check(
 
 def check_folder(folder: Path, entrypoint: str, *, console: Console, steps: int = 8) -> bool:
     """Check the learner in ``folder``; prints the table; True when no call is broken."""
-    from services.cli.client.bundle import pack_learner  # noqa: PLC0415
-    from workers.sandbox.bundles import extract_bundle  # noqa: PLC0415
+    from services.cli.client.bundle import pack_learner  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.sandbox.bundles import extract_bundle  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with tempfile.TemporaryDirectory(prefix="nevis-check-") as scratch:
         packed = pack_learner(folder, entrypoint=entrypoint, dest=Path(scratch))
@@ -65,10 +65,10 @@ def check_folder(folder: Path, entrypoint: str, *, console: Console, steps: int 
 def check_image(ref: str, entrypoint: str, *, console: Console, steps: int = 8) -> bool:
     """Check the learner image ``ref`` (unpacked as a worker would); prints why an image that
     cannot be used fails before any call; True when no call is broken."""
-    from services.coordinator.common.validation import check_image_ref  # noqa: PLC0415
-    from services.coordinator.learner_images import check_learner_image  # noqa: PLC0415
-    from services.core.config import get_settings  # noqa: PLC0415
-    from workers.sandbox.images import ImageError, ImageLimits, unpack_image  # noqa: PLC0415
+    from services.coordinator.common.validation import check_image_ref  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.coordinator.learner_images import check_learner_image  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.core.config import get_settings  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.sandbox.images import ImageError, ImageLimits, unpack_image  # noqa: PLC0415 - imported when the command runs (fast start)
 
     check_image_ref(ref, field="--image")  # a reference, never an option, before podman sees it
     try:
@@ -85,8 +85,8 @@ def check_image(ref: str, entrypoint: str, *, console: Console, steps: int = 8) 
 def check_paths(paths: tuple[str, ...], entrypoint: str, *, what: str, console: Console, steps: int = 8) -> bool:
     """Check ``entrypoint`` imported from ``paths`` (read-only in its hosts); prints the table."""
     from services.cli.check.calls import CallOutcome, CheckRun  # noqa: PLC0415 - heavy (numpy, sklearn)
-    from services.core.config import get_settings  # noqa: PLC0415
-    from workers.sandbox.limits import HostLimits  # noqa: PLC0415
+    from services.core.config import get_settings  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.sandbox.limits import HostLimits  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     console.print(f"Checking {entrypoint} from {what} on a two-task stream …")

@@ -10,7 +10,7 @@ from services.coordinator.common.config import get_coordinator_settings
 
 def coordinator_sessions() -> sessionmaker[Session]:
     """A session factory on ``NEVIS_DATABASE_URL``, after checking its schema is current."""
-    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415
+    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415 - imported when the command runs (fast start)
 
     url = get_coordinator_settings().database_url
     ensure_current(url)

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from services.cli.console import make_console
 from services.cli.data_convert_cmd import convert as _convert
+from services.cli.data_convert_cmd import convert_fetched
 from services.cli.data_fetch_cmd import fetch as _fetch
 from services.cli.data_fetch_cmd import mirror as _mirror
 from services.cli.data_import_cmd import import_reference as _import_reference
@@ -45,9 +46,9 @@ _SIZE = typer.Option(
 
 def _context(stream: str, image_size: int | None) -> tuple[StreamManifest, ObjectStore, int, Path | None]:
     """The manifest, store, stored size and offline folder for a command."""
-    from services.store.objects import store_from_settings  # noqa: PLC0415
-    from workers.stream.manifest_files import load_stream  # noqa: PLC0415
-    from workers.stream.prepare import stored_image_size  # noqa: PLC0415
+    from services.store.objects import store_from_settings  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.stream.manifest_files import load_stream  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.stream.prepare import stored_image_size  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     manifest = load_stream(stream)
@@ -72,8 +73,7 @@ def prepare(
     ),
 ) -> None:
     """Build the shards of every dataset of a stream (skipping those already present)."""
-    from services.cli.data_convert_cmd import convert_fetched  # noqa: PLC0415
-    from workers.stream.prepare import STAGES, prepare_stream  # noqa: PLC0415
+    from workers.stream.prepare import STAGES, prepare_stream  # noqa: PLC0415 - imported when the command runs (fast start)
 
     manifest, store, size, offline_dir = _context(stream, image_size)
     console = make_console()
@@ -138,10 +138,10 @@ def prepare(
 def _database_recorder(store: ObjectStore) -> Callable[[DatasetIndex], None]:
     """Record prepared datasets in NEVIS_DATABASE_URL (schema created or migrated first); with
     it, the split salt (the setting, or a production deployment's own: deployment_salt)."""
-    from services.store.db import sessions_on, upgrade  # noqa: PLC0415
-    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
-    from services.store.deployment_salt import split_salt  # noqa: PLC0415
-    from workers.stream.catalog import database_recorder  # noqa: PLC0415
+    from services.store.db import sessions_on, upgrade  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.deployment_salt import split_salt  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.stream.catalog import database_recorder  # noqa: PLC0415 - imported when the command runs (fast start)
 
     url = get_settings().database_url
     ensure_sqlite_parent(url)
@@ -153,7 +153,7 @@ def _database_recorder(store: ObjectStore) -> Callable[[DatasetIndex], None]:
 @app.command("verify")
 def verify(stream: str = _STREAM, image_size: int | None = _SIZE) -> None:
     """Re-read every shard of a stream and check it against its index."""
-    from workers.stream.prepare import verify_stream  # noqa: PLC0415
+    from workers.stream.prepare import verify_stream  # noqa: PLC0415 - imported when the command runs (fast start)
 
     manifest, store, size, _ = _context(stream, image_size)
     results = verify_stream(manifest, store, image_size=size)

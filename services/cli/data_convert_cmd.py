@@ -73,8 +73,8 @@ def convert(
     ),
 ) -> None:
     """Convert a stream's fetched source files into Parquet datasets (NEVIS_OFFLINE_DATA_DIR)."""
-    from workers.ingest.readers.convert import convert_sources  # noqa: PLC0415
-    from workers.stream.manifest_files import load_stream  # noqa: PLC0415
+    from workers.ingest.readers.convert import convert_sources  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.stream.manifest_files import load_stream  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     if settings.offline_data_dir is None:
@@ -120,9 +120,9 @@ def convert_fetched(
     were fetched (its folder under ``<NEVIS_DATA_DIR>/sources`` exists) and not converted yet,
     so fetch then prepare is enough. Sources not fetched, or not in the catalogue (generated
     ones, a user's own datasets), are left to ``prepare``, which names what it cannot find."""
-    from workers.ingest.readers.convert import PRESENT, convert_sources  # noqa: PLC0415
-    from workers.ingest.sources.locations import sources_dir  # noqa: PLC0415
-    from workers.stream.sources.catalogue import load_catalogue  # noqa: PLC0415
+    from workers.ingest.readers.convert import PRESENT, convert_sources  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.ingest.sources.locations import sources_dir  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.stream.sources.catalogue import load_catalogue  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     if settings.offline_data_dir is None:

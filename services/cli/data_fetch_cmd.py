@@ -50,7 +50,7 @@ class ByteBars:
 
 def stream_sources(manifest: StreamManifest, datasets: str | None) -> tuple[list[Source], dict[str, list[int]]]:
     """The stream's sources (or the chosen ones) and, per source key, the task orders it serves."""
-    from workers.stream.sources.catalogue import load_catalogue  # noqa: PLC0415
+    from workers.stream.sources.catalogue import load_catalogue  # noqa: PLC0415 - imported when the command runs (fast start)
 
     catalogue = load_catalogue()
     sources = catalogue.for_datasets(manifest.datasets)
@@ -71,8 +71,8 @@ def _tasks_text(orders: Sequence[int]) -> str:
 
 
 def _dry_run(manifest: StreamManifest, sources: list[Source], tasks: dict[str, list[int]]) -> None:
-    from workers.ingest.sources.locations import sources_dir  # noqa: PLC0415
-    from workers.ingest.sources.plan import plan_sources, plan_summary  # noqa: PLC0415
+    from workers.ingest.sources.locations import sources_dir  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.ingest.sources.plan import plan_sources, plan_summary  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     dest = sources_dir(settings.data_dir)
@@ -114,9 +114,9 @@ def fetch(
     jobs: int = typer.Option(4, "--jobs", "-j", min=1, max=64, help="Files downloaded at once."),
 ) -> None:
     """Download a stream's source files (resumable, checksum-verified) into the data folder."""
-    from workers.ingest.sources.fetch import fetch_sources  # noqa: PLC0415
-    from workers.ingest.sources.locations import check_mirror, sources_dir  # noqa: PLC0415
-    from workers.stream.manifest_files import load_stream  # noqa: PLC0415
+    from workers.ingest.sources.fetch import fetch_sources  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.ingest.sources.locations import check_mirror, sources_dir  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.stream.manifest_files import load_stream  # noqa: PLC0415 - imported when the command runs (fast start)
 
     manifest = load_stream(stream)
     sources, tasks = stream_sources(manifest, datasets)
@@ -168,10 +168,10 @@ def mirror(
     datasets: str | None = _DATASETS,
 ) -> None:
     """Upload fetched source files into an S3 mirror that NEVIS_DATA_MIRROR can point at."""
-    from workers.ingest.sources.locations import s3_client, sources_dir  # noqa: PLC0415
-    from workers.ingest.sources.mirror import MISSING, upload_to_mirror  # noqa: PLC0415
-    from workers.stream.manifest_files import load_stream  # noqa: PLC0415
-    from workers.stream.sources.catalogue import load_catalogue  # noqa: PLC0415
+    from workers.ingest.sources.locations import s3_client, sources_dir  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.ingest.sources.mirror import MISSING, upload_to_mirror  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.stream.manifest_files import load_stream  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.stream.sources.catalogue import load_catalogue  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     if stream:

@@ -70,8 +70,8 @@ def import_reference(
     ),
 ) -> None:
     """Import datasets the reference implementation prepared (TFRecords of PNGs) as Parquet datasets."""
-    from workers.ingest.readers.reference_import import import_reference as run_import  # noqa: PLC0415
-    from workers.stream.imported_splits import REFERENCE_STREAMS  # noqa: PLC0415
+    from workers.ingest.readers.reference_import import import_reference as run_import  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.stream.imported_splits import REFERENCE_STREAMS  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     if settings.offline_data_dir is None:

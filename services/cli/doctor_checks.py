@@ -169,8 +169,8 @@ def check_ray(settings: Settings) -> Check:
 def check_database(settings: Settings, environment: str) -> Check:
     """Whether the configured database answers ``SELECT 1`` (SQLite is for development only)."""
     from sqlalchemy import create_engine, text  # noqa: PLC0415 - only this probe needs it
-    from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415
-    from sqlalchemy.pool import NullPool  # noqa: PLC0415
+    from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415 - imported when the command runs (fast start)
+    from sqlalchemy.pool import NullPool  # noqa: PLC0415 - imported when the command runs (fast start)
 
     url = settings.database_url
     fix = "start it, or set NEVIS_DATABASE_URL to a reachable server (postgresql+psycopg://user@host/db)"

@@ -51,10 +51,10 @@ def pretrain(
     """Run a learner over a stream's meta-train tasks and save its last predictor (self-pretraining)."""
     if ctx.invoked_subcommand is not None:
         return
-    from services.store.db import upgrade  # noqa: PLC0415
-    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
-    from workers.trainer.pretrain import pretrain as make_checkpoint  # noqa: PLC0415
-    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
+    from services.store.db import upgrade  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.trainer.pretrain import pretrain as make_checkpoint  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415 - imported when the command runs (fast start)
 
     if out is None:
         raise NevisError(
@@ -122,8 +122,8 @@ def import_checkpoint(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --out file."),
 ) -> None:
     """Convert weights pretrained elsewhere into a checkpoint for pt / pt_ft, recording their provenance."""
-    from workers.learners.pretrained_import import import_checkpoint as convert  # noqa: PLC0415
-    from workers.learners.provenance import read_provenance  # noqa: PLC0415
+    from workers.learners.pretrained_import import import_checkpoint as convert  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.learners.provenance import read_provenance  # noqa: PLC0415 - imported when the command runs (fast start)
 
     _check_out(out, force)
     try:

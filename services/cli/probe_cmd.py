@@ -39,7 +39,7 @@ _PRESET = typer.Option(
 def build_settings(preset: str, *, all_trials: bool = False, all_earlier: bool = False, **overrides: Any) -> Any:
     """Probe settings of ``preset`` with the options the user gave (None = keep);
     ``all_trials`` probes every checkpoint of every trial, ``all_earlier`` every earlier task."""
-    from services.store.probes.settings import ProbeSettings  # noqa: PLC0415
+    from services.store.probes.settings import ProbeSettings  # noqa: PLC0415 - imported when the command runs (fast start)
 
     given = {k: v for k, v in overrides.items() if v is not None}
     if "kinds" in given:
@@ -80,7 +80,7 @@ def _worker_config(
     watch: dict | None = None,
     job_ids: tuple[int, ...] | None = None,
 ) -> Any:
-    from workers.probe.runtime.pool import WorkerConfig  # noqa: PLC0415
+    from workers.probe.runtime.pool import WorkerConfig  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     paths = learner_paths(settings.learner_paths, os.environ)
@@ -143,9 +143,9 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Probe the checkpoints of a run's committed tasks and print the report."""
-    from services.store.db import ensure_current, sessions_on, transaction  # noqa: PLC0415
-    from workers.probe.runtime.planner import queue_submission  # noqa: PLC0415
-    from workers.probe.runtime.pool import ProbeWorker, default_threads, default_workers, run_pool  # noqa: PLC0415
+    from services.store.db import ensure_current, sessions_on, transaction  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.probe.runtime.planner import queue_submission  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.probe.runtime.pool import ProbeWorker, default_threads, default_workers, run_pool  # noqa: PLC0415 - imported when the command runs (fast start)
 
     probe_settings = build_settings(
         preset,
@@ -209,7 +209,7 @@ def _progress(
     out: Console, sessions: Any, *, submission: int, job_ids: tuple[int, ...], workers: int
 ) -> Callable[[], None]:
     """A line each time more of this plan's jobs have finished (the workers print nothing)."""
-    from services.store.probes import queue_plans  # noqa: PLC0415
+    from services.store.probes import queue_plans  # noqa: PLC0415 - imported when the command runs (fast start)
 
     shown = [-1]
 
@@ -230,7 +230,7 @@ def _progress(
 def _note_waiting(out: Console, sessions: Any, *, submission: int, job_ids: tuple[int, ...]) -> None:
     """Say so when some of this plan's jobs are left queued: they wait for jobs it did not
     queue (a summary waiting for other tasks' jobs), which are someone else's to run."""
-    from services.store.probes import queue_plans  # noqa: PLC0415
+    from services.store.probes import queue_plans  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with sessions() as session:
         waiting = queue_plans.status_counts(session, submission_id=submission, job_ids=job_ids).get("queued", 0)
@@ -253,8 +253,8 @@ def workers_command(
     poll_s: float = typer.Option(5.0, "--poll-s", help="Seconds between polls of an empty queue."),
 ) -> None:
     """Run a pool of probe workers on the queue (Ctrl-C to stop; leases make it safe)."""
-    from services.store.db import ensure_current  # noqa: PLC0415
-    from workers.probe.runtime.pool import default_threads, run_pool  # noqa: PLC0415
+    from services.store.db import ensure_current  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.probe.runtime.pool import default_threads, run_pool  # noqa: PLC0415 - imported when the command runs (fast start)
 
     ensure_current(get_settings().database_url)
     preset = preset or get_settings().probe_preset

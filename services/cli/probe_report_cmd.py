@@ -40,8 +40,8 @@ def _flops(value: float | None) -> str:
 
 
 def load_report(run_id: int, *, settings_hash: str | None = None, task_order: int | None = None) -> Any:
-    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415
-    from services.store.probes.report import load_probe_report  # noqa: PLC0415
+    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.probes.report import load_probe_report  # noqa: PLC0415 - imported when the command runs (fast start)
 
     url = get_settings().database_url
     ensure_current(url)
@@ -51,8 +51,8 @@ def load_report(run_id: int, *, settings_hash: str | None = None, task_order: in
 
 def results_json(run_id: int) -> str:
     """``nevis results ID --json --probes``: the run summary and the probe report, one document."""
-    from services.store.db import sessions_on  # noqa: PLC0415
-    from services.store.runs.summary import load_summary  # noqa: PLC0415
+    from services.store.db import sessions_on  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.runs.summary import load_summary  # noqa: PLC0415 - imported when the command runs (fast start)
 
     report = load_report(run_id)
     with sessions_on(get_settings().database_url)() as session:

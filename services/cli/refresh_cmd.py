@@ -27,9 +27,9 @@ def run(
     ),
 ) -> None:
     """Settle finished refreshes, then refresh every stream whose current version has none."""
-    from services.coordinator.refresh.snapshot import settle_refreshes  # noqa: PLC0415
-    from services.coordinator.refresh.start import run_refreshes  # noqa: PLC0415
-    from services.store.db import transaction  # noqa: PLC0415
+    from services.coordinator.refresh.snapshot import settle_refreshes  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.coordinator.refresh.start import run_refreshes  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db import transaction  # noqa: PLC0415 - imported when the command runs (fast start)
 
     sessions = coordinator_sessions()
     with transaction(sessions) as session:
@@ -57,7 +57,7 @@ def list_command(
     limit: int = typer.Option(20, "--limit", min=1, max=1000, help="Newest first, this many."),
 ) -> None:
     """List refreshes, newest first."""
-    from services.coordinator.refresh.start import list_refreshes, run_statuses  # noqa: PLC0415
+    from services.coordinator.refresh.start import list_refreshes, run_statuses  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with coordinator_sessions()() as session:
         rows, total = list_refreshes(session, limit=limit, offset=0, stream=stream)

@@ -83,10 +83,10 @@ def submit(
     detach: bool = typer.Option(False, "--detach", help="Do not follow the run; print its id and return."),
 ) -> None:
     """Check, pack and register a learner (re-using an identical one), submit it, and follow the run."""
-    from services.cli.check_cmd import check_folder, check_image  # noqa: PLC0415
-    from services.cli.remote_follow import detached, follow  # noqa: PLC0415
-    from services.cli.remote_image import image_learner  # noqa: PLC0415
-    from services.coordinator.common.validation import (  # noqa: PLC0415
+    from services.cli.check_cmd import check_folder, check_image  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.cli.remote_follow import detached, follow  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.cli.remote_image import image_learner  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.coordinator.common.validation import (  # noqa: PLC0415 - imported when the command runs (fast start)
         check_code_url,
         check_entrypoint,
         check_image_ref,
@@ -149,7 +149,7 @@ def _bundle_learner(
     client: NevisClient, folder: Path, scratch: Path, entrypoint: str, *, name: str | None, cpus: float, gpus: int
 ) -> Learner:
     """The user's learner of ``folder``'s bundle and ``entrypoint``: found, or uploaded."""
-    from services.cli.client.bundle import pack_learner  # noqa: PLC0415
+    from services.cli.client.bundle import pack_learner  # noqa: PLC0415 - imported when the command runs (fast start)
 
     packed = pack_learner(folder, entrypoint=entrypoint, dest=scratch)
     learner = client.find_learner(sha256=packed.sha256, entrypoint=entrypoint)

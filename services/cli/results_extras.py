@@ -22,7 +22,7 @@ def gpu_energy_line(summary: Any) -> str:
 
 def print_transfer(console: Console, report: Any) -> None:
     """The repeated datasets and FT-d's choices, where the run has them (docs/transfer.md)."""
-    from services.core.transfer import candidate_label  # noqa: PLC0415
+    from services.core.transfer import candidate_label  # noqa: PLC0415 - imported when the command runs (fast start)
 
     if report.repeats:
         against = f"Indep #{report.indep_submission_id}" if report.indep_submission_id else report.indep_reason

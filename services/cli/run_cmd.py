@@ -130,11 +130,11 @@ def run(
     ),
 ) -> None:
     """Run a learner over a stream on Ray and store everything; prints E and cFLOP."""
-    from services.core.budget import RunBudget  # noqa: PLC0415
-    from services.store.db import upgrade  # noqa: PLC0415
-    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
-    from workers.trainer.run_plan import RunRequest  # noqa: PLC0415
-    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
+    from services.core.budget import RunBudget  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db import upgrade  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.trainer.run_plan import RunRequest  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     budget = RunBudget(
@@ -184,7 +184,7 @@ def run(
 
 def _known(kind: str, name: str, known: tuple[str, ...]) -> str:
     """``name`` if it is one of ``known``; otherwise a usage error listing them."""
-    from services.core.errors import unknown_name_message  # noqa: PLC0415
+    from services.core.errors import unknown_name_message  # noqa: PLC0415 - imported when the command runs (fast start)
 
     if name not in known:
         raise typer.BadParameter(unknown_name_message(kind, name, known))
@@ -193,8 +193,8 @@ def _known(kind: str, name: str, known: tuple[str, ...]) -> str:
 
 def known_ruleset(name: str, option: str) -> str:
     """``name`` if it is a ruleset (:mod:`services.core.rulesets`), else a usage error naming ``option``."""
-    from services.core.errors import UnknownNameError  # noqa: PLC0415
-    from services.core.rulesets import ruleset  # noqa: PLC0415
+    from services.core.errors import UnknownNameError  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.core.rulesets import ruleset  # noqa: PLC0415 - imported when the command runs (fast start)
 
     try:
         ruleset(name)
@@ -204,7 +204,7 @@ def known_ruleset(name: str, option: str) -> str:
 
 
 def _fractions(text: str) -> tuple[float, ...]:
-    from services.core.errors import BudgetError  # noqa: PLC0415
+    from services.core.errors import BudgetError  # noqa: PLC0415 - imported when the command runs (fast start)
 
     try:
         return tuple(float(part) for part in text.split(",") if part.strip())
@@ -221,7 +221,7 @@ def results(
     ),
 ) -> None:
     """Print a stored run: per-task errors and FLOPs, E and cFLOP."""
-    from services.cli import probe_report_cmd  # noqa: PLC0415
+    from services.cli import probe_report_cmd  # noqa: PLC0415 - imported when the command runs (fast start)
 
     if plot is not None:
         _write_plot(run_id, plot, quiet=as_json)
@@ -235,8 +235,8 @@ def results(
 
 def _load_summary(run_id: int) -> RunSummary:
     """The stored run, read from NEVIS_DATABASE_URL (which must be at the current schema)."""
-    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415
-    from services.store.runs.summary import load_summary  # noqa: PLC0415
+    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.runs.summary import load_summary  # noqa: PLC0415 - imported when the command runs (fast start)
 
     url = get_settings().database_url
     ensure_current(url)
@@ -247,9 +247,9 @@ def _load_summary(run_id: int) -> RunSummary:
 def _load_transfer(run_id: int) -> TransferReport:
     """The run's transfer report (repeats, FT-d's choices, resolution slices) from the local
     database and object store."""
-    from services.store.db import sessions_on  # noqa: PLC0415
-    from services.store.objects import open_store  # noqa: PLC0415
-    from services.store.runs.transfer import transfer_report  # noqa: PLC0415
+    from services.store.db import sessions_on  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.objects import open_store  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.runs.transfer import transfer_report  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
@@ -258,7 +258,7 @@ def _load_transfer(run_id: int) -> TransferReport:
 
 
 def _write_plot(run_id: int, path: Path, *, quiet: bool) -> None:
-    from workers.trainer.plots import write_run_plot  # noqa: PLC0415
+    from workers.trainer.plots import write_run_plot  # noqa: PLC0415 - imported when the command runs (fast start)
 
     written = write_run_plot(_load_summary(run_id), path)
     if not quiet:
@@ -266,7 +266,7 @@ def _write_plot(run_id: int, path: Path, *, quiet: bool) -> None:
 
 
 def show_results(run_id: int, *, as_json: bool) -> RunSummary:
-    from services.cli.uncertainty_cmd import interval_text, load_interval  # noqa: PLC0415
+    from services.cli.uncertainty_cmd import interval_text, load_interval  # noqa: PLC0415 - imported when the command runs (fast start)
 
     summary = _load_summary(run_id)
     interval = load_interval(summary)

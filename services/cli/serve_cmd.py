@@ -45,12 +45,12 @@ def serve(
     scheduler; a deployment runs it in one more ``nevis serve`` (``--workers 1``, its own port)
     or replica.
     """
-    import uvicorn  # noqa: PLC0415
+    import uvicorn  # noqa: PLC0415 - imported when the command runs (fast start)
 
-    from services.cli.doctor_cmd import machine_summary  # noqa: PLC0415
-    from services.dashboard.server import create_server_app  # noqa: PLC0415
-    from services.store.db import ensure_current, upgrade  # noqa: PLC0415
-    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
+    from services.cli.doctor_cmd import machine_summary  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.dashboard.server import create_server_app  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db import ensure_current, upgrade  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_coordinator_settings()
     if not 0 < port < 65536:
@@ -86,7 +86,7 @@ def serve(
 
 def worker_server_app() -> Any:
     """The app of one ``nevis serve --workers N`` process: the server without a scheduler."""
-    from services.dashboard.server import create_server_app  # noqa: PLC0415
+    from services.dashboard.server import create_server_app  # noqa: PLC0415 - imported when the command runs (fast start)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_server_app(get_coordinator_settings(), run_scheduler=False, warm_up=True)
@@ -102,7 +102,7 @@ def openapi(
     check: bool = typer.Option(False, "--check", help="Exit 1 if the file differs from the app."),
 ) -> None:
     """Write the coordinator's OpenAPI document (or check the checked-in one)."""
-    from services.coordinator.openapi import openapi_document, render  # noqa: PLC0415
+    from services.coordinator.openapi import openapi_document, render  # noqa: PLC0415 - imported when the command runs (fast start)
 
     text = render(openapi_document())
     if str(output) == "-":
@@ -126,7 +126,7 @@ def run_task(
     lease: int = typer.Option(..., "--lease", help="Lease id the scheduler gave this launch."),
 ) -> None:
     """Run the one task a lease names, then end the lease (used by every backend)."""
-    from services.coordinator.worker import run_task as run  # noqa: PLC0415
+    from services.coordinator.worker import run_task as run  # noqa: PLC0415 - imported when the command runs (fast start)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     load_secrets_path()  # remote backends send where the credentials are, not the credentials

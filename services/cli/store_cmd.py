@@ -28,9 +28,9 @@ def gc_command(
     ),
 ) -> None:
     """Remove objects under the service's prefixes that no database row references."""
-    from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415
-    from services.store.garbage import collect_garbage  # noqa: PLC0415
-    from services.store.objects import store_from_settings  # noqa: PLC0415
+    from services.store.db import ensure_current, make_engine, session_factory  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.garbage import collect_garbage  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.objects import store_from_settings  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     ensure_current(settings.database_url)

@@ -100,11 +100,11 @@ def pareto(
 ) -> None:
     """Run learners × budgets × seeds as ordinary runs (resumable), then write the table and
     the E-against-cFLOP, regret and slice figures."""
-    from services.store.db import upgrade  # noqa: PLC0415
-    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415
-    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
-    from workers.trainer.study import StudyRunner  # noqa: PLC0415
-    from workers.trainer.study_plan import make_grid  # noqa: PLC0415
+    from services.store.db import upgrade  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db.engine import ensure_sqlite_parent  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.trainer.study import StudyRunner  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.trainer.study_plan import make_grid  # noqa: PLC0415 - imported when the command runs (fast start)
 
     grid = make_grid(stream=stream, phase=phase, learners=learners, budgets=budgets, seeds=seeds)
     settings = get_settings()
@@ -137,9 +137,9 @@ def pareto(
 
 def write_report(out: Path, plan: StudyPlan) -> None:
     """Read the study's runs back from the database; write and print its tables and figures."""
-    from services.dashboard.study_figures import INDEP, study_figures, write_figures  # noqa: PLC0415
-    from services.dashboard.study_report import aggregate, load_results, write_tables  # noqa: PLC0415
-    from services.store.db import sessions_on  # noqa: PLC0415
+    from services.dashboard.study_figures import INDEP, study_figures, write_figures  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.dashboard.study_report import aggregate, load_results, write_tables  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db import sessions_on  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with sessions_on(get_settings().database_url)() as session:
         points = load_results(session, plan)

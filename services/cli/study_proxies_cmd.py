@@ -35,11 +35,11 @@ def proxies(
     """Replay each task's trial choice under LiDAR / RankMe (choose, or prune at the 1/8 and
     1/4 checkpoints) against dev selection: E and regret on held-out dev_test examples (and on
     dev, labelled), cFLOP, FLOPs saved."""
-    from dataclasses import asdict  # noqa: PLC0415
+    from dataclasses import asdict  # noqa: PLC0415 - imported when the command runs (fast start)
 
-    from services.core.proxy_policies import ReplayError, summarise  # noqa: PLC0415
-    from services.store.db import make_engine, session_factory  # noqa: PLC0415
-    from services.store.probes.proxy_replay import load_replay_input  # noqa: PLC0415
+    from services.core.proxy_policies import ReplayError, summarise  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.db import make_engine, session_factory  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.probes.proxy_replay import load_replay_input  # noqa: PLC0415 - imported when the command runs (fast start)
 
     engine = make_engine(get_settings().database_url)
     try:

@@ -26,9 +26,9 @@ console = make_console()
 
 def load_interval(summary: RunSummary) -> RunInterval:
     """The run's E interval from the local database and object store."""
-    from services.store.db import sessions_on  # noqa: PLC0415
-    from services.store.objects import open_store  # noqa: PLC0415
-    from services.store.runs.uncertainty import run_interval  # noqa: PLC0415
+    from services.store.db import sessions_on  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.objects import open_store  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.runs.uncertainty import run_interval  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     store = open_store(settings.store_url, s3_endpoint_url=settings.s3_endpoint_url)
@@ -99,9 +99,9 @@ def run_ids(text: str, side: str) -> list[int]:
 
 
 def _local(a: list[int], b: list[int]) -> dict[str, Any]:
-    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415
-    from services.store.objects import open_store  # noqa: PLC0415
-    from services.store.runs.comparison import compare as compare_runs  # noqa: PLC0415
+    from services.store.db import ensure_current, sessions_on  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.objects import open_store  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.runs.comparison import compare as compare_runs  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     ensure_current(settings.database_url)
@@ -111,7 +111,7 @@ def _local(a: list[int], b: list[int]) -> dict[str, Any]:
 
 
 def _remote(a: list[int], b: list[int]) -> dict[str, Any]:
-    from services.cli.client.api import NevisClient  # noqa: PLC0415
+    from services.cli.client.api import NevisClient  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with NevisClient.from_login() as client:
         return client.compare(a, b)

@@ -42,8 +42,8 @@ def verify(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Replay run ID with new seeds and mark it verified or not reproduced."""
-    from services.store.db import sessions_on, upgrade  # noqa: PLC0415
-    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
+    from services.store.db import sessions_on, upgrade  # noqa: PLC0415 - imported when the command runs (fast start)
+    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415 - imported when the command runs (fast start)
 
     settings = get_settings()
     if show:
@@ -62,8 +62,8 @@ def verify(
 def verify_locally(runner: StreamRunner, run_id: int, *, seeds: int, requested_by: str | None = None) -> Verification:
     """Make ``seeds`` replays of ``run_id``, run each to its end with ``runner`` and judge
     them; the :class:`~services.store.runs.verdicts.Verification`."""
-    from services.store.db import transaction  # noqa: PLC0415
-    from services.store.runs.verification import request_replays, settle  # noqa: PLC0415
+    from services.store.db import transaction  # noqa: PLC0415 - imported when the command runs (fast start)
+    from services.store.runs.verification import request_replays, settle  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with transaction(runner.sessions) as session:
         replay_ids = [
@@ -82,7 +82,7 @@ def verify_locally(runner: StreamRunner, run_id: int, *, seeds: int, requested_b
 
 def current(sessions: sessionmaker[Session], run_id: int) -> Verification:
     """The run's verification as stored now."""
-    from services.store.runs.verdicts import verification_of  # noqa: PLC0415
+    from services.store.runs.verdicts import verification_of  # noqa: PLC0415 - imported when the command runs (fast start)
 
     with sessions() as session:
         return verification_of(session, submission_id=run_id)
@@ -90,7 +90,7 @@ def current(sessions: sessionmaker[Session], run_id: int) -> Verification:
 
 def stored_mark_line(run_id: int) -> str:
     """:func:`mark_line` of a run in the local database (``nevis results``)."""
-    from services.store.db import sessions_on  # noqa: PLC0415
+    from services.store.db import sessions_on  # noqa: PLC0415 - imported when the command runs (fast start)
 
     return mark_line(current(sessions_on(get_settings().database_url), run_id))
 

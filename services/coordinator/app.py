@@ -66,7 +66,7 @@ def create_app(
     metrics = Metrics()
     metrics.watch_database(sessions)
     if run_scheduler and scheduler is None:
-        from services.coordinator.backends import make_backend  # noqa: PLC0415
+        from services.coordinator.backends import make_backend  # noqa: PLC0415 - Ray and kubectl clients: schedulers only
 
         scheduler = Scheduler(settings, backend=make_backend(settings), sessions=sessions, metrics=metrics)
 

@@ -12,7 +12,7 @@ from services.coordinator.common.config import CoordinatorSettings
 
 def openapi_document() -> dict[str, Any]:
     """The document, built from an app on a throw-away configuration (it has no settings in it)."""
-    from services.coordinator.app import create_app  # noqa: PLC0415
+    from services.coordinator.app import create_app  # noqa: PLC0415 - the whole app, only when the document is built
 
     with tempfile.TemporaryDirectory(prefix="nevis-openapi-") as scratch:
         settings = CoordinatorSettings(data_dir=Path(scratch), database_url="sqlite://")

@@ -149,7 +149,7 @@ def _runner(settings: CoordinatorSettings, sessions: sessionmaker[Session], *, s
     """The submission's stream runner, once per worker: its bundle unpacked, the credentials
     moved out of the environment before anything that runs learner code starts."""
     from workers.trainer.ray_env import hold_secrets  # noqa: PLC0415 - heavy imports
-    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415
+    from workers.trainer.stream_runner import StreamRunner  # noqa: PLC0415 - heavy imports
 
     bundle_root = _prepare_bundle(settings, sessions, submission_id=submission_id)
     import_paths = None if bundle_root is None else [str(bundle_root)]
@@ -205,7 +205,7 @@ def _prepare_image(
 ) -> list[str] | None:
     """The import paths of the learner's image (if any), unpacked on this node by the digest
     its registration pinned: files its sandboxed hosts import, never a process of its own."""
-    from services.coordinator.learner_images import image_import_paths  # noqa: PLC0415
+    from services.coordinator.learner_images import image_import_paths  # noqa: PLC0415 - image learners only
 
     with sessions() as session:
         ref = session.get(Submission, submission_id).learner.image_ref
@@ -224,7 +224,7 @@ def _uploaded_registration(sessions: sessionmaker[Session], submission_id: int) 
 
 def _shutdown_ray() -> None:
     if "ray" in sys.modules:
-        import ray  # noqa: PLC0415
+        import ray  # noqa: PLC0415 - only when this process started it
 
         if ray.is_initialized():
             ray.shutdown()

@@ -27,7 +27,7 @@ __all__ = [
 def __getattr__(name: str) -> type:
     # boto3 takes a while to import; load the S3 backend only when someone asks for it.
     if name == "S3ObjectStore":
-        from services.store.objects.s3 import S3ObjectStore  # noqa: PLC0415
+        from services.store.objects.s3 import S3ObjectStore  # noqa: PLC0415 - see above
 
         return S3ObjectStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

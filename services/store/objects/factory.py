@@ -57,7 +57,7 @@ def _open_local(url: str, host: str, path: str) -> LocalObjectStore:
 
 
 def _open_s3(url: str, bucket: str, path: str, endpoint_url: str | None) -> ObjectStore:
-    from services.store.objects.s3 import S3ObjectStore  # boto3 loads only when needed  # noqa: PLC0415
+    from services.store.objects.s3 import S3ObjectStore  # noqa: PLC0415 - boto3 loads only when needed
 
     if not bucket or "@" in bucket or ":" in bucket:
         raise ConfigError(
