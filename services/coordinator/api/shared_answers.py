@@ -64,7 +64,7 @@ class SharedAnswers:
         if found is not None and (if_none_match is None or len(if_none_match) <= IF_NONE_MATCH_MAX):
             try:
                 now = await cache.fingerprint(self.server.state.sessions)
-            except Exception:  # the app answers the same error properly (a 503 problem)  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - the app answers the same error properly (a 503 problem)
                 now = None
             if now is not None and (
                 found.fingerprint == now

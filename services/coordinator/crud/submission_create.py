@@ -127,7 +127,7 @@ def create_submission(
             settings_explicit="image_size" in settings.model_fields_set,
             override=request.image_size,
         )
-    except Exception as exc:  # the check's own message names the range  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - the check's own message names the range
         raise InvalidInputError(f"The 'image_size' is not valid: {exc}", field="image_size") from None
     version = ensure_stream_version(session, manifest=stream.manifest)
     if request.phase == quotas.META_TEST:

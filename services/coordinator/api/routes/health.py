@@ -44,7 +44,7 @@ def readyz(request: Request, session: SessionDep) -> Response:
         session.rollback()  # end the read before the probe writes
         try:
             write_probe(session.get_bind())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - readiness reports, it does not raise
             checks["database"] = f"refuses writes: {_one_line(exc)}"
     scheduler = request.app.state.scheduler
     if scheduler is not None:
