@@ -15,7 +15,7 @@ a client that sends its API token (``Authorization: Bearer``) sees its own priva
 marked "private", and a private submission's pages are a 404 to everyone else, worded as for an
 id that does not exist. Cached pages are keyed by that reader (see the leaderboard API), and an
 anonymous reader's page is kept as sent for the same request again, as the API's answers are
-(:class:`~services.coordinator.api.answers.SharedAnswers`).
+(:class:`~services.coordinator.api.shared_answers.SharedAnswers`).
 """
 
 from __future__ import annotations
