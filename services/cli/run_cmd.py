@@ -284,6 +284,8 @@ def show_results(run_id: int, *, as_json: bool) -> RunSummary:
         return summary
     split = any(row.flops_paper is not None for row in summary.tasks)  # FLOPs by purpose were stored
     purposes = ("updates", "validation", "prediction") if split else ()
+    # per-task GPU-hours only where some task measured a GPU; else the summary line says why not
+    gpu = ("GPU-h",) if any(row.gpu_seconds is not None for row in summary.tasks) else ()
     table = Table(
         "task",
         "year",
@@ -296,7 +298,7 @@ def show_results(run_id: int, *, as_json: bool) -> RunSummary:
         *purposes,
         "CPU s",
         "FLOP/CPU s",
-        "GPU-h",
+        *gpu,
         "energy",
         "retried FLOPs",
         "trials (failed)",
@@ -316,7 +318,7 @@ def show_results(run_id: int, *, as_json: bool) -> RunSummary:
             *((_flops_text(v) for v in (row.flops_paper, row.flops_validation, row.flops_prediction)) if split else ()),
             cpu_text(row.cpu_seconds) + (" est." if row.cpu_estimated else "") if row.status == "committed" else "",
             rate_text(row.flops, row.cpu_seconds) if row.status == "committed" else "",
-            gpu_text(row.gpu_seconds, row.gpu_note) if row.status == "committed" else "",
+            *((gpu_text(row.gpu_seconds, row.gpu_note) if row.status == "committed" else "",) if gpu else ()),
             energy_text(row.energy_kwh, row.energy_source) if row.status == "committed" else "",
             f"{row.retried_flops:.3e}" if row.retried_flops else "",
             (f"{row.trials} ({row.failed_trials})" + (f", {row.capped_trials} at cap" if row.capped_trials else ""))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Double, ForeignKey, Integer, text
+from sqlalchemy import Double, ForeignKey, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from services.store.db.base import Base, non_negative
@@ -41,6 +41,11 @@ class SubmissionScore(Base):
     inconsistent_tasks: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     # tasks a trial of which counted within NEVIS_NEAR_FLOOR_BAND × its floor (revision 0024)
     near_floor_tasks: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # the committed tasks' GPU time and energy (revision 0027; services/store/runs/gpu_energy.py)
+    gpu_seconds: Mapped[float | None] = mapped_column(Double)  # NULL: no GPU measured (gpu_note says why)
+    gpu_note: Mapped[str | None] = mapped_column(Text)
+    energy_kwh: Mapped[float | None] = mapped_column(Double)
+    energy_source: Mapped[str | None] = mapped_column(String(16))  # rapl or estimate, +nvml
     headline_done: Mapped[int] = mapped_column(Integer)  # committed tasks of the submission's phase
     mean_error: Mapped[float | None] = mapped_column(Double)  # E over those; NULL: none yet
 

@@ -119,6 +119,10 @@ def ranked_query(filters: list[Any], headline: Any) -> Select:
             (func.coalesce(scored.inconsistent_tasks, 0) > 0).label("inconsistent"),
             SubmissionVerdict.verdict.label("verification"),  # replayed with new seeds (verification.py)
             (func.coalesce(scored.near_floor_tasks, 0) > 0).label("near_floor"),
+            scored.gpu_seconds,
+            scored.gpu_note,
+            scored.energy_kwh,
+            scored.energy_source,
             case(
                 (
                     scored.mean_error.is_not(None),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from services.store.db.models import TaskResult, Trial
@@ -49,34 +49,27 @@ def task_gpu_energy(session: Session, task_run_id: int) -> dict[str, Any]:
     }
 
 
-def board_gpu_energy(session: Session, submission_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """Each listed submission's committed tasks' GPU-seconds and energy, for a leaderboard page
-    (one query over its rows' task results; a submission without results is absent)."""
-    if not submission_ids:
-        return {}
-    found: dict[int, list[Any]] = {}
-    rows = session.execute(
-        select(
-            TaskResult.submission_id,
-            TaskResult.gpu_seconds,
-            TaskResult.gpu_note,
-            TaskResult.energy_kwh,
-            TaskResult.energy_source,
-        ).where(TaskResult.submission_id.in_(submission_ids))
-    ).all()
-    for row in rows:
-        found.setdefault(row.submission_id, []).append(row)
-    out = {}
-    for submission_id, results in found.items():
-        seconds = [r.gpu_seconds for r in results if r.gpu_seconds is not None]
-        energy = [r.energy_kwh for r in results if r.energy_kwh is not None]
-        out[submission_id] = {
-            "gpu_seconds": sum(seconds) if seconds else None,
-            "gpu_note": None if seconds else next((r.gpu_note for r in results if r.gpu_note), None),
-            "energy_kwh": sum(energy) if energy else None,
-            "energy_source": combined_source([r.energy_source for r in results if r.energy_kwh is not None]),
-        }
-    return out
+def gpu_energy_columns() -> list[Any]:
+    """A submission's GPU-seconds and energy as SQL aggregates over its committed ``task_results``,
+    kept in ``submission_scores`` as each result commits (services/store/runs/scores.py), so a
+    leaderboard page reads them with its row and runs no query of its own. Same rules as
+    :func:`combined_source`: a sum with one estimated part is an estimate; ``+nvml`` where any
+    part has GPU energy; a note only where no GPU-second was measured."""
+    has_energy = TaskResult.energy_kwh.is_not(None)
+    estimated = func.sum(case((and_(has_energy, TaskResult.energy_source.like("estimate%")), 1), else_=0))
+    nvml = func.sum(case((and_(has_energy, TaskResult.energy_source.like("%+nvml")), 1), else_=0))
+    return [
+        func.sum(TaskResult.gpu_seconds).label("gpu_seconds"),  # SUM skips NULLs; all NULL: NULL
+        case((func.count(TaskResult.gpu_seconds) == 0, func.min(TaskResult.gpu_note)), else_=None).label("gpu_note"),
+        func.sum(TaskResult.energy_kwh).label("energy_kwh"),
+        case(
+            (func.count(TaskResult.energy_kwh) == 0, None),
+            (and_(estimated > 0, nvml > 0), "estimate+nvml"),
+            (estimated > 0, "estimate"),
+            (nvml > 0, "rapl+nvml"),
+            else_="rapl",
+        ).label("energy_source"),
+    ]
 
 
 def gpu_text(gpu_seconds: float | None, note: str | None) -> str:
@@ -95,4 +88,4 @@ def energy_text(kwh: float | None, source: str | None) -> str:
     return f"{'~' if (source or '').startswith('estimate') else ''}{kwh:.3g} kWh"
 
 
-__all__ = ["JOULES_PER_KWH", "board_gpu_energy", "combined_source", "energy_text", "gpu_text", "task_gpu_energy"]
+__all__ = ["JOULES_PER_KWH", "combined_source", "energy_text", "gpu_energy_columns", "gpu_text", "task_gpu_energy"]

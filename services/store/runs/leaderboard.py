@@ -49,7 +49,6 @@ from services.store.runs.board_query import (
     ranked_query,
     version_id,
 )
-from services.store.runs.gpu_energy import board_gpu_energy
 from services.store.runs.verdicts import marks_of
 from services.store.runs.visibility import ANONYMOUS, Viewer
 
@@ -185,7 +184,6 @@ def leaderboard(
         profiles = _kept_scores(session, stream, version, [r.submission_id for r in rows])
     spread = _spread_by_group(session, filters, headline, [r.submission_id for r in rows])
     marks = marks_of(session, [r.submission_id for r in rows if r.verification is not None])  # none: no query
-    gpu = board_gpu_energy(session, [r.submission_id for r in rows])
     return LeaderboardPage(
         stream=stream,
         version=version,
@@ -224,7 +222,10 @@ def leaderboard(
                 inconsistent=bool(r.inconsistent),
                 near_floor=bool(r.near_floor),
                 **(marks[r.submission_id].row_fields() if r.submission_id in marks else {}),
-                **gpu.get(r.submission_id, {}),
+                gpu_seconds=r.gpu_seconds,
+                gpu_note=r.gpu_note,
+                energy_kwh=r.energy_kwh,
+                energy_source=r.energy_source,
             )
             for r in rows
         ),

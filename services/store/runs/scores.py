@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from services.store.db.models import StreamTask, Submission, TaskResult
 from services.store.db.models_scores import SubmissionScore
 from services.store.runs.board_summaries import finished_runs, keep_attempts, keep_finished
+from services.store.runs.gpu_energy import gpu_energy_columns
 
 COLUMNS: tuple[str, ...] = (
     "submission_id",
@@ -33,6 +34,10 @@ COLUMNS: tuple[str, ...] = (
     "mean_error",
     "inconsistent_tasks",
     "near_floor_tasks",
+    "gpu_seconds",
+    "gpu_note",
+    "energy_kwh",
+    "energy_source",
 )
 """The columns of ``submission_scores``, in the order :func:`aggregate` selects them."""
 CHUNK = 500
@@ -58,6 +63,7 @@ def aggregate(submission_ids: Sequence[int] | None = None) -> Select:
             func.avg(case((headline, TaskResult.error))).label("mean_error"),
             func.sum(case((TaskResult.inconsistent, 1), else_=0)).label("inconsistent_tasks"),
             func.sum(case((TaskResult.flops_near_floor, 1), else_=0)).label("near_floor_tasks"),
+            *gpu_energy_columns(),
         )
         .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
         .join(Submission, Submission.id == TaskResult.submission_id)

@@ -20,6 +20,7 @@ from services.dashboard.server import create_server_app
 from services.store.db import transaction
 from services.store.db.models import TaskResult
 from services.store.db.models_coordinator import ScheduledSubmission
+from services.store.runs.scores import rescore
 
 NO_GPU = "no GPU: the host was given none"
 
@@ -38,6 +39,7 @@ def test_gpu_time_and_energy_are_shown_beside_cflop(seed_board, database_url, mo
             .where(TaskResult.submission_id == on_gpu)
             .values(gpu_seconds=1200.0, gpu_peak_memory_bytes=2 << 30, energy_kwh=0.5, energy_source="rapl+nvml")
         )
+        rescore(session, submission_ids=[cpu_only, on_gpu])  # as a committing result does (scores.py)
         owner = users.create_user(session, name="owner", role="submitter")
         session.add_all([ScheduledSubmission(submission_id=i, user_id=owner.id) for i in (cpu_only, on_gpu)])
         _, secret = users.create_token(session, user=owner, label="t")

@@ -39,8 +39,18 @@ def upgrade() -> None:
             for column in MEASURED:
                 batch.create_check_constraint(op.f(f"ck_{table}_{column}_non_negative"), f"{column} >= 0")
 
+    # what a leaderboard row shows, kept with its other scores (NULL until a result commits)
+    with op.batch_alter_table("submission_scores") as batch:
+        batch.add_column(sa.Column("gpu_seconds", sa.Double(), nullable=True))
+        batch.add_column(sa.Column("gpu_note", sa.Text(), nullable=True))
+        batch.add_column(sa.Column("energy_kwh", sa.Double(), nullable=True))
+        batch.add_column(sa.Column("energy_source", sa.String(16), nullable=True))
+
 
 def downgrade() -> None:
+    with op.batch_alter_table("submission_scores") as batch:
+        for column in ("energy_source", "energy_kwh", "gpu_note", "gpu_seconds"):
+            batch.drop_column(column)
     for table in TABLES:
         with op.batch_alter_table(table) as batch:
             for column in MEASURED:
