@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-import time
 
 import numpy as np
 import pytest
@@ -185,15 +184,15 @@ def test_the_state_is_read_as_plain_data_only(capsys):
     assert state_choices(numpy_floats, numpy_floats, 1)[0] == {}  # a class, refused rather than built
 
 
-def test_a_state_of_3000_fake_choices_reports_only_the_runs_tasks_quickly():
-    """The review's state: 3,000 "choices" of 450 candidates each; the run committed 3 tasks."""
+def test_a_state_of_3000_fake_choices_reports_only_the_runs_tasks():
+    """The review's state: 3,000 "choices" of 450 candidates each; the run committed 3 tasks.
+    (How long it takes is not a unit test's business: the page reads the bounded record stored
+    at commit, tests/integration/.../test_transfer_record.py.)"""
     fake = {t: {"chosen": 1, "knn_error": {c: 0.5 for c in range(1, 451)}, "fresh_error": 0.5} for t in range(2, 3002)}
     fake[3] = FT_D_STATE[3]
     stored = _Stored(pickle.dumps(fake))
     assert len(stored.data) < MAX_STATE_BYTES
-    started = time.perf_counter()
     choices, reason = state_choices(stored, stored, 1, orders=[1, 2, 3])
-    assert time.perf_counter() - started < 1.0
     assert reason is None and sorted(choices) == [3]  # task 2's record names candidates it never had
     assert choices[3].knn_errors == {1: 0.25, 2: 0.375}
 

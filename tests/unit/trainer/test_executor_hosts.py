@@ -65,23 +65,26 @@ def _warm(scores: np.ndarray) -> bool:
     return bool(scores[0, 0])
 
 
-def test_evaluation_images_go_to_one_host_for_the_run_which_never_trains(spec) -> None:
+def test_each_evaluation_has_a_warm_host_of_its_own_which_never_trains_and_is_killed(spec) -> None:
+    """Issue 44 item 6: one evaluation per host (start, predict, kill), started when the task
+    begins so its imports are done before it answers; never the host that trains."""
     executor = TrialExecutor(spec)
     try:
-        executor.start_predictor()  # the first task begins
         scored = []
         for _ in range(3):  # three tasks' evaluations
-            executor.start_predictor()  # each task's start: no second host
+            executor.start_predictor()  # each task's start: a fresh host, warming while trials run
+            host = executor._predictor.live()
             scores, _ = executor.predict(INFO, b"p", IMAGES, seed=0)
             assert _warm(scores)  # its first call's imports done before it answered
-            scored.append(executor._predictor.live())
+            assert not host.alive  # killed once it has predicted
+            scored.append(host)
+        assert len({host.pid for host in scored}) == 3  # a host of its own per evaluation
         trains = executor._trainer.live()
-        assert all(host is scored[0] and host.alive for host in scored)  # one for the run, kept
-        assert trains is not scored[0] and trains.pid != scored[0].pid
+        assert trains.pid not in {host.pid for host in scored}
         assert _warm(predict(trains, INFO, b"p", IMAGES, seed=0)[0])
     finally:
         executor.close()
-    assert not trains.alive and not scored[0].alive
+    assert not trains.alive
 
 
 def test_an_evaluator_of_its_own_predicts_in_a_host_warmed_before_it_answered(spec) -> None:
