@@ -52,6 +52,31 @@ def test_a_learner_that_ignores_its_budget_is_stopped_at_the_cap(runner, tiny_st
         assert load_summary(session, submission_id=submission_id).tasks[0].capped_trials == 2  # the row is marked
 
 
+def test_the_cap_counts_the_tasks_preparation_before_any_trial(runner, tiny_stream):
+    """FT-d's prepare_task is charged to the task once; under ``budget-X`` the trials get what
+    it left (issue 50: a task's charge, preparation included, stays within the cap + one step)."""
+    from nevis_ruleset_learners import PREPARATION_FLOPS, STEP_FLOPS
+
+    budget = RunBudget(trials=4, steps=10, max_concurrent=1, checkpoint_fractions=(1.0,))
+    submission_id = runner.start(
+        RunRequest(
+            stream=one_task_stream(tiny_stream),
+            budget=budget,
+            learner="nevis_ruleset_learners:preparing_ignorer",
+            ruleset=f"budget-{CAP:.1e}",
+        )
+    )
+    with runner.sessions() as session:
+        assert session.get(Submission, submission_id).status == "succeeded"
+        trials = session.scalars(select(Trial).order_by(Trial.trial_index)).all()
+        result = session.scalars(select(TaskResult)).one()
+        # 1e10 of preparation leaves 1.5e10: one whole trial, the second stopped at the cap
+        assert [t.status for t in trials] == ["succeeded", "stopped", "stopped", "stopped"]
+        spent = sum(t.flops for t in trials)
+        assert CAP <= PREPARATION_FLOPS + spent <= CAP + STEP_FLOPS
+        assert result.flops - (result.flops_prediction or 0) <= CAP + STEP_FLOPS
+
+
 def test_self_tuning_runs_one_trial_with_the_learners_defaults(runner, tiny_stream):
     submission_id = runner.start(
         RunRequest(

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, NoReturn
 
+import ray
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.core.budget import RunBudget
@@ -44,6 +45,7 @@ from workers.trainer.run_create import create_run, start_run
 from workers.trainer.run_data import RunData
 from workers.trainer.run_manifests import RunManifests
 from workers.trainer.run_plan import Attempt, RunObserver, RunPlan, RunRequest, Silent
+from workers.trainer.task_budget import PREPARATION
 from workers.trainer.task_job import run_trials
 from workers.trainer.task_steps import evaluate, trial_spec
 from workers.trainer.trial import TrialSpec
@@ -182,6 +184,8 @@ class StreamRunner:
         trial_ids: dict[int, int] = {}
         spec = trial_spec(self, attempt, host, learner, data)
         spec, preparation = self._prepare(attempt, host, learner, spec)
+        if spec.rules.task_flop_cap is not None and preparation.flops:  # the cap hears the preparation too
+            ray.get(spec.harness.budget_settle.remote(PREPARATION, int(preparation.flops)))
         outcomes = self._search(attempt, learner, spec, trial_ids)
         spent = preparation.flops + sum(o.flops for o in outcomes)  # the preparation, charged once
         best = best_trial(outcomes)

@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 
 from services.core.rulesets import cap_message
 
+PREPARATION = -1
+"""The index the task's ``prepare_task`` is settled under: charged once, before any trial, so
+its work (FT-d's choice among earlier models) counts against the cap like a trial's."""
+
 
 @dataclass
 class TaskCharge:
@@ -54,4 +58,4 @@ class TaskCharge:
         self._settled[index] = max(self._settled.get(index, 0), int(flops))
 
 
-__all__ = ["TaskCharge", "cap_message"]
+__all__ = ["PREPARATION", "TaskCharge", "cap_message"]

@@ -2,6 +2,7 @@
 
 - ``BudgetIgnorer``: reports a fixed, large FLOP count at every step and never looks at the
   task's budget, so only the harness can hold it to a ``budget-<X>`` cap.
+- ``PreparingIgnorer``: the same, with a ``prepare_task`` that spends once per task.
 - ``ConfigRecorder``: declares a search space and keeps the configs its trials got in its
   state, so a test can see that ``self-tuning`` gave it none.
 """
@@ -35,6 +36,21 @@ class BudgetIgnorer(NearestMeanLearner):
         return -((x[:, None, :] - predictor[None, :, :]) ** 2).sum(axis=2)
 
 
+class PreparingIgnorer(BudgetIgnorer):
+    """The budget ignorer with a ``prepare_task`` that spends ten steps' FLOPs once per task
+    (as FT-d's choice among earlier models does): the cap must hear it before any trial."""
+
+    name = "preparing-ignorer"
+
+    def prepare_task(self, view, state, ctx):
+        ctx.report_flops(PREPARATION_FLOPS)
+        ctx.progress(0, None)  # a FLOP report goes to the harness
+        return {"prepared": True}
+
+
+PREPARATION_FLOPS = 10 * STEP_FLOPS
+
+
 class _Quiet:
     """The trial's context for the fitting pass: its progress calls and FLOPs not counted again."""
 
@@ -61,6 +77,10 @@ class ConfigRecorder(NearestMeanLearner):
 
 def budget_ignorer() -> BudgetIgnorer:
     return BudgetIgnorer()
+
+
+def preparing_ignorer() -> PreparingIgnorer:
+    return PreparingIgnorer()
 
 
 def config_recorder() -> ConfigRecorder:
