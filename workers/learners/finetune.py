@@ -38,7 +38,7 @@ from services.core.errors import LearnerError
 from workers.learners import recipe
 from workers.learners.augment import eval_transform
 from workers.learners.batch_crop import train_batch
-from workers.learners.indep import IndepLearner, IndepPredictor, TrialOptions
+from workers.learners.indep import IndepLearner, IndepPredictor
 from workers.learners.models import MODELS
 from workers.learners.protocol import (
     PAPER_SEARCH_SPACE,
@@ -60,6 +60,7 @@ from workers.learners.selection import (
     rank_candidates,
 )
 from workers.learners.training import epoch_batches, label_tensor
+from workers.learners.trial_options import TrialOptions
 
 AUX_WEIGHT = "aux_weight"
 

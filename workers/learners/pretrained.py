@@ -19,10 +19,11 @@ from collections.abc import Iterator
 
 from services.core.errors import LearnerError
 from workers.learners.finetune import FtDLearner, check_same_network, digest, transfer_backbone
-from workers.learners.indep import IndepLearner, IndepPredictor, TrialOptions
+from workers.learners.indep import IndepLearner, IndepPredictor
 from workers.learners.protocol import TaskView, TrialContext
 from workers.learners.provenance import EXTERNAL, SELF, Origin, Provenance, read_provenance
 from workers.learners.selection import PRETRAINED, FeatureFn
+from workers.learners.trial_options import TrialOptions
 
 PRETRAINED_MISMATCH = (
     "the run's pretrained checkpoint was made with another network. Make a checkpoint with "

@@ -8,10 +8,11 @@ import torch
 from services.core.errors import LearnerError
 from workers.learners import recipe
 from workers.learners.bhpo import BHPO_SEARCH_SPACE, BhpoLearner
-from workers.learners.indep import IndepLearner, TrialOptions
+from workers.learners.indep import IndepLearner
 from workers.learners.loading import load_learner
 from workers.learners.models import LowResVGG, ModelConfig, build_model
 from workers.learners.protocol import Choice, LogUniform, Uniform
+from workers.learners.trial_options import TrialOptions
 
 from .conftest import RecordingContext, make_view
 

@@ -17,10 +17,11 @@ import torch
 
 from services.core.errors import CausalityError, LearnerError
 from workers.learners.finetune import AUX_WEIGHT, FtDLearner, FtPrevLearner, MtLearner, fresh_wins
-from workers.learners.indep import IndepLearner, TrialOptions
+from workers.learners.indep import IndepLearner
 from workers.learners.loading import load_learner
 from workers.learners.pretrained import PtFtSelfLearner, PtSelfLearner
 from workers.learners.selection import RANDOM_INIT, NeighbourScores, probe_features, probe_subset, rank_candidates
+from workers.learners.trial_options import TrialOptions
 from workers.stream.task_view import CausalTaskView
 
 from .conftest import RecordingContext

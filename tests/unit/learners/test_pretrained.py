@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.core.errors import LearnerError
-from workers.learners.indep import IndepLearner, TrialOptions
+from workers.learners.indep import IndepLearner
 from workers.learners.loading import load_learner
 from workers.learners.models import LowResResNet34
 from workers.learners.pretrained import PtFtLearner, PtFtSelfLearner, PtLearner, PtSelfLearner, check_provenance
@@ -26,6 +26,7 @@ from workers.learners.pretrained_import import (
     resample_stem,
 )
 from workers.learners.provenance import EXTERNAL, SELF, Provenance, pretraining_cflop, read_provenance, stamp
+from workers.learners.trial_options import TrialOptions
 from workers.stream.task_view import CausalTaskView
 
 from .conftest import RecordingContext
