@@ -10,6 +10,19 @@
 #    read from tensor losses equals the losses, the batched crop on the GPU gives the CPU's pixels;
 # 2b. bench/seccomp_check.py: a few training steps and a torch.compile'd function on the device
 #    with the learner hosts' seccomp filter loaded (no file locks, no inotify): does the driver care;
+# 2c. bench/gpu_floor_check.py (issue 46): a hostile learner (meter patched, raw torch.matmul on
+#    the device) and its honest twin (a tracked MLP), 15 s each, one trial each in a real learner
+#    host through the harness's measured call: each one's own FLOPs, CPU- and GPU-seconds (NVML),
+#    floor and charge, the hostile charge / the honest one, and whether the floor's GPU term
+#    caught it (exit 1 if not). It needs the harness's Python dependencies the image lacks
+#    (pydantic & co.), carried as wheels: prepare them here once, before the call,
+#      echo /.whl/ >> .git/info/exclude
+#      .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+#        --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+#        --platform manylinux2014_x86_64 -d .whl $(.venv/bin/python -m pip freeze | grep -iE \
+#        '^(pydantic|pydantic[-_]core|pydantic[-_]settings|annotated[-_]types|typing[-_]inspection|python[-_]dotenv)==')
+#    and name it in the call: run(command="bash bench/gpu_checks.sh", carry=[".whl"], timeout_s=540);
+#    this script installs them into the interpreter's own environment (learner hosts run it -I);
 # 3. bench/bench_gpu.py (indep, ResNet-34 at 64 px) at the paper's three batch sizes (the rule
 #    b = min(512, max(16, 2^floor(log2(0.0025 D)))): 16 for D < 12,800, 64 for 25,600 <= D <
 #    51,200, 512 for D >= 204,800): images/s, TFLOP/s, the fraction of the bf16 peak, input vs
@@ -60,11 +73,13 @@ if [ -n "${GPU_CHECKS_TINY:-}" ]; then
   batches=(4)
   procs=2
   scale=(--tasks 2 --steps 10 --width 8 --image-size 16)
+  floor=(--tiny)
 else
   size=()
   batches=(16 64 512)
   procs=4
   scale=()
+  floor=()
 fi
 
 # One FULL run at the paper's budget, at the step times measured by the named runs that exist.
@@ -86,6 +101,10 @@ step "$py" -c "import sys, torch; print('python', sys.version.split()[0], '| tor
   torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device')"
 bounded 200 "$py" -m pytest --noconftest -p no:cacheprovider -q tests/unit/learners/test_on_devices.py
 step timeout 120 "$py" bench/seccomp_check.py --device "$device"
+if compgen -G ".whl/*.whl" >/dev/null; then  # the wheels of 2c, where the call carried them
+  step "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl
+fi
+bounded 150 "$py" bench/gpu_floor_check.py --device "$device" "${floor[@]}" --json "$out/floor_check.json"
 single=() shared=()
 for batch in "${batches[@]}"; do
   bounded 300 "$py" bench/bench_gpu.py --device "$device" --batch "$batch" "${size[@]}" \

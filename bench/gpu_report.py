@@ -1,10 +1,11 @@
 """The figures of one ``bench/gpu_checks.sh`` run as Markdown, ready for the docs.
 
-Reads every ``gpu_*.json`` (``bench_gpu.py`` runs) and ``paper_scale*.json`` in a folder and
-prints one table of the runs (batch, processes sharing the device, compile mode, images/s,
-TFLOP/s, fraction of the bf16 peak, ms per step, the input's share, the meter's overhead) and one
-of the FULL-stream estimates, one row per sharing and GPU count. The device tool returns only the
-tail of a run's output, so ``gpu_checks.sh`` prints this last: what a session lent a GPU pastes
+Reads every ``gpu_*.json`` (``bench_gpu.py`` runs), ``paper_scale*.json`` and ``floor_check.json``
+(``bench/gpu_floor_check.py``) in a folder and prints one table of the runs (batch, processes
+sharing the device, compile mode, images/s, TFLOP/s, fraction of the bf16 peak, ms per step, the
+input's share, the meter's overhead), one of the FULL-stream estimates, one row per sharing and
+GPU count, and the hostile learner's charge against its honest twin's, with which half of the
+floor check ran. The device tool returns only the tail of a run's output, so ``gpu_checks.sh`` prints this last: what a session lent a GPU pastes
 into docs/performance-input.md and docs/performance-scale.md.
 
 Usage: ``python bench/gpu_report.py OUT_FOLDER``
@@ -57,10 +58,36 @@ def scale_rows(scales: list[dict[str, Any]]) -> list[str]:
     return rows
 
 
+def floor_rows(check: dict[str, Any]) -> list[str]:
+    """The honest and the hostile learner of gpu_floor_check.py, one Markdown row each, and its verdict."""
+    rows = [
+        f"gpu_floor_check.py on {check['device']}, {check['seconds']} s each: the hostile learner (meter patched, "
+        f"raw matmuls) charged {_num(check.get('ratio_hostile_over_honest'), '.3f')} x its honest twin's charge",
+        "",
+        "| learner | steps | own FLOPs | CPU-s | GPU-s | floor | of it GPU term | charged | source |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in (check["honest"], check["hostile"]):
+        rows.append(
+            f"| {row['learner']} | {row['steps']} | {row['own_flops']:.3g} | {_num(row['cpu_seconds'], '.1f')} "
+            f"| {_num(row['gpu_seconds'], '.1f')} | {row['floor']:.3g} | {row['floor_gpu_term']:.3g} "
+            f"| {row['charged']:.3g} | {row['source']} |"
+        )
+    rows.append("")
+    for name, half in (("CPU half", check["cpu_half"]), ("GPU half", check["gpu_half"])):
+        said = ("caught" if half["caught"] else "NOT caught") if half["run"] else half["why"]
+        rows.append(f"{name}: {said}{' (' + half['why'] + ')' if half['run'] and half.get('why') else ''}")
+    return rows
+
+
 def report(folder: Path) -> str:
     runs = [json.loads(p.read_text()) for p in sorted(folder.glob("gpu_*.json"))]
     scales = [json.loads(p.read_text()) for p in sorted(folder.glob("paper_scale*.json"))]
+    floor = folder / "floor_check.json"
+    checked = floor_rows(json.loads(floor.read_text())) if floor.is_file() else []
     if not runs:
+        if checked:  # the floor check ran before the deadline cut the rest
+            print("\n".join(checked))
         raise SystemExit(f"no bench_gpu.py runs (gpu_*.json) in {folder}")
     devices = sorted({str(run.get("device")) for run in runs})
     torches = sorted({str(run.get("torch")) for run in runs})
@@ -79,6 +106,8 @@ def report(folder: Path) -> str:
             "",
             *scale_rows(scales),
         ]
+    if checked:
+        lines += ["", *checked]
     return "\n".join(lines)
 
 

@@ -76,6 +76,17 @@ def test_the_prepared_gpu_checks_run_their_steps_on_a_cpu(tmp_path):
     assert "!! failed" not in done.stdout
     assert "3 passed" in done.stdout  # the device tests, on the CPU
     assert '"filtered": true, "keyctl_refused": true' in done.stdout  # training under the hosts' seccomp filter
+    # a hostile learner (meter patched, raw matmuls) and its honest twin, one trial each in a learner host
+    check = json.loads((tmp_path / "floor_check.json").read_text())
+    honest, hostile = check["honest"], check["hostile"]
+    assert check["device"] == "cpu" and honest["status"] == hostile["status"] == "ok"
+    assert hostile["own_flops"] == 0 and hostile["steps"] > 0 and hostile["cpu_seconds"] > 2
+    assert hostile["charged"] >= hostile["floor"] > 0 and hostile["source"] == "floor"  # the CPU floor caught it
+    assert honest["own_flops"] > honest["floor"] > 0 and honest["charged"] == honest["own_flops"]
+    assert hostile["floor_gpu_term"] == 0 and hostile["gpu_seconds"] is None and hostile["gpu_note"]
+    assert check["ratio_hostile_over_honest"] == hostile["charged"] / honest["charged"]
+    assert check["cpu_half"]["caught"] and not check["gpu_half"]["run"]
+    assert "GPU half: not run here" in done.stdout and "CPU half: caught" in done.stdout
     fig = json.loads((tmp_path / "gpu_b4.json").read_text())  # bench_gpu.py's figures, sane
     assert fig["device"] == "cpu" and fig["steps"] == 2 and fig["batch"] == 4
     assert fig["batch_rule"] == 64  # the paper's rule for D = 50,000: 2^floor(log2(125))
@@ -106,6 +117,7 @@ def test_the_prepared_gpu_checks_run_their_steps_on_a_cpu(tmp_path):
     assert f"| 4 | 1 | no | {fig['images_per_s']:,.0f} |" in report
     assert f"| 4 | 2 | no | {shared['images_per_s']:,.0f} |" in report
     assert "| 1 | 64 |" in report and "| 2 | 64 |" in report and "56 of 64 GPUs idle" in report
+    assert f"| hostile | {hostile['steps']} | 0 |" in report and "GPU half: not run here" in report
 
 
 def test_the_gpu_checks_skip_what_would_start_past_their_deadline(tmp_path):
@@ -128,7 +140,8 @@ def test_the_gpu_checks_skip_what_would_start_past_their_deadline(tmp_path):
         check=False,
     )
     skipped = [line for line in done.stdout.splitlines() if line.startswith("== skipped, the run's 0 s are spent")]
-    assert len(skipped) == 3 and "test_on_devices.py" in skipped[0] and "--procs 2" in skipped[2]
-    assert not list(tmp_path.glob("gpu_*.json"))
+    assert len(skipped) == 4 and "test_on_devices.py" in skipped[0] and "--procs 2" in skipped[3]
+    assert "gpu_floor_check.py" in skipped[1]
+    assert not list(tmp_path.glob("*.json"))
     # the report still runs last, and says why it has nothing to show
     assert "no bench_gpu.py runs" in done.stderr + done.stdout and done.returncode == 1
