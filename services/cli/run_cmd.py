@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.table import Column, Table
 
 from services.cli import verify_cmd
 from services.cli.console import make_console
@@ -294,9 +294,9 @@ def show_results(run_id: int, *, as_json: bool) -> RunSummary:
         "status",
         "error",
         "split",
-        "FLOPs (own count / floor)",
+        Column("FLOPs (own count / floor)", no_wrap=True),  # its mark stays on its line
         *purposes,
-        "CPU s",
+        Column("CPU s", no_wrap=True),
         "FLOP/CPU s",
         *gpu,
         "energy",

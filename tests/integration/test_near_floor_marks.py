@@ -5,6 +5,8 @@ say so, and a CPU time estimated from wall time × declared CPUs stays marked.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from sqlalchemy import select
 
@@ -13,7 +15,7 @@ from services.store.db import sessions_on, transaction
 from services.store.db.models import StreamVersion, Trial
 from services.store.db.models_scores import SubmissionScore
 from services.store.runs import records
-from services.store.runs.outcomes import NEAR_FLOOR_BAND, TaskOutcome, TrialOutcome
+from services.store.runs.outcomes import NEAR_FLOOR_BAND, NEAR_FLOOR_MIN_CPU_S, TaskOutcome, TrialOutcome
 from services.store.runs.summary import load_summary
 from tests.support.synthetic_results import seed_results
 
@@ -52,6 +54,13 @@ def test_the_band_is_the_setting_the_runner_passes():
     assert outcome(3 * FLOOR).near_floor
     assert not outcome(3 * FLOOR, band=2.0).near_floor
     assert not TrialOutcome(trial_index=0, seed=0, status="ok", flops_measured=5).near_floor  # no floor: no mark
+
+
+def test_a_trial_under_a_cpu_second_is_too_small_to_mark():
+    """Start-up dominates a tiny trial's CPU time: an honest one would be marked for it."""
+    tiny = replace(outcome(2 * FLOOR), cpu_seconds=NEAR_FLOOR_MIN_CPU_S / 2)
+    assert tiny.flops_source == "measured" and not tiny.near_floor
+    assert replace(tiny, cpu_seconds=NEAR_FLOOR_MIN_CPU_S).near_floor
 
 
 def test_marks_are_stored_and_shown_in_the_summary_and_scores(database_url):

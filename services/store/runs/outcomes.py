@@ -20,6 +20,9 @@ NEAR_FLOOR_BAND = 4.0
 """A count below this many times its floor is marked near-floor (``NEVIS_NEAR_FLOOR_BAND``): the
 floor is 1/16 of the calibrated rate, the built-ins count about 0.29 of it, so a count under 4 ×
 the floor is under 1/4 of what the host's CPU time buys at that rate (docs/isolation.md)."""
+NEAR_FLOOR_MIN_CPU_S = 1.0
+"""A trial whose host used less CPU time than this is too small to judge: its count is dominated
+by start-up and first calls, and topping it up would gain less than a CPU-second's floor."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,11 @@ class FloorCharged:
     def is_near_floor(self, band: float = NEAR_FLOOR_BAND) -> bool:
         """The learner's own count was charged (at least the floor), but it is below ``band``
         times the floor: too little to vouch for, marked rather than floored."""
-        return not self.floored and self.flops_floor > 0 and self.counted_flops < band * self.flops_floor
+        cpu = getattr(self, "cpu_seconds", None)
+        large_enough = cpu is None or cpu >= NEAR_FLOOR_MIN_CPU_S
+        return (
+            large_enough and not self.floored and self.flops_floor > 0 and self.counted_flops < band * self.flops_floor
+        )
 
 
 @dataclass(frozen=True)
@@ -226,6 +233,7 @@ def _plain(value: Any) -> Any:
 
 __all__ = [
     "NEAR_FLOOR_BAND",
+    "NEAR_FLOOR_MIN_CPU_S",
     "FloorCharged",
     "CheckpointRef",
     "FlopsSource",
