@@ -30,17 +30,12 @@ KINDS = ("single", "multi")
 
 
 def _pk(table: str) -> list[sa.SchemaItem]:
-    return [
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{table}")),
-    ]
+    return [sa.Column("id", sa.Integer(), nullable=False), sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{table}"))]
 
 
 def _ts(name: str, *, now: bool = False) -> sa.Column:
     """A timestamp with time zone; ``now`` ones are required and default to the insert time."""
-    return sa.Column(
-        name, sa.DateTime(timezone=True), nullable=not now, server_default=NOW if now else None
-    )
+    return sa.Column(name, sa.DateTime(timezone=True), nullable=not now, server_default=NOW if now else None)
 
 
 def _ck(table: str, name: str, sql: str) -> sa.CheckConstraint:
@@ -60,9 +55,7 @@ def _sha256(table: str, column: str) -> sa.CheckConstraint:
     return _ck(table, f"{column}_hex", f"length({column}) = 64")
 
 
-def _fk(
-    table: str, column: str, target: str, ondelete: str | None = None
-) -> sa.ForeignKeyConstraint:
+def _fk(table: str, column: str, target: str, ondelete: str | None = None) -> sa.ForeignKeyConstraint:
     return sa.ForeignKeyConstraint(
         [column], [f"{target}.id"], name=op.f(f"fk_{table}_{column}_{target}"), ondelete=ondelete
     )
@@ -160,8 +153,7 @@ def upgrade() -> None:
         _ck(
             t,
             "bundle_checksummed",
-            "(bundle_key IS NULL AND bundle_sha256 IS NULL)"
-            " OR (bundle_key IS NOT NULL AND bundle_sha256 IS NOT NULL)",
+            "(bundle_key IS NULL AND bundle_sha256 IS NULL) OR (bundle_key IS NOT NULL AND bundle_sha256 IS NOT NULL)",
         ),
     )
     t = "submissions"
@@ -211,17 +203,14 @@ def upgrade() -> None:
         _uq(t, "submission_id", "stream_task_id", "attempt"),
         _uq(t, "id", "submission_id", "stream_task_id"),
         _ck(t, "attempt_positive", "attempt >= 1"),
-        _one_of(
-            t, "status", ("pending", "running", "succeeded", "failed", "timed_out", "cancelled")
-        ),
+        _one_of(t, "status", ("pending", "running", "succeeded", "failed", "timed_out", "cancelled")),
         *_non_negative(t, "flops", "retried_flops", "wall_time_s", "peak_memory_bytes"),
     )
     _ix(t, "stream_task_id")
     _ix(t, "status", "deadline_at")
     active = sa.text("status IN ('pending', 'running')")
     op.create_index(
-        "uq_task_runs_one_active", t, ["submission_id"], unique=True,
-        sqlite_where=active, postgresql_where=active,
+        "uq_task_runs_one_active", t, ["submission_id"], unique=True, sqlite_where=active, postgresql_where=active
     )
     t = "trials"
     op.create_table(
@@ -245,9 +234,7 @@ def upgrade() -> None:
         _fk(t, "task_run_id", "task_runs", ondelete="CASCADE"),
         _uq(t, "task_run_id", "trial_index"),
         _uq(t, "id", "task_run_id"),
-        _one_of(
-            t, "status", ("pending", "running", "succeeded", "failed", "stopped", "cancelled")
-        ),
+        _one_of(t, "status", ("pending", "running", "succeeded", "failed", "stopped", "cancelled")),
         _one_of(t, "flops_source", ("measured", "reported")),
         _ck(t, "dev_error_range", "dev_error IS NULL OR (dev_error >= 0 AND dev_error <= 1)"),
         *_non_negative(t, "trial_index", "flops", "wall_time_s", "peak_memory_bytes"),
@@ -319,8 +306,17 @@ def upgrade() -> None:
 def downgrade() -> None:
     _drop_append_only_triggers()
     for table in (
-        "events", "task_results", "checkpoints", "trials", "task_runs", "submissions",
-        "learners", "shards", "datasets", "stream_tasks", "stream_versions",
+        "events",
+        "task_results",
+        "checkpoints",
+        "trials",
+        "task_runs",
+        "submissions",
+        "learners",
+        "shards",
+        "datasets",
+        "stream_tasks",
+        "stream_versions",
     ):
         op.drop_table(table)
 

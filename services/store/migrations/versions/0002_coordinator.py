@@ -26,8 +26,7 @@ ACTIVE = sa.text("status IN ('launching', 'launched', 'running')")
 
 def _ts(name: str, *, now: bool = False, required: bool = False) -> sa.Column:
     return sa.Column(
-        name, sa.DateTime(timezone=True), nullable=not (now or required),
-        server_default=NOW if now else None,
+        name, sa.DateTime(timezone=True), nullable=not (now or required), server_default=NOW if now else None
     )
 
 
@@ -87,8 +86,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("learner_id", name=op.f("pk_learner_owners")),
         _fk(t, "learner_id", "learners", "CASCADE"),
         _fk(t, "user_id", "users", "RESTRICT"),
-        _ck(t, "bundle_size_bytes_non_negative",
-            "bundle_size_bytes IS NULL OR bundle_size_bytes >= 0"),
+        _ck(t, "bundle_size_bytes_non_negative", "bundle_size_bytes IS NULL OR bundle_size_bytes >= 0"),
     )
     _ix(t, "user_id")
     t = "scheduled_submissions"
@@ -126,18 +124,19 @@ def upgrade() -> None:
         _ts("created_at", now=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_task_leases")),
         _fk(t, "submission_id", "submissions", "CASCADE"),
-        sa.UniqueConstraint("submission_id", "task_order", "attempt",
-                            name=op.f("uq_task_leases_submission_id_task_order_attempt")),
-        _ck(t, "status", "status IN ('launching', 'launched', 'running', 'succeeded', "
-                         "'failed', 'expired', 'cancelled')"),
+        sa.UniqueConstraint(
+            "submission_id", "task_order", "attempt", name=op.f("uq_task_leases_submission_id_task_order_attempt")
+        ),
+        _ck(
+            t, "status", "status IN ('launching', 'launched', 'running', 'succeeded', 'failed', 'expired', 'cancelled')"
+        ),
         _ck(t, "task_order_positive", "task_order >= 1"),
         _ck(t, "attempt_positive", "attempt >= 1"),
         _ck(t, "backend", BACKENDS),
     )
     _ix(t, "status", "deadline_at")
     op.create_index(
-        "uq_task_leases_one_active", t, ["submission_id"], unique=True,
-        sqlite_where=ACTIVE, postgresql_where=ACTIVE,
+        "uq_task_leases_one_active", t, ["submission_id"], unique=True, sqlite_where=ACTIVE, postgresql_where=ACTIVE
     )
     t = "idempotency_keys"
     op.create_table(
@@ -151,8 +150,7 @@ def upgrade() -> None:
         _ts("created_at", now=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_idempotency_keys")),
         _fk(t, "user_id", "users", "CASCADE"),
-        sa.UniqueConstraint("user_id", "scope", "key",
-                            name=op.f("uq_idempotency_keys_user_id_scope_key")),
+        sa.UniqueConstraint("user_id", "scope", "key", name=op.f("uq_idempotency_keys_user_id_scope_key")),
         _ck(t, "request_sha256_hex", "length(request_sha256) = 64"),
     )
 
@@ -163,8 +161,7 @@ def downgrade() -> None:
     op.drop_index(op.f("ix_task_leases_status_deadline_at"), table_name="task_leases")
     op.drop_table("task_leases")
     op.drop_index(op.f("ix_scheduled_submissions_user_id"), table_name="scheduled_submissions")
-    op.drop_index(op.f("ix_scheduled_submissions_next_launch_at"),
-                  table_name="scheduled_submissions")
+    op.drop_index(op.f("ix_scheduled_submissions_next_launch_at"), table_name="scheduled_submissions")
     op.drop_table("scheduled_submissions")
     op.drop_index(op.f("ix_learner_owners_user_id"), table_name="learner_owners")
     op.drop_table("learner_owners")

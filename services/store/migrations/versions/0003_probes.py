@@ -27,9 +27,7 @@ KINDS = "probe_kind IN ('linear', 'mlp2', 'mlp3')"
 
 
 def _ts(name: str, *, now: bool = False) -> sa.Column:
-    return sa.Column(
-        name, sa.DateTime(timezone=True), nullable=not now, server_default=NOW if now else None
-    )
+    return sa.Column(name, sa.DateTime(timezone=True), nullable=not now, server_default=NOW if now else None)
 
 
 def _ck(table: str, name: str, sql: str) -> sa.CheckConstraint:
@@ -54,10 +52,7 @@ def _settings(table: str) -> list[sa.SchemaItem]:
 
 
 def _pk(table: str) -> list[sa.SchemaItem]:
-    return [
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{table}")),
-    ]
+    return [sa.Column("id", sa.Integer(), nullable=False), sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{table}"))]
 
 
 def _uq(table: str, *columns: str) -> sa.UniqueConstraint:
@@ -147,8 +142,7 @@ def upgrade() -> None:
         _fk(t, "checkpoint_id", "checkpoints", "CASCADE"),
         _fk(t, "trial_id", "trials", "CASCADE"),
         _uq(t, "checkpoint_id", "settings_hash"),
-        _ck(t, "pretext_error_range",
-            "pretext_error IS NULL OR (pretext_error >= 0 AND pretext_error <= 1)"),
+        _ck(t, "pretext_error_range", "pretext_error IS NULL OR (pretext_error >= 0 AND pretext_error <= 1)"),
         *_non_negative(t, "step", "feature_dim", "lidar_n", "lidar_q", "rankme_n"),
     )
     _ix(t, "trial_id")
@@ -190,8 +184,10 @@ def upgrade() -> None:
         sa.Column("conv_step", sa.Integer(), nullable=False),
         sa.Column("converged", sa.Boolean(), nullable=False),
         sa.Column("num_checkpoints", sa.Integer(), nullable=False),
-        *[sa.Column(name, sa.Double(), nullable=False)
-          for name in ("mm3", "msm3", "csm3", "msm3max", "mofm", "cofm", "mofm_max")],
+        *[
+            sa.Column(name, sa.Double(), nullable=False)
+            for name in ("mm3", "msm3", "csm3", "msm3max", "mofm", "cofm", "mofm_max")
+        ],
         sa.Column("spreads", JSON_DOC, nullable=False),
         sa.Column("curves", JSON_DOC, nullable=False),
         _ts("created_at", now=True),

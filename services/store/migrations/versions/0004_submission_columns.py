@@ -28,8 +28,11 @@ SIZE_CHECK = "image_size >= 8 AND image_size <= 512"
 BACKENDS = "backend IN ('local', 'ray', 'kuberay')"
 
 _submissions = sa.table(
-    "submissions", sa.column("id", sa.Integer()), sa.column("budget", sa.JSON()),
-    sa.column("image_size", sa.Integer()), sa.column("stream_version_id", sa.Integer()),
+    "submissions",
+    sa.column("id", sa.Integer()),
+    sa.column("budget", sa.JSON()),
+    sa.column("image_size", sa.Integer()),
+    sa.column("stream_version_id", sa.Integer()),
 )
 _versions = sa.table("stream_versions", sa.column("id", sa.Integer()), sa.column("name", sa.String()))
 
@@ -42,8 +45,9 @@ def upgrade() -> None:
         budget = dict(budget or {})
         size = int(budget.get("image_size") or DEFAULT_SIZE)
         kept = {k: v for k, v in budget.items() if k not in RUN_KEYS}
-        connection.execute(sa.update(_submissions).where(_submissions.c.id == row_id)
-                           .values(image_size=size, budget=kept))
+        connection.execute(
+            sa.update(_submissions).where(_submissions.c.id == row_id).values(image_size=size, budget=kept)
+        )
     with op.batch_alter_table("submissions") as batch:
         batch.alter_column("image_size", existing_type=sa.Integer(), nullable=False)
         batch.create_check_constraint(op.f("ck_submissions_image_size_range"), SIZE_CHECK)
@@ -56,11 +60,16 @@ def downgrade() -> None:
         batch.create_check_constraint(op.f("ck_task_leases_backend"), BACKENDS)
     connection = op.get_bind()
     rows = connection.execute(
-        sa.select(_submissions.c.id, _submissions.c.budget, _submissions.c.image_size, _versions.c.name)
-        .join(_versions, _versions.c.id == _submissions.c.stream_version_id)).all()
+        sa.select(_submissions.c.id, _submissions.c.budget, _submissions.c.image_size, _versions.c.name).join(
+            _versions, _versions.c.id == _submissions.c.stream_version_id
+        )
+    ).all()
     for row_id, budget, size, stream in rows:  # a stream given as a file comes back by name only
-        connection.execute(sa.update(_submissions).where(_submissions.c.id == row_id).values(
-            budget={**dict(budget or {}), "image_size": size, "stream_ref": stream}))
+        connection.execute(
+            sa.update(_submissions)
+            .where(_submissions.c.id == row_id)
+            .values(budget={**dict(budget or {}), "image_size": size, "stream_ref": stream})
+        )
     with op.batch_alter_table("submissions") as batch:
         batch.drop_constraint(op.f("ck_submissions_image_size_range"), type_="check")
         batch.drop_column("image_size")

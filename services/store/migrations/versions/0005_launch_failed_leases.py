@@ -38,8 +38,9 @@ def upgrade() -> None:
         batch.drop_constraint(op.f("ck_task_leases_status"), type_="check")
         batch.create_check_constraint(op.f("ck_task_leases_status"), _in(NEW_STATUSES))
         batch.drop_constraint(op.f("uq_task_leases_submission_id_task_order_attempt"), type_="unique")
-    op.create_index("uq_task_leases_attempt", "task_leases", COLUMNS, unique=True,
-                    sqlite_where=ATTEMPTS, postgresql_where=ATTEMPTS)
+    op.create_index(
+        "uq_task_leases_attempt", "task_leases", COLUMNS, unique=True, sqlite_where=ATTEMPTS, postgresql_where=ATTEMPTS
+    )
 
 
 def downgrade() -> None:

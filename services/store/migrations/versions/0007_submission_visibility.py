@@ -25,8 +25,7 @@ VISIBILITY_CHECK = "visibility IN ('public', 'private')"
 
 def upgrade() -> None:
     with op.batch_alter_table("submissions") as batch:
-        batch.add_column(sa.Column("visibility", sa.String(length=16), nullable=False,
-                                   server_default="public"))
+        batch.add_column(sa.Column("visibility", sa.String(length=16), nullable=False, server_default="public"))
         batch.create_check_constraint(op.f("ck_submissions_visibility"), VISIBILITY_CHECK)
 
 

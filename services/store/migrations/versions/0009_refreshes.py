@@ -34,13 +34,13 @@ def _ck(table: str, name: str, sql: str) -> sa.CheckConstraint:
 
 def _fk(table: str, column: str, target: str, ondelete: str) -> sa.ForeignKeyConstraint:
     return sa.ForeignKeyConstraint(
-        [column], [f"{target}.id"], name=op.f(f"fk_{table}_{column}_{target}"), ondelete=ondelete)
+        [column], [f"{target}.id"], name=op.f(f"fk_{table}_{column}_{target}"), ondelete=ondelete
+    )
 
 
 def upgrade() -> None:
     with op.batch_alter_table("submissions") as batch:
-        batch.add_column(sa.Column("pinned", sa.Boolean(), nullable=False,
-                                   server_default=sa.text("false")))
+        batch.add_column(sa.Column("pinned", sa.Boolean(), nullable=False, server_default=sa.text("false")))
     t = "refreshes"
     op.create_table(
         t,

@@ -33,8 +33,11 @@ STOPPED_ERROR = re.compile(r"(?:task \d+ failed after \d+ attempts?: )?stopped: 
 """The errors a cap stop left before this revision, with the reason they carry."""
 
 _submissions = sa.table(
-    "submissions", sa.column("id", sa.Integer()), sa.column("status", sa.String()),
-    sa.column("error", sa.Text()), sa.column("updated_at", sa.DateTime(timezone=True)),
+    "submissions",
+    sa.column("id", sa.Integer()),
+    sa.column("status", sa.String()),
+    sa.column("error", sa.Text()),
+    sa.column("updated_at", sa.DateTime(timezone=True)),
     sa.column("finished_at", sa.DateTime(timezone=True)),
 )
 
@@ -53,18 +56,23 @@ def upgrade() -> None:
     _check(NEW_STATUSES)
     connection = op.get_bind()
     s = _submissions.c
-    rows = connection.execute(sa.select(s.id, s.error).where(
-        s.status == "failed", s.error.like(f"%{PREFIX}%"))).all()
+    rows = connection.execute(sa.select(s.id, s.error).where(s.status == "failed", s.error.like(f"%{PREFIX}%"))).all()
     for row_id, error in rows:
         found = STOPPED_ERROR.fullmatch(error)
         if found is None:  # "stopped: " inside some other failure's message
             continue
-        connection.execute(sa.update(_submissions).where(s.id == row_id).values(
-            status="stopped", error=found["reason"], finished_at=sa.func.coalesce(s.finished_at, s.updated_at)))
+        connection.execute(
+            sa.update(_submissions)
+            .where(s.id == row_id)
+            .values(status="stopped", error=found["reason"], finished_at=sa.func.coalesce(s.finished_at, s.updated_at))
+        )
 
 
 def downgrade() -> None:
     s = _submissions.c
-    op.get_bind().execute(sa.update(_submissions).where(s.status == "stopped").values(
-        status="failed", error=sa.literal(PREFIX) + sa.func.coalesce(s.error, "")))
+    op.get_bind().execute(
+        sa.update(_submissions)
+        .where(s.status == "stopped")
+        .values(status="failed", error=sa.literal(PREFIX) + sa.func.coalesce(s.error, ""))
+    )
     _check(OLD_STATUSES)

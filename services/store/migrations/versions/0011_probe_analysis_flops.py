@@ -26,8 +26,7 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("probe_jobs") as batch:
         batch.add_column(sa.Column("analysis_flops", sa.Double(), nullable=True))
-        batch.create_check_constraint(op.f("ck_probe_jobs_analysis_flops_non_negative"),
-                                      "analysis_flops >= 0")
+        batch.create_check_constraint(op.f("ck_probe_jobs_analysis_flops_non_negative"), "analysis_flops >= 0")
 
 
 def downgrade() -> None:

@@ -30,8 +30,7 @@ INDEX = "ix_api_tokens_parent_token_id"
 def upgrade() -> None:
     with op.batch_alter_table("api_tokens") as batch:
         batch.add_column(sa.Column("parent_token_id", sa.Integer(), nullable=True))
-        batch.create_foreign_key(op.f(FOREIGN_KEY), "api_tokens", ["parent_token_id"], ["id"],
-                                 ondelete="SET NULL")
+        batch.create_foreign_key(op.f(FOREIGN_KEY), "api_tokens", ["parent_token_id"], ["id"], ondelete="SET NULL")
         batch.create_index(op.f(INDEX), ["parent_token_id"])
 
 

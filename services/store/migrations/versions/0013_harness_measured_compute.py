@@ -42,8 +42,7 @@ def upgrade() -> None:
         batch.create_check_constraint(op.f("ck_trials_flops_source"), _sources(SOURCES_AFTER))
     with op.batch_alter_table("task_results") as batch:
         batch.add_column(sa.Column("cpu_seconds", sa.Double(), nullable=True))
-        batch.add_column(sa.Column("flops_floored", sa.Boolean(), nullable=False,
-                                   server_default=sa.text("false")))
+        batch.add_column(sa.Column("flops_floored", sa.Boolean(), nullable=False, server_default=sa.text("false")))
         batch.create_check_constraint(op.f("ck_task_results_cpu_seconds_non_negative"), "cpu_seconds >= 0")
 
 

@@ -32,8 +32,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column("flops_paper", sa.Double(), nullable=True))
         batch.add_column(sa.Column("flops_prediction", sa.Double(), nullable=True))
         batch.create_check_constraint(op.f("ck_task_results_flops_paper_non_negative"), "flops_paper >= 0")
-        batch.create_check_constraint(op.f("ck_task_results_flops_prediction_non_negative"),
-                                      "flops_prediction >= 0")
+        batch.create_check_constraint(op.f("ck_task_results_flops_prediction_non_negative"), "flops_prediction >= 0")
 
 
 def downgrade() -> None:

@@ -30,8 +30,9 @@ def _scopes(scopes: str, per_task: str) -> None:
         batch.drop_constraint(op.f(f"ck_{_T}_scope"), type_="check")
         batch.drop_constraint(op.f(f"ck_{_T}_task_order_matches_scope"), type_="check")
         batch.create_check_constraint(op.f(f"ck_{_T}_scope"), f"scope IN ({scopes})")
-        batch.create_check_constraint(op.f(f"ck_{_T}_task_order_matches_scope"),
-                                      f"(scope IN ({per_task})) = (task_order >= 1)")
+        batch.create_check_constraint(
+            op.f(f"ck_{_T}_task_order_matches_scope"), f"(scope IN ({per_task})) = (task_order >= 1)"
+        )
 
 
 def upgrade() -> None:

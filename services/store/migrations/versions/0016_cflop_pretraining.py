@@ -26,8 +26,7 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("submissions") as batch:
         batch.add_column(sa.Column("cflop_pretraining", sa.Double(), nullable=True))
-        batch.create_check_constraint(op.f("ck_submissions_cflop_pretraining_non_negative"),
-                                      "cflop_pretraining >= 0")
+        batch.create_check_constraint(op.f("ck_submissions_cflop_pretraining_non_negative"), "cflop_pretraining >= 0")
 
 
 def downgrade() -> None:

@@ -50,10 +50,13 @@ def upgrade() -> None:
         sa.Column("headline_done", sa.Integer(), nullable=False),
         sa.Column("mean_error", sa.Double(), nullable=True),
         sa.PrimaryKeyConstraint("submission_id", name=op.f(f"pk_{_T}")),
-        sa.ForeignKeyConstraint(["submission_id"], ["submissions.id"],
-                                name=op.f(f"fk_{_T}_submission_id_submissions"), ondelete="CASCADE"),
-        *(sa.CheckConstraint(f"{c} >= 0", name=op.f(f"ck_{_T}_{c}_non_negative"))
-          for c in ("tasks_done", "headline_done", "floored_tasks", "cflop", "cflop_paper", "cpu_seconds")),
+        sa.ForeignKeyConstraint(
+            ["submission_id"], ["submissions.id"], name=op.f(f"fk_{_T}_submission_id_submissions"), ondelete="CASCADE"
+        ),
+        *(
+            sa.CheckConstraint(f"{c} >= 0", name=op.f(f"ck_{_T}_{c}_non_negative"))
+            for c in ("tasks_done", "headline_done", "floored_tasks", "cflop", "cflop_paper", "cpu_seconds")
+        ),
     )
     op.execute(sa.text(BACKFILL))
 

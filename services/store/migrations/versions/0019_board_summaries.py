@@ -36,8 +36,12 @@ def upgrade() -> None:
         sa.Column("attempts", _JSON, nullable=False),
         sa.Column("interval", _JSON, nullable=True),
         sa.PrimaryKeyConstraint("submission_id", name=op.f("pk_submission_intervals")),
-        sa.ForeignKeyConstraint(["submission_id"], ["submissions.id"],
-                                name=op.f("fk_submission_intervals_submission_id_submissions"), ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["submission_id"],
+            ["submissions.id"],
+            name=op.f("fk_submission_intervals_submission_id_submissions"),
+            ondelete="CASCADE",
+        ),
     )
     op.create_table(
         "submission_profiles",
@@ -46,8 +50,12 @@ def upgrade() -> None:
         sa.Column("cflop_score", sa.Double(), nullable=True),
         sa.Column("error_curve", _JSON, nullable=True),
         sa.PrimaryKeyConstraint("submission_id", name=op.f("pk_submission_profiles")),
-        sa.ForeignKeyConstraint(["submission_id"], ["submissions.id"],
-                                name=op.f("fk_submission_profiles_submission_id_submissions"), ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["submission_id"],
+            ["submissions.id"],
+            name=op.f("fk_submission_profiles_submission_id_submissions"),
+            ondelete="CASCADE",
+        ),
     )
     # The back-fill reads through today's ORM code, so it runs once the schema is at head
     # (migrations/env.py), where that code matches the tables it reads.
@@ -58,18 +66,14 @@ def _backfill(connection: sa.Connection) -> None:
     """The rows the commits would have written, from the results stored before this revision."""
     from sqlalchemy.orm import Session
 
-    from services.store.runs.board_summaries import (
-        finished_runs,
-        keep_attempts,
-        keep_profiles,
-    )
+    from services.store.runs.board_summaries import finished_runs, keep_attempts, keep_profiles
 
     session = Session(bind=connection)
     ids = [i for (i,) in connection.execute(sa.text("SELECT DISTINCT submission_id FROM task_results ORDER BY 1"))]
     versions: set[int] = set()
     for start in range(0, len(ids), 500):
-        keep_attempts(session, submission_ids=ids[start:start + 500])
-        versions |= {v for v, _ in finished_runs(session, submission_ids=ids[start:start + 500])}
+        keep_attempts(session, submission_ids=ids[start : start + 500])
+        versions |= {v for v, _ in finished_runs(session, submission_ids=ids[start : start + 500])}
     for version_id in sorted(versions):
         keep_profiles(session, stream_version_id=version_id)
     session.flush()

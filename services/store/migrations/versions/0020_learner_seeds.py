@@ -34,10 +34,15 @@ def upgrade() -> None:
         sa.Column("errors", _JSON, nullable=False),
         sa.Column("created", _JSON, nullable=False),
         sa.PrimaryKeyConstraint("stream_version_id", "learner_id", name=op.f("pk_learner_seeds")),
-        sa.ForeignKeyConstraint(["stream_version_id"], ["stream_versions.id"],
-                                name=op.f("fk_learner_seeds_stream_version_id_stream_versions"), ondelete="CASCADE"),
-        sa.ForeignKeyConstraint(["learner_id"], ["learners.id"],
-                                name=op.f("fk_learner_seeds_learner_id_learners"), ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["stream_version_id"],
+            ["stream_versions.id"],
+            name=op.f("fk_learner_seeds_stream_version_id_stream_versions"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["learner_id"], ["learners.id"], name=op.f("fk_learner_seeds_learner_id_learners"), ondelete="CASCADE"
+        ),
     )
     # The back-fill reads through today's ORM code, so it runs once the schema is at head
     # (migrations/env.py), where that code matches the tables it reads.
@@ -54,7 +59,7 @@ def _backfill(connection: sa.Connection) -> None:
     ids = [i for (i,) in connection.execute(sa.text("SELECT DISTINCT submission_id FROM task_results ORDER BY 1"))]
     runs: set[tuple[int, int]] = set()
     for start in range(0, len(ids), 500):
-        runs |= finished_runs(session, submission_ids=ids[start:start + 500])
+        runs |= finished_runs(session, submission_ids=ids[start : start + 500])
     for version_id, learner_id in sorted(runs):
         keep_seeds(session, stream_version_id=version_id, learner_id=learner_id)
     session.flush()

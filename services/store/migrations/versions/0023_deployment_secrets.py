@@ -25,7 +25,9 @@ def upgrade() -> None:
         "deployment_secrets",
         sa.Column("name", sa.String(64), primary_key=True),
         sa.Column("value", sa.String(200), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.text("CURRENT_TIMESTAMP")),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.text("CURRENT_TIMESTAMP")
+        ),
     )
 
 

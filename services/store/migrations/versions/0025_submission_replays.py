@@ -37,10 +37,18 @@ def upgrade() -> None:
         sa.Column("request", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=_NOW),
         sa.PrimaryKeyConstraint("replay_id", name=op.f("pk_submission_replays")),
-        sa.ForeignKeyConstraint(["replay_id"], ["submissions.id"],
-                                name=op.f("fk_submission_replays_replay_id_submissions"), ondelete="CASCADE"),
-        sa.ForeignKeyConstraint(["original_id"], ["submissions.id"],
-                                name=op.f("fk_submission_replays_original_id_submissions"), ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["replay_id"],
+            ["submissions.id"],
+            name=op.f("fk_submission_replays_replay_id_submissions"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["original_id"],
+            ["submissions.id"],
+            name=op.f("fk_submission_replays_original_id_submissions"),
+            ondelete="CASCADE",
+        ),
         sa.CheckConstraint("replay_id <> original_id", name=op.f("ck_submission_replays_not_itself")),
     )
     op.create_index(op.f("ix_submission_replays_original_id"), "submission_replays", ["original_id"])
@@ -57,10 +65,16 @@ def upgrade() -> None:
         sa.Column("decided_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("request", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("submission_id", name=op.f("pk_submission_verdicts")),
-        sa.ForeignKeyConstraint(["submission_id"], ["submissions.id"],
-                                name=op.f("fk_submission_verdicts_submission_id_submissions"), ondelete="CASCADE"),
-        sa.CheckConstraint("verdict IN ('pending', 'verified', 'not_reproduced', 'inconclusive')",
-                           name=op.f("ck_submission_verdicts_verdict")),
+        sa.ForeignKeyConstraint(
+            ["submission_id"],
+            ["submissions.id"],
+            name=op.f("fk_submission_verdicts_submission_id_submissions"),
+            ondelete="CASCADE",
+        ),
+        sa.CheckConstraint(
+            "verdict IN ('pending', 'verified', 'not_reproduced', 'inconclusive')",
+            name=op.f("ck_submission_verdicts_verdict"),
+        ),
     )
     op.create_index(op.f("ix_submission_verdicts_verdict"), "submission_verdicts", ["verdict"])
 
