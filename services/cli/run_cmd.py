@@ -292,7 +292,7 @@ def show_results(run_id: int, *, as_json: bool) -> RunSummary:
         "phase",
         "dataset",
         "status",
-        "error",
+        Column("error", no_wrap=True),
         "split",
         Column("FLOPs (own count / floor)", no_wrap=True),  # its mark stays on its line
         *purposes,

@@ -5,20 +5,15 @@ the leaderboard API and page, the submission API and page, and ``nevis results``
 from __future__ import annotations
 
 import json
-import re
 
 from fastapi.testclient import TestClient
-from sqlalchemy import select, update
 from typer.testing import CliRunner
 
 from services.cli.main import app
-from services.coordinator.crud import users
 from services.core.config import get_settings
 from services.dashboard.server import create_server_app
 from services.store.db import transaction
-from services.store.db.models import StreamTask, TaskResult
-from services.store.db.models_coordinator import ScheduledSubmission
-from services.store.runs.scores import rescore
+from tests.support.board_marks import board_row, mark_first_result, owner_auth
 
 
 def test_an_inconsistent_submission_is_marked_on_every_page_that_shows_its_numbers(
@@ -27,28 +22,14 @@ def test_an_inconsistent_submission_is_marked_on_every_page_that_shows_its_numbe
     settings, sessions, stream = seed_board(submissions=4, tasks=3, seed=5)
     marked, honest = stream.submission_ids[0], stream.submission_ids[1]
     with transaction(sessions) as session:
-        result_id = session.scalars(
-            select(TaskResult.id)
-            .join(StreamTask, StreamTask.id == TaskResult.stream_task_id)
-            .where(TaskResult.submission_id == marked, StreamTask.phase == "meta_test")
-            .order_by(TaskResult.id)
-        ).first()
-        session.execute(
-            update(TaskResult).where(TaskResult.id == result_id).values(inconsistent=True, consistency_jump=0.8)
-        )
-        rescore(session, submission_ids=[marked])  # as a commit keeps the board's aggregate
-        owner = users.create_user(session, name="owner", role="submitter")
-        session.add_all([ScheduledSubmission(submission_id=i, user_id=owner.id) for i in (marked, honest)])
-        _, secret = users.create_token(session, user=owner, label="t")
-    auth = {"Authorization": f"Bearer {secret}"}
+        mark_first_result(session, marked, phase="meta_test", inconsistent=True, consistency_jump=0.8)
+        auth = owner_auth(session, [marked, honest])
     with TestClient(create_server_app(settings), raise_server_exceptions=False) as client:
         rows = {r["submission_id"]: r for r in client.get("/v1/leaderboard", params={"limit": 100}).json()["items"]}
         assert rows[marked]["inconsistent"] and not rows[honest]["inconsistent"]
         page = client.get("/").text
-        row = re.search(rf'<tr[^>]*data-submission="{marked}".*?</tr>', page, re.S).group(0)
-        assert ">inconsistent</span>" in row
-        other = re.search(rf'<tr[^>]*data-submission="{honest}".*?</tr>', page, re.S).group(0)
-        assert ">inconsistent</span>" not in other
+        assert ">inconsistent</span>" in board_row(page, marked)
+        assert ">inconsistent</span>" not in board_row(page, honest)
         detail = client.get(f"/v1/submissions/{marked}", headers=auth).json()
         assert (detail["inconsistent"], detail["inconsistent_tasks"]) == (True, 1)
         assert [t["consistency_jump"] for t in detail["tasks"] if t["inconsistent"]] == [0.8]

@@ -6,45 +6,29 @@ shown as such."""
 from __future__ import annotations
 
 import json
-import re
 
 from fastapi.testclient import TestClient
-from sqlalchemy import select, update
 from typer.testing import CliRunner
 
 from services.cli.main import app
-from services.coordinator.crud import users
 from services.core.config import get_settings
 from services.dashboard.server import create_server_app
 from services.store.db import transaction
-from services.store.db.models import TaskResult
-from services.store.db.models_coordinator import ScheduledSubmission
-from services.store.runs.scores import rescore
+from tests.support.board_marks import board_row, mark_first_result, owner_auth
 
 
 def test_a_near_floor_submission_is_marked_where_its_numbers_show(seed_board, database_url, monkeypatch):
     settings, sessions, stream = seed_board(submissions=3, tasks=3, seed=7)
     marked, honest = stream.submission_ids[0], stream.submission_ids[1]
     with transaction(sessions) as session:
-        result_id = session.scalars(
-            select(TaskResult.id).where(TaskResult.submission_id == marked).order_by(TaskResult.id)
-        ).first()
-        session.execute(
-            update(TaskResult).where(TaskResult.id == result_id).values(flops_near_floor=True, cpu_estimated=True)
-        )
-        rescore(session, submission_ids=[marked])  # as a commit keeps the board's aggregate
-        owner = users.create_user(session, name="owner", role="submitter")
-        session.add_all([ScheduledSubmission(submission_id=i, user_id=owner.id) for i in (marked, honest)])
-        _, secret = users.create_token(session, user=owner, label="t")
-    auth = {"Authorization": f"Bearer {secret}"}
+        mark_first_result(session, marked, flops_near_floor=True, cpu_estimated=True)
+        auth = owner_auth(session, [marked, honest])
     with TestClient(create_server_app(settings), raise_server_exceptions=False) as client:
         rows = {r["submission_id"]: r for r in client.get("/v1/leaderboard", params={"limit": 100}).json()["items"]}
         assert rows[marked]["near_floor"] and not rows[honest]["near_floor"]
         page = client.get("/").text
-        row = re.search(rf'<tr[^>]*data-submission="{marked}".*?</tr>', page, re.S).group(0)
-        assert ">near floor</span>" in row
-        other = re.search(rf'<tr[^>]*data-submission="{honest}".*?</tr>', page, re.S).group(0)
-        assert ">near floor</span>" not in other
+        assert ">near floor</span>" in board_row(page, marked)
+        assert ">near floor</span>" not in board_row(page, honest)
         detail = client.get(f"/v1/submissions/{marked}", headers=auth).json()
         assert (detail["near_floor"], detail["near_floor_tasks"]) == (True, 1)
         assert [(t["flops_near_floor"], t["cpu_estimated"]) for t in detail["tasks"]].count((True, True)) == 1
